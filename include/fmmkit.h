@@ -1,0 +1,276 @@
+/*
+ * fmmkit.h -- fast N-body summation on GPUs and CPUs.
+ *
+ * The only installed header of libfmmkit. It is the reference manual: every function is
+ * documented right above its declaration, with units and defaults.
+ *
+ * What fmmkit computes
+ * --------------------
+ * For sources x_j with charges q_j (j < N) and targets y_i (i < M), the potential
+ *
+ *     phi(y_i) = sum_j q_j G(y_i, x_j)
+ *
+ * and, on request, its gradient with respect to the target, grad_y phi(y_i). The kernels G are
+ * defined exactly in docs/kernels.md (no 4*pi factors; signs as written there):
+ *
+ *   FMK_KERNEL_LAPLACE      3D  G = 1 / r
+ *   FMK_KERNEL_PLUMMER      3D  G = 1 / sqrt(r^2 + s^2)                  s = opts.softening
+ *   FMK_KERNEL_REGULARIZED  3D  G = (r^2 + 1.5 s^2) / (r^2 + s^2)^(3/2)   s = opts.softening
+ *   FMK_KERNEL_LOG2D        2D  G = log r
+ *   FMK_KERNEL_CAUCHY2D     2D  phi(z) = sum_j Gamma_j / (z_j - z), complex Gamma_j; the
+ *                               "gradient" output is dphi/dz = sum_j Gamma_j / (z_j - z)^2
+ *
+ * with r = |y - x|. When the targets are the sources, the term j = i is left out by index.
+ * Coincident points: a source that sits exactly on a target (r = 0 after the points are mapped
+ * to the working precision, see docs/kernels.md) contributes nothing for the singular kernels
+ * (laplace, log2d, cauchy2d); the smooth kernels (plummer, regularized) take their finite value.
+ *
+ * Life cycle (the same for every method and backend)
+ * ---------------------------------------------------
+ *     fmk_opts opts;  fmk_opts_default(&opts);  opts.method = FMK_METHOD_DIRECT;
+ *     fmk_plan *plan;
+ *     if (fmk_plan_create(&plan, 3, FMK_KERNEL_LAPLACE, 1e-6, &opts) != FMK_OK)
+ *         fprintf(stderr, "%s\n", fmk_plan_last_error(NULL));
+ *     fmk_plan_set_points(plan, n, sources, 0, NULL);     // targets = sources
+ *     fmk_plan_eval(plan, charges, pot, grad);            // as many times as you like
+ *     fmk_plan_destroy(plan);
+ *
+ * Data layout: points are interleaved, x[dim*i + k] (a C-ordered numpy (n, dim) array); the
+ * gradient likewise (m, dim). Complex values (cauchy2d charges, potential and derivative) are
+ * pairs (re, im), the layout of C99 double complex and numpy complex128. All inputs and outputs
+ * are double; opts.precision chooses the arithmetic.
+ *
+ * Ownership: the caller owns every array it passes; no caller pointer is kept after a call
+ * returns (set_points copies the points). The plan owns what it allocates.
+ *
+ * Errors: every call that can fail returns an fmk_status. The sentence that says what went
+ * wrong is in fmk_plan_last_error(plan), or fmk_plan_last_error(NULL) for calls that had no
+ * plan to hold it (create, the one-shot call, NULL plans). The library never prints, exits or
+ * aborts. A failed call leaves its outputs untouched and the plan as it was before the call.
+ *
+ * Threads: a plan may be used by one thread at a time; different plans are independent.
+ */
+#ifndef FMMKIT_H
+#define FMMKIT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FMK_VERSION_MAJOR 0
+#define FMK_VERSION_MINOR 1
+#define FMK_VERSION_PATCH 0
+
+/* ---------------------------------------------------------------------------------------------
+ * Status codes. Numbers are never reused; new codes are appended.
+ * ------------------------------------------------------------------------------------------ */
+typedef enum fmk_status {
+    FMK_OK = 0,                 /* success */
+    FMK_ERR_NULL = 1,           /* a required pointer argument was NULL */
+    FMK_ERR_ARG = 2,            /* an argument is out of range (dim, n, eps, softening, enum) */
+    FMK_ERR_STATE = 3,          /* call out of order (e.g. eval before set_points) */
+    FMK_ERR_NONFINITE = 4,      /* NaN or Inf in points or charges */
+    FMK_ERR_NOMEM = 5,          /* host memory allocation failed */
+    FMK_ERR_DEVICE_NOMEM = 6,   /* GPU memory allocation failed (message says how much) */
+    FMK_ERR_DEVICE = 7,         /* a CUDA call failed (message names it) */
+    FMK_ERR_UNAVAILABLE = 8,    /* method or backend not in this build, or no GPU present */
+    FMK_ERR_INTERNAL = 9        /* a bug in fmmkit: please report it with the message */
+} fmk_status;
+
+/* Kernels; docs/kernels.md defines each one exactly. */
+typedef enum fmk_kernel {
+    FMK_KERNEL_LAPLACE = 1,     /* 3D, 1/r */
+    FMK_KERNEL_PLUMMER = 2,     /* 3D, 1/sqrt(r^2 + s^2), softened gravity */
+    FMK_KERNEL_REGULARIZED = 3, /* 3D, (r^2 + 1.5 s^2)/(r^2 + s^2)^(3/2), van Rees et al. eq. 7 */
+    FMK_KERNEL_LOG2D = 4,       /* 2D, log r */
+    FMK_KERNEL_CAUCHY2D = 5     /* 2D, complex Gamma/(z_j - z) */
+} fmk_kernel;
+
+/* Summation methods. */
+typedef enum fmk_method {
+    FMK_METHOD_AUTO = 0,        /* the fastest available method that meets eps (default) */
+    FMK_METHOD_DIRECT = 1,      /* O(N M) direct sum: the reference */
+    FMK_METHOD_TREE = 2,        /* 3D Barnes-Hut treecode (not available yet) */
+    FMK_METHOD_FMM = 3          /* fast multipole method, 2D and 3D (not available yet) */
+} fmk_method;
+
+/* Where the work runs. */
+typedef enum fmk_backend {
+    FMK_BACKEND_AUTO = 0,       /* CUDA if built and a GPU is present, else CPU (default) */
+    FMK_BACKEND_CPU = 1,        /* OpenMP on the host */
+    FMK_BACKEND_CUDA = 2        /* one NVIDIA GPU (opts.device) */
+} fmk_backend;
+
+/* Arithmetic precision; inputs and outputs are double either way. */
+typedef enum fmk_precision {
+    FMK_PRECISION_FP64 = 0,     /* double (default) */
+    FMK_PRECISION_FP32 = 1      /* single: about 1e-6 relative error, faster on GPUs */
+} fmk_precision;
+
+/* Phases timed in fmk_info.phase_time; fmk_phase_name() gives their names. */
+typedef enum fmk_phase {
+    FMK_PHASE_SETUP = 0,        /* set_points: validation, copies, uploads, trees, lists */
+    FMK_PHASE_UPLOAD = 1,       /* eval: charges to the working layout (and to the GPU) */
+    FMK_PHASE_P2M = 2,
+    FMK_PHASE_M2M = 3,
+    FMK_PHASE_M2L = 4,
+    FMK_PHASE_L2L = 5,
+    FMK_PHASE_L2P = 6,
+    FMK_PHASE_P2P = 7,          /* direct interactions (the whole of the direct method) */
+    FMK_PHASE_DOWNLOAD = 8,     /* eval: results back to the caller's order and layout */
+    FMK_PHASE_COUNT = 16        /* size of the phase_time array; unused slots are 0 */
+} fmk_phase;
+
+/* Options. Fill with fmk_opts_default() first, then change fields; a NULL opts pointer means
+ * all defaults. Every default is written beside its field. */
+typedef struct fmk_opts {
+    fmk_method method;          /* FMK_METHOD_AUTO */
+    fmk_backend backend;        /* FMK_BACKEND_AUTO */
+    fmk_precision precision;    /* FMK_PRECISION_FP64 */
+    int32_t threads;            /* 0: OpenMP's default (OMP_NUM_THREADS or all cores) */
+    int32_t device;             /* 0: CUDA device ordinal */
+    int32_t order;              /* -1: expansion order chosen from eps (expert override) */
+    int64_t leaf_size;          /* 0: points per leaf chosen from eps (expert override) */
+    double softening;           /* 0: softening length s; must be > 0 for plummer, regularized */
+    double theta;               /* 0: opening angle / separation ratio, method default */
+    int32_t verbose;            /* 0: 1 lets fmmkit print diagnostics to stderr */
+    int32_t reserved;           /* 0: keep zero */
+} fmk_opts;
+
+/* What a plan is and what its last evaluation cost. */
+typedef struct fmk_info {
+    int32_t dim;                /* 2 or 3 */
+    fmk_kernel kernel;
+    fmk_method method;          /* the method actually used (never AUTO) */
+    fmk_backend backend;        /* the backend actually used (never AUTO) */
+    fmk_precision precision;
+    int32_t order;              /* expansion order, 0 for direct */
+    int32_t levels;             /* tree levels, 0 for direct */
+    int32_t reserved;
+    int64_t leaf_size;          /* points per leaf, 0 for direct */
+    int64_t n_sources;
+    int64_t n_targets;
+    int64_t bytes_host;         /* host memory the plan holds now */
+    int64_t bytes_device;       /* GPU memory the plan holds now */
+    double eps;                 /* requested relative accuracy */
+    double theta;               /* 0 for direct */
+    double phase_time[FMK_PHASE_COUNT]; /* seconds, setup: last set_points; others: last eval */
+    char device_name[96];       /* "cpu (N threads)" or the GPU's name */
+} fmk_info;
+
+/* Opaque plan. */
+typedef struct fmk_plan fmk_plan;
+
+/* ---------------------------------------------------------------------------------------------
+ * Library information
+ * ------------------------------------------------------------------------------------------ */
+
+/* The library version as "major.minor.patch". */
+const char *fmk_version(void);
+
+/* A short constant description of a status code ("invalid argument", ...). */
+const char *fmk_status_string(fmk_status status);
+
+/* The name of a kernel ("laplace", "plummer", "regularized", "log2d", "cauchy2d"), or NULL. */
+const char *fmk_kernel_name(fmk_kernel kernel);
+
+/* The name of a method ("auto", "direct", "tree", "fmm"), or NULL. */
+const char *fmk_method_name(fmk_method method);
+
+/* The name of a backend ("auto", "cpu", "cuda"), or NULL. */
+const char *fmk_backend_name(fmk_backend backend);
+
+/* The name of a phase ("setup", "upload", "p2m", ... "p2p", "download"), or NULL. */
+const char *fmk_phase_name(fmk_phase phase);
+
+/* Looks a name up (the names above); returns FMK_ERR_ARG for an unknown name. */
+fmk_status fmk_kernel_from_name(const char *name, fmk_kernel *kernel);
+fmk_status fmk_method_from_name(const char *name, fmk_method *method);
+fmk_status fmk_backend_from_name(const char *name, fmk_backend *backend);
+
+/* The dimension a kernel works in (2 or 3), or 0 for an unknown kernel. */
+int fmk_kernel_dim(fmk_kernel kernel);
+
+/* 1 if a kernel takes complex charges and gives complex results (cauchy2d), else 0. */
+int fmk_kernel_is_complex(fmk_kernel kernel);
+
+/* Number of CUDA devices usable by this build (0 in a CPU-only build or without a GPU).
+ * Never fails; a driver problem reads as 0 devices. */
+int fmk_cuda_device_count(void);
+
+/* 1 if a method is implemented for this dimension and backend in this build, else 0. */
+int fmk_method_available(fmk_method method, int dim, fmk_backend backend);
+
+/* ---------------------------------------------------------------------------------------------
+ * Plans
+ * ------------------------------------------------------------------------------------------ */
+
+/* Fills *opts with the defaults written in fmk_opts. */
+void fmk_opts_default(fmk_opts *opts);
+
+/* Creates a plan for kernel in dimension dim (2 or 3, matching the kernel) at relative accuracy
+ * eps, 0 < eps < 1 (the direct method is exact to rounding and only checks eps). opts may be
+ * NULL for defaults. On success *plan is a new plan; on failure *plan is NULL and the message is
+ * in fmk_plan_last_error(NULL). AUTO method and backend are resolved here. */
+fmk_status fmk_plan_create(fmk_plan **plan, int dim, fmk_kernel kernel, double eps,
+                           const fmk_opts *opts);
+
+/* Gives the sources (n_sources points) and targets (n_targets points) to the plan, replacing any
+ * earlier points; both arrays are copied. Pass targets = NULL and n_targets = 0 to evaluate at
+ * the sources (then the self term j = i is left out). n_sources = 0 or n_targets = 0 is valid
+ * (results are then zero or empty). Points must be finite. This is where trees, lists and GPU
+ * uploads happen, so repeated evaluations with new charges cost only the numerical passes. */
+fmk_status fmk_plan_set_points(fmk_plan *plan, int64_t n_sources, const double *sources,
+                               int64_t n_targets, const double *targets);
+
+/* Evaluates with charges (n_sources values; pairs (re, im) for cauchy2d) and writes the
+ * potential (n_targets values, or pairs) and/or the gradient (n_targets * dim values; pairs for
+ * cauchy2d). Either output may be NULL to skip it; not both. Charges must be finite. */
+fmk_status fmk_plan_eval(fmk_plan *plan, const double *charges, double *pot, double *grad);
+
+/* Evaluates n_vectors charge vectors in one call: charge vector v starts at
+ * charges + v * n_sources * c (c = 2 for cauchy2d, else 1); its outputs at pot + v * n_targets * c
+ * and grad + v * n_targets * dim (n_targets * 2 for cauchy2d). n_vectors >= 0. */
+fmk_status fmk_plan_eval_many(fmk_plan *plan, int64_t n_vectors, const double *charges,
+                              double *pot, double *grad);
+
+/* Like fmk_plan_eval, but charges, pot and grad are CUDA device pointers (same layouts); the
+ * plan's backend must be FMK_BACKEND_CUDA. Runs on the default stream and returns when the
+ * results are written. Non-finite charges are not detected on this path: the caller checks. */
+fmk_status fmk_plan_eval_device(fmk_plan *plan, const double *d_charges, double *d_pot,
+                                double *d_grad);
+
+/* Host and device bytes the plan would hold for n_sources sources and n_targets targets
+ * (n_targets = -1: targets are the sources), computed before anything is allocated. */
+fmk_status fmk_plan_memory(const fmk_plan *plan, int64_t n_sources, int64_t n_targets,
+                           int64_t *bytes_host, int64_t *bytes_device);
+
+/* Fills *info with what the plan is and what its last calls cost. */
+fmk_status fmk_plan_info(const fmk_plan *plan, fmk_info *info);
+
+/* The message of the plan's last failed call ("" if none). With plan = NULL: the calling
+ * thread's last failure that had no plan to hold it (fmk_plan_create, fmk_eval, NULL plan).
+ * The string lives until the next failing call on the same plan (or thread). */
+const char *fmk_plan_last_error(const fmk_plan *plan);
+
+/* Frees the plan and everything it holds. NULL is a no-op. */
+void fmk_plan_destroy(fmk_plan *plan);
+
+/* ---------------------------------------------------------------------------------------------
+ * One-shot
+ * ------------------------------------------------------------------------------------------ */
+
+/* create + set_points + eval + destroy in one call; arguments as in those functions. The
+ * message of a failure is in fmk_plan_last_error(NULL). */
+fmk_status fmk_eval(int dim, fmk_kernel kernel, double eps, const fmk_opts *opts,
+                    int64_t n_sources, const double *sources, const double *charges,
+                    int64_t n_targets, const double *targets, double *pot, double *grad);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FMMKIT_H */

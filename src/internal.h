@@ -1,0 +1,117 @@
+/*
+ * internal.h -- definitions shared inside libfmmkit (never installed).
+ *
+ * A plan holds the caller's options, the points mapped into the plan's frame (below) and the
+ * state of one engine: the pair (method, backend) that does the numerical work. plan.c owns
+ * the life cycle and all validation; engines trust their inputs.
+ *
+ * The frame. Every point is mapped, in double, to
+ *     x' = 1.5 + (x - center) / width,
+ * where center is the centre of the bounding box of sources and targets and width is the power
+ * of two at or above the box's largest side (and, for the smooth kernels, the softening). Mapped
+ * coordinates lie in [1, 2], where floating-point spacing is uniform (2^-52 of the box in fp64,
+ * 2^-23 in fp32). That gives three guarantees the kernels rely on:
+ *   - results do not depend on where the box sits (an offset of 1e8 costs no accuracy in fp32);
+ *   - scaling by a power of two is exact, and the kernels scale back exactly:
+ *       phi = phi' / width, grad = grad' / width^2  (laplace, plummer, regularized, cauchy2d),
+ *       log2d adds log(width) per contributing source;
+ *   - two mapped points that differ at all are at least 2^-23 (fp32) apart in some coordinate, so
+ *     r'^2 >= 2^-46 can neither underflow nor overflow 1/r'^3: "r' == 0" is an exact test of
+ *     coincidence, and coincident means equal after rounding to the working precision.
+ */
+#ifndef FMMKIT_INTERNAL_H
+#define FMMKIT_INTERNAL_H
+
+#include "fmmkit.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FMK_ERROR_LEN 512
+
+/* The mapping from caller coordinates to the plan's working coordinates (see above). */
+typedef struct fmk_frame {
+    double center[3];
+    double width;       /* a power of two */
+    double softening;   /* mapped softening, opts.softening / width (0 for singular kernels) */
+    double pot_scale;   /* 1 / width */
+    double grad_scale;  /* 1 / width^2 */
+    double log_width;   /* log(width), log2d only */
+} fmk_frame;
+
+struct fmk_plan;
+
+/* One engine: a method on a backend. Engines get validated input and mapped points. */
+typedef struct fmk_engine {
+    const char *name;
+    /* Points were (re)set: build whatever is geometric (uploads, trees, lists). */
+    fmk_status (*setup)(struct fmk_plan *plan);
+    /* One charge vector -> outputs in caller units. on_device: all three are device pointers. */
+    fmk_status (*eval)(struct fmk_plan *plan, const double *charges, double *pot, double *grad,
+                       int on_device);
+    /* Bytes this engine would hold for these sizes, before allocating anything. */
+    void (*memory)(const struct fmk_plan *plan, int64_t n_sources, int64_t n_targets,
+                   int64_t *bytes_host, int64_t *bytes_device);
+    /* Frees engine state; safe to call twice and on a plan with no state. */
+    void (*release)(struct fmk_plan *plan);
+} fmk_engine;
+
+struct fmk_plan {
+    int dim;
+    fmk_kernel kernel;
+    double eps;
+    fmk_opts opts;              /* as given, AUTO fields resolved */
+    int threads;                /* OpenMP threads to use (>= 1) */
+    const fmk_engine *engine;
+
+    int has_points;
+    int self;                   /* targets are the sources: skip j == i */
+    int64_t n_sources, n_targets;
+    fmk_frame frame;
+    double *sources;            /* n_sources * dim mapped coordinates (owned) */
+    double *targets;            /* n_targets * dim, == sources when self (owned unless self) */
+
+    void *state;                /* the engine's own state */
+    int64_t state_bytes_host;   /* what the engine's state holds, for fmk_info */
+    int64_t state_bytes_device;
+
+    fmk_info info;
+    char error[FMK_ERROR_LEN];
+};
+
+/* error.c: records a message on the plan (or, for plan == NULL, on the calling thread) and
+ * returns status, so a failure is one line: return fmk_error_set(plan, FMK_ERR_ARG, "...", ...). */
+fmk_status fmk_error_set(struct fmk_plan *plan, fmk_status status, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+void fmk_error_clear(struct fmk_plan *plan);
+
+/* opts.c */
+int fmk_opts_resolve_threads(int requested);
+double fmk_time_now(void);      /* monotonic seconds */
+
+/* Values per point of a kernel's charges and potential: 2 for cauchy2d, else 1. */
+static inline int fmk_kernel_width(fmk_kernel k) { return k == FMK_KERNEL_CAUCHY2D ? 2 : 1; }
+/* Values per point of a kernel's gradient output: 2 for cauchy2d (complex dphi/dz), else dim. */
+static inline int fmk_kernel_grad_width(fmk_kernel k, int dim)
+{
+    return k == FMK_KERNEL_CAUCHY2D ? 2 : dim;
+}
+
+/* p2p.c: the CPU direct engine. */
+extern const fmk_engine fmk_engine_direct_cpu;
+
+/* cuda/ (or cuda_none.c in a CPU-only build): the GPU direct engine and device queries. */
+extern const fmk_engine fmk_engine_direct_cuda;
+int fmk_cuda_count_devices(void);
+/* Fills name (size bytes) with the device's name; returns FMK_OK or a status with a message. */
+fmk_status fmk_cuda_device_name(struct fmk_plan *plan, int device, char *name, size_t size);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FMMKIT_INTERNAL_H */

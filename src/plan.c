@@ -1,0 +1,455 @@
+/* plan.c -- the plan life cycle: create, set_points, eval, info, destroy, and the one-shot call.
+ * Everything the caller passes is validated here; engines receive checked, mapped input. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+/* Smallest mapped softening each precision can resolve: below it s'^2 is lost against the
+ * spacing of mapped coordinates (2^-52 / 2^-23 of the box). */
+static const double min_softening[2] = {1e-15, 1e-7};
+
+static int kernel_is_smooth(fmk_kernel k)
+{
+    return k == FMK_KERNEL_PLUMMER || k == FMK_KERNEL_REGULARIZED;
+}
+
+static const fmk_engine *pick_engine(fmk_method method, fmk_backend backend)
+{
+    (void)method; /* only the direct method exists so far */
+    return backend == FMK_BACKEND_CUDA ? &fmk_engine_direct_cuda : &fmk_engine_direct_cpu;
+}
+
+/* Checks opts against kernel; resolves AUTO method and backend into *out. plan is NULL here:
+ * messages go to the calling thread. */
+static fmk_status check_opts(const fmk_opts *in, fmk_kernel kernel, int dim, fmk_opts *out)
+{
+    fmk_opts o;
+    if (in)
+        o = *in;
+    else
+        fmk_opts_default(&o);
+    if (!fmk_method_name(o.method))
+        return fmk_error_set(NULL, FMK_ERR_ARG, "opts.method = %d is not an fmk_method", (int)o.method);
+    if (!fmk_backend_name(o.backend))
+        return fmk_error_set(NULL, FMK_ERR_ARG, "opts.backend = %d is not an fmk_backend",
+                             (int)o.backend);
+    if (o.precision != FMK_PRECISION_FP64 && o.precision != FMK_PRECISION_FP32)
+        return fmk_error_set(NULL, FMK_ERR_ARG, "opts.precision = %d is not an fmk_precision",
+                             (int)o.precision);
+    if (o.threads < 0)
+        return fmk_error_set(NULL, FMK_ERR_ARG, "opts.threads = %d; use 0 for the default or a count >= 1",
+                             (int)o.threads);
+    if (o.device < 0)
+        return fmk_error_set(NULL, FMK_ERR_ARG, "opts.device = %d is negative", (int)o.device);
+    if (o.order < -1 || o.order > 60)
+        return fmk_error_set(NULL, FMK_ERR_ARG, "opts.order = %d; use -1 (from eps) or 0..60",
+                             (int)o.order);
+    if (o.leaf_size < 0)
+        return fmk_error_set(NULL, FMK_ERR_ARG, "opts.leaf_size = %lld is negative",
+                             (long long)o.leaf_size);
+    if (!isfinite(o.softening) || o.softening < 0)
+        return fmk_error_set(NULL, FMK_ERR_ARG, "opts.softening = %g; it must be finite and >= 0",
+                             o.softening);
+    if (kernel_is_smooth(kernel) && !(o.softening > 0))
+        return fmk_error_set(NULL, FMK_ERR_ARG,
+                             "kernel %s needs a softening length: set opts.softening > 0",
+                             fmk_kernel_name(kernel));
+    if (!isfinite(o.theta) || o.theta < 0 || o.theta >= 2)
+        return fmk_error_set(NULL, FMK_ERR_ARG,
+                             "opts.theta = %g; use 0 for the method default or a value in (0, 2)",
+                             o.theta);
+    if (o.verbose != 0 && o.verbose != 1)
+        return fmk_error_set(NULL, FMK_ERR_ARG, "opts.verbose = %d; use 0 or 1", (int)o.verbose);
+    if (o.reserved != 0)
+        return fmk_error_set(NULL, FMK_ERR_ARG, "opts.reserved must be 0 (was fmk_opts_default called?)");
+
+    if (o.method == FMK_METHOD_TREE || o.method == FMK_METHOD_FMM)
+        return fmk_error_set(NULL, FMK_ERR_UNAVAILABLE, "method %s is not available yet",
+                             fmk_method_name(o.method));
+    if (o.method == FMK_METHOD_AUTO)
+        o.method = FMK_METHOD_DIRECT;
+
+    int ndev = fmk_cuda_count_devices();
+    if (o.backend == FMK_BACKEND_AUTO)
+        o.backend = ndev > 0 ? FMK_BACKEND_CUDA : FMK_BACKEND_CPU;
+    if (o.backend == FMK_BACKEND_CUDA) {
+        if (ndev < 0)
+            return fmk_error_set(NULL, FMK_ERR_UNAVAILABLE,
+                                 "this build of fmmkit has no CUDA backend; use backend cpu");
+        if (ndev == 0)
+            return fmk_error_set(NULL, FMK_ERR_UNAVAILABLE,
+                                 "no CUDA device was found; use backend cpu");
+        if (o.device >= ndev)
+            return fmk_error_set(NULL, FMK_ERR_ARG, "opts.device = %d but only %d CUDA device(s) exist",
+                                 (int)o.device, ndev);
+    }
+    (void)dim;
+    *out = o;
+    return FMK_OK;
+}
+
+fmk_status fmk_plan_create(fmk_plan **plan, int dim, fmk_kernel kernel, double eps,
+                           const fmk_opts *opts)
+{
+    if (!plan)
+        return fmk_error_set(NULL, FMK_ERR_NULL, "fmk_plan_create: plan (the output) is NULL");
+    *plan = NULL;
+    if (dim != 2 && dim != 3)
+        return fmk_error_set(NULL, FMK_ERR_ARG, "dim = %d; fmmkit works in 2 or 3 dimensions", dim);
+    if (!fmk_kernel_name(kernel))
+        return fmk_error_set(NULL, FMK_ERR_ARG, "kernel = %d is not an fmk_kernel", (int)kernel);
+    if (fmk_kernel_dim(kernel) != dim)
+        return fmk_error_set(NULL, FMK_ERR_ARG, "kernel %s is %dD but dim = %d",
+                             fmk_kernel_name(kernel), fmk_kernel_dim(kernel), dim);
+    if (!(eps > 0 && eps < 1))
+        return fmk_error_set(NULL, FMK_ERR_ARG,
+                             "eps = %g; the requested relative accuracy must lie in (0, 1)", eps);
+    fmk_opts o;
+    fmk_status st = check_opts(opts, kernel, dim, &o);
+    if (st != FMK_OK)
+        return st;
+
+    fmk_plan *p = calloc(1, sizeof *p);
+    if (!p)
+        return fmk_error_set(NULL, FMK_ERR_NOMEM, "fmk_plan_create: out of host memory (%zu bytes)",
+                             sizeof *p);
+    p->dim = dim;
+    p->kernel = kernel;
+    p->eps = eps;
+    p->opts = o;
+    p->threads = fmk_opts_resolve_threads(o.threads);
+    p->engine = pick_engine(o.method, o.backend);
+
+    fmk_info *in = &p->info;
+    in->dim = dim;
+    in->kernel = kernel;
+    in->method = o.method;
+    in->backend = o.backend;
+    in->precision = o.precision;
+    in->eps = eps;
+    if (o.backend == FMK_BACKEND_CUDA) {
+        st = fmk_cuda_device_name(p, o.device, in->device_name, sizeof in->device_name);
+        if (st != FMK_OK) {
+            fmk_error_set(NULL, st, "%s", p->error);
+            free(p);
+            return st;
+        }
+    } else {
+        snprintf(in->device_name, sizeof in->device_name, "cpu (%d thread%s)", p->threads,
+                 p->threads == 1 ? "" : "s");
+    }
+    *plan = p;
+    return FMK_OK;
+}
+
+/* First non-finite value of an (n, dim) array, or -1. */
+static int64_t first_nonfinite(const double *x, int64_t count)
+{
+    for (int64_t i = 0; i < count; i++)
+        if (!isfinite(x[i]))
+            return i;
+    return -1;
+}
+
+static fmk_status check_points(fmk_plan *plan, const char *what, int64_t n, const double *x)
+{
+    int64_t bad = first_nonfinite(x, n * plan->dim);
+    if (bad >= 0)
+        return fmk_error_set(plan, FMK_ERR_NONFINITE, "%s[%lld][%d] is %g; points must be finite",
+                             what, (long long)(bad / plan->dim), (int)(bad % plan->dim), x[bad]);
+    return FMK_OK;
+}
+
+/* Bounding box of both point sets -> frame (see internal.h). */
+static fmk_status make_frame(fmk_plan *plan, int64_t ns, const double *s, int64_t nt,
+                             const double *t, fmk_frame *f)
+{
+    const int dim = plan->dim;
+    double lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
+    for (int pass = 0; pass < 2; pass++) {
+        const double *x = pass ? t : s;
+        int64_t n = pass ? nt : ns;
+        for (int64_t i = 0; i < n; i++)
+            for (int k = 0; k < dim; k++) {
+                double v = x[dim * i + k];
+                lo[k] = v < lo[k] ? v : lo[k];
+                hi[k] = v > hi[k] ? v : hi[k];
+            }
+    }
+    double extent = 0;
+    memset(f, 0, sizeof *f);
+    for (int k = 0; k < dim; k++) {
+        if (lo[k] > hi[k]) { /* no points at all */
+            lo[k] = hi[k] = 0;
+        }
+        f->center[k] = 0.5 * lo[k] + 0.5 * hi[k];
+        double e = hi[k] - lo[k];
+        if (!isfinite(e))
+            return fmk_error_set(plan, FMK_ERR_ARG,
+                                 "the points span more than the largest double along axis %d", k);
+        extent = e > extent ? e : extent;
+    }
+    double s_soft = kernel_is_smooth(plan->kernel) ? plan->opts.softening : 0;
+    double size = extent > s_soft ? extent : s_soft;
+    if (size == 0)
+        size = 1;
+    int ex;
+    double m = frexp(size, &ex); /* size = m 2^ex, m in [0.5, 1) */
+    f->width = ldexp(1.0, m == 0.5 ? ex - 1 : ex);
+    f->pot_scale = 1.0 / f->width;
+    f->grad_scale = f->pot_scale * f->pot_scale;
+    f->log_width = log(f->width);
+    f->softening = s_soft / f->width;
+    if (s_soft > 0 && f->softening < min_softening[plan->opts.precision])
+        return fmk_error_set(plan, FMK_ERR_ARG,
+                             "softening %g is below %g times the size of the points' box (%g), "
+                             "which %s arithmetic cannot resolve; use a larger softening%s",
+                             s_soft, min_softening[plan->opts.precision], extent,
+                             plan->opts.precision == FMK_PRECISION_FP32 ? "fp32" : "fp64",
+                             plan->opts.precision == FMK_PRECISION_FP32 ? " or fp64" : "");
+    return FMK_OK;
+}
+
+static void map_points(const fmk_frame *f, int dim, int64_t n, const double *x, double *out)
+{
+    const double inv = 1.0 / f->width;
+    for (int64_t i = 0; i < n; i++)
+        for (int k = 0; k < dim; k++)
+            out[dim * i + k] = 1.5 + (x[dim * i + k] - f->center[k]) * inv;
+}
+
+static void drop_points(fmk_plan *plan)
+{
+    if (plan->engine && plan->engine->release)
+        plan->engine->release(plan);
+    if (plan->targets != plan->sources)
+        free(plan->targets);
+    free(plan->sources);
+    plan->sources = plan->targets = NULL;
+    plan->has_points = 0;
+    plan->n_sources = plan->n_targets = 0;
+    plan->state_bytes_host = plan->state_bytes_device = 0;
+    plan->info.bytes_host = plan->info.bytes_device = 0;
+}
+
+fmk_status fmk_plan_set_points(fmk_plan *plan, int64_t n_sources, const double *sources,
+                               int64_t n_targets, const double *targets)
+{
+    if (!plan)
+        return fmk_error_set(NULL, FMK_ERR_NULL, "fmk_plan_set_points: plan is NULL");
+    double t0 = fmk_time_now();
+    const int dim = plan->dim;
+    const int64_t max_n = INT64_MAX / (8 * 3 * 4);
+    if (n_sources < 0 || n_sources > max_n)
+        return fmk_error_set(plan, FMK_ERR_ARG, "n_sources = %lld is out of range",
+                             (long long)n_sources);
+    if (n_targets < 0 || n_targets > max_n)
+        return fmk_error_set(plan, FMK_ERR_ARG, "n_targets = %lld is out of range",
+                             (long long)n_targets);
+    if (!sources && n_sources > 0)
+        return fmk_error_set(plan, FMK_ERR_NULL, "sources is NULL but n_sources = %lld",
+                             (long long)n_sources);
+    if (!targets && n_targets > 0)
+        return fmk_error_set(plan, FMK_ERR_NULL,
+                             "targets is NULL but n_targets = %lld (pass n_targets = 0 and "
+                             "targets = NULL to evaluate at the sources)",
+                             (long long)n_targets);
+    const int self = targets == NULL;
+    if (self)
+        n_targets = n_sources;
+    fmk_status st = check_points(plan, "sources", n_sources, sources);
+    if (st == FMK_OK && !self)
+        st = check_points(plan, "targets", n_targets, targets);
+    fmk_frame frame;
+    if (st == FMK_OK)
+        st = make_frame(plan, n_sources, sources, self ? 0 : n_targets, targets, &frame);
+    if (st != FMK_OK)
+        return st;
+
+    /* Validation passed: from here a failure leaves the plan without points. */
+    drop_points(plan);
+    size_t sbytes = (size_t)(n_sources > 0 ? n_sources : 1) * dim * sizeof(double);
+    size_t tbytes = (size_t)(n_targets > 0 ? n_targets : 1) * dim * sizeof(double);
+    plan->sources = malloc(sbytes);
+    plan->targets = self ? plan->sources : malloc(tbytes);
+    if (!plan->sources || !plan->targets) {
+        drop_points(plan);
+        return fmk_error_set(plan, FMK_ERR_NOMEM, "out of host memory copying %zu bytes of points",
+                             sbytes + (self ? 0 : tbytes));
+    }
+    plan->frame = frame;
+    plan->self = self;
+    plan->n_sources = n_sources;
+    plan->n_targets = n_targets;
+    map_points(&frame, dim, n_sources, sources, plan->sources);
+    if (!self)
+        map_points(&frame, dim, n_targets, targets, plan->targets);
+
+    st = plan->engine->setup(plan);
+    if (st != FMK_OK) {
+        drop_points(plan);
+        return st;
+    }
+    plan->has_points = 1;
+    fmk_info *in = &plan->info;
+    in->n_sources = n_sources;
+    in->n_targets = n_targets;
+    in->bytes_host = (int64_t)(sbytes + (self ? 0 : tbytes)) + plan->state_bytes_host;
+    in->bytes_device = plan->state_bytes_device;
+    memset(in->phase_time, 0, sizeof in->phase_time);
+    in->phase_time[FMK_PHASE_SETUP] = fmk_time_now() - t0;
+    fmk_error_clear(plan);
+    return FMK_OK;
+}
+
+/* Common checks of an evaluation call. */
+static fmk_status check_eval(fmk_plan *plan, const char *fn, const double *charges,
+                             const double *pot, const double *grad)
+{
+    if (!plan)
+        return fmk_error_set(NULL, FMK_ERR_NULL, "%s: plan is NULL", fn);
+    if (!plan->has_points)
+        return fmk_error_set(plan, FMK_ERR_STATE, "%s: no points yet; call fmk_plan_set_points first",
+                             fn);
+    if (!charges && plan->n_sources > 0)
+        return fmk_error_set(plan, FMK_ERR_NULL, "%s: charges is NULL", fn);
+    if (!pot && !grad)
+        return fmk_error_set(plan, FMK_ERR_ARG,
+                             "%s: pot and grad are both NULL; ask for at least one", fn);
+    return FMK_OK;
+}
+
+/* One host evaluation of already-checked arguments. */
+static fmk_status eval_host(fmk_plan *plan, const double *charges, double *pot, double *grad)
+{
+    const int64_t nc = plan->n_sources * fmk_kernel_width(plan->kernel);
+    int64_t bad = first_nonfinite(charges, nc);
+    if (bad >= 0)
+        return fmk_error_set(plan, FMK_ERR_NONFINITE, "charges[%lld] is %g; charges must be finite",
+                             (long long)(bad / fmk_kernel_width(plan->kernel)), charges[bad]);
+    for (int k = FMK_PHASE_UPLOAD; k < FMK_PHASE_COUNT; k++)
+        plan->info.phase_time[k] = 0;
+    if (plan->n_targets == 0)
+        return FMK_OK;
+    if (plan->n_sources == 0) {
+        if (pot)
+            memset(pot, 0, (size_t)plan->n_targets * fmk_kernel_width(plan->kernel) * sizeof *pot);
+        if (grad)
+            memset(grad, 0, (size_t)plan->n_targets * fmk_kernel_grad_width(plan->kernel, plan->dim) *
+                                sizeof *grad);
+        return FMK_OK;
+    }
+    return plan->engine->eval(plan, charges, pot, grad, 0);
+}
+
+fmk_status fmk_plan_eval(fmk_plan *plan, const double *charges, double *pot, double *grad)
+{
+    fmk_status st = check_eval(plan, "fmk_plan_eval", charges, pot, grad);
+    if (st == FMK_OK)
+        st = eval_host(plan, charges, pot, grad);
+    if (st == FMK_OK)
+        fmk_error_clear(plan);
+    return st;
+}
+
+fmk_status fmk_plan_eval_many(fmk_plan *plan, int64_t n_vectors, const double *charges,
+                              double *pot, double *grad)
+{
+    fmk_status st = check_eval(plan, "fmk_plan_eval_many", charges, pot, grad);
+    if (st != FMK_OK)
+        return st;
+    if (n_vectors < 0)
+        return fmk_error_set(plan, FMK_ERR_ARG, "n_vectors = %lld is negative", (long long)n_vectors);
+    const int w = fmk_kernel_width(plan->kernel);
+    const int gw = fmk_kernel_grad_width(plan->kernel, plan->dim);
+    /* Check every vector before writing any output, so a bad one leaves all untouched. */
+    int64_t nc = plan->n_sources * w;
+    for (int64_t v = 0; v < n_vectors; v++) {
+        int64_t bad = first_nonfinite(charges + v * nc, nc);
+        if (bad >= 0)
+            return fmk_error_set(plan, FMK_ERR_NONFINITE,
+                                 "charge vector %lld: charges[%lld] is %g; charges must be finite",
+                                 (long long)v, (long long)(bad / w), charges[v * nc + bad]);
+    }
+    for (int64_t v = 0; v < n_vectors; v++) {
+        st = eval_host(plan, charges + v * nc, pot ? pot + v * plan->n_targets * w : NULL,
+                       grad ? grad + v * plan->n_targets * gw : NULL);
+        if (st != FMK_OK)
+            return st;
+    }
+    fmk_error_clear(plan);
+    return FMK_OK;
+}
+
+fmk_status fmk_plan_eval_device(fmk_plan *plan, const double *d_charges, double *d_pot,
+                                double *d_grad)
+{
+    fmk_status st = check_eval(plan, "fmk_plan_eval_device", d_charges, d_pot, d_grad);
+    if (st != FMK_OK)
+        return st;
+    if (plan->opts.backend != FMK_BACKEND_CUDA)
+        return fmk_error_set(plan, FMK_ERR_STATE,
+                             "fmk_plan_eval_device needs a plan with backend cuda (this one is %s)",
+                             fmk_backend_name(plan->opts.backend));
+    for (int k = FMK_PHASE_UPLOAD; k < FMK_PHASE_COUNT; k++)
+        plan->info.phase_time[k] = 0;
+    if (plan->n_targets == 0)
+        return FMK_OK;
+    st = plan->engine->eval(plan, d_charges, d_pot, d_grad, 1);
+    if (st == FMK_OK)
+        fmk_error_clear(plan);
+    return st;
+}
+
+fmk_status fmk_plan_memory(const fmk_plan *plan, int64_t n_sources, int64_t n_targets,
+                           int64_t *bytes_host, int64_t *bytes_device)
+{
+    if (!plan || !bytes_host || !bytes_device)
+        return fmk_error_set(NULL, FMK_ERR_NULL, "fmk_plan_memory: a pointer argument is NULL");
+    if (n_sources < 0 || n_targets < -1)
+        return fmk_error_set((fmk_plan *)plan, FMK_ERR_ARG,
+                             "fmk_plan_memory: n_sources = %lld, n_targets = %lld out of range",
+                             (long long)n_sources, (long long)n_targets);
+    int64_t h = 0, d = 0;
+    plan->engine->memory(plan, n_sources, n_targets, &h, &d);
+    h += (n_sources + (n_targets < 0 ? 0 : n_targets)) * plan->dim * (int64_t)sizeof(double);
+    *bytes_host = h;
+    *bytes_device = d;
+    return FMK_OK;
+}
+
+fmk_status fmk_plan_info(const fmk_plan *plan, fmk_info *info)
+{
+    if (!plan || !info)
+        return fmk_error_set(NULL, FMK_ERR_NULL, "fmk_plan_info: plan or info is NULL");
+    *info = plan->info;
+    return FMK_OK;
+}
+
+void fmk_plan_destroy(fmk_plan *plan)
+{
+    if (!plan)
+        return;
+    drop_points(plan);
+    free(plan);
+}
+
+fmk_status fmk_eval(int dim, fmk_kernel kernel, double eps, const fmk_opts *opts,
+                    int64_t n_sources, const double *sources, const double *charges,
+                    int64_t n_targets, const double *targets, double *pot, double *grad)
+{
+    fmk_plan *plan = NULL;
+    fmk_status st = fmk_plan_create(&plan, dim, kernel, eps, opts);
+    if (st != FMK_OK)
+        return st;
+    st = fmk_plan_set_points(plan, n_sources, sources, n_targets, targets);
+    if (st == FMK_OK)
+        st = fmk_plan_eval(plan, charges, pot, grad);
+    if (st != FMK_OK)
+        fmk_error_set(NULL, st, "%s", plan->error);
+    fmk_plan_destroy(plan);
+    return st;
+}
