@@ -46,7 +46,8 @@
  * Errors: every call that can fail returns an fmk_status. The sentence that says what went
  * wrong is in fmk_plan_last_error(plan), or fmk_plan_last_error(NULL) for calls that had no
  * plan to hold it (create, the one-shot call, NULL plans). The library never prints, exits or
- * aborts. A failed call leaves its outputs untouched and the plan as it was before the call.
+ * aborts. A failed call leaves its outputs untouched. A set_points call that fails validation
+ * leaves the plan as it was; one that fails later (out of memory) leaves it without points.
  *
  * Threads: a plan may be used by one thread at a time; different plans are independent.
  */
@@ -237,9 +238,16 @@ fmk_status fmk_plan_eval(fmk_plan *plan, const double *charges, double *pot, dou
 fmk_status fmk_plan_eval_many(fmk_plan *plan, int64_t n_vectors, const double *charges,
                               double *pot, double *grad);
 
+/* Like fmk_plan_set_points, but both arrays are CUDA device pointers (same layout, targets =
+ * NULL with n_targets = 0 meaning the sources); the plan's backend must be FMK_BACKEND_CUDA.
+ * The points never visit the host. */
+fmk_status fmk_plan_set_points_device(fmk_plan *plan, int64_t n_sources, const double *d_sources,
+                                      int64_t n_targets, const double *d_targets);
+
 /* Like fmk_plan_eval, but charges, pot and grad are CUDA device pointers (same layouts); the
  * plan's backend must be FMK_BACKEND_CUDA. Runs on the default stream and returns when the
- * results are written. Non-finite charges are not detected on this path: the caller checks. */
+ * results are written; charges are checked for NaN/Inf on the GPU. The plan's points may have
+ * come from either set_points call. */
 fmk_status fmk_plan_eval_device(fmk_plan *plan, const double *d_charges, double *d_pot,
                                 double *d_grad);
 

@@ -53,6 +53,12 @@ typedef struct fmk_engine {
     /* Bytes this engine would hold for these sizes, before allocating anything. */
     void (*memory)(const struct fmk_plan *plan, int64_t n_sources, int64_t n_targets,
                    int64_t *bytes_host, int64_t *bytes_device);
+    /* Points given as device pointers (NULL where the engine has no GPU): validate them (finite),
+     * compute the frame with fmk_plan_frame_from_box, fill n_sources, n_targets, self, frame,
+     * has_points; plan->sources and plan->targets stay NULL. On failure the plan has no points. */
+    fmk_status (*set_points_device)(struct fmk_plan *plan, int64_t n_sources,
+                                    const double *d_sources, int64_t n_targets,
+                                    const double *d_targets);
     /* Frees engine state; safe to call twice and on a plan with no state. */
     void (*release)(struct fmk_plan *plan);
 } fmk_engine;
@@ -88,6 +94,12 @@ fmk_status fmk_error_set(struct fmk_plan *plan, fmk_status status, const char *f
 #endif
     ;
 void fmk_error_clear(struct fmk_plan *plan);
+
+/* plan.c: the frame of a bounding box (lo > hi on an axis: no points), with the softening
+ * check; and dropping a plan's points and engine state (has_points = 0). */
+fmk_status fmk_plan_frame_from_box(struct fmk_plan *plan, const double lo[3], const double hi[3],
+                                   fmk_frame *frame);
+void fmk_plan_drop_points(struct fmk_plan *plan);
 
 /* opts.c */
 int fmk_opts_resolve_threads(int requested);

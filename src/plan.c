@@ -163,12 +163,12 @@ static fmk_status check_points(fmk_plan *plan, const char *what, int64_t n, cons
     return FMK_OK;
 }
 
-/* Bounding box of both point sets -> frame (see internal.h). */
-static fmk_status make_frame(fmk_plan *plan, int64_t ns, const double *s, int64_t nt,
-                             const double *t, fmk_frame *f)
+/* Bounding box of both point sets (host arrays). Empty sets leave lo > hi. */
+static void bounding_box(int dim, int64_t ns, const double *s, int64_t nt, const double *t,
+                         double lo[3], double hi[3])
 {
-    const int dim = plan->dim;
-    double lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
+    for (int k = 0; k < 3; k++)
+        lo[k] = INFINITY, hi[k] = -INFINITY;
     for (int pass = 0; pass < 2; pass++) {
         const double *x = pass ? t : s;
         int64_t n = pass ? nt : ns;
@@ -179,14 +179,20 @@ static fmk_status make_frame(fmk_plan *plan, int64_t ns, const double *s, int64_
                 hi[k] = v > hi[k] ? v : hi[k];
             }
     }
+}
+
+fmk_status fmk_plan_frame_from_box(fmk_plan *plan, const double lo_in[3], const double hi_in[3],
+                                   fmk_frame *f)
+{
+    const int dim = plan->dim;
     double extent = 0;
     memset(f, 0, sizeof *f);
     for (int k = 0; k < dim; k++) {
-        if (lo[k] > hi[k]) { /* no points at all */
-            lo[k] = hi[k] = 0;
-        }
-        f->center[k] = 0.5 * lo[k] + 0.5 * hi[k];
-        double e = hi[k] - lo[k];
+        double lo = lo_in[k], hi = hi_in[k];
+        if (lo > hi) /* no points at all */
+            lo = hi = 0;
+        f->center[k] = 0.5 * lo + 0.5 * hi;
+        double e = hi - lo;
         if (!isfinite(e))
             return fmk_error_set(plan, FMK_ERR_ARG,
                                  "the points span more than the largest double along axis %d", k);
@@ -221,7 +227,7 @@ static void map_points(const fmk_frame *f, int dim, int64_t n, const double *x, 
             out[dim * i + k] = 1.5 + (x[dim * i + k] - f->center[k]) * inv;
 }
 
-static void drop_points(fmk_plan *plan)
+void fmk_plan_drop_points(fmk_plan *plan)
 {
     if (plan->engine && plan->engine->release)
         plan->engine->release(plan);
@@ -264,19 +270,22 @@ fmk_status fmk_plan_set_points(fmk_plan *plan, int64_t n_sources, const double *
     if (st == FMK_OK && !self)
         st = check_points(plan, "targets", n_targets, targets);
     fmk_frame frame;
-    if (st == FMK_OK)
-        st = make_frame(plan, n_sources, sources, self ? 0 : n_targets, targets, &frame);
+    if (st == FMK_OK) {
+        double lo[3], hi[3];
+        bounding_box(dim, n_sources, sources, self ? 0 : n_targets, targets, lo, hi);
+        st = fmk_plan_frame_from_box(plan, lo, hi, &frame);
+    }
     if (st != FMK_OK)
         return st;
 
     /* Validation passed: from here a failure leaves the plan without points. */
-    drop_points(plan);
+    fmk_plan_drop_points(plan);
     size_t sbytes = (size_t)(n_sources > 0 ? n_sources : 1) * dim * sizeof(double);
     size_t tbytes = (size_t)(n_targets > 0 ? n_targets : 1) * dim * sizeof(double);
     plan->sources = malloc(sbytes);
     plan->targets = self ? plan->sources : malloc(tbytes);
     if (!plan->sources || !plan->targets) {
-        drop_points(plan);
+        fmk_plan_drop_points(plan);
         return fmk_error_set(plan, FMK_ERR_NOMEM, "out of host memory copying %zu bytes of points",
                              sbytes + (self ? 0 : tbytes));
     }
@@ -290,7 +299,7 @@ fmk_status fmk_plan_set_points(fmk_plan *plan, int64_t n_sources, const double *
 
     st = plan->engine->setup(plan);
     if (st != FMK_OK) {
-        drop_points(plan);
+        fmk_plan_drop_points(plan);
         return st;
     }
     plan->has_points = 1;
@@ -298,6 +307,36 @@ fmk_status fmk_plan_set_points(fmk_plan *plan, int64_t n_sources, const double *
     in->n_sources = n_sources;
     in->n_targets = n_targets;
     in->bytes_host = (int64_t)(sbytes + (self ? 0 : tbytes)) + plan->state_bytes_host;
+    in->bytes_device = plan->state_bytes_device;
+    memset(in->phase_time, 0, sizeof in->phase_time);
+    in->phase_time[FMK_PHASE_SETUP] = fmk_time_now() - t0;
+    fmk_error_clear(plan);
+    return FMK_OK;
+}
+
+fmk_status fmk_plan_set_points_device(fmk_plan *plan, int64_t n_sources, const double *d_sources,
+                                      int64_t n_targets, const double *d_targets)
+{
+    if (!plan)
+        return fmk_error_set(NULL, FMK_ERR_NULL, "fmk_plan_set_points_device: plan is NULL");
+    const int64_t max_n = INT64_MAX / (8 * 3 * 4);
+    if (n_sources < 0 || n_sources > max_n || n_targets < 0 || n_targets > max_n)
+        return fmk_error_set(plan, FMK_ERR_ARG, "n_sources = %lld, n_targets = %lld out of range",
+                             (long long)n_sources, (long long)n_targets);
+    if ((!d_sources && n_sources > 0) || (!d_targets && n_targets > 0))
+        return fmk_error_set(plan, FMK_ERR_NULL, "fmk_plan_set_points_device: a point array is NULL");
+    if (!plan->engine->set_points_device)
+        return fmk_error_set(plan, FMK_ERR_STATE,
+                             "fmk_plan_set_points_device needs a plan with backend cuda (this one is %s)",
+                             fmk_backend_name(plan->opts.backend));
+    double t0 = fmk_time_now();
+    fmk_status st = plan->engine->set_points_device(plan, n_sources, d_sources, n_targets, d_targets);
+    if (st != FMK_OK)
+        return st;
+    fmk_info *in = &plan->info;
+    in->n_sources = plan->n_sources;
+    in->n_targets = plan->n_targets;
+    in->bytes_host = plan->state_bytes_host;
     in->bytes_device = plan->state_bytes_device;
     memset(in->phase_time, 0, sizeof in->phase_time);
     in->phase_time[FMK_PHASE_SETUP] = fmk_time_now() - t0;
@@ -433,7 +472,7 @@ void fmk_plan_destroy(fmk_plan *plan)
 {
     if (!plan)
         return;
-    drop_points(plan);
+    fmk_plan_drop_points(plan);
     free(plan);
 }
 

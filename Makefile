@@ -1,0 +1,54 @@
+# fmmkit: the two commands of the quick start are `make demo` and `make test`.
+#   make demo       build (CPU + CUDA backend when nvcc is found) and run `fmmkit demo`
+#   make test       unit, CLI and Python tests on the CPU (ctest)
+#   make test-asan  the same tests built with AddressSanitizer + UndefinedBehaviorSanitizer
+#   make gpu-test   on a GPU machine: GPU tests (sm_90) plus compute-sanitizer memcheck
+#   make bench      on a GPU machine: the benchmark tables (bench/RESULTS.md records them)
+#   make install    cmake --install (PREFIX=/usr/local)
+BUILD ?= build
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+PREFIX ?= /usr/local
+CMAKE_FLAGS ?=
+CUDA_ARCH ?= 90
+
+.PHONY: all deps build demo test test-asan gpu-test bench install clean
+
+all: build
+
+deps:
+	@sh tools/deps.sh
+
+build: deps
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=$(CUDA_ARCH) $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(BUILD) -j$(JOBS)
+
+demo: build
+	@$(BUILD)/cli/fmmkit demo
+
+test: build
+	@cd $(BUILD) && ctest --output-on-failure -LE gpu -j$(JOBS)
+
+test-asan: deps
+	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DFMMKIT_SANITIZE=ON $(CMAKE_FLAGS) >/dev/null
+	@cmake --build build-asan -j$(JOBS)
+	@cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
+	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  ctest --output-on-failure -LE gpu -j$(JOBS)
+
+gpu-test:
+	@FMMKIT_NEED_PYTHON_TEST_DEPS=0 sh tools/deps.sh
+	@cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=$(CUDA_ARCH) >/dev/null
+	@cmake --build build-gpu -j$(JOBS)
+	@sh tools/gpu-test.sh build-gpu
+
+bench:
+	@FMMKIT_NEED_PYTHON_TEST_DEPS=0 sh tools/deps.sh
+	@cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=$(CUDA_ARCH) >/dev/null
+	@cmake --build build-gpu -j$(JOBS)
+	@sh tools/bench.sh build-gpu
+
+install: build
+	@cmake --install $(BUILD) --prefix $(PREFIX)
+
+clean:
+	rm -rf build build-asan build-gpu

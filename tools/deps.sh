@@ -1,0 +1,35 @@
+#!/bin/sh
+# Checks what building and testing fmmkit needs; installs what is missing when it can
+# (apt-get as root for system packages, pip for Python packages), else says what to install.
+set -e
+missing=""
+for tool in cmake make cc c++; do
+  command -v "$tool" >/dev/null 2>&1 || missing="$missing $tool"
+done
+if [ -n "$missing" ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "fmmkit: installing build tools:$missing"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq cmake make gcc g++ >/dev/null
+  else
+    echo "fmmkit: missing:$missing -- install them (Debian: apt-get install cmake make gcc g++)" >&2
+    exit 1
+  fi
+fi
+PY=$(command -v python3 || true)
+if [ -z "$PY" ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3 python3-pip >/dev/null
+    PY=$(command -v python3)
+  else
+    echo "fmmkit: python3 is missing (Debian: apt-get install python3 python3-pip)" >&2
+    exit 1
+  fi
+fi
+if [ "${FMMKIT_NEED_PYTHON_TEST_DEPS:-1}" = 1 ] && ! "$PY" -c "import numpy, pytest" >/dev/null 2>&1; then
+  echo "fmmkit: installing numpy and pytest for the tests"
+  "$PY" -m pip install --quiet numpy pytest 2>/dev/null ||
+    "$PY" -m pip install --quiet --break-system-packages numpy pytest || {
+      echo "fmmkit: could not install numpy and pytest (pip install numpy pytest)" >&2
+      exit 1
+    }
+fi
