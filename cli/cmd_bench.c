@@ -1,0 +1,271 @@
+/* cmd_bench.c -- `fmmkit bench`: times one configuration on generated points and checks its
+ * accuracy against the fp64 direct sum; prints a table, or one JSON object with --json. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "dist.h"
+#include "measure.h"
+
+static const char *const cmd = "bench";
+
+static const char usage[] =
+    "Usage: fmmkit bench [options]\n"
+    "\n"
+    "Generates points and charges, calls set_points once and eval R times after one warm-up,\n"
+    "and prints the median time of each phase, the interaction rate and the relative l2 errors\n"
+    "of potential and gradient against an fp64 direct sum on the CPU at a sample of targets.\n"
+    "\n"
+    "Options:\n"
+    "  --kernel K          laplace (default), plummer, regularized, log2d, cauchy2d\n"
+    "  --method M          auto (default), direct, tree, fmm\n"
+    "  --backend B         auto (default), cpu, cuda\n"
+    "  --precision P       fp64 (default) or fp32\n"
+    "  --dist D            3D: uniform, plummer (default), sphere, clustered, corner;\n"
+    "                      2D: uniform2d (default), normal2d, layer2d\n"
+    "  --n N               sources (default 20000)\n"
+    "  --m M               targets drawn from the same distribution (default: the sources)\n"
+    "  --eps E             requested relative accuracy (default 1e-6)\n"
+    "  --theta T           opening angle / separation ratio (default: the method's)\n"
+    "  --softening H       softening length (default 0.01 for plummer and regularized)\n"
+    "  --threads N         CPU threads (default 0: OpenMP's default)\n"
+    "  --repeats R         timed evaluations (default 3)\n"
+    "  --sample S          targets checked against the direct sum (default 1000; 0: none)\n"
+    "  --seed SEED         random seed (default 1)\n"
+    "  --json              print one JSON object instead of the table\n"
+    "  -h, --help          show this help\n";
+
+static const char *precision_name(fmk_precision p) { return p == FMK_PRECISION_FP32 ? "fp32" : "fp64"; }
+
+/* A JSON number, or null for NaN and infinities. */
+static void json_number(const char *key, double v, int last)
+{
+    if (isfinite(v))
+        printf("  \"%s\": %.6g%s\n", key, v, last ? "" : ",");
+    else
+        printf("  \"%s\": null%s\n", key, last ? "" : ",");
+}
+
+static void json_string(const char *key, const char *s, int last)
+{
+    printf("  \"%s\": \"", key);
+    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+        if (*c == '"' || *c == '\\')
+            printf("\\%c", *c);
+        else if (*c < 0x20)
+            printf("\\u%04x", *c);
+        else
+            putchar(*c);
+    }
+    printf("\"%s\n", last ? "" : ",");
+}
+
+typedef struct report {
+    fmk_info info;
+    const char *dist;
+    int self;
+    int64_t n, m;
+    double eps, softening;
+    measure_times times;
+    measure_errors errors;
+    double rate;            /* N M / p2p time (direct method), NaN otherwise */
+    double effective_rate;  /* N M / eval time */
+    uint64_t seed;
+} report;
+
+static void print_json(const report *r)
+{
+    printf("{\n");
+    json_string("kernel", fmk_kernel_name(r->info.kernel), 0);
+    json_string("method", fmk_method_name(r->info.method), 0);
+    json_string("backend", fmk_backend_name(r->info.backend), 0);
+    json_string("device", r->info.device_name, 0);
+    json_string("precision", precision_name(r->info.precision), 0);
+    json_string("dist", r->dist, 0);
+    printf("  \"n_sources\": %lld,\n  \"n_targets\": %lld,\n", (long long)r->n, (long long)r->m);
+    printf("  \"targets_are_sources\": %s,\n", r->self ? "true" : "false");
+    json_number("eps", r->eps, 0);
+    json_number("softening", r->softening, 0);
+    printf("  \"seed\": %llu,\n  \"repeats\": %d,\n", (unsigned long long)r->seed, r->times.repeats);
+    printf("  \"phase_time\": {");
+    for (int p = 0, first = 1; p < FMK_PHASE_COUNT; p++) {
+        const char *name = fmk_phase_name((fmk_phase)p);
+        if (!name)
+            continue;
+        printf("%s\"%s\": %.6g", first ? "" : ", ", name, r->times.phase[p]);
+        first = 0;
+    }
+    printf("},\n");
+    json_number("eval_time", r->times.eval, 0);
+    json_number("interactions_per_second", r->rate, 0);
+    json_number("effective_interactions_per_second", r->effective_rate, 0);
+    printf("  \"sample\": %lld,\n", (long long)r->errors.sample);
+    json_number("error_pot", r->errors.pot, 0);
+    json_number("error_grad", r->errors.grad, 1);
+    printf("}\n");
+}
+
+static void print_table(const report *r)
+{
+    const fmk_info *in = &r->info;
+    printf("fmmkit bench: kernel %s, %s distribution, N = %lld sources, M = %lld targets%s\n",
+           fmk_kernel_name(in->kernel), r->dist, (long long)r->n, (long long)r->m,
+           r->self ? " (the sources)" : "");
+    printf("  %-26s %s\n", "method", fmk_method_name(in->method));
+    printf("  %-26s %s\n", "backend", fmk_backend_name(in->backend));
+    printf("  %-26s %s\n", "device", in->device_name);
+    printf("  %-26s %s\n", "precision", precision_name(in->precision));
+    printf("  %-26s %g\n", "eps", r->eps);
+    if (r->softening > 0)
+        printf("  %-26s %g\n", "softening", r->softening);
+    printf("\n  %-26s %s\n", "phase", "time [s]");
+    for (int p = 0; p < FMK_PHASE_COUNT; p++)
+        if (fmk_phase_name((fmk_phase)p) && (p == FMK_PHASE_SETUP || r->times.phase[p] > 0))
+            printf("  %-26s %.3e\n", fmk_phase_name((fmk_phase)p), r->times.phase[p]);
+    printf("  %-26s %.3e  (median of %d, after 1 warm-up)\n", "eval total", r->times.eval,
+           r->times.repeats);
+    if (isfinite(r->rate))
+        printf("  %-26s %.3e  (N M / p2p time)\n", "interactions/s", r->rate);
+    if (isfinite(r->effective_rate))
+        printf("  %-26s %.3e  (N M / eval time)\n", "effective interactions/s", r->effective_rate);
+    if (r->errors.sample > 0) {
+        printf("\n  relative l2 error at %lld sampled targets (vs fp64 direct sum on the CPU)\n",
+               (long long)r->errors.sample);
+        printf("  %-26s %.3e\n", "potential", r->errors.pot);
+        printf("  %-26s %.3e\n", "gradient", r->errors.grad);
+    }
+}
+
+int cmd_bench(int argc, char **argv)
+{
+    const char *kernel_name = "laplace", *method_name = "auto", *backend_name = "auto";
+    const char *precision_str = "fp64", *dist_str = NULL;
+    double eps = 1e-6, theta = 0, softening = 0;
+    int64_t n = 20000, m = 0, threads = 0, repeats = 3, sample = 1000, seed = 1;
+    int json = 0;
+    args_opt table[] = {
+        {"kernel", ARGS_STRING, &kernel_name, 0, 0},
+        {"method", ARGS_STRING, &method_name, 0, 0},
+        {"backend", ARGS_STRING, &backend_name, 0, 0},
+        {"precision", ARGS_STRING, &precision_str, 0, 0},
+        {"dist", ARGS_STRING, &dist_str, 0, 0},
+        {"n", ARGS_INT, &n, 1, 0},
+        {"m", ARGS_INT, &m, 1, 0},
+        {"eps", ARGS_DOUBLE, &eps, 0, 0},
+        {"theta", ARGS_DOUBLE, &theta, 0, 0},
+        {"softening", ARGS_DOUBLE, &softening, 0, 0},
+        {"threads", ARGS_INT, &threads, 0, 0},
+        {"repeats", ARGS_INT, &repeats, 1, 0},
+        {"sample", ARGS_INT, &sample, 0, 0},
+        {"seed", ARGS_INT, &seed, 0, 0},
+        {"json", ARGS_FLAG, &json, 0, 0},
+    };
+    const int n_table = (int)(sizeof table / sizeof table[0]);
+    int help, rc = args_parse(cmd, argc, argv, table, n_table, &help);
+    if (rc != CLI_OK)
+        return rc;
+    if (help) {
+        fputs(usage, stdout);
+        return CLI_OK;
+    }
+
+    fmk_kernel kernel;
+    fmk_opts opts;
+    fmk_opts_default(&opts);
+    if ((rc = args_kernel(cmd, kernel_name, &kernel)) != CLI_OK ||
+        (rc = args_method(cmd, method_name, &opts.method)) != CLI_OK ||
+        (rc = args_backend(cmd, backend_name, &opts.backend)) != CLI_OK ||
+        (rc = args_precision(cmd, precision_str, &opts.precision)) != CLI_OK)
+        return rc;
+    const int dim = fmk_kernel_dim(kernel);
+    dist_kind dist = dim == 3 ? DIST_PLUMMER : DIST_UNIFORM2D;
+    if (dist_str && dist_from_name(dist_str, &dist) != 0)
+        return cli_usage(cmd, "--dist: unknown distribution '%s' (%s)", dist_str, dist_names());
+    if (dist_dim(dist) != dim)
+        return cli_usage(cmd, "--dist %s is %dD but kernel %s is %dD", dist_name(dist),
+                         dist_dim(dist), fmk_kernel_name(kernel), dim);
+    const int64_t max_points = INT64_MAX / 64;
+    if (n > max_points || m > max_points)
+        return cli_usage(cmd, "--n / --m: too many points");
+    if (repeats > 1000000 || threads > INT32_MAX)
+        return cli_usage(cmd, "--repeats or --threads is out of range");
+    const int smooth = kernel == FMK_KERNEL_PLUMMER || kernel == FMK_KERNEL_REGULARIZED;
+    if (smooth && !args_find(table, n_table, "softening")->given)
+        softening = 0.01;
+    opts.theta = theta;
+    opts.softening = softening;
+    opts.threads = (int32_t)threads;
+
+    const int self = !args_find(table, n_table, "m")->given;
+    if (self)
+        m = n;
+    const int w = fmk_kernel_is_complex(kernel) ? 2 : 1;
+    const int gw = fmk_kernel_is_complex(kernel) ? 2 : dim;
+    double *sources = malloc(sizeof(double) * (size_t)(n * dim));
+    double *targets = self ? NULL : malloc(sizeof(double) * (size_t)(m * dim));
+    double *charges = malloc(sizeof(double) * (size_t)(n * w));
+    double *pot = malloc(sizeof(double) * (size_t)(m * w));
+    double *grad = malloc(sizeof(double) * (size_t)(m * gw));
+    fmk_plan *plan = NULL;
+    if (!sources || (!self && !targets) || !charges || !pot || !grad) {
+        cli_error(cmd, "out of memory for %lld sources and %lld targets", (long long)n,
+                  (long long)m);
+        rc = CLI_FAIL;
+        goto done;
+    }
+    dist_rng rng;
+    dist_rng_seed(&rng, (uint64_t)seed);
+    dist_fill(dist, &rng, n, sources);
+    if (!self)
+        dist_fill(dist, &rng, m, targets);
+    dist_charges(&rng, n, w == 2, charges);
+
+    report r;
+    memset(&r, 0, sizeof r);
+    fmk_status st = fmk_plan_create(&plan, dim, kernel, eps, &opts);
+    if (st != FMK_OK) {
+        rc = cli_library_error(cmd, NULL, st);
+        goto done;
+    }
+    st = measure_run(plan, n, sources, charges, m, targets, 1, (int)repeats, pot, grad, &r.times);
+    if (st != FMK_OK) {
+        rc = cli_library_error(cmd, plan, st);
+        goto done;
+    }
+    fmk_plan_info(plan, &r.info);
+
+    char msg[512];
+    st = measure_errors_direct(dim, kernel, softening, (int)threads, n, sources, charges, m,
+                               targets, pot, grad, sample, &rng, &r.errors, msg, sizeof msg);
+    if (st != FMK_OK) {
+        cli_error(cmd, "reference sum: %s", msg);
+        rc = cli_exit_status(st);
+        goto done;
+    }
+    const double pairs = (double)n * (double)m;
+    const double p2p = r.times.phase[FMK_PHASE_P2P];
+    r.dist = dist_name(dist);
+    r.self = self;
+    r.n = n, r.m = m;
+    r.eps = eps;
+    r.softening = softening;
+    r.seed = (uint64_t)seed;
+    r.rate = r.info.method == FMK_METHOD_DIRECT && p2p > 0 ? pairs / p2p : NAN;
+    r.effective_rate = r.times.eval > 0 ? pairs / r.times.eval : NAN;
+    if (json)
+        print_json(&r);
+    else
+        print_table(&r);
+    rc = CLI_OK;
+
+done:
+    fmk_plan_destroy(plan);
+    free(sources);
+    free(targets);
+    free(charges);
+    free(pot);
+    free(grad);
+    return rc;
+}

@@ -1,0 +1,321 @@
+/* cmd_eval.c -- `fmmkit eval`: potentials and gradients of points and charges in .npy files.
+ *
+ * Inputs are read and checked completely before the library is called; outputs are written to
+ * temporary files beside their destinations and renamed only when every output is complete, so
+ * a failure leaves no output file behind, not even a partial one. */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "npy.h"
+
+static const char *const cmd = "eval";
+
+static const char usage[] =
+    "Usage: fmmkit eval --sources S.npy --charges Q.npy [--targets T.npy]\n"
+    "                   [--out-pot P.npy] [--out-grad G.npy] [options]\n"
+    "\n"
+    "Computes phi(y_i) = sum_j q_j G(y_i, x_j) and/or its gradient at the targets (at the\n"
+    "sources, leaving out the self term, when --targets is not given).\n"
+    "\n"
+    "Files (NumPy .npy, C order, little-endian; float32 and complex64 input is converted):\n"
+    "  --sources S.npy     (N, dim) float64, dim = 3 or 2 as the kernel says\n"
+    "  --charges Q.npy     (N,) float64; complex128 for cauchy2d\n"
+    "  --targets T.npy     (M, dim) float64 (default: the sources)\n"
+    "  --out-pot P.npy     potential, (M,) float64; complex128 for cauchy2d\n"
+    "  --out-grad G.npy    gradient, (M, dim) float64; (M,) complex128 dphi/dz for cauchy2d\n"
+    "  At least one of --out-pot and --out-grad is required.\n"
+    "\n"
+    "Options:\n"
+    "  --kernel K          laplace (default), plummer, regularized, log2d, cauchy2d\n"
+    "  --method M          auto (default), direct, tree, fmm\n"
+    "  --backend B         auto (default), cpu, cuda\n"
+    "  --eps E             requested relative accuracy, 0 < E < 1 (default 1e-6)\n"
+    "  --theta T           opening angle / separation ratio (default: the method's)\n"
+    "  --softening H       softening length, required (> 0) for plummer and regularized\n"
+    "  --precision P       fp64 (default) or fp32 arithmetic\n"
+    "  --threads N         CPU threads (default 0: OpenMP's default)\n"
+    "  -h, --help          show this help\n"
+    "\n"
+    "Exit status: 0 success, 1 internal failure, 2 bad usage or bad input.\n";
+
+/* "(3, 2)" for messages. */
+static const char *shape_text(const npy_array *a, char *buf, size_t size)
+{
+    size_t len = (size_t)snprintf(buf, size, "(");
+    for (int k = 0; k < a->ndim && len < size; k++)
+        len += (size_t)snprintf(buf + len, size - len, "%s%lld%s", k ? " " : "",
+                                (long long)a->shape[k], a->ndim == 1 || k + 1 < a->ndim ? "," : "");
+    if (len < size)
+        snprintf(buf + len, size - len, ")");
+    return buf;
+}
+
+/* Reads a file; on failure prints "fmmkit eval: PATH: problem" and returns CLI_USAGE. */
+static int read_input(const char *path, npy_array *a)
+{
+    char err[256];
+    if (npy_read(path, a, err, sizeof err) != 0)
+        return cli_input_error(cmd, "%s: %s", path, err);
+    return CLI_OK;
+}
+
+/* Points must be a real (n, dim) array. */
+static int check_points(const char *path, const char *what, const npy_array *a, int dim,
+                        fmk_kernel kernel)
+{
+    char shape[128];
+    if (a->is_complex)
+        return cli_input_error(cmd, "%s: %s must be real (float64 or float32), not %s", path,
+                               what, npy_dtype_name(a->dtype));
+    if (a->ndim != 2 || a->shape[1] != dim)
+        return cli_input_error(cmd, "%s: %s must have shape (N, %d) for kernel %s; this array "
+                                    "has shape %s", path, what, dim, fmk_kernel_name(kernel),
+                               shape_text(a, shape, sizeof shape));
+    return CLI_OK;
+}
+
+/* NaN and Inf are refused by the library too; checking here lets the message name the file. */
+static int check_finite(const char *path, const npy_array *a)
+{
+    const int64_t values = a->count * (a->is_complex ? 2 : 1);
+    for (int64_t i = 0; i < values; i++)
+        if (!isfinite(a->data[i])) {
+            int64_t e = a->is_complex ? i / 2 : i;
+            if (a->ndim == 2)
+                return cli_input_error(cmd, "%s: element [%lld, %lld] is %g; values must be finite",
+                                       path, (long long)(e / a->shape[1]),
+                                       (long long)(e % a->shape[1]), a->data[i]);
+            return cli_input_error(cmd, "%s: element [%lld] is %g; values must be finite", path,
+                                   (long long)e, a->data[i]);
+        }
+    return CLI_OK;
+}
+
+static int check_charges(const char *path, const npy_array *a, int64_t n, const char *sources_path,
+                         fmk_kernel kernel)
+{
+    char shape[128];
+    const int want_complex = fmk_kernel_is_complex(kernel);
+    if (a->is_complex != want_complex)
+        return cli_input_error(cmd, "%s: kernel %s takes %s charges (%s), not %s", path,
+                               fmk_kernel_name(kernel), want_complex ? "complex" : "real",
+                               want_complex ? "complex128 or complex64" : "float64 or float32",
+                               npy_dtype_name(a->dtype));
+    if (a->ndim != 1)
+        return cli_input_error(cmd, "%s: charges must have shape (N,); this array has shape %s",
+                               path, shape_text(a, shape, sizeof shape));
+    if (a->shape[0] != n)
+        return cli_input_error(cmd, "%s: %lld charges for %lld sources (%s)", path,
+                               (long long)a->shape[0], (long long)n, sources_path);
+    return CLI_OK;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * All-or-nothing output files
+ * ------------------------------------------------------------------------------------------ */
+typedef struct output {
+    const char *path;   /* destination, NULL if not asked for */
+    char *temp;         /* temporary beside it while it exists */
+    int renamed;
+} output;
+
+/* Writes one array to a new temporary file beside o->path. */
+static int write_temp(output *o, int is_complex, int ndim, const int64_t *shape,
+                      const double *data, mode_t mode)
+{
+    size_t len = strlen(o->path) + sizeof ".tmp.XXXXXX";
+    o->temp = malloc(len);
+    if (!o->temp) {
+        cli_error(cmd, "out of memory");
+        return CLI_FAIL;
+    }
+    snprintf(o->temp, len, "%s.tmp.XXXXXX", o->path);
+    int fd = mkstemp(o->temp);
+    if (fd < 0) {
+        int saved = errno;
+        cli_error(cmd, "%s: cannot create a file there: %s", o->path, strerror(saved));
+        free(o->temp);
+        o->temp = NULL;
+        return saved == ENOSPC || saved == EIO ? CLI_FAIL : CLI_USAGE;
+    }
+    (void)fchmod(fd, mode); /* mkstemp makes 0600; give what open() would have given */
+    FILE *f = fdopen(fd, "wb");
+    if (!f) {
+        cli_error(cmd, "%s: %s", o->path, strerror(errno));
+        close(fd);
+        return CLI_FAIL;
+    }
+    int failed = npy_write(f, is_complex, ndim, shape, data) != 0;
+    int saved = errno;
+    if (fclose(f) != 0 && !failed)
+        failed = 1, saved = errno;
+    if (failed) {
+        cli_error(cmd, "%s: write failed: %s", o->path, strerror(saved));
+        return CLI_FAIL;
+    }
+    return CLI_OK;
+}
+
+/* Removes what a failed run left: temporaries, and outputs already renamed into place. */
+static void discard_outputs(output *outs, int n)
+{
+    for (int i = 0; i < n; i++) {
+        if (outs[i].temp)
+            unlink(outs[i].temp);
+        if (outs[i].renamed)
+            unlink(outs[i].path);
+        free(outs[i].temp);
+        outs[i].temp = NULL;
+    }
+}
+
+static int commit_outputs(output *outs, int n)
+{
+    for (int i = 0; i < n; i++) {
+        if (!outs[i].temp)
+            continue;
+        if (rename(outs[i].temp, outs[i].path) != 0) {
+            cli_error(cmd, "%s: cannot rename the finished file into place: %s", outs[i].path,
+                      strerror(errno));
+            discard_outputs(outs, n);
+            return CLI_FAIL;
+        }
+        outs[i].renamed = 1;
+        free(outs[i].temp);
+        outs[i].temp = NULL;
+    }
+    return CLI_OK;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The command
+ * ------------------------------------------------------------------------------------------ */
+int cmd_eval(int argc, char **argv)
+{
+    const char *sources_path = NULL, *charges_path = NULL, *targets_path = NULL;
+    const char *pot_path = NULL, *grad_path = NULL;
+    const char *kernel_name = "laplace", *method_name = "auto", *backend_name = "auto";
+    const char *precision_name = "fp64";
+    double eps = 1e-6, theta = 0, softening = 0;
+    int64_t threads = 0;
+    args_opt table[] = {
+        {"sources", ARGS_STRING, &sources_path, 0, 0},
+        {"charges", ARGS_STRING, &charges_path, 0, 0},
+        {"targets", ARGS_STRING, &targets_path, 0, 0},
+        {"out-pot", ARGS_STRING, &pot_path, 0, 0},
+        {"out-grad", ARGS_STRING, &grad_path, 0, 0},
+        {"kernel", ARGS_STRING, &kernel_name, 0, 0},
+        {"method", ARGS_STRING, &method_name, 0, 0},
+        {"backend", ARGS_STRING, &backend_name, 0, 0},
+        {"precision", ARGS_STRING, &precision_name, 0, 0},
+        {"eps", ARGS_DOUBLE, &eps, 0, 0},
+        {"theta", ARGS_DOUBLE, &theta, 0, 0},
+        {"softening", ARGS_DOUBLE, &softening, 0, 0},
+        {"threads", ARGS_INT, &threads, 0, 0},
+    };
+    const int n_table = (int)(sizeof table / sizeof table[0]);
+    int help, rc = args_parse(cmd, argc, argv, table, n_table, &help);
+    if (rc != CLI_OK)
+        return rc;
+    if (help) {
+        fputs(usage, stdout);
+        return CLI_OK;
+    }
+
+    fmk_kernel kernel;
+    fmk_opts opts;
+    fmk_opts_default(&opts);
+    if ((rc = args_kernel(cmd, kernel_name, &kernel)) != CLI_OK ||
+        (rc = args_method(cmd, method_name, &opts.method)) != CLI_OK ||
+        (rc = args_backend(cmd, backend_name, &opts.backend)) != CLI_OK ||
+        (rc = args_precision(cmd, precision_name, &opts.precision)) != CLI_OK)
+        return rc;
+    if (!sources_path)
+        return cli_usage(cmd, "--sources is required");
+    if (!charges_path)
+        return cli_usage(cmd, "--charges is required");
+    if (!pot_path && !grad_path)
+        return cli_usage(cmd, "nothing to write: give --out-pot, --out-grad or both");
+    if (pot_path && grad_path && strcmp(pot_path, grad_path) == 0)
+        return cli_usage(cmd, "--out-pot and --out-grad name the same file '%s'", pot_path);
+    if (threads > INT32_MAX)
+        return cli_usage(cmd, "--threads: %lld is out of range", (long long)threads);
+    if ((kernel == FMK_KERNEL_PLUMMER || kernel == FMK_KERNEL_REGULARIZED) && !(softening > 0))
+        return cli_usage(cmd, "kernel %s needs a softening length: --softening H with H > 0",
+                         fmk_kernel_name(kernel));
+    opts.theta = theta;
+    opts.softening = softening;
+    opts.threads = (int32_t)threads;
+    const int dim = fmk_kernel_dim(kernel);
+    const int w = fmk_kernel_is_complex(kernel) ? 2 : 1;
+    const int gw = fmk_kernel_is_complex(kernel) ? 2 : dim;
+
+    npy_array src = {0}, q = {0}, trg = {0};
+    double *pot = NULL, *grad = NULL;
+    fmk_plan *plan = NULL;
+    output outs[2] = {{pot_path, NULL, 0}, {grad_path, NULL, 0}};
+
+    if ((rc = read_input(sources_path, &src)) != CLI_OK ||
+        (rc = check_points(sources_path, "sources", &src, dim, kernel)) != CLI_OK ||
+        (rc = check_finite(sources_path, &src)) != CLI_OK ||
+        (rc = read_input(charges_path, &q)) != CLI_OK ||
+        (rc = check_charges(charges_path, &q, src.shape[0], sources_path, kernel)) != CLI_OK ||
+        (rc = check_finite(charges_path, &q)) != CLI_OK)
+        goto done;
+    if (targets_path && ((rc = read_input(targets_path, &trg)) != CLI_OK ||
+                         (rc = check_points(targets_path, "targets", &trg, dim, kernel)) != CLI_OK ||
+                         (rc = check_finite(targets_path, &trg)) != CLI_OK))
+        goto done;
+    const int64_t n = src.shape[0];
+    const int64_t m = targets_path ? trg.shape[0] : n;
+
+    fmk_status st = fmk_plan_create(&plan, dim, kernel, eps, &opts);
+    if (st != FMK_OK) {
+        rc = cli_library_error(cmd, NULL, st);
+        goto done;
+    }
+    pot = malloc(sizeof(double) * (size_t)(m > 0 ? m * w : 1));
+    grad = grad_path ? malloc(sizeof(double) * (size_t)(m > 0 ? m * gw : 1)) : NULL;
+    if (!pot || (grad_path && !grad)) {
+        cli_error(cmd, "out of memory for the results of %lld targets", (long long)m);
+        rc = CLI_FAIL;
+        goto done;
+    }
+    st = fmk_plan_set_points(plan, n, src.data, targets_path ? m : 0,
+                             targets_path ? trg.data : NULL);
+    if (st == FMK_OK)
+        st = fmk_plan_eval(plan, q.data, pot_path ? pot : NULL, grad);
+    if (st != FMK_OK) {
+        rc = cli_library_error(cmd, plan, st);
+        goto done;
+    }
+
+    mode_t mask = umask(0);
+    umask(mask);
+    const mode_t mode = 0666 & ~mask;
+    int64_t pot_shape[1] = {m}, grad_shape[2] = {m, dim};
+    if (pot_path && (rc = write_temp(&outs[0], w == 2, 1, pot_shape, pot, mode)) != CLI_OK)
+        goto done;
+    if (grad_path &&
+        (rc = write_temp(&outs[1], w == 2, w == 2 ? 1 : 2, grad_shape, grad, mode)) != CLI_OK)
+        goto done;
+    rc = commit_outputs(outs, 2);
+
+done:
+    if (rc != CLI_OK)
+        discard_outputs(outs, 2);
+    fmk_plan_destroy(plan);
+    npy_free(&src);
+    npy_free(&q);
+    npy_free(&trg);
+    free(pot);
+    free(grad);
+    return rc;
+}

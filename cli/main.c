@@ -1,0 +1,55 @@
+/* main.c -- the fmmkit command: dispatch to the subcommands, --help and --version. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+static const char usage[] =
+    "Usage: fmmkit COMMAND [options]\n"
+    "\n"
+    "Fast N-body summation: potentials and gradients of 3D (laplace, plummer, regularized)\n"
+    "and 2D (log2d, cauchy2d) kernels.\n"
+    "\n"
+    "Commands:\n"
+    "  eval     evaluate the potential and/or gradient of points and charges in .npy files\n"
+    "  bench    time a method on generated points and check it against the direct sum\n"
+    "  demo     a first run: a Plummer sphere on the best backend present, with a check\n"
+    "\n"
+    "  fmmkit COMMAND --help   the options of a command\n"
+    "  fmmkit --version        the version of fmmkit\n"
+    "\n"
+    "Exit status: 0 success, 1 internal failure, 2 bad usage or bad input.\n";
+
+static const struct {
+    const char *name;
+    int (*run)(int argc, char **argv);
+} commands[] = {
+    {"eval", cmd_eval},
+    {"bench", cmd_bench},
+    {"demo", cmd_demo},
+};
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fputs(usage, stderr);
+        return CLI_USAGE;
+    }
+    const char *word = argv[1];
+    if (strcmp(word, "-h") == 0 || strcmp(word, "--help") == 0 || strcmp(word, "help") == 0) {
+        fputs(usage, stdout);
+        return CLI_OK;
+    }
+    if (strcmp(word, "--version") == 0 || strcmp(word, "-V") == 0) {
+        int devices = fmk_cuda_device_count();
+        printf("fmmkit %s (%d CUDA device%s usable)\n", fmk_version(), devices,
+               devices == 1 ? "" : "s");
+        return CLI_OK;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (strcmp(word, commands[i].name) == 0)
+            return commands[i].run(argc - 2, argv + 2);
+    if (word[0] == '-')
+        return cli_usage(NULL, "unknown option '%s'", word);
+    return cli_usage(NULL, "unknown command '%s' (eval, bench, demo)", word);
+}
