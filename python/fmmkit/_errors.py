@@ -1,0 +1,104 @@
+"""Statuses and exceptions.
+
+Every failure raises an FmkError carrying .status (a Status, an int with a name, the C library's
+fmk_status) and .message (the sentence from fmk_plan_last_error, or the Python front end's own
+for shapes and dtypes). The subclass says what kind of failure it is, and each also derives from
+the matching built-in exception so ordinary except clauses work:
+
+    status                         class                  also a
+    ERR_NULL, ERR_ARG, ERR_NONFINITE  FmkValueError       ValueError
+      (wrong dtype)                FmkTypeError           ValueError and TypeError
+    ERR_STATE                      FmkStateError          RuntimeError
+    ERR_NOMEM, ERR_DEVICE_NOMEM    FmkMemoryError         MemoryError
+    ERR_DEVICE                     FmkDeviceError         RuntimeError
+    ERR_UNAVAILABLE                FmkUnavailableError    RuntimeError
+    ERR_INTERNAL                   FmkInternalError       RuntimeError
+
+Nothing is ever printed.
+"""
+import enum
+
+
+class Status(enum.IntEnum):
+    """fmk_status, the C library's status codes (numbers are never reused)."""
+    OK = 0
+    ERR_NULL = 1
+    ERR_ARG = 2
+    ERR_STATE = 3
+    ERR_NONFINITE = 4
+    ERR_NOMEM = 5
+    ERR_DEVICE_NOMEM = 6
+    ERR_DEVICE = 7
+    ERR_UNAVAILABLE = 8
+    ERR_INTERNAL = 9
+
+
+class FmkError(Exception):
+    """A failed fmmkit call: .status (Status), .status_name ("FMK_ERR_ARG"), .message."""
+
+    def __init__(self, status, message):
+        try:
+            status = Status(status)
+        except ValueError:  # a status appended after this package was written
+            status = int(status)
+        self.status = status
+        self.message = message
+        super().__init__(status, message)
+
+    @property
+    def status_name(self):
+        if isinstance(self.status, Status):
+            return "FMK_" + self.status.name
+        return f"fmk_status {self.status}"
+
+    def __str__(self):
+        return f"{self.message} ({self.status_name})"
+
+    def __repr__(self):
+        return f"{type(self).__name__}({self.status_name}, {self.message!r})"
+
+
+class FmkValueError(FmkError, ValueError):
+    """Bad input: an argument out of range, a wrong shape, NaN or Inf, a missing array."""
+
+
+class FmkTypeError(FmkValueError, TypeError):
+    """Input of the wrong type or dtype (status ERR_ARG)."""
+
+
+class FmkStateError(FmkError, RuntimeError):
+    """A call out of order: eval before set_points, a closed plan, a device call on a CPU plan."""
+
+
+class FmkMemoryError(FmkError, MemoryError):
+    """Host or GPU memory ran out."""
+
+
+class FmkDeviceError(FmkError, RuntimeError):
+    """A CUDA call failed."""
+
+
+class FmkUnavailableError(FmkError, RuntimeError):
+    """The method or backend is not in this build, or no GPU is present."""
+
+
+class FmkInternalError(FmkError, RuntimeError):
+    """A bug in fmmkit; please report it with the message."""
+
+
+_CLASS = {
+    Status.ERR_NULL: FmkValueError,
+    Status.ERR_ARG: FmkValueError,
+    Status.ERR_NONFINITE: FmkValueError,
+    Status.ERR_STATE: FmkStateError,
+    Status.ERR_NOMEM: FmkMemoryError,
+    Status.ERR_DEVICE_NOMEM: FmkMemoryError,
+    Status.ERR_DEVICE: FmkDeviceError,
+    Status.ERR_UNAVAILABLE: FmkUnavailableError,
+    Status.ERR_INTERNAL: FmkInternalError,
+}
+
+
+def error_for(status, message):
+    """The exception for a status (FmkError itself for a status it does not know)."""
+    return _CLASS.get(status, FmkError)(status, message)

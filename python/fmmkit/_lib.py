@@ -1,0 +1,198 @@
+"""The C side of fmmkit: finding libfmmkit and the one table of its declarations.
+
+Everything the package knows about the C API is in this file: the two structs (fmk_opts,
+fmk_info), the enum values it uses, and FUNCTIONS, one row per function of include/fmmkit.h
+with its restype and argtypes. tests/python/test_binding.py checks this table against the
+header (every fmk_* function, argument count and types), the struct layouts against the C
+compiler's sizeof/offsetof, and that the loaded library exports every name.
+
+Where the library is looked for, in order:
+  1. the file named by the environment variable FMMKIT_LIBRARY (then nothing else is tried);
+  2. this package's own folder: fmmkit/lib/ (where `pip install .` puts it), then fmmkit/;
+  3. the build tree of a source checkout: <repo>/build/ (what `make` and the README build);
+  4. the system's search path (ctypes.util.find_library("fmmkit")), e.g. after `make install`.
+
+ctypes releases the GIL around every call into a CDLL, so evaluations run in C while other
+Python threads go on; each Plan serialises its own calls with a lock (a plan may be used by one
+thread at a time).
+"""
+import ctypes
+import ctypes.util
+import glob
+import os
+import sys
+import threading
+from ctypes import POINTER, c_char, c_char_p, c_double, c_int, c_int32, c_int64, c_void_p
+
+# Enums travel as C int (every fmmkit enum fits and is passed like one).
+fmk_status = c_int
+fmk_kernel = c_int
+fmk_method = c_int
+fmk_backend = c_int
+fmk_precision = c_int
+fmk_phase = c_int
+
+FMK_PHASE_COUNT = 16  # size of fmk_info.phase_time
+
+FMK_BACKEND_AUTO, FMK_BACKEND_CPU, FMK_BACKEND_CUDA = 0, 1, 2
+FMK_PRECISION_FP64, FMK_PRECISION_FP32 = 0, 1
+PRECISION_NAMES = {FMK_PRECISION_FP64: "fp64", FMK_PRECISION_FP32: "fp32"}
+
+
+class fmk_opts(ctypes.Structure):
+    """struct fmk_opts; fill with fmk_opts_default() first."""
+    _fields_ = [
+        ("method", fmk_method),
+        ("backend", fmk_backend),
+        ("precision", fmk_precision),
+        ("threads", c_int32),
+        ("device", c_int32),
+        ("order", c_int32),
+        ("leaf_size", c_int64),
+        ("softening", c_double),
+        ("theta", c_double),
+        ("verbose", c_int32),
+        ("reserved", c_int32),
+    ]
+
+
+class fmk_info(ctypes.Structure):
+    """struct fmk_info, filled by fmk_plan_info()."""
+    _fields_ = [
+        ("dim", c_int32),
+        ("kernel", fmk_kernel),
+        ("method", fmk_method),
+        ("backend", fmk_backend),
+        ("precision", fmk_precision),
+        ("order", c_int32),
+        ("levels", c_int32),
+        ("reserved", c_int32),
+        ("leaf_size", c_int64),
+        ("n_sources", c_int64),
+        ("n_targets", c_int64),
+        ("bytes_host", c_int64),
+        ("bytes_device", c_int64),
+        ("eps", c_double),
+        ("theta", c_double),
+        ("phase_time", c_double * FMK_PHASE_COUNT),
+        ("device_name", c_char * 96),
+    ]
+
+
+plan_p = c_void_p                    # fmk_plan * (opaque)
+double_p = POINTER(c_double)         # host or device array of double
+int64_p = POINTER(c_int64)
+
+# name: (restype, argtypes) -- in the order of include/fmmkit.h.
+FUNCTIONS = {
+    "fmk_version": (c_char_p, ()),
+    "fmk_status_string": (c_char_p, (fmk_status,)),
+    "fmk_kernel_name": (c_char_p, (fmk_kernel,)),
+    "fmk_method_name": (c_char_p, (fmk_method,)),
+    "fmk_backend_name": (c_char_p, (fmk_backend,)),
+    "fmk_phase_name": (c_char_p, (fmk_phase,)),
+    "fmk_kernel_from_name": (fmk_status, (c_char_p, POINTER(fmk_kernel))),
+    "fmk_method_from_name": (fmk_status, (c_char_p, POINTER(fmk_method))),
+    "fmk_backend_from_name": (fmk_status, (c_char_p, POINTER(fmk_backend))),
+    "fmk_kernel_dim": (c_int, (fmk_kernel,)),
+    "fmk_kernel_is_complex": (c_int, (fmk_kernel,)),
+    "fmk_cuda_device_count": (c_int, ()),
+    "fmk_method_available": (c_int, (fmk_method, c_int, fmk_backend)),
+    "fmk_opts_default": (None, (POINTER(fmk_opts),)),
+    "fmk_plan_create": (fmk_status, (POINTER(plan_p), c_int, fmk_kernel, c_double,
+                                     POINTER(fmk_opts))),
+    "fmk_plan_set_points": (fmk_status, (plan_p, c_int64, double_p, c_int64, double_p)),
+    "fmk_plan_eval": (fmk_status, (plan_p, double_p, double_p, double_p)),
+    "fmk_plan_eval_many": (fmk_status, (plan_p, c_int64, double_p, double_p, double_p)),
+    "fmk_plan_set_points_device": (fmk_status, (plan_p, c_int64, double_p, c_int64, double_p)),
+    "fmk_plan_eval_device": (fmk_status, (plan_p, double_p, double_p, double_p)),
+    "fmk_plan_memory": (fmk_status, (plan_p, c_int64, c_int64, int64_p, int64_p)),
+    "fmk_plan_info": (fmk_status, (plan_p, POINTER(fmk_info))),
+    "fmk_plan_last_error": (c_char_p, (plan_p,)),
+    "fmk_plan_destroy": (None, (plan_p,)),
+    "fmk_eval": (fmk_status, (c_int, fmk_kernel, c_double, POINTER(fmk_opts), c_int64, double_p,
+                              double_p, c_int64, double_p, double_p, double_p)),
+}
+
+
+def _library_names():
+    if sys.platform == "darwin":
+        return ["libfmmkit.dylib"]
+    if sys.platform == "win32":
+        return ["fmmkit.dll", "libfmmkit.dll"]
+    return ["libfmmkit.so"]
+
+
+def candidate_paths():
+    """The places searched for libfmmkit, in order (see the module docstring)."""
+    env = os.environ.get("FMMKIT_LIBRARY")
+    if env:
+        return [env]
+    here = os.path.dirname(os.path.abspath(__file__))
+    repo = os.path.dirname(os.path.dirname(here))
+    folders = [os.path.join(here, "lib"), here]
+    if os.path.exists(os.path.join(repo, "include", "fmmkit.h")):  # a source checkout
+        folders.append(os.path.join(repo, "build"))
+    paths = []
+    for folder in folders:
+        paths += [os.path.join(folder, name) for name in _library_names()]
+        # An installed package may hold only the versioned file (libfmmkit.so.0).
+        paths += sorted(glob.glob(os.path.join(folder, _library_names()[0] + ".*")), key=len)
+    return paths
+
+
+def _declare(cdll, path):
+    for name, (restype, argtypes) in FUNCTIONS.items():
+        try:
+            fn = getattr(cdll, name)
+        except AttributeError:
+            raise ImportError(
+                f"{path} does not export {name}; it is not a libfmmkit of this version "
+                f"(or it was built with its symbols hidden)") from None
+        fn.restype = restype
+        fn.argtypes = argtypes
+
+
+_lock = threading.Lock()
+_cdll = None
+_path = None
+
+
+def lib():
+    """The loaded libfmmkit (a ctypes.CDLL with FUNCTIONS declared); loads it on first use."""
+    global _cdll, _path
+    if _cdll is not None:
+        return _cdll
+    with _lock:
+        if _cdll is not None:
+            return _cdll
+        tried = []
+        for path in candidate_paths():
+            if not os.path.exists(path):
+                tried.append(f"{path} (not found)")
+                continue
+            try:
+                cdll = ctypes.CDLL(path)
+            except OSError as e:
+                tried.append(f"{path} ({e})")
+                continue
+            _declare(cdll, path)
+            _cdll, _path = cdll, path
+            return cdll
+        if not os.environ.get("FMMKIT_LIBRARY"):
+            found = ctypes.util.find_library("fmmkit")
+            if found:
+                cdll = ctypes.CDLL(found)
+                _declare(cdll, found)
+                _cdll, _path = cdll, found
+                return cdll
+            tried.append("the system library path (not found)")
+        raise ImportError("fmmkit could not load libfmmkit; tried: " + "; ".join(tried) +
+                          ". Build it (cmake -S . -B build && cmake --build build), install the "
+                          "package (pip install .), or set FMMKIT_LIBRARY to its path.")
+
+
+def library_path():
+    """The path of the loaded libfmmkit (loading it if needed)."""
+    lib()
+    return _path

@@ -1,0 +1,71 @@
+"""One-shot evaluations: a Plan made, used once and closed, behind one function per kernel."""
+from . import _arrays
+from ._plan import Plan
+
+
+def _run(kernel, sources, charges, targets, eps, grad, method, backend, precision, threads,
+         device, softening=None):
+    gpu = [a for a in (sources, targets, charges) if _arrays.on_device(a, "an argument")]
+    if gpu and backend == "auto":
+        backend = "cuda"  # CUDA arrays need the CUDA backend: say so if this build lacks it
+    if device is None:
+        device = 0
+        if gpu:
+            ordinal = getattr(getattr(gpu[0], "device", None), "index", None)  # torch
+            if ordinal is None:
+                ordinal = getattr(getattr(gpu[0], "device", None), "id", None)  # cupy
+            if isinstance(ordinal, int):
+                device = ordinal
+    with Plan(kernel=kernel, eps=eps, method=method, backend=backend, precision=precision,
+              softening=softening, threads=threads, device=device) as plan:
+        plan.set_points(sources, targets)
+        return plan.eval(charges, grad=grad)
+
+
+def laplace3d(sources, charges, targets=None, *, eps=1e-6, grad=True, method="auto",
+              backend="auto", precision="fp64", threads=None, device=None):
+    """phi(y_i) = sum_j q_j / |y_i - x_j| and its gradient in 3D.
+
+    sources (n, 3), charges (n,), targets (m, 3) or None for the sources (self term left out).
+    Returns a Result: .pot (m,), .grad (m, 3) or None, .info. Coincident points contribute 0."""
+    return _run("laplace", sources, charges, targets, eps, grad, method, backend, precision,
+                threads, device)
+
+
+def plummer3d(sources, charges, targets=None, *, softening, eps=1e-6, grad=True, method="auto",
+              backend="auto", precision="fp64", threads=None, device=None):
+    """phi(y_i) = sum_j q_j / sqrt(|y_i - x_j|^2 + s^2) (softened gravity), s = softening > 0.
+
+    Shapes as laplace3d."""
+    return _run("plummer", sources, charges, targets, eps, grad, method, backend, precision,
+                threads, device, softening)
+
+
+def regularized3d(sources, charges, targets=None, *, softening, eps=1e-6, grad=True,
+                  method="auto", backend="auto", precision="fp64", threads=None, device=None):
+    """phi(y_i) = sum_j q_j (r^2 + 1.5 s^2) / (r^2 + s^2)^(3/2), r = |y_i - x_j|, s = softening.
+
+    Shapes as laplace3d."""
+    return _run("regularized", sources, charges, targets, eps, grad, method, backend, precision,
+                threads, device, softening)
+
+
+def log2d(sources, charges, targets=None, *, eps=1e-6, grad=True, method="auto",
+          backend="auto", precision="fp64", threads=None, device=None):
+    """phi(y_i) = sum_j q_j log |y_i - x_j| and its gradient in 2D.
+
+    sources (n, 2) (or complex (n,)), charges (n,), targets (m, 2) or None.
+    Returns a Result: .pot (m,), .grad (m, 2) or None, .info."""
+    return _run("log2d", sources, charges, targets, eps, grad, method, backend, precision,
+                threads, device)
+
+
+def cauchy2d(sources, charges, targets=None, *, eps=1e-6, grad=True, method="auto",
+             backend="auto", precision="fp64", threads=None, device=None):
+    """phi(z) = sum_j Gamma_j / (z_j - z) with complex Gamma_j; "grad" is dphi/dz =
+    sum_j Gamma_j / (z_j - z)^2.
+
+    sources (n, 2) or complex (n,), charges complex (n,), targets likewise or None.
+    Returns a Result: .pot complex (m,), .grad complex (m,) or None, .info."""
+    return _run("cauchy2d", sources, charges, targets, eps, grad, method, backend, precision,
+                threads, device)

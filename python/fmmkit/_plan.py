@@ -1,0 +1,377 @@
+"""Plan: the fmk_plan life cycle from Python (create, set_points, eval many times, close)."""
+import ctypes
+import operator
+import threading
+import weakref
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+from . import _arrays
+from ._errors import FmkError, FmkStateError, FmkTypeError, FmkValueError, Status, error_for
+from ._lib import (FMK_PHASE_COUNT, PRECISION_NAMES, fmk_info, fmk_opts, lib,
+                   plan_p)
+
+_ARG = Status.ERR_ARG
+
+
+def _text(b):
+    return b.decode("utf-8", "replace") if b is not None else ""
+
+
+def check(status, handle=None):
+    """Raises the FmkError of a failed call; the message is read from the plan (or, for a NULL
+    plan, from the calling thread, which is the thread that made the call)."""
+    if status != 0:
+        raise error_for(status, _text(lib().fmk_plan_last_error(handle)))
+
+
+def _lookup(kind, name):
+    """A kernel, method or backend name to its enum value (the C library knows the names)."""
+    if not isinstance(name, str):
+        raise FmkTypeError(_ARG, f"{kind} must be a name (str); got {name!r}")
+    value = ctypes.c_int()
+    check(getattr(lib(), f"fmk_{kind}_from_name")(name.encode(), ctypes.byref(value)))
+    return value.value
+
+
+def _number(name, value, cast):
+    try:
+        return cast(value)
+    except (TypeError, ValueError):
+        raise FmkTypeError(_ARG, f"{name} must be a number; got {value!r}") from None
+
+
+def _integer(name, value):
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise FmkTypeError(_ARG, f"{name} must be an integer; got {value!r}") from None
+
+
+def _precision(value):
+    for code, name in PRECISION_NAMES.items():
+        if value == name:
+            return code
+    raise FmkValueError(_ARG, f"unknown precision {value!r} (fp64, fp32)")
+
+
+@dataclass(frozen=True)
+class Info:
+    """What a plan is and what its last calls cost (struct fmk_info).
+
+    times: seconds per phase ("setup" is the last set_points; the others the last eval), keyed by
+    phase name, phases that did not run are 0. bytes_host, bytes_device: memory the plan holds.
+    """
+    dim: int
+    kernel: str
+    method: str
+    backend: str
+    precision: str
+    order: int
+    levels: int
+    leaf_size: int
+    n_sources: int
+    n_targets: int
+    bytes_host: int
+    bytes_device: int
+    eps: float
+    theta: float
+    times: dict
+    device_name: str
+
+    @classmethod
+    def from_c(cls, c):
+        L = lib()
+        times = {}
+        for k in range(FMK_PHASE_COUNT):
+            name = L.fmk_phase_name(k)
+            if name is not None:
+                times[_text(name)] = c.phase_time[k]
+        return cls(dim=c.dim, kernel=_text(L.fmk_kernel_name(c.kernel)),
+                   method=_text(L.fmk_method_name(c.method)),
+                   backend=_text(L.fmk_backend_name(c.backend)),
+                   precision=PRECISION_NAMES.get(c.precision, str(c.precision)),
+                   order=c.order, levels=c.levels, leaf_size=c.leaf_size,
+                   n_sources=c.n_sources, n_targets=c.n_targets, bytes_host=c.bytes_host,
+                   bytes_device=c.bytes_device, eps=c.eps, theta=c.theta, times=times,
+                   device_name=_text(c.device_name))
+
+
+class Result:
+    """What an evaluation returns.
+
+    pot:  potential at the targets, shape (m,) (complex for cauchy2d); None if not requested.
+    grad: gradient, shape (m, dim), or for cauchy2d the complex dphi/dz, shape (m,); None if not
+          requested. eval_many adds a leading axis (k,) to both.
+    info: the plan's Info after the evaluation.
+    Arrays are numpy for host charges, and arrays of the charges' library for CUDA charges.
+    """
+    __slots__ = ("pot", "grad", "info")
+
+    def __init__(self, pot, grad, info):
+        self.pot, self.grad, self.info = pot, grad, info
+
+    def __repr__(self):
+        def shape(a):
+            return None if a is None else tuple(a.shape)
+        return (f"Result(pot={shape(self.pot)}, grad={shape(self.grad)}, "
+                f"kernel={self.info.kernel!r}, backend={self.info.backend!r})")
+
+
+class Memory(NamedTuple):
+    """Bytes a plan would hold (fmk_plan_memory)."""
+    host: int
+    device: int
+
+
+class Plan:
+    """A reusable evaluation plan: points once, then as many charge vectors as you like.
+
+        with fmmkit.Plan(kernel="laplace", eps=1e-6) as plan:
+            plan.set_points(x)                  # targets = sources (self term left out)
+            r1 = plan.eval(q1)
+            r2 = plan.eval(q2, grad=False)
+
+    dim: 2 or 3; None (default) takes the kernel's dimension. kernel: "laplace", "plummer",
+    "regularized" (3D), "log2d", "cauchy2d" (2D). eps: relative accuracy in (0, 1). method:
+    "auto", "direct", "tree", "fmm". backend: "auto" (CUDA if built and a GPU is present, else
+    the CPU), "cpu", "cuda". precision: "fp64" or "fp32" arithmetic (inputs and outputs stay
+    double). softening: length s > 0, required by plummer and regularized. threads: OpenMP threads
+    (None: OMP_NUM_THREADS, read when the library starts, or all cores). device: CUDA ordinal.
+    order, leaf_size, theta: expert overrides (None: chosen from eps).
+
+    Calls into C release the GIL; a lock makes one Python thread at a time use a plan. The plan
+    is freed by close(), at the end of a with block, or when it is garbage collected.
+    """
+
+    def __init__(self, dim=None, kernel="laplace", eps=1e-6, *, method="auto", backend="auto",
+                 precision="fp64", softening=None, threads=None, device=0, order=None,
+                 leaf_size=None, theta=None):
+        L = lib()
+        self._kernel = _lookup("kernel", kernel)
+        if dim is None:
+            dim = L.fmk_kernel_dim(self._kernel)
+        self._dim = _integer("dim", dim)
+        self._complex = bool(L.fmk_kernel_is_complex(self._kernel))
+        eps = _number("eps", eps, float)
+
+        opts = fmk_opts()
+        L.fmk_opts_default(ctypes.byref(opts))
+        opts.method = _lookup("method", method)
+        opts.backend = _lookup("backend", backend)
+        opts.precision = _precision(precision)
+        if softening is not None:
+            opts.softening = _number("softening", softening, float)
+        if threads is not None:
+            opts.threads = _clamp32("threads", _integer("threads", threads))
+        opts.device = _clamp32("device", _integer("device", device))
+        if order is not None:
+            opts.order = _clamp32("order", _integer("order", order))
+        if leaf_size is not None:
+            opts.leaf_size = _integer("leaf_size", leaf_size)
+        if theta is not None:
+            opts.theta = _number("theta", theta, float)
+
+        handle = plan_p()
+        check(L.fmk_plan_create(ctypes.byref(handle), self._dim, self._kernel, eps,
+                                ctypes.byref(opts)))
+        self._handle = handle
+        self._lock = threading.Lock()
+        self._device = opts.device
+        self._n_sources = None   # None: no points yet
+        self._n_targets = None
+        self._finalizer = weakref.finalize(self, L.fmk_plan_destroy, handle)
+
+    # -- life cycle ---------------------------------------------------------------------------
+
+    def close(self):
+        """Frees the plan now; later calls raise FmkStateError. Closing twice is fine."""
+        with self._lock:
+            self._finalizer()
+            self._n_sources = self._n_targets = None
+
+    @property
+    def closed(self):
+        return not self._finalizer.alive
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _live(self, what):
+        if not self._finalizer.alive:
+            raise FmkStateError(Status.ERR_STATE, f"{what}: the plan is closed")
+        return self._handle
+
+    def _call(self, what, fn, *args):
+        """One C call on this plan under its lock; raises on failure."""
+        with self._lock:
+            h = self._live(what)
+            check(fn(h, *args), h)
+
+    # -- properties -----------------------------------------------------------------------------
+
+    @property
+    def dim(self):
+        return self._dim
+
+    @property
+    def kernel(self):
+        return _text(lib().fmk_kernel_name(self._kernel))
+
+    @property
+    def info(self):
+        """Info: what the plan is and what its last set_points and eval cost."""
+        c = fmk_info()
+        self._call("info", lib().fmk_plan_info, ctypes.byref(c))
+        return Info.from_c(c)
+
+    def __repr__(self):
+        if self.closed:
+            return f"<fmmkit.Plan {self.kernel} (closed)>"
+        i = self.info
+        return (f"<fmmkit.Plan {i.kernel} {i.dim}D eps={i.eps:g} {i.method}/{i.backend} "
+                f"{i.precision} n_sources={self._n_sources} n_targets={self._n_targets}>")
+
+    def memory(self, n_sources, n_targets=None):
+        """Memory(host, device): bytes the plan would hold for these sizes (n_targets None:
+        targets are the sources), computed before anything is allocated."""
+        h, d = ctypes.c_int64(), ctypes.c_int64()
+        nt = -1 if n_targets is None else _integer("n_targets", n_targets)
+        self._call("memory", lib().fmk_plan_memory, _integer("n_sources", n_sources), nt,
+                   ctypes.byref(h), ctypes.byref(d))
+        return Memory(h.value, d.value)
+
+    # -- points ---------------------------------------------------------------------------------
+
+    def set_points(self, sources, targets=None):
+        """Gives the plan its sources, shape (n, dim), and targets, shape (m, dim) (None: the
+        sources, leaving out the self term). Both are copied (numpy) or read in place on the GPU
+        (CuPy, PyTorch, JAX arrays; both must then be on the GPU and the backend cuda)."""
+        dev_s = _arrays.on_device(sources, "sources")
+        dev_t = targets is not None and _arrays.on_device(targets, "targets")
+        if targets is not None and dev_s != dev_t:
+            raise FmkValueError(_ARG, "sources and targets must both be host arrays or both be "
+                                      "CUDA arrays")
+        L = lib()
+        if dev_s:
+            s = _arrays.device_points(sources, self._dim, "sources")
+            t = None if targets is None else _arrays.device_points(targets, self._dim, "targets")
+            for name, d in (("sources", s), ("targets", t)):
+                if d is not None:
+                    self._check_device(name, d)
+            ns, nt = s.shape[0], 0 if t is None else t.shape[0]
+            fn, args = L.fmk_plan_set_points_device, (ns, s.pointer(), nt,
+                                                      None if t is None else t.pointer())
+        else:
+            s = _arrays.host_points(sources, self._dim, "sources")
+            t = None if targets is None else _arrays.host_points(targets, self._dim, "targets")
+            ns, nt = s.shape[0], 0 if t is None else t.shape[0]
+            fn, args = L.fmk_plan_set_points, (ns, _arrays.ptr(s), nt, _arrays.ptr(t))
+        try:
+            self._call("set_points", fn, *args)
+        except FmkError as e:
+            # A validation failure leaves the plan as it was; any later failure leaves it
+            # without points.
+            if e.status not in (Status.ERR_ARG, Status.ERR_NULL, Status.ERR_NONFINITE,
+                                Status.ERR_STATE):
+                self._n_sources = self._n_targets = None
+            raise
+        self._n_sources = ns
+        self._n_targets = ns if targets is None else nt
+        return self
+
+    def _check_device(self, name, d):
+        if d.device != self._device:
+            raise FmkValueError(_ARG, f"{name} is on CUDA device {d.device} but the plan uses "
+                                      f"device {self._device}; create it with device={d.device}")
+
+    # -- evaluation -----------------------------------------------------------------------------
+
+    def _shapes(self, what, pot, grad):
+        if not (pot or grad):
+            raise FmkValueError(_ARG, f"{what}: pot=False and grad=False; ask for at least one")
+        if self._n_sources is None:
+            self._live(what)
+            raise FmkStateError(Status.ERR_STATE, f"{what}: no points yet; call set_points first")
+        m = self._n_targets
+        return self._n_sources, (m,), ((m,) if self._complex else (m, self._dim))
+
+    def eval(self, charges, grad=True, pot=True):
+        """Potential (and gradient unless grad=False) for one charge vector, shape (n_sources,)
+        (complex for cauchy2d). Returns a Result. CUDA charges give CUDA results."""
+        n, pshape, gshape = self._shapes("eval", pot, grad)
+        if _arrays.on_device(charges, "charges"):
+            return self._eval_device(charges, None, pot, grad, pshape, gshape)
+        q = _arrays.host_charges(charges, (n,), self._complex)
+        out_dtype = np.complex128 if self._complex else np.float64
+        p = np.empty(pshape, dtype=out_dtype) if pot else None
+        g = np.empty(gshape, dtype=out_dtype) if grad else None
+        self._call("eval", lib().fmk_plan_eval, _arrays.ptr(q), _arrays.ptr(p), _arrays.ptr(g))
+        return Result(p, g, self.info)
+
+    def eval_many(self, charges, grad=True, pot=True):
+        """eval for k charge vectors at once, charges of shape (k, n_sources); the Result's
+        arrays get a leading axis of length k."""
+        n, pshape, gshape = self._shapes("eval_many", pot, grad)
+        if _arrays.on_device(charges, "charges"):
+            return self._eval_device(charges, "many", pot, grad, pshape, gshape)
+        try:
+            k = np.shape(charges)[0] if np.ndim(charges) == 2 else -1
+        except Exception:
+            k = -1
+        if k < 0:
+            raise FmkValueError(_ARG, f"charges must have shape (k, {n}); got "
+                                      f"{np.shape(charges)}")
+        q = _arrays.host_charges(charges, (k, n), self._complex)
+        out_dtype = np.complex128 if self._complex else np.float64
+        p = np.empty((k,) + pshape, dtype=out_dtype) if pot else None
+        g = np.empty((k,) + gshape, dtype=out_dtype) if grad else None
+        self._call("eval_many", lib().fmk_plan_eval_many, k, _arrays.ptr(q), _arrays.ptr(p),
+                   _arrays.ptr(g))
+        return Result(p, g, self.info)
+
+    def _eval_device(self, charges, many, pot, grad, pshape, gshape):
+        """Charges, potential and gradient all on the GPU: fmk_plan_eval_device, once per
+        charge vector, no host round trip."""
+        n = self._n_sources
+        if many:
+            d = _arrays.adopt(charges, self._complex, "charges")
+            if len(d.shape) != 2 or d.shape[1] != n:
+                raise FmkValueError(_ARG, f"charges must have shape (k, {n}); got {d.shape}")
+            k = d.shape[0]
+            lead = (k,)
+        else:
+            d = _arrays.device_charges(charges, (n,), self._complex)
+            k, lead = 1, ()
+        self._check_device("charges", d)
+        p = _arrays.device_empty(d, lead + pshape, self._complex) if pot else None
+        g = _arrays.device_empty(d, lead + gshape, self._complex) if grad else None
+        item = 16 if self._complex else 8
+        q_stride = n * item
+        p_stride = int(np.prod(pshape)) * item
+        g_stride = int(np.prod(gshape)) * item
+        p_addr, g_addr = _arrays.device_address(p), _arrays.device_address(g)
+        m = self._n_targets
+        if m > 0:  # nothing to write otherwise (and empty outputs may have no address)
+            L = lib()
+            for v in range(k):
+                self._call("eval", L.fmk_plan_eval_device, d.pointer(v * q_stride),
+                           _void_double(p_addr, v * p_stride) if pot else None,
+                           _void_double(g_addr, v * g_stride) if grad else None)
+        return Result(_arrays.device_result(p, d.origin), _arrays.device_result(g, d.origin),
+                      self.info)
+
+
+def _void_double(address, offset):
+    return ctypes.cast(ctypes.c_void_p(address + offset), ctypes.POINTER(ctypes.c_double))
+
+
+def _clamp32(name, value):
+    if not -2**31 <= value < 2**31:
+        raise FmkValueError(_ARG, f"{name} = {value} is out of range")
+    return value

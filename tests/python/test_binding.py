@@ -1,0 +1,185 @@
+"""The C and Python views of libfmmkit agree: struct layouts, enum values, every fmk_* function
+of include/fmmkit.h (declared in fmmkit._lib.FUNCTIONS with the same restype and argument
+types) and exported by the shared library; versions."""
+import ctypes
+import os
+import re
+import shutil
+import subprocess
+
+import pytest
+
+import fmmkit
+from fmmkit import _lib
+from conftest import REPO
+
+HEADER = os.path.join(REPO, "include", "fmmkit.h")
+
+
+def header_code():
+    """The header without comments and preprocessor lines."""
+    with open(HEADER) as f:
+        text = f.read()
+    text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
+    text = re.sub(r"//[^\n]*", " ", text)
+    lines = [ln for ln in text.splitlines()
+             if not ln.lstrip().startswith("#") and 'extern "C"' not in ln]
+    return "\n".join(lines)
+
+
+def header_enums():
+    """{enum type name: {constant: value}} from the header's typedef enums."""
+    enums = {}
+    for body, name in re.findall(r"typedef\s+enum\s+\w+\s*\{(.*?)\}\s*(\w+)\s*;", header_code(),
+                                 flags=re.S):
+        enums[name] = {k: int(v) for k, v in re.findall(r"(\w+)\s*=\s*(-?\d+)", body)}
+    return enums
+
+
+def header_structs():
+    """{struct name: [field names in order]} from the header's typedef structs."""
+    structs = {}
+    for body, name in re.findall(r"typedef\s+struct\s+\w+\s*\{(.*?)\}\s*(\w+)\s*;", header_code(),
+                                 flags=re.S):
+        structs[name] = re.findall(r"(\w+)\s*(?:\[[^\]]*\])?\s*;", body)
+    return structs
+
+
+def header_functions():
+    """{name: (return type, [argument types])}, types normalised to "base" + "*"s, no const."""
+    decls = re.findall(r"([A-Za-z_][\w\s\*]*?)\b(fmk_\w+)\s*\(([^()]*)\)\s*;", header_code())
+    out = {}
+
+    def norm(t):
+        # no const, no export macros (FMK_API and the like)
+        words = [w for w in re.findall(r"\w+|\*", t)
+                 if w != "const" and not re.fullmatch(r"FMK_[A-Z0-9_]+", w)]
+        return " ".join(w for w in words if w != "*") + "*" * words.count("*")
+
+    for ret, name, args in decls:
+        ret = ret.split(";")[-1].split("}")[-1]
+        types = []
+        args = args.strip()
+        if args and args != "void":
+            for a in args.split(","):
+                tokens = re.findall(r"\w+|\*", a)
+                if len(tokens) > 1 and re.match(r"\w", tokens[-1]):
+                    a = a[: a.rstrip().rfind(tokens[-1])]  # drop the parameter name
+                types.append(norm(a))
+        out[name] = (norm(ret), types)
+    return out
+
+
+def expected_ctypes():
+    """What each C type of the header must be in the Python table."""
+    P = ctypes.POINTER
+    m = {"void": None, "int": ctypes.c_int, "int64_t": ctypes.c_int64, "double": ctypes.c_double,
+         "char*": ctypes.c_char_p, "double*": P(ctypes.c_double), "int64_t*": P(ctypes.c_int64),
+         "fmk_plan*": ctypes.c_void_p, "fmk_plan**": P(ctypes.c_void_p),
+         "fmk_opts*": P(_lib.fmk_opts), "fmk_info*": P(_lib.fmk_info)}
+    for enum in header_enums():
+        m[enum] = ctypes.c_int
+        m[enum + "*"] = P(ctypes.c_int)
+    return m
+
+
+def test_header_parser_sees_the_api():
+    funcs = header_functions()
+    assert funcs["fmk_plan_create"] == ("fmk_status", ["fmk_plan**", "int", "fmk_kernel",
+                                                       "double", "fmk_opts*"])
+    assert funcs["fmk_version"] == ("char*", [])
+    assert funcs["fmk_plan_destroy"] == ("void", ["fmk_plan*"])
+    assert len(funcs) >= 25
+
+
+def test_every_header_function_is_declared_alike():
+    funcs = header_functions()
+    types = expected_ctypes()
+    assert sorted(funcs) == sorted(_lib.FUNCTIONS), \
+        set(funcs).symmetric_difference(_lib.FUNCTIONS)
+    for name, (ret, args) in funcs.items():
+        restype, argtypes = _lib.FUNCTIONS[name]
+        assert ret in types, (name, ret)
+        assert restype is types[ret], (name, "restype", ret, restype)
+        assert len(argtypes) == len(args), (name, args, argtypes)
+        for i, (c_type, py_type) in enumerate(zip(args, argtypes)):
+            assert c_type in types, (name, i, c_type)
+            assert py_type is types[c_type], (name, i, c_type, py_type)
+
+
+def test_every_function_is_exported():
+    path = next((p for p in _lib.candidate_paths() if os.path.exists(p)), None)
+    if path is None:
+        pytest.fail("no libfmmkit found: " + ", ".join(_lib.candidate_paths()))
+    raw = ctypes.CDLL(path)
+    missing = [name for name in header_functions() if not hasattr(raw, name)]
+    assert not missing, f"{path} does not export: {' '.join(missing)}"
+    assert os.path.samefile(fmmkit.library_path(), path)
+
+
+def test_enum_values():
+    enums = header_enums()
+    status = {f"FMK_{s.name}": int(s) for s in fmmkit.Status}
+    assert enums["fmk_status"] == status
+    assert enums["fmk_backend"]["FMK_BACKEND_AUTO"] == _lib.FMK_BACKEND_AUTO
+    assert enums["fmk_backend"]["FMK_BACKEND_CPU"] == _lib.FMK_BACKEND_CPU
+    assert enums["fmk_backend"]["FMK_BACKEND_CUDA"] == _lib.FMK_BACKEND_CUDA
+    assert enums["fmk_precision"] == {"FMK_PRECISION_FP64": _lib.FMK_PRECISION_FP64,
+                                      "FMK_PRECISION_FP32": _lib.FMK_PRECISION_FP32}
+    assert enums["fmk_phase"]["FMK_PHASE_COUNT"] == _lib.FMK_PHASE_COUNT
+
+
+def test_struct_fields_match_the_header():
+    structs = header_structs()
+    for cls in (_lib.fmk_opts, _lib.fmk_info):
+        assert structs[cls.__name__] == [f[0] for f in cls._fields_], cls.__name__
+
+
+def test_struct_layout_matches_the_compiler(tmp_path):
+    cc = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc") or shutil.which("clang")
+    if cc is None:
+        pytest.skip("no C compiler")
+    lines = ["#include <stddef.h>", "#include <stdio.h>", '#include "fmmkit.h"',
+             "int main(void) {"]
+    for cls in (_lib.fmk_opts, _lib.fmk_info):
+        s = cls.__name__
+        lines.append(f'printf("{s} . %zu %zu\\n", sizeof({s}), (size_t)_Alignof({s}));')
+        for f, _ in cls._fields_:
+            lines.append(f'printf("{s} {f} %zu %zu\\n", offsetof({s}, {f}), '
+                         f'sizeof((({s} *)0)->{f}));')
+    lines += ["return 0;", "}"]
+    src = tmp_path / "layout.c"
+    src.write_text("\n".join(lines) + "\n")
+    exe = tmp_path / "layout"
+    subprocess.run([cc, "-std=c11", "-I", os.path.join(REPO, "include"), str(src), "-o", str(exe)],
+                   check=True, capture_output=True, timeout=60)
+    out = subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout
+    seen = 0
+    for line in out.splitlines():
+        s, f, a, b = line.split()
+        cls = getattr(_lib, s)
+        if f == ".":
+            assert (ctypes.sizeof(cls), ctypes.alignment(cls)) == (int(a), int(b)), s
+        else:
+            field = getattr(cls, f)
+            assert (field.offset, field.size) == (int(a), int(b)), (s, f)
+        seen += 1
+    assert seen == 2 + len(_lib.fmk_opts._fields_) + len(_lib.fmk_info._fields_)
+
+
+def test_versions_agree():
+    with open(HEADER) as f:
+        text = f.read()
+    parts = [re.search(rf"#define FMK_VERSION_{k}\s+(\d+)", text).group(1)
+             for k in ("MAJOR", "MINOR", "PATCH")]
+    header = ".".join(parts)
+    assert fmmkit.library_version() == header == fmmkit.__version__
+    with open(os.path.join(REPO, "pyproject.toml")) as f:
+        assert re.search(r'^version = "([^"]+)"', f.read(), flags=re.M).group(1) == header
+
+
+def test_opts_default_matches_the_header():
+    o = _lib.fmk_opts()
+    _lib.lib().fmk_opts_default(ctypes.byref(o))
+    assert (o.method, o.backend, o.precision, o.threads, o.device, o.order, o.leaf_size,
+            o.softening, o.theta, o.verbose, o.reserved) == (0, 0, 0, 0, 0, -1, 0, 0.0, 0.0, 0, 0)
