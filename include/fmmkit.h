@@ -61,6 +61,15 @@
 extern "C" {
 #endif
 
+/* Everything declared in this header is exported from the shared library; the rest is hidden. */
+#if defined(_WIN32) && defined(FMK_BUILDING_LIBRARY)
+#define FMK_API __declspec(dllexport)
+#elif defined(__GNUC__)
+#define FMK_API __attribute__((visibility("default")))
+#else
+#define FMK_API
+#endif
+
 #define FMK_VERSION_MAJOR 0
 #define FMK_VERSION_MINOR 1
 #define FMK_VERSION_PATCH 0
@@ -173,53 +182,53 @@ typedef struct fmk_plan fmk_plan;
  * ------------------------------------------------------------------------------------------ */
 
 /* The library version as "major.minor.patch". */
-const char *fmk_version(void);
+FMK_API const char *fmk_version(void);
 
 /* A short constant description of a status code ("invalid argument", ...). */
-const char *fmk_status_string(fmk_status status);
+FMK_API const char *fmk_status_string(fmk_status status);
 
 /* The name of a kernel ("laplace", "plummer", "regularized", "log2d", "cauchy2d"), or NULL. */
-const char *fmk_kernel_name(fmk_kernel kernel);
+FMK_API const char *fmk_kernel_name(fmk_kernel kernel);
 
 /* The name of a method ("auto", "direct", "tree", "fmm"), or NULL. */
-const char *fmk_method_name(fmk_method method);
+FMK_API const char *fmk_method_name(fmk_method method);
 
 /* The name of a backend ("auto", "cpu", "cuda"), or NULL. */
-const char *fmk_backend_name(fmk_backend backend);
+FMK_API const char *fmk_backend_name(fmk_backend backend);
 
 /* The name of a phase ("setup", "upload", "p2m", ... "p2p", "download"), or NULL. */
-const char *fmk_phase_name(fmk_phase phase);
+FMK_API const char *fmk_phase_name(fmk_phase phase);
 
 /* Looks a name up (the names above); returns FMK_ERR_ARG for an unknown name. */
-fmk_status fmk_kernel_from_name(const char *name, fmk_kernel *kernel);
-fmk_status fmk_method_from_name(const char *name, fmk_method *method);
-fmk_status fmk_backend_from_name(const char *name, fmk_backend *backend);
+FMK_API fmk_status fmk_kernel_from_name(const char *name, fmk_kernel *kernel);
+FMK_API fmk_status fmk_method_from_name(const char *name, fmk_method *method);
+FMK_API fmk_status fmk_backend_from_name(const char *name, fmk_backend *backend);
 
 /* The dimension a kernel works in (2 or 3), or 0 for an unknown kernel. */
-int fmk_kernel_dim(fmk_kernel kernel);
+FMK_API int fmk_kernel_dim(fmk_kernel kernel);
 
 /* 1 if a kernel takes complex charges and gives complex results (cauchy2d), else 0. */
-int fmk_kernel_is_complex(fmk_kernel kernel);
+FMK_API int fmk_kernel_is_complex(fmk_kernel kernel);
 
 /* Number of CUDA devices usable by this build (0 in a CPU-only build or without a GPU).
  * Never fails; a driver problem reads as 0 devices. */
-int fmk_cuda_device_count(void);
+FMK_API int fmk_cuda_device_count(void);
 
 /* 1 if a method is implemented for this dimension and backend in this build, else 0. */
-int fmk_method_available(fmk_method method, int dim, fmk_backend backend);
+FMK_API int fmk_method_available(fmk_method method, int dim, fmk_backend backend);
 
 /* ---------------------------------------------------------------------------------------------
  * Plans
  * ------------------------------------------------------------------------------------------ */
 
 /* Fills *opts with the defaults written in fmk_opts. */
-void fmk_opts_default(fmk_opts *opts);
+FMK_API void fmk_opts_default(fmk_opts *opts);
 
 /* Creates a plan for kernel in dimension dim (2 or 3, matching the kernel) at relative accuracy
  * eps, 0 < eps < 1 (the direct method is exact to rounding and only checks eps). opts may be
  * NULL for defaults. On success *plan is a new plan; on failure *plan is NULL and the message is
  * in fmk_plan_last_error(NULL). AUTO method and backend are resolved here. */
-fmk_status fmk_plan_create(fmk_plan **plan, int dim, fmk_kernel kernel, double eps,
+FMK_API fmk_status fmk_plan_create(fmk_plan **plan, int dim, fmk_kernel kernel, double eps,
                            const fmk_opts *opts);
 
 /* Gives the sources (n_sources points) and targets (n_targets points) to the plan, replacing any
@@ -227,48 +236,48 @@ fmk_status fmk_plan_create(fmk_plan **plan, int dim, fmk_kernel kernel, double e
  * the sources (then the self term j = i is left out). n_sources = 0 or n_targets = 0 is valid
  * (results are then zero or empty). Points must be finite. This is where trees, lists and GPU
  * uploads happen, so repeated evaluations with new charges cost only the numerical passes. */
-fmk_status fmk_plan_set_points(fmk_plan *plan, int64_t n_sources, const double *sources,
+FMK_API fmk_status fmk_plan_set_points(fmk_plan *plan, int64_t n_sources, const double *sources,
                                int64_t n_targets, const double *targets);
 
 /* Evaluates with charges (n_sources values; pairs (re, im) for cauchy2d) and writes the
  * potential (n_targets values, or pairs) and/or the gradient (n_targets * dim values; pairs for
  * cauchy2d). Either output may be NULL to skip it; not both. Charges must be finite. */
-fmk_status fmk_plan_eval(fmk_plan *plan, const double *charges, double *pot, double *grad);
+FMK_API fmk_status fmk_plan_eval(fmk_plan *plan, const double *charges, double *pot, double *grad);
 
 /* Evaluates n_vectors charge vectors in one call: charge vector v starts at
  * charges + v * n_sources * c (c = 2 for cauchy2d, else 1); its outputs at pot + v * n_targets * c
  * and grad + v * n_targets * dim (n_targets * 2 for cauchy2d). n_vectors >= 0. */
-fmk_status fmk_plan_eval_many(fmk_plan *plan, int64_t n_vectors, const double *charges,
+FMK_API fmk_status fmk_plan_eval_many(fmk_plan *plan, int64_t n_vectors, const double *charges,
                               double *pot, double *grad);
 
 /* Like fmk_plan_set_points, but both arrays are CUDA device pointers (same layout, targets =
  * NULL with n_targets = 0 meaning the sources); the plan's backend must be FMK_BACKEND_CUDA.
  * The points never visit the host. */
-fmk_status fmk_plan_set_points_device(fmk_plan *plan, int64_t n_sources, const double *d_sources,
+FMK_API fmk_status fmk_plan_set_points_device(fmk_plan *plan, int64_t n_sources, const double *d_sources,
                                       int64_t n_targets, const double *d_targets);
 
 /* Like fmk_plan_eval, but charges, pot and grad are CUDA device pointers (same layouts); the
  * plan's backend must be FMK_BACKEND_CUDA. Runs on the default stream and returns when the
  * results are written; charges are checked for NaN/Inf on the GPU. The plan's points may have
  * come from either set_points call. */
-fmk_status fmk_plan_eval_device(fmk_plan *plan, const double *d_charges, double *d_pot,
+FMK_API fmk_status fmk_plan_eval_device(fmk_plan *plan, const double *d_charges, double *d_pot,
                                 double *d_grad);
 
 /* Host and device bytes the plan would hold for n_sources sources and n_targets targets
  * (n_targets = -1: targets are the sources), computed before anything is allocated. */
-fmk_status fmk_plan_memory(const fmk_plan *plan, int64_t n_sources, int64_t n_targets,
+FMK_API fmk_status fmk_plan_memory(const fmk_plan *plan, int64_t n_sources, int64_t n_targets,
                            int64_t *bytes_host, int64_t *bytes_device);
 
 /* Fills *info with what the plan is and what its last calls cost. */
-fmk_status fmk_plan_info(const fmk_plan *plan, fmk_info *info);
+FMK_API fmk_status fmk_plan_info(const fmk_plan *plan, fmk_info *info);
 
 /* The message of the plan's last failed call ("" if none). With plan = NULL: the calling
  * thread's last failure that had no plan to hold it (fmk_plan_create, fmk_eval, NULL plan).
  * The string lives until the next failing call on the same plan (or thread). */
-const char *fmk_plan_last_error(const fmk_plan *plan);
+FMK_API const char *fmk_plan_last_error(const fmk_plan *plan);
 
 /* Frees the plan and everything it holds. NULL is a no-op. */
-void fmk_plan_destroy(fmk_plan *plan);
+FMK_API void fmk_plan_destroy(fmk_plan *plan);
 
 /* ---------------------------------------------------------------------------------------------
  * One-shot
@@ -276,7 +285,7 @@ void fmk_plan_destroy(fmk_plan *plan);
 
 /* create + set_points + eval + destroy in one call; arguments as in those functions. The
  * message of a failure is in fmk_plan_last_error(NULL). */
-fmk_status fmk_eval(int dim, fmk_kernel kernel, double eps, const fmk_opts *opts,
+FMK_API fmk_status fmk_eval(int dim, fmk_kernel kernel, double eps, const fmk_opts *opts,
                     int64_t n_sources, const double *sources, const double *charges,
                     int64_t n_targets, const double *targets, double *pot, double *grad);
 
