@@ -142,8 +142,9 @@ static fmk_status direct_eval(fmk_plan *plan, const double *charges, double *pot
             if (cplx) {
                 if (pot)
                     pot[2 * i] = a[0] * f.pot_scale, pot[2 * i + 1] = a[1] * f.pot_scale;
-                if (grad)
-                    grad[2 * i] = a[2] * f.grad_scale, grad[2 * i + 1] = a[3] * f.grad_scale;
+                if (grad) /* scaled twice by 1/width: 1/width^2 may overflow */
+                    grad[2 * i] = a[2] * f.pot_scale * f.pot_scale,
+                    grad[2 * i + 1] = a[3] * f.pot_scale * f.pot_scale;
             } else {
                 /* log2d keeps its own scale (log_width was added per source) */
                 if (pot)
@@ -152,7 +153,7 @@ static fmk_status direct_eval(fmk_plan *plan, const double *charges, double *pot
                     for (int k = 0; k < dim; k++)
                         grad[dim * i + k] =
                             plan->kernel == FMK_KERNEL_LOG2D ? a[1 + k] * f.pot_scale
-                                                             : a[1 + k] * f.grad_scale;
+                                                             : a[1 + k] * f.pot_scale * f.pot_scale;
             }
         }
     }

@@ -205,6 +205,10 @@ fmk_status fmk_plan_frame_from_box(fmk_plan *plan, const double lo_in[3], const 
     int ex;
     double m = frexp(size, &ex); /* size = m 2^ex, m in [0.5, 1) */
     f->width = ldexp(1.0, m == 0.5 ? ex - 1 : ex);
+    if (!isfinite(f->width)) /* size > 2^1023: the power of two above it is not a double */
+        return fmk_error_set(plan, FMK_ERR_ARG,
+                             "the points' box (%g) is wider than 2^1023, which fmmkit cannot "
+                             "scale; rescale the coordinates", size);
     f->pot_scale = 1.0 / f->width;
     f->grad_scale = f->pot_scale * f->pot_scale;
     f->log_width = log(f->width);
