@@ -1,0 +1,72 @@
+/* testutil.h -- point sets, charges and an independent high-precision reference for the unit
+ * tests. The reference is written from the kernel definitions in fmmkit.h and docs/kernels.md,
+ * in the caller's coordinates, with long double arithmetic and compensated sums; it shares no
+ * code with the library. */
+#ifndef FMK_TESTUTIL_H
+#define FMK_TESTUTIL_H
+
+#include <stdint.h>
+
+#include "fmmkit.h"
+
+/* A small deterministic random generator (splitmix64). */
+typedef struct test_rng {
+    uint64_t state;
+} test_rng;
+
+test_rng test_rng_seed(uint64_t seed);
+double test_uniform(test_rng *rng);             /* [0, 1) */
+double test_normal(test_rng *rng);              /* standard normal */
+
+/* Point distributions. The 3D ones fill (n, 3) arrays, the 2D ones (n, 2). */
+typedef enum test_dist {
+    TEST_DIST_CUBE,         /* uniform in the unit cube [0, 1]^3 */
+    TEST_DIST_PLUMMER,      /* Plummer sphere, scale radius 1, cut at radius 4 */
+    TEST_DIST_CLUSTERED,    /* 8 Gaussian clusters (sigma 0.03) in the unit cube */
+    TEST_DIST_SPHERE,       /* uniform on the unit sphere's surface */
+    TEST_DIST_SQUARE,       /* uniform in the unit square [0, 1]^2 */
+    TEST_DIST_NORMAL2D,     /* standard normal in the plane */
+    TEST_DIST_LAYER,        /* a thin wavy layer: x in [0, 1], y = 0.1 sin(2 pi x) + 0.2 u */
+    TEST_DIST_COUNT
+} test_dist;
+
+const char *test_dist_name(test_dist dist);
+int test_dist_dim(test_dist dist);
+void test_points(test_dist dist, int64_t n, uint64_t seed, double *x);
+
+/* Like test_points, but no two of the n points are closer than min_separation. The test
+ * sets use it so that the error of rounding the coordinates themselves (about 2^-53 or 2^-24
+ * of the box per coordinate, amplified by box / r in the pair terms of the closest pairs)
+ * stays well below the tolerances; otherwise the tolerances would measure the conditioning of
+ * the input rather than the library. */
+void test_points_separated(test_dist dist, int64_t n, uint64_t seed, double min_separation,
+                           double *x);
+
+/* n charges uniform in [-1, 1] (2n values, (re, im) pairs, when complex). */
+void test_charges(int64_t n, int complex_charges, uint64_t seed, double *q);
+
+/* The reference sum of fmmkit.h: targets = NULL means the targets are the sources (the term
+ * j = i is left out). Sources at r = 0 from a target are left out for laplace, log2d and
+ * cauchy2d; the smooth kernels take their value at r = 0. pot and grad may be NULL. Layouts as
+ * in fmk_plan_eval. */
+void test_reference(fmk_kernel kernel, double softening, int64_t n_sources,
+                    const double *sources, const double *charges, int64_t n_targets,
+                    const double *targets, double *pot, double *grad);
+
+/* ||a - b|| / ||b|| in the l2 norm over n values (||a - b|| when b is 0). */
+double test_rel_l2(const double *a, const double *b, int64_t n);
+
+/* One direct evaluation through a plan (CPU backend, method direct): create, set_points
+ * (targets = NULL: at the sources), eval, destroy. Prints the library's message on failure. */
+fmk_status test_run(fmk_kernel kernel, fmk_precision precision, int threads, double softening,
+                    int64_t n_sources, const double *sources, const double *charges,
+                    int64_t n_targets, const double *targets, double *pot, double *grad);
+
+/* Values per target of pot and grad for a kernel. */
+int test_pot_width(fmk_kernel kernel);
+int test_grad_width(fmk_kernel kernel);
+
+/* malloc that never returns NULL (the tests stop on a failed allocation). */
+double *test_alloc(int64_t count);
+
+#endif /* FMK_TESTUTIL_H */
