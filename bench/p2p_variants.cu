@@ -61,7 +61,7 @@ int main(int argc, char **argv)
         a.real = real, a.kernel = FMK_KERNEL_LAPLACE, a.self = 1, a.splits = splits;
         a.n_pad = n_pad, a.m = n, a.m_pad = n_pad, a.d_src = d_src, a.d_trg = NULL;
         a.d_pot = d_pot, a.d_grad = d_grad, a.d_partial = d_partial;
-        a.pot_scale = S, a.grad_scale = S * S;
+        a.pot_scale = S, a.grad_scale = S, a.grad_scale2 = S;
         cudaEvent_t e0, e1;
         cudaEventCreate(&e0), cudaEventCreate(&e1);
         CK(fmk_cuda_p2p(&a));

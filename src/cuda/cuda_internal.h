@@ -78,7 +78,8 @@ typedef struct fmk_cuda_p2p_args {
     const void *d_src, *d_trg;  /* d_trg NULL when self */
     double *d_pot, *d_grad;     /* caller layout; either may be NULL */
     double *d_partial;
-    double eps2, log_width, pot_scale, grad_scale;
+    double eps2, log_width, pot_scale;
+    double grad_scale, grad_scale2; /* gradient = sum * grad_scale * grad_scale2 */
 } fmk_cuda_p2p_args;
 
 /* Source ranges to split the sum into so that the grid fills the device in whole waves. */

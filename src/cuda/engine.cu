@@ -350,7 +350,8 @@ fmk_status run_eval(fmk_plan *plan, const double *charges, double *pot, double *
     a.eps2 = plan->frame.softening * plan->frame.softening;
     a.log_width = plan->frame.log_width;
     a.pot_scale = plan->frame.pot_scale * S / cscale;
-    a.grad_scale = plan->frame.grad_scale * S * S / cscale;
+    a.grad_scale = plan->frame.pot_scale * S / cscale; /* 1/width^2 may overflow: two steps */
+    a.grad_scale2 = plan->frame.pot_scale * S;
     double t1 = fmk_time_now();
     if ((err = cudaEventRecord(s->ev[0], 0)) != cudaSuccess)
         return fmk_cuda_fail(plan, err, "cudaEventRecord");

@@ -180,23 +180,26 @@ __device__ __forceinline__ void pair(R tx, R ty, R tz, R sx, R sy, R sz, R q, R 
 /* Results of target i (double accumulators, working units) into the caller's layout. */
 template <int K, bool POT, bool GRAD>
 __device__ __forceinline__ void store(int64_t i, const double (&a)[4], double *pot, double *grad,
-                                      double ps, double gs)
+                                      double ps, double gs, double gs2)
 {
+    /* gradients are scaled in two steps (gs then gs2), as the CPU engine does: the product
+     * of the two may overflow for tiny boxes where the result does not */
     if constexpr (K == FMK_KERNEL_CAUCHY2D) {
         if (POT)
             pot[2 * i] = a[0] * ps, pot[2 * i + 1] = a[1] * ps;
         if (GRAD)
-            grad[2 * i] = a[2] * gs, grad[2 * i + 1] = a[3] * gs;
+            grad[2 * i] = a[2] * gs * gs2, grad[2 * i + 1] = a[3] * gs * gs2;
     } else if constexpr (K == FMK_KERNEL_LOG2D) {
         if (POT)
             pot[i] = a[0]; /* log(width) was added per source */
         if (GRAD)
-            grad[2 * i] = a[1] * ps, grad[2 * i + 1] = a[2] * ps;
+            grad[2 * i] = a[1] * ps, grad[2 * i + 1] = a[2] * ps; /* gs unused */
     } else {
         if (POT)
             pot[i] = a[0] * ps;
         if (GRAD)
-            grad[3 * i] = a[1] * gs, grad[3 * i + 1] = a[2] * gs, grad[3 * i + 2] = a[3] * gs;
+            grad[3 * i] = a[1] * gs * gs2, grad[3 * i + 1] = a[2] * gs * gs2,
+            grad[3 * i + 2] = a[3] * gs * gs2;
     }
 }
 
@@ -206,7 +209,7 @@ template <typename R> struct p2p_params {
     int splits;
     int self;
     double *pot, *grad, *partial;
-    double ps, gs;
+    double ps, gs, gs2;
     consts<R> c;
 };
 
@@ -283,7 +286,7 @@ __global__ void __launch_bounds__(THREADS, (min_blocks<R, K>())) k_p2p(const p2p
             double *o = p.partial + ((int64_t)blockIdx.y * p.m + ik) * 4;
             o[0] = tot[k][0], o[1] = tot[k][1], o[2] = tot[k][2], o[3] = tot[k][3];
         } else {
-            store<K, POT, GRAD>(ik, tot[k], p.pot, p.grad, p.ps, p.gs);
+            store<K, POT, GRAD>(ik, tot[k], p.pot, p.grad, p.ps, p.gs, p.gs2);
         }
     }
 }
@@ -291,7 +294,7 @@ __global__ void __launch_bounds__(THREADS, (min_blocks<R, K>())) k_p2p(const p2p
 /* Adds the splits' partial sums of each target in order and stores the result. */
 template <int K, bool POT, bool GRAD>
 __global__ void k_p2p_finish(const double *partial, int splits, int64_t m, double *pot,
-                             double *grad, double ps, double gs)
+                             double *grad, double ps, double gs, double gs2)
 {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < m;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -299,7 +302,7 @@ __global__ void k_p2p_finish(const double *partial, int splits, int64_t m, doubl
         for (int s = 0; s < splits; s++)
             for (int v = 0; v < 4; v++)
                 a[v] += partial[((int64_t)s * m + i) * 4 + v];
-        store<K, POT, GRAD>(i, a, pot, grad, ps, gs);
+        store<K, POT, GRAD>(i, a, pot, grad, ps, gs, gs2);
     }
 }
 
@@ -318,6 +321,7 @@ template <typename R, int K, bool POT, bool GRAD> cudaError_t launch(const fmk_c
     p.partial = a->d_partial;
     p.ps = a->pot_scale;
     p.gs = a->grad_scale;
+    p.gs2 = a->grad_scale2;
     p.c.eps2 = (R)a->eps2;
     p.c.e15 = (R)1.5 * p.c.eps2;
     p.c.e25 = (R)2.5 * p.c.eps2;
@@ -329,7 +333,8 @@ template <typename R, int K, bool POT, bool GRAD> cudaError_t launch(const fmk_c
         return err;
     int64_t blocks = (a->m + 255) / 256;
     k_p2p_finish<K, POT, GRAD><<<(unsigned)(blocks < 65535 ? blocks : 65535), 256>>>(
-        a->d_partial, a->splits, a->m, a->d_pot, a->d_grad, a->pot_scale, a->grad_scale);
+        a->d_partial, a->splits, a->m, a->d_pot, a->d_grad, a->pot_scale, a->grad_scale,
+        a->grad_scale2);
     return cudaGetLastError();
 }
 

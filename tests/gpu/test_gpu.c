@@ -353,6 +353,24 @@ static void test_oom(void)
     fmk_plan_destroy(p);
 }
 
+/* A box of 3e-160: 1/width^2 overflows, the gradients (charges 1e-200) do not. fp64 only:
+ * the CPU fp32 engine, the reference, cannot hold such charges. */
+static void test_tiny_box(void)
+{
+    for (int prec = 0; prec < 1; prec++)
+        for (int dev = 0; dev < 2; dev++) {
+            const int64_t n = 500;
+            double *src = points(n, 3), *q = values(n);
+            for (int64_t i = 0; i < n * 3; i++)
+                src[i] = (src[i] - 100.0) * 1e-160;
+            for (int64_t i = 0; i < n; i++)
+                q[i] *= 1e-200;
+            compare(FMK_KERNEL_LAPLACE, (fmk_precision)prec, 1, 1, n, src, 0, NULL, q, dev,
+                    "tiny box");
+            free(src), free(q);
+        }
+}
+
 static void test_misc(void)
 {
     CHECK(fmk_cuda_device_count() > 0, "no CUDA device seen");
@@ -390,6 +408,7 @@ int main(int argc, char **argv)
     test_nonfinite_device();
     test_oom();
     test_coincident();
+    test_tiny_box();
     if (!quick)
         test_all_kernels();
     printf("test_gpu: %d checks, %d failures\n", checks, failures);
