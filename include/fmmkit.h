@@ -103,7 +103,7 @@ typedef enum fmk_kernel {
 typedef enum fmk_method {
     FMK_METHOD_AUTO = 0,        /* the fastest available method that meets eps (default) */
     FMK_METHOD_DIRECT = 1,      /* O(N M) direct sum: the reference */
-    FMK_METHOD_TREE = 2,        /* 3D Barnes-Hut treecode (not available yet) */
+    FMK_METHOD_TREE = 2,        /* 3D Barnes-Hut treecode: laplace and plummer, theta, order */
     FMK_METHOD_FMM = 3          /* fast multipole method, 2D and 3D (not available yet) */
 } fmk_method;
 
@@ -123,6 +123,13 @@ typedef enum fmk_precision {
                                  * gradient, on 1e4..1e6 random points */
 } fmk_precision;
 
+/* Tree walks of the treecode (method tree). */
+typedef enum fmk_walk {
+    FMK_WALK_AUTO = 0,          /* the fastest walk of the backend (default) */
+    FMK_WALK_GROUP = 1,         /* a group of nearby targets shares one walk (Bonsai style) */
+    FMK_WALK_STACKLESS = 2      /* each target walks alone with next/more pointers (Nakasato) */
+} fmk_walk;
+
 /* Phases timed in fmk_info.phase_time; fmk_phase_name() gives their names. */
 typedef enum fmk_phase {
     FMK_PHASE_SETUP = 0,        /* set_points: validation, copies, uploads, trees, lists */
@@ -134,6 +141,9 @@ typedef enum fmk_phase {
     FMK_PHASE_L2P = 6,
     FMK_PHASE_P2P = 7,          /* direct interactions (the whole of the direct method) */
     FMK_PHASE_DOWNLOAD = 8,     /* eval: results back to the caller's order and layout */
+    FMK_PHASE_TREE = 9,         /* set_points: keys, sort and tree (also in setup's total) */
+    FMK_PHASE_MOMENTS = 10,     /* eval: multipole moments of the tree's nodes (treecode) */
+    FMK_PHASE_WALK = 11,        /* eval: tree walk with its P2P and M2P work (treecode) */
     FMK_PHASE_COUNT = 16        /* size of the phase_time array; unused slots are 0 */
 } fmk_phase;
 
@@ -145,12 +155,14 @@ typedef struct fmk_opts {
     fmk_precision precision;    /* FMK_PRECISION_FP64 */
     int32_t threads;            /* 0: OpenMP's default (OMP_NUM_THREADS or all cores) */
     int32_t device;             /* 0: CUDA device ordinal */
-    int32_t order;              /* -1: expansion order chosen from eps (expert override) */
-    int64_t leaf_size;          /* 0: points per leaf chosen from eps (expert override) */
+    int32_t order;              /* -1: expansion order from eps (fmm) or 2, quadrupole (tree);
+                                 * tree takes 0 (monopole), 1 (+ dipole) or 2 (+ quadrupole) */
+    int64_t leaf_size;          /* 0: points per leaf chosen by the method (expert override) */
     double softening;           /* 0: softening length s; must be > 0 for plummer, regularized */
-    double theta;               /* 0: opening angle / separation ratio, method default */
+    double theta;               /* 0: opening angle / separation ratio, method default
+                                 * (tree: 0.6) */
     int32_t verbose;            /* 0: 1 lets fmmkit print diagnostics to stderr */
-    int32_t reserved;           /* 0: keep zero */
+    fmk_walk walk;              /* FMK_WALK_AUTO: tree walk (method tree only) */
 } fmk_opts;
 
 /* What a plan is and what its last evaluation cost. */
@@ -162,7 +174,7 @@ typedef struct fmk_info {
     fmk_precision precision;
     int32_t order;              /* expansion order, 0 for direct */
     int32_t levels;             /* tree levels, 0 for direct */
-    int32_t reserved;
+    fmk_walk walk;              /* the walk actually used (tree), else FMK_WALK_AUTO */
     int64_t leaf_size;          /* points per leaf, 0 for direct */
     int64_t n_sources;
     int64_t n_targets;

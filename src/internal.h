@@ -116,8 +116,12 @@ static inline int fmk_kernel_grad_width(fmk_kernel k, int dim)
 /* p2p.c: the CPU direct engine. */
 extern const fmk_engine fmk_engine_direct_cpu;
 
-/* cuda/ (or cuda_none.c in a CPU-only build): the GPU direct engine and device queries. */
+/* bh.c: the CPU treecode engine. */
+extern const fmk_engine fmk_engine_tree_cpu;
+
+/* cuda/ (or cuda_none.c in a CPU-only build): the GPU engines and device queries. */
 extern const fmk_engine fmk_engine_direct_cuda;
+extern const fmk_engine fmk_engine_tree_cuda;
 int fmk_cuda_count_devices(void);
 /* Fills name (size bytes) with the device's name; returns FMK_OK or a status with a message. */
 fmk_status fmk_cuda_device_name(struct fmk_plan *plan, int device, char *name, size_t size);

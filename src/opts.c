@@ -32,7 +32,8 @@ static const char *const kernel_names[] = {NULL, "laplace", "plummer", "regulari
 static const char *const method_names[] = {"auto", "direct", "tree", "fmm"};
 static const char *const backend_names[] = {"auto", "cpu", "cuda"};
 static const char *const phase_names[FMK_PHASE_COUNT] = {
-    "setup", "upload", "p2m", "m2m", "m2l", "l2l", "l2p", "p2p", "download"};
+    "setup", "upload", "p2m", "m2m", "m2l", "l2l", "l2p", "p2p", "download", "tree", "moments",
+    "walk"};
 
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
@@ -50,7 +51,7 @@ const char *fmk_backend_name(fmk_backend b)
 }
 const char *fmk_phase_name(fmk_phase p)
 {
-    return (int)p >= 0 && (int)p < FMK_PHASE_COUNT ? phase_names[p] : NULL;
+    return (int)p >= 0 && (int)p < FMK_PHASE_COUNT ? phase_names[p] : NULL; /* NULL if unused */
 }
 
 /* Index of name in table[first..count), or -1. */
@@ -121,16 +122,6 @@ int fmk_cuda_device_count(void)
     return n > 0 ? n : 0;
 }
 
-int fmk_method_available(fmk_method method, int dim, fmk_backend backend)
-{
-    if (dim != 2 && dim != 3)
-        return 0;
-    if (backend == FMK_BACKEND_CUDA && fmk_cuda_count_devices() <= 0)
-        return 0;
-    if (backend != FMK_BACKEND_AUTO && backend != FMK_BACKEND_CPU && backend != FMK_BACKEND_CUDA)
-        return 0;
-    return method == FMK_METHOD_DIRECT || method == FMK_METHOD_AUTO;
-}
 
 int fmk_opts_resolve_threads(int requested)
 {

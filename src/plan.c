@@ -16,10 +16,28 @@ static int kernel_is_smooth(fmk_kernel k)
     return k == FMK_KERNEL_PLUMMER || k == FMK_KERNEL_REGULARIZED;
 }
 
+
 static const fmk_engine *pick_engine(fmk_method method, fmk_backend backend)
 {
-    (void)method; /* only the direct method exists so far */
-    return backend == FMK_BACKEND_CUDA ? &fmk_engine_direct_cuda : &fmk_engine_direct_cpu;
+    const int gpu = backend == FMK_BACKEND_CUDA;
+    if (method == FMK_METHOD_TREE)
+        return gpu ? &fmk_engine_tree_cuda : &fmk_engine_tree_cpu;
+    return gpu ? &fmk_engine_direct_cuda : &fmk_engine_direct_cpu;
+}
+
+int fmk_method_available(fmk_method method, int dim, fmk_backend backend)
+{
+    if ((dim != 2 && dim != 3) || !fmk_method_name(method) || !fmk_backend_name(backend))
+        return 0;
+    if (backend == FMK_BACKEND_AUTO)
+        backend = fmk_cuda_count_devices() > 0 ? FMK_BACKEND_CUDA : FMK_BACKEND_CPU;
+    if (backend == FMK_BACKEND_CUDA && fmk_cuda_count_devices() <= 0)
+        return 0;
+    if (method == FMK_METHOD_AUTO)
+        method = FMK_METHOD_DIRECT;
+    if (method == FMK_METHOD_FMM || (method == FMK_METHOD_TREE && dim != 3))
+        return 0;
+    return pick_engine(method, backend)->setup != NULL;
 }
 
 /* Checks opts against kernel; resolves AUTO method and backend into *out. plan is NULL here:
@@ -63,12 +81,29 @@ static fmk_status check_opts(const fmk_opts *in, fmk_kernel kernel, int dim, fmk
                              o.theta);
     if (o.verbose != 0 && o.verbose != 1)
         return fmk_error_set(NULL, FMK_ERR_ARG, "opts.verbose = %d; use 0 or 1", (int)o.verbose);
-    if (o.reserved != 0)
-        return fmk_error_set(NULL, FMK_ERR_ARG, "opts.reserved must be 0 (was fmk_opts_default called?)");
+    if (o.walk != FMK_WALK_AUTO && o.walk != FMK_WALK_GROUP && o.walk != FMK_WALK_STACKLESS)
+        return fmk_error_set(NULL, FMK_ERR_ARG, "opts.walk = %d is not an fmk_walk", (int)o.walk);
 
-    if (o.method == FMK_METHOD_TREE || o.method == FMK_METHOD_FMM)
+    if (o.method == FMK_METHOD_FMM)
         return fmk_error_set(NULL, FMK_ERR_UNAVAILABLE, "method %s is not available yet",
                              fmk_method_name(o.method));
+    if (o.method == FMK_METHOD_TREE) {
+        if (kernel != FMK_KERNEL_LAPLACE && kernel != FMK_KERNEL_PLUMMER)
+            return fmk_error_set(NULL, FMK_ERR_UNAVAILABLE,
+                                 "method tree supports the laplace and plummer kernels, not %s",
+                                 fmk_kernel_name(kernel));
+        if (o.order == -1)
+            o.order = 2;
+        if (o.order > 2)
+            return fmk_error_set(NULL, FMK_ERR_ARG,
+                                 "opts.order = %d; the treecode takes 0 (monopole), 1 (dipole) "
+                                 "or 2 (quadrupole)", (int)o.order);
+        if (o.theta == 0)
+            o.theta = 0.6;
+        if (o.theta > 1.5)
+            return fmk_error_set(NULL, FMK_ERR_ARG, "opts.theta = %g; the treecode takes 0 < theta <= 1.5",
+                                 o.theta);
+    }
     if (o.method == FMK_METHOD_AUTO)
         o.method = FMK_METHOD_DIRECT;
 
@@ -87,6 +122,9 @@ static fmk_status check_opts(const fmk_opts *in, fmk_kernel kernel, int dim, fmk
                                  (int)o.device, ndev);
     }
     (void)dim;
+    if (!pick_engine(o.method, o.backend)->setup)
+        return fmk_error_set(NULL, FMK_ERR_UNAVAILABLE, "method %s is not available yet on backend %s",
+                             fmk_method_name(o.method), fmk_backend_name(o.backend));
     *out = o;
     return FMK_OK;
 }
@@ -130,6 +168,10 @@ fmk_status fmk_plan_create(fmk_plan **plan, int dim, fmk_kernel kernel, double e
     in->backend = o.backend;
     in->precision = o.precision;
     in->eps = eps;
+    if (o.method == FMK_METHOD_TREE) {
+        in->theta = o.theta;
+        in->order = o.order;
+    }
     if (o.backend == FMK_BACKEND_CUDA) {
         st = fmk_cuda_device_name(p, o.device, in->device_name, sizeof in->device_name);
         if (st != FMK_OK) {

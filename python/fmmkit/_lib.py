@@ -31,6 +31,7 @@ fmk_method = c_int
 fmk_backend = c_int
 fmk_precision = c_int
 fmk_phase = c_int
+fmk_walk = c_int
 
 FMK_PHASE_COUNT = 16  # size of fmk_info.phase_time
 
@@ -52,7 +53,7 @@ class fmk_opts(ctypes.Structure):
         ("softening", c_double),
         ("theta", c_double),
         ("verbose", c_int32),
-        ("reserved", c_int32),
+        ("walk", fmk_walk),
     ]
 
 
@@ -66,7 +67,7 @@ class fmk_info(ctypes.Structure):
         ("precision", fmk_precision),
         ("order", c_int32),
         ("levels", c_int32),
-        ("reserved", c_int32),
+        ("walk", fmk_walk),
         ("leaf_size", c_int64),
         ("n_sources", c_int64),
         ("n_targets", c_int64),

@@ -182,4 +182,4 @@ def test_opts_default_matches_the_header():
     o = _lib.fmk_opts()
     _lib.lib().fmk_opts_default(ctypes.byref(o))
     assert (o.method, o.backend, o.precision, o.threads, o.device, o.order, o.leaf_size,
-            o.softening, o.theta, o.verbose, o.reserved) == (0, 0, 0, 0, 0, -1, 0, 0.0, 0.0, 0, 0)
+            o.softening, o.theta, o.verbose, o.walk) == (0, 0, 0, 0, 0, -1, 0, 0.0, 0.0, 0, 0)

@@ -111,7 +111,7 @@ static void bad_options(void)
     BAD(lap, o.theta = 2, FMK_ERR_ARG);
     BAD(lap, o.theta = NAN, FMK_ERR_ARG);
     BAD(lap, o.verbose = 2, FMK_ERR_ARG);
-    BAD(lap, o.reserved = 1, FMK_ERR_ARG);
+    BAD(lap, o.walk = (fmk_walk)7, FMK_ERR_ARG);
     BAD(lap, o.softening = -1, FMK_ERR_ARG);
     BAD(lap, o.softening = NAN, FMK_ERR_ARG);
     BAD(plum, o.softening = 0, FMK_ERR_ARG);
