@@ -27,11 +27,13 @@
  * Moments (per evaluation, since they depend on the charges). Expansion centre: the centre of
  * |q|, xc = sum |q_j| x_j / sum |q_j| (the centre of mass for charges of one sign; for mixed
  * signs it still lies inside the cell, where the centre of charge sum q x / sum q may not).
- * About xc: monopole M = sum q, dipole D = sum q (x - xc) (zero for charges of one sign),
- * traceless quadrupole Q_ab = sum q (3 d_a d_b - |d|^2 delta_ab), d = x - xc. Order 0 uses M,
- * order 1 adds D, order 2 (default) adds Q. Opening radius (Nakasato eq. 2, 3): with l the
- * node's side and s = |xc - geometric centre|, the node is accepted for a target at distance r
- * from xc when r^2 > r_open^2 = (l / theta + s)^2.
+ * About xc, with d = x - xc: monopole M = sum q, dipole D = sum q d (zero for charges of one
+ * sign), second moments S_ab = sum q d_a d_b (raw, not traceless: the softened expansion needs
+ * the trace). Order 0 uses M, order 1 adds D, order 2 (default) adds S. A parent's moments come
+ * from its children's (h = xc_child - xc_parent): D += D_c + M_c h,
+ * S += S_c + D_c h^T + h D_c^T + M_c h h^T. bh_terms.h evaluates them at a target (M2P).
+ * Opening radius (Nakasato eq. 2, 3): with l the node's side and s = |xc - geometric centre|,
+ * the node is accepted for a target at distance r from xc when r^2 > r_open^2 = (l/theta + s)^2.
  */
 #ifndef FMMKIT_TREE3D_H
 #define FMMKIT_TREE3D_H
@@ -72,7 +74,7 @@ typedef struct fmk_tree3d_moments {
     double *center;             /* n_nodes * 3: expansion centre xc */
     double *monopole;           /* n_nodes */
     double *dipole;             /* n_nodes * 3 */
-    double *quadrupole;         /* n_nodes * 6: Q_xx, Q_xy, Q_xz, Q_yy, Q_yz, Q_zz */
+    double *second;             /* n_nodes * 6: S_xx, S_xy, S_xz, S_yy, S_yz, S_zz */
     double *r_open2;            /* n_nodes: (l / theta + s)^2 */
 } fmk_tree3d_moments;
 

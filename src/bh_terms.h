@@ -1,0 +1,81 @@
+/*
+ * bh_terms.h -- the treecode's interaction terms, shared by the CPU (bh.c) and the GPU
+ * (cuda/bh.cu) so both evaluate the same formulas. Included once per working precision with
+ * REAL (float or double), RSQRT (its 1/sqrt) and BH(name) (the name of each function) defined,
+ * as p2p.c includes p2p_tile.h. FMK_HD marks the functions for host and device.
+ *
+ * Kernel: G(r) = 1/sqrt(r^2 + eps2); eps2 = 0 is laplace, eps2 = s^2 plummer (mapped units).
+ *
+ * M2P. A node with moments (tree3d.h) M, D, S about xc, seen from y with r = y - xc and
+ * t = |r|^2 + eps2, is the Taylor expansion of G(|r - d|) to second order in d:
+ *     phi  =  M t^-1/2  +  (D.r) t^-3/2  +  3/2 (r.S.r) t^-5/2  -  1/2 tr(S) t^-3/2
+ * and its gradient in y (grad t = 2r):
+ *     grad = -M r t^-3/2
+ *            + D t^-3/2 - 3 (D.r) r t^-5/2
+ *            + 3 S r t^-5/2 - 15/2 (r.S.r) r t^-7/2 + 3/2 tr(S) r t^-5/2
+ * For eps2 = 0 the last terms are the usual traceless quadrupole, (3 rSr - tr S |r|^2)/(2|r|^5).
+ * The truncation error is O((size/|r|)^(order+1)) relative, which the opening radius bounds.
+ *
+ * P2P. One source (x, q) at one target y, d = y - x, t = |d|^2 + eps2:
+ *     phi = q t^-1/2,   grad = -q d t^-3/2,
+ * with the coincidence rule of docs/kernels.md: for eps2 = 0 a pair with |d| = 0 adds nothing
+ * (in the frame, |d| = 0 is an exact test).
+ */
+#ifndef FMK_HD
+#ifdef __CUDACC__
+#define FMK_HD static __host__ __device__ __forceinline__
+#else
+#define FMK_HD static inline
+#endif
+#endif
+
+/* Moments of one node packed for evaluation: M, Dx, Dy, Dz, Sxx, Sxy, Sxz, Syy, Syz, Szz. */
+#define FMK_BH_MOMENTS 10
+
+/* Adds the field of packed moments m (order 0, 1 or 2) at offset r = y - xc to phi and g[3]. */
+FMK_HD void BH(m2p)(int order, REAL rx, REAL ry, REAL rz, REAL eps2, const REAL *m, REAL *phi,
+                    REAL *g)
+{
+    REAL t = rx * rx + ry * ry + rz * rz + eps2;
+    REAL u1 = RSQRT(t);           /* t^-1/2 */
+    REAL u2 = u1 * u1;            /* t^-1 */
+    REAL u3 = u1 * u2;            /* t^-3/2 */
+    REAL p = m[0] * u1;
+    REAL c = -m[0] * u3;          /* coefficient of r in the gradient */
+    REAL gx = 0, gy = 0, gz = 0;  /* terms not along r */
+    if (order >= 1) {
+        REAL dr = m[1] * rx + m[2] * ry + m[3] * rz;
+        REAL u5 = u3 * u2;
+        p += dr * u3;
+        c -= 3 * dr * u5;
+        gx += m[1] * u3, gy += m[2] * u3, gz += m[3] * u3;
+        if (order >= 2) {
+            REAL sx = m[4] * rx + m[5] * ry + m[6] * rz;  /* S r */
+            REAL sy = m[5] * rx + m[7] * ry + m[8] * rz;
+            REAL sz = m[6] * rx + m[8] * ry + m[9] * rz;
+            REAL rsr = rx * sx + ry * sy + rz * sz;
+            REAL tr = m[4] + m[7] + m[9];
+            REAL u7 = u5 * u2;
+            p += (REAL)1.5 * rsr * u5 - (REAL)0.5 * tr * u3;
+            c += (REAL)1.5 * tr * u5 - (REAL)7.5 * rsr * u7;
+            gx += 3 * sx * u5, gy += 3 * sy * u5, gz += 3 * sz * u5;
+        }
+    }
+    *phi += p;
+    g[0] += gx + c * rx;
+    g[1] += gy + c * ry;
+    g[2] += gz + c * rz;
+}
+
+/* Adds one source of charge q at offset d = y - x (see the coincidence rule above). */
+FMK_HD void BH(p2p)(REAL dx, REAL dy, REAL dz, REAL q, REAL eps2, REAL *phi, REAL *g)
+{
+    REAL t = dx * dx + dy * dy + dz * dz + eps2;
+    REAL u1 = t > 0 ? RSQRT(t) : 0;
+    REAL qu = q * u1;
+    REAL qu3 = qu * u1 * u1;
+    *phi += qu;
+    g[0] -= qu3 * dx;
+    g[1] -= qu3 * dy;
+    g[2] -= qu3 * dz;
+}
