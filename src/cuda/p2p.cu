@@ -242,17 +242,21 @@ __global__ void __launch_bounds__(THREADS, (min_blocks<R, K>())) k_p2p(const p2p
     constexpr int T = shape<R>::T, TILE = shape<R>::TILE;
     constexpr bool smooth = K == FMK_KERNEL_PLUMMER || K == FMK_KERNEL_REGULARIZED;
     __shared__ V tile[TILE];
+    /* Each thread's double totals live in shared memory, not registers: they are touched once
+     * per tile, and the 8 T registers they would pin decide how many blocks fit on an SM. */
+    __shared__ double tot[T][4][THREADS];
 
     const int64_t i0 = (int64_t)blockIdx.x * (THREADS * T);
     const int64_t i = i0 + threadIdx.x;
     const V *trg = p.self ? p.src : p.trg;
     R tx[T], ty[T], tz[T];
-    double tot[T][4];
 #pragma unroll
     for (int k = 0; k < T; k++) {
         V y = trg[i + k * THREADS];
         tx[k] = y.x, ty[k] = y.y, tz[k] = y.z;
-        tot[k][0] = tot[k][1] = tot[k][2] = tot[k][3] = 0;
+#pragma unroll
+        for (int v = 0; v < 4; v++)
+            tot[k][v][threadIdx.x] = 0;
     }
     const int64_t ntiles = p.n_pad / TILE;
     const int64_t t0 = ntiles * blockIdx.y / p.splits, t1 = ntiles * (blockIdx.y + 1) / p.splits;
@@ -275,18 +279,20 @@ __global__ void __launch_bounds__(THREADS, (min_blocks<R, K>())) k_p2p(const p2p
         for (int k = 0; k < T; k++)
 #pragma unroll
             for (int v = 0; v < 4; v++)
-                tot[k][v] += (double)acc[k][v];
+                tot[k][v][threadIdx.x] += (double)acc[k][v];
     }
 #pragma unroll
     for (int k = 0; k < T; k++) {
         const int64_t ik = i + k * THREADS;
         if (ik >= p.m)
             continue;
+        const double a[4] = {tot[k][0][threadIdx.x], tot[k][1][threadIdx.x],
+                             tot[k][2][threadIdx.x], tot[k][3][threadIdx.x]};
         if (p.splits > 1) {
             double *o = p.partial + ((int64_t)blockIdx.y * p.m + ik) * 4;
-            o[0] = tot[k][0], o[1] = tot[k][1], o[2] = tot[k][2], o[3] = tot[k][3];
+            o[0] = a[0], o[1] = a[1], o[2] = a[2], o[3] = a[3];
         } else {
-            store<K, POT, GRAD>(ik, tot[k], p.pot, p.grad, p.ps, p.gs, p.gs2);
+            store<K, POT, GRAD>(ik, a, p.pot, p.grad, p.ps, p.gs, p.gs2);
         }
     }
 }
