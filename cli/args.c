@@ -138,3 +138,26 @@ int args_precision(const char *cmd, const char *name, fmk_precision *precision)
         return cli_usage(cmd, "--precision: unknown precision '%s' (fp64, fp32)", name);
     return CLI_OK;
 }
+
+int args_walk(const char *cmd, const char *name, fmk_walk *walk)
+{
+    if (strcmp(name, "auto") == 0)
+        *walk = FMK_WALK_AUTO;
+    else if (strcmp(name, "group") == 0)
+        *walk = FMK_WALK_GROUP;
+    else if (strcmp(name, "stackless") == 0)
+        *walk = FMK_WALK_STACKLESS;
+    else
+        return cli_usage(cmd, "--walk: unknown walk '%s' (auto, group, stackless)", name);
+    return CLI_OK;
+}
+
+int args_tree_opts(const char *cmd, int64_t order, int64_t leaf_size, const char *walk,
+                   fmk_opts *opts)
+{
+    if (order > 60)
+        return cli_usage(cmd, "--order: %lld is out of range", (long long)order);
+    opts->order = (int32_t)order;
+    opts->leaf_size = leaf_size;
+    return args_walk(cmd, walk, &opts->walk);
+}

@@ -80,6 +80,11 @@ int args_kernel(const char *cmd, const char *name, fmk_kernel *kernel);
 int args_method(const char *cmd, const char *name, fmk_method *method);
 int args_backend(const char *cmd, const char *name, fmk_backend *backend);
 int args_precision(const char *cmd, const char *name, fmk_precision *precision);
+int args_walk(const char *cmd, const char *name, fmk_walk *walk);
+
+/* The treecode's options (--order, --leaf-size, --walk) into opts; CLI_OK or CLI_USAGE. */
+int args_tree_opts(const char *cmd, int64_t order, int64_t leaf_size, const char *walk,
+                   fmk_opts *opts);
 
 /* The subcommands: argv holds the words after the subcommand's name. */
 int cmd_eval(int argc, char **argv);

@@ -29,6 +29,11 @@ static const char usage[] =
     "  --m M               targets drawn from the same distribution (default: the sources)\n"
     "  --eps E             requested relative accuracy (default 1e-6)\n"
     "  --theta T           opening angle / separation ratio (default: the method's)\n"
+    "  --order K           expansion order (default -1: the method's; tree: 0, 1 or 2)\n"
+    "  --leaf-size N       points per leaf (default 0: the method's)\n"
+    "  --walk W            tree walk: auto (default), group, stackless\n"
+    "  --theta-sweep       method tree: one row per theta = 0.2, 0.3, ..., 1.0 with the times\n"
+    "                      and the errors against the direct sum (like Nakasato's Table V)\n"
     "  --softening H       softening length (default 0.01 for plummer and regularized)\n"
     "  --threads N         CPU threads (default 0: OpenMP's default)\n"
     "  --repeats R         timed evaluations (default 3)\n"
@@ -38,6 +43,11 @@ static const char usage[] =
     "  -h, --help          show this help\n";
 
 static const char *precision_name(fmk_precision p) { return p == FMK_PRECISION_FP32 ? "fp32" : "fp64"; }
+
+static const char *walk_name(fmk_walk w)
+{
+    return w == FMK_WALK_GROUP ? "group" : w == FMK_WALK_STACKLESS ? "stackless" : "auto";
+}
 
 /* A JSON number, or null for NaN and infinities. */
 static void json_number(const char *key, double v, int last)
@@ -102,6 +112,13 @@ static void print_json(const report *r)
     json_number("interactions_per_second", r->rate, 0);
     json_number("effective_interactions_per_second", r->effective_rate, 0);
     printf("  \"sample\": %lld,\n", (long long)r->errors.sample);
+    if (r->info.method == FMK_METHOD_TREE) {
+        json_number("theta", r->info.theta, 0);
+        printf("  \"order\": %d,\n  \"levels\": %d,\n  \"leaf_size\": %lld,\n",
+               (int)r->info.order, (int)r->info.levels, (long long)r->info.leaf_size);
+        json_string("walk", walk_name(r->info.walk), 0);
+    }
+    printf("  \"bytes_host\": %lld,\n", (long long)r->info.bytes_host);
     json_number("error_pot", r->errors.pot, 0);
     json_number("error_grad", r->errors.grad, 1);
     printf("}\n");
@@ -120,6 +137,15 @@ static void print_table(const report *r)
     printf("  %-26s %g\n", "eps", r->eps);
     if (r->softening > 0)
         printf("  %-26s %g\n", "softening", r->softening);
+    if (in->method == FMK_METHOD_TREE) {
+        printf("  %-26s %g\n", "theta", in->theta);
+        printf("  %-26s %d\n", "order", (int)in->order);
+        printf("  %-26s %s\n", "walk", walk_name(in->walk));
+        printf("  %-26s %lld\n", "leaf size", (long long)in->leaf_size);
+        printf("  %-26s %d\n", "levels", (int)in->levels);
+    }
+    printf("  %-26s %lld (%.1f per source)\n", "host bytes", (long long)in->bytes_host,
+           r->n > 0 ? (double)in->bytes_host / (double)r->n : 0.0);
     printf("\n  %-26s %s\n", "phase", "time [s]");
     for (int p = 0; p < FMK_PHASE_COUNT; p++)
         if (fmk_phase_name((fmk_phase)p) && (p == FMK_PHASE_SETUP || r->times.phase[p] > 0))
@@ -138,13 +164,82 @@ static void print_table(const report *r)
     }
 }
 
+/* --theta-sweep: one plan per theta = 0.2 ... 1.0, the same points, charges and sampled targets
+ * for every row (targets = NULL, m = 0: the sources). */
+static int theta_sweep(fmk_kernel kernel, const fmk_opts *base, dist_kind dist, int64_t n,
+                       const double *sources, const double *charges, int64_t m,
+                       const double *targets, double *pot, double *grad, double eps,
+                       double softening, int threads, int repeats, int64_t sample,
+                       const dist_rng *rng0, int json)
+{
+    const int dim = fmk_kernel_dim(kernel);
+    const int64_t nt = targets ? m : n;
+    int first = 1;
+    for (int k = 0; k <= 8; k++) {
+        fmk_opts opts = *base;
+        opts.theta = 0.2 + 0.1 * k;
+        fmk_plan *plan = NULL;
+        fmk_status st = fmk_plan_create(&plan, dim, kernel, eps, &opts);
+        if (st != FMK_OK)
+            return cli_library_error(cmd, NULL, st);
+        measure_times times;
+        st = measure_run(plan, n, sources, charges, m, targets, 1, repeats, pot, grad, &times);
+        if (st != FMK_OK) {
+            int rc = cli_library_error(cmd, plan, st);
+            fmk_plan_destroy(plan);
+            return rc;
+        }
+        fmk_info info;
+        fmk_plan_info(plan, &info);
+        fmk_plan_destroy(plan);
+        dist_rng rng = *rng0; /* the same sample for every theta */
+        measure_errors err;
+        char msg[512];
+        st = measure_errors_direct(dim, kernel, softening, threads, n, sources, charges, nt,
+                                   targets, pot, grad, sample, &rng, &err, msg, sizeof msg);
+        if (st != FMK_OK) {
+            cli_error(cmd, "reference sum: %s", msg);
+            return cli_exit_status(st);
+        }
+        if (first && !json) {
+            printf("fmmkit bench --theta-sweep: kernel %s, %s distribution, N = %lld, M = %lld%s\n",
+                   fmk_kernel_name(kernel), dist_name(dist), (long long)n, (long long)nt,
+                   targets ? "" : " (the sources)");
+            printf("  backend %s (%s), %s, order %d, walk %s, leaf size %lld, levels %d\n",
+                   fmk_backend_name(info.backend), info.device_name,
+                   precision_name(info.precision), (int)info.order, walk_name(info.walk),
+                   (long long)info.leaf_size, (int)info.levels);
+            printf("  times: median of %d evaluations; errors: relative l2 at %lld sampled targets "
+                   "vs the fp64 direct sum\n\n", repeats, (long long)err.sample);
+            printf("  %5s %10s %10s %10s %10s %11s %11s\n", "theta", "tree [s]", "moments",
+                   "walk", "eval [s]", "err pot", "err grad");
+        }
+        if (json) {
+            printf("%s{\"theta\": %.2f, \"tree\": %.6g, \"moments\": %.6g, \"walk\": %.6g, "
+                   "\"eval\": %.6g, \"error_pot\": %.6g, \"error_grad\": %.6g}",
+                   first ? "{\"theta_sweep\": [\n  " : ",\n  ", opts.theta,
+                   times.phase[FMK_PHASE_TREE], times.phase[FMK_PHASE_MOMENTS],
+                   times.phase[FMK_PHASE_WALK], times.eval, err.pot, err.grad);
+        } else {
+            printf("  %5.2f %10.3e %10.3e %10.3e %10.3e %11.3e %11.3e\n", opts.theta,
+                   times.phase[FMK_PHASE_TREE], times.phase[FMK_PHASE_MOMENTS],
+                   times.phase[FMK_PHASE_WALK], times.eval, err.pot, err.grad);
+        }
+        first = 0;
+    }
+    if (json)
+        printf("\n]}\n");
+    return CLI_OK;
+}
+
 int cmd_bench(int argc, char **argv)
 {
     const char *kernel_name = "laplace", *method_name = "auto", *backend_name = "auto";
-    const char *precision_str = "fp64", *dist_str = NULL;
+    const char *precision_str = "fp64", *dist_str = NULL, *walk_str = "auto";
     double eps = 1e-6, theta = 0, softening = 0;
     int64_t n = 20000, m = 0, threads = 0, repeats = 3, sample = 1000, seed = 1;
-    int json = 0;
+    int64_t order = -1, leaf_size = 0;
+    int json = 0, sweep = 0;
     args_opt table[] = {
         {"kernel", ARGS_STRING, &kernel_name, 0, 0},
         {"method", ARGS_STRING, &method_name, 0, 0},
@@ -155,6 +250,10 @@ int cmd_bench(int argc, char **argv)
         {"m", ARGS_INT, &m, 1, 0},
         {"eps", ARGS_DOUBLE, &eps, 0, 0},
         {"theta", ARGS_DOUBLE, &theta, 0, 0},
+        {"order", ARGS_INT, &order, -1, 0},
+        {"leaf-size", ARGS_INT, &leaf_size, 0, 0},
+        {"walk", ARGS_STRING, &walk_str, 0, 0},
+        {"theta-sweep", ARGS_FLAG, &sweep, 0, 0},
         {"softening", ARGS_DOUBLE, &softening, 0, 0},
         {"threads", ARGS_INT, &threads, 0, 0},
         {"repeats", ARGS_INT, &repeats, 1, 0},
@@ -177,8 +276,13 @@ int cmd_bench(int argc, char **argv)
     if ((rc = args_kernel(cmd, kernel_name, &kernel)) != CLI_OK ||
         (rc = args_method(cmd, method_name, &opts.method)) != CLI_OK ||
         (rc = args_backend(cmd, backend_name, &opts.backend)) != CLI_OK ||
-        (rc = args_precision(cmd, precision_str, &opts.precision)) != CLI_OK)
+        (rc = args_precision(cmd, precision_str, &opts.precision)) != CLI_OK ||
+        (rc = args_tree_opts(cmd, order, leaf_size, walk_str, &opts)) != CLI_OK)
         return rc;
+    if (sweep && opts.method != FMK_METHOD_TREE)
+        return cli_usage(cmd, "--theta-sweep needs --method tree");
+    if (sweep && args_find(table, n_table, "theta")->given)
+        return cli_usage(cmd, "--theta-sweep and --theta exclude each other");
     const int dim = fmk_kernel_dim(kernel);
     dist_kind dist = dim == 3 ? DIST_PLUMMER : DIST_UNIFORM2D;
     if (dist_str && dist_from_name(dist_str, &dist) != 0)
@@ -221,6 +325,12 @@ int cmd_bench(int argc, char **argv)
     if (!self)
         dist_fill(dist, &rng, m, targets);
     dist_charges(&rng, n, w == 2, charges);
+
+    if (sweep) {
+        rc = theta_sweep(kernel, &opts, dist, n, sources, charges, self ? 0 : m, targets, pot,
+                         grad, eps, softening, (int)threads, (int)repeats, sample, &rng, json);
+        goto done;
+    }
 
     report r;
     memset(&r, 0, sizeof r);

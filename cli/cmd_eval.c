@@ -38,6 +38,9 @@ static const char usage[] =
     "  --backend B         auto (default), cpu, cuda\n"
     "  --eps E             requested relative accuracy, 0 < E < 1 (default 1e-6)\n"
     "  --theta T           opening angle / separation ratio (default: the method's)\n"
+    "  --order K           expansion order (default -1: the method's; tree: 0, 1 or 2)\n"
+    "  --leaf-size N       points per leaf (default 0: the method's)\n"
+    "  --walk W            tree walk: auto (default), group, stackless\n"
     "  --softening H       softening length, required (> 0) for plummer and regularized\n"
     "  --precision P       fp64 (default) or fp32 arithmetic\n"
     "  --threads N         CPU threads (default 0: OpenMP's default)\n"
@@ -202,9 +205,9 @@ int cmd_eval(int argc, char **argv)
     const char *sources_path = NULL, *charges_path = NULL, *targets_path = NULL;
     const char *pot_path = NULL, *grad_path = NULL;
     const char *kernel_name = "laplace", *method_name = "auto", *backend_name = "auto";
-    const char *precision_name = "fp64";
+    const char *precision_name = "fp64", *walk_name = "auto";
     double eps = 1e-6, theta = 0, softening = 0;
-    int64_t threads = 0;
+    int64_t threads = 0, order = -1, leaf_size = 0;
     args_opt table[] = {
         {"sources", ARGS_STRING, &sources_path, 0, 0},
         {"charges", ARGS_STRING, &charges_path, 0, 0},
@@ -217,6 +220,9 @@ int cmd_eval(int argc, char **argv)
         {"precision", ARGS_STRING, &precision_name, 0, 0},
         {"eps", ARGS_DOUBLE, &eps, 0, 0},
         {"theta", ARGS_DOUBLE, &theta, 0, 0},
+        {"order", ARGS_INT, &order, -1, 0},
+        {"leaf-size", ARGS_INT, &leaf_size, 0, 0},
+        {"walk", ARGS_STRING, &walk_name, 0, 0},
         {"softening", ARGS_DOUBLE, &softening, 0, 0},
         {"threads", ARGS_INT, &threads, 0, 0},
     };
@@ -235,7 +241,8 @@ int cmd_eval(int argc, char **argv)
     if ((rc = args_kernel(cmd, kernel_name, &kernel)) != CLI_OK ||
         (rc = args_method(cmd, method_name, &opts.method)) != CLI_OK ||
         (rc = args_backend(cmd, backend_name, &opts.backend)) != CLI_OK ||
-        (rc = args_precision(cmd, precision_name, &opts.precision)) != CLI_OK)
+        (rc = args_precision(cmd, precision_name, &opts.precision)) != CLI_OK ||
+        (rc = args_tree_opts(cmd, order, leaf_size, walk_name, &opts)) != CLI_OK)
         return rc;
     if (!sources_path)
         return cli_usage(cmd, "--sources is required");

@@ -78,6 +78,60 @@ typedef struct fmk_tree3d_moments {
     double *r_open2;            /* n_nodes: (l / theta + s)^2 */
 } fmk_tree3d_moments;
 
+
+/* ---------------------------------------------------------------------------------------------
+ * The CPU build (tree3d.c, OpenMP). The GPU side may call it too, to check its own tree.
+ * ------------------------------------------------------------------------------------------ */
+
+/* The key of one mapped point (coordinates in [1, 2]; out-of-range values are clamped). */
+uint64_t fmk_tree3d_key(double x, double y, double z);
+
+/* Sorts keys[0..n) with the values index[0..n) carried along: a stable LSD radix sort (11-bit
+ * digits, OpenMP histograms; a pass whose digit is the same for all keys is skipped). Pass
+ * index[s] = s to get the order by (key, index). Returns 0, or -1 when out of memory. */
+int fmk_tree3d_sort(uint64_t *keys, int64_t *index, int64_t n, int threads);
+
+/* Builds the tree of n points (interleaved mapped coordinates) with at most leaf_size (>= 1)
+ * points per leaf below the depth cap. *tree is overwritten (free it with fmk_tree3d_free).
+ * Returns FMK_OK, or FMK_ERR_NOMEM with a message on plan (NULL: on the calling thread); on
+ * failure *tree holds nothing. */
+fmk_status fmk_tree3d_build(struct fmk_plan *plan, fmk_tree3d *tree, int64_t n,
+                            const double *points, int32_t leaf_size, int threads);
+
+/* Frees the tree's arrays and zeroes it; safe on a zeroed tree. */
+void fmk_tree3d_free(fmk_tree3d *tree);
+
+/* Bytes the tree holds; and the bytes a tree of n points with n_nodes nodes holds. */
+int64_t fmk_tree3d_bytes(const fmk_tree3d *tree);
+int64_t fmk_tree3d_bytes_for(int64_t n, int64_t n_nodes);
+
+/* A planning estimate of the node count for n points of a smooth distribution (used before
+ * the tree exists, by fmk_plan_memory); the built tree's count is exact. */
+int64_t fmk_tree3d_estimate_nodes(int64_t n, int32_t leaf_size);
+
+/* The geometric cube of a node: its centre and side (2^-level). */
+void fmk_tree3d_node_cube(const fmk_tree3d *tree, int64_t node, double center[3], double *side);
+
+/* Allocates (zeroed) or frees the moments of n_nodes nodes; alloc returns 0 or -1. */
+int fmk_tree3d_moments_alloc(fmk_tree3d_moments *m, int64_t n_nodes);
+void fmk_tree3d_moments_free(fmk_tree3d_moments *m);
+int64_t fmk_tree3d_moments_bytes(int64_t n_nodes);
+
+/* The upward pass: moments of every node from the charges in sorted order (q[s] is the charge
+ * of the point at sorted position s), to the given order (0, 1, 2), and the opening radius for
+ * theta. abs_charge (n_nodes doubles) is scratch: it ends holding sum |q| of each node.
+ * Leaves sum their points; a parent shifts its children's moments (the formulas above); levels
+ * are done deepest first, the nodes of a level in parallel. theta is capped at
+ * FMK_TREE_THETA_CAP in the opening radius (see below). */
+void fmk_tree3d_moments_compute(const fmk_tree3d *tree, const double *q, int order, double theta,
+                                double *abs_charge, fmk_tree3d_moments *m, int threads);
+
+/* A target inside a node's cube is at most sqrt(3)/2 l + s from xc, so with theta below
+ * 2/sqrt(3) = 1.1547 the opening radius (l/theta + s) already keeps a node from being accepted
+ * by a target (or a group) inside it, and the walks never need a separate containment test.
+ * Larger theta (plan.c allows up to 1.5) is capped here, with a margin for rounding. */
+#define FMK_TREE_THETA_CAP 1.15
+
 #ifdef __cplusplus
 }
 #endif

@@ -123,6 +123,36 @@ def test_round_trip_matches_numpy(tmp_path, kernel, with_targets):
                                      (["T.npy"] if with_targets else []))
 
 
+@pytest.mark.parametrize("kernel", ["laplace", "plummer"])
+@pytest.mark.parametrize("walk", ["auto", "group", "stackless"])
+@pytest.mark.parametrize("with_targets", [False, True])
+def test_eval_method_tree(tmp_path, kernel, walk, with_targets):
+    rng = np.random.default_rng(8)
+    x, q = points(rng, 3000, 3), charges(rng, 3000, kernel)
+    np.save(tmp_path / "S.npy", x)
+    np.save(tmp_path / "Q.npy", q)
+    extra, y = [], None
+    if with_targets:
+        y = points(rng, 500, 3)
+        np.save(tmp_path / "T.npy", y)
+        extra = ["--targets", tmp_path / "T.npy"]
+    r = run(*eval_args(tmp_path, kernel, "--method", "tree", "--backend", "cpu", "--theta", "0.4",
+                       "--order", "2", "--walk", walk, *extra))
+    assert r.returncode == 0, r.stderr
+    pot, grad = np.load(tmp_path / "P.npy"), np.load(tmp_path / "G.npy")
+    ref_pot, ref_grad = direct(kernel, x, q, y)
+    assert 0 < rel_err(pot, ref_pot) < 1e-2
+    assert 0 < rel_err(grad, ref_grad) < 1e-2
+
+
+def test_eval_method_tree_refuses_other_kernels(tmp_path):
+    good_inputs(tmp_path, kernel="regularized")
+    r = run(*eval_args(tmp_path, "regularized", "--method", "tree", "--backend", "cpu"))
+    assert r.returncode == 2 and "laplace and plummer" in r.stderr
+    r = run(*eval_args(tmp_path, "regularized", "--method", "tree", "--order", "3"))
+    assert r.returncode == 2
+
+
 def test_only_one_output(tmp_path):
     rng = np.random.default_rng(1)
     x, q = points(rng, 20, 3), charges(rng, 20, "laplace")
@@ -457,7 +487,7 @@ def test_library_argument_errors_exit_2(tmp_path):
     assert files(tmp_path) == ["Q.npy", "S.npy"]
 
 
-@pytest.mark.parametrize("method", ["tree", "fmm"])
+@pytest.mark.parametrize("method", ["fmm"])
 def test_method_not_available_yet(tmp_path, method):
     good_inputs(tmp_path)
     r = run(*eval_args(tmp_path, "laplace", "--method", method))
@@ -583,10 +613,46 @@ def test_bench_usage_errors(args, needle):
 
 
 def test_bench_method_not_available_yet():
-    r = run("bench", "--method", "tree", "--n", "100")
+    r = run("bench", "--method", "fmm", "--n", "100")
     if r.returncode == 0:
-        pytest.skip("method tree is available in this build")
-    assert r.returncode == 2 and "method tree is not available yet" in r.stderr
+        pytest.skip("method fmm is available in this build")
+    assert r.returncode == 2 and "method fmm is not available yet" in r.stderr
+
+
+def test_bench_tree():
+    r = run("bench", "--method", "tree", "--backend", "cpu", "--n", "3000", "--dist", "uniform",
+            "--order", "2", "--walk", "stackless", "--leaf-size", "16", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["method"] == "tree" and out["walk"] == "stackless" and out["order"] == 2
+    assert out["leaf_size"] == 16 and out["levels"] >= 2 and out["theta"] == 0.6
+    assert out["error_pot"] < 0.05 and out["error_grad"] < 0.02
+    assert out["phase_time"]["tree"] > 0 and out["phase_time"]["walk"] > 0
+
+
+def test_bench_theta_sweep():
+    r = run("bench", "--method", "tree", "--backend", "cpu", "--n", "2000", "--dist", "plummer",
+            "--theta-sweep", "--repeats", "1", "--sample", "200")
+    assert r.returncode == 0, r.stderr
+    rows = [line.split() for line in r.stdout.splitlines()
+            if line.strip() and line.split()[0].replace(".", "").isdigit()]
+    assert [float(row[0]) for row in rows] == pytest.approx([0.2 + 0.1 * k for k in range(9)])
+    err_grad = [float(row[6]) for row in rows]
+    assert err_grad[0] < err_grad[-1]
+    r = run("bench", "--method", "tree", "--theta-sweep", "--theta", "0.5")
+    assert r.returncode == 2 and "exclude" in r.stderr
+    r = run("bench", "--theta-sweep")
+    assert r.returncode == 2 and "--method tree" in r.stderr
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--walk", "zigzag"], "unknown walk 'zigzag'"),
+    (["--order", "-2"], "out of range"),
+    (["--leaf-size", "-1"], "out of range"),
+])
+def test_bench_tree_usage_errors(args, needle):
+    r = run("bench", "--method", "tree", *args)
+    assert r.returncode == 2 and needle in r.stderr, r.stderr
 
 
 def test_demo():

@@ -121,13 +121,13 @@ static void bad_options(void)
     BAD(reg, o.softening = 0, FMK_ERR_ARG);
     BAD(reg, o.softening = -0.1, FMK_ERR_ARG);
     BAD(reg, o.softening = NAN, FMK_ERR_ARG);
-    BAD(lap, o.method = FMK_METHOD_TREE, FMK_ERR_UNAVAILABLE);
+    BAD(reg, o.method = FMK_METHOD_TREE, FMK_ERR_UNAVAILABLE); /* tree: laplace, plummer */
     BAD(lap, o.method = FMK_METHOD_FMM, FMK_ERR_UNAVAILABLE);
 #undef BAD
 
     /* the unavailable methods say so */
-    const fmk_method later[2] = {FMK_METHOD_TREE, FMK_METHOD_FMM};
-    for (int i = 0; i < 2; i++) {
+    const fmk_method later[1] = {FMK_METHOD_FMM};
+    for (int i = 0; i < 1; i++) {
         fmk_plan *plan = NULL;
         o = cpu_opts();
         o.method = later[i];
@@ -138,6 +138,8 @@ static void bad_options(void)
         CHECK(fmk_method_available(later[i], 3, FMK_BACKEND_CPU) == 0);
     }
     check_context("method availability");
+    CHECK(fmk_method_available(FMK_METHOD_TREE, 3, FMK_BACKEND_CPU) == 1);
+    CHECK(fmk_method_available(FMK_METHOD_TREE, 2, FMK_BACKEND_CPU) == 0);
     CHECK(fmk_method_available(FMK_METHOD_DIRECT, 3, FMK_BACKEND_CPU) == 1);
     CHECK(fmk_method_available(FMK_METHOD_DIRECT, 2, FMK_BACKEND_CPU) == 1);
     CHECK(fmk_method_available(FMK_METHOD_DIRECT, 4, FMK_BACKEND_CPU) == 0);

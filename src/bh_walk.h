@@ -1,0 +1,346 @@
+/* bh_walk.h -- the treecode's CPU walks, written once and included by bh.c for each working
+ * precision (REAL = double, float; RSQRT its 1/sqrt; BH(name) makes the function names), as
+ * p2p.c includes p2p_tile.h. The terms themselves come from bh_terms.h, shared with the GPU.
+ *
+ * Both walks decide in double (centres, opening radii and target boxes are double), so fp32
+ * and fp64 open exactly the same nodes; only the arithmetic of the terms differs.
+ *
+ * Group walk (FMK_WALK_GROUP): the targets of one group (consecutive in key order, with their
+ * bounding box) walk the tree once with the next/more pointers; a node is accepted when the
+ * box's distance to xc exceeds the opening radius, which holds for every target in the box, so
+ * the group MAC is at least as strict as the per-target one. Accepted nodes and opened leaves
+ * are copied into structure-of-arrays lists, then every target of the group sums the lists in
+ * two `omp simd` loops (M2P, P2P) without branches.
+ *
+ * Stackless walk (FMK_WALK_STACKLESS, Nakasato Fig. 6): each target walks alone and adds each
+ * term as it meets it. */
+
+#include "bh_terms.h"
+
+/* Interaction lists of one group (one per thread, grown as needed). */
+typedef struct BH(lists) {
+    int64_t n_p, cap_p;         /* sources of opened leaves */
+    REAL *px, *py, *pz, *pq;
+    int64_t n_c, cap_c;         /* accepted nodes: centre and packed moments */
+    REAL *c[3 + FMK_BH_MOMENTS];
+} BH(lists);
+
+static void BH(lists_free)(BH(lists) *L)
+{
+    free(L->px), free(L->py), free(L->pz), free(L->pq);
+    for (int k = 0; k < 3 + FMK_BH_MOMENTS; k++)
+        free(L->c[k]);
+    memset(L, 0, sizeof *L);
+}
+
+static int BH(grow)(REAL **p, int64_t cap)
+{
+    REAL *q = realloc(*p, sizeof(REAL) * (size_t)cap);
+    if (!q)
+        return -1;
+    *p = q;
+    return 0;
+}
+
+/* Makes room for `more` sources (or nodes); returns 0 or -1. */
+static int BH(reserve_p)(BH(lists) *L, int64_t more)
+{
+    if (L->n_p + more <= L->cap_p)
+        return 0;
+    int64_t cap = 2 * L->cap_p > L->n_p + more ? 2 * L->cap_p : L->n_p + more + 256;
+    if (BH(grow)(&L->px, cap) || BH(grow)(&L->py, cap) || BH(grow)(&L->pz, cap) ||
+        BH(grow)(&L->pq, cap))
+        return -1;
+    L->cap_p = cap;
+    return 0;
+}
+
+static int BH(reserve_c)(BH(lists) *L)
+{
+    if (L->n_c < L->cap_c)
+        return 0;
+    int64_t cap = 2 * L->cap_c + 256;
+    for (int k = 0; k < 3 + FMK_BH_MOMENTS; k++)
+        if (BH(grow)(&L->c[k], cap))
+            return -1;
+    L->cap_c = cap;
+    return 0;
+}
+
+/* Packs the moments for evaluation: per node xc (3) and M, D, S (FMK_BH_MOMENTS), in REAL. */
+static void BH(pack)(const fmk_tree3d_moments *m, int64_t n_nodes, REAL *pack, int threads)
+{
+    const int w = 3 + FMK_BH_MOMENTS;
+#pragma omp parallel for schedule(static) num_threads(threads) if (n_nodes > 4096)
+    for (int64_t i = 0; i < n_nodes; i++) {
+        REAL *p = pack + w * i;
+        for (int k = 0; k < 3; k++)
+            p[k] = (REAL)m->center[3 * i + k];
+        p[3] = (REAL)m->monopole[i];
+        for (int k = 0; k < 3; k++)
+            p[4 + k] = (REAL)m->dipole[3 * i + k];
+        for (int k = 0; k < 6; k++)
+            p[7 + k] = (REAL)m->second[6 * i + k];
+    }
+}
+
+/* The terms of bh_terms.h as values: the `omp simd` loops below call these, so no local of the
+ * loop body has its address taken (that would make GCC keep it in memory, per lane, and give
+ * up vectorizing); once inlined, the arrays here become registers. */
+typedef struct BH(field) {
+    REAL phi, gx, gy, gz;
+} BH(field);
+
+static inline BH(field) BH(m2p_value)(int order, REAL rx, REAL ry, REAL rz, REAL eps2, REAL m0,
+                                      REAL m1, REAL m2, REAL m3, REAL m4, REAL m5, REAL m6,
+                                      REAL m7, REAL m8, REAL m9)
+{
+    const REAL m[FMK_BH_MOMENTS] = {m0, m1, m2, m3, m4, m5, m6, m7, m8, m9};
+    REAL phi = 0, g[3] = {0, 0, 0};
+    BH(m2p)(order, rx, ry, rz, eps2, m, &phi, g);
+    BH(field) f = {phi, g[0], g[1], g[2]};
+    return f;
+}
+
+static inline BH(field) BH(p2p_value)(REAL dx, REAL dy, REAL dz, REAL q, REAL eps2)
+{
+    REAL phi = 0, g[3] = {0, 0, 0};
+    BH(p2p)(dx, dy, dz, q, eps2, &phi, g);
+    BH(field) f = {phi, g[0], g[1], g[2]};
+    return f;
+}
+
+/* Sums the lists at targets [0, nt) (coordinates tx, ty, tz) into out (4 doubles a target);
+ * skip[t] is the list position of target t's own source (-1: none), whose charge is then taken
+ * as qskip[t] instead: 0 for a source of its own, the rest of a coincident leaf's charge for a
+ * target inside that leaf. */
+#define BH_M2P_LOOP(ORDER)                                                                    \
+    _Pragma("omp simd reduction(+ : phi, gx, gy, gz)") for (int64_t j = 0; j < nc; j++)       \
+    {                                                                                         \
+        BH(field) f = BH(m2p_value)(ORDER, y0 - cx[j], y1 - cy[j], y2 - cz[j], eps2, m0[j],   \
+                                    m1[j], m2[j], m3[j], m4[j], m5[j], m6[j], m7[j], m8[j],   \
+                                    m9[j]);                                                   \
+        phi += f.phi, gx += f.gx, gy += f.gy, gz += f.gz;                                     \
+    }
+
+static FMK_TARGET_CLONES void BH(eval_lists)(const BH(lists) *L, int order, REAL eps2,
+                                             const REAL *tx, const REAL *ty, const REAL *tz,
+                                             int64_t nt, const int64_t *skip, const REAL *qskip,
+                                             double *out)
+{
+    const int64_t np = L->n_p, nc = L->n_c;
+    const REAL *restrict px = L->px, *restrict py = L->py, *restrict pz = L->pz,
+               *restrict pq = L->pq;
+    const REAL *restrict cx = L->c[0], *restrict cy = L->c[1], *restrict cz = L->c[2];
+    const REAL *restrict m0 = L->c[3], *restrict m1 = L->c[4], *restrict m2 = L->c[5],
+               *restrict m3 = L->c[6], *restrict m4 = L->c[7], *restrict m5 = L->c[8],
+               *restrict m6 = L->c[9], *restrict m7 = L->c[10], *restrict m8 = L->c[11],
+               *restrict m9 = L->c[12];
+    for (int64_t t = 0; t < nt; t++) {
+        const REAL y0 = tx[t], y1 = ty[t], y2 = tz[t];
+        const int64_t sk = skip[t];
+        const REAL qs = qskip[t];
+        REAL phi = 0, gx = 0, gy = 0, gz = 0;
+        if (order == 0) {
+            BH_M2P_LOOP(0)
+        } else if (order == 1) {
+            BH_M2P_LOOP(1)
+        } else {
+            BH_M2P_LOOP(2)
+        }
+        double *o = out + 4 * t;
+        o[0] = phi, o[1] = gx, o[2] = gy, o[3] = gz;
+        phi = 0, gx = 0, gy = 0, gz = 0;
+#pragma omp simd reduction(+ : phi, gx, gy, gz)
+        for (int64_t j = 0; j < np; j++) {
+            BH(field) f = BH(p2p_value)(y0 - px[j], y1 - py[j], y2 - pz[j], j == sk ? qs : pq[j],
+                                        eps2);
+            phi += f.phi, gx += f.gx, gy += f.gy, gz += f.gz;
+        }
+        o[0] += phi, o[1] += gx, o[2] += gy, o[3] += gz;
+    }
+}
+#undef BH_M2P_LOOP
+
+/* The group walk over all groups; writes pot and grad (either may be NULL) in caller order.
+ * Returns 0, or -1 when a thread ran out of memory for its lists. */
+static int BH(walk_group)(const fmk_plan *plan, const tree_cpu *s, double *pot, double *grad)
+{
+    const fmk_tree3d *src = &s->src;
+    const fmk_tree3d *trg = plan->self ? &s->src : &s->trg;
+    const fmk_tree3d_moments *m = &s->mom;
+    const REAL *sx = s->src_soa, *sy = sx + src->n_points, *sz = sy + src->n_points,
+               *sq = sz + src->n_points;
+    const REAL *tsoa = plan->self ? s->src_soa : s->trg_soa;
+    const REAL *tx = tsoa, *ty = tx + trg->n_points, *tz = ty + trg->n_points;
+    const REAL *pack = s->node_pack;
+    const int order = plan->opts.order, self = plan->self;
+    const REAL eps2 = (REAL)(plan->frame.softening * plan->frame.softening);
+    const double ps = plan->frame.pot_scale;
+    int failed = 0;
+#pragma omp parallel num_threads(plan->threads)
+    {
+        BH(lists) L;
+        memset(&L, 0, sizeof L);
+        int64_t skip[FMK_BH_GROUP_MAX];
+        REAL qskip[FMK_BH_GROUP_MAX];
+        double out[4 * FMK_BH_GROUP_MAX];
+#pragma omp for schedule(dynamic, 4)
+        for (int64_t g = 0; g < s->n_groups; g++) {
+            if (failed)
+                continue;
+            const int64_t g0 = s->group_begin[g], g1 = s->group_begin[g + 1];
+            const double *box = s->group_box + 6 * g;
+            for (int64_t t = 0; t < g1 - g0; t++)
+                skip[t] = -1, qskip[t] = 0;
+            L.n_p = L.n_c = 0;
+            int bad = 0;
+            int32_t i = 0;
+            while (i >= 0 && !bad) {
+                const double *xc = m->center + 3 * i;
+                double d2 = 0;
+                for (int k = 0; k < 3; k++) {
+                    double d = box[k] - xc[k] > xc[k] - box[3 + k] ? box[k] - xc[k]
+                                                                    : xc[k] - box[3 + k];
+                    d = d > 0 ? d : 0;
+                    d2 += d * d;
+                }
+                if (d2 > m->r_open2[i]) { /* accepted: M2P */
+                    if (BH(reserve_c)(&L)) {
+                        bad = 1;
+                        break;
+                    }
+                    const REAL *p = pack + (3 + FMK_BH_MOMENTS) * (int64_t)i;
+                    for (int k = 0; k < 3 + FMK_BH_MOMENTS; k++)
+                        L.c[k][L.n_c] = p[k];
+                    L.n_c++;
+                    i = src->next[i];
+                } else if (src->more[i] < 0 && s->coincident[i]) {
+                    /* a leaf of identical points is one source of their total charge; a target
+                     * among them gets the total less its own charge */
+                    const int64_t b = src->begin[i], e = src->end[i];
+                    if (BH(reserve_p)(&L, 1)) {
+                        bad = 1;
+                        break;
+                    }
+                    const double q = m->monopole[i];
+                    L.px[L.n_p] = sx[b], L.py[L.n_p] = sy[b], L.pz[L.n_p] = sz[b];
+                    L.pq[L.n_p] = (REAL)q;
+                    if (self)
+                        for (int64_t u = (b > g0 ? b : g0); u < (e < g1 ? e : g1); u++)
+                            skip[u - g0] = L.n_p, qskip[u - g0] = (REAL)(q - s->q_sorted[u]);
+                    L.n_p++;
+                    i = src->next[i];
+                } else if (src->more[i] < 0) { /* opened leaf: P2P */
+                    const int64_t b = src->begin[i], e = src->end[i];
+                    if (BH(reserve_p)(&L, e - b)) {
+                        bad = 1;
+                        break;
+                    }
+                    memcpy(L.px + L.n_p, sx + b, sizeof(REAL) * (size_t)(e - b));
+                    memcpy(L.py + L.n_p, sy + b, sizeof(REAL) * (size_t)(e - b));
+                    memcpy(L.pz + L.n_p, sz + b, sizeof(REAL) * (size_t)(e - b));
+                    memcpy(L.pq + L.n_p, sq + b, sizeof(REAL) * (size_t)(e - b));
+                    if (self) /* the group's own sources in this leaf: skip them by index */
+                        for (int64_t u = (b > g0 ? b : g0); u < (e < g1 ? e : g1); u++)
+                            skip[u - g0] = L.n_p + (u - b);
+                    L.n_p += e - b;
+                    i = src->next[i];
+                } else {
+                    i = src->more[i];
+                }
+            }
+            if (bad) {
+#pragma omp atomic write
+                failed = 1;
+                continue;
+            }
+            BH(eval_lists)(&L, order, eps2, tx + g0, ty + g0, tz + g0, g1 - g0, skip, qskip,
+                           out);
+            for (int64_t t = g0; t < g1; t++) {
+                const double *o = out + 4 * (t - g0);
+                const int64_t c = trg->order[t];
+                if (pot)
+                    pot[c] = o[0] * ps;
+                if (grad) /* scaled twice by 1/width: 1/width^2 may overflow */
+                    for (int k = 0; k < 3; k++)
+                        grad[3 * c + k] = o[1 + k] * ps * ps;
+            }
+        }
+        BH(lists_free)(&L);
+    }
+    return failed ? -1 : 0;
+}
+
+/* The P2P terms of one leaf at one target (skip: the leaf-relative index of the target's own
+ * source, -1 for none). */
+static FMK_TARGET_CLONES void BH(leaf_p2p)(const REAL *restrict sx, const REAL *restrict sy,
+                                           const REAL *restrict sz, const REAL *restrict sq,
+                                           int64_t n, const REAL *y, int64_t skip, REAL eps2,
+                                           double *acc)
+{
+    const REAL y0 = y[0], y1 = y[1], y2 = y[2];
+    REAL phi = 0, gx = 0, gy = 0, gz = 0;
+#pragma omp simd reduction(+ : phi, gx, gy, gz)
+    for (int64_t j = 0; j < n; j++) {
+        BH(field) f = BH(p2p_value)(y0 - sx[j], y1 - sy[j], y2 - sz[j], j == skip ? 0 : sq[j],
+                                    eps2);
+        phi += f.phi, gx += f.gx, gy += f.gy, gz += f.gz;
+    }
+    acc[0] += phi, acc[1] += gx, acc[2] += gy, acc[3] += gz;
+}
+
+/* The stackless walk (Nakasato Fig. 6): one walk per target with next/more, each term added as
+ * the walk meets it. */
+static void BH(walk_stackless)(const fmk_plan *plan, const tree_cpu *s, double *pot, double *grad)
+{
+    const fmk_tree3d *src = &s->src;
+    const fmk_tree3d *trg = plan->self ? &s->src : &s->trg;
+    const fmk_tree3d_moments *m = &s->mom;
+    const REAL *sx = s->src_soa, *sy = sx + src->n_points, *sz = sy + src->n_points,
+               *sq = sz + src->n_points;
+    const REAL *pack = s->node_pack;
+    const int order = plan->opts.order, self = plan->self;
+    const REAL eps2 = (REAL)(plan->frame.softening * plan->frame.softening);
+    const double ps = plan->frame.pot_scale;
+    const int64_t nt = trg->n_points;
+#pragma omp parallel for schedule(dynamic, 64) num_threads(plan->threads)
+    for (int64_t t = 0; t < nt; t++) {
+        const double *y = trg->points + 3 * t;
+        const REAL yr[3] = {(REAL)y[0], (REAL)y[1], (REAL)y[2]};
+        double acc[4] = {0, 0, 0, 0};
+        int32_t i = 0;
+        while (i >= 0) {
+            const double *xc = m->center + 3 * i;
+            double dx = y[0] - xc[0], dy = y[1] - xc[1], dz = y[2] - xc[2];
+            if (dx * dx + dy * dy + dz * dz > m->r_open2[i]) {
+                const REAL *p = pack + (3 + FMK_BH_MOMENTS) * (int64_t)i;
+                REAL phi = 0, g[3] = {0, 0, 0};
+                BH(m2p)(order, yr[0] - p[0], yr[1] - p[1], yr[2] - p[2], eps2, p + 3, &phi, g);
+                acc[0] += phi, acc[1] += g[0], acc[2] += g[1], acc[3] += g[2];
+                i = src->next[i];
+            } else if (src->more[i] < 0 && s->coincident[i]) { /* as in the group walk */
+                const int64_t b = src->begin[i], e = src->end[i];
+                const double q = self && t >= b && t < e ? m->monopole[i] - s->q_sorted[t]
+                                                         : m->monopole[i];
+                BH(field) f = BH(p2p_value)(yr[0] - sx[b], yr[1] - sy[b], yr[2] - sz[b], (REAL)q,
+                                            eps2);
+                acc[0] += f.phi, acc[1] += f.gx, acc[2] += f.gy, acc[3] += f.gz;
+                i = src->next[i];
+            } else if (src->more[i] < 0) {
+                const int64_t b = src->begin[i], e = src->end[i];
+                int64_t sk = self && t >= b && t < e ? t - b : -1;
+                BH(leaf_p2p)(sx + b, sy + b, sz + b, sq + b, e - b, yr, sk, eps2, acc);
+                i = src->next[i];
+            } else {
+                i = src->more[i];
+            }
+        }
+        const int64_t c = trg->order[t];
+        if (pot)
+            pot[c] = acc[0] * ps;
+        if (grad)
+            for (int k = 0; k < 3; k++)
+                grad[3 * c + k] = acc[1 + k] * ps * ps;
+    }
+}
