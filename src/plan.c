@@ -354,7 +354,9 @@ fmk_status fmk_plan_set_points(fmk_plan *plan, int64_t n_sources, const double *
     in->n_targets = n_targets;
     in->bytes_host = (int64_t)(sbytes + (self ? 0 : tbytes)) + plan->state_bytes_host;
     in->bytes_device = plan->state_bytes_device;
+    const double tree_time = in->phase_time[FMK_PHASE_TREE]; /* the engine's setup wrote it */
     memset(in->phase_time, 0, sizeof in->phase_time);
+    in->phase_time[FMK_PHASE_TREE] = tree_time;
     in->phase_time[FMK_PHASE_SETUP] = fmk_time_now() - t0;
     fmk_error_clear(plan);
     return FMK_OK;
@@ -384,7 +386,9 @@ fmk_status fmk_plan_set_points_device(fmk_plan *plan, int64_t n_sources, const d
     in->n_targets = plan->n_targets;
     in->bytes_host = plan->state_bytes_host;
     in->bytes_device = plan->state_bytes_device;
+    const double tree_time = in->phase_time[FMK_PHASE_TREE]; /* the engine's setup wrote it */
     memset(in->phase_time, 0, sizeof in->phase_time);
+    in->phase_time[FMK_PHASE_TREE] = tree_time;
     in->phase_time[FMK_PHASE_SETUP] = fmk_time_now() - t0;
     fmk_error_clear(plan);
     return FMK_OK;

@@ -23,6 +23,15 @@ else
   [ -x "$BIN" ] || status=1
 fi
 
+# The treecode's test program, small sizes (--quick leaves out the out-of-memory case).
+TREE_BIN="$BUILD/tests/gpu/test_tree_gpu"
+if command -v compute-sanitizer >/dev/null 2>&1 && [ -x "$TREE_BIN" ]; then
+  echo "== compute-sanitizer memcheck (leak check), treecode"
+  compute-sanitizer --tool memcheck --leak-check full --report-api-errors no --error-exitcode 3 "$TREE_BIN" --quick || status=1
+  echo "== compute-sanitizer racecheck, treecode"
+  compute-sanitizer --tool racecheck --error-exitcode 3 "$TREE_BIN" --quick || status=1
+fi
+
 if [ -d "$ROOT/tests/python" ]; then
   echo "== pytest -m gpu"
   (cd "$ROOT" && PYTHONPATH="$ROOT/python${PYTHONPATH:+:$PYTHONPATH}" FMMKIT_BUILD_DIR="$BUILD" \

@@ -1,0 +1,986 @@
+/*
+ * bh.cu -- the GPU treecode engine (fmk_engine_tree_cuda): Barnes-Hut on the octree of
+ * tree3d.h, built on the GPU (tree3d.cu), moments per evaluation, and two walks.
+ *
+ * Device layout. Sources sorted in Morton order as 4-vectors (x, y, z, q) of the working
+ * precision, mapped coordinates in [1, 2] (internal.h). Per node: int4 {more, next, begin, end}
+ * and four 4-vectors (xc, r_open^2), (M, D), (Sxx, Sxy, Sxz, Syy), (Syz, Szz, A, 0) with A the
+ * node's sum of |q| (tree3d.h: moments about the centre of |q|). Targets that are not the
+ * sources are sorted the same way (their own tree, leaf size = the group size) and results
+ * are written back to the caller's order.
+ *
+ * Moments (per evaluation): leaves from their points, then level by level upwards with the
+ * shift formulas of tree3d.h; accumulated in double, stored in the working precision.
+ *
+ * Walks (Nakasato Fig. 6: accept -> next, open -> more; no stack):
+ *   group (FMK_WALK_GROUP, the default): one warp per group of up to 32 nearby sorted targets
+ *     (one per lane, or 64 with two per lane). The warp walks the tree once for the whole group,
+ *     testing each node against the group's bounding box: the node is accepted when the
+ *     box's nearest point is farther than r_open from xc, which implies the test for every
+ *     target in it. Every decision is the same for all lanes, so there is no divergence; node
+ *     data are warp-uniform loads (one transaction each) and each lane applies the accepted
+ *     node (M2P) or the opened leaf's sources (P2P) to its own target.
+ *   stackless (FMK_WALK_STACKLESS): one thread per sorted target, the paper's walk verbatim,
+ *     the opening test against the target itself (fewer interactions, divergent warps).
+ * An accepted node with very few points is summed directly (P2P is exact and no dearer).
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tree_internal.h"
+
+#ifndef FMK_TREE_THETA_CAP /* tree3d.h's cap of theta in the opening radius */
+#define FMK_TREE_THETA_CAP 1.15
+#endif
+
+#define REAL float
+#define RSQRT rsqrtf
+#define BH(name) name##_f
+#include "../bh_terms.h"
+#undef REAL
+#undef RSQRT
+#undef BH
+#define REAL double
+#define RSQRT rsqrt
+#define BH(name) name##_d
+#include "../bh_terms.h"
+#undef REAL
+#undef RSQRT
+#undef BH
+
+/* Tuning knob for the benchmark (not API): targets per group walk, 32 or 64. */
+extern "C" int fmk_cuda_bh_group_size;
+int fmk_cuda_bh_group_size = 32;
+
+namespace {
+
+struct __align__(16) real4f {
+    float x, y, z, w;
+};
+struct __align__(32) real4d {
+    double x, y, z, w;
+};
+template <typename R> struct vec4;
+template <> struct vec4<float> {
+    typedef real4f type;
+};
+template <> struct vec4<double> {
+    typedef real4d type;
+};
+
+__device__ __forceinline__ void m2p(int order, float rx, float ry, float rz, float eps2,
+                                    const float *m, float *phi, float *g)
+{
+    m2p_f(order, rx, ry, rz, eps2, m, phi, g);
+}
+__device__ __forceinline__ void m2p(int order, double rx, double ry, double rz, double eps2,
+                                    const double *m, double *phi, double *g)
+{
+    m2p_d(order, rx, ry, rz, eps2, m, phi, g);
+}
+__device__ __forceinline__ void p2p(float dx, float dy, float dz, float q, float eps2, float *phi,
+                                    float *g)
+{
+    p2p_f(dx, dy, dz, q, eps2, phi, g);
+}
+__device__ __forceinline__ void p2p(double dx, double dy, double dz, double q, double eps2,
+                                    double *phi, double *g)
+{
+    p2p_d(dx, dy, dz, q, eps2, phi, g);
+}
+
+constexpr int BLOCK = 256;
+constexpr int WALK_BLOCK = 128;
+inline unsigned blocks_for(int64_t n, int b = BLOCK) { return (unsigned)((n + b - 1) / b); }
+
+/* fp32 works on mapped coordinates times 2^12 (exact): the quadrupole term's t^-7/2 reaches
+ * (2^21 / theta)^7 for the deepest nodes of the frame, beyond float's range; scaled, the
+ * powers of t stay within 2^-100 .. 2^70 for every distance the frame allows. */
+static inline double coord_scale(int real) { return real == 4 ? 4096.0 : 1.0; }
+
+/* Accepted nodes of at most this many points are summed directly. */
+template <int ORDER> struct p2p_cut {
+    static constexpr int value = ORDER == 2 ? 3 : ORDER == 1 ? 2 : 1;
+};
+
+/* ---------------------------------------------------------------------------------------- */
+/* Packing                                                                                  */
+
+/* Caller points -> mapped doubles: x' = 1.5 + (x - center) * inv, as plan.c maps host points
+ * (inv is a power of two, so the product is exact and the two agree bit for bit). */
+__global__ void k_map(int64_t n, const double *__restrict__ x, double cx, double cy, double cz,
+                      double inv, double *__restrict__ out)
+{
+    int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (i >= n)
+        return;
+    out[3 * i] = __dadd_rn(1.5, __dmul_rn(__dadd_rn(x[3 * i], -cx), inv));
+    out[3 * i + 1] = __dadd_rn(1.5, __dmul_rn(__dadd_rn(x[3 * i + 1], -cy), inv));
+    out[3 * i + 2] = __dadd_rn(1.5, __dmul_rn(__dadd_rn(x[3 * i + 2], -cz), inv));
+}
+
+template <typename R>
+__global__ void k_pack_points(int64_t n, const int32_t *__restrict__ order,
+                              const double *__restrict__ x, double scale,
+                              typename vec4<R>::type *__restrict__ out)
+{
+    int64_t s = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (s >= n)
+        return;
+    const int64_t i = order[s];
+    typename vec4<R>::type p;
+    p.x = (R)(x[3 * i] * scale), p.y = (R)(x[3 * i + 1] * scale), p.z = (R)(x[3 * i + 2] * scale);
+    p.w = 0;
+    out[s] = p;
+}
+
+template <typename R>
+__global__ void k_pack_charges(int64_t n, const int32_t *__restrict__ order,
+                               const double *__restrict__ q, double scale,
+                               typename vec4<R>::type *__restrict__ src)
+{
+    int64_t s = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (s >= n)
+        return;
+    src[s].w = (R)(q[order[s]] * scale);
+}
+
+__global__ void k_links(int32_t n_nodes, const int32_t *__restrict__ more,
+                        const int32_t *__restrict__ next, const int32_t *__restrict__ begin,
+                        const int32_t *__restrict__ end, int4 *__restrict__ links)
+{
+    int32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n_nodes)
+        links[i] = make_int4(more[i], next[i], begin[i], end[i]);
+}
+
+/* Bounding box of each group of sorted targets: centre and half sides. */
+template <typename R>
+__global__ void k_group_boxes(int64_t n_groups, const int2 *__restrict__ groups,
+                              const typename vec4<R>::type *__restrict__ trg,
+                              typename vec4<R>::type *__restrict__ box)
+{
+    int64_t g = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (g >= n_groups)
+        return;
+    const int2 r = groups[g];
+    R lo[3] = {(R)1e30, (R)1e30, (R)1e30}, hi[3] = {(R)-1e30, (R)-1e30, (R)-1e30};
+    for (int32_t j = r.x; j < r.y; j++) {
+        const typename vec4<R>::type p = trg[j];
+        lo[0] = p.x < lo[0] ? p.x : lo[0], hi[0] = p.x > hi[0] ? p.x : hi[0];
+        lo[1] = p.y < lo[1] ? p.y : lo[1], hi[1] = p.y > hi[1] ? p.y : hi[1];
+        lo[2] = p.z < lo[2] ? p.z : lo[2], hi[2] = p.z > hi[2] ? p.z : hi[2];
+    }
+    typename vec4<R>::type c, h;
+    c.x = (R)0.5 * (lo[0] + hi[0]), c.y = (R)0.5 * (lo[1] + hi[1]), c.z = (R)0.5 * (lo[2] + hi[2]);
+    /* half sides rounded up so the box holds every target */
+    h.x = (R)0.5 * (hi[0] - lo[0]) * (R)(1 + 1e-6), h.y = (R)0.5 * (hi[1] - lo[1]) * (R)(1 + 1e-6);
+    h.z = (R)0.5 * (hi[2] - lo[2]) * (R)(1 + 1e-6);
+    c.w = 0, h.w = 0;
+    box[2 * g] = c, box[2 * g + 1] = h;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Moments (tree3d.h)                                                                       */
+
+__device__ __forceinline__ uint64_t compact3(uint64_t v)
+{
+    v &= 0x1249249249249249ull;
+    v = (v ^ (v >> 2)) & 0x10c30c30c30c30c3ull;
+    v = (v ^ (v >> 4)) & 0x100f00f00f00f00full;
+    v = (v ^ (v >> 8)) & 0x1f0000ff0000ffull;
+    v = (v ^ (v >> 16)) & 0x1f00000000ffffull;
+    v = (v ^ (v >> 32)) & 0x1fffffull;
+    return v;
+}
+
+/* One level of nodes: leaves from their points, the others from their children. */
+template <typename R>
+__global__ void k_moments(int32_t first, int32_t count, int L, double inv_theta, double scale,
+                          const uint64_t *__restrict__ keys, const int4 *__restrict__ links,
+                          const int32_t *__restrict__ n_children,
+                          const typename vec4<R>::type *__restrict__ src,
+                          typename vec4<R>::type *__restrict__ node)
+{
+    typedef typename vec4<R>::type V;
+    int32_t k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= count)
+        return;
+    const int32_t i = first + k;
+    const int4 l = links[i];
+    /* geometric centre of the node's cube: its key prefix */
+    const double side = ldexp(scale, -L); /* in the working coordinates */
+    const uint64_t key = keys[l.z];
+    const int sh = FMK_TREE_KEY_BITS - L;
+    double gc[3];
+    gc[0] = scale + ((double)(compact3(key >> 2) >> sh) + 0.5) * side;
+    gc[1] = scale + ((double)(compact3(key >> 1) >> sh) + 0.5) * side;
+    gc[2] = scale + ((double)(compact3(key) >> sh) + 0.5) * side;
+    double A = 0, M = 0, xc[3] = {0, 0, 0}, D[3] = {0, 0, 0}, S[6] = {0, 0, 0, 0, 0, 0};
+    if (l.x < 0) {
+        for (int32_t j = l.z; j < l.w; j++) {
+            const V p = src[j];
+            const double a = fabs((double)p.w);
+            A += a, M += (double)p.w;
+            xc[0] += a * (double)p.x, xc[1] += a * (double)p.y, xc[2] += a * (double)p.z;
+        }
+        for (int d = 0; d < 3; d++)
+            xc[d] = A > 0 ? xc[d] / A : gc[d];
+        for (int32_t j = l.z; j < l.w; j++) {
+            const V p = src[j];
+            const double q = (double)p.w;
+            const double dx = (double)p.x - xc[0], dy = (double)p.y - xc[1], dz = (double)p.z - xc[2];
+            D[0] += q * dx, D[1] += q * dy, D[2] += q * dz;
+            S[0] += q * dx * dx, S[1] += q * dx * dy, S[2] += q * dx * dz;
+            S[3] += q * dy * dy, S[4] += q * dy * dz, S[5] += q * dz * dz;
+        }
+    } else {
+        const int32_t c0 = l.x, c1 = l.x + n_children[i];
+        for (int32_t c = c0; c < c1; c++) {
+            const V a = node[4 * c], m = node[4 * c + 1], s3 = node[4 * c + 3];
+            const double ac = (double)s3.z;
+            A += ac, M += (double)m.x;
+            xc[0] += ac * (double)a.x, xc[1] += ac * (double)a.y, xc[2] += ac * (double)a.z;
+        }
+        for (int d = 0; d < 3; d++)
+            xc[d] = A > 0 ? xc[d] / A : gc[d];
+        for (int32_t c = c0; c < c1; c++) {
+            const V a = node[4 * c], m = node[4 * c + 1], s2 = node[4 * c + 2], s3 = node[4 * c + 3];
+            const double h[3] = {(double)a.x - xc[0], (double)a.y - xc[1], (double)a.z - xc[2]};
+            const double Mc = (double)m.x;
+            const double Dc[3] = {(double)m.y, (double)m.z, (double)m.w};
+            const double Sc[6] = {(double)s2.x, (double)s2.y, (double)s2.z,
+                                  (double)s2.w, (double)s3.x, (double)s3.y};
+            /* D += D_c + M_c h;  S += S_c + D_c h^T + h D_c^T + M_c h h^T */
+            for (int d = 0; d < 3; d++)
+                D[d] += Dc[d] + Mc * h[d];
+            const int ia[6] = {0, 0, 0, 1, 1, 2}, ib[6] = {0, 1, 2, 1, 2, 2};
+            for (int e = 0; e < 6; e++) {
+                const int a_ = ia[e], b_ = ib[e];
+                S[e] += Sc[e] + Dc[a_] * h[b_] + h[a_] * Dc[b_] + Mc * h[a_] * h[b_];
+            }
+        }
+    }
+    const double sx = xc[0] - gc[0], sy = xc[1] - gc[1], sz = xc[2] - gc[2];
+    const double r_open = side * inv_theta + sqrt(sx * sx + sy * sy + sz * sz); /* eq. 2, 3 */
+    V o0, o1, o2, o3;
+    o0.x = (R)xc[0], o0.y = (R)xc[1], o0.z = (R)xc[2], o0.w = (R)(r_open * r_open);
+    o1.x = (R)M, o1.y = (R)D[0], o1.z = (R)D[1], o1.w = (R)D[2];
+    o2.x = (R)S[0], o2.y = (R)S[1], o2.z = (R)S[2], o2.w = (R)S[3];
+    o3.x = (R)S[4], o3.y = (R)S[5], o3.z = (R)A, o3.w = 0;
+    node[4 * i] = o0, node[4 * i + 1] = o1, node[4 * i + 2] = o2, node[4 * i + 3] = o3;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Walks                                                                                    */
+
+template <typename R> struct walk_args {
+    const int4 *links;
+    const typename vec4<R>::type *node, *src, *trg; /* trg == src when self */
+    const int32_t *trg_order;
+    const int2 *groups;
+    const typename vec4<R>::type *box;
+    int64_t m, n_groups;
+    R eps2;
+    double pot_scale, grad_scale, grad_scale2;
+    double *pot, *grad;
+};
+
+template <typename R>
+__device__ __forceinline__ void store(const walk_args<R> &a, int32_t t, R phi, const R *g)
+{
+    const int64_t o = a.trg_order[t];
+    if (a.pot)
+        a.pot[o] = (double)phi * a.pot_scale;
+    if (a.grad) {
+        a.grad[3 * o] = (double)g[0] * a.grad_scale * a.grad_scale2;
+        a.grad[3 * o + 1] = (double)g[1] * a.grad_scale * a.grad_scale2;
+        a.grad[3 * o + 2] = (double)g[2] * a.grad_scale * a.grad_scale2;
+    }
+}
+
+__device__ __forceinline__ void ld_moments(const real4f *node, int32_t i, float m[10])
+{
+    const real4f a = node[4 * i + 1], b = node[4 * i + 2], c = node[4 * i + 3];
+    m[0] = a.x, m[1] = a.y, m[2] = a.z, m[3] = a.w;
+    m[4] = b.x, m[5] = b.y, m[6] = b.z, m[7] = b.w, m[8] = c.x, m[9] = c.y;
+}
+__device__ __forceinline__ void ld_moments(const real4d *node, int32_t i, double m[10])
+{
+    const real4d a = node[4 * i + 1], b = node[4 * i + 2], c = node[4 * i + 3];
+    m[0] = a.x, m[1] = a.y, m[2] = a.z, m[3] = a.w;
+    m[4] = b.x, m[5] = b.y, m[6] = b.z, m[7] = b.w, m[8] = c.x, m[9] = c.y;
+}
+
+/* One warp per group; T targets per lane. */
+template <typename R, int ORDER, bool SELF, int T>
+__global__ void __launch_bounds__(WALK_BLOCK) k_walk_group(walk_args<R> a)
+{
+    typedef typename vec4<R>::type V;
+    const int64_t w = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5;
+    const int lane = threadIdx.x & 31;
+    if (w >= a.n_groups)
+        return;
+    const int2 grp = a.groups[w];
+    const V c = a.box[2 * w], h = a.box[2 * w + 1];
+    int32_t t[T];
+    R y[T][3], phi[T], g[T][3];
+#pragma unroll
+    for (int k = 0; k < T; k++) {
+        t[k] = grp.x + lane + 32 * k;
+        const V p = t[k] < grp.y ? a.trg[t[k]] : c;
+        y[k][0] = p.x, y[k][1] = p.y, y[k][2] = p.z;
+        phi[k] = 0, g[k][0] = g[k][1] = g[k][2] = 0;
+    }
+    /* (Fetching both possible next nodes before the current node's work measured slower:
+     * 6.1 vs 5.0 ms on 2^20 uniform points, more registers and twice the loads.) */
+    int32_t i = 0;
+    while (i >= 0) {
+        const int4 l = __ldg(&a.links[i]);
+        const V x = a.node[4 * i];
+        const R dx = fmax(fabs(x.x - c.x) - h.x, (R)0);
+        const R dy = fmax(fabs(x.y - c.y) - h.y, (R)0);
+        const R dz = fmax(fabs(x.z - c.z) - h.z, (R)0);
+        const bool far = dx * dx + dy * dy + dz * dz > x.w;
+        if (far && l.w - l.z > p2p_cut<ORDER>::value) {
+            R m[10];
+            ld_moments(a.node, i, m);
+#pragma unroll
+            for (int k = 0; k < T; k++)
+                m2p(ORDER, y[k][0] - x.x, y[k][1] - x.y, y[k][2] - x.z, a.eps2, m, &phi[k], g[k]);
+            i = l.y;
+        } else if (far || l.x < 0) {
+#pragma unroll 4
+            for (int32_t j = l.z; j < l.w; j++) {
+                const V s = a.src[j];
+#pragma unroll
+                for (int k = 0; k < T; k++) {
+                    const R q = SELF && j == t[k] ? (R)0 : s.w; /* the self term, by index */
+                    p2p(y[k][0] - s.x, y[k][1] - s.y, y[k][2] - s.z, q, a.eps2, &phi[k], g[k]);
+                }
+            }
+            i = l.y;
+        } else {
+            i = l.x;
+        }
+    }
+#pragma unroll
+    for (int k = 0; k < T; k++)
+        if (t[k] < grp.y)
+            store(a, t[k], phi[k], g[k]);
+}
+
+/* One thread per sorted target (Nakasato Fig. 6). */
+template <typename R, int ORDER, bool SELF>
+__global__ void __launch_bounds__(WALK_BLOCK) k_walk_stackless(walk_args<R> a)
+{
+    typedef typename vec4<R>::type V;
+    const int64_t tt = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (tt >= a.m)
+        return;
+    const int32_t t = (int32_t)tt;
+    const V p = a.trg[t];
+    R phi = 0, g[3] = {0, 0, 0};
+    int32_t i = 0;
+    while (i >= 0) {
+        const int4 l = __ldg(&a.links[i]);
+        const V x = a.node[4 * i];
+        const R rx = p.x - x.x, ry = p.y - x.y, rz = p.z - x.z;
+        const bool far = rx * rx + ry * ry + rz * rz > x.w;
+        if (far && l.w - l.z > p2p_cut<ORDER>::value) {
+            R m[10];
+            ld_moments(a.node, i, m);
+            m2p(ORDER, rx, ry, rz, a.eps2, m, &phi, g);
+            i = l.y;
+        } else if (far || l.x < 0) {
+            for (int32_t j = l.z; j < l.w; j++) {
+                const V s = a.src[j];
+                const R q = SELF && j == t ? (R)0 : s.w;
+                p2p(p.x - s.x, p.y - s.y, p.z - s.z, q, a.eps2, &phi, g);
+            }
+            i = l.y;
+        } else {
+            i = l.x;
+        }
+    }
+    store(a, t, phi, g);
+}
+
+template <typename R, int ORDER, bool SELF>
+cudaError_t launch_walk(const walk_args<R> &a, int stackless, int group)
+{
+    if (stackless)
+        k_walk_stackless<R, ORDER, SELF><<<blocks_for(a.m, WALK_BLOCK), WALK_BLOCK>>>(a);
+    else if (group == 64)
+        k_walk_group<R, ORDER, SELF, 2><<<blocks_for(a.n_groups * 32, WALK_BLOCK), WALK_BLOCK>>>(a);
+    else
+        k_walk_group<R, ORDER, SELF, 1><<<blocks_for(a.n_groups * 32, WALK_BLOCK), WALK_BLOCK>>>(a);
+    return cudaGetLastError();
+}
+
+template <typename R>
+cudaError_t walk(const walk_args<R> &a, int order, int self, int stackless, int group)
+{
+    switch (order * 2 + (self ? 1 : 0)) {
+    case 0: return launch_walk<R, 0, false>(a, stackless, group);
+    case 1: return launch_walk<R, 0, true>(a, stackless, group);
+    case 2: return launch_walk<R, 1, false>(a, stackless, group);
+    case 3: return launch_walk<R, 1, true>(a, stackless, group);
+    case 4: return launch_walk<R, 2, false>(a, stackless, group);
+    default: return launch_walk<R, 2, true>(a, stackless, group);
+    }
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* The engine                                                                               */
+
+typedef struct bh_state {
+    int device;
+    int real;                   /* 4 or 8 */
+    int group;                  /* targets per group walk: 32 or 64 */
+    fmk_cuda_tree tree;         /* the sources' tree */
+    void *d_src;                /* n sorted 4-vectors (x, y, z, q) */
+    void *d_trg;                /* m sorted 4-vectors; NULL when self */
+    int32_t *d_trg_order;       /* m: sorted target -> caller index; NULL when self */
+    int4 *d_links;              /* n_nodes */
+    void *d_node;               /* n_nodes * 4 4-vectors */
+    int2 *d_groups;             /* n_groups */
+    void *d_box;                /* n_groups * 2 4-vectors */
+    int64_t n_groups;
+    double *d_charges, *d_pot, *d_grad; /* host evaluations, allocated by the first one */
+    unsigned long long *d_stats;
+    cudaEvent_t ev[4];
+    int events;
+    int64_t bytes;              /* device bytes held */
+    double tree_time;           /* seconds of the last build (FMK_PHASE_TREE) */
+} bh_state;
+
+int real_of(const fmk_plan *plan) { return plan->opts.precision == FMK_PRECISION_FP32 ? 4 : 8; }
+
+int64_t leaf_size_of(const fmk_plan *plan)
+{
+    /* 64: measured best of 8..64 for the group walk on 2^20 points (bench/RESULTS.md) */
+    return plan->opts.leaf_size > 0 ? plan->opts.leaf_size : 64;
+}
+
+int group_of(void) { return fmk_cuda_bh_group_size == 64 ? 64 : 32; }
+
+void free_ptr(void *p)
+{
+    if (p && cudaFree(p) != cudaSuccess)
+        (void)cudaGetLastError();
+}
+
+void free_state(bh_state *s)
+{
+    fmk_cuda_tree3d_free(&s->tree);
+    void *p[] = {s->d_src, s->d_trg, s->d_trg_order, s->d_links, s->d_node, s->d_groups,
+                 s->d_box, s->d_charges, s->d_pot, s->d_grad, s->d_stats};
+    for (size_t k = 0; k < sizeof p / sizeof p[0]; k++)
+        free_ptr(p[k]);
+    if (s->events)
+        for (int k = 0; k < 4; k++)
+            if (cudaEventDestroy(s->ev[k]) != cudaSuccess)
+                (void)cudaGetLastError();
+    free(s);
+}
+
+void bh_release(fmk_plan *plan)
+{
+    bh_state *s = (bh_state *)plan->state;
+    if (!s)
+        return;
+    int prev;
+    fmk_status st = fmk_cuda_enter(plan, s->device, &prev);
+    const int dev = s->device;
+    free_state(s);
+    if (st == FMK_OK)
+        fmk_cuda_leave(dev, prev);
+    plan->state = NULL;
+    plan->state_bytes_device = plan->state_bytes_host = 0;
+}
+
+/* Device bytes for ns sources and nt targets (nt < 0: the sources), nodes at their bound. */
+int64_t device_bytes(const fmk_plan *plan, int64_t ns, int64_t nt, int with_host_buffers,
+                     int64_t *peak)
+{
+    const int self = nt < 0;
+    const int64_t m = self ? ns : nt, r = real_of(plan), G = group_of();
+    const int64_t nodes = fmk_cuda_tree3d_node_bound(ns, leaf_size_of(plan));
+    int64_t b = ns * (8 + 4) + nodes * FMK_CUDA_TREE_NODE_BYTES; /* tree */
+    b += ns * 4 * r + nodes * (16 + 16 * r);                      /* sources, links, moments */
+    const int64_t groups = fmk_cuda_tree3d_node_bound(m, G);
+    b += groups * (8 + 8 * r);
+    if (!self)
+        b += m * (4 * r + 4);
+    if (with_host_buffers)
+        b += ns * 8 + m * 8 + m * 24;
+    b += 16;
+    if (peak) /* during set_points: the mapped points and the build's buffers */
+        *peak = b + (ns + (self ? 0 : m)) * 24 + fmk_cuda_tree3d_build_bytes(ns > m ? ns : m);
+    return b;
+}
+
+void bh_memory(const fmk_plan *plan, int64_t ns, int64_t nt, int64_t *h, int64_t *d)
+{
+    int prev = plan->opts.device;
+    int entered = fmk_cuda_enter((fmk_plan *)plan, plan->opts.device, &prev) == FMK_OK;
+    *d = device_bytes(plan, ns, nt, 1, NULL);
+    if (entered)
+        fmk_cuda_leave(plan->opts.device, prev);
+    *h = (int64_t)sizeof(bh_state) + 2 * (FMK_TREE_MAX_LEVEL + 2) * 8;
+}
+
+fmk_status alloc(fmk_plan *plan, bh_state *s, void **p, size_t bytes, const char *what)
+{
+    fmk_status st = fmk_cuda_alloc(plan, p, bytes, what, (long long)(s->bytes + bytes));
+    if (st == FMK_OK)
+        s->bytes += (int64_t)bytes;
+    return st;
+}
+
+fmk_status ok(fmk_plan *plan, cudaError_t err, const char *what)
+{
+    return err == cudaSuccess ? FMK_OK : fmk_cuda_fail(plan, err, what);
+}
+
+/* Everything geometric from mapped points on the device (d_xs, and d_xt unless self). */
+fmk_status build(fmk_plan *plan, bh_state *s, int64_t ns, const double *d_xs, int64_t nt,
+                 const double *d_xt)
+{
+    const int self = plan->self, r = s->real;
+    const int64_t m = self ? ns : nt;
+    const int ls = (int)leaf_size_of(plan);
+    const size_t v4 = 4 * (size_t)r;
+    fmk_status st = ok(plan, cudaEventRecord(s->ev[0], 0), "cudaEventRecord");
+    if (st == FMK_OK)
+        st = fmk_cuda_tree3d_build(plan, ns, d_xs, ls, (long long)s->bytes, &s->tree);
+    if (st != FMK_OK)
+        return st;
+    fmk_cuda_tree *t = &s->tree;
+    s->bytes += t->bytes;
+    const int64_t nn = t->n_nodes;
+    st = alloc(plan, s, &s->d_src, (size_t)ns * v4, "the sorted sources");
+    if (st == FMK_OK)
+        st = alloc(plan, s, (void **)&s->d_links, (size_t)nn * sizeof(int4), "the tree's links");
+    if (st == FMK_OK)
+        st = alloc(plan, s, &s->d_node, (size_t)nn * 4 * v4, "the tree's moments");
+    if (st != FMK_OK)
+        return st;
+    if (r == 4)
+        k_pack_points<float><<<blocks_for(ns), BLOCK>>>(ns, t->d_order, d_xs, coord_scale(4), (real4f *)s->d_src);
+    else
+        k_pack_points<double><<<blocks_for(ns), BLOCK>>>(ns, t->d_order, d_xs, 1.0, (real4d *)s->d_src);
+    k_links<<<blocks_for(nn), BLOCK>>>((int32_t)nn, t->d_more, t->d_next, t->d_begin, t->d_end,
+                                       s->d_links);
+    if ((st = ok(plan, cudaGetLastError(), "the packing kernels")) != FMK_OK)
+        return st;
+
+    /* Targets: the sources' tree gives the groups, or the targets get their own sort. */
+    const void *trg = s->d_src;
+    if (self) {
+        st = fmk_cuda_tree3d_groups(plan, t, s->group, (long long)s->bytes, &s->d_groups,
+                                    &s->n_groups);
+    } else if (m > 0) {
+        fmk_cuda_tree tt;
+        st = fmk_cuda_tree3d_build(plan, m, d_xt, s->group, (long long)s->bytes, &tt);
+        if (st != FMK_OK)
+            return st;
+        st = alloc(plan, s, &s->d_trg, (size_t)m * v4, "the sorted targets");
+        if (st == FMK_OK)
+            st = fmk_cuda_tree3d_groups(plan, &tt, s->group, (long long)s->bytes, &s->d_groups,
+                                        &s->n_groups);
+        if (st == FMK_OK) {
+            if (r == 4)
+                k_pack_points<float><<<blocks_for(m), BLOCK>>>(m, tt.d_order, d_xt, coord_scale(4), (real4f *)s->d_trg);
+            else
+                k_pack_points<double><<<blocks_for(m), BLOCK>>>(m, tt.d_order, d_xt, 1.0, (real4d *)s->d_trg);
+            s->d_trg_order = tt.d_order; /* keep the order, free the rest */
+            tt.d_order = NULL;
+            s->bytes += m * 4;
+        }
+        fmk_cuda_tree3d_free(&tt);
+        trg = s->d_trg;
+    }
+    if (st == FMK_OK)
+        s->bytes += s->n_groups * (int64_t)sizeof(int2);
+    if (st == FMK_OK && s->n_groups > 0)
+        st = alloc(plan, s, &s->d_box, (size_t)s->n_groups * 2 * v4, "the group boxes");
+    if (st == FMK_OK && s->n_groups > 0) {
+        if (r == 4)
+            k_group_boxes<float><<<blocks_for(s->n_groups), BLOCK>>>(
+                s->n_groups, s->d_groups, (const real4f *)trg, (real4f *)s->d_box);
+        else
+            k_group_boxes<double><<<blocks_for(s->n_groups), BLOCK>>>(
+                s->n_groups, s->d_groups, (const real4d *)trg, (real4d *)s->d_box);
+        st = ok(plan, cudaGetLastError(), "the group box kernel");
+    }
+    if (st == FMK_OK)
+        st = ok(plan, cudaEventRecord(s->ev[1], 0), "cudaEventRecord");
+    if (st == FMK_OK)
+        st = ok(plan, cudaEventSynchronize(s->ev[1]), "the tree build");
+    float ms = 0;
+    if (st == FMK_OK)
+        st = ok(plan, cudaEventElapsedTime(&ms, s->ev[0], s->ev[1]), "cudaEventElapsedTime");
+    if (st == FMK_OK)
+        s->tree_time = plan->info.phase_time[FMK_PHASE_TREE] = ms * 1e-3;
+    return st;
+}
+
+/* A new state in plan->state (nothing allocated on the device yet but the events and the
+ * charge-check words). */
+fmk_status new_state(fmk_plan *plan, bh_state **out)
+{
+    bh_state *s = (bh_state *)calloc(1, sizeof *s);
+    *out = NULL;
+    if (!s)
+        return fmk_error_set(plan, FMK_ERR_NOMEM, "out of host memory (%zu bytes)", sizeof *s);
+    s->device = plan->opts.device;
+    s->real = real_of(plan);
+    s->group = group_of();
+    fmk_status st = FMK_OK;
+    int k = 0;
+    for (; k < 4 && st == FMK_OK; k++)
+        st = ok(plan, cudaEventCreate(&s->ev[k]), "cudaEventCreate");
+    if (st != FMK_OK) {
+        for (int j = 0; j < k - 1; j++)
+            (void)cudaEventDestroy(s->ev[j]);
+        free(s);
+        return st;
+    }
+    s->events = 1;
+    st = alloc(plan, s, (void **)&s->d_stats, 2 * sizeof(unsigned long long), "the charge checks");
+    if (st != FMK_OK) {
+        free_state(s);
+        return st;
+    }
+    plan->state = s;
+    *out = s;
+    return FMK_OK;
+}
+
+void finish_setup(fmk_plan *plan, bh_state *s)
+{
+    plan->state_bytes_device = s->bytes;
+    plan->state_bytes_host = (int64_t)sizeof *s;
+    plan->info.levels = s->tree.levels;
+    plan->info.leaf_size = leaf_size_of(plan);
+    plan->info.walk = plan->opts.walk == FMK_WALK_STACKLESS ? FMK_WALK_STACKLESS : FMK_WALK_GROUP;
+}
+
+fmk_status too_many(fmk_plan *plan, int64_t ns, int64_t nt)
+{
+    if (ns > FMK_CUDA_TREE_MAX_POINTS || nt > FMK_CUDA_TREE_MAX_POINTS)
+        return fmk_error_set(plan, FMK_ERR_ARG,
+                             "the GPU treecode takes at most %lld sources and targets (got %lld, "
+                             "%lld); use backend cpu or split the points",
+                             FMK_CUDA_TREE_MAX_POINTS, (long long)ns, (long long)nt);
+    return FMK_OK;
+}
+
+fmk_status bh_setup(fmk_plan *plan)
+{
+    const int64_t ns = plan->n_sources, nt = plan->self ? 0 : plan->n_targets;
+    fmk_status st = too_many(plan, ns, nt);
+    if (st != FMK_OK)
+        return st;
+    int prev;
+    if ((st = fmk_cuda_enter(plan, plan->opts.device, &prev)) != FMK_OK)
+        return st;
+    plan->info.phase_time[FMK_PHASE_TREE] = 0;
+    bh_state *s;
+    st = new_state(plan, &s);
+    double *d_x = NULL;
+    if (st == FMK_OK && ns > 0) {
+        const size_t bytes = (size_t)(ns + nt) * 24;
+        st = fmk_cuda_alloc(plan, (void **)&d_x, bytes, "staging the points",
+                            (long long)(s->bytes + bytes));
+        if (st == FMK_OK)
+            st = ok(plan, cudaMemcpy(d_x, plan->sources, (size_t)ns * 24, cudaMemcpyHostToDevice),
+                    "cudaMemcpy (sources to the GPU)");
+        if (st == FMK_OK && nt > 0)
+            st = ok(plan, cudaMemcpy(d_x + 3 * ns, plan->targets, (size_t)nt * 24,
+                                     cudaMemcpyHostToDevice),
+                    "cudaMemcpy (targets to the GPU)");
+        if (st == FMK_OK)
+            st = build(plan, s, ns, d_x, nt, d_x + 3 * ns);
+    }
+    free_ptr(d_x);
+    if (st == FMK_OK)
+        finish_setup(plan, s);
+    else
+        bh_release(plan);
+    fmk_cuda_leave(plan->opts.device, prev);
+    return st;
+}
+
+fmk_status bad_point(fmk_plan *plan, int64_t bad, int64_t ns, const double *d_s, const double *d_t)
+{
+    const char *what = bad < ns ? "sources" : "targets";
+    const int64_t i = bad < ns ? bad : bad - ns;
+    double x[3] = {0, 0, 0};
+    cudaError_t err = cudaMemcpy(x, (bad < ns ? d_s : d_t) + 3 * i, 3 * sizeof(double),
+                                 cudaMemcpyDeviceToHost);
+    if (err != cudaSuccess)
+        return fmk_cuda_fail(plan, err, "cudaMemcpy (a point from the GPU)");
+    int k = 0;
+    while (k < 2 && isfinite(x[k]))
+        k++;
+    return fmk_error_set(plan, FMK_ERR_NONFINITE, "%s[%lld][%d] is %g; points must be finite",
+                         what, (long long)i, k, x[k]);
+}
+
+fmk_status points_device(fmk_plan *plan, int64_t ns, const double *d_s, int64_t nt,
+                         const double *d_t)
+{
+    const int self = d_t == NULL;
+    if (self)
+        nt = 0;
+    bh_state *s;
+    fmk_status st = new_state(plan, &s);
+    if (st != FMK_OK)
+        return st;
+    /* The mapped points' buffer first: a size the GPU cannot hold fails before any read. */
+    double *d_x = NULL;
+    const size_t xbytes = (size_t)(ns + nt) * 24;
+    st = fmk_cuda_alloc(plan, (void **)&d_x, xbytes, "the mapped points",
+                        (long long)(s->bytes + xbytes + fmk_cuda_tree3d_build_bytes(ns > nt ? ns : nt)));
+    size_t temp_bytes = 0;
+    double lo[3] = {0, 0, 0}, hi[3] = {0, 0, 0};
+    int64_t bad = -1;
+    void *d_temp = NULL;
+    size_t box_off = 0;
+    if (st == FMK_OK)
+        st = ok(plan, fmk_cuda_bounding_box(3, ns, d_s, nt, d_t, NULL, &temp_bytes, NULL, lo, hi, &bad),
+                "cub::DeviceReduce (workspace query)");
+    if (st == FMK_OK) {
+        box_off = (temp_bytes + 255) / 256 * 256;
+        st = fmk_cuda_alloc(plan, &d_temp, box_off + fmk_cuda_box_bytes(),
+                            "the bounding-box workspace", (long long)(s->bytes + xbytes + box_off));
+    }
+    if (st == FMK_OK)
+        st = ok(plan, fmk_cuda_bounding_box(3, ns, d_s, nt, d_t, d_temp, &temp_bytes,
+                                            (char *)d_temp + box_off, lo, hi, &bad),
+                "cub::DeviceReduce (bounding box)");
+    free_ptr(d_temp);
+    if (st == FMK_OK && bad >= 0)
+        st = bad_point(plan, bad, ns, d_s, d_t);
+    fmk_frame frame;
+    if (st == FMK_OK)
+        st = fmk_plan_frame_from_box(plan, lo, hi, &frame);
+    if (st == FMK_OK) {
+        plan->frame = frame;
+        plan->self = self;
+        const double inv = 1.0 / frame.width;
+        if (ns > 0)
+            k_map<<<blocks_for(ns), BLOCK>>>(ns, d_s, frame.center[0], frame.center[1],
+                                             frame.center[2], inv, d_x);
+        if (nt > 0)
+            k_map<<<blocks_for(nt), BLOCK>>>(nt, d_t, frame.center[0], frame.center[1],
+                                             frame.center[2], inv, d_x + 3 * ns);
+        st = ok(plan, cudaGetLastError(), "the point mapping kernel");
+    }
+    if (st == FMK_OK && ns > 0)
+        st = build(plan, s, ns, d_x, nt, d_x + 3 * ns);
+    free_ptr(d_x);
+    if (st != FMK_OK)
+        return st;
+    plan->n_sources = ns;
+    plan->n_targets = self ? ns : nt;
+    plan->has_points = 1;
+    finish_setup(plan, s);
+    return FMK_OK;
+}
+
+fmk_status bh_set_points_device(fmk_plan *plan, int64_t ns, const double *d_s, int64_t nt,
+                                const double *d_t)
+{
+    fmk_plan_drop_points(plan); /* the contract: on failure the plan has no points */
+    fmk_status st = too_many(plan, ns, nt);
+    if (st != FMK_OK)
+        return st;
+    int prev;
+    if ((st = fmk_cuda_enter(plan, plan->opts.device, &prev)) != FMK_OK)
+        return st;
+    memset(plan->info.phase_time, 0, sizeof plan->info.phase_time);
+    st = points_device(plan, ns, d_s, nt, d_t);
+    if (st != FMK_OK)
+        fmk_plan_drop_points(plan);
+    fmk_cuda_leave(plan->opts.device, prev);
+    return st;
+}
+
+fmk_status bad_charge(fmk_plan *plan, int64_t i, const double *d_q)
+{
+    double q = 0;
+    cudaError_t err = cudaMemcpy(&q, d_q + i, sizeof q, cudaMemcpyDeviceToHost);
+    if (err != cudaSuccess)
+        return fmk_cuda_fail(plan, err, "cudaMemcpy (a charge from the GPU)");
+    return fmk_error_set(plan, FMK_ERR_NONFINITE, "charges[%lld] is %g; charges must be finite",
+                         (long long)i, q);
+}
+
+template <typename R>
+fmk_status run_eval_t(fmk_plan *plan, bh_state *s, const double *d_q, double cscale, double *pot,
+                      double *grad)
+{
+    typedef typename vec4<R>::type V;
+    const fmk_cuda_tree *t = &s->tree;
+    const int64_t n = plan->n_sources;
+    double *phase = plan->info.phase_time;
+    const double S = coord_scale(s->real);
+    cudaError_t err = cudaEventRecord(s->ev[1], 0);
+    if (err == cudaSuccess) {
+        k_pack_charges<R><<<blocks_for(n), BLOCK>>>(n, t->d_order, d_q, cscale, (V *)s->d_src);
+        /* tree3d.h: theta capped so that no node is accepted by a target inside it */
+        const double theta = plan->opts.theta < FMK_TREE_THETA_CAP ? plan->opts.theta : FMK_TREE_THETA_CAP;
+        const double inv_theta = 1.0 / theta;
+        for (int L = t->levels - 1; L >= 0; L--) {
+            const int32_t first = (int32_t)t->level_begin[L];
+            const int32_t count = (int32_t)(t->level_begin[L + 1] - first);
+            k_moments<R><<<blocks_for(count, 128), 128>>>(first, count, L, inv_theta, S, t->d_keys,
+                                                          s->d_links, t->d_n_children,
+                                                          (const V *)s->d_src, (V *)s->d_node);
+        }
+        err = cudaGetLastError();
+    }
+    if (err == cudaSuccess)
+        err = cudaEventRecord(s->ev[2], 0);
+    if (err != cudaSuccess)
+        return fmk_cuda_fail(plan, err, "the moment kernels");
+
+    walk_args<R> a;
+    a.links = s->d_links;
+    a.node = (const V *)s->d_node;
+    a.src = (const V *)s->d_src;
+    a.trg = plan->self ? (const V *)s->d_src : (const V *)s->d_trg;
+    a.trg_order = plan->self ? t->d_order : s->d_trg_order;
+    a.groups = s->d_groups;
+    a.box = (const V *)s->d_box;
+    a.m = plan->n_targets;
+    a.n_groups = s->n_groups;
+    a.eps2 = (R)(plan->frame.softening * S * plan->frame.softening * S);
+    a.pot_scale = plan->frame.pot_scale * S / cscale;
+    a.grad_scale = plan->frame.pot_scale * S / cscale; /* 1/width^2 may overflow: two steps */
+    a.grad_scale2 = plan->frame.pot_scale * S;
+    a.pot = pot;
+    a.grad = grad;
+    const int stackless = plan->opts.walk == FMK_WALK_STACKLESS;
+    err = walk<R>(a, plan->opts.order, plan->self, stackless, s->group);
+    if (err == cudaSuccess)
+        err = cudaEventRecord(s->ev[3], 0);
+    if (err == cudaSuccess)
+        err = cudaEventSynchronize(s->ev[3]);
+    if (err != cudaSuccess)
+        return fmk_cuda_fail(plan, err, "the tree walk kernel");
+    float ms1 = 0, ms2 = 0;
+    if ((err = cudaEventElapsedTime(&ms1, s->ev[1], s->ev[2])) != cudaSuccess ||
+        (err = cudaEventElapsedTime(&ms2, s->ev[2], s->ev[3])) != cudaSuccess)
+        return fmk_cuda_fail(plan, err, "cudaEventElapsedTime");
+    phase[FMK_PHASE_MOMENTS] = ms1 * 1e-3;
+    phase[FMK_PHASE_WALK] = ms2 * 1e-3;
+    return FMK_OK;
+}
+
+fmk_status run_eval(fmk_plan *plan, bh_state *s, const double *charges, double *pot,
+                    double *grad, int on_device)
+{
+    const int64_t n = plan->n_sources, m = plan->n_targets;
+    double *phase = plan->info.phase_time;
+    cudaError_t err;
+    fmk_status st;
+    if (n == 0) { /* only the device path gets here: plan.c answers host calls itself */
+        if (pot && (err = cudaMemset(pot, 0, (size_t)m * sizeof(double))) != cudaSuccess)
+            return fmk_cuda_fail(plan, err, "cudaMemset (pot)");
+        if (grad && (err = cudaMemset(grad, 0, (size_t)m * 3 * sizeof(double))) != cudaSuccess)
+            return fmk_cuda_fail(plan, err, "cudaMemset (grad)");
+        return ok(plan, cudaDeviceSynchronize(), "cudaMemset");
+    }
+    double t0 = fmk_time_now();
+    const double *d_q = charges;
+    if (!on_device) {
+        if (!s->d_charges) {
+            st = alloc(plan, s, (void **)&s->d_charges, (size_t)n * 8, "the charges");
+            if (st == FMK_OK)
+                st = alloc(plan, s, (void **)&s->d_pot, (size_t)m * 8, "the potential");
+            if (st == FMK_OK)
+                st = alloc(plan, s, (void **)&s->d_grad, (size_t)m * 24, "the gradient");
+            plan->state_bytes_device = plan->info.bytes_device = s->bytes;
+            if (st != FMK_OK)
+                return st;
+        }
+        err = cudaMemcpy(s->d_charges, charges, (size_t)n * 8, cudaMemcpyHostToDevice);
+        if (err != cudaSuccess)
+            return fmk_cuda_fail(plan, err, "cudaMemcpy (charges to the GPU)");
+        d_q = s->d_charges;
+    }
+    unsigned long long stats[2];
+    err = fmk_cuda_charge_stats(1, n, d_q, s->d_stats);
+    if (err == cudaSuccess)
+        err = cudaMemcpy(stats, s->d_stats, sizeof stats, cudaMemcpyDeviceToHost);
+    if (err != cudaSuccess)
+        return fmk_cuda_fail(plan, err, "the charge check kernel");
+    if (stats[0] != ~0ull)
+        return bad_charge(plan, (int64_t)stats[0], d_q);
+    /* fp32: bring the largest |q| into [1, 2) (exact), so moments neither under- nor overflow */
+    double cscale = 1.0;
+    if (s->real == 4 && stats[1] != 0) {
+        double big;
+        memcpy(&big, &stats[1], sizeof big);
+        cscale = ldexp(1.0, -ilogb(big));
+    }
+    double *p = pot ? (on_device ? pot : s->d_pot) : NULL;
+    double *g = grad ? (on_device ? grad : s->d_grad) : NULL;
+    phase[FMK_PHASE_UPLOAD] = fmk_time_now() - t0;
+    st = s->real == 4 ? run_eval_t<float>(plan, s, d_q, cscale, p, g)
+                      : run_eval_t<double>(plan, s, d_q, cscale, p, g);
+    if (st != FMK_OK)
+        return st;
+    if (!on_device) {
+        double t2 = fmk_time_now();
+        if (pot && (err = cudaMemcpy(pot, s->d_pot, (size_t)m * 8, cudaMemcpyDeviceToHost)) != cudaSuccess)
+            return fmk_cuda_fail(plan, err, "cudaMemcpy (potential from the GPU)");
+        if (grad && (err = cudaMemcpy(grad, s->d_grad, (size_t)m * 24, cudaMemcpyDeviceToHost)) != cudaSuccess)
+            return fmk_cuda_fail(plan, err, "cudaMemcpy (gradient from the GPU)");
+        phase[FMK_PHASE_DOWNLOAD] = fmk_time_now() - t2;
+    }
+    return FMK_OK;
+}
+
+fmk_status bh_eval(fmk_plan *plan, const double *charges, double *pot, double *grad, int on_device)
+{
+    bh_state *s = (bh_state *)plan->state;
+    if (!s)
+        return fmk_error_set(plan, FMK_ERR_INTERNAL, "the GPU treecode has no state");
+    int prev;
+    fmk_status st = fmk_cuda_enter(plan, s->device, &prev);
+    if (st != FMK_OK)
+        return st;
+    st = run_eval(plan, s, charges, pot, grad, on_device);
+    /* the tree's time belongs to set_points: plan.c clears eval's phases, keep it */
+    plan->info.phase_time[FMK_PHASE_TREE] = s->tree_time;
+    fmk_cuda_leave(s->device, prev);
+    return st;
+}
+
+} // namespace
+
+extern "C" fmk_status fmk_cuda_bh_tree(fmk_plan *plan, fmk_tree3d *tree)
+{
+    memset(tree, 0, sizeof *tree);
+    if (plan->engine != &fmk_engine_tree_cuda || !plan->state)
+        return fmk_error_set(plan, FMK_ERR_STATE, "the plan has no GPU tree");
+    bh_state *s = (bh_state *)plan->state;
+    int prev;
+    fmk_status st = fmk_cuda_enter(plan, s->device, &prev);
+    if (st != FMK_OK)
+        return st;
+    st = fmk_cuda_tree3d_download(plan, &s->tree, NULL, tree);
+    fmk_cuda_leave(s->device, prev);
+    return st;
+}
+
+extern "C" const fmk_engine fmk_engine_tree_cuda = {
+    "tree/cuda", bh_setup, bh_eval, bh_memory, bh_set_points_device, bh_release,
+};

@@ -1,0 +1,440 @@
+/* test_tree_gpu.c -- the GPU treecode (method tree, backend cuda) against the GPU direct sum in
+ * fp64: theta 0.3, 0.6, 0.9 on uniform, Plummer and clustered points, both walks, fp32 and
+ * fp64, laplace and plummer, separate targets; the error falls with theta and with the order;
+ * the device-pointer paths give the host paths' results; hard inputs (identical points, a dense
+ * clump, a far outlier, a plane, a line, N = 1, 2); the GPU tree equals the CPU build array for
+ * array; out of device memory; phase times. --quick: small sizes (for compute-sanitizer). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#include "../../src/internal.h"
+#include "../../src/tree3d.h"
+#include "../unit/check.h"
+#include "../unit/testutil.h"
+
+/* tree_internal.h (a CUDA header): the plan's GPU tree as host arrays. */
+fmk_status fmk_cuda_bh_tree(fmk_plan *plan, fmk_tree3d *tree);
+void fmk_cuda_tree3d_host_free(fmk_tree3d *tree);
+
+static int quick;
+
+static void *xmalloc(size_t bytes)
+{
+    void *p = malloc(bytes ? bytes : 1);
+    if (!p) {
+        fprintf(stderr, "out of host memory\n");
+        exit(2);
+    }
+    return p;
+}
+
+static fmk_opts tree_opts(fmk_precision prec, double theta, fmk_walk walk)
+{
+    fmk_opts o;
+    fmk_opts_default(&o);
+    o.method = FMK_METHOD_TREE;
+    o.backend = FMK_BACKEND_CUDA;
+    o.precision = prec;
+    o.theta = theta;
+    o.walk = walk;
+    return o;
+}
+
+/* One evaluation through a plan (host arrays); targets NULL: at the sources. */
+static fmk_status run(fmk_kernel kernel, const fmk_opts *o, int64_t n, const double *x,
+                      const double *q, int64_t m, const double *y, double *pot, double *grad,
+                      fmk_info *info)
+{
+    fmk_plan *p = NULL;
+    fmk_status st = fmk_plan_create(&p, 3, kernel, 1e-3, o);
+    if (st == FMK_OK)
+        st = fmk_plan_set_points(p, n, x, m, y);
+    if (st == FMK_OK)
+        st = fmk_plan_eval(p, q, pot, grad);
+    if (st != FMK_OK)
+        printf("run: %s\n", p ? fmk_plan_last_error(p) : fmk_plan_last_error(NULL));
+    if (info && p)
+        fmk_plan_info(p, info);
+    fmk_plan_destroy(p);
+    return st;
+}
+
+/* The reference: the GPU direct sum (fp64, or fp32 where the inputs' rounding to fp32 is what
+ * the comparison must share). */
+static void reference_prec(fmk_kernel kernel, double soft, fmk_precision prec, int64_t n,
+                           const double *x, const double *q, int64_t m, const double *y,
+                           double *pot, double *grad)
+{
+    fmk_opts o;
+    fmk_opts_default(&o);
+    o.method = FMK_METHOD_DIRECT;
+    o.backend = FMK_BACKEND_CUDA;
+    o.precision = prec;
+    o.softening = soft;
+    fmk_status st = run(kernel, &o, n, x, q, m, y, pot, grad, NULL);
+    if (st != FMK_OK) {
+        printf("reference failed\n");
+        exit(2);
+    }
+}
+
+static void reference(fmk_kernel kernel, double soft, int64_t n, const double *x, const double *q,
+                      int64_t m, const double *y, double *pot, double *grad)
+{
+    reference_prec(kernel, soft, FMK_PRECISION_FP64, n, x, q, m, y, pot, grad);
+}
+
+typedef struct errs {
+    double pot, grad;
+} errs;
+
+static errs tree_error(fmk_kernel kernel, const fmk_opts *o, int64_t n, const double *x,
+                       const double *q, int64_t m, const double *y, const double *ref_pot,
+                       const double *ref_grad)
+{
+    const int64_t mt = y ? m : n;
+    double *pot = xmalloc((size_t)mt * 8), *grad = xmalloc((size_t)mt * 24);
+    errs e = {INFINITY, INFINITY};
+    if (run(kernel, o, n, x, q, m, y, pot, grad, NULL) == FMK_OK) {
+        e.pot = test_rel_l2(pot, ref_pot, mt);
+        e.grad = test_rel_l2(grad, ref_grad, 3 * mt);
+    }
+    free(pot), free(grad);
+    return e;
+}
+
+/* Error against direct for theta 0.3, 0.6, 0.9; it must fall as theta falls. */
+static void test_accuracy(void)
+{
+    const int64_t n = quick ? 3000 : 30000;
+    const test_dist dists[3] = {TEST_DIST_CUBE, TEST_DIST_PLUMMER, TEST_DIST_CLUSTERED};
+    const double thetas[3] = {0.3, 0.6, 0.9};
+    /* bounds of the relative l2 error of pot and grad (quadrupole) */
+    const double bound_pot[3] = {1e-3, 1e-2, 3e-2}, bound_grad[3] = {3e-3, 3e-2, 1e-1};
+    double *x = xmalloc((size_t)n * 24), *q = xmalloc((size_t)n * 8);
+    double *rp = xmalloc((size_t)n * 8), *rg = xmalloc((size_t)n * 24);
+    for (int d = 0; d < 3; d++)
+        for (int kern = 0; kern < 2; kern++) {
+            const fmk_kernel kernel = kern ? FMK_KERNEL_PLUMMER : FMK_KERNEL_LAPLACE;
+            const double soft = kern ? 0.01 : 0;
+            test_points(dists[d], n, 11 + d, x);
+            test_charges(n, 0, 7 + d, q);
+            if (d == 1) /* one sign, as for gravity */
+                for (int64_t i = 0; i < n; i++)
+                    q[i] = fabs(q[i]) + 0.1;
+            reference(kernel, soft, n, x, q, 0, NULL, rp, rg);
+            for (int prec = 0; prec < 2; prec++)
+                for (int w = 1; w <= 2; w++) {
+                    errs e[3];
+                    for (int k = 0; k < 3; k++) {
+                        fmk_opts o = tree_opts(prec ? FMK_PRECISION_FP32 : FMK_PRECISION_FP64,
+                                               thetas[k], (fmk_walk)w);
+                        o.softening = soft;
+                        check_context("%s %s %s walk %d theta %.1f", test_dist_name(dists[d]),
+                                      fmk_kernel_name(kernel), prec ? "fp32" : "fp64", w, thetas[k]);
+                        e[k] = tree_error(kernel, &o, n, x, q, 0, NULL, rp, rg);
+                        CHECK_LE(e[k].pot, bound_pot[k], "rel l2 error of pot");
+                        CHECK_LE(e[k].grad, bound_grad[k], "rel l2 error of grad");
+                    }
+                    check_context("%s %s %s walk %d", test_dist_name(dists[d]),
+                                  fmk_kernel_name(kernel), prec ? "fp32" : "fp64", w);
+                    CHECK_MSG(e[1].grad < e[2].grad, "grad error %.3e (0.6) >= %.3e (0.9)",
+                              e[1].grad, e[2].grad);
+                    if (!prec)
+                        CHECK_MSG(e[0].grad < e[1].grad, "grad error %.3e (0.3) >= %.3e (0.6)",
+                                  e[0].grad, e[1].grad);
+                    if (d == 0 && kern == 0 && w == 1)
+                        printf("  cube laplace %s group walk: grad error %.2e %.2e %.2e at "
+                               "theta 0.3 0.6 0.9\n", prec ? "fp32" : "fp64", e[0].grad,
+                               e[1].grad, e[2].grad);
+                }
+        }
+    /* the error falls with the order (theta 0.6, fp64) */
+    test_points(TEST_DIST_CUBE, n, 3, x);
+    test_charges(n, 0, 4, q);
+    reference(FMK_KERNEL_LAPLACE, 0, n, x, q, 0, NULL, rp, rg);
+    double prev = INFINITY;
+    for (int order = 0; order <= 2; order++) {
+        fmk_opts o = tree_opts(FMK_PRECISION_FP64, 0.6, FMK_WALK_AUTO);
+        o.order = order;
+        check_context("order %d", order);
+        errs e = tree_error(FMK_KERNEL_LAPLACE, &o, n, x, q, 0, NULL, rp, rg);
+        CHECK_MSG(e.grad < prev, "grad error %.3e does not fall with the order (%.3e)", e.grad, prev);
+        prev = e.grad;
+    }
+    free(x), free(q), free(rp), free(rg);
+}
+
+/* Targets that are not the sources, with some of them on sources. */
+static void test_targets(void)
+{
+    const int64_t n = quick ? 2000 : 20000, m = quick ? 1500 : 15000;
+    double *x = xmalloc((size_t)n * 24), *q = xmalloc((size_t)n * 8), *y = xmalloc((size_t)m * 24);
+    double *rp = xmalloc((size_t)m * 8), *rg = xmalloc((size_t)m * 24);
+    test_points(TEST_DIST_PLUMMER, n, 21, x);
+    test_points(TEST_DIST_CUBE, m, 22, y);
+    memcpy(y, x, 100 * 24); /* 100 targets sit on sources: those terms are left out */
+    test_charges(n, 0, 23, q);
+    reference(FMK_KERNEL_LAPLACE, 0, n, x, q, m, y, rp, rg);
+    for (int prec = 0; prec < 2; prec++)
+        for (int w = 1; w <= 2; w++) {
+            fmk_opts o = tree_opts(prec ? FMK_PRECISION_FP32 : FMK_PRECISION_FP64, 0.5, (fmk_walk)w);
+            check_context("targets %s walk %d", prec ? "fp32" : "fp64", w);
+            errs e = tree_error(FMK_KERNEL_LAPLACE, &o, n, x, q, m, y, rp, rg);
+            CHECK_LE(e.pot, 5e-3, "rel l2 error of pot");
+            CHECK_LE(e.grad, 2e-2, "rel l2 error of grad");
+        }
+    free(x), free(q), free(y), free(rp), free(rg);
+}
+
+/* Hard inputs, against the direct sum (fp64, both walks; fp32 must stay finite and close). */
+static void test_hard_inputs(void)
+{
+    const int64_t n = quick ? 5000 : 100000;
+    double *x = xmalloc((size_t)n * 24), *q = xmalloc((size_t)n * 8);
+    double *rp = xmalloc((size_t)n * 8), *rg = xmalloc((size_t)n * 24);
+    const char *names[] = {"identical", "clump 1e-6", "outlier 1e6", "plane", "line", "N=1", "N=2"};
+    for (int c = 0; c < 7; c++) {
+        int64_t nc = c == 5 ? 1 : c == 6 ? 2 : c == 0 ? n : n / 5;
+        test_points(TEST_DIST_CUBE, nc, 31 + c, x);
+        test_charges(nc, 0, 41 + c, q);
+        for (int64_t i = 0; i < nc; i++) {
+            double *p = x + 3 * i;
+            if (c == 0)
+                p[0] = 0.25, p[1] = -3.0, p[2] = 7.5;
+            else if (c == 1 && i % 100 != 0)
+                p[0] = 0.5 + 1e-6 * p[0], p[1] = 0.5 + 1e-6 * p[1], p[2] = 0.5 + 1e-6 * p[2];
+            else if (c == 3)
+                p[2] = 0.125;
+            else if (c == 4)
+                p[1] = 2 * p[0], p[2] = -p[0];
+        }
+        if (c == 2)
+            x[0] = 1e6, x[1] = -1e6, x[2] = 1e6;
+        for (int kern = 0; kern < 2; kern++) {
+            const fmk_kernel kernel = kern ? FMK_KERNEL_PLUMMER : FMK_KERNEL_LAPLACE;
+            const double soft = kern ? (c == 2 ? 1.0 : 1e-3) : 0;
+            if (c == 0 && kern == 1 && quick)
+                continue;
+            for (int prec = 0; prec < 2; prec++)
+                for (int w = 1; w <= 2; w++) {
+                    if (w == 1) /* fp32: the same rounding of the points as the tree's */
+                        reference_prec(kernel, soft, prec ? FMK_PRECISION_FP32 : FMK_PRECISION_FP64,
+                                       nc, x, q, 0, NULL, rp, rg);
+                    fmk_opts o = tree_opts(prec ? FMK_PRECISION_FP32 : FMK_PRECISION_FP64, 0.6,
+                                           (fmk_walk)w);
+                    o.softening = soft;
+                    double *pot = xmalloc((size_t)nc * 8), *grad = xmalloc((size_t)nc * 24);
+                    check_context("%s %s %s walk %d", names[c], fmk_kernel_name(kernel),
+                                  prec ? "fp32" : "fp64", w);
+                    fmk_status st = run(kernel, &o, nc, x, q, 0, NULL, pot, grad, NULL);
+                    CHECK_STATUS(st, FMK_OK);
+                    int finite = 1;
+                    for (int64_t i = 0; i < nc && st == FMK_OK; i++)
+                        finite &= isfinite(pot[i]) && isfinite(grad[3 * i]) &&
+                                  isfinite(grad[3 * i + 1]) && isfinite(grad[3 * i + 2]);
+                    CHECK_MSG(finite, "non-finite results");
+                    if (st == FMK_OK && c == 0 && kern == 0) { /* all coincident: exactly 0 */
+                        int zero = 1;
+                        for (int64_t i = 0; i < nc; i++)
+                            zero &= pot[i] == 0 && grad[3 * i] == 0;
+                        CHECK_MSG(zero, "identical points must give 0");
+                    } else if (st == FMK_OK) {
+                        const double tol = prec ? 2e-2 : 1e-2;
+                        CHECK_LE(test_rel_l2(pot, rp, nc), tol, "rel l2 error of pot");
+                        CHECK_LE(test_rel_l2(grad, rg, 3 * nc), 5 * tol, "rel l2 error of grad");
+                    }
+                    free(pot), free(grad);
+                }
+        }
+    }
+    free(x), free(q), free(rp), free(rg);
+}
+
+/* Device pointers: set_points_device + eval_device give the host path's results. */
+static void test_device_paths(void)
+{
+    const int64_t n = quick ? 3000 : 40000, m = 1000;
+    double *x = xmalloc((size_t)n * 24), *q = xmalloc((size_t)n * 8), *y = xmalloc((size_t)m * 24);
+    test_points(TEST_DIST_CLUSTERED, n, 51, x);
+    test_points(TEST_DIST_CUBE, m, 52, y);
+    test_charges(n, 0, 53, q);
+    double *d_x, *d_q, *d_y, *d_pot, *d_grad;
+    cudaMalloc((void **)&d_x, (size_t)n * 24);
+    cudaMalloc((void **)&d_y, (size_t)m * 24);
+    cudaMalloc((void **)&d_q, (size_t)n * 8);
+    cudaMalloc((void **)&d_pot, (size_t)n * 8);
+    cudaMalloc((void **)&d_grad, (size_t)n * 24);
+    cudaMemcpy(d_x, x, (size_t)n * 24, cudaMemcpyHostToDevice);
+    cudaMemcpy(d_y, y, (size_t)m * 24, cudaMemcpyHostToDevice);
+    cudaMemcpy(d_q, q, (size_t)n * 8, cudaMemcpyHostToDevice);
+    double *p1 = xmalloc((size_t)n * 8), *g1 = xmalloc((size_t)n * 24);
+    double *p2 = xmalloc((size_t)n * 8), *g2 = xmalloc((size_t)n * 24);
+    for (int prec = 0; prec < 2; prec++)
+        for (int sep = 0; sep < 2; sep++) {
+            const int64_t mt = sep ? m : n;
+            fmk_opts o = tree_opts(prec ? FMK_PRECISION_FP32 : FMK_PRECISION_FP64, 0.6, FMK_WALK_AUTO);
+            check_context("device paths %s %s", prec ? "fp32" : "fp64", sep ? "targets" : "self");
+            fmk_plan *p = NULL;
+            CHECK_PLAN_OK(fmk_plan_create(&p, 3, FMK_KERNEL_LAPLACE, 1e-3, &o), NULL);
+            if (!p)
+                continue;
+            CHECK_PLAN_OK(fmk_plan_set_points(p, n, x, sep ? m : 0, sep ? y : NULL), p);
+            CHECK_PLAN_OK(fmk_plan_eval(p, q, p1, g1), p);
+            fmk_info info;
+            fmk_plan_info(p, &info);
+            CHECK_MSG(info.walk == FMK_WALK_GROUP && info.levels > 1 && info.leaf_size > 0,
+                      "info: walk %d levels %d leaf size %lld", (int)info.walk, (int)info.levels,
+                      (long long)info.leaf_size);
+            CHECK_MSG(info.phase_time[FMK_PHASE_TREE] > 0 && info.phase_time[FMK_PHASE_MOMENTS] > 0 &&
+                          info.phase_time[FMK_PHASE_WALK] > 0,
+                      "phase times tree %g moments %g walk %g", info.phase_time[FMK_PHASE_TREE],
+                      info.phase_time[FMK_PHASE_MOMENTS], info.phase_time[FMK_PHASE_WALK]);
+            CHECK_PLAN_OK(fmk_plan_set_points_device(p, n, d_x, sep ? m : 0, sep ? d_y : NULL), p);
+            fmk_plan_info(p, &info);
+            CHECK_MSG(info.phase_time[FMK_PHASE_TREE] > 0, "tree time after set_points_device");
+            CHECK_PLAN_OK(fmk_plan_eval_device(p, d_q, d_pot, d_grad), p);
+            cudaMemcpy(p2, d_pot, (size_t)mt * 8, cudaMemcpyDeviceToHost);
+            cudaMemcpy(g2, d_grad, (size_t)mt * 24, cudaMemcpyDeviceToHost);
+            CHECK_LE(test_rel_l2(p2, p1, mt), 1e-14, "device vs host path, pot");
+            CHECK_LE(test_rel_l2(g2, g1, 3 * mt), 1e-14, "device vs host path, grad");
+            /* only the potential */
+            cudaMemset(d_grad, 0, (size_t)mt * 24);
+            CHECK_PLAN_OK(fmk_plan_eval_device(p, d_q, d_pot, NULL), p);
+            /* a NaN charge on the device */
+            double nan = NAN;
+            cudaMemcpy(d_q + 17, &nan, 8, cudaMemcpyHostToDevice);
+            CHECK_STATUS(fmk_plan_eval_device(p, d_q, d_pot, d_grad), FMK_ERR_NONFINITE);
+            cudaMemcpy(d_q + 17, q + 17, 8, cudaMemcpyHostToDevice);
+            /* a NaN point on the device */
+            cudaMemcpy(d_x + 5, &nan, 8, cudaMemcpyHostToDevice);
+            CHECK_STATUS(fmk_plan_set_points_device(p, n, d_x, 0, NULL), FMK_ERR_NONFINITE);
+            cudaMemcpy(d_x + 5, x + 5, 8, cudaMemcpyHostToDevice);
+            /* no sources */
+            CHECK_PLAN_OK(fmk_plan_set_points_device(p, 0, NULL, m, d_y), p);
+            CHECK_PLAN_OK(fmk_plan_eval_device(p, d_q, d_pot, d_grad), p);
+            cudaMemcpy(p2, d_pot, (size_t)m * 8, cudaMemcpyDeviceToHost);
+            int zero = 1;
+            for (int64_t i = 0; i < m; i++)
+                zero &= p2[i] == 0;
+            CHECK_MSG(zero, "no sources: potential must be 0");
+            fmk_plan_destroy(p);
+        }
+    cudaFree(d_x), cudaFree(d_y), cudaFree(d_q), cudaFree(d_pot), cudaFree(d_grad);
+    free(x), free(q), free(y), free(p1), free(g1), free(p2), free(g2);
+}
+
+/* The GPU tree equals the CPU build (tree3d.c) array for array. */
+static void test_same_tree(void)
+{
+    const int64_t n = quick ? 5000 : 200000;
+    double *x = xmalloc((size_t)n * 24);
+    const int leaf_sizes[3] = {1, 16, 64};
+    for (int c = 0; c < 5; c++) {
+        int64_t nc = c == 3 ? 1 : c == 4 ? 2 : n;
+        test_points(c == 1 ? TEST_DIST_CLUSTERED : TEST_DIST_PLUMMER, nc, 61 + c, x);
+        if (c == 2) /* a third of them identical */
+            for (int64_t i = 0; i < nc / 3; i++)
+                x[3 * i] = x[3 * i + 1] = x[3 * i + 2] = 0.5;
+        for (int l = 0; l < 3; l++) {
+            fmk_opts o = tree_opts(FMK_PRECISION_FP64, 0.6, FMK_WALK_AUTO);
+            o.leaf_size = leaf_sizes[l];
+            check_context("same tree: case %d, leaf size %d", c, leaf_sizes[l]);
+            fmk_plan *p = NULL;
+            CHECK_PLAN_OK(fmk_plan_create(&p, 3, FMK_KERNEL_LAPLACE, 1e-3, &o), NULL);
+            if (!p)
+                continue;
+            CHECK_PLAN_OK(fmk_plan_set_points(p, nc, x, 0, NULL), p);
+            fmk_tree3d g, t;
+            memset(&t, 0, sizeof t);
+            CHECK_PLAN_OK(fmk_cuda_bh_tree(p, &g), p);
+            CHECK_PLAN_OK(fmk_tree3d_build(NULL, &t, nc, p->sources, leaf_sizes[l], 4), NULL);
+            int same = g.n_nodes == t.n_nodes && g.levels == t.levels && g.n_points == t.n_points;
+            CHECK_MSG(same, "nodes %lld vs %lld, levels %d vs %d", (long long)g.n_nodes,
+                      (long long)t.n_nodes, (int)g.levels, (int)t.levels);
+            if (same) {
+                const int64_t nn = g.n_nodes;
+                CHECK(memcmp(g.keys, t.keys, (size_t)nc * 8) == 0);
+                CHECK(memcmp(g.order, t.order, (size_t)nc * 8) == 0);
+                CHECK(memcmp(g.begin, t.begin, (size_t)nn * 8) == 0);
+                CHECK(memcmp(g.end, t.end, (size_t)nn * 8) == 0);
+                CHECK(memcmp(g.more, t.more, (size_t)nn * 4) == 0);
+                CHECK(memcmp(g.next, t.next, (size_t)nn * 4) == 0);
+                CHECK(memcmp(g.n_children, t.n_children, (size_t)nn * 4) == 0);
+                CHECK(memcmp(g.parent, t.parent, (size_t)nn * 4) == 0);
+                CHECK(memcmp(g.level, t.level, (size_t)nn) == 0);
+                CHECK(memcmp(g.level_begin, t.level_begin, (size_t)(g.levels + 1) * 8) == 0);
+            }
+            fmk_cuda_tree3d_host_free(&g);
+            fmk_tree3d_free(&t);
+            fmk_plan_destroy(p);
+        }
+    }
+    free(x);
+}
+
+/* Out of device memory: the status, a message with the bytes, nothing leaked, the plan usable. */
+static void test_oom(void)
+{
+    const int64_t n = 200000;
+    double *x = xmalloc((size_t)n * 24), *q = xmalloc((size_t)n * 8);
+    double *pot = xmalloc((size_t)n * 8);
+    test_points(TEST_DIST_CUBE, n, 71, x);
+    test_charges(n, 0, 72, q);
+    fmk_opts o = tree_opts(FMK_PRECISION_FP32, 0.6, FMK_WALK_AUTO);
+    fmk_plan *p = NULL;
+    CHECK_PLAN_OK(fmk_plan_create(&p, 3, FMK_KERNEL_LAPLACE, 1e-3, &o), NULL);
+    int64_t h = 0, d = 0;
+    CHECK_PLAN_OK(fmk_plan_memory(p, n, -1, &h, &d), p);
+    CHECK_MSG(d > n * 40 && h > 0, "fmk_plan_memory: %lld device bytes for %lld points",
+              (long long)d, (long long)n);
+    /* leave 2 MB free */
+    size_t free0 = 0, total = 0;
+    cudaMemGetInfo(&free0, &total);
+    void *hog = NULL;
+    size_t want = free0 > (4u << 20) ? free0 - (2u << 20) : 0;
+    while (want > 0 && cudaMalloc(&hog, want) != cudaSuccess) {
+        cudaGetLastError();
+        want -= 1u << 20;
+    }
+    size_t free1 = 0, free2 = 0;
+    cudaMemGetInfo(&free1, &total);
+    fmk_status st = fmk_plan_set_points(p, n, x, 0, NULL);
+    CHECK_MSG(st == FMK_ERR_DEVICE_NOMEM, "status %d (%s)", (int)st, fmk_plan_last_error(p));
+    CHECK_MSG(strstr(fmk_plan_last_error(p), "bytes") != NULL, "message: %s", fmk_plan_last_error(p));
+    cudaMemGetInfo(&free2, &total);
+    CHECK_MSG(free2 == free1, "device memory leaked: %zu -> %zu free", free1, free2);
+    fmk_info info;
+    fmk_plan_info(p, &info);
+    CHECK(info.bytes_device == 0);
+    cudaFree(hog);
+    CHECK_PLAN_OK(fmk_plan_set_points(p, n, x, 0, NULL), p);
+    CHECK_PLAN_OK(fmk_plan_eval(p, q, pot, NULL), p);
+    fmk_plan_info(p, &info);
+    CHECK_MSG(info.bytes_device > 0, "bytes_device after set_points");
+    printf("  %lld points fp32: %lld device bytes held (%.1f per point); fmk_plan_memory bound %lld\n",
+           (long long)n, (long long)info.bytes_device, (double)info.bytes_device / n, (long long)d);
+    fmk_plan_destroy(p);
+    free(x), free(q), free(pot);
+}
+
+int main(int argc, char **argv)
+{
+    quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
+    if (fmk_cuda_device_count() <= 0) {
+        printf("no CUDA device: skipped\n");
+        return 77;
+    }
+    test_device_paths();
+    test_same_tree();
+    test_targets();
+    test_hard_inputs();
+    test_accuracy();
+    if (!quick)
+        test_oom();
+    return check_summary();
+}
