@@ -1,5 +1,5 @@
 #!/bin/sh
-# Runs the benchmark tables. Usage: tools/bench.sh BUILD_DIR [--json] [--quick]
+# Runs the benchmark tables (direct sum, then treecode and its theta sweep). Usage: tools/bench.sh BUILD_DIR [--json] [--quick]
 set -eu
 BUILD=${1:?usage: tools/bench.sh BUILD_DIR [--json] [--quick]}
 shift
@@ -7,4 +7,8 @@ if [ ! -x "$BUILD/bench/bench_direct" ]; then
   echo "bench: $BUILD/bench/bench_direct not built (the CUDA backend is needed)" >&2
   exit 1
 fi
-exec "$BUILD/bench/bench_direct" "$@"
+"$BUILD/bench/bench_direct" "$@"
+if [ -x "$BUILD/bench/bench_tree" ]; then
+  "$BUILD/bench/bench_tree" "$@"
+  "$BUILD/bench/bench_tree" --theta-sweep "$@"
+fi

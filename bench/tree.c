@@ -1,0 +1,376 @@
+/* tree.c -- benchmark of the GPU treecode (method tree, backend cuda): data on the device, the
+ * tree build included. Total = fmk_plan_set_points_device + fmk_plan_eval_device (wall clock,
+ * both return with the work done), median over repeats after a warm-up; the phases (tree,
+ * moments, walk) from fmk_info. Errors: relative l2 of the potential and of the acceleration
+ * (gradient) at 1024 sample targets against the GPU direct sum in fp64. Prints tables, or JSON.
+ *
+ *   tree [--json] [--quick]     headline (2^20, 2^24), walks, leaf sizes, N scaling, crossover
+ *   tree --theta-sweep [--json] the paper's Table V: N = 800k, theta 0.2 .. 1.0
+ *   tree --max-log2 K           largest N = 2^K of the scaling table (default 27)
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cuda_runtime_api.h>
+
+#include "fmmkit.h"
+
+/* The GPU treecode's group size (32 or 64 targets per warp): a tuning knob, not API. */
+extern int fmk_cuda_bh_group_size;
+
+#define SAMPLES 1024
+
+typedef struct row {
+    const char *table, *dist;
+    int64_t n;
+    fmk_precision prec;
+    double theta;
+    int order, leaf, group;
+    fmk_walk walk;
+    double total, setup, eval, tree, moments, walk_t; /* seconds, medians */
+    double err_pot, err_acc;                          /* -1: not measured */
+    double bytes_per_point;
+    double direct;                                    /* direct-sum total, seconds (crossover) */
+} row;
+
+static row rows[256];
+static int n_rows;
+
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+static double urand(void)
+{
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return ((rng >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+}
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static void *xmalloc(size_t b)
+{
+    void *p = malloc(b);
+    if (!p) {
+        fprintf(stderr, "tree: out of host memory (%zu bytes)\n", b);
+        exit(1);
+    }
+    return p;
+}
+
+#define CUDA(call)                                                                              \
+    do {                                                                                        \
+        cudaError_t e_ = (call);                                                                \
+        if (e_ != cudaSuccess) {                                                                \
+            fprintf(stderr, "tree: %s: %s\n", #call, cudaGetErrorString(e_));                   \
+            exit(1);                                                                            \
+        }                                                                                       \
+    } while (0)
+
+/* Uniform cube [0, 1]^3, or a Plummer sphere (scale radius 1, cut at 10). */
+static void make_points(int plummer, int64_t n, double *x)
+{
+    for (int64_t i = 0; i < n; i++) {
+        if (!plummer) {
+            x[3 * i] = urand(), x[3 * i + 1] = urand(), x[3 * i + 2] = urand();
+            continue;
+        }
+        double r;
+        do
+            r = 1.0 / sqrt(pow(urand(), -2.0 / 3.0) - 1.0);
+        while (r > 10);
+        double z = 2 * urand() - 1, phi = 6.283185307179586 * urand(), s = sqrt(1 - z * z);
+        x[3 * i] = r * s * cos(phi), x[3 * i + 1] = r * s * sin(phi), x[3 * i + 2] = r * z;
+    }
+}
+
+typedef struct problem {
+    int plummer;
+    int64_t n;
+    double *d_x, *d_q, *d_pot, *d_grad;
+    double *ref_pot, *ref_grad; /* SAMPLES values at the sample targets */
+    double *x;                  /* host points (for the references) */
+    int64_t stride;             /* sample s is point s * stride */
+} problem;
+
+static void problem_free(problem *p)
+{
+    cudaFree(p->d_x), cudaFree(p->d_q), cudaFree(p->d_pot), cudaFree(p->d_grad);
+    free(p->ref_pot), free(p->ref_grad), free(p->x);
+    memset(p, 0, sizeof *p);
+}
+
+static void die(fmk_plan *plan, const char *what)
+{
+    fprintf(stderr, "tree: %s: %s\n", what, fmk_plan_last_error(plan));
+    exit(1);
+}
+
+/* The direct sum (GPU, fp64) at the sample targets: laplace, so the coincident source (the
+ * target itself) is left out as in the self evaluation. */
+static void reference(problem *p, const double *q)
+{
+    const int64_t m = p->n < SAMPLES ? p->n : SAMPLES;
+    double *y = xmalloc(m * 24);
+    p->stride = p->n / m;
+    for (int64_t s = 0; s < m; s++)
+        memcpy(y + 3 * s, p->x + 3 * s * p->stride, 24);
+    p->ref_pot = xmalloc(m * 8), p->ref_grad = xmalloc(m * 24);
+    fmk_opts o;
+    fmk_opts_default(&o);
+    o.method = FMK_METHOD_DIRECT, o.backend = FMK_BACKEND_CUDA;
+    fmk_plan *plan;
+    if (fmk_plan_create(&plan, 3, FMK_KERNEL_LAPLACE, 1e-6, &o) != FMK_OK)
+        die(NULL, "create (direct)");
+    if (fmk_plan_set_points(plan, p->n, p->x, m, y) != FMK_OK ||
+        fmk_plan_eval(plan, q, p->ref_pot, p->ref_grad) != FMK_OK)
+        die(plan, "direct reference");
+    fmk_plan_destroy(plan);
+    free(y);
+}
+
+static void problem_make(problem *p, int plummer, int64_t n, int with_reference)
+{
+    memset(p, 0, sizeof *p);
+    p->plummer = plummer, p->n = n;
+    p->x = xmalloc(n * 24);
+    double *q = xmalloc(n * 8);
+    make_points(plummer, n, p->x);
+    for (int64_t i = 0; i < n; i++)
+        q[i] = 1.0 / n; /* equal masses */
+    CUDA(cudaMalloc((void **)&p->d_x, n * 24));
+    CUDA(cudaMalloc((void **)&p->d_q, n * 8));
+    CUDA(cudaMalloc((void **)&p->d_pot, n * 8));
+    CUDA(cudaMalloc((void **)&p->d_grad, n * 24));
+    CUDA(cudaMemcpy(p->d_x, p->x, n * 24, cudaMemcpyHostToDevice));
+    CUDA(cudaMemcpy(p->d_q, q, n * 8, cudaMemcpyHostToDevice));
+    if (with_reference)
+        reference(p, q);
+    free(q);
+}
+
+static double rel_l2_sampled(const double *d_out, int w, const problem *p, const double *ref)
+{
+    const int64_t m = p->n < SAMPLES ? p->n : SAMPLES;
+    double num = 0, den = 0, v[3];
+    for (int64_t s = 0; s < m; s++) {
+        CUDA(cudaMemcpy(v, d_out + w * s * p->stride, w * 8, cudaMemcpyDeviceToHost));
+        for (int k = 0; k < w; k++) {
+            double d = v[k] - ref[w * s + k];
+            num += d * d, den += ref[w * s + k] * ref[w * s + k];
+        }
+    }
+    return sqrt(num / den);
+}
+
+/* Runs one configuration reps times; fills a row. */
+static row measure(const char *table, problem *p, fmk_precision prec, double theta, int order,
+                   int leaf, int group, fmk_walk walk, int reps)
+{
+    row r;
+    memset(&r, 0, sizeof r);
+    r.table = table, r.dist = p->plummer ? "plummer" : "cube", r.n = p->n, r.prec = prec;
+    r.theta = theta, r.order = order, r.leaf = leaf, r.group = group, r.walk = walk;
+    r.err_pot = r.err_acc = -1;
+    fmk_cuda_bh_group_size = group;
+    fmk_opts o;
+    fmk_opts_default(&o);
+    o.method = FMK_METHOD_TREE, o.backend = FMK_BACKEND_CUDA, o.precision = prec;
+    o.theta = theta, o.order = order, o.leaf_size = leaf, o.walk = walk;
+    fmk_plan *plan;
+    if (fmk_plan_create(&plan, 3, FMK_KERNEL_LAPLACE, 1e-3, &o) != FMK_OK)
+        die(NULL, "create");
+    double ts[16], te[16], tt[16], tm[16], tw[16], tot[16];
+    fmk_info info;
+    for (int k = -1; k < reps; k++) {
+        CUDA(cudaDeviceSynchronize());
+        double t0 = now();
+        if (fmk_plan_set_points_device(plan, p->n, p->d_x, 0, NULL) != FMK_OK)
+            die(plan, "set_points_device");
+        double t1 = now();
+        if (fmk_plan_eval_device(plan, p->d_q, p->d_pot, p->d_grad) != FMK_OK)
+            die(plan, "eval_device");
+        double t2 = now();
+        fmk_plan_info(plan, &info);
+        if (k < 0)
+            continue;
+        ts[k] = t1 - t0, te[k] = t2 - t1, tot[k] = t2 - t0;
+        tt[k] = info.phase_time[FMK_PHASE_TREE], tm[k] = info.phase_time[FMK_PHASE_MOMENTS];
+        tw[k] = info.phase_time[FMK_PHASE_WALK];
+    }
+    r.total = median(tot, reps), r.setup = median(ts, reps), r.eval = median(te, reps);
+    r.tree = median(tt, reps), r.moments = median(tm, reps), r.walk_t = median(tw, reps);
+    r.bytes_per_point = (double)info.bytes_device / p->n;
+    if (p->ref_pot) {
+        r.err_pot = rel_l2_sampled(p->d_pot, 1, p, p->ref_pot);
+        r.err_acc = rel_l2_sampled(p->d_grad, 3, p, p->ref_grad);
+    }
+    fmk_plan_destroy(plan);
+    return r;
+}
+
+/* GPU direct sum, fp32, pot + grad, data on the device: set_points_device + eval_device. */
+static double direct_time(problem *p, int reps)
+{
+    fmk_opts o;
+    fmk_opts_default(&o);
+    o.method = FMK_METHOD_DIRECT, o.backend = FMK_BACKEND_CUDA, o.precision = FMK_PRECISION_FP32;
+    fmk_plan *plan;
+    if (fmk_plan_create(&plan, 3, FMK_KERNEL_LAPLACE, 1e-3, &o) != FMK_OK)
+        die(NULL, "create (direct)");
+    double t[16];
+    for (int k = -1; k < reps; k++) {
+        CUDA(cudaDeviceSynchronize());
+        double t0 = now();
+        if (fmk_plan_set_points_device(plan, p->n, p->d_x, 0, NULL) != FMK_OK ||
+            fmk_plan_eval_device(plan, p->d_q, p->d_pot, p->d_grad) != FMK_OK)
+            die(plan, "direct");
+        if (k >= 0)
+            t[k] = now() - t0;
+    }
+    fmk_plan_destroy(plan);
+    return median(t, reps);
+}
+
+static void add(row r, int json)
+{
+    if (n_rows < (int)(sizeof rows / sizeof rows[0]))
+        rows[n_rows++] = r;
+    if (json)
+        return;
+    const char *wn = r.walk == FMK_WALK_STACKLESS ? "stackless" : "group";
+    char err[64] = "";
+    if (r.err_acc >= 0)
+        snprintf(err, sizeof err, "%.2e | %.2e", r.err_pot, r.err_acc);
+    else
+        snprintf(err, sizeof err, " | ");
+    char dir[32] = "";
+    if (r.direct > 0)
+        snprintf(dir, sizeof dir, "%.3f", r.direct * 1e3);
+    printf("| %s | %s | %lld | %s | %.1f | %d | %s%s | %d | %.3f | %.3f | %.3f | %.3f | %.3f | %s | %.1f | %s |\n",
+           r.table, r.dist, (long long)r.n, r.prec == FMK_PRECISION_FP32 ? "fp32" : "fp64",
+           r.theta, r.order, wn, r.walk == FMK_WALK_STACKLESS ? "" : (r.group == 64 ? " 64" : " 32"),
+           r.leaf, r.total * 1e3, r.tree * 1e3, r.moments * 1e3, r.walk_t * 1e3,
+           (r.setup - r.tree) * 1e3, err, r.bytes_per_point, dir);
+    fflush(stdout);
+}
+
+static void header(int json)
+{
+    if (json)
+        return;
+    printf("| table | points | N | prec | theta | order | walk | leaf | total ms | tree ms | "
+           "moments ms | walk ms | other setup ms | err pot | err acc | bytes/pt | direct ms |\n");
+    printf("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
+}
+
+static void print_json(void)
+{
+    printf("[\n");
+    for (int i = 0; i < n_rows; i++) {
+        const row *r = &rows[i];
+        printf("  {\"table\": \"%s\", \"points\": \"%s\", \"n\": %lld, \"precision\": \"%s\", "
+               "\"theta\": %.2f, \"order\": %d, \"walk\": \"%s\", \"group\": %d, \"leaf_size\": %d, "
+               "\"total_s\": %.6e, \"set_points_s\": %.6e, \"eval_s\": %.6e, \"tree_s\": %.6e, "
+               "\"moments_s\": %.6e, \"walk_s\": %.6e, \"err_pot\": %.4e, \"err_acc\": %.4e, "
+               "\"bytes_per_point\": %.1f, \"direct_s\": %.6e}%s\n",
+               r->table, r->dist, (long long)r->n, r->prec == FMK_PRECISION_FP32 ? "fp32" : "fp64",
+               r->theta, r->order, r->walk == FMK_WALK_STACKLESS ? "stackless" : "group", r->group,
+               r->leaf, r->total, r->setup, r->eval, r->tree, r->moments, r->walk_t, r->err_pot,
+               r->err_acc, r->bytes_per_point, r->direct, i + 1 < n_rows ? "," : "");
+    }
+    printf("]\n");
+}
+
+int main(int argc, char **argv)
+{
+    int json = 0, quick = 0, sweep = 0, max_log2 = 27, leaf = 0;
+    for (int a = 1; a < argc; a++) {
+        if (strcmp(argv[a], "--json") == 0)
+            json = 1;
+        else if (strcmp(argv[a], "--quick") == 0)
+            quick = 1;
+        else if (strcmp(argv[a], "--theta-sweep") == 0)
+            sweep = 1;
+        else if (strcmp(argv[a], "--max-log2") == 0 && a + 1 < argc)
+            max_log2 = atoi(argv[++a]);
+        else if (strcmp(argv[a], "--leaf") == 0 && a + 1 < argc)
+            leaf = atoi(argv[++a]);
+        else {
+            fprintf(stderr, "usage: tree [--json] [--quick] [--theta-sweep] [--max-log2 K] [--leaf L]\n");
+            return 2;
+        }
+    }
+    if (fmk_cuda_device_count() <= 0) {
+        fprintf(stderr, "tree: no CUDA device\n");
+        return 1;
+    }
+    const fmk_precision f32 = FMK_PRECISION_FP32;
+    const int reps = quick ? 3 : 7;
+    header(json);
+    problem p;
+    if (sweep) { /* Nakasato Table V: N = 800k, theta 0.2 .. 1.0 */
+        for (int d = 0; d < 2; d++) {
+            problem_make(&p, d, quick ? 100000 : 819200, 1);
+            for (int k = 2; k <= 10; k++)
+                for (int prec = 0; prec < 2; prec++)
+                    add(measure("theta", &p, prec ? f32 : FMK_PRECISION_FP64, 0.1 * k, 2, leaf, 32,
+                                FMK_WALK_AUTO, reps), json);
+            problem_free(&p);
+        }
+        if (json)
+            print_json();
+        return 0;
+    }
+    /* headline: 2^20 cube and Plummer, theta 0.6, quadrupole, fp32; walks; leaf sizes */
+    for (int d = 0; d < 2; d++) {
+        problem_make(&p, d, (int64_t)1 << (quick ? 17 : 20), 1);
+        add(measure("headline", &p, f32, 0.6, 2, leaf, 32, FMK_WALK_AUTO, reps), json);
+        add(measure("walks", &p, f32, 0.6, 2, leaf, 64, FMK_WALK_GROUP, reps), json);
+        add(measure("walks", &p, f32, 0.6, 2, leaf, 32, FMK_WALK_STACKLESS, reps), json);
+        add(measure("walks", &p, FMK_PRECISION_FP64, 0.6, 2, leaf, 32, FMK_WALK_AUTO, reps), json);
+        for (int l = 8; l <= 64; l *= 2)
+            for (int g = 32; g <= 64; g *= 2)
+                add(measure("leaf", &p, f32, 0.6, 2, l, g, FMK_WALK_GROUP, reps), json);
+        problem_free(&p);
+    }
+    /* scaling: 2^10 .. 2^max, cube and Plummer, with the direct sum up to 2^18 (crossover) */
+    for (int d = 0; d < 2; d++)
+        for (int k = 10; k <= (quick ? 20 : max_log2); k++) {
+            if (k < 20 && k % 2 && !quick && k > 14)
+                continue;
+            size_t free_b = 0, total_b = 0;
+            CUDA(cudaMemGetInfo(&free_b, &total_b));
+            if ((double)free_b < 110.0 * ((int64_t)1 << k)) {
+                fprintf(stderr, "tree: 2^%d points do not fit in %zu free bytes; stopping\n", k, free_b);
+                break;
+            }
+            problem_make(&p, d, (int64_t)1 << k, k >= 14);
+            row r = measure("scaling", &p, f32, 0.6, 2, leaf, 32, FMK_WALK_AUTO, k >= 25 ? 3 : reps);
+            if (k <= 18)
+                r.direct = direct_time(&p, reps);
+            add(r, json);
+            problem_free(&p);
+        }
+    if (json)
+        print_json();
+    return 0;
+}
