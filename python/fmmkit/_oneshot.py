@@ -4,7 +4,7 @@ from ._plan import Plan
 
 
 def _run(kernel, sources, charges, targets, eps, grad, method, backend, precision, threads,
-         device, softening=None):
+         device, softening=None, **expert):
     gpu = [a for a in (sources, targets, charges) if _arrays.on_device(a, "an argument")]
     if gpu and backend == "auto":
         backend = "cuda"  # CUDA arrays need the CUDA backend: say so if this build lacks it
@@ -17,28 +17,32 @@ def _run(kernel, sources, charges, targets, eps, grad, method, backend, precisio
             if isinstance(ordinal, int):
                 device = ordinal
     with Plan(kernel=kernel, eps=eps, method=method, backend=backend, precision=precision,
-              softening=softening, threads=threads, device=device) as plan:
+              softening=softening, threads=threads, device=device, **expert) as plan:
         plan.set_points(sources, targets)
         return plan.eval(charges, grad=grad)
 
 
 def laplace3d(sources, charges, targets=None, *, eps=1e-6, grad=True, method="auto",
-              backend="auto", precision="fp64", threads=None, device=None):
+              backend="auto", precision="fp64", threads=None, device=None, theta=None,
+              order=None, leaf_size=None, walk=None):
     """phi(y_i) = sum_j q_j / |y_i - x_j| and its gradient in 3D.
 
     sources (n, 3), charges (n,), targets (m, 3) or None for the sources (self term left out).
-    Returns a Result: .pot (m,), .grad (m, 3) or None, .info. Coincident points contribute 0."""
+    Returns a Result: .pot (m,), .grad (m, 3) or None, .info. Coincident points contribute 0.
+    theta, order, leaf_size, walk: expert settings of method="tree" (see Plan)."""
     return _run("laplace", sources, charges, targets, eps, grad, method, backend, precision,
-                threads, device)
+                threads, device, theta=theta, order=order, leaf_size=leaf_size, walk=walk)
 
 
 def plummer3d(sources, charges, targets=None, *, softening, eps=1e-6, grad=True, method="auto",
-              backend="auto", precision="fp64", threads=None, device=None):
+              backend="auto", precision="fp64", threads=None, device=None, theta=None,
+              order=None, leaf_size=None, walk=None):
     """phi(y_i) = sum_j q_j / sqrt(|y_i - x_j|^2 + s^2) (softened gravity), s = softening > 0.
 
-    Shapes as laplace3d."""
+    Shapes as laplace3d; theta, order, leaf_size, walk as there."""
     return _run("plummer", sources, charges, targets, eps, grad, method, backend, precision,
-                threads, device, softening)
+                threads, device, softening, theta=theta, order=order, leaf_size=leaf_size,
+                walk=walk)
 
 
 def regularized3d(sources, charges, targets=None, *, softening, eps=1e-6, grad=True,

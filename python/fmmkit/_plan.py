@@ -50,6 +50,16 @@ def _integer(name, value):
         raise FmkTypeError(_ARG, f"{name} must be an integer; got {value!r}") from None
 
 
+WALK_NAMES = {0: "auto", 1: "group", 2: "stackless"}
+
+
+def _walk(value):
+    for code, name in WALK_NAMES.items():
+        if value == name:
+            return code
+    raise FmkValueError(_ARG, f"unknown walk {value!r} (auto, group, stackless)")
+
+
 def _precision(value):
     for code, name in PRECISION_NAMES.items():
         if value == name:
@@ -71,6 +81,7 @@ class Info:
     precision: str
     order: int
     levels: int
+    walk: str
     leaf_size: int
     n_sources: int
     n_targets: int
@@ -93,7 +104,8 @@ class Info:
                    method=_text(L.fmk_method_name(c.method)),
                    backend=_text(L.fmk_backend_name(c.backend)),
                    precision=PRECISION_NAMES.get(c.precision, str(c.precision)),
-                   order=c.order, levels=c.levels, leaf_size=c.leaf_size,
+                   order=c.order, levels=c.levels, walk=WALK_NAMES.get(c.walk, str(c.walk)),
+                   leaf_size=c.leaf_size,
                    n_sources=c.n_sources, n_targets=c.n_targets, bytes_host=c.bytes_host,
                    bytes_device=c.bytes_device, eps=c.eps, theta=c.theta, times=times,
                    device_name=_text(c.device_name))
@@ -140,7 +152,8 @@ class Plan:
     the CPU), "cpu", "cuda". precision: "fp64" or "fp32" arithmetic (inputs and outputs stay
     double). softening: length s > 0, required by plummer and regularized. threads: OpenMP threads
     (None: OMP_NUM_THREADS, read when the library starts, or all cores). device: CUDA ordinal.
-    order, leaf_size, theta: expert overrides (None: chosen from eps).
+    order, leaf_size, theta: expert overrides (None: chosen by the method; tree: theta 0.6,
+    order 2). walk: the treecode's walk, "auto", "group" or "stackless" (Nakasato's).
 
     Calls into C release the GIL; a lock makes one Python thread at a time use a plan. The plan
     is freed by close(), at the end of a with block, or when it is garbage collected.
@@ -148,7 +161,7 @@ class Plan:
 
     def __init__(self, dim=None, kernel="laplace", eps=1e-6, *, method="auto", backend="auto",
                  precision="fp64", softening=None, threads=None, device=0, order=None,
-                 leaf_size=None, theta=None):
+                 leaf_size=None, theta=None, walk=None):
         L = lib()
         self._kernel = _lookup("kernel", kernel)
         if dim is None:
@@ -173,6 +186,8 @@ class Plan:
             opts.leaf_size = _integer("leaf_size", leaf_size)
         if theta is not None:
             opts.theta = _number("theta", theta, float)
+        if walk is not None:
+            opts.walk = _walk(walk)
 
         handle = plan_p()
         check(L.fmk_plan_create(ctypes.byref(handle), self._dim, self._kernel, eps,
