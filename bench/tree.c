@@ -19,8 +19,13 @@
 
 #include "fmmkit.h"
 
-/* The GPU treecode's group size (32 or 64 targets per warp): a tuning knob, not API. */
+/* The GPU treecode's group size (32 or 64 targets per warp) and group walk kernel (0
+ * breadth-first, 1 next/more): tuning knobs, not API. */
 extern int fmk_cuda_bh_group_size;
+extern int fmk_cuda_bh_group_walk;
+
+/* measure()'s walk argument for the next/more group walk (the breadth-first one is GROUP). */
+#define WALK_NEXT_MORE ((fmk_walk)3)
 
 #define SAMPLES 1024
 
@@ -191,6 +196,9 @@ static row measure(const char *table, problem *p, fmk_precision prec, double the
     r.theta = theta, r.order = order, r.leaf = leaf, r.group = group, r.walk = walk;
     r.err_pot = r.err_acc = -1;
     fmk_cuda_bh_group_size = group;
+    fmk_cuda_bh_group_walk = walk == WALK_NEXT_MORE;
+    if (walk == WALK_NEXT_MORE)
+        walk = FMK_WALK_GROUP;
     fmk_opts o;
     fmk_opts_default(&o);
     o.method = FMK_METHOD_TREE, o.backend = FMK_BACKEND_CUDA, o.precision = prec;
@@ -224,6 +232,7 @@ static row measure(const char *table, problem *p, fmk_precision prec, double the
         r.err_acc = rel_l2_sampled(p->d_grad, 3, p, p->ref_grad);
     }
     fmk_plan_destroy(plan);
+    fmk_cuda_bh_group_walk = 0;
     return r;
 }
 
@@ -256,7 +265,9 @@ static void add(row r, int json)
         rows[n_rows++] = r;
     if (json)
         return;
-    const char *wn = r.walk == FMK_WALK_STACKLESS ? "stackless" : "group";
+    const char *wn = r.walk == FMK_WALK_STACKLESS ? "stackless"
+                     : r.walk == WALK_NEXT_MORE   ? "group next/more"
+                                                  : "group";
     char err[64] = "";
     if (r.err_acc >= 0)
         snprintf(err, sizeof err, "%.2e | %.2e", r.err_pot, r.err_acc);
@@ -293,7 +304,11 @@ static void print_json(void)
                "\"moments_s\": %.6e, \"walk_s\": %.6e, \"err_pot\": %.4e, \"err_acc\": %.4e, "
                "\"bytes_per_point\": %.1f, \"direct_s\": %.6e}%s\n",
                r->table, r->dist, (long long)r->n, r->prec == FMK_PRECISION_FP32 ? "fp32" : "fp64",
-               r->theta, r->order, r->walk == FMK_WALK_STACKLESS ? "stackless" : "group", r->group,
+               r->theta, r->order,
+               r->walk == FMK_WALK_STACKLESS ? "stackless"
+               : r->walk == WALK_NEXT_MORE   ? "group next/more"
+                                             : "group",
+               r->group,
                r->leaf, r->total, r->setup, r->eval, r->tree, r->moments, r->walk_t, r->err_pot,
                r->err_acc, r->bytes_per_point, r->direct, i + 1 < n_rows ? "," : "");
     }
@@ -345,9 +360,10 @@ int main(int argc, char **argv)
         problem_make(&p, d, (int64_t)1 << (quick ? 17 : 20), 1);
         add(measure("headline", &p, f32, 0.6, 2, leaf, 32, FMK_WALK_AUTO, reps), json);
         add(measure("walks", &p, f32, 0.6, 2, leaf, 64, FMK_WALK_GROUP, reps), json);
+        add(measure("walks", &p, f32, 0.6, 2, leaf, 32, WALK_NEXT_MORE, reps), json);
         add(measure("walks", &p, f32, 0.6, 2, leaf, 32, FMK_WALK_STACKLESS, reps), json);
         add(measure("walks", &p, FMK_PRECISION_FP64, 0.6, 2, leaf, 32, FMK_WALK_AUTO, reps), json);
-        for (int l = 8; l <= 64; l *= 2)
+        for (int l = 8; l <= 128; l *= 2)
             for (int g = 32; g <= 64; g *= 2)
                 add(measure("leaf", &p, f32, 0.6, 2, l, g, FMK_WALK_GROUP, reps), json);
         problem_free(&p);

@@ -52,6 +52,10 @@
 /* Tuning knob for the benchmark (not API): targets per group walk, 32 or 64. */
 extern "C" int fmk_cuda_bh_group_size;
 int fmk_cuda_bh_group_size = 32;
+/* Tuning knob for the benchmark and the tests (not API): the group walk's kernel, 0 the
+ * breadth-first walk (default), 1 the warp-synchronous next/more walk it replaced. */
+extern "C" int fmk_cuda_bh_group_walk;
+int fmk_cuda_bh_group_walk = 0;
 
 namespace {
 
@@ -277,6 +281,7 @@ __global__ void k_moments(int32_t first, int32_t count, int L, double inv_theta,
 
 template <typename R> struct walk_args {
     const int4 *links;
+    const int32_t *n_children;
     const typename vec4<R>::type *node, *src, *trg; /* trg == src when self */
     const int32_t *trg_order;
     const int2 *groups;
@@ -407,15 +412,212 @@ __global__ void __launch_bounds__(WALK_BLOCK) k_walk_stackless(walk_args<R> a)
     store(a, t, phi, g);
 }
 
+/* Breadth-first group walk (Bonsai style), one warp per group of targets. The warp takes the
+ * nodes still to test 32 at a time from a per-warp stack in shared memory: each lane tests one
+ * node against the group's box (the test of the group walk), so a level of the tree costs one
+ * memory latency for 32 nodes instead of one per node. Accepted nodes (centre and moments) and
+ * the sources of opened leaves are appended (ballot + popc, a warp scan for source counts) to
+ * shared-memory lists; the children of opened nodes (contiguous: more, more + n_children) are
+ * pushed on the stack. A list that holds 32 entries is evaluated by all lanes at once, each
+ * lane for its target(s), reading the entries from shared memory (broadcast). The interactions
+ * are those of the group walk; only the order of the sums differs. A stack that would overflow
+ * (never seen in practice) makes the node's opening a direct sum over its points (exact). */
+template <typename R> struct bfs_cfg {
+    static constexpr int WARPS = sizeof(R) == 4 ? 4 : 2; /* warps per block (shared memory) */
+    static constexpr int STACK = 1024;                    /* nodes waiting per warp */
+};
+
+template <typename R, int ORDER, bool SELF, int T>
+__device__ __forceinline__ void bfs_m2p(const typename vec4<R>::type (*list)[4], int count,
+                                        const R (&y)[T][3], R eps2, R (&phi)[T], R (&g)[T][3])
+{
+    typedef typename vec4<R>::type V;
+#pragma unroll 2
+    for (int e = 0; e < count; e++) {
+        const V x = list[e][0], a = list[e][1], b = list[e][2], c = list[e][3];
+        const R m[10] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w, c.x, c.y};
+#pragma unroll
+        for (int k = 0; k < T; k++)
+            m2p(ORDER, y[k][0] - x.x, y[k][1] - x.y, y[k][2] - x.z, eps2, m, &phi[k], g[k]);
+    }
+}
+
+template <typename R, bool SELF, int T>
+__device__ __forceinline__ void bfs_p2p(const typename vec4<R>::type *src, const int32_t *idx,
+                                        int count, const int32_t (&t)[T], const R (&y)[T][3],
+                                        R eps2, R (&phi)[T], R (&g)[T][3])
+{
+    typedef typename vec4<R>::type V;
+#pragma unroll 4
+    for (int e = 0; e < count; e++) {
+        const V s = src[e];
+        const int32_t j = SELF ? idx[e] : 0;
+#pragma unroll
+        for (int k = 0; k < T; k++) {
+            const R q = SELF && j == t[k] ? (R)0 : s.w; /* the self term, by index */
+            p2p(y[k][0] - s.x, y[k][1] - s.y, y[k][2] - s.z, q, eps2, &phi[k], g[k]);
+        }
+    }
+}
+
+template <typename R, int ORDER, bool SELF, int T>
+__global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32)
+    k_walk_bfs(walk_args<R> a)
+{
+    typedef typename vec4<R>::type V;
+    constexpr int WARPS = bfs_cfg<R>::WARPS, STACK = bfs_cfg<R>::STACK;
+    constexpr unsigned FULL = 0xffffffffu;
+    __shared__ V s_node[WARPS][64][4]; /* accepted nodes: (xc, r2), (M, D), S.., (S.., A, 0) */
+    __shared__ V s_src[WARPS][64];     /* sources of opened leaves */
+    __shared__ int32_t s_idx[WARPS][SELF ? 64 : 1];
+    __shared__ int32_t s_stack[WARPS][STACK];
+    const int wb = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int64_t w = blockIdx.x * (int64_t)WARPS + wb;
+    if (w >= a.n_groups)
+        return;
+    V(*node_list)[4] = s_node[wb];
+    V *src_list = s_src[wb];
+    int32_t *idx_list = s_idx[wb];
+    int32_t *stack = s_stack[wb];
+    const unsigned lt = (1u << lane) - 1;
+
+    const int2 grp = a.groups[w];
+    const V c = a.box[2 * w], h = a.box[2 * w + 1];
+    int32_t t[T];
+    R y[T][3], phi[T], g[T][3];
+#pragma unroll
+    for (int k = 0; k < T; k++) {
+        t[k] = grp.x + lane + 32 * k;
+        const V p = t[k] < grp.y ? a.trg[t[k]] : c;
+        y[k][0] = p.x, y[k][1] = p.y, y[k][2] = p.z;
+        phi[k] = 0, g[k][0] = g[k][1] = g[k][2] = 0;
+    }
+    if (lane == 0)
+        stack[0] = 0; /* the root */
+    int sp = 1, n_m2p = 0, n_p2p = 0; /* warp-uniform */
+    __syncwarp();
+    while (sp > 0) {
+        const int nb = sp < 32 ? sp : 32;
+        sp -= nb;
+        const bool valid = lane < nb;
+        const int32_t i = valid ? stack[sp + lane] : 0;
+        __syncwarp(); /* the popped slots are overwritten below */
+        /* all loads of the batch at once: one latency */
+        const int4 l = __ldg(&a.links[i]);
+        const int32_t nc = __ldg(&a.n_children[i]);
+        const V x = a.node[4 * i], m1 = a.node[4 * i + 1], m2 = a.node[4 * i + 2],
+                m3 = a.node[4 * i + 3];
+        const R dx = fmax(fabs(x.x - c.x) - h.x, (R)0);
+        const R dy = fmax(fabs(x.y - c.y) - h.y, (R)0);
+        const R dz = fmax(fabs(x.z - c.z) - h.z, (R)0);
+        const bool far = dx * dx + dy * dy + dz * dz > x.w;
+        const int32_t cnt = l.w - l.z;
+        const bool accept = valid && far && cnt > p2p_cut<ORDER>::value;
+        bool direct = valid && !accept && (far || l.x < 0);
+        bool open = valid && !far && l.x >= 0;
+
+        /* children to push: warp scan of the counts */
+        int32_t push = open ? nc : 0;
+#pragma unroll
+        for (int d = 1; d < 32; d <<= 1) {
+            const int32_t v = __shfl_up_sync(FULL, push, d);
+            if (lane >= d)
+                push += v;
+        }
+        const int32_t pushed = __shfl_sync(FULL, push, 31);
+        if (sp + pushed > STACK) { /* no room: sum the opened nodes directly */
+            direct = direct || open;
+            open = false;
+        } else {
+            if (open)
+                for (int32_t k = 0, at = sp + push - nc; k < nc; k++)
+                    stack[at + k] = l.x + k;
+            sp += pushed;
+        }
+
+        /* accepted nodes -> M2P list */
+        const unsigned acc_mask = __ballot_sync(FULL, accept);
+        if (accept) {
+            V *e = node_list[n_m2p + __popc(acc_mask & lt)];
+            e[0] = x, e[1] = m1, e[2] = m2, e[3] = m3;
+        }
+        n_m2p += __popc(acc_mask);
+        __syncwarp();
+        if (n_m2p >= 32) {
+            bfs_m2p<R, ORDER, SELF, T>(node_list, 32, y, a.eps2, phi, g);
+            __syncwarp();
+            if (lane < n_m2p - 32)
+#pragma unroll
+                for (int q = 0; q < 4; q++)
+                    node_list[lane][q] = node_list[32 + lane][q];
+            n_m2p -= 32;
+            __syncwarp();
+        }
+
+        /* sources of directly summed nodes -> P2P list, 32 at a time */
+        int32_t incl = direct ? cnt : 0;
+#pragma unroll
+        for (int d = 1; d < 32; d <<= 1) {
+            const int32_t v = __shfl_up_sync(FULL, incl, d);
+            if (lane >= d)
+                incl += v;
+        }
+        const int32_t total = __shfl_sync(FULL, incl, 31);
+        const int32_t first = l.z - (incl - (direct ? cnt : 0)); /* source = first + position */
+        for (int32_t base = 0; base < total; base += 32) {
+            const int32_t p = base + lane;
+            int owner = 0; /* the lane whose range holds position p */
+#pragma unroll
+            for (int s = 16; s > 0; s >>= 1) {
+                const int32_t v = __shfl_sync(FULL, incl, owner + s - 1);
+                if (v <= p)
+                    owner += s;
+            }
+            const int32_t j = __shfl_sync(FULL, first, owner) + p;
+            const int k = total - base < 32 ? total - base : 32;
+            if (lane < k) {
+                src_list[n_p2p + lane] = a.src[j];
+                if (SELF)
+                    idx_list[n_p2p + lane] = j;
+            }
+            n_p2p += k;
+            __syncwarp();
+            if (n_p2p >= 32) {
+                bfs_p2p<R, SELF, T>(src_list, idx_list, 32, t, y, a.eps2, phi, g);
+                __syncwarp();
+                if (lane < n_p2p - 32) {
+                    src_list[lane] = src_list[32 + lane];
+                    if (SELF)
+                        idx_list[lane] = idx_list[32 + lane];
+                }
+                n_p2p -= 32;
+                __syncwarp();
+            }
+        }
+    }
+    bfs_m2p<R, ORDER, SELF, T>(node_list, n_m2p, y, a.eps2, phi, g);
+    bfs_p2p<R, SELF, T>(src_list, idx_list, n_p2p, t, y, a.eps2, phi, g);
+#pragma unroll
+    for (int k = 0; k < T; k++)
+        if (t[k] < grp.y)
+            store(a, t[k], phi[k], g[k]);
+}
+
 template <typename R, int ORDER, bool SELF>
 cudaError_t launch_walk(const walk_args<R> &a, int stackless, int group)
 {
+    constexpr int WB = bfs_cfg<R>::WARPS;
+    const unsigned bfs_blocks = (unsigned)((a.n_groups + WB - 1) / WB);
     if (stackless)
         k_walk_stackless<R, ORDER, SELF><<<blocks_for(a.m, WALK_BLOCK), WALK_BLOCK>>>(a);
-    else if (group == 64)
+    else if (fmk_cuda_bh_group_walk == 1 && group == 64)
         k_walk_group<R, ORDER, SELF, 2><<<blocks_for(a.n_groups * 32, WALK_BLOCK), WALK_BLOCK>>>(a);
-    else
+    else if (fmk_cuda_bh_group_walk == 1)
         k_walk_group<R, ORDER, SELF, 1><<<blocks_for(a.n_groups * 32, WALK_BLOCK), WALK_BLOCK>>>(a);
+    else if (group == 64)
+        k_walk_bfs<R, ORDER, SELF, 2><<<bfs_blocks, WB * 32>>>(a);
+    else
+        k_walk_bfs<R, ORDER, SELF, 1><<<bfs_blocks, WB * 32>>>(a);
     return cudaGetLastError();
 }
 
@@ -852,6 +1054,7 @@ fmk_status run_eval_t(fmk_plan *plan, bh_state *s, const double *d_q, double csc
 
     walk_args<R> a;
     a.links = s->d_links;
+    a.n_children = t->d_n_children;
     a.node = (const V *)s->d_node;
     a.src = (const V *)s->d_src;
     a.trg = plan->self ? (const V *)s->d_src : (const V *)s->d_trg;

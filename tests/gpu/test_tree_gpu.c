@@ -1,9 +1,10 @@
 /* test_tree_gpu.c -- the GPU treecode (method tree, backend cuda) against the GPU direct sum in
- * fp64: theta 0.3, 0.6, 0.9 on uniform, Plummer and clustered points, both walks, fp32 and
+ * fp64: theta 0.3, 0.6, 0.9 on uniform, Plummer and clustered points, all walks, fp32 and
  * fp64, laplace and plummer, separate targets; the error falls with theta and with the order;
  * the device-pointer paths give the host paths' results; hard inputs (identical points, a dense
  * clump, a far outlier, a plane, a line, N = 1, 2); the GPU tree equals the CPU build array for
- * array; out of device memory; phase times. --quick: small sizes (for compute-sanitizer). */
+ * array; the breadth-first group walk sums what the next/more group walk sums; out of device
+ * memory; phase times. --quick: small sizes (for compute-sanitizer). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,18 @@
 /* tree_internal.h (a CUDA header): the plan's GPU tree as host arrays. */
 fmk_status fmk_cuda_bh_tree(fmk_plan *plan, fmk_tree3d *tree);
 void fmk_cuda_tree3d_host_free(fmk_tree3d *tree);
+/* bh.cu's tuning knobs (not API): targets per group, and the group walk's kernel (0 the
+ * breadth-first walk, the default; 1 the next/more group walk). */
+extern int fmk_cuda_bh_group_size;
+extern int fmk_cuda_bh_group_walk;
+
+/* The walks the loops below run: 1 group (breadth-first), 2 stackless, 3 group (next/more). */
+#define N_WALKS 3
+static fmk_walk walk_of(int w)
+{
+    fmk_cuda_bh_group_walk = w == 3;
+    return w == 3 ? FMK_WALK_GROUP : (fmk_walk)w;
+}
 
 static int quick;
 
@@ -128,11 +141,11 @@ static void test_accuracy(void)
                     q[i] = fabs(q[i]) + 0.1;
             reference(kernel, soft, n, x, q, 0, NULL, rp, rg);
             for (int prec = 0; prec < 2; prec++)
-                for (int w = 1; w <= 2; w++) {
+                for (int w = 1; w <= N_WALKS; w++) {
                     errs e[3];
                     for (int k = 0; k < 3; k++) {
                         fmk_opts o = tree_opts(prec ? FMK_PRECISION_FP32 : FMK_PRECISION_FP64,
-                                               thetas[k], (fmk_walk)w);
+                                               thetas[k], walk_of(w));
                         o.softening = soft;
                         check_context("%s %s %s walk %d theta %.1f", test_dist_name(dists[d]),
                                       fmk_kernel_name(kernel), prec ? "fp32" : "fp64", w, thetas[k]);
@@ -181,8 +194,8 @@ static void test_targets(void)
     test_charges(n, 0, 23, q);
     reference(FMK_KERNEL_LAPLACE, 0, n, x, q, m, y, rp, rg);
     for (int prec = 0; prec < 2; prec++)
-        for (int w = 1; w <= 2; w++) {
-            fmk_opts o = tree_opts(prec ? FMK_PRECISION_FP32 : FMK_PRECISION_FP64, 0.5, (fmk_walk)w);
+        for (int w = 1; w <= N_WALKS; w++) {
+            fmk_opts o = tree_opts(prec ? FMK_PRECISION_FP32 : FMK_PRECISION_FP64, 0.5, walk_of(w));
             check_context("targets %s walk %d", prec ? "fp32" : "fp64", w);
             errs e = tree_error(FMK_KERNEL_LAPLACE, &o, n, x, q, m, y, rp, rg);
             CHECK_LE(e.pot, 5e-3, "rel l2 error of pot");
@@ -221,12 +234,12 @@ static void test_hard_inputs(void)
             if (c == 0 && kern == 1 && quick)
                 continue;
             for (int prec = 0; prec < 2; prec++)
-                for (int w = 1; w <= 2; w++) {
+                for (int w = 1; w <= N_WALKS; w++) {
                     if (w == 1) /* fp32: the same rounding of the points as the tree's */
                         reference_prec(kernel, soft, prec ? FMK_PRECISION_FP32 : FMK_PRECISION_FP64,
                                        nc, x, q, 0, NULL, rp, rg);
                     fmk_opts o = tree_opts(prec ? FMK_PRECISION_FP32 : FMK_PRECISION_FP64, 0.6,
-                                           (fmk_walk)w);
+                                           walk_of(w));
                     o.softening = soft;
                     double *pot = xmalloc((size_t)nc * 8), *grad = xmalloc((size_t)nc * 24);
                     check_context("%s %s %s walk %d", names[c], fmk_kernel_name(kernel),
@@ -377,6 +390,38 @@ static void test_same_tree(void)
     free(x);
 }
 
+/* The breadth-first group walk makes the interactions of the next/more group walk in another
+ * order: fp64 results agree to rounding, for groups of 32 and 64, self and separate targets. */
+static void test_walks_agree(void)
+{
+    const int64_t n = quick ? 4000 : 60000, m = quick ? 1000 : 9000;
+    double *x = xmalloc((size_t)n * 24), *q = xmalloc((size_t)n * 8), *y = xmalloc((size_t)m * 24);
+    double *p[2], *g[2];
+    for (int k = 0; k < 2; k++)
+        p[k] = xmalloc((size_t)n * 8), g[k] = xmalloc((size_t)n * 24);
+    test_points(TEST_DIST_PLUMMER, n, 61, x);
+    test_points(TEST_DIST_CLUSTERED, m, 62, y);
+    test_charges(n, 0, 63, q);
+    for (int group = 32; group <= 64; group += 32)
+        for (int sep = 0; sep < 2; sep++) {
+            const int64_t mt = sep ? m : n;
+            fmk_cuda_bh_group_size = group;
+            for (int k = 0; k < 2; k++) {
+                fmk_opts o = tree_opts(FMK_PRECISION_FP64, 0.6, walk_of(k ? 3 : 1));
+                CHECK_STATUS(run(FMK_KERNEL_LAPLACE, &o, n, x, q, sep ? m : 0, sep ? y : NULL,
+                                 p[k], g[k], NULL), FMK_OK);
+            }
+            check_context("walks agree: group %d %s", group, sep ? "targets" : "self");
+            CHECK_LE(test_rel_l2(p[0], p[1], mt), 1e-12, "pot, breadth-first vs next/more");
+            CHECK_LE(test_rel_l2(g[0], g[1], 3 * mt), 1e-12, "grad, breadth-first vs next/more");
+        }
+    fmk_cuda_bh_group_size = 32;
+    walk_of(1);
+    for (int k = 0; k < 2; k++)
+        free(p[k]), free(g[k]);
+    free(x), free(q), free(y);
+}
+
 /* Out of device memory: the status, a message with the bytes, nothing leaked, the plan usable. */
 static void test_oom(void)
 {
@@ -434,6 +479,8 @@ int main(int argc, char **argv)
     test_targets();
     test_hard_inputs();
     test_accuracy();
+    test_walks_agree();
+    walk_of(1);
     if (!quick)
         test_oom();
     return check_summary();
