@@ -12,16 +12,18 @@
  * Moments (per evaluation): leaves from their points, then level by level upwards with the
  * shift formulas of tree3d.h; accumulated in double, stored in the working precision.
  *
- * Walks (Nakasato Fig. 6: accept -> next, open -> more; no stack):
+ * Walks:
  *   group (FMK_WALK_GROUP, the default): one warp per group of up to 32 nearby sorted targets
- *     (one per lane, or 64 with two per lane). The warp walks the tree once for the whole group,
- *     testing each node against the group's bounding box: the node is accepted when the
- *     box's nearest point is farther than r_open from xc, which implies the test for every
- *     target in it. Every decision is the same for all lanes, so there is no divergence; node
- *     data are warp-uniform loads (one transaction each) and each lane applies the accepted
- *     node (M2P) or the opened leaf's sources (P2P) to its own target.
- *   stackless (FMK_WALK_STACKLESS): one thread per sorted target, the paper's walk verbatim,
- *     the opening test against the target itself (fewer interactions, divergent warps).
+ *     (one per lane, or 64 with two per lane), tested as a whole: a node is accepted when the
+ *     group box's nearest point is farther than r_open from xc, which implies the test for
+ *     every target in it. The default kernel walks breadth-first (Bonsai style, k_walk_bfs):
+ *     32 nodes tested per step, one lane each, accepted nodes and leaf sources gathered in
+ *     shared memory and evaluated 32 at a time. The kernel it replaced, the warp-synchronous
+ *     next/more walk of one node per step (k_walk_group), stays behind the tuning knob
+ *     fmk_cuda_bh_group_walk = 1; both make the same interactions.
+ *   stackless (FMK_WALK_STACKLESS): one thread per sorted target, the paper's walk verbatim
+ *     (Nakasato Fig. 6: accept -> next, open -> more; no stack), the opening test against the
+ *     target itself (fewer interactions, divergent warps).
  * An accepted node with very few points is summed directly (P2P is exact and no dearer).
  */
 #include <math.h>
@@ -159,14 +161,16 @@ __global__ void k_links(int32_t n_nodes, const int32_t *__restrict__ more,
         links[i] = make_int4(more[i], next[i], begin[i], end[i]);
 }
 
-/* Bounding box of each group of sorted targets: centre and half sides. */
+/* Bounding box of each group of sorted targets: centre and half sides. The count is on the
+ * device (the grid covers its bound). */
 template <typename R>
-__global__ void k_group_boxes(int64_t n_groups, const int2 *__restrict__ groups,
+__global__ void k_group_boxes(int64_t bound, const int32_t *__restrict__ n_groups,
+                              const int2 *__restrict__ groups,
                               const typename vec4<R>::type *__restrict__ trg,
                               typename vec4<R>::type *__restrict__ box)
 {
     int64_t g = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
-    if (g >= n_groups)
+    if (g >= bound || g >= *n_groups)
         return;
     const int2 r = groups[g];
     R lo[3] = {(R)1e30, (R)1e30, (R)1e30}, hi[3] = {(R)-1e30, (R)-1e30, (R)-1e30};
@@ -607,6 +611,8 @@ template <typename R, int ORDER, bool SELF>
 cudaError_t launch_walk(const walk_args<R> &a, int stackless, int group)
 {
     constexpr int WB = bfs_cfg<R>::WARPS;
+    if (a.m == 0 || (!stackless && a.n_groups == 0))
+        return cudaSuccess;
     const unsigned bfs_blocks = (unsigned)((a.n_groups + WB - 1) / WB);
     if (stackless)
         k_walk_stackless<R, ORDER, SELF><<<blocks_for(a.m, WALK_BLOCK), WALK_BLOCK>>>(a);
@@ -637,24 +643,32 @@ cudaError_t walk(const walk_args<R> &a, int order, int self, int stackless, int 
 /* ---------------------------------------------------------------------------------------- */
 /* The engine                                                                               */
 
+/* A device buffer kept from one set_points_device to the next (grow-only). */
+typedef struct buf {
+    void *p;
+    size_t cap;
+} buf;
+
 typedef struct bh_state {
     int device;
     int real;                   /* 4 or 8 */
     int group;                  /* targets per group walk: 32 or 64 */
     fmk_cuda_tree tree;         /* the sources' tree */
-    void *d_src;                /* n sorted 4-vectors (x, y, z, q) */
-    void *d_trg;                /* m sorted 4-vectors; NULL when self */
-    int32_t *d_trg_order;       /* m: sorted target -> caller index; NULL when self */
-    int4 *d_links;              /* n_nodes */
-    void *d_node;               /* n_nodes * 4 4-vectors */
-    int2 *d_groups;             /* n_groups */
-    void *d_box;                /* n_groups * 2 4-vectors */
-    int64_t n_groups;
-    double *d_charges, *d_pot, *d_grad; /* host evaluations, allocated by the first one */
+    fmk_cuda_tree ttree;        /* the targets' tree, when they are not the sources */
+    buf x;                      /* mapped points (ns + nt) * 3 doubles, during set_points */
+    buf bbox;                   /* the bounding box's workspace */
+    buf src;                    /* n sorted 4-vectors (x, y, z, q) */
+    buf trg;                    /* m sorted 4-vectors; unused when self */
+    buf links;                  /* n_nodes int4 */
+    buf node;                   /* n_nodes * 4 4-vectors */
+    buf box;                    /* groups * 2 4-vectors */
+    buf charges, pot, grad;     /* host evaluations */
+    int2 *d_groups;             /* cap_groups slots, n_groups used */
+    int64_t cap_groups, n_groups;
     unsigned long long *d_stats;
     cudaEvent_t ev[4];
     int events;
-    int64_t bytes;              /* device bytes held */
+    int64_t bytes;              /* device bytes held (held()) */
     double tree_time;           /* seconds of the last build (FMK_PHASE_TREE) */
 } bh_state;
 
@@ -662,7 +676,7 @@ int real_of(const fmk_plan *plan) { return plan->opts.precision == FMK_PRECISION
 
 int64_t leaf_size_of(const fmk_plan *plan)
 {
-    /* 64: measured best of 8..64 for the group walk on 2^20 points (bench/RESULTS.md) */
+    /* 64: measured best of 8..128 for the group walk on 2^20 points (bench/RESULTS.md) */
     return plan->opts.leaf_size > 0 ? plan->opts.leaf_size : 64;
 }
 
@@ -674,13 +688,32 @@ void free_ptr(void *p)
         (void)cudaGetLastError();
 }
 
+int64_t held(const bh_state *s)
+{
+    const buf *b[] = {&s->x, &s->bbox, &s->src, &s->trg, &s->links, &s->node, &s->box,
+                      &s->charges, &s->pot, &s->grad};
+    int64_t total = s->tree.bytes + s->ttree.bytes + s->cap_groups * (int64_t)sizeof(int2) + 16;
+    for (size_t k = 0; k < sizeof b / sizeof b[0]; k++)
+        total += (int64_t)b[k]->cap;
+    return total;
+}
+
+void buf_free(buf *b)
+{
+    free_ptr(b->p);
+    b->p = NULL, b->cap = 0;
+}
+
 void free_state(bh_state *s)
 {
     fmk_cuda_tree3d_free(&s->tree);
-    void *p[] = {s->d_src, s->d_trg, s->d_trg_order, s->d_links, s->d_node, s->d_groups,
-                 s->d_box, s->d_charges, s->d_pot, s->d_grad, s->d_stats};
-    for (size_t k = 0; k < sizeof p / sizeof p[0]; k++)
-        free_ptr(p[k]);
+    fmk_cuda_tree3d_free(&s->ttree);
+    buf *b[] = {&s->x, &s->bbox, &s->src, &s->trg, &s->links, &s->node, &s->box,
+                &s->charges, &s->pot, &s->grad};
+    for (size_t k = 0; k < sizeof b / sizeof b[0]; k++)
+        buf_free(b[k]);
+    free_ptr(s->d_groups);
+    free_ptr(s->d_stats);
     if (s->events)
         for (int k = 0; k < 4; k++)
             if (cudaEventDestroy(s->ev[k]) != cudaSuccess)
@@ -703,24 +736,27 @@ void bh_release(fmk_plan *plan)
     plan->state_bytes_device = plan->state_bytes_host = 0;
 }
 
-/* Device bytes for ns sources and nt targets (nt < 0: the sources), nodes at their bound. */
+/* Device bytes for ns sources and nt targets (nt < 0: the sources), nodes at their bound;
+ * everything set_points keeps (its workspace included). */
 int64_t device_bytes(const fmk_plan *plan, int64_t ns, int64_t nt, int with_host_buffers,
                      int64_t *peak)
 {
     const int self = nt < 0;
     const int64_t m = self ? ns : nt, r = real_of(plan), G = group_of();
     const int64_t nodes = fmk_cuda_tree3d_node_bound(ns, leaf_size_of(plan));
-    int64_t b = ns * (8 + 4) + nodes * FMK_CUDA_TREE_NODE_BYTES; /* tree */
+    int64_t b = fmk_cuda_tree3d_build_bytes(ns) + nodes * FMK_CUDA_TREE_NODE_BYTES; /* tree */
     b += ns * 4 * r + nodes * (16 + 16 * r);                      /* sources, links, moments */
-    const int64_t groups = fmk_cuda_tree3d_node_bound(m, G);
+    b += (ns + (self ? 0 : m)) * 24;                              /* mapped points */
+    const int64_t groups = (self ? nodes : fmk_cuda_tree3d_node_bound(m, G)) + m / G + 1;
     b += groups * (8 + 8 * r);
     if (!self)
-        b += m * (4 * r + 4);
+        b += fmk_cuda_tree3d_build_bytes(m) + fmk_cuda_tree3d_node_bound(m, G) *
+             FMK_CUDA_TREE_NODE_BYTES + m * 4 * r;
     if (with_host_buffers)
         b += ns * 8 + m * 8 + m * 24;
     b += 16;
-    if (peak) /* during set_points: the mapped points and the build's buffers */
-        *peak = b + (ns + (self ? 0 : m)) * 24 + fmk_cuda_tree3d_build_bytes(ns > m ? ns : m);
+    if (peak)
+        *peak = b;
     return b;
 }
 
@@ -734,11 +770,15 @@ void bh_memory(const fmk_plan *plan, int64_t ns, int64_t nt, int64_t *h, int64_t
     *h = (int64_t)sizeof(bh_state) + 2 * (FMK_TREE_MAX_LEVEL + 2) * 8;
 }
 
-fmk_status alloc(fmk_plan *plan, bh_state *s, void **p, size_t bytes, const char *what)
+/* *b holds at least bytes (its contents are not kept when it grows). */
+fmk_status need(fmk_plan *plan, bh_state *s, buf *b, size_t bytes, const char *what)
 {
-    fmk_status st = fmk_cuda_alloc(plan, p, bytes, what, (long long)(s->bytes + bytes));
+    if (bytes <= b->cap && b->p)
+        return FMK_OK;
+    buf_free(b);
+    fmk_status st = fmk_cuda_alloc(plan, &b->p, bytes, what, (long long)(held(s) + bytes));
     if (st == FMK_OK)
-        s->bytes += (int64_t)bytes;
+        b->cap = bytes;
     return st;
 }
 
@@ -747,7 +787,8 @@ fmk_status ok(fmk_plan *plan, cudaError_t err, const char *what)
     return err == cudaSuccess ? FMK_OK : fmk_cuda_fail(plan, err, what);
 }
 
-/* Everything geometric from mapped points on the device (d_xs, and d_xt unless self). */
+/* Everything geometric from mapped points on the device (d_xs, and d_xt unless self). One
+ * wait at the end (the caller's contract: set_points returns with the work done). */
 fmk_status build(fmk_plan *plan, bh_state *s, int64_t ns, const double *d_xs, int64_t nt,
                  const double *d_xt)
 {
@@ -757,71 +798,67 @@ fmk_status build(fmk_plan *plan, bh_state *s, int64_t ns, const double *d_xs, in
     const size_t v4 = 4 * (size_t)r;
     fmk_status st = ok(plan, cudaEventRecord(s->ev[0], 0), "cudaEventRecord");
     if (st == FMK_OK)
-        st = fmk_cuda_tree3d_build(plan, ns, d_xs, ls, (long long)s->bytes, &s->tree);
+        st = fmk_cuda_tree3d_build(plan, ns, d_xs, ls, (long long)held(s), &s->tree);
     if (st != FMK_OK)
         return st;
     fmk_cuda_tree *t = &s->tree;
-    s->bytes += t->bytes;
     const int64_t nn = t->n_nodes;
-    st = alloc(plan, s, &s->d_src, (size_t)ns * v4, "the sorted sources");
+    st = need(plan, s, &s->src, (size_t)ns * v4, "the sorted sources");
     if (st == FMK_OK)
-        st = alloc(plan, s, (void **)&s->d_links, (size_t)nn * sizeof(int4), "the tree's links");
+        st = need(plan, s, &s->links, (size_t)nn * sizeof(int4), "the tree's links");
     if (st == FMK_OK)
-        st = alloc(plan, s, &s->d_node, (size_t)nn * 4 * v4, "the tree's moments");
+        st = need(plan, s, &s->node, (size_t)nn * 4 * v4, "the tree's moments");
     if (st != FMK_OK)
         return st;
     if (r == 4)
-        k_pack_points<float><<<blocks_for(ns), BLOCK>>>(ns, t->d_order, d_xs, coord_scale(4), (real4f *)s->d_src);
+        k_pack_points<float><<<blocks_for(ns), BLOCK>>>(ns, t->d_order, d_xs, coord_scale(4), (real4f *)s->src.p);
     else
-        k_pack_points<double><<<blocks_for(ns), BLOCK>>>(ns, t->d_order, d_xs, 1.0, (real4d *)s->d_src);
+        k_pack_points<double><<<blocks_for(ns), BLOCK>>>(ns, t->d_order, d_xs, 1.0, (real4d *)s->src.p);
     k_links<<<blocks_for(nn), BLOCK>>>((int32_t)nn, t->d_more, t->d_next, t->d_begin, t->d_end,
-                                       s->d_links);
+                                       (int4 *)s->links.p);
     if ((st = ok(plan, cudaGetLastError(), "the packing kernels")) != FMK_OK)
         return st;
 
-    /* Targets: the sources' tree gives the groups, or the targets get their own sort. */
-    const void *trg = s->d_src;
-    if (self) {
-        st = fmk_cuda_tree3d_groups(plan, t, s->group, (long long)s->bytes, &s->d_groups,
-                                    &s->n_groups);
-    } else if (m > 0) {
-        fmk_cuda_tree tt;
-        st = fmk_cuda_tree3d_build(plan, m, d_xt, s->group, (long long)s->bytes, &tt);
+    /* Targets: the sources' tree gives the groups, or the targets get their own tree. */
+    const void *trg = s->src.p;
+    fmk_cuda_tree *gt = t; /* the tree the groups come from */
+    if (!self && m > 0) {
+        gt = &s->ttree;
+        st = fmk_cuda_tree3d_build(plan, m, d_xt, s->group, (long long)held(s), gt);
+        if (st == FMK_OK)
+            st = need(plan, s, &s->trg, (size_t)m * v4, "the sorted targets");
         if (st != FMK_OK)
             return st;
-        st = alloc(plan, s, &s->d_trg, (size_t)m * v4, "the sorted targets");
-        if (st == FMK_OK)
-            st = fmk_cuda_tree3d_groups(plan, &tt, s->group, (long long)s->bytes, &s->d_groups,
-                                        &s->n_groups);
-        if (st == FMK_OK) {
-            if (r == 4)
-                k_pack_points<float><<<blocks_for(m), BLOCK>>>(m, tt.d_order, d_xt, coord_scale(4), (real4f *)s->d_trg);
-            else
-                k_pack_points<double><<<blocks_for(m), BLOCK>>>(m, tt.d_order, d_xt, 1.0, (real4d *)s->d_trg);
-            s->d_trg_order = tt.d_order; /* keep the order, free the rest */
-            tt.d_order = NULL;
-            s->bytes += m * 4;
-        }
-        fmk_cuda_tree3d_free(&tt);
-        trg = s->d_trg;
-    }
-    if (st == FMK_OK)
-        s->bytes += s->n_groups * (int64_t)sizeof(int2);
-    if (st == FMK_OK && s->n_groups > 0)
-        st = alloc(plan, s, &s->d_box, (size_t)s->n_groups * 2 * v4, "the group boxes");
-    if (st == FMK_OK && s->n_groups > 0) {
         if (r == 4)
-            k_group_boxes<float><<<blocks_for(s->n_groups), BLOCK>>>(
-                s->n_groups, s->d_groups, (const real4f *)trg, (real4f *)s->d_box);
+            k_pack_points<float><<<blocks_for(m), BLOCK>>>(m, gt->d_order, d_xt, coord_scale(4), (real4f *)s->trg.p);
         else
-            k_group_boxes<double><<<blocks_for(s->n_groups), BLOCK>>>(
-                s->n_groups, s->d_groups, (const real4d *)trg, (real4d *)s->d_box);
+            k_pack_points<double><<<blocks_for(m), BLOCK>>>(m, gt->d_order, d_xt, 1.0, (real4d *)s->trg.p);
+        trg = s->trg.p;
+    }
+    int64_t bound = 0;
+    if (m > 0) {
+        st = fmk_cuda_tree3d_groups(plan, gt, s->group, (long long)held(s), &s->d_groups,
+                                    &s->cap_groups);
+        bound = fmk_cuda_tree3d_groups_bound(gt, s->group);
+    }
+    if (st == FMK_OK && bound > 0)
+        st = need(plan, s, &s->box, (size_t)bound * 2 * v4, "the group boxes");
+    if (st == FMK_OK && bound > 0) {
+        const int32_t *count = gt->d_lb + FMK_CUDA_TREE_LB_GROUPS;
+        if (r == 4)
+            k_group_boxes<float><<<blocks_for(bound), BLOCK>>>(
+                bound, count, s->d_groups, (const real4f *)trg, (real4f *)s->box.p);
+        else
+            k_group_boxes<double><<<blocks_for(bound), BLOCK>>>(
+                bound, count, s->d_groups, (const real4d *)trg, (real4d *)s->box.p);
         st = ok(plan, cudaGetLastError(), "the group box kernel");
     }
     if (st == FMK_OK)
         st = ok(plan, cudaEventRecord(s->ev[1], 0), "cudaEventRecord");
     if (st == FMK_OK)
         st = ok(plan, cudaEventSynchronize(s->ev[1]), "the tree build");
+    /* the group count came to the pinned host copy with the stream */
+    s->n_groups = m > 0 ? gt->h_lb[FMK_CUDA_TREE_LB_GROUPS] : 0;
     float ms = 0;
     if (st == FMK_OK)
         st = ok(plan, cudaEventElapsedTime(&ms, s->ev[0], s->ev[1]), "cudaEventElapsedTime");
@@ -852,7 +889,8 @@ fmk_status new_state(fmk_plan *plan, bh_state **out)
         return st;
     }
     s->events = 1;
-    st = alloc(plan, s, (void **)&s->d_stats, 2 * sizeof(unsigned long long), "the charge checks");
+    st = fmk_cuda_alloc(plan, (void **)&s->d_stats, 2 * sizeof(unsigned long long),
+                        "the charge checks", 16);
     if (st != FMK_OK) {
         free_state(s);
         return st;
@@ -864,6 +902,7 @@ fmk_status new_state(fmk_plan *plan, bh_state **out)
 
 void finish_setup(fmk_plan *plan, bh_state *s)
 {
+    s->bytes = held(s);
     plan->state_bytes_device = s->bytes;
     plan->state_bytes_host = (int64_t)sizeof *s;
     plan->info.levels = s->tree.levels;
@@ -893,11 +932,10 @@ fmk_status bh_setup(fmk_plan *plan)
     plan->info.phase_time[FMK_PHASE_TREE] = 0;
     bh_state *s;
     st = new_state(plan, &s);
-    double *d_x = NULL;
     if (st == FMK_OK && ns > 0) {
         const size_t bytes = (size_t)(ns + nt) * 24;
-        st = fmk_cuda_alloc(plan, (void **)&d_x, bytes, "staging the points",
-                            (long long)(s->bytes + bytes));
+        st = need(plan, s, &s->x, bytes, "staging the points");
+        double *d_x = (double *)s->x.p;
         if (st == FMK_OK)
             st = ok(plan, cudaMemcpy(d_x, plan->sources, (size_t)ns * 24, cudaMemcpyHostToDevice),
                     "cudaMemcpy (sources to the GPU)");
@@ -907,8 +945,10 @@ fmk_status bh_setup(fmk_plan *plan)
                     "cudaMemcpy (targets to the GPU)");
         if (st == FMK_OK)
             st = build(plan, s, ns, d_x, nt, d_x + 3 * ns);
+        /* host points: the plan keeps them, so the staging copy is not kept (the next
+         * set_points starts a new state anyway) */
+        buf_free(&s->x);
     }
-    free_ptr(d_x);
     if (st == FMK_OK)
         finish_setup(plan, s);
     else
@@ -933,39 +973,31 @@ fmk_status bad_point(fmk_plan *plan, int64_t bad, int64_t ns, const double *d_s,
                          what, (long long)i, k, x[k]);
 }
 
-fmk_status points_device(fmk_plan *plan, int64_t ns, const double *d_s, int64_t nt,
+fmk_status points_device(fmk_plan *plan, bh_state *s, int64_t ns, const double *d_s, int64_t nt,
                          const double *d_t)
 {
     const int self = d_t == NULL;
     if (self)
         nt = 0;
-    bh_state *s;
-    fmk_status st = new_state(plan, &s);
-    if (st != FMK_OK)
-        return st;
     /* The mapped points' buffer first: a size the GPU cannot hold fails before any read. */
-    double *d_x = NULL;
     const size_t xbytes = (size_t)(ns + nt) * 24;
-    st = fmk_cuda_alloc(plan, (void **)&d_x, xbytes, "the mapped points",
-                        (long long)(s->bytes + xbytes + fmk_cuda_tree3d_build_bytes(ns > nt ? ns : nt)));
+    fmk_status st = need(plan, s, &s->x, xbytes, "the mapped points");
+    double *d_x = (double *)s->x.p;
     size_t temp_bytes = 0;
     double lo[3] = {0, 0, 0}, hi[3] = {0, 0, 0};
     int64_t bad = -1;
-    void *d_temp = NULL;
     size_t box_off = 0;
     if (st == FMK_OK)
         st = ok(plan, fmk_cuda_bounding_box(3, ns, d_s, nt, d_t, NULL, &temp_bytes, NULL, lo, hi, &bad),
                 "cub::DeviceReduce (workspace query)");
     if (st == FMK_OK) {
         box_off = (temp_bytes + 255) / 256 * 256;
-        st = fmk_cuda_alloc(plan, &d_temp, box_off + fmk_cuda_box_bytes(),
-                            "the bounding-box workspace", (long long)(s->bytes + xbytes + box_off));
+        st = need(plan, s, &s->bbox, box_off + fmk_cuda_box_bytes(), "the bounding-box workspace");
     }
     if (st == FMK_OK)
-        st = ok(plan, fmk_cuda_bounding_box(3, ns, d_s, nt, d_t, d_temp, &temp_bytes,
-                                            (char *)d_temp + box_off, lo, hi, &bad),
+        st = ok(plan, fmk_cuda_bounding_box(3, ns, d_s, nt, d_t, s->bbox.p, &temp_bytes,
+                                            (char *)s->bbox.p + box_off, lo, hi, &bad),
                 "cub::DeviceReduce (bounding box)");
-    free_ptr(d_temp);
     if (st == FMK_OK && bad >= 0)
         st = bad_point(plan, bad, ns, d_s, d_t);
     fmk_frame frame;
@@ -985,7 +1017,6 @@ fmk_status points_device(fmk_plan *plan, int64_t ns, const double *d_s, int64_t 
     }
     if (st == FMK_OK && ns > 0)
         st = build(plan, s, ns, d_x, nt, d_x + 3 * ns);
-    free_ptr(d_x);
     if (st != FMK_OK)
         return st;
     plan->n_sources = ns;
@@ -998,15 +1029,32 @@ fmk_status points_device(fmk_plan *plan, int64_t ns, const double *d_s, int64_t 
 fmk_status bh_set_points_device(fmk_plan *plan, int64_t ns, const double *d_s, int64_t nt,
                                 const double *d_t)
 {
+    /* The state of the previous points is kept, with its buffers, when it fits this plan: its
+     * buffers only grow, so repeated calls allocate nothing. */
+    bh_state *keep = (bh_state *)plan->state;
+    if (keep && (keep->device != plan->opts.device || keep->real != real_of(plan)))
+        keep = NULL;
+    if (keep)
+        plan->state = NULL;
     fmk_plan_drop_points(plan); /* the contract: on failure the plan has no points */
-    fmk_status st = too_many(plan, ns, nt);
-    if (st != FMK_OK)
-        return st;
     int prev;
-    if ((st = fmk_cuda_enter(plan, plan->opts.device, &prev)) != FMK_OK)
+    fmk_status st = fmk_cuda_enter(plan, plan->opts.device, &prev);
+    if (st != FMK_OK) {
+        if (keep)
+            free_state(keep);
         return st;
+    }
+    plan->state = keep; /* released with the plan from here on */
+    if (st == FMK_OK)
+        st = too_many(plan, ns, nt);
     memset(plan->info.phase_time, 0, sizeof plan->info.phase_time);
-    st = points_device(plan, ns, d_s, nt, d_t);
+    bh_state *s = keep;
+    if (st == FMK_OK && !s)
+        st = new_state(plan, &s);
+    if (st == FMK_OK) {
+        s->group = group_of();
+        st = points_device(plan, s, ns, d_s, nt, d_t);
+    }
     if (st != FMK_OK)
         fmk_plan_drop_points(plan);
     fmk_cuda_leave(plan->opts.device, prev);
@@ -1034,7 +1082,7 @@ fmk_status run_eval_t(fmk_plan *plan, bh_state *s, const double *d_q, double csc
     const double S = coord_scale(s->real);
     cudaError_t err = cudaEventRecord(s->ev[1], 0);
     if (err == cudaSuccess) {
-        k_pack_charges<R><<<blocks_for(n), BLOCK>>>(n, t->d_order, d_q, cscale, (V *)s->d_src);
+        k_pack_charges<R><<<blocks_for(n), BLOCK>>>(n, t->d_order, d_q, cscale, (V *)s->src.p);
         /* tree3d.h: theta capped so that no node is accepted by a target inside it */
         const double theta = plan->opts.theta < FMK_TREE_THETA_CAP ? plan->opts.theta : FMK_TREE_THETA_CAP;
         const double inv_theta = 1.0 / theta;
@@ -1042,8 +1090,8 @@ fmk_status run_eval_t(fmk_plan *plan, bh_state *s, const double *d_q, double csc
             const int32_t first = (int32_t)t->level_begin[L];
             const int32_t count = (int32_t)(t->level_begin[L + 1] - first);
             k_moments<R><<<blocks_for(count, 128), 128>>>(first, count, L, inv_theta, S, t->d_keys,
-                                                          s->d_links, t->d_n_children,
-                                                          (const V *)s->d_src, (V *)s->d_node);
+                                                          (const int4 *)s->links.p, t->d_n_children,
+                                                          (const V *)s->src.p, (V *)s->node.p);
         }
         err = cudaGetLastError();
     }
@@ -1053,14 +1101,14 @@ fmk_status run_eval_t(fmk_plan *plan, bh_state *s, const double *d_q, double csc
         return fmk_cuda_fail(plan, err, "the moment kernels");
 
     walk_args<R> a;
-    a.links = s->d_links;
+    a.links = (const int4 *)s->links.p;
     a.n_children = t->d_n_children;
-    a.node = (const V *)s->d_node;
-    a.src = (const V *)s->d_src;
-    a.trg = plan->self ? (const V *)s->d_src : (const V *)s->d_trg;
-    a.trg_order = plan->self ? t->d_order : s->d_trg_order;
+    a.node = (const V *)s->node.p;
+    a.src = (const V *)s->src.p;
+    a.trg = plan->self ? (const V *)s->src.p : (const V *)s->trg.p;
+    a.trg_order = plan->self ? t->d_order : s->ttree.d_order;
     a.groups = s->d_groups;
-    a.box = (const V *)s->d_box;
+    a.box = (const V *)s->box.p;
     a.m = plan->n_targets;
     a.n_groups = s->n_groups;
     a.eps2 = (R)(plan->frame.softening * S * plan->frame.softening * S);
@@ -1103,20 +1151,19 @@ fmk_status run_eval(fmk_plan *plan, bh_state *s, const double *charges, double *
     double t0 = fmk_time_now();
     const double *d_q = charges;
     if (!on_device) {
-        if (!s->d_charges) {
-            st = alloc(plan, s, (void **)&s->d_charges, (size_t)n * 8, "the charges");
-            if (st == FMK_OK)
-                st = alloc(plan, s, (void **)&s->d_pot, (size_t)m * 8, "the potential");
-            if (st == FMK_OK)
-                st = alloc(plan, s, (void **)&s->d_grad, (size_t)m * 24, "the gradient");
-            plan->state_bytes_device = plan->info.bytes_device = s->bytes;
-            if (st != FMK_OK)
-                return st;
-        }
-        err = cudaMemcpy(s->d_charges, charges, (size_t)n * 8, cudaMemcpyHostToDevice);
+        st = need(plan, s, &s->charges, (size_t)n * 8, "the charges");
+        if (st == FMK_OK)
+            st = need(plan, s, &s->pot, (size_t)m * 8, "the potential");
+        if (st == FMK_OK)
+            st = need(plan, s, &s->grad, (size_t)m * 24, "the gradient");
+        s->bytes = held(s);
+        plan->state_bytes_device = plan->info.bytes_device = s->bytes;
+        if (st != FMK_OK)
+            return st;
+        err = cudaMemcpy(s->charges.p, charges, (size_t)n * 8, cudaMemcpyHostToDevice);
         if (err != cudaSuccess)
             return fmk_cuda_fail(plan, err, "cudaMemcpy (charges to the GPU)");
-        d_q = s->d_charges;
+        d_q = (const double *)s->charges.p;
     }
     unsigned long long stats[2];
     err = fmk_cuda_charge_stats(1, n, d_q, s->d_stats);
@@ -1133,8 +1180,8 @@ fmk_status run_eval(fmk_plan *plan, bh_state *s, const double *charges, double *
         memcpy(&big, &stats[1], sizeof big);
         cscale = ldexp(1.0, -ilogb(big));
     }
-    double *p = pot ? (on_device ? pot : s->d_pot) : NULL;
-    double *g = grad ? (on_device ? grad : s->d_grad) : NULL;
+    double *p = pot ? (on_device ? pot : (double *)s->pot.p) : NULL;
+    double *g = grad ? (on_device ? grad : (double *)s->grad.p) : NULL;
     phase[FMK_PHASE_UPLOAD] = fmk_time_now() - t0;
     st = s->real == 4 ? run_eval_t<float>(plan, s, d_q, cscale, p, g)
                       : run_eval_t<double>(plan, s, d_q, cscale, p, g);
@@ -1142,9 +1189,9 @@ fmk_status run_eval(fmk_plan *plan, bh_state *s, const double *charges, double *
         return st;
     if (!on_device) {
         double t2 = fmk_time_now();
-        if (pot && (err = cudaMemcpy(pot, s->d_pot, (size_t)m * 8, cudaMemcpyDeviceToHost)) != cudaSuccess)
+        if (pot && (err = cudaMemcpy(pot, s->pot.p, (size_t)m * 8, cudaMemcpyDeviceToHost)) != cudaSuccess)
             return fmk_cuda_fail(plan, err, "cudaMemcpy (potential from the GPU)");
-        if (grad && (err = cudaMemcpy(grad, s->d_grad, (size_t)m * 24, cudaMemcpyDeviceToHost)) != cudaSuccess)
+        if (grad && (err = cudaMemcpy(grad, s->grad.p, (size_t)m * 24, cudaMemcpyDeviceToHost)) != cudaSuccess)
             return fmk_cuda_fail(plan, err, "cudaMemcpy (gradient from the GPU)");
         phase[FMK_PHASE_DOWNLOAD] = fmk_time_now() - t2;
     }

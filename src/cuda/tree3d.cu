@@ -49,10 +49,15 @@ __global__ void k_keys(int64_t n, const double *__restrict__ x, uint64_t *__rest
     idx[i] = (int32_t)i;
 }
 
+/* The root, and the level boundaries: level 0 is [0, 1), nothing beyond it yet. */
 __global__ void k_root(int64_t n, int32_t *begin, int32_t *end, int32_t *parent, int32_t *next,
-                       int8_t *level)
+                       int8_t *level, int32_t *lb)
 {
     begin[0] = 0, end[0] = (int32_t)n, parent[0] = -1, next[0] = -1, level[0] = 0;
+    for (int k = 0; k < FMK_CUDA_TREE_LB; k++)
+        lb[k] = k == 0 ? 0 : 1;
+    lb[FMK_CUDA_TREE_LB_FLAG] = 0;
+    lb[FMK_CUDA_TREE_LB_GROUPS] = 0;
 }
 
 /* First position in [lo, hi) whose octant digit (at shift) is >= o (digits are sorted there). */
@@ -79,30 +84,38 @@ __device__ __forceinline__ void octants(const uint64_t *__restrict__ keys, int32
         bound[o] = octant_bound(keys, bound[o - 1], e, shift, o);
 }
 
-/* Children per node of one level (0: a leaf); more = -1 for now. */
-__global__ void k_count_children(int L, int32_t first, int32_t count, int leaf_size,
+/* Children per node of level L (0: a leaf); more = -1 for now. The level is nodes
+ * [lb[L], lb[L + 1]); bound >= its size is the grid, and counts[0 .. bound) gets the child
+ * counts (0 past the level) for the scan. */
+__global__ void k_count_children(int L, int32_t bound, int leaf_size, const int32_t *__restrict__ lb,
                                  const uint64_t *__restrict__ keys, const int32_t *__restrict__ begin,
                                  const int32_t *__restrict__ end, int32_t *__restrict__ n_children,
-                                 int32_t *__restrict__ more)
+                                 int32_t *__restrict__ more, int32_t *__restrict__ counts)
 {
     int32_t k = blockIdx.x * blockDim.x + threadIdx.x;
-    if (k >= count)
+    if (k >= bound)
         return;
-    const int32_t i = first + k;
-    const int32_t b = begin[i], e = end[i];
+    const int32_t first = lb[L], count = lb[L + 1] - first;
     int c = 0;
-    if (e - b > leaf_size && L < FMK_TREE_MAX_LEVEL) {
-        int32_t bound[9];
-        octants(keys, b, e, L, bound);
-        for (int o = 0; o < 8; o++)
-            c += bound[o + 1] > bound[o];
+    if (k < count) {
+        const int32_t i = first + k;
+        const int32_t b = begin[i], e = end[i];
+        if (e - b > leaf_size && L < FMK_TREE_MAX_LEVEL) {
+            int32_t bound8[9];
+            octants(keys, b, e, L, bound8);
+            for (int o = 0; o < 8; o++)
+                c += bound8[o + 1] > bound8[o];
+        }
+        n_children[i] = c;
+        more[i] = -1;
     }
-    n_children[i] = c;
-    more[i] = -1;
+    counts[k] = c;
 }
 
-/* Writes the children of one level: node first + k gets children first_child + offset[k] ... */
-__global__ void k_write_children(int L, int32_t first, int32_t count, int32_t first_child,
+/* Writes the children of level L: node first + k gets children first_child + offset[k] ...
+ * (offset: the exclusive scan of the counts, offset[k + 1] inclusive). Sets lb[L + 2], or the
+ * overflow flag (and no children) when they do not fit in cap nodes. */
+__global__ void k_write_children(int L, int32_t bound, int64_t cap, int32_t *__restrict__ lb,
                                  const uint64_t *__restrict__ keys,
                                  const int32_t *__restrict__ offset, int32_t *__restrict__ begin,
                                  int32_t *__restrict__ end, int32_t *__restrict__ n_children,
@@ -110,21 +123,30 @@ __global__ void k_write_children(int L, int32_t first, int32_t count, int32_t fi
                                  int32_t *__restrict__ parent, int8_t *__restrict__ level)
 {
     int32_t k = blockIdx.x * blockDim.x + threadIdx.x;
-    if (k >= count)
+    const int32_t first = lb[L], count = lb[L + 1] - first;
+    const int32_t first_child = first + count;
+    const int32_t total = count > 0 ? offset[count] : 0;
+    const bool fits = lb[FMK_CUDA_TREE_LB_FLAG] == 0 && (int64_t)first_child + total <= cap;
+    if (k == 0) {
+        lb[L + 2] = fits ? first_child + total : first_child;
+        if (!fits)
+            lb[FMK_CUDA_TREE_LB_FLAG] = 1;
+    }
+    if (k >= count || k >= bound || !fits)
         return;
     const int32_t i = first + k;
     const int nc = n_children[i];
     if (nc == 0)
         return;
-    int32_t bound[9];
-    octants(keys, begin[i], end[i], L, bound);
+    int32_t bound8[9];
+    octants(keys, begin[i], end[i], L, bound8);
     int32_t c = first_child + offset[k];
     more[i] = c;
     int written = 0;
     for (int o = 0; o < 8; o++) {
-        if (bound[o + 1] == bound[o])
+        if (bound8[o + 1] == bound8[o])
             continue;
-        begin[c] = bound[o], end[c] = bound[o + 1];
+        begin[c] = bound8[o], end[c] = bound8[o + 1];
         parent[c] = i, level[c] = (int8_t)(L + 1);
         written++;
         next[c] = written < nc ? c + 1 : next[i]; /* Nakasato Fig. 5: sibling, else parent's */
@@ -149,9 +171,12 @@ __global__ void k_group_count(int32_t n_nodes, int group_size, const int32_t *__
 
 __global__ void k_group_write(int32_t n_nodes, int group_size, const int32_t *__restrict__ begin,
                               const int32_t *__restrict__ end, const int32_t *__restrict__ offset,
-                              const int32_t *__restrict__ chunks, int2 *__restrict__ groups)
+                              const int32_t *__restrict__ chunks, int2 *__restrict__ groups,
+                              int32_t *__restrict__ lb)
 {
     int32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i == 0)
+        lb[FMK_CUDA_TREE_LB_GROUPS] = offset[n_nodes];
     if (i >= n_nodes)
         return;
     int32_t g = offset[i];
@@ -170,93 +195,102 @@ fmk_status check(fmk_plan *plan, cudaError_t err, const char *what)
     return err == cudaSuccess ? FMK_OK : fmk_cuda_fail(plan, err, what);
 }
 
-/* Node arrays of t grown to hold at least need nodes (the first t->n_nodes are kept). */
+/* Frees *p and allocates bytes for it (the old contents are not kept). */
+fmk_status regrow(fmk_plan *plan, fmk_cuda_tree *t, void **p, size_t old_bytes, size_t bytes,
+                  const char *what, long long total)
+{
+    free_ptr(*p), *p = NULL;
+    t->bytes -= (int64_t)old_bytes;
+    fmk_status st = fmk_cuda_alloc(plan, p, bytes, what, total);
+    if (st == FMK_OK)
+        t->bytes += (int64_t)bytes;
+    return st;
+}
+
+/* Node arrays (and the level workspace) of t for at least need nodes; contents not kept. */
 fmk_status grow_nodes(fmk_plan *plan, fmk_cuda_tree *t, int64_t need, long long extra)
 {
     if (need <= t->cap_nodes)
         return FMK_OK;
-    int64_t cap = t->cap_nodes * 2 > need ? t->cap_nodes * 2 : need;
-    int32_t **arr32[6] = {&t->d_begin, &t->d_end, &t->d_more, &t->d_next, &t->d_n_children,
-                          &t->d_parent};
-    void *fresh[7] = {NULL};
-    const long long total = extra + t->bytes + (long long)cap * FMK_CUDA_TREE_NODE_BYTES;
+    const int64_t old = t->cap_nodes, cap = need;
+    void **arr[9] = {(void **)&t->d_begin, (void **)&t->d_end, (void **)&t->d_more,
+                     (void **)&t->d_next, (void **)&t->d_n_children, (void **)&t->d_parent,
+                     (void **)&t->d_counts, (void **)&t->d_offset, (void **)&t->d_level};
+    const long long total = extra + t->bytes + (long long)(cap - old) * FMK_CUDA_TREE_NODE_BYTES;
     fmk_status st = FMK_OK;
-    for (int k = 0; k < 7 && st == FMK_OK; k++)
-        st = fmk_cuda_alloc(plan, &fresh[k], (size_t)cap * (k < 6 ? 4 : 1), "the tree's nodes",
-                            total);
-    for (int k = 0; k < 7 && st == FMK_OK; k++) {
-        void *old = k < 6 ? (void *)*arr32[k] : (void *)t->d_level;
-        if (old && t->n_nodes > 0)
-            st = check(plan, cudaMemcpy(fresh[k], old, (size_t)t->n_nodes * (k < 6 ? 4 : 1),
-                                        cudaMemcpyDeviceToDevice),
-                       "cudaMemcpy (growing the tree)");
+    t->cap_nodes = 0;
+    for (int k = 0; k < 9 && st == FMK_OK; k++) {
+        const size_t w = k < 8 ? 4 : 1, extra_slot = k == 6 || k == 7 ? 1 : 0;
+        st = regrow(plan, t, arr[k], (size_t)(old > 0 ? old + (int64_t)extra_slot : 0) * w,
+                    (size_t)(cap + (int64_t)extra_slot) * w, "the tree's nodes", total);
     }
-    if (st != FMK_OK) {
-        for (int k = 0; k < 7; k++)
-            free_ptr(fresh[k]);
-        return st;
-    }
-    for (int k = 0; k < 6; k++)
-        free_ptr(*arr32[k]), *arr32[k] = (int32_t *)fresh[k];
-    free_ptr(t->d_level), t->d_level = (int8_t *)fresh[6];
-    t->bytes += (cap - t->cap_nodes) * (int64_t)FMK_CUDA_TREE_NODE_BYTES;
-    t->cap_nodes = cap;
-    return FMK_OK;
+    if (st == FMK_OK)
+        t->cap_nodes = cap;
+    return st;
 }
 
-/* The levels below the root, into t (keys sorted, root written). */
-fmk_status build_levels(fmk_plan *plan, fmk_cuda_tree *t, long long extra)
+/* Largest size of level L + 1 given a bound b of level L's: 8 children per splitting node, at
+ * most n / (leaf_size + 1) nodes split, at most n nodes and cap_nodes in all. */
+int64_t next_bound(const fmk_cuda_tree *t, int64_t b)
+{
+    const int64_t splits = t->n_points / ((int64_t)t->leaf_size + 1);
+    int64_t w = 8 * (b < splits ? b : splits);
+    w = w < t->n_points ? w : t->n_points;
+    return w < t->cap_nodes ? w : t->cap_nodes;
+}
+
+#ifndef FMK_CUDA_TREE_CHECK /* levels between the host's looks at the level boundaries */
+#define FMK_CUDA_TREE_CHECK 4
+#endif
+
+/* The levels below the root, into t (keys sorted). Sets *overflow when the node arrays were
+ * too small (the tree is then incomplete). */
+fmk_status build_levels(fmk_plan *plan, fmk_cuda_tree *t, int *overflow)
 {
     const int64_t n = t->n_points;
-    int32_t *d_offset = NULL;
-    void *d_temp = NULL;
-    size_t temp_bytes = 0;
-    cudaError_t err = cub::DeviceScan::InclusiveSum(NULL, temp_bytes, (int32_t *)NULL,
-                                                    (int32_t *)NULL, (int)(n + 1));
-    fmk_status st = check(plan, err, "cub::DeviceScan::InclusiveSum (workspace query)");
-    const long long need = extra + t->bytes + (long long)(n + 1) * 4 + (long long)temp_bytes;
-    if (st == FMK_OK)
-        st = fmk_cuda_alloc(plan, (void **)&d_offset, (size_t)(n + 2) * 4, "the tree's scan", need);
-    if (st == FMK_OK)
-        st = fmk_cuda_alloc(plan, &d_temp, temp_bytes, "the tree's scan workspace", need);
-    int32_t first = 0, count = 1;
+    int32_t *lb = t->d_lb, *h = t->h_lb;
+    cudaError_t err = cudaSuccess;
+    k_root<<<1, 1>>>(n, t->d_begin, t->d_end, t->d_parent, t->d_next, t->d_level, lb);
+    if (t->cap_nodes > 0)
+        err = cudaMemsetAsync(t->d_offset, 0, sizeof(int32_t));
+    int64_t bound = 1;
     int L = 0;
-    t->level_begin[0] = 0;
-    while (st == FMK_OK) {
-        k_count_children<<<blocks_for(count), BLOCK>>>(L, first, count, t->leaf_size, t->d_keys,
-                                                       t->d_begin, t->d_end, t->d_n_children,
-                                                       t->d_more);
-        int32_t total = 0;
-        if (L < FMK_TREE_MAX_LEVEL) {
-            err = cudaMemsetAsync(d_offset, 0, sizeof(int32_t));
-            if (err == cudaSuccess)
-                err = cub::DeviceScan::InclusiveSum(d_temp, temp_bytes, t->d_n_children + first,
-                                                    d_offset + 1, count);
-            if (err == cudaSuccess)
-                err = cudaMemcpy(&total, d_offset + count, sizeof total, cudaMemcpyDeviceToHost);
-            st = check(plan, err, "the tree build (child counts)");
+    for (; L <= FMK_TREE_MAX_LEVEL && err == cudaSuccess && bound > 0; L++) {
+        const unsigned blocks = blocks_for(bound);
+        k_count_children<<<blocks, BLOCK>>>(L, (int32_t)bound, t->leaf_size, lb, t->d_keys,
+                                            t->d_begin, t->d_end, t->d_n_children, t->d_more,
+                                            t->d_counts);
+        size_t tb = t->temp_bytes;
+        err = cub::DeviceScan::InclusiveSum(t->d_temp, tb, t->d_counts, t->d_offset + 1, (int)bound);
+        if (err != cudaSuccess)
+            break;
+        k_write_children<<<blocks, BLOCK>>>(L, (int32_t)bound, t->cap_nodes, lb, t->d_keys,
+                                            t->d_offset, t->d_begin, t->d_end, t->d_n_children,
+                                            t->d_more, t->d_next, t->d_parent, t->d_level);
+        bound = next_bound(t, bound);
+        if (L % FMK_CUDA_TREE_CHECK == FMK_CUDA_TREE_CHECK - 1 && bound > 0) {
+            err = cudaMemcpy(h, lb, FMK_CUDA_TREE_LB * sizeof(int32_t), cudaMemcpyDeviceToHost);
+            if (err == cudaSuccess && (h[L + 2] == h[L + 1] || h[FMK_CUDA_TREE_LB_FLAG]))
+                bound = 0; /* level L + 1 is empty, or the arrays are full */
         }
-        t->level_begin[L + 1] = first + count;
-        if (st != FMK_OK || total == 0)
-            break;
-        const int32_t first_child = first + count;
-        st = grow_nodes(plan, t, (int64_t)first_child + total, extra);
-        if (st != FMK_OK)
-            break;
-        k_write_children<<<blocks_for(count), BLOCK>>>(L, first, count, first_child, t->d_keys,
-                                                       d_offset, t->d_begin, t->d_end,
-                                                       t->d_n_children, t->d_more, t->d_next,
-                                                       t->d_parent, t->d_level);
-        t->n_nodes = (int64_t)first_child + total;
-        first = first_child, count = total;
-        L++;
     }
-    t->levels = L + 1;
-    if (st == FMK_OK)
-        st = check(plan, cudaGetLastError(), "the tree build kernels");
-    free_ptr(d_offset);
-    free_ptr(d_temp);
-    return st;
+    if (err == cudaSuccess)
+        err = cudaMemcpy(h, lb, FMK_CUDA_TREE_LB * sizeof(int32_t), cudaMemcpyDeviceToHost);
+    if (err == cudaSuccess)
+        err = cudaGetLastError();
+    fmk_status st = check(plan, err, "the tree build kernels");
+    if (st != FMK_OK)
+        return st;
+    *overflow = h[FMK_CUDA_TREE_LB_FLAG] != 0;
+    /* levels: up to the last non-empty one; h[k] for k > L + 1 was never written */
+    int levels = 1;
+    while (levels < L && levels <= FMK_TREE_MAX_LEVEL && h[levels + 1] > h[levels])
+        levels++;
+    t->levels = levels;
+    for (int k = 0; k <= levels; k++)
+        t->level_begin[k] = h[k];
+    t->n_nodes = h[levels];
+    return FMK_OK;
 }
 
 } // namespace
@@ -280,134 +314,178 @@ extern "C" int64_t fmk_cuda_tree3d_node_bound(int64_t n, int64_t leaf_size)
 
 extern "C" int64_t fmk_cuda_tree3d_build_bytes(int64_t n)
 {
-    size_t sort_bytes = 0, scan_bytes = 0;
+    size_t sort_bytes = 0;
     cub::DoubleBuffer<uint64_t> k(NULL, NULL);
     cub::DoubleBuffer<int32_t> v(NULL, NULL);
     if (cub::DeviceRadixSort::SortPairs(NULL, sort_bytes, k, v, (int)(n > 0 ? n : 1), 0, 63) !=
         cudaSuccess)
         (void)cudaGetLastError(), sort_bytes = (size_t)n * 4 + (1 << 20);
-    if (cub::DeviceScan::InclusiveSum(NULL, scan_bytes, (int32_t *)NULL, (int32_t *)NULL,
-                                      (int)(n + 1)) != cudaSuccess)
-        (void)cudaGetLastError(), scan_bytes = 1 << 20;
-    /* keys and indices twice (sort), the sort's workspace; later the scan's */
-    int64_t sort = 2 * n * (8 + 4) + (int64_t)sort_bytes;
-    int64_t build = n * (8 + 4) + (n + 2) * 4 + (int64_t)scan_bytes;
-    return sort > build ? sort : build;
+    /* keys and indices twice (the sort's buffers) and the sort's workspace, all kept */
+    return 2 * n * (8 + 4) + (int64_t)sort_bytes + FMK_CUDA_TREE_LB * 4;
 }
 
 extern "C" void fmk_cuda_tree3d_free(fmk_cuda_tree *t)
 {
-    void *p[] = {t->d_keys, t->d_order, t->d_begin, t->d_end, t->d_more,
-                 t->d_next, t->d_n_children, t->d_parent, t->d_level};
+    void *p[] = {t->d_keys, t->d_order, t->d_begin, t->d_end, t->d_more, t->d_next,
+                 t->d_n_children, t->d_parent, t->d_level, t->d_keys_alt, t->d_order_alt,
+                 t->d_temp, t->d_counts, t->d_offset, t->d_lb};
     for (size_t k = 0; k < sizeof p / sizeof p[0]; k++)
         free_ptr(p[k]);
+    if (t->h_lb && cudaFreeHost(t->h_lb) != cudaSuccess)
+        (void)cudaGetLastError();
     memset(t, 0, sizeof *t);
 }
+
+namespace {
+
+/* Point arrays (keys, order and their sort twins) for n points; contents not kept. */
+fmk_status grow_points(fmk_plan *plan, fmk_cuda_tree *t, int64_t n, long long extra)
+{
+    if (n <= t->cap_points && t->d_keys)
+        return FMK_OK;
+    const int64_t old = t->cap_points, cap = n > 0 ? n : 1;
+    const long long total = extra + t->bytes + (long long)(cap - old) * 24;
+    void **arr[4] = {(void **)&t->d_keys, (void **)&t->d_keys_alt, (void **)&t->d_order,
+                     (void **)&t->d_order_alt};
+    fmk_status st = FMK_OK;
+    t->cap_points = 0;
+    for (int k = 0; k < 4 && st == FMK_OK; k++) {
+        const size_t w = k < 2 ? 8 : 4;
+        st = regrow(plan, t, arr[k], (size_t)old * w, (size_t)cap * w, k < 2 ? "the Morton keys" : "the sort order", total);
+    }
+    if (st == FMK_OK)
+        t->cap_points = cap;
+    return st;
+}
+
+/* CUB's temporary storage for a sort of n pairs and scans of up to cap_nodes + 1 items. */
+fmk_status grow_temp(fmk_plan *plan, fmk_cuda_tree *t, int64_t n, long long extra)
+{
+    size_t sort_bytes = 0, scan_bytes = 0, scan2 = 0;
+    cub::DoubleBuffer<uint64_t> k(NULL, NULL);
+    cub::DoubleBuffer<int32_t> v(NULL, NULL);
+    cudaError_t err = cub::DeviceRadixSort::SortPairs(NULL, sort_bytes, k, v, (int)(n > 0 ? n : 1), 0, 63);
+    if (err == cudaSuccess)
+        err = cub::DeviceScan::InclusiveSum(NULL, scan_bytes, (int32_t *)NULL, (int32_t *)NULL,
+                                            (int)(t->cap_nodes + 1));
+    if (err == cudaSuccess)
+        err = cub::DeviceScan::ExclusiveSum(NULL, scan2, (int32_t *)NULL, (int32_t *)NULL,
+                                            (int)(t->cap_nodes + 1));
+    fmk_status st = check(plan, err, "CUB (workspace query)");
+    size_t need = sort_bytes > scan_bytes ? sort_bytes : scan_bytes;
+    need = need > scan2 ? need : scan2;
+    if (st != FMK_OK || need <= t->temp_bytes)
+        return st;
+    const size_t old = t->temp_bytes;
+    t->temp_bytes = 0;
+    st = regrow(plan, t, &t->d_temp, old, need, "the sort workspace",
+                extra + t->bytes + (long long)(need - old));
+    if (st == FMK_OK)
+        t->temp_bytes = need;
+    return st;
+}
+
+/* The level boundaries on the device and their pinned host copy (once). */
+fmk_status make_lb(fmk_plan *plan, fmk_cuda_tree *t, long long extra)
+{
+    if (t->d_lb)
+        return FMK_OK;
+    fmk_status st = fmk_cuda_alloc(plan, (void **)&t->d_lb, FMK_CUDA_TREE_LB * sizeof(int32_t),
+                                   "the tree's level table", extra + t->bytes);
+    if (st == FMK_OK)
+        t->bytes += FMK_CUDA_TREE_LB * sizeof(int32_t);
+    if (st == FMK_OK)
+        st = check(plan, cudaMallocHost((void **)&t->h_lb, FMK_CUDA_TREE_LB * sizeof(int32_t)),
+                   "cudaMallocHost (the tree's level table)");
+    return st;
+}
+
+} // namespace
 
 extern "C" fmk_status fmk_cuda_tree3d_build(fmk_plan *plan, int64_t n, const double *d_x,
                                             int leaf_size, long long extra, fmk_cuda_tree *t)
 {
-    memset(t, 0, sizeof *t);
     t->n_points = n;
     t->leaf_size = leaf_size;
-    const long long need = extra + fmk_cuda_tree3d_build_bytes(n);
-    uint64_t *keys[2] = {NULL, NULL};
-    int32_t *idx[2] = {NULL, NULL};
-    void *d_temp = NULL;
-    fmk_status st = FMK_OK;
-    const size_t nb = (size_t)(n > 0 ? n : 1);
-    for (int k = 0; k < 2 && st == FMK_OK; k++) {
-        st = fmk_cuda_alloc(plan, (void **)&keys[k], nb * 8, "the Morton keys", need);
-        if (st == FMK_OK)
-            st = fmk_cuda_alloc(plan, (void **)&idx[k], nb * 4, "the sort order", need);
-    }
-    cub::DoubleBuffer<uint64_t> dk(keys[0], keys[1]);
-    cub::DoubleBuffer<int32_t> dv(idx[0], idx[1]);
-    size_t temp_bytes = 0;
+    t->n_nodes = 0;
+    t->levels = 0;
+    /* Nodes: a uniform cube fills its leaves from 1/8 to 1 of leaf_size (levels of 8x), a
+     * tree of about 1.14 n / (leaf_size / 2) nodes in the middle: start at 3 n / leaf_size. */
+    const int64_t ls = leaf_size > 0 ? leaf_size : 1;
+    int64_t cap = 3 * n / ls + 64;
+    fmk_status st = make_lb(plan, t, extra);
+    if (st == FMK_OK)
+        st = grow_points(plan, t, n, extra);
+    if (st == FMK_OK)
+        st = grow_nodes(plan, t, cap, extra);
+    if (st == FMK_OK)
+        st = grow_temp(plan, t, n, extra);
     if (st == FMK_OK && n > 0) {
-        k_keys<<<blocks_for(n), BLOCK>>>(n, d_x, keys[0], idx[0]);
+        k_keys<<<blocks_for(n), BLOCK>>>(n, d_x, t->d_keys, t->d_order);
         /* (key, index) pairs: LSD radix sort is stable, so ties keep the caller's order */
-        st = check(plan, cub::DeviceRadixSort::SortPairs(NULL, temp_bytes, dk, dv, (int)n, 0, 63),
-                   "cub::DeviceRadixSort::SortPairs (workspace query)");
-        if (st == FMK_OK)
-            st = fmk_cuda_alloc(plan, &d_temp, temp_bytes, "the sort workspace", need);
-        if (st == FMK_OK)
-            st = check(plan, cub::DeviceRadixSort::SortPairs(d_temp, temp_bytes, dk, dv, (int)n, 0, 63),
-                       "cub::DeviceRadixSort::SortPairs");
+        cub::DoubleBuffer<uint64_t> dk(t->d_keys, t->d_keys_alt);
+        cub::DoubleBuffer<int32_t> dv(t->d_order, t->d_order_alt);
+        size_t tb = t->temp_bytes;
+        st = check(plan, cub::DeviceRadixSort::SortPairs(t->d_temp, tb, dk, dv, (int)n, 0, 63),
+                   "cub::DeviceRadixSort::SortPairs");
+        if (st == FMK_OK) {
+            t->d_keys = dk.Current(), t->d_keys_alt = dk.Alternate();
+            t->d_order = dv.Current(), t->d_order_alt = dv.Alternate();
+        }
     }
-    free_ptr(d_temp);
-    if (st != FMK_OK) {
-        for (int k = 0; k < 2; k++)
-            free_ptr(keys[k]), free_ptr(idx[k]);
-        memset(t, 0, sizeof *t);
-        return st;
-    }
-    t->d_keys = dk.Current();
-    t->d_order = dv.Current();
-    free_ptr(dk.Alternate());
-    free_ptr(dv.Alternate());
-    t->bytes = (int64_t)nb * 12;
-
-    /* Nodes: start at about 2 n / leaf_size (uniform points fill leaves about half) and grow. */
-    int64_t cap = 2 * n / (leaf_size > 0 ? leaf_size : 1) + 64;
-    st = grow_nodes(plan, t, cap, extra);
-    if (st == FMK_OK) {
-        k_root<<<1, 1>>>(n, t->d_begin, t->d_end, t->d_parent, t->d_next, t->d_level);
-        t->n_nodes = 1;
-        st = build_levels(plan, t, extra);
+    for (int tries = 0; st == FMK_OK; tries++) {
+        int overflow = 0;
+        st = build_levels(plan, t, &overflow);
+        if (st != FMK_OK || !overflow)
+            break;
+        /* the node arrays were too small: larger ones, and the scan's workspace with them */
+        cap = t->cap_nodes * 2;
+        st = grow_nodes(plan, t, cap, extra);
+        if (st == FMK_OK)
+            st = grow_temp(plan, t, n, extra);
     }
     if (st != FMK_OK)
         fmk_cuda_tree3d_free(t);
     return st;
 }
 
-extern "C" fmk_status fmk_cuda_tree3d_groups(fmk_plan *plan, const fmk_cuda_tree *t,
-                                             int group_size, long long extra, int2 **d_groups,
-                                             int64_t *n_groups)
+extern "C" int64_t fmk_cuda_tree3d_groups_bound(const fmk_cuda_tree *t, int group_size)
 {
-    *d_groups = NULL;
-    *n_groups = 0;
+    /* every group is a node, or a piece of group_size points of a leaf */
+    return t->n_nodes + t->n_points / (group_size > 0 ? group_size : 1) + 1;
+}
+
+extern "C" fmk_status fmk_cuda_tree3d_groups(fmk_plan *plan, fmk_cuda_tree *t, int group_size,
+                                             long long extra, int2 **d_groups, int64_t *cap_groups)
+{
     const int32_t nn = (int32_t)t->n_nodes;
-    int32_t *d_chunks = NULL;
-    void *d_temp = NULL;
-    size_t temp_bytes = 0;
-    fmk_status st = check(plan, cub::DeviceScan::ExclusiveSum(NULL, temp_bytes, (int32_t *)NULL,
-                                                              (int32_t *)NULL, nn + 1),
-                          "cub::DeviceScan::ExclusiveSum (workspace query)");
-    const long long need = extra + (long long)(nn + 1) * 8 + (long long)temp_bytes;
-    if (st == FMK_OK)
-        st = fmk_cuda_alloc(plan, (void **)&d_chunks, (size_t)(nn + 1) * 8, "the groups", need);
-    if (st == FMK_OK)
-        st = fmk_cuda_alloc(plan, &d_temp, temp_bytes, "the groups' scan", need);
-    int32_t total = 0;
-    if (st == FMK_OK) {
-        int32_t *d_offset = d_chunks + nn + 1;
-        k_group_count<<<blocks_for(nn), BLOCK>>>(nn, group_size, t->d_begin, t->d_end, t->d_more,
-                                                 t->d_parent, d_chunks);
-        cudaError_t err = cudaMemsetAsync(d_chunks + nn, 0, sizeof(int32_t));
-        if (err == cudaSuccess)
-            err = cub::DeviceScan::ExclusiveSum(d_temp, temp_bytes, d_chunks, d_offset, nn + 1);
-        if (err == cudaSuccess)
-            err = cudaMemcpy(&total, d_offset + nn, sizeof total, cudaMemcpyDeviceToHost);
-        st = check(plan, err, "the group scan");
-        if (st == FMK_OK)
-            st = fmk_cuda_alloc(plan, (void **)d_groups, (size_t)(total > 0 ? total : 1) * sizeof(int2),
-                                "the groups", need + (long long)total * 8);
-        if (st == FMK_OK) {
-            k_group_write<<<blocks_for(nn), BLOCK>>>(nn, group_size, t->d_begin, t->d_end, d_offset,
-                                                     d_chunks, *d_groups);
-            st = check(plan, cudaGetLastError(), "the group kernels");
-        }
+    const int64_t bound = fmk_cuda_tree3d_groups_bound(t, group_size);
+    fmk_status st = FMK_OK;
+    if (bound > *cap_groups || !*d_groups) {
+        free_ptr(*d_groups), *d_groups = NULL, *cap_groups = 0;
+        st = fmk_cuda_alloc(plan, (void **)d_groups, (size_t)bound * sizeof(int2), "the groups",
+                            extra + bound * (long long)sizeof(int2));
+        if (st != FMK_OK)
+            return st;
+        *cap_groups = bound;
     }
-    free_ptr(d_chunks);
-    free_ptr(d_temp);
-    if (st != FMK_OK) {
-        free_ptr(*d_groups);
-        *d_groups = NULL;
-        return st;
+    /* the level workspace: counts (nn + 1 <= cap_nodes + 1) and their scan */
+    int32_t *d_chunks = t->d_counts, *d_offset = t->d_offset;
+    k_group_count<<<blocks_for(nn), BLOCK>>>(nn, group_size, t->d_begin, t->d_end, t->d_more,
+                                             t->d_parent, d_chunks);
+    cudaError_t err = cudaMemsetAsync(d_chunks + nn, 0, sizeof(int32_t));
+    size_t tb = t->temp_bytes;
+    if (err == cudaSuccess)
+        err = cub::DeviceScan::ExclusiveSum(t->d_temp, tb, d_chunks, d_offset, nn + 1);
+    if (err == cudaSuccess) {
+        k_group_write<<<blocks_for(nn), BLOCK>>>(nn, group_size, t->d_begin, t->d_end, d_offset,
+                                                 d_chunks, *d_groups, t->d_lb);
+        err = cudaMemcpyAsync(t->h_lb + FMK_CUDA_TREE_LB_GROUPS, t->d_lb + FMK_CUDA_TREE_LB_GROUPS,
+                              sizeof(int32_t), cudaMemcpyDeviceToHost, 0);
     }
-    *n_groups = total;
-    return FMK_OK;
+    if (err == cudaSuccess)
+        err = cudaGetLastError();
+    return check(plan, err, "the group kernels");
 }
 
 extern "C" void fmk_cuda_tree3d_host_free(fmk_tree3d *tree)

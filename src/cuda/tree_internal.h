@@ -12,8 +12,10 @@
  * formula); a stable CUB radix sort of (key, index) pairs; then level by level: for every node
  * of the level that splits, the octant boundaries in its key range (binary searches), a CUB
  * scan of the child counts, and the children written breadth-first with their next pointers.
- * The node arrays start at an estimate and grow (doubling) when a level does not fit, so the
- * final size is what the points need; fmk_cuda_tree3d_node_bound is the worst case that
+ * The level's first node and count live on the device (d_lb), so the kernels and the scan run
+ * over a bound of the level's size known on the host and the host does not wait per level.
+ * The node arrays start at an estimate (3 n / leaf_size) and are doubled, and the tree built
+ * again, when it does not fit; fmk_cuda_tree3d_node_bound is the worst case that
  * fmk_plan_memory reports.
  */
 #ifndef FMMKIT_CUDA_TREE_INTERNAL_H
@@ -34,6 +36,7 @@ extern "C" {
 typedef struct fmk_cuda_tree {
     int64_t n_points;
     int64_t n_nodes;
+    int64_t cap_points;         /* allocated point slots */
     int64_t cap_nodes;          /* allocated node slots */
     int32_t levels;
     int32_t leaf_size;
@@ -42,23 +45,40 @@ typedef struct fmk_cuda_tree {
     int32_t *d_order;           /* n_points: sorted position -> caller index */
     int32_t *d_begin, *d_end, *d_more, *d_next, *d_n_children, *d_parent;
     int8_t *d_level;
+    /* Workspace, kept from build to build (grow-only): the sort's second buffers, CUB's
+     * temporary storage, a level's child counts and their scan (cap_nodes + 1 each), and the
+     * level boundaries on the device (FMK_CUDA_TREE_LB words) with a pinned host copy. */
+    uint64_t *d_keys_alt;
+    int32_t *d_order_alt;
+    void *d_temp;
+    size_t temp_bytes;
+    int32_t *d_counts, *d_offset;
+    int32_t *d_lb, *h_lb;
     int64_t bytes;              /* device bytes held by the arrays above */
 } fmk_cuda_tree;
 
-/* Node arrays bytes per node slot. */
-#define FMK_CUDA_TREE_NODE_BYTES (6 * 4 + 1)
+/* Words of d_lb: level_begin[0 .. FMK_TREE_MAX_LEVEL + 2], an overflow flag, a group count. */
+#define FMK_CUDA_TREE_LB (FMK_TREE_MAX_LEVEL + 6)
+#define FMK_CUDA_TREE_LB_FLAG (FMK_TREE_MAX_LEVEL + 3)
+#define FMK_CUDA_TREE_LB_GROUPS (FMK_TREE_MAX_LEVEL + 4)
+
+/* Node arrays bytes per node slot (with the level workspace: counts and their scan). */
+#define FMK_CUDA_TREE_NODE_BYTES (8 * 4 + 1)
 
 /* Worst-case node count of a tree of n points with this leaf size: every level's nodes are
  * disjoint non-empty point ranges (<= n, <= 8^L), and only nodes of more than leaf_size points
  * have children (<= 8 each). */
 int64_t fmk_cuda_tree3d_node_bound(int64_t n, int64_t leaf_size);
-/* Peak device bytes of a build of n points (sort buffers and workspace included), without the
- * node arrays. */
+/* Device bytes a tree of n points holds besides its node arrays: keys and order with the
+ * sort's second buffers, and CUB's workspace (kept from build to build). */
 int64_t fmk_cuda_tree3d_build_bytes(int64_t n);
 
 /* Builds the tree of n mapped points (d_x: n * 3 doubles on the device, in [1, 2]) into *t
- * (zeroed by the caller). extra is added to the "needs" of out-of-memory messages. On failure
- * everything the build allocated is freed and *t is left empty. */
+ * (zeroed before its first build; a later build reuses its arrays where they are large
+ * enough). extra is added to the "needs" of out-of-memory messages. On failure everything *t
+ * holds is freed and *t is left empty. No host round trip per level: the level boundaries
+ * stay on the device and the host reads them every FMK_CUDA_TREE_CHECK levels (to stop) and
+ * once at the end; a tree that outgrows the node arrays is built again in larger ones. */
 fmk_status fmk_cuda_tree3d_build(fmk_plan *plan, int64_t n, const double *d_x, int leaf_size,
                                  long long extra, fmk_cuda_tree *t);
 /* Frees the device arrays of *t (safe on an empty or half-built tree) and zeroes it. */
@@ -66,9 +86,13 @@ void fmk_cuda_tree3d_free(fmk_cuda_tree *t);
 
 /* Groups of at most group_size nearby sorted points for the group walk: the nodes of at most
  * group_size points (or leaves) whose parent has more, leaves of more cut into pieces of
- * group_size. *d_groups (device, int2 {begin, end}) is allocated here. */
-fmk_status fmk_cuda_tree3d_groups(fmk_plan *plan, const fmk_cuda_tree *t, int group_size,
-                                  long long extra, int2 **d_groups, int64_t *n_groups);
+ * group_size. At most fmk_cuda_tree3d_groups_bound(t, group_size) of them: *d_groups (device,
+ * int2 {begin, end}, *cap_groups slots) is grown here to that bound when smaller. The count is
+ * written to t->d_lb[FMK_CUDA_TREE_LB_GROUPS] and, once the stream reaches it, to
+ * t->h_lb[FMK_CUDA_TREE_LB_GROUPS] (no synchronization here). Uses t's level workspace. */
+int64_t fmk_cuda_tree3d_groups_bound(const fmk_cuda_tree *t, int group_size);
+fmk_status fmk_cuda_tree3d_groups(fmk_plan *plan, fmk_cuda_tree *t, int group_size,
+                                  long long extra, int2 **d_groups, int64_t *cap_groups);
 
 /* Copies the device tree into host arrays of fmk_tree3d (each malloc'ed; free them with
  * fmk_cuda_tree3d_host_free). d_x, when not NULL, are the mapped points the tree was built
