@@ -38,6 +38,8 @@ typedef struct tree_cpu {
     void *src_soa;              /* 4 * n_sources REAL: x | y | z | q in key order */
     void *trg_soa;              /* 3 * n_targets REAL (separate targets only) */
     void *node_pack;            /* n_nodes * (3 + FMK_BH_MOMENTS) REAL */
+    double *result;             /* 4 * n_targets: the group walk's results in key order, copied
+                                 * to the caller only once every group has succeeded */
     size_t real;                /* sizeof REAL */
     fmk_walk walk;
     double tree_time;           /* seconds of the last build, reported with every eval */
@@ -118,6 +120,7 @@ static int64_t state_bytes(const fmk_plan *plan, int64_t ns, int64_t nt, int sel
     if (!self)
         b += fmk_tree3d_bytes_for(nt, trg_nodes) + 3 * r * nt;
     b += 8 * (groups + 1) + 48 * groups;
+    b += 32 * nt; /* result */
     return b;
 }
 
@@ -143,7 +146,7 @@ static void tree_release(fmk_plan *plan)
     fmk_tree3d_moments_free(&s->mom);
     free(s->group_begin), free(s->group_box), free(s->abs_charge), free(s->q_sorted);
     free(s->coincident);
-    free(s->src_soa), free(s->trg_soa), free(s->node_pack);
+    free(s->src_soa), free(s->trg_soa), free(s->node_pack), free(s->result);
     free(s);
     plan->state = NULL;
 }
@@ -232,8 +235,9 @@ static fmk_status tree_setup(fmk_plan *plan)
     s->src_soa = malloc(s->real * 4 * (size_t)(ns > 0 ? ns : 1));
     s->trg_soa = plan->self ? NULL : malloc(s->real * 3 * (size_t)(nt > 0 ? nt : 1));
     s->node_pack = malloc(s->real * (3 + FMK_BH_MOMENTS) * (size_t)k);
+    s->result = malloc(sizeof(double) * 4 * (size_t)(nt > 0 ? nt : 1));
     if (!s->abs_charge || !s->coincident || !s->q_sorted || !s->src_soa || (!plan->self && !s->trg_soa) ||
-        !s->node_pack || fmk_tree3d_moments_alloc(&s->mom, k) || make_groups(s, trg)) {
+        !s->node_pack || !s->result || fmk_tree3d_moments_alloc(&s->mom, k) || make_groups(s, trg)) {
         int64_t h, d;
         tree_memory(plan, ns, plan->self ? -1 : nt, &h, &d);
         tree_release(plan);
@@ -289,10 +293,25 @@ static fmk_status tree_eval(fmk_plan *plan, const double *charges, double *pot, 
         else
             bh64_walk_stackless(plan, s, pot, grad);
     } else {
-        bad = fp32 ? bh32_walk_group(plan, s, pot, grad) : bh64_walk_group(plan, s, pot, grad);
+        bad = fp32 ? bh32_walk_group(plan, s) : bh64_walk_group(plan, s);
     }
     if (bad)
         return fmk_error_set(plan, FMK_ERR_NOMEM, "out of host memory for the interaction lists");
+    if (s->walk != FMK_WALK_STACKLESS) { /* every group succeeded: now write the caller's arrays */
+        const fmk_tree3d *trg = plan->self ? &s->src : &s->trg;
+        const double ps = plan->frame.pot_scale;
+        const int64_t nt = trg->n_points;
+#pragma omp parallel for schedule(static) num_threads(plan->threads) if (nt > 4096)
+        for (int64_t t = 0; t < nt; t++) {
+            const double *o = s->result + 4 * t;
+            const int64_t c = trg->order[t];
+            if (pot)
+                pot[c] = o[0] * ps;
+            if (grad) /* scaled twice by 1/width: 1/width^2 may overflow */
+                for (int k = 0; k < 3; k++)
+                    grad[3 * c + k] = o[1 + k] * ps * ps;
+        }
+    }
     fmk_info *in = &plan->info;
     in->phase_time[FMK_PHASE_UPLOAD] = t1 - t0;
     in->phase_time[FMK_PHASE_MOMENTS] = t2 - t1;

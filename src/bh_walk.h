@@ -162,9 +162,9 @@ static FMK_TARGET_CLONES void BH(eval_lists)(const BH(lists) *L, int order, REAL
 }
 #undef BH_M2P_LOOP
 
-/* The group walk over all groups; writes pot and grad (either may be NULL) in caller order.
- * Returns 0, or -1 when a thread ran out of memory for its lists. */
-static int BH(walk_group)(const fmk_plan *plan, const tree_cpu *s, double *pot, double *grad)
+/* The group walk over all groups; writes s->result (key order, working units). Returns 0, or
+ * -1 when a thread ran out of memory for its lists (the caller's outputs are then untouched). */
+static int BH(walk_group)(const fmk_plan *plan, const tree_cpu *s)
 {
     const fmk_tree3d *src = &s->src;
     const fmk_tree3d *trg = plan->self ? &s->src : &s->trg;
@@ -176,7 +176,6 @@ static int BH(walk_group)(const fmk_plan *plan, const tree_cpu *s, double *pot, 
     const REAL *pack = s->node_pack;
     const int order = plan->opts.order, self = plan->self;
     const REAL eps2 = (REAL)(plan->frame.softening * plan->frame.softening);
-    const double ps = plan->frame.pot_scale;
     int failed = 0;
 #pragma omp parallel num_threads(plan->threads)
     {
@@ -257,15 +256,9 @@ static int BH(walk_group)(const fmk_plan *plan, const tree_cpu *s, double *pot, 
             }
             BH(eval_lists)(&L, order, eps2, tx + g0, ty + g0, tz + g0, g1 - g0, skip, qskip,
                            out);
-            for (int64_t t = g0; t < g1; t++) {
-                const double *o = out + 4 * (t - g0);
-                const int64_t c = trg->order[t];
-                if (pot)
-                    pot[c] = o[0] * ps;
-                if (grad) /* scaled twice by 1/width: 1/width^2 may overflow */
-                    for (int k = 0; k < 3; k++)
-                        grad[3 * c + k] = o[1 + k] * ps * ps;
-            }
+            /* into the plan's buffer (key order, working units): the caller's arrays are
+             * written by tree_eval only when every group has succeeded */
+            memcpy(s->result + 4 * g0, out, sizeof(double) * 4 * (size_t)(g1 - g0));
         }
         BH(lists_free)(&L);
     }
