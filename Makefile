@@ -5,6 +5,7 @@
 #   make gpu-test   on a GPU machine: GPU tests (sm_90) plus compute-sanitizer memcheck
 #   make bench      on a GPU machine: the benchmark tables (bench/RESULTS.md records them)
 #   make install    cmake --install (PREFIX=/usr/local)
+MAKEFLAGS += --no-print-directory
 BUILD ?= build
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 PREFIX ?= /usr/local
