@@ -7,6 +7,10 @@
  *   tree [--json] [--quick]     headline (2^20, 2^24), walks, leaf sizes, N scaling, crossover
  *   tree --theta-sweep [--json] the paper's Table V: N = 800k, theta 0.2 .. 1.0
  *   tree --max-log2 K           largest N = 2^K of the scaling table (default 27)
+ *   tree --headline [--big]     only the headline rows: 2^20 cube and Plummer (fp32, default
+ *                               walk), and with --big 2^24 too; --variants adds 2^20 rows
+ *                               with the tuning knobs off their defaults
+ *   tree --profile              one 2^20 cube evaluation after a warm-up (for a profiler)
  */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -23,6 +27,10 @@
  * breadth-first, 1 next/more): tuning knobs, not API. */
 extern int fmk_cuda_bh_group_size;
 extern int fmk_cuda_bh_group_walk;
+/* Sibling groups packed into fuller groups (1, default) or one group per node (0); the
+ * breadth-first walk's stack per warp (1024 default, or 512): tuning knobs, not API. */
+extern int fmk_cuda_bh_group_merge;
+extern int fmk_cuda_bh_bfs_stack;
 
 /* measure()'s walk argument for the next/more group walk (the breadth-first one is GROUP). */
 #define WALK_NEXT_MORE ((fmk_walk)3)
@@ -317,7 +325,8 @@ static void print_json(void)
 
 int main(int argc, char **argv)
 {
-    int json = 0, quick = 0, sweep = 0, max_log2 = 27, leaf = 0;
+    int json = 0, quick = 0, sweep = 0, max_log2 = 27, leaf = 0, headline = 0, big = 0;
+    int profile = 0, variants = 0;
     for (int a = 1; a < argc; a++) {
         if (strcmp(argv[a], "--json") == 0)
             json = 1;
@@ -325,12 +334,21 @@ int main(int argc, char **argv)
             quick = 1;
         else if (strcmp(argv[a], "--theta-sweep") == 0)
             sweep = 1;
+        else if (strcmp(argv[a], "--headline") == 0)
+            headline = 1;
+        else if (strcmp(argv[a], "--big") == 0)
+            big = 1;
+        else if (strcmp(argv[a], "--profile") == 0)
+            profile = 1;
+        else if (strcmp(argv[a], "--variants") == 0)
+            variants = 1;
         else if (strcmp(argv[a], "--max-log2") == 0 && a + 1 < argc)
             max_log2 = atoi(argv[++a]);
         else if (strcmp(argv[a], "--leaf") == 0 && a + 1 < argc)
             leaf = atoi(argv[++a]);
         else {
-            fprintf(stderr, "usage: tree [--json] [--quick] [--theta-sweep] [--max-log2 K] [--leaf L]\n");
+            fprintf(stderr, "usage: tree [--json] [--quick] [--theta-sweep] [--max-log2 K] [--leaf L] "
+                            "[--headline [--big] [--variants]] [--profile]\n");
             return 2;
         }
     }
@@ -351,6 +369,35 @@ int main(int argc, char **argv)
                                 FMK_WALK_AUTO, reps), json);
             problem_free(&p);
         }
+        if (json)
+            print_json();
+        return 0;
+    }
+    if (profile) {
+        problem_make(&p, 0, (int64_t)1 << 20, 0);
+        add(measure("profile", &p, f32, 0.6, 2, leaf, 32, FMK_WALK_AUTO, 1), json);
+        problem_free(&p);
+        return 0;
+    }
+    if (headline) {
+        for (int k = 20; k <= (big ? 24 : 20); k += 4)
+            for (int d = 0; d < 2; d++) {
+                problem_make(&p, d, (int64_t)1 << k, 1);
+                add(measure("headline", &p, f32, 0.6, 2, leaf, 32, FMK_WALK_AUTO,
+                            k >= 24 ? 3 : reps), json);
+                if (variants && k == 20) {
+                    fmk_cuda_bh_group_merge = 0;
+                    add(measure("no merge", &p, f32, 0.6, 2, leaf, 32, FMK_WALK_AUTO, reps), json);
+                    fmk_cuda_bh_group_merge = 1;
+                    fmk_cuda_bh_bfs_stack = 512;
+                    add(measure("stack 512", &p, f32, 0.6, 2, leaf, 32, FMK_WALK_AUTO, reps), json);
+                    fmk_cuda_bh_bfs_stack = 1024;
+                    for (int l = 32; l <= 128; l *= 2)
+                        if (l != 64)
+                            add(measure("leaf", &p, f32, 0.6, 2, l, 32, FMK_WALK_AUTO, reps), json);
+                }
+                problem_free(&p);
+            }
         if (json)
             print_json();
         return 0;

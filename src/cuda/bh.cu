@@ -27,6 +27,9 @@
  * An accepted node with very few points is summed directly (P2P is exact and no dearer).
  */
 #include <math.h>
+#ifdef FMK_BH_COUNT
+#include <stdio.h>
+#endif
 #include <stdlib.h>
 #include <string.h>
 
@@ -58,6 +61,21 @@ int fmk_cuda_bh_group_size = 32;
  * breadth-first walk (default), 1 the warp-synchronous next/more walk it replaced. */
 extern "C" int fmk_cuda_bh_group_walk;
 int fmk_cuda_bh_group_walk = 0;
+/* Tuning knob for the benchmark and the tests (not API): 1 packs sibling groups of the
+ * targets' tree into fuller groups (tree_internal.h), 0 one group per node. */
+extern "C" int fmk_cuda_bh_group_merge;
+int fmk_cuda_bh_group_merge = 1;
+/* Tuning knob for the benchmark (not API): the breadth-first walk's stack per warp, 1024 or
+ * 512 (less shared memory: more resident warps). */
+extern "C" int fmk_cuda_bh_bfs_stack;
+int fmk_cuda_bh_bfs_stack = 1024;
+
+#ifdef FMK_BH_COUNT
+/* Walk statistics (a build with -DFMK_BH_COUNT only): per breadth-first walk, the sums over
+ * warps of targets, M2P entries x targets, P2P entries x targets, steps, stack overflows and
+ * warps, and the deepest stack; printed to stderr after each walk. */
+__device__ unsigned long long fmk_bh_counts[7];
+#endif
 
 namespace {
 
@@ -95,6 +113,9 @@ __device__ __forceinline__ void p2p(double dx, double dy, double dz, double q, d
 {
     p2p_d(dx, dy, dz, q, eps2, phi, g);
 }
+
+__device__ __forceinline__ float rsqrt_(float t) { return rsqrtf(t); }
+__device__ __forceinline__ double rsqrt_(double t) { return rsqrt(t); }
 
 constexpr int BLOCK = 256;
 constexpr int WALK_BLOCK = 128;
@@ -428,25 +449,86 @@ __global__ void __launch_bounds__(WALK_BLOCK) k_walk_stackless(walk_args<R> a)
  * (never seen in practice) makes the node's opening a direct sum over its points (exact). */
 template <typename R> struct bfs_cfg {
     static constexpr int WARPS = sizeof(R) == 4 ? 4 : 2; /* warps per block (shared memory) */
-    static constexpr int STACK = 1024;                    /* nodes waiting per warp */
 };
 
-template <typename R, int ORDER, bool SELF, int T>
+/* M2P list entries are packed for evaluation when a node is accepted (4 4-vectors):
+ *   (xc, M), (D, Q_yz), (Q_xx, Q_xy, Q_xz, Q_yy), (Q_zz, E, 0, 0)
+ * with Q = 3/2 (S - tr(S)/3 I) (traceless) and E = tr(S) eps2 / 2. With r = y - xc,
+ * t = |r|^2 + eps2, u = t^-1/2 and w = r.Q.r - E, the terms of bh_terms.h become
+ *   phi  = M u + (D.r) u^3 + w u^5
+ *   grad = D u^3 + 2 Q r u^5 - r (M u^3 + 3 (D.r) u^5 + 5 w u^7)
+ * (tr(S) enters only through eps2: for eps2 = 0 the traceless quadrupole is the same field). */
+template <typename R, int ORDER>
+__device__ __forceinline__ void bfs_pack(const typename vec4<R>::type &x,
+                                         const typename vec4<R>::type &m1,
+                                         const typename vec4<R>::type &m2,
+                                         const typename vec4<R>::type &m3, R eps2,
+                                         typename vec4<R>::type *e)
+{
+    typedef typename vec4<R>::type V;
+    V a, b, c, d;
+    a.x = x.x, a.y = x.y, a.z = x.z, a.w = m1.x;
+    b.x = m1.y, b.y = m1.z, b.z = m1.w;
+    const R tr = m2.x + m2.w + m3.y, third = tr * (R)(1.0 / 3.0);
+    b.w = (R)1.5 * m3.x;                                                     /* Q_yz */
+    c.x = (R)1.5 * (m2.x - third), c.y = (R)1.5 * m2.y, c.z = (R)1.5 * m2.z; /* Q_xx Q_xy Q_xz */
+    c.w = (R)1.5 * (m2.w - third);                                           /* Q_yy */
+    d.x = (R)1.5 * (m3.y - third), d.y = (R)0.5 * tr * eps2, d.z = 0, d.w = 0; /* Q_zz, E */
+    if (ORDER < 2)
+        b.w = c.x = c.y = c.z = c.w = d.x = d.y = 0;
+    e[0] = a, e[1] = b, e[2] = c, e[3] = d;
+}
+
+template <typename R, int ORDER, int T>
 __device__ __forceinline__ void bfs_m2p(const typename vec4<R>::type (*list)[4], int count,
                                         const R (&y)[T][3], R eps2, R (&phi)[T], R (&g)[T][3])
 {
     typedef typename vec4<R>::type V;
 #pragma unroll 2
     for (int e = 0; e < count; e++) {
-        const V x = list[e][0], a = list[e][1], b = list[e][2], c = list[e][3];
-        const R m[10] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w, c.x, c.y};
+        const V a = list[e][0];
 #pragma unroll
-        for (int k = 0; k < T; k++)
-            m2p(ORDER, y[k][0] - x.x, y[k][1] - x.y, y[k][2] - x.z, eps2, m, &phi[k], g[k]);
+        for (int k = 0; k < T; k++) {
+            const R rx = y[k][0] - a.x, ry = y[k][1] - a.y, rz = y[k][2] - a.z;
+            const R t = fma(rx, rx, fma(ry, ry, fma(rz, rz, eps2)));
+            const R u1 = rsqrt_(t), u2 = u1 * u1, u3 = u1 * u2;
+            phi[k] = fma(a.w, u1, phi[k]);
+            R cc = a.w * u3; /* coefficient of -r in the gradient */
+            if (ORDER >= 1) {
+                const V b = list[e][1];
+                const R dr = fma(b.x, rx, fma(b.y, ry, b.z * rz));
+                const R u5 = u3 * u2;
+                phi[k] = fma(dr, u3, phi[k]);
+                g[k][0] = fma(b.x, u3, g[k][0]);
+                g[k][1] = fma(b.y, u3, g[k][1]);
+                g[k][2] = fma(b.z, u3, g[k][2]);
+                if (ORDER >= 2) {
+                    const V c = list[e][2], d = list[e][3];
+                    const R qx = fma(c.x, rx, fma(c.y, ry, c.z * rz));
+                    const R qy = fma(c.y, rx, fma(c.w, ry, b.w * rz));
+                    const R qz = fma(c.z, rx, fma(b.w, ry, d.x * rz));
+                    const R w = fma(rx, qx, fma(ry, qy, fma(rz, qz, -d.y)));
+                    const R u7 = u5 * u2, u52 = u5 + u5;
+                    phi[k] = fma(w, u5, phi[k]);
+                    cc = fma((R)5 * w, u7, fma((R)3 * dr, u5, cc));
+                    g[k][0] = fma(qx, u52, g[k][0]);
+                    g[k][1] = fma(qy, u52, g[k][1]);
+                    g[k][2] = fma(qz, u52, g[k][2]);
+                } else {
+                    cc = fma((R)3 * dr, u5, cc);
+                }
+            }
+            g[k][0] = fma(-cc, rx, g[k][0]);
+            g[k][1] = fma(-cc, ry, g[k][1]);
+            g[k][2] = fma(-cc, rz, g[k][2]);
+        }
     }
 }
 
-template <typename R, bool SELF, int T>
+/* P2P over a list of sources. SOFT (eps2 > 0): t > 0 always, and the self term is left out
+ * by index; laplace (eps2 = 0): a coincident pair (the self term among them) adds nothing
+ * (bh_terms.h's rule), so no index is needed. */
+template <typename R, bool SELF, bool SOFT, int T>
 __device__ __forceinline__ void bfs_p2p(const typename vec4<R>::type *src, const int32_t *idx,
                                         int count, const int32_t (&t)[T], const R (&y)[T][3],
                                         R eps2, R (&phi)[T], R (&g)[T][3])
@@ -455,23 +537,44 @@ __device__ __forceinline__ void bfs_p2p(const typename vec4<R>::type *src, const
 #pragma unroll 4
     for (int e = 0; e < count; e++) {
         const V s = src[e];
-        const int32_t j = SELF ? idx[e] : 0;
+        const int32_t j = SELF && SOFT ? idx[e] : 0;
 #pragma unroll
         for (int k = 0; k < T; k++) {
-            const R q = SELF && j == t[k] ? (R)0 : s.w; /* the self term, by index */
-            p2p(y[k][0] - s.x, y[k][1] - s.y, y[k][2] - s.z, q, eps2, &phi[k], g[k]);
+            const R q = SELF && SOFT && j == t[k] ? (R)0 : s.w; /* the self term, by index */
+            const R dx = s.x - y[k][0], dy = s.y - y[k][1], dz = s.z - y[k][2];
+            const R r2 = SOFT ? fma(dx, dx, fma(dy, dy, fma(dz, dz, eps2)))
+                              : fma(dx, dx, fma(dy, dy, dz * dz));
+            R u = rsqrt_(r2);
+            if (!SOFT)
+                u = r2 > 0 ? u : (R)0;
+            const R qu = q * u, qu3 = qu * u * u;
+            phi[k] += qu;
+            g[k][0] = fma(qu3, dx, g[k][0]);
+            g[k][1] = fma(qu3, dy, g[k][1]);
+            g[k][2] = fma(qu3, dz, g[k][2]);
         }
     }
 }
 
-template <typename R, int ORDER, bool SELF, int T>
+template <typename R, bool SELF, int T>
+__device__ __forceinline__ void bfs_p2p_any(const typename vec4<R>::type *src, const int32_t *idx,
+                                            int count, const int32_t (&t)[T], const R (&y)[T][3],
+                                            R eps2, R (&phi)[T], R (&g)[T][3])
+{
+    if (eps2 > 0)
+        bfs_p2p<R, SELF, true, T>(src, idx, count, t, y, eps2, phi, g);
+    else
+        bfs_p2p<R, SELF, false, T>(src, idx, count, t, y, eps2, phi, g);
+}
+
+template <typename R, int ORDER, bool SELF, int T, int STACK = 1024> /* STACK: nodes waiting per warp */
 __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32)
     k_walk_bfs(walk_args<R> a)
 {
     typedef typename vec4<R>::type V;
-    constexpr int WARPS = bfs_cfg<R>::WARPS, STACK = bfs_cfg<R>::STACK;
+    constexpr int WARPS = bfs_cfg<R>::WARPS;
     constexpr unsigned FULL = 0xffffffffu;
-    __shared__ V s_node[WARPS][64][4]; /* accepted nodes: (xc, r2), (M, D), S.., (S.., A, 0) */
+    __shared__ V s_node[WARPS][64][4]; /* accepted nodes, packed by bfs_pack */
     __shared__ V s_src[WARPS][64];     /* sources of opened leaves */
     __shared__ int32_t s_idx[WARPS][SELF ? 64 : 1];
     __shared__ int32_t s_stack[WARPS][STACK];
@@ -499,8 +602,14 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32)
     if (lane == 0)
         stack[0] = 0; /* the root */
     int sp = 1, n_m2p = 0, n_p2p = 0; /* warp-uniform */
+#ifdef FMK_BH_COUNT
+    long long c_m2p = 0, c_p2p = 0, c_steps = 0, c_over = 0, c_depth = 0;
+#endif
     __syncwarp();
     while (sp > 0) {
+#ifdef FMK_BH_COUNT
+        c_steps++;
+#endif
         const int nb = sp < 32 ? sp : 32;
         sp -= nb;
         const bool valid = lane < nb;
@@ -530,6 +639,9 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32)
         }
         const int32_t pushed = __shfl_sync(FULL, push, 31);
         if (sp + pushed > STACK) { /* no room: sum the opened nodes directly */
+#ifdef FMK_BH_COUNT
+            c_over++;
+#endif
             direct = direct || open;
             open = false;
         } else {
@@ -538,17 +650,21 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32)
                     stack[at + k] = l.x + k;
             sp += pushed;
         }
+#ifdef FMK_BH_COUNT
+        c_depth = sp > c_depth ? sp : c_depth;
+#endif
 
         /* accepted nodes -> M2P list */
         const unsigned acc_mask = __ballot_sync(FULL, accept);
-        if (accept) {
-            V *e = node_list[n_m2p + __popc(acc_mask & lt)];
-            e[0] = x, e[1] = m1, e[2] = m2, e[3] = m3;
-        }
+        if (accept)
+            bfs_pack<R, ORDER>(x, m1, m2, m3, a.eps2, node_list[n_m2p + __popc(acc_mask & lt)]);
         n_m2p += __popc(acc_mask);
+#ifdef FMK_BH_COUNT
+        c_m2p += __popc(acc_mask);
+#endif
         __syncwarp();
         if (n_m2p >= 32) {
-            bfs_m2p<R, ORDER, SELF, T>(node_list, 32, y, a.eps2, phi, g);
+            bfs_m2p<R, ORDER, T>(node_list, 32, y, a.eps2, phi, g);
             __syncwarp();
             if (lane < n_m2p - 32)
 #pragma unroll
@@ -567,6 +683,9 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32)
                 incl += v;
         }
         const int32_t total = __shfl_sync(FULL, incl, 31);
+#ifdef FMK_BH_COUNT
+        c_p2p += total;
+#endif
         const int32_t first = l.z - (incl - (direct ? cnt : 0)); /* source = first + position */
         for (int32_t base = 0; base < total; base += 32) {
             const int32_t p = base + lane;
@@ -587,7 +706,7 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32)
             n_p2p += k;
             __syncwarp();
             if (n_p2p >= 32) {
-                bfs_p2p<R, SELF, T>(src_list, idx_list, 32, t, y, a.eps2, phi, g);
+                bfs_p2p_any<R, SELF, T>(src_list, idx_list, 32, t, y, a.eps2, phi, g);
                 __syncwarp();
                 if (lane < n_p2p - 32) {
                     src_list[lane] = src_list[32 + lane];
@@ -599,8 +718,20 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32)
             }
         }
     }
-    bfs_m2p<R, ORDER, SELF, T>(node_list, n_m2p, y, a.eps2, phi, g);
-    bfs_p2p<R, SELF, T>(src_list, idx_list, n_p2p, t, y, a.eps2, phi, g);
+    bfs_m2p<R, ORDER, T>(node_list, n_m2p, y, a.eps2, phi, g);
+    bfs_p2p_any<R, SELF, T>(src_list, idx_list, n_p2p, t, y, a.eps2, phi, g);
+#ifdef FMK_BH_COUNT
+    if (lane == 0) {
+        const long long nt = grp.y - grp.x;
+        atomicAdd(&fmk_bh_counts[0], (unsigned long long)nt);
+        atomicAdd(&fmk_bh_counts[1], (unsigned long long)(c_m2p * nt));
+        atomicAdd(&fmk_bh_counts[2], (unsigned long long)(c_p2p * nt));
+        atomicAdd(&fmk_bh_counts[3], (unsigned long long)c_steps);
+        atomicAdd(&fmk_bh_counts[4], (unsigned long long)c_over);
+        atomicAdd(&fmk_bh_counts[5], 1ull);
+        atomicMax(&fmk_bh_counts[6], (unsigned long long)c_depth);
+    }
+#endif
 #pragma unroll
     for (int k = 0; k < T; k++)
         if (t[k] < grp.y)
@@ -622,6 +753,8 @@ cudaError_t launch_walk(const walk_args<R> &a, int stackless, int group)
         k_walk_group<R, ORDER, SELF, 1><<<blocks_for(a.n_groups * 32, WALK_BLOCK), WALK_BLOCK>>>(a);
     else if (group == 64)
         k_walk_bfs<R, ORDER, SELF, 2><<<bfs_blocks, WB * 32>>>(a);
+    else if (fmk_cuda_bh_bfs_stack == 512)
+        k_walk_bfs<R, ORDER, SELF, 1, 512><<<bfs_blocks, WB * 32>>>(a);
     else
         k_walk_bfs<R, ORDER, SELF, 1><<<bfs_blocks, WB * 32>>>(a);
     return cudaGetLastError();
@@ -837,7 +970,8 @@ fmk_status build(fmk_plan *plan, bh_state *s, int64_t ns, const double *d_xs, in
     }
     int64_t bound = 0;
     if (m > 0) {
-        st = fmk_cuda_tree3d_groups(plan, gt, s->group, (long long)held(s), &s->d_groups,
+        st = fmk_cuda_tree3d_groups(plan, gt, s->group, fmk_cuda_bh_group_merge != 0,
+                                    (long long)held(s), &s->d_groups,
                                     &s->cap_groups);
         bound = fmk_cuda_tree3d_groups_bound(gt, s->group);
     }
@@ -1118,7 +1252,19 @@ fmk_status run_eval_t(fmk_plan *plan, bh_state *s, const double *d_q, double csc
     a.pot = pot;
     a.grad = grad;
     const int stackless = plan->opts.walk == FMK_WALK_STACKLESS;
+#ifdef FMK_BH_COUNT
+    unsigned long long cnt[7] = {0, 0, 0, 0, 0, 0, 0};
+    (void)cudaMemcpyToSymbol(fmk_bh_counts, cnt, sizeof cnt);
+#endif
     err = walk<R>(a, plan->opts.order, plan->self, stackless, s->group);
+#ifdef FMK_BH_COUNT
+    if (cudaMemcpyFromSymbol(cnt, fmk_bh_counts, sizeof cnt) == cudaSuccess && cnt[0] > 0)
+        fprintf(stderr, "walk counts: n %llu targets, %llu groups (%.1f targets each); per "
+                "target %.1f M2P, %.1f P2P; %.1f steps per group; %llu stack overflows, "
+                "deepest stack %llu\n",
+                cnt[0], cnt[5], (double)cnt[0] / cnt[5], (double)cnt[1] / cnt[0],
+                (double)cnt[2] / cnt[0], (double)cnt[3] / cnt[5], cnt[4], cnt[6]);
+#endif
     if (err == cudaSuccess)
         err = cudaEventRecord(s->ev[3], 0);
     if (err == cudaSuccess)

@@ -154,24 +154,85 @@ __global__ void k_write_children(int L, int32_t bound, int64_t cap, int32_t *__r
     }
 }
 
-/* Group candidates: chunks of group_size for a node that is a group (tree_internal.h). */
-__global__ void k_group_count(int32_t n_nodes, int group_size, const int32_t *__restrict__ begin,
-                              const int32_t *__restrict__ end, const int32_t *__restrict__ more,
+/* Groups (tree_internal.h). Without merge: a node that is a group gives chunks of group_size.
+ * With merge: a node of more than group_size points that has children gives its children's
+ * groups: runs of consecutive children of at most group_size points each, packed greedily up
+ * to group_size points (siblings: the run's box stays inside the node), and chunks of
+ * group_size for a child leaf of more; the root gives itself when it is a group. */
+__device__ __forceinline__ int32_t group_runs(int32_t i, int group_size, int merge,
+                                              const int32_t *__restrict__ begin,
+                                              const int32_t *__restrict__ end,
+                                              const int32_t *__restrict__ more,
+                                              const int32_t *__restrict__ n_children,
+                                              const int32_t *__restrict__ parent,
+                                              int2 *__restrict__ out)
+{
+    const int32_t c = end[i] - begin[i];
+    int32_t n = 0;
+    const int self_group = (c <= group_size || more[i] < 0) &&
+                           (merge ? parent[i] < 0
+                                  : (parent[i] < 0 || end[parent[i]] - begin[parent[i]] > group_size));
+    if (self_group) {
+        for (int32_t b = begin[i]; b < end[i]; b += group_size, n++)
+            if (out)
+                out[n] = make_int2(b, min(b + group_size, end[i]));
+        return n;
+    }
+    if (!merge || c <= group_size || more[i] < 0)
+        return 0;
+    int32_t run_b = 0, run_e = 0; /* the open run of small children (empty: run_e == run_b) */
+    for (int32_t k = more[i], k1 = more[i] + n_children[i]; k < k1; k++) {
+        const int32_t b = begin[k], e = end[k], ck = e - b;
+        if (ck > group_size) { /* close the run; a big leaf is chunked here */
+            if (run_e > run_b) {
+                if (out)
+                    out[n] = make_int2(run_b, run_e);
+                n++;
+            }
+            run_b = run_e = 0;
+            if (more[k] < 0)
+                for (int32_t q = b; q < e; q += group_size, n++)
+                    if (out)
+                        out[n] = make_int2(q, min(q + group_size, e));
+            continue;
+        }
+        if (run_e > run_b && run_e - run_b + ck <= group_size) {
+            run_e = e;
+            continue;
+        }
+        if (run_e > run_b) {
+            if (out)
+                out[n] = make_int2(run_b, run_e);
+            n++;
+        }
+        run_b = b, run_e = e;
+    }
+    if (run_e > run_b) {
+        if (out)
+            out[n] = make_int2(run_b, run_e);
+        n++;
+    }
+    return n;
+}
+
+__global__ void k_group_count(int32_t n_nodes, int group_size, int merge,
+                              const int32_t *__restrict__ begin, const int32_t *__restrict__ end,
+                              const int32_t *__restrict__ more,
+                              const int32_t *__restrict__ n_children,
                               const int32_t *__restrict__ parent, int32_t *__restrict__ chunks)
 {
     int32_t i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n_nodes)
         return;
-    const int32_t c = end[i] - begin[i];
-    const int32_t p = parent[i];
-    const int is_group = (c <= group_size || more[i] < 0) &&
-                         (p < 0 || end[p] - begin[p] > group_size);
-    chunks[i] = is_group ? (c + group_size - 1) / group_size : 0;
+    chunks[i] = group_runs(i, group_size, merge, begin, end, more, n_children, parent, NULL);
 }
 
-__global__ void k_group_write(int32_t n_nodes, int group_size, const int32_t *__restrict__ begin,
-                              const int32_t *__restrict__ end, const int32_t *__restrict__ offset,
-                              const int32_t *__restrict__ chunks, int2 *__restrict__ groups,
+__global__ void k_group_write(int32_t n_nodes, int group_size, int merge,
+                              const int32_t *__restrict__ begin, const int32_t *__restrict__ end,
+                              const int32_t *__restrict__ more,
+                              const int32_t *__restrict__ n_children,
+                              const int32_t *__restrict__ parent,
+                              const int32_t *__restrict__ offset, int2 *__restrict__ groups,
                               int32_t *__restrict__ lb)
 {
     int32_t i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -179,9 +240,7 @@ __global__ void k_group_write(int32_t n_nodes, int group_size, const int32_t *__
         lb[FMK_CUDA_TREE_LB_GROUPS] = offset[n_nodes];
     if (i >= n_nodes)
         return;
-    int32_t g = offset[i];
-    for (int32_t k = 0, b = begin[i]; k < chunks[i]; k++, b += group_size)
-        groups[g + k] = make_int2(b, min(b + group_size, end[i]));
+    group_runs(i, group_size, merge, begin, end, more, n_children, parent, groups + offset[i]);
 }
 
 void free_ptr(void *p)
@@ -456,7 +515,8 @@ extern "C" int64_t fmk_cuda_tree3d_groups_bound(const fmk_cuda_tree *t, int grou
 }
 
 extern "C" fmk_status fmk_cuda_tree3d_groups(fmk_plan *plan, fmk_cuda_tree *t, int group_size,
-                                             long long extra, int2 **d_groups, int64_t *cap_groups)
+                                             int merge, long long extra, int2 **d_groups,
+                                             int64_t *cap_groups)
 {
     const int32_t nn = (int32_t)t->n_nodes;
     const int64_t bound = fmk_cuda_tree3d_groups_bound(t, group_size);
@@ -471,15 +531,16 @@ extern "C" fmk_status fmk_cuda_tree3d_groups(fmk_plan *plan, fmk_cuda_tree *t, i
     }
     /* the level workspace: counts (nn + 1 <= cap_nodes + 1) and their scan */
     int32_t *d_chunks = t->d_counts, *d_offset = t->d_offset;
-    k_group_count<<<blocks_for(nn), BLOCK>>>(nn, group_size, t->d_begin, t->d_end, t->d_more,
-                                             t->d_parent, d_chunks);
+    k_group_count<<<blocks_for(nn), BLOCK>>>(nn, group_size, merge, t->d_begin, t->d_end,
+                                             t->d_more, t->d_n_children, t->d_parent, d_chunks);
     cudaError_t err = cudaMemsetAsync(d_chunks + nn, 0, sizeof(int32_t));
     size_t tb = t->temp_bytes;
     if (err == cudaSuccess)
         err = cub::DeviceScan::ExclusiveSum(t->d_temp, tb, d_chunks, d_offset, nn + 1);
     if (err == cudaSuccess) {
-        k_group_write<<<blocks_for(nn), BLOCK>>>(nn, group_size, t->d_begin, t->d_end, d_offset,
-                                                 d_chunks, *d_groups, t->d_lb);
+        k_group_write<<<blocks_for(nn), BLOCK>>>(nn, group_size, merge, t->d_begin, t->d_end,
+                                                 t->d_more, t->d_n_children, t->d_parent,
+                                                 d_offset, *d_groups, t->d_lb);
         err = cudaMemcpyAsync(t->h_lb + FMK_CUDA_TREE_LB_GROUPS, t->d_lb + FMK_CUDA_TREE_LB_GROUPS,
                               sizeof(int32_t), cudaMemcpyDeviceToHost, 0);
     }

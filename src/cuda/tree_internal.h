@@ -86,12 +86,14 @@ void fmk_cuda_tree3d_free(fmk_cuda_tree *t);
 
 /* Groups of at most group_size nearby sorted points for the group walk: the nodes of at most
  * group_size points (or leaves) whose parent has more, leaves of more cut into pieces of
- * group_size. At most fmk_cuda_tree3d_groups_bound(t, group_size) of them: *d_groups (device,
+ * group_size; with merge, consecutive such siblings packed together up to group_size points
+ * (fuller warps; a group's box stays inside the parent). At most
+ * fmk_cuda_tree3d_groups_bound(t, group_size) of them: *d_groups (device,
  * int2 {begin, end}, *cap_groups slots) is grown here to that bound when smaller. The count is
  * written to t->d_lb[FMK_CUDA_TREE_LB_GROUPS] and, once the stream reaches it, to
  * t->h_lb[FMK_CUDA_TREE_LB_GROUPS] (no synchronization here). Uses t's level workspace. */
 int64_t fmk_cuda_tree3d_groups_bound(const fmk_cuda_tree *t, int group_size);
-fmk_status fmk_cuda_tree3d_groups(fmk_plan *plan, fmk_cuda_tree *t, int group_size,
+fmk_status fmk_cuda_tree3d_groups(fmk_plan *plan, fmk_cuda_tree *t, int group_size, int merge,
                                   long long extra, int2 **d_groups, int64_t *cap_groups);
 
 /* Copies the device tree into host arrays of fmk_tree3d (each malloc'ed; free them with
