@@ -53,7 +53,7 @@ fmk_status fmk_fmm3d_ops_create(fmk_fmm3d_ops_ctx *ctx, int order)
     ctx->rec_b = malloc((size_t)nh * sizeof(double));
     ctx->rec_diag = malloc((size_t)(deg + 1) * sizeof(double));
     ctx->log_fact = malloc((size_t)(4 * p + 3) * sizeof(long double));
-    ctx->sqrt_binom = calloc((size_t)nb * nb, sizeof(double));
+    ctx->sqrt_binom = calloc((size_t)nb * (size_t)nb, sizeof(double));
     if (!ctx->sqrt_int || !ctx->rec_a || !ctx->rec_b || !ctx->rec_diag || !ctx->log_fact ||
         !ctx->sqrt_binom) {
         fmk_fmm3d_ops_destroy(ctx);
@@ -99,8 +99,11 @@ fmk_status fmk_fmm3d_ops_create(fmk_fmm3d_ops_ctx *ctx, int order)
     for (int n = 0; n <= p; n++)
         rot += 4 * (int64_t)(n + 1) * (n + 1);
     ctx->rot_size = rot;
-    /* rotation | two expansions | Risbo's two matrices | harmonics up to degree 2p + 1 */
-    ctx->work_size = rot + 4 * ctx->n_coef + 2 * (int64_t)(2 * p + 1) * (2 * p + 1) + 2 * nh;
+    /* two expansions | Risbo's two matrices (side 2p + 2) | rotation; or the harmonics up to
+     * degree 2p + 1 (point operators, references) */
+    const int64_t risbo = 2 * (int64_t)(2 * p + 2) * (2 * p + 2);
+    const int64_t shoot = 4 * ctx->n_coef + risbo + rot;
+    ctx->work_size = shoot > 2 * nh ? shoot : 2 * nh;
     return FMK_OK;
 }
 
@@ -350,42 +353,33 @@ void fmk_fmm3d_rot_init(const fmk_fmm3d_ops_ctx *ctx, const double dir[3], doubl
     }
     double *F = rot + 2 * (p + 1);
     const double c = cos(0.5 * th), s = sin(0.5 * th);
-    const int W = 2 * p + 1;                     /* stride of Risbo's matrices */
+    /* Risbo's matrices with a zero border: entry (a, b) at [(a + 1) W + b + 1], so the terms
+     * that fall outside d^(J-1) read zeros and the loop has no branches. */
+    const int W = 2 * p + 2;
     double *old = work + 4 * ctx->n_coef, *cur = old + (int64_t)W * W;
-    cur[0] = 1;                                  /* d^0 */
+    memset(old, 0, 2 * (size_t)W * (size_t)W * sizeof(double));
+    cur[W + 1] = 1;                              /* d^0 */
     for (int J = 0; J <= 2 * p; J++) {
         if (J > 0) {
             double *t = old;
             old = cur, cur = t;
             const double inv = 1.0 / J;
-            for (int a = 0; a <= J; a++)
-                for (int b = 0; b <= J; b++) {
-                    double v = 0;
-                    if (b >= 1) {
-                        double w = 0;
-                        if (a >= 1)
-                            w += c * sq[a] * old[(a - 1) * W + b - 1];
-                        if (a <= J - 1)
-                            w += s * sq[J - a] * old[a * W + b - 1];
-                        v += sq[b] * w;
-                    }
-                    if (b <= J - 1) {
-                        double w = 0;
-                        if (a >= 1)
-                            w -= s * sq[a] * old[(a - 1) * W + b];
-                        if (a <= J - 1)
-                            w += c * sq[J - a] * old[a * W + b];
-                        v += sq[J - b] * w;
-                    }
-                    cur[a * W + b] = v * inv;
-                }
+            for (int a = 0; a <= J; a++) {
+                const double *o0 = old + a * W, *o1 = old + (a + 1) * W;  /* rows a-1, a */
+                const double cu = c * sq[a], su = s * sq[J - a];
+                const double sv = -s * sq[a], cv = c * sq[J - a];
+                double *row = cur + (a + 1) * W + 1;
+                for (int b = 0; b <= J; b++)
+                    row[b] = (sq[b] * (cu * o0[b] + su * o1[b]) +
+                              sq[J - b] * (sv * o0[b + 1] + cv * o1[b + 1])) * inv;
+            }
         }
         if (J & 1)
             continue;
         const int n = J / 2, n1 = n + 1;
         double *Fr = F + rot_offset(n), *Fi = Fr + n1 * n1, *Br = Fi + n1 * n1,
                *Bi = Br + n1 * n1;
-#define D(mp, m) cur[((mp) + n) * W + (m) + n]
+#define D(mp, m) cur[((mp) + n + 1) * W + (m) + n + 1]
         for (int m = 0; m <= n; m++)
             for (int mp = 0; mp <= n; mp++) {
                 if (mp == 0) {
@@ -555,7 +549,7 @@ static void shoot(const fmk_fmm3d_ops_ctx *ctx, const double *rot, const double 
     double *a = work, *b = work + nc2, *r = work + 2 * nc2;
     if (!rot) {
         /* rot_init's scratch starts at work + 2 nc2: put the rotation after it */
-        r = work + 2 * nc2 + 2 * (int64_t)(2 * ctx->order + 1) * (2 * ctx->order + 1);
+        r = work + 2 * nc2 + 2 * (int64_t)(2 * ctx->order + 2) * (2 * ctx->order + 2);
         fmk_fmm3d_rot_init(ctx, v, r, work);
         rot = r;
     }
