@@ -27,10 +27,9 @@
  * breadth-first, 1 next/more): tuning knobs, not API. */
 extern int fmk_cuda_bh_group_size;
 extern int fmk_cuda_bh_group_walk;
-/* Sibling groups packed into fuller groups (1, default) or one group per node (0); the
- * breadth-first walk's stack per warp (1024 default, or 512): tuning knobs, not API. */
+/* Groups: siblings' points cut into full groups across their bounds (2, default), sibling
+ * groups packed whole (1) or one group per node (0): a tuning knob, not API. */
 extern int fmk_cuda_bh_group_merge;
-extern int fmk_cuda_bh_bfs_stack;
 
 /* measure()'s walk argument for the next/more group walk (the breadth-first one is GROUP). */
 #define WALK_NEXT_MORE ((fmk_walk)3)
@@ -386,15 +385,15 @@ int main(int argc, char **argv)
                 add(measure("headline", &p, f32, 0.6, 2, leaf, 32, FMK_WALK_AUTO,
                             k >= 24 ? 3 : reps), json);
                 if (variants && k == 20) {
-                    fmk_cuda_bh_group_merge = 0;
-                    add(measure("no merge", &p, f32, 0.6, 2, leaf, 32, FMK_WALK_AUTO, reps), json);
-                    fmk_cuda_bh_group_merge = 1;
-                    fmk_cuda_bh_bfs_stack = 512;
-                    add(measure("stack 512", &p, f32, 0.6, 2, leaf, 32, FMK_WALK_AUTO, reps), json);
-                    fmk_cuda_bh_bfs_stack = 1024;
-                    for (int l = 32; l <= 128; l *= 2)
-                        if (l != 64)
-                            add(measure("leaf", &p, f32, 0.6, 2, l, 32, FMK_WALK_AUTO, reps), json);
+                    for (int mg = 0; mg <= 1; mg++) {
+                        fmk_cuda_bh_group_merge = mg;
+                        add(measure(mg ? "groups: siblings packed" : "groups: one per node", &p,
+                                    f32, 0.6, 2, leaf, 32, FMK_WALK_AUTO, reps), json);
+                    }
+                    fmk_cuda_bh_group_merge = 2;
+                    const int leaves[4] = {24, 32, 48, 128};
+                    for (int l = 0; l < 4; l++)
+                        add(measure("leaf", &p, f32, 0.6, 2, leaves[l], 32, FMK_WALK_AUTO, reps), json);
                 }
                 problem_free(&p);
             }

@@ -62,13 +62,10 @@ int fmk_cuda_bh_group_size = 32;
 extern "C" int fmk_cuda_bh_group_walk;
 int fmk_cuda_bh_group_walk = 0;
 /* Tuning knob for the benchmark and the tests (not API): 1 packs sibling groups of the
- * targets' tree into fuller groups (tree_internal.h), 0 one group per node. */
+ * targets' tree into fuller groups, 2 cuts the siblings' points into full groups across their
+ * bounds, 0 one group per node (tree_internal.h). */
 extern "C" int fmk_cuda_bh_group_merge;
-int fmk_cuda_bh_group_merge = 1;
-/* Tuning knob for the benchmark (not API): the breadth-first walk's stack per warp, 1024 or
- * 512 (less shared memory: more resident warps). */
-extern "C" int fmk_cuda_bh_bfs_stack;
-int fmk_cuda_bh_bfs_stack = 1024;
+int fmk_cuda_bh_group_merge = 2;
 
 #ifdef FMK_BH_COUNT
 /* Walk statistics (a build with -DFMK_BH_COUNT only): per breadth-first walk, the sums over
@@ -171,6 +168,42 @@ __global__ void k_pack_charges(int64_t n, const int32_t *__restrict__ order,
     if (s >= n)
         return;
     src[s].w = (R)(q[order[s]] * scale);
+}
+
+/* Charge check: the first non-finite charge (stats[0], min) and the largest |q| as bits
+ * (stats[1], max), reduced per block before one atomic each (one atomic per thread on one
+ * address cost ~0.8 ms at 2^20). stats must hold {ULLONG_MAX, 0} before. */
+__global__ void k_charge_stats(int64_t n, const double *__restrict__ q,
+                               unsigned long long *__restrict__ stats)
+{
+    unsigned long long big = 0, bad = ~0ull;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        const double a = fabs(q[i]);
+        if (!isfinite(a))
+            bad = (unsigned long long)i < bad ? (unsigned long long)i : bad;
+        else
+            big = (unsigned long long)__double_as_longlong(a) > big
+                      ? (unsigned long long)__double_as_longlong(a) : big;
+    }
+    for (int d = 16; d > 0; d >>= 1) {
+        const unsigned long long b2 = __shfl_xor_sync(0xffffffffu, big, d);
+        const unsigned long long x2 = __shfl_xor_sync(0xffffffffu, bad, d);
+        big = b2 > big ? b2 : big, bad = x2 < bad ? x2 : bad;
+    }
+    __shared__ unsigned long long s_big[32], s_bad[32];
+    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
+    if (lane == 0)
+        s_big[wid] = big, s_bad[wid] = bad;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        for (int k = 1; k < (int)(blockDim.x >> 5); k++)
+            big = s_big[k] > big ? s_big[k] : big, bad = s_bad[k] < bad ? s_bad[k] : bad;
+        if (bad != ~0ull)
+            atomicMin(&stats[0], bad);
+        if (big)
+            atomicMax(&stats[1], big);
+    }
 }
 
 __global__ void k_links(int32_t n_nodes, const int32_t *__restrict__ more,
@@ -449,6 +482,7 @@ __global__ void __launch_bounds__(WALK_BLOCK) k_walk_stackless(walk_args<R> a)
  * (never seen in practice) makes the node's opening a direct sum over its points (exact). */
 template <typename R> struct bfs_cfg {
     static constexpr int WARPS = sizeof(R) == 4 ? 4 : 2; /* warps per block (shared memory) */
+    static constexpr int MIN_BLOCKS = sizeof(R) == 4 ? 6 : 1; /* what shared memory allows */
 };
 
 /* M2P list entries are packed for evaluation when a node is accepted (4 4-vectors):
@@ -526,9 +560,10 @@ __device__ __forceinline__ void bfs_m2p(const typename vec4<R>::type (*list)[4],
 }
 
 /* P2P over a list of sources. SOFT (eps2 > 0): t > 0 always, and the self term is left out
- * by index; laplace (eps2 = 0): a coincident pair (the self term among them) adds nothing
- * (bh_terms.h's rule), so no index is needed. */
-template <typename R, bool SELF, bool SOFT, int T>
+ * by index. Laplace (eps2 = 0): a coincident pair (the self term among them) adds nothing
+ * (bh_terms.h's rule), so no index is needed, and GUARD = false skips that test for a list in
+ * which no source lies in the group's box (no source there can coincide with a target). */
+template <typename R, bool SELF, bool SOFT, bool GUARD, int T>
 __device__ __forceinline__ void bfs_p2p(const typename vec4<R>::type *src, const int32_t *idx,
                                         int count, const int32_t (&t)[T], const R (&y)[T][3],
                                         R eps2, R (&phi)[T], R (&g)[T][3])
@@ -545,7 +580,7 @@ __device__ __forceinline__ void bfs_p2p(const typename vec4<R>::type *src, const
             const R r2 = SOFT ? fma(dx, dx, fma(dy, dy, fma(dz, dz, eps2)))
                               : fma(dx, dx, fma(dy, dy, dz * dz));
             R u = rsqrt_(r2);
-            if (!SOFT)
+            if (!SOFT && GUARD)
                 u = r2 > 0 ? u : (R)0;
             const R qu = q * u, qu3 = qu * u * u;
             phi[k] += qu;
@@ -556,27 +591,35 @@ __device__ __forceinline__ void bfs_p2p(const typename vec4<R>::type *src, const
     }
 }
 
+/* count <= 32 entries; inbox[e] != 0: source e lies in the group's box. */
 template <typename R, bool SELF, int T>
 __device__ __forceinline__ void bfs_p2p_any(const typename vec4<R>::type *src, const int32_t *idx,
-                                            int count, const int32_t (&t)[T], const R (&y)[T][3],
-                                            R eps2, R (&phi)[T], R (&g)[T][3])
+                                            const unsigned char *inbox, int count,
+                                            const int32_t (&t)[T], const R (&y)[T][3], R eps2,
+                                            R (&phi)[T], R (&g)[T][3])
 {
+    const int lane = threadIdx.x & 31;
     if (eps2 > 0)
-        bfs_p2p<R, SELF, true, T>(src, idx, count, t, y, eps2, phi, g);
+        bfs_p2p<R, SELF, true, true, T>(src, idx, count, t, y, eps2, phi, g);
+    else if (__any_sync(0xffffffffu, lane < count && inbox[lane]))
+        bfs_p2p<R, SELF, false, true, T>(src, idx, count, t, y, eps2, phi, g);
     else
-        bfs_p2p<R, SELF, false, T>(src, idx, count, t, y, eps2, phi, g);
+        bfs_p2p<R, SELF, false, false, T>(src, idx, count, t, y, eps2, phi, g);
 }
 
-template <typename R, int ORDER, bool SELF, int T, int STACK = 1024> /* STACK: nodes waiting per warp */
-__global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32)
+template <typename R, int ORDER, bool SELF, int T>
+__global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32, bfs_cfg<R>::MIN_BLOCKS)
     k_walk_bfs(walk_args<R> a)
 {
     typedef typename vec4<R>::type V;
-    constexpr int WARPS = bfs_cfg<R>::WARPS;
+    /* STACK: nodes waiting per warp (960: 6 blocks of 4 warps fit an SM; the deepest seen in
+     * the benchmark's runs was 537) */
+    constexpr int WARPS = bfs_cfg<R>::WARPS, STACK = 960;
     constexpr unsigned FULL = 0xffffffffu;
     __shared__ V s_node[WARPS][64][4]; /* accepted nodes, packed by bfs_pack */
     __shared__ V s_src[WARPS][64];     /* sources of opened leaves */
     __shared__ int32_t s_idx[WARPS][SELF ? 64 : 1];
+    __shared__ unsigned char s_inbox[WARPS][64]; /* P2P source in the group's box */
     __shared__ int32_t s_stack[WARPS][STACK];
     const int wb = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int64_t w = blockIdx.x * (int64_t)WARPS + wb;
@@ -585,6 +628,7 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32)
     V(*node_list)[4] = s_node[wb];
     V *src_list = s_src[wb];
     int32_t *idx_list = s_idx[wb];
+    unsigned char *inbox_list = s_inbox[wb];
     int32_t *stack = s_stack[wb];
     const unsigned lt = (1u << lane) - 1;
 
@@ -601,7 +645,29 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32)
     }
     if (lane == 0)
         stack[0] = 0; /* the root */
-    int sp = 1, n_m2p = 0, n_p2p = 0; /* warp-uniform */
+    /* Both lists are rings of 64 entries: the n entries waiting start at head (0 or 32), so
+     * a full chunk of 32 is contiguous and is evaluated in place (no copying). */
+    int sp = 1, n_m2p = 0, n_p2p = 0, h_m2p = 0, h_p2p = 0; /* warp-uniform */
+    /* A source that can coincide with a target lies in the group's box (which holds them up
+     * to the rounding of its centre: a margin of 2^-20 of the coordinates, 2^-10 of the box). */
+    const R mx = fabs(c.x) * (R)0x1p-20 + h.x * (R)(1 + 0x1p-10);
+    const R my = fabs(c.y) * (R)0x1p-20 + h.y * (R)(1 + 0x1p-10);
+    const R mz = fabs(c.z) * (R)0x1p-20 + h.z * (R)(1 + 0x1p-10);
+    auto in_box = [&](const V &p) -> unsigned char {
+        return fabs(p.x - c.x) <= mx && fabs(p.y - c.y) <= my && fabs(p.z - c.z) <= mz;
+    };
+    /* Evaluates the first 32 entries of a list and moves the rest (< 32) to the front. */
+    auto m2p_chunk = [&]() {
+        bfs_m2p<R, ORDER, T>(node_list + h_m2p, 32, y, a.eps2, phi, g);
+        h_m2p ^= 32, n_m2p -= 32;
+        __syncwarp(); /* the slots are written again */
+    };
+    auto p2p_chunk = [&]() {
+        bfs_p2p_any<R, SELF, T>(src_list + h_p2p, idx_list + (SELF ? h_p2p : 0),
+                                inbox_list + h_p2p, 32, t, y, a.eps2, phi, g);
+        h_p2p ^= 32, n_p2p -= 32;
+        __syncwarp();
+    };
 #ifdef FMK_BH_COUNT
     long long c_m2p = 0, c_p2p = 0, c_steps = 0, c_over = 0, c_depth = 0;
 #endif
@@ -657,22 +723,15 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32)
         /* accepted nodes -> M2P list */
         const unsigned acc_mask = __ballot_sync(FULL, accept);
         if (accept)
-            bfs_pack<R, ORDER>(x, m1, m2, m3, a.eps2, node_list[n_m2p + __popc(acc_mask & lt)]);
+            bfs_pack<R, ORDER>(x, m1, m2, m3, a.eps2,
+                               node_list[(h_m2p + n_m2p + __popc(acc_mask & lt)) & 63]);
         n_m2p += __popc(acc_mask);
 #ifdef FMK_BH_COUNT
         c_m2p += __popc(acc_mask);
 #endif
         __syncwarp();
-        if (n_m2p >= 32) {
-            bfs_m2p<R, ORDER, T>(node_list, 32, y, a.eps2, phi, g);
-            __syncwarp();
-            if (lane < n_m2p - 32)
-#pragma unroll
-                for (int q = 0; q < 4; q++)
-                    node_list[lane][q] = node_list[32 + lane][q];
-            n_m2p -= 32;
-            __syncwarp();
-        }
+        if (n_m2p >= 32)
+            m2p_chunk();
 
         /* sources of directly summed nodes -> P2P list, 32 at a time */
         int32_t incl = direct ? cnt : 0;
@@ -699,27 +758,23 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32)
             const int32_t j = __shfl_sync(FULL, first, owner) + p;
             const int k = total - base < 32 ? total - base : 32;
             if (lane < k) {
-                src_list[n_p2p + lane] = a.src[j];
-                if (SELF)
-                    idx_list[n_p2p + lane] = j;
+                const V sv = a.src[j];
+                const int at = (h_p2p + n_p2p + lane) & 63;
+                src_list[at] = sv;
+                if (SELF && a.eps2 > 0)
+                    idx_list[at] = j;
+                else
+                    inbox_list[at] = in_box(sv);
             }
             n_p2p += k;
             __syncwarp();
-            if (n_p2p >= 32) {
-                bfs_p2p_any<R, SELF, T>(src_list, idx_list, 32, t, y, a.eps2, phi, g);
-                __syncwarp();
-                if (lane < n_p2p - 32) {
-                    src_list[lane] = src_list[32 + lane];
-                    if (SELF)
-                        idx_list[lane] = idx_list[32 + lane];
-                }
-                n_p2p -= 32;
-                __syncwarp();
-            }
+            if (n_p2p >= 32)
+                p2p_chunk();
         }
     }
-    bfs_m2p<R, ORDER, T>(node_list, n_m2p, y, a.eps2, phi, g);
-    bfs_p2p_any<R, SELF, T>(src_list, idx_list, n_p2p, t, y, a.eps2, phi, g);
+    bfs_m2p<R, ORDER, T>(node_list + h_m2p, n_m2p, y, a.eps2, phi, g);
+    bfs_p2p_any<R, SELF, T>(src_list + h_p2p, idx_list + (SELF ? h_p2p : 0), inbox_list + h_p2p,
+                            n_p2p, t, y, a.eps2, phi, g);
 #ifdef FMK_BH_COUNT
     if (lane == 0) {
         const long long nt = grp.y - grp.x;
@@ -753,8 +808,6 @@ cudaError_t launch_walk(const walk_args<R> &a, int stackless, int group)
         k_walk_group<R, ORDER, SELF, 1><<<blocks_for(a.n_groups * 32, WALK_BLOCK), WALK_BLOCK>>>(a);
     else if (group == 64)
         k_walk_bfs<R, ORDER, SELF, 2><<<bfs_blocks, WB * 32>>>(a);
-    else if (fmk_cuda_bh_bfs_stack == 512)
-        k_walk_bfs<R, ORDER, SELF, 1, 512><<<bfs_blocks, WB * 32>>>(a);
     else
         k_walk_bfs<R, ORDER, SELF, 1><<<bfs_blocks, WB * 32>>>(a);
     return cudaGetLastError();
@@ -970,7 +1023,7 @@ fmk_status build(fmk_plan *plan, bh_state *s, int64_t ns, const double *d_xs, in
     }
     int64_t bound = 0;
     if (m > 0) {
-        st = fmk_cuda_tree3d_groups(plan, gt, s->group, fmk_cuda_bh_group_merge != 0,
+        st = fmk_cuda_tree3d_groups(plan, gt, s->group, fmk_cuda_bh_group_merge,
                                     (long long)held(s), &s->d_groups,
                                     &s->cap_groups);
         bound = fmk_cuda_tree3d_groups_bound(gt, s->group);
@@ -1312,7 +1365,14 @@ fmk_status run_eval(fmk_plan *plan, bh_state *s, const double *charges, double *
         d_q = (const double *)s->charges.p;
     }
     unsigned long long stats[2];
-    err = fmk_cuda_charge_stats(1, n, d_q, s->d_stats);
+    err = cudaMemsetAsync(s->d_stats, 0xff, sizeof(unsigned long long), 0);
+    if (err == cudaSuccess)
+        err = cudaMemsetAsync(s->d_stats + 1, 0, sizeof(unsigned long long), 0);
+    if (err == cudaSuccess) {
+        const int64_t nb = (n + BLOCK - 1) / BLOCK;
+        k_charge_stats<<<(unsigned)(nb < 1024 ? nb : 1024), BLOCK>>>(n, d_q, s->d_stats);
+        err = cudaGetLastError();
+    }
     if (err == cudaSuccess)
         err = cudaMemcpy(stats, s->d_stats, sizeof stats, cudaMemcpyDeviceToHost);
     if (err != cudaSuccess)

@@ -158,7 +158,9 @@ __global__ void k_write_children(int L, int32_t bound, int64_t cap, int32_t *__r
  * With merge: a node of more than group_size points that has children gives its children's
  * groups: runs of consecutive children of at most group_size points each, packed greedily up
  * to group_size points (siblings: the run's box stays inside the node), and chunks of
- * group_size for a child leaf of more; the root gives itself when it is a group. */
+ * group_size for a child leaf of more; the root gives itself when it is a group. merge = 2
+ * cuts the children's points (between children that split further) into pieces of group_size
+ * regardless of the children's bounds (full warps, larger boxes). */
 __device__ __forceinline__ int32_t group_runs(int32_t i, int group_size, int merge,
                                               const int32_t *__restrict__ begin,
                                               const int32_t *__restrict__ end,
@@ -183,6 +185,15 @@ __device__ __forceinline__ int32_t group_runs(int32_t i, int group_size, int mer
     int32_t run_b = 0, run_e = 0; /* the open run of small children (empty: run_e == run_b) */
     for (int32_t k = more[i], k1 = more[i] + n_children[i]; k < k1; k++) {
         const int32_t b = begin[k], e = end[k], ck = e - b;
+        if (merge == 2 && (ck <= group_size || more[k] < 0)) { /* pour into full chunks */
+            if (run_e == run_b)
+                run_b = b;
+            run_e = e;
+            for (; run_e - run_b > group_size; run_b += group_size, n++)
+                if (out)
+                    out[n] = make_int2(run_b, run_b + group_size);
+            continue;
+        }
         if (ck > group_size) { /* close the run; a big leaf is chunked here */
             if (run_e > run_b) {
                 if (out)

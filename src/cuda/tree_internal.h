@@ -87,7 +87,8 @@ void fmk_cuda_tree3d_free(fmk_cuda_tree *t);
 /* Groups of at most group_size nearby sorted points for the group walk: the nodes of at most
  * group_size points (or leaves) whose parent has more, leaves of more cut into pieces of
  * group_size; with merge, consecutive such siblings packed together up to group_size points
- * (fuller warps; a group's box stays inside the parent). At most
+ * (fuller warps; a group's box stays inside the parent); merge = 2 cuts the siblings' points
+ * into pieces of group_size across their bounds. At most
  * fmk_cuda_tree3d_groups_bound(t, group_size) of them: *d_groups (device,
  * int2 {begin, end}, *cap_groups slots) is grown here to that bound when smaller. The count is
  * written to t->d_lb[FMK_CUDA_TREE_LB_GROUPS] and, once the stream reaches it, to

@@ -3,8 +3,8 @@
  * fp64, laplace and plummer, separate targets; the error falls with theta and with the order;
  * the device-pointer paths give the host paths' results; hard inputs (identical points, a dense
  * clump, a far outlier, a plane, a line, N = 1, 2); the GPU tree equals the CPU build array for
- * array; the breadth-first group walk sums what the next/more group walk sums; out of device
- * memory; phase times. --quick: small sizes (for compute-sanitizer). */
+ * array; the breadth-first group walk sums what the next/more group walk sums, with each way
+ * of forming the groups; out of device memory; phase times. --quick: small sizes (for compute-sanitizer). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +24,9 @@ void fmk_cuda_tree3d_host_free(fmk_tree3d *tree);
  * breadth-first walk, the default; 1 the next/more group walk). */
 extern int fmk_cuda_bh_group_size;
 extern int fmk_cuda_bh_group_walk;
+/* Groups: 2 siblings' points cut across their bounds (default), 1 siblings packed whole, 0 one
+ * per node. */
+extern int fmk_cuda_bh_group_merge;
 
 /* The walks the loops below run: 1 group (breadth-first), 2 stackless, 3 group (next/more). */
 #define N_WALKS 3
@@ -422,6 +425,59 @@ static void test_walks_agree(void)
     free(x), free(q), free(y);
 }
 
+/* Each way of forming groups (packed siblings, cut across bounds, one per node): the
+ * breadth-first walk sums what the next/more walk sums (fp64, laplace and plummer, self and
+ * separate targets, some targets on sources), and the errors against the direct sum stay
+ * within the bounds of theta 0.6 (fp64 and fp32). */
+static void test_group_modes(void)
+{
+    const int64_t n = quick ? 4000 : 40000, m = quick ? 1000 : 7000;
+    double *x = xmalloc((size_t)n * 24), *q = xmalloc((size_t)n * 8), *y = xmalloc((size_t)m * 24);
+    double *rp = xmalloc((size_t)n * 8), *rg = xmalloc((size_t)n * 24);
+    double *p[2], *g[2];
+    for (int k = 0; k < 2; k++)
+        p[k] = xmalloc((size_t)n * 8), g[k] = xmalloc((size_t)n * 24);
+    test_points(TEST_DIST_PLUMMER, n, 81, x);
+    test_points(TEST_DIST_CLUSTERED, m, 82, y);
+    memcpy(y, x, 50 * 24); /* targets on sources */
+    test_charges(n, 0, 83, q);
+    for (int kern = 0; kern < 2; kern++)
+        for (int sep = 0; sep < 2; sep++) {
+            const fmk_kernel kernel = kern ? FMK_KERNEL_PLUMMER : FMK_KERNEL_LAPLACE;
+            const double soft = kern ? 0.01 : 0;
+            const int64_t mt = sep ? m : n;
+            reference(kernel, soft, n, x, q, sep ? m : 0, sep ? y : NULL, rp, rg);
+            for (int merge = 0; merge <= 2; merge++) {
+                fmk_cuda_bh_group_merge = merge;
+                /* fp64: breadth-first, next/more */
+                for (int k = 0; k < 2; k++) {
+                    fmk_opts o = tree_opts(FMK_PRECISION_FP64, 0.6, walk_of(k ? 3 : 1));
+                    o.softening = soft;
+                    CHECK_STATUS(run(kernel, &o, n, x, q, sep ? m : 0, sep ? y : NULL, p[k], g[k],
+                                     NULL), FMK_OK);
+                }
+                check_context("groups %d %s %s", merge, fmk_kernel_name(kernel),
+                              sep ? "targets" : "self");
+                CHECK_LE(test_rel_l2(p[0], p[1], mt), 1e-12, "pot, breadth-first vs next/more");
+                CHECK_LE(test_rel_l2(g[0], g[1], 3 * mt), 1e-12, "grad, breadth-first vs next/more");
+                CHECK_LE(test_rel_l2(p[0], rp, mt), 1e-2, "rel l2 error of pot (fp64)");
+                CHECK_LE(test_rel_l2(g[0], rg, 3 * mt), 3e-2, "rel l2 error of grad (fp64)");
+                fmk_opts o = tree_opts(FMK_PRECISION_FP32, 0.6, walk_of(1));
+                o.softening = soft;
+                CHECK_STATUS(run(kernel, &o, n, x, q, sep ? m : 0, sep ? y : NULL, p[1], g[1],
+                                 NULL), FMK_OK);
+                CHECK_LE(test_rel_l2(p[1], rp, mt), 1e-2, "rel l2 error of pot (fp32)");
+                CHECK_LE(test_rel_l2(g[1], rg, 3 * mt), 3e-2, "rel l2 error of grad (fp32)");
+                CHECK_LE(test_rel_l2(g[1], g[0], 3 * mt), 1e-3, "grad, fp32 vs fp64");
+            }
+        }
+    fmk_cuda_bh_group_merge = 2;
+    walk_of(1);
+    for (int k = 0; k < 2; k++)
+        free(p[k]), free(g[k]);
+    free(x), free(q), free(y), free(rp), free(rg);
+}
+
 /* Out of device memory: the status, a message with the bytes, nothing leaked, the plan usable. */
 static void test_oom(void)
 {
@@ -480,6 +536,7 @@ int main(int argc, char **argv)
     test_hard_inputs();
     test_accuracy();
     test_walks_agree();
+    test_group_modes();
     walk_of(1);
     if (!quick)
         test_oom();
