@@ -11,6 +11,8 @@
  *                               walk), and with --big 2^24 too; --variants adds 2^20 rows
  *                               with the tuning knobs off their defaults
  *   tree --profile              one 2^20 cube evaluation after a warm-up (for a profiler)
+ *   tree --groups               N = 2^14 .. 2^20: the default groups, one group per node, and
+ *                               siblings' points cut into full groups, at every N
  */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -30,6 +32,8 @@ extern int fmk_cuda_bh_group_walk;
 /* Groups: siblings' points cut into full groups across their bounds (2, default), sibling
  * groups packed whole (1) or one group per node (0): a tuning knob, not API. */
 extern int fmk_cuda_bh_group_merge;
+/* Fewer targets than this get one group per node (default 2^19): a tuning knob, not API. */
+extern long long fmk_cuda_bh_group_merge_min;
 
 /* measure()'s walk argument for the next/more group walk (the breadth-first one is GROUP). */
 #define WALK_NEXT_MORE ((fmk_walk)3)
@@ -325,7 +329,7 @@ static void print_json(void)
 int main(int argc, char **argv)
 {
     int json = 0, quick = 0, sweep = 0, max_log2 = 27, leaf = 0, headline = 0, big = 0;
-    int profile = 0, variants = 0;
+    int profile = 0, variants = 0, groups = 0;
     for (int a = 1; a < argc; a++) {
         if (strcmp(argv[a], "--json") == 0)
             json = 1;
@@ -341,13 +345,15 @@ int main(int argc, char **argv)
             profile = 1;
         else if (strcmp(argv[a], "--variants") == 0)
             variants = 1;
+        else if (strcmp(argv[a], "--groups") == 0)
+            groups = 1;
         else if (strcmp(argv[a], "--max-log2") == 0 && a + 1 < argc)
             max_log2 = atoi(argv[++a]);
         else if (strcmp(argv[a], "--leaf") == 0 && a + 1 < argc)
             leaf = atoi(argv[++a]);
         else {
             fprintf(stderr, "usage: tree [--json] [--quick] [--theta-sweep] [--max-log2 K] [--leaf L] "
-                            "[--headline [--big] [--variants]] [--profile]\n");
+                            "[--headline [--big] [--variants]] [--profile] [--groups]\n");
             return 2;
         }
     }
@@ -378,6 +384,25 @@ int main(int argc, char **argv)
         problem_free(&p);
         return 0;
     }
+    if (groups) {
+        for (int d = 0; d < 2; d++)
+            for (int k = 14; k <= 20; k++) {
+                problem_make(&p, d, (int64_t)1 << k, 0);
+                add(measure("groups: default", &p, f32, 0.6, 2, leaf, 32, FMK_WALK_AUTO, reps),
+                    json);
+                fmk_cuda_bh_group_merge_min = 0;
+                fmk_cuda_bh_group_merge = 0;
+                add(measure("groups: one per node", &p, f32, 0.6, 2, leaf, 32, FMK_WALK_AUTO, reps),
+                    json);
+                fmk_cuda_bh_group_merge = 2;
+                add(measure("groups: cut", &p, f32, 0.6, 2, leaf, 32, FMK_WALK_AUTO, reps), json);
+                fmk_cuda_bh_group_merge_min = 1ll << 19;
+                problem_free(&p);
+            }
+        if (json)
+            print_json();
+        return 0;
+    }
     if (headline) {
         for (int k = 20; k <= (big ? 24 : 20); k += 4)
             for (int d = 0; d < 2; d++) {
@@ -385,12 +410,14 @@ int main(int argc, char **argv)
                 add(measure("headline", &p, f32, 0.6, 2, leaf, 32, FMK_WALK_AUTO,
                             k >= 24 ? 3 : reps), json);
                 if (variants && k == 20) {
+                    fmk_cuda_bh_group_merge_min = 0;
                     for (int mg = 0; mg <= 1; mg++) {
                         fmk_cuda_bh_group_merge = mg;
                         add(measure(mg ? "groups: siblings packed" : "groups: one per node", &p,
                                     f32, 0.6, 2, leaf, 32, FMK_WALK_AUTO, reps), json);
                     }
                     fmk_cuda_bh_group_merge = 2;
+                    fmk_cuda_bh_group_merge_min = 1ll << 19;
                     const int leaves[4] = {24, 32, 48, 128};
                     for (int l = 0; l < 4; l++)
                         add(measure("leaf", &p, f32, 0.6, 2, leaves[l], 32, FMK_WALK_AUTO, reps), json);

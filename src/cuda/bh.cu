@@ -66,6 +66,11 @@ int fmk_cuda_bh_group_walk = 0;
  * bounds, 0 one group per node (tree_internal.h). */
 extern "C" int fmk_cuda_bh_group_merge;
 int fmk_cuda_bh_group_merge = 2;
+/* Tuning knob for the benchmark and the tests (not API): fewer targets than this get one group
+ * per node (merged groups have larger boxes; when the warps do not fill the GPU the walk's time
+ * is that of its longest warp). */
+extern "C" long long fmk_cuda_bh_group_merge_min;
+long long fmk_cuda_bh_group_merge_min = 1ll << 19;
 
 #ifdef FMK_BH_COUNT
 /* Walk statistics (a build with -DFMK_BH_COUNT only): per breadth-first walk, the sums over
@@ -1023,7 +1028,8 @@ fmk_status build(fmk_plan *plan, bh_state *s, int64_t ns, const double *d_xs, in
     }
     int64_t bound = 0;
     if (m > 0) {
-        st = fmk_cuda_tree3d_groups(plan, gt, s->group, fmk_cuda_bh_group_merge,
+        st = fmk_cuda_tree3d_groups(plan, gt, s->group,
+                                    m >= fmk_cuda_bh_group_merge_min ? fmk_cuda_bh_group_merge : 0,
                                     (long long)held(s), &s->d_groups,
                                     &s->cap_groups);
         bound = fmk_cuda_tree3d_groups_bound(gt, s->group);

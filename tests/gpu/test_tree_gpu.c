@@ -27,6 +27,7 @@ extern int fmk_cuda_bh_group_walk;
 /* Groups: 2 siblings' points cut across their bounds (default), 1 siblings packed whole, 0 one
  * per node. */
 extern int fmk_cuda_bh_group_merge;
+extern long long fmk_cuda_bh_group_merge_min; /* fewer targets: one group per node */
 
 /* The walks the loops below run: 1 group (breadth-first), 2 stackless, 3 group (next/more). */
 #define N_WALKS 3
@@ -447,6 +448,7 @@ static void test_group_modes(void)
             const double soft = kern ? 0.01 : 0;
             const int64_t mt = sep ? m : n;
             reference(kernel, soft, n, x, q, sep ? m : 0, sep ? y : NULL, rp, rg);
+            fmk_cuda_bh_group_merge_min = 0;
             for (int merge = 0; merge <= 2; merge++) {
                 fmk_cuda_bh_group_merge = merge;
                 /* fp64: breadth-first, next/more */
@@ -472,6 +474,7 @@ static void test_group_modes(void)
             }
         }
     fmk_cuda_bh_group_merge = 2;
+    fmk_cuda_bh_group_merge_min = 1ll << 19;
     walk_of(1);
     for (int k = 0; k < 2; k++)
         free(p[k]), free(g[k]);
