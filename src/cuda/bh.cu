@@ -20,7 +20,9 @@
  *     32 nodes tested per step, one lane each, accepted nodes and leaf sources gathered in
  *     shared memory and evaluated 32 at a time. The kernel it replaced, the warp-synchronous
  *     next/more walk of one node per step (k_walk_group), stays behind the tuning knob
- *     fmk_cuda_bh_group_walk = 1; both make the same interactions.
+ *     fmk_cuda_bh_group_walk = 1; both make the same interactions. Groups (tree_internal.h):
+ *     from 2^19 targets the points of sibling nodes cut into full groups of 32 (fuller warps),
+ *     below one group per node (smaller boxes: the longest warp sets the time there).
  *   stackless (FMK_WALK_STACKLESS): one thread per sorted target, the paper's walk verbatim
  *     (Nakasato Fig. 6: accept -> next, open -> more; no stack), the opening test against the
  *     target itself (fewer interactions, divergent warps).
@@ -484,7 +486,8 @@ __global__ void __launch_bounds__(WALK_BLOCK) k_walk_stackless(walk_args<R> a)
  * pushed on the stack. A list that holds 32 entries is evaluated by all lanes at once, each
  * lane for its target(s), reading the entries from shared memory (broadcast). The interactions
  * are those of the group walk; only the order of the sums differs. A stack that would overflow
- * (never seen in practice) makes the node's opening a direct sum over its points (exact). */
+ * (seen only with leaves of 128 on a Plummer sphere) makes the node's opening a direct sum over
+ * its points (exact). */
 template <typename R> struct bfs_cfg {
     static constexpr int WARPS = sizeof(R) == 4 ? 4 : 2; /* warps per block (shared memory) */
     static constexpr int MIN_BLOCKS = sizeof(R) == 4 ? 6 : 1; /* what shared memory allows */
@@ -867,7 +870,8 @@ int real_of(const fmk_plan *plan) { return plan->opts.precision == FMK_PRECISION
 
 int64_t leaf_size_of(const fmk_plan *plan)
 {
-    /* 64: measured best of 8..128 for the group walk on 2^20 points (bench/RESULTS.md) */
+    /* 64: the least memory; the walk on 2^20 points is within 3% from 8 to 64 and slower at
+     * 128 (bench/RESULTS.md) */
     return plan->opts.leaf_size > 0 ? plan->opts.leaf_size : 64;
 }
 
