@@ -34,7 +34,7 @@ fi
 
 if [ -d "$ROOT/tests/python" ]; then
   echo "== pytest -m gpu"
-  (cd "$ROOT" && PYTHONPATH="$ROOT/python${PYTHONPATH:+:$PYTHONPATH}" FMMKIT_BUILD_DIR="$BUILD" \
+  (cd "$ROOT" && PYTHONPATH="$ROOT/python${PYTHONPATH:+:$PYTHONPATH}" FMMKIT_LIBRARY="$BUILD/libfmmkit.so" \
      python3 -m pytest -q tests/python -m gpu)
   rc=$?
   # 5: no tests collected (no GPU tests written yet) is not a failure
