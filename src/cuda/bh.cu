@@ -83,19 +83,6 @@ __device__ unsigned long long fmk_bh_counts[7];
 
 namespace {
 
-struct __align__(16) real4f {
-    float x, y, z, w;
-};
-struct __align__(32) real4d {
-    double x, y, z, w;
-};
-template <typename R> struct vec4;
-template <> struct vec4<float> {
-    typedef real4f type;
-};
-template <> struct vec4<double> {
-    typedef real4d type;
-};
 
 __device__ __forceinline__ void m2p(int order, float rx, float ry, float rz, float eps2,
                                     const float *m, float *phi, float *g)

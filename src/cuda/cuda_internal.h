@@ -112,6 +112,22 @@ cudaError_t fmk_cuda_bounding_box(int dim, int64_t ns, const double *d_s, int64_
 
 #ifdef __cplusplus
 }
+
+/* A point with its charge in the working precision (the device layout above); vec4<R>::type
+ * names it for R = float or double. */
+struct __align__(16) real4f {
+    float x, y, z, w;
+};
+struct __align__(32) real4d {
+    double x, y, z, w;
+};
+template <typename R> struct vec4;
+template <> struct vec4<float> {
+    typedef real4f type;
+};
+template <> struct vec4<double> {
+    typedef real4d type;
+};
 #endif
 
 #endif /* FMMKIT_CUDA_INTERNAL_H */

@@ -31,19 +31,6 @@
 
 namespace {
 
-struct __align__(16) real4f {
-    float x, y, z, w;
-};
-struct __align__(32) real4d {
-    double x, y, z, w;
-};
-template <typename R> struct vec4;
-template <> struct vec4<float> {
-    typedef real4f type;
-};
-template <> struct vec4<double> {
-    typedef real4d type;
-};
 
 constexpr int THREADS = 128;
 
