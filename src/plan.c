@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fmm3d.h"
 #include "internal.h"
 
 /* Smallest mapped softening each precision can resolve: below it s'^2 is lost against the
@@ -17,9 +18,14 @@ static int kernel_is_smooth(fmk_kernel k)
 }
 
 
+/* method fmm on a backend that has no FMM engine yet (setup NULL: refused) */
+static const fmk_engine fmk_engine_fmm_unavailable = {"fmm/unavailable", NULL, NULL, NULL, NULL, NULL};
+
 static const fmk_engine *pick_engine(fmk_method method, fmk_backend backend)
 {
     const int gpu = backend == FMK_BACKEND_CUDA;
+    if (method == FMK_METHOD_FMM)
+        return gpu ? &fmk_engine_fmm_unavailable : &fmk_engine_fmm_cpu;
     if (method == FMK_METHOD_TREE)
         return gpu ? &fmk_engine_tree_cuda : &fmk_engine_tree_cpu;
     return gpu ? &fmk_engine_direct_cuda : &fmk_engine_direct_cpu;
@@ -35,7 +41,7 @@ int fmk_method_available(fmk_method method, int dim, fmk_backend backend)
         return 0;
     if (method == FMK_METHOD_AUTO)
         method = FMK_METHOD_DIRECT;
-    if (method == FMK_METHOD_FMM || (method == FMK_METHOD_TREE && dim != 3))
+    if ((method == FMK_METHOD_FMM || method == FMK_METHOD_TREE) && dim != 3)
         return 0;
     return pick_engine(method, backend)->setup != NULL;
 }
@@ -84,9 +90,15 @@ static fmk_status check_opts(const fmk_opts *in, fmk_kernel kernel, int dim, fmk
     if (o.walk != FMK_WALK_AUTO && o.walk != FMK_WALK_GROUP && o.walk != FMK_WALK_STACKLESS)
         return fmk_error_set(NULL, FMK_ERR_ARG, "opts.walk = %d is not an fmk_walk", (int)o.walk);
 
-    if (o.method == FMK_METHOD_FMM)
-        return fmk_error_set(NULL, FMK_ERR_UNAVAILABLE, "method %s is not available yet",
-                             fmk_method_name(o.method));
+    if (o.method == FMK_METHOD_FMM) {
+        if (kernel != FMK_KERNEL_LAPLACE)
+            return fmk_error_set(NULL, FMK_ERR_UNAVAILABLE,
+                                 "method fmm is not available yet for kernel %s (only laplace)",
+                                 fmk_kernel_name(kernel));
+        if (o.precision != FMK_PRECISION_FP64)
+            return fmk_error_set(NULL, FMK_ERR_UNAVAILABLE,
+                                 "method fmm is not available yet in fp32; use precision fp64");
+    }
     if (o.method == FMK_METHOD_TREE) {
         if (kernel != FMK_KERNEL_LAPLACE && kernel != FMK_KERNEL_PLUMMER)
             return fmk_error_set(NULL, FMK_ERR_UNAVAILABLE,
@@ -149,6 +161,10 @@ fmk_status fmk_plan_create(fmk_plan **plan, int dim, fmk_kernel kernel, double e
     fmk_status st = check_opts(opts, kernel, dim, &o);
     if (st != FMK_OK)
         return st;
+    if (o.method == FMK_METHOD_FMM && !(eps >= 1e-14 && eps <= 1e-2))
+        return fmk_error_set(NULL, FMK_ERR_ARG,
+                             "eps = %g; method fmm takes 1e-14 <= eps <= 1e-2 (use method direct "
+                             "for tighter, tree for looser accuracy)", eps);
 
     fmk_plan *p = calloc(1, sizeof *p);
     if (!p)
