@@ -68,8 +68,9 @@ int64_t fmk_fmm3d_lists_bytes_for(int64_t n_nodes);
  * eps in the potential and 10 eps in the gradient. */
 int fmk_fmm3d_order_from_eps(double eps);
 
-/* Points per leaf for order p on the CPU: s_opt ~ 100 (p / 12)^(3/2) (docs/fmm3d.md, section 4),
- * clamped to [32, 512]. */
+/* Points (sources and targets) per leaf for order p on the CPU: 200 (p / 12)^(3/2), clamped to
+ * [64, 512] (docs/fmm3d.md, section 4: the model's s_opt ~ 100 (p / 12)^(3/2), doubled after
+ * timing N = 1e5 uniform on 2 cores, where M2L costs more than the single-operator model says). */
 int32_t fmk_fmm3d_leaf_size_for(int order);
 
 /* fmm3d.c: the CPU engine. */

@@ -257,9 +257,9 @@ int fmk_fmm3d_order_from_eps(double eps)
 
 int32_t fmk_fmm3d_leaf_size_for(int order)
 {
-    double s = 100 * pow((order > 1 ? order : 1) / 12.0, 1.5);
-    if (s < 32)
-        s = 32;
+    double s = 200 * pow((order > 1 ? order : 1) / 12.0, 1.5);
+    if (s < 64)
+        s = 64;
     if (s > 512)
         s = 512;
     return (int32_t)s;
