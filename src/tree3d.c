@@ -404,6 +404,19 @@ void fmk_tree3d_moments_free(fmk_tree3d_moments *m)
     memset(m, 0, sizeof *m);
 }
 
+/* The expansion centre of node i: the centre of |q| (c = sum |q| x, a = sum |q|), or the node's
+ * geometric centre when all its charges are zero. */
+static void set_center(const fmk_tree3d *t, int64_t i, double a, const double c[3], double xc[3])
+{
+    if (a > 0) {
+        for (int k = 0; k < 3; k++)
+            xc[k] = c[k] / a;
+    } else {
+        double side;
+        fmk_tree3d_node_cube(t, i, xc, &side);
+    }
+}
+
 /* Moments of one leaf from its points. */
 static void leaf_moments(const fmk_tree3d *t, const double *q, int order, int64_t i,
                          double *abs_charge, fmk_tree3d_moments *m)
@@ -416,13 +429,7 @@ static void leaf_moments(const fmk_tree3d *t, const double *q, int order, int64_
             c[k] += w * t->points[3 * s + k];
     }
     double *xc = m->center + 3 * i;
-    if (a > 0) {
-        for (int k = 0; k < 3; k++)
-            xc[k] = c[k] / a;
-    } else {
-        double side;
-        fmk_tree3d_node_cube(t, i, xc, &side);
-    }
+    set_center(t, i, a, c, xc);
     abs_charge[i] = a;
     m->monopole[i] = mono;
     double d1[3] = {0, 0, 0}, d2[6] = {0, 0, 0, 0, 0, 0};
@@ -454,13 +461,7 @@ static void inner_moments(const fmk_tree3d *t, int order, int64_t i, double *abs
             c[k] += w * m->center[3 * j + k];
     }
     double *xc = m->center + 3 * i;
-    if (a > 0) {
-        for (int k = 0; k < 3; k++)
-            xc[k] = c[k] / a;
-    } else {
-        double side;
-        fmk_tree3d_node_cube(t, i, xc, &side);
-    }
+    set_center(t, i, a, c, xc);
     abs_charge[i] = a;
     m->monopole[i] = mono;
     double d1[3] = {0, 0, 0}, d2[6] = {0, 0, 0, 0, 0, 0};
