@@ -1,6 +1,7 @@
 /* args.c -- the option parser shared by the subcommands, and the names they accept. */
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -67,13 +68,15 @@ static int store(const char *cmd, args_opt *opt, const char *text)
     return CLI_OK;
 }
 
-int args_parse(const char *cmd, int argc, char **argv, args_opt *opts, int n_opts, int *help)
+int args_parse(const char *cmd, int argc, char **argv, args_opt *opts, int n_opts,
+               const char *usage, int *done)
 {
-    *help = 0;
+    *done = 0;
     for (int i = 0; i < argc; i++) {
         const char *word = argv[i];
         if (strcmp(word, "-h") == 0 || strcmp(word, "--help") == 0) {
-            *help = 1;
+            fputs(usage, stdout);
+            *done = 1;
             return CLI_OK;
         }
         if (strncmp(word, "--", 2) != 0 || word[2] == '\0')
@@ -160,4 +163,17 @@ int args_tree_opts(const char *cmd, int64_t order, int64_t leaf_size, const char
     opts->order = (int32_t)order;
     opts->leaf_size = leaf_size;
     return args_walk(cmd, walk, &opts->walk);
+}
+
+int args_method_opts(const char *cmd, const args_method_names *names, fmk_kernel *kernel,
+                     fmk_opts *opts)
+{
+    int rc;
+    fmk_opts_default(opts);
+    if ((rc = args_kernel(cmd, names->kernel, kernel)) != CLI_OK ||
+        (rc = args_method(cmd, names->method, &opts->method)) != CLI_OK ||
+        (rc = args_backend(cmd, names->backend, &opts->backend)) != CLI_OK ||
+        (rc = args_precision(cmd, names->precision, &opts->precision)) != CLI_OK)
+        return rc;
+    return args_tree_opts(cmd, names->order, names->leaf_size, names->walk, opts);
 }

@@ -68,8 +68,10 @@ typedef struct args_opt {
 } args_opt;
 
 /* Parses argv[0..argc) (the words after the subcommand) into the table. Returns CLI_OK, or
- * CLI_USAGE after printing a one-line message and a hint. *help is set when help was asked. */
-int args_parse(const char *cmd, int argc, char **argv, args_opt *opts, int n_opts, int *help);
+ * CLI_USAGE after printing a one-line message and a hint. When help was asked, prints usage to
+ * stdout and sets *done: the subcommand then returns CLI_OK. */
+int args_parse(const char *cmd, int argc, char **argv, args_opt *opts, int n_opts,
+               const char *usage, int *done);
 
 /* The table entry named name (it must exist). */
 args_opt *args_find(args_opt *opts, int n_opts, const char *name);
@@ -85,6 +87,15 @@ int args_walk(const char *cmd, const char *name, fmk_walk *walk);
 /* The treecode's options (--order, --leaf-size, --walk) into opts; CLI_OK or CLI_USAGE. */
 int args_tree_opts(const char *cmd, int64_t order, int64_t leaf_size, const char *walk,
                    fmk_opts *opts);
+
+/* The options eval and bench share, by name: kernel, method, backend, precision and the
+ * treecode's; into *kernel and opts (filled with defaults first). CLI_OK or CLI_USAGE. */
+typedef struct args_method_names {
+    const char *kernel, *method, *backend, *precision, *walk;
+    int64_t order, leaf_size;
+} args_method_names;
+int args_method_opts(const char *cmd, const args_method_names *names, fmk_kernel *kernel,
+                     fmk_opts *opts);
 
 /* The subcommands: argv holds the words after the subcommand's name. */
 int cmd_eval(int argc, char **argv);

@@ -262,22 +262,15 @@ int cmd_bench(int argc, char **argv)
         {"json", ARGS_FLAG, &json, 0, 0},
     };
     const int n_table = (int)(sizeof table / sizeof table[0]);
-    int help, rc = args_parse(cmd, argc, argv, table, n_table, &help);
-    if (rc != CLI_OK)
+    int done, rc = args_parse(cmd, argc, argv, table, n_table, usage, &done);
+    if (rc != CLI_OK || done)
         return rc;
-    if (help) {
-        fputs(usage, stdout);
-        return CLI_OK;
-    }
 
     fmk_kernel kernel;
     fmk_opts opts;
-    fmk_opts_default(&opts);
-    if ((rc = args_kernel(cmd, kernel_name, &kernel)) != CLI_OK ||
-        (rc = args_method(cmd, method_name, &opts.method)) != CLI_OK ||
-        (rc = args_backend(cmd, backend_name, &opts.backend)) != CLI_OK ||
-        (rc = args_precision(cmd, precision_str, &opts.precision)) != CLI_OK ||
-        (rc = args_tree_opts(cmd, order, leaf_size, walk_str, &opts)) != CLI_OK)
+    const args_method_names names = {kernel_name, method_name, backend_name, precision_str, walk_str,
+                                      order, leaf_size};
+    if ((rc = args_method_opts(cmd, &names, &kernel, &opts)) != CLI_OK)
         return rc;
     if (sweep && opts.method != FMK_METHOD_TREE)
         return cli_usage(cmd, "--theta-sweep needs --method tree");

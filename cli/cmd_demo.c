@@ -56,13 +56,9 @@ int cmd_demo(int argc, char **argv)
         {"threads", ARGS_INT, &threads, 0, 0},
     };
     const int n_table = (int)(sizeof table / sizeof table[0]);
-    int help, rc = args_parse(cmd, argc, argv, table, n_table, &help);
-    if (rc != CLI_OK)
+    int done, rc = args_parse(cmd, argc, argv, table, n_table, usage, &done);
+    if (rc != CLI_OK || done)
         return rc;
-    if (help) {
-        fputs(usage, stdout);
-        return CLI_OK;
-    }
     fmk_opts opts;
     fmk_opts_default(&opts);
     if ((rc = args_backend(cmd, backend_str, &opts.backend)) != CLI_OK)

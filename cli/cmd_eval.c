@@ -227,22 +227,15 @@ int cmd_eval(int argc, char **argv)
         {"threads", ARGS_INT, &threads, 0, 0},
     };
     const int n_table = (int)(sizeof table / sizeof table[0]);
-    int help, rc = args_parse(cmd, argc, argv, table, n_table, &help);
-    if (rc != CLI_OK)
+    int done, rc = args_parse(cmd, argc, argv, table, n_table, usage, &done);
+    if (rc != CLI_OK || done)
         return rc;
-    if (help) {
-        fputs(usage, stdout);
-        return CLI_OK;
-    }
 
     fmk_kernel kernel;
     fmk_opts opts;
-    fmk_opts_default(&opts);
-    if ((rc = args_kernel(cmd, kernel_name, &kernel)) != CLI_OK ||
-        (rc = args_method(cmd, method_name, &opts.method)) != CLI_OK ||
-        (rc = args_backend(cmd, backend_name, &opts.backend)) != CLI_OK ||
-        (rc = args_precision(cmd, precision_name, &opts.precision)) != CLI_OK ||
-        (rc = args_tree_opts(cmd, order, leaf_size, walk_name, &opts)) != CLI_OK)
+    const args_method_names names = {kernel_name, method_name, backend_name, precision_name, walk_name,
+                                      order, leaf_size};
+    if ((rc = args_method_opts(cmd, &names, &kernel, &opts)) != CLI_OK)
         return rc;
     if (!sources_path)
         return cli_usage(cmd, "--sources is required");
