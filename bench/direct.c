@@ -14,6 +14,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "bench_util.h"
 #include "fmmkit.h"
 
 /* H100 SXM: 132 SMs x 128 fp32 lanes x 2 flops x 1.98 GHz = 66.9 TFLOP/s, half that in fp64;
@@ -38,25 +39,6 @@ static double urand(void)
 {
     rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
     return (rng >> 11) * (1.0 / 9007199254740992.0);
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + 1e-9 * ts.tv_nsec;
 }
 
 #define CUDA_OK(call)                                                                        \
@@ -131,13 +113,13 @@ static result run_gpu(fmk_kernel k, fmk_precision prec, int64_t n, int reps, int
     fmk_info info;
     FMK_OK_OR_DIE(p, fmk_plan_eval_device(p, d_q, d_pot, d_grad)); /* warm-up */
     for (int r = 0; r < reps; r++) {
-        double t0 = now();
+        double t0 = bench_now();
         FMK_OK_OR_DIE(p, fmk_plan_eval_device(p, d_q, d_pot, d_grad));
-        tc[r] = now() - t0;
+        tc[r] = bench_now() - t0;
         fmk_plan_info(p, &info);
         tk[r] = info.phase_time[FMK_PHASE_P2P];
     }
-    result res = {"cuda", k, prec, n, reps, median(tk, reps), median(tc, reps), 0, 0, -1};
+    result res = {"cuda", k, prec, n, reps, bench_median(tk, reps), bench_median(tc, reps), 0, 0, -1};
     res.rate = (double)n * (double)n / res.t_kernel;
     res.frac = res.rate * FLOPS_PER_PAIR / peak_flops[prec == FMK_PRECISION_FP32];
     if (check && k == FMK_KERNEL_LAPLACE) {
@@ -177,7 +159,7 @@ static result run_cpu(fmk_precision prec, int64_t n, int reps)
         fmk_plan_info(p, &info);
         tk[r] = info.phase_time[FMK_PHASE_P2P];
     }
-    result res = {"cpu", FMK_KERNEL_LAPLACE, prec, n, reps, median(tk, reps), 0, 0, 0, -1};
+    result res = {"cpu", FMK_KERNEL_LAPLACE, prec, n, reps, bench_median(tk, reps), 0, 0, 0, -1};
     res.t_call = res.t_kernel;
     res.rate = (double)n * (double)n / res.t_kernel;
     res.frac = 0;

@@ -23,6 +23,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "bench_util.h"
 #include "fmmkit.h"
 
 /* The GPU treecode's group size (32 or 64 targets per warp) and group walk kernel (0
@@ -61,25 +62,6 @@ static double urand(void)
 {
     rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
     return ((rng >> 11) + 0.5) * (1.0 / 9007199254740992.0);
-}
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + 1e-9 * ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 static void *xmalloc(size_t b)
@@ -221,13 +203,13 @@ static row measure(const char *table, problem *p, fmk_precision prec, double the
     fmk_info info;
     for (int k = -1; k < reps; k++) {
         CUDA(cudaDeviceSynchronize());
-        double t0 = now();
+        double t0 = bench_now();
         if (fmk_plan_set_points_device(plan, p->n, p->d_x, 0, NULL) != FMK_OK)
             die(plan, "set_points_device");
-        double t1 = now();
+        double t1 = bench_now();
         if (fmk_plan_eval_device(plan, p->d_q, p->d_pot, p->d_grad) != FMK_OK)
             die(plan, "eval_device");
-        double t2 = now();
+        double t2 = bench_now();
         fmk_plan_info(plan, &info);
         if (k < 0)
             continue;
@@ -235,8 +217,8 @@ static row measure(const char *table, problem *p, fmk_precision prec, double the
         tt[k] = info.phase_time[FMK_PHASE_TREE], tm[k] = info.phase_time[FMK_PHASE_MOMENTS];
         tw[k] = info.phase_time[FMK_PHASE_WALK];
     }
-    r.total = median(tot, reps), r.setup = median(ts, reps), r.eval = median(te, reps);
-    r.tree = median(tt, reps), r.moments = median(tm, reps), r.walk_t = median(tw, reps);
+    r.total = bench_median(tot, reps), r.setup = bench_median(ts, reps), r.eval = bench_median(te, reps);
+    r.tree = bench_median(tt, reps), r.moments = bench_median(tm, reps), r.walk_t = bench_median(tw, reps);
     r.bytes_per_point = (double)info.bytes_device / p->n;
     if (p->ref_pot) {
         r.err_pot = rel_l2_sampled(p->d_pot, 1, p, p->ref_pot);
@@ -259,15 +241,15 @@ static double direct_time(problem *p, int reps)
     double t[16];
     for (int k = -1; k < reps; k++) {
         CUDA(cudaDeviceSynchronize());
-        double t0 = now();
+        double t0 = bench_now();
         if (fmk_plan_set_points_device(plan, p->n, p->d_x, 0, NULL) != FMK_OK ||
             fmk_plan_eval_device(plan, p->d_q, p->d_pot, p->d_grad) != FMK_OK)
             die(plan, "direct");
         if (k >= 0)
-            t[k] = now() - t0;
+            t[k] = bench_now() - t0;
     }
     fmk_plan_destroy(plan);
-    return median(t, reps);
+    return bench_median(t, reps);
 }
 
 static void add(row r, int json)
