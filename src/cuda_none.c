@@ -32,3 +32,6 @@ static void no_release(fmk_plan *plan) { (void)plan; }
 
 const fmk_engine fmk_engine_direct_cuda = {"direct/none", no_setup, no_eval, no_memory, NULL, no_release};
 const fmk_engine fmk_engine_tree_cuda = {"tree/none", no_setup, no_eval, no_memory, NULL, no_release};
+/* No setup: refused as "not available" (the backend check comes first anyway). */
+const fmk_engine fmk_engine_fmm_cuda = {"fmm/none", NULL, NULL, NULL, NULL, NULL};
+const fmk_engine fmk_engine_fmm2d_cuda = {"fmm2d/none", NULL, NULL, NULL, NULL, NULL};

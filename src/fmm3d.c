@@ -459,3 +459,15 @@ static fmk_status fmm_eval(fmk_plan *plan, const double *charges, double *pot, d
 const fmk_engine fmk_engine_fmm_cpu = {
     "fmm/cpu", fmm_setup, fmm_eval, fmm_memory, NULL, fmm_release,
 };
+
+fmk_status fmk_fmm3d_check_opts(fmk_opts *o, fmk_kernel kernel)
+{
+    if (kernel != FMK_KERNEL_LAPLACE)
+        return fmk_error_set(NULL, FMK_ERR_UNAVAILABLE,
+                             "method fmm is not available yet for kernel %s (only laplace)",
+                             fmk_kernel_name(kernel));
+    if (o->precision != FMK_PRECISION_FP64)
+        return fmk_error_set(NULL, FMK_ERR_UNAVAILABLE,
+                             "method fmm is not available yet in fp32; use precision fp64");
+    return FMK_OK;
+}

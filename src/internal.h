@@ -119,9 +119,19 @@ extern const fmk_engine fmk_engine_direct_cpu;
 /* bh.c: the CPU treecode engine. */
 extern const fmk_engine fmk_engine_tree_cpu;
 
+/* fmm3d.c / fmm2d.c: the CPU FMM engines, and the checks of the options method fmm takes in
+ * 3D and in 2D (kernel, precision, order), called by plan.c for every backend; each may resolve
+ * fields of *o (for example order -1). plan is NULL there: messages go to the calling thread. */
+extern const fmk_engine fmk_engine_fmm_cpu;
+extern const fmk_engine fmk_engine_fmm2d_cpu;
+fmk_status fmk_fmm3d_check_opts(fmk_opts *o, fmk_kernel kernel);
+fmk_status fmk_fmm2d_check_opts(fmk_opts *o, fmk_kernel kernel);
+
 /* cuda/ (or cuda_none.c in a CPU-only build): the GPU engines and device queries. */
 extern const fmk_engine fmk_engine_direct_cuda;
 extern const fmk_engine fmk_engine_tree_cuda;
+extern const fmk_engine fmk_engine_fmm_cuda;      /* 3D FMM (cuda/fmm3d.cu) */
+extern const fmk_engine fmk_engine_fmm2d_cuda;    /* 2D FMM (cuda/fmm2d.cu) */
 int fmk_cuda_count_devices(void);
 /* Fills name (size bytes) with the device's name; returns FMK_OK or a status with a message. */
 fmk_status fmk_cuda_device_name(struct fmk_plan *plan, int device, char *name, size_t size);

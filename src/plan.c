@@ -18,14 +18,14 @@ static int kernel_is_smooth(fmk_kernel k)
 }
 
 
-/* method fmm on a backend that has no FMM engine yet (setup NULL: refused) */
-static const fmk_engine fmk_engine_fmm_unavailable = {"fmm/unavailable", NULL, NULL, NULL, NULL, NULL};
-
-static const fmk_engine *pick_engine(fmk_method method, fmk_backend backend)
+/* The engine of (method, dim, backend); an engine whose setup is NULL is not available yet. */
+static const fmk_engine *pick_engine(fmk_method method, int dim, fmk_backend backend)
 {
     const int gpu = backend == FMK_BACKEND_CUDA;
+    if (method == FMK_METHOD_FMM && dim == 2)
+        return gpu ? &fmk_engine_fmm2d_cuda : &fmk_engine_fmm2d_cpu;
     if (method == FMK_METHOD_FMM)
-        return gpu ? &fmk_engine_fmm_unavailable : &fmk_engine_fmm_cpu;
+        return gpu ? &fmk_engine_fmm_cuda : &fmk_engine_fmm_cpu;
     if (method == FMK_METHOD_TREE)
         return gpu ? &fmk_engine_tree_cuda : &fmk_engine_tree_cpu;
     return gpu ? &fmk_engine_direct_cuda : &fmk_engine_direct_cpu;
@@ -41,9 +41,9 @@ int fmk_method_available(fmk_method method, int dim, fmk_backend backend)
         return 0;
     if (method == FMK_METHOD_AUTO)
         method = FMK_METHOD_DIRECT;
-    if ((method == FMK_METHOD_FMM || method == FMK_METHOD_TREE) && dim != 3)
+    if (method == FMK_METHOD_TREE && dim != 3)
         return 0;
-    return pick_engine(method, backend)->setup != NULL;
+    return pick_engine(method, dim, backend)->setup != NULL;
 }
 
 /* Checks opts against kernel; resolves AUTO method and backend into *out. plan is NULL here:
@@ -91,13 +91,9 @@ static fmk_status check_opts(const fmk_opts *in, fmk_kernel kernel, int dim, fmk
         return fmk_error_set(NULL, FMK_ERR_ARG, "opts.walk = %d is not an fmk_walk", (int)o.walk);
 
     if (o.method == FMK_METHOD_FMM) {
-        if (kernel != FMK_KERNEL_LAPLACE)
-            return fmk_error_set(NULL, FMK_ERR_UNAVAILABLE,
-                                 "method fmm is not available yet for kernel %s (only laplace)",
-                                 fmk_kernel_name(kernel));
-        if (o.precision != FMK_PRECISION_FP64)
-            return fmk_error_set(NULL, FMK_ERR_UNAVAILABLE,
-                                 "method fmm is not available yet in fp32; use precision fp64");
+        fmk_status st = dim == 2 ? fmk_fmm2d_check_opts(&o, kernel) : fmk_fmm3d_check_opts(&o, kernel);
+        if (st != FMK_OK)
+            return st;
     }
     if (o.method == FMK_METHOD_TREE) {
         if (kernel != FMK_KERNEL_LAPLACE && kernel != FMK_KERNEL_PLUMMER)
@@ -133,10 +129,10 @@ static fmk_status check_opts(const fmk_opts *in, fmk_kernel kernel, int dim, fmk
             return fmk_error_set(NULL, FMK_ERR_ARG, "opts.device = %d but only %d CUDA device(s) exist",
                                  (int)o.device, ndev);
     }
-    (void)dim;
-    if (!pick_engine(o.method, o.backend)->setup)
-        return fmk_error_set(NULL, FMK_ERR_UNAVAILABLE, "method %s is not available yet on backend %s",
-                             fmk_method_name(o.method), fmk_backend_name(o.backend));
+    if (!pick_engine(o.method, dim, o.backend)->setup)
+        return fmk_error_set(NULL, FMK_ERR_UNAVAILABLE,
+                             "method %s is not available yet in %dD on backend %s",
+                             fmk_method_name(o.method), dim, fmk_backend_name(o.backend));
     *out = o;
     return FMK_OK;
 }
@@ -175,7 +171,7 @@ fmk_status fmk_plan_create(fmk_plan **plan, int dim, fmk_kernel kernel, double e
     p->eps = eps;
     p->opts = o;
     p->threads = fmk_opts_resolve_threads(o.threads);
-    p->engine = pick_engine(o.method, o.backend);
+    p->engine = pick_engine(o.method, dim, o.backend);
 
     fmk_info *in = &p->info;
     in->dim = dim;

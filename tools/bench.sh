@@ -12,3 +12,8 @@ if [ -x "$BUILD/bench/bench_tree" ]; then
   "$BUILD/bench/bench_tree" "$@"
   "$BUILD/bench/bench_tree" --theta-sweep "$@"
 fi
+for b in fmm3d fmm2d; do
+  if [ -x "$BUILD/bench/bench_$b" ]; then
+    "$BUILD/bench/bench_$b" "$@"
+  fi
+done

@@ -1,5 +1,5 @@
 #!/bin/sh
-# GPU tests: ctest's "gpu" label, then the GPU test program under compute-sanitizer (memcheck
+# GPU tests: ctest's "gpu" label, then every GPU test program under compute-sanitizer (memcheck
 # with leak checking on the quick set, racecheck on the quick set; API errors are not reported
 # because the test provokes an out-of-memory on purpose), then the Python GPU tests if
 # any. Usage: tools/gpu-test.sh BUILD_DIR. Exits non-zero on any failure.
@@ -12,24 +12,19 @@ status=0
 echo "== ctest -L gpu"
 (cd "$BUILD" && ctest -L gpu --output-on-failure) || status=1
 
-BIN="$BUILD/tests/gpu/test_gpu"
-if command -v compute-sanitizer >/dev/null 2>&1 && [ -x "$BIN" ]; then
-  echo "== compute-sanitizer memcheck (leak check)"
-  compute-sanitizer --tool memcheck --leak-check full --report-api-errors no --error-exitcode 3 "$BIN" --quick || status=1
-  echo "== compute-sanitizer racecheck"
-  compute-sanitizer --tool racecheck --error-exitcode 3 "$BIN" --quick || status=1
+# Every GPU test program, small sizes (--quick leaves out the out-of-memory cases), under
+# compute-sanitizer: memcheck with leak checking, then racecheck.
+if command -v compute-sanitizer >/dev/null 2>&1; then
+  for BIN in "$BUILD"/tests/gpu/test_*gpu; do
+    [ -x "$BIN" ] || continue
+    name=$(basename "$BIN")
+    echo "== compute-sanitizer memcheck (leak check), $name"
+    compute-sanitizer --tool memcheck --leak-check full --report-api-errors no --error-exitcode 3 "$BIN" --quick || status=1
+    echo "== compute-sanitizer racecheck, $name"
+    compute-sanitizer --tool racecheck --error-exitcode 3 "$BIN" --quick || status=1
+  done
 else
-  echo "gpu-test: compute-sanitizer or $BIN missing; skipping the sanitizer runs" >&2
-  [ -x "$BIN" ] || status=1
-fi
-
-# The treecode's test program, small sizes (--quick leaves out the out-of-memory case).
-TREE_BIN="$BUILD/tests/gpu/test_tree_gpu"
-if command -v compute-sanitizer >/dev/null 2>&1 && [ -x "$TREE_BIN" ]; then
-  echo "== compute-sanitizer memcheck (leak check), treecode"
-  compute-sanitizer --tool memcheck --leak-check full --report-api-errors no --error-exitcode 3 "$TREE_BIN" --quick || status=1
-  echo "== compute-sanitizer racecheck, treecode"
-  compute-sanitizer --tool racecheck --error-exitcode 3 "$TREE_BIN" --quick || status=1
+  echo "gpu-test: compute-sanitizer missing; skipping the sanitizer runs" >&2
 fi
 
 if [ -d "$ROOT/tests/python" ]; then
