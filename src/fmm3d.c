@@ -456,11 +456,7 @@ static fmk_status fmm_eval(fmk_plan *plan, const double *charges, double *pot, d
     return FMK_OK;
 }
 
-const fmk_engine fmk_engine_fmm_cpu = {
-    "fmm/cpu", fmm_setup, fmm_eval, fmm_memory, NULL, fmm_release,
-};
-
-fmk_status fmk_fmm3d_check_opts(fmk_opts *o, fmk_kernel kernel)
+static fmk_status fmm_check_opts(fmk_opts *o, fmk_kernel kernel)
 {
     if (kernel != FMK_KERNEL_LAPLACE)
         return fmk_error_set(NULL, FMK_ERR_UNAVAILABLE,
@@ -471,3 +467,7 @@ fmk_status fmk_fmm3d_check_opts(fmk_opts *o, fmk_kernel kernel)
                              "method fmm is not available yet in fp32; use precision fp64");
     return FMK_OK;
 }
+
+const fmk_engine fmk_engine_fmm_cpu = {
+    "fmm/cpu", fmm_setup, fmm_eval, fmm_memory, NULL, fmm_release, fmm_check_opts,
+};

@@ -61,6 +61,11 @@ typedef struct fmk_engine {
                                     const double *d_targets);
     /* Frees engine state; safe to call twice and on a plan with no state. */
     void (*release)(struct fmk_plan *plan);
+    /* Optional (NULL: nothing more to check): the options this engine takes beyond plan.c's
+     * general checks (kernels, precisions, order), called at plan creation with method and
+     * backend resolved; may resolve fields of *o (for example order -1). No plan exists yet:
+     * messages go to the calling thread (fmk_error_set(NULL, ...)). */
+    fmk_status (*check_opts)(fmk_opts *o, fmk_kernel kernel);
 } fmk_engine;
 
 struct fmk_plan {
@@ -119,13 +124,9 @@ extern const fmk_engine fmk_engine_direct_cpu;
 /* bh.c: the CPU treecode engine. */
 extern const fmk_engine fmk_engine_tree_cpu;
 
-/* fmm3d.c / fmm2d.c: the CPU FMM engines, and the checks of the options method fmm takes in
- * 3D and in 2D (kernel, precision, order), called by plan.c for every backend; each may resolve
- * fields of *o (for example order -1). plan is NULL there: messages go to the calling thread. */
+/* fmm3d.c / fmm2d.c: the CPU FMM engines (3D, 2D). */
 extern const fmk_engine fmk_engine_fmm_cpu;
 extern const fmk_engine fmk_engine_fmm2d_cpu;
-fmk_status fmk_fmm3d_check_opts(fmk_opts *o, fmk_kernel kernel);
-fmk_status fmk_fmm2d_check_opts(fmk_opts *o, fmk_kernel kernel);
 
 /* cuda/ (or cuda_none.c in a CPU-only build): the GPU engines and device queries. */
 extern const fmk_engine fmk_engine_direct_cuda;

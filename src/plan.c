@@ -90,11 +90,6 @@ static fmk_status check_opts(const fmk_opts *in, fmk_kernel kernel, int dim, fmk
     if (o.walk != FMK_WALK_AUTO && o.walk != FMK_WALK_GROUP && o.walk != FMK_WALK_STACKLESS)
         return fmk_error_set(NULL, FMK_ERR_ARG, "opts.walk = %d is not an fmk_walk", (int)o.walk);
 
-    if (o.method == FMK_METHOD_FMM) {
-        fmk_status st = dim == 2 ? fmk_fmm2d_check_opts(&o, kernel) : fmk_fmm3d_check_opts(&o, kernel);
-        if (st != FMK_OK)
-            return st;
-    }
     if (o.method == FMK_METHOD_TREE) {
         if (kernel != FMK_KERNEL_LAPLACE && kernel != FMK_KERNEL_PLUMMER)
             return fmk_error_set(NULL, FMK_ERR_UNAVAILABLE,
@@ -129,10 +124,16 @@ static fmk_status check_opts(const fmk_opts *in, fmk_kernel kernel, int dim, fmk
             return fmk_error_set(NULL, FMK_ERR_ARG, "opts.device = %d but only %d CUDA device(s) exist",
                                  (int)o.device, ndev);
     }
-    if (!pick_engine(o.method, dim, o.backend)->setup)
+    const fmk_engine *engine = pick_engine(o.method, dim, o.backend);
+    if (!engine->setup)
         return fmk_error_set(NULL, FMK_ERR_UNAVAILABLE,
                              "method %s is not available yet in %dD on backend %s",
                              fmk_method_name(o.method), dim, fmk_backend_name(o.backend));
+    if (engine->check_opts) {
+        fmk_status st = engine->check_opts(&o, kernel);
+        if (st != FMK_OK)
+            return st;
+    }
     *out = o;
     return FMK_OK;
 }
