@@ -13,6 +13,13 @@
  *   tree --profile              one 2^20 cube evaluation after a warm-up (for a profiler)
  *   tree --groups               N = 2^14 .. 2^20: the default groups, one group per node, and
  *                               siblings' points cut into full groups, at every N
+ *   tree --crossover            N = 1024 .. 32768 in steps of 2^(1/2): the treecode (fp32,
+ *                               defaults) against the GPU direct sum (fp32), cube and Plummer,
+ *                               and the N where the treecode becomes the faster
+ *   tree --one N [--plummer] [--direct]   one configuration, 16 repeats (for a profiler)
+ *   --no-small                  (with any of the above) the small-N paths off: one launch per
+ *                               tree level and per moment level, no split walk
+ *   --split-nodes K, --split-level L, --split-warps W   the split walk's knobs (defaults 8, 5, 48)
  */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -35,6 +42,16 @@ extern int fmk_cuda_bh_group_walk;
 extern int fmk_cuda_bh_group_merge;
 /* Fewer targets than this get one group per node (default 2^19): a tuning knob, not API. */
 extern long long fmk_cuda_bh_group_merge_min;
+
+/* Small-N paths (tuning knobs, not API): trees of at most this many points built by one block,
+ * of at most this many nodes given their moments by one block, and the walk split in parts up
+ * to this many warps per SM. --no-small sets all three to 0 (the paths of larger N). */
+extern long long fmk_cuda_tree_small_max;
+extern long long fmk_cuda_bh_moments_small_max;
+extern int fmk_cuda_bh_split_warps;
+/* The split walk's level: at least this many nodes per part, no deeper than this level. */
+extern int fmk_cuda_bh_split_nodes;
+extern int fmk_cuda_bh_split_level_max;
 
 /* measure()'s walk argument for the next/more group walk (the breadth-first one is GROUP). */
 #define WALK_NEXT_MORE ((fmk_walk)3)
@@ -311,7 +328,8 @@ static void print_json(void)
 int main(int argc, char **argv)
 {
     int json = 0, quick = 0, sweep = 0, max_log2 = 27, leaf = 0, headline = 0, big = 0;
-    int profile = 0, variants = 0, groups = 0;
+    int profile = 0, variants = 0, groups = 0, crossover = 0, plummer = 0, with_direct = 0;
+    int64_t one = 0;
     for (int a = 1; a < argc; a++) {
         if (strcmp(argv[a], "--json") == 0)
             json = 1;
@@ -329,13 +347,31 @@ int main(int argc, char **argv)
             variants = 1;
         else if (strcmp(argv[a], "--groups") == 0)
             groups = 1;
+        else if (strcmp(argv[a], "--crossover") == 0)
+            crossover = 1;
+        else if (strcmp(argv[a], "--plummer") == 0)
+            plummer = 1;
+        else if (strcmp(argv[a], "--direct") == 0)
+            with_direct = 1;
+        else if (strcmp(argv[a], "--no-small") == 0)
+            fmk_cuda_tree_small_max = 0, fmk_cuda_bh_moments_small_max = 0, fmk_cuda_bh_split_warps = 0;
+        else if (strcmp(argv[a], "--split-nodes") == 0 && a + 1 < argc)
+            fmk_cuda_bh_split_nodes = atoi(argv[++a]);
+        else if (strcmp(argv[a], "--split-level") == 0 && a + 1 < argc)
+            fmk_cuda_bh_split_level_max = atoi(argv[++a]);
+        else if (strcmp(argv[a], "--split-warps") == 0 && a + 1 < argc)
+            fmk_cuda_bh_split_warps = atoi(argv[++a]);
+        else if (strcmp(argv[a], "--one") == 0 && a + 1 < argc)
+            one = atoll(argv[++a]);
         else if (strcmp(argv[a], "--max-log2") == 0 && a + 1 < argc)
             max_log2 = atoi(argv[++a]);
         else if (strcmp(argv[a], "--leaf") == 0 && a + 1 < argc)
             leaf = atoi(argv[++a]);
         else {
             fprintf(stderr, "usage: tree [--json] [--quick] [--theta-sweep] [--max-log2 K] [--leaf L] "
-                            "[--headline [--big] [--variants]] [--profile] [--groups]\n");
+                            "[--headline [--big] [--variants]] [--profile] [--groups] [--crossover] "
+                            "[--one N [--plummer] [--direct]] [--no-small] [--split-nodes K] "
+                            "[--split-level L] [--split-warps W]\n");
             return 2;
         }
     }
@@ -364,6 +400,47 @@ int main(int argc, char **argv)
         problem_make(&p, 0, (int64_t)1 << 20, 0);
         add(measure("profile", &p, f32, 0.6, 2, leaf, 32, FMK_WALK_AUTO, 1), json);
         problem_free(&p);
+        return 0;
+    }
+    if (one > 0) {
+        problem_make(&p, plummer, one, 0);
+        row r = measure("one", &p, f32, 0.6, 2, leaf, 32, FMK_WALK_AUTO, 16);
+        if (with_direct)
+            r.direct = direct_time(&p, 16);
+        add(r, json);
+        problem_free(&p);
+        if (json)
+            print_json();
+        return 0;
+    }
+    if (crossover) {
+        for (int d = 0; d < 2; d++) {
+            double prev_n = 0, prev_gap = 0; /* gap = tree - direct, seconds */
+            double found = 0;
+            for (int h = 20; h <= 30; h++) {
+                const int64_t n = (int64_t)llround(pow(2.0, 0.5 * h));
+                problem_make(&p, d, n, 0);
+                row r = measure("crossover", &p, f32, 0.6, 2, leaf, 32, FMK_WALK_AUTO, 15);
+                r.direct = direct_time(&p, 15);
+                add(r, json);
+                const double gap = r.total - r.direct;
+                if (!found && prev_n > 0 && prev_gap > 0 && gap <= 0) /* interpolate in log N */
+                    found = exp(log(prev_n) + (log((double)n) - log(prev_n)) * prev_gap / (prev_gap - gap));
+                if (!found && prev_n == 0 && gap <= 0)
+                    found = (double)n; /* faster already at the smallest N */
+                prev_n = (double)n, prev_gap = gap;
+                problem_free(&p);
+            }
+            if (!json) {
+                if (found > 0)
+                    printf("crossover (%s): the treecode is faster from N ~ %.0f\n",
+                           d ? "plummer" : "cube", found);
+                else
+                    printf("crossover (%s): not reached below N = 32768\n", d ? "plummer" : "cube");
+            }
+        }
+        if (json)
+            print_json();
         return 0;
     }
     if (groups) {

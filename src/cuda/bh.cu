@@ -74,6 +74,24 @@ int fmk_cuda_bh_group_merge = 2;
 extern "C" long long fmk_cuda_bh_group_merge_min;
 long long fmk_cuda_bh_group_merge_min = 1ll << 19;
 
+/* Tuning knob for the benchmark and the tests (not API): trees of at most this many nodes get
+ * their moments in two launches (k_moments_leaves, k_moments_inner), larger ones one launch per
+ * level. */
+extern "C" long long fmk_cuda_bh_moments_small_max;
+long long fmk_cuda_bh_moments_small_max = 8192;
+/* Tuning knob for the benchmark and the tests (not API): the breadth-first walk is split in
+ * parts (walk_args) until it has about this many warps per SM (0: never split). */
+extern "C" int fmk_cuda_bh_split_warps;
+int fmk_cuda_bh_split_warps = 48;
+/* Tuning knobs (not API): nodes per part at the split level, and its deepest level. */
+extern "C" int fmk_cuda_bh_split_nodes;
+int fmk_cuda_bh_split_nodes = 8;
+extern "C" int fmk_cuda_bh_split_level_max;
+int fmk_cuda_bh_split_level_max = 5;
+/* For the tests: split walks redone unsplit (their stack overflowed above the split level). */
+extern "C" long long fmk_cuda_bh_split_redos;
+long long fmk_cuda_bh_split_redos = 0;
+
 #ifdef FMK_BH_COUNT
 /* Walk statistics (a build with -DFMK_BH_COUNT only): per breadth-first walk, the sums over
  * warps of targets, M2P entries x targets, P2P entries x targets, steps, stack overflows and
@@ -153,15 +171,34 @@ __global__ void k_pack_points(int64_t n, const int32_t *__restrict__ order,
     out[s] = p;
 }
 
+/* The charge check's words (k_charge_stats): stats[0] the first non-finite charge (all ones:
+ * none), stats[1] the bits of the largest |q|. The charges go to the walk times charge_scale:
+ * in fp32 the power of two that brings the largest |q| into [1, 2) (exact, so the moments
+ * neither under- nor overflow), else 1. Read on the device, so eval does not wait for the
+ * check: with a bad charge the walks write nothing and the host reports it after the wait. */
+template <typename R>
+__device__ __forceinline__ double charge_scale(const unsigned long long *__restrict__ stats)
+{
+    if (sizeof(R) != 4 || stats[1] == 0)
+        return 1.0;
+    return ldexp(1.0, -ilogb(__longlong_as_double((long long)stats[1])));
+}
+
+__device__ __forceinline__ bool charges_bad(const unsigned long long *__restrict__ stats)
+{
+    return stats[0] != ~0ull;
+}
+
 template <typename R>
 __global__ void k_pack_charges(int64_t n, const int32_t *__restrict__ order,
-                               const double *__restrict__ q, double scale,
+                               const double *__restrict__ q,
+                               const unsigned long long *__restrict__ stats,
                                typename vec4<R>::type *__restrict__ src)
 {
     int64_t s = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
     if (s >= n)
         return;
-    src[s].w = (R)(q[order[s]] * scale);
+    src[s].w = (R)(q[order[s]] * charge_scale<R>(stats));
 }
 
 /* Charge check: the first non-finite charge (stats[0], min) and the largest |q| as bits
@@ -253,17 +290,14 @@ __device__ __forceinline__ uint64_t compact3(uint64_t v)
 
 /* One level of nodes: leaves from their points, the others from their children. */
 template <typename R>
-__global__ void k_moments(int32_t first, int32_t count, int L, double inv_theta, double scale,
-                          const uint64_t *__restrict__ keys, const int4 *__restrict__ links,
-                          const int32_t *__restrict__ n_children,
-                          const typename vec4<R>::type *__restrict__ src,
-                          typename vec4<R>::type *__restrict__ node)
+__device__ __forceinline__ void moments_node(int32_t i, int L, double inv_theta, double scale,
+                                             const uint64_t *__restrict__ keys,
+                                             const int4 *__restrict__ links,
+                                             const int32_t *__restrict__ n_children,
+                                             const typename vec4<R>::type *__restrict__ src,
+                                             typename vec4<R>::type *__restrict__ node)
 {
     typedef typename vec4<R>::type V;
-    int32_t k = blockIdx.x * blockDim.x + threadIdx.x;
-    if (k >= count)
-        return;
-    const int32_t i = first + k;
     const int4 l = links[i];
     /* geometric centre of the node's cube: its key prefix */
     const double side = ldexp(scale, -L); /* in the working coordinates */
@@ -328,6 +362,56 @@ __global__ void k_moments(int32_t first, int32_t count, int L, double inv_theta,
     node[4 * i] = o0, node[4 * i + 1] = o1, node[4 * i + 2] = o2, node[4 * i + 3] = o3;
 }
 
+template <typename R>
+__global__ void k_moments(int32_t first, int32_t count, int L, double inv_theta, double scale,
+                          const uint64_t *__restrict__ keys, const int4 *__restrict__ links,
+                          const int32_t *__restrict__ n_children,
+                          const typename vec4<R>::type *__restrict__ src,
+                          typename vec4<R>::type *__restrict__ node)
+{
+    int32_t k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k < count)
+        moments_node<R>(first + k, L, inv_theta, scale, keys, links, n_children, src, node);
+}
+
+/* The level boundaries of a small tree, for k_moments_inner. */
+struct level_table {
+    int32_t begin[FMK_TREE_MAX_LEVEL + 2];
+};
+
+/* The moments of a small tree in two launches instead of one per level (for small trees the
+ * launches cost more than the work): every leaf at once (k_moments_leaves, any level: a leaf
+ * needs only its points), then the inner nodes level by level, deepest first, in one block. */
+constexpr int MOMENTS_SMALL_BLOCK = 512;
+
+template <typename R>
+__global__ void k_moments_leaves(int32_t n_nodes, const int8_t *__restrict__ level,
+                                 double inv_theta, double scale, const uint64_t *__restrict__ keys,
+                                 const int4 *__restrict__ links, const int32_t *__restrict__ n_children,
+                                 const typename vec4<R>::type *__restrict__ src,
+                                 typename vec4<R>::type *__restrict__ node)
+{
+    const int32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n_nodes && links[i].x < 0)
+        moments_node<R>(i, level[i], inv_theta, scale, keys, links, n_children, src, node);
+}
+
+template <typename R>
+__global__ void __launch_bounds__(MOMENTS_SMALL_BLOCK)
+    k_moments_inner(int levels, level_table lt, double inv_theta, double scale,
+                    const uint64_t *__restrict__ keys, const int4 *__restrict__ links,
+                    const int32_t *__restrict__ n_children,
+                    const typename vec4<R>::type *__restrict__ src,
+                    typename vec4<R>::type *__restrict__ node)
+{
+    for (int L = levels - 2; L >= 0; L--) { /* the deepest level holds only leaves */
+        for (int32_t i = lt.begin[L] + threadIdx.x; i < lt.begin[L + 1]; i += MOMENTS_SMALL_BLOCK)
+            if (links[i].x >= 0)
+                moments_node<R>(i, L, inv_theta, scale, keys, links, n_children, src, node);
+        __syncthreads(); /* the parents read these */
+    }
+}
+
 /* ---------------------------------------------------------------------------------------- */
 /* Walks                                                                                    */
 
@@ -342,18 +426,31 @@ template <typename R> struct walk_args {
     R eps2;
     double pot_scale, grad_scale, grad_scale2;
     double *pot, *grad;
+    /* The breadth-first walk split in parts (when there are too few groups to fill the GPU):
+     * part p of a group handles the nodes of level split_level (nodes [split_begin,
+     * split_end)) with index = p mod parts and everything below them, and of the nodes above
+     * that level, those with index = p mod parts that it accepts or sums directly (every part
+     * opens the same nodes there). Every interaction of the unsplit walk is made once; part p
+     * writes its sums at pot + p m, grad + 3 p m (k_sum_parts adds them up). */
+    int parts;
+    int32_t split_begin, split_end;
+    unsigned long long *overflow; /* set when a split walk's stack overflowed above the split */
+    const unsigned long long *stats; /* the charge check (charge_scale, charges_bad) */
 };
 
+/* u: 1 / charge_scale. */
 template <typename R>
-__device__ __forceinline__ void store(const walk_args<R> &a, int32_t t, R phi, const R *g)
+__device__ __forceinline__ void store(const walk_args<R> &a, int32_t t, R phi, const R *g,
+                                      double u, int64_t part = 0)
 {
-    const int64_t o = a.trg_order[t];
+    const int64_t o = a.trg_order[t] + part * a.m;
     if (a.pot)
-        a.pot[o] = (double)phi * a.pot_scale;
+        a.pot[o] = (double)phi * a.pot_scale * u;
     if (a.grad) {
-        a.grad[3 * o] = (double)g[0] * a.grad_scale * a.grad_scale2;
-        a.grad[3 * o + 1] = (double)g[1] * a.grad_scale * a.grad_scale2;
-        a.grad[3 * o + 2] = (double)g[2] * a.grad_scale * a.grad_scale2;
+        const double gs = a.grad_scale * u;
+        a.grad[3 * o] = (double)g[0] * gs * a.grad_scale2;
+        a.grad[3 * o + 1] = (double)g[1] * gs * a.grad_scale2;
+        a.grad[3 * o + 2] = (double)g[2] * gs * a.grad_scale2;
     }
 }
 
@@ -377,7 +474,7 @@ __global__ void __launch_bounds__(WALK_BLOCK) k_walk_group(walk_args<R> a)
     typedef typename vec4<R>::type V;
     const int64_t w = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5;
     const int lane = threadIdx.x & 31;
-    if (w >= a.n_groups)
+    if (w >= a.n_groups || charges_bad(a.stats))
         return;
     const int2 grp = a.groups[w];
     const V c = a.box[2 * w], h = a.box[2 * w + 1];
@@ -425,7 +522,7 @@ __global__ void __launch_bounds__(WALK_BLOCK) k_walk_group(walk_args<R> a)
 #pragma unroll
     for (int k = 0; k < T; k++)
         if (t[k] < grp.y)
-            store(a, t[k], phi[k], g[k]);
+            store(a, t[k], phi[k], g[k], 1.0 / charge_scale<R>(a.stats));
 }
 
 /* One thread per sorted target (Nakasato Fig. 6). */
@@ -434,7 +531,7 @@ __global__ void __launch_bounds__(WALK_BLOCK) k_walk_stackless(walk_args<R> a)
 {
     typedef typename vec4<R>::type V;
     const int64_t tt = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
-    if (tt >= a.m)
+    if (tt >= a.m || charges_bad(a.stats))
         return;
     const int32_t t = (int32_t)tt;
     const V p = a.trg[t];
@@ -461,7 +558,7 @@ __global__ void __launch_bounds__(WALK_BLOCK) k_walk_stackless(walk_args<R> a)
             i = l.x;
         }
     }
-    store(a, t, phi, g);
+    store(a, t, phi, g, 1.0 / charge_scale<R>(a.stats));
 }
 
 /* Breadth-first group walk (Bonsai style), one warp per group of targets. The warp takes the
@@ -617,9 +714,11 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32, bfs_cfg<R>::MIN_BLOCKS
     __shared__ unsigned char s_inbox[WARPS][64]; /* P2P source in the group's box */
     __shared__ int32_t s_stack[WARPS][STACK];
     const int wb = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int64_t w = blockIdx.x * (int64_t)WARPS + wb;
-    if (w >= a.n_groups)
+    const int64_t wp = blockIdx.x * (int64_t)WARPS + wb;
+    if (wp >= a.n_groups * a.parts || charges_bad(a.stats))
         return;
+    const int64_t w = wp / a.parts;    /* the group */
+    const int part = (int)(wp % a.parts);
     V(*node_list)[4] = s_node[wb];
     V *src_list = s_src[wb];
     int32_t *idx_list = s_idx[wb];
@@ -686,9 +785,17 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32, bfs_cfg<R>::MIN_BLOCKS
         const R dz = fmax(fabs(x.z - c.z) - h.z, (R)0);
         const bool far = dx * dx + dy * dy + dz * dz > x.w;
         const int32_t cnt = l.w - l.z;
-        const bool accept = valid && far && cnt > p2p_cut<ORDER>::value;
-        bool direct = valid && !accept && (far || l.x < 0);
-        bool open = valid && !far && l.x >= 0;
+        /* the split (walk_args): mine = this part sums the node, skip = another part's subtree */
+        bool mine = true, skip = false;
+        if (a.parts > 1) {
+            if (i < a.split_begin)
+                mine = i % a.parts == part;
+            else if (i < a.split_end)
+                skip = (i - a.split_begin) % a.parts != part;
+        }
+        const bool accept = valid && !skip && mine && far && cnt > p2p_cut<ORDER>::value;
+        bool direct = valid && !skip && mine && !accept && (far || l.x < 0);
+        bool open = valid && !skip && !far && l.x >= 0;
 
         /* children to push: warp scan of the counts */
         int32_t push = open ? nc : 0;
@@ -703,7 +810,11 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32, bfs_cfg<R>::MIN_BLOCKS
 #ifdef FMK_BH_COUNT
             c_over++;
 #endif
-            direct = direct || open;
+            /* Above the split level the parts would disagree on which nodes they sum: the
+             * host redoes such a walk unsplit. */
+            if (a.parts > 1 && __any_sync(FULL, open && i < a.split_begin) && lane == 0)
+                atomicOr(a.overflow, 1ull);
+            direct = direct || (open && mine);
             open = false;
         } else {
             if (open)
@@ -785,7 +896,31 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32, bfs_cfg<R>::MIN_BLOCKS
 #pragma unroll
     for (int k = 0; k < T; k++)
         if (t[k] < grp.y)
-            store(a, t[k], phi[k], g[k]);
+            store(a, t[k], phi[k], g[k], 1.0 / charge_scale<R>(a.stats), part);
+}
+
+/* The parts of a split walk added up, in part order (the same sums on every run). */
+__global__ void k_sum_parts(int64_t m, int parts, const double *__restrict__ part_pot,
+                            const double *__restrict__ part_grad,
+                            const unsigned long long *__restrict__ stats, double *__restrict__ pot,
+                            double *__restrict__ grad)
+{
+    const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (i >= m || charges_bad(stats))
+        return;
+    if (pot) {
+        double v = 0;
+        for (int p = 0; p < parts; p++)
+            v += part_pot[i + p * m];
+        pot[i] = v;
+    }
+    if (grad)
+        for (int d = 0; d < 3; d++) {
+            double v = 0;
+            for (int p = 0; p < parts; p++)
+                v += part_grad[3 * (i + p * m) + d];
+            grad[3 * i + d] = v;
+        }
 }
 
 template <typename R, int ORDER, bool SELF>
@@ -794,7 +929,7 @@ cudaError_t launch_walk(const walk_args<R> &a, int stackless, int group)
     constexpr int WB = bfs_cfg<R>::WARPS;
     if (a.m == 0 || (!stackless && a.n_groups == 0))
         return cudaSuccess;
-    const unsigned bfs_blocks = (unsigned)((a.n_groups + WB - 1) / WB);
+    const unsigned bfs_blocks = (unsigned)((a.n_groups * a.parts + WB - 1) / WB);
     if (stackless)
         k_walk_stackless<R, ORDER, SELF><<<blocks_for(a.m, WALK_BLOCK), WALK_BLOCK>>>(a);
     else if (fmk_cuda_bh_group_walk == 1 && group == 64)
@@ -844,9 +979,13 @@ typedef struct bh_state {
     buf node;                   /* n_nodes * 4 4-vectors */
     buf box;                    /* groups * 2 4-vectors */
     buf charges, pot, grad;     /* host evaluations */
+    buf part;                   /* a split walk's sums per part (walk_args), parts * m * 4 doubles */
+    int parts;                  /* 1: the walk is not split */
+    int32_t split_begin, split_end;
     int2 *d_groups;             /* cap_groups slots, n_groups used */
     int64_t cap_groups, n_groups;
-    unsigned long long *d_stats;
+    unsigned long long *d_stats;  /* charge check (2 words), split walk overflow (1) */
+    unsigned long long *h_stats;  /* pinned: d_stats after the walk */
     cudaEvent_t ev[4];
     int events;
     int64_t bytes;              /* device bytes held (held()) */
@@ -873,7 +1012,7 @@ void free_ptr(void *p)
 int64_t held(const bh_state *s)
 {
     const buf *b[] = {&s->x, &s->bbox, &s->src, &s->trg, &s->links, &s->node, &s->box,
-                      &s->charges, &s->pot, &s->grad};
+                      &s->charges, &s->pot, &s->grad, &s->part};
     int64_t total = s->tree.bytes + s->ttree.bytes + s->cap_groups * (int64_t)sizeof(int2) + 16;
     for (size_t k = 0; k < sizeof b / sizeof b[0]; k++)
         total += (int64_t)b[k]->cap;
@@ -891,11 +1030,13 @@ void free_state(bh_state *s)
     fmk_cuda_tree3d_free(&s->tree);
     fmk_cuda_tree3d_free(&s->ttree);
     buf *b[] = {&s->x, &s->bbox, &s->src, &s->trg, &s->links, &s->node, &s->box,
-                &s->charges, &s->pot, &s->grad};
+                &s->charges, &s->pot, &s->grad, &s->part};
     for (size_t k = 0; k < sizeof b / sizeof b[0]; k++)
         buf_free(b[k]);
     free_ptr(s->d_groups);
     free_ptr(s->d_stats);
+    if (s->h_stats && cudaFreeHost(s->h_stats) != cudaSuccess)
+        (void)cudaGetLastError();
     if (s->events)
         for (int k = 0; k < 4; k++)
             if (cudaEventDestroy(s->ev[k]) != cudaSuccess)
@@ -918,6 +1059,21 @@ void bh_release(fmk_plan *plan)
     plan->state_bytes_device = plan->state_bytes_host = 0;
 }
 
+/* Warps a split walk aims at, and the most its part sums can take for m targets:
+ * parts * m * 32 bytes with parts <= MAX_PARTS and parts * groups < 2 * warps, groups >= m / 64. */
+constexpr int MAX_PARTS = 16;
+
+int64_t split_warps(int device)
+{
+    return (int64_t)fmk_cuda_bh_split_warps * fmk_cuda_sm_count(device);
+}
+
+int64_t split_bytes_bound(int device, int64_t m)
+{
+    const int64_t b = 2 * split_warps(device) * 64 * 32, bm = MAX_PARTS * m * 32;
+    return b < bm ? b : bm;
+}
+
 /* Device bytes for ns sources and nt targets (nt < 0: the sources), nodes at their bound;
  * everything set_points keeps (its workspace included). */
 int64_t device_bytes(const fmk_plan *plan, int64_t ns, int64_t nt, int with_host_buffers,
@@ -936,6 +1092,7 @@ int64_t device_bytes(const fmk_plan *plan, int64_t ns, int64_t nt, int with_host
              FMK_CUDA_TREE_NODE_BYTES + m * 4 * r;
     if (with_host_buffers)
         b += ns * 8 + m * 8 + m * 24;
+    b += split_bytes_bound(plan->opts.device, m);
     b += 16;
     if (peak)
         *peak = b;
@@ -967,6 +1124,41 @@ fmk_status need(fmk_plan *plan, bh_state *s, buf *b, size_t bytes, const char *w
 fmk_status ok(fmk_plan *plan, cudaError_t err, const char *what)
 {
     return err == cudaSuccess ? FMK_OK : fmk_cuda_fail(plan, err, what);
+}
+
+/* Splits the breadth-first walk (walk_args) when its groups give fewer warps than
+ * split_warps: up to warps / groups parts (at most MAX_PARTS), with at least
+ * fmk_cuda_bh_split_nodes nodes per part at the split level (the more, the better the parts
+ * share the work of a dense core), at the level no deeper than fmk_cuda_bh_split_level_max that
+ * allows the most parts. (A walk whose stack overflows above the split level is redone unsplit
+ * by run_eval_t.) */
+fmk_status choose_split(fmk_plan *plan, bh_state *s, int64_t m)
+{
+    const fmk_cuda_tree *t = &s->tree;
+    const int64_t target = split_warps(s->device);
+    s->parts = 1, s->split_begin = s->split_end = 0;
+    if (plan->opts.walk == FMK_WALK_STACKLESS || fmk_cuda_bh_group_walk != 0 || s->n_groups == 0 ||
+        s->n_groups >= target)
+        return FMK_OK;
+    int64_t want = target / s->n_groups;
+    want = want > MAX_PARTS ? MAX_PARTS : want;
+    /* the level that allows the most parts (the shallowest of equals) */
+    int64_t parts = 1;
+    int level = 0;
+    for (int L = 1; L <= fmk_cuda_bh_split_level_max && L < t->levels; L++) {
+        int64_t p = (t->level_begin[L + 1] - t->level_begin[L]) / fmk_cuda_bh_split_nodes;
+        p = p < want ? p : want;
+        if (p > parts)
+            parts = p, level = L;
+    }
+    if (parts < 2)
+        return FMK_OK;
+    fmk_status st = need(plan, s, &s->part, (size_t)(parts * m * 32), "the split walk's sums");
+    if (st != FMK_OK)
+        return st;
+    s->parts = (int)parts;
+    s->split_begin = (int32_t)t->level_begin[level], s->split_end = (int32_t)t->level_begin[level + 1];
+    return FMK_OK;
 }
 
 /* Everything geometric from mapped points on the device (d_xs, and d_xt unless self). One
@@ -1043,6 +1235,8 @@ fmk_status build(fmk_plan *plan, bh_state *s, int64_t ns, const double *d_xs, in
         st = ok(plan, cudaEventSynchronize(s->ev[1]), "the tree build");
     /* the group count came to the pinned host copy with the stream */
     s->n_groups = m > 0 ? gt->h_lb[FMK_CUDA_TREE_LB_GROUPS] : 0;
+    if (st == FMK_OK)
+        st = choose_split(plan, s, m); /* plan->n_targets is not set yet here */
     float ms = 0;
     if (st == FMK_OK)
         st = ok(plan, cudaEventElapsedTime(&ms, s->ev[0], s->ev[1]), "cudaEventElapsedTime");
@@ -1073,8 +1267,11 @@ fmk_status new_state(fmk_plan *plan, bh_state **out)
         return st;
     }
     s->events = 1;
-    st = fmk_cuda_alloc(plan, (void **)&s->d_stats, 2 * sizeof(unsigned long long),
-                        "the charge checks", 16);
+    st = fmk_cuda_alloc(plan, (void **)&s->d_stats, 3 * sizeof(unsigned long long),
+                        "the charge checks", 24);
+    if (st == FMK_OK)
+        st = ok(plan, cudaMallocHost((void **)&s->h_stats, 3 * sizeof(unsigned long long)),
+                "cudaMallocHost (the charge check and the walk's overflow flag)");
     if (st != FMK_OK) {
         free_state(s);
         return st;
@@ -1256,7 +1453,7 @@ fmk_status bad_charge(fmk_plan *plan, int64_t i, const double *d_q)
 }
 
 template <typename R>
-fmk_status run_eval_t(fmk_plan *plan, bh_state *s, const double *d_q, double cscale, double *pot,
+fmk_status run_eval_t(fmk_plan *plan, bh_state *s, const double *d_q, double *pot,
                       double *grad)
 {
     typedef typename vec4<R>::type V;
@@ -1266,16 +1463,28 @@ fmk_status run_eval_t(fmk_plan *plan, bh_state *s, const double *d_q, double csc
     const double S = coord_scale(s->real);
     cudaError_t err = cudaEventRecord(s->ev[1], 0);
     if (err == cudaSuccess) {
-        k_pack_charges<R><<<blocks_for(n), BLOCK>>>(n, t->d_order, d_q, cscale, (V *)s->src.p);
+        k_pack_charges<R><<<blocks_for(n), BLOCK>>>(n, t->d_order, d_q, s->d_stats, (V *)s->src.p);
         /* tree3d.h: theta capped so that no node is accepted by a target inside it */
         const double theta = plan->opts.theta < FMK_TREE_THETA_CAP ? plan->opts.theta : FMK_TREE_THETA_CAP;
         const double inv_theta = 1.0 / theta;
-        for (int L = t->levels - 1; L >= 0; L--) {
-            const int32_t first = (int32_t)t->level_begin[L];
-            const int32_t count = (int32_t)(t->level_begin[L + 1] - first);
-            k_moments<R><<<blocks_for(count, 128), 128>>>(first, count, L, inv_theta, S, t->d_keys,
+        if (t->n_nodes <= fmk_cuda_bh_moments_small_max) {
+            level_table lt;
+            for (int L = 0; L <= t->levels; L++)
+                lt.begin[L] = (int32_t)t->level_begin[L];
+            k_moments_leaves<R><<<blocks_for(t->n_nodes, 128), 128>>>(
+                (int32_t)t->n_nodes, t->d_level, inv_theta, S, t->d_keys, (const int4 *)s->links.p,
+                t->d_n_children, (const V *)s->src.p, (V *)s->node.p);
+            k_moments_inner<R><<<1, MOMENTS_SMALL_BLOCK>>>(t->levels, lt, inv_theta, S, t->d_keys,
                                                           (const int4 *)s->links.p, t->d_n_children,
                                                           (const V *)s->src.p, (V *)s->node.p);
+        } else {
+            for (int L = t->levels - 1; L >= 0; L--) {
+                const int32_t first = (int32_t)t->level_begin[L];
+                const int32_t count = (int32_t)(t->level_begin[L + 1] - first);
+                k_moments<R><<<blocks_for(count, 128), 128>>>(first, count, L, inv_theta, S, t->d_keys,
+                                                              (const int4 *)s->links.p, t->d_n_children,
+                                                              (const V *)s->src.p, (V *)s->node.p);
+            }
         }
         err = cudaGetLastError();
     }
@@ -1296,17 +1505,36 @@ fmk_status run_eval_t(fmk_plan *plan, bh_state *s, const double *d_q, double csc
     a.m = plan->n_targets;
     a.n_groups = s->n_groups;
     a.eps2 = (R)(plan->frame.softening * S * plan->frame.softening * S);
-    a.pot_scale = plan->frame.pot_scale * S / cscale;
-    a.grad_scale = plan->frame.pot_scale * S / cscale; /* 1/width^2 may overflow: two steps */
+    a.pot_scale = plan->frame.pot_scale * S; /* times 1 / charge_scale on the device */
+    a.grad_scale = plan->frame.pot_scale * S; /* 1/width^2 may overflow: two steps */
     a.grad_scale2 = plan->frame.pot_scale * S;
     a.pot = pot;
     a.grad = grad;
+    a.parts = s->parts;
+    a.split_begin = s->split_begin, a.split_end = s->split_end;
+    double *part_pot = NULL, *part_grad = NULL;
+    if (s->parts > 1) { /* the parts' sums, added up after the walk */
+        part_pot = pot ? (double *)s->part.p : NULL;
+        part_grad = grad ? (double *)s->part.p + s->parts * a.m : NULL;
+        a.pot = part_pot, a.grad = part_grad;
+    }
     const int stackless = plan->opts.walk == FMK_WALK_STACKLESS;
 #ifdef FMK_BH_COUNT
     unsigned long long cnt[7] = {0, 0, 0, 0, 0, 0, 0};
     (void)cudaMemcpyToSymbol(fmk_bh_counts, cnt, sizeof cnt);
 #endif
-    err = walk<R>(a, plan->opts.order, plan->self, stackless, s->group);
+    a.overflow = s->d_stats + 2;
+    a.stats = s->d_stats;
+    if (err == cudaSuccess)
+        err = walk<R>(a, plan->opts.order, plan->self, stackless, s->group);
+    if (err == cudaSuccess && s->parts > 1) {
+        k_sum_parts<<<blocks_for(a.m), BLOCK>>>(a.m, s->parts, part_pot, part_grad, s->d_stats,
+                                                pot, grad);
+        err = cudaGetLastError();
+    }
+    if (err == cudaSuccess) /* the charge check and the overflow flag, read after the wait */
+        err = cudaMemcpyAsync(s->h_stats, s->d_stats, 3 * sizeof(unsigned long long),
+                              cudaMemcpyDeviceToHost, 0);
 #ifdef FMK_BH_COUNT
     if (cudaMemcpyFromSymbol(cnt, fmk_bh_counts, sizeof cnt) == cudaSuccess && cnt[0] > 0)
         fprintf(stderr, "walk counts: n %llu targets, %llu groups (%.1f targets each); per "
@@ -1319,6 +1547,19 @@ fmk_status run_eval_t(fmk_plan *plan, bh_state *s, const double *d_q, double csc
         err = cudaEventRecord(s->ev[3], 0);
     if (err == cudaSuccess)
         err = cudaEventSynchronize(s->ev[3]);
+    if (err == cudaSuccess && s->h_stats[0] != ~0ull) /* nothing was written */
+        return bad_charge(plan, (int64_t)s->h_stats[0], d_q);
+    if (err == cudaSuccess && s->parts > 1 && s->h_stats[2]) {
+        /* the split walk's stack overflowed above the split, where the parts could disagree
+         * on what they sum: the walk again, unsplit (into the outputs themselves) */
+        a.parts = 1, a.pot = pot, a.grad = grad;
+        fmk_cuda_bh_split_redos++;
+        err = walk<R>(a, plan->opts.order, plan->self, stackless, s->group);
+        if (err == cudaSuccess)
+            err = cudaEventRecord(s->ev[3], 0);
+        if (err == cudaSuccess)
+            err = cudaEventSynchronize(s->ev[3]);
+    }
     if (err != cudaSuccess)
         return fmk_cuda_fail(plan, err, "the tree walk kernel");
     float ms1 = 0, ms2 = 0;
@@ -1361,33 +1602,22 @@ fmk_status run_eval(fmk_plan *plan, bh_state *s, const double *charges, double *
             return fmk_cuda_fail(plan, err, "cudaMemcpy (charges to the GPU)");
         d_q = (const double *)s->charges.p;
     }
-    unsigned long long stats[2];
+    /* the charge check: read on the device (charge_scale) and by the host after the walk */
     err = cudaMemsetAsync(s->d_stats, 0xff, sizeof(unsigned long long), 0);
     if (err == cudaSuccess)
-        err = cudaMemsetAsync(s->d_stats + 1, 0, sizeof(unsigned long long), 0);
+        err = cudaMemsetAsync(s->d_stats + 1, 0, 2 * sizeof(unsigned long long), 0);
     if (err == cudaSuccess) {
         const int64_t nb = (n + BLOCK - 1) / BLOCK;
         k_charge_stats<<<(unsigned)(nb < 1024 ? nb : 1024), BLOCK>>>(n, d_q, s->d_stats);
         err = cudaGetLastError();
     }
-    if (err == cudaSuccess)
-        err = cudaMemcpy(stats, s->d_stats, sizeof stats, cudaMemcpyDeviceToHost);
     if (err != cudaSuccess)
         return fmk_cuda_fail(plan, err, "the charge check kernel");
-    if (stats[0] != ~0ull)
-        return bad_charge(plan, (int64_t)stats[0], d_q);
-    /* fp32: bring the largest |q| into [1, 2) (exact), so moments neither under- nor overflow */
-    double cscale = 1.0;
-    if (s->real == 4 && stats[1] != 0) {
-        double big;
-        memcpy(&big, &stats[1], sizeof big);
-        cscale = ldexp(1.0, -ilogb(big));
-    }
     double *p = pot ? (on_device ? pot : (double *)s->pot.p) : NULL;
     double *g = grad ? (on_device ? grad : (double *)s->grad.p) : NULL;
     phase[FMK_PHASE_UPLOAD] = fmk_time_now() - t0;
-    st = s->real == 4 ? run_eval_t<float>(plan, s, d_q, cscale, p, g)
-                      : run_eval_t<double>(plan, s, d_q, cscale, p, g);
+    st = s->real == 4 ? run_eval_t<float>(plan, s, d_q, p, g)
+                      : run_eval_t<double>(plan, s, d_q, p, g);
     if (st != FMK_OK)
         return st;
     if (!on_device) {

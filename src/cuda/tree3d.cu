@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cub/block/block_radix_sort.cuh>
+#include <cub/block/block_scan.cuh>
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_scan.cuh>
 
@@ -38,15 +40,57 @@ __device__ __forceinline__ uint64_t cell_of(double x)
     return (uint64_t)(i > 2097151 ? 2097151 : i);
 }
 
+__device__ __forceinline__ uint64_t key_of(const double *__restrict__ x, int64_t i)
+{
+    uint64_t cx = cell_of(x[3 * i]), cy = cell_of(x[3 * i + 1]), cz = cell_of(x[3 * i + 2]);
+    return spread3(cx) << 2 | spread3(cy) << 1 | spread3(cz);
+}
+
 __global__ void k_keys(int64_t n, const double *__restrict__ x, uint64_t *__restrict__ keys,
                        int32_t *__restrict__ idx)
 {
     int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
     if (i >= n)
         return;
-    uint64_t cx = cell_of(x[3 * i]), cy = cell_of(x[3 * i + 1]), cz = cell_of(x[3 * i + 2]);
-    keys[i] = spread3(cx) << 2 | spread3(cy) << 1 | spread3(cz);
+    keys[i] = key_of(x, i);
     idx[i] = (int32_t)i;
+}
+
+/* Keys and their stable sort in one block for SORT_SMALL_MIN < n <= SORT_SMALL_MAX points
+ * (CUB's device sort takes ten launches from 2^11 keys up, most of the time of a small tree;
+ * below, its one-tile path is faster). The points are loaded in index order (blocked) and
+ * padded with all-ones keys, which sort last on the 63 key bits because the sort is stable and
+ * they come last. 512 threads x 16 keys: 1024 x 16 spills registers and measured slower than
+ * the device sort (bench/RESULTS.md). */
+constexpr int SORT_ITEMS = 16, SORT_SMALL_MIN = 2048, SORT_SMALL_MAX = 512 * SORT_ITEMS;
+
+template <int BLOCK_THREADS> struct small_sort {
+    typedef cub::BlockRadixSort<uint64_t, BLOCK_THREADS, SORT_ITEMS, int32_t, 6> type;
+};
+
+template <int BLOCK_THREADS>
+__global__ void __launch_bounds__(BLOCK_THREADS)
+    k_sort_small(int64_t n, const double *__restrict__ x, uint64_t *__restrict__ keys,
+                 int32_t *__restrict__ order)
+{
+    typedef typename small_sort<BLOCK_THREADS>::type sort_t;
+    extern __shared__ __align__(16) unsigned char smem[];
+    typename sort_t::TempStorage &temp = *reinterpret_cast<typename sort_t::TempStorage *>(smem);
+    uint64_t k[SORT_ITEMS];
+    int32_t v[SORT_ITEMS];
+#pragma unroll
+    for (int j = 0; j < SORT_ITEMS; j++) {
+        const int64_t i = (int64_t)threadIdx.x * SORT_ITEMS + j;
+        k[j] = i < n ? key_of(x, i) : ~0ull;
+        v[j] = (int32_t)i;
+    }
+    sort_t(temp).SortBlockedToStriped(k, v, 0, FMK_TREE_KEY_BITS * 3);
+#pragma unroll
+    for (int j = 0; j < SORT_ITEMS; j++) {
+        const int64_t r = (int64_t)j * BLOCK_THREADS + threadIdx.x;
+        if (r < n)
+            keys[r] = k[j], order[r] = v[j];
+    }
 }
 
 /* The root, and the level boundaries: level 0 is [0, 1), nothing beyond it yet. */
@@ -84,6 +128,53 @@ __device__ __forceinline__ void octants(const uint64_t *__restrict__ keys, int32
         bound[o] = octant_bound(keys, bound[o - 1], e, shift, o);
 }
 
+/* Children of node i of level L (0: a leaf); sets n_children[i] and more[i] = -1 (for now). */
+__device__ __forceinline__ int count_children(int32_t i, int L, int leaf_size,
+                                              const uint64_t *__restrict__ keys,
+                                              const int32_t *__restrict__ begin,
+                                              const int32_t *__restrict__ end,
+                                              int32_t *__restrict__ n_children,
+                                              int32_t *__restrict__ more)
+{
+    const int32_t b = begin[i], e = end[i];
+    int c = 0;
+    if (e - b > leaf_size && L < FMK_TREE_MAX_LEVEL) {
+        int32_t bound8[9];
+        octants(keys, b, e, L, bound8);
+        for (int o = 0; o < 8; o++)
+            c += bound8[o + 1] > bound8[o];
+    }
+    n_children[i] = c;
+    more[i] = -1;
+    return c;
+}
+
+/* Writes the children of node i of level L from node c on, with their next pointers. */
+__device__ __forceinline__ void write_children(int32_t i, int L, int32_t c,
+                                               const uint64_t *__restrict__ keys,
+                                               int32_t *__restrict__ begin, int32_t *__restrict__ end,
+                                               const int32_t *__restrict__ n_children,
+                                               int32_t *__restrict__ more, int32_t *__restrict__ next,
+                                               int32_t *__restrict__ parent, int8_t *__restrict__ level)
+{
+    const int nc = n_children[i];
+    if (nc == 0)
+        return;
+    int32_t bound8[9];
+    octants(keys, begin[i], end[i], L, bound8);
+    more[i] = c;
+    int written = 0;
+    for (int o = 0; o < 8; o++) {
+        if (bound8[o + 1] == bound8[o])
+            continue;
+        begin[c] = bound8[o], end[c] = bound8[o + 1];
+        parent[c] = i, level[c] = (int8_t)(L + 1);
+        written++;
+        next[c] = written < nc ? c + 1 : next[i]; /* Nakasato Fig. 5: sibling, else parent's */
+        c++;
+    }
+}
+
 /* Children per node of level L (0: a leaf); more = -1 for now. The level is nodes
  * [lb[L], lb[L + 1]); bound >= its size is the grid, and counts[0 .. bound) gets the child
  * counts (0 past the level) for the scan. */
@@ -96,20 +187,7 @@ __global__ void k_count_children(int L, int32_t bound, int leaf_size, const int3
     if (k >= bound)
         return;
     const int32_t first = lb[L], count = lb[L + 1] - first;
-    int c = 0;
-    if (k < count) {
-        const int32_t i = first + k;
-        const int32_t b = begin[i], e = end[i];
-        if (e - b > leaf_size && L < FMK_TREE_MAX_LEVEL) {
-            int32_t bound8[9];
-            octants(keys, b, e, L, bound8);
-            for (int o = 0; o < 8; o++)
-                c += bound8[o + 1] > bound8[o];
-        }
-        n_children[i] = c;
-        more[i] = -1;
-    }
-    counts[k] = c;
+    counts[k] = k < count ? count_children(first + k, L, leaf_size, keys, begin, end, n_children, more) : 0;
 }
 
 /* Writes the children of level L: node first + k gets children first_child + offset[k] ...
@@ -134,23 +212,98 @@ __global__ void k_write_children(int L, int32_t bound, int64_t cap, int32_t *__r
     }
     if (k >= count || k >= bound || !fits)
         return;
-    const int32_t i = first + k;
-    const int nc = n_children[i];
-    if (nc == 0)
-        return;
-    int32_t bound8[9];
-    octants(keys, begin[i], end[i], L, bound8);
-    int32_t c = first_child + offset[k];
-    more[i] = c;
-    int written = 0;
-    for (int o = 0; o < 8; o++) {
-        if (bound8[o + 1] == bound8[o])
-            continue;
-        begin[c] = bound8[o], end[c] = bound8[o + 1];
-        parent[c] = i, level[c] = (int8_t)(L + 1);
-        written++;
-        next[c] = written < nc ? c + 1 : next[i]; /* Nakasato Fig. 5: sibling, else parent's */
-        c++;
+    write_children(first + k, L, first_child + offset[k], keys, begin, end, n_children, more,
+                   next, parent, level);
+}
+
+/* The whole tree below the root in one block, for small trees (a kernel launch per level
+ * costs more than the level's work there): the nodes of k_count_children and k_write_children,
+ * level by level, SMALL_NODES nodes at a time with 8 threads per node (thread o finds where
+ * octant o starts: independent binary searches, not a chain of 7), the children's offsets by a
+ * block scan carried from tile to tile, and the level boundaries in lb as the multi-block
+ * build leaves them. */
+constexpr int SMALL_BLOCK = 512, SMALL_NODES = SMALL_BLOCK / 8;
+
+__global__ void __launch_bounds__(SMALL_BLOCK)
+    k_build_small(int64_t n, int leaf_size, int64_t cap, const uint64_t *__restrict__ keys,
+                  int32_t *__restrict__ begin, int32_t *__restrict__ end,
+                  int32_t *__restrict__ n_children, int32_t *__restrict__ more,
+                  int32_t *__restrict__ next, int32_t *__restrict__ parent,
+                  int8_t *__restrict__ level, int32_t *__restrict__ lb)
+{
+    typedef cub::BlockScan<int32_t, SMALL_BLOCK> scan_t;
+    __shared__ typename scan_t::TempStorage scan;
+    __shared__ int32_t s_bound[SMALL_NODES][9];
+    __shared__ int32_t s_base[SMALL_NODES];
+    __shared__ int32_t carry;
+    const int tid = threadIdx.x, slot = tid >> 3, o = tid & 7;
+    if (tid == 0) {
+        begin[0] = 0, end[0] = (int32_t)n, parent[0] = -1, next[0] = -1, level[0] = 0;
+        lb[0] = 0;
+        for (int k = 1; k < FMK_CUDA_TREE_LB; k++)
+            lb[k] = 1;
+        lb[FMK_CUDA_TREE_LB_FLAG] = 0;
+        lb[FMK_CUDA_TREE_LB_GROUPS] = 0;
+    }
+    __syncthreads();
+    int32_t first = 0, count = 1;
+    for (int L = 0; L <= FMK_TREE_MAX_LEVEL && count > 0; L++) {
+        const int shift = 3 * (FMK_TREE_KEY_BITS - 1 - L);
+        const int32_t first_child = first + count;
+        if (tid == 0)
+            carry = 0;
+        __syncthreads();
+        for (int32_t base = 0; base < count; base += SMALL_NODES) {
+            const int32_t k = base + slot, i = first + k;
+            const bool live = k < count;
+            const int32_t b = live ? begin[i] : 0, e = live ? end[i] : 0;
+            const bool splits = live && e - b > leaf_size && L < FMK_TREE_MAX_LEVEL;
+            if (splits) {
+                s_bound[slot][o] = o == 0 ? b : octant_bound(keys, b, e, shift, (unsigned)o);
+                if (o == 0)
+                    s_bound[slot][8] = e;
+            }
+            __syncthreads();
+            int nc = 0;
+            if (splits && o == 0)
+                for (int q = 0; q < 8; q++)
+                    nc += s_bound[slot][q + 1] > s_bound[slot][q];
+            int32_t ex, total;
+            scan_t(scan).ExclusiveSum(nc, ex, total);
+            if (live && o == 0) {
+                n_children[i] = nc;
+                more[i] = nc ? first_child + carry + ex : -1;
+                s_base[slot] = first_child + carry + ex;
+            }
+            __syncthreads();
+            if (splits && s_bound[slot][o + 1] > s_bound[slot][o]) {
+                int idx = 0, all = 0; /* nonempty octants before o, and in all */
+                for (int q = 0; q < 8; q++) {
+                    const int ne = s_bound[slot][q + 1] > s_bound[slot][q];
+                    idx += q < o ? ne : 0;
+                    all += ne;
+                }
+                const int32_t c = s_base[slot] + idx;
+                if (c < cap) {
+                    begin[c] = s_bound[slot][o], end[c] = s_bound[slot][o + 1];
+                    parent[c] = i, level[c] = (int8_t)(L + 1);
+                    next[c] = idx + 1 < all ? c + 1 : next[i]; /* Nakasato Fig. 5 */
+                }
+            }
+            __syncthreads(); /* s_bound, s_base and the scan storage are free again */
+            if (tid == 0)
+                carry += total;
+            __syncthreads();
+        }
+        const int32_t total = carry;
+        if ((int64_t)first_child + total > cap) { /* did not fit: the caller grows the arrays */
+            if (tid == 0)
+                lb[FMK_CUDA_TREE_LB_FLAG] = 1, lb[L + 2] = first_child;
+            return;
+        }
+        if (tid == 0)
+            lb[L + 2] = first_child + total;
+        first = first_child, count = total;
     }
 }
 
@@ -254,6 +407,39 @@ __global__ void k_group_write(int32_t n_nodes, int group_size, int merge,
     group_runs(i, group_size, merge, begin, end, more, n_children, parent, groups + offset[i]);
 }
 
+/* k_group_count, the scan and k_group_write in one block, for small trees. */
+__global__ void __launch_bounds__(SMALL_BLOCK)
+    k_groups_small(int32_t n_nodes, int group_size, int merge, const int32_t *__restrict__ begin,
+                   const int32_t *__restrict__ end, const int32_t *__restrict__ more,
+                   const int32_t *__restrict__ n_children, const int32_t *__restrict__ parent,
+                   int2 *__restrict__ groups, int32_t *__restrict__ lb)
+{
+    typedef cub::BlockScan<int32_t, SMALL_BLOCK> scan_t;
+    __shared__ typename scan_t::TempStorage scan;
+    __shared__ int32_t carry;
+    const int tid = threadIdx.x;
+    if (tid == 0)
+        carry = 0;
+    __syncthreads();
+    for (int32_t base = 0; base < n_nodes; base += SMALL_BLOCK) {
+        const int32_t i = base + tid;
+        const int32_t c = i < n_nodes ? group_runs(i, group_size, merge, begin, end, more,
+                                                   n_children, parent, NULL)
+                                      : 0;
+        int32_t ex, total;
+        scan_t(scan).ExclusiveSum(c, ex, total);
+        if (c > 0)
+            group_runs(i, group_size, merge, begin, end, more, n_children, parent,
+                       groups + carry + ex);
+        __syncthreads();
+        if (tid == 0)
+            carry += total;
+        __syncthreads();
+    }
+    if (tid == 0)
+        lb[FMK_CUDA_TREE_LB_GROUPS] = carry;
+}
+
 void free_ptr(void *p)
 {
     if (p && cudaFree(p) != cudaSuccess)
@@ -309,6 +495,15 @@ int64_t next_bound(const fmk_cuda_tree *t, int64_t b)
     return w < t->cap_nodes ? w : t->cap_nodes;
 }
 
+} // namespace
+
+/* Tuning knob for the benchmark and the tests (not API): trees of at most this many points are
+ * built by one block (k_build_small), larger ones level by level over the whole GPU. */
+extern "C" long long fmk_cuda_tree_small_max;
+long long fmk_cuda_tree_small_max = 1ll << 16;
+
+namespace {
+
 #ifndef FMK_CUDA_TREE_CHECK /* levels between the host's looks at the level boundaries */
 #define FMK_CUDA_TREE_CHECK 4
 #endif
@@ -320,11 +515,18 @@ fmk_status build_levels(fmk_plan *plan, fmk_cuda_tree *t, int *overflow)
     const int64_t n = t->n_points;
     int32_t *lb = t->d_lb, *h = t->h_lb;
     cudaError_t err = cudaSuccess;
-    k_root<<<1, 1>>>(n, t->d_begin, t->d_end, t->d_parent, t->d_next, t->d_level, lb);
-    if (t->cap_nodes > 0)
-        err = cudaMemsetAsync(t->d_offset, 0, sizeof(int32_t));
-    int64_t bound = 1;
     int L = 0;
+    if (n <= fmk_cuda_tree_small_max) {
+        k_build_small<<<1, SMALL_BLOCK>>>(n, t->leaf_size, t->cap_nodes, t->d_keys, t->d_begin,
+                                          t->d_end, t->d_n_children, t->d_more, t->d_next,
+                                          t->d_parent, t->d_level, lb);
+        L = FMK_TREE_MAX_LEVEL + 1;
+    } else {
+        k_root<<<1, 1>>>(n, t->d_begin, t->d_end, t->d_parent, t->d_next, t->d_level, lb);
+    }
+    if (t->cap_nodes > 0 && n > fmk_cuda_tree_small_max)
+        err = cudaMemsetAsync(t->d_offset, 0, sizeof(int32_t));
+    int64_t bound = n <= fmk_cuda_tree_small_max ? 0 : 1;
     for (; L <= FMK_TREE_MAX_LEVEL && err == cudaSuccess && bound > 0; L++) {
         const unsigned blocks = blocks_for(bound);
         k_count_children<<<blocks, BLOCK>>>(L, (int32_t)bound, t->leaf_size, lb, t->d_keys,
@@ -470,6 +672,24 @@ fmk_status make_lb(fmk_plan *plan, fmk_cuda_tree *t, long long extra)
     return st;
 }
 
+/* Launches k_sort_small<BLOCK_THREADS> (its shared memory is set up once per process). */
+template <int BLOCK_THREADS>
+cudaError_t sort_small(int64_t n, const double *d_x, fmk_cuda_tree *t)
+{
+    static int ready = 0;
+    const int bytes = (int)sizeof(typename small_sort<BLOCK_THREADS>::type::TempStorage);
+    cudaError_t err = cudaSuccess;
+    if (!ready)
+        err = cudaFuncSetAttribute(k_sort_small<BLOCK_THREADS>,
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+    ready = err == cudaSuccess;
+    if (err == cudaSuccess) {
+        k_sort_small<BLOCK_THREADS><<<1, BLOCK_THREADS, bytes>>>(n, d_x, t->d_keys, t->d_order);
+        err = cudaGetLastError();
+    }
+    return err;
+}
+
 } // namespace
 
 extern "C" fmk_status fmk_cuda_tree3d_build(fmk_plan *plan, int64_t n, const double *d_x,
@@ -490,7 +710,9 @@ extern "C" fmk_status fmk_cuda_tree3d_build(fmk_plan *plan, int64_t n, const dou
         st = grow_nodes(plan, t, cap, extra);
     if (st == FMK_OK)
         st = grow_temp(plan, t, n, extra);
-    if (st == FMK_OK && n > 0) {
+    if (st == FMK_OK && n > SORT_SMALL_MIN && n <= SORT_SMALL_MAX && n <= fmk_cuda_tree_small_max) {
+        st = check(plan, sort_small<512>(n, d_x, t), "the one-block sort");
+    } else if (st == FMK_OK && n > 0) {
         k_keys<<<blocks_for(n), BLOCK>>>(n, d_x, t->d_keys, t->d_order);
         /* (key, index) pairs: LSD radix sort is stable, so ties keep the caller's order */
         cub::DoubleBuffer<uint64_t> dk(t->d_keys, t->d_keys_alt);
@@ -540,21 +762,27 @@ extern "C" fmk_status fmk_cuda_tree3d_groups(fmk_plan *plan, fmk_cuda_tree *t, i
             return st;
         *cap_groups = bound;
     }
-    /* the level workspace: counts (nn + 1 <= cap_nodes + 1) and their scan */
-    int32_t *d_chunks = t->d_counts, *d_offset = t->d_offset;
-    k_group_count<<<blocks_for(nn), BLOCK>>>(nn, group_size, merge, t->d_begin, t->d_end,
-                                             t->d_more, t->d_n_children, t->d_parent, d_chunks);
-    cudaError_t err = cudaMemsetAsync(d_chunks + nn, 0, sizeof(int32_t));
-    size_t tb = t->temp_bytes;
+    cudaError_t err = cudaSuccess;
+    if (t->n_points <= fmk_cuda_tree_small_max) {
+        k_groups_small<<<1, SMALL_BLOCK>>>(nn, group_size, merge, t->d_begin, t->d_end, t->d_more,
+                                           t->d_n_children, t->d_parent, *d_groups, t->d_lb);
+    } else {
+        /* the level workspace: counts (nn + 1 <= cap_nodes + 1) and their scan */
+        int32_t *d_chunks = t->d_counts, *d_offset = t->d_offset;
+        k_group_count<<<blocks_for(nn), BLOCK>>>(nn, group_size, merge, t->d_begin, t->d_end,
+                                                 t->d_more, t->d_n_children, t->d_parent, d_chunks);
+        err = cudaMemsetAsync(d_chunks + nn, 0, sizeof(int32_t));
+        size_t tb = t->temp_bytes;
+        if (err == cudaSuccess)
+            err = cub::DeviceScan::ExclusiveSum(t->d_temp, tb, d_chunks, d_offset, nn + 1);
+        if (err == cudaSuccess)
+            k_group_write<<<blocks_for(nn), BLOCK>>>(nn, group_size, merge, t->d_begin, t->d_end,
+                                                     t->d_more, t->d_n_children, t->d_parent,
+                                                     d_offset, *d_groups, t->d_lb);
+    }
     if (err == cudaSuccess)
-        err = cub::DeviceScan::ExclusiveSum(t->d_temp, tb, d_chunks, d_offset, nn + 1);
-    if (err == cudaSuccess) {
-        k_group_write<<<blocks_for(nn), BLOCK>>>(nn, group_size, merge, t->d_begin, t->d_end,
-                                                 t->d_more, t->d_n_children, t->d_parent,
-                                                 d_offset, *d_groups, t->d_lb);
         err = cudaMemcpyAsync(t->h_lb + FMK_CUDA_TREE_LB_GROUPS, t->d_lb + FMK_CUDA_TREE_LB_GROUPS,
                               sizeof(int32_t), cudaMemcpyDeviceToHost, 0);
-    }
     if (err == cudaSuccess)
         err = cudaGetLastError();
     return check(plan, err, "the group kernels");

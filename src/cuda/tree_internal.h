@@ -14,6 +14,9 @@
  * scan of the child counts, and the children written breadth-first with their next pointers.
  * The level's first node and count live on the device (d_lb), so the kernels and the scan run
  * over a bound of the level's size known on the host and the host does not wait per level.
+ * Trees of at most fmk_cuda_tree_small_max points (2^16) are built below the root by one block
+ * (k_build_small: the same nodes, no launch per level), with their keys sorted by one block
+ * from 2049 to 8192 points; the groups of such trees likewise (docs/tree.md, "Small N").
  * The node arrays start at an estimate (3 n / leaf_size) and are doubled, and the tree built
  * again, when it does not fit; fmk_cuda_tree3d_node_bound is the worst case that
  * fmk_plan_memory reports.

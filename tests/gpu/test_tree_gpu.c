@@ -28,6 +28,14 @@ extern int fmk_cuda_bh_group_walk;
  * per node. */
 extern int fmk_cuda_bh_group_merge;
 extern long long fmk_cuda_bh_group_merge_min; /* fewer targets: one group per node */
+/* Small-N paths: trees of at most this many points built by one block, moments of trees of at
+ * most this many nodes by one block, the walk split in parts up to this many warps per SM. */
+extern long long fmk_cuda_tree_small_max;
+extern long long fmk_cuda_bh_moments_small_max;
+extern int fmk_cuda_bh_split_warps;
+extern int fmk_cuda_bh_split_level_max;
+extern int fmk_cuda_bh_split_nodes;
+extern long long fmk_cuda_bh_split_redos;
 
 /* The walks the loops below run: 1 group (breadth-first), 2 stackless, 3 group (next/more). */
 #define N_WALKS 3
@@ -311,6 +319,12 @@ static void test_device_paths(void)
                           info.phase_time[FMK_PHASE_WALK] > 0,
                       "phase times tree %g moments %g walk %g", info.phase_time[FMK_PHASE_TREE],
                       info.phase_time[FMK_PHASE_MOMENTS], info.phase_time[FMK_PHASE_WALK]);
+            /* a new plan whose first points come from the device */
+            fmk_plan_destroy(p);
+            p = NULL;
+            CHECK_PLAN_OK(fmk_plan_create(&p, 3, FMK_KERNEL_LAPLACE, 1e-3, &o), NULL);
+            if (!p)
+                continue;
             CHECK_PLAN_OK(fmk_plan_set_points_device(p, n, d_x, sep ? m : 0, sep ? d_y : NULL), p);
             fmk_plan_info(p, &info);
             CHECK_MSG(info.phase_time[FMK_PHASE_TREE] > 0, "tree time after set_points_device");
@@ -345,22 +359,26 @@ static void test_device_paths(void)
     free(x), free(q), free(y), free(p1), free(g1), free(p2), free(g2);
 }
 
-/* The GPU tree equals the CPU build (tree3d.c) array for array. */
+/* The GPU tree equals the CPU build (tree3d.c) array for array, built by one block and level by
+ * level over the GPU. */
 static void test_same_tree(void)
 {
     const int64_t n = quick ? 5000 : 200000;
     double *x = xmalloc((size_t)n * 24);
     const int leaf_sizes[3] = {1, 16, 64};
-    for (int c = 0; c < 5; c++) {
-        int64_t nc = c == 3 ? 1 : c == 4 ? 2 : n;
-        test_points(c == 1 ? TEST_DIST_CLUSTERED : TEST_DIST_PLUMMER, nc, 61 + c, x);
-        if (c == 2) /* a third of them identical */
+    for (int c = 0; c < 10; c++) {
+        fmk_cuda_tree_small_max = c < 5 ? 1ll << 40 : 0;
+        /* one block: the one-block sort takes 2049 .. 8192 points */
+        int64_t nc = c % 5 == 3 ? 1 : c % 5 == 4 ? 2 : c < 5 && n > 8000 ? 8000 : n;
+        test_points(c % 5 == 1 ? TEST_DIST_CLUSTERED : TEST_DIST_PLUMMER, nc, 61 + c % 5, x);
+        if (c % 5 == 2) /* a third of them identical */
             for (int64_t i = 0; i < nc / 3; i++)
                 x[3 * i] = x[3 * i + 1] = x[3 * i + 2] = 0.5;
         for (int l = 0; l < 3; l++) {
             fmk_opts o = tree_opts(FMK_PRECISION_FP64, 0.6, FMK_WALK_AUTO);
             o.leaf_size = leaf_sizes[l];
-            check_context("same tree: case %d, leaf size %d", c, leaf_sizes[l]);
+            check_context("same tree: case %d, leaf size %d, %s", c % 5, leaf_sizes[l],
+                          c < 5 ? "one block" : "level by level");
             fmk_plan *p = NULL;
             CHECK_PLAN_OK(fmk_plan_create(&p, 3, FMK_KERNEL_LAPLACE, 1e-3, &o), NULL);
             if (!p)
@@ -391,7 +409,76 @@ static void test_same_tree(void)
             fmk_plan_destroy(p);
         }
     }
+    fmk_cuda_tree_small_max = 1ll << 16;
     free(x);
+}
+
+/* The split walk (few groups: parts of the tree per warp, sums added after) makes the
+ * interactions of the unsplit walk, and the one-block moments are those of the per-level
+ * kernels: fp64 results agree to rounding (laplace and plummer, self and separate targets). */
+static void test_small_paths(void)
+{
+    const int64_t n = quick ? 3000 : 20000, m = quick ? 700 : 5000;
+    double *x = xmalloc((size_t)n * 24), *q = xmalloc((size_t)n * 8), *y = xmalloc((size_t)m * 24);
+    double *p[2], *g[2];
+    for (int k = 0; k < 2; k++)
+        p[k] = xmalloc((size_t)n * 8), g[k] = xmalloc((size_t)n * 24);
+    test_points(TEST_DIST_PLUMMER, n, 91, x);
+    test_points(TEST_DIST_CUBE, m, 92, y);
+    test_charges(n, 0, 93, q);
+    for (int kern = 0; kern < 2; kern++)
+        for (int sep = 0; sep < 2; sep++) {
+            const fmk_kernel kernel = kern ? FMK_KERNEL_PLUMMER : FMK_KERNEL_LAPLACE;
+            const int64_t mt = sep ? m : n;
+            for (int k = 0; k < 2; k++) {
+                /* k = 0: every small path on, the walk split as far as it goes; 1: all off */
+                fmk_cuda_bh_split_warps = k ? 0 : 1 << 20;
+                fmk_cuda_bh_moments_small_max = k ? 0 : 1ll << 40;
+                fmk_cuda_tree_small_max = k ? 0 : 1ll << 40;
+                fmk_opts o = tree_opts(FMK_PRECISION_FP64, 0.6, walk_of(1));
+                o.softening = kern ? 0.01 : 0;
+                CHECK_STATUS(run(kernel, &o, n, x, q, sep ? m : 0, sep ? y : NULL, p[k], g[k],
+                                 NULL), FMK_OK);
+            }
+            check_context("small paths: %s %s", fmk_kernel_name(kernel), sep ? "targets" : "self");
+            CHECK_LE(test_rel_l2(p[0], p[1], mt), 1e-12, "pot, split vs unsplit");
+            CHECK_LE(test_rel_l2(g[0], g[1], 3 * mt), 1e-12, "grad, split vs unsplit");
+        }
+    /* leaves of one point split 6 levels down: the stack can overflow above the split level,
+     * where the parts would disagree; such a walk is redone unsplit */
+    if (!quick) {
+        const int64_t nb = 1 << 17;
+        double *xb = xmalloc((size_t)nb * 24), *qb = xmalloc((size_t)nb * 8);
+        double *pb[2], *gb[2];
+        for (int k = 0; k < 2; k++)
+            pb[k] = xmalloc((size_t)nb * 8), gb[k] = xmalloc((size_t)nb * 24);
+        test_points(TEST_DIST_CUBE, nb, 94, xb);
+        test_charges(nb, 0, 95, qb);
+        const long long redos = fmk_cuda_bh_split_redos;
+        for (int k = 0; k < 2; k++) {
+            fmk_cuda_bh_split_warps = k ? 0 : 1 << 20;
+            fmk_cuda_bh_split_level_max = 6;
+            fmk_cuda_bh_split_nodes = 2048; /* level 5 of the 2^17 cube: 32768 nodes */
+            fmk_opts o = tree_opts(FMK_PRECISION_FP64, 0.9, walk_of(1));
+            o.leaf_size = 1;
+            CHECK_STATUS(run(FMK_KERNEL_LAPLACE, &o, nb, xb, qb, 0, NULL, pb[k], gb[k], NULL), FMK_OK);
+        }
+        check_context("small paths: deep split");
+        CHECK_LE(test_rel_l2(pb[0], pb[1], nb), 1e-12, "pot, split vs unsplit");
+        CHECK_LE(test_rel_l2(gb[0], gb[1], 3 * nb), 1e-12, "grad, split vs unsplit");
+        printf("  deep split: %lld walk(s) redone unsplit\n", fmk_cuda_bh_split_redos - redos);
+        for (int k = 0; k < 2; k++)
+            free(pb[k]), free(gb[k]);
+        free(xb), free(qb);
+    }
+    fmk_cuda_bh_split_warps = 48;
+    fmk_cuda_bh_split_level_max = 5;
+    fmk_cuda_bh_split_nodes = 8;
+    fmk_cuda_bh_moments_small_max = 8192;
+    fmk_cuda_tree_small_max = 1ll << 16;
+    for (int k = 0; k < 2; k++)
+        free(p[k]), free(g[k]);
+    free(x), free(q), free(y);
 }
 
 /* The breadth-first group walk makes the interactions of the next/more group walk in another
@@ -539,6 +626,7 @@ int main(int argc, char **argv)
     test_hard_inputs();
     test_accuracy();
     test_walks_agree();
+    test_small_paths();
     test_group_modes();
     walk_of(1);
     if (!quick)
