@@ -19,7 +19,7 @@
  *   tree --one N [--plummer] [--direct]   one configuration, 16 repeats (for a profiler)
  *   --no-small                  (with any of the above) the small-N paths off: one launch per
  *                               tree level and per moment level, no split walk
- *   --split-nodes K, --split-level L, --split-warps W   the split walk's knobs (defaults 8, 5, 48)
+ *   --split-nodes K, --split-level L, --split-warps W   the split walk's knobs (defaults 8, 5, 24)
  */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>

@@ -82,7 +82,7 @@ long long fmk_cuda_bh_moments_small_max = 8192;
 /* Tuning knob for the benchmark and the tests (not API): the breadth-first walk is split in
  * parts (walk_args) until it has about this many warps per SM (0: never split). */
 extern "C" int fmk_cuda_bh_split_warps;
-int fmk_cuda_bh_split_warps = 48;
+int fmk_cuda_bh_split_warps = 24;
 /* Tuning knobs (not API): nodes per part at the split level, and its deepest level. */
 extern "C" int fmk_cuda_bh_split_nodes;
 int fmk_cuda_bh_split_nodes = 8;
@@ -382,7 +382,7 @@ struct level_table {
 /* The moments of a small tree in two launches instead of one per level (for small trees the
  * launches cost more than the work): every leaf at once (k_moments_leaves, any level: a leaf
  * needs only its points), then the inner nodes level by level, deepest first, in one block. */
-constexpr int MOMENTS_SMALL_BLOCK = 512;
+constexpr int MOMENTS_SMALL_BLOCK = 256;
 
 template <typename R>
 __global__ void k_moments_leaves(int32_t n_nodes, const int8_t *__restrict__ level,

@@ -471,7 +471,7 @@ static void test_small_paths(void)
             free(pb[k]), free(gb[k]);
         free(xb), free(qb);
     }
-    fmk_cuda_bh_split_warps = 48;
+    fmk_cuda_bh_split_warps = 24;
     fmk_cuda_bh_split_level_max = 5;
     fmk_cuda_bh_split_nodes = 8;
     fmk_cuda_bh_moments_small_max = 8192;
