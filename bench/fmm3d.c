@@ -11,7 +11,8 @@
  *   fmm3d cross      N = 2^12 .. 2^20 uniform: FMM (eps 1e-3, 1e-6) vs GPU direct and treecode
  *   fmm3d scale [K]  N = 2^16 .. 2^K (default 26) uniform at eps 1e-6, slope of log t vs log N
  *   fmm3d leaf P     leaf sizes at order P, 2^20 uniform (the cost model's calibration)
- *   fmm3d order      errors against p for the five test distributions (eps -> p calibration)
+ *   fmm3d order [K]  errors against p = 2 .. K (default 30) for the five test distributions,
+ *                    N = 10^5 (the eps -> p calibration); orderhi: p = 32 .. 48, three of them
  */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -79,6 +80,17 @@ static void points(const char *dist, int64_t n, double *x)
                 p[k] = urand();
         }
     }
+    /* into [1, 2]^3 with points at both corners: the plan's frame is the identity, so the
+     * reference sees the FMM's coordinates (the errors measure the method, not the input's
+     * rounding) */
+    double lo = x[0], hi = x[0];
+    for (int64_t i = 0; i < 3 * n; i++)
+        lo = x[i] < lo ? x[i] : lo, hi = x[i] > hi ? x[i] : hi;
+    for (int64_t i = 0; i < 3 * n; i++)
+        x[i] = 1 + (x[i] - lo) / (hi - lo);
+    if (n >= 2)
+        for (int k = 0; k < 3; k++)
+            x[k] = 1, x[3 + k] = 2;
 }
 
 typedef struct result {
@@ -302,12 +314,18 @@ int main(int argc, char **argv)
         for (int leaf = 16; leaf <= 256; leaf = leaf * 3 / 2)
             if (measure(FMK_METHOD_FMM, 1e-6, p, leaf, "cube", N20, 1, 3, 0, &r) == 0)
                 print_row("leaf", FMK_METHOD_FMM, "cube", N20, 0, 1, &r);
+    } else if (!strcmp(mode, "orderhi")) {
+        const char *dists[] = {"corner", "cube", "nested"};
+        for (int d = 0; d < 3; d++)
+            for (int p = 32; p <= 48; p += 4)
+                if (measure(FMK_METHOD_FMM, 1e-6, p, 0, dists[d], 100000, 1, 1, 1, &r) == 0)
+                    print_row("order", FMK_METHOD_FMM, dists[d], 100000, 0, 1, &r);
     } else if (!strcmp(mode, "order")) {
         const char *dists[] = {"cube", "sphere", "plummer", "corner", "nested"};
         for (int d = 0; d < 5; d++)
-            for (int p = 3; p <= 31; p += 2)
-                if (measure(FMK_METHOD_FMM, 1e-6, p, 0, dists[d], 200000, 1, 1, 1, &r) == 0)
-                    print_row("order", FMK_METHOD_FMM, dists[d], 200000, 0, 1, &r);
+            for (int p = 2; p <= (arg > 0 ? arg : 30); p += p < 20 ? 1 : 2)
+                if (measure(FMK_METHOD_FMM, 1e-6, p, 0, dists[d], 100000, 1, 1, 1, &r) == 0)
+                    print_row("order", FMK_METHOD_FMM, dists[d], 100000, 0, 1, &r);
     } else {
         fprintf(stderr, "fmm3d: unknown mode %s\n", mode);
         return 1;

@@ -26,6 +26,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cublas_v2.h>
+
 #include "../fmm3d.h"
 #include "../fmm3d_ops.h"
 #include "cuda_internal.h"
@@ -34,8 +36,14 @@
 #define IDX FMK_FMM3D_IDX
 
 /* Largest order on the GPU: the per-thread harmonics (degree p + 1) and one M2L matrix per
- * direction ((p + 1)^2 (p + 2)^2 doubles: 13.5 MB at p = 40) bound it. */
-#define FMM_GPU_MAX_ORDER 40
+ * direction ((p + 1)^2 (p + 2)^2 doubles: 10 MB at p = 32) bound it; measured to 32. */
+#define FMM_GPU_MAX_ORDER 32
+
+/* Tuning knob, not API: 1 (default) does W entries with few sources and X entries into boxes
+ * with few targets as P2P (exact, and cheaper there); 0 keeps every list's operator (M2P, P2L),
+ * which makes the engine compute what the CPU engine computes. */
+extern "C" int fmk_cuda_fmm3d_direct_near;
+int fmk_cuda_fmm3d_direct_near = 1;
 
 namespace {
 
@@ -45,14 +53,14 @@ const int M2L_THREADS = 128;
 /* Order p and leaf size for eps on the GPU (docs/fmm3d_gpu.md, section 3: measured). */
 int gpu_order_from_eps(double eps)
 {
-    /* smallest p whose measured relative l2 error (worst of the five test distributions) is
-     * below eps / 2 for the potential and 5 eps for the gradient */
+    /* the smallest p whose measured relative l2 error, worst of the five test distributions
+     * (N = 10^5, docs/fmm3d_gpu.md section 3), is at most eps / 2 for the potential and 5 eps for
+     * the gradient; below 1e-9 the largest order, which does not reach eps (docs) */
     static const struct {
         double eps;
         int p;
-    } table[] = {{1e-2, 3}, {1e-3, 5}, {1e-4, 7}, {1e-5, 9}, {1e-6, 11}, {1e-7, 13},
-                 {1e-8, 15}, {1e-9, 17}, {1e-10, 20}, {1e-11, 22}, {1e-12, 24}, {1e-13, 27},
-                 {1e-14, 30}};
+    } table[] = {{1e-2, 3}, {1e-3, 6}, {1e-4, 8}, {1e-5, 11}, {1e-6, 16}, {1e-7, 22},
+                 {1e-8, 26}, {1e-9, 32}};
     const int n = (int)(sizeof table / sizeof table[0]);
     for (int i = 0; i < n; i++)
         if (eps >= table[i].eps * (1 - 1e-9))
@@ -62,8 +70,9 @@ int gpu_order_from_eps(double eps)
 
 int32_t gpu_leaf_size_for(int p)
 {
-    /* cost model s_opt = sqrt(B / C) (docs/fmm3d_gpu.md, section 3) */
-    double s = 24.0 * pow((p > 1 ? p : 1) / 6.0, 1.5);
+    /* cost model s_opt = sqrt(B / C) with B (M2L per box, ~ (p + 1)^4) and C (P2P per pair)
+     * measured at p = 8 on an H100 (docs/fmm3d_gpu.md, section 3): s_opt ~ 1.2 p^2 */
+    double s = 1.2 * p * p;
     if (s < 32)
         s = 32;
     if (s > 512)
@@ -97,7 +106,9 @@ m2l_cfg m2l_config(int S)
         return {4, 16};
     if (S <= 1024)
         return {8, 8};
-    return {16, 4};
+    if (S <= 2048)
+        return {16, 4};
+    return {32, 2};
 }
 
 /* The harmonic recursion's tables (fmm3d_ops.c) on the device. */
@@ -203,74 +214,15 @@ __global__ void __launch_bounds__(BLOCK) k_p2e(int p, int S, tabs tb, const int3
         E[(int64_t)b * S + i] += acc[i];
 }
 
-/* M2M: every parent of the level range with sources gathers its children (octant matrices A,
- * stored transposed: A[o][j][k] is output row k's weight of input j). */
-__global__ void __launch_bounds__(BLOCK) k_m2m(int S, int32_t first, const int32_t *__restrict__ more,
-                                               const int32_t *__restrict__ n_children,
-                                               const int32_t *__restrict__ sn,
-                                               const int8_t *__restrict__ oct,
-                                               const double *__restrict__ A, double *M)
-{
-    extern __shared__ double v[];
-    const int b = first + blockIdx.x;
-    if (more[b] < 0 || sn[b] == 0)
-        return;
-    const int rows = (S + blockDim.x - 1) / blockDim.x;
-    double acc[16] = {0}; /* S <= 16 * BLOCK */
-    for (int c = more[b]; c < more[b] + n_children[b]; c++) {
-        if (sn[c] == 0)
-            continue;
-        __syncthreads();
-        for (int i = threadIdx.x; i < S; i += blockDim.x)
-            v[i] = M[(int64_t)c * S + i];
-        __syncthreads();
-        const double *Ao = A + (int64_t)oct[c] * S * S;
-        for (int j = 0; j < S; j++) {
-            const double x = v[j];
-            for (int r = 0; r < rows; r++) {
-                const int k = threadIdx.x + r * blockDim.x;
-                if (k < S)
-                    acc[r] += Ao[(int64_t)j * S + k] * x;
-            }
-        }
-    }
-    for (int r = 0; r < rows; r++) {
-        const int k = threadIdx.x + r * blockDim.x;
-        if (k < S)
-            M[(int64_t)b * S + k] += acc[r];
-    }
-}
-
-/* L2L: every node of the level range with targets takes its parent's local expansion. */
-__global__ void __launch_bounds__(BLOCK) k_l2l(int S, int32_t first, const int32_t *__restrict__ parent,
-                                               const int32_t *__restrict__ tn,
-                                               const int8_t *__restrict__ oct,
-                                               const double *__restrict__ B, double *L)
-{
-    extern __shared__ double v[];
-    const int b = first + blockIdx.x;
-    if (tn[b] == 0)
-        return;
-    const int P = parent[b];
-    for (int i = threadIdx.x; i < S; i += blockDim.x)
-        v[i] = L[(int64_t)P * S + i];
-    __syncthreads();
-    const double *Bo = B + (int64_t)oct[b] * S * S;
-    for (int k = threadIdx.x; k < S; k += blockDim.x) {
-        double acc = 0;
-        for (int j = 0; j < S; j++)
-            acc += Bo[(int64_t)j * S + k] * v[j];
-        L[(int64_t)b * S + k] += acc;
-    }
-}
-
-/* M2L over tiles of TB target boxes (see the file comment). T[slot][j][k] is direction slot's
- * matrix, transposed. tile_src[e * TB + t]: the source box of target t of the tile in the
- * direction of entry e, or -1. M2L_THREADS threads, each owning RPT output rows for all TB
+/* Translations over tiles of TB target boxes (see the file comment): M2L (cube given: the
+ * output is scaled by 1/side), M2M and L2L (cube NULL). T[slot][j][k] is a slot's matrix
+ * (direction or octant), transposed. tile_src[e * TB + t]: the source box of target t of the
+ * tile for entry e, or -1. M2L_THREADS threads, each owning RPT output rows for all TB
  * targets; the TB multipoles sit in shared memory as ms[j][t], so that one 16-byte load feeds
  * 2 RPT fused multiply-adds. */
 template <int RPT, int TB>
-__global__ void __launch_bounds__(M2L_THREADS) k_m2l(int S, const int32_t *__restrict__ tile_nodes,
+__global__ void __launch_bounds__(M2L_THREADS) k_m2l(int S, int32_t first_tile,
+                                                     const int32_t *__restrict__ tile_nodes,
                                                      const int32_t *__restrict__ tile_begin,
                                                      const int32_t *__restrict__ tile_slot,
                                                      const int32_t *__restrict__ tile_src,
@@ -280,7 +232,7 @@ __global__ void __launch_bounds__(M2L_THREADS) k_m2l(int S, const int32_t *__res
 {
     extern __shared__ double2 ms2[];
     double *ms = (double *)ms2;
-    const int tile = blockIdx.x;
+    const int tile = first_tile + blockIdx.x;
     double acc[RPT][TB];
 #pragma unroll
     for (int r = 0; r < RPT; r++)
@@ -297,12 +249,19 @@ __global__ void __launch_bounds__(M2L_THREADS) k_m2l(int S, const int32_t *__res
         }
         __syncthreads();
         const double *Td = T + (int64_t)tile_slot[e] * S * S;
+        double next[RPT]; /* the matrix row of the next j, loaded while this one is used */
+#pragma unroll
+        for (int r = 0; r < RPT; r++) {
+            const int k = threadIdx.x + r * M2L_THREADS;
+            next[r] = k < S ? __ldg(Td + k) : 0.0;
+        }
         for (int j = 0; j < S; j++) {
             double tv[RPT];
 #pragma unroll
             for (int r = 0; r < RPT; r++) {
                 const int k = threadIdx.x + r * M2L_THREADS;
-                tv[r] = k < S ? __ldg(Td + (int64_t)j * S + k) : 0.0;
+                tv[r] = next[r];
+                next[r] = k < S && j + 1 < S ? __ldg(Td + (int64_t)(j + 1) * S + k) : 0.0;
             }
             const double2 *mj = ms2 + j * (TB / 2);
 #pragma unroll
@@ -321,13 +280,32 @@ __global__ void __launch_bounds__(M2L_THREADS) k_m2l(int S, const int32_t *__res
         const int b = tile_nodes[tile * TB + t];
         if (b < 0)
             continue;
-        const double inv_s = 1 / cube[b].w; /* locals carry 1/s (fmm3d_ops.h: P2L) */
+        /* M2L: locals carry 1/s (fmm3d_ops.h: P2L), the matrices are for unit sides */
+        const double inv_s = cube ? 1 / cube[b].w : 1.0;
 #pragma unroll
         for (int r = 0; r < RPT; r++) {
             const int k = threadIdx.x + r * M2L_THREADS;
             if (k < S)
                 L[(int64_t)b * S + k] += acc[r][t] * inv_s;
         }
+    }
+}
+
+/* M2L, second half: L[trg] += X[src] / side(trg) for the pairs of one direction, where X holds
+ * that direction's matrix times every multipole (one GEMM). A direction gives each target at
+ * most one source, so the pairs of one launch never write the same expansion. X's column 0 is
+ * box first. */
+__global__ void k_m2l_scatter(int S, int64_t n, int64_t first, const int32_t *__restrict__ src,
+                              const int32_t *__restrict__ trg, const real4d *__restrict__ cube,
+                              const double *__restrict__ X, double *L)
+{
+    for (int64_t g = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; g < n * S;
+         g += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t e = g / S;
+        const int k = (int)(g - e * S);
+        const int a = src[e], b = trg[e];
+        /* locals carry 1/s (fmm3d_ops.h: P2L); the matrices are for unit sides */
+        L[(int64_t)b * S + k] += X[(a - first) * S + k] / cube[b].w;
     }
 }
 
@@ -430,9 +408,10 @@ __global__ void __launch_bounds__(64) k_l2p_m2p(int p, int S, int nt, tabs tb,
     }
 }
 
-/* P2P: the targets of leaf leaves[blockIdx.x] from the sources of its U list, staged in shared
+/* P2P: the targets of box leaves[blockIdx.x] from the sources of its list (U and the W entries
+ * done directly, for leaves; the X entries done directly, for any box), staged in shared
  * memory. Pairs at distance 0 contribute nothing. */
-__global__ void __launch_bounds__(BLOCK) k_p2p(int nt, const int32_t *__restrict__ leaves,
+__global__ void __launch_bounds__(BLOCK) k_p2p(int nt, int atomic, const int32_t *__restrict__ leaves,
                                                const int32_t *__restrict__ tbeg,
                                                const int32_t *__restrict__ tn,
                                                const int32_t *__restrict__ sb,
@@ -471,7 +450,11 @@ __global__ void __launch_bounds__(BLOCK) k_p2p(int nt, const int32_t *__restrict
                 }
             }
         }
-        if (i < i1) {
+        if (i < i1 && atomic) { /* boxes of one launch may nest */
+            atomicAdd(res + i, p);
+            atomicAdd(res + nt + 3 * i, gx), atomicAdd(res + nt + 3 * i + 1, gy);
+            atomicAdd(res + nt + 3 * i + 2, gz);
+        } else if (i < i1) {
             res[i] += p;
             res[nt + 3 * i] += gx, res[nt + 3 * i + 1] += gy, res[nt + 3 * i + 2] += gz;
         }
@@ -592,18 +575,27 @@ struct fmm_gpu {
     int64_t n_nodes;
     int levels;
     int64_t level_begin[FMK_TREE_MAX_LEVEL + 2];
-    int64_t n_leaves_src, n_leaves_trg, n_xnodes, n_tiles;
-    int64_t n_v, n_tile_entries;     /* V pairs; tile-direction entries (M2L work: entries * TB) */
+    int64_t n_leaves_src, n_leaves_trg, n_xnodes, n_ynodes;
+    int64_t m2m_first[FMK_TREE_MAX_LEVEL + 2], l2l_first[FMK_TREE_MAX_LEVEL + 2]; /* per level */
+    int64_t n_v;                       /* V pairs */
+    int n_slots;                       /* V directions that occur */
+    int64_t dir_begin[FMK_FMM3D_NDIR + 1]; /* V pairs of slot d: [dir_begin[d], dir_begin[d + 1]) */
+    int64_t gemm_first;                /* first node of level 2: M2L's GEMMs start there */
+    cublasHandle_t blas;
+    int has_blas;
     double tree_time;
     /* device arrays, all in one list so release frees them */
     real4d *d_src, *d_trg;             /* key order; d_trg == d_src when self */
     int32_t *d_src_order, *d_trg_order;
     real4d *d_cube;
-    int32_t *d_sb, *d_sn, *d_tb, *d_tn, *d_more, *d_nch, *d_parent;
-    int8_t *d_oct, *d_level;
+    int32_t *d_sb, *d_sn, *d_tb, *d_tn;
+    int8_t *d_level;
     int32_t *d_u_begin, *d_u, *d_w_begin, *d_w, *d_x_begin, *d_x;
-    int32_t *d_leaves_src, *d_leaves_trg, *d_xnodes;
+    int32_t *d_y_begin, *d_y;          /* X entries done as P2P into the box's targets */
+    int32_t *d_leaves_src, *d_leaves_trg, *d_xnodes, *d_ynodes;
     int32_t *d_tile_nodes, *d_tile_begin, *d_tile_slot, *d_tile_src;
+    int32_t *d_pair_src, *d_pair_trg;  /* V pairs sorted by direction slot */
+    double *d_X;                       /* one direction's matrix times every multipole */
     double *d_m2l, *d_m2m, *d_l2l;
     double *d_tabs;                    /* rec_a | rec_b | rec_diag | sqrt_int */
     tabs tb;
@@ -620,11 +612,11 @@ void free_all(fmm_gpu *s)
     if (s->d_trg != s->d_src)
         cudaFree(s->d_trg);
     void *all[] = {s->d_src, s->d_src_order, s->d_trg_order, s->d_cube, s->d_sb, s->d_sn,
-                   s->d_tb, s->d_tn, s->d_more, s->d_nch, s->d_parent, s->d_oct, s->d_level,
+                   s->d_tb, s->d_tn, s->d_level,
                    s->d_u_begin, s->d_u, s->d_w_begin, s->d_w, s->d_x_begin, s->d_x,
-                   s->d_leaves_src, s->d_leaves_trg, s->d_xnodes, s->d_tile_nodes,
+                   s->d_y_begin, s->d_y, s->d_leaves_src, s->d_leaves_trg, s->d_xnodes, s->d_ynodes, s->d_tile_nodes,
                    s->d_tile_begin, s->d_tile_slot, s->d_tile_src, s->d_m2l, s->d_m2m, s->d_l2l,
-                   s->d_tabs, s->d_M, s->d_L, s->d_res, s->d_q, s->d_pot, s->d_grad, s->d_stats};
+                   s->d_tabs, s->d_M, s->d_L, s->d_res, s->d_pair_src, s->d_pair_trg, s->d_X, s->d_q, s->d_pot, s->d_grad, s->d_stats};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (all[i])
             cudaFree(all[i]);
@@ -640,6 +632,8 @@ void fmm_release(fmk_plan *plan)
     free_all(s);
     for (int i = 0; i < s->events; i++)
         cudaEventDestroy(s->ev[i]);
+    if (s->has_blas)
+        cublasDestroy(s->blas);
     if (entered)
         fmk_cuda_leave(s->device, prev);
     free(s);
@@ -780,68 +774,154 @@ fmk_status build_matrices(fmk_plan *plan, fmm_gpu *s, const fmk_fmm3d_ops_ctx *o
     return st;
 }
 
-/* M2L tiles: the target boxes with a V list, TB at a time; per tile, the direction slots that
- * occur and, per slot, each target's source box (or -1). */
-fmk_status build_tiles(fmk_plan *plan, fmm_gpu *s, const fmk_fmm3d_lists *l, const int32_t *slot_of,
-                       long long total)
+/* Tiles of TB target boxes for the translation kernel (host side, grown as needed). A tile
+ * lists the slots (directions or octants) that occur among its targets and, per slot, each
+ * target's source box or -1. */
+struct tiles_h {
+    int tb;
+    int64_t n_tiles, n_entries, cap_tiles, cap_entries;
+    int32_t *nodes, *begin, *slot, *src;
+};
+
+int tiles_grow(tiles_h *t, int64_t tiles, int64_t entries)
 {
-    const int TB = s->cfg.tb;
-    const int64_t k = l->n_nodes;
-    int64_t nv = 0;
-    for (int64_t b = 0; b < k; b++)
-        nv += l->v_begin[b + 1] > l->v_begin[b];
-    const int64_t n_tiles = (nv + TB - 1) / TB;
-    int32_t *nodes = hmalloc<int32_t>((size_t)(n_tiles * TB));
-    int32_t *begin = hmalloc<int32_t>((size_t)(n_tiles + 1));
-    /* entries: at most min(316, TB * directions) per tile; bounded by the V entries */
-    const int64_t cap = l->n_v + n_tiles;
-    int32_t *slot = hmalloc<int32_t>((size_t)cap);
-    int32_t *srcs = hmalloc<int32_t>((size_t)(cap * TB));
-    if (!nodes || !begin || !slot || !srcs) {
-        free(nodes), free(begin), free(slot), free(srcs);
-        return fmk_error_set(plan, FMK_ERR_NOMEM, "out of host memory for the M2L tiles");
+    if (tiles > t->cap_tiles) {
+        const int64_t c = tiles * 2 + 64;
+        int32_t *n = (int32_t *)realloc(t->nodes, 4 * (size_t)(c * t->tb));
+        if (n)
+            t->nodes = n;
+        int32_t *b = (int32_t *)realloc(t->begin, 4 * (size_t)(c + 1));
+        if (b)
+            t->begin = b;
+        if (!n || !b)
+            return -1;
+        t->cap_tiles = c;
     }
-    int32_t pos[FMK_FMM3D_NDIR];
-    int64_t t = 0, e = 0, b = 0;
-    begin[0] = 0;
-    for (t = 0; t < n_tiles; t++) {
+    if (entries > t->cap_entries) {
+        const int64_t c = entries * 2 + 512;
+        int32_t *sl = (int32_t *)realloc(t->slot, 4 * (size_t)c);
+        if (sl)
+            t->slot = sl;
+        int32_t *sr = (int32_t *)realloc(t->src, 4 * (size_t)(c * t->tb));
+        if (sr)
+            t->src = sr;
+        if (!sl || !sr)
+            return -1;
+        t->cap_entries = c;
+    }
+    return 0;
+}
+
+/* Appends the tiles of n targets; pairs(ctx, target, slots, srcs) gives a target's (slot,
+ * source) pairs (at most FMK_FMM3D_NDIR, distinct slots). Returns 0 or -1 (out of memory). */
+typedef int (*pairs_fn)(const void *ctx, int32_t target, int32_t *slots, int32_t *srcs);
+int tiles_add(tiles_h *t, int64_t n, const int32_t *targets, pairs_fn pairs, const void *ctx)
+{
+    const int TB = t->tb;
+    int32_t pos[FMK_FMM3D_NDIR], sl[FMK_FMM3D_NDIR], sr[FMK_FMM3D_NDIR];
+    if (t->n_tiles == 0 && tiles_grow(t, 1, 1) == 0)
+        t->begin[0] = 0;
+    for (int64_t first = 0; first < n; first += TB) {
+        const int64_t cnt = n - first < TB ? n - first : TB;
+        if (tiles_grow(t, t->n_tiles + 1, t->n_entries + FMK_FMM3D_NDIR) != 0)
+            return -1;
         for (int d = 0; d < FMK_FMM3D_NDIR; d++)
             pos[d] = -1;
-        const int64_t e0 = e;
+        const int64_t e0 = t->n_entries;
+        int64_t e = e0;
         for (int i = 0; i < TB; i++) {
-            while (b < k && l->v_begin[b + 1] == l->v_begin[b])
-                b++;
-            if (b >= k) {
-                nodes[t * TB + i] = -1;
+            t->nodes[t->n_tiles * TB + i] = i < cnt ? targets[first + i] : -1;
+            if (i >= cnt)
                 continue;
-            }
-            nodes[t * TB + i] = (int32_t)b;
-            for (int64_t v = l->v_begin[b]; v < l->v_begin[b + 1]; v++) {
-                const int d = l->v_dir[v];
-                if (pos[d] < 0) {
-                    pos[d] = (int32_t)(e - e0);
-                    slot[e] = slot_of[d];
+            const int np = pairs(ctx, targets[first + i], sl, sr);
+            for (int k = 0; k < np; k++) {
+                if (pos[sl[k]] < 0) {
+                    pos[sl[k]] = (int32_t)(e - e0);
+                    t->slot[e] = sl[k];
                     for (int j = 0; j < TB; j++)
-                        srcs[e * TB + j] = -1;
+                        t->src[e * TB + j] = -1;
                     e++;
                 }
-                srcs[(e0 + pos[d]) * TB + i] = l->v[v];
+                t->src[(e0 + pos[sl[k]]) * TB + i] = sr[k];
             }
-            b++;
         }
-        begin[t + 1] = (int32_t)e;
+        t->n_entries = e;
+        t->n_tiles++;
+        t->begin[t->n_tiles] = (int32_t)e;
     }
-    fmk_status st = put(plan, s, (void **)&s->d_tile_nodes, nodes, 4 * (size_t)(n_tiles * TB), "the M2L tiles", total);
+    return 0;
+}
+
+struct pairs_ctx {
+    const int32_t *more, *n_children, *parent;
+    const int64_t *n_src;
+    const int8_t *oct;
+};
+
+int pairs_children(const void *c, int32_t b, int32_t *slots, int32_t *srcs)
+{
+    const pairs_ctx *x = (const pairs_ctx *)c;
+    int n = 0;
+    for (int32_t d = x->more[b]; d < x->more[b] + x->n_children[b]; d++)
+        if (x->n_src[d] > 0)
+            slots[n] = x->oct[d], srcs[n++] = d;
+    return n;
+}
+
+int pairs_parent(const void *c, int32_t b, int32_t *slots, int32_t *srcs)
+{
+    const pairs_ctx *x = (const pairs_ctx *)c;
+    slots[0] = x->oct[b], srcs[0] = x->parent[b];
+    return 1;
+}
+
+/* The tiles of M2M per level (parents with sources) and of L2L per level
+ * (boxes with targets below level 2, grouped by octant so each tile has one slot). */
+fmk_status build_tiles(fmk_plan *plan, fmm_gpu *s, const fmk_tree3d *t, const fmk_fmm3d_lists *l,
+                       const int64_t *n_src, const int64_t *n_trg, const int8_t *oct, long long total)
+{
+    const int64_t k = l->n_nodes;
+    tiles_h h;
+    memset(&h, 0, sizeof h);
+    h.tb = s->cfg.tb;
+    pairs_ctx c = {t->more, t->n_children, t->parent, n_src, oct};
+    int32_t *list = hmalloc<int32_t>((size_t)k);
+    int bad = !list;
+    int64_t n = 0;
+    for (int L = 0; L < t->levels && !bad; L++) {
+        s->m2m_first[L] = h.n_tiles;
+        n = 0;
+        for (int64_t b = t->level_begin[L]; b < t->level_begin[L + 1]; b++)
+            if (t->more[b] >= 0 && n_src[b] > 0)
+                list[n++] = (int32_t)b;
+        bad = tiles_add(&h, n, list, pairs_children, &c) != 0;
+    }
+    s->m2m_first[t->levels] = h.n_tiles;
+    for (int L = 0; L < t->levels && !bad; L++) {
+        s->l2l_first[L] = h.n_tiles;
+        for (int o = 0; o < 8 && !bad; o++) {
+            n = 0;
+            if (L >= 3)
+                for (int64_t b = t->level_begin[L]; b < t->level_begin[L + 1]; b++)
+                    if (n_trg[b] > 0 && oct[b] == o)
+                        list[n++] = (int32_t)b;
+            bad = tiles_add(&h, n, list, pairs_parent, &c) != 0;
+        }
+    }
+    s->l2l_first[t->levels] = h.n_tiles;
+    fmk_status st = FMK_OK;
+    if (bad)
+        st = fmk_error_set(plan, FMK_ERR_NOMEM, "out of host memory for the translation tiles");
+    const int TB = h.tb;
     if (st == FMK_OK)
-        st = put(plan, s, (void **)&s->d_tile_begin, begin, 4 * (size_t)(n_tiles + 1), "the M2L tiles", total);
+        st = put(plan, s, (void **)&s->d_tile_nodes, h.nodes, 4 * (size_t)(h.n_tiles * TB), "the tiles", total);
     if (st == FMK_OK)
-        st = put(plan, s, (void **)&s->d_tile_slot, slot, 4 * (size_t)e, "the M2L tiles", total);
+        st = put(plan, s, (void **)&s->d_tile_begin, h.begin, 4 * (size_t)(h.n_tiles + 1), "the tiles", total);
     if (st == FMK_OK)
-        st = put(plan, s, (void **)&s->d_tile_src, srcs, 4 * (size_t)(e * TB), "the M2L tiles", total);
-    s->n_tiles = n_tiles;
-    s->n_v = l->n_v;
-    s->n_tile_entries = e;
-    free(nodes), free(begin), free(slot), free(srcs);
+        st = put(plan, s, (void **)&s->d_tile_slot, h.slot, 4 * (size_t)h.n_entries, "the tiles", total);
+    if (st == FMK_OK)
+        st = put(plan, s, (void **)&s->d_tile_src, h.src, 4 * (size_t)(h.n_entries * TB), "the tiles", total);
+    free(list), free(h.nodes), free(h.begin), free(h.slot), free(h.src);
     return st;
 }
 
@@ -852,6 +932,36 @@ fmk_status put_begin(fmk_plan *plan, fmm_gpu *s, int32_t **d, const int64_t *h, 
     for (int64_t i = 0; i <= n; i++)
         tmp[i] = (int32_t)h[i];
     return put(plan, s, (void **)d, tmp, 4 * (size_t)(n + 1), "the interaction lists", total);
+}
+
+/* The V pairs sorted by direction slot (a counting sort), for M2L's GEMM + scatter. */
+fmk_status build_pairs(fmk_plan *plan, fmm_gpu *s, const fmk_fmm3d_lists *l, const int32_t *slot_of,
+                       long long total)
+{
+    const int64_t nv = l->n_v;
+    int32_t *src = hmalloc<int32_t>((size_t)nv), *trg = hmalloc<int32_t>((size_t)nv);
+    if (!src || !trg) {
+        free(src), free(trg);
+        return fmk_error_set(plan, FMK_ERR_NOMEM, "out of host memory for the V pairs");
+    }
+    int64_t pos[FMK_FMM3D_NDIR + 1];
+    memset(s->dir_begin, 0, sizeof s->dir_begin);
+    for (int64_t e = 0; e < nv; e++)
+        s->dir_begin[slot_of[l->v_dir[e]] + 1]++;
+    for (int d = 0; d < FMK_FMM3D_NDIR; d++)
+        s->dir_begin[d + 1] += s->dir_begin[d];
+    memcpy(pos, s->dir_begin, sizeof pos);
+    for (int64_t b = 0; b < l->n_nodes; b++)
+        for (int64_t e = l->v_begin[b]; e < l->v_begin[b + 1]; e++) {
+            const int64_t q = pos[slot_of[l->v_dir[e]]]++;
+            src[q] = l->v[e], trg[q] = (int32_t)b;
+        }
+    s->n_v = nv;
+    fmk_status st = put(plan, s, (void **)&s->d_pair_src, src, 4 * (size_t)nv, "the V pairs", total);
+    if (st == FMK_OK)
+        st = put(plan, s, (void **)&s->d_pair_trg, trg, 4 * (size_t)nv, "the V pairs", total);
+    free(src), free(trg);
+    return st;
 }
 
 fmk_status setup_on_device(fmk_plan *plan, fmm_gpu *s)
@@ -899,7 +1009,7 @@ fmk_status setup_on_device(fmk_plan *plan, fmm_gpu *s)
     int64_t *before = hmalloc<int64_t>((size_t)np + 1);
     real4d *hs = hmalloc<real4d>((size_t)ns), *ht = plan->self ? hs : hmalloc<real4d>((size_t)nt);
     int32_t *so = hmalloc<int32_t>((size_t)ns), *to = plan->self ? so : hmalloc<int32_t>((size_t)nt);
-    const size_t n32 = (size_t)(k + 1) * 8 + (size_t)(np + 1);
+    const size_t n32 = (size_t)(k + 1) * 8 + (size_t)(np + 1); /* >= 4 k + 1 */
     int32_t *i32 = hmalloc<int32_t>(n32 > 0 ? n32 : 1);
     real4d *cube = hmalloc<real4d>((size_t)k);
     int8_t *oct = hmalloc<int8_t>((size_t)k);
@@ -990,15 +1100,7 @@ fmk_status setup_on_device(fmk_plan *plan, fmm_gpu *s)
     if (st == FMK_OK)
         st = put(plan, s, (void **)&s->d_cube, cube, 32 * (size_t)k, "the boxes", total);
     if (st == FMK_OK)
-        st = put(plan, s, (void **)&s->d_oct, oct, (size_t)k, "the boxes", total);
-    if (st == FMK_OK)
         st = put(plan, s, (void **)&s->d_level, t.level, (size_t)k, "the boxes", total);
-    if (st == FMK_OK)
-        st = put(plan, s, (void **)&s->d_more, t.more, 4 * (size_t)k, "the boxes", total);
-    if (st == FMK_OK)
-        st = put(plan, s, (void **)&s->d_nch, t.n_children, 4 * (size_t)k, "the boxes", total);
-    if (st == FMK_OK)
-        st = put(plan, s, (void **)&s->d_parent, t.parent, 4 * (size_t)k, "the boxes", total);
     if (st == FMK_OK) { /* per-node source/target begins and counts */
         int32_t *a = i32, *c = i32 + k;
         for (int64_t b = 0; b < k; b++)
@@ -1015,42 +1117,90 @@ fmk_status setup_on_device(fmk_plan *plan, fmm_gpu *s)
         if (st == FMK_OK)
             st = put(plan, s, (void **)&s->d_tn, c, 4 * (size_t)k, "the boxes", total);
     }
-    if (st == FMK_OK)
-        st = put_begin(plan, s, &s->d_u_begin, l.u_begin, k, i32, total);
-    if (st == FMK_OK)
-        st = put(plan, s, (void **)&s->d_u, l.u, 4 * (size_t)l.n_u, "the U list", total);
-    if (st == FMK_OK)
-        st = put_begin(plan, s, &s->d_w_begin, l.w_begin, k, i32, total);
-    if (st == FMK_OK)
-        st = put(plan, s, (void **)&s->d_w, l.w, 4 * (size_t)l.n_w, "the W list", total);
-    if (st == FMK_OK)
-        st = put_begin(plan, s, &s->d_x_begin, l.x_begin, k, i32, total);
-    if (st == FMK_OK)
-        st = put(plan, s, (void **)&s->d_x, l.x, 4 * (size_t)l.n_x, "the X list", total);
-    if (st == FMK_OK) { /* work lists: leaves with sources, leaves with targets, X targets */
-        int64_t a = 0, c = 0, x = 0;
-        int32_t *ls = i32, *lt = i32 + k, *lx = i32 + 2 * k;
-        for (int64_t b = 0; b < k; b++) {
-            if (t.more[b] < 0 && n_src[b] > 0)
-                ls[a++] = (int32_t)b;
-            if (t.more[b] < 0 && n_trg[b] > 0)
-                lt[c++] = (int32_t)b;
-            if (l.x_begin[b + 1] > l.x_begin[b])
-                lx[x++] = (int32_t)b;
+    if (st == FMK_OK) {
+        /* Near-field substitutes: a W entry with few sources is cheaper as P2P (appended to the
+         * leaf's U list) than M2P at each target, and an X entry into a box with few targets is
+         * cheaper as P2P into the box's targets than P2L (a separate list); both exact. */
+        const int64_t thr = fmk_cuda_fmm3d_direct_near ? (int64_t)(p + 1) * (p + 1) / 2 : -1;
+        int64_t *ub = hmalloc<int64_t>((size_t)k + 1), *wb = hmalloc<int64_t>((size_t)k + 1);
+        int64_t *xb = hmalloc<int64_t>((size_t)k + 1), *yb = hmalloc<int64_t>((size_t)k + 1);
+        int32_t *u2 = hmalloc<int32_t>((size_t)(l.n_u + l.n_w)), *w2 = hmalloc<int32_t>((size_t)l.n_w);
+        int32_t *x2 = hmalloc<int32_t>((size_t)l.n_x), *y2 = hmalloc<int32_t>((size_t)l.n_x);
+        if (!ub || !wb || !xb || !yb || !u2 || !w2 || !x2 || !y2) {
+            st = fmk_error_set(plan, FMK_ERR_NOMEM, "out of host memory for the FMM's lists");
+        } else {
+            int64_t nu = 0, nw = 0, nx = 0, ny = 0;
+            for (int64_t b = 0; b < k; b++) {
+                ub[b] = nu, wb[b] = nw, xb[b] = nx, yb[b] = ny;
+                for (int64_t e = l.u_begin[b]; e < l.u_begin[b + 1]; e++)
+                    u2[nu++] = l.u[e];
+                for (int64_t e = l.w_begin[b]; e < l.w_begin[b + 1]; e++) {
+                    if (n_src[l.w[e]] <= thr)
+                        u2[nu++] = l.w[e];
+                    else
+                        w2[nw++] = l.w[e];
+                }
+                for (int64_t e = l.x_begin[b]; e < l.x_begin[b + 1]; e++) {
+                    if (n_trg[b] <= thr)
+                        y2[ny++] = l.x[e];
+                    else
+                        x2[nx++] = l.x[e];
+                }
+            }
+            ub[k] = nu, wb[k] = nw, xb[k] = nx, yb[k] = ny;
+            st = put_begin(plan, s, &s->d_u_begin, ub, k, i32, total);
+            if (st == FMK_OK)
+                st = put(plan, s, (void **)&s->d_u, u2, 4 * (size_t)nu, "the U list", total);
+            if (st == FMK_OK)
+                st = put_begin(plan, s, &s->d_w_begin, wb, k, i32, total);
+            if (st == FMK_OK)
+                st = put(plan, s, (void **)&s->d_w, w2, 4 * (size_t)nw, "the W list", total);
+            if (st == FMK_OK)
+                st = put_begin(plan, s, &s->d_x_begin, xb, k, i32, total);
+            if (st == FMK_OK)
+                st = put(plan, s, (void **)&s->d_x, x2, 4 * (size_t)nx, "the X list", total);
+            if (st == FMK_OK)
+                st = put_begin(plan, s, &s->d_y_begin, yb, k, i32, total);
+            if (st == FMK_OK)
+                st = put(plan, s, (void **)&s->d_y, y2, 4 * (size_t)ny, "the X list", total);
+            if (st == FMK_OK) { /* work lists: leaves with sources, leaves with targets, X targets */
+                int64_t a = 0, c = 0, x = 0, y = 0;
+                int32_t *ls = i32, *lt = i32 + k, *lx = i32 + 2 * k, *ly = i32 + 3 * k;
+                for (int64_t b = 0; b < k; b++) {
+                    if (t.more[b] < 0 && n_src[b] > 0)
+                        ls[a++] = (int32_t)b;
+                    if (t.more[b] < 0 && n_trg[b] > 0)
+                        lt[c++] = (int32_t)b;
+                    if (xb[b + 1] > xb[b])
+                        lx[x++] = (int32_t)b;
+                    if (yb[b + 1] > yb[b])
+                        ly[y++] = (int32_t)b;
+                }
+                s->n_leaves_src = a, s->n_leaves_trg = c, s->n_xnodes = x, s->n_ynodes = y;
+                st = put(plan, s, (void **)&s->d_leaves_src, ls, 4 * (size_t)a, "the leaves", total);
+                if (st == FMK_OK)
+                    st = put(plan, s, (void **)&s->d_leaves_trg, lt, 4 * (size_t)c, "the leaves", total);
+                if (st == FMK_OK)
+                    st = put(plan, s, (void **)&s->d_xnodes, lx, 4 * (size_t)x, "the leaves", total);
+                if (st == FMK_OK)
+                    st = put(plan, s, (void **)&s->d_ynodes, ly, 4 * (size_t)y, "the leaves", total);
+            }
         }
-        s->n_leaves_src = a, s->n_leaves_trg = c, s->n_xnodes = x;
-        st = put(plan, s, (void **)&s->d_leaves_src, ls, 4 * (size_t)a, "the leaves", total);
-        if (st == FMK_OK)
-            st = put(plan, s, (void **)&s->d_leaves_trg, lt, 4 * (size_t)c, "the leaves", total);
-        if (st == FMK_OK)
-            st = put(plan, s, (void **)&s->d_xnodes, lx, 4 * (size_t)x, "the leaves", total);
+        free(ub), free(wb), free(xb), free(yb), free(u2), free(w2), free(x2), free(y2);
     }
     if (st == FMK_OK)
-        st = build_tiles(plan, s, &l, slot_of, total);
+        st = build_tiles(plan, s, &t, &l, n_src, n_trg, oct, total);
+    if (st == FMK_OK)
+        st = build_pairs(plan, s, &l, slot_of, total);
     if (st == FMK_OK)
         st = put(plan, s, (void **)&s->d_M, NULL, 8 * (size_t)s->S * (size_t)k, "the multipoles", total);
     if (st == FMK_OK)
         st = put(plan, s, (void **)&s->d_L, NULL, 8 * (size_t)s->S * (size_t)k, "the local expansions", total);
+    s->gemm_first = t.levels > 2 ? t.level_begin[2] : k;
+    s->n_slots = n_slots;
+    if (st == FMK_OK)
+        st = put(plan, s, (void **)&s->d_X, NULL, 8 * (size_t)s->S * (size_t)(k - s->gemm_first),
+                 "the M2L products", total);
     if (st == FMK_OK)
         st = put(plan, s, (void **)&s->d_res, NULL, 32 * (size_t)nt, "the results", total);
     if (st == FMK_OK)
@@ -1096,6 +1246,23 @@ fmk_status fmm_setup(fmk_plan *plan)
         if (err != cudaSuccess)
             st = fmk_cuda_fail(plan, err, "cudaEventCreate");
     }
+    if (st == FMK_OK) {
+        const cublasStatus_t bs = cublasCreate(&s->blas);
+        if (bs != CUBLAS_STATUS_SUCCESS)
+            st = bs == CUBLAS_STATUS_ALLOC_FAILED
+                     ? fmk_error_set(plan, FMK_ERR_DEVICE_NOMEM,
+                                     "out of GPU memory starting cuBLAS; the plan needs about %lld bytes "
+                                     "on the GPU",
+                                     (long long)device_bytes(plan, plan->n_sources,
+                                                             plan->self ? -1 : plan->n_targets,
+                                                             fmk_tree3d_estimate_nodes(
+                                                                 plan->n_sources + (plan->self ? 0 : plan->n_targets),
+                                                                 s->leaf_size),
+                                                             FMK_FMM3D_NDIR - 27))
+                     : fmk_error_set(plan, FMK_ERR_DEVICE, "cuBLAS could not start (status %d)", (int)bs);
+        else
+            s->has_blas = 1;
+    }
     if (st == FMK_OK)
         st = setup_on_device(plan, s);
     fmk_cuda_leave(s->device, prev);
@@ -1135,31 +1302,36 @@ void point_ops(fmm_gpu *s, int nt, int which)
     else if (s->order <= 24)
         launch_point_ops<351>(s, nt, which);
     else
-        launch_point_ops<903>(s, nt, which);
+        launch_point_ops<595>(s, nt, which);
 }
 
+/* Tiles [first, end) of the translation kernel with matrices T (cube: M2L's scaling). */
 template <int RPT, int TB>
-cudaError_t launch_m2l(fmm_gpu *s)
+cudaError_t launch_tiles(fmm_gpu *s, int64_t first, int64_t end, const double *T, const real4d *cube,
+                         const double *in, double *out)
 {
     const size_t smem = 8 * (size_t)TB * s->S;
     cudaError_t err = cudaFuncSetAttribute(k_m2l<RPT, TB>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            (int)smem);
-    if (err == cudaSuccess && s->n_tiles > 0) {
-        k_m2l<RPT, TB><<<(unsigned)s->n_tiles, M2L_THREADS, smem>>>(
-            s->S, s->d_tile_nodes, s->d_tile_begin, s->d_tile_slot, s->d_tile_src, s->d_m2l, s->d_cube, s->d_M, s->d_L);
+    if (err == cudaSuccess && end > first) {
+        k_m2l<RPT, TB><<<(unsigned)(end - first), M2L_THREADS, smem>>>(
+            s->S, (int32_t)first, s->d_tile_nodes, s->d_tile_begin, s->d_tile_slot, s->d_tile_src, T, cube, in,
+            out);
         err = cudaGetLastError();
     }
     return err;
 }
 
-cudaError_t m2l(fmm_gpu *s)
+cudaError_t tiles(fmm_gpu *s, int64_t first, int64_t end, const double *T, const real4d *cube,
+                  const double *in, double *out)
 {
     switch (s->cfg.rpt) {
-    case 1: return launch_m2l<1, 32>(s);
-    case 2: return launch_m2l<2, 32>(s);
-    case 4: return launch_m2l<4, 16>(s);
-    case 8: return launch_m2l<8, 8>(s);
-    default: return launch_m2l<16, 4>(s);
+    case 1: return launch_tiles<1, 32>(s, first, end, T, cube, in, out);
+    case 2: return launch_tiles<2, 32>(s, first, end, T, cube, in, out);
+    case 4: return launch_tiles<4, 16>(s, first, end, T, cube, in, out);
+    case 8: return launch_tiles<8, 8>(s, first, end, T, cube, in, out);
+    case 16: return launch_tiles<16, 4>(s, first, end, T, cube, in, out);
+    default: return launch_tiles<32, 2>(s, first, end, T, cube, in, out);
     }
 }
 
@@ -1206,29 +1378,43 @@ fmk_status run_eval(fmk_plan *plan, fmm_gpu *s, const double *charges, double *p
     cudaMemsetAsync(s->d_L, 0, 8 * (size_t)S * (size_t)k);
     point_ops(s, (int)nt, 0); /* P2M */
     cudaEventRecord(s->ev[EV_P2M]);
-    for (int lev = s->levels - 2; lev >= 0; lev--) {
-        const int64_t a = s->level_begin[lev], e = s->level_begin[lev + 1];
-        if (e > a)
-            k_m2m<<<(unsigned)(e - a), BLOCK, 8 * S>>>(S, (int32_t)a, s->d_more, s->d_nch, s->d_sn, s->d_oct,
-                                                       s->d_m2m, s->d_M);
-    }
+    for (int lev = s->levels - 2; lev >= 0 && err == cudaSuccess; lev--)
+        err = tiles(s, s->m2m_first[lev], s->m2m_first[lev + 1], s->d_m2m, NULL, s->d_M, s->d_M);
     cudaEventRecord(s->ev[EV_M2M]);
-    err = m2l(s);
+    /* M2L: per direction, X = T_d M (all boxes from level 2 down, one GEMM on the tensor
+     * cores), then the direction's pairs add X[source] to L[target] */
+    const int64_t nn = k - s->gemm_first;
+    for (int d = 0; d < s->n_slots && err == cudaSuccess && nn > 0; d++) {
+        const int64_t np = s->dir_begin[d + 1] - s->dir_begin[d];
+        if (np == 0)
+            continue;
+        const double one = 1, zero = 0;
+        const cublasStatus_t bs = cublasDgemm(s->blas, CUBLAS_OP_N, CUBLAS_OP_N, S, (int)nn, S, &one,
+                                              s->d_m2l + (int64_t)d * S * S, S, s->d_M + s->gemm_first * S, S,
+                                              &zero, s->d_X, S);
+        if (bs != CUBLAS_STATUS_SUCCESS) {
+            err = cudaErrorUnknown;
+            break;
+        }
+        const int64_t work = np * S;
+        const unsigned blocks = (unsigned)(work / 256 + 1 < 8192 ? work / 256 + 1 : 8192);
+        k_m2l_scatter<<<blocks, 256>>>(S, np, s->gemm_first, s->d_pair_src + s->dir_begin[d], s->d_pair_trg + s->dir_begin[d],
+                                       s->d_cube, s->d_X, s->d_L);
+    }
     if (err == cudaSuccess)
         point_ops(s, (int)nt, 1); /* P2L */
     cudaEventRecord(s->ev[EV_M2L]);
-    for (int lev = 3; lev < s->levels; lev++) {
-        const int64_t a = s->level_begin[lev], e = s->level_begin[lev + 1];
-        if (e > a)
-            k_l2l<<<(unsigned)(e - a), BLOCK, 8 * S>>>(S, (int32_t)a, s->d_parent, s->d_tn, s->d_oct, s->d_l2l,
-                                                       s->d_L);
-    }
+    for (int lev = 3; lev < s->levels && err == cudaSuccess; lev++)
+        err = tiles(s, s->l2l_first[lev], s->l2l_first[lev + 1], s->d_l2l, NULL, s->d_L, s->d_L);
     cudaEventRecord(s->ev[EV_L2L]);
     point_ops(s, (int)nt, 2); /* L2P, M2P */
     cudaEventRecord(s->ev[EV_L2P]);
     if (s->n_leaves_trg > 0)
-        k_p2p<<<(unsigned)s->n_leaves_trg, BLOCK>>>((int)nt, s->d_leaves_trg, s->d_tb, s->d_tn, s->d_sb, s->d_sn,
-                                                    s->d_u_begin, s->d_u, s->d_src, s->d_trg, s->d_res);
+        k_p2p<<<(unsigned)s->n_leaves_trg, BLOCK>>>((int)nt, 0, s->d_leaves_trg, s->d_tb, s->d_tn, s->d_sb,
+                                                    s->d_sn, s->d_u_begin, s->d_u, s->d_src, s->d_trg, s->d_res);
+    if (s->n_ynodes > 0)
+        k_p2p<<<(unsigned)s->n_ynodes, BLOCK>>>((int)nt, 1, s->d_ynodes, s->d_tb, s->d_tn, s->d_sb, s->d_sn,
+                                                s->d_y_begin, s->d_y, s->d_src, s->d_trg, s->d_res);
     cudaEventRecord(s->ev[EV_P2P]);
     double *p = pot ? (on_device ? pot : s->d_pot) : NULL;
     double *g = grad ? (on_device ? grad : s->d_grad) : NULL;
@@ -1289,8 +1475,8 @@ fmk_status fmm_check_opts(fmk_opts *o, fmk_kernel kernel)
 
 } /* namespace */
 
-/* For the benchmark: the M2L work of a plan's lists: V pairs, the pairs the tiles multiply
- * (tile entries times TB, empty slots included), and doubles per expansion. */
+/* For the benchmark: the M2L work of a plan's lists: V pairs, the box-direction products the
+ * GEMMs compute (directions times boxes from level 2 down), and doubles per expansion. */
 extern "C" fmk_status fmk_cuda_fmm3d_m2l_work(const fmk_plan *plan, int64_t *pairs,
                                               int64_t *tile_pairs, int *stride)
 {
@@ -1298,7 +1484,7 @@ extern "C" fmk_status fmk_cuda_fmm3d_m2l_work(const fmk_plan *plan, int64_t *pai
         return FMK_ERR_STATE;
     const fmm_gpu *s = (const fmm_gpu *)plan->state;
     *pairs = s->n_v;
-    *tile_pairs = s->n_tile_entries * s->cfg.tb;
+    *tile_pairs = (int64_t)s->n_slots * (s->n_nodes - s->gemm_first);
     *stride = s->S;
     return FMK_OK;
 }
