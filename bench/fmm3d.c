@@ -25,9 +25,14 @@
 #include "bench_util.h"
 #include "fmmkit.h"
 
-/* cuda/fmm3d.cu: the M2L work of a plan (not API). */
+/* cuda/fmm3d.cu: the M2L work of a plan (not API). It and the CUDA runtime calls are weak
+ * references: a CPU-only build (which builds this program too) links without them, and the
+ * program then says there is no GPU. */
 fmk_status fmk_cuda_fmm3d_m2l_work(const fmk_plan *plan, int64_t *pairs, int64_t *tile_pairs,
-                                   int *stride);
+                                   int *stride) __attribute__((weak));
+#pragma weak cudaMalloc
+#pragma weak cudaMemcpy
+#pragma weak cudaFree
 
 #define SAMPLES 1000
 static int json, first_row = 1;
@@ -264,7 +269,7 @@ int main(int argc, char **argv)
         else
             mode = argv[a];
     }
-    if (fmk_cuda_device_count() <= 0) {
+    if (!fmk_cuda_fmm3d_m2l_work || !cudaMalloc || fmk_cuda_device_count() <= 0) {
         fprintf(stderr, "fmm3d: no CUDA device\n");
         return 1;
     }
