@@ -13,13 +13,15 @@
  * harmonics of the 8 + 8 + 316 translation vectors.
  *
  * eval (numbers only): charges to key order; P2M at the leaves (a block per leaf, a thread per
- * source, warp sums); M2M level by level upward (a block per parent, its children's
- * multipoles times the octant matrices); M2L in tiles of TB target boxes: for each direction
- * present in the tile, the TB source multipoles go to shared memory and the direction's matrix
- * streams from L2 once for all TB of them (a small GEMM per direction, accumulators in
- * registers); P2L (X list); L2L level by level downward; L2P and M2P (W list) a thread per
- * target; P2P (U list) a block per target leaf with the sources staged in shared memory; then
- * the results go to the caller's order and units. Nothing is written to the caller's arrays
+ * source, warp sums); M2M level by level upward and L2L level by level downward in tiles of TB
+ * boxes (per octant, the TB input expansions in shared memory times the octant's matrix
+ * streamed once for all of them, accumulators in registers); M2L per V direction as one cuBLAS
+ * DGEMM of the direction's matrix with the multipoles of all boxes from level 2 down, then a
+ * scatter of the direction's pairs into the local expansions; P2L (X list); L2P and M2P
+ * (W list) a thread per target; P2P (U list) a block per target leaf with the sources staged in
+ * shared memory. W entries with few sources and X entries into boxes with few targets are done
+ * as P2P instead (exact, and cheaper there; fmk_cuda_fmm3d_direct_near). Then the results go
+ * to the caller's order and units. Nothing is written to the caller's arrays
  * before every pass has succeeded.
  */
 #include <math.h>
@@ -221,7 +223,7 @@ __global__ void __launch_bounds__(BLOCK) k_p2e(int p, int S, tabs tb, const int3
  * targets; the TB multipoles sit in shared memory as ms[j][t], so that one 16-byte load feeds
  * 2 RPT fused multiply-adds. */
 template <int RPT, int TB>
-__global__ void __launch_bounds__(M2L_THREADS) k_m2l(int S, int32_t first_tile,
+__global__ void __launch_bounds__(M2L_THREADS) k_tiles(int S, int32_t first_tile,
                                                      const int32_t *__restrict__ tile_nodes,
                                                      const int32_t *__restrict__ tile_begin,
                                                      const int32_t *__restrict__ tile_slot,
@@ -1311,10 +1313,10 @@ cudaError_t launch_tiles(fmm_gpu *s, int64_t first, int64_t end, const double *T
                          const double *in, double *out)
 {
     const size_t smem = 8 * (size_t)TB * s->S;
-    cudaError_t err = cudaFuncSetAttribute(k_m2l<RPT, TB>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    cudaError_t err = cudaFuncSetAttribute(k_tiles<RPT, TB>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            (int)smem);
     if (err == cudaSuccess && end > first) {
-        k_m2l<RPT, TB><<<(unsigned)(end - first), M2L_THREADS, smem>>>(
+        k_tiles<RPT, TB><<<(unsigned)(end - first), M2L_THREADS, smem>>>(
             s->S, (int32_t)first, s->d_tile_nodes, s->d_tile_begin, s->d_tile_slot, s->d_tile_src, T, cube, in,
             out);
         err = cudaGetLastError();
