@@ -1,0 +1,341 @@
+/* fmm3d.c -- benchmark of the 3D FMM on the GPU (method fmm, backend cuda, laplace, fp64).
+ * set_points (host points: tree, lists, operators, uploads) and eval (charges, potential and
+ * gradient on the device: fmk_plan_eval_device) are timed separately, wall clock (both return
+ * with the work done), median of repeats after a warm-up; the phases from fmk_info (CUDA
+ * events). Errors: relative l2 of the potential and of the gradient at 1000 sampled targets
+ * against a direct sum in double on the host. Prints tables, or JSON with --json.
+ *
+ *   fmm3d bar        2^20 uniform and Plummer at eps 1e-6: set_points, eval, phases, M2L rate
+ *   fmm3d table8     Gumerov & Duraiswami (paper 003) Table 8: N = 2^20 uniform, p = 4, 8, 12,
+ *                    potential, and potential + gradient
+ *   fmm3d cross      N = 2^12 .. 2^20 uniform: FMM (eps 1e-3, 1e-6) vs GPU direct and treecode
+ *   fmm3d scale [K]  N = 2^16 .. 2^K (default 26) uniform at eps 1e-6, slope of log t vs log N
+ *   fmm3d leaf P     leaf sizes at order P, 2^20 uniform (the cost model's calibration)
+ *   fmm3d order [K]  errors against p = 2 .. K (default 30) for the five test distributions,
+ *                    N = 10^5 (the eps -> p calibration); orderhi: p = 32 .. 48, three of them
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#include "bench_util.h"
+#include "fmmkit.h"
+
+/* cuda/fmm3d.cu: the M2L work of a plan (not API). It and the CUDA runtime calls are weak
+ * references: a CPU-only build (which builds this program too) links without them, and the
+ * program then says there is no GPU. */
+fmk_status fmk_cuda_fmm3d_m2l_work(const fmk_plan *plan, int64_t *pairs, int64_t *tile_pairs,
+                                   int *stride) __attribute__((weak));
+#pragma weak cudaMalloc
+#pragma weak cudaMemcpy
+#pragma weak cudaFree
+
+#define SAMPLES 1000
+static int json, first_row = 1;
+
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+static double urand(void)
+{
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return ((rng >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+}
+
+static void *xmalloc(size_t b)
+{
+    void *p = malloc(b ? b : 1);
+    if (!p) {
+        fprintf(stderr, "fmm3d: out of host memory (%zu bytes)\n", b);
+        exit(1);
+    }
+    return p;
+}
+
+/* uniform cube; Plummer (scale 1, cut at radius 4); corner: uniform^3; nested clusters;
+ * sphere surface. */
+static void points(const char *dist, int64_t n, double *x)
+{
+    for (int64_t i = 0; i < n; i++) {
+        double *p = x + 3 * i;
+        if (!strcmp(dist, "plummer")) {
+            double r;
+            do
+                r = 1 / sqrt(pow(urand(), -2.0 / 3.0) - 1);
+            while (r > 4);
+            const double z = 2 * urand() - 1, ph = 6.283185307179586 * urand(), s = sqrt(1 - z * z);
+            p[0] = r * s * cos(ph), p[1] = r * s * sin(ph), p[2] = r * z;
+        } else if (!strcmp(dist, "sphere")) {
+            const double z = 2 * urand() - 1, ph = 6.283185307179586 * urand(), s = sqrt(1 - z * z);
+            p[0] = s * cos(ph), p[1] = s * sin(ph), p[2] = z;
+        } else if (!strcmp(dist, "corner")) {
+            for (int k = 0; k < 3; k++) {
+                const double u = urand();
+                p[k] = u * u * u;
+            }
+        } else if (!strcmp(dist, "nested")) {
+            const int level = (int)(i % 3);
+            const double side = level == 0 ? 1 : level == 1 ? 0.05 : 0.0025;
+            for (int k = 0; k < 3; k++)
+                p[k] = 0.3 + side * (urand() - (level ? 0.5 : 0.3));
+        } else {
+            for (int k = 0; k < 3; k++)
+                p[k] = urand();
+        }
+    }
+    /* into [1, 2]^3 with points at both corners: the plan's frame is the identity, so the
+     * reference sees the FMM's coordinates (the errors measure the method, not the input's
+     * rounding) */
+    double lo = x[0], hi = x[0];
+    for (int64_t i = 0; i < 3 * n; i++)
+        lo = x[i] < lo ? x[i] : lo, hi = x[i] > hi ? x[i] : hi;
+    for (int64_t i = 0; i < 3 * n; i++)
+        x[i] = 1 + (x[i] - lo) / (hi - lo);
+    if (n >= 2)
+        for (int k = 0; k < 3; k++)
+            x[k] = 1, x[3 + k] = 2;
+}
+
+typedef struct result {
+    double setup, eval;             /* seconds, medians */
+    double phase[FMK_PHASE_COUNT];  /* of the last evaluation */
+    double err_pot, err_grad;       /* -1: not measured */
+    int order, levels;
+    int64_t leaf, bytes_device, plan_bytes_device;
+    double m2l_rate, m2l_rate_tiles; /* flop/s in M2L: V pairs, and pairs the tiles multiply */
+} result;
+
+/* Direct sum in double at SAMPLES targets (every n/SAMPLES-th source). */
+static void errors(int64_t n, const double *x, const double *q, const double *pot,
+                   const double *grad, double *ep, double *eg)
+{
+    const int64_t m = n < SAMPLES ? n : SAMPLES, stride = n / m;
+    double dp = 0, np = 0, dg = 0, ng = 0;
+#pragma omp parallel for reduction(+ : dp, np, dg, ng) schedule(dynamic, 4)
+    for (int64_t s = 0; s < m; s++) {
+        const int64_t i = s * stride;
+        double p = 0, g[3] = {0, 0, 0};
+        for (int64_t j = 0; j < n; j++) {
+            const double d[3] = {x[3 * i] - x[3 * j], x[3 * i + 1] - x[3 * j + 1], x[3 * i + 2] - x[3 * j + 2]};
+            const double r2 = d[0] * d[0] + d[1] * d[1] + d[2] * d[2];
+            if (r2 == 0)
+                continue;
+            const double inv = 1 / sqrt(r2);
+            p += q[j] * inv;
+            for (int k = 0; k < 3; k++)
+                g[k] -= q[j] * d[k] * inv * inv * inv;
+        }
+        dp += (pot[i] - p) * (pot[i] - p), np += p * p;
+        if (grad)
+            for (int k = 0; k < 3; k++)
+                dg += (grad[3 * i + k] - g[k]) * (grad[3 * i + k] - g[k]), ng += g[k] * g[k];
+    }
+    *ep = sqrt(dp / np);
+    *eg = grad ? sqrt(dg / ng) : -1;
+}
+
+/* One configuration: reps set_points and reps evaluations (after one of each as warm-up). */
+static int measure(fmk_method method, double eps, int order, int64_t leaf, const char *dist,
+                   int64_t n, int want_grad, int reps, int check, result *r)
+{
+    memset(r, 0, sizeof *r);
+    r->err_pot = r->err_grad = -1;
+    double *x = xmalloc(24 * (size_t)n), *q = xmalloc(8 * (size_t)n);
+    points(dist, n, x);
+    for (int64_t i = 0; i < n; i++)
+        q[i] = 2 * urand() - 1;
+    fmk_opts o;
+    fmk_opts_default(&o);
+    o.method = method;
+    o.backend = FMK_BACKEND_CUDA;
+    o.order = order;
+    o.leaf_size = leaf;
+    fmk_plan *p = NULL;
+    if (fmk_plan_create(&p, 3, FMK_KERNEL_LAPLACE, eps, &o) != FMK_OK) {
+        fprintf(stderr, "fmm3d: %s\n", fmk_plan_last_error(NULL));
+        free(x), free(q);
+        return -1;
+    }
+    int64_t hb = 0, db = 0;
+    fmk_plan_memory(p, n, -1, &hb, &db);
+    r->plan_bytes_device = db;
+    double *dq = NULL, *dp = NULL, *dg = NULL;
+    cudaMalloc((void **)&dq, 8 * (size_t)n);
+    cudaMalloc((void **)&dp, 8 * (size_t)n);
+    cudaMalloc((void **)&dg, 24 * (size_t)n);
+    cudaMemcpy(dq, q, 8 * (size_t)n, cudaMemcpyHostToDevice);
+    double ts[16], te[16];
+    int ok = 1;
+    for (int k = 0; k <= reps && ok; k++) {
+        const double t0 = bench_now();
+        ok = fmk_plan_set_points(p, n, x, 0, NULL) == FMK_OK;
+        const double t1 = bench_now();
+        if (k > 0)
+            ts[k - 1] = t1 - t0;
+    }
+    for (int k = 0; k <= reps && ok; k++) {
+        const double t0 = bench_now();
+        ok = fmk_plan_eval_device(p, dq, dp, want_grad ? dg : NULL) == FMK_OK;
+        const double t1 = bench_now();
+        if (k > 0)
+            te[k - 1] = t1 - t0;
+    }
+    if (!ok) {
+        fprintf(stderr, "fmm3d: %s\n", fmk_plan_last_error(p));
+    } else {
+        r->setup = bench_median(ts, reps);
+        r->eval = bench_median(te, reps);
+        fmk_info info;
+        fmk_plan_info(p, &info);
+        memcpy(r->phase, info.phase_time, sizeof r->phase);
+        r->order = info.order, r->levels = info.levels, r->leaf = info.leaf_size;
+        r->bytes_device = info.bytes_device;
+        int64_t pairs, tile_pairs;
+        int S;
+        if (method == FMK_METHOD_FMM && fmk_cuda_fmm3d_m2l_work(p, &pairs, &tile_pairs, &S) == FMK_OK &&
+            info.phase_time[FMK_PHASE_M2L] > 0) {
+            r->m2l_rate = 2.0 * S * S * (double)pairs / info.phase_time[FMK_PHASE_M2L];
+            r->m2l_rate_tiles = 2.0 * S * S * (double)tile_pairs / info.phase_time[FMK_PHASE_M2L];
+        }
+        if (check) {
+            double *pot = xmalloc(8 * (size_t)n), *grad = want_grad ? xmalloc(24 * (size_t)n) : NULL;
+            cudaMemcpy(pot, dp, 8 * (size_t)n, cudaMemcpyDeviceToHost);
+            if (grad)
+                cudaMemcpy(grad, dg, 24 * (size_t)n, cudaMemcpyDeviceToHost);
+            errors(n, x, q, pot, grad, &r->err_pot, &r->err_grad);
+            free(pot), free(grad);
+        }
+    }
+    cudaFree(dq), cudaFree(dp), cudaFree(dg);
+    fmk_plan_destroy(p);
+    free(x), free(q);
+    return ok ? 0 : -1;
+}
+
+static const char *method_name(fmk_method m)
+{
+    return m == FMK_METHOD_FMM ? "fmm" : m == FMK_METHOD_TREE ? "tree" : "direct";
+}
+
+static void print_row(const char *table, fmk_method m, const char *dist, int64_t n, double eps,
+                      int grad, const result *r)
+{
+    const double *ph = r->phase;
+    if (json) {
+        printf("%s{\"table\":\"%s\",\"method\":\"%s\",\"dist\":\"%s\",\"n\":%lld,\"eps\":%g,"
+               "\"grad\":%d,\"order\":%d,\"leaf\":%lld,\"levels\":%d,\"setup_ms\":%.4f,"
+               "\"eval_ms\":%.4f,\"p2m_ms\":%.4f,\"m2m_ms\":%.4f,\"m2l_ms\":%.4f,\"l2l_ms\":%.4f,"
+               "\"l2p_ms\":%.4f,\"p2p_ms\":%.4f,\"tree_ms\":%.4f,\"err_pot\":%.3e,\"err_grad\":%.3e,"
+               "\"m2l_gflops\":%.1f,\"m2l_gflops_tiles\":%.1f,\"bytes_device\":%lld,"
+               "\"plan_bytes_device\":%lld}",
+               first_row ? "[\n" : ",\n", table, method_name(m), dist, (long long)n, eps, grad,
+               r->order, (long long)r->leaf, r->levels, 1e3 * r->setup, 1e3 * r->eval,
+               1e3 * ph[FMK_PHASE_P2M], 1e3 * ph[FMK_PHASE_M2M], 1e3 * ph[FMK_PHASE_M2L],
+               1e3 * ph[FMK_PHASE_L2L], 1e3 * ph[FMK_PHASE_L2P], 1e3 * ph[FMK_PHASE_P2P],
+               1e3 * ph[FMK_PHASE_TREE], r->err_pot, r->err_grad, 1e-9 * r->m2l_rate,
+               1e-9 * r->m2l_rate_tiles, (long long)r->bytes_device, (long long)r->plan_bytes_device);
+        first_row = 0;
+        return;
+    }
+    printf("%-6s %-6s %-7s %9lld %6.0e %d %3d %4lld %2d | %8.2f %8.2f | %6.2f %6.2f %7.2f %6.2f %6.2f "
+           "%6.2f %7.2f | %.2e %.2e | %7.0f %7.0f | %6.0f\n",
+           table, method_name(m), dist, (long long)n, eps, grad, r->order, (long long)r->leaf,
+           r->levels, 1e3 * r->setup, 1e3 * r->eval, 1e3 * ph[FMK_PHASE_P2M],
+           1e3 * ph[FMK_PHASE_M2M], 1e3 * ph[FMK_PHASE_M2L], 1e3 * ph[FMK_PHASE_L2L],
+           1e3 * ph[FMK_PHASE_L2P], 1e3 * ph[FMK_PHASE_P2P], 1e3 * ph[FMK_PHASE_TREE], r->err_pot,
+           r->err_grad, 1e-9 * r->m2l_rate, 1e-9 * r->m2l_rate_tiles,
+           (double)r->bytes_device / (double)n);
+    fflush(stdout);
+}
+
+static void header(void)
+{
+    if (!json)
+        printf("table  method dist            N    eps g   p leaf  L |  setupms   evalms |    p2m    m2m     "
+               "m2l    l2l    l2p    p2p    tree | err_pot  err_grad | m2lGF/s tileGF/s | B/pt\n");
+}
+
+int main(int argc, char **argv)
+{
+    const char *mode = "bar";
+    int arg = 0;
+    for (int a = 1; a < argc; a++) {
+        if (!strcmp(argv[a], "--json"))
+            json = 1;
+        else if (argv[a][0] >= '0' && argv[a][0] <= '9')
+            arg = atoi(argv[a]);
+        else
+            mode = argv[a];
+    }
+    if (!fmk_cuda_fmm3d_m2l_work || !cudaMalloc || fmk_cuda_device_count() <= 0) {
+        fprintf(stderr, "fmm3d: no CUDA device\n");
+        return 1;
+    }
+    header();
+    result r;
+    const int64_t N20 = 1 << 20;
+    if (!strcmp(mode, "bar")) {
+        const char *dists[] = {"cube", "plummer"};
+        for (int d = 0; d < 2; d++)
+            if (measure(FMK_METHOD_FMM, 1e-6, -1, 0, dists[d], N20, 1, 5, 1, &r) == 0)
+                print_row("bar", FMK_METHOD_FMM, dists[d], N20, 1e-6, 1, &r);
+    } else if (!strcmp(mode, "table8")) {
+        const int orders[] = {4, 8, 12};
+        for (int k = 0; k < 3; k++)
+            for (int g = 0; g <= 1; g++)
+                if (measure(FMK_METHOD_FMM, 1e-6, orders[k], arg, "cube", N20, g, 5, 1, &r) == 0)
+                    print_row("table8", FMK_METHOD_FMM, "cube", N20, 0, g, &r);
+    } else if (!strcmp(mode, "cross")) {
+        for (int lg = 12; lg <= 20; lg += 2) {
+            const int64_t n = (int64_t)1 << lg;
+            const double epss[] = {1e-3, 1e-6};
+            for (int e = 0; e < 2; e++) {
+                if (measure(FMK_METHOD_FMM, epss[e], -1, 0, "cube", n, 1, 5, 1, &r) == 0)
+                    print_row("cross", FMK_METHOD_FMM, "cube", n, epss[e], 1, &r);
+                if (measure(FMK_METHOD_TREE, epss[e], -1, 0, "cube", n, 1, 5, 1, &r) == 0)
+                    print_row("cross", FMK_METHOD_TREE, "cube", n, epss[e], 1, &r);
+            }
+            if (measure(FMK_METHOD_DIRECT, 1e-6, -1, 0, "cube", n, 1, 3, 0, &r) == 0)
+                print_row("cross", FMK_METHOD_DIRECT, "cube", n, 0, 1, &r);
+        }
+    } else if (!strcmp(mode, "scale")) {
+        const int top = arg > 0 ? arg : 26;
+        double sx = 0, sy = 0, sxx = 0, sxy = 0;
+        int k = 0;
+        for (int lg = 16; lg <= top; lg += 2) {
+            const int64_t n = (int64_t)1 << lg;
+            if (measure(FMK_METHOD_FMM, 1e-6, -1, 0, "cube", n, 1, lg >= 24 ? 2 : 4, lg <= 20, &r) != 0)
+                break;
+            print_row("scale", FMK_METHOD_FMM, "cube", n, 1e-6, 1, &r);
+            const double lx = log((double)n), ly = log(r.eval);
+            sx += lx, sy += ly, sxx += lx * lx, sxy += lx * ly, k++;
+        }
+        if (k > 1 && !json)
+            printf("slope of log(eval) against log(N): %.3f\n", (k * sxy - sx * sy) / (k * sxx - sx * sx));
+    } else if (!strcmp(mode, "leaf")) {
+        const int p = arg > 0 ? arg : 8;
+        for (int leaf = 16; leaf <= 256; leaf = leaf * 3 / 2)
+            if (measure(FMK_METHOD_FMM, 1e-6, p, leaf, "cube", N20, 1, 3, 0, &r) == 0)
+                print_row("leaf", FMK_METHOD_FMM, "cube", N20, 0, 1, &r);
+    } else if (!strcmp(mode, "orderhi")) {
+        const char *dists[] = {"corner", "cube", "nested"};
+        for (int d = 0; d < 3; d++)
+            for (int p = 32; p <= 48; p += 4)
+                if (measure(FMK_METHOD_FMM, 1e-6, p, 0, dists[d], 100000, 1, 1, 1, &r) == 0)
+                    print_row("order", FMK_METHOD_FMM, dists[d], 100000, 0, 1, &r);
+    } else if (!strcmp(mode, "order")) {
+        const char *dists[] = {"cube", "sphere", "plummer", "corner", "nested"};
+        for (int d = 0; d < 5; d++)
+            for (int p = 2; p <= (arg > 0 ? arg : 30); p += p < 20 ? 1 : 2)
+                if (measure(FMK_METHOD_FMM, 1e-6, p, 0, dists[d], 100000, 1, 1, 1, &r) == 0)
+                    print_row("order", FMK_METHOD_FMM, dists[d], 100000, 0, 1, &r);
+    } else {
+        fprintf(stderr, "fmm3d: unknown mode %s\n", mode);
+        return 1;
+    }
+    if (json && !first_row)
+        printf("\n]\n");
+    return 0;
+}
