@@ -25,8 +25,11 @@
  * before every pass has succeeded.
  */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <dlfcn.h>
 
 #include <cublas_v2.h>
 
@@ -46,6 +49,52 @@
  * which makes the engine compute what the CPU engine computes. */
 extern "C" int fmk_cuda_fmm3d_direct_near;
 int fmk_cuda_fmm3d_direct_near = 1;
+
+/* cuBLAS is loaded when the first GPU FMM plan starts, not linked: libfmmkit then runs
+ * (CPU and every other GPU engine) on machines whose loader cannot find libcublas, and the
+ * GPU FMM says what is missing. The three entry points used are the _v2 ones that
+ * cublas_v2.h maps cublasCreate, cublasDestroy and cublasDgemm to. */
+namespace blas {
+
+typedef cublasStatus_t (*create_fn)(cublasHandle_t *);
+typedef cublasStatus_t (*destroy_fn)(cublasHandle_t);
+typedef cublasStatus_t (*dgemm_fn)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int,
+                                   int, const double *, const double *, int, const double *, int,
+                                   const double *, double *, int);
+create_fn create;
+destroy_fn destroy;
+dgemm_fn dgemm;
+
+#define FMK_STR2(x) #x
+#define FMK_STR(x) FMK_STR2(x)
+#define FMK_CUBLAS_SONAME "libcublas.so." FMK_STR(CUBLAS_VER_MAJOR)
+
+/* 1 when the three functions are there (tries the loader's path, then $CUDA_HOME/lib64 and
+ * /usr/local/cuda/lib64); the library stays loaded for the life of the process. */
+int load(void)
+{
+    static int state = 0; /* 0 not tried, 1 loaded, -1 not found */
+    if (state)
+        return state > 0;
+    const char *home = getenv("CUDA_HOME");
+    char path[1024];
+    void *h = dlopen(FMK_CUBLAS_SONAME, RTLD_NOW | RTLD_LOCAL);
+    if (!h && home && strlen(home) < sizeof path - 40) {
+        snprintf(path, sizeof path, "%s/lib64/" FMK_CUBLAS_SONAME, home);
+        h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    }
+    if (!h)
+        h = dlopen("/usr/local/cuda/lib64/" FMK_CUBLAS_SONAME, RTLD_NOW | RTLD_LOCAL);
+    if (h) {
+        create = (create_fn)dlsym(h, "cublasCreate_v2");
+        destroy = (destroy_fn)dlsym(h, "cublasDestroy_v2");
+        dgemm = (dgemm_fn)dlsym(h, "cublasDgemm_v2");
+    }
+    state = h && create && destroy && dgemm ? 1 : -1;
+    return state > 0;
+}
+
+} // namespace blas
 
 namespace {
 
@@ -635,7 +684,7 @@ void fmm_release(fmk_plan *plan)
     for (int i = 0; i < s->events; i++)
         cudaEventDestroy(s->ev[i]);
     if (s->has_blas)
-        cublasDestroy(s->blas);
+        blas::destroy(s->blas);
     if (entered)
         fmk_cuda_leave(s->device, prev);
     free(s);
@@ -1248,8 +1297,13 @@ fmk_status fmm_setup(fmk_plan *plan)
         if (err != cudaSuccess)
             st = fmk_cuda_fail(plan, err, "cudaEventCreate");
     }
+    if (st == FMK_OK && !blas::load())
+        st = fmk_error_set(plan, FMK_ERR_UNAVAILABLE,
+                           "the GPU FMM needs cuBLAS (" FMK_CUBLAS_SONAME "), which was not found: add "
+                           "the CUDA toolkit's lib64 to LD_LIBRARY_PATH (or set CUDA_HOME), or use "
+                           "backend cpu");
     if (st == FMK_OK) {
-        const cublasStatus_t bs = cublasCreate(&s->blas);
+        const cublasStatus_t bs = blas::create(&s->blas);
         if (bs != CUBLAS_STATUS_SUCCESS)
             st = bs == CUBLAS_STATUS_ALLOC_FAILED
                      ? fmk_error_set(plan, FMK_ERR_DEVICE_NOMEM,
@@ -1391,7 +1445,7 @@ fmk_status run_eval(fmk_plan *plan, fmm_gpu *s, const double *charges, double *p
         if (np == 0)
             continue;
         const double one = 1, zero = 0;
-        const cublasStatus_t bs = cublasDgemm(s->blas, CUBLAS_OP_N, CUBLAS_OP_N, S, (int)nn, S, &one,
+        const cublasStatus_t bs = blas::dgemm(s->blas, CUBLAS_OP_N, CUBLAS_OP_N, S, (int)nn, S, &one,
                                               s->d_m2l + (int64_t)d * S * S, S, s->d_M + s->gemm_first * S, S,
                                               &zero, s->d_X, S);
         if (bs != CUBLAS_STATUS_SUCCESS) {
