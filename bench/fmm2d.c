@@ -1,6 +1,6 @@
 /* bench/fmm2d.c -- the 2D adaptive FMM (method fmm, dim 2): the tables of Goude & Engblom.
  *
- *   bench_fmm2d [--json] [--quick]
+ *   bench_fmm2d [--json] [--quick] [--once]
  *
  * 1. Phases (their Table 1): N = 2^20, cauchy2d, eps 1e-6, evaluation at the sources, points,
  *    charges and results on the GPU; uniform, normal and layer distributions (their Fig. 10
@@ -10,7 +10,9 @@
  * 2. N_d against p (their Fig. 5): the total time over a grid of orders and leaf sizes.
  * 3. Break-even N against the GPU direct sum (method direct, backend cuda), same data path.
  * 4. The CPU backend (OpenMP, all cores) at N = 2^20, host arrays.
- * GPU timings run on device 0; without a GPU only the CPU rows are printed. */
+ * GPU timings run on device 0; without a GPU only the CPU rows are printed. --once: one
+ * set_points_device + eval_device of table 1's uniform case after a warm-up, nothing else (for
+ * profilers). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -171,14 +173,16 @@ static void row_begin(const char *table)
 
 int main(int argc, char **argv)
 {
-    int quick = 0;
+    int quick = 0, once = 0;
     for (int a = 1; a < argc; a++) {
         if (strcmp(argv[a], "--json") == 0)
             json = 1;
+        else if (strcmp(argv[a], "--once") == 0)
+            once = 1;
         else if (strcmp(argv[a], "--quick") == 0)
             quick = 1;
         else {
-            fprintf(stderr, "usage: bench_fmm2d [--json] [--quick]\n");
+            fprintf(stderr, "usage: bench_fmm2d [--json] [--quick] [--once]\n");
             return 2;
         }
     }
@@ -189,12 +193,23 @@ int main(int argc, char **argv)
     if (!json)
         printf("2D FMM (cauchy2d, fp64, theta 1/2)\n");
 
+    if (gpu && once) {
+        make_points(UNIFORM, N, 100, x);
+        dev_data dd = upload(N, x, q);
+        fmk_info in;
+        const double t = time_gpu(FMK_METHOD_FMM, 1e-6, -1, 0, &dd, 1, &in);
+        printf("uniform N = %lld: %.3f ms (tree %.3f ms)\n", (long long)N, 1e3 * t,
+               1e3 * in.phase_time[FMK_PHASE_TREE]);
+        release(&dd);
+        free(x), free(q);
+        return 0;
+    }
     if (gpu) {
         /* 1. phases per distribution */
         if (!json)
             printf("\nPhases, N = %lld, eps 1e-6, evaluation at the sources, data on the GPU (ms)\n"
-                   "%-8s %3s %5s %4s %7s %7s %7s %7s %7s %7s %7s %7s %8s %9s %9s\n",
-                   (long long)N, "dist", "p", "N_d", "lev", "tree", "upload", "P2M", "M2M", "M2L",
+                   "%-8s %3s %5s %4s %7s %7s %7s %7s %7s %7s %7s %7s %7s %8s %9s %9s\n",
+                   (long long)N, "dist", "p", "N_d", "lev", "tree", "setup", "upload", "P2M", "M2M", "M2L",
                    "L2L", "L2P", "P2P", "total", "rel l2", "max rel");
         for (int d = 0; d < 3; d++) {
             make_points(d, N, 100 + d, x);
@@ -209,18 +224,19 @@ int main(int argc, char **argv)
             if (json) {
                 row_begin("phases");
                 printf(", \"dist\": \"%s\", \"n\": %lld, \"order\": %d, \"leaf_size\": %lld, "
-                       "\"levels\": %d, \"tree_ms\": %.4f, \"upload_ms\": %.4f, \"p2m_ms\": %.4f, "
+                       "\"levels\": %d, \"tree_ms\": %.4f, \"setup_ms\": %.4f, \"upload_ms\": %.4f, \"p2m_ms\": %.4f, "
                        "\"m2m_ms\": %.4f, \"m2l_ms\": %.4f, \"l2l_ms\": %.4f, \"l2p_ms\": %.4f, "
                        "\"p2p_ms\": %.4f, \"total_ms\": %.4f, \"rel_l2\": %.3e, \"max_rel\": %.3e}",
                        dist_names[d], (long long)N, in.order, (long long)in.leaf_size, in.levels,
-                       1e3 * ph[FMK_PHASE_TREE], 1e3 * ph[FMK_PHASE_UPLOAD], 1e3 * ph[FMK_PHASE_P2M],
-                       1e3 * ph[FMK_PHASE_M2M], 1e3 * ph[FMK_PHASE_M2L], 1e3 * ph[FMK_PHASE_L2L],
-                       1e3 * ph[FMK_PHASE_L2P], 1e3 * ph[FMK_PHASE_P2P], 1e3 * t, l2, mx);
+                       1e3 * ph[FMK_PHASE_TREE], 1e3 * ph[FMK_PHASE_SETUP], 1e3 * ph[FMK_PHASE_UPLOAD],
+                       1e3 * ph[FMK_PHASE_P2M], 1e3 * ph[FMK_PHASE_M2M], 1e3 * ph[FMK_PHASE_M2L],
+                       1e3 * ph[FMK_PHASE_L2L], 1e3 * ph[FMK_PHASE_L2P], 1e3 * ph[FMK_PHASE_P2P],
+                       1e3 * t, l2, mx);
             } else {
-                printf("%-8s %3d %5lld %4d %7.3f %7.3f %7.3f %7.3f %7.3f %7.3f %7.3f %7.3f %8.3f "
-                       "%9.2e %9.2e\n",
+                printf("%-8s %3d %5lld %4d %7.3f %7.3f %7.3f %7.3f %7.3f %7.3f %7.3f %7.3f %7.3f "
+                       "%8.3f %9.2e %9.2e\n",
                        dist_names[d], in.order, (long long)in.leaf_size, in.levels,
-                       1e3 * ph[FMK_PHASE_TREE], 1e3 * ph[FMK_PHASE_UPLOAD], 1e3 * ph[FMK_PHASE_P2M],
+                       1e3 * ph[FMK_PHASE_TREE], 1e3 * ph[FMK_PHASE_SETUP], 1e3 * ph[FMK_PHASE_UPLOAD], 1e3 * ph[FMK_PHASE_P2M],
                        1e3 * ph[FMK_PHASE_M2M], 1e3 * ph[FMK_PHASE_M2L], 1e3 * ph[FMK_PHASE_L2L],
                        1e3 * ph[FMK_PHASE_L2P], 1e3 * ph[FMK_PHASE_P2P], 1e3 * t, l2, mx);
             }

@@ -11,14 +11,15 @@
  * so each split cuts a segment at (within one point) its median, and level l's boxes are the
  * segments after 2l splits. A split orders the segment's points along the longer side of their
  * bounding box (the box's eccentricity, Goude & Engblom Sect. 2) by the key
- *     q = min(floor((c - lo) / (hi - lo) * 2^32), 2^32 - 1)        (0 when hi == lo)
- * with ties kept in their current order (a stable sort; CUB's radix sort on the GPU), so the CPU
- * and the GPU build the same tree, array for array. The number of levels is eq. 5.2,
+ *     q = min(floor((c - lo) / (hi - lo) * 2^32), 2^32 - 1) >> (32 - b),  b = min(16, 32 - s)
+ * (0 when hi == lo; b bits, so that segment and key fit 32 bits), ties kept in their
+ * current order (a stable sort; CUB's radix sort on the GPU), so the CPU and the GPU build the
+ * same tree, array for array. The number of levels is eq. 5.2,
  *     L = ceil(0.5 log2(5/8 n / N_d)),  clamped to 0 <= L and 4^L <= n and L <= FMK_FMM2D_MAX_LEVEL.
  *
  * Box geometry: the centre is the centre of the bounding box of the box's points (sources and
  * targets) and the radius half its diagonal. Expansions are about that centre and scaled by
- * the radius (scale(): 1 for a box of coincident points, whose expansions are then exact).
+ * the radius (fmk_fmm2d_scale(): tiny for a box of coincident points).
  *
  * Connectivity (Sect. 2): boxes b and c are well separated when R + theta r <= theta d, d > 0
  * (eq. 2.1, theta = 1/2, R and r the larger and smaller radius, d the distance of the centres).
@@ -70,15 +71,19 @@ FMK2D_FN int64_t fmk_fmm2d_seg_of(int64_t n, int s, int64_t i)
     return ((((i + 1) << s)) - 1) / n;
 }
 
-/* The split key of coordinate c in a segment whose points span [lo, hi] along the axis. */
-FMK2D_FN uint64_t fmk_fmm2d_key(double c, double lo, double hi)
+/* Bits of the split key after s splits: 16, or fewer where the segment's s bits leave less of
+ * 32, so that (segment, key) fits 32 bits and the radix sort handles only s + 16 bits. */
+FMK2D_FN int fmk_fmm2d_key_bits(int s) { return s <= 16 ? 16 : 32 - s; }
+
+/* The split key, after s splits, of coordinate c in a segment whose points span [lo, hi] along
+ * the axis: its position in the span on fmk_fmm2d_key_bits(s) bits. */
+FMK2D_FN uint32_t fmk_fmm2d_key(double c, double lo, double hi, int s)
 {
     if (!(hi > lo))
         return 0;
     double t = (c - lo) / (hi - lo) * 4294967296.0;
-    if (!(t < 4294967295.0))
-        return 4294967295u;
-    return t > 0 ? (uint64_t)t : 0;
+    uint32_t q = !(t < 4294967295.0) ? 4294967295u : t > 0 ? (uint32_t)t : 0;
+    return q >> (32 - fmk_fmm2d_key_bits(s));
 }
 
 /* The split axis of a bounding box (lo, hi): 0 (x) when it is at least as wide as high. */
@@ -87,8 +92,10 @@ FMK2D_FN int fmk_fmm2d_axis(const double lo[2], const double hi[2])
     return hi[0] - lo[0] >= hi[1] - lo[1] ? 0 : 1;
 }
 
-/* The scale of a box's expansions: its radius, or 1 for a box of one point or coincident points. */
-FMK2D_FN double fmk_fmm2d_scale(double radius) { return radius > 0 ? radius : 1.0; }
+/* The scale of a box's expansions: its radius, or 2^-64 for a box of one point or coincident
+ * points (whose expansions are then exact: all higher terms vanish), so that the ratio of a
+ * child's scale to its parent's stays at most 1. */
+FMK2D_FN double fmk_fmm2d_scale(double radius) { return radius > 0 ? radius : 0x1p-64; }
 
 /* The theta-criterion, eq. 2.1 (swap = 1: with r and R interchanged, for the finest level). */
 FMK2D_FN int fmk_fmm2d_separated(const double *cb, double rb, const double *cc, double rc,
@@ -141,11 +148,11 @@ FMK2D_FN fmk_cplx fmk_clog(fmk_cplx a)
 }
 
 /* Expansion order from eps: the error of an M2L shift falls like theta^p (p ~ log TOL /
- * log theta, Sect. 2); the measured errors (docs/fmm2d.md) allow two terms fewer, which gives
- * the paper's p = 18 for TOL = 1e-6. */
+ * log theta, Sect. 2); the measured errors (docs/fmm2d.md) allow a tenth fewer terms, which gives
+ * p = 18 for TOL = 1e-6 (the paper's p ~ 17) with the maximum relative error below TOL. */
 static inline int fmk_fmm2d_order_from_eps(double eps)
 {
-    int p = (int)ceil(log(eps) / log(FMK_FMM2D_THETA)) - 2;
+    int p = (int)ceil(0.9 * log(eps) / log(FMK_FMM2D_THETA));
     if (p < 4)
         p = 4;
     return p > FMK_FMM2D_MAX_ORDER ? FMK_FMM2D_MAX_ORDER : p;

@@ -88,7 +88,7 @@ static int sort_points(int64_t n, int L, double *x, double *y, int64_t *id, doub
             const int axis = fmk_fmm2d_axis(lo, hi);
             const double *c = axis == 0 ? x : y;
             for (int64_t i = a; i < e; i++)
-                kp[i].key = fmk_fmm2d_key(c[i], lo[axis], hi[axis]), kp[i].pos = i;
+                kp[i].key = fmk_fmm2d_key(c[i], lo[axis], hi[axis], s), kp[i].pos = i;
             qsort(kp + a, (size_t)(e - a), sizeof *kp, cmp_key_pos);
             for (int64_t i = a; i < e; i++) {
                 const int64_t j = kp[i].pos;

@@ -62,6 +62,8 @@ typedef struct fmm2d_gpu {
     double *d_charges;          /* host calls: staging */
     double *d_pot, *d_grad;     /* host calls: staging */
     u64 *d_stats;               /* 2 */
+    double *d_binom;            /* (2p + 2)^2 binomials C(n, k) at n (2p + 2) + k */
+    void *d_block;              /* the one allocation the arrays above are carved from */
     void *d_temp;               /* CUB workspace for eval */
     size_t temp_bytes;
     cudaEvent_t ev[8];
@@ -212,8 +214,8 @@ __global__ void k_bbox_warp(int64_t n, int s, const double *x, const double *y, 
     }
 }
 
-__global__ void k_keys(int64_t n, int s, const double *x, const double *y, const u64 *bb, u64 *keys,
-                       int *pos)
+__global__ void k_keys(int64_t n, int s, const double *x, const double *y, const u64 *bb,
+                       unsigned *keys, int *pos)
 {
     const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
     if (i >= n)
@@ -222,9 +224,36 @@ __global__ void k_keys(int64_t n, int s, const double *x, const double *y, const
     const double lo[2] = {u2d(bb[4 * g]), u2d(bb[4 * g + 1])};
     const double hi[2] = {u2d(bb[4 * g + 2]), u2d(bb[4 * g + 3])};
     const int axis = fmk_fmm2d_axis(lo, hi);
-    keys[i] = ((u64)g << 32) | fmk_fmm2d_key(axis ? y[i] : x[i], lo[axis], hi[axis]);
+    const int kb = fmk_fmm2d_key_bits(s);
+    keys[i] = ((unsigned)g << kb) | fmk_fmm2d_key(axis ? y[i] : x[i], lo[axis], hi[axis], s);
     pos[i] = (int)i;
 }
+
+/* The split keys alone (no segment bits), for the segmented sort of many small segments. */
+__global__ void k_keys16(int64_t n, int s, const double *x, const double *y, const u64 *bb,
+                         unsigned short *keys, int *pos)
+{
+    const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (i >= n)
+        return;
+    const int64_t g = fmk_fmm2d_seg_of(n, s, i);
+    const double lo[2] = {u2d(bb[4 * g]), u2d(bb[4 * g + 1])};
+    const double hi[2] = {u2d(bb[4 * g + 2]), u2d(bb[4 * g + 3])};
+    const int axis = fmk_fmm2d_axis(lo, hi);
+    keys[i] = (unsigned short)fmk_fmm2d_key(axis ? y[i] : x[i], lo[axis], hi[axis], s);
+    pos[i] = (int)i;
+}
+
+__global__ void k_seg_offsets(int64_t nseg, int64_t n, int s, int *off)
+{
+    const int64_t g = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (g <= nseg)
+        off[g] = (int)fmk_fmm2d_seg_begin(n, s, g);
+}
+
+/* Many small segments: CUB's segmented sort (a warp or a block per segment, in shared memory)
+ * beats a radix sort of all points over s + 16 bits. */
+inline bool segmented_split(int64_t n, int s) { return (n >> s) <= 4096 && s >= 8; }
 
 __global__ void k_gather(int64_t n, const int *pos, const double *x, const double *y, const int *id,
                          double *x2, double *y2, int *id2)
@@ -303,18 +332,20 @@ __device__ inline int64_t count_in(const int64_t *start, int L, int l, int64_t b
     return start[(b + 1) << sh] - start[b << sh];
 }
 
-/* The lists of level l (fmm2d.h), a thread per box; pass 0 counts, pass 1 fills. */
+/* The lists of level l (fmm2d.h), a warp per box, a lane per candidate (the children of the
+ * parent's strong list); pass 0 counts, pass 1 fills in candidate order (ballots place them). */
 __global__ void k_connect(int l, int L, int pass, const int *prev_begin, const int *prev,
                           const int64_t *src_start, const int64_t *trg_start, const double *center,
                           const double *radius, int *cnt_weak, int *cnt_strong, const int *off_weak,
                           const int *off_strong, int *weak, int *strong, signed char *kind)
 {
     const int64_t nb = (int64_t)1 << (2 * l), f = fmk_fmm2d_first(l);
-    const int64_t b = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    const int64_t b = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5;
+    const int lane = threadIdx.x & 31;
     if (b > nb)
         return;
     if (b == nb) { /* the scans' last entry */
-        if (!pass)
+        if (!pass && lane == 0)
             cnt_weak[nb] = 0, cnt_strong[nb] = 0;
         return;
     }
@@ -323,32 +354,47 @@ __global__ void k_connect(int l, int L, int pass, const int *prev_begin, const i
         const double cb[2] = {center[2 * (f + b)], center[2 * (f + b) + 1]};
         const double rb = radius[f + b];
         const int64_t P = b >> 2;
-        for (int e = prev_begin[P]; e < prev_begin[P + 1]; e++)
-            for (int64_t c = 4 * (int64_t)prev[e]; c < 4 * (int64_t)prev[e] + 4; c++) {
-                if (count_in(src_start, L, l, c) == 0)
-                    continue;
-                const double *cc = center + 2 * (f + c);
-                const double rc = radius[f + c];
-                if (fmk_fmm2d_separated(cb, rb, cc, rc, 0)) {
-                    if (pass)
-                        weak[off_weak[b] + nw] = (int)(f + c);
-                    nw++;
-                } else {
-                    if (pass) {
-                        strong[off_strong[b] + nsg] = (int)c;
-                        if (l == L) {
-                            signed char k = 0;
-                            if (c != b && fmk_fmm2d_separated(cb, rb, cc, rc, 1))
-                                k = rc < rb ? 1 : 2;
-                            kind[off_strong[b] + nsg] = k;
-                        }
-                    }
-                    nsg++;
+        const int e0 = prev_begin[P], total = 4 * (prev_begin[P + 1] - e0);
+        const unsigned below = (1u << lane) - 1;
+        for (int i0 = 0; i0 < total; i0 += 32) {
+            const int i = i0 + lane;
+            int64_t c = 0;
+            int is_weak = 0, is_strong = 0;
+            double rc = 0;
+            const double *cc = cb;
+            if (i < total) {
+                c = 4 * (int64_t)prev[e0 + i / 4] + (i & 3);
+                if (count_in(src_start, L, l, c) > 0) {
+                    cc = center + 2 * (f + c);
+                    rc = radius[f + c];
+                    is_weak = fmk_fmm2d_separated(cb, rb, cc, rc, 0);
+                    is_strong = !is_weak;
                 }
             }
+            const unsigned mw = __ballot_sync(FULL, is_weak), ms = __ballot_sync(FULL, is_strong);
+            if (pass && is_weak)
+                weak[off_weak[b] + nw + __popc(mw & below)] = (int)(f + c);
+            if (pass && is_strong) {
+                const int o = off_strong[b] + nsg + __popc(ms & below);
+                strong[o] = (int)c;
+                if (l == L) {
+                    signed char k = 0;
+                    if (c != b && fmk_fmm2d_separated(cb, rb, cc, rc, 1))
+                        k = rc < rb ? 1 : 2;
+                    kind[o] = k;
+                }
+            }
+            nw += __popc(mw), nsg += __popc(ms);
+        }
     }
-    if (!pass)
+    if (!pass && lane == 0)
         cnt_weak[b] = nw, cnt_strong[b] = nsg;
+}
+
+/* The two list totals of a level into out[0], out[1] (one copy to the host). */
+__global__ void k_totals(const int *weak_total, const int *strong_total, int *out)
+{
+    out[0] = *weak_total, out[1] = *strong_total;
 }
 
 __global__ void k_add_base(int64_t n, const int *in, int base, int *out)
@@ -367,7 +413,11 @@ struct box_args {
     const double *src_xy, *trg_xy;
     const fmk_cplx *q;
     fmk_cplx *M, *Lc;
+    const double *binom;        /* C(n, k) at n * nb + k */
+    int nb;
 };
+
+__device__ inline double binom(const box_args &a, int n, int k) { return __ldg(a.binom + n * a.nb + k); }
 
 __device__ inline fmk_cplx center_of(const box_args &a, int64_t g)
 {
@@ -466,11 +516,9 @@ __global__ void k_m2m(box_args a, int l)
             }
             /* -a_0 t^m / m + sum_{k=1..m} a_k u^k C(m-1, k-1) t^(m-k), k from m down */
             fmk_cplx s = fmk_c(0, 0), tp = fmk_c(1, 0);
-            double C = 1;
             for (int k = m; k >= 1; k--) {
-                fmk_cfma(&s, fmk_cscale(au[k], C), tp);
+                fmk_cfma(&s, fmk_cscale(au[k], binom(a, m - 1, k - 1)), tp);
                 tp = fmk_cmul(tp, tt);
-                C = C * (k - 1) / (m - k + 1);
             }
             /* tp = t^m now */
             s = fmk_csub(s, fmk_cscale(fmk_cmul(a0, tp), 1.0 / m));
@@ -520,12 +568,17 @@ __global__ void k_m2l(box_args a, const int *weak_begin, const int *weak, const 
             const int m = lane + 32 * t;
             if (m > a.p)
                 break;
-            fmk_cplx s = fmk_c(0, 0);
-            double C = 1;
-            for (int k = 1; k <= a.p; k++) {
-                s = fmk_cadd(s, fmk_cscale(ck[k], C));
-                C = C * (m + k) / k;
+            /* two partial sums (odd and even k) halve the chain of dependent adds */
+            fmk_cplx s = fmk_c(0, 0), s2 = fmk_c(0, 0);
+            const double *C = a.binom + m * a.nb; /* C(m + k - 1, k - 1) at C[(k - 1)(nb + 1)] */
+            int k = 1;
+            for (; k + 1 <= a.p; k += 2) {
+                s = fmk_cadd(s, fmk_cscale(ck[k], __ldg(C + (k - 1) * (a.nb + 1))));
+                s2 = fmk_cadd(s2, fmk_cscale(ck[k + 1], __ldg(C + k * (a.nb + 1))));
             }
+            if (k <= a.p)
+                s = fmk_cadd(s, fmk_cscale(ck[k], __ldg(C + (k - 1) * (a.nb + 1))));
+            s = fmk_cadd(s, s2);
             if (m == 0) {
                 if (has_a0)
                     s = fmk_cadd(s, fmk_cmul(a0, fmk_clog(fmk_cscale(z0, -1))));
@@ -593,13 +646,8 @@ __global__ void k_l2l(box_args a, int l)
             break;
         /* u^m sum_{l=m..p} b_l C(l, m) t^(l-m), Horner from l = p down */
         fmk_cplx s = fmk_c(0, 0);
-        double C = 1; /* C(l, m) for l = m, built up to l = p first */
-        for (int k = m; k < a.p; k++)
-            C = C * (k + 1) / (k + 1 - m);
-        for (int k = a.p; k >= m; k--) {
-            s = fmk_cadd(fmk_cmul(s, tt), fmk_cscale(bp[k], C));
-            C = k > m ? C * (k - m) / k : C;
-        }
+        for (int k = a.p; k >= m; k--)
+            s = fmk_cadd(fmk_cmul(s, tt), fmk_cscale(bp[k], binom(a, k, m)));
         const int64_t o = nc * (f + b) + m;
         a.Lc[o] = fmk_cadd(a.Lc[o], fmk_cscale(s, pow(u, (double)m)));
     }
@@ -669,22 +717,44 @@ __global__ void k_l2p(box_args a, const int *near_begin, const int *near, const 
     }
 }
 
-/* P2P: a warp per finest box, a lane per target, sources staged through shared memory. */
+/* One source's contribution to V, D (fmm2d.h) at (zx, zy); q_zero collects the charge at
+ * distance 0. */
+__device__ inline void p2p_pair(int is_log, real4d sj, double zx, double zy, double acc[5])
+{
+    const double dx = zx - sj.x, dy = zy - sj.y, r2 = dx * dx + dy * dy;
+    if (r2 == 0) {
+        acc[4] += sj.z;
+        return;
+    }
+    const double s = __drcp_rn(r2), ir = dx * s, ii = -dy * s; /* 1 / (z - z_j) */
+    if (is_log) {
+        acc[0] += sj.z * 0.5 * log(r2);
+        acc[2] += sj.z * ir, acc[3] += sj.z * ii;
+    } else {
+        const double gr = sj.z * ir - sj.w * ii, gi = sj.z * ii + sj.w * ir;
+        acc[0] += gr, acc[1] += gi;
+        acc[2] -= gr * ir - gi * ii, acc[3] -= gr * ii + gi * ir;
+    }
+}
+
+/* P2P: a warp per finest box, each lane two targets (i and i + 32: two independent chains per
+ * source read), sources staged through shared memory. */
 __global__ void k_p2p(box_args a, const int *near_begin, const int *near, const signed char *kind,
                       fmk_cplx *res, double *qzero)
 {
-    __shared__ double4 tile[WARPS][32];
+    __shared__ real4d tile[WARPS][32];
     const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int64_t b = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5;
     const int64_t leaves = (int64_t)1 << (2 * a.L);
     if (b >= leaves)
         return;
     const int64_t t0 = a.trg_start[b], t1 = a.trg_start[b + 1];
-    for (int64_t i0 = t0; i0 < t1; i0 += 32) {
-        const int64_t i = i0 + lane;
-        const bool act = i < t1;
+    for (int64_t i0 = t0; i0 < t1; i0 += 64) {
+        const int64_t i = i0 + lane, i2 = i + 32;
+        const bool act = i < t1, act2 = i2 < t1;
         const double zx = act ? a.trg_xy[2 * i] : 0, zy = act ? a.trg_xy[2 * i + 1] : 0;
-        double vr = 0, vi = 0, dr = 0, di = 0, qz = 0;
+        const double zx2 = act2 ? a.trg_xy[2 * i2] : 0, zy2 = act2 ? a.trg_xy[2 * i2 + 1] : 0;
+        double acc[5] = {0, 0, 0, 0, 0}, acc2[5] = {0, 0, 0, 0, 0};
         for (int e = near_begin[b]; e < near_begin[b + 1]; e++) {
             if (kind[e] != 0)
                 continue;
@@ -696,32 +766,30 @@ __global__ void k_p2p(box_args a, const int *near_begin, const int *near, const 
                 if (lane < nj) {
                     const int64_t j = j0 + lane;
                     const fmk_cplx qj = a.q[j];
-                    tile[w][lane] = make_double4(a.src_xy[2 * j], a.src_xy[2 * j + 1], qj.re, qj.im);
+                    tile[w][lane] = real4d{a.src_xy[2 * j], a.src_xy[2 * j + 1], qj.re, qj.im};
                 }
                 __syncwarp();
-                for (int k = 0; k < nj; k++) {
-                    const double4 sj = tile[w][k];
-                    const double dx = zx - sj.x, dy = zy - sj.y, r2 = dx * dx + dy * dy;
-                    if (r2 == 0) {
-                        qz += sj.z;
-                        continue;
+                if (act2) {
+                    for (int k = 0; k < nj; k++) {
+                        const real4d sj = tile[w][k];
+                        p2p_pair(a.is_log, sj, zx, zy, acc);
+                        p2p_pair(a.is_log, sj, zx2, zy2, acc2);
                     }
-                    const double s = 1.0 / r2, ir = dx * s, ii = -dy * s;
-                    if (a.is_log) {
-                        vr += sj.z * 0.5 * log(r2);
-                        dr += sj.z * ir, di += sj.z * ii;
-                    } else {
-                        const double gr = sj.z * ir - sj.w * ii, gi = sj.z * ii + sj.w * ir;
-                        vr += gr, vi += gi;
-                        dr -= gr * ir - gi * ii, di -= gr * ii + gi * ir;
-                    }
+                } else {
+                    for (int k = 0; k < nj; k++)
+                        p2p_pair(a.is_log, tile[w][k], zx, zy, acc);
                 }
             }
         }
         if (act) {
-            res[2 * i] = fmk_cadd(res[2 * i], fmk_c(vr, vi));
-            res[2 * i + 1] = fmk_cadd(res[2 * i + 1], fmk_c(dr, di));
-            qzero[i] = qz;
+            res[2 * i] = fmk_cadd(res[2 * i], fmk_c(acc[0], acc[1]));
+            res[2 * i + 1] = fmk_cadd(res[2 * i + 1], fmk_c(acc[2], acc[3]));
+            qzero[i] = acc[4];
+        }
+        if (act2) {
+            res[2 * i2] = fmk_cadd(res[2 * i2], fmk_c(acc2[0], acc2[1]));
+            res[2 * i2 + 1] = fmk_cadd(res[2 * i2 + 1], fmk_c(acc2[2], acc2[3]));
+            qzero[i2] = acc2[4];
         }
     }
 }
@@ -777,13 +845,7 @@ int64_t build_bytes(int64_t n, int L)
 
 void free_state(fmm2d_gpu *s)
 {
-    void *bufs[] = {s->d_center, s->d_radius, s->d_src_start,
-                    s->d_trg_start != s->d_src_start ? s->d_trg_start : NULL,
-                    s->d_src_order, s->d_trg_order != s->d_src_order ? s->d_trg_order : NULL,
-                    s->d_src_xy, s->d_trg_xy != s->d_src_xy ? s->d_trg_xy : NULL,
-                    s->d_weak_begin, s->d_weak, s->d_near_begin, s->d_near, s->d_kind, s->d_q,
-                    s->d_M, s->d_L, s->d_res, s->d_qzero, s->d_qtotal, s->d_charges, s->d_pot,
-                    s->d_grad, s->d_stats, s->d_temp};
+    void *bufs[] = {s->d_block, s->d_weak, s->d_near_begin, s->d_near, s->d_kind};
     for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++)
         if (bufs[k] && cudaFree(bufs[k]) != cudaSuccess)
             (void)cudaGetLastError();
@@ -863,6 +925,31 @@ fmk_status ibuf_reserve(fmk_plan *plan, ibuf *b, int64_t n, int64_t keep, const 
             goto done;                                                                             \
     } while (0)
 
+/* One device allocation carved into n arrays (256-byte aligned), so that a set_points costs
+ * one cudaMalloc and one cudaFree rather than dozens. */
+struct part {
+    void **ptr;
+    size_t bytes;
+};
+
+fmk_status alloc_parts(fmk_plan *plan, void **block, part *parts, int n, const char *what,
+                       long long total)
+{
+    size_t sum = 0;
+    for (int k = 0; k < n; k++)
+        sum += (parts[k].bytes + 255) / 256 * 256;
+    fmk_status st = fmk_cuda_alloc(plan, block, sum > 0 ? sum : 256, what,
+                                   total > (long long)sum ? total : (long long)sum);
+    if (st != FMK_OK)
+        return st;
+    char *p = (char *)*block;
+    for (int k = 0; k < n; k++) {
+        *parts[k].ptr = p;
+        p += (parts[k].bytes + 255) / 256 * 256;
+    }
+    return FMK_OK;
+}
+
 /* The topological phase from mapped points on the device (d_src: ns * 2; d_trg: nt * 2, NULL
  * when self) into s. */
 fmk_status build_tree(fmk_plan *plan, fmm2d_gpu *s, const double *d_src, const double *d_trg)
@@ -874,30 +961,18 @@ fmk_status build_tree(fmk_plan *plan, fmm2d_gpu *s, const double *d_src, const d
     const long long total = (long long)(plan->state_bytes_device + build_bytes(n, (int)L));
     double *x[2] = {NULL, NULL}, *y[2] = {NULL, NULL};
     int *id[2] = {NULL, NULL}, *pos[2] = {NULL, NULL};
-    u64 *keys[2] = {NULL, NULL}, *box_bb = NULL, *seg_bb = NULL;
+    unsigned *keys[2] = {NULL, NULL};
+    unsigned short *keys16[2] = {NULL, NULL};
+    int *seg_off = NULL;
+    u64 *box_bb = NULL, *seg_bb = NULL;
     int *before = NULL, *cnt = NULL, *off = NULL;
-    int *prev_begin = NULL, *cur_begin = NULL;
+    int *begin_a = NULL, *begin_b = NULL, *prev_begin = NULL, *cur_begin = NULL;
     ibuf weak = {NULL, 0}, strong[2] = {{NULL, 0}, {NULL, 0}};
     signed char *kind = NULL;
-    void *temp = NULL;
+    void *temp = NULL, *block = NULL;
     size_t temp_bytes = 0, tb = 0;
     int64_t n_weak = 0;
     int prev_n = 0;
-    for (int k = 0; k < 2; k++) {
-        CS(fmk_cuda_alloc(plan, (void **)&x[k], sizeof(double) * n1, "the tree's points", total));
-        CS(fmk_cuda_alloc(plan, (void **)&y[k], sizeof(double) * n1, "the tree's points", total));
-        CS(fmk_cuda_alloc(plan, (void **)&id[k], sizeof(int) * n1, "the tree's points", total));
-        CS(fmk_cuda_alloc(plan, (void **)&pos[k], sizeof(int) * (n1 + 1), "the tree's sort", total));
-        CS(fmk_cuda_alloc(plan, (void **)&keys[k], sizeof(u64) * n1, "the tree's sort", total));
-    }
-    CS(fmk_cuda_alloc(plan, (void **)&box_bb, 32 * (size_t)nb, "the boxes", total));
-    CS(fmk_cuda_alloc(plan, (void **)&seg_bb, 32 * (size_t)(leaves > 1 ? leaves / 2 : 1),
-                      "the boxes", total));
-    CS(fmk_cuda_alloc(plan, (void **)&before, sizeof(int) * (size_t)(n + 2), "the tree", total));
-    CS(fmk_cuda_alloc(plan, (void **)&cnt, sizeof(int) * 2 * (size_t)(leaves + 2), "the lists", total));
-    CS(fmk_cuda_alloc(plan, (void **)&off, sizeof(int) * 2 * (size_t)(leaves + 2), "the lists", total));
-    CS(fmk_cuda_alloc(plan, (void **)&prev_begin, sizeof(int) * (size_t)(leaves + 2), "the lists", total));
-    CS(fmk_cuda_alloc(plan, (void **)&cur_begin, sizeof(int) * (size_t)(leaves + 2), "the lists", total));
     {
         size_t t1 = 0, t2 = 0, t3 = 0;
         CK(cub::DeviceRadixSort::SortPairs(NULL, t1, keys[0], keys[1], pos[0], pos[1], (int)n1),
@@ -908,7 +983,34 @@ fmk_status build_tree(fmk_plan *plan, fmm2d_gpu *s, const double *d_src, const d
            "cub::DeviceScan (workspace query)");
         temp_bytes = t1 > t2 ? t1 : t2;
         temp_bytes = temp_bytes > t3 ? temp_bytes : t3;
-        CS(fmk_cuda_alloc(plan, &temp, temp_bytes, "the tree's sort workspace", total));
+        for (int st_ = 0; st_ < 2 * L; st_++) {
+            if (!segmented_split(n, st_))
+                continue;
+            size_t t4 = 0;
+            CK(cub::DeviceSegmentedSort::StableSortPairs(NULL, t4, keys16[0], keys16[1], pos[0],
+                                                         pos[1], n, (int64_t)1 << st_, seg_off,
+                                                         seg_off + 1),
+               "cub::DeviceSegmentedSort (workspace query)");
+            temp_bytes = temp_bytes > t4 ? temp_bytes : t4;
+        }
+        const size_t nl = (size_t)(leaves + 2);
+        part parts[] = {
+            {(void **)&x[0], 8 * (size_t)n1},       {(void **)&x[1], 8 * (size_t)n1},
+            {(void **)&y[0], 8 * (size_t)n1},       {(void **)&y[1], 8 * (size_t)n1},
+            {(void **)&id[0], 4 * (size_t)n1},      {(void **)&id[1], 4 * (size_t)n1},
+            {(void **)&pos[0], 4 * (size_t)(n1 + 1)}, {(void **)&pos[1], 4 * (size_t)(n1 + 1)},
+            {(void **)&keys[0], 4 * (size_t)n1},    {(void **)&keys[1], 4 * (size_t)n1},
+            {(void **)&box_bb, 32 * (size_t)nb},
+            {(void **)&seg_bb, 32 * (size_t)(leaves > 1 ? leaves / 2 : 1)},
+            {(void **)&before, 4 * (size_t)(n + 2)}, {(void **)&cnt, 8 * nl},
+            {(void **)&off, 8 * nl},                {(void **)&begin_a, 4 * nl},
+            {(void **)&begin_b, 4 * nl},            {&temp, temp_bytes},
+            {(void **)&keys16[0], 2 * (size_t)n1},  {(void **)&keys16[1], 2 * (size_t)n1},
+            {(void **)&seg_off, 4 * nl},
+        };
+        CS(alloc_parts(plan, &block, parts, (int)(sizeof parts / sizeof parts[0]),
+                       "the topological phase's workspace", total));
+        prev_begin = begin_a, cur_begin = begin_b;
     }
     if (n > 0)
         k_load_points<<<grid_of(n, B), B>>>(ns, d_src, plan->self ? 0 : s->nt, d_trg, x[0], y[0],
@@ -926,11 +1028,19 @@ fmk_status build_tree(fmk_plan *plan, fmm2d_gpu *s, const double *d_src, const d
         CK(cudaGetLastError(), "the bounding-box kernels");
         if (st_ == 2 * L)
             break;
-        k_keys<<<grid_of(n, B), B>>>(n, st_, x[0], y[0], bb, keys[0], pos[0]);
         tb = temp_bytes;
-        CK(cub::DeviceRadixSort::SortPairs(temp, tb, keys[0], keys[1], pos[0], pos[1], (int)n, 0,
-                                           32 + st_),
-           "cub::DeviceRadixSort::SortPairs (the median splits)");
+        if (segmented_split(n, st_)) {
+            k_keys16<<<grid_of(n, B), B>>>(n, st_, x[0], y[0], bb, keys16[0], pos[0]);
+            k_seg_offsets<<<grid_of(nseg + 1, B), B>>>(nseg, n, st_, seg_off);
+            CK(cub::DeviceSegmentedSort::StableSortPairs(temp, tb, keys16[0], keys16[1], pos[0],
+                                                         pos[1], n, nseg, seg_off, seg_off + 1),
+               "cub::DeviceSegmentedSort::StableSortPairs (the median splits)");
+        } else {
+            k_keys<<<grid_of(n, B), B>>>(n, st_, x[0], y[0], bb, keys[0], pos[0]);
+            CK(cub::DeviceRadixSort::SortPairs(temp, tb, keys[0], keys[1], pos[0], pos[1], (int)n,
+                                               0, st_ + fmk_fmm2d_key_bits(st_)),
+               "cub::DeviceRadixSort::SortPairs (the median splits)");
+        }
         k_gather<<<grid_of(n, B), B>>>(n, pos[1], x[0], y[0], id[0], x[1], y[1], id[1]);
         CK(cudaGetLastError(), "the split kernels");
         double *tx = x[0], *ty = y[0];
@@ -960,7 +1070,8 @@ fmk_status build_tree(fmk_plan *plan, fmm2d_gpu *s, const double *d_src, const d
     /* the lists, level by level */
     {
         const int root[2] = {0, ns > 0 && s->nt > 0 ? 1 : 0}, zero = 0;
-        CS(ibuf_reserve(plan, &strong[0], 16, 0, "the strong lists"));
+        CS(ibuf_reserve(plan, &strong[0], 12 * leaves + 64, 0, "the strong lists"));
+        CS(ibuf_reserve(plan, &strong[1], 12 * leaves + 64, 0, "the strong lists"));
         CS(ibuf_reserve(plan, &weak, 32 * nb, 0, "the weak lists"));
         CK(cudaMemcpy(prev_begin, root, sizeof root, cudaMemcpyHostToDevice), "cudaMemcpy (lists)");
         CK(cudaMemcpy(strong[0].d, &zero, sizeof zero, cudaMemcpyHostToDevice), "cudaMemcpy (lists)");
@@ -978,7 +1089,7 @@ fmk_status build_tree(fmk_plan *plan, fmm2d_gpu *s, const double *d_src, const d
     for (int l = 1; l <= L; l++) {
         const int64_t nbl = (int64_t)1 << (2 * l), f = fmk_fmm2d_first(l);
         int *cw = cnt, *cs = cnt + (leaves + 2), *ow = off, *os = off + (leaves + 2);
-        k_connect<<<grid_of(nbl + 1, 128), 128>>>(l, (int)L, 0, prev_begin, strong[0].d,
+        k_connect<<<grid_of(32 * (nbl + 1), 128), 128>>>(l, (int)L, 0, prev_begin, strong[0].d,
                                                    s->d_src_start, s->d_trg_start, s->d_center,
                                                    s->d_radius, cw, cs, NULL, NULL, NULL, NULL, NULL);
         CK(cudaGetLastError(), "the connectivity kernel");
@@ -987,8 +1098,8 @@ fmk_status build_tree(fmk_plan *plan, fmm2d_gpu *s, const double *d_src, const d
         tb = temp_bytes;
         CK(cub::DeviceScan::ExclusiveSum(temp, tb, cs, os, (int)(nbl + 1)), "cub::DeviceScan (lists)");
         int tot[2];
-        CK(cudaMemcpy(&tot[0], ow + nbl, sizeof(int), cudaMemcpyDeviceToHost), "cudaMemcpy (lists)");
-        CK(cudaMemcpy(&tot[1], os + nbl, sizeof(int), cudaMemcpyDeviceToHost), "cudaMemcpy (lists)");
+        k_totals<<<1, 1>>>(ow + nbl, os + nbl, cw);
+        CK(cudaMemcpy(tot, cw, sizeof tot, cudaMemcpyDeviceToHost), "cudaMemcpy (lists)");
         if (n_weak + tot[0] > INT32_MAX || tot[1] < 0) {
             st = fmk_error_set(plan, FMK_ERR_ARG, "the 2D FMM's lists exceed 2^31 entries");
             goto done;
@@ -998,7 +1109,7 @@ fmk_status build_tree(fmk_plan *plan, fmm2d_gpu *s, const double *d_src, const d
         if (l == L)
             CS(fmk_cuda_alloc(plan, (void **)&kind, (size_t)(tot[1] > 0 ? tot[1] : 1), "the lists",
                               total));
-        k_connect<<<grid_of(nbl + 1, 128), 128>>>(l, (int)L, 1, prev_begin, strong[0].d,
+        k_connect<<<grid_of(32 * (nbl + 1), 128), 128>>>(l, (int)L, 1, prev_begin, strong[0].d,
                                                    s->d_src_start, s->d_trg_start, s->d_center,
                                                    s->d_radius, cw, cs, ow, os, weak.d + n_weak,
                                                    strong[1].d, kind);
@@ -1013,7 +1124,11 @@ fmk_status build_tree(fmk_plan *plan, fmm2d_gpu *s, const double *d_src, const d
         prev_begin = cur_begin, cur_begin = tp;
     }
     /* keep the finest level's strong lists and the weak lists */
-    s->d_near_begin = prev_begin, prev_begin = NULL;
+    CS(fmk_cuda_alloc(plan, (void **)&s->d_near_begin, 4 * (size_t)(leaves + 1), "the lists",
+                      total));
+    CK(cudaMemcpyAsync(s->d_near_begin, prev_begin, 4 * (size_t)(leaves + 1),
+                       cudaMemcpyDeviceToDevice),
+       "cudaMemcpy (lists)");
     s->d_near = strong[0].d, strong[0].d = NULL;
     s->d_kind = kind, kind = NULL;
     s->d_weak = weak.d, weak.d = NULL;
@@ -1021,9 +1136,7 @@ fmk_status build_tree(fmk_plan *plan, fmm2d_gpu *s, const double *d_src, const d
     CK(cudaDeviceSynchronize(), "the topological phase");
 done:
     {
-        void *bufs[] = {x[0], x[1], y[0], y[1], id[0], id[1], pos[0], pos[1], keys[0], keys[1],
-                        box_bb, seg_bb, before, cnt, off, prev_begin, cur_begin, weak.d,
-                        strong[0].d, strong[1].d, kind, temp};
+        void *bufs[] = {block, weak.d, strong[0].d, strong[1].d, kind};
         for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++)
             if (bufs[k] && cudaFree(bufs[k]) != cudaSuccess && st == FMK_OK)
                 st = fmk_cuda_fail(plan, cudaGetLastError(), "cudaFree");
@@ -1042,35 +1155,55 @@ fmk_status setup_common(fmk_plan *plan, fmm2d_gpu *s, const double *d_src, const
     const long long total = (long long)device_bytes(plan, ns, nt, plan->self, 32 * nb, 12 * leaves);
     const size_t ns1 = (size_t)(ns > 0 ? ns : 1), nt1 = (size_t)(nt > 0 ? nt : 1);
     float ms = 0;
-    CS(fmk_cuda_alloc(plan, (void **)&s->d_center, 16 * (size_t)nb, "the boxes", total));
-    CS(fmk_cuda_alloc(plan, (void **)&s->d_radius, 8 * (size_t)nb, "the boxes", total));
-    CS(fmk_cuda_alloc(plan, (void **)&s->d_src_start, 8 * (size_t)(leaves + 1), "the boxes", total));
-    CS(fmk_cuda_alloc(plan, (void **)&s->d_src_order, 4 * ns1, "the source order", total));
-    CS(fmk_cuda_alloc(plan, (void **)&s->d_src_xy, 16 * ns1, "the sources", total));
-    if (plan->self) {
-        s->d_trg_start = s->d_src_start, s->d_trg_order = s->d_src_order, s->d_trg_xy = s->d_src_xy;
-    } else {
-        CS(fmk_cuda_alloc(plan, (void **)&s->d_trg_start, 8 * (size_t)(leaves + 1), "the boxes", total));
-        CS(fmk_cuda_alloc(plan, (void **)&s->d_trg_order, 4 * nt1, "the target order", total));
-        CS(fmk_cuda_alloc(plan, (void **)&s->d_trg_xy, 16 * nt1, "the targets", total));
-    }
-    CS(fmk_cuda_alloc(plan, (void **)&s->d_weak_begin, 4 * (size_t)(nb + 1), "the lists", total));
-    CS(fmk_cuda_alloc(plan, (void **)&s->d_q, 16 * ns1, "the charges", total));
-    CS(fmk_cuda_alloc(plan, (void **)&s->d_M, 16 * (size_t)nb * nc, "the multipoles", total));
-    CS(fmk_cuda_alloc(plan, (void **)&s->d_L, 16 * (size_t)nb * nc, "the local expansions", total));
-    CS(fmk_cuda_alloc(plan, (void **)&s->d_res, 32 * nt1, "the results", total));
-    CS(fmk_cuda_alloc(plan, (void **)&s->d_qzero, 8 * nt1, "the results", total));
-    CS(fmk_cuda_alloc(plan, (void **)&s->d_qtotal, 8, "the results", total));
-    CS(fmk_cuda_alloc(plan, (void **)&s->d_charges, 8 * cw * ns1, "the charges", total));
-    CS(fmk_cuda_alloc(plan, (void **)&s->d_pot, 8 * cw * nt1, "the potential", total));
-    CS(fmk_cuda_alloc(plan, (void **)&s->d_grad, 16 * nt1, "the gradient", total));
-    CS(fmk_cuda_alloc(plan, (void **)&s->d_stats, 16, "the charge checks", total));
     {
         size_t t = 0;
         CK(cub::DeviceReduce::Sum(NULL, t, s->d_charges, s->d_qtotal, (int)ns1),
            "cub::DeviceReduce (workspace query)");
         s->temp_bytes = t;
-        CS(fmk_cuda_alloc(plan, &s->d_temp, t, "the reduction workspace", total));
+        const int self = plan->self;
+        const size_t nbin = (size_t)(2 * p + 2) * (2 * p + 2);
+        part parts[] = {
+            {(void **)&s->d_center, 16 * (size_t)nb},
+            {(void **)&s->d_radius, 8 * (size_t)nb},
+            {(void **)&s->d_src_start, 8 * (size_t)(leaves + 1)},
+            {(void **)&s->d_src_order, 4 * ns1},
+            {(void **)&s->d_src_xy, 16 * ns1},
+            {(void **)&s->d_trg_start, self ? 0 : 8 * (size_t)(leaves + 1)},
+            {(void **)&s->d_trg_order, self ? 0 : 4 * nt1},
+            {(void **)&s->d_trg_xy, self ? 0 : 16 * nt1},
+            {(void **)&s->d_weak_begin, 4 * (size_t)(nb + 1)},
+            {(void **)&s->d_q, 16 * ns1},
+            {(void **)&s->d_M, 16 * (size_t)nb * nc},
+            {(void **)&s->d_L, 16 * (size_t)nb * nc},
+            {(void **)&s->d_res, 32 * nt1},
+            {(void **)&s->d_qzero, 8 * nt1},
+            {(void **)&s->d_qtotal, 8},
+            {(void **)&s->d_charges, 8 * cw * ns1},
+            {(void **)&s->d_pot, 8 * cw * nt1},
+            {(void **)&s->d_grad, 16 * nt1},
+            {(void **)&s->d_stats, 16},
+            {(void **)&s->d_binom, 8 * nbin},
+            {&s->d_temp, t},
+        };
+        CS(alloc_parts(plan, &s->d_block, parts, (int)(sizeof parts / sizeof parts[0]),
+                       "the 2D FMM's arrays", total));
+        if (self)
+            s->d_trg_start = s->d_src_start, s->d_trg_order = s->d_src_order,
+            s->d_trg_xy = s->d_src_xy;
+        /* binomials C(n, k), n, k <= 2p + 1, for M2M, M2L and L2L */
+        double *bin = (double *)malloc(8 * nbin);
+        if (!bin) {
+            st = fmk_error_set(plan, FMK_ERR_NOMEM, "out of host memory");
+            goto done;
+        }
+        const int nn = 2 * p + 2;
+        for (int i = 0; i < nn; i++)
+            for (int k = 0; k < nn; k++)
+                bin[i * nn + k] = k > i ? 0 : (k == 0 || k == i) ? 1
+                                                                 : bin[(i - 1) * nn + k - 1] + bin[(i - 1) * nn + k];
+        cudaError_t err = cudaMemcpy(s->d_binom, bin, 8 * nbin, cudaMemcpyHostToDevice);
+        free(bin);
+        CK(err, "cudaMemcpy (binomials)");
     }
     for (int k = 0; k < 8; k++) {
         CK(cudaEventCreate(&s->ev[k]), "cudaEventCreate");
@@ -1253,6 +1386,7 @@ fmk_status run_eval(fmk_plan *plan, const double *charges, double *pot, double *
     a.src_start = s->d_src_start, a.trg_start = s->d_trg_start;
     a.src_xy = s->d_src_xy, a.trg_xy = s->d_trg_xy;
     a.q = s->d_q, a.M = s->d_M, a.Lc = s->d_L;
+    a.binom = s->d_binom, a.nb = 2 * p + 2;
 
     if (ns == 0) { /* only the device path gets here: plan.c answers host calls itself */
         if (pot)
