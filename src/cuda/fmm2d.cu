@@ -53,6 +53,7 @@ typedef struct fmm2d_gpu {
     int *d_near;                /* finest-level indices */
     signed char *d_kind;        /* per near entry: 0 P2P, 1 M2P, 2 P2L */
     int64_t n_weak, n_near;
+    int weak_owned, near_owned, kind_owned; /* the lists outgrew the block: freed apart */
     /* evaluation */
     fmk_cplx *d_q;              /* ns charges in box order */
     fmk_cplx *d_M, *d_L;        /* n_boxes * (order + 1) */
@@ -64,6 +65,7 @@ typedef struct fmm2d_gpu {
     u64 *d_stats;               /* 2 */
     double *d_binom;            /* (2p + 2)^2 binomials C(n, k) at n (2p + 2) + k */
     void *d_block;              /* the one allocation the arrays above are carved from */
+    size_t block_bytes;
     void *d_temp;               /* CUB workspace for eval */
     size_t temp_bytes;
     cudaEvent_t ev[8];
@@ -835,17 +837,18 @@ int64_t device_bytes(const fmk_plan *plan, int64_t ns, int64_t nt, int self, int
     return b;
 }
 
-/* Workspace of the topological phase (freed at its end). */
+/* Workspace of the topological phase and the lists' starting capacity (build_ws), with CUB's
+ * workspace bounded by 12 bytes a point and 1 MB. */
 int64_t build_bytes(int64_t n, int L)
 {
     const int64_t boxes = fmk_fmm2d_first(L + 1), leaves = (int64_t)1 << (2 * L);
-    return n * (2 * 8 + 2 * 8 + 2 * 4 + 2 * 8 + 2 * 4 + 4) + 32 * (boxes + leaves) +
-           16 * (leaves + 2) * 4 + (64 << 20);
+    return n * (68 + 12) + 160 * boxes + 200 * leaves + (2 << 20);
 }
 
 void free_state(fmm2d_gpu *s)
 {
-    void *bufs[] = {s->d_block, s->d_weak, s->d_near_begin, s->d_near, s->d_kind};
+    void *bufs[] = {s->d_block, s->weak_owned ? s->d_weak : NULL, s->near_owned ? s->d_near : NULL,
+                    s->kind_owned ? s->d_kind : NULL};
     for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++)
         if (bufs[k] && cudaFree(bufs[k]) != cudaSuccess)
             (void)cudaGetLastError();
@@ -881,10 +884,12 @@ void gpu_memory(const fmk_plan *plan, int64_t ns, int64_t nt, int64_t *h, int64_
     *d = device_bytes(plan, ns, nt, self, 32 * boxes, 12 * leaves) + build_bytes(n, L);
 }
 
-/* A growable device buffer of ints. */
+/* A growable device buffer of ints: it starts in the plan's block (owned = 0) and moves to an
+ * allocation of its own (owned = 1) only if the lists outgrow the estimate. */
 struct ibuf {
     int *d;
     int64_t cap;
+    int owned;
 };
 
 fmk_status ibuf_reserve(fmk_plan *plan, ibuf *b, int64_t n, int64_t keep, const char *what)
@@ -904,9 +909,9 @@ fmk_status ibuf_reserve(fmk_plan *plan, ibuf *b, int64_t n, int64_t keep, const 
             return fmk_cuda_fail(plan, err, "cudaMemcpy (growing a list)");
         }
     }
-    if (b->d)
+    if (b->d && b->owned)
         cudaFree(b->d);
-    b->d = d, b->cap = cap;
+    b->d = d, b->cap = cap, b->owned = 1;
     return FMK_OK;
 }
 
@@ -933,11 +938,12 @@ struct part {
 };
 
 fmk_status alloc_parts(fmk_plan *plan, void **block, part *parts, int n, const char *what,
-                       long long total)
+                       long long total, size_t *bytes)
 {
     size_t sum = 0;
     for (int k = 0; k < n; k++)
         sum += (parts[k].bytes + 255) / 256 * 256;
+    *bytes = sum;
     fmk_status st = fmk_cuda_alloc(plan, block, sum > 0 ? sum : 256, what,
                                    total > (long long)sum ? total : (long long)sum);
     if (st != FMK_OK)
@@ -950,68 +956,101 @@ fmk_status alloc_parts(fmk_plan *plan, void **block, part *parts, int n, const c
     return FMK_OK;
 }
 
+/* The topological phase's workspace, carved from the plan's block (setup_common). */
+struct build_ws {
+    double *x[2], *y[2];
+    int *id[2], *pos[2];
+    unsigned *keys[2];
+    unsigned short *keys16[2];
+    int *seg_off, *before, *cnt, *off, *begin_a, *begin_b;
+    u64 *box_bb, *seg_bb;
+    int *weak, *strong[2];
+    signed char *kind;
+    int64_t weak_cap, strong_cap;
+    void *temp;
+    size_t temp_bytes;
+};
+
+/* The workspace's arrays for s (CUB's sizes queried), appended to parts; returns their count
+ * (at most 32) or -1 with the error recorded. */
+int ws_parts(fmk_plan *plan, const fmm2d_gpu *s, build_ws *w, part *parts)
+{
+    const int64_t n = s->n, L = s->levels, leaves = s->leaves, nb = s->n_boxes;
+    const int64_t n1 = n > 0 ? n : 1;
+    size_t t1 = 0, t2 = 0, t3 = 0;
+    cudaError_t err = cub::DeviceRadixSort::SortPairs(NULL, t1, w->keys[0], w->keys[1], w->pos[0],
+                                                      w->pos[1], (int)n1);
+    if (err == cudaSuccess)
+        err = cub::DeviceScan::ExclusiveSum(NULL, t2, w->cnt, w->off, (int)(leaves + 1));
+    if (err == cudaSuccess)
+        err = cub::DeviceScan::ExclusiveSum(NULL, t3, w->pos[1], w->before, (int)(n + 1));
+    size_t tb = t1 > t2 ? t1 : t2;
+    tb = tb > t3 ? tb : t3;
+    for (int st_ = 0; st_ < 2 * L && err == cudaSuccess; st_++) {
+        if (!segmented_split(n, st_))
+            continue;
+        size_t t4 = 0;
+        err = cub::DeviceSegmentedSort::StableSortPairs(NULL, t4, w->keys16[0], w->keys16[1],
+                                                        w->pos[0], w->pos[1], n, (int64_t)1 << st_,
+                                                        w->seg_off, w->seg_off + 1);
+        tb = tb > t4 ? tb : t4;
+    }
+    if (err != cudaSuccess) {
+        fmk_cuda_fail(plan, err, "CUB (workspace query)");
+        return -1;
+    }
+    w->temp_bytes = tb;
+    w->weak_cap = 32 * nb + 64;
+    w->strong_cap = 12 * leaves + 64;
+    const size_t nl = (size_t)(leaves + 2), sc = (size_t)w->strong_cap;
+    part p[] = {
+        {(void **)&w->x[0], 8 * (size_t)n1},        {(void **)&w->x[1], 8 * (size_t)n1},
+        {(void **)&w->y[0], 8 * (size_t)n1},        {(void **)&w->y[1], 8 * (size_t)n1},
+        {(void **)&w->id[0], 4 * (size_t)n1},       {(void **)&w->id[1], 4 * (size_t)n1},
+        {(void **)&w->pos[0], 4 * (size_t)(n1 + 1)}, {(void **)&w->pos[1], 4 * (size_t)(n1 + 1)},
+        {(void **)&w->keys[0], 4 * (size_t)n1},     {(void **)&w->keys[1], 4 * (size_t)n1},
+        {(void **)&w->keys16[0], 2 * (size_t)n1},   {(void **)&w->keys16[1], 2 * (size_t)n1},
+        {(void **)&w->box_bb, 32 * (size_t)nb},
+        {(void **)&w->seg_bb, 32 * (size_t)(leaves > 1 ? leaves / 2 : 1)},
+        {(void **)&w->before, 4 * (size_t)(n + 2)},  {(void **)&w->cnt, 8 * nl},
+        {(void **)&w->off, 8 * nl},                  {(void **)&w->begin_a, 4 * nl},
+        {(void **)&w->begin_b, 4 * nl},              {(void **)&w->seg_off, 4 * nl},
+        {(void **)&w->weak, 4 * (size_t)w->weak_cap}, {(void **)&w->strong[0], 4 * sc},
+        {(void **)&w->strong[1], 4 * sc},            {(void **)&w->kind, sc},
+        {&w->temp, tb},
+    };
+    const int k = (int)(sizeof p / sizeof p[0]);
+    for (int i = 0; i < k; i++)
+        parts[i] = p[i];
+    return k;
+}
+
 /* The topological phase from mapped points on the device (d_src: ns * 2; d_trg: nt * 2, NULL
- * when self) into s. */
-fmk_status build_tree(fmk_plan *plan, fmm2d_gpu *s, const double *d_src, const double *d_trg)
+ * when self) into s, in the workspace w. */
+fmk_status build_tree(fmk_plan *plan, fmm2d_gpu *s, build_ws *w, const double *d_src,
+                      const double *d_trg)
 {
     fmk_status st = FMK_OK;
     const int64_t n = s->n, ns = s->ns, L = s->levels, leaves = s->leaves, nb = s->n_boxes;
     const int B = 256;
-    const int64_t n1 = n > 0 ? n : 1;
-    const long long total = (long long)(plan->state_bytes_device + build_bytes(n, (int)L));
-    double *x[2] = {NULL, NULL}, *y[2] = {NULL, NULL};
-    int *id[2] = {NULL, NULL}, *pos[2] = {NULL, NULL};
-    unsigned *keys[2] = {NULL, NULL};
-    unsigned short *keys16[2] = {NULL, NULL};
-    int *seg_off = NULL;
-    u64 *box_bb = NULL, *seg_bb = NULL;
-    int *before = NULL, *cnt = NULL, *off = NULL;
-    int *begin_a = NULL, *begin_b = NULL, *prev_begin = NULL, *cur_begin = NULL;
-    ibuf weak = {NULL, 0}, strong[2] = {{NULL, 0}, {NULL, 0}};
-    signed char *kind = NULL;
-    void *temp = NULL, *block = NULL;
-    size_t temp_bytes = 0, tb = 0;
+    const long long total = (long long)plan->state_bytes_device;
+    double *x[2] = {w->x[0], w->x[1]}, *y[2] = {w->y[0], w->y[1]};
+    int *id[2] = {w->id[0], w->id[1]}, *pos[2] = {w->pos[0], w->pos[1]};
+    unsigned *keys[2] = {w->keys[0], w->keys[1]};
+    unsigned short *keys16[2] = {w->keys16[0], w->keys16[1]};
+    int *seg_off = w->seg_off;
+    u64 *box_bb = w->box_bb, *seg_bb = w->seg_bb;
+    int *before = w->before, *cnt = w->cnt, *off = w->off;
+    int *prev_begin = w->begin_a, *cur_begin = w->begin_b;
+    ibuf weak = {w->weak, w->weak_cap, 0};
+    ibuf strong[2] = {{w->strong[0], w->strong_cap, 0}, {w->strong[1], w->strong_cap, 0}};
+    signed char *kind = w->kind;
+    int kind_owned = 0;
+    void *temp = w->temp;
+    const size_t temp_bytes = w->temp_bytes;
+    size_t tb = 0;
     int64_t n_weak = 0;
     int prev_n = 0;
-    {
-        size_t t1 = 0, t2 = 0, t3 = 0;
-        CK(cub::DeviceRadixSort::SortPairs(NULL, t1, keys[0], keys[1], pos[0], pos[1], (int)n1),
-           "cub::DeviceRadixSort (workspace query)");
-        CK(cub::DeviceScan::ExclusiveSum(NULL, t2, cnt, off, (int)(leaves + 1)),
-           "cub::DeviceScan (workspace query)");
-        CK(cub::DeviceScan::ExclusiveSum(NULL, t3, pos[1], before, (int)(n + 1)),
-           "cub::DeviceScan (workspace query)");
-        temp_bytes = t1 > t2 ? t1 : t2;
-        temp_bytes = temp_bytes > t3 ? temp_bytes : t3;
-        for (int st_ = 0; st_ < 2 * L; st_++) {
-            if (!segmented_split(n, st_))
-                continue;
-            size_t t4 = 0;
-            CK(cub::DeviceSegmentedSort::StableSortPairs(NULL, t4, keys16[0], keys16[1], pos[0],
-                                                         pos[1], n, (int64_t)1 << st_, seg_off,
-                                                         seg_off + 1),
-               "cub::DeviceSegmentedSort (workspace query)");
-            temp_bytes = temp_bytes > t4 ? temp_bytes : t4;
-        }
-        const size_t nl = (size_t)(leaves + 2);
-        part parts[] = {
-            {(void **)&x[0], 8 * (size_t)n1},       {(void **)&x[1], 8 * (size_t)n1},
-            {(void **)&y[0], 8 * (size_t)n1},       {(void **)&y[1], 8 * (size_t)n1},
-            {(void **)&id[0], 4 * (size_t)n1},      {(void **)&id[1], 4 * (size_t)n1},
-            {(void **)&pos[0], 4 * (size_t)(n1 + 1)}, {(void **)&pos[1], 4 * (size_t)(n1 + 1)},
-            {(void **)&keys[0], 4 * (size_t)n1},    {(void **)&keys[1], 4 * (size_t)n1},
-            {(void **)&box_bb, 32 * (size_t)nb},
-            {(void **)&seg_bb, 32 * (size_t)(leaves > 1 ? leaves / 2 : 1)},
-            {(void **)&before, 4 * (size_t)(n + 2)}, {(void **)&cnt, 8 * nl},
-            {(void **)&off, 8 * nl},                {(void **)&begin_a, 4 * nl},
-            {(void **)&begin_b, 4 * nl},            {&temp, temp_bytes},
-            {(void **)&keys16[0], 2 * (size_t)n1},  {(void **)&keys16[1], 2 * (size_t)n1},
-            {(void **)&seg_off, 4 * nl},
-        };
-        CS(alloc_parts(plan, &block, parts, (int)(sizeof parts / sizeof parts[0]),
-                       "the topological phase's workspace", total));
-        prev_begin = begin_a, cur_begin = begin_b;
-    }
     if (n > 0)
         k_load_points<<<grid_of(n, B), B>>>(ns, d_src, plan->self ? 0 : s->nt, d_trg, x[0], y[0],
                                             id[0]);
@@ -1070,9 +1109,6 @@ fmk_status build_tree(fmk_plan *plan, fmm2d_gpu *s, const double *d_src, const d
     /* the lists, level by level */
     {
         const int root[2] = {0, ns > 0 && s->nt > 0 ? 1 : 0}, zero = 0;
-        CS(ibuf_reserve(plan, &strong[0], 12 * leaves + 64, 0, "the strong lists"));
-        CS(ibuf_reserve(plan, &strong[1], 12 * leaves + 64, 0, "the strong lists"));
-        CS(ibuf_reserve(plan, &weak, 32 * nb, 0, "the weak lists"));
         CK(cudaMemcpy(prev_begin, root, sizeof root, cudaMemcpyHostToDevice), "cudaMemcpy (lists)");
         CK(cudaMemcpy(strong[0].d, &zero, sizeof zero, cudaMemcpyHostToDevice), "cudaMemcpy (lists)");
         CK(cudaMemcpy(s->d_weak_begin, &zero, sizeof zero, cudaMemcpyHostToDevice),
@@ -1081,7 +1117,6 @@ fmk_status build_tree(fmk_plan *plan, fmm2d_gpu *s, const double *d_src, const d
            "cudaMemcpy (lists)");
         prev_n = root[1];
         if (L == 0) {
-            CS(fmk_cuda_alloc(plan, (void **)&kind, 1, "the lists", total));
             signed char k0 = 0;
             CK(cudaMemcpy(kind, &k0, 1, cudaMemcpyHostToDevice), "cudaMemcpy (lists)");
         }
@@ -1106,9 +1141,10 @@ fmk_status build_tree(fmk_plan *plan, fmm2d_gpu *s, const double *d_src, const d
         }
         CS(ibuf_reserve(plan, &weak, n_weak + tot[0], n_weak, "the weak lists"));
         CS(ibuf_reserve(plan, &strong[1], tot[1] > 0 ? tot[1] : 1, 0, "the strong lists"));
-        if (l == L)
-            CS(fmk_cuda_alloc(plan, (void **)&kind, (size_t)(tot[1] > 0 ? tot[1] : 1), "the lists",
-                              total));
+        if (l == L && tot[1] > w->strong_cap) {
+            CS(fmk_cuda_alloc(plan, (void **)&kind, (size_t)tot[1], "the lists", total));
+            kind_owned = 1;
+        }
         k_connect<<<grid_of(32 * (nbl + 1), 128), 128>>>(l, (int)L, 1, prev_begin, strong[0].d,
                                                    s->d_src_start, s->d_trg_start, s->d_center,
                                                    s->d_radius, cw, cs, ow, os, weak.d + n_weak,
@@ -1123,20 +1159,20 @@ fmk_status build_tree(fmk_plan *plan, fmm2d_gpu *s, const double *d_src, const d
         int *tp = prev_begin;
         prev_begin = cur_begin, cur_begin = tp;
     }
-    /* keep the finest level's strong lists and the weak lists */
-    CS(fmk_cuda_alloc(plan, (void **)&s->d_near_begin, 4 * (size_t)(leaves + 1), "the lists",
-                      total));
+    /* keep the finest level's strong lists and the weak lists (the block holds them unless
+     * they outgrew it) */
     CK(cudaMemcpyAsync(s->d_near_begin, prev_begin, 4 * (size_t)(leaves + 1),
                        cudaMemcpyDeviceToDevice),
        "cudaMemcpy (lists)");
-    s->d_near = strong[0].d, strong[0].d = NULL;
-    s->d_kind = kind, kind = NULL;
-    s->d_weak = weak.d, weak.d = NULL;
+    s->d_near = strong[0].d, s->near_owned = strong[0].owned, strong[0].owned = 0;
+    s->d_kind = kind, s->kind_owned = kind_owned, kind_owned = 0;
+    s->d_weak = weak.d, s->weak_owned = weak.owned, weak.owned = 0;
     s->n_weak = n_weak, s->n_near = prev_n;
     CK(cudaDeviceSynchronize(), "the topological phase");
 done:
     {
-        void *bufs[] = {block, weak.d, strong[0].d, strong[1].d, kind};
+        void *bufs[] = {weak.owned ? weak.d : NULL, strong[0].owned ? strong[0].d : NULL,
+                        strong[1].owned ? strong[1].d : NULL, kind_owned ? kind : NULL};
         for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++)
             if (bufs[k] && cudaFree(bufs[k]) != cudaSuccess && st == FMK_OK)
                 st = fmk_cuda_fail(plan, cudaGetLastError(), "cudaFree");
@@ -1152,9 +1188,12 @@ fmk_status setup_common(fmk_plan *plan, fmm2d_gpu *s, const double *d_src, const
     const int p = s->order, nc = p + 1;
     const int64_t ns = s->ns, nt = s->nt, nb = s->n_boxes, leaves = s->leaves;
     const int cw = fmk_kernel_width(plan->kernel);
-    const long long total = (long long)device_bytes(plan, ns, nt, plan->self, 32 * nb, 12 * leaves);
+    const long long total = (long long)(device_bytes(plan, ns, nt, plan->self, 32 * nb, 12 * leaves) +
+                                        build_bytes(s->n, s->levels));
     const size_t ns1 = (size_t)(ns > 0 ? ns : 1), nt1 = (size_t)(nt > 0 ? nt : 1);
     float ms = 0;
+    build_ws ws;
+    memset(&ws, 0, sizeof ws);
     {
         size_t t = 0;
         CK(cub::DeviceReduce::Sum(NULL, t, s->d_charges, s->d_qtotal, (int)ns1),
@@ -1183,10 +1222,20 @@ fmk_status setup_common(fmk_plan *plan, fmm2d_gpu *s, const double *d_src, const
             {(void **)&s->d_grad, 16 * nt1},
             {(void **)&s->d_stats, 16},
             {(void **)&s->d_binom, 8 * nbin},
+            {(void **)&s->d_near_begin, 4 * (size_t)(leaves + 1)},
             {&s->d_temp, t},
         };
-        CS(alloc_parts(plan, &s->d_block, parts, (int)(sizeof parts / sizeof parts[0]),
-                       "the 2D FMM's arrays", total));
+        part all[64];
+        int k = (int)(sizeof parts / sizeof parts[0]);
+        for (int i = 0; i < k; i++)
+            all[i] = parts[i];
+        const int kw = ws_parts(plan, s, &ws, all + k);
+        if (kw < 0) {
+            st = FMK_ERR_DEVICE;
+            goto done;
+        }
+        CS(alloc_parts(plan, &s->d_block, all, k + kw, "the 2D FMM's arrays", total,
+                       &s->block_bytes));
         if (self)
             s->d_trg_start = s->d_src_start, s->d_trg_order = s->d_src_order,
             s->d_trg_xy = s->d_src_xy;
@@ -1210,7 +1259,7 @@ fmk_status setup_common(fmk_plan *plan, fmm2d_gpu *s, const double *d_src, const
         s->events = k + 1;
     }
     CK(cudaEventRecord(s->ev[0], 0), "cudaEventRecord");
-    CS(build_tree(plan, s, d_src, d_trg));
+    CS(build_tree(plan, s, &ws, d_src, d_trg));
     CK(cudaEventRecord(s->ev[1], 0), "cudaEventRecord");
     CK(cudaEventSynchronize(s->ev[1]), "the topological phase");
     CK(cudaEventElapsedTime(&ms, s->ev[0], s->ev[1]), "cudaEventElapsedTime");
@@ -1237,7 +1286,11 @@ fmm2d_gpu *new_state(fmk_plan *plan, int64_t ns, int64_t nt, int self)
 
 void finish_setup(fmk_plan *plan, fmm2d_gpu *s)
 {
-    plan->state_bytes_device = device_bytes(plan, s->ns, s->nt, plan->self, s->n_weak, s->n_near);
+    /* the block keeps the topological phase's workspace and list capacity (no allocations in
+     * the next set_points but one) */
+    plan->state_bytes_device = (int64_t)s->block_bytes +
+                               (s->weak_owned ? 4 * s->n_weak : 0) +
+                               (s->near_owned ? 5 * s->n_near : 0);
     plan->state_bytes_host = (int64_t)sizeof *s;
     plan->info.order = s->order;
     plan->info.levels = s->levels + 1;
@@ -1298,16 +1351,18 @@ fmk_status points_device(fmk_plan *plan, int64_t ns, const double *d_s, int64_t 
                                             &bad);
     if (err != cudaSuccess)
         return fmk_cuda_fail(plan, err, "cub::DeviceReduce::TransformReduce (workspace query)");
+    /* one allocation: CUB's workspace, the box, the mapped points (each 256-byte aligned) */
     const size_t box_off = (temp_bytes + 255) / 256 * 256;
+    const size_t pts_off = box_off + (fmk_cuda_box_bytes() + 255) / 256 * 256;
     const int64_t n = self ? ns : ns + nt;
     const size_t pts_bytes = 16 * (size_t)(n > 0 ? n : 1);
     void *d_temp = NULL;
-    fmk_status st = fmk_cuda_alloc(plan, &d_temp, box_off + fmk_cuda_box_bytes() + pts_bytes,
+    fmk_status st = fmk_cuda_alloc(plan, &d_temp, pts_off + pts_bytes,
                                    "the bounding-box workspace and mapped points",
-                                   (long long)(box_off + fmk_cuda_box_bytes() + pts_bytes));
+                                   (long long)(pts_off + pts_bytes));
     if (st != FMK_OK)
         return st;
-    double *d_pts = (double *)((char *)d_temp + box_off + (fmk_cuda_box_bytes() + 255) / 256 * 256);
+    double *d_pts = (double *)((char *)d_temp + pts_off);
     err = fmk_cuda_bounding_box(2, ns, d_s, n_box, d_t, d_temp, &temp_bytes,
                                 (char *)d_temp + box_off, lo, hi, &bad);
     fmk_frame frame;

@@ -106,7 +106,7 @@ static void compare(fmk_kernel k, double eps, int d, int64_t ns, const double *x
 
 static void test_accuracy(void)
 {
-    const int64_t n = quick ? 2000 : 40000;
+    const int64_t n = quick ? 2000 : 20000;
     const double epss[] = {1e-3, 1e-6, 1e-10, 1e-13};
     double *x = test_alloc(2 * n), *q = test_alloc(2 * n), *y = test_alloc(n);
     for (int kk = 0; kk < 2; kk++) {
