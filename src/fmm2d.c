@@ -21,15 +21,8 @@ typedef struct fmm2d_cpu {
     double tree_time;
 } fmm2d_cpu;
 
-static int order_of(const fmk_plan *plan)
-{
-    return plan->opts.order >= 0 ? plan->opts.order : fmk_fmm2d_order_from_eps(plan->eps);
-}
-
-static int64_t leaf_size_of(const fmk_plan *plan)
-{
-    return plan->opts.leaf_size > 0 ? plan->opts.leaf_size : fmk_fmm2d_leaf_size_for(order_of(plan));
-}
+#define order_of fmk_fmm2d_plan_order
+#define leaf_size_of fmk_fmm2d_plan_leaf_size
 
 static int64_t state_bytes(const fmk_plan *plan, int64_t ns, int64_t nt, int self,
                            int64_t n_weak, int64_t n_near)

@@ -147,6 +147,42 @@ FMK2D_FN fmk_cplx fmk_clog(fmk_cplx a)
     return fmk_c(0.5 * log(a.re * a.re + a.im * a.im), atan2(a.im, a.re));
 }
 
+/* L2P: V and D (fmm2d.h's F or f and its derivative) of the local expansion (c, r, b) at z,
+ * added into v[0], v[1] (Horner). Shared by the CPU operators and the GPU kernels. */
+FMK2D_FN void fmk_fmm2d_l2p_at(int p, fmk_cplx c, double r, const fmk_cplx *b, fmk_cplx z,
+                               fmk_cplx v[2])
+{
+    const fmk_cplx w = fmk_cscale(fmk_csub(z, c), 1.0 / r);
+    fmk_cplx V = b[p], D = fmk_cscale(b[p], p);
+    for (int l = p - 1; l >= 0; l--) {
+        V = fmk_cadd(fmk_cmul(V, w), b[l]);
+        if (l >= 1)
+            D = fmk_cadd(fmk_cmul(D, w), fmk_cscale(b[l], l));
+    }
+    v[0] = fmk_cadd(v[0], V);
+    if (p >= 1)
+        v[1] = fmk_cadd(v[1], fmk_cscale(D, 1.0 / r));
+}
+
+/* M2P: the same for the multipole (c, r, a): V = a_0 log u + sum a_k t^k,
+ * D = a_0 / u - sum k a_k t^k / u, u = z - c, t = r / u. */
+FMK2D_FN void fmk_fmm2d_m2p_at(int p, fmk_cplx c, double r, const fmk_cplx *a, fmk_cplx z,
+                               fmk_cplx v[2])
+{
+    const fmk_cplx u = fmk_csub(z, c), iu = fmk_cinv(u), t = fmk_cscale(iu, r);
+    fmk_cplx V = a[p], D = fmk_cscale(a[p], p);
+    for (int k = p - 1; k >= 1; k--) {
+        V = fmk_cadd(fmk_cmul(V, t), a[k]);
+        D = fmk_cadd(fmk_cmul(D, t), fmk_cscale(a[k], k));
+    }
+    V = fmk_cmul(V, t), D = fmk_cmul(D, t);
+    D = fmk_cmul(fmk_csub(a[0], D), iu);
+    if (a[0].re != 0 || a[0].im != 0)
+        V = fmk_cadd(V, fmk_cmul(a[0], fmk_clog(u)));
+    v[0] = fmk_cadd(v[0], V);
+    v[1] = fmk_cadd(v[1], D);
+}
+
 /* Expansion order from eps: the error of an M2L shift falls like theta^p (p ~ log TOL /
  * log theta, Sect. 2); the measured errors (docs/fmm2d.md) allow a tenth fewer terms, which gives
  * p = 18 for TOL = 1e-6 (the paper's p ~ 17) with the maximum relative error below TOL. */
@@ -160,6 +196,17 @@ static inline int fmk_fmm2d_order_from_eps(double eps)
 
 /* The default points per finest-level box N_d for order p (tuned on an H100, docs/fmm2d.md). */
 static inline int64_t fmk_fmm2d_leaf_size_for(int p) { return 20 + 2 * (int64_t)p; }
+
+/* A plan's order (opts.order, or from eps) and N_d (opts.leaf_size, or from the order). */
+static inline int fmk_fmm2d_plan_order(const struct fmk_plan *plan)
+{
+    return plan->opts.order >= 0 ? plan->opts.order : fmk_fmm2d_order_from_eps(plan->eps);
+}
+static inline int64_t fmk_fmm2d_plan_leaf_size(const struct fmk_plan *plan)
+{
+    return plan->opts.leaf_size > 0 ? plan->opts.leaf_size
+                                    : fmk_fmm2d_leaf_size_for(fmk_fmm2d_plan_order(plan));
+}
 
 /* Levels for n points with N_d per finest box (eq. 5.2, clamped as above). */
 static inline int fmk_fmm2d_levels(int64_t n, int64_t n_d)

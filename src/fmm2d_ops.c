@@ -136,33 +136,12 @@ void fmk_fmm2d_p2l(int is_log, int p, fmk_cplx c, double r, int64_t n, const dou
 
 void fmk_fmm2d_l2p(int p, fmk_cplx c, double r, const fmk_cplx *b, fmk_cplx z, fmk_cplx v[2])
 {
-    const fmk_cplx w = fmk_cscale(fmk_csub(z, c), 1.0 / r);
-    fmk_cplx V = b[p], D = fmk_cscale(b[p], p);
-    for (int l = p - 1; l >= 0; l--) {
-        V = fmk_cadd(fmk_cmul(V, w), b[l]);
-        if (l >= 1)
-            D = fmk_cadd(fmk_cmul(D, w), fmk_cscale(b[l], l));
-    }
-    v[0] = fmk_cadd(v[0], V);
-    if (p >= 1)
-        v[1] = fmk_cadd(v[1], fmk_cscale(D, 1.0 / r));
+    fmk_fmm2d_l2p_at(p, c, r, b, z, v);
 }
 
 void fmk_fmm2d_m2p(int p, fmk_cplx c, double r, const fmk_cplx *a, fmk_cplx z, fmk_cplx v[2])
 {
-    /* V = a_0 log u + sum a_k t^k, D = a_0 / u - sum k a_k t^k / u, u = z - c, t = r / u */
-    const fmk_cplx u = fmk_csub(z, c), iu = fmk_cinv(u), t = fmk_cscale(iu, r);
-    fmk_cplx V = fmk_cscale(a[p], 1), D = fmk_cscale(a[p], p);
-    for (int k = p - 1; k >= 1; k--) {
-        V = fmk_cadd(fmk_cmul(V, t), a[k]);
-        D = fmk_cadd(fmk_cmul(D, t), fmk_cscale(a[k], k));
-    }
-    V = fmk_cmul(V, t), D = fmk_cmul(D, t);
-    D = fmk_cmul(fmk_csub(a[0], D), iu);
-    if (a[0].re != 0 || a[0].im != 0)
-        V = fmk_cadd(V, fmk_cmul(a[0], fmk_clog(u)));
-    v[0] = fmk_cadd(v[0], V);
-    v[1] = fmk_cadd(v[1], D);
+    fmk_fmm2d_m2p_at(p, c, r, a, z, v);
 }
 
 void fmk_fmm2d_p2p(int is_log, int64_t n, const double *xy, const fmk_cplx *q, fmk_cplx z,

@@ -73,15 +73,8 @@ typedef struct fmm2d_gpu {
     double tree_ms;
 } fmm2d_gpu;
 
-int order_of(const fmk_plan *plan)
-{
-    return plan->opts.order >= 0 ? plan->opts.order : fmk_fmm2d_order_from_eps(plan->eps);
-}
-
-int64_t leaf_size_of(const fmk_plan *plan)
-{
-    return plan->opts.leaf_size > 0 ? plan->opts.leaf_size : fmk_fmm2d_leaf_size_for(order_of(plan));
-}
+int order_of(const fmk_plan *plan) { return fmk_fmm2d_plan_order(plan); }
+int64_t leaf_size_of(const fmk_plan *plan) { return fmk_fmm2d_plan_leaf_size(plan); }
 
 /* ---------------------------------------------------------------- device helpers */
 
@@ -680,16 +673,11 @@ __global__ void k_l2p(box_args a, const int *near_begin, const int *near, const 
             for (int k = lane; k < nc; k += 32)
                 cf[k] = ld(a.Lc + nc * g + k);
             __syncwarp();
-            const fmk_cplx c = center_of(a, g);
-            const double r = scale_of(a, g);
-            const fmk_cplx wz = fmk_cscale(fmk_csub(z, c), 1.0 / r);
-            V = cf[a.p], D = fmk_cscale(cf[a.p], a.p);
-            for (int l = a.p - 1; l >= 0; l--) {
-                V = fmk_cadd(fmk_cmul(V, wz), cf[l]);
-                if (l >= 1)
-                    D = fmk_cadd(fmk_cmul(D, wz), fmk_cscale(cf[l], l));
+            if (act) {
+                fmk_cplx v[2] = {fmk_c(0, 0), fmk_c(0, 0)};
+                fmk_fmm2d_l2p_at(a.p, center_of(a, g), scale_of(a, g), cf, z, v);
+                V = v[0], D = v[1];
             }
-            D = fmk_cscale(D, 1.0 / r);
         }
         for (int e = near_begin[b]; e < near_begin[b + 1]; e++) {
             if (kind[e] != 1)
@@ -701,18 +689,9 @@ __global__ void k_l2p(box_args a, const int *near_begin, const int *near, const 
             __syncwarp();
             if (!act)
                 continue;
-            const fmk_cplx u = fmk_csub(z, center_of(a, c)), iu = fmk_cinv(u);
-            const fmk_cplx tt = fmk_cscale(iu, scale_of(a, c));
-            fmk_cplx v = cf[a.p], d = fmk_cscale(cf[a.p], a.p);
-            for (int k = a.p - 1; k >= 1; k--) {
-                v = fmk_cadd(fmk_cmul(v, tt), cf[k]);
-                d = fmk_cadd(fmk_cmul(d, tt), fmk_cscale(cf[k], k));
-            }
-            v = fmk_cmul(v, tt), d = fmk_cmul(d, tt);
-            d = fmk_cmul(fmk_csub(cf[0], d), iu);
-            if (cf[0].re != 0 || cf[0].im != 0)
-                v = fmk_cadd(v, fmk_cmul(cf[0], fmk_clog(u)));
-            V = fmk_cadd(V, v), D = fmk_cadd(D, d);
+            fmk_cplx v[2] = {V, D};
+            fmk_fmm2d_m2p_at(a.p, center_of(a, c), scale_of(a, c), cf, z, v);
+            V = v[0], D = v[1];
         }
         if (act)
             res[2 * i] = V, res[2 * i + 1] = D;
