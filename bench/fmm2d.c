@@ -224,21 +224,23 @@ int main(int argc, char **argv)
             if (json) {
                 row_begin("phases");
                 printf(", \"dist\": \"%s\", \"n\": %lld, \"order\": %d, \"leaf_size\": %lld, "
-                       "\"levels\": %d, \"tree_ms\": %.4f, \"setup_ms\": %.4f, \"upload_ms\": %.4f, \"p2m_ms\": %.4f, "
-                       "\"m2m_ms\": %.4f, \"m2l_ms\": %.4f, \"l2l_ms\": %.4f, \"l2p_ms\": %.4f, "
+                       "\"levels\": %d, \"tree_ms\": %.4f, \"setup_ms\": %.4f, "
+                       "\"upload_ms\": %.4f, \"p2m_ms\": %.4f, \"m2m_ms\": %.4f, \"m2l_ms\": %.4f, "
+                       "\"l2l_ms\": %.4f, \"l2p_ms\": %.4f, "
                        "\"p2p_ms\": %.4f, \"total_ms\": %.4f, \"rel_l2\": %.3e, \"max_rel\": %.3e}",
                        dist_names[d], (long long)N, in.order, (long long)in.leaf_size, in.levels,
-                       1e3 * ph[FMK_PHASE_TREE], 1e3 * ph[FMK_PHASE_SETUP], 1e3 * ph[FMK_PHASE_UPLOAD],
-                       1e3 * ph[FMK_PHASE_P2M], 1e3 * ph[FMK_PHASE_M2M], 1e3 * ph[FMK_PHASE_M2L],
-                       1e3 * ph[FMK_PHASE_L2L], 1e3 * ph[FMK_PHASE_L2P], 1e3 * ph[FMK_PHASE_P2P],
-                       1e3 * t, l2, mx);
+                       1e3 * ph[FMK_PHASE_TREE], 1e3 * ph[FMK_PHASE_SETUP],
+                       1e3 * ph[FMK_PHASE_UPLOAD], 1e3 * ph[FMK_PHASE_P2M], 1e3 * ph[FMK_PHASE_M2M],
+                       1e3 * ph[FMK_PHASE_M2L], 1e3 * ph[FMK_PHASE_L2L], 1e3 * ph[FMK_PHASE_L2P],
+                       1e3 * ph[FMK_PHASE_P2P], 1e3 * t, l2, mx);
             } else {
                 printf("%-8s %3d %5lld %4d %7.3f %7.3f %7.3f %7.3f %7.3f %7.3f %7.3f %7.3f %7.3f "
                        "%8.3f %9.2e %9.2e\n",
                        dist_names[d], in.order, (long long)in.leaf_size, in.levels,
-                       1e3 * ph[FMK_PHASE_TREE], 1e3 * ph[FMK_PHASE_SETUP], 1e3 * ph[FMK_PHASE_UPLOAD], 1e3 * ph[FMK_PHASE_P2M],
-                       1e3 * ph[FMK_PHASE_M2M], 1e3 * ph[FMK_PHASE_M2L], 1e3 * ph[FMK_PHASE_L2L],
-                       1e3 * ph[FMK_PHASE_L2P], 1e3 * ph[FMK_PHASE_P2P], 1e3 * t, l2, mx);
+                       1e3 * ph[FMK_PHASE_TREE], 1e3 * ph[FMK_PHASE_SETUP],
+                       1e3 * ph[FMK_PHASE_UPLOAD], 1e3 * ph[FMK_PHASE_P2M], 1e3 * ph[FMK_PHASE_M2M],
+                       1e3 * ph[FMK_PHASE_M2L], 1e3 * ph[FMK_PHASE_L2L], 1e3 * ph[FMK_PHASE_L2P],
+                       1e3 * ph[FMK_PHASE_P2P], 1e3 * t, l2, mx);
             }
             release(&dd);
         }

@@ -1227,8 +1227,9 @@ fmk_status setup_common(fmk_plan *plan, fmm2d_gpu *s, const double *d_src, const
         const int nn = 2 * p + 2;
         for (int i = 0; i < nn; i++)
             for (int k = 0; k < nn; k++)
-                bin[i * nn + k] = k > i ? 0 : (k == 0 || k == i) ? 1
-                                                                 : bin[(i - 1) * nn + k - 1] + bin[(i - 1) * nn + k];
+                bin[i * nn + k] = k > i                 ? 0
+                                  : (k == 0 || k == i) ? 1
+                                                       : bin[(i - 1) * nn + k - 1] + bin[(i - 1) * nn + k];
         cudaError_t err = cudaMemcpy(s->d_binom, bin, 8 * nbin, cudaMemcpyHostToDevice);
         free(bin);
         CK(err, "cudaMemcpy (binomials)");
