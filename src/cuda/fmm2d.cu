@@ -1,5 +1,1534 @@
-/* fmm2d.cu -- the 2D adaptive FMM on the GPU (method fmm, dim 2). Not built yet: the engine has
- * no setup, so plans that ask for it are refused with FMK_ERR_UNAVAILABLE. */
-#include "cuda_internal.h"
+/* fmm2d.cu -- the GPU engine of the 2D adaptive FMM (method fmm, dim 2; log2d and cauchy2d,
+ * fp64), after Goude & Engblom, with every phase on the GPU.
+ *
+ * Topological phase (set_points). The pyramid of fmm2d.h, the same tree the CPU builds: for
+ * each of the 2L splits, the bounding box of every segment (atomics on the coordinates' bit
+ * patterns, which order like the doubles in the frame's [1, 2], for few large segments; a warp
+ * per segment for many small ones), then one stable CUB radix sort of (segment, split key)
+ * with the positions as values, and a gather. The sort replaces the paper's pivot partitioning
+ * (Alg. 3.1, 3.2): a segmented median split is a stable partition by the key, and one sort of
+ * all segments at once keeps every launch full. Then the directed lists level by level, a
+ * thread per box (count, CUB scan, fill); the finest level's strong lists carry a kind per entry
+ * (P2P, M2P, P2L: the shortcut of the interchanged theta-criterion).
+ *
+ * Computational phase (eval): a warp per box for P2M, M2M, M2L (+ P2L), L2L, L2P (+ M2P) and
+ * P2P; in the expansion operators the lanes own the coefficients (two per lane above order 31)
+ * and the warp owns its box, so nothing needs atomics; the operators are those of
+ * fmm2d_ops.c in the same scaled form (binomials built incrementally, powers by squaring). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
-extern "C" const fmk_engine fmk_engine_fmm2d_cuda = {"fmm2d/cuda", NULL, NULL, NULL, NULL, NULL, NULL};
+#include <cub/cub.cuh>
+
+#include "cuda_internal.h"
+#include "../fmm2d.h"
+
+namespace {
+
+constexpr int WARPS = 4;        /* warps per block in the warp-per-box kernels */
+constexpr int NCMAX = FMK_FMM2D_MAX_ORDER + 1;
+constexpr int SLOTS = (NCMAX + 31) / 32;
+constexpr unsigned FULL = 0xffffffffu;
+
+typedef unsigned long long u64;
+
+/* ---------------------------------------------------------------- state */
+
+typedef struct fmm2d_gpu {
+    int device;
+    int order, levels;
+    int64_t leaf_size;
+    int64_t n, ns, nt, n_boxes, leaves;
+    int self;
+    /* tree */
+    double *d_center;           /* n_boxes * 2 */
+    double *d_radius;           /* n_boxes */
+    int64_t *d_src_start, *d_trg_start; /* leaves + 1 (trg == src when self) */
+    int *d_src_order, *d_trg_order;     /* box order -> caller index */
+    double *d_src_xy, *d_trg_xy;        /* interleaved, box order */
+    int *d_weak_begin;          /* n_boxes + 1 */
+    int *d_weak;                /* global indices */
+    int *d_near_begin;          /* leaves + 1 */
+    int *d_near;                /* finest-level indices */
+    signed char *d_kind;        /* per near entry: 0 P2P, 1 M2P, 2 P2L */
+    int64_t n_weak, n_near;
+    int weak_owned, near_owned, kind_owned; /* the lists outgrew the block: freed apart */
+    /* evaluation */
+    fmk_cplx *d_q;              /* ns charges in box order */
+    fmk_cplx *d_M, *d_L;        /* n_boxes * (order + 1) */
+    fmk_cplx *d_res;            /* 2 * nt: V, D */
+    double *d_qzero;            /* nt */
+    double *d_qtotal;           /* 1 */
+    double *d_charges;          /* host calls: staging */
+    double *d_pot, *d_grad;     /* host calls: staging */
+    u64 *d_stats;               /* 2 */
+    double *d_binom;            /* (2p + 2)^2 binomials C(n, k) at n (2p + 2) + k */
+    void *d_block;              /* the one allocation the arrays above are carved from */
+    size_t block_bytes;
+    void *d_temp;               /* CUB workspace for eval */
+    size_t temp_bytes;
+    cudaEvent_t ev[8];
+    int events;
+    double tree_ms;
+} fmm2d_gpu;
+
+int order_of(const fmk_plan *plan) { return fmk_fmm2d_plan_order(plan); }
+int64_t leaf_size_of(const fmk_plan *plan) { return fmk_fmm2d_plan_leaf_size(plan); }
+
+/* ---------------------------------------------------------------- device helpers */
+
+__device__ inline fmk_cplx cpow_int(fmk_cplx w, int k)
+{
+    fmk_cplx r = fmk_c(1, 0);
+    while (k) {
+        if (k & 1)
+            r = fmk_cmul(r, w);
+        w = fmk_cmul(w, w);
+        k >>= 1;
+    }
+    return r;
+}
+
+__device__ inline fmk_cplx ld(const fmk_cplx *p)
+{
+    const double2 v = __ldg(reinterpret_cast<const double2 *>(p));
+    return fmk_c(v.x, v.y);
+}
+
+__device__ inline double u2d(u64 v) { return __longlong_as_double((long long)v); }
+__device__ inline u64 d2u(double v) { return (u64)__double_as_longlong(v); }
+
+/* ---------------------------------------------------------------- topological phase */
+
+__global__ void k_load_points(int64_t ns, const double *src, int64_t nt, const double *trg,
+                              double *x, double *y, int *id)
+{
+    const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (i >= ns + nt)
+        return;
+    const double *p = i < ns ? src + 2 * i : trg + 2 * (i - ns);
+    x[i] = p[0], y[i] = p[1], id[i] = (int)i;
+}
+
+/* Maps caller points into the frame (set_points_device): x' = 1.5 + (x - c) / w. */
+__global__ void k_map_points(int64_t n, const double *in, double cx, double cy, double inv_w,
+                             double *out)
+{
+    const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (i >= n)
+        return;
+    out[2 * i] = 1.5 + (in[2 * i] - cx) * inv_w;
+    out[2 * i + 1] = 1.5 + (in[2 * i + 1] - cy) * inv_w;
+}
+
+/* bb: 4 words per segment, the bit patterns of lo x, lo y, hi x, hi y. */
+__global__ void k_bbox_reset(int64_t nseg, u64 *bb)
+{
+    const int64_t g = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (g >= nseg)
+        return;
+    bb[4 * g] = bb[4 * g + 1] = d2u(INFINITY);
+    bb[4 * g + 2] = bb[4 * g + 3] = 0;
+}
+
+/* Few large segments: warp (and block) reductions, then atomics on the bit patterns. */
+__global__ void k_bbox_atomic(int64_t n, int s, const double *x, const double *y, u64 *bb)
+{
+    __shared__ u64 red[256 / 32][4];
+    const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    const bool act = i < n;
+    const int64_t g = act ? fmk_fmm2d_seg_of(n, s, i) : -1;
+    u64 v[4];
+    v[0] = act ? d2u(x[i]) : d2u(INFINITY);
+    v[1] = act ? d2u(y[i]) : d2u(INFINITY);
+    v[2] = act ? d2u(x[i]) : 0;
+    v[3] = act ? d2u(y[i]) : 0;
+    const int64_t g0 = __shfl_sync(FULL, g, 0), g31 = __shfl_sync(FULL, g, 31);
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    __shared__ int64_t g_first;
+    if (threadIdx.x == 0)
+        g_first = g;
+    __syncthreads();
+    const int block_uniform = __syncthreads_and(g == g_first && act);
+    if (g0 == g31 && g0 >= 0) {
+        for (int o = 16; o > 0; o >>= 1) {
+            u64 a0 = __shfl_xor_sync(FULL, v[0], o), a1 = __shfl_xor_sync(FULL, v[1], o);
+            u64 a2 = __shfl_xor_sync(FULL, v[2], o), a3 = __shfl_xor_sync(FULL, v[3], o);
+            v[0] = a0 < v[0] ? a0 : v[0], v[1] = a1 < v[1] ? a1 : v[1];
+            v[2] = a2 > v[2] ? a2 : v[2], v[3] = a3 > v[3] ? a3 : v[3];
+        }
+        if (block_uniform) {
+            if (lane == 0)
+                for (int k = 0; k < 4; k++)
+                    red[w][k] = v[k];
+            __syncthreads();
+            if (threadIdx.x == 0) {
+                for (int j = 1; j < (int)(blockDim.x >> 5); j++) {
+                    v[0] = red[j][0] < v[0] ? red[j][0] : v[0];
+                    v[1] = red[j][1] < v[1] ? red[j][1] : v[1];
+                    v[2] = red[j][2] > v[2] ? red[j][2] : v[2];
+                    v[3] = red[j][3] > v[3] ? red[j][3] : v[3];
+                }
+                atomicMin(bb + 4 * g, v[0]), atomicMin(bb + 4 * g + 1, v[1]);
+                atomicMax(bb + 4 * g + 2, v[2]), atomicMax(bb + 4 * g + 3, v[3]);
+            }
+        } else if (lane == 0) {
+            atomicMin(bb + 4 * g, v[0]), atomicMin(bb + 4 * g + 1, v[1]);
+            atomicMax(bb + 4 * g + 2, v[2]), atomicMax(bb + 4 * g + 3, v[3]);
+        }
+    } else if (act) {
+        atomicMin(bb + 4 * g, v[0]), atomicMin(bb + 4 * g + 1, v[1]);
+        atomicMax(bb + 4 * g + 2, v[2]), atomicMax(bb + 4 * g + 3, v[3]);
+    }
+}
+
+/* Many small segments: a warp per segment. */
+__global__ void k_bbox_warp(int64_t n, int s, const double *x, const double *y, u64 *bb)
+{
+    const int64_t g = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5;
+    const int lane = threadIdx.x & 31;
+    if (g >= ((int64_t)1 << s))
+        return;
+    const int64_t a = fmk_fmm2d_seg_begin(n, s, g), e = fmk_fmm2d_seg_begin(n, s, g + 1);
+    double lx = INFINITY, ly = INFINITY, hx = -INFINITY, hy = -INFINITY;
+    for (int64_t i = a + lane; i < e; i += 32) {
+        const double px = x[i], py = y[i];
+        lx = fmin(lx, px), ly = fmin(ly, py), hx = fmax(hx, px), hy = fmax(hy, py);
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+        lx = fmin(lx, __shfl_xor_sync(FULL, lx, o)), ly = fmin(ly, __shfl_xor_sync(FULL, ly, o));
+        hx = fmax(hx, __shfl_xor_sync(FULL, hx, o)), hy = fmax(hy, __shfl_xor_sync(FULL, hy, o));
+    }
+    if (lane == 0) {
+        if (e > a)
+            bb[4 * g] = d2u(lx), bb[4 * g + 1] = d2u(ly), bb[4 * g + 2] = d2u(hx),
+            bb[4 * g + 3] = d2u(hy);
+        else /* an empty segment (n = 0): the centre of the frame */
+            bb[4 * g] = bb[4 * g + 1] = bb[4 * g + 2] = bb[4 * g + 3] = d2u(1.5);
+    }
+}
+
+__global__ void k_keys(int64_t n, int s, const double *x, const double *y, const u64 *bb,
+                       unsigned *keys, int *pos)
+{
+    const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (i >= n)
+        return;
+    const int64_t g = fmk_fmm2d_seg_of(n, s, i);
+    const double lo[2] = {u2d(bb[4 * g]), u2d(bb[4 * g + 1])};
+    const double hi[2] = {u2d(bb[4 * g + 2]), u2d(bb[4 * g + 3])};
+    const int axis = fmk_fmm2d_axis(lo, hi);
+    const int kb = fmk_fmm2d_key_bits(s);
+    keys[i] = ((unsigned)g << kb) | fmk_fmm2d_key(axis ? y[i] : x[i], lo[axis], hi[axis], s);
+    pos[i] = (int)i;
+}
+
+/* The split keys alone (no segment bits), for the segmented sort of many small segments. */
+__global__ void k_keys16(int64_t n, int s, const double *x, const double *y, const u64 *bb,
+                         unsigned short *keys, int *pos)
+{
+    const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (i >= n)
+        return;
+    const int64_t g = fmk_fmm2d_seg_of(n, s, i);
+    const double lo[2] = {u2d(bb[4 * g]), u2d(bb[4 * g + 1])};
+    const double hi[2] = {u2d(bb[4 * g + 2]), u2d(bb[4 * g + 3])};
+    const int axis = fmk_fmm2d_axis(lo, hi);
+    keys[i] = (unsigned short)fmk_fmm2d_key(axis ? y[i] : x[i], lo[axis], hi[axis], s);
+    pos[i] = (int)i;
+}
+
+__global__ void k_seg_offsets(int64_t nseg, int64_t n, int s, int *off)
+{
+    const int64_t g = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (g <= nseg)
+        off[g] = (int)fmk_fmm2d_seg_begin(n, s, g);
+}
+
+/* Many small segments: CUB's segmented sort (a warp or a block per segment, in shared memory)
+ * beats a radix sort of all points over s + 16 bits. */
+inline bool segmented_split(int64_t n, int s) { return (n >> s) <= 4096 && s >= 8; }
+
+__global__ void k_gather(int64_t n, const int *pos, const double *x, const double *y, const int *id,
+                         double *x2, double *y2, int *id2)
+{
+    const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (i >= n)
+        return;
+    const int j = pos[i];
+    x2[i] = x[j], y2[i] = y[j], id2[i] = id[j];
+}
+
+__global__ void k_geometry(int64_t nb, const u64 *bb, double *center, double *radius)
+{
+    const int64_t g = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (g >= nb)
+        return;
+    const double lx = u2d(bb[4 * g]), ly = u2d(bb[4 * g + 1]);
+    const double hx = u2d(bb[4 * g + 2]), hy = u2d(bb[4 * g + 3]);
+    center[2 * g] = 0.5 * (lx + hx), center[2 * g + 1] = 0.5 * (ly + hy);
+    radius[g] = 0.5 * sqrt((hx - lx) * (hx - lx) + (hy - ly) * (hy - ly));
+}
+
+/* Self: the points are the sources (and targets) in box order. */
+__global__ void k_self_points(int64_t n, const double *x, const double *y, const int *id,
+                              double *xy, int *order)
+{
+    const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (i >= n)
+        return;
+    xy[2 * i] = x[i], xy[2 * i + 1] = y[i], order[i] = id[i];
+}
+
+__global__ void k_starts(int64_t n, int L, int64_t leaves, const int *before, int self,
+                         int64_t *src_start, int64_t *trg_start)
+{
+    const int64_t b = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (b > leaves)
+        return;
+    const int64_t pos = fmk_fmm2d_seg_begin(n, 2 * L, b);
+    if (self) {
+        src_start[b] = pos;
+    } else {
+        src_start[b] = before[pos];
+        trg_start[b] = pos - before[pos];
+    }
+}
+
+/* flags[i] = 1 for a source (i < n), 0 for a target and at i = n. */
+__global__ void k_source_flags(int64_t n, int64_t ns, const int *id, int *flags)
+{
+    const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (i <= n)
+        flags[i] = i < n && id[i] < ns ? 1 : 0;
+}
+
+__global__ void k_split_points(int64_t n, int64_t ns, const double *x, const double *y,
+                               const int *id, const int *before, double *sxy, int *sorder,
+                               double *txy, int *torder)
+{
+    const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (i >= n)
+        return;
+    const int c = id[i];
+    if (c < ns) {
+        const int64_t k = before[i];
+        sxy[2 * k] = x[i], sxy[2 * k + 1] = y[i], sorder[k] = c;
+    } else {
+        const int64_t k = i - before[i];
+        txy[2 * k] = x[i], txy[2 * k + 1] = y[i], torder[k] = c - (int)ns;
+    }
+}
+
+__device__ inline int64_t count_in(const int64_t *start, int L, int l, int64_t b)
+{
+    const int sh = 2 * (L - l);
+    return start[(b + 1) << sh] - start[b << sh];
+}
+
+/* The lists of level l (fmm2d.h), a warp per box, a lane per candidate (the children of the
+ * parent's strong list); pass 0 counts, pass 1 fills in candidate order (ballots place them). */
+__global__ void k_connect(int l, int L, int pass, const int *prev_begin, const int *prev,
+                          const int64_t *src_start, const int64_t *trg_start, const double *center,
+                          const double *radius, int *cnt_weak, int *cnt_strong, const int *off_weak,
+                          const int *off_strong, int *weak, int *strong, signed char *kind)
+{
+    const int64_t nb = (int64_t)1 << (2 * l), f = fmk_fmm2d_first(l);
+    const int64_t b = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5;
+    const int lane = threadIdx.x & 31;
+    if (b > nb)
+        return;
+    if (b == nb) { /* the scans' last entry */
+        if (!pass && lane == 0)
+            cnt_weak[nb] = 0, cnt_strong[nb] = 0;
+        return;
+    }
+    int nw = 0, nsg = 0;
+    if (count_in(trg_start, L, l, b) > 0) {
+        const double cb[2] = {center[2 * (f + b)], center[2 * (f + b) + 1]};
+        const double rb = radius[f + b];
+        const int64_t P = b >> 2;
+        const int e0 = prev_begin[P], total = 4 * (prev_begin[P + 1] - e0);
+        const unsigned below = (1u << lane) - 1;
+        for (int i0 = 0; i0 < total; i0 += 32) {
+            const int i = i0 + lane;
+            int64_t c = 0;
+            int is_weak = 0, is_strong = 0;
+            double rc = 0;
+            const double *cc = cb;
+            if (i < total) {
+                c = 4 * (int64_t)prev[e0 + i / 4] + (i & 3);
+                if (count_in(src_start, L, l, c) > 0) {
+                    cc = center + 2 * (f + c);
+                    rc = radius[f + c];
+                    is_weak = fmk_fmm2d_separated(cb, rb, cc, rc, 0);
+                    is_strong = !is_weak;
+                }
+            }
+            const unsigned mw = __ballot_sync(FULL, is_weak), ms = __ballot_sync(FULL, is_strong);
+            if (pass && is_weak)
+                weak[off_weak[b] + nw + __popc(mw & below)] = (int)(f + c);
+            if (pass && is_strong) {
+                const int o = off_strong[b] + nsg + __popc(ms & below);
+                strong[o] = (int)c;
+                if (l == L) {
+                    signed char k = 0;
+                    if (c != b && fmk_fmm2d_separated(cb, rb, cc, rc, 1))
+                        k = rc < rb ? 1 : 2;
+                    kind[o] = k;
+                }
+            }
+            nw += __popc(mw), nsg += __popc(ms);
+        }
+    }
+    if (!pass && lane == 0)
+        cnt_weak[b] = nw, cnt_strong[b] = nsg;
+}
+
+/* The two list totals of a level into out[0], out[1] (one copy to the host). */
+__global__ void k_totals(const int *weak_total, const int *strong_total, int *out)
+{
+    out[0] = *weak_total, out[1] = *strong_total;
+}
+
+__global__ void k_add_base(int64_t n, const int *in, int base, int *out)
+{
+    const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (i < n)
+        out[i] = in[i] + base;
+}
+
+/* ---------------------------------------------------------------- computational phase */
+
+struct box_args {
+    int p, L, is_log;
+    const double *center, *radius;
+    const int64_t *src_start, *trg_start;
+    const double *src_xy, *trg_xy;
+    const fmk_cplx *q;
+    fmk_cplx *M, *Lc;
+    const double *binom;        /* C(n, k) at n * nb + k */
+    int nb;
+};
+
+__device__ inline double binom(const box_args &a, int n, int k) { return __ldg(a.binom + n * a.nb + k); }
+
+__device__ inline fmk_cplx center_of(const box_args &a, int64_t g)
+{
+    return fmk_c(a.center[2 * g], a.center[2 * g + 1]);
+}
+__device__ inline double scale_of(const box_args &a, int64_t g)
+{
+    return fmk_fmm2d_scale(a.radius[g]);
+}
+
+__global__ void k_charges(int64_t ns, int is_log, const int *order, const double *charges,
+                          fmk_cplx *q)
+{
+    const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (i >= ns)
+        return;
+    const int c = order[i];
+    q[i] = is_log ? fmk_c(charges[c], 0) : fmk_c(charges[2 * c], charges[2 * c + 1]);
+}
+
+/* P2M: a warp per finest box; lane k holds a_k (and a_(k+32)). */
+__global__ void k_p2m(box_args a)
+{
+    const int64_t b = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5;
+    const int lane = threadIdx.x & 31;
+    const int64_t leaves = (int64_t)1 << (2 * a.L), g = fmk_fmm2d_first(a.L) + b;
+    if (b >= leaves)
+        return;
+    const int64_t s0 = a.src_start[b], s1 = a.src_start[b + 1];
+    if (s1 == s0)
+        return;
+    const fmk_cplx c = center_of(a, g);
+    const double r = scale_of(a, g), inv_r = 1.0 / r;
+    fmk_cplx acc[SLOTS];
+    for (int t = 0; t < SLOTS; t++)
+        acc[t] = fmk_c(0, 0);
+    for (int64_t j = s0; j < s1; j++) {
+        const fmk_cplx w = fmk_c((a.src_xy[2 * j] - c.re) * inv_r, (a.src_xy[2 * j + 1] - c.im) * inv_r);
+        const fmk_cplx qj = a.q[j];
+        for (int t = 0; t < SLOTS; t++) {
+            const int k = lane + 32 * t;
+            if (k > a.p)
+                break;
+            if (a.is_log) {
+                if (k == 0)
+                    acc[t] = fmk_cadd(acc[t], qj);
+                else
+                    acc[t] = fmk_csub(acc[t], fmk_cscale(fmk_cmul(qj, cpow_int(w, k)), 1.0 / k));
+            } else if (k >= 1) {
+                acc[t] = fmk_cadd(acc[t], fmk_cscale(fmk_cmul(qj, cpow_int(w, k - 1)), inv_r));
+            }
+        }
+    }
+    for (int t = 0; t < SLOTS; t++) {
+        const int k = lane + 32 * t;
+        if (k <= a.p)
+            a.M[(a.p + 1) * g + k] = acc[t];
+    }
+}
+
+/* M2M into the boxes of level l: a warp per parent, lane l owns b_l. */
+__global__ void k_m2m(box_args a, int l)
+{
+    extern __shared__ fmk_cplx smem[];
+    const int w = threadIdx.x >> 5, lane = threadIdx.x & 31, nc = a.p + 1;
+    fmk_cplx *au = smem + w * nc;
+    const int64_t b = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5;
+    if (b >= ((int64_t)1 << (2 * l)))
+        return;
+    const int64_t f = fmk_fmm2d_first(l), fc = fmk_fmm2d_first(l + 1);
+    if (count_in(a.src_start, a.L, l, b) == 0)
+        return;
+    const fmk_cplx cp = center_of(a, f + b);
+    const double rp = scale_of(a, f + b);
+    fmk_cplx acc[SLOTS];
+    for (int t = 0; t < SLOTS; t++)
+        acc[t] = fmk_c(0, 0);
+    for (int64_t c = 4 * b; c < 4 * b + 4; c++) {
+        if (count_in(a.src_start, a.L, l + 1, c) == 0)
+            continue;
+        const fmk_cplx tt = fmk_cscale(fmk_csub(center_of(a, fc + c), cp), 1.0 / rp);
+        const double u = scale_of(a, fc + c) / rp;
+        const fmk_cplx *ac = a.M + nc * (fc + c);
+        __syncwarp();
+        for (int k = lane; k < nc; k += 32)
+            au[k] = fmk_cscale(ld(ac + k), pow(u, (double)k));
+        __syncwarp();
+        const fmk_cplx a0 = au[0];
+        for (int t = 0; t < SLOTS; t++) {
+            const int m = lane + 32 * t;
+            if (m > a.p)
+                break;
+            if (m == 0) {
+                acc[t] = fmk_cadd(acc[t], a0);
+                continue;
+            }
+            /* -a_0 t^m / m + sum_{k=1..m} a_k u^k C(m-1, k-1) t^(m-k), k from m down */
+            fmk_cplx s = fmk_c(0, 0), tp = fmk_c(1, 0);
+            for (int k = m; k >= 1; k--) {
+                fmk_cfma(&s, fmk_cscale(au[k], binom(a, m - 1, k - 1)), tp);
+                tp = fmk_cmul(tp, tt);
+            }
+            /* tp = t^m now */
+            s = fmk_csub(s, fmk_cscale(fmk_cmul(a0, tp), 1.0 / m));
+            acc[t] = fmk_cadd(acc[t], s);
+        }
+    }
+    for (int t = 0; t < SLOTS; t++) {
+        const int m = lane + 32 * t;
+        if (m <= a.p)
+            a.M[nc * (f + b) + m] = acc[t];
+    }
+}
+
+/* M2L from the weak lists (every level) and, at the finest level, P2L: a warp per target box,
+ * lane l owns b_l. */
+__global__ void k_m2l(box_args a, const int *weak_begin, const int *weak, const int *near_begin,
+                      const int *near, const signed char *kind, int64_t n_boxes)
+{
+    extern __shared__ fmk_cplx smem[];
+    const int w = threadIdx.x >> 5, lane = threadIdx.x & 31, nc = a.p + 1;
+    fmk_cplx *ck = smem + w * nc;
+    const int64_t g = 1 + ((blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5);
+    if (g >= n_boxes)
+        return;
+    const int64_t fl = fmk_fmm2d_first(a.L);
+    const int e0 = weak_begin[g], e1 = weak_begin[g + 1];
+    const int has_near = g >= fl;
+    if (e0 == e1 && !has_near)
+        return;
+    const fmk_cplx ct = center_of(a, g);
+    const double rt = scale_of(a, g);
+    fmk_cplx acc[SLOTS];
+    for (int t = 0; t < SLOTS; t++)
+        acc[t] = fmk_c(0, 0);
+    for (int e = e0; e < e1; e++) {
+        const int c = weak[e];
+        const fmk_cplx z0 = fmk_csub(center_of(a, c), ct), iz = fmk_cinv(z0);
+        const fmk_cplx rho_s = fmk_cscale(iz, -scale_of(a, c)), rho_t = fmk_cscale(iz, rt);
+        const fmk_cplx *ac = a.M + nc * (int64_t)c;
+        __syncwarp();
+        for (int k = lane; k < nc; k += 32)
+            ck[k] = k == 0 ? fmk_c(0, 0) : fmk_cmul(ld(ac + k), cpow_int(rho_s, k));
+        __syncwarp();
+        const fmk_cplx a0 = ld(ac);
+        const int has_a0 = a0.re != 0 || a0.im != 0;
+        for (int t = 0; t < SLOTS; t++) {
+            const int m = lane + 32 * t;
+            if (m > a.p)
+                break;
+            /* two partial sums (odd and even k) halve the chain of dependent adds */
+            fmk_cplx s = fmk_c(0, 0), s2 = fmk_c(0, 0);
+            const double *C = a.binom + m * a.nb; /* C(m + k - 1, k - 1) at C[(k - 1)(nb + 1)] */
+            int k = 1;
+            for (; k + 1 <= a.p; k += 2) {
+                s = fmk_cadd(s, fmk_cscale(ck[k], __ldg(C + (k - 1) * (a.nb + 1))));
+                s2 = fmk_cadd(s2, fmk_cscale(ck[k + 1], __ldg(C + k * (a.nb + 1))));
+            }
+            if (k <= a.p)
+                s = fmk_cadd(s, fmk_cscale(ck[k], __ldg(C + (k - 1) * (a.nb + 1))));
+            s = fmk_cadd(s, s2);
+            if (m == 0) {
+                if (has_a0)
+                    s = fmk_cadd(s, fmk_cmul(a0, fmk_clog(fmk_cscale(z0, -1))));
+                acc[t] = fmk_cadd(acc[t], s);
+            } else {
+                s = fmk_csub(s, fmk_cscale(a0, 1.0 / m));
+                fmk_cfma(&acc[t], s, cpow_int(rho_t, m));
+            }
+        }
+    }
+    if (has_near) {
+        const int64_t b = g - fl;
+        for (int e = near_begin[b]; e < near_begin[b + 1]; e++) {
+            if (kind[e] != 2)
+                continue;
+            const int c = near[e];
+            for (int64_t j = a.src_start[c]; j < a.src_start[c + 1]; j++) {
+                const fmk_cplx d = fmk_c(a.src_xy[2 * j] - ct.re, a.src_xy[2 * j + 1] - ct.im);
+                const fmk_cplx id = fmk_cinv(d), wj = fmk_cscale(id, rt), qj = a.q[j];
+                for (int t = 0; t < SLOTS; t++) {
+                    const int m = lane + 32 * t;
+                    if (m > a.p)
+                        break;
+                    if (a.is_log) {
+                        if (m == 0)
+                            acc[t] = fmk_cadd(acc[t], fmk_cmul(qj, fmk_clog(fmk_cscale(d, -1))));
+                        else
+                            acc[t] = fmk_csub(acc[t],
+                                              fmk_cscale(fmk_cmul(qj, cpow_int(wj, m)), 1.0 / m));
+                    } else {
+                        acc[t] = fmk_csub(acc[t], fmk_cmul(fmk_cmul(qj, id), cpow_int(wj, m)));
+                    }
+                }
+            }
+        }
+    }
+    for (int t = 0; t < SLOTS; t++) {
+        const int m = lane + 32 * t;
+        if (m <= a.p)
+            a.Lc[nc * g + m] = fmk_cadd(a.Lc[nc * g + m], acc[t]);
+    }
+}
+
+/* L2L into the boxes of level l: a warp per child, lane m owns its b_m. */
+__global__ void k_l2l(box_args a, int l)
+{
+    extern __shared__ fmk_cplx smem[];
+    const int w = threadIdx.x >> 5, lane = threadIdx.x & 31, nc = a.p + 1;
+    fmk_cplx *bp = smem + w * nc;
+    const int64_t b = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5;
+    if (b >= ((int64_t)1 << (2 * l)))
+        return;
+    if (count_in(a.trg_start, a.L, l, b) == 0)
+        return;
+    const int64_t f = fmk_fmm2d_first(l), P = fmk_fmm2d_first(l - 1) + b / 4;
+    const double rp = scale_of(a, P);
+    const fmk_cplx tt = fmk_cscale(fmk_csub(center_of(a, f + b), center_of(a, P)), 1.0 / rp);
+    const double u = scale_of(a, f + b) / rp;
+    for (int k = lane; k < nc; k += 32)
+        bp[k] = ld(a.Lc + nc * P + k);
+    __syncwarp();
+    for (int t = 0; t < SLOTS; t++) {
+        const int m = lane + 32 * t;
+        if (m > a.p)
+            break;
+        /* u^m sum_{l=m..p} b_l C(l, m) t^(l-m), Horner from l = p down */
+        fmk_cplx s = fmk_c(0, 0);
+        for (int k = a.p; k >= m; k--)
+            s = fmk_cadd(fmk_cmul(s, tt), fmk_cscale(bp[k], binom(a, k, m)));
+        const int64_t o = nc * (f + b) + m;
+        a.Lc[o] = fmk_cadd(a.Lc[o], fmk_cscale(s, pow(u, (double)m)));
+    }
+}
+
+/* L2P and M2P at the finest level: a warp per box, a lane per target; V, D into res. */
+__global__ void k_l2p(box_args a, const int *near_begin, const int *near, const signed char *kind,
+                      fmk_cplx *res)
+{
+    extern __shared__ fmk_cplx smem[];
+    const int w = threadIdx.x >> 5, lane = threadIdx.x & 31, nc = a.p + 1;
+    fmk_cplx *cf = smem + w * nc;
+    const int64_t b = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5;
+    const int64_t leaves = (int64_t)1 << (2 * a.L), fl = fmk_fmm2d_first(a.L);
+    if (b >= leaves)
+        return;
+    const int64_t t0 = a.trg_start[b], t1 = a.trg_start[b + 1];
+    if (t0 == t1)
+        return;
+    const int64_t g = fl + b;
+    for (int64_t i0 = t0; i0 < t1; i0 += 32) {
+        const int64_t i = i0 + lane;
+        const bool act = i < t1;
+        const fmk_cplx z = act ? fmk_c(a.trg_xy[2 * i], a.trg_xy[2 * i + 1]) : fmk_c(0, 0);
+        fmk_cplx V = fmk_c(0, 0), D = fmk_c(0, 0);
+        if (a.L >= 1) {
+            __syncwarp();
+            for (int k = lane; k < nc; k += 32)
+                cf[k] = ld(a.Lc + nc * g + k);
+            __syncwarp();
+            if (act) {
+                fmk_cplx v[2] = {fmk_c(0, 0), fmk_c(0, 0)};
+                fmk_fmm2d_l2p_at(a.p, center_of(a, g), scale_of(a, g), cf, z, v);
+                V = v[0], D = v[1];
+            }
+        }
+        for (int e = near_begin[b]; e < near_begin[b + 1]; e++) {
+            if (kind[e] != 1)
+                continue;
+            const int64_t c = fl + near[e];
+            __syncwarp();
+            for (int k = lane; k < nc; k += 32)
+                cf[k] = ld(a.M + nc * c + k);
+            __syncwarp();
+            if (!act)
+                continue;
+            fmk_cplx v[2] = {V, D};
+            fmk_fmm2d_m2p_at(a.p, center_of(a, c), scale_of(a, c), cf, z, v);
+            V = v[0], D = v[1];
+        }
+        if (act)
+            res[2 * i] = V, res[2 * i + 1] = D;
+    }
+}
+
+/* One source's contribution to V, D (fmm2d.h) at (zx, zy); q_zero collects the charge at
+ * distance 0. */
+__device__ inline void p2p_pair(int is_log, real4d sj, double zx, double zy, double acc[5])
+{
+    const double dx = zx - sj.x, dy = zy - sj.y, r2 = dx * dx + dy * dy;
+    if (r2 == 0) {
+        acc[4] += sj.z;
+        return;
+    }
+    const double s = __drcp_rn(r2), ir = dx * s, ii = -dy * s; /* 1 / (z - z_j) */
+    if (is_log) {
+        acc[0] += sj.z * 0.5 * log(r2);
+        acc[2] += sj.z * ir, acc[3] += sj.z * ii;
+    } else {
+        const double gr = sj.z * ir - sj.w * ii, gi = sj.z * ii + sj.w * ir;
+        acc[0] += gr, acc[1] += gi;
+        acc[2] -= gr * ir - gi * ii, acc[3] -= gr * ii + gi * ir;
+    }
+}
+
+/* P2P: a warp per finest box, each lane two targets (i and i + 32: two independent chains per
+ * source read), sources staged through shared memory. */
+__global__ void k_p2p(box_args a, const int *near_begin, const int *near, const signed char *kind,
+                      fmk_cplx *res, double *qzero)
+{
+    __shared__ real4d tile[WARPS][32];
+    const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int64_t b = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5;
+    const int64_t leaves = (int64_t)1 << (2 * a.L);
+    if (b >= leaves)
+        return;
+    const int64_t t0 = a.trg_start[b], t1 = a.trg_start[b + 1];
+    for (int64_t i0 = t0; i0 < t1; i0 += 64) {
+        const int64_t i = i0 + lane, i2 = i + 32;
+        const bool act = i < t1, act2 = i2 < t1;
+        const double zx = act ? a.trg_xy[2 * i] : 0, zy = act ? a.trg_xy[2 * i + 1] : 0;
+        const double zx2 = act2 ? a.trg_xy[2 * i2] : 0, zy2 = act2 ? a.trg_xy[2 * i2 + 1] : 0;
+        double acc[5] = {0, 0, 0, 0, 0}, acc2[5] = {0, 0, 0, 0, 0};
+        for (int e = near_begin[b]; e < near_begin[b + 1]; e++) {
+            if (kind[e] != 0)
+                continue;
+            const int c = near[e];
+            const int64_t s0 = a.src_start[c], s1 = a.src_start[c + 1];
+            for (int64_t j0 = s0; j0 < s1; j0 += 32) {
+                const int nj = s1 - j0 < 32 ? (int)(s1 - j0) : 32;
+                __syncwarp();
+                if (lane < nj) {
+                    const int64_t j = j0 + lane;
+                    const fmk_cplx qj = a.q[j];
+                    tile[w][lane] = real4d{a.src_xy[2 * j], a.src_xy[2 * j + 1], qj.re, qj.im};
+                }
+                __syncwarp();
+                if (act2) {
+                    for (int k = 0; k < nj; k++) {
+                        const real4d sj = tile[w][k];
+                        p2p_pair(a.is_log, sj, zx, zy, acc);
+                        p2p_pair(a.is_log, sj, zx2, zy2, acc2);
+                    }
+                } else {
+                    for (int k = 0; k < nj; k++)
+                        p2p_pair(a.is_log, tile[w][k], zx, zy, acc);
+                }
+            }
+        }
+        if (act) {
+            res[2 * i] = fmk_cadd(res[2 * i], fmk_c(acc[0], acc[1]));
+            res[2 * i + 1] = fmk_cadd(res[2 * i + 1], fmk_c(acc[2], acc[3]));
+            qzero[i] = acc[4];
+        }
+        if (act2) {
+            res[2 * i2] = fmk_cadd(res[2 * i2], fmk_c(acc2[0], acc2[1]));
+            res[2 * i2 + 1] = fmk_cadd(res[2 * i2 + 1], fmk_c(acc2[2], acc2[3]));
+            qzero[i2] = acc2[4];
+        }
+    }
+}
+
+__global__ void k_output(int64_t nt, int is_log, const int *order, const fmk_cplx *res,
+                         const double *qzero, const double *qtotal, double lw, double ps,
+                         double *pot, double *grad)
+{
+    const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (i >= nt)
+        return;
+    const int64_t c = order[i];
+    const fmk_cplx V = res[2 * i], D = res[2 * i + 1];
+    if (is_log) {
+        if (pot)
+            pot[c] = V.re + lw * (*qtotal - qzero[i]);
+        if (grad)
+            grad[2 * c] = D.re * ps, grad[2 * c + 1] = -D.im * ps;
+    } else {
+        if (pot)
+            pot[2 * c] = -V.re * ps, pot[2 * c + 1] = -V.im * ps;
+        if (grad)
+            grad[2 * c] = -D.re * ps * ps, grad[2 * c + 1] = -D.im * ps * ps;
+    }
+}
+
+/* ---------------------------------------------------------------- host side */
+
+unsigned grid_of(int64_t threads, int block) { return (unsigned)((threads + block - 1) / block); }
+
+/* Device bytes for n points (ns sources, nt targets) with these list lengths. */
+int64_t device_bytes(const fmk_plan *plan, int64_t ns, int64_t nt, int self, int64_t n_weak,
+                     int64_t n_near)
+{
+    const int p = order_of(plan);
+    const int64_t n = self ? ns : ns + nt;
+    const int L = fmk_fmm2d_levels(n, leaf_size_of(plan));
+    const int64_t boxes = fmk_fmm2d_first(L + 1), leaves = (int64_t)1 << (2 * L);
+    const int cw = fmk_kernel_width(plan->kernel);
+    int64_t b = 24 * boxes + 16 * (leaves + 1) + 4 * (boxes + 1) + 4 * (leaves + 1);
+    b += 12 * (ns + (self ? 0 : nt)) + 4 * n_weak + 5 * n_near;
+    b += 16 * ns + 2 * 16 * boxes * (p + 1) + 40 * nt + 8 * cw * (ns + 2 * nt) + 64;
+    return b;
+}
+
+/* Workspace of the topological phase and the lists' starting capacity (build_ws), with CUB's
+ * workspace bounded by 12 bytes a point and 1 MB. */
+int64_t build_bytes(int64_t n, int L)
+{
+    const int64_t boxes = fmk_fmm2d_first(L + 1), leaves = (int64_t)1 << (2 * L);
+    return n * (68 + 12) + 160 * boxes + 200 * leaves + (2 << 20);
+}
+
+void free_state(fmm2d_gpu *s)
+{
+    void *bufs[] = {s->d_block, s->weak_owned ? s->d_weak : NULL, s->near_owned ? s->d_near : NULL,
+                    s->kind_owned ? s->d_kind : NULL};
+    for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++)
+        if (bufs[k] && cudaFree(bufs[k]) != cudaSuccess)
+            (void)cudaGetLastError();
+    for (int k = 0; k < s->events; k++)
+        if (cudaEventDestroy(s->ev[k]) != cudaSuccess)
+            (void)cudaGetLastError();
+    free(s);
+}
+
+void gpu_release(fmk_plan *plan)
+{
+    fmm2d_gpu *s = (fmm2d_gpu *)plan->state;
+    if (!s)
+        return;
+    int prev;
+    fmk_status st = fmk_cuda_enter(plan, s->device, &prev);
+    free_state(s);
+    if (st == FMK_OK)
+        fmk_cuda_leave(s->device, prev);
+    plan->state = NULL;
+    plan->state_bytes_device = plan->state_bytes_host = 0;
+}
+
+void gpu_memory(const fmk_plan *plan, int64_t ns, int64_t nt, int64_t *h, int64_t *d)
+{
+    const int self = nt < 0;
+    if (self)
+        nt = ns;
+    const int64_t n = self ? ns : ns + nt;
+    const int L = fmk_fmm2d_levels(n, leaf_size_of(plan));
+    const int64_t boxes = fmk_fmm2d_first(L + 1), leaves = (int64_t)1 << (2 * L);
+    *h = (int64_t)sizeof(fmm2d_gpu);
+    *d = device_bytes(plan, ns, nt, self, 32 * boxes, 12 * leaves) + build_bytes(n, L);
+}
+
+/* A growable device buffer of ints: it starts in the plan's block (owned = 0) and moves to an
+ * allocation of its own (owned = 1) only if the lists outgrow the estimate. */
+struct ibuf {
+    int *d;
+    int64_t cap;
+    int owned;
+};
+
+fmk_status ibuf_reserve(fmk_plan *plan, ibuf *b, int64_t n, int64_t keep, const char *what)
+{
+    if (n <= b->cap)
+        return FMK_OK;
+    int64_t cap = n + n / 2 + 1024;
+    int *d = NULL;
+    fmk_status st = fmk_cuda_alloc(plan, (void **)&d, sizeof(int) * (size_t)cap, what,
+                                   (long long)(sizeof(int) * cap));
+    if (st != FMK_OK)
+        return st;
+    if (keep > 0) {
+        cudaError_t err = cudaMemcpy(d, b->d, sizeof(int) * (size_t)keep, cudaMemcpyDeviceToDevice);
+        if (err != cudaSuccess) {
+            cudaFree(d);
+            return fmk_cuda_fail(plan, err, "cudaMemcpy (growing a list)");
+        }
+    }
+    if (b->d && b->owned)
+        cudaFree(b->d);
+    b->d = d, b->cap = cap, b->owned = 1;
+    return FMK_OK;
+}
+
+#define CK(call, what)                                                                             \
+    do {                                                                                           \
+        cudaError_t e_ = (call);                                                                   \
+        if (e_ != cudaSuccess) {                                                                   \
+            st = fmk_cuda_fail(plan, e_, what);                                                    \
+            goto done;                                                                             \
+        }                                                                                          \
+    } while (0)
+#define CS(call)                                                                                   \
+    do {                                                                                           \
+        st = (call);                                                                               \
+        if (st != FMK_OK)                                                                          \
+            goto done;                                                                             \
+    } while (0)
+
+/* One device allocation carved into n arrays (256-byte aligned), so that a set_points costs
+ * one cudaMalloc and one cudaFree rather than dozens. */
+struct part {
+    void **ptr;
+    size_t bytes;
+};
+
+fmk_status alloc_parts(fmk_plan *plan, void **block, part *parts, int n, const char *what,
+                       long long total, size_t *bytes)
+{
+    size_t sum = 0;
+    for (int k = 0; k < n; k++)
+        sum += (parts[k].bytes + 255) / 256 * 256;
+    *bytes = sum;
+    fmk_status st = fmk_cuda_alloc(plan, block, sum > 0 ? sum : 256, what,
+                                   total > (long long)sum ? total : (long long)sum);
+    if (st != FMK_OK)
+        return st;
+    char *p = (char *)*block;
+    for (int k = 0; k < n; k++) {
+        *parts[k].ptr = p;
+        p += (parts[k].bytes + 255) / 256 * 256;
+    }
+    return FMK_OK;
+}
+
+/* The topological phase's workspace, carved from the plan's block (setup_common). */
+struct build_ws {
+    double *x[2], *y[2];
+    int *id[2], *pos[2];
+    unsigned *keys[2];
+    unsigned short *keys16[2];
+    int *seg_off, *before, *cnt, *off, *begin_a, *begin_b;
+    u64 *box_bb, *seg_bb;
+    int *weak, *strong[2];
+    signed char *kind;
+    int64_t weak_cap, strong_cap;
+    void *temp;
+    size_t temp_bytes;
+};
+
+/* The workspace's arrays for s (CUB's sizes queried), appended to parts; returns their count
+ * (at most 32) or -1 with the error recorded. */
+int ws_parts(fmk_plan *plan, const fmm2d_gpu *s, build_ws *w, part *parts)
+{
+    const int64_t n = s->n, L = s->levels, leaves = s->leaves, nb = s->n_boxes;
+    const int64_t n1 = n > 0 ? n : 1;
+    size_t t1 = 0, t2 = 0, t3 = 0;
+    cudaError_t err = cub::DeviceRadixSort::SortPairs(NULL, t1, w->keys[0], w->keys[1], w->pos[0],
+                                                      w->pos[1], (int)n1);
+    if (err == cudaSuccess)
+        err = cub::DeviceScan::ExclusiveSum(NULL, t2, w->cnt, w->off, (int)(leaves + 1));
+    if (err == cudaSuccess)
+        err = cub::DeviceScan::ExclusiveSum(NULL, t3, w->pos[1], w->before, (int)(n + 1));
+    size_t tb = t1 > t2 ? t1 : t2;
+    tb = tb > t3 ? tb : t3;
+    for (int st_ = 0; st_ < 2 * L && err == cudaSuccess; st_++) {
+        if (!segmented_split(n, st_))
+            continue;
+        size_t t4 = 0;
+        err = cub::DeviceSegmentedSort::StableSortPairs(NULL, t4, w->keys16[0], w->keys16[1],
+                                                        w->pos[0], w->pos[1], n, (int64_t)1 << st_,
+                                                        w->seg_off, w->seg_off + 1);
+        tb = tb > t4 ? tb : t4;
+    }
+    if (err != cudaSuccess) {
+        fmk_cuda_fail(plan, err, "CUB (workspace query)");
+        return -1;
+    }
+    w->temp_bytes = tb;
+    w->weak_cap = 32 * nb + 64;
+    w->strong_cap = 12 * leaves + 64;
+    const size_t nl = (size_t)(leaves + 2), sc = (size_t)w->strong_cap;
+    part p[] = {
+        {(void **)&w->x[0], 8 * (size_t)n1},        {(void **)&w->x[1], 8 * (size_t)n1},
+        {(void **)&w->y[0], 8 * (size_t)n1},        {(void **)&w->y[1], 8 * (size_t)n1},
+        {(void **)&w->id[0], 4 * (size_t)n1},       {(void **)&w->id[1], 4 * (size_t)n1},
+        {(void **)&w->pos[0], 4 * (size_t)(n1 + 1)}, {(void **)&w->pos[1], 4 * (size_t)(n1 + 1)},
+        {(void **)&w->keys[0], 4 * (size_t)n1},     {(void **)&w->keys[1], 4 * (size_t)n1},
+        {(void **)&w->keys16[0], 2 * (size_t)n1},   {(void **)&w->keys16[1], 2 * (size_t)n1},
+        {(void **)&w->box_bb, 32 * (size_t)nb},
+        {(void **)&w->seg_bb, 32 * (size_t)(leaves > 1 ? leaves / 2 : 1)},
+        {(void **)&w->before, 4 * (size_t)(n + 2)},  {(void **)&w->cnt, 8 * nl},
+        {(void **)&w->off, 8 * nl},                  {(void **)&w->begin_a, 4 * nl},
+        {(void **)&w->begin_b, 4 * nl},              {(void **)&w->seg_off, 4 * nl},
+        {(void **)&w->weak, 4 * (size_t)w->weak_cap}, {(void **)&w->strong[0], 4 * sc},
+        {(void **)&w->strong[1], 4 * sc},            {(void **)&w->kind, sc},
+        {&w->temp, tb},
+    };
+    const int k = (int)(sizeof p / sizeof p[0]);
+    for (int i = 0; i < k; i++)
+        parts[i] = p[i];
+    return k;
+}
+
+/* The topological phase from mapped points on the device (d_src: ns * 2; d_trg: nt * 2, NULL
+ * when self) into s, in the workspace w. */
+fmk_status build_tree(fmk_plan *plan, fmm2d_gpu *s, build_ws *w, const double *d_src,
+                      const double *d_trg)
+{
+    fmk_status st = FMK_OK;
+    const int64_t n = s->n, ns = s->ns, L = s->levels, leaves = s->leaves, nb = s->n_boxes;
+    const int B = 256;
+    const long long total = (long long)plan->state_bytes_device;
+    double *x[2] = {w->x[0], w->x[1]}, *y[2] = {w->y[0], w->y[1]};
+    int *id[2] = {w->id[0], w->id[1]}, *pos[2] = {w->pos[0], w->pos[1]};
+    unsigned *keys[2] = {w->keys[0], w->keys[1]};
+    unsigned short *keys16[2] = {w->keys16[0], w->keys16[1]};
+    int *seg_off = w->seg_off;
+    u64 *box_bb = w->box_bb, *seg_bb = w->seg_bb;
+    int *before = w->before, *cnt = w->cnt, *off = w->off;
+    int *prev_begin = w->begin_a, *cur_begin = w->begin_b;
+    ibuf weak = {w->weak, w->weak_cap, 0};
+    ibuf strong[2] = {{w->strong[0], w->strong_cap, 0}, {w->strong[1], w->strong_cap, 0}};
+    signed char *kind = w->kind;
+    int kind_owned = 0;
+    void *temp = w->temp;
+    const size_t temp_bytes = w->temp_bytes;
+    size_t tb = 0;
+    int64_t n_weak = 0;
+    int prev_n = 0;
+    if (n > 0)
+        k_load_points<<<grid_of(n, B), B>>>(ns, d_src, plan->self ? 0 : s->nt, d_trg, x[0], y[0],
+                                            id[0]);
+    /* the splits */
+    for (int st_ = 0; st_ <= 2 * L; st_++) {
+        const int64_t nseg = (int64_t)1 << st_;
+        u64 *bb = st_ % 2 == 0 ? box_bb + 4 * fmk_fmm2d_first(st_ / 2) : seg_bb;
+        if (n == 0 || (n >> st_) <= 4096 || nseg >= 4096) {
+            k_bbox_warp<<<grid_of(32 * nseg, B), B>>>(n, st_, x[0], y[0], bb);
+        } else {
+            k_bbox_reset<<<grid_of(nseg, B), B>>>(nseg, bb);
+            k_bbox_atomic<<<grid_of(n, B), B>>>(n, st_, x[0], y[0], bb);
+        }
+        CK(cudaGetLastError(), "the bounding-box kernels");
+        if (st_ == 2 * L)
+            break;
+        tb = temp_bytes;
+        if (segmented_split(n, st_)) {
+            k_keys16<<<grid_of(n, B), B>>>(n, st_, x[0], y[0], bb, keys16[0], pos[0]);
+            k_seg_offsets<<<grid_of(nseg + 1, B), B>>>(nseg, n, st_, seg_off);
+            CK(cub::DeviceSegmentedSort::StableSortPairs(temp, tb, keys16[0], keys16[1], pos[0],
+                                                         pos[1], n, nseg, seg_off, seg_off + 1),
+               "cub::DeviceSegmentedSort::StableSortPairs (the median splits)");
+        } else {
+            k_keys<<<grid_of(n, B), B>>>(n, st_, x[0], y[0], bb, keys[0], pos[0]);
+            CK(cub::DeviceRadixSort::SortPairs(temp, tb, keys[0], keys[1], pos[0], pos[1], (int)n,
+                                               0, st_ + fmk_fmm2d_key_bits(st_)),
+               "cub::DeviceRadixSort::SortPairs (the median splits)");
+        }
+        k_gather<<<grid_of(n, B), B>>>(n, pos[1], x[0], y[0], id[0], x[1], y[1], id[1]);
+        CK(cudaGetLastError(), "the split kernels");
+        double *tx = x[0], *ty = y[0];
+        int *ti = id[0];
+        x[0] = x[1], y[0] = y[1], id[0] = id[1];
+        x[1] = tx, y[1] = ty, id[1] = ti;
+    }
+    k_geometry<<<grid_of(nb, B), B>>>(nb, box_bb, s->d_center, s->d_radius);
+    CK(cudaGetLastError(), "the box geometry kernel");
+    /* sources and targets in box order */
+    if (plan->self) {
+        if (n > 0)
+            k_self_points<<<grid_of(n, B), B>>>(n, x[0], y[0], id[0], s->d_src_xy, s->d_src_order);
+    } else {
+        k_source_flags<<<grid_of(n + 1, B), B>>>(n, ns, id[0], pos[1]);
+        tb = temp_bytes;
+        CK(cub::DeviceScan::ExclusiveSum(temp, tb, pos[1], before, (int)(n + 1)),
+           "cub::DeviceScan (sources before each point)");
+        if (n > 0)
+            k_split_points<<<grid_of(n, B), B>>>(n, ns, x[0], y[0], id[0], before, s->d_src_xy,
+                                                 s->d_src_order, s->d_trg_xy, s->d_trg_order);
+    }
+    k_starts<<<grid_of(leaves + 1, B), B>>>(n, (int)L, leaves, before, plan->self, s->d_src_start,
+                                            s->d_trg_start);
+    CK(cudaGetLastError(), "the point kernels");
+
+    /* the lists, level by level */
+    {
+        const int root[2] = {0, ns > 0 && s->nt > 0 ? 1 : 0}, zero = 0;
+        CK(cudaMemcpy(prev_begin, root, sizeof root, cudaMemcpyHostToDevice), "cudaMemcpy (lists)");
+        CK(cudaMemcpy(strong[0].d, &zero, sizeof zero, cudaMemcpyHostToDevice), "cudaMemcpy (lists)");
+        CK(cudaMemcpy(s->d_weak_begin, &zero, sizeof zero, cudaMemcpyHostToDevice),
+           "cudaMemcpy (lists)");
+        CK(cudaMemcpy(s->d_weak_begin + 1, &zero, sizeof zero, cudaMemcpyHostToDevice),
+           "cudaMemcpy (lists)");
+        prev_n = root[1];
+        if (L == 0) {
+            signed char k0 = 0;
+            CK(cudaMemcpy(kind, &k0, 1, cudaMemcpyHostToDevice), "cudaMemcpy (lists)");
+        }
+    }
+    for (int l = 1; l <= L; l++) {
+        const int64_t nbl = (int64_t)1 << (2 * l), f = fmk_fmm2d_first(l);
+        int *cw = cnt, *cs = cnt + (leaves + 2), *ow = off, *os = off + (leaves + 2);
+        k_connect<<<grid_of(32 * (nbl + 1), 128), 128>>>(l, (int)L, 0, prev_begin, strong[0].d,
+                                                   s->d_src_start, s->d_trg_start, s->d_center,
+                                                   s->d_radius, cw, cs, NULL, NULL, NULL, NULL, NULL);
+        CK(cudaGetLastError(), "the connectivity kernel");
+        tb = temp_bytes;
+        CK(cub::DeviceScan::ExclusiveSum(temp, tb, cw, ow, (int)(nbl + 1)), "cub::DeviceScan (lists)");
+        tb = temp_bytes;
+        CK(cub::DeviceScan::ExclusiveSum(temp, tb, cs, os, (int)(nbl + 1)), "cub::DeviceScan (lists)");
+        int tot[2];
+        k_totals<<<1, 1>>>(ow + nbl, os + nbl, cw);
+        CK(cudaMemcpy(tot, cw, sizeof tot, cudaMemcpyDeviceToHost), "cudaMemcpy (lists)");
+        if (n_weak + tot[0] > INT32_MAX || tot[1] < 0) {
+            st = fmk_error_set(plan, FMK_ERR_ARG, "the 2D FMM's lists exceed 2^31 entries");
+            goto done;
+        }
+        CS(ibuf_reserve(plan, &weak, n_weak + tot[0], n_weak, "the weak lists"));
+        CS(ibuf_reserve(plan, &strong[1], tot[1] > 0 ? tot[1] : 1, 0, "the strong lists"));
+        if (l == L && tot[1] > w->strong_cap) {
+            CS(fmk_cuda_alloc(plan, (void **)&kind, (size_t)tot[1], "the lists", total));
+            kind_owned = 1;
+        }
+        k_connect<<<grid_of(32 * (nbl + 1), 128), 128>>>(l, (int)L, 1, prev_begin, strong[0].d,
+                                                   s->d_src_start, s->d_trg_start, s->d_center,
+                                                   s->d_radius, cw, cs, ow, os, weak.d + n_weak,
+                                                   strong[1].d, kind);
+        k_add_base<<<grid_of(nbl + 1, B), B>>>(nbl + 1, ow, (int)n_weak, s->d_weak_begin + f);
+        k_add_base<<<grid_of(nbl + 1, B), B>>>(nbl + 1, os, 0, cur_begin);
+        CK(cudaGetLastError(), "the connectivity kernel");
+        n_weak += tot[0];
+        prev_n = tot[1];
+        ibuf tmp = strong[0];
+        strong[0] = strong[1], strong[1] = tmp;
+        int *tp = prev_begin;
+        prev_begin = cur_begin, cur_begin = tp;
+    }
+    /* keep the finest level's strong lists and the weak lists (the block holds them unless
+     * they outgrew it) */
+    CK(cudaMemcpyAsync(s->d_near_begin, prev_begin, 4 * (size_t)(leaves + 1),
+                       cudaMemcpyDeviceToDevice),
+       "cudaMemcpy (lists)");
+    s->d_near = strong[0].d, s->near_owned = strong[0].owned, strong[0].owned = 0;
+    s->d_kind = kind, s->kind_owned = kind_owned, kind_owned = 0;
+    s->d_weak = weak.d, s->weak_owned = weak.owned, weak.owned = 0;
+    s->n_weak = n_weak, s->n_near = prev_n;
+    CK(cudaDeviceSynchronize(), "the topological phase");
+done:
+    {
+        void *bufs[] = {weak.owned ? weak.d : NULL, strong[0].owned ? strong[0].d : NULL,
+                        strong[1].owned ? strong[1].d : NULL, kind_owned ? kind : NULL};
+        for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++)
+            if (bufs[k] && cudaFree(bufs[k]) != cudaSuccess && st == FMK_OK)
+                st = fmk_cuda_fail(plan, cudaGetLastError(), "cudaFree");
+    }
+    return st;
+}
+
+/* Allocates the state for the plan's sizes (s->n, ns, nt, levels set) and builds the tree
+ * from mapped device points. */
+fmk_status setup_common(fmk_plan *plan, fmm2d_gpu *s, const double *d_src, const double *d_trg)
+{
+    fmk_status st = FMK_OK;
+    const int p = s->order, nc = p + 1;
+    const int64_t ns = s->ns, nt = s->nt, nb = s->n_boxes, leaves = s->leaves;
+    const int cw = fmk_kernel_width(plan->kernel);
+    const long long total = (long long)(device_bytes(plan, ns, nt, plan->self, 32 * nb, 12 * leaves) +
+                                        build_bytes(s->n, s->levels));
+    const size_t ns1 = (size_t)(ns > 0 ? ns : 1), nt1 = (size_t)(nt > 0 ? nt : 1);
+    float ms = 0;
+    build_ws ws;
+    memset(&ws, 0, sizeof ws);
+    {
+        size_t t = 0;
+        CK(cub::DeviceReduce::Sum(NULL, t, s->d_charges, s->d_qtotal, (int)ns1),
+           "cub::DeviceReduce (workspace query)");
+        s->temp_bytes = t;
+        const int self = plan->self;
+        const size_t nbin = (size_t)(2 * p + 2) * (2 * p + 2);
+        part parts[] = {
+            {(void **)&s->d_center, 16 * (size_t)nb},
+            {(void **)&s->d_radius, 8 * (size_t)nb},
+            {(void **)&s->d_src_start, 8 * (size_t)(leaves + 1)},
+            {(void **)&s->d_src_order, 4 * ns1},
+            {(void **)&s->d_src_xy, 16 * ns1},
+            {(void **)&s->d_trg_start, self ? 0 : 8 * (size_t)(leaves + 1)},
+            {(void **)&s->d_trg_order, self ? 0 : 4 * nt1},
+            {(void **)&s->d_trg_xy, self ? 0 : 16 * nt1},
+            {(void **)&s->d_weak_begin, 4 * (size_t)(nb + 1)},
+            {(void **)&s->d_q, 16 * ns1},
+            {(void **)&s->d_M, 16 * (size_t)nb * nc},
+            {(void **)&s->d_L, 16 * (size_t)nb * nc},
+            {(void **)&s->d_res, 32 * nt1},
+            {(void **)&s->d_qzero, 8 * nt1},
+            {(void **)&s->d_qtotal, 8},
+            {(void **)&s->d_charges, 8 * cw * ns1},
+            {(void **)&s->d_pot, 8 * cw * nt1},
+            {(void **)&s->d_grad, 16 * nt1},
+            {(void **)&s->d_stats, 16},
+            {(void **)&s->d_binom, 8 * nbin},
+            {(void **)&s->d_near_begin, 4 * (size_t)(leaves + 1)},
+            {&s->d_temp, t},
+        };
+        part all[64];
+        int k = (int)(sizeof parts / sizeof parts[0]);
+        for (int i = 0; i < k; i++)
+            all[i] = parts[i];
+        const int kw = ws_parts(plan, s, &ws, all + k);
+        if (kw < 0) {
+            st = FMK_ERR_DEVICE;
+            goto done;
+        }
+        CS(alloc_parts(plan, &s->d_block, all, k + kw, "the 2D FMM's arrays", total,
+                       &s->block_bytes));
+        if (self)
+            s->d_trg_start = s->d_src_start, s->d_trg_order = s->d_src_order,
+            s->d_trg_xy = s->d_src_xy;
+        /* binomials C(n, k), n, k <= 2p + 1, for M2M, M2L and L2L */
+        double *bin = (double *)malloc(8 * nbin);
+        if (!bin) {
+            st = fmk_error_set(plan, FMK_ERR_NOMEM, "out of host memory");
+            goto done;
+        }
+        const int nn = 2 * p + 2;
+        for (int i = 0; i < nn; i++)
+            for (int k = 0; k < nn; k++)
+                bin[i * nn + k] = k > i                 ? 0
+                                  : (k == 0 || k == i) ? 1
+                                                       : bin[(i - 1) * nn + k - 1] + bin[(i - 1) * nn + k];
+        cudaError_t err = cudaMemcpy(s->d_binom, bin, 8 * nbin, cudaMemcpyHostToDevice);
+        free(bin);
+        CK(err, "cudaMemcpy (binomials)");
+    }
+    for (int k = 0; k < 8; k++) {
+        CK(cudaEventCreate(&s->ev[k]), "cudaEventCreate");
+        s->events = k + 1;
+    }
+    CK(cudaEventRecord(s->ev[0], 0), "cudaEventRecord");
+    CS(build_tree(plan, s, &ws, d_src, d_trg));
+    CK(cudaEventRecord(s->ev[1], 0), "cudaEventRecord");
+    CK(cudaEventSynchronize(s->ev[1]), "the topological phase");
+    CK(cudaEventElapsedTime(&ms, s->ev[0], s->ev[1]), "cudaEventElapsedTime");
+    s->tree_ms = ms;
+done:
+    return st;
+}
+
+fmm2d_gpu *new_state(fmk_plan *plan, int64_t ns, int64_t nt, int self)
+{
+    fmm2d_gpu *s = (fmm2d_gpu *)calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    s->device = plan->opts.device;
+    s->order = order_of(plan);
+    s->leaf_size = leaf_size_of(plan);
+    s->ns = ns, s->nt = self ? ns : nt, s->self = self;
+    s->n = self ? ns : ns + nt;
+    s->levels = fmk_fmm2d_levels(s->n, s->leaf_size);
+    s->leaves = (int64_t)1 << (2 * s->levels);
+    s->n_boxes = fmk_fmm2d_first(s->levels + 1);
+    return s;
+}
+
+void finish_setup(fmk_plan *plan, fmm2d_gpu *s)
+{
+    /* the block keeps the topological phase's workspace and list capacity (no allocations in
+     * the next set_points but one) */
+    plan->state_bytes_device = (int64_t)s->block_bytes +
+                               (s->weak_owned ? 4 * s->n_weak : 0) +
+                               (s->near_owned ? 5 * s->n_near : 0);
+    plan->state_bytes_host = (int64_t)sizeof *s;
+    plan->info.order = s->order;
+    plan->info.levels = s->levels + 1;
+    plan->info.leaf_size = s->leaf_size;
+    plan->info.theta = FMK_FMM2D_THETA;
+    plan->info.phase_time[FMK_PHASE_TREE] = s->tree_ms * 1e-3;
+}
+
+fmk_status gpu_setup(fmk_plan *plan)
+{
+    if (plan->n_sources + (plan->self ? 0 : plan->n_targets) > INT32_MAX)
+        return fmk_error_set(plan, FMK_ERR_ARG, "the 2D FMM on the GPU takes at most 2^31 - 1 points");
+    int prev;
+    fmk_status st = fmk_cuda_enter(plan, plan->opts.device, &prev);
+    if (st != FMK_OK)
+        return st;
+    fmm2d_gpu *s = new_state(plan, plan->n_sources, plan->n_targets, plan->self);
+    if (!s) {
+        fmk_cuda_leave(plan->opts.device, prev);
+        return fmk_error_set(plan, FMK_ERR_NOMEM, "out of host memory");
+    }
+    plan->state = s;
+    double *d_pts = NULL;
+    const size_t bytes = 16 * (size_t)(s->n > 0 ? s->n : 1);
+    st = fmk_cuda_alloc(plan, (void **)&d_pts, bytes, "staging the points",
+                        (long long)(device_bytes(plan, s->ns, s->nt, plan->self, 0, 0) + bytes));
+    if (st == FMK_OK && s->ns > 0) {
+        cudaError_t err = cudaMemcpy(d_pts, plan->sources, 16 * (size_t)s->ns, cudaMemcpyHostToDevice);
+        if (err == cudaSuccess && !plan->self && s->nt > 0)
+            err = cudaMemcpy(d_pts + 2 * s->ns, plan->targets, 16 * (size_t)s->nt,
+                             cudaMemcpyHostToDevice);
+        if (err != cudaSuccess)
+            st = fmk_cuda_fail(plan, err, "cudaMemcpy (points to the GPU)");
+    }
+    if (st == FMK_OK)
+        st = setup_common(plan, s, d_pts, plan->self ? NULL : d_pts + 2 * s->ns);
+    if (d_pts && cudaFree(d_pts) != cudaSuccess && st == FMK_OK)
+        st = fmk_cuda_fail(plan, cudaGetLastError(), "cudaFree");
+    if (st == FMK_OK)
+        finish_setup(plan, s);
+    else
+        gpu_release(plan);
+    fmk_cuda_leave(plan->opts.device, prev);
+    return st;
+}
+
+fmk_status points_device(fmk_plan *plan, int64_t ns, const double *d_s, int64_t nt,
+                         const double *d_t)
+{
+    const int self = d_t == NULL;
+    if (ns + (self ? 0 : nt) > INT32_MAX)
+        return fmk_error_set(plan, FMK_ERR_ARG, "the 2D FMM on the GPU takes at most 2^31 - 1 points");
+    size_t temp_bytes = 0;
+    double lo[3] = {0, 0, 0}, hi[3] = {0, 0, 0};
+    int64_t bad = -1;
+    const int64_t n_box = self ? 0 : nt;
+    cudaError_t err = fmk_cuda_bounding_box(2, ns, d_s, n_box, d_t, NULL, &temp_bytes, NULL, lo, hi,
+                                            &bad);
+    if (err != cudaSuccess)
+        return fmk_cuda_fail(plan, err, "cub::DeviceReduce::TransformReduce (workspace query)");
+    /* one allocation: CUB's workspace, the box, the mapped points (each 256-byte aligned) */
+    const size_t box_off = (temp_bytes + 255) / 256 * 256;
+    const size_t pts_off = box_off + (fmk_cuda_box_bytes() + 255) / 256 * 256;
+    const int64_t n = self ? ns : ns + nt;
+    const size_t pts_bytes = 16 * (size_t)(n > 0 ? n : 1);
+    void *d_temp = NULL;
+    fmk_status st = fmk_cuda_alloc(plan, &d_temp, pts_off + pts_bytes,
+                                   "the bounding-box workspace and mapped points",
+                                   (long long)(pts_off + pts_bytes));
+    if (st != FMK_OK)
+        return st;
+    double *d_pts = (double *)((char *)d_temp + pts_off);
+    err = fmk_cuda_bounding_box(2, ns, d_s, n_box, d_t, d_temp, &temp_bytes,
+                                (char *)d_temp + box_off, lo, hi, &bad);
+    fmk_frame frame;
+    if (err != cudaSuccess) {
+        st = fmk_cuda_fail(plan, err, "cub::DeviceReduce::TransformReduce (bounding box)");
+    } else if (bad >= 0) {
+        const char *what = bad < ns ? "sources" : "targets";
+        st = fmk_error_set(plan, FMK_ERR_NONFINITE, "%s[%lld] is not finite; points must be finite",
+                           what, (long long)(bad < ns ? bad : bad - ns));
+    } else {
+        st = fmk_plan_frame_from_box(plan, lo, hi, &frame);
+    }
+    fmm2d_gpu *s = NULL;
+    if (st == FMK_OK) {
+        plan->frame = frame;
+        plan->self = self;
+        plan->n_sources = ns;
+        plan->n_targets = self ? ns : nt;
+        const double inv = 1.0 / frame.width;
+        if (ns > 0)
+            k_map_points<<<grid_of(ns, 256), 256>>>(ns, d_s, frame.center[0], frame.center[1], inv,
+                                                    d_pts);
+        if (!self && nt > 0)
+            k_map_points<<<grid_of(nt, 256), 256>>>(nt, d_t, frame.center[0], frame.center[1], inv,
+                                                    d_pts + 2 * ns);
+        s = new_state(plan, ns, nt, self);
+        if (!s)
+            st = fmk_error_set(plan, FMK_ERR_NOMEM, "out of host memory");
+    }
+    if (st == FMK_OK) {
+        plan->state = s;
+        st = setup_common(plan, s, d_pts, self ? NULL : d_pts + 2 * ns);
+    }
+    if (cudaFree(d_temp) != cudaSuccess && st == FMK_OK)
+        st = fmk_cuda_fail(plan, cudaGetLastError(), "cudaFree");
+    if (st == FMK_OK) {
+        finish_setup(plan, s);
+        plan->has_points = 1;
+    }
+    return st;
+}
+
+fmk_status gpu_set_points_device(fmk_plan *plan, int64_t ns, const double *d_s, int64_t nt,
+                                 const double *d_t)
+{
+    fmk_plan_drop_points(plan); /* the contract: on failure the plan has no points */
+    int prev;
+    fmk_status st = fmk_cuda_enter(plan, plan->opts.device, &prev);
+    if (st != FMK_OK)
+        return st;
+    st = points_device(plan, ns, d_s, nt, d_t);
+    if (st != FMK_OK)
+        fmk_plan_drop_points(plan);
+    fmk_cuda_leave(plan->opts.device, prev);
+    return st;
+}
+
+fmk_status run_eval(fmk_plan *plan, const double *charges, double *pot, double *grad, int on_device)
+{
+    fmm2d_gpu *s = (fmm2d_gpu *)plan->state;
+    fmk_status st = FMK_OK;
+    const int cw = fmk_kernel_width(plan->kernel), is_log = plan->kernel == FMK_KERNEL_LOG2D;
+    const int64_t ns = s->ns, nt = s->nt, nb = s->n_boxes, leaves = s->leaves;
+    const int p = s->order, nc = p + 1, L = s->levels;
+    double *phase = plan->info.phase_time;
+    const size_t sm = sizeof(fmk_cplx) * WARPS * nc;
+    const int B = 32 * WARPS;
+    const double *d_q = charges;
+    double *out_pot = pot ? (on_device ? pot : s->d_pot) : NULL;
+    double *out_grad = grad ? (on_device ? grad : s->d_grad) : NULL;
+    float ms[7];
+    double t_up = fmk_time_now();
+    box_args a;
+    a.p = p, a.L = L, a.is_log = is_log;
+    a.center = s->d_center, a.radius = s->d_radius;
+    a.src_start = s->d_src_start, a.trg_start = s->d_trg_start;
+    a.src_xy = s->d_src_xy, a.trg_xy = s->d_trg_xy;
+    a.q = s->d_q, a.M = s->d_M, a.Lc = s->d_L;
+    a.binom = s->d_binom, a.nb = 2 * p + 2;
+
+    if (ns == 0) { /* only the device path gets here: plan.c answers host calls itself */
+        if (pot)
+            CK(cudaMemset(pot, 0, (size_t)nt * cw * sizeof(double)), "cudaMemset (pot)");
+        if (grad)
+            CK(cudaMemset(grad, 0, (size_t)nt * 2 * sizeof(double)), "cudaMemset (grad)");
+        CK(cudaDeviceSynchronize(), "cudaMemset");
+        return FMK_OK;
+    }
+    if (!on_device) {
+        CK(cudaMemcpy(s->d_charges, charges, (size_t)ns * cw * sizeof(double),
+                      cudaMemcpyHostToDevice),
+           "cudaMemcpy (charges to the GPU)");
+        d_q = s->d_charges;
+    } else {
+        u64 stats[2];
+        CK(fmk_cuda_charge_stats(cw, ns, d_q, s->d_stats), "the charge check kernel");
+        CK(cudaMemcpy(stats, s->d_stats, sizeof stats, cudaMemcpyDeviceToHost),
+           "the charge check kernel");
+        if (stats[0] != ~0ull) {
+            double q[2] = {0, 0};
+            CK(cudaMemcpy(q, d_q + cw * stats[0], cw * sizeof(double), cudaMemcpyDeviceToHost),
+               "cudaMemcpy (a charge from the GPU)");
+            return fmk_error_set(plan, FMK_ERR_NONFINITE,
+                                 "charges[%lld] is %g%s; charges must be finite",
+                                 (long long)stats[0], isfinite(q[0]) && cw == 2 ? q[1] : q[0],
+                                 isfinite(q[0]) && cw == 2 ? " (imaginary part)" : "");
+        }
+    }
+    CK(cudaEventRecord(s->ev[0], 0), "cudaEventRecord");
+    k_charges<<<grid_of(ns, 256), 256>>>(ns, is_log, s->d_src_order, d_q, s->d_q);
+    if (is_log) {
+        size_t tb = s->temp_bytes;
+        CK(cub::DeviceReduce::Sum(s->d_temp, tb, d_q, s->d_qtotal, (int)ns),
+           "cub::DeviceReduce::Sum (total charge)");
+    }
+    CK(cudaMemsetAsync(s->d_M, 0, 16 * (size_t)nb * nc), "cudaMemset");
+    CK(cudaMemsetAsync(s->d_L, 0, 16 * (size_t)nb * nc), "cudaMemset");
+    CK(cudaEventRecord(s->ev[1], 0), "cudaEventRecord");
+    k_p2m<<<grid_of(32 * leaves, B), B>>>(a);
+    CK(cudaEventRecord(s->ev[2], 0), "cudaEventRecord");
+    for (int l = L - 1; l >= 1; l--)
+        k_m2m<<<grid_of(32 * ((int64_t)1 << (2 * l)), B), B, sm>>>(a, l);
+    CK(cudaEventRecord(s->ev[3], 0), "cudaEventRecord");
+    if (nb > 1)
+        k_m2l<<<grid_of(32 * (nb - 1), B), B, sm>>>(a, s->d_weak_begin, s->d_weak, s->d_near_begin,
+                                                    s->d_near, s->d_kind, nb);
+    CK(cudaEventRecord(s->ev[4], 0), "cudaEventRecord");
+    for (int l = 2; l <= L; l++)
+        k_l2l<<<grid_of(32 * ((int64_t)1 << (2 * l)), B), B, sm>>>(a, l);
+    CK(cudaEventRecord(s->ev[5], 0), "cudaEventRecord");
+    k_l2p<<<grid_of(32 * leaves, B), B, sm>>>(a, s->d_near_begin, s->d_near, s->d_kind, s->d_res);
+    CK(cudaEventRecord(s->ev[6], 0), "cudaEventRecord");
+    k_p2p<<<grid_of(32 * leaves, B), B>>>(a, s->d_near_begin, s->d_near, s->d_kind, s->d_res,
+                                          s->d_qzero);
+    CK(cudaEventRecord(s->ev[7], 0), "cudaEventRecord");
+    CK(cudaGetLastError(), "the 2D FMM kernels");
+    k_output<<<grid_of(nt, 256), 256>>>(nt, is_log, s->d_trg_order, s->d_res, s->d_qzero,
+                                        s->d_qtotal, plan->frame.log_width, plan->frame.pot_scale,
+                                        out_pot, out_grad);
+    CK(cudaGetLastError(), "the output kernel");
+    CK(cudaEventSynchronize(s->ev[7]), "the 2D FMM kernels");
+    for (int k = 0; k < 7; k++)
+        CK(cudaEventElapsedTime(&ms[k], s->ev[k], s->ev[k + 1]), "cudaEventElapsedTime");
+    {
+        const double t_dn = fmk_time_now();
+        if (!on_device) {
+            if (pot)
+                CK(cudaMemcpy(pot, s->d_pot, (size_t)nt * cw * sizeof(double), cudaMemcpyDeviceToHost),
+                   "cudaMemcpy (potential from the GPU)");
+            if (grad)
+                CK(cudaMemcpy(grad, s->d_grad, (size_t)nt * 2 * sizeof(double), cudaMemcpyDeviceToHost),
+                   "cudaMemcpy (gradient from the GPU)");
+        } else {
+            CK(cudaDeviceSynchronize(), "the output kernel");
+        }
+        (void)t_up;
+        phase[FMK_PHASE_UPLOAD] = ms[0] * 1e-3;
+        phase[FMK_PHASE_P2M] = ms[1] * 1e-3;
+        phase[FMK_PHASE_M2M] = ms[2] * 1e-3;
+        phase[FMK_PHASE_M2L] = ms[3] * 1e-3;
+        phase[FMK_PHASE_L2L] = ms[4] * 1e-3;
+        phase[FMK_PHASE_L2P] = ms[5] * 1e-3;
+        phase[FMK_PHASE_P2P] = ms[6] * 1e-3;
+        phase[FMK_PHASE_DOWNLOAD] = fmk_time_now() - t_dn;
+        phase[FMK_PHASE_TREE] = s->tree_ms * 1e-3;
+    }
+done:
+    return st;
+}
+
+fmk_status gpu_eval(fmk_plan *plan, const double *charges, double *pot, double *grad, int on_device)
+{
+    if (!plan->state)
+        return fmk_error_set(plan, FMK_ERR_INTERNAL, "the GPU engine has no state");
+    int prev;
+    fmk_status st = fmk_cuda_enter(plan, plan->opts.device, &prev);
+    if (st != FMK_OK)
+        return st;
+    st = run_eval(plan, charges, pot, grad, on_device);
+    fmk_cuda_leave(plan->opts.device, prev);
+    return st;
+}
+
+} // namespace
+
+extern "C" const fmk_engine fmk_engine_fmm2d_cuda = {
+    "fmm2d/cuda", gpu_setup, gpu_eval, gpu_memory, gpu_set_points_device, gpu_release,
+    fmk_fmm2d_check_opts,
+};

@@ -1,0 +1,255 @@
+/* test_fmm2d_gpu.c -- the 2D FMM on the GPU (method fmm, dim 2, backend cuda) against the CPU
+ * engine (the same tree, so the results agree to rounding) and against direct sums, for both
+ * kernels on uniform, normal, layer, duplicated and outlier sets at eps 1e-3 .. 1e-13, with
+ * separate targets; N = 1, 2, identical points; the device-pointer paths (set_points_device,
+ * eval_device) against host calls; a non-finite charge on the device; out of device memory
+ * (not with --quick). --quick: small sizes (for compute-sanitizer). Exit 77 without a GPU. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#include "../unit/check.h"
+#include "../unit/testutil.h"
+
+static int quick;
+
+enum { UNIFORM, NORMAL, LAYER, DUPLICATES, OUTLIER, N_DIST };
+static const char *dist_names[] = {"uniform", "normal", "layer", "duplicates", "outlier"};
+
+/* The sets of Goude & Engblom (test_fmm2d.c describes them), on a grid of 2^-40. */
+static void make_points(int d, int64_t n, uint64_t seed, double *x)
+{
+    test_rng r = test_rng_seed(seed);
+    for (int64_t i = 0; i < n; i++) {
+        double px, py;
+        do {
+            px = test_uniform(&r), py = test_uniform(&r);
+            if (d == NORMAL)
+                px = 0.5 + 0.1 * test_normal(&r);
+            if (d == NORMAL || d == LAYER)
+                py = 0.5 + 0.1 * test_normal(&r);
+        } while (px < 0 || px > 1 || py < 0 || py > 1);
+        x[2 * i] = ldexp(nearbyint(ldexp(px, 40)), -40);
+        x[2 * i + 1] = ldexp(nearbyint(ldexp(py, 40)), -40);
+    }
+    if (d == DUPLICATES)
+        for (int64_t i = 3; i < n; i += 4)
+            x[2 * i] = x[2 * i - 2], x[2 * i + 1] = x[2 * i - 1];
+    if (d == OUTLIER && n > 1)
+        x[2 * (n / 2)] = 1024, x[2 * (n / 2) + 1] = -512;
+}
+
+static fmk_opts fmm_opts(fmk_backend b)
+{
+    fmk_opts o;
+    fmk_opts_default(&o);
+    o.method = FMK_METHOD_FMM;
+    o.backend = b;
+    return o;
+}
+
+/* One evaluation (trg NULL: at the sources). */
+static fmk_status run(fmk_backend b, fmk_kernel k, double eps, int64_t ns, const double *x,
+                      const double *q, int64_t nt, const double *y, double *pot, double *grad,
+                      fmk_info *info)
+{
+    fmk_opts o = fmm_opts(b);
+    fmk_plan *p = NULL;
+    fmk_status st = fmk_plan_create(&p, 2, k, eps, &o);
+    if (st == FMK_OK)
+        st = fmk_plan_set_points(p, ns, x, y ? nt : 0, y);
+    if (st == FMK_OK)
+        st = fmk_plan_eval(p, q, pot, grad);
+    if (st == FMK_OK && info)
+        fmk_plan_info(p, info);
+    if (st != FMK_OK)
+        printf("  %s: %s\n", b == FMK_BACKEND_CUDA ? "gpu" : "cpu", fmk_plan_last_error(p));
+    fmk_plan_destroy(p);
+    return st;
+}
+
+/* GPU against CPU (all targets) and against the reference (a sample). */
+static void compare(fmk_kernel k, double eps, int d, int64_t ns, const double *x, const double *q,
+                    int64_t nt, const double *y)
+{
+    const int w = k == FMK_KERNEL_CAUCHY2D ? 2 : 1;
+    const int64_t m = y ? nt : ns;
+    double *gp = test_alloc(w * m + 1), *gg = test_alloc(2 * m + 1);
+    double *cp = test_alloc(w * m + 1), *cg = test_alloc(2 * m + 1);
+    fmk_info info;
+    check_context("%s %s eps %g n %lld%s", fmk_kernel_name(k), dist_names[d], eps, (long long)ns,
+                  y ? " (targets)" : "");
+    CHECK_STATUS(run(FMK_BACKEND_CUDA, k, eps, ns, x, q, nt, y, gp, gg, &info), FMK_OK);
+    CHECK_STATUS(run(FMK_BACKEND_CPU, k, eps, ns, x, q, nt, y, cp, cg, NULL), FMK_OK);
+    const double dp = test_rel_l2(gp, cp, w * m), dg = test_rel_l2(gg, cg, 2 * m);
+    const int64_t ms = m < 500 ? m : 500, stride = m / (ms > 0 ? ms : 1);
+    double *ys = test_alloc(2 * ms + 1), *rp = test_alloc(w * ms + 1), *rg = test_alloc(2 * ms + 1);
+    double *fp = test_alloc(w * ms + 1), *fg = test_alloc(2 * ms + 1);
+    const double *yy = y ? y : x;
+    for (int64_t i = 0; i < ms; i++) {
+        memcpy(ys + 2 * i, yy + 2 * i * stride, 2 * sizeof(double));
+        memcpy(fp + w * i, gp + w * i * stride, w * sizeof(double));
+        memcpy(fg + 2 * i, gg + 2 * i * stride, 2 * sizeof(double));
+    }
+    test_reference(k, 0, ns, x, q, ms, ys, rp, rg);
+    const double ep = test_rel_l2(fp, rp, w * ms), eg = test_rel_l2(fg, rg, 2 * ms);
+    printf("  %-8s %-10s eps %-6.0e p %2d levels %d: gpu-cpu %.1e %.1e, error %.2e %.2e\n",
+           fmk_kernel_name(k), dist_names[d], eps, info.order, info.levels, dp, dg, ep, eg);
+    const double agree = fmax(1e-3 * eps, 1e-13);
+    CHECK_MSG(dp <= agree && dg <= agree, "gpu and cpu differ: %.3e %.3e", dp, dg);
+    CHECK_MSG(ep <= eps && eg <= eps, "errors %.3e %.3e > eps", ep, eg);
+    free(gp), free(gg), free(cp), free(cg), free(ys), free(rp), free(rg), free(fp), free(fg);
+}
+
+static void test_accuracy(void)
+{
+    const int64_t n = quick ? 2000 : 20000;
+    const double epss[] = {1e-3, 1e-6, 1e-10, 1e-13};
+    double *x = test_alloc(2 * n), *q = test_alloc(2 * n), *y = test_alloc(n);
+    for (int kk = 0; kk < 2; kk++) {
+        const fmk_kernel k = kk ? FMK_KERNEL_CAUCHY2D : FMK_KERNEL_LOG2D;
+        for (int d = 0; d < N_DIST; d++) {
+            make_points(d, n, 10 + d, x);
+            test_charges(n, kk, 20 + d, q);
+            for (int e = 0; e < 4; e++) {
+                if (quick && e != 1 && d != 0)
+                    continue;
+                compare(k, epss[e], d, n, x, q, 0, NULL);
+            }
+        }
+        /* separate targets, 40 of them on sources */
+        make_points(NORMAL, n, 30, x);
+        make_points(UNIFORM, n / 2, 31, y);
+        memcpy(y, x, 80 * sizeof(double));
+        test_charges(n, kk, 32, q);
+        compare(k, 1e-8, NORMAL, n, x, q, n / 2, y);
+    }
+    free(x), free(q), free(y);
+}
+
+/* N = 1, 2, 3 and identical points. */
+static void test_edges(void)
+{
+    double x[2 * 64], q[2 * 64], pot[128], grad[128];
+    for (int kk = 0; kk < 2; kk++) {
+        const fmk_kernel k = kk ? FMK_KERNEL_CAUCHY2D : FMK_KERNEL_LOG2D;
+        for (int64_t n = 1; n <= 3; n++) {
+            make_points(UNIFORM, n, 40 + n, x);
+            test_charges(n, kk, 50 + n, q);
+            compare(k, 1e-10, UNIFORM, n, x, q, 0, NULL);
+        }
+        for (int i = 0; i < 64; i++)
+            x[2 * i] = 0.25, x[2 * i + 1] = -3;
+        test_charges(64, kk, 60, q);
+        fmk_opts o = fmm_opts(FMK_BACKEND_CUDA);
+        o.leaf_size = 2;
+        check_context("%s identical points", fmk_kernel_name(k));
+        CHECK_STATUS(fmk_eval(2, k, 1e-6, &o, 64, x, q, 0, NULL, pot, grad), FMK_OK);
+        double big = 0;
+        for (int i = 0; i < 64 * (kk + 1); i++)
+            big = fmax(big, fmax(fabs(pot[i]), fabs(grad[i])));
+        CHECK_MSG(big == 0, "largest result %g, not 0", big);
+    }
+}
+
+/* set_points_device + eval_device against host calls; a NaN charge on the device. */
+static void test_device_paths(void)
+{
+    const int64_t n = quick ? 3000 : 100000, m = quick ? 700 : 20000;
+    double *x = test_alloc(2 * n), *y = test_alloc(2 * m), *q = test_alloc(2 * n);
+    double *hp = test_alloc(2 * m), *hg = test_alloc(2 * m), *dp = test_alloc(2 * m),
+           *dg = test_alloc(2 * m);
+    make_points(LAYER, n, 70, x);
+    make_points(UNIFORM, m, 71, y);
+    double *d_x, *d_y, *d_q, *d_pot, *d_grad;
+    cudaMalloc((void **)&d_x, 16 * n), cudaMalloc((void **)&d_y, 16 * m);
+    cudaMalloc((void **)&d_q, 16 * n), cudaMalloc((void **)&d_pot, 16 * m);
+    cudaMalloc((void **)&d_grad, 16 * m);
+    cudaMemcpy(d_x, x, 16 * n, cudaMemcpyHostToDevice);
+    cudaMemcpy(d_y, y, 16 * m, cudaMemcpyHostToDevice);
+    for (int kk = 0; kk < 2; kk++) {
+        const fmk_kernel k = kk ? FMK_KERNEL_CAUCHY2D : FMK_KERNEL_LOG2D;
+        const int w = kk + 1;
+        test_charges(n, kk, 72, q);
+        cudaMemcpy(d_q, q, 8 * w * n, cudaMemcpyHostToDevice);
+        fmk_opts o = fmm_opts(FMK_BACKEND_CUDA);
+        fmk_plan *p = NULL;
+        check_context("%s device paths", fmk_kernel_name(k));
+        CHECK_STATUS(fmk_plan_create(&p, 2, k, 1e-8, &o), FMK_OK);
+        CHECK_STATUS(fmk_plan_set_points(p, n, x, m, y), FMK_OK);
+        CHECK_STATUS(fmk_plan_eval(p, q, hp, hg), FMK_OK);
+        CHECK_STATUS(fmk_plan_set_points_device(p, n, d_x, m, d_y), FMK_OK);
+        CHECK_STATUS(fmk_plan_eval_device(p, d_q, d_pot, d_grad), FMK_OK);
+        cudaMemcpy(dp, d_pot, 8 * w * m, cudaMemcpyDeviceToHost);
+        cudaMemcpy(dg, d_grad, 16 * m, cudaMemcpyDeviceToHost);
+        const double e1 = test_rel_l2(dp, hp, w * m), e2 = test_rel_l2(dg, hg, 2 * m);
+        printf("  %s device paths: %.1e %.1e\n", fmk_kernel_name(k), e1, e2);
+        CHECK_MSG(e1 <= 1e-14 && e2 <= 1e-14, "device and host paths differ: %.3e %.3e", e1, e2);
+        /* a NaN charge: refused, outputs untouched */
+        const double nan = NAN;
+        cudaMemcpy(d_q + w * 17, &nan, 8, cudaMemcpyHostToDevice);
+        CHECK_STATUS(fmk_plan_eval_device(p, d_q, d_pot, d_grad), FMK_ERR_NONFINITE);
+        fmk_plan_destroy(p);
+    }
+    cudaFree(d_x), cudaFree(d_y), cudaFree(d_q), cudaFree(d_pot), cudaFree(d_grad);
+    free(x), free(y), free(q), free(hp), free(hg), free(dp), free(dg);
+}
+
+/* Out of device memory: a clear status, nothing leaked, and the plan works afterwards. */
+static void test_oom(void)
+{
+    const int64_t n = 400000;
+    double *x = test_alloc(2 * n), *q = test_alloc(2 * n), *pot = test_alloc(2 * n);
+    make_points(UNIFORM, n, 80, x);
+    test_charges(n, 1, 81, q);
+    fmk_opts o = fmm_opts(FMK_BACKEND_CUDA);
+    fmk_plan *p = NULL;
+    check_context("out of device memory");
+    CHECK_STATUS(fmk_plan_create(&p, 2, FMK_KERNEL_CAUCHY2D, 1e-6, &o), FMK_OK);
+    int64_t h = 0, d = 0;
+    CHECK_STATUS(fmk_plan_memory(p, n, -1, &h, &d), FMK_OK);
+    size_t free0 = 0, total = 0;
+    cudaMemGetInfo(&free0, &total);
+    void *hog = NULL;
+    size_t want = free0 > (4u << 20) ? free0 - (2u << 20) : 0;
+    while (want > 0 && cudaMalloc(&hog, want) != cudaSuccess) {
+        cudaGetLastError();
+        want -= 1u << 20;
+    }
+    size_t free1 = 0, free2 = 0;
+    cudaMemGetInfo(&free1, &total);
+    fmk_status st = fmk_plan_set_points(p, n, x, 0, NULL);
+    CHECK_MSG(st == FMK_ERR_DEVICE_NOMEM, "status %d (%s)", (int)st, fmk_plan_last_error(p));
+    CHECK_MSG(strstr(fmk_plan_last_error(p), "bytes") != NULL, "message: %s", fmk_plan_last_error(p));
+    cudaMemGetInfo(&free2, &total);
+    CHECK_MSG(free2 == free1, "device memory leaked: %zu -> %zu free", free1, free2);
+    cudaFree(hog);
+    CHECK_STATUS(fmk_plan_set_points(p, n, x, 0, NULL), FMK_OK);
+    CHECK_STATUS(fmk_plan_eval(p, q, pot, NULL), FMK_OK);
+    fmk_info info;
+    fmk_plan_info(p, &info);
+    printf("  %lld points: %lld device bytes held; fmk_plan_memory bound %lld\n", (long long)n,
+           (long long)info.bytes_device, (long long)d);
+    CHECK_MSG(d >= info.bytes_device, "fmk_plan_memory %lld < held %lld", (long long)d,
+              (long long)info.bytes_device);
+    fmk_plan_destroy(p);
+    free(x), free(q), free(pot);
+}
+
+int main(int argc, char **argv)
+{
+    quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
+    if (fmk_cuda_device_count() <= 0) {
+        printf("no CUDA device: skipped\n");
+        return 77;
+    }
+    test_edges();
+    test_device_paths();
+    test_accuracy();
+    if (!quick)
+        test_oom();
+    return check_summary();
+}
