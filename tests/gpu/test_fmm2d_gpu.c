@@ -98,7 +98,9 @@ static void compare(fmk_kernel k, double eps, int d, int64_t ns, const double *x
     const double ep = test_rel_l2(fp, rp, w * ms), eg = test_rel_l2(fg, rg, 2 * ms);
     printf("  %-8s %-10s eps %-6.0e p %2d levels %d: gpu-cpu %.1e %.1e, error %.2e %.2e\n",
            fmk_kernel_name(k), dist_names[d], eps, info.order, info.levels, dp, dg, ep, eg);
-    const double agree = fmax(1e-3 * eps, 1e-13);
+    /* the two sum in different orders: rounding, up to ~1e-13 where a far outlier's log term
+     * dominates the log2d potential */
+    const double agree = fmax(1e-3 * eps, 1e-12);
     CHECK_MSG(dp <= agree && dg <= agree, "gpu and cpu differ: %.3e %.3e", dp, dg);
     CHECK_MSG(ep <= eps && eg <= eps, "errors %.3e %.3e > eps", ep, eg);
     free(gp), free(gg), free(cp), free(cg), free(ys), free(rp), free(rg), free(fp), free(fg);
