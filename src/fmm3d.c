@@ -20,6 +20,30 @@
 #include "fmm3d.h"
 #include "fmm3d_ops.h"
 
+/* The near field (P2P) uses the direct sum's inner loops, built for the widest vector unit of
+ * the running CPU (p2p.c explains the clones). */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(FMK_NO_CLONES)
+#define FMK_TARGET_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define FMK_TARGET_CLONES
+#endif
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-function"
+#define REAL double
+#define SQRT sqrt
+#define LOG log
+#define P2P(name) fmm_p2p64_##name
+#include "p2p_tile.h"
+#undef REAL
+#undef SQRT
+#undef LOG
+#undef P2P
+#pragma GCC diagnostic pop
+
+/* M2L runs over blocks of this many consecutive nodes; within a block the V entries are sorted
+ * by direction, and the entries of one direction go through fmk_fmm3d_m2l_block together. */
+enum { M2L_NODES = 64 };
+
 typedef struct fmm_cpu {
     fmk_tree3d tree;            /* over sources and targets together */
     fmk_fmm3d_lists lists;
@@ -34,16 +58,26 @@ typedef struct fmm_cpu {
     double *src_xyz;            /* ns * 3 in key order */
     double *trg_xyz;            /* nt * 3 (== src_xyz when self) */
     double *src_soa;            /* 4 * ns: x | y | z | q, for P2P */
-    double *trg_soa;            /* 3 * nt (== src_soa when self) */
     double *q;                  /* ns charges in key order (points into src_soa) */
     double *M, *L;              /* n_nodes * stride */
     double *rot_v;              /* rotations of the used V directions */
     int32_t rot_slot[FMK_FMM3D_NDIR];
     double *rot_updown;         /* 16 rotations: M2M (child -> parent) for octant o at o, L2L at 8 + o */
+    int64_t *v_perm;            /* n_v: V entries, per block of M2L_NODES nodes by direction */
+    int32_t *v_target;          /* n_v: the target node of each V entry */
+    double *zmat;               /* coaxial M2L matrices, one per squared distance in use */
+    int32_t z_slot[28];         /* squared distance (4..27, in sides^2) -> matrix, or -1 */
+    double *m2l_buf;            /* threads * m2l_buf_size: X, Y, T of fmk_fmm3d_m2l_block */
     double *work;               /* threads * work_size */
     double *result;             /* 4 * nt in key order: pot, grad */
     double tree_time;
 } fmm_cpu;
+
+/* Doubles of one thread's M2L block buffers. */
+static int64_t m2l_buf_size(int p)
+{
+    return (int64_t)FMK_FMM3D_BLOCK * (2 * (int64_t)(p + 1) * (p + 2) + 2 * (p + 1));
+}
 
 static int order_of(const fmk_plan *plan)
 {
@@ -73,9 +107,12 @@ static int64_t state_bytes(const fmk_plan *plan, int64_t ns, int64_t nt, int sel
     int64_t b = (int64_t)sizeof(fmm_cpu);
     b += fmk_tree3d_bytes_for(np, nodes) + fmk_fmm3d_lists_bytes_for(nodes);
     b += 32 * nodes + 16 * nodes * stride;                 /* counts, begins, M, L */
-    b += 8 * ns * 8 + (self ? 0 : 8 * nt * 7);            /* orders, xyz, soa */
+    b += 8 * ns * 8 + (self ? 0 : 8 * nt * 4);            /* orders, xyz, soa */
     b += 32 * nt;                                          /* result */
     b += 8 * rot_doubles(p) * (n_dirs + 16);
+    b += 12 * 189 * nodes;                                 /* v_perm, v_target */
+    b += 8 * 24 * (int64_t)(p + 1) * (p + 2) * (2 * p + 3) / 6; /* zmat */
+    b += 8 * (int64_t)plan->threads * m2l_buf_size(p);
     b += 8 * (int64_t)plan->threads * (8 * stride + 64 * (p + 3)); /* work, generous */
     return b;
 }
@@ -103,11 +140,10 @@ static void fmm_release(fmk_plan *plan)
         free(s->trg_order);
     if (s->trg_xyz != s->src_xyz)
         free(s->trg_xyz);
-    if (s->trg_soa != s->src_soa)
-        free(s->trg_soa);
     free(s->src_order), free(s->src_xyz), free(s->src_soa);
     free(s->n_src), free(s->n_trg), free(s->src_begin), free(s->trg_begin);
     free(s->M), free(s->L), free(s->rot_v), free(s->rot_updown), free(s->work), free(s->result);
+    free(s->v_perm), free(s->v_target), free(s->zmat), free(s->m2l_buf);
     free(s);
     plan->state = NULL;
 }
@@ -149,13 +185,18 @@ static void split_points(const fmk_plan *plan, fmm_cpu *s, int64_t *sources_befo
     }
 }
 
+static int thread_num(void)
+{
+#ifdef _OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
+}
+
 static double *thread_work(fmm_cpu *s)
 {
-    double *w = s->work;
-#ifdef _OPENMP
-    w += fmk_fmm3d_work_size(&s->ops) * omp_get_thread_num();
-#endif
-    return w;
+    return s->work + fmk_fmm3d_work_size(&s->ops) * thread_num();
 }
 
 /* Octant of a child within its parent: bit 2 x, bit 1 y, bit 0 z (1: upper half). */
@@ -165,6 +206,34 @@ static int octant(const fmk_fmm3d_lists *l, int64_t child, int64_t parent)
     for (int k = 0; k < 3; k++)
         o |= (l->center[3 * child + k] > l->center[3 * parent + k]) << (2 - k);
     return o;
+}
+
+/* The M2L schedule: per block of M2L_NODES consecutive nodes, its V entries (contiguous in
+ * the lists) sorted by direction, each with its target; and the coaxial matrices. */
+static void m2l_schedule(fmm_cpu *s, int threads)
+{
+    const fmk_fmm3d_lists *l = &s->lists;
+    const int64_t k = l->n_nodes, n_blocks = (k + M2L_NODES - 1) / M2L_NODES;
+#pragma omp parallel for schedule(dynamic, 4) num_threads(threads)
+    for (int64_t blk = 0; blk < n_blocks; blk++) {
+        const int64_t b0 = blk * M2L_NODES, b1 = b0 + M2L_NODES < k ? b0 + M2L_NODES : k;
+        const int64_t e0 = l->v_begin[b0];
+        int64_t count[FMK_FMM3D_NDIR + 1] = {0};
+        for (int64_t e = e0; e < l->v_begin[b1]; e++)
+            count[l->v_dir[e] + 1]++;
+        for (int d = 0; d < FMK_FMM3D_NDIR; d++)
+            count[d + 1] += count[d];
+        for (int64_t b = b0; b < b1; b++)
+            for (int64_t e = l->v_begin[b]; e < l->v_begin[b + 1]; e++) {
+                const int64_t at = e0 + count[l->v_dir[e]]++;
+                s->v_perm[at] = e;
+                s->v_target[at] = (int32_t)b;
+            }
+    }
+    const int64_t zs = fmk_fmm3d_m2l_zmat_size(&s->ops);
+    for (int q = 0; q < 28; q++)
+        if (s->z_slot[q] >= 0)
+            fmk_fmm3d_m2l_zmat(&s->ops, sqrt((double)q), s->zmat + zs * s->z_slot[q]);
 }
 
 static fmk_status fmm_setup(fmk_plan *plan)
@@ -216,14 +285,13 @@ static fmk_status fmm_setup(fmk_plan *plan)
     s->src_soa = malloc(sizeof(double) * 4 * ns1);
     s->trg_order = plan->self ? s->src_order : malloc(sizeof(int64_t) * nt1);
     s->trg_xyz = plan->self ? s->src_xyz : malloc(sizeof(double) * 3 * nt1);
-    s->trg_soa = plan->self ? s->src_soa : malloc(sizeof(double) * 3 * nt1);
     s->M = malloc(sizeof(double) * (size_t)s->stride * nk);
     s->L = malloc(sizeof(double) * (size_t)s->stride * nk);
     s->result = malloc(sizeof(double) * 4 * nt1);
     s->work = malloc(sizeof(double) * (size_t)fmk_fmm3d_work_size(&s->ops) * (size_t)plan->threads);
     s->rot_updown = malloc(sizeof(double) * (size_t)fmk_fmm3d_rot_size(&s->ops) * 16);
     int bad = !s->n_src || !s->n_trg || !s->src_begin || !s->trg_begin || !s->src_order ||
-              !s->src_xyz || !s->src_soa || !s->trg_order || !s->trg_xyz || !s->trg_soa || !s->M ||
+              !s->src_xyz || !s->src_soa || !s->trg_order || !s->trg_xyz || !s->M ||
               !s->L || !s->result || !s->work || !s->rot_updown;
     if (!bad) {
         int64_t *before = malloc(sizeof(int64_t) * (size_t)(np + 1));
@@ -242,6 +310,25 @@ static fmk_status fmm_setup(fmk_plan *plan)
         s->rot_v = malloc(sizeof(double) * (size_t)fmk_fmm3d_rot_size(&s->ops) * (size_t)(n_dirs + 1));
         bad = !s->rot_v;
     }
+    int n_z = 0;
+    if (!bad) {
+        for (int q = 0; q < 28; q++)
+            s->z_slot[q] = -1;
+        for (int d = 0; d < FMK_FMM3D_NDIR; d++)
+            if (s->lists.dir_used[d]) {
+                const int ox = d / 49 - 3, oy = (d / 7) % 7 - 3, oz = d % 7 - 3;
+                const int q = ox * ox + oy * oy + oz * oz;
+                if (s->z_slot[q] < 0)
+                    s->z_slot[q] = n_z++;
+            }
+        const size_t nv1 = (size_t)(s->lists.n_v > 0 ? s->lists.n_v : 1);
+        s->v_perm = malloc(sizeof(int64_t) * nv1);
+        s->v_target = malloc(sizeof(int32_t) * nv1);
+        s->zmat = malloc(sizeof(double) * (size_t)fmk_fmm3d_m2l_zmat_size(&s->ops) *
+                         (size_t)(n_z > 0 ? n_z : 1));
+        s->m2l_buf = malloc(sizeof(double) * (size_t)m2l_buf_size(p) * (size_t)plan->threads);
+        bad = !s->v_perm || !s->v_target || !s->zmat || !s->m2l_buf;
+    }
     if (bad) {
         int64_t h, d;
         fmm_memory(plan, ns, plan->self ? -1 : nt, &h, &d);
@@ -254,10 +341,6 @@ static fmk_status fmm_setup(fmk_plan *plan)
         for (int c = 0; c < 3; c++)
             s->src_soa[c * ns + i] = s->src_xyz[3 * i + c];
     s->q = s->src_soa + 3 * ns;
-    if (!plan->self)
-        for (int64_t i = 0; i < nt; i++)
-            for (int c = 0; c < 3; c++)
-                s->trg_soa[c * nt + i] = s->trg_xyz[3 * i + c];
     /* rotations: the V directions in use, and the child <-> parent directions */
     const int64_t rs = fmk_fmm3d_rot_size(&s->ops);
 #pragma omp parallel for schedule(dynamic, 1) num_threads(plan->threads)
@@ -280,6 +363,7 @@ static fmk_status fmm_setup(fmk_plan *plan)
         }
         fmk_fmm3d_rot_init(&s->ops, dir, rot, work);
     }
+    m2l_schedule(s, plan->threads);
     plan->state_bytes_host = state_bytes(plan, ns, nt, plan->self, k, n_dirs);
     plan->info.order = p;
     plan->info.levels = s->tree.levels;
@@ -287,28 +371,6 @@ static fmk_status fmm_setup(fmk_plan *plan)
     s->tree_time = t_tree - t0;
     plan->info.phase_time[FMK_PHASE_TREE] = s->tree_time;
     return FMK_OK;
-}
-
-/* P2P: the potential and gradient at one target of sources [j0, j1) (structure of arrays).
- * Pairs at distance 0 (the target itself when targets are the sources, and coincident points)
- * contribute nothing. */
-static inline void p2p_one(const double *restrict sx, const double *restrict sy,
-                           const double *restrict sz, const double *restrict sq, int64_t j0,
-                           int64_t j1, double tx, double ty, double tz, double acc[4])
-{
-    double p = 0, gx = 0, gy = 0, gz = 0;
-#pragma omp simd reduction(+ : p, gx, gy, gz)
-    for (int64_t j = j0; j < j1; j++) {
-        const double dx = tx - sx[j], dy = ty - sy[j], dz = tz - sz[j];
-        const double r2 = dx * dx + dy * dy + dz * dz;
-        const double inv = r2 > 0 ? 1.0 / sqrt(r2) : 0.0;
-        const double qi = sq[j] * inv, qi3 = qi * inv * inv;
-        p += qi;
-        gx -= dx * qi3;
-        gy -= dy * qi3;
-        gz -= dz * qi3;
-    }
-    acc[0] += p, acc[1] += gx, acc[2] += gy, acc[3] += gz;
 }
 
 static fmk_status fmm_eval(fmk_plan *plan, const double *charges, double *pot, double *grad,
@@ -357,22 +419,58 @@ static fmk_status fmm_eval(fmk_plan *plan, const double *charges, double *pot, d
     }
     const double t3 = fmk_time_now();
 
-    /* M2L from the V list, P2L from the X list */
-#pragma omp parallel for schedule(dynamic, 2) num_threads(th)
-    for (int64_t b = 0; b < k; b++) {
+    /* M2L from the V list, a direction's entries of a block of nodes at a time (each target
+     * occurs once per direction, so a block's columns go to distinct boxes), then P2L from the
+     * X list */
+    const int64_t n_blocks = (k + M2L_NODES - 1) / M2L_NODES, zs = fmk_fmm3d_m2l_zmat_size(ops);
+    const int64_t nc2 = 2 * ops->n_coef;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(th)
+    for (int64_t blk = 0; blk < n_blocks; blk++) {
+        enum { LD = FMK_FMM3D_BLOCK };
+        double *X = s->m2l_buf + m2l_buf_size(s->order) * thread_num();
+        double *Y = X + LD * nc2, *T = Y + LD * nc2;
+        const int64_t b0 = blk * M2L_NODES, b1 = b0 + M2L_NODES < k ? b0 + M2L_NODES : k;
+        const int64_t e1 = l->v_begin[b1];
+        for (int64_t e = l->v_begin[b0]; e < e1;) {
+            const int dir = l->v_dir[s->v_perm[e]];
+            int64_t r = e;
+            while (r < e1 && l->v_dir[s->v_perm[r]] == dir)
+                r++;
+            const int ox = dir / 49 - 3, oy = (dir / 7) % 7 - 3, oz = dir % 7 - 3;
+            const double *rot = s->rot_v + rs * s->rot_slot[dir];
+            const double *Z = s->zmat + zs * s->z_slot[ox * ox + oy * oy + oz * oz];
+            /* the run [e, r) in chunks of nearly equal width <= LD */
+            const int64_t n_run = r - e, n_chunks = (n_run + LD - 1) / LD;
+            for (int64_t ch = 0; ch < n_chunks; ch++) {
+                const int64_t c0 = e + n_run * ch / n_chunks, c1 = e + n_run * (ch + 1) / n_chunks;
+                const int w = (int)(c1 - c0), w8 = (w + 7) & ~7;
+                for (int c = 0; c < w; c++) {
+                    const double *Mc = s->M + st * l->v[s->v_perm[c0 + c]];
+                    for (int64_t i = 0; i < nc2; i++)
+                        X[i * LD + c] = Mc[i];
+                }
+                for (int64_t i = 0; i < nc2; i++)
+                    for (int c = w; c < w8; c++)
+                        X[i * LD + c] = 0;
+                fmk_fmm3d_m2l_block(ops, rot, Z, w, X, Y, T);
+                for (int c = 0; c < w; c++) {
+                    const int32_t b = s->v_target[c0 + c];
+                    const double inv_s = 1 / l->side[b];
+                    double *Lb = s->L + st * b;
+                    for (int64_t i = 0; i < nc2; i++)
+                        Lb[i] += Y[i * LD + c] * inv_s;
+                }
+            }
+            e = r;
+        }
         double *work = thread_work(s);
-        for (int64_t e = l->v_begin[b]; e < l->v_begin[b + 1]; e++) {
-            const int32_t c = l->v[e];
-            fmk_fmm3d_m2l(ops, s->rot_v + rs * s->rot_slot[l->v_dir[e]], l->center + 3 * c,
-                          l->side[c], s->M + st * c, l->center + 3 * b, l->side[b], s->L + st * b,
-                          work);
-        }
-        for (int64_t e = l->x_begin[b]; e < l->x_begin[b + 1]; e++) {
-            const int32_t c = l->x[e];
-            fmk_fmm3d_p2l(ops, l->center + 3 * b, l->side[b], s->n_src[c],
-                          s->src_xyz + 3 * s->src_begin[c], s->q + s->src_begin[c], s->L + st * b,
-                          work);
-        }
+        for (int64_t b = b0; b < b1; b++)
+            for (int64_t e = l->x_begin[b]; e < l->x_begin[b + 1]; e++) {
+                const int32_t c = l->x[e];
+                fmk_fmm3d_p2l(ops, l->center + 3 * b, l->side[b], s->n_src[c],
+                              s->src_xyz + 3 * s->src_begin[c], s->q + s->src_begin[c],
+                              s->L + st * b, work);
+            }
     }
     const double t4 = fmk_time_now();
 
@@ -410,24 +508,28 @@ static fmk_status fmm_eval(fmk_plan *plan, const double *charges, double *pot, d
     }
     const double t6 = fmk_time_now();
 
-    /* P2P from the U list */
+    /* P2P from the U list: per target leaf, one source leaf at a time (it stays in cache)
+     * through the direct sum's vectorized loop */
     const double *sx = s->src_soa, *sy = sx + ns, *sz = sy + ns, *sq = s->q;
-    const double *tx = s->trg_soa, *ty = tx + nt, *tz = ty + nt;
+    const fmm_p2p64_tile_fn p2p = fmm_p2p64_pick(plan->kernel);
+    const double eps2 = plan->frame.softening * plan->frame.softening;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(th)
     for (int64_t b = 0; b < k; b++) {
         if (t->more[b] >= 0 || s->n_trg[b] == 0)
             continue;
         const int64_t tb = s->trg_begin[b], te = tb + s->n_trg[b];
-        for (int64_t i = tb; i < te; i++) {
-            double acc[4] = {0, 0, 0, 0};
-            for (int64_t e = l->u_begin[b]; e < l->u_begin[b + 1]; e++) {
-                const int32_t c = l->u[e];
-                p2p_one(sx, sy, sz, sq, s->src_begin[c], s->src_begin[c] + s->n_src[c], tx[i],
-                        ty[i], tz[i], acc);
+        for (int64_t e = l->u_begin[b]; e < l->u_begin[b + 1]; e++) {
+            const int32_t c = l->u[e];
+            const int64_t j0 = s->src_begin[c], nj = s->n_src[c];
+            for (int64_t i = tb; i < te; i++) {
+                double out[4];
+                /* the target itself, when targets are the sources (smooth kernels) */
+                const int64_t skip = plan->self && c == b ? i - j0 : -1;
+                p2p(sx + j0, sy + j0, sz + j0, sq + j0, nj, s->trg_xyz + 3 * i, skip, eps2, 0, out);
+                res_pot[i] += out[0];
+                for (int d = 0; d < 3; d++)
+                    res_grad[3 * i + d] += out[1 + d];
             }
-            res_pot[i] += acc[0];
-            for (int c = 0; c < 3; c++)
-                res_grad[3 * i + c] += acc[1 + c];
         }
     }
     const double t7 = fmk_time_now();

@@ -584,6 +584,164 @@ void fmk_fmm3d_l2l(const fmk_fmm3d_ops_ctx *ctx, const double *rot, const double
 }
 
 /* ---------------------------------------------------------------------------------------------
+ * M2L on a block of expansions that share one direction (docs/fmm3d.md section 3.1)
+ *
+ * Between boxes of one side s whose centres are tau s apart the coaxial M2L is (1/s) times a
+ * matrix that depends on tau alone: with s_from = s_to = s and t = tau s, fmk_fmm3d_m2l_z's
+ * factors are pl[k] = tau^-(k+1) / s and pf[j] = tau^-j. The rotations depend on the direction
+ * alone. So the M2Ls of one direction, at any level, are one linear map applied to many
+ * expansions: the block form applies it to up to FMK_FMM3D_BLOCK expansions stored as columns
+ * (row r of a block holds double r of every expansion), and every inner loop runs along a row,
+ * over the columns, with a coefficient of the rotation or of the matrix fixed: matrix-matrix
+ * products that vectorize, with each coefficient loaded once per block instead of once per box.
+ * ------------------------------------------------------------------------------------------ */
+
+/* Build each block kernel for the widest vector unit of the running CPU (GCC dispatches at load
+ * time), as p2p.c does for the direct sum. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(FMK_NO_CLONES)
+#define FMK_TARGET_CLONES \
+    __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#define FMK_ALWAYS_INLINE inline __attribute__((always_inline))
+#else
+#define FMK_TARGET_CLONES
+#define FMK_ALWAYS_INLINE inline
+#endif
+
+int64_t fmk_fmm3d_m2l_zmat_size(const fmk_fmm3d_ops_ctx *ctx)
+{
+    const int64_t p1 = ctx->order + 1;
+    return p1 * (p1 + 1) * (2 * p1 + 1) / 6;     /* sum_{m <= p} (p - m + 1)^2 */
+}
+
+#define SB(a, b) sb[(a) * nb + (b)]
+
+void fmk_fmm3d_m2l_zmat(const fmk_fmm3d_ops_ctx *ctx, double tau, double *Z)
+{
+    const int p = ctx->order, nb = 2 * p + 1;
+    const double *sb = ctx->sqrt_binom;
+    double pw[2 * FMK_FMM3D_MAX_ORDER + 2];
+    pw[0] = 1;
+    for (int i = 1; i <= 2 * p + 1; i++)
+        pw[i] = pw[i - 1] / tau;
+    for (int m = 0; m <= p; m++)                /* Z_m[k - m][j - m], k, j in m..p */
+        for (int k = m; k <= p; k++)
+            for (int j = m; j <= p; j++)
+                *Z++ = (((k + m) & 1) ? -1 : 1) * pw[j + k + 1] * SB(j + k, k + m) *
+                       SB(j + k, k - m);
+}
+
+#undef SB
+
+/* Eight doubles as one vector (GCC/Clang vector extension; alignment 8, so rows need not be
+ * 64-byte aligned). */
+typedef double v8d __attribute__((vector_size(64), aligned(8)));
+
+/* The block kernel for NV * 8 columns (NV <= FMK_FMM3D_BLOCK / 8), inlined with NV a constant
+ * so that the accumulators of a row are NV vectors held in registers. */
+static FMK_ALWAYS_INLINE void m2l_block_v(const fmk_fmm3d_ops_ctx *ctx, const double *rot,
+                                          const double *Z, double *restrict X,
+                                          double *restrict Y, double *restrict T, const int NV)
+{
+    enum { LD = FMK_FMM3D_BLOCK, MAXV = FMK_FMM3D_BLOCK / 8 };
+#define ROW(base, r) ((v8d *)((base) + (int64_t)(r) * LD))
+    const int p = ctx->order;
+    const double *F = rot + 2 * (p + 1);
+    /* forward rotation, X -> Y: A = e^{i m' ph} C into T, then Re = Fr Re A, Im = Fi Im A */
+    for (int n = 0; n <= p; n++) {
+        const int n1 = n + 1;
+        const double *Fr = F + rot_offset(n), *Fi = Fr + n1 * n1;
+        const int64_t r0 = 2 * IDX(n, 0);
+        for (int mp = 0; mp <= n; mp++) {
+            const double cr = rot[2 * mp], si = rot[2 * mp + 1];
+            const v8d *xr = ROW(X, r0 + 2 * mp), *xi = ROW(X, r0 + 2 * mp + 1);
+            v8d *tr = ROW(T, 2 * mp), *ti = ROW(T, 2 * mp + 1);
+            for (int v = 0; v < NV; v++) {
+                const v8d a = xr[v], b = xi[v];
+                tr[v] = cr * a - si * b;
+                ti[v] = cr * b + si * a;
+            }
+        }
+        for (int m = 0; m <= n; m++) {
+            v8d ar[MAXV], ai[MAXV];
+            for (int v = 0; v < NV; v++)
+                ar[v] = ai[v] = (v8d){0};
+            for (int mp = 0; mp <= n; mp++) {
+                const double f = Fr[m * n1 + mp], g = Fi[m * n1 + mp];
+                const v8d *tr = ROW(T, 2 * mp), *ti = ROW(T, 2 * mp + 1);
+                for (int v = 0; v < NV; v++) {
+                    ar[v] += f * tr[v];
+                    ai[v] += g * ti[v];
+                }
+            }
+            v8d *yr = ROW(Y, r0 + 2 * m), *yi = ROW(Y, r0 + 2 * m + 1);
+            for (int v = 0; v < NV; v++)
+                yr[v] = ar[v], yi[v] = ai[v];
+        }
+    }
+    /* coaxial translation, Y -> X: for each m, X_k^m = sum_j Z_m[k][j] Y_j^m */
+    for (int m = 0; m <= p; m++) {
+        const int w = p - m + 1;
+        for (int k = m; k <= p; k++) {
+            const double *z = Z + (k - m) * w;
+            v8d ar[MAXV], ai[MAXV];
+            for (int v = 0; v < NV; v++)
+                ar[v] = ai[v] = (v8d){0};
+            for (int j = m; j <= p; j++) {
+                const double f = z[j - m];
+                const v8d *yr = ROW(Y, 2 * IDX(j, m)), *yi = ROW(Y, 2 * IDX(j, m) + 1);
+                for (int v = 0; v < NV; v++) {
+                    ar[v] += f * yr[v];
+                    ai[v] += f * yi[v];
+                }
+            }
+            v8d *xr = ROW(X, 2 * IDX(k, m)), *xi = ROW(X, 2 * IDX(k, m) + 1);
+            for (int v = 0; v < NV; v++)
+                xr[v] = ar[v], xi[v] = ai[v];
+        }
+        Z += (int64_t)w * w;
+    }
+    /* inverse rotation, X -> Y: B = Br Re C' + i Bi Im C', C = e^{-i m' ph} B */
+    for (int n = 0; n <= p; n++) {
+        const int n1 = n + 1;
+        const double *Br = F + rot_offset(n) + 2 * n1 * n1, *Bi = Br + n1 * n1;
+        const int64_t r0 = 2 * IDX(n, 0);
+        for (int mp = 0; mp <= n; mp++) {
+            v8d ar[MAXV], ai[MAXV];
+            for (int v = 0; v < NV; v++)
+                ar[v] = ai[v] = (v8d){0};
+            for (int m = 0; m <= n; m++) {
+                const double f = Br[mp * n1 + m], g = Bi[mp * n1 + m];
+                const v8d *xr = ROW(X, r0 + 2 * m), *xi = ROW(X, r0 + 2 * m + 1);
+                for (int v = 0; v < NV; v++) {
+                    ar[v] += f * xr[v];
+                    ai[v] += g * xi[v];
+                }
+            }
+            const double cr = rot[2 * mp], si = rot[2 * mp + 1];
+            v8d *yr = ROW(Y, r0 + 2 * mp), *yi = ROW(Y, r0 + 2 * mp + 1);
+            for (int v = 0; v < NV; v++) {
+                yr[v] = cr * ar[v] + si * ai[v];
+                yi[v] = cr * ai[v] - si * ar[v];
+            }
+        }
+    }
+#undef ROW
+}
+
+FMK_TARGET_CLONES void fmk_fmm3d_m2l_block(const fmk_fmm3d_ops_ctx *ctx, const double *rot,
+                                           const double *Z, int width, double *X, double *Y,
+                                           double *T)
+{
+    switch ((width + 7) / 8) {
+    case 0: return;
+    case 1: m2l_block_v(ctx, rot, Z, X, Y, T, 1); break;
+    case 2: m2l_block_v(ctx, rot, Z, X, Y, T, 2); break;
+    case 3: m2l_block_v(ctx, rot, Z, X, Y, T, 3); break;
+    default: m2l_block_v(ctx, rot, Z, X, Y, T, 4); break;
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------
  * O(p^4) references: A1 and A2 applied to all (k, l), in the scaled Schmidt form
  *   M2M  M'_n^m = sum_{k,l} G conj(R_k^l(d / s_to)) (s_from/s_to)^(n-k) M_{n-k}^{m-l},
  *        d = c_from - c_to, G = F(n,m) / (F(k,l) F(n-k,m-l))

@@ -169,6 +169,30 @@ void fmk_fmm3d_m2l_z(const fmk_fmm3d_ops_ctx *ctx, double t, double s_from, cons
 void fmk_fmm3d_l2l_z(const fmk_fmm3d_ops_ctx *ctx, double t, double s_from, const double *L,
                      double s_to, double *out);
 
+/* ---------------------------------------------------------------------------------------------
+ * M2L on blocks: the M2Ls of one direction between boxes of equal side s, applied to up to
+ * FMK_FMM3D_BLOCK expansions at once (docs/fmm3d.md section 3.1). A block holds expansion c in
+ * column c: double r of it at X[r * FMK_FMM3D_BLOCK + c], r < 2 ncoef.
+ * ------------------------------------------------------------------------------------------ */
+
+/* Columns of a block. */
+#define FMK_FMM3D_BLOCK 32
+
+/* Doubles in a coaxial M2L matrix: sum_{m <= p} (p - m + 1)^2. */
+int64_t fmk_fmm3d_m2l_zmat_size(const fmk_fmm3d_ops_ctx *ctx);
+
+/* The coaxial M2L between boxes of one side s with centres tau s apart along +z, as s times
+ * fmk_fmm3d_m2l_z's map (it does not depend on s): Z = fmk_fmm3d_m2l_zmat_size doubles. */
+void fmk_fmm3d_m2l_zmat(const fmk_fmm3d_ops_ctx *ctx, double tau, double *Z);
+
+/* Y = the M2L of the multipoles in columns [0, width) of X (the rotation rot of the direction
+ * c_to - c_from, the matrix Z of the distance tau = |c_to - c_from| / s), scaled by s: the
+ * caller adds column c of Y times 1/s into its box's local expansion. Columns up to width
+ * rounded up to a multiple of 8 are computed (they must hold finite values, zeros say). X and
+ * Y are 2 ncoef FMK_FMM3D_BLOCK doubles (X is overwritten), T is 2 (p + 1) FMK_FMM3D_BLOCK. */
+void fmk_fmm3d_m2l_block(const fmk_fmm3d_ops_ctx *ctx, const double *rot, const double *Z,
+                         int width, double *X, double *Y, double *T);
+
 /* O(p^4) references of the three translations (the addition theorems applied directly, sums in
  * long double), for the tests. Same arguments and accumulation as above, no rotation. */
 void fmk_fmm3d_m2m_ref(const fmk_fmm3d_ops_ctx *ctx, const double c_from[3], double s_from,
