@@ -38,6 +38,15 @@
 #undef SQRT
 #undef LOG
 #undef P2P
+#define REAL float
+#define SQRT sqrtf
+#define LOG logf
+#define P2P(name) fmm_p2p32_##name
+#include "p2p_tile.h"
+#undef REAL
+#undef SQRT
+#undef LOG
+#undef P2P
 #pragma GCC diagnostic pop
 
 /* M2L runs over blocks of this many consecutive nodes; within a block the V entries are sorted
@@ -59,6 +68,8 @@ typedef struct fmm_cpu {
     double *trg_xyz;            /* nt * 3 (== src_xyz when self) */
     double *src_soa;            /* 4 * ns: x | y | z | q, for P2P */
     double *q;                  /* ns charges in key order (points into src_soa) */
+    float *src32;               /* fp32: 4 * ns, x | y | z | q for P2P in single precision, the
+                                 * coordinates relative to the centre of the source's leaf */
     double *M, *L;              /* n_nodes * stride */
     double *rot_v;              /* rotations of the used V directions */
     int32_t rot_slot[FMK_FMM3D_NDIR];
@@ -113,6 +124,8 @@ static int64_t state_bytes(const fmk_plan *plan, int64_t ns, int64_t nt, int sel
     b += 12 * 189 * nodes;                                 /* v_perm, v_target */
     b += 8 * 24 * (int64_t)(p + 1) * (p + 2) * (2 * p + 3) / 6; /* zmat */
     b += 8 * (int64_t)plan->threads * m2l_buf_size(p);
+    if (plan->opts.precision == FMK_PRECISION_FP32)
+        b += 4 * 4 * ns;                                   /* src32 */
     b += 8 * (int64_t)plan->threads * (8 * stride + 64 * (p + 3)); /* work, generous */
     return b;
 }
@@ -144,6 +157,7 @@ static void fmm_release(fmk_plan *plan)
     free(s->n_src), free(s->n_trg), free(s->src_begin), free(s->trg_begin);
     free(s->M), free(s->L), free(s->rot_v), free(s->rot_updown), free(s->work), free(s->result);
     free(s->v_perm), free(s->v_target), free(s->zmat), free(s->m2l_buf);
+    free(s->src32);
     free(s);
     plan->state = NULL;
 }
@@ -239,6 +253,10 @@ static void m2l_schedule(fmm_cpu *s, int threads)
 static fmk_status fmm_setup(fmk_plan *plan)
 {
     const double t0 = fmk_time_now();
+    if (plan->opts.precision == FMK_PRECISION_FP32 && plan->eps < 1e-5)
+        return fmk_error_set(plan, FMK_ERR_ARG,
+                             "method fmm in fp32 takes eps >= 1e-5 (eps = %g); use precision fp64",
+                             plan->eps);
     const int p = order_of(plan);
     const int32_t ls = leaf_size_of(plan, p);
     const int64_t ns = plan->n_sources, nt = plan->n_targets;
@@ -329,6 +347,11 @@ static fmk_status fmm_setup(fmk_plan *plan)
         s->m2l_buf = malloc(sizeof(double) * (size_t)m2l_buf_size(p) * (size_t)plan->threads);
         bad = !s->v_perm || !s->v_target || !s->zmat || !s->m2l_buf;
     }
+    const int fp32 = plan->opts.precision == FMK_PRECISION_FP32;
+    if (!bad && fp32) {
+        s->src32 = malloc(sizeof(float) * 4 * ns1);
+        bad = !s->src32;
+    }
     if (bad) {
         int64_t h, d;
         fmm_memory(plan, ns, plan->self ? -1 : nt, &h, &d);
@@ -341,6 +364,14 @@ static fmk_status fmm_setup(fmk_plan *plan)
         for (int c = 0; c < 3; c++)
             s->src_soa[c * ns + i] = s->src_xyz[3 * i + c];
     s->q = s->src_soa + 3 * ns;
+    if (fp32) /* relative to the leaf's centre: fp32 then rounds to 2^-24 of a leaf, not of the
+               * frame, which keeps close pairs accurate */
+        for (int64_t b = 0; b < k; b++)
+            if (s->tree.more[b] < 0)
+                for (int64_t i = s->src_begin[b]; i < s->src_begin[b] + s->n_src[b]; i++)
+                    for (int c = 0; c < 3; c++)
+                        s->src32[c * ns + i] = (float)(s->src_xyz[3 * i + c] -
+                                                       s->lists.center[3 * b + c]);
     /* rotations: the V directions in use, and the child <-> parent directions */
     const int64_t rs = fmk_fmm3d_rot_size(&s->ops);
 #pragma omp parallel for schedule(dynamic, 1) num_threads(plan->threads)
@@ -389,6 +420,9 @@ static fmk_status fmm_eval(fmk_plan *plan, const double *charges, double *pot, d
     const double t0 = fmk_time_now();
     for (int64_t i = 0; i < ns; i++)
         s->q[i] = charges[s->src_order[i]];
+    if (s->src32)
+        for (int64_t i = 0; i < ns; i++)
+            s->src32[3 * ns + i] = (float)s->q[i];
     memset(s->M, 0, sizeof(double) * (size_t)(st * k));
     memset(s->L, 0, sizeof(double) * (size_t)(st * k));
     memset(s->result, 0, sizeof(double) * 4 * (size_t)nt);
@@ -509,9 +543,12 @@ static fmk_status fmm_eval(fmk_plan *plan, const double *charges, double *pot, d
     const double t6 = fmk_time_now();
 
     /* P2P from the U list: per target leaf, one source leaf at a time (it stays in cache)
-     * through the direct sum's vectorized loop */
+     * through the direct sum's vectorized loop for the plan's kernel (plummer and regularized:
+     * the exact smooth kernel in the near field), in fp64 or, for precision fp32, in fp32 */
     const double *sx = s->src_soa, *sy = sx + ns, *sz = sy + ns, *sq = s->q;
+    const float *fx = s->src32, *fy = fx + ns, *fz = fy + ns, *fq = fz + ns;
     const fmm_p2p64_tile_fn p2p = fmm_p2p64_pick(plan->kernel);
+    const fmm_p2p32_tile_fn p2p32 = fmm_p2p32_pick(plan->kernel);
     const double eps2 = plan->frame.softening * plan->frame.softening;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(th)
     for (int64_t b = 0; b < k; b++) {
@@ -525,7 +562,17 @@ static fmk_status fmm_eval(fmk_plan *plan, const double *charges, double *pot, d
                 double out[4];
                 /* the target itself, when targets are the sources (smooth kernels) */
                 const int64_t skip = plan->self && c == b ? i - j0 : -1;
-                p2p(sx + j0, sy + j0, sz + j0, sq + j0, nj, s->trg_xyz + 3 * i, skip, eps2, 0, out);
+                if (fx) {
+                    float o32[4], y32[3];
+                    for (int d = 0; d < 3; d++)
+                        y32[d] = (float)(s->trg_xyz[3 * i + d] - l->center[3 * c + d]);
+                    p2p32(fx + j0, fy + j0, fz + j0, fq + j0, nj, y32, skip, (float)eps2, 0, o32);
+                    for (int d = 0; d < 4; d++)
+                        out[d] = o32[d];
+                } else {
+                    p2p(sx + j0, sy + j0, sz + j0, sq + j0, nj, s->trg_xyz + 3 * i, skip, eps2, 0,
+                        out);
+                }
                 res_pot[i] += out[0];
                 for (int d = 0; d < 3; d++)
                     res_grad[3 * i + d] += out[1 + d];
@@ -558,15 +605,19 @@ static fmk_status fmm_eval(fmk_plan *plan, const double *charges, double *pot, d
     return FMK_OK;
 }
 
+/* Kernels: laplace, and plummer and regularized with the exact smooth kernel in the near field
+ * (P2P over the U list) and laplace multipoles in the far field (docs/fmm3d.md section 10: the
+ * far field then errs by O((s/d)^2) relative, s the softening, d the side of the smallest
+ * separated boxes). Precision fp32 (P2P in fp32, expansions in fp64) needs eps >= 1e-5, which
+ * fmm_setup checks (eps is not known here). */
 static fmk_status fmm_check_opts(fmk_opts *o, fmk_kernel kernel)
 {
-    if (kernel != FMK_KERNEL_LAPLACE)
+    (void)o;
+    if (kernel != FMK_KERNEL_LAPLACE && kernel != FMK_KERNEL_PLUMMER &&
+        kernel != FMK_KERNEL_REGULARIZED)
         return fmk_error_set(NULL, FMK_ERR_UNAVAILABLE,
-                             "method fmm is not available yet for kernel %s (only laplace)",
-                             fmk_kernel_name(kernel));
-    if (o->precision != FMK_PRECISION_FP64)
-        return fmk_error_set(NULL, FMK_ERR_UNAVAILABLE,
-                             "method fmm is not available yet in fp32; use precision fp64");
+                             "method fmm is not available for kernel %s (laplace, plummer, "
+                             "regularized)", fmk_kernel_name(kernel));
     return FMK_OK;
 }
 
