@@ -79,6 +79,10 @@ typedef struct fmm_cpu {
     double *zmat;               /* coaxial M2L matrices, one per squared distance in use */
     int32_t z_slot[28];         /* squared distance (4..27, in sides^2) -> matrix, or -1 */
     double *m2l_buf;            /* threads * m2l_buf_size: X, Y, T of fmk_fmm3d_m2l_block */
+    uint8_t *w_direct;          /* n_w: 1 when the W entry is summed directly (P2P), not by M2P */
+    uint8_t *x_direct;          /* n_nodes: 1 when the node's X entries are summed directly */
+    int64_t *d_begin;           /* n_nodes + 1: per leaf, the source leaves it sums directly */
+    int32_t *d_leaf;            /* beyond its U list (from direct W and X entries) */
     double *work;               /* threads * work_size */
     double *result;             /* 4 * nt in key order: pot, grad */
     double tree_time;
@@ -122,6 +126,7 @@ static int64_t state_bytes(const fmk_plan *plan, int64_t ns, int64_t nt, int sel
     b += 32 * nt;                                          /* result */
     b += 8 * rot_doubles(p) * (n_dirs + 16);
     b += 12 * 189 * nodes;                                 /* v_perm, v_target */
+    b += 17 * nodes + 4 * 64 * nodes;                      /* direct W and X flags and lists */
     b += 8 * 24 * (int64_t)(p + 1) * (p + 2) * (2 * p + 3) / 6; /* zmat */
     b += 8 * (int64_t)plan->threads * m2l_buf_size(p);
     if (plan->opts.precision == FMK_PRECISION_FP32)
@@ -158,6 +163,7 @@ static void fmm_release(fmk_plan *plan)
     free(s->M), free(s->L), free(s->rot_v), free(s->rot_updown), free(s->work), free(s->result);
     free(s->v_perm), free(s->v_target), free(s->zmat), free(s->m2l_buf);
     free(s->src32);
+    free(s->w_direct), free(s->x_direct), free(s->d_begin), free(s->d_leaf);
     free(s);
     plan->state = NULL;
 }
@@ -220,6 +226,102 @@ static int octant(const fmk_fmm3d_lists *l, int64_t child, int64_t parent)
     for (int k = 0; k < 3; k++)
         o |= (l->center[3 * child + k] > l->center[3 * parent + k]) << (2 - k);
     return o;
+}
+
+/* The leaves under node a (a included) that hold sources (want_src) or targets, into out (NULL:
+ * only counted). Depth first with a stack: at most 7 pending siblings per level. */
+static int64_t leaves_under(const fmm_cpu *s, int32_t a, int want_src, int32_t *out)
+{
+    int32_t stack[8 * 64];
+    int top = 0;
+    int64_t n = 0;
+    stack[top++] = a;
+    while (top > 0) {
+        const int32_t v = stack[--top];
+        if ((want_src ? s->n_src[v] : s->n_trg[v]) == 0)
+            continue;
+        if (s->tree.more[v] < 0) {
+            if (out)
+                out[n] = v;
+            n++;
+            continue;
+        }
+        for (int32_t c = s->tree.more[v]; c < s->tree.more[v] + s->tree.n_children[v]; c++)
+            stack[top++] = c;
+    }
+    return n;
+}
+
+/* W and X entries that are cheaper summed directly. M2P of a W box c costs t_m2p ~ 6.2 (p+1)^2 ns
+ * per target, P2P from its sources n_src(c) t_pair (t_pair ~ 2.45 ns; docs/fmm3d.md section 4),
+ * so c's sources are summed directly when n_src(c) < 2.5 (p+1)^2; P2L of an X entry costs
+ * t_p2l ~ 2.1 (p+1)^2 ns per source against n_trg(b) t_pair directly, so a box b with fewer
+ * than 0.9 (p+1)^2 targets (in its subtree) takes its X entries directly. Direct sums are exact,
+ * so this changes only the cost. The direct entries become, per leaf, a list of source leaves
+ * that P2P sums after the U list (a W box's leaves; an X leaf for every leaf under b). Returns 0,
+ * or -1 when out of memory. */
+static int direct_lists(fmm_cpu *s, int order)
+{
+    const fmk_fmm3d_lists *l = &s->lists;
+    const int64_t k = l->n_nodes;
+    const double q2 = (double)(order + 1) * (order + 1);
+    const double w_max = 2.5 * q2, x_max = 0.9 * q2;
+    s->w_direct = malloc((size_t)(l->n_w > 0 ? l->n_w : 1));
+    s->x_direct = malloc((size_t)(k > 0 ? k : 1));
+    s->d_begin = calloc((size_t)k + 1, sizeof(int64_t));
+    if (!s->w_direct || !s->x_direct || !s->d_begin)
+        return -1;
+    for (int64_t e = 0; e < l->n_w; e++)
+        s->w_direct[e] = s->n_src[l->w[e]] < w_max;
+    for (int64_t b = 0; b < k; b++)
+        s->x_direct[b] = s->n_trg[b] < x_max && l->x_begin[b + 1] > l->x_begin[b];
+    /* counts (into d_begin[b + 1]), then offsets, then entries */
+    for (int pass = 0; pass < 2; pass++) {
+        int64_t *fill = s->d_begin;
+        if (pass == 1) {
+            for (int64_t b = 0; b < k; b++)
+                s->d_begin[b + 1] += s->d_begin[b];
+            s->d_leaf = malloc(sizeof(int32_t) * (size_t)(s->d_begin[k] > 0 ? s->d_begin[k] : 1));
+            if (!s->d_leaf)
+                return -1;
+        }
+        int64_t *at = NULL;
+        if (pass == 1) {
+            at = malloc(sizeof(int64_t) * (size_t)(k > 0 ? k : 1));
+            if (!at)
+                return -1;
+            memcpy(at, s->d_begin, sizeof(int64_t) * (size_t)k);
+        }
+        for (int64_t b = 0; b < k; b++) {
+            if (s->tree.more[b] < 0 && s->n_trg[b] > 0)
+                for (int64_t e = l->w_begin[b]; e < l->w_begin[b + 1]; e++)
+                    if (s->w_direct[e]) {
+                        if (pass == 0)
+                            fill[b + 1] += leaves_under(s, l->w[e], 1, NULL);
+                        else
+                            at[b] += leaves_under(s, l->w[e], 1, s->d_leaf + at[b]);
+                    }
+            if (!s->x_direct[b])
+                continue;
+            /* every target leaf under b sums b's X leaves directly */
+            int32_t *under = malloc(sizeof(int32_t) * (size_t)leaves_under(s, (int32_t)b, 0, NULL) + 1);
+            if (!under) {
+                free(at);
+                return -1;
+            }
+            const int64_t nd = leaves_under(s, (int32_t)b, 0, under);
+            for (int64_t i = 0; i < nd; i++)
+                for (int64_t e = l->x_begin[b]; e < l->x_begin[b + 1]; e++) {
+                    if (pass == 0)
+                        fill[under[i] + 1]++;
+                    else
+                        s->d_leaf[at[under[i]]++] = l->x[e];
+                }
+            free(under);
+        }
+        free(at);
+    }
+    return 0;
 }
 
 /* The M2L schedule: per block of M2L_NODES consecutive nodes, its V entries (contiguous in
@@ -321,6 +423,8 @@ static fmk_status fmm_setup(fmk_plan *plan)
     if (!bad) {
         bad = fmk_fmm3d_lists_build(&s->tree, s->n_src, s->n_trg, &s->lists, plan->threads) != 0;
     }
+    if (!bad)
+        bad = direct_lists(s, p) != 0;
     int n_dirs = 0;
     if (!bad) {
         for (int d = 0; d < FMK_FMM3D_NDIR; d++)
@@ -499,7 +603,7 @@ static fmk_status fmm_eval(fmk_plan *plan, const double *charges, double *pot, d
         }
         double *work = thread_work(s);
         for (int64_t b = b0; b < b1; b++)
-            for (int64_t e = l->x_begin[b]; e < l->x_begin[b + 1]; e++) {
+            for (int64_t e = l->x_begin[b]; e < l->x_begin[b + 1] && !s->x_direct[b]; e++) {
                 const int32_t c = l->x[e];
                 fmk_fmm3d_p2l(ops, l->center + 3 * b, l->side[b], s->n_src[c],
                               s->src_xyz + 3 * s->src_begin[c], s->q + s->src_begin[c],
@@ -535,6 +639,8 @@ static fmk_status fmm_eval(fmk_plan *plan, const double *charges, double *pot, d
             fmk_fmm3d_l2p(ops, l->center + 3 * b, l->side[b], s->L + st * b, n, y, res_pot + tb,
                           res_grad + 3 * tb, work);
         for (int64_t e = l->w_begin[b]; e < l->w_begin[b + 1]; e++) {
+            if (s->w_direct[e]) /* summed in P2P */
+                continue;
             const int32_t c = l->w[e];
             fmk_fmm3d_m2p(ops, l->center + 3 * c, l->side[c], s->M + st * c, n, y, res_pot + tb,
                           res_grad + 3 * tb, work);
@@ -555,8 +661,10 @@ static fmk_status fmm_eval(fmk_plan *plan, const double *charges, double *pot, d
         if (t->more[b] >= 0 || s->n_trg[b] == 0)
             continue;
         const int64_t tb = s->trg_begin[b], te = tb + s->n_trg[b];
-        for (int64_t e = l->u_begin[b]; e < l->u_begin[b + 1]; e++) {
-            const int32_t c = l->u[e];
+        const int64_t nu = l->u_begin[b + 1] - l->u_begin[b];
+        const int64_t nd = s->d_begin[b + 1] - s->d_begin[b];
+        for (int64_t e = 0; e < nu + nd; e++) { /* the U list, then the direct W and X leaves */
+            const int32_t c = e < nu ? l->u[l->u_begin[b] + e] : s->d_leaf[s->d_begin[b] + e - nu];
             const int64_t j0 = s->src_begin[c], nj = s->n_src[c];
             for (int64_t i = tb; i < te; i++) {
                 double out[4];
