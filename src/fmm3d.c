@@ -304,7 +304,8 @@ static int direct_lists(fmm_cpu *s, int order)
             if (!s->x_direct[b])
                 continue;
             /* every target leaf under b sums b's X leaves directly */
-            int32_t *under = malloc(sizeof(int32_t) * (size_t)leaves_under(s, (int32_t)b, 0, NULL) + 1);
+            const int64_t n_under = leaves_under(s, (int32_t)b, 0, NULL);
+            int32_t *under = malloc(sizeof(int32_t) * (size_t)(n_under > 0 ? n_under : 1));
             if (!under) {
                 free(at);
                 return -1;

@@ -636,6 +636,25 @@ void fmk_fmm3d_m2l_zmat(const fmk_fmm3d_ops_ctx *ctx, double tau, double *Z)
  * 64-byte aligned). */
 typedef double v8d __attribute__((vector_size(64), aligned(8)));
 
+/* ar = sum_i f[i] row(2 i), ai = sum_i g[i] row(2 i + 1) over count pairs of rows of a block
+ * (real and imaginary parts of count coefficients): one rotation row applied to NV vectors. */
+static FMK_ALWAYS_INLINE void mac_pairs(v8d *ar, v8d *ai, const double *f, const double *g,
+                                        const double *rows, int count, const int NV)
+{
+    enum { LD = FMK_FMM3D_BLOCK };
+    for (int v = 0; v < NV; v++)
+        ar[v] = ai[v] = (v8d){0};
+    for (int i = 0; i < count; i++) {
+        const double fi = f[i], gi = g[i];
+        const v8d *re = (const v8d *)(rows + 2 * i * LD);
+        const v8d *im = (const v8d *)(rows + (2 * i + 1) * LD);
+        for (int v = 0; v < NV; v++) {
+            ar[v] += fi * re[v];
+            ai[v] += gi * im[v];
+        }
+    }
+}
+
 /* The block kernel for NV * 8 columns (NV <= FMK_FMM3D_BLOCK / 8), inlined with NV a constant
  * so that the accumulators of a row are NV vectors held in registers. */
 static FMK_ALWAYS_INLINE void m2l_block_v(const fmk_fmm3d_ops_ctx *ctx, const double *rot,
@@ -663,16 +682,7 @@ static FMK_ALWAYS_INLINE void m2l_block_v(const fmk_fmm3d_ops_ctx *ctx, const do
         }
         for (int m = 0; m <= n; m++) {
             v8d ar[MAXV], ai[MAXV];
-            for (int v = 0; v < NV; v++)
-                ar[v] = ai[v] = (v8d){0};
-            for (int mp = 0; mp <= n; mp++) {
-                const double f = Fr[m * n1 + mp], g = Fi[m * n1 + mp];
-                const v8d *tr = ROW(T, 2 * mp), *ti = ROW(T, 2 * mp + 1);
-                for (int v = 0; v < NV; v++) {
-                    ar[v] += f * tr[v];
-                    ai[v] += g * ti[v];
-                }
-            }
+            mac_pairs(ar, ai, Fr + m * n1, Fi + m * n1, T, n1, NV);
             v8d *yr = ROW(Y, r0 + 2 * m), *yi = ROW(Y, r0 + 2 * m + 1);
             for (int v = 0; v < NV; v++)
                 yr[v] = ar[v], yi[v] = ai[v];
@@ -707,16 +717,7 @@ static FMK_ALWAYS_INLINE void m2l_block_v(const fmk_fmm3d_ops_ctx *ctx, const do
         const int64_t r0 = 2 * IDX(n, 0);
         for (int mp = 0; mp <= n; mp++) {
             v8d ar[MAXV], ai[MAXV];
-            for (int v = 0; v < NV; v++)
-                ar[v] = ai[v] = (v8d){0};
-            for (int m = 0; m <= n; m++) {
-                const double f = Br[mp * n1 + m], g = Bi[mp * n1 + m];
-                const v8d *xr = ROW(X, r0 + 2 * m), *xi = ROW(X, r0 + 2 * m + 1);
-                for (int v = 0; v < NV; v++) {
-                    ar[v] += f * xr[v];
-                    ai[v] += g * xi[v];
-                }
-            }
+            mac_pairs(ar, ai, Br + mp * n1, Bi + mp * n1, X + r0 * LD, n1, NV);
             const double cr = rot[2 * mp], si = rot[2 * mp + 1];
             v8d *yr = ROW(Y, r0 + 2 * mp), *yi = ROW(Y, r0 + 2 * mp + 1);
             for (int v = 0; v < NV; v++) {
