@@ -71,8 +71,10 @@ typedef struct fmm_cpu {
     float *src32;               /* fp32: 4 * ns, x | y | z | q for P2P in single precision, the
                                  * coordinates relative to the centre of the source's leaf */
     double *M, *L;              /* n_nodes * stride */
-    double *rot_v;              /* rotations of the used V directions */
-    int32_t rot_slot[FMK_FMM3D_NDIR];
+    double *rot_v;              /* rotations of the V directions' polar angles in use (61 at most
+                                 * for the 316 directions: the matrices depend on the angle) */
+    int32_t rot_slot[FMK_FMM3D_NDIR]; /* direction -> its polar angle's rotation, or -1 */
+    double *phase_v;            /* FMK_FMM3D_NDIR * 2 (p + 1): each direction's e^{i m phi} */
     double *rot_updown;         /* 16 rotations: M2M (child -> parent) for octant o at o, L2L at 8 + o */
     int64_t *v_perm;            /* n_v: V entries, per block of M2L_NODES nodes by direction */
     int32_t *v_target;          /* n_v: the target node of each V entry */
@@ -124,7 +126,8 @@ static int64_t state_bytes(const fmk_plan *plan, int64_t ns, int64_t nt, int sel
     b += 32 * nodes + 16 * nodes * stride;                 /* counts, begins, M, L */
     b += 8 * ns * 8 + (self ? 0 : 8 * nt * 4);            /* orders, xyz, soa */
     b += 32 * nt;                                          /* result */
-    b += 8 * rot_doubles(p) * (n_dirs + 16);
+    b += 8 * rot_doubles(p) * (n_dirs + 16);               /* polar angles, M2M, L2L */
+    b += 8 * 2 * (int64_t)(p + 1) * FMK_FMM3D_NDIR;        /* phases */
     b += 12 * 189 * nodes;                                 /* v_perm, v_target */
     b += 17 * nodes + 4 * 64 * nodes;                      /* direct W and X flags and lists */
     b += 8 * 24 * (int64_t)(p + 1) * (p + 2) * (2 * p + 3) / 6; /* zmat */
@@ -142,7 +145,7 @@ static void fmm_memory(const fmk_plan *plan, int64_t ns, int64_t nt, int64_t *h,
         nt = ns;
     const int p = order_of(plan);
     const int64_t nodes = fmk_tree3d_estimate_nodes(self ? ns : ns + nt, leaf_size_of(plan, p));
-    *h = state_bytes(plan, ns, nt, self, nodes, FMK_FMM3D_NDIR - 27);
+    *h = state_bytes(plan, ns, nt, self, nodes, 61);    /* the polar angles of 316 directions */
     *d = 0;
 }
 
@@ -161,6 +164,7 @@ static void fmm_release(fmk_plan *plan)
     free(s->src_order), free(s->src_xyz), free(s->src_soa);
     free(s->n_src), free(s->n_trg), free(s->src_begin), free(s->trg_begin);
     free(s->M), free(s->L), free(s->rot_v), free(s->rot_updown), free(s->work), free(s->result);
+    free(s->phase_v);
     free(s->v_perm), free(s->v_target), free(s->zmat), free(s->m2l_buf);
     free(s->src32);
     free(s->w_direct), free(s->x_direct), free(s->d_begin), free(s->d_leaf);
@@ -426,12 +430,26 @@ static fmk_status fmm_setup(fmk_plan *plan)
     }
     if (!bad)
         bad = direct_lists(s, p) != 0;
-    int n_dirs = 0;
+    int n_dirs = 0, rot_first[FMK_FMM3D_NDIR]; /* polar angles in use; a direction of each */
     if (!bad) {
         for (int d = 0; d < FMK_FMM3D_NDIR; d++)
-            s->rot_slot[d] = s->lists.dir_used[d] ? n_dirs++ : -1;
+            s->rot_slot[d] = -1;
+        int32_t angle_slot[19 * 7];          /* (ox^2 + oy^2) * 7 + oz + 3 -> slot */
+        for (int a = 0; a < 19 * 7; a++)
+            angle_slot[a] = -1;
+        for (int d = 0; d < FMK_FMM3D_NDIR; d++)
+            if (s->lists.dir_used[d]) {
+                const int ox = d / 49 - 3, oy = (d / 7) % 7 - 3, oz = d % 7 - 3;
+                const int a = (ox * ox + oy * oy) * 7 + oz + 3;
+                if (angle_slot[a] < 0) {
+                    angle_slot[a] = n_dirs++;
+                    rot_first[angle_slot[a]] = d;
+                }
+                s->rot_slot[d] = angle_slot[a];
+            }
         s->rot_v = malloc(sizeof(double) * (size_t)fmk_fmm3d_rot_size(&s->ops) * (size_t)(n_dirs + 1));
-        bad = !s->rot_v;
+        s->phase_v = malloc(sizeof(double) * 2 * (size_t)(p + 1) * FMK_FMM3D_NDIR);
+        bad = !s->rot_v || !s->phase_v;
     }
     int n_z = 0;
     if (!bad) {
@@ -477,19 +495,25 @@ static fmk_status fmm_setup(fmk_plan *plan)
                     for (int c = 0; c < 3; c++)
                         s->src32[c * ns + i] = (float)(s->src_xyz[3 * i + c] -
                                                        s->lists.center[3 * b + c]);
-    /* rotations: the V directions in use, and the child <-> parent directions */
+    /* rotations: one direction of each polar angle of the V directions in use (the phases of
+     * every direction separately), and the child <-> parent directions */
     const int64_t rs = fmk_fmm3d_rot_size(&s->ops);
+    for (int d = 0; d < FMK_FMM3D_NDIR; d++)
+        if (s->rot_slot[d] >= 0) {
+            const double dir[3] = {d / 49 - 3, (d / 7) % 7 - 3, d % 7 - 3};
+            fmk_fmm3d_rot_phase(&s->ops, dir, s->phase_v + 2 * (p + 1) * d);
+        }
 #pragma omp parallel for schedule(dynamic, 1) num_threads(plan->threads)
-    for (int d = 0; d < FMK_FMM3D_NDIR + 16; d++) {
+    for (int i = 0; i < n_dirs + 16; i++) {
         double *work = thread_work(s);
         double dir[3];
         double *rot;
-        if (d < FMK_FMM3D_NDIR) {
-            if (s->rot_slot[d] < 0)
-                continue;
+        if (i < n_dirs) {
+            const int d = rot_first[i];
             dir[0] = d / 49 - 3, dir[1] = (d / 7) % 7 - 3, dir[2] = d % 7 - 3;
-            rot = s->rot_v + rs * s->rot_slot[d];
+            rot = s->rot_v + rs * i;
         } else {
+            const int d = i - n_dirs + FMK_FMM3D_NDIR;
             const int o = (d - FMK_FMM3D_NDIR) & 7, down = d - FMK_FMM3D_NDIR >= 8;
             for (int c = 0; c < 3; c++) { /* child - parent */
                 double h = (o >> (2 - c)) & 1 ? 1 : -1;
@@ -576,7 +600,8 @@ static fmk_status fmm_eval(fmk_plan *plan, const double *charges, double *pot, d
             while (r < e1 && l->v_dir[s->v_perm[r]] == dir)
                 r++;
             const int ox = dir / 49 - 3, oy = (dir / 7) % 7 - 3, oz = dir % 7 - 3;
-            const double *rot = s->rot_v + rs * s->rot_slot[dir];
+            const double *phase = s->phase_v + 2 * (s->order + 1) * dir;
+            const double *wigner = s->rot_v + rs * s->rot_slot[dir] + 2 * (s->order + 1);
             const double *Z = s->zmat + zs * s->z_slot[ox * ox + oy * oy + oz * oz];
             /* the run [e, r) in chunks of nearly equal width <= LD */
             const int64_t n_run = r - e, n_chunks = (n_run + LD - 1) / LD;
@@ -591,7 +616,7 @@ static fmk_status fmm_eval(fmk_plan *plan, const double *charges, double *pot, d
                 for (int64_t i = 0; i < nc2; i++)
                     for (int c = w; c < w8; c++)
                         X[i * LD + c] = 0;
-                fmk_fmm3d_m2l_block(ops, rot, Z, w, X, Y, T);
+                fmk_fmm3d_m2l_block(ops, phase, wigner, Z, w, X, Y, T);
                 for (int c = 0; c < w; c++) {
                     const int32_t b = s->v_target[c0 + c];
                     const double inv_s = 1 / l->side[b];

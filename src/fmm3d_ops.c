@@ -340,6 +340,16 @@ static inline int64_t rot_offset(int n)
     return 4 * (int64_t)n * (n + 1) * (2 * n + 1) / 6;
 }
 
+void fmk_fmm3d_rot_phase(const fmk_fmm3d_ops_ctx *ctx, const double dir[3], double *phase)
+{
+    const double rxy = sqrt(dir[0] * dir[0] + dir[1] * dir[1]);
+    const double ph = rxy > 0 ? atan2(dir[1], dir[0]) : 0;
+    for (int m = 0; m <= ctx->order; m++) {
+        phase[2 * m] = cos(m * ph);
+        phase[2 * m + 1] = sin(m * ph);
+    }
+}
+
 void fmk_fmm3d_rot_init(const fmk_fmm3d_ops_ctx *ctx, const double dir[3], double *rot,
                         double *work)
 {
@@ -347,11 +357,7 @@ void fmk_fmm3d_rot_init(const fmk_fmm3d_ops_ctx *ctx, const double dir[3], doubl
     const double *sq = ctx->sqrt_int;
     const double rxy = sqrt(dir[0] * dir[0] + dir[1] * dir[1]);
     const double th = atan2(rxy, dir[2]);       /* 0 for dir = 0: the identity */
-    const double ph = rxy > 0 ? atan2(dir[1], dir[0]) : 0;
-    for (int m = 0; m <= p; m++) {
-        rot[2 * m] = cos(m * ph);
-        rot[2 * m + 1] = sin(m * ph);
-    }
+    fmk_fmm3d_rot_phase(ctx, dir, rot);
     double *F = rot + 2 * (p + 1);
     const double c = cos(0.5 * th), s = sin(0.5 * th);
     /* Risbo's matrices with a zero border: entry (a, b) at [(a + 1) W + b + 1], so the terms
@@ -657,21 +663,20 @@ static FMK_ALWAYS_INLINE void mac_pairs(v8d *ar, v8d *ai, const double *f, const
 
 /* The block kernel for NV * 8 columns (NV <= FMK_FMM3D_BLOCK / 8), inlined with NV a constant
  * so that the accumulators of a row are NV vectors held in registers. */
-static FMK_ALWAYS_INLINE void m2l_block_v(const fmk_fmm3d_ops_ctx *ctx, const double *rot,
-                                          const double *Z, double *restrict X,
+static FMK_ALWAYS_INLINE void m2l_block_v(const fmk_fmm3d_ops_ctx *ctx, const double *phase,
+                                          const double *F, const double *Z, double *restrict X,
                                           double *restrict Y, double *restrict T, const int NV)
 {
     enum { LD = FMK_FMM3D_BLOCK, MAXV = FMK_FMM3D_BLOCK / 8 };
 #define ROW(base, r) ((v8d *)((base) + (int64_t)(r) * LD))
     const int p = ctx->order;
-    const double *F = rot + 2 * (p + 1);
     /* forward rotation, X -> Y: A = e^{i m' ph} C into T, then Re = Fr Re A, Im = Fi Im A */
     for (int n = 0; n <= p; n++) {
         const int n1 = n + 1;
         const double *Fr = F + rot_offset(n), *Fi = Fr + n1 * n1;
         const int64_t r0 = 2 * IDX(n, 0);
         for (int mp = 0; mp <= n; mp++) {
-            const double cr = rot[2 * mp], si = rot[2 * mp + 1];
+            const double cr = phase[2 * mp], si = phase[2 * mp + 1];
             const v8d *xr = ROW(X, r0 + 2 * mp), *xi = ROW(X, r0 + 2 * mp + 1);
             v8d *tr = ROW(T, 2 * mp), *ti = ROW(T, 2 * mp + 1);
             for (int v = 0; v < NV; v++) {
@@ -718,7 +723,7 @@ static FMK_ALWAYS_INLINE void m2l_block_v(const fmk_fmm3d_ops_ctx *ctx, const do
         for (int mp = 0; mp <= n; mp++) {
             v8d ar[MAXV], ai[MAXV];
             mac_pairs(ar, ai, Br + mp * n1, Bi + mp * n1, X + r0 * LD, n1, NV);
-            const double cr = rot[2 * mp], si = rot[2 * mp + 1];
+            const double cr = phase[2 * mp], si = phase[2 * mp + 1];
             v8d *yr = ROW(Y, r0 + 2 * mp), *yi = ROW(Y, r0 + 2 * mp + 1);
             for (int v = 0; v < NV; v++) {
                 yr[v] = cr * ar[v] + si * ai[v];
@@ -729,16 +734,16 @@ static FMK_ALWAYS_INLINE void m2l_block_v(const fmk_fmm3d_ops_ctx *ctx, const do
 #undef ROW
 }
 
-FMK_TARGET_CLONES void fmk_fmm3d_m2l_block(const fmk_fmm3d_ops_ctx *ctx, const double *rot,
-                                           const double *Z, int width, double *X, double *Y,
-                                           double *T)
+FMK_TARGET_CLONES void fmk_fmm3d_m2l_block(const fmk_fmm3d_ops_ctx *ctx, const double *phase,
+                                           const double *wigner, const double *Z, int width,
+                                           double *X, double *Y, double *T)
 {
     switch ((width + 7) / 8) {
     case 0: return;
-    case 1: m2l_block_v(ctx, rot, Z, X, Y, T, 1); break;
-    case 2: m2l_block_v(ctx, rot, Z, X, Y, T, 2); break;
-    case 3: m2l_block_v(ctx, rot, Z, X, Y, T, 3); break;
-    default: m2l_block_v(ctx, rot, Z, X, Y, T, 4); break;
+    case 1: m2l_block_v(ctx, phase, wigner, Z, X, Y, T, 1); break;
+    case 2: m2l_block_v(ctx, phase, wigner, Z, X, Y, T, 2); break;
+    case 3: m2l_block_v(ctx, phase, wigner, Z, X, Y, T, 3); break;
+    default: m2l_block_v(ctx, phase, wigner, Z, X, Y, T, 4); break;
     }
 }
 
