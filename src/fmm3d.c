@@ -144,12 +144,25 @@ static int order_of(const fmk_plan *plan)
     return plan->opts.order >= 0 ? plan->opts.order : fmk_fmm3d_order_from_eps(plan->eps);
 }
 
-static int32_t leaf_size_of(const fmk_plan *plan, int order)
+/* Seconds per P2P pair and core of the loop the engine will run (docs/fmm3d.md section 4): the
+ * AVX-512 laplace loop, or the direct sum's square root and division. */
+static double p2p_pair_time(const fmk_plan *plan)
 {
-    int64_t ls = plan->opts.leaf_size > 0 ? plan->opts.leaf_size : fmk_fmm3d_leaf_size_for(order);
-    return ls > INT32_MAX ? INT32_MAX : (int32_t)ls;
+#ifdef FMM_P2P_AVX512
+    if (plan->kernel == FMK_KERNEL_LAPLACE && plan->opts.precision == FMK_PRECISION_FP64 &&
+        __builtin_cpu_supports("avx512f"))
+        return 0.68e-9;
+#endif
+    (void)plan;
+    return 1.60e-9;
 }
 
+static int32_t leaf_size_of(const fmk_plan *plan, int order)
+{
+    int64_t ls = plan->opts.leaf_size > 0 ? plan->opts.leaf_size
+                                           : fmk_fmm3d_leaf_size_model(order, p2p_pair_time(plan));
+    return ls > INT32_MAX ? INT32_MAX : (int32_t)ls;
+}
 static int64_t rot_doubles(int p)
 {
     int64_t r = 2 * (int64_t)(p + 1);
@@ -300,18 +313,19 @@ static int64_t leaves_under(const fmm_cpu *s, int32_t a, int want_src, int32_t *
 }
 
 /* W and X entries that are cheaper summed directly. M2P of a W box c costs t_m2p ~ 6.2 (p+1)^2 ns
- * per target, P2P from its sources n_src(c) t_pair (t_pair ~ 2.45 ns; docs/fmm3d.md section 4),
- * so c's sources are summed directly when n_src(c) < 2.5 (p+1)^2; P2L of an X entry costs
- * t_p2l ~ 2.1 (p+1)^2 ns per source against n_trg(b) t_pair directly, so a box b with fewer
- * than 0.9 (p+1)^2 targets (in its subtree) takes its X entries directly. Direct sums are exact,
- * so this changes only the cost. The direct entries become, per leaf, a list of source leaves
- * that P2P sums after the U list (a W box's leaves; an X leaf for every leaf under b). Returns 0,
- * or -1 when out of memory. */
-static int direct_lists(fmm_cpu *s, int order)
+ * per target, P2P from its sources n_src(c) t_pair (t_pair ~ 2.45 ns with the square-root loop,
+ * both on the H100 host; docs/fmm3d.md section 4), so c's sources are summed directly when
+ * n_src(c) < 2.5 (p+1)^2; P2L of an X entry costs t_p2l ~ 2.1 (p+1)^2 ns per source against
+ * n_trg(b) t_pair directly, so a box b with fewer than 0.9 (p+1)^2 targets (in its subtree) takes
+ * its X entries directly. Both thresholds scale with 1.60 ns / t_pair of the P2P loop in use
+ * (2.35x for the AVX-512 loop). Direct sums are exact, so this changes only the cost. The
+ * direct entries become, per leaf, a list of source leaves that P2P sums after the U list (a W
+ * box's leaves; an X leaf for every leaf under b). Returns 0, or -1 when out of memory. */
+static int direct_lists(fmm_cpu *s, int order, double t_pair)
 {
     const fmk_fmm3d_lists *l = &s->lists;
     const int64_t k = l->n_nodes;
-    const double q2 = (double)(order + 1) * (order + 1);
+    const double q2 = (double)(order + 1) * (order + 1) * (1.60e-9 / t_pair);
     const double w_max = 2.5 * q2, x_max = 0.9 * q2;
     s->w_direct = malloc((size_t)(l->n_w > 0 ? l->n_w : 1));
     s->x_direct = malloc((size_t)(k > 0 ? k : 1));
@@ -472,7 +486,7 @@ static fmk_status fmm_setup(fmk_plan *plan)
         bad = fmk_fmm3d_lists_build(&s->tree, s->n_src, s->n_trg, &s->lists, plan->threads) != 0;
     }
     if (!bad)
-        bad = direct_lists(s, p) != 0;
+        bad = direct_lists(s, p, p2p_pair_time(plan)) != 0;
     int n_dirs = 0, rot_first[FMK_FMM3D_NDIR]; /* polar angles in use; a direction of each */
     if (!bad) {
         for (int d = 0; d < FMK_FMM3D_NDIR; d++)

@@ -74,6 +74,11 @@ int fmk_fmm3d_order_from_eps(double eps);
  * section 4): 77 at p = 6, 329 at p = 20, 699 at p = 35; clamped to [32, 4096]. */
 int32_t fmk_fmm3d_leaf_size_for(int order);
 
+/* The same split threshold for a P2P that costs t_pair seconds per pair and core
+ * (fmk_fmm3d_leaf_size_for: 1.60e-9, the square-root-and-divide loop of p2p_tile.h; the CPU
+ * engine's AVX-512 laplace loop takes 0.68e-9: p = 6: 118, 20: 505, 35: 1072). */
+int32_t fmk_fmm3d_leaf_size_model(int order, double t_pair);
+
 /* fmm3d.c: the CPU engine. */
 extern const fmk_engine fmk_engine_fmm_cpu;
 
