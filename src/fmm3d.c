@@ -20,6 +20,81 @@
 #include "fmm3d.h"
 #include "fmm3d_ops.h"
 
+/* The near field (P2P) uses the direct sum's inner loops, built for the widest vector unit of
+ * the running CPU (p2p.c explains the clones). */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(FMK_NO_CLONES)
+#define FMK_TARGET_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define FMK_TARGET_CLONES
+#endif
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-function"
+#define REAL double
+#define SQRT sqrt
+#define LOG log
+#define P2P(name) fmm_p2p64_##name
+#include "p2p_tile.h"
+#undef REAL
+#undef SQRT
+#undef LOG
+#undef P2P
+#define REAL float
+#define SQRT sqrtf
+#define LOG logf
+#define P2P(name) fmm_p2p32_##name
+#include "p2p_tile.h"
+#undef REAL
+#undef SQRT
+#undef LOG
+#undef P2P
+#pragma GCC diagnostic pop
+
+/* The laplace P2P of one target from the sources in n_ranges ranges [begin, begin + count), in
+ * fp64 with AVX-512: 1/r from the 14-bit vrsqrt14pd estimate
+ * and two Newton steps y <- y (3/2 - r^2 y^2 / 2) (error 2^-14 -> ~2^-28 -> below 2^-53 relative:
+ * the results agree with the sqrt-and-divide loop of p2p_tile.h to rounding), about five times
+ * faster per pair than vsqrtpd + vdivpd on the build machine. Lanes with r = 0 (the target
+ * itself, coincident points) and past n contribute nothing, as in p2p_tile.h. Chosen at run time
+ * when the CPU has AVX-512F (fmm_setup), else the tile's loop runs. */
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(FMK_NO_CLONES)
+#include <immintrin.h>
+#define FMM_P2P_AVX512 1
+__attribute__((target("avx512f"))) static void p2p_laplace_avx512(
+    const double *restrict sx, const double *restrict sy, const double *restrict sz,
+    const double *restrict q, const int64_t *begin, const int64_t *count, int n_ranges,
+    const double *yi, double out[4])
+{
+    const __m512d X = _mm512_set1_pd(yi[0]), Y = _mm512_set1_pd(yi[1]), Z = _mm512_set1_pd(yi[2]);
+    const __m512d half = _mm512_set1_pd(0.5), three_halves = _mm512_set1_pd(1.5);
+    __m512d P = _mm512_setzero_pd(), GX = P, GY = P, GZ = P;
+    for (int r = 0; r < n_ranges; r++)
+    for (int64_t j = begin[r], n = begin[r] + count[r]; j < n; j += 8) {
+        const __mmask8 in = n - j >= 8 ? (__mmask8)0xff : (__mmask8)((1u << (n - j)) - 1);
+        const __m512d dx = _mm512_sub_pd(X, _mm512_maskz_loadu_pd(in, sx + j));
+        const __m512d dy = _mm512_sub_pd(Y, _mm512_maskz_loadu_pd(in, sy + j));
+        const __m512d dz = _mm512_sub_pd(Z, _mm512_maskz_loadu_pd(in, sz + j));
+        const __m512d r2 = _mm512_fmadd_pd(dx, dx, _mm512_fmadd_pd(dy, dy, _mm512_mul_pd(dz, dz)));
+        const __mmask8 live = _mm512_mask_cmp_pd_mask(in, r2, _mm512_setzero_pd(), _CMP_GT_OQ);
+        const __m512d hr2 = _mm512_mul_pd(half, r2);
+        __m512d y = _mm512_maskz_rsqrt14_pd(live, r2);
+        y = _mm512_mul_pd(y, _mm512_fnmadd_pd(hr2, _mm512_mul_pd(y, y), three_halves));
+        y = _mm512_mul_pd(y, _mm512_fnmadd_pd(hr2, _mm512_mul_pd(y, y), three_halves));
+        const __m512d qr = _mm512_mul_pd(_mm512_maskz_loadu_pd(live, q + j), y);
+        const __m512d qr3 = _mm512_mul_pd(qr, _mm512_mul_pd(y, y));
+        P = _mm512_add_pd(P, qr);
+        GX = _mm512_fnmadd_pd(qr3, dx, GX);
+        GY = _mm512_fnmadd_pd(qr3, dy, GY);
+        GZ = _mm512_fnmadd_pd(qr3, dz, GZ);
+    }
+    out[0] = _mm512_reduce_add_pd(P), out[1] = _mm512_reduce_add_pd(GX);
+    out[2] = _mm512_reduce_add_pd(GY), out[3] = _mm512_reduce_add_pd(GZ);
+}
+#endif
+
+/* M2L runs over blocks of this many consecutive nodes; within a block the V entries are sorted
+ * by direction, and the entries of one direction go through fmk_fmm3d_m2l_block together. */
+enum { M2L_NODES = 64 };
+
 typedef struct fmm_cpu {
     fmk_tree3d tree;            /* over sources and targets together */
     fmk_fmm3d_lists lists;
@@ -34,28 +109,60 @@ typedef struct fmm_cpu {
     double *src_xyz;            /* ns * 3 in key order */
     double *trg_xyz;            /* nt * 3 (== src_xyz when self) */
     double *src_soa;            /* 4 * ns: x | y | z | q, for P2P */
-    double *trg_soa;            /* 3 * nt (== src_soa when self) */
     double *q;                  /* ns charges in key order (points into src_soa) */
+    int p2p_avx512;             /* laplace in fp64 on a CPU with AVX-512F: p2p_laplace_avx512 */
+    float *src32;               /* fp32: 4 * ns, x | y | z | q for P2P in single precision, the
+                                 * coordinates relative to the centre of the source's leaf */
     double *M, *L;              /* n_nodes * stride */
-    double *rot_v;              /* rotations of the used V directions */
-    int32_t rot_slot[FMK_FMM3D_NDIR];
+    double *rot_v;              /* rotations of the V directions' polar angles in use (61 at most
+                                 * for the 316 directions: the matrices depend on the angle) */
+    int32_t rot_slot[FMK_FMM3D_NDIR]; /* direction -> its polar angle's rotation, or -1 */
+    double *phase_v;            /* FMK_FMM3D_NDIR * 2 (p + 1): each direction's e^{i m phi} */
     double *rot_updown;         /* 16 rotations: M2M (child -> parent) for octant o at o, L2L at 8 + o */
+    int64_t *v_perm;            /* n_v: V entries, per block of M2L_NODES nodes by direction */
+    int32_t *v_target;          /* n_v: the target node of each V entry */
+    double *zmat;               /* coaxial M2L matrices, one per squared distance in use */
+    int32_t z_slot[28];         /* squared distance (4..27, in sides^2) -> matrix, or -1 */
+    double *m2l_buf;            /* threads * m2l_buf_size: X, Y, T of fmk_fmm3d_m2l_block */
+    uint8_t *w_direct;          /* n_w: 1 when the W entry is summed directly (P2P), not by M2P */
+    uint8_t *x_direct;          /* n_nodes: 1 when the node's X entries are summed directly */
+    int64_t *d_begin;           /* n_nodes + 1: per leaf, the source leaves it sums directly */
+    int32_t *d_leaf;            /* beyond its U list (from direct W and X entries) */
     double *work;               /* threads * work_size */
     double *result;             /* 4 * nt in key order: pot, grad */
     double tree_time;
 } fmm_cpu;
+
+/* Doubles of one thread's M2L block buffers. */
+static int64_t m2l_buf_size(int p)
+{
+    return (int64_t)FMK_FMM3D_BLOCK * (2 * (int64_t)(p + 1) * (p + 2) + 2 * (p + 1));
+}
 
 static int order_of(const fmk_plan *plan)
 {
     return plan->opts.order >= 0 ? plan->opts.order : fmk_fmm3d_order_from_eps(plan->eps);
 }
 
-static int32_t leaf_size_of(const fmk_plan *plan, int order)
+/* Seconds per P2P pair and core of the loop the engine will run (docs/fmm3d.md section 4): the
+ * AVX-512 laplace loop, or the direct sum's square root and division. */
+static double p2p_pair_time(const fmk_plan *plan)
 {
-    int64_t ls = plan->opts.leaf_size > 0 ? plan->opts.leaf_size : fmk_fmm3d_leaf_size_for(order);
-    return ls > INT32_MAX ? INT32_MAX : (int32_t)ls;
+#ifdef FMM_P2P_AVX512
+    if (plan->kernel == FMK_KERNEL_LAPLACE && plan->opts.precision == FMK_PRECISION_FP64 &&
+        __builtin_cpu_supports("avx512f"))
+        return 0.68e-9;
+#endif
+    (void)plan;
+    return 1.60e-9;
 }
 
+static int32_t leaf_size_of(const fmk_plan *plan, int order)
+{
+    int64_t ls = plan->opts.leaf_size > 0 ? plan->opts.leaf_size
+                                           : fmk_fmm3d_leaf_size_model(order, p2p_pair_time(plan));
+    return ls > INT32_MAX ? INT32_MAX : (int32_t)ls;
+}
 static int64_t rot_doubles(int p)
 {
     int64_t r = 2 * (int64_t)(p + 1);
@@ -73,9 +180,16 @@ static int64_t state_bytes(const fmk_plan *plan, int64_t ns, int64_t nt, int sel
     int64_t b = (int64_t)sizeof(fmm_cpu);
     b += fmk_tree3d_bytes_for(np, nodes) + fmk_fmm3d_lists_bytes_for(nodes);
     b += 32 * nodes + 16 * nodes * stride;                 /* counts, begins, M, L */
-    b += 8 * ns * 8 + (self ? 0 : 8 * nt * 7);            /* orders, xyz, soa */
+    b += 8 * ns * 8 + (self ? 0 : 8 * nt * 4);            /* orders, xyz, soa */
     b += 32 * nt;                                          /* result */
-    b += 8 * rot_doubles(p) * (n_dirs + 16);
+    b += 8 * rot_doubles(p) * (n_dirs + 16);               /* polar angles, M2M, L2L */
+    b += 8 * 2 * (int64_t)(p + 1) * FMK_FMM3D_NDIR;        /* phases */
+    b += 12 * 189 * nodes;                                 /* v_perm, v_target */
+    b += 17 * nodes + 4 * 64 * nodes;                      /* direct W and X flags and lists */
+    b += 8 * 24 * (int64_t)(p + 1) * (p + 2) * (2 * p + 3) / 6; /* zmat */
+    b += 8 * (int64_t)plan->threads * m2l_buf_size(p);
+    if (plan->opts.precision == FMK_PRECISION_FP32)
+        b += 4 * 4 * ns;                                   /* src32 */
     b += 8 * (int64_t)plan->threads * (8 * stride + 64 * (p + 3)); /* work, generous */
     return b;
 }
@@ -87,7 +201,7 @@ static void fmm_memory(const fmk_plan *plan, int64_t ns, int64_t nt, int64_t *h,
         nt = ns;
     const int p = order_of(plan);
     const int64_t nodes = fmk_tree3d_estimate_nodes(self ? ns : ns + nt, leaf_size_of(plan, p));
-    *h = state_bytes(plan, ns, nt, self, nodes, FMK_FMM3D_NDIR - 27);
+    *h = state_bytes(plan, ns, nt, self, nodes, 61);    /* the polar angles of 316 directions */
     *d = 0;
 }
 
@@ -103,11 +217,13 @@ static void fmm_release(fmk_plan *plan)
         free(s->trg_order);
     if (s->trg_xyz != s->src_xyz)
         free(s->trg_xyz);
-    if (s->trg_soa != s->src_soa)
-        free(s->trg_soa);
     free(s->src_order), free(s->src_xyz), free(s->src_soa);
     free(s->n_src), free(s->n_trg), free(s->src_begin), free(s->trg_begin);
     free(s->M), free(s->L), free(s->rot_v), free(s->rot_updown), free(s->work), free(s->result);
+    free(s->phase_v);
+    free(s->v_perm), free(s->v_target), free(s->zmat), free(s->m2l_buf);
+    free(s->src32);
+    free(s->w_direct), free(s->x_direct), free(s->d_begin), free(s->d_leaf);
     free(s);
     plan->state = NULL;
 }
@@ -149,13 +265,18 @@ static void split_points(const fmk_plan *plan, fmm_cpu *s, int64_t *sources_befo
     }
 }
 
+static int thread_num(void)
+{
+#ifdef _OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
+}
+
 static double *thread_work(fmm_cpu *s)
 {
-    double *w = s->work;
-#ifdef _OPENMP
-    w += fmk_fmm3d_work_size(&s->ops) * omp_get_thread_num();
-#endif
-    return w;
+    return s->work + fmk_fmm3d_work_size(&s->ops) * thread_num();
 }
 
 /* Octant of a child within its parent: bit 2 x, bit 1 y, bit 0 z (1: upper half). */
@@ -167,9 +288,139 @@ static int octant(const fmk_fmm3d_lists *l, int64_t child, int64_t parent)
     return o;
 }
 
+/* The leaves under node a (a included) that hold sources (want_src) or targets, into out (NULL:
+ * only counted). Depth first with a stack: at most 7 pending siblings per level. */
+static int64_t leaves_under(const fmm_cpu *s, int32_t a, int want_src, int32_t *out)
+{
+    int32_t stack[8 * 64];
+    int top = 0;
+    int64_t n = 0;
+    stack[top++] = a;
+    while (top > 0) {
+        const int32_t v = stack[--top];
+        if ((want_src ? s->n_src[v] : s->n_trg[v]) == 0)
+            continue;
+        if (s->tree.more[v] < 0) {
+            if (out)
+                out[n] = v;
+            n++;
+            continue;
+        }
+        for (int32_t c = s->tree.more[v]; c < s->tree.more[v] + s->tree.n_children[v]; c++)
+            stack[top++] = c;
+    }
+    return n;
+}
+
+/* W and X entries that are cheaper summed directly. M2P of a W box c costs t_m2p ~ 6.2 (p+1)^2 ns
+ * per target, P2P from its sources n_src(c) t_pair (t_pair ~ 2.45 ns with the square-root loop,
+ * both on the H100 host; docs/fmm3d.md section 4), so c's sources are summed directly when
+ * n_src(c) < 2.5 (p+1)^2; P2L of an X entry costs t_p2l ~ 2.1 (p+1)^2 ns per source against
+ * n_trg(b) t_pair directly, so a box b with fewer than 0.9 (p+1)^2 targets (in its subtree) takes
+ * its X entries directly. Both thresholds scale with 1.60 ns / t_pair of the P2P loop in use
+ * (2.35x for the AVX-512 loop). Direct sums are exact, so this changes only the cost. The
+ * direct entries become, per leaf, a list of source leaves that P2P sums after the U list (a W
+ * box's leaves; an X leaf for every leaf under b). Returns 0, or -1 when out of memory. */
+static int direct_lists(fmm_cpu *s, int order, double t_pair)
+{
+    const fmk_fmm3d_lists *l = &s->lists;
+    const int64_t k = l->n_nodes;
+    const double q2 = (double)(order + 1) * (order + 1) * (1.60e-9 / t_pair);
+    const double w_max = 2.5 * q2, x_max = 0.9 * q2;
+    s->w_direct = malloc((size_t)(l->n_w > 0 ? l->n_w : 1));
+    s->x_direct = malloc((size_t)(k > 0 ? k : 1));
+    s->d_begin = calloc((size_t)k + 1, sizeof(int64_t));
+    if (!s->w_direct || !s->x_direct || !s->d_begin)
+        return -1;
+    for (int64_t e = 0; e < l->n_w; e++)
+        s->w_direct[e] = s->n_src[l->w[e]] < w_max;
+    for (int64_t b = 0; b < k; b++)
+        s->x_direct[b] = s->n_trg[b] < x_max && l->x_begin[b + 1] > l->x_begin[b];
+    /* counts (into d_begin[b + 1]), then offsets, then entries */
+    for (int pass = 0; pass < 2; pass++) {
+        int64_t *fill = s->d_begin;
+        if (pass == 1) {
+            for (int64_t b = 0; b < k; b++)
+                s->d_begin[b + 1] += s->d_begin[b];
+            s->d_leaf = malloc(sizeof(int32_t) * (size_t)(s->d_begin[k] > 0 ? s->d_begin[k] : 1));
+            if (!s->d_leaf)
+                return -1;
+        }
+        int64_t *at = NULL;
+        if (pass == 1) {
+            at = malloc(sizeof(int64_t) * (size_t)(k > 0 ? k : 1));
+            if (!at)
+                return -1;
+            memcpy(at, s->d_begin, sizeof(int64_t) * (size_t)k);
+        }
+        for (int64_t b = 0; b < k; b++) {
+            if (s->tree.more[b] < 0 && s->n_trg[b] > 0)
+                for (int64_t e = l->w_begin[b]; e < l->w_begin[b + 1]; e++)
+                    if (s->w_direct[e]) {
+                        if (pass == 0)
+                            fill[b + 1] += leaves_under(s, l->w[e], 1, NULL);
+                        else
+                            at[b] += leaves_under(s, l->w[e], 1, s->d_leaf + at[b]);
+                    }
+            if (!s->x_direct[b])
+                continue;
+            /* every target leaf under b sums b's X leaves directly */
+            const int64_t n_under = leaves_under(s, (int32_t)b, 0, NULL);
+            int32_t *under = malloc(sizeof(int32_t) * (size_t)(n_under > 0 ? n_under : 1));
+            if (!under) {
+                free(at);
+                return -1;
+            }
+            const int64_t nd = leaves_under(s, (int32_t)b, 0, under);
+            for (int64_t i = 0; i < nd; i++)
+                for (int64_t e = l->x_begin[b]; e < l->x_begin[b + 1]; e++) {
+                    if (pass == 0)
+                        fill[under[i] + 1]++;
+                    else
+                        s->d_leaf[at[under[i]]++] = l->x[e];
+                }
+            free(under);
+        }
+        free(at);
+    }
+    return 0;
+}
+
+/* The M2L schedule: per block of M2L_NODES consecutive nodes, its V entries (contiguous in
+ * the lists) sorted by direction, each with its target; and the coaxial matrices. */
+static void m2l_schedule(fmm_cpu *s, int threads)
+{
+    const fmk_fmm3d_lists *l = &s->lists;
+    const int64_t k = l->n_nodes, n_blocks = (k + M2L_NODES - 1) / M2L_NODES;
+#pragma omp parallel for schedule(dynamic, 4) num_threads(threads)
+    for (int64_t blk = 0; blk < n_blocks; blk++) {
+        const int64_t b0 = blk * M2L_NODES, b1 = b0 + M2L_NODES < k ? b0 + M2L_NODES : k;
+        const int64_t e0 = l->v_begin[b0];
+        int64_t count[FMK_FMM3D_NDIR + 1] = {0};
+        for (int64_t e = e0; e < l->v_begin[b1]; e++)
+            count[l->v_dir[e] + 1]++;
+        for (int d = 0; d < FMK_FMM3D_NDIR; d++)
+            count[d + 1] += count[d];
+        for (int64_t b = b0; b < b1; b++)
+            for (int64_t e = l->v_begin[b]; e < l->v_begin[b + 1]; e++) {
+                const int64_t at = e0 + count[l->v_dir[e]]++;
+                s->v_perm[at] = e;
+                s->v_target[at] = (int32_t)b;
+            }
+    }
+    const int64_t zs = fmk_fmm3d_m2l_zmat_size(&s->ops);
+    for (int q = 0; q < 28; q++)
+        if (s->z_slot[q] >= 0)
+            fmk_fmm3d_m2l_zmat(&s->ops, sqrt((double)q), s->zmat + zs * s->z_slot[q]);
+}
+
 static fmk_status fmm_setup(fmk_plan *plan)
 {
     const double t0 = fmk_time_now();
+    if (plan->opts.precision == FMK_PRECISION_FP32 && plan->eps < 1e-5)
+        return fmk_error_set(plan, FMK_ERR_ARG,
+                             "method fmm in fp32 takes eps >= 1e-5 (eps = %g); use precision fp64",
+                             plan->eps);
     const int p = order_of(plan);
     const int32_t ls = leaf_size_of(plan, p);
     const int64_t ns = plan->n_sources, nt = plan->n_targets;
@@ -216,14 +467,13 @@ static fmk_status fmm_setup(fmk_plan *plan)
     s->src_soa = malloc(sizeof(double) * 4 * ns1);
     s->trg_order = plan->self ? s->src_order : malloc(sizeof(int64_t) * nt1);
     s->trg_xyz = plan->self ? s->src_xyz : malloc(sizeof(double) * 3 * nt1);
-    s->trg_soa = plan->self ? s->src_soa : malloc(sizeof(double) * 3 * nt1);
     s->M = malloc(sizeof(double) * (size_t)s->stride * nk);
     s->L = malloc(sizeof(double) * (size_t)s->stride * nk);
     s->result = malloc(sizeof(double) * 4 * nt1);
     s->work = malloc(sizeof(double) * (size_t)fmk_fmm3d_work_size(&s->ops) * (size_t)plan->threads);
     s->rot_updown = malloc(sizeof(double) * (size_t)fmk_fmm3d_rot_size(&s->ops) * 16);
     int bad = !s->n_src || !s->n_trg || !s->src_begin || !s->trg_begin || !s->src_order ||
-              !s->src_xyz || !s->src_soa || !s->trg_order || !s->trg_xyz || !s->trg_soa || !s->M ||
+              !s->src_xyz || !s->src_soa || !s->trg_order || !s->trg_xyz || !s->M ||
               !s->L || !s->result || !s->work || !s->rot_updown;
     if (!bad) {
         int64_t *before = malloc(sizeof(int64_t) * (size_t)(np + 1));
@@ -235,12 +485,52 @@ static fmk_status fmm_setup(fmk_plan *plan)
     if (!bad) {
         bad = fmk_fmm3d_lists_build(&s->tree, s->n_src, s->n_trg, &s->lists, plan->threads) != 0;
     }
-    int n_dirs = 0;
+    if (!bad)
+        bad = direct_lists(s, p, p2p_pair_time(plan)) != 0;
+    int n_dirs = 0, rot_first[FMK_FMM3D_NDIR]; /* polar angles in use; a direction of each */
     if (!bad) {
         for (int d = 0; d < FMK_FMM3D_NDIR; d++)
-            s->rot_slot[d] = s->lists.dir_used[d] ? n_dirs++ : -1;
+            s->rot_slot[d] = -1;
+        int32_t angle_slot[19 * 7];          /* (ox^2 + oy^2) * 7 + oz + 3 -> slot */
+        for (int a = 0; a < 19 * 7; a++)
+            angle_slot[a] = -1;
+        for (int d = 0; d < FMK_FMM3D_NDIR; d++)
+            if (s->lists.dir_used[d]) {
+                const int ox = d / 49 - 3, oy = (d / 7) % 7 - 3, oz = d % 7 - 3;
+                const int a = (ox * ox + oy * oy) * 7 + oz + 3;
+                if (angle_slot[a] < 0) {
+                    angle_slot[a] = n_dirs++;
+                    rot_first[angle_slot[a]] = d;
+                }
+                s->rot_slot[d] = angle_slot[a];
+            }
         s->rot_v = malloc(sizeof(double) * (size_t)fmk_fmm3d_rot_size(&s->ops) * (size_t)(n_dirs + 1));
-        bad = !s->rot_v;
+        s->phase_v = malloc(sizeof(double) * 2 * (size_t)(p + 1) * FMK_FMM3D_NDIR);
+        bad = !s->rot_v || !s->phase_v;
+    }
+    int n_z = 0;
+    if (!bad) {
+        for (int q = 0; q < 28; q++)
+            s->z_slot[q] = -1;
+        for (int d = 0; d < FMK_FMM3D_NDIR; d++)
+            if (s->lists.dir_used[d]) {
+                const int ox = d / 49 - 3, oy = (d / 7) % 7 - 3, oz = d % 7 - 3;
+                const int q = ox * ox + oy * oy + oz * oz;
+                if (s->z_slot[q] < 0)
+                    s->z_slot[q] = n_z++;
+            }
+        const size_t nv1 = (size_t)(s->lists.n_v > 0 ? s->lists.n_v : 1);
+        s->v_perm = malloc(sizeof(int64_t) * nv1);
+        s->v_target = malloc(sizeof(int32_t) * nv1);
+        s->zmat = malloc(sizeof(double) * (size_t)fmk_fmm3d_m2l_zmat_size(&s->ops) *
+                         (size_t)(n_z > 0 ? n_z : 1));
+        s->m2l_buf = malloc(sizeof(double) * (size_t)m2l_buf_size(p) * (size_t)plan->threads);
+        bad = !s->v_perm || !s->v_target || !s->zmat || !s->m2l_buf;
+    }
+    const int fp32 = plan->opts.precision == FMK_PRECISION_FP32;
+    if (!bad && fp32) {
+        s->src32 = malloc(sizeof(float) * 4 * ns1);
+        bad = !s->src32;
     }
     if (bad) {
         int64_t h, d;
@@ -254,23 +544,33 @@ static fmk_status fmm_setup(fmk_plan *plan)
         for (int c = 0; c < 3; c++)
             s->src_soa[c * ns + i] = s->src_xyz[3 * i + c];
     s->q = s->src_soa + 3 * ns;
-    if (!plan->self)
-        for (int64_t i = 0; i < nt; i++)
-            for (int c = 0; c < 3; c++)
-                s->trg_soa[c * nt + i] = s->trg_xyz[3 * i + c];
-    /* rotations: the V directions in use, and the child <-> parent directions */
+    if (fp32) /* relative to the leaf's centre: fp32 then rounds to 2^-24 of a leaf, not of the
+               * frame, which keeps close pairs accurate */
+        for (int64_t b = 0; b < k; b++)
+            if (s->tree.more[b] < 0)
+                for (int64_t i = s->src_begin[b]; i < s->src_begin[b] + s->n_src[b]; i++)
+                    for (int c = 0; c < 3; c++)
+                        s->src32[c * ns + i] = (float)(s->src_xyz[3 * i + c] -
+                                                       s->lists.center[3 * b + c]);
+    /* rotations: one direction of each polar angle of the V directions in use (the phases of
+     * every direction separately), and the child <-> parent directions */
     const int64_t rs = fmk_fmm3d_rot_size(&s->ops);
+    for (int d = 0; d < FMK_FMM3D_NDIR; d++)
+        if (s->rot_slot[d] >= 0) {
+            const double dir[3] = {d / 49 - 3, (d / 7) % 7 - 3, d % 7 - 3};
+            fmk_fmm3d_rot_phase(&s->ops, dir, s->phase_v + 2 * (p + 1) * d);
+        }
 #pragma omp parallel for schedule(dynamic, 1) num_threads(plan->threads)
-    for (int d = 0; d < FMK_FMM3D_NDIR + 16; d++) {
+    for (int i = 0; i < n_dirs + 16; i++) {
         double *work = thread_work(s);
         double dir[3];
         double *rot;
-        if (d < FMK_FMM3D_NDIR) {
-            if (s->rot_slot[d] < 0)
-                continue;
+        if (i < n_dirs) {
+            const int d = rot_first[i];
             dir[0] = d / 49 - 3, dir[1] = (d / 7) % 7 - 3, dir[2] = d % 7 - 3;
-            rot = s->rot_v + rs * s->rot_slot[d];
+            rot = s->rot_v + rs * i;
         } else {
+            const int d = i - n_dirs + FMK_FMM3D_NDIR;
             const int o = (d - FMK_FMM3D_NDIR) & 7, down = d - FMK_FMM3D_NDIR >= 8;
             for (int c = 0; c < 3; c++) { /* child - parent */
                 double h = (o >> (2 - c)) & 1 ? 1 : -1;
@@ -280,35 +580,17 @@ static fmk_status fmm_setup(fmk_plan *plan)
         }
         fmk_fmm3d_rot_init(&s->ops, dir, rot, work);
     }
+    m2l_schedule(s, plan->threads);
     plan->state_bytes_host = state_bytes(plan, ns, nt, plan->self, k, n_dirs);
+#ifdef FMM_P2P_AVX512
+    s->p2p_avx512 = plan->kernel == FMK_KERNEL_LAPLACE && !fp32 && __builtin_cpu_supports("avx512f");
+#endif
     plan->info.order = p;
     plan->info.levels = s->tree.levels;
     plan->info.leaf_size = ls;
     s->tree_time = t_tree - t0;
     plan->info.phase_time[FMK_PHASE_TREE] = s->tree_time;
     return FMK_OK;
-}
-
-/* P2P: the potential and gradient at one target of sources [j0, j1) (structure of arrays).
- * Pairs at distance 0 (the target itself when targets are the sources, and coincident points)
- * contribute nothing. */
-static inline void p2p_one(const double *restrict sx, const double *restrict sy,
-                           const double *restrict sz, const double *restrict sq, int64_t j0,
-                           int64_t j1, double tx, double ty, double tz, double acc[4])
-{
-    double p = 0, gx = 0, gy = 0, gz = 0;
-#pragma omp simd reduction(+ : p, gx, gy, gz)
-    for (int64_t j = j0; j < j1; j++) {
-        const double dx = tx - sx[j], dy = ty - sy[j], dz = tz - sz[j];
-        const double r2 = dx * dx + dy * dy + dz * dz;
-        const double inv = r2 > 0 ? 1.0 / sqrt(r2) : 0.0;
-        const double qi = sq[j] * inv, qi3 = qi * inv * inv;
-        p += qi;
-        gx -= dx * qi3;
-        gy -= dy * qi3;
-        gz -= dz * qi3;
-    }
-    acc[0] += p, acc[1] += gx, acc[2] += gy, acc[3] += gz;
 }
 
 static fmk_status fmm_eval(fmk_plan *plan, const double *charges, double *pot, double *grad,
@@ -327,6 +609,9 @@ static fmk_status fmm_eval(fmk_plan *plan, const double *charges, double *pot, d
     const double t0 = fmk_time_now();
     for (int64_t i = 0; i < ns; i++)
         s->q[i] = charges[s->src_order[i]];
+    if (s->src32)
+        for (int64_t i = 0; i < ns; i++)
+            s->src32[3 * ns + i] = (float)s->q[i];
     memset(s->M, 0, sizeof(double) * (size_t)(st * k));
     memset(s->L, 0, sizeof(double) * (size_t)(st * k));
     memset(s->result, 0, sizeof(double) * 4 * (size_t)nt);
@@ -357,22 +642,59 @@ static fmk_status fmm_eval(fmk_plan *plan, const double *charges, double *pot, d
     }
     const double t3 = fmk_time_now();
 
-    /* M2L from the V list, P2L from the X list */
-#pragma omp parallel for schedule(dynamic, 2) num_threads(th)
-    for (int64_t b = 0; b < k; b++) {
+    /* M2L from the V list, a direction's entries of a block of nodes at a time (each target
+     * occurs once per direction, so a block's columns go to distinct boxes), then P2L from the
+     * X list */
+    const int64_t n_blocks = (k + M2L_NODES - 1) / M2L_NODES, zs = fmk_fmm3d_m2l_zmat_size(ops);
+    const int64_t nc2 = 2 * ops->n_coef;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(th)
+    for (int64_t blk = 0; blk < n_blocks; blk++) {
+        enum { LD = FMK_FMM3D_BLOCK };
+        double *X = s->m2l_buf + m2l_buf_size(s->order) * thread_num();
+        double *Y = X + LD * nc2, *T = Y + LD * nc2;
+        const int64_t b0 = blk * M2L_NODES, b1 = b0 + M2L_NODES < k ? b0 + M2L_NODES : k;
+        const int64_t e1 = l->v_begin[b1];
+        for (int64_t e = l->v_begin[b0]; e < e1;) {
+            const int dir = l->v_dir[s->v_perm[e]];
+            int64_t r = e;
+            while (r < e1 && l->v_dir[s->v_perm[r]] == dir)
+                r++;
+            const int ox = dir / 49 - 3, oy = (dir / 7) % 7 - 3, oz = dir % 7 - 3;
+            const double *phase = s->phase_v + 2 * (s->order + 1) * dir;
+            const double *wigner = s->rot_v + rs * s->rot_slot[dir] + 2 * (s->order + 1);
+            const double *Z = s->zmat + zs * s->z_slot[ox * ox + oy * oy + oz * oz];
+            /* the run [e, r) in chunks of nearly equal width <= LD */
+            const int64_t n_run = r - e, n_chunks = (n_run + LD - 1) / LD;
+            for (int64_t ch = 0; ch < n_chunks; ch++) {
+                const int64_t c0 = e + n_run * ch / n_chunks, c1 = e + n_run * (ch + 1) / n_chunks;
+                const int w = (int)(c1 - c0), w8 = (w + 7) & ~7;
+                for (int c = 0; c < w; c++) {
+                    const double *Mc = s->M + st * l->v[s->v_perm[c0 + c]];
+                    for (int64_t i = 0; i < nc2; i++)
+                        X[i * LD + c] = Mc[i];
+                }
+                for (int64_t i = 0; i < nc2; i++)
+                    for (int c = w; c < w8; c++)
+                        X[i * LD + c] = 0;
+                fmk_fmm3d_m2l_block(ops, phase, wigner, Z, w, X, Y, T);
+                for (int c = 0; c < w; c++) {
+                    const int32_t b = s->v_target[c0 + c];
+                    const double inv_s = 1 / l->side[b];
+                    double *Lb = s->L + st * b;
+                    for (int64_t i = 0; i < nc2; i++)
+                        Lb[i] += Y[i * LD + c] * inv_s;
+                }
+            }
+            e = r;
+        }
         double *work = thread_work(s);
-        for (int64_t e = l->v_begin[b]; e < l->v_begin[b + 1]; e++) {
-            const int32_t c = l->v[e];
-            fmk_fmm3d_m2l(ops, s->rot_v + rs * s->rot_slot[l->v_dir[e]], l->center + 3 * c,
-                          l->side[c], s->M + st * c, l->center + 3 * b, l->side[b], s->L + st * b,
-                          work);
-        }
-        for (int64_t e = l->x_begin[b]; e < l->x_begin[b + 1]; e++) {
-            const int32_t c = l->x[e];
-            fmk_fmm3d_p2l(ops, l->center + 3 * b, l->side[b], s->n_src[c],
-                          s->src_xyz + 3 * s->src_begin[c], s->q + s->src_begin[c], s->L + st * b,
-                          work);
-        }
+        for (int64_t b = b0; b < b1; b++)
+            for (int64_t e = l->x_begin[b]; e < l->x_begin[b + 1] && !s->x_direct[b]; e++) {
+                const int32_t c = l->x[e];
+                fmk_fmm3d_p2l(ops, l->center + 3 * b, l->side[b], s->n_src[c],
+                              s->src_xyz + 3 * s->src_begin[c], s->q + s->src_begin[c],
+                              s->L + st * b, work);
+            }
     }
     const double t4 = fmk_time_now();
 
@@ -403,6 +725,8 @@ static fmk_status fmm_eval(fmk_plan *plan, const double *charges, double *pot, d
             fmk_fmm3d_l2p(ops, l->center + 3 * b, l->side[b], s->L + st * b, n, y, res_pot + tb,
                           res_grad + 3 * tb, work);
         for (int64_t e = l->w_begin[b]; e < l->w_begin[b + 1]; e++) {
+            if (s->w_direct[e]) /* summed in P2P */
+                continue;
             const int32_t c = l->w[e];
             fmk_fmm3d_m2p(ops, l->center + 3 * c, l->side[c], s->M + st * c, n, y, res_pot + tb,
                           res_grad + 3 * tb, work);
@@ -410,24 +734,64 @@ static fmk_status fmm_eval(fmk_plan *plan, const double *charges, double *pot, d
     }
     const double t6 = fmk_time_now();
 
-    /* P2P from the U list */
+    /* P2P from the U list: per target leaf, one source leaf at a time (it stays in cache)
+     * through the direct sum's vectorized loop for the plan's kernel (plummer and regularized:
+     * the exact smooth kernel in the near field), in fp64 or, for precision fp32, in fp32 */
     const double *sx = s->src_soa, *sy = sx + ns, *sz = sy + ns, *sq = s->q;
-    const double *tx = s->trg_soa, *ty = tx + nt, *tz = ty + nt;
+    const float *fx = s->src32, *fy = fx + ns, *fz = fy + ns, *fq = fz + ns;
+    const fmm_p2p64_tile_fn p2p = fmm_p2p64_pick(plan->kernel);
+    const fmm_p2p32_tile_fn p2p32 = fmm_p2p32_pick(plan->kernel);
+    const double eps2 = plan->frame.softening * plan->frame.softening;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(th)
     for (int64_t b = 0; b < k; b++) {
         if (t->more[b] >= 0 || s->n_trg[b] == 0)
             continue;
         const int64_t tb = s->trg_begin[b], te = tb + s->n_trg[b];
-        for (int64_t i = tb; i < te; i++) {
-            double acc[4] = {0, 0, 0, 0};
-            for (int64_t e = l->u_begin[b]; e < l->u_begin[b + 1]; e++) {
-                const int32_t c = l->u[e];
-                p2p_one(sx, sy, sz, sq, s->src_begin[c], s->src_begin[c] + s->n_src[c], tx[i],
-                        ty[i], tz[i], acc);
+        const int64_t nu = l->u_begin[b + 1] - l->u_begin[b];
+        const int64_t nd = s->d_begin[b + 1] - s->d_begin[b];
+#ifdef FMM_P2P_AVX512
+        if (s->p2p_avx512) { /* all source leaves at once per target, 64 at a time */
+            for (int64_t e0 = 0; e0 < nu + nd; e0 += 64) {
+                int64_t jb[64], jn[64];
+                int cnt = 0;
+                for (int64_t e = e0; e < nu + nd && e < e0 + 64; e++, cnt++) {
+                    const int32_t c = e < nu ? l->u[l->u_begin[b] + e]
+                                             : s->d_leaf[s->d_begin[b] + e - nu];
+                    jb[cnt] = s->src_begin[c], jn[cnt] = s->n_src[c];
+                }
+                for (int64_t i = tb; i < te; i++) {
+                    double out[4];
+                    p2p_laplace_avx512(sx, sy, sz, sq, jb, jn, cnt, s->trg_xyz + 3 * i, out);
+                    res_pot[i] += out[0];
+                    for (int d = 0; d < 3; d++)
+                        res_grad[3 * i + d] += out[1 + d];
+                }
             }
-            res_pot[i] += acc[0];
-            for (int c = 0; c < 3; c++)
-                res_grad[3 * i + c] += acc[1 + c];
+            continue;
+        }
+#endif
+        for (int64_t e = 0; e < nu + nd; e++) { /* the U list, then the direct W and X leaves */
+            const int32_t c = e < nu ? l->u[l->u_begin[b] + e] : s->d_leaf[s->d_begin[b] + e - nu];
+            const int64_t j0 = s->src_begin[c], nj = s->n_src[c];
+            for (int64_t i = tb; i < te; i++) {
+                double out[4];
+                /* the target itself, when targets are the sources (smooth kernels) */
+                const int64_t skip = plan->self && c == b ? i - j0 : -1;
+                if (fx) {
+                    float o32[4], y32[3];
+                    for (int d = 0; d < 3; d++)
+                        y32[d] = (float)(s->trg_xyz[3 * i + d] - l->center[3 * c + d]);
+                    p2p32(fx + j0, fy + j0, fz + j0, fq + j0, nj, y32, skip, (float)eps2, 0, o32);
+                    for (int d = 0; d < 4; d++)
+                        out[d] = o32[d];
+                } else {
+                    p2p(sx + j0, sy + j0, sz + j0, sq + j0, nj, s->trg_xyz + 3 * i, skip, eps2,
+                        0, out);
+                }
+                res_pot[i] += out[0];
+                for (int d = 0; d < 3; d++)
+                    res_grad[3 * i + d] += out[1 + d];
+            }
         }
     }
     const double t7 = fmk_time_now();
@@ -456,15 +820,19 @@ static fmk_status fmm_eval(fmk_plan *plan, const double *charges, double *pot, d
     return FMK_OK;
 }
 
+/* Kernels: laplace, and plummer and regularized with the exact smooth kernel in the near field
+ * (P2P over the U list) and laplace multipoles in the far field (docs/fmm3d.md section 10: the
+ * far field then errs by O((s/d)^2) relative, s the softening, d the side of the smallest
+ * separated boxes). Precision fp32 (P2P in fp32, expansions in fp64) needs eps >= 1e-5, which
+ * fmm_setup checks (eps is not known here). */
 static fmk_status fmm_check_opts(fmk_opts *o, fmk_kernel kernel)
 {
-    if (kernel != FMK_KERNEL_LAPLACE)
+    (void)o;
+    if (kernel != FMK_KERNEL_LAPLACE && kernel != FMK_KERNEL_PLUMMER &&
+        kernel != FMK_KERNEL_REGULARIZED)
         return fmk_error_set(NULL, FMK_ERR_UNAVAILABLE,
-                             "method fmm is not available yet for kernel %s (only laplace)",
-                             fmk_kernel_name(kernel));
-    if (o->precision != FMK_PRECISION_FP64)
-        return fmk_error_set(NULL, FMK_ERR_UNAVAILABLE,
-                             "method fmm is not available yet in fp32; use precision fp64");
+                             "method fmm is not available for kernel %s (laplace, plummer, "
+                             "regularized)", fmk_kernel_name(kernel));
     return FMK_OK;
 }
 

@@ -68,10 +68,16 @@ int64_t fmk_fmm3d_lists_bytes_for(int64_t n_nodes);
  * eps in the potential and 10 eps in the gradient. */
 int fmk_fmm3d_order_from_eps(double eps);
 
-/* Points (sources and targets) per leaf for order p on the CPU: 200 (p / 12)^(3/2), clamped to
- * [64, 512] (docs/fmm3d.md, section 4: the model's s_opt ~ 100 (p / 12)^(3/2), doubled after
- * timing N = 1e5 uniform on 2 cores, where M2L costs more than the single-operator model says). */
+/* Points (sources and targets) per leaf for order p on the CPU: the split threshold
+ * sqrt(8 B / C) = sqrt(8) s_opt of paper 003's cost model A N + B N / s + C N s, with B (the
+ * blocked M2L work per box) and C (P2P per point and leaf point) measured (docs/fmm3d.md,
+ * section 4): 77 at p = 6, 329 at p = 20, 699 at p = 35; clamped to [32, 4096]. */
 int32_t fmk_fmm3d_leaf_size_for(int order);
+
+/* The same split threshold for a P2P that costs t_pair seconds per pair and core
+ * (fmk_fmm3d_leaf_size_for: 1.60e-9, the square-root-and-divide loop of p2p_tile.h; the CPU
+ * engine's AVX-512 laplace loop takes 0.68e-9: p = 6: 118, 20: 505, 35: 1072). */
+int32_t fmk_fmm3d_leaf_size_model(int order, double t_pair);
 
 /* fmm3d.c: the CPU engine. */
 extern const fmk_engine fmk_engine_fmm_cpu;

@@ -255,12 +255,25 @@ int fmk_fmm3d_order_from_eps(double eps)
     return (int)p;
 }
 
+int32_t fmk_fmm3d_leaf_size_model(int order, double t_pair)
+{
+    /* Paper 003's cost model: per point A + B / s + C s, with B the translation work per box
+     * (up to 189 M2L of order p, in blocks) and C = 27 t_pair the P2P work per point and per
+     * point of a leaf; s_opt = sqrt(B / C). A box of n points costs B + C n^2 as a leaf and
+     * 8 B + C n^2 / 8 split, so splitting pays when n > sqrt(8 B / C) = sqrt(8) s_opt: that is
+     * the leaf size (the split threshold of the octree). Blocked M2L measured on one core
+     * (docs/fmm3d.md section 4): t_m2l(p) = 0.252 (p + 1)^3 + 1.73 (p + 1)^2 ns. */
+    const double q = (order > 0 ? order : 0) + 1.0;
+    const double t_m2l = 0.252e-9 * q * q * q + 1.73e-9 * q * q;
+    double s = t_pair > 0 ? sqrt(8 * 189 * t_m2l / (27 * t_pair)) : 4096;
+    if (s < 32)
+        s = 32;
+    if (s > 4096)
+        s = 4096;
+    return (int32_t)s;
+}
+
 int32_t fmk_fmm3d_leaf_size_for(int order)
 {
-    double s = 200 * pow((order > 1 ? order : 1) / 12.0, 1.5);
-    if (s < 64)
-        s = 64;
-    if (s > 512)
-        s = 512;
-    return (int32_t)s;
+    return fmk_fmm3d_leaf_size_model(order, 1.60e-9); /* p = 6: 77, 12: 174, 20: 329, 35: 699 */
 }

@@ -340,6 +340,16 @@ static inline int64_t rot_offset(int n)
     return 4 * (int64_t)n * (n + 1) * (2 * n + 1) / 6;
 }
 
+void fmk_fmm3d_rot_phase(const fmk_fmm3d_ops_ctx *ctx, const double dir[3], double *phase)
+{
+    const double rxy = sqrt(dir[0] * dir[0] + dir[1] * dir[1]);
+    const double ph = rxy > 0 ? atan2(dir[1], dir[0]) : 0;
+    for (int m = 0; m <= ctx->order; m++) {
+        phase[2 * m] = cos(m * ph);
+        phase[2 * m + 1] = sin(m * ph);
+    }
+}
+
 void fmk_fmm3d_rot_init(const fmk_fmm3d_ops_ctx *ctx, const double dir[3], double *rot,
                         double *work)
 {
@@ -347,11 +357,7 @@ void fmk_fmm3d_rot_init(const fmk_fmm3d_ops_ctx *ctx, const double dir[3], doubl
     const double *sq = ctx->sqrt_int;
     const double rxy = sqrt(dir[0] * dir[0] + dir[1] * dir[1]);
     const double th = atan2(rxy, dir[2]);       /* 0 for dir = 0: the identity */
-    const double ph = rxy > 0 ? atan2(dir[1], dir[0]) : 0;
-    for (int m = 0; m <= p; m++) {
-        rot[2 * m] = cos(m * ph);
-        rot[2 * m + 1] = sin(m * ph);
-    }
+    fmk_fmm3d_rot_phase(ctx, dir, rot);
     double *F = rot + 2 * (p + 1);
     const double c = cos(0.5 * th), s = sin(0.5 * th);
     /* Risbo's matrices with a zero border: entry (a, b) at [(a + 1) W + b + 1], so the terms
@@ -581,6 +587,164 @@ void fmk_fmm3d_l2l(const fmk_fmm3d_ops_ctx *ctx, const double *rot, const double
                    double *out, double *work)
 {
     shoot(ctx, rot, c_from, s_from, L, c_to, s_to, out, work, fmk_fmm3d_l2l_z);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * M2L on a block of expansions that share one direction (docs/fmm3d.md section 3.1)
+ *
+ * Between boxes of one side s whose centres are tau s apart the coaxial M2L is (1/s) times a
+ * matrix that depends on tau alone: with s_from = s_to = s and t = tau s, fmk_fmm3d_m2l_z's
+ * factors are pl[k] = tau^-(k+1) / s and pf[j] = tau^-j. The rotations depend on the direction
+ * alone. So the M2Ls of one direction, at any level, are one linear map applied to many
+ * expansions: the block form applies it to up to FMK_FMM3D_BLOCK expansions stored as columns
+ * (row r of a block holds double r of every expansion), and every inner loop runs along a row,
+ * over the columns, with a coefficient of the rotation or of the matrix fixed: matrix-matrix
+ * products that vectorize, with each coefficient loaded once per block instead of once per box.
+ * ------------------------------------------------------------------------------------------ */
+
+/* Build each block kernel for the widest vector unit of the running CPU (GCC dispatches at load
+ * time), as p2p.c does for the direct sum. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(FMK_NO_CLONES)
+#define FMK_TARGET_CLONES \
+    __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#define FMK_ALWAYS_INLINE inline __attribute__((always_inline))
+#else
+#define FMK_TARGET_CLONES
+#define FMK_ALWAYS_INLINE inline
+#endif
+
+int64_t fmk_fmm3d_m2l_zmat_size(const fmk_fmm3d_ops_ctx *ctx)
+{
+    const int64_t p1 = ctx->order + 1;
+    return p1 * (p1 + 1) * (2 * p1 + 1) / 6;     /* sum_{m <= p} (p - m + 1)^2 */
+}
+
+#define SB(a, b) sb[(a) * nb + (b)]
+
+void fmk_fmm3d_m2l_zmat(const fmk_fmm3d_ops_ctx *ctx, double tau, double *Z)
+{
+    const int p = ctx->order, nb = 2 * p + 1;
+    const double *sb = ctx->sqrt_binom;
+    double pw[2 * FMK_FMM3D_MAX_ORDER + 2];
+    pw[0] = 1;
+    for (int i = 1; i <= 2 * p + 1; i++)
+        pw[i] = pw[i - 1] / tau;
+    for (int m = 0; m <= p; m++)                /* Z_m[k - m][j - m], k, j in m..p */
+        for (int k = m; k <= p; k++)
+            for (int j = m; j <= p; j++)
+                *Z++ = (((k + m) & 1) ? -1 : 1) * pw[j + k + 1] * SB(j + k, k + m) *
+                       SB(j + k, k - m);
+}
+
+#undef SB
+
+/* Eight doubles as one vector (GCC/Clang vector extension; alignment 8, so rows need not be
+ * 64-byte aligned). */
+typedef double v8d __attribute__((vector_size(64), aligned(8)));
+
+/* ar = sum_i f[i] row(2 i), ai = sum_i g[i] row(2 i + 1) over count pairs of rows of a block
+ * (real and imaginary parts of count coefficients): one rotation row applied to NV vectors. */
+static FMK_ALWAYS_INLINE void mac_pairs(v8d *ar, v8d *ai, const double *f, const double *g,
+                                        const double *rows, int count, const int NV)
+{
+    enum { LD = FMK_FMM3D_BLOCK };
+    for (int v = 0; v < NV; v++)
+        ar[v] = ai[v] = (v8d){0};
+    for (int i = 0; i < count; i++) {
+        const double fi = f[i], gi = g[i];
+        const v8d *re = (const v8d *)(rows + 2 * i * LD);
+        const v8d *im = (const v8d *)(rows + (2 * i + 1) * LD);
+        for (int v = 0; v < NV; v++) {
+            ar[v] += fi * re[v];
+            ai[v] += gi * im[v];
+        }
+    }
+}
+
+/* The block kernel for NV * 8 columns (NV <= FMK_FMM3D_BLOCK / 8), inlined with NV a constant
+ * so that the accumulators of a row are NV vectors held in registers. */
+static FMK_ALWAYS_INLINE void m2l_block_v(const fmk_fmm3d_ops_ctx *ctx, const double *phase,
+                                          const double *F, const double *Z, double *restrict X,
+                                          double *restrict Y, double *restrict T, const int NV)
+{
+    enum { LD = FMK_FMM3D_BLOCK, MAXV = FMK_FMM3D_BLOCK / 8 };
+#define ROW(base, r) ((v8d *)((base) + (int64_t)(r) * LD))
+    const int p = ctx->order;
+    /* forward rotation, X -> Y: A = e^{i m' ph} C into T, then Re = Fr Re A, Im = Fi Im A */
+    for (int n = 0; n <= p; n++) {
+        const int n1 = n + 1;
+        const double *Fr = F + rot_offset(n), *Fi = Fr + n1 * n1;
+        const int64_t r0 = 2 * IDX(n, 0);
+        for (int mp = 0; mp <= n; mp++) {
+            const double cr = phase[2 * mp], si = phase[2 * mp + 1];
+            const v8d *xr = ROW(X, r0 + 2 * mp), *xi = ROW(X, r0 + 2 * mp + 1);
+            v8d *tr = ROW(T, 2 * mp), *ti = ROW(T, 2 * mp + 1);
+            for (int v = 0; v < NV; v++) {
+                const v8d a = xr[v], b = xi[v];
+                tr[v] = cr * a - si * b;
+                ti[v] = cr * b + si * a;
+            }
+        }
+        for (int m = 0; m <= n; m++) {
+            v8d ar[MAXV], ai[MAXV];
+            mac_pairs(ar, ai, Fr + m * n1, Fi + m * n1, T, n1, NV);
+            v8d *yr = ROW(Y, r0 + 2 * m), *yi = ROW(Y, r0 + 2 * m + 1);
+            for (int v = 0; v < NV; v++)
+                yr[v] = ar[v], yi[v] = ai[v];
+        }
+    }
+    /* coaxial translation, Y -> X: for each m, X_k^m = sum_j Z_m[k][j] Y_j^m */
+    for (int m = 0; m <= p; m++) {
+        const int w = p - m + 1;
+        for (int k = m; k <= p; k++) {
+            const double *z = Z + (k - m) * w;
+            v8d ar[MAXV], ai[MAXV];
+            for (int v = 0; v < NV; v++)
+                ar[v] = ai[v] = (v8d){0};
+            for (int j = m; j <= p; j++) {
+                const double f = z[j - m];
+                const v8d *yr = ROW(Y, 2 * IDX(j, m)), *yi = ROW(Y, 2 * IDX(j, m) + 1);
+                for (int v = 0; v < NV; v++) {
+                    ar[v] += f * yr[v];
+                    ai[v] += f * yi[v];
+                }
+            }
+            v8d *xr = ROW(X, 2 * IDX(k, m)), *xi = ROW(X, 2 * IDX(k, m) + 1);
+            for (int v = 0; v < NV; v++)
+                xr[v] = ar[v], xi[v] = ai[v];
+        }
+        Z += (int64_t)w * w;
+    }
+    /* inverse rotation, X -> Y: B = Br Re C' + i Bi Im C', C = e^{-i m' ph} B */
+    for (int n = 0; n <= p; n++) {
+        const int n1 = n + 1;
+        const double *Br = F + rot_offset(n) + 2 * n1 * n1, *Bi = Br + n1 * n1;
+        const int64_t r0 = 2 * IDX(n, 0);
+        for (int mp = 0; mp <= n; mp++) {
+            v8d ar[MAXV], ai[MAXV];
+            mac_pairs(ar, ai, Br + mp * n1, Bi + mp * n1, X + r0 * LD, n1, NV);
+            const double cr = phase[2 * mp], si = phase[2 * mp + 1];
+            v8d *yr = ROW(Y, r0 + 2 * mp), *yi = ROW(Y, r0 + 2 * mp + 1);
+            for (int v = 0; v < NV; v++) {
+                yr[v] = cr * ar[v] + si * ai[v];
+                yi[v] = cr * ai[v] - si * ar[v];
+            }
+        }
+    }
+#undef ROW
+}
+
+FMK_TARGET_CLONES void fmk_fmm3d_m2l_block(const fmk_fmm3d_ops_ctx *ctx, const double *phase,
+                                           const double *wigner, const double *Z, int width,
+                                           double *X, double *Y, double *T)
+{
+    switch ((width + 7) / 8) {
+    case 0: return;
+    case 1: m2l_block_v(ctx, phase, wigner, Z, X, Y, T, 1); break;
+    case 2: m2l_block_v(ctx, phase, wigner, Z, X, Y, T, 2); break;
+    case 3: m2l_block_v(ctx, phase, wigner, Z, X, Y, T, 3); break;
+    default: m2l_block_v(ctx, phase, wigner, Z, X, Y, T, 4); break;
+    }
 }
 
 /* ---------------------------------------------------------------------------------------------

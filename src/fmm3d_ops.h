@@ -146,6 +146,12 @@ static inline int64_t fmk_fmm3d_rot_size(const fmk_fmm3d_ops_ctx *ctx)
 void fmk_fmm3d_rot_init(const fmk_fmm3d_ops_ctx *ctx, const double dir[3], double *rot,
                         double *work);
 
+/* The first part of a rotation, cos(m phi) and sin(m phi) for m <= p (2 (p + 1) doubles), phi
+ * the azimuth of dir (0 on the z axis). The rest of a rotation, the Wigner matrices at
+ * rot + 2 (p + 1), depends only on the polar angle of dir: directions that share it (the V-list
+ * offsets with equal ox^2 + oy^2 and oz, 61 classes for 316 directions) share those matrices. */
+void fmk_fmm3d_rot_phase(const fmk_fmm3d_ops_ctx *ctx, const double dir[3], double *phase);
+
 /* Coefficients in the rotated frame (forward) and back (inverse): out = rotated in (out is
  * overwritten here, not accumulated; in and out must not overlap). O(p^3). */
 void fmk_fmm3d_rotate(const fmk_fmm3d_ops_ctx *ctx, const double *rot, int inverse,
@@ -168,6 +174,33 @@ void fmk_fmm3d_m2l_z(const fmk_fmm3d_ops_ctx *ctx, double t, double s_from, cons
                      double s_to, double *out);
 void fmk_fmm3d_l2l_z(const fmk_fmm3d_ops_ctx *ctx, double t, double s_from, const double *L,
                      double s_to, double *out);
+
+/* ---------------------------------------------------------------------------------------------
+ * M2L on blocks: the M2Ls of one direction between boxes of equal side s, applied to up to
+ * FMK_FMM3D_BLOCK expansions at once (docs/fmm3d.md section 3.1). A block holds expansion c in
+ * column c: double r of it at X[r * FMK_FMM3D_BLOCK + c], r < 2 ncoef.
+ * ------------------------------------------------------------------------------------------ */
+
+/* Columns of a block. */
+#define FMK_FMM3D_BLOCK 32
+
+/* Doubles in a coaxial M2L matrix: sum_{m <= p} (p - m + 1)^2. */
+int64_t fmk_fmm3d_m2l_zmat_size(const fmk_fmm3d_ops_ctx *ctx);
+
+/* The coaxial M2L between boxes of one side s with centres tau s apart along +z, as s times
+ * fmk_fmm3d_m2l_z's map (it does not depend on s): Z = fmk_fmm3d_m2l_zmat_size doubles. */
+void fmk_fmm3d_m2l_zmat(const fmk_fmm3d_ops_ctx *ctx, double tau, double *Z);
+
+/* Y = the M2L of the multipoles in columns [0, width) of X, scaled by s: the caller adds column
+ * c of Y times 1/s into its box's local expansion. The rotation of the direction c_to - c_from
+ * comes in its two parts (fmk_fmm3d_rot_phase): phase, and wigner = the matrices at
+ * rot + 2 (p + 1) of fmk_fmm3d_rot_init for that direction or any with the same polar angle;
+ * Z is the matrix of the distance tau = |c_to - c_from| / s. Columns up to width rounded up to
+ * a multiple of 8 are computed (they must hold finite values, zeros say). X and Y are
+ * 2 ncoef FMK_FMM3D_BLOCK doubles (X is overwritten), T is 2 (p + 1) FMK_FMM3D_BLOCK. */
+void fmk_fmm3d_m2l_block(const fmk_fmm3d_ops_ctx *ctx, const double *phase,
+                         const double *wigner, const double *Z, int width, double *X, double *Y,
+                         double *T);
 
 /* O(p^4) references of the three translations (the addition theorems applied directly, sums in
  * long double), for the tests. Same arguments and accumulation as above, no rotation. */

@@ -122,7 +122,6 @@ static void bad_options(void)
     BAD(reg, o.softening = -0.1, FMK_ERR_ARG);
     BAD(reg, o.softening = NAN, FMK_ERR_ARG);
     BAD(reg, o.method = FMK_METHOD_TREE, FMK_ERR_UNAVAILABLE); /* tree: laplace, plummer */
-    BAD(reg, o.method = FMK_METHOD_FMM, FMK_ERR_UNAVAILABLE); /* fmm: laplace only, so far */
 #undef BAD
 
     /* the unavailable methods say so */
@@ -132,10 +131,12 @@ static void bad_options(void)
         o = cpu_opts();
         o.method = later[i];
         check_context("method %s", fmk_method_name(later[i]));
-        o.softening = 0.01; /* fmm exists for laplace on the CPU; not yet for the smooth kernels */
-        CHECK_STATUS(fmk_plan_create(&plan, 3, FMK_KERNEL_PLUMMER, 1e-6, &o), FMK_ERR_UNAVAILABLE);
-        CHECK_MSG(strstr(fmk_plan_last_error(NULL), "not available yet") != NULL,
-                  "message \"%s\" lacks \"not available yet\"", fmk_plan_last_error(NULL));
+        /* fmm exists in 3D (laplace, plummer, regularized) and 2D (log2d, cauchy2d) on the
+         * CPU; the 2D FMM works in fp64 only */
+        o.precision = FMK_PRECISION_FP32;
+        CHECK_STATUS(fmk_plan_create(&plan, 2, FMK_KERNEL_LOG2D, 1e-6, &o), FMK_ERR_UNAVAILABLE);
+        CHECK_MSG(strstr(fmk_plan_last_error(NULL), "fp64") != NULL,
+                  "message \"%s\" lacks \"fp64\"", fmk_plan_last_error(NULL));
         CHECK(fmk_method_available(later[i], 2, FMK_BACKEND_CPU) == 1); /* the 2D FMM */
     }
     check_context("method availability");

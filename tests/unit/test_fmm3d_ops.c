@@ -440,6 +440,74 @@ static void test_low_orders(void)
 }
 
 /* ---------------------------------------------------------------------------------------------
+ * M2L on blocks: every column of fmk_fmm3d_m2l_block times 1/s is fmk_fmm3d_m2l of that column,
+ * for every width 1..FMK_FMM3D_BLOCK (the kernels for 8, 16, 24 and 32 columns) and V-list
+ * directions at distances 2 to 3 sqrt(3), with the Wigner matrices of another direction of the
+ * same polar angle
+ * ------------------------------------------------------------------------------------------ */
+
+static void test_m2l_block(void)
+{
+    enum { LD = FMK_FMM3D_BLOCK };
+    test_rng rng = test_rng_seed(33);
+    const int orders[] = {0, 1, 4, 7, 20, 35};
+    const int dirs[][3] = {{0, 0, 2}, {0, 0, -3}, {2, 1, -3}, {3, 3, 3}, {-2, 0, 0}, {1, -2, 2}};
+    double worst = 0;
+    for (size_t io = 0; io < sizeof orders / sizeof *orders; io++) {
+        ops o;
+        const int p = orders[io];
+        check_context("M2L on blocks, p = %d", p);
+        CHECK(ops_open(&o, p));
+        const int64_t nc2 = o.nc2;
+        double *X = malloc(sizeof(double) * (size_t)(2 * nc2 + 2 * (p + 1)) * LD);
+        double *Y = X + nc2 * LD, *T = Y + nc2 * LD;
+        double *Z = malloc(sizeof(double) * (size_t)fmk_fmm3d_m2l_zmat_size(&o.ctx));
+        double *rot = malloc(sizeof(double) * (size_t)fmk_fmm3d_rot_size(&o.ctx));
+        double *rot2 = malloc(sizeof(double) * (size_t)fmk_fmm3d_rot_size(&o.ctx));
+        double phase[2 * (FMK_FMM3D_MAX_ORDER + 1)];
+        double *Ms = malloc(sizeof(double) * (size_t)nc2 * LD);
+        for (size_t id = 0; id < sizeof dirs / sizeof *dirs; id++) {
+            const double s = 0.0625, c0[3] = {1.25, 1.5, 1.75};
+            const double d[3] = {dirs[id][0], dirs[id][1], dirs[id][2]};
+            const double c1[3] = {c0[0] + s * d[0], c0[1] + s * d[1], c0[2] + s * d[2]};
+            /* the Wigner matrices of another direction with the same polar angle (turned by 90
+             * degrees about z), the phases of this one */
+            const double d90[3] = {-d[1], d[0], d[2]};
+            fmk_fmm3d_rot_init(&o.ctx, d90, rot, o.work);
+            fmk_fmm3d_rot_phase(&o.ctx, d, phase);
+            const double *wigner = rot + 2 * (p + 1);
+            fmk_fmm3d_rot_init(&o.ctx, d, rot2, o.work);
+            fmk_fmm3d_m2l_zmat(&o.ctx, sqrt(d[0] * d[0] + d[1] * d[1] + d[2] * d[2]), Z);
+            /* LD multipoles of clusters in the source box */
+            for (int c = 0; c < LD; c++) {
+                double x[3 * 10], q[10];
+                cube(&rng, 10, c0, s, x);
+                charges(&rng, 10, 1, q);
+                memset(Ms + c * nc2, 0, sizeof(double) * (size_t)nc2);
+                fmk_fmm3d_p2m(&o.ctx, c0, s, 10, x, q, Ms + c * nc2, o.work);
+            }
+            for (int width = 1; width <= LD; width += (width < 9 ? 1 : 7)) {
+                for (int64_t i = 0; i < nc2; i++)
+                    for (int c = 0; c < LD; c++)
+                        X[i * LD + c] = c < width ? Ms[c * nc2 + i] : 0;
+                fmk_fmm3d_m2l_block(&o.ctx, phase, wigner, Z, width, X, Y, T);
+                for (int c = 0; c < width; c++) {
+                    memset(o.C, 0, sizeof(double) * (size_t)nc2);
+                    fmk_fmm3d_m2l(&o.ctx, rot2, c0, s, Ms + c * nc2, c1, s, o.C, o.work);
+                    for (int64_t i = 0; i < nc2; i++)
+                        o.D[i] = Y[i * LD + c] / s;
+                    worst = fmax(worst, rel_l2(nc2, o.D, o.C));
+                }
+            }
+        }
+        CHECK_LE(worst, 1e-14, "block M2L vs M2L (relative 2-norm, worst column)");
+        free(X), free(Z), free(rot), free(rot2), free(Ms);
+        ops_close(&o);
+    }
+    printf("M2L on blocks vs M2L: worst relative difference %.2e\n", worst);
+}
+
+/* ---------------------------------------------------------------------------------------------
  * Point-and-shoot translations against the O(p^4) references
  * ------------------------------------------------------------------------------------------ */
 
@@ -664,6 +732,7 @@ int main(void)
     test_convergence();
     test_gradient_fd();
     test_translations();
+    test_m2l_block();
     test_chain();
     test_worst_pair();
     return check_summary();
