@@ -296,6 +296,7 @@ __global__ void __launch_bounds__(SMALL_BLOCK)
             __syncthreads();
         }
         const int32_t total = carry;
+        __syncthreads(); /* everyone has read carry before the next level resets it */
         if ((int64_t)first_child + total > cap) { /* did not fit: the caller grows the arrays */
             if (tid == 0)
                 lb[FMK_CUDA_TREE_LB_FLAG] = 1, lb[L + 2] = first_child;
