@@ -67,6 +67,12 @@ fmk_status fmk_cuda_enter(fmk_plan *plan, int device, int *prev);
 void fmk_cuda_leave(int device, int prev);
 /* The number of multiprocessors of a device (>= 1). */
 int fmk_cuda_sm_count(int device);
+/* An engine's set_points_device around its own points(): the plan's points dropped first and
+ * again on failure (the engine contract), points() run with the plan's device current. */
+typedef fmk_status (*fmk_cuda_points_fn)(fmk_plan *plan, int64_t ns, const double *d_s,
+                                         int64_t nt, const double *d_t);
+fmk_status fmk_cuda_set_points_device(fmk_plan *plan, int64_t ns, const double *d_s, int64_t nt,
+                                      const double *d_t, fmk_cuda_points_fn points);
 
 /* p2p.cu: launchers. real is 4 or 8 throughout; all run on the default stream. */
 typedef struct fmk_cuda_p2p_args {

@@ -91,3 +91,19 @@ extern "C" void fmk_cuda_leave(int device, int prev)
     if (prev != device && cudaSetDevice(prev) != cudaSuccess)
         (void)cudaGetLastError();
 }
+
+extern "C" fmk_status fmk_cuda_set_points_device(fmk_plan *plan, int64_t ns, const double *d_s,
+                                                 int64_t nt, const double *d_t,
+                                                 fmk_cuda_points_fn points)
+{
+    fmk_plan_drop_points(plan); /* the contract: on failure the plan has no points */
+    int prev;
+    fmk_status st = fmk_cuda_enter(plan, plan->opts.device, &prev);
+    if (st != FMK_OK)
+        return st;
+    st = points(plan, ns, d_s, nt, d_t);
+    if (st != FMK_OK)
+        fmk_plan_drop_points(plan);
+    fmk_cuda_leave(plan->opts.device, prev);
+    return st;
+}
