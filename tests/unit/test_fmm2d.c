@@ -78,16 +78,7 @@ static fmk_status fmm_errors(fmk_kernel k, double eps, int order, int64_t leaf, 
     o.threads = 2;
     o.order = order;
     o.leaf_size = leaf;
-    fmk_plan *plan = NULL;
-    fmk_status st = fmk_plan_create(&plan, 2, k, eps, &o);
-    if (st == FMK_OK)
-        st = fmk_plan_set_points(plan, ns, src, trg ? nt : 0, trg);
-    if (st == FMK_OK)
-        st = fmk_plan_eval(plan, q, pot, grad);
-    if (st == FMK_OK && info)
-        fmk_plan_info(plan, info);
-    if (st != FMK_OK)
-        printf("fmm: %s\n", fmk_plan_last_error(plan));
+    const fmk_status st = test_run_opts(k, eps, &o, ns, src, q, nt, trg, pot, grad, info);
     const int64_t ms = m < N_SAMPLE ? m : N_SAMPLE, stride = ms > 0 ? m / ms : 1;
     double *ys = test_alloc(2 * ms + 1), *rp = test_alloc(w * ms + 1), *rg = test_alloc(2 * ms + 1);
     double *fp = test_alloc(w * ms + 1), *fg = test_alloc(2 * ms + 1);
@@ -109,7 +100,6 @@ static fmk_status fmm_errors(fmk_kernel k, double eps, int order, int64_t leaf, 
         if (a > 0 && hypot(dr, di) / a > err->max_rel)
             err->max_rel = hypot(dr, di) / a;
     }
-    fmk_plan_destroy(plan);
     free(pot), free(grad), free(ys), free(rp), free(rg), free(fp), free(fg);
     return st;
 }

@@ -96,16 +96,7 @@ static fmk_status fmm_errors(double eps, int order, int64_t ns, const double *sr
     o.leaf_size = leaf_size;
     o.softening = softening;
     o.precision = precision;
-    fmk_plan *plan = NULL;
-    fmk_status st = fmk_plan_create(&plan, 3, kernel, eps, &o);
-    if (st == FMK_OK)
-        st = fmk_plan_set_points(plan, ns, src, trg ? nt : 0, trg);
-    if (st == FMK_OK)
-        st = fmk_plan_eval(plan, q, pot, grad);
-    if (st == FMK_OK && info)
-        fmk_plan_info(plan, info);
-    if (st != FMK_OK)
-        printf("fmm: %s\n", fmk_plan_last_error(plan));
+    const fmk_status st = test_run_opts(kernel, eps, &o, ns, src, q, nt, trg, pot, grad, info);
     /* the reference at a sample of targets */
     const int64_t ms = m < N_SAMPLE ? m : N_SAMPLE, stride = m / ms;
     double *ys = test_alloc(3 * ms), *rp = test_alloc(ms), *rg = test_alloc(3 * ms);
@@ -136,7 +127,6 @@ static fmk_status fmm_errors(double eps, int order, int64_t ns, const double *sr
     }
     err[0] = test_rel_l2(fp, rp, ms);
     err[1] = test_rel_l2(fg, rg, 3 * ms);
-    fmk_plan_destroy(plan);
     free(pot), free(grad), free(ys), free(rp), free(rg), free(fp), free(fg), free(sq);
     return st;
 }

@@ -324,6 +324,27 @@ double test_rel_l2(const double *a, const double *b, int64_t n)
     return den > 0 ? (double)sqrtl(num / den) : (double)sqrtl(num);
 }
 
+fmk_status test_run_opts(fmk_kernel kernel, double eps, const fmk_opts *opts, int64_t ns,
+                         const double *src, const double *q, int64_t nt, const double *trg,
+                         double *pot, double *grad, fmk_info *info)
+{
+    fmk_plan *plan = NULL;
+    fmk_status st = fmk_plan_create(&plan, fmk_kernel_dim(kernel), kernel, eps, opts);
+    if (st != FMK_OK) {
+        printf("test_run: fmk_plan_create: %s\n", fmk_plan_last_error(NULL));
+        return st;
+    }
+    st = fmk_plan_set_points(plan, ns, src, trg ? nt : 0, trg);
+    if (st == FMK_OK)
+        st = fmk_plan_eval(plan, q, pot, grad);
+    if (st == FMK_OK && info)
+        fmk_plan_info(plan, info);
+    if (st != FMK_OK)
+        printf("test_run: %s\n", fmk_plan_last_error(plan));
+    fmk_plan_destroy(plan);
+    return st;
+}
+
 fmk_status test_run(fmk_kernel kernel, fmk_precision precision, int threads, double softening,
                     int64_t ns, const double *src, const double *q, int64_t nt,
                     const double *trg, double *pot, double *grad)
@@ -335,19 +356,7 @@ fmk_status test_run(fmk_kernel kernel, fmk_precision precision, int threads, dou
     o.precision = precision;
     o.threads = threads;
     o.softening = softening;
-    fmk_plan *plan = NULL;
-    fmk_status st = fmk_plan_create(&plan, fmk_kernel_dim(kernel), kernel, 1e-6, &o);
-    if (st != FMK_OK) {
-        printf("test_run: fmk_plan_create: %s\n", fmk_plan_last_error(NULL));
-        return st;
-    }
-    st = fmk_plan_set_points(plan, ns, src, trg ? nt : 0, trg);
-    if (st == FMK_OK)
-        st = fmk_plan_eval(plan, q, pot, grad);
-    if (st != FMK_OK)
-        printf("test_run: %s\n", fmk_plan_last_error(plan));
-    fmk_plan_destroy(plan);
-    return st;
+    return test_run_opts(kernel, 1e-6, &o, ns, src, q, nt, trg, pot, grad, NULL);
 }
 
 double *test_alloc(int64_t count)

@@ -62,6 +62,13 @@ fmk_status test_run(fmk_kernel kernel, fmk_precision precision, int threads, dou
                     int64_t n_sources, const double *sources, const double *charges,
                     int64_t n_targets, const double *targets, double *pot, double *grad);
 
+/* One evaluation through a plan with the given options: create (dimension of the kernel),
+ * set_points (targets = NULL: at the sources), eval, info (when info is not NULL), destroy.
+ * Prints the library's message on failure. */
+fmk_status test_run_opts(fmk_kernel kernel, double eps, const fmk_opts *opts, int64_t n_sources,
+                         const double *sources, const double *charges, int64_t n_targets,
+                         const double *targets, double *pot, double *grad, fmk_info *info);
+
 /* Values per target of pot and grad for a kernel. */
 int test_pot_width(fmk_kernel kernel);
 int test_grad_width(fmk_kernel kernel);
