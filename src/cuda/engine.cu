@@ -111,11 +111,12 @@ void cuda_release(fmk_plan *plan)
     fmk_cuda_direct *s = (fmk_cuda_direct *)plan->state;
     if (!s)
         return;
+    const int dev = s->device; /* free_state frees s */
     int prev;
-    fmk_status st = fmk_cuda_enter(plan, s->device, &prev);
+    fmk_status st = fmk_cuda_enter(plan, dev, &prev);
     free_state(s);
     if (st == FMK_OK)
-        fmk_cuda_leave(s->device, prev);
+        fmk_cuda_leave(dev, prev);
     plan->state = NULL;
     plan->state_bytes_device = plan->state_bytes_host = 0;
 }
