@@ -88,9 +88,10 @@ def main():
     try:
         import fmm2dpy
 
-        def fmm2d(eps, x, dipstr):
+        def via_fmm2dpy(eps, x, dipstr):
             return fmm2dpy.cfmm2d(eps=eps, sources=np.ascontiguousarray(x.T), dipstr=dipstr,
                                   pg=1).pot
+        fmm2d = via_fmm2dpy
         how = "fmm2dpy.cfmm2d"
     except ImportError as e:
         if a.fmm2d_wheel:
