@@ -144,10 +144,40 @@ void fmk_fmm2d_m2p(int p, fmk_cplx c, double r, const fmk_cplx *a, fmk_cplx z, f
     fmk_fmm2d_m2p_at(p, c, r, a, z, v);
 }
 
+/* cauchy2d's P2P, branch-free so that it vectorizes: a source at distance 0 contributes 0 to
+ * the sums and its charge to out[4]. */
+static FMK_TARGET_CLONES void p2p_cauchy(int64_t n, const double *restrict xy,
+                                         const fmk_cplx *restrict q, double zr, double zi,
+                                         double out[5])
+{
+    double vr = 0, vi = 0, dr = 0, di = 0, qz = 0;
+#pragma omp simd reduction(+ : vr, vi, dr, di, qz)
+    for (int64_t j = 0; j < n; j++) {
+        const double a = zr - xy[2 * j], bb = zi - xy[2 * j + 1]; /* z - z_j */
+        const double r2 = a * a + bb * bb;
+        const int zero = r2 == 0;
+        const double s = zero ? 0.0 : 1.0 / (zero ? 1.0 : r2);
+        const double ir = a * s, ii = -bb * s; /* 1 / (z - z_j), 0 at distance 0 */
+        const double qr = q[j].re, qi = q[j].im;
+        const double gr = qr * ir - qi * ii, gi = qr * ii + qi * ir; /* G / (z - z_j) */
+        vr += gr, vi += gi;
+        dr -= gr * ir - gi * ii, di -= gr * ii + gi * ir;
+        qz += zero ? qr : 0.0;
+    }
+    out[0] += vr, out[1] += vi, out[2] += dr, out[3] += di, out[4] += qz;
+}
+
 void fmk_fmm2d_p2p(int is_log, int64_t n, const double *xy, const fmk_cplx *q, fmk_cplx z,
                    fmk_cplx v[2], double *q_zero)
 {
-    double vr = 0, vi = 0, dr = 0, di = 0, qz = 0;
+    if (!is_log) {
+        double o[5] = {0, 0, 0, 0, 0};
+        p2p_cauchy(n, xy, q, z.re, z.im, o);
+        v[0].re += o[0], v[0].im += o[1], v[1].re += o[2], v[1].im += o[3];
+        *q_zero += o[4];
+        return;
+    }
+    double vr = 0, dr = 0, di = 0, qz = 0;
     for (int64_t j = 0; j < n; j++) {
         const double a = z.re - xy[2 * j], bb = z.im - xy[2 * j + 1]; /* z - z_j */
         const double r2 = a * a + bb * bb;
@@ -156,16 +186,10 @@ void fmk_fmm2d_p2p(int is_log, int64_t n, const double *xy, const fmk_cplx *q, f
             continue;
         }
         const double s = 1.0 / r2, ir = a * s, ii = -bb * s; /* 1 / (z - z_j) */
-        const double qr = q[j].re, qi = q[j].im;
-        if (is_log) {
-            vr += qr * 0.5 * log(r2);
-            dr += qr * ir, di += qr * ii;
-        } else {
-            const double gr = qr * ir - qi * ii, gi = qr * ii + qi * ir; /* G / (z - z_j) */
-            vr += gr, vi += gi;
-            dr -= gr * ir - gi * ii, di -= gr * ii + gi * ir;
-        }
+        const double qr = q[j].re;
+        vr += qr * 0.5 * log(r2);
+        dr += qr * ir, di += qr * ii;
     }
-    v[0].re += vr, v[0].im += vi, v[1].re += dr, v[1].im += di;
+    v[0].re += vr, v[1].re += dr, v[1].im += di;
     *q_zero += qz;
 }

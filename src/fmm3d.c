@@ -21,12 +21,7 @@
 #include "fmm3d_ops.h"
 
 /* The near field (P2P) uses the direct sum's inner loops, built for the widest vector unit of
- * the running CPU (p2p.c explains the clones). */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(FMK_NO_CLONES)
-#define FMK_TARGET_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define FMK_TARGET_CLONES
-#endif
+ * the running CPU (FMK_TARGET_CLONES, internal.h). */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-function"
 #define REAL double

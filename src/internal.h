@@ -30,6 +30,15 @@ extern "C" {
 
 #define FMK_ERROR_LEN 512
 
+/* Inner loops built for the widest vector unit the running CPU has (GCC dispatches at load
+ * time), so the installed library is portable yet uses AVX2 / AVX-512 where they exist.
+ * FMK_NO_CLONES (the sanitizer build) turns the clones off. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(FMK_NO_CLONES)
+#define FMK_TARGET_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define FMK_TARGET_CLONES
+#endif
+
 /* The mapping from caller coordinates to the plan's working coordinates (see above). */
 typedef struct fmk_frame {
     double center[3];

@@ -6,13 +6,8 @@
 
 #include "internal.h"
 
-/* Build each inner loop for the widest vector unit the running CPU has (GCC dispatches at load
- * time), so the installed library is portable yet uses AVX2 / AVX-512 where they exist. */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(FMK_NO_CLONES)
-#define FMK_TARGET_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define FMK_TARGET_CLONES
-#endif
+/* Each inner loop is built for the widest vector unit the running CPU has (FMK_TARGET_CLONES,
+ * internal.h). */
 
 #define REAL double
 #define SQRT sqrt
