@@ -3,12 +3,36 @@
  * so that every factor is at most 1 in modulus, as in Goude & Engblom Alg. 3.4b-3.6). */
 #include "fmm2d_ops.h"
 
+#include <pthread.h>
+
 #define NC (FMK_FMM2D_MAX_ORDER + 1)
+
+/* Binomial coefficients C(n, k), n < 2 NC, k < NC (Pascal's triangle, built once), the same
+ * as diag[l][j] = C(l + j, j) for M2L's contiguous inner loop, and 1 / l: the translations use
+ * them in their inner loops, where computing them on the fly cost a division per term. */
+static double binom[2 * NC][NC], diag[NC][NC], inv_int[2 * NC];
+static pthread_once_t binom_once = PTHREAD_ONCE_INIT;
+
+static void binom_init(void)
+{
+    for (int n = 0; n < 2 * NC; n++) {
+        binom[n][0] = 1;
+        for (int k = 1; k < NC; k++)
+            binom[n][k] = n == 0 ? 0 : binom[n - 1][k - 1] + binom[n - 1][k];
+        inv_int[n] = n ? 1.0 / n : 0;
+    }
+    for (int l = 0; l < NC; l++)
+        for (int j = 0; j < NC; j++)
+            diag[l][j] = binom[l + j][j];
+}
+
+static void tables(void) { pthread_once(&binom_once, binom_init); }
 
 void fmk_fmm2d_p2m(int is_log, int p, fmk_cplx c, double r, int64_t n, const double *xy,
                    const fmk_cplx *q, fmk_cplx *a)
 {
     const double inv_r = 1.0 / r;
+    tables();
     for (int64_t j = 0; j < n; j++) {
         const fmk_cplx w = fmk_c((xy[2 * j] - c.re) * inv_r, (xy[2 * j + 1] - c.im) * inv_r);
         if (is_log) { /* a_0 = sum q, a_k = -sum q w^k / k */
@@ -16,7 +40,7 @@ void fmk_fmm2d_p2m(int is_log, int p, fmk_cplx c, double r, int64_t n, const dou
             a[0] = fmk_cadd(a[0], q[j]);
             for (int k = 1; k <= p; k++) {
                 pw = fmk_cmul(pw, w);
-                a[k] = fmk_csub(a[k], fmk_cscale(pw, 1.0 / k));
+                a[k] = fmk_csub(a[k], fmk_cscale(pw, inv_int[k]));
             }
         } else { /* a_k = sum G w^(k-1) / r */
             fmk_cplx pw = fmk_cscale(q[j], inv_r);
@@ -50,14 +74,12 @@ void fmk_fmm2d_m2m(int p, fmk_cplx cc, double rc, const fmk_cplx *a, fmk_cplx cp
         uk *= u;
         au[k] = fmk_cscale(a[k], uk);
     }
+    tables();
     ap[0] = fmk_cadd(ap[0], a[0]);
     for (int l = 1; l <= p; l++) {
-        fmk_cplx s = fmk_cscale(fmk_cmul(a[0], tp[l]), -1.0 / l);
-        double C = 1;
-        for (int k = 1; k <= l; k++) {
-            fmk_cfma(&s, fmk_cscale(au[k], C), tp[l - k]);
-            C = C * (l - k) / k;
-        }
+        fmk_cplx s = fmk_cscale(fmk_cmul(a[0], tp[l]), -inv_int[l]);
+        for (int k = 1; k <= l; k++)
+            fmk_cfma(&s, fmk_cscale(au[k], binom[l - 1][k - 1]), tp[l - k]);
         ap[l] = fmk_cadd(ap[l], s);
     }
 }
@@ -68,25 +90,27 @@ void fmk_fmm2d_m2l(int p, fmk_cplx cs, double rs, const fmk_cplx *a, fmk_cplx ct
     /* z0 = cs - ct; rho_s = -rs / z0, rho_t = rt / z0; c_k = a_k rho_s^k;
      * b_0 += a_0 log(-z0) + sum c_k, b_l += rho_t^l (-a_0 / l + sum_k c_k C(l+k-1, k-1)) */
     fmk_cplx ck[NC], rt_pow[NC];
+    double cr[NC], ci[NC];
+    tables();
     const fmk_cplx z0 = fmk_csub(cs, ct), iz = fmk_cinv(z0);
     powers(p, fmk_cscale(iz, -rs), ck);
     powers(p, fmk_cscale(iz, rt), rt_pow);
     fmk_cplx s0 = fmk_c(0, 0);
     for (int k = 1; k <= p; k++) {
         ck[k] = fmk_cmul(ck[k], a[k]);
+        cr[k - 1] = ck[k].re, ci[k - 1] = ck[k].im;
         s0 = fmk_cadd(s0, ck[k]);
     }
     if (a[0].re != 0 || a[0].im != 0)
         s0 = fmk_cadd(s0, fmk_cmul(a[0], fmk_clog(fmk_csub(ct, cs))));
     b[0] = fmk_cadd(b[0], s0);
     for (int l = 1; l <= p; l++) {
-        fmk_cplx s = fmk_cscale(a[0], -1.0 / l);
-        double C = 1;
-        for (int k = 1; k <= p; k++) {
-            s = fmk_cadd(s, fmk_cscale(ck[k], C));
-            C = C * (l + k) / k;
-        }
-        fmk_cfma(&b[l], s, rt_pow[l]);
+        const double *D = diag[l]; /* C(l + j, j), j = k - 1 */
+        double sr = -a[0].re * inv_int[l], si = -a[0].im * inv_int[l];
+#pragma omp simd reduction(+ : sr, si)
+        for (int j = 0; j < p; j++)
+            sr += cr[j] * D[j], si += ci[j] * D[j];
+        fmk_cfma(&b[l], fmk_c(sr, si), rt_pow[l]);
     }
 }
 
@@ -98,14 +122,12 @@ void fmk_fmm2d_l2l(int p, fmk_cplx cp, double rp, const fmk_cplx *b, fmk_cplx cc
     const fmk_cplx t = fmk_cscale(fmk_csub(cc, cp), 1.0 / rp);
     const double u = rc / rp;
     powers(p, t, tp);
+    tables();
     double um = 1;
     for (int m = 0; m <= p; m++) {
         fmk_cplx s = fmk_c(0, 0);
-        double C = 1;
-        for (int l = m; l <= p; l++) {
-            fmk_cfma(&s, fmk_cscale(b[l], C), tp[l - m]);
-            C = C * (l + 1) / (l + 1 - m);
-        }
+        for (int l = m; l <= p; l++)
+            fmk_cfma(&s, fmk_cscale(b[l], binom[l][m]), tp[l - m]);
         bc[m] = fmk_cadd(bc[m], fmk_cscale(s, um));
         um *= u;
     }
@@ -114,6 +136,7 @@ void fmk_fmm2d_l2l(int p, fmk_cplx cp, double rp, const fmk_cplx *b, fmk_cplx cc
 void fmk_fmm2d_p2l(int is_log, int p, fmk_cplx c, double r, int64_t n, const double *xy,
                    const fmk_cplx *q, fmk_cplx *b)
 {
+    tables();
     for (int64_t j = 0; j < n; j++) {
         const fmk_cplx d = fmk_c(xy[2 * j] - c.re, xy[2 * j + 1] - c.im); /* z_j - c */
         const fmk_cplx id = fmk_cinv(d), w = fmk_cscale(id, r);
@@ -122,7 +145,7 @@ void fmk_fmm2d_p2l(int is_log, int p, fmk_cplx c, double r, int64_t n, const dou
             fmk_cplx pw = q[j];
             for (int l = 1; l <= p; l++) {
                 pw = fmk_cmul(pw, w);
-                b[l] = fmk_csub(b[l], fmk_cscale(pw, 1.0 / l));
+                b[l] = fmk_csub(b[l], fmk_cscale(pw, inv_int[l]));
             }
         } else { /* b_l = -sum G w^l / (z_j - c) */
             fmk_cplx pw = fmk_cscale(fmk_cmul(q[j], id), -1);
