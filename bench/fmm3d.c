@@ -9,6 +9,8 @@
  *   fmm3d table8     Gumerov & Duraiswami (paper 003) Table 8: N = 2^20 uniform, p = 4, 8, 12,
  *                    potential, and potential + gradient
  *   fmm3d cross      N = 2^12 .. 2^20 uniform: FMM (eps 1e-3, 1e-6) vs GPU direct and treecode
+ *   fmm3d small      N = 2^12, 2^14, 2^16, 2^18, 2^20 uniform, FMM only, eps 1e-3 and 1e-6 (the
+ *                    small-N floor of eval and set_points)
  *   fmm3d scale [K]  N = 2^16 .. 2^K (default 26) uniform at eps 1e-6, slope of log t vs log N
  *   fmm3d leaf P     leaf sizes at order P, 2^20 uniform (the cost model's calibration)
  *   fmm3d order [K]  errors against p = 2 .. K (default 30) for the five test distributions,
@@ -299,6 +301,14 @@ int main(int argc, char **argv)
             }
             if (measure(FMK_METHOD_DIRECT, 1e-6, -1, 0, "cube", n, 1, 3, 0, &r) == 0)
                 print_row("cross", FMK_METHOD_DIRECT, "cube", n, 0, 1, &r);
+        }
+    } else if (!strcmp(mode, "small")) {
+        for (int lg = 12; lg <= 20; lg += 2) {
+            const int64_t n = (int64_t)1 << lg;
+            const double epss[] = {1e-3, 1e-6};
+            for (int e = 0; e < 2; e++)
+                if (measure(FMK_METHOD_FMM, epss[e], -1, 0, "cube", n, 1, 7, 1, &r) == 0)
+                    print_row("small", FMK_METHOD_FMM, "cube", n, epss[e], 1, &r);
         }
     } else if (!strcmp(mode, "scale")) {
         const int top = arg > 0 ? arg : 26;
