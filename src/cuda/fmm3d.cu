@@ -1,28 +1,28 @@
 /* fmm3d.cu -- the adaptive 3D FMM for the Laplace kernel on the GPU (method fmm, backend cuda),
  * fp64. docs/fmm3d_gpu.md describes the design and the measured numbers.
  *
- * set_points (geometry, once): the points (mapped into the plan's frame) go to the GPU, the
- * octree over sources and targets together is built there (tree3d.cu, the treecode's build),
- * downloaded once, and the U, V, W, X lists of the CPU engine (fmm3d_lists.c) are built on the
- * host and uploaded with the sources and targets in key order. The translation operators are
- * dense real matrices on (p + 1)(p + 2) doubles (an expansion's real and imaginary parts):
- * with every expansion scaled by its box's side (fmm3d_ops.h), M2M and L2L depend only on the
- * child's octant (8 each) and M2L only on the offset of the two boxes in side units (one of the
- * 316 V-list directions), never on the level. They are built on the GPU, one entry per thread,
- * from the addition theorems (fmm3d_ops.c's references, written per matrix entry) and the
- * harmonics of the 8 + 8 + 316 translation vectors.
+ * set_points (geometry, once), all on the GPU: the points (mapped into the plan's frame) go to
+ * the GPU, the octree over sources and targets together is built there (tree3d.cu, the
+ * treecode's build), and fmm3d_lists.cu derives from it the sources and targets in key order,
+ * the boxes, the U, V, W, X lists of the CPU engine (fmm3d_lists.c, entry for entry), the work
+ * lists and the M2M/L2L tiles; the host reads only sizes. The translation operators are dense
+ * real matrices on (p + 1)(p + 2) doubles (an expansion's real and imaginary parts): with every
+ * expansion scaled by its box's side (fmm3d_ops.h), M2M and L2L depend only on the child's
+ * octant (8 each) and M2L only on the offset of the two boxes in side units (one of the 316
+ * V-list directions), never on the level. They are built on the GPU, one entry per thread, from
+ * the addition theorems (fmm3d_ops.c's references, written per matrix entry) and the harmonics
+ * of the 8 + 8 + 316 translation vectors; the M2L matrices are stacked into one tall matrix.
  *
  * eval (numbers only): charges to key order; P2M at the leaves (a block per leaf, a thread per
- * source, warp sums); M2M level by level upward and L2L level by level downward in tiles of TB
- * boxes (per octant, the TB input expansions in shared memory times the octant's matrix
- * streamed once for all of them, accumulators in registers); M2L per V direction as one cuBLAS
- * DGEMM of the direction's matrix with the multipoles of all boxes from level 2 down, then a
- * scatter of the direction's pairs into the local expansions; P2L (X list); L2P and M2P
- * (W list) a thread per target; P2P (U list) a block per target leaf with the sources staged in
- * shared memory. W entries with few sources and X entries into boxes with few targets are done
- * as P2P instead (exact, and cheaper there; fmk_cuda_fmm3d_direct_near). Then the results go
- * to the caller's order and units. Nothing is written to the caller's arrays
- * before every pass has succeeded.
+ * source, warp sums); M2M level by level upward (to level 2) and L2L level by level downward in
+ * tiles of TB boxes (per octant, the TB input expansions in shared memory times the octant's
+ * matrix, accumulators in registers); M2L per batch of directions as one cuBLAS DGEMM of the
+ * stacked matrices with the multipoles of all boxes from level 2 down, then a gather of each
+ * target box's V entries of the batch; P2L (X list); L2P and M2P (W list) a thread per target;
+ * P2P (U list) a block per target leaf with the sources staged in shared memory. W entries with
+ * few sources and X entries into boxes with few targets are done as P2P instead (exact, and
+ * cheaper there; fmk_cuda_fmm3d_direct_near). Then the results go to the caller's order and
+ * units. Nothing is written to the caller's arrays before every pass has succeeded.
  */
 #include <math.h>
 #include <stdio.h>
@@ -301,28 +301,31 @@ __global__ void __launch_bounds__(M2L_THREADS) k_tiles(int S, int32_t first_tile
         }
         __syncthreads();
         const double *Td = T + (int64_t)tile_slot[e] * S * S;
-        double next[RPT]; /* the matrix row of the next j, loaded while this one is used */
+        /* JC matrix rows loaded together: with few tiles (the top levels) the loop is bound by
+         * the latency of these loads, not by the multiply-adds */
+        constexpr int JC = RPT >= 8 ? 32 / RPT : 8;
+        for (int j0 = 0; j0 < S; j0 += JC) {
+            double tv[JC][RPT];
 #pragma unroll
-        for (int r = 0; r < RPT; r++) {
-            const int k = threadIdx.x + r * M2L_THREADS;
-            next[r] = k < S ? __ldg(Td + k) : 0.0;
-        }
-        for (int j = 0; j < S; j++) {
-            double tv[RPT];
-#pragma unroll
-            for (int r = 0; r < RPT; r++) {
-                const int k = threadIdx.x + r * M2L_THREADS;
-                tv[r] = next[r];
-                next[r] = k < S && j + 1 < S ? __ldg(Td + (int64_t)(j + 1) * S + k) : 0.0;
-            }
-            const double2 *mj = ms2 + j * (TB / 2);
-#pragma unroll
-            for (int t = 0; t < TB / 2; t++) {
-                const double2 m = mj[t];
+            for (int jj = 0; jj < JC; jj++)
 #pragma unroll
                 for (int r = 0; r < RPT; r++) {
-                    acc[r][2 * t] += tv[r] * m.x;
-                    acc[r][2 * t + 1] += tv[r] * m.y;
+                    const int k = threadIdx.x + r * M2L_THREADS;
+                    tv[jj][r] = k < S && j0 + jj < S ? __ldg(Td + (int64_t)(j0 + jj) * S + k) : 0.0;
+                }
+#pragma unroll
+            for (int jj = 0; jj < JC; jj++) {
+                if (j0 + jj >= S)
+                    break;
+                const double2 *mj = ms2 + (j0 + jj) * (TB / 2);
+#pragma unroll
+                for (int t = 0; t < TB / 2; t++) {
+                    const double2 m = mj[t];
+#pragma unroll
+                    for (int r = 0; r < RPT; r++) {
+                        acc[r][2 * t] += tv[jj][r] * m.x;
+                        acc[r][2 * t + 1] += tv[jj][r] * m.y;
+                    }
                 }
             }
         }
@@ -475,9 +478,23 @@ __global__ void __launch_bounds__(64) k_l2p_m2p(int p, int S, int nt, tabs tb,
     }
 }
 
+/* 1/sqrt(x) in fp64 and 0 at x == 0 (a coincident pair), as the direct engine computes it
+ * (p2p.cu): the MUFU.RSQ64H seed with its high word zeroed at x == 0 and one third-order
+ * correction (relative error about 5 d^3 / 16 for a seed error d, far below 2^-53). */
+__device__ __forceinline__ double rsqrt0(double x)
+{
+    double y;
+    asm("rsqrt.approx.ftz.f64 %0, %1;" : "=d"(y) : "d"(x));
+    const int hi = __double2hiint(x) != 0 ? __double2hiint(y) : 0;
+    y = __hiloint2double(hi, __double2loint(y));
+    const double e = fma(-x, y * y, 1.0);
+    return fma(y, e * fma(e, 0.375, 0.5), y);
+}
+
 /* P2P: the targets of box leaves[blockIdx.x] from the sources of its list (U and the W entries
  * done directly, for leaves; the X entries done directly, for any box), staged in shared
- * memory. Pairs at distance 0 contribute nothing. */
+ * memory. Pairs at distance 0 contribute nothing. (Two targets per thread, each staged source
+ * serving both, measured slower at 307-point leaves: 14.0 against 11.8 ms at 2^20.) */
 __global__ void __launch_bounds__(BLOCK) k_p2p(int nt, int atomic, const int32_t *__restrict__ leaves,
                                                const int32_t *__restrict__ tbeg,
                                                const int32_t *__restrict__ tn,
@@ -493,9 +510,7 @@ __global__ void __launch_bounds__(BLOCK) k_p2p(int nt, int atomic, const int32_t
     const int i0 = tbeg[b], i1 = i0 + tn[b];
     for (int base = i0; base < i1; base += BLOCK) {
         const int i = base + threadIdx.x;
-        real4d y = {0, 0, 0, 0};
-        if (i < i1)
-            y = trg[i];
+        const real4d y = i < i1 ? trg[i] : real4d{0, 0, 0, 0};
         double p = 0, gx = 0, gy = 0, gz = 0;
         for (int e = u_begin[b]; e < u_begin[b + 1]; e++) {
             const int a = u[e];
@@ -506,11 +521,11 @@ __global__ void __launch_bounds__(BLOCK) k_p2p(int nt, int atomic, const int32_t
                     tile[threadIdx.x] = src[jb + threadIdx.x];
                 __syncthreads();
                 const int cnt = j1 - jb < BLOCK ? j1 - jb : BLOCK;
+#pragma unroll 4
                 for (int j = 0; j < cnt; j++) {
                     const real4d s = tile[j];
                     const double dx = y.x - s.x, dy = y.y - s.y, dz = y.z - s.z;
-                    const double r2 = dx * dx + dy * dy + dz * dz;
-                    const double inv = r2 > 0 ? rsqrt(r2) : 0.0;
+                    const double inv = rsqrt0(dx * dx + dy * dy + dz * dz);
                     const double qi = s.w * inv, qi3 = qi * inv * inv;
                     p += qi;
                     gx -= dx * qi3, gy -= dy * qi3, gz -= dz * qi3;
@@ -646,6 +661,7 @@ struct fmm_gpu {
     cublasHandle_t blas;
     int has_blas;
     double tree_time;
+    double setup_time[5];              /* seconds: start (events, cuBLAS), tree, lists, operators, buffers */
     fmk_cuda_fmm3d_geo g;              /* points, boxes, lists, tiles (fmm3d_lists.cu) */
     /* device arrays of the operators and expansions */
     double *d_X;                       /* a batch of directions' matrices times every multipole */
@@ -852,6 +868,8 @@ fmk_status setup_on_device(fmk_plan *plan, fmm_gpu *s)
         st = fmk_cuda_fmm3d_geometry(plan, &tree, d_all, ns, plan->self, near_max, s->cfg.tb, total, &s->g);
         s->bytes += s->g.bytes;
     }
+    const double t1 = fmk_time_now();
+    s->setup_time[1] = s->tree_time, s->setup_time[2] = t1 - t0 - s->tree_time;
     const int64_t k = tree.n_nodes;
     s->n_nodes = k;
     s->levels = tree.levels;
@@ -886,6 +904,8 @@ fmk_status setup_on_device(fmk_plan *plan, fmm_gpu *s)
         if (st != FMK_OK)
             return st;
     }
+    const double t2 = fmk_time_now();
+    s->setup_time[3] = t2 - t1;
     const int64_t nn = k - s->gemm_first;
     s->m2l_batch = m2l_batch_for(s->S, nn, s->g.n_slots);
     st = put(plan, s, (void **)&s->d_M, NULL, 8 * (size_t)s->S * (size_t)k, "the multipoles", total);
@@ -904,6 +924,7 @@ fmk_status setup_on_device(fmk_plan *plan, fmm_gpu *s)
         st = put(plan, s, (void **)&s->d_grad, NULL, 24 * (size_t)nt, "the gradient", total);
     if (st == FMK_OK)
         st = put(plan, s, (void **)&s->d_stats, NULL, 16, "the charge check", total);
+    s->setup_time[4] = fmk_time_now() - t2;
     return st;
 }
 
@@ -913,6 +934,7 @@ fmk_status fmm_setup(fmk_plan *plan)
         return fmk_error_set(plan, FMK_ERR_ARG,
                              "the GPU FMM takes at most %lld points (sources and targets together)",
                              (long long)FMK_CUDA_TREE_MAX_POINTS);
+    const double t0 = fmk_time_now();
     fmm_gpu *s = (fmm_gpu *)calloc(1, sizeof *s);
     if (!s)
         return fmk_error_set(plan, FMK_ERR_NOMEM, "out of host memory");
@@ -955,6 +977,7 @@ fmk_status fmm_setup(fmk_plan *plan)
         else
             s->has_blas = 1;
     }
+    s->setup_time[0] = fmk_time_now() - t0;
     if (st == FMK_OK)
         st = setup_on_device(plan, s);
     fmk_cuda_leave(s->device, prev);
@@ -1070,7 +1093,8 @@ fmk_status run_eval(fmk_plan *plan, fmm_gpu *s, const double *charges, double *p
     cudaMemsetAsync(s->d_L, 0, 8 * (size_t)S * (size_t)k);
     point_ops(s, (int)nt, 0); /* P2M */
     cudaEventRecord(s->ev[EV_P2M]);
-    for (int lev = s->levels - 2; lev >= 0 && err == cudaSuccess; lev--)
+    /* up to level 2 only: M2L, M2P read multipoles from level 2 down (V and W entries are there) */
+    for (int lev = s->levels - 2; lev >= 2 && err == cudaSuccess; lev--)
         err = tiles(s, s->g.m2m_first[lev], s->g.m2m_first[lev + 1], s->d_m2m, NULL, s->d_M, s->d_M);
     cudaEventRecord(s->ev[EV_M2M]);
     /* M2L: per batch of directions, X = [T_d0; T_d1; ...] M (the matrices stacked, all boxes
@@ -1102,10 +1126,12 @@ fmk_status run_eval(fmk_plan *plan, fmm_gpu *s, const double *charges, double *p
     cudaEventRecord(s->ev[EV_L2P]);
     if (s->g.n_leaves_trg > 0)
         k_p2p<<<(unsigned)s->g.n_leaves_trg, BLOCK>>>((int)nt, 0, s->g.d_leaves_trg, s->g.d_tb, s->g.d_tn, s->g.d_sb,
-                                                    s->g.d_sn, s->g.d_u_begin, s->g.d_u, s->g.d_src, s->g.d_trg, s->d_res);
+                                                    s->g.d_sn, s->g.d_u_begin, s->g.d_u, s->g.d_src, s->g.d_trg,
+                                                    s->d_res);
     if (s->g.n_ynodes > 0)
-        k_p2p<<<(unsigned)s->g.n_ynodes, BLOCK>>>((int)nt, 1, s->g.d_ynodes, s->g.d_tb, s->g.d_tn, s->g.d_sb, s->g.d_sn,
-                                                s->g.d_y_begin, s->g.d_y, s->g.d_src, s->g.d_trg, s->d_res);
+        k_p2p<<<(unsigned)s->g.n_ynodes, BLOCK>>>((int)nt, 1, s->g.d_ynodes, s->g.d_tb, s->g.d_tn, s->g.d_sb,
+                                                s->g.d_sn, s->g.d_y_begin, s->g.d_y, s->g.d_src, s->g.d_trg,
+                                                s->d_res);
     cudaEventRecord(s->ev[EV_P2P]);
     double *p = pot ? (on_device ? pot : s->d_pot) : NULL;
     double *g = grad ? (on_device ? grad : s->d_grad) : NULL;
@@ -1177,6 +1203,19 @@ extern "C" fmk_status fmk_cuda_fmm3d_m2l_work(const fmk_plan *plan, int64_t *pai
     *pairs = s->g.n_v;
     *tile_pairs = (int64_t)s->g.n_slots * (s->n_nodes - s->gemm_first);
     *stride = s->S;
+    return FMK_OK;
+}
+
+/* For the benchmark: set_points' parts in seconds: start (events, cuBLAS handle), tree (points
+ * to the GPU and the octree), lists (fmm3d_lists.cu), operators (tables, matrices), buffers;
+ * then the list build's stages (fmk_cuda_fmm3d_geo's stage_time). */
+extern "C" fmk_status fmk_cuda_fmm3d_setup_times(const fmk_plan *plan, double t[11])
+{
+    if (!plan || plan->engine != &fmk_engine_fmm_cuda || !plan->state)
+        return FMK_ERR_STATE;
+    const fmm_gpu *s = (const fmm_gpu *)plan->state;
+    memcpy(t, s->setup_time, 5 * sizeof(double));
+    memcpy(t + 5, s->g.stage_time, 6 * sizeof(double));
     return FMK_OK;
 }
 

@@ -11,6 +11,7 @@
 
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_scan.cuh>
+#include <cub/device/device_segmented_sort.cuh>
 
 #include "fmm3d_lists.h"
 
@@ -131,8 +132,8 @@ __global__ void k_neighbours(int64_t first, int64_t last, const int32_t *__restr
 }
 
 /* Count pass (FILL false): cnt[j * (k + 1) + b] for j = 0 U + small W, 1 V, 2 W, 3 X, 4 Y,
- * 5 U alone (row ends zeroed, for the scans). Fill pass: the entries at the scanned begins, V
- * sorted by direction (stable). */
+ * 5 U alone (row ends zeroed, for the scans). Fill pass: the entries at the scanned begins
+ * (the caller sorts each V row by direction). */
 struct lists_args {
     int64_t k, near_max;
     const int32_t *parent, *more, *nch, *sn, *tn, *nbr;
@@ -237,20 +238,9 @@ template <bool FILL> __global__ void k_lists(lists_args a)
             }
         }
     }
-    if constexpr (!FILL) {
+    if (!FILL) {
         a.cnt[b] = nu + nws, a.cnt[k1 + b] = nv, a.cnt[2 * k1 + b] = nw;
         a.cnt[3 * k1 + b] = nx, a.cnt[4 * k1 + b] = ny, a.cnt[5 * k1 + b] = nu;
-    } else {
-        for (int i = 1; i < nv; i++) { /* insertion sort by direction (at most 189 entries) */
-            const int16_t dk = vd[i];
-            const int32_t sk = v[i];
-            int j = i - 1;
-            while (j >= 0 && vd[j] > dk) {
-                vd[j + 1] = vd[j], v[j + 1] = v[j];
-                j--;
-            }
-            vd[j + 1] = dk, v[j + 1] = sk;
-        }
     }
 }
 
@@ -413,6 +403,8 @@ struct scratch {
     uint32_t *keys[2];
     int32_t *items[2];
     int32_t *tab;
+    int32_t *v_unsorted;
+    int16_t *vd_unsorted;
     void *temp;
     size_t temp_bytes;
 };
@@ -441,21 +433,36 @@ struct builder {
             st = fmk_cuda_fail(plan, err, what);
         return st == FMK_OK;
     }
+    /* CUB's workspace grown to need bytes */
+    bool temp(size_t need)
+    {
+        if (st != FMK_OK || need <= w.temp_bytes)
+            return st == FMK_OK;
+        cudaFree(w.temp);
+        w.temp = NULL, w.temp_bytes = 0;
+        if (!alloc((char **)&w.temp, (int64_t)need, "the list builder's workspace", false))
+            return false;
+        w.temp_bytes = need;
+        return true;
+    }
+    /* seconds since the last mark, after the GPU is done (the build's stages, for the benchmark) */
+    double last;
+    void mark(double *t)
+    {
+        if (st == FMK_OK && ok(cudaDeviceSynchronize(), "the list builder's kernels")) {
+            const double now = fmk_time_now();
+            *t = now - last, last = now;
+        }
+    }
     /* out[0..n] = exclusive sum of in[0..n] (in[n] is 0); *total = out[n] (a read). */
     bool scan(const int32_t *in, int32_t *out, int64_t n, int64_t *total)
     {
         if (st != FMK_OK)
             return false;
         size_t need = 0;
-        if (!ok(cub::DeviceScan::ExclusiveSum(NULL, need, in, out, (int)(n + 1)), "cub::DeviceScan (query)"))
+        if (!ok(cub::DeviceScan::ExclusiveSum(NULL, need, in, out, (int)(n + 1)), "cub::DeviceScan (query)") ||
+            !temp(need))
             return false;
-        if (need > w.temp_bytes) {
-            cudaFree(w.temp);
-            w.temp = NULL, w.temp_bytes = 0;
-            if (!alloc((char **)&w.temp, (int64_t)need, "the list builder's workspace", false))
-                return false;
-            w.temp_bytes = need;
-        }
         if (!ok(cub::DeviceScan::ExclusiveSum(w.temp, need, in, out, (int)(n + 1)), "cub::DeviceScan"))
             return false;
         int32_t h = 0;
@@ -506,6 +513,7 @@ extern "C" fmk_status fmk_cuda_fmm3d_geometry(fmk_plan *plan, const fmk_cuda_tre
     builder B;
     memset(&B.w, 0, sizeof B.w);
     B.plan = plan, B.extra = extra, B.g = g, B.st = FMK_OK;
+    B.last = fmk_time_now();
     scratch &w = B.w;
     const int64_t np = t->n_points, k = t->n_nodes;
     const int64_t nt = self ? ns : np - ns;
@@ -536,6 +544,8 @@ extern "C" fmk_status fmk_cuda_fmm3d_geometry(fmk_plan *plan, const fmk_cuda_tre
         k_split<<<blocks_for(np), BLOCK>>>(np, ns, self, t->d_order, w.pos, d_x, g->d_src, g->d_src_order,
                                            g->d_trg, g->d_trg_order);
 
+    B.mark(&g->stage_time[0]);
+
     /* nodes */
     B.alloc(&g->d_cube, k, "the boxes");
     B.alloc(&g->d_level, k, "the boxes");
@@ -560,7 +570,9 @@ extern "C" fmk_status fmk_cuda_fmm3d_geometry(fmk_plan *plan, const fmk_cuda_tre
                                                        w.nbr, w.n_nbr);
     }
 
-    /* the lists: count, scan, fill */
+    B.mark(&g->stage_time[1]);
+
+    /* the lists: count, scan, fill; then each V row sorted by direction (CUB) */
     B.alloc(&w.cnt, 6 * (k + 1), "the list builder's workspace", false);
     lists_args la;
     memset(&la, 0, sizeof la);
@@ -581,16 +593,29 @@ extern "C" fmk_status fmk_cuda_fmm3d_geometry(fmk_plan *plan, const fmk_cuda_tre
     B.alloc(&g->d_u, g->n_u, "the U list");
     B.alloc(&g->d_v, g->n_v, "the V list");
     B.alloc(&g->d_v_slot, g->n_v, "the V list");
+    B.alloc(&w.v_unsorted, g->n_v, "the V list", false);
+    B.alloc(&w.vd_unsorted, g->n_v, "the V list", false);
     B.alloc(&g->d_w, g->n_w, "the W list");
     B.alloc(&g->d_x, g->n_x, "the X list");
     B.alloc(&g->d_y, g->n_y, "the X list");
     if (B.st == FMK_OK) {
         la.ub = g->d_u_begin, la.vb = g->d_v_begin, la.wb = g->d_w_begin, la.xb = g->d_x_begin;
         la.yb = g->d_y_begin;
-        la.u = g->d_u, la.v = g->d_v, la.vd = g->d_v_slot, la.w = g->d_w, la.x = g->d_x, la.y = g->d_y;
+        la.u = g->d_u, la.v = w.v_unsorted, la.vd = w.vd_unsorted, la.w = g->d_w, la.x = g->d_x, la.y = g->d_y;
         k_lists<true><<<blocks_for(k), BLOCK>>>(la);
         B.ok(cudaGetLastError(), "the list kernels");
+        size_t need = 0;
+        B.ok(cub::DeviceSegmentedSort::StableSortPairs(NULL, need, w.vd_unsorted, g->d_v_slot, w.v_unsorted,
+                                                       g->d_v, (int)g->n_v, (int)k, g->d_v_begin,
+                                                       g->d_v_begin + 1),
+             "cub::DeviceSegmentedSort (query)");
+        if (B.temp(need) && g->n_v > 0)
+            B.ok(cub::DeviceSegmentedSort::StableSortPairs(w.temp, need, w.vd_unsorted, g->d_v_slot,
+                                                           w.v_unsorted, g->d_v, (int)g->n_v, (int)k,
+                                                           g->d_v_begin, g->d_v_begin + 1),
+                 "cub::DeviceSegmentedSort (the V lists)");
     }
+    B.mark(&g->stage_time[2]);
 
     /* direction slots: the directions that occur, in increasing order */
     B.alloc(&w.hist, FMK_FMM3D_NDIR, "the list builder's workspace", false);
@@ -615,6 +640,8 @@ extern "C" fmk_status fmk_cuda_fmm3d_geometry(fmk_plan *plan, const fmk_cuda_tre
         }
     }
 
+    B.mark(&g->stage_time[3]);
+
     /* work lists */
     int32_t **outs[5] = {&g->d_leaves_src, &g->d_leaves_trg, &g->d_xnodes, &g->d_ynodes, &g->d_vnodes};
     int64_t *counts[5] = {&g->n_leaves_src, &g->n_leaves_trg, &g->n_xnodes, &g->n_ynodes, &g->n_vnodes};
@@ -624,6 +651,8 @@ extern "C" fmk_status fmk_cuda_fmm3d_geometry(fmk_plan *plan, const fmk_cuda_tre
         if (B.scan(w.flag, w.pos, k, counts[j]) && B.alloc(outs[j], *counts[j], "the work lists") && k > 0)
             k_compact<<<blocks_for(k), BLOCK>>>(k, w.flag, w.pos, *outs[j]);
     }
+
+    B.mark(&g->stage_time[4]);
 
     /* tiles */
     int64_t n_items = 0;
@@ -645,13 +674,7 @@ extern "C" fmk_status fmk_cuda_fmm3d_geometry(fmk_plan *plan, const fmk_cuda_tre
         B.ok(cub::DeviceRadixSort::SortPairs(NULL, need, w.keys[0], w.keys[1], w.items[0], w.items[1],
                                              (int)n_items, 0, 8),
              "cub::DeviceRadixSort (query)");
-        if (B.st == FMK_OK && need > w.temp_bytes) {
-            cudaFree(w.temp);
-            w.temp = NULL, w.temp_bytes = 0;
-            if (B.alloc((char **)&w.temp, (int64_t)need, "the list builder's workspace", false))
-                w.temp_bytes = need;
-        }
-        if (B.st == FMK_OK && n_items > 0)
+        if (B.temp(need) && n_items > 0)
             B.ok(cub::DeviceRadixSort::SortPairs(w.temp, need, w.keys[0], w.keys[1], w.items[0], w.items[1],
                                                  (int)n_items, 0, 8),
                  "cub::DeviceRadixSort (tiles)");
@@ -695,13 +718,11 @@ extern "C" fmk_status fmk_cuda_fmm3d_geometry(fmk_plan *plan, const fmk_cuda_tre
         k_tile_entries<true><<<blocks_for(g->n_tiles + 1), BLOCK>>>(
             g->n_tiles, first_tile[levels], tbw, g->d_tile_nodes, t->d_more, t->d_n_children, g->d_sn,
             t->d_parent, w.oct, NULL, g->d_tile_begin, g->d_tile_slot, g->d_tile_src);
-    if (B.st == FMK_OK) {
-        B.ok(cudaGetLastError(), "the list builder's kernels");
-        B.ok(cudaDeviceSynchronize(), "the list builder's kernels");
-    }
+    B.ok(cudaGetLastError(), "the list builder's kernels");
+    B.mark(&g->stage_time[5]);
 
     void *scr[] = {w.flag, w.pos, w.cnt, w.nbr, w.n_nbr, w.oct, w.hist, w.slot_of, w.keys[0],
-                   w.keys[1], w.items[0], w.items[1], w.tab, w.temp};
+                   w.keys[1], w.items[0], w.items[1], w.tab, w.v_unsorted, w.vd_unsorted, w.temp};
     for (size_t i = 0; i < sizeof scr / sizeof scr[0]; i++)
         if (scr[i])
             cudaFree(scr[i]);

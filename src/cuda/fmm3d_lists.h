@@ -51,6 +51,8 @@ typedef struct fmk_cuda_fmm3d_geo {
     int32_t *d_tile_nodes, *d_tile_begin, *d_tile_slot, *d_tile_src;
     int64_t m2m_first[FMK_TREE_MAX_LEVEL + 2], l2l_first[FMK_TREE_MAX_LEVEL + 2];
     int64_t bytes;                  /* device bytes held */
+    double stage_time[6];           /* seconds: points, boxes + neighbours, lists, directions,
+                                     * work lists, tiles (for the benchmark) */
 } fmk_cuda_fmm3d_geo;
 
 #ifdef __cplusplus
