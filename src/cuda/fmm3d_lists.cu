@@ -24,18 +24,6 @@ const int GROUPS = 256;   /* tile groups: levels (M2M) + 8 levels (L2L) <= 22 + 
 
 inline unsigned blocks_for(int64_t n) { return (unsigned)((n + BLOCK - 1) / BLOCK > 0 ? (n + BLOCK - 1) / BLOCK : 1); }
 
-/* tree3d.c's compact3: bits 3b of v to bit b. */
-__device__ uint64_t compact3(uint64_t v)
-{
-    v &= 0x1249249249249249ULL;
-    v = (v ^ (v >> 2)) & 0x10c30c30c30c30c3ULL;
-    v = (v ^ (v >> 4)) & 0x100f00f00f00f00fULL;
-    v = (v ^ (v >> 8)) & 0x001f0000ff0000ffULL;
-    v = (v ^ (v >> 16)) & 0x001f00000000ffffULL;
-    v = (v ^ (v >> 32)) & 0x1fffff;
-    return v;
-}
-
 /* The closed cubes of a and b touch (exact: dyadic centres and sides). */
 __device__ inline bool touches(const real4d *__restrict__ cube, int32_t a, int32_t b)
 {
@@ -75,30 +63,43 @@ __global__ void k_split(int64_t np, int64_t ns, int self, const int32_t *__restr
     }
 }
 
-/* Per node: cube (fmk_tree3d_node_cube), octant in the parent (bit 2 x, 1 y, 0 z: the key's
- * three bits of the node's level), source and target ranges. */
-__global__ void k_nodes(int64_t k, int64_t np, int self, const uint64_t *__restrict__ keys,
-                        const int32_t *__restrict__ begin, const int32_t *__restrict__ end,
-                        const int8_t *__restrict__ level, const int32_t *__restrict__ before,
-                        real4d *cube, int8_t *oct, int32_t *sb, int32_t *sn, int32_t *tb, int32_t *tn)
+/* Per node: source and target ranges. */
+__global__ void k_nodes(int64_t k, int self, const int32_t *__restrict__ begin,
+                        const int32_t *__restrict__ end, const int32_t *__restrict__ before,
+                        int32_t *sb, int32_t *sn, int32_t *tb, int32_t *tn)
 {
     const int64_t b = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
     if (b >= k)
         return;
-    const int L = level[b];
-    const uint64_t key = np > 0 ? keys[begin[b]] : 0;
-    const double h = ldexp(1.0, -L);
-    real4d c;
-    c.x = 1.0 + ((double)(compact3(key >> 2) >> (FMK_TREE_KEY_BITS - L)) + 0.5) * h;
-    c.y = 1.0 + ((double)(compact3(key >> 1) >> (FMK_TREE_KEY_BITS - L)) + 0.5) * h;
-    c.z = 1.0 + ((double)(compact3(key) >> (FMK_TREE_KEY_BITS - L)) + 0.5) * h;
-    c.w = h;
-    cube[b] = c;
-    oct[b] = (int8_t)(L > 0 ? (key >> (3 * (FMK_TREE_KEY_BITS - L))) & 7 : 0);
     const int32_t s0 = before[begin[b]], s1 = before[end[b]];
     sb[b] = s0, sn[b] = s1 - s0;
     tb[b] = self ? s0 : begin[b] - s0;
     tn[b] = self ? s1 - s0 : (end[b] - begin[b]) - (s1 - s0);
+}
+
+/* Cubes and octants of the nodes [first, last) of one level from their parents': the octant
+ * (bit 2 x, 1 y, 0 z) is the key's three bits of the level, the child's centre the parent's
+ * plus or minus a quarter of its side (exact: dyadic), which is fmk_tree3d_node_cube's. */
+__global__ void k_cubes(int64_t first, int64_t last, int64_t np, const uint64_t *__restrict__ keys,
+                        const int32_t *__restrict__ begin, const int32_t *__restrict__ parent,
+                        const int8_t *__restrict__ level, real4d *cube, int8_t *oct)
+{
+    const int64_t b = first + blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (b >= last)
+        return;
+    const int32_t P = parent[b];
+    if (P < 0) {
+        cube[b] = real4d{1.5, 1.5, 1.5, 1.0};
+        oct[b] = 0;
+        return;
+    }
+    const int L = level[b];
+    const uint64_t key = np > 0 ? keys[begin[b]] : 0;
+    const int o = (int)((key >> (3 * (FMK_TREE_KEY_BITS - L))) & 7);
+    const real4d c = cube[P];
+    const double q = 0.25 * c.w;
+    cube[b] = real4d{c.x + ((o & 4) ? q : -q), c.y + ((o & 2) ? q : -q), c.z + ((o & 1) ? q : -q), 0.5 * c.w};
+    oct[b] = (int8_t)o;
 }
 
 /* N(b) for the nodes [first, last) of one level, from their parents' (fmm3d_lists.c). */
@@ -555,16 +556,19 @@ extern "C" fmk_status fmk_cuda_fmm3d_geometry(fmk_plan *plan, const fmk_cuda_tre
     B.alloc(&g->d_tn, k, "the boxes");
     B.alloc(&w.oct, k, "the list builder's workspace", false);
     if (B.st == FMK_OK) {
-        k_nodes<<<blocks_for(k), BLOCK>>>(k, np, self, t->d_keys, t->d_begin, t->d_end, t->d_level, w.pos,
-                                          g->d_cube, w.oct, g->d_sb, g->d_sn, g->d_tb, g->d_tn);
+        k_nodes<<<blocks_for(k), BLOCK>>>(k, self, t->d_begin, t->d_end, w.pos, g->d_sb, g->d_sn, g->d_tb,
+                                          g->d_tn);
         B.ok(cudaMemcpyAsync(g->d_level, t->d_level, (size_t)k, cudaMemcpyDeviceToDevice), "cudaMemcpy (levels)");
     }
 
-    /* neighbour sets, level by level */
+    /* cubes and neighbour sets, level by level */
     B.alloc(&w.nbr, NBR_MAX * k, "the neighbour sets", false);
     B.alloc(&w.n_nbr, k, "the neighbour sets", false);
     for (int L = 0; L < levels && B.st == FMK_OK; L++) {
         const int64_t a = t->level_begin[L], e = t->level_begin[L + 1];
+        if (e > a)
+            k_cubes<<<blocks_for(e - a), BLOCK>>>(a, e, np, t->d_keys, t->d_begin, t->d_parent, t->d_level,
+                                                  g->d_cube, w.oct);
         if (e > a)
             k_neighbours<<<blocks_for(e - a), BLOCK>>>(a, e, t->d_parent, t->d_more, t->d_n_children, g->d_cube,
                                                        w.nbr, w.n_nbr);
