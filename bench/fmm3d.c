@@ -9,6 +9,8 @@
  *   fmm3d table8     Gumerov & Duraiswami (paper 003) Table 8: N = 2^20 uniform, p = 4, 8, 12,
  *                    potential, and potential + gradient
  *   fmm3d cross      N = 2^12 .. 2^20 uniform: FMM (eps 1e-3, 1e-6) vs GPU direct and treecode
+ *   fmm3d small      N = 2^12, 2^14, 2^16, 2^18, 2^20 uniform, FMM only, eps 1e-3 and 1e-6 (the
+ *                    small-N floor of eval and set_points)
  *   fmm3d scale [K]  N = 2^16 .. 2^K (default 26) uniform at eps 1e-6, slope of log t vs log N
  *   fmm3d leaf P     leaf sizes at order P, 2^20 uniform (the cost model's calibration)
  *   fmm3d order [K]  errors against p = 2 .. K (default 30) for the five test distributions,
@@ -30,6 +32,7 @@
  * program then says there is no GPU. */
 fmk_status fmk_cuda_fmm3d_m2l_work(const fmk_plan *plan, int64_t *pairs, int64_t *tile_pairs,
                                    int *stride) __attribute__((weak));
+fmk_status fmk_cuda_fmm3d_setup_times(const fmk_plan *plan, double t[11]) __attribute__((weak));
 #pragma weak cudaMalloc
 #pragma weak cudaMemcpy
 #pragma weak cudaFree
@@ -105,6 +108,8 @@ typedef struct result {
     int order, levels;
     int64_t leaf, bytes_device, plan_bytes_device;
     double m2l_rate, m2l_rate_tiles; /* flop/s in M2L: V pairs, and pairs the tiles multiply */
+    double setup_part[11];          /* FMM, last set_points: start, tree, lists, operators, buffers;
+                                     * the lists' stages: points, boxes, lists, directions, work, tiles */
 } result;
 
 /* Direct sum in double at SAMPLES targets (every n/SAMPLES-th source). */
@@ -192,6 +197,8 @@ static int measure(fmk_method method, double eps, int order, int64_t leaf, const
         memcpy(r->phase, info.phase_time, sizeof r->phase);
         r->order = info.order, r->levels = info.levels, r->leaf = info.leaf_size;
         r->bytes_device = info.bytes_device;
+        if (method == FMK_METHOD_FMM && fmk_cuda_fmm3d_setup_times)
+            fmk_cuda_fmm3d_setup_times(p, r->setup_part);
         int64_t pairs, tile_pairs;
         int S;
         if (method == FMK_METHOD_FMM && fmk_cuda_fmm3d_m2l_work(p, &pairs, &tile_pairs, &S) == FMK_OK &&
@@ -229,13 +236,16 @@ static void print_row(const char *table, fmk_method m, const char *dist, int64_t
                "\"eval_ms\":%.4f,\"p2m_ms\":%.4f,\"m2m_ms\":%.4f,\"m2l_ms\":%.4f,\"l2l_ms\":%.4f,"
                "\"l2p_ms\":%.4f,\"p2p_ms\":%.4f,\"tree_ms\":%.4f,\"err_pot\":%.3e,\"err_grad\":%.3e,"
                "\"m2l_gflops\":%.1f,\"m2l_gflops_tiles\":%.1f,\"bytes_device\":%lld,"
-               "\"plan_bytes_device\":%lld}",
+               "\"plan_bytes_device\":%lld,\"setup_start_ms\":%.4f,\"setup_tree_ms\":%.4f,"
+               "\"setup_lists_ms\":%.4f,\"setup_ops_ms\":%.4f,\"setup_buffers_ms\":%.4f}",
                first_row ? "[\n" : ",\n", table, method_name(m), dist, (long long)n, eps, grad,
                r->order, (long long)r->leaf, r->levels, 1e3 * r->setup, 1e3 * r->eval,
                1e3 * ph[FMK_PHASE_P2M], 1e3 * ph[FMK_PHASE_M2M], 1e3 * ph[FMK_PHASE_M2L],
                1e3 * ph[FMK_PHASE_L2L], 1e3 * ph[FMK_PHASE_L2P], 1e3 * ph[FMK_PHASE_P2P],
                1e3 * ph[FMK_PHASE_TREE], r->err_pot, r->err_grad, 1e-9 * r->m2l_rate,
-               1e-9 * r->m2l_rate_tiles, (long long)r->bytes_device, (long long)r->plan_bytes_device);
+               1e-9 * r->m2l_rate_tiles, (long long)r->bytes_device, (long long)r->plan_bytes_device,
+               1e3 * r->setup_part[0], 1e3 * r->setup_part[1], 1e3 * r->setup_part[2],
+               1e3 * r->setup_part[3], 1e3 * r->setup_part[4]);
         first_row = 0;
         return;
     }
@@ -247,6 +257,14 @@ static void print_row(const char *table, fmk_method m, const char *dist, int64_t
            1e3 * ph[FMK_PHASE_L2P], 1e3 * ph[FMK_PHASE_P2P], 1e3 * ph[FMK_PHASE_TREE], r->err_pot,
            r->err_grad, 1e-9 * r->m2l_rate, 1e-9 * r->m2l_rate_tiles,
            (double)r->bytes_device / (double)n);
+    if (m == FMK_METHOD_FMM)
+        printf("       set_points (ms): start %.2f tree %.2f lists %.2f operators %.2f buffers %.2f\n",
+               1e3 * r->setup_part[0], 1e3 * r->setup_part[1], 1e3 * r->setup_part[2],
+               1e3 * r->setup_part[3], 1e3 * r->setup_part[4]);
+    if (m == FMK_METHOD_FMM)
+        printf("       lists (ms): points %.2f boxes %.2f lists %.2f directions %.2f work %.2f tiles %.2f\n",
+               1e3 * r->setup_part[5], 1e3 * r->setup_part[6], 1e3 * r->setup_part[7],
+               1e3 * r->setup_part[8], 1e3 * r->setup_part[9], 1e3 * r->setup_part[10]);
     fflush(stdout);
 }
 
@@ -299,6 +317,14 @@ int main(int argc, char **argv)
             }
             if (measure(FMK_METHOD_DIRECT, 1e-6, -1, 0, "cube", n, 1, 3, 0, &r) == 0)
                 print_row("cross", FMK_METHOD_DIRECT, "cube", n, 0, 1, &r);
+        }
+    } else if (!strcmp(mode, "small")) {
+        for (int lg = 12; lg <= 20; lg += 2) {
+            const int64_t n = (int64_t)1 << lg;
+            const double epss[] = {1e-3, 1e-6};
+            for (int e = 0; e < 2; e++)
+                if (measure(FMK_METHOD_FMM, epss[e], -1, 0, "cube", n, 1, 7, 1, &r) == 0)
+                    print_row("small", FMK_METHOD_FMM, "cube", n, epss[e], 1, &r);
         }
     } else if (!strcmp(mode, "scale")) {
         const int top = arg > 0 ? arg : 26;

@@ -1,28 +1,28 @@
 /* fmm3d.cu -- the adaptive 3D FMM for the Laplace kernel on the GPU (method fmm, backend cuda),
  * fp64. docs/fmm3d_gpu.md describes the design and the measured numbers.
  *
- * set_points (geometry, once): the points (mapped into the plan's frame) go to the GPU, the
- * octree over sources and targets together is built there (tree3d.cu, the treecode's build),
- * downloaded once, and the U, V, W, X lists of the CPU engine (fmm3d_lists.c) are built on the
- * host and uploaded with the sources and targets in key order. The translation operators are
- * dense real matrices on (p + 1)(p + 2) doubles (an expansion's real and imaginary parts):
- * with every expansion scaled by its box's side (fmm3d_ops.h), M2M and L2L depend only on the
- * child's octant (8 each) and M2L only on the offset of the two boxes in side units (one of the
- * 316 V-list directions), never on the level. They are built on the GPU, one entry per thread,
- * from the addition theorems (fmm3d_ops.c's references, written per matrix entry) and the
- * harmonics of the 8 + 8 + 316 translation vectors.
+ * set_points (geometry, once), all on the GPU: the points (mapped into the plan's frame) go to
+ * the GPU, the octree over sources and targets together is built there (tree3d.cu, the
+ * treecode's build), and fmm3d_lists.cu derives from it the sources and targets in key order,
+ * the boxes, the U, V, W, X lists of the CPU engine (fmm3d_lists.c, entry for entry), the work
+ * lists and the M2M/L2L tiles; the host reads only sizes. The translation operators are dense
+ * real matrices on (p + 1)(p + 2) doubles (an expansion's real and imaginary parts): with every
+ * expansion scaled by its box's side (fmm3d_ops.h), M2M and L2L depend only on the child's
+ * octant (8 each) and M2L only on the offset of the two boxes in side units (one of the 316
+ * V-list directions), never on the level. They are built on the GPU, one entry per thread, from
+ * the addition theorems (fmm3d_ops.c's references, written per matrix entry) and the harmonics
+ * of the 8 + 8 + 316 translation vectors; the M2L matrices are stacked into one tall matrix.
  *
  * eval (numbers only): charges to key order; P2M at the leaves (a block per leaf, a thread per
- * source, warp sums); M2M level by level upward and L2L level by level downward in tiles of TB
- * boxes (per octant, the TB input expansions in shared memory times the octant's matrix
- * streamed once for all of them, accumulators in registers); M2L per V direction as one cuBLAS
- * DGEMM of the direction's matrix with the multipoles of all boxes from level 2 down, then a
- * scatter of the direction's pairs into the local expansions; P2L (X list); L2P and M2P
- * (W list) a thread per target; P2P (U list) a block per target leaf with the sources staged in
- * shared memory. W entries with few sources and X entries into boxes with few targets are done
- * as P2P instead (exact, and cheaper there; fmk_cuda_fmm3d_direct_near). Then the results go
- * to the caller's order and units. Nothing is written to the caller's arrays
- * before every pass has succeeded.
+ * source, warp sums); M2M level by level upward (to level 2) and L2L level by level downward in
+ * tiles of TB boxes (per octant, the TB input expansions in shared memory times the octant's
+ * matrix, accumulators in registers); M2L per batch of directions as one cuBLAS DGEMM of the
+ * stacked matrices with the multipoles of all boxes from level 2 down, then a gather of each
+ * target box's V entries of the batch; P2L (X list); L2P and M2P (W list) a thread per target;
+ * P2P (U list) a block per target leaf with the sources staged in shared memory. W entries with
+ * few sources and X entries into boxes with few targets are done as P2P instead (exact, and
+ * cheaper there; fmk_cuda_fmm3d_direct_near). Then the results go to the caller's order and
+ * units. Nothing is written to the caller's arrays before every pass has succeeded.
  */
 #include <math.h>
 #include <stdio.h>
@@ -36,6 +36,7 @@
 #include "../fmm3d.h"
 #include "../fmm3d_ops.h"
 #include "cuda_internal.h"
+#include "fmm3d_lists.h"
 #include "tree_internal.h"
 
 #define IDX FMK_FMM3D_IDX
@@ -300,28 +301,31 @@ __global__ void __launch_bounds__(M2L_THREADS) k_tiles(int S, int32_t first_tile
         }
         __syncthreads();
         const double *Td = T + (int64_t)tile_slot[e] * S * S;
-        double next[RPT]; /* the matrix row of the next j, loaded while this one is used */
+        /* JC matrix rows loaded together: with few tiles (the top levels) the loop is bound by
+         * the latency of these loads, not by the multiply-adds */
+        constexpr int JC = RPT >= 8 ? 32 / RPT : 8;
+        for (int j0 = 0; j0 < S; j0 += JC) {
+            double tv[JC][RPT];
 #pragma unroll
-        for (int r = 0; r < RPT; r++) {
-            const int k = threadIdx.x + r * M2L_THREADS;
-            next[r] = k < S ? __ldg(Td + k) : 0.0;
-        }
-        for (int j = 0; j < S; j++) {
-            double tv[RPT];
-#pragma unroll
-            for (int r = 0; r < RPT; r++) {
-                const int k = threadIdx.x + r * M2L_THREADS;
-                tv[r] = next[r];
-                next[r] = k < S && j + 1 < S ? __ldg(Td + (int64_t)(j + 1) * S + k) : 0.0;
-            }
-            const double2 *mj = ms2 + j * (TB / 2);
-#pragma unroll
-            for (int t = 0; t < TB / 2; t++) {
-                const double2 m = mj[t];
+            for (int jj = 0; jj < JC; jj++)
 #pragma unroll
                 for (int r = 0; r < RPT; r++) {
-                    acc[r][2 * t] += tv[r] * m.x;
-                    acc[r][2 * t + 1] += tv[r] * m.y;
+                    const int k = threadIdx.x + r * M2L_THREADS;
+                    tv[jj][r] = k < S && j0 + jj < S ? __ldg(Td + (int64_t)(j0 + jj) * S + k) : 0.0;
+                }
+#pragma unroll
+            for (int jj = 0; jj < JC; jj++) {
+                if (j0 + jj >= S)
+                    break;
+                const double2 *mj = ms2 + (j0 + jj) * (TB / 2);
+#pragma unroll
+                for (int t = 0; t < TB / 2; t++) {
+                    const double2 m = mj[t];
+#pragma unroll
+                    for (int r = 0; r < RPT; r++) {
+                        acc[r][2 * t] += tv[jj][r] * m.x;
+                        acc[r][2 * t + 1] += tv[jj][r] * m.y;
+                    }
                 }
             }
         }
@@ -342,21 +346,36 @@ __global__ void __launch_bounds__(M2L_THREADS) k_tiles(int S, int32_t first_tile
     }
 }
 
-/* M2L, second half: L[trg] += X[src] / side(trg) for the pairs of one direction, where X holds
- * that direction's matrix times every multipole (one GEMM). A direction gives each target at
- * most one source, so the pairs of one launch never write the same expansion. X's column 0 is
- * box first. */
-__global__ void k_m2l_scatter(int S, int64_t n, int64_t first, const int32_t *__restrict__ src,
-                              const int32_t *__restrict__ trg, const real4d *__restrict__ cube,
-                              const double *__restrict__ X, double *L)
+/* M2L, second half, for the directions [slot0, slot1) of one GEMM: L[b] += sum over b's V
+ * entries of those directions of X[source][slot] / side(b), a block per target box. X holds the
+ * directions' matrices times every multipole from box first on: column (box - first), rows
+ * (slot - slot0) S .. + S, leading dimension ldx. A box's V entries are sorted by slot. */
+__global__ void k_m2l_gather(int S, int64_t ldx, int slot0, int slot1, int64_t first,
+                             const int32_t *__restrict__ vnodes, const int32_t *__restrict__ v_begin,
+                             const int32_t *__restrict__ v, const int16_t *__restrict__ v_slot,
+                             const real4d *__restrict__ cube, const double *__restrict__ X, double *L)
 {
-    for (int64_t g = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; g < n * S;
-         g += (int64_t)gridDim.x * blockDim.x) {
-        const int64_t e = g / S;
-        const int k = (int)(g - e * S);
-        const int a = src[e], b = trg[e];
-        /* locals carry 1/s (fmm3d_ops.h: P2L); the matrices are for unit sides */
-        L[(int64_t)b * S + k] += X[(a - first) * S + k] / cube[b].w;
+    const int b = vnodes[blockIdx.x];
+    int e0 = v_begin[b], e1 = v_begin[b + 1];
+    while (e0 < e1) { /* first entry of slot >= slot0 */
+        const int mid = (e0 + e1) / 2;
+        if (v_slot[mid] < slot0)
+            e0 = mid + 1;
+        else
+            e1 = mid;
+    }
+    e1 = v_begin[b + 1];
+    /* locals carry 1/s (fmm3d_ops.h: P2L); the matrices are for unit sides */
+    const double inv_s = 1 / cube[b].w;
+    for (int k = threadIdx.x; k < S; k += blockDim.x) {
+        double acc = 0;
+        for (int e = e0; e < e1; e++) {
+            const int sl = v_slot[e];
+            if (sl >= slot1)
+                break;
+            acc += X[(int64_t)(v[e] - first) * ldx + (int64_t)(sl - slot0) * S + k];
+        }
+        L[(int64_t)b * S + k] += acc * inv_s;
     }
 }
 
@@ -459,9 +478,23 @@ __global__ void __launch_bounds__(64) k_l2p_m2p(int p, int S, int nt, tabs tb,
     }
 }
 
+/* 1/sqrt(x) in fp64 and 0 at x == 0 (a coincident pair), as the direct engine computes it
+ * (p2p.cu): the MUFU.RSQ64H seed with its high word zeroed at x == 0 and one third-order
+ * correction (relative error about 5 d^3 / 16 for a seed error d, far below 2^-53). */
+__device__ __forceinline__ double rsqrt0(double x)
+{
+    double y;
+    asm("rsqrt.approx.ftz.f64 %0, %1;" : "=d"(y) : "d"(x));
+    const int hi = __double2hiint(x) != 0 ? __double2hiint(y) : 0;
+    y = __hiloint2double(hi, __double2loint(y));
+    const double e = fma(-x, y * y, 1.0);
+    return fma(y, e * fma(e, 0.375, 0.5), y);
+}
+
 /* P2P: the targets of box leaves[blockIdx.x] from the sources of its list (U and the W entries
  * done directly, for leaves; the X entries done directly, for any box), staged in shared
- * memory. Pairs at distance 0 contribute nothing. */
+ * memory. Pairs at distance 0 contribute nothing. (Two targets per thread, each staged source
+ * serving both, measured slower at 307-point leaves: 14.0 against 11.8 ms at 2^20.) */
 __global__ void __launch_bounds__(BLOCK) k_p2p(int nt, int atomic, const int32_t *__restrict__ leaves,
                                                const int32_t *__restrict__ tbeg,
                                                const int32_t *__restrict__ tn,
@@ -477,9 +510,7 @@ __global__ void __launch_bounds__(BLOCK) k_p2p(int nt, int atomic, const int32_t
     const int i0 = tbeg[b], i1 = i0 + tn[b];
     for (int base = i0; base < i1; base += BLOCK) {
         const int i = base + threadIdx.x;
-        real4d y = {0, 0, 0, 0};
-        if (i < i1)
-            y = trg[i];
+        const real4d y = i < i1 ? trg[i] : real4d{0, 0, 0, 0};
         double p = 0, gx = 0, gy = 0, gz = 0;
         for (int e = u_begin[b]; e < u_begin[b + 1]; e++) {
             const int a = u[e];
@@ -490,11 +521,11 @@ __global__ void __launch_bounds__(BLOCK) k_p2p(int nt, int atomic, const int32_t
                     tile[threadIdx.x] = src[jb + threadIdx.x];
                 __syncthreads();
                 const int cnt = j1 - jb < BLOCK ? j1 - jb : BLOCK;
+#pragma unroll 4
                 for (int j = 0; j < cnt; j++) {
                     const real4d s = tile[j];
                     const double dx = y.x - s.x, dy = y.y - s.y, dz = y.z - s.z;
-                    const double r2 = dx * dx + dy * dy + dz * dz;
-                    const double inv = r2 > 0 ? rsqrt(r2) : 0.0;
+                    const double inv = rsqrt0(dx * dx + dy * dy + dz * dz);
                     const double qi = s.w * inv, qi3 = qi * inv * inv;
                     p += qi;
                     gx -= dx * qi3, gy -= dy * qi3, gz -= dz * qi3;
@@ -581,9 +612,9 @@ __device__ void weight(int kind, const double *H, const double *sqb, int nb, int
 }
 
 __global__ void k_build(int kind, int p, int n_mat, int hdeg, const double *__restrict__ H,
-                        const double *__restrict__ sqb, int nb, double *T)
+                        const double *__restrict__ sqb, int nb, int64_t mat_stride, int64_t ld, double *T)
 {
-    const int nc = (p + 1) * (p + 2) / 2, S = 2 * nc;
+    const int nc = (p + 1) * (p + 2) / 2;
     const int64_t total = (int64_t)n_mat * nc * nc;
     for (int64_t g = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; g < total;
          g += (int64_t)gridDim.x * blockDim.x) {
@@ -604,12 +635,12 @@ __global__ void k_build(int kind, int p, int n_mat, int hdeg, const double *__re
             if (Li & 1)
                 c2r = -c2r, c2i = -c2i;
         }
-        double *Tm = T + (int64_t)mat * S * S;
+        double *Tm = T + (int64_t)mat * mat_stride; /* column-major, leading dimension ld */
         const int64_t ir = 2 * in, ii = 2 * in + 1, orr = 2 * out, oi = 2 * out + 1;
-        Tm[ir * S + orr] = c1r + c2r;  /* d out_re / d in_re */
-        Tm[ii * S + orr] = c2i - c1i;  /* d out_re / d in_im */
-        Tm[ir * S + oi] = c1i + c2i;   /* d out_im / d in_re */
-        Tm[ii * S + oi] = c1r - c2r;   /* d out_im / d in_im */
+        Tm[ir * ld + orr] = c1r + c2r;  /* d out_re / d in_re */
+        Tm[ii * ld + orr] = c2i - c1i;  /* d out_re / d in_im */
+        Tm[ir * ld + oi] = c1i + c2i;   /* d out_im / d in_re */
+        Tm[ii * ld + oi] = c1r - c2r;   /* d out_im / d in_im */
     }
 }
 
@@ -625,28 +656,15 @@ struct fmm_gpu {
     m2l_cfg cfg;
     int64_t n_nodes;
     int levels;
-    int64_t level_begin[FMK_TREE_MAX_LEVEL + 2];
-    int64_t n_leaves_src, n_leaves_trg, n_xnodes, n_ynodes;
-    int64_t m2m_first[FMK_TREE_MAX_LEVEL + 2], l2l_first[FMK_TREE_MAX_LEVEL + 2]; /* per level */
-    int64_t n_v;                       /* V pairs */
-    int n_slots;                       /* V directions that occur */
-    int64_t dir_begin[FMK_FMM3D_NDIR + 1]; /* V pairs of slot d: [dir_begin[d], dir_begin[d + 1]) */
     int64_t gemm_first;                /* first node of level 2: M2L's GEMMs start there */
+    int m2l_batch;                     /* directions per M2L GEMM */
     cublasHandle_t blas;
     int has_blas;
     double tree_time;
-    /* device arrays, all in one list so release frees them */
-    real4d *d_src, *d_trg;             /* key order; d_trg == d_src when self */
-    int32_t *d_src_order, *d_trg_order;
-    real4d *d_cube;
-    int32_t *d_sb, *d_sn, *d_tb, *d_tn;
-    int8_t *d_level;
-    int32_t *d_u_begin, *d_u, *d_w_begin, *d_w, *d_x_begin, *d_x;
-    int32_t *d_y_begin, *d_y;          /* X entries done as P2P into the box's targets */
-    int32_t *d_leaves_src, *d_leaves_trg, *d_xnodes, *d_ynodes;
-    int32_t *d_tile_nodes, *d_tile_begin, *d_tile_slot, *d_tile_src;
-    int32_t *d_pair_src, *d_pair_trg;  /* V pairs sorted by direction slot */
-    double *d_X;                       /* one direction's matrix times every multipole */
+    double setup_time[5];              /* seconds: start (events, cuBLAS), tree, lists, operators, buffers */
+    fmk_cuda_fmm3d_geo g;              /* points, boxes, lists, tiles (fmm3d_lists.cu) */
+    /* device arrays of the operators and expansions */
+    double *d_X;                       /* a batch of directions' matrices times every multipole */
     double *d_m2l, *d_m2m, *d_l2l;
     double *d_tabs;                    /* rec_a | rec_b | rec_diag | sqrt_int */
     tabs tb;
@@ -660,14 +678,9 @@ struct fmm_gpu {
 
 void free_all(fmm_gpu *s)
 {
-    if (s->d_trg != s->d_src)
-        cudaFree(s->d_trg);
-    void *all[] = {s->d_src, s->d_src_order, s->d_trg_order, s->d_cube, s->d_sb, s->d_sn,
-                   s->d_tb, s->d_tn, s->d_level,
-                   s->d_u_begin, s->d_u, s->d_w_begin, s->d_w, s->d_x_begin, s->d_x,
-                   s->d_y_begin, s->d_y, s->d_leaves_src, s->d_leaves_trg, s->d_xnodes, s->d_ynodes, s->d_tile_nodes,
-                   s->d_tile_begin, s->d_tile_slot, s->d_tile_src, s->d_m2l, s->d_m2m, s->d_l2l,
-                   s->d_tabs, s->d_M, s->d_L, s->d_res, s->d_pair_src, s->d_pair_trg, s->d_X, s->d_q, s->d_pot, s->d_grad, s->d_stats};
+    fmk_cuda_fmm3d_geo_free(&s->g);
+    void *all[] = {s->d_m2l, s->d_m2m, s->d_l2l, s->d_tabs, s->d_M, s->d_L, s->d_res, s->d_X,
+                   s->d_q, s->d_pot, s->d_grad, s->d_stats};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (all[i])
             cudaFree(all[i]);
@@ -692,6 +705,18 @@ void fmm_release(fmk_plan *plan)
     plan->state_bytes_device = 0;
 }
 
+/* Directions per M2L GEMM: as many as keep the products within M2L_BATCH_BYTES (at least
+ * one); nn boxes from level 2 down. */
+const int64_t M2L_BATCH_BYTES = 256ll << 20;
+int m2l_batch_for(int64_t S, int64_t nn, int n_dirs)
+{
+    const int64_t per = 8 * S * (nn > 0 ? nn : 1);
+    int64_t b = M2L_BATCH_BYTES / per;
+    if (b > n_dirs)
+        b = n_dirs;
+    return b < 1 ? 1 : (int)b;
+}
+
 /* Device bytes for ns sources, nt targets (nt < 0: at the sources), before allocating. */
 int64_t device_bytes(const fmk_plan *plan, int64_t ns, int64_t nt, int64_t nodes, int64_t n_dirs)
 {
@@ -703,12 +728,11 @@ int64_t device_bytes(const fmk_plan *plan, int64_t ns, int64_t nt, int64_t nodes
     const int64_t np = self ? ns : ns + nt;
     const m2l_cfg cfg = m2l_config((int)S);
     int64_t b = fmk_cuda_tree3d_build_bytes(np) + nodes * FMK_CUDA_TREE_NODE_BYTES; /* tree */
-    b += 32 * ns + 4 * ns + (self ? 0 : 36 * nt) + 24 * np;    /* points, orders, upload */
-    b += nodes * (32 + 7 * 4 + 2 + 3 * 4 + 12);                /* node arrays, list begins */
-    b += nodes * 4 * (27 + 189 + 16 + 16);                     /* U, V (tiles), W, X entries */
-    b += nodes * 4 * 189 / cfg.tb * 3 + nodes * 8;             /* tiles */
+    b += 24 * np;                                              /* points to the GPU */
+    b += fmk_cuda_fmm3d_geo_bytes(np, ns, self, nodes, cfg.tb); /* boxes, lists, tiles */
     b += (n_dirs + 16) * S * S * 8;                            /* matrices */
     b += 2 * nodes * S * 8;                                    /* M, L */
+    b += 8 * S * nodes * m2l_batch_for(S, nodes, (int)n_dirs); /* M2L products */
     b += 4 * nt * 8 + ns * 8 + 4 * nt * 8;                     /* results, host eval buffers */
     return b;
 }
@@ -719,9 +743,9 @@ void fmm_memory(const fmk_plan *plan, int64_t ns, int64_t nt, int64_t *h, int64_
     const int p = order_of(plan);
     const int64_t nodes = fmk_tree3d_estimate_nodes(np, leaf_size_of(plan, p));
     *d = device_bytes(plan, ns, nt, nodes, FMK_FMM3D_NDIR - 27);
-    /* host: the downloaded tree and lists while set_points runs */
-    *h = (int64_t)sizeof(fmm_gpu) + fmk_tree3d_bytes_for(np, nodes) +
-         fmk_fmm3d_lists_bytes_for(nodes) + 64 * np + 64 * nodes;
+    /* host: the translation vectors' harmonics and the operator tables while set_points runs */
+    *h = (int64_t)sizeof(fmm_gpu) + 8 * (int64_t)(2 * p + 1) * (2 * p + 2) * (FMK_FMM3D_NDIR + 16) +
+         8 * (int64_t)(4 * p + 2) * (4 * p + 2);
 }
 
 /* cudaMalloc + copy of host data, with the plan's message on failure. */
@@ -739,23 +763,6 @@ fmk_status put(fmk_plan *plan, fmm_gpu *s, void **d, const void *h, size_t bytes
     }
     return FMK_OK;
 }
-
-/* Octant of a child within its parent: bit 2 x, bit 1 y, bit 0 z (1: upper half). */
-int octant(const fmk_fmm3d_lists *l, int64_t child, int64_t parent)
-{
-    int o = 0;
-    for (int k = 0; k < 3; k++)
-        o |= (l->center[3 * child + k] > l->center[3 * parent + k]) << (2 - k);
-    return o;
-}
-
-/* Host-side geometry: everything set_points computes from the downloaded tree. */
-struct host_geo {
-    fmk_tree3d tree;
-    fmk_fmm3d_lists lists;
-    int32_t *i32;      /* scratch of the int32 arrays below, one block */
-    real4d *src, *trg;
-};
 
 template <typename T> T *hmalloc(size_t n) { return (T *)malloc(sizeof(T) * (n > 0 ? n : 1)); }
 
@@ -808,10 +815,12 @@ fmk_status build_matrices(fmk_plan *plan, fmm_gpu *s, const fmk_fmm3d_ops_ctx *o
     if (st == FMK_OK) {
         const int nc = S / 2;
         if (n_slots > 0)
-            k_build<<<2048, 256>>>(0, p, n_slots, hdeg_m2l, d_H, d_sqb, nb, s->d_m2l);
-        k_build<<<(8 * nc * nc + 255) / 256, 256>>>(1, p, 8, p, d_H + hs_m2l * n_slots, d_sqb, nb, s->d_m2m);
+            k_build<<<2048, 256>>>(0, p, n_slots, hdeg_m2l, d_H, d_sqb, nb, S, (int64_t)n_slots * S,
+                                   s->d_m2l);
+        k_build<<<(8 * nc * nc + 255) / 256, 256>>>(1, p, 8, p, d_H + hs_m2l * n_slots, d_sqb, nb,
+                                                     (int64_t)S * S, S, s->d_m2m);
         k_build<<<(8 * nc * nc + 255) / 256, 256>>>(2, p, 8, p, d_H + hs_m2l * n_slots + 8 * hs_p, d_sqb, nb,
-                                                     s->d_l2l);
+                                                     (int64_t)S * S, S, s->d_l2l);
         cudaError_t err = cudaDeviceSynchronize();
         if (err == cudaSuccess)
             err = cudaGetLastError();
@@ -822,196 +831,6 @@ fmk_status build_matrices(fmk_plan *plan, fmm_gpu *s, const fmk_fmm3d_ops_ctx *o
         cudaFree(d_sqb), s->bytes -= sizeof(double) * nb * nb;
     if (d_H)
         cudaFree(d_H), s->bytes -= sizeof(double) * (hs_m2l * n_slots + 16 * hs_p);
-    return st;
-}
-
-/* Tiles of TB target boxes for the translation kernel (host side, grown as needed). A tile
- * lists the slots (directions or octants) that occur among its targets and, per slot, each
- * target's source box or -1. */
-struct tiles_h {
-    int tb;
-    int64_t n_tiles, n_entries, cap_tiles, cap_entries;
-    int32_t *nodes, *begin, *slot, *src;
-};
-
-int tiles_grow(tiles_h *t, int64_t tiles, int64_t entries)
-{
-    if (tiles > t->cap_tiles) {
-        const int64_t c = tiles * 2 + 64;
-        int32_t *n = (int32_t *)realloc(t->nodes, 4 * (size_t)(c * t->tb));
-        if (n)
-            t->nodes = n;
-        int32_t *b = (int32_t *)realloc(t->begin, 4 * (size_t)(c + 1));
-        if (b)
-            t->begin = b;
-        if (!n || !b)
-            return -1;
-        t->cap_tiles = c;
-    }
-    if (entries > t->cap_entries) {
-        const int64_t c = entries * 2 + 512;
-        int32_t *sl = (int32_t *)realloc(t->slot, 4 * (size_t)c);
-        if (sl)
-            t->slot = sl;
-        int32_t *sr = (int32_t *)realloc(t->src, 4 * (size_t)(c * t->tb));
-        if (sr)
-            t->src = sr;
-        if (!sl || !sr)
-            return -1;
-        t->cap_entries = c;
-    }
-    return 0;
-}
-
-/* Appends the tiles of n targets; pairs(ctx, target, slots, srcs) gives a target's (slot,
- * source) pairs (at most FMK_FMM3D_NDIR, distinct slots). Returns 0 or -1 (out of memory). */
-typedef int (*pairs_fn)(const void *ctx, int32_t target, int32_t *slots, int32_t *srcs);
-int tiles_add(tiles_h *t, int64_t n, const int32_t *targets, pairs_fn pairs, const void *ctx)
-{
-    const int TB = t->tb;
-    int32_t pos[FMK_FMM3D_NDIR], sl[FMK_FMM3D_NDIR], sr[FMK_FMM3D_NDIR];
-    if (t->n_tiles == 0 && tiles_grow(t, 1, 1) == 0)
-        t->begin[0] = 0;
-    for (int64_t first = 0; first < n; first += TB) {
-        const int64_t cnt = n - first < TB ? n - first : TB;
-        if (tiles_grow(t, t->n_tiles + 1, t->n_entries + FMK_FMM3D_NDIR) != 0)
-            return -1;
-        for (int d = 0; d < FMK_FMM3D_NDIR; d++)
-            pos[d] = -1;
-        const int64_t e0 = t->n_entries;
-        int64_t e = e0;
-        for (int i = 0; i < TB; i++) {
-            t->nodes[t->n_tiles * TB + i] = i < cnt ? targets[first + i] : -1;
-            if (i >= cnt)
-                continue;
-            const int np = pairs(ctx, targets[first + i], sl, sr);
-            for (int k = 0; k < np; k++) {
-                if (pos[sl[k]] < 0) {
-                    pos[sl[k]] = (int32_t)(e - e0);
-                    t->slot[e] = sl[k];
-                    for (int j = 0; j < TB; j++)
-                        t->src[e * TB + j] = -1;
-                    e++;
-                }
-                t->src[(e0 + pos[sl[k]]) * TB + i] = sr[k];
-            }
-        }
-        t->n_entries = e;
-        t->n_tiles++;
-        t->begin[t->n_tiles] = (int32_t)e;
-    }
-    return 0;
-}
-
-struct pairs_ctx {
-    const int32_t *more, *n_children, *parent;
-    const int64_t *n_src;
-    const int8_t *oct;
-};
-
-int pairs_children(const void *c, int32_t b, int32_t *slots, int32_t *srcs)
-{
-    const pairs_ctx *x = (const pairs_ctx *)c;
-    int n = 0;
-    for (int32_t d = x->more[b]; d < x->more[b] + x->n_children[b]; d++)
-        if (x->n_src[d] > 0)
-            slots[n] = x->oct[d], srcs[n++] = d;
-    return n;
-}
-
-int pairs_parent(const void *c, int32_t b, int32_t *slots, int32_t *srcs)
-{
-    const pairs_ctx *x = (const pairs_ctx *)c;
-    slots[0] = x->oct[b], srcs[0] = x->parent[b];
-    return 1;
-}
-
-/* The tiles of M2M per level (parents with sources) and of L2L per level
- * (boxes with targets below level 2, grouped by octant so each tile has one slot). */
-fmk_status build_tiles(fmk_plan *plan, fmm_gpu *s, const fmk_tree3d *t, const fmk_fmm3d_lists *l,
-                       const int64_t *n_src, const int64_t *n_trg, const int8_t *oct, long long total)
-{
-    const int64_t k = l->n_nodes;
-    tiles_h h;
-    memset(&h, 0, sizeof h);
-    h.tb = s->cfg.tb;
-    pairs_ctx c = {t->more, t->n_children, t->parent, n_src, oct};
-    int32_t *list = hmalloc<int32_t>((size_t)k);
-    int bad = !list;
-    int64_t n = 0;
-    for (int L = 0; L < t->levels && !bad; L++) {
-        s->m2m_first[L] = h.n_tiles;
-        n = 0;
-        for (int64_t b = t->level_begin[L]; b < t->level_begin[L + 1]; b++)
-            if (t->more[b] >= 0 && n_src[b] > 0)
-                list[n++] = (int32_t)b;
-        bad = tiles_add(&h, n, list, pairs_children, &c) != 0;
-    }
-    s->m2m_first[t->levels] = h.n_tiles;
-    for (int L = 0; L < t->levels && !bad; L++) {
-        s->l2l_first[L] = h.n_tiles;
-        for (int o = 0; o < 8 && !bad; o++) {
-            n = 0;
-            if (L >= 3)
-                for (int64_t b = t->level_begin[L]; b < t->level_begin[L + 1]; b++)
-                    if (n_trg[b] > 0 && oct[b] == o)
-                        list[n++] = (int32_t)b;
-            bad = tiles_add(&h, n, list, pairs_parent, &c) != 0;
-        }
-    }
-    s->l2l_first[t->levels] = h.n_tiles;
-    fmk_status st = FMK_OK;
-    if (bad)
-        st = fmk_error_set(plan, FMK_ERR_NOMEM, "out of host memory for the translation tiles");
-    const int TB = h.tb;
-    if (st == FMK_OK)
-        st = put(plan, s, (void **)&s->d_tile_nodes, h.nodes, 4 * (size_t)(h.n_tiles * TB), "the tiles", total);
-    if (st == FMK_OK)
-        st = put(plan, s, (void **)&s->d_tile_begin, h.begin, 4 * (size_t)(h.n_tiles + 1), "the tiles", total);
-    if (st == FMK_OK)
-        st = put(plan, s, (void **)&s->d_tile_slot, h.slot, 4 * (size_t)h.n_entries, "the tiles", total);
-    if (st == FMK_OK)
-        st = put(plan, s, (void **)&s->d_tile_src, h.src, 4 * (size_t)(h.n_entries * TB), "the tiles", total);
-    free(list), free(h.nodes), free(h.begin), free(h.slot), free(h.src);
-    return st;
-}
-
-/* int64 CSR begins to int32 on the device. */
-fmk_status put_begin(fmk_plan *plan, fmm_gpu *s, int32_t **d, const int64_t *h, int64_t n, int32_t *tmp,
-                     long long total)
-{
-    for (int64_t i = 0; i <= n; i++)
-        tmp[i] = (int32_t)h[i];
-    return put(plan, s, (void **)d, tmp, 4 * (size_t)(n + 1), "the interaction lists", total);
-}
-
-/* The V pairs sorted by direction slot (a counting sort), for M2L's GEMM + scatter. */
-fmk_status build_pairs(fmk_plan *plan, fmm_gpu *s, const fmk_fmm3d_lists *l, const int32_t *slot_of,
-                       long long total)
-{
-    const int64_t nv = l->n_v;
-    int32_t *src = hmalloc<int32_t>((size_t)nv), *trg = hmalloc<int32_t>((size_t)nv);
-    if (!src || !trg) {
-        free(src), free(trg);
-        return fmk_error_set(plan, FMK_ERR_NOMEM, "out of host memory for the V pairs");
-    }
-    int64_t pos[FMK_FMM3D_NDIR + 1];
-    memset(s->dir_begin, 0, sizeof s->dir_begin);
-    for (int64_t e = 0; e < nv; e++)
-        s->dir_begin[slot_of[l->v_dir[e]] + 1]++;
-    for (int d = 0; d < FMK_FMM3D_NDIR; d++)
-        s->dir_begin[d + 1] += s->dir_begin[d];
-    memcpy(pos, s->dir_begin, sizeof pos);
-    for (int64_t b = 0; b < l->n_nodes; b++)
-        for (int64_t e = l->v_begin[b]; e < l->v_begin[b + 1]; e++) {
-            const int64_t q = pos[slot_of[l->v_dir[e]]]++;
-            src[q] = l->v[e], trg[q] = (int32_t)b;
-        }
-    s->n_v = nv;
-    fmk_status st = put(plan, s, (void **)&s->d_pair_src, src, 4 * (size_t)nv, "the V pairs", total);
-    if (st == FMK_OK)
-        st = put(plan, s, (void **)&s->d_pair_trg, trg, 4 * (size_t)nv, "the V pairs", total);
-    free(src), free(trg);
     return st;
 }
 
@@ -1040,82 +859,36 @@ fmk_status setup_on_device(fmk_plan *plan, fmm_gpu *s)
     fmk_cuda_tree tree;
     memset(&tree, 0, sizeof tree);
     st = fmk_cuda_tree3d_build(plan, np, d_all, s->leaf_size, total, &tree);
+    if (st == FMK_OK) {
+        s->tree_time = fmk_time_now() - t0;
+        /* Near-field substitutes: a W entry with few sources is cheaper as P2P (appended to the
+         * leaf's U list) than M2P at each target, and an X entry into a box with few targets is
+         * cheaper as P2P into the box's targets than P2L (a separate list); both exact. */
+        const int64_t near_max = fmk_cuda_fmm3d_direct_near ? (int64_t)(p + 1) * (p + 1) / 2 : -1;
+        st = fmk_cuda_fmm3d_geometry(plan, &tree, d_all, ns, plan->self, near_max, s->cfg.tb, total, &s->g);
+        s->bytes += s->g.bytes;
+    }
+    const double t1 = fmk_time_now();
+    s->setup_time[1] = s->tree_time, s->setup_time[2] = t1 - t0 - s->tree_time;
+    const int64_t k = tree.n_nodes;
+    s->n_nodes = k;
+    s->levels = tree.levels;
+    s->gemm_first = tree.levels > 2 ? tree.level_begin[2] : k;
+    fmk_cuda_tree3d_free(&tree);
     cudaFree(d_all);
     if (st != FMK_OK)
         return st;
-    fmk_tree3d t;
-    st = fmk_cuda_tree3d_download(plan, &tree, NULL, &t);
-    fmk_cuda_tree3d_free(&tree);
-    if (st != FMK_OK)
-        return st;
-    s->tree_time = fmk_time_now() - t0;
-    const int64_t k = t.n_nodes;
-    s->n_nodes = k;
-    s->levels = t.levels;
-    for (int L = 0; L <= t.levels; L++)
-        s->level_begin[L] = t.level_begin[L];
-
-    /* sources and targets in key order, per-node counts (fmm3d.c's split) */
-    int64_t *n_src = hmalloc<int64_t>((size_t)k), *n_trg = hmalloc<int64_t>((size_t)k);
-    int64_t *before = hmalloc<int64_t>((size_t)np + 1);
-    real4d *hs = hmalloc<real4d>((size_t)ns), *ht = plan->self ? hs : hmalloc<real4d>((size_t)nt);
-    int32_t *so = hmalloc<int32_t>((size_t)ns), *to = plan->self ? so : hmalloc<int32_t>((size_t)nt);
-    const size_t n32 = (size_t)(k + 1) * 8 + (size_t)(np + 1); /* >= 4 k + 1 */
-    int32_t *i32 = hmalloc<int32_t>(n32 > 0 ? n32 : 1);
-    real4d *cube = hmalloc<real4d>((size_t)k);
-    int8_t *oct = hmalloc<int8_t>((size_t)k);
-    fmk_fmm3d_lists l;
-    memset(&l, 0, sizeof l);
-    int bad = !n_src || !n_trg || !before || !hs || !ht || !so || !to || !i32 || !cube || !oct;
-    if (!bad) {
-        int64_t is = 0, it = 0;
-        for (int64_t q = 0; q < np; q++) {
-            const int64_t c = t.order[q];
-            before[q] = is;
-            const double *x = c < ns ? plan->sources + 3 * c : plan->targets + 3 * (c - ns);
-            if (plan->self || c < ns) {
-                hs[is].x = x[0], hs[is].y = x[1], hs[is].z = x[2], hs[is].w = 0;
-                so[is++] = (int32_t)c;
-            } else {
-                ht[it].x = x[0], ht[it].y = x[1], ht[it].z = x[2], ht[it].w = 0;
-                to[it++] = (int32_t)(c - ns);
-            }
-        }
-        before[np] = is;
-        for (int64_t b = 0; b < k; b++) {
-            const int64_t sb = before[t.begin[b]], se = before[t.end[b]];
-            n_src[b] = se - sb;
-            n_trg[b] = plan->self ? se - sb : (t.end[b] - se) - (t.begin[b] - sb);
-        }
-        bad = fmk_fmm3d_lists_build(&t, n_src, n_trg, &l, plan->threads) != 0;
-    }
-    /* direction slots */
-    int32_t slot_of[FMK_FMM3D_NDIR], dir_of_slot[FMK_FMM3D_NDIR];
-    int n_slots = 0;
-    if (!bad)
-        for (int d = 0; d < FMK_FMM3D_NDIR; d++) {
-            slot_of[d] = l.dir_used[d] ? n_slots : -1;
-            if (l.dir_used[d])
-                dir_of_slot[n_slots++] = d;
-        }
-    if (bad) {
-        st = fmk_error_set(plan, FMK_ERR_NOMEM, "out of host memory for the FMM's lists");
-        goto done;
-    }
     {
         fmk_fmm3d_ops_ctx ops;
-        if ((st = fmk_fmm3d_ops_create(&ops, p)) != FMK_OK) {
-            st = fmk_error_set(plan, st, "cannot create the FMM operators of order %d", p);
-            goto done;
-        }
+        if ((st = fmk_fmm3d_ops_create(&ops, p)) != FMK_OK)
+            return fmk_error_set(plan, st, "cannot create the FMM operators of order %d", p);
         /* harmonic tables for degree <= p + 1 */
         const int64_t nh = fmk_fmm3d_ncoef(p + 1);
         const int64_t nt_tab = 2 * nh + (p + 2) + (2 * p + 5);
         double *tab = hmalloc<double>((size_t)nt_tab);
         if (!tab) {
             fmk_fmm3d_ops_destroy(&ops);
-            st = fmk_error_set(plan, FMK_ERR_NOMEM, "out of host memory for the FMM's tables");
-            goto done;
+            return fmk_error_set(plan, FMK_ERR_NOMEM, "out of host memory for the FMM's tables");
         }
         memcpy(tab, ops.rec_a, 8 * (size_t)nh);
         memcpy(tab + nh, ops.rec_b, 8 * (size_t)nh);
@@ -1126,131 +899,20 @@ fmk_status setup_on_device(fmk_plan *plan, fmm_gpu *s)
         s->tb.rec_a = s->d_tabs, s->tb.rec_b = s->d_tabs + nh, s->tb.rec_diag = s->d_tabs + 2 * nh;
         s->tb.sqrt_int = s->d_tabs + 2 * nh + p + 2;
         if (st == FMK_OK)
-            st = build_matrices(plan, s, &ops, dir_of_slot, n_slots, total);
+            st = build_matrices(plan, s, &ops, s->g.dir_of_slot, s->g.n_slots, total);
         fmk_fmm3d_ops_destroy(&ops);
         if (st != FMK_OK)
-            goto done;
+            return st;
     }
-    /* node arrays */
-    for (int64_t b = 0; b < k; b++) {
-        cube[b].x = l.center[3 * b], cube[b].y = l.center[3 * b + 1], cube[b].z = l.center[3 * b + 2];
-        cube[b].w = l.side[b];
-        oct[b] = (int8_t)(t.parent[b] >= 0 ? octant(&l, b, t.parent[b]) : 0);
-    }
-    st = put(plan, s, (void **)&s->d_src, hs, 32 * (size_t)ns, "the sources", total);
-    if (st == FMK_OK && !plan->self)
-        st = put(plan, s, (void **)&s->d_trg, ht, 32 * (size_t)nt, "the targets", total);
-    if (plan->self)
-        s->d_trg = s->d_src;
-    if (st == FMK_OK)
-        st = put(plan, s, (void **)&s->d_src_order, so, 4 * (size_t)ns, "the source order", total);
-    if (st == FMK_OK && !plan->self)
-        st = put(plan, s, (void **)&s->d_trg_order, to, 4 * (size_t)nt, "the target order", total);
-    if (st == FMK_OK && plan->self)
-        st = put(plan, s, (void **)&s->d_trg_order, so, 4 * (size_t)nt, "the target order", total);
-    if (st == FMK_OK)
-        st = put(plan, s, (void **)&s->d_cube, cube, 32 * (size_t)k, "the boxes", total);
-    if (st == FMK_OK)
-        st = put(plan, s, (void **)&s->d_level, t.level, (size_t)k, "the boxes", total);
-    if (st == FMK_OK) { /* per-node source/target begins and counts */
-        int32_t *a = i32, *c = i32 + k;
-        for (int64_t b = 0; b < k; b++)
-            a[b] = (int32_t)before[t.begin[b]], c[b] = (int32_t)n_src[b];
-        st = put(plan, s, (void **)&s->d_sb, a, 4 * (size_t)k, "the boxes", total);
-        if (st == FMK_OK)
-            st = put(plan, s, (void **)&s->d_sn, c, 4 * (size_t)k, "the boxes", total);
-        for (int64_t b = 0; b < k; b++) {
-            a[b] = (int32_t)(plan->self ? before[t.begin[b]] : t.begin[b] - before[t.begin[b]]);
-            c[b] = (int32_t)n_trg[b];
-        }
-        if (st == FMK_OK)
-            st = put(plan, s, (void **)&s->d_tb, a, 4 * (size_t)k, "the boxes", total);
-        if (st == FMK_OK)
-            st = put(plan, s, (void **)&s->d_tn, c, 4 * (size_t)k, "the boxes", total);
-    }
-    if (st == FMK_OK) {
-        /* Near-field substitutes: a W entry with few sources is cheaper as P2P (appended to the
-         * leaf's U list) than M2P at each target, and an X entry into a box with few targets is
-         * cheaper as P2P into the box's targets than P2L (a separate list); both exact. */
-        const int64_t thr = fmk_cuda_fmm3d_direct_near ? (int64_t)(p + 1) * (p + 1) / 2 : -1;
-        int64_t *ub = hmalloc<int64_t>((size_t)k + 1), *wb = hmalloc<int64_t>((size_t)k + 1);
-        int64_t *xb = hmalloc<int64_t>((size_t)k + 1), *yb = hmalloc<int64_t>((size_t)k + 1);
-        int32_t *u2 = hmalloc<int32_t>((size_t)(l.n_u + l.n_w)), *w2 = hmalloc<int32_t>((size_t)l.n_w);
-        int32_t *x2 = hmalloc<int32_t>((size_t)l.n_x), *y2 = hmalloc<int32_t>((size_t)l.n_x);
-        if (!ub || !wb || !xb || !yb || !u2 || !w2 || !x2 || !y2) {
-            st = fmk_error_set(plan, FMK_ERR_NOMEM, "out of host memory for the FMM's lists");
-        } else {
-            int64_t nu = 0, nw = 0, nx = 0, ny = 0;
-            for (int64_t b = 0; b < k; b++) {
-                ub[b] = nu, wb[b] = nw, xb[b] = nx, yb[b] = ny;
-                for (int64_t e = l.u_begin[b]; e < l.u_begin[b + 1]; e++)
-                    u2[nu++] = l.u[e];
-                for (int64_t e = l.w_begin[b]; e < l.w_begin[b + 1]; e++) {
-                    if (n_src[l.w[e]] <= thr)
-                        u2[nu++] = l.w[e];
-                    else
-                        w2[nw++] = l.w[e];
-                }
-                for (int64_t e = l.x_begin[b]; e < l.x_begin[b + 1]; e++) {
-                    if (n_trg[b] <= thr)
-                        y2[ny++] = l.x[e];
-                    else
-                        x2[nx++] = l.x[e];
-                }
-            }
-            ub[k] = nu, wb[k] = nw, xb[k] = nx, yb[k] = ny;
-            st = put_begin(plan, s, &s->d_u_begin, ub, k, i32, total);
-            if (st == FMK_OK)
-                st = put(plan, s, (void **)&s->d_u, u2, 4 * (size_t)nu, "the U list", total);
-            if (st == FMK_OK)
-                st = put_begin(plan, s, &s->d_w_begin, wb, k, i32, total);
-            if (st == FMK_OK)
-                st = put(plan, s, (void **)&s->d_w, w2, 4 * (size_t)nw, "the W list", total);
-            if (st == FMK_OK)
-                st = put_begin(plan, s, &s->d_x_begin, xb, k, i32, total);
-            if (st == FMK_OK)
-                st = put(plan, s, (void **)&s->d_x, x2, 4 * (size_t)nx, "the X list", total);
-            if (st == FMK_OK)
-                st = put_begin(plan, s, &s->d_y_begin, yb, k, i32, total);
-            if (st == FMK_OK)
-                st = put(plan, s, (void **)&s->d_y, y2, 4 * (size_t)ny, "the X list", total);
-            if (st == FMK_OK) { /* work lists: leaves with sources, leaves with targets, X targets */
-                int64_t a = 0, c = 0, x = 0, y = 0;
-                int32_t *ls = i32, *lt = i32 + k, *lx = i32 + 2 * k, *ly = i32 + 3 * k;
-                for (int64_t b = 0; b < k; b++) {
-                    if (t.more[b] < 0 && n_src[b] > 0)
-                        ls[a++] = (int32_t)b;
-                    if (t.more[b] < 0 && n_trg[b] > 0)
-                        lt[c++] = (int32_t)b;
-                    if (xb[b + 1] > xb[b])
-                        lx[x++] = (int32_t)b;
-                    if (yb[b + 1] > yb[b])
-                        ly[y++] = (int32_t)b;
-                }
-                s->n_leaves_src = a, s->n_leaves_trg = c, s->n_xnodes = x, s->n_ynodes = y;
-                st = put(plan, s, (void **)&s->d_leaves_src, ls, 4 * (size_t)a, "the leaves", total);
-                if (st == FMK_OK)
-                    st = put(plan, s, (void **)&s->d_leaves_trg, lt, 4 * (size_t)c, "the leaves", total);
-                if (st == FMK_OK)
-                    st = put(plan, s, (void **)&s->d_xnodes, lx, 4 * (size_t)x, "the leaves", total);
-                if (st == FMK_OK)
-                    st = put(plan, s, (void **)&s->d_ynodes, ly, 4 * (size_t)y, "the leaves", total);
-            }
-        }
-        free(ub), free(wb), free(xb), free(yb), free(u2), free(w2), free(x2), free(y2);
-    }
-    if (st == FMK_OK)
-        st = build_tiles(plan, s, &t, &l, n_src, n_trg, oct, total);
-    if (st == FMK_OK)
-        st = build_pairs(plan, s, &l, slot_of, total);
-    if (st == FMK_OK)
-        st = put(plan, s, (void **)&s->d_M, NULL, 8 * (size_t)s->S * (size_t)k, "the multipoles", total);
+    const double t2 = fmk_time_now();
+    s->setup_time[3] = t2 - t1;
+    const int64_t nn = k - s->gemm_first;
+    s->m2l_batch = m2l_batch_for(s->S, nn, s->g.n_slots);
+    st = put(plan, s, (void **)&s->d_M, NULL, 8 * (size_t)s->S * (size_t)k, "the multipoles", total);
     if (st == FMK_OK)
         st = put(plan, s, (void **)&s->d_L, NULL, 8 * (size_t)s->S * (size_t)k, "the local expansions", total);
-    s->gemm_first = t.levels > 2 ? t.level_begin[2] : k;
-    s->n_slots = n_slots;
     if (st == FMK_OK)
-        st = put(plan, s, (void **)&s->d_X, NULL, 8 * (size_t)s->S * (size_t)(k - s->gemm_first),
+        st = put(plan, s, (void **)&s->d_X, NULL, 8 * (size_t)s->S * (size_t)nn * (size_t)s->m2l_batch,
                  "the M2L products", total);
     if (st == FMK_OK)
         st = put(plan, s, (void **)&s->d_res, NULL, 32 * (size_t)nt, "the results", total);
@@ -1262,12 +924,7 @@ fmk_status setup_on_device(fmk_plan *plan, fmm_gpu *s)
         st = put(plan, s, (void **)&s->d_grad, NULL, 24 * (size_t)nt, "the gradient", total);
     if (st == FMK_OK)
         st = put(plan, s, (void **)&s->d_stats, NULL, 16, "the charge check", total);
-done:
-    free(n_src), free(n_trg), free(before), free(so), free(hs), free(i32), free(cube), free(oct);
-    if (!plan->self)
-        free(ht), free(to);
-    fmk_fmm3d_lists_free(&l);
-    fmk_cuda_tree3d_host_free(&t);
+    s->setup_time[4] = fmk_time_now() - t2;
     return st;
 }
 
@@ -1277,6 +934,7 @@ fmk_status fmm_setup(fmk_plan *plan)
         return fmk_error_set(plan, FMK_ERR_ARG,
                              "the GPU FMM takes at most %lld points (sources and targets together)",
                              (long long)FMK_CUDA_TREE_MAX_POINTS);
+    const double t0 = fmk_time_now();
     fmm_gpu *s = (fmm_gpu *)calloc(1, sizeof *s);
     if (!s)
         return fmk_error_set(plan, FMK_ERR_NOMEM, "out of host memory");
@@ -1319,6 +977,7 @@ fmk_status fmm_setup(fmk_plan *plan)
         else
             s->has_blas = 1;
     }
+    s->setup_time[0] = fmk_time_now() - t0;
     if (st == FMK_OK)
         st = setup_on_device(plan, s);
     fmk_cuda_leave(s->device, prev);
@@ -1338,16 +997,16 @@ template <int NH>
 void launch_point_ops(fmm_gpu *s, int nt, int which)
 {
     const int p = s->order, S = s->S;
-    if (which == 0 && s->n_leaves_src > 0)
-        k_p2e<NH><<<(unsigned)s->n_leaves_src, BLOCK, 8 * S>>>(p, S, s->tb, s->d_leaves_src, NULL, NULL,
-                                                               s->d_cube, s->d_sb, s->d_sn, s->d_src, s->d_M);
-    if (which == 1 && s->n_xnodes > 0)
-        k_p2e<NH><<<(unsigned)s->n_xnodes, BLOCK, 8 * S>>>(p, S, s->tb, s->d_xnodes, s->d_x_begin, s->d_x,
-                                                           s->d_cube, s->d_sb, s->d_sn, s->d_src, s->d_L);
-    if (which == 2 && s->n_leaves_trg > 0)
-        k_l2p_m2p<NH><<<(unsigned)s->n_leaves_trg, 64>>>(p, S, nt, s->tb, s->d_leaves_trg, s->d_level,
-                                                         s->d_cube, s->d_tb, s->d_tn, s->d_w_begin, s->d_w,
-                                                         s->d_trg, s->d_M, s->d_L, s->d_res);
+    if (which == 0 && s->g.n_leaves_src > 0)
+        k_p2e<NH><<<(unsigned)s->g.n_leaves_src, BLOCK, 8 * S>>>(p, S, s->tb, s->g.d_leaves_src, NULL, NULL,
+                                                               s->g.d_cube, s->g.d_sb, s->g.d_sn, s->g.d_src, s->d_M);
+    if (which == 1 && s->g.n_xnodes > 0)
+        k_p2e<NH><<<(unsigned)s->g.n_xnodes, BLOCK, 8 * S>>>(p, S, s->tb, s->g.d_xnodes, s->g.d_x_begin, s->g.d_x,
+                                                           s->g.d_cube, s->g.d_sb, s->g.d_sn, s->g.d_src, s->d_L);
+    if (which == 2 && s->g.n_leaves_trg > 0)
+        k_l2p_m2p<NH><<<(unsigned)s->g.n_leaves_trg, 64>>>(p, S, nt, s->tb, s->g.d_leaves_trg, s->g.d_level,
+                                                         s->g.d_cube, s->g.d_tb, s->g.d_tn, s->g.d_w_begin, s->g.d_w,
+                                                         s->g.d_trg, s->d_M, s->d_L, s->d_res);
 }
 
 void point_ops(fmm_gpu *s, int nt, int which)
@@ -1371,7 +1030,7 @@ cudaError_t launch_tiles(fmm_gpu *s, int64_t first, int64_t end, const double *T
                                            (int)smem);
     if (err == cudaSuccess && end > first) {
         k_tiles<RPT, TB><<<(unsigned)(end - first), M2L_THREADS, smem>>>(
-            s->S, (int32_t)first, s->d_tile_nodes, s->d_tile_begin, s->d_tile_slot, s->d_tile_src, T, cube, in,
+            s->S, (int32_t)first, s->g.d_tile_nodes, s->g.d_tile_begin, s->g.d_tile_slot, s->g.d_tile_src, T, cube, in,
             out);
         err = cudaGetLastError();
     }
@@ -1429,52 +1088,54 @@ fmk_status run_eval(fmk_plan *plan, fmm_gpu *s, const double *charges, double *p
     }
     const int grid = 1024;
     cudaEventRecord(s->ev[EV_START]);
-    k_charges<<<grid, 256>>>((int)ns, s->d_src_order, d_q, s->d_src);
+    k_charges<<<grid, 256>>>((int)ns, s->g.d_src_order, d_q, s->g.d_src);
     cudaMemsetAsync(s->d_M, 0, 8 * (size_t)S * (size_t)k);
     cudaMemsetAsync(s->d_L, 0, 8 * (size_t)S * (size_t)k);
     point_ops(s, (int)nt, 0); /* P2M */
     cudaEventRecord(s->ev[EV_P2M]);
-    for (int lev = s->levels - 2; lev >= 0 && err == cudaSuccess; lev--)
-        err = tiles(s, s->m2m_first[lev], s->m2m_first[lev + 1], s->d_m2m, NULL, s->d_M, s->d_M);
+    /* up to level 2 only: M2L, M2P read multipoles from level 2 down (V and W entries are there) */
+    for (int lev = s->levels - 2; lev >= 2 && err == cudaSuccess; lev--)
+        err = tiles(s, s->g.m2m_first[lev], s->g.m2m_first[lev + 1], s->d_m2m, NULL, s->d_M, s->d_M);
     cudaEventRecord(s->ev[EV_M2M]);
-    /* M2L: per direction, X = T_d M (all boxes from level 2 down, one GEMM on the tensor
-     * cores), then the direction's pairs add X[source] to L[target] */
+    /* M2L: per batch of directions, X = [T_d0; T_d1; ...] M (the matrices stacked, all boxes
+     * from level 2 down: one GEMM on the tensor cores), then each target box gathers its V
+     * entries of the batch */
     const int64_t nn = k - s->gemm_first;
-    for (int d = 0; d < s->n_slots && err == cudaSuccess && nn > 0; d++) {
-        const int64_t np = s->dir_begin[d + 1] - s->dir_begin[d];
-        if (np == 0)
-            continue;
+    const int n_slots = s->g.n_slots;
+    for (int s0 = 0; s0 < n_slots && err == cudaSuccess && nn > 0 && s->g.n_vnodes > 0; s0 += s->m2l_batch) {
+        const int nb = n_slots - s0 < s->m2l_batch ? n_slots - s0 : s->m2l_batch;
         const double one = 1, zero = 0;
-        const cublasStatus_t bs = blas::dgemm(s->blas, CUBLAS_OP_N, CUBLAS_OP_N, S, (int)nn, S, &one,
-                                              s->d_m2l + (int64_t)d * S * S, S, s->d_M + s->gemm_first * S, S,
-                                              &zero, s->d_X, S);
+        const cublasStatus_t bs = blas::dgemm(s->blas, CUBLAS_OP_N, CUBLAS_OP_N, nb * S, (int)nn, S, &one,
+                                              s->d_m2l + (int64_t)s0 * S, n_slots * S, s->d_M + s->gemm_first * S,
+                                              S, &zero, s->d_X, nb * S);
         if (bs != CUBLAS_STATUS_SUCCESS) {
             err = cudaErrorUnknown;
             break;
         }
-        const int64_t work = np * S;
-        const unsigned blocks = (unsigned)(work / 256 + 1 < 8192 ? work / 256 + 1 : 8192);
-        k_m2l_scatter<<<blocks, 256>>>(S, np, s->gemm_first, s->d_pair_src + s->dir_begin[d], s->d_pair_trg + s->dir_begin[d],
-                                       s->d_cube, s->d_X, s->d_L);
+        k_m2l_gather<<<(unsigned)s->g.n_vnodes, M2L_THREADS>>>(S, (int64_t)nb * S, s0, s0 + nb, s->gemm_first,
+                                                              s->g.d_vnodes, s->g.d_v_begin, s->g.d_v,
+                                                              s->g.d_v_slot, s->g.d_cube, s->d_X, s->d_L);
     }
     if (err == cudaSuccess)
         point_ops(s, (int)nt, 1); /* P2L */
     cudaEventRecord(s->ev[EV_M2L]);
     for (int lev = 3; lev < s->levels && err == cudaSuccess; lev++)
-        err = tiles(s, s->l2l_first[lev], s->l2l_first[lev + 1], s->d_l2l, NULL, s->d_L, s->d_L);
+        err = tiles(s, s->g.l2l_first[lev], s->g.l2l_first[lev + 1], s->d_l2l, NULL, s->d_L, s->d_L);
     cudaEventRecord(s->ev[EV_L2L]);
     point_ops(s, (int)nt, 2); /* L2P, M2P */
     cudaEventRecord(s->ev[EV_L2P]);
-    if (s->n_leaves_trg > 0)
-        k_p2p<<<(unsigned)s->n_leaves_trg, BLOCK>>>((int)nt, 0, s->d_leaves_trg, s->d_tb, s->d_tn, s->d_sb,
-                                                    s->d_sn, s->d_u_begin, s->d_u, s->d_src, s->d_trg, s->d_res);
-    if (s->n_ynodes > 0)
-        k_p2p<<<(unsigned)s->n_ynodes, BLOCK>>>((int)nt, 1, s->d_ynodes, s->d_tb, s->d_tn, s->d_sb, s->d_sn,
-                                                s->d_y_begin, s->d_y, s->d_src, s->d_trg, s->d_res);
+    if (s->g.n_leaves_trg > 0)
+        k_p2p<<<(unsigned)s->g.n_leaves_trg, BLOCK>>>((int)nt, 0, s->g.d_leaves_trg, s->g.d_tb, s->g.d_tn, s->g.d_sb,
+                                                    s->g.d_sn, s->g.d_u_begin, s->g.d_u, s->g.d_src, s->g.d_trg,
+                                                    s->d_res);
+    if (s->g.n_ynodes > 0)
+        k_p2p<<<(unsigned)s->g.n_ynodes, BLOCK>>>((int)nt, 1, s->g.d_ynodes, s->g.d_tb, s->g.d_tn, s->g.d_sb,
+                                                s->g.d_sn, s->g.d_y_begin, s->g.d_y, s->g.d_src, s->g.d_trg,
+                                                s->d_res);
     cudaEventRecord(s->ev[EV_P2P]);
     double *p = pot ? (on_device ? pot : s->d_pot) : NULL;
     double *g = grad ? (on_device ? grad : s->d_grad) : NULL;
-    k_results<<<grid, 256>>>((int)nt, s->d_trg_order, s->d_res, plan->frame.pot_scale, p, g);
+    k_results<<<grid, 256>>>((int)nt, s->g.d_trg_order, s->d_res, plan->frame.pot_scale, p, g);
     cudaEventRecord(s->ev[EV_END]);
     if (err == cudaSuccess)
         err = cudaGetLastError();
@@ -1539,10 +1200,107 @@ extern "C" fmk_status fmk_cuda_fmm3d_m2l_work(const fmk_plan *plan, int64_t *pai
     if (!plan || plan->engine != &fmk_engine_fmm_cuda || !plan->state)
         return FMK_ERR_STATE;
     const fmm_gpu *s = (const fmm_gpu *)plan->state;
-    *pairs = s->n_v;
-    *tile_pairs = (int64_t)s->n_slots * (s->n_nodes - s->gemm_first);
+    *pairs = s->g.n_v;
+    *tile_pairs = (int64_t)s->g.n_slots * (s->n_nodes - s->gemm_first);
     *stride = s->S;
     return FMK_OK;
+}
+
+/* For the benchmark: set_points' parts in seconds: start (events, cuBLAS handle), tree (points
+ * to the GPU and the octree), lists (fmm3d_lists.cu), operators (tables, matrices), buffers;
+ * then the list build's stages (fmk_cuda_fmm3d_geo's stage_time). */
+extern "C" fmk_status fmk_cuda_fmm3d_setup_times(const fmk_plan *plan, double t[11])
+{
+    if (!plan || plan->engine != &fmk_engine_fmm_cuda || !plan->state)
+        return FMK_ERR_STATE;
+    const fmm_gpu *s = (const fmm_gpu *)plan->state;
+    memcpy(t, s->setup_time, 5 * sizeof(double));
+    memcpy(t + 5, s->g.stage_time, 6 * sizeof(double));
+    return FMK_OK;
+}
+
+/* For the tests: the lists the plan built on the GPU, in the host's form (fmm3d.h; V entries
+ * with their directions, X and the X entries done as P2P together, U with the W entries done as
+ * P2P). Free with fmk_fmm3d_lists_free. */
+extern "C" fmk_status fmk_cuda_fmm3d_lists(fmk_plan *plan, fmk_fmm3d_lists *l)
+{
+    memset(l, 0, sizeof *l);
+    if (!plan || plan->engine != &fmk_engine_fmm_cuda || !plan->state)
+        return FMK_ERR_STATE;
+    const fmm_gpu *s = (const fmm_gpu *)plan->state;
+    const fmk_cuda_fmm3d_geo *g = &s->g;
+    const int64_t k = g->n_nodes;
+    int prev;
+    fmk_status st = fmk_cuda_enter(plan, s->device, &prev);
+    if (st != FMK_OK)
+        return st;
+    real4d *cube = hmalloc<real4d>((size_t)k);
+    int32_t *beg = hmalloc<int32_t>(5 * (size_t)(k + 1));
+    int32_t *u = hmalloc<int32_t>((size_t)g->n_u), *v = hmalloc<int32_t>((size_t)g->n_v);
+    int32_t *w = hmalloc<int32_t>((size_t)g->n_w), *x = hmalloc<int32_t>((size_t)g->n_x);
+    int32_t *y = hmalloc<int32_t>((size_t)g->n_y);
+    int16_t *vs = hmalloc<int16_t>((size_t)g->n_v);
+    l->n_nodes = k;
+    l->center = hmalloc<double>(3 * (size_t)k), l->side = hmalloc<double>((size_t)k);
+    l->u_begin = hmalloc<int64_t>((size_t)k + 1), l->v_begin = hmalloc<int64_t>((size_t)k + 1);
+    l->w_begin = hmalloc<int64_t>((size_t)k + 1), l->x_begin = hmalloc<int64_t>((size_t)k + 1);
+    l->u = hmalloc<int32_t>((size_t)g->n_u), l->v = hmalloc<int32_t>((size_t)g->n_v);
+    l->v_dir = hmalloc<int16_t>((size_t)g->n_v), l->w = hmalloc<int32_t>((size_t)g->n_w);
+    l->x = hmalloc<int32_t>((size_t)(g->n_x + g->n_y));
+    if (!cube || !beg || !u || !v || !w || !x || !y || !vs || !l->center || !l->side || !l->u_begin ||
+        !l->v_begin || !l->w_begin || !l->x_begin || !l->u || !l->v || !l->v_dir || !l->w || !l->x) {
+        st = fmk_error_set(plan, FMK_ERR_NOMEM, "out of host memory for the lists");
+    } else {
+        const struct {
+            void *h;
+            const void *d;
+            size_t bytes;
+        } cp[] = {{cube, g->d_cube, 32 * (size_t)k},
+                  {beg, g->d_u_begin, 4 * (size_t)(k + 1)},
+                  {beg + (k + 1), g->d_v_begin, 4 * (size_t)(k + 1)},
+                  {beg + 2 * (k + 1), g->d_w_begin, 4 * (size_t)(k + 1)},
+                  {beg + 3 * (k + 1), g->d_x_begin, 4 * (size_t)(k + 1)},
+                  {beg + 4 * (k + 1), g->d_y_begin, 4 * (size_t)(k + 1)},
+                  {u, g->d_u, 4 * (size_t)g->n_u},
+                  {v, g->d_v, 4 * (size_t)g->n_v},
+                  {vs, g->d_v_slot, 2 * (size_t)g->n_v},
+                  {w, g->d_w, 4 * (size_t)g->n_w},
+                  {x, g->d_x, 4 * (size_t)g->n_x},
+                  {y, g->d_y, 4 * (size_t)g->n_y}};
+        for (size_t i = 0; i < sizeof cp / sizeof cp[0] && st == FMK_OK; i++) {
+            const cudaError_t err = cudaMemcpy(cp[i].h, cp[i].d, cp[i].bytes, cudaMemcpyDeviceToHost);
+            if (err != cudaSuccess)
+                st = fmk_cuda_fail(plan, err, "cudaMemcpy (the lists)");
+        }
+    }
+    if (st == FMK_OK) {
+        const int32_t *ub = beg, *vb = beg + (k + 1), *wb = beg + 2 * (k + 1), *xb = beg + 3 * (k + 1);
+        const int32_t *yb = beg + 4 * (k + 1);
+        int64_t nx = 0;
+        for (int64_t b = 0; b <= k; b++) {
+            l->u_begin[b] = ub[b], l->v_begin[b] = vb[b], l->w_begin[b] = wb[b], l->x_begin[b] = nx;
+            if (b == k)
+                break;
+            l->center[3 * b] = cube[b].x, l->center[3 * b + 1] = cube[b].y, l->center[3 * b + 2] = cube[b].z;
+            l->side[b] = cube[b].w;
+            for (int32_t e = xb[b]; e < xb[b + 1]; e++)
+                l->x[nx++] = x[e];
+            for (int32_t e = yb[b]; e < yb[b + 1]; e++)
+                l->x[nx++] = y[e];
+        }
+        memcpy(l->u, u, 4 * (size_t)g->n_u), memcpy(l->v, v, 4 * (size_t)g->n_v);
+        memcpy(l->w, w, 4 * (size_t)g->n_w);
+        for (int64_t e = 0; e < g->n_v; e++) {
+            l->v_dir[e] = (int16_t)g->dir_of_slot[vs[e]];
+            l->dir_used[l->v_dir[e]] = 1;
+        }
+        l->n_u = g->n_u, l->n_v = g->n_v, l->n_w = g->n_w, l->n_x = nx;
+    }
+    free(cube), free(beg), free(u), free(v), free(w), free(x), free(y), free(vs);
+    if (st != FMK_OK)
+        fmk_fmm3d_lists_free(l);
+    fmk_cuda_leave(s->device, prev);
+    return st;
 }
 
 extern "C" const fmk_engine fmk_engine_fmm_cuda = {

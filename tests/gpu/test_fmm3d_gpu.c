@@ -4,7 +4,8 @@
  * x {uniform cube, sphere surface, Plummer, corner cluster, nested clusters} against the direct
  * sum in long double on sampled targets (potential <= eps, gradient <= 10 eps); the error falls
  * as the order rises; separate targets; N = 1, 2, identical points; device pointers; repeated
- * evaluations with new charges; out of device memory (not with --quick).
+ * evaluations with new charges; out of device memory (not with --quick); the lists built on the
+ * GPU equal the host's (fmm3d_lists.c) entry for entry.
  * --quick: small sizes (for compute-sanitizer). */
 #include <math.h>
 #include <stdio.h>
@@ -13,6 +14,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include "../../src/fmm3d.h"
+#include "../../src/internal.h"
 #include "../unit/check.h"
 #include "../unit/testutil.h"
 
@@ -22,6 +25,8 @@ static int quick;
  * doing the small ones as P2P. */
 extern int fmk_cuda_fmm3d_direct_near;
 extern int fmk_fmm3d_direct_near; /* the CPU engine's (src/fmm3d.h) */
+/* cuda/fmm3d.cu (not API): the lists a plan built on the GPU, in the host's form. */
+fmk_status fmk_cuda_fmm3d_lists(fmk_plan *plan, fmk_fmm3d_lists *lists);
 
 enum { DIST_CUBE, DIST_SPHERE, DIST_PLUMMER, DIST_CORNER, DIST_NESTED, N_DISTS };
 static const char *dist_name[N_DISTS] = {"cube", "sphere", "plummer", "corner", "nested"};
@@ -151,6 +156,114 @@ static void test_vs_cpu(void)
         }
     }
     free(x), free(q), free(p1), free(g1), free(p2), free(g2);
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    const int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Row b of one list of g and h, sorted (V entries as source * 1024 + direction): 1 when equal. */
+static int same_row(const int64_t *gb, const int32_t *ge, const int16_t *gd, const int64_t *hb,
+                    const int32_t *he, const int16_t *hd, int64_t b, int64_t *buf)
+{
+    const int64_t n = gb[b + 1] - gb[b];
+    if (n != hb[b + 1] - hb[b])
+        return 0;
+    for (int64_t i = 0; i < n; i++) {
+        buf[i] = ge[gb[b] + i] * 1024ll + (gd ? gd[gb[b] + i] : 0);
+        buf[n + i] = he[hb[b] + i] * 1024ll + (hd ? hd[hb[b] + i] : 0);
+    }
+    qsort(buf, (size_t)n, 8, cmp_i64);
+    qsort(buf + n, (size_t)n, 8, cmp_i64);
+    return memcmp(buf, buf + n, 8 * (size_t)n) == 0;
+}
+
+/* The lists built on the GPU equal those fmm3d_lists.c builds on the host from the same tree
+ * (the CPU build of the same points, which is the GPU's array for array), entry for entry
+ * after sorting each row; adaptive trees included. */
+static void test_lists(void)
+{
+    const int64_t n = quick ? 4000 : 40000, m = n / 3;
+    double *x = test_alloc(3 * (n + m));
+    enum { C_CUBE, C_PLUMMER, C_CORNER, C_NESTED, C_IDENTICAL, C_OUTLIER, C_TARGETS, N_CASES };
+    static const char *name[N_CASES] = {"cube", "plummer", "corner", "nested", "identical", "outlier",
+                                        "targets"};
+    for (int c = 0; c < N_CASES; c++) {
+        check_context("lists, %s", name[c]);
+        const int dist = c == C_PLUMMER || c == C_TARGETS ? DIST_PLUMMER
+                         : c == C_CORNER                  ? DIST_CORNER
+                         : c == C_NESTED                  ? DIST_NESTED
+                                                          : DIST_CUBE;
+        make_points_raw(dist, n, 81 + c, x);
+        if (c == C_IDENTICAL) /* half the points on one point: a chain to the depth cap */
+            for (int64_t i = 1; i < n / 2; i++)
+                memcpy(x + 3 * i, x, 24);
+        if (c == C_OUTLIER)
+            x[0] = x[1] = x[2] = 1e4;
+        const int64_t nt = c == C_TARGETS ? m : 0;
+        if (nt) /* targets: a cube around the sources, larger */
+            make_points_raw(DIST_CUBE, m, 91, x + 3 * n);
+        for (int64_t i = 3 * n; i < 3 * (n + nt); i++)
+            x[i] = 3 * x[i] - 1;
+        fmk_opts o = fmm_opts(FMK_BACKEND_CUDA, 6, c == C_IDENTICAL ? 8 : 40);
+        fmk_plan *p = NULL;
+        fmk_cuda_fmm3d_direct_near = 0;
+        CHECK_PLAN_OK(fmk_plan_create(&p, 3, FMK_KERNEL_LAPLACE, 1e-6, &o), NULL);
+        CHECK_PLAN_OK(fmk_plan_set_points(p, n, x, nt, nt ? x + 3 * n : NULL), p);
+        fmk_cuda_fmm3d_direct_near = 1;
+        fmk_fmm3d_lists gl, hl;
+        memset(&hl, 0, sizeof hl);
+        if (!CHECK(fmk_cuda_fmm3d_lists(p, &gl) == FMK_OK)) {
+            fmk_plan_destroy(p);
+            continue;
+        }
+        /* the host tree and lists of the plan's mapped points (sources, then targets) */
+        const int64_t np = n + nt;
+        double *mp = test_alloc(3 * np);
+        memcpy(mp, p->sources, 24 * (size_t)n);
+        if (nt)
+            memcpy(mp + 3 * n, p->targets, 24 * (size_t)nt);
+        fmk_info info;
+        fmk_plan_info(p, &info);
+        fmk_tree3d t;
+        CHECK(fmk_tree3d_build(NULL, &t, np, mp, (int32_t)info.leaf_size, 2) == FMK_OK);
+        int64_t *ns = (int64_t *)calloc((size_t)t.n_nodes, 8), *ntr = (int64_t *)calloc((size_t)t.n_nodes, 8);
+        int64_t *before = (int64_t *)malloc(8 * (size_t)(np + 1));
+        before[0] = 0;
+        for (int64_t q = 0; q < np; q++)
+            before[q + 1] = before[q] + (t.order[q] < n);
+        for (int64_t b = 0; b < t.n_nodes; b++) {
+            ns[b] = before[t.end[b]] - before[t.begin[b]];
+            ntr[b] = nt ? (t.end[b] - t.begin[b]) - ns[b] : ns[b];
+        }
+        CHECK(fmk_fmm3d_lists_build(&t, ns, ntr, &hl, 2) == 0);
+        int64_t bad = 0, bad_cube = 0;
+        int64_t *buf = (int64_t *)malloc(16 * (size_t)(gl.n_u + gl.n_v + gl.n_w + gl.n_x + 1));
+        CHECK_MSG(gl.n_nodes == hl.n_nodes, "nodes: GPU %lld, host %lld", (long long)gl.n_nodes,
+                  (long long)hl.n_nodes);
+        for (int64_t b = 0; b < gl.n_nodes && gl.n_nodes == hl.n_nodes; b++) {
+            bad += !same_row(gl.u_begin, gl.u, NULL, hl.u_begin, hl.u, NULL, b, buf);
+            bad += !same_row(gl.v_begin, gl.v, gl.v_dir, hl.v_begin, hl.v, hl.v_dir, b, buf);
+            bad += !same_row(gl.w_begin, gl.w, NULL, hl.w_begin, hl.w, NULL, b, buf);
+            bad += !same_row(gl.x_begin, gl.x, NULL, hl.x_begin, hl.x, NULL, b, buf);
+            bad_cube += memcmp(gl.center + 3 * b, hl.center + 3 * b, 24) != 0 || gl.side[b] != hl.side[b];
+        }
+        printf("  lists %-9s %6lld nodes, %2d levels: U %lld V %lld W %lld X %lld; rows differing %lld, "
+               "cubes %lld\n",
+               name[c], (long long)gl.n_nodes, t.levels, (long long)gl.n_u, (long long)gl.n_v,
+               (long long)gl.n_w, (long long)gl.n_x, (long long)bad, (long long)bad_cube);
+        CHECK_MSG(bad == 0 && bad_cube == 0 && gl.n_u == hl.n_u && gl.n_v == hl.n_v && gl.n_w == hl.n_w &&
+                      gl.n_x == hl.n_x && memcmp(gl.dir_used, hl.dir_used, sizeof gl.dir_used) == 0,
+                  "GPU lists differ from the host's");
+        free(buf), free(before), free(ns), free(ntr), free(mp);
+        fmk_tree3d_free(&t);
+        fmk_fmm3d_lists_free(&gl);
+        fmk_fmm3d_lists_free(&hl);
+        fmk_plan_destroy(p);
+    }
+    free(x);
 }
 
 /* eps x distribution against the direct sum. */
@@ -339,20 +452,43 @@ static void test_oom(void)
     free(x), free(q), free(pot);
 }
 
+/* Runs test name unless names were given on the command line and it is not one of them. */
+static int n_names;
+static char **names;
+static int wanted(const char *name)
+{
+    for (int i = 0; i < n_names; i++)
+        if (strcmp(names[i], name) == 0)
+            return 1;
+    return n_names == 0;
+}
+
+/* test_fmm3d_gpu [--quick] [test ...]: tests lists, vs_cpu, small, device, targets, order,
+ * accuracy, oom (all by default; oom not with --quick). Naming a subset keeps runs under
+ * compute-sanitizer's racecheck short. */
 int main(int argc, char **argv)
 {
-    quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
+    names = (char **)malloc(sizeof(char *) * (size_t)(argc > 0 ? argc : 1));
+    for (int a = 1; a < argc; a++) {
+        if (strcmp(argv[a], "--quick") == 0)
+            quick = 1;
+        else
+            names[n_names++] = argv[a];
+    }
     if (fmk_cuda_device_count() <= 0) {
         printf("no CUDA device: skipped\n");
+        free(names);
         return 77;
     }
-    test_vs_cpu();
-    test_small();
-    test_device_and_reuse();
-    test_targets();
-    test_order();
-    test_accuracy();
-    if (!quick)
-        test_oom();
+    static const struct {
+        const char *name;
+        void (*run)(void);
+    } tests[] = {{"lists", test_lists},     {"vs_cpu", test_vs_cpu},   {"small", test_small},
+                 {"device", test_device_and_reuse}, {"targets", test_targets}, {"order", test_order},
+                 {"accuracy", test_accuracy}, {"oom", test_oom}};
+    for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++)
+        if (wanted(tests[i].name) && !(quick && tests[i].run == test_oom))
+            tests[i].run();
+    free(names);
     return check_summary();
 }

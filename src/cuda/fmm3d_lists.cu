@@ -1,0 +1,736 @@
+/* fmm3d_lists.cu -- the GPU 3D FMM's geometry on the GPU: points in key order, node cubes,
+ * U, V, W, X lists, work lists and translation tiles from the device octree (fmm3d_lists.h).
+ *
+ * The lists follow fmm3d_lists.c rule for rule (neighbour sets from the parent's, then a
+ * thread per node classifies the children of its parent's neighbours into V and X and, for a
+ * leaf, descends into its non-leaf neighbours for U and W); cubes are dyadic, so the adjacency
+ * test is exact and the lists are the host's. Counts, then CUB exclusive scans, then the same
+ * kernel fills; the host reads only totals (a few words per pass). */
+#include <math.h>
+#include <string.h>
+
+#include <cub/device/device_radix_sort.cuh>
+#include <cub/device/device_scan.cuh>
+#include <cub/device/device_segmented_sort.cuh>
+
+#include "fmm3d_lists.h"
+
+namespace {
+
+const int BLOCK = 256;
+const int NBR_MAX = 27;   /* a neighbour set tiles the 3 x 3 x 3 block of its box's level */
+const int STACK_MAX = 256; /* the U/W descent: 7 pending siblings per level plus 8 children */
+const int GROUPS = 256;   /* tile groups: levels (M2M) + 8 levels (L2L) <= 22 + 176 */
+
+inline unsigned blocks_for(int64_t n) { return (unsigned)((n + BLOCK - 1) / BLOCK > 0 ? (n + BLOCK - 1) / BLOCK : 1); }
+
+/* The closed cubes of a and b touch (exact: dyadic centres and sides). */
+__device__ inline bool touches(const real4d *__restrict__ cube, int32_t a, int32_t b)
+{
+    const real4d p = cube[a], q = cube[b];
+    const double h = 0.5 * (p.w + q.w);
+    return fabs(p.x - q.x) <= h && fabs(p.y - q.y) <= h && fabs(p.z - q.z) <= h;
+}
+
+/* flag[q] = 1 when sorted point q is a source (flag[np] = 0, for the scan's total). */
+__global__ void k_src_flags(int64_t np, int64_t ns, int self, const int32_t *__restrict__ order,
+                            int32_t *flag)
+{
+    const int64_t q = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (q < np)
+        flag[q] = self || order[q] < ns;
+    else if (q == np)
+        flag[q] = 0;
+}
+
+/* Sources and targets in key order; before[q] = sources among sorted points [0, q). */
+__global__ void k_split(int64_t np, int64_t ns, int self, const int32_t *__restrict__ order,
+                        const int32_t *__restrict__ before, const double *__restrict__ x,
+                        real4d *src, int32_t *src_order, real4d *trg, int32_t *trg_order)
+{
+    const int64_t q = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (q >= np)
+        return;
+    const int32_t c = order[q];
+    const real4d p = {x[3 * (int64_t)c], x[3 * (int64_t)c + 1], x[3 * (int64_t)c + 2], 0.0};
+    if (self || c < ns) {
+        src[before[q]] = p;
+        src_order[before[q]] = c;
+    } else {
+        const int64_t i = q - before[q];
+        trg[i] = p;
+        trg_order[i] = (int32_t)(c - ns);
+    }
+}
+
+/* Per node: source and target ranges. */
+__global__ void k_nodes(int64_t k, int self, const int32_t *__restrict__ begin,
+                        const int32_t *__restrict__ end, const int32_t *__restrict__ before,
+                        int32_t *sb, int32_t *sn, int32_t *tb, int32_t *tn)
+{
+    const int64_t b = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (b >= k)
+        return;
+    const int32_t s0 = before[begin[b]], s1 = before[end[b]];
+    sb[b] = s0, sn[b] = s1 - s0;
+    tb[b] = self ? s0 : begin[b] - s0;
+    tn[b] = self ? s1 - s0 : (end[b] - begin[b]) - (s1 - s0);
+}
+
+/* Cubes and octants of the nodes [first, last) of one level from their parents': the octant
+ * (bit 2 x, 1 y, 0 z) is the key's three bits of the level, the child's centre the parent's
+ * plus or minus a quarter of its side (exact: dyadic), which is fmk_tree3d_node_cube's. */
+__global__ void k_cubes(int64_t first, int64_t last, int64_t np, const uint64_t *__restrict__ keys,
+                        const int32_t *__restrict__ begin, const int32_t *__restrict__ parent,
+                        const int8_t *__restrict__ level, real4d *cube, int8_t *oct)
+{
+    const int64_t b = first + blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (b >= last)
+        return;
+    const int32_t P = parent[b];
+    if (P < 0) {
+        cube[b] = real4d{1.5, 1.5, 1.5, 1.0};
+        oct[b] = 0;
+        return;
+    }
+    const int L = level[b];
+    const uint64_t key = np > 0 ? keys[begin[b]] : 0;
+    const int o = (int)((key >> (3 * (FMK_TREE_KEY_BITS - L))) & 7);
+    const real4d c = cube[P];
+    const double q = 0.25 * c.w;
+    cube[b] = real4d{c.x + ((o & 4) ? q : -q), c.y + ((o & 2) ? q : -q), c.z + ((o & 1) ? q : -q), 0.5 * c.w};
+    oct[b] = (int8_t)o;
+}
+
+/* N(b) for the nodes [first, last) of one level, from their parents' (fmm3d_lists.c). */
+__global__ void k_neighbours(int64_t first, int64_t last, const int32_t *__restrict__ parent,
+                             const int32_t *__restrict__ more, const int32_t *__restrict__ nch,
+                             const real4d *__restrict__ cube, int32_t *nbr, int8_t *n_nbr)
+{
+    const int64_t b = first + blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (b >= last)
+        return;
+    int32_t *out = nbr + NBR_MAX * b;
+    const int32_t P = parent[b];
+    if (P < 0) {
+        out[0] = (int32_t)b;
+        n_nbr[b] = 1;
+        return;
+    }
+    int n = 0;
+    for (int i = 0; i < n_nbr[P]; i++) {
+        const int32_t c = nbr[NBR_MAX * (int64_t)P + i];
+        if (more[c] < 0) {
+            if (touches(cube, c, (int32_t)b))
+                out[n++] = c;
+            continue;
+        }
+        for (int32_t d = more[c]; d < more[c] + nch[c]; d++)
+            if (touches(cube, d, (int32_t)b))
+                out[n++] = d;
+    }
+    n_nbr[b] = (int8_t)n;
+}
+
+/* Count pass (FILL false): cnt[j * (k + 1) + b] for j = 0 U + small W, 1 V, 2 W, 3 X, 4 Y,
+ * 5 U alone (row ends zeroed, for the scans). Fill pass: the entries at the scanned begins
+ * (the caller sorts each V row by direction). */
+struct lists_args {
+    int64_t k, near_max;
+    const int32_t *parent, *more, *nch, *sn, *tn, *nbr;
+    const int8_t *n_nbr;
+    const real4d *cube;
+    int32_t *cnt;
+    const int32_t *ub, *vb, *wb, *xb, *yb;
+    int32_t *u, *v, *w, *x, *y;
+    int16_t *vd;
+};
+
+template <bool FILL> __global__ void k_lists(lists_args a)
+{
+    const int64_t bb = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    const int64_t k = a.k, k1 = a.k + 1;
+    if (bb == k && !FILL)
+        for (int j = 0; j < 6; j++)
+            a.cnt[j * k1 + k] = 0;
+    if (bb >= k)
+        return;
+    const int32_t b = (int32_t)bb;
+    int nu = 0, nws = 0, nv = 0, nw = 0, nx = 0, ny = 0;
+    int32_t *u = NULL, *ws = NULL, *v = NULL, *w = NULL, *x = NULL, *y = NULL;
+    int16_t *vd = NULL;
+    if (FILL) {
+        u = a.u + a.ub[b], ws = u + a.cnt[5 * k1 + b], v = a.v + a.vb[b], vd = a.vd + a.vb[b];
+        w = a.w + a.wb[b], x = a.x + a.xb[b], y = a.y + a.yb[b];
+    }
+    if (a.tn[b] > 0) {
+        const int32_t P = a.parent[b];
+        const bool y_box = a.tn[b] <= a.near_max;
+        const real4d cb = a.cube[b];
+        if (P >= 0)
+            for (int i = 0; i < a.n_nbr[P]; i++) {
+                const int32_t c = a.nbr[NBR_MAX * (int64_t)P + i];
+                if (a.more[c] < 0) {
+                    if (!touches(a.cube, c, b) && a.sn[c] > 0) { /* X */
+                        if (y_box) {
+                            if (FILL)
+                                y[ny] = c;
+                            ny++;
+                        } else {
+                            if (FILL)
+                                x[nx] = c;
+                            nx++;
+                        }
+                    }
+                    continue;
+                }
+                for (int32_t d = a.more[c]; d < a.more[c] + a.nch[c]; d++) {
+                    if (a.sn[d] == 0 || touches(a.cube, d, b))
+                        continue;
+                    if (FILL) { /* V */
+                        const real4d cd = a.cube[d];
+                        const int ox = (int)lround((cb.x - cd.x) / cb.w);
+                        const int oy = (int)lround((cb.y - cd.y) / cb.w);
+                        const int oz = (int)lround((cb.z - cd.z) / cb.w);
+                        v[nv] = d;
+                        vd[nv] = (int16_t)FMK_FMM3D_DIR(ox, oy, oz);
+                    }
+                    nv++;
+                }
+            }
+        if (a.more[b] < 0) { /* leaf: U and W */
+            int32_t stack[STACK_MAX];
+            int top = 0;
+            for (int i = 0; i < a.n_nbr[b]; i++) {
+                const int32_t c = a.nbr[NBR_MAX * (int64_t)b + i];
+                if (a.more[c] < 0) {
+                    if (a.sn[c] > 0) {
+                        if (FILL)
+                            u[nu] = c;
+                        nu++;
+                    }
+                    continue;
+                }
+                stack[top++] = c;
+                while (top > 0) {
+                    const int32_t e = stack[--top];
+                    for (int32_t d = a.more[e]; d < a.more[e] + a.nch[e]; d++) {
+                        if (a.sn[d] == 0)
+                            continue;
+                        if (!touches(a.cube, d, b)) { /* W */
+                            if (a.sn[d] <= a.near_max) {
+                                if (FILL)
+                                    ws[nws] = d;
+                                nws++;
+                            } else {
+                                if (FILL)
+                                    w[nw] = d;
+                                nw++;
+                            }
+                        } else if (a.more[d] < 0) {
+                            if (FILL)
+                                u[nu] = d;
+                            nu++;
+                        } else {
+                            stack[top++] = d;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    if (!FILL) {
+        a.cnt[b] = nu + nws, a.cnt[k1 + b] = nv, a.cnt[2 * k1 + b] = nw;
+        a.cnt[3 * k1 + b] = nx, a.cnt[4 * k1 + b] = ny, a.cnt[5 * k1 + b] = nu;
+    }
+}
+
+/* Histogram of the V directions (shared-memory counts per block). */
+__global__ void k_dir_count(int64_t n, const int16_t *__restrict__ vd, unsigned *count)
+{
+    __shared__ unsigned c[FMK_FMM3D_NDIR];
+    for (int i = threadIdx.x; i < FMK_FMM3D_NDIR; i += blockDim.x)
+        c[i] = 0;
+    __syncthreads();
+    for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < n; e += (int64_t)gridDim.x * blockDim.x)
+        atomicAdd(&c[vd[e]], 1u);
+    __syncthreads();
+    for (int i = threadIdx.x; i < FMK_FMM3D_NDIR; i += blockDim.x)
+        if (c[i])
+            atomicAdd(&count[i], c[i]);
+}
+
+__global__ void k_dir_to_slot(int64_t n, const int16_t *__restrict__ slot_of, int16_t *vd)
+{
+    for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < n; e += (int64_t)gridDim.x * blockDim.x)
+        vd[e] = slot_of[vd[e]];
+}
+
+/* Work-list flags: 0 leaves with sources, 1 leaves with targets, 2 X, 3 Y, 4 V entries. */
+__global__ void k_work_flags(int64_t k, int kind, const int32_t *__restrict__ more,
+                             const int32_t *__restrict__ sn, const int32_t *__restrict__ tn,
+                             const int32_t *__restrict__ begin, int32_t *flag)
+{
+    const int64_t b = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (b > k)
+        return;
+    int f = 0;
+    if (b < k) {
+        if (kind == 0)
+            f = more[b] < 0 && sn[b] > 0;
+        else if (kind == 1)
+            f = more[b] < 0 && tn[b] > 0;
+        else
+            f = begin[b + 1] > begin[b];
+    }
+    flag[b] = f;
+}
+
+__global__ void k_compact(int64_t k, const int32_t *__restrict__ flag, const int32_t *__restrict__ pos,
+                          int32_t *out)
+{
+    const int64_t b = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (b < k && flag[b])
+        out[pos[b]] = (int32_t)b;
+}
+
+/* Tile items: a parent with sources (M2M, group = its level) and a box with targets at level
+ * 3 or deeper (L2L, group = levels + 8 level + octant); cnt pass, then (key, node) pairs in node
+ * order. */
+__global__ void k_tile_items(int64_t k, int levels, const int32_t *__restrict__ more,
+                             const int32_t *__restrict__ sn, const int32_t *__restrict__ tn,
+                             const int8_t *__restrict__ level, const int8_t *__restrict__ oct,
+                             const int32_t *__restrict__ pos, int32_t *cnt, uint32_t *keys,
+                             int32_t *nodes)
+{
+    const int64_t b = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (b > k)
+        return;
+    if (b == k) {
+        if (!pos)
+            cnt[k] = 0;
+        return;
+    }
+    const int L = level[b];
+    const bool m2m = more[b] >= 0 && sn[b] > 0, l2l = L >= 3 && tn[b] > 0;
+    if (!pos) {
+        cnt[b] = (int)m2m + (int)l2l;
+        return;
+    }
+    int32_t i = pos[b];
+    if (m2m)
+        keys[i] = (uint32_t)L, nodes[i++] = (int32_t)b;
+    if (l2l)
+        keys[i] = (uint32_t)(levels + 8 * L + oct[b]), nodes[i] = (int32_t)b;
+}
+
+__global__ void k_group_count(int64_t n, const uint32_t *__restrict__ keys, unsigned *count)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        atomicAdd(&count[keys[i]], 1u);
+}
+
+/* tab[g]: first tile of group g; tab[GROUPS + g]: its first item. */
+__global__ void k_tile_nodes(int64_t n, int tbw, const uint32_t *__restrict__ keys,
+                             const int32_t *__restrict__ nodes, const int32_t *__restrict__ tab,
+                             int32_t *tile_nodes)
+{
+    const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (i >= n)
+        return;
+    const uint32_t g = keys[i];
+    const int64_t p = i - tab[GROUPS + g];
+    tile_nodes[(tab[g] + p / tbw) * tbw + p % tbw] = nodes[i];
+}
+
+/* A tile's entries: the slots (octants) that occur among its boxes' pairs, in order of first
+ * occurrence, each with the box's source or -1 (fmm3d.cu's tiles: M2M pairs are the children
+ * with sources, L2L the parent). FILL false: counts into cnt. */
+template <bool FILL>
+__global__ void k_tile_entries(int64_t n_tiles, int64_t m2m_tiles, int tbw,
+                               const int32_t *__restrict__ tile_nodes, const int32_t *__restrict__ more,
+                               const int32_t *__restrict__ nch, const int32_t *__restrict__ sn,
+                               const int32_t *__restrict__ parent, const int8_t *__restrict__ oct,
+                               int32_t *cnt, const int32_t *__restrict__ tile_begin, int32_t *slot,
+                               int32_t *src)
+{
+    const int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (t > n_tiles)
+        return;
+    if (t == n_tiles) {
+        if (!FILL)
+            cnt[t] = 0;
+        return;
+    }
+    const int32_t *nodes = tile_nodes + t * tbw;
+    const int64_t e0 = FILL ? tile_begin[t] : 0;
+    int pos[8];
+    for (int o = 0; o < 8; o++)
+        pos[o] = -1;
+    int e = 0;
+    for (int i = 0; i < tbw; i++) {
+        const int32_t b = nodes[i];
+        if (b < 0)
+            continue;
+        const bool m2m = t < m2m_tiles;
+        const int32_t d0 = m2m ? more[b] : b, d1 = m2m ? more[b] + nch[b] : b + 1;
+        for (int32_t d = d0; d < d1; d++) {
+            if (m2m && sn[d] == 0)
+                continue;
+            const int o = oct[d];
+            if (pos[o] < 0) {
+                pos[o] = e;
+                if (FILL) {
+                    slot[e0 + e] = o;
+                    for (int j = 0; j < tbw; j++)
+                        src[(e0 + e) * tbw + j] = -1;
+                }
+                e++;
+            }
+            if (FILL)
+                src[(e0 + pos[o]) * tbw + i] = m2m ? d : parent[b];
+        }
+    }
+    if (!FILL)
+        cnt[t] = e;
+}
+
+/* Scratch of one build, freed at the end. */
+struct scratch {
+    int32_t *flag, *pos, *cnt, *nbr;
+    int8_t *n_nbr, *oct;
+    unsigned *hist;
+    int16_t *slot_of;
+    uint32_t *keys[2];
+    int32_t *items[2];
+    int32_t *tab;
+    int32_t *v_unsorted;
+    int16_t *vd_unsorted;
+    void *temp;
+    size_t temp_bytes;
+};
+
+struct builder {
+    fmk_plan *plan;
+    long long extra;
+    fmk_cuda_fmm3d_geo *g;
+    scratch w;
+    fmk_status st;
+
+    /* Allocates into *p (held by the geometry when owned, else scratch). */
+    template <typename T> bool alloc(T **p, int64_t n, const char *what, bool owned = true)
+    {
+        if (st != FMK_OK)
+            return false;
+        const size_t bytes = sizeof(T) * (size_t)(n > 0 ? n : 1);
+        st = fmk_cuda_alloc(plan, (void **)p, bytes, what, extra);
+        if (st == FMK_OK && owned)
+            g->bytes += (int64_t)bytes;
+        return st == FMK_OK;
+    }
+    bool ok(cudaError_t err, const char *what)
+    {
+        if (st == FMK_OK && err != cudaSuccess)
+            st = fmk_cuda_fail(plan, err, what);
+        return st == FMK_OK;
+    }
+    /* CUB's workspace grown to need bytes */
+    bool temp(size_t need)
+    {
+        if (st != FMK_OK || need <= w.temp_bytes)
+            return st == FMK_OK;
+        cudaFree(w.temp);
+        w.temp = NULL, w.temp_bytes = 0;
+        if (!alloc((char **)&w.temp, (int64_t)need, "the list builder's workspace", false))
+            return false;
+        w.temp_bytes = need;
+        return true;
+    }
+    /* seconds since the last mark, after the GPU is done (the build's stages, for the benchmark) */
+    double last;
+    void mark(double *t)
+    {
+        if (st == FMK_OK && ok(cudaDeviceSynchronize(), "the list builder's kernels")) {
+            const double now = fmk_time_now();
+            *t = now - last, last = now;
+        }
+    }
+    /* out[0..n] = exclusive sum of in[0..n] (in[n] is 0); *total = out[n] (a read). */
+    bool scan(const int32_t *in, int32_t *out, int64_t n, int64_t *total)
+    {
+        if (st != FMK_OK)
+            return false;
+        size_t need = 0;
+        if (!ok(cub::DeviceScan::ExclusiveSum(NULL, need, in, out, (int)(n + 1)), "cub::DeviceScan (query)") ||
+            !temp(need))
+            return false;
+        if (!ok(cub::DeviceScan::ExclusiveSum(w.temp, need, in, out, (int)(n + 1)), "cub::DeviceScan"))
+            return false;
+        int32_t h = 0;
+        if (!ok(cudaMemcpy(&h, out + n, 4, cudaMemcpyDeviceToHost), "cudaMemcpy (a list size)"))
+            return false;
+        *total = h;
+        return true;
+    }
+};
+
+} // namespace
+
+extern "C" void fmk_cuda_fmm3d_geo_free(fmk_cuda_fmm3d_geo *g)
+{
+    if (!g)
+        return;
+    if (g->d_trg != g->d_src)
+        cudaFree(g->d_trg);
+    if (g->d_trg_order != g->d_src_order)
+        cudaFree(g->d_trg_order);
+    void *all[] = {g->d_src, g->d_src_order, g->d_cube, g->d_level, g->d_sb, g->d_sn, g->d_tb,
+                   g->d_tn, g->d_u_begin, g->d_u, g->d_w_begin, g->d_w, g->d_x_begin, g->d_x,
+                   g->d_y_begin, g->d_y, g->d_v_begin, g->d_v, g->d_v_slot, g->d_leaves_src,
+                   g->d_leaves_trg, g->d_xnodes, g->d_ynodes, g->d_vnodes, g->d_tile_nodes,
+                   g->d_tile_begin, g->d_tile_slot, g->d_tile_src};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        if (all[i])
+            cudaFree(all[i]);
+    memset(g, 0, sizeof *g);
+}
+
+extern "C" int64_t fmk_cuda_fmm3d_geo_bytes(int64_t np, int64_t ns, int self, int64_t k, int tb)
+{
+    const int64_t nt = self ? ns : np - ns;
+    int64_t b = 36 * ns + (self ? 0 : 36 * nt);             /* points and orders */
+    b += k * (32 + 1 + 4 * 4 + 6 * 4 + 5 * 4);                /* nodes, begins, work lists */
+    b += k * (4 * 27 + 6 * 189 + 4 * 16);                     /* U, V, W, X entries */
+    b += k / tb * 4 * (tb + 2) + k * 4 * (tb + 1);            /* tiles */
+    b += 8 * (np + 1) + k * (4 * NBR_MAX + 2 + 6 * 4 + 24);  /* scratch */
+    return b;
+}
+
+extern "C" fmk_status fmk_cuda_fmm3d_geometry(fmk_plan *plan, const fmk_cuda_tree *t, const double *d_x,
+                                              int64_t ns, int self, int64_t near_max, int tbw,
+                                              long long extra, fmk_cuda_fmm3d_geo *g)
+{
+    memset(g, 0, sizeof *g);
+    builder B;
+    memset(&B.w, 0, sizeof B.w);
+    B.plan = plan, B.extra = extra, B.g = g, B.st = FMK_OK;
+    B.last = fmk_time_now();
+    scratch &w = B.w;
+    const int64_t np = t->n_points, k = t->n_nodes;
+    const int64_t nt = self ? ns : np - ns;
+    const int levels = t->levels;
+    g->n_nodes = k;
+    g->tb = tbw;
+    int64_t total = 0;
+
+    /* points in key order */
+    /* flags and their scan: sorted points, nodes, tiles (<= 2 k / tbw + GROUPS) */
+    const int64_t n_flag = (np > 2 * k + GROUPS ? np : 2 * k + GROUPS) + 1;
+    B.alloc(&w.flag, n_flag, "the list builder's workspace", false);
+    B.alloc(&w.pos, n_flag, "the list builder's workspace", false);
+    if (B.st == FMK_OK) {
+        k_src_flags<<<blocks_for(np + 1), BLOCK>>>(np, ns, self, t->d_order, w.flag);
+        B.ok(cudaGetLastError(), "the list builder's kernels");
+    }
+    B.scan(w.flag, w.pos, np, &total);
+    B.alloc(&g->d_src, ns, "the sources");
+    B.alloc(&g->d_src_order, ns, "the source order");
+    if (self) {
+        g->d_trg = g->d_src, g->d_trg_order = g->d_src_order;
+    } else {
+        B.alloc(&g->d_trg, nt, "the targets");
+        B.alloc(&g->d_trg_order, nt, "the target order");
+    }
+    if (B.st == FMK_OK && np > 0)
+        k_split<<<blocks_for(np), BLOCK>>>(np, ns, self, t->d_order, w.pos, d_x, g->d_src, g->d_src_order,
+                                           g->d_trg, g->d_trg_order);
+
+    B.mark(&g->stage_time[0]);
+
+    /* nodes */
+    B.alloc(&g->d_cube, k, "the boxes");
+    B.alloc(&g->d_level, k, "the boxes");
+    B.alloc(&g->d_sb, k, "the boxes");
+    B.alloc(&g->d_sn, k, "the boxes");
+    B.alloc(&g->d_tb, k, "the boxes");
+    B.alloc(&g->d_tn, k, "the boxes");
+    B.alloc(&w.oct, k, "the list builder's workspace", false);
+    if (B.st == FMK_OK) {
+        k_nodes<<<blocks_for(k), BLOCK>>>(k, self, t->d_begin, t->d_end, w.pos, g->d_sb, g->d_sn, g->d_tb,
+                                          g->d_tn);
+        B.ok(cudaMemcpyAsync(g->d_level, t->d_level, (size_t)k, cudaMemcpyDeviceToDevice), "cudaMemcpy (levels)");
+    }
+
+    /* cubes and neighbour sets, level by level */
+    B.alloc(&w.nbr, NBR_MAX * k, "the neighbour sets", false);
+    B.alloc(&w.n_nbr, k, "the neighbour sets", false);
+    for (int L = 0; L < levels && B.st == FMK_OK; L++) {
+        const int64_t a = t->level_begin[L], e = t->level_begin[L + 1];
+        if (e > a)
+            k_cubes<<<blocks_for(e - a), BLOCK>>>(a, e, np, t->d_keys, t->d_begin, t->d_parent, t->d_level,
+                                                  g->d_cube, w.oct);
+        if (e > a)
+            k_neighbours<<<blocks_for(e - a), BLOCK>>>(a, e, t->d_parent, t->d_more, t->d_n_children, g->d_cube,
+                                                       w.nbr, w.n_nbr);
+    }
+
+    B.mark(&g->stage_time[1]);
+
+    /* the lists: count, scan, fill; then each V row sorted by direction (CUB) */
+    B.alloc(&w.cnt, 6 * (k + 1), "the list builder's workspace", false);
+    lists_args la;
+    memset(&la, 0, sizeof la);
+    la.k = k, la.near_max = near_max;
+    la.parent = t->d_parent, la.more = t->d_more, la.nch = t->d_n_children;
+    la.sn = g->d_sn, la.tn = g->d_tn, la.nbr = w.nbr, la.n_nbr = w.n_nbr, la.cube = g->d_cube;
+    la.cnt = w.cnt;
+    if (B.st == FMK_OK) {
+        k_lists<false><<<blocks_for(k + 1), BLOCK>>>(la);
+        B.ok(cudaGetLastError(), "the list kernels");
+    }
+    int32_t **begins[5] = {&g->d_u_begin, &g->d_v_begin, &g->d_w_begin, &g->d_x_begin, &g->d_y_begin};
+    int64_t *totals[5] = {&g->n_u, &g->n_v, &g->n_w, &g->n_x, &g->n_y};
+    for (int j = 0; j < 5; j++) {
+        if (B.alloc(begins[j], k + 1, "the interaction lists"))
+            B.scan(w.cnt + j * (k + 1), *begins[j], k, totals[j]);
+    }
+    B.alloc(&g->d_u, g->n_u, "the U list");
+    B.alloc(&g->d_v, g->n_v, "the V list");
+    B.alloc(&g->d_v_slot, g->n_v, "the V list");
+    B.alloc(&w.v_unsorted, g->n_v, "the V list", false);
+    B.alloc(&w.vd_unsorted, g->n_v, "the V list", false);
+    B.alloc(&g->d_w, g->n_w, "the W list");
+    B.alloc(&g->d_x, g->n_x, "the X list");
+    B.alloc(&g->d_y, g->n_y, "the X list");
+    if (B.st == FMK_OK) {
+        la.ub = g->d_u_begin, la.vb = g->d_v_begin, la.wb = g->d_w_begin, la.xb = g->d_x_begin;
+        la.yb = g->d_y_begin;
+        la.u = g->d_u, la.v = w.v_unsorted, la.vd = w.vd_unsorted, la.w = g->d_w, la.x = g->d_x, la.y = g->d_y;
+        k_lists<true><<<blocks_for(k), BLOCK>>>(la);
+        B.ok(cudaGetLastError(), "the list kernels");
+        size_t need = 0;
+        B.ok(cub::DeviceSegmentedSort::StableSortPairs(NULL, need, w.vd_unsorted, g->d_v_slot, w.v_unsorted,
+                                                       g->d_v, (int)g->n_v, (int)k, g->d_v_begin,
+                                                       g->d_v_begin + 1),
+             "cub::DeviceSegmentedSort (query)");
+        if (B.temp(need) && g->n_v > 0)
+            B.ok(cub::DeviceSegmentedSort::StableSortPairs(w.temp, need, w.vd_unsorted, g->d_v_slot,
+                                                           w.v_unsorted, g->d_v, (int)g->n_v, (int)k,
+                                                           g->d_v_begin, g->d_v_begin + 1),
+                 "cub::DeviceSegmentedSort (the V lists)");
+    }
+    B.mark(&g->stage_time[2]);
+
+    /* direction slots: the directions that occur, in increasing order */
+    B.alloc(&w.hist, FMK_FMM3D_NDIR, "the list builder's workspace", false);
+    B.alloc(&w.slot_of, FMK_FMM3D_NDIR, "the list builder's workspace", false);
+    if (B.st == FMK_OK) {
+        unsigned hist[FMK_FMM3D_NDIR];
+        int16_t slot_of[FMK_FMM3D_NDIR];
+        B.ok(cudaMemset(w.hist, 0, sizeof hist), "cudaMemset (directions)");
+        if (g->n_v > 0)
+            k_dir_count<<<g->n_v / BLOCK + 1 < 1024 ? (unsigned)(g->n_v / BLOCK + 1) : 1024, BLOCK>>>(
+                g->n_v, g->d_v_slot, w.hist);
+        if (B.ok(cudaMemcpy(hist, w.hist, sizeof hist, cudaMemcpyDeviceToHost), "cudaMemcpy (directions)")) {
+            for (int d = 0; d < FMK_FMM3D_NDIR; d++) {
+                slot_of[d] = (int16_t)(hist[d] ? g->n_slots : -1);
+                if (hist[d])
+                    g->dir_of_slot[g->n_slots++] = d;
+            }
+            B.ok(cudaMemcpy(w.slot_of, slot_of, sizeof slot_of, cudaMemcpyHostToDevice), "cudaMemcpy (directions)");
+            if (g->n_v > 0)
+                k_dir_to_slot<<<g->n_v / BLOCK + 1 < 1024 ? (unsigned)(g->n_v / BLOCK + 1) : 1024, BLOCK>>>(
+                    g->n_v, w.slot_of, g->d_v_slot);
+        }
+    }
+
+    B.mark(&g->stage_time[3]);
+
+    /* work lists */
+    int32_t **outs[5] = {&g->d_leaves_src, &g->d_leaves_trg, &g->d_xnodes, &g->d_ynodes, &g->d_vnodes};
+    int64_t *counts[5] = {&g->n_leaves_src, &g->n_leaves_trg, &g->n_xnodes, &g->n_ynodes, &g->n_vnodes};
+    const int32_t *lbeg[5] = {NULL, NULL, g->d_x_begin, g->d_y_begin, g->d_v_begin};
+    for (int j = 0; j < 5 && B.st == FMK_OK; j++) {
+        k_work_flags<<<blocks_for(k + 1), BLOCK>>>(k, j, t->d_more, g->d_sn, g->d_tn, lbeg[j], w.flag);
+        if (B.scan(w.flag, w.pos, k, counts[j]) && B.alloc(outs[j], *counts[j], "the work lists") && k > 0)
+            k_compact<<<blocks_for(k), BLOCK>>>(k, w.flag, w.pos, *outs[j]);
+    }
+
+    B.mark(&g->stage_time[4]);
+
+    /* tiles */
+    int64_t n_items = 0;
+    if (B.st == FMK_OK) {
+        k_tile_items<<<blocks_for(k + 1), BLOCK>>>(k, levels, t->d_more, g->d_sn, g->d_tn, t->d_level, w.oct,
+                                                  NULL, w.flag, NULL, NULL);
+        B.scan(w.flag, w.pos, k, &n_items);
+    }
+    B.alloc(&w.keys[0], n_items, "the tiles", false);
+    B.alloc(&w.keys[1], n_items, "the tiles", false);
+    B.alloc(&w.items[0], n_items, "the tiles", false);
+    B.alloc(&w.items[1], n_items, "the tiles", false);
+    B.alloc(&w.tab, 2 * GROUPS, "the tiles", false);
+    int64_t first_tile[GROUPS + 1];
+    if (B.st == FMK_OK) {
+        k_tile_items<<<blocks_for(k + 1), BLOCK>>>(k, levels, t->d_more, g->d_sn, g->d_tn, t->d_level, w.oct,
+                                                  w.pos, NULL, w.keys[0], w.items[0]);
+        size_t need = 0;
+        B.ok(cub::DeviceRadixSort::SortPairs(NULL, need, w.keys[0], w.keys[1], w.items[0], w.items[1],
+                                             (int)n_items, 0, 8),
+             "cub::DeviceRadixSort (query)");
+        if (B.temp(need) && n_items > 0)
+            B.ok(cub::DeviceRadixSort::SortPairs(w.temp, need, w.keys[0], w.keys[1], w.items[0], w.items[1],
+                                                 (int)n_items, 0, 8),
+                 "cub::DeviceRadixSort (tiles)");
+        unsigned hist[GROUPS];
+        B.ok(cudaMemset(w.tab, 0, 4 * GROUPS), "cudaMemset (tiles)");
+        if (B.st == FMK_OK && n_items > 0)
+            k_group_count<<<n_items / BLOCK + 1 < 256 ? (unsigned)(n_items / BLOCK + 1) : 256, BLOCK>>>(
+                n_items, w.keys[1], (unsigned *)w.tab);
+        if (B.ok(cudaMemcpy(hist, w.tab, sizeof hist, cudaMemcpyDeviceToHost), "cudaMemcpy (tiles)")) {
+            int32_t tab[2 * GROUPS];
+            int64_t tiles = 0, items = 0;
+            for (int q = 0; q < GROUPS; q++) {
+                first_tile[q] = tiles;
+                tab[q] = (int32_t)tiles, tab[GROUPS + q] = (int32_t)items;
+                tiles += (hist[q] + tbw - 1) / tbw;
+                items += hist[q];
+            }
+            first_tile[GROUPS] = tiles;
+            g->n_tiles = tiles;
+            for (int L = 0; L <= levels; L++) {
+                g->m2m_first[L] = first_tile[L];
+                g->l2l_first[L] = first_tile[levels + 8 * L];
+            }
+            B.ok(cudaMemcpy(w.tab, tab, sizeof tab, cudaMemcpyHostToDevice), "cudaMemcpy (tiles)");
+        }
+    }
+    B.alloc(&g->d_tile_nodes, g->n_tiles * tbw, "the tiles");
+    B.alloc(&g->d_tile_begin, g->n_tiles + 1, "the tiles");
+    if (B.st == FMK_OK) {
+        B.ok(cudaMemset(g->d_tile_nodes, 0xff, 4 * (size_t)(g->n_tiles * tbw)), "cudaMemset (tiles)");
+        if (n_items > 0)
+            k_tile_nodes<<<blocks_for(n_items), BLOCK>>>(n_items, tbw, w.keys[1], w.items[1], w.tab, g->d_tile_nodes);
+        k_tile_entries<false><<<blocks_for(g->n_tiles + 1), BLOCK>>>(
+            g->n_tiles, first_tile[levels], tbw, g->d_tile_nodes, t->d_more, t->d_n_children, g->d_sn,
+            t->d_parent, w.oct, w.flag, NULL, NULL, NULL);
+        B.scan(w.flag, g->d_tile_begin, g->n_tiles, &g->n_entries);
+    }
+    B.alloc(&g->d_tile_slot, g->n_entries, "the tiles");
+    B.alloc(&g->d_tile_src, g->n_entries * tbw, "the tiles");
+    if (B.st == FMK_OK && g->n_tiles > 0)
+        k_tile_entries<true><<<blocks_for(g->n_tiles + 1), BLOCK>>>(
+            g->n_tiles, first_tile[levels], tbw, g->d_tile_nodes, t->d_more, t->d_n_children, g->d_sn,
+            t->d_parent, w.oct, NULL, g->d_tile_begin, g->d_tile_slot, g->d_tile_src);
+    B.ok(cudaGetLastError(), "the list builder's kernels");
+    B.mark(&g->stage_time[5]);
+
+    void *scr[] = {w.flag, w.pos, w.cnt, w.nbr, w.n_nbr, w.oct, w.hist, w.slot_of, w.keys[0],
+                   w.keys[1], w.items[0], w.items[1], w.tab, w.v_unsorted, w.vd_unsorted, w.temp};
+    for (size_t i = 0; i < sizeof scr / sizeof scr[0]; i++)
+        if (scr[i])
+            cudaFree(scr[i]);
+    if (B.st != FMK_OK)
+        fmk_cuda_fmm3d_geo_free(g);
+    return B.st;
+}

@@ -1,0 +1,80 @@
+/*
+ * fmm3d_lists.h -- the geometry of the GPU 3D FMM (fmm3d.cu), built on the GPU from the GPU
+ * octree (tree3d.cu) with no host round trip but a few reads of sizes (fmm3d_lists.cu).
+ *
+ * From the device tree: the sources and targets in key order (a CUB scan of the "is a source"
+ * flags of the sorted points), per node its cube (from its first key and level, as
+ * fmk_tree3d_node_cube), octant and source/target ranges; the neighbour sets N(b) level by level
+ * and the U, V, W, X lists of fmm3d.h (a thread per node, the rules of fmm3d_lists.c: a count
+ * pass, CUB scans, a fill pass), so the lists are the host's entry for entry; the work lists
+ * (nodes that have work in a pass) by scan and compaction; and the tiles of the M2M and L2L
+ * kernel (the same tiles the host code built: per level the parents with sources, per level and
+ * octant the boxes with targets, TB to a tile, a CUB radix sort by group).
+ *
+ * Near-field substitutes (near_max >= 0): a W entry with at most near_max sources goes to the
+ * leaf's U list (after its U entries) and the X entries of a box with at most near_max targets go
+ * to its Y list (P2P into the box's targets instead of P2L). near_max < 0 keeps the lists of
+ * fmm3d.h as they are.
+ */
+#ifndef FMMKIT_CUDA_FMM3D_LISTS_H
+#define FMMKIT_CUDA_FMM3D_LISTS_H
+
+#include <stdint.h>
+
+#include "../fmm3d.h"
+#include "tree_internal.h"
+
+typedef struct fmk_cuda_fmm3d_geo {
+    int64_t n_nodes;
+    /* points in key order; d_trg == d_src and d_trg_order == d_src_order when self */
+    real4d *d_src, *d_trg;          /* (x, y, z, 0) */
+    int32_t *d_src_order, *d_trg_order; /* key position -> caller index */
+    /* nodes */
+    real4d *d_cube;                 /* centre, side */
+    int8_t *d_level;
+    int32_t *d_sb, *d_sn, *d_tb, *d_tn; /* first source and count, first target and count */
+    /* lists, compressed rows over nodes (begins n_nodes + 1) */
+    int32_t *d_u_begin, *d_u, *d_w_begin, *d_w, *d_x_begin, *d_x, *d_y_begin, *d_y;
+    int32_t *d_v_begin, *d_v;
+    int16_t *d_v_slot;              /* direction slot of each V entry; rows sorted by slot */
+    int64_t n_u, n_v, n_w, n_x, n_y;
+    /* V directions that occur, in increasing FMK_FMM3D_DIR order */
+    int n_slots;
+    int32_t dir_of_slot[FMK_FMM3D_NDIR];
+    /* work lists: leaves with sources, leaves with targets, boxes with X, Y, V entries */
+    int32_t *d_leaves_src, *d_leaves_trg, *d_xnodes, *d_ynodes, *d_vnodes;
+    int64_t n_leaves_src, n_leaves_trg, n_xnodes, n_ynodes, n_vnodes;
+    /* tiles of the translation kernel (fmm3d.cu's k_tiles): M2M tiles of level L are
+     * [m2m_first[L], m2m_first[L + 1]), L2L tiles likewise */
+    int tb;
+    int64_t n_tiles, n_entries;
+    int32_t *d_tile_nodes, *d_tile_begin, *d_tile_slot, *d_tile_src;
+    int64_t m2m_first[FMK_TREE_MAX_LEVEL + 2], l2l_first[FMK_TREE_MAX_LEVEL + 2];
+    int64_t bytes;                  /* device bytes held */
+    double stage_time[6];           /* seconds: points, boxes + neighbours, lists, directions,
+                                     * work lists, tiles (for the benchmark) */
+} fmk_cuda_fmm3d_geo;
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Builds *g (zeroed here) from the device tree t of the np mapped points d_x (sources, then
+ * targets unless self: ns sources). Tiles of tb boxes. extra: the plan's device bytes, for
+ * messages. On failure *g holds nothing. Scratch is freed before returning. */
+fmk_status fmk_cuda_fmm3d_geometry(fmk_plan *plan, const fmk_cuda_tree *t, const double *d_x,
+                                   int64_t ns, int self, int64_t near_max, int tb,
+                                   long long extra, fmk_cuda_fmm3d_geo *g);
+
+/* Frees what *g holds and zeroes it (safe on a zeroed one). */
+void fmk_cuda_fmm3d_geo_free(fmk_cuda_fmm3d_geo *g);
+
+/* Device bytes of the geometry and of the build's scratch for np points and n_nodes nodes
+ * (a planning estimate: a uniform tree's list lengths). */
+int64_t fmk_cuda_fmm3d_geo_bytes(int64_t np, int64_t ns, int self, int64_t n_nodes, int tb);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FMMKIT_CUDA_FMM3D_LISTS_H */
