@@ -36,6 +36,7 @@
 #include "../fmm3d.h"
 #include "../fmm3d_ops.h"
 #include "cuda_internal.h"
+#include "rsqrt.cuh"
 #include "fmm3d_lists.h"
 #include "tree_internal.h"
 
@@ -478,19 +479,6 @@ __global__ void __launch_bounds__(64) k_l2p_m2p(int p, int S, int nt, tabs tb,
     }
 }
 
-/* 1/sqrt(x) in fp64 and 0 at x == 0 (a coincident pair), as the direct engine computes it
- * (p2p.cu): the MUFU.RSQ64H seed with its high word zeroed at x == 0 and one third-order
- * correction (relative error about 5 d^3 / 16 for a seed error d, far below 2^-53). */
-__device__ __forceinline__ double rsqrt0(double x)
-{
-    double y;
-    asm("rsqrt.approx.ftz.f64 %0, %1;" : "=d"(y) : "d"(x));
-    const int hi = __double2hiint(x) != 0 ? __double2hiint(y) : 0;
-    y = __hiloint2double(hi, __double2loint(y));
-    const double e = fma(-x, y * y, 1.0);
-    return fma(y, e * fma(e, 0.375, 0.5), y);
-}
-
 /* P2P: the targets of box leaves[blockIdx.x] from the sources of its list (U and the W entries
  * done directly, for leaves; the X entries done directly, for any box), staged in shared
  * memory. Pairs at distance 0 contribute nothing. (Two targets per thread, each staged source
@@ -525,7 +513,7 @@ __global__ void __launch_bounds__(BLOCK) k_p2p(int nt, int atomic, const int32_t
                 for (int j = 0; j < cnt; j++) {
                     const real4d s = tile[j];
                     const double dx = y.x - s.x, dy = y.y - s.y, dz = y.z - s.z;
-                    const double inv = rsqrt0(dx * dx + dy * dy + dz * dz);
+                    const double inv = rsqrt_masked(dx * dx + dy * dy + dz * dz);
                     const double qi = s.w * inv, qi3 = qi * inv * inv;
                     p += qi;
                     gx -= dx * qi3, gy -= dy * qi3, gz -= dz * qi3;

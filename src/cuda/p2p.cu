@@ -28,6 +28,7 @@
 #include <thrust/iterator/counting_iterator.h>
 
 #include "cuda_internal.h"
+#include "rsqrt.cuh"
 
 namespace {
 
@@ -70,28 +71,6 @@ template <typename R> struct consts {
 
 __device__ __forceinline__ float rsqrt_plain(float x) { return rsqrtf(x); /* MUFU.RSQ */ }
 
-/* 1/sqrt(x) in fp64, and 0 where x == 0 (a coincident pair: x is exactly 0 only then).
- * One third-order correction of a seed y ~ 1/sqrt(x) with relative error d: error ~5d^3/16. */
-__device__ __forceinline__ double rsqrt_refine(double x, double y)
-{
-    double e = fma(-x, y * y, 1.0);
-    return fma(y, e * fma(e, 0.375, 0.5), y);
-}
-__device__ __forceinline__ double rsqrt_seed(double x)
-{
-    double y;
-    asm("rsqrt.approx.ftz.f64 %0, %1;" : "=d"(y) : "d"(x));
-    return y;
-}
-__device__ __forceinline__ double rsqrt_masked(double x)
-{
-    /* Zero the seed's high word when x == 0 (x >= 2^-104 otherwise, so its high word is not
-     * zero): the correction then keeps y = 0 exactly, with no Inf or NaN on the way. */
-    double y = rsqrt_seed(x);
-    int hi = __double2hiint(x) != 0 ? __double2hiint(y) : 0;
-    return rsqrt_refine(x, __hiloint2double(hi, __double2loint(y)));
-}
-__device__ __forceinline__ double rsqrt_plain(double x) { return rsqrt_refine(x, rsqrt_seed(x)); }
 
 __device__ __forceinline__ float log_(float x) { return __logf(x); }
 __device__ __forceinline__ double log_(double x) { return log(x); }
