@@ -21,10 +21,11 @@
  *                               tree level and per moment level, no split walk
  *   --split-nodes K, --split-level L, --split-warps W   the split walk's knobs (defaults 8, 5, 24)
  *   --theta T                   theta of --headline and --one (default 0.6)
- *   tree --headline --compare   the headline rows, then each with the acceptance tests (--mac)
- *                               at theta and theta - 0.05, - 0.1, and leaf sizes 32 and 48
- *   --mac K                     the group walks' acceptance test (0 the group's box, default;
- *                               1 also every target on its own; 2 as 1 for leaves only)
+ *   tree --headline --compare   the headline rows, then each with other acceptance tests
+ *                               (--mac), theta +- 0.05, leaf sizes and groups of 64
+ *   --mac K                     the group walks' acceptance test (0 the group's box; 1 also
+ *                               every target on its own; 2, default, as 1 for leaves only)
+ *   --leaf-theta T              with --mac 1 or 2: the theta of a leaf's per-target test
  */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -59,6 +60,8 @@ extern int fmk_cuda_bh_split_nodes;
 extern int fmk_cuda_bh_split_level_max;
 /* The group walks' acceptance test (0 box, 1 box or every target, 2 as 1 for leaves). */
 extern int fmk_cuda_bh_mac;
+/* With it, the theta of a leaf's per-target test (0: theta). */
+extern double fmk_cuda_bh_leaf_theta;
 
 /* measure()'s walk argument for the next/more group walk (the breadth-first one is GROUP). */
 #define WALK_NEXT_MORE ((fmk_walk)3)
@@ -380,13 +383,15 @@ int main(int argc, char **argv)
             leaf = atoi(argv[++a]);
         else if (strcmp(argv[a], "--theta") == 0 && a + 1 < argc)
             theta = atof(argv[++a]);
+        else if (strcmp(argv[a], "--leaf-theta") == 0 && a + 1 < argc)
+            fmk_cuda_bh_leaf_theta = atof(argv[++a]);
         else if (strcmp(argv[a], "--mac") == 0 && a + 1 < argc)
             fmk_cuda_bh_mac = atoi(argv[++a]);
         else {
             fprintf(stderr, "usage: tree [--json] [--quick] [--theta-sweep] [--max-log2 K] [--leaf L] "
                             "[--headline [--big] [--variants]] [--profile] [--groups] [--crossover] "
                             "[--one N [--plummer] [--direct]] [--no-small] [--split-nodes K] "
-                            "[--split-level L] [--split-warps W] [--theta T] [--mac K]\n");
+                            "[--split-level L] [--split-warps W] [--theta T] [--mac K] [--leaf-theta T]\n");
             return 2;
         }
     }
@@ -481,22 +486,29 @@ int main(int argc, char **argv)
         for (int k = 20; k <= (big ? 24 : 20); k += 4)
             for (int d = 0; d < 2; d++) {
                 problem_make(&p, d, (int64_t)1 << k, 1);
-                add(measure(fmk_cuda_bh_mac ? (fmk_cuda_bh_mac == 1 ? "headline mac 1" : "headline mac 2")
-                                            : "headline", &p, f32, theta, 2, leaf, 32, FMK_WALK_AUTO,
+                static const char *heads[3] = {"headline mac 0", "headline mac 1", "headline"};
+                add(measure(heads[fmk_cuda_bh_mac == 0 || fmk_cuda_bh_mac == 1 ? fmk_cuda_bh_mac : 2],
+                            &p, f32, theta, 2, leaf, 32, FMK_WALK_AUTO,
                             k >= 24 ? 3 : reps), json);
-                if (compare) { /* mac, theta - dtheta, leaf */
-                    static const char *names[3] = {"compare mac 0", "compare mac 1", "compare mac 2"};
+                if (compare) { /* mac, theta - dtheta, leaf, group, leaf theta (hundredths) */
+                    static const char *names[3][4] = {
+                        {"compare mac 0", "", "", ""},
+                        {"compare mac 1", "mac 1 leaf theta 0.7", "", ""},
+                        {"compare mac 2", "mac 2 leaf theta 0.7", "mac 2 leaf theta 0.8",
+                         "mac 2 leaf theta 0.85"}};
                     const int mac0 = fmk_cuda_bh_mac;
-                    const int cfg[][3] = {{1, 0, 0},  {1, 5, 0},  {1, 10, 0}, {2, 0, 0},
-                                          {2, 5, 0},  {0, 0, 32}, {0, 0, 48}, {1, 0, 32},
-                                          {0, -5, 0}, {1, 5, 32}};
+                    const double lt0 = fmk_cuda_bh_leaf_theta;
+                    const int cfg[][5] = {{0, 0, 64, 32, 0},  {1, 0, 48, 32, 0},  {2, 0, 48, 32, 70},
+                                          {2, 0, 48, 32, 80}, {2, 0, 48, 32, 85}, {1, 0, 48, 32, 70},
+                                          {2, -5, 48, 32, 0}, {2, 5, 48, 32, 80}, {2, 5, 48, 32, 0}};
                     for (size_t c = 0; c < sizeof cfg / sizeof cfg[0]; c++) {
                         fmk_cuda_bh_mac = cfg[c][0];
-                        add(measure(names[cfg[c][0]], &p, f32, theta - 0.01 * cfg[c][1], 2,
-                                    cfg[c][2] ? cfg[c][2] : leaf, 32, FMK_WALK_AUTO,
-                                    k >= 24 ? 3 : reps), json);
+                        fmk_cuda_bh_leaf_theta = 0.01 * cfg[c][4];
+                        const int nm = cfg[c][4] == 0 ? 0 : cfg[c][4] == 70 ? 1 : cfg[c][4] == 80 ? 2 : 3;
+                        add(measure(names[cfg[c][0]][nm], &p, f32, theta - 0.01 * cfg[c][1], 2,
+                                    cfg[c][2], cfg[c][3], FMK_WALK_AUTO, k >= 24 ? 3 : reps), json);
                     }
-                    fmk_cuda_bh_mac = mac0;
+                    fmk_cuda_bh_mac = mac0, fmk_cuda_bh_leaf_theta = lt0;
                 }
                 if (variants && k == 20) {
                     fmk_cuda_bh_group_merge_min = 0;

@@ -95,7 +95,14 @@ int fmk_cuda_bh_split_level_max = 5;
  * sphere on its own (the stackless walk's test, made by all of them: fewer interactions, each
  * target's list as in the stackless walk or finer). 2: as 1 for leaves only. */
 extern "C" int fmk_cuda_bh_mac;
-int fmk_cuda_bh_mac = 0;
+int fmk_cuda_bh_mac = 2; /* 2^20 cube: walk -19% with the same error (bench/RESULTS.md) */
+/* Tuning knob (not API): with fmk_cuda_bh_mac, the per-target test of a leaf uses the opening
+ * radius of this theta, f (l / theta + s) with f = theta / leaf_theta (0: theta itself, f = 1).
+ * f is kept above sqrt(3) / (1 / theta + sqrt(3) / 2) (with 1% to spare), so that a target
+ * inside the leaf's cell (at most sqrt(3)/2 l + s from its centre, s <= sqrt(3)/2 l) never
+ * accepts it. */
+extern "C" double fmk_cuda_bh_leaf_theta;
+double fmk_cuda_bh_leaf_theta = 0;
 /* For the tests: split walks redone unsplit (their stack overflowed above the split level). */
 extern "C" long long fmk_cuda_bh_split_redos;
 long long fmk_cuda_bh_split_redos = 0;
@@ -443,7 +450,8 @@ template <typename R> struct walk_args {
     int parts;
     int32_t split_begin, split_end;
     unsigned long long *overflow; /* set when a split walk's stack overflowed above the split */
-    int mac; /* fmk_cuda_bh_mac */
+    int mac;    /* fmk_cuda_bh_mac */
+    R leaf_r2;  /* f^2 of fmk_cuda_bh_leaf_theta: a leaf's squared radius in the per-target test */
     const unsigned long long *stats; /* the charge check (charge_scale, charges_bad) */
 };
 
@@ -524,7 +532,8 @@ __global__ void __launch_bounds__(WALK_BLOCK) k_walk_group(walk_args<R> a)
         const R dz = fmax(fabs(x.z - c.z) - h.z, (R)0);
         bool far = dx * dx + dy * dy + dz * dz > x.w;
         if (!far && a.mac && l.w - l.z > p2p_cut<ORDER>::value && (a.mac == 1 || l.x < 0))
-            far = __all_sync(0xffffffffu, targets_far<R, T>(t, grp.y, y, x.x, x.y, x.z, x.w));
+            far = __all_sync(0xffffffffu, targets_far<R, T>(t, grp.y, y, x.x, x.y, x.z,
+                                                            l.x < 0 ? x.w * a.leaf_r2 : x.w));
         if (far && l.w - l.z > p2p_cut<ORDER>::value) {
             R m[10];
             ld_moments(a.node, i, m);
@@ -830,7 +839,8 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32, bfs_cfg<R>::MIN_BLOCKS
                 const int o = __ffs(cand) - 1;
                 cand &= cand - 1;
                 const R nx = __shfl_sync(FULL, x.x, o), ny = __shfl_sync(FULL, x.y, o),
-                        nz = __shfl_sync(FULL, x.z, o), r2 = __shfl_sync(FULL, x.w, o);
+                        nz = __shfl_sync(FULL, x.z, o),
+                        r2 = __shfl_sync(FULL, l.x < 0 ? x.w * a.leaf_r2 : x.w, o);
                 if (__all_sync(FULL, targets_far<R, T>(t, grp.y, y, nx, ny, nz, r2)))
                     ok |= 1u << o;
             }
@@ -1039,9 +1049,13 @@ int real_of(const fmk_plan *plan) { return plan->opts.precision == FMK_PRECISION
 
 int64_t leaf_size_of(const fmk_plan *plan)
 {
-    /* 64: the least memory; the walk on 2^20 points is within 3% from 8 to 64 and slower at
-     * 128 (bench/RESULTS.md) */
-    return plan->opts.leaf_size > 0 ? plan->opts.leaf_size : 64;
+    /* Group walk: 48, no leaf of more than 48 points (the 2^24 cube's cells of ~64 points are
+     * split: walk -17% against a leaf size of 64); at 2^20 the same tree as 64 for the cube,
+     * and the fastest of 32, 48, 64 for the Plummer sphere at 2^20 and 2^24. Stackless walk:
+     * 64, as measured and tested before (bench/RESULTS.md). */
+    if (plan->opts.leaf_size > 0)
+        return plan->opts.leaf_size;
+    return plan->opts.walk == FMK_WALK_STACKLESS ? 64 : 48;
 }
 
 int group_of(void) { return fmk_cuda_bh_group_size == 64 ? 64 : 32; }
@@ -1568,6 +1582,13 @@ fmk_status run_eval_t(fmk_plan *plan, bh_state *s, const double *d_q, double *po
 #endif
     a.overflow = s->d_stats + 2;
     a.mac = fmk_cuda_bh_mac;
+    {
+        const double th = plan->opts.theta < FMK_TREE_THETA_CAP ? plan->opts.theta : FMK_TREE_THETA_CAP;
+        const double f_min = 1.01 * sqrt(3.0) / (1 / th + sqrt(3.0) / 2);
+        double f = fmk_cuda_bh_leaf_theta > th ? th / fmk_cuda_bh_leaf_theta : 1;
+        f = f < f_min ? f_min : f;
+        a.leaf_r2 = (R)(f < 1 ? f * f : 1);
+    }
     a.stats = s->d_stats;
     if (err == cudaSuccess)
         err = walk<R>(a, plan->opts.order, plan->self, stackless, s->group);

@@ -37,8 +37,10 @@ extern int fmk_cuda_bh_split_level_max;
 extern int fmk_cuda_bh_split_nodes;
 extern long long fmk_cuda_bh_split_redos;
 /* The group walks' acceptance test: 0 the group's box, 1 also every target on its own, 2 as 1
- * for leaves only (a tuning knob, not API; `--mac K` runs every test with K). */
+ * for leaves only (a tuning knob, not API; `--mac K` runs every test with K, `--leaf-theta T`
+ * likewise). */
 extern int fmk_cuda_bh_mac;
+extern double fmk_cuda_bh_leaf_theta; /* a leaf's theta in the per-target test (0: theta) */
 
 /* The walks the loops below run: 1 group (breadth-first), 2 stackless, 3 group (next/more). */
 #define N_WALKS 3
@@ -574,12 +576,14 @@ static void test_group_modes(void)
 /* The acceptance tests of fmk_cuda_bh_mac (a node the group's box opens is accepted when every
  * target is outside its opening sphere): the breadth-first walk (split or not) and the next/more
  * walk make the same interactions (fp64, laplace and plummer, self and separate targets, some
- * targets on sources), the errors stay within the bounds of theta 0.6, and the results differ
+ * targets on sources; also with leaves tested at theta 0.8), the errors stay within the bounds
+ * of theta 0.6, and the results differ
  * from those of the box test alone (the test is in use). */
 static void test_mac(void)
 {
     const int64_t n = quick ? 4000 : 40000, m = quick ? 1000 : 7000;
     const int mac0 = fmk_cuda_bh_mac;
+    const double lt0 = fmk_cuda_bh_leaf_theta;
     double *x = xmalloc((size_t)n * 24), *q = xmalloc((size_t)n * 8), *y = xmalloc((size_t)m * 24);
     double *rp = xmalloc((size_t)n * 8), *rg = xmalloc((size_t)n * 24);
     double *p[3], *g[3];
@@ -597,21 +601,24 @@ static void test_mac(void)
             const double soft = kern ? 0.01 : 0;
             const int64_t mt = sep ? m : n;
             reference(kernel, soft, n, x, q, sep ? m : 0, sep ? y : NULL, rp, rg);
-            fmk_cuda_bh_mac = 0;
+            fmk_cuda_bh_mac = 0, fmk_cuda_bh_leaf_theta = 0;
             fmk_opts o = tree_opts(FMK_PRECISION_FP64, 0.6, walk_of(1));
             o.softening = soft;
             CHECK_STATUS(run(kernel, &o, n, x, q, sep ? m : 0, sep ? y : NULL, p[2], g[2], NULL),
                          FMK_OK);
             const double e0 = test_rel_l2(g[2], rg, 3 * mt);
-            for (int mac = 1; mac <= 2; mac++) {
+            for (int v = 1; v <= 3; v++) { /* mac 1, 2, and 2 with leaves at theta 0.8 */
+                const int mac = v == 1 ? 1 : 2;
                 fmk_cuda_bh_mac = mac;
+                fmk_cuda_bh_leaf_theta = v == 3 ? 0.8 : 0;
                 for (int k = 0; k < 2; k++) {
                     o = tree_opts(FMK_PRECISION_FP64, 0.6, walk_of(k ? 3 : 1));
                     o.softening = soft;
                     CHECK_STATUS(run(kernel, &o, n, x, q, sep ? m : 0, sep ? y : NULL, p[k], g[k],
                                      NULL), FMK_OK);
                 }
-                check_context("mac %d %s %s", mac, fmk_kernel_name(kernel), sep ? "targets" : "self");
+                check_context("mac %d leaf theta %.1f %s %s", mac, fmk_cuda_bh_leaf_theta,
+                              fmk_kernel_name(kernel), sep ? "targets" : "self");
                 CHECK_LE(test_rel_l2(p[0], p[1], mt), 1e-12, "pot, breadth-first vs next/more");
                 CHECK_LE(test_rel_l2(g[0], g[1], 3 * mt), 1e-12, "grad, breadth-first vs next/more");
                 CHECK_LE(test_rel_l2(p[0], rp, mt), 1e-2, "rel l2 error of pot (fp64)");
@@ -620,8 +627,8 @@ static void test_mac(void)
                 CHECK_MSG(test_rel_l2(g[0], g[2], 3 * mt) > 1e-10,
                           "the same results as the box test alone");
                 if (kern == 0 && sep == 0)
-                    printf("  mac %d: grad error %.2e (box test %.2e), Plummer sphere, %lld points\n",
-                           mac, e, e0, (long long)n);
+                    printf("  mac %d leaf theta %.1f: grad error %.2e (box test %.2e), Plummer sphere, "
+                           "%lld points\n", mac, fmk_cuda_bh_leaf_theta, e, e0, (long long)n);
                 o = tree_opts(FMK_PRECISION_FP32, 0.6, walk_of(1));
                 o.softening = soft;
                 CHECK_STATUS(run(kernel, &o, n, x, q, sep ? m : 0, sep ? y : NULL, p[1], g[1],
@@ -630,6 +637,7 @@ static void test_mac(void)
             }
         }
     fmk_cuda_bh_mac = mac0;
+    fmk_cuda_bh_leaf_theta = lt0;
     walk_of(1);
     for (int k = 0; k < 3; k++)
         free(p[k]), free(g[k]);
@@ -688,6 +696,8 @@ int main(int argc, char **argv)
             quick = 1;
         else if (strcmp(argv[a], "--mac") == 0 && a + 1 < argc)
             fmk_cuda_bh_mac = atoi(argv[++a]);
+        else if (strcmp(argv[a], "--leaf-theta") == 0 && a + 1 < argc)
+            fmk_cuda_bh_leaf_theta = atof(argv[++a]);
     }
     if (fmk_cuda_device_count() <= 0) {
         printf("no CUDA device: skipped\n");
