@@ -95,7 +95,7 @@ int fmk_cuda_bh_split_level_max = 5;
  * sphere on its own (the stackless walk's test, made by all of them: fewer interactions, each
  * target's list as in the stackless walk or finer). 2: as 1 for leaves only. */
 extern "C" int fmk_cuda_bh_mac;
-int fmk_cuda_bh_mac = 2; /* 2^20 cube: walk -19% with the same error (bench/RESULTS.md) */
+int fmk_cuda_bh_mac = 2; /* 2^20 cube: walk -18%, error +3% (bench/RESULTS.md) */
 /* Tuning knob (not API): with fmk_cuda_bh_mac, the per-target test of a leaf uses the opening
  * radius of this theta, f (l / theta + s) with f = theta / leaf_theta (0: theta itself, f = 1).
  * f is kept above sqrt(3) / (1 / theta + sqrt(3) / 2) (with 1% to spare), so that a target
@@ -1050,7 +1050,7 @@ int real_of(const fmk_plan *plan) { return plan->opts.precision == FMK_PRECISION
 int64_t leaf_size_of(const fmk_plan *plan)
 {
     /* Group walk: 48, no leaf of more than 48 points (the 2^24 cube's cells of ~64 points are
-     * split: walk -17% against a leaf size of 64); at 2^20 the same tree as 64 for the cube,
+     * split: walk -17% against a leaf size of 64); at 2^20 nearly the tree of 64 for the cube,
      * and the fastest of 32, 48, 64 for the Plummer sphere at 2^20 and 2^24. Stackless walk:
      * 64, as measured and tested before (bench/RESULTS.md). */
     if (plan->opts.leaf_size > 0)

@@ -518,6 +518,16 @@ static void test_walks_agree(void)
     free(x), free(q), free(y);
 }
 
+/* n Plummer-sphere sources x with charges q in [-1, 1] and m clustered targets y, the first 50
+ * of them on sources (seeds seed, seed + 1, seed + 2). */
+static void plummer_case(int64_t n, int64_t m, uint64_t seed, double *x, double *y, double *q)
+{
+    test_points(TEST_DIST_PLUMMER, n, seed, x);
+    test_points(TEST_DIST_CLUSTERED, m, seed + 1, y);
+    memcpy(y, x, 50 * 24); /* targets on sources */
+    test_charges(n, 0, seed + 2, q);
+}
+
 /* Each way of forming groups (packed siblings, cut across bounds, one per node): the
  * breadth-first walk sums what the next/more walk sums (fp64, laplace and plummer, self and
  * separate targets, some targets on sources), and the errors against the direct sum stay
@@ -530,10 +540,7 @@ static void test_group_modes(void)
     double *p[2], *g[2];
     for (int k = 0; k < 2; k++)
         p[k] = xmalloc((size_t)n * 8), g[k] = xmalloc((size_t)n * 24);
-    test_points(TEST_DIST_PLUMMER, n, 81, x);
-    test_points(TEST_DIST_CLUSTERED, m, 82, y);
-    memcpy(y, x, 50 * 24); /* targets on sources */
-    test_charges(n, 0, 83, q);
+    plummer_case(n, m, 81, x, y, q);
     for (int kern = 0; kern < 2; kern++)
         for (int sep = 0; sep < 2; sep++) {
             const fmk_kernel kernel = kern ? FMK_KERNEL_PLUMMER : FMK_KERNEL_LAPLACE;
@@ -577,8 +584,8 @@ static void test_group_modes(void)
  * target is outside its opening sphere): the breadth-first walk (split or not) and the next/more
  * walk make the same interactions (fp64, laplace and plummer, self and separate targets, some
  * targets on sources; also with leaves tested at theta 0.8), the errors stay within the bounds
- * of theta 0.6, and the results differ
- * from those of the box test alone (the test is in use). */
+ * of theta 0.6, and the results differ from those of the box test alone (the test is in
+ * use). */
 static void test_mac(void)
 {
     const int64_t n = quick ? 4000 : 40000, m = quick ? 1000 : 7000;
@@ -589,10 +596,7 @@ static void test_mac(void)
     double *p[3], *g[3];
     for (int k = 0; k < 3; k++)
         p[k] = xmalloc((size_t)n * 8), g[k] = xmalloc((size_t)n * 24);
-    test_points(TEST_DIST_PLUMMER, n, 91, x);
-    test_points(TEST_DIST_CLUSTERED, m, 92, y);
-    memcpy(y, x, 50 * 24); /* targets on sources */
-    test_charges(n, 0, 93, q);
+    plummer_case(n, m, 91, x, y, q);
     for (int i = 0; i < n; i++)
         q[i] = fabs(q[i]) + 0.1;
     for (int kern = 0; kern < 2; kern++)
