@@ -20,6 +20,12 @@
  *   --no-small                  (with any of the above) the small-N paths off: one launch per
  *                               tree level and per moment level, no split walk
  *   --split-nodes K, --split-level L, --split-warps W   the split walk's knobs (defaults 8, 5, 24)
+ *   --theta T                   theta of --headline and --one (default 0.6)
+ *   tree --headline --compare   the headline rows, then each with other acceptance tests
+ *                               (--mac), theta +- 0.05, leaf sizes and groups of 64
+ *   --mac K                     the group walks' acceptance test (0 the group's box; 1 also
+ *                               every target on its own; 2, default, as 1 for leaves only)
+ *   --leaf-theta T              with --mac 1 or 2: the theta of a leaf's per-target test
  */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -52,6 +58,10 @@ extern int fmk_cuda_bh_split_warps;
 /* The split walk's level: at least this many nodes per part, no deeper than this level. */
 extern int fmk_cuda_bh_split_nodes;
 extern int fmk_cuda_bh_split_level_max;
+/* The group walks' acceptance test (0 box, 1 box or every target, 2 as 1 for leaves). */
+extern int fmk_cuda_bh_mac;
+/* With it, the theta of a leaf's per-target test (0: theta). */
+extern double fmk_cuda_bh_leaf_theta;
 
 /* measure()'s walk argument for the next/more group walk (the breadth-first one is GROUP). */
 #define WALK_NEXT_MORE ((fmk_walk)3)
@@ -286,7 +296,7 @@ static void add(row r, int json)
     char dir[32] = "";
     if (r.direct > 0)
         snprintf(dir, sizeof dir, "%.3f", r.direct * 1e3);
-    printf("| %s | %s | %lld | %s | %.1f | %d | %s%s | %d | %.3f | %.3f | %.3f | %.3f | %.3f | %s | %.1f | %s |\n",
+    printf("| %s | %s | %lld | %s | %.2f | %d | %s%s | %d | %.3f | %.3f | %.3f | %.3f | %.3f | %s | %.1f | %s |\n",
            r.table, r.dist, (long long)r.n, r.prec == FMK_PRECISION_FP32 ? "fp32" : "fp64",
            r.theta, r.order, wn, r.walk == FMK_WALK_STACKLESS ? "" : (r.group == 64 ? " 64" : " 32"),
            r.leaf, r.total * 1e3, r.tree * 1e3, r.moments * 1e3, r.walk_t * 1e3,
@@ -330,6 +340,8 @@ int main(int argc, char **argv)
     int json = 0, quick = 0, sweep = 0, max_log2 = 27, leaf = 0, headline = 0, big = 0;
     int profile = 0, variants = 0, groups = 0, crossover = 0, plummer = 0, with_direct = 0;
     int64_t one = 0;
+    double theta = 0.6;
+    int compare = 0;
     for (int a = 1; a < argc; a++) {
         if (strcmp(argv[a], "--json") == 0)
             json = 1;
@@ -343,6 +355,8 @@ int main(int argc, char **argv)
             big = 1;
         else if (strcmp(argv[a], "--profile") == 0)
             profile = 1;
+        else if (strcmp(argv[a], "--compare") == 0)
+            compare = 1;
         else if (strcmp(argv[a], "--variants") == 0)
             variants = 1;
         else if (strcmp(argv[a], "--groups") == 0)
@@ -367,11 +381,17 @@ int main(int argc, char **argv)
             max_log2 = atoi(argv[++a]);
         else if (strcmp(argv[a], "--leaf") == 0 && a + 1 < argc)
             leaf = atoi(argv[++a]);
+        else if (strcmp(argv[a], "--theta") == 0 && a + 1 < argc)
+            theta = atof(argv[++a]);
+        else if (strcmp(argv[a], "--leaf-theta") == 0 && a + 1 < argc)
+            fmk_cuda_bh_leaf_theta = atof(argv[++a]);
+        else if (strcmp(argv[a], "--mac") == 0 && a + 1 < argc)
+            fmk_cuda_bh_mac = atoi(argv[++a]);
         else {
             fprintf(stderr, "usage: tree [--json] [--quick] [--theta-sweep] [--max-log2 K] [--leaf L] "
                             "[--headline [--big] [--variants]] [--profile] [--groups] [--crossover] "
                             "[--one N [--plummer] [--direct]] [--no-small] [--split-nodes K] "
-                            "[--split-level L] [--split-warps W]\n");
+                            "[--split-level L] [--split-warps W] [--theta T] [--mac K] [--leaf-theta T]\n");
             return 2;
         }
     }
@@ -404,7 +424,7 @@ int main(int argc, char **argv)
     }
     if (one > 0) {
         problem_make(&p, plummer, one, 0);
-        row r = measure("one", &p, f32, 0.6, 2, leaf, 32, FMK_WALK_AUTO, 16);
+        row r = measure("one", &p, f32, theta, 2, leaf, 32, FMK_WALK_AUTO, 16);
         if (with_direct)
             r.direct = direct_time(&p, 16);
         add(r, json);
@@ -466,8 +486,30 @@ int main(int argc, char **argv)
         for (int k = 20; k <= (big ? 24 : 20); k += 4)
             for (int d = 0; d < 2; d++) {
                 problem_make(&p, d, (int64_t)1 << k, 1);
-                add(measure("headline", &p, f32, 0.6, 2, leaf, 32, FMK_WALK_AUTO,
+                static const char *heads[3] = {"headline mac 0", "headline mac 1", "headline"};
+                add(measure(heads[fmk_cuda_bh_mac == 0 || fmk_cuda_bh_mac == 1 ? fmk_cuda_bh_mac : 2],
+                            &p, f32, theta, 2, leaf, 32, FMK_WALK_AUTO,
                             k >= 24 ? 3 : reps), json);
+                if (compare) { /* mac, theta - dtheta, leaf, group, leaf theta (hundredths) */
+                    static const char *names[3][4] = {
+                        {"compare mac 0", "", "", ""},
+                        {"compare mac 1", "mac 1 leaf theta 0.7", "", ""},
+                        {"compare mac 2", "mac 2 leaf theta 0.7", "mac 2 leaf theta 0.8",
+                         "mac 2 leaf theta 0.85"}};
+                    const int mac0 = fmk_cuda_bh_mac;
+                    const double lt0 = fmk_cuda_bh_leaf_theta;
+                    const int cfg[][5] = {{0, 0, 64, 32, 0},  {1, 0, 48, 32, 0},  {2, 0, 48, 32, 70},
+                                          {2, 0, 48, 32, 80}, {2, 0, 48, 32, 85}, {1, 0, 48, 32, 70},
+                                          {2, -5, 48, 32, 0}, {2, 5, 48, 32, 80}, {2, 5, 48, 32, 0}};
+                    for (size_t c = 0; c < sizeof cfg / sizeof cfg[0]; c++) {
+                        fmk_cuda_bh_mac = cfg[c][0];
+                        fmk_cuda_bh_leaf_theta = 0.01 * cfg[c][4];
+                        const int nm = cfg[c][4] == 0 ? 0 : cfg[c][4] == 70 ? 1 : cfg[c][4] == 80 ? 2 : 3;
+                        add(measure(names[cfg[c][0]][nm], &p, f32, theta - 0.01 * cfg[c][1], 2,
+                                    cfg[c][2], cfg[c][3], FMK_WALK_AUTO, k >= 24 ? 3 : reps), json);
+                    }
+                    fmk_cuda_bh_mac = mac0, fmk_cuda_bh_leaf_theta = lt0;
+                }
                 if (variants && k == 20) {
                     fmk_cuda_bh_group_merge_min = 0;
                     for (int mg = 0; mg <= 1; mg++) {

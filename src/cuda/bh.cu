@@ -88,6 +88,21 @@ extern "C" int fmk_cuda_bh_split_nodes;
 int fmk_cuda_bh_split_nodes = 8;
 extern "C" int fmk_cuda_bh_split_level_max;
 int fmk_cuda_bh_split_level_max = 5;
+/* Tuning knob for the benchmark and the tests (not API): the group walks' acceptance test.
+ * 0: a node is accepted when the group's box is outside its opening sphere (every target is
+ * then farther than the radius, with a margin for most). 1: a node of more than p2p_cut points
+ * that the box test opens is accepted too when every target of the group is outside the
+ * sphere on its own (the stackless walk's test, made by all of them: fewer interactions, each
+ * target's list as in the stackless walk or finer). 2: as 1 for leaves only. */
+extern "C" int fmk_cuda_bh_mac;
+int fmk_cuda_bh_mac = 2; /* 2^20 cube: walk -18%, error +3% (bench/RESULTS.md) */
+/* Tuning knob (not API): with fmk_cuda_bh_mac, the per-target test of a leaf uses the opening
+ * radius of this theta, f (l / theta + s) with f = theta / leaf_theta (0: theta itself, f = 1).
+ * f is kept above sqrt(3) / (1 / theta + sqrt(3) / 2) (with 1% to spare), so that a target
+ * inside the leaf's cell (at most sqrt(3)/2 l + s from its centre, s <= sqrt(3)/2 l) never
+ * accepts it. */
+extern "C" double fmk_cuda_bh_leaf_theta;
+double fmk_cuda_bh_leaf_theta = 0;
 /* For the tests: split walks redone unsplit (their stack overflowed above the split level). */
 extern "C" long long fmk_cuda_bh_split_redos;
 long long fmk_cuda_bh_split_redos = 0;
@@ -435,6 +450,8 @@ template <typename R> struct walk_args {
     int parts;
     int32_t split_begin, split_end;
     unsigned long long *overflow; /* set when a split walk's stack overflowed above the split */
+    int mac;    /* fmk_cuda_bh_mac */
+    R leaf_r2;  /* f^2 of fmk_cuda_bh_leaf_theta: a leaf's squared radius in the per-target test */
     const unsigned long long *stats; /* the charge check (charge_scale, charges_bad) */
 };
 
@@ -452,6 +469,23 @@ __device__ __forceinline__ void store(const walk_args<R> &a, int32_t t, R phi, c
         a.grad[3 * o + 1] = (double)g[1] * gs * a.grad_scale2;
         a.grad[3 * o + 2] = (double)g[2] * gs * a.grad_scale2;
     }
+}
+
+/* The per-target test of fmk_cuda_bh_mac, for this lane's targets (T per lane) against a node
+ * with centre (nx, ny, nz) and squared opening radius r2: true when each target lies outside
+ * (padding lanes, t >= end, do not count). Written with explicit fma so that both group walks
+ * decide alike. */
+template <typename R, int T>
+__device__ __forceinline__ bool targets_far(const int32_t (&t)[T], int32_t end, const R (&y)[T][3],
+                                            R nx, R ny, R nz, R r2)
+{
+    bool ok = true;
+#pragma unroll
+    for (int k = 0; k < T; k++) {
+        const R rx = y[k][0] - nx, ry = y[k][1] - ny, rz = y[k][2] - nz;
+        ok = ok && (t[k] >= end || fma(rx, rx, fma(ry, ry, rz * rz)) > r2);
+    }
+    return ok;
 }
 
 __device__ __forceinline__ void ld_moments(const real4f *node, int32_t i, float m[10])
@@ -496,7 +530,10 @@ __global__ void __launch_bounds__(WALK_BLOCK) k_walk_group(walk_args<R> a)
         const R dx = fmax(fabs(x.x - c.x) - h.x, (R)0);
         const R dy = fmax(fabs(x.y - c.y) - h.y, (R)0);
         const R dz = fmax(fabs(x.z - c.z) - h.z, (R)0);
-        const bool far = dx * dx + dy * dy + dz * dz > x.w;
+        bool far = dx * dx + dy * dy + dz * dz > x.w;
+        if (!far && a.mac && l.w - l.z > p2p_cut<ORDER>::value && (a.mac == 1 || l.x < 0))
+            far = __all_sync(0xffffffffu, targets_far<R, T>(t, grp.y, y, x.x, x.y, x.z,
+                                                            l.x < 0 ? x.w * a.leaf_r2 : x.w));
         if (far && l.w - l.z > p2p_cut<ORDER>::value) {
             R m[10];
             ld_moments(a.node, i, m);
@@ -783,7 +820,7 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32, bfs_cfg<R>::MIN_BLOCKS
         const R dx = fmax(fabs(x.x - c.x) - h.x, (R)0);
         const R dy = fmax(fabs(x.y - c.y) - h.y, (R)0);
         const R dz = fmax(fabs(x.z - c.z) - h.z, (R)0);
-        const bool far = dx * dx + dy * dy + dz * dz > x.w;
+        bool far = dx * dx + dy * dy + dz * dz > x.w;
         const int32_t cnt = l.w - l.z;
         /* the split (walk_args): mine = this part sums the node, skip = another part's subtree */
         bool mine = true, skip = false;
@@ -792,6 +829,22 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32, bfs_cfg<R>::MIN_BLOCKS
                 mine = i % a.parts == part;
             else if (i < a.split_end)
                 skip = (i - a.split_begin) % a.parts != part;
+        }
+        if (a.mac) { /* fmk_cuda_bh_mac: the nodes the box opens, tested at every target */
+            unsigned cand = __ballot_sync(FULL, valid && !skip && !far &&
+                                                    cnt > p2p_cut<ORDER>::value &&
+                                                    (a.mac == 1 || l.x < 0));
+            unsigned ok = 0;
+            while (cand) {
+                const int o = __ffs(cand) - 1;
+                cand &= cand - 1;
+                const R nx = __shfl_sync(FULL, x.x, o), ny = __shfl_sync(FULL, x.y, o),
+                        nz = __shfl_sync(FULL, x.z, o),
+                        r2 = __shfl_sync(FULL, l.x < 0 ? x.w * a.leaf_r2 : x.w, o);
+                if (__all_sync(FULL, targets_far<R, T>(t, grp.y, y, nx, ny, nz, r2)))
+                    ok |= 1u << o;
+            }
+            far = far || (ok >> lane & 1u);
         }
         const bool accept = valid && !skip && mine && far && cnt > p2p_cut<ORDER>::value;
         bool direct = valid && !skip && mine && !accept && (far || l.x < 0);
@@ -996,9 +1049,13 @@ int real_of(const fmk_plan *plan) { return plan->opts.precision == FMK_PRECISION
 
 int64_t leaf_size_of(const fmk_plan *plan)
 {
-    /* 64: the least memory; the walk on 2^20 points is within 3% from 8 to 64 and slower at
-     * 128 (bench/RESULTS.md) */
-    return plan->opts.leaf_size > 0 ? plan->opts.leaf_size : 64;
+    /* Group walk: 48, no leaf of more than 48 points (the 2^24 cube's cells of ~64 points are
+     * split: walk -17% against a leaf size of 64); at 2^20 nearly the tree of 64 for the cube,
+     * and the fastest of 32, 48, 64 for the Plummer sphere at 2^20 and 2^24. Stackless walk:
+     * 64, as measured and tested before (bench/RESULTS.md). */
+    if (plan->opts.leaf_size > 0)
+        return plan->opts.leaf_size;
+    return plan->opts.walk == FMK_WALK_STACKLESS ? 64 : 48;
 }
 
 int group_of(void) { return fmk_cuda_bh_group_size == 64 ? 64 : 32; }
@@ -1524,6 +1581,14 @@ fmk_status run_eval_t(fmk_plan *plan, bh_state *s, const double *d_q, double *po
     (void)cudaMemcpyToSymbol(fmk_bh_counts, cnt, sizeof cnt);
 #endif
     a.overflow = s->d_stats + 2;
+    a.mac = fmk_cuda_bh_mac;
+    {
+        const double th = plan->opts.theta < FMK_TREE_THETA_CAP ? plan->opts.theta : FMK_TREE_THETA_CAP;
+        const double f_min = 1.01 * sqrt(3.0) / (1 / th + sqrt(3.0) / 2);
+        double f = fmk_cuda_bh_leaf_theta > th ? th / fmk_cuda_bh_leaf_theta : 1;
+        f = f < f_min ? f_min : f;
+        a.leaf_r2 = (R)(f < 1 ? f * f : 1);
+    }
     a.stats = s->d_stats;
     if (err == cudaSuccess)
         err = walk<R>(a, plan->opts.order, plan->self, stackless, s->group);

@@ -118,81 +118,64 @@ __device__ __forceinline__ int32_t octant_bound(const uint64_t *__restrict__ key
     return lo;
 }
 
-/* Octant boundaries of node [b, e) at level L (its children are at level L + 1). */
-__device__ __forceinline__ void octants(const uint64_t *__restrict__ keys, int32_t b, int32_t e,
-                                        int L, int32_t bound[9])
+/* The level kernels run 8 threads per node (a node's threads are 8 consecutive lanes of a
+ * warp): thread o finds where octant o starts, one binary search each, instead of one thread
+ * searching the 7 boundaries one after another (a chain of 7 searches of up to 20 dependent
+ * loads each, which made the first levels of a large tree cost ~50 us per kernel). The
+ * boundaries, and so the tree, are the same. */
+
+/* Lanes of the calling thread's node (8 consecutive lanes of its warp). */
+__device__ __forceinline__ unsigned node_lanes() { return 0xffu << (threadIdx.x & 24); }
+
+/* For thread o of node [b, e) at level L: [*lo, *hi), its octant's points (children at level
+ * L + 1; empty when the node does not split), and the mask of the node's nonempty octants (as
+ * bits of the warp's lanes). All 8 threads of the node must call it. */
+__device__ __forceinline__ unsigned octant_of(const uint64_t *__restrict__ keys, int32_t b,
+                                              int32_t e, bool split, int L, int32_t *lo,
+                                              int32_t *hi)
 {
+    const unsigned o = threadIdx.x & 7, lanes = node_lanes();
     const int shift = 3 * (FMK_TREE_KEY_BITS - 1 - L);
-    bound[0] = b, bound[8] = e;
-    for (unsigned o = 1; o < 8; o++)
-        bound[o] = octant_bound(keys, bound[o - 1], e, shift, o);
+    const int32_t l = split && o > 0 ? octant_bound(keys, b, e, shift, o) : b;
+    int32_t h = __shfl_down_sync(lanes, l, 1, 8);
+    h = o == 7 ? e : h;
+    *lo = l, *hi = split ? h : b;
+    return __ballot_sync(lanes, split && h > l) & lanes;
 }
 
-/* Children of node i of level L (0: a leaf); sets n_children[i] and more[i] = -1 (for now). */
-__device__ __forceinline__ int count_children(int32_t i, int L, int leaf_size,
-                                              const uint64_t *__restrict__ keys,
-                                              const int32_t *__restrict__ begin,
-                                              const int32_t *__restrict__ end,
-                                              int32_t *__restrict__ n_children,
-                                              int32_t *__restrict__ more)
-{
-    const int32_t b = begin[i], e = end[i];
-    int c = 0;
-    if (e - b > leaf_size && L < FMK_TREE_MAX_LEVEL) {
-        int32_t bound8[9];
-        octants(keys, b, e, L, bound8);
-        for (int o = 0; o < 8; o++)
-            c += bound8[o + 1] > bound8[o];
-    }
-    n_children[i] = c;
-    more[i] = -1;
-    return c;
-}
-
-/* Writes the children of node i of level L from node c on, with their next pointers. */
-__device__ __forceinline__ void write_children(int32_t i, int L, int32_t c,
-                                               const uint64_t *__restrict__ keys,
-                                               int32_t *__restrict__ begin, int32_t *__restrict__ end,
-                                               const int32_t *__restrict__ n_children,
-                                               int32_t *__restrict__ more, int32_t *__restrict__ next,
-                                               int32_t *__restrict__ parent, int8_t *__restrict__ level)
-{
-    const int nc = n_children[i];
-    if (nc == 0)
-        return;
-    int32_t bound8[9];
-    octants(keys, begin[i], end[i], L, bound8);
-    more[i] = c;
-    int written = 0;
-    for (int o = 0; o < 8; o++) {
-        if (bound8[o + 1] == bound8[o])
-            continue;
-        begin[c] = bound8[o], end[c] = bound8[o + 1];
-        parent[c] = i, level[c] = (int8_t)(L + 1);
-        written++;
-        next[c] = written < nc ? c + 1 : next[i]; /* Nakasato Fig. 5: sibling, else parent's */
-        c++;
-    }
-}
-
-/* Children per node of level L (0: a leaf); more = -1 for now. The level is nodes
- * [lb[L], lb[L + 1]); bound >= its size is the grid, and counts[0 .. bound) gets the child
- * counts (0 past the level) for the scan. */
+/* Children per node of level L (0: a leaf), 8 threads per node; more = -1 for now. The level
+ * is nodes [lb[L], lb[L + 1]); bound >= its size is the grid (8 bound threads), and counts[0 ..
+ * bound) gets the child counts (0 past the level) for the scan. */
 __global__ void k_count_children(int L, int32_t bound, int leaf_size, const int32_t *__restrict__ lb,
                                  const uint64_t *__restrict__ keys, const int32_t *__restrict__ begin,
                                  const int32_t *__restrict__ end, int32_t *__restrict__ n_children,
                                  int32_t *__restrict__ more, int32_t *__restrict__ counts)
 {
-    int32_t k = blockIdx.x * blockDim.x + threadIdx.x;
-    if (k >= bound)
+    const int32_t k = (int32_t)((blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 3);
+    if (k >= bound) /* the node's 8 threads leave together */
         return;
     const int32_t first = lb[L], count = lb[L + 1] - first;
-    counts[k] = k < count ? count_children(first + k, L, leaf_size, keys, begin, end, n_children, more) : 0;
+    const bool o0 = (threadIdx.x & 7) == 0;
+    if (k >= count) {
+        if (o0)
+            counts[k] = 0;
+        return;
+    }
+    const int32_t i = first + k, b = begin[i], e = end[i];
+    int32_t lo, hi;
+    const int c = __popc(octant_of(keys, b, e, e - b > leaf_size && L < FMK_TREE_MAX_LEVEL, L,
+                                   &lo, &hi));
+    if (o0) {
+        n_children[i] = c;
+        more[i] = -1;
+        counts[k] = c;
+    }
 }
 
-/* Writes the children of level L: node first + k gets children first_child + offset[k] ...
- * (offset: the exclusive scan of the counts, offset[k + 1] inclusive). Sets lb[L + 2], or the
- * overflow flag (and no children) when they do not fit in cap nodes. */
+/* Writes the children of level L, 8 threads per node: node first + k gets children
+ * first_child + offset[k] ... (offset: the exclusive scan of the counts, offset[k + 1]
+ * inclusive), with their next pointers. Sets lb[L + 2], or the overflow flag (and no children)
+ * when they do not fit in cap nodes. */
 __global__ void k_write_children(int L, int32_t bound, int64_t cap, int32_t *__restrict__ lb,
                                  const uint64_t *__restrict__ keys,
                                  const int32_t *__restrict__ offset, int32_t *__restrict__ begin,
@@ -200,20 +183,37 @@ __global__ void k_write_children(int L, int32_t bound, int64_t cap, int32_t *__r
                                  int32_t *__restrict__ more, int32_t *__restrict__ next,
                                  int32_t *__restrict__ parent, int8_t *__restrict__ level)
 {
-    int32_t k = blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t tid = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    const int32_t k = (int32_t)(tid >> 3);
     const int32_t first = lb[L], count = lb[L + 1] - first;
     const int32_t first_child = first + count;
     const int32_t total = count > 0 ? offset[count] : 0;
     const bool fits = lb[FMK_CUDA_TREE_LB_FLAG] == 0 && (int64_t)first_child + total <= cap;
-    if (k == 0) {
+    if (tid == 0) {
         lb[L + 2] = fits ? first_child + total : first_child;
         if (!fits)
             lb[FMK_CUDA_TREE_LB_FLAG] = 1;
     }
-    if (k >= count || k >= bound || !fits)
+    if (k >= count || k >= bound || !fits) /* the same for the node's 8 threads */
         return;
-    write_children(first + k, L, first_child + offset[k], keys, begin, end, n_children, more,
-                   next, parent, level);
+    const int32_t i = first + k;
+    const int nc = n_children[i];
+    if (nc == 0)
+        return;
+    int32_t lo, hi;
+    const unsigned nonempty = octant_of(keys, begin[i], end[i], true, L, &lo, &hi);
+    const int32_t c0 = first_child + offset[k];
+    const unsigned o = threadIdx.x & 7;
+    if (o == 0)
+        more[i] = c0;
+    if (hi > lo) {
+        /* nonempty octants before this one (lanes below this one among the node's) */
+        const int idx = __popc(nonempty & ((1u << (threadIdx.x & 31)) - 1));
+        const int32_t c = c0 + idx;
+        begin[c] = lo, end[c] = hi;
+        parent[c] = i, level[c] = (int8_t)(L + 1);
+        next[c] = idx + 1 < nc ? c + 1 : next[i]; /* Nakasato Fig. 5: sibling, else parent's */
+    }
 }
 
 /* The whole tree below the root in one block, for small trees (a kernel launch per level
@@ -529,7 +529,7 @@ fmk_status build_levels(fmk_plan *plan, fmk_cuda_tree *t, int *overflow)
         err = cudaMemsetAsync(t->d_offset, 0, sizeof(int32_t));
     int64_t bound = n <= fmk_cuda_tree_small_max ? 0 : 1;
     for (; L <= FMK_TREE_MAX_LEVEL && err == cudaSuccess && bound > 0; L++) {
-        const unsigned blocks = blocks_for(bound);
+        const unsigned blocks = blocks_for(8 * bound);
         k_count_children<<<blocks, BLOCK>>>(L, (int32_t)bound, t->leaf_size, lb, t->d_keys,
                                             t->d_begin, t->d_end, t->d_n_children, t->d_more,
                                             t->d_counts);

@@ -36,6 +36,11 @@ extern int fmk_cuda_bh_split_warps;
 extern int fmk_cuda_bh_split_level_max;
 extern int fmk_cuda_bh_split_nodes;
 extern long long fmk_cuda_bh_split_redos;
+/* The group walks' acceptance test: 0 the group's box, 1 also every target on its own, 2 as 1
+ * for leaves only (a tuning knob, not API; `--mac K` runs every test with K, `--leaf-theta T`
+ * likewise). */
+extern int fmk_cuda_bh_mac;
+extern double fmk_cuda_bh_leaf_theta; /* a leaf's theta in the per-target test (0: theta) */
 
 /* The walks the loops below run: 1 group (breadth-first), 2 stackless, 3 group (next/more). */
 #define N_WALKS 3
@@ -513,6 +518,16 @@ static void test_walks_agree(void)
     free(x), free(q), free(y);
 }
 
+/* n Plummer-sphere sources x with charges q in [-1, 1] and m clustered targets y, the first 50
+ * of them on sources (seeds seed, seed + 1, seed + 2). */
+static void plummer_case(int64_t n, int64_t m, uint64_t seed, double *x, double *y, double *q)
+{
+    test_points(TEST_DIST_PLUMMER, n, seed, x);
+    test_points(TEST_DIST_CLUSTERED, m, seed + 1, y);
+    memcpy(y, x, 50 * 24); /* targets on sources */
+    test_charges(n, 0, seed + 2, q);
+}
+
 /* Each way of forming groups (packed siblings, cut across bounds, one per node): the
  * breadth-first walk sums what the next/more walk sums (fp64, laplace and plummer, self and
  * separate targets, some targets on sources), and the errors against the direct sum stay
@@ -525,10 +540,7 @@ static void test_group_modes(void)
     double *p[2], *g[2];
     for (int k = 0; k < 2; k++)
         p[k] = xmalloc((size_t)n * 8), g[k] = xmalloc((size_t)n * 24);
-    test_points(TEST_DIST_PLUMMER, n, 81, x);
-    test_points(TEST_DIST_CLUSTERED, m, 82, y);
-    memcpy(y, x, 50 * 24); /* targets on sources */
-    test_charges(n, 0, 83, q);
+    plummer_case(n, m, 81, x, y, q);
     for (int kern = 0; kern < 2; kern++)
         for (int sep = 0; sep < 2; sep++) {
             const fmk_kernel kernel = kern ? FMK_KERNEL_PLUMMER : FMK_KERNEL_LAPLACE;
@@ -564,6 +576,74 @@ static void test_group_modes(void)
     fmk_cuda_bh_group_merge_min = 1ll << 19;
     walk_of(1);
     for (int k = 0; k < 2; k++)
+        free(p[k]), free(g[k]);
+    free(x), free(q), free(y), free(rp), free(rg);
+}
+
+/* The acceptance tests of fmk_cuda_bh_mac (a node the group's box opens is accepted when every
+ * target is outside its opening sphere): the breadth-first walk (split or not) and the next/more
+ * walk make the same interactions (fp64, laplace and plummer, self and separate targets, some
+ * targets on sources; also with leaves tested at theta 0.8), the errors stay within the bounds
+ * of theta 0.6, and the results differ from those of the box test alone (the test is in
+ * use). */
+static void test_mac(void)
+{
+    const int64_t n = quick ? 4000 : 40000, m = quick ? 1000 : 7000;
+    const int mac0 = fmk_cuda_bh_mac;
+    const double lt0 = fmk_cuda_bh_leaf_theta;
+    double *x = xmalloc((size_t)n * 24), *q = xmalloc((size_t)n * 8), *y = xmalloc((size_t)m * 24);
+    double *rp = xmalloc((size_t)n * 8), *rg = xmalloc((size_t)n * 24);
+    double *p[3], *g[3];
+    for (int k = 0; k < 3; k++)
+        p[k] = xmalloc((size_t)n * 8), g[k] = xmalloc((size_t)n * 24);
+    plummer_case(n, m, 91, x, y, q);
+    for (int i = 0; i < n; i++)
+        q[i] = fabs(q[i]) + 0.1;
+    for (int kern = 0; kern < 2; kern++)
+        for (int sep = 0; sep < 2; sep++) {
+            const fmk_kernel kernel = kern ? FMK_KERNEL_PLUMMER : FMK_KERNEL_LAPLACE;
+            const double soft = kern ? 0.01 : 0;
+            const int64_t mt = sep ? m : n;
+            reference(kernel, soft, n, x, q, sep ? m : 0, sep ? y : NULL, rp, rg);
+            fmk_cuda_bh_mac = 0, fmk_cuda_bh_leaf_theta = 0;
+            fmk_opts o = tree_opts(FMK_PRECISION_FP64, 0.6, walk_of(1));
+            o.softening = soft;
+            CHECK_STATUS(run(kernel, &o, n, x, q, sep ? m : 0, sep ? y : NULL, p[2], g[2], NULL),
+                         FMK_OK);
+            const double e0 = test_rel_l2(g[2], rg, 3 * mt);
+            for (int v = 1; v <= 3; v++) { /* mac 1, 2, and 2 with leaves at theta 0.8 */
+                const int mac = v == 1 ? 1 : 2;
+                fmk_cuda_bh_mac = mac;
+                fmk_cuda_bh_leaf_theta = v == 3 ? 0.8 : 0;
+                for (int k = 0; k < 2; k++) {
+                    o = tree_opts(FMK_PRECISION_FP64, 0.6, walk_of(k ? 3 : 1));
+                    o.softening = soft;
+                    CHECK_STATUS(run(kernel, &o, n, x, q, sep ? m : 0, sep ? y : NULL, p[k], g[k],
+                                     NULL), FMK_OK);
+                }
+                check_context("mac %d leaf theta %.1f %s %s", mac, fmk_cuda_bh_leaf_theta,
+                              fmk_kernel_name(kernel), sep ? "targets" : "self");
+                CHECK_LE(test_rel_l2(p[0], p[1], mt), 1e-12, "pot, breadth-first vs next/more");
+                CHECK_LE(test_rel_l2(g[0], g[1], 3 * mt), 1e-12, "grad, breadth-first vs next/more");
+                CHECK_LE(test_rel_l2(p[0], rp, mt), 1e-2, "rel l2 error of pot (fp64)");
+                const double e = test_rel_l2(g[0], rg, 3 * mt);
+                CHECK_LE(e, 3e-2, "rel l2 error of grad (fp64)");
+                CHECK_MSG(test_rel_l2(g[0], g[2], 3 * mt) > 1e-10,
+                          "the same results as the box test alone");
+                if (kern == 0 && sep == 0)
+                    printf("  mac %d leaf theta %.1f: grad error %.2e (box test %.2e), Plummer sphere, "
+                           "%lld points\n", mac, fmk_cuda_bh_leaf_theta, e, e0, (long long)n);
+                o = tree_opts(FMK_PRECISION_FP32, 0.6, walk_of(1));
+                o.softening = soft;
+                CHECK_STATUS(run(kernel, &o, n, x, q, sep ? m : 0, sep ? y : NULL, p[1], g[1],
+                                 NULL), FMK_OK);
+                CHECK_LE(test_rel_l2(g[1], rg, 3 * mt), 3e-2, "rel l2 error of grad (fp32)");
+            }
+        }
+    fmk_cuda_bh_mac = mac0;
+    fmk_cuda_bh_leaf_theta = lt0;
+    walk_of(1);
+    for (int k = 0; k < 3; k++)
         free(p[k]), free(g[k]);
     free(x), free(q), free(y), free(rp), free(rg);
 }
@@ -615,7 +695,14 @@ static void test_oom(void)
 
 int main(int argc, char **argv)
 {
-    quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
+    for (int a = 1; a < argc; a++) {
+        if (strcmp(argv[a], "--quick") == 0)
+            quick = 1;
+        else if (strcmp(argv[a], "--mac") == 0 && a + 1 < argc)
+            fmk_cuda_bh_mac = atoi(argv[++a]);
+        else if (strcmp(argv[a], "--leaf-theta") == 0 && a + 1 < argc)
+            fmk_cuda_bh_leaf_theta = atof(argv[++a]);
+    }
     if (fmk_cuda_device_count() <= 0) {
         printf("no CUDA device: skipped\n");
         return 77;
@@ -628,6 +715,7 @@ int main(int argc, char **argv)
     test_walks_agree();
     test_small_paths();
     test_group_modes();
+    test_mac();
     walk_of(1);
     if (!quick)
         test_oom();
