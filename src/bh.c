@@ -11,13 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tree3d.h"
-
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(FMK_NO_CLONES)
-#define FMK_TARGET_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define FMK_TARGET_CLONES
-#endif
+#include "tree3d.h" /* internal.h: FMK_TARGET_CLONES for the walk's inner loops */
 
 /* Default points per leaf (opts.leaf_size = 0), measured on uniform and Plummer sets of 1e5 to
  * 1e6 points with the group walk at theta = 0.6, order 2 (docs/tree.md). */
