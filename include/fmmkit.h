@@ -109,7 +109,9 @@ typedef enum fmk_method {
 
 /* Where the work runs. */
 typedef enum fmk_backend {
-    FMK_BACKEND_AUTO = 0,       /* CUDA if built and a GPU is present, else CPU (default) */
+    FMK_BACKEND_AUTO = 0,       /* CUDA if built and a GPU is present, else CPU (default); CPU
+                                 * also where the GPU engine cannot take the kernel, precision
+                                 * or eps asked for (fmk_info.backend says which) */
     FMK_BACKEND_CPU = 1,        /* OpenMP on the host */
     FMK_BACKEND_CUDA = 2        /* one NVIDIA GPU (opts.device) */
 } fmk_backend;

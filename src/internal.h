@@ -75,6 +75,9 @@ typedef struct fmk_engine {
      * backend resolved; may resolve fields of *o (for example order -1). No plan exists yet:
      * messages go to the calling thread (fmk_error_set(NULL, ...)). */
     fmk_status (*check_opts)(fmk_opts *o, fmk_kernel kernel);
+    /* The smallest eps the engine meets when it chooses the order from eps (0: every eps the
+     * method takes). Below it a plan is refused, or with backend auto made on the CPU. */
+    double eps_min;
 } fmk_engine;
 
 struct fmk_plan {

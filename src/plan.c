@@ -48,7 +48,11 @@ int fmk_method_available(fmk_method method, int dim, fmk_backend backend)
 
 /* Checks opts against kernel; resolves AUTO method and backend into *out. plan is NULL here:
  * messages go to the calling thread. */
-static fmk_status check_opts(const fmk_opts *in, fmk_kernel kernel, int dim, fmk_opts *out)
+static fmk_status engine_opts(const fmk_engine *engine, fmk_opts *o, fmk_kernel kernel, int dim,
+                              double eps);
+
+static fmk_status check_opts(const fmk_opts *in, fmk_kernel kernel, int dim, double eps,
+                             fmk_opts *out)
 {
     fmk_opts o;
     if (in)
@@ -111,7 +115,8 @@ static fmk_status check_opts(const fmk_opts *in, fmk_kernel kernel, int dim, fmk
         o.method = FMK_METHOD_DIRECT;
 
     int ndev = fmk_cuda_count_devices();
-    if (o.backend == FMK_BACKEND_AUTO)
+    const int backend_auto = o.backend == FMK_BACKEND_AUTO;
+    if (backend_auto)
         o.backend = ndev > 0 ? FMK_BACKEND_CUDA : FMK_BACKEND_CPU;
     if (o.backend == FMK_BACKEND_CUDA) {
         if (ndev < 0)
@@ -124,17 +129,41 @@ static fmk_status check_opts(const fmk_opts *in, fmk_kernel kernel, int dim, fmk
             return fmk_error_set(NULL, FMK_ERR_ARG, "opts.device = %d but only %d CUDA device(s) exist",
                                  (int)o.device, ndev);
     }
-    const fmk_engine *engine = pick_engine(o.method, dim, o.backend);
+    fmk_opts tried = o;
+    fmk_status st = engine_opts(pick_engine(o.method, dim, o.backend), &tried, kernel, dim, eps);
+    if (st == FMK_ERR_UNAVAILABLE && backend_auto && o.backend == FMK_BACKEND_CUDA) {
+        /* backend auto: what the GPU engine cannot do (a kernel, a precision, an accuracy) is
+         * done on the CPU */
+        tried = o;
+        tried.backend = FMK_BACKEND_CPU;
+        st = engine_opts(pick_engine(o.method, dim, FMK_BACKEND_CPU), &tried, kernel, dim, eps);
+    }
+    if (st != FMK_OK)
+        return st;
+    *out = tried;
+    return FMK_OK;
+}
+
+/* The engine's own checks: available, its options (check_opts), its accuracy range. */
+static fmk_status engine_opts(const fmk_engine *engine, fmk_opts *o, fmk_kernel kernel, int dim,
+                              double eps)
+{
     if (!engine->setup)
         return fmk_error_set(NULL, FMK_ERR_UNAVAILABLE,
                              "method %s is not available yet in %dD on backend %s",
-                             fmk_method_name(o.method), dim, fmk_backend_name(o.backend));
+                             fmk_method_name(o->method), dim, fmk_backend_name(o->backend));
+    if (o->order == -1 && eps < engine->eps_min)
+        return fmk_error_set(NULL, FMK_ERR_UNAVAILABLE,
+                             "eps = %g is below what method %s reaches on backend %s (about %g, "
+                             "with its largest expansion order): use backend cpu (or auto), or "
+                             "set opts.order to accept what an order gives",
+                             eps, fmk_method_name(o->method), fmk_backend_name(o->backend),
+                             engine->eps_min);
     if (engine->check_opts) {
-        fmk_status st = engine->check_opts(&o, kernel);
+        fmk_status st = engine->check_opts(o, kernel);
         if (st != FMK_OK)
             return st;
     }
-    *out = o;
     return FMK_OK;
 }
 
@@ -155,7 +184,7 @@ fmk_status fmk_plan_create(fmk_plan **plan, int dim, fmk_kernel kernel, double e
         return fmk_error_set(NULL, FMK_ERR_ARG,
                              "eps = %g; the requested relative accuracy must lie in (0, 1)", eps);
     fmk_opts o;
-    fmk_status st = check_opts(opts, kernel, dim, &o);
+    fmk_status st = check_opts(opts, kernel, dim, eps, &o);
     if (st != FMK_OK)
         return st;
     if (o.method == FMK_METHOD_FMM && !(eps >= 1e-14 && eps <= 1e-2))

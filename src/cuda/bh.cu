@@ -1730,5 +1730,5 @@ extern "C" fmk_status fmk_cuda_bh_tree(fmk_plan *plan, fmk_tree3d *tree)
 }
 
 extern "C" const fmk_engine fmk_engine_tree_cuda = {
-    "tree/cuda", bh_setup, bh_eval, bh_memory, bh_set_points_device, bh_release, NULL,
+    "tree/cuda", bh_setup, bh_eval, bh_memory, bh_set_points_device, bh_release, NULL, 0,
 };

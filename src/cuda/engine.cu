@@ -390,5 +390,5 @@ fmk_status cuda_eval(fmk_plan *plan, const double *charges, double *pot, double 
 } // namespace
 
 extern "C" const fmk_engine fmk_engine_direct_cuda = {
-    "direct/cuda", cuda_setup, cuda_eval, cuda_memory, cuda_set_points_device, cuda_release, NULL,
+    "direct/cuda", cuda_setup, cuda_eval, cuda_memory, cuda_set_points_device, cuda_release, NULL, 0,
 };

@@ -1522,5 +1522,5 @@ fmk_status gpu_eval(fmk_plan *plan, const double *charges, double *pot, double *
 
 extern "C" const fmk_engine fmk_engine_fmm2d_cuda = {
     "fmm2d/cuda", gpu_setup, gpu_eval, gpu_memory, gpu_set_points_device, gpu_release,
-    fmk_fmm2d_check_opts,
+    fmk_fmm2d_check_opts, 0,
 };
