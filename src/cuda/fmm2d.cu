@@ -224,32 +224,6 @@ __global__ void k_keys(int64_t n, int s, const double *x, const double *y, const
     pos[i] = (int)i;
 }
 
-/* The split keys alone (no segment bits), for the segmented sort of many small segments. */
-__global__ void k_keys16(int64_t n, int s, const double *x, const double *y, const u64 *bb,
-                         unsigned short *keys, int *pos)
-{
-    const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
-    if (i >= n)
-        return;
-    const int64_t g = fmk_fmm2d_seg_of(n, s, i);
-    const double lo[2] = {u2d(bb[4 * g]), u2d(bb[4 * g + 1])};
-    const double hi[2] = {u2d(bb[4 * g + 2]), u2d(bb[4 * g + 3])};
-    const int axis = fmk_fmm2d_axis(lo, hi);
-    keys[i] = (unsigned short)fmk_fmm2d_key(axis ? y[i] : x[i], lo[axis], hi[axis], s);
-    pos[i] = (int)i;
-}
-
-__global__ void k_seg_offsets(int64_t nseg, int64_t n, int s, int *off)
-{
-    const int64_t g = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
-    if (g <= nseg)
-        off[g] = (int)fmk_fmm2d_seg_begin(n, s, g);
-}
-
-/* Many small segments: CUB's segmented sort (a warp or a block per segment, in shared memory)
- * beats a radix sort of all points over s + 16 bits. */
-inline bool segmented_split(int64_t n, int s) { return (n >> s) <= 4096 && s >= 8; }
-
 __global__ void k_gather(int64_t n, const int *pos, const double *x, const double *y, const int *id,
                          double *x2, double *y2, int *id2)
 {
@@ -258,6 +232,101 @@ __global__ void k_gather(int64_t n, const int *pos, const double *x, const doubl
         return;
     const int j = pos[i];
     x2[i] = x[j], y2[i] = y[j], id2[i] = id[j];
+}
+
+/* The last splits in one kernel, a block per segment once every segment fits SPLIT_CAP points:
+ * the segment stays in shared memory, and each split is the bounding box of every subsegment (a
+ * warp per subsegment, into box_bb at even splits and seg_bb at odd ones, as the launches of the
+ * large splits do), the keys (subsegment, split key) and one stable block radix sort of them,
+ * which orders every subsegment by its key, ties in their current order: the same tree. */
+constexpr int SPLIT_THREADS = 512, SPLIT_ITEMS = 8, SPLIT_CAP = SPLIT_THREADS * SPLIT_ITEMS;
+constexpr size_t SPLIT_SMEM = (size_t)SPLIT_CAP * (2 * sizeof(double) + sizeof(int));
+
+/* The first split s <= 2L after which every segment of n points fits a block, or -1. */
+int small_split_from(int64_t n, int L)
+{
+    for (int s = 0; n > 0 && s <= 2 * L; s++)
+        if (((n + ((int64_t)1 << s) - 1) >> s) <= SPLIT_CAP)
+            return s;
+    return -1;
+}
+
+__global__ void __launch_bounds__(SPLIT_THREADS)
+    k_split_small(int64_t n, int s0, int L, double *x, double *y, int *id, u64 *box_bb, u64 *seg_bb)
+{
+    typedef cub::BlockRadixSort<unsigned, SPLIT_THREADS, SPLIT_ITEMS, int> sort_t;
+    __shared__ typename sort_t::TempStorage sort_tmp;
+    extern __shared__ __align__(16) unsigned char split_sm[];
+    double *xs = reinterpret_cast<double *>(split_sm), *ys = xs + SPLIT_CAP;
+    int *ids = reinterpret_cast<int *>(ys + SPLIT_CAP);
+    const int64_t g0 = blockIdx.x;
+    const int64_t a = fmk_fmm2d_seg_begin(n, s0, g0);
+    const int m = (int)(fmk_fmm2d_seg_begin(n, s0, g0 + 1) - a);
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    for (int i = threadIdx.x; i < m; i += SPLIT_THREADS)
+        xs[i] = x[a + i], ys[i] = y[a + i], ids[i] = id[a + i];
+    __syncthreads();
+    for (int s = s0;; s++) {
+        const int k = s - s0;
+        const int64_t gb = g0 << k; /* the block's first segment after s splits */
+        u64 *bb = s % 2 == 0 ? box_bb + 4 * fmk_fmm2d_first(s / 2) : seg_bb;
+        for (int j = warp; j < (1 << k); j += SPLIT_THREADS / 32) {
+            const int sa = (int)(fmk_fmm2d_seg_begin(n, s, gb + j) - a);
+            const int se = (int)(fmk_fmm2d_seg_begin(n, s, gb + j + 1) - a);
+            double lx = INFINITY, ly = INFINITY, hx = -INFINITY, hy = -INFINITY;
+            for (int i = sa + lane; i < se; i += 32) {
+                const double px = xs[i], py = ys[i];
+                lx = fmin(lx, px), ly = fmin(ly, py), hx = fmax(hx, px), hy = fmax(hy, py);
+            }
+            for (int o = 16; o > 0; o >>= 1) {
+                lx = fmin(lx, __shfl_xor_sync(FULL, lx, o)), ly = fmin(ly, __shfl_xor_sync(FULL, ly, o));
+                hx = fmax(hx, __shfl_xor_sync(FULL, hx, o)), hy = fmax(hy, __shfl_xor_sync(FULL, hy, o));
+            }
+            if (lane == 0) {
+                u64 *o = bb + 4 * (gb + j);
+                if (se > sa)
+                    o[0] = d2u(lx), o[1] = d2u(ly), o[2] = d2u(hx), o[3] = d2u(hy);
+                else
+                    o[0] = o[1] = o[2] = o[3] = d2u(1.5);
+            }
+        }
+        __syncthreads(); /* the boxes (global memory) are visible to the block */
+        if (s == 2 * L)
+            break;
+        const int kb = fmk_fmm2d_key_bits(s);
+        unsigned key[SPLIT_ITEMS];
+        int src[SPLIT_ITEMS];
+        for (int t = 0; t < SPLIT_ITEMS; t++) {
+            const int i = threadIdx.x * SPLIT_ITEMS + t; /* blocked: the sort is stable in i */
+            src[t] = i;
+            key[t] = 0xffffffffu; /* past the segment: after every point */
+            if (i < m) {
+                const int64_t g = fmk_fmm2d_seg_of(n, s, a + i);
+                const u64 *q = bb + 4 * g;
+                const double lo[2] = {u2d(q[0]), u2d(q[1])}, hi[2] = {u2d(q[2]), u2d(q[3])};
+                const int axis = fmk_fmm2d_axis(lo, hi);
+                key[t] = ((unsigned)(g - gb) << kb) |
+                         fmk_fmm2d_key(axis ? ys[i] : xs[i], lo[axis], hi[axis], s);
+            }
+        }
+        sort_t(sort_tmp).Sort(key, src, 0, k + kb);
+        double px[SPLIT_ITEMS], py[SPLIT_ITEMS];
+        int pid[SPLIT_ITEMS];
+        for (int t = 0; t < SPLIT_ITEMS; t++) {
+            const int i = threadIdx.x * SPLIT_ITEMS + t;
+            if (i < m)
+                px[t] = xs[src[t]], py[t] = ys[src[t]], pid[t] = ids[src[t]];
+        }
+        __syncthreads();
+        for (int t = 0; t < SPLIT_ITEMS; t++) {
+            const int i = threadIdx.x * SPLIT_ITEMS + t;
+            if (i < m)
+                xs[i] = px[t], ys[i] = py[t], ids[i] = pid[t];
+        }
+        __syncthreads();
+    }
+    for (int i = threadIdx.x; i < m; i += SPLIT_THREADS)
+        x[a + i] = xs[i], y[a + i] = ys[i], id[a + i] = ids[i];
 }
 
 __global__ void k_geometry(int64_t nb, const u64 *bb, double *center, double *radius)
@@ -327,18 +396,29 @@ __device__ inline int64_t count_in(const int64_t *start, int L, int l, int64_t b
     return start[(b + 1) << sh] - start[b << sh];
 }
 
+/* The lists' running totals on the device (lists built without a host round trip per level). */
+enum { LS_WEAK, LS_STRONG, LS_OVERFLOW, LS_BASE, LS_COUNT };
+
 /* The lists of level l (fmm2d.h), a warp per box, a lane per candidate (the children of the
- * parent's strong list); pass 0 counts, pass 1 fills in candidate order (ballots place them). */
+ * parent's strong list); pass 0 counts, pass 1 fills in candidate order (ballots place them).
+ * ls: NULL when the host placed weak at this level's base, else the device totals (the base at
+ * LS_BASE; nothing is written once LS_OVERFLOW is set). */
 __global__ void k_connect(int l, int L, int pass, const int *prev_begin, const int *prev,
                           const int64_t *src_start, const int64_t *trg_start, const double *center,
                           const double *radius, int *cnt_weak, int *cnt_strong, const int *off_weak,
-                          const int *off_strong, int *weak, int *strong, signed char *kind)
+                          const int *off_strong, int *weak, int *strong, signed char *kind,
+                          const int *ls)
 {
     const int64_t nb = (int64_t)1 << (2 * l), f = fmk_fmm2d_first(l);
     const int64_t b = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5;
     const int lane = threadIdx.x & 31;
     if (b > nb)
         return;
+    if (pass && ls) {
+        if (ls[LS_OVERFLOW])
+            return;
+        weak += ls[LS_BASE];
+    }
     if (b == nb) { /* the scans' last entry */
         if (!pass && lane == 0)
             cnt_weak[nb] = 0, cnt_strong[nb] = 0;
@@ -392,11 +472,38 @@ __global__ void k_totals(const int *weak_total, const int *strong_total, int *ou
     out[0] = *weak_total, out[1] = *strong_total;
 }
 
-__global__ void k_add_base(int64_t n, const int *in, int base, int *out)
+/* out = in + base (+ ls[LS_BASE] when ls is not NULL). */
+__global__ void k_add_base(int64_t n, const int *in, int base, const int *ls, int *out)
 {
     const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
     if (i < n)
-        out[i] = in[i] + base;
+        out[i] = in[i] + base + (ls ? ls[LS_BASE] : 0);
+}
+
+/* Level 0 of the lists: the root is strongly coupled to itself when root is 1. */
+__global__ void k_lists_root(int root, int L, int *begin, int *strong, int *weak_begin,
+                             signed char *kind, int *ls)
+{
+    begin[0] = 0, begin[1] = root, strong[0] = 0;
+    weak_begin[0] = weak_begin[1] = 0;
+    if (L == 0)
+        kind[0] = 0;
+    ls[LS_WEAK] = 0, ls[LS_STRONG] = root, ls[LS_OVERFLOW] = 0, ls[LS_BASE] = 0;
+}
+
+/* After the scans of a level: its totals (weak_total, strong_total) against the capacities; a
+ * level that does not fit sets LS_OVERFLOW and the host builds the lists again, growing them. */
+__global__ void k_level_totals(const int *weak_total, const int *strong_total, int64_t weak_cap,
+                               int64_t strong_cap, int *ls)
+{
+    if (ls[LS_OVERFLOW])
+        return;
+    const int64_t w = (int64_t)ls[LS_WEAK] + *weak_total;
+    if (w > weak_cap || *strong_total > strong_cap) {
+        ls[LS_OVERFLOW] = 1;
+        return;
+    }
+    ls[LS_BASE] = ls[LS_WEAK], ls[LS_WEAK] = (int)w, ls[LS_STRONG] = *strong_total;
 }
 
 /* ---------------------------------------------------------------- computational phase */
@@ -941,10 +1048,10 @@ struct build_ws {
     double *x[2], *y[2];
     int *id[2], *pos[2];
     unsigned *keys[2];
-    unsigned short *keys16[2];
-    int *seg_off, *before, *cnt, *off, *begin_a, *begin_b;
+    int *before, *cnt, *off, *begin_a, *begin_b;
     u64 *box_bb, *seg_bb;
     int *weak, *strong[2];
+    int *lstat;                 /* LS_COUNT running totals of the lists */
     signed char *kind;
     int64_t weak_cap, strong_cap;
     void *temp;
@@ -955,7 +1062,7 @@ struct build_ws {
  * (at most 32) or -1 with the error recorded. */
 int ws_parts(fmk_plan *plan, const fmm2d_gpu *s, build_ws *w, part *parts)
 {
-    const int64_t n = s->n, L = s->levels, leaves = s->leaves, nb = s->n_boxes;
+    const int64_t n = s->n, leaves = s->leaves, nb = s->n_boxes;
     const int64_t n1 = n > 0 ? n : 1;
     size_t t1 = 0, t2 = 0, t3 = 0;
     cudaError_t err = cub::DeviceRadixSort::SortPairs(NULL, t1, w->keys[0], w->keys[1], w->pos[0],
@@ -966,15 +1073,6 @@ int ws_parts(fmk_plan *plan, const fmm2d_gpu *s, build_ws *w, part *parts)
         err = cub::DeviceScan::ExclusiveSum(NULL, t3, w->pos[1], w->before, (int)(n + 1));
     size_t tb = t1 > t2 ? t1 : t2;
     tb = tb > t3 ? tb : t3;
-    for (int st_ = 0; st_ < 2 * L && err == cudaSuccess; st_++) {
-        if (!segmented_split(n, st_))
-            continue;
-        size_t t4 = 0;
-        err = cub::DeviceSegmentedSort::StableSortPairs(NULL, t4, w->keys16[0], w->keys16[1],
-                                                        w->pos[0], w->pos[1], n, (int64_t)1 << st_,
-                                                        w->seg_off, w->seg_off + 1);
-        tb = tb > t4 ? tb : t4;
-    }
     if (err != cudaSuccess) {
         fmk_cuda_fail(plan, err, "CUB (workspace query)");
         return -1;
@@ -989,14 +1087,14 @@ int ws_parts(fmk_plan *plan, const fmm2d_gpu *s, build_ws *w, part *parts)
         {(void **)&w->id[0], 4 * (size_t)n1},       {(void **)&w->id[1], 4 * (size_t)n1},
         {(void **)&w->pos[0], 4 * (size_t)(n1 + 1)}, {(void **)&w->pos[1], 4 * (size_t)(n1 + 1)},
         {(void **)&w->keys[0], 4 * (size_t)n1},     {(void **)&w->keys[1], 4 * (size_t)n1},
-        {(void **)&w->keys16[0], 2 * (size_t)n1},   {(void **)&w->keys16[1], 2 * (size_t)n1},
         {(void **)&w->box_bb, 32 * (size_t)nb},
         {(void **)&w->seg_bb, 32 * (size_t)(leaves > 1 ? leaves / 2 : 1)},
         {(void **)&w->before, 4 * (size_t)(n + 2)},  {(void **)&w->cnt, 8 * nl},
         {(void **)&w->off, 8 * nl},                  {(void **)&w->begin_a, 4 * nl},
-        {(void **)&w->begin_b, 4 * nl},              {(void **)&w->seg_off, 4 * nl},
+        {(void **)&w->begin_b, 4 * nl},
         {(void **)&w->weak, 4 * (size_t)w->weak_cap}, {(void **)&w->strong[0], 4 * sc},
         {(void **)&w->strong[1], 4 * sc},            {(void **)&w->kind, sc},
+        {(void **)&w->lstat, sizeof(int) * LS_COUNT},
         {&w->temp, tb},
     };
     const int k = (int)(sizeof p / sizeof p[0]);
@@ -1017,27 +1115,37 @@ fmk_status build_tree(fmk_plan *plan, fmm2d_gpu *s, build_ws *w, const double *d
     double *x[2] = {w->x[0], w->x[1]}, *y[2] = {w->y[0], w->y[1]};
     int *id[2] = {w->id[0], w->id[1]}, *pos[2] = {w->pos[0], w->pos[1]};
     unsigned *keys[2] = {w->keys[0], w->keys[1]};
-    unsigned short *keys16[2] = {w->keys16[0], w->keys16[1]};
-    int *seg_off = w->seg_off;
     u64 *box_bb = w->box_bb, *seg_bb = w->seg_bb;
     int *before = w->before, *cnt = w->cnt, *off = w->off;
     int *prev_begin = w->begin_a, *cur_begin = w->begin_b;
     ibuf weak = {w->weak, w->weak_cap, 0};
     ibuf strong[2] = {{w->strong[0], w->strong_cap, 0}, {w->strong[1], w->strong_cap, 0}};
     signed char *kind = w->kind;
+    int *lstat = w->lstat;
     int kind_owned = 0;
     void *temp = w->temp;
     const size_t temp_bytes = w->temp_bytes;
     size_t tb = 0;
     int64_t n_weak = 0;
     int prev_n = 0;
+    const int s_small = small_split_from(n, (int)L);
     if (n > 0)
         k_load_points<<<grid_of(n, B), B>>>(ns, d_src, plan->self ? 0 : s->nt, d_trg, x[0], y[0],
                                             id[0]);
-    /* the splits */
+    /* the splits: of large segments by launches over all points, then (from split s_small on)
+     * the rest in one launch, a block per segment */
     for (int st_ = 0; st_ <= 2 * L; st_++) {
         const int64_t nseg = (int64_t)1 << st_;
         u64 *bb = st_ % 2 == 0 ? box_bb + 4 * fmk_fmm2d_first(st_ / 2) : seg_bb;
+        if (st_ == s_small) {
+            CK(cudaFuncSetAttribute(k_split_small, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    (int)SPLIT_SMEM),
+               "cudaFuncSetAttribute (the split kernel)");
+            k_split_small<<<(unsigned)nseg, SPLIT_THREADS, SPLIT_SMEM>>>(n, st_, (int)L, x[0], y[0],
+                                                                         id[0], box_bb, seg_bb);
+            CK(cudaGetLastError(), "the split kernel");
+            break;
+        }
         if (n == 0 || (n >> st_) <= 4096 || nseg >= 4096) {
             k_bbox_warp<<<grid_of(32 * nseg, B), B>>>(n, st_, x[0], y[0], bb);
         } else {
@@ -1048,18 +1156,10 @@ fmk_status build_tree(fmk_plan *plan, fmm2d_gpu *s, build_ws *w, const double *d
         if (st_ == 2 * L)
             break;
         tb = temp_bytes;
-        if (segmented_split(n, st_)) {
-            k_keys16<<<grid_of(n, B), B>>>(n, st_, x[0], y[0], bb, keys16[0], pos[0]);
-            k_seg_offsets<<<grid_of(nseg + 1, B), B>>>(nseg, n, st_, seg_off);
-            CK(cub::DeviceSegmentedSort::StableSortPairs(temp, tb, keys16[0], keys16[1], pos[0],
-                                                         pos[1], n, nseg, seg_off, seg_off + 1),
-               "cub::DeviceSegmentedSort::StableSortPairs (the median splits)");
-        } else {
-            k_keys<<<grid_of(n, B), B>>>(n, st_, x[0], y[0], bb, keys[0], pos[0]);
-            CK(cub::DeviceRadixSort::SortPairs(temp, tb, keys[0], keys[1], pos[0], pos[1], (int)n,
-                                               0, st_ + fmk_fmm2d_key_bits(st_)),
-               "cub::DeviceRadixSort::SortPairs (the median splits)");
-        }
+        k_keys<<<grid_of(n, B), B>>>(n, st_, x[0], y[0], bb, keys[0], pos[0]);
+        CK(cub::DeviceRadixSort::SortPairs(temp, tb, keys[0], keys[1], pos[0], pos[1], (int)n, 0,
+                                           st_ + fmk_fmm2d_key_bits(st_)),
+           "cub::DeviceRadixSort::SortPairs (the median splits)");
         k_gather<<<grid_of(n, B), B>>>(n, pos[1], x[0], y[0], id[0], x[1], y[1], id[1]);
         CK(cudaGetLastError(), "the split kernels");
         double *tx = x[0], *ty = y[0];
@@ -1086,58 +1186,70 @@ fmk_status build_tree(fmk_plan *plan, fmm2d_gpu *s, build_ws *w, const double *d
                                             s->d_trg_start);
     CK(cudaGetLastError(), "the point kernels");
 
-    /* the lists, level by level */
-    {
-        const int root[2] = {0, ns > 0 && s->nt > 0 ? 1 : 0}, zero = 0;
-        CK(cudaMemcpy(prev_begin, root, sizeof root, cudaMemcpyHostToDevice), "cudaMemcpy (lists)");
-        CK(cudaMemcpy(strong[0].d, &zero, sizeof zero, cudaMemcpyHostToDevice), "cudaMemcpy (lists)");
-        CK(cudaMemcpy(s->d_weak_begin, &zero, sizeof zero, cudaMemcpyHostToDevice),
-           "cudaMemcpy (lists)");
-        CK(cudaMemcpy(s->d_weak_begin + 1, &zero, sizeof zero, cudaMemcpyHostToDevice),
-           "cudaMemcpy (lists)");
-        prev_n = root[1];
-        if (L == 0) {
-            signed char k0 = 0;
-            CK(cudaMemcpy(kind, &k0, 1, cudaMemcpyHostToDevice), "cudaMemcpy (lists)");
-        }
-    }
-    for (int l = 1; l <= L; l++) {
-        const int64_t nbl = (int64_t)1 << (2 * l), f = fmk_fmm2d_first(l);
-        int *cw = cnt, *cs = cnt + (leaves + 2), *ow = off, *os = off + (leaves + 2);
-        k_connect<<<grid_of(32 * (nbl + 1), 128), 128>>>(l, (int)L, 0, prev_begin, strong[0].d,
-                                                   s->d_src_start, s->d_trg_start, s->d_center,
-                                                   s->d_radius, cw, cs, NULL, NULL, NULL, NULL, NULL);
+    /* the lists, level by level: first with the capacities the block holds and the totals
+     * kept on the device (no host round trip per level); if a level does not fit, again with a
+     * copy of each level's totals to the host and lists that grow */
+    for (int fast = 1; fast >= 0; fast--) {
+        const int root = ns > 0 && s->nt > 0 ? 1 : 0;
+        k_lists_root<<<1, 1>>>(root, (int)L, prev_begin, strong[0].d, s->d_weak_begin, kind, lstat);
         CK(cudaGetLastError(), "the connectivity kernel");
-        tb = temp_bytes;
-        CK(cub::DeviceScan::ExclusiveSum(temp, tb, cw, ow, (int)(nbl + 1)), "cub::DeviceScan (lists)");
-        tb = temp_bytes;
-        CK(cub::DeviceScan::ExclusiveSum(temp, tb, cs, os, (int)(nbl + 1)), "cub::DeviceScan (lists)");
-        int tot[2];
-        k_totals<<<1, 1>>>(ow + nbl, os + nbl, cw);
-        CK(cudaMemcpy(tot, cw, sizeof tot, cudaMemcpyDeviceToHost), "cudaMemcpy (lists)");
-        if (n_weak + tot[0] > INT32_MAX || tot[1] < 0) {
-            st = fmk_error_set(plan, FMK_ERR_ARG, "the 2D FMM's lists exceed 2^31 entries");
-            goto done;
+        n_weak = 0, prev_n = root;
+        for (int l = 1; l <= L; l++) {
+            const int64_t nbl = (int64_t)1 << (2 * l), f = fmk_fmm2d_first(l);
+            int *cw = cnt, *cs = cnt + (leaves + 2), *ow = off, *os = off + (leaves + 2);
+            int64_t level_base = 0; /* where this level's weak lists start (host totals) */
+            k_connect<<<grid_of(32 * (nbl + 1), 128), 128>>>(l, (int)L, 0, prev_begin, strong[0].d,
+                                                             s->d_src_start, s->d_trg_start,
+                                                             s->d_center, s->d_radius, cw, cs, NULL,
+                                                             NULL, NULL, NULL, NULL, NULL);
+            CK(cudaGetLastError(), "the connectivity kernel");
+            tb = temp_bytes;
+            CK(cub::DeviceScan::ExclusiveSum(temp, tb, cw, ow, (int)(nbl + 1)),
+               "cub::DeviceScan (lists)");
+            tb = temp_bytes;
+            CK(cub::DeviceScan::ExclusiveSum(temp, tb, cs, os, (int)(nbl + 1)),
+               "cub::DeviceScan (lists)");
+            if (fast) {
+                k_level_totals<<<1, 1>>>(ow + nbl, os + nbl, weak.cap, strong[1].cap, lstat);
+            } else {
+                int tot[2];
+                k_totals<<<1, 1>>>(ow + nbl, os + nbl, cw);
+                CK(cudaMemcpy(tot, cw, sizeof tot, cudaMemcpyDeviceToHost), "cudaMemcpy (lists)");
+                if (n_weak + tot[0] > INT32_MAX || tot[1] < 0) {
+                    st = fmk_error_set(plan, FMK_ERR_ARG, "the 2D FMM's lists exceed 2^31 entries");
+                    goto done;
+                }
+                CS(ibuf_reserve(plan, &weak, n_weak + tot[0], n_weak, "the weak lists"));
+                CS(ibuf_reserve(plan, &strong[1], tot[1] > 0 ? tot[1] : 1, 0, "the strong lists"));
+                if (l == L && tot[1] > w->strong_cap) {
+                    CS(fmk_cuda_alloc(plan, (void **)&kind, (size_t)tot[1], "the lists", total));
+                    kind_owned = 1;
+                }
+                level_base = n_weak;
+                n_weak += tot[0];
+                prev_n = tot[1];
+            }
+            k_connect<<<grid_of(32 * (nbl + 1), 128), 128>>>(
+                l, (int)L, 1, prev_begin, strong[0].d, s->d_src_start, s->d_trg_start, s->d_center,
+                s->d_radius, cw, cs, ow, os, fast ? weak.d : weak.d + level_base, strong[1].d, kind,
+                fast ? lstat : NULL);
+            k_add_base<<<grid_of(nbl + 1, B), B>>>(nbl + 1, ow, fast ? 0 : (int)level_base,
+                                                   fast ? lstat : NULL, s->d_weak_begin + f);
+            k_add_base<<<grid_of(nbl + 1, B), B>>>(nbl + 1, os, 0, NULL, cur_begin);
+            CK(cudaGetLastError(), "the connectivity kernel");
+            ibuf tmp = strong[0];
+            strong[0] = strong[1], strong[1] = tmp;
+            int *tp = prev_begin;
+            prev_begin = cur_begin, cur_begin = tp;
         }
-        CS(ibuf_reserve(plan, &weak, n_weak + tot[0], n_weak, "the weak lists"));
-        CS(ibuf_reserve(plan, &strong[1], tot[1] > 0 ? tot[1] : 1, 0, "the strong lists"));
-        if (l == L && tot[1] > w->strong_cap) {
-            CS(fmk_cuda_alloc(plan, (void **)&kind, (size_t)tot[1], "the lists", total));
-            kind_owned = 1;
+        if (fast) {
+            int ls[LS_COUNT];
+            CK(cudaMemcpy(ls, lstat, sizeof ls, cudaMemcpyDeviceToHost), "the lists");
+            if (!ls[LS_OVERFLOW]) {
+                n_weak = ls[LS_WEAK], prev_n = ls[LS_STRONG];
+                break;
+            }
         }
-        k_connect<<<grid_of(32 * (nbl + 1), 128), 128>>>(l, (int)L, 1, prev_begin, strong[0].d,
-                                                   s->d_src_start, s->d_trg_start, s->d_center,
-                                                   s->d_radius, cw, cs, ow, os, weak.d + n_weak,
-                                                   strong[1].d, kind);
-        k_add_base<<<grid_of(nbl + 1, B), B>>>(nbl + 1, ow, (int)n_weak, s->d_weak_begin + f);
-        k_add_base<<<grid_of(nbl + 1, B), B>>>(nbl + 1, os, 0, cur_begin);
-        CK(cudaGetLastError(), "the connectivity kernel");
-        n_weak += tot[0];
-        prev_n = tot[1];
-        ibuf tmp = strong[0];
-        strong[0] = strong[1], strong[1] = tmp;
-        int *tp = prev_begin;
-        prev_begin = cur_begin, cur_begin = tp;
     }
     /* keep the finest level's strong lists and the weak lists (the block holds them unless
      * they outgrew it) */
