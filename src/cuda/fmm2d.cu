@@ -46,6 +46,7 @@ typedef struct fmm2d_gpu {
     double *d_radius;           /* n_boxes */
     int64_t *d_src_start, *d_trg_start; /* leaves + 1 (trg == src when self) */
     int *d_src_order, *d_trg_order;     /* box order -> caller index */
+    int *d_trg_place;           /* nt: caller's target index -> box order (d_trg_order's inverse) */
     double *d_src_xy, *d_trg_xy;        /* interleaved, box order */
     int *d_weak_begin;          /* n_boxes + 1 */
     int *d_weak;                /* global indices */
@@ -111,15 +112,28 @@ __global__ void k_load_points(int64_t ns, const double *src, int64_t nt, const d
     x[i] = p[0], y[i] = p[1], id[i] = (int)i;
 }
 
-/* Maps caller points into the frame (set_points_device): x' = 1.5 + (x - c) / w. */
-__global__ void k_map_points(int64_t n, const double *in, double cx, double cy, double inv_w,
-                             double *out)
+/* set_points_device: maps the caller's sources (then targets) into the frame,
+ * x' = 1.5 + (x - c) / w, straight into the topological phase's arrays (as k_load_points). */
+__global__ void k_map_points(int64_t ns, const double *src, int64_t nt, const double *trg,
+                             double cx, double cy, double inv_w, double *x, double *y, int *id)
 {
     const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
-    if (i >= n)
+    if (i >= ns + nt)
         return;
-    out[2 * i] = 1.5 + (in[2 * i] - cx) * inv_w;
-    out[2 * i + 1] = 1.5 + (in[2 * i + 1] - cy) * inv_w;
+    const double *p = i < ns ? src + 2 * i : trg + 2 * (i - ns);
+    x[i] = 1.5 + (p[0] - cx) * inv_w, y[i] = 1.5 + (p[1] - cy) * inv_w, id[i] = (int)i;
+}
+
+/* Binomials C(i, k) at i nn + k, i, k < nn, by Pascal's rule (the same additions as on a
+ * host): one block, a thread per k, a row at a time. */
+__global__ void k_binomials(int nn, double *bin)
+{
+    for (int i = 0; i < nn; i++) {
+        for (int k = threadIdx.x; k < nn; k += blockDim.x)
+            bin[i * nn + k] = k > i ? 0 : (k == 0 || k == i) ? 1
+                                                             : bin[(i - 1) * nn + k - 1] + bin[(i - 1) * nn + k];
+        __syncthreads();
+    }
 }
 
 /* bb: 4 words per segment, the bit patterns of lo x, lo y, hi x, hi y. */
@@ -342,12 +356,12 @@ __global__ void k_geometry(int64_t nb, const u64 *bb, double *center, double *ra
 
 /* Self: the points are the sources (and targets) in box order. */
 __global__ void k_self_points(int64_t n, const double *x, const double *y, const int *id,
-                              double *xy, int *order)
+                              double *xy, int *order, int *place)
 {
     const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
     if (i >= n)
         return;
-    xy[2 * i] = x[i], xy[2 * i + 1] = y[i], order[i] = id[i];
+    xy[2 * i] = x[i], xy[2 * i + 1] = y[i], order[i] = id[i], place[id[i]] = (int)i;
 }
 
 __global__ void k_starts(int64_t n, int L, int64_t leaves, const int *before, int self,
@@ -375,7 +389,7 @@ __global__ void k_source_flags(int64_t n, int64_t ns, const int *id, int *flags)
 
 __global__ void k_split_points(int64_t n, int64_t ns, const double *x, const double *y,
                                const int *id, const int *before, double *sxy, int *sorder,
-                               double *txy, int *torder)
+                               double *txy, int *torder, int *tplace)
 {
     const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
     if (i >= n)
@@ -387,6 +401,7 @@ __global__ void k_split_points(int64_t n, int64_t ns, const double *x, const dou
     } else {
         const int64_t k = i - before[i];
         txy[2 * k] = x[i], txy[2 * k + 1] = y[i], torder[k] = c - (int)ns;
+        tplace[c - ns] = (int)k;
     }
 }
 
@@ -540,7 +555,9 @@ __global__ void k_charges(int64_t ns, int is_log, const int *order, const double
     q[i] = is_log ? fmk_c(charges[c], 0) : fmk_c(charges[2 * c], charges[2 * c + 1]);
 }
 
-/* P2M: a warp per finest box; lane k holds a_k (and a_(k+32)). */
+/* P2M: a warp per finest box; lane k holds a_k (and a_(k+32)). The sources go 32 at a time, a
+ * lane each: lane j forms its source's term of every coefficient k (powers of w by repeated
+ * products) and a butterfly sum over the lanes hands the total to lane k. */
 __global__ void k_p2m(box_args a)
 {
     const int64_t b = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5;
@@ -556,21 +573,32 @@ __global__ void k_p2m(box_args a)
     fmk_cplx acc[SLOTS];
     for (int t = 0; t < SLOTS; t++)
         acc[t] = fmk_c(0, 0);
-    for (int64_t j = s0; j < s1; j++) {
-        const fmk_cplx w = fmk_c((a.src_xy[2 * j] - c.re) * inv_r, (a.src_xy[2 * j + 1] - c.im) * inv_r);
-        const fmk_cplx qj = a.q[j];
-        for (int t = 0; t < SLOTS; t++) {
-            const int k = lane + 32 * t;
-            if (k > a.p)
-                break;
+    for (int64_t j0 = s0; j0 < s1; j0 += 32) {
+        const int64_t j = j0 + lane;
+        fmk_cplx w = fmk_c(0, 0), pw = fmk_c(0, 0); /* pw = q_j w^k (cauchy2d: w^(k-1)) */
+        if (j < s1) {
+            w = fmk_c((a.src_xy[2 * j] - c.re) * inv_r, (a.src_xy[2 * j + 1] - c.im) * inv_r);
+            pw = a.q[j];
+        }
+        for (int k = 0; k <= a.p; k++) {
+            fmk_cplx term;
             if (a.is_log) {
-                if (k == 0)
-                    acc[t] = fmk_cadd(acc[t], qj);
-                else
-                    acc[t] = fmk_csub(acc[t], fmk_cscale(fmk_cmul(qj, cpow_int(w, k)), 1.0 / k));
-            } else if (k >= 1) {
-                acc[t] = fmk_cadd(acc[t], fmk_cscale(fmk_cmul(qj, cpow_int(w, k - 1)), inv_r));
+                term = k == 0 ? pw : fmk_cscale(pw, -1.0 / k);
+                pw = fmk_cmul(pw, w);
+            } else if (k == 0) {
+                term = fmk_c(0, 0);
+            } else {
+                term = fmk_cscale(pw, inv_r);
+                pw = fmk_cmul(pw, w);
             }
+            for (int o = 16; o > 0; o >>= 1) {
+                term.re += __shfl_xor_sync(FULL, term.re, o);
+                term.im += __shfl_xor_sync(FULL, term.im, o);
+            }
+#pragma unroll
+            for (int t = 0; t < SLOTS; t++) /* constant indices: acc stays in registers */
+                if (k == lane + 32 * t)
+                    acc[t] = fmk_cadd(acc[t], term);
         }
     }
     for (int t = 0; t < SLOTS; t++) {
@@ -634,6 +662,11 @@ __global__ void k_m2m(box_args a, int l)
     }
 }
 
+/* Shared memory of k_m2l: a row of nc coefficients per warp, then the table of M2L binomials
+ * C(m + k - 1, k - 1) at (k - 1) nc + m (k = 1 .. p, m = 0 .. p), so that the lanes (m) read
+ * consecutive words. */
+size_t m2l_smem(int p) { return sizeof(fmk_cplx) * WARPS * (p + 1) + sizeof(double) * p * (p + 1); }
+
 /* M2L from the weak lists (every level) and, at the finest level, P2L: a warp per target box,
  * lane l owns b_l. */
 __global__ void k_m2l(box_args a, const int *weak_begin, const int *weak, const int *near_begin,
@@ -642,6 +675,12 @@ __global__ void k_m2l(box_args a, const int *weak_begin, const int *weak, const 
     extern __shared__ fmk_cplx smem[];
     const int w = threadIdx.x >> 5, lane = threadIdx.x & 31, nc = a.p + 1;
     fmk_cplx *ck = smem + w * nc;
+    double *tab = reinterpret_cast<double *>(smem + WARPS * nc);
+    for (int i = threadIdx.x; i < a.p * nc; i += blockDim.x) {
+        const int k = 1 + i / nc, m = i % nc;
+        tab[i] = binom(a, m + k - 1, k - 1);
+    }
+    __syncthreads();
     const int64_t g = 1 + ((blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5);
     if (g >= n_boxes)
         return;
@@ -672,14 +711,14 @@ __global__ void k_m2l(box_args a, const int *weak_begin, const int *weak, const 
                 break;
             /* two partial sums (odd and even k) halve the chain of dependent adds */
             fmk_cplx s = fmk_c(0, 0), s2 = fmk_c(0, 0);
-            const double *C = a.binom + m * a.nb; /* C(m + k - 1, k - 1) at C[(k - 1)(nb + 1)] */
+            const double *C = tab + m; /* C(m + k - 1, k - 1) at C[(k - 1) nc] */
             int k = 1;
             for (; k + 1 <= a.p; k += 2) {
-                s = fmk_cadd(s, fmk_cscale(ck[k], __ldg(C + (k - 1) * (a.nb + 1))));
-                s2 = fmk_cadd(s2, fmk_cscale(ck[k + 1], __ldg(C + k * (a.nb + 1))));
+                s = fmk_cadd(s, fmk_cscale(ck[k], C[(k - 1) * nc]));
+                s2 = fmk_cadd(s2, fmk_cscale(ck[k + 1], C[k * nc]));
             }
             if (k <= a.p)
-                s = fmk_cadd(s, fmk_cscale(ck[k], __ldg(C + (k - 1) * (a.nb + 1))));
+                s = fmk_cadd(s, fmk_cscale(ck[k], C[(k - 1) * nc]));
             s = fmk_cadd(s, s2);
             if (m == 0) {
                 if (has_a0)
@@ -882,14 +921,16 @@ __global__ void k_p2p(box_args a, const int *near_begin, const int *near, const 
     }
 }
 
-__global__ void k_output(int64_t nt, int is_log, const int *order, const fmk_cplx *res,
+/* The results in the caller's order: a thread per caller index c (writes together, the reads
+ * of V and D one 32-byte piece each). */
+__global__ void k_output(int64_t nt, int is_log, const int *place, const fmk_cplx *res,
                          const double *qzero, const double *qtotal, double lw, double ps,
                          double *pot, double *grad)
 {
-    const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
-    if (i >= nt)
+    const int64_t c = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (c >= nt)
         return;
-    const int64_t c = order[i];
+    const int64_t i = place[c];
     const fmk_cplx V = res[2 * i], D = res[2 * i + 1];
     if (is_log) {
         if (pot)
@@ -919,7 +960,7 @@ int64_t device_bytes(const fmk_plan *plan, int64_t ns, int64_t nt, int self, int
     const int cw = fmk_kernel_width(plan->kernel);
     int64_t b = 24 * boxes + 16 * (leaves + 1) + 4 * (boxes + 1) + 4 * (leaves + 1);
     b += 12 * (ns + (self ? 0 : nt)) + 4 * n_weak + 5 * n_near;
-    b += 16 * ns + 2 * 16 * boxes * (p + 1) + 40 * nt + 8 * cw * (ns + 2 * nt) + 64;
+    b += 16 * ns + 2 * 16 * boxes * (p + 1) + 44 * nt + 8 * cw * (ns + 2 * nt) + 64;
     return b;
 }
 
@@ -928,7 +969,7 @@ int64_t device_bytes(const fmk_plan *plan, int64_t ns, int64_t nt, int self, int
 int64_t build_bytes(int64_t n, int L)
 {
     const int64_t boxes = fmk_fmm2d_first(L + 1), leaves = (int64_t)1 << (2 * L);
-    return n * (68 + 12) + 160 * boxes + 200 * leaves + (2 << 20);
+    return n * (68 + 12) + 160 * boxes + 280 * leaves + (2 << 20);
 }
 
 void free_state(fmm2d_gpu *s)
@@ -1077,9 +1118,11 @@ int ws_parts(fmk_plan *plan, const fmm2d_gpu *s, build_ws *w, part *parts)
         fmk_cuda_fail(plan, err, "CUB (workspace query)");
         return -1;
     }
-    w->temp_bytes = tb;
+    w->temp_bytes = tb > w->temp_bytes ? tb : w->temp_bytes; /* at least what the caller asked */
     w->weak_cap = 32 * nb + 64;
-    w->strong_cap = 12 * leaves + 64;
+    /* a uniform finest box has about 13 strong entries (its 3 x 3 neighbours and the four at
+     * distance 2, eq. 2.1 with theta = 1/2) */
+    w->strong_cap = 24 * leaves + 64;
     const size_t nl = (size_t)(leaves + 2), sc = (size_t)w->strong_cap;
     part p[] = {
         {(void **)&w->x[0], 8 * (size_t)n1},        {(void **)&w->x[1], 8 * (size_t)n1},
@@ -1095,7 +1138,7 @@ int ws_parts(fmk_plan *plan, const fmm2d_gpu *s, build_ws *w, part *parts)
         {(void **)&w->weak, 4 * (size_t)w->weak_cap}, {(void **)&w->strong[0], 4 * sc},
         {(void **)&w->strong[1], 4 * sc},            {(void **)&w->kind, sc},
         {(void **)&w->lstat, sizeof(int) * LS_COUNT},
-        {&w->temp, tb},
+        {&w->temp, w->temp_bytes},
     };
     const int k = (int)(sizeof p / sizeof p[0]);
     for (int i = 0; i < k; i++)
@@ -1129,7 +1172,7 @@ fmk_status build_tree(fmk_plan *plan, fmm2d_gpu *s, build_ws *w, const double *d
     int64_t n_weak = 0;
     int prev_n = 0;
     const int s_small = small_split_from(n, (int)L);
-    if (n > 0)
+    if (n > 0 && d_src) /* else set_points_device mapped them there */
         k_load_points<<<grid_of(n, B), B>>>(ns, d_src, plan->self ? 0 : s->nt, d_trg, x[0], y[0],
                                             id[0]);
     /* the splits: of large segments by launches over all points, then (from split s_small on)
@@ -1172,7 +1215,8 @@ fmk_status build_tree(fmk_plan *plan, fmm2d_gpu *s, build_ws *w, const double *d
     /* sources and targets in box order */
     if (plan->self) {
         if (n > 0)
-            k_self_points<<<grid_of(n, B), B>>>(n, x[0], y[0], id[0], s->d_src_xy, s->d_src_order);
+            k_self_points<<<grid_of(n, B), B>>>(n, x[0], y[0], id[0], s->d_src_xy, s->d_src_order,
+                                                s->d_trg_place);
     } else {
         k_source_flags<<<grid_of(n + 1, B), B>>>(n, ns, id[0], pos[1]);
         tb = temp_bytes;
@@ -1180,7 +1224,8 @@ fmk_status build_tree(fmk_plan *plan, fmm2d_gpu *s, build_ws *w, const double *d
            "cub::DeviceScan (sources before each point)");
         if (n > 0)
             k_split_points<<<grid_of(n, B), B>>>(n, ns, x[0], y[0], id[0], before, s->d_src_xy,
-                                                 s->d_src_order, s->d_trg_xy, s->d_trg_order);
+                                                 s->d_src_order, s->d_trg_xy, s->d_trg_order,
+                                                 s->d_trg_place);
     }
     k_starts<<<grid_of(leaves + 1, B), B>>>(n, (int)L, leaves, before, plan->self, s->d_src_start,
                                             s->d_trg_start);
@@ -1272,9 +1317,11 @@ done:
     return st;
 }
 
-/* Allocates the state for the plan's sizes (s->n, ns, nt, levels set) and builds the tree
- * from mapped device points. */
-fmk_status setup_common(fmk_plan *plan, fmm2d_gpu *s, const double *d_src, const double *d_trg)
+/* Allocates the state for the plan's sizes (s->n, ns, nt, levels set) with the topological
+ * phase's workspace ws, whose CUB workspace holds at least box_temp bytes; d_box (not NULL):
+ * room for fmk_cuda_bounding_box's box, in the same block. */
+fmk_status setup_common(fmk_plan *plan, fmm2d_gpu *s, build_ws *ws_out, size_t box_temp,
+                        void **d_box)
 {
     fmk_status st = FMK_OK;
     const int p = s->order, nc = p + 1;
@@ -1283,9 +1330,9 @@ fmk_status setup_common(fmk_plan *plan, fmm2d_gpu *s, const double *d_src, const
     const long long total = (long long)(device_bytes(plan, ns, nt, plan->self, 32 * nb, 12 * leaves) +
                                         build_bytes(s->n, s->levels));
     const size_t ns1 = (size_t)(ns > 0 ? ns : 1), nt1 = (size_t)(nt > 0 ? nt : 1);
-    float ms = 0;
-    build_ws ws;
+    build_ws &ws = *ws_out;
     memset(&ws, 0, sizeof ws);
+    ws.temp_bytes = box_temp;
     {
         size_t t = 0;
         CK(cub::DeviceReduce::Sum(NULL, t, s->d_charges, s->d_qtotal, (int)ns1),
@@ -1301,6 +1348,7 @@ fmk_status setup_common(fmk_plan *plan, fmm2d_gpu *s, const double *d_src, const
             {(void **)&s->d_src_xy, 16 * ns1},
             {(void **)&s->d_trg_start, self ? 0 : 8 * (size_t)(leaves + 1)},
             {(void **)&s->d_trg_order, self ? 0 : 4 * nt1},
+            {(void **)&s->d_trg_place, 4 * nt1},
             {(void **)&s->d_trg_xy, self ? 0 : 16 * nt1},
             {(void **)&s->d_weak_begin, 4 * (size_t)(nb + 1)},
             {(void **)&s->d_q, 16 * ns1},
@@ -1321,38 +1369,38 @@ fmk_status setup_common(fmk_plan *plan, fmm2d_gpu *s, const double *d_src, const
         int k = (int)(sizeof parts / sizeof parts[0]);
         for (int i = 0; i < k; i++)
             all[i] = parts[i];
-        const int kw = ws_parts(plan, s, &ws, all + k);
+        int kw = ws_parts(plan, s, &ws, all + k);
         if (kw < 0) {
             st = FMK_ERR_DEVICE;
             goto done;
         }
+        if (d_box)
+            all[k + kw++] = part{d_box, fmk_cuda_box_bytes()};
         CS(alloc_parts(plan, &s->d_block, all, k + kw, "the 2D FMM's arrays", total,
                        &s->block_bytes));
         if (self)
             s->d_trg_start = s->d_src_start, s->d_trg_order = s->d_src_order,
             s->d_trg_xy = s->d_src_xy;
         /* binomials C(n, k), n, k <= 2p + 1, for M2M, M2L and L2L */
-        double *bin = (double *)malloc(8 * nbin);
-        if (!bin) {
-            st = fmk_error_set(plan, FMK_ERR_NOMEM, "out of host memory");
-            goto done;
-        }
-        const int nn = 2 * p + 2;
-        for (int i = 0; i < nn; i++)
-            for (int k = 0; k < nn; k++)
-                bin[i * nn + k] = k > i                 ? 0
-                                  : (k == 0 || k == i) ? 1
-                                                       : bin[(i - 1) * nn + k - 1] + bin[(i - 1) * nn + k];
-        cudaError_t err = cudaMemcpy(s->d_binom, bin, 8 * nbin, cudaMemcpyHostToDevice);
-        free(bin);
-        CK(err, "cudaMemcpy (binomials)");
+        k_binomials<<<1, 128>>>(2 * p + 2, s->d_binom);
+        CK(cudaGetLastError(), "the binomial kernel");
     }
     for (int k = 0; k < 8; k++) {
         CK(cudaEventCreate(&s->ev[k]), "cudaEventCreate");
         s->events = k + 1;
     }
+done:
+    return st;
+}
+
+/* The topological phase (build_tree), timed by events into s->tree_ms. */
+fmk_status build_timed(fmk_plan *plan, fmm2d_gpu *s, build_ws *ws, const double *d_src,
+                       const double *d_trg)
+{
+    fmk_status st = FMK_OK;
+    float ms = 0;
     CK(cudaEventRecord(s->ev[0], 0), "cudaEventRecord");
-    CS(build_tree(plan, s, &ws, d_src, d_trg));
+    CS(build_tree(plan, s, ws, d_src, d_trg));
     CK(cudaEventRecord(s->ev[1], 0), "cudaEventRecord");
     CK(cudaEventSynchronize(s->ev[1]), "the topological phase");
     CK(cudaEventElapsedTime(&ms, s->ev[0], s->ev[1]), "cudaEventElapsedTime");
@@ -1418,8 +1466,11 @@ fmk_status gpu_setup(fmk_plan *plan)
         if (err != cudaSuccess)
             st = fmk_cuda_fail(plan, err, "cudaMemcpy (points to the GPU)");
     }
+    build_ws ws;
     if (st == FMK_OK)
-        st = setup_common(plan, s, d_pts, plan->self ? NULL : d_pts + 2 * s->ns);
+        st = setup_common(plan, s, &ws, 0, NULL);
+    if (st == FMK_OK)
+        st = build_timed(plan, s, &ws, d_pts, plan->self ? NULL : d_pts + 2 * s->ns);
     if (d_pts && cudaFree(d_pts) != cudaSuccess && st == FMK_OK)
         st = fmk_cuda_fail(plan, cudaGetLastError(), "cudaFree");
     if (st == FMK_OK)
@@ -1444,20 +1495,22 @@ fmk_status points_device(fmk_plan *plan, int64_t ns, const double *d_s, int64_t 
                                             &bad);
     if (err != cudaSuccess)
         return fmk_cuda_fail(plan, err, "cub::DeviceReduce::TransformReduce (workspace query)");
-    /* one allocation: CUB's workspace, the box, the mapped points (each 256-byte aligned) */
-    const size_t box_off = (temp_bytes + 255) / 256 * 256;
-    const size_t pts_off = box_off + (fmk_cuda_box_bytes() + 255) / 256 * 256;
-    const int64_t n = self ? ns : ns + nt;
-    const size_t pts_bytes = 16 * (size_t)(n > 0 ? n : 1);
-    void *d_temp = NULL;
-    fmk_status st = fmk_cuda_alloc(plan, &d_temp, pts_off + pts_bytes,
-                                   "the bounding-box workspace and mapped points",
-                                   (long long)(pts_off + pts_bytes));
+    fmm2d_gpu *s = new_state(plan, ns, nt, self);
+    if (!s)
+        return fmk_error_set(plan, FMK_ERR_NOMEM, "out of host memory");
+    plan->state = s;
+    plan->self = self;
+    plan->n_sources = ns;
+    plan->n_targets = self ? ns : nt;
+    /* one allocation: the plan's arrays, the topological phase's workspace (whose CUB
+     * workspace serves the bounding box too) and the box */
+    build_ws ws;
+    void *d_box = NULL;
+    fmk_status st = setup_common(plan, s, &ws, temp_bytes, &d_box);
     if (st != FMK_OK)
         return st;
-    double *d_pts = (double *)((char *)d_temp + pts_off);
-    err = fmk_cuda_bounding_box(2, ns, d_s, n_box, d_t, d_temp, &temp_bytes,
-                                (char *)d_temp + box_off, lo, hi, &bad);
+    temp_bytes = ws.temp_bytes;
+    err = fmk_cuda_bounding_box(2, ns, d_s, n_box, d_t, ws.temp, &temp_bytes, d_box, lo, hi, &bad);
     fmk_frame frame;
     if (err != cudaSuccess) {
         st = fmk_cuda_fail(plan, err, "cub::DeviceReduce::TransformReduce (bounding box)");
@@ -1468,29 +1521,15 @@ fmk_status points_device(fmk_plan *plan, int64_t ns, const double *d_s, int64_t 
     } else {
         st = fmk_plan_frame_from_box(plan, lo, hi, &frame);
     }
-    fmm2d_gpu *s = NULL;
     if (st == FMK_OK) {
         plan->frame = frame;
-        plan->self = self;
-        plan->n_sources = ns;
-        plan->n_targets = self ? ns : nt;
-        const double inv = 1.0 / frame.width;
-        if (ns > 0)
-            k_map_points<<<grid_of(ns, 256), 256>>>(ns, d_s, frame.center[0], frame.center[1], inv,
-                                                    d_pts);
-        if (!self && nt > 0)
-            k_map_points<<<grid_of(nt, 256), 256>>>(nt, d_t, frame.center[0], frame.center[1], inv,
-                                                    d_pts + 2 * ns);
-        s = new_state(plan, ns, nt, self);
-        if (!s)
-            st = fmk_error_set(plan, FMK_ERR_NOMEM, "out of host memory");
+        const int64_t n = s->n;
+        if (n > 0)
+            k_map_points<<<grid_of(n, 256), 256>>>(ns, d_s, self ? 0 : nt, d_t, frame.center[0],
+                                                   frame.center[1], 1.0 / frame.width, ws.x[0],
+                                                   ws.y[0], ws.id[0]);
+        st = build_timed(plan, s, &ws, NULL, NULL);
     }
-    if (st == FMK_OK) {
-        plan->state = s;
-        st = setup_common(plan, s, d_pts, self ? NULL : d_pts + 2 * ns);
-    }
-    if (cudaFree(d_temp) != cudaSuccess && st == FMK_OK)
-        st = fmk_cuda_fail(plan, cudaGetLastError(), "cudaFree");
     if (st == FMK_OK) {
         finish_setup(plan, s);
         plan->has_points = 1;
@@ -1571,7 +1610,7 @@ fmk_status run_eval(fmk_plan *plan, const double *charges, double *pot, double *
         k_m2m<<<grid_of(32 * ((int64_t)1 << (2 * l)), B), B, sm>>>(a, l);
     CK(cudaEventRecord(s->ev[3], 0), "cudaEventRecord");
     if (nb > 1)
-        k_m2l<<<grid_of(32 * (nb - 1), B), B, sm>>>(a, s->d_weak_begin, s->d_weak, s->d_near_begin,
+        k_m2l<<<grid_of(32 * (nb - 1), B), B, m2l_smem(p)>>>(a, s->d_weak_begin, s->d_weak, s->d_near_begin,
                                                     s->d_near, s->d_kind, nb);
     CK(cudaEventRecord(s->ev[4], 0), "cudaEventRecord");
     for (int l = 2; l <= L; l++)
@@ -1583,7 +1622,7 @@ fmk_status run_eval(fmk_plan *plan, const double *charges, double *pot, double *
                                           s->d_qzero);
     CK(cudaEventRecord(s->ev[7], 0), "cudaEventRecord");
     CK(cudaGetLastError(), "the 2D FMM kernels");
-    k_output<<<grid_of(nt, 256), 256>>>(nt, is_log, s->d_trg_order, s->d_res, s->d_qzero,
+    k_output<<<grid_of(nt, 256), 256>>>(nt, is_log, s->d_trg_place, s->d_res, s->d_qzero,
                                         s->d_qtotal, plan->frame.log_width, plan->frame.pot_scale,
                                         out_pot, out_grad);
     CK(cudaGetLastError(), "the output kernel");
