@@ -61,8 +61,9 @@ typedef struct fmm2d_gpu {
     fmk_cplx *d_res;            /* 2 * nt: V, D */
     double *d_qzero;            /* nt */
     double *d_qtotal;           /* 1 */
-    double *d_charges;          /* host calls: staging */
+    double *d_charges;          /* host calls: staging, allocated at the first (d_stage) */
     double *d_pot, *d_grad;     /* host calls: staging */
+    void *d_stage;
     u64 *d_stats;               /* 2 */
     double *d_binom;            /* (2p + 2)^2 binomials C(n, k) at n (2p + 2) + k */
     void *d_block;              /* the one allocation the arrays above are carved from */
@@ -146,18 +147,19 @@ __global__ void k_bbox_reset(int64_t nseg, u64 *bb)
     bb[4 * g + 2] = bb[4 * g + 3] = 0;
 }
 
-/* Few large segments: warp (and block) reductions, then atomics on the bit patterns. */
-__global__ void k_bbox_atomic(int64_t n, int s, const double *x, const double *y, u64 *bb)
+/* Few large segments: point i (px, py) of the segments after s splits into their boxes bb, by
+ * warp (and block) reductions, then atomics on the bit patterns (bb reset by k_bbox_reset).
+ * Every thread of the block (of 256) calls it, those with i >= n too. */
+__device__ void bbox_add(int64_t n, int s, int64_t i, double px, double py, u64 *bb)
 {
     __shared__ u64 red[256 / 32][4];
-    const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
     const bool act = i < n;
     const int64_t g = act ? fmk_fmm2d_seg_of(n, s, i) : -1;
     u64 v[4];
-    v[0] = act ? d2u(x[i]) : d2u(INFINITY);
-    v[1] = act ? d2u(y[i]) : d2u(INFINITY);
-    v[2] = act ? d2u(x[i]) : 0;
-    v[3] = act ? d2u(y[i]) : 0;
+    v[0] = act ? d2u(px) : d2u(INFINITY);
+    v[1] = act ? d2u(py) : d2u(INFINITY);
+    v[2] = act ? d2u(px) : 0;
+    v[3] = act ? d2u(py) : 0;
     const int64_t g0 = __shfl_sync(FULL, g, 0), g31 = __shfl_sync(FULL, g, 31);
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     __shared__ int64_t g_first;
@@ -195,6 +197,12 @@ __global__ void k_bbox_atomic(int64_t n, int s, const double *x, const double *y
         atomicMin(bb + 4 * g, v[0]), atomicMin(bb + 4 * g + 1, v[1]);
         atomicMax(bb + 4 * g + 2, v[2]), atomicMax(bb + 4 * g + 3, v[3]);
     }
+}
+
+__global__ void k_bbox_atomic(int64_t n, int s, const double *x, const double *y, u64 *bb)
+{
+    const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    bbox_add(n, s, i, i < n ? x[i] : 0, i < n ? y[i] : 0, bb);
 }
 
 /* Many small segments: a warp per segment. */
@@ -238,15 +246,25 @@ __global__ void k_keys(int64_t n, int s, const double *x, const double *y, const
     pos[i] = (int)i;
 }
 
+/* The points in their new order; with bb_next (not NULL), also the bounding boxes of the
+ * segments after s_next splits (bbox_add: blocks of 256), saving that split a pass. */
 __global__ void k_gather(int64_t n, const int *pos, const double *x, const double *y, const int *id,
-                         double *x2, double *y2, int *id2)
+                         double *x2, double *y2, int *id2, int s_next, u64 *bb_next)
 {
     const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
-    if (i >= n)
-        return;
-    const int j = pos[i];
-    x2[i] = x[j], y2[i] = y[j], id2[i] = id[j];
+    double px = 0, py = 0;
+    if (i < n) {
+        const int j = pos[i];
+        px = x[j], py = y[j];
+        x2[i] = px, y2[i] = py, id2[i] = id[j];
+    }
+    if (bb_next)
+        bbox_add(n, s_next, i, px, py, bb_next);
 }
+
+/* The boxes of the segments after s splits go by atomics (few large segments), else a warp per
+ * segment. */
+inline bool bbox_by_atomics(int64_t n, int s) { return n > 0 && (n >> s) > 4096 && s < 12; }
 
 /* The last splits in one kernel, a block per segment once every segment fits SPLIT_CAP points:
  * the segment stays in shared memory, and each split is the bounding box of every subsegment (a
@@ -265,10 +283,30 @@ int small_split_from(int64_t n, int L)
     return -1;
 }
 
-__global__ void __launch_bounds__(SPLIT_THREADS)
+/* v[i] = v[src[t]] for the block's items i = threadIdx.x SPLIT_ITEMS + t < m. */
+template <typename T> __device__ void permute_block(T *v, const int (&src)[SPLIT_ITEMS], int m)
+{
+    T r[SPLIT_ITEMS];
+#pragma unroll
+    for (int t = 0; t < SPLIT_ITEMS; t++) {
+        const int i = threadIdx.x * SPLIT_ITEMS + t;
+        if (i < m)
+            r[t] = v[src[t]];
+    }
+    __syncthreads();
+#pragma unroll
+    for (int t = 0; t < SPLIT_ITEMS; t++) {
+        const int i = threadIdx.x * SPLIT_ITEMS + t;
+        if (i < m)
+            v[i] = r[t];
+    }
+    __syncthreads();
+}
+
+__global__ void __launch_bounds__(SPLIT_THREADS, 2)
     k_split_small(int64_t n, int s0, int L, double *x, double *y, int *id, u64 *box_bb, u64 *seg_bb)
 {
-    typedef cub::BlockRadixSort<unsigned, SPLIT_THREADS, SPLIT_ITEMS, int> sort_t;
+    typedef cub::BlockRadixSort<unsigned, SPLIT_THREADS, SPLIT_ITEMS, int, 4, false> sort_t;
     __shared__ typename sort_t::TempStorage sort_tmp;
     extern __shared__ __align__(16) unsigned char split_sm[];
     double *xs = reinterpret_cast<double *>(split_sm), *ys = xs + SPLIT_CAP;
@@ -324,20 +362,10 @@ __global__ void __launch_bounds__(SPLIT_THREADS)
             }
         }
         sort_t(sort_tmp).Sort(key, src, 0, k + kb);
-        double px[SPLIT_ITEMS], py[SPLIT_ITEMS];
-        int pid[SPLIT_ITEMS];
-        for (int t = 0; t < SPLIT_ITEMS; t++) {
-            const int i = threadIdx.x * SPLIT_ITEMS + t;
-            if (i < m)
-                px[t] = xs[src[t]], py[t] = ys[src[t]], pid[t] = ids[src[t]];
-        }
-        __syncthreads();
-        for (int t = 0; t < SPLIT_ITEMS; t++) {
-            const int i = threadIdx.x * SPLIT_ITEMS + t;
-            if (i < m)
-                xs[i] = px[t], ys[i] = py[t], ids[i] = pid[t];
-        }
-        __syncthreads();
+        /* the permutation, one array at a time (few registers: two blocks fit an SM) */
+        permute_block(xs, src, m);
+        permute_block(ys, src, m);
+        permute_block(ids, src, m);
     }
     for (int i = threadIdx.x; i < m; i += SPLIT_THREADS)
         x[a + i] = xs[i], y[a + i] = ys[i], id[a + i] = ids[i];
@@ -417,7 +445,7 @@ enum { LS_WEAK, LS_STRONG, LS_OVERFLOW, LS_BASE, LS_COUNT };
 /* The lists of level l (fmm2d.h), a warp per box, a lane per candidate (the children of the
  * parent's strong list); pass 0 counts, pass 1 fills in candidate order (ballots place them).
  * ls: NULL when the host placed weak at this level's base, else the device totals (the base at
- * LS_BASE; nothing is written once LS_OVERFLOW is set). */
+ * LS_BASE; once LS_OVERFLOW is set, counts of 0 and no lists). */
 __global__ void k_connect(int l, int L, int pass, const int *prev_begin, const int *prev,
                           const int64_t *src_start, const int64_t *trg_start, const double *center,
                           const double *radius, int *cnt_weak, int *cnt_strong, const int *off_weak,
@@ -429,11 +457,13 @@ __global__ void k_connect(int l, int L, int pass, const int *prev_begin, const i
     const int lane = threadIdx.x & 31;
     if (b > nb)
         return;
-    if (pass && ls) {
-        if (ls[LS_OVERFLOW])
-            return;
-        weak += ls[LS_BASE];
+    if (ls && ls[LS_OVERFLOW]) { /* a coarser level did not fit: its lists are not there */
+        if (!pass && lane == 0)
+            cnt_weak[b] = 0, cnt_strong[b] = 0;
+        return;
     }
+    if (pass && ls)
+        weak += ls[LS_BASE];
     if (b == nb) { /* the scans' last entry */
         if (!pass && lane == 0)
             cnt_weak[nb] = 0, cnt_strong[nb] = 0;
@@ -969,12 +999,12 @@ int64_t device_bytes(const fmk_plan *plan, int64_t ns, int64_t nt, int self, int
 int64_t build_bytes(int64_t n, int L)
 {
     const int64_t boxes = fmk_fmm2d_first(L + 1), leaves = (int64_t)1 << (2 * L);
-    return n * (68 + 12) + 160 * boxes + 280 * leaves + (2 << 20);
+    return n * (68 + 12) + 352 * boxes + 350 * leaves + (2 << 20);
 }
 
 void free_state(fmm2d_gpu *s)
 {
-    void *bufs[] = {s->d_block, s->weak_owned ? s->d_weak : NULL, s->near_owned ? s->d_near : NULL,
+    void *bufs[] = {s->d_block, s->d_stage, s->weak_owned ? s->d_weak : NULL, s->near_owned ? s->d_near : NULL,
                     s->kind_owned ? s->d_kind : NULL};
     for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++)
         if (bufs[k] && cudaFree(bufs[k]) != cudaSuccess)
@@ -1060,26 +1090,33 @@ fmk_status ibuf_reserve(fmk_plan *plan, ibuf *b, int64_t n, int64_t keep, const 
 
 /* One device allocation carved into n arrays (256-byte aligned), so that a set_points costs
  * one cudaMalloc and one cudaFree rather than dozens. */
+/* region: 0 for arrays kept for the plan's life; EVAL_ONLY for those every eval writes before
+ * it reads them, TREE_ONLY for the topological phase's scratch: these two share memory. */
+enum { KEPT = 0, EVAL_ONLY = 1, TREE_ONLY = 2 };
 struct part {
     void **ptr;
     size_t bytes;
+    int region;
 };
 
 fmk_status alloc_parts(fmk_plan *plan, void **block, part *parts, int n, const char *what,
                        long long total, size_t *bytes)
 {
-    size_t sum = 0;
+    size_t sum[3] = {0, 0, 0};
     for (int k = 0; k < n; k++)
-        sum += (parts[k].bytes + 255) / 256 * 256;
-    *bytes = sum;
-    fmk_status st = fmk_cuda_alloc(plan, block, sum > 0 ? sum : 256, what,
-                                   total > (long long)sum ? total : (long long)sum);
+        sum[parts[k].region] += (parts[k].bytes + 255) / 256 * 256;
+    const size_t all = sum[KEPT] + (sum[EVAL_ONLY] > sum[TREE_ONLY] ? sum[EVAL_ONLY] : sum[TREE_ONLY]);
+    *bytes = all;
+    fmk_status st = fmk_cuda_alloc(plan, block, all > 0 ? all : 256, what,
+                                   total > (long long)all ? total : (long long)all);
     if (st != FMK_OK)
         return st;
-    char *p = (char *)*block;
+    char *next[3];
+    next[KEPT] = (char *)*block;
+    next[EVAL_ONLY] = next[TREE_ONLY] = (char *)*block + sum[KEPT];
     for (int k = 0; k < n; k++) {
-        *parts[k].ptr = p;
-        p += (parts[k].bytes + 255) / 256 * 256;
+        *parts[k].ptr = next[parts[k].region];
+        next[parts[k].region] += (parts[k].bytes + 255) / 256 * 256;
     }
     return FMK_OK;
 }
@@ -1119,26 +1156,32 @@ int ws_parts(fmk_plan *plan, const fmm2d_gpu *s, build_ws *w, part *parts)
         return -1;
     }
     w->temp_bytes = tb > w->temp_bytes ? tb : w->temp_bytes; /* at least what the caller asked */
-    w->weak_cap = 32 * nb + 64;
-    /* a uniform finest box has about 13 strong entries (its 3 x 3 neighbours and the four at
-     * distance 2, eq. 2.1 with theta = 1/2) */
-    w->strong_cap = 24 * leaves + 64;
+    /* a uniform box has about 40 weak entries: the 4 children of each of its parent's ~13
+     * strong boxes, less its own ~13 strong ones; and a uniform finest box about 13 strong ones
+     * (its 3 x 3 neighbours and the four at distance 2, eq. 2.1 with theta = 1/2); room for
+     * twice as many, and about 2.5 for uneven sets */
+    w->weak_cap = 80 * nb + 64;
+    w->strong_cap = 32 * leaves + 64;
     const size_t nl = (size_t)(leaves + 2), sc = (size_t)w->strong_cap;
+    const int T = TREE_ONLY; /* the lists stay (KEPT) */
     part p[] = {
-        {(void **)&w->x[0], 8 * (size_t)n1},        {(void **)&w->x[1], 8 * (size_t)n1},
-        {(void **)&w->y[0], 8 * (size_t)n1},        {(void **)&w->y[1], 8 * (size_t)n1},
-        {(void **)&w->id[0], 4 * (size_t)n1},       {(void **)&w->id[1], 4 * (size_t)n1},
-        {(void **)&w->pos[0], 4 * (size_t)(n1 + 1)}, {(void **)&w->pos[1], 4 * (size_t)(n1 + 1)},
-        {(void **)&w->keys[0], 4 * (size_t)n1},     {(void **)&w->keys[1], 4 * (size_t)n1},
-        {(void **)&w->box_bb, 32 * (size_t)nb},
-        {(void **)&w->seg_bb, 32 * (size_t)(leaves > 1 ? leaves / 2 : 1)},
-        {(void **)&w->before, 4 * (size_t)(n + 2)},  {(void **)&w->cnt, 8 * nl},
-        {(void **)&w->off, 8 * nl},                  {(void **)&w->begin_a, 4 * nl},
-        {(void **)&w->begin_b, 4 * nl},
-        {(void **)&w->weak, 4 * (size_t)w->weak_cap}, {(void **)&w->strong[0], 4 * sc},
-        {(void **)&w->strong[1], 4 * sc},            {(void **)&w->kind, sc},
-        {(void **)&w->lstat, sizeof(int) * LS_COUNT},
-        {&w->temp, w->temp_bytes},
+        {(void **)&w->x[0], 8 * (size_t)n1, T},     {(void **)&w->x[1], 8 * (size_t)n1, T},
+        {(void **)&w->y[0], 8 * (size_t)n1, T},     {(void **)&w->y[1], 8 * (size_t)n1, T},
+        {(void **)&w->id[0], 4 * (size_t)n1, T},    {(void **)&w->id[1], 4 * (size_t)n1, T},
+        {(void **)&w->pos[0], 4 * (size_t)(n1 + 1), T},
+        {(void **)&w->pos[1], 4 * (size_t)(n1 + 1), T},
+        {(void **)&w->keys[0], 4 * (size_t)n1, T},  {(void **)&w->keys[1], 4 * (size_t)n1, T},
+        {(void **)&w->box_bb, 32 * (size_t)nb, T},
+        {(void **)&w->seg_bb, 32 * (size_t)(leaves > 1 ? leaves / 2 : 1), T},
+        {(void **)&w->before, 4 * (size_t)(n + 2), T}, {(void **)&w->cnt, 8 * nl, T},
+        {(void **)&w->off, 8 * nl, T},              {(void **)&w->begin_a, 4 * nl, T},
+        {(void **)&w->begin_b, 4 * nl, T},
+        {(void **)&w->weak, 4 * (size_t)w->weak_cap, KEPT},
+        {(void **)&w->strong[0], 4 * sc, KEPT},
+        {(void **)&w->strong[1], 4 * sc, KEPT},
+        {(void **)&w->kind, sc, KEPT},
+        {(void **)&w->lstat, sizeof(int) * LS_COUNT, KEPT},
+        {&w->temp, w->temp_bytes, T},
     };
     const int k = (int)(sizeof p / sizeof p[0]);
     for (int i = 0; i < k; i++)
@@ -1172,6 +1215,7 @@ fmk_status build_tree(fmk_plan *plan, fmm2d_gpu *s, build_ws *w, const double *d
     int64_t n_weak = 0;
     int prev_n = 0;
     const int s_small = small_split_from(n, (int)L);
+    int bb_done = 0; /* the boxes of the coming split are known (from the gather) */
     if (n > 0 && d_src) /* else set_points_device mapped them there */
         k_load_points<<<grid_of(n, B), B>>>(ns, d_src, plan->self ? 0 : s->nt, d_trg, x[0], y[0],
                                             id[0]);
@@ -1189,13 +1233,14 @@ fmk_status build_tree(fmk_plan *plan, fmm2d_gpu *s, build_ws *w, const double *d
             CK(cudaGetLastError(), "the split kernel");
             break;
         }
-        if (n == 0 || (n >> st_) <= 4096 || nseg >= 4096) {
+        if (!bb_done && !bbox_by_atomics(n, st_)) {
             k_bbox_warp<<<grid_of(32 * nseg, B), B>>>(n, st_, x[0], y[0], bb);
-        } else {
+        } else if (!bb_done) {
             k_bbox_reset<<<grid_of(nseg, B), B>>>(nseg, bb);
             k_bbox_atomic<<<grid_of(n, B), B>>>(n, st_, x[0], y[0], bb);
         }
         CK(cudaGetLastError(), "the bounding-box kernels");
+        bb_done = 0;
         if (st_ == 2 * L)
             break;
         tb = temp_bytes;
@@ -1203,7 +1248,15 @@ fmk_status build_tree(fmk_plan *plan, fmm2d_gpu *s, build_ws *w, const double *d
         CK(cub::DeviceRadixSort::SortPairs(temp, tb, keys[0], keys[1], pos[0], pos[1], (int)n, 0,
                                            st_ + fmk_fmm2d_key_bits(st_)),
            "cub::DeviceRadixSort::SortPairs (the median splits)");
-        k_gather<<<grid_of(n, B), B>>>(n, pos[1], x[0], y[0], id[0], x[1], y[1], id[1]);
+        /* the next split's boxes come with the gather when they go by atomics */
+        u64 *bb_next = NULL;
+        if (st_ + 1 != s_small && bbox_by_atomics(n, st_ + 1)) {
+            bb_next = (st_ + 1) % 2 == 0 ? box_bb + 4 * fmk_fmm2d_first((st_ + 1) / 2) : seg_bb;
+            k_bbox_reset<<<grid_of(2 * nseg, B), B>>>(2 * nseg, bb_next);
+            bb_done = 1;
+        }
+        k_gather<<<grid_of(n, B), B>>>(n, pos[1], x[0], y[0], id[0], x[1], y[1], id[1], st_ + 1,
+                                       bb_next);
         CK(cudaGetLastError(), "the split kernels");
         double *tx = x[0], *ty = y[0];
         int *ti = id[0];
@@ -1246,7 +1299,8 @@ fmk_status build_tree(fmk_plan *plan, fmm2d_gpu *s, build_ws *w, const double *d
             k_connect<<<grid_of(32 * (nbl + 1), 128), 128>>>(l, (int)L, 0, prev_begin, strong[0].d,
                                                              s->d_src_start, s->d_trg_start,
                                                              s->d_center, s->d_radius, cw, cs, NULL,
-                                                             NULL, NULL, NULL, NULL, NULL);
+                                                             NULL, NULL, NULL, NULL,
+                                                             fast ? lstat : NULL);
             CK(cudaGetLastError(), "the connectivity kernel");
             tb = temp_bytes;
             CK(cub::DeviceScan::ExclusiveSum(temp, tb, cw, ow, (int)(nbl + 1)),
@@ -1351,15 +1405,12 @@ fmk_status setup_common(fmk_plan *plan, fmm2d_gpu *s, build_ws *ws_out, size_t b
             {(void **)&s->d_trg_place, 4 * nt1},
             {(void **)&s->d_trg_xy, self ? 0 : 16 * nt1},
             {(void **)&s->d_weak_begin, 4 * (size_t)(nb + 1)},
-            {(void **)&s->d_q, 16 * ns1},
-            {(void **)&s->d_M, 16 * (size_t)nb * nc},
-            {(void **)&s->d_L, 16 * (size_t)nb * nc},
-            {(void **)&s->d_res, 32 * nt1},
-            {(void **)&s->d_qzero, 8 * nt1},
+            {(void **)&s->d_q, 16 * ns1, EVAL_ONLY},
+            {(void **)&s->d_M, 16 * (size_t)nb * nc, EVAL_ONLY},
+            {(void **)&s->d_L, 16 * (size_t)nb * nc, EVAL_ONLY},
+            {(void **)&s->d_res, 32 * nt1, EVAL_ONLY},
+            {(void **)&s->d_qzero, 8 * nt1, EVAL_ONLY},
             {(void **)&s->d_qtotal, 8},
-            {(void **)&s->d_charges, 8 * cw * ns1},
-            {(void **)&s->d_pot, 8 * cw * nt1},
-            {(void **)&s->d_grad, 16 * nt1},
             {(void **)&s->d_stats, 16},
             {(void **)&s->d_binom, 8 * nbin},
             {(void **)&s->d_near_begin, 4 * (size_t)(leaves + 1)},
@@ -1375,7 +1426,7 @@ fmk_status setup_common(fmk_plan *plan, fmm2d_gpu *s, build_ws *ws_out, size_t b
             goto done;
         }
         if (d_box)
-            all[k + kw++] = part{d_box, fmk_cuda_box_bytes()};
+            all[k + kw++] = part{d_box, fmk_cuda_box_bytes(), TREE_ONLY};
         CS(alloc_parts(plan, &s->d_block, all, k + kw, "the 2D FMM's arrays", total,
                        &s->block_bytes));
         if (self)
@@ -1573,6 +1624,19 @@ fmk_status run_eval(fmk_plan *plan, const double *charges, double *pot, double *
             CK(cudaMemset(grad, 0, (size_t)nt * 2 * sizeof(double)), "cudaMemset (grad)");
         CK(cudaDeviceSynchronize(), "cudaMemset");
         return FMK_OK;
+    }
+    if (!on_device && !s->d_stage) { /* host calls: their staging arrays, once */
+        const size_t bc = (size_t)(8 * cw * ns + 255) / 256 * 256;
+        const size_t bp = (size_t)(8 * cw * nt + 255) / 256 * 256, bg = (size_t)(16 * nt);
+        CS(fmk_cuda_alloc(plan, &s->d_stage, bc + bp + bg, "the host calls' staging arrays",
+                          (long long)(plan->state_bytes_device + bc + bp + bg)));
+        s->d_charges = (double *)s->d_stage;
+        s->d_pot = (double *)((char *)s->d_stage + bc);
+        s->d_grad = (double *)((char *)s->d_stage + bc + bp);
+        plan->state_bytes_device += (int64_t)(bc + bp + bg);
+        plan->info.bytes_device = plan->state_bytes_device;
+        out_pot = pot ? s->d_pot : NULL;
+        out_grad = grad ? s->d_grad : NULL;
     }
     if (!on_device) {
         CK(cudaMemcpy(s->d_charges, charges, (size_t)ns * cw * sizeof(double),

@@ -132,6 +132,29 @@ static void test_accuracy(void)
     free(x), free(q), free(y);
 }
 
+/* Larger sets (not with --quick), where the first splits sort all points at once and the lists
+ * are bigger: the GPU against the CPU, and two GPU runs identical to the bit. */
+static void test_large(void)
+{
+    const int64_t n = (int64_t)1 << 20; /* the first 8 splits sort all points at once */
+    double *x = test_alloc(2 * n), *q = test_alloc(2 * n);
+    double *p1 = test_alloc(2 * n), *g1 = test_alloc(2 * n), *p2 = test_alloc(2 * n),
+           *g2 = test_alloc(2 * n);
+    for (int d = UNIFORM; d <= LAYER; d++) {
+        make_points(d, n, 90 + d, x);
+        test_charges(n, 1, 95 + d, q);
+        compare(FMK_KERNEL_CAUCHY2D, 1e-6, d, n, x, q, 0, NULL);
+        check_context("%s repeated on the GPU", dist_names[d]);
+        CHECK_STATUS(run(FMK_BACKEND_CUDA, FMK_KERNEL_CAUCHY2D, 1e-6, n, x, q, 0, NULL, p1, g1, NULL),
+                     FMK_OK);
+        CHECK_STATUS(run(FMK_BACKEND_CUDA, FMK_KERNEL_CAUCHY2D, 1e-6, n, x, q, 0, NULL, p2, g2, NULL),
+                     FMK_OK);
+        CHECK_MSG(memcmp(p1, p2, 16 * n) == 0 && memcmp(g1, g2, 16 * n) == 0,
+                  "two runs differ: %.3e %.3e", test_rel_l2(p1, p2, 2 * n), test_rel_l2(g1, g2, 2 * n));
+    }
+    free(x), free(q), free(p1), free(g1), free(p2), free(g2);
+}
+
 /* N = 1, 2, 3 and identical points. */
 static void test_edges(void)
 {
@@ -251,6 +274,8 @@ int main(int argc, char **argv)
     test_edges();
     test_device_paths();
     test_accuracy();
+    if (!quick)
+        test_large();
     if (!quick)
         test_oom();
     return check_summary();
