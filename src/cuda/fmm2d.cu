@@ -92,6 +92,19 @@ __device__ inline fmk_cplx cpow_int(fmk_cplx w, int k)
     return r;
 }
 
+/* rho^lane in each lane of a full warp (a product scan over the lanes), and rho^32 in *rho32. */
+__device__ inline fmk_cplx warp_pow(fmk_cplx rho, int lane, fmk_cplx *rho32)
+{
+    fmk_cplx v = lane == 0 ? fmk_c(1, 0) : rho;
+    for (int o = 1; o < 32; o <<= 1) {
+        const double re = __shfl_up_sync(FULL, v.re, o), im = __shfl_up_sync(FULL, v.im, o);
+        if (lane >= o)
+            v = fmk_cmul(v, fmk_c(re, im));
+    }
+    *rho32 = fmk_cmul(fmk_c(__shfl_sync(FULL, v.re, 31), __shfl_sync(FULL, v.im, 31)), rho);
+    return v;
+}
+
 __device__ inline fmk_cplx ld(const fmk_cplx *p)
 {
     const double2 v = __ldg(reinterpret_cast<const double2 *>(p));
@@ -283,30 +296,10 @@ int small_split_from(int64_t n, int L)
     return -1;
 }
 
-/* v[i] = v[src[t]] for the block's items i = threadIdx.x SPLIT_ITEMS + t < m. */
-template <typename T> __device__ void permute_block(T *v, const int (&src)[SPLIT_ITEMS], int m)
-{
-    T r[SPLIT_ITEMS];
-#pragma unroll
-    for (int t = 0; t < SPLIT_ITEMS; t++) {
-        const int i = threadIdx.x * SPLIT_ITEMS + t;
-        if (i < m)
-            r[t] = v[src[t]];
-    }
-    __syncthreads();
-#pragma unroll
-    for (int t = 0; t < SPLIT_ITEMS; t++) {
-        const int i = threadIdx.x * SPLIT_ITEMS + t;
-        if (i < m)
-            v[i] = r[t];
-    }
-    __syncthreads();
-}
-
-__global__ void __launch_bounds__(SPLIT_THREADS, 2)
+__global__ void __launch_bounds__(SPLIT_THREADS)
     k_split_small(int64_t n, int s0, int L, double *x, double *y, int *id, u64 *box_bb, u64 *seg_bb)
 {
-    typedef cub::BlockRadixSort<unsigned, SPLIT_THREADS, SPLIT_ITEMS, int, 4, false> sort_t;
+    typedef cub::BlockRadixSort<unsigned, SPLIT_THREADS, SPLIT_ITEMS, int> sort_t;
     __shared__ typename sort_t::TempStorage sort_tmp;
     extern __shared__ __align__(16) unsigned char split_sm[];
     double *xs = reinterpret_cast<double *>(split_sm), *ys = xs + SPLIT_CAP;
@@ -362,10 +355,20 @@ __global__ void __launch_bounds__(SPLIT_THREADS, 2)
             }
         }
         sort_t(sort_tmp).Sort(key, src, 0, k + kb);
-        /* the permutation, one array at a time (few registers: two blocks fit an SM) */
-        permute_block(xs, src, m);
-        permute_block(ys, src, m);
-        permute_block(ids, src, m);
+        double px[SPLIT_ITEMS], py[SPLIT_ITEMS];
+        int pid[SPLIT_ITEMS];
+        for (int t = 0; t < SPLIT_ITEMS; t++) {
+            const int i = threadIdx.x * SPLIT_ITEMS + t;
+            if (i < m)
+                px[t] = xs[src[t]], py[t] = ys[src[t]], pid[t] = ids[src[t]];
+        }
+        __syncthreads();
+        for (int t = 0; t < SPLIT_ITEMS; t++) {
+            const int i = threadIdx.x * SPLIT_ITEMS + t;
+            if (i < m)
+                xs[i] = px[t], ys[i] = py[t], ids[i] = pid[t];
+        }
+        __syncthreads();
     }
     for (int i = threadIdx.x; i < m; i += SPLIT_THREADS)
         x[a + i] = xs[i], y[a + i] = ys[i], id[a + i] = ids[i];
@@ -729,9 +732,12 @@ __global__ void k_m2l(box_args a, const int *weak_begin, const int *weak, const 
         const fmk_cplx z0 = fmk_csub(center_of(a, c), ct), iz = fmk_cinv(z0);
         const fmk_cplx rho_s = fmk_cscale(iz, -scale_of(a, c)), rho_t = fmk_cscale(iz, rt);
         const fmk_cplx *ac = a.M + nc * (int64_t)c;
+        fmk_cplx rs32, rt32; /* the powers rho^lane, and rho^32 for the second slot */
+        const fmk_cplx ps = warp_pow(rho_s, lane, &rs32), pt = warp_pow(rho_t, lane, &rt32);
         __syncwarp();
         for (int k = lane; k < nc; k += 32)
-            ck[k] = k == 0 ? fmk_c(0, 0) : fmk_cmul(ld(ac + k), cpow_int(rho_s, k));
+            ck[k] = k == 0 ? fmk_c(0, 0)
+                           : fmk_cmul(ld(ac + k), k < 32 ? ps : fmk_cmul(ps, rs32));
         __syncwarp();
         const fmk_cplx a0 = ld(ac);
         const int has_a0 = a0.re != 0 || a0.im != 0;
@@ -756,7 +762,7 @@ __global__ void k_m2l(box_args a, const int *weak_begin, const int *weak, const 
                 acc[t] = fmk_cadd(acc[t], s);
             } else {
                 s = fmk_csub(s, fmk_cscale(a0, 1.0 / m));
-                fmk_cfma(&acc[t], s, cpow_int(rho_t, m));
+                fmk_cfma(&acc[t], s, t == 0 ? pt : fmk_cmul(pt, rt32));
             }
         }
     }
