@@ -446,14 +446,15 @@ __device__ inline int64_t count_in(const int64_t *start, int L, int l, int64_t b
 enum { LS_WEAK, LS_STRONG, LS_OVERFLOW, LS_BASE, LS_COUNT };
 
 /* The lists of level l (fmm2d.h), a warp per box, a lane per candidate (the children of the
- * parent's strong list); pass 0 counts, pass 1 fills in candidate order (ballots place them).
- * ls: NULL when the host placed weak at this level's base, else the device totals (the base at
- * LS_BASE; once LS_OVERFLOW is set, counts of 0 and no lists). */
+ * parent's strong list); pass 0 counts (weak << 32 | strong, one scan for both), pass 1 fills in
+ * candidate order (ballots place them) and writes the level's list starts. The level's weak
+ * lists start at base (host totals, ls NULL) or at ls[LS_BASE] (device totals; once
+ * LS_OVERFLOW is set, counts of 0 and no lists). */
 __global__ void k_connect(int l, int L, int pass, const int *prev_begin, const int *prev,
                           const int64_t *src_start, const int64_t *trg_start, const double *center,
-                          const double *radius, int *cnt_weak, int *cnt_strong, const int *off_weak,
-                          const int *off_strong, int *weak, int *strong, signed char *kind,
-                          const int *ls)
+                          const double *radius, u64 *cnt, const u64 *off, int *weak, int *strong,
+                          signed char *kind, const int *ls, int base, int *weak_begin,
+                          int *strong_begin)
 {
     const int64_t nb = (int64_t)1 << (2 * l), f = fmk_fmm2d_first(l);
     const int64_t b = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5;
@@ -462,14 +463,21 @@ __global__ void k_connect(int l, int L, int pass, const int *prev_begin, const i
         return;
     if (ls && ls[LS_OVERFLOW]) { /* a coarser level did not fit: its lists are not there */
         if (!pass && lane == 0)
-            cnt_weak[b] = 0, cnt_strong[b] = 0;
+            cnt[b] = 0;
         return;
     }
-    if (pass && ls)
-        weak += ls[LS_BASE];
-    if (b == nb) { /* the scans' last entry */
+    /* pass 1: the box's offsets, (weak << 32 | strong) from one scan, and its list starts */
+    int off_weak = 0, off_strong = 0;
+    if (pass) {
+        if (ls)
+            base = ls[LS_BASE];
+        off_weak = base + (int)(off[b] >> 32), off_strong = (int)(off[b] & 0xffffffffu);
+        if (lane == 0)
+            weak_begin[b] = off_weak, strong_begin[b] = off_strong;
+    }
+    if (b == nb) { /* the scan's last entry */
         if (!pass && lane == 0)
-            cnt_weak[nb] = 0, cnt_strong[nb] = 0;
+            cnt[nb] = 0;
         return;
     }
     int nw = 0, nsg = 0;
@@ -496,9 +504,9 @@ __global__ void k_connect(int l, int L, int pass, const int *prev_begin, const i
             }
             const unsigned mw = __ballot_sync(FULL, is_weak), ms = __ballot_sync(FULL, is_strong);
             if (pass && is_weak)
-                weak[off_weak[b] + nw + __popc(mw & below)] = (int)(f + c);
+                weak[off_weak + nw + __popc(mw & below)] = (int)(f + c);
             if (pass && is_strong) {
-                const int o = off_strong[b] + nsg + __popc(ms & below);
+                const int o = off_strong + nsg + __popc(ms & below);
                 strong[o] = (int)c;
                 if (l == L) {
                     signed char k = 0;
@@ -511,21 +519,14 @@ __global__ void k_connect(int l, int L, int pass, const int *prev_begin, const i
         }
     }
     if (!pass && lane == 0)
-        cnt_weak[b] = nw, cnt_strong[b] = nsg;
+        cnt[b] = (u64)nw << 32 | (u64)nsg;
 }
 
-/* The two list totals of a level into out[0], out[1] (one copy to the host). */
-__global__ void k_totals(const int *weak_total, const int *strong_total, int *out)
+/* The two list totals of a level (the scan's last entry) into out[0], out[1] (one copy to the
+ * host). */
+__global__ void k_totals(const u64 *total, int *out)
 {
-    out[0] = *weak_total, out[1] = *strong_total;
-}
-
-/* out = in + base (+ ls[LS_BASE] when ls is not NULL). */
-__global__ void k_add_base(int64_t n, const int *in, int base, const int *ls, int *out)
-{
-    const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
-    if (i < n)
-        out[i] = in[i] + base + (ls ? ls[LS_BASE] : 0);
+    out[0] = (int)(*total >> 32), out[1] = (int)(*total & 0xffffffffu);
 }
 
 /* Level 0 of the lists: the root is strongly coupled to itself when root is 1. */
@@ -541,17 +542,17 @@ __global__ void k_lists_root(int root, int L, int *begin, int *strong, int *weak
 
 /* After the scans of a level: its totals (weak_total, strong_total) against the capacities; a
  * level that does not fit sets LS_OVERFLOW and the host builds the lists again, growing them. */
-__global__ void k_level_totals(const int *weak_total, const int *strong_total, int64_t weak_cap,
-                               int64_t strong_cap, int *ls)
+__global__ void k_level_totals(const u64 *total, int64_t weak_cap, int64_t strong_cap, int *ls)
 {
     if (ls[LS_OVERFLOW])
         return;
-    const int64_t w = (int64_t)ls[LS_WEAK] + *weak_total;
-    if (w > weak_cap || *strong_total > strong_cap) {
+    const int64_t w = (int64_t)ls[LS_WEAK] + (int64_t)(*total >> 32);
+    const int64_t st = (int64_t)(*total & 0xffffffffu);
+    if (w > weak_cap || st > strong_cap) {
         ls[LS_OVERFLOW] = 1;
         return;
     }
-    ls[LS_BASE] = ls[LS_WEAK], ls[LS_WEAK] = (int)w, ls[LS_STRONG] = *strong_total;
+    ls[LS_BASE] = ls[LS_WEAK], ls[LS_WEAK] = (int)w, ls[LS_STRONG] = (int)st;
 }
 
 /* ---------------------------------------------------------------- computational phase */
@@ -1152,7 +1153,8 @@ int ws_parts(fmk_plan *plan, const fmm2d_gpu *s, build_ws *w, part *parts)
     cudaError_t err = cub::DeviceRadixSort::SortPairs(NULL, t1, w->keys[0], w->keys[1], w->pos[0],
                                                       w->pos[1], (int)n1);
     if (err == cudaSuccess)
-        err = cub::DeviceScan::ExclusiveSum(NULL, t2, w->cnt, w->off, (int)(leaves + 1));
+        err = cub::DeviceScan::ExclusiveSum(NULL, t2, reinterpret_cast<u64 *>(w->cnt),
+                                            reinterpret_cast<u64 *>(w->off), (int)(leaves + 1));
     if (err == cudaSuccess)
         err = cub::DeviceScan::ExclusiveSum(NULL, t3, w->pos[1], w->before, (int)(n + 1));
     size_t tb = t1 > t2 ? t1 : t2;
@@ -1300,26 +1302,21 @@ fmk_status build_tree(fmk_plan *plan, fmm2d_gpu *s, build_ws *w, const double *d
         n_weak = 0, prev_n = root;
         for (int l = 1; l <= L; l++) {
             const int64_t nbl = (int64_t)1 << (2 * l), f = fmk_fmm2d_first(l);
-            int *cw = cnt, *cs = cnt + (leaves + 2), *ow = off, *os = off + (leaves + 2);
+            u64 *c64 = reinterpret_cast<u64 *>(cnt), *o64 = reinterpret_cast<u64 *>(off);
             int64_t level_base = 0; /* where this level's weak lists start (host totals) */
-            k_connect<<<grid_of(32 * (nbl + 1), 128), 128>>>(l, (int)L, 0, prev_begin, strong[0].d,
-                                                             s->d_src_start, s->d_trg_start,
-                                                             s->d_center, s->d_radius, cw, cs, NULL,
-                                                             NULL, NULL, NULL, NULL,
-                                                             fast ? lstat : NULL);
+            k_connect<<<grid_of(32 * (nbl + 1), 128), 128>>>(
+                l, (int)L, 0, prev_begin, strong[0].d, s->d_src_start, s->d_trg_start, s->d_center,
+                s->d_radius, c64, NULL, NULL, NULL, NULL, fast ? lstat : NULL, 0, NULL, NULL);
             CK(cudaGetLastError(), "the connectivity kernel");
             tb = temp_bytes;
-            CK(cub::DeviceScan::ExclusiveSum(temp, tb, cw, ow, (int)(nbl + 1)),
-               "cub::DeviceScan (lists)");
-            tb = temp_bytes;
-            CK(cub::DeviceScan::ExclusiveSum(temp, tb, cs, os, (int)(nbl + 1)),
+            CK(cub::DeviceScan::ExclusiveSum(temp, tb, c64, o64, (int)(nbl + 1)),
                "cub::DeviceScan (lists)");
             if (fast) {
-                k_level_totals<<<1, 1>>>(ow + nbl, os + nbl, weak.cap, strong[1].cap, lstat);
+                k_level_totals<<<1, 1>>>(o64 + nbl, weak.cap, strong[1].cap, lstat);
             } else {
                 int tot[2];
-                k_totals<<<1, 1>>>(ow + nbl, os + nbl, cw);
-                CK(cudaMemcpy(tot, cw, sizeof tot, cudaMemcpyDeviceToHost), "cudaMemcpy (lists)");
+                k_totals<<<1, 1>>>(o64 + nbl, cnt);
+                CK(cudaMemcpy(tot, cnt, sizeof tot, cudaMemcpyDeviceToHost), "cudaMemcpy (lists)");
                 if (n_weak + tot[0] > INT32_MAX || tot[1] < 0) {
                     st = fmk_error_set(plan, FMK_ERR_ARG, "the 2D FMM's lists exceed 2^31 entries");
                     goto done;
@@ -1336,11 +1333,8 @@ fmk_status build_tree(fmk_plan *plan, fmm2d_gpu *s, build_ws *w, const double *d
             }
             k_connect<<<grid_of(32 * (nbl + 1), 128), 128>>>(
                 l, (int)L, 1, prev_begin, strong[0].d, s->d_src_start, s->d_trg_start, s->d_center,
-                s->d_radius, cw, cs, ow, os, fast ? weak.d : weak.d + level_base, strong[1].d, kind,
-                fast ? lstat : NULL);
-            k_add_base<<<grid_of(nbl + 1, B), B>>>(nbl + 1, ow, fast ? 0 : (int)level_base,
-                                                   fast ? lstat : NULL, s->d_weak_begin + f);
-            k_add_base<<<grid_of(nbl + 1, B), B>>>(nbl + 1, os, 0, NULL, cur_begin);
+                s->d_radius, NULL, o64, weak.d, strong[1].d, kind, fast ? lstat : NULL,
+                (int)level_base, s->d_weak_begin + f, cur_begin);
             CK(cudaGetLastError(), "the connectivity kernel");
             ibuf tmp = strong[0];
             strong[0] = strong[1], strong[1] = tmp;
