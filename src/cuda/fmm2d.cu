@@ -218,14 +218,10 @@ __global__ void k_bbox_atomic(int64_t n, int s, const double *x, const double *y
     bbox_add(n, s, i, i < n ? x[i] : 0, i < n ? y[i] : 0, bb);
 }
 
-/* Many small segments: a warp per segment. */
-__global__ void k_bbox_warp(int64_t n, int s, const double *x, const double *y, u64 *bb)
+/* The bounding box of points [a, e) by a full warp into out (4 words, by lane 0). */
+__device__ inline void warp_bbox(const double *x, const double *y, int64_t a, int64_t e, int lane,
+                                 u64 *out)
 {
-    const int64_t g = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5;
-    const int lane = threadIdx.x & 31;
-    if (g >= ((int64_t)1 << s))
-        return;
-    const int64_t a = fmk_fmm2d_seg_begin(n, s, g), e = fmk_fmm2d_seg_begin(n, s, g + 1);
     double lx = INFINITY, ly = INFINITY, hx = -INFINITY, hy = -INFINITY;
     for (int64_t i = a + lane; i < e; i += 32) {
         const double px = x[i], py = y[i];
@@ -237,11 +233,20 @@ __global__ void k_bbox_warp(int64_t n, int s, const double *x, const double *y, 
     }
     if (lane == 0) {
         if (e > a)
-            bb[4 * g] = d2u(lx), bb[4 * g + 1] = d2u(ly), bb[4 * g + 2] = d2u(hx),
-            bb[4 * g + 3] = d2u(hy);
+            out[0] = d2u(lx), out[1] = d2u(ly), out[2] = d2u(hx), out[3] = d2u(hy);
         else /* an empty segment (n = 0): the centre of the frame */
-            bb[4 * g] = bb[4 * g + 1] = bb[4 * g + 2] = bb[4 * g + 3] = d2u(1.5);
+            out[0] = out[1] = out[2] = out[3] = d2u(1.5);
     }
+}
+
+/* Many small segments: a warp per segment. */
+__global__ void k_bbox_warp(int64_t n, int s, const double *x, const double *y, u64 *bb)
+{
+    const int64_t g = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5;
+    if (g >= ((int64_t)1 << s))
+        return;
+    warp_bbox(x, y, fmk_fmm2d_seg_begin(n, s, g), fmk_fmm2d_seg_begin(n, s, g + 1),
+              threadIdx.x & 31, bb + 4 * g);
 }
 
 __global__ void k_keys(int64_t n, int s, const double *x, const double *y, const u64 *bb,
@@ -315,26 +320,9 @@ __global__ void __launch_bounds__(SPLIT_THREADS)
         const int k = s - s0;
         const int64_t gb = g0 << k; /* the block's first segment after s splits */
         u64 *bb = s % 2 == 0 ? box_bb + 4 * fmk_fmm2d_first(s / 2) : seg_bb;
-        for (int j = warp; j < (1 << k); j += SPLIT_THREADS / 32) {
-            const int sa = (int)(fmk_fmm2d_seg_begin(n, s, gb + j) - a);
-            const int se = (int)(fmk_fmm2d_seg_begin(n, s, gb + j + 1) - a);
-            double lx = INFINITY, ly = INFINITY, hx = -INFINITY, hy = -INFINITY;
-            for (int i = sa + lane; i < se; i += 32) {
-                const double px = xs[i], py = ys[i];
-                lx = fmin(lx, px), ly = fmin(ly, py), hx = fmax(hx, px), hy = fmax(hy, py);
-            }
-            for (int o = 16; o > 0; o >>= 1) {
-                lx = fmin(lx, __shfl_xor_sync(FULL, lx, o)), ly = fmin(ly, __shfl_xor_sync(FULL, ly, o));
-                hx = fmax(hx, __shfl_xor_sync(FULL, hx, o)), hy = fmax(hy, __shfl_xor_sync(FULL, hy, o));
-            }
-            if (lane == 0) {
-                u64 *o = bb + 4 * (gb + j);
-                if (se > sa)
-                    o[0] = d2u(lx), o[1] = d2u(ly), o[2] = d2u(hx), o[3] = d2u(hy);
-                else
-                    o[0] = o[1] = o[2] = o[3] = d2u(1.5);
-            }
-        }
+        for (int j = warp; j < (1 << k); j += SPLIT_THREADS / 32)
+            warp_bbox(xs, ys, fmk_fmm2d_seg_begin(n, s, gb + j) - a,
+                      fmk_fmm2d_seg_begin(n, s, gb + j + 1) - a, lane, bb + 4 * (gb + j));
         __syncthreads(); /* the boxes (global memory) are visible to the block */
         if (s == 2 * L)
             break;
