@@ -1,20 +1,23 @@
 /* fmm2d.cu -- the GPU engine of the 2D adaptive FMM (method fmm, dim 2; log2d and cauchy2d,
  * fp64), after Goude & Engblom, with every phase on the GPU.
  *
- * Topological phase (set_points). The pyramid of fmm2d.h, the same tree the CPU builds: for
- * each of the 2L splits, the bounding box of every segment (atomics on the coordinates' bit
- * patterns, which order like the doubles in the frame's [1, 2], for few large segments; a warp
- * per segment for many small ones), then one stable CUB radix sort of (segment, split key)
- * with the positions as values, and a gather. The sort replaces the paper's pivot partitioning
- * (Alg. 3.1, 3.2): a segmented median split is a stable partition by the key, and one sort of
- * all segments at once keeps every launch full. Then the directed lists level by level, a
- * thread per box (count, CUB scan, fill); the finest level's strong lists carry a kind per entry
- * (P2P, M2P, P2L: the shortcut of the interchanged theta-criterion).
+ * Topological phase (set_points). The pyramid of fmm2d.h, the same tree the CPU builds. Splits
+ * of large segments: the bounding box of every segment (atomics on the coordinates' bit
+ * patterns, which order like the doubles in the frame's [1, 2]), one stable CUB radix sort of
+ * (segment, split key) with the positions as values, and a gather that also reduces the next
+ * split's boxes. The sort replaces the paper's pivot partitioning (Alg. 3.1, 3.2): a median
+ * split is a stable partition by the key, and one sort of all segments keeps every launch full.
+ * Once every segment fits SPLIT_CAP points, the remaining splits run in one kernel, a block per
+ * segment in shared memory (k_split_small). Then the directed lists level by level, a warp per
+ * box (count, CUB scan, fill), the running totals on the device; the finest level's strong
+ * lists carry a kind per entry (P2P, M2P, P2L: the shortcut of the interchanged
+ * theta-criterion).
  *
  * Computational phase (eval): a warp per box for P2M, M2M, M2L (+ P2L), L2L, L2P (+ M2P) and
  * P2P; in the expansion operators the lanes own the coefficients (two per lane above order 31)
  * and the warp owns its box, so nothing needs atomics; the operators are those of
- * fmm2d_ops.c in the same scaled form (binomials built incrementally, powers by squaring). */
+ * fmm2d_ops.c in the same scaled form (binomials from a table, powers by squaring or by a
+ * product scan over the lanes). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
