@@ -1,6 +1,6 @@
 /* bench/fmm2d.c -- the 2D adaptive FMM (method fmm, dim 2): the tables of Goude & Engblom.
  *
- *   bench_fmm2d [--json] [--quick] [--once]
+ *   bench_fmm2d [--json] [--quick] [--once] [--no-grid] [--no-cpu]
  *
  * 1. Phases (their Table 1): N = 2^20, cauchy2d, eps 1e-6, evaluation at the sources, points,
  *    charges and results on the GPU; uniform, normal and layer distributions (their Fig. 10
@@ -12,7 +12,7 @@
  * 4. The CPU backend (OpenMP, all cores) at N = 2^20, host arrays.
  * GPU timings run on device 0; without a GPU only the CPU rows are printed. --once: one
  * set_points_device + eval_device of table 1's uniform case after a warm-up, nothing else (for
- * profilers). */
+ * profilers). --no-grid, --no-cpu: leave out table 2, table 4. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -173,7 +173,7 @@ static void row_begin(const char *table)
 
 int main(int argc, char **argv)
 {
-    int quick = 0, once = 0;
+    int quick = 0, once = 0, grid = 1, cpu = 1;
     for (int a = 1; a < argc; a++) {
         if (strcmp(argv[a], "--json") == 0)
             json = 1;
@@ -181,8 +181,13 @@ int main(int argc, char **argv)
             once = 1;
         else if (strcmp(argv[a], "--quick") == 0)
             quick = 1;
+        else if (strcmp(argv[a], "--no-grid") == 0)
+            grid = 0;
+        else if (strcmp(argv[a], "--no-cpu") == 0)
+            cpu = 0;
         else {
-            fprintf(stderr, "usage: bench_fmm2d [--json] [--quick] [--once]\n");
+            fprintf(stderr, "usage: bench_fmm2d [--json] [--quick] [--once] [--no-grid] "
+                            "[--no-cpu]\n");
             return 2;
         }
     }
@@ -247,44 +252,48 @@ int main(int argc, char **argv)
 
         /* 2. N_d against p */
         make_points(UNIFORM, N, 100, x);
-        dev_data dd = upload(N, x, q);
-        const int orders[] = {6, 10, 14, 18, 22, 26, 30};
-        const int64_t leaves[] = {16, 24, 32, 48, 64, 96, 128, 192};
-        if (!json)
-            printf("\nTotal time (ms) against N_d and p, N = %lld uniform\n%4s", (long long)N, "p");
-        if (!json) {
-            for (int j = 0; j < 8; j++)
-                printf(" %7lld", (long long)leaves[j]);
-            printf("   best N_d\n");
-        }
-        for (int i = 0; i < 7; i++) {
-            double best = 1e30;
-            int64_t best_leaf = 0;
+        if (grid) {
+            dev_data dd = upload(N, x, q);
+            const int orders[] = {6, 10, 14, 18, 22, 26, 30};
+            const int64_t leaves[] = {16, 24, 32, 48, 64, 96, 128, 192};
             if (!json)
-                printf("%4d", orders[i]);
-            for (int j = 0; j < 8; j++) {
-                const double t = time_gpu(FMK_METHOD_FMM, 1e-6, orders[i], leaves[j], &dd, 3, NULL);
-                if (t < best)
-                    best = t, best_leaf = leaves[j];
-                if (json) {
-                    row_begin("nd_vs_p");
-                    printf(", \"order\": %d, \"leaf_size\": %lld, \"total_ms\": %.4f}", orders[i],
-                           (long long)leaves[j], 1e3 * t);
-                } else {
-                    printf(" %7.3f", 1e3 * t);
-                }
+                printf("\nTotal time (ms) against N_d and p, N = %lld uniform\n%4s", (long long)N, "p");
+            if (!json) {
+                for (int j = 0; j < 8; j++)
+                    printf(" %7lld", (long long)leaves[j]);
+                printf("   best N_d\n");
             }
-            if (!json)
-                printf("   %lld\n", (long long)best_leaf);
+            for (int i = 0; i < 7; i++) {
+                double best = 1e30;
+                int64_t best_leaf = 0;
+                if (!json)
+                    printf("%4d", orders[i]);
+                for (int j = 0; j < 8; j++) {
+                    const double t = time_gpu(FMK_METHOD_FMM, 1e-6, orders[i], leaves[j], &dd, 3, NULL);
+                    if (t < best)
+                        best = t, best_leaf = leaves[j];
+                    if (json) {
+                        row_begin("nd_vs_p");
+                        printf(", \"order\": %d, \"leaf_size\": %lld, \"total_ms\": %.4f}", orders[i],
+                               (long long)leaves[j], 1e3 * t);
+                    } else {
+                        printf(" %7.3f", 1e3 * t);
+                    }
+                }
+                if (!json)
+                    printf("   %lld\n", (long long)best_leaf);
+            }
+            release(&dd);
         }
-        release(&dd);
 
         /* 3. break-even against the GPU direct sum */
         if (!json)
             printf("\nBreak-even against the GPU direct sum (cauchy2d, eps 1e-6, ms)\n%9s %9s %9s\n",
                    "N", "fmm", "direct");
         int64_t even = 0;
-        for (int64_t n = 256; n <= 65536; n *= 2) {
+        const int64_t sizes[] = {256, 1024, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 32768, 65536};
+        for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+            const int64_t n = sizes[k];
             make_points(UNIFORM, n, 300, x);
             dev_data d2 = upload(n, x, q);
             const double tf = time_gpu(FMK_METHOD_FMM, 1e-6, -1, 0, &d2, 5, NULL);
@@ -301,12 +310,12 @@ int main(int argc, char **argv)
             release(&d2);
         }
         if (!json)
-            printf("break-even: first N (powers of 2) where the FMM is faster: %lld\n",
+            printf("break-even: first N of the table where the FMM is faster: %lld\n",
                    (long long)even);
     }
 
     /* 4. the CPU backend */
-    {
+    if (cpu) {
         make_points(UNIFORM, N, 100, x);
         double *pot = malloc(16 * N), *grad = malloc(16 * N);
         fmk_opts o;

@@ -1,20 +1,23 @@
 /* fmm2d.cu -- the GPU engine of the 2D adaptive FMM (method fmm, dim 2; log2d and cauchy2d,
  * fp64), after Goude & Engblom, with every phase on the GPU.
  *
- * Topological phase (set_points). The pyramid of fmm2d.h, the same tree the CPU builds: for
- * each of the 2L splits, the bounding box of every segment (atomics on the coordinates' bit
- * patterns, which order like the doubles in the frame's [1, 2], for few large segments; a warp
- * per segment for many small ones), then one stable CUB radix sort of (segment, split key)
- * with the positions as values, and a gather. The sort replaces the paper's pivot partitioning
- * (Alg. 3.1, 3.2): a segmented median split is a stable partition by the key, and one sort of
- * all segments at once keeps every launch full. Then the directed lists level by level, a
- * thread per box (count, CUB scan, fill); the finest level's strong lists carry a kind per entry
- * (P2P, M2P, P2L: the shortcut of the interchanged theta-criterion).
+ * Topological phase (set_points). The pyramid of fmm2d.h, the same tree the CPU builds. Splits
+ * of large segments: the bounding box of every segment (atomics on the coordinates' bit
+ * patterns, which order like the doubles in the frame's [1, 2]), one stable CUB radix sort of
+ * (segment, split key) with the positions as values, and a gather that also reduces the next
+ * split's boxes. The sort replaces the paper's pivot partitioning (Alg. 3.1, 3.2): a median
+ * split is a stable partition by the key, and one sort of all segments keeps every launch full.
+ * Once every segment fits SPLIT_CAP points, the remaining splits run in one kernel, a block per
+ * segment in shared memory (k_split_small). Then the directed lists level by level, a warp per
+ * box (count, CUB scan, fill), the running totals on the device; the finest level's strong
+ * lists carry a kind per entry (P2P, M2P, P2L: the shortcut of the interchanged
+ * theta-criterion).
  *
  * Computational phase (eval): a warp per box for P2M, M2M, M2L (+ P2L), L2L, L2P (+ M2P) and
  * P2P; in the expansion operators the lanes own the coefficients (two per lane above order 31)
  * and the warp owns its box, so nothing needs atomics; the operators are those of
- * fmm2d_ops.c in the same scaled form (binomials built incrementally, powers by squaring). */
+ * fmm2d_ops.c in the same scaled form (binomials from a table, powers by squaring or by a
+ * product scan over the lanes). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,6 +49,7 @@ typedef struct fmm2d_gpu {
     double *d_radius;           /* n_boxes */
     int64_t *d_src_start, *d_trg_start; /* leaves + 1 (trg == src when self) */
     int *d_src_order, *d_trg_order;     /* box order -> caller index */
+    int *d_trg_place;           /* nt: caller's target index -> box order (d_trg_order's inverse) */
     double *d_src_xy, *d_trg_xy;        /* interleaved, box order */
     int *d_weak_begin;          /* n_boxes + 1 */
     int *d_weak;                /* global indices */
@@ -60,8 +64,9 @@ typedef struct fmm2d_gpu {
     fmk_cplx *d_res;            /* 2 * nt: V, D */
     double *d_qzero;            /* nt */
     double *d_qtotal;           /* 1 */
-    double *d_charges;          /* host calls: staging */
+    double *d_charges;          /* host calls: staging, allocated at the first (d_stage) */
     double *d_pot, *d_grad;     /* host calls: staging */
+    void *d_stage;
     u64 *d_stats;               /* 2 */
     double *d_binom;            /* (2p + 2)^2 binomials C(n, k) at n (2p + 2) + k */
     void *d_block;              /* the one allocation the arrays above are carved from */
@@ -90,6 +95,19 @@ __device__ inline fmk_cplx cpow_int(fmk_cplx w, int k)
     return r;
 }
 
+/* rho^lane in each lane of a full warp (a product scan over the lanes), and rho^32 in *rho32. */
+__device__ inline fmk_cplx warp_pow(fmk_cplx rho, int lane, fmk_cplx *rho32)
+{
+    fmk_cplx v = lane == 0 ? fmk_c(1, 0) : rho;
+    for (int o = 1; o < 32; o <<= 1) {
+        const double re = __shfl_up_sync(FULL, v.re, o), im = __shfl_up_sync(FULL, v.im, o);
+        if (lane >= o)
+            v = fmk_cmul(v, fmk_c(re, im));
+    }
+    *rho32 = fmk_cmul(fmk_c(__shfl_sync(FULL, v.re, 31), __shfl_sync(FULL, v.im, 31)), rho);
+    return v;
+}
+
 __device__ inline fmk_cplx ld(const fmk_cplx *p)
 {
     const double2 v = __ldg(reinterpret_cast<const double2 *>(p));
@@ -111,15 +129,28 @@ __global__ void k_load_points(int64_t ns, const double *src, int64_t nt, const d
     x[i] = p[0], y[i] = p[1], id[i] = (int)i;
 }
 
-/* Maps caller points into the frame (set_points_device): x' = 1.5 + (x - c) / w. */
-__global__ void k_map_points(int64_t n, const double *in, double cx, double cy, double inv_w,
-                             double *out)
+/* set_points_device: maps the caller's sources (then targets) into the frame,
+ * x' = 1.5 + (x - c) / w, straight into the topological phase's arrays (as k_load_points). */
+__global__ void k_map_points(int64_t ns, const double *src, int64_t nt, const double *trg,
+                             double cx, double cy, double inv_w, double *x, double *y, int *id)
 {
     const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
-    if (i >= n)
+    if (i >= ns + nt)
         return;
-    out[2 * i] = 1.5 + (in[2 * i] - cx) * inv_w;
-    out[2 * i + 1] = 1.5 + (in[2 * i + 1] - cy) * inv_w;
+    const double *p = i < ns ? src + 2 * i : trg + 2 * (i - ns);
+    x[i] = 1.5 + (p[0] - cx) * inv_w, y[i] = 1.5 + (p[1] - cy) * inv_w, id[i] = (int)i;
+}
+
+/* Binomials C(i, k) at i nn + k, i, k < nn, by Pascal's rule (the same additions as on a
+ * host): one block, a thread per k, a row at a time. */
+__global__ void k_binomials(int nn, double *bin)
+{
+    for (int i = 0; i < nn; i++) {
+        for (int k = threadIdx.x; k < nn; k += blockDim.x)
+            bin[i * nn + k] = k > i ? 0 : (k == 0 || k == i) ? 1
+                                                             : bin[(i - 1) * nn + k - 1] + bin[(i - 1) * nn + k];
+        __syncthreads();
+    }
 }
 
 /* bb: 4 words per segment, the bit patterns of lo x, lo y, hi x, hi y. */
@@ -132,18 +163,19 @@ __global__ void k_bbox_reset(int64_t nseg, u64 *bb)
     bb[4 * g + 2] = bb[4 * g + 3] = 0;
 }
 
-/* Few large segments: warp (and block) reductions, then atomics on the bit patterns. */
-__global__ void k_bbox_atomic(int64_t n, int s, const double *x, const double *y, u64 *bb)
+/* Few large segments: point i (px, py) of the segments after s splits into their boxes bb, by
+ * warp (and block) reductions, then atomics on the bit patterns (bb reset by k_bbox_reset).
+ * Every thread of the block (of 256) calls it, those with i >= n too. */
+__device__ void bbox_add(int64_t n, int s, int64_t i, double px, double py, u64 *bb)
 {
     __shared__ u64 red[256 / 32][4];
-    const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
     const bool act = i < n;
     const int64_t g = act ? fmk_fmm2d_seg_of(n, s, i) : -1;
     u64 v[4];
-    v[0] = act ? d2u(x[i]) : d2u(INFINITY);
-    v[1] = act ? d2u(y[i]) : d2u(INFINITY);
-    v[2] = act ? d2u(x[i]) : 0;
-    v[3] = act ? d2u(y[i]) : 0;
+    v[0] = act ? d2u(px) : d2u(INFINITY);
+    v[1] = act ? d2u(py) : d2u(INFINITY);
+    v[2] = act ? d2u(px) : 0;
+    v[3] = act ? d2u(py) : 0;
     const int64_t g0 = __shfl_sync(FULL, g, 0), g31 = __shfl_sync(FULL, g, 31);
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     __shared__ int64_t g_first;
@@ -183,14 +215,16 @@ __global__ void k_bbox_atomic(int64_t n, int s, const double *x, const double *y
     }
 }
 
-/* Many small segments: a warp per segment. */
-__global__ void k_bbox_warp(int64_t n, int s, const double *x, const double *y, u64 *bb)
+__global__ void k_bbox_atomic(int64_t n, int s, const double *x, const double *y, u64 *bb)
 {
-    const int64_t g = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5;
-    const int lane = threadIdx.x & 31;
-    if (g >= ((int64_t)1 << s))
-        return;
-    const int64_t a = fmk_fmm2d_seg_begin(n, s, g), e = fmk_fmm2d_seg_begin(n, s, g + 1);
+    const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    bbox_add(n, s, i, i < n ? x[i] : 0, i < n ? y[i] : 0, bb);
+}
+
+/* The bounding box of points [a, e) by a full warp into out (4 words, by lane 0). */
+__device__ inline void warp_bbox(const double *x, const double *y, int64_t a, int64_t e, int lane,
+                                 u64 *out)
+{
     double lx = INFINITY, ly = INFINITY, hx = -INFINITY, hy = -INFINITY;
     for (int64_t i = a + lane; i < e; i += 32) {
         const double px = x[i], py = y[i];
@@ -202,11 +236,20 @@ __global__ void k_bbox_warp(int64_t n, int s, const double *x, const double *y, 
     }
     if (lane == 0) {
         if (e > a)
-            bb[4 * g] = d2u(lx), bb[4 * g + 1] = d2u(ly), bb[4 * g + 2] = d2u(hx),
-            bb[4 * g + 3] = d2u(hy);
+            out[0] = d2u(lx), out[1] = d2u(ly), out[2] = d2u(hx), out[3] = d2u(hy);
         else /* an empty segment (n = 0): the centre of the frame */
-            bb[4 * g] = bb[4 * g + 1] = bb[4 * g + 2] = bb[4 * g + 3] = d2u(1.5);
+            out[0] = out[1] = out[2] = out[3] = d2u(1.5);
     }
+}
+
+/* Many small segments: a warp per segment. */
+__global__ void k_bbox_warp(int64_t n, int s, const double *x, const double *y, u64 *bb)
+{
+    const int64_t g = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5;
+    if (g >= ((int64_t)1 << s))
+        return;
+    warp_bbox(x, y, fmk_fmm2d_seg_begin(n, s, g), fmk_fmm2d_seg_begin(n, s, g + 1),
+              threadIdx.x & 31, bb + 4 * g);
 }
 
 __global__ void k_keys(int64_t n, int s, const double *x, const double *y, const u64 *bb,
@@ -224,40 +267,102 @@ __global__ void k_keys(int64_t n, int s, const double *x, const double *y, const
     pos[i] = (int)i;
 }
 
-/* The split keys alone (no segment bits), for the segmented sort of many small segments. */
-__global__ void k_keys16(int64_t n, int s, const double *x, const double *y, const u64 *bb,
-                         unsigned short *keys, int *pos)
-{
-    const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
-    if (i >= n)
-        return;
-    const int64_t g = fmk_fmm2d_seg_of(n, s, i);
-    const double lo[2] = {u2d(bb[4 * g]), u2d(bb[4 * g + 1])};
-    const double hi[2] = {u2d(bb[4 * g + 2]), u2d(bb[4 * g + 3])};
-    const int axis = fmk_fmm2d_axis(lo, hi);
-    keys[i] = (unsigned short)fmk_fmm2d_key(axis ? y[i] : x[i], lo[axis], hi[axis], s);
-    pos[i] = (int)i;
-}
-
-__global__ void k_seg_offsets(int64_t nseg, int64_t n, int s, int *off)
-{
-    const int64_t g = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
-    if (g <= nseg)
-        off[g] = (int)fmk_fmm2d_seg_begin(n, s, g);
-}
-
-/* Many small segments: CUB's segmented sort (a warp or a block per segment, in shared memory)
- * beats a radix sort of all points over s + 16 bits. */
-inline bool segmented_split(int64_t n, int s) { return (n >> s) <= 4096 && s >= 8; }
-
+/* The points in their new order; with bb_next (not NULL), also the bounding boxes of the
+ * segments after s_next splits (bbox_add: blocks of 256), saving that split a pass. */
 __global__ void k_gather(int64_t n, const int *pos, const double *x, const double *y, const int *id,
-                         double *x2, double *y2, int *id2)
+                         double *x2, double *y2, int *id2, int s_next, u64 *bb_next)
 {
     const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
-    if (i >= n)
-        return;
-    const int j = pos[i];
-    x2[i] = x[j], y2[i] = y[j], id2[i] = id[j];
+    double px = 0, py = 0;
+    if (i < n) {
+        const int j = pos[i];
+        px = x[j], py = y[j];
+        x2[i] = px, y2[i] = py, id2[i] = id[j];
+    }
+    if (bb_next)
+        bbox_add(n, s_next, i, px, py, bb_next);
+}
+
+/* The boxes of the segments after s splits go by atomics (few large segments), else a warp per
+ * segment. */
+inline bool bbox_by_atomics(int64_t n, int s) { return n > 0 && (n >> s) > 4096 && s < 12; }
+
+/* The last splits in one kernel, a block per segment once every segment fits SPLIT_CAP points:
+ * the segment stays in shared memory, and each split is the bounding box of every subsegment (a
+ * warp per subsegment, into box_bb at even splits and seg_bb at odd ones, as the launches of the
+ * large splits do), the keys (subsegment, split key) and one stable block radix sort of them,
+ * which orders every subsegment by its key, ties in their current order: the same tree. */
+constexpr int SPLIT_THREADS = 512, SPLIT_ITEMS = 8, SPLIT_CAP = SPLIT_THREADS * SPLIT_ITEMS;
+constexpr size_t SPLIT_SMEM = (size_t)SPLIT_CAP * (2 * sizeof(double) + sizeof(int));
+
+/* The first split s <= 2L after which every segment of n points fits a block, or -1. */
+int small_split_from(int64_t n, int L)
+{
+    for (int s = 0; n > 0 && s <= 2 * L; s++)
+        if (((n + ((int64_t)1 << s) - 1) >> s) <= SPLIT_CAP)
+            return s;
+    return -1;
+}
+
+__global__ void __launch_bounds__(SPLIT_THREADS)
+    k_split_small(int64_t n, int s0, int L, double *x, double *y, int *id, u64 *box_bb, u64 *seg_bb)
+{
+    typedef cub::BlockRadixSort<unsigned, SPLIT_THREADS, SPLIT_ITEMS, int> sort_t;
+    __shared__ typename sort_t::TempStorage sort_tmp;
+    extern __shared__ __align__(16) unsigned char split_sm[];
+    double *xs = reinterpret_cast<double *>(split_sm), *ys = xs + SPLIT_CAP;
+    int *ids = reinterpret_cast<int *>(ys + SPLIT_CAP);
+    const int64_t g0 = blockIdx.x;
+    const int64_t a = fmk_fmm2d_seg_begin(n, s0, g0);
+    const int m = (int)(fmk_fmm2d_seg_begin(n, s0, g0 + 1) - a);
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    for (int i = threadIdx.x; i < m; i += SPLIT_THREADS)
+        xs[i] = x[a + i], ys[i] = y[a + i], ids[i] = id[a + i];
+    __syncthreads();
+    for (int s = s0;; s++) {
+        const int k = s - s0;
+        const int64_t gb = g0 << k; /* the block's first segment after s splits */
+        u64 *bb = s % 2 == 0 ? box_bb + 4 * fmk_fmm2d_first(s / 2) : seg_bb;
+        for (int j = warp; j < (1 << k); j += SPLIT_THREADS / 32)
+            warp_bbox(xs, ys, fmk_fmm2d_seg_begin(n, s, gb + j) - a,
+                      fmk_fmm2d_seg_begin(n, s, gb + j + 1) - a, lane, bb + 4 * (gb + j));
+        __syncthreads(); /* the boxes (global memory) are visible to the block */
+        if (s == 2 * L)
+            break;
+        const int kb = fmk_fmm2d_key_bits(s);
+        unsigned key[SPLIT_ITEMS];
+        int src[SPLIT_ITEMS];
+        for (int t = 0; t < SPLIT_ITEMS; t++) {
+            const int i = threadIdx.x * SPLIT_ITEMS + t; /* blocked: the sort is stable in i */
+            src[t] = i;
+            key[t] = 0xffffffffu; /* past the segment: after every point */
+            if (i < m) {
+                const int64_t g = fmk_fmm2d_seg_of(n, s, a + i);
+                const u64 *q = bb + 4 * g;
+                const double lo[2] = {u2d(q[0]), u2d(q[1])}, hi[2] = {u2d(q[2]), u2d(q[3])};
+                const int axis = fmk_fmm2d_axis(lo, hi);
+                key[t] = ((unsigned)(g - gb) << kb) |
+                         fmk_fmm2d_key(axis ? ys[i] : xs[i], lo[axis], hi[axis], s);
+            }
+        }
+        sort_t(sort_tmp).Sort(key, src, 0, k + kb);
+        double px[SPLIT_ITEMS], py[SPLIT_ITEMS];
+        int pid[SPLIT_ITEMS];
+        for (int t = 0; t < SPLIT_ITEMS; t++) {
+            const int i = threadIdx.x * SPLIT_ITEMS + t;
+            if (i < m)
+                px[t] = xs[src[t]], py[t] = ys[src[t]], pid[t] = ids[src[t]];
+        }
+        __syncthreads();
+        for (int t = 0; t < SPLIT_ITEMS; t++) {
+            const int i = threadIdx.x * SPLIT_ITEMS + t;
+            if (i < m)
+                xs[i] = px[t], ys[i] = py[t], ids[i] = pid[t];
+        }
+        __syncthreads();
+    }
+    for (int i = threadIdx.x; i < m; i += SPLIT_THREADS)
+        x[a + i] = xs[i], y[a + i] = ys[i], id[a + i] = ids[i];
 }
 
 __global__ void k_geometry(int64_t nb, const u64 *bb, double *center, double *radius)
@@ -273,12 +378,12 @@ __global__ void k_geometry(int64_t nb, const u64 *bb, double *center, double *ra
 
 /* Self: the points are the sources (and targets) in box order. */
 __global__ void k_self_points(int64_t n, const double *x, const double *y, const int *id,
-                              double *xy, int *order)
+                              double *xy, int *order, int *place)
 {
     const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
     if (i >= n)
         return;
-    xy[2 * i] = x[i], xy[2 * i + 1] = y[i], order[i] = id[i];
+    xy[2 * i] = x[i], xy[2 * i + 1] = y[i], order[i] = id[i], place[id[i]] = (int)i;
 }
 
 __global__ void k_starts(int64_t n, int L, int64_t leaves, const int *before, int self,
@@ -306,7 +411,7 @@ __global__ void k_source_flags(int64_t n, int64_t ns, const int *id, int *flags)
 
 __global__ void k_split_points(int64_t n, int64_t ns, const double *x, const double *y,
                                const int *id, const int *before, double *sxy, int *sorder,
-                               double *txy, int *torder)
+                               double *txy, int *torder, int *tplace)
 {
     const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
     if (i >= n)
@@ -318,6 +423,7 @@ __global__ void k_split_points(int64_t n, int64_t ns, const double *x, const dou
     } else {
         const int64_t k = i - before[i];
         txy[2 * k] = x[i], txy[2 * k + 1] = y[i], torder[k] = c - (int)ns;
+        tplace[c - ns] = (int)k;
     }
 }
 
@@ -327,21 +433,42 @@ __device__ inline int64_t count_in(const int64_t *start, int L, int l, int64_t b
     return start[(b + 1) << sh] - start[b << sh];
 }
 
+/* The lists' running totals on the device (lists built without a host round trip per level). */
+enum { LS_WEAK, LS_STRONG, LS_OVERFLOW, LS_BASE, LS_COUNT };
+
 /* The lists of level l (fmm2d.h), a warp per box, a lane per candidate (the children of the
- * parent's strong list); pass 0 counts, pass 1 fills in candidate order (ballots place them). */
+ * parent's strong list); pass 0 counts (weak << 32 | strong, one scan for both), pass 1 fills in
+ * candidate order (ballots place them) and writes the level's list starts. The level's weak
+ * lists start at base (host totals, ls NULL) or at ls[LS_BASE] (device totals; once
+ * LS_OVERFLOW is set, counts of 0 and no lists). */
 __global__ void k_connect(int l, int L, int pass, const int *prev_begin, const int *prev,
                           const int64_t *src_start, const int64_t *trg_start, const double *center,
-                          const double *radius, int *cnt_weak, int *cnt_strong, const int *off_weak,
-                          const int *off_strong, int *weak, int *strong, signed char *kind)
+                          const double *radius, u64 *cnt, const u64 *off, int *weak, int *strong,
+                          signed char *kind, const int *ls, int base, int *weak_begin,
+                          int *strong_begin)
 {
     const int64_t nb = (int64_t)1 << (2 * l), f = fmk_fmm2d_first(l);
     const int64_t b = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5;
     const int lane = threadIdx.x & 31;
     if (b > nb)
         return;
-    if (b == nb) { /* the scans' last entry */
+    if (ls && ls[LS_OVERFLOW]) { /* a coarser level did not fit: its lists are not there */
         if (!pass && lane == 0)
-            cnt_weak[nb] = 0, cnt_strong[nb] = 0;
+            cnt[b] = 0;
+        return;
+    }
+    /* pass 1: the box's offsets, (weak << 32 | strong) from one scan, and its list starts */
+    int off_weak = 0, off_strong = 0;
+    if (pass) {
+        if (ls)
+            base = ls[LS_BASE];
+        off_weak = base + (int)(off[b] >> 32), off_strong = (int)(off[b] & 0xffffffffu);
+        if (lane == 0)
+            weak_begin[b] = off_weak, strong_begin[b] = off_strong;
+    }
+    if (b == nb) { /* the scan's last entry */
+        if (!pass && lane == 0)
+            cnt[nb] = 0;
         return;
     }
     int nw = 0, nsg = 0;
@@ -368,9 +495,9 @@ __global__ void k_connect(int l, int L, int pass, const int *prev_begin, const i
             }
             const unsigned mw = __ballot_sync(FULL, is_weak), ms = __ballot_sync(FULL, is_strong);
             if (pass && is_weak)
-                weak[off_weak[b] + nw + __popc(mw & below)] = (int)(f + c);
+                weak[off_weak + nw + __popc(mw & below)] = (int)(f + c);
             if (pass && is_strong) {
-                const int o = off_strong[b] + nsg + __popc(ms & below);
+                const int o = off_strong + nsg + __popc(ms & below);
                 strong[o] = (int)c;
                 if (l == L) {
                     signed char k = 0;
@@ -383,20 +510,40 @@ __global__ void k_connect(int l, int L, int pass, const int *prev_begin, const i
         }
     }
     if (!pass && lane == 0)
-        cnt_weak[b] = nw, cnt_strong[b] = nsg;
+        cnt[b] = (u64)nw << 32 | (u64)nsg;
 }
 
-/* The two list totals of a level into out[0], out[1] (one copy to the host). */
-__global__ void k_totals(const int *weak_total, const int *strong_total, int *out)
+/* The two list totals of a level (the scan's last entry) into out[0], out[1] (one copy to the
+ * host). */
+__global__ void k_totals(const u64 *total, int *out)
 {
-    out[0] = *weak_total, out[1] = *strong_total;
+    out[0] = (int)(*total >> 32), out[1] = (int)(*total & 0xffffffffu);
 }
 
-__global__ void k_add_base(int64_t n, const int *in, int base, int *out)
+/* Level 0 of the lists: the root is strongly coupled to itself when root is 1. */
+__global__ void k_lists_root(int root, int L, int *begin, int *strong, int *weak_begin,
+                             signed char *kind, int *ls)
 {
-    const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
-    if (i < n)
-        out[i] = in[i] + base;
+    begin[0] = 0, begin[1] = root, strong[0] = 0;
+    weak_begin[0] = weak_begin[1] = 0;
+    if (L == 0)
+        kind[0] = 0;
+    ls[LS_WEAK] = 0, ls[LS_STRONG] = root, ls[LS_OVERFLOW] = 0, ls[LS_BASE] = 0;
+}
+
+/* After the scans of a level: its totals (weak_total, strong_total) against the capacities; a
+ * level that does not fit sets LS_OVERFLOW and the host builds the lists again, growing them. */
+__global__ void k_level_totals(const u64 *total, int64_t weak_cap, int64_t strong_cap, int *ls)
+{
+    if (ls[LS_OVERFLOW])
+        return;
+    const int64_t w = (int64_t)ls[LS_WEAK] + (int64_t)(*total >> 32);
+    const int64_t st = (int64_t)(*total & 0xffffffffu);
+    if (w > weak_cap || st > strong_cap) {
+        ls[LS_OVERFLOW] = 1;
+        return;
+    }
+    ls[LS_BASE] = ls[LS_WEAK], ls[LS_WEAK] = (int)w, ls[LS_STRONG] = (int)st;
 }
 
 /* ---------------------------------------------------------------- computational phase */
@@ -433,7 +580,9 @@ __global__ void k_charges(int64_t ns, int is_log, const int *order, const double
     q[i] = is_log ? fmk_c(charges[c], 0) : fmk_c(charges[2 * c], charges[2 * c + 1]);
 }
 
-/* P2M: a warp per finest box; lane k holds a_k (and a_(k+32)). */
+/* P2M: a warp per finest box; lane k holds a_k (and a_(k+32)). The sources go 32 at a time, a
+ * lane each: lane j forms its source's term of every coefficient k (powers of w by repeated
+ * products) and a butterfly sum over the lanes hands the total to lane k. */
 __global__ void k_p2m(box_args a)
 {
     const int64_t b = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5;
@@ -449,21 +598,32 @@ __global__ void k_p2m(box_args a)
     fmk_cplx acc[SLOTS];
     for (int t = 0; t < SLOTS; t++)
         acc[t] = fmk_c(0, 0);
-    for (int64_t j = s0; j < s1; j++) {
-        const fmk_cplx w = fmk_c((a.src_xy[2 * j] - c.re) * inv_r, (a.src_xy[2 * j + 1] - c.im) * inv_r);
-        const fmk_cplx qj = a.q[j];
-        for (int t = 0; t < SLOTS; t++) {
-            const int k = lane + 32 * t;
-            if (k > a.p)
-                break;
+    for (int64_t j0 = s0; j0 < s1; j0 += 32) {
+        const int64_t j = j0 + lane;
+        fmk_cplx w = fmk_c(0, 0), pw = fmk_c(0, 0); /* pw = q_j w^k (cauchy2d: w^(k-1)) */
+        if (j < s1) {
+            w = fmk_c((a.src_xy[2 * j] - c.re) * inv_r, (a.src_xy[2 * j + 1] - c.im) * inv_r);
+            pw = a.q[j];
+        }
+        for (int k = 0; k <= a.p; k++) {
+            fmk_cplx term;
             if (a.is_log) {
-                if (k == 0)
-                    acc[t] = fmk_cadd(acc[t], qj);
-                else
-                    acc[t] = fmk_csub(acc[t], fmk_cscale(fmk_cmul(qj, cpow_int(w, k)), 1.0 / k));
-            } else if (k >= 1) {
-                acc[t] = fmk_cadd(acc[t], fmk_cscale(fmk_cmul(qj, cpow_int(w, k - 1)), inv_r));
+                term = k == 0 ? pw : fmk_cscale(pw, -1.0 / k);
+                pw = fmk_cmul(pw, w);
+            } else if (k == 0) {
+                term = fmk_c(0, 0);
+            } else {
+                term = fmk_cscale(pw, inv_r);
+                pw = fmk_cmul(pw, w);
             }
+            for (int o = 16; o > 0; o >>= 1) {
+                term.re += __shfl_xor_sync(FULL, term.re, o);
+                term.im += __shfl_xor_sync(FULL, term.im, o);
+            }
+#pragma unroll
+            for (int t = 0; t < SLOTS; t++) /* constant indices: acc stays in registers */
+                if (k == lane + 32 * t)
+                    acc[t] = fmk_cadd(acc[t], term);
         }
     }
     for (int t = 0; t < SLOTS; t++) {
@@ -527,6 +687,11 @@ __global__ void k_m2m(box_args a, int l)
     }
 }
 
+/* Shared memory of k_m2l: a row of nc coefficients per warp, then the table of M2L binomials
+ * C(m + k - 1, k - 1) at (k - 1) nc + m (k = 1 .. p, m = 0 .. p), so that the lanes (m) read
+ * consecutive words. */
+size_t m2l_smem(int p) { return sizeof(fmk_cplx) * WARPS * (p + 1) + sizeof(double) * p * (p + 1); }
+
 /* M2L from the weak lists (every level) and, at the finest level, P2L: a warp per target box,
  * lane l owns b_l. */
 __global__ void k_m2l(box_args a, const int *weak_begin, const int *weak, const int *near_begin,
@@ -535,6 +700,12 @@ __global__ void k_m2l(box_args a, const int *weak_begin, const int *weak, const 
     extern __shared__ fmk_cplx smem[];
     const int w = threadIdx.x >> 5, lane = threadIdx.x & 31, nc = a.p + 1;
     fmk_cplx *ck = smem + w * nc;
+    double *tab = reinterpret_cast<double *>(smem + WARPS * nc);
+    for (int i = threadIdx.x; i < a.p * nc; i += blockDim.x) {
+        const int k = 1 + i / nc, m = i % nc;
+        tab[i] = binom(a, m + k - 1, k - 1);
+    }
+    __syncthreads();
     const int64_t g = 1 + ((blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5);
     if (g >= n_boxes)
         return;
@@ -553,9 +724,12 @@ __global__ void k_m2l(box_args a, const int *weak_begin, const int *weak, const 
         const fmk_cplx z0 = fmk_csub(center_of(a, c), ct), iz = fmk_cinv(z0);
         const fmk_cplx rho_s = fmk_cscale(iz, -scale_of(a, c)), rho_t = fmk_cscale(iz, rt);
         const fmk_cplx *ac = a.M + nc * (int64_t)c;
+        fmk_cplx rs32, rt32; /* the powers rho^lane, and rho^32 for the second slot */
+        const fmk_cplx ps = warp_pow(rho_s, lane, &rs32), pt = warp_pow(rho_t, lane, &rt32);
         __syncwarp();
         for (int k = lane; k < nc; k += 32)
-            ck[k] = k == 0 ? fmk_c(0, 0) : fmk_cmul(ld(ac + k), cpow_int(rho_s, k));
+            ck[k] = k == 0 ? fmk_c(0, 0)
+                           : fmk_cmul(ld(ac + k), k < 32 ? ps : fmk_cmul(ps, rs32));
         __syncwarp();
         const fmk_cplx a0 = ld(ac);
         const int has_a0 = a0.re != 0 || a0.im != 0;
@@ -565,14 +739,14 @@ __global__ void k_m2l(box_args a, const int *weak_begin, const int *weak, const 
                 break;
             /* two partial sums (odd and even k) halve the chain of dependent adds */
             fmk_cplx s = fmk_c(0, 0), s2 = fmk_c(0, 0);
-            const double *C = a.binom + m * a.nb; /* C(m + k - 1, k - 1) at C[(k - 1)(nb + 1)] */
+            const double *C = tab + m; /* C(m + k - 1, k - 1) at C[(k - 1) nc] */
             int k = 1;
             for (; k + 1 <= a.p; k += 2) {
-                s = fmk_cadd(s, fmk_cscale(ck[k], __ldg(C + (k - 1) * (a.nb + 1))));
-                s2 = fmk_cadd(s2, fmk_cscale(ck[k + 1], __ldg(C + k * (a.nb + 1))));
+                s = fmk_cadd(s, fmk_cscale(ck[k], C[(k - 1) * nc]));
+                s2 = fmk_cadd(s2, fmk_cscale(ck[k + 1], C[k * nc]));
             }
             if (k <= a.p)
-                s = fmk_cadd(s, fmk_cscale(ck[k], __ldg(C + (k - 1) * (a.nb + 1))));
+                s = fmk_cadd(s, fmk_cscale(ck[k], C[(k - 1) * nc]));
             s = fmk_cadd(s, s2);
             if (m == 0) {
                 if (has_a0)
@@ -580,7 +754,7 @@ __global__ void k_m2l(box_args a, const int *weak_begin, const int *weak, const 
                 acc[t] = fmk_cadd(acc[t], s);
             } else {
                 s = fmk_csub(s, fmk_cscale(a0, 1.0 / m));
-                fmk_cfma(&acc[t], s, cpow_int(rho_t, m));
+                fmk_cfma(&acc[t], s, t == 0 ? pt : fmk_cmul(pt, rt32));
             }
         }
     }
@@ -775,14 +949,16 @@ __global__ void k_p2p(box_args a, const int *near_begin, const int *near, const 
     }
 }
 
-__global__ void k_output(int64_t nt, int is_log, const int *order, const fmk_cplx *res,
+/* The results in the caller's order: a thread per caller index c (writes together, the reads
+ * of V and D one 32-byte piece each). */
+__global__ void k_output(int64_t nt, int is_log, const int *place, const fmk_cplx *res,
                          const double *qzero, const double *qtotal, double lw, double ps,
                          double *pot, double *grad)
 {
-    const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
-    if (i >= nt)
+    const int64_t c = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (c >= nt)
         return;
-    const int64_t c = order[i];
+    const int64_t i = place[c];
     const fmk_cplx V = res[2 * i], D = res[2 * i + 1];
     if (is_log) {
         if (pot)
@@ -812,7 +988,7 @@ int64_t device_bytes(const fmk_plan *plan, int64_t ns, int64_t nt, int self, int
     const int cw = fmk_kernel_width(plan->kernel);
     int64_t b = 24 * boxes + 16 * (leaves + 1) + 4 * (boxes + 1) + 4 * (leaves + 1);
     b += 12 * (ns + (self ? 0 : nt)) + 4 * n_weak + 5 * n_near;
-    b += 16 * ns + 2 * 16 * boxes * (p + 1) + 40 * nt + 8 * cw * (ns + 2 * nt) + 64;
+    b += 16 * ns + 2 * 16 * boxes * (p + 1) + 44 * nt + 8 * cw * (ns + 2 * nt) + 64;
     return b;
 }
 
@@ -821,12 +997,12 @@ int64_t device_bytes(const fmk_plan *plan, int64_t ns, int64_t nt, int self, int
 int64_t build_bytes(int64_t n, int L)
 {
     const int64_t boxes = fmk_fmm2d_first(L + 1), leaves = (int64_t)1 << (2 * L);
-    return n * (68 + 12) + 160 * boxes + 200 * leaves + (2 << 20);
+    return n * (68 + 12) + 352 * boxes + 350 * leaves + (2 << 20);
 }
 
 void free_state(fmm2d_gpu *s)
 {
-    void *bufs[] = {s->d_block, s->weak_owned ? s->d_weak : NULL, s->near_owned ? s->d_near : NULL,
+    void *bufs[] = {s->d_block, s->d_stage, s->weak_owned ? s->d_weak : NULL, s->near_owned ? s->d_near : NULL,
                     s->kind_owned ? s->d_kind : NULL};
     for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++)
         if (bufs[k] && cudaFree(bufs[k]) != cudaSuccess)
@@ -912,26 +1088,33 @@ fmk_status ibuf_reserve(fmk_plan *plan, ibuf *b, int64_t n, int64_t keep, const 
 
 /* One device allocation carved into n arrays (256-byte aligned), so that a set_points costs
  * one cudaMalloc and one cudaFree rather than dozens. */
+/* region: 0 for arrays kept for the plan's life; EVAL_ONLY for those every eval writes before
+ * it reads them, TREE_ONLY for the topological phase's scratch: these two share memory. */
+enum { KEPT = 0, EVAL_ONLY = 1, TREE_ONLY = 2 };
 struct part {
     void **ptr;
     size_t bytes;
+    int region;
 };
 
 fmk_status alloc_parts(fmk_plan *plan, void **block, part *parts, int n, const char *what,
                        long long total, size_t *bytes)
 {
-    size_t sum = 0;
+    size_t sum[3] = {0, 0, 0};
     for (int k = 0; k < n; k++)
-        sum += (parts[k].bytes + 255) / 256 * 256;
-    *bytes = sum;
-    fmk_status st = fmk_cuda_alloc(plan, block, sum > 0 ? sum : 256, what,
-                                   total > (long long)sum ? total : (long long)sum);
+        sum[parts[k].region] += (parts[k].bytes + 255) / 256 * 256;
+    const size_t all = sum[KEPT] + (sum[EVAL_ONLY] > sum[TREE_ONLY] ? sum[EVAL_ONLY] : sum[TREE_ONLY]);
+    *bytes = all;
+    fmk_status st = fmk_cuda_alloc(plan, block, all > 0 ? all : 256, what,
+                                   total > (long long)all ? total : (long long)all);
     if (st != FMK_OK)
         return st;
-    char *p = (char *)*block;
+    char *next[3];
+    next[KEPT] = (char *)*block;
+    next[EVAL_ONLY] = next[TREE_ONLY] = (char *)*block + sum[KEPT];
     for (int k = 0; k < n; k++) {
-        *parts[k].ptr = p;
-        p += (parts[k].bytes + 255) / 256 * 256;
+        *parts[k].ptr = next[parts[k].region];
+        next[parts[k].region] += (parts[k].bytes + 255) / 256 * 256;
     }
     return FMK_OK;
 }
@@ -941,10 +1124,10 @@ struct build_ws {
     double *x[2], *y[2];
     int *id[2], *pos[2];
     unsigned *keys[2];
-    unsigned short *keys16[2];
-    int *seg_off, *before, *cnt, *off, *begin_a, *begin_b;
+    int *before, *cnt, *off, *begin_a, *begin_b;
     u64 *box_bb, *seg_bb;
     int *weak, *strong[2];
+    int *lstat;                 /* LS_COUNT running totals of the lists */
     signed char *kind;
     int64_t weak_cap, strong_cap;
     void *temp;
@@ -955,49 +1138,49 @@ struct build_ws {
  * (at most 32) or -1 with the error recorded. */
 int ws_parts(fmk_plan *plan, const fmm2d_gpu *s, build_ws *w, part *parts)
 {
-    const int64_t n = s->n, L = s->levels, leaves = s->leaves, nb = s->n_boxes;
+    const int64_t n = s->n, leaves = s->leaves, nb = s->n_boxes;
     const int64_t n1 = n > 0 ? n : 1;
     size_t t1 = 0, t2 = 0, t3 = 0;
     cudaError_t err = cub::DeviceRadixSort::SortPairs(NULL, t1, w->keys[0], w->keys[1], w->pos[0],
                                                       w->pos[1], (int)n1);
     if (err == cudaSuccess)
-        err = cub::DeviceScan::ExclusiveSum(NULL, t2, w->cnt, w->off, (int)(leaves + 1));
+        err = cub::DeviceScan::ExclusiveSum(NULL, t2, reinterpret_cast<u64 *>(w->cnt),
+                                            reinterpret_cast<u64 *>(w->off), (int)(leaves + 1));
     if (err == cudaSuccess)
         err = cub::DeviceScan::ExclusiveSum(NULL, t3, w->pos[1], w->before, (int)(n + 1));
     size_t tb = t1 > t2 ? t1 : t2;
     tb = tb > t3 ? tb : t3;
-    for (int st_ = 0; st_ < 2 * L && err == cudaSuccess; st_++) {
-        if (!segmented_split(n, st_))
-            continue;
-        size_t t4 = 0;
-        err = cub::DeviceSegmentedSort::StableSortPairs(NULL, t4, w->keys16[0], w->keys16[1],
-                                                        w->pos[0], w->pos[1], n, (int64_t)1 << st_,
-                                                        w->seg_off, w->seg_off + 1);
-        tb = tb > t4 ? tb : t4;
-    }
     if (err != cudaSuccess) {
         fmk_cuda_fail(plan, err, "CUB (workspace query)");
         return -1;
     }
-    w->temp_bytes = tb;
-    w->weak_cap = 32 * nb + 64;
-    w->strong_cap = 12 * leaves + 64;
+    w->temp_bytes = tb > w->temp_bytes ? tb : w->temp_bytes; /* at least what the caller asked */
+    /* a uniform box has about 40 weak entries: the 4 children of each of its parent's ~13
+     * strong boxes, less its own ~13 strong ones; and a uniform finest box about 13 strong ones
+     * (its 3 x 3 neighbours and the four at distance 2, eq. 2.1 with theta = 1/2); room for
+     * twice as many, and about 2.5 for uneven sets */
+    w->weak_cap = 80 * nb + 64;
+    w->strong_cap = 32 * leaves + 64;
     const size_t nl = (size_t)(leaves + 2), sc = (size_t)w->strong_cap;
+    const int T = TREE_ONLY; /* the lists stay (KEPT) */
     part p[] = {
-        {(void **)&w->x[0], 8 * (size_t)n1},        {(void **)&w->x[1], 8 * (size_t)n1},
-        {(void **)&w->y[0], 8 * (size_t)n1},        {(void **)&w->y[1], 8 * (size_t)n1},
-        {(void **)&w->id[0], 4 * (size_t)n1},       {(void **)&w->id[1], 4 * (size_t)n1},
-        {(void **)&w->pos[0], 4 * (size_t)(n1 + 1)}, {(void **)&w->pos[1], 4 * (size_t)(n1 + 1)},
-        {(void **)&w->keys[0], 4 * (size_t)n1},     {(void **)&w->keys[1], 4 * (size_t)n1},
-        {(void **)&w->keys16[0], 2 * (size_t)n1},   {(void **)&w->keys16[1], 2 * (size_t)n1},
-        {(void **)&w->box_bb, 32 * (size_t)nb},
-        {(void **)&w->seg_bb, 32 * (size_t)(leaves > 1 ? leaves / 2 : 1)},
-        {(void **)&w->before, 4 * (size_t)(n + 2)},  {(void **)&w->cnt, 8 * nl},
-        {(void **)&w->off, 8 * nl},                  {(void **)&w->begin_a, 4 * nl},
-        {(void **)&w->begin_b, 4 * nl},              {(void **)&w->seg_off, 4 * nl},
-        {(void **)&w->weak, 4 * (size_t)w->weak_cap}, {(void **)&w->strong[0], 4 * sc},
-        {(void **)&w->strong[1], 4 * sc},            {(void **)&w->kind, sc},
-        {&w->temp, tb},
+        {(void **)&w->x[0], 8 * (size_t)n1, T},     {(void **)&w->x[1], 8 * (size_t)n1, T},
+        {(void **)&w->y[0], 8 * (size_t)n1, T},     {(void **)&w->y[1], 8 * (size_t)n1, T},
+        {(void **)&w->id[0], 4 * (size_t)n1, T},    {(void **)&w->id[1], 4 * (size_t)n1, T},
+        {(void **)&w->pos[0], 4 * (size_t)(n1 + 1), T},
+        {(void **)&w->pos[1], 4 * (size_t)(n1 + 1), T},
+        {(void **)&w->keys[0], 4 * (size_t)n1, T},  {(void **)&w->keys[1], 4 * (size_t)n1, T},
+        {(void **)&w->box_bb, 32 * (size_t)nb, T},
+        {(void **)&w->seg_bb, 32 * (size_t)(leaves > 1 ? leaves / 2 : 1), T},
+        {(void **)&w->before, 4 * (size_t)(n + 2), T}, {(void **)&w->cnt, 8 * nl, T},
+        {(void **)&w->off, 8 * nl, T},              {(void **)&w->begin_a, 4 * nl, T},
+        {(void **)&w->begin_b, 4 * nl, T},
+        {(void **)&w->weak, 4 * (size_t)w->weak_cap, KEPT},
+        {(void **)&w->strong[0], 4 * sc, KEPT},
+        {(void **)&w->strong[1], 4 * sc, KEPT},
+        {(void **)&w->kind, sc, KEPT},
+        {(void **)&w->lstat, sizeof(int) * LS_COUNT, KEPT},
+        {&w->temp, w->temp_bytes, T},
     };
     const int k = (int)(sizeof p / sizeof p[0]);
     for (int i = 0; i < k; i++)
@@ -1017,50 +1200,62 @@ fmk_status build_tree(fmk_plan *plan, fmm2d_gpu *s, build_ws *w, const double *d
     double *x[2] = {w->x[0], w->x[1]}, *y[2] = {w->y[0], w->y[1]};
     int *id[2] = {w->id[0], w->id[1]}, *pos[2] = {w->pos[0], w->pos[1]};
     unsigned *keys[2] = {w->keys[0], w->keys[1]};
-    unsigned short *keys16[2] = {w->keys16[0], w->keys16[1]};
-    int *seg_off = w->seg_off;
     u64 *box_bb = w->box_bb, *seg_bb = w->seg_bb;
     int *before = w->before, *cnt = w->cnt, *off = w->off;
     int *prev_begin = w->begin_a, *cur_begin = w->begin_b;
     ibuf weak = {w->weak, w->weak_cap, 0};
     ibuf strong[2] = {{w->strong[0], w->strong_cap, 0}, {w->strong[1], w->strong_cap, 0}};
     signed char *kind = w->kind;
+    int *lstat = w->lstat;
     int kind_owned = 0;
     void *temp = w->temp;
     const size_t temp_bytes = w->temp_bytes;
     size_t tb = 0;
     int64_t n_weak = 0;
     int prev_n = 0;
-    if (n > 0)
+    const int s_small = small_split_from(n, (int)L);
+    int bb_done = 0; /* the boxes of the coming split are known (from the gather) */
+    if (n > 0 && d_src) /* else set_points_device mapped them there */
         k_load_points<<<grid_of(n, B), B>>>(ns, d_src, plan->self ? 0 : s->nt, d_trg, x[0], y[0],
                                             id[0]);
-    /* the splits */
+    /* the splits: of large segments by launches over all points, then (from split s_small on)
+     * the rest in one launch, a block per segment */
     for (int st_ = 0; st_ <= 2 * L; st_++) {
         const int64_t nseg = (int64_t)1 << st_;
         u64 *bb = st_ % 2 == 0 ? box_bb + 4 * fmk_fmm2d_first(st_ / 2) : seg_bb;
-        if (n == 0 || (n >> st_) <= 4096 || nseg >= 4096) {
+        if (st_ == s_small) {
+            CK(cudaFuncSetAttribute(k_split_small, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    (int)SPLIT_SMEM),
+               "cudaFuncSetAttribute (the split kernel)");
+            k_split_small<<<(unsigned)nseg, SPLIT_THREADS, SPLIT_SMEM>>>(n, st_, (int)L, x[0], y[0],
+                                                                         id[0], box_bb, seg_bb);
+            CK(cudaGetLastError(), "the split kernel");
+            break;
+        }
+        if (!bb_done && !bbox_by_atomics(n, st_)) {
             k_bbox_warp<<<grid_of(32 * nseg, B), B>>>(n, st_, x[0], y[0], bb);
-        } else {
+        } else if (!bb_done) {
             k_bbox_reset<<<grid_of(nseg, B), B>>>(nseg, bb);
             k_bbox_atomic<<<grid_of(n, B), B>>>(n, st_, x[0], y[0], bb);
         }
         CK(cudaGetLastError(), "the bounding-box kernels");
+        bb_done = 0;
         if (st_ == 2 * L)
             break;
         tb = temp_bytes;
-        if (segmented_split(n, st_)) {
-            k_keys16<<<grid_of(n, B), B>>>(n, st_, x[0], y[0], bb, keys16[0], pos[0]);
-            k_seg_offsets<<<grid_of(nseg + 1, B), B>>>(nseg, n, st_, seg_off);
-            CK(cub::DeviceSegmentedSort::StableSortPairs(temp, tb, keys16[0], keys16[1], pos[0],
-                                                         pos[1], n, nseg, seg_off, seg_off + 1),
-               "cub::DeviceSegmentedSort::StableSortPairs (the median splits)");
-        } else {
-            k_keys<<<grid_of(n, B), B>>>(n, st_, x[0], y[0], bb, keys[0], pos[0]);
-            CK(cub::DeviceRadixSort::SortPairs(temp, tb, keys[0], keys[1], pos[0], pos[1], (int)n,
-                                               0, st_ + fmk_fmm2d_key_bits(st_)),
-               "cub::DeviceRadixSort::SortPairs (the median splits)");
+        k_keys<<<grid_of(n, B), B>>>(n, st_, x[0], y[0], bb, keys[0], pos[0]);
+        CK(cub::DeviceRadixSort::SortPairs(temp, tb, keys[0], keys[1], pos[0], pos[1], (int)n, 0,
+                                           st_ + fmk_fmm2d_key_bits(st_)),
+           "cub::DeviceRadixSort::SortPairs (the median splits)");
+        /* the next split's boxes come with the gather when they go by atomics */
+        u64 *bb_next = NULL;
+        if (st_ + 1 != s_small && bbox_by_atomics(n, st_ + 1)) {
+            bb_next = (st_ + 1) % 2 == 0 ? box_bb + 4 * fmk_fmm2d_first((st_ + 1) / 2) : seg_bb;
+            k_bbox_reset<<<grid_of(2 * nseg, B), B>>>(2 * nseg, bb_next);
+            bb_done = 1;
         }
-        k_gather<<<grid_of(n, B), B>>>(n, pos[1], x[0], y[0], id[0], x[1], y[1], id[1]);
+        k_gather<<<grid_of(n, B), B>>>(n, pos[1], x[0], y[0], id[0], x[1], y[1], id[1], st_ + 1,
+                                       bb_next);
         CK(cudaGetLastError(), "the split kernels");
         double *tx = x[0], *ty = y[0];
         int *ti = id[0];
@@ -1072,7 +1267,8 @@ fmk_status build_tree(fmk_plan *plan, fmm2d_gpu *s, build_ws *w, const double *d
     /* sources and targets in box order */
     if (plan->self) {
         if (n > 0)
-            k_self_points<<<grid_of(n, B), B>>>(n, x[0], y[0], id[0], s->d_src_xy, s->d_src_order);
+            k_self_points<<<grid_of(n, B), B>>>(n, x[0], y[0], id[0], s->d_src_xy, s->d_src_order,
+                                                s->d_trg_place);
     } else {
         k_source_flags<<<grid_of(n + 1, B), B>>>(n, ns, id[0], pos[1]);
         tb = temp_bytes;
@@ -1080,64 +1276,70 @@ fmk_status build_tree(fmk_plan *plan, fmm2d_gpu *s, build_ws *w, const double *d
            "cub::DeviceScan (sources before each point)");
         if (n > 0)
             k_split_points<<<grid_of(n, B), B>>>(n, ns, x[0], y[0], id[0], before, s->d_src_xy,
-                                                 s->d_src_order, s->d_trg_xy, s->d_trg_order);
+                                                 s->d_src_order, s->d_trg_xy, s->d_trg_order,
+                                                 s->d_trg_place);
     }
     k_starts<<<grid_of(leaves + 1, B), B>>>(n, (int)L, leaves, before, plan->self, s->d_src_start,
                                             s->d_trg_start);
     CK(cudaGetLastError(), "the point kernels");
 
-    /* the lists, level by level */
-    {
-        const int root[2] = {0, ns > 0 && s->nt > 0 ? 1 : 0}, zero = 0;
-        CK(cudaMemcpy(prev_begin, root, sizeof root, cudaMemcpyHostToDevice), "cudaMemcpy (lists)");
-        CK(cudaMemcpy(strong[0].d, &zero, sizeof zero, cudaMemcpyHostToDevice), "cudaMemcpy (lists)");
-        CK(cudaMemcpy(s->d_weak_begin, &zero, sizeof zero, cudaMemcpyHostToDevice),
-           "cudaMemcpy (lists)");
-        CK(cudaMemcpy(s->d_weak_begin + 1, &zero, sizeof zero, cudaMemcpyHostToDevice),
-           "cudaMemcpy (lists)");
-        prev_n = root[1];
-        if (L == 0) {
-            signed char k0 = 0;
-            CK(cudaMemcpy(kind, &k0, 1, cudaMemcpyHostToDevice), "cudaMemcpy (lists)");
-        }
-    }
-    for (int l = 1; l <= L; l++) {
-        const int64_t nbl = (int64_t)1 << (2 * l), f = fmk_fmm2d_first(l);
-        int *cw = cnt, *cs = cnt + (leaves + 2), *ow = off, *os = off + (leaves + 2);
-        k_connect<<<grid_of(32 * (nbl + 1), 128), 128>>>(l, (int)L, 0, prev_begin, strong[0].d,
-                                                   s->d_src_start, s->d_trg_start, s->d_center,
-                                                   s->d_radius, cw, cs, NULL, NULL, NULL, NULL, NULL);
+    /* the lists, level by level: first with the capacities the block holds and the totals
+     * kept on the device (no host round trip per level); if a level does not fit, again with a
+     * copy of each level's totals to the host and lists that grow */
+    for (int fast = 1; fast >= 0; fast--) {
+        const int root = ns > 0 && s->nt > 0 ? 1 : 0;
+        k_lists_root<<<1, 1>>>(root, (int)L, prev_begin, strong[0].d, s->d_weak_begin, kind, lstat);
         CK(cudaGetLastError(), "the connectivity kernel");
-        tb = temp_bytes;
-        CK(cub::DeviceScan::ExclusiveSum(temp, tb, cw, ow, (int)(nbl + 1)), "cub::DeviceScan (lists)");
-        tb = temp_bytes;
-        CK(cub::DeviceScan::ExclusiveSum(temp, tb, cs, os, (int)(nbl + 1)), "cub::DeviceScan (lists)");
-        int tot[2];
-        k_totals<<<1, 1>>>(ow + nbl, os + nbl, cw);
-        CK(cudaMemcpy(tot, cw, sizeof tot, cudaMemcpyDeviceToHost), "cudaMemcpy (lists)");
-        if (n_weak + tot[0] > INT32_MAX || tot[1] < 0) {
-            st = fmk_error_set(plan, FMK_ERR_ARG, "the 2D FMM's lists exceed 2^31 entries");
-            goto done;
+        n_weak = 0, prev_n = root;
+        for (int l = 1; l <= L; l++) {
+            const int64_t nbl = (int64_t)1 << (2 * l), f = fmk_fmm2d_first(l);
+            u64 *c64 = reinterpret_cast<u64 *>(cnt), *o64 = reinterpret_cast<u64 *>(off);
+            int64_t level_base = 0; /* where this level's weak lists start (host totals) */
+            k_connect<<<grid_of(32 * (nbl + 1), 128), 128>>>(
+                l, (int)L, 0, prev_begin, strong[0].d, s->d_src_start, s->d_trg_start, s->d_center,
+                s->d_radius, c64, NULL, NULL, NULL, NULL, fast ? lstat : NULL, 0, NULL, NULL);
+            CK(cudaGetLastError(), "the connectivity kernel");
+            tb = temp_bytes;
+            CK(cub::DeviceScan::ExclusiveSum(temp, tb, c64, o64, (int)(nbl + 1)),
+               "cub::DeviceScan (lists)");
+            if (fast) {
+                k_level_totals<<<1, 1>>>(o64 + nbl, weak.cap, strong[1].cap, lstat);
+            } else {
+                int tot[2];
+                k_totals<<<1, 1>>>(o64 + nbl, cnt);
+                CK(cudaMemcpy(tot, cnt, sizeof tot, cudaMemcpyDeviceToHost), "cudaMemcpy (lists)");
+                if (n_weak + tot[0] > INT32_MAX || tot[1] < 0) {
+                    st = fmk_error_set(plan, FMK_ERR_ARG, "the 2D FMM's lists exceed 2^31 entries");
+                    goto done;
+                }
+                CS(ibuf_reserve(plan, &weak, n_weak + tot[0], n_weak, "the weak lists"));
+                CS(ibuf_reserve(plan, &strong[1], tot[1] > 0 ? tot[1] : 1, 0, "the strong lists"));
+                if (l == L && tot[1] > w->strong_cap) {
+                    CS(fmk_cuda_alloc(plan, (void **)&kind, (size_t)tot[1], "the lists", total));
+                    kind_owned = 1;
+                }
+                level_base = n_weak;
+                n_weak += tot[0];
+                prev_n = tot[1];
+            }
+            k_connect<<<grid_of(32 * (nbl + 1), 128), 128>>>(
+                l, (int)L, 1, prev_begin, strong[0].d, s->d_src_start, s->d_trg_start, s->d_center,
+                s->d_radius, NULL, o64, weak.d, strong[1].d, kind, fast ? lstat : NULL,
+                (int)level_base, s->d_weak_begin + f, cur_begin);
+            CK(cudaGetLastError(), "the connectivity kernel");
+            ibuf tmp = strong[0];
+            strong[0] = strong[1], strong[1] = tmp;
+            int *tp = prev_begin;
+            prev_begin = cur_begin, cur_begin = tp;
         }
-        CS(ibuf_reserve(plan, &weak, n_weak + tot[0], n_weak, "the weak lists"));
-        CS(ibuf_reserve(plan, &strong[1], tot[1] > 0 ? tot[1] : 1, 0, "the strong lists"));
-        if (l == L && tot[1] > w->strong_cap) {
-            CS(fmk_cuda_alloc(plan, (void **)&kind, (size_t)tot[1], "the lists", total));
-            kind_owned = 1;
+        if (fast) {
+            int ls[LS_COUNT];
+            CK(cudaMemcpy(ls, lstat, sizeof ls, cudaMemcpyDeviceToHost), "the lists");
+            if (!ls[LS_OVERFLOW]) {
+                n_weak = ls[LS_WEAK], prev_n = ls[LS_STRONG];
+                break;
+            }
         }
-        k_connect<<<grid_of(32 * (nbl + 1), 128), 128>>>(l, (int)L, 1, prev_begin, strong[0].d,
-                                                   s->d_src_start, s->d_trg_start, s->d_center,
-                                                   s->d_radius, cw, cs, ow, os, weak.d + n_weak,
-                                                   strong[1].d, kind);
-        k_add_base<<<grid_of(nbl + 1, B), B>>>(nbl + 1, ow, (int)n_weak, s->d_weak_begin + f);
-        k_add_base<<<grid_of(nbl + 1, B), B>>>(nbl + 1, os, 0, cur_begin);
-        CK(cudaGetLastError(), "the connectivity kernel");
-        n_weak += tot[0];
-        prev_n = tot[1];
-        ibuf tmp = strong[0];
-        strong[0] = strong[1], strong[1] = tmp;
-        int *tp = prev_begin;
-        prev_begin = cur_begin, cur_begin = tp;
     }
     /* keep the finest level's strong lists and the weak lists (the block holds them unless
      * they outgrew it) */
@@ -1160,9 +1362,11 @@ done:
     return st;
 }
 
-/* Allocates the state for the plan's sizes (s->n, ns, nt, levels set) and builds the tree
- * from mapped device points. */
-fmk_status setup_common(fmk_plan *plan, fmm2d_gpu *s, const double *d_src, const double *d_trg)
+/* Allocates the state for the plan's sizes (s->n, ns, nt, levels set) with the topological
+ * phase's workspace ws, whose CUB workspace holds at least box_temp bytes; d_box (not NULL):
+ * room for fmk_cuda_bounding_box's box, in the same block. */
+fmk_status setup_common(fmk_plan *plan, fmm2d_gpu *s, build_ws *ws_out, size_t box_temp,
+                        void **d_box)
 {
     fmk_status st = FMK_OK;
     const int p = s->order, nc = p + 1;
@@ -1171,9 +1375,9 @@ fmk_status setup_common(fmk_plan *plan, fmm2d_gpu *s, const double *d_src, const
     const long long total = (long long)(device_bytes(plan, ns, nt, plan->self, 32 * nb, 12 * leaves) +
                                         build_bytes(s->n, s->levels));
     const size_t ns1 = (size_t)(ns > 0 ? ns : 1), nt1 = (size_t)(nt > 0 ? nt : 1);
-    float ms = 0;
-    build_ws ws;
+    build_ws &ws = *ws_out;
     memset(&ws, 0, sizeof ws);
+    ws.temp_bytes = box_temp;
     {
         size_t t = 0;
         CK(cub::DeviceReduce::Sum(NULL, t, s->d_charges, s->d_qtotal, (int)ns1),
@@ -1189,17 +1393,15 @@ fmk_status setup_common(fmk_plan *plan, fmm2d_gpu *s, const double *d_src, const
             {(void **)&s->d_src_xy, 16 * ns1},
             {(void **)&s->d_trg_start, self ? 0 : 8 * (size_t)(leaves + 1)},
             {(void **)&s->d_trg_order, self ? 0 : 4 * nt1},
+            {(void **)&s->d_trg_place, 4 * nt1},
             {(void **)&s->d_trg_xy, self ? 0 : 16 * nt1},
             {(void **)&s->d_weak_begin, 4 * (size_t)(nb + 1)},
-            {(void **)&s->d_q, 16 * ns1},
-            {(void **)&s->d_M, 16 * (size_t)nb * nc},
-            {(void **)&s->d_L, 16 * (size_t)nb * nc},
-            {(void **)&s->d_res, 32 * nt1},
-            {(void **)&s->d_qzero, 8 * nt1},
+            {(void **)&s->d_q, 16 * ns1, EVAL_ONLY},
+            {(void **)&s->d_M, 16 * (size_t)nb * nc, EVAL_ONLY},
+            {(void **)&s->d_L, 16 * (size_t)nb * nc, EVAL_ONLY},
+            {(void **)&s->d_res, 32 * nt1, EVAL_ONLY},
+            {(void **)&s->d_qzero, 8 * nt1, EVAL_ONLY},
             {(void **)&s->d_qtotal, 8},
-            {(void **)&s->d_charges, 8 * cw * ns1},
-            {(void **)&s->d_pot, 8 * cw * nt1},
-            {(void **)&s->d_grad, 16 * nt1},
             {(void **)&s->d_stats, 16},
             {(void **)&s->d_binom, 8 * nbin},
             {(void **)&s->d_near_begin, 4 * (size_t)(leaves + 1)},
@@ -1209,38 +1411,38 @@ fmk_status setup_common(fmk_plan *plan, fmm2d_gpu *s, const double *d_src, const
         int k = (int)(sizeof parts / sizeof parts[0]);
         for (int i = 0; i < k; i++)
             all[i] = parts[i];
-        const int kw = ws_parts(plan, s, &ws, all + k);
+        int kw = ws_parts(plan, s, &ws, all + k);
         if (kw < 0) {
             st = FMK_ERR_DEVICE;
             goto done;
         }
+        if (d_box)
+            all[k + kw++] = part{d_box, fmk_cuda_box_bytes(), TREE_ONLY};
         CS(alloc_parts(plan, &s->d_block, all, k + kw, "the 2D FMM's arrays", total,
                        &s->block_bytes));
         if (self)
             s->d_trg_start = s->d_src_start, s->d_trg_order = s->d_src_order,
             s->d_trg_xy = s->d_src_xy;
         /* binomials C(n, k), n, k <= 2p + 1, for M2M, M2L and L2L */
-        double *bin = (double *)malloc(8 * nbin);
-        if (!bin) {
-            st = fmk_error_set(plan, FMK_ERR_NOMEM, "out of host memory");
-            goto done;
-        }
-        const int nn = 2 * p + 2;
-        for (int i = 0; i < nn; i++)
-            for (int k = 0; k < nn; k++)
-                bin[i * nn + k] = k > i                 ? 0
-                                  : (k == 0 || k == i) ? 1
-                                                       : bin[(i - 1) * nn + k - 1] + bin[(i - 1) * nn + k];
-        cudaError_t err = cudaMemcpy(s->d_binom, bin, 8 * nbin, cudaMemcpyHostToDevice);
-        free(bin);
-        CK(err, "cudaMemcpy (binomials)");
+        k_binomials<<<1, 128>>>(2 * p + 2, s->d_binom);
+        CK(cudaGetLastError(), "the binomial kernel");
     }
     for (int k = 0; k < 8; k++) {
         CK(cudaEventCreate(&s->ev[k]), "cudaEventCreate");
         s->events = k + 1;
     }
+done:
+    return st;
+}
+
+/* The topological phase (build_tree), timed by events into s->tree_ms. */
+fmk_status build_timed(fmk_plan *plan, fmm2d_gpu *s, build_ws *ws, const double *d_src,
+                       const double *d_trg)
+{
+    fmk_status st = FMK_OK;
+    float ms = 0;
     CK(cudaEventRecord(s->ev[0], 0), "cudaEventRecord");
-    CS(build_tree(plan, s, &ws, d_src, d_trg));
+    CS(build_tree(plan, s, ws, d_src, d_trg));
     CK(cudaEventRecord(s->ev[1], 0), "cudaEventRecord");
     CK(cudaEventSynchronize(s->ev[1]), "the topological phase");
     CK(cudaEventElapsedTime(&ms, s->ev[0], s->ev[1]), "cudaEventElapsedTime");
@@ -1306,8 +1508,11 @@ fmk_status gpu_setup(fmk_plan *plan)
         if (err != cudaSuccess)
             st = fmk_cuda_fail(plan, err, "cudaMemcpy (points to the GPU)");
     }
+    build_ws ws;
     if (st == FMK_OK)
-        st = setup_common(plan, s, d_pts, plan->self ? NULL : d_pts + 2 * s->ns);
+        st = setup_common(plan, s, &ws, 0, NULL);
+    if (st == FMK_OK)
+        st = build_timed(plan, s, &ws, d_pts, plan->self ? NULL : d_pts + 2 * s->ns);
     if (d_pts && cudaFree(d_pts) != cudaSuccess && st == FMK_OK)
         st = fmk_cuda_fail(plan, cudaGetLastError(), "cudaFree");
     if (st == FMK_OK)
@@ -1332,20 +1537,22 @@ fmk_status points_device(fmk_plan *plan, int64_t ns, const double *d_s, int64_t 
                                             &bad);
     if (err != cudaSuccess)
         return fmk_cuda_fail(plan, err, "cub::DeviceReduce::TransformReduce (workspace query)");
-    /* one allocation: CUB's workspace, the box, the mapped points (each 256-byte aligned) */
-    const size_t box_off = (temp_bytes + 255) / 256 * 256;
-    const size_t pts_off = box_off + (fmk_cuda_box_bytes() + 255) / 256 * 256;
-    const int64_t n = self ? ns : ns + nt;
-    const size_t pts_bytes = 16 * (size_t)(n > 0 ? n : 1);
-    void *d_temp = NULL;
-    fmk_status st = fmk_cuda_alloc(plan, &d_temp, pts_off + pts_bytes,
-                                   "the bounding-box workspace and mapped points",
-                                   (long long)(pts_off + pts_bytes));
+    fmm2d_gpu *s = new_state(plan, ns, nt, self);
+    if (!s)
+        return fmk_error_set(plan, FMK_ERR_NOMEM, "out of host memory");
+    plan->state = s;
+    plan->self = self;
+    plan->n_sources = ns;
+    plan->n_targets = self ? ns : nt;
+    /* one allocation: the plan's arrays, the topological phase's workspace (whose CUB
+     * workspace serves the bounding box too) and the box */
+    build_ws ws;
+    void *d_box = NULL;
+    fmk_status st = setup_common(plan, s, &ws, temp_bytes, &d_box);
     if (st != FMK_OK)
         return st;
-    double *d_pts = (double *)((char *)d_temp + pts_off);
-    err = fmk_cuda_bounding_box(2, ns, d_s, n_box, d_t, d_temp, &temp_bytes,
-                                (char *)d_temp + box_off, lo, hi, &bad);
+    temp_bytes = ws.temp_bytes;
+    err = fmk_cuda_bounding_box(2, ns, d_s, n_box, d_t, ws.temp, &temp_bytes, d_box, lo, hi, &bad);
     fmk_frame frame;
     if (err != cudaSuccess) {
         st = fmk_cuda_fail(plan, err, "cub::DeviceReduce::TransformReduce (bounding box)");
@@ -1356,29 +1563,15 @@ fmk_status points_device(fmk_plan *plan, int64_t ns, const double *d_s, int64_t 
     } else {
         st = fmk_plan_frame_from_box(plan, lo, hi, &frame);
     }
-    fmm2d_gpu *s = NULL;
     if (st == FMK_OK) {
         plan->frame = frame;
-        plan->self = self;
-        plan->n_sources = ns;
-        plan->n_targets = self ? ns : nt;
-        const double inv = 1.0 / frame.width;
-        if (ns > 0)
-            k_map_points<<<grid_of(ns, 256), 256>>>(ns, d_s, frame.center[0], frame.center[1], inv,
-                                                    d_pts);
-        if (!self && nt > 0)
-            k_map_points<<<grid_of(nt, 256), 256>>>(nt, d_t, frame.center[0], frame.center[1], inv,
-                                                    d_pts + 2 * ns);
-        s = new_state(plan, ns, nt, self);
-        if (!s)
-            st = fmk_error_set(plan, FMK_ERR_NOMEM, "out of host memory");
+        const int64_t n = s->n;
+        if (n > 0)
+            k_map_points<<<grid_of(n, 256), 256>>>(ns, d_s, self ? 0 : nt, d_t, frame.center[0],
+                                                   frame.center[1], 1.0 / frame.width, ws.x[0],
+                                                   ws.y[0], ws.id[0]);
+        st = build_timed(plan, s, &ws, NULL, NULL);
     }
-    if (st == FMK_OK) {
-        plan->state = s;
-        st = setup_common(plan, s, d_pts, self ? NULL : d_pts + 2 * ns);
-    }
-    if (cudaFree(d_temp) != cudaSuccess && st == FMK_OK)
-        st = fmk_cuda_fail(plan, cudaGetLastError(), "cudaFree");
     if (st == FMK_OK) {
         finish_setup(plan, s);
         plan->has_points = 1;
@@ -1423,6 +1616,19 @@ fmk_status run_eval(fmk_plan *plan, const double *charges, double *pot, double *
         CK(cudaDeviceSynchronize(), "cudaMemset");
         return FMK_OK;
     }
+    if (!on_device && !s->d_stage) { /* host calls: their staging arrays, once */
+        const size_t bc = (size_t)(8 * cw * ns + 255) / 256 * 256;
+        const size_t bp = (size_t)(8 * cw * nt + 255) / 256 * 256, bg = (size_t)(16 * nt);
+        CS(fmk_cuda_alloc(plan, &s->d_stage, bc + bp + bg, "the host calls' staging arrays",
+                          (long long)(plan->state_bytes_device + bc + bp + bg)));
+        s->d_charges = (double *)s->d_stage;
+        s->d_pot = (double *)((char *)s->d_stage + bc);
+        s->d_grad = (double *)((char *)s->d_stage + bc + bp);
+        plan->state_bytes_device += (int64_t)(bc + bp + bg);
+        plan->info.bytes_device = plan->state_bytes_device;
+        out_pot = pot ? s->d_pot : NULL;
+        out_grad = grad ? s->d_grad : NULL;
+    }
     if (!on_device) {
         CK(cudaMemcpy(s->d_charges, charges, (size_t)ns * cw * sizeof(double),
                       cudaMemcpyHostToDevice),
@@ -1459,7 +1665,7 @@ fmk_status run_eval(fmk_plan *plan, const double *charges, double *pot, double *
         k_m2m<<<grid_of(32 * ((int64_t)1 << (2 * l)), B), B, sm>>>(a, l);
     CK(cudaEventRecord(s->ev[3], 0), "cudaEventRecord");
     if (nb > 1)
-        k_m2l<<<grid_of(32 * (nb - 1), B), B, sm>>>(a, s->d_weak_begin, s->d_weak, s->d_near_begin,
+        k_m2l<<<grid_of(32 * (nb - 1), B), B, m2l_smem(p)>>>(a, s->d_weak_begin, s->d_weak, s->d_near_begin,
                                                     s->d_near, s->d_kind, nb);
     CK(cudaEventRecord(s->ev[4], 0), "cudaEventRecord");
     for (int l = 2; l <= L; l++)
@@ -1471,7 +1677,7 @@ fmk_status run_eval(fmk_plan *plan, const double *charges, double *pot, double *
                                           s->d_qzero);
     CK(cudaEventRecord(s->ev[7], 0), "cudaEventRecord");
     CK(cudaGetLastError(), "the 2D FMM kernels");
-    k_output<<<grid_of(nt, 256), 256>>>(nt, is_log, s->d_trg_order, s->d_res, s->d_qzero,
+    k_output<<<grid_of(nt, 256), 256>>>(nt, is_log, s->d_trg_place, s->d_res, s->d_qzero,
                                         s->d_qtotal, plan->frame.log_width, plan->frame.pot_scale,
                                         out_pot, out_grad);
     CK(cudaGetLastError(), "the output kernel");

@@ -2,8 +2,9 @@
  * engine (the same tree, so the results agree to rounding) and against direct sums, for both
  * kernels on uniform, normal, layer, duplicated and outlier sets at eps 1e-3 .. 1e-13, with
  * separate targets; N = 1, 2, identical points; the device-pointer paths (set_points_device,
- * eval_device) against host calls; a non-finite charge on the device; out of device memory
- * (not with --quick). --quick: small sizes (for compute-sanitizer). Exit 77 without a GPU. */
+ * eval_device) against host calls; a non-finite charge on the device; 2^20 points against the
+ * CPU and repeated, and out of device memory (not with --quick). --quick: small sizes (for
+ * compute-sanitizer). Exit 77 without a GPU. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -132,6 +133,33 @@ static void test_accuracy(void)
     free(x), free(q), free(y);
 }
 
+/* 2^20 points (not with --quick): the first 8 splits sort all points at once, the rest run a
+ * block per segment, many blocks at a time. The same tree as the CPU's: results that agree to
+ * rounding (1e-12, where another tree would differ by the truncation error, ~1e-9), and two GPU
+ * runs identical to the bit. */
+static void test_large(void)
+{
+    const int64_t n = (int64_t)1 << 20;
+    double *x = test_alloc(2 * n), *q = test_alloc(2 * n);
+    double *p1 = test_alloc(2 * n), *g1 = test_alloc(2 * n), *p2 = test_alloc(2 * n),
+           *g2 = test_alloc(2 * n), *cp = test_alloc(2 * n), *cg = test_alloc(2 * n);
+    for (int d = UNIFORM; d <= LAYER; d++) {
+        make_points(d, n, 90 + d, x);
+        test_charges(n, 1, 95 + d, q);
+        check_context("%s, 2^20 points", dist_names[d]);
+        const fmk_kernel k = FMK_KERNEL_CAUCHY2D;
+        CHECK_STATUS(run(FMK_BACKEND_CUDA, k, 1e-6, n, x, q, 0, NULL, p1, g1, NULL), FMK_OK);
+        CHECK_STATUS(run(FMK_BACKEND_CUDA, k, 1e-6, n, x, q, 0, NULL, p2, g2, NULL), FMK_OK);
+        CHECK_STATUS(run(FMK_BACKEND_CPU, k, 1e-6, n, x, q, 0, NULL, cp, cg, NULL), FMK_OK);
+        const double dp = test_rel_l2(p1, cp, 2 * n), dg = test_rel_l2(g1, cg, 2 * n);
+        printf("  cauchy2d %-10s 2^20 points: gpu-cpu %.1e %.1e\n", dist_names[d], dp, dg);
+        CHECK_MSG(dp <= 1e-12 && dg <= 1e-12, "gpu and cpu differ: %.3e %.3e", dp, dg);
+        CHECK_MSG(memcmp(p1, p2, 16 * n) == 0 && memcmp(g1, g2, 16 * n) == 0,
+                  "two runs differ: %.3e %.3e", test_rel_l2(p1, p2, 2 * n), test_rel_l2(g1, g2, 2 * n));
+    }
+    free(x), free(q), free(p1), free(g1), free(p2), free(g2), free(cp), free(cg);
+}
+
 /* N = 1, 2, 3 and identical points. */
 static void test_edges(void)
 {
@@ -251,6 +279,8 @@ int main(int argc, char **argv)
     test_edges();
     test_device_paths();
     test_accuracy();
+    if (!quick)
+        test_large();
     if (!quick)
         test_oom();
     return check_summary();
