@@ -69,8 +69,6 @@ template <typename R> struct consts {
     R eps2, e15, e25, logw;
 };
 
-__device__ __forceinline__ float rsqrt_plain(float x) { return rsqrtf(x); /* MUFU.RSQ */ }
-
 
 __device__ __forceinline__ float log_(float x) { return __logf(x); }
 __device__ __forceinline__ double log_(double x) { return log(x); }

@@ -1,5 +1,7 @@
-/* rsqrt.cuh -- 1/sqrt(x) in fp64 for the pair loops of the direct engine (p2p.cu) and the 3D
- * FMM's P2P (fmm3d.cu): the MUFU.RSQ64H seed and one third-order correction. */
+/* rsqrt.cuh -- 1/sqrt(x) for the pair loops of the direct engine (p2p.cu) and the 3D FMM's P2P
+ * (fmm3d.cu): in fp32 MUFU.RSQ; in fp64 the MUFU.RSQ64H seed and one third-order correction.
+ * Every overload of a name is declared here, in one scope: a caller's own overload of the same
+ * name would hide these from its namespace (the fp64 call then binding to the fp32 one). */
 #ifndef FMMKIT_CUDA_RSQRT_CUH
 #define FMMKIT_CUDA_RSQRT_CUH
 
@@ -26,5 +28,6 @@ __device__ __forceinline__ double rsqrt_masked(double x)
     return rsqrt_refine(x, __hiloint2double(hi, __double2loint(y)));
 }
 __device__ __forceinline__ double rsqrt_plain(double x) { return rsqrt_refine(x, rsqrt_seed(x)); }
+__device__ __forceinline__ float rsqrt_plain(float x) { return rsqrtf(x); /* MUFU.RSQ */ }
 
 #endif /* FMMKIT_CUDA_RSQRT_CUH */
