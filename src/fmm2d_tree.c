@@ -2,6 +2,9 @@
  * definitions are in fmm2d.h; cuda/fmm2d.cu builds the same arrays on the GPU). */
 #include <stdlib.h>
 #include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "fmm2d.h"
 #include "tree3d.h"
@@ -58,40 +61,36 @@ void fmk_fmm2d_tree_free(fmk_fmm2d_tree *t)
     memset(t, 0, sizeof *t);
 }
 
-/* Segments of at least this many points are sorted by fmk_tree3d_sort's radix sort instead of
- * qsort (the tree of 2^20 uniform points on 2 cores: 1.18 -> 0.44 s; docs/fmm2d.md). */
-enum { RADIX_MIN = 1024 };
+/* Segments of at least this many points are sorted by the project's radix sort on the key's
+ * bits (fmk_tree3d_sort_ws, 11-bit digits) instead of qsort; the same (key, position) order.
+ * (The tree of 2^20 uniform points on 2 cores: 1.18 -> 0.44 s; docs/fmm2d.md.) */
+enum { RADIX_MIN = 256 };
 
-/* Sorts kp[0 .. n) by (key, pos), the positions being increasing on entry: a stable sort by key.
- * Returns 0, or -1 when out of memory (kp unchanged). */
-static int radix_sort(key_pos *kp, int64_t n, int threads)
+static int thread_num(void)
 {
-    uint64_t *keys = malloc(sizeof(uint64_t) * (size_t)n);
-    int64_t *pos = malloc(sizeof(int64_t) * (size_t)n);
-    int rc = -1;
-    if (keys && pos) {
-        for (int64_t i = 0; i < n; i++)
-            keys[i] = kp[i].key, pos[i] = kp[i].pos;
-        rc = fmk_tree3d_sort(keys, pos, n, threads);
-        if (rc == 0)
-            for (int64_t i = 0; i < n; i++)
-                kp[i].key = keys[i], kp[i].pos = pos[i];
-    }
-    free(keys), free(pos);
-    return rc;
+#ifdef _OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
 }
 
 /* Sorts n points (x, y, id) into box order over 2L splits and records each level's
- * bounding boxes (box_lo, box_hi: 2 per box, global index). */
+ * bounding boxes (box_lo, box_hi: 2 per box, global index). Every array is allocated once
+ * here (fresh pages per segment cost more than the sorts where page faults are slow). */
 static int sort_points(int64_t n, int L, double *x, double *y, int64_t *id, double *box_lo,
                        double *box_hi, int threads)
 {
-    key_pos *kp = malloc(sizeof *kp * (size_t)(n > 0 ? n : 1));
-    double *x2 = malloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
-    double *y2 = malloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
-    int64_t *id2 = malloc(sizeof(int64_t) * (size_t)(n > 0 ? n : 1));
-    if (!kp || !x2 || !y2 || !id2) {
-        free(kp), free(x2), free(y2), free(id2);
+    const size_t n1 = (size_t)(n > 0 ? n : 1);
+    key_pos *kp = malloc(sizeof *kp * n1);
+    double *x2 = malloc(sizeof(double) * n1), *y2 = malloc(sizeof(double) * n1);
+    int64_t *id2 = malloc(sizeof(int64_t) * n1);
+    uint64_t *keys = malloc(sizeof(uint64_t) * n1), *keys2 = malloc(sizeof(uint64_t) * n1);
+    int64_t *pos = malloc(sizeof(int64_t) * n1), *pos2 = malloc(sizeof(int64_t) * n1);
+    int64_t *hist = malloc(sizeof(int64_t) * (size_t)threads * FMK_TREE3D_SORT_RADIX);
+    if (!kp || !x2 || !y2 || !id2 || !keys || !keys2 || !pos || !pos2 || !hist) {
+        free(kp), free(x2), free(y2), free(id2), free(keys), free(keys2), free(pos), free(pos2);
+        free(hist);
         return -1;
     }
     for (int s = 0; s <= 2 * L; s++) {
@@ -113,18 +112,26 @@ static int sort_points(int64_t n, int L, double *x, double *y, int64_t *id, doub
                 continue;
             const int axis = fmk_fmm2d_axis(lo, hi);
             const double *c = axis == 0 ? x : y;
-            for (int64_t i = a; i < e; i++)
-                kp[i].key = fmk_fmm2d_key(c[i], lo[axis], hi[axis], s), kp[i].pos = i;
+            const int64_t *order;
             if (e - a >= RADIX_MIN) {
-                /* large segments: the project's radix sort (stable, so the same (key, position)
-                 * order as the comparison sort), with the threads while segments are few */
-                if (radix_sort(kp + a, e - a, outer ? 1 : threads) != 0)
-                    qsort(kp + a, (size_t)(e - a), sizeof *kp, cmp_key_pos);
+                /* large segments: the radix sort (stable, so the same (key, position) order as
+                 * the comparison sort), with the threads while segments are few */
+                for (int64_t i = a; i < e; i++)
+                    keys[i] = fmk_fmm2d_key(c[i], lo[axis], hi[axis], s), pos[i] = i;
+                fmk_tree3d_sort_ws(keys + a, pos + a, e - a, outer ? 1 : threads,
+                                   fmk_fmm2d_key_bits(s), keys2 + a, pos2 + a,
+                                   hist + (outer ? (size_t)thread_num() * FMK_TREE3D_SORT_RADIX : 0));
+                order = pos + a;
             } else {
+                for (int64_t i = a; i < e; i++)
+                    kp[i].key = fmk_fmm2d_key(c[i], lo[axis], hi[axis], s), kp[i].pos = i;
                 qsort(kp + a, (size_t)(e - a), sizeof *kp, cmp_key_pos);
+                for (int64_t i = a; i < e; i++)
+                    pos[i] = kp[i].pos;
+                order = pos + a;
             }
             for (int64_t i = a; i < e; i++) {
-                const int64_t j = kp[i].pos;
+                const int64_t j = order[i - a];
                 x2[i] = x[j], y2[i] = y[j], id2[i] = id[j];
             }
             memcpy(x + a, x2 + a, sizeof(double) * (size_t)(e - a));
@@ -132,7 +139,8 @@ static int sort_points(int64_t n, int L, double *x, double *y, int64_t *id, doub
             memcpy(id + a, id2 + a, sizeof(int64_t) * (size_t)(e - a));
         }
     }
-    free(kp), free(x2), free(y2), free(id2);
+    free(kp), free(x2), free(y2), free(id2), free(keys), free(keys2), free(pos), free(pos2);
+    free(hist);
     return 0;
 }
 

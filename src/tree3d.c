@@ -55,6 +55,7 @@ uint64_t fmk_tree3d_key(double x, double y, double z)
  * ------------------------------------------------------------------------------------------ */
 
 enum { RADIX_BITS = 11, RADIX = 1 << RADIX_BITS, KEY_BITS = 3 * FMK_TREE_KEY_BITS };
+_Static_assert((int)RADIX == (int)FMK_TREE3D_SORT_RADIX, "tree3d.h's histogram size");
 
 static int thread_id(void)
 {
@@ -76,22 +77,37 @@ static int thread_count(void)
 
 int fmk_tree3d_sort(uint64_t *keys, int64_t *index, int64_t n, int threads)
 {
+    return fmk_tree3d_sort_bits(keys, index, n, threads, KEY_BITS);
+}
+
+int fmk_tree3d_sort_bits(uint64_t *keys, int64_t *index, int64_t n, int threads, int bits)
+{
+    if (n <= 1)
+        return 0;
+    if (threads < 1)
+        threads = 1;
+    uint64_t *k2 = malloc(sizeof(uint64_t) * (size_t)n);
+    int64_t *i2 = malloc(sizeof(int64_t) * (size_t)n);
+    int64_t *hist = malloc(sizeof(int64_t) * (size_t)threads * FMK_TREE3D_SORT_RADIX);
+    int rc = -1;
+    if (k2 && i2 && hist)
+        rc = fmk_tree3d_sort_ws(keys, index, n, threads, bits, k2, i2, hist);
+    free(k2), free(i2), free(hist);
+    return rc;
+}
+
+int fmk_tree3d_sort_ws(uint64_t *keys, int64_t *index, int64_t n, int threads, int bits,
+                       uint64_t *k2, int64_t *i2, int64_t *hist)
+{
     if (n <= 1)
         return 0;
     if (threads < 1)
         threads = 1;
     if (n < 4096)
         threads = 1;
-    uint64_t *k2 = malloc(sizeof(uint64_t) * (size_t)n);
-    int64_t *i2 = malloc(sizeof(int64_t) * (size_t)n);
-    int64_t *hist = malloc(sizeof(int64_t) * (size_t)threads * RADIX);
-    if (!k2 || !i2 || !hist) {
-        free(k2), free(i2), free(hist);
-        return -1;
-    }
     uint64_t *ks = keys, *kd = k2;
     int64_t *is = index, *id = i2;
-    for (int shift = 0; shift < KEY_BITS; shift += RADIX_BITS) {
+    for (int shift = 0; shift < bits && shift < 64; shift += RADIX_BITS) {
         int skip = 0;
 #pragma omp parallel num_threads(threads)
         {
@@ -136,7 +152,6 @@ int fmk_tree3d_sort(uint64_t *keys, int64_t *index, int64_t n, int threads)
         memcpy(keys, ks, sizeof(uint64_t) * (size_t)n);
         memcpy(index, is, sizeof(int64_t) * (size_t)n);
     }
-    free(k2), free(i2), free(hist);
     return 0;
 }
 

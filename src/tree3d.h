@@ -90,6 +90,13 @@ uint64_t fmk_tree3d_key(double x, double y, double z);
  * digits, OpenMP histograms; a pass whose digit is the same for all keys is skipped). Pass
  * index[s] = s to get the order by (key, index). Returns 0, or -1 when out of memory. */
 int fmk_tree3d_sort(uint64_t *keys, int64_t *index, int64_t n, int threads);
+/* The same for keys below 2^bits: only the digits that can differ are passed over. */
+int fmk_tree3d_sort_bits(uint64_t *keys, int64_t *index, int64_t n, int threads, int bits);
+/* The same with the caller's workspace (nothing allocated; returns 0): k2, i2 of n entries,
+ * hist of threads * FMK_TREE3D_SORT_RADIX (threads is taken as 1 below 4096 keys). */
+enum { FMK_TREE3D_SORT_RADIX = 2048 };
+int fmk_tree3d_sort_ws(uint64_t *keys, int64_t *index, int64_t n, int threads, int bits,
+                       uint64_t *k2, int64_t *i2, int64_t *hist);
 
 /* Builds the tree of n points (interleaved mapped coordinates) with at most leaf_size (>= 1)
  * points per leaf below the depth cap. *tree is overwritten (free it with fmk_tree3d_free).
