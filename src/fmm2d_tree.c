@@ -2,9 +2,6 @@
  * definitions are in fmm2d.h; cuda/fmm2d.cu builds the same arrays on the GPU). */
 #include <stdlib.h>
 #include <string.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #include "fmm2d.h"
 #include "tree3d.h"
@@ -66,15 +63,6 @@ void fmk_fmm2d_tree_free(fmk_fmm2d_tree *t)
  * (The tree of 2^20 uniform points on 2 cores: 1.18 -> 0.44 s; docs/fmm2d.md.) */
 enum { RADIX_MIN = 256 };
 
-static int thread_num(void)
-{
-#ifdef _OPENMP
-    return omp_get_thread_num();
-#else
-    return 0;
-#endif
-}
-
 /* Sorts n points (x, y, id) into box order over 2L splits and records each level's
  * bounding boxes (box_lo, box_hi: 2 per box, global index). Every array is allocated once
  * here (fresh pages per segment cost more than the sorts where page faults are slow). */
@@ -120,7 +108,7 @@ static int sort_points(int64_t n, int L, double *x, double *y, int64_t *id, doub
                     keys[i] = fmk_fmm2d_key(c[i], lo[axis], hi[axis], s), pos[i] = i;
                 fmk_tree3d_sort_ws(keys + a, pos + a, e - a, outer ? 1 : threads,
                                    fmk_fmm2d_key_bits(s), keys2 + a, pos2 + a,
-                                   hist + (outer ? (size_t)thread_num() * FMK_TREE3D_SORT_RADIX : 0));
+                                   hist + (outer ? (size_t)fmk_thread_num() * FMK_TREE3D_SORT_RADIX : 0));
                 order = pos + a;
             } else {
                 for (int64_t i = a; i < e; i++)

@@ -260,18 +260,9 @@ static void split_points(const fmk_plan *plan, fmm_cpu *s, int64_t *sources_befo
     }
 }
 
-static int thread_num(void)
-{
-#ifdef _OPENMP
-    return omp_get_thread_num();
-#else
-    return 0;
-#endif
-}
-
 static double *thread_work(fmm_cpu *s)
 {
-    return s->work + fmk_fmm3d_work_size(&s->ops) * thread_num();
+    return s->work + fmk_fmm3d_work_size(&s->ops) * fmk_thread_num();
 }
 
 /* Octant of a child within its parent: bit 2 x, bit 1 y, bit 0 z (1: upper half). */
@@ -647,7 +638,7 @@ static fmk_status fmm_eval(fmk_plan *plan, const double *charges, double *pot, d
 #pragma omp parallel for schedule(dynamic, 1) num_threads(th)
     for (int64_t blk = 0; blk < n_blocks; blk++) {
         enum { LD = FMK_FMM3D_BLOCK };
-        double *X = s->m2l_buf + m2l_buf_size(s->order) * thread_num();
+        double *X = s->m2l_buf + m2l_buf_size(s->order) * fmk_thread_num();
         double *Y = X + LD * nc2, *T = Y + LD * nc2;
         const int64_t b0 = blk * M2L_NODES, b1 = b0 + M2L_NODES < k ? b0 + M2L_NODES : k;
         const int64_t e1 = l->v_begin[b1];

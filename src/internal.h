@@ -24,11 +24,34 @@
 
 #include "fmmkit.h"
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 #define FMK_ERROR_LEN 512
+
+/* The calling thread's number in its OpenMP team, and the team's size (0 and 1 without
+ * OpenMP). */
+static inline int fmk_thread_num(void)
+{
+#ifdef _OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
+}
+static inline int fmk_thread_count(void)
+{
+#ifdef _OPENMP
+    return omp_get_num_threads();
+#else
+    return 1;
+#endif
+}
 
 /* Inner loops built for the widest vector unit the running CPU has (GCC dispatches at load
  * time), so the installed library is portable yet uses AVX2 / AVX-512 where they exist.

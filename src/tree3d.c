@@ -57,24 +57,6 @@ uint64_t fmk_tree3d_key(double x, double y, double z)
 enum { RADIX_BITS = 11, RADIX = 1 << RADIX_BITS, KEY_BITS = 3 * FMK_TREE_KEY_BITS };
 _Static_assert((int)RADIX == (int)FMK_TREE3D_SORT_RADIX, "tree3d.h's histogram size");
 
-static int thread_id(void)
-{
-#ifdef _OPENMP
-    return omp_get_thread_num();
-#else
-    return 0;
-#endif
-}
-
-static int thread_count(void)
-{
-#ifdef _OPENMP
-    return omp_get_num_threads();
-#else
-    return 1;
-#endif
-}
-
 int fmk_tree3d_sort(uint64_t *keys, int64_t *index, int64_t n, int threads)
 {
     return fmk_tree3d_sort_bits(keys, index, n, threads, KEY_BITS);
@@ -111,7 +93,7 @@ int fmk_tree3d_sort_ws(uint64_t *keys, int64_t *index, int64_t n, int threads, i
         int skip = 0;
 #pragma omp parallel num_threads(threads)
         {
-            const int t = thread_id(), nt = thread_count();
+            const int t = fmk_thread_num(), nt = fmk_thread_count();
             const int64_t a = n * t / nt, b = n * (t + 1) / nt;
             int64_t *h = hist + (size_t)t * RADIX;
             memset(h, 0, sizeof(int64_t) * RADIX);
