@@ -229,18 +229,24 @@ fmk_status fmk_plan_create(fmk_plan **plan, int dim, fmk_kernel kernel, double e
     return FMK_OK;
 }
 
+/* Loops over the caller's arrays (validation, bounding box, mapping) use the plan's threads
+ * from this many values on. */
+enum { PAR_MIN = 1 << 16 };
+
 /* First non-finite value of an (n, dim) array, or -1. */
-static int64_t first_nonfinite(const double *x, int64_t count)
+static int64_t first_nonfinite(const double *x, int64_t count, int threads)
 {
+    int64_t first = count;
+#pragma omp parallel for reduction(min : first) num_threads(threads) if (count >= PAR_MIN)
     for (int64_t i = 0; i < count; i++)
-        if (!isfinite(x[i]))
-            return i;
-    return -1;
+        if (!isfinite(x[i]) && i < first)
+            first = i;
+    return first < count ? first : -1;
 }
 
 static fmk_status check_points(fmk_plan *plan, const char *what, int64_t n, const double *x)
 {
-    int64_t bad = first_nonfinite(x, n * plan->dim);
+    int64_t bad = first_nonfinite(x, n * plan->dim, plan->threads);
     if (bad >= 0)
         return fmk_error_set(plan, FMK_ERR_NONFINITE, "%s[%lld][%d] is %g; points must be finite",
                              what, (long long)(bad / plan->dim), (int)(bad % plan->dim), x[bad]);
@@ -249,20 +255,25 @@ static fmk_status check_points(fmk_plan *plan, const char *what, int64_t n, cons
 
 /* Bounding box of both point sets (host arrays). Empty sets leave lo > hi. */
 static void bounding_box(int dim, int64_t ns, const double *s, int64_t nt, const double *t,
-                         double lo[3], double hi[3])
+                         double lo[3], double hi[3], int threads)
 {
-    for (int k = 0; k < 3; k++)
-        lo[k] = INFINITY, hi[k] = -INFINITY;
+    double l0 = INFINITY, l1 = INFINITY, l2 = INFINITY;
+    double h0 = -INFINITY, h1 = -INFINITY, h2 = -INFINITY;
     for (int pass = 0; pass < 2; pass++) {
         const double *x = pass ? t : s;
-        int64_t n = pass ? nt : ns;
-        for (int64_t i = 0; i < n; i++)
-            for (int k = 0; k < dim; k++) {
-                double v = x[dim * i + k];
-                lo[k] = v < lo[k] ? v : lo[k];
-                hi[k] = v > hi[k] ? v : hi[k];
-            }
+        const int64_t n = pass ? nt : ns;
+#pragma omp parallel for reduction(min : l0, l1, l2) reduction(max : h0, h1, h2) \
+    num_threads(threads) if (n * dim >= PAR_MIN)
+        for (int64_t i = 0; i < n; i++) {
+            const double *p = x + dim * i;
+            l0 = p[0] < l0 ? p[0] : l0, h0 = p[0] > h0 ? p[0] : h0;
+            l1 = p[1] < l1 ? p[1] : l1, h1 = p[1] > h1 ? p[1] : h1;
+            if (dim == 3)
+                l2 = p[2] < l2 ? p[2] : l2, h2 = p[2] > h2 ? p[2] : h2;
+        }
     }
+    lo[0] = l0, lo[1] = l1, lo[2] = l2;
+    hi[0] = h0, hi[1] = h1, hi[2] = h2;
 }
 
 fmk_status fmk_plan_frame_from_box(fmk_plan *plan, const double lo_in[3], const double hi_in[3],
@@ -307,9 +318,11 @@ fmk_status fmk_plan_frame_from_box(fmk_plan *plan, const double lo_in[3], const 
     return FMK_OK;
 }
 
-static void map_points(const fmk_frame *f, int dim, int64_t n, const double *x, double *out)
+static void map_points(const fmk_frame *f, int dim, int64_t n, const double *x, double *out,
+                       int threads)
 {
     const double inv = 1.0 / f->width;
+#pragma omp parallel for num_threads(threads) if (n * dim >= PAR_MIN)
     for (int64_t i = 0; i < n; i++)
         for (int k = 0; k < dim; k++)
             out[dim * i + k] = 1.5 + (x[dim * i + k] - f->center[k]) * inv;
@@ -360,18 +373,25 @@ fmk_status fmk_plan_set_points(fmk_plan *plan, int64_t n_sources, const double *
     fmk_frame frame;
     if (st == FMK_OK) {
         double lo[3], hi[3];
-        bounding_box(dim, n_sources, sources, self ? 0 : n_targets, targets, lo, hi);
+        bounding_box(dim, n_sources, sources, self ? 0 : n_targets, targets, lo, hi, plan->threads);
         st = fmk_plan_frame_from_box(plan, lo, hi, &frame);
     }
     if (st != FMK_OK)
         return st;
 
-    /* Validation passed: from here a failure leaves the plan without points. */
+    /* Validation passed: from here a failure leaves the plan without points. The host copies
+     * are kept when the sizes repeat (new pages cost more than the copy into them). */
+    double *keep_s = NULL, *keep_t = NULL;
+    if (plan->sources && plan->n_sources == n_sources && (plan->targets == plan->sources) == self &&
+        (self || plan->n_targets == n_targets)) {
+        keep_s = plan->sources, keep_t = plan->targets;
+        plan->sources = plan->targets = NULL;
+    }
     fmk_plan_drop_points(plan);
     size_t sbytes = (size_t)(n_sources > 0 ? n_sources : 1) * dim * sizeof(double);
     size_t tbytes = (size_t)(n_targets > 0 ? n_targets : 1) * dim * sizeof(double);
-    plan->sources = malloc(sbytes);
-    plan->targets = self ? plan->sources : malloc(tbytes);
+    plan->sources = keep_s ? keep_s : malloc(sbytes);
+    plan->targets = self ? plan->sources : keep_t ? keep_t : malloc(tbytes);
     if (!plan->sources || !plan->targets) {
         fmk_plan_drop_points(plan);
         return fmk_error_set(plan, FMK_ERR_NOMEM, "out of host memory copying %zu bytes of points",
@@ -381,9 +401,9 @@ fmk_status fmk_plan_set_points(fmk_plan *plan, int64_t n_sources, const double *
     plan->self = self;
     plan->n_sources = n_sources;
     plan->n_targets = n_targets;
-    map_points(&frame, dim, n_sources, sources, plan->sources);
+    map_points(&frame, dim, n_sources, sources, plan->sources, plan->threads);
     if (!self)
-        map_points(&frame, dim, n_targets, targets, plan->targets);
+        map_points(&frame, dim, n_targets, targets, plan->targets, plan->threads);
 
     st = plan->engine->setup(plan);
     if (st != FMK_OK) {
@@ -457,7 +477,7 @@ static fmk_status check_eval(fmk_plan *plan, const char *fn, const double *charg
 static fmk_status eval_host(fmk_plan *plan, const double *charges, double *pot, double *grad)
 {
     const int64_t nc = plan->n_sources * fmk_kernel_width(plan->kernel);
-    int64_t bad = first_nonfinite(charges, nc);
+    int64_t bad = first_nonfinite(charges, nc, plan->threads);
     if (bad >= 0)
         return fmk_error_set(plan, FMK_ERR_NONFINITE, "charges[%lld] is %g; charges must be finite",
                              (long long)(bad / fmk_kernel_width(plan->kernel)), charges[bad]);
@@ -499,7 +519,7 @@ fmk_status fmk_plan_eval_many(fmk_plan *plan, int64_t n_vectors, const double *c
     /* Check every vector before writing any output, so a bad one leaves all untouched. */
     int64_t nc = plan->n_sources * w;
     for (int64_t v = 0; v < n_vectors; v++) {
-        int64_t bad = first_nonfinite(charges + v * nc, nc);
+        int64_t bad = first_nonfinite(charges + v * nc, nc, plan->threads);
         if (bad >= 0)
             return fmk_error_set(plan, FMK_ERR_NONFINITE,
                                  "charge vector %lld: charges[%lld] is %g; charges must be finite",
