@@ -1,6 +1,8 @@
 /* test_inputs.c -- bad and edge-case input: NaN/Inf in sources, targets and charges; empty and
  * tiny point sets; eval_many against single evaluations; fmk_plan_memory and fmk_plan_info;
- * a failed set_points keeps the old points; names round-trip; the one-shot call. */
+ * a failed set_points keeps the old points; set_points again with the same sizes equals a fresh
+ * plan; a non-finite point deep in a large set is reported at its index; names round-trip; the
+ * one-shot call. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -335,6 +337,63 @@ static void points_are_copied(void)
     free(src), free(q), free(p0), free(p1);
 }
 
+/* set_points again with the same sizes (the plan keeps its host copies) and new points, with
+ * and without separate targets, gives what a fresh plan gives. */
+static void set_points_again(void)
+{
+    const int64_t n = 50, m = 20;
+    double *a = test_alloc(3 * n), *b = test_alloc(3 * n), *t1 = test_alloc(3 * m),
+           *t2 = test_alloc(3 * m), *q = test_alloc(n);
+    double *p0 = test_alloc(n), *p1 = test_alloc(n), *g0 = test_alloc(3 * n), *g1 = test_alloc(3 * n);
+    test_points(TEST_DIST_CUBE, n, 21, a);
+    test_points(TEST_DIST_PLUMMER, n, 22, b);
+    test_points(TEST_DIST_CUBE, m, 23, t1);
+    test_points(TEST_DIST_PLUMMER, m, 24, t2);
+    test_charges(n, 0, 25, q);
+    fmk_plan *plan = make_plan(FMK_KERNEL_LAPLACE, 1), *fresh = make_plan(FMK_KERNEL_LAPLACE, 1);
+    if (!plan || !fresh)
+        return;
+    check_context("set_points again, same sizes");
+    /* (sources, targets) in turn: a then b at the sources, a with t1 then b with t2, then b at
+     * the sources again (n targets, as before, but no separate array) */
+    const double *srcs[] = {a, b, a, b, b};
+    const double *trgs[] = {NULL, NULL, t1, t2, NULL};
+    for (int k = 0; k < 5; k++) {
+        const int64_t nt = trgs[k] ? m : 0, mo = trgs[k] ? m : n;
+        CHECK_PLAN_OK(fmk_plan_set_points(plan, n, srcs[k], nt, trgs[k]), plan);
+        CHECK_PLAN_OK(fmk_plan_eval(plan, q, p0, g0), plan);
+        CHECK_PLAN_OK(fmk_plan_set_points(fresh, n, srcs[k], nt, trgs[k]), fresh);
+        CHECK_PLAN_OK(fmk_plan_eval(fresh, q, p1, g1), fresh);
+        CHECK_MSG(test_rel_l2(p0, p1, mo) == 0 && test_rel_l2(g0, g1, 3 * mo) == 0,
+                  "case %d differs from a fresh plan", k);
+        fmk_plan_destroy(fresh);
+        fresh = make_plan(FMK_KERNEL_LAPLACE, 1);
+        if (!fresh)
+            break;
+    }
+    fmk_plan_destroy(plan), fmk_plan_destroy(fresh);
+    free(a), free(b), free(t1), free(t2), free(q), free(p0), free(p1), free(g0), free(g1);
+}
+
+/* A non-finite coordinate deep in a large set (the check runs on the plan's threads) is
+ * reported at its own index. */
+static void nonfinite_large(void)
+{
+    const int64_t n = 30000, at = 23456;
+    double *x = test_alloc(3 * n);
+    test_points(TEST_DIST_CUBE, n, 31, x);
+    x[3 * at + 1] = INFINITY;
+    x[3 * (at + 100) + 2] = NAN; /* a later one: the first is reported */
+    fmk_plan *plan = make_plan(FMK_KERNEL_LAPLACE, 0);
+    if (!plan)
+        return;
+    check_context("non-finite point in a large set");
+    CHECK_STATUS(fmk_plan_set_points(plan, n, x, 0, NULL), FMK_ERR_NONFINITE);
+    CHECK_MSG(mentions(plan, "sources[23456][1]"), "message \"%s\"", fmk_plan_last_error(plan));
+    fmk_plan_destroy(plan);
+    free(x);
+}
+
 /* The one-shot call equals a plan's result. */
 static void one_shot(fmk_kernel k)
 {
@@ -434,6 +493,8 @@ int main(void)
         one_shot(kernels[i]);
     }
     points_are_copied();
+    set_points_again();
+    nonfinite_large();
     names();
     return check_summary();
 }
