@@ -242,16 +242,8 @@ static fmk_status fmm2d_eval(fmk_plan *plan, const double *charges, double *pot,
                 grad[2 * c] = -D.re * ps * ps, grad[2 * c + 1] = -D.im * ps * ps;
         }
     }
-    fmk_info *in = &plan->info;
-    in->phase_time[FMK_PHASE_UPLOAD] = t1 - t0;
-    in->phase_time[FMK_PHASE_P2M] = t2 - t1;
-    in->phase_time[FMK_PHASE_M2M] = t3 - t2;
-    in->phase_time[FMK_PHASE_M2L] = t4 - t3;
-    in->phase_time[FMK_PHASE_L2L] = t5 - t4;
-    in->phase_time[FMK_PHASE_L2P] = t6 - t5;
-    in->phase_time[FMK_PHASE_P2P] = t7 - t6;
-    in->phase_time[FMK_PHASE_DOWNLOAD] = fmk_time_now() - t7;
-    in->phase_time[FMK_PHASE_TREE] = s->tree_time;
+    const double stamps[8] = {t0, t1, t2, t3, t4, t5, t6, t7};
+    fmk_info_fmm_phases(&plan->info, stamps, s->tree_time);
     return FMK_OK;
 }
 

@@ -144,6 +144,10 @@ void fmk_plan_drop_points(struct fmk_plan *plan);
 /* opts.c */
 int fmk_opts_resolve_threads(int requested);
 double fmk_time_now(void);      /* monotonic seconds */
+/* An FMM eval's phase times into *in from its clock readings t[0..7] (before the upload, then
+ * after upload, P2M, M2M, M2L (+P2L), L2L, L2P (+M2P), P2P; the download runs to now) and the
+ * tree time of its set_points. */
+void fmk_info_fmm_phases(fmk_info *in, const double t[8], double tree_time);
 
 /* Values per point of a kernel's charges and potential: 2 for cauchy2d, else 1. */
 static inline int fmk_kernel_width(fmk_kernel k) { return k == FMK_KERNEL_CAUCHY2D ? 2 : 1; }

@@ -139,3 +139,14 @@ double fmk_time_now(void)
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
+
+void fmk_info_fmm_phases(fmk_info *in, const double t[8], double tree_time)
+{
+    static const fmk_phase phase[7] = {FMK_PHASE_UPLOAD, FMK_PHASE_P2M, FMK_PHASE_M2M,
+                                       FMK_PHASE_M2L,    FMK_PHASE_L2L, FMK_PHASE_L2P,
+                                       FMK_PHASE_P2P};
+    for (int k = 0; k < 7; k++)
+        in->phase_time[phase[k]] = t[k + 1] - t[k];
+    in->phase_time[FMK_PHASE_DOWNLOAD] = fmk_time_now() - t[7];
+    in->phase_time[FMK_PHASE_TREE] = tree_time;
+}
