@@ -1,11 +1,12 @@
 /* fmm3d.c -- benchmark of the 3D FMM on the GPU (method fmm, backend cuda, laplace, fp64).
- * set_points (host points: tree, lists, operators, uploads) and eval (charges, potential and
+ * set_points (host points, or device points in the bar-d rows: tree, lists, operators) and eval (charges, potential and
  * gradient on the device: fmk_plan_eval_device) are timed separately, wall clock (both return
  * with the work done), median of repeats after a warm-up; the phases from fmk_info (CUDA
  * events). Errors: relative l2 of the potential and of the gradient at 1000 sampled targets
  * against a direct sum in double on the host. Prints tables, or JSON with --json.
  *
- *   fmm3d bar        2^20 uniform and Plummer at eps 1e-6: set_points, eval, phases, M2L rate
+ *   fmm3d bar        2^20 uniform and Plummer at eps 1e-6: set_points, eval, phases, M2L rate;
+ *                    rows bar: points from the host, bar-d: from the device (set_points_device)
  *   fmm3d table8     Gumerov & Duraiswami (paper 003) Table 8: N = 2^20 uniform, p = 4, 8, 12,
  *                    potential, and potential + gradient
  *   fmm3d cross      N = 2^12 .. 2^20 uniform: FMM (eps 1e-3, 1e-6) vs GPU direct and treecode
@@ -13,6 +14,8 @@
  *                    small-N floor of eval and set_points)
  *   fmm3d scale [K]  N = 2^16 .. 2^K (default 26) uniform at eps 1e-6, slope of log t vs log N
  *   fmm3d leaf P     leaf sizes at order P, 2^20 uniform (the cost model's calibration)
+ *   fmm3d cost       p = 4 .. 16 at 2^20 uniform, leaves of 32 and of 256 points (B and C of
+ *                    the cost model per p)
  *   fmm3d order [K]  errors against p = 2 .. K (default 30) for the five test distributions,
  *                    N = 10^5 (the eps -> p calibration); orderhi: p = 32 .. 48, three of them
  */
@@ -39,6 +42,7 @@ fmk_status fmk_cuda_fmm3d_setup_times(const fmk_plan *plan, double t[11]) __attr
 
 #define SAMPLES 1000
 static int json, first_row = 1;
+static int device_points; /* set_points_device with the points on the device */
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
 static double urand(void)
@@ -171,11 +175,16 @@ static int measure(fmk_method method, double eps, int order, int64_t leaf, const
     cudaMalloc((void **)&dp, 8 * (size_t)n);
     cudaMalloc((void **)&dg, 24 * (size_t)n);
     cudaMemcpy(dq, q, 8 * (size_t)n, cudaMemcpyHostToDevice);
+    double *dx = NULL;
+    if (device_points) {
+        cudaMalloc((void **)&dx, 24 * (size_t)n);
+        cudaMemcpy(dx, x, 24 * (size_t)n, cudaMemcpyHostToDevice);
+    }
     double ts[16], te[16];
     int ok = 1;
     for (int k = 0; k <= reps && ok; k++) {
         const double t0 = bench_now();
-        ok = fmk_plan_set_points(p, n, x, 0, NULL) == FMK_OK;
+        ok = (dx ? fmk_plan_set_points_device(p, n, dx, 0, NULL) : fmk_plan_set_points(p, n, x, 0, NULL)) == FMK_OK;
         const double t1 = bench_now();
         if (k > 0)
             ts[k - 1] = t1 - t0;
@@ -215,7 +224,7 @@ static int measure(fmk_method method, double eps, int order, int64_t leaf, const
             free(pot), free(grad);
         }
     }
-    cudaFree(dq), cudaFree(dp), cudaFree(dg);
+    cudaFree(dq), cudaFree(dp), cudaFree(dg), cudaFree(dx);
     fmk_plan_destroy(p);
     free(x), free(q);
     return ok ? 0 : -1;
@@ -296,9 +305,11 @@ int main(int argc, char **argv)
     const int64_t N20 = 1 << 20;
     if (!strcmp(mode, "bar")) {
         const char *dists[] = {"cube", "plummer"};
-        for (int d = 0; d < 2; d++)
-            if (measure(FMK_METHOD_FMM, 1e-6, -1, 0, dists[d], N20, 1, 5, 1, &r) == 0)
-                print_row("bar", FMK_METHOD_FMM, dists[d], N20, 1e-6, 1, &r);
+        for (device_points = 0; device_points <= 1; device_points++)
+            for (int d = 0; d < 2; d++)
+                if (measure(FMK_METHOD_FMM, 1e-6, -1, 0, dists[d], N20, 1, 5, 1, &r) == 0)
+                    print_row(device_points ? "bar-d" : "bar", FMK_METHOD_FMM, dists[d], N20, 1e-6, 1, &r);
+        device_points = 0;
     } else if (!strcmp(mode, "table8")) {
         const int orders[] = {4, 8, 12};
         for (int k = 0; k < 3; k++)
@@ -345,6 +356,15 @@ int main(int argc, char **argv)
         for (int leaf = 16; leaf <= 256; leaf = leaf * 3 / 2)
             if (measure(FMK_METHOD_FMM, 1e-6, p, leaf, "cube", N20, 1, 3, 0, &r) == 0)
                 print_row("leaf", FMK_METHOD_FMM, "cube", N20, 0, 1, &r);
+    } else if (!strcmp(mode, "cost")) {
+        /* the cost model's B (translations per box) and C (P2P per pair) against p: 2^20
+         * uniform with leaves at level 5 (leaf 100: 32 points per leaf) and level 4 (leaf 600:
+         * 256 points) */
+        const int orders[] = {4, 5, 6, 8, 10, 11, 12, 13, 14, 16};
+        for (int k = 0; k < 10; k++)
+            for (int leaf = 100; leaf <= 600; leaf += 500)
+                if (measure(FMK_METHOD_FMM, 1e-6, orders[k], leaf, "cube", N20, 1, 3, 0, &r) == 0)
+                    print_row("cost", FMK_METHOD_FMM, "cube", N20, 0, 1, &r);
     } else if (!strcmp(mode, "orderhi")) {
         const char *dists[] = {"corner", "cube", "nested"};
         for (int d = 0; d < 3; d++)

@@ -822,28 +822,26 @@ fmk_status build_matrices(fmk_plan *plan, fmm_gpu *s, const fmk_fmm3d_ops_ctx *o
     return st;
 }
 
-fmk_status setup_on_device(fmk_plan *plan, fmm_gpu *s)
+/* Device bytes of the plan's points (plan->n_sources, n_targets, self), for messages. */
+long long plan_total(const fmk_plan *plan)
+{
+    const int64_t ns = plan->n_sources, nt = plan->n_targets;
+    const int64_t np = plan->self ? ns : ns + nt;
+    return device_bytes(plan, ns, plan->self ? -1 : nt,
+                        fmk_tree3d_estimate_nodes(np, leaf_size_of(plan, order_of(plan))),
+                        FMK_FMM3D_NDIR - 27);
+}
+
+/* The geometry and the operators from the mapped points d_all (sources, then targets unless
+ * self: np * 3 doubles on the device), which are freed here. */
+fmk_status setup_on_device(fmk_plan *plan, fmm_gpu *s, double *d_all)
 {
     const double t0 = fmk_time_now();
     const int64_t ns = plan->n_sources, nt = plan->n_targets;
     const int64_t np = plan->self ? ns : ns + nt;
     const int p = s->order;
-    long long total = device_bytes(plan, ns, plan->self ? -1 : nt,
-                                   fmk_tree3d_estimate_nodes(np, s->leaf_size), FMK_FMM3D_NDIR - 27);
+    const long long total = plan_total(plan);
     fmk_status st;
-    cudaError_t err;
-    /* the mapped points, sources then targets, for the tree */
-    double *d_all = NULL;
-    st = fmk_cuda_alloc(plan, (void **)&d_all, 24 * (size_t)(np > 0 ? np : 1), "the points", total);
-    if (st != FMK_OK)
-        return st;
-    err = cudaMemcpy(d_all, plan->sources, 24 * (size_t)ns, cudaMemcpyHostToDevice);
-    if (err == cudaSuccess && !plan->self)
-        err = cudaMemcpy(d_all + 3 * ns, plan->targets, 24 * (size_t)nt, cudaMemcpyHostToDevice);
-    if (err != cudaSuccess) {
-        cudaFree(d_all);
-        return fmk_cuda_fail(plan, err, "cudaMemcpy (points to the GPU)");
-    }
     fmk_cuda_tree tree;
     memset(&tree, 0, sizeof tree);
     st = fmk_cuda_tree3d_build(plan, np, d_all, s->leaf_size, total, &tree);
@@ -916,28 +914,33 @@ fmk_status setup_on_device(fmk_plan *plan, fmm_gpu *s)
     return st;
 }
 
-fmk_status fmm_setup(fmk_plan *plan)
+fmk_status too_many(fmk_plan *plan, int64_t np)
 {
-    if (plan->n_sources + plan->n_targets > FMK_CUDA_TREE_MAX_POINTS)
-        return fmk_error_set(plan, FMK_ERR_ARG,
-                             "the GPU FMM takes at most %lld points (sources and targets together)",
-                             (long long)FMK_CUDA_TREE_MAX_POINTS);
+    if (np <= FMK_CUDA_TREE_MAX_POINTS)
+        return FMK_OK;
+    return fmk_error_set(plan, FMK_ERR_ARG,
+                         "the GPU FMM takes at most %lld points (sources and targets together)",
+                         (long long)FMK_CUDA_TREE_MAX_POINTS);
+}
+
+/* The engine's state for the plan's points, given mapped on the device (d_all, freed here) or,
+ * d_all NULL, from the plan's host copies. The plan's device is current. On failure the plan
+ * holds no state. */
+fmk_status build_state(fmk_plan *plan, double *d_all)
+{
     const double t0 = fmk_time_now();
     fmm_gpu *s = (fmm_gpu *)calloc(1, sizeof *s);
-    if (!s)
+    if (!s) {
+        cudaFree(d_all);
         return fmk_error_set(plan, FMK_ERR_NOMEM, "out of host memory");
+    }
     s->device = plan->opts.device;
     s->order = order_of(plan);
     s->leaf_size = leaf_size_of(plan, s->order);
     s->S = (s->order + 1) * (s->order + 2);
     s->cfg = m2l_config(s->S);
     plan->state = s;
-    int prev;
-    fmk_status st = fmk_cuda_enter(plan, s->device, &prev);
-    if (st != FMK_OK) {
-        fmm_release(plan);
-        return st;
-    }
+    fmk_status st = FMK_OK;
     for (; s->events < N_EV && st == FMK_OK; s->events++) {
         cudaError_t err = cudaEventCreate(&s->ev[s->events]);
         if (err != cudaSuccess)
@@ -955,20 +958,30 @@ fmk_status fmm_setup(fmk_plan *plan)
                      ? fmk_error_set(plan, FMK_ERR_DEVICE_NOMEM,
                                      "out of GPU memory starting cuBLAS; the plan needs about %lld bytes "
                                      "on the GPU",
-                                     (long long)device_bytes(plan, plan->n_sources,
-                                                             plan->self ? -1 : plan->n_targets,
-                                                             fmk_tree3d_estimate_nodes(
-                                                                 plan->n_sources + (plan->self ? 0 : plan->n_targets),
-                                                                 s->leaf_size),
-                                                             FMK_FMM3D_NDIR - 27))
+                                     plan_total(plan))
                      : fmk_error_set(plan, FMK_ERR_DEVICE, "cuBLAS could not start (status %d)", (int)bs);
         else
             s->has_blas = 1;
     }
     s->setup_time[0] = fmk_time_now() - t0;
-    if (st == FMK_OK)
-        st = setup_on_device(plan, s);
-    fmk_cuda_leave(s->device, prev);
+    const int64_t ns = plan->n_sources, nt = plan->n_targets;
+    const int64_t np = plan->self ? ns : ns + nt;
+    if (st == FMK_OK && !d_all) { /* the mapped host points, sources then targets */
+        st = fmk_cuda_alloc(plan, (void **)&d_all, 24 * (size_t)(np > 0 ? np : 1), "the points",
+                            plan_total(plan));
+        cudaError_t err = cudaSuccess;
+        if (st == FMK_OK)
+            err = cudaMemcpy(d_all, plan->sources, 24 * (size_t)ns, cudaMemcpyHostToDevice);
+        if (st == FMK_OK && err == cudaSuccess && !plan->self)
+            err = cudaMemcpy(d_all + 3 * ns, plan->targets, 24 * (size_t)nt, cudaMemcpyHostToDevice);
+        if (err != cudaSuccess)
+            st = fmk_cuda_fail(plan, err, "cudaMemcpy (points to the GPU)");
+    }
+    if (st == FMK_OK) {
+        st = setup_on_device(plan, s, d_all);
+    } else if (d_all) {
+        cudaFree(d_all);
+    }
     if (st != FMK_OK) {
         fmm_release(plan);
         return st;
@@ -979,6 +992,104 @@ fmk_status fmm_setup(fmk_plan *plan)
     plan->info.leaf_size = s->leaf_size;
     plan->info.phase_time[FMK_PHASE_TREE] = s->tree_time;
     return FMK_OK;
+}
+
+fmk_status fmm_setup(fmk_plan *plan)
+{
+    fmk_status st = too_many(plan, plan->n_sources + (plan->self ? 0 : plan->n_targets));
+    int prev;
+    if (st == FMK_OK)
+        st = fmk_cuda_enter(plan, plan->opts.device, &prev);
+    if (st != FMK_OK)
+        return st;
+    st = build_state(plan, NULL);
+    fmk_cuda_leave(plan->opts.device, prev);
+    return st;
+}
+
+/* Caller coordinates to the frame's, sources then targets into out (np * 3 doubles), rounded
+ * as plan.c's map_points (no fused multiply-add), so that device and host points give the
+ * same mapped points. */
+__global__ void k_map_points(int64_t ns, const double *__restrict__ src, int64_t nt,
+                             const double *__restrict__ trg, double cx, double cy, double cz,
+                             double inv, double *__restrict__ out)
+{
+    const int64_t n = 3 * (ns + nt);
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        const double x = i < 3 * ns ? src[i] : trg[i - 3 * ns];
+        const int k = (int)(i % 3);
+        const double c = k == 0 ? cx : k == 1 ? cy : cz;
+        out[i] = __dadd_rn(1.5, __dmul_rn(__dadd_rn(x, -c), inv));
+    }
+}
+
+/* set_points_device (the plan's points already dropped, its device current): finiteness and
+ * bounding box by one CUB reduction, the frame, the points mapped on the GPU, then the state
+ * as from host points; the host never holds the points. */
+fmk_status points_device(fmk_plan *plan, int64_t ns, const double *d_s, int64_t nt, const double *d_t)
+{
+    const int self = d_t == NULL;
+    const int64_t n_box = self ? 0 : nt;
+    if (self)
+        nt = ns;
+    const int64_t np = ns + n_box;
+    fmk_status st = too_many(plan, np);
+    if (st != FMK_OK)
+        return st;
+    plan->self = self;
+    plan->n_sources = ns, plan->n_targets = nt;
+    const long long total = plan_total(plan);
+    size_t temp_bytes = 0;
+    double lo[3] = {0, 0, 0}, hi[3] = {0, 0, 0};
+    int64_t bad = -1;
+    cudaError_t err = fmk_cuda_bounding_box(3, ns, d_s, n_box, d_t, NULL, &temp_bytes, NULL, lo, hi, &bad);
+    if (err != cudaSuccess)
+        return fmk_cuda_fail(plan, err, "cub::DeviceReduce::TransformReduce (workspace query)");
+    /* the mapped points' buffer first: a size the GPU cannot hold fails before any read */
+    double *d_all = NULL;
+    void *d_temp = NULL;
+    const size_t box_off = (temp_bytes + 255) / 256 * 256;
+    st = fmk_cuda_alloc(plan, (void **)&d_all, 24 * (size_t)(np > 0 ? np : 1), "the points", total);
+    if (st == FMK_OK)
+        st = fmk_cuda_alloc(plan, &d_temp, box_off + fmk_cuda_box_bytes(), "the bounding-box workspace",
+                            total);
+    if (st == FMK_OK) {
+        err = fmk_cuda_bounding_box(3, ns, d_s, n_box, d_t, d_temp, &temp_bytes, (char *)d_temp + box_off,
+                                    lo, hi, &bad);
+        if (err != cudaSuccess)
+            st = fmk_cuda_fail(plan, err, "cub::DeviceReduce::TransformReduce (bounding box)");
+    }
+    if (d_temp)
+        cudaFree(d_temp);
+    if (st == FMK_OK && bad >= 0)
+        st = fmk_error_set(plan, FMK_ERR_NONFINITE, "%s[%lld] is not finite; points must be finite",
+                           bad < ns ? "sources" : "targets", (long long)(bad < ns ? bad : bad - ns));
+    fmk_frame frame;
+    if (st == FMK_OK)
+        st = fmk_plan_frame_from_box(plan, lo, hi, &frame);
+    if (st == FMK_OK && np > 0) {
+        const int64_t blocks = (3 * np + 255) / 256;
+        k_map_points<<<(unsigned)(blocks < 4096 ? blocks : 4096), 256>>>(
+            ns, d_s, n_box, d_t, frame.center[0], frame.center[1], frame.center[2], 1.0 / frame.width, d_all);
+        if ((err = cudaGetLastError()) != cudaSuccess)
+            st = fmk_cuda_fail(plan, err, "the point mapping kernel");
+    }
+    if (st != FMK_OK) {
+        cudaFree(d_all);
+        return st;
+    }
+    plan->frame = frame;
+    st = build_state(plan, d_all);
+    if (st == FMK_OK)
+        plan->has_points = 1;
+    return st;
+}
+
+fmk_status fmm_set_points_device(fmk_plan *plan, int64_t ns, const double *d_s, int64_t nt,
+                                 const double *d_t)
+{
+    return fmk_cuda_set_points_device(plan, ns, d_s, nt, d_t, points_device);
 }
 
 template <int NH>
@@ -1292,6 +1403,6 @@ extern "C" fmk_status fmk_cuda_fmm3d_lists(fmk_plan *plan, fmk_fmm3d_lists *l)
 }
 
 extern "C" const fmk_engine fmk_engine_fmm_cuda = {
-    "fmm/cuda", fmm_setup, fmm_eval, fmm_memory, NULL, fmm_release, fmm_check_opts,
+    "fmm/cuda", fmm_setup, fmm_eval, fmm_memory, fmm_set_points_device, fmm_release, fmm_check_opts,
     1e-9, /* eps_min: the largest order, 32, reaches 1e-10 .. 1e-11 (docs/fmm3d_gpu.md) */
 };

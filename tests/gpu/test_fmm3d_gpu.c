@@ -5,7 +5,8 @@
  * sum in long double on sampled targets (potential <= eps, gradient <= 10 eps; eps 1e-12 is
  * below the GPU engine's reach: refused on backend cuda, done on the CPU with auto); the error falls
  * as the order rises; separate targets; N = 1, 2, identical points; device pointers; repeated
- * evaluations with new charges; out of device memory (not with --quick); the lists built on the
+ * evaluations with new charges; points given on the device (the host points' results, NaN
+ * refused); out of device memory (not with --quick); the lists built on the
  * GPU equal the host's (fmm3d_lists.c) entry for entry.
  * --quick: small sizes (for compute-sanitizer). */
 #include <math.h>
@@ -419,6 +420,73 @@ static void test_device_and_reuse(void)
     free(x), free(q), free(p1), free(g1), free(p2), free(g2);
 }
 
+/* Points given on the device give what the same points from the host give (the mapping is
+ * rounded alike, so the trees are the same; P2M's warp sums leave rounding), at the sources and
+ * at separate targets; a non-finite device point is refused with the plan left without points,
+ * and the plan takes points again afterwards. */
+static void test_points_device(void)
+{
+    const int64_t n = quick ? 3000 : 50000, m = quick ? 700 : 7000;
+    double *x = test_alloc(3 * n), *y = test_alloc(3 * m), *q = test_alloc(n);
+    double *p1 = test_alloc(n), *g1 = test_alloc(3 * n), *p2 = test_alloc(n), *g2 = test_alloc(3 * n);
+    make_points_raw(DIST_NESTED, n, 81, x); /* caller coordinates: the frame is not the identity */
+    make_points_raw(DIST_PLUMMER, m, 82, y);
+    test_charges(n, 0, 83, q);
+    double *dx, *dy, *dq, *dp, *dg;
+    cudaMalloc((void **)&dx, 24 * n), cudaMalloc((void **)&dy, 24 * m), cudaMalloc((void **)&dq, 8 * n);
+    cudaMalloc((void **)&dp, 8 * n), cudaMalloc((void **)&dg, 24 * n);
+    cudaMemcpy(dx, x, 24 * n, cudaMemcpyHostToDevice);
+    cudaMemcpy(dy, y, 24 * m, cudaMemcpyHostToDevice);
+    cudaMemcpy(dq, q, 8 * n, cudaMemcpyHostToDevice);
+    const double epss[] = {1e-3, 1e-6};
+    for (int c = 0; c < 4; c++) {
+        const int sep = c & 1;
+        const int64_t k = sep ? m : n;
+        check_context("points on the device, eps %.0e, %s", epss[c / 2], sep ? "separate targets" : "at the sources");
+        fmk_opts o = fmm_opts(FMK_BACKEND_CUDA, -1, 0);
+        fmk_plan *ph = NULL, *pd = NULL;
+        fmk_info ih, id;
+        CHECK_PLAN_OK(fmk_plan_create(&ph, 3, FMK_KERNEL_LAPLACE, epss[c / 2], &o), NULL);
+        CHECK_PLAN_OK(fmk_plan_create(&pd, 3, FMK_KERNEL_LAPLACE, epss[c / 2], &o), NULL);
+        CHECK_PLAN_OK(fmk_plan_set_points(ph, n, x, sep ? m : 0, sep ? y : NULL), ph);
+        CHECK_PLAN_OK(fmk_plan_eval_device(ph, dq, dp, dg), ph);
+        cudaMemcpy(p1, dp, 8 * k, cudaMemcpyDeviceToHost), cudaMemcpy(g1, dg, 24 * k, cudaMemcpyDeviceToHost);
+        CHECK_PLAN_OK(fmk_plan_set_points_device(pd, n, dx, sep ? m : 0, sep ? dy : NULL), pd);
+        CHECK_PLAN_OK(fmk_plan_eval_device(pd, dq, dp, dg), pd);
+        cudaMemcpy(p2, dp, 8 * k, cudaMemcpyDeviceToHost), cudaMemcpy(g2, dg, 24 * k, cudaMemcpyDeviceToHost);
+        fmk_plan_info(ph, &ih), fmk_plan_info(pd, &id);
+        const double ep = test_rel_l2(p2, p1, k), eg = test_rel_l2(g2, g1, 3 * k);
+        printf("  points on the device, eps %.0e, %s: levels %d / %d, differ from host points by "
+               "pot %.1e grad %.1e\n", epss[c / 2], sep ? "targets" : "sources", id.levels, ih.levels, ep, eg);
+        CHECK(id.levels == ih.levels && id.order == ih.order && id.n_targets == k);
+        CHECK_MSG(ep < 1e-14 && eg < 1e-14, "pot %.3e grad %.3e", ep, eg);
+        if (c == 3) {
+            /* a non-finite point: refused, the plan keeps no points, and takes points again */
+            const double nan = NAN, inf = INFINITY;
+            cudaMemcpy(dx + 3 * (n / 3) + 1, &nan, 8, cudaMemcpyHostToDevice);
+            fmk_status st = fmk_plan_set_points_device(pd, n, dx, m, dy);
+            CHECK_MSG(st == FMK_ERR_NONFINITE && strstr(fmk_plan_last_error(pd), "sources["),
+                      "status %d: %s", (int)st, fmk_plan_last_error(pd));
+            CHECK(fmk_plan_eval_device(pd, dq, dp, dg) == FMK_ERR_STATE);
+            cudaMemcpy(dx + 3 * (n / 3) + 1, x + 3 * (n / 3) + 1, 8, cudaMemcpyHostToDevice);
+            cudaMemcpy(dy + 3 * (m - 1) + 2, &inf, 8, cudaMemcpyHostToDevice);
+            st = fmk_plan_set_points_device(pd, n, dx, m, dy);
+            CHECK_MSG(st == FMK_ERR_NONFINITE && strstr(fmk_plan_last_error(pd), "targets["),
+                      "status %d: %s", (int)st, fmk_plan_last_error(pd));
+            CHECK(fmk_plan_eval_device(pd, dq, dp, dg) == FMK_ERR_STATE);
+            cudaMemcpy(dy + 3 * (m - 1) + 2, y + 3 * (m - 1) + 2, 8, cudaMemcpyHostToDevice);
+            CHECK_PLAN_OK(fmk_plan_set_points_device(pd, n, dx, m, dy), pd);
+            CHECK_PLAN_OK(fmk_plan_eval_device(pd, dq, dp, dg), pd);
+            cudaMemcpy(p2, dp, 8 * k, cudaMemcpyDeviceToHost), cudaMemcpy(g2, dg, 24 * k, cudaMemcpyDeviceToHost);
+            CHECK_MSG(test_rel_l2(p2, p1, k) < 1e-14 && test_rel_l2(g2, g1, 3 * k) < 1e-14,
+                      "after a refused set: differs");
+        }
+        fmk_plan_destroy(ph), fmk_plan_destroy(pd);
+    }
+    cudaFree(dx), cudaFree(dy), cudaFree(dq), cudaFree(dp), cudaFree(dg);
+    free(x), free(y), free(q), free(p1), free(g1), free(p2), free(g2);
+}
+
 /* Out of device memory: the status, a message with the bytes, nothing leaked, the plan usable. */
 static void test_oom(void)
 {
@@ -471,7 +539,7 @@ static int wanted(const char *name)
 }
 
 /* test_fmm3d_gpu [--quick] [test ...]: tests lists, vs_cpu, small, device, targets, order,
- * accuracy, oom (all by default; oom not with --quick). Naming a subset keeps runs under
+ * accuracy, points_device, oom (all by default; oom not with --quick). Naming a subset keeps runs under
  * compute-sanitizer's racecheck short. */
 int main(int argc, char **argv)
 {
@@ -492,7 +560,7 @@ int main(int argc, char **argv)
         void (*run)(void);
     } tests[] = {{"lists", test_lists},     {"vs_cpu", test_vs_cpu},   {"small", test_small},
                  {"device", test_device_and_reuse}, {"targets", test_targets}, {"order", test_order},
-                 {"accuracy", test_accuracy}, {"oom", test_oom}};
+                 {"accuracy", test_accuracy}, {"points_device", test_points_device}, {"oom", test_oom}};
     for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++)
         if (wanted(tests[i].name) && !(quick && tests[i].run == test_oom))
             tests[i].run();
