@@ -1,4 +1,5 @@
-/* fmm3d.c -- benchmark of the 3D FMM on the GPU (method fmm, backend cuda, laplace, fp64).
+/* fmm3d.c -- benchmark of the 3D FMM on the GPU (method fmm, backend cuda, laplace, fp64; fp32
+ * in the fp32 mode).
  * set_points (host points, or device points in the bar-d rows: tree, lists, operators) and eval (charges, potential and
  * gradient on the device: fmk_plan_eval_device) are timed separately, wall clock (both return
  * with the work done), median of repeats after a warm-up; the phases from fmk_info (CUDA
@@ -7,6 +8,9 @@
  *
  *   fmm3d bar        2^20 uniform and Plummer at eps 1e-6: set_points, eval, phases, M2L rate;
  *                    rows bar: points from the host, bar-d: from the device (set_points_device)
+ *   fmm3d near       Plummer and uniform at 2^20, eps 1e-6: the threshold of W and X entries
+ *                    done as P2P, and the leaf
+ *   fmm3d fp32       2^20 uniform and Plummer at eps 1e-3 and 1e-5, fp32 and fp64 (device points)
  *   fmm3d table8     Gumerov & Duraiswami (paper 003) Table 8: N = 2^20 uniform, p = 4, 8, 12,
  *                    potential, and potential + gradient
  *   fmm3d cross      N = 2^12 .. 2^20 uniform: FMM (eps 1e-3, 1e-6) vs GPU direct and treecode
@@ -36,6 +40,9 @@
 fmk_status fmk_cuda_fmm3d_m2l_work(const fmk_plan *plan, int64_t *pairs, int64_t *tile_pairs,
                                    int *stride) __attribute__((weak));
 fmk_status fmk_cuda_fmm3d_setup_times(const fmk_plan *plan, double t[11]) __attribute__((weak));
+/* cuda/fmm3d.cu's knob (not API): W and X entries with at most K (p + 1)^2 / 2 sources or
+ * targets done as P2P */
+extern int fmk_cuda_fmm3d_direct_near __attribute__((weak));
 #pragma weak cudaMalloc
 #pragma weak cudaMemcpy
 #pragma weak cudaFree
@@ -43,6 +50,7 @@ fmk_status fmk_cuda_fmm3d_setup_times(const fmk_plan *plan, double t[11]) __attr
 #define SAMPLES 1000
 static int json, first_row = 1;
 static int device_points; /* set_points_device with the points on the device */
+static fmk_precision precision = FMK_PRECISION_FP64;
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
 static double urand(void)
@@ -161,6 +169,7 @@ static int measure(fmk_method method, double eps, int order, int64_t leaf, const
     o.backend = FMK_BACKEND_CUDA;
     o.order = order;
     o.leaf_size = leaf;
+    o.precision = precision;
     fmk_plan *p = NULL;
     if (fmk_plan_create(&p, 3, FMK_KERNEL_LAPLACE, eps, &o) != FMK_OK) {
         fprintf(stderr, "fmm3d: %s\n", fmk_plan_last_error(NULL));
@@ -310,6 +319,35 @@ int main(int argc, char **argv)
                 if (measure(FMK_METHOD_FMM, 1e-6, -1, 0, dists[d], N20, 1, 5, 1, &r) == 0)
                     print_row(device_points ? "bar-d" : "bar", FMK_METHOD_FMM, dists[d], N20, 1e-6, 1, &r);
         device_points = 0;
+    } else if (!strcmp(mode, "near")) {
+        /* the threshold of W and X entries done as P2P (K (p + 1)^2 / 2) and the leaf, 2^20
+         * Plummer and uniform at eps 1e-6 */
+        const int ks[] = {1, 2, 4, 8, 16, 32};
+        const int near = fmk_cuda_fmm3d_direct_near;
+        for (int d = 0; d < 2; d++)
+            for (int leaf = 0; leaf <= (d ? 0 : 300); leaf += 300)
+                for (int k = 0; k < 6; k++) {
+                    fmk_cuda_fmm3d_direct_near = ks[k];
+                    if (!json)
+                        printf("K = %d\n", ks[k]);
+                    if (measure(FMK_METHOD_FMM, 1e-6, -1, leaf, d ? "cube" : "plummer", N20, 1, 3, 0, &r) == 0)
+                        print_row("near", FMK_METHOD_FMM, d ? "cube" : "plummer", N20, 1e-6, 1, &r);
+                }
+        fmk_cuda_fmm3d_direct_near = near;
+    } else if (!strcmp(mode, "fp32")) {
+        /* fp32 against fp64 at eps 1e-3 and 1e-5, 2^20 uniform and Plummer, points on the device */
+        const char *dists[] = {"cube", "plummer"};
+        const double epss[] = {1e-3, 1e-5};
+        device_points = 1;
+        for (int e = 0; e < 2; e++)
+            for (int d = 0; d < 2; d++)
+                for (int f = 0; f < 2; f++) {
+                    precision = f ? FMK_PRECISION_FP32 : FMK_PRECISION_FP64;
+                    if (measure(FMK_METHOD_FMM, epss[e], -1, 0, dists[d], N20, 1, 5, 1, &r) == 0)
+                        print_row(f ? "fp32" : "fp64", FMK_METHOD_FMM, dists[d], N20, epss[e], 1, &r);
+                }
+        device_points = 0;
+        precision = FMK_PRECISION_FP64;
     } else if (!strcmp(mode, "table8")) {
         const int orders[] = {4, 8, 12};
         for (int k = 0; k < 3; k++)

@@ -46,11 +46,12 @@
  * direction ((p + 1)^2 (p + 2)^2 doubles: 10 MB at p = 32) bound it; measured to 32. */
 #define FMM_GPU_MAX_ORDER 32
 
-/* Tuning knob, not API: 1 (default) does W entries with few sources and X entries into boxes
- * with few targets as P2P (exact, and cheaper there); 0 keeps every list's operator (M2P, P2L),
- * which makes the engine compute what the CPU engine computes. */
+/* Tuning knob, not API: W entries with at most K (p + 1)^2 / 2 sources and X entries into boxes
+ * with at most that many targets are done as P2P (exact, and cheaper there), K this knob
+ * (docs/fmm3d_gpu.md, section 3: measured); 0 keeps every list's operator (M2P, P2L), which
+ * makes the engine compute what the CPU engine computes. */
 extern "C" int fmk_cuda_fmm3d_direct_near;
-int fmk_cuda_fmm3d_direct_near = 1;
+int fmk_cuda_fmm3d_direct_near = 16;
 
 /* cuBLAS is loaded when the first GPU FMM plan starts, not linked: libfmmkit then runs
  * (CPU and every other GPU engine) on machines whose loader cannot find libcublas, and the
@@ -107,13 +108,14 @@ const int M2L_THREADS = 128;
 int gpu_order_from_eps(double eps)
 {
     /* the smallest p whose measured relative l2 error, worst of the five test distributions
-     * (N = 10^5, docs/fmm3d_gpu.md section 3), is at most eps / 2 for the potential and 5 eps for
-     * the gradient; below 1e-9 the largest order, which does not reach eps (docs) */
+     * (N = 10^5, leaves of gpu_leaf_size_for(p), docs/fmm3d_gpu.md section 3), is at most eps / 3
+     * for the potential and 10 eps / 3 for the gradient: a margin of 3 on what eps asks; below
+     * 1e-9 the table's last order, which does not reach eps (docs) */
     static const struct {
         double eps;
         int p;
-    } table[] = {{1e-2, 3}, {1e-3, 6}, {1e-4, 8}, {1e-5, 11}, {1e-6, 16}, {1e-7, 22},
-                 {1e-8, 26}, {1e-9, 32}};
+    } table[] = {{1e-2, 4}, {1e-3, 6}, {1e-4, 8}, {1e-5, 11}, {1e-6, 14}, {1e-7, 18},
+                 {1e-8, 26}, {1e-9, 30}};
     const int n = (int)(sizeof table / sizeof table[0]);
     for (int i = 0; i < n; i++)
         if (eps >= table[i].eps * (1 - 1e-9))
@@ -123,14 +125,17 @@ int gpu_order_from_eps(double eps)
 
 int32_t gpu_leaf_size_for(int p)
 {
-    /* cost model s_opt = sqrt(B / C) with B (M2L per box, ~ (p + 1)^4) and C (P2P per pair)
-     * measured at p = 8 on an H100 (docs/fmm3d_gpu.md, section 3): s_opt ~ 1.2 p^2 */
-    double s = 1.2 * p * p;
+    /* Paper 003's cost model, total = A N + B N / m + C N m for m points per leaf: B (M2M,
+     * M2L, L2L per box) and C (P2P per pair) measured on an H100 for p = 4 .. 16
+     * (docs/fmm3d_gpu.md, section 3: bench_fmm3d cost) give m_opt = sqrt(B / C) ~ 13.5 p
+     * (B grows slower than S^2: the GEMMs run faster at larger S). A leaf size s gives leaves
+     * of s / 8 .. s points (geometric mean s / 2.8), hence s = 2.8 m_opt ~ 38 p. */
+    int s = 38 * p;
     if (s < 32)
         s = 32;
-    if (s > 512)
-        s = 512;
-    return (int32_t)s;
+    if (s > 1024)
+        s = 1024;
+    return s;
 }
 
 int order_of(const fmk_plan *plan)
@@ -380,6 +385,55 @@ __global__ void k_m2l_gather(int S, int64_t ldx, int slot0, int slot1, int64_t f
     }
 }
 
+/* fmm3d_ops.c's l2p at one point (unit box): phi = sum L_n^m R_n^m and the gradient's sums
+ * (gr, gi: d/dx - i d/dy parts; gz), with the regular harmonics made column by column as in
+ * regular() and each R_j^m used where it is made (in phi with L_j^m, in the gradient with
+ * L_{j+1}^{m-1}, L_{j+1}^m, L_{j+1}^{m+1}), so that no table of harmonics is stored: a thread's
+ * table of (p + 1)(p + 2) doubles lived in local memory, written and read back per target. */
+__device__ void l2p(const tabs &t, int p, double x, double y, double z, const double *__restrict__ L,
+                    double *phi_out, double *gr_out, double *gi_out, double *gz_out)
+{
+    const double *sq = t.sqrt_int;
+    const double r2 = x * x + y * y + z * z;
+    double phi = 0, gr = 0, gi = 0, gz = 0;
+    double dr = 1, di = 0; /* R_m^m */
+    for (int m = 0; m <= p; m++) {
+        if (m > 0) {
+            const double f = -t.rec_diag[m];
+            const double nr = f * (x * dr - y * di), ni = f * (x * di + y * dr);
+            dr = nr, di = ni;
+        }
+        double pr = 0, pi = 0, cr = dr, ci = di; /* R_{j-1}^m, R_j^m */
+        for (int j = m; j <= p; j++) {
+            if (j > m) {
+                const double a = t.rec_a[IDX(j, m)] * z, b = j > m + 1 ? t.rec_b[IDX(j, m)] * r2 : 0.0;
+                const double sr = a * cr - b * pr, si = a * ci - b * pi;
+                pr = cr, pi = ci, cr = sr, ci = si;
+            }
+            const double *Lj = L + 2 * IDX(j, m);
+            phi += (m ? 2.0 : 1.0) * (Lj[0] * cr - Lj[1] * ci);
+            if (j == p)
+                continue;
+            const int n = j + 1;
+            const double *Ln = L + 2 * IDX(n, 0);
+            /* z: n Re(L_n^0 R_j^0), or 2 sqrt((n + m)(n - m)) Re(L_n^m R_j^m) */
+            const double wz = m ? 2 * sq[n + m] * sq[n - m] : (double)n;
+            gz += wz * (Ln[2 * m] * cr - Ln[2 * m + 1] * ci);
+            const double w1 = sq[n + m + 1] * sq[n + m]; /* L_n^{m+1} R_j^m */
+            const double *a = Ln + 2 * (m + 1);
+            gr += w1 * (a[0] * cr - a[1] * ci);
+            gi += w1 * (a[0] * ci + a[1] * cr);
+            if (m > 0) { /* L_n^{m-1} R_j^m */
+                const double w2 = sq[n - m + 1] * sq[n - m];
+                a = Ln + 2 * (m - 1);
+                gr -= w2 * (a[0] * cr - a[1] * ci);
+                gi += w2 * (a[0] * ci + a[1] * cr);
+            }
+        }
+    }
+    *phi_out = phi, *gr_out = gr, *gi_out = gi, *gz_out = gz;
+}
+
 /* L2P (leaves below level 2) and M2P (W list) at the targets of leaf leaves[blockIdx.x]; writes
  * res (pot | grad, nt + 3 nt), which P2P then adds to. fmm3d_ops.c's l2p and m2p, per target. */
 template <int NH>
@@ -404,37 +458,9 @@ __global__ void __launch_bounds__(64) k_l2p_m2p(int p, int S, int nt, tabs tb,
         if (level[b] >= 2) {
             const real4d c = cube[b];
             const double inv_s = 1 / c.w;
-            const double *L = Lx + (int64_t)b * S;
-            regular(tb, p, (y.x - c.x) * inv_s, (y.y - c.y) * inv_s, (y.z - c.z) * inv_s, H);
-            double phi = 0, gr = 0, gi = 0, gzz = 0;
-            for (int nn = 0; nn <= p; nn++) {
-                const double *Ln = L + 2 * IDX(nn, 0);
-                const double *Rn = H + 2 * IDX(nn, 0);
-                double t = Ln[0] * Rn[0] - Ln[1] * Rn[1];
-                for (int m = 1; m <= nn; m++)
-                    t += 2 * (Ln[2 * m] * Rn[2 * m] - Ln[2 * m + 1] * Rn[2 * m + 1]);
-                phi += t;
-                if (nn == 0)
-                    continue;
-                const double *Q = H + 2 * IDX(nn - 1, 0);
-                double z = (Ln[0] * Q[0] - Ln[1] * Q[1]) * nn;
-                for (int m = 1; m <= nn - 1; m++)
-                    z += 2 * sq[nn + m] * sq[nn - m] *
-                         (Ln[2 * m] * Q[2 * m] - Ln[2 * m + 1] * Q[2 * m + 1]);
-                for (int m = 1; m <= nn; m++) {
-                    const double w1 = sq[nn + m] * sq[nn + m - 1];
-                    const double *a = Ln + 2 * m, *bb = H + 2 * IDX(nn - 1, m - 1);
-                    gr += w1 * (a[0] * bb[0] - a[1] * bb[1]);
-                    gi += w1 * (a[0] * bb[1] + a[1] * bb[0]);
-                }
-                for (int k = 0; k <= nn - 2; k++) {
-                    const double w2 = sq[nn - k] * sq[nn - k - 1];
-                    const double *a = Ln + 2 * k, *bb = Q + 2 * (k + 1);
-                    gr -= w2 * (a[0] * bb[0] - a[1] * bb[1]);
-                    gi += w2 * (a[0] * bb[1] + a[1] * bb[0]);
-                }
-                gzz += z;
-            }
+            double phi, gr, gi, gzz;
+            l2p(tb, p, (y.x - c.x) * inv_s, (y.y - c.y) * inv_s, (y.z - c.z) * inv_s, Lx + (int64_t)b * S, &phi,
+                &gr, &gi, &gzz);
             pot += phi;
             gx += -gr * inv_s, gy += gi * inv_s, gz += gzz * inv_s;
         }
@@ -479,47 +505,77 @@ __global__ void __launch_bounds__(64) k_l2p_m2p(int p, int S, int nt, tabs tb,
     }
 }
 
+/* 1/r of a P2P pair, 0 at r = 0: in fp64 the direct engine's masked MUFU seed and correction,
+ * in fp32 MUFU.RSQ and a select. */
+__device__ __forceinline__ double pair_rsqrt(double r2) { return rsqrt_masked(r2); }
+__device__ __forceinline__ float pair_rsqrt(float r2) { return r2 > 0 ? rsqrt_plain(r2) : 0.0f; }
+
+/* P2P's scalings (all 1 in fp64): charges times q (a power of two bringing the largest |q|
+ * into [1, 2)), and the sums times pot and grad (undoing that and the fp32 coordinates'
+ * 2^23, exactly). */
+struct p2p_scale {
+    double q, pot, grad;
+};
+
 /* P2P: the targets of box leaves[blockIdx.x] from the sources of its list (U and the W entries
  * done directly, for leaves; the X entries done directly, for any box), staged in shared
- * memory. Pairs at distance 0 contribute nothing. (Two targets per thread, each staged source
- * serving both, measured slower at 307-point leaves: 14.0 against 11.8 ms at 2^20.) */
-__global__ void __launch_bounds__(BLOCK) k_p2p(int nt, int atomic, const int32_t *__restrict__ leaves,
+ * memory, in precision R. Pairs at distance 0 contribute nothing. fp32 works on offsets from the
+ * box's centre, rounded from fp64 (to 2^-24 of the offset, not of the frame: close pairs keep
+ * their accuracy), times 2^23 (FMK_CUDA_LAPLACE32_SCALE), so that r^-3 of the closest distinct
+ * offsets (2^-53 of the frame apart at least) stays finite; its sums run in fp32 over a staged
+ * tile of BLOCK sources and in fp64 across tiles. (Two targets per thread, each staged source
+ * serving both, measured slower in fp64 at 307-point leaves: 14.0 against 11.8 ms at 2^20.) */
+template <typename R>
+__global__ void __launch_bounds__(BLOCK) k_p2p(int nt, int atomic, p2p_scale sc,
+                                               const int32_t *__restrict__ leaves,
                                                const int32_t *__restrict__ tbeg,
                                                const int32_t *__restrict__ tn,
                                                const int32_t *__restrict__ sb,
                                                const int32_t *__restrict__ sn,
                                                const int32_t *__restrict__ u_begin,
                                                const int32_t *__restrict__ u,
+                                               const real4d *__restrict__ cube,
                                                const real4d *__restrict__ src,
                                                const real4d *__restrict__ trg, double *res)
 {
-    __shared__ real4d tile[BLOCK];
+    typedef typename vec4<R>::type V;
+    __shared__ V tile[BLOCK];
     const int b = leaves[blockIdx.x];
     const int i0 = tbeg[b], i1 = i0 + tn[b];
+    const bool f32 = sizeof(R) == 4;
+    const real4d c = f32 ? cube[b] : real4d{0, 0, 0, 0};
+    const double cs = f32 ? FMK_CUDA_LAPLACE32_SCALE : 1.0;
     for (int base = i0; base < i1; base += BLOCK) {
         const int i = base + threadIdx.x;
-        const real4d y = i < i1 ? trg[i] : real4d{0, 0, 0, 0};
+        const real4d yd = i < i1 ? trg[i] : c;
+        const R yx = (R)((yd.x - c.x) * cs), yy = (R)((yd.y - c.y) * cs), yz = (R)((yd.z - c.z) * cs);
         double p = 0, gx = 0, gy = 0, gz = 0;
         for (int e = u_begin[b]; e < u_begin[b + 1]; e++) {
             const int a = u[e];
             const int j0 = sb[a], j1 = j0 + sn[a];
             for (int jb = j0; jb < j1; jb += BLOCK) {
                 __syncthreads();
-                if (jb + threadIdx.x < j1)
-                    tile[threadIdx.x] = src[jb + threadIdx.x];
+                if (jb + threadIdx.x < j1) {
+                    const real4d s = src[jb + threadIdx.x];
+                    tile[threadIdx.x] = V{(R)((s.x - c.x) * cs), (R)((s.y - c.y) * cs),
+                                          (R)((s.z - c.z) * cs), (R)(s.w * sc.q)};
+                }
                 __syncthreads();
                 const int cnt = j1 - jb < BLOCK ? j1 - jb : BLOCK;
+                R tp = 0, tx = 0, ty = 0, tz = 0;
 #pragma unroll 4
                 for (int j = 0; j < cnt; j++) {
-                    const real4d s = tile[j];
-                    const double dx = y.x - s.x, dy = y.y - s.y, dz = y.z - s.z;
-                    const double inv = rsqrt_masked(dx * dx + dy * dy + dz * dz);
-                    const double qi = s.w * inv, qi3 = qi * inv * inv;
-                    p += qi;
-                    gx -= dx * qi3, gy -= dy * qi3, gz -= dz * qi3;
+                    const V s = tile[j];
+                    const R dx = yx - s.x, dy = yy - s.y, dz = yz - s.z;
+                    const R inv = pair_rsqrt(dx * dx + dy * dy + dz * dz);
+                    const R qi = s.w * inv, qi3 = qi * inv * inv;
+                    tp += qi;
+                    tx -= dx * qi3, ty -= dy * qi3, tz -= dz * qi3;
                 }
+                p += tp, gx += tx, gy += ty, gz += tz;
             }
         }
+        p *= sc.pot, gx *= sc.grad, gy *= sc.grad, gz *= sc.grad;
         if (i < i1 && atomic) { /* boxes of one launch may nest */
             atomicAdd(res + i, p);
             atomicAdd(res + nt + 3 * i, gx), atomicAdd(res + nt + 3 * i + 1, gy);
@@ -640,6 +696,7 @@ enum { EV_START, EV_P2M, EV_M2M, EV_M2L, EV_L2L, EV_L2P, EV_P2P, EV_END, N_EV };
 
 struct fmm_gpu {
     int device, order, S, nh;
+    int fp32;                          /* P2P in fp32 (precision fp32) */
     int32_t leaf_size;
     m2l_cfg cfg;
     int64_t n_nodes;
@@ -850,7 +907,8 @@ fmk_status setup_on_device(fmk_plan *plan, fmm_gpu *s, double *d_all)
         /* Near-field substitutes: a W entry with few sources is cheaper as P2P (appended to the
          * leaf's U list) than M2P at each target, and an X entry into a box with few targets is
          * cheaper as P2P into the box's targets than P2L (a separate list); both exact. */
-        const int64_t near_max = fmk_cuda_fmm3d_direct_near ? (int64_t)(p + 1) * (p + 1) / 2 : -1;
+        const int64_t near_max =
+            fmk_cuda_fmm3d_direct_near > 0 ? (int64_t)fmk_cuda_fmm3d_direct_near * (p + 1) * (p + 1) / 2 : -1;
         st = fmk_cuda_fmm3d_geometry(plan, &tree, d_all, ns, plan->self, near_max, s->cfg.tb, total, &s->g);
         s->bytes += s->g.bytes;
     }
@@ -929,12 +987,19 @@ fmk_status too_many(fmk_plan *plan, int64_t np)
 fmk_status build_state(fmk_plan *plan, double *d_all)
 {
     const double t0 = fmk_time_now();
+    if (plan->opts.precision == FMK_PRECISION_FP32 && plan->eps < 1e-5) {
+        cudaFree(d_all);
+        return fmk_error_set(plan, FMK_ERR_ARG,
+                             "method fmm in fp32 takes eps >= 1e-5 (eps = %g); use precision fp64",
+                             plan->eps);
+    }
     fmm_gpu *s = (fmm_gpu *)calloc(1, sizeof *s);
     if (!s) {
         cudaFree(d_all);
         return fmk_error_set(plan, FMK_ERR_NOMEM, "out of host memory");
     }
     s->device = plan->opts.device;
+    s->fp32 = plan->opts.precision == FMK_PRECISION_FP32;
     s->order = order_of(plan);
     s->leaf_size = leaf_size_of(plan, s->order);
     s->S = (s->order + 1) * (s->order + 2);
@@ -1149,6 +1214,20 @@ cudaError_t tiles(fmm_gpu *s, int64_t first, int64_t end, const double *T, const
     }
 }
 
+/* P2P: the U lists at the leaves, then the X entries done directly (Y lists, atomic adds). */
+template <typename R> void p2p(fmm_gpu *s, int nt, p2p_scale sc)
+{
+    const fmk_cuda_fmm3d_geo *g = &s->g;
+    if (g->n_leaves_trg > 0)
+        k_p2p<R><<<(unsigned)g->n_leaves_trg, BLOCK>>>(nt, 0, sc, g->d_leaves_trg, g->d_tb, g->d_tn, g->d_sb,
+                                                       g->d_sn, g->d_u_begin, g->d_u, g->d_cube, g->d_src,
+                                                       g->d_trg, s->d_res);
+    if (g->n_ynodes > 0)
+        k_p2p<R><<<(unsigned)g->n_ynodes, BLOCK>>>(nt, 1, sc, g->d_ynodes, g->d_tb, g->d_tn, g->d_sb, g->d_sn,
+                                                   g->d_y_begin, g->d_y, g->d_cube, g->d_src, g->d_trg,
+                                                   s->d_res);
+}
+
 fmk_status run_eval(fmk_plan *plan, fmm_gpu *s, const double *charges, double *pot, double *grad,
                     int on_device)
 {
@@ -1169,13 +1248,27 @@ fmk_status run_eval(fmk_plan *plan, fmm_gpu *s, const double *charges, double *p
         if (err != cudaSuccess)
             return fmk_cuda_fail(plan, err, "cudaMemcpy (charges to the GPU)");
         d_q = s->d_q;
-    } else { /* plan.c checks host charges; device charges are checked here */
+    }
+    p2p_scale sc = {1, 1, 1};
+    if (on_device || s->fp32) { /* plan.c checks host charges; device charges are checked here */
         unsigned long long stats[2];
         err = fmk_cuda_charge_stats(1, ns, d_q, s->d_stats);
         if (err == cudaSuccess)
             err = cudaMemcpy(stats, s->d_stats, sizeof stats, cudaMemcpyDeviceToHost);
         if (err != cudaSuccess)
             return fmk_cuda_fail(plan, err, "the charge check kernel");
+        double qmax;
+        memcpy(&qmax, &stats[1], sizeof qmax);
+        if (s->fp32 && qmax > 0) { /* the largest |q| into [1, 2) */
+            int ex;
+            frexp(qmax, &ex);
+            const int e = 1 - ex < 1000 ? 1 - ex : 1000;
+            sc.q = ldexp(1.0, e);
+        }
+        if (s->fp32) {
+            sc.pot = FMK_CUDA_LAPLACE32_SCALE / sc.q;
+            sc.grad = FMK_CUDA_LAPLACE32_SCALE * FMK_CUDA_LAPLACE32_SCALE / sc.q;
+        }
         if (stats[0] != ~0ull) {
             double q = 0;
             err = cudaMemcpy(&q, d_q + stats[0], sizeof q, cudaMemcpyDeviceToHost);
@@ -1223,14 +1316,10 @@ fmk_status run_eval(fmk_plan *plan, fmm_gpu *s, const double *charges, double *p
     cudaEventRecord(s->ev[EV_L2L]);
     point_ops(s, (int)nt, 2); /* L2P, M2P */
     cudaEventRecord(s->ev[EV_L2P]);
-    if (s->g.n_leaves_trg > 0)
-        k_p2p<<<(unsigned)s->g.n_leaves_trg, BLOCK>>>((int)nt, 0, s->g.d_leaves_trg, s->g.d_tb, s->g.d_tn, s->g.d_sb,
-                                                    s->g.d_sn, s->g.d_u_begin, s->g.d_u, s->g.d_src, s->g.d_trg,
-                                                    s->d_res);
-    if (s->g.n_ynodes > 0)
-        k_p2p<<<(unsigned)s->g.n_ynodes, BLOCK>>>((int)nt, 1, s->g.d_ynodes, s->g.d_tb, s->g.d_tn, s->g.d_sb,
-                                                s->g.d_sn, s->g.d_y_begin, s->g.d_y, s->g.d_src, s->g.d_trg,
-                                                s->d_res);
+    if (s->fp32)
+        p2p<float>(s, (int)nt, sc);
+    else
+        p2p<double>(s, (int)nt, sc);
     cudaEventRecord(s->ev[EV_P2P]);
     double *p = pot ? (on_device ? pot : s->d_pot) : NULL;
     double *g = grad ? (on_device ? grad : s->d_grad) : NULL;
@@ -1280,9 +1369,6 @@ fmk_status fmm_check_opts(fmk_opts *o, fmk_kernel kernel)
         return fmk_error_set(NULL, FMK_ERR_UNAVAILABLE,
                              "method fmm on the GPU is not available for kernel %s (only laplace)",
                              fmk_kernel_name(kernel));
-    if (o->precision != FMK_PRECISION_FP64)
-        return fmk_error_set(NULL, FMK_ERR_UNAVAILABLE,
-                             "method fmm on the GPU is not available in fp32 yet; use precision fp64");
     if (o->order > FMM_GPU_MAX_ORDER)
         return fmk_error_set(NULL, FMK_ERR_ARG, "order %d is above the GPU FMM's largest, %d",
                              (int)o->order, FMM_GPU_MAX_ORDER);

@@ -1,4 +1,4 @@
-/* test_fmm3d_gpu.c -- the 3D FMM on the GPU (method fmm, backend cuda, laplace, fp64): against
+/* test_fmm3d_gpu.c -- the 3D FMM on the GPU (method fmm, backend cuda, laplace): against
  * the CPU FMM at the same order and leaf size (the two share the operators' conventions and
  * the lists, so they agree to rounding); the accuracy matrix eps in {1e-3, 1e-6, 1e-9, 1e-12}
  * x {uniform cube, sphere surface, Plummer, corner cluster, nested clusters} against the direct
@@ -6,7 +6,7 @@
  * below the GPU engine's reach: refused on backend cuda, done on the CPU with auto); the error falls
  * as the order rises; separate targets; N = 1, 2, identical points; device pointers; repeated
  * evaluations with new charges; points given on the device (the host points' results, NaN
- * refused); out of device memory (not with --quick); the lists built on the
+ * refused); precision fp32 at eps 1e-3 and 1e-5 (below: refused); out of device memory (not with --quick); the lists built on the
  * GPU equal the host's (fmm3d_lists.c) entry for entry.
  * --quick: small sizes (for compute-sanitizer). */
 #include <math.h>
@@ -24,7 +24,7 @@
 static int quick;
 
 /* cuda/fmm3d.cu's knob (not API): 0 keeps M2P and P2L for every W and X entry instead of
- * doing the small ones as P2P. */
+ * doing the small ones as P2P (saved and restored around its uses). */
 extern int fmk_cuda_fmm3d_direct_near;
 extern int fmk_fmm3d_direct_near; /* the CPU engine's (src/fmm3d.h) */
 /* cuda/fmm3d.cu (not API): the lists a plan built on the GPU, in the host's form. */
@@ -148,9 +148,10 @@ static void test_vs_cpu(void)
             CHECK(run(&oc, 1e-6, n, x, q, 0, NULL, p1, g1, NULL) == FMK_OK);
             fmk_fmm3d_direct_near = 1;
             fmk_info info;
+            const int near = fmk_cuda_fmm3d_direct_near;
             fmk_cuda_fmm3d_direct_near = 0;
             CHECK(run(&og, 1e-6, n, x, q, 0, NULL, p2, g2, &info) == FMK_OK);
-            fmk_cuda_fmm3d_direct_near = 1;
+            fmk_cuda_fmm3d_direct_near = near;
             const double dp = test_rel_l2(p2, p1, n), dg = test_rel_l2(g2, g1, 3 * n);
             printf("  vs cpu %-7s p = %2d levels %d: pot %.2e grad %.2e\n", dist_name[d], orders[k],
                    info.levels, dp, dg);
@@ -211,10 +212,11 @@ static void test_lists(void)
             x[i] = 3 * x[i] - 1;
         fmk_opts o = fmm_opts(FMK_BACKEND_CUDA, 6, c == C_IDENTICAL ? 8 : 40);
         fmk_plan *p = NULL;
+        const int near = fmk_cuda_fmm3d_direct_near;
         fmk_cuda_fmm3d_direct_near = 0;
         CHECK_PLAN_OK(fmk_plan_create(&p, 3, FMK_KERNEL_LAPLACE, 1e-6, &o), NULL);
         CHECK_PLAN_OK(fmk_plan_set_points(p, n, x, nt, nt ? x + 3 * n : NULL), p);
-        fmk_cuda_fmm3d_direct_near = 1;
+        fmk_cuda_fmm3d_direct_near = near;
         fmk_fmm3d_lists gl, hl;
         memset(&hl, 0, sizeof hl);
         if (!CHECK(fmk_cuda_fmm3d_lists(p, &gl) == FMK_OK)) {
@@ -487,6 +489,71 @@ static void test_points_device(void)
     free(x), free(y), free(q), free(p1), free(g1), free(p2), free(g2);
 }
 
+/* Precision fp32 (P2P in fp32): eps 1e-3 and 1e-5 x the five distributions against the fp64
+ * reference (pot <= eps, grad <= 10 eps); charges scaled by 2^90 and 2^-90 scale the results
+ * alike (P2P scales its fp32 charges by a power of two); eps below 1e-5 is refused. */
+static void test_fp32(void)
+{
+    const int64_t n = quick ? 4000 : 60000, ns = quick ? 200 : 1000;
+    const double epss[] = {1e-3, 1e-5};
+    double *x = test_alloc(3 * n), *q = test_alloc(n), *pot = test_alloc(n), *grad = test_alloc(3 * n);
+    double *p2 = test_alloc(n), *g2 = test_alloc(3 * n), *q2 = test_alloc(n);
+    fmk_opts o = fmm_opts(FMK_BACKEND_CUDA, -1, 0);
+    o.precision = FMK_PRECISION_FP32;
+    for (int d = 0; d < N_DISTS; d++) {
+        make_points(d, n, 91 + d, x);
+        test_charges(n, 0, 92 + d, q);
+        for (int e = 0; e < 2; e++) {
+            if (quick && d > 2 && e == 0)
+                continue;
+            check_context("fp32, %s, eps %.0e", dist_name[d], epss[e]);
+            fmk_info info;
+            if (!CHECK(run(&o, epss[e], n, x, q, 0, NULL, pot, grad, &info) == FMK_OK))
+                continue;
+            CHECK(info.precision == FMK_PRECISION_FP32 && info.backend == FMK_BACKEND_CUDA);
+            double ep, eg;
+            sampled_errors(n, x, q, pot, grad, ns, &ep, &eg);
+            printf("  fp32 %-7s eps %.0e: p %2d leaf %3lld: pot %.2e grad %.2e\n", dist_name[d], epss[e],
+                   info.order, (long long)info.leaf_size, ep, eg);
+            CHECK_MSG(ep <= epss[e] && eg <= 10 * epss[e], "pot %.3e grad %.3e", ep, eg);
+        }
+    }
+    /* charges times 2^90 and 2^-90: the results scale alike */
+    make_points(DIST_PLUMMER, n, 97, x);
+    test_charges(n, 0, 98, q);
+    CHECK(run(&o, 1e-5, n, x, q, 0, NULL, pot, grad, NULL) == FMK_OK);
+    for (int sgn = -1; sgn <= 1; sgn += 2) {
+        check_context("fp32, charges times 2^%d", 90 * sgn);
+        for (int64_t i = 0; i < n; i++)
+            q2[i] = ldexp(q[i], 90 * sgn);
+        if (!CHECK(run(&o, 1e-5, n, x, q2, 0, NULL, p2, g2, NULL) == FMK_OK))
+            continue;
+        for (int64_t i = 0; i < n; i++) {
+            p2[i] = ldexp(p2[i], -90 * sgn);
+            for (int k = 0; k < 3; k++)
+                g2[3 * i + k] = ldexp(g2[3 * i + k], -90 * sgn);
+        }
+        const double ep = test_rel_l2(p2, pot, n), eg = test_rel_l2(g2, grad, 3 * n);
+        CHECK_MSG(ep < 1e-13 && eg < 1e-13, "pot %.3e grad %.3e", ep, eg);
+    }
+    /* below 1e-5: refused at set_points, host or device points */
+    check_context("fp32, eps 1e-6");
+    fmk_plan *p = NULL;
+    CHECK_PLAN_OK(fmk_plan_create(&p, 3, FMK_KERNEL_LAPLACE, 1e-6, &o), NULL);
+    fmk_status st = fmk_plan_set_points(p, n, x, 0, NULL);
+    CHECK_MSG(st == FMK_ERR_ARG && strstr(fmk_plan_last_error(p), "fp32"), "status %d: %s", (int)st,
+              fmk_plan_last_error(p));
+    double *dx = NULL;
+    cudaMalloc((void **)&dx, 24 * n);
+    cudaMemcpy(dx, x, 24 * n, cudaMemcpyHostToDevice);
+    st = fmk_plan_set_points_device(p, n, dx, 0, NULL);
+    CHECK_MSG(st == FMK_ERR_ARG && strstr(fmk_plan_last_error(p), "fp32"), "status %d: %s", (int)st,
+              fmk_plan_last_error(p));
+    cudaFree(dx);
+    fmk_plan_destroy(p);
+    free(x), free(q), free(pot), free(grad), free(p2), free(g2), free(q2);
+}
+
 /* Out of device memory: the status, a message with the bytes, nothing leaked, the plan usable. */
 static void test_oom(void)
 {
@@ -539,7 +606,7 @@ static int wanted(const char *name)
 }
 
 /* test_fmm3d_gpu [--quick] [test ...]: tests lists, vs_cpu, small, device, targets, order,
- * accuracy, points_device, oom (all by default; oom not with --quick). Naming a subset keeps runs under
+ * accuracy, points_device, fp32, oom (all by default; oom not with --quick). Naming a subset keeps runs under
  * compute-sanitizer's racecheck short. */
 int main(int argc, char **argv)
 {
@@ -560,7 +627,8 @@ int main(int argc, char **argv)
         void (*run)(void);
     } tests[] = {{"lists", test_lists},     {"vs_cpu", test_vs_cpu},   {"small", test_small},
                  {"device", test_device_and_reuse}, {"targets", test_targets}, {"order", test_order},
-                 {"accuracy", test_accuracy}, {"points_device", test_points_device}, {"oom", test_oom}};
+                 {"accuracy", test_accuracy}, {"points_device", test_points_device},
+                 {"fp32", test_fp32}, {"oom", test_oom}};
     for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++)
         if (wanted(tests[i].name) && !(quick && tests[i].run == test_oom))
             tests[i].run();
