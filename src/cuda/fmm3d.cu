@@ -219,8 +219,11 @@ __device__ inline double warp_sum(double v)
 }
 
 /* P2M (list == NULL: the node's own sources, regular harmonics) and P2L (the sources of the
- * node's X list, irregular harmonics) into E of node nodes[blockIdx.x]. NH >= (p + 1)(p + 2)/2. */
-template <int NH>
+ * node's X list, irregular harmonics I_n^m(x) = R_n^m(x / r^2) / r) into E of node
+ * nodes[blockIdx.x]; blockIdx.y splits the sources (gridDim.y blocks per node, atomic adds
+ * into E then). Each source's harmonics are made column by column as in regular() and summed
+ * over the warp where they are made (q conj(R) into shared memory): no per-thread table (which
+ * lived in local memory, written and read back per source). */
 __global__ void __launch_bounds__(BLOCK) k_p2e(int p, int S, tabs tb, const int32_t *__restrict__ nodes,
                                                const int32_t *__restrict__ list_begin,
                                                const int32_t *__restrict__ list,
@@ -236,40 +239,56 @@ __global__ void __launch_bounds__(BLOCK) k_p2e(int p, int S, tabs tb, const int3
     __syncthreads();
     const real4d c = cube[b];
     const double inv_s = 1 / c.w;
-    const int nc = S / 2;
     const int e0 = list ? list_begin[b] : 0, e1 = list ? list_begin[b + 1] : 1;
-    double H[2 * NH];
+    const int lane = threadIdx.x & 31;
     for (int e = e0; e < e1; e++) {
         const int a = list ? list[e] : b;
         const int j0 = sb[a], j1 = j0 + sn[a];
-        for (int base = j0; base < j1; base += blockDim.x) {
+        for (int base = j0 + blockIdx.y * blockDim.x; base < j1; base += gridDim.y * blockDim.x) {
             const int j = base + threadIdx.x;
-            double q = 0;
+            double x = 0, y = 0, z = 0, q = 0;
             if (j < j1) {
                 const real4d s = src[j];
+                x = (s.x - c.x) * inv_s, y = (s.y - c.y) * inv_s, z = (s.z - c.z) * inv_s;
                 q = s.w;
-                if (list) {
-                    irregular(tb, p, (s.x - c.x) * inv_s, (s.y - c.y) * inv_s, (s.z - c.z) * inv_s, H);
-                    q *= inv_s;
-                } else {
-                    regular(tb, p, (s.x - c.x) * inv_s, (s.y - c.y) * inv_s, (s.z - c.z) * inv_s, H);
+                if (list) { /* Kelvin inversion; locals carry 1/s (fmm3d_ops.h: P2L) */
+                    const double inv_r2 = 1 / (x * x + y * y + z * z);
+                    q *= sqrt(inv_r2) * inv_s;
+                    x *= inv_r2, y *= inv_r2, z *= inv_r2;
                 }
-            } else {
-                for (int i = 0; i < S; i++)
-                    H[i] = 0;
             }
-            for (int i = 0; i < nc; i++) { /* += q conj(H) */
-                const double vr = warp_sum(q * H[2 * i]), vi = warp_sum(-q * H[2 * i + 1]);
-                if ((threadIdx.x & 31) == 0) {
-                    atomicAdd(&acc[2 * i], vr);
-                    atomicAdd(&acc[2 * i + 1], vi);
+            const double r2 = x * x + y * y + z * z;
+            double dr = q, di = 0; /* q R_m^m */
+            for (int m = 0; m <= p; m++) {
+                if (m > 0) {
+                    const double f = -tb.rec_diag[m];
+                    const double nr = f * (x * dr - y * di), ni = f * (x * di + y * dr);
+                    dr = nr, di = ni;
+                }
+                double pr = 0, pi = 0, cr = dr, ci = di; /* q R_{n-1}^m, q R_n^m */
+                for (int n = m; n <= p; n++) {
+                    if (n > m) {
+                        const double fa = tb.rec_a[IDX(n, m)] * z;
+                        const double fb = n > m + 1 ? tb.rec_b[IDX(n, m)] * r2 : 0.0;
+                        const double sr = fa * cr - fb * pr, si = fa * ci - fb * pi;
+                        pr = cr, pi = ci, cr = sr, ci = si;
+                    }
+                    const double vr = warp_sum(cr), vi = warp_sum(-ci); /* += q conj(R) */
+                    if (lane == 0) {
+                        atomicAdd(&acc[2 * IDX(n, m)], vr);
+                        atomicAdd(&acc[2 * IDX(n, m) + 1], vi);
+                    }
                 }
             }
         }
     }
     __syncthreads();
-    for (int i = threadIdx.x; i < S; i += blockDim.x)
-        E[(int64_t)b * S + i] += acc[i];
+    for (int i = threadIdx.x; i < S; i += blockDim.x) {
+        if (gridDim.y > 1)
+            atomicAdd(E + (int64_t)b * S + i, acc[i]);
+        else
+            E[(int64_t)b * S + i] += acc[i];
+    }
 }
 
 /* Translations over tiles of TB target boxes (see the file comment): M2L (cube given: the
@@ -519,7 +538,7 @@ struct p2p_scale {
 
 /* P2P: the targets of box leaves[blockIdx.x] from the sources of its list (U and the W entries
  * done directly, for leaves; the X entries done directly, for any box), staged in shared
- * memory, in precision R. Pairs at distance 0 contribute nothing. fp32 works on offsets from the
+ * memory, in precision R; blockIdx.y splits the targets in passes of BLOCK. Pairs at distance 0 contribute nothing. fp32 works on offsets from the
  * box's centre, rounded from fp64 (to 2^-24 of the offset, not of the frame: close pairs keep
  * their accuracy), times 2^23 (FMK_CUDA_LAPLACE32_SCALE), so that r^-3 of the closest distinct
  * offsets (2^-53 of the frame apart at least) stays finite; its sums run in fp32 over a staged
@@ -545,7 +564,7 @@ __global__ void __launch_bounds__(BLOCK) k_p2p(int nt, int atomic, p2p_scale sc,
     const bool f32 = sizeof(R) == 4;
     const real4d c = f32 ? cube[b] : real4d{0, 0, 0, 0};
     const double cs = f32 ? FMK_CUDA_LAPLACE32_SCALE : 1.0;
-    for (int base = i0; base < i1; base += BLOCK) {
+    for (int base = i0 + blockIdx.y * BLOCK; base < i1; base += gridDim.y * BLOCK) {
         const int i = base + threadIdx.x;
         const real4d yd = i < i1 ? trg[i] : c;
         const R yx = (R)((yd.x - c.x) * cs), yy = (R)((yd.y - c.y) * cs), yz = (R)((yd.z - c.z) * cs);
@@ -698,6 +717,7 @@ struct fmm_gpu {
     int device, order, S, nh;
     int fp32;                          /* P2P in fp32 (precision fp32) */
     int32_t leaf_size;
+    int64_t near_max;                  /* W and X entries done as P2P: up to this many points */
     m2l_cfg cfg;
     int64_t n_nodes;
     int levels;
@@ -909,6 +929,7 @@ fmk_status setup_on_device(fmk_plan *plan, fmm_gpu *s, double *d_all)
          * cheaper as P2P into the box's targets than P2L (a separate list); both exact. */
         const int64_t near_max =
             fmk_cuda_fmm3d_direct_near > 0 ? (int64_t)fmk_cuda_fmm3d_direct_near * (p + 1) * (p + 1) / 2 : -1;
+        s->near_max = near_max;
         st = fmk_cuda_fmm3d_geometry(plan, &tree, d_all, ns, plan->self, near_max, s->cfg.tb, total, &s->g);
         s->bytes += s->g.bytes;
     }
@@ -1157,16 +1178,25 @@ fmk_status fmm_set_points_device(fmk_plan *plan, int64_t ns, const double *d_s, 
     return fmk_cuda_set_points_device(plan, ns, d_s, nt, d_t, points_device);
 }
 
+/* Blocks per box of a point pass over at most n points: passes of BLOCK points spread over
+ * blocks (up to 8), so that a few thousand leaves still fill the GPU in many waves (a block
+ * per leaf left the last of ~3 waves mostly idle). */
+unsigned split_for(int64_t n)
+{
+    const int64_t y = (n + BLOCK - 1) / BLOCK;
+    return (unsigned)(y < 1 ? 1 : y > 8 ? 8 : y);
+}
+
 template <int NH>
 void launch_point_ops(fmm_gpu *s, int nt, int which)
 {
     const int p = s->order, S = s->S;
     if (which == 0 && s->g.n_leaves_src > 0)
-        k_p2e<NH><<<(unsigned)s->g.n_leaves_src, BLOCK, 8 * S>>>(p, S, s->tb, s->g.d_leaves_src, NULL, NULL,
-                                                               s->g.d_cube, s->g.d_sb, s->g.d_sn, s->g.d_src, s->d_M);
+        k_p2e<<<dim3((unsigned)s->g.n_leaves_src, split_for(s->leaf_size)), BLOCK, 8 * S>>>(
+            p, S, s->tb, s->g.d_leaves_src, NULL, NULL, s->g.d_cube, s->g.d_sb, s->g.d_sn, s->g.d_src, s->d_M);
     if (which == 1 && s->g.n_xnodes > 0)
-        k_p2e<NH><<<(unsigned)s->g.n_xnodes, BLOCK, 8 * S>>>(p, S, s->tb, s->g.d_xnodes, s->g.d_x_begin, s->g.d_x,
-                                                           s->g.d_cube, s->g.d_sb, s->g.d_sn, s->g.d_src, s->d_L);
+        k_p2e<<<(unsigned)s->g.n_xnodes, BLOCK, 8 * S>>>(p, S, s->tb, s->g.d_xnodes, s->g.d_x_begin, s->g.d_x,
+                                                         s->g.d_cube, s->g.d_sb, s->g.d_sn, s->g.d_src, s->d_L);
     if (which == 2 && s->g.n_leaves_trg > 0)
         k_l2p_m2p<NH><<<(unsigned)s->g.n_leaves_trg, 64>>>(p, S, nt, s->tb, s->g.d_leaves_trg, s->g.d_level,
                                                          s->g.d_cube, s->g.d_tb, s->g.d_tn, s->g.d_w_begin, s->g.d_w,
@@ -1219,13 +1249,13 @@ template <typename R> void p2p(fmm_gpu *s, int nt, p2p_scale sc)
 {
     const fmk_cuda_fmm3d_geo *g = &s->g;
     if (g->n_leaves_trg > 0)
-        k_p2p<R><<<(unsigned)g->n_leaves_trg, BLOCK>>>(nt, 0, sc, g->d_leaves_trg, g->d_tb, g->d_tn, g->d_sb,
-                                                       g->d_sn, g->d_u_begin, g->d_u, g->d_cube, g->d_src,
-                                                       g->d_trg, s->d_res);
+        k_p2p<R><<<dim3((unsigned)g->n_leaves_trg, split_for(s->leaf_size)), BLOCK>>>(
+            nt, 0, sc, g->d_leaves_trg, g->d_tb, g->d_tn, g->d_sb, g->d_sn, g->d_u_begin, g->d_u, g->d_cube,
+            g->d_src, g->d_trg, s->d_res);
     if (g->n_ynodes > 0)
-        k_p2p<R><<<(unsigned)g->n_ynodes, BLOCK>>>(nt, 1, sc, g->d_ynodes, g->d_tb, g->d_tn, g->d_sb, g->d_sn,
-                                                   g->d_y_begin, g->d_y, g->d_cube, g->d_src, g->d_trg,
-                                                   s->d_res);
+        k_p2p<R><<<dim3((unsigned)g->n_ynodes, split_for(s->near_max)), BLOCK>>>(
+            nt, 1, sc, g->d_ynodes, g->d_tb, g->d_tn, g->d_sb, g->d_sn, g->d_y_begin, g->d_y, g->d_cube, g->d_src,
+            g->d_trg, s->d_res);
 }
 
 fmk_status run_eval(fmk_plan *plan, fmm_gpu *s, const double *charges, double *pot, double *grad,
