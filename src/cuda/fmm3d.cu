@@ -1,8 +1,9 @@
 /* fmm3d.cu -- the adaptive 3D FMM for the Laplace kernel on the GPU (method fmm, backend cuda),
- * fp64. docs/fmm3d_gpu.md describes the design and the measured numbers.
+ * fp64, or with P2P in fp32 for precision fp32 (eps >= 1e-5). docs/fmm3d_gpu.md describes the
+ * design and the measured numbers.
  *
- * set_points (geometry, once), all on the GPU: the points (mapped into the plan's frame) go to
- * the GPU, the octree over sources and targets together is built there (tree3d.cu, the
+ * set_points (geometry, once), all on the GPU: the points (mapped into the plan's frame by
+ * plan.c, or given on the device and mapped here: set_points_device) go to the GPU, the octree over sources and targets together is built there (tree3d.cu, the
  * treecode's build), and fmm3d_lists.cu derives from it the sources and targets in key order,
  * the boxes, the U, V, W, X lists of the CPU engine (fmm3d_lists.c, entry for entry), the work
  * lists and the M2M/L2L tiles; the host reads only sizes. The translation operators are dense
@@ -13,13 +14,14 @@
  * the addition theorems (fmm3d_ops.c's references, written per matrix entry) and the harmonics
  * of the 8 + 8 + 316 translation vectors; the M2L matrices are stacked into one tall matrix.
  *
- * eval (numbers only): charges to key order; P2M at the leaves (a block per leaf, a thread per
- * source, warp sums); M2M level by level upward (to level 2) and L2L level by level downward in
- * tiles of TB boxes (per octant, the TB input expansions in shared memory times the octant's
+ * eval (numbers only): charges to key order; P2M at the leaves (blocks per leaf, a thread per
+ * source, warp sums of the harmonics as they are made); M2M level by level upward (to level 2)
+ * and L2L level by level downward in tiles of TB boxes (per octant, the TB input expansions in shared memory times the octant's
  * matrix, accumulators in registers); M2L per batch of directions as one cuBLAS DGEMM of the
  * stacked matrices with the multipoles of all boxes from level 2 down, then a gather of each
  * target box's V entries of the batch; P2L (X list); L2P and M2P (W list) a thread per target;
- * P2P (U list) a block per target leaf with the sources staged in shared memory. W entries with
+ * P2P (U list) blocks per target leaf with the sources staged in shared memory (fp64, or fp32 on
+ * offsets from the leaf's centre). W entries with
  * few sources and X entries into boxes with few targets are done as P2P instead (exact, and
  * cheaper there; fmk_cuda_fmm3d_direct_near). Then the results go to the caller's order and
  * units. Nothing is written to the caller's arrays before every pass has succeeded.
@@ -127,7 +129,7 @@ int32_t gpu_leaf_size_for(int p)
 {
     /* Paper 003's cost model, total = A N + B N / m + C N m for m points per leaf: B (M2M,
      * M2L, L2L per box) and C (P2P per pair) measured on an H100 for p = 4 .. 16
-     * (docs/fmm3d_gpu.md, section 3: bench_fmm3d cost) give m_opt = sqrt(B / C) ~ 13.5 p
+     * (docs/fmm3d_gpu.md, section 3: bench_fmm3d cost) give m_opt = sqrt(B / C) = 11 p .. 14 p
      * (B grows slower than S^2: the GEMMs run faster at larger S). A leaf size s gives leaves
      * of s / 8 .. s points (geometric mean s / 2.8), hence s = 2.8 m_opt ~ 38 p. */
     int s = 38 * p;
