@@ -1,6 +1,6 @@
 /* bench/fmm2d.c -- the 2D adaptive FMM (method fmm, dim 2): the tables of Goude & Engblom.
  *
- *   bench_fmm2d [--json] [--quick] [--once] [--n N] [--no-phases] [--no-grid] [--no-cpu]
+ *   bench_fmm2d [--json] [--quick] [--once] [--n N] [--leaf N_d] [--no-phases] [--no-grid] [--no-cpu]
  *
  * 1. Phases (their Table 1): N = 2^20, cauchy2d, eps 1e-6, evaluation at the sources, points,
  *    charges and results on the GPU; uniform, normal and layer distributions (their Fig. 10
@@ -12,7 +12,7 @@
  * 4. The CPU backend (OpenMP, all cores) at N = 2^20, host arrays.
  * GPU timings run on device 0; without a GPU only the CPU rows are printed. --once: one
  * set_points_device + eval_device of table 1's uniform case after a warm-up, nothing else (for
- * profilers), at N points with --n N. --no-phases, --no-grid, --no-cpu: leave out table 1, 2,
+ * profilers), at N points with --n N, with leaf size N_d with --leaf N_d. --no-phases, --no-grid, --no-cpu: leave out table 1, 2,
  * 4. */
 #include <math.h>
 #include <stdio.h>
@@ -175,7 +175,7 @@ static void row_begin(const char *table)
 int main(int argc, char **argv)
 {
     int quick = 0, once = 0, phases = 1, grid = 1, cpu = 1;
-    int64_t once_n = 0;
+    int64_t once_n = 0, once_leaf = 0;
     for (int a = 1; a < argc; a++) {
         if (strcmp(argv[a], "--json") == 0)
             json = 1;
@@ -185,6 +185,8 @@ int main(int argc, char **argv)
             quick = 1;
         else if (strcmp(argv[a], "--n") == 0 && a + 1 < argc)
             once_n = atoll(argv[++a]);
+        else if (strcmp(argv[a], "--leaf") == 0 && a + 1 < argc)
+            once_leaf = atoll(argv[++a]);
         else if (strcmp(argv[a], "--no-phases") == 0)
             phases = 0;
         else if (strcmp(argv[a], "--no-grid") == 0)
@@ -192,7 +194,7 @@ int main(int argc, char **argv)
         else if (strcmp(argv[a], "--no-cpu") == 0)
             cpu = 0;
         else {
-            fprintf(stderr, "usage: bench_fmm2d [--json] [--quick] [--once] [--n N] "
+            fprintf(stderr, "usage: bench_fmm2d [--json] [--quick] [--once] [--n N] [--leaf N_d] "
                             "[--no-phases] [--no-grid] [--no-cpu]\n");
             return 2;
         }
@@ -208,7 +210,7 @@ int main(int argc, char **argv)
         make_points(UNIFORM, N, 100, x);
         dev_data dd = upload(N, x, q);
         fmk_info in;
-        const double t = time_gpu(FMK_METHOD_FMM, 1e-6, -1, 0, &dd, 1, &in);
+        const double t = time_gpu(FMK_METHOD_FMM, 1e-6, -1, once_leaf, &dd, 1, &in);
         const double *ph = in.phase_time;
         printf("uniform N = %lld, %d levels: %.3f ms (setup %.3f, tree %.3f; eval: upload %.3f, "
                "P2M %.3f, M2M %.3f, M2L %.3f, L2L %.3f, L2P %.3f, P2P %.3f ms)\n",

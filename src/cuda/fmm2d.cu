@@ -436,24 +436,43 @@ __global__ void __launch_bounds__(1024)
 }
 
 /* A team of RANK_TEAM lanes per point counts the comps of its segment below its own; the point
- * goes to that place (x, y, id -> x2, y2, id2). */
-__global__ void k_rank_scatter(int64_t n, int s, const unsigned *comp, const double *x,
-                               const double *y, const int *id, double *x2, double *y2, int *id2)
+ * goes to that place (x, y, id -> x2, y2, id2). Blocks of RANK_BLOCK threads; the segments of
+ * a block's points pass through shared memory RANK_TILE comps at a time (loads all in flight:
+ * read straight from memory, each team would wait on every line in turn). */
+constexpr int RANK_BLOCK = 256, RANK_TILE = 2048;
+
+__global__ void __launch_bounds__(RANK_BLOCK)
+    k_rank_scatter(int64_t n, int s, const unsigned *comp, const double *x, const double *y,
+                   const int *id, double *x2, double *y2, int *id2)
 {
-    const int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    __shared__ unsigned tile[RANK_TILE];
+    const int64_t t = blockIdx.x * (int64_t)RANK_BLOCK + threadIdx.x;
     const int64_t i = t / RANK_TEAM;
     const int part = (int)(t % RANK_TEAM);
     const int64_t ic = i < n ? i : n - 1; /* the lanes past n help the shuffles only */
     const int64_t g = fmk_fmm2d_seg_of(n, s, ic), a = fmk_fmm2d_seg_begin(n, s, g),
                   e = fmk_fmm2d_seg_begin(n, s, g + 1);
     const unsigned c = comp[ic];
+    /* the block's points lie in the segments of its first and last point */
+    const int64_t i0 = blockIdx.x * (int64_t)(RANK_BLOCK / RANK_TEAM);
+    const int64_t i1 = i0 + RANK_BLOCK / RANK_TEAM - 1 < n ? i0 + RANK_BLOCK / RANK_TEAM - 1 : n - 1;
+    const int64_t ba = fmk_fmm2d_seg_begin(n, s, fmk_fmm2d_seg_of(n, s, i0)),
+                  be = fmk_fmm2d_seg_begin(n, s, fmk_fmm2d_seg_of(n, s, i1) + 1);
     int below = 0;
-    int64_t j = a + part;
-    for (; j + 3 * RANK_TEAM < e; j += 4 * RANK_TEAM)
-        below += (__ldg(comp + j) < c) + (__ldg(comp + j + RANK_TEAM) < c) +
-                 (__ldg(comp + j + 2 * RANK_TEAM) < c) + (__ldg(comp + j + 3 * RANK_TEAM) < c);
-    for (; j < e; j += RANK_TEAM)
-        below += __ldg(comp + j) < c;
+    for (int64_t t0 = ba; t0 < be; t0 += RANK_TILE) {
+        const int len = be - t0 < RANK_TILE ? (int)(be - t0) : RANK_TILE;
+        __syncthreads();
+        for (int k = threadIdx.x; k < len; k += RANK_BLOCK)
+            tile[k] = comp[t0 + k];
+        __syncthreads();
+        const int lo = (int)((a > t0 ? a : t0) - t0), hi = (int)((e < t0 + len ? e : t0 + len) - t0);
+        int j = lo + part;
+        for (; j + 3 * RANK_TEAM < hi; j += 4 * RANK_TEAM)
+            below += (tile[j] < c) + (tile[j + RANK_TEAM] < c) + (tile[j + 2 * RANK_TEAM] < c) +
+                     (tile[j + 3 * RANK_TEAM] < c);
+        for (; j < hi; j += RANK_TEAM)
+            below += tile[j] < c;
+    }
     for (int o = RANK_TEAM / 2; o > 0; o >>= 1)
         below += __shfl_xor_sync(FULL, below, o);
     if (i < n && part == 0) {
@@ -554,42 +573,41 @@ __global__ void __launch_bounds__(RANK_CAP)
         x[a + i] = xs[i], y[a + i] = ys[i], id[a + i] = ids[i];
 }
 
-__global__ void k_geometry(int64_t nb, const u64 *bb, double *center, double *radius, u64 *bad)
+/* The end of the splits, a thread per index t: box t's centre and radius (t < nb); for self
+ * (the points are the sources and the targets) also point t in box order (t < n) and the
+ * start of leaf t (t <= leaves), which k_split_points and k_starts do otherwise. Resets the
+ * charge check's flag (and after a failed eval). */
+__global__ void k_finish(int64_t nb, const u64 *bb, double *center, double *radius, u64 *bad,
+                         int self, int64_t n, int L, const double *x, const double *y,
+                         const int *id, double *xy, int *order, int *place, int64_t *src_start)
 {
-    const int64_t g = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
-    if (g == 0) /* the charge check's flag, reset here and after a failed eval */
+    const int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (t == 0)
         *bad = ~0ull;
-    if (g >= nb)
+    if (t < nb) {
+        const double lx = u2d(bb[4 * t]), ly = u2d(bb[4 * t + 1]);
+        const double hx = u2d(bb[4 * t + 2]), hy = u2d(bb[4 * t + 3]);
+        center[2 * t] = 0.5 * (lx + hx), center[2 * t + 1] = 0.5 * (ly + hy);
+        radius[t] = 0.5 * sqrt((hx - lx) * (hx - lx) + (hy - ly) * (hy - ly));
+    }
+    if (!self)
         return;
-    const double lx = u2d(bb[4 * g]), ly = u2d(bb[4 * g + 1]);
-    const double hx = u2d(bb[4 * g + 2]), hy = u2d(bb[4 * g + 3]);
-    center[2 * g] = 0.5 * (lx + hx), center[2 * g + 1] = 0.5 * (ly + hy);
-    radius[g] = 0.5 * sqrt((hx - lx) * (hx - lx) + (hy - ly) * (hy - ly));
+    if (t < n)
+        xy[2 * t] = x[t], xy[2 * t + 1] = y[t], order[t] = id[t], place[id[t]] = (int)t;
+    if (t <= ((int64_t)1 << (2 * L)))
+        src_start[t] = fmk_fmm2d_seg_begin(n, 2 * L, t);
 }
 
-/* Self: the points are the sources (and targets) in box order. */
-__global__ void k_self_points(int64_t n, const double *x, const double *y, const int *id,
-                              double *xy, int *order, int *place)
-{
-    const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
-    if (i >= n)
-        return;
-    xy[2 * i] = x[i], xy[2 * i + 1] = y[i], order[i] = id[i], place[id[i]] = (int)i;
-}
-
-__global__ void k_starts(int64_t n, int L, int64_t leaves, const int *before, int self,
-                         int64_t *src_start, int64_t *trg_start)
+/* Separate targets: the leaves' starts in the sources and in the targets. */
+__global__ void k_starts(int64_t n, int L, int64_t leaves, const int *before, int64_t *src_start,
+                         int64_t *trg_start)
 {
     const int64_t b = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
     if (b > leaves)
         return;
     const int64_t pos = fmk_fmm2d_seg_begin(n, 2 * L, b);
-    if (self) {
-        src_start[b] = pos;
-    } else {
-        src_start[b] = before[pos];
-        trg_start[b] = pos - before[pos];
-    }
+    src_start[b] = before[pos];
+    trg_start[b] = pos - before[pos];
 }
 
 /* flags[i] = 1 for a source (i < n), 0 for a target and at i = n. */
@@ -904,24 +922,28 @@ __global__ void k_p2m(box_args a)
     }
 }
 
-/* M2M into the boxes of level l: a warp per parent, lane l owns b_l. */
-__global__ void k_m2m(box_args a, int l)
+/* M2M into the boxes of level l: a warp per parent, lane l owns b_l; or (per_child, for levels
+ * of few boxes) a block of 4 warps per parent, a child each, whose sums warp 0 adds in the
+ * children's order: the same additions, the same result. */
+__global__ void k_m2m(box_args a, int l, int per_child)
 {
     extern __shared__ fmk_cplx smem[];
     const int w = threadIdx.x >> 5, lane = threadIdx.x & 31, nc = a.p + 1;
     fmk_cplx *au = smem + w * nc;
-    const int64_t b = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5;
+    const int64_t b = per_child ? (int64_t)blockIdx.x
+                                : (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5;
     if (b >= ((int64_t)1 << (2 * l)))
         return;
     const int64_t f = fmk_fmm2d_first(l), fc = fmk_fmm2d_first(l + 1);
     if (count_in(a.src_start, a.L, l, b) == 0)
-        return;
+        return; /* block-uniform when per_child */
     const fmk_cplx cp = center_of(a, f + b);
     const double rp = scale_of(a, f + b);
     fmk_cplx acc[SLOTS];
     for (int t = 0; t < SLOTS; t++)
         acc[t] = fmk_c(0, 0);
-    for (int64_t c = 4 * b; c < 4 * b + 4; c++) {
+    for (int64_t c = per_child ? 4 * b + w : 4 * b; c < (per_child ? 4 * b + w + 1 : 4 * b + 4);
+         c++) {
         if (count_in(a.src_start, a.L, l + 1, c) == 0)
             continue;
         const fmk_cplx tt = fmk_cscale(fmk_csub(center_of(a, fc + c), cp), 1.0 / rp);
@@ -950,6 +972,19 @@ __global__ void k_m2m(box_args a, int l)
             s = fmk_csub(s, fmk_cscale(fmk_cmul(a0, tp), 1.0 / m));
             acc[t] = fmk_cadd(acc[t], s);
         }
+    }
+    if (per_child) { /* the children's sums in order (au: each warp's own row, done with) */
+        __syncwarp();
+        for (int t = 0; t < SLOTS; t++)
+            if (lane + 32 * t <= a.p)
+                au[lane + 32 * t] = acc[t];
+        __syncthreads();
+        if (w != 0)
+            return;
+        for (int v = 1; v < 4; v++)
+            for (int t = 0; t < SLOTS; t++)
+                if (lane + 32 * t <= a.p)
+                    acc[t] = fmk_cadd(acc[t], smem[v * nc + lane + 32 * t]);
     }
     for (int t = 0; t < SLOTS; t++) {
         const int m = lane + 32 * t;
@@ -1214,15 +1249,49 @@ __device__ inline void p2p_pair(int is_log, real4d sj, double zx, double zy, dou
     }
 }
 
+/* L2P (local = 1: box g's local expansion) or M2P (g's multipole) at a lane's two targets (the
+ * second if act2), by a full warp (coef: the warp's row of shared memory), into acc, acc2 as
+ * (V, D). */
+__device__ void expansion_at(const box_args &a, int64_t g, int local, fmk_cplx *coef, double zx,
+                             double zy, double zx2, double zy2, bool act2, double acc[5],
+                             double acc2[5])
+{
+    const int lane = threadIdx.x & 31, nc = a.p + 1;
+    const fmk_cplx *src = (local ? a.Lc : a.M) + nc * g;
+    __syncwarp();
+    for (int k = lane; k < nc; k += 32)
+        coef[k] = ld(src + k);
+    __syncwarp();
+    const fmk_cplx c = center_of(a, g);
+    const double r = scale_of(a, g);
+    fmk_cplx v[2] = {fmk_c(acc[0], acc[1]), fmk_c(acc[2], acc[3])};
+    fmk_cplx v2[2] = {fmk_c(acc2[0], acc2[1]), fmk_c(acc2[2], acc2[3])};
+    if (local) {
+        fmk_fmm2d_l2p_at(a.p, c, r, coef, fmk_c(zx, zy), v);
+        if (act2)
+            fmk_fmm2d_l2p_at(a.p, c, r, coef, fmk_c(zx2, zy2), v2);
+    } else {
+        fmk_fmm2d_m2p_at(a.p, c, r, coef, fmk_c(zx, zy), v);
+        if (act2)
+            fmk_fmm2d_m2p_at(a.p, c, r, coef, fmk_c(zx2, zy2), v2);
+    }
+    acc[0] = v[0].re, acc[1] = v[0].im, acc[2] = v[1].re, acc[3] = v[1].im;
+    acc2[0] = v2[0].re, acc2[1] = v2[0].im, acc2[2] = v2[1].re, acc2[3] = v2[1].im;
+}
+
 /* P2P: a warp per finest box (or split warps, see split_for, each taking every split-th
  * entry of the box's list), each lane two targets (i and i + 32: two independent chains per
- * source read), sources staged through shared memory. */
+ * source read), sources staged through shared memory. With split warps the kernel does L2P
+ * and M2P too (k_l2p's work: no launch of its own, one write of V and D). */
 template <int WAYS>
-__global__ void k_p2p(box_args a, const int *near_begin, const int *near, const signed char *kind,
+__global__ void __launch_bounds__(32 * (WAYS > 1 ? WAYS : WARPS)) k_p2p(box_args a, const int *near_begin, const int *near, const signed char *kind,
                       fmk_cplx *res, double *qzero)
 {
     __shared__ real4d tile[WAYS > 1 ? WAYS : WARPS][32];
+    static_assert(sizeof tile[0] >= NCMAX * sizeof(fmk_cplx), "a warp's row holds an expansion");
     const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    /* L2P and M2P take their coefficients through the warp's row of tile (used apart) */
+    fmk_cplx *coef = reinterpret_cast<fmk_cplx *>(tile[w]);
     const int part = WAYS > 1 ? w : 0, ways = WAYS;
     const int64_t b = WAYS > 1 ? (int64_t)blockIdx.x
                                : (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5;
@@ -1236,6 +1305,14 @@ __global__ void k_p2p(box_args a, const int *near_begin, const int *near, const 
         const double zx = act ? a.trg_xy[2 * i] : 0, zy = act ? a.trg_xy[2 * i + 1] : 0;
         const double zx2 = act2 ? a.trg_xy[2 * i2] : 0, zy2 = act2 ? a.trg_xy[2 * i2 + 1] : 0;
         double acc[5] = {0, 0, 0, 0, 0}, acc2[5] = {0, 0, 0, 0, 0};
+        if constexpr (WAYS > 1) { /* L2P by the last warp, M2P by the entries' warps */
+            const int64_t fl = fmk_fmm2d_first(a.L);
+            if (part == ways - 1 && a.L >= 1)
+                expansion_at(a, fl + b, 1, coef, zx, zy, zx2, zy2, act2, acc, acc2);
+            for (int e = near_begin[b] + part; e < near_begin[b + 1]; e += ways)
+                if (kind[e] == 1)
+                    expansion_at(a, fl + near[e], 0, coef, zx, zy, zx2, zy2, act2, acc, acc2);
+        }
         for (int e = near_begin[b] + part; e < near_begin[b + 1]; e += ways) {
             if (kind[e] != 0)
                 continue;
@@ -1262,27 +1339,31 @@ __global__ void k_p2p(box_args a, const int *near_begin, const int *near, const 
                 }
             }
         }
-        if constexpr (WAYS > 1) { /* the warps' sums, added in warp order by warp 0 */
-            __shared__ double part_sum[WAYS][10][32];
-            for (int k = 0; k < 5; k++)
-                part_sum[w][k][lane] = acc[k], part_sum[w][5 + k][lane] = acc2[k];
-            __syncthreads();
-            if (part == 0)
-                for (int v = 1; v < ways; v++)
+        if constexpr (WAYS > 1) { /* the warps' sums by halves (a fixed order) into warp 0 */
+            __shared__ double part_sum[WAYS / 2][10][32];
+            for (int h = WAYS / 2; h > 0; h >>= 1) {
+                if (part >= h && part < 2 * h)
                     for (int k = 0; k < 5; k++)
-                        acc[k] += part_sum[v][k][lane], acc2[k] += part_sum[v][5 + k][lane];
-            __syncthreads(); /* part_sum is written again for the next targets */
+                        part_sum[part - h][k][lane] = acc[k], part_sum[part - h][5 + k][lane] = acc2[k];
+                __syncthreads();
+                if (part < h)
+                    for (int k = 0; k < 5; k++)
+                        acc[k] += part_sum[part][k][lane], acc2[k] += part_sum[part][5 + k][lane];
+                __syncthreads(); /* part_sum is written again */
+            }
             if (part != 0)
                 continue;
         }
+        /* V, D: k_l2p's values plus these (split warps: these are all) */
+        const fmk_cplx z0 = fmk_c(0, 0);
         if (act) {
-            res[2 * i] = fmk_cadd(res[2 * i], fmk_c(acc[0], acc[1]));
-            res[2 * i + 1] = fmk_cadd(res[2 * i + 1], fmk_c(acc[2], acc[3]));
+            res[2 * i] = fmk_cadd(WAYS > 1 ? z0 : res[2 * i], fmk_c(acc[0], acc[1]));
+            res[2 * i + 1] = fmk_cadd(WAYS > 1 ? z0 : res[2 * i + 1], fmk_c(acc[2], acc[3]));
             qzero[i] = acc[4];
         }
         if (act2) {
-            res[2 * i2] = fmk_cadd(res[2 * i2], fmk_c(acc2[0], acc2[1]));
-            res[2 * i2 + 1] = fmk_cadd(res[2 * i2 + 1], fmk_c(acc2[2], acc2[3]));
+            res[2 * i2] = fmk_cadd(WAYS > 1 ? z0 : res[2 * i2], fmk_c(acc2[0], acc2[1]));
+            res[2 * i2 + 1] = fmk_cadd(WAYS > 1 ? z0 : res[2 * i2 + 1], fmk_c(acc2[2], acc2[3]));
             qzero[i2] = acc2[4];
         }
     }
@@ -1622,8 +1703,8 @@ fmk_status build_tree(fmk_plan *plan, fmm2d_gpu *s, build_ws *w, const double *d
         if (last)
             break;
         if (by_rank) {
-            k_rank_scatter<<<grid_of(RANK_TEAM * n, B), B>>>(n, st_, keys[0], x[0], y[0], id[0],
-                                                             x[1], y[1], id[1]);
+            k_rank_scatter<<<grid_of(RANK_TEAM * n, RANK_BLOCK), RANK_BLOCK>>>(
+                n, st_, keys[0], x[0], y[0], id[0], x[1], y[1], id[1]);
         } else {
             tb = temp_bytes;
             k_keys<<<grid_of(n, B), B>>>(n, st_, x[0], y[0], bb, keys[0], pos[0]);
@@ -1647,14 +1728,16 @@ fmk_status build_tree(fmk_plan *plan, fmm2d_gpu *s, build_ws *w, const double *d
         x[0] = x[1], y[0] = y[1], id[0] = id[1];
         x[1] = tx, y[1] = ty, id[1] = ti;
     }
-    k_geometry<<<grid_of(nb, B), B>>>(nb, box_bb, s->d_center, s->d_radius, s->d_stats);
-    CK(cudaGetLastError(), "the box geometry kernel");
-    /* sources and targets in box order */
-    if (plan->self) {
-        if (n > 0)
-            k_self_points<<<grid_of(n, B), B>>>(n, x[0], y[0], id[0], s->d_src_xy, s->d_src_order,
-                                                s->d_trg_place);
-    } else {
+    {
+        const int64_t nf = plan->self ? (n > nb ? n : nb) : nb, nl = leaves + 1;
+        k_finish<<<grid_of(nf > nl ? nf : nl, B), B>>>(nb, box_bb, s->d_center, s->d_radius,
+                                                       s->d_stats, plan->self, n, (int)L, x[0],
+                                                       y[0], id[0], s->d_src_xy, s->d_src_order,
+                                                       s->d_trg_place, s->d_src_start);
+        CK(cudaGetLastError(), "the box geometry kernel");
+    }
+    /* sources and targets in box order (self: k_finish did it) */
+    if (!plan->self) {
         k_source_flags<<<grid_of(n + 1, B), B>>>(n, ns, id[0], pos[1]);
         tb = temp_bytes;
         CK(cub::DeviceScan::ExclusiveSum(temp, tb, pos[1], before, (int)(n + 1)),
@@ -1663,9 +1746,9 @@ fmk_status build_tree(fmk_plan *plan, fmm2d_gpu *s, build_ws *w, const double *d
             k_split_points<<<grid_of(n, B), B>>>(n, ns, x[0], y[0], id[0], before, s->d_src_xy,
                                                  s->d_src_order, s->d_trg_xy, s->d_trg_order,
                                                  s->d_trg_place);
+        k_starts<<<grid_of(leaves + 1, B), B>>>(n, (int)L, leaves, before, s->d_src_start,
+                                                s->d_trg_start);
     }
-    k_starts<<<grid_of(leaves + 1, B), B>>>(n, (int)L, leaves, before, plan->self, s->d_src_start,
-                                            s->d_trg_start);
     CK(cudaGetLastError(), "the point kernels");
 
     /* the lists, level by level: first with the capacities the block holds and the totals
@@ -2095,8 +2178,11 @@ fmk_status run_eval(fmk_plan *plan, const double *charges, double *pot, double *
     CK(cudaEventRecord(s->ev[1], 0), "cudaEventRecord");
     k_p2m<<<grid_of(32 * leaves, B), B>>>(a);
     CK(cudaEventRecord(s->ev[2], 0), "cudaEventRecord");
-    for (int l = L - 1; l >= 1; l--)
-        k_m2m<<<grid_of(32 * ((int64_t)1 << (2 * l)), B), B, sm>>>(a, l);
+    for (int l = L - 1; l >= 1; l--) { /* few boxes: a warp per child (WARPS = 4) */
+        const int64_t nbl = (int64_t)1 << (2 * l);
+        const int per_child = split_for(nbl) > 1;
+        k_m2m<<<per_child ? (unsigned)nbl : grid_of(32 * nbl, B), B, sm>>>(a, l, per_child);
+    }
     CK(cudaEventRecord(s->ev[3], 0), "cudaEventRecord");
     if (nb > 1) {
         const int split = split_for(nb - 1);
@@ -2109,9 +2195,15 @@ fmk_status run_eval(fmk_plan *plan, const double *charges, double *pot, double *
     for (int l = 2; l <= L; l++)
         k_l2l<<<grid_of(32 * ((int64_t)1 << (2 * l)), B), B, sm>>>(a, l);
     CK(cudaEventRecord(s->ev[5], 0), "cudaEventRecord");
-    k_l2p<<<grid_of(32 * leaves, B), B, sm>>>(a, s->d_near_begin, s->d_near, s->d_kind, s->d_res);
+    if (split_for(leaves) == 1) /* else in k_p2p */
+        k_l2p<<<grid_of(32 * leaves, B), B, sm>>>(a, s->d_near_begin, s->d_near, s->d_kind,
+                                                  s->d_res);
     CK(cudaEventRecord(s->ev[6], 0), "cudaEventRecord");
-    switch (split_for(leaves)) {
+    switch (split_for(leaves) > 1 && leaves <= 64 ? 2 * SPLIT_MAX : split_for(leaves)) {
+    case 2 * SPLIT_MAX: /* few leaves: more warps still */
+        k_p2p<2 * SPLIT_MAX><<<(unsigned)leaves, 64 * SPLIT_MAX>>>(
+            a, s->d_near_begin, s->d_near, s->d_kind, s->d_res, s->d_qzero);
+        break;
     case SPLIT_MAX:
         k_p2p<SPLIT_MAX><<<(unsigned)leaves, 32 * SPLIT_MAX>>>(a, s->d_near_begin, s->d_near,
                                                                s->d_kind, s->d_res, s->d_qzero);
