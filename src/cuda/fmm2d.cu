@@ -79,8 +79,11 @@ typedef struct fmm2d_gpu {
     size_t q_box, q_sort, q_scan_lists, q_scan_points, q_sum;
     void *d_temp;               /* CUB workspace for eval */
     size_t temp_bytes;
-    cudaEvent_t ev[8];
+    cudaEvent_t ev[10];         /* the eval's phases (8, 9: P2P on the side stream) */
     int events;
+    cudaStream_t side;          /* P2P beside the expansions when leaves are few (NULL: none yet) */
+    int *h_read;                /* pinned, LS_COUNT + 2 words: what the two waits read back */
+    int keep;                   /* the next release keeps the state (gpu_set_points_device) */
     double tree_ms;
 } fmm2d_gpu;
 
@@ -88,18 +91,6 @@ int order_of(const fmk_plan *plan) { return fmk_fmm2d_plan_order(plan); }
 int64_t leaf_size_of(const fmk_plan *plan) { return fmk_fmm2d_plan_leaf_size(plan); }
 
 /* ---------------------------------------------------------------- device helpers */
-
-__device__ inline fmk_cplx cpow_int(fmk_cplx w, int k)
-{
-    fmk_cplx r = fmk_c(1, 0);
-    while (k) {
-        if (k & 1)
-            r = fmk_cmul(r, w);
-        w = fmk_cmul(w, w);
-        k >>= 1;
-    }
-    return r;
-}
 
 /* rho^lane in each lane of a full warp (a product scan over the lanes), and rho^32 in *rho32. */
 __device__ inline fmk_cplx warp_pow(fmk_cplx rho, int lane, fmk_cplx *rho32)
@@ -293,6 +284,35 @@ __global__ void k_gather(int64_t n, const int *pos, const double *x, const doubl
  * segment. */
 inline bool bbox_by_atomics(int64_t n, int s) { return n > 0 && (n >> s) > 4096 && s < 12; }
 
+/* The block's segment (blockIdx.x of split s0) into shared memory; returns its length. */
+__device__ int segment_to_shared(int64_t n, int s0, const double *x, const double *y,
+                                 const int *id, double *xs, double *ys, int *ids)
+{
+    const int64_t a = fmk_fmm2d_seg_begin(n, s0, blockIdx.x);
+    const int m = (int)(fmk_fmm2d_seg_begin(n, s0, blockIdx.x + 1) - a);
+    for (int i = threadIdx.x; i < m; i += blockDim.x)
+        xs[i] = x[a + i], ys[i] = y[a + i], ids[i] = id[a + i];
+    __syncthreads();
+    return m;
+}
+
+/* The boxes after split s (s0 <= s) of the subsegments of the block's segment g0 of split s0
+ * (points xs, ys in shared memory, from position a), a warp per subsegment, into box_bb at even
+ * splits and seg_bb at odd ones (as the launches of the large splits do); returns where they
+ * are, visible to the whole block. */
+__device__ u64 *block_boxes(int64_t n, int s, int s0, int64_t g0, int64_t a, const double *xs,
+                            const double *ys, u64 *box_bb, u64 *seg_bb)
+{
+    const int k = s - s0, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int64_t gb = g0 << k; /* the block's first segment after s splits */
+    u64 *bb = s % 2 == 0 ? box_bb + 4 * fmk_fmm2d_first(s / 2) : seg_bb;
+    for (int j = warp; j < (1 << k); j += blockDim.x / 32)
+        warp_bbox(xs, ys, fmk_fmm2d_seg_begin(n, s, gb + j) - a,
+                  fmk_fmm2d_seg_begin(n, s, gb + j + 1) - a, lane, bb + 4 * (gb + j));
+    __syncthreads(); /* the boxes (global memory) are visible to the block */
+    return bb;
+}
+
 /* The last splits in one kernel, a block per segment once every segment fits SPLIT_CAP points:
  * the segment stays in shared memory, and each split is the bounding box of every subsegment (a
  * warp per subsegment, into box_bb at even splits and seg_bb at odd ones, as the launches of the
@@ -318,21 +338,12 @@ __global__ void __launch_bounds__(SPLIT_THREADS)
     extern __shared__ __align__(16) unsigned char split_sm[];
     double *xs = reinterpret_cast<double *>(split_sm), *ys = xs + SPLIT_CAP;
     int *ids = reinterpret_cast<int *>(ys + SPLIT_CAP);
-    const int64_t g0 = blockIdx.x;
-    const int64_t a = fmk_fmm2d_seg_begin(n, s0, g0);
-    const int m = (int)(fmk_fmm2d_seg_begin(n, s0, g0 + 1) - a);
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    for (int i = threadIdx.x; i < m; i += SPLIT_THREADS)
-        xs[i] = x[a + i], ys[i] = y[a + i], ids[i] = id[a + i];
-    __syncthreads();
+    const int64_t g0 = blockIdx.x, a = fmk_fmm2d_seg_begin(n, s0, g0);
+    const int m = segment_to_shared(n, s0, x, y, id, xs, ys, ids);
     for (int s = s0;; s++) {
         const int k = s - s0;
         const int64_t gb = g0 << k; /* the block's first segment after s splits */
-        u64 *bb = s % 2 == 0 ? box_bb + 4 * fmk_fmm2d_first(s / 2) : seg_bb;
-        for (int j = warp; j < (1 << k); j += SPLIT_THREADS / 32)
-            warp_bbox(xs, ys, fmk_fmm2d_seg_begin(n, s, gb + j) - a,
-                      fmk_fmm2d_seg_begin(n, s, gb + j + 1) - a, lane, bb + 4 * (gb + j));
-        __syncthreads(); /* the boxes (global memory) are visible to the block */
+        const u64 *bb = block_boxes(n, s, s0, g0, a, xs, ys, box_bb, seg_bb);
         if (s == 2 * L)
             break;
         const int kb = fmk_fmm2d_key_bits(s);
@@ -515,21 +526,12 @@ __global__ void __launch_bounds__(RANK_CAP)
     __shared__ double xs[RANK_CAP], ys[RANK_CAP];
     __shared__ int ids[RANK_CAP];
     __shared__ u64 comp[RANK_CAP];
-    const int64_t g0 = blockIdx.x;
-    const int64_t a = fmk_fmm2d_seg_begin(n, s0, g0);
-    const int m = (int)(fmk_fmm2d_seg_begin(n, s0, g0 + 1) - a);
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, i = threadIdx.x;
-    if (i < m)
-        xs[i] = x[a + i], ys[i] = y[a + i], ids[i] = id[a + i];
-    __syncthreads();
+    const int64_t g0 = blockIdx.x, a = fmk_fmm2d_seg_begin(n, s0, g0);
+    const int m = segment_to_shared(n, s0, x, y, id, xs, ys, ids), i = threadIdx.x;
     for (int s = s0;; s++) {
         const int k = s - s0;
         const int64_t gb = g0 << k; /* the block's first segment after s splits */
-        u64 *bb = s % 2 == 0 ? box_bb + 4 * fmk_fmm2d_first(s / 2) : seg_bb;
-        for (int j = warp; j < (1 << k); j += RANK_CAP / 32)
-            warp_bbox(xs, ys, fmk_fmm2d_seg_begin(n, s, gb + j) - a,
-                      fmk_fmm2d_seg_begin(n, s, gb + j + 1) - a, lane, bb + 4 * (gb + j));
-        __syncthreads(); /* the boxes (global memory) are visible to the block */
+        const u64 *bb = block_boxes(n, s, s0, g0, a, xs, ys, box_bb, seg_bb);
         if (s == 2 * L)
             break;
         int sa = 0, se = 0;
@@ -869,6 +871,20 @@ __global__ void k_charges(int64_t ns, int is_log, const int *order, const double
         atomicMin(bad, (u64)c);
 }
 
+/* The sum of term over a full warp's lanes (a butterfly), added to coefficient k, which lane
+ * k % 32 holds in acc[k / 32]. */
+__device__ inline void sum_to_lane(fmk_cplx term, int k, int lane, fmk_cplx acc[SLOTS])
+{
+    for (int o = 16; o > 0; o >>= 1) {
+        term.re += __shfl_xor_sync(FULL, term.re, o);
+        term.im += __shfl_xor_sync(FULL, term.im, o);
+    }
+#pragma unroll
+    for (int t = 0; t < SLOTS; t++) /* constant indices: acc stays in registers */
+        if (k == lane + 32 * t)
+            acc[t] = fmk_cadd(acc[t], term);
+}
+
 /* P2M: a warp per finest box; lane k holds a_k (and a_(k+32)). The sources go 32 at a time, a
  * lane each: lane j forms its source's term of every coefficient k (powers of w by repeated
  * products) and a butterfly sum over the lanes hands the total to lane k. */
@@ -905,14 +921,7 @@ __global__ void k_p2m(box_args a)
                 term = fmk_cscale(pw, inv_r);
                 pw = fmk_cmul(pw, w);
             }
-            for (int o = 16; o > 0; o >>= 1) {
-                term.re += __shfl_xor_sync(FULL, term.re, o);
-                term.im += __shfl_xor_sync(FULL, term.im, o);
-            }
-#pragma unroll
-            for (int t = 0; t < SLOTS; t++) /* constant indices: acc stays in registers */
-                if (k == lane + 32 * t)
-                    acc[t] = fmk_cadd(acc[t], term);
+            sum_to_lane(term, k, lane, acc);
         }
     }
     for (int t = 0; t < SLOTS; t++) {
@@ -920,6 +929,26 @@ __global__ void k_p2m(box_args a)
         if (k <= a.p)
             a.M[(a.p + 1) * g + k] = acc[t];
     }
+}
+
+/* The expansions (p + 1 coefficients, acc as sum_to_lane holds them) of the first ways warps of
+ * the block, which share one box, added in warp order into warp 0's acc, through each warp's
+ * row of p + 1 words at smem (done with); true for warp 0. Every thread of the block calls it. */
+__device__ bool warps_sum(fmk_cplx acc[SLOTS], int p, int ways, fmk_cplx *smem)
+{
+    const int w = threadIdx.x >> 5, lane = threadIdx.x & 31, nc = p + 1;
+    __syncwarp();
+    for (int t = 0; t < SLOTS; t++)
+        if (lane + 32 * t <= p)
+            smem[w * nc + lane + 32 * t] = acc[t];
+    __syncthreads();
+    if (w != 0)
+        return false;
+    for (int v = 1; v < ways; v++)
+        for (int t = 0; t < SLOTS; t++)
+            if (lane + 32 * t <= p)
+                acc[t] = fmk_cadd(acc[t], smem[v * nc + lane + 32 * t]);
+    return true;
 }
 
 /* M2M into the boxes of level l: a warp per parent, lane l owns b_l; or (per_child, for levels
@@ -973,19 +1002,8 @@ __global__ void k_m2m(box_args a, int l, int per_child)
             acc[t] = fmk_cadd(acc[t], s);
         }
     }
-    if (per_child) { /* the children's sums in order (au: each warp's own row, done with) */
-        __syncwarp();
-        for (int t = 0; t < SLOTS; t++)
-            if (lane + 32 * t <= a.p)
-                au[lane + 32 * t] = acc[t];
-        __syncthreads();
-        if (w != 0)
-            return;
-        for (int v = 1; v < 4; v++)
-            for (int t = 0; t < SLOTS; t++)
-                if (lane + 32 * t <= a.p)
-                    acc[t] = fmk_cadd(acc[t], smem[v * nc + lane + 32 * t]);
-    }
+    if (per_child && !warps_sum(acc, a.p, 4, smem)) /* the children's sums in order */
+        return;
     for (int t = 0; t < SLOTS; t++) {
         const int m = lane + 32 * t;
         if (m <= a.p)
@@ -1116,31 +1134,13 @@ __global__ void k_m2l(box_args a, const int *weak_begin, const int *weak, const 
                         term = pw;
                         pw = fmk_cmul(pw, wj);
                     }
-                    for (int o = 16; o > 0; o >>= 1) {
-                        term.re += __shfl_xor_sync(FULL, term.re, o);
-                        term.im += __shfl_xor_sync(FULL, term.im, o);
-                    }
-#pragma unroll
-                    for (int t = 0; t < SLOTS; t++) /* constant indices: acc stays in registers */
-                        if (m == lane + 32 * t)
-                            acc[t] = fmk_cadd(acc[t], term);
+                    sum_to_lane(term, m, lane, acc);
                 }
             }
         }
     }
-    if (ways > 1) { /* the warps' sums, added in warp order */
-        __syncwarp();
-        for (int t = 0; t < SLOTS; t++)
-            if (lane + 32 * t <= a.p)
-                ck[lane + 32 * t] = acc[t];
-        __syncthreads();
-        if (part != 0)
-            return;
-        for (int v = 1; v < ways; v++)
-            for (int t = 0; t < SLOTS; t++)
-                if (lane + 32 * t <= a.p)
-                    acc[t] = fmk_cadd(acc[t], smem[v * nc + lane + 32 * t]);
-    }
+    if (ways > 1 && !warps_sum(acc, a.p, ways, smem)) /* the warps' sums in warp order */
+        return;
     for (int t = 0; t < SLOTS; t++) {
         const int m = lane + 32 * t;
         if (m <= a.p)
@@ -1179,9 +1179,10 @@ __global__ void k_l2l(box_args a, int l)
     }
 }
 
-/* L2P and M2P at the finest level: a warp per box, a lane per target; V, D into res. */
+/* L2P and M2P at the finest level: a warp per box, a lane per target; V, D into res (add: onto
+ * the P2P sums already there). */
 __global__ void k_l2p(box_args a, const int *near_begin, const int *near, const signed char *kind,
-                      fmk_cplx *res)
+                      fmk_cplx *res, int add)
 {
     extern __shared__ fmk_cplx smem[];
     const int w = threadIdx.x >> 5, lane = threadIdx.x & 31, nc = a.p + 1;
@@ -1225,7 +1226,8 @@ __global__ void k_l2p(box_args a, const int *near_begin, const int *near, const 
             V = v[0], D = v[1];
         }
         if (act)
-            res[2 * i] = V, res[2 * i + 1] = D;
+            res[2 * i] = add ? fmk_cadd(res[2 * i], V) : V,
+                    res[2 * i + 1] = add ? fmk_cadd(res[2 * i + 1], D) : D;
     }
 }
 
@@ -1249,49 +1251,17 @@ __device__ inline void p2p_pair(int is_log, real4d sj, double zx, double zy, dou
     }
 }
 
-/* L2P (local = 1: box g's local expansion) or M2P (g's multipole) at a lane's two targets (the
- * second if act2), by a full warp (coef: the warp's row of shared memory), into acc, acc2 as
- * (V, D). */
-__device__ void expansion_at(const box_args &a, int64_t g, int local, fmk_cplx *coef, double zx,
-                             double zy, double zx2, double zy2, bool act2, double acc[5],
-                             double acc2[5])
-{
-    const int lane = threadIdx.x & 31, nc = a.p + 1;
-    const fmk_cplx *src = (local ? a.Lc : a.M) + nc * g;
-    __syncwarp();
-    for (int k = lane; k < nc; k += 32)
-        coef[k] = ld(src + k);
-    __syncwarp();
-    const fmk_cplx c = center_of(a, g);
-    const double r = scale_of(a, g);
-    fmk_cplx v[2] = {fmk_c(acc[0], acc[1]), fmk_c(acc[2], acc[3])};
-    fmk_cplx v2[2] = {fmk_c(acc2[0], acc2[1]), fmk_c(acc2[2], acc2[3])};
-    if (local) {
-        fmk_fmm2d_l2p_at(a.p, c, r, coef, fmk_c(zx, zy), v);
-        if (act2)
-            fmk_fmm2d_l2p_at(a.p, c, r, coef, fmk_c(zx2, zy2), v2);
-    } else {
-        fmk_fmm2d_m2p_at(a.p, c, r, coef, fmk_c(zx, zy), v);
-        if (act2)
-            fmk_fmm2d_m2p_at(a.p, c, r, coef, fmk_c(zx2, zy2), v2);
-    }
-    acc[0] = v[0].re, acc[1] = v[0].im, acc[2] = v[1].re, acc[3] = v[1].im;
-    acc2[0] = v2[0].re, acc2[1] = v2[0].im, acc2[2] = v2[1].re, acc2[3] = v2[1].im;
-}
-
 /* P2P: a warp per finest box (or split warps, see split_for, each taking every split-th
  * entry of the box's list), each lane two targets (i and i + 32: two independent chains per
- * source read), sources staged through shared memory. With split warps the kernel does L2P
- * and M2P too (k_l2p's work: no launch of its own, one write of V and D). */
+ * source read), sources staged through shared memory. With split warps it runs first (beside
+ * the expansions, on a second stream) and writes V and D, which k_l2p then adds to; else it
+ * adds to k_l2p's. */
 template <int WAYS>
 __global__ void __launch_bounds__(32 * (WAYS > 1 ? WAYS : WARPS)) k_p2p(box_args a, const int *near_begin, const int *near, const signed char *kind,
                       fmk_cplx *res, double *qzero)
 {
     __shared__ real4d tile[WAYS > 1 ? WAYS : WARPS][32];
-    static_assert(sizeof tile[0] >= NCMAX * sizeof(fmk_cplx), "a warp's row holds an expansion");
     const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    /* L2P and M2P take their coefficients through the warp's row of tile (used apart) */
-    fmk_cplx *coef = reinterpret_cast<fmk_cplx *>(tile[w]);
     const int part = WAYS > 1 ? w : 0, ways = WAYS;
     const int64_t b = WAYS > 1 ? (int64_t)blockIdx.x
                                : (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5;
@@ -1305,14 +1275,6 @@ __global__ void __launch_bounds__(32 * (WAYS > 1 ? WAYS : WARPS)) k_p2p(box_args
         const double zx = act ? a.trg_xy[2 * i] : 0, zy = act ? a.trg_xy[2 * i + 1] : 0;
         const double zx2 = act2 ? a.trg_xy[2 * i2] : 0, zy2 = act2 ? a.trg_xy[2 * i2 + 1] : 0;
         double acc[5] = {0, 0, 0, 0, 0}, acc2[5] = {0, 0, 0, 0, 0};
-        if constexpr (WAYS > 1) { /* L2P by the last warp, M2P by the entries' warps */
-            const int64_t fl = fmk_fmm2d_first(a.L);
-            if (part == ways - 1 && a.L >= 1)
-                expansion_at(a, fl + b, 1, coef, zx, zy, zx2, zy2, act2, acc, acc2);
-            for (int e = near_begin[b] + part; e < near_begin[b + 1]; e += ways)
-                if (kind[e] == 1)
-                    expansion_at(a, fl + near[e], 0, coef, zx, zy, zx2, zy2, act2, acc, acc2);
-        }
         for (int e = near_begin[b] + part; e < near_begin[b + 1]; e += ways) {
             if (kind[e] != 0)
                 continue;
@@ -1354,7 +1316,7 @@ __global__ void __launch_bounds__(32 * (WAYS > 1 ? WAYS : WARPS)) k_p2p(box_args
             if (part != 0)
                 continue;
         }
-        /* V, D: k_l2p's values plus these (split warps: these are all) */
+        /* V, D: these, or k_l2p's values plus these */
         const fmk_cplx z0 = fmk_c(0, 0);
         if (act) {
             res[2 * i] = fmk_cadd(WAYS > 1 ? z0 : res[2 * i], fmk_c(acc[0], acc[1]));
@@ -1430,14 +1392,23 @@ void free_state(fmm2d_gpu *s)
     for (int k = 0; k < s->events; k++)
         if (cudaEventDestroy(s->ev[k]) != cudaSuccess)
             (void)cudaGetLastError();
+    if (s->side && cudaStreamDestroy(s->side) != cudaSuccess)
+        (void)cudaGetLastError();
+    if (s->h_read && cudaFreeHost(s->h_read) != cudaSuccess)
+        (void)cudaGetLastError();
     free(s);
 }
 
 void gpu_release(fmk_plan *plan)
 {
     fmm2d_gpu *s = (fmm2d_gpu *)plan->state;
+    plan->state_bytes_device = plan->state_bytes_host = 0;
     if (!s)
         return;
+    if (s->keep) { /* set_points_device's release of the old points: kept for the new ones */
+        s->keep = 0;
+        return;
+    }
     const int dev = s->device; /* free_state frees s */
     int prev;
     fmk_status st = fmk_cuda_enter(plan, dev, &prev);
@@ -1445,7 +1416,6 @@ void gpu_release(fmk_plan *plan)
     if (st == FMK_OK)
         fmk_cuda_leave(dev, prev);
     plan->state = NULL;
-    plan->state_bytes_device = plan->state_bytes_host = 0;
 }
 
 void gpu_memory(const fmk_plan *plan, int64_t ns, int64_t nt, int64_t *h, int64_t *d)
@@ -1825,8 +1795,10 @@ fmk_status build_tree(fmk_plan *plan, fmm2d_gpu *s, build_ws *w, const double *d
            "cudaMemcpy (lists)");
         CK(cudaEventRecord(s->ev[1], 0), "cudaEventRecord");
         if (fast) { /* the one wait of the phase: the totals, and whether they fit */
-            int ls[LS_COUNT];
-            CK(cudaMemcpy(ls, lstat, sizeof ls, cudaMemcpyDeviceToHost), "the lists");
+            int *ls = s->h_read;
+            CK(cudaMemcpyAsync(ls, lstat, sizeof(int) * LS_COUNT, cudaMemcpyDeviceToHost, 0),
+               "the lists");
+            CK(cudaStreamSynchronize(0), "the topological phase");
             if (!ls[LS_OVERFLOW]) {
                 n_weak = ls[LS_WEAK], prev_n = ls[LS_STRONG];
                 break;
@@ -1915,10 +1887,14 @@ fmk_status setup_common(fmk_plan *plan, fmm2d_gpu *s, build_ws *ws_out, void **d
             s->binom_ready = 1;
         }
     }
-    for (int k = s->events; k < 8; k++) {
+    for (int k = s->events; k < 10; k++) {
         CK(cudaEventCreate(&s->ev[k]), "cudaEventCreate");
         s->events = k + 1;
     }
+    if (!s->side)
+        CK(cudaStreamCreateWithFlags(&s->side, cudaStreamNonBlocking), "cudaStreamCreate");
+    if (!s->h_read) /* pinned: a copy back without the driver's staging */
+        CK(cudaMallocHost((void **)&s->h_read, sizeof(int) * (LS_COUNT + 2)), "cudaMallocHost");
 done:
     return st;
 }
@@ -1956,6 +1932,7 @@ fmm2d_gpu *new_state(fmk_plan *plan, int64_t ns, int64_t nt, int self, fmm2d_gpu
         s->binom_ready = kept.binom_ready;
         memcpy(s->ev, kept.ev, sizeof s->ev);
         s->events = kept.events;
+        s->side = kept.side, s->h_read = kept.h_read;
         s->q_n = kept.q_n, s->q_ns = kept.q_ns, s->q_nt = kept.q_nt;
         s->q_box = kept.q_box, s->q_sort = kept.q_sort, s->q_scan_lists = kept.q_scan_lists;
         s->q_scan_points = kept.q_scan_points, s->q_sum = kept.q_sum;
@@ -2091,27 +2068,36 @@ fmk_status points_device(fmk_plan *plan, int64_t ns, const double *d_s, int64_t 
 fmk_status gpu_set_points_device(fmk_plan *plan, int64_t ns, const double *d_s, int64_t nt,
                                  const double *d_t)
 {
-    /* The previous points' state is kept for its block (grow-only): repeated calls of the same
-     * or smaller sizes allocate nothing. */
-    fmm2d_gpu *keep = (fmm2d_gpu *)plan->state;
-    if (keep && keep->device != plan->opts.device)
-        keep = NULL;
-    if (keep)
-        plan->state = NULL;
-    fmk_plan_drop_points(plan); /* the contract: on failure the plan has no points */
-    int prev;
-    fmk_status st = fmk_cuda_enter(plan, plan->opts.device, &prev);
-    if (st != FMK_OK) {
-        if (keep)
-            free_state(keep);
-        return st;
+    /* The previous points' state is kept for its block (grow-only), so that repeated calls of
+     * the same or smaller sizes allocate nothing: the release of the old points leaves it to
+     * points_device (a failure there releases it for good). */
+    fmm2d_gpu *s = (fmm2d_gpu *)plan->state;
+    if (s)
+        s->keep = 1;
+    return fmk_cuda_set_points_device(plan, ns, d_s, nt, d_t, points_device);
+}
+
+/* P2P with the warps per leaf that suit the number of leaves, on stream. */
+void launch_p2p(const box_args &a, const fmm2d_gpu *s, cudaStream_t stream)
+{
+    const int64_t leaves = s->leaves;
+    switch (split_for(leaves) > 1 && leaves <= 64 ? 2 * SPLIT_MAX : split_for(leaves)) {
+    case 2 * SPLIT_MAX: /* few leaves: more warps still */
+        k_p2p<2 * SPLIT_MAX><<<(unsigned)leaves, 64 * SPLIT_MAX, 0, stream>>>(
+            a, s->d_near_begin, s->d_near, s->d_kind, s->d_res, s->d_qzero);
+        break;
+    case SPLIT_MAX:
+        k_p2p<SPLIT_MAX><<<(unsigned)leaves, 32 * SPLIT_MAX, 0, stream>>>(
+            a, s->d_near_begin, s->d_near, s->d_kind, s->d_res, s->d_qzero);
+        break;
+    case 4:
+        k_p2p<4><<<(unsigned)leaves, 32 * 4, 0, stream>>>(a, s->d_near_begin, s->d_near, s->d_kind,
+                                                          s->d_res, s->d_qzero);
+        break;
+    default:
+        k_p2p<1><<<grid_of(32 * leaves, 32 * WARPS), 32 * WARPS, 0, stream>>>(
+            a, s->d_near_begin, s->d_near, s->d_kind, s->d_res, s->d_qzero);
     }
-    plan->state = keep; /* released with the plan from here on */
-    st = points_device(plan, ns, d_s, nt, d_t);
-    if (st != FMK_OK)
-        fmk_plan_drop_points(plan);
-    fmk_cuda_leave(plan->opts.device, prev);
-    return st;
 }
 
 fmk_status run_eval(fmk_plan *plan, const double *charges, double *pot, double *grad, int on_device)
@@ -2128,6 +2114,7 @@ fmk_status run_eval(fmk_plan *plan, const double *charges, double *pot, double *
     double *out_pot = pot ? (on_device ? pot : s->d_pot) : NULL;
     double *out_grad = grad ? (on_device ? grad : s->d_grad) : NULL;
     float ms[7];
+    const int beside = split_for(s->leaves) > 1; /* P2P on the side stream */
     double t_up = fmk_time_now();
     box_args a;
     a.p = p, a.L = L, a.is_log = is_log;
@@ -2176,6 +2163,14 @@ fmk_status run_eval(fmk_plan *plan, const double *charges, double *pot, double *
     /* no clearing of M and L: P2M and M2M write every box with sources (no other is read),
      * M2L every box's local expansion before L2L adds to it */
     CK(cudaEventRecord(s->ev[1], 0), "cudaEventRecord");
+    /* few leaves: the near field (which needs only the charges) runs on the side stream while
+     * the expansions go up and down; L2P then adds to it */
+    if (beside) {
+        CK(cudaStreamWaitEvent(s->side, s->ev[1], 0), "cudaStreamWaitEvent");
+        CK(cudaEventRecord(s->ev[8], s->side), "cudaEventRecord");
+        launch_p2p(a, s, s->side);
+        CK(cudaEventRecord(s->ev[9], s->side), "cudaEventRecord");
+    }
     k_p2m<<<grid_of(32 * leaves, B), B>>>(a);
     CK(cudaEventRecord(s->ev[2], 0), "cudaEventRecord");
     for (int l = L - 1; l >= 1; l--) { /* few boxes: a warp per child (WARPS = 4) */
@@ -2195,27 +2190,13 @@ fmk_status run_eval(fmk_plan *plan, const double *charges, double *pot, double *
     for (int l = 2; l <= L; l++)
         k_l2l<<<grid_of(32 * ((int64_t)1 << (2 * l)), B), B, sm>>>(a, l);
     CK(cudaEventRecord(s->ev[5], 0), "cudaEventRecord");
-    if (split_for(leaves) == 1) /* else in k_p2p */
-        k_l2p<<<grid_of(32 * leaves, B), B, sm>>>(a, s->d_near_begin, s->d_near, s->d_kind,
-                                                  s->d_res);
+    if (beside)
+        CK(cudaStreamWaitEvent(0, s->ev[9], 0), "cudaStreamWaitEvent");
+    k_l2p<<<grid_of(32 * leaves, B), B, sm>>>(a, s->d_near_begin, s->d_near, s->d_kind, s->d_res,
+                                              beside);
     CK(cudaEventRecord(s->ev[6], 0), "cudaEventRecord");
-    switch (split_for(leaves) > 1 && leaves <= 64 ? 2 * SPLIT_MAX : split_for(leaves)) {
-    case 2 * SPLIT_MAX: /* few leaves: more warps still */
-        k_p2p<2 * SPLIT_MAX><<<(unsigned)leaves, 64 * SPLIT_MAX>>>(
-            a, s->d_near_begin, s->d_near, s->d_kind, s->d_res, s->d_qzero);
-        break;
-    case SPLIT_MAX:
-        k_p2p<SPLIT_MAX><<<(unsigned)leaves, 32 * SPLIT_MAX>>>(a, s->d_near_begin, s->d_near,
-                                                               s->d_kind, s->d_res, s->d_qzero);
-        break;
-    case 4:
-        k_p2p<4><<<(unsigned)leaves, 32 * 4>>>(a, s->d_near_begin, s->d_near, s->d_kind, s->d_res,
-                                               s->d_qzero);
-        break;
-    default:
-        k_p2p<1><<<grid_of(32 * leaves, B), B>>>(a, s->d_near_begin, s->d_near, s->d_kind,
-                                                 s->d_res, s->d_qzero);
-    }
+    if (!beside)
+        launch_p2p(a, s, 0);
     CK(cudaEventRecord(s->ev[7], 0), "cudaEventRecord");
     CK(cudaGetLastError(), "the 2D FMM kernels");
     k_output<<<grid_of(nt, 256), 256>>>(nt, is_log, s->d_trg_place, s->d_res, s->d_qzero,
@@ -2224,7 +2205,10 @@ fmk_status run_eval(fmk_plan *plan, const double *charges, double *pot, double *
     CK(cudaGetLastError(), "the output kernel");
     {
         u64 bad = 0;
-        CK(cudaMemcpy(&bad, s->d_stats, sizeof bad, cudaMemcpyDeviceToHost), "the 2D FMM kernels");
+        CK(cudaMemcpyAsync(s->h_read, s->d_stats, sizeof bad, cudaMemcpyDeviceToHost, 0),
+           "the 2D FMM kernels");
+        CK(cudaStreamSynchronize(0), "the 2D FMM kernels");
+        memcpy(&bad, s->h_read, sizeof bad);
         if (bad != ~0ull) { /* nothing was written */
             CK(cudaMemsetAsync(s->d_stats, 0xff, sizeof(u64)), "cudaMemset");
             double q[2] = {0, 0};
@@ -2238,6 +2222,8 @@ fmk_status run_eval(fmk_plan *plan, const double *charges, double *pot, double *
     }
     for (int k = 0; k < 7; k++)
         CK(cudaEventElapsedTime(&ms[k], s->ev[k], s->ev[k + 1]), "cudaEventElapsedTime");
+    if (beside) /* P2P's own time (L2P's includes any wait for it) */
+        CK(cudaEventElapsedTime(&ms[6], s->ev[8], s->ev[9]), "cudaEventElapsedTime");
     {
         const double t_dn = fmk_time_now();
         if (!on_device) {
