@@ -8,16 +8,26 @@
  * split's boxes. The sort replaces the paper's pivot partitioning (Alg. 3.1, 3.2): a median
  * split is a stable partition by the key, and one sort of all segments keeps every launch full.
  * Once every segment fits SPLIT_CAP points, the remaining splits run in one kernel, a block per
- * segment in shared memory (k_split_small). Then the directed lists level by level, a warp per
- * box (count, CUB scan, fill), the running totals on the device; the finest level's strong
- * lists carry a kind per entry (P2P, M2P, P2L: the shortcut of the interchanged
- * theta-criterion).
+ * segment in shared memory (k_split_small). Small n (RANK_N) goes another way, so that every
+ * split spreads over the device: ranks in the segment by launches over all points while
+ * segments are large, then a block per segment of at most RANK_CAP points (bitonic sort or
+ * ranks in shared memory). Then the directed lists level by level, a warp per box (count, CUB
+ * scan, fill), the running totals on the device (up to LISTS_SMALL_L levels: all in one
+ * block, one launch); the finest level's strong lists carry a kind per entry (P2P, M2P, P2L:
+ * the shortcut of the interchanged theta-criterion). One wait: the lists' totals.
  *
  * Computational phase (eval): a warp per box for P2M, M2M, M2L (+ P2L), L2L, L2P (+ M2P) and
- * P2P; in the expansion operators the lanes own the coefficients (two per lane above order 31)
- * and the warp owns its box, so nothing needs atomics; the operators are those of
- * fmm2d_ops.c in the same scaled form (binomials from a table, powers by squaring or by a
- * product scan over the lanes). */
+ * P2P (several warps per box, their sums added in a fixed order, where boxes are few; then P2P
+ * runs beside the expansions on a second stream); in the expansion operators the lanes own the
+ * coefficients (two per lane above order 31) and the warp owns its box, so nothing needs
+ * atomics; the operators are those of fmm2d_ops.c in the same scaled form (binomials from a
+ * table, powers by a product scan over the lanes or by repeated products). The charges are
+ * checked on their way into box order; one wait at the end reads the verdict, and the outputs
+ * are written only if all were finite.
+ *
+ * The plan's device arrays are one block, kept (grow-only) from one set_points_device to the
+ * next with the events, the side stream and CUB's workspace sizes: a repeated call of the same
+ * or smaller size allocates nothing. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
