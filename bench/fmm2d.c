@@ -1,6 +1,7 @@
 /* bench/fmm2d.c -- the 2D adaptive FMM (method fmm, dim 2): the tables of Goude & Engblom.
  *
- *   bench_fmm2d [--json] [--quick] [--once] [--n N] [--leaf N_d] [--no-phases] [--no-grid] [--no-cpu]
+ *   bench_fmm2d [--json] [--quick] [--once [--n N] [--leaf N_d]] [--no-phases] [--no-grid]
+ *               [--no-cpu]
  *
  * 1. Phases (their Table 1): N = 2^20, cauchy2d, eps 1e-6, evaluation at the sources, points,
  *    charges and results on the GPU; uniform, normal and layer distributions (their Fig. 10
@@ -10,10 +11,11 @@
  * 2. N_d against p (their Fig. 5): the total time over a grid of orders and leaf sizes.
  * 3. Break-even N against the GPU direct sum (method direct, backend cuda), same data path.
  * 4. The CPU backend (OpenMP, all cores) at N = 2^20, host arrays.
+ * 3. also prints where the FMM is first faster.
  * GPU timings run on device 0; without a GPU only the CPU rows are printed. --once: one
- * set_points_device + eval_device of table 1's uniform case after a warm-up, nothing else (for
- * profilers), at N points with --n N, with leaf size N_d with --leaf N_d. --no-phases, --no-grid, --no-cpu: leave out table 1, 2,
- * 4. */
+ * set_points_device + eval_device of table 1's uniform case after a warm-up and its phases,
+ * nothing else (for profilers); --n N: of N points, --leaf N_d: with leaf size N_d.
+ * --no-phases, --no-grid, --no-cpu: leave out tables 1, 2, 4. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
