@@ -476,7 +476,8 @@ __global__ void __launch_bounds__(RANK_BLOCK)
     const unsigned c = comp[ic];
     /* the block's points lie in the segments of its first and last point */
     const int64_t i0 = blockIdx.x * (int64_t)(RANK_BLOCK / RANK_TEAM);
-    const int64_t i1 = i0 + RANK_BLOCK / RANK_TEAM - 1 < n ? i0 + RANK_BLOCK / RANK_TEAM - 1 : n - 1;
+    const int64_t i_last = i0 + RANK_BLOCK / RANK_TEAM - 1;
+    const int64_t i1 = i_last < n ? i_last : n - 1;
     const int64_t ba = fmk_fmm2d_seg_begin(n, s, fmk_fmm2d_seg_of(n, s, i0)),
                   be = fmk_fmm2d_seg_begin(n, s, fmk_fmm2d_seg_of(n, s, i1) + 1);
     int below = 0;
@@ -486,7 +487,8 @@ __global__ void __launch_bounds__(RANK_BLOCK)
         for (int k = threadIdx.x; k < len; k += RANK_BLOCK)
             tile[k] = comp[t0 + k];
         __syncthreads();
-        const int lo = (int)((a > t0 ? a : t0) - t0), hi = (int)((e < t0 + len ? e : t0 + len) - t0);
+        const int lo = (int)((a > t0 ? a : t0) - t0);
+        const int hi = (int)((e < t0 + len ? e : t0 + len) - t0);
         int j = lo + part;
         for (; j + 3 * RANK_TEAM < hi; j += 4 * RANK_TEAM)
             below += (tile[j] < c) + (tile[j + RANK_TEAM] < c) + (tile[j + 2 * RANK_TEAM] < c) +
@@ -550,13 +552,14 @@ __global__ void __launch_bounds__(RANK_CAP)
         u64 c = ~0ull; /* past the segment: after every point */
         if (i < m) {
             const int64_t g = fmk_fmm2d_seg_of(n, s, a + i);
-            sa = (int)(fmk_fmm2d_seg_begin(n, s, g) - a), se = (int)(fmk_fmm2d_seg_begin(n, s, g + 1) - a);
+            sa = (int)(fmk_fmm2d_seg_begin(n, s, g) - a);
+            se = (int)(fmk_fmm2d_seg_begin(n, s, g + 1) - a);
             const u64 *q = bb + 4 * g;
             const double lo[2] = {u2d(q[0]), u2d(q[1])}, hi[2] = {u2d(q[2]), u2d(q[3])};
             const int axis = fmk_fmm2d_axis(lo, hi);
             px = xs[i], py = ys[i], pid = ids[i];
-            c = (u64)(g - gb) << 32 | (u64)fmk_fmm2d_key(axis ? py : px, lo[axis], hi[axis], s) << 16 |
-                (u64)i;
+            const u64 key = fmk_fmm2d_key(axis ? py : px, lo[axis], hi[axis], s);
+            c = (u64)(g - gb) << 32 | key << 16 | (u64)i;
         }
         if ((m >> k) > 160) { /* large subsegments: sort; thread r gets the r-th point */
             c = block_bitonic(c, comp);
@@ -573,7 +576,8 @@ __global__ void __launch_bounds__(RANK_CAP)
             if (i < m) {
                 int below = 0, j = sa;
                 for (; j + 3 < se; j += 4)
-                    below += (comp[j] < c) + (comp[j + 1] < c) + (comp[j + 2] < c) + (comp[j + 3] < c);
+                    below += (comp[j] < c) + (comp[j + 1] < c) + (comp[j + 2] < c) +
+                             (comp[j + 3] < c);
                 for (; j < se; j++)
                     below += comp[j] < c;
                 xs[sa + below] = px, ys[sa + below] = py, ids[sa + below] = pid;
@@ -840,7 +844,8 @@ __global__ void __launch_bounds__(LISTS_THREADS)
         prev = cur, cur = ts;
     }
     if (threadIdx.x == 0)
-        ls[LS_WEAK] = (int)n_weak, ls[LS_STRONG] = (int)n_strong, ls[LS_OVERFLOW] = 0, ls[LS_BASE] = 0;
+        ls[LS_WEAK] = (int)n_weak, ls[LS_STRONG] = (int)n_strong, ls[LS_OVERFLOW] = 0,
+        ls[LS_BASE] = 0;
 }
 
 /* ---------------------------------------------------------------- computational phase */
@@ -1267,8 +1272,9 @@ __device__ inline void p2p_pair(int is_log, real4d sj, double zx, double zy, dou
  * the expansions, on a second stream) and writes V and D, which k_l2p then adds to; else it
  * adds to k_l2p's. */
 template <int WAYS>
-__global__ void __launch_bounds__(32 * (WAYS > 1 ? WAYS : WARPS)) k_p2p(box_args a, const int *near_begin, const int *near, const signed char *kind,
-                      fmk_cplx *res, double *qzero)
+__global__ void __launch_bounds__(32 * (WAYS > 1 ? WAYS : WARPS))
+    k_p2p(box_args a, const int *near_begin, const int *near, const signed char *kind,
+          fmk_cplx *res, double *qzero)
 {
     __shared__ real4d tile[WAYS > 1 ? WAYS : WARPS][32];
     const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -1316,7 +1322,8 @@ __global__ void __launch_bounds__(32 * (WAYS > 1 ? WAYS : WARPS)) k_p2p(box_args
             for (int h = WAYS / 2; h > 0; h >>= 1) {
                 if (part >= h && part < 2 * h)
                     for (int k = 0; k < 5; k++)
-                        part_sum[part - h][k][lane] = acc[k], part_sum[part - h][5 + k][lane] = acc2[k];
+                        part_sum[part - h][k][lane] = acc[k],
+                                               part_sum[part - h][5 + k][lane] = acc2[k];
                 __syncthreads();
                 if (part < h)
                     for (int k = 0; k < 5; k++)
