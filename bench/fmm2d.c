@@ -1,6 +1,7 @@
 /* bench/fmm2d.c -- the 2D adaptive FMM (method fmm, dim 2): the tables of Goude & Engblom.
  *
- *   bench_fmm2d [--json] [--quick] [--once] [--no-grid] [--no-cpu]
+ *   bench_fmm2d [--json] [--quick] [--once [--n N] [--leaf N_d]] [--no-phases] [--no-grid]
+ *               [--no-cpu]
  *
  * 1. Phases (their Table 1): N = 2^20, cauchy2d, eps 1e-6, evaluation at the sources, points,
  *    charges and results on the GPU; uniform, normal and layer distributions (their Fig. 10
@@ -10,9 +11,11 @@
  * 2. N_d against p (their Fig. 5): the total time over a grid of orders and leaf sizes.
  * 3. Break-even N against the GPU direct sum (method direct, backend cuda), same data path.
  * 4. The CPU backend (OpenMP, all cores) at N = 2^20, host arrays.
+ * 3. also prints where the FMM is first faster.
  * GPU timings run on device 0; without a GPU only the CPU rows are printed. --once: one
- * set_points_device + eval_device of table 1's uniform case after a warm-up, nothing else (for
- * profilers). --no-grid, --no-cpu: leave out table 2, table 4. */
+ * set_points_device + eval_device of table 1's uniform case after a warm-up and its phases,
+ * nothing else (for profilers); --n N: of N points, --leaf N_d: with leaf size N_d.
+ * --no-phases, --no-grid, --no-cpu: leave out tables 1, 2, 4. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -173,7 +176,8 @@ static void row_begin(const char *table)
 
 int main(int argc, char **argv)
 {
-    int quick = 0, once = 0, grid = 1, cpu = 1;
+    int quick = 0, once = 0, phases = 1, grid = 1, cpu = 1;
+    int64_t once_n = 0, once_leaf = 0;
     for (int a = 1; a < argc; a++) {
         if (strcmp(argv[a], "--json") == 0)
             json = 1;
@@ -181,17 +185,23 @@ int main(int argc, char **argv)
             once = 1;
         else if (strcmp(argv[a], "--quick") == 0)
             quick = 1;
+        else if (strcmp(argv[a], "--n") == 0 && a + 1 < argc)
+            once_n = atoll(argv[++a]);
+        else if (strcmp(argv[a], "--leaf") == 0 && a + 1 < argc)
+            once_leaf = atoll(argv[++a]);
+        else if (strcmp(argv[a], "--no-phases") == 0)
+            phases = 0;
         else if (strcmp(argv[a], "--no-grid") == 0)
             grid = 0;
         else if (strcmp(argv[a], "--no-cpu") == 0)
             cpu = 0;
         else {
-            fprintf(stderr, "usage: bench_fmm2d [--json] [--quick] [--once] [--no-grid] "
-                            "[--no-cpu]\n");
+            fprintf(stderr, "usage: bench_fmm2d [--json] [--quick] [--once] [--n N] [--leaf N_d] "
+                            "[--no-phases] [--no-grid] [--no-cpu]\n");
             return 2;
         }
     }
-    const int64_t N = quick ? (1 << 16) : (1 << 20);
+    const int64_t N = once && once_n > 0 ? once_n : quick ? (1 << 16) : (1 << 20);
     double *x = malloc(16 * N), *q = malloc(16 * N);
     make_charges(N, 7, q);
     const int gpu = fmk_cuda_device_count() > 0 && cudaMalloc != NULL;
@@ -202,21 +212,26 @@ int main(int argc, char **argv)
         make_points(UNIFORM, N, 100, x);
         dev_data dd = upload(N, x, q);
         fmk_info in;
-        const double t = time_gpu(FMK_METHOD_FMM, 1e-6, -1, 0, &dd, 1, &in);
-        printf("uniform N = %lld: %.3f ms (tree %.3f ms)\n", (long long)N, 1e3 * t,
-               1e3 * in.phase_time[FMK_PHASE_TREE]);
+        const double t = time_gpu(FMK_METHOD_FMM, 1e-6, -1, once_leaf, &dd, 1, &in);
+        const double *ph = in.phase_time;
+        printf("uniform N = %lld, %d levels: %.3f ms (setup %.3f, tree %.3f; eval: upload %.3f, "
+               "P2M %.3f, M2M %.3f, M2L %.3f, L2L %.3f, L2P %.3f, P2P %.3f ms)\n",
+               (long long)N, in.levels, 1e3 * t, 1e3 * ph[FMK_PHASE_SETUP],
+               1e3 * ph[FMK_PHASE_TREE], 1e3 * ph[FMK_PHASE_UPLOAD], 1e3 * ph[FMK_PHASE_P2M],
+               1e3 * ph[FMK_PHASE_M2M], 1e3 * ph[FMK_PHASE_M2L], 1e3 * ph[FMK_PHASE_L2L],
+               1e3 * ph[FMK_PHASE_L2P], 1e3 * ph[FMK_PHASE_P2P]);
         release(&dd);
         free(x), free(q);
         return 0;
     }
     if (gpu) {
         /* 1. phases per distribution */
-        if (!json)
+        if (!json && phases)
             printf("\nPhases, N = %lld, eps 1e-6, evaluation at the sources, data on the GPU (ms)\n"
                    "%-8s %3s %5s %4s %7s %7s %7s %7s %7s %7s %7s %7s %7s %8s %9s %9s\n",
                    (long long)N, "dist", "p", "N_d", "lev", "tree", "setup", "upload", "P2M", "M2M", "M2L",
                    "L2L", "L2P", "P2P", "total", "rel l2", "max rel");
-        for (int d = 0; d < 3; d++) {
+        for (int d = 0; d < 3 * phases; d++) {
             make_points(d, N, 100 + d, x);
             dev_data dd = upload(N, x, q);
             fmk_info in;
@@ -291,7 +306,8 @@ int main(int argc, char **argv)
             printf("\nBreak-even against the GPU direct sum (cauchy2d, eps 1e-6, ms)\n%9s %9s %9s\n",
                    "N", "fmm", "direct");
         int64_t even = 0;
-        const int64_t sizes[] = {256, 1024, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 32768, 65536};
+        const int64_t sizes[] = {256,  512,  1024, 1536, 2048,  2560,  3072,  3584,
+                                 4096, 5120, 6144, 8192, 12288, 16384, 32768, 65536};
         for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
             const int64_t n = sizes[k];
             make_points(UNIFORM, n, 300, x);

@@ -218,14 +218,65 @@ static void test_device_paths(void)
         const double e1 = test_rel_l2(dp, hp, w * m), e2 = test_rel_l2(dg, hg, 2 * m);
         printf("  %s device paths: %.1e %.1e\n", fmk_kernel_name(k), e1, e2);
         CHECK_MSG(e1 <= 1e-14 && e2 <= 1e-14, "device and host paths differ: %.3e %.3e", e1, e2);
-        /* a NaN charge: refused, outputs untouched */
+        /* a NaN charge: refused, outputs untouched; the next eval with finite charges works */
         const double nan = NAN;
         cudaMemcpy(d_q + w * 17, &nan, 8, cudaMemcpyHostToDevice);
         CHECK_STATUS(fmk_plan_eval_device(p, d_q, d_pot, d_grad), FMK_ERR_NONFINITE);
+        CHECK_MSG(strstr(fmk_plan_last_error(p), "charges[17]") != NULL, "message: %s",
+                  fmk_plan_last_error(p));
+        cudaMemcpy(hp, d_pot, 8 * w * m, cudaMemcpyDeviceToHost);
+        cudaMemcpy(hg, d_grad, 16 * m, cudaMemcpyDeviceToHost);
+        CHECK_MSG(memcmp(hp, dp, 8 * w * m) == 0 && memcmp(hg, dg, 16 * m) == 0,
+                  "outputs written despite a NaN charge");
+        cudaMemcpy(d_q, q, 8 * w * n, cudaMemcpyHostToDevice);
+        CHECK_STATUS(fmk_plan_eval_device(p, d_q, d_pot, d_grad), FMK_OK);
         fmk_plan_destroy(p);
     }
     cudaFree(d_x), cudaFree(d_y), cudaFree(d_q), cudaFree(d_pot), cudaFree(d_grad);
     free(x), free(y), free(q), free(hp), free(hg), free(dp), free(dg);
+}
+
+/* One plan's set_points_device with sizes that shrink and grow again (the plan keeps its
+ * device block) against a new plan for each: the same results to the bit. */
+static void test_reuse(void)
+{
+    const int64_t sizes[] = {quick ? 3000 : 40000, 700, 1, quick ? 1500 : 9000,
+                             quick ? 5000 : 60000};
+    const int64_t nmax = quick ? 5000 : 60000;
+    double *x = test_alloc(2 * nmax), *q = test_alloc(2 * nmax);
+    double *a = test_alloc(4 * nmax), *b = test_alloc(4 * nmax); /* pot, then grad */
+    double *d_x, *d_q, *d_pot, *d_grad;
+    cudaMalloc((void **)&d_x, 16 * nmax), cudaMalloc((void **)&d_q, 16 * nmax);
+    cudaMalloc((void **)&d_pot, 16 * nmax), cudaMalloc((void **)&d_grad, 16 * nmax);
+    make_points(NORMAL, nmax, 75, x);
+    test_charges(nmax, 1, 76, q);
+    cudaMemcpy(d_x, x, 16 * nmax, cudaMemcpyHostToDevice);
+    cudaMemcpy(d_q, q, 16 * nmax, cudaMemcpyHostToDevice);
+    fmk_opts o = fmm_opts(FMK_BACKEND_CUDA);
+    fmk_plan *kept = NULL;
+    CHECK_STATUS(fmk_plan_create(&kept, 2, FMK_KERNEL_CAUCHY2D, 1e-6, &o), FMK_OK);
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        const int64_t n = sizes[k];
+        check_context("set_points_device again, n %lld", (long long)n);
+        CHECK_STATUS(fmk_plan_set_points_device(kept, n, d_x, 0, NULL), FMK_OK);
+        CHECK_STATUS(fmk_plan_eval_device(kept, d_q, d_pot, d_grad), FMK_OK);
+        cudaMemcpy(a, d_pot, 16 * n, cudaMemcpyDeviceToHost);
+        cudaMemcpy(a + 2 * n, d_grad, 16 * n, cudaMemcpyDeviceToHost);
+        fmk_plan *p = NULL;
+        CHECK_STATUS(fmk_plan_create(&p, 2, FMK_KERNEL_CAUCHY2D, 1e-6, &o), FMK_OK);
+        CHECK_STATUS(fmk_plan_set_points_device(p, n, d_x, 0, NULL), FMK_OK);
+        CHECK_STATUS(fmk_plan_eval_device(p, d_q, d_pot, d_grad), FMK_OK);
+        cudaMemcpy(b, d_pot, 16 * n, cudaMemcpyDeviceToHost);
+        cudaMemcpy(b + 2 * n, d_grad, 16 * n, cudaMemcpyDeviceToHost);
+        fmk_plan_destroy(p);
+        CHECK_MSG(memcmp(a, b, 32 * n) == 0, "kept and new plan differ: %.3e",
+                  test_rel_l2(a, b, 4 * n));
+    }
+    printf("  set_points_device again with %d sizes: identical to new plans\n",
+           (int)(sizeof sizes / sizeof sizes[0]));
+    fmk_plan_destroy(kept);
+    cudaFree(d_x), cudaFree(d_q), cudaFree(d_pot), cudaFree(d_grad);
+    free(x), free(q), free(a), free(b);
 }
 
 /* Out of device memory: a clear status, nothing leaked, and the plan works afterwards. */
@@ -278,6 +329,7 @@ int main(int argc, char **argv)
     }
     test_edges();
     test_device_paths();
+    test_reuse();
     test_accuracy();
     if (!quick)
         test_large();
