@@ -111,6 +111,10 @@ static fmk_status check_opts(const fmk_opts *in, fmk_kernel kernel, int dim, dou
             return fmk_error_set(NULL, FMK_ERR_ARG, "opts.theta = %g; the treecode takes 0 < theta <= 1.5",
                                  o.theta);
     }
+    if (o.method == FMK_METHOD_FMM && dim == 3 && o.precision == FMK_PRECISION_FP32 && eps < 1e-5)
+        return fmk_error_set(NULL, FMK_ERR_ARG,
+                             "method fmm in fp32 takes eps >= 1e-5 (eps = %g); use precision fp64",
+                             eps);
     if (o.method == FMK_METHOD_AUTO)
         o.method = FMK_METHOD_DIRECT;
 
