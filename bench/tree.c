@@ -29,7 +29,7 @@
  *   tree --headline --local-sweep   the headline rows, then each with the cell-to-group step
  *                               off, of order 2 (K = 3, 4) and of order 3 (K = 1.5 .. 4)
  *   --local P                   the cell-to-group step's expansion order (2 or 3; 0 off)
- *   --local-k K                 its distance test: |xc - c| > r_open + K R_g (default 3)
+ *   --local-k K                 its distance test: |xc - c| > r_open + K (0.6 / theta) R_g (default 3)
  */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>

@@ -113,10 +113,10 @@ extern "C" double fmk_cuda_bh_leaf_theta;
 double fmk_cuda_bh_leaf_theta = 0;
 /* Tuning knob for the benchmark and the tests (not API): the breadth-first walk's cell-to-group
  * step. A node the group accepts whose centre is farther from the group box's centre c than
- * r_open + fmk_cuda_bh_local_k * R_g (R_g the box's half diagonal) is not evaluated at each
- * target (M2P) but translated once per group into a Taylor expansion of order
- * fmk_cuda_bh_local (2 or 3) about c (M2L, bh_local.h), which each target evaluates at the end
- * (L2P). 0: off (every accepted node by M2P, as the next/more walk). */
+ * r_open + k R_g, k = fmk_cuda_bh_local_k 0.6 / theta (at least 1; R_g the box's half
+ * diagonal), is not evaluated at each target (M2P) but translated once per group into a Taylor
+ * expansion of order fmk_cuda_bh_local (2 or 3) about c (M2L, bh_local.h), which each target
+ * evaluates at the end (L2P). 0: off (every accepted node by M2P, as the next/more walk). */
 extern "C" int fmk_cuda_bh_local;
 int fmk_cuda_bh_local = 3;
 extern "C" double fmk_cuda_bh_local_k;
@@ -1737,7 +1737,14 @@ fmk_status run_eval_t(fmk_plan *plan, bh_state *s, const double *d_q, double *po
         a.leaf_r2 = (R)(f < 1 ? f * f : 1);
     }
     a.local = fmk_cuda_bh_local == 2 || fmk_cuda_bh_local == 3 ? fmk_cuda_bh_local : 0;
-    a.local_k = (R)(fmk_cuda_bh_local_k > 1 ? fmk_cuda_bh_local_k : 1);
+    {
+        /* the group's radius scaled like a node's size in r_open (l / theta): k at theta 0.6,
+         * so that the expansion's truncation falls with theta as the M2P's does; at least 1
+         * (every target of the group then outside the node's opening sphere) */
+        const double th = plan->opts.theta < FMK_TREE_THETA_CAP ? plan->opts.theta : FMK_TREE_THETA_CAP;
+        const double k = fmk_cuda_bh_local_k * 0.6 / th;
+        a.local_k = (R)(k > 1 ? k : 1);
+    }
     a.stats = s->d_stats;
     if (err == cudaSuccess)
         err = walk<R>(a, plan->opts.order, plan->self, stackless, s->group);

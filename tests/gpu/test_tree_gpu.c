@@ -525,14 +525,17 @@ static void test_walks_agree(void)
     free(x), free(q), free(y);
 }
 
-/* n Plummer-sphere sources x with charges q in [-1, 1] and m clustered targets y, the first 50
- * of them on sources (seeds seed, seed + 1, seed + 2). */
-static void plummer_case(int64_t n, int64_t m, uint64_t seed, double *x, double *y, double *q)
+/* n Plummer-sphere sources x with charges q in [-1, 1] (positive: in [0.1, 1.1]) and m
+ * clustered targets y, the first 50 of them on sources (seeds seed, seed + 1, seed + 2). */
+static void plummer_case(int64_t n, int64_t m, uint64_t seed, int positive, double *x, double *y,
+                         double *q)
 {
     test_points(TEST_DIST_PLUMMER, n, seed, x);
     test_points(TEST_DIST_CLUSTERED, m, seed + 1, y);
     memcpy(y, x, 50 * 24); /* targets on sources */
     test_charges(n, 0, seed + 2, q);
+    for (int64_t i = 0; positive && i < n; i++)
+        q[i] = fabs(q[i]) + 0.1;
 }
 
 /* Each way of forming groups (packed siblings, cut across bounds, one per node): the
@@ -547,7 +550,7 @@ static void test_group_modes(void)
     double *p[2], *g[2];
     for (int k = 0; k < 2; k++)
         p[k] = xmalloc((size_t)n * 8), g[k] = xmalloc((size_t)n * 24);
-    plummer_case(n, m, 81, x, y, q);
+    plummer_case(n, m, 81, 0, x, y, q);
     for (int kern = 0; kern < 2; kern++)
         for (int sep = 0; sep < 2; sep++) {
             const fmk_kernel kernel = kern ? FMK_KERNEL_PLUMMER : FMK_KERNEL_LAPLACE;
@@ -608,9 +611,7 @@ static void test_mac(void)
     double *p[3], *g[3];
     for (int k = 0; k < 3; k++)
         p[k] = xmalloc((size_t)n * 8), g[k] = xmalloc((size_t)n * 24);
-    plummer_case(n, m, 91, x, y, q);
-    for (int i = 0; i < n; i++)
-        q[i] = fabs(q[i]) + 0.1;
+    plummer_case(n, m, 91, 1, x, y, q);
     for (int kern = 0; kern < 2; kern++)
         for (int sep = 0; sep < 2; sep++) {
             const fmk_kernel kernel = kern ? FMK_KERNEL_PLUMMER : FMK_KERNEL_LAPLACE;
@@ -675,9 +676,7 @@ static void test_local(void)
     double *p[2], *g[2];
     for (int k = 0; k < 2; k++)
         p[k] = xmalloc((size_t)n * 8), g[k] = xmalloc((size_t)n * 24);
-    plummer_case(n, m, 101, x, y, q);
-    for (int i = 0; i < n; i++)
-        q[i] = fabs(q[i]) + 0.1;
+    plummer_case(n, m, 101, 1, x, y, q);
     walk_of(1);
     for (int kern = 0; kern < 2; kern++)
         for (int sep = 0; sep < 2; sep++) {
