@@ -4,8 +4,9 @@ Taylor expansion about a group's centre, and its evaluation L2P), as straight-li
 REAL (the conventions of bh_terms.h).  Run `python3 src/bh_local.py > src/bh_local.h`.
 
 Math (G(r) = (|r|^2 + eps2)^-1/2; multi-indices k = (kx, ky, kz), |k| = kx + ky + kz):
-  Taylor coefficients A_k(r) = (1/k!) d^k G(r) from the recurrence of Duan & Krasny
-  (J. Comput. Chem. 2001; for 1/sqrt(|r|^2 + eps2), derivatives in r):
+  Taylor coefficients A_k(r) = (1/k!) d^k G(r) from the recurrence of the Cartesian Taylor
+  treecodes (Duan & Krasny 2001; Lindsay & Krasny 2001 for 1/sqrt(|r|^2 + eps2)), written here
+  for derivatives in r (checked against M2P in tests/unit/test_tree.c):
       |k| R^2 A_k = -(2|k| - 1) sum_i r_i A_{k - e_i} - (|k| - 1) sum_i A_{k - 2 e_i},
       A_0 = R^-1, R^2 = |r|^2 + eps2.
   A node with raw moments M_a = sum_j q_j d_j^a (d = x - xc; M, D, S of tree3d.h, |a| <= 2)
