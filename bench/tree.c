@@ -26,6 +26,10 @@
  *   --mac K                     the group walks' acceptance test (0 the group's box; 1 also
  *                               every target on its own; 2, default, as 1 for leaves only)
  *   --leaf-theta T              with --mac 1 or 2: the theta of a leaf's per-target test
+ *   tree --headline --local-sweep   the headline rows, then each with the cell-to-group step
+ *                               off, of order 2 (K = 3, 4) and of order 3 (K = 1.5 .. 4)
+ *   --local P                   the cell-to-group step's expansion order (2 or 3; 0 off)
+ *   --local-k K                 its distance test: |xc - c| > r_open + K (0.6 / theta) R_g (default 3)
  */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -62,6 +66,10 @@ extern int fmk_cuda_bh_split_level_max;
 extern int fmk_cuda_bh_mac;
 /* With it, the theta of a leaf's per-target test (0: theta). */
 extern double fmk_cuda_bh_leaf_theta;
+/* The breadth-first walk's cell-to-group step: the order of the group's expansion (0: off) and
+ * the factor of the group's radius in its distance test. */
+extern int fmk_cuda_bh_local;
+extern double fmk_cuda_bh_local_k;
 
 /* measure()'s walk argument for the next/more group walk (the breadth-first one is GROUP). */
 #define WALK_NEXT_MORE ((fmk_walk)3)
@@ -341,7 +349,7 @@ int main(int argc, char **argv)
     int profile = 0, variants = 0, groups = 0, crossover = 0, plummer = 0, with_direct = 0;
     int64_t one = 0;
     double theta = 0.6;
-    int compare = 0;
+    int compare = 0, local_sweep = 0;
     for (int a = 1; a < argc; a++) {
         if (strcmp(argv[a], "--json") == 0)
             json = 1;
@@ -357,6 +365,8 @@ int main(int argc, char **argv)
             profile = 1;
         else if (strcmp(argv[a], "--compare") == 0)
             compare = 1;
+        else if (strcmp(argv[a], "--local-sweep") == 0)
+            local_sweep = 1;
         else if (strcmp(argv[a], "--variants") == 0)
             variants = 1;
         else if (strcmp(argv[a], "--groups") == 0)
@@ -387,11 +397,16 @@ int main(int argc, char **argv)
             fmk_cuda_bh_leaf_theta = atof(argv[++a]);
         else if (strcmp(argv[a], "--mac") == 0 && a + 1 < argc)
             fmk_cuda_bh_mac = atoi(argv[++a]);
+        else if (strcmp(argv[a], "--local") == 0 && a + 1 < argc)
+            fmk_cuda_bh_local = atoi(argv[++a]);
+        else if (strcmp(argv[a], "--local-k") == 0 && a + 1 < argc)
+            fmk_cuda_bh_local_k = atof(argv[++a]);
         else {
             fprintf(stderr, "usage: tree [--json] [--quick] [--theta-sweep] [--max-log2 K] [--leaf L] "
                             "[--headline [--big] [--variants]] [--profile] [--groups] [--crossover] "
                             "[--one N [--plummer] [--direct]] [--no-small] [--split-nodes K] "
-                            "[--split-level L] [--split-warps W] [--theta T] [--mac K] [--leaf-theta T]\n");
+                            "[--split-level L] [--split-warps W] [--theta T] [--mac K] [--leaf-theta T] "
+                            "[--local P] [--local-k K] [--local-sweep]\n");
             return 2;
         }
     }
@@ -509,6 +524,22 @@ int main(int argc, char **argv)
                                     cfg[c][2], cfg[c][3], FMK_WALK_AUTO, k >= 24 ? 3 : reps), json);
                     }
                     fmk_cuda_bh_mac = mac0, fmk_cuda_bh_leaf_theta = lt0;
+                }
+                if (local_sweep) { /* the cell-to-group step off, and its order and distance test */
+                    static const char *names[7] = {"local off", "local 2 k 3", "local 2 k 4",
+                                                   "local 3 k 1.5", "local 3 k 2", "local 3 k 3",
+                                                   "local 3 k 4"};
+                    static const double cfg[7][2] = {{0, 0}, {2, 3}, {2, 4}, {3, 1.5}, {3, 2}, {3, 3},
+                                                     {3, 4}};
+                    const int l0 = fmk_cuda_bh_local;
+                    const double k0 = fmk_cuda_bh_local_k;
+                    for (int c = 0; c < 7; c++) {
+                        fmk_cuda_bh_local = (int)cfg[c][0];
+                        fmk_cuda_bh_local_k = c == 0 ? k0 : cfg[c][1];
+                        add(measure(names[c], &p, f32, theta, 2, leaf, 32, FMK_WALK_AUTO,
+                                    k >= 24 ? 3 : reps), json);
+                    }
+                    fmk_cuda_bh_local = l0, fmk_cuda_bh_local_k = k0;
                 }
                 if (variants && k == 20) {
                     fmk_cuda_bh_group_merge_min = 0;

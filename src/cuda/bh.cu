@@ -23,6 +23,12 @@
  *     fmk_cuda_bh_group_walk = 1; both make the same interactions. Groups (tree_internal.h):
  *     from 2^19 targets the points of sibling nodes cut into full groups of 32 (fuller warps),
  *     below one group per node (smaller boxes: the longest warp sets the time there).
+ *     Cell-to-group step (fmk_cuda_bh_local, breadth-first walk with groups of 32): an
+ *     accepted node far from the whole group (|xc - c| > r_open + k R_g, c and R_g the group
+ *     box's centre and half diagonal) is translated once per group into a Taylor expansion
+ *     about c (M2L of bh_local.h, one node per lane, the lanes' expansions added by a
+ *     reduce-scatter), which each target evaluates once at the end (L2P); the other accepted
+ *     nodes are evaluated at each target (M2P) as before.
  *   stackless (FMK_WALK_STACKLESS): one thread per sorted target, the paper's walk verbatim
  *     (Nakasato Fig. 6: accept -> next, open -> more; no stack), the opening test against the
  *     target itself (fewer interactions, divergent warps).
@@ -45,6 +51,7 @@
 #define RSQRT rsqrtf
 #define BH(name) name##_f
 #include "../bh_terms.h"
+#include "../bh_local.h"
 #undef REAL
 #undef RSQRT
 #undef BH
@@ -52,6 +59,7 @@
 #define RSQRT rsqrt
 #define BH(name) name##_d
 #include "../bh_terms.h"
+#include "../bh_local.h"
 #undef REAL
 #undef RSQRT
 #undef BH
@@ -103,6 +111,16 @@ int fmk_cuda_bh_mac = 2; /* 2^20 cube: walk -18%, error +3% (bench/RESULTS.md) *
  * accepts it. */
 extern "C" double fmk_cuda_bh_leaf_theta;
 double fmk_cuda_bh_leaf_theta = 0;
+/* Tuning knob for the benchmark and the tests (not API): the breadth-first walk's cell-to-group
+ * step. A node the group accepts whose centre is farther from the group box's centre c than
+ * r_open + k R_g, k = fmk_cuda_bh_local_k 0.6 / theta (at least 1; R_g the box's half
+ * diagonal), is not evaluated at each target (M2P) but translated once per group into a Taylor
+ * expansion of order fmk_cuda_bh_local (2 or 3) about c (M2L, bh_local.h), which each target
+ * evaluates at the end (L2P). 0: off (every accepted node by M2P, as the next/more walk). */
+extern "C" int fmk_cuda_bh_local;
+int fmk_cuda_bh_local = 3;
+extern "C" double fmk_cuda_bh_local_k;
+double fmk_cuda_bh_local_k = 3.0;
 /* For the tests: split walks redone unsplit (their stack overflowed above the split level). */
 extern "C" long long fmk_cuda_bh_split_redos;
 long long fmk_cuda_bh_split_redos = 0;
@@ -111,7 +129,7 @@ long long fmk_cuda_bh_split_redos = 0;
 /* Walk statistics (a build with -DFMK_BH_COUNT only): per breadth-first walk, the sums over
  * warps of targets, M2P entries x targets, P2P entries x targets, steps, stack overflows and
  * warps, and the deepest stack; printed to stderr after each walk. */
-__device__ unsigned long long fmk_bh_counts[7];
+__device__ unsigned long long fmk_bh_counts[8];
 #endif
 
 namespace {
@@ -452,6 +470,8 @@ template <typename R> struct walk_args {
     unsigned long long *overflow; /* set when a split walk's stack overflowed above the split */
     int mac;    /* fmk_cuda_bh_mac */
     R leaf_r2;  /* f^2 of fmk_cuda_bh_leaf_theta: a leaf's squared radius in the per-target test */
+    int local;  /* fmk_cuda_bh_local: 0, or the order of the group's expansion (2, 3) */
+    R local_k;  /* fmk_cuda_bh_local_k */
     const unsigned long long *stats; /* the charge check (charge_scale, charges_bad) */
 };
 
@@ -688,6 +708,84 @@ __device__ __forceinline__ void bfs_m2p(const typename vec4<R>::type (*list)[4],
     }
 }
 
+/* The cell-to-group step (fmk_cuda_bh_local). Each lane translates one node of the warp's list
+ * into the group's expansion about c (M2L, bh_local.h; padding lanes give zeros), and the 32
+ * lanes' expansions are added up so that lane k holds coefficient k of the sum (a reduce-scatter
+ * by shuffles: 31 for 32 slots, in a fixed order), accumulated in acc. */
+__device__ __forceinline__ void m2l_order(int local, int order, float rx, float ry, float rz,
+                                          float eps2, const float *m, float *L)
+{
+    if (local == 2)
+        m2l2_f(order, rx, ry, rz, eps2, m, L);
+    else
+        m2l3_f(order, rx, ry, rz, eps2, m, L);
+}
+__device__ __forceinline__ void m2l_order(int local, int order, double rx, double ry, double rz,
+                                          double eps2, const double *m, double *L)
+{
+    if (local == 2)
+        m2l2_d(order, rx, ry, rz, eps2, m, L);
+    else
+        m2l3_d(order, rx, ry, rz, eps2, m, L);
+}
+__device__ __forceinline__ void l2p_order(int local, const float *L, float dx, float dy, float dz,
+                                          float *phi, float *g)
+{
+    if (local == 2)
+        l2p2_f(L, dx, dy, dz, phi, g);
+    else
+        l2p3_f(L, dx, dy, dz, phi, g);
+}
+__device__ __forceinline__ void l2p_order(int local, const double *L, double dx, double dy,
+                                          double dz, double *phi, double *g)
+{
+    if (local == 2)
+        l2p2_d(L, dx, dy, dz, phi, g);
+    else
+        l2p3_d(L, dx, dy, dz, phi, g);
+}
+
+/* One step of the reduce-scatter: lanes with bit H keep slots [H, 2H), the others [0, H), and
+ * each adds its partner's (lane ^ H) copy of the slots it keeps (constant indices: registers). */
+template <int H, typename R> __device__ __forceinline__ void reduce_step(R (&v)[32], int lane)
+{
+    const bool up = lane & H;
+#pragma unroll
+    for (int k = 0; k < H; k++) {
+        const R send = up ? v[k] : v[k + H];
+        const R keep = up ? v[k + H] : v[k];
+        v[k] = keep + __shfl_xor_sync(0xffffffffu, send, H);
+    }
+}
+
+#ifndef FMK_LOCAL_MINB
+#define FMK_LOCAL_MINB 6
+#endif
+#ifndef FMK_LOCAL_INL
+#define FMK_LOCAL_INL __forceinline__
+#endif
+template <typename R, int ORDER>
+__device__ FMK_LOCAL_INL void bfs_m2l(const typename vec4<R>::type *__restrict__ node,
+                                        const int32_t *list, int count, int local,
+                                        const typename vec4<R>::type &c, R eps2, R &acc)
+{
+    typedef typename vec4<R>::type V;
+    const int lane = threadIdx.x & 31;
+    R v[32];
+#pragma unroll
+    for (int k = 0; k < 32; k++)
+        v[k] = 0;
+    if (lane < count) {
+        const int32_t i = list[lane];
+        const V x = node[4 * i], m1 = node[4 * i + 1], m2 = node[4 * i + 2], m3 = node[4 * i + 3];
+        const R m[FMK_BH_MOMENTS] = {m1.x, m1.y, m1.z, m1.w, m2.x, m2.y, m2.z, m2.w, m3.x, m3.y};
+        m2l_order(local, ORDER, c.x - x.x, c.y - x.y, c.z - x.z, eps2, m, v);
+    }
+    reduce_step<16>(v, lane), reduce_step<8>(v, lane), reduce_step<4>(v, lane);
+    reduce_step<2>(v, lane), reduce_step<1>(v, lane);
+    acc += v[0];
+}
+
 /* P2P over a list of sources. SOFT (eps2 > 0): t > 0 always, and the self term is left out
  * by index. Laplace (eps2 = 0): a coincident pair (the self term among them) adds nothing
  * (bh_terms.h's rule), so no index is needed, and GUARD = false skips that test for a list in
@@ -736,20 +834,22 @@ __device__ __forceinline__ void bfs_p2p_any(const typename vec4<R>::type *src, c
         bfs_p2p<R, SELF, false, false, T>(src, idx, count, t, y, eps2, phi, g);
 }
 
-template <typename R, int ORDER, bool SELF, int T>
-__global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32, bfs_cfg<R>::MIN_BLOCKS)
+template <typename R, int ORDER, bool SELF, int T, bool LOCAL>
+__global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32,
+                                  LOCAL && sizeof(R) == 4 ? FMK_LOCAL_MINB : bfs_cfg<R>::MIN_BLOCKS)
     k_walk_bfs(walk_args<R> a)
 {
     typedef typename vec4<R>::type V;
     /* STACK: nodes waiting per warp (960: 6 blocks of 4 warps fit an SM; the deepest seen in
      * the benchmark's runs was 537) */
-    constexpr int WARPS = bfs_cfg<R>::WARPS, STACK = 960;
+    constexpr int WARPS = bfs_cfg<R>::WARPS, STACK = LOCAL ? 896 : 960;
     constexpr unsigned FULL = 0xffffffffu;
     __shared__ V s_node[WARPS][64][4]; /* accepted nodes, packed by bfs_pack */
     __shared__ V s_src[WARPS][64];     /* sources of opened leaves */
     __shared__ int32_t s_idx[WARPS][SELF ? 64 : 1];
     __shared__ unsigned char s_inbox[WARPS][64]; /* P2P source in the group's box */
     __shared__ int32_t s_stack[WARPS][STACK];
+    __shared__ int32_t s_loc[WARPS][LOCAL ? 64 : 1]; /* nodes for the group's expansion */
     const int wb = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int64_t wp = blockIdx.x * (int64_t)WARPS + wb;
     if (wp >= a.n_groups * a.parts || charges_bad(a.stats))
@@ -761,6 +861,7 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32, bfs_cfg<R>::MIN_BLOCKS
     int32_t *idx_list = s_idx[wb];
     unsigned char *inbox_list = s_inbox[wb];
     int32_t *stack = s_stack[wb];
+    int32_t *loc_list = s_loc[wb];
     const unsigned lt = (1u << lane) - 1;
 
     const int2 grp = a.groups[w];
@@ -779,6 +880,14 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32, bfs_cfg<R>::MIN_BLOCKS
     /* Both lists are rings of 64 entries: the n entries waiting start at head (0 or 32), so
      * a full chunk of 32 is contiguous and is evaluated in place (no copying). */
     int sp = 1, n_m2p = 0, n_p2p = 0, h_m2p = 0, h_p2p = 0; /* warp-uniform */
+    /* The cell-to-group step: a node goes into the group's expansion about c when its centre is
+     * farther than r_open + local_k R_g from c; every target of the group (within R_g of c) is
+     * then outside its opening sphere, and |y - c| / |xc - c| < 1 / local_k. Lane k holds
+     * coefficient k of the expansion. */
+    const R loc_r = a.local_k * sqrt(h.x * h.x + h.y * h.y + h.z * h.z);
+    int n_loc = 0, h_loc = 0;
+    bool any_loc = false;
+    R loc = 0;
     /* A source that can coincide with a target lies in the group's box (which holds them up
      * to the rounding of its centre: a margin of 2^-20 of the coordinates, 2^-10 of the box). */
     const R mx = fabs(c.x) * (R)0x1p-20 + h.x * (R)(1 + 0x1p-10);
@@ -793,6 +902,11 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32, bfs_cfg<R>::MIN_BLOCKS
         h_m2p ^= 32, n_m2p -= 32;
         __syncwarp(); /* the slots are written again */
     };
+    auto loc_chunk = [&]() {
+        bfs_m2l<R, ORDER>(a.node, loc_list + h_loc, 32, a.local, c, a.eps2, loc);
+        h_loc ^= 32, n_loc -= 32;
+        __syncwarp();
+    };
     auto p2p_chunk = [&]() {
         bfs_p2p_any<R, SELF, T>(src_list + h_p2p, idx_list + (SELF ? h_p2p : 0),
                                 inbox_list + h_p2p, 32, t, y, a.eps2, phi, g);
@@ -800,7 +914,7 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32, bfs_cfg<R>::MIN_BLOCKS
         __syncwarp();
     };
 #ifdef FMK_BH_COUNT
-    long long c_m2p = 0, c_p2p = 0, c_steps = 0, c_over = 0, c_depth = 0;
+    long long c_m2p = 0, c_p2p = 0, c_steps = 0, c_over = 0, c_depth = 0, c_loc = 0;
 #endif
     __syncwarp();
     while (sp > 0) {
@@ -879,9 +993,28 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32, bfs_cfg<R>::MIN_BLOCKS
         c_depth = sp > c_depth ? sp : c_depth;
 #endif
 
-        /* accepted nodes -> M2P list */
-        const unsigned acc_mask = __ballot_sync(FULL, accept);
-        if (accept)
+        /* accepted nodes far enough from the group -> its expansion, the others -> M2P list */
+        bool to_loc = false;
+        if (LOCAL && accept) {
+            const R ex = x.x - c.x, ey = x.y - c.y, ez = x.z - c.z;
+            const R d = sqrt(ex * ex + ey * ey + ez * ez) - loc_r;
+            to_loc = d > 0 && d * d > x.w;
+        }
+        const unsigned loc_mask = __ballot_sync(FULL, to_loc);
+        if (LOCAL && loc_mask) {
+            if (to_loc)
+                loc_list[(h_loc + n_loc + __popc(loc_mask & lt)) & 63] = i;
+            n_loc += __popc(loc_mask);
+            any_loc = true;
+#ifdef FMK_BH_COUNT
+            c_loc += __popc(loc_mask);
+#endif
+            __syncwarp();
+            if (n_loc >= 32)
+                loc_chunk();
+        }
+        const unsigned acc_mask = __ballot_sync(FULL, accept && !to_loc);
+        if (accept && !to_loc)
             bfs_pack<R, ORDER>(x, m1, m2, m3, a.eps2,
                                node_list[(h_m2p + n_m2p + __popc(acc_mask & lt)) & 63]);
         n_m2p += __popc(acc_mask);
@@ -934,6 +1067,17 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32, bfs_cfg<R>::MIN_BLOCKS
     bfs_m2p<R, ORDER, T>(node_list + h_m2p, n_m2p, y, a.eps2, phi, g);
     bfs_p2p_any<R, SELF, T>(src_list + h_p2p, idx_list + (SELF ? h_p2p : 0), inbox_list + h_p2p,
                             n_p2p, t, y, a.eps2, phi, g);
+    if (LOCAL && any_loc) { /* the rest of the list, then the group's expansion at each target (L2P) */
+        if (n_loc > 0)
+            bfs_m2l<R, ORDER>(a.node, loc_list + h_loc, n_loc, a.local, c, a.eps2, loc);
+        R L[20];
+#pragma unroll
+        for (int k = 0; k < 20; k++)
+            L[k] = __shfl_sync(FULL, loc, k);
+#pragma unroll
+        for (int k = 0; k < T; k++)
+            l2p_order(a.local, L, y[k][0] - c.x, y[k][1] - c.y, y[k][2] - c.z, &phi[k], g[k]);
+    }
 #ifdef FMK_BH_COUNT
     if (lane == 0) {
         const long long nt = grp.y - grp.x;
@@ -944,6 +1088,7 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32, bfs_cfg<R>::MIN_BLOCKS
         atomicAdd(&fmk_bh_counts[4], (unsigned long long)c_over);
         atomicAdd(&fmk_bh_counts[5], 1ull);
         atomicMax(&fmk_bh_counts[6], (unsigned long long)c_depth);
+        atomicAdd(&fmk_bh_counts[7], (unsigned long long)(c_loc * nt));
     }
 #endif
 #pragma unroll
@@ -990,9 +1135,11 @@ cudaError_t launch_walk(const walk_args<R> &a, int stackless, int group)
     else if (fmk_cuda_bh_group_walk == 1)
         k_walk_group<R, ORDER, SELF, 1><<<blocks_for(a.n_groups * 32, WALK_BLOCK), WALK_BLOCK>>>(a);
     else if (group == 64)
-        k_walk_bfs<R, ORDER, SELF, 2><<<bfs_blocks, WB * 32>>>(a);
+        k_walk_bfs<R, ORDER, SELF, 2, false><<<bfs_blocks, WB * 32>>>(a);
+    else if (a.local) /* the cell-to-group step (groups of 32 only) */
+        k_walk_bfs<R, ORDER, SELF, 1, true><<<bfs_blocks, WB * 32>>>(a);
     else
-        k_walk_bfs<R, ORDER, SELF, 1><<<bfs_blocks, WB * 32>>>(a);
+        k_walk_bfs<R, ORDER, SELF, 1, false><<<bfs_blocks, WB * 32>>>(a);
     return cudaGetLastError();
 }
 
@@ -1577,7 +1724,7 @@ fmk_status run_eval_t(fmk_plan *plan, bh_state *s, const double *d_q, double *po
     }
     const int stackless = plan->opts.walk == FMK_WALK_STACKLESS;
 #ifdef FMK_BH_COUNT
-    unsigned long long cnt[7] = {0, 0, 0, 0, 0, 0, 0};
+    unsigned long long cnt[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     (void)cudaMemcpyToSymbol(fmk_bh_counts, cnt, sizeof cnt);
 #endif
     a.overflow = s->d_stats + 2;
@@ -1588,6 +1735,15 @@ fmk_status run_eval_t(fmk_plan *plan, bh_state *s, const double *d_q, double *po
         double f = fmk_cuda_bh_leaf_theta > th ? th / fmk_cuda_bh_leaf_theta : 1;
         f = f < f_min ? f_min : f;
         a.leaf_r2 = (R)(f < 1 ? f * f : 1);
+    }
+    a.local = fmk_cuda_bh_local == 2 || fmk_cuda_bh_local == 3 ? fmk_cuda_bh_local : 0;
+    {
+        /* the group's radius scaled like a node's size in r_open (l / theta): k at theta 0.6,
+         * so that the expansion's truncation falls with theta as the M2P's does; at least 1
+         * (every target of the group then outside the node's opening sphere) */
+        const double th = plan->opts.theta < FMK_TREE_THETA_CAP ? plan->opts.theta : FMK_TREE_THETA_CAP;
+        const double k = fmk_cuda_bh_local_k * 0.6 / th;
+        a.local_k = (R)(k > 1 ? k : 1);
     }
     a.stats = s->d_stats;
     if (err == cudaSuccess)
@@ -1603,10 +1759,10 @@ fmk_status run_eval_t(fmk_plan *plan, bh_state *s, const double *d_q, double *po
 #ifdef FMK_BH_COUNT
     if (cudaMemcpyFromSymbol(cnt, fmk_bh_counts, sizeof cnt) == cudaSuccess && cnt[0] > 0)
         fprintf(stderr, "walk counts: n %llu targets, %llu groups (%.1f targets each); per "
-                "target %.1f M2P, %.1f P2P; %.1f steps per group; %llu stack overflows, "
-                "deepest stack %llu\n",
+                "target %.1f M2P, %.1f P2P, %.1f nodes into the group's expansion; %.1f steps "
+                "per group; %llu stack overflows, deepest stack %llu\n",
                 cnt[0], cnt[5], (double)cnt[0] / cnt[5], (double)cnt[1] / cnt[0],
-                (double)cnt[2] / cnt[0], (double)cnt[3] / cnt[5], cnt[4], cnt[6]);
+                (double)cnt[2] / cnt[0], (double)cnt[7] / cnt[0], (double)cnt[3] / cnt[5], cnt[4], cnt[6]);
 #endif
     if (err == cudaSuccess)
         err = cudaEventRecord(s->ev[3], 0);

@@ -41,6 +41,10 @@ extern long long fmk_cuda_bh_split_redos;
  * likewise). */
 extern int fmk_cuda_bh_mac;
 extern double fmk_cuda_bh_leaf_theta; /* a leaf's theta in the per-target test (0: theta) */
+/* The breadth-first walk's cell-to-group step: the order of the group's expansion (0: off; a
+ * tuning knob, not API; `--local P` runs every test with P) and its distance factor. */
+extern int fmk_cuda_bh_local;
+extern double fmk_cuda_bh_local_k;
 
 /* The walks the loops below run: 1 group (breadth-first), 2 stackless, 3 group (next/more). */
 #define N_WALKS 3
@@ -498,6 +502,8 @@ static void test_walks_agree(void)
     test_points(TEST_DIST_PLUMMER, n, 61, x);
     test_points(TEST_DIST_CLUSTERED, m, 62, y);
     test_charges(n, 0, 63, q);
+    const int local0 = fmk_cuda_bh_local;
+    fmk_cuda_bh_local = 0; /* the next/more walk evaluates every node at each target */
     for (int group = 32; group <= 64; group += 32)
         for (int sep = 0; sep < 2; sep++) {
             const int64_t mt = sep ? m : n;
@@ -512,20 +518,24 @@ static void test_walks_agree(void)
             CHECK_LE(test_rel_l2(g[0], g[1], 3 * mt), 1e-12, "grad, breadth-first vs next/more");
         }
     fmk_cuda_bh_group_size = 32;
+    fmk_cuda_bh_local = local0;
     walk_of(1);
     for (int k = 0; k < 2; k++)
         free(p[k]), free(g[k]);
     free(x), free(q), free(y);
 }
 
-/* n Plummer-sphere sources x with charges q in [-1, 1] and m clustered targets y, the first 50
- * of them on sources (seeds seed, seed + 1, seed + 2). */
-static void plummer_case(int64_t n, int64_t m, uint64_t seed, double *x, double *y, double *q)
+/* n Plummer-sphere sources x with charges q in [-1, 1] (positive: in [0.1, 1.1]) and m
+ * clustered targets y, the first 50 of them on sources (seeds seed, seed + 1, seed + 2). */
+static void plummer_case(int64_t n, int64_t m, uint64_t seed, int positive, double *x, double *y,
+                         double *q)
 {
     test_points(TEST_DIST_PLUMMER, n, seed, x);
     test_points(TEST_DIST_CLUSTERED, m, seed + 1, y);
     memcpy(y, x, 50 * 24); /* targets on sources */
     test_charges(n, 0, seed + 2, q);
+    for (int64_t i = 0; positive && i < n; i++)
+        q[i] = fabs(q[i]) + 0.1;
 }
 
 /* Each way of forming groups (packed siblings, cut across bounds, one per node): the
@@ -540,7 +550,7 @@ static void test_group_modes(void)
     double *p[2], *g[2];
     for (int k = 0; k < 2; k++)
         p[k] = xmalloc((size_t)n * 8), g[k] = xmalloc((size_t)n * 24);
-    plummer_case(n, m, 81, x, y, q);
+    plummer_case(n, m, 81, 0, x, y, q);
     for (int kern = 0; kern < 2; kern++)
         for (int sep = 0; sep < 2; sep++) {
             const fmk_kernel kernel = kern ? FMK_KERNEL_PLUMMER : FMK_KERNEL_LAPLACE;
@@ -550,7 +560,9 @@ static void test_group_modes(void)
             fmk_cuda_bh_group_merge_min = 0;
             for (int merge = 0; merge <= 2; merge++) {
                 fmk_cuda_bh_group_merge = merge;
-                /* fp64: breadth-first, next/more */
+                /* fp64: breadth-first, next/more (no cell-to-group step in either) */
+                const int local0 = fmk_cuda_bh_local;
+                fmk_cuda_bh_local = 0;
                 for (int k = 0; k < 2; k++) {
                     fmk_opts o = tree_opts(FMK_PRECISION_FP64, 0.6, walk_of(k ? 3 : 1));
                     o.softening = soft;
@@ -570,6 +582,7 @@ static void test_group_modes(void)
                 CHECK_LE(test_rel_l2(p[1], rp, mt), 1e-2, "rel l2 error of pot (fp32)");
                 CHECK_LE(test_rel_l2(g[1], rg, 3 * mt), 3e-2, "rel l2 error of grad (fp32)");
                 CHECK_LE(test_rel_l2(g[1], g[0], 3 * mt), 1e-3, "grad, fp32 vs fp64");
+                fmk_cuda_bh_local = local0;
             }
         }
     fmk_cuda_bh_group_merge = 2;
@@ -591,14 +604,14 @@ static void test_mac(void)
     const int64_t n = quick ? 4000 : 40000, m = quick ? 1000 : 7000;
     const int mac0 = fmk_cuda_bh_mac;
     const double lt0 = fmk_cuda_bh_leaf_theta;
+    const int local0 = fmk_cuda_bh_local;
+    fmk_cuda_bh_local = 0; /* the next/more walk has no cell-to-group step */
     double *x = xmalloc((size_t)n * 24), *q = xmalloc((size_t)n * 8), *y = xmalloc((size_t)m * 24);
     double *rp = xmalloc((size_t)n * 8), *rg = xmalloc((size_t)n * 24);
     double *p[3], *g[3];
     for (int k = 0; k < 3; k++)
         p[k] = xmalloc((size_t)n * 8), g[k] = xmalloc((size_t)n * 24);
-    plummer_case(n, m, 91, x, y, q);
-    for (int i = 0; i < n; i++)
-        q[i] = fabs(q[i]) + 0.1;
+    plummer_case(n, m, 91, 1, x, y, q);
     for (int kern = 0; kern < 2; kern++)
         for (int sep = 0; sep < 2; sep++) {
             const fmk_kernel kernel = kern ? FMK_KERNEL_PLUMMER : FMK_KERNEL_LAPLACE;
@@ -642,8 +655,81 @@ static void test_mac(void)
         }
     fmk_cuda_bh_mac = mac0;
     fmk_cuda_bh_leaf_theta = lt0;
+    fmk_cuda_bh_local = local0;
     walk_of(1);
     for (int k = 0; k < 3; k++)
+        free(p[k]), free(g[k]);
+    free(x), free(q), free(y), free(rp), free(rg);
+}
+
+/* The cell-to-group step (fmk_cuda_bh_local): with expansions of order 3 and 2 and the default
+ * distance test, the errors against the direct sum (fp64 and fp32, laplace and plummer, self
+ * and separate targets, some on sources) stay within 1.3x (order 3) and 4x (order 2) those of
+ * the walk without it and within the bounds of theta 0.6, the step is in use (other results),
+ * and order 2 against 3, or a larger distance factor, changes the error the expected way. */
+static void test_local(void)
+{
+    const int64_t n = quick ? 4000 : 40000, m = quick ? 1000 : 7000;
+    const int local0 = fmk_cuda_bh_local;
+    double *x = xmalloc((size_t)n * 24), *q = xmalloc((size_t)n * 8), *y = xmalloc((size_t)m * 24);
+    double *rp = xmalloc((size_t)n * 8), *rg = xmalloc((size_t)n * 24);
+    double *p[2], *g[2];
+    for (int k = 0; k < 2; k++)
+        p[k] = xmalloc((size_t)n * 8), g[k] = xmalloc((size_t)n * 24);
+    plummer_case(n, m, 101, 1, x, y, q);
+    walk_of(1);
+    for (int kern = 0; kern < 2; kern++)
+        for (int sep = 0; sep < 2; sep++) {
+            const fmk_kernel kernel = kern ? FMK_KERNEL_PLUMMER : FMK_KERNEL_LAPLACE;
+            const double soft = kern ? 0.01 : 0;
+            const int64_t mt = sep ? m : n;
+            reference(kernel, soft, n, x, q, sep ? m : 0, sep ? y : NULL, rp, rg);
+            for (int prec = 0; prec < 2; prec++) {
+                fmk_opts o = tree_opts(prec ? FMK_PRECISION_FP32 : FMK_PRECISION_FP64, 0.6,
+                                       FMK_WALK_GROUP);
+                o.softening = soft;
+                fmk_cuda_bh_local = 0;
+                CHECK_STATUS(run(kernel, &o, n, x, q, sep ? m : 0, sep ? y : NULL, p[0], g[0],
+                                 NULL), FMK_OK);
+                const double e0p = test_rel_l2(p[0], rp, mt), e0 = test_rel_l2(g[0], rg, 3 * mt);
+                for (int order = 2; order <= 3; order++) {
+                    fmk_cuda_bh_local = order;
+                    CHECK_STATUS(run(kernel, &o, n, x, q, sep ? m : 0, sep ? y : NULL, p[1], g[1],
+                                     NULL), FMK_OK);
+                    const double ep = test_rel_l2(p[1], rp, mt), e = test_rel_l2(g[1], rg, 3 * mt);
+                    check_context("local %d %s %s %s", order, fmk_kernel_name(kernel),
+                                  sep ? "targets" : "self", prec ? "fp32" : "fp64");
+                    CHECK_LE(ep, 1e-2, "rel l2 error of pot");
+                    CHECK_LE(e, 3e-2, "rel l2 error of grad");
+                    /* order 2 (not the default): 1.6x on the acceleration at 4000 points */
+                    const double f = order == 3 ? 1.3 : 4.0;
+                    CHECK_LE(ep, f * e0p, "rel l2 error of pot against the walk without it");
+                    CHECK_LE(e, f * e0, "rel l2 error of grad against the walk without it");
+                    CHECK_MSG(test_rel_l2(g[1], g[0], 3 * mt) > 1e-10,
+                              "the same results as without the cell-to-group step");
+                    if (kern == 0 && sep == 0)
+                        printf("  local %d %s: grad error %.3e, pot %.3e (without: %.3e, %.3e), "
+                               "Plummer sphere, %lld points\n", order, prec ? "fp32" : "fp64",
+                               e, ep, e0, e0p, (long long)n);
+                }
+            }
+        }
+    /* fp64, laplace, self: order 3 more accurate than order 2; a larger factor more accurate */
+    reference(FMK_KERNEL_LAPLACE, 0, n, x, q, 0, NULL, rp, rg);
+    const double k0 = fmk_cuda_bh_local_k;
+    double e[3];
+    for (int v = 0; v < 3; v++) {
+        fmk_cuda_bh_local = v == 0 ? 2 : 3;
+        fmk_cuda_bh_local_k = v == 2 ? 8 : 1.5;
+        fmk_opts o = tree_opts(FMK_PRECISION_FP64, 0.6, FMK_WALK_GROUP);
+        CHECK_STATUS(run(FMK_KERNEL_LAPLACE, &o, n, x, q, 0, NULL, p[0], g[0], NULL), FMK_OK);
+        e[v] = test_rel_l2(g[0], rg, 3 * n);
+    }
+    check_context("local orders");
+    CHECK_MSG(e[1] < e[0], "grad error: order 3 %.3e >= order 2 %.3e (factor 1.5)", e[1], e[0]);
+    CHECK_MSG(e[2] < e[1], "grad error: factor 8 %.3e >= factor 1.5 %.3e (order 3)", e[2], e[1]);
+    fmk_cuda_bh_local = local0, fmk_cuda_bh_local_k = k0;
+    for (int k = 0; k < 2; k++)
         free(p[k]), free(g[k]);
     free(x), free(q), free(y), free(rp), free(rg);
 }
@@ -702,6 +788,8 @@ int main(int argc, char **argv)
             fmk_cuda_bh_mac = atoi(argv[++a]);
         else if (strcmp(argv[a], "--leaf-theta") == 0 && a + 1 < argc)
             fmk_cuda_bh_leaf_theta = atof(argv[++a]);
+        else if (strcmp(argv[a], "--local") == 0 && a + 1 < argc)
+            fmk_cuda_bh_local = atoi(argv[++a]);
     }
     if (fmk_cuda_device_count() <= 0) {
         printf("no CUDA device: skipped\n");
@@ -716,6 +804,7 @@ int main(int argc, char **argv)
     test_small_paths();
     test_group_modes();
     test_mac();
+    test_local();
     walk_of(1);
     if (!quick)
         test_oom();

@@ -12,6 +12,17 @@
 #include "check.h"
 #include "testutil.h"
 
+/* The treecode's terms (bh_terms.h) and the GPU walk's cell-to-group terms (bh_local.h), in
+ * double, for the operator test below. */
+#define REAL double
+#define RSQRT(t) (1.0 / sqrt(t))
+#define BH(name) name##_d
+#include "../../src/bh_terms.h"
+#include "../../src/bh_local.h"
+#undef REAL
+#undef RSQRT
+#undef BH
+
 /* ---------------------------------------------------------------------------------------------
  * The tree against tree3d.h
  * ------------------------------------------------------------------------------------------ */
@@ -447,9 +458,67 @@ static void test_memory(void)
     free(x);
 }
 
+/* bh_local.h: a node's field (order 0, 1, 2; laplace and softened) translated into a Taylor
+ * expansion of order 2 or 3 about c (M2L) and evaluated at c + delta (L2P) equals the node's
+ * M2P at c + delta up to the expansion's truncation: halving |delta| divides the error of the
+ * potential by about 2^(P+1) and that of the gradient by 2^P (moments of a node of size 0.3 at
+ * distance ~5, so that the dropped |a| + |b| > P + 1 terms are smaller still). */
+static void test_local_ops(void)
+{
+    test_rng rng = test_rng_seed(61);
+    for (int P = 2; P <= 3; P++)
+        for (int order = 0; order <= 2; order++)
+            for (int soft = 0; soft < 2; soft++) {
+                const double eps2 = soft ? 0.3 : 0, xc[3] = {0.1, -0.2, 0.3}, c[3] = {3, 2, -4};
+                double m[FMK_BH_MOMENTS];
+                m[0] = 2;
+                for (int k = 1; k < 4; k++)
+                    m[k] = 0.3 * (2 * test_uniform(&rng) - 1);
+                for (int k = 4; k < FMK_BH_MOMENTS; k++)
+                    m[k] = 0.09 * (2 * test_uniform(&rng) - 1);
+                double L[20] = {0}, ep[2] = {0, 0}, eg[2] = {0, 0};
+                if (P == 2)
+                    m2l2_d(order, c[0] - xc[0], c[1] - xc[1], c[2] - xc[2], eps2, m, L);
+                else
+                    m2l3_d(order, c[0] - xc[0], c[1] - xc[1], c[2] - xc[2], eps2, m, L);
+                for (int t = 0; t < 20; t++) {
+                    double u[3];
+                    for (int k = 0; k < 3; k++)
+                        u[k] = 2 * test_uniform(&rng) - 1;
+                    for (int h = 0; h < 2; h++) { /* the same offset, halved */
+                        const double s = h ? 0.05 : 0.1;
+                        double d[3], p0 = 0, g0[3] = {0, 0, 0}, p1 = 0, g1[3] = {0, 0, 0};
+                        for (int k = 0; k < 3; k++)
+                            d[k] = s * u[k];
+                        m2p_d(order, c[0] + d[0] - xc[0], c[1] + d[1] - xc[1], c[2] + d[2] - xc[2],
+                              eps2, m, &p0, g0);
+                        if (P == 2)
+                            l2p2_d(L, d[0], d[1], d[2], &p1, g1);
+                        else
+                            l2p3_d(L, d[0], d[1], d[2], &p1, g1);
+                        const double e = fabs(p1 - p0) / fabs(p0);
+                        const double g = sqrt((g1[0] - g0[0]) * (g1[0] - g0[0]) +
+                                              (g1[1] - g0[1]) * (g1[1] - g0[1]) +
+                                              (g1[2] - g0[2]) * (g1[2] - g0[2])) /
+                                         sqrt(g0[0] * g0[0] + g0[1] * g0[1] + g0[2] * g0[2]);
+                        ep[h] = e > ep[h] ? e : ep[h];
+                        eg[h] = g > eg[h] ? g : eg[h];
+                    }
+                }
+                check_context("local P %d order %d soft %d", P, order, soft);
+                CHECK_LE(ep[0], P == 2 ? 1e-4 : 1e-5, "M2L + L2P against M2P, pot");
+                CHECK_LE(eg[0], P == 2 ? 3e-3 : 3e-4, "M2L + L2P against M2P, grad");
+                CHECK_MSG(ep[1] < ep[0] / (1 << P), "pot error %.2e -> %.2e: not O(delta^%d)",
+                          ep[0], ep[1], P + 1);
+                CHECK_MSG(eg[1] < eg[0] / (1 << (P - 1)), "grad error %.2e -> %.2e: not O(delta^%d)",
+                          eg[0], eg[1], P);
+            }
+}
+
 int main(void)
 {
     test_sort();
+    test_local_ops();
     test_trees();
     test_accuracy(TEST_DIST_CUBE, 0);
     test_accuracy(TEST_DIST_PLUMMER, 0);

@@ -1,0 +1,176 @@
+#!/usr/bin/env python3
+"""bh_local.py -- writes bh_local.h, the treecode's cell-to-group terms (M2L into a Cartesian
+Taylor expansion about a group's centre, and its evaluation L2P), as straight-line C for any
+REAL (the conventions of bh_terms.h).  Run `python3 src/bh_local.py > src/bh_local.h`.
+
+Math (G(r) = (|r|^2 + eps2)^-1/2; multi-indices k = (kx, ky, kz), |k| = kx + ky + kz):
+  Taylor coefficients A_k(r) = (1/k!) d^k G(r) from the recurrence of the Cartesian Taylor
+  treecodes (Duan & Krasny 2001; Lindsay & Krasny 2001 for 1/sqrt(|r|^2 + eps2)), written here
+  for derivatives in r (checked against M2P in tests/unit/test_tree.c):
+      |k| R^2 A_k = -(2|k| - 1) sum_i r_i A_{k - e_i} - (|k| - 1) sum_i A_{k - 2 e_i},
+      A_0 = R^-1, R^2 = |r|^2 + eps2.
+  A node with raw moments M_a = sum_j q_j d_j^a (d = x - xc; M, D, S of tree3d.h, |a| <= 2)
+  has the field phi(y) = sum_a (-1)^|a| M_a A_a(y - xc) (bh_terms.h's M2P).  Its Taylor
+  expansion about a centre c, r0 = c - xc, to order P in delta = y - c:
+      phi(c + delta) = sum_{|b| <= P} L_b delta^b,
+      L_b = sum_a (-1)^|a| M_a C(a + b, a) A_{a + b}(r0),   C(a + b, a) = prod_i binom(a_i + b_i, a_i).
+  Only the terms with |a| + |b| <= P + 1 are kept: those dropped (|a| = 2, |b| = P) are of the
+  order of the expansion's own truncation, (s / |r0|)^2 (|delta| / |r0|)^P against
+  (|delta| / |r0|)^(P + 1), s the node's size, and they would need the A_k of order P + 2.
+  L2P: phi = sum_b L_b delta^b, grad_i = sum_b b_i L_b delta^(b - e_i).
+"""
+import sys
+from math import comb
+
+MOM = [(0, 0, 0), (1, 0, 0), (0, 1, 0), (0, 0, 1),
+       (2, 0, 0), (1, 1, 0), (1, 0, 1), (0, 2, 0), (0, 1, 1), (0, 0, 2)]  # bh_terms.h's m[10]
+
+
+def indices(n):
+    """Multi-indices of degree n in a fixed order (x-major)."""
+    return [(a, b, n - a - b) for a in range(n, -1, -1) for b in range(n - a, -1, -1)]
+
+
+def name(k):
+    return "A%d%d%d" % k
+
+
+def emit(P):
+    out = []
+    w = out.append
+    locs = [k for n in range(P + 1) for k in indices(n)]
+    nl = len(locs)
+    w("/* M2L: sets L[%d] (the order-%d expansion about c, table FMK_BH_LOCAL%d_INDEX) to the field "
+      "of a node" % (nl, P, P))
+    w(" * with packed moments m (bh_terms.h, order 0..2) at r = c - xc. */")
+    w("FMK_HD void BH(m2l%d)(int order, REAL rx, REAL ry, REAL rz, REAL eps2, const REAL *m, REAL *L)" % P)
+    w("{")
+    w("    const REAL A000 = RSQRT(rx * rx + ry * ry + rz * rz + eps2);")
+    w("    const REAL iR2 = A000 * A000;")
+    # signed moments
+    for j, a in enumerate(MOM):
+        s = "-" if sum(a) % 2 else ""
+        w("    const REAL M%d%d%d = %sm[%d];" % (a + (s, j)))
+    # L_b sums, built per level of A as the A's appear
+    terms = {b: [] for b in locs}
+    for n in range(0, P + 2):
+        ks = indices(n)
+        guard = None
+        if n == P + 1:
+            guard = "order >= 1"
+        body = []
+        if n > 0:
+            for k in ks:
+                parts1, parts2 = [], []
+                for i, rn in enumerate(("rx", "ry", "rz")):
+                    if k[i] >= 1:
+                        km = list(k)
+                        km[i] -= 1
+                        parts1.append("%s * %s" % (rn, name(tuple(km))))
+                    if k[i] >= 2:
+                        km = list(k)
+                        km[i] -= 2
+                        parts2.append(name(tuple(km)))
+                c1 = (2.0 * n - 1) / n
+                c2 = (n - 1.0) / n
+                e = "(REAL)%.17g * (%s)" % (c1, " + ".join(parts1))
+                if parts2:
+                    e += " + (REAL)%.17g * (%s)" % (c2, " + ".join(parts2))
+                body.append("const REAL %s = -iR2 * (%s);" % (name(k), e))
+        # contributions L_b += sign M_a C A_{a+b} with |a+b| = n
+        contrib = []
+        for b in locs:
+            for j, a in enumerate(MOM):
+                if sum(a) + sum(b) != n:
+                    continue
+                k = tuple(a[i] + b[i] for i in range(3))
+                c = comb(k[0], a[0]) * comb(k[1], a[1]) * comb(k[2], a[2])
+                ordneed = sum(a)
+                contrib.append((b, ordneed, c, a, k))
+        if guard:
+            w("    " * (n - P) + "if (%s) {" % guard)
+        ind = "    " * (1 + max(0, n - P))
+        for line in body:
+            w(ind + line)
+        # group the contributions by the order of the moment they need
+        for ordneed in range(3):
+            cs = [t for t in contrib if t[1] == ordneed]
+            if not cs:
+                continue
+            needs_guard = ordneed > 0 and (guard is None or (n == P + 1 and ordneed > 1))
+            ind2 = ind
+            if needs_guard:
+                w(ind + "if (order >= %d) {" % ordneed)
+                ind2 = ind + "    "
+            for (b, _, c, a, k) in cs:
+                cm = "M%d%d%d" % a if c == 1 else "(REAL)%d * M%d%d%d" % ((c,) + a)
+                terms[b].append(True)
+                if len(terms[b]) > 1:
+                    w(ind2 + "L%d%d%d += %s * %s;" % (b + (cm, name(k))))
+                else:
+                    w(ind2 + "REAL L%d%d%d = %s * %s;" % (b + (cm, name(k))))
+            if needs_guard:
+                w(ind + "}")
+    w("    }")
+    for i, b in enumerate(locs):
+        w("    L[%d] = L%d%d%d;" % ((i,) + b))
+    w("}")
+    w("")
+    # L2P
+    w("/* L2P: adds the expansion L[%d] about c at delta = y - c to phi and g[3]. */" % nl)
+    w("FMK_HD void BH(l2p%d)(const REAL *L, REAL dx, REAL dy, REAL dz, REAL *phi, REAL *g)" % P)
+    w("{")
+    # Horner-free direct form: powers
+    for v in ("x", "y", "z"):
+        w("    const REAL %s1 = d%s;" % (v, v))
+        for p in range(2, P + 1):
+            w("    const REAL %s%d = %s%d * d%s;" % (v, p, v, p - 1, v))
+    def mono(e):
+        f = []
+        for v, p in zip(("x", "y", "z"), e):
+            if p > 0:
+                f.append("%s%d" % (v, p))
+        return " * ".join(f) if f else None
+    ph = []
+    gr = [[], [], []]
+    for i, b in enumerate(locs):
+        mm = mono(b)
+        ph.append("L[%d]" % i if mm is None else "L[%d] * %s" % (i, mm))
+        for d in range(3):
+            if b[d] == 0:
+                continue
+            e = list(b)
+            e[d] -= 1
+            mm = mono(tuple(e))
+            c = "" if b[d] == 1 else "(REAL)%d * " % b[d]
+            gr[d].append("%sL[%d]" % (c, i) + ("" if mm is None else " * " + mm))
+    w("    *phi += %s;" % " + ".join(ph))
+    for d in range(3):
+        w("    g[%d] += %s;" % (d, " + ".join(gr[d])))
+    w("}")
+    w("")
+    return out, locs
+
+
+def main():
+    print("/*")
+    print(" * bh_local.h -- written by bh_local.py (the math is there); do not edit by hand.")
+    print(" * The treecode's cell-to-group terms: a node's field (its moments of order 0..2, as in")
+    print(" * bh_terms.h's M2P) as a Taylor expansion of order 2 or 3 about a group's centre (M2L),")
+    print(" * and the expansion's value and gradient at a target (L2P). Included like bh_terms.h:")
+    print(" * once per precision, with REAL, RSQRT and BH(name) defined; needs bh_terms.h's FMK_HD.")
+    print(" */")
+    for P in (2, 3):
+        lines, locs = emit(P)
+        print("#ifndef FMK_BH_LOCAL%d_INDEX" % P)
+        print("/* the multi-index (bx, by, bz) of each coefficient, as one int bx*100 + by*10 + bz */")
+        print("#define FMK_BH_LOCAL%d_INDEX {%s}" % (P, ", ".join("%d" % (b[0] * 100 + b[1] * 10 + b[2]) for b in locs)))
+        print("#define FMK_BH_LOCAL%d %d /* coefficients */" % (P, len(locs)))
+        print("#endif")
+        for l in lines:
+            print(l)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
