@@ -1,5 +1,5 @@
 /*
- * bh_local.h -- written by bh_local.py (the math is there); do not edit by hand.
+ * bh_local.h -- written by tools/bh_local.py (the math is there); do not edit by hand.
  * The treecode's cell-to-group terms: a node's field (its moments of order 0..2, as in
  * bh_terms.h's M2P) as a Taylor expansion of order 2 or 3 about a group's centre (M2L),
  * and the expansion's value and gradient at a target (L2P). Included like bh_terms.h:

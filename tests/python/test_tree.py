@@ -55,3 +55,15 @@ def test_bad_walk_and_order():
         fmmkit.Plan(method="tree", walk="spiral")
     with pytest.raises(ValueError):
         fmmkit.Plan(method="tree", order=3)
+
+
+def test_generated_local_terms_are_current():
+    """src/bh_local.h is what tools/bh_local.py writes (edit the generator, not the header)."""
+    import pathlib
+    import subprocess
+    import sys
+
+    root = pathlib.Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, str(root / "tools" / "bh_local.py")], check=True,
+                         capture_output=True, text=True).stdout
+    assert out == (root / "src" / "bh_local.h").read_text()

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """bh_local.py -- writes bh_local.h, the treecode's cell-to-group terms (M2L into a Cartesian
 Taylor expansion about a group's centre, and its evaluation L2P), as straight-line C for any
-REAL (the conventions of bh_terms.h).  Run `python3 src/bh_local.py > src/bh_local.h`.
+REAL (the conventions of bh_terms.h).  Run `python3 tools/bh_local.py > src/bh_local.h`.
 
 Math (G(r) = (|r|^2 + eps2)^-1/2; multi-indices k = (kx, ky, kz), |k| = kx + ky + kz):
   Taylor coefficients A_k(r) = (1/k!) d^k G(r) from the recurrence of the Cartesian Taylor
@@ -154,7 +154,7 @@ def emit(P):
 
 def main():
     print("/*")
-    print(" * bh_local.h -- written by bh_local.py (the math is there); do not edit by hand.")
+    print(" * bh_local.h -- written by tools/bh_local.py (the math is there); do not edit by hand.")
     print(" * The treecode's cell-to-group terms: a node's field (its moments of order 0..2, as in")
     print(" * bh_terms.h's M2P) as a Taylor expansion of order 2 or 3 about a group's centre (M2L),")
     print(" * and the expansion's value and gradient at a target (L2P). Included like bh_terms.h:")
