@@ -70,6 +70,7 @@ extern double fmk_cuda_bh_leaf_theta;
  * the factor of the group's radius in its distance test. */
 extern int fmk_cuda_bh_local;
 extern double fmk_cuda_bh_local_k;
+extern double fmk_cuda_bh_local_open;
 
 /* measure()'s walk argument for the next/more group walk (the breadth-first one is GROUP). */
 #define WALK_NEXT_MORE ((fmk_walk)3)
@@ -349,7 +350,7 @@ int main(int argc, char **argv)
     int profile = 0, variants = 0, groups = 0, crossover = 0, plummer = 0, with_direct = 0;
     int64_t one = 0;
     double theta = 0.6;
-    int compare = 0, local_sweep = 0;
+    int compare = 0, local_sweep = 0, tune = 0;
     for (int a = 1; a < argc; a++) {
         if (strcmp(argv[a], "--json") == 0)
             json = 1;
@@ -401,12 +402,17 @@ int main(int argc, char **argv)
             fmk_cuda_bh_local = atoi(argv[++a]);
         else if (strcmp(argv[a], "--local-k") == 0 && a + 1 < argc)
             fmk_cuda_bh_local_k = atof(argv[++a]);
+        else if (strcmp(argv[a], "--local-open") == 0 && a + 1 < argc)
+            fmk_cuda_bh_local_open = atof(argv[++a]);
+        else if (strcmp(argv[a], "--tune") == 0)
+            tune = 1;
         else {
             fprintf(stderr, "usage: tree [--json] [--quick] [--theta-sweep] [--max-log2 K] [--leaf L] "
                             "[--headline [--big] [--variants]] [--profile] [--groups] [--crossover] "
                             "[--one N [--plummer] [--direct]] [--no-small] [--split-nodes K] "
                             "[--split-level L] [--split-warps W] [--theta T] [--mac K] [--leaf-theta T] "
-                            "[--local P] [--local-k K] [--local-sweep]\n");
+                            "[--local P] [--local-k K] [--local-open A] [--local-sweep] "
+                            "[--tune [--big]]\n");
             return 2;
         }
     }
@@ -491,6 +497,33 @@ int main(int argc, char **argv)
                 fmk_cuda_bh_group_merge = 2;
                 add(measure("groups: cut", &p, f32, 0.6, 2, leaf, 32, FMK_WALK_AUTO, reps), json);
                 fmk_cuda_bh_group_merge_min = 1ll << 19;
+                problem_free(&p);
+            }
+        if (json)
+            print_json();
+        return 0;
+    }
+    if (tune) { /* leaf size and the cell-to-group test (a r_open + k R_g) with the step on */
+        static const double cfg[][3] = { /* leaf, a, k; the first and last: the defaults */
+            {48, 0.75, 3.5}, {48, 1, 3},    {40, 0.75, 3.5}, {56, 0.75, 3.5}, {64, 0.75, 3.5},
+            {48, 0.5, 4},    {48, 0.25, 4}, {48, 0.25, 4.5}, {48, 0.5, 3.5},   {48, 0.5, 4.5},
+            {48, 0.75, 3},   {48, 0, 5},    {48, 0, 6},      {48, 0.75, 3.5}};
+        const int ncfg = (int)(sizeof cfg / sizeof cfg[0]);
+        const double a0 = fmk_cuda_bh_local_open, k0 = fmk_cuda_bh_local_k;
+        for (int k = 20; k <= (big ? 24 : 20); k += 4)
+            for (int d = 0; d < 2; d++) {
+                problem_make(&p, d, (int64_t)1 << k, 1);
+                for (int c = 0; c < ncfg; c++) {
+                    if (k >= 24 && cfg[c][0] != 48)
+                        continue; /* 2^24: leaves of 48 only */
+                    static char names[32][40]; /* rows keep the pointer */
+                    char *name = names[c];
+                    snprintf(name, sizeof names[c], "tune a %.2g k %.2g", cfg[c][1], cfg[c][2]);
+                    fmk_cuda_bh_local_open = cfg[c][1], fmk_cuda_bh_local_k = cfg[c][2];
+                    add(measure(c == ncfg - 1 ? "tune default again" : name, &p, f32, theta, 2,
+                                (int)cfg[c][0], 32, FMK_WALK_AUTO, k >= 24 ? 3 : reps), json);
+                }
+                fmk_cuda_bh_local_open = a0, fmk_cuda_bh_local_k = k0;
                 problem_free(&p);
             }
         if (json)

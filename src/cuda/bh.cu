@@ -24,7 +24,7 @@
  *     from 2^19 targets the points of sibling nodes cut into full groups of 32 (fuller warps),
  *     below one group per node (smaller boxes: the longest warp sets the time there).
  *     Cell-to-group step (fmk_cuda_bh_local, breadth-first walk with groups of 32): an
- *     accepted node far from the whole group (|xc - c| > r_open + k R_g, c and R_g the group
+ *     accepted node far from the whole group (|xc - c| > a r_open + k R_g, c and R_g the group
  *     box's centre and half diagonal) is translated once per group into a Taylor expansion
  *     about c (M2L of bh_local.h, one node per lane, the lanes' expansions added by a
  *     reduce-scatter), which each target evaluates once at the end (L2P); the other accepted
@@ -113,14 +113,21 @@ extern "C" double fmk_cuda_bh_leaf_theta;
 double fmk_cuda_bh_leaf_theta = 0;
 /* Tuning knob for the benchmark and the tests (not API): the breadth-first walk's cell-to-group
  * step. A node the group accepts whose centre is farther from the group box's centre c than
- * r_open + k R_g, k = fmk_cuda_bh_local_k 0.6 / theta (at least 1; R_g the box's half
+ * a r_open + k R_g, k = fmk_cuda_bh_local_k 0.6 / theta (at least 1; R_g the box's half
  * diagonal), is not evaluated at each target (M2P) but translated once per group into a Taylor
  * expansion of order fmk_cuda_bh_local (2 or 3) about c (M2L, bh_local.h), which each target
  * evaluates at the end (L2P). 0: off (every accepted node by M2P, as the next/more walk). */
 extern "C" int fmk_cuda_bh_local;
 int fmk_cuda_bh_local = 3;
 extern "C" double fmk_cuda_bh_local_k;
-double fmk_cuda_bh_local_k = 3.0;
+double fmk_cuda_bh_local_k = 3.5;
+/* Tuning knob (not API): the weight a of r_open in the step's distance test, |xc - c| >
+ * a r_open + k R_g (a >= 0). Any a keeps |y - c| / |xc - c| < 1 / k; the node is accepted by
+ * the walk's own test in any case, so every target is outside its opening sphere. a = 0.75
+ * with k = 3.5 takes more nodes than a = 1 with k = 3 (the test until then) at nearly the same
+ * error (2^20: walk -2% cube, -3% Plummer, acceleration error +0.6%, +2%; bench/RESULTS.md). */
+extern "C" double fmk_cuda_bh_local_open;
+double fmk_cuda_bh_local_open = 0.75;
 /* For the tests: split walks redone unsplit (their stack overflowed above the split level). */
 extern "C" long long fmk_cuda_bh_split_redos;
 long long fmk_cuda_bh_split_redos = 0;
@@ -472,6 +479,7 @@ template <typename R> struct walk_args {
     R leaf_r2;  /* f^2 of fmk_cuda_bh_leaf_theta: a leaf's squared radius in the per-target test */
     int local;  /* fmk_cuda_bh_local: 0, or the order of the group's expansion (2, 3) */
     R local_k;  /* fmk_cuda_bh_local_k */
+    R local_a2; /* fmk_cuda_bh_local_open squared */
     const unsigned long long *stats; /* the charge check (charge_scale, charges_bad) */
 };
 
@@ -880,10 +888,10 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32,
     /* Both lists are rings of 64 entries: the n entries waiting start at head (0 or 32), so
      * a full chunk of 32 is contiguous and is evaluated in place (no copying). */
     int sp = 1, n_m2p = 0, n_p2p = 0, h_m2p = 0, h_p2p = 0; /* warp-uniform */
-    /* The cell-to-group step: a node goes into the group's expansion about c when its centre is
-     * farther than r_open + local_k R_g from c; every target of the group (within R_g of c) is
-     * then outside its opening sphere, and |y - c| / |xc - c| < 1 / local_k. Lane k holds
-     * coefficient k of the expansion. */
+    /* The cell-to-group step: an accepted node goes into the group's expansion about c when its
+     * centre is farther than a r_open + local_k R_g from c (a = fmk_cuda_bh_local_open); every
+     * target of the group (within R_g of c) is outside its opening sphere (it was accepted), and
+     * |y - c| / |xc - c| < 1 / local_k. Lane k holds coefficient k of the expansion. */
     const R loc_r = a.local_k * sqrt(h.x * h.x + h.y * h.y + h.z * h.z);
     int n_loc = 0, h_loc = 0;
     bool any_loc = false;
@@ -998,7 +1006,7 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32,
         if (LOCAL && accept) {
             const R ex = x.x - c.x, ey = x.y - c.y, ez = x.z - c.z;
             const R d = sqrt(ex * ex + ey * ey + ez * ez) - loc_r;
-            to_loc = d > 0 && d * d > x.w;
+            to_loc = d > 0 && d * d > a.local_a2 * x.w;
         }
         const unsigned loc_mask = __ballot_sync(FULL, to_loc);
         if (LOCAL && loc_mask) {
@@ -1744,6 +1752,8 @@ fmk_status run_eval_t(fmk_plan *plan, bh_state *s, const double *d_q, double *po
         const double th = plan->opts.theta < FMK_TREE_THETA_CAP ? plan->opts.theta : FMK_TREE_THETA_CAP;
         const double k = fmk_cuda_bh_local_k * 0.6 / th;
         a.local_k = (R)(k > 1 ? k : 1);
+        const double ao = fmk_cuda_bh_local_open > 0 ? fmk_cuda_bh_local_open : 0;
+        a.local_a2 = (R)(ao * ao);
     }
     a.stats = s->d_stats;
     if (err == cudaSuccess)
