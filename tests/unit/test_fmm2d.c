@@ -14,17 +14,6 @@
 #include "../../src/fmm2d.h"
 #include "testutil.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define SANITIZED 1
-#endif
-#endif
-#ifndef SANITIZED
-#define SANITIZED 0
-#endif
-
 enum { N_SAMPLE = 600 };
 
 typedef enum dist { UNIFORM, NORMAL, LAYER, DUPLICATES, OUTLIER, N_DIST } dist;

@@ -12,17 +12,6 @@
 #include "../../src/fmm3d.h"
 #include "testutil.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define SANITIZED 1
-#endif
-#endif
-#ifndef SANITIZED
-#define SANITIZED 0
-#endif
-
 enum { N_SAMPLE = 1000 };
 
 /* opts.leaf_size for fmm_errors (0: from eps): the order and scale tests fix it, so that the
