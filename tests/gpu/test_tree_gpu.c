@@ -16,6 +16,7 @@
 #include "../../src/tree3d.h"
 #include "../unit/check.h"
 #include "../unit/testutil.h"
+#include "gpu_oom.h"
 
 /* tree_internal.h (a CUDA header): the plan's GPU tree as host arrays. */
 fmk_status fmk_cuda_bh_tree(fmk_plan *plan, fmk_tree3d *tree);
@@ -755,22 +756,7 @@ static void test_oom(void)
     CHECK_PLAN_OK(fmk_plan_memory(p, n, -1, &h, &d), p);
     CHECK_MSG(d > n * 40 && h > 0, "fmk_plan_memory: %lld device bytes for %lld points",
               (long long)d, (long long)n);
-    /* leave 2 MB free */
-    size_t free0 = 0, total = 0;
-    cudaMemGetInfo(&free0, &total);
-    void *hog = NULL;
-    size_t want = free0 > (4u << 20) ? free0 - (2u << 20) : 0;
-    while (want > 0 && cudaMalloc(&hog, want) != cudaSuccess) {
-        cudaGetLastError();
-        want -= 1u << 20;
-    }
-    size_t free1 = 0, free2 = 0;
-    cudaMemGetInfo(&free1, &total);
-    fmk_status st = fmk_plan_set_points(p, n, x, 0, NULL);
-    CHECK_MSG(st == FMK_ERR_DEVICE_NOMEM, "status %d (%s)", (int)st, fmk_plan_last_error(p));
-    CHECK_MSG(strstr(fmk_plan_last_error(p), "bytes") != NULL, "message: %s", fmk_plan_last_error(p));
-    cudaMemGetInfo(&free2, &total);
-    CHECK_MSG(free2 == free1, "device memory leaked: %zu -> %zu free", free1, free2);
+    void *hog = gpu_oom_set_points(p, n, x);
     fmk_info info;
     fmk_plan_info(p, &info);
     CHECK(info.bytes_device == 0);
