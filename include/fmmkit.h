@@ -122,7 +122,9 @@ typedef enum fmk_precision {
     FMK_PRECISION_FP32 = 1      /* single, faster on GPUs: points are rounded to 2^-24 of their
                                  * box, so the error grows as the closest pairs get closer: about
                                  * 1e-6..1e-4 relative for the potential, 10x that for the
-                                 * gradient, on 1e4..1e6 random points */
+                                 * gradient, on 1e4..1e6 random points. Method fmm (3D):
+                                 * near-field sums in fp32, expansions in fp64, eps >= 1e-5
+                                 * (fmk_plan_create refuses smaller eps); 2D fmm: fp64 only */
 } fmk_precision;
 
 /* Tree walks of the treecode (method tree). */
