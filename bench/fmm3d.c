@@ -44,7 +44,7 @@ fmk_status fmk_cuda_fmm3d_setup_times(const fmk_plan *plan, double t[11]) __attr
  * targets done as P2P */
 extern int fmk_cuda_fmm3d_direct_near __attribute__((weak));
 /* and P2P of leaf pairs both ways (sources = targets, fp64): targets per thread, 0 off */
-extern int fmk_cuda_fmm3d_p2p_pairs __attribute__((weak)), fmk_cuda_fmm3d_p2p_group __attribute__((weak));
+extern int fmk_cuda_fmm3d_p2p_pairs __attribute__((weak));
 #pragma weak cudaMalloc
 #pragma weak cudaMemcpy
 #pragma weak cudaFree
@@ -338,23 +338,22 @@ int main(int argc, char **argv)
         fmk_cuda_fmm3d_direct_near = near;
     } else if (!strcmp(mode, "pairs")) {
         /* P2P one way per U entry (0) against each leaf pair once, both ways, with 1, 2, 4
-         * targets per thread and 1 or 4 pairs per block (-1: the engine's choice of targets per
-         * thread): 2^20 uniform and Plummer, eps 1e-6 and 1e-3, device points */
-        static const int var[][2] = {{0, 1}, {1, 1}, {2, 1}, {1, 4}, {2, 4}, {4, 4}, {-1, 8}};
+         * targets per thread: 2^20 uniform and Plummer, eps 1e-6 and 1e-3, device points */
+        const int rts[] = {0, 1, 2, 4};
         const char *dists[] = {"cube", "plummer"};
         const double epss[] = {1e-6, 1e-3};
-        const int knob = fmk_cuda_fmm3d_p2p_pairs, grp = fmk_cuda_fmm3d_p2p_group;
+        const int knob = fmk_cuda_fmm3d_p2p_pairs;
         device_points = 1;
         for (int e = 0; e < 2; e++)
             for (int d = 0; d < 2; d++)
-                for (int k = 0; k < 7; k++) {
-                    fmk_cuda_fmm3d_p2p_pairs = var[k][0], fmk_cuda_fmm3d_p2p_group = var[k][1];
+                for (int k = 0; k < 4; k++) {
+                    fmk_cuda_fmm3d_p2p_pairs = rts[k];
                     if (!json)
-                        printf("targets per thread %d, pairs per block %d\n", var[k][0], var[k][1]);
-                    if (measure(FMK_METHOD_FMM, epss[e], -1, 0, dists[d], N20, 1, 5, e == 0, &r) == 0)
+                        printf("targets per thread %d\n", rts[k]);
+                    if (measure(FMK_METHOD_FMM, epss[e], -1, 0, dists[d], N20, 1, 5, 1, &r) == 0)
                         print_row("pairs", FMK_METHOD_FMM, dists[d], N20, epss[e], 1, &r);
                 }
-        fmk_cuda_fmm3d_p2p_pairs = knob, fmk_cuda_fmm3d_p2p_group = grp;
+        fmk_cuda_fmm3d_p2p_pairs = knob;
         device_points = 0;
     } else if (!strcmp(mode, "fp32")) {
         /* fp32 against fp64 at eps 1e-3 and 1e-5, 2^20 uniform and Plummer, points on the device */

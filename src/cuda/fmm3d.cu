@@ -57,14 +57,11 @@ int fmk_cuda_fmm3d_direct_near = 16;
 
 /* Tuning knob, not API: when the sources are the targets, fp64 P2P evaluates each pair of
  * touching leaves once, for both leaves (Newton's third law: the same 1/r and 1/r^3 serve both
- * directions), with this many targets per thread (1, 2 or 4; -1 chooses); 0 evaluates every U entry one way,
- * as the separate-targets path does (docs/fmm3d_gpu.md, section 1: measured). */
+ * directions), with this many targets per thread (1, 2 or 4; -1: from the leaf size); 0
+ * evaluates every U entry one way, as the separate-targets path does (docs/fmm3d_gpu.md,
+ * section 1: measured). */
 extern "C" int fmk_cuda_fmm3d_p2p_pairs;
 int fmk_cuda_fmm3d_p2p_pairs = -1; /* -1: from the leaf size (p2p below) */
-/* and a block takes up to this many consecutive pairs, keeping the sums of their common leaf's
- * points in registers across those of one leaf (fewer atomic adds) */
-extern "C" int fmk_cuda_fmm3d_p2p_group;
-int fmk_cuda_fmm3d_p2p_group = 4;
 
 /* cuBLAS is loaded when the first GPU FMM plan starts, not linked: libfmmkit then runs
  * (CPU and every other GPU engine) on machines whose loader cannot find libcublas, and the
@@ -121,7 +118,7 @@ const int M2L_THREADS = 128;
 int gpu_order_from_eps(double eps)
 {
     /* the smallest p whose measured relative l2 error, worst of the five test distributions
-     * (N = 10^5, leaves of 38 p, docs/fmm3d_gpu.md section 3), is at most eps / 3
+     * (N = 10^5, leaves of gpu_leaf_size_for(p), docs/fmm3d_gpu.md section 3), is at most eps / 3
      * for the potential and 10 eps / 3 for the gradient: a margin of 3 on what eps asks; below
      * 1e-9 the table's last order, which does not reach eps (docs) */
     static const struct {
@@ -136,18 +133,14 @@ int gpu_order_from_eps(double eps)
     return table[n - 1].p;
 }
 
-int32_t gpu_leaf_size_for(int p, bool pairs)
+int32_t gpu_leaf_size_for(int p)
 {
     /* Paper 003's cost model, total = A N + B N / m + C N m for m points per leaf: B (M2M,
      * M2L, L2L per box) and C (P2P per pair) measured on an H100 for p = 4 .. 16
      * (docs/fmm3d_gpu.md, section 3: bench_fmm3d cost) give m_opt = sqrt(B / C) = 11 p .. 14 p
      * (B grows slower than S^2: the GEMMs run faster at larger S). A leaf size s gives leaves
-     * of s / 8 .. s points (geometric mean s / 2.8), hence s = 2.8 m_opt ~ 38 p. With the P2P
-     * of leaf pairs both ways (pairs: fp64, sources = targets) C is ~20% lower at 256-point
-     * leaves and m_opt = 13 p .. 16 p, while 32-point leaves gained nothing: at 2^20 uniform
-     * the 256-point tree is now the faster one from p = 5 on (it was from p = 7), which
-     * s = 52 p gives (p >= 5 at s >= 260). */
-    int s = (pairs ? 52 : 38) * p;
+     * of s / 8 .. s points (geometric mean s / 2.8), hence s = 2.8 m_opt ~ 38 p. */
+    int s = 38 * p;
     if (s < 32)
         s = 32;
     if (s > 1024)
@@ -160,11 +153,9 @@ int order_of(const fmk_plan *plan)
     return plan->opts.order >= 0 ? plan->opts.order : gpu_order_from_eps(plan->eps);
 }
 
-/* self: the sources are the targets (fp64 P2P then takes leaf pairs both ways) */
-int32_t leaf_size_of(const fmk_plan *plan, int p, bool self)
+int32_t leaf_size_of(const fmk_plan *plan, int p)
 {
-    const bool pairs = self && plan->opts.precision != FMK_PRECISION_FP32;
-    int64_t ls = plan->opts.leaf_size > 0 ? plan->opts.leaf_size : gpu_leaf_size_for(p, pairs);
+    int64_t ls = plan->opts.leaf_size > 0 ? plan->opts.leaf_size : gpu_leaf_size_for(p);
     return ls > (1 << 30) ? (1 << 30) : (int32_t)ls;
 }
 
@@ -625,19 +616,16 @@ __global__ void __launch_bounds__(BLOCK) k_p2p(int nt, int atomic, p2p_scale sc,
     }
 }
 
-/* P2P of the leaf pairs (b, a) (sources = targets, fp64), pairs [G blockIdx.x, G blockIdx.x + G)
- * of the list (a leaf's pairs are consecutive there): each pair of points evaluated once and
- * added to both. A warp holds 32 RT points of b (RT per lane, their sums in registers across
- * the block's pairs of that b) and takes a's points 32 at a time, one per lane; in 32 steps each
- * lane meets every one of the 32 (the a point, its charge and its four sums move one lane down
- * per step, by shuffles), so each a point's sums come back to its lane summed over the warp's b
+/* P2P of the leaf pairs (b, a) = pairs[blockIdx.x] (sources = targets, fp64): each pair of
+ * points evaluated once and added to both. A warp holds 32 RT points of b (RT per lane, their
+ * sums in registers) and takes a's points 32 at a time, one per lane; in 32 steps each lane
+ * meets every one of the 32 (the a point, its charge and its four sums move one lane down per
+ * step, by shuffles), so each a point's sums come back to its lane summed over the warp's b
  * points. The four warps hold different b points and the same a points: their a sums are added
  * in shared memory in warp order, then added to the results atomically, as are the b points'
- * sums after the block's last pair of b (other pairs add to the same points: the order of those
- * adds is not fixed). */
+ * sums at the end (other pairs add to the same points: the order of those adds is not fixed). */
 template <int RT>
-__global__ void __launch_bounds__(BLOCK) k_p2p_pairs(int nt, int64_t n_pairs, int G,
-                                                     const int32_t *__restrict__ pairs,
+__global__ void __launch_bounds__(BLOCK) k_p2p_pairs(int nt, const int32_t *__restrict__ pairs,
                                                      const int32_t *__restrict__ sb,
                                                      const int32_t *__restrict__ sn,
                                                      const real4d *__restrict__ pts, double *res)
@@ -645,72 +633,60 @@ __global__ void __launch_bounds__(BLOCK) k_p2p_pairs(int nt, int64_t n_pairs, in
     static_assert(BLOCK == 128, "four warps, and a thread per (sum, lane) in the reduction");
     const int NW = BLOCK / 32;
     __shared__ double red[4][NW][32];
+    const int b = pairs[2 * blockIdx.x], a = pairs[2 * blockIdx.x + 1];
+    const int i0 = sb[b], ni = sn[b], j0 = sb[a], nj = sn[a];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int next = (lane + 1) & 31;
-    const int64_t e0 = (int64_t)blockIdx.x * G, e1 = e0 + G < n_pairs ? e0 + G : n_pairs;
-    for (int64_t s0 = e0, s1; s0 < e1; s0 = s1) { /* the block's pairs [s0, s1) of one b */
-        const int b = pairs[2 * s0];
-        for (s1 = s0 + 1; s1 < e1 && pairs[2 * s1] == b; s1++)
-            ;
-        const int i0 = sb[b], ni = sn[b];
-        for (int ib = 0; ib < ni; ib += BLOCK * RT) {
-            const int mine = ib + warp * 32 * RT; /* the warp's first b point */
-            double xi[RT], yi[RT], zi[RT], qi[RT], pi[RT], gxi[RT], gyi[RT], gzi[RT];
+    for (int ib = 0; ib < ni; ib += BLOCK * RT) {
+        const int mine = ib + warp * 32 * RT; /* the warp's first b point */
+        double xi[RT], yi[RT], zi[RT], qi[RT], pi[RT], gxi[RT], gyi[RT], gzi[RT];
 #pragma unroll
-            for (int r = 0; r < RT; r++) {
-                const int ii = mine + 32 * r + lane;
-                const real4d t = ii < ni ? pts[i0 + ii] : real4d{0, 0, 0, 0}; /* padding: charge 0 */
-                xi[r] = t.x, yi[r] = t.y, zi[r] = t.z, qi[r] = t.w;
-                pi[r] = gxi[r] = gyi[r] = gzi[r] = 0;
-            }
-            for (int64_t e = s0; e < s1; e++) {
-                const int a = pairs[2 * e + 1];
-                const int j0 = sb[a], nj = sn[a];
-                for (int jc = 0; jc < nj; jc += 32) {
-                    const real4d t = jc + lane < nj ? pts[j0 + jc + lane] : real4d{0, 0, 0, 0};
-                    double xj = t.x, yj = t.y, zj = t.z, qj = t.w, pj = 0, gxj = 0, gyj = 0, gzj = 0;
-                    if (mine < ni)
-                        for (int k = 0; k < 32; k++) {
+        for (int r = 0; r < RT; r++) {
+            const int ii = mine + 32 * r + lane;
+            const real4d t = ii < ni ? pts[i0 + ii] : real4d{0, 0, 0, 0}; /* padding: charge 0 */
+            xi[r] = t.x, yi[r] = t.y, zi[r] = t.z, qi[r] = t.w;
+            pi[r] = gxi[r] = gyi[r] = gzi[r] = 0;
+        }
+        for (int jc = 0; jc < nj; jc += 32) {
+            const real4d t = jc + lane < nj ? pts[j0 + jc + lane] : real4d{0, 0, 0, 0};
+            double xj = t.x, yj = t.y, zj = t.z, qj = t.w, pj = 0, gxj = 0, gyj = 0, gzj = 0;
+            if (mine < ni)
+                for (int k = 0; k < 32; k++) {
 #pragma unroll
-                            for (int r = 0; r < RT; r++) {
-                                const double dx = xi[r] - xj, dy = yi[r] - yj, dz = zi[r] - zj;
-                                const double inv = rsqrt_masked(dx * dx + dy * dy + dz * dz);
-                                const double inv3 = inv * inv * inv;
-                                pi[r] = fma(qj, inv, pi[r]), pj = fma(qi[r], inv, pj);
-                                const double fj = qj * inv3, fi = qi[r] * inv3;
-                                gxi[r] = fma(-fj, dx, gxi[r]), gyi[r] = fma(-fj, dy, gyi[r]);
-                                gzi[r] = fma(-fj, dz, gzi[r]);
-                                gxj = fma(fi, dx, gxj), gyj = fma(fi, dy, gyj), gzj = fma(fi, dz, gzj);
-                            }
-                            xj = __shfl_sync(0xffffffffu, xj, next), yj = __shfl_sync(0xffffffffu, yj, next);
-                            zj = __shfl_sync(0xffffffffu, zj, next), qj = __shfl_sync(0xffffffffu, qj, next);
-                            pj = __shfl_sync(0xffffffffu, pj, next), gxj = __shfl_sync(0xffffffffu, gxj, next);
-                            gyj = __shfl_sync(0xffffffffu, gyj, next), gzj = __shfl_sync(0xffffffffu, gzj, next);
-                        }
-                    red[0][warp][lane] = pj, red[1][warp][lane] = gxj;
-                    red[2][warp][lane] = gyj, red[3][warp][lane] = gzj;
-                    __syncthreads();
-                    { /* thread (sum c, lane): the warps' sums of an a point, in warp order */
-                        const int c = warp, j = j0 + jc + lane;
-                        double v = 0;
-#pragma unroll
-                        for (int w = 0; w < NW; w++)
-                            v += red[c][w][lane];
-                        if (jc + lane < nj)
-                            atomicAdd(res + (c == 0 ? j : nt + 3 * j + c - 1), v);
+                    for (int r = 0; r < RT; r++) {
+                        const double dx = xi[r] - xj, dy = yi[r] - yj, dz = zi[r] - zj;
+                        const double inv = rsqrt_masked(dx * dx + dy * dy + dz * dz), inv3 = inv * inv * inv;
+                        pi[r] = fma(qj, inv, pi[r]), pj = fma(qi[r], inv, pj);
+                        const double fj = qj * inv3, fi = qi[r] * inv3;
+                        gxi[r] = fma(-fj, dx, gxi[r]), gyi[r] = fma(-fj, dy, gyi[r]), gzi[r] = fma(-fj, dz, gzi[r]);
+                        gxj = fma(fi, dx, gxj), gyj = fma(fi, dy, gyj), gzj = fma(fi, dz, gzj);
                     }
-                    __syncthreads();
+                    xj = __shfl_sync(0xffffffffu, xj, next), yj = __shfl_sync(0xffffffffu, yj, next);
+                    zj = __shfl_sync(0xffffffffu, zj, next), qj = __shfl_sync(0xffffffffu, qj, next);
+                    pj = __shfl_sync(0xffffffffu, pj, next), gxj = __shfl_sync(0xffffffffu, gxj, next);
+                    gyj = __shfl_sync(0xffffffffu, gyj, next), gzj = __shfl_sync(0xffffffffu, gzj, next);
                 }
-            }
+            red[0][warp][lane] = pj, red[1][warp][lane] = gxj, red[2][warp][lane] = gyj, red[3][warp][lane] = gzj;
+            __syncthreads();
+            { /* thread (sum c, lane): the warps' sums of a point, in warp order */
+                const int c = warp, j = j0 + jc + lane;
+                double v = 0;
 #pragma unroll
-            for (int r = 0; r < RT; r++) {
-                const int ii = mine + 32 * r + lane;
-                if (ii < ni) {
-                    const int i = i0 + ii;
-                    atomicAdd(res + i, pi[r]);
-                    atomicAdd(res + nt + 3 * i, gxi[r]), atomicAdd(res + nt + 3 * i + 1, gyi[r]);
-                    atomicAdd(res + nt + 3 * i + 2, gzi[r]);
-                }
+                for (int w = 0; w < NW; w++)
+                    v += red[c][w][lane];
+                if (jc + lane < nj)
+                    atomicAdd(res + (c == 0 ? j : nt + 3 * j + c - 1), v);
+            }
+            __syncthreads();
+        }
+#pragma unroll
+        for (int r = 0; r < RT; r++) {
+            const int ii = mine + 32 * r + lane;
+            if (ii < ni) {
+                const int i = i0 + ii;
+                atomicAdd(res + i, pi[r]);
+                atomicAdd(res + nt + 3 * i, gxi[r]), atomicAdd(res + nt + 3 * i + 1, gyi[r]);
+                atomicAdd(res + nt + 3 * i + 2, gzi[r]);
             }
         }
     }
@@ -916,7 +892,7 @@ void fmm_memory(const fmk_plan *plan, int64_t ns, int64_t nt, int64_t *h, int64_
 {
     const int64_t np = nt < 0 ? ns : ns + nt;
     const int p = order_of(plan);
-    const int64_t nodes = fmk_tree3d_estimate_nodes(np, leaf_size_of(plan, p, nt < 0));
+    const int64_t nodes = fmk_tree3d_estimate_nodes(np, leaf_size_of(plan, p));
     *d = device_bytes(plan, ns, nt, nodes, FMK_FMM3D_NDIR - 27);
     /* host: the translation vectors' harmonics and the operator tables while set_points runs */
     *h = (int64_t)sizeof(fmm_gpu) + 8 * (int64_t)(2 * p + 1) * (2 * p + 2) * (FMK_FMM3D_NDIR + 16) +
@@ -1015,7 +991,7 @@ long long plan_total(const fmk_plan *plan)
     const int64_t ns = plan->n_sources, nt = plan->n_targets;
     const int64_t np = plan->self ? ns : ns + nt;
     return device_bytes(plan, ns, plan->self ? -1 : nt,
-                        fmk_tree3d_estimate_nodes(np, leaf_size_of(plan, order_of(plan), plan->self)),
+                        fmk_tree3d_estimate_nodes(np, leaf_size_of(plan, order_of(plan))),
                         FMK_FMM3D_NDIR - 27);
 }
 
@@ -1132,7 +1108,7 @@ fmk_status build_state(fmk_plan *plan, double *d_all)
     s->device = plan->opts.device;
     s->fp32 = plan->opts.precision == FMK_PRECISION_FP32;
     s->order = order_of(plan);
-    s->leaf_size = leaf_size_of(plan, s->order, plan->self);
+    s->leaf_size = leaf_size_of(plan, s->order);
     s->S = (s->order + 1) * (s->order + 2);
     s->cfg = m2l_config(s->S);
     plan->state = s;
@@ -1359,8 +1335,8 @@ cudaError_t tiles(fmm_gpu *s, int64_t first, int64_t end, const double *T, const
 template <typename R> void p2p(fmm_gpu *s, int nt, p2p_scale sc)
 {
     const fmk_cuda_fmm3d_geo *g = &s->g;
-    /* targets per thread: 1 below leaves of 256 (most leaves hold 32 points or fewer then: the
-     * second register set of each thread would be padding), else 2 (docs: measured) */
+    /* targets per thread: 1 below leaves of 256 (most leaves then hold 32 points or fewer, and
+     * a second register set per thread would be padding), else 2 (docs: measured) */
     const int rt = fmk_cuda_fmm3d_p2p_pairs >= 0 ? fmk_cuda_fmm3d_p2p_pairs : s->leaf_size < 256 ? 1 : 2;
     const bool pairs = sizeof(R) == 8 && g->d_ur_begin && (rt == 1 || rt == 2 || rt == 4);
     if (g->n_leaves_trg > 0) /* the U lists, or with pairs the rest rows (the leaf itself, W) */
@@ -1368,14 +1344,12 @@ template <typename R> void p2p(fmm_gpu *s, int nt, p2p_scale sc)
             nt, 0, sc, g->d_leaves_trg, g->d_tb, g->d_tn, g->d_sb, g->d_sn, pairs ? g->d_ur_begin : g->d_u_begin,
             pairs ? g->d_ur : g->d_u, g->d_cube, g->d_src, g->d_trg, s->d_res);
     if (pairs && g->n_pairs > 0) {
-        const int G = fmk_cuda_fmm3d_p2p_group > 0 ? fmk_cuda_fmm3d_p2p_group : 1;
-        const unsigned nb = (unsigned)((g->n_pairs + G - 1) / G);
         if (rt == 4)
-            k_p2p_pairs<4><<<nb, BLOCK>>>(nt, g->n_pairs, G, g->d_pairs, g->d_sb, g->d_sn, g->d_src, s->d_res);
+            k_p2p_pairs<4><<<(unsigned)g->n_pairs, BLOCK>>>(nt, g->d_pairs, g->d_sb, g->d_sn, g->d_src, s->d_res);
         else if (rt == 1)
-            k_p2p_pairs<1><<<nb, BLOCK>>>(nt, g->n_pairs, G, g->d_pairs, g->d_sb, g->d_sn, g->d_src, s->d_res);
+            k_p2p_pairs<1><<<(unsigned)g->n_pairs, BLOCK>>>(nt, g->d_pairs, g->d_sb, g->d_sn, g->d_src, s->d_res);
         else
-            k_p2p_pairs<2><<<nb, BLOCK>>>(nt, g->n_pairs, G, g->d_pairs, g->d_sb, g->d_sn, g->d_src, s->d_res);
+            k_p2p_pairs<2><<<(unsigned)g->n_pairs, BLOCK>>>(nt, g->d_pairs, g->d_sb, g->d_sn, g->d_src, s->d_res);
     }
     if (g->n_ynodes > 0)
         k_p2p<R><<<dim3((unsigned)g->n_ynodes, split_for(s->near_max)), BLOCK>>>(
