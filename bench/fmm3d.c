@@ -43,6 +43,8 @@ fmk_status fmk_cuda_fmm3d_setup_times(const fmk_plan *plan, double t[11]) __attr
 /* cuda/fmm3d.cu's knob (not API): W and X entries with at most K (p + 1)^2 / 2 sources or
  * targets done as P2P */
 extern int fmk_cuda_fmm3d_direct_near __attribute__((weak));
+/* and P2P of leaf pairs both ways (sources = targets, fp64): targets per thread, 0 off */
+extern int fmk_cuda_fmm3d_p2p_pairs __attribute__((weak));
 #pragma weak cudaMalloc
 #pragma weak cudaMemcpy
 #pragma weak cudaFree
@@ -334,6 +336,25 @@ int main(int argc, char **argv)
                         print_row("near", FMK_METHOD_FMM, d ? "cube" : "plummer", N20, 1e-6, 1, &r);
                 }
         fmk_cuda_fmm3d_direct_near = near;
+    } else if (!strcmp(mode, "pairs")) {
+        /* P2P one way per U entry (0) against each leaf pair once, both ways, with 1, 2, 4
+         * targets per thread: 2^20 uniform and Plummer, eps 1e-6 and 1e-3, device points */
+        const int rts[] = {0, 1, 2, 4};
+        const char *dists[] = {"cube", "plummer"};
+        const double epss[] = {1e-6, 1e-3};
+        const int knob = fmk_cuda_fmm3d_p2p_pairs;
+        device_points = 1;
+        for (int e = 0; e < 2; e++)
+            for (int d = 0; d < 2; d++)
+                for (int k = 0; k < 4; k++) {
+                    fmk_cuda_fmm3d_p2p_pairs = rts[k];
+                    if (!json)
+                        printf("targets per thread %d\n", rts[k]);
+                    if (measure(FMK_METHOD_FMM, epss[e], -1, 0, dists[d], N20, 1, 5, 1, &r) == 0)
+                        print_row("pairs", FMK_METHOD_FMM, dists[d], N20, epss[e], 1, &r);
+                }
+        fmk_cuda_fmm3d_p2p_pairs = knob;
+        device_points = 0;
     } else if (!strcmp(mode, "fp32")) {
         /* fp32 against fp64 at eps 1e-3 and 1e-5, 2^20 uniform and Plummer, points on the device */
         const char *dists[] = {"cube", "plummer"};

@@ -55,6 +55,14 @@
 extern "C" int fmk_cuda_fmm3d_direct_near;
 int fmk_cuda_fmm3d_direct_near = 16;
 
+/* Tuning knob, not API: when the sources are the targets, fp64 P2P evaluates each pair of
+ * touching leaves once, for both leaves (Newton's third law: the same 1/r and 1/r^3 serve both
+ * directions), with this many targets per thread (1, 2 or 4; -1: from the leaf size); 0
+ * evaluates every U entry one way, as the separate-targets path does (docs/fmm3d_gpu.md,
+ * section 1: measured). */
+extern "C" int fmk_cuda_fmm3d_p2p_pairs;
+int fmk_cuda_fmm3d_p2p_pairs = -1; /* -1: from the leaf size (p2p below) */
+
 /* cuBLAS is loaded when the first GPU FMM plan starts, not linked: libfmmkit then runs
  * (CPU and every other GPU engine) on machines whose loader cannot find libcublas, and the
  * GPU FMM says what is missing. The three entry points used are the _v2 ones that
@@ -604,6 +612,82 @@ __global__ void __launch_bounds__(BLOCK) k_p2p(int nt, int atomic, p2p_scale sc,
         } else if (i < i1) {
             res[i] += p;
             res[nt + 3 * i] += gx, res[nt + 3 * i + 1] += gy, res[nt + 3 * i + 2] += gz;
+        }
+    }
+}
+
+/* P2P of the leaf pairs (b, a) = pairs[blockIdx.x] (sources = targets, fp64): each pair of
+ * points evaluated once and added to both. A warp holds 32 RT points of b (RT per lane, their
+ * sums in registers) and takes a's points 32 at a time, one per lane; in 32 steps each lane
+ * meets every one of the 32 (the a point, its charge and its four sums move one lane down per
+ * step, by shuffles), so each a point's sums come back to its lane summed over the warp's b
+ * points. The four warps hold different b points and the same a points: their a sums are added
+ * in shared memory in warp order, then added to the results atomically, as are the b points'
+ * sums at the end (other pairs add to the same points: the order of those adds is not fixed). */
+template <int RT>
+__global__ void __launch_bounds__(BLOCK) k_p2p_pairs(int nt, const int32_t *__restrict__ pairs,
+                                                     const int32_t *__restrict__ sb,
+                                                     const int32_t *__restrict__ sn,
+                                                     const real4d *__restrict__ pts, double *res)
+{
+    static_assert(BLOCK == 128, "four warps, and a thread per (sum, lane) in the reduction");
+    const int NW = BLOCK / 32;
+    __shared__ double red[4][NW][32];
+    const int b = pairs[2 * blockIdx.x], a = pairs[2 * blockIdx.x + 1];
+    const int i0 = sb[b], ni = sn[b], j0 = sb[a], nj = sn[a];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int next = (lane + 1) & 31;
+    for (int ib = 0; ib < ni; ib += BLOCK * RT) {
+        const int mine = ib + warp * 32 * RT; /* the warp's first b point */
+        double xi[RT], yi[RT], zi[RT], qi[RT], pi[RT], gxi[RT], gyi[RT], gzi[RT];
+#pragma unroll
+        for (int r = 0; r < RT; r++) {
+            const int ii = mine + 32 * r + lane;
+            const real4d t = ii < ni ? pts[i0 + ii] : real4d{0, 0, 0, 0}; /* padding: charge 0 */
+            xi[r] = t.x, yi[r] = t.y, zi[r] = t.z, qi[r] = t.w;
+            pi[r] = gxi[r] = gyi[r] = gzi[r] = 0;
+        }
+        for (int jc = 0; jc < nj; jc += 32) {
+            const real4d t = jc + lane < nj ? pts[j0 + jc + lane] : real4d{0, 0, 0, 0};
+            double xj = t.x, yj = t.y, zj = t.z, qj = t.w, pj = 0, gxj = 0, gyj = 0, gzj = 0;
+            if (mine < ni)
+                for (int k = 0; k < 32; k++) {
+#pragma unroll
+                    for (int r = 0; r < RT; r++) {
+                        const double dx = xi[r] - xj, dy = yi[r] - yj, dz = zi[r] - zj;
+                        const double inv = rsqrt_masked(dx * dx + dy * dy + dz * dz), inv3 = inv * inv * inv;
+                        pi[r] = fma(qj, inv, pi[r]), pj = fma(qi[r], inv, pj);
+                        const double fj = qj * inv3, fi = qi[r] * inv3;
+                        gxi[r] = fma(-fj, dx, gxi[r]), gyi[r] = fma(-fj, dy, gyi[r]), gzi[r] = fma(-fj, dz, gzi[r]);
+                        gxj = fma(fi, dx, gxj), gyj = fma(fi, dy, gyj), gzj = fma(fi, dz, gzj);
+                    }
+                    xj = __shfl_sync(0xffffffffu, xj, next), yj = __shfl_sync(0xffffffffu, yj, next);
+                    zj = __shfl_sync(0xffffffffu, zj, next), qj = __shfl_sync(0xffffffffu, qj, next);
+                    pj = __shfl_sync(0xffffffffu, pj, next), gxj = __shfl_sync(0xffffffffu, gxj, next);
+                    gyj = __shfl_sync(0xffffffffu, gyj, next), gzj = __shfl_sync(0xffffffffu, gzj, next);
+                }
+            red[0][warp][lane] = pj, red[1][warp][lane] = gxj, red[2][warp][lane] = gyj, red[3][warp][lane] = gzj;
+            __syncthreads();
+            { /* thread (sum c, lane): the warps' sums of a point, in warp order */
+                const int c = warp, j = j0 + jc + lane;
+                double v = 0;
+#pragma unroll
+                for (int w = 0; w < NW; w++)
+                    v += red[c][w][lane];
+                if (jc + lane < nj)
+                    atomicAdd(res + (c == 0 ? j : nt + 3 * j + c - 1), v);
+            }
+            __syncthreads();
+        }
+#pragma unroll
+        for (int r = 0; r < RT; r++) {
+            const int ii = mine + 32 * r + lane;
+            if (ii < ni) {
+                const int i = i0 + ii;
+                atomicAdd(res + i, pi[r]);
+                atomicAdd(res + nt + 3 * i, gxi[r]), atomicAdd(res + nt + 3 * i + 1, gyi[r]);
+                atomicAdd(res + nt + 3 * i + 2, gzi[r]);
+            }
         }
     }
 }
@@ -1246,14 +1330,27 @@ cudaError_t tiles(fmm_gpu *s, int64_t first, int64_t end, const double *T, const
     }
 }
 
-/* P2P: the U lists at the leaves, then the X entries done directly (Y lists, atomic adds). */
+/* P2P: the U lists at the leaves (sources = targets in fp64: the rest rows, then the leaf pairs
+ * both ways), then the X entries done directly (Y lists, atomic adds). */
 template <typename R> void p2p(fmm_gpu *s, int nt, p2p_scale sc)
 {
     const fmk_cuda_fmm3d_geo *g = &s->g;
-    if (g->n_leaves_trg > 0)
+    /* targets per thread: 1 below leaves of 256 (most leaves then hold 32 points or fewer, and
+     * a second register set per thread would be padding), else 2 (docs: measured) */
+    const int rt = fmk_cuda_fmm3d_p2p_pairs >= 0 ? fmk_cuda_fmm3d_p2p_pairs : s->leaf_size < 256 ? 1 : 2;
+    const bool pairs = sizeof(R) == 8 && g->d_ur_begin && (rt == 1 || rt == 2 || rt == 4);
+    if (g->n_leaves_trg > 0) /* the U lists, or with pairs the rest rows (the leaf itself, W) */
         k_p2p<R><<<dim3((unsigned)g->n_leaves_trg, split_for(s->leaf_size)), BLOCK>>>(
-            nt, 0, sc, g->d_leaves_trg, g->d_tb, g->d_tn, g->d_sb, g->d_sn, g->d_u_begin, g->d_u, g->d_cube,
-            g->d_src, g->d_trg, s->d_res);
+            nt, 0, sc, g->d_leaves_trg, g->d_tb, g->d_tn, g->d_sb, g->d_sn, pairs ? g->d_ur_begin : g->d_u_begin,
+            pairs ? g->d_ur : g->d_u, g->d_cube, g->d_src, g->d_trg, s->d_res);
+    if (pairs && g->n_pairs > 0) {
+        if (rt == 4)
+            k_p2p_pairs<4><<<(unsigned)g->n_pairs, BLOCK>>>(nt, g->d_pairs, g->d_sb, g->d_sn, g->d_src, s->d_res);
+        else if (rt == 1)
+            k_p2p_pairs<1><<<(unsigned)g->n_pairs, BLOCK>>>(nt, g->d_pairs, g->d_sb, g->d_sn, g->d_src, s->d_res);
+        else
+            k_p2p_pairs<2><<<(unsigned)g->n_pairs, BLOCK>>>(nt, g->d_pairs, g->d_sb, g->d_sn, g->d_src, s->d_res);
+    }
     if (g->n_ynodes > 0)
         k_p2p<R><<<dim3((unsigned)g->n_ynodes, split_for(s->near_max)), BLOCK>>>(
             nt, 1, sc, g->d_ynodes, g->d_tb, g->d_tn, g->d_sb, g->d_sn, g->d_y_begin, g->d_y, g->d_cube, g->d_src,

@@ -294,6 +294,41 @@ __global__ void k_compact(int64_t k, const int32_t *__restrict__ flag, const int
         out[pos[b]] = (int32_t)b;
 }
 
+/* The symmetric split of the U lists (sources = targets): entry a of leaf b's row is a leaf
+ * pair when a != b and the cubes touch (a true U entry; U is symmetric then, a in U(b) iff b in
+ * U(a)), kept once as (b, a) with b < a; the rest (b itself and the W entries done directly) stays
+ * in b's rest row. Count pass (pairs in cnt[b], rest in cnt[k + 1 + b]), fill pass at the
+ * scanned begins. */
+template <bool FILL>
+__global__ void k_sym_split(int64_t k, const int32_t *__restrict__ ub, const int32_t *__restrict__ u,
+                            const real4d *__restrict__ cube, int32_t *cnt, const int32_t *__restrict__ pb,
+                            const int32_t *__restrict__ rb, int32_t *pair, int32_t *rest)
+{
+    const int64_t bb = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (bb == k && !FILL)
+        cnt[k] = cnt[2 * k + 1] = 0;
+    if (bb >= k)
+        return;
+    const int32_t b = (int32_t)bb;
+    int np = 0, nr = 0;
+    for (int32_t e = ub[b]; e < ub[b + 1]; e++) {
+        const int32_t a = u[e];
+        if (a != b && touches(cube, a, b)) {
+            if (a > b) {
+                if (FILL)
+                    pair[2 * (pb[b] + np)] = b, pair[2 * (pb[b] + np) + 1] = a;
+                np++;
+            }
+        } else {
+            if (FILL)
+                rest[rb[b] + nr] = a;
+            nr++;
+        }
+    }
+    if (!FILL)
+        cnt[b] = np, cnt[k + 1 + b] = nr;
+}
+
 /* Tile items: a parent with sources (M2M, group = its level) and a box with targets at level
  * 3 or deeper (L2L, group = levels + 8 level + octant); cnt pass, then (key, node) pairs in node
  * order. */
@@ -488,7 +523,7 @@ extern "C" void fmk_cuda_fmm3d_geo_free(fmk_cuda_fmm3d_geo *g)
                    g->d_tn, g->d_u_begin, g->d_u, g->d_w_begin, g->d_w, g->d_x_begin, g->d_x,
                    g->d_y_begin, g->d_y, g->d_v_begin, g->d_v, g->d_v_slot, g->d_leaves_src,
                    g->d_leaves_trg, g->d_xnodes, g->d_ynodes, g->d_vnodes, g->d_tile_nodes,
-                   g->d_tile_begin, g->d_tile_slot, g->d_tile_src};
+                   g->d_tile_begin, g->d_tile_slot, g->d_tile_src, g->d_pairs, g->d_ur_begin, g->d_ur};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (all[i])
             cudaFree(all[i]);
@@ -501,6 +536,7 @@ extern "C" int64_t fmk_cuda_fmm3d_geo_bytes(int64_t np, int64_t ns, int self, in
     int64_t b = 36 * ns + (self ? 0 : 36 * nt);             /* points and orders */
     b += k * (32 + 1 + 4 * 4 + 6 * 4 + 5 * 4);                /* nodes, begins, work lists */
     b += k * (4 * 27 + 6 * 189 + 4 * 16);                     /* U, V, W, X entries */
+    b += self ? k * (4 * 27 + 4) : 0;                         /* U as pairs and rest rows */
     b += k / tb * 4 * (tb + 2) + k * 4 * (tb + 1);            /* tiles */
     b += 8 * (np + 1) + k * (4 * NBR_MAX + 2 + 6 * 4 + 24);  /* scratch */
     return b;
@@ -654,6 +690,23 @@ extern "C" fmk_status fmk_cuda_fmm3d_geometry(fmk_plan *plan, const fmk_cuda_tre
         k_work_flags<<<blocks_for(k + 1), BLOCK>>>(k, j, t->d_more, g->d_sn, g->d_tn, lbeg[j], w.flag);
         if (B.scan(w.flag, w.pos, k, counts[j]) && B.alloc(outs[j], *counts[j], "the work lists") && k > 0)
             k_compact<<<blocks_for(k), BLOCK>>>(k, w.flag, w.pos, *outs[j]);
+    }
+
+    /* sources = targets: the U lists split into leaf pairs (each once) and the rest */
+    if (self && B.st == FMK_OK) {
+        k_sym_split<false><<<blocks_for(k + 1), BLOCK>>>(k, g->d_u_begin, g->d_u, g->d_cube, w.cnt, NULL, NULL,
+                                                        NULL, NULL);
+        B.ok(cudaGetLastError(), "the list kernels");
+        B.scan(w.cnt, w.pos, k, &g->n_pairs);
+        if (B.alloc(&g->d_ur_begin, k + 1, "the U list"))
+            B.scan(w.cnt + k + 1, g->d_ur_begin, k, &g->n_ur);
+        B.alloc(&g->d_pairs, 2 * g->n_pairs, "the U list");
+        B.alloc(&g->d_ur, g->n_ur, "the U list");
+        if (B.st == FMK_OK && k > 0) {
+            k_sym_split<true><<<blocks_for(k), BLOCK>>>(k, g->d_u_begin, g->d_u, g->d_cube, NULL, w.pos,
+                                                       g->d_ur_begin, g->d_pairs, g->d_ur);
+            B.ok(cudaGetLastError(), "the list kernels");
+        }
     }
 
     B.mark(&g->stage_time[4]);

@@ -15,6 +15,9 @@
  * leaf's U list (after its U entries) and the X entries of a box with at most near_max targets go
  * to its Y list (P2P into the box's targets instead of P2L). near_max < 0 keeps the lists of
  * fmm3d.h as they are.
+ *
+ * When the sources are the targets, the U lists are also split into leaf pairs, each unordered
+ * pair of touching leaves once, and rest rows (fmm3d.cu evaluates a pair in both directions).
  */
 #ifndef FMMKIT_CUDA_FMM3D_LISTS_H
 #define FMMKIT_CUDA_FMM3D_LISTS_H
@@ -36,6 +39,11 @@ typedef struct fmk_cuda_fmm3d_geo {
     /* lists, compressed rows over nodes (begins n_nodes + 1) */
     int32_t *d_u_begin, *d_u, *d_w_begin, *d_w, *d_x_begin, *d_x, *d_y_begin, *d_y;
     int32_t *d_v_begin, *d_v;
+    /* sources = targets only (else NULL, 0): the U entries between two distinct touching leaves
+     * once each, as pairs (b, a) with b < a (P2P both ways), and per node the rest of its U row
+     * (itself and the W entries done as P2P), compressed rows like d_u */
+    int32_t *d_pairs, *d_ur_begin, *d_ur;
+    int64_t n_pairs, n_ur;
     int16_t *d_v_slot;              /* direction slot of each V entry; rows sorted by slot */
     int64_t n_u, n_v, n_w, n_x, n_y;
     /* V directions that occur, in increasing FMK_FMM3D_DIR order */

@@ -28,6 +28,8 @@ static int quick;
  * doing the small ones as P2P (saved and restored around its uses). */
 extern int fmk_cuda_fmm3d_direct_near;
 extern int fmk_fmm3d_direct_near; /* the CPU engine's (src/fmm3d.h) */
+/* and P2P of leaf pairs both ways (targets per thread, -1 from the leaf, 0 one way per U entry) */
+extern int fmk_cuda_fmm3d_p2p_pairs;
 /* cuda/fmm3d.cu (not API): the lists a plan built on the GPU, in the host's form. */
 fmk_status fmk_cuda_fmm3d_lists(fmk_plan *plan, fmk_fmm3d_lists *lists);
 
@@ -165,6 +167,21 @@ static void test_vs_cpu(void)
             printf("  vs cpu %-7s p = %2d levels %d: pot %.2e grad %.2e\n", dist_name[d], orders[k],
                    info.levels, dp, dg);
             CHECK_MSG(dp < 1e-12 && dg < 1e-12, "GPU vs CPU: pot %.3e grad %.3e", dp, dg);
+            /* the P2P variants (leaf pairs both ways with atomic adds: the order of the adds is
+             * not fixed, so the bound stays 1e-12 rather than the ~1e-15 measured) */
+            static const int variant[] = {0, 1, 2, 4};
+            for (int v = 0; v < 4 && (k == 1 || (!quick && k == 2)); v++) {
+                const int rt = fmk_cuda_fmm3d_p2p_pairs;
+                fmk_cuda_fmm3d_p2p_pairs = variant[v];
+                fmk_cuda_fmm3d_direct_near = 0;
+                CHECK(run(&og, 1e-6, n, x, q, 0, NULL, p2, g2, &info) == FMK_OK);
+                fmk_cuda_fmm3d_direct_near = near;
+                fmk_cuda_fmm3d_p2p_pairs = rt;
+                const double vp = test_rel_l2(p2, p1, n), vg = test_rel_l2(g2, g1, 3 * n);
+                printf("    P2P targets per thread %d: pot %.2e grad %.2e\n", variant[v], vp, vg);
+                CHECK_MSG(vp < 1e-12 && vg < 1e-12, "GPU (P2P %d) vs CPU: pot %.3e grad %.3e", variant[v],
+                          vp, vg);
+            }
         }
     }
     free(x), free(q), free(p1), free(g1), free(p2), free(g2);
