@@ -73,6 +73,12 @@ typedef fmk_status (*fmk_cuda_points_fn)(fmk_plan *plan, int64_t ns, const doubl
                                          int64_t nt, const double *d_t);
 fmk_status fmk_cuda_set_points_device(fmk_plan *plan, int64_t ns, const double *d_s, int64_t nt,
                                       const double *d_t, fmk_cuda_points_fn points);
+/* An engine's eval around its own run(): the plan's state checked, run() called with the plan's
+ * device current and the caller's device made current again after it. */
+typedef fmk_status (*fmk_cuda_eval_fn)(fmk_plan *plan, const double *charges, double *pot,
+                                       double *grad, int on_device);
+fmk_status fmk_cuda_eval(fmk_plan *plan, const double *charges, double *pot, double *grad,
+                         int on_device, fmk_cuda_eval_fn run);
 
 /* p2p.cu: launchers. real is 4 or 8 throughout; all run on the default stream. */
 typedef struct fmk_cuda_p2p_args {

@@ -107,3 +107,18 @@ extern "C" fmk_status fmk_cuda_set_points_device(fmk_plan *plan, int64_t ns, con
     fmk_cuda_leave(plan->opts.device, prev);
     return st;
 }
+
+extern "C" fmk_status fmk_cuda_eval(fmk_plan *plan, const double *charges, double *pot,
+                                    double *grad, int on_device, fmk_cuda_eval_fn run)
+{
+    if (!plan->state)
+        return fmk_error_set(plan, FMK_ERR_INTERNAL, "the GPU engine %s has no state",
+                             plan->engine->name);
+    int prev;
+    fmk_status st = fmk_cuda_enter(plan, plan->opts.device, &prev);
+    if (st != FMK_OK)
+        return st;
+    st = run(plan, charges, pot, grad, on_device);
+    fmk_cuda_leave(plan->opts.device, prev);
+    return st;
+}

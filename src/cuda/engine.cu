@@ -373,18 +373,9 @@ fmk_status run_eval(fmk_plan *plan, const double *charges, double *pot, double *
     return FMK_OK;
 }
 
-fmk_status cuda_eval(fmk_plan *plan, const double *charges, double *pot, double *grad,
-                     int on_device)
+fmk_status cuda_eval(fmk_plan *plan, const double *charges, double *pot, double *grad, int on_device)
 {
-    if (!plan->state)
-        return fmk_error_set(plan, FMK_ERR_INTERNAL, "the GPU engine has no state");
-    int prev;
-    fmk_status st = fmk_cuda_enter(plan, plan->opts.device, &prev);
-    if (st != FMK_OK)
-        return st;
-    st = run_eval(plan, charges, pot, grad, on_device);
-    fmk_cuda_leave(plan->opts.device, prev);
-    return st;
+    return fmk_cuda_eval(plan, charges, pot, grad, on_device, run_eval);
 }
 
 } // namespace

@@ -2268,15 +2268,7 @@ done:
 
 fmk_status gpu_eval(fmk_plan *plan, const double *charges, double *pot, double *grad, int on_device)
 {
-    if (!plan->state)
-        return fmk_error_set(plan, FMK_ERR_INTERNAL, "the GPU engine has no state");
-    int prev;
-    fmk_status st = fmk_cuda_enter(plan, plan->opts.device, &prev);
-    if (st != FMK_OK)
-        return st;
-    st = run_eval(plan, charges, pot, grad, on_device);
-    fmk_cuda_leave(plan->opts.device, prev);
-    return st;
+    return fmk_cuda_eval(plan, charges, pot, grad, on_device, run_eval);
 }
 
 } // namespace
