@@ -18,30 +18,11 @@
 
 static int quick;
 
-enum { UNIFORM, NORMAL, LAYER, DUPLICATES, OUTLIER, N_DIST };
-static const char *dist_names[] = {"uniform", "normal", "layer", "duplicates", "outlier"};
-
-/* The sets of Goude & Engblom (test_fmm2d.c describes them), on a grid of 2^-40. */
-static void make_points(int d, int64_t n, uint64_t seed, double *x)
+/* The sets of Goude & Engblom (testutil.h), all on a grid of 2^-40. */
+static void make_points(test_set2d d, int64_t n, uint64_t seed, double *x)
 {
-    test_rng r = test_rng_seed(seed);
-    for (int64_t i = 0; i < n; i++) {
-        double px, py;
-        do {
-            px = test_uniform(&r), py = test_uniform(&r);
-            if (d == NORMAL)
-                px = 0.5 + 0.1 * test_normal(&r);
-            if (d == NORMAL || d == LAYER)
-                py = 0.5 + 0.1 * test_normal(&r);
-        } while (px < 0 || px > 1 || py < 0 || py > 1);
-        x[2 * i] = ldexp(nearbyint(ldexp(px, 40)), -40);
-        x[2 * i + 1] = ldexp(nearbyint(ldexp(py, 40)), -40);
-    }
-    if (d == DUPLICATES)
-        for (int64_t i = 3; i < n; i += 4)
-            x[2 * i] = x[2 * i - 2], x[2 * i + 1] = x[2 * i - 1];
-    if (d == OUTLIER && n > 1)
-        x[2 * (n / 2)] = 1024, x[2 * (n / 2) + 1] = -512;
+    static const double outlier[2] = {1024, -512};
+    test_points_set2d(d, n, seed, outlier, 40, x);
 }
 
 static fmk_opts fmm_opts(fmk_backend b)
@@ -82,7 +63,7 @@ static void compare(fmk_kernel k, double eps, int d, int64_t ns, const double *x
     double *gp = test_alloc(w * m + 1), *gg = test_alloc(2 * m + 1);
     double *cp = test_alloc(w * m + 1), *cg = test_alloc(2 * m + 1);
     fmk_info info;
-    check_context("%s %s eps %g n %lld%s", fmk_kernel_name(k), dist_names[d], eps, (long long)ns,
+    check_context("%s %s eps %g n %lld%s", fmk_kernel_name(k), test_set2d_name((test_set2d)d), eps, (long long)ns,
                   y ? " (targets)" : "");
     CHECK_STATUS(run(FMK_BACKEND_CUDA, k, eps, ns, x, q, nt, y, gp, gg, &info), FMK_OK);
     CHECK_STATUS(run(FMK_BACKEND_CPU, k, eps, ns, x, q, nt, y, cp, cg, NULL), FMK_OK);
@@ -99,7 +80,7 @@ static void compare(fmk_kernel k, double eps, int d, int64_t ns, const double *x
     test_reference(k, 0, ns, x, q, ms, ys, rp, rg);
     const double ep = test_rel_l2(fp, rp, w * ms), eg = test_rel_l2(fg, rg, 2 * ms);
     printf("  %-8s %-10s eps %-6.0e p %2d levels %d: gpu-cpu %.1e %.1e, error %.2e %.2e\n",
-           fmk_kernel_name(k), dist_names[d], eps, info.order, info.levels, dp, dg, ep, eg);
+           fmk_kernel_name(k), test_set2d_name((test_set2d)d), eps, info.order, info.levels, dp, dg, ep, eg);
     /* the two sum in different orders: rounding, up to ~1e-13 where a far outlier's log term
      * dominates the log2d potential */
     const double agree = fmax(1e-3 * eps, 1e-12);
@@ -115,8 +96,8 @@ static void test_accuracy(void)
     double *x = test_alloc(2 * n), *q = test_alloc(2 * n), *y = test_alloc(n);
     for (int kk = 0; kk < 2; kk++) {
         const fmk_kernel k = kk ? FMK_KERNEL_CAUCHY2D : FMK_KERNEL_LOG2D;
-        for (int d = 0; d < N_DIST; d++) {
-            make_points(d, n, 10 + d, x);
+        for (int d = 0; d < TEST_SET2D_COUNT; d++) {
+            make_points((test_set2d)d, n, 10 + d, x);
             test_charges(n, kk, 20 + d, q);
             for (int e = 0; e < 4; e++) {
                 if (quick && e != 1 && d != 0)
@@ -125,11 +106,11 @@ static void test_accuracy(void)
             }
         }
         /* separate targets, 40 of them on sources */
-        make_points(NORMAL, n, 30, x);
-        make_points(UNIFORM, n / 2, 31, y);
+        make_points(TEST_SET2D_NORMAL, n, 30, x);
+        make_points(TEST_SET2D_UNIFORM, n / 2, 31, y);
         memcpy(y, x, 80 * sizeof(double));
         test_charges(n, kk, 32, q);
-        compare(k, 1e-8, NORMAL, n, x, q, n / 2, y);
+        compare(k, 1e-8, TEST_SET2D_NORMAL, n, x, q, n / 2, y);
     }
     free(x), free(q), free(y);
 }
@@ -144,16 +125,16 @@ static void test_large(void)
     double *x = test_alloc(2 * n), *q = test_alloc(2 * n);
     double *p1 = test_alloc(2 * n), *g1 = test_alloc(2 * n), *p2 = test_alloc(2 * n),
            *g2 = test_alloc(2 * n), *cp = test_alloc(2 * n), *cg = test_alloc(2 * n);
-    for (int d = UNIFORM; d <= LAYER; d++) {
-        make_points(d, n, 90 + d, x);
+    for (int d = TEST_SET2D_UNIFORM; d <= TEST_SET2D_LAYER; d++) {
+        make_points((test_set2d)d, n, 90 + d, x);
         test_charges(n, 1, 95 + d, q);
-        check_context("%s, 2^20 points", dist_names[d]);
+        check_context("%s, 2^20 points", test_set2d_name((test_set2d)d));
         const fmk_kernel k = FMK_KERNEL_CAUCHY2D;
         CHECK_STATUS(run(FMK_BACKEND_CUDA, k, 1e-6, n, x, q, 0, NULL, p1, g1, NULL), FMK_OK);
         CHECK_STATUS(run(FMK_BACKEND_CUDA, k, 1e-6, n, x, q, 0, NULL, p2, g2, NULL), FMK_OK);
         CHECK_STATUS(run(FMK_BACKEND_CPU, k, 1e-6, n, x, q, 0, NULL, cp, cg, NULL), FMK_OK);
         const double dp = test_rel_l2(p1, cp, 2 * n), dg = test_rel_l2(g1, cg, 2 * n);
-        printf("  cauchy2d %-10s 2^20 points: gpu-cpu %.1e %.1e\n", dist_names[d], dp, dg);
+        printf("  cauchy2d %-10s 2^20 points: gpu-cpu %.1e %.1e\n", test_set2d_name((test_set2d)d), dp, dg);
         CHECK_MSG(dp <= 1e-12 && dg <= 1e-12, "gpu and cpu differ: %.3e %.3e", dp, dg);
         CHECK_MSG(memcmp(p1, p2, 16 * n) == 0 && memcmp(g1, g2, 16 * n) == 0,
                   "two runs differ: %.3e %.3e", test_rel_l2(p1, p2, 2 * n), test_rel_l2(g1, g2, 2 * n));
@@ -168,9 +149,9 @@ static void test_edges(void)
     for (int kk = 0; kk < 2; kk++) {
         const fmk_kernel k = kk ? FMK_KERNEL_CAUCHY2D : FMK_KERNEL_LOG2D;
         for (int64_t n = 1; n <= 3; n++) {
-            make_points(UNIFORM, n, 40 + n, x);
+            make_points(TEST_SET2D_UNIFORM, n, 40 + n, x);
             test_charges(n, kk, 50 + n, q);
-            compare(k, 1e-10, UNIFORM, n, x, q, 0, NULL);
+            compare(k, 1e-10, TEST_SET2D_UNIFORM, n, x, q, 0, NULL);
         }
         for (int i = 0; i < 64; i++)
             x[2 * i] = 0.25, x[2 * i + 1] = -3;
@@ -193,8 +174,8 @@ static void test_device_paths(void)
     double *x = test_alloc(2 * n), *y = test_alloc(2 * m), *q = test_alloc(2 * n);
     double *hp = test_alloc(2 * m), *hg = test_alloc(2 * m), *dp = test_alloc(2 * m),
            *dg = test_alloc(2 * m);
-    make_points(LAYER, n, 70, x);
-    make_points(UNIFORM, m, 71, y);
+    make_points(TEST_SET2D_LAYER, n, 70, x);
+    make_points(TEST_SET2D_UNIFORM, m, 71, y);
     double *d_x, *d_y, *d_q, *d_pot, *d_grad;
     cudaMalloc((void **)&d_x, 16 * n), cudaMalloc((void **)&d_y, 16 * m);
     cudaMalloc((void **)&d_q, 16 * n), cudaMalloc((void **)&d_pot, 16 * m);
@@ -249,7 +230,7 @@ static void test_reuse(void)
     double *d_x, *d_q, *d_pot, *d_grad;
     cudaMalloc((void **)&d_x, 16 * nmax), cudaMalloc((void **)&d_q, 16 * nmax);
     cudaMalloc((void **)&d_pot, 16 * nmax), cudaMalloc((void **)&d_grad, 16 * nmax);
-    make_points(NORMAL, nmax, 75, x);
+    make_points(TEST_SET2D_NORMAL, nmax, 75, x);
     test_charges(nmax, 1, 76, q);
     cudaMemcpy(d_x, x, 16 * nmax, cudaMemcpyHostToDevice);
     cudaMemcpy(d_q, q, 16 * nmax, cudaMemcpyHostToDevice);
@@ -285,7 +266,7 @@ static void test_oom(void)
 {
     const int64_t n = 400000;
     double *x = test_alloc(2 * n), *q = test_alloc(2 * n), *pot = test_alloc(2 * n);
-    make_points(UNIFORM, n, 80, x);
+    make_points(TEST_SET2D_UNIFORM, n, 80, x);
     test_charges(n, 1, 81, q);
     fmk_opts o = fmm_opts(FMK_BACKEND_CUDA);
     fmk_plan *p = NULL;

@@ -16,34 +16,11 @@
 
 enum { N_SAMPLE = 600 };
 
-typedef enum dist { UNIFORM, NORMAL, LAYER, DUPLICATES, OUTLIER, N_DIST } dist;
-static const char *dist_names[] = {"uniform", "normal", "layer", "duplicates", "outlier"};
-
-/* n points (n, 2) of a distribution. */
-static void make_points(dist d, int64_t n, uint64_t seed, double *x)
+/* n points (n, 2) of a set; the outlier set's point on a grid of 2^-26 */
+static void make_points(test_set2d d, int64_t n, uint64_t seed, double *x)
 {
-    test_rng r = test_rng_seed(seed);
-    for (int64_t i = 0; i < n; i++) {
-        double px, py;
-        do {
-            px = test_uniform(&r), py = test_uniform(&r);
-            if (d == NORMAL)
-                px = 0.5 + 0.1 * test_normal(&r);
-            if (d == NORMAL || d == LAYER)
-                py = 0.5 + 0.1 * test_normal(&r);
-        } while (px < 0 || px > 1 || py < 0 || py > 1);
-        x[2 * i] = px, x[2 * i + 1] = py;
-    }
-    if (d == DUPLICATES) /* every fourth point repeats the one before it */
-        for (int64_t i = 3; i < n; i += 4)
-            x[2 * i] = x[2 * i - 2], x[2 * i + 1] = x[2 * i - 1];
-    if (d == OUTLIER && n > 1)
-        x[2 * (n / 2)] = 1e4, x[2 * (n / 2) + 1] = -3e3;
-    /* on a grid of 2^-40 (of 2^-26 for the outlier set), so that the frame maps the points
-     * exactly and the reference sums over the very points the FMM sees */
-    const int bits = d == OUTLIER ? 26 : 40;
-    for (int64_t i = 0; i < 2 * n; i++)
-        x[i] = ldexp(nearbyint(ldexp(x[i], bits)), -bits);
+    static const double outlier[2] = {1e4, -3e3};
+    test_points_set2d(d, n, seed, outlier, 26, x);
 }
 
 typedef struct errs {
@@ -102,16 +79,16 @@ static void accuracy_matrix(void)
            "N_d", "err pot", "err grad", "max rel");
     for (int kk = 0; kk < 2; kk++) {
         const fmk_kernel k = kk ? FMK_KERNEL_CAUCHY2D : FMK_KERNEL_LOG2D;
-        for (int d = 0; d < N_DIST; d++) {
-            make_points((dist)d, n, 100 + d, x);
+        for (int d = 0; d < TEST_SET2D_COUNT; d++) {
+            make_points((test_set2d)d, n, 100 + d, x);
             test_charges(n, kk, 7 + d, q);
             for (int e = 0; e < 4; e++) {
                 errs err;
                 fmk_info info;
-                check_context("%s, %s, eps %g", fmk_kernel_name(k), dist_names[d], epss[e]);
+                check_context("%s, %s, eps %g", fmk_kernel_name(k), test_set2d_name((test_set2d)d), epss[e]);
                 CHECK_STATUS(fmm_errors(k, epss[e], -1, 0, n, x, q, 0, NULL, &err, &info), FMK_OK);
                 printf("%-8s %-10s %-6.0e %3d %6d %4lld %9.2e %9.2e %9.2e\n", fmk_kernel_name(k),
-                       dist_names[d], epss[e], info.order, info.levels, (long long)info.leaf_size,
+                       test_set2d_name((test_set2d)d), epss[e], info.order, info.levels, (long long)info.leaf_size,
                        err.pot, err.grad, err.max_rel);
                 CHECK_MSG(err.pot <= epss[e], "potential error %.3e > eps", err.pot);
                 CHECK_MSG(err.grad <= epss[e], "gradient error %.3e > eps", err.grad);
@@ -130,7 +107,7 @@ static void error_falls_with_order(void)
 {
     const int64_t n = SANITIZED ? 1200 : 3000;
     double *x = test_alloc(2 * n), *q = test_alloc(2 * n);
-    make_points(LAYER, n, 5, x);
+    make_points(TEST_SET2D_LAYER, n, 5, x);
     test_charges(n, 1, 9, q);
     const int orders[] = {2, 5, 10, 15, 20, 30};
     double prev = INFINITY;
@@ -154,8 +131,8 @@ static void separate_targets(void)
 {
     const int64_t ns = 1500, nt = 900;
     double *x = test_alloc(2 * ns), *y = test_alloc(2 * nt), *q = test_alloc(2 * ns);
-    make_points(NORMAL, ns, 31, x);
-    make_points(UNIFORM, nt, 32, y);
+    make_points(TEST_SET2D_NORMAL, ns, 31, x);
+    make_points(TEST_SET2D_UNIFORM, nt, 32, y);
     memcpy(y, x, 2 * 50 * sizeof(double)); /* 50 targets sit on sources */
     for (int kk = 0; kk < 2; kk++) {
         const fmk_kernel k = kk ? FMK_KERNEL_CAUCHY2D : FMK_KERNEL_LOG2D;
@@ -178,7 +155,7 @@ static void edge_cases(void)
         const int64_t ns_list[] = {1, 2, 3, 64};
         for (int c = 0; c < 4; c++) {
             const int64_t n = ns_list[c];
-            make_points(UNIFORM, n, 40 + c, x);
+            make_points(TEST_SET2D_UNIFORM, n, 40 + c, x);
             test_charges(n, kk, 41 + c, q);
             errs err;
             check_context("%s, n = %lld", fmk_kernel_name(k), (long long)n);
@@ -231,8 +208,8 @@ static void lists_cover_pairs(void)
 {
     const int64_t n = 2500;
     double *x = test_alloc(2 * n), *xm = test_alloc(2 * n);
-    for (int d = 0; d < N_DIST; d++) {
-        make_points((dist)d, n, 60 + d, x);
+    for (int d = 0; d < TEST_SET2D_COUNT; d++) {
+        make_points((test_set2d)d, n, 60 + d, x);
         /* into [1, 2] as the frame does (any affine map keeps the structure) */
         double lo[2] = {INFINITY, INFINITY}, hi[2] = {-INFINITY, -INFINITY};
         for (int64_t i = 0; i < n; i++)
@@ -243,7 +220,7 @@ static void lists_cover_pairs(void)
             for (int c = 0; c < 2; c++)
                 xm[2 * i + c] = 1 + (x[2 * i + c] - lo[c]) / wdt;
         fmk_fmm2d_tree t;
-        check_context("lists, %s", dist_names[d]);
+        check_context("lists, %s", test_set2d_name((test_set2d)d));
         CHECK_STATUS(fmk_fmm2d_tree_build(&t, n, xm, 1, 0, NULL, 10, 2), FMK_OK);
         const int L = t.levels;
         const int64_t leaves = (int64_t)1 << (2 * L);
@@ -268,7 +245,7 @@ static void lists_cover_pairs(void)
         int64_t bad = 0;
         for (int64_t i = 0; i < leaves * leaves; i++)
             bad += cover[i] != 1;
-        printf("lists %s: levels %d, weak %lld, p2p %lld, m2p %lld, p2l %lld\n", dist_names[d], L,
+        printf("lists %s: levels %d, weak %lld, p2p %lld, m2p %lld, p2l %lld\n", test_set2d_name((test_set2d)d), L,
                (long long)t.weak_begin[t.n_boxes], (long long)t.p2p_begin[leaves],
                (long long)t.m2p_begin[leaves], (long long)t.p2l_begin[leaves]);
         CHECK_MSG(L >= 3, "only %d levels", L);

@@ -186,6 +186,37 @@ void test_points_separated(test_dist dist, int64_t n, uint64_t seed, double min_
     free(pool), free(g.head), free(g.next);
 }
 
+const char *test_set2d_name(test_set2d set)
+{
+    static const char *names[] = {"uniform", "normal", "layer", "duplicates", "outlier"};
+    return set >= 0 && set < TEST_SET2D_COUNT ? names[set] : "?";
+}
+
+void test_points_set2d(test_set2d set, int64_t n, uint64_t seed, const double outlier[2],
+                       int outlier_bits, double *x)
+{
+    test_rng r = test_rng_seed(seed);
+    for (int64_t i = 0; i < n; i++) {
+        double px, py;
+        do {
+            px = test_uniform(&r), py = test_uniform(&r);
+            if (set == TEST_SET2D_NORMAL)
+                px = 0.5 + 0.1 * test_normal(&r);
+            if (set == TEST_SET2D_NORMAL || set == TEST_SET2D_LAYER)
+                py = 0.5 + 0.1 * test_normal(&r);
+        } while (px < 0 || px > 1 || py < 0 || py > 1);
+        x[2 * i] = px, x[2 * i + 1] = py;
+    }
+    if (set == TEST_SET2D_DUPLICATES)
+        for (int64_t i = 3; i < n; i += 4)
+            x[2 * i] = x[2 * i - 2], x[2 * i + 1] = x[2 * i - 1];
+    if (set == TEST_SET2D_OUTLIER && n > 1)
+        x[2 * (n / 2)] = outlier[0], x[2 * (n / 2) + 1] = outlier[1];
+    const int bits = set == TEST_SET2D_OUTLIER ? outlier_bits : 40;
+    for (int64_t i = 0; i < 2 * n; i++)
+        x[i] = ldexp(nearbyint(ldexp(x[i], bits)), -bits);
+}
+
 void test_charges(int64_t n, int complex_charges, uint64_t seed, double *q)
 {
     test_rng r = test_rng_seed(seed ^ 0xC4A59E5ull);

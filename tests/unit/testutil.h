@@ -54,6 +54,23 @@ void test_points(test_dist dist, int64_t n, uint64_t seed, double *x);
 void test_points_separated(test_dist dist, int64_t n, uint64_t seed, double min_separation,
                            double *x);
 
+/* The 2D FMM's sets of Goude & Engblom in the unit square, (n, 2): uniform; x and y normal
+ * (0.5, 0.1); a layer (y normal); uniform with every fourth point a copy of the one before it;
+ * uniform with point n/2 moved to outlier[]. Normal draws outside the square are drawn again.
+ * Coordinates on a grid of 2^-40 (2^-outlier_bits for the outlier set), so that the frame maps
+ * them exactly and a reference sums over the very points the FMM sees. */
+typedef enum test_set2d {
+    TEST_SET2D_UNIFORM,
+    TEST_SET2D_NORMAL,
+    TEST_SET2D_LAYER,
+    TEST_SET2D_DUPLICATES,
+    TEST_SET2D_OUTLIER,
+    TEST_SET2D_COUNT
+} test_set2d;
+const char *test_set2d_name(test_set2d set);
+void test_points_set2d(test_set2d set, int64_t n, uint64_t seed, const double outlier[2],
+                       int outlier_bits, double *x);
+
 /* n charges uniform in [-1, 1] (2n values, (re, im) pairs, when complex). */
 void test_charges(int64_t n, int complex_charges, uint64_t seed, double *q);
 
