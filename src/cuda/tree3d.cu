@@ -47,9 +47,11 @@ __device__ __forceinline__ uint64_t key_of(const double *__restrict__ x, int64_t
 }
 
 __global__ void k_keys(int64_t n, const double *__restrict__ x, uint64_t *__restrict__ keys,
-                       int32_t *__restrict__ idx)
+                       int32_t *__restrict__ idx, int32_t *__restrict__ lb)
 {
     int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (i == 0)
+        lb[FMK_CUDA_TREE_LB_SORT] = 0; /* these keys are sorted on every bit */
     if (i >= n)
         return;
     keys[i] = key_of(x, i);
@@ -71,7 +73,7 @@ template <int BLOCK_THREADS> struct small_sort {
 template <int BLOCK_THREADS>
 __global__ void __launch_bounds__(BLOCK_THREADS)
     k_sort_small(int64_t n, const double *__restrict__ x, uint64_t *__restrict__ keys,
-                 int32_t *__restrict__ order)
+                 int32_t *__restrict__ order, int32_t *__restrict__ lb)
 {
     typedef typename small_sort<BLOCK_THREADS>::type sort_t;
     extern __shared__ __align__(16) unsigned char smem[];
@@ -84,6 +86,8 @@ __global__ void __launch_bounds__(BLOCK_THREADS)
         k[j] = i < n ? key_of(x, i) : ~0ull;
         v[j] = (int32_t)i;
     }
+    if (threadIdx.x == 0)
+        lb[FMK_CUDA_TREE_LB_SORT] = 0; /* these keys are sorted on every bit */
     sort_t(temp).SortBlockedToStriped(k, v, 0, FMK_TREE_KEY_BITS * 3);
 #pragma unroll
     for (int j = 0; j < SORT_ITEMS; j++) {
@@ -93,12 +97,76 @@ __global__ void __launch_bounds__(BLOCK_THREADS)
     }
 }
 
+/* The split sort (above fmk_cuda_tree_split_sort_min points). An LSD radix sort of 63-bit keys
+ * takes 8 passes of 8 bits over 12-byte pairs; the tree needs the same order, (key, index),
+ * but few keys share their top 32 bits (the cells of level 10 and two bits of level 11), so:
+ * a stable sort of (top 32 bits, index) in 4 passes over 8-byte pairs, the full keys gathered
+ * into that order, and each point of a run of equal top bits placed at its rank in the run by
+ * (key, index) (the run is in index order: the sort is stable). A run longer than run_max
+ * that is not in key order already (a dense cluster) sets the sort flag, and the build sorts
+ * all 63 bits and builds again. */
+constexpr int SPLIT_SHIFT = 31;
+
+__global__ void k_keys_split(int64_t n, const double *__restrict__ x, uint64_t *__restrict__ keys,
+                             uint32_t *__restrict__ top, int32_t *__restrict__ idx,
+                             int32_t *__restrict__ lb)
+{
+    int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (i == 0)
+        lb[FMK_CUDA_TREE_LB_SORT] = 0;
+    if (i >= n)
+        return;
+    const uint64_t k = key_of(x, i);
+    keys[i] = k;
+    top[i] = (uint32_t)(k >> SPLIT_SHIFT);
+    idx[i] = (int32_t)i;
+}
+
+__global__ void k_gather_keys(int64_t n, const uint64_t *__restrict__ by_index,
+                              const int32_t *__restrict__ order, uint64_t *__restrict__ sorted)
+{
+    const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (i < n)
+        sorted[i] = by_index[order[i]];
+}
+
+/* keys_out, order_out: keys, order with every run of equal top bits of at most run_max points
+ * in (key, index) order (each point finds its run, at most run_max + 1 points each way, and its
+ * rank in it); longer runs are copied, and one that is out of key order sets the sort flag. */
+__global__ void k_sort_runs(int64_t n, int run_max, const uint64_t *__restrict__ keys,
+                            const int32_t *__restrict__ order, uint64_t *__restrict__ keys_out,
+                            int32_t *__restrict__ order_out, int32_t *__restrict__ lb)
+{
+    const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (i >= n)
+        return;
+    const uint64_t k = keys[i], top = k >> SPLIT_SHIFT;
+    int64_t s = i, e = i + 1;
+    while (s > 0 && i - s <= run_max && keys[s - 1] >> SPLIT_SHIFT == top)
+        s--;
+    while (e < n && e - i <= run_max && keys[e] >> SPLIT_SHIFT == top)
+        e++;
+    int64_t rank = i;
+    if (e - s > run_max) {
+        if (i > 0 && keys[i - 1] > k && keys[i - 1] >> SPLIT_SHIFT == top)
+            lb[FMK_CUDA_TREE_LB_SORT] = 1;
+    } else if (e - s > 1) {
+        rank = s;
+        for (int64_t j = s; j < e; j++) {
+            const uint64_t kj = keys[j];
+            rank += kj < k || (kj == k && j < i);
+        }
+    }
+    keys_out[rank] = k;
+    order_out[rank] = order[i];
+}
+
 /* The root, and the level boundaries: level 0 is [0, 1), nothing beyond it yet. */
 __global__ void k_root(int64_t n, int32_t *begin, int32_t *end, int32_t *parent, int32_t *next,
                        int8_t *level, int32_t *lb)
 {
     begin[0] = 0, end[0] = (int32_t)n, parent[0] = -1, next[0] = -1, level[0] = 0;
-    for (int k = 0; k < FMK_CUDA_TREE_LB; k++)
+    for (int k = 0; k < FMK_CUDA_TREE_LB_FLAG; k++) /* the sort's words are left as they are */
         lb[k] = k == 0 ? 0 : 1;
     lb[FMK_CUDA_TREE_LB_FLAG] = 0;
     lb[FMK_CUDA_TREE_LB_GROUPS] = 0;
@@ -240,7 +308,7 @@ __global__ void __launch_bounds__(SMALL_BLOCK)
     if (tid == 0) {
         begin[0] = 0, end[0] = (int32_t)n, parent[0] = -1, next[0] = -1, level[0] = 0;
         lb[0] = 0;
-        for (int k = 1; k < FMK_CUDA_TREE_LB; k++)
+        for (int k = 1; k < FMK_CUDA_TREE_LB_FLAG; k++)
             lb[k] = 1;
         lb[FMK_CUDA_TREE_LB_FLAG] = 0;
         lb[FMK_CUDA_TREE_LB_GROUPS] = 0;
@@ -486,6 +554,22 @@ fmk_status grow_nodes(fmk_plan *plan, fmk_cuda_tree *t, int64_t need, long long 
     return st;
 }
 
+/* CUB's workspace for the sorts of n keys: all 63 bits of 64-bit keys, or 32-bit keys (the
+ * split sort), whichever needs more. */
+cudaError_t sort_temp_bytes(int64_t n, size_t *bytes)
+{
+    size_t b64 = 0, b32 = 0;
+    const int m = (int)(n > 0 ? n : 1);
+    cub::DoubleBuffer<uint64_t> k(NULL, NULL);
+    cub::DoubleBuffer<uint32_t> k32(NULL, NULL);
+    cub::DoubleBuffer<int32_t> v(NULL, NULL);
+    cudaError_t err = cub::DeviceRadixSort::SortPairs(NULL, b64, k, v, m, 0, 63);
+    if (err == cudaSuccess)
+        err = cub::DeviceRadixSort::SortPairs(NULL, b32, k32, v, m, 0, 32);
+    *bytes = b64 > b32 ? b64 : b32;
+    return err;
+}
+
 /* Largest size of level L + 1 given a bound b of level L's: 8 children per splitting node, at
  * most n / (leaf_size + 1) nodes split, at most n nodes and cap_nodes in all. */
 int64_t next_bound(const fmk_cuda_tree *t, int64_t b)
@@ -502,6 +586,13 @@ int64_t next_bound(const fmk_cuda_tree *t, int64_t b)
  * built by one block (k_build_small), larger ones level by level over the whole GPU. */
 extern "C" long long fmk_cuda_tree_small_max;
 long long fmk_cuda_tree_small_max = 1ll << 16;
+/* Tuning knobs (not API): trees of more points than this sort their keys' top 32 bits first
+ * (the split sort), and runs of equal top bits longer than run_max that are out of key order
+ * make the build sort all 63 bits instead. */
+extern "C" long long fmk_cuda_tree_split_sort_min;
+long long fmk_cuda_tree_split_sort_min = 1ll << 16;
+extern "C" int fmk_cuda_tree_split_run_max;
+int fmk_cuda_tree_split_run_max = 1024;
 
 namespace {
 
@@ -543,8 +634,9 @@ fmk_status build_levels(fmk_plan *plan, fmk_cuda_tree *t, int *overflow)
         bound = next_bound(t, bound);
         if (L % FMK_CUDA_TREE_CHECK == FMK_CUDA_TREE_CHECK - 1 && bound > 0) {
             err = cudaMemcpy(h, lb, FMK_CUDA_TREE_LB * sizeof(int32_t), cudaMemcpyDeviceToHost);
-            if (err == cudaSuccess && (h[L + 2] == h[L + 1] || h[FMK_CUDA_TREE_LB_FLAG]))
-                bound = 0; /* level L + 1 is empty, or the arrays are full */
+            if (err == cudaSuccess && (h[L + 2] == h[L + 1] || h[FMK_CUDA_TREE_LB_FLAG] ||
+                                       h[FMK_CUDA_TREE_LB_SORT]))
+                bound = 0; /* level L + 1 is empty, the arrays are full, or the keys unsorted */
         }
     }
     if (err == cudaSuccess)
@@ -588,10 +680,7 @@ extern "C" int64_t fmk_cuda_tree3d_node_bound(int64_t n, int64_t leaf_size)
 extern "C" int64_t fmk_cuda_tree3d_build_bytes(int64_t n)
 {
     size_t sort_bytes = 0;
-    cub::DoubleBuffer<uint64_t> k(NULL, NULL);
-    cub::DoubleBuffer<int32_t> v(NULL, NULL);
-    if (cub::DeviceRadixSort::SortPairs(NULL, sort_bytes, k, v, (int)(n > 0 ? n : 1), 0, 63) !=
-        cudaSuccess)
+    if (sort_temp_bytes(n, &sort_bytes) != cudaSuccess)
         (void)cudaGetLastError(), sort_bytes = (size_t)n * 4 + (1 << 20);
     /* keys and indices twice (the sort's buffers) and the sort's workspace, all kept */
     return 2 * n * (8 + 4) + (int64_t)sort_bytes + FMK_CUDA_TREE_LB * 4;
@@ -635,9 +724,7 @@ fmk_status grow_points(fmk_plan *plan, fmk_cuda_tree *t, int64_t n, long long ex
 fmk_status grow_temp(fmk_plan *plan, fmk_cuda_tree *t, int64_t n, long long extra)
 {
     size_t sort_bytes = 0, scan_bytes = 0, scan2 = 0;
-    cub::DoubleBuffer<uint64_t> k(NULL, NULL);
-    cub::DoubleBuffer<int32_t> v(NULL, NULL);
-    cudaError_t err = cub::DeviceRadixSort::SortPairs(NULL, sort_bytes, k, v, (int)(n > 0 ? n : 1), 0, 63);
+    cudaError_t err = sort_temp_bytes(n, &sort_bytes);
     if (err == cudaSuccess)
         err = cub::DeviceScan::InclusiveSum(NULL, scan_bytes, (int32_t *)NULL, (int32_t *)NULL,
                                             (int)(t->cap_nodes + 1));
@@ -667,6 +754,9 @@ fmk_status make_lb(fmk_plan *plan, fmk_cuda_tree *t, long long extra)
                                    "the tree's level table", extra + t->bytes);
     if (st == FMK_OK)
         t->bytes += FMK_CUDA_TREE_LB * sizeof(int32_t);
+    if (st == FMK_OK) /* the sort's flag is read after builds that do not write it (n = 0) */
+        st = check(plan, cudaMemset(t->d_lb, 0, FMK_CUDA_TREE_LB * sizeof(int32_t)),
+                   "cudaMemset (the tree's level table)");
     if (st == FMK_OK)
         st = check(plan, cudaMallocHost((void **)&t->h_lb, FMK_CUDA_TREE_LB * sizeof(int32_t)),
                    "cudaMallocHost (the tree's level table)");
@@ -685,10 +775,53 @@ cudaError_t sort_small(int64_t n, const double *d_x, fmk_cuda_tree *t)
                                    cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
     ready = err == cudaSuccess;
     if (err == cudaSuccess) {
-        k_sort_small<BLOCK_THREADS><<<1, BLOCK_THREADS, bytes>>>(n, d_x, t->d_keys, t->d_order);
+        k_sort_small<BLOCK_THREADS><<<1, BLOCK_THREADS, bytes>>>(n, d_x, t->d_keys, t->d_order,
+                                                                t->d_lb);
         err = cudaGetLastError();
     }
     return err;
+}
+
+/* Sorts the keys of the n mapped points d_x with their indices into t->d_keys, t->d_order:
+ * by one block (2049 .. 8192 points of a small tree), the split sort when split is set (the
+ * build checks its flag after the levels), or CUB's sort of all 63 key bits. */
+fmk_status sort_points(fmk_plan *plan, fmk_cuda_tree *t, int64_t n, const double *d_x, int split)
+{
+    if (n > SORT_SMALL_MIN && n <= SORT_SMALL_MAX && n <= fmk_cuda_tree_small_max)
+        return check(plan, sort_small<512>(n, d_x, t), "the one-block sort");
+    if (n <= 0)
+        return FMK_OK;
+    size_t tb = t->temp_bytes;
+    cudaError_t err;
+    if (split) {
+        /* the full keys by index in keys_alt; the top bits and their sort twin in keys */
+        uint32_t *top = (uint32_t *)t->d_keys;
+        k_keys_split<<<blocks_for(n), BLOCK>>>(n, d_x, t->d_keys_alt, top, t->d_order, t->d_lb);
+        cub::DoubleBuffer<uint32_t> dk(top, top + n);
+        cub::DoubleBuffer<int32_t> dv(t->d_order, t->d_order_alt);
+        err = cub::DeviceRadixSort::SortPairs(t->d_temp, tb, dk, dv, (int)n, 0, 32);
+        if (err == cudaSuccess) {
+            int32_t *order = dv.Current(), *order_out = dv.Alternate();
+            k_gather_keys<<<blocks_for(n), BLOCK>>>(n, t->d_keys_alt, order, t->d_keys);
+            k_sort_runs<<<blocks_for(n), BLOCK>>>(n, fmk_cuda_tree_split_run_max, t->d_keys,
+                                                  order, t->d_keys_alt, order_out, t->d_lb);
+            uint64_t *keys = t->d_keys;
+            t->d_keys = t->d_keys_alt, t->d_keys_alt = keys;
+            t->d_order = order_out, t->d_order_alt = order;
+            err = cudaGetLastError();
+        }
+        return check(plan, err, "the split sort");
+    }
+    k_keys<<<blocks_for(n), BLOCK>>>(n, d_x, t->d_keys, t->d_order, t->d_lb);
+    /* (key, index) pairs: LSD radix sort is stable, so ties keep the caller's order */
+    cub::DoubleBuffer<uint64_t> dk(t->d_keys, t->d_keys_alt);
+    cub::DoubleBuffer<int32_t> dv(t->d_order, t->d_order_alt);
+    err = cub::DeviceRadixSort::SortPairs(t->d_temp, tb, dk, dv, (int)n, 0, 63);
+    if (err == cudaSuccess) {
+        t->d_keys = dk.Current(), t->d_keys_alt = dk.Alternate();
+        t->d_order = dv.Current(), t->d_order_alt = dv.Alternate();
+    }
+    return check(plan, err, "cub::DeviceRadixSort::SortPairs");
 }
 
 } // namespace
@@ -711,24 +844,18 @@ extern "C" fmk_status fmk_cuda_tree3d_build(fmk_plan *plan, int64_t n, const dou
         st = grow_nodes(plan, t, cap, extra);
     if (st == FMK_OK)
         st = grow_temp(plan, t, n, extra);
-    if (st == FMK_OK && n > SORT_SMALL_MIN && n <= SORT_SMALL_MAX && n <= fmk_cuda_tree_small_max) {
-        st = check(plan, sort_small<512>(n, d_x, t), "the one-block sort");
-    } else if (st == FMK_OK && n > 0) {
-        k_keys<<<blocks_for(n), BLOCK>>>(n, d_x, t->d_keys, t->d_order);
-        /* (key, index) pairs: LSD radix sort is stable, so ties keep the caller's order */
-        cub::DoubleBuffer<uint64_t> dk(t->d_keys, t->d_keys_alt);
-        cub::DoubleBuffer<int32_t> dv(t->d_order, t->d_order_alt);
-        size_t tb = t->temp_bytes;
-        st = check(plan, cub::DeviceRadixSort::SortPairs(t->d_temp, tb, dk, dv, (int)n, 0, 63),
-                   "cub::DeviceRadixSort::SortPairs");
-        if (st == FMK_OK) {
-            t->d_keys = dk.Current(), t->d_keys_alt = dk.Alternate();
-            t->d_order = dv.Current(), t->d_order_alt = dv.Alternate();
-        }
-    }
+    int split = n > fmk_cuda_tree_split_sort_min;
+    if (st == FMK_OK)
+        st = sort_points(plan, t, n, d_x, split);
     for (int tries = 0; st == FMK_OK; tries++) {
         int overflow = 0;
         st = build_levels(plan, t, &overflow);
+        if (st == FMK_OK && split && t->h_lb[FMK_CUDA_TREE_LB_SORT]) {
+            /* a run of equal top bits too long for one block: all 63 bits, and again */
+            split = 0;
+            st = sort_points(plan, t, n, d_x, 0);
+            continue;
+        }
         if (st != FMK_OK || !overflow)
             break;
         /* the node arrays were too small: larger ones, and the scan's workspace with them */

@@ -9,7 +9,10 @@
  * them from order for comparisons.
  *
  * Build (all on the default stream): keys from the mapped points (double, tree3d.h's
- * formula); a stable CUB radix sort of (key, index) pairs; then level by level: for every node
+ * formula); a stable CUB radix sort of (key, index) pairs (above fmk_cuda_tree_split_sort_min
+ * points: of the keys' top 32 bits only, then each point of a run of equal top bits placed by
+ * its rank in the run; a long run out of order makes the build sort all 63 bits and start
+ * again); then level by level: for every node
  * of the level that splits, the octant boundaries in its key range (binary searches), a CUB
  * scan of the child counts, and the children written breadth-first with their next pointers.
  * The level's first node and count live on the device (d_lb), so the kernels and the scan run
@@ -60,10 +63,12 @@ typedef struct fmk_cuda_tree {
     int64_t bytes;              /* device bytes held by the arrays above */
 } fmk_cuda_tree;
 
-/* Words of d_lb: level_begin[0 .. FMK_TREE_MAX_LEVEL + 2], an overflow flag, a group count. */
+/* Words of d_lb: level_begin[0 .. FMK_TREE_MAX_LEVEL + 2], an overflow flag, a group count,
+ * and the split sort's flag (set: the keys are not in order, sort all their bits). */
 #define FMK_CUDA_TREE_LB (FMK_TREE_MAX_LEVEL + 6)
 #define FMK_CUDA_TREE_LB_FLAG (FMK_TREE_MAX_LEVEL + 3)
 #define FMK_CUDA_TREE_LB_GROUPS (FMK_TREE_MAX_LEVEL + 4)
+#define FMK_CUDA_TREE_LB_SORT (FMK_TREE_MAX_LEVEL + 5)
 
 /* Node arrays bytes per node slot (with the level workspace: counts and their scan). */
 #define FMK_CUDA_TREE_NODE_BYTES (8 * 4 + 1)
