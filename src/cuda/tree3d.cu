@@ -195,16 +195,47 @@ __device__ __forceinline__ int32_t octant_bound(const uint64_t *__restrict__ key
 /* Lanes of the calling thread's node (8 consecutive lanes of its warp). */
 __device__ __forceinline__ unsigned node_lanes() { return 0xffu << (threadIdx.x & 24); }
 
+/* The first levels' octant boundaries without binary searches: cells[c] is the first sorted
+ * position whose key's cell of level CELL_LEVEL is >= c (k_cell_starts, 8^CELL_LEVEL + 1
+ * entries), so where octant o of a node of level L < CELL_LEVEL starts is one load (at the top
+ * levels of a large tree each search was a chain of ~20 dependent loads, per kernel). */
+constexpr int CELL_LEVEL = 5;
+constexpr int64_t CELLS = 1ll << (3 * CELL_LEVEL);
+
+__global__ void k_cell_starts(int64_t n, const uint64_t *__restrict__ keys, int32_t *__restrict__ cells)
+{
+    const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (i > n)
+        return;
+    const int shift = 3 * (FMK_TREE_KEY_BITS - CELL_LEVEL);
+    const int64_t c = i < n ? (int64_t)(keys[i] >> shift) : CELLS;
+    const int64_t prev = i > 0 ? (int64_t)(keys[i - 1] >> shift) : -1;
+    for (int64_t q = prev + 1; q <= c; q++) /* the empty cells before c start here too */
+        cells[q] = (int32_t)i;
+}
+
 /* For thread o of node [b, e) at level L: [*lo, *hi), its octant's points (children at level
  * L + 1; empty when the node does not split), and the mask of the node's nonempty octants (as
- * bits of the warp's lanes). All 8 threads of the node must call it. */
-__device__ __forceinline__ unsigned octant_of(const uint64_t *__restrict__ keys, int32_t b,
+ * bits of the warp's lanes). All 8 threads of the node must call it. cells (may be NULL): the
+ * table of k_cell_starts. */
+__device__ __forceinline__ unsigned octant_of(const uint64_t *__restrict__ keys,
+                                              const int32_t *__restrict__ cells, int32_t b,
                                               int32_t e, bool split, int L, int32_t *lo,
                                               int32_t *hi)
 {
     const unsigned o = threadIdx.x & 7, lanes = node_lanes();
     const int shift = 3 * (FMK_TREE_KEY_BITS - 1 - L);
-    const int32_t l = split && o > 0 ? octant_bound(keys, b, e, shift, o) : b;
+    int32_t l = b;
+    if (split && o > 0) {
+        if (cells && L < CELL_LEVEL) {
+            /* the node's cell at level L, its child o, the first cell of level CELL_LEVEL in it */
+            const uint64_t child = (keys[b] >> (shift + 3)) << 3 | o;
+            l = cells[child << 3 * (CELL_LEVEL - 1 - L)];
+            l = l < b ? b : l > e ? e : l; /* (keys out of order: the build starts again) */
+        } else {
+            l = octant_bound(keys, b, e, shift, o);
+        }
+    }
     int32_t h = __shfl_down_sync(lanes, l, 1, 8);
     h = o == 7 ? e : h;
     *lo = l, *hi = split ? h : b;
@@ -215,7 +246,8 @@ __device__ __forceinline__ unsigned octant_of(const uint64_t *__restrict__ keys,
  * is nodes [lb[L], lb[L + 1]); bound >= its size is the grid (8 bound threads), and counts[0 ..
  * bound) gets the child counts (0 past the level) for the scan. */
 __global__ void k_count_children(int L, int32_t bound, int leaf_size, const int32_t *__restrict__ lb,
-                                 const uint64_t *__restrict__ keys, const int32_t *__restrict__ begin,
+                                 const uint64_t *__restrict__ keys,
+                                 const int32_t *__restrict__ cells, const int32_t *__restrict__ begin,
                                  const int32_t *__restrict__ end, int32_t *__restrict__ n_children,
                                  int32_t *__restrict__ more, int32_t *__restrict__ counts)
 {
@@ -231,8 +263,8 @@ __global__ void k_count_children(int L, int32_t bound, int leaf_size, const int3
     }
     const int32_t i = first + k, b = begin[i], e = end[i];
     int32_t lo, hi;
-    const int c = __popc(octant_of(keys, b, e, e - b > leaf_size && L < FMK_TREE_MAX_LEVEL, L,
-                                   &lo, &hi));
+    const int c = __popc(octant_of(keys, cells, b, e, e - b > leaf_size && L < FMK_TREE_MAX_LEVEL,
+                                   L, &lo, &hi));
     if (o0) {
         n_children[i] = c;
         more[i] = -1;
@@ -246,6 +278,7 @@ __global__ void k_count_children(int L, int32_t bound, int leaf_size, const int3
  * when they do not fit in cap nodes. */
 __global__ void k_write_children(int L, int32_t bound, int64_t cap, int32_t *__restrict__ lb,
                                  const uint64_t *__restrict__ keys,
+                                 const int32_t *__restrict__ cells,
                                  const int32_t *__restrict__ offset, int32_t *__restrict__ begin,
                                  int32_t *__restrict__ end, int32_t *__restrict__ n_children,
                                  int32_t *__restrict__ more, int32_t *__restrict__ next,
@@ -269,7 +302,7 @@ __global__ void k_write_children(int L, int32_t bound, int64_t cap, int32_t *__r
     if (nc == 0)
         return;
     int32_t lo, hi;
-    const unsigned nonempty = octant_of(keys, begin[i], end[i], true, L, &lo, &hi);
+    const unsigned nonempty = octant_of(keys, cells, begin[i], end[i], true, L, &lo, &hi);
     const int32_t c0 = first_child + offset[k];
     const unsigned o = threadIdx.x & 7;
     if (o == 0)
@@ -593,6 +626,10 @@ extern "C" long long fmk_cuda_tree_split_sort_min;
 long long fmk_cuda_tree_split_sort_min = 1ll << 16;
 extern "C" int fmk_cuda_tree_split_run_max;
 int fmk_cuda_tree_split_run_max = 1024;
+/* Tuning knob (not API): the first levels' octant boundaries from the cell table (1), or by
+ * binary searches (0). */
+extern "C" int fmk_cuda_tree_cells;
+int fmk_cuda_tree_cells = 1;
 
 namespace {
 
@@ -606,6 +643,7 @@ fmk_status build_levels(fmk_plan *plan, fmk_cuda_tree *t, int *overflow)
 {
     const int64_t n = t->n_points;
     int32_t *lb = t->d_lb, *h = t->h_lb;
+    int32_t *cells = fmk_cuda_tree_cells ? t->d_cells : NULL;
     cudaError_t err = cudaSuccess;
     int L = 0;
     if (n <= fmk_cuda_tree_small_max) {
@@ -614,6 +652,8 @@ fmk_status build_levels(fmk_plan *plan, fmk_cuda_tree *t, int *overflow)
                                           t->d_parent, t->d_level, lb);
         L = FMK_TREE_MAX_LEVEL + 1;
     } else {
+        if (cells)
+            k_cell_starts<<<blocks_for(n + 1), BLOCK>>>(n, t->d_keys, cells);
         k_root<<<1, 1>>>(n, t->d_begin, t->d_end, t->d_parent, t->d_next, t->d_level, lb);
     }
     if (t->cap_nodes > 0 && n > fmk_cuda_tree_small_max)
@@ -621,14 +661,14 @@ fmk_status build_levels(fmk_plan *plan, fmk_cuda_tree *t, int *overflow)
     int64_t bound = n <= fmk_cuda_tree_small_max ? 0 : 1;
     for (; L <= FMK_TREE_MAX_LEVEL && err == cudaSuccess && bound > 0; L++) {
         const unsigned blocks = blocks_for(8 * bound);
-        k_count_children<<<blocks, BLOCK>>>(L, (int32_t)bound, t->leaf_size, lb, t->d_keys,
+        k_count_children<<<blocks, BLOCK>>>(L, (int32_t)bound, t->leaf_size, lb, t->d_keys, cells,
                                             t->d_begin, t->d_end, t->d_n_children, t->d_more,
                                             t->d_counts);
         size_t tb = t->temp_bytes;
         err = cub::DeviceScan::InclusiveSum(t->d_temp, tb, t->d_counts, t->d_offset + 1, (int)bound);
         if (err != cudaSuccess)
             break;
-        k_write_children<<<blocks, BLOCK>>>(L, (int32_t)bound, t->cap_nodes, lb, t->d_keys,
+        k_write_children<<<blocks, BLOCK>>>(L, (int32_t)bound, t->cap_nodes, lb, t->d_keys, cells,
                                             t->d_offset, t->d_begin, t->d_end, t->d_n_children,
                                             t->d_more, t->d_next, t->d_parent, t->d_level);
         bound = next_bound(t, bound);
@@ -682,15 +722,16 @@ extern "C" int64_t fmk_cuda_tree3d_build_bytes(int64_t n)
     size_t sort_bytes = 0;
     if (sort_temp_bytes(n, &sort_bytes) != cudaSuccess)
         (void)cudaGetLastError(), sort_bytes = (size_t)n * 4 + (1 << 20);
-    /* keys and indices twice (the sort's buffers) and the sort's workspace, all kept */
-    return 2 * n * (8 + 4) + (int64_t)sort_bytes + FMK_CUDA_TREE_LB * 4;
+    /* keys and indices twice (the sort's buffers) and the sort's workspace, all kept; the
+     * level table and the cell table */
+    return 2 * n * (8 + 4) + (int64_t)sort_bytes + FMK_CUDA_TREE_LB * 4 + (CELLS + 1) * 4;
 }
 
 extern "C" void fmk_cuda_tree3d_free(fmk_cuda_tree *t)
 {
     void *p[] = {t->d_keys, t->d_order, t->d_begin, t->d_end, t->d_more, t->d_next,
                  t->d_n_children, t->d_parent, t->d_level, t->d_keys_alt, t->d_order_alt,
-                 t->d_temp, t->d_counts, t->d_offset, t->d_lb};
+                 t->d_temp, t->d_counts, t->d_offset, t->d_lb, t->d_cells};
     for (size_t k = 0; k < sizeof p / sizeof p[0]; k++)
         free_ptr(p[k]);
     if (t->h_lb && cudaFreeHost(t->h_lb) != cudaSuccess)
@@ -754,6 +795,11 @@ fmk_status make_lb(fmk_plan *plan, fmk_cuda_tree *t, long long extra)
                                    "the tree's level table", extra + t->bytes);
     if (st == FMK_OK)
         t->bytes += FMK_CUDA_TREE_LB * sizeof(int32_t);
+    if (st == FMK_OK)
+        st = fmk_cuda_alloc(plan, (void **)&t->d_cells, (size_t)(CELLS + 1) * sizeof(int32_t),
+                            "the tree's cell table", extra + t->bytes + (CELLS + 1) * 4);
+    if (st == FMK_OK)
+        t->bytes += (CELLS + 1) * sizeof(int32_t);
     if (st == FMK_OK) /* the sort's flag is read after builds that do not write it (n = 0) */
         st = check(plan, cudaMemset(t->d_lb, 0, FMK_CUDA_TREE_LB * sizeof(int32_t)),
                    "cudaMemset (the tree's level table)");

@@ -60,6 +60,7 @@ typedef struct fmk_cuda_tree {
     size_t temp_bytes;
     int32_t *d_counts, *d_offset;
     int32_t *d_lb, *h_lb;
+    int32_t *d_cells;           /* where each cell of level 5 starts (the first levels' bounds) */
     int64_t bytes;              /* device bytes held by the arrays above */
 } fmk_cuda_tree;
 

@@ -36,6 +36,8 @@ extern long long fmk_cuda_tree_small_max;
  * equal top bits longer than run_max make the build sort all 63 bits instead. */
 extern long long fmk_cuda_tree_split_sort_min;
 extern int fmk_cuda_tree_split_run_max;
+/* The first levels' octant boundaries from a table of cell starts (1) or binary searches (0). */
+extern int fmk_cuda_tree_cells;
 extern long long fmk_cuda_bh_moments_small_max;
 extern int fmk_cuda_bh_split_warps;
 extern int fmk_cuda_bh_split_level_max;
@@ -375,15 +377,17 @@ static void test_device_paths(void)
 }
 
 /* The GPU tree equals the CPU build (tree3d.c) array for array, built by one block and level by
- * level over the GPU; level by level with the keys sorted on all 63 bits, by the split sort
- * (top 32 bits, then runs of equal top bits), and by the split sort falling back to all 63 bits
- * (run_max 1, or a tight cluster's long runs). */
+ * level over the GPU; level by level with the keys sorted on all 63 bits (and the first levels
+ * by binary searches, not the cell table), by the split sort (top 32 bits, then runs of equal
+ * top bits), and by the split sort falling back to all 63 bits (run_max 1, or a tight
+ * cluster's long runs). */
 static void test_same_tree(void)
 {
     const int64_t n = quick ? 5000 : 200000;
     double *x = xmalloc((size_t)n * 24);
     const int leaf_sizes[3] = {1, 16, 64};
-    static const char *const builds[4] = {"one block", "level by level, 63-bit sort",
+    static const char *const builds[4] = {"one block",
+                                          "level by level, 63-bit sort, binary searches",
                                           "level by level, split sort",
                                           "level by level, split sort falling back"};
     for (int c = 0; c < 24; c++) {
@@ -391,6 +395,7 @@ static void test_same_tree(void)
         fmk_cuda_tree_small_max = build == 0 ? 1ll << 40 : 0;
         fmk_cuda_tree_split_sort_min = build >= 2 ? 0 : 1ll << 40;
         fmk_cuda_tree_split_run_max = build == 3 ? 1 : 1024;
+        fmk_cuda_tree_cells = build != 1;
         /* one block: the one-block sort takes 2049 .. 8192 points */
         int64_t nc = dist == 3 ? 1 : dist == 4 ? 2 : build == 0 && n > 8000 ? 8000 : n;
         test_points(dist == 1 ? TEST_DIST_CLUSTERED : TEST_DIST_PLUMMER, nc, 61 + dist, x);
@@ -440,6 +445,7 @@ static void test_same_tree(void)
     fmk_cuda_tree_small_max = 1ll << 16;
     fmk_cuda_tree_split_sort_min = 1ll << 16;
     fmk_cuda_tree_split_run_max = 1024;
+    fmk_cuda_tree_cells = 1;
     free(x);
 }
 
