@@ -122,43 +122,49 @@ __global__ void k_keys_split(int64_t n, const double *__restrict__ x, uint64_t *
     idx[i] = (int32_t)i;
 }
 
-__global__ void k_gather_keys(int64_t n, const uint64_t *__restrict__ by_index,
-                              const int32_t *__restrict__ order, uint64_t *__restrict__ sorted)
+/* keys_out, order_out: the full keys (by_index) gathered into the order of the top bits'
+ * sort, with every run of equal top bits of at most run_max points put in (key, index) order:
+ * each point of a run finds the run (at most run_max + 1 points each way) and its rank in it.
+ * Longer runs are left as they are, and one that is out of key order sets the sort flag. Most
+ * points are alone in their run: their neighbours' keys come from the next lanes. */
+__global__ void k_gather_runs(int64_t n, int run_max, const uint64_t *__restrict__ by_index,
+                              const int32_t *__restrict__ order, uint64_t *__restrict__ keys_out,
+                              int32_t *__restrict__ order_out, int32_t *__restrict__ lb)
 {
     const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
-    if (i < n)
-        sorted[i] = by_index[order[i]];
-}
-
-/* keys_out, order_out: keys, order with every run of equal top bits of at most run_max points
- * in (key, index) order (each point finds its run, at most run_max + 1 points each way, and its
- * rank in it); longer runs are copied, and one that is out of key order sets the sort flag. */
-__global__ void k_sort_runs(int64_t n, int run_max, const uint64_t *__restrict__ keys,
-                            const int32_t *__restrict__ order, uint64_t *__restrict__ keys_out,
-                            int32_t *__restrict__ order_out, int32_t *__restrict__ lb)
-{
-    const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
-    if (i >= n)
+    const int lane = threadIdx.x & 31;
+    const bool live = i < n;
+    const int32_t oi = live ? order[i] : 0;
+    const uint64_t k = live ? by_index[oi] : 0;
+    uint64_t prev = __shfl_up_sync(0xffffffffu, k, 1), next = __shfl_down_sync(0xffffffffu, k, 1);
+    if (!live)
         return;
-    const uint64_t k = keys[i], top = k >> SPLIT_SHIFT;
-    int64_t s = i, e = i + 1;
-    while (s > 0 && i - s <= run_max && keys[s - 1] >> SPLIT_SHIFT == top)
-        s--;
-    while (e < n && e - i <= run_max && keys[e] >> SPLIT_SHIFT == top)
-        e++;
+    const bool has_prev = i > 0, has_next = i + 1 < n;
+    if (lane == 0 && has_prev)
+        prev = by_index[order[i - 1]];
+    if (lane == 31 && has_next)
+        next = by_index[order[i + 1]];
+    const uint64_t top = k >> SPLIT_SHIFT;
     int64_t rank = i;
-    if (e - s > run_max) {
-        if (i > 0 && keys[i - 1] > k && keys[i - 1] >> SPLIT_SHIFT == top)
-            lb[FMK_CUDA_TREE_LB_SORT] = 1;
-    } else if (e - s > 1) {
-        rank = s;
-        for (int64_t j = s; j < e; j++) {
-            const uint64_t kj = keys[j];
-            rank += kj < k || (kj == k && j < i);
+    if ((has_prev && prev >> SPLIT_SHIFT == top) || (has_next && next >> SPLIT_SHIFT == top)) {
+        int64_t s = i, e = i + 1;
+        while (s > 0 && i - s <= run_max && by_index[order[s - 1]] >> SPLIT_SHIFT == top)
+            s--;
+        while (e < n && e - i <= run_max && by_index[order[e]] >> SPLIT_SHIFT == top)
+            e++;
+        if (e - s > run_max) {
+            if (has_prev && prev > k && prev >> SPLIT_SHIFT == top)
+                lb[FMK_CUDA_TREE_LB_SORT] = 1;
+        } else {
+            rank = s;
+            for (int64_t j = s; j < e; j++) {
+                const uint64_t kj = by_index[order[j]];
+                rank += kj < k || (kj == k && j < i);
+            }
         }
     }
     keys_out[rank] = k;
-    order_out[rank] = order[i];
+    order_out[rank] = oi;
 }
 
 /* The root, and the level boundaries: level 0 is [0, 1), nothing beyond it yet. */
@@ -659,6 +665,11 @@ fmk_status build_levels(fmk_plan *plan, fmk_cuda_tree *t, int *overflow)
     if (t->cap_nodes > 0 && n > fmk_cuda_tree_small_max)
         err = cudaMemsetAsync(t->d_offset, 0, sizeof(int32_t));
     int64_t bound = n <= fmk_cuda_tree_small_max ? 0 : 1;
+    /* Level L + 1 cannot be empty while 8^L leaf_size < n (level L has at most 8^L nodes, and
+     * one of them holds more than leaf_size points): no look before that. fresh: the host's
+     * copy of the level table is the last one written. */
+    int64_t width = 1; /* 8^L, capped */
+    int fresh = 0;
     for (; L <= FMK_TREE_MAX_LEVEL && err == cudaSuccess && bound > 0; L++) {
         const unsigned blocks = blocks_for(8 * bound);
         k_count_children<<<blocks, BLOCK>>>(L, (int32_t)bound, t->leaf_size, lb, t->d_keys, cells,
@@ -672,14 +683,18 @@ fmk_status build_levels(fmk_plan *plan, fmk_cuda_tree *t, int *overflow)
                                             t->d_offset, t->d_begin, t->d_end, t->d_n_children,
                                             t->d_more, t->d_next, t->d_parent, t->d_level);
         bound = next_bound(t, bound);
-        if (L % FMK_CUDA_TREE_CHECK == FMK_CUDA_TREE_CHECK - 1 && bound > 0) {
+        fresh = 0;
+        const int known = width * t->leaf_size < n && L < FMK_TREE_MAX_LEVEL;
+        width = width < n ? width * 8 : width;
+        if (L % FMK_CUDA_TREE_CHECK == FMK_CUDA_TREE_CHECK - 1 && bound > 0 && !known) {
             err = cudaMemcpy(h, lb, FMK_CUDA_TREE_LB * sizeof(int32_t), cudaMemcpyDeviceToHost);
+            fresh = err == cudaSuccess;
             if (err == cudaSuccess && (h[L + 2] == h[L + 1] || h[FMK_CUDA_TREE_LB_FLAG] ||
                                        h[FMK_CUDA_TREE_LB_SORT]))
                 bound = 0; /* level L + 1 is empty, the arrays are full, or the keys unsorted */
         }
     }
-    if (err == cudaSuccess)
+    if (err == cudaSuccess && !fresh)
         err = cudaMemcpy(h, lb, FMK_CUDA_TREE_LB * sizeof(int32_t), cudaMemcpyDeviceToHost);
     if (err == cudaSuccess)
         err = cudaGetLastError();
@@ -848,11 +863,9 @@ fmk_status sort_points(fmk_plan *plan, fmk_cuda_tree *t, int64_t n, const double
         err = cub::DeviceRadixSort::SortPairs(t->d_temp, tb, dk, dv, (int)n, 0, 32);
         if (err == cudaSuccess) {
             int32_t *order = dv.Current(), *order_out = dv.Alternate();
-            k_gather_keys<<<blocks_for(n), BLOCK>>>(n, t->d_keys_alt, order, t->d_keys);
-            k_sort_runs<<<blocks_for(n), BLOCK>>>(n, fmk_cuda_tree_split_run_max, t->d_keys,
-                                                  order, t->d_keys_alt, order_out, t->d_lb);
-            uint64_t *keys = t->d_keys;
-            t->d_keys = t->d_keys_alt, t->d_keys_alt = keys;
+            /* the top bits are done with: the sorted keys go to keys */
+            k_gather_runs<<<blocks_for(n), BLOCK>>>(n, fmk_cuda_tree_split_run_max, t->d_keys_alt,
+                                                    order, t->d_keys, order_out, t->d_lb);
             t->d_order = order_out, t->d_order_alt = order;
             err = cudaGetLastError();
         }
