@@ -12,9 +12,9 @@
  * formula); a stable CUB radix sort of (key, index) pairs (above fmk_cuda_tree_split_sort_min
  * points: of the keys' top 32 bits only, then each point of a run of equal top bits placed by
  * its rank in the run; a long run out of order makes the build sort all 63 bits and start
- * again); then level by level: for every node
- * of the level that splits, the octant boundaries in its key range (binary searches), a CUB
- * scan of the child counts, and the children written breadth-first with their next pointers.
+ * again); then level by level: for every node of the level that splits, the octant
+ * boundaries in its key range (levels 0..4: from d_cells, where each cell of level 5 starts;
+ * deeper: binary searches), a CUB scan of the child counts, and the children written breadth-first with their next pointers.
  * The level's first node and count live on the device (d_lb), so the kernels and the scan run
  * over a bound of the level's size known on the host and the host does not wait per level.
  * Trees of at most fmk_cuda_tree_small_max points (2^16) are built below the root by one block
