@@ -19,6 +19,10 @@
  *   tree --one N [--plummer] [--direct]   one configuration, 16 repeats (for a profiler)
  *   --no-small                  (with any of the above) the small-N paths off: one launch per
  *                               tree level and per moment level, no split walk
+ *   --split-sort-min N          trees of more than N points (default 65536) sort the keys' top
+ *                               32 bits first; a huge N sorts all 63 bits (the sort before)
+ *   --no-cells                  the tree's first levels by binary searches, not the table of
+ *                               where each cell of level 5 starts
  *   --split-nodes K, --split-level L, --split-warps W   the split walk's knobs (defaults 8, 5, 24)
  *   --theta T                   theta of --headline and --one (default 0.6)
  *   tree --headline --compare   the headline rows, then each with other acceptance tests
@@ -57,6 +61,12 @@ extern long long fmk_cuda_bh_group_merge_min;
  * of at most this many nodes given their moments by one block, and the walk split in parts up
  * to this many warps per SM. --no-small sets all three to 0 (the paths of larger N). */
 extern long long fmk_cuda_tree_small_max;
+/* Trees of more points than this sort their keys' top 32 bits first (the split sort; a
+ * tuning knob, not API). --split-sort-min N sets it (a huge N: all 63 bits). */
+extern long long fmk_cuda_tree_split_sort_min;
+/* The first levels' octant boundaries from a table of cell starts (1, default) or by binary
+ * searches (0, --no-cells; a tuning knob, not API). */
+extern int fmk_cuda_tree_cells;
 extern long long fmk_cuda_bh_moments_small_max;
 extern int fmk_cuda_bh_split_warps;
 /* The split walk's level: at least this many nodes per part, no deeper than this level. */
@@ -380,6 +390,10 @@ int main(int argc, char **argv)
             with_direct = 1;
         else if (strcmp(argv[a], "--no-small") == 0)
             fmk_cuda_tree_small_max = 0, fmk_cuda_bh_moments_small_max = 0, fmk_cuda_bh_split_warps = 0;
+        else if (strcmp(argv[a], "--no-cells") == 0)
+            fmk_cuda_tree_cells = 0;
+        else if (strcmp(argv[a], "--split-sort-min") == 0 && a + 1 < argc)
+            fmk_cuda_tree_split_sort_min = atoll(argv[++a]);
         else if (strcmp(argv[a], "--split-nodes") == 0 && a + 1 < argc)
             fmk_cuda_bh_split_nodes = atoi(argv[++a]);
         else if (strcmp(argv[a], "--split-level") == 0 && a + 1 < argc)
@@ -409,7 +423,9 @@ int main(int argc, char **argv)
         else {
             fprintf(stderr, "usage: tree [--json] [--quick] [--theta-sweep] [--max-log2 K] [--leaf L] "
                             "[--headline [--big] [--variants]] [--profile] [--groups] [--crossover] "
-                            "[--one N [--plummer] [--direct]] [--no-small] [--split-nodes K] "
+                            "[--one N [--plummer] [--direct]] [--no-small] [--split-sort-min N] "
+                            "[--no-cells] "
+                            "[--split-nodes K] "
                             "[--split-level L] [--split-warps W] [--theta T] [--mac K] [--leaf-theta T] "
                             "[--local P] [--local-k K] [--local-open A] [--local-sweep] "
                             "[--tune [--big]]\n");

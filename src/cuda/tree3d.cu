@@ -47,9 +47,11 @@ __device__ __forceinline__ uint64_t key_of(const double *__restrict__ x, int64_t
 }
 
 __global__ void k_keys(int64_t n, const double *__restrict__ x, uint64_t *__restrict__ keys,
-                       int32_t *__restrict__ idx)
+                       int32_t *__restrict__ idx, int32_t *__restrict__ lb)
 {
     int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (i == 0)
+        lb[FMK_CUDA_TREE_LB_SORT] = 0; /* these keys are sorted on every bit */
     if (i >= n)
         return;
     keys[i] = key_of(x, i);
@@ -71,7 +73,7 @@ template <int BLOCK_THREADS> struct small_sort {
 template <int BLOCK_THREADS>
 __global__ void __launch_bounds__(BLOCK_THREADS)
     k_sort_small(int64_t n, const double *__restrict__ x, uint64_t *__restrict__ keys,
-                 int32_t *__restrict__ order)
+                 int32_t *__restrict__ order, int32_t *__restrict__ lb)
 {
     typedef typename small_sort<BLOCK_THREADS>::type sort_t;
     extern __shared__ __align__(16) unsigned char smem[];
@@ -84,6 +86,8 @@ __global__ void __launch_bounds__(BLOCK_THREADS)
         k[j] = i < n ? key_of(x, i) : ~0ull;
         v[j] = (int32_t)i;
     }
+    if (threadIdx.x == 0)
+        lb[FMK_CUDA_TREE_LB_SORT] = 0; /* these keys are sorted on every bit */
     sort_t(temp).SortBlockedToStriped(k, v, 0, FMK_TREE_KEY_BITS * 3);
 #pragma unroll
     for (int j = 0; j < SORT_ITEMS; j++) {
@@ -93,12 +97,82 @@ __global__ void __launch_bounds__(BLOCK_THREADS)
     }
 }
 
+/* The split sort (above fmk_cuda_tree_split_sort_min points). An LSD radix sort of 63-bit keys
+ * takes 8 passes of 8 bits over 12-byte pairs; the tree needs the same order, (key, index),
+ * but few keys share their top 32 bits (the cells of level 10 and two bits of level 11), so:
+ * a stable sort of (top 32 bits, index) in 4 passes over 8-byte pairs, the full keys gathered
+ * into that order, and each point of a run of equal top bits placed at its rank in the run by
+ * (key, index) (the run is in index order: the sort is stable). A run longer than run_max
+ * that is not in key order already (a dense cluster) sets the sort flag, and the build sorts
+ * all 63 bits and builds again. */
+constexpr int SPLIT_SHIFT = 31;
+
+__global__ void k_keys_split(int64_t n, const double *__restrict__ x, uint64_t *__restrict__ keys,
+                             uint32_t *__restrict__ top, int32_t *__restrict__ idx,
+                             int32_t *__restrict__ lb)
+{
+    int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (i == 0)
+        lb[FMK_CUDA_TREE_LB_SORT] = 0;
+    if (i >= n)
+        return;
+    const uint64_t k = key_of(x, i);
+    keys[i] = k;
+    top[i] = (uint32_t)(k >> SPLIT_SHIFT);
+    idx[i] = (int32_t)i;
+}
+
+/* keys_out, order_out: the full keys (by_index) gathered into the order of the top bits'
+ * sort, with every run of equal top bits of at most run_max points put in (key, index) order:
+ * each point of a run finds the run (at most run_max + 1 points each way) and its rank in it.
+ * Longer runs are left as they are, and one that is out of key order sets the sort flag. Most
+ * points are alone in their run: their neighbours' keys come from the next lanes. */
+__global__ void k_gather_runs(int64_t n, int run_max, const uint64_t *__restrict__ by_index,
+                              const int32_t *__restrict__ order, uint64_t *__restrict__ keys_out,
+                              int32_t *__restrict__ order_out, int32_t *__restrict__ lb)
+{
+    const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    const int lane = threadIdx.x & 31;
+    const bool live = i < n;
+    const int32_t oi = live ? order[i] : 0;
+    const uint64_t k = live ? by_index[oi] : 0;
+    uint64_t prev = __shfl_up_sync(0xffffffffu, k, 1), next = __shfl_down_sync(0xffffffffu, k, 1);
+    if (!live)
+        return;
+    const bool has_prev = i > 0, has_next = i + 1 < n;
+    if (lane == 0 && has_prev)
+        prev = by_index[order[i - 1]];
+    if (lane == 31 && has_next)
+        next = by_index[order[i + 1]];
+    const uint64_t top = k >> SPLIT_SHIFT;
+    int64_t rank = i;
+    if ((has_prev && prev >> SPLIT_SHIFT == top) || (has_next && next >> SPLIT_SHIFT == top)) {
+        int64_t s = i, e = i + 1;
+        while (s > 0 && i - s <= run_max && by_index[order[s - 1]] >> SPLIT_SHIFT == top)
+            s--;
+        while (e < n && e - i <= run_max && by_index[order[e]] >> SPLIT_SHIFT == top)
+            e++;
+        if (e - s > run_max) {
+            if (has_prev && prev > k && prev >> SPLIT_SHIFT == top)
+                lb[FMK_CUDA_TREE_LB_SORT] = 1;
+        } else {
+            rank = s;
+            for (int64_t j = s; j < e; j++) {
+                const uint64_t kj = by_index[order[j]];
+                rank += kj < k || (kj == k && j < i);
+            }
+        }
+    }
+    keys_out[rank] = k;
+    order_out[rank] = oi;
+}
+
 /* The root, and the level boundaries: level 0 is [0, 1), nothing beyond it yet. */
 __global__ void k_root(int64_t n, int32_t *begin, int32_t *end, int32_t *parent, int32_t *next,
                        int8_t *level, int32_t *lb)
 {
     begin[0] = 0, end[0] = (int32_t)n, parent[0] = -1, next[0] = -1, level[0] = 0;
-    for (int k = 0; k < FMK_CUDA_TREE_LB; k++)
+    for (int k = 0; k < FMK_CUDA_TREE_LB_FLAG; k++) /* the sort's words are left as they are */
         lb[k] = k == 0 ? 0 : 1;
     lb[FMK_CUDA_TREE_LB_FLAG] = 0;
     lb[FMK_CUDA_TREE_LB_GROUPS] = 0;
@@ -127,16 +201,47 @@ __device__ __forceinline__ int32_t octant_bound(const uint64_t *__restrict__ key
 /* Lanes of the calling thread's node (8 consecutive lanes of its warp). */
 __device__ __forceinline__ unsigned node_lanes() { return 0xffu << (threadIdx.x & 24); }
 
+/* The first levels' octant boundaries without binary searches: cells[c] is the first sorted
+ * position whose key's cell of level CELL_LEVEL is >= c (k_cell_starts, 8^CELL_LEVEL + 1
+ * entries), so where octant o of a node of level L < CELL_LEVEL starts is one load (at the top
+ * levels of a large tree each search was a chain of ~20 dependent loads, per kernel). */
+constexpr int CELL_LEVEL = 5;
+constexpr int64_t CELLS = 1ll << (3 * CELL_LEVEL);
+
+__global__ void k_cell_starts(int64_t n, const uint64_t *__restrict__ keys, int32_t *__restrict__ cells)
+{
+    const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (i > n)
+        return;
+    const int shift = 3 * (FMK_TREE_KEY_BITS - CELL_LEVEL);
+    const int64_t c = i < n ? (int64_t)(keys[i] >> shift) : CELLS;
+    const int64_t prev = i > 0 ? (int64_t)(keys[i - 1] >> shift) : -1;
+    for (int64_t q = prev + 1; q <= c; q++) /* the empty cells before c start here too */
+        cells[q] = (int32_t)i;
+}
+
 /* For thread o of node [b, e) at level L: [*lo, *hi), its octant's points (children at level
  * L + 1; empty when the node does not split), and the mask of the node's nonempty octants (as
- * bits of the warp's lanes). All 8 threads of the node must call it. */
-__device__ __forceinline__ unsigned octant_of(const uint64_t *__restrict__ keys, int32_t b,
+ * bits of the warp's lanes). All 8 threads of the node must call it. cells (may be NULL): the
+ * table of k_cell_starts. */
+__device__ __forceinline__ unsigned octant_of(const uint64_t *__restrict__ keys,
+                                              const int32_t *__restrict__ cells, int32_t b,
                                               int32_t e, bool split, int L, int32_t *lo,
                                               int32_t *hi)
 {
     const unsigned o = threadIdx.x & 7, lanes = node_lanes();
     const int shift = 3 * (FMK_TREE_KEY_BITS - 1 - L);
-    const int32_t l = split && o > 0 ? octant_bound(keys, b, e, shift, o) : b;
+    int32_t l = b;
+    if (split && o > 0) {
+        if (cells && L < CELL_LEVEL) {
+            /* the node's cell at level L, its child o, the first cell of level CELL_LEVEL in it */
+            const uint64_t child = (keys[b] >> (shift + 3)) << 3 | o;
+            l = cells[child << 3 * (CELL_LEVEL - 1 - L)];
+            l = l < b ? b : l > e ? e : l; /* (keys out of order: the build starts again) */
+        } else {
+            l = octant_bound(keys, b, e, shift, o);
+        }
+    }
     int32_t h = __shfl_down_sync(lanes, l, 1, 8);
     h = o == 7 ? e : h;
     *lo = l, *hi = split ? h : b;
@@ -147,7 +252,8 @@ __device__ __forceinline__ unsigned octant_of(const uint64_t *__restrict__ keys,
  * is nodes [lb[L], lb[L + 1]); bound >= its size is the grid (8 bound threads), and counts[0 ..
  * bound) gets the child counts (0 past the level) for the scan. */
 __global__ void k_count_children(int L, int32_t bound, int leaf_size, const int32_t *__restrict__ lb,
-                                 const uint64_t *__restrict__ keys, const int32_t *__restrict__ begin,
+                                 const uint64_t *__restrict__ keys,
+                                 const int32_t *__restrict__ cells, const int32_t *__restrict__ begin,
                                  const int32_t *__restrict__ end, int32_t *__restrict__ n_children,
                                  int32_t *__restrict__ more, int32_t *__restrict__ counts)
 {
@@ -163,8 +269,8 @@ __global__ void k_count_children(int L, int32_t bound, int leaf_size, const int3
     }
     const int32_t i = first + k, b = begin[i], e = end[i];
     int32_t lo, hi;
-    const int c = __popc(octant_of(keys, b, e, e - b > leaf_size && L < FMK_TREE_MAX_LEVEL, L,
-                                   &lo, &hi));
+    const int c = __popc(octant_of(keys, cells, b, e, e - b > leaf_size && L < FMK_TREE_MAX_LEVEL,
+                                   L, &lo, &hi));
     if (o0) {
         n_children[i] = c;
         more[i] = -1;
@@ -178,6 +284,7 @@ __global__ void k_count_children(int L, int32_t bound, int leaf_size, const int3
  * when they do not fit in cap nodes. */
 __global__ void k_write_children(int L, int32_t bound, int64_t cap, int32_t *__restrict__ lb,
                                  const uint64_t *__restrict__ keys,
+                                 const int32_t *__restrict__ cells,
                                  const int32_t *__restrict__ offset, int32_t *__restrict__ begin,
                                  int32_t *__restrict__ end, int32_t *__restrict__ n_children,
                                  int32_t *__restrict__ more, int32_t *__restrict__ next,
@@ -201,7 +308,7 @@ __global__ void k_write_children(int L, int32_t bound, int64_t cap, int32_t *__r
     if (nc == 0)
         return;
     int32_t lo, hi;
-    const unsigned nonempty = octant_of(keys, begin[i], end[i], true, L, &lo, &hi);
+    const unsigned nonempty = octant_of(keys, cells, begin[i], end[i], true, L, &lo, &hi);
     const int32_t c0 = first_child + offset[k];
     const unsigned o = threadIdx.x & 7;
     if (o == 0)
@@ -240,7 +347,7 @@ __global__ void __launch_bounds__(SMALL_BLOCK)
     if (tid == 0) {
         begin[0] = 0, end[0] = (int32_t)n, parent[0] = -1, next[0] = -1, level[0] = 0;
         lb[0] = 0;
-        for (int k = 1; k < FMK_CUDA_TREE_LB; k++)
+        for (int k = 1; k < FMK_CUDA_TREE_LB_FLAG; k++)
             lb[k] = 1;
         lb[FMK_CUDA_TREE_LB_FLAG] = 0;
         lb[FMK_CUDA_TREE_LB_GROUPS] = 0;
@@ -486,6 +593,22 @@ fmk_status grow_nodes(fmk_plan *plan, fmk_cuda_tree *t, int64_t need, long long 
     return st;
 }
 
+/* CUB's workspace for the sorts of n keys: all 63 bits of 64-bit keys, or 32-bit keys (the
+ * split sort), whichever needs more. */
+cudaError_t sort_temp_bytes(int64_t n, size_t *bytes)
+{
+    size_t b64 = 0, b32 = 0;
+    const int m = (int)(n > 0 ? n : 1);
+    cub::DoubleBuffer<uint64_t> k(NULL, NULL);
+    cub::DoubleBuffer<uint32_t> k32(NULL, NULL);
+    cub::DoubleBuffer<int32_t> v(NULL, NULL);
+    cudaError_t err = cub::DeviceRadixSort::SortPairs(NULL, b64, k, v, m, 0, 63);
+    if (err == cudaSuccess)
+        err = cub::DeviceRadixSort::SortPairs(NULL, b32, k32, v, m, 0, 32);
+    *bytes = b64 > b32 ? b64 : b32;
+    return err;
+}
+
 /* Largest size of level L + 1 given a bound b of level L's: 8 children per splitting node, at
  * most n / (leaf_size + 1) nodes split, at most n nodes and cap_nodes in all. */
 int64_t next_bound(const fmk_cuda_tree *t, int64_t b)
@@ -502,6 +625,17 @@ int64_t next_bound(const fmk_cuda_tree *t, int64_t b)
  * built by one block (k_build_small), larger ones level by level over the whole GPU. */
 extern "C" long long fmk_cuda_tree_small_max;
 long long fmk_cuda_tree_small_max = 1ll << 16;
+/* Tuning knobs (not API): trees of more points than this sort their keys' top 32 bits first
+ * (the split sort), and runs of equal top bits longer than run_max that are out of key order
+ * make the build sort all 63 bits instead. */
+extern "C" long long fmk_cuda_tree_split_sort_min;
+long long fmk_cuda_tree_split_sort_min = 1ll << 16;
+extern "C" int fmk_cuda_tree_split_run_max;
+int fmk_cuda_tree_split_run_max = 1024;
+/* Tuning knob (not API): the first levels' octant boundaries from the cell table (1), or by
+ * binary searches (0). */
+extern "C" int fmk_cuda_tree_cells;
+int fmk_cuda_tree_cells = 1;
 
 namespace {
 
@@ -515,6 +649,7 @@ fmk_status build_levels(fmk_plan *plan, fmk_cuda_tree *t, int *overflow)
 {
     const int64_t n = t->n_points;
     int32_t *lb = t->d_lb, *h = t->h_lb;
+    int32_t *cells = fmk_cuda_tree_cells ? t->d_cells : NULL;
     cudaError_t err = cudaSuccess;
     int L = 0;
     if (n <= fmk_cuda_tree_small_max) {
@@ -523,31 +658,43 @@ fmk_status build_levels(fmk_plan *plan, fmk_cuda_tree *t, int *overflow)
                                           t->d_parent, t->d_level, lb);
         L = FMK_TREE_MAX_LEVEL + 1;
     } else {
+        if (cells)
+            k_cell_starts<<<blocks_for(n + 1), BLOCK>>>(n, t->d_keys, cells);
         k_root<<<1, 1>>>(n, t->d_begin, t->d_end, t->d_parent, t->d_next, t->d_level, lb);
     }
     if (t->cap_nodes > 0 && n > fmk_cuda_tree_small_max)
         err = cudaMemsetAsync(t->d_offset, 0, sizeof(int32_t));
     int64_t bound = n <= fmk_cuda_tree_small_max ? 0 : 1;
+    /* Level L + 1 cannot be empty while 8^L leaf_size < n (level L has at most 8^L nodes, and
+     * one of them holds more than leaf_size points): no look before that. fresh: the host's
+     * copy of the level table is the last one written. */
+    int64_t width = 1; /* 8^L, capped */
+    int fresh = 0;
     for (; L <= FMK_TREE_MAX_LEVEL && err == cudaSuccess && bound > 0; L++) {
         const unsigned blocks = blocks_for(8 * bound);
-        k_count_children<<<blocks, BLOCK>>>(L, (int32_t)bound, t->leaf_size, lb, t->d_keys,
+        k_count_children<<<blocks, BLOCK>>>(L, (int32_t)bound, t->leaf_size, lb, t->d_keys, cells,
                                             t->d_begin, t->d_end, t->d_n_children, t->d_more,
                                             t->d_counts);
         size_t tb = t->temp_bytes;
         err = cub::DeviceScan::InclusiveSum(t->d_temp, tb, t->d_counts, t->d_offset + 1, (int)bound);
         if (err != cudaSuccess)
             break;
-        k_write_children<<<blocks, BLOCK>>>(L, (int32_t)bound, t->cap_nodes, lb, t->d_keys,
+        k_write_children<<<blocks, BLOCK>>>(L, (int32_t)bound, t->cap_nodes, lb, t->d_keys, cells,
                                             t->d_offset, t->d_begin, t->d_end, t->d_n_children,
                                             t->d_more, t->d_next, t->d_parent, t->d_level);
         bound = next_bound(t, bound);
-        if (L % FMK_CUDA_TREE_CHECK == FMK_CUDA_TREE_CHECK - 1 && bound > 0) {
+        fresh = 0;
+        const int known = width * t->leaf_size < n && L < FMK_TREE_MAX_LEVEL;
+        width = width < n ? width * 8 : width;
+        if (L % FMK_CUDA_TREE_CHECK == FMK_CUDA_TREE_CHECK - 1 && bound > 0 && !known) {
             err = cudaMemcpy(h, lb, FMK_CUDA_TREE_LB * sizeof(int32_t), cudaMemcpyDeviceToHost);
-            if (err == cudaSuccess && (h[L + 2] == h[L + 1] || h[FMK_CUDA_TREE_LB_FLAG]))
-                bound = 0; /* level L + 1 is empty, or the arrays are full */
+            fresh = err == cudaSuccess;
+            if (err == cudaSuccess && (h[L + 2] == h[L + 1] || h[FMK_CUDA_TREE_LB_FLAG] ||
+                                       h[FMK_CUDA_TREE_LB_SORT]))
+                bound = 0; /* level L + 1 is empty, the arrays are full, or the keys unsorted */
         }
     }
-    if (err == cudaSuccess)
+    if (err == cudaSuccess && !fresh)
         err = cudaMemcpy(h, lb, FMK_CUDA_TREE_LB * sizeof(int32_t), cudaMemcpyDeviceToHost);
     if (err == cudaSuccess)
         err = cudaGetLastError();
@@ -588,20 +735,18 @@ extern "C" int64_t fmk_cuda_tree3d_node_bound(int64_t n, int64_t leaf_size)
 extern "C" int64_t fmk_cuda_tree3d_build_bytes(int64_t n)
 {
     size_t sort_bytes = 0;
-    cub::DoubleBuffer<uint64_t> k(NULL, NULL);
-    cub::DoubleBuffer<int32_t> v(NULL, NULL);
-    if (cub::DeviceRadixSort::SortPairs(NULL, sort_bytes, k, v, (int)(n > 0 ? n : 1), 0, 63) !=
-        cudaSuccess)
+    if (sort_temp_bytes(n, &sort_bytes) != cudaSuccess)
         (void)cudaGetLastError(), sort_bytes = (size_t)n * 4 + (1 << 20);
-    /* keys and indices twice (the sort's buffers) and the sort's workspace, all kept */
-    return 2 * n * (8 + 4) + (int64_t)sort_bytes + FMK_CUDA_TREE_LB * 4;
+    /* keys and indices twice (the sort's buffers) and the sort's workspace, all kept; the
+     * level table and the cell table */
+    return 2 * n * (8 + 4) + (int64_t)sort_bytes + FMK_CUDA_TREE_LB * 4 + (CELLS + 1) * 4;
 }
 
 extern "C" void fmk_cuda_tree3d_free(fmk_cuda_tree *t)
 {
     void *p[] = {t->d_keys, t->d_order, t->d_begin, t->d_end, t->d_more, t->d_next,
                  t->d_n_children, t->d_parent, t->d_level, t->d_keys_alt, t->d_order_alt,
-                 t->d_temp, t->d_counts, t->d_offset, t->d_lb};
+                 t->d_temp, t->d_counts, t->d_offset, t->d_lb, t->d_cells};
     for (size_t k = 0; k < sizeof p / sizeof p[0]; k++)
         free_ptr(p[k]);
     if (t->h_lb && cudaFreeHost(t->h_lb) != cudaSuccess)
@@ -635,9 +780,7 @@ fmk_status grow_points(fmk_plan *plan, fmk_cuda_tree *t, int64_t n, long long ex
 fmk_status grow_temp(fmk_plan *plan, fmk_cuda_tree *t, int64_t n, long long extra)
 {
     size_t sort_bytes = 0, scan_bytes = 0, scan2 = 0;
-    cub::DoubleBuffer<uint64_t> k(NULL, NULL);
-    cub::DoubleBuffer<int32_t> v(NULL, NULL);
-    cudaError_t err = cub::DeviceRadixSort::SortPairs(NULL, sort_bytes, k, v, (int)(n > 0 ? n : 1), 0, 63);
+    cudaError_t err = sort_temp_bytes(n, &sort_bytes);
     if (err == cudaSuccess)
         err = cub::DeviceScan::InclusiveSum(NULL, scan_bytes, (int32_t *)NULL, (int32_t *)NULL,
                                             (int)(t->cap_nodes + 1));
@@ -668,6 +811,14 @@ fmk_status make_lb(fmk_plan *plan, fmk_cuda_tree *t, long long extra)
     if (st == FMK_OK)
         t->bytes += FMK_CUDA_TREE_LB * sizeof(int32_t);
     if (st == FMK_OK)
+        st = fmk_cuda_alloc(plan, (void **)&t->d_cells, (size_t)(CELLS + 1) * sizeof(int32_t),
+                            "the tree's cell table", extra + t->bytes + (CELLS + 1) * 4);
+    if (st == FMK_OK)
+        t->bytes += (CELLS + 1) * sizeof(int32_t);
+    if (st == FMK_OK) /* the sort's flag is read after builds that do not write it (n = 0) */
+        st = check(plan, cudaMemset(t->d_lb, 0, FMK_CUDA_TREE_LB * sizeof(int32_t)),
+                   "cudaMemset (the tree's level table)");
+    if (st == FMK_OK)
         st = check(plan, cudaMallocHost((void **)&t->h_lb, FMK_CUDA_TREE_LB * sizeof(int32_t)),
                    "cudaMallocHost (the tree's level table)");
     return st;
@@ -685,10 +836,51 @@ cudaError_t sort_small(int64_t n, const double *d_x, fmk_cuda_tree *t)
                                    cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
     ready = err == cudaSuccess;
     if (err == cudaSuccess) {
-        k_sort_small<BLOCK_THREADS><<<1, BLOCK_THREADS, bytes>>>(n, d_x, t->d_keys, t->d_order);
+        k_sort_small<BLOCK_THREADS><<<1, BLOCK_THREADS, bytes>>>(n, d_x, t->d_keys, t->d_order,
+                                                                t->d_lb);
         err = cudaGetLastError();
     }
     return err;
+}
+
+/* Sorts the keys of the n mapped points d_x with their indices into t->d_keys, t->d_order:
+ * by one block (2049 .. 8192 points of a small tree), the split sort when split is set (the
+ * build checks its flag after the levels), or CUB's sort of all 63 key bits. */
+fmk_status sort_points(fmk_plan *plan, fmk_cuda_tree *t, int64_t n, const double *d_x, int split)
+{
+    if (n > SORT_SMALL_MIN && n <= SORT_SMALL_MAX && n <= fmk_cuda_tree_small_max)
+        return check(plan, sort_small<512>(n, d_x, t), "the one-block sort");
+    if (n <= 0)
+        return FMK_OK;
+    size_t tb = t->temp_bytes;
+    cudaError_t err;
+    if (split) {
+        /* the full keys by index in keys_alt; the top bits and their sort twin in keys */
+        uint32_t *top = (uint32_t *)t->d_keys;
+        k_keys_split<<<blocks_for(n), BLOCK>>>(n, d_x, t->d_keys_alt, top, t->d_order, t->d_lb);
+        cub::DoubleBuffer<uint32_t> dk(top, top + n);
+        cub::DoubleBuffer<int32_t> dv(t->d_order, t->d_order_alt);
+        err = cub::DeviceRadixSort::SortPairs(t->d_temp, tb, dk, dv, (int)n, 0, 32);
+        if (err == cudaSuccess) {
+            int32_t *order = dv.Current(), *order_out = dv.Alternate();
+            /* the top bits are done with: the sorted keys go to keys */
+            k_gather_runs<<<blocks_for(n), BLOCK>>>(n, fmk_cuda_tree_split_run_max, t->d_keys_alt,
+                                                    order, t->d_keys, order_out, t->d_lb);
+            t->d_order = order_out, t->d_order_alt = order;
+            err = cudaGetLastError();
+        }
+        return check(plan, err, "the split sort");
+    }
+    k_keys<<<blocks_for(n), BLOCK>>>(n, d_x, t->d_keys, t->d_order, t->d_lb);
+    /* (key, index) pairs: LSD radix sort is stable, so ties keep the caller's order */
+    cub::DoubleBuffer<uint64_t> dk(t->d_keys, t->d_keys_alt);
+    cub::DoubleBuffer<int32_t> dv(t->d_order, t->d_order_alt);
+    err = cub::DeviceRadixSort::SortPairs(t->d_temp, tb, dk, dv, (int)n, 0, 63);
+    if (err == cudaSuccess) {
+        t->d_keys = dk.Current(), t->d_keys_alt = dk.Alternate();
+        t->d_order = dv.Current(), t->d_order_alt = dv.Alternate();
+    }
+    return check(plan, err, "cub::DeviceRadixSort::SortPairs");
 }
 
 } // namespace
@@ -711,24 +903,18 @@ extern "C" fmk_status fmk_cuda_tree3d_build(fmk_plan *plan, int64_t n, const dou
         st = grow_nodes(plan, t, cap, extra);
     if (st == FMK_OK)
         st = grow_temp(plan, t, n, extra);
-    if (st == FMK_OK && n > SORT_SMALL_MIN && n <= SORT_SMALL_MAX && n <= fmk_cuda_tree_small_max) {
-        st = check(plan, sort_small<512>(n, d_x, t), "the one-block sort");
-    } else if (st == FMK_OK && n > 0) {
-        k_keys<<<blocks_for(n), BLOCK>>>(n, d_x, t->d_keys, t->d_order);
-        /* (key, index) pairs: LSD radix sort is stable, so ties keep the caller's order */
-        cub::DoubleBuffer<uint64_t> dk(t->d_keys, t->d_keys_alt);
-        cub::DoubleBuffer<int32_t> dv(t->d_order, t->d_order_alt);
-        size_t tb = t->temp_bytes;
-        st = check(plan, cub::DeviceRadixSort::SortPairs(t->d_temp, tb, dk, dv, (int)n, 0, 63),
-                   "cub::DeviceRadixSort::SortPairs");
-        if (st == FMK_OK) {
-            t->d_keys = dk.Current(), t->d_keys_alt = dk.Alternate();
-            t->d_order = dv.Current(), t->d_order_alt = dv.Alternate();
-        }
-    }
+    int split = n > fmk_cuda_tree_split_sort_min;
+    if (st == FMK_OK)
+        st = sort_points(plan, t, n, d_x, split);
     for (int tries = 0; st == FMK_OK; tries++) {
         int overflow = 0;
         st = build_levels(plan, t, &overflow);
+        if (st == FMK_OK && split && t->h_lb[FMK_CUDA_TREE_LB_SORT]) {
+            /* a run of equal top bits too long for one block: all 63 bits, and again */
+            split = 0;
+            st = sort_points(plan, t, n, d_x, 0);
+            continue;
+        }
         if (st != FMK_OK || !overflow)
             break;
         /* the node arrays were too small: larger ones, and the scan's workspace with them */

@@ -9,9 +9,12 @@
  * them from order for comparisons.
  *
  * Build (all on the default stream): keys from the mapped points (double, tree3d.h's
- * formula); a stable CUB radix sort of (key, index) pairs; then level by level: for every node
- * of the level that splits, the octant boundaries in its key range (binary searches), a CUB
- * scan of the child counts, and the children written breadth-first with their next pointers.
+ * formula); a stable CUB radix sort of (key, index) pairs (above fmk_cuda_tree_split_sort_min
+ * points: of the keys' top 32 bits only, then each point of a run of equal top bits placed by
+ * its rank in the run; a long run out of order makes the build sort all 63 bits and start
+ * again); then level by level: for every node of the level that splits, the octant
+ * boundaries in its key range (levels 0..4: from d_cells, where each cell of level 5 starts;
+ * deeper: binary searches), a CUB scan of the child counts, and the children written breadth-first with their next pointers.
  * The level's first node and count live on the device (d_lb), so the kernels and the scan run
  * over a bound of the level's size known on the host and the host does not wait per level.
  * Trees of at most fmk_cuda_tree_small_max points (2^16) are built below the root by one block
@@ -57,13 +60,16 @@ typedef struct fmk_cuda_tree {
     size_t temp_bytes;
     int32_t *d_counts, *d_offset;
     int32_t *d_lb, *h_lb;
+    int32_t *d_cells;           /* where each cell of level 5 starts (the first levels' bounds) */
     int64_t bytes;              /* device bytes held by the arrays above */
 } fmk_cuda_tree;
 
-/* Words of d_lb: level_begin[0 .. FMK_TREE_MAX_LEVEL + 2], an overflow flag, a group count. */
+/* Words of d_lb: level_begin[0 .. FMK_TREE_MAX_LEVEL + 2], an overflow flag, a group count,
+ * and the split sort's flag (set: the keys are not in order, sort all their bits). */
 #define FMK_CUDA_TREE_LB (FMK_TREE_MAX_LEVEL + 6)
 #define FMK_CUDA_TREE_LB_FLAG (FMK_TREE_MAX_LEVEL + 3)
 #define FMK_CUDA_TREE_LB_GROUPS (FMK_TREE_MAX_LEVEL + 4)
+#define FMK_CUDA_TREE_LB_SORT (FMK_TREE_MAX_LEVEL + 5)
 
 /* Node arrays bytes per node slot (with the level workspace: counts and their scan). */
 #define FMK_CUDA_TREE_NODE_BYTES (8 * 4 + 1)

@@ -32,6 +32,12 @@ extern long long fmk_cuda_bh_group_merge_min; /* fewer targets: one group per no
 /* Small-N paths: trees of at most this many points built by one block, moments of trees of at
  * most this many nodes by one block, the walk split in parts up to this many warps per SM. */
 extern long long fmk_cuda_tree_small_max;
+/* The split sort: trees of more points than this sort their keys' top 32 bits first; runs of
+ * equal top bits longer than run_max make the build sort all 63 bits instead. */
+extern long long fmk_cuda_tree_split_sort_min;
+extern int fmk_cuda_tree_split_run_max;
+/* The first levels' octant boundaries from a table of cell starts (1) or binary searches (0). */
+extern int fmk_cuda_tree_cells;
 extern long long fmk_cuda_bh_moments_small_max;
 extern int fmk_cuda_bh_split_warps;
 extern int fmk_cuda_bh_split_level_max;
@@ -371,25 +377,41 @@ static void test_device_paths(void)
 }
 
 /* The GPU tree equals the CPU build (tree3d.c) array for array, built by one block and level by
- * level over the GPU. */
+ * level over the GPU; level by level with the keys sorted on all 63 bits (and the first levels
+ * by binary searches, not the cell table), by the split sort (top 32 bits, then runs of equal
+ * top bits), and by the split sort falling back to all 63 bits (run_max 1, or a tight
+ * cluster's long runs). */
 static void test_same_tree(void)
 {
     const int64_t n = quick ? 5000 : 200000;
     double *x = xmalloc((size_t)n * 24);
     const int leaf_sizes[3] = {1, 16, 64};
-    for (int c = 0; c < 10; c++) {
-        fmk_cuda_tree_small_max = c < 5 ? 1ll << 40 : 0;
+    static const char *const builds[4] = {"one block",
+                                          "level by level, 63-bit sort, binary searches",
+                                          "level by level, split sort",
+                                          "level by level, split sort falling back"};
+    for (int c = 0; c < 24; c++) {
+        const int build = c / 6, dist = c % 6;
+        fmk_cuda_tree_small_max = build == 0 ? 1ll << 40 : 0;
+        fmk_cuda_tree_split_sort_min = build >= 2 ? 0 : 1ll << 40;
+        fmk_cuda_tree_split_run_max = build == 3 ? 1 : 1024;
+        fmk_cuda_tree_cells = build != 1;
         /* one block: the one-block sort takes 2049 .. 8192 points */
-        int64_t nc = c % 5 == 3 ? 1 : c % 5 == 4 ? 2 : c < 5 && n > 8000 ? 8000 : n;
-        test_points(c % 5 == 1 ? TEST_DIST_CLUSTERED : TEST_DIST_PLUMMER, nc, 61 + c % 5, x);
-        if (c % 5 == 2) /* a third of them identical */
+        int64_t nc = dist == 3 ? 1 : dist == 4 ? 2 : build == 0 && n > 8000 ? 8000 : n;
+        test_points(dist == 1 ? TEST_DIST_CLUSTERED : TEST_DIST_PLUMMER, nc, 61 + dist, x);
+        if (dist == 2) /* a third of them identical */
             for (int64_t i = 0; i < nc / 3; i++)
                 x[3 * i] = x[3 * i + 1] = x[3 * i + 2] = 0.5;
+        if (dist == 5) /* half of them within 1e-3 (cells of level 11 are ~4e-3 wide here),
+                        * most keys distinct: long runs of equal top bits */
+            for (int64_t i = 0; i < nc / 2; i++)
+                for (int k = 0; k < 3; k++)
+                    x[3 * i + k] = 0.5 + 2.5e-4 * x[3 * i + k];
         for (int l = 0; l < 3; l++) {
             fmk_opts o = tree_opts(FMK_PRECISION_FP64, 0.6, FMK_WALK_AUTO);
             o.leaf_size = leaf_sizes[l];
-            check_context("same tree: case %d, leaf size %d, %s", c % 5, leaf_sizes[l],
-                          c < 5 ? "one block" : "level by level");
+            check_context("same tree: case %d, leaf size %d, %s", dist, leaf_sizes[l],
+                          builds[build]);
             fmk_plan *p = NULL;
             CHECK_PLAN_OK(fmk_plan_create(&p, 3, FMK_KERNEL_LAPLACE, 1e-3, &o), NULL);
             if (!p)
@@ -421,6 +443,9 @@ static void test_same_tree(void)
         }
     }
     fmk_cuda_tree_small_max = 1ll << 16;
+    fmk_cuda_tree_split_sort_min = 1ll << 16;
+    fmk_cuda_tree_split_run_max = 1024;
+    fmk_cuda_tree_cells = 1;
     free(x);
 }
 
