@@ -313,7 +313,9 @@ __global__ void __launch_bounds__(BLOCK) k_p2e(int p, int S, tabs tb, const int3
 /* Translations over tiles of TB target boxes (see the file comment): M2L (cube given: the
  * output is scaled by 1/side), M2M and L2L (cube NULL). T[slot][j][k] is a slot's matrix
  * (direction or octant), transposed. tile_src[e * TB + t]: the source box of target t of the
- * tile for entry e, or -1. M2L_THREADS threads, each owning RPT output rows for all TB
+ * tile for entry e, or -1. blockIdx.y splits a tile's entries (gridDim.y blocks per tile, atomic
+ * adds into the outputs then: the top levels of M2M have too few tiles to fill the GPU, and a
+ * tile's 8 octants are 8 independent products). M2L_THREADS threads, each owning RPT output rows for all TB
  * targets; the TB multipoles sit in shared memory as ms[j][t], so that one 16-byte load feeds
  * 2 RPT fused multiply-adds. */
 template <int RPT, int TB>
@@ -335,7 +337,7 @@ __global__ void __launch_bounds__(M2L_THREADS) k_tiles(int S, int32_t first_tile
 #pragma unroll
         for (int t = 0; t < TB; t++)
             acc[r][t] = 0;
-    for (int e = tile_begin[tile]; e < tile_begin[tile + 1]; e++) {
+    for (int e = tile_begin[tile] + blockIdx.y; e < tile_begin[tile + 1]; e += gridDim.y) {
         const int32_t *srcs = tile_src + (int64_t)e * TB;
         __syncthreads();
         for (int i = threadIdx.x; i < TB * S; i += M2L_THREADS) {
@@ -384,7 +386,9 @@ __global__ void __launch_bounds__(M2L_THREADS) k_tiles(int S, int32_t first_tile
 #pragma unroll
         for (int r = 0; r < RPT; r++) {
             const int k = threadIdx.x + r * M2L_THREADS;
-            if (k < S)
+            if (k < S && gridDim.y > 1)
+                atomicAdd(L + (int64_t)b * S + k, acc[r][t] * inv_s);
+            else if (k < S)
                 L[(int64_t)b * S + k] += acc[r][t] * inv_s;
         }
     }
@@ -817,6 +821,7 @@ enum { EV_START, EV_P2M, EV_M2M, EV_M2L, EV_L2L, EV_L2P, EV_JOIN, EV_END, EV_FOR
 
 struct fmm_gpu {
     int device, order, S, nh;
+    int sms;                           /* the device's multiprocessors */
     int fp32;                          /* P2P in fp32 (precision fp32) */
     int32_t leaf_size;
     int64_t near_max;                  /* W and X entries done as P2P: up to this many points */
@@ -1049,7 +1054,6 @@ fmk_status setup_on_device(fmk_plan *plan, fmm_gpu *s, double *d_all)
     const int p = s->order;
     const long long total = plan_total(plan);
     fmk_status st;
-    fmk_cuda_fmm3d_geo_free(&s->g); /* the previous points' (the tree keeps its arrays) */
     fmk_cuda_tree &tree = s->tree;
     st = fmk_cuda_tree3d_build(plan, np, d_all, s->leaf_size, total, &tree);
     if (st == FMK_OK) {
@@ -1158,6 +1162,7 @@ fmk_status new_state(fmk_plan *plan, fmm_gpu **out)
     if (!s)
         return fmk_error_set(plan, FMK_ERR_NOMEM, "out of host memory");
     s->device = plan->opts.device;
+    s->sms = fmk_cuda_sm_count(s->device);
     s->fp32 = plan->opts.precision == FMK_PRECISION_FP32;
     s->order = order_of(plan);
     s->leaf_size = leaf_size_of(plan, s->order);
@@ -1409,13 +1414,13 @@ void point_ops(fmm_gpu *s, int nt, int which)
 /* Tiles [first, end) of the translation kernel with matrices T (cube: M2L's scaling). */
 template <int RPT, int TB>
 cudaError_t launch_tiles(fmm_gpu *s, int64_t first, int64_t end, const double *T, const real4d *cube,
-                         const double *in, double *out)
+                         const double *in, double *out, unsigned split)
 {
     const size_t smem = 8 * (size_t)TB * s->S;
     cudaError_t err = cudaFuncSetAttribute(k_tiles<RPT, TB>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            (int)smem);
     if (err == cudaSuccess && end > first) {
-        k_tiles<RPT, TB><<<(unsigned)(end - first), M2L_THREADS, smem, s->stream[0]>>>(
+        k_tiles<RPT, TB><<<dim3((unsigned)(end - first), split), M2L_THREADS, smem, s->stream[0]>>>(
             s->S, (int32_t)first, s->g.d_tile_nodes, s->g.d_tile_begin, s->g.d_tile_slot, s->g.d_tile_src, T, cube, in,
             out);
         err = cudaGetLastError();
@@ -1424,15 +1429,20 @@ cudaError_t launch_tiles(fmm_gpu *s, int64_t first, int64_t end, const double *T
 }
 
 cudaError_t tiles(fmm_gpu *s, int64_t first, int64_t end, const double *T, const real4d *cube,
-                  const double *in, double *out)
+                  const double *in, double *out, int split_entries)
 {
+    /* a level with fewer tiles than two blocks per SM: each tile's entries over up to 8 blocks */
+    unsigned split = 1;
+    const int64_t n = end - first, want = 2 * (int64_t)s->sms;
+    if (split_entries && n > 0 && n < want)
+        split = (unsigned)((want + n - 1) / n > 8 ? 8 : (want + n - 1) / n);
     switch (s->cfg.rpt) {
-    case 1: return launch_tiles<1, 32>(s, first, end, T, cube, in, out);
-    case 2: return launch_tiles<2, 32>(s, first, end, T, cube, in, out);
-    case 4: return launch_tiles<4, 16>(s, first, end, T, cube, in, out);
-    case 8: return launch_tiles<8, 8>(s, first, end, T, cube, in, out);
-    case 16: return launch_tiles<16, 4>(s, first, end, T, cube, in, out);
-    default: return launch_tiles<32, 2>(s, first, end, T, cube, in, out);
+    case 1: return launch_tiles<1, 32>(s, first, end, T, cube, in, out, split);
+    case 2: return launch_tiles<2, 32>(s, first, end, T, cube, in, out, split);
+    case 4: return launch_tiles<4, 16>(s, first, end, T, cube, in, out, split);
+    case 8: return launch_tiles<8, 8>(s, first, end, T, cube, in, out, split);
+    case 16: return launch_tiles<16, 4>(s, first, end, T, cube, in, out, split);
+    default: return launch_tiles<32, 2>(s, first, end, T, cube, in, out, split);
     }
 }
 
@@ -1545,7 +1555,7 @@ fmk_status run_eval(fmk_plan *plan, fmm_gpu *s, const double *charges, double *p
     cudaEventRecord(s->ev[EV_P2M], fs);
     /* up to level 2 only: M2L, M2P read multipoles from level 2 down (V and W entries are there) */
     for (int lev = s->levels - 2; lev >= 2 && err == cudaSuccess; lev--)
-        err = tiles(s, s->g.m2m_first[lev], s->g.m2m_first[lev + 1], s->d_m2m, NULL, s->d_M, s->d_M);
+        err = tiles(s, s->g.m2m_first[lev], s->g.m2m_first[lev + 1], s->d_m2m, NULL, s->d_M, s->d_M, 1);
     cudaEventRecord(s->ev[EV_M2M], fs);
     /* M2L: per batch of directions, X = [T_d0; T_d1; ...] M (the matrices stacked, all boxes
      * from level 2 down: one GEMM on the tensor cores), then each target box gathers its V
@@ -1570,7 +1580,7 @@ fmk_status run_eval(fmk_plan *plan, fmm_gpu *s, const double *charges, double *p
         point_ops(s, (int)nt, 1); /* P2L */
     cudaEventRecord(s->ev[EV_M2L], fs);
     for (int lev = 3; lev < s->levels && err == cudaSuccess; lev++)
-        err = tiles(s, s->g.l2l_first[lev], s->g.l2l_first[lev + 1], s->d_l2l, NULL, s->d_L, s->d_L);
+        err = tiles(s, s->g.l2l_first[lev], s->g.l2l_first[lev + 1], s->d_l2l, NULL, s->d_L, s->d_L, 0);
     cudaEventRecord(s->ev[EV_L2L], fs);
     point_ops(s, (int)nt, 2); /* L2P, M2P */
     cudaEventRecord(s->ev[EV_L2P], fs);

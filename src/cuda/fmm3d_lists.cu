@@ -442,7 +442,6 @@ struct scratch {
     int32_t *v_unsorted;
     int16_t *vd_unsorted;
     void *temp;
-    size_t temp_bytes;
 };
 
 struct builder {
@@ -452,16 +451,30 @@ struct builder {
     scratch w;
     fmk_status st;
 
-    /* Allocates into *p (held by the geometry when owned, else scratch). */
-    template <typename T> bool alloc(T **p, int64_t n, const char *what, bool owned = true)
+    int n_blocks; /* g's blocks taken so far */
+
+    /* *p = the build's next block of g, grown to n elements when smaller. */
+    template <typename T> bool alloc(T **p, int64_t n, const char *what)
     {
         if (st != FMK_OK)
             return false;
+        if (n_blocks >= FMK_CUDA_FMM3D_BLOCKS) {
+            st = fmk_error_set(plan, FMK_ERR_DEVICE, "the FMM's list builder needs more than %d arrays",
+                               FMK_CUDA_FMM3D_BLOCKS);
+            return false;
+        }
+        const int i = n_blocks++;
         const size_t bytes = sizeof(T) * (size_t)(n > 0 ? n : 1);
-        st = fmk_cuda_alloc(plan, (void **)p, bytes, what, extra);
-        if (st == FMK_OK && owned)
-            g->bytes += (int64_t)bytes;
-        return st == FMK_OK;
+        if (g->block_bytes[i] < bytes) {
+            cudaFree(g->block[i]);
+            g->block[i] = NULL, g->block_bytes[i] = 0;
+            st = fmk_cuda_alloc(plan, &g->block[i], bytes, what, extra);
+            if (st != FMK_OK)
+                return false;
+            g->block_bytes[i] = bytes;
+        }
+        *p = (T *)g->block[i];
+        return true;
     }
     bool ok(cudaError_t err, const char *what)
     {
@@ -469,17 +482,18 @@ struct builder {
             st = fmk_cuda_fail(plan, err, what);
         return st == FMK_OK;
     }
-    /* CUB's workspace grown to need bytes */
+    /* CUB's workspace (g->temp) grown to need bytes */
     bool temp(size_t need)
     {
-        if (st != FMK_OK || need <= w.temp_bytes)
-            return st == FMK_OK;
-        cudaFree(w.temp);
-        w.temp = NULL, w.temp_bytes = 0;
-        if (!alloc((char **)&w.temp, (int64_t)need, "the list builder's workspace", false))
-            return false;
-        w.temp_bytes = need;
-        return true;
+        if (st == FMK_OK && need > g->temp_bytes) {
+            cudaFree(g->temp);
+            g->temp = NULL, g->temp_bytes = 0;
+            st = fmk_cuda_alloc(plan, &g->temp, need, "the list builder's workspace", extra);
+            if (st == FMK_OK)
+                g->temp_bytes = need;
+        }
+        w.temp = g->temp;
+        return st == FMK_OK;
     }
     /* seconds since the last mark, after the GPU is done (the build's stages, for the benchmark) */
     double last;
@@ -515,18 +529,11 @@ extern "C" void fmk_cuda_fmm3d_geo_free(fmk_cuda_fmm3d_geo *g)
 {
     if (!g)
         return;
-    if (g->d_trg != g->d_src)
-        cudaFree(g->d_trg);
-    if (g->d_trg_order != g->d_src_order)
-        cudaFree(g->d_trg_order);
-    void *all[] = {g->d_src, g->d_src_order, g->d_cube, g->d_level, g->d_sb, g->d_sn, g->d_tb,
-                   g->d_tn, g->d_u_begin, g->d_u, g->d_w_begin, g->d_w, g->d_x_begin, g->d_x,
-                   g->d_y_begin, g->d_y, g->d_v_begin, g->d_v, g->d_v_slot, g->d_leaves_src,
-                   g->d_leaves_trg, g->d_xnodes, g->d_ynodes, g->d_vnodes, g->d_tile_nodes,
-                   g->d_tile_begin, g->d_tile_slot, g->d_tile_src, g->d_pairs, g->d_ur_begin, g->d_ur};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        if (all[i])
-            cudaFree(all[i]);
+    for (int i = 0; i < FMK_CUDA_FMM3D_BLOCKS; i++) /* every array lives in a block */
+        if (g->block[i])
+            cudaFree(g->block[i]);
+    if (g->temp)
+        cudaFree(g->temp);
     memset(g, 0, sizeof *g);
 }
 
@@ -546,10 +553,16 @@ extern "C" fmk_status fmk_cuda_fmm3d_geometry(fmk_plan *plan, const fmk_cuda_tre
                                               int64_t ns, int self, int64_t near_max, int tbw,
                                               long long extra, fmk_cuda_fmm3d_geo *g)
 {
-    memset(g, 0, sizeof *g);
+    { /* everything but the device memory of the previous build */
+        fmk_cuda_fmm3d_geo keep = *g;
+        memset(g, 0, sizeof *g);
+        memcpy(g->block, keep.block, sizeof g->block);
+        memcpy(g->block_bytes, keep.block_bytes, sizeof g->block_bytes);
+        g->temp = keep.temp, g->temp_bytes = keep.temp_bytes;
+    }
     builder B;
     memset(&B.w, 0, sizeof B.w);
-    B.plan = plan, B.extra = extra, B.g = g, B.st = FMK_OK;
+    B.plan = plan, B.extra = extra, B.g = g, B.st = FMK_OK, B.n_blocks = 0;
     B.last = fmk_time_now();
     scratch &w = B.w;
     const int64_t np = t->n_points, k = t->n_nodes;
@@ -562,8 +575,8 @@ extern "C" fmk_status fmk_cuda_fmm3d_geometry(fmk_plan *plan, const fmk_cuda_tre
     /* points in key order */
     /* flags and their scan: sorted points, nodes, tiles (<= 2 k / tbw + GROUPS) */
     const int64_t n_flag = (np > 2 * k + GROUPS ? np : 2 * k + GROUPS) + 1;
-    B.alloc(&w.flag, n_flag, "the list builder's workspace", false);
-    B.alloc(&w.pos, n_flag, "the list builder's workspace", false);
+    B.alloc(&w.flag, n_flag, "the list builder's workspace");
+    B.alloc(&w.pos, n_flag, "the list builder's workspace");
     if (B.st == FMK_OK) {
         k_src_flags<<<blocks_for(np + 1), BLOCK>>>(np, ns, self, t->d_order, w.flag);
         B.ok(cudaGetLastError(), "the list builder's kernels");
@@ -590,7 +603,7 @@ extern "C" fmk_status fmk_cuda_fmm3d_geometry(fmk_plan *plan, const fmk_cuda_tre
     B.alloc(&g->d_sn, k, "the boxes");
     B.alloc(&g->d_tb, k, "the boxes");
     B.alloc(&g->d_tn, k, "the boxes");
-    B.alloc(&w.oct, k, "the list builder's workspace", false);
+    B.alloc(&w.oct, k, "the list builder's workspace");
     if (B.st == FMK_OK) {
         k_nodes<<<blocks_for(k), BLOCK>>>(k, self, t->d_begin, t->d_end, w.pos, g->d_sb, g->d_sn, g->d_tb,
                                           g->d_tn);
@@ -598,8 +611,8 @@ extern "C" fmk_status fmk_cuda_fmm3d_geometry(fmk_plan *plan, const fmk_cuda_tre
     }
 
     /* cubes and neighbour sets, level by level */
-    B.alloc(&w.nbr, NBR_MAX * k, "the neighbour sets", false);
-    B.alloc(&w.n_nbr, k, "the neighbour sets", false);
+    B.alloc(&w.nbr, NBR_MAX * k, "the neighbour sets");
+    B.alloc(&w.n_nbr, k, "the neighbour sets");
     for (int L = 0; L < levels && B.st == FMK_OK; L++) {
         const int64_t a = t->level_begin[L], e = t->level_begin[L + 1];
         if (e > a)
@@ -613,7 +626,7 @@ extern "C" fmk_status fmk_cuda_fmm3d_geometry(fmk_plan *plan, const fmk_cuda_tre
     B.mark(&g->stage_time[1]);
 
     /* the lists: count, scan, fill; then each V row sorted by direction (CUB) */
-    B.alloc(&w.cnt, 6 * (k + 1), "the list builder's workspace", false);
+    B.alloc(&w.cnt, 6 * (k + 1), "the list builder's workspace");
     lists_args la;
     memset(&la, 0, sizeof la);
     la.k = k, la.near_max = near_max;
@@ -633,8 +646,8 @@ extern "C" fmk_status fmk_cuda_fmm3d_geometry(fmk_plan *plan, const fmk_cuda_tre
     B.alloc(&g->d_u, g->n_u, "the U list");
     B.alloc(&g->d_v, g->n_v, "the V list");
     B.alloc(&g->d_v_slot, g->n_v, "the V list");
-    B.alloc(&w.v_unsorted, g->n_v, "the V list", false);
-    B.alloc(&w.vd_unsorted, g->n_v, "the V list", false);
+    B.alloc(&w.v_unsorted, g->n_v, "the V list");
+    B.alloc(&w.vd_unsorted, g->n_v, "the V list");
     B.alloc(&g->d_w, g->n_w, "the W list");
     B.alloc(&g->d_x, g->n_x, "the X list");
     B.alloc(&g->d_y, g->n_y, "the X list");
@@ -658,8 +671,8 @@ extern "C" fmk_status fmk_cuda_fmm3d_geometry(fmk_plan *plan, const fmk_cuda_tre
     B.mark(&g->stage_time[2]);
 
     /* direction slots: the directions that occur, in increasing order */
-    B.alloc(&w.hist, FMK_FMM3D_NDIR, "the list builder's workspace", false);
-    B.alloc(&w.slot_of, FMK_FMM3D_NDIR, "the list builder's workspace", false);
+    B.alloc(&w.hist, FMK_FMM3D_NDIR, "the list builder's workspace");
+    B.alloc(&w.slot_of, FMK_FMM3D_NDIR, "the list builder's workspace");
     if (B.st == FMK_OK) {
         unsigned hist[FMK_FMM3D_NDIR];
         int16_t slot_of[FMK_FMM3D_NDIR];
@@ -718,11 +731,11 @@ extern "C" fmk_status fmk_cuda_fmm3d_geometry(fmk_plan *plan, const fmk_cuda_tre
                                                   NULL, w.flag, NULL, NULL);
         B.scan(w.flag, w.pos, k, &n_items);
     }
-    B.alloc(&w.keys[0], n_items, "the tiles", false);
-    B.alloc(&w.keys[1], n_items, "the tiles", false);
-    B.alloc(&w.items[0], n_items, "the tiles", false);
-    B.alloc(&w.items[1], n_items, "the tiles", false);
-    B.alloc(&w.tab, 2 * GROUPS, "the tiles", false);
+    B.alloc(&w.keys[0], n_items, "the tiles");
+    B.alloc(&w.keys[1], n_items, "the tiles");
+    B.alloc(&w.items[0], n_items, "the tiles");
+    B.alloc(&w.items[1], n_items, "the tiles");
+    B.alloc(&w.tab, 2 * GROUPS, "the tiles");
     int64_t first_tile[GROUPS + 1];
     if (B.st == FMK_OK) {
         k_tile_items<<<blocks_for(k + 1), BLOCK>>>(k, levels, t->d_more, g->d_sn, g->d_tn, t->d_level, w.oct,
@@ -778,12 +791,12 @@ extern "C" fmk_status fmk_cuda_fmm3d_geometry(fmk_plan *plan, const fmk_cuda_tre
     B.ok(cudaGetLastError(), "the list builder's kernels");
     B.mark(&g->stage_time[5]);
 
-    void *scr[] = {w.flag, w.pos, w.cnt, w.nbr, w.n_nbr, w.oct, w.hist, w.slot_of, w.keys[0],
-                   w.keys[1], w.items[0], w.items[1], w.tab, w.v_unsorted, w.vd_unsorted, w.temp};
-    for (size_t i = 0; i < sizeof scr / sizeof scr[0]; i++)
-        if (scr[i])
-            cudaFree(scr[i]);
-    if (B.st != FMK_OK)
+    if (B.st != FMK_OK) {
         fmk_cuda_fmm3d_geo_free(g);
+        return B.st;
+    }
+    g->bytes = (int64_t)g->temp_bytes; /* the blocks, the scratch's included, stay for the next build */
+    for (int i = 0; i < FMK_CUDA_FMM3D_BLOCKS; i++)
+        g->bytes += (int64_t)g->block_bytes[i];
     return B.st;
 }

@@ -27,6 +27,9 @@
 #include "../fmm3d.h"
 #include "tree_internal.h"
 
+/* Arrays one geometry build allocates, at most (about 50). */
+#define FMK_CUDA_FMM3D_BLOCKS 64
+
 typedef struct fmk_cuda_fmm3d_geo {
     int64_t n_nodes;
     /* points in key order; d_trg == d_src and d_trg_order == d_src_order when self */
@@ -59,6 +62,13 @@ typedef struct fmk_cuda_fmm3d_geo {
     int32_t *d_tile_nodes, *d_tile_begin, *d_tile_slot, *d_tile_src;
     int64_t m2m_first[FMK_TREE_MAX_LEVEL + 2], l2l_first[FMK_TREE_MAX_LEVEL + 2];
     int64_t bytes;                  /* device bytes held */
+    /* Device memory kept from build to build (grow-only): the i-th array a build allocates
+     * (above, or the build's scratch) lives in block i, CUB's workspace in temp; so a plan
+     * given new points of a similar size allocates nothing here. */
+    void *block[FMK_CUDA_FMM3D_BLOCKS];
+    size_t block_bytes[FMK_CUDA_FMM3D_BLOCKS];
+    void *temp;
+    size_t temp_bytes;
     double stage_time[6];           /* seconds: points, boxes + neighbours, lists, directions,
                                      * work lists, tiles (for the benchmark) */
 } fmk_cuda_fmm3d_geo;
@@ -67,9 +77,10 @@ typedef struct fmk_cuda_fmm3d_geo {
 extern "C" {
 #endif
 
-/* Builds *g (zeroed here) from the device tree t of the np mapped points d_x (sources, then
- * targets unless self: ns sources). Tiles of tb boxes. extra: the plan's device bytes, for
- * messages. On failure *g holds nothing. Scratch is freed before returning. */
+/* Builds *g from the device tree t of the np mapped points d_x (sources, then targets unless
+ * self: ns sources), in the device memory *g holds from a previous build (zeroed, or a previous
+ * build's: everything else in it is replaced). Tiles of tb boxes. extra: the plan's device
+ * bytes, for messages. On failure *g holds nothing. */
 fmk_status fmk_cuda_fmm3d_geometry(fmk_plan *plan, const fmk_cuda_tree *t, const double *d_x,
                                    int64_t ns, int self, int64_t near_max, int tb,
                                    long long extra, fmk_cuda_fmm3d_geo *g);
