@@ -14,6 +14,10 @@
  *   fmm3d overlap    eval's near field alongside the far field (on two streams) and after it
  *                    (one stream): 2^20 uniform and Plummer at eps 1e-6, fp32 at eps 1e-5,
  *                    2^19 separate targets, eps 1e-3, and 2^12, 2^16 points (device points)
+ *   fmm3d m2l        the M2L's GEMMs per octant: a GEMM per direction (-1), runs of directions
+ *                    merged across gaps of <= 2, 5, 11 and any number of directions, 2^20
+ *                    uniform and Plummer at eps 1e-6,
+ *                    one stream (the phases alone), then two streams at the default
  *   fmm3d table8     Gumerov & Duraiswami (paper 003) Table 8: N = 2^20 uniform, p = 4, 8, 12,
  *                    potential, and potential + gradient
  *   fmm3d cross      N = 2^12 .. 2^20 uniform: FMM (eps 1e-3, 1e-6) vs GPU direct and treecode
@@ -50,6 +54,8 @@ extern int fmk_cuda_fmm3d_direct_near __attribute__((weak));
 extern int fmk_cuda_fmm3d_p2p_pairs __attribute__((weak));
 /* and eval's near field on a second stream alongside the far field (1) or after it (0) */
 extern int fmk_cuda_fmm3d_overlap __attribute__((weak));
+/* and the M2L's merging of direction runs (directions apart) */
+extern int fmk_cuda_fmm3d_m2l_gap __attribute__((weak));
 #pragma weak cudaMalloc
 #pragma weak cudaMemcpy
 #pragma weak cudaFree
@@ -416,6 +422,32 @@ int main(int argc, char **argv)
                     print_row(table, FMK_METHOD_FMM, "cube", (int64_t)1 << lg, 1e-6, 1, &r);
         }
         fmk_cuda_fmm3d_overlap = knob;
+        device_points = 0;
+    } else if (!strcmp(mode, "m2l")) {
+        if (!&fmk_cuda_fmm3d_m2l_gap || !&fmk_cuda_fmm3d_overlap) {
+            fprintf(stderr, "fmm3d: no M2L knob in this build\n");
+            return 1;
+        }
+        const int gap = fmk_cuda_fmm3d_m2l_gap, ov = fmk_cuda_fmm3d_overlap;
+        const int gaps[] = {-1, 2, 5, 11, 1000};
+        const char *dists[] = {"cube", "plummer"};
+        device_points = 1;
+        for (int d = 0; d < 2; d++) {
+            fmk_cuda_fmm3d_overlap = 0;
+            for (int k = 0; k < 5; k++) {
+                fmk_cuda_fmm3d_m2l_gap = gaps[k];
+                if (!json)
+                    printf("runs merged across gaps of <= %d directions, one stream\n", gaps[k]);
+                if (measure(FMK_METHOD_FMM, 1e-6, -1, 0, dists[d], N20, 1, 5, k == 2, &r) == 0)
+                    print_row("m2l", FMK_METHOD_FMM, dists[d], N20, 1e-6, 1, &r);
+            }
+            fmk_cuda_fmm3d_m2l_gap = gap, fmk_cuda_fmm3d_overlap = ov;
+            if (!json)
+                printf("default, two streams\n");
+            if (measure(FMK_METHOD_FMM, 1e-6, -1, 0, dists[d], N20, 1, 5, 1, &r) == 0)
+                print_row("m2l-ov", FMK_METHOD_FMM, dists[d], N20, 1e-6, 1, &r);
+        }
+        fmk_cuda_fmm3d_m2l_gap = gap, fmk_cuda_fmm3d_overlap = ov;
         device_points = 0;
     } else if (!strcmp(mode, "table8")) {
         const int orders[] = {4, 8, 12};

@@ -69,6 +69,19 @@ int fmk_cuda_fmm3d_p2p_pairs = -1; /* -1: from the leaf size (p2p below) */
 extern "C" int fmk_cuda_fmm3d_overlap;
 int fmk_cuda_fmm3d_overlap = 1;
 
+/* Tuning knob, not API: the M2L's GEMMs per octant of the sources cover the runs of directions
+ * those sources reach, a run and the next merged when at most this many directions apart
+ * (docs/fmm3d_gpu.md, section 1: measured); a large value makes one GEMM per octant, -1 one
+ * GEMM per direction. */
+extern "C" int fmk_cuda_fmm3d_m2l_gap;
+int fmk_cuda_fmm3d_m2l_gap = 5;
+
+/* Tuning knob, not API: the M2L's products (X) take at most this many bytes, or one direction
+ * times all boxes from level 2 down when that is more; the GEMMs of an octant that do not fit
+ * go to further parts. */
+extern "C" long long fmk_cuda_fmm3d_m2l_bytes;
+long long fmk_cuda_fmm3d_m2l_bytes = 256ll << 20;
+
 /* cuBLAS is loaded when the first GPU FMM plan starts, not linked: libfmmkit then runs
  * (CPU and every other GPU engine) on machines whose loader cannot find libcublas, and the
  * GPU FMM says what is missing. The four entry points used are the _v2 ones that
@@ -394,20 +407,35 @@ __global__ void __launch_bounds__(M2L_THREADS) k_tiles(int S, int32_t first_tile
     }
 }
 
-/* M2L, second half, for the directions [slot0, slot1) of one GEMM: L[b] += sum over b's V
- * entries of those directions of X[source][slot] / side(b), a block per target box. X holds the
- * directions' matrices times every multipole from box first on: column (box - first), rows
- * (slot - slot0) S .. + S, leading dimension ldx. A box's V entries are sorted by slot. */
-__global__ void k_m2l_gather(int S, int64_t ldx, int slot0, int slot1, int64_t first,
-                             const int32_t *__restrict__ vnodes, const int32_t *__restrict__ v_begin,
-                             const int32_t *__restrict__ v, const int16_t *__restrict__ v_slot,
-                             const real4d *__restrict__ cube, const double *__restrict__ X, double *L)
+/* M2L, first: the multipoles of the sources from level 2 down as the GEMMs' columns, grouped by
+ * octant (Mp column c = M of node box[c]). */
+__global__ void k_m2l_columns(int S, int64_t n, const int32_t *__restrict__ box, const double *__restrict__ M,
+                              double *Mp)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n * S; i += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t c = i / S;
+        Mp[i] = M[(int64_t)box[c] * S + (i - c * S)];
+    }
+}
+
+/* M2L, second half, for one part (m2l_part): L[b] += sum over b's V entries with a source of
+ * octant oct and a slot in [slot_lo, slot_hi) of X[column of the source][row of the slot] /
+ * side(b), a block per target box. X holds the part's directions' matrices times the
+ * multipoles of the octant's sources: column col[source], rows xrow[slot - slot_lo] S .. + S,
+ * leading dimension ldx. A box's V entries are sorted by the source's octant, then slot. */
+__global__ void k_m2l_gather(int S, int64_t ldx, int oct, int slot_lo, int slot_hi,
+                             const int32_t *__restrict__ xrow, const int32_t *__restrict__ vnodes,
+                             const int32_t *__restrict__ v_begin, const int32_t *__restrict__ v,
+                             const int16_t *__restrict__ v_slot, const int8_t *__restrict__ node_oct,
+                             const int32_t *__restrict__ col, const real4d *__restrict__ cube,
+                             const double *__restrict__ X, double *L)
 {
     const int b = vnodes[blockIdx.x];
     int e0 = v_begin[b], e1 = v_begin[b + 1];
-    while (e0 < e1) { /* first entry of slot >= slot0 */
+    const int key = oct * 1024 + slot_lo;
+    while (e0 < e1) { /* first entry of (octant, slot) >= (oct, slot_lo) */
         const int mid = (e0 + e1) / 2;
-        if (v_slot[mid] < slot0)
+        if (node_oct[v[mid]] * 1024 + v_slot[mid] < key)
             e0 = mid + 1;
         else
             e1 = mid;
@@ -418,10 +446,12 @@ __global__ void k_m2l_gather(int S, int64_t ldx, int slot0, int slot1, int64_t f
     for (int k = threadIdx.x; k < S; k += blockDim.x) {
         double acc = 0;
         for (int e = e0; e < e1; e++) {
-            const int sl = v_slot[e];
-            if (sl >= slot1)
+            const int a = v[e], sl = v_slot[e];
+            if (node_oct[a] != oct || sl >= slot_hi)
                 break;
-            acc += X[(int64_t)(v[e] - first) * ldx + (int64_t)(sl - slot0) * S + k];
+            const int r = xrow[sl - slot_lo]; /* >= 0: the octant's sources reach the slot */
+            if (r >= 0)
+                acc += X[(int64_t)col[a] * ldx + (int64_t)r * S + k];
         }
         L[(int64_t)b * S + k] += acc * inv_s;
     }
@@ -829,7 +859,20 @@ struct fmm_gpu {
     int64_t n_nodes;
     int levels;
     int64_t gemm_first;                /* first node of level 2: M2L's GEMMs start there */
-    int m2l_batch;                     /* directions per M2L GEMM */
+    int m2l_batch;                     /* X holds S x (nodes from level 2 down) x this many doubles */
+    /* M2L: per octant of the sources, the runs of the directions its sources reach (with gaps of
+     * a few directions merged), as GEMMs; parts (one X each) of as many as X holds */
+    struct m2l_gemm {
+        int32_t slot0, n_slots, row;   /* the matrices' first slot and count, X's first row / S */
+    } *m2l_gemms;
+    struct m2l_part {
+        int oct, gemm0, n_gemms, slot_lo, slot_hi, rows; /* rows / S of X */
+        int64_t xrow;                  /* its slot -> row table in d_xrow */
+    } *m2l_parts;
+    int n_m2l_gemms, n_m2l_parts;
+    int64_t m2l_products;              /* box-direction products the GEMMs compute */
+    double *d_Mp;                      /* the GEMMs' input columns */
+    int32_t *d_xrow;
     cublasHandle_t blas;
     int has_blas;
     double tree_time;
@@ -847,7 +890,8 @@ struct fmm_gpu {
     double *d_M, *d_L, *d_res, *d_near; /* expansions; far-field and near-field results */
     double *d_q, *d_pot, *d_grad;      /* host evaluations */
     unsigned long long *d_stats;
-    size_t cap[9];                     /* bytes of d_M, d_L, d_X, d_res, d_near, d_q, d_pot, d_grad, d_stats */
+    size_t cap[11];                    /* bytes of d_M, d_L, d_X, d_res, d_near, d_q, d_pot, d_grad, d_stats,
+                                        * d_Mp, d_xrow */
     cudaEvent_t ev[N_EV];
     int events;
     cudaStream_t stream[2];            /* far field (high priority), near field (low priority) */
@@ -857,9 +901,11 @@ struct fmm_gpu {
 
 void free_all(fmm_gpu *s)
 {
+    free(s->m2l_gemms), free(s->m2l_parts);
+    s->m2l_gemms = NULL, s->m2l_parts = NULL;
     fmk_cuda_fmm3d_geo_free(&s->g);
     fmk_cuda_tree3d_free(&s->tree);
-    void *all[] = {s->d_m2l, s->d_m2m, s->d_l2l, s->d_tabs, s->d_M, s->d_L, s->d_res, s->d_near, s->d_X,
+    void *all[] = {s->d_m2l, s->d_m2m, s->d_l2l, s->d_tabs, s->d_M, s->d_L, s->d_res, s->d_near, s->d_X, s->d_Mp, s->d_xrow,
                    s->d_q, s->d_pot, s->d_grad, s->d_stats};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (all[i])
@@ -887,13 +933,12 @@ void fmm_release(fmk_plan *plan)
     plan->state_bytes_device = 0;
 }
 
-/* Directions per M2L GEMM: as many as keep the products within M2L_BATCH_BYTES (at least
- * one); nn boxes from level 2 down. */
-const int64_t M2L_BATCH_BYTES = 256ll << 20;
+/* X's size in directions times all nn boxes from level 2 down: as many as keep it within
+ * fmk_cuda_fmm3d_m2l_bytes (at least one). */
 int m2l_batch_for(int64_t S, int64_t nn, int n_dirs)
 {
     const int64_t per = 8 * S * (nn > 0 ? nn : 1);
-    int64_t b = M2L_BATCH_BYTES / per;
+    int64_t b = fmk_cuda_fmm3d_m2l_bytes / per;
     if (b > n_dirs)
         b = n_dirs;
     return b < 1 ? 1 : (int)b;
@@ -913,7 +958,7 @@ int64_t device_bytes(const fmk_plan *plan, int64_t ns, int64_t nt, int64_t nodes
     b += 24 * np;                                              /* points to the GPU */
     b += fmk_cuda_fmm3d_geo_bytes(np, ns, self, nodes, cfg.tb); /* boxes, lists, tiles */
     b += (n_dirs + 16) * S * S * 8;                            /* matrices */
-    b += 2 * nodes * S * 8;                                    /* M, L */
+    b += 3 * nodes * S * 8 + 8 * 4 * n_dirs;                   /* M, L, the M2L's columns and tables */
     b += 8 * S * nodes * m2l_batch_for(S, nodes, (int)n_dirs); /* M2L products */
     b += 2 * 4 * nt * 8 + ns * 8 + 4 * nt * 8;                 /* results, host eval buffers */
     return b;
@@ -1044,6 +1089,73 @@ long long plan_total(const fmk_plan *plan)
                         FMK_FMM3D_NDIR - 27);
 }
 
+/* The M2L's GEMMs and parts (fmm_gpu): per octant o of the sources (columns m2l_first[o] ..
+ * m2l_first[o + 1] of Mp), the slots of the directions its sources reach, d_i in [-2 - o_i,
+ * 3 - o_i] per axis (fmk_cuda_fmm3d_m2l_order: in about 4 runs), runs at most
+ * fmk_cuda_fmm3d_m2l_gap slots apart merged (a GEMM the fewer, a few products more), cut into
+ * parts of at most what X holds. *n_xrow: the entries of the parts' slot -> row tables. */
+fmk_status m2l_plan(fmk_plan *plan, fmm_gpu *s, int64_t nn, int64_t *n_xrow)
+{
+    const int n_slots = s->g.n_slots;
+    free(s->m2l_gemms), free(s->m2l_parts);
+    s->n_m2l_gemms = s->n_m2l_parts = 0;
+    s->m2l_products = 0;
+    *n_xrow = 0;
+    /* at most every slot a GEMM and a part */
+    s->m2l_gemms = hmalloc<fmm_gpu::m2l_gemm>(8 * (size_t)n_slots);
+    s->m2l_parts = hmalloc<fmm_gpu::m2l_part>(8 * (size_t)n_slots);
+    if (!s->m2l_gemms || !s->m2l_parts)
+        return fmk_error_set(plan, FMK_ERR_NOMEM, "out of host memory for the M2L's plan");
+    if (nn == 0 || s->g.n_vnodes == 0)
+        return FMK_OK;
+    for (int o = 0; o < 8; o++) {
+        const int64_t n_o = s->g.m2l_first[o + 1] - s->g.m2l_first[o];
+        if (n_o == 0)
+            continue;
+        const int64_t cap = (int64_t)s->m2l_batch * nn / n_o; /* slots of a part */
+        const int lo[3] = {-2 - ((o >> 2) & 1), -2 - ((o >> 1) & 1), -2 - (o & 1)};
+        fmm_gpu::m2l_part *part = NULL;
+        int run0 = -1, run1 = -1; /* the current run, [run0, run1) */
+        for (int sl = 0; sl <= n_slots; sl++) {
+            int in = 0;
+            if (sl < n_slots) {
+                const int d = s->g.dir_of_slot[sl];
+                const int dv[3] = {d / 49 - 3, (d / 7) % 7 - 3, d % 7 - 3};
+                in = 1;
+                for (int a = 0; a < 3; a++)
+                    in = in && dv[a] >= lo[a] && dv[a] <= lo[a] + 5;
+                if (in && run0 >= 0 && sl - run1 <= fmk_cuda_fmm3d_m2l_gap) { /* extend the run over the gap */
+                    run1 = sl + 1;
+                    continue;
+                }
+            }
+            if (run0 >= 0 && (in || sl == n_slots)) { /* the run ends: its GEMMs */
+                for (int a = run0; a < run1;) {
+                    if (!part || part->rows >= cap) {
+                        part = &s->m2l_parts[s->n_m2l_parts++];
+                        part->oct = o, part->gemm0 = s->n_m2l_gemms, part->n_gemms = 0;
+                        part->slot_lo = a, part->rows = 0;
+                    }
+                    const int take = (int)(run1 - a < cap - part->rows ? run1 - a : cap - part->rows);
+                    fmm_gpu::m2l_gemm &gm = s->m2l_gemms[s->n_m2l_gemms++];
+                    gm.slot0 = a, gm.n_slots = take, gm.row = part->rows;
+                    part->n_gemms++, part->rows += take, part->slot_hi = a + take;
+                    s->m2l_products += (int64_t)take * n_o;
+                    a += take;
+                }
+                run0 = run1 = -1;
+            }
+            if (in)
+                run0 = sl, run1 = sl + 1;
+        }
+    }
+    for (int i = 0; i < s->n_m2l_parts; i++) {
+        s->m2l_parts[i].xrow = *n_xrow;
+        *n_xrow += s->m2l_parts[i].slot_hi - s->m2l_parts[i].slot_lo;
+    }
+    return FMK_OK;
+}
+
 /* The geometry and the operators from the mapped points d_all (sources, then targets unless
  * self: np * 3 doubles on the device), which are freed here. */
 fmk_status setup_on_device(fmk_plan *plan, fmm_gpu *s, double *d_all)
@@ -1124,6 +1236,10 @@ fmk_status setup_on_device(fmk_plan *plan, fmm_gpu *s, double *d_all)
     s->setup_time[3] = t2 - t1;
     const int64_t nn = k - s->gemm_first;
     s->m2l_batch = m2l_batch_for(s->S, nn, s->g.n_slots);
+    int64_t n_xrow = 0;
+    st = m2l_plan(plan, s, nn, &n_xrow);
+    if (st != FMK_OK)
+        return st;
     /* eval's buffers, kept from the previous points where large enough */
     const struct {
         void **d;
@@ -1137,10 +1253,29 @@ fmk_status setup_on_device(fmk_plan *plan, fmm_gpu *s, double *d_all)
                {(void **)&s->d_q, 8 * (size_t)ns, "the charges"},
                {(void **)&s->d_pot, 8 * (size_t)nt, "the potential"},
                {(void **)&s->d_grad, 24 * (size_t)nt, "the gradient"},
-               {(void **)&s->d_stats, 16, "the charge check"}};
+               {(void **)&s->d_stats, 16, "the charge check"},
+               {(void **)&s->d_Mp, 8 * (size_t)s->S * (size_t)nn, "the multipoles"},
+               {(void **)&s->d_xrow, 4 * (size_t)n_xrow, "the M2L tables"}};
     static_assert(sizeof buf / sizeof buf[0] == sizeof ((fmm_gpu *)0)->cap / sizeof(size_t), "a size per buffer");
     for (size_t i = 0; i < sizeof buf / sizeof buf[0] && st == FMK_OK; i++)
         st = grow(plan, s, buf[i].d, &s->cap[i], buf[i].bytes, buf[i].what, total);
+    if (st == FMK_OK && n_xrow > 0) { /* the parts' slot -> row tables */
+        int32_t *xr = hmalloc<int32_t>((size_t)n_xrow);
+        if (!xr)
+            return fmk_error_set(plan, FMK_ERR_NOMEM, "out of host memory for the M2L tables");
+        for (int i = 0; i < s->n_m2l_parts; i++) {
+            const fmm_gpu::m2l_part &q = s->m2l_parts[i];
+            for (int sl = q.slot_lo; sl < q.slot_hi; sl++)
+                xr[q.xrow + sl - q.slot_lo] = -1;
+            for (int j = q.gemm0; j < q.gemm0 + q.n_gemms; j++)
+                for (int t = 0; t < s->m2l_gemms[j].n_slots; t++)
+                    xr[q.xrow + s->m2l_gemms[j].slot0 + t - q.slot_lo] = s->m2l_gemms[j].row + t;
+        }
+        const cudaError_t err = cudaMemcpy(s->d_xrow, xr, 4 * (size_t)n_xrow, cudaMemcpyHostToDevice);
+        free(xr);
+        if (err != cudaSuccess)
+            return fmk_cuda_fail(plan, err, "cudaMemcpy (the M2L tables)");
+    }
     s->setup_time[4] = fmk_time_now() - t2;
     return st;
 }
@@ -1152,6 +1287,17 @@ fmk_status too_many(fmk_plan *plan, int64_t np)
     return fmk_error_set(plan, FMK_ERR_ARG,
                          "the GPU FMM takes at most %lld points (sources and targets together)",
                          (long long)FMK_CUDA_TREE_MAX_POINTS);
+}
+
+/* A failure starting the plan's state: out of memory says what the plan needs. */
+fmk_status start_failed(fmk_plan *plan, cudaError_t err, const char *call)
+{
+    if (err != cudaErrorMemoryAllocation)
+        return fmk_cuda_fail(plan, err, call);
+    (void)cudaGetLastError();
+    return fmk_error_set(plan, FMK_ERR_DEVICE_NOMEM,
+                         "%s: out of GPU memory; the plan needs about %lld bytes on the GPU", call,
+                         plan_total(plan));
 }
 
 /* A new state in plan->state (*out): its order, events, streams and cuBLAS handle. */
@@ -1174,7 +1320,7 @@ fmk_status new_state(fmk_plan *plan, fmm_gpu **out)
     for (; s->events < N_EV && st == FMK_OK; s->events++) {
         cudaError_t err = cudaEventCreate(&s->ev[s->events]);
         if (err != cudaSuccess)
-            st = fmk_cuda_fail(plan, err, "cudaEventCreate");
+            st = start_failed(plan, err, "cudaEventCreate");
     }
     /* eval's two streams: the far field's chain of dependent passes first when both have
      * blocks waiting, the near field (independent bulk work) filling the GPU around it */
@@ -1187,7 +1333,7 @@ fmk_status new_state(fmk_plan *plan, fmm_gpu **out)
         cudaError_t err = cudaStreamCreateWithPriority(&s->stream[s->streams], cudaStreamDefault,
                                                        s->streams == 0 ? greatest : least);
         if (err != cudaSuccess)
-            st = fmk_cuda_fail(plan, err, "cudaStreamCreateWithPriority");
+            st = start_failed(plan, err, "cudaStreamCreateWithPriority");
     }
     if (st == FMK_OK && !blas::load())
         st = fmk_error_set(plan, FMK_ERR_UNAVAILABLE,
@@ -1557,24 +1703,34 @@ fmk_status run_eval(fmk_plan *plan, fmm_gpu *s, const double *charges, double *p
     for (int lev = s->levels - 2; lev >= 2 && err == cudaSuccess; lev--)
         err = tiles(s, s->g.m2m_first[lev], s->g.m2m_first[lev + 1], s->d_m2m, NULL, s->d_M, s->d_M, 1);
     cudaEventRecord(s->ev[EV_M2M], fs);
-    /* M2L: per batch of directions, X = [T_d0; T_d1; ...] M (the matrices stacked, all boxes
-     * from level 2 down: one GEMM on the tensor cores), then each target box gathers its V
-     * entries of the batch */
+    /* M2L: per octant of the sources and run of the directions they reach, X = [T_d0; T_d1;
+     * ...] Mp (the matrices stacked, the octant's sources: one GEMM on the tensor cores), then
+     * each target box gathers its V entries of the part */
     const int64_t nn = k - s->gemm_first;
     const int n_slots = s->g.n_slots;
-    for (int s0 = 0; s0 < n_slots && err == cudaSuccess && nn > 0 && s->g.n_vnodes > 0; s0 += s->m2l_batch) {
-        const int nb = n_slots - s0 < s->m2l_batch ? n_slots - s0 : s->m2l_batch;
-        const double one = 1, zero = 0;
-        const cublasStatus_t bs = blas::dgemm(s->blas, CUBLAS_OP_N, CUBLAS_OP_N, nb * S, (int)nn, S, &one,
-                                              s->d_m2l + (int64_t)s0 * S, n_slots * S, s->d_M + s->gemm_first * S,
-                                              S, &zero, s->d_X, nb * S);
-        if (bs != CUBLAS_STATUS_SUCCESS) {
-            err = cudaErrorUnknown;
-            break;
+    if (s->n_m2l_parts > 0) {
+        const int64_t n = nn * S;
+        k_m2l_columns<<<(unsigned)((n + 255) / 256 < 4096 ? (n + 255) / 256 : 4096), 256, 0, fs>>>(
+            S, nn, s->g.d_m2l_box, s->d_M, s->d_Mp);
+    }
+    for (int i = 0; i < s->n_m2l_parts && err == cudaSuccess; i++) {
+        const fmm_gpu::m2l_part &q = s->m2l_parts[i];
+        const int64_t c0 = s->g.m2l_first[q.oct], n_o = s->g.m2l_first[q.oct + 1] - c0;
+        const int64_t ldx = (int64_t)q.rows * S;
+        for (int j = q.gemm0; j < q.gemm0 + q.n_gemms; j++) {
+            const fmm_gpu::m2l_gemm &gm = s->m2l_gemms[j];
+            const double one = 1, zero = 0;
+            const cublasStatus_t bs = blas::dgemm(s->blas, CUBLAS_OP_N, CUBLAS_OP_N, gm.n_slots * S, (int)n_o, S,
+                                                  &one, s->d_m2l + (int64_t)gm.slot0 * S, n_slots * S,
+                                                  s->d_Mp + c0 * S, S, &zero, s->d_X + (int64_t)gm.row * S, (int)ldx);
+            if (bs != CUBLAS_STATUS_SUCCESS) {
+                err = cudaErrorUnknown;
+                break;
+            }
         }
-        k_m2l_gather<<<(unsigned)s->g.n_vnodes, M2L_THREADS, 0, fs>>>(S, (int64_t)nb * S, s0, s0 + nb, s->gemm_first,
-                                                                     s->g.d_vnodes, s->g.d_v_begin, s->g.d_v,
-                                                                     s->g.d_v_slot, s->g.d_cube, s->d_X, s->d_L);
+        k_m2l_gather<<<(unsigned)s->g.n_vnodes, M2L_THREADS, 0, fs>>>(
+            S, ldx, q.oct, q.slot_lo, q.slot_hi, s->d_xrow + q.xrow, s->g.d_vnodes, s->g.d_v_begin, s->g.d_v,
+            s->g.d_v_slot, s->g.d_oct, s->g.d_m2l_col, s->g.d_cube, s->d_X, s->d_L);
     }
     if (err == cudaSuccess)
         point_ops(s, (int)nt, 1); /* P2L */
@@ -1661,7 +1817,7 @@ extern "C" fmk_status fmk_cuda_fmm3d_m2l_work(const fmk_plan *plan, int64_t *pai
         return FMK_ERR_STATE;
     const fmm_gpu *s = (const fmm_gpu *)plan->state;
     *pairs = s->g.n_v;
-    *tile_pairs = (int64_t)s->g.n_slots * (s->n_nodes - s->gemm_first);
+    *tile_pairs = s->m2l_products;
     *stride = s->S;
     return FMK_OK;
 }

@@ -20,7 +20,8 @@ namespace {
 const int BLOCK = 256;
 const int NBR_MAX = 27;   /* a neighbour set tiles the 3 x 3 x 3 block of its box's level */
 const int STACK_MAX = 256; /* the U/W descent: 7 pending siblings per level plus 8 children */
-const int GROUPS = 256;   /* tile groups: levels (M2M) + 8 levels (L2L) <= 22 + 176 */
+const int GROUPS = 256;
+const int RANK_MAX = 512; /* > FMK_FMM3D_NDIR: V sort keys are octant * RANK_MAX + place */   /* tile groups: levels (M2M) + 8 levels (L2L) <= 22 + 176 */
 
 inline unsigned blocks_for(int64_t n) { return (unsigned)((n + BLOCK - 1) / BLOCK > 0 ? (n + BLOCK - 1) / BLOCK : 1); }
 
@@ -144,6 +145,8 @@ struct lists_args {
     const int32_t *ub, *vb, *wb, *xb, *yb;
     int32_t *u, *v, *w, *x, *y;
     int16_t *vd;
+    const int8_t *oct;
+    const int16_t *rank;              /* FMK_FMM3D_DIR -> its place in fmk_fmm3d_m2l_order */
 };
 
 template <bool FILL> __global__ void k_lists(lists_args a)
@@ -193,7 +196,9 @@ template <bool FILL> __global__ void k_lists(lists_args a)
                         const int oy = (int)lround((cb.y - cd.y) / cb.w);
                         const int oz = (int)lround((cb.z - cd.z) / cb.w);
                         v[nv] = d;
-                        vd[nv] = (int16_t)FMK_FMM3D_DIR(ox, oy, oz);
+                        /* sorted by the source's octant, then the direction's place in the M2L
+                         * order (fmm3d.cu's GEMMs group the sources by octant) */
+                        vd[nv] = (int16_t)(a.oct[d] * RANK_MAX + a.rank[FMK_FMM3D_DIR(ox, oy, oz)]);
                     }
                     nv++;
                 }
@@ -245,17 +250,18 @@ template <bool FILL> __global__ void k_lists(lists_args a)
     }
 }
 
-/* Histogram of the V directions (shared-memory counts per block). */
+/* Histogram of the V directions by their place in the M2L order (shared-memory counts per
+ * block; vd: octant * RANK_MAX + place). */
 __global__ void k_dir_count(int64_t n, const int16_t *__restrict__ vd, unsigned *count)
 {
-    __shared__ unsigned c[FMK_FMM3D_NDIR];
-    for (int i = threadIdx.x; i < FMK_FMM3D_NDIR; i += blockDim.x)
+    __shared__ unsigned c[RANK_MAX];
+    for (int i = threadIdx.x; i < RANK_MAX; i += blockDim.x)
         c[i] = 0;
     __syncthreads();
     for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < n; e += (int64_t)gridDim.x * blockDim.x)
-        atomicAdd(&c[vd[e]], 1u);
+        atomicAdd(&c[vd[e] % RANK_MAX], 1u);
     __syncthreads();
-    for (int i = threadIdx.x; i < FMK_FMM3D_NDIR; i += blockDim.x)
+    for (int i = threadIdx.x; i < RANK_MAX; i += blockDim.x)
         if (c[i])
             atomicAdd(&count[i], c[i]);
 }
@@ -263,7 +269,73 @@ __global__ void k_dir_count(int64_t n, const int16_t *__restrict__ vd, unsigned 
 __global__ void k_dir_to_slot(int64_t n, const int16_t *__restrict__ slot_of, int16_t *vd)
 {
     for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < n; e += (int64_t)gridDim.x * blockDim.x)
-        vd[e] = slot_of[vd[e]];
+        vd[e] = slot_of[vd[e] % RANK_MAX];
+}
+
+/* The M2L's source columns: the nodes [first, k) grouped by octant (keys and items sorted by
+ * CUB), col[b] = b's place within its octant's group, ofirst[o] = the group's first column
+ * (ofirst[8] = n = k - first; an empty group gets the next one's first). */
+__global__ void k_m2l_columns(int64_t n, const uint8_t *__restrict__ key,
+                              const int32_t *__restrict__ box, int32_t *col, int32_t *ofirst)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        const int o = key[i];
+        if (i == 0 || key[i - 1] != o)
+            for (int q = i == 0 ? 0 : key[i - 1] + 1; q <= o; q++)
+                ofirst[q] = (int32_t)i;
+        if (i == n - 1)
+            for (int q = o + 1; q <= 8; q++)
+                ofirst[q] = (int32_t)n;
+    }
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        /* the group's first column: a binary search of the sorted keys */
+        int64_t lo = 0, hi = i;
+        while (lo < hi) {
+            const int64_t mid = (lo + hi) / 2;
+            if (key[mid] < key[i])
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        col[box[i]] = (int32_t)(i - lo);
+    }
+}
+
+} // namespace
+
+/* The M2L order of the 316 V directions: by class triple (per axis: -3, -2..2, 3; x, then y,
+ * then z), then by FMK_FMM3D_DIR. The sources of octant o (bit 2 x, 1 y, 0 z; 1: the upper
+ * half) reach the directions with d_i in [-2 - o_i, 3 - o_i] on each axis (d = target - source
+ * in sides: the parents touch), 189 of them: in this order they lie in 4 runs (2 x classes times
+ * 2 y classes, each over 2 z classes), which fmm3d.cu's per-octant GEMMs cover with a few
+ * directions more (a run and the next merged across a gap of a few directions). */
+extern "C" void fmk_cuda_fmm3d_m2l_order(int16_t rank[FMK_FMM3D_NDIR], int16_t dir_of_rank[512])
+{
+    int r = 0;
+    for (int i = 0; i < FMK_FMM3D_NDIR; i++)
+        rank[i] = -1;
+    for (int i = 0; i < 512; i++)
+        dir_of_rank[i] = -1;
+    for (int cx = 0; cx < 3; cx++)
+        for (int cy = 0; cy < 3; cy++)
+            for (int cz = 0; cz < 3; cz++)
+                for (int d = 0; d < FMK_FMM3D_NDIR; d++) {
+                    const int o[3] = {d / 49 - 3, (d / 7) % 7 - 3, d % 7 - 3};
+                    const int c[3] = {cx, cy, cz};
+                    int in = abs(o[0]) > 1 || abs(o[1]) > 1 || abs(o[2]) > 1; /* a V direction */
+                    for (int a = 0; a < 3; a++)
+                        in = in && (o[a] == -3 ? 0 : o[a] == 3 ? 2 : 1) == c[a];
+                    if (in)
+                        rank[d] = (int16_t)r, dir_of_rank[r++] = (int16_t)d;
+                }
+}
+
+namespace {
+
+__global__ void k_iota(int64_t n, int32_t first, int32_t *out)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        out[i] = first + (int32_t)i;
 }
 
 /* Work-list flags: 0 leaves with sources, 1 leaves with targets, 2 X, 3 Y, 4 V entries. */
@@ -433,7 +505,10 @@ __global__ void k_tile_entries(int64_t n_tiles, int64_t m2m_tiles, int tbw,
 /* Scratch of one build, freed at the end. */
 struct scratch {
     int32_t *flag, *pos, *cnt, *nbr;
-    int8_t *n_nbr, *oct;
+    int8_t *n_nbr;
+    int16_t *rank;
+    uint8_t *okeys;
+    int32_t *ofirst, *oitems;
     unsigned *hist;
     int16_t *slot_of;
     uint32_t *keys[2];
@@ -542,6 +617,7 @@ extern "C" int64_t fmk_cuda_fmm3d_geo_bytes(int64_t np, int64_t ns, int self, in
     const int64_t nt = self ? ns : np - ns;
     int64_t b = 36 * ns + (self ? 0 : 36 * nt);             /* points and orders */
     b += k * (32 + 1 + 4 * 4 + 6 * 4 + 5 * 4);                /* nodes, begins, work lists */
+    b += k * (1 + 4 + 4 + 1 + 4) + 36;                        /* octants, the M2L's columns */
     b += k * (4 * 27 + 6 * 189 + 4 * 16);                     /* U, V, W, X entries */
     b += self ? k * (4 * 27 + 4) : 0;                         /* U as pairs and rest rows */
     b += k / tb * 4 * (tb + 2) + k * 4 * (tb + 1);            /* tiles */
@@ -603,7 +679,7 @@ extern "C" fmk_status fmk_cuda_fmm3d_geometry(fmk_plan *plan, const fmk_cuda_tre
     B.alloc(&g->d_sn, k, "the boxes");
     B.alloc(&g->d_tb, k, "the boxes");
     B.alloc(&g->d_tn, k, "the boxes");
-    B.alloc(&w.oct, k, "the list builder's workspace");
+    B.alloc(&g->d_oct, k, "the boxes");
     if (B.st == FMK_OK) {
         k_nodes<<<blocks_for(k), BLOCK>>>(k, self, t->d_begin, t->d_end, w.pos, g->d_sb, g->d_sn, g->d_tb,
                                           g->d_tn);
@@ -617,10 +693,37 @@ extern "C" fmk_status fmk_cuda_fmm3d_geometry(fmk_plan *plan, const fmk_cuda_tre
         const int64_t a = t->level_begin[L], e = t->level_begin[L + 1];
         if (e > a)
             k_cubes<<<blocks_for(e - a), BLOCK>>>(a, e, np, t->d_keys, t->d_begin, t->d_parent, t->d_level,
-                                                  g->d_cube, w.oct);
+                                                  g->d_cube, g->d_oct);
         if (e > a)
             k_neighbours<<<blocks_for(e - a), BLOCK>>>(a, e, t->d_parent, t->d_more, t->d_n_children, g->d_cube,
                                                        w.nbr, w.n_nbr);
+    }
+
+    /* the M2L's source columns (nodes from level 2 down) grouped by octant */
+    const int64_t f2 = levels > 2 ? t->level_begin[2] : k, nn = k - f2;
+    B.alloc(&g->d_m2l_box, nn, "the boxes");
+    B.alloc(&g->d_m2l_col, k, "the boxes");
+    B.alloc(&w.okeys, nn, "the list builder's workspace");
+    B.alloc(&w.oitems, nn, "the list builder's workspace");
+    B.alloc(&w.ofirst, 9, "the list builder's workspace");
+    for (int q = 0; q <= 8; q++)
+        g->m2l_first[q] = 0;
+    if (B.st == FMK_OK && nn > 0) {
+        k_iota<<<blocks_for(nn), BLOCK>>>(nn, (int32_t)f2, w.oitems);
+        size_t need = 0;
+        const uint8_t *okey_in = (const uint8_t *)(g->d_oct + f2);
+        B.ok(cub::DeviceRadixSort::SortPairs(NULL, need, okey_in, w.okeys, w.oitems, g->d_m2l_box, (int)nn, 0, 3),
+             "cub::DeviceRadixSort (query)");
+        if (B.temp(need))
+            B.ok(cub::DeviceRadixSort::SortPairs(w.temp, need, okey_in, w.okeys, w.oitems, g->d_m2l_box, (int)nn,
+                                                 0, 3),
+                 "cub::DeviceRadixSort (M2L columns)");
+        if (B.st == FMK_OK)
+            k_m2l_columns<<<blocks_for(nn), BLOCK>>>(nn, w.okeys, g->d_m2l_box, g->d_m2l_col, w.ofirst);
+        int32_t of[9];
+        if (B.ok(cudaMemcpy(of, w.ofirst, sizeof of, cudaMemcpyDeviceToHost), "cudaMemcpy (M2L columns)"))
+            for (int q = 0; q <= 8; q++)
+                g->m2l_first[q] = of[q];
     }
 
     B.mark(&g->stage_time[1]);
@@ -633,6 +736,13 @@ extern "C" fmk_status fmk_cuda_fmm3d_geometry(fmk_plan *plan, const fmk_cuda_tre
     la.parent = t->d_parent, la.more = t->d_more, la.nch = t->d_n_children;
     la.sn = g->d_sn, la.tn = g->d_tn, la.nbr = w.nbr, la.n_nbr = w.n_nbr, la.cube = g->d_cube;
     la.cnt = w.cnt;
+    la.oct = g->d_oct;
+    B.alloc(&w.rank, FMK_FMM3D_NDIR, "the list builder's workspace");
+    int16_t rank[FMK_FMM3D_NDIR], dir_of_rank[RANK_MAX];
+    fmk_cuda_fmm3d_m2l_order(rank, dir_of_rank);
+    if (B.st == FMK_OK)
+        B.ok(cudaMemcpy(w.rank, rank, sizeof rank, cudaMemcpyHostToDevice), "cudaMemcpy (directions)");
+    la.rank = w.rank;
     if (B.st == FMK_OK) {
         k_lists<false><<<blocks_for(k + 1), BLOCK>>>(la);
         B.ok(cudaGetLastError(), "the list kernels");
@@ -671,20 +781,20 @@ extern "C" fmk_status fmk_cuda_fmm3d_geometry(fmk_plan *plan, const fmk_cuda_tre
     B.mark(&g->stage_time[2]);
 
     /* direction slots: the directions that occur, in increasing order */
-    B.alloc(&w.hist, FMK_FMM3D_NDIR, "the list builder's workspace");
-    B.alloc(&w.slot_of, FMK_FMM3D_NDIR, "the list builder's workspace");
+    B.alloc(&w.hist, RANK_MAX, "the list builder's workspace");
+    B.alloc(&w.slot_of, RANK_MAX, "the list builder's workspace");
     if (B.st == FMK_OK) {
-        unsigned hist[FMK_FMM3D_NDIR];
-        int16_t slot_of[FMK_FMM3D_NDIR];
+        unsigned hist[RANK_MAX];
+        int16_t slot_of[RANK_MAX];
         B.ok(cudaMemset(w.hist, 0, sizeof hist), "cudaMemset (directions)");
         if (g->n_v > 0)
             k_dir_count<<<g->n_v / BLOCK + 1 < 1024 ? (unsigned)(g->n_v / BLOCK + 1) : 1024, BLOCK>>>(
                 g->n_v, g->d_v_slot, w.hist);
         if (B.ok(cudaMemcpy(hist, w.hist, sizeof hist, cudaMemcpyDeviceToHost), "cudaMemcpy (directions)")) {
-            for (int d = 0; d < FMK_FMM3D_NDIR; d++) {
-                slot_of[d] = (int16_t)(hist[d] ? g->n_slots : -1);
-                if (hist[d])
-                    g->dir_of_slot[g->n_slots++] = d;
+            for (int r = 0; r < RANK_MAX; r++) { /* slots in the M2L order */
+                slot_of[r] = (int16_t)(hist[r] ? g->n_slots : -1);
+                if (hist[r])
+                    g->dir_of_slot[g->n_slots++] = dir_of_rank[r];
             }
             B.ok(cudaMemcpy(w.slot_of, slot_of, sizeof slot_of, cudaMemcpyHostToDevice), "cudaMemcpy (directions)");
             if (g->n_v > 0)
@@ -727,7 +837,7 @@ extern "C" fmk_status fmk_cuda_fmm3d_geometry(fmk_plan *plan, const fmk_cuda_tre
     /* tiles */
     int64_t n_items = 0;
     if (B.st == FMK_OK) {
-        k_tile_items<<<blocks_for(k + 1), BLOCK>>>(k, levels, t->d_more, g->d_sn, g->d_tn, t->d_level, w.oct,
+        k_tile_items<<<blocks_for(k + 1), BLOCK>>>(k, levels, t->d_more, g->d_sn, g->d_tn, t->d_level, g->d_oct,
                                                   NULL, w.flag, NULL, NULL);
         B.scan(w.flag, w.pos, k, &n_items);
     }
@@ -738,7 +848,7 @@ extern "C" fmk_status fmk_cuda_fmm3d_geometry(fmk_plan *plan, const fmk_cuda_tre
     B.alloc(&w.tab, 2 * GROUPS, "the tiles");
     int64_t first_tile[GROUPS + 1];
     if (B.st == FMK_OK) {
-        k_tile_items<<<blocks_for(k + 1), BLOCK>>>(k, levels, t->d_more, g->d_sn, g->d_tn, t->d_level, w.oct,
+        k_tile_items<<<blocks_for(k + 1), BLOCK>>>(k, levels, t->d_more, g->d_sn, g->d_tn, t->d_level, g->d_oct,
                                                   w.pos, NULL, w.keys[0], w.items[0]);
         size_t need = 0;
         B.ok(cub::DeviceRadixSort::SortPairs(NULL, need, w.keys[0], w.keys[1], w.items[0], w.items[1],
@@ -779,7 +889,7 @@ extern "C" fmk_status fmk_cuda_fmm3d_geometry(fmk_plan *plan, const fmk_cuda_tre
             k_tile_nodes<<<blocks_for(n_items), BLOCK>>>(n_items, tbw, w.keys[1], w.items[1], w.tab, g->d_tile_nodes);
         k_tile_entries<false><<<blocks_for(g->n_tiles + 1), BLOCK>>>(
             g->n_tiles, first_tile[levels], tbw, g->d_tile_nodes, t->d_more, t->d_n_children, g->d_sn,
-            t->d_parent, w.oct, w.flag, NULL, NULL, NULL);
+            t->d_parent, g->d_oct, w.flag, NULL, NULL, NULL);
         B.scan(w.flag, g->d_tile_begin, g->n_tiles, &g->n_entries);
     }
     B.alloc(&g->d_tile_slot, g->n_entries, "the tiles");
@@ -787,7 +897,7 @@ extern "C" fmk_status fmk_cuda_fmm3d_geometry(fmk_plan *plan, const fmk_cuda_tre
     if (B.st == FMK_OK && g->n_tiles > 0)
         k_tile_entries<true><<<blocks_for(g->n_tiles + 1), BLOCK>>>(
             g->n_tiles, first_tile[levels], tbw, g->d_tile_nodes, t->d_more, t->d_n_children, g->d_sn,
-            t->d_parent, w.oct, NULL, g->d_tile_begin, g->d_tile_slot, g->d_tile_src);
+            t->d_parent, g->d_oct, NULL, g->d_tile_begin, g->d_tile_slot, g->d_tile_src);
     B.ok(cudaGetLastError(), "the list builder's kernels");
     B.mark(&g->stage_time[5]);
 

@@ -37,6 +37,7 @@ typedef struct fmk_cuda_fmm3d_geo {
     int32_t *d_src_order, *d_trg_order; /* key position -> caller index */
     /* nodes */
     real4d *d_cube;                 /* centre, side */
+    int8_t *d_oct;                  /* octant in the parent (bit 2 x, 1 y, 0 z) */
     int8_t *d_level;
     int32_t *d_sb, *d_sn, *d_tb, *d_tn; /* first source and count, first target and count */
     /* lists, compressed rows over nodes (begins n_nodes + 1) */
@@ -47,11 +48,17 @@ typedef struct fmk_cuda_fmm3d_geo {
      * (itself and the W entries done as P2P), compressed rows like d_u */
     int32_t *d_pairs, *d_ur_begin, *d_ur;
     int64_t n_pairs, n_ur;
-    int16_t *d_v_slot;              /* direction slot of each V entry; rows sorted by slot */
+    int16_t *d_v_slot;              /* direction slot of each V entry; rows sorted by the
+                                     * source's octant, then slot */
     int64_t n_u, n_v, n_w, n_x, n_y;
-    /* V directions that occur, in increasing FMK_FMM3D_DIR order */
+    /* V directions that occur, in the M2L order (fmk_cuda_fmm3d_m2l_order) */
     int n_slots;
     int32_t dir_of_slot[FMK_FMM3D_NDIR];
+    /* the M2L's source columns: the nodes from level 2 down grouped by octant, the group of
+     * octant o columns [m2l_first[o], m2l_first[o + 1]) (d_m2l_box: column -> node, in increasing
+     * node order within a group; d_m2l_col: node -> its column's place within its group) */
+    int32_t *d_m2l_box, *d_m2l_col;
+    int64_t m2l_first[9];
     /* work lists: leaves with sources, leaves with targets, boxes with X, Y, V entries */
     int32_t *d_leaves_src, *d_leaves_trg, *d_xnodes, *d_ynodes, *d_vnodes;
     int64_t n_leaves_src, n_leaves_trg, n_xnodes, n_ynodes, n_vnodes;
@@ -84,6 +91,10 @@ extern "C" {
 fmk_status fmk_cuda_fmm3d_geometry(fmk_plan *plan, const fmk_cuda_tree *t, const double *d_x,
                                    int64_t ns, int self, int64_t near_max, int tb,
                                    long long extra, fmk_cuda_fmm3d_geo *g);
+
+/* The order of the V directions in the M2L's stacked matrices (fmm3d_lists.cu): rank[d] the
+ * place of FMK_FMM3D_DIR d (-1 for the near ones), dir_of_rank its inverse. */
+void fmk_cuda_fmm3d_m2l_order(int16_t rank[FMK_FMM3D_NDIR], int16_t dir_of_rank[512]);
 
 /* Frees what *g holds and zeroes it (safe on a zeroed one). */
 void fmk_cuda_fmm3d_geo_free(fmk_cuda_fmm3d_geo *g);

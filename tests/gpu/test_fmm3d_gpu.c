@@ -32,6 +32,9 @@ extern int fmk_fmm3d_direct_near; /* the CPU engine's (src/fmm3d.h) */
 extern int fmk_cuda_fmm3d_p2p_pairs;
 /* and the near field on a second stream alongside the far field (1) or after it (0) */
 extern int fmk_cuda_fmm3d_overlap;
+/* and the M2L's GEMMs: runs of directions merged across gaps (directions), X's bytes */
+extern int fmk_cuda_fmm3d_m2l_gap;
+extern long long fmk_cuda_fmm3d_m2l_bytes;
 /* cuda/fmm3d.cu (not API): the lists a plan built on the GPU, in the host's form. */
 fmk_status fmk_cuda_fmm3d_lists(fmk_plan *plan, fmk_fmm3d_lists *lists);
 
@@ -195,6 +198,26 @@ static void test_vs_cpu(void)
                 const double vp = test_rel_l2(p2, p1, n), vg = test_rel_l2(g2, g1, 3 * n);
                 printf("    one stream: pot %.2e grad %.2e\n", vp, vg);
                 CHECK_MSG(vp < 1e-12 && vg < 1e-12, "GPU (one stream) vs CPU: pot %.3e grad %.3e", vp, vg);
+                /* the M2L's GEMMs: one per direction, one per octant, and X of one
+                 * direction's products (each octant's GEMMs cut into parts) */
+                static const struct {
+                    int gap;
+                    long long bytes;
+                } m2l[] = {{-1, 256ll << 20}, {1000, 256ll << 20}, {5, 1}};
+                for (int v = 0; v < 3; v++) {
+                    const int gap = fmk_cuda_fmm3d_m2l_gap;
+                    const long long bytes = fmk_cuda_fmm3d_m2l_bytes;
+                    fmk_cuda_fmm3d_m2l_gap = m2l[v].gap, fmk_cuda_fmm3d_m2l_bytes = m2l[v].bytes;
+                    fmk_cuda_fmm3d_direct_near = 0;
+                    CHECK(run(&og, 1e-6, n, x, q, 0, NULL, p2, g2, &info) == FMK_OK);
+                    fmk_cuda_fmm3d_direct_near = near;
+                    fmk_cuda_fmm3d_m2l_gap = gap, fmk_cuda_fmm3d_m2l_bytes = bytes;
+                    const double mp = test_rel_l2(p2, p1, n), mg = test_rel_l2(g2, g1, 3 * n);
+                    printf("    M2L runs merged across gaps <= %d, X of %lld bytes: pot %.2e grad %.2e\n",
+                           m2l[v].gap, m2l[v].bytes, mp, mg);
+                    CHECK_MSG(mp < 1e-12 && mg < 1e-12, "GPU (M2L gap %d, X %lld bytes) vs CPU: pot %.3e grad %.3e",
+                              m2l[v].gap, m2l[v].bytes, mp, mg);
+                }
             }
         }
     }
