@@ -872,6 +872,9 @@ struct fmm_gpu {
     int n_m2l_gemms, n_m2l_parts;
     int64_t m2l_products;              /* box-direction products the GEMMs compute */
     double *d_Mp;                      /* the GEMMs' input columns */
+    double *d_pts;                     /* the mapped points of the last set_points (cap_pts bytes) */
+    void *d_box;                       /* set_points_device's bounding-box workspace (cap_box bytes) */
+    size_t cap_pts, cap_box;
     int32_t *d_xrow;
     cublasHandle_t blas;
     int has_blas;
@@ -905,7 +908,7 @@ void free_all(fmm_gpu *s)
     s->m2l_gemms = NULL, s->m2l_parts = NULL;
     fmk_cuda_fmm3d_geo_free(&s->g);
     fmk_cuda_tree3d_free(&s->tree);
-    void *all[] = {s->d_m2l, s->d_m2m, s->d_l2l, s->d_tabs, s->d_M, s->d_L, s->d_res, s->d_near, s->d_X, s->d_Mp, s->d_xrow,
+    void *all[] = {s->d_m2l, s->d_m2m, s->d_l2l, s->d_tabs, s->d_M, s->d_L, s->d_res, s->d_near, s->d_X, s->d_Mp, s->d_xrow, s->d_pts, s->d_box,
                    s->d_q, s->d_pot, s->d_grad, s->d_stats};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (all[i])
@@ -1157,7 +1160,7 @@ fmk_status m2l_plan(fmk_plan *plan, fmm_gpu *s, int64_t nn, int64_t *n_xrow)
 }
 
 /* The geometry and the operators from the mapped points d_all (sources, then targets unless
- * self: np * 3 doubles on the device), which are freed here. */
+ * self: np * 3 doubles on the device), which the state keeps (d_pts) from here on. */
 fmk_status setup_on_device(fmk_plan *plan, fmm_gpu *s, double *d_all)
 {
     const double t0 = fmk_time_now();
@@ -1184,7 +1187,12 @@ fmk_status setup_on_device(fmk_plan *plan, fmm_gpu *s, double *d_all)
     s->n_nodes = k;
     s->levels = tree.levels;
     s->gemm_first = tree.levels > 2 ? tree.level_begin[2] : k;
-    cudaFree(d_all);
+    if (d_all != s->d_pts) { /* kept for the next points */
+        if (s->d_pts)
+            cudaFree(s->d_pts), s->bytes -= (int64_t)s->cap_pts;
+        s->d_pts = d_all, s->cap_pts = 24 * (size_t)(np > 0 ? np : 1);
+        s->bytes += (int64_t)s->cap_pts;
+    }
     if (st != FMK_OK)
         return st;
     {
@@ -1358,13 +1366,21 @@ fmk_status new_state(fmk_plan *plan, fmm_gpu **out)
     return st;
 }
 
-/* The engine's state for the plan's points, given mapped on the device (d_all, freed here) or,
- * d_all NULL, from the plan's host copies. The plan's device is current. On failure the plan
- * holds no state. */
+/* Frees mapped points d_all unless they are the state's kept buffer. */
+void free_points(const fmk_plan *plan, double *d_all)
+{
+    const fmm_gpu *s = (const fmm_gpu *)plan->state;
+    if (d_all && (!s || d_all != s->d_pts))
+        cudaFree(d_all);
+}
+
+/* The engine's state for the plan's points, given mapped on the device (d_all: the state's from
+ * here on) or, d_all NULL, from the plan's host copies. The plan's device is current. On failure
+ * the plan holds no state. */
 fmk_status build_state(fmk_plan *plan, double *d_all)
 {
     if (plan->opts.precision == FMK_PRECISION_FP32 && plan->eps < 1e-5) {
-        cudaFree(d_all);
+        free_points(plan, d_all);
         return fmk_error_set(plan, FMK_ERR_ARG,
                              "method fmm in fp32 takes eps >= 1e-5 (eps = %g); use precision fp64",
                              plan->eps);
@@ -1380,8 +1396,11 @@ fmk_status build_state(fmk_plan *plan, double *d_all)
     const int64_t ns = plan->n_sources, nt = plan->n_targets;
     const int64_t np = plan->self ? ns : ns + nt;
     if (st == FMK_OK && !d_all) { /* the mapped host points, sources then targets */
-        st = fmk_cuda_alloc(plan, (void **)&d_all, 24 * (size_t)(np > 0 ? np : 1), "the points",
-                            plan_total(plan));
+        if (s->d_pts && s->cap_pts >= 24 * (size_t)(np > 0 ? np : 1))
+            d_all = s->d_pts;
+        else
+            st = fmk_cuda_alloc(plan, (void **)&d_all, 24 * (size_t)(np > 0 ? np : 1), "the points",
+                                plan_total(plan));
         cudaError_t err = cudaSuccess;
         if (st == FMK_OK)
             err = cudaMemcpy(d_all, plan->sources, 24 * (size_t)ns, cudaMemcpyHostToDevice);
@@ -1392,8 +1411,8 @@ fmk_status build_state(fmk_plan *plan, double *d_all)
     }
     if (st == FMK_OK) {
         st = setup_on_device(plan, s, d_all);
-    } else if (d_all) {
-        cudaFree(d_all);
+    } else {
+        free_points(plan, d_all);
     }
     if (st != FMK_OK) {
         fmm_release(plan);
@@ -1459,22 +1478,35 @@ fmk_status points_device(fmk_plan *plan, int64_t ns, const double *d_s, int64_t 
     cudaError_t err = fmk_cuda_bounding_box(3, ns, d_s, n_box, d_t, NULL, &temp_bytes, NULL, lo, hi, &bad);
     if (err != cudaSuccess)
         return fmk_cuda_fail(plan, err, "cub::DeviceReduce::TransformReduce (workspace query)");
-    /* the mapped points' buffer first: a size the GPU cannot hold fails before any read */
+    /* the mapped points' buffer first: a size the GPU cannot hold fails before any read; the
+     * plan's state from its previous points (fmm_set_points_device) lends its buffers */
+    fmm_gpu *kept = (fmm_gpu *)plan->state;
     double *d_all = NULL;
     void *d_temp = NULL;
-    const size_t box_off = (temp_bytes + 255) / 256 * 256;
-    st = fmk_cuda_alloc(plan, (void **)&d_all, 24 * (size_t)(np > 0 ? np : 1), "the points", total);
-    if (st == FMK_OK)
-        st = fmk_cuda_alloc(plan, &d_temp, box_off + fmk_cuda_box_bytes(), "the bounding-box workspace",
-                            total);
+    const size_t box_off = (temp_bytes + 255) / 256 * 256, box_bytes = box_off + fmk_cuda_box_bytes();
+    const size_t pts_bytes = 24 * (size_t)(np > 0 ? np : 1);
+    if (kept && kept->cap_pts >= pts_bytes)
+        d_all = kept->d_pts;
+    else
+        st = fmk_cuda_alloc(plan, (void **)&d_all, pts_bytes, "the points", total);
+    if (st == FMK_OK && kept && kept->cap_box >= box_bytes)
+        d_temp = kept->d_box;
+    else if (st == FMK_OK)
+        st = fmk_cuda_alloc(plan, &d_temp, box_bytes, "the bounding-box workspace", total);
     if (st == FMK_OK) {
         err = fmk_cuda_bounding_box(3, ns, d_s, n_box, d_t, d_temp, &temp_bytes, (char *)d_temp + box_off,
                                     lo, hi, &bad);
         if (err != cudaSuccess)
             st = fmk_cuda_fail(plan, err, "cub::DeviceReduce::TransformReduce (bounding box)");
     }
-    if (d_temp)
+    if (d_temp && kept && d_temp != kept->d_box) { /* kept for the next points */
+        if (kept->d_box)
+            cudaFree(kept->d_box), kept->bytes -= (int64_t)kept->cap_box;
+        kept->d_box = d_temp, kept->cap_box = box_bytes;
+        kept->bytes += (int64_t)box_bytes;
+    } else if (d_temp && !kept) {
         cudaFree(d_temp);
+    }
     if (st == FMK_OK && bad >= 0)
         st = fmk_error_set(plan, FMK_ERR_NONFINITE, "%s[%lld] is not finite; points must be finite",
                            bad < ns ? "sources" : "targets", (long long)(bad < ns ? bad : bad - ns));
@@ -1489,7 +1521,7 @@ fmk_status points_device(fmk_plan *plan, int64_t ns, const double *d_s, int64_t 
             st = fmk_cuda_fail(plan, err, "the point mapping kernel");
     }
     if (st != FMK_OK) {
-        cudaFree(d_all);
+        free_points(plan, d_all);
         return st;
     }
     plan->frame = frame;
