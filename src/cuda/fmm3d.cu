@@ -525,6 +525,14 @@ __global__ void __launch_bounds__(64) k_l2p_m2p(int p, int S, int nt, tabs tb,
     const int b = leaves[blockIdx.x];
     const double *sq = tb.sqrt_int;
     double H[2 * NH];
+    /* the leaf's local expansion in shared memory: each target reads every coefficient up to
+     * four times */
+    extern __shared__ double Ls[];
+    if (level[b] >= 2) {
+        for (int i = threadIdx.x; i < S; i += blockDim.x)
+            Ls[i] = Lx[(int64_t)b * S + i];
+        __syncthreads();
+    }
     for (int i = tbeg[b] + threadIdx.x; i < tbeg[b] + tn[b]; i += blockDim.x) {
         const real4d y = trg[i];
         double pot = 0, gx = 0, gy = 0, gz = 0;
@@ -532,8 +540,7 @@ __global__ void __launch_bounds__(64) k_l2p_m2p(int p, int S, int nt, tabs tb,
             const real4d c = cube[b];
             const double inv_s = 1 / c.w;
             double phi, gr, gi, gzz;
-            l2p(tb, p, (y.x - c.x) * inv_s, (y.y - c.y) * inv_s, (y.z - c.z) * inv_s, Lx + (int64_t)b * S, &phi,
-                &gr, &gi, &gzz);
+            l2p(tb, p, (y.x - c.x) * inv_s, (y.y - c.y) * inv_s, (y.z - c.z) * inv_s, Ls, &phi, &gr, &gi, &gzz);
             pot += phi;
             gx += -gr * inv_s, gy += gi * inv_s, gz += gzz * inv_s;
         }
@@ -1573,7 +1580,7 @@ void launch_point_ops(fmm_gpu *s, int nt, int which)
         k_p2e<<<(unsigned)s->g.n_xnodes, BLOCK, 8 * S, s->stream[0]>>>(p, S, s->tb, s->g.d_xnodes, s->g.d_x_begin, s->g.d_x,
                                                          s->g.d_cube, s->g.d_sb, s->g.d_sn, s->g.d_src, s->d_L);
     if (which == 2 && s->g.n_leaves_trg > 0)
-        k_l2p_m2p<NH><<<(unsigned)s->g.n_leaves_trg, 64, 0, s->stream[0]>>>(p, S, nt, s->tb, s->g.d_leaves_trg, s->g.d_level,
+        k_l2p_m2p<NH><<<(unsigned)s->g.n_leaves_trg, 64, 8 * S, s->stream[0]>>>(p, S, nt, s->tb, s->g.d_leaves_trg, s->g.d_level,
                                                          s->g.d_cube, s->g.d_tb, s->g.d_tn, s->g.d_w_begin, s->g.d_w,
                                                          s->g.d_trg, s->d_M, s->d_L, s->d_res);
 }
