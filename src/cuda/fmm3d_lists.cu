@@ -358,6 +358,16 @@ __global__ void k_work_flags(int64_t k, int kind, const int32_t *__restrict__ mo
     flag[b] = f;
 }
 
+/* The totals of up to 5 exclusive scans of n + 1 entries: tot[j] = out[j][n]. */
+struct scan_outs {
+    int32_t *p[5];
+};
+__global__ void k_totals(scan_outs o, int count, int64_t n, int32_t *tot)
+{
+    if ((int)threadIdx.x < count)
+        tot[threadIdx.x] = o.p[threadIdx.x][n];
+}
+
 __global__ void k_compact(int64_t k, const int32_t *__restrict__ flag, const int32_t *__restrict__ pos,
                           int32_t *out)
 {
@@ -508,6 +518,7 @@ struct scratch {
     int8_t *n_nbr;
     int16_t *rank;
     uint8_t *okeys;
+    int32_t *tot, *pos5;
     int32_t *ofirst, *oitems;
     unsigned *hist;
     int16_t *slot_of;
@@ -578,6 +589,29 @@ struct builder {
             const double now = fmk_time_now();
             *t = now - last, last = now;
         }
+    }
+    /* count (<= 5) scans as scan() below, their totals read together (one wait, not count) */
+    bool scans(const int32_t *const *in, int32_t *const *out, int64_t n, int count, int64_t *const *total)
+    {
+        if (st != FMK_OK)
+            return false;
+        size_t need = 0;
+        if (!ok(cub::DeviceScan::ExclusiveSum(NULL, need, in[0], out[0], (int)(n + 1)), "cub::DeviceScan (query)") ||
+            !temp(need) || !alloc(&w.tot, 5, "the list builder's workspace"))
+            return false;
+        scan_outs o;
+        for (int j = 0; j < count; j++) {
+            if (!ok(cub::DeviceScan::ExclusiveSum(w.temp, need, in[j], out[j], (int)(n + 1)), "cub::DeviceScan"))
+                return false;
+            o.p[j] = out[j];
+        }
+        k_totals<<<1, 32>>>(o, count, n, w.tot);
+        int32_t h[5];
+        if (!ok(cudaMemcpy(h, w.tot, 4 * (size_t)count, cudaMemcpyDeviceToHost), "cudaMemcpy (list sizes)"))
+            return false;
+        for (int j = 0; j < count; j++)
+            *total[j] = h[j];
+        return true;
     }
     /* out[0..n] = exclusive sum of in[0..n] (in[n] is 0); *total = out[n] (a read). */
     bool scan(const int32_t *in, int32_t *out, int64_t n, int64_t *total)
@@ -749,9 +783,14 @@ extern "C" fmk_status fmk_cuda_fmm3d_geometry(fmk_plan *plan, const fmk_cuda_tre
     }
     int32_t **begins[5] = {&g->d_u_begin, &g->d_v_begin, &g->d_w_begin, &g->d_x_begin, &g->d_y_begin};
     int64_t *totals[5] = {&g->n_u, &g->n_v, &g->n_w, &g->n_x, &g->n_y};
-    for (int j = 0; j < 5; j++) {
-        if (B.alloc(begins[j], k + 1, "the interaction lists"))
-            B.scan(w.cnt + j * (k + 1), *begins[j], k, totals[j]);
+    for (int j = 0; j < 5; j++)
+        B.alloc(begins[j], k + 1, "the interaction lists");
+    {
+        const int32_t *in[5];
+        int32_t *out[5];
+        for (int j = 0; j < 5; j++)
+            in[j] = w.cnt + j * (k + 1), out[j] = *begins[j];
+        B.scans(in, out, k, 5, totals);
     }
     B.alloc(&g->d_u, g->n_u, "the U list");
     B.alloc(&g->d_v, g->n_v, "the V list");
@@ -809,10 +848,20 @@ extern "C" fmk_status fmk_cuda_fmm3d_geometry(fmk_plan *plan, const fmk_cuda_tre
     int32_t **outs[5] = {&g->d_leaves_src, &g->d_leaves_trg, &g->d_xnodes, &g->d_ynodes, &g->d_vnodes};
     int64_t *counts[5] = {&g->n_leaves_src, &g->n_leaves_trg, &g->n_xnodes, &g->n_ynodes, &g->n_vnodes};
     const int32_t *lbeg[5] = {NULL, NULL, g->d_x_begin, g->d_y_begin, g->d_v_begin};
-    for (int j = 0; j < 5 && B.st == FMK_OK; j++) {
-        k_work_flags<<<blocks_for(k + 1), BLOCK>>>(k, j, t->d_more, g->d_sn, g->d_tn, lbeg[j], w.flag);
-        if (B.scan(w.flag, w.pos, k, counts[j]) && B.alloc(outs[j], *counts[j], "the work lists") && k > 0)
-            k_compact<<<blocks_for(k), BLOCK>>>(k, w.flag, w.pos, *outs[j]);
+    /* flags in w.cnt (free until the U split below), their scans in w.pos5, sizes read once */
+    B.alloc(&w.pos5, 5 * (k + 1), "the list builder's workspace");
+    {
+        const int32_t *in[5];
+        int32_t *out[5];
+        for (int j = 0; j < 5; j++) {
+            in[j] = w.cnt + j * (k + 1), out[j] = w.pos5 + j * (k + 1);
+            if (B.st == FMK_OK)
+                k_work_flags<<<blocks_for(k + 1), BLOCK>>>(k, j, t->d_more, g->d_sn, g->d_tn, lbeg[j], w.cnt + j * (k + 1));
+        }
+        B.scans(in, out, k, 5, counts);
+        for (int j = 0; j < 5; j++)
+            if (B.alloc(outs[j], *counts[j], "the work lists") && k > 0)
+                k_compact<<<blocks_for(k), BLOCK>>>(k, w.cnt + j * (k + 1), w.pos5 + j * (k + 1), *outs[j]);
     }
 
     /* sources = targets: the U lists split into leaf pairs (each once) and the rest */
@@ -820,9 +869,12 @@ extern "C" fmk_status fmk_cuda_fmm3d_geometry(fmk_plan *plan, const fmk_cuda_tre
         k_sym_split<false><<<blocks_for(k + 1), BLOCK>>>(k, g->d_u_begin, g->d_u, g->d_cube, w.cnt, NULL, NULL,
                                                         NULL, NULL);
         B.ok(cudaGetLastError(), "the list kernels");
-        B.scan(w.cnt, w.pos, k, &g->n_pairs);
-        if (B.alloc(&g->d_ur_begin, k + 1, "the U list"))
-            B.scan(w.cnt + k + 1, g->d_ur_begin, k, &g->n_ur);
+        if (B.alloc(&g->d_ur_begin, k + 1, "the U list")) {
+            const int32_t *in[2] = {w.cnt, w.cnt + k + 1};
+            int32_t *out[2] = {w.pos, g->d_ur_begin};
+            int64_t *totals[2] = {&g->n_pairs, &g->n_ur};
+            B.scans(in, out, k, 2, totals);
+        }
         B.alloc(&g->d_pairs, 2 * g->n_pairs, "the U list");
         B.alloc(&g->d_ur, g->n_ur, "the U list");
         if (B.st == FMK_OK && k > 0) {
