@@ -12,16 +12,21 @@
  * octant (8 each) and M2L only on the offset of the two boxes in side units (one of the 316
  * V-list directions), never on the level. They are built on the GPU, one entry per thread, from
  * the addition theorems (fmm3d_ops.c's references, written per matrix entry) and the harmonics
- * of the 8 + 8 + 316 translation vectors; the M2L matrices are stacked into one tall matrix.
+ * of the 8 + 8 + 316 translation vectors; the M2L matrices are stacked into one tall matrix, in
+ * an order where the directions that the sources of each octant reach lie in a few runs. The
+ * state (events, streams, cuBLAS, the tree's and the lists' arrays, matrices, buffers) is kept
+ * from one set_points_device to the next, grown where too small.
  *
  * eval (numbers only): charges to key order; P2M at the leaves (blocks per leaf, a thread per
  * source, warp sums of the harmonics as they are made); M2M level by level upward (to level 2)
  * and L2L level by level downward in tiles of TB boxes (per octant, the TB input expansions in shared memory times the octant's
- * matrix, accumulators in registers); M2L per batch of directions as one cuBLAS DGEMM of the
- * stacked matrices with the multipoles of all boxes from level 2 down, then a gather of each
- * target box's V entries of the batch; P2L (X list); L2P and M2P (W list) a thread per target;
- * P2P (U list) blocks per target leaf with the sources staged in shared memory (fp64, or fp32 on
- * offsets from the leaf's centre). W entries with
+ * matrix, accumulators in registers); M2L per octant of the sources, a cuBLAS DGEMM of the
+ * stacked matrices of each run of directions they reach with their multipoles, then a gather of
+ * each target box's V entries of the part; P2L (X list); L2P and M2P (W list) a thread per
+ * target; P2P (U list) blocks per target leaf with the sources staged in shared memory (fp64, or
+ * fp32 on offsets from the leaf's centre), or per pair of touching leaves both ways. The near
+ * field (P2P) runs on a second stream alongside the far field's chain, into its own results,
+ * which k_results adds to the far field's. W entries with
  * few sources and X entries into boxes with few targets are done as P2P instead (exact, and
  * cheaper there; fmk_cuda_fmm3d_direct_near). Then the results go to the caller's order and
  * units. Nothing is written to the caller's arrays before every pass has succeeded.
@@ -893,7 +898,7 @@ struct fmm_gpu {
     int32_t mat_dir[FMK_FMM3D_NDIR];
     int64_t mat_bytes;                 /* device bytes of the M2L, M2M and L2L matrices */
     /* device arrays of the operators and expansions */
-    double *d_X;                       /* a batch of directions' matrices times every multipole */
+    double *d_X;                       /* a part's directions' matrices times its octant's multipoles */
     double *d_m2l, *d_m2m, *d_l2l;
     double *d_tabs;                    /* rec_a | rec_b | rec_diag | sqrt_int */
     tabs tb;

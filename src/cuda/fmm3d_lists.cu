@@ -762,7 +762,8 @@ extern "C" fmk_status fmk_cuda_fmm3d_geometry(fmk_plan *plan, const fmk_cuda_tre
 
     B.mark(&g->stage_time[1]);
 
-    /* the lists: count, scan, fill; then each V row sorted by direction (CUB) */
+    /* the lists: count, scan, fill; then each V row sorted by the source's octant, then the
+     * direction's place in the M2L order (CUB) */
     B.alloc(&w.cnt, 6 * (k + 1), "the list builder's workspace");
     lists_args la;
     memset(&la, 0, sizeof la);

@@ -9,7 +9,9 @@
  * pass, CUB scans, a fill pass), so the lists are the host's entry for entry; the work lists
  * (nodes that have work in a pass) by scan and compaction; and the tiles of the M2M and L2L
  * kernel (the same tiles the host code built: per level the parents with sources, per level and
- * octant the boxes with targets, TB to a tile, a CUB radix sort by group).
+ * octant the boxes with targets, TB to a tile, a CUB radix sort by group); and the M2L's
+ * columns, the nodes from level 2 down grouped by octant (a CUB radix sort), with each V row
+ * sorted by its source's octant, then by the direction's place in the M2L order.
  *
  * Near-field substitutes (near_max >= 0): a W entry with at most near_max sources goes to the
  * leaf's U list (after its U entries) and the X entries of a box with at most near_max targets go
