@@ -11,6 +11,13 @@
  *   fmm3d near       Plummer and uniform at 2^20, eps 1e-6: the threshold of W and X entries
  *                    done as P2P, and the leaf
  *   fmm3d fp32       2^20 uniform and Plummer at eps 1e-3 and 1e-5, fp32 and fp64 (device points)
+ *   fmm3d overlap    eval's near field alongside the far field (on two streams) and after it
+ *                    (one stream): 2^20 uniform and Plummer at eps 1e-6, fp32 at eps 1e-5,
+ *                    2^19 separate targets, eps 1e-3, and 2^12, 2^16 points (device points)
+ *   fmm3d m2l        the M2L's GEMMs per octant: a GEMM per direction (-1), runs of directions
+ *                    merged across gaps of <= 2, 5, 11 and any number of directions, 2^20
+ *                    uniform and Plummer at eps 1e-6,
+ *                    one stream (the phases alone), then two streams at the default
  *   fmm3d table8     Gumerov & Duraiswami (paper 003) Table 8: N = 2^20 uniform, p = 4, 8, 12,
  *                    potential, and potential + gradient
  *   fmm3d cross      N = 2^12 .. 2^20 uniform: FMM (eps 1e-3, 1e-6) vs GPU direct and treecode
@@ -45,6 +52,10 @@ fmk_status fmk_cuda_fmm3d_setup_times(const fmk_plan *plan, double t[11]) __attr
 extern int fmk_cuda_fmm3d_direct_near __attribute__((weak));
 /* and P2P of leaf pairs both ways (sources = targets, fp64): targets per thread, 0 off */
 extern int fmk_cuda_fmm3d_p2p_pairs __attribute__((weak));
+/* and eval's near field on a second stream alongside the far field (1) or after it (0) */
+extern int fmk_cuda_fmm3d_overlap __attribute__((weak));
+/* and the M2L's merging of direction runs (directions apart) */
+extern int fmk_cuda_fmm3d_m2l_gap __attribute__((weak));
 #pragma weak cudaMalloc
 #pragma weak cudaMemcpy
 #pragma weak cudaFree
@@ -53,6 +64,7 @@ extern int fmk_cuda_fmm3d_p2p_pairs __attribute__((weak));
 static int json, first_row = 1;
 static int device_points; /* set_points_device with the points on the device */
 static fmk_precision precision = FMK_PRECISION_FP64;
+static int64_t separate_targets; /* > 0: that many targets (uniform in the sources' box), no errors */
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
 static double urand(void)
@@ -161,8 +173,14 @@ static int measure(fmk_method method, double eps, int order, int64_t leaf, const
 {
     memset(r, 0, sizeof *r);
     r->err_pot = r->err_grad = -1;
-    double *x = xmalloc(24 * (size_t)n), *q = xmalloc(8 * (size_t)n);
+    const int64_t nt = separate_targets > 0 ? separate_targets : n;
+    double *x = xmalloc(24 * (size_t)(n + separate_targets)), *q = xmalloc(8 * (size_t)n);
     points(dist, n, x);
+    if (separate_targets > 0)
+        points("cube", separate_targets, x + 3 * n);
+    const double *xt = separate_targets > 0 ? x + 3 * n : NULL;
+    if (xt)
+        check = 0;
     for (int64_t i = 0; i < n; i++)
         q[i] = 2 * urand() - 1;
     fmk_opts o;
@@ -179,23 +197,25 @@ static int measure(fmk_method method, double eps, int order, int64_t leaf, const
         return -1;
     }
     int64_t hb = 0, db = 0;
-    fmk_plan_memory(p, n, -1, &hb, &db);
+    fmk_plan_memory(p, n, xt ? nt : -1, &hb, &db);
     r->plan_bytes_device = db;
     double *dq = NULL, *dp = NULL, *dg = NULL;
     cudaMalloc((void **)&dq, 8 * (size_t)n);
-    cudaMalloc((void **)&dp, 8 * (size_t)n);
-    cudaMalloc((void **)&dg, 24 * (size_t)n);
+    cudaMalloc((void **)&dp, 8 * (size_t)nt);
+    cudaMalloc((void **)&dg, 24 * (size_t)nt);
     cudaMemcpy(dq, q, 8 * (size_t)n, cudaMemcpyHostToDevice);
     double *dx = NULL;
     if (device_points) {
-        cudaMalloc((void **)&dx, 24 * (size_t)n);
-        cudaMemcpy(dx, x, 24 * (size_t)n, cudaMemcpyHostToDevice);
+        cudaMalloc((void **)&dx, 24 * (size_t)(n + separate_targets));
+        cudaMemcpy(dx, x, 24 * (size_t)(n + separate_targets), cudaMemcpyHostToDevice);
     }
     double ts[16], te[16];
     int ok = 1;
     for (int k = 0; k <= reps && ok; k++) {
         const double t0 = bench_now();
-        ok = (dx ? fmk_plan_set_points_device(p, n, dx, 0, NULL) : fmk_plan_set_points(p, n, x, 0, NULL)) == FMK_OK;
+        const int64_t m = xt ? nt : 0;
+        ok = (dx ? fmk_plan_set_points_device(p, n, dx, m, xt ? dx + 3 * n : NULL)
+                 : fmk_plan_set_points(p, n, x, m, xt)) == FMK_OK;
         const double t1 = bench_now();
         if (k > 0)
             ts[k - 1] = t1 - t0;
@@ -369,6 +389,66 @@ int main(int argc, char **argv)
                 }
         device_points = 0;
         precision = FMK_PRECISION_FP64;
+    } else if (!strcmp(mode, "overlap")) {
+        /* eval's near field on a second stream alongside the far field's chain (1) or on the
+         * same stream after it (0), with the settings that must not get slower */
+        if (!&fmk_cuda_fmm3d_overlap) {
+            fprintf(stderr, "fmm3d: no overlap knob in this build\n");
+            return 1;
+        }
+        const int knob = fmk_cuda_fmm3d_overlap;
+        device_points = 1;
+        for (int ov = 0; ov <= 1; ov++) {
+            fmk_cuda_fmm3d_overlap = ov;
+            const char *table = ov ? "ov1" : "ov0";
+            if (!json)
+                printf("near field %s\n", ov ? "alongside the far field (two streams)" : "after it (one stream)");
+            if (measure(FMK_METHOD_FMM, 1e-6, -1, 0, "cube", N20, 1, 5, 1, &r) == 0)
+                print_row(table, FMK_METHOD_FMM, "cube", N20, 1e-6, 1, &r);
+            if (measure(FMK_METHOD_FMM, 1e-6, -1, 0, "plummer", N20, 1, 5, 1, &r) == 0)
+                print_row(table, FMK_METHOD_FMM, "plummer", N20, 1e-6, 1, &r);
+            precision = FMK_PRECISION_FP32;
+            if (measure(FMK_METHOD_FMM, 1e-5, -1, 0, "cube", N20, 1, 5, 1, &r) == 0)
+                print_row(ov ? "ov1-f32" : "ov0-f32", FMK_METHOD_FMM, "cube", N20, 1e-5, 1, &r);
+            precision = FMK_PRECISION_FP64;
+            separate_targets = N20 / 2;
+            if (measure(FMK_METHOD_FMM, 1e-6, -1, 0, "plummer", N20, 1, 5, 0, &r) == 0)
+                print_row(ov ? "ov1-trg" : "ov0-trg", FMK_METHOD_FMM, "plummer", N20, 1e-6, 1, &r);
+            separate_targets = 0;
+            if (measure(FMK_METHOD_FMM, 1e-3, -1, 0, "cube", N20, 1, 5, 0, &r) == 0)
+                print_row(table, FMK_METHOD_FMM, "cube", N20, 1e-3, 1, &r);
+            for (int lg = 12; lg <= 16; lg += 4)
+                if (measure(FMK_METHOD_FMM, 1e-6, -1, 0, "cube", (int64_t)1 << lg, 1, 7, 0, &r) == 0)
+                    print_row(table, FMK_METHOD_FMM, "cube", (int64_t)1 << lg, 1e-6, 1, &r);
+        }
+        fmk_cuda_fmm3d_overlap = knob;
+        device_points = 0;
+    } else if (!strcmp(mode, "m2l")) {
+        if (!&fmk_cuda_fmm3d_m2l_gap || !&fmk_cuda_fmm3d_overlap) {
+            fprintf(stderr, "fmm3d: no M2L knob in this build\n");
+            return 1;
+        }
+        const int gap = fmk_cuda_fmm3d_m2l_gap, ov = fmk_cuda_fmm3d_overlap;
+        const int gaps[] = {-1, 2, 5, 11, 1000};
+        const char *dists[] = {"cube", "plummer"};
+        device_points = 1;
+        for (int d = 0; d < 2; d++) {
+            fmk_cuda_fmm3d_overlap = 0;
+            for (int k = 0; k < 5; k++) {
+                fmk_cuda_fmm3d_m2l_gap = gaps[k];
+                if (!json)
+                    printf("runs merged across gaps of <= %d directions, one stream\n", gaps[k]);
+                if (measure(FMK_METHOD_FMM, 1e-6, -1, 0, dists[d], N20, 1, 5, k == 2, &r) == 0)
+                    print_row("m2l", FMK_METHOD_FMM, dists[d], N20, 1e-6, 1, &r);
+            }
+            fmk_cuda_fmm3d_m2l_gap = gap, fmk_cuda_fmm3d_overlap = ov;
+            if (!json)
+                printf("default, two streams\n");
+            if (measure(FMK_METHOD_FMM, 1e-6, -1, 0, dists[d], N20, 1, 5, 1, &r) == 0)
+                print_row("m2l-ov", FMK_METHOD_FMM, dists[d], N20, 1e-6, 1, &r);
+        }
+        fmk_cuda_fmm3d_m2l_gap = gap, fmk_cuda_fmm3d_overlap = ov;
+        device_points = 0;
     } else if (!strcmp(mode, "table8")) {
         const int orders[] = {4, 8, 12};
         for (int k = 0; k < 3; k++)

@@ -12,16 +12,21 @@
  * octant (8 each) and M2L only on the offset of the two boxes in side units (one of the 316
  * V-list directions), never on the level. They are built on the GPU, one entry per thread, from
  * the addition theorems (fmm3d_ops.c's references, written per matrix entry) and the harmonics
- * of the 8 + 8 + 316 translation vectors; the M2L matrices are stacked into one tall matrix.
+ * of the 8 + 8 + 316 translation vectors; the M2L matrices are stacked into one tall matrix, in
+ * an order where the directions that the sources of each octant reach lie in a few runs. The
+ * state (events, streams, cuBLAS, the tree's and the lists' arrays, matrices, buffers) is kept
+ * from one set_points_device to the next, grown where too small.
  *
  * eval (numbers only): charges to key order; P2M at the leaves (blocks per leaf, a thread per
  * source, warp sums of the harmonics as they are made); M2M level by level upward (to level 2)
  * and L2L level by level downward in tiles of TB boxes (per octant, the TB input expansions in shared memory times the octant's
- * matrix, accumulators in registers); M2L per batch of directions as one cuBLAS DGEMM of the
- * stacked matrices with the multipoles of all boxes from level 2 down, then a gather of each
- * target box's V entries of the batch; P2L (X list); L2P and M2P (W list) a thread per target;
- * P2P (U list) blocks per target leaf with the sources staged in shared memory (fp64, or fp32 on
- * offsets from the leaf's centre). W entries with
+ * matrix, accumulators in registers); M2L per octant of the sources, a cuBLAS DGEMM of the
+ * stacked matrices of each run of directions they reach with their multipoles, then a gather of
+ * each target box's V entries of the part; P2L (X list); L2P and M2P (W list) a thread per
+ * target; P2P (U list) blocks per target leaf with the sources staged in shared memory (fp64, or
+ * fp32 on offsets from the leaf's centre), or per pair of touching leaves both ways. The near
+ * field (P2P) runs on a second stream alongside the far field's chain, into its own results,
+ * which k_results adds to the far field's. W entries with
  * few sources and X entries into boxes with few targets are done as P2P instead (exact, and
  * cheaper there; fmk_cuda_fmm3d_direct_near). Then the results go to the caller's order and
  * units. Nothing is written to the caller's arrays before every pass has succeeded.
@@ -63,26 +68,47 @@ int fmk_cuda_fmm3d_direct_near = 16;
 extern "C" int fmk_cuda_fmm3d_p2p_pairs;
 int fmk_cuda_fmm3d_p2p_pairs = -1; /* -1: from the leaf size (p2p below) */
 
+/* Tuning knob, not API: 1 runs eval's near field (P2P) on a second stream alongside the far
+ * field's chain (P2M .. L2P); 0 runs everything on one stream, one pass after another (each
+ * phase's time then is its own; docs/fmm3d_gpu.md, section 1). */
+extern "C" int fmk_cuda_fmm3d_overlap;
+int fmk_cuda_fmm3d_overlap = 1;
+
+/* Tuning knob, not API: the M2L's GEMMs per octant of the sources cover the runs of directions
+ * those sources reach, a run and the next merged when at most this many directions apart
+ * (docs/fmm3d_gpu.md, section 1: measured); a large value makes one GEMM per octant, -1 one
+ * GEMM per direction. */
+extern "C" int fmk_cuda_fmm3d_m2l_gap;
+int fmk_cuda_fmm3d_m2l_gap = 5;
+
+/* Tuning knob, not API: the M2L's products (X) take at most this many bytes, or one direction
+ * times all boxes from level 2 down when that is more; the GEMMs of an octant that do not fit
+ * go to further parts. */
+extern "C" long long fmk_cuda_fmm3d_m2l_bytes;
+long long fmk_cuda_fmm3d_m2l_bytes = 256ll << 20;
+
 /* cuBLAS is loaded when the first GPU FMM plan starts, not linked: libfmmkit then runs
  * (CPU and every other GPU engine) on machines whose loader cannot find libcublas, and the
- * GPU FMM says what is missing. The three entry points used are the _v2 ones that
- * cublas_v2.h maps cublasCreate, cublasDestroy and cublasDgemm to. */
+ * GPU FMM says what is missing. The four entry points used are the _v2 ones that
+ * cublas_v2.h maps cublasCreate, cublasDestroy, cublasSetStream and cublasDgemm to. */
 namespace blas {
 
 typedef cublasStatus_t (*create_fn)(cublasHandle_t *);
 typedef cublasStatus_t (*destroy_fn)(cublasHandle_t);
+typedef cublasStatus_t (*stream_fn)(cublasHandle_t, cudaStream_t);
 typedef cublasStatus_t (*dgemm_fn)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int,
                                    int, const double *, const double *, int, const double *, int,
                                    const double *, double *, int);
 create_fn create;
 destroy_fn destroy;
+stream_fn set_stream;
 dgemm_fn dgemm;
 
 #define FMK_STR2(x) #x
 #define FMK_STR(x) FMK_STR2(x)
 #define FMK_CUBLAS_SONAME "libcublas.so." FMK_STR(CUBLAS_VER_MAJOR)
 
-/* 1 when the three functions are there (tries the loader's path, then $CUDA_HOME/lib64 and
+/* 1 when the four functions are there (tries the loader's path, then $CUDA_HOME/lib64 and
  * /usr/local/cuda/lib64); the library stays loaded for the life of the process. */
 int load(void)
 {
@@ -101,9 +127,10 @@ int load(void)
     if (h) {
         create = (create_fn)dlsym(h, "cublasCreate_v2");
         destroy = (destroy_fn)dlsym(h, "cublasDestroy_v2");
+        set_stream = (stream_fn)dlsym(h, "cublasSetStream_v2");
         dgemm = (dgemm_fn)dlsym(h, "cublasDgemm_v2");
     }
-    state = h && create && destroy && dgemm ? 1 : -1;
+    state = h && create && destroy && set_stream && dgemm ? 1 : -1;
     return state > 0;
 }
 
@@ -304,7 +331,9 @@ __global__ void __launch_bounds__(BLOCK) k_p2e(int p, int S, tabs tb, const int3
 /* Translations over tiles of TB target boxes (see the file comment): M2L (cube given: the
  * output is scaled by 1/side), M2M and L2L (cube NULL). T[slot][j][k] is a slot's matrix
  * (direction or octant), transposed. tile_src[e * TB + t]: the source box of target t of the
- * tile for entry e, or -1. M2L_THREADS threads, each owning RPT output rows for all TB
+ * tile for entry e, or -1. blockIdx.y splits a tile's entries (gridDim.y blocks per tile, atomic
+ * adds into the outputs then: the top levels of M2M have too few tiles to fill the GPU, and a
+ * tile's 8 octants are 8 independent products). M2L_THREADS threads, each owning RPT output rows for all TB
  * targets; the TB multipoles sit in shared memory as ms[j][t], so that one 16-byte load feeds
  * 2 RPT fused multiply-adds. */
 template <int RPT, int TB>
@@ -326,7 +355,7 @@ __global__ void __launch_bounds__(M2L_THREADS) k_tiles(int S, int32_t first_tile
 #pragma unroll
         for (int t = 0; t < TB; t++)
             acc[r][t] = 0;
-    for (int e = tile_begin[tile]; e < tile_begin[tile + 1]; e++) {
+    for (int e = tile_begin[tile] + blockIdx.y; e < tile_begin[tile + 1]; e += gridDim.y) {
         const int32_t *srcs = tile_src + (int64_t)e * TB;
         __syncthreads();
         for (int i = threadIdx.x; i < TB * S; i += M2L_THREADS) {
@@ -375,26 +404,43 @@ __global__ void __launch_bounds__(M2L_THREADS) k_tiles(int S, int32_t first_tile
 #pragma unroll
         for (int r = 0; r < RPT; r++) {
             const int k = threadIdx.x + r * M2L_THREADS;
-            if (k < S)
+            if (k < S && gridDim.y > 1)
+                atomicAdd(L + (int64_t)b * S + k, acc[r][t] * inv_s);
+            else if (k < S)
                 L[(int64_t)b * S + k] += acc[r][t] * inv_s;
         }
     }
 }
 
-/* M2L, second half, for the directions [slot0, slot1) of one GEMM: L[b] += sum over b's V
- * entries of those directions of X[source][slot] / side(b), a block per target box. X holds the
- * directions' matrices times every multipole from box first on: column (box - first), rows
- * (slot - slot0) S .. + S, leading dimension ldx. A box's V entries are sorted by slot. */
-__global__ void k_m2l_gather(int S, int64_t ldx, int slot0, int slot1, int64_t first,
-                             const int32_t *__restrict__ vnodes, const int32_t *__restrict__ v_begin,
-                             const int32_t *__restrict__ v, const int16_t *__restrict__ v_slot,
-                             const real4d *__restrict__ cube, const double *__restrict__ X, double *L)
+/* M2L, first: the multipoles of the sources from level 2 down as the GEMMs' columns, grouped by
+ * octant (Mp column c = M of node box[c]). */
+__global__ void k_m2l_columns(int S, int64_t n, const int32_t *__restrict__ box, const double *__restrict__ M,
+                              double *Mp)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n * S; i += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t c = i / S;
+        Mp[i] = M[(int64_t)box[c] * S + (i - c * S)];
+    }
+}
+
+/* M2L, second half, for one part (m2l_part): L[b] += sum over b's V entries with a source of
+ * octant oct and a slot in [slot_lo, slot_hi) of X[column of the source][row of the slot] /
+ * side(b), a block per target box. X holds the part's directions' matrices times the
+ * multipoles of the octant's sources: column col[source], rows xrow[slot - slot_lo] S .. + S,
+ * leading dimension ldx. A box's V entries are sorted by the source's octant, then slot. */
+__global__ void k_m2l_gather(int S, int64_t ldx, int oct, int slot_lo, int slot_hi,
+                             const int32_t *__restrict__ xrow, const int32_t *__restrict__ vnodes,
+                             const int32_t *__restrict__ v_begin, const int32_t *__restrict__ v,
+                             const int16_t *__restrict__ v_slot, const int8_t *__restrict__ node_oct,
+                             const int32_t *__restrict__ col, const real4d *__restrict__ cube,
+                             const double *__restrict__ X, double *L)
 {
     const int b = vnodes[blockIdx.x];
     int e0 = v_begin[b], e1 = v_begin[b + 1];
-    while (e0 < e1) { /* first entry of slot >= slot0 */
+    const int key = oct * 1024 + slot_lo;
+    while (e0 < e1) { /* first entry of (octant, slot) >= (oct, slot_lo) */
         const int mid = (e0 + e1) / 2;
-        if (v_slot[mid] < slot0)
+        if (node_oct[v[mid]] * 1024 + v_slot[mid] < key)
             e0 = mid + 1;
         else
             e1 = mid;
@@ -405,10 +451,12 @@ __global__ void k_m2l_gather(int S, int64_t ldx, int slot0, int slot1, int64_t f
     for (int k = threadIdx.x; k < S; k += blockDim.x) {
         double acc = 0;
         for (int e = e0; e < e1; e++) {
-            const int sl = v_slot[e];
-            if (sl >= slot1)
+            const int a = v[e], sl = v_slot[e];
+            if (node_oct[a] != oct || sl >= slot_hi)
                 break;
-            acc += X[(int64_t)(v[e] - first) * ldx + (int64_t)(sl - slot0) * S + k];
+            const int r = xrow[sl - slot_lo]; /* >= 0: the octant's sources reach the slot */
+            if (r >= 0)
+                acc += X[(int64_t)col[a] * ldx + (int64_t)r * S + k];
         }
         L[(int64_t)b * S + k] += acc * inv_s;
     }
@@ -464,7 +512,8 @@ __device__ void l2p(const tabs &t, int p, double x, double y, double z, const do
 }
 
 /* L2P (leaves below level 2) and M2P (W list) at the targets of leaf leaves[blockIdx.x]; writes
- * res (pot | grad, nt + 3 nt), which P2P then adds to. fmm3d_ops.c's l2p and m2p, per target. */
+ * res (pot | grad, nt + 3 nt): the far field's results (P2P writes its own, and k_results adds
+ * the two). fmm3d_ops.c's l2p and m2p, per target. */
 template <int NH>
 __global__ void __launch_bounds__(64) k_l2p_m2p(int p, int S, int nt, tabs tb,
                                                 const int32_t *__restrict__ leaves,
@@ -481,6 +530,14 @@ __global__ void __launch_bounds__(64) k_l2p_m2p(int p, int S, int nt, tabs tb,
     const int b = leaves[blockIdx.x];
     const double *sq = tb.sqrt_int;
     double H[2 * NH];
+    /* the leaf's local expansion in shared memory: each target reads every coefficient up to
+     * four times */
+    extern __shared__ double Ls[];
+    if (level[b] >= 2) {
+        for (int i = threadIdx.x; i < S; i += blockDim.x)
+            Ls[i] = Lx[(int64_t)b * S + i];
+        __syncthreads();
+    }
     for (int i = tbeg[b] + threadIdx.x; i < tbeg[b] + tn[b]; i += blockDim.x) {
         const real4d y = trg[i];
         double pot = 0, gx = 0, gy = 0, gz = 0;
@@ -488,8 +545,7 @@ __global__ void __launch_bounds__(64) k_l2p_m2p(int p, int S, int nt, tabs tb,
             const real4d c = cube[b];
             const double inv_s = 1 / c.w;
             double phi, gr, gi, gzz;
-            l2p(tb, p, (y.x - c.x) * inv_s, (y.y - c.y) * inv_s, (y.z - c.z) * inv_s, Lx + (int64_t)b * S, &phi,
-                &gr, &gi, &gzz);
+            l2p(tb, p, (y.x - c.x) * inv_s, (y.y - c.y) * inv_s, (y.z - c.z) * inv_s, Ls, &phi, &gr, &gi, &gzz);
             pot += phi;
             gx += -gr * inv_s, gy += gi * inv_s, gz += gzz * inv_s;
         }
@@ -548,7 +604,9 @@ struct p2p_scale {
 
 /* P2P: the targets of box leaves[blockIdx.x] from the sources of its list (U and the W entries
  * done directly, for leaves; the X entries done directly, for any box), staged in shared
- * memory, in precision R; blockIdx.y splits the targets in passes of BLOCK. Pairs at distance 0 contribute nothing. fp32 works on offsets from the
+ * memory, in precision R; blockIdx.y splits the targets in passes of BLOCK. With atomic 0 the
+ * sums are written (the first pass over the leaves with targets: it initialises the near
+ * field's results), else added atomically. Pairs at distance 0 contribute nothing. fp32 works on offsets from the
  * box's centre, rounded from fp64 (to 2^-24 of the offset, not of the frame: close pairs keep
  * their accuracy), times 2^23 (FMK_CUDA_LAPLACE32_SCALE), so that r^-3 of the closest distinct
  * offsets (2^-53 of the frame apart at least) stays finite; its sums run in fp32 over a staged
@@ -609,9 +667,9 @@ __global__ void __launch_bounds__(BLOCK) k_p2p(int nt, int atomic, p2p_scale sc,
             atomicAdd(res + i, p);
             atomicAdd(res + nt + 3 * i, gx), atomicAdd(res + nt + 3 * i + 1, gy);
             atomicAdd(res + nt + 3 * i + 2, gz);
-        } else if (i < i1) {
-            res[i] += p;
-            res[nt + 3 * i] += gx, res[nt + 3 * i + 1] += gy, res[nt + 3 * i + 2] += gz;
+        } else if (i < i1) { /* the near field's first pass: every target once */
+            res[i] = p;
+            res[nt + 3 * i] = gx, res[nt + 3 * i + 1] = gy, res[nt + 3 * i + 2] = gz;
         }
     }
 }
@@ -700,17 +758,18 @@ __global__ void k_charges(int n, const int32_t *__restrict__ order, const double
         src[i].w = q[order[i]];
 }
 
-/* Results (key order, frame units) to the caller's order and units. */
+/* Results (key order, frame units: the far field's res plus the near field's near) to the
+ * caller's order and units. */
 __global__ void k_results(int nt, const int32_t *__restrict__ order, const double *__restrict__ res,
-                          double ps, double *pot, double *grad)
+                          const double *__restrict__ near, double ps, double *pot, double *grad)
 {
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < nt; i += gridDim.x * blockDim.x) {
         const int c = order[i];
         if (pot)
-            pot[c] = res[i] * ps;
+            pot[c] = (res[i] + near[i]) * ps;
         if (grad) /* scaled twice by 1/width: 1/width^2 may overflow */
             for (int d = 0; d < 3; d++)
-                grad[3 * c + d] = res[nt + 3 * i + d] * ps * ps;
+                grad[3 * c + d] = (res[nt + 3 * i + d] + near[nt + 3 * i + d]) * ps * ps;
     }
 }
 
@@ -797,10 +856,14 @@ __global__ void k_build(int kind, int p, int n_mat, int hdeg, const double *__re
  * State
  * ------------------------------------------------------------------------------------------ */
 
-enum { EV_START, EV_P2M, EV_M2M, EV_M2L, EV_L2L, EV_L2P, EV_P2P, EV_END, N_EV };
+/* eval's events: the far field's chain (and the results) on stream 0 of the plan, START ..
+ * END in that order; the near field on stream 1 between NEAR (after FORK, the charges in key
+ * order) and P2P; JOIN on stream 0 once both are done. */
+enum { EV_START, EV_P2M, EV_M2M, EV_M2L, EV_L2L, EV_L2P, EV_JOIN, EV_END, EV_FORK, EV_NEAR, EV_P2P, N_EV };
 
 struct fmm_gpu {
     int device, order, S, nh;
+    int sms;                           /* the device's multiprocessors */
     int fp32;                          /* P2P in fp32 (precision fp32) */
     int32_t leaf_size;
     int64_t near_max;                  /* W and X entries done as P2P: up to this many points */
@@ -808,29 +871,56 @@ struct fmm_gpu {
     int64_t n_nodes;
     int levels;
     int64_t gemm_first;                /* first node of level 2: M2L's GEMMs start there */
-    int m2l_batch;                     /* directions per M2L GEMM */
+    int m2l_batch;                     /* X holds S x (nodes from level 2 down) x this many doubles */
+    /* M2L: per octant of the sources, the runs of the directions its sources reach (with gaps of
+     * a few directions merged), as GEMMs; parts (one X each) of as many as X holds */
+    struct m2l_gemm {
+        int32_t slot0, n_slots, row;   /* the matrices' first slot and count, X's first row / S */
+    } *m2l_gemms;
+    struct m2l_part {
+        int oct, gemm0, n_gemms, slot_lo, slot_hi, rows; /* rows / S of X */
+        int64_t xrow;                  /* its slot -> row table in d_xrow */
+    } *m2l_parts;
+    int n_m2l_gemms, n_m2l_parts;
+    int64_t m2l_products;              /* box-direction products the GEMMs compute */
+    double *d_Mp;                      /* the GEMMs' input columns */
+    double *d_pts;                     /* the mapped points of the last set_points (cap_pts bytes) */
+    void *d_box;                       /* set_points_device's bounding-box workspace (cap_box bytes) */
+    size_t cap_pts, cap_box;
+    int32_t *d_xrow;
     cublasHandle_t blas;
     int has_blas;
     double tree_time;
     double setup_time[5];              /* seconds: start (events, cuBLAS), tree, lists, operators, buffers */
     fmk_cuda_fmm3d_geo g;              /* points, boxes, lists, tiles (fmm3d_lists.cu) */
+    fmk_cuda_tree tree;                /* the octree, kept with its workspace for the next points */
+    int mat_slots;                     /* the directions the M2L matrices are built for */
+    int32_t mat_dir[FMK_FMM3D_NDIR];
+    int64_t mat_bytes;                 /* device bytes of the M2L, M2M and L2L matrices */
     /* device arrays of the operators and expansions */
-    double *d_X;                       /* a batch of directions' matrices times every multipole */
+    double *d_X;                       /* a part's directions' matrices times its octant's multipoles */
     double *d_m2l, *d_m2m, *d_l2l;
     double *d_tabs;                    /* rec_a | rec_b | rec_diag | sqrt_int */
     tabs tb;
-    double *d_M, *d_L, *d_res;
+    double *d_M, *d_L, *d_res, *d_near; /* expansions; far-field and near-field results */
     double *d_q, *d_pot, *d_grad;      /* host evaluations */
     unsigned long long *d_stats;
+    size_t cap[11];                    /* bytes of d_M, d_L, d_X, d_res, d_near, d_q, d_pot, d_grad, d_stats,
+                                        * d_Mp, d_xrow */
     cudaEvent_t ev[N_EV];
     int events;
+    cudaStream_t stream[2];            /* far field (high priority), near field (low priority) */
+    int streams;
     int64_t bytes;
 };
 
 void free_all(fmm_gpu *s)
 {
+    free(s->m2l_gemms), free(s->m2l_parts);
+    s->m2l_gemms = NULL, s->m2l_parts = NULL;
     fmk_cuda_fmm3d_geo_free(&s->g);
-    void *all[] = {s->d_m2l, s->d_m2m, s->d_l2l, s->d_tabs, s->d_M, s->d_L, s->d_res, s->d_X,
+    fmk_cuda_tree3d_free(&s->tree);
+    void *all[] = {s->d_m2l, s->d_m2m, s->d_l2l, s->d_tabs, s->d_M, s->d_L, s->d_res, s->d_near, s->d_X, s->d_Mp, s->d_xrow, s->d_pts, s->d_box,
                    s->d_q, s->d_pot, s->d_grad, s->d_stats};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (all[i])
@@ -847,6 +937,8 @@ void fmm_release(fmk_plan *plan)
     free_all(s);
     for (int i = 0; i < s->events; i++)
         cudaEventDestroy(s->ev[i]);
+    for (int i = 0; i < s->streams; i++)
+        cudaStreamDestroy(s->stream[i]);
     if (s->has_blas)
         blas::destroy(s->blas);
     if (entered)
@@ -856,13 +948,12 @@ void fmm_release(fmk_plan *plan)
     plan->state_bytes_device = 0;
 }
 
-/* Directions per M2L GEMM: as many as keep the products within M2L_BATCH_BYTES (at least
- * one); nn boxes from level 2 down. */
-const int64_t M2L_BATCH_BYTES = 256ll << 20;
+/* X's size in directions times all nn boxes from level 2 down: as many as keep it within
+ * fmk_cuda_fmm3d_m2l_bytes (at least one). */
 int m2l_batch_for(int64_t S, int64_t nn, int n_dirs)
 {
     const int64_t per = 8 * S * (nn > 0 ? nn : 1);
-    int64_t b = M2L_BATCH_BYTES / per;
+    int64_t b = fmk_cuda_fmm3d_m2l_bytes / per;
     if (b > n_dirs)
         b = n_dirs;
     return b < 1 ? 1 : (int)b;
@@ -882,9 +973,9 @@ int64_t device_bytes(const fmk_plan *plan, int64_t ns, int64_t nt, int64_t nodes
     b += 24 * np;                                              /* points to the GPU */
     b += fmk_cuda_fmm3d_geo_bytes(np, ns, self, nodes, cfg.tb); /* boxes, lists, tiles */
     b += (n_dirs + 16) * S * S * 8;                            /* matrices */
-    b += 2 * nodes * S * 8;                                    /* M, L */
+    b += 3 * nodes * S * 8 + 8 * 4 * n_dirs;                   /* M, L, the M2L's columns and tables */
     b += 8 * S * nodes * m2l_batch_for(S, nodes, (int)n_dirs); /* M2L products */
-    b += 4 * nt * 8 + ns * 8 + 4 * nt * 8;                     /* results, host eval buffers */
+    b += 2 * 4 * nt * 8 + ns * 8 + 4 * nt * 8;                 /* results, host eval buffers */
     return b;
 }
 
@@ -916,6 +1007,24 @@ fmk_status put(fmk_plan *plan, fmm_gpu *s, void **d, const void *h, size_t bytes
 }
 
 template <typename T> T *hmalloc(size_t n) { return (T *)malloc(sizeof(T) * (n > 0 ? n : 1)); }
+
+/* A buffer kept from the previous points (*cap bytes) when it holds bytes, else allocated again
+ * (put). */
+fmk_status grow(fmk_plan *plan, fmm_gpu *s, void **d, size_t *cap, size_t bytes, const char *what,
+                long long total)
+{
+    if (*d && *cap >= bytes)
+        return FMK_OK;
+    if (*d) {
+        cudaFree(*d);
+        s->bytes -= (int64_t)(*cap ? *cap : 1);
+        *d = NULL, *cap = 0;
+    }
+    const fmk_status st = put(plan, s, d, NULL, bytes, what, total);
+    if (st == FMK_OK)
+        *cap = bytes;
+    return st;
+}
 
 /* The matrices: harmonics of the translation vectors on the host (fmm3d_ops.h), then the
  * entries on the GPU. */
@@ -995,8 +1104,75 @@ long long plan_total(const fmk_plan *plan)
                         FMK_FMM3D_NDIR - 27);
 }
 
+/* The M2L's GEMMs and parts (fmm_gpu): per octant o of the sources (columns m2l_first[o] ..
+ * m2l_first[o + 1] of Mp), the slots of the directions its sources reach, d_i in [-2 - o_i,
+ * 3 - o_i] per axis (fmk_cuda_fmm3d_m2l_order: in about 4 runs), runs at most
+ * fmk_cuda_fmm3d_m2l_gap slots apart merged (a GEMM the fewer, a few products more), cut into
+ * parts of at most what X holds. *n_xrow: the entries of the parts' slot -> row tables. */
+fmk_status m2l_plan(fmk_plan *plan, fmm_gpu *s, int64_t nn, int64_t *n_xrow)
+{
+    const int n_slots = s->g.n_slots;
+    free(s->m2l_gemms), free(s->m2l_parts);
+    s->n_m2l_gemms = s->n_m2l_parts = 0;
+    s->m2l_products = 0;
+    *n_xrow = 0;
+    /* at most every slot a GEMM and a part */
+    s->m2l_gemms = hmalloc<fmm_gpu::m2l_gemm>(8 * (size_t)n_slots);
+    s->m2l_parts = hmalloc<fmm_gpu::m2l_part>(8 * (size_t)n_slots);
+    if (!s->m2l_gemms || !s->m2l_parts)
+        return fmk_error_set(plan, FMK_ERR_NOMEM, "out of host memory for the M2L's plan");
+    if (nn == 0 || s->g.n_vnodes == 0)
+        return FMK_OK;
+    for (int o = 0; o < 8; o++) {
+        const int64_t n_o = s->g.m2l_first[o + 1] - s->g.m2l_first[o];
+        if (n_o == 0)
+            continue;
+        const int64_t cap = (int64_t)s->m2l_batch * nn / n_o; /* slots of a part */
+        const int lo[3] = {-2 - ((o >> 2) & 1), -2 - ((o >> 1) & 1), -2 - (o & 1)};
+        fmm_gpu::m2l_part *part = NULL;
+        int run0 = -1, run1 = -1; /* the current run, [run0, run1) */
+        for (int sl = 0; sl <= n_slots; sl++) {
+            int in = 0;
+            if (sl < n_slots) {
+                const int d = s->g.dir_of_slot[sl];
+                const int dv[3] = {d / 49 - 3, (d / 7) % 7 - 3, d % 7 - 3};
+                in = 1;
+                for (int a = 0; a < 3; a++)
+                    in = in && dv[a] >= lo[a] && dv[a] <= lo[a] + 5;
+                if (in && run0 >= 0 && sl - run1 <= fmk_cuda_fmm3d_m2l_gap) { /* extend the run over the gap */
+                    run1 = sl + 1;
+                    continue;
+                }
+            }
+            if (run0 >= 0 && (in || sl == n_slots)) { /* the run ends: its GEMMs */
+                for (int a = run0; a < run1;) {
+                    if (!part || part->rows >= cap) {
+                        part = &s->m2l_parts[s->n_m2l_parts++];
+                        part->oct = o, part->gemm0 = s->n_m2l_gemms, part->n_gemms = 0;
+                        part->slot_lo = a, part->rows = 0;
+                    }
+                    const int take = (int)(run1 - a < cap - part->rows ? run1 - a : cap - part->rows);
+                    fmm_gpu::m2l_gemm &gm = s->m2l_gemms[s->n_m2l_gemms++];
+                    gm.slot0 = a, gm.n_slots = take, gm.row = part->rows;
+                    part->n_gemms++, part->rows += take, part->slot_hi = a + take;
+                    s->m2l_products += (int64_t)take * n_o;
+                    a += take;
+                }
+                run0 = run1 = -1;
+            }
+            if (in)
+                run0 = sl, run1 = sl + 1;
+        }
+    }
+    for (int i = 0; i < s->n_m2l_parts; i++) {
+        s->m2l_parts[i].xrow = *n_xrow;
+        *n_xrow += s->m2l_parts[i].slot_hi - s->m2l_parts[i].slot_lo;
+    }
+    return FMK_OK;
+}
+
 /* The geometry and the operators from the mapped points d_all (sources, then targets unless
- * self: np * 3 doubles on the device), which are freed here. */
+ * self: np * 3 doubles on the device), which the state keeps (d_pts) from here on. */
 fmk_status setup_on_device(fmk_plan *plan, fmm_gpu *s, double *d_all)
 {
     const double t0 = fmk_time_now();
@@ -1005,8 +1181,7 @@ fmk_status setup_on_device(fmk_plan *plan, fmm_gpu *s, double *d_all)
     const int p = s->order;
     const long long total = plan_total(plan);
     fmk_status st;
-    fmk_cuda_tree tree;
-    memset(&tree, 0, sizeof tree);
+    fmk_cuda_tree &tree = s->tree;
     st = fmk_cuda_tree3d_build(plan, np, d_all, s->leaf_size, total, &tree);
     if (st == FMK_OK) {
         s->tree_time = fmk_time_now() - t0;
@@ -1017,7 +1192,6 @@ fmk_status setup_on_device(fmk_plan *plan, fmm_gpu *s, double *d_all)
             fmk_cuda_fmm3d_direct_near > 0 ? (int64_t)fmk_cuda_fmm3d_direct_near * (p + 1) * (p + 1) / 2 : -1;
         s->near_max = near_max;
         st = fmk_cuda_fmm3d_geometry(plan, &tree, d_all, ns, plan->self, near_max, s->cfg.tb, total, &s->g);
-        s->bytes += s->g.bytes;
     }
     const double t1 = fmk_time_now();
     s->setup_time[1] = s->tree_time, s->setup_time[2] = t1 - t0 - s->tree_time;
@@ -1025,8 +1199,12 @@ fmk_status setup_on_device(fmk_plan *plan, fmm_gpu *s, double *d_all)
     s->n_nodes = k;
     s->levels = tree.levels;
     s->gemm_first = tree.levels > 2 ? tree.level_begin[2] : k;
-    fmk_cuda_tree3d_free(&tree);
-    cudaFree(d_all);
+    if (d_all != s->d_pts) { /* kept for the next points */
+        if (s->d_pts)
+            cudaFree(s->d_pts), s->bytes -= (int64_t)s->cap_pts;
+        s->d_pts = d_all, s->cap_pts = 24 * (size_t)(np > 0 ? np : 1);
+        s->bytes += (int64_t)s->cap_pts;
+    }
     if (st != FMK_OK)
         return st;
     {
@@ -1045,12 +1223,31 @@ fmk_status setup_on_device(fmk_plan *plan, fmm_gpu *s, double *d_all)
         memcpy(tab + nh, ops.rec_b, 8 * (size_t)nh);
         memcpy(tab + 2 * nh, ops.rec_diag, 8 * (size_t)(p + 2));
         memcpy(tab + 2 * nh + p + 2, ops.sqrt_int, 8 * (size_t)(2 * p + 5));
-        st = put(plan, s, (void **)&s->d_tabs, tab, 8 * (size_t)nt_tab, "the harmonic tables", total);
+        if (!s->d_tabs) /* the order's: kept with the state */
+            st = put(plan, s, (void **)&s->d_tabs, tab, 8 * (size_t)nt_tab, "the harmonic tables", total);
         free(tab);
         s->tb.rec_a = s->d_tabs, s->tb.rec_b = s->d_tabs + nh, s->tb.rec_diag = s->d_tabs + 2 * nh;
         s->tb.sqrt_int = s->d_tabs + 2 * nh + p + 2;
-        if (st == FMK_OK)
-            st = build_matrices(plan, s, &ops, s->g.dir_of_slot, s->g.n_slots, total);
+        /* the matrices of the previous points serve when their directions are these (the
+         * order is the plan's) */
+        const int n_slots = s->g.n_slots;
+        const int same = s->d_m2l && s->mat_slots == n_slots &&
+                         memcmp(s->mat_dir, s->g.dir_of_slot, sizeof(int32_t) * (size_t)n_slots) == 0;
+        if (st == FMK_OK && !same) {
+            double **mats[] = {&s->d_m2l, &s->d_m2m, &s->d_l2l};
+            for (int i = 0; i < 3; i++)
+                if (*mats[i])
+                    cudaFree(*mats[i]), *mats[i] = NULL;
+            s->bytes -= s->mat_bytes;
+            s->mat_bytes = 0, s->mat_slots = -1;
+            const int64_t before = s->bytes;
+            st = build_matrices(plan, s, &ops, s->g.dir_of_slot, n_slots, total);
+            s->mat_bytes = s->bytes - before;
+            if (st == FMK_OK) {
+                s->mat_slots = n_slots;
+                memcpy(s->mat_dir, s->g.dir_of_slot, sizeof(int32_t) * (size_t)n_slots);
+            }
+        }
         fmk_fmm3d_ops_destroy(&ops);
         if (st != FMK_OK)
             return st;
@@ -1059,22 +1256,46 @@ fmk_status setup_on_device(fmk_plan *plan, fmm_gpu *s, double *d_all)
     s->setup_time[3] = t2 - t1;
     const int64_t nn = k - s->gemm_first;
     s->m2l_batch = m2l_batch_for(s->S, nn, s->g.n_slots);
-    st = put(plan, s, (void **)&s->d_M, NULL, 8 * (size_t)s->S * (size_t)k, "the multipoles", total);
-    if (st == FMK_OK)
-        st = put(plan, s, (void **)&s->d_L, NULL, 8 * (size_t)s->S * (size_t)k, "the local expansions", total);
-    if (st == FMK_OK)
-        st = put(plan, s, (void **)&s->d_X, NULL, 8 * (size_t)s->S * (size_t)nn * (size_t)s->m2l_batch,
-                 "the M2L products", total);
-    if (st == FMK_OK)
-        st = put(plan, s, (void **)&s->d_res, NULL, 32 * (size_t)nt, "the results", total);
-    if (st == FMK_OK)
-        st = put(plan, s, (void **)&s->d_q, NULL, 8 * (size_t)ns, "the charges", total);
-    if (st == FMK_OK)
-        st = put(plan, s, (void **)&s->d_pot, NULL, 8 * (size_t)nt, "the potential", total);
-    if (st == FMK_OK)
-        st = put(plan, s, (void **)&s->d_grad, NULL, 24 * (size_t)nt, "the gradient", total);
-    if (st == FMK_OK)
-        st = put(plan, s, (void **)&s->d_stats, NULL, 16, "the charge check", total);
+    int64_t n_xrow = 0;
+    st = m2l_plan(plan, s, nn, &n_xrow);
+    if (st != FMK_OK)
+        return st;
+    /* eval's buffers, kept from the previous points where large enough */
+    const struct {
+        void **d;
+        size_t bytes;
+        const char *what;
+    } buf[] = {{(void **)&s->d_M, 8 * (size_t)s->S * (size_t)k, "the multipoles"},
+               {(void **)&s->d_L, 8 * (size_t)s->S * (size_t)k, "the local expansions"},
+               {(void **)&s->d_X, 8 * (size_t)s->S * (size_t)nn * (size_t)s->m2l_batch, "the M2L products"},
+               {(void **)&s->d_res, 32 * (size_t)nt, "the results"},
+               {(void **)&s->d_near, 32 * (size_t)nt, "the results"},
+               {(void **)&s->d_q, 8 * (size_t)ns, "the charges"},
+               {(void **)&s->d_pot, 8 * (size_t)nt, "the potential"},
+               {(void **)&s->d_grad, 24 * (size_t)nt, "the gradient"},
+               {(void **)&s->d_stats, 16, "the charge check"},
+               {(void **)&s->d_Mp, 8 * (size_t)s->S * (size_t)nn, "the multipoles"},
+               {(void **)&s->d_xrow, 4 * (size_t)n_xrow, "the M2L tables"}};
+    static_assert(sizeof buf / sizeof buf[0] == sizeof ((fmm_gpu *)0)->cap / sizeof(size_t), "a size per buffer");
+    for (size_t i = 0; i < sizeof buf / sizeof buf[0] && st == FMK_OK; i++)
+        st = grow(plan, s, buf[i].d, &s->cap[i], buf[i].bytes, buf[i].what, total);
+    if (st == FMK_OK && n_xrow > 0) { /* the parts' slot -> row tables */
+        int32_t *xr = hmalloc<int32_t>((size_t)n_xrow);
+        if (!xr)
+            return fmk_error_set(plan, FMK_ERR_NOMEM, "out of host memory for the M2L tables");
+        for (int i = 0; i < s->n_m2l_parts; i++) {
+            const fmm_gpu::m2l_part &q = s->m2l_parts[i];
+            for (int sl = q.slot_lo; sl < q.slot_hi; sl++)
+                xr[q.xrow + sl - q.slot_lo] = -1;
+            for (int j = q.gemm0; j < q.gemm0 + q.n_gemms; j++)
+                for (int t = 0; t < s->m2l_gemms[j].n_slots; t++)
+                    xr[q.xrow + s->m2l_gemms[j].slot0 + t - q.slot_lo] = s->m2l_gemms[j].row + t;
+        }
+        const cudaError_t err = cudaMemcpy(s->d_xrow, xr, 4 * (size_t)n_xrow, cudaMemcpyHostToDevice);
+        free(xr);
+        if (err != cudaSuccess)
+            return fmk_cuda_fail(plan, err, "cudaMemcpy (the M2L tables)");
+    }
     s->setup_time[4] = fmk_time_now() - t2;
     return st;
 }
@@ -1088,35 +1309,51 @@ fmk_status too_many(fmk_plan *plan, int64_t np)
                          (long long)FMK_CUDA_TREE_MAX_POINTS);
 }
 
-/* The engine's state for the plan's points, given mapped on the device (d_all, freed here) or,
- * d_all NULL, from the plan's host copies. The plan's device is current. On failure the plan
- * holds no state. */
-fmk_status build_state(fmk_plan *plan, double *d_all)
+/* A failure starting the plan's state: out of memory says what the plan needs. */
+fmk_status start_failed(fmk_plan *plan, cudaError_t err, const char *call)
+{
+    if (err != cudaErrorMemoryAllocation)
+        return fmk_cuda_fail(plan, err, call);
+    (void)cudaGetLastError();
+    return fmk_error_set(plan, FMK_ERR_DEVICE_NOMEM,
+                         "%s: out of GPU memory; the plan needs about %lld bytes on the GPU", call,
+                         plan_total(plan));
+}
+
+/* A new state in plan->state (*out): its order, events, streams and cuBLAS handle. */
+fmk_status new_state(fmk_plan *plan, fmm_gpu **out)
 {
     const double t0 = fmk_time_now();
-    if (plan->opts.precision == FMK_PRECISION_FP32 && plan->eps < 1e-5) {
-        cudaFree(d_all);
-        return fmk_error_set(plan, FMK_ERR_ARG,
-                             "method fmm in fp32 takes eps >= 1e-5 (eps = %g); use precision fp64",
-                             plan->eps);
-    }
     fmm_gpu *s = (fmm_gpu *)calloc(1, sizeof *s);
-    if (!s) {
-        cudaFree(d_all);
+    if (!s)
         return fmk_error_set(plan, FMK_ERR_NOMEM, "out of host memory");
-    }
     s->device = plan->opts.device;
+    s->sms = fmk_cuda_sm_count(s->device);
     s->fp32 = plan->opts.precision == FMK_PRECISION_FP32;
     s->order = order_of(plan);
     s->leaf_size = leaf_size_of(plan, s->order);
     s->S = (s->order + 1) * (s->order + 2);
     s->cfg = m2l_config(s->S);
     plan->state = s;
+    *out = s;
     fmk_status st = FMK_OK;
     for (; s->events < N_EV && st == FMK_OK; s->events++) {
         cudaError_t err = cudaEventCreate(&s->ev[s->events]);
         if (err != cudaSuccess)
-            st = fmk_cuda_fail(plan, err, "cudaEventCreate");
+            st = start_failed(plan, err, "cudaEventCreate");
+    }
+    /* eval's two streams: the far field's chain of dependent passes first when both have
+     * blocks waiting, the near field (independent bulk work) filling the GPU around it */
+    int least = 0, greatest = 0;
+    if (st == FMK_OK && cudaDeviceGetStreamPriorityRange(&least, &greatest) != cudaSuccess) {
+        (void)cudaGetLastError();
+        least = greatest = 0;
+    }
+    for (; s->streams < 2 && st == FMK_OK; s->streams++) {
+        cudaError_t err = cudaStreamCreateWithPriority(&s->stream[s->streams], cudaStreamDefault,
+                                                       s->streams == 0 ? greatest : least);
+        if (err != cudaSuccess)
+            st = start_failed(plan, err, "cudaStreamCreateWithPriority");
     }
     if (st == FMK_OK && !blas::load())
         st = fmk_error_set(plan, FMK_ERR_UNAVAILABLE,
@@ -1134,13 +1371,48 @@ fmk_status build_state(fmk_plan *plan, double *d_all)
                      : fmk_error_set(plan, FMK_ERR_DEVICE, "cuBLAS could not start (status %d)", (int)bs);
         else
             s->has_blas = 1;
+        if (st == FMK_OK && blas::set_stream(s->blas, s->stream[0]) != CUBLAS_STATUS_SUCCESS)
+            st = fmk_error_set(plan, FMK_ERR_DEVICE, "cuBLAS could not take the FMM's stream");
     }
     s->setup_time[0] = fmk_time_now() - t0;
+    return st;
+}
+
+/* Frees mapped points d_all unless they are the state's kept buffer. */
+void free_points(const fmk_plan *plan, double *d_all)
+{
+    const fmm_gpu *s = (const fmm_gpu *)plan->state;
+    if (d_all && (!s || d_all != s->d_pts))
+        cudaFree(d_all);
+}
+
+/* The engine's state for the plan's points, given mapped on the device (d_all: the state's from
+ * here on) or, d_all NULL, from the plan's host copies. The plan's device is current. On failure
+ * the plan holds no state. */
+fmk_status build_state(fmk_plan *plan, double *d_all)
+{
+    if (plan->opts.precision == FMK_PRECISION_FP32 && plan->eps < 1e-5) {
+        free_points(plan, d_all);
+        return fmk_error_set(plan, FMK_ERR_ARG,
+                             "method fmm in fp32 takes eps >= 1e-5 (eps = %g); use precision fp64",
+                             plan->eps);
+    }
+    /* the state of the plan's previous points (set_points_device keeps it): its events,
+     * streams, cuBLAS handle, tree workspace, matrices and buffers serve again */
+    fmm_gpu *s = (fmm_gpu *)plan->state;
+    fmk_status st = FMK_OK;
+    if (!s)
+        st = new_state(plan, &s);
+    else
+        s->setup_time[0] = 0;
     const int64_t ns = plan->n_sources, nt = plan->n_targets;
     const int64_t np = plan->self ? ns : ns + nt;
     if (st == FMK_OK && !d_all) { /* the mapped host points, sources then targets */
-        st = fmk_cuda_alloc(plan, (void **)&d_all, 24 * (size_t)(np > 0 ? np : 1), "the points",
-                            plan_total(plan));
+        if (s->d_pts && s->cap_pts >= 24 * (size_t)(np > 0 ? np : 1))
+            d_all = s->d_pts;
+        else
+            st = fmk_cuda_alloc(plan, (void **)&d_all, 24 * (size_t)(np > 0 ? np : 1), "the points",
+                                plan_total(plan));
         cudaError_t err = cudaSuccess;
         if (st == FMK_OK)
             err = cudaMemcpy(d_all, plan->sources, 24 * (size_t)ns, cudaMemcpyHostToDevice);
@@ -1151,14 +1423,14 @@ fmk_status build_state(fmk_plan *plan, double *d_all)
     }
     if (st == FMK_OK) {
         st = setup_on_device(plan, s, d_all);
-    } else if (d_all) {
-        cudaFree(d_all);
+    } else {
+        free_points(plan, d_all);
     }
     if (st != FMK_OK) {
         fmm_release(plan);
         return st;
     }
-    plan->state_bytes_device = s->bytes;
+    plan->state_bytes_device = s->bytes + s->g.bytes + s->tree.bytes;
     plan->info.order = s->order;
     plan->info.levels = s->levels;
     plan->info.leaf_size = s->leaf_size;
@@ -1218,22 +1490,35 @@ fmk_status points_device(fmk_plan *plan, int64_t ns, const double *d_s, int64_t 
     cudaError_t err = fmk_cuda_bounding_box(3, ns, d_s, n_box, d_t, NULL, &temp_bytes, NULL, lo, hi, &bad);
     if (err != cudaSuccess)
         return fmk_cuda_fail(plan, err, "cub::DeviceReduce::TransformReduce (workspace query)");
-    /* the mapped points' buffer first: a size the GPU cannot hold fails before any read */
+    /* the mapped points' buffer first: a size the GPU cannot hold fails before any read; the
+     * plan's state from its previous points (fmm_set_points_device) lends its buffers */
+    fmm_gpu *kept = (fmm_gpu *)plan->state;
     double *d_all = NULL;
     void *d_temp = NULL;
-    const size_t box_off = (temp_bytes + 255) / 256 * 256;
-    st = fmk_cuda_alloc(plan, (void **)&d_all, 24 * (size_t)(np > 0 ? np : 1), "the points", total);
-    if (st == FMK_OK)
-        st = fmk_cuda_alloc(plan, &d_temp, box_off + fmk_cuda_box_bytes(), "the bounding-box workspace",
-                            total);
+    const size_t box_off = (temp_bytes + 255) / 256 * 256, box_bytes = box_off + fmk_cuda_box_bytes();
+    const size_t pts_bytes = 24 * (size_t)(np > 0 ? np : 1);
+    if (kept && kept->cap_pts >= pts_bytes)
+        d_all = kept->d_pts;
+    else
+        st = fmk_cuda_alloc(plan, (void **)&d_all, pts_bytes, "the points", total);
+    if (st == FMK_OK && kept && kept->cap_box >= box_bytes)
+        d_temp = kept->d_box;
+    else if (st == FMK_OK)
+        st = fmk_cuda_alloc(plan, &d_temp, box_bytes, "the bounding-box workspace", total);
     if (st == FMK_OK) {
         err = fmk_cuda_bounding_box(3, ns, d_s, n_box, d_t, d_temp, &temp_bytes, (char *)d_temp + box_off,
                                     lo, hi, &bad);
         if (err != cudaSuccess)
             st = fmk_cuda_fail(plan, err, "cub::DeviceReduce::TransformReduce (bounding box)");
     }
-    if (d_temp)
+    if (d_temp && kept && d_temp != kept->d_box) { /* kept for the next points */
+        if (kept->d_box)
+            cudaFree(kept->d_box), kept->bytes -= (int64_t)kept->cap_box;
+        kept->d_box = d_temp, kept->cap_box = box_bytes;
+        kept->bytes += (int64_t)box_bytes;
+    } else if (d_temp && !kept) {
         cudaFree(d_temp);
+    }
     if (st == FMK_OK && bad >= 0)
         st = fmk_error_set(plan, FMK_ERR_NONFINITE, "%s[%lld] is not finite; points must be finite",
                            bad < ns ? "sources" : "targets", (long long)(bad < ns ? bad : bad - ns));
@@ -1248,7 +1533,7 @@ fmk_status points_device(fmk_plan *plan, int64_t ns, const double *d_s, int64_t 
             st = fmk_cuda_fail(plan, err, "the point mapping kernel");
     }
     if (st != FMK_OK) {
-        cudaFree(d_all);
+        free_points(plan, d_all);
         return st;
     }
     plan->frame = frame;
@@ -1261,7 +1546,23 @@ fmk_status points_device(fmk_plan *plan, int64_t ns, const double *d_s, int64_t 
 fmk_status fmm_set_points_device(fmk_plan *plan, int64_t ns, const double *d_s, int64_t nt,
                                  const double *d_t)
 {
-    return fmk_cuda_set_points_device(plan, ns, d_s, nt, d_t, points_device);
+    /* the previous points' state is kept through the drop (its buffers serve again: repeated
+     * calls allocate little); on failure the plan holds no state and no points */
+    fmm_gpu *keep = (fmm_gpu *)plan->state;
+    int prev;
+    fmk_status st = fmk_cuda_enter(plan, plan->opts.device, &prev);
+    if (st != FMK_OK) {
+        fmk_plan_drop_points(plan);
+        return st;
+    }
+    plan->state = NULL;
+    fmk_plan_drop_points(plan);
+    plan->state = keep;
+    st = points_device(plan, ns, d_s, nt, d_t);
+    if (st != FMK_OK)
+        fmk_plan_drop_points(plan);
+    fmk_cuda_leave(plan->opts.device, prev);
+    return st;
 }
 
 /* Blocks per box of a point pass over at most n points: passes of BLOCK points spread over
@@ -1278,13 +1579,13 @@ void launch_point_ops(fmm_gpu *s, int nt, int which)
 {
     const int p = s->order, S = s->S;
     if (which == 0 && s->g.n_leaves_src > 0)
-        k_p2e<<<dim3((unsigned)s->g.n_leaves_src, split_for(s->leaf_size)), BLOCK, 8 * S>>>(
+        k_p2e<<<dim3((unsigned)s->g.n_leaves_src, split_for(s->leaf_size)), BLOCK, 8 * S, s->stream[0]>>>(
             p, S, s->tb, s->g.d_leaves_src, NULL, NULL, s->g.d_cube, s->g.d_sb, s->g.d_sn, s->g.d_src, s->d_M);
     if (which == 1 && s->g.n_xnodes > 0)
-        k_p2e<<<(unsigned)s->g.n_xnodes, BLOCK, 8 * S>>>(p, S, s->tb, s->g.d_xnodes, s->g.d_x_begin, s->g.d_x,
+        k_p2e<<<(unsigned)s->g.n_xnodes, BLOCK, 8 * S, s->stream[0]>>>(p, S, s->tb, s->g.d_xnodes, s->g.d_x_begin, s->g.d_x,
                                                          s->g.d_cube, s->g.d_sb, s->g.d_sn, s->g.d_src, s->d_L);
     if (which == 2 && s->g.n_leaves_trg > 0)
-        k_l2p_m2p<NH><<<(unsigned)s->g.n_leaves_trg, 64>>>(p, S, nt, s->tb, s->g.d_leaves_trg, s->g.d_level,
+        k_l2p_m2p<NH><<<(unsigned)s->g.n_leaves_trg, 64, 8 * S, s->stream[0]>>>(p, S, nt, s->tb, s->g.d_leaves_trg, s->g.d_level,
                                                          s->g.d_cube, s->g.d_tb, s->g.d_tn, s->g.d_w_begin, s->g.d_w,
                                                          s->g.d_trg, s->d_M, s->d_L, s->d_res);
 }
@@ -1303,13 +1604,13 @@ void point_ops(fmm_gpu *s, int nt, int which)
 /* Tiles [first, end) of the translation kernel with matrices T (cube: M2L's scaling). */
 template <int RPT, int TB>
 cudaError_t launch_tiles(fmm_gpu *s, int64_t first, int64_t end, const double *T, const real4d *cube,
-                         const double *in, double *out)
+                         const double *in, double *out, unsigned split)
 {
     const size_t smem = 8 * (size_t)TB * s->S;
     cudaError_t err = cudaFuncSetAttribute(k_tiles<RPT, TB>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            (int)smem);
     if (err == cudaSuccess && end > first) {
-        k_tiles<RPT, TB><<<(unsigned)(end - first), M2L_THREADS, smem>>>(
+        k_tiles<RPT, TB><<<dim3((unsigned)(end - first), split), M2L_THREADS, smem, s->stream[0]>>>(
             s->S, (int32_t)first, s->g.d_tile_nodes, s->g.d_tile_begin, s->g.d_tile_slot, s->g.d_tile_src, T, cube, in,
             out);
         err = cudaGetLastError();
@@ -1318,21 +1619,27 @@ cudaError_t launch_tiles(fmm_gpu *s, int64_t first, int64_t end, const double *T
 }
 
 cudaError_t tiles(fmm_gpu *s, int64_t first, int64_t end, const double *T, const real4d *cube,
-                  const double *in, double *out)
+                  const double *in, double *out, int split_entries)
 {
+    /* a level with fewer tiles than two blocks per SM: each tile's entries over up to 8 blocks */
+    unsigned split = 1;
+    const int64_t n = end - first, want = 2 * (int64_t)s->sms;
+    if (split_entries && n > 0 && n < want)
+        split = (unsigned)((want + n - 1) / n > 8 ? 8 : (want + n - 1) / n);
     switch (s->cfg.rpt) {
-    case 1: return launch_tiles<1, 32>(s, first, end, T, cube, in, out);
-    case 2: return launch_tiles<2, 32>(s, first, end, T, cube, in, out);
-    case 4: return launch_tiles<4, 16>(s, first, end, T, cube, in, out);
-    case 8: return launch_tiles<8, 8>(s, first, end, T, cube, in, out);
-    case 16: return launch_tiles<16, 4>(s, first, end, T, cube, in, out);
-    default: return launch_tiles<32, 2>(s, first, end, T, cube, in, out);
+    case 1: return launch_tiles<1, 32>(s, first, end, T, cube, in, out, split);
+    case 2: return launch_tiles<2, 32>(s, first, end, T, cube, in, out, split);
+    case 4: return launch_tiles<4, 16>(s, first, end, T, cube, in, out, split);
+    case 8: return launch_tiles<8, 8>(s, first, end, T, cube, in, out, split);
+    case 16: return launch_tiles<16, 4>(s, first, end, T, cube, in, out, split);
+    default: return launch_tiles<32, 2>(s, first, end, T, cube, in, out, split);
     }
 }
 
-/* P2P: the U lists at the leaves (sources = targets in fp64: the rest rows, then the leaf pairs
- * both ways), then the X entries done directly (Y lists, atomic adds). */
-template <typename R> void p2p(fmm_gpu *s, int nt, p2p_scale sc)
+/* P2P on stream st into d_near: the U lists at the leaves (sources = targets in fp64: the rest
+ * rows, then the leaf pairs both ways; the first launch writes every target's sums), then the X
+ * entries done directly (Y lists, atomic adds). */
+template <typename R> void p2p(fmm_gpu *s, int nt, p2p_scale sc, cudaStream_t st)
 {
     const fmk_cuda_fmm3d_geo *g = &s->g;
     /* targets per thread: 1 below leaves of 256 (most leaves then hold 32 points or fewer, and
@@ -1340,21 +1647,34 @@ template <typename R> void p2p(fmm_gpu *s, int nt, p2p_scale sc)
     const int rt = fmk_cuda_fmm3d_p2p_pairs >= 0 ? fmk_cuda_fmm3d_p2p_pairs : s->leaf_size < 256 ? 1 : 2;
     const bool pairs = sizeof(R) == 8 && g->d_ur_begin && (rt == 1 || rt == 2 || rt == 4);
     if (g->n_leaves_trg > 0) /* the U lists, or with pairs the rest rows (the leaf itself, W) */
-        k_p2p<R><<<dim3((unsigned)g->n_leaves_trg, split_for(s->leaf_size)), BLOCK>>>(
+        k_p2p<R><<<dim3((unsigned)g->n_leaves_trg, split_for(s->leaf_size)), BLOCK, 0, st>>>(
             nt, 0, sc, g->d_leaves_trg, g->d_tb, g->d_tn, g->d_sb, g->d_sn, pairs ? g->d_ur_begin : g->d_u_begin,
-            pairs ? g->d_ur : g->d_u, g->d_cube, g->d_src, g->d_trg, s->d_res);
+            pairs ? g->d_ur : g->d_u, g->d_cube, g->d_src, g->d_trg, s->d_near);
     if (pairs && g->n_pairs > 0) {
         if (rt == 4)
-            k_p2p_pairs<4><<<(unsigned)g->n_pairs, BLOCK>>>(nt, g->d_pairs, g->d_sb, g->d_sn, g->d_src, s->d_res);
+            k_p2p_pairs<4><<<(unsigned)g->n_pairs, BLOCK, 0, st>>>(nt, g->d_pairs, g->d_sb, g->d_sn, g->d_src, s->d_near);
         else if (rt == 1)
-            k_p2p_pairs<1><<<(unsigned)g->n_pairs, BLOCK>>>(nt, g->d_pairs, g->d_sb, g->d_sn, g->d_src, s->d_res);
+            k_p2p_pairs<1><<<(unsigned)g->n_pairs, BLOCK, 0, st>>>(nt, g->d_pairs, g->d_sb, g->d_sn, g->d_src, s->d_near);
         else
-            k_p2p_pairs<2><<<(unsigned)g->n_pairs, BLOCK>>>(nt, g->d_pairs, g->d_sb, g->d_sn, g->d_src, s->d_res);
+            k_p2p_pairs<2><<<(unsigned)g->n_pairs, BLOCK, 0, st>>>(nt, g->d_pairs, g->d_sb, g->d_sn, g->d_src, s->d_near);
     }
     if (g->n_ynodes > 0)
-        k_p2p<R><<<dim3((unsigned)g->n_ynodes, split_for(s->near_max)), BLOCK>>>(
+        k_p2p<R><<<dim3((unsigned)g->n_ynodes, split_for(s->near_max)), BLOCK, 0, st>>>(
             nt, 1, sc, g->d_ynodes, g->d_tb, g->d_tn, g->d_sb, g->d_sn, g->d_y_begin, g->d_y, g->d_cube, g->d_src,
-            g->d_trg, s->d_res);
+            g->d_trg, s->d_near);
+}
+
+/* The near field on stream st, after the charges are in key order (EV_FORK), between the events
+ * EV_NEAR and EV_P2P. */
+void near_field(fmm_gpu *s, int nt, p2p_scale sc, cudaStream_t st)
+{
+    cudaStreamWaitEvent(st, s->ev[EV_FORK], 0);
+    cudaEventRecord(s->ev[EV_NEAR], st);
+    if (s->fp32)
+        p2p<float>(s, nt, sc, st);
+    else
+        p2p<double>(s, nt, sc, st);
+    cudaEventRecord(s->ev[EV_P2P], st);
 }
 
 fmk_status run_eval(fmk_plan *plan, fmm_gpu *s, const double *charges, double *pot, double *grad,
@@ -1408,64 +1728,90 @@ fmk_status run_eval(fmk_plan *plan, fmm_gpu *s, const double *charges, double *p
         }
     }
     const int grid = 1024;
-    cudaEventRecord(s->ev[EV_START]);
-    k_charges<<<grid, 256>>>((int)ns, s->g.d_src_order, d_q, s->g.d_src);
-    cudaMemsetAsync(s->d_M, 0, 8 * (size_t)S * (size_t)k);
-    cudaMemsetAsync(s->d_L, 0, 8 * (size_t)S * (size_t)k);
+    /* The near field (P2P) needs only the charges in key order: it runs on the plan's second
+     * stream alongside the far field's chain (P2M .. L2P) and writes its own results, which
+     * k_results adds to the far field's once both are done (fmk_cuda_fmm3d_overlap 0: one
+     * stream, the near field after L2P). */
+    const int overlap = fmk_cuda_fmm3d_overlap != 0;
+    cudaStream_t fs = s->stream[0], nst = overlap ? s->stream[1] : fs;
+    cudaEventRecord(s->ev[EV_START], fs);
+    k_charges<<<grid, 256, 0, fs>>>((int)ns, s->g.d_src_order, d_q, s->g.d_src);
+    cudaEventRecord(s->ev[EV_FORK], fs);
+    if (overlap)
+        near_field(s, (int)nt, sc, nst);
+    cudaMemsetAsync(s->d_M, 0, 8 * (size_t)S * (size_t)k, fs);
+    cudaMemsetAsync(s->d_L, 0, 8 * (size_t)S * (size_t)k, fs);
     point_ops(s, (int)nt, 0); /* P2M */
-    cudaEventRecord(s->ev[EV_P2M]);
+    cudaEventRecord(s->ev[EV_P2M], fs);
     /* up to level 2 only: M2L, M2P read multipoles from level 2 down (V and W entries are there) */
     for (int lev = s->levels - 2; lev >= 2 && err == cudaSuccess; lev--)
-        err = tiles(s, s->g.m2m_first[lev], s->g.m2m_first[lev + 1], s->d_m2m, NULL, s->d_M, s->d_M);
-    cudaEventRecord(s->ev[EV_M2M]);
-    /* M2L: per batch of directions, X = [T_d0; T_d1; ...] M (the matrices stacked, all boxes
-     * from level 2 down: one GEMM on the tensor cores), then each target box gathers its V
-     * entries of the batch */
+        err = tiles(s, s->g.m2m_first[lev], s->g.m2m_first[lev + 1], s->d_m2m, NULL, s->d_M, s->d_M, 1);
+    cudaEventRecord(s->ev[EV_M2M], fs);
+    /* M2L: per octant of the sources and run of the directions they reach, X = [T_d0; T_d1;
+     * ...] Mp (the matrices stacked, the octant's sources: one GEMM on the tensor cores), then
+     * each target box gathers its V entries of the part */
     const int64_t nn = k - s->gemm_first;
     const int n_slots = s->g.n_slots;
-    for (int s0 = 0; s0 < n_slots && err == cudaSuccess && nn > 0 && s->g.n_vnodes > 0; s0 += s->m2l_batch) {
-        const int nb = n_slots - s0 < s->m2l_batch ? n_slots - s0 : s->m2l_batch;
-        const double one = 1, zero = 0;
-        const cublasStatus_t bs = blas::dgemm(s->blas, CUBLAS_OP_N, CUBLAS_OP_N, nb * S, (int)nn, S, &one,
-                                              s->d_m2l + (int64_t)s0 * S, n_slots * S, s->d_M + s->gemm_first * S,
-                                              S, &zero, s->d_X, nb * S);
-        if (bs != CUBLAS_STATUS_SUCCESS) {
-            err = cudaErrorUnknown;
-            break;
+    if (s->n_m2l_parts > 0) {
+        const int64_t n = nn * S;
+        k_m2l_columns<<<(unsigned)((n + 255) / 256 < 4096 ? (n + 255) / 256 : 4096), 256, 0, fs>>>(
+            S, nn, s->g.d_m2l_box, s->d_M, s->d_Mp);
+    }
+    for (int i = 0; i < s->n_m2l_parts && err == cudaSuccess; i++) {
+        const fmm_gpu::m2l_part &q = s->m2l_parts[i];
+        const int64_t c0 = s->g.m2l_first[q.oct], n_o = s->g.m2l_first[q.oct + 1] - c0;
+        const int64_t ldx = (int64_t)q.rows * S;
+        for (int j = q.gemm0; j < q.gemm0 + q.n_gemms; j++) {
+            const fmm_gpu::m2l_gemm &gm = s->m2l_gemms[j];
+            const double one = 1, zero = 0;
+            const cublasStatus_t bs = blas::dgemm(s->blas, CUBLAS_OP_N, CUBLAS_OP_N, gm.n_slots * S, (int)n_o, S,
+                                                  &one, s->d_m2l + (int64_t)gm.slot0 * S, n_slots * S,
+                                                  s->d_Mp + c0 * S, S, &zero, s->d_X + (int64_t)gm.row * S, (int)ldx);
+            if (bs != CUBLAS_STATUS_SUCCESS) {
+                err = cudaErrorUnknown;
+                break;
+            }
         }
-        k_m2l_gather<<<(unsigned)s->g.n_vnodes, M2L_THREADS>>>(S, (int64_t)nb * S, s0, s0 + nb, s->gemm_first,
-                                                              s->g.d_vnodes, s->g.d_v_begin, s->g.d_v,
-                                                              s->g.d_v_slot, s->g.d_cube, s->d_X, s->d_L);
+        k_m2l_gather<<<(unsigned)s->g.n_vnodes, M2L_THREADS, 0, fs>>>(
+            S, ldx, q.oct, q.slot_lo, q.slot_hi, s->d_xrow + q.xrow, s->g.d_vnodes, s->g.d_v_begin, s->g.d_v,
+            s->g.d_v_slot, s->g.d_oct, s->g.d_m2l_col, s->g.d_cube, s->d_X, s->d_L);
     }
     if (err == cudaSuccess)
         point_ops(s, (int)nt, 1); /* P2L */
-    cudaEventRecord(s->ev[EV_M2L]);
+    cudaEventRecord(s->ev[EV_M2L], fs);
     for (int lev = 3; lev < s->levels && err == cudaSuccess; lev++)
-        err = tiles(s, s->g.l2l_first[lev], s->g.l2l_first[lev + 1], s->d_l2l, NULL, s->d_L, s->d_L);
-    cudaEventRecord(s->ev[EV_L2L]);
+        err = tiles(s, s->g.l2l_first[lev], s->g.l2l_first[lev + 1], s->d_l2l, NULL, s->d_L, s->d_L, 0);
+    cudaEventRecord(s->ev[EV_L2L], fs);
     point_ops(s, (int)nt, 2); /* L2P, M2P */
-    cudaEventRecord(s->ev[EV_L2P]);
-    if (s->fp32)
-        p2p<float>(s, (int)nt, sc);
-    else
-        p2p<double>(s, (int)nt, sc);
-    cudaEventRecord(s->ev[EV_P2P]);
+    cudaEventRecord(s->ev[EV_L2P], fs);
+    if (!overlap)
+        near_field(s, (int)nt, sc, nst);
+    cudaStreamWaitEvent(fs, s->ev[EV_P2P], 0);
+    cudaEventRecord(s->ev[EV_JOIN], fs);
     double *p = pot ? (on_device ? pot : s->d_pot) : NULL;
     double *g = grad ? (on_device ? grad : s->d_grad) : NULL;
-    k_results<<<grid, 256>>>((int)nt, s->g.d_trg_order, s->d_res, plan->frame.pot_scale, p, g);
-    cudaEventRecord(s->ev[EV_END]);
+    k_results<<<grid, 256, 0, fs>>>((int)nt, s->g.d_trg_order, s->d_res, s->d_near, plan->frame.pot_scale, p, g);
+    cudaEventRecord(s->ev[EV_END], fs);
     if (err == cudaSuccess)
         err = cudaGetLastError();
+    if (err != cudaSuccess) /* the near field may still run: no buffer is freed under it */
+        cudaStreamSynchronize(nst);
     if (err == cudaSuccess)
         err = cudaEventSynchronize(s->ev[EV_END]);
     if (err != cudaSuccess)
         return fmk_cuda_fail(plan, err, "the FMM kernels");
-    static const int ph[] = {FMK_PHASE_P2M, FMK_PHASE_M2M, FMK_PHASE_M2L, FMK_PHASE_L2L,
-                             FMK_PHASE_L2P, FMK_PHASE_P2P, FMK_PHASE_DOWNLOAD};
-    for (int i = 0; i < 7; i++) {
+    /* each phase from its events on its own stream: with the near field alongside, the far
+     * field's phases and P2P each take longer than alone and overlap (docs/fmm3d_gpu.md) */
+    static const struct {
+        int phase, from, to;
+    } ph[] = {{FMK_PHASE_P2M, EV_START, EV_P2M}, {FMK_PHASE_M2M, EV_P2M, EV_M2M},
+              {FMK_PHASE_M2L, EV_M2M, EV_M2L},   {FMK_PHASE_L2L, EV_M2L, EV_L2L},
+              {FMK_PHASE_L2P, EV_L2L, EV_L2P},   {FMK_PHASE_P2P, EV_NEAR, EV_P2P},
+              {FMK_PHASE_DOWNLOAD, EV_JOIN, EV_END}};
+    for (size_t i = 0; i < sizeof ph / sizeof ph[0]; i++) {
         float ms = 0;
-        cudaEventElapsedTime(&ms, s->ev[i], s->ev[i + 1]);
-        phase[ph[i]] = 1e-3 * ms;
+        cudaEventElapsedTime(&ms, s->ev[ph[i].from], s->ev[ph[i].to]);
+        phase[ph[i].phase] = 1e-3 * ms;
     }
     phase[FMK_PHASE_UPLOAD] = 0;
     if (!on_device) {
@@ -1515,7 +1861,7 @@ extern "C" fmk_status fmk_cuda_fmm3d_m2l_work(const fmk_plan *plan, int64_t *pai
         return FMK_ERR_STATE;
     const fmm_gpu *s = (const fmm_gpu *)plan->state;
     *pairs = s->g.n_v;
-    *tile_pairs = (int64_t)s->g.n_slots * (s->n_nodes - s->gemm_first);
+    *tile_pairs = s->m2l_products;
     *stride = s->S;
     return FMK_OK;
 }

@@ -20,7 +20,8 @@ namespace {
 const int BLOCK = 256;
 const int NBR_MAX = 27;   /* a neighbour set tiles the 3 x 3 x 3 block of its box's level */
 const int STACK_MAX = 256; /* the U/W descent: 7 pending siblings per level plus 8 children */
-const int GROUPS = 256;   /* tile groups: levels (M2M) + 8 levels (L2L) <= 22 + 176 */
+const int GROUPS = 256;
+const int RANK_MAX = 512; /* > FMK_FMM3D_NDIR: V sort keys are octant * RANK_MAX + place */   /* tile groups: levels (M2M) + 8 levels (L2L) <= 22 + 176 */
 
 inline unsigned blocks_for(int64_t n) { return (unsigned)((n + BLOCK - 1) / BLOCK > 0 ? (n + BLOCK - 1) / BLOCK : 1); }
 
@@ -144,6 +145,8 @@ struct lists_args {
     const int32_t *ub, *vb, *wb, *xb, *yb;
     int32_t *u, *v, *w, *x, *y;
     int16_t *vd;
+    const int8_t *oct;
+    const int16_t *rank;              /* FMK_FMM3D_DIR -> its place in fmk_fmm3d_m2l_order */
 };
 
 template <bool FILL> __global__ void k_lists(lists_args a)
@@ -193,7 +196,9 @@ template <bool FILL> __global__ void k_lists(lists_args a)
                         const int oy = (int)lround((cb.y - cd.y) / cb.w);
                         const int oz = (int)lround((cb.z - cd.z) / cb.w);
                         v[nv] = d;
-                        vd[nv] = (int16_t)FMK_FMM3D_DIR(ox, oy, oz);
+                        /* sorted by the source's octant, then the direction's place in the M2L
+                         * order (fmm3d.cu's GEMMs group the sources by octant) */
+                        vd[nv] = (int16_t)(a.oct[d] * RANK_MAX + a.rank[FMK_FMM3D_DIR(ox, oy, oz)]);
                     }
                     nv++;
                 }
@@ -245,17 +250,18 @@ template <bool FILL> __global__ void k_lists(lists_args a)
     }
 }
 
-/* Histogram of the V directions (shared-memory counts per block). */
+/* Histogram of the V directions by their place in the M2L order (shared-memory counts per
+ * block; vd: octant * RANK_MAX + place). */
 __global__ void k_dir_count(int64_t n, const int16_t *__restrict__ vd, unsigned *count)
 {
-    __shared__ unsigned c[FMK_FMM3D_NDIR];
-    for (int i = threadIdx.x; i < FMK_FMM3D_NDIR; i += blockDim.x)
+    __shared__ unsigned c[RANK_MAX];
+    for (int i = threadIdx.x; i < RANK_MAX; i += blockDim.x)
         c[i] = 0;
     __syncthreads();
     for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < n; e += (int64_t)gridDim.x * blockDim.x)
-        atomicAdd(&c[vd[e]], 1u);
+        atomicAdd(&c[vd[e] % RANK_MAX], 1u);
     __syncthreads();
-    for (int i = threadIdx.x; i < FMK_FMM3D_NDIR; i += blockDim.x)
+    for (int i = threadIdx.x; i < RANK_MAX; i += blockDim.x)
         if (c[i])
             atomicAdd(&count[i], c[i]);
 }
@@ -263,7 +269,73 @@ __global__ void k_dir_count(int64_t n, const int16_t *__restrict__ vd, unsigned 
 __global__ void k_dir_to_slot(int64_t n, const int16_t *__restrict__ slot_of, int16_t *vd)
 {
     for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < n; e += (int64_t)gridDim.x * blockDim.x)
-        vd[e] = slot_of[vd[e]];
+        vd[e] = slot_of[vd[e] % RANK_MAX];
+}
+
+/* The M2L's source columns: the nodes [first, k) grouped by octant (keys and items sorted by
+ * CUB), col[b] = b's place within its octant's group, ofirst[o] = the group's first column
+ * (ofirst[8] = n = k - first; an empty group gets the next one's first). */
+__global__ void k_m2l_columns(int64_t n, const uint8_t *__restrict__ key,
+                              const int32_t *__restrict__ box, int32_t *col, int32_t *ofirst)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        const int o = key[i];
+        if (i == 0 || key[i - 1] != o)
+            for (int q = i == 0 ? 0 : key[i - 1] + 1; q <= o; q++)
+                ofirst[q] = (int32_t)i;
+        if (i == n - 1)
+            for (int q = o + 1; q <= 8; q++)
+                ofirst[q] = (int32_t)n;
+    }
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        /* the group's first column: a binary search of the sorted keys */
+        int64_t lo = 0, hi = i;
+        while (lo < hi) {
+            const int64_t mid = (lo + hi) / 2;
+            if (key[mid] < key[i])
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        col[box[i]] = (int32_t)(i - lo);
+    }
+}
+
+} // namespace
+
+/* The M2L order of the 316 V directions: by class triple (per axis: -3, -2..2, 3; x, then y,
+ * then z), then by FMK_FMM3D_DIR. The sources of octant o (bit 2 x, 1 y, 0 z; 1: the upper
+ * half) reach the directions with d_i in [-2 - o_i, 3 - o_i] on each axis (d = target - source
+ * in sides: the parents touch), 189 of them: in this order they lie in 4 runs (2 x classes times
+ * 2 y classes, each over 2 z classes), which fmm3d.cu's per-octant GEMMs cover with a few
+ * directions more (a run and the next merged across a gap of a few directions). */
+extern "C" void fmk_cuda_fmm3d_m2l_order(int16_t rank[FMK_FMM3D_NDIR], int16_t dir_of_rank[512])
+{
+    int r = 0;
+    for (int i = 0; i < FMK_FMM3D_NDIR; i++)
+        rank[i] = -1;
+    for (int i = 0; i < 512; i++)
+        dir_of_rank[i] = -1;
+    for (int cx = 0; cx < 3; cx++)
+        for (int cy = 0; cy < 3; cy++)
+            for (int cz = 0; cz < 3; cz++)
+                for (int d = 0; d < FMK_FMM3D_NDIR; d++) {
+                    const int o[3] = {d / 49 - 3, (d / 7) % 7 - 3, d % 7 - 3};
+                    const int c[3] = {cx, cy, cz};
+                    int in = abs(o[0]) > 1 || abs(o[1]) > 1 || abs(o[2]) > 1; /* a V direction */
+                    for (int a = 0; a < 3; a++)
+                        in = in && (o[a] == -3 ? 0 : o[a] == 3 ? 2 : 1) == c[a];
+                    if (in)
+                        rank[d] = (int16_t)r, dir_of_rank[r++] = (int16_t)d;
+                }
+}
+
+namespace {
+
+__global__ void k_iota(int64_t n, int32_t first, int32_t *out)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        out[i] = first + (int32_t)i;
 }
 
 /* Work-list flags: 0 leaves with sources, 1 leaves with targets, 2 X, 3 Y, 4 V entries. */
@@ -284,6 +356,16 @@ __global__ void k_work_flags(int64_t k, int kind, const int32_t *__restrict__ mo
             f = begin[b + 1] > begin[b];
     }
     flag[b] = f;
+}
+
+/* The totals of up to 5 exclusive scans of n + 1 entries: tot[j] = out[j][n]. */
+struct scan_outs {
+    int32_t *p[5];
+};
+__global__ void k_totals(scan_outs o, int count, int64_t n, int32_t *tot)
+{
+    if ((int)threadIdx.x < count)
+        tot[threadIdx.x] = o.p[threadIdx.x][n];
 }
 
 __global__ void k_compact(int64_t k, const int32_t *__restrict__ flag, const int32_t *__restrict__ pos,
@@ -433,7 +515,11 @@ __global__ void k_tile_entries(int64_t n_tiles, int64_t m2m_tiles, int tbw,
 /* Scratch of one build, freed at the end. */
 struct scratch {
     int32_t *flag, *pos, *cnt, *nbr;
-    int8_t *n_nbr, *oct;
+    int8_t *n_nbr;
+    int16_t *rank;
+    uint8_t *okeys;
+    int32_t *tot, *pos5;
+    int32_t *ofirst, *oitems;
     unsigned *hist;
     int16_t *slot_of;
     uint32_t *keys[2];
@@ -442,7 +528,6 @@ struct scratch {
     int32_t *v_unsorted;
     int16_t *vd_unsorted;
     void *temp;
-    size_t temp_bytes;
 };
 
 struct builder {
@@ -452,16 +537,30 @@ struct builder {
     scratch w;
     fmk_status st;
 
-    /* Allocates into *p (held by the geometry when owned, else scratch). */
-    template <typename T> bool alloc(T **p, int64_t n, const char *what, bool owned = true)
+    int n_blocks; /* g's blocks taken so far */
+
+    /* *p = the build's next block of g, grown to n elements when smaller. */
+    template <typename T> bool alloc(T **p, int64_t n, const char *what)
     {
         if (st != FMK_OK)
             return false;
+        if (n_blocks >= FMK_CUDA_FMM3D_BLOCKS) {
+            st = fmk_error_set(plan, FMK_ERR_DEVICE, "the FMM's list builder needs more than %d arrays",
+                               FMK_CUDA_FMM3D_BLOCKS);
+            return false;
+        }
+        const int i = n_blocks++;
         const size_t bytes = sizeof(T) * (size_t)(n > 0 ? n : 1);
-        st = fmk_cuda_alloc(plan, (void **)p, bytes, what, extra);
-        if (st == FMK_OK && owned)
-            g->bytes += (int64_t)bytes;
-        return st == FMK_OK;
+        if (g->block_bytes[i] < bytes) {
+            cudaFree(g->block[i]);
+            g->block[i] = NULL, g->block_bytes[i] = 0;
+            st = fmk_cuda_alloc(plan, &g->block[i], bytes, what, extra);
+            if (st != FMK_OK)
+                return false;
+            g->block_bytes[i] = bytes;
+        }
+        *p = (T *)g->block[i];
+        return true;
     }
     bool ok(cudaError_t err, const char *what)
     {
@@ -469,17 +568,18 @@ struct builder {
             st = fmk_cuda_fail(plan, err, what);
         return st == FMK_OK;
     }
-    /* CUB's workspace grown to need bytes */
+    /* CUB's workspace (g->temp) grown to need bytes */
     bool temp(size_t need)
     {
-        if (st != FMK_OK || need <= w.temp_bytes)
-            return st == FMK_OK;
-        cudaFree(w.temp);
-        w.temp = NULL, w.temp_bytes = 0;
-        if (!alloc((char **)&w.temp, (int64_t)need, "the list builder's workspace", false))
-            return false;
-        w.temp_bytes = need;
-        return true;
+        if (st == FMK_OK && need > g->temp_bytes) {
+            cudaFree(g->temp);
+            g->temp = NULL, g->temp_bytes = 0;
+            st = fmk_cuda_alloc(plan, &g->temp, need, "the list builder's workspace", extra);
+            if (st == FMK_OK)
+                g->temp_bytes = need;
+        }
+        w.temp = g->temp;
+        return st == FMK_OK;
     }
     /* seconds since the last mark, after the GPU is done (the build's stages, for the benchmark) */
     double last;
@@ -489,6 +589,29 @@ struct builder {
             const double now = fmk_time_now();
             *t = now - last, last = now;
         }
+    }
+    /* count (<= 5) scans as scan() below, their totals read together (one wait, not count) */
+    bool scans(const int32_t *const *in, int32_t *const *out, int64_t n, int count, int64_t *const *total)
+    {
+        if (st != FMK_OK)
+            return false;
+        size_t need = 0;
+        if (!ok(cub::DeviceScan::ExclusiveSum(NULL, need, in[0], out[0], (int)(n + 1)), "cub::DeviceScan (query)") ||
+            !temp(need) || !alloc(&w.tot, 5, "the list builder's workspace"))
+            return false;
+        scan_outs o;
+        for (int j = 0; j < count; j++) {
+            if (!ok(cub::DeviceScan::ExclusiveSum(w.temp, need, in[j], out[j], (int)(n + 1)), "cub::DeviceScan"))
+                return false;
+            o.p[j] = out[j];
+        }
+        k_totals<<<1, 32>>>(o, count, n, w.tot);
+        int32_t h[5];
+        if (!ok(cudaMemcpy(h, w.tot, 4 * (size_t)count, cudaMemcpyDeviceToHost), "cudaMemcpy (list sizes)"))
+            return false;
+        for (int j = 0; j < count; j++)
+            *total[j] = h[j];
+        return true;
     }
     /* out[0..n] = exclusive sum of in[0..n] (in[n] is 0); *total = out[n] (a read). */
     bool scan(const int32_t *in, int32_t *out, int64_t n, int64_t *total)
@@ -515,18 +638,11 @@ extern "C" void fmk_cuda_fmm3d_geo_free(fmk_cuda_fmm3d_geo *g)
 {
     if (!g)
         return;
-    if (g->d_trg != g->d_src)
-        cudaFree(g->d_trg);
-    if (g->d_trg_order != g->d_src_order)
-        cudaFree(g->d_trg_order);
-    void *all[] = {g->d_src, g->d_src_order, g->d_cube, g->d_level, g->d_sb, g->d_sn, g->d_tb,
-                   g->d_tn, g->d_u_begin, g->d_u, g->d_w_begin, g->d_w, g->d_x_begin, g->d_x,
-                   g->d_y_begin, g->d_y, g->d_v_begin, g->d_v, g->d_v_slot, g->d_leaves_src,
-                   g->d_leaves_trg, g->d_xnodes, g->d_ynodes, g->d_vnodes, g->d_tile_nodes,
-                   g->d_tile_begin, g->d_tile_slot, g->d_tile_src, g->d_pairs, g->d_ur_begin, g->d_ur};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        if (all[i])
-            cudaFree(all[i]);
+    for (int i = 0; i < FMK_CUDA_FMM3D_BLOCKS; i++) /* every array lives in a block */
+        if (g->block[i])
+            cudaFree(g->block[i]);
+    if (g->temp)
+        cudaFree(g->temp);
     memset(g, 0, sizeof *g);
 }
 
@@ -535,6 +651,7 @@ extern "C" int64_t fmk_cuda_fmm3d_geo_bytes(int64_t np, int64_t ns, int self, in
     const int64_t nt = self ? ns : np - ns;
     int64_t b = 36 * ns + (self ? 0 : 36 * nt);             /* points and orders */
     b += k * (32 + 1 + 4 * 4 + 6 * 4 + 5 * 4);                /* nodes, begins, work lists */
+    b += k * (1 + 4 + 4 + 1 + 4) + 36;                        /* octants, the M2L's columns */
     b += k * (4 * 27 + 6 * 189 + 4 * 16);                     /* U, V, W, X entries */
     b += self ? k * (4 * 27 + 4) : 0;                         /* U as pairs and rest rows */
     b += k / tb * 4 * (tb + 2) + k * 4 * (tb + 1);            /* tiles */
@@ -546,10 +663,16 @@ extern "C" fmk_status fmk_cuda_fmm3d_geometry(fmk_plan *plan, const fmk_cuda_tre
                                               int64_t ns, int self, int64_t near_max, int tbw,
                                               long long extra, fmk_cuda_fmm3d_geo *g)
 {
-    memset(g, 0, sizeof *g);
+    { /* everything but the device memory of the previous build */
+        fmk_cuda_fmm3d_geo keep = *g;
+        memset(g, 0, sizeof *g);
+        memcpy(g->block, keep.block, sizeof g->block);
+        memcpy(g->block_bytes, keep.block_bytes, sizeof g->block_bytes);
+        g->temp = keep.temp, g->temp_bytes = keep.temp_bytes;
+    }
     builder B;
     memset(&B.w, 0, sizeof B.w);
-    B.plan = plan, B.extra = extra, B.g = g, B.st = FMK_OK;
+    B.plan = plan, B.extra = extra, B.g = g, B.st = FMK_OK, B.n_blocks = 0;
     B.last = fmk_time_now();
     scratch &w = B.w;
     const int64_t np = t->n_points, k = t->n_nodes;
@@ -562,8 +685,8 @@ extern "C" fmk_status fmk_cuda_fmm3d_geometry(fmk_plan *plan, const fmk_cuda_tre
     /* points in key order */
     /* flags and their scan: sorted points, nodes, tiles (<= 2 k / tbw + GROUPS) */
     const int64_t n_flag = (np > 2 * k + GROUPS ? np : 2 * k + GROUPS) + 1;
-    B.alloc(&w.flag, n_flag, "the list builder's workspace", false);
-    B.alloc(&w.pos, n_flag, "the list builder's workspace", false);
+    B.alloc(&w.flag, n_flag, "the list builder's workspace");
+    B.alloc(&w.pos, n_flag, "the list builder's workspace");
     if (B.st == FMK_OK) {
         k_src_flags<<<blocks_for(np + 1), BLOCK>>>(np, ns, self, t->d_order, w.flag);
         B.ok(cudaGetLastError(), "the list builder's kernels");
@@ -590,7 +713,7 @@ extern "C" fmk_status fmk_cuda_fmm3d_geometry(fmk_plan *plan, const fmk_cuda_tre
     B.alloc(&g->d_sn, k, "the boxes");
     B.alloc(&g->d_tb, k, "the boxes");
     B.alloc(&g->d_tn, k, "the boxes");
-    B.alloc(&w.oct, k, "the list builder's workspace", false);
+    B.alloc(&g->d_oct, k, "the boxes");
     if (B.st == FMK_OK) {
         k_nodes<<<blocks_for(k), BLOCK>>>(k, self, t->d_begin, t->d_end, w.pos, g->d_sb, g->d_sn, g->d_tb,
                                           g->d_tn);
@@ -598,43 +721,83 @@ extern "C" fmk_status fmk_cuda_fmm3d_geometry(fmk_plan *plan, const fmk_cuda_tre
     }
 
     /* cubes and neighbour sets, level by level */
-    B.alloc(&w.nbr, NBR_MAX * k, "the neighbour sets", false);
-    B.alloc(&w.n_nbr, k, "the neighbour sets", false);
+    B.alloc(&w.nbr, NBR_MAX * k, "the neighbour sets");
+    B.alloc(&w.n_nbr, k, "the neighbour sets");
     for (int L = 0; L < levels && B.st == FMK_OK; L++) {
         const int64_t a = t->level_begin[L], e = t->level_begin[L + 1];
         if (e > a)
             k_cubes<<<blocks_for(e - a), BLOCK>>>(a, e, np, t->d_keys, t->d_begin, t->d_parent, t->d_level,
-                                                  g->d_cube, w.oct);
+                                                  g->d_cube, g->d_oct);
         if (e > a)
             k_neighbours<<<blocks_for(e - a), BLOCK>>>(a, e, t->d_parent, t->d_more, t->d_n_children, g->d_cube,
                                                        w.nbr, w.n_nbr);
     }
 
+    /* the M2L's source columns (nodes from level 2 down) grouped by octant */
+    const int64_t f2 = levels > 2 ? t->level_begin[2] : k, nn = k - f2;
+    B.alloc(&g->d_m2l_box, nn, "the boxes");
+    B.alloc(&g->d_m2l_col, k, "the boxes");
+    B.alloc(&w.okeys, nn, "the list builder's workspace");
+    B.alloc(&w.oitems, nn, "the list builder's workspace");
+    B.alloc(&w.ofirst, 9, "the list builder's workspace");
+    for (int q = 0; q <= 8; q++)
+        g->m2l_first[q] = 0;
+    if (B.st == FMK_OK && nn > 0) {
+        k_iota<<<blocks_for(nn), BLOCK>>>(nn, (int32_t)f2, w.oitems);
+        size_t need = 0;
+        const uint8_t *okey_in = (const uint8_t *)(g->d_oct + f2);
+        B.ok(cub::DeviceRadixSort::SortPairs(NULL, need, okey_in, w.okeys, w.oitems, g->d_m2l_box, (int)nn, 0, 3),
+             "cub::DeviceRadixSort (query)");
+        if (B.temp(need))
+            B.ok(cub::DeviceRadixSort::SortPairs(w.temp, need, okey_in, w.okeys, w.oitems, g->d_m2l_box, (int)nn,
+                                                 0, 3),
+                 "cub::DeviceRadixSort (M2L columns)");
+        if (B.st == FMK_OK)
+            k_m2l_columns<<<blocks_for(nn), BLOCK>>>(nn, w.okeys, g->d_m2l_box, g->d_m2l_col, w.ofirst);
+        int32_t of[9];
+        if (B.ok(cudaMemcpy(of, w.ofirst, sizeof of, cudaMemcpyDeviceToHost), "cudaMemcpy (M2L columns)"))
+            for (int q = 0; q <= 8; q++)
+                g->m2l_first[q] = of[q];
+    }
+
     B.mark(&g->stage_time[1]);
 
-    /* the lists: count, scan, fill; then each V row sorted by direction (CUB) */
-    B.alloc(&w.cnt, 6 * (k + 1), "the list builder's workspace", false);
+    /* the lists: count, scan, fill; then each V row sorted by the source's octant, then the
+     * direction's place in the M2L order (CUB) */
+    B.alloc(&w.cnt, 6 * (k + 1), "the list builder's workspace");
     lists_args la;
     memset(&la, 0, sizeof la);
     la.k = k, la.near_max = near_max;
     la.parent = t->d_parent, la.more = t->d_more, la.nch = t->d_n_children;
     la.sn = g->d_sn, la.tn = g->d_tn, la.nbr = w.nbr, la.n_nbr = w.n_nbr, la.cube = g->d_cube;
     la.cnt = w.cnt;
+    la.oct = g->d_oct;
+    B.alloc(&w.rank, FMK_FMM3D_NDIR, "the list builder's workspace");
+    int16_t rank[FMK_FMM3D_NDIR], dir_of_rank[RANK_MAX];
+    fmk_cuda_fmm3d_m2l_order(rank, dir_of_rank);
+    if (B.st == FMK_OK)
+        B.ok(cudaMemcpy(w.rank, rank, sizeof rank, cudaMemcpyHostToDevice), "cudaMemcpy (directions)");
+    la.rank = w.rank;
     if (B.st == FMK_OK) {
         k_lists<false><<<blocks_for(k + 1), BLOCK>>>(la);
         B.ok(cudaGetLastError(), "the list kernels");
     }
     int32_t **begins[5] = {&g->d_u_begin, &g->d_v_begin, &g->d_w_begin, &g->d_x_begin, &g->d_y_begin};
     int64_t *totals[5] = {&g->n_u, &g->n_v, &g->n_w, &g->n_x, &g->n_y};
-    for (int j = 0; j < 5; j++) {
-        if (B.alloc(begins[j], k + 1, "the interaction lists"))
-            B.scan(w.cnt + j * (k + 1), *begins[j], k, totals[j]);
+    for (int j = 0; j < 5; j++)
+        B.alloc(begins[j], k + 1, "the interaction lists");
+    {
+        const int32_t *in[5];
+        int32_t *out[5];
+        for (int j = 0; j < 5; j++)
+            in[j] = w.cnt + j * (k + 1), out[j] = *begins[j];
+        B.scans(in, out, k, 5, totals);
     }
     B.alloc(&g->d_u, g->n_u, "the U list");
     B.alloc(&g->d_v, g->n_v, "the V list");
     B.alloc(&g->d_v_slot, g->n_v, "the V list");
-    B.alloc(&w.v_unsorted, g->n_v, "the V list", false);
-    B.alloc(&w.vd_unsorted, g->n_v, "the V list", false);
+    B.alloc(&w.v_unsorted, g->n_v, "the V list");
+    B.alloc(&w.vd_unsorted, g->n_v, "the V list");
     B.alloc(&g->d_w, g->n_w, "the W list");
     B.alloc(&g->d_x, g->n_x, "the X list");
     B.alloc(&g->d_y, g->n_y, "the X list");
@@ -658,20 +821,20 @@ extern "C" fmk_status fmk_cuda_fmm3d_geometry(fmk_plan *plan, const fmk_cuda_tre
     B.mark(&g->stage_time[2]);
 
     /* direction slots: the directions that occur, in increasing order */
-    B.alloc(&w.hist, FMK_FMM3D_NDIR, "the list builder's workspace", false);
-    B.alloc(&w.slot_of, FMK_FMM3D_NDIR, "the list builder's workspace", false);
+    B.alloc(&w.hist, RANK_MAX, "the list builder's workspace");
+    B.alloc(&w.slot_of, RANK_MAX, "the list builder's workspace");
     if (B.st == FMK_OK) {
-        unsigned hist[FMK_FMM3D_NDIR];
-        int16_t slot_of[FMK_FMM3D_NDIR];
+        unsigned hist[RANK_MAX];
+        int16_t slot_of[RANK_MAX];
         B.ok(cudaMemset(w.hist, 0, sizeof hist), "cudaMemset (directions)");
         if (g->n_v > 0)
             k_dir_count<<<g->n_v / BLOCK + 1 < 1024 ? (unsigned)(g->n_v / BLOCK + 1) : 1024, BLOCK>>>(
                 g->n_v, g->d_v_slot, w.hist);
         if (B.ok(cudaMemcpy(hist, w.hist, sizeof hist, cudaMemcpyDeviceToHost), "cudaMemcpy (directions)")) {
-            for (int d = 0; d < FMK_FMM3D_NDIR; d++) {
-                slot_of[d] = (int16_t)(hist[d] ? g->n_slots : -1);
-                if (hist[d])
-                    g->dir_of_slot[g->n_slots++] = d;
+            for (int r = 0; r < RANK_MAX; r++) { /* slots in the M2L order */
+                slot_of[r] = (int16_t)(hist[r] ? g->n_slots : -1);
+                if (hist[r])
+                    g->dir_of_slot[g->n_slots++] = dir_of_rank[r];
             }
             B.ok(cudaMemcpy(w.slot_of, slot_of, sizeof slot_of, cudaMemcpyHostToDevice), "cudaMemcpy (directions)");
             if (g->n_v > 0)
@@ -686,10 +849,20 @@ extern "C" fmk_status fmk_cuda_fmm3d_geometry(fmk_plan *plan, const fmk_cuda_tre
     int32_t **outs[5] = {&g->d_leaves_src, &g->d_leaves_trg, &g->d_xnodes, &g->d_ynodes, &g->d_vnodes};
     int64_t *counts[5] = {&g->n_leaves_src, &g->n_leaves_trg, &g->n_xnodes, &g->n_ynodes, &g->n_vnodes};
     const int32_t *lbeg[5] = {NULL, NULL, g->d_x_begin, g->d_y_begin, g->d_v_begin};
-    for (int j = 0; j < 5 && B.st == FMK_OK; j++) {
-        k_work_flags<<<blocks_for(k + 1), BLOCK>>>(k, j, t->d_more, g->d_sn, g->d_tn, lbeg[j], w.flag);
-        if (B.scan(w.flag, w.pos, k, counts[j]) && B.alloc(outs[j], *counts[j], "the work lists") && k > 0)
-            k_compact<<<blocks_for(k), BLOCK>>>(k, w.flag, w.pos, *outs[j]);
+    /* flags in w.cnt (free until the U split below), their scans in w.pos5, sizes read once */
+    B.alloc(&w.pos5, 5 * (k + 1), "the list builder's workspace");
+    {
+        const int32_t *in[5];
+        int32_t *out[5];
+        for (int j = 0; j < 5; j++) {
+            in[j] = w.cnt + j * (k + 1), out[j] = w.pos5 + j * (k + 1);
+            if (B.st == FMK_OK)
+                k_work_flags<<<blocks_for(k + 1), BLOCK>>>(k, j, t->d_more, g->d_sn, g->d_tn, lbeg[j], w.cnt + j * (k + 1));
+        }
+        B.scans(in, out, k, 5, counts);
+        for (int j = 0; j < 5; j++)
+            if (B.alloc(outs[j], *counts[j], "the work lists") && k > 0)
+                k_compact<<<blocks_for(k), BLOCK>>>(k, w.cnt + j * (k + 1), w.pos5 + j * (k + 1), *outs[j]);
     }
 
     /* sources = targets: the U lists split into leaf pairs (each once) and the rest */
@@ -697,9 +870,12 @@ extern "C" fmk_status fmk_cuda_fmm3d_geometry(fmk_plan *plan, const fmk_cuda_tre
         k_sym_split<false><<<blocks_for(k + 1), BLOCK>>>(k, g->d_u_begin, g->d_u, g->d_cube, w.cnt, NULL, NULL,
                                                         NULL, NULL);
         B.ok(cudaGetLastError(), "the list kernels");
-        B.scan(w.cnt, w.pos, k, &g->n_pairs);
-        if (B.alloc(&g->d_ur_begin, k + 1, "the U list"))
-            B.scan(w.cnt + k + 1, g->d_ur_begin, k, &g->n_ur);
+        if (B.alloc(&g->d_ur_begin, k + 1, "the U list")) {
+            const int32_t *in[2] = {w.cnt, w.cnt + k + 1};
+            int32_t *out[2] = {w.pos, g->d_ur_begin};
+            int64_t *totals[2] = {&g->n_pairs, &g->n_ur};
+            B.scans(in, out, k, 2, totals);
+        }
         B.alloc(&g->d_pairs, 2 * g->n_pairs, "the U list");
         B.alloc(&g->d_ur, g->n_ur, "the U list");
         if (B.st == FMK_OK && k > 0) {
@@ -714,18 +890,18 @@ extern "C" fmk_status fmk_cuda_fmm3d_geometry(fmk_plan *plan, const fmk_cuda_tre
     /* tiles */
     int64_t n_items = 0;
     if (B.st == FMK_OK) {
-        k_tile_items<<<blocks_for(k + 1), BLOCK>>>(k, levels, t->d_more, g->d_sn, g->d_tn, t->d_level, w.oct,
+        k_tile_items<<<blocks_for(k + 1), BLOCK>>>(k, levels, t->d_more, g->d_sn, g->d_tn, t->d_level, g->d_oct,
                                                   NULL, w.flag, NULL, NULL);
         B.scan(w.flag, w.pos, k, &n_items);
     }
-    B.alloc(&w.keys[0], n_items, "the tiles", false);
-    B.alloc(&w.keys[1], n_items, "the tiles", false);
-    B.alloc(&w.items[0], n_items, "the tiles", false);
-    B.alloc(&w.items[1], n_items, "the tiles", false);
-    B.alloc(&w.tab, 2 * GROUPS, "the tiles", false);
+    B.alloc(&w.keys[0], n_items, "the tiles");
+    B.alloc(&w.keys[1], n_items, "the tiles");
+    B.alloc(&w.items[0], n_items, "the tiles");
+    B.alloc(&w.items[1], n_items, "the tiles");
+    B.alloc(&w.tab, 2 * GROUPS, "the tiles");
     int64_t first_tile[GROUPS + 1];
     if (B.st == FMK_OK) {
-        k_tile_items<<<blocks_for(k + 1), BLOCK>>>(k, levels, t->d_more, g->d_sn, g->d_tn, t->d_level, w.oct,
+        k_tile_items<<<blocks_for(k + 1), BLOCK>>>(k, levels, t->d_more, g->d_sn, g->d_tn, t->d_level, g->d_oct,
                                                   w.pos, NULL, w.keys[0], w.items[0]);
         size_t need = 0;
         B.ok(cub::DeviceRadixSort::SortPairs(NULL, need, w.keys[0], w.keys[1], w.items[0], w.items[1],
@@ -766,7 +942,7 @@ extern "C" fmk_status fmk_cuda_fmm3d_geometry(fmk_plan *plan, const fmk_cuda_tre
             k_tile_nodes<<<blocks_for(n_items), BLOCK>>>(n_items, tbw, w.keys[1], w.items[1], w.tab, g->d_tile_nodes);
         k_tile_entries<false><<<blocks_for(g->n_tiles + 1), BLOCK>>>(
             g->n_tiles, first_tile[levels], tbw, g->d_tile_nodes, t->d_more, t->d_n_children, g->d_sn,
-            t->d_parent, w.oct, w.flag, NULL, NULL, NULL);
+            t->d_parent, g->d_oct, w.flag, NULL, NULL, NULL);
         B.scan(w.flag, g->d_tile_begin, g->n_tiles, &g->n_entries);
     }
     B.alloc(&g->d_tile_slot, g->n_entries, "the tiles");
@@ -774,16 +950,16 @@ extern "C" fmk_status fmk_cuda_fmm3d_geometry(fmk_plan *plan, const fmk_cuda_tre
     if (B.st == FMK_OK && g->n_tiles > 0)
         k_tile_entries<true><<<blocks_for(g->n_tiles + 1), BLOCK>>>(
             g->n_tiles, first_tile[levels], tbw, g->d_tile_nodes, t->d_more, t->d_n_children, g->d_sn,
-            t->d_parent, w.oct, NULL, g->d_tile_begin, g->d_tile_slot, g->d_tile_src);
+            t->d_parent, g->d_oct, NULL, g->d_tile_begin, g->d_tile_slot, g->d_tile_src);
     B.ok(cudaGetLastError(), "the list builder's kernels");
     B.mark(&g->stage_time[5]);
 
-    void *scr[] = {w.flag, w.pos, w.cnt, w.nbr, w.n_nbr, w.oct, w.hist, w.slot_of, w.keys[0],
-                   w.keys[1], w.items[0], w.items[1], w.tab, w.v_unsorted, w.vd_unsorted, w.temp};
-    for (size_t i = 0; i < sizeof scr / sizeof scr[0]; i++)
-        if (scr[i])
-            cudaFree(scr[i]);
-    if (B.st != FMK_OK)
+    if (B.st != FMK_OK) {
         fmk_cuda_fmm3d_geo_free(g);
+        return B.st;
+    }
+    g->bytes = (int64_t)g->temp_bytes; /* the blocks, the scratch's included, stay for the next build */
+    for (int i = 0; i < FMK_CUDA_FMM3D_BLOCKS; i++)
+        g->bytes += (int64_t)g->block_bytes[i];
     return B.st;
 }

@@ -9,7 +9,9 @@
  * pass, CUB scans, a fill pass), so the lists are the host's entry for entry; the work lists
  * (nodes that have work in a pass) by scan and compaction; and the tiles of the M2M and L2L
  * kernel (the same tiles the host code built: per level the parents with sources, per level and
- * octant the boxes with targets, TB to a tile, a CUB radix sort by group).
+ * octant the boxes with targets, TB to a tile, a CUB radix sort by group); and the M2L's
+ * columns, the nodes from level 2 down grouped by octant (a CUB radix sort), with each V row
+ * sorted by its source's octant, then by the direction's place in the M2L order.
  *
  * Near-field substitutes (near_max >= 0): a W entry with at most near_max sources goes to the
  * leaf's U list (after its U entries) and the X entries of a box with at most near_max targets go
@@ -27,6 +29,9 @@
 #include "../fmm3d.h"
 #include "tree_internal.h"
 
+/* Arrays one geometry build allocates, at most (about 50). */
+#define FMK_CUDA_FMM3D_BLOCKS 64
+
 typedef struct fmk_cuda_fmm3d_geo {
     int64_t n_nodes;
     /* points in key order; d_trg == d_src and d_trg_order == d_src_order when self */
@@ -34,6 +39,7 @@ typedef struct fmk_cuda_fmm3d_geo {
     int32_t *d_src_order, *d_trg_order; /* key position -> caller index */
     /* nodes */
     real4d *d_cube;                 /* centre, side */
+    int8_t *d_oct;                  /* octant in the parent (bit 2 x, 1 y, 0 z) */
     int8_t *d_level;
     int32_t *d_sb, *d_sn, *d_tb, *d_tn; /* first source and count, first target and count */
     /* lists, compressed rows over nodes (begins n_nodes + 1) */
@@ -44,11 +50,17 @@ typedef struct fmk_cuda_fmm3d_geo {
      * (itself and the W entries done as P2P), compressed rows like d_u */
     int32_t *d_pairs, *d_ur_begin, *d_ur;
     int64_t n_pairs, n_ur;
-    int16_t *d_v_slot;              /* direction slot of each V entry; rows sorted by slot */
+    int16_t *d_v_slot;              /* direction slot of each V entry; rows sorted by the
+                                     * source's octant, then slot */
     int64_t n_u, n_v, n_w, n_x, n_y;
-    /* V directions that occur, in increasing FMK_FMM3D_DIR order */
+    /* V directions that occur, in the M2L order (fmk_cuda_fmm3d_m2l_order) */
     int n_slots;
     int32_t dir_of_slot[FMK_FMM3D_NDIR];
+    /* the M2L's source columns: the nodes from level 2 down grouped by octant, the group of
+     * octant o columns [m2l_first[o], m2l_first[o + 1]) (d_m2l_box: column -> node, in increasing
+     * node order within a group; d_m2l_col: node -> its column's place within its group) */
+    int32_t *d_m2l_box, *d_m2l_col;
+    int64_t m2l_first[9];
     /* work lists: leaves with sources, leaves with targets, boxes with X, Y, V entries */
     int32_t *d_leaves_src, *d_leaves_trg, *d_xnodes, *d_ynodes, *d_vnodes;
     int64_t n_leaves_src, n_leaves_trg, n_xnodes, n_ynodes, n_vnodes;
@@ -59,6 +71,13 @@ typedef struct fmk_cuda_fmm3d_geo {
     int32_t *d_tile_nodes, *d_tile_begin, *d_tile_slot, *d_tile_src;
     int64_t m2m_first[FMK_TREE_MAX_LEVEL + 2], l2l_first[FMK_TREE_MAX_LEVEL + 2];
     int64_t bytes;                  /* device bytes held */
+    /* Device memory kept from build to build (grow-only): the i-th array a build allocates
+     * (above, or the build's scratch) lives in block i, CUB's workspace in temp; so a plan
+     * given new points of a similar size allocates nothing here. */
+    void *block[FMK_CUDA_FMM3D_BLOCKS];
+    size_t block_bytes[FMK_CUDA_FMM3D_BLOCKS];
+    void *temp;
+    size_t temp_bytes;
     double stage_time[6];           /* seconds: points, boxes + neighbours, lists, directions,
                                      * work lists, tiles (for the benchmark) */
 } fmk_cuda_fmm3d_geo;
@@ -67,12 +86,17 @@ typedef struct fmk_cuda_fmm3d_geo {
 extern "C" {
 #endif
 
-/* Builds *g (zeroed here) from the device tree t of the np mapped points d_x (sources, then
- * targets unless self: ns sources). Tiles of tb boxes. extra: the plan's device bytes, for
- * messages. On failure *g holds nothing. Scratch is freed before returning. */
+/* Builds *g from the device tree t of the np mapped points d_x (sources, then targets unless
+ * self: ns sources), in the device memory *g holds from a previous build (zeroed, or a previous
+ * build's: everything else in it is replaced). Tiles of tb boxes. extra: the plan's device
+ * bytes, for messages. On failure *g holds nothing. */
 fmk_status fmk_cuda_fmm3d_geometry(fmk_plan *plan, const fmk_cuda_tree *t, const double *d_x,
                                    int64_t ns, int self, int64_t near_max, int tb,
                                    long long extra, fmk_cuda_fmm3d_geo *g);
+
+/* The order of the V directions in the M2L's stacked matrices (fmm3d_lists.cu): rank[d] the
+ * place of FMK_FMM3D_DIR d (-1 for the near ones), dir_of_rank its inverse. */
+void fmk_cuda_fmm3d_m2l_order(int16_t rank[FMK_FMM3D_NDIR], int16_t dir_of_rank[512]);
 
 /* Frees what *g holds and zeroes it (safe on a zeroed one). */
 void fmk_cuda_fmm3d_geo_free(fmk_cuda_fmm3d_geo *g);

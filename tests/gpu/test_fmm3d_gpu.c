@@ -30,6 +30,11 @@ extern int fmk_cuda_fmm3d_direct_near;
 extern int fmk_fmm3d_direct_near; /* the CPU engine's (src/fmm3d.h) */
 /* and P2P of leaf pairs both ways (targets per thread, -1 from the leaf, 0 one way per U entry) */
 extern int fmk_cuda_fmm3d_p2p_pairs;
+/* and the near field on a second stream alongside the far field (1) or after it (0) */
+extern int fmk_cuda_fmm3d_overlap;
+/* and the M2L's GEMMs: runs of directions merged across gaps (directions), X's bytes */
+extern int fmk_cuda_fmm3d_m2l_gap;
+extern long long fmk_cuda_fmm3d_m2l_bytes;
 /* cuda/fmm3d.cu (not API): the lists a plan built on the GPU, in the host's form. */
 fmk_status fmk_cuda_fmm3d_lists(fmk_plan *plan, fmk_fmm3d_lists *lists);
 
@@ -181,6 +186,38 @@ static void test_vs_cpu(void)
                 printf("    P2P targets per thread %d: pot %.2e grad %.2e\n", variant[v], vp, vg);
                 CHECK_MSG(vp < 1e-12 && vg < 1e-12, "GPU (P2P %d) vs CPU: pot %.3e grad %.3e", variant[v],
                           vp, vg);
+            }
+            /* the near field on the far field's stream, after it (eval's passes one after
+             * another): the same sums */
+            if (k == 1) {
+                fmk_cuda_fmm3d_overlap = 0;
+                fmk_cuda_fmm3d_direct_near = 0;
+                CHECK(run(&og, 1e-6, n, x, q, 0, NULL, p2, g2, &info) == FMK_OK);
+                fmk_cuda_fmm3d_direct_near = near;
+                fmk_cuda_fmm3d_overlap = 1;
+                const double vp = test_rel_l2(p2, p1, n), vg = test_rel_l2(g2, g1, 3 * n);
+                printf("    one stream: pot %.2e grad %.2e\n", vp, vg);
+                CHECK_MSG(vp < 1e-12 && vg < 1e-12, "GPU (one stream) vs CPU: pot %.3e grad %.3e", vp, vg);
+                /* the M2L's GEMMs: one per direction, one per octant, and X of one
+                 * direction's products (each octant's GEMMs cut into parts) */
+                static const struct {
+                    int gap;
+                    long long bytes;
+                } m2l[] = {{-1, 256ll << 20}, {1000, 256ll << 20}, {5, 1}};
+                for (int v = 0; v < 3; v++) {
+                    const int gap = fmk_cuda_fmm3d_m2l_gap;
+                    const long long bytes = fmk_cuda_fmm3d_m2l_bytes;
+                    fmk_cuda_fmm3d_m2l_gap = m2l[v].gap, fmk_cuda_fmm3d_m2l_bytes = m2l[v].bytes;
+                    fmk_cuda_fmm3d_direct_near = 0;
+                    CHECK(run(&og, 1e-6, n, x, q, 0, NULL, p2, g2, &info) == FMK_OK);
+                    fmk_cuda_fmm3d_direct_near = near;
+                    fmk_cuda_fmm3d_m2l_gap = gap, fmk_cuda_fmm3d_m2l_bytes = bytes;
+                    const double mp = test_rel_l2(p2, p1, n), mg = test_rel_l2(g2, g1, 3 * n);
+                    printf("    M2L runs merged across gaps <= %d, X of %lld bytes: pot %.2e grad %.2e\n",
+                           m2l[v].gap, m2l[v].bytes, mp, mg);
+                    CHECK_MSG(mp < 1e-12 && mg < 1e-12, "GPU (M2L gap %d, X %lld bytes) vs CPU: pot %.3e grad %.3e",
+                              m2l[v].gap, m2l[v].bytes, mp, mg);
+                }
             }
         }
     }
@@ -482,6 +519,10 @@ static void test_points_device(void)
         CHECK_PLAN_OK(fmk_plan_set_points(ph, n, x, sep ? m : 0, sep ? y : NULL), ph);
         CHECK_PLAN_OK(fmk_plan_eval_device(ph, dq, dp, dg), ph);
         cudaMemcpy(p1, dp, 8 * k, cudaMemcpyDeviceToHost), cudaMemcpy(g1, dg, 24 * k, cudaMemcpyDeviceToHost);
+        /* first other, fewer points: the plan keeps its state from set to set (tree workspace,
+         * matrices, buffers), which must grow for these */
+        CHECK_PLAN_OK(fmk_plan_set_points_device(pd, m, dy, 0, NULL), pd);
+        CHECK_PLAN_OK(fmk_plan_eval_device(pd, dq, dp, dg), pd);
         CHECK_PLAN_OK(fmk_plan_set_points_device(pd, n, dx, sep ? m : 0, sep ? dy : NULL), pd);
         CHECK_PLAN_OK(fmk_plan_eval_device(pd, dq, dp, dg), pd);
         cudaMemcpy(p2, dp, 8 * k, cudaMemcpyDeviceToHost), cudaMemcpy(g2, dg, 24 * k, cudaMemcpyDeviceToHost);
@@ -491,6 +532,17 @@ static void test_points_device(void)
                "pot %.1e grad %.1e\n", epss[c / 2], sep ? "targets" : "sources", id.levels, ih.levels, ep, eg);
         CHECK(id.levels == ih.levels && id.order == ih.order && id.n_targets == k);
         CHECK_MSG(ep < 1e-14 && eg < 1e-14, "pot %.3e grad %.3e", ep, eg);
+        if (c < 2) { /* then fewer points again on the kept state: what a fresh plan gives */
+            CHECK_PLAN_OK(fmk_plan_set_points(ph, m, y, 0, NULL), ph);
+            CHECK_PLAN_OK(fmk_plan_eval_device(ph, dq, dp, dg), ph);
+            cudaMemcpy(p1, dp, 8 * m, cudaMemcpyDeviceToHost), cudaMemcpy(g1, dg, 24 * m, cudaMemcpyDeviceToHost);
+            CHECK_PLAN_OK(fmk_plan_set_points_device(pd, m, dy, 0, NULL), pd);
+            CHECK_PLAN_OK(fmk_plan_eval_device(pd, dq, dp, dg), pd);
+            cudaMemcpy(p2, dp, 8 * m, cudaMemcpyDeviceToHost), cudaMemcpy(g2, dg, 24 * m, cudaMemcpyDeviceToHost);
+            const double rp = test_rel_l2(p2, p1, m), rg = test_rel_l2(g2, g1, 3 * m);
+            printf("    again with %lld points on the same plan: pot %.1e grad %.1e\n", (long long)m, rp, rg);
+            CHECK_MSG(rp < 1e-14 && rg < 1e-14, "kept state: pot %.3e grad %.3e", rp, rg);
+        }
         if (c == 3) {
             /* a non-finite point: refused, the plan keeps no points, and takes points again */
             const double nan = NAN, inf = INFINITY;
