@@ -32,11 +32,13 @@
  *   --leaf-theta T              with --mac 1 or 2: the theta of a leaf's per-target test
  *   tree --headline --local-sweep   the headline rows, then each with the cell-to-group step
  *                               off, of order 2 (K = 3, 4) and of order 3 (K = 1.5 .. 4)
- *   --local P                   the cell-to-group step's expansion order (2, 3 or 4; 0 off)
+ *   --local P                   the cell-to-group step's expansion order (2, 3 or 4, default;
+ *                               0 off)
  *   --local-k K                 its distance test: |xc - c| > A r_open + K (0.6 / theta) R_g
- *                               (default 3.5)
- *   --local-open A              the weight A of r_open in that test (default 0.75)
- *   tree --tune [--big]         leaf sizes and the step's (A, K) with order 3
+ *                               (default 2.25)
+ *   --local-open A              the weight A of r_open in that test (default 0.5)
+ *   tree --tune [--big]         leaf sizes and the step's (A, K) with order 3 (the first and
+ *                               last rows: order 3's default, A = 0.75, K = 3.5)
  *   tree --tune-local [--big]   the step of order 4 with several (A, K), against the defaults
  */
 #define _POSIX_C_SOURCE 200809L
@@ -526,15 +528,16 @@ int main(int argc, char **argv)
         return 0;
     }
     if (tune) { /* leaf size and the cell-to-group test (a r_open + k R_g) with the step on */
-        static const double cfg_leaf[][4] = { /* leaf, a, k, order; first and last: the defaults */
+        static const double cfg_leaf[][4] = { /* leaf, a, k, order; first, last: order 3's default */
             {48, 0.75, 3.5, 3}, {48, 1, 3, 3},    {40, 0.75, 3.5, 3}, {56, 0.75, 3.5, 3},
             {64, 0.75, 3.5, 3}, {48, 0.5, 4, 3},  {48, 0.25, 4, 3},   {48, 0.25, 4.5, 3},
             {48, 0.5, 3.5, 3},  {48, 0.5, 4.5, 3}, {48, 0.75, 3, 3},  {48, 0, 5, 3},
             {48, 0, 6, 3},      {48, 0.75, 3.5, 3}};
-        static const double cfg_local[][4] = { /* --tune-local: the step's order 4 */
-            {48, 0.75, 3.5, 3}, {48, 0.75, 3.5, 4}, {48, 0.75, 3, 4},  {48, 0.75, 2.5, 4},
-            {48, 0.75, 2, 4},   {48, 0.5, 3, 4},    {48, 0.5, 2.5, 4}, {48, 0.25, 2.5, 4},
-            {48, 0, 3, 4},      {48, 0, 2.5, 4},    {48, 1, 2, 4},     {48, 0.75, 3.5, 3}};
+        static const double cfg_local[][4] = { /* --tune-local: order 4 (default a 0.5, k 2.25) */
+            {48, 0.75, 3.5, 3}, {48, 0.75, 3.5, 4}, {48, 0.75, 2.5, 4},  {48, 0.75, 2, 4},
+            {48, 0.5, 2.5, 4},  {48, 0.5, 2, 4},    {48, 0.25, 2.5, 4},  {48, 0.25, 2.25, 4},
+            {48, 0.25, 2, 4},   {48, 0, 3, 4},      {48, 0, 2.75, 4},    {48, 0, 2.5, 4},
+            {48, 0.75, 3.5, 3}};
         const double(*cfg)[4] = tune_local ? cfg_local : cfg_leaf;
         const int ncfg = tune_local ? (int)(sizeof cfg_local / sizeof cfg_local[0])
                                     : (int)(sizeof cfg_leaf / sizeof cfg_leaf[0]);

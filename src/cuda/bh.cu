@@ -116,18 +116,23 @@ double fmk_cuda_bh_leaf_theta = 0;
  * a r_open + k R_g, k = fmk_cuda_bh_local_k 0.6 / theta (at least 1; R_g the box's half
  * diagonal), is not evaluated at each target (M2P) but translated once per group into a Taylor
  * expansion of order fmk_cuda_bh_local (2, 3 or 4) about c (M2L, bh_local.h), which each target
- * evaluates at the end (L2P). 0: off (every accepted node by M2P, as the next/more walk). */
+ * evaluates at the end (L2P). 0: off (every accepted node by M2P, as the next/more walk).
+ * Order 4 (35 coefficients, the same A_k as order 3) truncates the monopole's field one power
+ * of |y - c| / |xc - c| later, so a smaller a and k keep the error: a = 0.5, k = 2.25 with
+ * order 4 against a = 0.75, k = 3.5 with order 3 (the default until then): 2^20 walk -10%
+ * cube, -5% Plummer, acceleration error +0.3%, -2%; test_tree_gpu's Plummer sphere +3%
+ * (bench/RESULTS.md). */
 extern "C" int fmk_cuda_bh_local;
-int fmk_cuda_bh_local = 3;
+int fmk_cuda_bh_local = 4;
 extern "C" double fmk_cuda_bh_local_k;
-double fmk_cuda_bh_local_k = 3.5;
+double fmk_cuda_bh_local_k = 2.25;
 /* Tuning knob (not API): the weight a of r_open in the step's distance test, |xc - c| >
  * a r_open + k R_g (a >= 0). Any a keeps |y - c| / |xc - c| < 1 / k; the node is accepted by
- * the walk's own test in any case, so every target is outside its opening sphere. a = 0.75
- * with k = 3.5 takes more nodes than a = 1 with k = 3 (the test until then) at nearly the same
- * error (2^20: walk -2% cube, -3% Plummer, acceleration error +0.6%, +2%; bench/RESULTS.md). */
+ * the walk's own test in any case, so every target is outside its opening sphere. The term
+ * keeps out nodes accepted close to their opening radius, whose quadrupole's dropped terms
+ * ((s / |r0|)^2 (|y - c| / |r0|)^3, bh_local.py) are the largest. */
 extern "C" double fmk_cuda_bh_local_open;
-double fmk_cuda_bh_local_open = 0.75;
+double fmk_cuda_bh_local_open = 0.5;
 /* For the tests: split walks redone unsplit (their stack overflowed above the split level). */
 extern "C" long long fmk_cuda_bh_split_redos;
 long long fmk_cuda_bh_split_redos = 0;

@@ -689,15 +689,17 @@ static void test_mac(void)
     free(x), free(q), free(y), free(rp), free(rg);
 }
 
-/* The cell-to-group step (fmk_cuda_bh_local): with expansions of order 2, 3 and 4 and the
- * default distance test, the errors against the direct sum (fp64 and fp32, laplace and plummer,
- * self and separate targets, some on sources) stay within 1.3x (orders 3, 4) and 5x (order 2)
- * those of the walk without it and within the bounds of theta 0.6, the step is in use (other
- * results), and a higher order, or a larger distance factor, lowers the error. */
+/* The cell-to-group step (fmk_cuda_bh_local): with expansions of order 4 (the default distance
+ * test) and of orders 2 and 3 (with a = 0.75, k = 3.5, order 3's default until order 4), the
+ * errors against the direct sum (fp64 and fp32, laplace and plummer, self and separate targets,
+ * some on sources) stay within 1.3x (orders 3, 4) and 5x (order 2) those of the walk without it
+ * and within the bounds of theta 0.6, the step is in use (other results), and a higher order,
+ * or a larger distance factor, lowers the error. */
 static void test_local(void)
 {
     const int64_t n = quick ? 4000 : 40000, m = quick ? 1000 : 7000;
     const int local0 = fmk_cuda_bh_local;
+    const double k0 = fmk_cuda_bh_local_k, a0 = fmk_cuda_bh_local_open;
     double *x = xmalloc((size_t)n * 24), *q = xmalloc((size_t)n * 8), *y = xmalloc((size_t)m * 24);
     double *rp = xmalloc((size_t)n * 8), *rg = xmalloc((size_t)n * 24);
     double *p[2], *g[2];
@@ -721,6 +723,8 @@ static void test_local(void)
                 const double e0p = test_rel_l2(p[0], rp, mt), e0 = test_rel_l2(g[0], rg, 3 * mt);
                 for (int order = 2; order <= 4; order++) {
                     fmk_cuda_bh_local = order;
+                    fmk_cuda_bh_local_k = order == 4 ? k0 : 3.5;
+                    fmk_cuda_bh_local_open = order == 4 ? a0 : 0.75;
                     CHECK_STATUS(run(kernel, &o, n, x, q, sep ? m : 0, sep ? y : NULL, p[1], g[1],
                                      NULL), FMK_OK);
                     const double ep = test_rel_l2(p[1], rp, mt), e = test_rel_l2(g[1], rg, 3 * mt);
@@ -744,7 +748,6 @@ static void test_local(void)
         }
     /* fp64, laplace, self: order 3 more accurate than order 2; a larger factor more accurate */
     reference(FMK_KERNEL_LAPLACE, 0, n, x, q, 0, NULL, rp, rg);
-    const double k0 = fmk_cuda_bh_local_k, a0 = fmk_cuda_bh_local_open;
     double e[5];
     for (int v = 0; v < 5; v++) {
         fmk_cuda_bh_local = v == 0 ? 2 : v == 4 ? 4 : 3;
