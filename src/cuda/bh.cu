@@ -1127,7 +1127,7 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32,
 #pragma unroll
         for (int k = 0; k < T; k++)
             l2p_order<LOC ? LOC : 3>(a.local, L, y[k][0] - c.x, y[k][1] - c.y, y[k][2] - c.z,
-                      &phi[k], g[k]);
+                                     &phi[k], g[k]);
     }
 #ifdef FMK_BH_COUNT
     if (lane == 0) {
