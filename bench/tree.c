@@ -32,8 +32,14 @@
  *   --leaf-theta T              with --mac 1 or 2: the theta of a leaf's per-target test
  *   tree --headline --local-sweep   the headline rows, then each with the cell-to-group step
  *                               off, of order 2 (K = 3, 4) and of order 3 (K = 1.5 .. 4)
- *   --local P                   the cell-to-group step's expansion order (2 or 3; 0 off)
- *   --local-k K                 its distance test: |xc - c| > r_open + K (0.6 / theta) R_g (default 3)
+ *   --local P                   the cell-to-group step's expansion order (2, 3 or 4, default;
+ *                               0 off)
+ *   --local-k K                 its distance test: |xc - c| > A r_open + K (0.6 / theta) R_g
+ *                               (default 2.25)
+ *   --local-open A              the weight A of r_open in that test (default 0.5)
+ *   tree --tune [--big]         leaf sizes and the step's (A, K) with order 3 (the first and
+ *                               last rows: order 3's default, A = 0.75, K = 3.5)
+ *   tree --tune-local [--big]   the step of order 4 with several (A, K), against the defaults
  */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -360,7 +366,7 @@ int main(int argc, char **argv)
     int profile = 0, variants = 0, groups = 0, crossover = 0, plummer = 0, with_direct = 0;
     int64_t one = 0;
     double theta = 0.6;
-    int compare = 0, local_sweep = 0, tune = 0;
+    int compare = 0, local_sweep = 0, tune = 0, tune_local = 0;
     for (int a = 1; a < argc; a++) {
         if (strcmp(argv[a], "--json") == 0)
             json = 1;
@@ -420,6 +426,8 @@ int main(int argc, char **argv)
             fmk_cuda_bh_local_open = atof(argv[++a]);
         else if (strcmp(argv[a], "--tune") == 0)
             tune = 1;
+        else if (strcmp(argv[a], "--tune-local") == 0)
+            tune = 1, tune_local = 1;
         else {
             fprintf(stderr, "usage: tree [--json] [--quick] [--theta-sweep] [--max-log2 K] [--leaf L] "
                             "[--headline [--big] [--variants]] [--profile] [--groups] [--crossover] "
@@ -428,7 +436,7 @@ int main(int argc, char **argv)
                             "[--split-nodes K] "
                             "[--split-level L] [--split-warps W] [--theta T] [--mac K] [--leaf-theta T] "
                             "[--local P] [--local-k K] [--local-open A] [--local-sweep] "
-                            "[--tune [--big]]\n");
+                            "[--tune [--big]] [--tune-local [--big]]\n");
             return 2;
         }
     }
@@ -520,12 +528,21 @@ int main(int argc, char **argv)
         return 0;
     }
     if (tune) { /* leaf size and the cell-to-group test (a r_open + k R_g) with the step on */
-        static const double cfg[][3] = { /* leaf, a, k; the first and last: the defaults */
-            {48, 0.75, 3.5}, {48, 1, 3},    {40, 0.75, 3.5}, {56, 0.75, 3.5}, {64, 0.75, 3.5},
-            {48, 0.5, 4},    {48, 0.25, 4}, {48, 0.25, 4.5}, {48, 0.5, 3.5},   {48, 0.5, 4.5},
-            {48, 0.75, 3},   {48, 0, 5},    {48, 0, 6},      {48, 0.75, 3.5}};
-        const int ncfg = (int)(sizeof cfg / sizeof cfg[0]);
+        static const double cfg_leaf[][4] = { /* leaf, a, k, order; first, last: order 3's default */
+            {48, 0.75, 3.5, 3}, {48, 1, 3, 3},    {40, 0.75, 3.5, 3}, {56, 0.75, 3.5, 3},
+            {64, 0.75, 3.5, 3}, {48, 0.5, 4, 3},  {48, 0.25, 4, 3},   {48, 0.25, 4.5, 3},
+            {48, 0.5, 3.5, 3},  {48, 0.5, 4.5, 3}, {48, 0.75, 3, 3},  {48, 0, 5, 3},
+            {48, 0, 6, 3},      {48, 0.75, 3.5, 3}};
+        static const double cfg_local[][4] = { /* --tune-local: order 4 (default a 0.5, k 2.25) */
+            {48, 0.75, 3.5, 3}, {48, 0.75, 3.5, 4}, {48, 0.75, 2.5, 4},  {48, 0.75, 2, 4},
+            {48, 0.5, 2.5, 4},  {48, 0.5, 2, 4},    {48, 0.25, 2.5, 4},  {48, 0.25, 2.25, 4},
+            {48, 0.25, 2, 4},   {48, 0, 3, 4},      {48, 0, 2.75, 4},    {48, 0, 2.5, 4},
+            {48, 0.75, 3.5, 3}};
+        const double(*cfg)[4] = tune_local ? cfg_local : cfg_leaf;
+        const int ncfg = tune_local ? (int)(sizeof cfg_local / sizeof cfg_local[0])
+                                    : (int)(sizeof cfg_leaf / sizeof cfg_leaf[0]);
         const double a0 = fmk_cuda_bh_local_open, k0 = fmk_cuda_bh_local_k;
+        const int l0 = fmk_cuda_bh_local;
         for (int k = 20; k <= (big ? 24 : 20); k += 4)
             for (int d = 0; d < 2; d++) {
                 problem_make(&p, d, (int64_t)1 << k, 1);
@@ -534,12 +551,14 @@ int main(int argc, char **argv)
                         continue; /* 2^24: leaves of 48 only */
                     static char names[32][40]; /* rows keep the pointer */
                     char *name = names[c];
-                    snprintf(name, sizeof names[c], "tune a %.2g k %.2g", cfg[c][1], cfg[c][2]);
+                    snprintf(name, sizeof names[c], "tune P %d a %.2g k %.2g", (int)cfg[c][3],
+                             cfg[c][1], cfg[c][2]);
                     fmk_cuda_bh_local_open = cfg[c][1], fmk_cuda_bh_local_k = cfg[c][2];
+                    fmk_cuda_bh_local = (int)cfg[c][3];
                     add(measure(c == ncfg - 1 ? "tune default again" : name, &p, f32, theta, 2,
                                 (int)cfg[c][0], 32, FMK_WALK_AUTO, k >= 24 ? 3 : reps), json);
                 }
-                fmk_cuda_bh_local_open = a0, fmk_cuda_bh_local_k = k0;
+                fmk_cuda_bh_local_open = a0, fmk_cuda_bh_local_k = k0, fmk_cuda_bh_local = l0;
                 problem_free(&p);
             }
         if (json)

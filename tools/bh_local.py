@@ -14,9 +14,14 @@ Math (G(r) = (|r|^2 + eps2)^-1/2; multi-indices k = (kx, ky, kz), |k| = kx + ky 
   expansion about a centre c, r0 = c - xc, to order P in delta = y - c:
       phi(c + delta) = sum_{|b| <= P} L_b delta^b,
       L_b = sum_a (-1)^|a| M_a C(a + b, a) A_{a + b}(r0),   C(a + b, a) = prod_i binom(a_i + b_i, a_i).
-  Only the terms with |a| + |b| <= P + 1 are kept: those dropped (|a| = 2, |b| = P) are of the
-  order of the expansion's own truncation, (s / |r0|)^2 (|delta| / |r0|)^P against
+  Orders 2 and 3 keep the terms with |a| + |b| <= P + 1: those dropped (|a| = 2, |b| = P) are
+  of the order of the expansion's own truncation, (s / |r0|)^2 (|delta| / |r0|)^P against
   (|delta| / |r0|)^(P + 1), s the node's size, and they would need the A_k of order P + 2.
+  Order 4 keeps |a| + |b| <= 4, so it needs the A_k of order 4 only (those of order 3's
+  M2L): the monopole's expansion to order 4, the dipole's to 3, the quadrupole's to 2. The
+  dropped terms are (s / |r0|) (|delta| / |r0|)^4 (the dipole, zero for charges of one sign,
+  whose expansion centre is their centre of mass) and (s / |r0|)^2 (|delta| / |r0|)^3, which
+  order 3 drops as well; the monopole's truncation falls from (|delta| / |r0|)^4 to ^5.
   L2P: phi = sum_b L_b delta^b, grad_i = sum_b b_i L_b delta^(b - e_i).
 """
 import sys
@@ -35,7 +40,8 @@ def name(k):
     return "A%d%d%d" % k
 
 
-def emit(P):
+def emit(P, keep):
+    """M2L and L2P of order P keeping the terms |a| + |b| <= keep (P <= keep <= P + 1)."""
     out = []
     w = out.append
     locs = [k for n in range(P + 1) for k in indices(n)]
@@ -53,7 +59,7 @@ def emit(P):
         w("    const REAL M%d%d%d = %sm[%d];" % (a + (s, j)))
     # L_b sums, built per level of A as the A's appear
     terms = {b: [] for b in locs}
-    for n in range(0, P + 2):
+    for n in range(0, keep + 1):
         ks = indices(n)
         guard = None
         if n == P + 1:
@@ -111,7 +117,8 @@ def emit(P):
                     w(ind2 + "REAL L%d%d%d = %s * %s;" % (b + (cm, name(k))))
             if needs_guard:
                 w(ind + "}")
-    w("    }")
+    if keep > P:
+        w("    }")
     for i, b in enumerate(locs):
         w("    L[%d] = L%d%d%d;" % ((i,) + b))
     w("}")
@@ -156,12 +163,12 @@ def main():
     print("/*")
     print(" * bh_local.h -- written by tools/bh_local.py (the math is there); do not edit by hand.")
     print(" * The treecode's cell-to-group terms: a node's field (its moments of order 0..2, as in")
-    print(" * bh_terms.h's M2P) as a Taylor expansion of order 2 or 3 about a group's centre (M2L),")
+    print(" * bh_terms.h's M2P) as a Taylor expansion of order 2, 3 or 4 about a group's centre (M2L),")
     print(" * and the expansion's value and gradient at a target (L2P). Included like bh_terms.h:")
     print(" * once per precision, with REAL, RSQRT and BH(name) defined; needs bh_terms.h's FMK_HD.")
     print(" */")
-    for P in (2, 3):
-        lines, locs = emit(P)
+    for P, keep in ((2, 3), (3, 4), (4, 4)):
+        lines, locs = emit(P, keep)
         print("#ifndef FMK_BH_LOCAL%d_INDEX" % P)
         print("/* the multi-index (bx, by, bz) of each coefficient, as one int bx*100 + by*10 + bz */")
         print("#define FMK_BH_LOCAL%d_INDEX {%s}" % (P, ", ".join("%d" % (b[0] * 100 + b[1] * 10 + b[2]) for b in locs)))

@@ -115,19 +115,24 @@ double fmk_cuda_bh_leaf_theta = 0;
  * step. A node the group accepts whose centre is farther from the group box's centre c than
  * a r_open + k R_g, k = fmk_cuda_bh_local_k 0.6 / theta (at least 1; R_g the box's half
  * diagonal), is not evaluated at each target (M2P) but translated once per group into a Taylor
- * expansion of order fmk_cuda_bh_local (2 or 3) about c (M2L, bh_local.h), which each target
- * evaluates at the end (L2P). 0: off (every accepted node by M2P, as the next/more walk). */
+ * expansion of order fmk_cuda_bh_local (2, 3 or 4) about c (M2L, bh_local.h), which each target
+ * evaluates at the end (L2P). 0: off (every accepted node by M2P, as the next/more walk).
+ * Order 4 (35 coefficients, the same A_k as order 3) truncates the monopole's field one power
+ * of |y - c| / |xc - c| later, so a smaller a and k keep the error: a = 0.5, k = 2.25 with
+ * order 4 against a = 0.75, k = 3.5 with order 3 (the default until then): 2^20 walk -10%
+ * cube, -5% Plummer, acceleration error +0.3%, -2%; test_tree_gpu's Plummer sphere +3%
+ * (bench/RESULTS.md). */
 extern "C" int fmk_cuda_bh_local;
-int fmk_cuda_bh_local = 3;
+int fmk_cuda_bh_local = 4;
 extern "C" double fmk_cuda_bh_local_k;
-double fmk_cuda_bh_local_k = 3.5;
+double fmk_cuda_bh_local_k = 2.25;
 /* Tuning knob (not API): the weight a of r_open in the step's distance test, |xc - c| >
  * a r_open + k R_g (a >= 0). Any a keeps |y - c| / |xc - c| < 1 / k; the node is accepted by
- * the walk's own test in any case, so every target is outside its opening sphere. a = 0.75
- * with k = 3.5 takes more nodes than a = 1 with k = 3 (the test until then) at nearly the same
- * error (2^20: walk -2% cube, -3% Plummer, acceleration error +0.6%, +2%; bench/RESULTS.md). */
+ * the walk's own test in any case, so every target is outside its opening sphere. The term
+ * keeps out nodes accepted close to their opening radius, whose quadrupole's dropped terms
+ * ((s / |r0|)^2 (|y - c| / |r0|)^3, bh_local.py) are the largest. */
 extern "C" double fmk_cuda_bh_local_open;
-double fmk_cuda_bh_local_open = 0.75;
+double fmk_cuda_bh_local_open = 0.5;
 /* For the tests: split walks redone unsplit (their stack overflowed above the split level). */
 extern "C" long long fmk_cuda_bh_split_redos;
 long long fmk_cuda_bh_split_redos = 0;
@@ -477,7 +482,7 @@ template <typename R> struct walk_args {
     unsigned long long *overflow; /* set when a split walk's stack overflowed above the split */
     int mac;    /* fmk_cuda_bh_mac */
     R leaf_r2;  /* f^2 of fmk_cuda_bh_leaf_theta: a leaf's squared radius in the per-target test */
-    int local;  /* fmk_cuda_bh_local: 0, or the order of the group's expansion (2, 3) */
+    int local;  /* fmk_cuda_bh_local: 0, or the order of the group's expansion (2, 3, 4) */
     R local_k;  /* fmk_cuda_bh_local_k */
     R local_a2; /* fmk_cuda_bh_local_open squared */
     const unsigned long long *stats; /* the charge check (charge_scale, charges_bad) */
@@ -720,42 +725,55 @@ __device__ __forceinline__ void bfs_m2p(const typename vec4<R>::type (*list)[4],
  * into the group's expansion about c (M2L, bh_local.h; padding lanes give zeros), and the 32
  * lanes' expansions are added up so that lane k holds coefficient k of the sum (a reduce-scatter
  * by shuffles: 31 for 32 slots, in a fixed order), accumulated in acc. */
+template <int LOC>
 __device__ __forceinline__ void m2l_order(int local, int order, float rx, float ry, float rz,
                                           float eps2, const float *m, float *L)
 {
-    if (local == 2)
+    if (LOC == 4)
+        m2l4_f(order, rx, ry, rz, eps2, m, L);
+    else if (local == 2)
         m2l2_f(order, rx, ry, rz, eps2, m, L);
     else
         m2l3_f(order, rx, ry, rz, eps2, m, L);
 }
+template <int LOC>
 __device__ __forceinline__ void m2l_order(int local, int order, double rx, double ry, double rz,
                                           double eps2, const double *m, double *L)
 {
-    if (local == 2)
+    if (LOC == 4)
+        m2l4_d(order, rx, ry, rz, eps2, m, L);
+    else if (local == 2)
         m2l2_d(order, rx, ry, rz, eps2, m, L);
     else
         m2l3_d(order, rx, ry, rz, eps2, m, L);
 }
+template <int LOC>
 __device__ __forceinline__ void l2p_order(int local, const float *L, float dx, float dy, float dz,
                                           float *phi, float *g)
 {
-    if (local == 2)
+    if (LOC == 4)
+        l2p4_f(L, dx, dy, dz, phi, g);
+    else if (local == 2)
         l2p2_f(L, dx, dy, dz, phi, g);
     else
         l2p3_f(L, dx, dy, dz, phi, g);
 }
+template <int LOC>
 __device__ __forceinline__ void l2p_order(int local, const double *L, double dx, double dy,
                                           double dz, double *phi, double *g)
 {
-    if (local == 2)
+    if (LOC == 4)
+        l2p4_d(L, dx, dy, dz, phi, g);
+    else if (local == 2)
         l2p2_d(L, dx, dy, dz, phi, g);
     else
         l2p3_d(L, dx, dy, dz, phi, g);
 }
 
-/* One step of the reduce-scatter: lanes with bit H keep slots [H, 2H), the others [0, H), and
- * each adds its partner's (lane ^ H) copy of the slots it keeps (constant indices: registers). */
-template <int H, typename R> __device__ __forceinline__ void reduce_step(R (&v)[32], int lane)
+/* One step of the reduce-scatter over slots 0..31 of v: lanes with bit H keep slots [H, 2H),
+ * the others [0, H), and each adds its partner's (lane ^ H) copy of the slots it keeps
+ * (constant indices: registers). */
+template <int H, typename R, int N> __device__ __forceinline__ void reduce_step(R (&v)[N], int lane)
 {
     const bool up = lane & H;
 #pragma unroll
@@ -772,26 +790,46 @@ template <int H, typename R> __device__ __forceinline__ void reduce_step(R (&v)[
 #ifndef FMK_LOCAL_INL
 #define FMK_LOCAL_INL __forceinline__
 #endif
-template <typename R, int ORDER>
+/* The group's expansion held by the warp: lane k holds coefficient k < 32 in c[0]; LOC = 4
+ * (35 coefficients) adds coefficients 32..34 in c[1..3], the same in every lane. LOC = 3 is
+ * the kernel for orders 2 and 3 (a.local picks one at run time). */
+template <typename R, int LOC> struct local_acc {
+    static constexpr int NC = LOC == 4 ? FMK_BH_LOCAL4 : FMK_BH_LOCAL3; /* coefficients */
+    static constexpr int EXTRA = NC > 32 ? NC - 32 : 0;
+    R c[1 + EXTRA];
+};
+
+template <typename R, int ORDER, int LOC>
 __device__ FMK_LOCAL_INL void bfs_m2l(const typename vec4<R>::type *__restrict__ node,
                                         const int32_t *list, int count, int local,
-                                        const typename vec4<R>::type &c, R eps2, R &acc)
+                                        const typename vec4<R>::type &c, R eps2,
+                                        local_acc<R, LOC> &acc)
 {
     typedef typename vec4<R>::type V;
+    constexpr int EXTRA = local_acc<R, LOC>::EXTRA;
     const int lane = threadIdx.x & 31;
-    R v[32];
+    R v[32 + EXTRA];
 #pragma unroll
-    for (int k = 0; k < 32; k++)
+    for (int k = 0; k < 32 + EXTRA; k++)
         v[k] = 0;
     if (lane < count) {
         const int32_t i = list[lane];
         const V x = node[4 * i], m1 = node[4 * i + 1], m2 = node[4 * i + 2], m3 = node[4 * i + 3];
         const R m[FMK_BH_MOMENTS] = {m1.x, m1.y, m1.z, m1.w, m2.x, m2.y, m2.z, m2.w, m3.x, m3.y};
-        m2l_order(local, ORDER, c.x - x.x, c.y - x.y, c.z - x.z, eps2, m, v);
+        m2l_order<LOC>(local, ORDER, c.x - x.x, c.y - x.y, c.z - x.z, eps2, m, v);
+    }
+    /* coefficients past the 32 lanes: summed over the warp by butterflies (all lanes) */
+#pragma unroll
+    for (int k = 0; k < EXTRA; k++) {
+        R e = v[32 + k];
+#pragma unroll
+        for (int d = 16; d > 0; d >>= 1)
+            e += __shfl_xor_sync(0xffffffffu, e, d);
+        acc.c[1 + k] += e;
     }
     reduce_step<16>(v, lane), reduce_step<8>(v, lane), reduce_step<4>(v, lane);
     reduce_step<2>(v, lane), reduce_step<1>(v, lane);
-    acc += v[0];
+    acc.c[0] += v[0];
 }
 
 /* P2P over a list of sources. SOFT (eps2 > 0): t > 0 always, and the self term is left out
@@ -842,12 +880,14 @@ __device__ __forceinline__ void bfs_p2p_any(const typename vec4<R>::type *src, c
         bfs_p2p<R, SELF, false, false, T>(src, idx, count, t, y, eps2, phi, g);
 }
 
-template <typename R, int ORDER, bool SELF, int T, bool LOCAL>
+/* LOC: 0 no cell-to-group step; 3 the step of order a.local (2 or 3); 4 the step of order 4 */
+template <typename R, int ORDER, bool SELF, int T, int LOC>
 __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32,
-                                  LOCAL && sizeof(R) == 4 ? FMK_LOCAL_MINB : bfs_cfg<R>::MIN_BLOCKS)
+                                  LOC && sizeof(R) == 4 ? FMK_LOCAL_MINB : bfs_cfg<R>::MIN_BLOCKS)
     k_walk_bfs(walk_args<R> a)
 {
     typedef typename vec4<R>::type V;
+    constexpr bool LOCAL = LOC != 0;
     /* STACK: nodes waiting per warp (960: 6 blocks of 4 warps fit an SM; the deepest seen in
      * the benchmark's runs was 537) */
     constexpr int WARPS = bfs_cfg<R>::WARPS, STACK = LOCAL ? 896 : 960;
@@ -895,7 +935,7 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32,
     const R loc_r = a.local_k * sqrt(h.x * h.x + h.y * h.y + h.z * h.z);
     int n_loc = 0, h_loc = 0;
     bool any_loc = false;
-    R loc = 0;
+    local_acc<R, LOC ? LOC : 3> loc = {};
     /* A source that can coincide with a target lies in the group's box (which holds them up
      * to the rounding of its centre: a margin of 2^-20 of the coordinates, 2^-10 of the box). */
     const R mx = fabs(c.x) * (R)0x1p-20 + h.x * (R)(1 + 0x1p-10);
@@ -911,7 +951,7 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32,
         __syncwarp(); /* the slots are written again */
     };
     auto loc_chunk = [&]() {
-        bfs_m2l<R, ORDER>(a.node, loc_list + h_loc, 32, a.local, c, a.eps2, loc);
+        bfs_m2l<R, ORDER, LOC ? LOC : 3>(a.node, loc_list + h_loc, 32, a.local, c, a.eps2, loc);
         h_loc ^= 32, n_loc -= 32;
         __syncwarp();
     };
@@ -1077,14 +1117,17 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32,
                             n_p2p, t, y, a.eps2, phi, g);
     if (LOCAL && any_loc) { /* the rest of the list, then the group's expansion at each target (L2P) */
         if (n_loc > 0)
-            bfs_m2l<R, ORDER>(a.node, loc_list + h_loc, n_loc, a.local, c, a.eps2, loc);
-        R L[20];
+            bfs_m2l<R, ORDER, LOC ? LOC : 3>(a.node, loc_list + h_loc, n_loc, a.local, c, a.eps2,
+                                             loc);
+        constexpr int NC = local_acc<R, LOC ? LOC : 3>::NC;
+        R L[NC];
 #pragma unroll
-        for (int k = 0; k < 20; k++)
-            L[k] = __shfl_sync(FULL, loc, k);
+        for (int k = 0; k < NC; k++)
+            L[k] = k < 32 ? __shfl_sync(FULL, loc.c[0], k) : loc.c[k < 32 ? 0 : k - 31];
 #pragma unroll
         for (int k = 0; k < T; k++)
-            l2p_order(a.local, L, y[k][0] - c.x, y[k][1] - c.y, y[k][2] - c.z, &phi[k], g[k]);
+            l2p_order<LOC ? LOC : 3>(a.local, L, y[k][0] - c.x, y[k][1] - c.y, y[k][2] - c.z,
+                                     &phi[k], g[k]);
     }
 #ifdef FMK_BH_COUNT
     if (lane == 0) {
@@ -1143,11 +1186,13 @@ cudaError_t launch_walk(const walk_args<R> &a, int stackless, int group)
     else if (fmk_cuda_bh_group_walk == 1)
         k_walk_group<R, ORDER, SELF, 1><<<blocks_for(a.n_groups * 32, WALK_BLOCK), WALK_BLOCK>>>(a);
     else if (group == 64)
-        k_walk_bfs<R, ORDER, SELF, 2, false><<<bfs_blocks, WB * 32>>>(a);
-    else if (a.local) /* the cell-to-group step (groups of 32 only) */
-        k_walk_bfs<R, ORDER, SELF, 1, true><<<bfs_blocks, WB * 32>>>(a);
+        k_walk_bfs<R, ORDER, SELF, 2, 0><<<bfs_blocks, WB * 32>>>(a);
+    else if (a.local == 4) /* the cell-to-group step (groups of 32 only) */
+        k_walk_bfs<R, ORDER, SELF, 1, 4><<<bfs_blocks, WB * 32>>>(a);
+    else if (a.local)
+        k_walk_bfs<R, ORDER, SELF, 1, 3><<<bfs_blocks, WB * 32>>>(a);
     else
-        k_walk_bfs<R, ORDER, SELF, 1, false><<<bfs_blocks, WB * 32>>>(a);
+        k_walk_bfs<R, ORDER, SELF, 1, 0><<<bfs_blocks, WB * 32>>>(a);
     return cudaGetLastError();
 }
 
@@ -1744,7 +1789,7 @@ fmk_status run_eval_t(fmk_plan *plan, bh_state *s, const double *d_q, double *po
         f = f < f_min ? f_min : f;
         a.leaf_r2 = (R)(f < 1 ? f * f : 1);
     }
-    a.local = fmk_cuda_bh_local == 2 || fmk_cuda_bh_local == 3 ? fmk_cuda_bh_local : 0;
+    a.local = fmk_cuda_bh_local >= 2 && fmk_cuda_bh_local <= 4 ? fmk_cuda_bh_local : 0;
     {
         /* the group's radius scaled like a node's size in r_open (l / theta): k at theta 0.6,
          * so that the expansion's truncation falls with theta as the M2P's does; at least 1

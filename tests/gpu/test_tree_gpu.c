@@ -689,15 +689,17 @@ static void test_mac(void)
     free(x), free(q), free(y), free(rp), free(rg);
 }
 
-/* The cell-to-group step (fmk_cuda_bh_local): with expansions of order 3 and 2 and the default
- * distance test, the errors against the direct sum (fp64 and fp32, laplace and plummer, self
- * and separate targets, some on sources) stay within 1.3x (order 3) and 4x (order 2) those of
- * the walk without it and within the bounds of theta 0.6, the step is in use (other results),
- * and order 2 against 3, or a larger distance factor, changes the error the expected way. */
+/* The cell-to-group step (fmk_cuda_bh_local): with expansions of order 4 (the default distance
+ * test) and of orders 2 and 3 (with a = 0.75, k = 3.5, order 3's default until order 4), the
+ * errors against the direct sum (fp64 and fp32, laplace and plummer, self and separate targets,
+ * some on sources) stay within 1.3x (orders 3, 4) and 5x (order 2) those of the walk without it
+ * and within the bounds of theta 0.6, the step is in use (other results), and a higher order,
+ * or a larger distance factor, lowers the error. */
 static void test_local(void)
 {
     const int64_t n = quick ? 4000 : 40000, m = quick ? 1000 : 7000;
     const int local0 = fmk_cuda_bh_local;
+    const double k0 = fmk_cuda_bh_local_k, a0 = fmk_cuda_bh_local_open;
     double *x = xmalloc((size_t)n * 24), *q = xmalloc((size_t)n * 8), *y = xmalloc((size_t)m * 24);
     double *rp = xmalloc((size_t)n * 8), *rg = xmalloc((size_t)n * 24);
     double *p[2], *g[2];
@@ -719,8 +721,10 @@ static void test_local(void)
                 CHECK_STATUS(run(kernel, &o, n, x, q, sep ? m : 0, sep ? y : NULL, p[0], g[0],
                                  NULL), FMK_OK);
                 const double e0p = test_rel_l2(p[0], rp, mt), e0 = test_rel_l2(g[0], rg, 3 * mt);
-                for (int order = 2; order <= 3; order++) {
+                for (int order = 2; order <= 4; order++) {
                     fmk_cuda_bh_local = order;
+                    fmk_cuda_bh_local_k = order == 4 ? k0 : 3.5;
+                    fmk_cuda_bh_local_open = order == 4 ? a0 : 0.75;
                     CHECK_STATUS(run(kernel, &o, n, x, q, sep ? m : 0, sep ? y : NULL, p[1], g[1],
                                      NULL), FMK_OK);
                     const double ep = test_rel_l2(p[1], rp, mt), e = test_rel_l2(g[1], rg, 3 * mt);
@@ -730,7 +734,7 @@ static void test_local(void)
                     CHECK_LE(e, 3e-2, "rel l2 error of grad");
                     /* order 2 (not the default): 1.6x on the acceleration at 4000 points,
                      * 4.4x here with the distance test a = 0.5, k = 4 */
-                    const double f = order == 3 ? 1.3 : 5.0;
+                    const double f = order >= 3 ? 1.3 : 5.0;
                     CHECK_LE(ep, f * e0p, "rel l2 error of pot against the walk without it");
                     CHECK_LE(e, f * e0, "rel l2 error of grad against the walk without it");
                     CHECK_MSG(test_rel_l2(g[1], g[0], 3 * mt) > 1e-10,
@@ -744,10 +748,9 @@ static void test_local(void)
         }
     /* fp64, laplace, self: order 3 more accurate than order 2; a larger factor more accurate */
     reference(FMK_KERNEL_LAPLACE, 0, n, x, q, 0, NULL, rp, rg);
-    const double k0 = fmk_cuda_bh_local_k, a0 = fmk_cuda_bh_local_open;
-    double e[4];
-    for (int v = 0; v < 4; v++) {
-        fmk_cuda_bh_local = v == 0 ? 2 : 3;
+    double e[5];
+    for (int v = 0; v < 5; v++) {
+        fmk_cuda_bh_local = v == 0 ? 2 : v == 4 ? 4 : 3;
         fmk_cuda_bh_local_k = v == 2 ? 8 : 1.5;
         fmk_cuda_bh_local_open = v == 3 ? 0 : 1; /* the weight of r_open in the distance test */
         fmk_opts o = tree_opts(FMK_PRECISION_FP64, 0.6, FMK_WALK_GROUP);
@@ -756,6 +759,7 @@ static void test_local(void)
     }
     check_context("local orders");
     CHECK_MSG(e[1] < e[0], "grad error: order 3 %.3e >= order 2 %.3e (factor 1.5)", e[1], e[0]);
+    CHECK_MSG(e[4] < e[1], "grad error: order 4 %.3e >= order 3 %.3e (factor 1.5)", e[4], e[1]);
     CHECK_MSG(e[2] < e[1], "grad error: factor 8 %.3e >= factor 1.5 %.3e (order 3)", e[2], e[1]);
     /* a = 0 takes every node that a = 1 takes and more, still within the absolute bound */
     CHECK_MSG(e[1] < e[3], "grad error: a = 1 %.3e >= a = 0 %.3e (factor 1.5)", e[1], e[3]);
@@ -798,6 +802,7 @@ static void test_oom(void)
 
 int main(int argc, char **argv)
 {
+    int local_only = 0;
     for (int a = 1; a < argc; a++) {
         if (strcmp(argv[a], "--quick") == 0)
             quick = 1;
@@ -807,10 +812,20 @@ int main(int argc, char **argv)
             fmk_cuda_bh_leaf_theta = atof(argv[++a]);
         else if (strcmp(argv[a], "--local") == 0 && a + 1 < argc)
             fmk_cuda_bh_local = atoi(argv[++a]);
+        else if (strcmp(argv[a], "--local-only") == 0)
+            local_only = 1;
+        else if (strcmp(argv[a], "--local-k") == 0 && a + 1 < argc)
+            fmk_cuda_bh_local_k = atof(argv[++a]);
+        else if (strcmp(argv[a], "--local-open") == 0 && a + 1 < argc)
+            fmk_cuda_bh_local_open = atof(argv[++a]);
     }
     if (fmk_cuda_device_count() <= 0) {
         printf("no CUDA device: skipped\n");
         return 77;
+    }
+    if (local_only) { /* the cell-to-group step's test alone (with --local-k, --local-open) */
+        test_local();
+        return check_summary();
     }
     test_device_paths();
     test_same_tree();
