@@ -101,10 +101,12 @@ typedef enum fmk_kernel {
 
 /* Summation methods. */
 typedef enum fmk_method {
-    FMK_METHOD_AUTO = 0,        /* the fastest available method that meets eps (default) */
+    FMK_METHOD_AUTO = 0,        /* default; resolved to DIRECT, the one method that meets any
+                                 * eps by construction: ask for TREE or FMM by name */
     FMK_METHOD_DIRECT = 1,      /* O(N M) direct sum: the reference */
     FMK_METHOD_TREE = 2,        /* 3D Barnes-Hut treecode: laplace and plummer, theta, order */
-    FMK_METHOD_FMM = 3          /* fast multipole method, 2D and 3D (not available yet) */
+    FMK_METHOD_FMM = 3          /* fast multipole method, 2D (log2d, cauchy2d) and 3D (laplace;
+                                 * plummer and regularized on the CPU), 1e-14 <= eps <= 1e-2 */
 } fmk_method;
 
 /* Where the work runs. */
