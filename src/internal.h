@@ -101,6 +101,10 @@ typedef struct fmk_engine {
     /* The smallest eps the engine meets when it chooses the order from eps (0: every eps the
      * method takes). Below it a plan is refused, or with backend auto made on the CPU. */
     double eps_min;
+    /* Nonzero: setup takes over the state of the plan's previous points when plan->state is
+     * not NULL (its buffers serve again), so fmk_plan_set_points keeps the state through its
+     * drop of the old points; on any failure the state is released as usual. */
+    int reuses_state;
 } fmk_engine;
 
 struct fmk_plan {

@@ -391,7 +391,11 @@ fmk_status fmk_plan_set_points(fmk_plan *plan, int64_t n_sources, const double *
         keep_s = plan->sources, keep_t = plan->targets;
         plan->sources = plan->targets = NULL;
     }
+    void *keep_state = NULL; /* an engine that reuses its state gets it back in setup */
+    if (plan->engine->reuses_state)
+        keep_state = plan->state, plan->state = NULL;
     fmk_plan_drop_points(plan);
+    plan->state = keep_state;
     size_t sbytes = (size_t)(n_sources > 0 ? n_sources : 1) * dim * sizeof(double);
     size_t tbytes = (size_t)(n_targets > 0 ? n_targets : 1) * dim * sizeof(double);
     plan->sources = keep_s ? keep_s : malloc(sbytes);

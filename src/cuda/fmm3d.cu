@@ -1966,4 +1966,5 @@ extern "C" fmk_status fmk_cuda_fmm3d_lists(fmk_plan *plan, fmk_fmm3d_lists *l)
 extern "C" const fmk_engine fmk_engine_fmm_cuda = {
     "fmm/cuda", fmm_setup, fmm_eval, fmm_memory, fmm_set_points_device, fmm_release, fmm_check_opts,
     1e-9, /* eps_min: the largest order, 32, reaches 1e-10 .. 1e-11 (docs/fmm3d_gpu.md) */
+    1,    /* reuses_state: build_state takes the previous points' buffers */
 };

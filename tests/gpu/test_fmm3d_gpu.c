@@ -536,6 +536,16 @@ static void test_points_device(void)
             CHECK_PLAN_OK(fmk_plan_set_points(ph, m, y, 0, NULL), ph);
             CHECK_PLAN_OK(fmk_plan_eval_device(ph, dq, dp, dg), ph);
             cudaMemcpy(p1, dp, 8 * m, cudaMemcpyDeviceToHost), cudaMemcpy(g1, dg, 24 * m, cudaMemcpyDeviceToHost);
+            /* host points keep the state too (plan.c hands it back to setup): a fresh plan */
+            fmk_plan *pf = NULL;
+            CHECK_PLAN_OK(fmk_plan_create(&pf, 3, FMK_KERNEL_LAPLACE, epss[c / 2], &o), NULL);
+            CHECK_PLAN_OK(fmk_plan_set_points(pf, m, y, 0, NULL), pf);
+            CHECK_PLAN_OK(fmk_plan_eval_device(pf, dq, dp, dg), pf);
+            cudaMemcpy(p2, dp, 8 * m, cudaMemcpyDeviceToHost), cudaMemcpy(g2, dg, 24 * m, cudaMemcpyDeviceToHost);
+            fmk_plan_destroy(pf);
+            const double fp = test_rel_l2(p1, p2, m), fg = test_rel_l2(g1, g2, 3 * m);
+            printf("    host points again on the same plan against a fresh plan: pot %.1e grad %.1e\n", fp, fg);
+            CHECK_MSG(fp < 1e-14 && fg < 1e-14, "host points, kept state: pot %.3e grad %.3e", fp, fg);
             CHECK_PLAN_OK(fmk_plan_set_points_device(pd, m, dy, 0, NULL), pd);
             CHECK_PLAN_OK(fmk_plan_eval_device(pd, dq, dp, dg), pd);
             cudaMemcpy(p2, dp, 8 * m, cudaMemcpyDeviceToHost), cudaMemcpy(g2, dg, 24 * m, cudaMemcpyDeviceToHost);
