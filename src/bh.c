@@ -29,9 +29,9 @@ enum { FMK_BH_LEAF_SIZE = 32 };
 extern int fmk_bh_local;
 int fmk_bh_local = 4;
 extern double fmk_bh_local_k;
-double fmk_bh_local_k = 2.25;
+double fmk_bh_local_k = 2.0;
 extern double fmk_bh_local_open;
-double fmk_bh_local_open = 0.5;
+double fmk_bh_local_open = 1.0;
 
 /* The step's parameters for one walk: order 0 (off), 2, 3 or 4; k; a^2. */
 typedef struct fmk_bh_local_step {
@@ -111,16 +111,20 @@ static size_t real_size(const fmk_plan *plan)
     return plan->opts.precision == FMK_PRECISION_FP32 ? sizeof(float) : sizeof(double);
 }
 
-/* Targets per group: a group is a largest subtree of the target tree with fewer than twice the
- * leaf size points (at most FMK_BH_GROUP_MAX), so a leaf shares its walk with small siblings;
- * leaf size 1 gives one target per group (the group walk then opens exactly the nodes the
- * stackless walk opens). */
+/* Targets per group: a group is a largest subtree of the target tree with fewer than
+ * fmk_bh_group_leaves times the leaf size points (at most FMK_BH_GROUP_MAX), so a leaf shares its
+ * walk with small siblings; leaf size 1 gives one target per group (the group walk then opens
+ * exactly the nodes the stackless walk opens). Tuning knob (not API), read by set_points:
+ * 0 (default) is 4 with the cell-to-group step, whose expansion pays more the more targets share
+ * it, and 2 without it (bench/RESULTS.md, CPU treecode). */
 extern int fmk_bh_group_leaves;
-int fmk_bh_group_leaves = 2;
+int fmk_bh_group_leaves = 0;
 static int64_t group_size_of(int32_t leaf_size)
 {
-    int64_t g = (fmk_bh_group_leaves > 1 ? fmk_bh_group_leaves : 1) * (int64_t)leaf_size - 1;
-    g = g > 0 ? g : 1;
+    if (leaf_size <= 1)
+        return 1;
+    int64_t f = fmk_bh_group_leaves > 0 ? fmk_bh_group_leaves : fmk_bh_local ? 4 : 2;
+    int64_t g = f * (int64_t)leaf_size - 1;
     return g < FMK_BH_GROUP_MAX ? g : FMK_BH_GROUP_MAX;
 }
 
