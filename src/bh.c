@@ -1,7 +1,7 @@
 /* bh.c -- the CPU treecode engine (method tree): Barnes-Hut with the octree of tree3d.h, moments
  * to quadrupole order about the centre of |q|, Nakasato's opening radius (l/theta + s)^2, and
- * two walks (bh_walk.h): a group walk with vectorized interaction lists (the default) and the
- * stackless per-target walk of Nakasato Fig. 6.
+ * two walks (bh_walk.h): a group walk with vectorized interaction lists and a cell-to-group
+ * step (the default) and the stackless per-target walk of Nakasato Fig. 6.
  *
  * set_points builds the geometry once: the source tree (points in Morton order), and for
  * separate targets a target tree of the same leaf size whose leaves are the walk's groups (for

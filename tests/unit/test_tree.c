@@ -1,8 +1,9 @@
 /* test_tree.c -- the treecode (method tree) on the CPU: the octree against its specification
  * (src/tree3d.h), accuracy against the direct sum for theta 0.3 / 0.6 / 0.9 and orders 0..2 on
  * uniform, Plummer and clustered points, the two walks against each other, separate targets,
- * mixed-sign charges, fp32, and degenerate inputs (coincident points, a tiny cluster, a far
- * point, a plane, a line, N = 1 and 2). Linked against the static library to reach tree3d.c. */
+ * mixed-sign charges, fp32, the group walk's cell-to-group step on and off, and degenerate
+ * inputs (coincident points, a tiny cluster, a far point, a plane, a line, N = 1 and 2). Linked
+ * against the static library to reach tree3d.c and bh.c's knobs. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,7 +13,7 @@
 #include "check.h"
 #include "testutil.h"
 
-/* The treecode's terms (bh_terms.h) and the GPU walk's cell-to-group terms (bh_local.h), in
+/* The treecode's terms (bh_terms.h) and the group walks' cell-to-group terms (bh_local.h), in
  * double, for the operator test below. */
 #define REAL double
 #define RSQRT(t) (1.0 / sqrt(t))
