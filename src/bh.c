@@ -1,7 +1,7 @@
 /* bh.c -- the CPU treecode engine (method tree): Barnes-Hut with the octree of tree3d.h, moments
  * to quadrupole order about the centre of |q|, Nakasato's opening radius (l/theta + s)^2, and
- * two walks (bh_walk.h): a group walk with vectorized interaction lists (the default) and the
- * stackless per-target walk of Nakasato Fig. 6.
+ * two walks (bh_walk.h): a group walk with vectorized interaction lists and a cell-to-group
+ * step (the default) and the stackless per-target walk of Nakasato Fig. 6.
  *
  * set_points builds the geometry once: the source tree (points in Morton order), and for
  * separate targets a target tree of the same leaf size whose leaves are the walk's groups (for
@@ -17,7 +17,42 @@
  * 1e6 points with the group walk at theta = 0.6, order 2 (docs/tree.md). */
 enum { FMK_BH_LEAF_SIZE = 32 };
 /* Most targets in one group (the buffers of a walk are sized for it). */
-#define FMK_BH_GROUP_MAX 64
+#define FMK_BH_GROUP_MAX 256
+
+/* Tuning knobs for the benchmark and the tests (not API): the group walk's cell-to-group step
+ * (docs/tree.md), as the GPU's fmk_cuda_bh_local*. An accepted node whose centre is farther
+ * from the group box's centre c than a r_open + k R_g (R_g the box's half diagonal,
+ * a = fmk_bh_local_open, k = fmk_bh_local_k 0.6 / theta, at least 1) is not evaluated at each
+ * target (M2P) but translated once per group into a Taylor expansion of order fmk_bh_local
+ * (2, 3 or 4) about c (M2L, bh_local.h), which each target evaluates at the end (L2P).
+ * 0: off (every accepted node by M2P). */
+extern int fmk_bh_local;
+int fmk_bh_local = 4;
+extern double fmk_bh_local_k;
+double fmk_bh_local_k = 2.0;
+extern double fmk_bh_local_open;
+double fmk_bh_local_open = 1.0;
+
+/* The step's parameters for one walk: order 0 (off), 2, 3 or 4; k; a^2. */
+typedef struct fmk_bh_local_step {
+    int order;
+    double k, a2;
+} fmk_bh_local_step;
+
+static fmk_bh_local_step fmk_bh_local_step_of(const fmk_plan *plan)
+{
+    fmk_bh_local_step st = {0, 1, 0};
+    st.order = fmk_bh_local >= 2 && fmk_bh_local <= 4 ? fmk_bh_local : 0;
+    /* the group's radius scaled like a node's size in r_open (l / theta): k at theta 0.6, so
+     * that the expansion's truncation falls with theta as the M2P's does; at least 1 (every
+     * target of the group then outside the node's opening sphere) */
+    const double th = plan->opts.theta < FMK_TREE_THETA_CAP ? plan->opts.theta : FMK_TREE_THETA_CAP;
+    const double k = fmk_bh_local_k * 0.6 / th;
+    st.k = k > 1 ? k : 1;
+    const double a = fmk_bh_local_open > 0 ? fmk_bh_local_open : 0;
+    st.a2 = a * a;
+    return st;
+}
 
 typedef struct tree_cpu {
     fmk_tree3d src;             /* source tree: Morton order, nodes, next/more */
@@ -38,6 +73,11 @@ typedef struct tree_cpu {
     fmk_walk walk;
     double tree_time;           /* seconds of the last build, reported with every eval */
 } tree_cpu;
+
+/* The terms of bh_terms.h and bh_local.h always inlined: the walk's `omp simd` loops call them
+ * per lane, and a call that stays a call (GCC leaves the larger M2L ones out of line) makes
+ * the loop scalar. */
+#define FMK_HD static inline __attribute__((always_inline))
 
 #define REAL double
 #define RSQRT(x) (1.0 / sqrt(x))
@@ -71,13 +111,20 @@ static size_t real_size(const fmk_plan *plan)
     return plan->opts.precision == FMK_PRECISION_FP32 ? sizeof(float) : sizeof(double);
 }
 
-/* Targets per group: a group is a largest subtree of the target tree with fewer than twice the
- * leaf size points (at most FMK_BH_GROUP_MAX), so a leaf shares its walk with small siblings;
- * leaf size 1 gives one target per group (the group walk then opens exactly the nodes the
- * stackless walk opens). */
+/* Targets per group: a group is a largest subtree of the target tree with fewer than
+ * fmk_bh_group_leaves times the leaf size points (at most FMK_BH_GROUP_MAX), so a leaf shares its
+ * walk with small siblings; leaf size 1 gives one target per group (the group walk then opens
+ * exactly the nodes the stackless walk opens). Tuning knob (not API), read by set_points:
+ * 0 (default) is 4 with the cell-to-group step, whose expansion pays more the more targets share
+ * it, and 2 without it (bench/RESULTS.md, CPU treecode). */
+extern int fmk_bh_group_leaves;
+int fmk_bh_group_leaves = 0;
 static int64_t group_size_of(int32_t leaf_size)
 {
-    int64_t g = 2 * (int64_t)leaf_size - 1;
+    if (leaf_size <= 1)
+        return 1;
+    int64_t f = fmk_bh_group_leaves > 0 ? fmk_bh_group_leaves : fmk_bh_local ? 4 : 2;
+    int64_t g = f * (int64_t)leaf_size - 1;
     return g < FMK_BH_GROUP_MAX ? g : FMK_BH_GROUP_MAX;
 }
 

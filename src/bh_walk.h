@@ -10,12 +10,16 @@
  * box's distance to xc exceeds the opening radius, which holds for every target in the box, so
  * the group MAC is at least as strict as the per-target one. Accepted nodes and opened leaves
  * are copied into structure-of-arrays lists, then every target of the group sums the lists in
- * two `omp simd` loops (M2P, P2P) without branches.
+ * two `omp simd` loops (M2P, P2P) without branches. With the cell-to-group step (bh.c's
+ * fmk_bh_local) an accepted node far from the group's box goes instead into one Taylor expansion
+ * about the box's centre (M2L, bh_local.h, vectorized over the nodes), which every target of the
+ * group evaluates once (L2P).
  *
  * Stackless walk (FMK_WALK_STACKLESS, Nakasato Fig. 6): each target walks alone and adds each
  * term as it meets it. */
 
 #include "bh_terms.h"
+#include "bh_local.h"
 
 /* Interaction lists of one group (one per thread, grown as needed). */
 typedef struct BH(lists) {
@@ -23,13 +27,17 @@ typedef struct BH(lists) {
     REAL *px, *py, *pz, *pq;
     int64_t n_c, cap_c;         /* accepted nodes: centre and packed moments */
     REAL *c[3 + FMK_BH_MOMENTS];
+    int64_t n_l, cap_l;         /* accepted nodes for the group's expansion (as c) */
+    REAL *l[3 + FMK_BH_MOMENTS];
+    REAL *m2l;                  /* FMK_BH_LOCAL4 columns of BH_M2L_CHUNK: one chunk's M2L */
 } BH(lists);
 
 static void BH(lists_free)(BH(lists) *L)
 {
     free(L->px), free(L->py), free(L->pz), free(L->pq);
     for (int k = 0; k < 3 + FMK_BH_MOMENTS; k++)
-        free(L->c[k]);
+        free(L->c[k]), free(L->l[k]);
+    free(L->m2l);
     memset(L, 0, sizeof *L);
 }
 
@@ -55,16 +63,25 @@ static int BH(reserve_p)(BH(lists) *L, int64_t more)
     return 0;
 }
 
-static int BH(reserve_c)(BH(lists) *L)
+/* Makes room for one more node in a node list (c or l, with its count and capacity). */
+static int BH(reserve_node)(REAL **list, int64_t n, int64_t *cap)
 {
-    if (L->n_c < L->cap_c)
+    if (n < *cap)
         return 0;
-    int64_t cap = 2 * L->cap_c + 256;
+    int64_t c = 2 * *cap + 256;
     for (int k = 0; k < 3 + FMK_BH_MOMENTS; k++)
-        if (BH(grow)(&L->c[k], cap))
+        if (BH(grow)(&list[k], c))
             return -1;
-    L->cap_c = cap;
+    *cap = c;
     return 0;
+}
+
+/* Appends node i (centre and packed moments from pack) to a node list. */
+static void BH(push_node)(REAL **list, int64_t n, const REAL *pack, int32_t i)
+{
+    const REAL *p = pack + (3 + FMK_BH_MOMENTS) * (int64_t)i;
+    for (int k = 0; k < 3 + FMK_BH_MOMENTS; k++)
+        list[k][n] = p[k];
 }
 
 /* Packs the moments for evaluation: per node xc (3) and M, D, S (FMK_BH_MOMENTS), in REAL. */
@@ -109,6 +126,81 @@ static inline BH(field) BH(p2p_value)(REAL dx, REAL dy, REAL dz, REAL q, REAL ep
     BH(field) f = {phi, g[0], g[1], g[2]};
     return f;
 }
+
+/* M2L of order P (bh_local.h) into L, for the `omp simd` loop below. */
+static inline __attribute__((always_inline)) void BH(m2l_order)(int P, int order, REAL rx, REAL ry,
+                                                               REAL rz, REAL eps2, const REAL *m,
+                                                               REAL *L)
+{
+    if (P == 4)
+        BH(m2l4)(order, rx, ry, rz, eps2, m, L);
+    else if (P == 3)
+        BH(m2l3)(order, rx, ry, rz, eps2, m, L);
+    else
+        BH(m2l2)(order, rx, ry, rz, eps2, m, L);
+}
+
+static inline __attribute__((always_inline)) int BH(local_size)(int P)
+{
+    return P == 4 ? FMK_BH_LOCAL4 : P == 3 ? FMK_BH_LOCAL3 : FMK_BH_LOCAL2;
+}
+
+/* Nodes translated by one pass of the M2L loop (its columns stay in cache). */
+#define BH_M2L_CHUNK 128
+
+/* M2L of nodes [j0, j0 + n) of list l into the rows of col (coefficient k of node j0 + j at
+ * col[j * BH(local_size)(P) + k]), one node per SIMD lane. GCC's own vectorizer, not `omp simd`:
+ * with `omp simd` GCC 12 keeps the moments' array in memory per lane and gives up. */
+#define BH_M2L_LOOP(P, ORDER)                                                                 \
+    _Pragma("GCC ivdep") for (int64_t j = 0; j < n; j++)                                      \
+    {                                                                                         \
+        const REAL m[FMK_BH_MOMENTS] = {m0[j], m1[j], m2[j], m3[j], m4[j],                    \
+                                        m5[j], m6[j], m7[j], m8[j], m9[j]};                   \
+        BH(m2l_order)(P, ORDER, c0 - lx[j], c1 - ly[j], c2 - lz[j], eps2, m,                  \
+                      col + j * BH(local_size)(P));                                           \
+    }
+#define BH_M2L_ORDERS(P)                                                                      \
+    if (order == 2) {                                                                         \
+        BH_M2L_LOOP(P, 2)                                                                     \
+    } else if (order == 1) {                                                                  \
+        BH_M2L_LOOP(P, 1)                                                                     \
+    } else {                                                                                  \
+        BH_M2L_LOOP(P, 0)                                                                     \
+    }
+
+/* The cell-to-group step's M2L: sets Lexp (BH(local_size)(P) coefficients) to the sum of the
+ * expansions about c of the nodes in L's l list. */
+static FMK_TARGET_CLONES void BH(m2l_list)(const BH(lists) *L, int P, int order, REAL c0,
+                                           REAL c1, REAL c2, REAL eps2, REAL *Lexp)
+{
+    const int nk = BH(local_size)(P);
+    REAL *restrict col = L->m2l;
+    for (int k = 0; k < nk; k++)
+        Lexp[k] = 0;
+    for (int64_t j0 = 0; j0 < L->n_l; j0 += BH_M2L_CHUNK) {
+        const int64_t n = L->n_l - j0 < BH_M2L_CHUNK ? L->n_l - j0 : BH_M2L_CHUNK;
+        const REAL *restrict lx = L->l[0] + j0, *restrict ly = L->l[1] + j0,
+                   *restrict lz = L->l[2] + j0;
+        const REAL *restrict m0 = L->l[3] + j0, *restrict m1 = L->l[4] + j0,
+                   *restrict m2 = L->l[5] + j0, *restrict m3 = L->l[6] + j0,
+                   *restrict m4 = L->l[7] + j0, *restrict m5 = L->l[8] + j0,
+                   *restrict m6 = L->l[9] + j0, *restrict m7 = L->l[10] + j0,
+                   *restrict m8 = L->l[11] + j0, *restrict m9 = L->l[12] + j0;
+        if (P == 4) {
+            BH_M2L_ORDERS(4)
+        } else if (P == 3) {
+            BH_M2L_ORDERS(3)
+        } else {
+            BH_M2L_ORDERS(2)
+        }
+        for (int64_t j = 0; j < n; j++)
+#pragma omp simd
+            for (int k = 0; k < nk; k++)
+                Lexp[k] += col[j * nk + k];
+    }
+}
+#undef BH_M2L_ORDERS
+#undef BH_M2L_LOOP
 
 /* Sums the lists at targets [0, nt) (coordinates tx, ty, tz) into out (4 doubles a target);
  * skip[t] is the list position of target t's own source (-1: none), whose charge is then taken
@@ -162,6 +254,23 @@ static FMK_TARGET_CLONES void BH(eval_lists)(const BH(lists) *L, int order, REAL
 }
 #undef BH_M2P_LOOP
 
+/* Adds the group's expansion Lexp of order P about c at targets [0, nt) to out (L2P). */
+static void BH(l2p_group)(const REAL *Lexp, int P, REAL c0, REAL c1, REAL c2, const REAL *tx,
+                          const REAL *ty, const REAL *tz, int64_t nt, double *out)
+{
+    for (int64_t t = 0; t < nt; t++) {
+        REAL phi = 0, g[3] = {0, 0, 0};
+        if (P == 4)
+            BH(l2p4)(Lexp, tx[t] - c0, ty[t] - c1, tz[t] - c2, &phi, g);
+        else if (P == 3)
+            BH(l2p3)(Lexp, tx[t] - c0, ty[t] - c1, tz[t] - c2, &phi, g);
+        else
+            BH(l2p2)(Lexp, tx[t] - c0, ty[t] - c1, tz[t] - c2, &phi, g);
+        double *o = out + 4 * t;
+        o[0] += phi, o[1] += g[0], o[2] += g[1], o[3] += g[2];
+    }
+}
+
 /* The group walk over all groups; writes s->result (key order, working units). Returns 0, or
  * -1 when a thread ran out of memory for its lists (the caller's outputs are then untouched). */
 static int BH(walk_group)(const fmk_plan *plan, const tree_cpu *s)
@@ -176,6 +285,7 @@ static int BH(walk_group)(const fmk_plan *plan, const tree_cpu *s)
     const REAL *pack = s->node_pack;
     const int order = plan->opts.order, self = plan->self;
     const REAL eps2 = (REAL)(plan->frame.softening * plan->frame.softening);
+    const fmk_bh_local_step step = fmk_bh_local_step_of(plan);
     int failed = 0;
 #pragma omp parallel num_threads(plan->threads)
     {
@@ -184,6 +294,13 @@ static int BH(walk_group)(const fmk_plan *plan, const tree_cpu *s)
         int64_t skip[FMK_BH_GROUP_MAX];
         REAL qskip[FMK_BH_GROUP_MAX];
         double out[4 * FMK_BH_GROUP_MAX];
+        REAL Lexp[FMK_BH_LOCAL4];
+        if (step.order)
+            L.m2l = malloc(sizeof(REAL) * FMK_BH_LOCAL4 * BH_M2L_CHUNK);
+        if (step.order && !L.m2l) {
+#pragma omp atomic write
+            failed = 1;
+        }
 #pragma omp for schedule(dynamic, 4)
         for (int64_t g = 0; g < s->n_groups; g++) {
             if (failed)
@@ -192,7 +309,18 @@ static int BH(walk_group)(const fmk_plan *plan, const tree_cpu *s)
             const double *box = s->group_box + 6 * g;
             for (int64_t t = 0; t < g1 - g0; t++)
                 skip[t] = -1, qskip[t] = 0;
-            L.n_p = L.n_c = 0;
+            L.n_p = L.n_c = L.n_l = 0;
+            /* the cell-to-group step: an accepted node whose centre is farther than
+             * a r_open + k R_g from the box's centre c goes into the group's expansion about c;
+             * every target (within R_g of c) is outside its opening sphere (it was accepted)
+             * and |y - c| / |xc - c| < 1 / k */
+            double c[3], rg2 = 0;
+            for (int k = 0; k < 3; k++) {
+                c[k] = 0.5 * (box[k] + box[3 + k]);
+                const double h = 0.5 * (box[3 + k] - box[k]);
+                rg2 += h * h;
+            }
+            const double loc_r = step.k * sqrt(rg2);
             int bad = 0;
             int32_t i = 0;
             while (i >= 0 && !bad) {
@@ -204,15 +332,22 @@ static int BH(walk_group)(const fmk_plan *plan, const tree_cpu *s)
                     d = d > 0 ? d : 0;
                     d2 += d * d;
                 }
-                if (d2 > m->r_open2[i]) { /* accepted: M2P */
-                    if (BH(reserve_c)(&L)) {
+                if (d2 > m->r_open2[i]) { /* accepted: M2P, or M2L into the expansion */
+                    int to_loc = 0;
+                    if (step.order) {
+                        const double ex = xc[0] - c[0], ey = xc[1] - c[1], ez = xc[2] - c[2];
+                        const double d = sqrt(ex * ex + ey * ey + ez * ez) - loc_r;
+                        to_loc = d > 0 && d * d > step.a2 * m->r_open2[i];
+                    }
+                    if (to_loc ? BH(reserve_node)(L.l, L.n_l, &L.cap_l)
+                               : BH(reserve_node)(L.c, L.n_c, &L.cap_c)) {
                         bad = 1;
                         break;
                     }
-                    const REAL *p = pack + (3 + FMK_BH_MOMENTS) * (int64_t)i;
-                    for (int k = 0; k < 3 + FMK_BH_MOMENTS; k++)
-                        L.c[k][L.n_c] = p[k];
-                    L.n_c++;
+                    if (to_loc)
+                        BH(push_node)(L.l, L.n_l++, pack, i);
+                    else
+                        BH(push_node)(L.c, L.n_c++, pack, i);
                     i = src->next[i];
                 } else if (src->more[i] < 0 && s->coincident[i]) {
                     /* a leaf of identical points is one source of their total charge; a target
@@ -256,6 +391,12 @@ static int BH(walk_group)(const fmk_plan *plan, const tree_cpu *s)
             }
             BH(eval_lists)(&L, order, eps2, tx + g0, ty + g0, tz + g0, g1 - g0, skip, qskip,
                            out);
+            if (L.n_l > 0) {
+                const REAL cr[3] = {(REAL)c[0], (REAL)c[1], (REAL)c[2]};
+                BH(m2l_list)(&L, step.order, order, cr[0], cr[1], cr[2], eps2, Lexp);
+                BH(l2p_group)(Lexp, step.order, cr[0], cr[1], cr[2], tx + g0, ty + g0, tz + g0,
+                              g1 - g0, out);
+            }
             /* into the plan's buffer (key order, working units): the caller's arrays are
              * written by tree_eval only when every group has succeeded */
             memcpy(s->result + 4 * g0, out, sizeof(double) * 4 * (size_t)(g1 - g0));

@@ -1,8 +1,9 @@
 /* test_tree.c -- the treecode (method tree) on the CPU: the octree against its specification
  * (src/tree3d.h), accuracy against the direct sum for theta 0.3 / 0.6 / 0.9 and orders 0..2 on
  * uniform, Plummer and clustered points, the two walks against each other, separate targets,
- * mixed-sign charges, fp32, and degenerate inputs (coincident points, a tiny cluster, a far
- * point, a plane, a line, N = 1 and 2). Linked against the static library to reach tree3d.c. */
+ * mixed-sign charges, fp32, the group walk's cell-to-group step on and off, and degenerate
+ * inputs (coincident points, a tiny cluster, a far point, a plane, a line, N = 1 and 2). Linked
+ * against the static library to reach tree3d.c and bh.c's knobs. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,7 +13,7 @@
 #include "check.h"
 #include "testutil.h"
 
-/* The treecode's terms (bh_terms.h) and the GPU walk's cell-to-group terms (bh_local.h), in
+/* The treecode's terms (bh_terms.h) and the group walks' cell-to-group terms (bh_local.h), in
  * double, for the operator test below. */
 #define REAL double
 #define RSQRT(t) (1.0 / sqrt(t))
@@ -339,6 +340,92 @@ static void test_targets(void)
     free(x), free(y), free(q), free(p), free(g), free(rp), free(rg);
 }
 
+/* The group walk's cell-to-group step (bh.c's knobs, not API): with it on (the default) and
+ * off, against the direct sum, for theta 0.3 / 0.6 / 0.9, fp64 and fp32, the softened kernel and
+ * separate targets. The step may cost a little accuracy; it must stay close to the walk without
+ * it and fall with theta. */
+extern int fmk_bh_local, fmk_bh_group_leaves;
+extern double fmk_bh_local_k, fmk_bh_local_open;
+
+static errs step_errors(int on, const tree_case *c, int64_t n, const double *x, const double *q,
+                        int64_t m, const double *y, const double *rp, const double *rg,
+                        double *pot)
+{
+    const int saved = fmk_bh_local;
+    fmk_bh_local = on ? saved : 0;
+    const int64_t nt = y ? m : n;
+    double *grad = test_alloc(3 * nt);
+    errs e = {INFINITY, INFINITY};
+    if (CHECK(run_tree(c, n, x, q, m, y, pot, grad, NULL) == 0)) {
+        e.pot = test_rel_l2(pot, rp, nt);
+        e.grad = test_rel_l2(grad, rg, 3 * nt);
+    }
+    fmk_bh_local = saved;
+    free(grad);
+    return e;
+}
+
+static void test_local_step(void)
+{
+    CHECK(fmk_bh_local == 4 && fmk_bh_group_leaves == 0 && fmk_bh_local_k > 1 &&
+          fmk_bh_local_open > 0);
+    const int64_t n = 6000, m = 2500;
+    double *x = test_alloc(3 * n), *q = test_alloc(n), *y = test_alloc(3 * m);
+    double *rp = test_alloc(n), *rg = test_alloc(3 * n), *p_on = test_alloc(n),
+           *p_off = test_alloc(n);
+    test_points(TEST_DIST_PLUMMER, n, 71, x);
+    test_charges(n, 0, 72, q);
+    for (int64_t i = 0; i < n; i++)
+        q[i] = 0.5 + 0.5 * fabs(q[i]);
+    const double thetas[3] = {0.3, 0.6, 0.9};
+    for (int k = 0; k < 2; k++) { /* laplace, then plummer (softened) */
+        const fmk_kernel kernel = k ? FMK_KERNEL_PLUMMER : FMK_KERNEL_LAPLACE;
+        const double soft = k ? 0.01 : 0;
+        run_direct(kernel, soft, n, x, q, 0, NULL, rp, rg);
+        errs on[3];
+        for (int a = 0; a < 3; a++)
+            for (int fp32 = 0; fp32 < 2; fp32++) {
+                tree_case c = {kernel, soft, thetas[a], 2, FMK_WALK_GROUP, 0,
+                               fp32 ? FMK_PRECISION_FP32 : FMK_PRECISION_FP64};
+                check_context("cell-to-group step: %s, theta %.1f, %s", fmk_kernel_name(kernel),
+                              thetas[a], fp32 ? "fp32" : "fp64");
+                errs e1 = step_errors(1, &c, n, x, q, 0, NULL, rp, rg, p_on);
+                errs e0 = step_errors(0, &c, n, x, q, 0, NULL, rp, rg, p_off);
+                printf("  step %-8s theta %.1f %s: on pot %.3e grad %.3e, off pot %.3e grad %.3e\n",
+                       fmk_kernel_name(kernel), thetas[a], fp32 ? "fp32" : "fp64", e1.pot, e1.grad,
+                       e0.pot, e0.grad);
+                /* the step changes the result (it was taken) and keeps the error close */
+                CHECK_MSG(test_rel_l2(p_on, p_off, n) > 1e-12, "the step was not taken");
+                CHECK_MSG(e1.pot < 1.1 * e0.pot + 2e-7 && e1.grad < 1.1 * e0.grad + 2e-6,
+                          "step on %.3g / %.3g, off %.3g / %.3g", e1.pot, e1.grad, e0.pot,
+                          e0.grad);
+                if (!fp32)
+                    on[a] = e1;
+            }
+        check_context("cell-to-group step: %s, errors fall with theta", fmk_kernel_name(kernel));
+        CHECK(on[0].pot < on[1].pot && on[1].pot < on[2].pot);
+        CHECK(on[0].grad < on[1].grad && on[1].grad < on[2].grad);
+    }
+    /* separate targets (some on sources), softened kernel, both precisions */
+    test_points(TEST_DIST_CUBE, m, 73, y);
+    for (int64_t i = 0; i < 100; i++)
+        memcpy(y + 3 * i, x + 3 * (13 * i), 3 * sizeof(double));
+    run_direct(FMK_KERNEL_PLUMMER, 0.01, n, x, q, m, y, rp, rg);
+    for (int fp32 = 0; fp32 < 2; fp32++) {
+        check_context("cell-to-group step: separate targets, %s", fp32 ? "fp32" : "fp64");
+        tree_case c = {FMK_KERNEL_PLUMMER, 0.01, 0.6, 2, FMK_WALK_GROUP, 0,
+                       fp32 ? FMK_PRECISION_FP32 : FMK_PRECISION_FP64};
+        errs e1 = step_errors(1, &c, n, x, q, m, y, rp, rg, p_on);
+        errs e0 = step_errors(0, &c, n, x, q, m, y, rp, rg, p_off);
+        printf("  step separate targets %s: on pot %.3e grad %.3e, off pot %.3e grad %.3e\n",
+               fp32 ? "fp32" : "fp64", e1.pot, e1.grad, e0.pot, e0.grad);
+        CHECK_MSG(test_rel_l2(p_on, p_off, m) > 1e-12, "the step was not taken");
+        CHECK_MSG(e1.pot < 1.1 * e0.pot + 2e-7 && e1.grad < 1.1 * e0.grad + 2e-6,
+                  "step on %.3g / %.3g, off %.3g / %.3g", e1.pot, e1.grad, e0.pot, e0.grad);
+    }
+    free(x), free(q), free(y), free(rp), free(rg), free(p_on), free(p_off);
+}
+
 /* ---------------------------------------------------------------------------------------------
  * Degenerate inputs: each must finish quickly, with a bounded tree, and match the direct sum
  * ------------------------------------------------------------------------------------------ */
@@ -534,6 +621,7 @@ int main(void)
     test_walks_agree(FMK_KERNEL_LAPLACE, 0);
     test_walks_agree(FMK_KERNEL_PLUMMER, 0.01);
     test_targets();
+    test_local_step();
     test_degenerate();
     test_memory();
     return check_summary();
