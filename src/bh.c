@@ -362,5 +362,5 @@ static fmk_status tree_eval(fmk_plan *plan, const double *charges, double *pot, 
 }
 
 const fmk_engine fmk_engine_tree_cpu = {
-    "tree/cpu", tree_setup, tree_eval, tree_memory, NULL, tree_release, NULL, 0,
+    "tree/cpu", tree_setup, tree_eval, tree_memory, NULL, tree_release, NULL, 0, 0,
 };

@@ -30,8 +30,8 @@ static void no_memory(const fmk_plan *plan, int64_t ns, int64_t nt, int64_t *h, 
 
 static void no_release(fmk_plan *plan) { (void)plan; }
 
-const fmk_engine fmk_engine_direct_cuda = {"direct/none", no_setup, no_eval, no_memory, NULL, no_release, NULL, 0};
-const fmk_engine fmk_engine_tree_cuda = {"tree/none", no_setup, no_eval, no_memory, NULL, no_release, NULL, 0};
+const fmk_engine fmk_engine_direct_cuda = {"direct/none", no_setup, no_eval, no_memory, NULL, no_release, NULL, 0, 0};
+const fmk_engine fmk_engine_tree_cuda = {"tree/none", no_setup, no_eval, no_memory, NULL, no_release, NULL, 0, 0};
 /* No setup: refused as "not available" (the backend check comes first anyway). */
-const fmk_engine fmk_engine_fmm_cuda = {"fmm/none", NULL, NULL, NULL, NULL, NULL, NULL, 0};
-const fmk_engine fmk_engine_fmm2d_cuda = {"fmm2d/none", NULL, NULL, NULL, NULL, NULL, NULL, 0};
+const fmk_engine fmk_engine_fmm_cuda = {"fmm/none", NULL, NULL, NULL, NULL, NULL, NULL, 0, 0};
+const fmk_engine fmk_engine_fmm2d_cuda = {"fmm2d/none", NULL, NULL, NULL, NULL, NULL, NULL, 0, 0};

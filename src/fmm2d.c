@@ -264,5 +264,5 @@ fmk_status fmk_fmm2d_check_opts(fmk_opts *o, fmk_kernel kernel)
 }
 
 const fmk_engine fmk_engine_fmm2d_cpu = {
-    "fmm2d/cpu", fmm2d_setup, fmm2d_eval, fmm2d_memory, NULL, fmm2d_release, fmk_fmm2d_check_opts, 0,
+    "fmm2d/cpu", fmm2d_setup, fmm2d_eval, fmm2d_memory, NULL, fmm2d_release, fmk_fmm2d_check_opts, 0, 0,
 };

@@ -817,5 +817,5 @@ static fmk_status fmm_check_opts(fmk_opts *o, fmk_kernel kernel)
 }
 
 const fmk_engine fmk_engine_fmm_cpu = {
-    "fmm/cpu", fmm_setup, fmm_eval, fmm_memory, NULL, fmm_release, fmm_check_opts, 0,
+    "fmm/cpu", fmm_setup, fmm_eval, fmm_memory, NULL, fmm_release, fmm_check_opts, 0, 0,
 };

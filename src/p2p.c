@@ -158,5 +158,5 @@ static fmk_status direct_eval(fmk_plan *plan, const double *charges, double *pot
 }
 
 const fmk_engine fmk_engine_direct_cpu = {
-    "direct/cpu", direct_setup, direct_eval, direct_memory, NULL, direct_release, NULL, 0,
+    "direct/cpu", direct_setup, direct_eval, direct_memory, NULL, direct_release, NULL, 0, 0,
 };

@@ -638,6 +638,72 @@ static void test_fp32(void)
     free(x), free(q), free(pot), free(grad), free(p2), free(g2), free(q2);
 }
 
+/* Every evaluation kernel on small shapes, for compute-sanitizer's racecheck (whose cost grows
+ * with each kernel's shared-memory traffic, so the whole --quick set is too slow under it):
+ * p = 4, 1200 points, leaves of 30, cube and Plummer sphere, against the CPU engine at the same
+ * order and leaf; the P2P variants, one and two streams, separate targets, device points, fp32. */
+static void test_race(void)
+{
+    const int64_t n = 1200, m = 300;
+    double *x = test_alloc(3 * n), *y = test_alloc(3 * m), *q = test_alloc(n);
+    double *p1 = test_alloc(n), *g1 = test_alloc(3 * n), *p2 = test_alloc(n), *g2 = test_alloc(3 * n);
+    const int dists[] = {DIST_CUBE, DIST_PLUMMER};
+    for (int d = 0; d < 2; d++) {
+        make_points(dists[d], n, 91 + d, x);
+        make_points(DIST_CUBE, m, 93 + d, y);
+        test_charges(n, 0, 95 + d, q);
+        fmk_opts oc = fmm_opts(FMK_BACKEND_CPU, 4, 30), og = fmm_opts(FMK_BACKEND_CUDA, 4, 30);
+        for (int sep = 0; sep < 2; sep++) {
+            const int64_t k = sep ? m : n;
+            fmk_fmm3d_direct_near = 0;
+            CHECK(run(&oc, 1e-3, n, x, q, sep ? m : 0, sep ? y : NULL, p1, g1, NULL) == FMK_OK);
+            fmk_fmm3d_direct_near = 1;
+            static const struct {
+                int pairs, overlap;
+            } v[] = {{-1, 1}, {0, 1}, {1, 0}, {2, 1}};
+            for (int c = 0; c < 4; c++) {
+                check_context("race, %s, %s, P2P %d, overlap %d", dist_name[dists[d]],
+                              sep ? "separate targets" : "at the sources", v[c].pairs, v[c].overlap);
+                const int near = fmk_cuda_fmm3d_direct_near, pairs = fmk_cuda_fmm3d_p2p_pairs;
+                const int overlap = fmk_cuda_fmm3d_overlap;
+                fmk_cuda_fmm3d_direct_near = 0, fmk_cuda_fmm3d_p2p_pairs = v[c].pairs;
+                fmk_cuda_fmm3d_overlap = v[c].overlap;
+                CHECK(run(&og, 1e-3, n, x, q, sep ? m : 0, sep ? y : NULL, p2, g2, NULL) == FMK_OK);
+                fmk_cuda_fmm3d_direct_near = near, fmk_cuda_fmm3d_p2p_pairs = pairs;
+                fmk_cuda_fmm3d_overlap = overlap;
+                const double dp = test_rel_l2(p2, p1, k), dg = test_rel_l2(g2, g1, 3 * k);
+                CHECK_MSG(dp < 1e-12 && dg < 1e-12, "GPU vs CPU: pot %.3e grad %.3e", dp, dg);
+            }
+        }
+        /* the default near field (small W and X entries as P2P), device points and charges,
+         * and fp32, each against the direct sum at p = 4's accuracy */
+        check_context("race, %s, device points and fp32", dist_name[dists[d]]);
+        test_reference(FMK_KERNEL_LAPLACE, 0, n, x, q, n, x, p1, g1);
+        double *dx, *dq, *dp, *dg;
+        cudaMalloc((void **)&dx, 24 * n), cudaMalloc((void **)&dq, 8 * n);
+        cudaMalloc((void **)&dp, 8 * n), cudaMalloc((void **)&dg, 24 * n);
+        cudaMemcpy(dx, x, 24 * n, cudaMemcpyHostToDevice);
+        cudaMemcpy(dq, q, 8 * n, cudaMemcpyHostToDevice);
+        for (int fp32 = 0; fp32 < 2; fp32++) {
+            fmk_opts o = fmm_opts(FMK_BACKEND_CUDA, -1, 0);
+            o.precision = fp32 ? FMK_PRECISION_FP32 : FMK_PRECISION_FP64;
+            fmk_plan *p = NULL;
+            CHECK_PLAN_OK(fmk_plan_create(&p, 3, FMK_KERNEL_LAPLACE, 1e-3, &o), NULL);
+            CHECK_PLAN_OK(fmk_plan_set_points_device(p, n, dx, 0, NULL), p);
+            CHECK_PLAN_OK(fmk_plan_eval_device(p, dq, dp, dg), p);
+            cudaMemcpy(p2, dp, 8 * n, cudaMemcpyDeviceToHost);
+            cudaMemcpy(g2, dg, 24 * n, cudaMemcpyDeviceToHost);
+            fmk_plan_destroy(p);
+            const double ep = test_rel_l2(p2, p1, n), eg = test_rel_l2(g2, g1, 3 * n);
+            printf("  race %-7s %s: pot %.2e grad %.2e\n", dist_name[dists[d]], fp32 ? "fp32" : "fp64",
+                   ep, eg);
+            CHECK_MSG(ep < 1e-3 && eg < 1e-2, "pot %.3e grad %.3e", ep, eg);
+        }
+        cudaFree(dx), cudaFree(dq), cudaFree(dp), cudaFree(dg);
+    }
+    free(x), free(y), free(q), free(p1), free(g1), free(p2), free(g2);
+}
+
 /* Out of device memory: the status, a message with the bytes, nothing leaked, the plan usable. */
 static void test_oom(void)
 {
@@ -684,8 +750,8 @@ static int wanted(const char *name)
 }
 
 /* test_fmm3d_gpu [--quick] [test ...]: tests lists, vs_cpu, small, device, targets, order,
- * accuracy, points_device, fp32, oom (all by default; oom not with --quick). Naming a subset keeps runs under
- * compute-sanitizer's racecheck short. */
+ * accuracy, points_device, fp32, oom (all by default; oom not with --quick), and race (only by
+ * name: every kernel on small shapes, the set make gpu-test runs under racecheck). */
 int main(int argc, char **argv)
 {
     names = (char **)malloc(sizeof(char *) * (size_t)(argc > 0 ? argc : 1));
@@ -706,9 +772,10 @@ int main(int argc, char **argv)
     } tests[] = {{"lists", test_lists},     {"vs_cpu", test_vs_cpu},   {"small", test_small},
                  {"device", test_device_and_reuse}, {"targets", test_targets}, {"order", test_order},
                  {"accuracy", test_accuracy}, {"points_device", test_points_device},
-                 {"fp32", test_fp32}, {"oom", test_oom}};
+                 {"fp32", test_fp32}, {"oom", test_oom},     {"race", test_race}};
     for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++)
-        if (wanted(tests[i].name) && !(quick && tests[i].run == test_oom))
+        if (wanted(tests[i].name) && !(quick && tests[i].run == test_oom) &&
+            (n_names > 0 || tests[i].run != test_race)) /* race: only by name */
             tests[i].run();
     free(names);
     return check_summary();
