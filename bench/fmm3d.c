@@ -30,9 +30,9 @@
  *   fmm3d order [K]  errors against p = 2 .. K (default 30) for the five test distributions,
  *                    N = 10^5 (the eps -> p calibration); orderhi [K]: p = 34 .. K (default 60)
  *                    for the five, the orders of the rotation-based M2L
- *   fmm3d rot        the M2L by rotations against the dense matrices at p = 20, 26, 32 (2^20
- *                    uniform, leaves of 38 p), then eps 1e-10 .. 1e-14 at 2^20 uniform and
- *                    Plummer (the orders from eps)
+ *   fmm3d rot        the M2L by rotations against the dense matrices at p = 20 .. 32 (2^20
+ *                    uniform, leaves of 38 p, one stream: each phase's own time), then eps
+ *                    1e-10 .. 1e-13 at 2^20 uniform and Plummer (the orders from eps, two streams)
  */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -526,21 +526,23 @@ int main(int argc, char **argv)
     } else if (!strcmp(mode, "orderhi")) {
         const char *dists[] = {"cube", "sphere", "plummer", "corner", "nested"};
         for (int d = 0; d < 5; d++)
-            for (int p = 34; p <= (arg > 0 ? arg : 60); p += p < 44 || p >= 52 ? 4 : 2)
+            for (int p = 34; p <= (arg > 0 ? arg : 60); p += 2)
                 if (measure(FMK_METHOD_FMM, 1e-6, p, 0, dists[d], 100000, 1, 1, 1, &r) == 0)
                     print_row("order", FMK_METHOD_FMM, dists[d], 100000, 0, 1, &r);
     } else if (!strcmp(mode, "rot")) {
-        const int saved = fmk_cuda_fmm3d_m2l_rot_order;
-        for (int p = 20; p <= 32; p += 6)
+        const int saved = fmk_cuda_fmm3d_m2l_rot_order, ov = fmk_cuda_fmm3d_overlap;
+        const int orders[] = {20, 26, 28, 30, 32};
+        fmk_cuda_fmm3d_overlap = 0;
+        for (int k = 0; k < 5; k++)
             for (int v = 0; v < 2; v++) {
-                fmk_cuda_fmm3d_m2l_rot_order = v ? 0 : saved;
-                if (measure(FMK_METHOD_FMM, 1e-6, p, 0, "cube", N20, 1, 3, 1, &r) == 0)
+                fmk_cuda_fmm3d_m2l_rot_order = v ? 0 : 1000;
+                if (measure(FMK_METHOD_FMM, 1e-6, orders[k], 0, "cube", N20, 1, 3, 1, &r) == 0)
                     print_row(v ? "rot" : "dense", FMK_METHOD_FMM, "cube", N20, 0, 1, &r);
             }
-        fmk_cuda_fmm3d_m2l_rot_order = saved;
-        const double epss[] = {1e-10, 1e-11, 1e-12, 1e-13, 1e-14};
+        fmk_cuda_fmm3d_m2l_rot_order = saved, fmk_cuda_fmm3d_overlap = ov;
+        const double epss[] = {1e-10, 1e-11, 1e-12, 1e-13};
         for (int d = 0; d < 2; d++)
-            for (int e = 0; e < 5; e++)
+            for (int e = 0; e < 4; e++)
                 if (measure(FMK_METHOD_FMM, epss[e], -1, 0, d ? "plummer" : "cube", N20, 1, 3, 1, &r) == 0)
                     print_row("eps", FMK_METHOD_FMM, d ? "plummer" : "cube", N20, epss[e], 1, &r);
     } else if (!strcmp(mode, "order")) {
