@@ -22,7 +22,8 @@
  * and L2L level by level downward in tiles of TB boxes (per octant, the TB input expansions in shared memory times the octant's
  * matrix, accumulators in registers); M2L per octant of the sources, a cuBLAS DGEMM of the
  * stacked matrices of each run of directions they reach with their multipoles, then a gather of
- * each target box's V entries of the part; P2L (X list); L2P and M2P (W list) a thread per
+ * each target box's V entries of the part (from order fmk_cuda_fmm3d_m2l_rot_order up, where the
+ * dense matrices grow too large, point and shoot instead: fmm3d_rot.cu); P2L (X list); L2P and M2P (W list) a thread per
  * target; P2P (U list) blocks per target leaf with the sources staged in shared memory (fp64, or
  * fp32 on offsets from the leaf's centre), or per pair of touching leaves both ways. The near
  * field (P2P) runs on a second stream alongside the far field's chain, into its own results,
@@ -59,10 +60,11 @@
 #define FMM_GPU_MAX_ORDER 60
 
 /* Tuning knob, not API: orders from this one up use the rotation-based M2L (fmm3d_rot.cu), the
- * orders below it the dense matrices and GEMMs (docs/fmm3d_gpu.md, "High orders": measured);
- * 0 puts every order on the rotations (the tests compare the two). */
+ * orders below it the dense matrices and GEMMs (docs/fmm3d_gpu.md, section 6: the GEMMs are
+ * faster to p = 30, the rotations at 32, with a seventh of the memory); 0 puts every order on
+ * the rotations, a large value none (the tests compare the two). */
 extern "C" int fmk_cuda_fmm3d_m2l_rot_order;
-int fmk_cuda_fmm3d_m2l_rot_order = 33;
+int fmk_cuda_fmm3d_m2l_rot_order = 32;
 
 /* Tuning knob, not API: W entries with at most K (p + 1)^2 / 2 sources and X entries into boxes
  * with at most that many targets are done as P2P (exact, and cheaper there), K this knob
@@ -164,7 +166,7 @@ int gpu_order_from_eps(double eps)
         double eps;
         int p;
     } table[] = {{1e-2, 4}, {1e-3, 6}, {1e-4, 8}, {1e-5, 11}, {1e-6, 14}, {1e-7, 18},
-                 {1e-8, 26}, {1e-9, 30}, {1e-10, 42}, {1e-11, 46}, {1e-12, 52}, {1e-13, 56}};
+                 {1e-8, 26}, {1e-9, 30}, {1e-10, 42}, {1e-11, 46}, {1e-12, 52}, {1e-13, 60}};
     const int n = (int)(sizeof table / sizeof table[0]);
     for (int i = 0; i < n; i++)
         if (eps >= table[i].eps * (1 - 1e-9))
@@ -2003,7 +2005,7 @@ extern "C" fmk_status fmk_cuda_fmm3d_lists(fmk_plan *plan, fmk_fmm3d_lists *l)
 
 extern "C" const fmk_engine fmk_engine_fmm_cuda = {
     "fmm/cuda", fmm_setup, fmm_eval, fmm_memory, fmm_set_points_device, fmm_release, fmm_check_opts,
-    1e-13, /* eps_min: p = 56 (rotation-based M2L) meets 1e-13; 1e-14 is below fp64's floor here
+    1e-13, /* eps_min: p = 60 (rotation-based M2L) meets 1e-13; 1e-14 is below fp64's floor here
             * (docs/fmm3d_gpu.md) */
     1,    /* reuses_state: build_state takes the previous points' buffers */
 };
