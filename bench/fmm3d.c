@@ -28,7 +28,11 @@
  *   fmm3d cost       p = 4 .. 16 at 2^20 uniform, leaves of 32 and of 256 points (B and C of
  *                    the cost model per p)
  *   fmm3d order [K]  errors against p = 2 .. K (default 30) for the five test distributions,
- *                    N = 10^5 (the eps -> p calibration); orderhi: p = 32 .. 48, three of them
+ *                    N = 10^5 (the eps -> p calibration); orderhi [K]: p = 34 .. K (default 60)
+ *                    for the five, the orders of the rotation-based M2L
+ *   fmm3d rot        the M2L by rotations against the dense matrices at p = 20 .. 32 (2^20
+ *                    uniform, leaves of 38 p, one stream: each phase's own time), then eps
+ *                    1e-10 .. 1e-13 at 2^20 uniform and Plummer (the orders from eps, two streams)
  */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -56,6 +60,8 @@ extern int fmk_cuda_fmm3d_p2p_pairs __attribute__((weak));
 extern int fmk_cuda_fmm3d_overlap __attribute__((weak));
 /* and the M2L's merging of direction runs (directions apart) */
 extern int fmk_cuda_fmm3d_m2l_gap __attribute__((weak));
+/* and the first order of the rotation-based M2L (0: every order) */
+extern int fmk_cuda_fmm3d_m2l_rot_order __attribute__((weak));
 #pragma weak cudaMalloc
 #pragma weak cudaMemcpy
 #pragma weak cudaFree
@@ -518,11 +524,27 @@ int main(int argc, char **argv)
                 if (measure(FMK_METHOD_FMM, 1e-6, orders[k], leaf, "cube", N20, 1, 3, 0, &r) == 0)
                     print_row("cost", FMK_METHOD_FMM, "cube", N20, 0, 1, &r);
     } else if (!strcmp(mode, "orderhi")) {
-        const char *dists[] = {"corner", "cube", "nested"};
-        for (int d = 0; d < 3; d++)
-            for (int p = 32; p <= 48; p += 4)
+        const char *dists[] = {"cube", "sphere", "plummer", "corner", "nested"};
+        for (int d = 0; d < 5; d++)
+            for (int p = 34; p <= (arg > 0 ? arg : 60); p += 2)
                 if (measure(FMK_METHOD_FMM, 1e-6, p, 0, dists[d], 100000, 1, 1, 1, &r) == 0)
                     print_row("order", FMK_METHOD_FMM, dists[d], 100000, 0, 1, &r);
+    } else if (!strcmp(mode, "rot")) {
+        const int saved = fmk_cuda_fmm3d_m2l_rot_order, ov = fmk_cuda_fmm3d_overlap;
+        const int orders[] = {20, 26, 28, 30, 32};
+        fmk_cuda_fmm3d_overlap = 0;
+        for (int k = 0; k < 5; k++)
+            for (int v = 0; v < 2; v++) {
+                fmk_cuda_fmm3d_m2l_rot_order = v ? 0 : 1000;
+                if (measure(FMK_METHOD_FMM, 1e-6, orders[k], 0, "cube", N20, 1, 3, 1, &r) == 0)
+                    print_row(v ? "rot" : "dense", FMK_METHOD_FMM, "cube", N20, 0, 1, &r);
+            }
+        fmk_cuda_fmm3d_m2l_rot_order = saved, fmk_cuda_fmm3d_overlap = ov;
+        const double epss[] = {1e-10, 1e-11, 1e-12, 1e-13};
+        for (int d = 0; d < 2; d++)
+            for (int e = 0; e < 4; e++)
+                if (measure(FMK_METHOD_FMM, epss[e], -1, 0, d ? "plummer" : "cube", N20, 1, 3, 1, &r) == 0)
+                    print_row("eps", FMK_METHOD_FMM, d ? "plummer" : "cube", N20, epss[e], 1, &r);
     } else if (!strcmp(mode, "order")) {
         const char *dists[] = {"cube", "sphere", "plummer", "corner", "nested"};
         for (int d = 0; d < 5; d++)

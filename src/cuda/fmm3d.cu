@@ -22,7 +22,8 @@
  * and L2L level by level downward in tiles of TB boxes (per octant, the TB input expansions in shared memory times the octant's
  * matrix, accumulators in registers); M2L per octant of the sources, a cuBLAS DGEMM of the
  * stacked matrices of each run of directions they reach with their multipoles, then a gather of
- * each target box's V entries of the part; P2L (X list); L2P and M2P (W list) a thread per
+ * each target box's V entries of the part (from order fmk_cuda_fmm3d_m2l_rot_order up, where the
+ * dense matrices grow too large, point and shoot instead: fmm3d_rot.cu); P2L (X list); L2P and M2P (W list) a thread per
  * target; P2P (U list) blocks per target leaf with the sources staged in shared memory (fp64, or
  * fp32 on offsets from the leaf's centre), or per pair of touching leaves both ways. The near
  * field (P2P) runs on a second stream alongside the far field's chain, into its own results,
@@ -45,13 +46,25 @@
 #include "cuda_internal.h"
 #include "rsqrt.cuh"
 #include "fmm3d_lists.h"
+#include "fmm3d_rot.h"
 #include "tree_internal.h"
 
 #define IDX FMK_FMM3D_IDX
 
-/* Largest order on the GPU: the per-thread harmonics (degree p + 1) and one M2L matrix per
- * direction ((p + 1)^2 (p + 2)^2 doubles: 10 MB at p = 32) bound it; measured to 32. */
-#define FMM_GPU_MAX_ORDER 32
+/* Largest order on the GPU. The dense M2L (one (p + 1)^2 (p + 2)^2-double matrix per direction:
+ * 10 MB at p = 32, 55 MB at p = 50) serves up to fmk_cuda_fmm3d_m2l_rot_order - 1, the
+ * rotation-based M2L (fmm3d_rot.cu, O(p^3) tables) from there on; what bounds the order then is
+ * the other passes: M2M / L2L tiles take S = (p + 1)(p + 2) <= 4096 (m2l_config), M2P's
+ * per-thread harmonics (degree p + 1) have templates up to p = 60, and the CPU operators' tables
+ * that build the GPU's go to FMK_FMM3D_MAX_ORDER. Measured to 60 (docs/fmm3d_gpu.md). */
+#define FMM_GPU_MAX_ORDER 60
+
+/* Tuning knob, not API: orders from this one up use the rotation-based M2L (fmm3d_rot.cu), the
+ * orders below it the dense matrices and GEMMs (docs/fmm3d_gpu.md, section 6: the GEMMs are
+ * faster to p = 30, the rotations at 32, with a seventh of the memory); 0 puts every order on
+ * the rotations, a large value none (the tests compare the two). */
+extern "C" int fmk_cuda_fmm3d_m2l_rot_order;
+int fmk_cuda_fmm3d_m2l_rot_order = 32;
 
 /* Tuning knob, not API: W entries with at most K (p + 1)^2 / 2 sources and X entries into boxes
  * with at most that many targets are done as P2P (exact, and cheaper there), K this knob
@@ -146,13 +159,14 @@ int gpu_order_from_eps(double eps)
 {
     /* the smallest p whose measured relative l2 error, worst of the five test distributions
      * (N = 10^5, leaves of gpu_leaf_size_for(p), docs/fmm3d_gpu.md section 3), is at most eps / 3
-     * for the potential and 10 eps / 3 for the gradient: a margin of 3 on what eps asks; below
-     * 1e-9 the table's last order, which does not reach eps (docs) */
+     * for the potential and 10 eps / 3 for the gradient: a margin of 3 on what eps asks. Below
+     * 1e-13 no order meets that (the relative error of fp64 sums of charges of both signs
+     * stays at 1e-14 .. 3e-14 up to p = 60): the engine's eps_min refuses such eps (docs) */
     static const struct {
         double eps;
         int p;
     } table[] = {{1e-2, 4}, {1e-3, 6}, {1e-4, 8}, {1e-5, 11}, {1e-6, 14}, {1e-7, 18},
-                 {1e-8, 26}, {1e-9, 30}};
+                 {1e-8, 26}, {1e-9, 30}, {1e-10, 42}, {1e-11, 46}, {1e-12, 52}, {1e-13, 60}};
     const int n = (int)(sizeof table / sizeof table[0]);
     for (int i = 0; i < n; i++)
         if (eps >= table[i].eps * (1 - 1e-9))
@@ -897,6 +911,8 @@ struct fmm_gpu {
     int mat_slots;                     /* the directions the M2L matrices are built for */
     int32_t mat_dir[FMK_FMM3D_NDIR];
     int64_t mat_bytes;                 /* device bytes of the M2L, M2M and L2L matrices */
+    int use_rot;                       /* M2L by rotations (fmm3d_rot.cu), not dense matrices */
+    fmk_cuda_fmm3d_rot rot;            /* its tables (with use_rot) */
     /* device arrays of the operators and expansions */
     double *d_X;                       /* a part's directions' matrices times its octant's multipoles */
     double *d_m2l, *d_m2m, *d_l2l;
@@ -920,6 +936,7 @@ void free_all(fmm_gpu *s)
     s->m2l_gemms = NULL, s->m2l_parts = NULL;
     fmk_cuda_fmm3d_geo_free(&s->g);
     fmk_cuda_tree3d_free(&s->tree);
+    fmk_cuda_fmm3d_rot_free(&s->rot);
     void *all[] = {s->d_m2l, s->d_m2m, s->d_l2l, s->d_tabs, s->d_M, s->d_L, s->d_res, s->d_near, s->d_X, s->d_Mp, s->d_xrow, s->d_pts, s->d_box,
                    s->d_q, s->d_pot, s->d_grad, s->d_stats};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
@@ -972,9 +989,13 @@ int64_t device_bytes(const fmk_plan *plan, int64_t ns, int64_t nt, int64_t nodes
     int64_t b = fmk_cuda_tree3d_build_bytes(np) + nodes * FMK_CUDA_TREE_NODE_BYTES; /* tree */
     b += 24 * np;                                              /* points to the GPU */
     b += fmk_cuda_fmm3d_geo_bytes(np, ns, self, nodes, cfg.tb); /* boxes, lists, tiles */
-    b += (n_dirs + 16) * S * S * 8;                            /* matrices */
+    const int rot = p >= fmk_cuda_fmm3d_m2l_rot_order;
+    b += (rot ? 16 : n_dirs + 16) * S * S * 8;                 /* matrices */
+    if (rot)                                                   /* or M2L's rotation tables */
+        b += fmk_cuda_fmm3d_rot_bytes(p, (int)n_dirs);
     b += 3 * nodes * S * 8 + 8 * 4 * n_dirs;                   /* M, L, the M2L's columns and tables */
-    b += 8 * S * nodes * m2l_batch_for(S, nodes, (int)n_dirs); /* M2L products */
+    if (!rot)
+        b += 8 * S * nodes * m2l_batch_for(S, nodes, (int)n_dirs); /* M2L products */
     b += 2 * 4 * nt * 8 + ns * 8 + 4 * nt * 8;                 /* results, host eval buffers */
     return b;
 }
@@ -988,6 +1009,8 @@ void fmm_memory(const fmk_plan *plan, int64_t ns, int64_t nt, int64_t *h, int64_
     /* host: the translation vectors' harmonics and the operator tables while set_points runs */
     *h = (int64_t)sizeof(fmm_gpu) + 8 * (int64_t)(2 * p + 1) * (2 * p + 2) * (FMK_FMM3D_NDIR + 16) +
          8 * (int64_t)(4 * p + 2) * (4 * p + 2);
+    if (p >= fmk_cuda_fmm3d_m2l_rot_order) /* the rotation tables, made on the host first */
+        *h += fmk_cuda_fmm3d_rot_bytes(p, FMK_FMM3D_NDIR - 27);
 }
 
 /* cudaMalloc + copy of host data, with the plan's message on failure. */
@@ -1031,6 +1054,13 @@ fmk_status grow(fmk_plan *plan, fmm_gpu *s, void **d, size_t *cap, size_t bytes,
 fmk_status build_matrices(fmk_plan *plan, fmm_gpu *s, const fmk_fmm3d_ops_ctx *ops,
                           const int32_t *dir_of_slot, int n_slots, long long total)
 {
+    if (s->use_rot) { /* M2L by rotations: its tables, and no dense M2L matrices */
+        const fmk_status st = fmk_cuda_fmm3d_rot_build(plan, ops, dir_of_slot, n_slots, total, &s->rot);
+        if (st != FMK_OK)
+            return st;
+        s->bytes += s->rot.bytes;
+        n_slots = 0;
+    }
     const int p = s->order, S = s->S;
     const int nb = 4 * p + 2;
     const int hdeg_m2l = 2 * p;
@@ -1064,8 +1094,8 @@ fmk_status build_matrices(fmk_plan *plan, fmm_gpu *s, const fmk_fmm3d_ops_ctx *o
     if (st == FMK_OK)
         st = put(plan, s, (void **)&d_H, H, sizeof(double) * (hs_m2l * n_slots + 16 * hs_p),
                  "the translation harmonics", total);
-    if (st == FMK_OK)
-        st = put(plan, s, (void **)&s->d_m2l, NULL, sizeof(double) * S * S * (size_t)(n_slots > 0 ? n_slots : 1),
+    if (st == FMK_OK && n_slots > 0)
+        st = put(plan, s, (void **)&s->d_m2l, NULL, sizeof(double) * S * S * (size_t)n_slots,
                  "the M2L matrices", total);
     if (st == FMK_OK)
         st = put(plan, s, (void **)&s->d_m2m, NULL, sizeof(double) * S * S * 8, "the M2M matrices", total);
@@ -1121,7 +1151,7 @@ fmk_status m2l_plan(fmk_plan *plan, fmm_gpu *s, int64_t nn, int64_t *n_xrow)
     s->m2l_parts = hmalloc<fmm_gpu::m2l_part>(8 * (size_t)n_slots);
     if (!s->m2l_gemms || !s->m2l_parts)
         return fmk_error_set(plan, FMK_ERR_NOMEM, "out of host memory for the M2L's plan");
-    if (nn == 0 || s->g.n_vnodes == 0)
+    if (nn == 0 || s->g.n_vnodes == 0 || s->use_rot) /* rotations: no GEMMs */
         return FMK_OK;
     for (int o = 0; o < 8; o++) {
         const int64_t n_o = s->g.m2l_first[o + 1] - s->g.m2l_first[o];
@@ -1231,13 +1261,14 @@ fmk_status setup_on_device(fmk_plan *plan, fmm_gpu *s, double *d_all)
         /* the matrices of the previous points serve when their directions are these (the
          * order is the plan's) */
         const int n_slots = s->g.n_slots;
-        const int same = s->d_m2l && s->mat_slots == n_slots &&
+        const int same = s->d_m2m && s->mat_slots == n_slots &&
                          memcmp(s->mat_dir, s->g.dir_of_slot, sizeof(int32_t) * (size_t)n_slots) == 0;
         if (st == FMK_OK && !same) {
             double **mats[] = {&s->d_m2l, &s->d_m2m, &s->d_l2l};
             for (int i = 0; i < 3; i++)
                 if (*mats[i])
                     cudaFree(*mats[i]), *mats[i] = NULL;
+            fmk_cuda_fmm3d_rot_free(&s->rot);
             s->bytes -= s->mat_bytes;
             s->mat_bytes = 0, s->mat_slots = -1;
             const int64_t before = s->bytes;
@@ -1255,7 +1286,7 @@ fmk_status setup_on_device(fmk_plan *plan, fmm_gpu *s, double *d_all)
     const double t2 = fmk_time_now();
     s->setup_time[3] = t2 - t1;
     const int64_t nn = k - s->gemm_first;
-    s->m2l_batch = m2l_batch_for(s->S, nn, s->g.n_slots);
+    s->m2l_batch = s->use_rot ? 0 : m2l_batch_for(s->S, nn, s->g.n_slots); /* no X with rotations */
     int64_t n_xrow = 0;
     st = m2l_plan(plan, s, nn, &n_xrow);
     if (st != FMK_OK)
@@ -1334,6 +1365,7 @@ fmk_status new_state(fmk_plan *plan, fmm_gpu **out)
     s->leaf_size = leaf_size_of(plan, s->order);
     s->S = (s->order + 1) * (s->order + 2);
     s->cfg = m2l_config(s->S);
+    s->use_rot = s->order >= fmk_cuda_fmm3d_m2l_rot_order;
     plan->state = s;
     *out = s;
     fmk_status st = FMK_OK;
@@ -1597,8 +1629,13 @@ void point_ops(fmm_gpu *s, int nt, int which)
         launch_point_ops<105>(s, nt, which);
     else if (s->order <= 24)
         launch_point_ops<351>(s, nt, which);
-    else
+    else if (s->order <= 32)
         launch_point_ops<595>(s, nt, which);
+    else if (s->order <= 44)
+        launch_point_ops<1081>(s, nt, which);
+    else
+        launch_point_ops<1953>(s, nt, which);
+    static_assert(FMM_GPU_MAX_ORDER <= 60, "M2P's harmonics: (p + 2)(p + 3) / 2 <= 1953");
 }
 
 /* Tiles [first, end) of the translation kernel with matrices T (cube: M2L's scaling). */
@@ -1752,6 +1789,9 @@ fmk_status run_eval(fmk_plan *plan, fmm_gpu *s, const double *charges, double *p
      * each target box gathers its V entries of the part */
     const int64_t nn = k - s->gemm_first;
     const int n_slots = s->g.n_slots;
+    if (s->use_rot && err == cudaSuccess) /* high orders: point and shoot, a block per target box */
+        err = fmk_cuda_fmm3d_m2l_rot(&s->rot, s->g.n_vnodes, s->g.d_vnodes, s->g.d_v_begin, s->g.d_v,
+                                     s->g.d_v_slot, s->g.d_cube, s->d_M, s->d_L, fs);
     if (s->n_m2l_parts > 0) {
         const int64_t n = nn * S;
         k_m2l_columns<<<(unsigned)((n + 255) / 256 < 4096 ? (n + 255) / 256 : 4096), 256, 0, fs>>>(
@@ -1965,6 +2005,7 @@ extern "C" fmk_status fmk_cuda_fmm3d_lists(fmk_plan *plan, fmk_fmm3d_lists *l)
 
 extern "C" const fmk_engine fmk_engine_fmm_cuda = {
     "fmm/cuda", fmm_setup, fmm_eval, fmm_memory, fmm_set_points_device, fmm_release, fmm_check_opts,
-    1e-9, /* eps_min: the largest order, 32, reaches 1e-10 .. 1e-11 (docs/fmm3d_gpu.md) */
+    1e-13, /* eps_min: p = 60 (rotation-based M2L) meets 1e-13; 1e-14 is below fp64's floor here
+            * (docs/fmm3d_gpu.md) */
     1,    /* reuses_state: build_state takes the previous points' buffers */
 };
