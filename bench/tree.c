@@ -19,6 +19,12 @@
  *   tree --one N [--plummer] [--direct]   one configuration, 16 repeats (for a profiler)
  *   --no-small                  (with any of the above) the small-N paths off: one launch per
  *                               tree level and per moment level, no split walk
+ *   --one-wait-off              (with any of the above) set_points_device and eval as before
+ *                               the one-wait paths: the box reduced by CUB and read, the build
+ *                               waiting for its level table, and the charge check, charges and
+ *                               moments in six launches and copies
+ *   --frame-small N, --prep-small N   the largest sets of the one-block frame and of the
+ *                               one-block charges and moments (default 32768 each)
  *   --split-sort-min N          trees of more than N points (default 65536) sort the keys' top
  *                               32 bits first; a huge N sorts all 63 bits (the sort before)
  *   --no-cells                  the tree's first levels by binary searches, not the table of
@@ -75,6 +81,12 @@ extern long long fmk_cuda_tree_split_sort_min;
 extern int fmk_cuda_tree_cells;
 extern long long fmk_cuda_bh_moments_small_max;
 extern int fmk_cuda_bh_split_warps;
+/* The one-wait paths of small N (tuning knobs, not API): the one-block frame of sets of at
+ * most this many points, the build without a wait (1) or with one (0), and the one-block
+ * charges and moments of at most this many sources. --one-wait-off sets all three to 0. */
+extern long long fmk_cuda_bh_frame_small_max;
+extern int fmk_cuda_bh_async;
+extern long long fmk_cuda_bh_prep_small_max;
 /* The split walk's level: at least this many nodes per part, no deeper than this level. */
 extern int fmk_cuda_bh_split_nodes;
 extern int fmk_cuda_bh_split_level_max;
@@ -396,6 +408,12 @@ int main(int argc, char **argv)
             with_direct = 1;
         else if (strcmp(argv[a], "--no-small") == 0)
             fmk_cuda_tree_small_max = 0, fmk_cuda_bh_moments_small_max = 0, fmk_cuda_bh_split_warps = 0;
+        else if (strcmp(argv[a], "--one-wait-off") == 0)
+            fmk_cuda_bh_frame_small_max = 0, fmk_cuda_bh_async = 0, fmk_cuda_bh_prep_small_max = 0;
+        else if (strcmp(argv[a], "--frame-small") == 0 && a + 1 < argc)
+            fmk_cuda_bh_frame_small_max = atoll(argv[++a]);
+        else if (strcmp(argv[a], "--prep-small") == 0 && a + 1 < argc)
+            fmk_cuda_bh_prep_small_max = atoll(argv[++a]);
         else if (strcmp(argv[a], "--no-cells") == 0)
             fmk_cuda_tree_cells = 0;
         else if (strcmp(argv[a], "--split-sort-min") == 0 && a + 1 < argc)
@@ -431,7 +449,7 @@ int main(int argc, char **argv)
         else {
             fprintf(stderr, "usage: tree [--json] [--quick] [--theta-sweep] [--max-log2 K] [--leaf L] "
                             "[--headline [--big] [--variants]] [--profile] [--groups] [--crossover] "
-                            "[--one N [--plummer] [--direct]] [--no-small] [--split-sort-min N] "
+                            "[--one N [--plummer] [--direct]] [--no-small] [--one-wait-off] [--frame-small N] [--prep-small N] [--split-sort-min N] "
                             "[--no-cells] "
                             "[--split-nodes K] "
                             "[--split-level L] [--split-warps W] [--theta T] [--mac K] [--leaf-theta T] "

@@ -336,7 +336,8 @@ __global__ void __launch_bounds__(SMALL_BLOCK)
                   int32_t *__restrict__ begin, int32_t *__restrict__ end,
                   int32_t *__restrict__ n_children, int32_t *__restrict__ more,
                   int32_t *__restrict__ next, int32_t *__restrict__ parent,
-                  int8_t *__restrict__ level, int32_t *__restrict__ lb)
+                  int8_t *__restrict__ level, int32_t *__restrict__ lb,
+                  int32_t *__restrict__ h_lb)
 {
     typedef cub::BlockScan<int32_t, SMALL_BLOCK> scan_t;
     __shared__ typename scan_t::TempStorage scan;
@@ -407,11 +408,21 @@ __global__ void __launch_bounds__(SMALL_BLOCK)
         if ((int64_t)first_child + total > cap) { /* did not fit: the caller grows the arrays */
             if (tid == 0)
                 lb[FMK_CUDA_TREE_LB_FLAG] = 1, lb[L + 2] = first_child;
-            return;
+            first = first_child, count = 0;
+            break;
         }
         if (tid == 0)
             lb[L + 2] = first_child + total;
         first = first_child, count = total;
+    }
+    /* the nodes written (all of them unless the flag is set), and the table for the host when
+     * it reads it without a copy (thread 0 wrote every word but the sort's flag, which the
+     * sort's kernel wrote before this one) */
+    if (tid == 0) {
+        lb[FMK_CUDA_TREE_LB_NODES] = first;
+        if (h_lb)
+            for (int k = 0; k < FMK_CUDA_TREE_LB; k++)
+                h_lb[k] = lb[k];
     }
 }
 
@@ -515,17 +526,23 @@ __global__ void k_group_write(int32_t n_nodes, int group_size, int merge,
     group_runs(i, group_size, merge, begin, end, more, n_children, parent, groups + offset[i]);
 }
 
-/* k_group_count, the scan and k_group_write in one block, for small trees. */
+/* k_group_count, the scan and k_group_write in one block, for small trees. A tree built without
+ * a host wait (pending) gives its node count on the device, and none of its groups when it
+ * did not fit or its keys were out of order (it is built again); the count goes to h_lb too
+ * when not NULL. */
 __global__ void __launch_bounds__(SMALL_BLOCK)
-    k_groups_small(int32_t n_nodes, int group_size, int merge, const int32_t *__restrict__ begin,
-                   const int32_t *__restrict__ end, const int32_t *__restrict__ more,
-                   const int32_t *__restrict__ n_children, const int32_t *__restrict__ parent,
-                   int2 *__restrict__ groups, int32_t *__restrict__ lb)
+    k_groups_small(int32_t n_nodes, int pending, int group_size, int merge,
+                   const int32_t *__restrict__ begin, const int32_t *__restrict__ end,
+                   const int32_t *__restrict__ more, const int32_t *__restrict__ n_children,
+                   const int32_t *__restrict__ parent, int2 *__restrict__ groups,
+                   int32_t *__restrict__ lb, int32_t *__restrict__ h_lb)
 {
     typedef cub::BlockScan<int32_t, SMALL_BLOCK> scan_t;
     __shared__ typename scan_t::TempStorage scan;
     __shared__ int32_t carry;
     const int tid = threadIdx.x;
+    if (pending)
+        n_nodes = lb[FMK_CUDA_TREE_LB_FLAG] || lb[FMK_CUDA_TREE_LB_SORT] ? 0 : lb[FMK_CUDA_TREE_LB_NODES];
     if (tid == 0)
         carry = 0;
     __syncthreads();
@@ -544,8 +561,11 @@ __global__ void __launch_bounds__(SMALL_BLOCK)
             carry += total;
         __syncthreads();
     }
-    if (tid == 0)
+    if (tid == 0) {
         lb[FMK_CUDA_TREE_LB_GROUPS] = carry;
+        if (h_lb)
+            h_lb[FMK_CUDA_TREE_LB_GROUPS] = carry;
+    }
 }
 
 void free_ptr(void *p)
@@ -643,6 +663,20 @@ namespace {
 #define FMK_CUDA_TREE_CHECK 4
 #endif
 
+/* levels, level_begin and n_nodes of t from the host's copy of the level table, whose levels
+ * up to L were built: up to the last non-empty one (h[k] for k > L + 1 was never written). */
+void read_levels(fmk_cuda_tree *t, int L)
+{
+    const int32_t *h = t->h_lb;
+    int levels = 1;
+    while (levels < L && levels <= FMK_TREE_MAX_LEVEL && h[levels + 1] > h[levels])
+        levels++;
+    t->levels = levels;
+    for (int k = 0; k <= levels; k++)
+        t->level_begin[k] = h[k];
+    t->n_nodes = h[levels];
+}
+
 /* The levels below the root, into t (keys sorted). Sets *overflow when the node arrays were
  * too small (the tree is then incomplete). */
 fmk_status build_levels(fmk_plan *plan, fmk_cuda_tree *t, int *overflow)
@@ -655,7 +689,7 @@ fmk_status build_levels(fmk_plan *plan, fmk_cuda_tree *t, int *overflow)
     if (n <= fmk_cuda_tree_small_max) {
         k_build_small<<<1, SMALL_BLOCK>>>(n, t->leaf_size, t->cap_nodes, t->d_keys, t->d_begin,
                                           t->d_end, t->d_n_children, t->d_more, t->d_next,
-                                          t->d_parent, t->d_level, lb);
+                                          t->d_parent, t->d_level, lb, NULL);
         L = FMK_TREE_MAX_LEVEL + 1;
     } else {
         if (cells)
@@ -702,14 +736,7 @@ fmk_status build_levels(fmk_plan *plan, fmk_cuda_tree *t, int *overflow)
     if (st != FMK_OK)
         return st;
     *overflow = h[FMK_CUDA_TREE_LB_FLAG] != 0;
-    /* levels: up to the last non-empty one; h[k] for k > L + 1 was never written */
-    int levels = 1;
-    while (levels < L && levels <= FMK_TREE_MAX_LEVEL && h[levels + 1] > h[levels])
-        levels++;
-    t->levels = levels;
-    for (int k = 0; k <= levels; k++)
-        t->level_begin[k] = h[k];
-    t->n_nodes = h[levels];
+    read_levels(t, L);
     return FMK_OK;
 }
 
@@ -821,6 +848,9 @@ fmk_status make_lb(fmk_plan *plan, fmk_cuda_tree *t, long long extra)
     if (st == FMK_OK)
         st = check(plan, cudaMallocHost((void **)&t->h_lb, FMK_CUDA_TREE_LB * sizeof(int32_t)),
                    "cudaMallocHost (the tree's level table)");
+    if (st == FMK_OK) /* where the kernels write it (the same address with unified addressing) */
+        st = check(plan, cudaHostGetDevicePointer((void **)&t->dh_lb, t->h_lb, 0),
+                   "cudaHostGetDevicePointer (the tree's level table)");
     return st;
 }
 
@@ -883,19 +913,18 @@ fmk_status sort_points(fmk_plan *plan, fmk_cuda_tree *t, int64_t n, const double
     return check(plan, err, "cub::DeviceRadixSort::SortPairs");
 }
 
-} // namespace
-
-extern "C" fmk_status fmk_cuda_tree3d_build(fmk_plan *plan, int64_t n, const double *d_x,
-                                            int leaf_size, long long extra, fmk_cuda_tree *t)
+/* The arrays of a build of n points (kept from build to build when large enough). */
+fmk_status prepare(fmk_plan *plan, int64_t n, int leaf_size, long long extra, fmk_cuda_tree *t)
 {
     t->n_points = n;
     t->leaf_size = leaf_size;
     t->n_nodes = 0;
     t->levels = 0;
+    t->pending = 0;
     /* Nodes: a uniform cube fills its leaves from 1/8 to 1 of leaf_size (levels of 8x), a
      * tree of about 1.14 n / (leaf_size / 2) nodes in the middle: start at 3 n / leaf_size. */
     const int64_t ls = leaf_size > 0 ? leaf_size : 1;
-    int64_t cap = 3 * n / ls + 64;
+    const int64_t cap = 3 * n / ls + 64;
     fmk_status st = make_lb(plan, t, extra);
     if (st == FMK_OK)
         st = grow_points(plan, t, n, extra);
@@ -903,6 +932,51 @@ extern "C" fmk_status fmk_cuda_tree3d_build(fmk_plan *plan, int64_t n, const dou
         st = grow_nodes(plan, t, cap, extra);
     if (st == FMK_OK)
         st = grow_temp(plan, t, n, extra);
+    return st;
+}
+
+} // namespace
+
+extern "C" fmk_status fmk_cuda_tree3d_build_async(fmk_plan *plan, int64_t n, const double *d_x,
+                                                  int leaf_size, long long extra, fmk_cuda_tree *t)
+{
+    if (n > fmk_cuda_tree_small_max)
+        return fmk_cuda_tree3d_build(plan, n, d_x, leaf_size, extra, t);
+    fmk_status st = prepare(plan, n, leaf_size, extra, t);
+    if (st == FMK_OK) /* a split sort's flag is looked at by finish */
+        st = sort_points(plan, t, n, d_x, n > fmk_cuda_tree_split_sort_min);
+    if (st == FMK_OK) {
+        k_build_small<<<1, SMALL_BLOCK>>>(n, t->leaf_size, t->cap_nodes, t->d_keys, t->d_begin,
+                                          t->d_end, t->d_n_children, t->d_more, t->d_next,
+                                          t->d_parent, t->d_level, t->d_lb, t->dh_lb);
+        st = check(plan, cudaGetLastError(), "the one-block tree build");
+    }
+    if (st == FMK_OK)
+        t->pending = 1;
+    else
+        fmk_cuda_tree3d_free(t);
+    return st;
+}
+
+extern "C" void fmk_cuda_tree3d_finish(fmk_cuda_tree *t, int *redo)
+{
+    *redo = 0;
+    if (!t->pending)
+        return;
+    t->pending = 0;
+    const int32_t *h = t->h_lb;
+    if (h[FMK_CUDA_TREE_LB_FLAG] || h[FMK_CUDA_TREE_LB_SORT]) {
+        *redo = 1;
+        return;
+    }
+    read_levels(t, FMK_TREE_MAX_LEVEL + 1);
+}
+
+extern "C" fmk_status fmk_cuda_tree3d_build(fmk_plan *plan, int64_t n, const double *d_x,
+                                            int leaf_size, long long extra, fmk_cuda_tree *t)
+{
+    fmk_status st = prepare(plan, n, leaf_size, extra, t);
+    int64_t cap = t->cap_nodes;
     int split = n > fmk_cuda_tree_split_sort_min;
     if (st == FMK_OK)
         st = sort_points(plan, t, n, d_x, split);
@@ -930,8 +1004,9 @@ extern "C" fmk_status fmk_cuda_tree3d_build(fmk_plan *plan, int64_t n, const dou
 
 extern "C" int64_t fmk_cuda_tree3d_groups_bound(const fmk_cuda_tree *t, int group_size)
 {
-    /* every group is a node, or a piece of group_size points of a leaf */
-    return t->n_nodes + t->n_points / (group_size > 0 ? group_size : 1) + 1;
+    /* every group is a node (pending: at most cap_nodes of them), or a piece of group_size
+     * points of a leaf */
+    return (t->pending ? t->cap_nodes : t->n_nodes) + t->n_points / (group_size > 0 ? group_size : 1) + 1;
 }
 
 extern "C" fmk_status fmk_cuda_tree3d_groups(fmk_plan *plan, fmk_cuda_tree *t, int group_size,
@@ -949,24 +1024,25 @@ extern "C" fmk_status fmk_cuda_tree3d_groups(fmk_plan *plan, fmk_cuda_tree *t, i
             return st;
         *cap_groups = bound;
     }
-    cudaError_t err = cudaSuccess;
-    if (t->n_points <= fmk_cuda_tree_small_max) {
-        k_groups_small<<<1, SMALL_BLOCK>>>(nn, group_size, merge, t->d_begin, t->d_end, t->d_more,
-                                           t->d_n_children, t->d_parent, *d_groups, t->d_lb);
-    } else {
-        /* the level workspace: counts (nn + 1 <= cap_nodes + 1) and their scan */
-        int32_t *d_chunks = t->d_counts, *d_offset = t->d_offset;
-        k_group_count<<<blocks_for(nn), BLOCK>>>(nn, group_size, merge, t->d_begin, t->d_end,
-                                                 t->d_more, t->d_n_children, t->d_parent, d_chunks);
-        err = cudaMemsetAsync(d_chunks + nn, 0, sizeof(int32_t));
-        size_t tb = t->temp_bytes;
-        if (err == cudaSuccess)
-            err = cub::DeviceScan::ExclusiveSum(t->d_temp, tb, d_chunks, d_offset, nn + 1);
-        if (err == cudaSuccess)
-            k_group_write<<<blocks_for(nn), BLOCK>>>(nn, group_size, merge, t->d_begin, t->d_end,
-                                                     t->d_more, t->d_n_children, t->d_parent,
-                                                     d_offset, *d_groups, t->d_lb);
+    if (t->pending || t->n_points <= fmk_cuda_tree_small_max) {
+        /* the count reaches h_lb from the kernel (no copy) */
+        k_groups_small<<<1, SMALL_BLOCK>>>(nn, t->pending, group_size, merge, t->d_begin, t->d_end,
+                                           t->d_more, t->d_n_children, t->d_parent, *d_groups,
+                                           t->d_lb, t->dh_lb);
+        return check(plan, cudaGetLastError(), "the group kernel");
     }
+    /* the level workspace: counts (nn + 1 <= cap_nodes + 1) and their scan */
+    int32_t *d_chunks = t->d_counts, *d_offset = t->d_offset;
+    k_group_count<<<blocks_for(nn), BLOCK>>>(nn, group_size, merge, t->d_begin, t->d_end,
+                                             t->d_more, t->d_n_children, t->d_parent, d_chunks);
+    cudaError_t err = cudaMemsetAsync(d_chunks + nn, 0, sizeof(int32_t));
+    size_t tb = t->temp_bytes;
+    if (err == cudaSuccess)
+        err = cub::DeviceScan::ExclusiveSum(t->d_temp, tb, d_chunks, d_offset, nn + 1);
+    if (err == cudaSuccess)
+        k_group_write<<<blocks_for(nn), BLOCK>>>(nn, group_size, merge, t->d_begin, t->d_end,
+                                                 t->d_more, t->d_n_children, t->d_parent,
+                                                 d_offset, *d_groups, t->d_lb);
     if (err == cudaSuccess)
         err = cudaMemcpyAsync(t->h_lb + FMK_CUDA_TREE_LB_GROUPS, t->d_lb + FMK_CUDA_TREE_LB_GROUPS,
                               sizeof(int32_t), cudaMemcpyDeviceToHost, 0);
