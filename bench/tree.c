@@ -23,6 +23,8 @@
  *                               the one-wait paths: the box reduced by CUB and read, the build
  *                               waiting for its level table, and the charge check, charges and
  *                               moments in six launches and copies
+ *   --sort-tiles K              small trees of up to K x 8192 points sort their keys in K
+ *                               blocks and merge them (default 4; 1: CUB's sort above 8192)
  *   --frame-small N, --prep-small N   the largest sets of the one-block frame and of the
  *                               one-block charges and moments (default 32768 each)
  *   --split-sort-min N          trees of more than N points (default 65536) sort the keys' top
@@ -86,6 +88,9 @@ extern int fmk_cuda_bh_split_warps;
  * charges and moments of at most this many sources. --one-wait-off sets all three to 0. */
 extern long long fmk_cuda_bh_frame_small_max;
 extern int fmk_cuda_bh_async;
+/* Small trees sort their keys in up to this many blocks of 8192 and merge them (1: one block up
+ * to 8192 keys, CUB's device sort above; a tuning knob, not API). */
+extern int fmk_cuda_tree_sort_tiles;
 extern long long fmk_cuda_bh_prep_small_max;
 /* The split walk's level: at least this many nodes per part, no deeper than this level. */
 extern int fmk_cuda_bh_split_nodes;
@@ -410,6 +415,8 @@ int main(int argc, char **argv)
             fmk_cuda_tree_small_max = 0, fmk_cuda_bh_moments_small_max = 0, fmk_cuda_bh_split_warps = 0;
         else if (strcmp(argv[a], "--one-wait-off") == 0)
             fmk_cuda_bh_frame_small_max = 0, fmk_cuda_bh_async = 0, fmk_cuda_bh_prep_small_max = 0;
+        else if (strcmp(argv[a], "--sort-tiles") == 0 && a + 1 < argc)
+            fmk_cuda_tree_sort_tiles = atoi(argv[++a]);
         else if (strcmp(argv[a], "--frame-small") == 0 && a + 1 < argc)
             fmk_cuda_bh_frame_small_max = atoll(argv[++a]);
         else if (strcmp(argv[a], "--prep-small") == 0 && a + 1 < argc)
@@ -449,7 +456,7 @@ int main(int argc, char **argv)
         else {
             fprintf(stderr, "usage: tree [--json] [--quick] [--theta-sweep] [--max-log2 K] [--leaf L] "
                             "[--headline [--big] [--variants]] [--profile] [--groups] [--crossover] "
-                            "[--one N [--plummer] [--direct]] [--no-small] [--one-wait-off] [--frame-small N] [--prep-small N] [--split-sort-min N] "
+                            "[--one N [--plummer] [--direct]] [--no-small] [--one-wait-off] [--sort-tiles K] [--frame-small N] [--prep-small N] [--split-sort-min N] "
                             "[--no-cells] "
                             "[--split-nodes K] "
                             "[--split-level L] [--split-warps W] [--theta T] [--mac K] [--leaf-theta T] "
@@ -506,17 +513,21 @@ int main(int argc, char **argv)
                 row r = measure("crossover", &p, f32, 0.6, 2, leaf, 32, FMK_WALK_AUTO, 15);
                 r.direct = direct_time(&p, 15);
                 add(r, json);
+                /* found: the N from which the treecode was the faster at every N measured
+                 * (a crossing back makes it look again), interpolated in log N */
                 const double gap = r.total - r.direct;
-                if (!found && prev_n > 0 && prev_gap > 0 && gap <= 0) /* interpolate in log N */
+                if (gap > 0)
+                    found = 0;
+                else if (!found && prev_n > 0 && prev_gap > 0)
                     found = exp(log(prev_n) + (log((double)n) - log(prev_n)) * prev_gap / (prev_gap - gap));
-                if (!found && prev_n == 0 && gap <= 0)
+                else if (!found)
                     found = (double)n; /* faster already at the smallest N */
                 prev_n = (double)n, prev_gap = gap;
                 problem_free(&p);
             }
             if (!json) {
                 if (found > 0)
-                    printf("crossover (%s): the treecode is faster from N ~ %.0f\n",
+                    printf("crossover (%s): the treecode is faster at every N from ~ %.0f\n",
                            d ? "plummer" : "cube", found);
                 else
                     printf("crossover (%s): not reached below N = 32768\n", d ? "plummer" : "cube");

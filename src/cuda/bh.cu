@@ -574,7 +574,7 @@ __global__ void __launch_bounds__(MOMENTS_SMALL_BLOCK)
  * cost more in launches and copies than in work): the check's words written, not reduced
  * into (stats[2], the split walk's overflow flag, cleared), the charges times charge_scale
  * into src, the leaves, then the inner nodes level by level as k_moments_inner. */
-constexpr int PREP_BLOCK = 512;
+constexpr int PREP_BLOCK = 512, PREP_ILP = 8;
 
 template <typename R>
 __global__ void __launch_bounds__(PREP_BLOCK)
@@ -587,14 +587,24 @@ __global__ void __launch_bounds__(PREP_BLOCK)
 {
     typedef cub::BlockReduce<unsigned long long, PREP_BLOCK> reduce_t;
     __shared__ typename reduce_t::TempStorage temp;
+    /* PREP_ILP loads in flight per thread: one block has few warps to hide their latency */
     unsigned long long big = 0, bad = ~0ull;
-    for (int64_t i = threadIdx.x; i < n; i += PREP_BLOCK) {
-        const double a = fabs(q[i]);
-        if (!isfinite(a))
-            bad = (unsigned long long)i < bad ? (unsigned long long)i : bad;
-        else
-            big = (unsigned long long)__double_as_longlong(a) > big
-                      ? (unsigned long long)__double_as_longlong(a) : big;
+    for (int64_t i0 = threadIdx.x; i0 < n; i0 += PREP_BLOCK * PREP_ILP) {
+        double a[PREP_ILP];
+#pragma unroll
+        for (int u = 0; u < PREP_ILP; u++) {
+            const int64_t i = i0 + u * PREP_BLOCK;
+            a[u] = i < n ? fabs(q[i]) : 0.0;
+        }
+#pragma unroll
+        for (int u = 0; u < PREP_ILP; u++) {
+            const unsigned long long i = (unsigned long long)(i0 + u * PREP_BLOCK);
+            const unsigned long long bits = (unsigned long long)__double_as_longlong(a[u]);
+            if (!isfinite(a[u]))
+                bad = i < bad ? i : bad;
+            else
+                big = bits > big ? bits : big;
+        }
     }
     __shared__ double s_scale;
     big = reduce_t(temp).Reduce(big, cuda::maximum<>{});
@@ -607,8 +617,20 @@ __global__ void __launch_bounds__(PREP_BLOCK)
     }
     __syncthreads();
     const double cs = s_scale;
-    for (int64_t i = threadIdx.x; i < n; i += PREP_BLOCK)
-        src[i].w = (R)(q[order[i]] * cs);
+    for (int64_t i0 = threadIdx.x; i0 < n; i0 += PREP_BLOCK * PREP_ILP) {
+        int32_t o[PREP_ILP];
+        double c[PREP_ILP];
+#pragma unroll
+        for (int u = 0; u < PREP_ILP; u++)
+            o[u] = i0 + u * PREP_BLOCK < n ? order[i0 + u * PREP_BLOCK] : 0;
+#pragma unroll
+        for (int u = 0; u < PREP_ILP; u++)
+            c[u] = q[o[u]];
+#pragma unroll
+        for (int u = 0; u < PREP_ILP; u++)
+            if (i0 + u * PREP_BLOCK < n)
+                src[i0 + u * PREP_BLOCK].w = (R)(c[u] * cs);
+    }
     __syncthreads();
     for (int32_t i = threadIdx.x; i < n_nodes; i += PREP_BLOCK)
         if (links[i].x < 0)

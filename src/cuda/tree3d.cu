@@ -63,7 +63,10 @@ __global__ void k_keys(int64_t n, const double *__restrict__ x, uint64_t *__rest
  * below, its one-tile path is faster). The points are loaded in index order (blocked) and
  * padded with all-ones keys, which sort last on the 63 key bits because the sort is stable and
  * they come last. 512 threads x 16 keys: 1024 x 16 spills registers and measured slower than
- * the device sort (bench/RESULTS.md). */
+ * the device sort (bench/RESULTS.md). Up to fmk_cuda_tree_sort_tiles times as many points:
+ * block b sorts tile b (points [b SORT_SMALL_MAX, (b + 1) SORT_SMALL_MAX)) the same way, into
+ * its place in keys, order, and k_merge_tiles merges the sorted tiles (two launches instead of
+ * CUB's ten). */
 constexpr int SORT_ITEMS = 16, SORT_SMALL_MIN = 2048, SORT_SMALL_MAX = 512 * SORT_ITEMS;
 
 template <int BLOCK_THREADS> struct small_sort {
@@ -78,23 +81,61 @@ __global__ void __launch_bounds__(BLOCK_THREADS)
     typedef typename small_sort<BLOCK_THREADS>::type sort_t;
     extern __shared__ __align__(16) unsigned char smem[];
     typename sort_t::TempStorage &temp = *reinterpret_cast<typename sort_t::TempStorage *>(smem);
+    const int64_t base = (int64_t)blockIdx.x * BLOCK_THREADS * SORT_ITEMS;
     uint64_t k[SORT_ITEMS];
     int32_t v[SORT_ITEMS];
 #pragma unroll
     for (int j = 0; j < SORT_ITEMS; j++) {
-        const int64_t i = (int64_t)threadIdx.x * SORT_ITEMS + j;
+        const int64_t i = base + (int64_t)threadIdx.x * SORT_ITEMS + j;
         k[j] = i < n ? key_of(x, i) : ~0ull;
         v[j] = (int32_t)i;
     }
-    if (threadIdx.x == 0)
+    if (blockIdx.x == 0 && threadIdx.x == 0)
         lb[FMK_CUDA_TREE_LB_SORT] = 0; /* these keys are sorted on every bit */
     sort_t(temp).SortBlockedToStriped(k, v, 0, FMK_TREE_KEY_BITS * 3);
 #pragma unroll
     for (int j = 0; j < SORT_ITEMS; j++) {
-        const int64_t r = (int64_t)j * BLOCK_THREADS + threadIdx.x;
+        const int64_t r = base + (int64_t)j * BLOCK_THREADS + threadIdx.x;
         if (r < n)
             keys[r] = k[j], order[r] = v[j];
     }
+}
+
+/* First position in [lo, hi) of sorted keys whose key is > k (upper) or >= k. */
+__device__ __forceinline__ int64_t key_bound(const uint64_t *__restrict__ keys, int64_t lo,
+                                            int64_t hi, uint64_t k, bool upper)
+{
+    while (lo < hi) {
+        const int64_t mid = lo + (hi - lo) / 2;
+        if (keys[mid] < k || (upper && keys[mid] == k))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* The stable merge of sorted tiles of `tile` points (in index order: tile b holds points
+ * [b tile, (b + 1) tile)): a point's place is its place in its tile plus, in every other
+ * tile, the keys below its key and, in the tiles before its own, the keys equal to it (the
+ * points of lower index come first among equal keys, as in the stable sort). */
+__global__ void k_merge_tiles(int64_t n, int64_t tile, const uint64_t *__restrict__ keys_in,
+                              const int32_t *__restrict__ order_in, uint64_t *__restrict__ keys,
+                              int32_t *__restrict__ order)
+{
+    const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (i >= n)
+        return;
+    const uint64_t k = keys_in[i];
+    const int64_t own = i / tile;
+    int64_t place = i - own * tile;
+    for (int64_t b = 0; b * tile < n; b++)
+        if (b != own) {
+            const int64_t lo = b * tile, hi = lo + tile < n ? lo + tile : n;
+            place += key_bound(keys_in, lo, hi, k, b < own) - lo;
+        }
+    keys[place] = k;
+    order[place] = order_in[i];
 }
 
 /* The split sort (above fmk_cuda_tree_split_sort_min points). An LSD radix sort of 63-bit keys
@@ -652,6 +693,11 @@ extern "C" long long fmk_cuda_tree_split_sort_min;
 long long fmk_cuda_tree_split_sort_min = 1ll << 16;
 extern "C" int fmk_cuda_tree_split_run_max;
 int fmk_cuda_tree_split_run_max = 1024;
+/* Tuning knob (not API): trees of at most fmk_cuda_tree_small_max points and at most this many
+ * times 8192 sort their keys in as many blocks and merge them (k_sort_small, k_merge_tiles);
+ * 1: one block up to 8192 points, CUB's device sort above. */
+extern "C" int fmk_cuda_tree_sort_tiles;
+int fmk_cuda_tree_sort_tiles = 4;
 /* Tuning knob (not API): the first levels' octant boundaries from the cell table (1), or by
  * binary searches (0). */
 extern "C" int fmk_cuda_tree_cells;
@@ -854,31 +900,42 @@ fmk_status make_lb(fmk_plan *plan, fmk_cuda_tree *t, long long extra)
     return st;
 }
 
-/* Launches k_sort_small<BLOCK_THREADS> (its shared memory is set up once per process). */
+/* Launches k_sort_small<BLOCK_THREADS> (its shared memory is set up once per process), one
+ * block per tile of BLOCK_THREADS * SORT_ITEMS points, and k_merge_tiles when there are
+ * several. */
 template <int BLOCK_THREADS>
 cudaError_t sort_small(int64_t n, const double *d_x, fmk_cuda_tree *t)
 {
     static int ready = 0;
     const int bytes = (int)sizeof(typename small_sort<BLOCK_THREADS>::type::TempStorage);
+    const int64_t tile = (int64_t)BLOCK_THREADS * SORT_ITEMS, tiles = (n + tile - 1) / tile;
     cudaError_t err = cudaSuccess;
     if (!ready)
         err = cudaFuncSetAttribute(k_sort_small<BLOCK_THREADS>,
                                    cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
     ready = err == cudaSuccess;
-    if (err == cudaSuccess) {
+    if (err == cudaSuccess && tiles == 1) {
         k_sort_small<BLOCK_THREADS><<<1, BLOCK_THREADS, bytes>>>(n, d_x, t->d_keys, t->d_order,
                                                                 t->d_lb);
-        err = cudaGetLastError();
+    } else if (err == cudaSuccess) {
+        k_sort_small<BLOCK_THREADS><<<(unsigned)tiles, BLOCK_THREADS, bytes>>>(
+            n, d_x, t->d_keys_alt, t->d_order_alt, t->d_lb);
+        k_merge_tiles<<<blocks_for(n), BLOCK>>>(n, tile, t->d_keys_alt, t->d_order_alt, t->d_keys,
+                                               t->d_order);
     }
+    if (err == cudaSuccess)
+        err = cudaGetLastError();
     return err;
 }
 
 /* Sorts the keys of the n mapped points d_x with their indices into t->d_keys, t->d_order:
- * by one block (2049 .. 8192 points of a small tree), the split sort when split is set (the
- * build checks its flag after the levels), or CUB's sort of all 63 key bits. */
+ * by one block (2049 .. 8192 points of a small tree) or a few and their merge (up to
+ * fmk_cuda_tree_sort_tiles times 8192), the split sort when split is set (the build checks its
+ * flag after the levels), or CUB's sort of all 63 key bits. */
 fmk_status sort_points(fmk_plan *plan, fmk_cuda_tree *t, int64_t n, const double *d_x, int split)
 {
-    if (n > SORT_SMALL_MIN && n <= SORT_SMALL_MAX && n <= fmk_cuda_tree_small_max)
+    if (n > SORT_SMALL_MIN && n <= (int64_t)fmk_cuda_tree_sort_tiles * SORT_SMALL_MAX &&
+        n <= fmk_cuda_tree_small_max)
         return check(plan, sort_small<512>(n, d_x, t), "the one-block sort");
     if (n <= 0)
         return FMK_OK;

@@ -389,24 +389,27 @@ static void test_device_paths(void)
  * level over the GPU; level by level with the keys sorted on all 63 bits (and the first levels
  * by binary searches, not the cell table), by the split sort (top 32 bits, then runs of equal
  * top bits), and by the split sort falling back to all 63 bits (run_max 1, or a tight
- * cluster's long runs). */
+ * cluster's long runs), and by one block with the keys sorted in tiles of 8192 and merged. */
 static void test_same_tree(void)
 {
-    const int64_t n = quick ? 5000 : 200000;
-    double *x = xmalloc((size_t)n * 24);
+    const int64_t n = quick ? 5000 : 200000, n_tiles = quick ? 12000 : 30000;
+    double *x = xmalloc((size_t)(n > n_tiles ? n : n_tiles) * 24);
     const int leaf_sizes[3] = {1, 16, 64};
-    static const char *const builds[4] = {"one block",
+    static const char *const builds[5] = {"one block",
                                           "level by level, 63-bit sort, binary searches",
                                           "level by level, split sort",
-                                          "level by level, split sort falling back"};
-    for (int c = 0; c < 24; c++) {
+                                          "level by level, split sort falling back",
+                                          "one block, keys sorted in tiles and merged"};
+    for (int c = 0; c < 30; c++) {
         const int build = c / 6, dist = c % 6;
-        fmk_cuda_tree_small_max = build == 0 ? 1ll << 40 : 0;
-        fmk_cuda_tree_split_sort_min = build >= 2 ? 0 : 1ll << 40;
+        fmk_cuda_tree_small_max = build == 0 || build == 4 ? 1ll << 40 : 0;
+        fmk_cuda_tree_split_sort_min = build == 2 || build == 3 ? 0 : 1ll << 40;
         fmk_cuda_tree_split_run_max = build == 3 ? 1 : 1024;
         fmk_cuda_tree_cells = build != 1;
         /* one block: the one-block sort takes 2049 .. 8192 points */
         int64_t nc = dist == 3 ? 1 : dist == 4 ? 2 : build == 0 && n > 8000 ? 8000 : n;
+        if (build == 4 && dist != 3 && dist != 4) /* 2 (quick) or 4 tiles */
+            nc = n_tiles;
         test_points(dist == 1 ? TEST_DIST_CLUSTERED : TEST_DIST_PLUMMER, nc, 61 + dist, x);
         if (dist == 2) /* a third of them identical */
             for (int64_t i = 0; i < nc / 3; i++)
