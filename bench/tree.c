@@ -25,8 +25,11 @@
  *                               moments in six launches and copies
  *   --sort-tiles K              small trees of up to K x 8192 points sort their keys in K
  *                               blocks and merge them (default 4; 1: CUB's sort above 8192)
+ *   --build-block T             threads of the one-block tree build (512 or 1024, default)
+ *   --split-deepest             the split walk at the deepest of the levels that allow the
+ *                               most parts (default: the shallowest)
  *   --frame-small N, --prep-small N   the largest sets of the one-block frame and of the
- *                               one-block charges and moments (default 32768 each)
+ *                               one-block charges and moments (default 32768 and 4096)
  *   --split-sort-min N          trees of more than N points (default 65536) sort the keys' top
  *                               32 bits first; a huge N sorts all 63 bits (the sort before)
  *   --no-cells                  the tree's first levels by binary searches, not the table of
@@ -91,6 +94,11 @@ extern int fmk_cuda_bh_async;
 /* Small trees sort their keys in up to this many blocks of 8192 and merge them (1: one block up
  * to 8192 keys, CUB's device sort above; a tuning knob, not API). */
 extern int fmk_cuda_tree_sort_tiles;
+/* The threads of the one-block build (512 or 1024, default; a tuning knob, not API). */
+extern int fmk_cuda_tree_build_block;
+/* Of the levels that allow the most parts, the split walk takes the shallowest (0, default) or
+ * the deepest (1; a tuning knob, not API). */
+extern int fmk_cuda_bh_split_deepest;
 extern long long fmk_cuda_bh_prep_small_max;
 /* The split walk's level: at least this many nodes per part, no deeper than this level. */
 extern int fmk_cuda_bh_split_nodes;
@@ -415,6 +423,10 @@ int main(int argc, char **argv)
             fmk_cuda_tree_small_max = 0, fmk_cuda_bh_moments_small_max = 0, fmk_cuda_bh_split_warps = 0;
         else if (strcmp(argv[a], "--one-wait-off") == 0)
             fmk_cuda_bh_frame_small_max = 0, fmk_cuda_bh_async = 0, fmk_cuda_bh_prep_small_max = 0;
+        else if (strcmp(argv[a], "--split-deepest") == 0)
+            fmk_cuda_bh_split_deepest = 1;
+        else if (strcmp(argv[a], "--build-block") == 0 && a + 1 < argc)
+            fmk_cuda_tree_build_block = atoi(argv[++a]);
         else if (strcmp(argv[a], "--sort-tiles") == 0 && a + 1 < argc)
             fmk_cuda_tree_sort_tiles = atoi(argv[++a]);
         else if (strcmp(argv[a], "--frame-small") == 0 && a + 1 < argc)
@@ -456,7 +468,7 @@ int main(int argc, char **argv)
         else {
             fprintf(stderr, "usage: tree [--json] [--quick] [--theta-sweep] [--max-log2 K] [--leaf L] "
                             "[--headline [--big] [--variants]] [--profile] [--groups] [--crossover] "
-                            "[--one N [--plummer] [--direct]] [--no-small] [--one-wait-off] [--sort-tiles K] [--frame-small N] [--prep-small N] [--split-sort-min N] "
+                            "[--one N [--plummer] [--direct]] [--no-small] [--one-wait-off] [--sort-tiles K] [--build-block T] [--split-deepest] [--frame-small N] [--prep-small N] [--split-sort-min N] "
                             "[--no-cells] "
                             "[--split-nodes K] "
                             "[--split-level L] [--split-warps W] [--theta T] [--mac K] [--leaf-theta T] "

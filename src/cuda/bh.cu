@@ -99,6 +99,11 @@ extern "C" int fmk_cuda_bh_split_nodes;
 int fmk_cuda_bh_split_nodes = 8;
 extern "C" int fmk_cuda_bh_split_level_max;
 int fmk_cuda_bh_split_level_max = 5;
+/* Tuning knob (not API): of the levels that allow the most parts, the split takes the
+ * shallowest (0: the least walk repeated by every part above it) or the deepest (1: finer
+ * pieces of a dense core). */
+extern "C" int fmk_cuda_bh_split_deepest;
+int fmk_cuda_bh_split_deepest = 0;
 /* Tuning knob for the benchmark and the tests (not API): the group walks' acceptance test.
  * 0: a node is accepted when the group's box is outside its opening sphere (every target is
  * then farther than the radius, with a margin for most). 1: a node of more than p2p_cut points
@@ -153,7 +158,7 @@ long long fmk_cuda_bh_frame_small_max = 1ll << 15;
 extern "C" int fmk_cuda_bh_async;
 int fmk_cuda_bh_async = 1;
 extern "C" long long fmk_cuda_bh_prep_small_max;
-long long fmk_cuda_bh_prep_small_max = 1ll << 15;
+long long fmk_cuda_bh_prep_small_max = 4096;
 /* For the tests: set_points_device calls whose one-block frame was not the host's (a softening
  * wider than the points), and builds without a wait done again (the tree did not fit). */
 extern "C" long long fmk_cuda_bh_frame_redos, fmk_cuda_bh_build_redos;
@@ -247,46 +252,77 @@ typedef struct frame_out {
  * same box after its wait and redoes the mapping if the softening made it wider. With a
  * non-finite point the mapped values are meaningless (the tree is built from them all the same,
  * boundedly) and the host reports the point. */
-constexpr int FRAME_BLOCK = 1024;
+constexpr int FRAME_BLOCK = 1024, FRAME_ILP = 4;
+
+/* A box of finite points and the first non-finite one, and their union (k_frame_small). */
+struct frame_box {
+    double lo[3], hi[3];
+    long long bad;
+};
+
+struct frame_box_union {
+    __device__ frame_box operator()(const frame_box &a, const frame_box &b) const
+    {
+        frame_box r;
+        for (int k = 0; k < 3; k++)
+            r.lo[k] = fmin(a.lo[k], b.lo[k]), r.hi[k] = fmax(a.hi[k], b.hi[k]);
+        r.bad = a.bad < b.bad ? a.bad : b.bad;
+        return r;
+    }
+};
+
+/* Points i0 + u FRAME_BLOCK (u < FRAME_ILP) of the sources then the targets into p (zeros past
+ * the last), all loads issued before any is used. */
+__device__ __forceinline__ void frame_points(int64_t ns, const double *__restrict__ s, int64_t nt,
+                                             const double *__restrict__ t, int64_t i0,
+                                             double (&p)[FRAME_ILP][3])
+{
+#pragma unroll
+    for (int u = 0; u < FRAME_ILP; u++) {
+        const int64_t i = i0 + u * FRAME_BLOCK;
+        for (int k = 0; k < 3; k++)
+            p[u][k] = 0.0;
+        if (i < ns)
+            p[u][0] = s[3 * i], p[u][1] = s[3 * i + 1], p[u][2] = s[3 * i + 2];
+        else if (i < ns + nt)
+            p[u][0] = t[3 * (i - ns)], p[u][1] = t[3 * (i - ns) + 1], p[u][2] = t[3 * (i - ns) + 2];
+    }
+}
 
 __global__ void __launch_bounds__(FRAME_BLOCK)
     k_frame_small(int64_t ns, const double *__restrict__ s, int64_t nt,
                   const double *__restrict__ t, double *__restrict__ out, frame_out *h)
 {
-    typedef cub::BlockReduce<double, FRAME_BLOCK> reduce_d;
-    typedef cub::BlockReduce<long long, FRAME_BLOCK> reduce_ll;
-    __shared__ union {
-        typename reduce_d::TempStorage d;
-        typename reduce_ll::TempStorage ll;
-    } temp;
-    __shared__ double s_lo[3], s_hi[3];
+    typedef cub::BlockReduce<frame_box, FRAME_BLOCK> reduce_t;
+    __shared__ typename reduce_t::TempStorage temp;
     __shared__ double s_frame[4];
     const int64_t n = ns + nt;
-    double lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
-    long long bad = LLONG_MAX;
-    for (int64_t i = threadIdx.x; i < n; i += FRAME_BLOCK) {
-        const double *x = i < ns ? s + 3 * i : t + 3 * (i - ns);
-        const double a = x[0], b = x[1], c = x[2];
-        if (isfinite(a) && isfinite(b) && isfinite(c)) {
-            lo[0] = fmin(lo[0], a), lo[1] = fmin(lo[1], b), lo[2] = fmin(lo[2], c);
-            hi[0] = fmax(hi[0], a), hi[1] = fmax(hi[1], b), hi[2] = fmax(hi[2], c);
-        } else {
-            bad = bad < i ? bad : i;
+    frame_box b;
+    for (int k = 0; k < 3; k++)
+        b.lo[k] = INFINITY, b.hi[k] = -INFINITY;
+    b.bad = LLONG_MAX;
+    /* FRAME_ILP points in flight per thread: one block has few warps to hide the loads */
+    for (int64_t i0 = threadIdx.x; i0 < n; i0 += FRAME_BLOCK * FRAME_ILP) {
+        double p[FRAME_ILP][3];
+        frame_points(ns, s, nt, t, i0, p);
+#pragma unroll
+        for (int u = 0; u < FRAME_ILP; u++) {
+            const int64_t i = i0 + u * FRAME_BLOCK;
+            if (i >= n)
+                continue;
+            if (isfinite(p[u][0]) && isfinite(p[u][1]) && isfinite(p[u][2])) {
+                for (int k = 0; k < 3; k++)
+                    b.lo[k] = fmin(b.lo[k], p[u][k]), b.hi[k] = fmax(b.hi[k], p[u][k]);
+            } else {
+                b.bad = b.bad < i ? b.bad : i;
+            }
         }
     }
-    for (int k = 0; k < 3; k++) {
-        const double l = reduce_d(temp.d).Reduce(lo[k], cuda::minimum<>{});
-        __syncthreads();
-        const double u = reduce_d(temp.d).Reduce(hi[k], cuda::maximum<>{});
-        __syncthreads();
-        if (threadIdx.x == 0)
-            s_lo[k] = l, s_hi[k] = u;
-    }
-    bad = reduce_ll(temp.ll).Reduce(bad, cuda::minimum<>{});
+    b = reduce_t(temp).Reduce(b, frame_box_union());
     if (threadIdx.x == 0) {
         double extent = 0;
         for (int k = 0; k < 3; k++) {
-            double l = s_lo[k], u = s_hi[k];
+            double l = b.lo[k], u = b.hi[k];
             h->lo[k] = l, h->hi[k] = u;
             if (l > u) /* no finite point */
                 l = u = 0;
@@ -298,15 +334,22 @@ __global__ void __launch_bounds__(FRAME_BLOCK)
         const double m = frexp(size, &ex); /* size = m 2^ex, m in [0.5, 1) */
         h->width = ldexp(1.0, m == 0.5 ? ex - 1 : ex);
         s_frame[3] = 1.0 / h->width;
-        h->bad = bad == LLONG_MAX ? -1 : bad;
+        h->bad = b.bad == LLONG_MAX ? -1 : b.bad;
     }
     __syncthreads();
     const double cx = s_frame[0], cy = s_frame[1], cz = s_frame[2], inv = s_frame[3];
-    for (int64_t i = threadIdx.x; i < n; i += FRAME_BLOCK) {
-        const double *x = i < ns ? s + 3 * i : t + 3 * (i - ns);
-        out[3 * i] = map_coord(x[0], cx, inv);
-        out[3 * i + 1] = map_coord(x[1], cy, inv);
-        out[3 * i + 2] = map_coord(x[2], cz, inv);
+    for (int64_t i0 = threadIdx.x; i0 < n; i0 += FRAME_BLOCK * FRAME_ILP) {
+        double p[FRAME_ILP][3];
+        frame_points(ns, s, nt, t, i0, p);
+#pragma unroll
+        for (int u = 0; u < FRAME_ILP; u++) {
+            const int64_t i = i0 + u * FRAME_BLOCK;
+            if (i < n) {
+                out[3 * i] = map_coord(p[u][0], cx, inv);
+                out[3 * i + 1] = map_coord(p[u][1], cy, inv);
+                out[3 * i + 2] = map_coord(p[u][2], cz, inv);
+            }
+        }
     }
 }
 
@@ -1577,7 +1620,7 @@ fmk_status ok(fmk_plan *plan, cudaError_t err, const char *what)
  * split_warps: up to warps / groups parts (at most MAX_PARTS), with at least
  * fmk_cuda_bh_split_nodes nodes per part at the split level (the more, the better the parts
  * share the work of a dense core), at the level no deeper than fmk_cuda_bh_split_level_max that
- * allows the most parts. (A walk whose stack overflows above the split level is redone unsplit
+ * allows the most parts (the shallowest of equals, or the deepest: fmk_cuda_bh_split_deepest). (A walk whose stack overflows above the split level is redone unsplit
  * by run_eval_t.) */
 fmk_status choose_split(fmk_plan *plan, bh_state *s, int64_t m)
 {
@@ -1595,7 +1638,7 @@ fmk_status choose_split(fmk_plan *plan, bh_state *s, int64_t m)
     for (int L = 1; L <= fmk_cuda_bh_split_level_max && L < t->levels; L++) {
         int64_t p = (t->level_begin[L + 1] - t->level_begin[L]) / fmk_cuda_bh_split_nodes;
         p = p < want ? p : want;
-        if (p > parts)
+        if (p > parts || (fmk_cuda_bh_split_deepest && p == parts && p >= 2))
             parts = p, level = L;
     }
     if (parts < 2)

@@ -366,13 +366,14 @@ __global__ void k_write_children(int L, int32_t bound, int64_t cap, int32_t *__r
 
 /* The whole tree below the root in one block, for small trees (a kernel launch per level
  * costs more than the level's work there): the nodes of k_count_children and k_write_children,
- * level by level, SMALL_NODES nodes at a time with 8 threads per node (thread o finds where
+ * level by level, BUILD_BLOCK / 8 nodes at a time with 8 threads per node (thread o finds where
  * octant o starts: independent binary searches, not a chain of 7), the children's offsets by a
  * block scan carried from tile to tile, and the level boundaries in lb as the multi-block
  * build leaves them. */
-constexpr int SMALL_BLOCK = 512, SMALL_NODES = SMALL_BLOCK / 8;
+constexpr int SMALL_BLOCK = 512;
 
-__global__ void __launch_bounds__(SMALL_BLOCK)
+template <int BUILD_BLOCK>
+__global__ void __launch_bounds__(BUILD_BLOCK)
     k_build_small(int64_t n, int leaf_size, int64_t cap, const uint64_t *__restrict__ keys,
                   int32_t *__restrict__ begin, int32_t *__restrict__ end,
                   int32_t *__restrict__ n_children, int32_t *__restrict__ more,
@@ -380,7 +381,8 @@ __global__ void __launch_bounds__(SMALL_BLOCK)
                   int8_t *__restrict__ level, int32_t *__restrict__ lb,
                   int32_t *__restrict__ h_lb)
 {
-    typedef cub::BlockScan<int32_t, SMALL_BLOCK> scan_t;
+    constexpr int SMALL_NODES = BUILD_BLOCK / 8;
+    typedef cub::BlockScan<int32_t, BUILD_BLOCK> scan_t;
     __shared__ typename scan_t::TempStorage scan;
     __shared__ int32_t s_bound[SMALL_NODES][9];
     __shared__ int32_t s_base[SMALL_NODES];
@@ -693,6 +695,10 @@ extern "C" long long fmk_cuda_tree_split_sort_min;
 long long fmk_cuda_tree_split_sort_min = 1ll << 16;
 extern "C" int fmk_cuda_tree_split_run_max;
 int fmk_cuda_tree_split_run_max = 1024;
+/* Tuning knob (not API): the threads of the one-block build (512 or 1024: 64 or 128 nodes of a
+ * level at a time). */
+extern "C" int fmk_cuda_tree_build_block;
+int fmk_cuda_tree_build_block = 1024;
 /* Tuning knob (not API): trees of at most fmk_cuda_tree_small_max points and at most this many
  * times 8192 sort their keys in as many blocks and merge them (k_sort_small, k_merge_tiles);
  * 1: one block up to 8192 points, CUB's device sort above. */
@@ -704,6 +710,20 @@ extern "C" int fmk_cuda_tree_cells;
 int fmk_cuda_tree_cells = 1;
 
 namespace {
+
+/* k_build_small over t's sorted keys with fmk_cuda_tree_build_block threads; h_lb: the host's
+ * copy of the level table to write, or NULL. */
+void build_small(fmk_cuda_tree *t, int32_t *h_lb)
+{
+    if (fmk_cuda_tree_build_block == 512)
+        k_build_small<512><<<1, 512>>>(t->n_points, t->leaf_size, t->cap_nodes, t->d_keys,
+                                       t->d_begin, t->d_end, t->d_n_children, t->d_more,
+                                       t->d_next, t->d_parent, t->d_level, t->d_lb, h_lb);
+    else
+        k_build_small<1024><<<1, 1024>>>(t->n_points, t->leaf_size, t->cap_nodes, t->d_keys,
+                                         t->d_begin, t->d_end, t->d_n_children, t->d_more,
+                                         t->d_next, t->d_parent, t->d_level, t->d_lb, h_lb);
+}
 
 #ifndef FMK_CUDA_TREE_CHECK /* levels between the host's looks at the level boundaries */
 #define FMK_CUDA_TREE_CHECK 4
@@ -733,9 +753,7 @@ fmk_status build_levels(fmk_plan *plan, fmk_cuda_tree *t, int *overflow)
     cudaError_t err = cudaSuccess;
     int L = 0;
     if (n <= fmk_cuda_tree_small_max) {
-        k_build_small<<<1, SMALL_BLOCK>>>(n, t->leaf_size, t->cap_nodes, t->d_keys, t->d_begin,
-                                          t->d_end, t->d_n_children, t->d_more, t->d_next,
-                                          t->d_parent, t->d_level, lb, NULL);
+        build_small(t, NULL);
         L = FMK_TREE_MAX_LEVEL + 1;
     } else {
         if (cells)
@@ -1003,9 +1021,7 @@ extern "C" fmk_status fmk_cuda_tree3d_build_async(fmk_plan *plan, int64_t n, con
     if (st == FMK_OK) /* a split sort's flag is looked at by finish */
         st = sort_points(plan, t, n, d_x, n > fmk_cuda_tree_split_sort_min);
     if (st == FMK_OK) {
-        k_build_small<<<1, SMALL_BLOCK>>>(n, t->leaf_size, t->cap_nodes, t->d_keys, t->d_begin,
-                                          t->d_end, t->d_n_children, t->d_more, t->d_next,
-                                          t->d_parent, t->d_level, t->d_lb, t->dh_lb);
+        build_small(t, t->dh_lb);
         st = check(plan, cudaGetLastError(), "the one-block tree build");
     }
     if (st == FMK_OK)

@@ -44,6 +44,8 @@ extern int fmk_cuda_bh_split_warps;
 extern int fmk_cuda_bh_split_level_max;
 extern int fmk_cuda_bh_split_nodes;
 extern long long fmk_cuda_bh_split_redos;
+/* The threads of the one-block build (512 or 1024). */
+extern int fmk_cuda_tree_build_block;
 /* The one-wait paths of small N: the one-block frame of sets of at most this many points,
  * trees built without a host wait (1), the one-block charges and moments of at most this many
  * sources; and how often the frame (a softening wider than the points) and such a build (the
@@ -306,6 +308,21 @@ static void test_hard_inputs(void)
     free(x), free(q), free(rp), free(rg);
 }
 
+/* Device copies of n points x with charges q and m targets y, and room for n results. */
+static void device_arrays(int64_t n, const double *x, const double *q, int64_t m, const double *y,
+                          double **d_x, double **d_q, double **d_y, double **d_pot,
+                          double **d_grad)
+{
+    cudaMalloc((void **)d_x, (size_t)n * 24);
+    cudaMalloc((void **)d_y, (size_t)m * 24);
+    cudaMalloc((void **)d_q, (size_t)n * 8);
+    cudaMalloc((void **)d_pot, (size_t)n * 8);
+    cudaMalloc((void **)d_grad, (size_t)n * 24);
+    cudaMemcpy(*d_x, x, (size_t)n * 24, cudaMemcpyHostToDevice);
+    cudaMemcpy(*d_y, y, (size_t)m * 24, cudaMemcpyHostToDevice);
+    cudaMemcpy(*d_q, q, (size_t)n * 8, cudaMemcpyHostToDevice);
+}
+
 /* Device pointers: set_points_device + eval_device give the host path's results. */
 static void test_device_paths(void)
 {
@@ -315,14 +332,7 @@ static void test_device_paths(void)
     test_points(TEST_DIST_CUBE, m, 52, y);
     test_charges(n, 0, 53, q);
     double *d_x, *d_q, *d_y, *d_pot, *d_grad;
-    cudaMalloc((void **)&d_x, (size_t)n * 24);
-    cudaMalloc((void **)&d_y, (size_t)m * 24);
-    cudaMalloc((void **)&d_q, (size_t)n * 8);
-    cudaMalloc((void **)&d_pot, (size_t)n * 8);
-    cudaMalloc((void **)&d_grad, (size_t)n * 24);
-    cudaMemcpy(d_x, x, (size_t)n * 24, cudaMemcpyHostToDevice);
-    cudaMemcpy(d_y, y, (size_t)m * 24, cudaMemcpyHostToDevice);
-    cudaMemcpy(d_q, q, (size_t)n * 8, cudaMemcpyHostToDevice);
+    device_arrays(n, x, q, m, y, &d_x, &d_q, &d_y, &d_pot, &d_grad);
     double *p1 = xmalloc((size_t)n * 8), *g1 = xmalloc((size_t)n * 24);
     double *p2 = xmalloc((size_t)n * 8), *g2 = xmalloc((size_t)n * 24);
     for (int prec = 0; prec < 2; prec++)
@@ -395,17 +405,18 @@ static void test_same_tree(void)
     const int64_t n = quick ? 5000 : 200000, n_tiles = quick ? 12000 : 30000;
     double *x = xmalloc((size_t)(n > n_tiles ? n : n_tiles) * 24);
     const int leaf_sizes[3] = {1, 16, 64};
-    static const char *const builds[5] = {"one block",
+    static const char *const builds[5] = {"one block of 512 threads",
                                           "level by level, 63-bit sort, binary searches",
                                           "level by level, split sort",
                                           "level by level, split sort falling back",
-                                          "one block, keys sorted in tiles and merged"};
+                                          "one block of 1024 threads, keys sorted in tiles and merged"};
     for (int c = 0; c < 30; c++) {
         const int build = c / 6, dist = c % 6;
         fmk_cuda_tree_small_max = build == 0 || build == 4 ? 1ll << 40 : 0;
         fmk_cuda_tree_split_sort_min = build == 2 || build == 3 ? 0 : 1ll << 40;
         fmk_cuda_tree_split_run_max = build == 3 ? 1 : 1024;
         fmk_cuda_tree_cells = build != 1;
+        fmk_cuda_tree_build_block = build == 0 ? 512 : 1024;
         /* one block: the one-block sort takes 2049 .. 8192 points */
         int64_t nc = dist == 3 ? 1 : dist == 4 ? 2 : build == 0 && n > 8000 ? 8000 : n;
         if (build == 4 && dist != 3 && dist != 4) /* 2 (quick) or 4 tiles */
@@ -458,14 +469,23 @@ static void test_same_tree(void)
     fmk_cuda_tree_split_sort_min = 1ll << 16;
     fmk_cuda_tree_split_run_max = 1024;
     fmk_cuda_tree_cells = 1;
+    fmk_cuda_tree_build_block = 1024;
     free(x);
 }
 
+/* The one-wait paths on (the one-block charges and moments up to 32768 sources, not only up
+ * to the default 4096) or off; restore_one_wait: the defaults. */
 static void one_wait_paths(int on)
 {
     fmk_cuda_bh_frame_small_max = on ? 1ll << 15 : 0;
     fmk_cuda_bh_async = on;
     fmk_cuda_bh_prep_small_max = on ? 1ll << 15 : 0;
+}
+
+static void restore_one_wait(void)
+{
+    one_wait_paths(1);
+    fmk_cuda_bh_prep_small_max = 4096;
 }
 
 /* set_points_device + eval_device of n device points (separate targets when m > 0). */
@@ -508,14 +528,7 @@ static void test_one_wait(void)
     test_points(TEST_DIST_CUBE, m, 102, y);
     test_charges(n, 0, 103, q);
     double *d_x, *d_q, *d_y, *d_pot, *d_grad;
-    cudaMalloc((void **)&d_x, (size_t)n * 24);
-    cudaMalloc((void **)&d_y, (size_t)m * 24);
-    cudaMalloc((void **)&d_q, (size_t)n * 8);
-    cudaMalloc((void **)&d_pot, (size_t)n * 8);
-    cudaMalloc((void **)&d_grad, (size_t)n * 24);
-    cudaMemcpy(d_x, x, (size_t)n * 24, cudaMemcpyHostToDevice);
-    cudaMemcpy(d_y, y, (size_t)m * 24, cudaMemcpyHostToDevice);
-    cudaMemcpy(d_q, q, (size_t)n * 8, cudaMemcpyHostToDevice);
+    device_arrays(n, x, q, m, y, &d_x, &d_q, &d_y, &d_pot, &d_grad);
     for (int c = 0; c < 8; c++) {
         const int prec = c & 1, kern = c >> 1 & 1, sep = c >> 2;
         const fmk_kernel kernel = kern ? FMK_KERNEL_PLUMMER : FMK_KERNEL_LAPLACE;
@@ -532,7 +545,7 @@ static void test_one_wait(void)
         CHECK_LE(test_rel_l2(p[0], p[1], mt), 0.0, "pot, one wait vs waits");
         CHECK_LE(test_rel_l2(g[0], g[1], 3 * mt), 0.0, "grad, one wait vs waits");
     }
-    one_wait_paths(1);
+    restore_one_wait();
     /* a softening wider than the points: the host's frame, the host path's results */
     {
         const int64_t nb = n < 2000 ? n : 2000;
@@ -683,7 +696,7 @@ static void test_small_paths(void)
     fmk_cuda_bh_split_nodes = 8;
     fmk_cuda_bh_moments_small_max = 8192;
     fmk_cuda_tree_small_max = 1ll << 16;
-    one_wait_paths(1);
+    restore_one_wait();
     for (int k = 0; k < 2; k++)
         free(p[k]), free(g[k]);
     free(x), free(q), free(y);
