@@ -44,6 +44,9 @@ extern int fmk_cuda_bh_split_warps;
 extern int fmk_cuda_bh_split_level_max;
 extern int fmk_cuda_bh_split_nodes;
 extern long long fmk_cuda_bh_split_redos;
+/* The split walk at the deepest of the levels that allow the most parts (`--split-deepest`
+ * runs every test so). */
+extern int fmk_cuda_bh_split_deepest;
 /* The threads of the one-block build (512 or 1024). */
 extern int fmk_cuda_tree_build_block;
 /* The one-wait paths of small N: the one-block frame of sets of at most this many points,
@@ -997,6 +1000,8 @@ int main(int argc, char **argv)
             fmk_cuda_bh_leaf_theta = atof(argv[++a]);
         else if (strcmp(argv[a], "--local") == 0 && a + 1 < argc)
             fmk_cuda_bh_local = atoi(argv[++a]);
+        else if (strcmp(argv[a], "--split-deepest") == 0)
+            fmk_cuda_bh_split_deepest = 1;
         else if (strcmp(argv[a], "--local-only") == 0)
             local_only = 1;
         else if (strcmp(argv[a], "--local-k") == 0 && a + 1 < argc)
