@@ -19,6 +19,17 @@
  *   tree --one N [--plummer] [--direct]   one configuration, 16 repeats (for a profiler)
  *   --no-small                  (with any of the above) the small-N paths off: one launch per
  *                               tree level and per moment level, no split walk
+ *   --one-wait-off              (with any of the above) set_points_device and eval as before
+ *                               the one-wait paths: the box reduced by CUB and read, the build
+ *                               waiting for its level table, and the charge check, charges and
+ *                               moments in six launches and copies
+ *   --sort-tiles K              small trees of up to K x 8192 points sort their keys in K
+ *                               blocks and merge them (default 4; 1: CUB's sort above 8192)
+ *   --build-block T             threads of the one-block tree build (512 or 1024, default)
+ *   --split-deepest             the split walk at the deepest of the levels that allow the
+ *                               most parts (default: the shallowest)
+ *   --frame-small N, --prep-small N   the largest sets of the one-block frame and of the
+ *                               one-block charges and moments (default 32768 and 4096)
  *   --split-sort-min N          trees of more than N points (default 65536) sort the keys' top
  *                               32 bits first; a huge N sorts all 63 bits (the sort before)
  *   --no-cells                  the tree's first levels by binary searches, not the table of
@@ -75,6 +86,20 @@ extern long long fmk_cuda_tree_split_sort_min;
 extern int fmk_cuda_tree_cells;
 extern long long fmk_cuda_bh_moments_small_max;
 extern int fmk_cuda_bh_split_warps;
+/* The one-wait paths of small N (tuning knobs, not API): the one-block frame of sets of at
+ * most this many points, the build without a wait (1) or with one (0), and the one-block
+ * charges and moments of at most this many sources. --one-wait-off sets all three to 0. */
+extern long long fmk_cuda_bh_frame_small_max;
+extern int fmk_cuda_bh_async;
+/* Small trees sort their keys in up to this many blocks of 8192 and merge them (1: one block up
+ * to 8192 keys, CUB's device sort above; a tuning knob, not API). */
+extern int fmk_cuda_tree_sort_tiles;
+/* The threads of the one-block build (512 or 1024, default; a tuning knob, not API). */
+extern int fmk_cuda_tree_build_block;
+/* Of the levels that allow the most parts, the split walk takes the shallowest (0, default) or
+ * the deepest (1; a tuning knob, not API). */
+extern int fmk_cuda_bh_split_deepest;
+extern long long fmk_cuda_bh_prep_small_max;
 /* The split walk's level: at least this many nodes per part, no deeper than this level. */
 extern int fmk_cuda_bh_split_nodes;
 extern int fmk_cuda_bh_split_level_max;
@@ -396,6 +421,18 @@ int main(int argc, char **argv)
             with_direct = 1;
         else if (strcmp(argv[a], "--no-small") == 0)
             fmk_cuda_tree_small_max = 0, fmk_cuda_bh_moments_small_max = 0, fmk_cuda_bh_split_warps = 0;
+        else if (strcmp(argv[a], "--one-wait-off") == 0)
+            fmk_cuda_bh_frame_small_max = 0, fmk_cuda_bh_async = 0, fmk_cuda_bh_prep_small_max = 0;
+        else if (strcmp(argv[a], "--split-deepest") == 0)
+            fmk_cuda_bh_split_deepest = 1;
+        else if (strcmp(argv[a], "--build-block") == 0 && a + 1 < argc)
+            fmk_cuda_tree_build_block = atoi(argv[++a]);
+        else if (strcmp(argv[a], "--sort-tiles") == 0 && a + 1 < argc)
+            fmk_cuda_tree_sort_tiles = atoi(argv[++a]);
+        else if (strcmp(argv[a], "--frame-small") == 0 && a + 1 < argc)
+            fmk_cuda_bh_frame_small_max = atoll(argv[++a]);
+        else if (strcmp(argv[a], "--prep-small") == 0 && a + 1 < argc)
+            fmk_cuda_bh_prep_small_max = atoll(argv[++a]);
         else if (strcmp(argv[a], "--no-cells") == 0)
             fmk_cuda_tree_cells = 0;
         else if (strcmp(argv[a], "--split-sort-min") == 0 && a + 1 < argc)
@@ -431,7 +468,7 @@ int main(int argc, char **argv)
         else {
             fprintf(stderr, "usage: tree [--json] [--quick] [--theta-sweep] [--max-log2 K] [--leaf L] "
                             "[--headline [--big] [--variants]] [--profile] [--groups] [--crossover] "
-                            "[--one N [--plummer] [--direct]] [--no-small] [--split-sort-min N] "
+                            "[--one N [--plummer] [--direct]] [--no-small] [--one-wait-off] [--sort-tiles K] [--build-block T] [--split-deepest] [--frame-small N] [--prep-small N] [--split-sort-min N] "
                             "[--no-cells] "
                             "[--split-nodes K] "
                             "[--split-level L] [--split-warps W] [--theta T] [--mac K] [--leaf-theta T] "
@@ -488,17 +525,21 @@ int main(int argc, char **argv)
                 row r = measure("crossover", &p, f32, 0.6, 2, leaf, 32, FMK_WALK_AUTO, 15);
                 r.direct = direct_time(&p, 15);
                 add(r, json);
+                /* found: the N from which the treecode was the faster at every N measured
+                 * (a crossing back makes it look again), interpolated in log N */
                 const double gap = r.total - r.direct;
-                if (!found && prev_n > 0 && prev_gap > 0 && gap <= 0) /* interpolate in log N */
+                if (gap > 0)
+                    found = 0;
+                else if (!found && prev_n > 0 && prev_gap > 0)
                     found = exp(log(prev_n) + (log((double)n) - log(prev_n)) * prev_gap / (prev_gap - gap));
-                if (!found && prev_n == 0 && gap <= 0)
+                else if (!found)
                     found = (double)n; /* faster already at the smallest N */
                 prev_n = (double)n, prev_gap = gap;
                 problem_free(&p);
             }
             if (!json) {
                 if (found > 0)
-                    printf("crossover (%s): the treecode is faster from N ~ %.0f\n",
+                    printf("crossover (%s): the treecode is faster at every N from ~ %.0f\n",
                            d ? "plummer" : "cube", found);
                 else
                     printf("crossover (%s): not reached below N = 32768\n", d ? "plummer" : "cube");

@@ -41,6 +41,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cub/block/block_reduce.cuh>
+#include <cuda/functional>
+
 #include "tree_internal.h"
 
 #ifndef FMK_TREE_THETA_CAP /* tree3d.h's cap of theta in the opening radius */
@@ -96,6 +99,11 @@ extern "C" int fmk_cuda_bh_split_nodes;
 int fmk_cuda_bh_split_nodes = 8;
 extern "C" int fmk_cuda_bh_split_level_max;
 int fmk_cuda_bh_split_level_max = 5;
+/* Tuning knob (not API): of the levels that allow the most parts, the split takes the
+ * shallowest (0: the least walk repeated by every part above it) or the deepest (1: finer
+ * pieces of a dense core). */
+extern "C" int fmk_cuda_bh_split_deepest;
+int fmk_cuda_bh_split_deepest = 0;
 /* Tuning knob for the benchmark and the tests (not API): the group walks' acceptance test.
  * 0: a node is accepted when the group's box is outside its opening sphere (every target is
  * then farther than the radius, with a margin for most). 1: a node of more than p2p_cut points
@@ -133,6 +141,28 @@ double fmk_cuda_bh_local_k = 2.25;
  * ((s / |r0|)^2 (|y - c| / |r0|)^3, bh_local.py) are the largest. */
 extern "C" double fmk_cuda_bh_local_open;
 double fmk_cuda_bh_local_open = 0.5;
+/* Tuning knobs for the benchmark and the tests (not API), the fixed cost of small N:
+ * - fmk_cuda_bh_frame_small_max: set_points_device of at most this many points (sources and
+ *   targets) finds the bounding box, the frame and the mapped points in one block
+ *   (k_frame_small) and does not wait for the box (the host checks the frame after the
+ *   build's one wait); larger sets, or 0, reduce the box with CUB and wait for it.
+ * - fmk_cuda_bh_async: trees of at most fmk_cuda_tree_small_max points are built without a
+ *   host wait (fmk_cuda_tree3d_build_async), so set_points waits once (0: the build waits for
+ *   its level table, then the packing and the groups follow).
+ * - fmk_cuda_bh_prep_small_max: evaluations of at most this many sources, in trees of at most
+ *   fmk_cuda_bh_moments_small_max nodes, check and pack the charges and compute every moment
+ *   in one block (k_prep_small: one launch instead of two copies, three kernels and the
+ *   moments' two). */
+extern "C" long long fmk_cuda_bh_frame_small_max;
+long long fmk_cuda_bh_frame_small_max = 1ll << 15;
+extern "C" int fmk_cuda_bh_async;
+int fmk_cuda_bh_async = 1;
+extern "C" long long fmk_cuda_bh_prep_small_max;
+long long fmk_cuda_bh_prep_small_max = 4096;
+/* For the tests: set_points_device calls whose one-block frame was not the host's (a softening
+ * wider than the points), and builds without a wait done again (the tree did not fit). */
+extern "C" long long fmk_cuda_bh_frame_redos, fmk_cuda_bh_build_redos;
+long long fmk_cuda_bh_frame_redos = 0, fmk_cuda_bh_build_redos = 0;
 /* For the tests: split walks redone unsplit (their stack overflowed above the split level). */
 extern "C" long long fmk_cuda_bh_split_redos;
 long long fmk_cuda_bh_split_redos = 0;
@@ -190,15 +220,137 @@ template <int ORDER> struct p2p_cut {
 
 /* Caller points -> mapped doubles: x' = 1.5 + (x - center) * inv, as plan.c maps host points
  * (inv is a power of two, so the product is exact and the two agree bit for bit). */
+__device__ __forceinline__ double map_coord(double x, double c, double inv)
+{
+    return __dadd_rn(1.5, __dmul_rn(__dadd_rn(x, -c), inv));
+}
+
 __global__ void k_map(int64_t n, const double *__restrict__ x, double cx, double cy, double cz,
                       double inv, double *__restrict__ out)
 {
     int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
     if (i >= n)
         return;
-    out[3 * i] = __dadd_rn(1.5, __dmul_rn(__dadd_rn(x[3 * i], -cx), inv));
-    out[3 * i + 1] = __dadd_rn(1.5, __dmul_rn(__dadd_rn(x[3 * i + 1], -cy), inv));
-    out[3 * i + 2] = __dadd_rn(1.5, __dmul_rn(__dadd_rn(x[3 * i + 2], -cz), inv));
+    out[3 * i] = map_coord(x[3 * i], cx, inv);
+    out[3 * i + 1] = map_coord(x[3 * i + 1], cy, inv);
+    out[3 * i + 2] = map_coord(x[3 * i + 2], cz, inv);
+}
+
+/* What k_frame_small found (pinned host memory, read after set_points' one wait): the box of
+ * the finite points, the first non-finite point (-1: none; ns + j for target j), and the
+ * frame it mapped the points with. */
+typedef struct frame_out {
+    double lo[3], hi[3], center[3], width;
+    long long bad;
+} frame_out;
+
+/* Bounding box, frame and mapping of a small set (ns sources, nt targets; at most a few tens
+ * of thousands) in one block, without the host: the box of the finite points as
+ * fmk_cuda_bounding_box reduces it, the frame as fmk_plan_frame_from_box makes it from the
+ * box but without the softening (width: the power of two at least the largest extent, 1 for
+ * a single point), and the points mapped as k_map does. The host computes the frame from the
+ * same box after its wait and redoes the mapping if the softening made it wider. With a
+ * non-finite point the mapped values are meaningless (the tree is built from them all the same,
+ * boundedly) and the host reports the point. */
+constexpr int FRAME_BLOCK = 1024, FRAME_ILP = 4;
+
+/* A box of finite points and the first non-finite one, and their union (k_frame_small). */
+struct frame_box {
+    double lo[3], hi[3];
+    long long bad;
+};
+
+struct frame_box_union {
+    __device__ frame_box operator()(const frame_box &a, const frame_box &b) const
+    {
+        frame_box r;
+        for (int k = 0; k < 3; k++)
+            r.lo[k] = fmin(a.lo[k], b.lo[k]), r.hi[k] = fmax(a.hi[k], b.hi[k]);
+        r.bad = a.bad < b.bad ? a.bad : b.bad;
+        return r;
+    }
+};
+
+/* Points i0 + u FRAME_BLOCK (u < FRAME_ILP) of the sources then the targets into p (zeros past
+ * the last), all loads issued before any is used. */
+__device__ __forceinline__ void frame_points(int64_t ns, const double *__restrict__ s, int64_t nt,
+                                             const double *__restrict__ t, int64_t i0,
+                                             double (&p)[FRAME_ILP][3])
+{
+#pragma unroll
+    for (int u = 0; u < FRAME_ILP; u++) {
+        const int64_t i = i0 + u * FRAME_BLOCK;
+        for (int k = 0; k < 3; k++)
+            p[u][k] = 0.0;
+        if (i < ns)
+            p[u][0] = s[3 * i], p[u][1] = s[3 * i + 1], p[u][2] = s[3 * i + 2];
+        else if (i < ns + nt)
+            p[u][0] = t[3 * (i - ns)], p[u][1] = t[3 * (i - ns) + 1], p[u][2] = t[3 * (i - ns) + 2];
+    }
+}
+
+__global__ void __launch_bounds__(FRAME_BLOCK)
+    k_frame_small(int64_t ns, const double *__restrict__ s, int64_t nt,
+                  const double *__restrict__ t, double *__restrict__ out, frame_out *h)
+{
+    typedef cub::BlockReduce<frame_box, FRAME_BLOCK> reduce_t;
+    __shared__ typename reduce_t::TempStorage temp;
+    __shared__ double s_frame[4];
+    const int64_t n = ns + nt;
+    frame_box b;
+    for (int k = 0; k < 3; k++)
+        b.lo[k] = INFINITY, b.hi[k] = -INFINITY;
+    b.bad = LLONG_MAX;
+    /* FRAME_ILP points in flight per thread: one block has few warps to hide the loads */
+    for (int64_t i0 = threadIdx.x; i0 < n; i0 += FRAME_BLOCK * FRAME_ILP) {
+        double p[FRAME_ILP][3];
+        frame_points(ns, s, nt, t, i0, p);
+#pragma unroll
+        for (int u = 0; u < FRAME_ILP; u++) {
+            const int64_t i = i0 + u * FRAME_BLOCK;
+            if (i >= n)
+                continue;
+            if (isfinite(p[u][0]) && isfinite(p[u][1]) && isfinite(p[u][2])) {
+                for (int k = 0; k < 3; k++)
+                    b.lo[k] = fmin(b.lo[k], p[u][k]), b.hi[k] = fmax(b.hi[k], p[u][k]);
+            } else {
+                b.bad = b.bad < i ? b.bad : i;
+            }
+        }
+    }
+    b = reduce_t(temp).Reduce(b, frame_box_union());
+    if (threadIdx.x == 0) {
+        double extent = 0;
+        for (int k = 0; k < 3; k++) {
+            double l = b.lo[k], u = b.hi[k];
+            h->lo[k] = l, h->hi[k] = u;
+            if (l > u) /* no finite point */
+                l = u = 0;
+            h->center[k] = s_frame[k] = 0.5 * l + 0.5 * u;
+            extent = fmax(extent, u - l);
+        }
+        const double size = extent > 0 ? extent : 1;
+        int ex;
+        const double m = frexp(size, &ex); /* size = m 2^ex, m in [0.5, 1) */
+        h->width = ldexp(1.0, m == 0.5 ? ex - 1 : ex);
+        s_frame[3] = 1.0 / h->width;
+        h->bad = b.bad == LLONG_MAX ? -1 : b.bad;
+    }
+    __syncthreads();
+    const double cx = s_frame[0], cy = s_frame[1], cz = s_frame[2], inv = s_frame[3];
+    for (int64_t i0 = threadIdx.x; i0 < n; i0 += FRAME_BLOCK * FRAME_ILP) {
+        double p[FRAME_ILP][3];
+        frame_points(ns, s, nt, t, i0, p);
+#pragma unroll
+        for (int u = 0; u < FRAME_ILP; u++) {
+            const int64_t i = i0 + u * FRAME_BLOCK;
+            if (i < n) {
+                out[3 * i] = map_coord(p[u][0], cx, inv);
+                out[3 * i + 1] = map_coord(p[u][1], cy, inv);
+                out[3 * i + 2] = map_coord(p[u][2], cz, inv);
+            }
+        }
+    }
 }
 
 template <typename R>
@@ -282,12 +434,14 @@ __global__ void k_charge_stats(int64_t n, const double *__restrict__ q,
     }
 }
 
-__global__ void k_links(int32_t n_nodes, const int32_t *__restrict__ more,
-                        const int32_t *__restrict__ next, const int32_t *__restrict__ begin,
-                        const int32_t *__restrict__ end, int4 *__restrict__ links)
+/* n_nodes, or (a tree built without a wait) at most n_nodes and the count on the device. */
+__global__ void k_links(int32_t n_nodes, const int32_t *__restrict__ count,
+                        const int32_t *__restrict__ more, const int32_t *__restrict__ next,
+                        const int32_t *__restrict__ begin, const int32_t *__restrict__ end,
+                        int4 *__restrict__ links)
 {
     int32_t i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n_nodes)
+    if (i < n_nodes && (!count || i < *count))
         links[i] = make_int4(more[i], next[i], begin[i], end[i]);
 }
 
@@ -339,9 +493,10 @@ __device__ __forceinline__ void moments_node(int32_t i, int L, double inv_theta,
                                              const uint64_t *__restrict__ keys,
                                              const int4 *__restrict__ links,
                                              const int32_t *__restrict__ n_children,
-                                             const typename vec4<R>::type *__restrict__ src,
+                                             const typename vec4<R>::type *src,
                                              typename vec4<R>::type *__restrict__ node)
 {
+    /* src is not __restrict__: k_prep_small writes the charges into it before reading it */
     typedef typename vec4<R>::type V;
     const int4 l = links[i];
     /* geometric centre of the node's cube: its key prefix */
@@ -454,6 +609,81 @@ __global__ void __launch_bounds__(MOMENTS_SMALL_BLOCK)
             if (links[i].x >= 0)
                 moments_node<R>(i, L, inv_theta, scale, keys, links, n_children, src, node);
         __syncthreads(); /* the parents read these */
+    }
+}
+
+/* The charge check, the charges' packing and every moment of a small tree in one block (the
+ * kernels of run_eval and run_eval_t from the charge check to the moments, which for small N
+ * cost more in launches and copies than in work): the check's words written, not reduced
+ * into (stats[2], the split walk's overflow flag, cleared), the charges times charge_scale
+ * into src, the leaves, then the inner nodes level by level as k_moments_inner. */
+constexpr int PREP_BLOCK = 512, PREP_ILP = 8;
+
+template <typename R>
+__global__ void __launch_bounds__(PREP_BLOCK)
+    k_prep_small(int64_t n, const int32_t *__restrict__ order, const double *__restrict__ q,
+                 unsigned long long *__restrict__ stats, int32_t n_nodes, int levels,
+                 level_table lt, const int8_t *__restrict__ level, double inv_theta, double scale,
+                 const uint64_t *__restrict__ keys, const int4 *__restrict__ links,
+                 const int32_t *__restrict__ n_children, typename vec4<R>::type *__restrict__ src,
+                 typename vec4<R>::type *__restrict__ node)
+{
+    typedef cub::BlockReduce<unsigned long long, PREP_BLOCK> reduce_t;
+    __shared__ typename reduce_t::TempStorage temp;
+    /* PREP_ILP loads in flight per thread: one block has few warps to hide their latency */
+    unsigned long long big = 0, bad = ~0ull;
+    for (int64_t i0 = threadIdx.x; i0 < n; i0 += PREP_BLOCK * PREP_ILP) {
+        double a[PREP_ILP];
+#pragma unroll
+        for (int u = 0; u < PREP_ILP; u++) {
+            const int64_t i = i0 + u * PREP_BLOCK;
+            a[u] = i < n ? fabs(q[i]) : 0.0;
+        }
+#pragma unroll
+        for (int u = 0; u < PREP_ILP; u++) {
+            const unsigned long long i = (unsigned long long)(i0 + u * PREP_BLOCK);
+            const unsigned long long bits = (unsigned long long)__double_as_longlong(a[u]);
+            if (!isfinite(a[u]))
+                bad = i < bad ? i : bad;
+            else
+                big = bits > big ? bits : big;
+        }
+    }
+    __shared__ double s_scale;
+    big = reduce_t(temp).Reduce(big, cuda::maximum<>{});
+    __syncthreads();
+    bad = reduce_t(temp).Reduce(bad, cuda::minimum<>{});
+    if (threadIdx.x == 0) {
+        const unsigned long long w[2] = {bad, big};
+        stats[0] = bad, stats[1] = big, stats[2] = 0;
+        s_scale = charge_scale<R>(w);
+    }
+    __syncthreads();
+    const double cs = s_scale;
+    for (int64_t i0 = threadIdx.x; i0 < n; i0 += PREP_BLOCK * PREP_ILP) {
+        int32_t o[PREP_ILP];
+        double c[PREP_ILP];
+#pragma unroll
+        for (int u = 0; u < PREP_ILP; u++)
+            o[u] = i0 + u * PREP_BLOCK < n ? order[i0 + u * PREP_BLOCK] : 0;
+#pragma unroll
+        for (int u = 0; u < PREP_ILP; u++)
+            c[u] = q[o[u]];
+#pragma unroll
+        for (int u = 0; u < PREP_ILP; u++)
+            if (i0 + u * PREP_BLOCK < n)
+                src[i0 + u * PREP_BLOCK].w = (R)(c[u] * cs);
+    }
+    __syncthreads();
+    for (int32_t i = threadIdx.x; i < n_nodes; i += PREP_BLOCK)
+        if (links[i].x < 0)
+            moments_node<R>(i, level[i], inv_theta, scale, keys, links, n_children, src, node);
+    __syncthreads();
+    for (int L = levels - 2; L >= 0; L--) { /* the deepest level holds only leaves */
+        for (int32_t i = lt.begin[L] + threadIdx.x; i < lt.begin[L + 1]; i += PREP_BLOCK)
+            if (links[i].x >= 0)
+                moments_node<R>(i, L, inv_theta, scale, keys, links, n_children, src, node);
+        __syncthreads();
     }
 }
 
@@ -1239,6 +1469,7 @@ typedef struct bh_state {
     int64_t cap_groups, n_groups;
     unsigned long long *d_stats;  /* charge check (2 words), split walk overflow (1) */
     unsigned long long *h_stats;  /* pinned: d_stats after the walk */
+    frame_out *h_frame, *dh_frame; /* pinned: k_frame_small's results (host and device view) */
     cudaEvent_t ev[4];
     int events;
     int64_t bytes;              /* device bytes held (held()) */
@@ -1293,6 +1524,8 @@ void free_state(bh_state *s)
     free_ptr(s->d_groups);
     free_ptr(s->d_stats);
     if (s->h_stats && cudaFreeHost(s->h_stats) != cudaSuccess)
+        (void)cudaGetLastError();
+    if (s->h_frame && cudaFreeHost(s->h_frame) != cudaSuccess)
         (void)cudaGetLastError();
     if (s->events)
         for (int k = 0; k < 4; k++)
@@ -1387,7 +1620,7 @@ fmk_status ok(fmk_plan *plan, cudaError_t err, const char *what)
  * split_warps: up to warps / groups parts (at most MAX_PARTS), with at least
  * fmk_cuda_bh_split_nodes nodes per part at the split level (the more, the better the parts
  * share the work of a dense core), at the level no deeper than fmk_cuda_bh_split_level_max that
- * allows the most parts. (A walk whose stack overflows above the split level is redone unsplit
+ * allows the most parts (the shallowest of equals, or the deepest: fmk_cuda_bh_split_deepest). (A walk whose stack overflows above the split level is redone unsplit
  * by run_eval_t.) */
 fmk_status choose_split(fmk_plan *plan, bh_state *s, int64_t m)
 {
@@ -1405,7 +1638,7 @@ fmk_status choose_split(fmk_plan *plan, bh_state *s, int64_t m)
     for (int L = 1; L <= fmk_cuda_bh_split_level_max && L < t->levels; L++) {
         int64_t p = (t->level_begin[L + 1] - t->level_begin[L]) / fmk_cuda_bh_split_nodes;
         p = p < want ? p : want;
-        if (p > parts)
+        if (p > parts || (fmk_cuda_bh_split_deepest && p == parts && p >= 2))
             parts = p, level = L;
     }
     if (parts < 2)
@@ -1418,10 +1651,12 @@ fmk_status choose_split(fmk_plan *plan, bh_state *s, int64_t m)
     return FMK_OK;
 }
 
-/* Everything geometric from mapped points on the device (d_xs, and d_xt unless self). One
- * wait at the end (the caller's contract: set_points returns with the work done). */
-fmk_status build(fmk_plan *plan, bh_state *s, int64_t ns, const double *d_xs, int64_t nt,
-                 const double *d_xt)
+/* Everything geometric from mapped points on the device (d_xs, and d_xt unless self), queued
+ * (build_wait waits). async: trees of at most fmk_cuda_tree_small_max points are built without
+ * a host wait (tree_internal.h): the kernels after them take the node count from the device
+ * and the buffers are sized by the node arrays' capacity. */
+fmk_status build_launch(fmk_plan *plan, bh_state *s, int64_t ns, const double *d_xs, int64_t nt,
+                        const double *d_xt, int async)
 {
     const int self = plan->self, r = s->real;
     const int64_t m = self ? ns : nt;
@@ -1429,11 +1664,13 @@ fmk_status build(fmk_plan *plan, bh_state *s, int64_t ns, const double *d_xs, in
     const size_t v4 = 4 * (size_t)r;
     fmk_status st = ok(plan, cudaEventRecord(s->ev[0], 0), "cudaEventRecord");
     if (st == FMK_OK)
-        st = fmk_cuda_tree3d_build(plan, ns, d_xs, ls, (long long)held(s), &s->tree);
+        st = (async ? fmk_cuda_tree3d_build_async : fmk_cuda_tree3d_build)(
+            plan, ns, d_xs, ls, (long long)held(s), &s->tree);
     if (st != FMK_OK)
         return st;
     fmk_cuda_tree *t = &s->tree;
-    const int64_t nn = t->n_nodes;
+    const int64_t nn = t->pending ? t->cap_nodes : t->n_nodes;
+    const int32_t *count = t->pending ? t->d_lb + FMK_CUDA_TREE_LB_NODES : NULL;
     st = need(plan, s, &s->src, (size_t)ns * v4, "the sorted sources");
     if (st == FMK_OK)
         st = need(plan, s, &s->links, (size_t)nn * sizeof(int4), "the tree's links");
@@ -1445,8 +1682,8 @@ fmk_status build(fmk_plan *plan, bh_state *s, int64_t ns, const double *d_xs, in
         k_pack_points<float><<<blocks_for(ns), BLOCK>>>(ns, t->d_order, d_xs, coord_scale(4), (real4f *)s->src.p);
     else
         k_pack_points<double><<<blocks_for(ns), BLOCK>>>(ns, t->d_order, d_xs, 1.0, (real4d *)s->src.p);
-    k_links<<<blocks_for(nn), BLOCK>>>((int32_t)nn, t->d_more, t->d_next, t->d_begin, t->d_end,
-                                       (int4 *)s->links.p);
+    k_links<<<blocks_for(nn), BLOCK>>>((int32_t)nn, count, t->d_more, t->d_next, t->d_begin,
+                                       t->d_end, (int4 *)s->links.p);
     if ((st = ok(plan, cudaGetLastError(), "the packing kernels")) != FMK_OK)
         return st;
 
@@ -1455,7 +1692,8 @@ fmk_status build(fmk_plan *plan, bh_state *s, int64_t ns, const double *d_xs, in
     fmk_cuda_tree *gt = t; /* the tree the groups come from */
     if (!self && m > 0) {
         gt = &s->ttree;
-        st = fmk_cuda_tree3d_build(plan, m, d_xt, s->group, (long long)held(s), gt);
+        st = (async ? fmk_cuda_tree3d_build_async : fmk_cuda_tree3d_build)(
+            plan, m, d_xt, s->group, (long long)held(s), gt);
         if (st == FMK_OK)
             st = need(plan, s, &s->trg, (size_t)m * v4, "the sorted targets");
         if (st != FMK_OK)
@@ -1477,28 +1715,63 @@ fmk_status build(fmk_plan *plan, bh_state *s, int64_t ns, const double *d_xs, in
     if (st == FMK_OK && bound > 0)
         st = need(plan, s, &s->box, (size_t)bound * 2 * v4, "the group boxes");
     if (st == FMK_OK && bound > 0) {
-        const int32_t *count = gt->d_lb + FMK_CUDA_TREE_LB_GROUPS;
+        const int32_t *n_groups = gt->d_lb + FMK_CUDA_TREE_LB_GROUPS;
         if (r == 4)
             k_group_boxes<float><<<blocks_for(bound), BLOCK>>>(
-                bound, count, s->d_groups, (const real4f *)trg, (real4f *)s->box.p);
+                bound, n_groups, s->d_groups, (const real4f *)trg, (real4f *)s->box.p);
         else
             k_group_boxes<double><<<blocks_for(bound), BLOCK>>>(
-                bound, count, s->d_groups, (const real4d *)trg, (real4d *)s->box.p);
+                bound, n_groups, s->d_groups, (const real4d *)trg, (real4d *)s->box.p);
         st = ok(plan, cudaGetLastError(), "the group box kernel");
     }
-    if (st == FMK_OK)
-        st = ok(plan, cudaEventRecord(s->ev[1], 0), "cudaEventRecord");
+    return st;
+}
+
+/* The wait for build_launch (the caller's contract: set_points returns with the work done),
+ * then what the host needs of the trees. *redo: a tree built without a wait did not fit in
+ * its arrays (or its split sort's keys were out of order); build again with async = 0. */
+fmk_status build_wait(fmk_plan *plan, bh_state *s, int64_t m, int *redo)
+{
+    *redo = 0;
+    fmk_status st = ok(plan, cudaEventRecord(s->ev[1], 0), "cudaEventRecord");
     if (st == FMK_OK)
         st = ok(plan, cudaEventSynchronize(s->ev[1]), "the tree build");
+    if (st != FMK_OK)
+        return st;
+    int r1 = 0, r2 = 0;
+    fmk_cuda_tree3d_finish(&s->tree, &r1);
+    fmk_cuda_tree3d_finish(&s->ttree, &r2);
+    if (r1 || r2) {
+        fmk_cuda_bh_build_redos++;
+        *redo = 1;
+        return FMK_OK;
+    }
     /* the group count came to the pinned host copy with the stream */
+    const fmk_cuda_tree *gt = plan->self ? &s->tree : &s->ttree;
     s->n_groups = m > 0 ? gt->h_lb[FMK_CUDA_TREE_LB_GROUPS] : 0;
-    if (st == FMK_OK)
-        st = choose_split(plan, s, m); /* plan->n_targets is not set yet here */
+    st = choose_split(plan, s, m); /* plan->n_targets is not set yet here */
     float ms = 0;
     if (st == FMK_OK)
         st = ok(plan, cudaEventElapsedTime(&ms, s->ev[0], s->ev[1]), "cudaEventElapsedTime");
     if (st == FMK_OK)
         s->tree_time = plan->info.phase_time[FMK_PHASE_TREE] = ms * 1e-3;
+    return st;
+}
+
+/* build_launch and build_wait, without a wait inside when async (and again with one when that
+ * tree did not fit). */
+fmk_status build(fmk_plan *plan, bh_state *s, int64_t ns, const double *d_xs, int64_t nt,
+                 const double *d_xt, int async)
+{
+    const int64_t m = plan->self ? ns : nt;
+    int redo = 0;
+    fmk_status st = build_launch(plan, s, ns, d_xs, nt, d_xt, async);
+    if (st == FMK_OK)
+        st = build_wait(plan, s, m, &redo);
+    if (st == FMK_OK && redo)
+        st = build_launch(plan, s, ns, d_xs, nt, d_xt, 0);
+    if (st == FMK_OK && redo)
+        st = build_wait(plan, s, m, &redo);
     return st;
 }
 
@@ -1529,6 +1802,12 @@ fmk_status new_state(fmk_plan *plan, bh_state **out)
     if (st == FMK_OK)
         st = ok(plan, cudaMallocHost((void **)&s->h_stats, 3 * sizeof(unsigned long long)),
                 "cudaMallocHost (the charge check and the walk's overflow flag)");
+    if (st == FMK_OK)
+        st = ok(plan, cudaMallocHost((void **)&s->h_frame, sizeof(frame_out)),
+                "cudaMallocHost (the frame of small sets)");
+    if (st == FMK_OK)
+        st = ok(plan, cudaHostGetDevicePointer((void **)&s->dh_frame, s->h_frame, 0),
+                "cudaHostGetDevicePointer (the frame of small sets)");
     if (st != FMK_OK) {
         free_state(s);
         return st;
@@ -1582,7 +1861,7 @@ fmk_status bh_setup(fmk_plan *plan)
                                      cudaMemcpyHostToDevice),
                     "cudaMemcpy (targets to the GPU)");
         if (st == FMK_OK)
-            st = build(plan, s, ns, d_x, nt, d_x + 3 * ns);
+            st = build(plan, s, ns, d_x, nt, d_x + 3 * ns, fmk_cuda_bh_async);
         /* host points: the plan keeps them, so the staging copy is not kept (the next
          * set_points starts a new state anyway) */
         buf_free(&s->x);
@@ -1611,39 +1890,72 @@ fmk_status bad_point(fmk_plan *plan, int64_t bad, int64_t ns, const double *d_s,
                          what, (long long)i, k, x[k]);
 }
 
+/* The one-block frame (k_frame_small) and the build, with the set's box and first non-finite
+ * point (lo, hi, bad) as the kernel found them; *mapped: the points were mapped with the
+ * frame of *width, *center (the host checks it against its own frame from the box). */
+fmk_status frame_small(fmk_plan *plan, bh_state *s, int64_t ns, const double *d_s, int64_t nt,
+                       const double *d_t, double *d_x, double lo[3], double hi[3], int64_t *bad,
+                       double center[3], double *width)
+{
+    k_frame_small<<<1, FRAME_BLOCK>>>(ns, d_s, nt, d_t, d_x, s->dh_frame);
+    fmk_status st = ok(plan, cudaGetLastError(), "the one-block frame kernel");
+    if (st == FMK_OK) /* its one wait is the frame kernel's too */
+        st = build(plan, s, ns, d_x, nt, d_x + 3 * ns, fmk_cuda_bh_async);
+    if (st != FMK_OK)
+        return st;
+    const frame_out *f = s->h_frame;
+    for (int k = 0; k < 3; k++)
+        lo[k] = f->lo[k], hi[k] = f->hi[k], center[k] = f->center[k];
+    *width = f->width;
+    *bad = f->bad;
+    return FMK_OK;
+}
+
 fmk_status points_device(fmk_plan *plan, bh_state *s, int64_t ns, const double *d_s, int64_t nt,
                          const double *d_t)
 {
     const int self = d_t == NULL;
     if (self)
         nt = 0;
+    plan->self = self;
     /* The mapped points' buffer first: a size the GPU cannot hold fails before any read. */
     const size_t xbytes = (size_t)(ns + nt) * 24;
     fmk_status st = need(plan, s, &s->x, xbytes, "the mapped points");
     double *d_x = (double *)s->x.p;
-    size_t temp_bytes = 0;
-    double lo[3] = {0, 0, 0}, hi[3] = {0, 0, 0};
+    double lo[3] = {0, 0, 0}, hi[3] = {0, 0, 0}, center[3] = {0, 0, 0}, width = 0;
     int64_t bad = -1;
-    size_t box_off = 0;
-    if (st == FMK_OK)
+    /* built: small sets are mapped and built before the host sees their box */
+    const int built = ns > 0 && ns + nt <= fmk_cuda_bh_frame_small_max;
+    if (st == FMK_OK && built)
+        st = frame_small(plan, s, ns, d_s, nt, d_t, d_x, lo, hi, &bad, center, &width);
+    if (st == FMK_OK && !built) {
+        size_t temp_bytes = 0, box_off = 0;
         st = ok(plan, fmk_cuda_bounding_box(3, ns, d_s, nt, d_t, NULL, &temp_bytes, NULL, lo, hi, &bad),
                 "cub::DeviceReduce (workspace query)");
-    if (st == FMK_OK) {
-        box_off = (temp_bytes + 255) / 256 * 256;
-        st = need(plan, s, &s->bbox, box_off + fmk_cuda_box_bytes(), "the bounding-box workspace");
+        if (st == FMK_OK) {
+            box_off = (temp_bytes + 255) / 256 * 256;
+            st = need(plan, s, &s->bbox, box_off + fmk_cuda_box_bytes(), "the bounding-box workspace");
+        }
+        if (st == FMK_OK)
+            st = ok(plan, fmk_cuda_bounding_box(3, ns, d_s, nt, d_t, s->bbox.p, &temp_bytes,
+                                                (char *)s->bbox.p + box_off, lo, hi, &bad),
+                    "cub::DeviceReduce (bounding box)");
     }
-    if (st == FMK_OK)
-        st = ok(plan, fmk_cuda_bounding_box(3, ns, d_s, nt, d_t, s->bbox.p, &temp_bytes,
-                                            (char *)s->bbox.p + box_off, lo, hi, &bad),
-                "cub::DeviceReduce (bounding box)");
     if (st == FMK_OK && bad >= 0)
         st = bad_point(plan, bad, ns, d_s, d_t);
     fmk_frame frame;
     if (st == FMK_OK)
         st = fmk_plan_frame_from_box(plan, lo, hi, &frame);
-    if (st == FMK_OK) {
+    int redo = !built;
+    if (st == FMK_OK && built &&
+        (frame.width != width || frame.center[0] != center[0] || frame.center[1] != center[1] ||
+         frame.center[2] != center[2])) {
+        redo = 1; /* the softening made the frame wider than the points' box */
+        fmk_cuda_bh_frame_redos++;
+    }
+    if (st == FMK_OK)
         plan->frame = frame;
-        plan->self = self;
+    if (st == FMK_OK && redo) {
         const double inv = 1.0 / frame.width;
         if (ns > 0)
             k_map<<<blocks_for(ns), BLOCK>>>(ns, d_s, frame.center[0], frame.center[1],
@@ -1652,9 +1964,9 @@ fmk_status points_device(fmk_plan *plan, bh_state *s, int64_t ns, const double *
             k_map<<<blocks_for(nt), BLOCK>>>(nt, d_t, frame.center[0], frame.center[1],
                                              frame.center[2], inv, d_x + 3 * ns);
         st = ok(plan, cudaGetLastError(), "the point mapping kernel");
+        if (st == FMK_OK && ns > 0)
+            st = build(plan, s, ns, d_x, nt, d_x + 3 * ns, fmk_cuda_bh_async);
     }
-    if (st == FMK_OK && ns > 0)
-        st = build(plan, s, ns, d_x, nt, d_x + 3 * ns);
     if (st != FMK_OK)
         return st;
     plan->n_sources = ns;
@@ -1709,6 +2021,13 @@ fmk_status bad_charge(fmk_plan *plan, int64_t i, const double *d_q)
                          (long long)i, q);
 }
 
+/* Whether an evaluation checks the charges and computes the moments in one block. */
+int prep_small(const fmk_plan *plan, const bh_state *s)
+{
+    return plan->n_sources <= fmk_cuda_bh_prep_small_max &&
+           s->tree.n_nodes <= fmk_cuda_bh_moments_small_max;
+}
+
 template <typename R>
 fmk_status run_eval_t(fmk_plan *plan, bh_state *s, const double *d_q, double *pot,
                       double *grad)
@@ -1719,15 +2038,21 @@ fmk_status run_eval_t(fmk_plan *plan, bh_state *s, const double *d_q, double *po
     double *phase = plan->info.phase_time;
     const double S = coord_scale(s->real);
     cudaError_t err = cudaEventRecord(s->ev[1], 0);
-    if (err == cudaSuccess) {
+    /* tree3d.h: theta capped so that no node is accepted by a target inside it */
+    const double theta = plan->opts.theta < FMK_TREE_THETA_CAP ? plan->opts.theta : FMK_TREE_THETA_CAP;
+    const double inv_theta = 1.0 / theta;
+    level_table lt;
+    for (int L = 0; L <= t->levels; L++)
+        lt.begin[L] = (int32_t)t->level_begin[L];
+    if (err == cudaSuccess && prep_small(plan, s)) { /* the charge check too (run_eval) */
+        k_prep_small<R><<<1, PREP_BLOCK>>>(n, t->d_order, d_q, s->d_stats, (int32_t)t->n_nodes,
+                                           t->levels, lt, t->d_level, inv_theta, S, t->d_keys,
+                                           (const int4 *)s->links.p, t->d_n_children,
+                                           (V *)s->src.p, (V *)s->node.p);
+        err = cudaGetLastError();
+    } else if (err == cudaSuccess) {
         k_pack_charges<R><<<blocks_for(n), BLOCK>>>(n, t->d_order, d_q, s->d_stats, (V *)s->src.p);
-        /* tree3d.h: theta capped so that no node is accepted by a target inside it */
-        const double theta = plan->opts.theta < FMK_TREE_THETA_CAP ? plan->opts.theta : FMK_TREE_THETA_CAP;
-        const double inv_theta = 1.0 / theta;
         if (t->n_nodes <= fmk_cuda_bh_moments_small_max) {
-            level_table lt;
-            for (int L = 0; L <= t->levels; L++)
-                lt.begin[L] = (int32_t)t->level_begin[L];
             k_moments_leaves<R><<<blocks_for(t->n_nodes, 128), 128>>>(
                 (int32_t)t->n_nodes, t->d_level, inv_theta, S, t->d_keys, (const int4 *)s->links.p,
                 t->d_n_children, (const V *)s->src.p, (V *)s->node.p);
@@ -1878,11 +2203,14 @@ fmk_status run_eval(fmk_plan *plan, bh_state *s, const double *charges, double *
             return fmk_cuda_fail(plan, err, "cudaMemcpy (charges to the GPU)");
         d_q = (const double *)s->charges.p;
     }
-    /* the charge check: read on the device (charge_scale) and by the host after the walk */
-    err = cudaMemsetAsync(s->d_stats, 0xff, sizeof(unsigned long long), 0);
-    if (err == cudaSuccess)
+    /* the charge check: read on the device (charge_scale) and by the host after the walk
+     * (small sets: in k_prep_small) */
+    err = cudaSuccess;
+    if (!prep_small(plan, s))
+        err = cudaMemsetAsync(s->d_stats, 0xff, sizeof(unsigned long long), 0);
+    if (err == cudaSuccess && !prep_small(plan, s))
         err = cudaMemsetAsync(s->d_stats + 1, 0, 2 * sizeof(unsigned long long), 0);
-    if (err == cudaSuccess) {
+    if (err == cudaSuccess && !prep_small(plan, s)) {
         const int64_t nb = (n + BLOCK - 1) / BLOCK;
         k_charge_stats<<<(unsigned)(nb < 1024 ? nb : 1024), BLOCK>>>(n, d_q, s->d_stats);
         err = cudaGetLastError();

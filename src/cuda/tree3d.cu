@@ -63,7 +63,10 @@ __global__ void k_keys(int64_t n, const double *__restrict__ x, uint64_t *__rest
  * below, its one-tile path is faster). The points are loaded in index order (blocked) and
  * padded with all-ones keys, which sort last on the 63 key bits because the sort is stable and
  * they come last. 512 threads x 16 keys: 1024 x 16 spills registers and measured slower than
- * the device sort (bench/RESULTS.md). */
+ * the device sort (bench/RESULTS.md). Up to fmk_cuda_tree_sort_tiles times as many points:
+ * block b sorts tile b (points [b SORT_SMALL_MAX, (b + 1) SORT_SMALL_MAX)) the same way, into
+ * its place in keys, order, and k_merge_tiles merges the sorted tiles (two launches instead of
+ * CUB's ten). */
 constexpr int SORT_ITEMS = 16, SORT_SMALL_MIN = 2048, SORT_SMALL_MAX = 512 * SORT_ITEMS;
 
 template <int BLOCK_THREADS> struct small_sort {
@@ -78,23 +81,61 @@ __global__ void __launch_bounds__(BLOCK_THREADS)
     typedef typename small_sort<BLOCK_THREADS>::type sort_t;
     extern __shared__ __align__(16) unsigned char smem[];
     typename sort_t::TempStorage &temp = *reinterpret_cast<typename sort_t::TempStorage *>(smem);
+    const int64_t base = (int64_t)blockIdx.x * BLOCK_THREADS * SORT_ITEMS;
     uint64_t k[SORT_ITEMS];
     int32_t v[SORT_ITEMS];
 #pragma unroll
     for (int j = 0; j < SORT_ITEMS; j++) {
-        const int64_t i = (int64_t)threadIdx.x * SORT_ITEMS + j;
+        const int64_t i = base + (int64_t)threadIdx.x * SORT_ITEMS + j;
         k[j] = i < n ? key_of(x, i) : ~0ull;
         v[j] = (int32_t)i;
     }
-    if (threadIdx.x == 0)
+    if (blockIdx.x == 0 && threadIdx.x == 0)
         lb[FMK_CUDA_TREE_LB_SORT] = 0; /* these keys are sorted on every bit */
     sort_t(temp).SortBlockedToStriped(k, v, 0, FMK_TREE_KEY_BITS * 3);
 #pragma unroll
     for (int j = 0; j < SORT_ITEMS; j++) {
-        const int64_t r = (int64_t)j * BLOCK_THREADS + threadIdx.x;
+        const int64_t r = base + (int64_t)j * BLOCK_THREADS + threadIdx.x;
         if (r < n)
             keys[r] = k[j], order[r] = v[j];
     }
+}
+
+/* First position in [lo, hi) of sorted keys whose key is > k (upper) or >= k. */
+__device__ __forceinline__ int64_t key_bound(const uint64_t *__restrict__ keys, int64_t lo,
+                                            int64_t hi, uint64_t k, bool upper)
+{
+    while (lo < hi) {
+        const int64_t mid = lo + (hi - lo) / 2;
+        if (keys[mid] < k || (upper && keys[mid] == k))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* The stable merge of sorted tiles of `tile` points (in index order: tile b holds points
+ * [b tile, (b + 1) tile)): a point's place is its place in its tile plus, in every other
+ * tile, the keys below its key and, in the tiles before its own, the keys equal to it (the
+ * points of lower index come first among equal keys, as in the stable sort). */
+__global__ void k_merge_tiles(int64_t n, int64_t tile, const uint64_t *__restrict__ keys_in,
+                              const int32_t *__restrict__ order_in, uint64_t *__restrict__ keys,
+                              int32_t *__restrict__ order)
+{
+    const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (i >= n)
+        return;
+    const uint64_t k = keys_in[i];
+    const int64_t own = i / tile;
+    int64_t place = i - own * tile;
+    for (int64_t b = 0; b * tile < n; b++)
+        if (b != own) {
+            const int64_t lo = b * tile, hi = lo + tile < n ? lo + tile : n;
+            place += key_bound(keys_in, lo, hi, k, b < own) - lo;
+        }
+    keys[place] = k;
+    order[place] = order_in[i];
 }
 
 /* The split sort (above fmk_cuda_tree_split_sort_min points). An LSD radix sort of 63-bit keys
@@ -325,20 +366,23 @@ __global__ void k_write_children(int L, int32_t bound, int64_t cap, int32_t *__r
 
 /* The whole tree below the root in one block, for small trees (a kernel launch per level
  * costs more than the level's work there): the nodes of k_count_children and k_write_children,
- * level by level, SMALL_NODES nodes at a time with 8 threads per node (thread o finds where
+ * level by level, BUILD_BLOCK / 8 nodes at a time with 8 threads per node (thread o finds where
  * octant o starts: independent binary searches, not a chain of 7), the children's offsets by a
  * block scan carried from tile to tile, and the level boundaries in lb as the multi-block
  * build leaves them. */
-constexpr int SMALL_BLOCK = 512, SMALL_NODES = SMALL_BLOCK / 8;
+constexpr int SMALL_BLOCK = 512;
 
-__global__ void __launch_bounds__(SMALL_BLOCK)
+template <int BUILD_BLOCK>
+__global__ void __launch_bounds__(BUILD_BLOCK)
     k_build_small(int64_t n, int leaf_size, int64_t cap, const uint64_t *__restrict__ keys,
                   int32_t *__restrict__ begin, int32_t *__restrict__ end,
                   int32_t *__restrict__ n_children, int32_t *__restrict__ more,
                   int32_t *__restrict__ next, int32_t *__restrict__ parent,
-                  int8_t *__restrict__ level, int32_t *__restrict__ lb)
+                  int8_t *__restrict__ level, int32_t *__restrict__ lb,
+                  int32_t *__restrict__ h_lb)
 {
-    typedef cub::BlockScan<int32_t, SMALL_BLOCK> scan_t;
+    constexpr int SMALL_NODES = BUILD_BLOCK / 8;
+    typedef cub::BlockScan<int32_t, BUILD_BLOCK> scan_t;
     __shared__ typename scan_t::TempStorage scan;
     __shared__ int32_t s_bound[SMALL_NODES][9];
     __shared__ int32_t s_base[SMALL_NODES];
@@ -407,11 +451,21 @@ __global__ void __launch_bounds__(SMALL_BLOCK)
         if ((int64_t)first_child + total > cap) { /* did not fit: the caller grows the arrays */
             if (tid == 0)
                 lb[FMK_CUDA_TREE_LB_FLAG] = 1, lb[L + 2] = first_child;
-            return;
+            first = first_child, count = 0;
+            break;
         }
         if (tid == 0)
             lb[L + 2] = first_child + total;
         first = first_child, count = total;
+    }
+    /* the nodes written (all of them unless the flag is set), and the table for the host when
+     * it reads it without a copy (thread 0 wrote every word but the sort's flag, which the
+     * sort's kernel wrote before this one) */
+    if (tid == 0) {
+        lb[FMK_CUDA_TREE_LB_NODES] = first;
+        if (h_lb)
+            for (int k = 0; k < FMK_CUDA_TREE_LB; k++)
+                h_lb[k] = lb[k];
     }
 }
 
@@ -515,17 +569,23 @@ __global__ void k_group_write(int32_t n_nodes, int group_size, int merge,
     group_runs(i, group_size, merge, begin, end, more, n_children, parent, groups + offset[i]);
 }
 
-/* k_group_count, the scan and k_group_write in one block, for small trees. */
+/* k_group_count, the scan and k_group_write in one block, for small trees. A tree built without
+ * a host wait (pending) gives its node count on the device, and none of its groups when it
+ * did not fit or its keys were out of order (it is built again); the count goes to h_lb too
+ * when not NULL. */
 __global__ void __launch_bounds__(SMALL_BLOCK)
-    k_groups_small(int32_t n_nodes, int group_size, int merge, const int32_t *__restrict__ begin,
-                   const int32_t *__restrict__ end, const int32_t *__restrict__ more,
-                   const int32_t *__restrict__ n_children, const int32_t *__restrict__ parent,
-                   int2 *__restrict__ groups, int32_t *__restrict__ lb)
+    k_groups_small(int32_t n_nodes, int pending, int group_size, int merge,
+                   const int32_t *__restrict__ begin, const int32_t *__restrict__ end,
+                   const int32_t *__restrict__ more, const int32_t *__restrict__ n_children,
+                   const int32_t *__restrict__ parent, int2 *__restrict__ groups,
+                   int32_t *__restrict__ lb, int32_t *__restrict__ h_lb)
 {
     typedef cub::BlockScan<int32_t, SMALL_BLOCK> scan_t;
     __shared__ typename scan_t::TempStorage scan;
     __shared__ int32_t carry;
     const int tid = threadIdx.x;
+    if (pending)
+        n_nodes = lb[FMK_CUDA_TREE_LB_FLAG] || lb[FMK_CUDA_TREE_LB_SORT] ? 0 : lb[FMK_CUDA_TREE_LB_NODES];
     if (tid == 0)
         carry = 0;
     __syncthreads();
@@ -544,8 +604,11 @@ __global__ void __launch_bounds__(SMALL_BLOCK)
             carry += total;
         __syncthreads();
     }
-    if (tid == 0)
+    if (tid == 0) {
         lb[FMK_CUDA_TREE_LB_GROUPS] = carry;
+        if (h_lb)
+            h_lb[FMK_CUDA_TREE_LB_GROUPS] = carry;
+    }
 }
 
 void free_ptr(void *p)
@@ -632,6 +695,15 @@ extern "C" long long fmk_cuda_tree_split_sort_min;
 long long fmk_cuda_tree_split_sort_min = 1ll << 16;
 extern "C" int fmk_cuda_tree_split_run_max;
 int fmk_cuda_tree_split_run_max = 1024;
+/* Tuning knob (not API): the threads of the one-block build (512 or 1024: 64 or 128 nodes of a
+ * level at a time). */
+extern "C" int fmk_cuda_tree_build_block;
+int fmk_cuda_tree_build_block = 1024;
+/* Tuning knob (not API): trees of at most fmk_cuda_tree_small_max points and at most this many
+ * times 8192 sort their keys in as many blocks and merge them (k_sort_small, k_merge_tiles);
+ * 1: one block up to 8192 points, CUB's device sort above. */
+extern "C" int fmk_cuda_tree_sort_tiles;
+int fmk_cuda_tree_sort_tiles = 4;
 /* Tuning knob (not API): the first levels' octant boundaries from the cell table (1), or by
  * binary searches (0). */
 extern "C" int fmk_cuda_tree_cells;
@@ -639,9 +711,37 @@ int fmk_cuda_tree_cells = 1;
 
 namespace {
 
+/* k_build_small over t's sorted keys with fmk_cuda_tree_build_block threads; h_lb: the host's
+ * copy of the level table to write, or NULL. */
+void build_small(fmk_cuda_tree *t, int32_t *h_lb)
+{
+    if (fmk_cuda_tree_build_block == 512)
+        k_build_small<512><<<1, 512>>>(t->n_points, t->leaf_size, t->cap_nodes, t->d_keys,
+                                       t->d_begin, t->d_end, t->d_n_children, t->d_more,
+                                       t->d_next, t->d_parent, t->d_level, t->d_lb, h_lb);
+    else
+        k_build_small<1024><<<1, 1024>>>(t->n_points, t->leaf_size, t->cap_nodes, t->d_keys,
+                                         t->d_begin, t->d_end, t->d_n_children, t->d_more,
+                                         t->d_next, t->d_parent, t->d_level, t->d_lb, h_lb);
+}
+
 #ifndef FMK_CUDA_TREE_CHECK /* levels between the host's looks at the level boundaries */
 #define FMK_CUDA_TREE_CHECK 4
 #endif
+
+/* levels, level_begin and n_nodes of t from the host's copy of the level table, whose levels
+ * up to L were built: up to the last non-empty one (h[k] for k > L + 1 was never written). */
+void read_levels(fmk_cuda_tree *t, int L)
+{
+    const int32_t *h = t->h_lb;
+    int levels = 1;
+    while (levels < L && levels <= FMK_TREE_MAX_LEVEL && h[levels + 1] > h[levels])
+        levels++;
+    t->levels = levels;
+    for (int k = 0; k <= levels; k++)
+        t->level_begin[k] = h[k];
+    t->n_nodes = h[levels];
+}
 
 /* The levels below the root, into t (keys sorted). Sets *overflow when the node arrays were
  * too small (the tree is then incomplete). */
@@ -653,9 +753,7 @@ fmk_status build_levels(fmk_plan *plan, fmk_cuda_tree *t, int *overflow)
     cudaError_t err = cudaSuccess;
     int L = 0;
     if (n <= fmk_cuda_tree_small_max) {
-        k_build_small<<<1, SMALL_BLOCK>>>(n, t->leaf_size, t->cap_nodes, t->d_keys, t->d_begin,
-                                          t->d_end, t->d_n_children, t->d_more, t->d_next,
-                                          t->d_parent, t->d_level, lb);
+        build_small(t, NULL);
         L = FMK_TREE_MAX_LEVEL + 1;
     } else {
         if (cells)
@@ -702,14 +800,7 @@ fmk_status build_levels(fmk_plan *plan, fmk_cuda_tree *t, int *overflow)
     if (st != FMK_OK)
         return st;
     *overflow = h[FMK_CUDA_TREE_LB_FLAG] != 0;
-    /* levels: up to the last non-empty one; h[k] for k > L + 1 was never written */
-    int levels = 1;
-    while (levels < L && levels <= FMK_TREE_MAX_LEVEL && h[levels + 1] > h[levels])
-        levels++;
-    t->levels = levels;
-    for (int k = 0; k <= levels; k++)
-        t->level_begin[k] = h[k];
-    t->n_nodes = h[levels];
+    read_levels(t, L);
     return FMK_OK;
 }
 
@@ -821,34 +912,48 @@ fmk_status make_lb(fmk_plan *plan, fmk_cuda_tree *t, long long extra)
     if (st == FMK_OK)
         st = check(plan, cudaMallocHost((void **)&t->h_lb, FMK_CUDA_TREE_LB * sizeof(int32_t)),
                    "cudaMallocHost (the tree's level table)");
+    if (st == FMK_OK) /* where the kernels write it (the same address with unified addressing) */
+        st = check(plan, cudaHostGetDevicePointer((void **)&t->dh_lb, t->h_lb, 0),
+                   "cudaHostGetDevicePointer (the tree's level table)");
     return st;
 }
 
-/* Launches k_sort_small<BLOCK_THREADS> (its shared memory is set up once per process). */
+/* Launches k_sort_small<BLOCK_THREADS> (its shared memory is set up once per process), one
+ * block per tile of BLOCK_THREADS * SORT_ITEMS points, and k_merge_tiles when there are
+ * several. */
 template <int BLOCK_THREADS>
 cudaError_t sort_small(int64_t n, const double *d_x, fmk_cuda_tree *t)
 {
     static int ready = 0;
     const int bytes = (int)sizeof(typename small_sort<BLOCK_THREADS>::type::TempStorage);
+    const int64_t tile = (int64_t)BLOCK_THREADS * SORT_ITEMS, tiles = (n + tile - 1) / tile;
     cudaError_t err = cudaSuccess;
     if (!ready)
         err = cudaFuncSetAttribute(k_sort_small<BLOCK_THREADS>,
                                    cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
     ready = err == cudaSuccess;
-    if (err == cudaSuccess) {
+    if (err == cudaSuccess && tiles == 1) {
         k_sort_small<BLOCK_THREADS><<<1, BLOCK_THREADS, bytes>>>(n, d_x, t->d_keys, t->d_order,
                                                                 t->d_lb);
-        err = cudaGetLastError();
+    } else if (err == cudaSuccess) {
+        k_sort_small<BLOCK_THREADS><<<(unsigned)tiles, BLOCK_THREADS, bytes>>>(
+            n, d_x, t->d_keys_alt, t->d_order_alt, t->d_lb);
+        k_merge_tiles<<<blocks_for(n), BLOCK>>>(n, tile, t->d_keys_alt, t->d_order_alt, t->d_keys,
+                                               t->d_order);
     }
+    if (err == cudaSuccess)
+        err = cudaGetLastError();
     return err;
 }
 
 /* Sorts the keys of the n mapped points d_x with their indices into t->d_keys, t->d_order:
- * by one block (2049 .. 8192 points of a small tree), the split sort when split is set (the
- * build checks its flag after the levels), or CUB's sort of all 63 key bits. */
+ * by one block (2049 .. 8192 points of a small tree) or a few and their merge (up to
+ * fmk_cuda_tree_sort_tiles times 8192), the split sort when split is set (the build checks its
+ * flag after the levels), or CUB's sort of all 63 key bits. */
 fmk_status sort_points(fmk_plan *plan, fmk_cuda_tree *t, int64_t n, const double *d_x, int split)
 {
-    if (n > SORT_SMALL_MIN && n <= SORT_SMALL_MAX && n <= fmk_cuda_tree_small_max)
+    if (n > SORT_SMALL_MIN && n <= (int64_t)fmk_cuda_tree_sort_tiles * SORT_SMALL_MAX &&
+        n <= fmk_cuda_tree_small_max)
         return check(plan, sort_small<512>(n, d_x, t), "the one-block sort");
     if (n <= 0)
         return FMK_OK;
@@ -883,19 +988,18 @@ fmk_status sort_points(fmk_plan *plan, fmk_cuda_tree *t, int64_t n, const double
     return check(plan, err, "cub::DeviceRadixSort::SortPairs");
 }
 
-} // namespace
-
-extern "C" fmk_status fmk_cuda_tree3d_build(fmk_plan *plan, int64_t n, const double *d_x,
-                                            int leaf_size, long long extra, fmk_cuda_tree *t)
+/* The arrays of a build of n points (kept from build to build when large enough). */
+fmk_status prepare(fmk_plan *plan, int64_t n, int leaf_size, long long extra, fmk_cuda_tree *t)
 {
     t->n_points = n;
     t->leaf_size = leaf_size;
     t->n_nodes = 0;
     t->levels = 0;
+    t->pending = 0;
     /* Nodes: a uniform cube fills its leaves from 1/8 to 1 of leaf_size (levels of 8x), a
      * tree of about 1.14 n / (leaf_size / 2) nodes in the middle: start at 3 n / leaf_size. */
     const int64_t ls = leaf_size > 0 ? leaf_size : 1;
-    int64_t cap = 3 * n / ls + 64;
+    const int64_t cap = 3 * n / ls + 64;
     fmk_status st = make_lb(plan, t, extra);
     if (st == FMK_OK)
         st = grow_points(plan, t, n, extra);
@@ -903,6 +1007,49 @@ extern "C" fmk_status fmk_cuda_tree3d_build(fmk_plan *plan, int64_t n, const dou
         st = grow_nodes(plan, t, cap, extra);
     if (st == FMK_OK)
         st = grow_temp(plan, t, n, extra);
+    return st;
+}
+
+} // namespace
+
+extern "C" fmk_status fmk_cuda_tree3d_build_async(fmk_plan *plan, int64_t n, const double *d_x,
+                                                  int leaf_size, long long extra, fmk_cuda_tree *t)
+{
+    if (n > fmk_cuda_tree_small_max)
+        return fmk_cuda_tree3d_build(plan, n, d_x, leaf_size, extra, t);
+    fmk_status st = prepare(plan, n, leaf_size, extra, t);
+    if (st == FMK_OK) /* a split sort's flag is looked at by finish */
+        st = sort_points(plan, t, n, d_x, n > fmk_cuda_tree_split_sort_min);
+    if (st == FMK_OK) {
+        build_small(t, t->dh_lb);
+        st = check(plan, cudaGetLastError(), "the one-block tree build");
+    }
+    if (st == FMK_OK)
+        t->pending = 1;
+    else
+        fmk_cuda_tree3d_free(t);
+    return st;
+}
+
+extern "C" void fmk_cuda_tree3d_finish(fmk_cuda_tree *t, int *redo)
+{
+    *redo = 0;
+    if (!t->pending)
+        return;
+    t->pending = 0;
+    const int32_t *h = t->h_lb;
+    if (h[FMK_CUDA_TREE_LB_FLAG] || h[FMK_CUDA_TREE_LB_SORT]) {
+        *redo = 1;
+        return;
+    }
+    read_levels(t, FMK_TREE_MAX_LEVEL + 1);
+}
+
+extern "C" fmk_status fmk_cuda_tree3d_build(fmk_plan *plan, int64_t n, const double *d_x,
+                                            int leaf_size, long long extra, fmk_cuda_tree *t)
+{
+    fmk_status st = prepare(plan, n, leaf_size, extra, t);
+    int64_t cap = t->cap_nodes;
     int split = n > fmk_cuda_tree_split_sort_min;
     if (st == FMK_OK)
         st = sort_points(plan, t, n, d_x, split);
@@ -930,8 +1077,9 @@ extern "C" fmk_status fmk_cuda_tree3d_build(fmk_plan *plan, int64_t n, const dou
 
 extern "C" int64_t fmk_cuda_tree3d_groups_bound(const fmk_cuda_tree *t, int group_size)
 {
-    /* every group is a node, or a piece of group_size points of a leaf */
-    return t->n_nodes + t->n_points / (group_size > 0 ? group_size : 1) + 1;
+    /* every group is a node (pending: at most cap_nodes of them), or a piece of group_size
+     * points of a leaf */
+    return (t->pending ? t->cap_nodes : t->n_nodes) + t->n_points / (group_size > 0 ? group_size : 1) + 1;
 }
 
 extern "C" fmk_status fmk_cuda_tree3d_groups(fmk_plan *plan, fmk_cuda_tree *t, int group_size,
@@ -949,24 +1097,25 @@ extern "C" fmk_status fmk_cuda_tree3d_groups(fmk_plan *plan, fmk_cuda_tree *t, i
             return st;
         *cap_groups = bound;
     }
-    cudaError_t err = cudaSuccess;
-    if (t->n_points <= fmk_cuda_tree_small_max) {
-        k_groups_small<<<1, SMALL_BLOCK>>>(nn, group_size, merge, t->d_begin, t->d_end, t->d_more,
-                                           t->d_n_children, t->d_parent, *d_groups, t->d_lb);
-    } else {
-        /* the level workspace: counts (nn + 1 <= cap_nodes + 1) and their scan */
-        int32_t *d_chunks = t->d_counts, *d_offset = t->d_offset;
-        k_group_count<<<blocks_for(nn), BLOCK>>>(nn, group_size, merge, t->d_begin, t->d_end,
-                                                 t->d_more, t->d_n_children, t->d_parent, d_chunks);
-        err = cudaMemsetAsync(d_chunks + nn, 0, sizeof(int32_t));
-        size_t tb = t->temp_bytes;
-        if (err == cudaSuccess)
-            err = cub::DeviceScan::ExclusiveSum(t->d_temp, tb, d_chunks, d_offset, nn + 1);
-        if (err == cudaSuccess)
-            k_group_write<<<blocks_for(nn), BLOCK>>>(nn, group_size, merge, t->d_begin, t->d_end,
-                                                     t->d_more, t->d_n_children, t->d_parent,
-                                                     d_offset, *d_groups, t->d_lb);
+    if (t->pending || t->n_points <= fmk_cuda_tree_small_max) {
+        /* the count reaches h_lb from the kernel (no copy) */
+        k_groups_small<<<1, SMALL_BLOCK>>>(nn, t->pending, group_size, merge, t->d_begin, t->d_end,
+                                           t->d_more, t->d_n_children, t->d_parent, *d_groups,
+                                           t->d_lb, t->dh_lb);
+        return check(plan, cudaGetLastError(), "the group kernel");
     }
+    /* the level workspace: counts (nn + 1 <= cap_nodes + 1) and their scan */
+    int32_t *d_chunks = t->d_counts, *d_offset = t->d_offset;
+    k_group_count<<<blocks_for(nn), BLOCK>>>(nn, group_size, merge, t->d_begin, t->d_end,
+                                             t->d_more, t->d_n_children, t->d_parent, d_chunks);
+    cudaError_t err = cudaMemsetAsync(d_chunks + nn, 0, sizeof(int32_t));
+    size_t tb = t->temp_bytes;
+    if (err == cudaSuccess)
+        err = cub::DeviceScan::ExclusiveSum(t->d_temp, tb, d_chunks, d_offset, nn + 1);
+    if (err == cudaSuccess)
+        k_group_write<<<blocks_for(nn), BLOCK>>>(nn, group_size, merge, t->d_begin, t->d_end,
+                                                 t->d_more, t->d_n_children, t->d_parent,
+                                                 d_offset, *d_groups, t->d_lb);
     if (err == cudaSuccess)
         err = cudaMemcpyAsync(t->h_lb + FMK_CUDA_TREE_LB_GROUPS, t->d_lb + FMK_CUDA_TREE_LB_GROUPS,
                               sizeof(int32_t), cudaMemcpyDeviceToHost, 0);

@@ -19,7 +19,10 @@
  * over a bound of the level's size known on the host and the host does not wait per level.
  * Trees of at most fmk_cuda_tree_small_max points (2^16) are built below the root by one block
  * (k_build_small: the same nodes, no launch per level), with their keys sorted by one block
- * from 2049 to 8192 points; the groups of such trees likewise (docs/tree.md, "Small N").
+ * from 2049 to 8192 points, and by a block per 8192 points and one merge up to 32768; the
+ * groups of such trees likewise (docs/tree.md, "Small N"). Such
+ * a tree can also be built without a host wait (fmk_cuda_tree3d_build_async): its level table
+ * is written into pinned host memory by the kernels and read after the caller's one wait.
  * The node arrays start at an estimate (3 n / leaf_size) and are doubled, and the tree built
  * again, when it does not fit; fmk_cuda_tree3d_node_bound is the worst case that
  * fmk_plan_memory reports.
@@ -60,16 +63,20 @@ typedef struct fmk_cuda_tree {
     size_t temp_bytes;
     int32_t *d_counts, *d_offset;
     int32_t *d_lb, *h_lb;
+    int32_t *dh_lb;             /* h_lb as the kernels see it (pinned, mapped) */
     int32_t *d_cells;           /* where each cell of level 5 starts (the first levels' bounds) */
     int64_t bytes;              /* device bytes held by the arrays above */
+    int pending;                /* started by fmk_cuda_tree3d_build_async, not finished yet */
 } fmk_cuda_tree;
 
 /* Words of d_lb: level_begin[0 .. FMK_TREE_MAX_LEVEL + 2], an overflow flag, a group count,
- * and the split sort's flag (set: the keys are not in order, sort all their bits). */
-#define FMK_CUDA_TREE_LB (FMK_TREE_MAX_LEVEL + 6)
+ * the split sort's flag (set: the keys are not in order, sort all their bits), and the node
+ * count of a tree built by one block. */
+#define FMK_CUDA_TREE_LB (FMK_TREE_MAX_LEVEL + 7)
 #define FMK_CUDA_TREE_LB_FLAG (FMK_TREE_MAX_LEVEL + 3)
 #define FMK_CUDA_TREE_LB_GROUPS (FMK_TREE_MAX_LEVEL + 4)
 #define FMK_CUDA_TREE_LB_SORT (FMK_TREE_MAX_LEVEL + 5)
+#define FMK_CUDA_TREE_LB_NODES (FMK_TREE_MAX_LEVEL + 6)
 
 /* Node arrays bytes per node slot (with the level workspace: counts and their scan). */
 #define FMK_CUDA_TREE_NODE_BYTES (8 * 4 + 1)
@@ -90,10 +97,21 @@ int64_t fmk_cuda_tree3d_build_bytes(int64_t n);
  * once at the end; a tree that outgrows the node arrays is built again in larger ones. */
 fmk_status fmk_cuda_tree3d_build(fmk_plan *plan, int64_t n, const double *d_x, int leaf_size,
                                  long long extra, fmk_cuda_tree *t);
+/* The same tree without a host wait, for trees of at most fmk_cuda_tree_small_max points
+ * (larger ones: fmk_cuda_tree3d_build, and t->pending stays 0). The kernels are queued and
+ * t->pending is set: the node count is on the device (d_lb[FMK_CUDA_TREE_LB_NODES]; at most
+ * cap_nodes), and the level table reaches h_lb with the stream. Once the caller has waited
+ * for the stream, fmk_cuda_tree3d_finish fills n_nodes, levels and level_begin; *redo set
+ * there means that the tree did not fit in its arrays (or the split sort's keys were out of
+ * order) and must be built again with fmk_cuda_tree3d_build. Kernels queued after this one
+ * must bound their work by the device count until then (fmk_cuda_tree3d_groups does). */
+fmk_status fmk_cuda_tree3d_build_async(fmk_plan *plan, int64_t n, const double *d_x,
+                                       int leaf_size, long long extra, fmk_cuda_tree *t);
+void fmk_cuda_tree3d_finish(fmk_cuda_tree *t, int *redo);
 /* Frees the device arrays of *t (safe on an empty or half-built tree) and zeroes it. */
 void fmk_cuda_tree3d_free(fmk_cuda_tree *t);
 
-/* Groups of at most group_size nearby sorted points for the group walk: the nodes of at most
+/* Groups of at most group_size nearby sorted points for the group walk (t may be pending): the nodes of at most
  * group_size points (or leaves) whose parent has more, leaves of more cut into pieces of
  * group_size; with merge, consecutive such siblings packed together up to group_size points
  * (fuller warps; a group's box stays inside the parent); merge = 2 cuts the siblings' points

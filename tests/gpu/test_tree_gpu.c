@@ -3,7 +3,8 @@
  * fp64, laplace and plummer, separate targets; the error falls with theta and with the order;
  * the device-pointer paths give the host paths' results; hard inputs (identical points, a dense
  * clump, a far outlier, a plane, a line, N = 1, 2); the GPU tree equals the CPU build array for
- * array; the breadth-first group walk sums what the next/more group walk sums, with each way
+ * array; the one-wait paths of small N give the results of the paths with waits; the
+ * breadth-first group walk sums what the next/more group walk sums, with each way
  * of forming the groups; out of device memory; phase times. --quick: small sizes (for compute-sanitizer). */
 #include <math.h>
 #include <stdio.h>
@@ -43,6 +44,19 @@ extern int fmk_cuda_bh_split_warps;
 extern int fmk_cuda_bh_split_level_max;
 extern int fmk_cuda_bh_split_nodes;
 extern long long fmk_cuda_bh_split_redos;
+/* The split walk at the deepest of the levels that allow the most parts (`--split-deepest`
+ * runs every test so). */
+extern int fmk_cuda_bh_split_deepest;
+/* The threads of the one-block build (512 or 1024). */
+extern int fmk_cuda_tree_build_block;
+/* The one-wait paths of small N: the one-block frame of sets of at most this many points,
+ * trees built without a host wait (1), the one-block charges and moments of at most this many
+ * sources; and how often the frame (a softening wider than the points) and such a build (the
+ * tree did not fit) were done again. */
+extern long long fmk_cuda_bh_frame_small_max;
+extern int fmk_cuda_bh_async;
+extern long long fmk_cuda_bh_prep_small_max;
+extern long long fmk_cuda_bh_frame_redos, fmk_cuda_bh_build_redos;
 /* The group walks' acceptance test: 0 the group's box, 1 also every target on its own, 2 as 1
  * for leaves only (a tuning knob, not API; `--mac K` runs every test with K, `--leaf-theta T`
  * likewise). */
@@ -297,6 +311,21 @@ static void test_hard_inputs(void)
     free(x), free(q), free(rp), free(rg);
 }
 
+/* Device copies of n points x with charges q and m targets y, and room for n results. */
+static void device_arrays(int64_t n, const double *x, const double *q, int64_t m, const double *y,
+                          double **d_x, double **d_q, double **d_y, double **d_pot,
+                          double **d_grad)
+{
+    cudaMalloc((void **)d_x, (size_t)n * 24);
+    cudaMalloc((void **)d_y, (size_t)m * 24);
+    cudaMalloc((void **)d_q, (size_t)n * 8);
+    cudaMalloc((void **)d_pot, (size_t)n * 8);
+    cudaMalloc((void **)d_grad, (size_t)n * 24);
+    cudaMemcpy(*d_x, x, (size_t)n * 24, cudaMemcpyHostToDevice);
+    cudaMemcpy(*d_y, y, (size_t)m * 24, cudaMemcpyHostToDevice);
+    cudaMemcpy(*d_q, q, (size_t)n * 8, cudaMemcpyHostToDevice);
+}
+
 /* Device pointers: set_points_device + eval_device give the host path's results. */
 static void test_device_paths(void)
 {
@@ -306,14 +335,7 @@ static void test_device_paths(void)
     test_points(TEST_DIST_CUBE, m, 52, y);
     test_charges(n, 0, 53, q);
     double *d_x, *d_q, *d_y, *d_pot, *d_grad;
-    cudaMalloc((void **)&d_x, (size_t)n * 24);
-    cudaMalloc((void **)&d_y, (size_t)m * 24);
-    cudaMalloc((void **)&d_q, (size_t)n * 8);
-    cudaMalloc((void **)&d_pot, (size_t)n * 8);
-    cudaMalloc((void **)&d_grad, (size_t)n * 24);
-    cudaMemcpy(d_x, x, (size_t)n * 24, cudaMemcpyHostToDevice);
-    cudaMemcpy(d_y, y, (size_t)m * 24, cudaMemcpyHostToDevice);
-    cudaMemcpy(d_q, q, (size_t)n * 8, cudaMemcpyHostToDevice);
+    device_arrays(n, x, q, m, y, &d_x, &d_q, &d_y, &d_pot, &d_grad);
     double *p1 = xmalloc((size_t)n * 8), *g1 = xmalloc((size_t)n * 24);
     double *p2 = xmalloc((size_t)n * 8), *g2 = xmalloc((size_t)n * 24);
     for (int prec = 0; prec < 2; prec++)
@@ -380,24 +402,28 @@ static void test_device_paths(void)
  * level over the GPU; level by level with the keys sorted on all 63 bits (and the first levels
  * by binary searches, not the cell table), by the split sort (top 32 bits, then runs of equal
  * top bits), and by the split sort falling back to all 63 bits (run_max 1, or a tight
- * cluster's long runs). */
+ * cluster's long runs), and by one block with the keys sorted in tiles of 8192 and merged. */
 static void test_same_tree(void)
 {
-    const int64_t n = quick ? 5000 : 200000;
-    double *x = xmalloc((size_t)n * 24);
+    const int64_t n = quick ? 5000 : 200000, n_tiles = quick ? 12000 : 30000;
+    double *x = xmalloc((size_t)(n > n_tiles ? n : n_tiles) * 24);
     const int leaf_sizes[3] = {1, 16, 64};
-    static const char *const builds[4] = {"one block",
+    static const char *const builds[5] = {"one block of 512 threads",
                                           "level by level, 63-bit sort, binary searches",
                                           "level by level, split sort",
-                                          "level by level, split sort falling back"};
-    for (int c = 0; c < 24; c++) {
+                                          "level by level, split sort falling back",
+                                          "one block of 1024 threads, keys sorted in tiles and merged"};
+    for (int c = 0; c < 30; c++) {
         const int build = c / 6, dist = c % 6;
-        fmk_cuda_tree_small_max = build == 0 ? 1ll << 40 : 0;
-        fmk_cuda_tree_split_sort_min = build >= 2 ? 0 : 1ll << 40;
+        fmk_cuda_tree_small_max = build == 0 || build == 4 ? 1ll << 40 : 0;
+        fmk_cuda_tree_split_sort_min = build == 2 || build == 3 ? 0 : 1ll << 40;
         fmk_cuda_tree_split_run_max = build == 3 ? 1 : 1024;
         fmk_cuda_tree_cells = build != 1;
+        fmk_cuda_tree_build_block = build == 0 ? 512 : 1024;
         /* one block: the one-block sort takes 2049 .. 8192 points */
         int64_t nc = dist == 3 ? 1 : dist == 4 ? 2 : build == 0 && n > 8000 ? 8000 : n;
+        if (build == 4 && dist != 3 && dist != 4) /* 2 (quick) or 4 tiles */
+            nc = n_tiles;
         test_points(dist == 1 ? TEST_DIST_CLUSTERED : TEST_DIST_PLUMMER, nc, 61 + dist, x);
         if (dist == 2) /* a third of them identical */
             for (int64_t i = 0; i < nc / 3; i++)
@@ -446,7 +472,167 @@ static void test_same_tree(void)
     fmk_cuda_tree_split_sort_min = 1ll << 16;
     fmk_cuda_tree_split_run_max = 1024;
     fmk_cuda_tree_cells = 1;
+    fmk_cuda_tree_build_block = 1024;
     free(x);
+}
+
+/* The one-wait paths on (the one-block charges and moments up to 32768 sources, not only up
+ * to the default 4096) or off; restore_one_wait: the defaults. */
+static void one_wait_paths(int on)
+{
+    fmk_cuda_bh_frame_small_max = on ? 1ll << 15 : 0;
+    fmk_cuda_bh_async = on;
+    fmk_cuda_bh_prep_small_max = on ? 1ll << 15 : 0;
+}
+
+static void restore_one_wait(void)
+{
+    one_wait_paths(1);
+    fmk_cuda_bh_prep_small_max = 4096;
+}
+
+/* set_points_device + eval_device of n device points (separate targets when m > 0). */
+static fmk_status run_device(fmk_kernel kernel, const fmk_opts *o, int64_t n, const double *d_x,
+                             const double *d_q, int64_t m, const double *d_y, double *d_pot,
+                             double *d_grad, double *pot, double *grad)
+{
+    fmk_plan *p = NULL;
+    fmk_status st = fmk_plan_create(&p, 3, kernel, 1e-3, o);
+    if (st == FMK_OK)
+        st = fmk_plan_set_points_device(p, n, d_x, m, m > 0 ? d_y : NULL);
+    if (st == FMK_OK)
+        st = fmk_plan_eval_device(p, d_q, d_pot, d_grad);
+    const int64_t mt = m > 0 ? m : n;
+    if (st == FMK_OK) {
+        cudaMemcpy(pot, d_pot, (size_t)mt * 8, cudaMemcpyDeviceToHost);
+        cudaMemcpy(grad, d_grad, (size_t)mt * 24, cudaMemcpyDeviceToHost);
+    } else {
+        printf("run_device: %s\n", p ? fmk_plan_last_error(p) : fmk_plan_last_error(NULL));
+    }
+    fmk_plan_destroy(p);
+    return st;
+}
+
+/* The one-wait paths of small N (the one-block frame without a wait for the box, the tree
+ * built without a wait for its level table, the charges and moments in one block) give the
+ * results of the paths with the waits bit for bit: fp64 and fp32, laplace and plummer, self
+ * and separate targets. A softening wider than the points makes the host's frame differ from
+ * the one-block frame (mapped again, the results still the host path's); a tree that does not
+ * fit in its first node arrays is built again (and still equals the CPU build); a non-finite
+ * point, source or target, is reported. */
+static void test_one_wait(void)
+{
+    const int64_t n = quick ? 3000 : 12000, m = quick ? 700 : 3000;
+    double *x = xmalloc((size_t)n * 24), *q = xmalloc((size_t)n * 8), *y = xmalloc((size_t)m * 24);
+    double *p[2], *g[2];
+    for (int k = 0; k < 2; k++)
+        p[k] = xmalloc((size_t)n * 8), g[k] = xmalloc((size_t)n * 24);
+    test_points(TEST_DIST_PLUMMER, n, 101, x);
+    test_points(TEST_DIST_CUBE, m, 102, y);
+    test_charges(n, 0, 103, q);
+    double *d_x, *d_q, *d_y, *d_pot, *d_grad;
+    device_arrays(n, x, q, m, y, &d_x, &d_q, &d_y, &d_pot, &d_grad);
+    for (int c = 0; c < 8; c++) {
+        const int prec = c & 1, kern = c >> 1 & 1, sep = c >> 2;
+        const fmk_kernel kernel = kern ? FMK_KERNEL_PLUMMER : FMK_KERNEL_LAPLACE;
+        const int64_t mt = sep ? m : n;
+        check_context("one wait: %s %s %s", prec ? "fp32" : "fp64", fmk_kernel_name(kernel),
+                      sep ? "targets" : "self");
+        for (int k = 0; k < 2; k++) {
+            one_wait_paths(k == 0);
+            fmk_opts o = tree_opts(prec ? FMK_PRECISION_FP32 : FMK_PRECISION_FP64, 0.6, walk_of(1));
+            o.softening = kern ? 0.01 : 0;
+            CHECK_STATUS(run_device(kernel, &o, n, d_x, d_q, sep ? m : 0, d_y, d_pot, d_grad,
+                                    p[k], g[k]), FMK_OK);
+        }
+        CHECK_LE(test_rel_l2(p[0], p[1], mt), 0.0, "pot, one wait vs waits");
+        CHECK_LE(test_rel_l2(g[0], g[1], 3 * mt), 0.0, "grad, one wait vs waits");
+    }
+    restore_one_wait();
+    /* a softening wider than the points: the host's frame, the host path's results */
+    {
+        const int64_t nb = n < 2000 ? n : 2000;
+        double *xs = xmalloc((size_t)nb * 24);
+        for (int64_t i = 0; i < 3 * nb; i++)
+            xs[i] = 1e-3 * x[i];
+        cudaMemcpy(d_x, xs, (size_t)nb * 24, cudaMemcpyHostToDevice);
+        fmk_opts o = tree_opts(FMK_PRECISION_FP64, 0.6, walk_of(1));
+        o.softening = 1.0;
+        const long long redos = fmk_cuda_bh_frame_redos;
+        check_context("one wait: softening wider than the points");
+        CHECK_STATUS(run_device(FMK_KERNEL_PLUMMER, &o, nb, d_x, d_q, 0, NULL, d_pot, d_grad,
+                                p[0], g[0]), FMK_OK);
+        CHECK_STATUS(run(FMK_KERNEL_PLUMMER, &o, nb, xs, q, 0, NULL, p[1], g[1], NULL), FMK_OK);
+        CHECK_MSG(fmk_cuda_bh_frame_redos == redos + 1, "frame redone %lld times",
+                  fmk_cuda_bh_frame_redos - redos);
+        CHECK_LE(test_rel_l2(p[0], p[1], nb), 1e-14, "pot, device vs host path");
+        CHECK_LE(test_rel_l2(g[0], g[1], 3 * nb), 1e-14, "grad, device vs host path");
+        free(xs);
+        cudaMemcpy(d_x, x, (size_t)n * 24, cudaMemcpyHostToDevice);
+    }
+    /* pairs of points 1e-9 apart, leaves of one point: chains of ~20 nodes per pair, far more
+     * nodes than the first arrays hold; built again, the CPU build's tree */
+    {
+        const int64_t np = n < 4000 ? n : 4000;
+        double *xp = xmalloc((size_t)np * 24);
+        for (int64_t i = 0; i < np; i++)
+            for (int k = 0; k < 3; k++)
+                xp[3 * i + k] = x[3 * (i / 2) + k] + (i & 1) * 1e-9;
+        fmk_opts o = tree_opts(FMK_PRECISION_FP64, 0.6, walk_of(1));
+        o.leaf_size = 1;
+        const long long redos = fmk_cuda_bh_build_redos;
+        check_context("one wait: a tree larger than its first arrays");
+        fmk_plan *pl = NULL;
+        CHECK_PLAN_OK(fmk_plan_create(&pl, 3, FMK_KERNEL_LAPLACE, 1e-3, &o), NULL);
+        if (pl) {
+            CHECK_PLAN_OK(fmk_plan_set_points(pl, np, xp, 0, NULL), pl);
+            CHECK_MSG(fmk_cuda_bh_build_redos > redos, "build redone %lld times",
+                      fmk_cuda_bh_build_redos - redos);
+            fmk_tree3d gt, ct;
+            memset(&ct, 0, sizeof ct);
+            CHECK_PLAN_OK(fmk_cuda_bh_tree(pl, &gt), pl);
+            CHECK_PLAN_OK(fmk_tree3d_build(NULL, &ct, np, pl->sources, 1, 4), NULL);
+            CHECK_MSG(gt.n_nodes == ct.n_nodes && gt.levels == ct.levels &&
+                          memcmp(gt.begin, ct.begin, (size_t)ct.n_nodes * 8) == 0 &&
+                          memcmp(gt.next, ct.next, (size_t)ct.n_nodes * 4) == 0 &&
+                          memcmp(gt.level_begin, ct.level_begin, (size_t)(ct.levels + 1) * 8) == 0,
+                      "nodes %lld vs %lld, levels %d vs %d", (long long)gt.n_nodes,
+                      (long long)ct.n_nodes, (int)gt.levels, (int)ct.levels);
+            CHECK_PLAN_OK(fmk_plan_eval(pl, q, p[0], g[0]), pl);
+            fmk_cuda_tree3d_host_free(&gt);
+            fmk_tree3d_free(&ct);
+            fmk_plan_destroy(pl);
+        }
+        free(xp);
+    }
+    /* a non-finite source or target on the device */
+    {
+        fmk_opts o = tree_opts(FMK_PRECISION_FP32, 0.6, walk_of(1));
+        const double nan = NAN, inf = INFINITY;
+        check_context("one wait: non-finite points");
+        fmk_plan *pl = NULL;
+        CHECK_PLAN_OK(fmk_plan_create(&pl, 3, FMK_KERNEL_LAPLACE, 1e-3, &o), NULL);
+        if (pl) {
+            cudaMemcpy(d_x + 3 * 7 + 2, &inf, 8, cudaMemcpyHostToDevice);
+            CHECK_STATUS(fmk_plan_set_points_device(pl, n, d_x, 0, NULL), FMK_ERR_NONFINITE);
+            CHECK_MSG(strstr(fmk_plan_last_error(pl), "sources[7][2]") != NULL, "message: %s",
+                      fmk_plan_last_error(pl));
+            cudaMemcpy(d_x + 3 * 7 + 2, x + 3 * 7 + 2, 8, cudaMemcpyHostToDevice);
+            cudaMemcpy(d_y + 3 * 5 + 1, &nan, 8, cudaMemcpyHostToDevice);
+            CHECK_STATUS(fmk_plan_set_points_device(pl, n, d_x, m, d_y), FMK_ERR_NONFINITE);
+            CHECK_MSG(strstr(fmk_plan_last_error(pl), "targets[5][1]") != NULL, "message: %s",
+                      fmk_plan_last_error(pl));
+            cudaMemcpy(d_y + 3 * 5 + 1, y + 3 * 5 + 1, 8, cudaMemcpyHostToDevice);
+            /* and the plan works again */
+            CHECK_PLAN_OK(fmk_plan_set_points_device(pl, n, d_x, m, d_y), pl);
+            CHECK_PLAN_OK(fmk_plan_eval_device(pl, d_q, d_pot, d_grad), pl);
+            fmk_plan_destroy(pl);
+        }
+    }
+    cudaFree(d_x), cudaFree(d_y), cudaFree(d_q), cudaFree(d_pot), cudaFree(d_grad);
+    for (int k = 0; k < 2; k++)
+        free(p[k]), free(g[k]);
+    free(x), free(q), free(y);
 }
 
 /* The split walk (few groups: parts of the tree per warp, sums added after) makes the
@@ -471,6 +657,7 @@ static void test_small_paths(void)
                 fmk_cuda_bh_split_warps = k ? 0 : 1 << 20;
                 fmk_cuda_bh_moments_small_max = k ? 0 : 1ll << 40;
                 fmk_cuda_tree_small_max = k ? 0 : 1ll << 40;
+                one_wait_paths(!k);
                 fmk_opts o = tree_opts(FMK_PRECISION_FP64, 0.6, walk_of(1));
                 o.softening = kern ? 0.01 : 0;
                 CHECK_STATUS(run(kernel, &o, n, x, q, sep ? m : 0, sep ? y : NULL, p[k], g[k],
@@ -512,6 +699,7 @@ static void test_small_paths(void)
     fmk_cuda_bh_split_nodes = 8;
     fmk_cuda_bh_moments_small_max = 8192;
     fmk_cuda_tree_small_max = 1ll << 16;
+    restore_one_wait();
     for (int k = 0; k < 2; k++)
         free(p[k]), free(g[k]);
     free(x), free(q), free(y);
@@ -800,7 +988,7 @@ static void test_oom(void)
     free(x), free(q), free(pot);
 }
 
-/* test_tree_gpu [--quick] [knobs] [test ...]: names pick tests (device_paths, same_tree, targets,
+/* test_tree_gpu [--quick] [knobs] [test ...]: names pick tests (device_paths, one_wait, same_tree, targets,
  * hard_inputs, accuracy, walks_agree, small_paths, group_modes, mac, local, oom); none: all
  * (oom not with --quick). make gpu-test runs racecheck on a named subset: its cost grows with
  * the walk's shared-memory traffic, and the whole --quick set is too slow under it. */
@@ -817,6 +1005,8 @@ int main(int argc, char **argv)
             fmk_cuda_bh_leaf_theta = atof(argv[++a]);
         else if (strcmp(argv[a], "--local") == 0 && a + 1 < argc)
             fmk_cuda_bh_local = atoi(argv[++a]);
+        else if (strcmp(argv[a], "--split-deepest") == 0)
+            fmk_cuda_bh_split_deepest = 1;
         else if (strcmp(argv[a], "--local-only") == 0)
             local_only = 1;
         else if (strcmp(argv[a], "--local-k") == 0 && a + 1 < argc)
@@ -836,7 +1026,8 @@ int main(int argc, char **argv)
     static const struct {
         const char *name;
         void (*run)(void);
-    } tests[] = {{"device_paths", test_device_paths}, {"same_tree", test_same_tree},
+    } tests[] = {{"device_paths", test_device_paths}, {"one_wait", test_one_wait},
+                 {"same_tree", test_same_tree},
                  {"targets", test_targets},           {"hard_inputs", test_hard_inputs},
                  {"accuracy", test_accuracy},         {"walks_agree", test_walks_agree},
                  {"small_paths", test_small_paths},   {"group_modes", test_group_modes},
