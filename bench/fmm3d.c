@@ -56,6 +56,11 @@ extern int fmk_cuda_fmm3d_p2p_pairs __attribute__((weak));
 extern int fmk_cuda_fmm3d_overlap __attribute__((weak));
 /* and the M2L's merging of direction runs (directions apart) */
 extern int fmk_cuda_fmm3d_m2l_gap __attribute__((weak));
+/* and the leaf pairs per block of the P2P both ways, its one-point-per-lane last pass, and the
+ * root cube's volume over the points' bounding cube */
+extern int fmk_cuda_fmm3d_p2p_run __attribute__((weak));
+extern int fmk_cuda_fmm3d_p2p_tail __attribute__((weak));
+extern double fmk_cuda_fmm3d_root_volume __attribute__((weak));
 #pragma weak cudaMalloc
 #pragma weak cudaMemcpy
 #pragma weak cudaFree
@@ -137,6 +142,7 @@ typedef struct result {
     double m2l_rate, m2l_rate_tiles; /* flop/s in M2L: V pairs, and pairs the tiles multiply */
     double setup_part[11];          /* FMM, last set_points: start, tree, lists, operators, buffers;
                                      * the lists' stages: points, boxes, lists, directions, work, tiles */
+    double setup_first_part[11];    /* the same of the plan's first set_points */
 } result;
 
 /* Direct sum in double at SAMPLES targets (every n/SAMPLES-th source). */
@@ -226,8 +232,11 @@ static int measure(fmk_method method, double eps, int order, int64_t leaf, const
         ok = (ds ? fmk_plan_set_points_device(p, n, ds, m, xt ? ds + 3 * n : NULL)
                  : fmk_plan_set_points(p, n, hs, m, xt ? hs + 3 * n : NULL)) == FMK_OK;
         const double t1 = bench_now();
-        if (k == 0)
+        if (k == 0) {
             r->setup_first = t1 - t0;
+            if (ok && method == FMK_METHOD_FMM && fmk_cuda_fmm3d_setup_times)
+                fmk_cuda_fmm3d_setup_times(p, r->setup_first_part);
+        }
         else if (k <= reps)
             ts[k - 1] = t1 - t0;
     }
@@ -314,6 +323,10 @@ static void print_row(const char *table, fmk_method m, const char *dist, int64_t
                " | first call of the plan %.2f\n",
                1e3 * r->setup_part[0], 1e3 * r->setup_part[1], 1e3 * r->setup_part[2],
                1e3 * r->setup_part[3], 1e3 * r->setup_part[4], 1e3 * r->setup_first);
+    if (m == FMK_METHOD_FMM)
+        printf("       first set_points (ms): start %.2f tree %.2f lists %.2f operators %.2f buffers %.2f\n",
+               1e3 * r->setup_first_part[0], 1e3 * r->setup_first_part[1], 1e3 * r->setup_first_part[2],
+               1e3 * r->setup_first_part[3], 1e3 * r->setup_first_part[4]);
     if (m == FMK_METHOD_FMM)
         printf("       lists (ms): points %.2f boxes %.2f lists %.2f directions %.2f work %.2f tiles %.2f\n",
                1e3 * r->setup_part[5], 1e3 * r->setup_part[6], 1e3 * r->setup_part[7],
@@ -461,6 +474,49 @@ int main(int argc, char **argv)
                 print_row("m2l-ov", FMK_METHOD_FMM, dists[d], N20, 1e-6, 1, &r);
         }
         fmk_cuda_fmm3d_m2l_gap = gap, fmk_cuda_fmm3d_overlap = ov;
+        device_points = 0;
+    } else if (!strcmp(mode, "p2p")) {
+        /* the P2P of leaf pairs: pairs per block (run) and the last pass one point per lane
+         * (tail), one stream (P2P alone) and two; then the root cube's volume over the points'
+         * (uniform: leaves of 32 v points at level 5); device points, 2^20 */
+        if (!&fmk_cuda_fmm3d_p2p_run || !&fmk_cuda_fmm3d_root_volume || !&fmk_cuda_fmm3d_overlap) {
+            fprintf(stderr, "fmm3d: no P2P knobs in this build\n");
+            return 1;
+        }
+        const int run = fmk_cuda_fmm3d_p2p_run, tail = fmk_cuda_fmm3d_p2p_tail, ov = fmk_cuda_fmm3d_overlap;
+        const double vol = fmk_cuda_fmm3d_root_volume;
+        const struct {
+            const char *dist;
+            double eps;
+        } sets[] = {{"cube", 1e-6}, {"plummer", 1e-6}, {"cube", 1e-3}};
+        const int runs[][2] = {{1, 0}, {1, 1}, {2, 1}, {4, 1}, {8, 1}, {16, 1}, {4, 0}};
+        device_points = 1;
+        for (int d = 0; d < 3; d++)
+            for (int k = 0; k < 7; k++)
+                for (int o = 0; o <= 1; o++) {
+                    if (d > 0 && (k == 2 || k == 5))
+                        continue;
+                    fmk_cuda_fmm3d_p2p_run = runs[k][0], fmk_cuda_fmm3d_p2p_tail = runs[k][1];
+                    fmk_cuda_fmm3d_overlap = o;
+                    if (!json)
+                        printf("pairs per block %d, tail %d, %s\n", runs[k][0], runs[k][1], o ? "two streams" : "one stream");
+                    if (measure(FMK_METHOD_FMM, sets[d].eps, -1, 0, sets[d].dist, N20, 1, 5, o, &r) == 0)
+                        print_row(o ? "p2p-ov" : "p2p", FMK_METHOD_FMM, sets[d].dist, N20, sets[d].eps, 1, &r);
+                }
+        fmk_cuda_fmm3d_p2p_run = run, fmk_cuda_fmm3d_p2p_tail = tail, fmk_cuda_fmm3d_overlap = ov;
+        const double vols[] = {1, 2.5, 3, 4, 5, 6, 7};
+        for (int d = 0; d < 2; d++)
+            for (int v = 0; v < 7; v++)
+                for (int o = 0; o <= 1; o++) {
+                    if (d == 1 && v != 0 && v != 3)
+                        continue;
+                    fmk_cuda_fmm3d_root_volume = vols[v], fmk_cuda_fmm3d_overlap = o;
+                    if (!json)
+                        printf("root volume %g, %s\n", vols[v], o ? "two streams" : "one stream");
+                    if (measure(FMK_METHOD_FMM, 1e-6, -1, 0, d ? "plummer" : "cube", N20, 1, 5, 1, &r) == 0)
+                        print_row(o ? "root-ov" : "root", FMK_METHOD_FMM, d ? "plummer" : "cube", N20, 1e-6, 1, &r);
+                }
+        fmk_cuda_fmm3d_root_volume = vol, fmk_cuda_fmm3d_overlap = ov;
         device_points = 0;
     } else if (!strcmp(mode, "table8")) {
         const int orders[] = {4, 8, 12};
