@@ -489,10 +489,10 @@ int main(int argc, char **argv)
             const char *dist;
             double eps;
         } sets[] = {{"cube", 1e-6}, {"plummer", 1e-6}, {"cube", 1e-3}};
-        const int runs[][2] = {{1, 0}, {1, 1}, {2, 1}, {4, 1}, {8, 1}, {16, 1}, {4, 0}};
+        const int runs[][2] = {{1, 0}, {1, 2}, {2, 2}, {4, 2}, {8, 2}, {16, 2}, {4, 1}, {4, 0}};
         device_points = 1;
         for (int d = 0; d < 3; d++)
-            for (int k = 0; k < 7; k++)
+            for (int k = 0; k < 8; k++)
                 for (int o = 0; o <= 1; o++) {
                     if (d > 0 && (k == 2 || k == 5))
                         continue;

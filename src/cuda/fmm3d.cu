@@ -70,12 +70,14 @@ int fmk_cuda_fmm3d_p2p_pairs = -1; /* -1: from the leaf size (p2p below) */
 
 /* Tuning knobs, not API, of that P2P of leaf pairs: a block takes this many consecutive pairs
  * (1 .. 16; those of one leaf share its points in registers and one stream of their partners'
- * points), and with tail 1 the last pass over a leaf's points takes one per lane when at most a
- * block's worth remain (docs/fmm3d_gpu.md, section 3: measured). */
+ * points); tail 2: the last pass over a leaf's points, when at most 32 remain, spread over the
+ * block's warps by chunks of the stream; 1: a pass of one point per lane when at most a block's
+ * worth remain; 0: every pass of RT per lane (k_p2p_pairs; docs/fmm3d_gpu.md, section 3:
+ * measured). */
 extern "C" int fmk_cuda_fmm3d_p2p_run;
 int fmk_cuda_fmm3d_p2p_run = 4;
 extern "C" int fmk_cuda_fmm3d_p2p_tail;
-int fmk_cuda_fmm3d_p2p_tail = 1;
+int fmk_cuda_fmm3d_p2p_tail = 2;
 
 /* Tuning knob, not API: the octree's root cube has this many times the volume of the points'
  * bounding cube (>= 1; the points in its low corner), so that a uniform set's leaves can hold
@@ -697,23 +699,66 @@ __global__ void __launch_bounds__(BLOCK) k_p2p(int nt, int atomic, p2p_scale sc,
  * pair). A warp holds 32 RT points of b (RT per lane, their sums in registers) and takes the
  * stream's points 32 at a time, one per lane; in 32 steps each lane meets every one of the 32
  * (the a point, its charge and its four sums move one lane down per step, by shuffles), so each
- * a point's sums come back to its lane summed over the warp's b points. The four warps hold
- * different b points and the same a points: their a sums are added in shared memory in warp
- * order, then added to the results atomically, as are the b points' sums at the end (other
- * pairs add to the same points: the order of those adds is not fixed). The last pass over b's
- * points takes one point per lane when at most BLOCK remain (fewer padded lanes). */
+ * a point's sums come back to its lane summed over the warp's b points. In a full pass the four
+ * warps hold different b points and take the same chunks: their a sums are added in shared
+ * memory in warp order (two buffers, one barrier per chunk), then to the results atomically, as
+ * are the b points' sums at the end (other pairs add to the same points: the order of those adds
+ * is not fixed). The last pass, when at most 32 of b's points remain (tail 2), gives all four
+ * warps the same points and each warp a quarter of the chunks (a sums added atomically by each
+ * warp, b sums added across the warps in shared memory): no warp idles through it; tail 1 runs
+ * it as a full pass of one point per lane, tail 0 as a full pass of RT. */
 const int P2P_RUN_MAX = 16;
 
+/* The lane's point of the stream (chunk jc), or -1: its a leaf and place there. */
+__device__ __forceinline__ int stream_point(int jc, int nj, int r0, int r1, const int32_t *s_j0,
+                                            const int32_t *s_n)
+{
+    const int lane = threadIdx.x & 31;
+    if (jc + lane >= nj)
+        return -1;
+    int off = jc + lane, e = r0;
+    while (e < r1 - 1 && off >= s_n[e])
+        off -= s_n[e], e++;
+    return s_j0[e] + off;
+}
+
+/* 32 steps of a warp: its RT points of b (xi .. gzi) against the 32 a points of the lanes
+ * (xj .. gzj, moving one lane down per step), each pair once, both ways. */
 template <int RT>
-__device__ __forceinline__ void pairs_pass(int nt, int ib, int i0, int ni, int nj, int r0, int r1,
-                                           const int32_t *s_j0, const int32_t *s_n,
+__device__ __forceinline__ void pairs_steps(const double *xi, const double *yi, const double *zi,
+                                            const double *qi, double *pi, double *gxi, double *gyi,
+                                            double *gzi, double &xj, double &yj, double &zj, double &qj,
+                                            double &pj, double &gxj, double &gyj, double &gzj)
+{
+    const int next = ((threadIdx.x & 31) + 1) & 31;
+    for (int k = 0; k < 32; k++) {
+#pragma unroll
+        for (int r = 0; r < RT; r++) {
+            const double dx = xi[r] - xj, dy = yi[r] - yj, dz = zi[r] - zj;
+            const double inv = rsqrt_masked(dx * dx + dy * dy + dz * dz), inv3 = inv * inv * inv;
+            pi[r] = fma(qj, inv, pi[r]), pj = fma(qi[r], inv, pj);
+            const double fj = qj * inv3, fi = qi[r] * inv3;
+            gxi[r] = fma(-fj, dx, gxi[r]), gyi[r] = fma(-fj, dy, gyi[r]), gzi[r] = fma(-fj, dz, gzi[r]);
+            gxj = fma(fi, dx, gxj), gyj = fma(fi, dy, gyj), gzj = fma(fi, dz, gzj);
+        }
+        xj = __shfl_sync(0xffffffffu, xj, next), yj = __shfl_sync(0xffffffffu, yj, next);
+        zj = __shfl_sync(0xffffffffu, zj, next), qj = __shfl_sync(0xffffffffu, qj, next);
+        pj = __shfl_sync(0xffffffffu, pj, next), gxj = __shfl_sync(0xffffffffu, gxj, next);
+        gyj = __shfl_sync(0xffffffffu, gyj, next), gzj = __shfl_sync(0xffffffffu, gzj, next);
+    }
+}
+
+/* One pass over b's points [ib, ...): split 0 a full pass (each warp its 32 RT points, every
+ * chunk), split 1 the last pass (every warp the same 32 RT points, a quarter of the chunks). */
+template <int RT>
+__device__ __forceinline__ void pairs_pass(int nt, int split, int ib, int i0, int ni, int nj, int r0,
+                                           int r1, const int32_t *s_j0, const int32_t *s_n,
                                            const real4d *__restrict__ pts, double *res,
-                                           double (*red)[BLOCK / 32][32])
+                                           double (*red)[4][BLOCK / 32][32])
 {
     const int NW = BLOCK / 32;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int next = (lane + 1) & 31;
-    const int mine = ib + warp * 32 * RT; /* the warp's first b point */
+    const int mine = split ? ib : ib + warp * 32 * RT; /* the warp's first b point */
     double xi[RT], yi[RT], zi[RT], qi[RT], pi[RT], gxi[RT], gyi[RT], gzi[RT];
 #pragma unroll
     for (int r = 0; r < RT; r++) {
@@ -722,45 +767,60 @@ __device__ __forceinline__ void pairs_pass(int nt, int ib, int i0, int ni, int n
         xi[r] = t.x, yi[r] = t.y, zi[r] = t.z, qi[r] = t.w;
         pi[r] = gxi[r] = gyi[r] = gzi[r] = 0;
     }
-    for (int jc = 0; jc < nj; jc += 32) {
-        int j = -1; /* the lane's point of the stream: its a leaf and place there */
-        if (jc + lane < nj) {
-            int off = jc + lane, e = r0;
-            while (e < r1 - 1 && off >= s_n[e])
-                off -= s_n[e], e++;
-            j = s_j0[e] + off;
+    if (split) {
+        for (int jc = warp * 32; jc < nj; jc += NW * 32) {
+            const int j = stream_point(jc, nj, r0, r1, s_j0, s_n);
+            const real4d t = j >= 0 ? pts[j] : real4d{0, 0, 0, 0};
+            double xj = t.x, yj = t.y, zj = t.z, qj = t.w, pj = 0, gxj = 0, gyj = 0, gzj = 0;
+            pairs_steps<RT>(xi, yi, zi, qi, pi, gxi, gyi, gzi, xj, yj, zj, qj, pj, gxj, gyj, gzj);
+            if (j >= 0) {
+                atomicAdd(res + j, pj);
+                atomicAdd(res + nt + 3 * j, gxj), atomicAdd(res + nt + 3 * j + 1, gyj);
+                atomicAdd(res + nt + 3 * j + 2, gzj);
+            }
         }
+        /* b's sums over the warps, in warp order (red[0] is free: the last full pass ended
+         * with a barrier after its reads of red[0] and red[1]) */
+#pragma unroll
+        for (int r = 0; r < RT; r++) {
+            red[0][0][warp][lane] = pi[r], red[0][1][warp][lane] = gxi[r];
+            red[0][2][warp][lane] = gyi[r], red[0][3][warp][lane] = gzi[r];
+            __syncthreads();
+            const int c = warp, ii = mine + 32 * r + lane;
+            double v = 0;
+#pragma unroll
+            for (int w = 0; w < NW; w++)
+                v += red[0][c][w][lane];
+            if (ii < ni) {
+                const int i = i0 + ii;
+                atomicAdd(res + (c == 0 ? i : nt + 3 * i + c - 1), v);
+            }
+            __syncthreads();
+        }
+        return;
+    }
+    int buf = 0;
+    for (int jc = 0; jc < nj; jc += 32, buf ^= 1) {
+        const int j = stream_point(jc, nj, r0, r1, s_j0, s_n);
         const real4d t = j >= 0 ? pts[j] : real4d{0, 0, 0, 0};
         double xj = t.x, yj = t.y, zj = t.z, qj = t.w, pj = 0, gxj = 0, gyj = 0, gzj = 0;
         if (mine < ni)
-            for (int k = 0; k < 32; k++) {
-#pragma unroll
-                for (int r = 0; r < RT; r++) {
-                    const double dx = xi[r] - xj, dy = yi[r] - yj, dz = zi[r] - zj;
-                    const double inv = rsqrt_masked(dx * dx + dy * dy + dz * dz), inv3 = inv * inv * inv;
-                    pi[r] = fma(qj, inv, pi[r]), pj = fma(qi[r], inv, pj);
-                    const double fj = qj * inv3, fi = qi[r] * inv3;
-                    gxi[r] = fma(-fj, dx, gxi[r]), gyi[r] = fma(-fj, dy, gyi[r]), gzi[r] = fma(-fj, dz, gzi[r]);
-                    gxj = fma(fi, dx, gxj), gyj = fma(fi, dy, gyj), gzj = fma(fi, dz, gzj);
-                }
-                xj = __shfl_sync(0xffffffffu, xj, next), yj = __shfl_sync(0xffffffffu, yj, next);
-                zj = __shfl_sync(0xffffffffu, zj, next), qj = __shfl_sync(0xffffffffu, qj, next);
-                pj = __shfl_sync(0xffffffffu, pj, next), gxj = __shfl_sync(0xffffffffu, gxj, next);
-                gyj = __shfl_sync(0xffffffffu, gyj, next), gzj = __shfl_sync(0xffffffffu, gzj, next);
-            }
-        red[0][warp][lane] = pj, red[1][warp][lane] = gxj, red[2][warp][lane] = gyj, red[3][warp][lane] = gzj;
+            pairs_steps<RT>(xi, yi, zi, qi, pi, gxi, gyi, gzi, xj, yj, zj, qj, pj, gxj, gyj, gzj);
+        /* the buffer written here was last read two chunks ago, before the last barrier */
+        red[buf][0][warp][lane] = pj, red[buf][1][warp][lane] = gxj;
+        red[buf][2][warp][lane] = gyj, red[buf][3][warp][lane] = gzj;
         __syncthreads();
         { /* thread (sum c, lane): the warps' sums of a point, in warp order */
             const int c = warp;
             double v = 0;
 #pragma unroll
             for (int w = 0; w < NW; w++)
-                v += red[c][w][lane];
+                v += red[buf][c][w][lane];
             if (j >= 0) /* the same point in every warp's lane */
                 atomicAdd(res + (c == 0 ? j : nt + 3 * j + c - 1), v);
         }
-        __syncthreads();
     }
+    __syncthreads(); /* the reads of both buffers are done before the next pass writes them */
 #pragma unroll
     for (int r = 0; r < RT; r++) {
         const int ii = mine + 32 * r + lane;
@@ -781,7 +841,7 @@ __global__ void __launch_bounds__(BLOCK) k_p2p_pairs(int nt, int64_t n_pairs, in
                                                      const real4d *__restrict__ pts, double *res)
 {
     static_assert(BLOCK == 128, "four warps, and a thread per (sum, lane) in the reduction");
-    __shared__ double red[4][BLOCK / 32][32];
+    __shared__ double red[2][4][BLOCK / 32][32];
     __shared__ int32_t s_b[P2P_RUN_MAX], s_j0[P2P_RUN_MAX], s_n[P2P_RUN_MAX];
     const int64_t e0 = (int64_t)blockIdx.x * run;
     const int ne = (int)(n_pairs - e0 < run ? n_pairs - e0 : run);
@@ -797,11 +857,15 @@ __global__ void __launch_bounds__(BLOCK) k_p2p_pairs(int nt, int64_t n_pairs, in
             nj += s_n[r1];
         const int i0 = sb[b], ni = sn[b];
         for (int ib = 0; ib < ni;) {
-            if (RT == 1 || (tail && ni - ib <= BLOCK)) {
-                pairs_pass<1>(nt, ib, i0, ni, nj, r0, r1, s_j0, s_n, pts, res, red);
+            const int left = ni - ib;
+            if (tail == 2 && left <= 32) {
+                pairs_pass<1>(nt, 1, ib, i0, ni, nj, r0, r1, s_j0, s_n, pts, res, red);
+                ib += 32;
+            } else if (RT == 1 || (tail && left <= BLOCK)) {
+                pairs_pass<1>(nt, 0, ib, i0, ni, nj, r0, r1, s_j0, s_n, pts, res, red);
                 ib += BLOCK;
             } else {
-                pairs_pass<RT>(nt, ib, i0, ni, nj, r0, r1, s_j0, s_n, pts, res, red);
+                pairs_pass<RT>(nt, 0, ib, i0, ni, nj, r0, r1, s_j0, s_n, pts, res, red);
                 ib += BLOCK * RT;
             }
         }

@@ -230,8 +230,8 @@ static void test_vs_cpu(void)
 }
 
 /* The P2P of leaf pairs with leaves of up to 300 points (passes of one, two and four points per
- * lane, full and last passes), 1, 4 and 16 pairs per block, with and without the last pass of
- * one point per lane: against the CPU engine at the same order and leaf size. */
+ * lane, full and last passes), 1, 4 and 16 pairs per block, each way of the last pass (tail 0,
+ * 1, 2): against the CPU engine at the same order and leaf size. */
 static void test_pairs(void)
 {
     const int64_t n = quick ? 5000 : 20000;
@@ -250,8 +250,8 @@ static void test_pairs(void)
         static const int rts[] = {1, 2, 4}, runs[] = {1, 4, 16};
         for (int a = 0; a < 3; a++)
             for (int b = 0; b < 3; b++)
-                for (int tail = 0; tail <= 1; tail++) {
-                    if (quick && tail == 0 && b != 1)
+                for (int tail = 0; tail <= 2; tail++) {
+                    if (quick && tail < 2 && b != 1)
                         continue;
                     fmk_cuda_fmm3d_p2p_pairs = rts[a], fmk_cuda_fmm3d_p2p_run = runs[b];
                     fmk_cuda_fmm3d_p2p_tail = tail, fmk_cuda_fmm3d_direct_near = 0;
