@@ -60,6 +60,7 @@ extern int fmk_cuda_fmm3d_m2l_gap __attribute__((weak));
  * root cube's volume over the points' bounding cube */
 extern int fmk_cuda_fmm3d_p2p_run __attribute__((weak));
 extern int fmk_cuda_fmm3d_p2p_tail __attribute__((weak));
+extern int fmk_cuda_fmm3d_p2p_unroll __attribute__((weak));
 extern double fmk_cuda_fmm3d_root_volume __attribute__((weak));
 #pragma weak cudaMalloc
 #pragma weak cudaMemcpy
@@ -516,6 +517,62 @@ int main(int argc, char **argv)
                     if (measure(FMK_METHOD_FMM, 1e-6, -1, 0, d ? "plummer" : "cube", N20, 1, 5, 1, &r) == 0)
                         print_row(o ? "root-ov" : "root", FMK_METHOD_FMM, d ? "plummer" : "cube", N20, 1e-6, 1, &r);
                 }
+        /* root volume with a smaller leaf size, so that the partly filled boxes at the points'
+         * edge split as well (uniform: 128- and 192-point leaves at level 5) */
+        const struct {
+            double vol;
+            int64_t leaf;
+        } vl[] = {{4, 200}, {6, 300}};
+        for (int v = 0; v < 2; v++)
+            for (int o = 0; o <= 1; o++) {
+                fmk_cuda_fmm3d_root_volume = vl[v].vol, fmk_cuda_fmm3d_overlap = o;
+                if (!json)
+                    printf("root volume %g, leaf size %lld, %s\n", vl[v].vol, (long long)vl[v].leaf,
+                           o ? "two streams" : "one stream");
+                if (measure(FMK_METHOD_FMM, 1e-6, -1, vl[v].leaf, "cube", N20, 1, 5, 1, &r) == 0)
+                    print_row(o ? "root-ov" : "root", FMK_METHOD_FMM, "cube", N20, 1e-6, 1, &r);
+            }
+        fmk_cuda_fmm3d_root_volume = vol, fmk_cuda_fmm3d_overlap = ov;
+        device_points = 0;
+    } else if (!strcmp(mode, "unroll")) {
+        /* the P2P of leaf pairs with its 32-step ring unrolled 1, 2, 4 times: 2^20 uniform and
+         * Plummer at eps 1e-6 (two points per lane), one stream and two; device points */
+        if (!&fmk_cuda_fmm3d_p2p_unroll || !&fmk_cuda_fmm3d_overlap) {
+            fprintf(stderr, "fmm3d: no unroll knob in this build\n");
+            return 1;
+        }
+        const int un = fmk_cuda_fmm3d_p2p_unroll, ov = fmk_cuda_fmm3d_overlap;
+        const int us[] = {1, 2, 4};
+        device_points = 1;
+        for (int d = 0; d < 2; d++)
+            for (int u = 0; u < 3; u++)
+                for (int o = 0; o <= 1; o++) {
+                    fmk_cuda_fmm3d_p2p_unroll = us[u], fmk_cuda_fmm3d_overlap = o;
+                    if (!json)
+                        printf("unroll %d, %s\n", us[u], o ? "two streams" : "one stream");
+                    if (measure(FMK_METHOD_FMM, 1e-6, -1, 0, d ? "plummer" : "cube", N20, 1, 5, o, &r) == 0)
+                        print_row(o ? "unroll-ov" : "unroll", FMK_METHOD_FMM, d ? "plummer" : "cube", N20, 1e-6, 1, &r);
+                }
+        fmk_cuda_fmm3d_p2p_unroll = un, fmk_cuda_fmm3d_overlap = ov;
+        device_points = 0;
+    } else if (!strcmp(mode, "rootleaf")) {
+        /* the root volume rows with a smaller leaf size alone (see p2p) */
+        const int ov = fmk_cuda_fmm3d_overlap;
+        const double vol = fmk_cuda_fmm3d_root_volume;
+        const struct {
+            double vol;
+            int64_t leaf;
+        } vl[] = {{1, 0}, {4, 200}, {6, 300}};
+        device_points = 1;
+        for (int v = 0; v < 3; v++)
+            for (int o = 0; o <= 1; o++) {
+                fmk_cuda_fmm3d_root_volume = vl[v].vol, fmk_cuda_fmm3d_overlap = o;
+                if (!json)
+                    printf("root volume %g, leaf size %lld, %s\n", vl[v].vol, (long long)vl[v].leaf,
+                           o ? "two streams" : "one stream");
+                if (measure(FMK_METHOD_FMM, 1e-6, -1, vl[v].leaf, "cube", N20, 1, 5, 1, &r) == 0)
+                    print_row(o ? "root-ov" : "root", FMK_METHOD_FMM, "cube", N20, 1e-6, 1, &r);
+            }
         fmk_cuda_fmm3d_root_volume = vol, fmk_cuda_fmm3d_overlap = ov;
         device_points = 0;
     } else if (!strcmp(mode, "table8")) {

@@ -69,15 +69,18 @@ extern "C" int fmk_cuda_fmm3d_p2p_pairs;
 int fmk_cuda_fmm3d_p2p_pairs = -1; /* -1: from the leaf size (p2p below) */
 
 /* Tuning knobs, not API, of that P2P of leaf pairs: a block takes this many consecutive pairs
- * (1 .. 16; those of one leaf share its points in registers and one stream of their partners'
- * points); tail 2: the last pass over a leaf's points, when at most 32 remain, spread over the
+ * (1 .. 16, -1: 8 below leaf size 256, else 4; those of one leaf share its points in registers
+ * and one stream of their partners' points); tail 2: the last pass over a leaf's points, when at most 32 remain, spread over the
  * block's warps by chunks of the stream; 1: a pass of one point per lane when at most a block's
  * worth remain; 0: every pass of RT per lane (k_p2p_pairs; docs/fmm3d_gpu.md, section 3:
  * measured). */
 extern "C" int fmk_cuda_fmm3d_p2p_run;
-int fmk_cuda_fmm3d_p2p_run = 4;
+int fmk_cuda_fmm3d_p2p_run = -1;
 extern "C" int fmk_cuda_fmm3d_p2p_tail;
 int fmk_cuda_fmm3d_p2p_tail = 2;
+/* and the steps of its 32-step ring unrolled (1, 2 or 4; 2 and 4 at 2 points per lane only) */
+extern "C" int fmk_cuda_fmm3d_p2p_unroll;
+int fmk_cuda_fmm3d_p2p_unroll = 2;
 
 /* Tuning knob, not API: the octree's root cube has this many times the volume of the points'
  * bounding cube (>= 1; the points in its low corner), so that a uniform set's leaves can hold
@@ -723,14 +726,15 @@ __device__ __forceinline__ int stream_point(int jc, int nj, int r0, int r1, cons
 }
 
 /* 32 steps of a warp: its RT points of b (xi .. gzi) against the 32 a points of the lanes
- * (xj .. gzj, moving one lane down per step), each pair once, both ways. */
-template <int RT>
+ * (xj .. gzj, moving one lane down per step), each pair once, both ways; UNR steps unrolled. */
+template <int RT, int UNR>
 __device__ __forceinline__ void pairs_steps(const double *xi, const double *yi, const double *zi,
                                             const double *qi, double *pi, double *gxi, double *gyi,
                                             double *gzi, double &xj, double &yj, double &zj, double &qj,
                                             double &pj, double &gxj, double &gyj, double &gzj)
 {
     const int next = ((threadIdx.x & 31) + 1) & 31;
+#pragma unroll UNR
     for (int k = 0; k < 32; k++) {
 #pragma unroll
         for (int r = 0; r < RT; r++) {
@@ -750,7 +754,7 @@ __device__ __forceinline__ void pairs_steps(const double *xi, const double *yi, 
 
 /* One pass over b's points [ib, ...): split 0 a full pass (each warp its 32 RT points, every
  * chunk), split 1 the last pass (every warp the same 32 RT points, a quarter of the chunks). */
-template <int RT>
+template <int RT, int UNR>
 __device__ __forceinline__ void pairs_pass(int nt, int split, int ib, int i0, int ni, int nj, int r0,
                                            int r1, const int32_t *s_j0, const int32_t *s_n,
                                            const real4d *__restrict__ pts, double *res,
@@ -772,7 +776,7 @@ __device__ __forceinline__ void pairs_pass(int nt, int split, int ib, int i0, in
             const int j = stream_point(jc, nj, r0, r1, s_j0, s_n);
             const real4d t = j >= 0 ? pts[j] : real4d{0, 0, 0, 0};
             double xj = t.x, yj = t.y, zj = t.z, qj = t.w, pj = 0, gxj = 0, gyj = 0, gzj = 0;
-            pairs_steps<RT>(xi, yi, zi, qi, pi, gxi, gyi, gzi, xj, yj, zj, qj, pj, gxj, gyj, gzj);
+            pairs_steps<RT, UNR>(xi, yi, zi, qi, pi, gxi, gyi, gzi, xj, yj, zj, qj, pj, gxj, gyj, gzj);
             if (j >= 0) {
                 atomicAdd(res + j, pj);
                 atomicAdd(res + nt + 3 * j, gxj), atomicAdd(res + nt + 3 * j + 1, gyj);
@@ -805,7 +809,7 @@ __device__ __forceinline__ void pairs_pass(int nt, int split, int ib, int i0, in
         const real4d t = j >= 0 ? pts[j] : real4d{0, 0, 0, 0};
         double xj = t.x, yj = t.y, zj = t.z, qj = t.w, pj = 0, gxj = 0, gyj = 0, gzj = 0;
         if (mine < ni)
-            pairs_steps<RT>(xi, yi, zi, qi, pi, gxi, gyi, gzi, xj, yj, zj, qj, pj, gxj, gyj, gzj);
+            pairs_steps<RT, UNR>(xi, yi, zi, qi, pi, gxi, gyi, gzi, xj, yj, zj, qj, pj, gxj, gyj, gzj);
         /* the buffer written here was last read two chunks ago, before the last barrier */
         red[buf][0][warp][lane] = pj, red[buf][1][warp][lane] = gxj;
         red[buf][2][warp][lane] = gyj, red[buf][3][warp][lane] = gzj;
@@ -833,7 +837,7 @@ __device__ __forceinline__ void pairs_pass(int nt, int split, int ib, int i0, in
     }
 }
 
-template <int RT>
+template <int RT, int UNR>
 __global__ void __launch_bounds__(BLOCK) k_p2p_pairs(int nt, int64_t n_pairs, int run, int tail,
                                                      const int32_t *__restrict__ pairs,
                                                      const int32_t *__restrict__ sb,
@@ -859,13 +863,13 @@ __global__ void __launch_bounds__(BLOCK) k_p2p_pairs(int nt, int64_t n_pairs, in
         for (int ib = 0; ib < ni;) {
             const int left = ni - ib;
             if (tail == 2 && left <= 32) {
-                pairs_pass<1>(nt, 1, ib, i0, ni, nj, r0, r1, s_j0, s_n, pts, res, red);
+                pairs_pass<1, UNR>(nt, 1, ib, i0, ni, nj, r0, r1, s_j0, s_n, pts, res, red);
                 ib += 32;
             } else if (RT == 1 || (tail && left <= BLOCK)) {
-                pairs_pass<1>(nt, 0, ib, i0, ni, nj, r0, r1, s_j0, s_n, pts, res, red);
+                pairs_pass<1, UNR>(nt, 0, ib, i0, ni, nj, r0, r1, s_j0, s_n, pts, res, red);
                 ib += BLOCK;
             } else {
-                pairs_pass<RT>(nt, 0, ib, i0, ni, nj, r0, r1, s_j0, s_n, pts, res, red);
+                pairs_pass<RT, UNR>(nt, 0, ib, i0, ni, nj, r0, r1, s_j0, s_n, pts, res, red);
                 ib += BLOCK * RT;
             }
         }
@@ -1786,16 +1790,26 @@ template <typename R> void p2p(fmm_gpu *s, int nt, p2p_scale sc, cudaStream_t st
             nt, 0, sc, g->d_leaves_trg, g->d_tb, g->d_tn, g->d_sb, g->d_sn, pairs ? g->d_ur_begin : g->d_u_begin,
             pairs ? g->d_ur : g->d_u, g->d_cube, g->d_src, g->d_trg, s->d_near);
     if (pairs && g->n_pairs > 0) {
-        int run = fmk_cuda_fmm3d_p2p_run;
-        run = run < 1 ? 1 : run > P2P_RUN_MAX ? P2P_RUN_MAX : run;
+        /* pairs per block: 8 at small leaves (2^20 uniform, 32-point leaves: P2P 4.00 -> 3.85 ms
+         * against 4), else 4 (256-point leaves: 7.68 against 7.82 with 8; docs: measured) */
+        int run = fmk_cuda_fmm3d_p2p_run > 0 ? fmk_cuda_fmm3d_p2p_run : s->leaf_size < 256 ? 8 : 4;
+        run = run > P2P_RUN_MAX ? P2P_RUN_MAX : run;
         const unsigned blocks = (unsigned)((g->n_pairs + run - 1) / run);
-        const int tail = fmk_cuda_fmm3d_p2p_tail;
+        const int tail = fmk_cuda_fmm3d_p2p_tail, unroll = fmk_cuda_fmm3d_p2p_unroll;
+#define FMK_PAIRS(RT, UNR)                                                                          \
+    k_p2p_pairs<RT, UNR><<<blocks, BLOCK, 0, st>>>(nt, g->n_pairs, run, tail, g->d_pairs, g->d_sb, g->d_sn, \
+                                                   g->d_src, s->d_near)
         if (rt == 4)
-            k_p2p_pairs<4><<<blocks, BLOCK, 0, st>>>(nt, g->n_pairs, run, tail, g->d_pairs, g->d_sb, g->d_sn, g->d_src, s->d_near);
+            FMK_PAIRS(4, 1);
         else if (rt == 1)
-            k_p2p_pairs<1><<<blocks, BLOCK, 0, st>>>(nt, g->n_pairs, run, tail, g->d_pairs, g->d_sb, g->d_sn, g->d_src, s->d_near);
+            FMK_PAIRS(1, 1);
+        else if (unroll >= 4)
+            FMK_PAIRS(2, 4);
+        else if (unroll == 2)
+            FMK_PAIRS(2, 2);
         else
-            k_p2p_pairs<2><<<blocks, BLOCK, 0, st>>>(nt, g->n_pairs, run, tail, g->d_pairs, g->d_sb, g->d_sn, g->d_src, s->d_near);
+            FMK_PAIRS(2, 1);
+#undef FMK_PAIRS
     }
     if (g->n_ynodes > 0)
         k_p2p<R><<<dim3((unsigned)g->n_ynodes, split_for(s->near_max)), BLOCK, 0, st>>>(

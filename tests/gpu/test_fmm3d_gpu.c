@@ -35,6 +35,7 @@ extern int fmk_cuda_fmm3d_overlap;
 /* and that P2P's leaf pairs per block and its one-point-per-lane last pass */
 extern int fmk_cuda_fmm3d_p2p_run;
 extern int fmk_cuda_fmm3d_p2p_tail;
+extern int fmk_cuda_fmm3d_p2p_unroll; /* and its ring's steps unrolled (1, 2, 4) */
 /* and the root cube's volume over the points' bounding cube (1: the bounding cube) */
 extern double fmk_cuda_fmm3d_root_volume;
 /* and the M2L's GEMMs: runs of directions merged across gaps (directions), X's bytes */
@@ -230,40 +231,44 @@ static void test_vs_cpu(void)
 }
 
 /* The P2P of leaf pairs with leaves of up to 300 points (passes of one, two and four points per
- * lane, full and last passes), 1, 4 and 16 pairs per block, each way of the last pass (tail 0,
- * 1, 2): against the CPU engine at the same order and leaf size. */
+ * lane, full and last passes; two per lane with the ring unrolled 1, 2, 4 times), 1, 4 and 16
+ * pairs per block, each way of the last pass (tail 0, 1, 2): against the CPU engine at the same
+ * order and leaf size. */
 static void test_pairs(void)
 {
     const int64_t n = quick ? 5000 : 20000;
     double *x = test_alloc(3 * n), *q = test_alloc(n);
     double *p1 = test_alloc(n), *g1 = test_alloc(3 * n), *p2 = test_alloc(n), *g2 = test_alloc(3 * n);
-    for (int d = 0; d < N_DISTS; d += quick ? 2 : 1) {
+    for (int d = 0; d < N_DISTS; d += quick ? 4 : 1) {
         make_points(d, n, 31 + d, x);
         test_charges(n, 0, 32 + d, q);
         check_context("pairs, %s", dist_name[d]);
         fmk_opts oc = fmm_opts(FMK_BACKEND_CPU, 4, 300), og = fmm_opts(FMK_BACKEND_CUDA, 4, 300);
         const int near = fmk_cuda_fmm3d_direct_near, rt = fmk_cuda_fmm3d_p2p_pairs;
-        const int run0 = fmk_cuda_fmm3d_p2p_run, tail0 = fmk_cuda_fmm3d_p2p_tail;
+        const int run0 = fmk_cuda_fmm3d_p2p_run, tail0 = fmk_cuda_fmm3d_p2p_tail, unroll0 = fmk_cuda_fmm3d_p2p_unroll;
         fmk_fmm3d_direct_near = 0;
         CHECK(run(&oc, 1e-6, n, x, q, 0, NULL, p1, g1, NULL) == FMK_OK);
         fmk_fmm3d_direct_near = 1;
-        static const int rts[] = {1, 2, 4}, runs[] = {1, 4, 16};
-        for (int a = 0; a < 3; a++)
+        static const int rts[] = {1, 2, 4, 2, 2}, unrolls[] = {1, 1, 1, 2, 4}, runs[] = {1, 4, 16};
+        for (int a = 0; a < 5; a++)
             for (int b = 0; b < 3; b++)
                 for (int tail = 0; tail <= 2; tail++) {
                     if (quick && tail < 2 && b != 1)
                         continue;
                     fmk_cuda_fmm3d_p2p_pairs = rts[a], fmk_cuda_fmm3d_p2p_run = runs[b];
                     fmk_cuda_fmm3d_p2p_tail = tail, fmk_cuda_fmm3d_direct_near = 0;
+                    fmk_cuda_fmm3d_p2p_unroll = unrolls[a];
                     fmk_info info;
                     CHECK(run(&og, 1e-6, n, x, q, 0, NULL, p2, g2, &info) == FMK_OK);
                     fmk_cuda_fmm3d_direct_near = near, fmk_cuda_fmm3d_p2p_pairs = rt;
                     fmk_cuda_fmm3d_p2p_run = run0, fmk_cuda_fmm3d_p2p_tail = tail0;
+                    fmk_cuda_fmm3d_p2p_unroll = unroll0;
                     const double dp = test_rel_l2(p2, p1, n), dg = test_rel_l2(g2, g1, 3 * n);
-                    printf("  pairs %-7s levels %d, %d per lane, %2d pairs per block, tail %d: pot %.2e grad %.2e\n",
-                           dist_name[d], info.levels, rts[a], runs[b], tail, dp, dg);
-                    CHECK_MSG(dp < 1e-12 && dg < 1e-12, "GPU (P2P %d, run %d, tail %d) vs CPU: pot %.3e grad %.3e",
-                              rts[a], runs[b], tail, dp, dg);
+                    printf("  pairs %-7s levels %d, %d per lane (unroll %d), %2d pairs per block, tail %d: pot %.2e "
+                           "grad %.2e\n",
+                           dist_name[d], info.levels, rts[a], unrolls[a], runs[b], tail, dp, dg);
+                    CHECK_MSG(dp < 1e-12 && dg < 1e-12, "GPU (P2P %d, unroll %d, run %d, tail %d) vs CPU: pot %.3e grad %.3e",
+                              rts[a], unrolls[a], runs[b], tail, dp, dg);
                 }
     }
     free(x), free(q), free(p1), free(g1), free(p2), free(g2);
