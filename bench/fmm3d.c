@@ -517,21 +517,6 @@ int main(int argc, char **argv)
                     if (measure(FMK_METHOD_FMM, 1e-6, -1, 0, d ? "plummer" : "cube", N20, 1, 5, 1, &r) == 0)
                         print_row(o ? "root-ov" : "root", FMK_METHOD_FMM, d ? "plummer" : "cube", N20, 1e-6, 1, &r);
                 }
-        /* root volume with a smaller leaf size, so that the partly filled boxes at the points'
-         * edge split as well (uniform: 128- and 192-point leaves at level 5) */
-        const struct {
-            double vol;
-            int64_t leaf;
-        } vl[] = {{4, 200}, {6, 300}};
-        for (int v = 0; v < 2; v++)
-            for (int o = 0; o <= 1; o++) {
-                fmk_cuda_fmm3d_root_volume = vl[v].vol, fmk_cuda_fmm3d_overlap = o;
-                if (!json)
-                    printf("root volume %g, leaf size %lld, %s\n", vl[v].vol, (long long)vl[v].leaf,
-                           o ? "two streams" : "one stream");
-                if (measure(FMK_METHOD_FMM, 1e-6, -1, vl[v].leaf, "cube", N20, 1, 5, 1, &r) == 0)
-                    print_row(o ? "root-ov" : "root", FMK_METHOD_FMM, "cube", N20, 1e-6, 1, &r);
-            }
         fmk_cuda_fmm3d_root_volume = vol, fmk_cuda_fmm3d_overlap = ov;
         device_points = 0;
     } else if (!strcmp(mode, "unroll")) {
@@ -556,7 +541,8 @@ int main(int argc, char **argv)
         fmk_cuda_fmm3d_p2p_unroll = un, fmk_cuda_fmm3d_overlap = ov;
         device_points = 0;
     } else if (!strcmp(mode, "rootleaf")) {
-        /* the root volume rows with a smaller leaf size alone (see p2p) */
+        /* the root volume with a smaller leaf size, so that the partly filled boxes at the
+         * points' edge split as well (uniform: 128- and 192-point leaves at level 5) */
         const int ov = fmk_cuda_fmm3d_overlap;
         const double vol = fmk_cuda_fmm3d_root_volume;
         const struct {
