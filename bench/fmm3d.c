@@ -520,17 +520,17 @@ int main(int argc, char **argv)
         fmk_cuda_fmm3d_root_volume = vol, fmk_cuda_fmm3d_overlap = ov;
         device_points = 0;
     } else if (!strcmp(mode, "unroll")) {
-        /* the P2P of leaf pairs with its 32-step ring unrolled 1, 2, 4 times: 2^20 uniform and
+        /* the P2P of leaf pairs with its 32-step ring unrolled 1, 2, 4, 8 times: 2^20 uniform and
          * Plummer at eps 1e-6 (two points per lane), one stream and two; device points */
         if (!&fmk_cuda_fmm3d_p2p_unroll || !&fmk_cuda_fmm3d_overlap) {
             fprintf(stderr, "fmm3d: no unroll knob in this build\n");
             return 1;
         }
         const int un = fmk_cuda_fmm3d_p2p_unroll, ov = fmk_cuda_fmm3d_overlap;
-        const int us[] = {1, 2, 4};
+        const int us[] = {1, 2, 4, 8};
         device_points = 1;
         for (int d = 0; d < 2; d++)
-            for (int u = 0; u < 3; u++)
+            for (int u = 0; u < 4; u++)
                 for (int o = 0; o <= 1; o++) {
                     fmk_cuda_fmm3d_p2p_unroll = us[u], fmk_cuda_fmm3d_overlap = o;
                     if (!json)

@@ -78,9 +78,9 @@ extern "C" int fmk_cuda_fmm3d_p2p_run;
 int fmk_cuda_fmm3d_p2p_run = -1;
 extern "C" int fmk_cuda_fmm3d_p2p_tail;
 int fmk_cuda_fmm3d_p2p_tail = 2;
-/* and the steps of its 32-step ring unrolled (1, 2 or 4; 2 and 4 at 2 points per lane only) */
+/* and the steps of its 32-step ring unrolled (1, 2, 4 or 8; above 1 at 2 points per lane only) */
 extern "C" int fmk_cuda_fmm3d_p2p_unroll;
-int fmk_cuda_fmm3d_p2p_unroll = 2;
+int fmk_cuda_fmm3d_p2p_unroll = 4;
 
 /* Tuning knob, not API: the octree's root cube has this many times the volume of the points'
  * bounding cube (>= 1; the points in its low corner), so that a uniform set's leaves can hold
@@ -1459,7 +1459,8 @@ fmk_status start_failed(fmk_plan *plan, cudaError_t err, const char *call)
                          plan_total(plan));
 }
 
-/* A new state in plan->state (*out): its order, events, streams and cuBLAS handle. */
+/* A new state in plan->state (*out): its order, events and streams (the cuBLAS handle comes
+ * last, start_blas). */
 fmk_status new_state(fmk_plan *plan, fmm_gpu **out)
 {
     const double t0 = fmk_time_now();
@@ -1499,21 +1500,32 @@ fmk_status new_state(fmk_plan *plan, fmm_gpu **out)
                            "the GPU FMM needs cuBLAS (" FMK_CUBLAS_SONAME "), which was not found: add "
                            "the CUDA toolkit's lib64 to LD_LIBRARY_PATH (or set CUDA_HOME), or use "
                            "backend cpu");
-    if (st == FMK_OK) {
-        const cublasStatus_t bs = blas::create(&s->blas);
-        if (bs != CUBLAS_STATUS_SUCCESS)
-            st = bs == CUBLAS_STATUS_ALLOC_FAILED
-                     ? fmk_error_set(plan, FMK_ERR_DEVICE_NOMEM,
-                                     "out of GPU memory starting cuBLAS; the plan needs about %lld bytes "
-                                     "on the GPU",
-                                     plan_total(plan))
-                     : fmk_error_set(plan, FMK_ERR_DEVICE, "cuBLAS could not start (status %d)", (int)bs);
-        else
-            s->has_blas = 1;
-        if (st == FMK_OK && blas::set_stream(s->blas, s->stream[0]) != CUBLAS_STATUS_SUCCESS)
-            st = fmk_error_set(plan, FMK_ERR_DEVICE, "cuBLAS could not take the FMM's stream");
-    }
     s->setup_time[0] = fmk_time_now() - t0;
+    return st;
+}
+
+/* The state's cuBLAS handle on its first stream, made once its set_points has allocated
+ * everything else: a handle made first and then destroyed when an allocation failed kept 2 MB
+ * of device memory from the free count (the out-of-memory test). */
+fmk_status start_blas(fmk_plan *plan, fmm_gpu *s)
+{
+    if (s->has_blas)
+        return FMK_OK;
+    const double t0 = fmk_time_now();
+    fmk_status st = FMK_OK;
+    const cublasStatus_t bs = blas::create(&s->blas);
+    if (bs != CUBLAS_STATUS_SUCCESS)
+        st = bs == CUBLAS_STATUS_ALLOC_FAILED
+                 ? fmk_error_set(plan, FMK_ERR_DEVICE_NOMEM,
+                                 "out of GPU memory starting cuBLAS; the plan needs about %lld bytes "
+                                 "on the GPU",
+                                 plan_total(plan))
+                 : fmk_error_set(plan, FMK_ERR_DEVICE, "cuBLAS could not start (status %d)", (int)bs);
+    else
+        s->has_blas = 1;
+    if (st == FMK_OK && blas::set_stream(s->blas, s->stream[0]) != CUBLAS_STATUS_SUCCESS)
+        st = fmk_error_set(plan, FMK_ERR_DEVICE, "cuBLAS could not take the FMM's stream");
+    s->setup_time[0] += fmk_time_now() - t0;
     return st;
 }
 
@@ -1562,6 +1574,8 @@ fmk_status build_state(fmk_plan *plan, double *d_all)
     }
     if (st == FMK_OK) {
         st = setup_on_device(plan, s, d_all);
+        if (st == FMK_OK)
+            st = start_blas(plan, s);
     } else {
         free_points(plan, d_all);
     }
@@ -1794,6 +1808,10 @@ template <typename R> void p2p(fmm_gpu *s, int nt, p2p_scale sc, cudaStream_t st
          * against 4), else 4 (256-point leaves: 7.68 against 7.82 with 8; docs: measured) */
         int run = fmk_cuda_fmm3d_p2p_run > 0 ? fmk_cuda_fmm3d_p2p_run : s->leaf_size < 256 ? 8 : 4;
         run = run > P2P_RUN_MAX ? P2P_RUN_MAX : run;
+        /* ... but at least 16 blocks per multiprocessor while pairs allow: at 2^12 points 28
+         * pairs of 512-point leaves in 7 blocks took P2P from 0.15 to 0.8-1.1 ms */
+        while (fmk_cuda_fmm3d_p2p_run <= 0 && run > 1 && g->n_pairs < (int64_t)16 * s->sms * run)
+            run /= 2;
         const unsigned blocks = (unsigned)((g->n_pairs + run - 1) / run);
         const int tail = fmk_cuda_fmm3d_p2p_tail, unroll = fmk_cuda_fmm3d_p2p_unroll;
 #define FMK_PAIRS(RT, UNR)                                                                          \
@@ -1803,6 +1821,8 @@ template <typename R> void p2p(fmm_gpu *s, int nt, p2p_scale sc, cudaStream_t st
             FMK_PAIRS(4, 1);
         else if (rt == 1)
             FMK_PAIRS(1, 1);
+        else if (unroll >= 8)
+            FMK_PAIRS(2, 8);
         else if (unroll >= 4)
             FMK_PAIRS(2, 4);
         else if (unroll == 2)

@@ -35,7 +35,7 @@ extern int fmk_cuda_fmm3d_overlap;
 /* and that P2P's leaf pairs per block and its one-point-per-lane last pass */
 extern int fmk_cuda_fmm3d_p2p_run;
 extern int fmk_cuda_fmm3d_p2p_tail;
-extern int fmk_cuda_fmm3d_p2p_unroll; /* and its ring's steps unrolled (1, 2, 4) */
+extern int fmk_cuda_fmm3d_p2p_unroll; /* and its ring's steps unrolled (1, 2, 4, 8) */
 /* and the root cube's volume over the points' bounding cube (1: the bounding cube) */
 extern double fmk_cuda_fmm3d_root_volume;
 /* and the M2L's GEMMs: runs of directions merged across gaps (directions), X's bytes */
@@ -231,7 +231,7 @@ static void test_vs_cpu(void)
 }
 
 /* The P2P of leaf pairs with leaves of up to 300 points (passes of one, two and four points per
- * lane, full and last passes; two per lane with the ring unrolled 1, 2, 4 times), 1, 4 and 16
+ * lane, full and last passes; two per lane with the ring unrolled 1, 2, 4, 8 times), 1, 4 and 16
  * pairs per block, each way of the last pass (tail 0, 1, 2): against the CPU engine at the same
  * order and leaf size. */
 static void test_pairs(void)
@@ -249,8 +249,8 @@ static void test_pairs(void)
         fmk_fmm3d_direct_near = 0;
         CHECK(run(&oc, 1e-6, n, x, q, 0, NULL, p1, g1, NULL) == FMK_OK);
         fmk_fmm3d_direct_near = 1;
-        static const int rts[] = {1, 2, 4, 2, 2}, unrolls[] = {1, 1, 1, 2, 4}, runs[] = {1, 4, 16};
-        for (int a = 0; a < 5; a++)
+        static const int rts[] = {1, 2, 4, 2, 2, 2}, unrolls[] = {1, 1, 1, 2, 4, 8}, runs[] = {1, 4, 16};
+        for (int a = 0; a < 6; a++)
             for (int b = 0; b < 3; b++)
                 for (int tail = 0; tail <= 2; tail++) {
                     if (quick && tail < 2 && b != 1)
