@@ -1459,8 +1459,7 @@ fmk_status start_failed(fmk_plan *plan, cudaError_t err, const char *call)
                          plan_total(plan));
 }
 
-/* A new state in plan->state (*out): its order, events and streams (the cuBLAS handle comes
- * last, start_blas). */
+/* A new state in plan->state (*out): its order, events, streams and cuBLAS handle. */
 fmk_status new_state(fmk_plan *plan, fmm_gpu **out)
 {
     const double t0 = fmk_time_now();
@@ -1500,32 +1499,21 @@ fmk_status new_state(fmk_plan *plan, fmm_gpu **out)
                            "the GPU FMM needs cuBLAS (" FMK_CUBLAS_SONAME "), which was not found: add "
                            "the CUDA toolkit's lib64 to LD_LIBRARY_PATH (or set CUDA_HOME), or use "
                            "backend cpu");
+    if (st == FMK_OK) {
+        const cublasStatus_t bs = blas::create(&s->blas);
+        if (bs != CUBLAS_STATUS_SUCCESS)
+            st = bs == CUBLAS_STATUS_ALLOC_FAILED
+                     ? fmk_error_set(plan, FMK_ERR_DEVICE_NOMEM,
+                                     "out of GPU memory starting cuBLAS; the plan needs about %lld bytes "
+                                     "on the GPU",
+                                     plan_total(plan))
+                     : fmk_error_set(plan, FMK_ERR_DEVICE, "cuBLAS could not start (status %d)", (int)bs);
+        else
+            s->has_blas = 1;
+        if (st == FMK_OK && blas::set_stream(s->blas, s->stream[0]) != CUBLAS_STATUS_SUCCESS)
+            st = fmk_error_set(plan, FMK_ERR_DEVICE, "cuBLAS could not take the FMM's stream");
+    }
     s->setup_time[0] = fmk_time_now() - t0;
-    return st;
-}
-
-/* The state's cuBLAS handle on its first stream, made once its set_points has allocated
- * everything else: a handle made first and then destroyed when an allocation failed kept 2 MB
- * of device memory from the free count (the out-of-memory test). */
-fmk_status start_blas(fmk_plan *plan, fmm_gpu *s)
-{
-    if (s->has_blas)
-        return FMK_OK;
-    const double t0 = fmk_time_now();
-    fmk_status st = FMK_OK;
-    const cublasStatus_t bs = blas::create(&s->blas);
-    if (bs != CUBLAS_STATUS_SUCCESS)
-        st = bs == CUBLAS_STATUS_ALLOC_FAILED
-                 ? fmk_error_set(plan, FMK_ERR_DEVICE_NOMEM,
-                                 "out of GPU memory starting cuBLAS; the plan needs about %lld bytes "
-                                 "on the GPU",
-                                 plan_total(plan))
-                 : fmk_error_set(plan, FMK_ERR_DEVICE, "cuBLAS could not start (status %d)", (int)bs);
-    else
-        s->has_blas = 1;
-    if (st == FMK_OK && blas::set_stream(s->blas, s->stream[0]) != CUBLAS_STATUS_SUCCESS)
-        st = fmk_error_set(plan, FMK_ERR_DEVICE, "cuBLAS could not take the FMM's stream");
-    s->setup_time[0] += fmk_time_now() - t0;
     return st;
 }
 
@@ -1574,8 +1562,6 @@ fmk_status build_state(fmk_plan *plan, double *d_all)
     }
     if (st == FMK_OK) {
         st = setup_on_device(plan, s, d_all);
-        if (st == FMK_OK)
-            st = start_blas(plan, s);
     } else {
         free_points(plan, d_all);
     }
