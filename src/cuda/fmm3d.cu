@@ -24,7 +24,7 @@
  * stacked matrices of each run of directions they reach with their multipoles, then a gather of
  * each target box's V entries of the part; P2L (X list); L2P and M2P (W list) a thread per
  * target; P2P (U list) blocks per target leaf with the sources staged in shared memory (fp64, or
- * fp32 on offsets from the leaf's centre), or per pair of touching leaves both ways. The near
+ * fp32 on offsets from the leaf's centre), or per run of pairs of touching leaves, both ways. The near
  * field (P2P) runs on a second stream alongside the far field's chain, into its own results,
  * which k_results adds to the far field's. W entries with
  * few sources and X entries into boxes with few targets are done as P2P instead (exact, and
