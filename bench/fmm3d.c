@@ -540,6 +540,31 @@ int main(int argc, char **argv)
                 }
         fmk_cuda_fmm3d_p2p_unroll = un, fmk_cuda_fmm3d_overlap = ov;
         device_points = 0;
+    } else if (!strcmp(mode, "tiny")) {
+        /* small N at eps 1e-6 with the P2P variants: the default, the pairs as before this
+         * round's changes (one pair per block, no spread last pass, the ring not unrolled), and
+         * every U entry one way; device points, two streams */
+        if (!&fmk_cuda_fmm3d_p2p_unroll || !&fmk_cuda_fmm3d_p2p_pairs) {
+            fprintf(stderr, "fmm3d: no P2P knobs in this build\n");
+            return 1;
+        }
+        const int run = fmk_cuda_fmm3d_p2p_run, tail = fmk_cuda_fmm3d_p2p_tail;
+        const int un = fmk_cuda_fmm3d_p2p_unroll, rt = fmk_cuda_fmm3d_p2p_pairs;
+        const int var[][4] = {{-1, 2, 4, -1}, {1, 0, 1, -1}, {1, 0, 2, -1}, {1, 2, 4, -1}, {-1, 2, 4, 0}};
+        device_points = 1;
+        for (int lg = 12; lg <= 16; lg += 2)
+            for (int v = 0; v < 5; v++) {
+                fmk_cuda_fmm3d_p2p_run = var[v][0], fmk_cuda_fmm3d_p2p_tail = var[v][1];
+                fmk_cuda_fmm3d_p2p_unroll = var[v][2], fmk_cuda_fmm3d_p2p_pairs = var[v][3];
+                if (!json)
+                    printf("pairs per block %d, tail %d, unroll %d, points per lane %d\n", var[v][0], var[v][1],
+                           var[v][2], var[v][3]);
+                if (measure(FMK_METHOD_FMM, 1e-6, -1, 0, "cube", (int64_t)1 << lg, 1, 7, 0, &r) == 0)
+                    print_row("tiny", FMK_METHOD_FMM, "cube", (int64_t)1 << lg, 1e-6, 1, &r);
+            }
+        fmk_cuda_fmm3d_p2p_run = run, fmk_cuda_fmm3d_p2p_tail = tail;
+        fmk_cuda_fmm3d_p2p_unroll = un, fmk_cuda_fmm3d_p2p_pairs = rt;
+        device_points = 0;
     } else if (!strcmp(mode, "rootleaf")) {
         /* the root volume with a smaller leaf size, so that the partly filled boxes at the
          * points' edge split as well (uniform: 128- and 192-point leaves at level 5) */
