@@ -62,6 +62,12 @@ extern int fmk_cuda_fmm3d_overlap __attribute__((weak));
 extern int fmk_cuda_fmm3d_m2l_gap __attribute__((weak));
 /* and the first order of the rotation-based M2L (0: every order) */
 extern int fmk_cuda_fmm3d_m2l_rot_order __attribute__((weak));
+/* and the leaf pairs per block of the P2P both ways, its one-point-per-lane last pass, and the
+ * root cube's volume over the points' bounding cube */
+extern int fmk_cuda_fmm3d_p2p_run __attribute__((weak));
+extern int fmk_cuda_fmm3d_p2p_tail __attribute__((weak));
+extern int fmk_cuda_fmm3d_p2p_unroll __attribute__((weak));
+extern double fmk_cuda_fmm3d_root_volume __attribute__((weak));
 #pragma weak cudaMalloc
 #pragma weak cudaMemcpy
 #pragma weak cudaFree
@@ -143,6 +149,7 @@ typedef struct result {
     double m2l_rate, m2l_rate_tiles; /* flop/s in M2L: V pairs, and pairs the tiles multiply */
     double setup_part[11];          /* FMM, last set_points: start, tree, lists, operators, buffers;
                                      * the lists' stages: points, boxes, lists, directions, work, tiles */
+    double setup_first_part[11];    /* the same of the plan's first set_points */
 } result;
 
 /* Direct sum in double at SAMPLES targets (every n/SAMPLES-th source). */
@@ -232,8 +239,11 @@ static int measure(fmk_method method, double eps, int order, int64_t leaf, const
         ok = (ds ? fmk_plan_set_points_device(p, n, ds, m, xt ? ds + 3 * n : NULL)
                  : fmk_plan_set_points(p, n, hs, m, xt ? hs + 3 * n : NULL)) == FMK_OK;
         const double t1 = bench_now();
-        if (k == 0)
+        if (k == 0) {
             r->setup_first = t1 - t0;
+            if (ok && method == FMK_METHOD_FMM && fmk_cuda_fmm3d_setup_times)
+                fmk_cuda_fmm3d_setup_times(p, r->setup_first_part);
+        }
         else if (k <= reps)
             ts[k - 1] = t1 - t0;
     }
@@ -320,6 +330,10 @@ static void print_row(const char *table, fmk_method m, const char *dist, int64_t
                " | first call of the plan %.2f\n",
                1e3 * r->setup_part[0], 1e3 * r->setup_part[1], 1e3 * r->setup_part[2],
                1e3 * r->setup_part[3], 1e3 * r->setup_part[4], 1e3 * r->setup_first);
+    if (m == FMK_METHOD_FMM)
+        printf("       first set_points (ms): start %.2f tree %.2f lists %.2f operators %.2f buffers %.2f\n",
+               1e3 * r->setup_first_part[0], 1e3 * r->setup_first_part[1], 1e3 * r->setup_first_part[2],
+               1e3 * r->setup_first_part[3], 1e3 * r->setup_first_part[4]);
     if (m == FMK_METHOD_FMM)
         printf("       lists (ms): points %.2f boxes %.2f lists %.2f directions %.2f work %.2f tiles %.2f\n",
                1e3 * r->setup_part[5], 1e3 * r->setup_part[6], 1e3 * r->setup_part[7],
@@ -467,6 +481,116 @@ int main(int argc, char **argv)
                 print_row("m2l-ov", FMK_METHOD_FMM, dists[d], N20, 1e-6, 1, &r);
         }
         fmk_cuda_fmm3d_m2l_gap = gap, fmk_cuda_fmm3d_overlap = ov;
+        device_points = 0;
+    } else if (!strcmp(mode, "p2p")) {
+        /* the P2P of leaf pairs: pairs per block (run) and the last pass one point per lane
+         * (tail), one stream (P2P alone) and two; then the root cube's volume over the points'
+         * (uniform: leaves of 32 v points at level 5); device points, 2^20 */
+        if (!&fmk_cuda_fmm3d_p2p_run || !&fmk_cuda_fmm3d_root_volume || !&fmk_cuda_fmm3d_overlap) {
+            fprintf(stderr, "fmm3d: no P2P knobs in this build\n");
+            return 1;
+        }
+        const int run = fmk_cuda_fmm3d_p2p_run, tail = fmk_cuda_fmm3d_p2p_tail, ov = fmk_cuda_fmm3d_overlap;
+        const double vol = fmk_cuda_fmm3d_root_volume;
+        const struct {
+            const char *dist;
+            double eps;
+        } sets[] = {{"cube", 1e-6}, {"plummer", 1e-6}, {"cube", 1e-3}};
+        const int runs[][2] = {{1, 0}, {1, 2}, {2, 2}, {4, 2}, {8, 2}, {16, 2}, {4, 1}, {4, 0}};
+        device_points = 1;
+        for (int d = 0; d < 3; d++)
+            for (int k = 0; k < 8; k++)
+                for (int o = 0; o <= 1; o++) {
+                    if (d > 0 && (k == 2 || k == 5))
+                        continue;
+                    fmk_cuda_fmm3d_p2p_run = runs[k][0], fmk_cuda_fmm3d_p2p_tail = runs[k][1];
+                    fmk_cuda_fmm3d_overlap = o;
+                    if (!json)
+                        printf("pairs per block %d, tail %d, %s\n", runs[k][0], runs[k][1], o ? "two streams" : "one stream");
+                    if (measure(FMK_METHOD_FMM, sets[d].eps, -1, 0, sets[d].dist, N20, 1, 5, o, &r) == 0)
+                        print_row(o ? "p2p-ov" : "p2p", FMK_METHOD_FMM, sets[d].dist, N20, sets[d].eps, 1, &r);
+                }
+        fmk_cuda_fmm3d_p2p_run = run, fmk_cuda_fmm3d_p2p_tail = tail, fmk_cuda_fmm3d_overlap = ov;
+        const double vols[] = {1, 2.5, 3, 4, 5, 6, 7};
+        for (int d = 0; d < 2; d++)
+            for (int v = 0; v < 7; v++)
+                for (int o = 0; o <= 1; o++) {
+                    if (d == 1 && v != 0 && v != 3)
+                        continue;
+                    fmk_cuda_fmm3d_root_volume = vols[v], fmk_cuda_fmm3d_overlap = o;
+                    if (!json)
+                        printf("root volume %g, %s\n", vols[v], o ? "two streams" : "one stream");
+                    if (measure(FMK_METHOD_FMM, 1e-6, -1, 0, d ? "plummer" : "cube", N20, 1, 5, 1, &r) == 0)
+                        print_row(o ? "root-ov" : "root", FMK_METHOD_FMM, d ? "plummer" : "cube", N20, 1e-6, 1, &r);
+                }
+        fmk_cuda_fmm3d_root_volume = vol, fmk_cuda_fmm3d_overlap = ov;
+        device_points = 0;
+    } else if (!strcmp(mode, "unroll")) {
+        /* the P2P of leaf pairs with its 32-step ring unrolled 1, 2, 4, 8 times: 2^20 uniform and
+         * Plummer at eps 1e-6 (two points per lane), one stream and two; device points */
+        if (!&fmk_cuda_fmm3d_p2p_unroll || !&fmk_cuda_fmm3d_overlap) {
+            fprintf(stderr, "fmm3d: no unroll knob in this build\n");
+            return 1;
+        }
+        const int un = fmk_cuda_fmm3d_p2p_unroll, ov = fmk_cuda_fmm3d_overlap;
+        const int us[] = {1, 2, 4, 8};
+        device_points = 1;
+        for (int d = 0; d < 2; d++)
+            for (int u = 0; u < 4; u++)
+                for (int o = 0; o <= 1; o++) {
+                    fmk_cuda_fmm3d_p2p_unroll = us[u], fmk_cuda_fmm3d_overlap = o;
+                    if (!json)
+                        printf("unroll %d, %s\n", us[u], o ? "two streams" : "one stream");
+                    if (measure(FMK_METHOD_FMM, 1e-6, -1, 0, d ? "plummer" : "cube", N20, 1, 5, o, &r) == 0)
+                        print_row(o ? "unroll-ov" : "unroll", FMK_METHOD_FMM, d ? "plummer" : "cube", N20, 1e-6, 1, &r);
+                }
+        fmk_cuda_fmm3d_p2p_unroll = un, fmk_cuda_fmm3d_overlap = ov;
+        device_points = 0;
+    } else if (!strcmp(mode, "tiny")) {
+        /* small N at eps 1e-6 with the P2P variants: the default, the pairs as before this
+         * round's changes (one pair per block, no spread last pass, the ring not unrolled), and
+         * every U entry one way; device points, two streams */
+        if (!&fmk_cuda_fmm3d_p2p_unroll || !&fmk_cuda_fmm3d_p2p_pairs) {
+            fprintf(stderr, "fmm3d: no P2P knobs in this build\n");
+            return 1;
+        }
+        const int run = fmk_cuda_fmm3d_p2p_run, tail = fmk_cuda_fmm3d_p2p_tail;
+        const int un = fmk_cuda_fmm3d_p2p_unroll, rt = fmk_cuda_fmm3d_p2p_pairs;
+        const int var[][4] = {{-1, 2, 4, -1}, {1, 0, 1, -1}, {1, 0, 2, -1}, {1, 2, 4, -1}, {-1, 2, 4, 0}};
+        device_points = 1;
+        for (int lg = 12; lg <= 16; lg += 2)
+            for (int v = 0; v < 5; v++) {
+                fmk_cuda_fmm3d_p2p_run = var[v][0], fmk_cuda_fmm3d_p2p_tail = var[v][1];
+                fmk_cuda_fmm3d_p2p_unroll = var[v][2], fmk_cuda_fmm3d_p2p_pairs = var[v][3];
+                if (!json)
+                    printf("pairs per block %d, tail %d, unroll %d, points per lane %d\n", var[v][0], var[v][1],
+                           var[v][2], var[v][3]);
+                if (measure(FMK_METHOD_FMM, 1e-6, -1, 0, "cube", (int64_t)1 << lg, 1, 7, 0, &r) == 0)
+                    print_row("tiny", FMK_METHOD_FMM, "cube", (int64_t)1 << lg, 1e-6, 1, &r);
+            }
+        fmk_cuda_fmm3d_p2p_run = run, fmk_cuda_fmm3d_p2p_tail = tail;
+        fmk_cuda_fmm3d_p2p_unroll = un, fmk_cuda_fmm3d_p2p_pairs = rt;
+        device_points = 0;
+    } else if (!strcmp(mode, "rootleaf")) {
+        /* the root volume with a smaller leaf size, so that the partly filled boxes at the
+         * points' edge split as well (uniform: 128- and 192-point leaves at level 5) */
+        const int ov = fmk_cuda_fmm3d_overlap;
+        const double vol = fmk_cuda_fmm3d_root_volume;
+        const struct {
+            double vol;
+            int64_t leaf;
+        } vl[] = {{1, 0}, {4, 200}, {6, 300}};
+        device_points = 1;
+        for (int v = 0; v < 3; v++)
+            for (int o = 0; o <= 1; o++) {
+                fmk_cuda_fmm3d_root_volume = vl[v].vol, fmk_cuda_fmm3d_overlap = o;
+                if (!json)
+                    printf("root volume %g, leaf size %lld, %s\n", vl[v].vol, (long long)vl[v].leaf,
+                           o ? "two streams" : "one stream");
+                if (measure(FMK_METHOD_FMM, 1e-6, -1, vl[v].leaf, "cube", N20, 1, 5, 1, &r) == 0)
+                    print_row(o ? "root-ov" : "root", FMK_METHOD_FMM, "cube", N20, 1e-6, 1, &r);
+            }
+        fmk_cuda_fmm3d_root_volume = vol, fmk_cuda_fmm3d_overlap = ov;
         device_points = 0;
     } else if (!strcmp(mode, "table8")) {
         const int orders[] = {4, 8, 12};

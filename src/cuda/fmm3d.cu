@@ -25,7 +25,7 @@
  * each target box's V entries of the part (from order fmk_cuda_fmm3d_m2l_rot_order up, where the
  * dense matrices grow too large, point and shoot instead: fmm3d_rot.cu); P2L (X list); L2P and M2P (W list) a thread per
  * target; P2P (U list) blocks per target leaf with the sources staged in shared memory (fp64, or
- * fp32 on offsets from the leaf's centre), or per pair of touching leaves both ways. The near
+ * fp32 on offsets from the leaf's centre), or per run of pairs of touching leaves, both ways. The near
  * field (P2P) runs on a second stream alongside the far field's chain, into its own results,
  * which k_results adds to the far field's. W entries with
  * few sources and X entries into boxes with few targets are done as P2P instead (exact, and
@@ -80,6 +80,26 @@ int fmk_cuda_fmm3d_direct_near = 16;
  * section 1: measured). */
 extern "C" int fmk_cuda_fmm3d_p2p_pairs;
 int fmk_cuda_fmm3d_p2p_pairs = -1; /* -1: from the leaf size (p2p below) */
+
+/* Tuning knobs, not API, of that P2P of leaf pairs: a block takes this many consecutive pairs
+ * (1 .. 16, -1: 8 below leaf size 256, else 4; those of one leaf share its points in registers
+ * and one stream of their partners' points); tail 2: the last pass over a leaf's points, when at most 32 remain, spread over the
+ * block's warps by chunks of the stream; 1: a pass of one point per lane when at most a block's
+ * worth remain; 0: every pass of RT per lane (k_p2p_pairs; docs/fmm3d_gpu.md, section 3:
+ * measured). */
+extern "C" int fmk_cuda_fmm3d_p2p_run;
+int fmk_cuda_fmm3d_p2p_run = -1;
+extern "C" int fmk_cuda_fmm3d_p2p_tail;
+int fmk_cuda_fmm3d_p2p_tail = 2;
+/* and the steps of its 32-step ring unrolled (1, 2, 4 or 8; above 1 at 2 points per lane only) */
+extern "C" int fmk_cuda_fmm3d_p2p_unroll;
+int fmk_cuda_fmm3d_p2p_unroll = 4;
+
+/* Tuning knob, not API: the octree's root cube has this many times the volume of the points'
+ * bounding cube (>= 1; the points in its low corner), so that a uniform set's leaves can hold
+ * other populations than N / 8^L (docs/fmm3d_gpu.md, section 3: measured). */
+extern "C" double fmk_cuda_fmm3d_root_volume;
+double fmk_cuda_fmm3d_root_volume = 1;
 
 /* Tuning knob, not API: 1 runs eval's near field (P2P) on a second stream alongside the far
  * field's chain (P2M .. L2P); 0 runs everything on one stream, one pass after another (each
@@ -688,77 +708,183 @@ __global__ void __launch_bounds__(BLOCK) k_p2p(int nt, int atomic, p2p_scale sc,
     }
 }
 
-/* P2P of the leaf pairs (b, a) = pairs[blockIdx.x] (sources = targets, fp64): each pair of
- * points evaluated once and added to both. A warp holds 32 RT points of b (RT per lane, their
- * sums in registers) and takes a's points 32 at a time, one per lane; in 32 steps each lane
- * meets every one of the 32 (the a point, its charge and its four sums move one lane down per
- * step, by shuffles), so each a point's sums come back to its lane summed over the warp's b
- * points. The four warps hold different b points and the same a points: their a sums are added
- * in shared memory in warp order, then added to the results atomically, as are the b points'
- * sums at the end (other pairs add to the same points: the order of those adds is not fixed). */
-template <int RT>
-__global__ void __launch_bounds__(BLOCK) k_p2p_pairs(int nt, const int32_t *__restrict__ pairs,
+/* P2P of leaf pairs (b, a) (sources = targets, fp64): each pair of points evaluated once and
+ * added to both. A block takes up to `run` consecutive pairs (pairs[2 e], pairs[2 e + 1]; the
+ * pairs of one b are consecutive) and, for each run of them with the same b, holds b's points in
+ * registers while the points of the run's a leaves stream past as one sequence (chunks of 32
+ * may span two a leaves: padding only at the run's end, and b's sums added once per run, not per
+ * pair). A warp holds 32 RT points of b (RT per lane, their sums in registers) and takes the
+ * stream's points 32 at a time, one per lane; in 32 steps each lane meets every one of the 32
+ * (the a point, its charge and its four sums move one lane down per step, by shuffles), so each
+ * a point's sums come back to its lane summed over the warp's b points. In a full pass the four
+ * warps hold different b points and take the same chunks: their a sums are added in shared
+ * memory in warp order (two buffers, one barrier per chunk), then to the results atomically, as
+ * are the b points' sums at the end (other pairs add to the same points: the order of those adds
+ * is not fixed). The last pass, when at most 32 of b's points remain (tail 2), gives all four
+ * warps the same points and each warp a quarter of the chunks (a sums added atomically by each
+ * warp, b sums added across the warps in shared memory): no warp idles through it; tail 1 runs
+ * it as a full pass of one point per lane, tail 0 as a full pass of RT. */
+const int P2P_RUN_MAX = 16;
+
+/* The lane's point of the stream (chunk jc), or -1: its a leaf and place there. */
+__device__ __forceinline__ int stream_point(int jc, int nj, int r0, int r1, const int32_t *s_j0,
+                                            const int32_t *s_n)
+{
+    const int lane = threadIdx.x & 31;
+    if (jc + lane >= nj)
+        return -1;
+    int off = jc + lane, e = r0;
+    while (e < r1 - 1 && off >= s_n[e])
+        off -= s_n[e], e++;
+    return s_j0[e] + off;
+}
+
+/* 32 steps of a warp: its RT points of b (xi .. gzi) against the 32 a points of the lanes
+ * (xj .. gzj, moving one lane down per step), each pair once, both ways; UNR steps unrolled. */
+template <int RT, int UNR>
+__device__ __forceinline__ void pairs_steps(const double *xi, const double *yi, const double *zi,
+                                            const double *qi, double *pi, double *gxi, double *gyi,
+                                            double *gzi, double &xj, double &yj, double &zj, double &qj,
+                                            double &pj, double &gxj, double &gyj, double &gzj)
+{
+    const int next = ((threadIdx.x & 31) + 1) & 31;
+#pragma unroll UNR
+    for (int k = 0; k < 32; k++) {
+#pragma unroll
+        for (int r = 0; r < RT; r++) {
+            const double dx = xi[r] - xj, dy = yi[r] - yj, dz = zi[r] - zj;
+            const double inv = rsqrt_masked(dx * dx + dy * dy + dz * dz), inv3 = inv * inv * inv;
+            pi[r] = fma(qj, inv, pi[r]), pj = fma(qi[r], inv, pj);
+            const double fj = qj * inv3, fi = qi[r] * inv3;
+            gxi[r] = fma(-fj, dx, gxi[r]), gyi[r] = fma(-fj, dy, gyi[r]), gzi[r] = fma(-fj, dz, gzi[r]);
+            gxj = fma(fi, dx, gxj), gyj = fma(fi, dy, gyj), gzj = fma(fi, dz, gzj);
+        }
+        xj = __shfl_sync(0xffffffffu, xj, next), yj = __shfl_sync(0xffffffffu, yj, next);
+        zj = __shfl_sync(0xffffffffu, zj, next), qj = __shfl_sync(0xffffffffu, qj, next);
+        pj = __shfl_sync(0xffffffffu, pj, next), gxj = __shfl_sync(0xffffffffu, gxj, next);
+        gyj = __shfl_sync(0xffffffffu, gyj, next), gzj = __shfl_sync(0xffffffffu, gzj, next);
+    }
+}
+
+/* One pass over b's points [ib, ...): split 0 a full pass (each warp its 32 RT points, every
+ * chunk), split 1 the last pass (every warp the same 32 RT points, a quarter of the chunks). */
+template <int RT, int UNR>
+__device__ __forceinline__ void pairs_pass(int nt, int split, int ib, int i0, int ni, int nj, int r0,
+                                           int r1, const int32_t *s_j0, const int32_t *s_n,
+                                           const real4d *__restrict__ pts, double *res,
+                                           double (*red)[4][BLOCK / 32][32])
+{
+    const int NW = BLOCK / 32;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int mine = split ? ib : ib + warp * 32 * RT; /* the warp's first b point */
+    double xi[RT], yi[RT], zi[RT], qi[RT], pi[RT], gxi[RT], gyi[RT], gzi[RT];
+#pragma unroll
+    for (int r = 0; r < RT; r++) {
+        const int ii = mine + 32 * r + lane;
+        const real4d t = ii < ni ? pts[i0 + ii] : real4d{0, 0, 0, 0}; /* padding: charge 0 */
+        xi[r] = t.x, yi[r] = t.y, zi[r] = t.z, qi[r] = t.w;
+        pi[r] = gxi[r] = gyi[r] = gzi[r] = 0;
+    }
+    if (split) {
+        for (int jc = warp * 32; jc < nj; jc += NW * 32) {
+            const int j = stream_point(jc, nj, r0, r1, s_j0, s_n);
+            const real4d t = j >= 0 ? pts[j] : real4d{0, 0, 0, 0};
+            double xj = t.x, yj = t.y, zj = t.z, qj = t.w, pj = 0, gxj = 0, gyj = 0, gzj = 0;
+            pairs_steps<RT, UNR>(xi, yi, zi, qi, pi, gxi, gyi, gzi, xj, yj, zj, qj, pj, gxj, gyj, gzj);
+            if (j >= 0) {
+                atomicAdd(res + j, pj);
+                atomicAdd(res + nt + 3 * j, gxj), atomicAdd(res + nt + 3 * j + 1, gyj);
+                atomicAdd(res + nt + 3 * j + 2, gzj);
+            }
+        }
+        /* b's sums over the warps, in warp order (red[0] is free: the last full pass ended
+         * with a barrier after its reads of red[0] and red[1]) */
+#pragma unroll
+        for (int r = 0; r < RT; r++) {
+            red[0][0][warp][lane] = pi[r], red[0][1][warp][lane] = gxi[r];
+            red[0][2][warp][lane] = gyi[r], red[0][3][warp][lane] = gzi[r];
+            __syncthreads();
+            const int c = warp, ii = mine + 32 * r + lane;
+            double v = 0;
+#pragma unroll
+            for (int w = 0; w < NW; w++)
+                v += red[0][c][w][lane];
+            if (ii < ni) {
+                const int i = i0 + ii;
+                atomicAdd(res + (c == 0 ? i : nt + 3 * i + c - 1), v);
+            }
+            __syncthreads();
+        }
+        return;
+    }
+    int buf = 0;
+    for (int jc = 0; jc < nj; jc += 32, buf ^= 1) {
+        const int j = stream_point(jc, nj, r0, r1, s_j0, s_n);
+        const real4d t = j >= 0 ? pts[j] : real4d{0, 0, 0, 0};
+        double xj = t.x, yj = t.y, zj = t.z, qj = t.w, pj = 0, gxj = 0, gyj = 0, gzj = 0;
+        if (mine < ni)
+            pairs_steps<RT, UNR>(xi, yi, zi, qi, pi, gxi, gyi, gzi, xj, yj, zj, qj, pj, gxj, gyj, gzj);
+        /* the buffer written here was last read two chunks ago, before the last barrier */
+        red[buf][0][warp][lane] = pj, red[buf][1][warp][lane] = gxj;
+        red[buf][2][warp][lane] = gyj, red[buf][3][warp][lane] = gzj;
+        __syncthreads();
+        { /* thread (sum c, lane): the warps' sums of a point, in warp order */
+            const int c = warp;
+            double v = 0;
+#pragma unroll
+            for (int w = 0; w < NW; w++)
+                v += red[buf][c][w][lane];
+            if (j >= 0) /* the same point in every warp's lane */
+                atomicAdd(res + (c == 0 ? j : nt + 3 * j + c - 1), v);
+        }
+    }
+    __syncthreads(); /* the reads of both buffers are done before the next pass writes them */
+#pragma unroll
+    for (int r = 0; r < RT; r++) {
+        const int ii = mine + 32 * r + lane;
+        if (ii < ni) {
+            const int i = i0 + ii;
+            atomicAdd(res + i, pi[r]);
+            atomicAdd(res + nt + 3 * i, gxi[r]), atomicAdd(res + nt + 3 * i + 1, gyi[r]);
+            atomicAdd(res + nt + 3 * i + 2, gzi[r]);
+        }
+    }
+}
+
+template <int RT, int UNR>
+__global__ void __launch_bounds__(BLOCK) k_p2p_pairs(int nt, int64_t n_pairs, int run, int tail,
+                                                     const int32_t *__restrict__ pairs,
                                                      const int32_t *__restrict__ sb,
                                                      const int32_t *__restrict__ sn,
                                                      const real4d *__restrict__ pts, double *res)
 {
     static_assert(BLOCK == 128, "four warps, and a thread per (sum, lane) in the reduction");
-    const int NW = BLOCK / 32;
-    __shared__ double red[4][NW][32];
-    const int b = pairs[2 * blockIdx.x], a = pairs[2 * blockIdx.x + 1];
-    const int i0 = sb[b], ni = sn[b], j0 = sb[a], nj = sn[a];
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int next = (lane + 1) & 31;
-    for (int ib = 0; ib < ni; ib += BLOCK * RT) {
-        const int mine = ib + warp * 32 * RT; /* the warp's first b point */
-        double xi[RT], yi[RT], zi[RT], qi[RT], pi[RT], gxi[RT], gyi[RT], gzi[RT];
-#pragma unroll
-        for (int r = 0; r < RT; r++) {
-            const int ii = mine + 32 * r + lane;
-            const real4d t = ii < ni ? pts[i0 + ii] : real4d{0, 0, 0, 0}; /* padding: charge 0 */
-            xi[r] = t.x, yi[r] = t.y, zi[r] = t.z, qi[r] = t.w;
-            pi[r] = gxi[r] = gyi[r] = gzi[r] = 0;
-        }
-        for (int jc = 0; jc < nj; jc += 32) {
-            const real4d t = jc + lane < nj ? pts[j0 + jc + lane] : real4d{0, 0, 0, 0};
-            double xj = t.x, yj = t.y, zj = t.z, qj = t.w, pj = 0, gxj = 0, gyj = 0, gzj = 0;
-            if (mine < ni)
-                for (int k = 0; k < 32; k++) {
-#pragma unroll
-                    for (int r = 0; r < RT; r++) {
-                        const double dx = xi[r] - xj, dy = yi[r] - yj, dz = zi[r] - zj;
-                        const double inv = rsqrt_masked(dx * dx + dy * dy + dz * dz), inv3 = inv * inv * inv;
-                        pi[r] = fma(qj, inv, pi[r]), pj = fma(qi[r], inv, pj);
-                        const double fj = qj * inv3, fi = qi[r] * inv3;
-                        gxi[r] = fma(-fj, dx, gxi[r]), gyi[r] = fma(-fj, dy, gyi[r]), gzi[r] = fma(-fj, dz, gzi[r]);
-                        gxj = fma(fi, dx, gxj), gyj = fma(fi, dy, gyj), gzj = fma(fi, dz, gzj);
-                    }
-                    xj = __shfl_sync(0xffffffffu, xj, next), yj = __shfl_sync(0xffffffffu, yj, next);
-                    zj = __shfl_sync(0xffffffffu, zj, next), qj = __shfl_sync(0xffffffffu, qj, next);
-                    pj = __shfl_sync(0xffffffffu, pj, next), gxj = __shfl_sync(0xffffffffu, gxj, next);
-                    gyj = __shfl_sync(0xffffffffu, gyj, next), gzj = __shfl_sync(0xffffffffu, gzj, next);
-                }
-            red[0][warp][lane] = pj, red[1][warp][lane] = gxj, red[2][warp][lane] = gyj, red[3][warp][lane] = gzj;
-            __syncthreads();
-            { /* thread (sum c, lane): the warps' sums of a point, in warp order */
-                const int c = warp, j = j0 + jc + lane;
-                double v = 0;
-#pragma unroll
-                for (int w = 0; w < NW; w++)
-                    v += red[c][w][lane];
-                if (jc + lane < nj)
-                    atomicAdd(res + (c == 0 ? j : nt + 3 * j + c - 1), v);
-            }
-            __syncthreads();
-        }
-#pragma unroll
-        for (int r = 0; r < RT; r++) {
-            const int ii = mine + 32 * r + lane;
-            if (ii < ni) {
-                const int i = i0 + ii;
-                atomicAdd(res + i, pi[r]);
-                atomicAdd(res + nt + 3 * i, gxi[r]), atomicAdd(res + nt + 3 * i + 1, gyi[r]);
-                atomicAdd(res + nt + 3 * i + 2, gzi[r]);
+    __shared__ double red[2][4][BLOCK / 32][32];
+    __shared__ int32_t s_b[P2P_RUN_MAX], s_j0[P2P_RUN_MAX], s_n[P2P_RUN_MAX];
+    const int64_t e0 = (int64_t)blockIdx.x * run;
+    const int ne = (int)(n_pairs - e0 < run ? n_pairs - e0 : run);
+    if ((int)threadIdx.x < ne) {
+        const int a = pairs[2 * (e0 + threadIdx.x) + 1];
+        s_b[threadIdx.x] = pairs[2 * (e0 + threadIdx.x)], s_j0[threadIdx.x] = sb[a], s_n[threadIdx.x] = sn[a];
+    }
+    __syncthreads();
+    for (int r0 = 0, r1; r0 < ne; r0 = r1) {
+        const int b = s_b[r0];
+        int nj = 0;
+        for (r1 = r0; r1 < ne && s_b[r1] == b; r1++)
+            nj += s_n[r1];
+        const int i0 = sb[b], ni = sn[b];
+        for (int ib = 0; ib < ni;) {
+            const int left = ni - ib;
+            if (tail == 2 && left <= 32) {
+                pairs_pass<1, UNR>(nt, 1, ib, i0, ni, nj, r0, r1, s_j0, s_n, pts, res, red);
+                ib += 32;
+            } else if (RT == 1 || (tail && left <= BLOCK)) {
+                pairs_pass<1, UNR>(nt, 0, ib, i0, ni, nj, r0, r1, s_j0, s_n, pts, res, red);
+                ib += BLOCK;
+            } else {
+                pairs_pass<RT, UNR>(nt, 0, ib, i0, ni, nj, r0, r1, s_j0, s_n, pts, res, red);
+                ib += BLOCK * RT;
             }
         }
     }
@@ -880,6 +1006,7 @@ struct fmm_gpu {
     int sms;                           /* the device's multiprocessors */
     int fp32;                          /* P2P in fp32 (precision fp32) */
     int32_t leaf_size;
+    double root_side;                  /* the root cube's side over the points' (>= 1) */
     int64_t near_max;                  /* W and X entries done as P2P: up to this many points */
     m2l_cfg cfg;
     int64_t n_nodes;
@@ -1201,6 +1328,13 @@ fmk_status m2l_plan(fmk_plan *plan, fmm_gpu *s, int64_t nn, int64_t *n_xrow)
     return FMK_OK;
 }
 
+/* The mapped points (in [1, 2]) into the low corner of the root cube, times 1 / c. */
+__global__ void k_shrink(int64_t n, double inv_c, double *__restrict__ x)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        x[i] = fma(x[i] - 1.0, inv_c, 1.0);
+}
+
 /* The geometry and the operators from the mapped points d_all (sources, then targets unless
  * self: np * 3 doubles on the device), which the state keeps (d_pts) from here on. */
 fmk_status setup_on_device(fmk_plan *plan, fmm_gpu *s, double *d_all)
@@ -1212,6 +1346,11 @@ fmk_status setup_on_device(fmk_plan *plan, fmm_gpu *s, double *d_all)
     const long long total = plan_total(plan);
     fmk_status st;
     fmk_cuda_tree &tree = s->tree;
+    s->root_side = fmk_cuda_fmm3d_root_volume > 1 ? cbrt(fmk_cuda_fmm3d_root_volume) : 1.0;
+    if (s->root_side > 1 && np > 0) {
+        const int64_t blocks = (3 * np + 255) / 256;
+        k_shrink<<<(unsigned)(blocks < 4096 ? blocks : 4096), 256>>>(3 * np, 1.0 / s->root_side, d_all);
+    }
     st = fmk_cuda_tree3d_build(plan, np, d_all, s->leaf_size, total, &tree);
     if (st == FMK_OK) {
         s->tree_time = fmk_time_now() - t0;
@@ -1688,12 +1827,32 @@ template <typename R> void p2p(fmm_gpu *s, int nt, p2p_scale sc, cudaStream_t st
             nt, 0, sc, g->d_leaves_trg, g->d_tb, g->d_tn, g->d_sb, g->d_sn, pairs ? g->d_ur_begin : g->d_u_begin,
             pairs ? g->d_ur : g->d_u, g->d_cube, g->d_src, g->d_trg, s->d_near);
     if (pairs && g->n_pairs > 0) {
+        /* pairs per block: 8 at small leaves (2^20 uniform, 32-point leaves: P2P 4.00 -> 3.85 ms
+         * against 4), else 4 (256-point leaves: 7.68 against 7.82 with 8; docs: measured) */
+        int run = fmk_cuda_fmm3d_p2p_run > 0 ? fmk_cuda_fmm3d_p2p_run : s->leaf_size < 256 ? 8 : 4;
+        run = run > P2P_RUN_MAX ? P2P_RUN_MAX : run;
+        /* ... but at least 16 blocks per multiprocessor while pairs allow: at 2^12 points 28
+         * pairs of 512-point leaves in 7 blocks took P2P from 0.15 to 0.8-1.1 ms */
+        while (fmk_cuda_fmm3d_p2p_run <= 0 && run > 1 && g->n_pairs < (int64_t)16 * s->sms * run)
+            run /= 2;
+        const unsigned blocks = (unsigned)((g->n_pairs + run - 1) / run);
+        const int tail = fmk_cuda_fmm3d_p2p_tail, unroll = fmk_cuda_fmm3d_p2p_unroll;
+#define FMK_PAIRS(RT, UNR)                                                                          \
+    k_p2p_pairs<RT, UNR><<<blocks, BLOCK, 0, st>>>(nt, g->n_pairs, run, tail, g->d_pairs, g->d_sb, g->d_sn, \
+                                                   g->d_src, s->d_near)
         if (rt == 4)
-            k_p2p_pairs<4><<<(unsigned)g->n_pairs, BLOCK, 0, st>>>(nt, g->d_pairs, g->d_sb, g->d_sn, g->d_src, s->d_near);
+            FMK_PAIRS(4, 1);
         else if (rt == 1)
-            k_p2p_pairs<1><<<(unsigned)g->n_pairs, BLOCK, 0, st>>>(nt, g->d_pairs, g->d_sb, g->d_sn, g->d_src, s->d_near);
+            FMK_PAIRS(1, 1);
+        else if (unroll >= 8)
+            FMK_PAIRS(2, 8);
+        else if (unroll >= 4)
+            FMK_PAIRS(2, 4);
+        else if (unroll == 2)
+            FMK_PAIRS(2, 2);
         else
-            k_p2p_pairs<2><<<(unsigned)g->n_pairs, BLOCK, 0, st>>>(nt, g->d_pairs, g->d_sb, g->d_sn, g->d_src, s->d_near);
+            FMK_PAIRS(2, 1);
+#undef FMK_PAIRS
     }
     if (g->n_ynodes > 0)
         k_p2p<R><<<dim3((unsigned)g->n_ynodes, split_for(s->near_max)), BLOCK, 0, st>>>(
@@ -1830,7 +1989,10 @@ fmk_status run_eval(fmk_plan *plan, fmm_gpu *s, const double *charges, double *p
     cudaEventRecord(s->ev[EV_JOIN], fs);
     double *p = pot ? (on_device ? pot : s->d_pot) : NULL;
     double *g = grad ? (on_device ? grad : s->d_grad) : NULL;
-    k_results<<<grid, 256, 0, fs>>>((int)nt, s->g.d_trg_order, s->d_res, s->d_near, plan->frame.pot_scale, p, g);
+    /* the points were shrunk by 1 / root_side: the sums are root_side (pot) and root_side^2
+     * (grad) times the frame's */
+    k_results<<<grid, 256, 0, fs>>>((int)nt, s->g.d_trg_order, s->d_res, s->d_near,
+                                    plan->frame.pot_scale / s->root_side, p, g);
     cudaEventRecord(s->ev[EV_END], fs);
     if (err == cudaSuccess)
         err = cudaGetLastError();

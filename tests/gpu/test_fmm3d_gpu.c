@@ -33,6 +33,12 @@ extern int fmk_fmm3d_direct_near; /* the CPU engine's (src/fmm3d.h) */
 extern int fmk_cuda_fmm3d_p2p_pairs;
 /* and the near field on a second stream alongside the far field (1) or after it (0) */
 extern int fmk_cuda_fmm3d_overlap;
+/* and that P2P's leaf pairs per block and its one-point-per-lane last pass */
+extern int fmk_cuda_fmm3d_p2p_run;
+extern int fmk_cuda_fmm3d_p2p_tail;
+extern int fmk_cuda_fmm3d_p2p_unroll; /* and its ring's steps unrolled (1, 2, 4, 8) */
+/* and the root cube's volume over the points' bounding cube (1: the bounding cube) */
+extern double fmk_cuda_fmm3d_root_volume;
 /* and the M2L's GEMMs: runs of directions merged across gaps (directions), X's bytes */
 extern int fmk_cuda_fmm3d_m2l_gap;
 extern long long fmk_cuda_fmm3d_m2l_bytes;
@@ -225,6 +231,93 @@ static void test_vs_cpu(void)
         }
     }
     free(x), free(q), free(p1), free(g1), free(p2), free(g2);
+}
+
+/* The P2P of leaf pairs with leaves of up to 300 points (passes of one, two and four points per
+ * lane, full and last passes; two per lane with the ring unrolled 1, 2, 4, 8 times), 1, 4 and 16
+ * pairs per block, each way of the last pass (tail 0, 1, 2): against the CPU engine at the same
+ * order and leaf size. */
+static void test_pairs(void)
+{
+    const int64_t n = quick ? 5000 : 20000;
+    double *x = test_alloc(3 * n), *q = test_alloc(n);
+    double *p1 = test_alloc(n), *g1 = test_alloc(3 * n), *p2 = test_alloc(n), *g2 = test_alloc(3 * n);
+    for (int d = 0; d < N_DISTS; d += quick ? 4 : 1) {
+        make_points(d, n, 31 + d, x);
+        test_charges(n, 0, 32 + d, q);
+        check_context("pairs, %s", dist_name[d]);
+        fmk_opts oc = fmm_opts(FMK_BACKEND_CPU, 4, 300), og = fmm_opts(FMK_BACKEND_CUDA, 4, 300);
+        const int near = fmk_cuda_fmm3d_direct_near, rt = fmk_cuda_fmm3d_p2p_pairs;
+        const int run0 = fmk_cuda_fmm3d_p2p_run, tail0 = fmk_cuda_fmm3d_p2p_tail, unroll0 = fmk_cuda_fmm3d_p2p_unroll;
+        fmk_fmm3d_direct_near = 0;
+        CHECK(run(&oc, 1e-6, n, x, q, 0, NULL, p1, g1, NULL) == FMK_OK);
+        fmk_fmm3d_direct_near = 1;
+        static const int rts[] = {1, 2, 4, 2, 2, 2}, unrolls[] = {1, 1, 1, 2, 4, 8}, runs[] = {1, 4, 16};
+        for (int a = 0; a < 6; a++)
+            for (int b = 0; b < 3; b++)
+                for (int tail = 0; tail <= 2; tail++) {
+                    if (quick && tail < 2 && b != 1)
+                        continue;
+                    fmk_cuda_fmm3d_p2p_pairs = rts[a], fmk_cuda_fmm3d_p2p_run = runs[b];
+                    fmk_cuda_fmm3d_p2p_tail = tail, fmk_cuda_fmm3d_direct_near = 0;
+                    fmk_cuda_fmm3d_p2p_unroll = unrolls[a];
+                    fmk_info info;
+                    CHECK(run(&og, 1e-6, n, x, q, 0, NULL, p2, g2, &info) == FMK_OK);
+                    fmk_cuda_fmm3d_direct_near = near, fmk_cuda_fmm3d_p2p_pairs = rt;
+                    fmk_cuda_fmm3d_p2p_run = run0, fmk_cuda_fmm3d_p2p_tail = tail0;
+                    fmk_cuda_fmm3d_p2p_unroll = unroll0;
+                    const double dp = test_rel_l2(p2, p1, n), dg = test_rel_l2(g2, g1, 3 * n);
+                    printf("  pairs %-7s levels %d, %d per lane (unroll %d), %2d pairs per block, tail %d: pot %.2e "
+                           "grad %.2e\n",
+                           dist_name[d], info.levels, rts[a], unrolls[a], runs[b], tail, dp, dg);
+                    CHECK_MSG(dp < 1e-12 && dg < 1e-12, "GPU (P2P %d, unroll %d, run %d, tail %d) vs CPU: pot %.3e grad %.3e",
+                              rts[a], unrolls[a], runs[b], tail, dp, dg);
+                }
+    }
+    free(x), free(q), free(p1), free(g1), free(p2), free(g2);
+}
+
+/* A root cube larger than the points' bounding cube (volume 2.5 and 4: other leaf populations,
+ * the points in the root's low corner, results rescaled): the same accuracy against the direct
+ * sum, with points at the sources and with separate targets. */
+static void test_root(void)
+{
+    const int64_t n = quick ? 4000 : 60000, ns = quick ? 200 : 1000;
+    double *x = test_alloc(3 * n), *q = test_alloc(n), *pot = test_alloc(n), *grad = test_alloc(3 * n);
+    const double vols[] = {1, 2.5, 4};
+    for (int d = 0; d < N_DISTS; d += 2) {
+        make_points(d, n, 41 + d, x);
+        test_charges(n, 0, 42 + d, q);
+        double *ref = sampled_reference(n, x, q, ns);
+        for (int v = 0; v < 3; v++) {
+            check_context("root volume %g, %s", vols[v], dist_name[d]);
+            fmk_opts o = fmm_opts(FMK_BACKEND_CUDA, -1, 0);
+            fmk_info info;
+            const double vol = fmk_cuda_fmm3d_root_volume;
+            fmk_cuda_fmm3d_root_volume = vols[v];
+            CHECK(run(&o, 1e-6, n, x, q, 0, NULL, pot, grad, &info) == FMK_OK);
+            fmk_cuda_fmm3d_root_volume = vol;
+            double ep, eg;
+            sampled_errors(n, pot, grad, ns, ref, &ep, &eg);
+            printf("  root volume %3.1f %-7s: p %2d leaf %3lld levels %2d: pot %.2e grad %.2e\n", vols[v],
+                   dist_name[d], info.order, (long long)info.leaf_size, info.levels, ep, eg);
+            CHECK_MSG(ep <= 1e-6 && eg <= 1e-5, "pot %.3e grad %.3e", ep, eg);
+            /* separate targets: the sampled points as targets, the same sums */
+            const int64_t m = ns;
+            double *y = test_alloc(3 * m), *pt = test_alloc(m), *gt = test_alloc(3 * m);
+            for (int64_t i = 0; i < m; i++)
+                memcpy(y + 3 * i, x + 3 * (i * (n / ns)), 24);
+            fmk_cuda_fmm3d_root_volume = vols[v];
+            CHECK(run(&o, 1e-6, n, x, q, m, y, pt, gt, NULL) == FMK_OK);
+            fmk_cuda_fmm3d_root_volume = vol;
+            const double tp = test_rel_l2(pt, ref, m), tg = test_rel_l2(gt, ref + m, 3 * m);
+            printf("    separate targets: pot %.2e grad %.2e\n", tp, tg);
+            CHECK_MSG(tp <= 1e-6 && tg <= 1e-5, "targets: pot %.3e grad %.3e", tp, tg);
+            free(y), free(pt), free(gt);
+        }
+        free(ref);
+    }
+    free(x), free(q), free(pot), free(grad);
 }
 
 static int cmp_i64(const void *a, const void *b)
@@ -794,9 +887,9 @@ static int wanted(const char *name)
     return n_names == 0;
 }
 
-/* test_fmm3d_gpu [--quick] [test ...]: tests lists, vs_cpu, small, device, targets, order,
- * accuracy, points_device, fp32, oom (all by default; oom not with --quick), and race (only by
- * name: every kernel on small shapes, the set make gpu-test runs under racecheck). */
+/* test_fmm3d_gpu [--quick] [test ...]: tests lists, vs_cpu, pairs, root, small, device, targets,
+ * order, accuracy, points_device, fp32, oom (all by default; oom not with --quick), and race
+ * (only by name: every kernel on small shapes, the set make gpu-test runs under racecheck). */
 int main(int argc, char **argv)
 {
     names = (char **)malloc(sizeof(char *) * (size_t)(argc > 0 ? argc : 1));
@@ -814,7 +907,8 @@ int main(int argc, char **argv)
     static const struct {
         const char *name;
         void (*run)(void);
-    } tests[] = {{"lists", test_lists},     {"vs_cpu", test_vs_cpu},   {"small", test_small},
+    } tests[] = {{"lists", test_lists},     {"vs_cpu", test_vs_cpu},   {"pairs", test_pairs},
+                 {"root", test_root},       {"small", test_small},
                  {"device", test_device_and_reuse}, {"targets", test_targets}, {"order", test_order},
                  {"accuracy", test_accuracy}, {"points_device", test_points_device},
                  {"fp32", test_fp32}, {"oom", test_oom},     {"race", test_race}};
