@@ -779,7 +779,8 @@ static void test_fp32(void)
 /* Every evaluation kernel on small shapes, for compute-sanitizer's racecheck (whose cost grows
  * with each kernel's shared-memory traffic, so the whole --quick set is too slow under it):
  * p = 4, 1200 points, leaves of 30, cube and Plummer sphere, against the CPU engine at the same
- * order and leaf; the P2P variants, one and two streams, separate targets, device points, fp32. */
+ * order and leaf; the P2P variants, one and two streams, the rotation-based M2L, separate
+ * targets, device points, fp32. */
 static void test_race(void)
 {
     const int64_t n = 1200, m = 300;
@@ -797,18 +798,19 @@ static void test_race(void)
             CHECK(run(&oc, 1e-3, n, x, q, sep ? m : 0, sep ? y : NULL, p1, g1, NULL) == FMK_OK);
             fmk_fmm3d_direct_near = 1;
             static const struct {
-                int pairs, overlap;
-            } v[] = {{-1, 1}, {0, 1}, {1, 0}, {2, 1}};
+                int pairs, overlap, rot;
+            } v[] = {{-1, 1, 32}, {0, 1, 32}, {1, 0, 32}, {2, 1, 0}};
             for (int c = 0; c < 4; c++) {
-                check_context("race, %s, %s, P2P %d, overlap %d", dist_name[dists[d]],
-                              sep ? "separate targets" : "at the sources", v[c].pairs, v[c].overlap);
+                check_context("race, %s, %s, P2P %d, overlap %d, rotation M2L from p = %d",
+                              dist_name[dists[d]], sep ? "separate targets" : "at the sources",
+                              v[c].pairs, v[c].overlap, v[c].rot);
                 const int near = fmk_cuda_fmm3d_direct_near, pairs = fmk_cuda_fmm3d_p2p_pairs;
-                const int overlap = fmk_cuda_fmm3d_overlap;
+                const int overlap = fmk_cuda_fmm3d_overlap, rot = fmk_cuda_fmm3d_m2l_rot_order;
                 fmk_cuda_fmm3d_direct_near = 0, fmk_cuda_fmm3d_p2p_pairs = v[c].pairs;
-                fmk_cuda_fmm3d_overlap = v[c].overlap;
+                fmk_cuda_fmm3d_overlap = v[c].overlap, fmk_cuda_fmm3d_m2l_rot_order = v[c].rot;
                 CHECK(run(&og, 1e-3, n, x, q, sep ? m : 0, sep ? y : NULL, p2, g2, NULL) == FMK_OK);
                 fmk_cuda_fmm3d_direct_near = near, fmk_cuda_fmm3d_p2p_pairs = pairs;
-                fmk_cuda_fmm3d_overlap = overlap;
+                fmk_cuda_fmm3d_overlap = overlap, fmk_cuda_fmm3d_m2l_rot_order = rot;
                 const double dp = test_rel_l2(p2, p1, k), dg = test_rel_l2(g2, g1, 3 * k);
                 CHECK_MSG(dp < 1e-12 && dg < 1e-12, "GPU vs CPU: pot %.3e grad %.3e", dp, dg);
             }
