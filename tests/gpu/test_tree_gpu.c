@@ -513,6 +513,27 @@ static fmk_status run_device(fmk_kernel kernel, const fmk_opts *o, int64_t n, co
     return st;
 }
 
+/* The inputs of a test that compares two paths of the walk: n Plummer points x with charges q
+ * in [-1, 1] (seeds seed, seed + 2), m separate targets y from dist (seed + 1), and the two
+ * paths' results p[k], g[k] (room for n targets). */
+static void two_paths_case(int64_t n, int64_t m, test_dist dist, uint64_t seed, double **x,
+                           double **q, double **y, double *p[2], double *g[2])
+{
+    *x = xmalloc((size_t)n * 24), *q = xmalloc((size_t)n * 8), *y = xmalloc((size_t)m * 24);
+    for (int k = 0; k < 2; k++)
+        p[k] = xmalloc((size_t)n * 8), g[k] = xmalloc((size_t)n * 24);
+    test_points(TEST_DIST_PLUMMER, n, seed, *x);
+    test_points(dist, m, seed + 1, *y);
+    test_charges(n, 0, seed + 2, *q);
+}
+
+static void two_paths_free(double *x, double *q, double *y, double *p[2], double *g[2])
+{
+    for (int k = 0; k < 2; k++)
+        free(p[k]), free(g[k]);
+    free(x), free(q), free(y);
+}
+
 /* The one-wait paths of small N (the one-block frame without a wait for the box, the tree
  * built without a wait for its level table, the charges and moments in one block) give the
  * results of the paths with the waits bit for bit: fp64 and fp32, laplace and plummer, self
@@ -523,13 +544,8 @@ static fmk_status run_device(fmk_kernel kernel, const fmk_opts *o, int64_t n, co
 static void test_one_wait(void)
 {
     const int64_t n = quick ? 3000 : 12000, m = quick ? 700 : 3000;
-    double *x = xmalloc((size_t)n * 24), *q = xmalloc((size_t)n * 8), *y = xmalloc((size_t)m * 24);
-    double *p[2], *g[2];
-    for (int k = 0; k < 2; k++)
-        p[k] = xmalloc((size_t)n * 8), g[k] = xmalloc((size_t)n * 24);
-    test_points(TEST_DIST_PLUMMER, n, 101, x);
-    test_points(TEST_DIST_CUBE, m, 102, y);
-    test_charges(n, 0, 103, q);
+    double *x, *q, *y, *p[2], *g[2];
+    two_paths_case(n, m, TEST_DIST_CUBE, 101, &x, &q, &y, p, g);
     double *d_x, *d_q, *d_y, *d_pot, *d_grad;
     device_arrays(n, x, q, m, y, &d_x, &d_q, &d_y, &d_pot, &d_grad);
     for (int c = 0; c < 8; c++) {
@@ -630,9 +646,7 @@ static void test_one_wait(void)
         }
     }
     cudaFree(d_x), cudaFree(d_y), cudaFree(d_q), cudaFree(d_pot), cudaFree(d_grad);
-    for (int k = 0; k < 2; k++)
-        free(p[k]), free(g[k]);
-    free(x), free(q), free(y);
+    two_paths_free(x, q, y, p, g);
 }
 
 /* The split walk (few groups: parts of the tree per warp, sums added after) makes the
@@ -641,13 +655,8 @@ static void test_one_wait(void)
 static void test_small_paths(void)
 {
     const int64_t n = quick ? 3000 : 20000, m = quick ? 700 : 5000;
-    double *x = xmalloc((size_t)n * 24), *q = xmalloc((size_t)n * 8), *y = xmalloc((size_t)m * 24);
-    double *p[2], *g[2];
-    for (int k = 0; k < 2; k++)
-        p[k] = xmalloc((size_t)n * 8), g[k] = xmalloc((size_t)n * 24);
-    test_points(TEST_DIST_PLUMMER, n, 91, x);
-    test_points(TEST_DIST_CUBE, m, 92, y);
-    test_charges(n, 0, 93, q);
+    double *x, *q, *y, *p[2], *g[2];
+    two_paths_case(n, m, TEST_DIST_CUBE, 91, &x, &q, &y, p, g);
     for (int kern = 0; kern < 2; kern++)
         for (int sep = 0; sep < 2; sep++) {
             const fmk_kernel kernel = kern ? FMK_KERNEL_PLUMMER : FMK_KERNEL_LAPLACE;
@@ -700,9 +709,7 @@ static void test_small_paths(void)
     fmk_cuda_bh_moments_small_max = 8192;
     fmk_cuda_tree_small_max = 1ll << 16;
     restore_one_wait();
-    for (int k = 0; k < 2; k++)
-        free(p[k]), free(g[k]);
-    free(x), free(q), free(y);
+    two_paths_free(x, q, y, p, g);
 }
 
 /* The breadth-first group walk makes the interactions of the next/more group walk in another
@@ -710,13 +717,8 @@ static void test_small_paths(void)
 static void test_walks_agree(void)
 {
     const int64_t n = quick ? 4000 : 60000, m = quick ? 1000 : 9000;
-    double *x = xmalloc((size_t)n * 24), *q = xmalloc((size_t)n * 8), *y = xmalloc((size_t)m * 24);
-    double *p[2], *g[2];
-    for (int k = 0; k < 2; k++)
-        p[k] = xmalloc((size_t)n * 8), g[k] = xmalloc((size_t)n * 24);
-    test_points(TEST_DIST_PLUMMER, n, 61, x);
-    test_points(TEST_DIST_CLUSTERED, m, 62, y);
-    test_charges(n, 0, 63, q);
+    double *x, *q, *y, *p[2], *g[2];
+    two_paths_case(n, m, TEST_DIST_CLUSTERED, 61, &x, &q, &y, p, g);
     const int local0 = fmk_cuda_bh_local;
     fmk_cuda_bh_local = 0; /* the next/more walk evaluates every node at each target */
     for (int group = 32; group <= 64; group += 32)
@@ -735,9 +737,7 @@ static void test_walks_agree(void)
     fmk_cuda_bh_group_size = 32;
     fmk_cuda_bh_local = local0;
     walk_of(1);
-    for (int k = 0; k < 2; k++)
-        free(p[k]), free(g[k]);
-    free(x), free(q), free(y);
+    two_paths_free(x, q, y, p, g);
 }
 
 /* n Plummer-sphere sources x with charges q in [-1, 1] (positive: in [0.1, 1.1]) and m
