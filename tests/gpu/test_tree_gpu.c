@@ -513,15 +513,22 @@ static fmk_status run_device(fmk_kernel kernel, const fmk_opts *o, int64_t n, co
     return st;
 }
 
-/* The inputs of a test that compares two paths of the walk: n Plummer points x with charges q
- * in [-1, 1] (seeds seed, seed + 2), m separate targets y from dist (seed + 1), and the two
- * paths' results p[k], g[k] (room for n targets). */
-static void two_paths_case(int64_t n, int64_t m, test_dist dist, uint64_t seed, double **x,
-                           double **q, double **y, double *p[2], double *g[2])
+/* The arrays of a test that compares two paths of the walk: n points x with charges q, m
+ * separate targets y, and the two paths' results p[k], g[k] (room for n targets). */
+static void two_paths_alloc(int64_t n, int64_t m, double **x, double **q, double **y, double *p[2],
+                            double *g[2])
 {
     *x = xmalloc((size_t)n * 24), *q = xmalloc((size_t)n * 8), *y = xmalloc((size_t)m * 24);
     for (int k = 0; k < 2; k++)
         p[k] = xmalloc((size_t)n * 8), g[k] = xmalloc((size_t)n * 24);
+}
+
+/* two_paths_alloc, filled: n Plummer points x with charges q in [-1, 1] (seeds seed, seed + 2)
+ * and m targets y from dist (seed + 1). */
+static void two_paths_case(int64_t n, int64_t m, test_dist dist, uint64_t seed, double **x,
+                           double **q, double **y, double *p[2], double *g[2])
+{
+    two_paths_alloc(n, m, x, q, y, p, g);
     test_points(TEST_DIST_PLUMMER, n, seed, *x);
     test_points(dist, m, seed + 1, *y);
     test_charges(n, 0, seed + 2, *q);
@@ -760,11 +767,9 @@ static void plummer_case(int64_t n, int64_t m, uint64_t seed, int positive, doub
 static void test_group_modes(void)
 {
     const int64_t n = quick ? 4000 : 40000, m = quick ? 1000 : 7000;
-    double *x = xmalloc((size_t)n * 24), *q = xmalloc((size_t)n * 8), *y = xmalloc((size_t)m * 24);
+    double *x, *q, *y, *p[2], *g[2];
     double *rp = xmalloc((size_t)n * 8), *rg = xmalloc((size_t)n * 24);
-    double *p[2], *g[2];
-    for (int k = 0; k < 2; k++)
-        p[k] = xmalloc((size_t)n * 8), g[k] = xmalloc((size_t)n * 24);
+    two_paths_alloc(n, m, &x, &q, &y, p, g);
     plummer_case(n, m, 81, 0, x, y, q);
     for (int kern = 0; kern < 2; kern++)
         for (int sep = 0; sep < 2; sep++) {
@@ -803,9 +808,8 @@ static void test_group_modes(void)
     fmk_cuda_bh_group_merge = 2;
     fmk_cuda_bh_group_merge_min = 1ll << 19;
     walk_of(1);
-    for (int k = 0; k < 2; k++)
-        free(p[k]), free(g[k]);
-    free(x), free(q), free(y), free(rp), free(rg);
+    two_paths_free(x, q, y, p, g);
+    free(rp), free(rg);
 }
 
 /* The acceptance tests of fmk_cuda_bh_mac (a node the group's box opens is accepted when every
@@ -888,11 +892,9 @@ static void test_local(void)
     const int64_t n = quick ? 4000 : 40000, m = quick ? 1000 : 7000;
     const int local0 = fmk_cuda_bh_local;
     const double k0 = fmk_cuda_bh_local_k, a0 = fmk_cuda_bh_local_open;
-    double *x = xmalloc((size_t)n * 24), *q = xmalloc((size_t)n * 8), *y = xmalloc((size_t)m * 24);
+    double *x, *q, *y, *p[2], *g[2];
     double *rp = xmalloc((size_t)n * 8), *rg = xmalloc((size_t)n * 24);
-    double *p[2], *g[2];
-    for (int k = 0; k < 2; k++)
-        p[k] = xmalloc((size_t)n * 8), g[k] = xmalloc((size_t)n * 24);
+    two_paths_alloc(n, m, &x, &q, &y, p, g);
     plummer_case(n, m, 101, 1, x, y, q);
     walk_of(1);
     for (int kern = 0; kern < 2; kern++)
@@ -953,9 +955,8 @@ static void test_local(void)
     CHECK_MSG(e[1] < e[3], "grad error: a = 1 %.3e >= a = 0 %.3e (factor 1.5)", e[1], e[3]);
     CHECK_LE(e[3], 3e-2, "rel l2 error of grad, a = 0, factor 1.5");
     fmk_cuda_bh_local = local0, fmk_cuda_bh_local_k = k0, fmk_cuda_bh_local_open = a0;
-    for (int k = 0; k < 2; k++)
-        free(p[k]), free(g[k]);
-    free(x), free(q), free(y), free(rp), free(rg);
+    two_paths_free(x, q, y, p, g);
+    free(rp), free(rg);
 }
 
 /* Out of device memory: the status, a message with the bytes, nothing leaked, the plan usable. */
