@@ -50,6 +50,10 @@ typedef struct fmk_cuda_direct {
     double *d_pot, *d_grad;     /* host evaluations: results before download */
     double *d_partial;          /* splits * n_targets * 4 partial sums (splits > 1) */
     unsigned long long *d_stats; /* fmk_cuda_charge_stats output (2 words) */
+    void *d_temp;               /* set_points_device's bounding-box workspace */
+    /* Bytes held by d_src, d_trg, d_charges, d_pot, d_grad, d_partial and d_temp: the state of
+     * a plan's previous points serves the next where they fit, and grows where they do not. */
+    size_t cap[7];
     cudaEvent_t ev[2];
     int events;                 /* ev[] were created */
 } fmk_cuda_direct;

@@ -43,7 +43,7 @@ layout layout_of(const fmk_plan *plan, int64_t ns, int64_t nt)
 void free_state(fmk_cuda_direct *s)
 {
     void *bufs[] = {s->d_src, s->d_trg, s->d_charges, s->d_pot, s->d_grad, s->d_partial,
-                    s->d_stats};
+                    s->d_temp, s->d_stats};
     for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++)
         if (bufs[k] && cudaFree(bufs[k]) != cudaSuccess)
             (void)cudaGetLastError();
@@ -54,37 +54,24 @@ void free_state(fmk_cuda_direct *s)
     free(s);
 }
 
-/* Allocates the state for ns sources and nt targets (nt < 0: the sources) on the current
- * device into plan->state; nothing is left allocated on failure. */
-fmk_status alloc_state(fmk_plan *plan, int64_t ns, int64_t nt)
+void cuda_release(fmk_plan *plan);
+
+/* Makes plan->state hold the buffers for ns sources and nt targets (nt < 0: the sources) and a
+ * bounding-box workspace of temp bytes, on the current device. A state kept from the plan's
+ * previous points (reuses_state) serves again: a buffer is allocated again only where it is
+ * too small, so repeated calls at one size allocate nothing. On failure the state is released
+ * (the plan then has no points). */
+fmk_status prepare_state(fmk_plan *plan, int64_t ns, int64_t nt, size_t temp)
 {
     const layout z = layout_of(plan, ns, nt);
-    fmk_cuda_direct *s = (fmk_cuda_direct *)calloc(1, sizeof *s);
-    if (!s)
-        return fmk_error_set(plan, FMK_ERR_NOMEM, "out of host memory (%zu bytes)", sizeof *s);
-    s->device = plan->opts.device;
-    s->real = real_of(plan);
-    s->splits = z.splits;
-    s->n_pad = z.n_pad;
-    s->m_pad = z.m_pad;
-    const long long total = (long long)z.total();
-    struct {
-        void **ptr;
-        size_t bytes;
-        const char *what;
-    } want[] = {
-        {&s->d_src, z.src, "the sources"},       {&s->d_trg, z.trg, "the targets"},
-        {(void **)&s->d_charges, z.charges, "the charges"},
-        {(void **)&s->d_pot, z.pot, "the potential"},
-        {(void **)&s->d_grad, z.grad, "the gradient"},
-        {(void **)&s->d_partial, z.partial, "the partial sums"},
-        {(void **)&s->d_stats, z.stats, "the charge checks"},
-    };
+    fmk_cuda_direct *s = (fmk_cuda_direct *)plan->state;
     fmk_status st = FMK_OK;
-    for (size_t k = 0; k < sizeof want / sizeof want[0] && st == FMK_OK; k++)
-        if (want[k].bytes > 0)
-            st = fmk_cuda_alloc(plan, want[k].ptr, want[k].bytes, want[k].what, total);
-    if (st == FMK_OK) {
+    if (!s) {
+        s = (fmk_cuda_direct *)calloc(1, sizeof *s);
+        if (!s)
+            return fmk_error_set(plan, FMK_ERR_NOMEM, "out of host memory (%zu bytes)", sizeof *s);
+        s->device = plan->opts.device;
+        plan->state = s;
         cudaError_t err = cudaEventCreate(&s->ev[0]);
         if (err == cudaSuccess) {
             err = cudaEventCreate(&s->ev[1]);
@@ -95,13 +82,39 @@ fmk_status alloc_state(fmk_plan *plan, int64_t ns, int64_t nt)
             s->events = 1;
         else
             st = fmk_cuda_fail(plan, err, "cudaEventCreate");
+        if (st == FMK_OK)
+            st = fmk_cuda_alloc(plan, (void **)&s->d_stats, z.stats, "the charge checks",
+                                (long long)(z.total() + temp));
+    }
+    s->real = real_of(plan);
+    s->splits = z.splits;
+    s->n_pad = z.n_pad;
+    s->m_pad = z.m_pad;
+    const long long total = (long long)(z.total() + temp);
+    void **ptr[7] = {&s->d_src, &s->d_trg, (void **)&s->d_charges, (void **)&s->d_pot,
+                     (void **)&s->d_grad, (void **)&s->d_partial, &s->d_temp};
+    const size_t want[7] = {z.src, z.trg, z.charges, z.pot, z.grad, z.partial, temp};
+    const char *what[7] = {"the sources",   "the targets",      "the charges",
+                           "the potential", "the gradient",     "the partial sums",
+                           "the bounding-box workspace"};
+    for (int k = 0; k < 7 && st == FMK_OK; k++) {
+        if (want[k] == 0 || want[k] <= s->cap[k])
+            continue;
+        if (*ptr[k] && cudaFree(*ptr[k]) != cudaSuccess)
+            (void)cudaGetLastError();
+        *ptr[k] = NULL, s->cap[k] = 0;
+        st = fmk_cuda_alloc(plan, ptr[k], want[k], what[k], total);
+        if (st == FMK_OK)
+            s->cap[k] = want[k];
     }
     if (st != FMK_OK) {
-        free_state(s);
+        cuda_release(plan);
         return st;
     }
-    plan->state = s;
-    plan->state_bytes_device = total;
+    int64_t held = (int64_t)z.stats;
+    for (int k = 0; k < 7; k++)
+        held += (int64_t)s->cap[k];
+    plan->state_bytes_device = held;
     plan->state_bytes_host = (int64_t)sizeof *s;
     return FMK_OK;
 }
@@ -143,28 +156,19 @@ fmk_status pack(fmk_plan *plan, int64_t n, int64_t n_pad, const double *d_x, int
     return err == cudaSuccess ? FMK_OK : fmk_cuda_fail(plan, err, "the point packing kernel");
 }
 
-/* Uploads host mapped points and packs them. */
+/* Uploads host mapped points through the state's workspace and packs them. */
 fmk_status upload_points(fmk_plan *plan, int64_t n, int64_t n_pad, const double *x, void *d_out)
 {
     if (n_pad == 0)
         return FMK_OK;
-    double *d_tmp = NULL;
-    size_t bytes = (size_t)n * plan->dim * sizeof(double);
-    fmk_status st = FMK_OK;
+    fmk_cuda_direct *s = (fmk_cuda_direct *)plan->state;
     if (n > 0) {
-        st = fmk_cuda_alloc(plan, (void **)&d_tmp, bytes, "staging the points",
-                            (long long)(plan->state_bytes_device + bytes));
-        if (st != FMK_OK)
-            return st;
-        cudaError_t err = cudaMemcpy(d_tmp, x, bytes, cudaMemcpyHostToDevice);
+        cudaError_t err = cudaMemcpy(s->d_temp, x, (size_t)n * plan->dim * sizeof(double),
+                                     cudaMemcpyHostToDevice);
         if (err != cudaSuccess)
-            st = fmk_cuda_fail(plan, err, "cudaMemcpy (points to the GPU)");
+            return fmk_cuda_fail(plan, err, "cudaMemcpy (points to the GPU)");
     }
-    if (st == FMK_OK)
-        st = pack(plan, n, n_pad, d_tmp, 0, d_out);
-    if (d_tmp && cudaFree(d_tmp) != cudaSuccess && st == FMK_OK)
-        st = fmk_cuda_fail(plan, cudaGetLastError(), "cudaFree");
-    return st;
+    return pack(plan, n, n_pad, (const double *)s->d_temp, 0, d_out);
 }
 
 fmk_status cuda_setup(fmk_plan *plan)
@@ -173,12 +177,19 @@ fmk_status cuda_setup(fmk_plan *plan)
     fmk_status st = fmk_cuda_enter(plan, plan->opts.device, &prev);
     if (st != FMK_OK)
         return st;
-    st = alloc_state(plan, plan->n_sources, plan->self ? -1 : plan->n_targets);
+    const int64_t nt = plan->self ? -1 : plan->n_targets;
+    const int64_t most = plan->n_sources > nt ? plan->n_sources : nt;
+    st = prepare_state(plan, plan->n_sources, nt, (size_t)most * plan->dim * sizeof(double));
     if (st == FMK_OK) {
         fmk_cuda_direct *s = (fmk_cuda_direct *)plan->state;
         st = upload_points(plan, plan->n_sources, s->n_pad, plan->sources, s->d_src);
         if (st == FMK_OK && !plan->self)
             st = upload_points(plan, plan->n_targets, s->m_pad, plan->targets, s->d_trg);
+        if (st == FMK_OK) {
+            const cudaError_t err = cudaDeviceSynchronize();
+            if (err != cudaSuccess)
+                st = fmk_cuda_fail(plan, err, "the point packing kernel");
+        }
         if (st != FMK_OK)
             cuda_release(plan);
     }
@@ -207,13 +218,14 @@ fmk_status points_device(fmk_plan *plan, int64_t ns, const double *d_s, int64_t 
                          const double *d_t)
 {
     const int self = d_t == NULL;
-    fmk_status st = alloc_state(plan, ns, self ? -1 : nt);
-    if (st != FMK_OK)
-        return st;
-    fmk_cuda_direct *s = (fmk_cuda_direct *)plan->state;
     const int64_t n_box = self ? 0 : nt;
 
-    /* Bounding box and finiteness: one CUB reduction (two-phase workspace query). */
+    /* The buffers first (a size beyond the GPU's memory stops here), then the bounding box and
+     * finiteness: one CUB reduction (two-phase workspace query), its workspace kept in the
+     * state. */
+    fmk_status st = prepare_state(plan, ns, self ? -1 : nt, 0);
+    if (st != FMK_OK)
+        return st;
     size_t temp_bytes = 0;
     double lo[3] = {0, 0, 0}, hi[3] = {0, 0, 0};
     int64_t bad = -1;
@@ -221,16 +233,13 @@ fmk_status points_device(fmk_plan *plan, int64_t ns, const double *d_s, int64_t 
                                             NULL, lo, hi, &bad);
     if (err != cudaSuccess)
         return fmk_cuda_fail(plan, err, "cub::DeviceReduce::TransformReduce (workspace query)");
-    void *d_temp = NULL;
     const size_t box_off = (temp_bytes + 255) / 256 * 256;
-    st = fmk_cuda_alloc(plan, &d_temp, box_off + fmk_cuda_box_bytes(), "the bounding-box workspace",
-                        (long long)(plan->state_bytes_device + box_off + fmk_cuda_box_bytes()));
+    st = prepare_state(plan, ns, self ? -1 : nt, box_off + fmk_cuda_box_bytes());
     if (st != FMK_OK)
         return st;
-    err = fmk_cuda_bounding_box(plan->dim, ns, d_s, n_box, d_t, d_temp, &temp_bytes,
-                                (char *)d_temp + box_off, lo, hi, &bad);
-    if (cudaFree(d_temp) != cudaSuccess && err == cudaSuccess)
-        err = cudaGetLastError();
+    fmk_cuda_direct *s = (fmk_cuda_direct *)plan->state;
+    err = fmk_cuda_bounding_box(plan->dim, ns, d_s, n_box, d_t, s->d_temp, &temp_bytes,
+                                (char *)s->d_temp + box_off, lo, hi, &bad);
     if (err != cudaSuccess)
         return fmk_cuda_fail(plan, err, "cub::DeviceReduce::TransformReduce (bounding box)");
     if (bad >= 0)
@@ -244,8 +253,8 @@ fmk_status points_device(fmk_plan *plan, int64_t ns, const double *d_s, int64_t 
     st = pack(plan, ns, s->n_pad, d_s, 1, s->d_src);
     if (st == FMK_OK && !self)
         st = pack(plan, nt, s->m_pad, d_t, 1, s->d_trg);
-    if (st == FMK_OK) {
-        err = cudaDeviceSynchronize();
+    if (st == FMK_OK) { /* the caller may reuse its arrays once this returns */
+        err = cudaStreamSynchronize(0);
         if (err != cudaSuccess)
             st = fmk_cuda_fail(plan, err, "the point packing kernel");
     }
@@ -258,10 +267,26 @@ fmk_status points_device(fmk_plan *plan, int64_t ns, const double *d_s, int64_t 
     return FMK_OK;
 }
 
+/* set_points_device: the state of the plan's previous points is kept through the drop of the
+ * points (its buffers serve again); on failure the plan holds no state and no points. */
 fmk_status cuda_set_points_device(fmk_plan *plan, int64_t ns, const double *d_s, int64_t nt,
                                   const double *d_t)
 {
-    return fmk_cuda_set_points_device(plan, ns, d_s, nt, d_t, points_device);
+    void *keep = plan->state;
+    int prev;
+    fmk_status st = fmk_cuda_enter(plan, plan->opts.device, &prev);
+    if (st != FMK_OK) {
+        fmk_plan_drop_points(plan);
+        return st;
+    }
+    plan->state = NULL;
+    fmk_plan_drop_points(plan);
+    plan->state = keep;
+    st = points_device(plan, ns, d_s, nt, d_t);
+    if (st != FMK_OK)
+        fmk_plan_drop_points(plan);
+    fmk_cuda_leave(plan->opts.device, prev);
+    return st;
 }
 
 /* The message for a non-finite charge found on the GPU. */
@@ -382,4 +407,5 @@ fmk_status cuda_eval(fmk_plan *plan, const double *charges, double *pot, double 
 
 extern "C" const fmk_engine fmk_engine_direct_cuda = {
     "direct/cuda", cuda_setup, cuda_eval, cuda_memory, cuda_set_points_device, cuda_release, NULL, 0,
+    1, /* reuses_state: prepare_state takes the previous points' buffers */
 };

@@ -1,6 +1,7 @@
 /* test_gpu.c -- the GPU direct engine against the CPU engine: every kernel, precision and
  * output choice at odd sizes, targets = sources and not, coincident points, empty sets, the
- * device-pointer paths, NaN charges and points on the device, device out-of-memory. */
+ * device-pointer paths, NaN charges and points on the device, device out-of-memory, one plan
+ * given points again and again. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -396,6 +397,82 @@ static void test_misc(void)
     free(src), free(q);
 }
 
+/* set_points + eval on plan p by the host (dev 0) or the device path (dev 1): n sources,
+ * m targets (trg NULL: the sources), results into pot and grad on the host. */
+static fmk_status points_and_eval(fmk_plan *p, int dev, int64_t n, const double *src, int64_t m,
+                                  const double *trg, const double *q, double *pot, double *grad)
+{
+    const int64_t mt = trg ? m : n;
+    if (!dev) {
+        fmk_status st = fmk_plan_set_points(p, n, src, trg ? m : 0, trg);
+        return st == FMK_OK ? fmk_plan_eval(p, q, pot, grad) : st;
+    }
+    double *d_src = NULL, *d_trg = NULL, *d_q = NULL, *d_pot = NULL, *d_grad = NULL;
+    CUDA_OK(cudaMalloc((void **)&d_src, (size_t)n * 3 * sizeof(double)));
+    CUDA_OK(cudaMemcpy(d_src, src, (size_t)n * 3 * sizeof(double), cudaMemcpyHostToDevice));
+    if (trg) {
+        CUDA_OK(cudaMalloc((void **)&d_trg, (size_t)m * 3 * sizeof(double)));
+        CUDA_OK(cudaMemcpy(d_trg, trg, (size_t)m * 3 * sizeof(double), cudaMemcpyHostToDevice));
+    }
+    CUDA_OK(cudaMalloc((void **)&d_q, (size_t)n * sizeof(double)));
+    CUDA_OK(cudaMemcpy(d_q, q, (size_t)n * sizeof(double), cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMalloc((void **)&d_pot, (size_t)mt * sizeof(double)));
+    CUDA_OK(cudaMalloc((void **)&d_grad, (size_t)mt * 3 * sizeof(double)));
+    fmk_status st = fmk_plan_set_points_device(p, n, d_src, trg ? m : 0, d_trg);
+    if (st == FMK_OK)
+        st = fmk_plan_eval_device(p, d_q, d_pot, d_grad);
+    if (st == FMK_OK) {
+        CUDA_OK(cudaMemcpy(pot, d_pot, (size_t)mt * sizeof(double), cudaMemcpyDeviceToHost));
+        CUDA_OK(cudaMemcpy(grad, d_grad, (size_t)mt * 3 * sizeof(double), cudaMemcpyDeviceToHost));
+    }
+    cudaFree(d_src), cudaFree(d_trg), cudaFree(d_q), cudaFree(d_pot), cudaFree(d_grad);
+    return st;
+}
+
+/* One GPU plan given points again and again (the state of its previous points serves the
+ * next: buffers kept, grown, a self plan becoming a targets plan and back), by the host and the
+ * device paths in turn: every result equals a fresh plan's, bit for bit, and the plan reports
+ * at least the bytes its points need. */
+static void test_reuse(void)
+{
+    static const int64_t ns[] = {1000, 300, 2000, 2000, 500, 4097, 1, 64};
+    static const int64_t nt[] = {0, 700, 0, 3000, 0, 10, 0, 5000};
+    for (int prec = 0; prec < 2; prec++) {
+        const fmk_kernel k = prec ? FMK_KERNEL_LAPLACE : FMK_KERNEL_PLUMMER;
+        fmk_opts o = make_opts(FMK_BACKEND_CUDA, (fmk_precision)prec, k);
+        fmk_plan *p = NULL;
+        CHECK(fmk_plan_create(&p, 3, k, 1e-6, &o) == FMK_OK, "create");
+        if (!p)
+            return;
+        for (int c = 0; c < (int)(sizeof ns / sizeof ns[0]); c++) {
+            const int64_t n = ns[c], m = nt[c] ? nt[c] : n;
+            double *src = points(n, 3), *trg = nt[c] ? points(m, 3) : NULL, *q = values(n);
+            double *pot = poisoned(m), *grad = poisoned(3 * m);
+            double *pot_f = poisoned(m), *grad_f = poisoned(3 * m);
+            const int dev = c & 1;
+            fmk_status st = points_and_eval(p, dev, n, src, m, trg, q, pot, grad);
+            CHECK(st == FMK_OK, "reuse %d: %s", c, fmk_plan_last_error(p));
+            fmk_info info;
+            fmk_plan_info(p, &info);
+            int64_t h = 0, d = 0;
+            fmk_plan_memory(p, n, trg ? m : -1, &h, &d);
+            CHECK(info.bytes_device >= d, "reuse %d: the plan reports %lld device bytes, less than "
+                  "the %lld its points need", c, (long long)info.bytes_device, (long long)d);
+            fmk_plan *f = NULL;
+            CHECK(fmk_plan_create(&f, 3, k, 1e-6, &o) == FMK_OK, "create (fresh)");
+            st = points_and_eval(f, dev, n, src, m, trg, q, pot_f, grad_f);
+            CHECK(st == FMK_OK, "fresh plan: %s", fmk_plan_last_error(f));
+            CHECK(memcmp(pot, pot_f, (size_t)m * sizeof(double)) == 0 &&
+                      memcmp(grad, grad_f, (size_t)m * 3 * sizeof(double)) == 0,
+                  "reuse %d (%s, n %lld, m %lld): results differ from a fresh plan's", c,
+                  prec ? "fp32" : "fp64", (long long)n, (long long)m);
+            fmk_plan_destroy(f);
+            free(src), free(trg), free(q), free(pot), free(grad), free(pot_f), free(grad_f);
+        }
+        fmk_plan_destroy(p);
+    }
+}
+
 int main(int argc, char **argv)
 {
     int quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
@@ -404,6 +481,7 @@ int main(int argc, char **argv)
         return 77;
     }
     test_misc();
+    test_reuse();
     test_empty();
     test_nonfinite_device();
     test_oom();
