@@ -539,8 +539,10 @@ extern "C" cudaError_t fmk_cuda_pack_points(int real, int dim, int64_t n, int64_
 extern "C" cudaError_t fmk_cuda_charge_stats(int cw, int64_t n, const double *d_charges,
                                              unsigned long long *d_stats)
 {
-    const unsigned long long init[2] = {ULLONG_MAX, 0};
-    cudaError_t err = cudaMemcpy(d_stats, init, sizeof init, cudaMemcpyHostToDevice);
+    /* {ULLONG_MAX, 0}, ordered before the kernel on the default stream (no host wait) */
+    cudaError_t err = cudaMemsetAsync(d_stats, 0xff, sizeof *d_stats);
+    if (err == cudaSuccess)
+        err = cudaMemsetAsync(d_stats + 1, 0, sizeof *d_stats);
     if (err != cudaSuccess || n == 0)
         return err;
     k_charge_stats<<<grid_for(n), 256>>>(cw, n, d_charges, d_stats);
