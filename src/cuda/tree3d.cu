@@ -840,7 +840,9 @@ extern "C" void fmk_cuda_tree3d_free(fmk_cuda_tree *t)
                  t->d_temp, t->d_counts, t->d_offset, t->d_lb, t->d_cells};
     for (size_t k = 0; k < sizeof p / sizeof p[0]; k++)
         free_ptr(p[k]);
-    if (t->h_lb && cudaFreeHost(t->h_lb) != cudaSuccess)
+    if (!t->dh_lb)
+        free(t->h_lb);
+    else if (cudaFreeHost(t->h_lb) != cudaSuccess)
         (void)cudaGetLastError();
     memset(t, 0, sizeof *t);
 }
@@ -892,7 +894,7 @@ fmk_status grow_temp(fmk_plan *plan, fmk_cuda_tree *t, int64_t n, long long extr
     return st;
 }
 
-/* The level boundaries on the device and their pinned host copy (once). */
+/* The level boundaries on the device and their host copy (once; pin_lb pins it where needed). */
 fmk_status make_lb(fmk_plan *plan, fmk_cuda_tree *t, long long extra)
 {
     if (t->d_lb)
@@ -909,13 +911,37 @@ fmk_status make_lb(fmk_plan *plan, fmk_cuda_tree *t, long long extra)
     if (st == FMK_OK) /* the sort's flag is read after builds that do not write it (n = 0) */
         st = check(plan, cudaMemset(t->d_lb, 0, FMK_CUDA_TREE_LB * sizeof(int32_t)),
                    "cudaMemset (the tree's level table)");
-    if (st == FMK_OK)
-        st = check(plan, cudaMallocHost((void **)&t->h_lb, FMK_CUDA_TREE_LB * sizeof(int32_t)),
-                   "cudaMallocHost (the tree's level table)");
-    if (st == FMK_OK) /* where the kernels write it (the same address with unified addressing) */
-        st = check(plan, cudaHostGetDevicePointer((void **)&t->dh_lb, t->h_lb, 0),
-                   "cudaHostGetDevicePointer (the tree's level table)");
+    if (st == FMK_OK && !(t->h_lb = (int32_t *)calloc(FMK_CUDA_TREE_LB, sizeof(int32_t))))
+        st = fmk_error_set(plan, FMK_ERR_NOMEM, "out of host memory for the tree's level table");
     return st;
+}
+
+/* The host copy of the level table pinned and mapped, for the kernels that write it there
+ * (the build without host waits, the small trees' groups) and the group count's asynchronous
+ * copy. Only the treecode needs it: the 3D FMM's build (with waits) reads the table with
+ * cudaMemcpy, and a pinned allocation costs ~1 ms (H100), most of a fresh FMM plan's first
+ * tree build. */
+fmk_status pin_lb(fmk_plan *plan, fmk_cuda_tree *t)
+{
+    if (t->dh_lb)
+        return FMK_OK;
+    int32_t *h = NULL;
+    fmk_status st = check(plan, cudaMallocHost((void **)&h, FMK_CUDA_TREE_LB * sizeof(int32_t)),
+                          "cudaMallocHost (the tree's level table)");
+    if (st != FMK_OK)
+        return st;
+    int32_t *dh = NULL; /* where the kernels write it (the same address with unified addressing) */
+    st = check(plan, cudaHostGetDevicePointer((void **)&dh, h, 0),
+               "cudaHostGetDevicePointer (the tree's level table)");
+    if (st != FMK_OK) {
+        if (cudaFreeHost(h) != cudaSuccess)
+            (void)cudaGetLastError();
+        return st;
+    }
+    memcpy(h, t->h_lb, FMK_CUDA_TREE_LB * sizeof(int32_t));
+    free(t->h_lb);
+    t->h_lb = h, t->dh_lb = dh;
+    return FMK_OK;
 }
 
 /* Launches k_sort_small<BLOCK_THREADS> (its shared memory is set up once per process), one
@@ -1018,6 +1044,8 @@ extern "C" fmk_status fmk_cuda_tree3d_build_async(fmk_plan *plan, int64_t n, con
     if (n > fmk_cuda_tree_small_max)
         return fmk_cuda_tree3d_build(plan, n, d_x, leaf_size, extra, t);
     fmk_status st = prepare(plan, n, leaf_size, extra, t);
+    if (st == FMK_OK)
+        st = pin_lb(plan, t);
     if (st == FMK_OK) /* a split sort's flag is looked at by finish */
         st = sort_points(plan, t, n, d_x, n > fmk_cuda_tree_split_sort_min);
     if (st == FMK_OK) {
@@ -1097,6 +1125,10 @@ extern "C" fmk_status fmk_cuda_tree3d_groups(fmk_plan *plan, fmk_cuda_tree *t, i
             return st;
         *cap_groups = bound;
     }
+    st = pin_lb(plan, t); /* the count's copy (small trees: the kernel's write) reaches h_lb
+                             without a host wait */
+    if (st != FMK_OK)
+        return st;
     if (t->pending || t->n_points <= fmk_cuda_tree_small_max) {
         /* the count reaches h_lb from the kernel (no copy) */
         k_groups_small<<<1, SMALL_BLOCK>>>(nn, t->pending, group_size, merge, t->d_begin, t->d_end,

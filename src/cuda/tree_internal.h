@@ -63,7 +63,7 @@ typedef struct fmk_cuda_tree {
     size_t temp_bytes;
     int32_t *d_counts, *d_offset;
     int32_t *d_lb, *h_lb;
-    int32_t *dh_lb;             /* h_lb as the kernels see it (pinned, mapped) */
+    int32_t *dh_lb;             /* h_lb as the kernels see it once pinned and mapped (pin_lb), else NULL */
     int32_t *d_cells;           /* where each cell of level 5 starts (the first levels' bounds) */
     int64_t bytes;              /* device bytes held by the arrays above */
     int pending;                /* started by fmk_cuda_tree3d_build_async, not finished yet */
