@@ -54,7 +54,7 @@
  * program then says there is no GPU. */
 fmk_status fmk_cuda_fmm3d_m2l_work(const fmk_plan *plan, int64_t *pairs, int64_t *tile_pairs,
                                    int *stride) __attribute__((weak));
-fmk_status fmk_cuda_fmm3d_setup_times(const fmk_plan *plan, double t[11]) __attribute__((weak));
+fmk_status fmk_cuda_fmm3d_setup_times(const fmk_plan *plan, double t[12]) __attribute__((weak));
 /* cuda/fmm3d.cu's knob (not API): W and X entries with at most K (p + 1)^2 / 2 sources or
  * targets done as P2P */
 extern int fmk_cuda_fmm3d_direct_near __attribute__((weak));
@@ -72,6 +72,8 @@ extern int fmk_cuda_fmm3d_p2p_run __attribute__((weak));
 extern int fmk_cuda_fmm3d_p2p_tail __attribute__((weak));
 extern int fmk_cuda_fmm3d_p2p_unroll __attribute__((weak));
 extern double fmk_cuda_fmm3d_root_volume __attribute__((weak));
+/* and when a fresh plan's first set_points starts the M2L matrices */
+extern int fmk_cuda_fmm3d_ops_at __attribute__((weak));
 #pragma weak cudaMalloc
 #pragma weak cudaMemcpy
 #pragma weak cudaFree
@@ -152,9 +154,10 @@ typedef struct result {
     int order, levels;
     int64_t leaf, bytes_device, plan_bytes_device;
     double m2l_rate, m2l_rate_tiles; /* flop/s in M2L: V pairs, and pairs the tiles multiply */
-    double setup_part[11];          /* FMM, last set_points: start, tree, lists, operators, buffers;
+    double setup_part[12];          /* FMM, last set_points: start, tree, lists, operators, buffers;
                                      * the lists' stages: points, boxes, lists, directions, work, tiles */
-    double setup_first_part[11];    /* the same of the plan's first set_points */
+    double setup_first_part[12];    /* the same of the plan's first set_points (and [11]: the GPU
+                                     * time of its M2L matrices' kernel) */
 } result;
 
 /* Direct sum in double at SAMPLES targets (every n/SAMPLES-th source). */
@@ -336,7 +339,7 @@ static void fresh(const char *dist, int64_t n, double eps, int plans)
         const double t2 = bench_now();
         ok = ok && fmk_plan_eval_device(p, dq, dp, dg) == FMK_OK;
         const double t3 = bench_now();
-        double part[11] = {0};
+        double part[12] = {0};
         if (ok && fmk_cuda_fmm3d_setup_times)
             fmk_cuda_fmm3d_setup_times(p, part);
         if (!ok)
@@ -355,10 +358,10 @@ static void fresh(const char *dist, int64_t n, double eps, int plans)
                    1e3 * part[4]);
         else
             printf("  plan %2d%s: create %6.2f  set_points %6.2f (start %.2f tree %.2f lists %.2f operators %.2f "
-                   "buffers %.2f)  eval %6.2f  | set_points + eval %6.2f  create + set_points + eval %6.2f"
-                   "  (destroy %.2f)\n",
+                   "buffers %.2f; M2L matrices on the GPU %.2f)  eval %6.2f  | set_points + eval %6.2f  "
+                   "create + set_points + eval %6.2f  (destroy %.2f)\n",
                    i, i == 0 ? " (the process's first)" : "", 1e3 * (t1 - t0), 1e3 * (t2 - t1), 1e3 * part[0],
-                   1e3 * part[1], 1e3 * part[2], 1e3 * part[3], 1e3 * part[4], 1e3 * (t3 - t2),
+                   1e3 * part[1], 1e3 * part[2], 1e3 * part[3], 1e3 * part[4], 1e3 * part[11], 1e3 * (t3 - t2),
                    1e3 * (t3 - t1), 1e3 * (t3 - t0), 1e3 * (t5 - t4));
         first_row = 0;
         if (i > 0) {
@@ -427,9 +430,10 @@ static void print_row(const char *table, fmk_method m, const char *dist, int64_t
                1e3 * r->setup_part[0], 1e3 * r->setup_part[1], 1e3 * r->setup_part[2],
                1e3 * r->setup_part[3], 1e3 * r->setup_part[4], 1e3 * r->setup_first);
     if (m == FMK_METHOD_FMM)
-        printf("       first set_points (ms): start %.2f tree %.2f lists %.2f operators %.2f buffers %.2f\n",
+        printf("       first set_points (ms): start %.2f tree %.2f lists %.2f operators %.2f buffers %.2f"
+               " (M2L matrices on the GPU %.2f, alongside)\n",
                1e3 * r->setup_first_part[0], 1e3 * r->setup_first_part[1], 1e3 * r->setup_first_part[2],
-               1e3 * r->setup_first_part[3], 1e3 * r->setup_first_part[4]);
+               1e3 * r->setup_first_part[3], 1e3 * r->setup_first_part[4], 1e3 * r->setup_first_part[11]);
     printf("       fresh plan (ms): create %.2f, first set_points %.2f, first eval %.2f; set_points + eval "
            "%.2f; create + set_points + eval %.2f\n",
            1e3 * r->create, 1e3 * r->setup_first, 1e3 * r->eval_first, 1e3 * (r->setup_first + r->eval_first),
@@ -718,6 +722,21 @@ int main(int argc, char **argv)
         fresh("plummer", N20, 1e-6, arg > 1 ? arg : 9);
         fresh("cube", 1 << 16, 1e-6, arg > 1 ? arg : 9);
         fresh("cube", 1 << 12, 1e-6, arg > 1 ? arg : 9);
+    } else if (!strcmp(mode, "freshops")) {
+        /* a fresh plan's first set_points with the M2L matrices started before the tree (the
+         * default) and after the lists, alternately: fresh plans, 2^20 uniform at eps 1e-6 */
+        if (!&fmk_cuda_fmm3d_ops_at) {
+            fprintf(stderr, "fmm3d: no operator knob in this build\n");
+            return 1;
+        }
+        const int at = fmk_cuda_fmm3d_ops_at;
+        for (int v = 0; v < 4; v++) {
+            fmk_cuda_fmm3d_ops_at = !(v & 1);
+            if (!json)
+                printf("M2L matrices %s\n", fmk_cuda_fmm3d_ops_at ? "before the tree" : "after the lists");
+            fresh("cube", N20, 1e-6, arg > 1 ? arg : 5);
+        }
+        fmk_cuda_fmm3d_ops_at = at;
     } else if (!strcmp(mode, "small")) {
         for (int lg = 12; lg <= 20; lg += 2) {
             const int64_t n = (int64_t)1 << lg;

@@ -590,15 +590,12 @@ struct builder {
         w.temp = g->temp;
         return st == FMK_OK;
     }
-    /* seconds since the last mark, after the default stream is done (the build's stages, for
-     * the benchmark; other streams, such as the operators' build, are not waited for) */
-    double last;
-    void mark(double *t)
+    /* the end of stage i of the build on the default stream (an event: stage_time, for the
+     * benchmark, from their times once the build is done; no wait here) */
+    void mark(int i)
     {
-        if (st == FMK_OK && ok(cudaStreamSynchronize(0), "the list builder's kernels")) {
-            const double now = fmk_time_now();
-            *t = now - last, last = now;
-        }
+        if (st == FMK_OK)
+            ok(cudaEventRecord(g->stage_ev[i + 1], 0), "cudaEventRecord (the list builder's stages)");
     }
     /* count (<= 5) scans as scan() below, their totals read together (one wait, not count) */
     bool scans(const int32_t *const *in, int32_t *const *out, int64_t n, int count, int64_t *const *total)
@@ -623,7 +620,8 @@ struct builder {
             *total[j] = h[j];
         return true;
     }
-    /* out[0..n] = exclusive sum of in[0..n] (in[n] is 0); *total = out[n] (a read). */
+    /* out[0..n] = exclusive sum of in[0..n] (in[n] is 0); *total = out[n] (a read; none when
+     * total is NULL). */
     bool scan(const int32_t *in, int32_t *out, int64_t n, int64_t *total)
     {
         if (st != FMK_OK)
@@ -635,6 +633,8 @@ struct builder {
         if (!ok(cub::DeviceScan::ExclusiveSum(w.temp, need, in, out, (int)(n + 1)), "cub::DeviceScan"))
             return false;
         int32_t h = 0;
+        if (!total)
+            return true;
         if (!ok(cudaMemcpy(&h, out + n, 4, cudaMemcpyDeviceToHost), "cudaMemcpy (a list size)"))
             return false;
         *total = h;
@@ -655,6 +655,8 @@ extern "C" void fmk_cuda_fmm3d_geo_free(fmk_cuda_fmm3d_geo *g)
         cudaFree(g->temp);
     if (g->arena)
         cudaFree(g->arena);
+    for (int i = 0; i < g->n_stage_ev; i++)
+        cudaEventDestroy(g->stage_ev[i]);
     memset(g, 0, sizeof *g);
 }
 
@@ -683,18 +685,22 @@ extern "C" fmk_status fmk_cuda_fmm3d_geometry(fmk_plan *plan, const fmk_cuda_tre
         memcpy(g->in_arena, keep.in_arena, sizeof g->in_arena);
         g->temp = keep.temp, g->temp_bytes = keep.temp_bytes;
         g->arena = keep.arena, g->arena_bytes = keep.arena_bytes, g->arena_used = keep.arena_used;
+        memcpy(g->stage_ev, keep.stage_ev, sizeof g->stage_ev);
+        g->n_stage_ev = keep.n_stage_ev;
     }
     builder B;
     memset(&B.w, 0, sizeof B.w);
     B.plan = plan, B.extra = extra, B.g = g, B.st = FMK_OK, B.n_blocks = 0;
-    B.last = fmk_time_now();
+    for (; g->n_stage_ev < 7 && B.st == FMK_OK; g->n_stage_ev++)
+        B.ok(cudaEventCreate(&g->stage_ev[g->n_stage_ev]), "cudaEventCreate (the list builder's stages)");
+    if (B.st == FMK_OK)
+        B.ok(cudaEventRecord(g->stage_ev[0], 0), "cudaEventRecord (the list builder's stages)");
     scratch &w = B.w;
     const int64_t np = t->n_points, k = t->n_nodes;
     const int64_t nt = self ? ns : np - ns;
     const int levels = t->levels;
     g->n_nodes = k;
     g->tb = tbw;
-    int64_t total = 0;
 
     /* flags and their scan: sorted points, nodes, tiles (<= 2 k / tbw + GROUPS) */
     const int64_t n_flag = (np > 2 * k + GROUPS ? np : 2 * k + GROUPS) + 1;
@@ -735,7 +741,7 @@ extern "C" fmk_status fmk_cuda_fmm3d_geometry(fmk_plan *plan, const fmk_cuda_tre
         k_src_flags<<<blocks_for(np + 1), BLOCK>>>(np, ns, self, t->d_order, w.flag);
         B.ok(cudaGetLastError(), "the list builder's kernels");
     }
-    B.scan(w.flag, w.pos, np, &total);
+    B.scan(w.flag, w.pos, np, NULL); /* (its total is ns) */
     B.alloc(&g->d_src, ns, "the sources");
     B.alloc(&g->d_src_order, ns, "the source order");
     if (self) {
@@ -748,7 +754,7 @@ extern "C" fmk_status fmk_cuda_fmm3d_geometry(fmk_plan *plan, const fmk_cuda_tre
         k_split<<<blocks_for(np), BLOCK>>>(np, ns, self, t->d_order, w.pos, d_x, g->d_src, g->d_src_order,
                                            g->d_trg, g->d_trg_order);
 
-    B.mark(&g->stage_time[0]);
+    B.mark(0);
 
     /* nodes */
     B.alloc(&g->d_cube, k, "the boxes");
@@ -803,7 +809,7 @@ extern "C" fmk_status fmk_cuda_fmm3d_geometry(fmk_plan *plan, const fmk_cuda_tre
                 g->m2l_first[q] = of[q];
     }
 
-    B.mark(&g->stage_time[1]);
+    B.mark(1);
 
     /* the lists: count, scan, fill; then each V row sorted by the source's octant, then the
      * direction's place in the M2L order (CUB) */
@@ -861,7 +867,7 @@ extern "C" fmk_status fmk_cuda_fmm3d_geometry(fmk_plan *plan, const fmk_cuda_tre
                                                            g->d_v_begin, g->d_v_begin + 1),
                  "cub::DeviceSegmentedSort (the V lists)");
     }
-    B.mark(&g->stage_time[2]);
+    B.mark(2);
 
     /* direction slots: the directions that occur, in increasing order */
     B.alloc(&w.hist, RANK_MAX, "the list builder's workspace");
@@ -886,7 +892,7 @@ extern "C" fmk_status fmk_cuda_fmm3d_geometry(fmk_plan *plan, const fmk_cuda_tre
         }
     }
 
-    B.mark(&g->stage_time[3]);
+    B.mark(3);
 
     /* work lists */
     int32_t **outs[5] = {&g->d_leaves_src, &g->d_leaves_trg, &g->d_xnodes, &g->d_ynodes, &g->d_vnodes};
@@ -928,7 +934,7 @@ extern "C" fmk_status fmk_cuda_fmm3d_geometry(fmk_plan *plan, const fmk_cuda_tre
         }
     }
 
-    B.mark(&g->stage_time[4]);
+    B.mark(4);
 
     /* tiles */
     int64_t n_items = 0;
@@ -995,8 +1001,15 @@ extern "C" fmk_status fmk_cuda_fmm3d_geometry(fmk_plan *plan, const fmk_cuda_tre
             g->n_tiles, first_tile[levels], tbw, g->d_tile_nodes, t->d_more, t->d_n_children, g->d_sn,
             t->d_parent, g->d_oct, NULL, g->d_tile_begin, g->d_tile_slot, g->d_tile_src);
     B.ok(cudaGetLastError(), "the list builder's kernels");
-    B.mark(&g->stage_time[5]);
+    B.mark(5);
 
+    /* one wait for the whole build, then the stages' times */
+    if (B.ok(cudaEventSynchronize(g->stage_ev[6]), "the list builder's kernels"))
+        for (int i = 0; i < 6; i++) {
+            float ms = 0;
+            B.ok(cudaEventElapsedTime(&ms, g->stage_ev[i], g->stage_ev[i + 1]), "cudaEventElapsedTime");
+            g->stage_time[i] = 1e-3 * ms;
+        }
     if (B.st != FMK_OK) {
         fmk_cuda_fmm3d_geo_free(g);
         return B.st;

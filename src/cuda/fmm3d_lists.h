@@ -84,7 +84,10 @@ typedef struct fmk_cuda_fmm3d_geo {
     void *arena;
     size_t arena_bytes, arena_used;
     double stage_time[6];           /* seconds: points, boxes + neighbours, lists, directions,
-                                     * work lists, tiles (for the benchmark) */
+                                     * work lists, tiles (for the benchmark: GPU times between
+                                     * events on the default stream, host waits included) */
+    cudaEvent_t stage_ev[7];
+    int n_stage_ev;
 } fmk_cuda_fmm3d_geo;
 
 #ifdef __cplusplus
