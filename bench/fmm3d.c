@@ -21,6 +21,10 @@
  *   fmm3d table8     Gumerov & Duraiswami (paper 003) Table 8: N = 2^20 uniform, p = 4, 8, 12,
  *                    potential, and potential + gradient
  *   fmm3d cross      N = 2^12 .. 2^20 uniform: FMM (eps 1e-3, 1e-6) vs GPU direct and treecode
+ *   fmm3d fresh [R]  the first call of a fresh plan: R plans (default 9) one after another, each
+ *                    created, given device points, evaluated once and destroyed, every call timed
+ *                    (2^20 uniform and Plummer, 2^16, 2^12 uniform, eps 1e-6); the median leaves
+ *                    out the process's first plan
  *   fmm3d small      N = 2^12, 2^14, 2^16, 2^18, 2^20 uniform, FMM only, eps 1e-3 and 1e-6 (the
  *                    small-N floor of eval and set_points)
  *   fmm3d scale [K]  N = 2^16 .. 2^K (default 26) uniform at eps 1e-6, slope of log t vs log N
@@ -50,7 +54,7 @@
  * program then says there is no GPU. */
 fmk_status fmk_cuda_fmm3d_m2l_work(const fmk_plan *plan, int64_t *pairs, int64_t *tile_pairs,
                                    int *stride) __attribute__((weak));
-fmk_status fmk_cuda_fmm3d_setup_times(const fmk_plan *plan, double t[11]) __attribute__((weak));
+fmk_status fmk_cuda_fmm3d_setup_times(const fmk_plan *plan, double t[12]) __attribute__((weak));
 /* cuda/fmm3d.cu's knob (not API): W and X entries with at most K (p + 1)^2 / 2 sources or
  * targets done as P2P */
 extern int fmk_cuda_fmm3d_direct_near __attribute__((weak));
@@ -68,6 +72,8 @@ extern int fmk_cuda_fmm3d_p2p_run __attribute__((weak));
 extern int fmk_cuda_fmm3d_p2p_tail __attribute__((weak));
 extern int fmk_cuda_fmm3d_p2p_unroll __attribute__((weak));
 extern double fmk_cuda_fmm3d_root_volume __attribute__((weak));
+/* and when a fresh plan's first set_points starts the M2L matrices */
+extern int fmk_cuda_fmm3d_ops_at __attribute__((weak));
 #pragma weak cudaMalloc
 #pragma weak cudaMemcpy
 #pragma weak cudaFree
@@ -142,14 +148,16 @@ static void points(const char *dist, int64_t n, double *x)
 typedef struct result {
     double setup, eval;             /* seconds, medians */
     double setup_first;             /* seconds, the first set_points of a fresh plan */
+    double create, eval_first;      /* seconds: fmk_plan_create, the plan's first evaluation */
     double phase[FMK_PHASE_COUNT];  /* of the last evaluation */
     double err_pot, err_grad;       /* -1: not measured */
     int order, levels;
     int64_t leaf, bytes_device, plan_bytes_device;
     double m2l_rate, m2l_rate_tiles; /* flop/s in M2L: V pairs, and pairs the tiles multiply */
-    double setup_part[11];          /* FMM, last set_points: start, tree, lists, operators, buffers;
+    double setup_part[12];          /* FMM, last set_points: start, tree, lists, operators, buffers;
                                      * the lists' stages: points, boxes, lists, directions, work, tiles */
-    double setup_first_part[11];    /* the same of the plan's first set_points */
+    double setup_first_part[12];    /* the same of the plan's first set_points (and [11]: the GPU
+                                     * time of its M2L matrices' kernel) */
 } result;
 
 /* Direct sum in double at SAMPLES targets (every n/SAMPLES-th source). */
@@ -210,7 +218,10 @@ static int measure(fmk_method method, double eps, int order, int64_t leaf, const
     o.leaf_size = leaf;
     o.precision = precision;
     fmk_plan *p = NULL;
-    if (fmk_plan_create(&p, 3, FMK_KERNEL_LAPLACE, eps, &o) != FMK_OK) {
+    const double tc = bench_now();
+    const fmk_status created = fmk_plan_create(&p, 3, FMK_KERNEL_LAPLACE, eps, &o);
+    r->create = bench_now() - tc;
+    if (created != FMK_OK) {
         fprintf(stderr, "fmm3d: %s\n", fmk_plan_last_error(NULL));
         free(x), free(q);
         return -1;
@@ -253,6 +264,8 @@ static int measure(fmk_method method, double eps, int order, int64_t leaf, const
         const double t1 = bench_now();
         if (k > 0)
             te[k - 1] = t1 - t0;
+        else
+            r->eval_first = t1 - t0;
     }
     if (!ok) {
         fprintf(stderr, "fmm3d: %s\n", fmk_plan_last_error(p));
@@ -288,6 +301,91 @@ static int measure(fmk_method method, double eps, int order, int64_t leaf, const
     return ok ? 0 : -1;
 }
 
+/* Fresh plans one after another, as a program that makes a plan per problem: create,
+ * set_points_device, eval_device (potential and gradient), destroy, each timed (wall clock; the
+ * calls return with the work done), plans times; the first is the process's first plan (CUDA's
+ * and cuBLAS's start), the median of the others is the figure. Errors of the last plan. */
+static void fresh(const char *dist, int64_t n, double eps, int plans)
+{
+    double *x = xmalloc(24 * (size_t)n), *q = xmalloc(8 * (size_t)n);
+    points(dist, n, x);
+    for (int64_t i = 0; i < n; i++)
+        q[i] = 2 * urand() - 1;
+    double *dx = NULL, *dq = NULL, *dp = NULL, *dg = NULL;
+    cudaMalloc((void **)&dx, 24 * (size_t)n);
+    cudaMalloc((void **)&dq, 8 * (size_t)n);
+    cudaMalloc((void **)&dp, 8 * (size_t)n);
+    cudaMalloc((void **)&dg, 24 * (size_t)n);
+    cudaMemcpy(dx, x, 24 * (size_t)n, cudaMemcpyHostToDevice);
+    cudaMemcpy(dq, q, 8 * (size_t)n, cudaMemcpyHostToDevice);
+    fmk_opts o;
+    fmk_opts_default(&o);
+    o.method = FMK_METHOD_FMM;
+    o.backend = FMK_BACKEND_CUDA;
+    enum { MAXP = 32 };
+    plans = plans < 2 ? 2 : plans > MAXP ? MAXP : plans;
+    double tc[MAXP], ts[MAXP], te[MAXP], tsum[MAXP], ttot[MAXP], td[MAXP];
+    int ok = 1, m = 0;
+    double ep = -1, eg = -1;
+    if (!json)
+        printf("fresh plans: %s N = %lld eps %.0e, device points, potential + gradient (ms)\n", dist,
+               (long long)n, eps);
+    for (int i = 0; i < plans && ok; i++) {
+        fmk_plan *p = NULL;
+        const double t0 = bench_now();
+        ok = fmk_plan_create(&p, 3, FMK_KERNEL_LAPLACE, eps, &o) == FMK_OK;
+        const double t1 = bench_now();
+        ok = ok && fmk_plan_set_points_device(p, n, dx, 0, NULL) == FMK_OK;
+        const double t2 = bench_now();
+        ok = ok && fmk_plan_eval_device(p, dq, dp, dg) == FMK_OK;
+        const double t3 = bench_now();
+        double part[12] = {0};
+        if (ok && fmk_cuda_fmm3d_setup_times)
+            fmk_cuda_fmm3d_setup_times(p, part);
+        if (!ok)
+            fprintf(stderr, "fmm3d: %s\n", fmk_plan_last_error(p));
+        const double t4 = bench_now();
+        fmk_plan_destroy(p);
+        const double t5 = bench_now();
+        if (!ok)
+            break;
+        if (json)
+            printf("%s{\"table\":\"fresh\",\"dist\":\"%s\",\"n\":%lld,\"eps\":%g,\"plan\":%d,\"create_ms\":%.4f,"
+                   "\"setup_ms\":%.4f,\"eval_ms\":%.4f,\"destroy_ms\":%.4f,\"setup_start_ms\":%.4f,"
+                   "\"setup_tree_ms\":%.4f,\"setup_lists_ms\":%.4f,\"setup_ops_ms\":%.4f,\"setup_buffers_ms\":%.4f}",
+                   first_row ? "[\n" : ",\n", dist, (long long)n, eps, i, 1e3 * (t1 - t0), 1e3 * (t2 - t1),
+                   1e3 * (t3 - t2), 1e3 * (t5 - t4), 1e3 * part[0], 1e3 * part[1], 1e3 * part[2], 1e3 * part[3],
+                   1e3 * part[4]);
+        else
+            printf("  plan %2d%s: create %6.2f  set_points %6.2f (start %.2f tree %.2f lists %.2f operators %.2f "
+                   "buffers %.2f; M2L matrices on the GPU %.2f)  eval %6.2f  | set_points + eval %6.2f  "
+                   "create + set_points + eval %6.2f  (destroy %.2f)\n",
+                   i, i == 0 ? " (the process's first)" : "", 1e3 * (t1 - t0), 1e3 * (t2 - t1), 1e3 * part[0],
+                   1e3 * part[1], 1e3 * part[2], 1e3 * part[3], 1e3 * part[4], 1e3 * part[11], 1e3 * (t3 - t2),
+                   1e3 * (t3 - t1), 1e3 * (t3 - t0), 1e3 * (t5 - t4));
+        first_row = 0;
+        if (i > 0) {
+            tc[m] = t1 - t0, ts[m] = t2 - t1, te[m] = t3 - t2, tsum[m] = t3 - t1, ttot[m] = t3 - t0;
+            td[m++] = t5 - t4;
+        }
+        if (i == plans - 1) {
+            double *pot = xmalloc(8 * (size_t)n), *grad = xmalloc(24 * (size_t)n);
+            cudaMemcpy(pot, dp, 8 * (size_t)n, cudaMemcpyDeviceToHost);
+            cudaMemcpy(grad, dg, 24 * (size_t)n, cudaMemcpyDeviceToHost);
+            errors(n, x, q, pot, grad, &ep, &eg);
+            free(pot), free(grad);
+        }
+    }
+    if (ok && m > 0 && !json)
+        printf("  median of plans 1..%d: create %.2f  set_points %.2f  eval %.2f | set_points + eval %.2f  "
+               "create + set_points + eval %.2f  (destroy %.2f) | err pot %.2e grad %.2e\n",
+               m, 1e3 * bench_median(tc, m), 1e3 * bench_median(ts, m), 1e3 * bench_median(te, m),
+               1e3 * bench_median(tsum, m), 1e3 * bench_median(ttot, m), 1e3 * bench_median(td, m), ep, eg);
+    fflush(stdout);
+    cudaFree(dx), cudaFree(dq), cudaFree(dp), cudaFree(dg);
+    free(x), free(q);
+}
+
 static const char *method_name(fmk_method m)
 {
     return m == FMK_METHOD_FMM ? "fmm" : m == FMK_METHOD_TREE ? "tree" : "direct";
@@ -305,7 +403,7 @@ static void print_row(const char *table, fmk_method m, const char *dist, int64_t
                "\"m2l_gflops\":%.1f,\"m2l_gflops_tiles\":%.1f,\"bytes_device\":%lld,"
                "\"plan_bytes_device\":%lld,\"setup_start_ms\":%.4f,\"setup_tree_ms\":%.4f,"
                "\"setup_lists_ms\":%.4f,\"setup_ops_ms\":%.4f,\"setup_buffers_ms\":%.4f,"
-               "\"setup_first_ms\":%.4f}",
+               "\"setup_first_ms\":%.4f,\"create_ms\":%.4f,\"eval_first_ms\":%.4f}",
                first_row ? "[\n" : ",\n", table, method_name(m), dist, (long long)n, eps, grad,
                r->order, (long long)r->leaf, r->levels, 1e3 * r->setup, 1e3 * r->eval,
                1e3 * ph[FMK_PHASE_P2M], 1e3 * ph[FMK_PHASE_M2M], 1e3 * ph[FMK_PHASE_M2L],
@@ -313,7 +411,8 @@ static void print_row(const char *table, fmk_method m, const char *dist, int64_t
                1e3 * ph[FMK_PHASE_TREE], r->err_pot, r->err_grad, 1e-9 * r->m2l_rate,
                1e-9 * r->m2l_rate_tiles, (long long)r->bytes_device, (long long)r->plan_bytes_device,
                1e3 * r->setup_part[0], 1e3 * r->setup_part[1], 1e3 * r->setup_part[2],
-               1e3 * r->setup_part[3], 1e3 * r->setup_part[4], 1e3 * r->setup_first);
+               1e3 * r->setup_part[3], 1e3 * r->setup_part[4], 1e3 * r->setup_first, 1e3 * r->create,
+               1e3 * r->eval_first);
         first_row = 0;
         return;
     }
@@ -331,9 +430,14 @@ static void print_row(const char *table, fmk_method m, const char *dist, int64_t
                1e3 * r->setup_part[0], 1e3 * r->setup_part[1], 1e3 * r->setup_part[2],
                1e3 * r->setup_part[3], 1e3 * r->setup_part[4], 1e3 * r->setup_first);
     if (m == FMK_METHOD_FMM)
-        printf("       first set_points (ms): start %.2f tree %.2f lists %.2f operators %.2f buffers %.2f\n",
+        printf("       first set_points (ms): start %.2f tree %.2f lists %.2f operators %.2f buffers %.2f"
+               " (M2L matrices on the GPU %.2f, alongside)\n",
                1e3 * r->setup_first_part[0], 1e3 * r->setup_first_part[1], 1e3 * r->setup_first_part[2],
-               1e3 * r->setup_first_part[3], 1e3 * r->setup_first_part[4]);
+               1e3 * r->setup_first_part[3], 1e3 * r->setup_first_part[4], 1e3 * r->setup_first_part[11]);
+    printf("       fresh plan (ms): create %.2f, first set_points %.2f, first eval %.2f; set_points + eval "
+           "%.2f; create + set_points + eval %.2f\n",
+           1e3 * r->create, 1e3 * r->setup_first, 1e3 * r->eval_first, 1e3 * (r->setup_first + r->eval_first),
+           1e3 * (r->create + r->setup_first + r->eval_first));
     if (m == FMK_METHOD_FMM)
         printf("       lists (ms): points %.2f boxes %.2f lists %.2f directions %.2f work %.2f tiles %.2f\n",
                1e3 * r->setup_part[5], 1e3 * r->setup_part[6], 1e3 * r->setup_part[7],
@@ -611,6 +715,28 @@ int main(int argc, char **argv)
             if (measure(FMK_METHOD_DIRECT, 1e-6, -1, 0, "cube", n, 1, 3, 0, &r) == 0)
                 print_row("cross", FMK_METHOD_DIRECT, "cube", n, 0, 1, &r);
         }
+    } else if (!strcmp(mode, "fresh")) {
+        /* the first call of a fresh plan: 2^20 uniform and Plummer at eps 1e-6, 2^16 and 2^12
+         * uniform */
+        fresh("cube", N20, 1e-6, arg > 1 ? arg : 9);
+        fresh("plummer", N20, 1e-6, arg > 1 ? arg : 9);
+        fresh("cube", 1 << 16, 1e-6, arg > 1 ? arg : 9);
+        fresh("cube", 1 << 12, 1e-6, arg > 1 ? arg : 9);
+    } else if (!strcmp(mode, "freshops")) {
+        /* a fresh plan's first set_points with the M2L matrices started before the tree (the
+         * default) and after the lists, alternately: fresh plans, 2^20 uniform at eps 1e-6 */
+        if (!&fmk_cuda_fmm3d_ops_at) {
+            fprintf(stderr, "fmm3d: no operator knob in this build\n");
+            return 1;
+        }
+        const int at = fmk_cuda_fmm3d_ops_at;
+        for (int v = 0; v < 4; v++) {
+            fmk_cuda_fmm3d_ops_at = !(v & 1);
+            if (!json)
+                printf("M2L matrices %s\n", fmk_cuda_fmm3d_ops_at ? "before the tree" : "after the lists");
+            fresh("cube", N20, 1e-6, arg > 1 ? arg : 5);
+        }
+        fmk_cuda_fmm3d_ops_at = at;
     } else if (!strcmp(mode, "small")) {
         for (int lg = 12; lg <= 20; lg += 2) {
             const int64_t n = (int64_t)1 << lg;

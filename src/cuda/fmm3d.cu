@@ -120,6 +120,13 @@ int fmk_cuda_fmm3d_m2l_gap = 5;
 extern "C" long long fmk_cuda_fmm3d_m2l_bytes;
 long long fmk_cuda_fmm3d_m2l_bytes = 256ll << 20;
 
+/* Tuning knob, not API: when a plan's first set_points starts the dense M2L matrices on its
+ * operators' stream (the other operators start before the tree): 1 before the tree too, 0
+ * after the lists (docs/fmm3d_gpu.md, "The first call of a fresh plan": measured, 0 as fast or
+ * faster; the tree's first build ran slower beside them). */
+extern "C" int fmk_cuda_fmm3d_ops_at;
+int fmk_cuda_fmm3d_ops_at = 0;
+
 /* cuBLAS is loaded when the first GPU FMM plan starts, not linked: libfmmkit then runs
  * (CPU and every other GPU engine) on machines whose loader cannot find libcublas, and the
  * GPU FMM says what is missing. The four entry points used are the _v2 ones that
@@ -173,6 +180,7 @@ namespace {
 
 const int BLOCK = 128;
 const int M2L_THREADS = 128;
+const int M2L_DIRS = FMK_FMM3D_NDIR - 27; /* the V directions (offsets with a coordinate beyond 1) */
 
 /* Order p and leaf size for eps on the GPU (docs/fmm3d_gpu.md, section 3: measured). */
 int gpu_order_from_eps(double eps)
@@ -992,6 +1000,23 @@ __global__ void k_build(int kind, int p, int n_mat, int hdeg, const double *__re
     }
 }
 
+/* The translation harmonics of the operators (ops_layout): thread i < n_h the irregular
+ * harmonics to degree 2p of the M2L vector vec[i], then 8 M2M vectors (child - parent centre)
+ * and 8 L2L vectors, in parent sides, regular to degree p (fmm3d_ops.c's, made here from its
+ * tables). */
+__global__ void k_harmonics(int p, int n_h, tabs t, const double *__restrict__ vec, double *H)
+{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t hs_m2l = (int64_t)(2 * p + 1) * (2 * p + 2), hs_p = (int64_t)(p + 1) * (p + 2);
+    if (i < n_h) {
+        irregular(t, 2 * p, vec[3 * i], vec[3 * i + 1], vec[3 * i + 2], H + hs_m2l * i);
+    } else if (i < n_h + 16) {
+        const int o = (i - n_h) & 7;
+        regular(t, p, (o & 4) ? 0.25 : -0.25, (o & 2) ? 0.25 : -0.25, (o & 1) ? 0.25 : -0.25,
+                H + hs_m2l * n_h + hs_p * (i - n_h));
+    }
+}
+
 /* ---------------------------------------------------------------------------------------------
  * State
  * ------------------------------------------------------------------------------------------ */
@@ -999,10 +1024,11 @@ __global__ void k_build(int kind, int p, int n_mat, int hdeg, const double *__re
 /* eval's events: the far field's chain (and the results) on stream 0 of the plan, START ..
  * END in that order; the near field on stream 1 between NEAR (after FORK, the charges in key
  * order) and P2P; JOIN on stream 0 once both are done. */
-enum { EV_START, EV_P2M, EV_M2M, EV_M2L, EV_L2L, EV_L2P, EV_JOIN, EV_END, EV_FORK, EV_NEAR, EV_P2P, N_EV };
+enum { EV_START, EV_P2M, EV_M2M, EV_M2L, EV_L2L, EV_L2P, EV_JOIN, EV_END, EV_FORK, EV_NEAR, EV_P2P,
+       EV_OPS0, EV_OPS1, N_EV }; /* OPS0 .. OPS1: the M2L matrices' kernel on stream 2 (set_points) */
 
 struct fmm_gpu {
-    int device, order, S, nh;
+    int device, order, S;
     int sms;                           /* the device's multiprocessors */
     int fp32;                          /* P2P in fp32 (precision fp32) */
     int32_t leaf_size;
@@ -1014,9 +1040,10 @@ struct fmm_gpu {
     int64_t gemm_first;                /* first node of level 2: M2L's GEMMs start there */
     int m2l_batch;                     /* X holds S x (nodes from level 2 down) x this many doubles */
     /* M2L: per octant of the sources, the runs of the directions its sources reach (with gaps of
-     * a few directions merged), as GEMMs; parts (one X each) of as many as X holds */
+     * a few directions merged), as GEMMs over the stacked matrices (in the M2L order: ranks);
+     * parts (one X each) of as many as X holds, each over a range of the lists' slots */
     struct m2l_gemm {
-        int32_t slot0, n_slots, row;   /* the matrices' first slot and count, X's first row / S */
+        int32_t rank0, n_ranks, row;   /* the matrices' first rank and count, X's first row / S */
     } *m2l_gemms;
     struct m2l_part {
         int oct, gemm0, n_gemms, slot_lo, slot_hi, rows; /* rows / S of X */
@@ -1024,35 +1051,46 @@ struct fmm_gpu {
     } *m2l_parts;
     int n_m2l_gemms, n_m2l_parts;
     int64_t m2l_products;              /* box-direction products the GEMMs compute */
-    double *d_Mp;                      /* the GEMMs' input columns */
     double *d_pts;                     /* the mapped points of the last set_points (cap_pts bytes) */
     void *d_box;                       /* set_points_device's bounding-box workspace (cap_box bytes) */
     size_t cap_pts, cap_box;
-    int32_t *d_xrow;
+    int box_in_pts;                    /* d_box lies in d_pts' allocation (a fresh plan's first call) */
     cublasHandle_t blas;
     int has_blas;
     double tree_time;
-    double setup_time[5];              /* seconds: start (events, cuBLAS), tree, lists, operators, buffers */
+    double setup_time[6];              /* seconds: start (events, cuBLAS), tree, lists, operators, buffers;
+                                        * the M2L matrices' kernel (GPU time) */
     fmk_cuda_fmm3d_geo g;              /* points, boxes, lists, tiles (fmm3d_lists.cu) */
     fmk_cuda_tree tree;                /* the octree, kept with its workspace for the next points */
-    int mat_slots;                     /* the directions the M2L matrices are built for */
-    int32_t mat_dir[FMK_FMM3D_NDIR];
-    int64_t mat_bytes;                 /* device bytes of the M2L, M2M and L2L matrices */
+    int rot_slots;                     /* the directions the rotation tables are built for */
+    int32_t rot_dir[FMK_FMM3D_NDIR];
     int use_rot;                       /* M2L by rotations (fmm3d_rot.cu), not dense matrices */
+    int m2l_timed;                     /* EV_OPS0 .. EV_OPS1 hold this set_points' M2L matrices */
+    int m2l_built;                     /* the dense M2L matrices are built (or on their way) */
+    int m2l_in_ops;                    /* d_m2l lies in d_ops' allocation */
     fmk_cuda_fmm3d_rot rot;            /* its tables (with use_rot) */
-    /* device arrays of the operators and expansions */
-    double *d_X;                       /* a part's directions' matrices times its octant's multipoles */
-    double *d_m2l, *d_m2m, *d_l2l;
-    double *d_tabs;                    /* rec_a | rec_b | rec_diag | sqrt_int */
+    /* the operators (start_ops), built once per plan on stream 2 while the tree and the lists
+     * are built: d_ops holds the harmonic tables (tb), the translation harmonics, the M2M and
+     * L2L matrices; d_m2l the dense M2L matrices of all M2L_DIRS directions in the M2L order */
+    double *d_ops, *d_m2l, *d_m2m, *d_l2l;
     tabs tb;
-    double *d_M, *d_L, *d_res, *d_near; /* expansions; far-field and near-field results */
-    double *d_q, *d_pot, *d_grad;      /* host evaluations */
+    /* eval's buffers, one allocation (d_eval, cap_eval bytes) kept from one set_points to the
+     * next where large enough: expansions, the M2L's columns, products and tables, the far and
+     * near field's results, the charge check */
+    void *d_eval;
+    size_t cap_eval;
+    double *d_M, *d_L, *d_X, *d_Mp, *d_res, *d_near;
+    int32_t *d_xrow;
     unsigned long long *d_stats;
-    size_t cap[11];                    /* bytes of d_M, d_L, d_X, d_res, d_near, d_q, d_pot, d_grad, d_stats,
-                                        * d_Mp, d_xrow */
+    /* evaluations from host arrays: charges, potential, gradient (d_host, cap_host bytes; made at
+     * the first such evaluation) */
+    void *d_host;
+    size_t cap_host;
     cudaEvent_t ev[N_EV];
     int events;
-    cudaStream_t stream[2];            /* far field (high priority), near field (low priority) */
+    cudaStream_t stream[3];            /* far field (high priority), near field (low priority),
+                                        * operators (set_points; not blocking with the default
+                                        * stream, on which the tree and lists are built) */
     int streams;
     int64_t bytes;
 };
@@ -1064,8 +1102,8 @@ void free_all(fmm_gpu *s)
     fmk_cuda_fmm3d_geo_free(&s->g);
     fmk_cuda_tree3d_free(&s->tree);
     fmk_cuda_fmm3d_rot_free(&s->rot);
-    void *all[] = {s->d_m2l, s->d_m2m, s->d_l2l, s->d_tabs, s->d_M, s->d_L, s->d_res, s->d_near, s->d_X, s->d_Mp, s->d_xrow, s->d_pts, s->d_box,
-                   s->d_q, s->d_pot, s->d_grad, s->d_stats};
+    void *all[] = {s->d_ops, s->m2l_in_ops ? NULL : s->d_m2l, s->d_eval, s->d_host, s->d_pts,
+                   s->box_in_pts ? NULL : s->d_box};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (all[i])
             cudaFree(all[i]);
@@ -1103,6 +1141,36 @@ int m2l_batch_for(int64_t S, int64_t nn, int n_dirs)
     return b < 1 ? 1 : (int)b;
 }
 
+/* Where the operators live in d_ops (start_ops), in doubles, each part 256-byte aligned: the
+ * harmonic recursion's tables to degree 2p + 1 (rec_a | rec_b | rec_diag | sqrt_int: fmm3d_ops.h;
+ * eval's tabs use them too), sqrt(C(a, b)) for a, b < nb = 4p + 2, the M2L_DIRS translation
+ * vectors in the M2L order (uploaded: [0, n_up)); then the translation harmonics (n_h M2L
+ * vectors to degree 2p, then 8 M2M and 8 L2L vectors to degree p), the M2M and the L2L
+ * matrices (8 each). */
+struct ops_layout {
+    int64_t nh, sqb, vec, H, m2m, l2l, total, n_up;
+    int nb, n_h;
+};
+
+int64_t align32(int64_t n) { return (n + 31) / 32 * 32; }
+
+ops_layout ops_layout_for(int p, int rot)
+{
+    ops_layout o;
+    const int64_t S = (int64_t)(p + 1) * (p + 2), hs_m2l = (int64_t)(2 * p + 1) * (2 * p + 2);
+    o.nh = fmk_fmm3d_ncoef(2 * p + 1);
+    o.nb = 4 * p + 2;
+    o.n_h = rot ? 0 : M2L_DIRS; /* rotations: no dense M2L, no M2L harmonics */
+    o.sqb = align32(2 * o.nh + (2 * p + 2) + (2 * p + 5));
+    o.vec = o.sqb + align32((int64_t)o.nb * o.nb);
+    o.H = o.vec + align32(3 * M2L_DIRS);
+    o.n_up = o.H;
+    o.m2m = o.H + align32(hs_m2l * o.n_h + 16 * S);
+    o.l2l = o.m2m + align32(8 * S * S);
+    o.total = o.l2l + align32(8 * S * S);
+    return o;
+}
+
 /* Device bytes for ns sources, nt targets (nt < 0: at the sources), before allocating. */
 int64_t device_bytes(const fmk_plan *plan, int64_t ns, int64_t nt, int64_t nodes, int64_t n_dirs)
 {
@@ -1117,7 +1185,9 @@ int64_t device_bytes(const fmk_plan *plan, int64_t ns, int64_t nt, int64_t nodes
     b += 24 * np;                                              /* points to the GPU */
     b += fmk_cuda_fmm3d_geo_bytes(np, ns, self, nodes, cfg.tb); /* boxes, lists, tiles */
     const int rot = p >= fmk_cuda_fmm3d_m2l_rot_order;
-    b += (rot ? 16 : n_dirs + 16) * S * S * 8;                 /* matrices */
+    b += 8 * ops_layout_for(p, rot).total;                     /* tables, M2M, L2L matrices */
+    if (!rot)                                                  /* M2L matrices */
+        b += 8 * M2L_DIRS * S * S;
     if (rot)                                                   /* or M2L's rotation tables */
         b += fmk_cuda_fmm3d_rot_bytes(p, (int)n_dirs);
     b += 3 * nodes * S * 8 + 8 * 4 * n_dirs;                   /* M, L, the M2L's columns and tables */
@@ -1133,9 +1203,8 @@ void fmm_memory(const fmk_plan *plan, int64_t ns, int64_t nt, int64_t *h, int64_
     const int p = order_of(plan);
     const int64_t nodes = fmk_tree3d_estimate_nodes(np, leaf_size_of(plan, p));
     *d = device_bytes(plan, ns, nt, nodes, FMK_FMM3D_NDIR - 27);
-    /* host: the translation vectors' harmonics and the operator tables while set_points runs */
-    *h = (int64_t)sizeof(fmm_gpu) + 8 * (int64_t)(2 * p + 1) * (2 * p + 2) * (FMK_FMM3D_NDIR + 16) +
-         8 * (int64_t)(4 * p + 2) * (4 * p + 2);
+    /* host: the operator tables to upload while set_points runs, and fmm3d_ops.c's */
+    *h = (int64_t)sizeof(fmm_gpu) + 8 * ops_layout_for(p, 1).n_up + 8 * (int64_t)(4 * p + 3) * (4 * p + 3);
     if (p >= fmk_cuda_fmm3d_m2l_rot_order) /* the rotation tables, made on the host first */
         *h += fmk_cuda_fmm3d_rot_bytes(p, FMK_FMM3D_NDIR - 27);
 }
@@ -1176,79 +1245,106 @@ fmk_status grow(fmk_plan *plan, fmm_gpu *s, void **d, size_t *cap, size_t bytes,
     return st;
 }
 
-/* The matrices: harmonics of the translation vectors on the host (fmm3d_ops.h), then the
- * entries on the GPU. */
-fmk_status build_matrices(fmk_plan *plan, fmm_gpu *s, const fmk_fmm3d_ops_ctx *ops,
-                          const int32_t *dir_of_slot, int n_slots, long long total)
+/* The operators that depend only on the order (ops_layout), started on stream 2, which does
+ * not wait for the default stream: the tables from the host (fmm3d_ops.c's, a few kB), then on
+ * the GPU the translation harmonics (k_harmonics) and the M2M and L2L matrices (k_build). Runs
+ * alongside the tree and list builds; finish_ops waits for it. */
+fmk_status start_ops(fmk_plan *plan, fmm_gpu *s, long long total, int with_m2l)
 {
-    if (s->use_rot) { /* M2L by rotations: its tables, and no dense M2L matrices */
-        const fmk_status st = fmk_cuda_fmm3d_rot_build(plan, ops, dir_of_slot, n_slots, total, &s->rot);
-        if (st != FMK_OK)
-            return st;
-        s->bytes += s->rot.bytes;
-        n_slots = 0;
-    }
-    const int p = s->order, S = s->S;
-    const int nb = 4 * p + 2;
-    const int hdeg_m2l = 2 * p;
-    const int64_t hs_m2l = (int64_t)(hdeg_m2l + 1) * (hdeg_m2l + 2);
-    const int64_t hs_p = (int64_t)(p + 1) * (p + 2);
-    double *sqb = hmalloc<double>((size_t)nb * nb);
-    double *H = hmalloc<double>((size_t)(hs_m2l * (n_slots > 0 ? n_slots : 1) + 16 * hs_p));
-    if (!sqb || !H) {
-        free(sqb), free(H);
+    const int p = s->order;
+    const int64_t S = s->S;
+    const ops_layout o = ops_layout_for(p, s->use_rot);
+    fmk_fmm3d_ops_ctx ops;
+    fmk_status st = fmk_fmm3d_ops_create(&ops, p);
+    if (st != FMK_OK)
+        return fmk_error_set(plan, st, "cannot create the FMM operators of order %d", p);
+    double *up = hmalloc<double>((size_t)o.n_up);
+    if (!up) {
+        fmk_fmm3d_ops_destroy(&ops);
         return fmk_error_set(plan, FMK_ERR_NOMEM, "out of host memory for the FMM's operators");
     }
-    for (int a = 0; a < nb; a++) /* Pascal's triangle, then square roots */
+    memset(up, 0, 8 * (size_t)o.n_up);
+    const int64_t nh = o.nh;
+    memcpy(up, ops.rec_a, 8 * (size_t)nh);
+    memcpy(up + nh, ops.rec_b, 8 * (size_t)nh);
+    memcpy(up + 2 * nh, ops.rec_diag, 8 * (size_t)(2 * p + 2));
+    memcpy(up + 2 * nh + 2 * p + 2, ops.sqrt_int, 8 * (size_t)(2 * p + 5));
+    fmk_fmm3d_ops_destroy(&ops);
+    const int nb = o.nb;
+    double *sqb = up + o.sqb; /* Pascal's triangle, then square roots */
+    for (int a = 0; a < nb; a++)
         for (int b = 0; b < nb; b++)
             sqb[a * nb + b] = b == 0 ? 1 : (b > a ? 0 : sqb[(a - 1) * nb + b - 1] + (b <= a - 1 ? sqb[(a - 1) * nb + b] : 0));
     for (int i = 0; i < nb * nb; i++)
         sqb[i] = sqrt(sqb[i]);
-    for (int k = 0; k < n_slots; k++) {
-        const int d = dir_of_slot[k];
-        fmk_fmm3d_irregular(ops, hdeg_m2l, d / 49 - 3, (d / 7) % 7 - 3, d % 7 - 3, H + hs_m2l * k);
+    int16_t rank[FMK_FMM3D_NDIR], dir_of_rank[512];
+    fmk_cuda_fmm3d_m2l_order(rank, dir_of_rank);
+    for (int r = 0; r < M2L_DIRS; r++) { /* target - source, in sides */
+        const int d = dir_of_rank[r];
+        up[o.vec + 3 * r] = d / 49 - 3, up[o.vec + 3 * r + 1] = (d / 7) % 7 - 3, up[o.vec + 3 * r + 2] = d % 7 - 3;
     }
-    double *Hud = H + hs_m2l * n_slots;  /* 8 M2M (child - parent) then 8 L2L, in parent sides */
-    for (int o = 0; o < 8; o++) {
-        double t[3];
-        for (int c = 0; c < 3; c++)
-            t[c] = (o >> (2 - c)) & 1 ? 0.25 : -0.25;
-        fmk_fmm3d_regular(ops, p, t[0], t[1], t[2], Hud + hs_p * o);
-        fmk_fmm3d_regular(ops, p, t[0], t[1], t[2], Hud + hs_p * (8 + o));
+    /* with the dense M2L matrices' place when they are built now too (one allocation) */
+    const int64_t m2l = with_m2l ? align32((int64_t)M2L_DIRS * S * S) : 0;
+    st = put(plan, s, (void **)&s->d_ops, NULL, 8 * (size_t)(o.total + m2l), "the FMM's operators", total);
+    if (st == FMK_OK && with_m2l)
+        s->d_m2l = s->d_ops + o.total, s->m2l_in_ops = 1;
+    cudaStream_t os = s->stream[2];
+    cudaError_t err = cudaSuccess;
+    if (st == FMK_OK) /* from pageable memory: copied out before the call returns */
+        err = cudaMemcpyAsync(s->d_ops, up, 8 * (size_t)o.n_up, cudaMemcpyHostToDevice, os);
+    free(up);
+    if (st != FMK_OK)
+        return st;
+    double *d = s->d_ops;
+    s->tb.rec_a = d, s->tb.rec_b = d + nh, s->tb.rec_diag = d + 2 * nh, s->tb.sqrt_int = d + 2 * nh + 2 * p + 2;
+    s->d_m2m = d + o.m2m, s->d_l2l = d + o.l2l;
+    const int nc = (int)(S / 2);
+    const int64_t hs_m2l = (int64_t)(2 * p + 1) * (2 * p + 2), hs_p = S;
+    if (err == cudaSuccess) {
+        k_harmonics<<<(o.n_h + 16 + 127) / 128, 128, 0, os>>>(p, o.n_h, s->tb, d + o.vec, d + o.H);
+        k_build<<<(8 * nc * nc + 255) / 256, 256, 0, os>>>(1, p, 8, p, d + o.H + hs_m2l * o.n_h, d + o.sqb, nb,
+                                                           S * S, S, s->d_m2m);
+        k_build<<<(8 * nc * nc + 255) / 256, 256, 0, os>>>(2, p, 8, p, d + o.H + hs_m2l * o.n_h + 8 * hs_p,
+                                                           d + o.sqb, nb, S * S, S, s->d_l2l);
+        err = cudaGetLastError();
     }
-    double *d_sqb = NULL, *d_H = NULL;
-    fmk_status st = put(plan, s, (void **)&d_sqb, sqb, sizeof(double) * nb * nb, "the operator tables", total);
-    if (st == FMK_OK)
-        st = put(plan, s, (void **)&d_H, H, sizeof(double) * (hs_m2l * n_slots + 16 * hs_p),
-                 "the translation harmonics", total);
-    if (st == FMK_OK && n_slots > 0)
-        st = put(plan, s, (void **)&s->d_m2l, NULL, sizeof(double) * S * S * (size_t)n_slots,
-                 "the M2L matrices", total);
-    if (st == FMK_OK)
-        st = put(plan, s, (void **)&s->d_m2m, NULL, sizeof(double) * S * S * 8, "the M2M matrices", total);
-    if (st == FMK_OK)
-        st = put(plan, s, (void **)&s->d_l2l, NULL, sizeof(double) * S * S * 8, "the L2L matrices", total);
-    free(sqb), free(H);
-    if (st == FMK_OK) {
-        const int nc = S / 2;
-        if (n_slots > 0)
-            k_build<<<2048, 256>>>(0, p, n_slots, hdeg_m2l, d_H, d_sqb, nb, S, (int64_t)n_slots * S,
-                                   s->d_m2l);
-        k_build<<<(8 * nc * nc + 255) / 256, 256>>>(1, p, 8, p, d_H + hs_m2l * n_slots, d_sqb, nb,
-                                                     (int64_t)S * S, S, s->d_m2m);
-        k_build<<<(8 * nc * nc + 255) / 256, 256>>>(2, p, 8, p, d_H + hs_m2l * n_slots + 8 * hs_p, d_sqb, nb,
-                                                     (int64_t)S * S, S, s->d_l2l);
-        cudaError_t err = cudaDeviceSynchronize();
-        if (err == cudaSuccess)
-            err = cudaGetLastError();
-        if (err != cudaSuccess)
-            st = fmk_cuda_fail(plan, err, "the operator kernels");
+    return err == cudaSuccess ? FMK_OK : fmk_cuda_fail(plan, err, "the operator kernels");
+}
+
+/* The dense M2L matrices of all M2L_DIRS directions, stacked in the M2L order (column-major,
+ * leading dimension M2L_DIRS S), on stream 2 after start_ops. */
+fmk_status start_m2l(fmk_plan *plan, fmm_gpu *s, long long total)
+{
+    const int p = s->order;
+    const int64_t S = s->S;
+    const ops_layout o = ops_layout_for(p, s->use_rot);
+    if (!s->d_m2l) {
+        const fmk_status st = put(plan, s, (void **)&s->d_m2l, NULL, 8 * (size_t)(S * S * M2L_DIRS),
+                                  "the M2L matrices", total);
+        if (st != FMK_OK)
+            return st;
     }
-    if (d_sqb)
-        cudaFree(d_sqb), s->bytes -= sizeof(double) * nb * nb;
-    if (d_H)
-        cudaFree(d_H), s->bytes -= sizeof(double) * (hs_m2l * n_slots + 16 * hs_p);
-    return st;
+    cudaEventRecord(s->ev[EV_OPS0], s->stream[2]);
+    k_build<<<2048, 256, 0, s->stream[2]>>>(0, p, M2L_DIRS, 2 * p, s->d_ops + o.H, s->d_ops + o.sqb, o.nb, S,
+                                              (int64_t)M2L_DIRS * S, s->d_m2l);
+    cudaEventRecord(s->ev[EV_OPS1], s->stream[2]);
+    s->m2l_timed = 1, s->m2l_built = 1;
+    const cudaError_t err = cudaGetLastError();
+    return err == cudaSuccess ? FMK_OK : fmk_cuda_fail(plan, err, "the M2L matrix kernel");
+}
+
+/* Waits for the operators of stream 2 (their errors are set_points'). */
+fmk_status finish_ops(fmk_plan *plan, fmm_gpu *s)
+{
+    cudaError_t err = cudaStreamSynchronize(s->stream[2]);
+    if (err == cudaSuccess)
+        err = cudaGetLastError();
+    float ms = 0;
+    if (err == cudaSuccess && s->m2l_timed && cudaEventElapsedTime(&ms, s->ev[EV_OPS0], s->ev[EV_OPS1]) != cudaSuccess)
+        (void)cudaGetLastError(), ms = 0;
+    s->setup_time[5] = 1e-3 * ms;
+    s->m2l_timed = 0;
+    return err == cudaSuccess ? FMK_OK : fmk_cuda_fail(plan, err, "the operator kernels");
 }
 
 /* Device bytes of the plan's points (plan->n_sources, n_targets, self), for messages. */
@@ -1262,10 +1358,12 @@ long long plan_total(const fmk_plan *plan)
 }
 
 /* The M2L's GEMMs and parts (fmm_gpu): per octant o of the sources (columns m2l_first[o] ..
- * m2l_first[o + 1] of Mp), the slots of the directions its sources reach, d_i in [-2 - o_i,
- * 3 - o_i] per axis (fmk_cuda_fmm3d_m2l_order: in about 4 runs), runs at most
- * fmk_cuda_fmm3d_m2l_gap slots apart merged (a GEMM the fewer, a few products more), cut into
- * parts of at most what X holds. *n_xrow: the entries of the parts' slot -> row tables. */
+ * m2l_first[o + 1] of Mp), the directions in use (the lists' slots) that its sources reach, d_i
+ * in [-2 - o_i, 3 - o_i] per axis, in the order of the stacked matrices (the M2L order, ranks:
+ * fmk_cuda_fmm3d_m2l_order puts them in about 4 runs), runs at most fmk_cuda_fmm3d_m2l_gap
+ * directions in use apart merged (a GEMM the fewer, a few products more), cut into parts of at most what X
+ * holds. A part covers the slots of its ranks; *n_xrow: the entries of the parts' slot -> row
+ * tables (fill_xrow). */
 fmk_status m2l_plan(fmk_plan *plan, fmm_gpu *s, int64_t nn, int64_t *n_xrow)
 {
     const int n_slots = s->g.n_slots;
@@ -1273,52 +1371,65 @@ fmk_status m2l_plan(fmk_plan *plan, fmm_gpu *s, int64_t nn, int64_t *n_xrow)
     s->n_m2l_gemms = s->n_m2l_parts = 0;
     s->m2l_products = 0;
     *n_xrow = 0;
-    /* at most every slot a GEMM and a part */
-    s->m2l_gemms = hmalloc<fmm_gpu::m2l_gemm>(8 * (size_t)n_slots);
-    s->m2l_parts = hmalloc<fmm_gpu::m2l_part>(8 * (size_t)n_slots);
+    /* at most every direction a GEMM and a part */
+    s->m2l_gemms = hmalloc<fmm_gpu::m2l_gemm>(8 * (size_t)M2L_DIRS);
+    s->m2l_parts = hmalloc<fmm_gpu::m2l_part>(8 * (size_t)M2L_DIRS);
     if (!s->m2l_gemms || !s->m2l_parts)
         return fmk_error_set(plan, FMK_ERR_NOMEM, "out of host memory for the M2L's plan");
     if (nn == 0 || s->g.n_vnodes == 0 || s->use_rot) /* rotations: no GEMMs */
         return FMK_OK;
+    int16_t rank[FMK_FMM3D_NDIR], dir_of_rank[512];
+    fmk_cuda_fmm3d_m2l_order(rank, dir_of_rank);
+    int used[M2L_DIRS + 1], first_slot[M2L_DIRS + 1]; /* first_slot[r]: slots of ranks below r */
+    for (int r = 0; r < M2L_DIRS; r++)
+        used[r] = 0;
+    for (int sl = 0; sl < n_slots; sl++)
+        used[rank[s->g.dir_of_slot[sl]]] = 1;
+    first_slot[0] = 0;
+    for (int r = 0; r < M2L_DIRS; r++)
+        first_slot[r + 1] = first_slot[r] + used[r];
     for (int o = 0; o < 8; o++) {
         const int64_t n_o = s->g.m2l_first[o + 1] - s->g.m2l_first[o];
         if (n_o == 0)
             continue;
-        const int64_t cap = (int64_t)s->m2l_batch * nn / n_o; /* slots of a part */
+        const int64_t cap = (int64_t)s->m2l_batch * nn / n_o; /* ranks of a part */
         const int lo[3] = {-2 - ((o >> 2) & 1), -2 - ((o >> 1) & 1), -2 - (o & 1)};
         fmm_gpu::m2l_part *part = NULL;
         int run0 = -1, run1 = -1; /* the current run, [run0, run1) */
-        for (int sl = 0; sl <= n_slots; sl++) {
+        for (int r = 0; r <= M2L_DIRS; r++) {
             int in = 0;
-            if (sl < n_slots) {
-                const int d = s->g.dir_of_slot[sl];
+            if (r < M2L_DIRS && used[r]) {
+                const int d = dir_of_rank[r];
                 const int dv[3] = {d / 49 - 3, (d / 7) % 7 - 3, d % 7 - 3};
                 in = 1;
                 for (int a = 0; a < 3; a++)
                     in = in && dv[a] >= lo[a] && dv[a] <= lo[a] + 5;
-                if (in && run0 >= 0 && sl - run1 <= fmk_cuda_fmm3d_m2l_gap) { /* extend the run over the gap */
-                    run1 = sl + 1;
+                /* extend the run over a gap of at most m2l_gap directions in use; those not in use
+                 * in between do not count (their few products are computed: the runs, and the
+                 * GEMMs, are those of the lists' slots) */
+                if (in && run0 >= 0 && first_slot[r] - first_slot[run1] <= fmk_cuda_fmm3d_m2l_gap) {
+                    run1 = r + 1;
                     continue;
                 }
             }
-            if (run0 >= 0 && (in || sl == n_slots)) { /* the run ends: its GEMMs */
+            if (run0 >= 0 && (in || r == M2L_DIRS)) { /* the run ends: its GEMMs */
                 for (int a = run0; a < run1;) {
                     if (!part || part->rows >= cap) {
                         part = &s->m2l_parts[s->n_m2l_parts++];
                         part->oct = o, part->gemm0 = s->n_m2l_gemms, part->n_gemms = 0;
-                        part->slot_lo = a, part->rows = 0;
+                        part->slot_lo = first_slot[a], part->rows = 0;
                     }
                     const int take = (int)(run1 - a < cap - part->rows ? run1 - a : cap - part->rows);
                     fmm_gpu::m2l_gemm &gm = s->m2l_gemms[s->n_m2l_gemms++];
-                    gm.slot0 = a, gm.n_slots = take, gm.row = part->rows;
-                    part->n_gemms++, part->rows += take, part->slot_hi = a + take;
+                    gm.rank0 = a, gm.n_ranks = take, gm.row = part->rows;
+                    part->n_gemms++, part->rows += take, part->slot_hi = first_slot[a + take];
                     s->m2l_products += (int64_t)take * n_o;
                     a += take;
                 }
                 run0 = run1 = -1;
             }
             if (in)
-                run0 = sl, run1 = sl + 1;
+                run0 = r, run1 = r + 1;
         }
     }
     for (int i = 0; i < s->n_m2l_parts; i++) {
@@ -1328,6 +1439,27 @@ fmk_status m2l_plan(fmk_plan *plan, fmm_gpu *s, int64_t nn, int64_t *n_xrow)
     return FMK_OK;
 }
 
+/* The parts' slot -> row tables (n_xrow entries, m2l_plan) into xr: X's row of a slot's products
+ * in its part, -1 where the part's octant does not reach the slot's direction. */
+void fill_xrow(const fmm_gpu *s, int32_t *xr)
+{
+    int16_t rank[FMK_FMM3D_NDIR], dir_of_rank[512];
+    fmk_cuda_fmm3d_m2l_order(rank, dir_of_rank);
+    for (int i = 0; i < s->n_m2l_parts; i++) {
+        const fmm_gpu::m2l_part &q = s->m2l_parts[i];
+        for (int sl = q.slot_lo; sl < q.slot_hi; sl++) {
+            const int r = rank[s->g.dir_of_slot[sl]];
+            int32_t row = -1;
+            for (int j = q.gemm0; j < q.gemm0 + q.n_gemms && row < 0; j++) {
+                const fmm_gpu::m2l_gemm &gm = s->m2l_gemms[j];
+                if (r >= gm.rank0 && r < gm.rank0 + gm.n_ranks)
+                    row = gm.row + (r - gm.rank0);
+            }
+            xr[q.xrow + sl - q.slot_lo] = row;
+        }
+    }
+}
+
 /* The mapped points (in [1, 2]) into the low corner of the root cube, times 1 / c. */
 __global__ void k_shrink(int64_t n, double inv_c, double *__restrict__ x)
 {
@@ -1335,8 +1467,34 @@ __global__ void k_shrink(int64_t n, double inv_c, double *__restrict__ x)
         x[i] = fma(x[i] - 1.0, inv_c, 1.0);
 }
 
+/* Eval's buffers (fmm_gpu: d_eval) for k nodes, nn of them from level 2 down, nt targets and
+ * n_xrow M2L table entries: kept from the previous points when large enough, else one new
+ * allocation. */
+fmk_status eval_buffers(fmk_plan *plan, fmm_gpu *s, int64_t k, int64_t nn, int64_t nt, int64_t n_xrow,
+                        long long total)
+{
+    const int64_t S = s->S;
+    const int64_t bytes[] = {8 * S * k, 8 * S * k, 8 * S * nn * s->m2l_batch, 8 * S * nn,
+                             32 * nt,   32 * nt,   4 * n_xrow,                16};
+    const int n = (int)(sizeof bytes / sizeof bytes[0]);
+    int64_t off[sizeof bytes / sizeof bytes[0]], need = 0;
+    for (int i = 0; i < n; i++) /* 256-byte aligned */
+        off[i] = need, need += (bytes[i] + 255) / 256 * 256;
+    const fmk_status st = grow(plan, s, &s->d_eval, &s->cap_eval, (size_t)need,
+                               "the expansions, the M2L's products and the results", total);
+    if (st != FMK_OK)
+        return st;
+    char *e = (char *)s->d_eval;
+    s->d_M = (double *)(e + off[0]), s->d_L = (double *)(e + off[1]);
+    s->d_X = (double *)(e + off[2]), s->d_Mp = (double *)(e + off[3]);
+    s->d_res = (double *)(e + off[4]), s->d_near = (double *)(e + off[5]);
+    s->d_xrow = (int32_t *)(e + off[6]), s->d_stats = (unsigned long long *)(e + off[7]);
+    return FMK_OK;
+}
+
 /* The geometry and the operators from the mapped points d_all (sources, then targets unless
- * self: np * 3 doubles on the device), which the state keeps (d_pts) from here on. */
+ * self: np * 3 doubles on the device), which the state keeps (d_pts) from here on. The
+ * operators (once per plan) build on stream 2 alongside the tree and the lists. */
 fmk_status setup_on_device(fmk_plan *plan, fmm_gpu *s, double *d_all)
 {
     const double t0 = fmk_time_now();
@@ -1344,16 +1502,27 @@ fmk_status setup_on_device(fmk_plan *plan, fmm_gpu *s, double *d_all)
     const int64_t np = plan->self ? ns : ns + nt;
     const int p = s->order;
     const long long total = plan_total(plan);
-    fmk_status st;
+    fmk_status st = FMK_OK;
     fmk_cuda_tree &tree = s->tree;
+    /* the operators first (a plan's first call); the dense M2L matrices after the lists when
+     * they have V entries, or (fmk_cuda_fmm3d_ops_at = 1) here too when the tree will have a
+     * level 2 */
+    const int early_m2l = !s->use_rot && np > 8 * (int64_t)s->leaf_size && fmk_cuda_fmm3d_ops_at == 1;
+    if (!s->d_ops)
+        st = start_ops(plan, s, total, early_m2l);
+    if (st == FMK_OK && early_m2l && !s->m2l_built)
+        st = start_m2l(plan, s, total);
+    const double t_ops = fmk_time_now() - t0;
     s->root_side = fmk_cuda_fmm3d_root_volume > 1 ? cbrt(fmk_cuda_fmm3d_root_volume) : 1.0;
-    if (s->root_side > 1 && np > 0) {
+    if (st == FMK_OK && s->root_side > 1 && np > 0) {
         const int64_t blocks = (3 * np + 255) / 256;
         k_shrink<<<(unsigned)(blocks < 4096 ? blocks : 4096), 256>>>(3 * np, 1.0 / s->root_side, d_all);
     }
-    st = fmk_cuda_tree3d_build(plan, np, d_all, s->leaf_size, total, &tree);
+    const double t0t = fmk_time_now();
+    if (st == FMK_OK)
+        st = fmk_cuda_tree3d_build(plan, np, d_all, s->leaf_size, total, &tree);
+    s->tree_time = fmk_time_now() - t0t;
     if (st == FMK_OK) {
-        s->tree_time = fmk_time_now() - t0;
         /* Near-field substitutes: a W entry with few sources is cheaper as P2P (appended to the
          * leaf's U list) than M2P at each target, and an X entry into a box with few targets is
          * cheaper as P2P into the box's targets than P2L (a separate list); both exact. */
@@ -1363,7 +1532,7 @@ fmk_status setup_on_device(fmk_plan *plan, fmm_gpu *s, double *d_all)
         st = fmk_cuda_fmm3d_geometry(plan, &tree, d_all, ns, plan->self, near_max, s->cfg.tb, total, &s->g);
     }
     const double t1 = fmk_time_now();
-    s->setup_time[1] = s->tree_time, s->setup_time[2] = t1 - t0 - s->tree_time;
+    s->setup_time[1] = s->tree_time, s->setup_time[2] = t1 - t0t - s->tree_time;
     const int64_t k = tree.n_nodes;
     s->n_nodes = k;
     s->levels = tree.levels;
@@ -1371,102 +1540,60 @@ fmk_status setup_on_device(fmk_plan *plan, fmm_gpu *s, double *d_all)
     if (d_all != s->d_pts) { /* kept for the next points */
         if (s->d_pts)
             cudaFree(s->d_pts), s->bytes -= (int64_t)s->cap_pts;
+        if (s->box_in_pts) /* the bounding-box workspace went with them */
+            s->bytes -= (int64_t)s->cap_box, s->d_box = NULL, s->cap_box = 0, s->box_in_pts = 0;
         s->d_pts = d_all, s->cap_pts = 24 * (size_t)(np > 0 ? np : 1);
         s->bytes += (int64_t)s->cap_pts;
     }
     if (st != FMK_OK)
         return st;
-    {
+    const int n_slots = s->g.n_slots;
+    if (!s->use_rot && !s->m2l_built && n_slots > 0)
+        st = start_m2l(plan, s, total);
+    /* the rotation tables of the previous points serve when their directions are these (the
+     * order is the plan's) */
+    const int same = s->rot.d_tab && s->rot_slots == n_slots &&
+                     memcmp(s->rot_dir, s->g.dir_of_slot, sizeof(int32_t) * (size_t)n_slots) == 0;
+    if (st == FMK_OK && s->use_rot && !same) {
+        s->bytes -= s->rot.bytes;
+        fmk_cuda_fmm3d_rot_free(&s->rot);
+        s->rot_slots = -1;
         fmk_fmm3d_ops_ctx ops;
         if ((st = fmk_fmm3d_ops_create(&ops, p)) != FMK_OK)
             return fmk_error_set(plan, st, "cannot create the FMM operators of order %d", p);
-        /* harmonic tables for degree <= p + 1 */
-        const int64_t nh = fmk_fmm3d_ncoef(p + 1);
-        const int64_t nt_tab = 2 * nh + (p + 2) + (2 * p + 5);
-        double *tab = hmalloc<double>((size_t)nt_tab);
-        if (!tab) {
-            fmk_fmm3d_ops_destroy(&ops);
-            return fmk_error_set(plan, FMK_ERR_NOMEM, "out of host memory for the FMM's tables");
-        }
-        memcpy(tab, ops.rec_a, 8 * (size_t)nh);
-        memcpy(tab + nh, ops.rec_b, 8 * (size_t)nh);
-        memcpy(tab + 2 * nh, ops.rec_diag, 8 * (size_t)(p + 2));
-        memcpy(tab + 2 * nh + p + 2, ops.sqrt_int, 8 * (size_t)(2 * p + 5));
-        if (!s->d_tabs) /* the order's: kept with the state */
-            st = put(plan, s, (void **)&s->d_tabs, tab, 8 * (size_t)nt_tab, "the harmonic tables", total);
-        free(tab);
-        s->tb.rec_a = s->d_tabs, s->tb.rec_b = s->d_tabs + nh, s->tb.rec_diag = s->d_tabs + 2 * nh;
-        s->tb.sqrt_int = s->d_tabs + 2 * nh + p + 2;
-        /* the matrices of the previous points serve when their directions are these (the
-         * order is the plan's) */
-        const int n_slots = s->g.n_slots;
-        const int same = s->d_m2m && s->mat_slots == n_slots &&
-                         memcmp(s->mat_dir, s->g.dir_of_slot, sizeof(int32_t) * (size_t)n_slots) == 0;
-        if (st == FMK_OK && !same) {
-            double **mats[] = {&s->d_m2l, &s->d_m2m, &s->d_l2l};
-            for (int i = 0; i < 3; i++)
-                if (*mats[i])
-                    cudaFree(*mats[i]), *mats[i] = NULL;
-            fmk_cuda_fmm3d_rot_free(&s->rot);
-            s->bytes -= s->mat_bytes;
-            s->mat_bytes = 0, s->mat_slots = -1;
-            const int64_t before = s->bytes;
-            st = build_matrices(plan, s, &ops, s->g.dir_of_slot, n_slots, total);
-            s->mat_bytes = s->bytes - before;
-            if (st == FMK_OK) {
-                s->mat_slots = n_slots;
-                memcpy(s->mat_dir, s->g.dir_of_slot, sizeof(int32_t) * (size_t)n_slots);
-            }
-        }
+        st = fmk_cuda_fmm3d_rot_build(plan, &ops, s->g.dir_of_slot, n_slots, total, &s->rot);
         fmk_fmm3d_ops_destroy(&ops);
         if (st != FMK_OK)
             return st;
+        s->bytes += s->rot.bytes;
+        s->rot_slots = n_slots;
+        memcpy(s->rot_dir, s->g.dir_of_slot, sizeof(int32_t) * (size_t)n_slots);
     }
     const double t2 = fmk_time_now();
-    s->setup_time[3] = t2 - t1;
     const int64_t nn = k - s->gemm_first;
-    s->m2l_batch = s->use_rot ? 0 : m2l_batch_for(s->S, nn, s->g.n_slots); /* no X with rotations */
+    s->m2l_batch = s->use_rot ? 0 : m2l_batch_for(s->S, nn, M2L_DIRS); /* no X with rotations */
     int64_t n_xrow = 0;
-    st = m2l_plan(plan, s, nn, &n_xrow);
-    if (st != FMK_OK)
-        return st;
-    /* eval's buffers, kept from the previous points where large enough */
-    const struct {
-        void **d;
-        size_t bytes;
-        const char *what;
-    } buf[] = {{(void **)&s->d_M, 8 * (size_t)s->S * (size_t)k, "the multipoles"},
-               {(void **)&s->d_L, 8 * (size_t)s->S * (size_t)k, "the local expansions"},
-               {(void **)&s->d_X, 8 * (size_t)s->S * (size_t)nn * (size_t)s->m2l_batch, "the M2L products"},
-               {(void **)&s->d_res, 32 * (size_t)nt, "the results"},
-               {(void **)&s->d_near, 32 * (size_t)nt, "the results"},
-               {(void **)&s->d_q, 8 * (size_t)ns, "the charges"},
-               {(void **)&s->d_pot, 8 * (size_t)nt, "the potential"},
-               {(void **)&s->d_grad, 24 * (size_t)nt, "the gradient"},
-               {(void **)&s->d_stats, 16, "the charge check"},
-               {(void **)&s->d_Mp, 8 * (size_t)s->S * (size_t)nn, "the multipoles"},
-               {(void **)&s->d_xrow, 4 * (size_t)n_xrow, "the M2L tables"}};
-    static_assert(sizeof buf / sizeof buf[0] == sizeof ((fmm_gpu *)0)->cap / sizeof(size_t), "a size per buffer");
-    for (size_t i = 0; i < sizeof buf / sizeof buf[0] && st == FMK_OK; i++)
-        st = grow(plan, s, buf[i].d, &s->cap[i], buf[i].bytes, buf[i].what, total);
+    if (st == FMK_OK)
+        st = m2l_plan(plan, s, nn, &n_xrow);
+    if (st == FMK_OK)
+        st = eval_buffers(plan, s, k, nn, nt, n_xrow, total);
     if (st == FMK_OK && n_xrow > 0) { /* the parts' slot -> row tables */
         int32_t *xr = hmalloc<int32_t>((size_t)n_xrow);
         if (!xr)
             return fmk_error_set(plan, FMK_ERR_NOMEM, "out of host memory for the M2L tables");
-        for (int i = 0; i < s->n_m2l_parts; i++) {
-            const fmm_gpu::m2l_part &q = s->m2l_parts[i];
-            for (int sl = q.slot_lo; sl < q.slot_hi; sl++)
-                xr[q.xrow + sl - q.slot_lo] = -1;
-            for (int j = q.gemm0; j < q.gemm0 + q.n_gemms; j++)
-                for (int t = 0; t < s->m2l_gemms[j].n_slots; t++)
-                    xr[q.xrow + s->m2l_gemms[j].slot0 + t - q.slot_lo] = s->m2l_gemms[j].row + t;
-        }
+        fill_xrow(s, xr);
         const cudaError_t err = cudaMemcpy(s->d_xrow, xr, 4 * (size_t)n_xrow, cudaMemcpyHostToDevice);
         free(xr);
         if (err != cudaSuccess)
             return fmk_cuda_fail(plan, err, "cudaMemcpy (the M2L tables)");
     }
-    s->setup_time[4] = fmk_time_now() - t2;
+    const double t3 = fmk_time_now();
+    if (st == FMK_OK)
+        st = finish_ops(plan, s);
+    const double t4 = fmk_time_now();
+    /* operators: their host part (a plan's first call) and the wait for stream 2 at the end */
+    s->setup_time[3] = t_ops + (t2 - t1) + (t4 - t3);
+    s->setup_time[4] = t3 - t2;
     return st;
 }
 
@@ -1488,6 +1615,28 @@ fmk_status start_failed(fmk_plan *plan, cudaError_t err, const char *call)
     return fmk_error_set(plan, FMK_ERR_DEVICE_NOMEM,
                          "%s: out of GPU memory; the plan needs about %lld bytes on the GPU", call,
                          plan_total(plan));
+}
+
+/* The state's cuBLAS handle, on its first stream. */
+fmk_status start_blas(fmk_plan *plan, fmm_gpu *s)
+{
+    if (!blas::load())
+        return fmk_error_set(plan, FMK_ERR_UNAVAILABLE,
+                             "the GPU FMM needs cuBLAS (" FMK_CUBLAS_SONAME "), which was not found: add "
+                             "the CUDA toolkit's lib64 to LD_LIBRARY_PATH (or set CUDA_HOME), or use "
+                             "backend cpu");
+    const cublasStatus_t bs = blas::create(&s->blas);
+    if (bs != CUBLAS_STATUS_SUCCESS)
+        return bs == CUBLAS_STATUS_ALLOC_FAILED
+                   ? fmk_error_set(plan, FMK_ERR_DEVICE_NOMEM,
+                                   "out of GPU memory starting cuBLAS; the plan needs about %lld bytes "
+                                   "on the GPU",
+                                   plan_total(plan))
+                   : fmk_error_set(plan, FMK_ERR_DEVICE, "cuBLAS could not start (status %d)", (int)bs);
+    s->has_blas = 1;
+    if (blas::set_stream(s->blas, s->stream[0]) != CUBLAS_STATUS_SUCCESS)
+        return fmk_error_set(plan, FMK_ERR_DEVICE, "cuBLAS could not take the FMM's stream");
+    return FMK_OK;
 }
 
 /* A new state in plan->state (*out): its order, events, streams and cuBLAS handle. */
@@ -1520,31 +1669,15 @@ fmk_status new_state(fmk_plan *plan, fmm_gpu **out)
         (void)cudaGetLastError();
         least = greatest = 0;
     }
-    for (; s->streams < 2 && st == FMK_OK; s->streams++) {
-        cudaError_t err = cudaStreamCreateWithPriority(&s->stream[s->streams], cudaStreamDefault,
+    for (; s->streams < 3 && st == FMK_OK; s->streams++) {
+        cudaError_t err = cudaStreamCreateWithPriority(&s->stream[s->streams],
+                                                       s->streams == 2 ? cudaStreamNonBlocking : cudaStreamDefault,
                                                        s->streams == 0 ? greatest : least);
         if (err != cudaSuccess)
             st = start_failed(plan, err, "cudaStreamCreateWithPriority");
     }
-    if (st == FMK_OK && !blas::load())
-        st = fmk_error_set(plan, FMK_ERR_UNAVAILABLE,
-                           "the GPU FMM needs cuBLAS (" FMK_CUBLAS_SONAME "), which was not found: add "
-                           "the CUDA toolkit's lib64 to LD_LIBRARY_PATH (or set CUDA_HOME), or use "
-                           "backend cpu");
-    if (st == FMK_OK) {
-        const cublasStatus_t bs = blas::create(&s->blas);
-        if (bs != CUBLAS_STATUS_SUCCESS)
-            st = bs == CUBLAS_STATUS_ALLOC_FAILED
-                     ? fmk_error_set(plan, FMK_ERR_DEVICE_NOMEM,
-                                     "out of GPU memory starting cuBLAS; the plan needs about %lld bytes "
-                                     "on the GPU",
-                                     plan_total(plan))
-                     : fmk_error_set(plan, FMK_ERR_DEVICE, "cuBLAS could not start (status %d)", (int)bs);
-        else
-            s->has_blas = 1;
-        if (st == FMK_OK && blas::set_stream(s->blas, s->stream[0]) != CUBLAS_STATUS_SUCCESS)
-            st = fmk_error_set(plan, FMK_ERR_DEVICE, "cuBLAS could not take the FMM's stream");
-    }
+    if (st == FMK_OK)
+        st = start_blas(plan, s);
     s->setup_time[0] = fmk_time_now() - t0;
     return st;
 }
@@ -1667,14 +1800,16 @@ fmk_status points_device(fmk_plan *plan, int64_t ns, const double *d_s, int64_t 
     double *d_all = NULL;
     void *d_temp = NULL;
     const size_t box_off = (temp_bytes + 255) / 256 * 256, box_bytes = box_off + fmk_cuda_box_bytes();
-    const size_t pts_bytes = 24 * (size_t)(np > 0 ? np : 1);
+    const size_t pts_bytes = 24 * (size_t)(np > 0 ? np : 1), pts_room = (pts_bytes + 255) / 256 * 256;
     if (kept && kept->cap_pts >= pts_bytes)
         d_all = kept->d_pts;
-    else
+    else if (kept)
         st = fmk_cuda_alloc(plan, (void **)&d_all, pts_bytes, "the points", total);
+    else if ((st = fmk_cuda_alloc(plan, (void **)&d_all, pts_room + box_bytes, "the points", total)) == FMK_OK)
+        d_temp = (char *)d_all + pts_room; /* a fresh plan: the workspace after the points, one allocation */
     if (st == FMK_OK && kept && kept->cap_box >= box_bytes)
         d_temp = kept->d_box;
-    else if (st == FMK_OK)
+    else if (st == FMK_OK && !d_temp)
         st = fmk_cuda_alloc(plan, &d_temp, box_bytes, "the bounding-box workspace", total);
     if (st == FMK_OK) {
         err = fmk_cuda_bounding_box(3, ns, d_s, n_box, d_t, d_temp, &temp_bytes, (char *)d_temp + box_off,
@@ -1683,12 +1818,11 @@ fmk_status points_device(fmk_plan *plan, int64_t ns, const double *d_s, int64_t 
             st = fmk_cuda_fail(plan, err, "cub::DeviceReduce::TransformReduce (bounding box)");
     }
     if (d_temp && kept && d_temp != kept->d_box) { /* kept for the next points */
-        if (kept->d_box)
-            cudaFree(kept->d_box), kept->bytes -= (int64_t)kept->cap_box;
-        kept->d_box = d_temp, kept->cap_box = box_bytes;
+        if (kept->d_box && !kept->box_in_pts)
+            cudaFree(kept->d_box);
+        kept->bytes -= (int64_t)kept->cap_box;
+        kept->d_box = d_temp, kept->cap_box = box_bytes, kept->box_in_pts = 0;
         kept->bytes += (int64_t)box_bytes;
-    } else if (d_temp && !kept) {
-        cudaFree(d_temp);
     }
     if (st == FMK_OK && bad >= 0)
         st = fmk_error_set(plan, FMK_ERR_NONFINITE, "%s[%lld] is not finite; points must be finite",
@@ -1709,6 +1843,12 @@ fmk_status points_device(fmk_plan *plan, int64_t ns, const double *d_s, int64_t 
     }
     plan->frame = frame;
     st = build_state(plan, d_all);
+    fmm_gpu *s = (fmm_gpu *)plan->state;
+    if (st == FMK_OK && !kept && s->d_pts == d_all && !s->d_box) { /* kept for the next points */
+        s->d_box = d_temp, s->cap_box = box_bytes, s->box_in_pts = 1;
+        s->bytes += (int64_t)box_bytes;
+        plan->state_bytes_device += (int64_t)box_bytes;
+    }
     if (st == FMK_OK)
         plan->has_points = 1;
     return st;
@@ -1888,11 +2028,19 @@ fmk_status run_eval(fmk_plan *plan, fmm_gpu *s, const double *charges, double *p
         return FMK_OK;
     }
     const double *d_q = charges;
+    double *h_q = NULL, *h_pot = NULL, *h_grad = NULL; /* host evaluations: the device copies */
     if (!on_device) {
-        err = cudaMemcpy(s->d_q, charges, 8 * (size_t)ns, cudaMemcpyHostToDevice);
+        const size_t need = 8 * (size_t)ns + 32 * (size_t)nt;
+        const fmk_status st = grow(plan, s, &s->d_host, &s->cap_host, need,
+                                   "the charges and results of host arrays", plan_total(plan));
+        if (st != FMK_OK)
+            return st;
+        plan->state_bytes_device = s->bytes + s->g.bytes + s->tree.bytes;
+        h_q = (double *)s->d_host, h_pot = h_q + ns, h_grad = h_pot + nt;
+        err = cudaMemcpy(h_q, charges, 8 * (size_t)ns, cudaMemcpyHostToDevice);
         if (err != cudaSuccess)
             return fmk_cuda_fail(plan, err, "cudaMemcpy (charges to the GPU)");
-        d_q = s->d_q;
+        d_q = h_q;
     }
     p2p_scale sc = {1, 1, 1};
     if (on_device || s->fp32) { /* plan.c checks host charges; device charges are checked here */
@@ -1947,7 +2095,6 @@ fmk_status run_eval(fmk_plan *plan, fmm_gpu *s, const double *charges, double *p
      * ...] Mp (the matrices stacked, the octant's sources: one GEMM on the tensor cores), then
      * each target box gathers its V entries of the part */
     const int64_t nn = k - s->gemm_first;
-    const int n_slots = s->g.n_slots;
     if (s->use_rot && err == cudaSuccess) /* high orders: point and shoot, a block per target box */
         err = fmk_cuda_fmm3d_m2l_rot(&s->rot, s->g.n_vnodes, s->g.d_vnodes, s->g.d_v_begin, s->g.d_v,
                                      s->g.d_v_slot, s->g.d_cube, s->d_M, s->d_L, fs);
@@ -1963,8 +2110,8 @@ fmk_status run_eval(fmk_plan *plan, fmm_gpu *s, const double *charges, double *p
         for (int j = q.gemm0; j < q.gemm0 + q.n_gemms; j++) {
             const fmm_gpu::m2l_gemm &gm = s->m2l_gemms[j];
             const double one = 1, zero = 0;
-            const cublasStatus_t bs = blas::dgemm(s->blas, CUBLAS_OP_N, CUBLAS_OP_N, gm.n_slots * S, (int)n_o, S,
-                                                  &one, s->d_m2l + (int64_t)gm.slot0 * S, n_slots * S,
+            const cublasStatus_t bs = blas::dgemm(s->blas, CUBLAS_OP_N, CUBLAS_OP_N, gm.n_ranks * S, (int)n_o, S,
+                                                  &one, s->d_m2l + (int64_t)gm.rank0 * S, M2L_DIRS * S,
                                                   s->d_Mp + c0 * S, S, &zero, s->d_X + (int64_t)gm.row * S, (int)ldx);
             if (bs != CUBLAS_STATUS_SUCCESS) {
                 err = cudaErrorUnknown;
@@ -1987,8 +2134,8 @@ fmk_status run_eval(fmk_plan *plan, fmm_gpu *s, const double *charges, double *p
         near_field(s, (int)nt, sc, nst);
     cudaStreamWaitEvent(fs, s->ev[EV_P2P], 0);
     cudaEventRecord(s->ev[EV_JOIN], fs);
-    double *p = pot ? (on_device ? pot : s->d_pot) : NULL;
-    double *g = grad ? (on_device ? grad : s->d_grad) : NULL;
+    double *p = pot ? (on_device ? pot : h_pot) : NULL;
+    double *g = grad ? (on_device ? grad : h_grad) : NULL;
     /* the points were shrunk by 1 / root_side: the sums are root_side (pot) and root_side^2
      * (grad) times the frame's */
     k_results<<<grid, 256, 0, fs>>>((int)nt, s->g.d_trg_order, s->d_res, s->d_near,
@@ -2018,9 +2165,9 @@ fmk_status run_eval(fmk_plan *plan, fmm_gpu *s, const double *charges, double *p
     phase[FMK_PHASE_UPLOAD] = 0;
     if (!on_device) {
         const double t2 = fmk_time_now();
-        if (pot && (err = cudaMemcpy(pot, s->d_pot, 8 * (size_t)nt, cudaMemcpyDeviceToHost)) != cudaSuccess)
+        if (pot && (err = cudaMemcpy(pot, h_pot, 8 * (size_t)nt, cudaMemcpyDeviceToHost)) != cudaSuccess)
             return fmk_cuda_fail(plan, err, "cudaMemcpy (potential from the GPU)");
-        if (grad && (err = cudaMemcpy(grad, s->d_grad, 24 * (size_t)nt, cudaMemcpyDeviceToHost)) != cudaSuccess)
+        if (grad && (err = cudaMemcpy(grad, h_grad, 24 * (size_t)nt, cudaMemcpyDeviceToHost)) != cudaSuccess)
             return fmk_cuda_fail(plan, err, "cudaMemcpy (gradient from the GPU)");
         phase[FMK_PHASE_DOWNLOAD] += fmk_time_now() - t2;
     }
@@ -2069,15 +2216,18 @@ extern "C" fmk_status fmk_cuda_fmm3d_m2l_work(const fmk_plan *plan, int64_t *pai
 }
 
 /* For the benchmark: set_points' parts in seconds: start (events, cuBLAS handle), tree (points
- * to the GPU and the octree), lists (fmm3d_lists.cu), operators (tables, matrices), buffers;
- * then the list build's stages (fmk_cuda_fmm3d_geo's stage_time). */
-extern "C" fmk_status fmk_cuda_fmm3d_setup_times(const fmk_plan *plan, double t[11])
+ * to the GPU and the octree), lists (fmm3d_lists.cu), operators (their host part and the wait
+ * for them at the end), buffers; then the list build's stages (fmk_cuda_fmm3d_geo's
+ * stage_time); then the GPU time of the M2L matrices' kernel when this set_points built them
+ * (else 0). */
+extern "C" fmk_status fmk_cuda_fmm3d_setup_times(const fmk_plan *plan, double t[12])
 {
     if (!plan || plan->engine != &fmk_engine_fmm_cuda || !plan->state)
         return FMK_ERR_STATE;
     const fmm_gpu *s = (const fmm_gpu *)plan->state;
     memcpy(t, s->setup_time, 5 * sizeof(double));
     memcpy(t + 5, s->g.stage_time, 6 * sizeof(double));
+    t[11] = s->setup_time[5];
     return FMK_OK;
 }
 

@@ -19,6 +19,7 @@ namespace {
 
 const int BLOCK = 256;
 const int NBR_MAX = 27;   /* a neighbour set tiles the 3 x 3 x 3 block of its box's level */
+const int V_MAX = 189;    /* V entries of a box: its parent's neighbours' children (216) less its own neighbours */
 const int STACK_MAX = 256; /* the U/W descent: 7 pending siblings per level plus 8 children */
 const int GROUPS = 256;
 const int RANK_MAX = 512; /* > FMK_FMM3D_NDIR: V sort keys are octant * RANK_MAX + place */   /* tile groups: levels (M2M) + 8 levels (L2L) <= 22 + 176 */
@@ -539,6 +540,27 @@ struct builder {
 
     int n_blocks; /* g's blocks taken so far */
 
+    /* *ptr (slot i of g: a block, or temp for i = FMK_CUDA_FMM3D_BLOCKS, *cap bytes) grown to
+     * bytes: cut from the arena while it has room, else allocated apart; contents not kept */
+    bool grow(int i, void **ptr, size_t *cap, size_t bytes, const char *what)
+    {
+        if (st != FMK_OK)
+            return false;
+        if (*cap >= bytes && *ptr)
+            return true;
+        if (*ptr && !g->in_arena[i])
+            cudaFree(*ptr);
+        *ptr = NULL, *cap = 0, g->in_arena[i] = 0;
+        const size_t room = (bytes + 255) / 256 * 256;
+        if (g->arena && g->arena_used + room <= g->arena_bytes) {
+            *ptr = (char *)g->arena + g->arena_used;
+            g->arena_used += room, g->in_arena[i] = 1;
+        } else if ((st = fmk_cuda_alloc(plan, ptr, bytes, what, extra)) != FMK_OK) {
+            return false;
+        }
+        *cap = bytes;
+        return true;
+    }
     /* *p = the build's next block of g, grown to n elements when smaller. */
     template <typename T> bool alloc(T **p, int64_t n, const char *what)
     {
@@ -550,15 +572,8 @@ struct builder {
             return false;
         }
         const int i = n_blocks++;
-        const size_t bytes = sizeof(T) * (size_t)(n > 0 ? n : 1);
-        if (g->block_bytes[i] < bytes) {
-            cudaFree(g->block[i]);
-            g->block[i] = NULL, g->block_bytes[i] = 0;
-            st = fmk_cuda_alloc(plan, &g->block[i], bytes, what, extra);
-            if (st != FMK_OK)
-                return false;
-            g->block_bytes[i] = bytes;
-        }
+        if (!grow(i, &g->block[i], &g->block_bytes[i], sizeof(T) * (size_t)(n > 0 ? n : 1), what))
+            return false;
         *p = (T *)g->block[i];
         return true;
     }
@@ -571,24 +586,16 @@ struct builder {
     /* CUB's workspace (g->temp) grown to need bytes */
     bool temp(size_t need)
     {
-        if (st == FMK_OK && need > g->temp_bytes) {
-            cudaFree(g->temp);
-            g->temp = NULL, g->temp_bytes = 0;
-            st = fmk_cuda_alloc(plan, &g->temp, need, "the list builder's workspace", extra);
-            if (st == FMK_OK)
-                g->temp_bytes = need;
-        }
+        grow(FMK_CUDA_FMM3D_BLOCKS, &g->temp, &g->temp_bytes, need, "the list builder's workspace");
         w.temp = g->temp;
         return st == FMK_OK;
     }
-    /* seconds since the last mark, after the GPU is done (the build's stages, for the benchmark) */
-    double last;
-    void mark(double *t)
+    /* the end of stage i of the build on the default stream (an event: stage_time, for the
+     * benchmark, from their times once the build is done; no wait here) */
+    void mark(int i)
     {
-        if (st == FMK_OK && ok(cudaDeviceSynchronize(), "the list builder's kernels")) {
-            const double now = fmk_time_now();
-            *t = now - last, last = now;
-        }
+        if (st == FMK_OK)
+            ok(cudaEventRecord(g->stage_ev[i + 1], 0), "cudaEventRecord (the list builder's stages)");
     }
     /* count (<= 5) scans as scan() below, their totals read together (one wait, not count) */
     bool scans(const int32_t *const *in, int32_t *const *out, int64_t n, int count, int64_t *const *total)
@@ -613,7 +620,8 @@ struct builder {
             *total[j] = h[j];
         return true;
     }
-    /* out[0..n] = exclusive sum of in[0..n] (in[n] is 0); *total = out[n] (a read). */
+    /* out[0..n] = exclusive sum of in[0..n] (in[n] is 0); *total = out[n] (a read; none when
+     * total is NULL). */
     bool scan(const int32_t *in, int32_t *out, int64_t n, int64_t *total)
     {
         if (st != FMK_OK)
@@ -625,6 +633,8 @@ struct builder {
         if (!ok(cub::DeviceScan::ExclusiveSum(w.temp, need, in, out, (int)(n + 1)), "cub::DeviceScan"))
             return false;
         int32_t h = 0;
+        if (!total)
+            return true;
         if (!ok(cudaMemcpy(&h, out + n, 4, cudaMemcpyDeviceToHost), "cudaMemcpy (a list size)"))
             return false;
         *total = h;
@@ -639,10 +649,14 @@ extern "C" void fmk_cuda_fmm3d_geo_free(fmk_cuda_fmm3d_geo *g)
     if (!g)
         return;
     for (int i = 0; i < FMK_CUDA_FMM3D_BLOCKS; i++) /* every array lives in a block */
-        if (g->block[i])
+        if (g->block[i] && !g->in_arena[i])
             cudaFree(g->block[i]);
-    if (g->temp)
+    if (g->temp && !g->in_arena[FMK_CUDA_FMM3D_BLOCKS])
         cudaFree(g->temp);
+    if (g->arena)
+        cudaFree(g->arena);
+    for (int i = 0; i < g->n_stage_ev; i++)
+        cudaEventDestroy(g->stage_ev[i]);
     memset(g, 0, sizeof *g);
 }
 
@@ -668,30 +682,66 @@ extern "C" fmk_status fmk_cuda_fmm3d_geometry(fmk_plan *plan, const fmk_cuda_tre
         memset(g, 0, sizeof *g);
         memcpy(g->block, keep.block, sizeof g->block);
         memcpy(g->block_bytes, keep.block_bytes, sizeof g->block_bytes);
+        memcpy(g->in_arena, keep.in_arena, sizeof g->in_arena);
         g->temp = keep.temp, g->temp_bytes = keep.temp_bytes;
+        g->arena = keep.arena, g->arena_bytes = keep.arena_bytes, g->arena_used = keep.arena_used;
+        memcpy(g->stage_ev, keep.stage_ev, sizeof g->stage_ev);
+        g->n_stage_ev = keep.n_stage_ev;
     }
     builder B;
     memset(&B.w, 0, sizeof B.w);
     B.plan = plan, B.extra = extra, B.g = g, B.st = FMK_OK, B.n_blocks = 0;
-    B.last = fmk_time_now();
+    for (; g->n_stage_ev < 7 && B.st == FMK_OK; g->n_stage_ev++)
+        B.ok(cudaEventCreate(&g->stage_ev[g->n_stage_ev]), "cudaEventCreate (the list builder's stages)");
+    if (B.st == FMK_OK)
+        B.ok(cudaEventRecord(g->stage_ev[0], 0), "cudaEventRecord (the list builder's stages)");
     scratch &w = B.w;
     const int64_t np = t->n_points, k = t->n_nodes;
     const int64_t nt = self ? ns : np - ns;
     const int levels = t->levels;
     g->n_nodes = k;
     g->tb = tbw;
-    int64_t total = 0;
 
-    /* points in key order */
     /* flags and their scan: sorted points, nodes, tiles (<= 2 k / tbw + GROUPS) */
     const int64_t n_flag = (np > 2 * k + GROUPS ? np : 2 * k + GROUPS) + 1;
+    const int64_t f2 = levels > 2 ? t->level_begin[2] : k, nn = k - f2;
+    /* the first build: one arena for the arrays and CUB's workspace (its largest need: the
+     * scans, the sorts of the M2L columns, of at most V_MAX V entries per node and of at most
+     * 2 k tile items), so that the build allocates once */
+    if (!g->arena && !g->block[0]) {
+        size_t need = 0, q = 0;
+        const int64_t n_v_max = k * V_MAX;
+        B.ok(cub::DeviceScan::ExclusiveSum(NULL, need, (int32_t *)NULL, (int32_t *)NULL, (int)n_flag),
+             "cub::DeviceScan (query)");
+        B.ok(cub::DeviceRadixSort::SortPairs(NULL, q, (const uint8_t *)NULL, (uint8_t *)NULL, (int32_t *)NULL,
+                                             (int32_t *)NULL, (int)nn, 0, 3),
+             "cub::DeviceRadixSort (query)");
+        need = q > need ? q : need;
+        B.ok(cub::DeviceSegmentedSort::StableSortPairs(NULL, q, (int16_t *)NULL, (int16_t *)NULL,
+                                                       (int32_t *)NULL, (int32_t *)NULL,
+                                                       (int)(n_v_max < INT32_MAX ? n_v_max : INT32_MAX), (int)k,
+                                                       (int32_t *)NULL, (int32_t *)NULL),
+             "cub::DeviceSegmentedSort (query)");
+        need = q > need ? q : need;
+        B.ok(cub::DeviceRadixSort::SortPairs(NULL, q, (uint32_t *)NULL, (uint32_t *)NULL, (int32_t *)NULL,
+                                             (int32_t *)NULL, (int)(2 * k + 1), 0, 8),
+             "cub::DeviceRadixSort (query)");
+        need = q > need ? q : need;
+        const size_t bytes = (size_t)fmk_cuda_fmm3d_geo_bytes(np, ns, self, k, tbw) + need +
+                             256 * (FMK_CUDA_FMM3D_BLOCKS + 1);
+        if (B.st == FMK_OK && (B.st = fmk_cuda_alloc(plan, &g->arena, bytes, "the lists", extra)) == FMK_OK)
+            g->arena_bytes = bytes, g->arena_used = 0;
+        B.temp(need);
+    }
+
+    /* points in key order */
     B.alloc(&w.flag, n_flag, "the list builder's workspace");
     B.alloc(&w.pos, n_flag, "the list builder's workspace");
     if (B.st == FMK_OK) {
         k_src_flags<<<blocks_for(np + 1), BLOCK>>>(np, ns, self, t->d_order, w.flag);
         B.ok(cudaGetLastError(), "the list builder's kernels");
     }
-    B.scan(w.flag, w.pos, np, &total);
+    B.scan(w.flag, w.pos, np, NULL); /* (its total is ns) */
     B.alloc(&g->d_src, ns, "the sources");
     B.alloc(&g->d_src_order, ns, "the source order");
     if (self) {
@@ -704,7 +754,7 @@ extern "C" fmk_status fmk_cuda_fmm3d_geometry(fmk_plan *plan, const fmk_cuda_tre
         k_split<<<blocks_for(np), BLOCK>>>(np, ns, self, t->d_order, w.pos, d_x, g->d_src, g->d_src_order,
                                            g->d_trg, g->d_trg_order);
 
-    B.mark(&g->stage_time[0]);
+    B.mark(0);
 
     /* nodes */
     B.alloc(&g->d_cube, k, "the boxes");
@@ -734,7 +784,6 @@ extern "C" fmk_status fmk_cuda_fmm3d_geometry(fmk_plan *plan, const fmk_cuda_tre
     }
 
     /* the M2L's source columns (nodes from level 2 down) grouped by octant */
-    const int64_t f2 = levels > 2 ? t->level_begin[2] : k, nn = k - f2;
     B.alloc(&g->d_m2l_box, nn, "the boxes");
     B.alloc(&g->d_m2l_col, k, "the boxes");
     B.alloc(&w.okeys, nn, "the list builder's workspace");
@@ -760,7 +809,7 @@ extern "C" fmk_status fmk_cuda_fmm3d_geometry(fmk_plan *plan, const fmk_cuda_tre
                 g->m2l_first[q] = of[q];
     }
 
-    B.mark(&g->stage_time[1]);
+    B.mark(1);
 
     /* the lists: count, scan, fill; then each V row sorted by the source's octant, then the
      * direction's place in the M2L order (CUB) */
@@ -818,7 +867,7 @@ extern "C" fmk_status fmk_cuda_fmm3d_geometry(fmk_plan *plan, const fmk_cuda_tre
                                                            g->d_v_begin, g->d_v_begin + 1),
                  "cub::DeviceSegmentedSort (the V lists)");
     }
-    B.mark(&g->stage_time[2]);
+    B.mark(2);
 
     /* direction slots: the directions that occur, in increasing order */
     B.alloc(&w.hist, RANK_MAX, "the list builder's workspace");
@@ -843,7 +892,7 @@ extern "C" fmk_status fmk_cuda_fmm3d_geometry(fmk_plan *plan, const fmk_cuda_tre
         }
     }
 
-    B.mark(&g->stage_time[3]);
+    B.mark(3);
 
     /* work lists */
     int32_t **outs[5] = {&g->d_leaves_src, &g->d_leaves_trg, &g->d_xnodes, &g->d_ynodes, &g->d_vnodes};
@@ -885,7 +934,7 @@ extern "C" fmk_status fmk_cuda_fmm3d_geometry(fmk_plan *plan, const fmk_cuda_tre
         }
     }
 
-    B.mark(&g->stage_time[4]);
+    B.mark(4);
 
     /* tiles */
     int64_t n_items = 0;
@@ -952,14 +1001,22 @@ extern "C" fmk_status fmk_cuda_fmm3d_geometry(fmk_plan *plan, const fmk_cuda_tre
             g->n_tiles, first_tile[levels], tbw, g->d_tile_nodes, t->d_more, t->d_n_children, g->d_sn,
             t->d_parent, g->d_oct, NULL, g->d_tile_begin, g->d_tile_slot, g->d_tile_src);
     B.ok(cudaGetLastError(), "the list builder's kernels");
-    B.mark(&g->stage_time[5]);
+    B.mark(5);
 
+    /* one wait for the whole build, then the stages' times */
+    if (B.ok(cudaEventSynchronize(g->stage_ev[6]), "the list builder's kernels"))
+        for (int i = 0; i < 6; i++) {
+            float ms = 0;
+            B.ok(cudaEventElapsedTime(&ms, g->stage_ev[i], g->stage_ev[i + 1]), "cudaEventElapsedTime");
+            g->stage_time[i] = 1e-3 * ms;
+        }
     if (B.st != FMK_OK) {
         fmk_cuda_fmm3d_geo_free(g);
         return B.st;
     }
-    g->bytes = (int64_t)g->temp_bytes; /* the blocks, the scratch's included, stay for the next build */
+    /* the arena and the blocks, the scratch's included, stay for the next build */
+    g->bytes = (int64_t)g->arena_bytes + (g->in_arena[FMK_CUDA_FMM3D_BLOCKS] ? 0 : (int64_t)g->temp_bytes);
     for (int i = 0; i < FMK_CUDA_FMM3D_BLOCKS; i++)
-        g->bytes += (int64_t)g->block_bytes[i];
+        g->bytes += g->in_arena[i] ? 0 : (int64_t)g->block_bytes[i];
     return B.st;
 }

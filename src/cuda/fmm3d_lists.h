@@ -73,13 +73,21 @@ typedef struct fmk_cuda_fmm3d_geo {
     int64_t bytes;                  /* device bytes held */
     /* Device memory kept from build to build (grow-only): the i-th array a build allocates
      * (above, or the build's scratch) lives in block i, CUB's workspace in temp; so a plan
-     * given new points of a similar size allocates nothing here. */
+     * given new points of a similar size allocates nothing here. The first build takes one
+     * arena of fmk_cuda_fmm3d_geo_bytes and cuts the blocks and temp from it while it lasts
+     * (one cudaMalloc instead of ~50); a block that outgrows its place is allocated apart. */
     void *block[FMK_CUDA_FMM3D_BLOCKS];
     size_t block_bytes[FMK_CUDA_FMM3D_BLOCKS];
+    unsigned char in_arena[FMK_CUDA_FMM3D_BLOCKS + 1]; /* block i (temp: the last) is the arena's */
     void *temp;
     size_t temp_bytes;
+    void *arena;
+    size_t arena_bytes, arena_used;
     double stage_time[6];           /* seconds: points, boxes + neighbours, lists, directions,
-                                     * work lists, tiles (for the benchmark) */
+                                     * work lists, tiles (for the benchmark: GPU times between
+                                     * events on the default stream, host waits included) */
+    cudaEvent_t stage_ev[7];
+    int n_stage_ev;
 } fmk_cuda_fmm3d_geo;
 
 #ifdef __cplusplus

@@ -8,7 +8,8 @@
  * rotation-based M2L; that M2L against the dense one at the same order; separate targets; N = 1, 2, identical points; device pointers; repeated
  * evaluations with new charges; points given on the device (the host points' results, NaN
  * refused); precision fp32 at eps 1e-3 and 1e-5 (below: refused); out of device memory (not with --quick); the lists built on the
- * GPU equal the host's (fmm3d_lists.c) entry for entry.
+ * GPU equal the host's (fmm3d_lists.c) entry for entry; a fresh plan's first set_points, its
+ * M2L matrices started before the tree or after the lists, gives the same results.
  * --quick: small sizes (for compute-sanitizer). */
 #include <math.h>
 #include <stdio.h>
@@ -44,6 +45,9 @@ extern int fmk_cuda_fmm3d_m2l_gap;
 extern long long fmk_cuda_fmm3d_m2l_bytes;
 /* and the first order of the rotation-based M2L (0: every order) */
 extern int fmk_cuda_fmm3d_m2l_rot_order;
+/* and a plan's first set_points: the dense M2L matrices before the tree (1) or after the
+ * lists (0) */
+extern int fmk_cuda_fmm3d_ops_at;
 /* cuda/fmm3d.cu (not API): the lists a plan built on the GPU, in the host's form. */
 fmk_status fmk_cuda_fmm3d_lists(fmk_plan *plan, fmk_fmm3d_lists *lists);
 
@@ -626,6 +630,74 @@ static void test_device_and_reuse(void)
     free(x), free(q), free(p1), free(g1), free(p2), free(g2);
 }
 
+/* A fresh plan given n device points x, evaluated from host arrays (the first host evaluation
+ * makes its buffers); then, m > 0, the same plan given the first m points and evaluated again
+ * into pot2, grad2 (its first points' buffers, the bounding-box workspace among them, serve or
+ * are replaced). */
+static fmk_status fresh_run(const fmk_opts *o, int64_t n, const double *x, const double *q, double *pot,
+                            double *grad, int64_t m, double *pot2, double *grad2)
+{
+    double *dx = NULL;
+    cudaMalloc((void **)&dx, 24 * (size_t)n);
+    cudaMemcpy(dx, x, 24 * (size_t)n, cudaMemcpyHostToDevice);
+    fmk_plan *p = NULL;
+    fmk_status st = fmk_plan_create(&p, 3, FMK_KERNEL_LAPLACE, 1e-6, o);
+    if (st == FMK_OK)
+        st = fmk_plan_set_points_device(p, n, dx, 0, NULL);
+    if (st == FMK_OK)
+        st = fmk_plan_eval(p, q, pot, grad);
+    if (st == FMK_OK && m > 0)
+        st = fmk_plan_set_points_device(p, m, dx, 0, NULL);
+    if (st == FMK_OK && m > 0)
+        st = fmk_plan_eval(p, q, pot2, grad2);
+    if (st != FMK_OK)
+        printf("fresh_run: %s\n", p ? fmk_plan_last_error(p) : fmk_plan_last_error(NULL));
+    fmk_plan_destroy(p);
+    cudaFree(dx);
+    return st;
+}
+
+/* The first set_points of a fresh plan, every way it can go: the dense M2L matrices started
+ * before the tree or after the lists; trees with V lists from the start (uniform), without
+ * them until the lists show them (nested clusters, fewer than 8 leaves' points) and the
+ * rotation-based M2L (order 34). Each gives what the default gives (< 1e-14: P2M's and P2P's
+ * atomic sums have no fixed order), also once the plan is given fewer points (its buffers
+ * kept) and evaluated again, and what host points give. */
+static void test_fresh(void)
+{
+    const int at = fmk_cuda_fmm3d_ops_at;
+    const struct {
+        int dist, order;
+        int64_t n;
+    } cases[] = {{DIST_CUBE, -1, quick ? 6000 : 40000}, {DIST_NESTED, -1, 3000}, {DIST_PLUMMER, 34, quick ? 1500 : 6000}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const int64_t n = cases[c].n, m = 2 * n / 3;
+        double *x = test_alloc(3 * n), *q = test_alloc(n);
+        double *p1 = test_alloc(n), *g1 = test_alloc(3 * n), *p2 = test_alloc(n), *g2 = test_alloc(3 * n);
+        double *pm1 = test_alloc(m), *gm1 = test_alloc(3 * m), *pm2 = test_alloc(m), *gm2 = test_alloc(3 * m);
+        make_points(cases[c].dist, n, 91 + c, x);
+        test_charges(n, 0, 95 + c, q);
+        const fmk_opts o = fmm_opts(FMK_BACKEND_CUDA, cases[c].order, 0);
+        check_context("fresh %s order %d", dist_name[cases[c].dist], cases[c].order);
+        CHECK(fresh_run(&o, n, x, q, p1, g1, m, pm1, gm1) == FMK_OK);
+        for (int v = 0; v < 2; v++) {
+            fmk_cuda_fmm3d_ops_at = v;
+            CHECK(fresh_run(&o, n, x, q, p2, g2, m, pm2, gm2) == FMK_OK);
+            const double e[4] = {test_rel_l2(p2, p1, n), test_rel_l2(g2, g1, 3 * n), test_rel_l2(pm2, pm1, m),
+                                 test_rel_l2(gm2, gm1, 3 * m)};
+            CHECK_MSG(e[0] < 1e-14 && e[1] < 1e-14 && e[2] < 1e-14 && e[3] < 1e-14,
+                      "M2L matrices %s: %.2e %.2e, fewer points %.2e %.2e", v ? "first" : "after the lists",
+                      e[0], e[1], e[2], e[3]);
+        }
+        fmk_cuda_fmm3d_ops_at = at;
+        /* and against the host points' path (a fresh plan) */
+        CHECK(run(&o, 1e-6, n, x, q, 0, NULL, p2, g2, NULL) == FMK_OK);
+        CHECK_MSG(test_rel_l2(p2, p1, n) < 1e-14 && test_rel_l2(g2, g1, 3 * n) < 1e-14, "host points differ: %.2e %.2e",
+                  test_rel_l2(p2, p1, n), test_rel_l2(g2, g1, 3 * n));
+        free(x), free(q), free(p1), free(g1), free(p2), free(g2), free(pm1), free(gm1), free(pm2), free(gm2);
+    }
+}
+
 /* Points given on the device give what the same points from the host give (the mapping is
  * rounded alike, so the trees are the same; P2M's warp sums leave rounding), at the sources and
  * at separate targets; a non-finite device point is refused with the plan left without points,
@@ -890,7 +962,7 @@ static int wanted(const char *name)
 }
 
 /* test_fmm3d_gpu [--quick] [test ...]: tests lists, vs_cpu, pairs, root, small, device, targets,
- * order, accuracy, points_device, fp32, oom (all by default; oom not with --quick), and race
+ * order, accuracy, points_device, fp32, fresh, oom (all by default; oom not with --quick), and race
  * (only by name: every kernel on small shapes, the set make gpu-test runs under racecheck). */
 int main(int argc, char **argv)
 {
@@ -913,7 +985,8 @@ int main(int argc, char **argv)
                  {"root", test_root},       {"small", test_small},
                  {"device", test_device_and_reuse}, {"targets", test_targets}, {"order", test_order},
                  {"accuracy", test_accuracy}, {"points_device", test_points_device},
-                 {"fp32", test_fp32}, {"oom", test_oom},     {"race", test_race}};
+                 {"fp32", test_fp32}, {"oom", test_oom},     {"race", test_race},
+                 {"fresh", test_fresh}};
     for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++)
         if (wanted(tests[i].name) && !(quick && tests[i].run == test_oom) &&
             (n_names > 0 || tests[i].run != test_race)) /* race: only by name */
