@@ -16,7 +16,9 @@
  *   tree --crossover            N = 1024 .. 32768 in steps of 2^(1/2): the treecode (fp32,
  *                               defaults) against the GPU direct sum (fp32), cube and Plummer,
  *                               and the N where the treecode becomes the faster
- *   tree --one N [--plummer] [--direct]   one configuration, 16 repeats (for a profiler)
+ *   tree --one N [--plummer] [--direct] [--errors]   one configuration, 16 repeats (for a
+ *                               profiler); --errors: with the sampled errors (a GPU direct sum
+ *                               at 1024 targets before the runs)
  *   --no-small                  (with any of the above) the small-N paths off: one launch per
  *                               tree level and per moment level, no split walk
  *   --one-wait-off              (with any of the above) set_points_device and eval as before
@@ -389,6 +391,7 @@ int main(int argc, char **argv)
 {
     int json = 0, quick = 0, sweep = 0, max_log2 = 27, leaf = 0, headline = 0, big = 0;
     int profile = 0, variants = 0, groups = 0, crossover = 0, plummer = 0, with_direct = 0;
+    int with_errors = 0;
     int64_t one = 0;
     double theta = 0.6;
     int compare = 0, local_sweep = 0, tune = 0, tune_local = 0;
@@ -417,6 +420,8 @@ int main(int argc, char **argv)
             crossover = 1;
         else if (strcmp(argv[a], "--plummer") == 0)
             plummer = 1;
+        else if (strcmp(argv[a], "--errors") == 0)
+            with_errors = 1;
         else if (strcmp(argv[a], "--direct") == 0)
             with_direct = 1;
         else if (strcmp(argv[a], "--no-small") == 0)
@@ -468,7 +473,7 @@ int main(int argc, char **argv)
         else {
             fprintf(stderr, "usage: tree [--json] [--quick] [--theta-sweep] [--max-log2 K] [--leaf L] "
                             "[--headline [--big] [--variants]] [--profile] [--groups] [--crossover] "
-                            "[--one N [--plummer] [--direct]] [--no-small] [--one-wait-off] [--sort-tiles K] [--build-block T] [--split-deepest] [--frame-small N] [--prep-small N] [--split-sort-min N] "
+                            "[--one N [--plummer] [--direct] [--errors]] [--no-small] [--one-wait-off] [--sort-tiles K] [--build-block T] [--split-deepest] [--frame-small N] [--prep-small N] [--split-sort-min N] "
                             "[--no-cells] "
                             "[--split-nodes K] "
                             "[--split-level L] [--split-warps W] [--theta T] [--mac K] [--leaf-theta T] "
@@ -505,7 +510,7 @@ int main(int argc, char **argv)
         return 0;
     }
     if (one > 0) {
-        problem_make(&p, plummer, one, 0);
+        problem_make(&p, plummer, one, with_errors);
         row r = measure("one", &p, f32, theta, 2, leaf, 32, FMK_WALK_AUTO, 16);
         if (with_direct)
             r.direct = direct_time(&p, 16);

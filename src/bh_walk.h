@@ -76,11 +76,15 @@ static int BH(reserve_node)(REAL **list, int64_t n, int64_t *cap)
     return 0;
 }
 
-/* Appends node i (centre and packed moments from pack) to a node list. */
-static void BH(push_node)(REAL **list, int64_t n, const REAL *pack, int32_t i)
+/* Appends node i to a node list: its packed moments from pack, its centre xc (double) as
+ * xc - o, rounded once (o: the walk's origin, bh_walk_group). */
+static void BH(push_node)(REAL **list, int64_t n, const REAL *pack, int32_t i, const double *xc,
+                          const double *o)
 {
     const REAL *p = pack + (3 + FMK_BH_MOMENTS) * (int64_t)i;
-    for (int k = 0; k < 3 + FMK_BH_MOMENTS; k++)
+    for (int k = 0; k < 3; k++)
+        list[k][n] = (REAL)(xc[3 * (int64_t)i + k] - o[k]);
+    for (int k = 3; k < 3 + FMK_BH_MOMENTS; k++)
         list[k][n] = p[k];
 }
 
@@ -272,7 +276,18 @@ static void BH(l2p_group)(const REAL *Lexp, int P, REAL c0, REAL c1, REAL c2, co
 }
 
 /* The group walk over all groups; writes s->result (key order, working units). Returns 0, or
- * -1 when a thread ran out of memory for its lists (the caller's outputs are then untouched). */
+ * -1 when a thread ran out of memory for its lists (the caller's outputs are then untouched).
+ *
+ * Coordinates. In fp32 every position of a group's lists (targets, node centres, sources) is
+ * taken relative to the origin o = the centre c of the group's box: the difference is formed
+ * in double from the tree's double points (and the moments' double centres) and rounded
+ * once, so a position carries an error of 2^-24 of its distance to c, not of the frame. A pair
+ * y - x then errs by about 2^-24 (|y - c| + |x - c|): for the close pairs, which lie in or
+ * near the group, the size of the group's cells, however wide the frame (frame coordinates
+ * in float resolve only 2^-24 of the frame: two points 1e-5 of the frame apart had their
+ * offset wrong by ~1e-3 relative). The per-pair work is unchanged; the conversion is per
+ * group and source or node. fp64 keeps the frame's coordinates (o = 0): no rounding to
+ * speak of, and the lists are plain copies. */
 static int BH(walk_group)(const fmk_plan *plan, const tree_cpu *s)
 {
     const fmk_tree3d *src = &s->src;
@@ -286,6 +301,7 @@ static int BH(walk_group)(const fmk_plan *plan, const tree_cpu *s)
     const int order = plan->opts.order, self = plan->self;
     const REAL eps2 = (REAL)(plan->frame.softening * plan->frame.softening);
     const fmk_bh_local_step step = fmk_bh_local_step_of(plan);
+    const int rel = sizeof(REAL) < sizeof(double); /* positions relative to the group's c */
     int failed = 0;
 #pragma omp parallel num_threads(plan->threads)
     {
@@ -293,6 +309,7 @@ static int BH(walk_group)(const fmk_plan *plan, const tree_cpu *s)
         memset(&L, 0, sizeof L);
         int64_t skip[FMK_BH_GROUP_MAX];
         REAL qskip[FMK_BH_GROUP_MAX];
+        REAL ux[FMK_BH_GROUP_MAX], uy[FMK_BH_GROUP_MAX], uz[FMK_BH_GROUP_MAX];
         double out[4 * FMK_BH_GROUP_MAX];
         REAL Lexp[FMK_BH_LOCAL4];
         if (step.order)
@@ -321,6 +338,17 @@ static int BH(walk_group)(const fmk_plan *plan, const tree_cpu *s)
                 rg2 += h * h;
             }
             const double loc_r = step.k * sqrt(rg2);
+            /* the origin of the lists' positions, and the targets relative to it */
+            const double o[3] = {rel ? c[0] : 0, rel ? c[1] : 0, rel ? c[2] : 0};
+            const REAL *yx = tx + g0, *yy = ty + g0, *yz = tz + g0;
+            if (rel) {
+                for (int64_t t = 0; t < g1 - g0; t++) {
+                    const double *y = trg->points + 3 * (g0 + t);
+                    ux[t] = (REAL)(y[0] - o[0]), uy[t] = (REAL)(y[1] - o[1]);
+                    uz[t] = (REAL)(y[2] - o[2]);
+                }
+                yx = ux, yy = uy, yz = uz;
+            }
             int bad = 0;
             int32_t i = 0;
             while (i >= 0 && !bad) {
@@ -345,9 +373,9 @@ static int BH(walk_group)(const fmk_plan *plan, const tree_cpu *s)
                         break;
                     }
                     if (to_loc)
-                        BH(push_node)(L.l, L.n_l++, pack, i);
+                        BH(push_node)(L.l, L.n_l++, pack, i, m->center, o);
                     else
-                        BH(push_node)(L.c, L.n_c++, pack, i);
+                        BH(push_node)(L.c, L.n_c++, pack, i, m->center, o);
                     i = src->next[i];
                 } else if (src->more[i] < 0 && s->coincident[i]) {
                     /* a leaf of identical points is one source of their total charge; a target
@@ -358,7 +386,9 @@ static int BH(walk_group)(const fmk_plan *plan, const tree_cpu *s)
                         break;
                     }
                     const double q = m->monopole[i];
-                    L.px[L.n_p] = sx[b], L.py[L.n_p] = sy[b], L.pz[L.n_p] = sz[b];
+                    const double *x = src->points + 3 * b;
+                    L.px[L.n_p] = (REAL)(x[0] - o[0]), L.py[L.n_p] = (REAL)(x[1] - o[1]);
+                    L.pz[L.n_p] = (REAL)(x[2] - o[2]);
                     L.pq[L.n_p] = (REAL)q;
                     if (self)
                         for (int64_t u = (b > g0 ? b : g0); u < (e < g1 ? e : g1); u++)
@@ -371,9 +401,21 @@ static int BH(walk_group)(const fmk_plan *plan, const tree_cpu *s)
                         bad = 1;
                         break;
                     }
-                    memcpy(L.px + L.n_p, sx + b, sizeof(REAL) * (size_t)(e - b));
-                    memcpy(L.py + L.n_p, sy + b, sizeof(REAL) * (size_t)(e - b));
-                    memcpy(L.pz + L.n_p, sz + b, sizeof(REAL) * (size_t)(e - b));
+                    if (rel) {
+                        const double *x = src->points + 3 * b;
+                        REAL *restrict px = L.px + L.n_p, *restrict py = L.py + L.n_p,
+                                       *restrict pz = L.pz + L.n_p;
+#pragma omp simd
+                        for (int64_t j = 0; j < e - b; j++) {
+                            px[j] = (REAL)(x[3 * j] - o[0]);
+                            py[j] = (REAL)(x[3 * j + 1] - o[1]);
+                            pz[j] = (REAL)(x[3 * j + 2] - o[2]);
+                        }
+                    } else {
+                        memcpy(L.px + L.n_p, sx + b, sizeof(REAL) * (size_t)(e - b));
+                        memcpy(L.py + L.n_p, sy + b, sizeof(REAL) * (size_t)(e - b));
+                        memcpy(L.pz + L.n_p, sz + b, sizeof(REAL) * (size_t)(e - b));
+                    }
                     memcpy(L.pq + L.n_p, sq + b, sizeof(REAL) * (size_t)(e - b));
                     if (self) /* the group's own sources in this leaf: skip them by index */
                         for (int64_t u = (b > g0 ? b : g0); u < (e < g1 ? e : g1); u++)
@@ -389,13 +431,11 @@ static int BH(walk_group)(const fmk_plan *plan, const tree_cpu *s)
                 failed = 1;
                 continue;
             }
-            BH(eval_lists)(&L, order, eps2, tx + g0, ty + g0, tz + g0, g1 - g0, skip, qskip,
-                           out);
+            BH(eval_lists)(&L, order, eps2, yx, yy, yz, g1 - g0, skip, qskip, out);
             if (L.n_l > 0) {
-                const REAL cr[3] = {(REAL)c[0], (REAL)c[1], (REAL)c[2]};
+                const REAL cr[3] = {(REAL)(c[0] - o[0]), (REAL)(c[1] - o[1]), (REAL)(c[2] - o[2])};
                 BH(m2l_list)(&L, step.order, order, cr[0], cr[1], cr[2], eps2, Lexp);
-                BH(l2p_group)(Lexp, step.order, cr[0], cr[1], cr[2], tx + g0, ty + g0, tz + g0,
-                              g1 - g0, out);
+                BH(l2p_group)(Lexp, step.order, cr[0], cr[1], cr[2], yx, yy, yz, g1 - g0, out);
             }
             /* into the plan's buffer (key order, working units): the caller's arrays are
              * written by tree_eval only when every group has succeeded */
@@ -424,8 +464,27 @@ static FMK_TARGET_CLONES void BH(leaf_p2p)(const REAL *restrict sx, const REAL *
     acc[0] += phi, acc[1] += gx, acc[2] += gy, acc[3] += gz;
 }
 
+/* The P2P terms of one leaf at one target y from the tree's double points x (n of them,
+ * interleaved): each offset y - x formed in double and rounded once (fp32: as the group walk's
+ * relative positions, an error of 2^-24 of the pair's distance, not of the frame). */
+static FMK_TARGET_CLONES void BH(leaf_p2p_rel)(const double *restrict x, const REAL *restrict sq,
+                                               int64_t n, const double *y, int64_t skip,
+                                               REAL eps2, double *acc)
+{
+    const double y0 = y[0], y1 = y[1], y2 = y[2];
+    REAL phi = 0, gx = 0, gy = 0, gz = 0;
+#pragma omp simd reduction(+ : phi, gx, gy, gz)
+    for (int64_t j = 0; j < n; j++) {
+        BH(field) f = BH(p2p_value)((REAL)(y0 - x[3 * j]), (REAL)(y1 - x[3 * j + 1]),
+                                    (REAL)(y2 - x[3 * j + 2]), j == skip ? 0 : sq[j], eps2);
+        phi += f.phi, gx += f.gx, gy += f.gy, gz += f.gz;
+    }
+    acc[0] += phi, acc[1] += gx, acc[2] += gy, acc[3] += gz;
+}
+
 /* The stackless walk (Nakasato Fig. 6): one walk per target with next/more, each term added as
- * the walk meets it. */
+ * the walk meets it. Offsets target - centre and target - source are formed in double and
+ * rounded once (in fp64 that is what the frame's coordinates gave). */
 static void BH(walk_stackless)(const fmk_plan *plan, const tree_cpu *s, double *pot, double *grad)
 {
     const fmk_tree3d *src = &s->src;
@@ -450,21 +509,25 @@ static void BH(walk_stackless)(const fmk_plan *plan, const tree_cpu *s, double *
             if (dx * dx + dy * dy + dz * dz > m->r_open2[i]) {
                 const REAL *p = pack + (3 + FMK_BH_MOMENTS) * (int64_t)i;
                 REAL phi = 0, g[3] = {0, 0, 0};
-                BH(m2p)(order, yr[0] - p[0], yr[1] - p[1], yr[2] - p[2], eps2, p + 3, &phi, g);
+                BH(m2p)(order, (REAL)dx, (REAL)dy, (REAL)dz, eps2, p + 3, &phi, g);
                 acc[0] += phi, acc[1] += g[0], acc[2] += g[1], acc[3] += g[2];
                 i = src->next[i];
             } else if (src->more[i] < 0 && s->coincident[i]) { /* as in the group walk */
                 const int64_t b = src->begin[i], e = src->end[i];
                 const double q = self && t >= b && t < e ? m->monopole[i] - s->q_sorted[t]
                                                          : m->monopole[i];
-                BH(field) f = BH(p2p_value)(yr[0] - sx[b], yr[1] - sy[b], yr[2] - sz[b], (REAL)q,
-                                            eps2);
+                const double *x = src->points + 3 * b;
+                BH(field) f = BH(p2p_value)((REAL)(y[0] - x[0]), (REAL)(y[1] - x[1]),
+                                            (REAL)(y[2] - x[2]), (REAL)q, eps2);
                 acc[0] += f.phi, acc[1] += f.gx, acc[2] += f.gy, acc[3] += f.gz;
                 i = src->next[i];
             } else if (src->more[i] < 0) {
                 const int64_t b = src->begin[i], e = src->end[i];
                 int64_t sk = self && t >= b && t < e ? t - b : -1;
-                BH(leaf_p2p)(sx + b, sy + b, sz + b, sq + b, e - b, yr, sk, eps2, acc);
+                if (sizeof(REAL) < sizeof(double))
+                    BH(leaf_p2p_rel)(src->points + 3 * b, sq + b, e - b, y, sk, eps2, acc);
+                else
+                    BH(leaf_p2p)(sx + b, sy + b, sz + b, sq + b, e - b, yr, sk, eps2, acc);
                 i = src->next[i];
             } else {
                 i = src->more[i];

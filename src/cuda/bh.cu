@@ -353,19 +353,29 @@ __global__ void __launch_bounds__(FRAME_BLOCK)
     }
 }
 
+/* The sorted points in the working precision; in fp32 also the rest of each coordinate,
+ * lo = x - (float)x (the offset of the point from its fp32 rounding, ~2^-24 of the frame),
+ * from which the walks form the offsets of close pairs (walk_args). */
 template <typename R>
 __global__ void k_pack_points(int64_t n, const int32_t *__restrict__ order,
                               const double *__restrict__ x, double scale,
-                              typename vec4<R>::type *__restrict__ out)
+                              typename vec4<R>::type *__restrict__ out, real4f *__restrict__ lo)
 {
     int64_t s = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
     if (s >= n)
         return;
     const int64_t i = order[s];
+    const double v[3] = {x[3 * i] * scale, x[3 * i + 1] * scale, x[3 * i + 2] * scale};
     typename vec4<R>::type p;
-    p.x = (R)(x[3 * i] * scale), p.y = (R)(x[3 * i + 1] * scale), p.z = (R)(x[3 * i + 2] * scale);
+    p.x = (R)v[0], p.y = (R)v[1], p.z = (R)v[2];
     p.w = 0;
     out[s] = p;
+    if (lo) {
+        real4f r;
+        r.x = (float)(v[0] - (double)p.x), r.y = (float)(v[1] - (double)p.y);
+        r.z = (float)(v[2] - (double)p.z), r.w = 0;
+        lo[s] = r;
+    }
 }
 
 /* The charge check's words (k_charge_stats): stats[0] the first non-finite charge (all ones:
@@ -466,9 +476,13 @@ __global__ void k_group_boxes(int64_t bound, const int32_t *__restrict__ n_group
     }
     typename vec4<R>::type c, h;
     c.x = (R)0.5 * (lo[0] + hi[0]), c.y = (R)0.5 * (lo[1] + hi[1]), c.z = (R)0.5 * (lo[2] + hi[2]);
-    /* half sides rounded up so the box holds every target */
-    h.x = (R)0.5 * (hi[0] - lo[0]) * (R)(1 + 1e-6), h.y = (R)0.5 * (hi[1] - lo[1]) * (R)(1 + 1e-6);
-    h.z = (R)0.5 * (hi[2] - lo[2]) * (R)(1 + 1e-6);
+    /* half sides rounded up so the box holds every target; in fp32 the targets lie within
+     * half an ulp (2^-12 of the working coordinates) of their fp32 coordinates, and the walks
+     * use the exact positions (rel_point) */
+    const R ulp2 = sizeof(R) == 4 ? (R)0x1p-12 : (R)0;
+    h.x = (R)0.5 * (hi[0] - lo[0]) * (R)(1 + 1e-6) + ulp2;
+    h.y = (R)0.5 * (hi[1] - lo[1]) * (R)(1 + 1e-6) + ulp2;
+    h.z = (R)0.5 * (hi[2] - lo[2]) * (R)(1 + 1e-6) + ulp2;
     c.w = 0, h.w = 0;
     box[2 * g] = c, box[2 * g + 1] = h;
 }
@@ -488,12 +502,17 @@ __device__ __forceinline__ uint64_t compact3(uint64_t v)
 }
 
 /* One level of nodes: leaves from their points, the others from their children. */
+/* In fp32 (lo: the sources' k_pack_points rest) a leaf's points are taken whole, x + lo, and
+ * the centre xc is rounded to fp32 before the moments are taken about it: the node's stored
+ * centre is then exact, and M2P and M2L offsets from it are as good as the target's (the
+ * walks form them relative to the group, walk_args), however wide the frame. */
 template <typename R>
 __device__ __forceinline__ void moments_node(int32_t i, int L, double inv_theta, double scale,
                                              const uint64_t *__restrict__ keys,
                                              const int4 *__restrict__ links,
                                              const int32_t *__restrict__ n_children,
                                              const typename vec4<R>::type *src,
+                                             const real4f *__restrict__ lo,
                                              typename vec4<R>::type *__restrict__ node)
 {
     /* src is not __restrict__: k_prep_small writes the charges into it before reading it */
@@ -511,16 +530,20 @@ __device__ __forceinline__ void moments_node(int32_t i, int L, double inv_theta,
     if (l.x < 0) {
         for (int32_t j = l.z; j < l.w; j++) {
             const V p = src[j];
+            const real4f r = lo ? lo[j] : real4f{0, 0, 0, 0};
             const double a = fabs((double)p.w);
             A += a, M += (double)p.w;
-            xc[0] += a * (double)p.x, xc[1] += a * (double)p.y, xc[2] += a * (double)p.z;
+            xc[0] += a * ((double)p.x + r.x), xc[1] += a * ((double)p.y + r.y);
+            xc[2] += a * ((double)p.z + r.z);
         }
         for (int d = 0; d < 3; d++)
-            xc[d] = A > 0 ? xc[d] / A : gc[d];
+            xc[d] = (double)(R)(A > 0 ? xc[d] / A : gc[d]);
         for (int32_t j = l.z; j < l.w; j++) {
             const V p = src[j];
+            const real4f r = lo ? lo[j] : real4f{0, 0, 0, 0};
             const double q = (double)p.w;
-            const double dx = (double)p.x - xc[0], dy = (double)p.y - xc[1], dz = (double)p.z - xc[2];
+            const double dx = ((double)p.x + r.x) - xc[0], dy = ((double)p.y + r.y) - xc[1],
+                         dz = ((double)p.z + r.z) - xc[2];
             D[0] += q * dx, D[1] += q * dy, D[2] += q * dz;
             S[0] += q * dx * dx, S[1] += q * dx * dy, S[2] += q * dx * dz;
             S[3] += q * dy * dy, S[4] += q * dy * dz, S[5] += q * dz * dz;
@@ -534,7 +557,7 @@ __device__ __forceinline__ void moments_node(int32_t i, int L, double inv_theta,
             xc[0] += ac * (double)a.x, xc[1] += ac * (double)a.y, xc[2] += ac * (double)a.z;
         }
         for (int d = 0; d < 3; d++)
-            xc[d] = A > 0 ? xc[d] / A : gc[d];
+            xc[d] = (double)(R)(A > 0 ? xc[d] / A : gc[d]);
         for (int32_t c = c0; c < c1; c++) {
             const V a = node[4 * c], m = node[4 * c + 1], s2 = node[4 * c + 2], s3 = node[4 * c + 3];
             const double h[3] = {(double)a.x - xc[0], (double)a.y - xc[1], (double)a.z - xc[2]};
@@ -567,11 +590,11 @@ __global__ void k_moments(int32_t first, int32_t count, int L, double inv_theta,
                           const uint64_t *__restrict__ keys, const int4 *__restrict__ links,
                           const int32_t *__restrict__ n_children,
                           const typename vec4<R>::type *__restrict__ src,
-                          typename vec4<R>::type *__restrict__ node)
+                          const real4f *__restrict__ lo, typename vec4<R>::type *__restrict__ node)
 {
     int32_t k = blockIdx.x * blockDim.x + threadIdx.x;
     if (k < count)
-        moments_node<R>(first + k, L, inv_theta, scale, keys, links, n_children, src, node);
+        moments_node<R>(first + k, L, inv_theta, scale, keys, links, n_children, src, lo, node);
 }
 
 /* The level boundaries of a small tree, for k_moments_inner. */
@@ -589,11 +612,12 @@ __global__ void k_moments_leaves(int32_t n_nodes, const int8_t *__restrict__ lev
                                  double inv_theta, double scale, const uint64_t *__restrict__ keys,
                                  const int4 *__restrict__ links, const int32_t *__restrict__ n_children,
                                  const typename vec4<R>::type *__restrict__ src,
+                                 const real4f *__restrict__ lo,
                                  typename vec4<R>::type *__restrict__ node)
 {
     const int32_t i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n_nodes && links[i].x < 0)
-        moments_node<R>(i, level[i], inv_theta, scale, keys, links, n_children, src, node);
+        moments_node<R>(i, level[i], inv_theta, scale, keys, links, n_children, src, lo, node);
 }
 
 template <typename R>
@@ -607,7 +631,7 @@ __global__ void __launch_bounds__(MOMENTS_SMALL_BLOCK)
     for (int L = levels - 2; L >= 0; L--) { /* the deepest level holds only leaves */
         for (int32_t i = lt.begin[L] + threadIdx.x; i < lt.begin[L + 1]; i += MOMENTS_SMALL_BLOCK)
             if (links[i].x >= 0)
-                moments_node<R>(i, L, inv_theta, scale, keys, links, n_children, src, node);
+                moments_node<R>(i, L, inv_theta, scale, keys, links, n_children, src, NULL, node);
         __syncthreads(); /* the parents read these */
     }
 }
@@ -626,7 +650,7 @@ __global__ void __launch_bounds__(PREP_BLOCK)
                  level_table lt, const int8_t *__restrict__ level, double inv_theta, double scale,
                  const uint64_t *__restrict__ keys, const int4 *__restrict__ links,
                  const int32_t *__restrict__ n_children, typename vec4<R>::type *__restrict__ src,
-                 typename vec4<R>::type *__restrict__ node)
+                 const real4f *__restrict__ lo, typename vec4<R>::type *__restrict__ node)
 {
     typedef cub::BlockReduce<unsigned long long, PREP_BLOCK> reduce_t;
     __shared__ typename reduce_t::TempStorage temp;
@@ -677,12 +701,12 @@ __global__ void __launch_bounds__(PREP_BLOCK)
     __syncthreads();
     for (int32_t i = threadIdx.x; i < n_nodes; i += PREP_BLOCK)
         if (links[i].x < 0)
-            moments_node<R>(i, level[i], inv_theta, scale, keys, links, n_children, src, node);
+            moments_node<R>(i, level[i], inv_theta, scale, keys, links, n_children, src, lo, node);
     __syncthreads();
     for (int L = levels - 2; L >= 0; L--) { /* the deepest level holds only leaves */
         for (int32_t i = lt.begin[L] + threadIdx.x; i < lt.begin[L + 1]; i += PREP_BLOCK)
             if (links[i].x >= 0)
-                moments_node<R>(i, L, inv_theta, scale, keys, links, n_children, src, node);
+                moments_node<R>(i, L, inv_theta, scale, keys, links, n_children, src, NULL, node);
         __syncthreads();
     }
 }
@@ -694,6 +718,7 @@ template <typename R> struct walk_args {
     const int4 *links;
     const int32_t *n_children;
     const typename vec4<R>::type *node, *src, *trg; /* trg == src when self */
+    const real4f *src_lo, *trg_lo; /* fp32: the coordinates' rest (k_pack_points); else NULL */
     const int32_t *trg_order;
     const int2 *groups;
     const typename vec4<R>::type *box;
@@ -764,6 +789,40 @@ __device__ __forceinline__ void ld_moments(const real4d *node, int32_t i, double
     m[4] = b.x, m[5] = b.y, m[6] = b.z, m[7] = b.w, m[8] = c.x, m[9] = c.y;
 }
 
+/* Positions in the group walks. In fp32 the frame's coordinates resolve 2^-24 of the frame, so
+ * the offset y - x of two points d apart would err by 2^-24 frame / d. The group walks take
+ * every position relative to an origin o, the centre of the group's box (an fp32 number of
+ * the frame): a point is (x - o) + lo, x its fp32 coordinate and lo the rest (k_pack_points);
+ * x - o is exact (two fp32 numbers of [1, 2] x 2^12: Sterbenz), so the sum rounds once, to
+ * 2^-24 of |x - o|. A pair in or near the group then errs by ~2^-24 (|y - o| + |x - o|), the
+ * size of the group's cells, and the per-pair work is unchanged (targets once per walk,
+ * sources once per group, as they enter the P2P list). Node centres are fp32 numbers of the
+ * frame (moments_node rounds them before taking the moments about them), so x - o is exact
+ * and M2P keeps its accuracy too. fp64: o = 0, the frame's coordinates as before. */
+template <typename R>
+__device__ __forceinline__ typename vec4<R>::type walk_origin(const typename vec4<R>::type &c)
+{
+    typename vec4<R>::type o = c;
+    if (sizeof(R) != 4)
+        o.x = o.y = o.z = 0;
+    o.w = 0;
+    return o;
+}
+
+/* Point j of p (rest lo, fp32) relative to o, its w (the charge) kept. */
+template <typename R>
+__device__ __forceinline__ typename vec4<R>::type rel_point(const typename vec4<R>::type *p,
+                                                            const real4f *lo, int32_t j,
+                                                            const typename vec4<R>::type &o)
+{
+    typename vec4<R>::type v = p[j];
+    if (sizeof(R) == 4) {
+        const real4f r = lo[j];
+        v.x = (v.x - o.x) + (R)r.x, v.y = (v.y - o.y) + (R)r.y, v.z = (v.z - o.z) + (R)r.z;
+    }
+    return v;
+}
+
 /* One warp per group; T targets per lane. */
 template <typename R, int ORDER, bool SELF, int T>
 __global__ void __launch_bounds__(WALK_BLOCK) k_walk_group(walk_args<R> a)
@@ -775,12 +834,13 @@ __global__ void __launch_bounds__(WALK_BLOCK) k_walk_group(walk_args<R> a)
         return;
     const int2 grp = a.groups[w];
     const V c = a.box[2 * w], h = a.box[2 * w + 1];
+    const V o = walk_origin<R>(c); /* positions relative to o (rel_point) */
     int32_t t[T];
     R y[T][3], phi[T], g[T][3];
 #pragma unroll
     for (int k = 0; k < T; k++) {
         t[k] = grp.x + lane + 32 * k;
-        const V p = t[k] < grp.y ? a.trg[t[k]] : c;
+        const V p = rel_point<R>(a.trg, a.trg_lo, t[k] < grp.y ? t[k] : grp.x, o);
         y[k][0] = p.x, y[k][1] = p.y, y[k][2] = p.z;
         phi[k] = 0, g[k][0] = g[k][1] = g[k][2] = 0;
     }
@@ -794,20 +854,21 @@ __global__ void __launch_bounds__(WALK_BLOCK) k_walk_group(walk_args<R> a)
         const R dy = fmax(fabs(x.y - c.y) - h.y, (R)0);
         const R dz = fmax(fabs(x.z - c.z) - h.z, (R)0);
         bool far = dx * dx + dy * dy + dz * dz > x.w;
+        const R nx = x.x - o.x, ny = x.y - o.y, nz = x.z - o.z;
         if (!far && a.mac && l.w - l.z > p2p_cut<ORDER>::value && (a.mac == 1 || l.x < 0))
-            far = __all_sync(0xffffffffu, targets_far<R, T>(t, grp.y, y, x.x, x.y, x.z,
+            far = __all_sync(0xffffffffu, targets_far<R, T>(t, grp.y, y, nx, ny, nz,
                                                             l.x < 0 ? x.w * a.leaf_r2 : x.w));
         if (far && l.w - l.z > p2p_cut<ORDER>::value) {
             R m[10];
             ld_moments(a.node, i, m);
 #pragma unroll
             for (int k = 0; k < T; k++)
-                m2p(ORDER, y[k][0] - x.x, y[k][1] - x.y, y[k][2] - x.z, a.eps2, m, &phi[k], g[k]);
+                m2p(ORDER, y[k][0] - nx, y[k][1] - ny, y[k][2] - nz, a.eps2, m, &phi[k], g[k]);
             i = l.y;
         } else if (far || l.x < 0) {
 #pragma unroll 4
             for (int32_t j = l.z; j < l.w; j++) {
-                const V s = a.src[j];
+                const V s = rel_point<R>(a.src, a.src_lo, j, o);
 #pragma unroll
                 for (int k = 0; k < T; k++) {
                     const R q = SELF && j == t[k] ? (R)0 : s.w; /* the self term, by index */
@@ -835,12 +896,15 @@ __global__ void __launch_bounds__(WALK_BLOCK) k_walk_stackless(walk_args<R> a)
         return;
     const int32_t t = (int32_t)tt;
     const V p = a.trg[t];
+    /* offsets from the target's fp32 coordinate p (rel_point): p - s and p - xc exact (node
+     * centres are fp32 numbers), then the rests */
+    const real4f pr = sizeof(R) == 4 ? a.trg_lo[t] : real4f{0, 0, 0, 0};
     R phi = 0, g[3] = {0, 0, 0};
     int32_t i = 0;
     while (i >= 0) {
         const int4 l = __ldg(&a.links[i]);
         const V x = a.node[4 * i];
-        const R rx = p.x - x.x, ry = p.y - x.y, rz = p.z - x.z;
+        const R rx = (p.x - x.x) + (R)pr.x, ry = (p.y - x.y) + (R)pr.y, rz = (p.z - x.z) + (R)pr.z;
         const bool far = rx * rx + ry * ry + rz * rz > x.w;
         if (far && l.w - l.z > p2p_cut<ORDER>::value) {
             R m[10];
@@ -851,7 +915,13 @@ __global__ void __launch_bounds__(WALK_BLOCK) k_walk_stackless(walk_args<R> a)
             for (int32_t j = l.z; j < l.w; j++) {
                 const V s = a.src[j];
                 const R q = SELF && j == t ? (R)0 : s.w;
-                p2p(p.x - s.x, p.y - s.y, p.z - s.z, q, a.eps2, &phi, g);
+                if (sizeof(R) == 4) {
+                    const real4f sr = a.src_lo[j];
+                    p2p((p.x - s.x) + ((R)pr.x - (R)sr.x), (p.y - s.y) + ((R)pr.y - (R)sr.y),
+                        (p.z - s.z) + ((R)pr.z - (R)sr.z), q, a.eps2, &phi, g);
+                } else {
+                    p2p(p.x - s.x, p.y - s.y, p.z - s.z, q, a.eps2, &phi, g);
+                }
             }
             i = l.y;
         } else {
@@ -1144,12 +1214,17 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32,
 
     const int2 grp = a.groups[w];
     const V c = a.box[2 * w], h = a.box[2 * w + 1];
+    /* positions relative to o (rel_point): the targets here, the P2P list's sources as they
+     * enter it, node centres as they are tested or packed; cr = c - o */
+    const V o = walk_origin<R>(c);
+    const R crx = sizeof(R) == 4 ? (R)0 : c.x, cry = sizeof(R) == 4 ? (R)0 : c.y,
+            crz = sizeof(R) == 4 ? (R)0 : c.z;
     int32_t t[T];
     R y[T][3], phi[T], g[T][3];
 #pragma unroll
     for (int k = 0; k < T; k++) {
         t[k] = grp.x + lane + 32 * k;
-        const V p = t[k] < grp.y ? a.trg[t[k]] : c;
+        const V p = rel_point<R>(a.trg, a.trg_lo, t[k] < grp.y ? t[k] : grp.x, o);
         y[k][0] = p.x, y[k][1] = p.y, y[k][2] = p.z;
         phi[k] = 0, g[k][0] = g[k][1] = g[k][2] = 0;
     }
@@ -1171,8 +1246,8 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32,
     const R mx = fabs(c.x) * (R)0x1p-20 + h.x * (R)(1 + 0x1p-10);
     const R my = fabs(c.y) * (R)0x1p-20 + h.y * (R)(1 + 0x1p-10);
     const R mz = fabs(c.z) * (R)0x1p-20 + h.z * (R)(1 + 0x1p-10);
-    auto in_box = [&](const V &p) -> unsigned char {
-        return fabs(p.x - c.x) <= mx && fabs(p.y - c.y) <= my && fabs(p.z - c.z) <= mz;
+    auto in_box = [&](const V &p) -> unsigned char { /* p relative to o */
+        return fabs(p.x - crx) <= mx && fabs(p.y - cry) <= my && fabs(p.z - crz) <= mz;
     };
     /* Evaluates the first 32 entries of a list and moves the rest (< 32) to the front. */
     auto m2p_chunk = [&]() {
@@ -1228,13 +1303,14 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32,
                                                     (a.mac == 1 || l.x < 0));
             unsigned ok = 0;
             while (cand) {
-                const int o = __ffs(cand) - 1;
+                const int f = __ffs(cand) - 1;
                 cand &= cand - 1;
-                const R nx = __shfl_sync(FULL, x.x, o), ny = __shfl_sync(FULL, x.y, o),
-                        nz = __shfl_sync(FULL, x.z, o),
-                        r2 = __shfl_sync(FULL, l.x < 0 ? x.w * a.leaf_r2 : x.w, o);
+                /* o is the same in every lane */
+                const R nx = __shfl_sync(FULL, x.x, f) - o.x, ny = __shfl_sync(FULL, x.y, f) - o.y,
+                        nz = __shfl_sync(FULL, x.z, f) - o.z,
+                        r2 = __shfl_sync(FULL, l.x < 0 ? x.w * a.leaf_r2 : x.w, f);
                 if (__all_sync(FULL, targets_far<R, T>(t, grp.y, y, nx, ny, nz, r2)))
-                    ok |= 1u << o;
+                    ok |= 1u << f;
             }
             far = far || (ok >> lane & 1u);
         }
@@ -1292,9 +1368,12 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32,
                 loc_chunk();
         }
         const unsigned acc_mask = __ballot_sync(FULL, accept && !to_loc);
-        if (accept && !to_loc)
-            bfs_pack<R, ORDER>(x, m1, m2, m3, a.eps2,
+        if (accept && !to_loc) {
+            V xo = x; /* the centre relative to o */
+            xo.x = x.x - o.x, xo.y = x.y - o.y, xo.z = x.z - o.z;
+            bfs_pack<R, ORDER>(xo, m1, m2, m3, a.eps2,
                                node_list[(h_m2p + n_m2p + __popc(acc_mask & lt)) & 63]);
+        }
         n_m2p += __popc(acc_mask);
 #ifdef FMK_BH_COUNT
         c_m2p += __popc(acc_mask);
@@ -1328,7 +1407,7 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32,
             const int32_t j = __shfl_sync(FULL, first, owner) + p;
             const int k = total - base < 32 ? total - base : 32;
             if (lane < k) {
-                const V sv = a.src[j];
+                const V sv = rel_point<R>(a.src, a.src_lo, j, o);
                 const int at = (h_p2p + n_p2p + lane) & 63;
                 src_list[at] = sv;
                 if (SELF && a.eps2 > 0)
@@ -1356,7 +1435,7 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32,
             L[k] = k < 32 ? __shfl_sync(FULL, loc.c[0], k) : loc.c[k < 32 ? 0 : k - 31];
 #pragma unroll
         for (int k = 0; k < T; k++)
-            l2p_order<LOC ? LOC : 3>(a.local, L, y[k][0] - c.x, y[k][1] - c.y, y[k][2] - c.z,
+            l2p_order<LOC ? LOC : 3>(a.local, L, y[k][0] - crx, y[k][1] - cry, y[k][2] - crz,
                                      &phi[k], g[k]);
     }
 #ifdef FMK_BH_COUNT
@@ -1458,6 +1537,7 @@ typedef struct bh_state {
     buf bbox;                   /* the bounding box's workspace */
     buf src;                    /* n sorted 4-vectors (x, y, z, q) */
     buf trg;                    /* m sorted 4-vectors; unused when self */
+    buf src_lo, trg_lo;         /* fp32: the coordinates' rest (k_pack_points), as src, trg */
     buf links;                  /* n_nodes int4 */
     buf node;                   /* n_nodes * 4 4-vectors */
     buf box;                    /* groups * 2 4-vectors */
@@ -1499,8 +1579,8 @@ void free_ptr(void *p)
 
 int64_t held(const bh_state *s)
 {
-    const buf *b[] = {&s->x, &s->bbox, &s->src, &s->trg, &s->links, &s->node, &s->box,
-                      &s->charges, &s->pot, &s->grad, &s->part};
+    const buf *b[] = {&s->x, &s->bbox, &s->src, &s->trg, &s->src_lo, &s->trg_lo, &s->links,
+                      &s->node, &s->box, &s->charges, &s->pot, &s->grad, &s->part};
     int64_t total = s->tree.bytes + s->ttree.bytes + s->cap_groups * (int64_t)sizeof(int2) + 16;
     for (size_t k = 0; k < sizeof b / sizeof b[0]; k++)
         total += (int64_t)b[k]->cap;
@@ -1517,8 +1597,8 @@ void free_state(bh_state *s)
 {
     fmk_cuda_tree3d_free(&s->tree);
     fmk_cuda_tree3d_free(&s->ttree);
-    buf *b[] = {&s->x, &s->bbox, &s->src, &s->trg, &s->links, &s->node, &s->box,
-                &s->charges, &s->pot, &s->grad, &s->part};
+    buf *b[] = {&s->x, &s->bbox, &s->src, &s->trg, &s->src_lo, &s->trg_lo, &s->links,
+                &s->node, &s->box, &s->charges, &s->pot, &s->grad, &s->part};
     for (size_t k = 0; k < sizeof b / sizeof b[0]; k++)
         buf_free(b[k]);
     free_ptr(s->d_groups);
@@ -1574,6 +1654,8 @@ int64_t device_bytes(const fmk_plan *plan, int64_t ns, int64_t nt, int with_host
     const int64_t nodes = fmk_cuda_tree3d_node_bound(ns, leaf_size_of(plan));
     int64_t b = fmk_cuda_tree3d_build_bytes(ns) + nodes * FMK_CUDA_TREE_NODE_BYTES; /* tree */
     b += ns * 4 * r + nodes * (16 + 16 * r);                      /* sources, links, moments */
+    if (r == 4)
+        b += (ns + (self ? 0 : m)) * 16;                          /* the coordinates' rest */
     b += (ns + (self ? 0 : m)) * 24;                              /* mapped points */
     const int64_t groups = (self ? nodes : fmk_cuda_tree3d_node_bound(m, G)) + m / G + 1;
     b += groups * (8 + 8 * r);
@@ -1672,6 +1754,8 @@ fmk_status build_launch(fmk_plan *plan, bh_state *s, int64_t ns, const double *d
     const int64_t nn = t->pending ? t->cap_nodes : t->n_nodes;
     const int32_t *count = t->pending ? t->d_lb + FMK_CUDA_TREE_LB_NODES : NULL;
     st = need(plan, s, &s->src, (size_t)ns * v4, "the sorted sources");
+    if (st == FMK_OK && r == 4)
+        st = need(plan, s, &s->src_lo, (size_t)ns * sizeof(real4f), "the sources' fp32 offsets");
     if (st == FMK_OK)
         st = need(plan, s, &s->links, (size_t)nn * sizeof(int4), "the tree's links");
     if (st == FMK_OK)
@@ -1679,9 +1763,11 @@ fmk_status build_launch(fmk_plan *plan, bh_state *s, int64_t ns, const double *d
     if (st != FMK_OK)
         return st;
     if (r == 4)
-        k_pack_points<float><<<blocks_for(ns), BLOCK>>>(ns, t->d_order, d_xs, coord_scale(4), (real4f *)s->src.p);
+        k_pack_points<float><<<blocks_for(ns), BLOCK>>>(ns, t->d_order, d_xs, coord_scale(4),
+                                                        (real4f *)s->src.p, (real4f *)s->src_lo.p);
     else
-        k_pack_points<double><<<blocks_for(ns), BLOCK>>>(ns, t->d_order, d_xs, 1.0, (real4d *)s->src.p);
+        k_pack_points<double><<<blocks_for(ns), BLOCK>>>(ns, t->d_order, d_xs, 1.0, (real4d *)s->src.p,
+                                                         NULL);
     k_links<<<blocks_for(nn), BLOCK>>>((int32_t)nn, count, t->d_more, t->d_next, t->d_begin,
                                        t->d_end, (int4 *)s->links.p);
     if ((st = ok(plan, cudaGetLastError(), "the packing kernels")) != FMK_OK)
@@ -1696,12 +1782,16 @@ fmk_status build_launch(fmk_plan *plan, bh_state *s, int64_t ns, const double *d
             plan, m, d_xt, s->group, (long long)held(s), gt);
         if (st == FMK_OK)
             st = need(plan, s, &s->trg, (size_t)m * v4, "the sorted targets");
+        if (st == FMK_OK && r == 4)
+            st = need(plan, s, &s->trg_lo, (size_t)m * sizeof(real4f), "the targets' fp32 offsets");
         if (st != FMK_OK)
             return st;
         if (r == 4)
-            k_pack_points<float><<<blocks_for(m), BLOCK>>>(m, gt->d_order, d_xt, coord_scale(4), (real4f *)s->trg.p);
+            k_pack_points<float><<<blocks_for(m), BLOCK>>>(m, gt->d_order, d_xt, coord_scale(4),
+                                                           (real4f *)s->trg.p, (real4f *)s->trg_lo.p);
         else
-            k_pack_points<double><<<blocks_for(m), BLOCK>>>(m, gt->d_order, d_xt, 1.0, (real4d *)s->trg.p);
+            k_pack_points<double><<<blocks_for(m), BLOCK>>>(m, gt->d_order, d_xt, 1.0,
+                                                            (real4d *)s->trg.p, NULL);
         trg = s->trg.p;
     }
     int64_t bound = 0;
@@ -2037,6 +2127,7 @@ fmk_status run_eval_t(fmk_plan *plan, bh_state *s, const double *d_q, double *po
     const int64_t n = plan->n_sources;
     double *phase = plan->info.phase_time;
     const double S = coord_scale(s->real);
+    const real4f *lo = (const real4f *)s->src_lo.p; /* fp32 only */
     cudaError_t err = cudaEventRecord(s->ev[1], 0);
     /* tree3d.h: theta capped so that no node is accepted by a target inside it */
     const double theta = plan->opts.theta < FMK_TREE_THETA_CAP ? plan->opts.theta : FMK_TREE_THETA_CAP;
@@ -2048,14 +2139,14 @@ fmk_status run_eval_t(fmk_plan *plan, bh_state *s, const double *d_q, double *po
         k_prep_small<R><<<1, PREP_BLOCK>>>(n, t->d_order, d_q, s->d_stats, (int32_t)t->n_nodes,
                                            t->levels, lt, t->d_level, inv_theta, S, t->d_keys,
                                            (const int4 *)s->links.p, t->d_n_children,
-                                           (V *)s->src.p, (V *)s->node.p);
+                                           (V *)s->src.p, lo, (V *)s->node.p);
         err = cudaGetLastError();
     } else if (err == cudaSuccess) {
         k_pack_charges<R><<<blocks_for(n), BLOCK>>>(n, t->d_order, d_q, s->d_stats, (V *)s->src.p);
         if (t->n_nodes <= fmk_cuda_bh_moments_small_max) {
             k_moments_leaves<R><<<blocks_for(t->n_nodes, 128), 128>>>(
                 (int32_t)t->n_nodes, t->d_level, inv_theta, S, t->d_keys, (const int4 *)s->links.p,
-                t->d_n_children, (const V *)s->src.p, (V *)s->node.p);
+                t->d_n_children, (const V *)s->src.p, lo, (V *)s->node.p);
             k_moments_inner<R><<<1, MOMENTS_SMALL_BLOCK>>>(t->levels, lt, inv_theta, S, t->d_keys,
                                                           (const int4 *)s->links.p, t->d_n_children,
                                                           (const V *)s->src.p, (V *)s->node.p);
@@ -2065,7 +2156,7 @@ fmk_status run_eval_t(fmk_plan *plan, bh_state *s, const double *d_q, double *po
                 const int32_t count = (int32_t)(t->level_begin[L + 1] - first);
                 k_moments<R><<<blocks_for(count, 128), 128>>>(first, count, L, inv_theta, S, t->d_keys,
                                                               (const int4 *)s->links.p, t->d_n_children,
-                                                              (const V *)s->src.p, (V *)s->node.p);
+                                                              (const V *)s->src.p, lo, (V *)s->node.p);
             }
         }
         err = cudaGetLastError();
@@ -2081,6 +2172,8 @@ fmk_status run_eval_t(fmk_plan *plan, bh_state *s, const double *d_q, double *po
     a.node = (const V *)s->node.p;
     a.src = (const V *)s->src.p;
     a.trg = plan->self ? (const V *)s->src.p : (const V *)s->trg.p;
+    a.src_lo = lo;
+    a.trg_lo = plan->self ? lo : (const real4f *)s->trg_lo.p;
     a.trg_order = plan->self ? t->d_order : s->ttree.d_order;
     a.groups = s->d_groups;
     a.box = (const V *)s->box.p;

@@ -5,7 +5,8 @@
  * clump, a far outlier, a plane, a line, N = 1, 2); the GPU tree equals the CPU build array for
  * array; the one-wait paths of small N give the results of the paths with waits; the
  * breadth-first group walk sums what the next/more group walk sums, with each way
- * of forming the groups; out of device memory; phase times. --quick: small sizes (for compute-sanitizer). */
+ * of forming the groups; fp32 close pairs in a wide frame; out of device memory; phase times.
+ * --quick: small sizes (for compute-sanitizer). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +18,7 @@
 #include "../../src/tree3d.h"
 #include "../unit/check.h"
 #include "../unit/testutil.h"
+#include "../unit/tree_close.h"
 #include "gpu_oom.h"
 
 /* tree_internal.h (a CUDA header): the plan's GPU tree as host arrays. */
@@ -119,29 +121,21 @@ static fmk_status run(fmk_kernel kernel, const fmk_opts *o, int64_t n, const dou
     return st;
 }
 
-/* The reference: the GPU direct sum (fp64, or fp32 where the inputs' rounding to fp32 is what
- * the comparison must share). */
-static void reference_prec(fmk_kernel kernel, double soft, fmk_precision prec, int64_t n,
-                           const double *x, const double *q, int64_t m, const double *y,
-                           double *pot, double *grad)
+/* The reference: the GPU direct sum in fp64. */
+static void reference(fmk_kernel kernel, double soft, int64_t n, const double *x, const double *q,
+                      int64_t m, const double *y, double *pot, double *grad)
 {
     fmk_opts o;
     fmk_opts_default(&o);
     o.method = FMK_METHOD_DIRECT;
     o.backend = FMK_BACKEND_CUDA;
-    o.precision = prec;
+    o.precision = FMK_PRECISION_FP64;
     o.softening = soft;
     fmk_status st = run(kernel, &o, n, x, q, m, y, pot, grad, NULL);
     if (st != FMK_OK) {
         printf("reference failed\n");
         exit(2);
     }
-}
-
-static void reference(fmk_kernel kernel, double soft, int64_t n, const double *x, const double *q,
-                      int64_t m, const double *y, double *pot, double *grad)
-{
-    reference_prec(kernel, soft, FMK_PRECISION_FP64, n, x, q, m, y, pot, grad);
 }
 
 typedef struct errs {
@@ -247,7 +241,9 @@ static void test_targets(void)
     free(x), free(q), free(y), free(rp), free(rg);
 }
 
-/* Hard inputs, against the direct sum (fp64, both walks; fp32 must stay finite and close). */
+/* Hard inputs, against the direct sum in fp64 (every walk, fp64 and fp32: the fp32 walks form
+ * the offsets of close points from the points' full coordinates, so the clump and the points
+ * next to the far outlier are resolved as in fp64; fp32 must stay finite and close). */
 static void test_hard_inputs(void)
 {
     const int64_t n = quick ? 5000 : 100000;
@@ -278,9 +274,8 @@ static void test_hard_inputs(void)
                 continue;
             for (int prec = 0; prec < 2; prec++)
                 for (int w = 1; w <= N_WALKS; w++) {
-                    if (w == 1) /* fp32: the same rounding of the points as the tree's */
-                        reference_prec(kernel, soft, prec ? FMK_PRECISION_FP32 : FMK_PRECISION_FP64,
-                                       nc, x, q, 0, NULL, rp, rg);
+                    if (w == 1 && prec == 0)
+                        reference(kernel, soft, nc, x, q, 0, NULL, rp, rg);
                     fmk_opts o = tree_opts(prec ? FMK_PRECISION_FP32 : FMK_PRECISION_FP64, 0.6,
                                            walk_of(w));
                     o.softening = soft;
@@ -959,6 +954,42 @@ static void test_local(void)
     free(rp), free(rg);
 }
 
+/* fp32 and very close pairs in a wide frame (tree_close.h, where the bound is derived): the
+ * gradient at each pair point within 1e-5 of the CPU's long double reference, every walk,
+ * outliers 1e3 and 1e4 core sizes away; fp64 likewise. */
+static void test_close_pairs(void)
+{
+    const int64_t n_core = quick ? 6000 : 20000;
+    const int64_t cap = n_core + 2 * TREE_CLOSE_PAIRS + TREE_CLOSE_OUTLIERS;
+    double *x = xmalloc((size_t)cap * 24), *q = xmalloc((size_t)cap * 8);
+    double *g = xmalloc((size_t)cap * 24);
+    double y[3 * 2 * TREE_CLOSE_PAIRS], ref[3 * 2 * TREE_CLOSE_PAIRS];
+    const double sep[TREE_CLOSE_PAIRS] = {1e-2, 1.5e-2, 2e-2, 3e-2};
+    int64_t pair[2 * TREE_CLOSE_PAIRS];
+    for (int f = 0; f < 2; f++) {
+        const int64_t n = tree_close_set(n_core, f ? 1e4 : 1e3, sep, 81 + f, x, q, pair);
+        for (int p = 0; p < 2 * TREE_CLOSE_PAIRS; p++)
+            memcpy(y + 3 * p, x + 3 * pair[p], 3 * sizeof(double));
+        test_reference(FMK_KERNEL_LAPLACE, 0, n, x, q, 2 * TREE_CLOSE_PAIRS, y, NULL, ref);
+        const double w = tree_close_width(n, x);
+        for (int prec = 0; prec < 2; prec++)
+            for (int wk = 1; wk <= N_WALKS; wk++) {
+                const fmk_precision pr = prec ? FMK_PRECISION_FP64 : FMK_PRECISION_FP32;
+                check_context("close pairs: frame %.3g, walk %d, %s", w, wk, prec ? "fp64" : "fp32");
+                fmk_opts o = tree_opts(pr, 0.6, walk_of(wk));
+                const fmk_status st = run(FMK_KERNEL_LAPLACE, &o, n, x, q, 0, NULL, NULL, g, NULL);
+                fmk_cuda_bh_group_walk = 0;
+                if (!CHECK(st == FMK_OK))
+                    continue;
+                const double e = tree_close_error(g, ref, pair);
+                printf("close pairs: frame %.3g, walk %d, %s: largest gradient error %.3g\n", w,
+                       wk, prec ? "fp64" : "fp32", e);
+                CHECK_MSG(e < 1e-5, "gradient error at the pair points %.3g", e);
+            }
+    }
+    free(x), free(q), free(g);
+}
+
 /* Out of device memory: the status, a message with the bytes, nothing leaked, the plan usable. */
 static void test_oom(void)
 {
@@ -990,7 +1021,7 @@ static void test_oom(void)
 }
 
 /* test_tree_gpu [--quick] [knobs] [test ...]: names pick tests (device_paths, one_wait, same_tree, targets,
- * hard_inputs, accuracy, walks_agree, small_paths, group_modes, mac, local, oom); none: all
+ * hard_inputs, accuracy, walks_agree, small_paths, group_modes, mac, local, close_pairs, oom); none: all
  * (oom not with --quick). make gpu-test runs racecheck on a named subset: its cost grows with
  * the walk's shared-memory traffic, and the whole --quick set is too slow under it. */
 int main(int argc, char **argv)
@@ -1033,7 +1064,7 @@ int main(int argc, char **argv)
                  {"accuracy", test_accuracy},         {"walks_agree", test_walks_agree},
                  {"small_paths", test_small_paths},   {"group_modes", test_group_modes},
                  {"mac", test_mac},                   {"local", test_local},
-                 {"oom", test_oom}};
+                 {"close_pairs", test_close_pairs},   {"oom", test_oom}};
     for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
         int want = n_names == 0;
         for (int k = 0; k < n_names; k++)

@@ -12,6 +12,7 @@
 #include "../../src/tree3d.h"
 #include "check.h"
 #include "testutil.h"
+#include "tree_close.h"
 
 /* The treecode's terms (bh_terms.h) and the group walks' cell-to-group terms (bh_local.h), in
  * double, for the operator test below. */
@@ -308,6 +309,43 @@ static void test_walks_agree(fmk_kernel kernel, double softening)
     CHECK_MSG(test_rel_l2(p2, p1, n) < 1e-4 && test_rel_l2(g2, g1, 3 * n) < 1e-3,
               "fp32 vs fp64: %.3g, %.3g", test_rel_l2(p2, p1, n), test_rel_l2(g2, g1, 3 * n));
     free(x), free(q), free(p1), free(g1), free(p2), free(g2), free(rp), free(rg);
+}
+
+/* fp32 and very close pairs in a wide frame (tree_close.h): the gradient at each pair point
+ * within 1e-5 of the reference, both walks, outliers 1e3 and 1e4 core sizes away. */
+static void test_close_pairs(void)
+{
+    const int64_t n_core = SANITIZED ? 6000 : 20000;
+    const int64_t cap = n_core + 2 * TREE_CLOSE_PAIRS + TREE_CLOSE_OUTLIERS;
+    double *x = test_alloc(3 * cap), *q = test_alloc(cap), *g = test_alloc(3 * cap);
+    double y[3 * 2 * TREE_CLOSE_PAIRS], ref[3 * 2 * TREE_CLOSE_PAIRS];
+    const double sep[TREE_CLOSE_PAIRS] = {1e-2, 1.5e-2, 2e-2, 3e-2};
+    int64_t pair[2 * TREE_CLOSE_PAIRS];
+    for (int f = 0; f < 2; f++) {
+        const double far = f ? 1e4 : 1e3;
+        const int64_t n = tree_close_set(n_core, far, sep, 81 + f, x, q, pair);
+        for (int p = 0; p < 2 * TREE_CLOSE_PAIRS; p++)
+            memcpy(y + 3 * p, x + 3 * pair[p], 3 * sizeof(double));
+        test_reference(FMK_KERNEL_LAPLACE, 0, n, x, q, 2 * TREE_CLOSE_PAIRS, y, NULL, ref);
+        const double w = tree_close_width(n, x);
+        for (int run = 0; run < 3; run++) {
+            const fmk_walk walk = run == 1 ? FMK_WALK_STACKLESS : FMK_WALK_GROUP;
+            const fmk_precision prec = run == 2 ? FMK_PRECISION_FP64 : FMK_PRECISION_FP32;
+            check_context("close pairs: frame %.3g, pairs %.2g..%.2g of it, %s, %s", w,
+                          sep[0] / w, sep[TREE_CLOSE_PAIRS - 1] / w,
+                          walk == FMK_WALK_STACKLESS ? "stackless" : "group",
+                          prec == FMK_PRECISION_FP32 ? "fp32" : "fp64");
+            tree_case c = {FMK_KERNEL_LAPLACE, 0, 0.6, 2, walk, 0, prec};
+            if (!CHECK(run_tree(&c, n, x, q, 0, NULL, NULL, g, NULL) == 0))
+                continue;
+            const double e = tree_close_error(g, ref, pair);
+            printf("close pairs: frame %.3g, %s %s: largest gradient error %.3g\n", w,
+                   walk == FMK_WALK_STACKLESS ? "stackless" : "group",
+                   prec == FMK_PRECISION_FP32 ? "fp32" : "fp64", e);
+            CHECK_MSG(e < 1e-5, "gradient error at the pair points %.3g", e);
+        }
+    }
+    free(x), free(q), free(g);
 }
 
 /* Separate targets (some of them on sources) against direct, both walks. */
@@ -621,6 +659,7 @@ int main(void)
     test_walks_agree(FMK_KERNEL_LAPLACE, 0);
     test_walks_agree(FMK_KERNEL_PLUMMER, 0.01);
     test_targets();
+    test_close_pairs();
     test_local_step();
     test_degenerate();
     test_memory();
