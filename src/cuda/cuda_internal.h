@@ -72,7 +72,8 @@ void fmk_cuda_leave(int device, int prev);
 /* The number of multiprocessors of a device (>= 1). */
 int fmk_cuda_sm_count(int device);
 /* An engine's set_points_device around its own points(): the plan's points dropped first and
- * again on failure (the engine contract), points() run with the plan's device current. */
+ * again on failure (the engine contract), points() run with the plan's device current. An
+ * engine with reuses_state finds the previous points' state in plan->state (NULL if none). */
 typedef fmk_status (*fmk_cuda_points_fn)(fmk_plan *plan, int64_t ns, const double *d_s,
                                          int64_t nt, const double *d_t);
 fmk_status fmk_cuda_set_points_device(fmk_plan *plan, int64_t ns, const double *d_s, int64_t nt,

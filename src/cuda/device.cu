@@ -96,11 +96,18 @@ extern "C" fmk_status fmk_cuda_set_points_device(fmk_plan *plan, int64_t ns, con
                                                  int64_t nt, const double *d_t,
                                                  fmk_cuda_points_fn points)
 {
-    fmk_plan_drop_points(plan); /* the contract: on failure the plan has no points */
+    /* the contract: on failure the plan has no points; an engine that reuses its state
+     * (fmk_engine.reuses_state) gets the previous points' state back through the drop */
+    void *keep = plan->engine->reuses_state ? plan->state : NULL;
+    plan->state = keep ? NULL : plan->state;
+    fmk_plan_drop_points(plan);
+    plan->state = keep;
     int prev;
     fmk_status st = fmk_cuda_enter(plan, plan->opts.device, &prev);
-    if (st != FMK_OK)
+    if (st != FMK_OK) {
+        fmk_plan_drop_points(plan);
         return st;
+    }
     st = points(plan, ns, d_s, nt, d_t);
     if (st != FMK_OK)
         fmk_plan_drop_points(plan);

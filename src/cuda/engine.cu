@@ -267,26 +267,10 @@ fmk_status points_device(fmk_plan *plan, int64_t ns, const double *d_s, int64_t 
     return FMK_OK;
 }
 
-/* set_points_device: the state of the plan's previous points is kept through the drop of the
- * points (its buffers serve again); on failure the plan holds no state and no points. */
 fmk_status cuda_set_points_device(fmk_plan *plan, int64_t ns, const double *d_s, int64_t nt,
                                   const double *d_t)
 {
-    void *keep = plan->state;
-    int prev;
-    fmk_status st = fmk_cuda_enter(plan, plan->opts.device, &prev);
-    if (st != FMK_OK) {
-        fmk_plan_drop_points(plan);
-        return st;
-    }
-    plan->state = NULL;
-    fmk_plan_drop_points(plan);
-    plan->state = keep;
-    st = points_device(plan, ns, d_s, nt, d_t);
-    if (st != FMK_OK)
-        fmk_plan_drop_points(plan);
-    fmk_cuda_leave(plan->opts.device, prev);
-    return st;
+    return fmk_cuda_set_points_device(plan, ns, d_s, nt, d_t, points_device);
 }
 
 /* The message for a non-finite charge found on the GPU. */

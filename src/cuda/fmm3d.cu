@@ -1857,23 +1857,9 @@ fmk_status points_device(fmk_plan *plan, int64_t ns, const double *d_s, int64_t 
 fmk_status fmm_set_points_device(fmk_plan *plan, int64_t ns, const double *d_s, int64_t nt,
                                  const double *d_t)
 {
-    /* the previous points' state is kept through the drop (its buffers serve again: repeated
-     * calls allocate little); on failure the plan holds no state and no points */
-    fmm_gpu *keep = (fmm_gpu *)plan->state;
-    int prev;
-    fmk_status st = fmk_cuda_enter(plan, plan->opts.device, &prev);
-    if (st != FMK_OK) {
-        fmk_plan_drop_points(plan);
-        return st;
-    }
-    plan->state = NULL;
-    fmk_plan_drop_points(plan);
-    plan->state = keep;
-    st = points_device(plan, ns, d_s, nt, d_t);
-    if (st != FMK_OK)
-        fmk_plan_drop_points(plan);
-    fmk_cuda_leave(plan->opts.device, prev);
-    return st;
+    /* the previous points' state is kept through the drop (reuses_state: its buffers serve
+     * again, repeated calls allocate little); on failure the plan holds no state and no points */
+    return fmk_cuda_set_points_device(plan, ns, d_s, nt, d_t, points_device);
 }
 
 /* Blocks per box of a point pass over at most n points: passes of BLOCK points spread over
