@@ -99,9 +99,11 @@ extern "C" fmk_status fmk_cuda_set_points_device(fmk_plan *plan, int64_t ns, con
     /* the contract: on failure the plan has no points; an engine that reuses its state
      * (fmk_engine.reuses_state) gets the previous points' state back through the drop */
     void *keep = plan->engine->reuses_state ? plan->state : NULL;
-    plan->state = keep ? NULL : plan->state;
+    if (keep)
+        plan->state = NULL;
     fmk_plan_drop_points(plan);
-    plan->state = keep;
+    if (keep)
+        plan->state = keep;
     int prev;
     fmk_status st = fmk_cuda_enter(plan, plan->opts.device, &prev);
     if (st != FMK_OK) {
