@@ -156,21 +156,23 @@ fmk_status pack(fmk_plan *plan, int64_t n, int64_t n_pad, const double *d_x, int
     return err == cudaSuccess ? FMK_OK : fmk_cuda_fail(plan, err, "the point packing kernel");
 }
 
-/* Uploads host mapped points through the state's workspace and packs them. */
-fmk_status upload_points(fmk_plan *plan, int64_t n, int64_t n_pad, const double *x, void *d_out)
+/* Uploads host mapped points through the staging buffer d_tmp and packs them. */
+fmk_status upload_points(fmk_plan *plan, int64_t n, int64_t n_pad, const double *x, double *d_tmp,
+                         void *d_out)
 {
     if (n_pad == 0)
         return FMK_OK;
-    fmk_cuda_direct *s = (fmk_cuda_direct *)plan->state;
     if (n > 0) {
-        cudaError_t err = cudaMemcpy(s->d_temp, x, (size_t)n * plan->dim * sizeof(double),
+        cudaError_t err = cudaMemcpy(d_tmp, x, (size_t)n * plan->dim * sizeof(double),
                                      cudaMemcpyHostToDevice);
         if (err != cudaSuccess)
             return fmk_cuda_fail(plan, err, "cudaMemcpy (points to the GPU)");
     }
-    return pack(plan, n, n_pad, (const double *)s->d_temp, 0, d_out);
+    return pack(plan, n, n_pad, d_tmp, 0, d_out);
 }
 
+/* Host points: the kept buffers, and a staging buffer for the mapped points while they are
+ * packed (freed before returning: the plan holds what fmk_plan_memory reported). */
 fmk_status cuda_setup(fmk_plan *plan)
 {
     int prev;
@@ -179,20 +181,22 @@ fmk_status cuda_setup(fmk_plan *plan)
         return st;
     const int64_t nt = plan->self ? -1 : plan->n_targets;
     const int64_t most = plan->n_sources > nt ? plan->n_sources : nt;
-    st = prepare_state(plan, plan->n_sources, nt, (size_t)most * plan->dim * sizeof(double));
+    const size_t stage = (size_t)most * plan->dim * sizeof(double);
+    double *d_tmp = NULL;
+    st = prepare_state(plan, plan->n_sources, nt, 0);
+    if (st == FMK_OK)
+        st = fmk_cuda_alloc(plan, (void **)&d_tmp, stage, "staging the points",
+                            (long long)(plan->state_bytes_device + stage));
     if (st == FMK_OK) {
         fmk_cuda_direct *s = (fmk_cuda_direct *)plan->state;
-        st = upload_points(plan, plan->n_sources, s->n_pad, plan->sources, s->d_src);
+        st = upload_points(plan, plan->n_sources, s->n_pad, plan->sources, d_tmp, s->d_src);
         if (st == FMK_OK && !plan->self)
-            st = upload_points(plan, plan->n_targets, s->m_pad, plan->targets, s->d_trg);
-        if (st == FMK_OK) {
-            const cudaError_t err = cudaDeviceSynchronize();
-            if (err != cudaSuccess)
-                st = fmk_cuda_fail(plan, err, "the point packing kernel");
-        }
-        if (st != FMK_OK)
-            cuda_release(plan);
+            st = upload_points(plan, plan->n_targets, s->m_pad, plan->targets, d_tmp, s->d_trg);
     }
+    if (d_tmp && cudaFree(d_tmp) != cudaSuccess && st == FMK_OK) /* waits for the packing */
+        st = fmk_cuda_fail(plan, cudaGetLastError(), "the point packing kernel");
+    if (st != FMK_OK)
+        cuda_release(plan);
     fmk_cuda_leave(plan->opts.device, prev);
     return st;
 }
