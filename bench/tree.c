@@ -28,8 +28,8 @@
  *   --sort-tiles K              small trees of up to K x 8192 points sort their keys in K
  *                               blocks and merge them (default 4; 1: CUB's sort above 8192)
  *   --build-block T             threads of the one-block tree build (512 or 1024, default)
- *   --fused K                   small trees (up to --sort-tiles x 8192 points): keys, sort,
- *                               merge and build in one launch (1, default; 0: two or three)
+ *   --fused K                   trees of at most 8192 points: keys, sort and build in one
+ *                               launch (1, default; 0: two launches)
  *   --top-sort K                the one-block sorts: top 30 key bits, then the runs of equal
  *                               top bits (1, default), or all 63 bits (0)
  *   --frame-cluster K           the frame of small sets by a cluster of K blocks (default 8;
@@ -105,8 +105,8 @@ extern int fmk_cuda_tree_sort_tiles;
 /* The threads of the one-block build (512 or 1024, default; a tuning knob, not API). */
 extern int fmk_cuda_tree_build_block;
 /* The one-block sorts of the top 30 key bits and then the runs (1, default) or of all 63 bits
- * (0), and the keys, sort, merge and build of small trees in one launch (1, default) or in two
- * or three (0). Tuning knobs, not API. */
+ * (0), and the keys, sort and build of trees of at most 8192 points in one launch (1, default)
+ * or in two (0). Tuning knobs, not API. */
 extern int fmk_cuda_tree_top_sort;
 extern int fmk_cuda_tree_fused;
 /* The blocks of the frame of small sets (a thread-block cluster of 1 .. 8, default 8; a

@@ -3,11 +3,9 @@
  * nodes level by level (breadth-first, key order), next/more pointers, and the target groups
  * of the group walk. tree_internal.h describes the arrays.
  */
-#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <cooperative_groups.h>
 #include <cub/block/block_radix_sort.cuh>
 #include <cub/block/block_scan.cuh>
 #include <cub/device/device_radix_sort.cuh>
@@ -85,7 +83,7 @@ template <int BLOCK_THREADS> struct small_sort {
     static constexpr int ITEMS = SORT_SMALL_MAX / BLOCK_THREADS;
     typedef cub::BlockRadixSort<uint32_t, BLOCK_THREADS, ITEMS, int32_t, 6> top_t;
     typedef cub::BlockRadixSort<uint64_t, BLOCK_THREADS, ITEMS, int32_t, 6> type;
-    /* the block's shared memory (dynamic: ~200 KB) */
+    /* the block's shared memory (dynamic: ~170 KB) */
     struct storage {
         union {
             typename top_t::TempStorage top;
@@ -94,8 +92,6 @@ template <int BLOCK_THREADS> struct small_sort {
         } u;
         uint64_t key[SORT_SMALL_MAX]; /* the tile's keys by index */
         int32_t idx[SORT_SMALL_MAX];  /* the tile's indices sorted by their top bits */
-        /* with key and idx: room for two tiles' keys (k_tree_small's merge) */
-        uint64_t rest[SORT_SMALL_MAX / 2];
         int full_sort;
     };
 };
@@ -576,18 +572,14 @@ __global__ void __launch_bounds__(BUILD_BLOCK)
                              level, lb, h_lb);
 }
 
-/* The keys, their sort and the tree of a small set in one launch: a thread-block cluster of
- * one block per tile of SORT_SMALL_MAX points (up to 4). Each block sorts its tile as
- * k_sort_small does; with several tiles each block then places its keys as k_merge_tiles does,
- * with the binary searches in the other tiles' sorted keys in their blocks' shared memory,
- * and block 0 builds the tree as k_build_small does, from the sorted keys in its shared
- * memory (up to two tiles: the others write theirs there) or in global memory. The same
- * arrays as the three kernels. */
+/* The keys, their sort and the tree of at most SORT_SMALL_MAX points in one launch
+ * (k_sort_small's block part, then k_build_small's from the sorted keys in shared memory: the
+ * octant searches of every level read shared memory, not global). The same arrays as the two
+ * kernels. */
 template <int BUILD_BLOCK>
 __global__ void __launch_bounds__(BUILD_BLOCK)
     k_tree_small(int64_t n, const double *__restrict__ x, int run_max, int full, int leaf_size,
                  int64_t cap, uint64_t *__restrict__ keys, int32_t *__restrict__ order,
-                 uint64_t *__restrict__ keys_alt, int32_t *__restrict__ order_alt,
                  int32_t *__restrict__ begin, int32_t *__restrict__ end,
                  int32_t *__restrict__ n_children, int32_t *__restrict__ more,
                  int32_t *__restrict__ next, int32_t *__restrict__ parent,
@@ -596,49 +588,10 @@ __global__ void __launch_bounds__(BUILD_BLOCK)
     extern __shared__ __align__(16) unsigned char smem[];
     typename small_sort<BUILD_BLOCK>::storage &s =
         *reinterpret_cast<typename small_sort<BUILD_BLOCK>::storage *>(smem);
-#if __CUDA_ARCH__ >= 900
-    cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
-    const unsigned tiles = cluster.num_blocks(), rank = cluster.block_rank();
-#else /* no clusters: one tile (tree_small) */
-    const unsigned tiles = 1, rank = 0;
-#endif
-    if (rank == 0 && threadIdx.x == 0)
+    if (threadIdx.x == 0)
         lb[FMK_CUDA_TREE_LB_SORT] = 0; /* these keys are sorted on every bit */
-    const int64_t base = (int64_t)rank * SORT_SMALL_MAX;
-    sort_tile<BUILD_BLOCK>(n, base, x, run_max, full, s, tiles > 1 ? keys_alt : keys,
-                           tiles > 1 ? order_alt : order);
-    const uint64_t *sorted = s.u.sorted;
-    static_assert(offsetof(typename small_sort<BUILD_BLOCK>::storage, rest) ==
-                      offsetof(typename small_sort<BUILD_BLOCK>::storage, key) + 12 * SORT_SMALL_MAX,
-                  "key, idx and rest hold two tiles' keys");
-#if __CUDA_ARCH__ >= 900
-    if (tiles > 1) {
-        cluster.sync(); /* every tile sorted */
-        uint64_t *gather = tiles == 2 ? cluster.map_shared_rank(s.key, 0) : NULL;
-        const int m = (int)(n - base < SORT_SMALL_MAX ? n - base : SORT_SMALL_MAX);
-        for (int r = threadIdx.x; r < m; r += BUILD_BLOCK) {
-            const uint64_t k = s.u.sorted[r];
-            int64_t place = base + r;
-            for (unsigned b = 0; b < tiles; b++) {
-                if (b == rank)
-                    continue;
-                const int64_t mb = n - (int64_t)b * SORT_SMALL_MAX < SORT_SMALL_MAX
-                                       ? n - (int64_t)b * SORT_SMALL_MAX
-                                       : SORT_SMALL_MAX;
-                place += key_bound(cluster.map_shared_rank(s.u.sorted, b), 0, mb, k, b < rank);
-            }
-            keys[place] = k, order[place] = order_alt[base + r];
-            if (gather)
-                gather[place] = k;
-        }
-        __threadfence();
-        cluster.sync(); /* every key placed (and no block's shared memory read any more) */
-        if (rank != 0)
-            return;
-        sorted = tiles == 2 ? s.key : keys;
-    }
-#endif
-    build_nodes<BUILD_BLOCK>(n, leaf_size, cap, sorted, begin, end, n_children, more, next,
+    sort_tile<BUILD_BLOCK>(n, 0, x, run_max, full, s, keys, order);
+    build_nodes<BUILD_BLOCK>(n, leaf_size, cap, s.u.sorted, begin, end, n_children, more, next,
                              parent, level, lb, h_lb);
 }
 
@@ -878,10 +831,9 @@ int fmk_cuda_tree_build_block = 1024;
 extern "C" int fmk_cuda_tree_sort_tiles;
 int fmk_cuda_tree_sort_tiles = 4;
 /* Tuning knobs (not API): the one-block sorts sort the keys' top 30 bits and then the runs of
- * equal top bits (1), or all 63 bits (0); trees of at most fmk_cuda_tree_sort_tiles times
- * 8192 points built without a host wait get their keys, sort and nodes from one launch (a
- * cluster of a block per 8192 points, k_tree_small: 1) or from two or three (k_sort_small or
- * CUB's sort, k_merge_tiles, k_build_small: 0). */
+ * equal top bits (1), or all 63 bits (0); trees of at most 8192 points built without a host
+ * wait get their keys, sort and nodes from one launch of one block (k_tree_small: 1) or from
+ * two (k_sort_small or CUB's sort, then k_build_small: 0). */
 extern "C" int fmk_cuda_tree_top_sort;
 int fmk_cuda_tree_top_sort = 1;
 extern "C" int fmk_cuda_tree_fused;
@@ -1160,59 +1112,22 @@ cudaError_t sort_small(int64_t n, const double *d_x, fmk_cuda_tree *t)
     return err;
 }
 
-/* Whether the current device launches thread-block clusters (compute capability 9.0 on). */
-int clusters_ok(void)
-{
-    static int known[64], ok[64];
-    int dev = 0, major = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0) {
-        (void)cudaGetLastError();
-        return 0;
-    }
-    if (dev < 64 && known[dev])
-        return ok[dev];
-    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return 0;
-    }
-    if (dev < 64)
-        known[dev] = 1, ok[dev] = major >= 9;
-    return major >= 9;
-}
+/* Whether k_tree_small takes the n points (else k_sort_small or CUB's sort and k_build_small). */
+int tree_small_takes(int64_t n) { return fmk_cuda_tree_fused && n > 0 && n <= SORT_SMALL_MAX; }
 
-/* Tiles of k_tree_small for n points: 0 when it does not take them (then k_sort_small or
- * CUB's sort and k_build_small do). */
-int64_t tree_small_tiles(int64_t n)
-{
-    const int64_t tiles = (n + SORT_SMALL_MAX - 1) / SORT_SMALL_MAX;
-    if (!fmk_cuda_tree_fused || n <= 0 || tiles > fmk_cuda_tree_sort_tiles || tiles > 4)
-        return 0;
-    return tiles == 1 || clusters_ok() ? tiles : 0;
-}
-
-/* k_tree_small over the n mapped points d_x into t, a cluster of tiles blocks (h_lb as
- * build_small's). */
-cudaError_t tree_small(int64_t n, int64_t tiles, const double *d_x, fmk_cuda_tree *t,
-                       int32_t *h_lb)
+/* k_tree_small over the n mapped points d_x into t (h_lb as build_small's). */
+cudaError_t tree_small(int64_t n, const double *d_x, fmk_cuda_tree *t, int32_t *h_lb)
 {
     static int ready = 0;
     const int bytes = (int)sizeof(small_sort<512>::storage);
     cudaError_t err = allow_smem(k_tree_small<512>, bytes, &ready);
-    if (err != cudaSuccess)
-        return err;
-    cudaLaunchConfig_t cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = (unsigned)tiles;
-    attr[0].val.clusterDim.y = attr[0].val.clusterDim.z = 1;
-    cfg.gridDim = dim3((unsigned)tiles), cfg.blockDim = dim3(512), cfg.dynamicSmemBytes = bytes;
-    cfg.attrs = attr, cfg.numAttrs = tiles > 1 ? 1 : 0;
-    return cudaLaunchKernelEx(&cfg, k_tree_small<512>, n, d_x, fmk_cuda_tree_split_run_max,
-                              !fmk_cuda_tree_top_sort, t->leaf_size, t->cap_nodes, t->d_keys,
-                              t->d_order, t->d_keys_alt, t->d_order_alt, t->d_begin, t->d_end,
-                              t->d_n_children, t->d_more, t->d_next, t->d_parent, t->d_level,
-                              t->d_lb, h_lb);
+    if (err == cudaSuccess)
+        k_tree_small<512><<<1, 512, bytes>>>(n, d_x, fmk_cuda_tree_split_run_max,
+                                             !fmk_cuda_tree_top_sort, t->leaf_size, t->cap_nodes,
+                                             t->d_keys, t->d_order, t->d_begin, t->d_end,
+                                             t->d_n_children, t->d_more, t->d_next, t->d_parent,
+                                             t->d_level, t->d_lb, h_lb);
+    return err == cudaSuccess ? cudaGetLastError() : err;
 }
 
 /* Sorts the keys of the n mapped points d_x with their indices into t->d_keys, t->d_order:
@@ -1289,13 +1204,12 @@ extern "C" fmk_status fmk_cuda_tree3d_build_async(fmk_plan *plan, int64_t n, con
 {
     if (n > fmk_cuda_tree_small_max)
         return fmk_cuda_tree3d_build(plan, n, d_x, leaf_size, extra, t);
-    const int64_t tiles = tree_small_tiles(n);
-    fmk_status st = prepare(plan, n, leaf_size, extra, t, tiles == 0);
+    const int fused = tree_small_takes(n);
+    fmk_status st = prepare(plan, n, leaf_size, extra, t, !fused);
     if (st == FMK_OK)
         st = pin_lb(plan, t);
-    if (st == FMK_OK && tiles > 0) {
-        st = check(plan, tree_small(n, tiles, d_x, t, t->dh_lb),
-                   "the one-launch keys, sort and tree build");
+    if (st == FMK_OK && fused) {
+        st = check(plan, tree_small(n, d_x, t, t->dh_lb), "the one-block keys, sort and tree build");
     } else {
         if (st == FMK_OK) /* a split sort's flag is looked at by finish */
             st = sort_points(plan, t, n, d_x, n > fmk_cuda_tree_split_sort_min);

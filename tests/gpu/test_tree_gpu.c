@@ -52,8 +52,8 @@ extern int fmk_cuda_bh_split_deepest;
 /* The threads of the one-block build (512 or 1024). */
 extern int fmk_cuda_tree_build_block;
 /* The one-block sorts: the keys' top 30 bits, then the runs of equal top bits (1), or all 63
- * bits (0); small trees (built without a wait) from one launch (1: keys, sort, merge and
- * build), or 0: the sort, the merge and the build in two or three. */
+ * bits (0); trees of at most 8192 points (built without a wait) from one launch (1: keys,
+ * sort and build), or 0: the sort and the build in two. */
 extern int fmk_cuda_tree_top_sort;
 extern int fmk_cuda_tree_fused;
 /* The one-wait paths of small N: the one-block frame of sets of at most this many points,
@@ -404,40 +404,37 @@ static void test_device_paths(void)
  * level over the GPU; level by level with the keys sorted on all 63 bits (and the first levels
  * by binary searches, not the cell table), by the split sort (top 32 bits, then runs of equal
  * top bits), and by the split sort falling back to all 63 bits (run_max 1, or a tight
- * cluster's long runs). The small paths: keys, sort and build in one launch (one block, or a
- * cluster of a block per 8192 points: 2 tiles merged into block 0's shared memory, 3 or 4
- * merged in global memory), with the sort of the top 30 bits then the runs and its fall back
- * to all 63 bits in the same block (run_max 1, a third of the points identical, a tight
- * cluster), and the kernels before (a 63-bit one-block sort and the build of 512 threads; the
- * tiles sorted by their own kernel, merged, then built). */
+ * cluster's long runs). The small paths: keys, sort and build in one launch, with the sort of
+ * the top 30 bits then the runs and its fall back to all 63 bits in the same block (run_max
+ * 1, a third of the points identical, a tight cluster); tiles of 8192 sorted so and merged;
+ * and the kernels before (a 63-bit one-block sort, then the build of 512 threads). */
 static void test_same_tree(void)
 {
     const int64_t n = quick ? 5000 : 200000, n_tiles = quick ? 12000 : 30000;
     double *x = xmalloc((size_t)(n > n_tiles ? n : n_tiles) * 24);
     const int leaf_sizes[3] = {1, 16, 64};
-    static const char *const builds[9] = {
+    static const char *const builds[8] = {
         "one launch of one block (keys, top-bit sort, build)",
         "level by level, 63-bit sort, binary searches",
         "level by level, split sort",
         "level by level, split sort falling back",
-        "one launch, a cluster of tiles",
+        "one block of 1024 threads, keys sorted in tiles (top bits) and merged",
         "one block of 512 threads after a 63-bit one-block sort (two launches)",
         "one launch of one block, every run of equal top bits sorted on 63 bits",
-        "one launch, a cluster of 3 tiles, every run sorted on 63 bits",
-        "tiles sorted (top bits) and merged by their own kernels, then one block of 1024"};
-    for (int c = 0; c < 54; c++) {
+        "3 tiles, every run of equal top bits sorted on 63 bits, merged, one block"};
+    for (int c = 0; c < 48; c++) {
         const int build = c / 6, dist = c % 6;
         const int one_block = build == 0 || build >= 4;
         fmk_cuda_tree_small_max = one_block ? 1ll << 40 : 0;
         fmk_cuda_tree_split_sort_min = build == 2 || build == 3 ? 0 : 1ll << 40;
-        fmk_cuda_tree_split_run_max = build == 3 || build == 6 || build == 7 ? 1 : 1024;
+        fmk_cuda_tree_split_run_max = build == 3 || build >= 6 ? 1 : 1024;
         fmk_cuda_tree_cells = build != 1;
         fmk_cuda_tree_build_block = build == 5 ? 512 : 1024;
         fmk_cuda_tree_top_sort = build != 5;
-        fmk_cuda_tree_fused = build != 5 && build != 8;
+        fmk_cuda_tree_fused = build != 5;
         /* one block: the one-block sort takes 2049 .. 8192 points */
         int64_t nc = dist == 3 ? 1 : dist == 4 ? 2 : one_block && n > 8000 ? 8000 : n;
-        if ((build == 4 || build == 8) && dist != 3 && dist != 4) /* 2 (quick) or 4 tiles */
+        if (build == 4 && dist != 3 && dist != 4) /* 2 (quick) or 4 tiles */
             nc = n_tiles;
         if (build == 7 && dist != 3 && dist != 4)
             nc = 20000;
