@@ -410,8 +410,9 @@ static void test_device_paths(void)
  * and the kernels before (a 63-bit one-block sort, then the build of 512 threads). */
 static void test_same_tree(void)
 {
-    const int64_t n = quick ? 5000 : 200000, n_tiles = quick ? 12000 : 30000;
-    double *x = xmalloc((size_t)(n > n_tiles ? n : n_tiles) * 24);
+    const int64_t n = quick ? 5000 : 200000, n_tiles = quick ? 12000 : 30000, n_three = 20000;
+    const int64_t n_max = n > n_tiles ? (n > n_three ? n : n_three) : (n_tiles > n_three ? n_tiles : n_three);
+    double *x = xmalloc((size_t)n_max * 24);
     const int leaf_sizes[3] = {1, 16, 64};
     static const char *const builds[8] = {
         "one launch of one block (keys, top-bit sort, build)",
@@ -436,8 +437,8 @@ static void test_same_tree(void)
         int64_t nc = dist == 3 ? 1 : dist == 4 ? 2 : one_block && n > 8000 ? 8000 : n;
         if (build == 4 && dist != 3 && dist != 4) /* 2 (quick) or 4 tiles */
             nc = n_tiles;
-        if (build == 7 && dist != 3 && dist != 4)
-            nc = 20000;
+        if (build == 7 && dist != 3 && dist != 4) /* 3 tiles */
+            nc = n_three;
         test_points(dist == 1 ? TEST_DIST_CLUSTERED : TEST_DIST_PLUMMER, nc, 61 + dist, x);
         if (dist == 2) /* a third of them identical */
             for (int64_t i = 0; i < nc / 3; i++)
