@@ -28,6 +28,12 @@
  *   --sort-tiles K              small trees of up to K x 8192 points sort their keys in K
  *                               blocks and merge them (default 4; 1: CUB's sort above 8192)
  *   --build-block T             threads of the one-block tree build (512 or 1024, default)
+ *   --fused K                   trees of at most 8192 points: keys, sort and build in one
+ *                               launch (1, default; 0: two launches)
+ *   --top-sort K                the one-block sorts: top 30 key bits, then the runs of equal
+ *                               top bits (1, default), or all 63 bits (0)
+ *   --frame-cluster K           the frame of small sets by a cluster of K blocks (default 8;
+ *                               1: one block)
  *   --split-deepest             the split walk at the deepest of the levels that allow the
  *                               most parts (default: the shallowest)
  *   --frame-small N, --prep-small N   the largest sets of the one-block frame and of the
@@ -98,6 +104,14 @@ extern int fmk_cuda_bh_async;
 extern int fmk_cuda_tree_sort_tiles;
 /* The threads of the one-block build (512 or 1024, default; a tuning knob, not API). */
 extern int fmk_cuda_tree_build_block;
+/* The one-block sorts of the top 30 key bits and then the runs (1, default) or of all 63 bits
+ * (0), and the keys, sort and build of trees of at most 8192 points in one launch (1, default)
+ * or in two (0). Tuning knobs, not API. */
+extern int fmk_cuda_tree_top_sort;
+extern int fmk_cuda_tree_fused;
+/* The blocks of the frame of small sets (a thread-block cluster of 1 .. 8, default 8; a
+ * tuning knob, not API). */
+extern int fmk_cuda_bh_frame_cluster;
 /* Of the levels that allow the most parts, the split walk takes the shallowest (0, default) or
  * the deepest (1; a tuning knob, not API). */
 extern int fmk_cuda_bh_split_deepest;
@@ -432,6 +446,12 @@ int main(int argc, char **argv)
             fmk_cuda_bh_split_deepest = 1;
         else if (strcmp(argv[a], "--build-block") == 0 && a + 1 < argc)
             fmk_cuda_tree_build_block = atoi(argv[++a]);
+        else if (strcmp(argv[a], "--frame-cluster") == 0 && a + 1 < argc)
+            fmk_cuda_bh_frame_cluster = atoi(argv[++a]);
+        else if (strcmp(argv[a], "--fused") == 0 && a + 1 < argc)
+            fmk_cuda_tree_fused = atoi(argv[++a]);
+        else if (strcmp(argv[a], "--top-sort") == 0 && a + 1 < argc)
+            fmk_cuda_tree_top_sort = atoi(argv[++a]);
         else if (strcmp(argv[a], "--sort-tiles") == 0 && a + 1 < argc)
             fmk_cuda_tree_sort_tiles = atoi(argv[++a]);
         else if (strcmp(argv[a], "--frame-small") == 0 && a + 1 < argc)
@@ -473,7 +493,7 @@ int main(int argc, char **argv)
         else {
             fprintf(stderr, "usage: tree [--json] [--quick] [--theta-sweep] [--max-log2 K] [--leaf L] "
                             "[--headline [--big] [--variants]] [--profile] [--groups] [--crossover] "
-                            "[--one N [--plummer] [--direct] [--errors]] [--no-small] [--one-wait-off] [--sort-tiles K] [--build-block T] [--split-deepest] [--frame-small N] [--prep-small N] [--split-sort-min N] "
+                            "[--one N [--plummer] [--direct] [--errors]] [--no-small] [--one-wait-off] [--sort-tiles K] [--build-block T] [--fused K] [--top-sort K] [--frame-cluster K] [--split-deepest] [--frame-small N] [--prep-small N] [--split-sort-min N] "
                             "[--no-cells] "
                             "[--split-nodes K] "
                             "[--split-level L] [--split-warps W] [--theta T] [--mac K] [--leaf-theta T] "

@@ -41,6 +41,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cooperative_groups.h>
 #include <cub/block/block_reduce.cuh>
 #include <cuda/functional>
 
@@ -155,6 +156,9 @@ double fmk_cuda_bh_local_open = 0.5;
  *   moments' two). */
 extern "C" long long fmk_cuda_bh_frame_small_max;
 long long fmk_cuda_bh_frame_small_max = 1ll << 15;
+/* Tuning knob (not API): the blocks of k_frame_small, a thread-block cluster (1 .. 8). */
+extern "C" int fmk_cuda_bh_frame_cluster;
+int fmk_cuda_bh_frame_cluster = 8;
 extern "C" int fmk_cuda_bh_async;
 int fmk_cuda_bh_async = 1;
 extern "C" long long fmk_cuda_bh_prep_small_max;
@@ -245,14 +249,18 @@ typedef struct frame_out {
 } frame_out;
 
 /* Bounding box, frame and mapping of a small set (ns sources, nt targets; at most a few tens
- * of thousands) in one block, without the host: the box of the finite points as
+ * of thousands) in one launch, without the host: the box of the finite points as
  * fmk_cuda_bounding_box reduces it, the frame as fmk_plan_frame_from_box makes it from the
  * box but without the softening (width: the power of two at least the largest extent, 1 for
  * a single point), and the points mapped as k_map does. The host computes the frame from the
  * same box after its wait and redoes the mapping if the softening made it wider. With a
  * non-finite point the mapped values are meaningless (the tree is built from them all the same,
- * boundedly) and the host reports the point. */
-constexpr int FRAME_BLOCK = 1024, FRAME_ILP = 4;
+ * boundedly) and the host reports the point. The launch is a thread-block cluster of
+ * fmk_cuda_bh_frame_cluster blocks (one block alone is latency-bound: ~20 us for 8192
+ * points): each block reduces its share of the points, reads the others' boxes from their
+ * shared memory (the union is the same in every block: min, max and the first bad index do
+ * not depend on the order), and maps its share. */
+constexpr int FRAME_BLOCK = 1024, FRAME_ILP = 4, FRAME_CLUSTER_MAX = 8;
 
 /* A box of finite points and the first non-finite one, and their union (k_frame_small). */
 struct frame_box {
@@ -271,15 +279,15 @@ struct frame_box_union {
     }
 };
 
-/* Points i0 + u FRAME_BLOCK (u < FRAME_ILP) of the sources then the targets into p (zeros past
+/* Points i0 + u stride (u < FRAME_ILP) of the sources then the targets into p (zeros past
  * the last), all loads issued before any is used. */
 __device__ __forceinline__ void frame_points(int64_t ns, const double *__restrict__ s, int64_t nt,
                                              const double *__restrict__ t, int64_t i0,
-                                             double (&p)[FRAME_ILP][3])
+                                             int64_t stride, double (&p)[FRAME_ILP][3])
 {
 #pragma unroll
     for (int u = 0; u < FRAME_ILP; u++) {
-        const int64_t i = i0 + u * FRAME_BLOCK;
+        const int64_t i = i0 + u * stride;
         for (int k = 0; k < 3; k++)
             p[u][k] = 0.0;
         if (i < ns)
@@ -295,19 +303,31 @@ __global__ void __launch_bounds__(FRAME_BLOCK)
 {
     typedef cub::BlockReduce<frame_box, FRAME_BLOCK> reduce_t;
     __shared__ typename reduce_t::TempStorage temp;
+    __shared__ frame_box s_box;
     __shared__ double s_frame[4];
-    const int64_t n = ns + nt;
+#if __CUDA_ARCH__ >= 900
+    cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
+    const unsigned blocks = cluster.num_blocks(), rank = cluster.block_rank();
+#define FRAME_SYNC() cluster.sync()
+#define FRAME_BOX(r) (*cluster.map_shared_rank(&s_box, r))
+#else /* no clusters: one block (frame_launch) */
+    const unsigned blocks = 1, rank = 0;
+#define FRAME_SYNC() __syncthreads()
+#define FRAME_BOX(r) s_box
+#endif
+    const int64_t n = ns + nt, stride = (int64_t)blocks * FRAME_BLOCK;
+    const int64_t first = (int64_t)rank * FRAME_BLOCK + threadIdx.x;
     frame_box b;
     for (int k = 0; k < 3; k++)
         b.lo[k] = INFINITY, b.hi[k] = -INFINITY;
     b.bad = LLONG_MAX;
     /* FRAME_ILP points in flight per thread: one block has few warps to hide the loads */
-    for (int64_t i0 = threadIdx.x; i0 < n; i0 += FRAME_BLOCK * FRAME_ILP) {
+    for (int64_t i0 = first; i0 < n; i0 += stride * FRAME_ILP) {
         double p[FRAME_ILP][3];
-        frame_points(ns, s, nt, t, i0, p);
+        frame_points(ns, s, nt, t, i0, stride, p);
 #pragma unroll
         for (int u = 0; u < FRAME_ILP; u++) {
-            const int64_t i = i0 + u * FRAME_BLOCK;
+            const int64_t i = i0 + u * stride;
             if (i >= n)
                 continue;
             if (isfinite(p[u][0]) && isfinite(p[u][1]) && isfinite(p[u][2])) {
@@ -319,31 +339,44 @@ __global__ void __launch_bounds__(FRAME_BLOCK)
         }
     }
     b = reduce_t(temp).Reduce(b, frame_box_union());
+    if (threadIdx.x == 0)
+        s_box = b;
+    FRAME_SYNC(); /* every block's box is in its shared memory */
     if (threadIdx.x == 0) {
+        b = FRAME_BOX(0);
+        for (unsigned r = 1; r < blocks; r++)
+            b = frame_box_union()(b, FRAME_BOX(r));
+        const bool write = rank == 0;
         double extent = 0;
         for (int k = 0; k < 3; k++) {
             double l = b.lo[k], u = b.hi[k];
-            h->lo[k] = l, h->hi[k] = u;
+            if (write)
+                h->lo[k] = l, h->hi[k] = u;
             if (l > u) /* no finite point */
                 l = u = 0;
-            h->center[k] = s_frame[k] = 0.5 * l + 0.5 * u;
+            s_frame[k] = 0.5 * l + 0.5 * u;
+            if (write)
+                h->center[k] = s_frame[k];
             extent = fmax(extent, u - l);
         }
         const double size = extent > 0 ? extent : 1;
         int ex;
         const double m = frexp(size, &ex); /* size = m 2^ex, m in [0.5, 1) */
-        h->width = ldexp(1.0, m == 0.5 ? ex - 1 : ex);
-        s_frame[3] = 1.0 / h->width;
-        h->bad = b.bad == LLONG_MAX ? -1 : b.bad;
+        const double width = ldexp(1.0, m == 0.5 ? ex - 1 : ex);
+        s_frame[3] = 1.0 / width;
+        if (write)
+            h->width = width, h->bad = b.bad == LLONG_MAX ? -1 : b.bad;
     }
-    __syncthreads();
+    FRAME_SYNC(); /* the boxes are read (a block's shared memory ends with it), the frame set */
+#undef FRAME_SYNC
+#undef FRAME_BOX
     const double cx = s_frame[0], cy = s_frame[1], cz = s_frame[2], inv = s_frame[3];
-    for (int64_t i0 = threadIdx.x; i0 < n; i0 += FRAME_BLOCK * FRAME_ILP) {
+    for (int64_t i0 = first; i0 < n; i0 += stride * FRAME_ILP) {
         double p[FRAME_ILP][3];
-        frame_points(ns, s, nt, t, i0, p);
+        frame_points(ns, s, nt, t, i0, stride, p);
 #pragma unroll
         for (int u = 0; u < FRAME_ILP; u++) {
-            const int64_t i = i0 + u * FRAME_BLOCK;
+            const int64_t i = i0 + u * stride;
             if (i < n) {
                 out[3 * i] = map_coord(p[u][0], cx, inv);
                 out[3 * i + 1] = map_coord(p[u][1], cy, inv);
@@ -351,6 +384,31 @@ __global__ void __launch_bounds__(FRAME_BLOCK)
             }
         }
     }
+}
+
+/* Launches k_frame_small as a cluster of fmk_cuda_bh_frame_cluster blocks (one block on GPUs
+ * without clusters, before compute capability 9.0). */
+cudaError_t frame_launch(int device, int64_t ns, const double *d_s, int64_t nt,
+                         const double *d_t, double *d_x, frame_out *h)
+{
+    int blocks = fmk_cuda_bh_frame_cluster, major = 0;
+    blocks = blocks < 1 ? 1 : blocks > FRAME_CLUSTER_MAX ? FRAME_CLUSTER_MAX : blocks;
+    cudaError_t err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+    if (err != cudaSuccess)
+        return err;
+    if (major < 9 || blocks == 1) {
+        k_frame_small<<<1, FRAME_BLOCK>>>(ns, d_s, nt, d_t, d_x, h);
+        return cudaGetLastError();
+    }
+    cudaLaunchConfig_t cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = (unsigned)blocks;
+    attr[0].val.clusterDim.y = attr[0].val.clusterDim.z = 1;
+    cfg.gridDim = dim3((unsigned)blocks), cfg.blockDim = dim3(FRAME_BLOCK);
+    cfg.attrs = attr, cfg.numAttrs = 1;
+    return cudaLaunchKernelEx(&cfg, k_frame_small, ns, d_s, nt, d_t, d_x, h);
 }
 
 /* The sorted points in the working precision; in fp32 also the rest of each coordinate,
@@ -1987,8 +2045,8 @@ fmk_status frame_small(fmk_plan *plan, bh_state *s, int64_t ns, const double *d_
                        const double *d_t, double *d_x, double lo[3], double hi[3], int64_t *bad,
                        double center[3], double *width)
 {
-    k_frame_small<<<1, FRAME_BLOCK>>>(ns, d_s, nt, d_t, d_x, s->dh_frame);
-    fmk_status st = ok(plan, cudaGetLastError(), "the one-block frame kernel");
+    fmk_status st = ok(plan, frame_launch(s->device, ns, d_s, nt, d_t, d_x, s->dh_frame),
+                       "the frame kernel (a cluster of blocks)");
     if (st == FMK_OK) /* its one wait is the frame kernel's too */
         st = build(plan, s, ns, d_x, nt, d_x + 3 * ns, fmk_cuda_bh_async);
     if (st != FMK_OK)

@@ -60,45 +60,135 @@ __global__ void k_keys(int64_t n, const double *__restrict__ x, uint64_t *__rest
 
 /* Keys and their stable sort in one block for SORT_SMALL_MIN < n <= SORT_SMALL_MAX points
  * (CUB's device sort takes ten launches from 2^11 keys up, most of the time of a small tree;
- * below, its one-tile path is faster). The points are loaded in index order (blocked) and
- * padded with all-ones keys, which sort last on the 63 key bits because the sort is stable and
- * they come last. 512 threads x 16 keys: 1024 x 16 spills registers and measured slower than
- * the device sort (bench/RESULTS.md). Up to fmk_cuda_tree_sort_tiles times as many points:
- * block b sorts tile b (points [b SORT_SMALL_MAX, (b + 1) SORT_SMALL_MAX)) the same way, into
- * its place in keys, order, and k_merge_tiles merges the sorted tiles (two launches instead of
- * CUB's ten). */
+ * below, its one-tile path is faster), or for a tile of SORT_SMALL_MAX points of up to
+ * fmk_cuda_tree_sort_tiles times as many (block b sorts points [b SORT_SMALL_MAX,
+ * (b + 1) SORT_SMALL_MAX) into its place in keys, order, and k_merge_tiles merges the sorted
+ * tiles: two launches instead of CUB's ten). The points are loaded in index order (blocked)
+ * and padded with all-ones keys, which sort last because the sort is stable and they come
+ * last. 512 threads x 16 keys: 1024 x 16 spills registers and measured slower than the device
+ * sort (bench/RESULTS.md).
+ *
+ * The sort's passes cost most of the block's time, and few keys of a small set share their
+ * top 30 bits (the cells of level 10): the block sorts (top 30 bits, index) in 5 passes of 6
+ * bits instead of all 63 bits in 11, keeps the full keys in shared memory, and places each
+ * point of a run of equal top bits at its rank in the run by (key, index) (the run is in index
+ * order: the sort is stable), as the split sort of large trees does (k_gather_runs). A run of
+ * more than BLOCK_RUN_MAX points (or fmk_cuda_tree_split_run_max, when smaller) makes the
+ * block sort all 63 bits instead, without a host round trip. The order, (key, index), is the
+ * same either way. */
 constexpr int SORT_ITEMS = 16, SORT_SMALL_MIN = 2048, SORT_SMALL_MAX = 512 * SORT_ITEMS;
+constexpr int TOP_SHIFT = 33, TOP_BITS = 3 * FMK_TREE_KEY_BITS - TOP_SHIFT, BLOCK_RUN_MAX = 64;
 
 template <int BLOCK_THREADS> struct small_sort {
-    typedef cub::BlockRadixSort<uint64_t, BLOCK_THREADS, SORT_ITEMS, int32_t, 6> type;
+    static constexpr int ITEMS = SORT_SMALL_MAX / BLOCK_THREADS;
+    typedef cub::BlockRadixSort<uint32_t, BLOCK_THREADS, ITEMS, int32_t, 6> top_t;
+    typedef cub::BlockRadixSort<uint64_t, BLOCK_THREADS, ITEMS, int32_t, 6> type;
+    /* the block's shared memory (dynamic: ~170 KB) */
+    struct storage {
+        union {
+            typename top_t::TempStorage top;
+            typename type::TempStorage full;
+            uint64_t sorted[SORT_SMALL_MAX]; /* the tile's keys, sorted */
+        } u;
+        uint64_t key[SORT_SMALL_MAX]; /* the tile's keys by index */
+        int32_t idx[SORT_SMALL_MAX];  /* the tile's indices sorted by their top bits */
+        int full_sort;
+    };
 };
+
+/* Block part of the sorts above: the points [base, base + SORT_SMALL_MAX) of n (fewer at the
+ * end) sorted by (key, index) into keys[base + r], order[base + r] and s.u.sorted[r]. full:
+ * all 63 bits from the start. Every thread of the block must call it. */
+template <int BLOCK_THREADS>
+__device__ __forceinline__ void sort_tile(int64_t n, int64_t base, const double *__restrict__ x,
+                                          int run_max, int full,
+                                          typename small_sort<BLOCK_THREADS>::storage &s,
+                                          uint64_t *__restrict__ keys, int32_t *__restrict__ order)
+{
+    typedef small_sort<BLOCK_THREADS> cfg;
+    constexpr int ITEMS = cfg::ITEMS;
+    const int tid = threadIdx.x;
+    const int m = (int)(n - base < SORT_SMALL_MAX ? n - base : SORT_SMALL_MAX);
+    run_max = run_max < BLOCK_RUN_MAX ? run_max : BLOCK_RUN_MAX;
+    if (tid == 0)
+        s.full_sort = full;
+    uint32_t top[ITEMS];
+    int32_t v[ITEMS];
+#pragma unroll
+    for (int j = 0; j < ITEMS; j++) {
+        const int l = tid * ITEMS + j;
+        const uint64_t k = l < m ? key_of(x, base + l) : ~0ull;
+        s.key[l] = k;
+        top[j] = (uint32_t)(k >> TOP_SHIFT); /* the padding's: the largest top bits */
+        v[j] = l;
+    }
+    __syncthreads();
+    if (!s.full_sort) {
+        typename cfg::top_t(s.u.top).SortBlockedToStriped(top, v, 0, TOP_BITS);
+#pragma unroll
+        for (int j = 0; j < ITEMS; j++)
+            s.idx[j * BLOCK_THREADS + tid] = v[j];
+        __syncthreads(); /* (the sort's storage is free: the sorted keys' from here) */
+#pragma unroll
+        for (int j = 0; j < ITEMS; j++) {
+            const int r = j * BLOCK_THREADS + tid;
+            if (r >= m)
+                continue;
+            const uint64_t k = s.key[v[j]];
+            const uint64_t t = k >> TOP_SHIFT;
+            int rank = r;
+            const bool prev = r > 0 && s.key[s.idx[r - 1]] >> TOP_SHIFT == t;
+            const bool next = r + 1 < m && s.key[s.idx[r + 1]] >> TOP_SHIFT == t;
+            if (prev || next) {
+                int a = r, e = r + 1;
+                while (a > 0 && r - a <= run_max && s.key[s.idx[a - 1]] >> TOP_SHIFT == t)
+                    a--;
+                while (e < m && e - r <= run_max && s.key[s.idx[e]] >> TOP_SHIFT == t)
+                    e++;
+                if (e - a > run_max) { /* all 63 bits below (which rewrite every place) */
+                    s.full_sort = 1;
+                    continue;
+                }
+                rank = a;
+                for (int q = a; q < e; q++) {
+                    const uint64_t kq = s.key[s.idx[q]];
+                    rank += kq < k || (kq == k && q < r);
+                }
+            }
+            s.u.sorted[rank] = k, keys[base + rank] = k;
+            order[base + rank] = (int32_t)(base + v[j]);
+        }
+        __syncthreads();
+    }
+    if (s.full_sort) { /* (the same for every thread) */
+        uint64_t k[ITEMS];
+#pragma unroll
+        for (int j = 0; j < ITEMS; j++)
+            k[j] = s.key[tid * ITEMS + j], v[j] = tid * ITEMS + j;
+        typename cfg::type(s.u.full).SortBlockedToStriped(k, v, 0, FMK_TREE_KEY_BITS * 3);
+        __syncthreads(); /* the sort's storage is the sorted keys' */
+#pragma unroll
+        for (int j = 0; j < ITEMS; j++) {
+            const int r = j * BLOCK_THREADS + tid;
+            if (r < m)
+                s.u.sorted[r] = k[j], keys[base + r] = k[j], order[base + r] = (int32_t)(base + v[j]);
+        }
+        __syncthreads();
+    }
+}
 
 template <int BLOCK_THREADS>
 __global__ void __launch_bounds__(BLOCK_THREADS)
-    k_sort_small(int64_t n, const double *__restrict__ x, uint64_t *__restrict__ keys,
-                 int32_t *__restrict__ order, int32_t *__restrict__ lb)
+    k_sort_small(int64_t n, const double *__restrict__ x, int run_max, int full,
+                 uint64_t *__restrict__ keys, int32_t *__restrict__ order, int32_t *__restrict__ lb)
 {
-    typedef typename small_sort<BLOCK_THREADS>::type sort_t;
     extern __shared__ __align__(16) unsigned char smem[];
-    typename sort_t::TempStorage &temp = *reinterpret_cast<typename sort_t::TempStorage *>(smem);
-    const int64_t base = (int64_t)blockIdx.x * BLOCK_THREADS * SORT_ITEMS;
-    uint64_t k[SORT_ITEMS];
-    int32_t v[SORT_ITEMS];
-#pragma unroll
-    for (int j = 0; j < SORT_ITEMS; j++) {
-        const int64_t i = base + (int64_t)threadIdx.x * SORT_ITEMS + j;
-        k[j] = i < n ? key_of(x, i) : ~0ull;
-        v[j] = (int32_t)i;
-    }
+    typename small_sort<BLOCK_THREADS>::storage &s =
+        *reinterpret_cast<typename small_sort<BLOCK_THREADS>::storage *>(smem);
     if (blockIdx.x == 0 && threadIdx.x == 0)
         lb[FMK_CUDA_TREE_LB_SORT] = 0; /* these keys are sorted on every bit */
-    sort_t(temp).SortBlockedToStriped(k, v, 0, FMK_TREE_KEY_BITS * 3);
-#pragma unroll
-    for (int j = 0; j < SORT_ITEMS; j++) {
-        const int64_t r = base + (int64_t)j * BLOCK_THREADS + threadIdx.x;
-        if (r < n)
-            keys[r] = k[j], order[r] = v[j];
-    }
+    sort_tile<BLOCK_THREADS>(n, (int64_t)blockIdx.x * SORT_SMALL_MAX, x, run_max, full, s, keys,
+                             order);
 }
 
 /* First position in [lo, hi) of sorted keys whose key is > k (upper) or >= k. */
@@ -373,13 +463,13 @@ __global__ void k_write_children(int L, int32_t bound, int64_t cap, int32_t *__r
 constexpr int SMALL_BLOCK = 512;
 
 template <int BUILD_BLOCK>
-__global__ void __launch_bounds__(BUILD_BLOCK)
-    k_build_small(int64_t n, int leaf_size, int64_t cap, const uint64_t *__restrict__ keys,
-                  int32_t *__restrict__ begin, int32_t *__restrict__ end,
-                  int32_t *__restrict__ n_children, int32_t *__restrict__ more,
-                  int32_t *__restrict__ next, int32_t *__restrict__ parent,
-                  int8_t *__restrict__ level, int32_t *__restrict__ lb,
-                  int32_t *__restrict__ h_lb)
+__device__ __forceinline__ void build_nodes(int64_t n, int leaf_size, int64_t cap,
+                                            const uint64_t *__restrict__ keys,
+                                            int32_t *__restrict__ begin, int32_t *__restrict__ end,
+                                            int32_t *__restrict__ n_children,
+                                            int32_t *__restrict__ more, int32_t *__restrict__ next,
+                                            int32_t *__restrict__ parent, int8_t *__restrict__ level,
+                                            int32_t *__restrict__ lb, int32_t *__restrict__ h_lb)
 {
     constexpr int SMALL_NODES = BUILD_BLOCK / 8;
     typedef cub::BlockScan<int32_t, BUILD_BLOCK> scan_t;
@@ -467,6 +557,42 @@ __global__ void __launch_bounds__(BUILD_BLOCK)
             for (int k = 0; k < FMK_CUDA_TREE_LB; k++)
                 h_lb[k] = lb[k];
     }
+}
+
+template <int BUILD_BLOCK>
+__global__ void __launch_bounds__(BUILD_BLOCK)
+    k_build_small(int64_t n, int leaf_size, int64_t cap, const uint64_t *__restrict__ keys,
+                  int32_t *__restrict__ begin, int32_t *__restrict__ end,
+                  int32_t *__restrict__ n_children, int32_t *__restrict__ more,
+                  int32_t *__restrict__ next, int32_t *__restrict__ parent,
+                  int8_t *__restrict__ level, int32_t *__restrict__ lb,
+                  int32_t *__restrict__ h_lb)
+{
+    build_nodes<BUILD_BLOCK>(n, leaf_size, cap, keys, begin, end, n_children, more, next, parent,
+                             level, lb, h_lb);
+}
+
+/* The keys, their sort and the tree of at most SORT_SMALL_MAX points in one launch
+ * (k_sort_small's block part, then k_build_small's from the sorted keys in shared memory: the
+ * octant searches of every level read shared memory, not global). The same arrays as the two
+ * kernels. */
+template <int BUILD_BLOCK>
+__global__ void __launch_bounds__(BUILD_BLOCK)
+    k_tree_small(int64_t n, const double *__restrict__ x, int run_max, int full, int leaf_size,
+                 int64_t cap, uint64_t *__restrict__ keys, int32_t *__restrict__ order,
+                 int32_t *__restrict__ begin, int32_t *__restrict__ end,
+                 int32_t *__restrict__ n_children, int32_t *__restrict__ more,
+                 int32_t *__restrict__ next, int32_t *__restrict__ parent,
+                 int8_t *__restrict__ level, int32_t *__restrict__ lb, int32_t *__restrict__ h_lb)
+{
+    extern __shared__ __align__(16) unsigned char smem[];
+    typename small_sort<BUILD_BLOCK>::storage &s =
+        *reinterpret_cast<typename small_sort<BUILD_BLOCK>::storage *>(smem);
+    if (threadIdx.x == 0)
+        lb[FMK_CUDA_TREE_LB_SORT] = 0; /* these keys are sorted on every bit */
+    sort_tile<BUILD_BLOCK>(n, 0, x, run_max, full, s, keys, order);
+    build_nodes<BUILD_BLOCK>(n, leaf_size, cap, s.u.sorted, begin, end, n_children, more, next,
+                             parent, level, lb, h_lb);
 }
 
 /* Groups (tree_internal.h). Without merge: a node that is a group gives chunks of group_size.
@@ -704,6 +830,14 @@ int fmk_cuda_tree_build_block = 1024;
  * 1: one block up to 8192 points, CUB's device sort above. */
 extern "C" int fmk_cuda_tree_sort_tiles;
 int fmk_cuda_tree_sort_tiles = 4;
+/* Tuning knobs (not API): the one-block sorts sort the keys' top 30 bits and then the runs of
+ * equal top bits (1), or all 63 bits (0); trees of at most 8192 points built without a host
+ * wait get their keys, sort and nodes from one launch of one block (k_tree_small: 1) or from
+ * two (k_sort_small or CUB's sort, then k_build_small: 0). */
+extern "C" int fmk_cuda_tree_top_sort;
+int fmk_cuda_tree_top_sort = 1;
+extern "C" int fmk_cuda_tree_fused;
+int fmk_cuda_tree_fused = 1;
 /* Tuning knob (not API): the first levels' octant boundaries from the cell table (1), or by
  * binary searches (0). */
 extern "C" int fmk_cuda_tree_cells;
@@ -944,32 +1078,56 @@ fmk_status pin_lb(fmk_plan *plan, fmk_cuda_tree *t)
     return FMK_OK;
 }
 
-/* Launches k_sort_small<BLOCK_THREADS> (its shared memory is set up once per process), one
- * block per tile of BLOCK_THREADS * SORT_ITEMS points, and k_merge_tiles when there are
- * several. */
+/* Lets kernel use bytes of dynamic shared memory (once per process and kernel: *ready). */
+template <typename K> cudaError_t allow_smem(K kernel, int bytes, int *ready)
+{
+    cudaError_t err = cudaSuccess;
+    if (!*ready)
+        err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+    *ready = err == cudaSuccess;
+    return err;
+}
+
+/* Launches k_sort_small<BLOCK_THREADS>, one block per tile of SORT_SMALL_MAX points, and
+ * k_merge_tiles when there are several. */
 template <int BLOCK_THREADS>
 cudaError_t sort_small(int64_t n, const double *d_x, fmk_cuda_tree *t)
 {
     static int ready = 0;
-    const int bytes = (int)sizeof(typename small_sort<BLOCK_THREADS>::type::TempStorage);
-    const int64_t tile = (int64_t)BLOCK_THREADS * SORT_ITEMS, tiles = (n + tile - 1) / tile;
-    cudaError_t err = cudaSuccess;
-    if (!ready)
-        err = cudaFuncSetAttribute(k_sort_small<BLOCK_THREADS>,
-                                   cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-    ready = err == cudaSuccess;
+    const int bytes = (int)sizeof(typename small_sort<BLOCK_THREADS>::storage);
+    const int64_t tile = SORT_SMALL_MAX, tiles = (n + tile - 1) / tile;
+    const int run_max = fmk_cuda_tree_split_run_max, full = !fmk_cuda_tree_top_sort;
+    cudaError_t err = allow_smem(k_sort_small<BLOCK_THREADS>, bytes, &ready);
     if (err == cudaSuccess && tiles == 1) {
-        k_sort_small<BLOCK_THREADS><<<1, BLOCK_THREADS, bytes>>>(n, d_x, t->d_keys, t->d_order,
-                                                                t->d_lb);
+        k_sort_small<BLOCK_THREADS><<<1, BLOCK_THREADS, bytes>>>(n, d_x, run_max, full, t->d_keys,
+                                                                t->d_order, t->d_lb);
     } else if (err == cudaSuccess) {
         k_sort_small<BLOCK_THREADS><<<(unsigned)tiles, BLOCK_THREADS, bytes>>>(
-            n, d_x, t->d_keys_alt, t->d_order_alt, t->d_lb);
+            n, d_x, run_max, full, t->d_keys_alt, t->d_order_alt, t->d_lb);
         k_merge_tiles<<<blocks_for(n), BLOCK>>>(n, tile, t->d_keys_alt, t->d_order_alt, t->d_keys,
                                                t->d_order);
     }
     if (err == cudaSuccess)
         err = cudaGetLastError();
     return err;
+}
+
+/* Whether k_tree_small takes the n points (else k_sort_small or CUB's sort and k_build_small). */
+int tree_small_takes(int64_t n) { return fmk_cuda_tree_fused && n > 0 && n <= SORT_SMALL_MAX; }
+
+/* k_tree_small over the n mapped points d_x into t (h_lb as build_small's). */
+cudaError_t tree_small(int64_t n, const double *d_x, fmk_cuda_tree *t, int32_t *h_lb)
+{
+    static int ready = 0;
+    const int bytes = (int)sizeof(small_sort<512>::storage);
+    cudaError_t err = allow_smem(k_tree_small<512>, bytes, &ready);
+    if (err == cudaSuccess)
+        k_tree_small<512><<<1, 512, bytes>>>(n, d_x, fmk_cuda_tree_split_run_max,
+                                             !fmk_cuda_tree_top_sort, t->leaf_size, t->cap_nodes,
+                                             t->d_keys, t->d_order, t->d_begin, t->d_end,
+                                             t->d_n_children, t->d_more, t->d_next, t->d_parent,
+                                             t->d_level, t->d_lb, h_lb);
+    return err == cudaSuccess ? cudaGetLastError() : err;
 }
 
 /* Sorts the keys of the n mapped points d_x with their indices into t->d_keys, t->d_order:
@@ -1014,8 +1172,11 @@ fmk_status sort_points(fmk_plan *plan, fmk_cuda_tree *t, int64_t n, const double
     return check(plan, err, "cub::DeviceRadixSort::SortPairs");
 }
 
-/* The arrays of a build of n points (kept from build to build when large enough). */
-fmk_status prepare(fmk_plan *plan, int64_t n, int leaf_size, long long extra, fmk_cuda_tree *t)
+/* The arrays of a build of n points (kept from build to build when large enough); with_temp:
+ * and CUB's workspace (the one-block paths of fmk_cuda_tree3d_build_async use none, and its
+ * size queries cost host time at every build). */
+fmk_status prepare(fmk_plan *plan, int64_t n, int leaf_size, long long extra, fmk_cuda_tree *t,
+                   int with_temp)
 {
     t->n_points = n;
     t->leaf_size = leaf_size;
@@ -1031,7 +1192,7 @@ fmk_status prepare(fmk_plan *plan, int64_t n, int leaf_size, long long extra, fm
         st = grow_points(plan, t, n, extra);
     if (st == FMK_OK)
         st = grow_nodes(plan, t, cap, extra);
-    if (st == FMK_OK)
+    if (st == FMK_OK && with_temp)
         st = grow_temp(plan, t, n, extra);
     return st;
 }
@@ -1043,14 +1204,19 @@ extern "C" fmk_status fmk_cuda_tree3d_build_async(fmk_plan *plan, int64_t n, con
 {
     if (n > fmk_cuda_tree_small_max)
         return fmk_cuda_tree3d_build(plan, n, d_x, leaf_size, extra, t);
-    fmk_status st = prepare(plan, n, leaf_size, extra, t);
+    const int fused = tree_small_takes(n);
+    fmk_status st = prepare(plan, n, leaf_size, extra, t, !fused);
     if (st == FMK_OK)
         st = pin_lb(plan, t);
-    if (st == FMK_OK) /* a split sort's flag is looked at by finish */
-        st = sort_points(plan, t, n, d_x, n > fmk_cuda_tree_split_sort_min);
-    if (st == FMK_OK) {
-        build_small(t, t->dh_lb);
-        st = check(plan, cudaGetLastError(), "the one-block tree build");
+    if (st == FMK_OK && fused) {
+        st = check(plan, tree_small(n, d_x, t, t->dh_lb), "the one-block keys, sort and tree build");
+    } else {
+        if (st == FMK_OK) /* a split sort's flag is looked at by finish */
+            st = sort_points(plan, t, n, d_x, n > fmk_cuda_tree_split_sort_min);
+        if (st == FMK_OK) {
+            build_small(t, t->dh_lb);
+            st = check(plan, cudaGetLastError(), "the one-block tree build");
+        }
     }
     if (st == FMK_OK)
         t->pending = 1;
@@ -1076,7 +1242,7 @@ extern "C" void fmk_cuda_tree3d_finish(fmk_cuda_tree *t, int *redo)
 extern "C" fmk_status fmk_cuda_tree3d_build(fmk_plan *plan, int64_t n, const double *d_x,
                                             int leaf_size, long long extra, fmk_cuda_tree *t)
 {
-    fmk_status st = prepare(plan, n, leaf_size, extra, t);
+    fmk_status st = prepare(plan, n, leaf_size, extra, t, 1);
     int64_t cap = t->cap_nodes;
     int split = n > fmk_cuda_tree_split_sort_min;
     if (st == FMK_OK)

@@ -51,11 +51,18 @@ extern long long fmk_cuda_bh_split_redos;
 extern int fmk_cuda_bh_split_deepest;
 /* The threads of the one-block build (512 or 1024). */
 extern int fmk_cuda_tree_build_block;
+/* The one-block sorts: the keys' top 30 bits, then the runs of equal top bits (1), or all 63
+ * bits (0); trees of at most 8192 points (built without a wait) from one launch (1: keys,
+ * sort and build), or 0: the sort and the build in two. */
+extern int fmk_cuda_tree_top_sort;
+extern int fmk_cuda_tree_fused;
 /* The one-wait paths of small N: the one-block frame of sets of at most this many points,
  * trees built without a host wait (1), the one-block charges and moments of at most this many
  * sources; and how often the frame (a softening wider than the points) and such a build (the
  * tree did not fit) were done again. */
 extern long long fmk_cuda_bh_frame_small_max;
+/* The frame's blocks (a thread-block cluster of 1 .. 8). */
+extern int fmk_cuda_bh_frame_cluster;
 extern int fmk_cuda_bh_async;
 extern long long fmk_cuda_bh_prep_small_max;
 extern long long fmk_cuda_bh_frame_redos, fmk_cuda_bh_build_redos;
@@ -397,28 +404,41 @@ static void test_device_paths(void)
  * level over the GPU; level by level with the keys sorted on all 63 bits (and the first levels
  * by binary searches, not the cell table), by the split sort (top 32 bits, then runs of equal
  * top bits), and by the split sort falling back to all 63 bits (run_max 1, or a tight
- * cluster's long runs), and by one block with the keys sorted in tiles of 8192 and merged. */
+ * cluster's long runs). The small paths: keys, sort and build in one launch, with the sort of
+ * the top 30 bits then the runs and its fall back to all 63 bits in the same block (run_max
+ * 1, a third of the points identical, a tight cluster); tiles of 8192 sorted so and merged;
+ * and the kernels before (a 63-bit one-block sort, then the build of 512 threads). */
 static void test_same_tree(void)
 {
-    const int64_t n = quick ? 5000 : 200000, n_tiles = quick ? 12000 : 30000;
-    double *x = xmalloc((size_t)(n > n_tiles ? n : n_tiles) * 24);
+    const int64_t n = quick ? 5000 : 200000, n_tiles = quick ? 12000 : 30000, n_three = 20000;
+    const int64_t n_max = n > n_tiles ? (n > n_three ? n : n_three) : (n_tiles > n_three ? n_tiles : n_three);
+    double *x = xmalloc((size_t)n_max * 24);
     const int leaf_sizes[3] = {1, 16, 64};
-    static const char *const builds[5] = {"one block of 512 threads",
-                                          "level by level, 63-bit sort, binary searches",
-                                          "level by level, split sort",
-                                          "level by level, split sort falling back",
-                                          "one block of 1024 threads, keys sorted in tiles and merged"};
-    for (int c = 0; c < 30; c++) {
+    static const char *const builds[8] = {
+        "one launch of one block (keys, top-bit sort, build)",
+        "level by level, 63-bit sort, binary searches",
+        "level by level, split sort",
+        "level by level, split sort falling back",
+        "one block of 1024 threads, keys sorted in tiles (top bits) and merged",
+        "one block of 512 threads after a 63-bit one-block sort (two launches)",
+        "one launch of one block, every run of equal top bits sorted on 63 bits",
+        "3 tiles, every run of equal top bits sorted on 63 bits, merged, one block"};
+    for (int c = 0; c < 48; c++) {
         const int build = c / 6, dist = c % 6;
-        fmk_cuda_tree_small_max = build == 0 || build == 4 ? 1ll << 40 : 0;
+        const int one_block = build == 0 || build >= 4;
+        fmk_cuda_tree_small_max = one_block ? 1ll << 40 : 0;
         fmk_cuda_tree_split_sort_min = build == 2 || build == 3 ? 0 : 1ll << 40;
-        fmk_cuda_tree_split_run_max = build == 3 ? 1 : 1024;
+        fmk_cuda_tree_split_run_max = build == 3 || build >= 6 ? 1 : 1024;
         fmk_cuda_tree_cells = build != 1;
-        fmk_cuda_tree_build_block = build == 0 ? 512 : 1024;
+        fmk_cuda_tree_build_block = build == 5 ? 512 : 1024;
+        fmk_cuda_tree_top_sort = build != 5;
+        fmk_cuda_tree_fused = build != 5;
         /* one block: the one-block sort takes 2049 .. 8192 points */
-        int64_t nc = dist == 3 ? 1 : dist == 4 ? 2 : build == 0 && n > 8000 ? 8000 : n;
+        int64_t nc = dist == 3 ? 1 : dist == 4 ? 2 : one_block && n > 8000 ? 8000 : n;
         if (build == 4 && dist != 3 && dist != 4) /* 2 (quick) or 4 tiles */
             nc = n_tiles;
+        if (build == 7 && dist != 3 && dist != 4) /* 3 tiles */
+            nc = n_three;
         test_points(dist == 1 ? TEST_DIST_CLUSTERED : TEST_DIST_PLUMMER, nc, 61 + dist, x);
         if (dist == 2) /* a third of them identical */
             for (int64_t i = 0; i < nc / 3; i++)
@@ -468,6 +488,8 @@ static void test_same_tree(void)
     fmk_cuda_tree_split_run_max = 1024;
     fmk_cuda_tree_cells = 1;
     fmk_cuda_tree_build_block = 1024;
+    fmk_cuda_tree_top_sort = 1;
+    fmk_cuda_tree_fused = 1;
     free(x);
 }
 
@@ -483,6 +505,7 @@ static void one_wait_paths(int on)
 static void restore_one_wait(void)
 {
     one_wait_paths(1);
+    fmk_cuda_bh_frame_cluster = 8;
     fmk_cuda_bh_prep_small_max = 4096;
 }
 
@@ -536,11 +559,11 @@ static void two_paths_free(double *x, double *q, double *y, double *p[2], double
     free(x), free(q), free(y);
 }
 
-/* The one-wait paths of small N (the one-block frame without a wait for the box, the tree
- * built without a wait for its level table, the charges and moments in one block) give the
- * results of the paths with the waits bit for bit: fp64 and fp32, laplace and plummer, self
- * and separate targets. A softening wider than the points makes the host's frame differ from
- * the one-block frame (mapped again, the results still the host path's); a tree that does not
+/* The one-wait paths of small N (the frame without a wait for the box, by one block or a
+ * cluster of 8, the tree built without a wait for its level table, the charges and moments in
+ * one block) give the results of the paths with the waits bit for bit: fp64 and fp32, laplace
+ * and plummer, self and separate targets. A softening wider than the points makes the host's
+ * frame differ from the one-launch frame (mapped again, the results still the host path's); a tree that does not
  * fit in its first node arrays is built again (and still equals the CPU build); a non-finite
  * point, source or target, is reported. */
 static void test_one_wait(void)
@@ -558,6 +581,7 @@ static void test_one_wait(void)
                       sep ? "targets" : "self");
         for (int k = 0; k < 2; k++) {
             one_wait_paths(k == 0);
+            fmk_cuda_bh_frame_cluster = c % 3 == 0 ? 1 : 8; /* the frame by one block, or 8 */
             fmk_opts o = tree_opts(prec ? FMK_PRECISION_FP32 : FMK_PRECISION_FP64, 0.6, walk_of(1));
             o.softening = kern ? 0.01 : 0;
             CHECK_STATUS(run_device(kernel, &o, n, d_x, d_q, sep ? m : 0, d_y, d_pot, d_grad,
