@@ -25,6 +25,8 @@
  *                    created, given device points, evaluated once and destroyed, every call timed
  *                    (2^20 uniform and Plummer, 2^16, 2^12 uniform, eps 1e-6); the median leaves
  *                    out the process's first plan
+ *   fmm3d freshhelp [R]  fresh plans (2^20 uniform) with a fresh plan's second allocation and
+ *                    cuBLAS handle made by a helper thread and on the calling thread, alternately
  *   fmm3d small      N = 2^12, 2^14, 2^16, 2^18, 2^20 uniform, FMM only, eps 1e-3 and 1e-6 (the
  *                    small-N floor of eval and set_points)
  *   fmm3d scale [K]  N = 2^16 .. 2^K (default 26) uniform at eps 1e-6, slope of log t vs log N
@@ -74,6 +76,8 @@ extern int fmk_cuda_fmm3d_p2p_unroll __attribute__((weak));
 extern double fmk_cuda_fmm3d_root_volume __attribute__((weak));
 /* and when a fresh plan's first set_points starts the M2L matrices */
 extern int fmk_cuda_fmm3d_ops_at __attribute__((weak));
+/* and whether a fresh plan's second allocation and cuBLAS handle are made by a helper thread */
+extern int fmk_cuda_fmm3d_helper __attribute__((weak));
 #pragma weak cudaMalloc
 #pragma weak cudaMemcpy
 #pragma weak cudaFree
@@ -737,6 +741,23 @@ int main(int argc, char **argv)
             fresh("cube", N20, 1e-6, arg > 1 ? arg : 5);
         }
         fmk_cuda_fmm3d_ops_at = at;
+    } else if (!strcmp(mode, "freshhelp")) {
+        /* a fresh plan's first set_points with its second allocation and cuBLAS handle made by
+         * a helper thread alongside the tree and lists (the default) and on the calling thread
+         * before the tree, alternately: fresh plans, 2^20 uniform at eps 1e-6 */
+        if (!&fmk_cuda_fmm3d_helper) {
+            fprintf(stderr, "fmm3d: no helper knob in this build\n");
+            return 1;
+        }
+        const int helper = fmk_cuda_fmm3d_helper;
+        for (int v = 0; v < 4; v++) {
+            fmk_cuda_fmm3d_helper = !(v & 1);
+            if (!json)
+                printf("second allocation and cuBLAS handle %s\n",
+                       fmk_cuda_fmm3d_helper ? "on a helper thread" : "on the calling thread");
+            fresh("cube", N20, 1e-6, arg > 1 ? arg : 5);
+        }
+        fmk_cuda_fmm3d_helper = helper;
     } else if (!strcmp(mode, "small")) {
         for (int lg = 12; lg <= 20; lg += 2) {
             const int64_t n = (int64_t)1 << lg;
