@@ -25,8 +25,8 @@
  *                    created, given device points, evaluated once and destroyed, every call timed
  *                    (2^20 uniform and Plummer, 2^16, 2^12 uniform, eps 1e-6); the median leaves
  *                    out the process's first plan
- *   fmm3d freshhelp [R]  fresh plans (2^20 uniform) with a fresh plan's second allocation and
- *                    cuBLAS handle made by a helper thread and on the calling thread, alternately
+ *   fmm3d freshblas [R]  fresh plans (2^20 uniform) with their cuBLAS handle made when
+ *                    set_points starts and at the first eval's M2L, alternately
  *   fmm3d small      N = 2^12, 2^14, 2^16, 2^18, 2^20 uniform, FMM only, eps 1e-3 and 1e-6 (the
  *                    small-N floor of eval and set_points)
  *   fmm3d scale [K]  N = 2^16 .. 2^K (default 26) uniform at eps 1e-6, slope of log t vs log N
@@ -76,8 +76,8 @@ extern int fmk_cuda_fmm3d_p2p_unroll __attribute__((weak));
 extern double fmk_cuda_fmm3d_root_volume __attribute__((weak));
 /* and when a fresh plan's first set_points starts the M2L matrices */
 extern int fmk_cuda_fmm3d_ops_at __attribute__((weak));
-/* and whether a fresh plan's second allocation and cuBLAS handle are made by a helper thread */
-extern int fmk_cuda_fmm3d_helper __attribute__((weak));
+/* and when a fresh plan makes its cuBLAS handle (set_points, or its first eval's M2L) */
+extern int fmk_cuda_fmm3d_blas_at __attribute__((weak));
 #pragma weak cudaMalloc
 #pragma weak cudaMemcpy
 #pragma weak cudaFree
@@ -266,10 +266,15 @@ static int measure(fmk_method method, double eps, int order, int64_t leaf, const
         const double t0 = bench_now();
         ok = fmk_plan_eval_device(p, dq, dp, want_grad ? dg : NULL) == FMK_OK;
         const double t1 = bench_now();
-        if (k > 0)
+        if (k > 0) {
             te[k - 1] = t1 - t0;
-        else
+        } else {
             r->eval_first = t1 - t0;
+            double part[12]; /* the M2L matrices' GPU time: known once the first eval waited for them */
+            if (ok && method == FMK_METHOD_FMM && fmk_cuda_fmm3d_setup_times &&
+                fmk_cuda_fmm3d_setup_times(p, part) == FMK_OK)
+                r->setup_first_part[11] = part[11];
+        }
     }
     if (!ok) {
         fprintf(stderr, "fmm3d: %s\n", fmk_plan_last_error(p));
@@ -741,23 +746,21 @@ int main(int argc, char **argv)
             fresh("cube", N20, 1e-6, arg > 1 ? arg : 5);
         }
         fmk_cuda_fmm3d_ops_at = at;
-    } else if (!strcmp(mode, "freshhelp")) {
-        /* a fresh plan's first set_points with its second allocation and cuBLAS handle made by
-         * a helper thread alongside the tree and lists (the default) and on the calling thread
-         * before the tree, alternately: fresh plans, 2^20 uniform at eps 1e-6 */
-        if (!&fmk_cuda_fmm3d_helper) {
-            fprintf(stderr, "fmm3d: no helper knob in this build\n");
+    } else if (!strcmp(mode, "freshblas")) {
+        /* a fresh plan's cuBLAS handle made when its first set_points starts and at its first
+         * eval's M2L (the default), alternately: fresh plans, 2^20 uniform at eps 1e-6 */
+        if (!&fmk_cuda_fmm3d_blas_at) {
+            fprintf(stderr, "fmm3d: no cuBLAS knob in this build\n");
             return 1;
         }
-        const int helper = fmk_cuda_fmm3d_helper;
+        const int at = fmk_cuda_fmm3d_blas_at;
         for (int v = 0; v < 4; v++) {
-            fmk_cuda_fmm3d_helper = !(v & 1);
+            fmk_cuda_fmm3d_blas_at = v & 1;
             if (!json)
-                printf("second allocation and cuBLAS handle %s\n",
-                       fmk_cuda_fmm3d_helper ? "on a helper thread" : "on the calling thread");
+                printf("cuBLAS handle %s\n", fmk_cuda_fmm3d_blas_at ? "at the first eval's M2L" : "when set_points starts");
             fresh("cube", N20, 1e-6, arg > 1 ? arg : 5);
         }
-        fmk_cuda_fmm3d_helper = helper;
+        fmk_cuda_fmm3d_blas_at = at;
     } else if (!strcmp(mode, "small")) {
         for (int lg = 12; lg <= 20; lg += 2) {
             const int64_t n = (int64_t)1 << lg;

@@ -15,7 +15,10 @@
  * of the 8 + 8 + 316 translation vectors; the M2L matrices are stacked into one tall matrix, in
  * an order where the directions that the sources of each octant reach lie in a few runs. The
  * state (events, streams, cuBLAS, the tree's and the lists' arrays, matrices, buffers) is kept
- * from one set_points_device to the next, grown where too small.
+ * from one set_points_device to the next, grown where too small. A fresh plan's first call
+ * allocates it in one cudaMalloc sized from the node estimate (state_block; the tree and the
+ * list builder cut their arrays from arenas lent from it), does not wait for the operators'
+ * stream (eval's far field does), and makes its cuBLAS handle at the first eval's M2L.
  *
  * eval (numbers only): charges to key order; P2M at the leaves (blocks per leaf, a thread per
  * source, warp sums of the harmonics as they are made); M2M level by level upward (to level 2)
@@ -38,7 +41,6 @@
 #include <string.h>
 
 #include <dlfcn.h>
-#include <pthread.h>
 
 #include <cublas_v2.h>
 
@@ -128,12 +130,14 @@ long long fmk_cuda_fmm3d_m2l_bytes = 256ll << 20;
 extern "C" int fmk_cuda_fmm3d_ops_at;
 int fmk_cuda_fmm3d_ops_at = 0;
 
-/* Tuning knob, not API: a fresh plan's second allocation (block 1: the dense M2L matrices and
- * eval's buffers) and its cuBLAS handle made by a helper thread while the tree and the lists
- * are built (1), or on the calling thread before the tree (0) (docs/fmm3d_gpu.md, "The first
- * call of a fresh plan": measured). */
-extern "C" int fmk_cuda_fmm3d_helper;
-int fmk_cuda_fmm3d_helper = 1;
+/* Tuning knob, not API: when a fresh plan makes its cuBLAS handle (cublasCreate, 0.15-0.2 ms
+ * of host time on an H100): 1 at its first eval's M2L, the GPU busy meanwhile with the near
+ * field, P2M and M2M; 0 when its first set_points starts (when the tree will have a level 2,
+ * else once the lists show M2L GEMMs) (docs/fmm3d_gpu.md, "The first call of a fresh plan":
+ * measured, 1 faster by 0.15-0.3 ms, eval unchanged). Plans without GEMMs (rotation-based M2L,
+ * no V lists) never make one. */
+extern "C" int fmk_cuda_fmm3d_blas_at;
+int fmk_cuda_fmm3d_blas_at = 1;
 
 /* cuBLAS is loaded when the first GPU FMM plan starts, not linked: libfmmkit then runs
  * (CPU and every other GPU engine) on machines whose loader cannot find libcublas, and the
@@ -1060,26 +1064,17 @@ struct fmm_gpu {
     } *m2l_parts;
     int n_m2l_gemms, n_m2l_parts;
     int64_t m2l_products;              /* box-direction products the GEMMs compute */
-    /* a fresh plan's two allocations (state_block): block 0 the points, the bounding-box
-     * workspace, the operators, the tree's and the list builder's arenas; block 1 (made by the
-     * helper thread) the dense M2L matrices and eval's buffers; at the sizes the node estimate
-     * gives. A buffer that outgrows its place is allocated apart (in_block). */
-    void *d_block[2];
-    size_t cap_block[2];
-    int64_t block1_m2l, block1_eval;   /* offsets in block 1; -1: no such place */
+    /* a fresh plan's one allocation (cap_block bytes; state_block): the points, the bounding-box
+     * workspace, the operators, the tree's and the list builder's arenas, the dense M2L matrices
+     * and eval's buffers, at the sizes the node estimate gives; a buffer that outgrows its place
+     * is allocated apart (in_block) */
+    void *d_block;
+    size_t cap_block;
     double *d_pts;                     /* the mapped points of the last set_points (cap_pts bytes) */
     void *d_box;                       /* set_points_device's bounding-box workspace (cap_box bytes) */
     size_t cap_pts, cap_box;
     cublasHandle_t blas;
     int has_blas;
-    /* a fresh plan's helper thread makes block 1 and the cuBLAS handle while set_points builds
-     * the tree and the lists (host time the first call would otherwise wait for: cudaMalloc of
-     * hundreds of MB, cublasCreate); joined once the lists are built (finish_helper) or when
-     * the state goes */
-    pthread_t helper;
-    int helper_running;                /* 1: to be joined; 2: its work done on this thread */
-    cudaError_t helper_err;            /* block 1's cudaMalloc */
-    cublasStatus_t blas_status;
     int fresh;                         /* made by this set_points (setup_time[0] is its start) */
     int ops_pending;                   /* stream 2's operators (EV_OPS) not yet waited for by eval */
     double tree_time;
@@ -1119,14 +1114,11 @@ struct fmm_gpu {
     int64_t bytes;
 };
 
-/* p lies in one of the state's blocks (a fresh plan's allocations) */
+/* p lies in the state's block (a fresh plan's one allocation) */
 int in_block(const fmm_gpu *s, const void *p)
 {
-    for (int i = 0; i < (s->helper_running ? 1 : 2); i++) /* block 1: the helper's until joined */
-        if (p && s->d_block[i] && (const char *)p >= (const char *)s->d_block[i] &&
-            (const char *)p < (const char *)s->d_block[i] + s->cap_block[i])
-            return 1;
-    return 0;
+    return p && s->d_block && (const char *)p >= (const char *)s->d_block &&
+           (const char *)p < (const char *)s->d_block + s->cap_block;
 }
 
 /* Frees buffer *d of *cap bytes unless it lies in the block, and forgets it. */
@@ -1150,22 +1142,8 @@ void free_all(fmm_gpu *s)
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (all[i] && !in_block(s, all[i]))
             cudaFree(all[i]);
-    for (int i = 0; i < 2; i++)
-        if (s->d_block[i])
-            cudaFree(s->d_block[i]);
-}
-
-/* Joins the helper thread (if running): block 1 and the cuBLAS handle are the state's from here. */
-void join_helper(fmm_gpu *s)
-{
-    if (!s->helper_running)
-        return;
-    if (s->helper_running == 1)
-        pthread_join(s->helper, NULL);
-    s->helper_running = 0;
-    s->has_blas = s->blas_status == CUBLAS_STATUS_SUCCESS;
-    if (s->d_block[1])
-        s->bytes += (int64_t)s->cap_block[1];
+    if (s->d_block)
+        cudaFree(s->d_block);
 }
 
 void fmm_release(fmk_plan *plan)
@@ -1175,7 +1153,6 @@ void fmm_release(fmk_plan *plan)
         return;
     int prev = -1;
     const int entered = fmk_cuda_enter(plan, s->device, &prev) == FMK_OK;
-    join_helper(s);
     if (s->streams > 2) /* the operators of a set_points not followed by an eval */
         cudaStreamSynchronize(s->stream[2]);
     free_all(s);
@@ -1566,7 +1543,7 @@ fmk_status eval_buffers(fmk_plan *plan, fmm_gpu *s, int64_t k, int64_t nn, int64
     return FMK_OK;
 }
 
-fmk_status finish_helper(fmk_plan *plan, fmm_gpu *s); /* (below, with the state's start) */
+fmk_status ensure_blas(fmk_plan *plan, fmm_gpu *s); /* (below, with the state's start) */
 
 /* The geometry and the operators from the mapped points d_all (sources, then targets unless
  * self: np * 3 doubles on the device), which the state keeps (d_pts) from here on. The
@@ -1587,8 +1564,6 @@ fmk_status setup_on_device(fmk_plan *plan, fmm_gpu *s, double *d_all)
     const int early_m2l = !s->use_rot && np > 8 * (int64_t)s->leaf_size && fmk_cuda_fmm3d_ops_at == 1;
     if (!s->tb.rec_a) /* not started yet */
         st = start_ops(plan, s, total);
-    if (st == FMK_OK && early_m2l && !s->m2l_built) /* (their place: the helper's block) */
-        st = finish_helper(plan, s);
     if (st == FMK_OK && early_m2l && !s->m2l_built)
         st = start_m2l(plan, s, total);
     const double t_ops = fmk_time_now() - t0;
@@ -1616,8 +1591,6 @@ fmk_status setup_on_device(fmk_plan *plan, fmm_gpu *s, double *d_all)
     s->n_nodes = k;
     s->levels = tree.levels;
     s->gemm_first = tree.levels > 2 ? tree.level_begin[2] : k;
-    if (st == FMK_OK) /* block 1 (the M2L matrices, eval's buffers) and cuBLAS from here */
-        st = finish_helper(plan, s);
     if (st != FMK_OK)
         return st;
     const int n_slots = s->g.n_slots;
@@ -1648,6 +1621,8 @@ fmk_status setup_on_device(fmk_plan *plan, fmm_gpu *s, double *d_all)
     int64_t n_xrow = 0;
     if (st == FMK_OK)
         st = m2l_plan(plan, s, nn, &n_xrow);
+    if (st == FMK_OK && s->n_m2l_parts > 0 && fmk_cuda_fmm3d_blas_at == 0)
+        st = ensure_blas(plan, s);
     if (st == FMK_OK)
         st = eval_buffers(plan, s, k, nn, nt, n_xrow, total);
     if (st == FMK_OK && n_xrow > 0) { /* the parts' slot -> row tables */
@@ -1687,45 +1662,24 @@ fmk_status start_failed(fmk_plan *plan, cudaError_t err, const char *call)
                          plan_total(plan));
 }
 
-/* The helper thread (state_block): block 1 and the cuBLAS handle, with the state's device
- * current. Its failures are reported by finish_helper. */
-void *helper_main(void *arg)
+/* The state's cuBLAS handle on its first stream, made at the first call that needs it
+ * (fmk_cuda_fmm3d_blas_at). */
+fmk_status ensure_blas(fmk_plan *plan, fmm_gpu *s)
 {
-    fmm_gpu *s = (fmm_gpu *)arg;
-    s->helper_err = cudaSetDevice(s->device);
-    if (s->helper_err == cudaSuccess && s->cap_block[1] > 0) {
-        s->helper_err = cudaMalloc(&s->d_block[1], s->cap_block[1]);
-        if (s->helper_err != cudaSuccess)
-            s->d_block[1] = NULL, (void)cudaGetLastError();
-    }
-    s->blas_status = s->helper_err == cudaSuccess ? blas::create(&s->blas) : CUBLAS_STATUS_NOT_INITIALIZED;
-    return NULL;
-}
-
-/* Joins the helper thread of a fresh state: block 1's places (the M2L matrices, eval's
- * buffers), the cuBLAS handle on the state's first stream, or what failed. */
-fmk_status finish_helper(fmk_plan *plan, fmm_gpu *s)
-{
-    if (!s->helper_running)
-        return FMK_OK;
-    join_helper(s);
-    if (s->helper_err != cudaSuccess)
-        return start_failed(plan, s->helper_err, "cudaMalloc (the FMM's M2L matrices and buffers)");
-    char *b = (char *)s->d_block[1];
-    if (b && s->block1_m2l >= 0 && !s->d_m2l)
-        s->d_m2l = (double *)(b + s->block1_m2l);
-    if (b && s->block1_eval >= 0 && !s->d_eval)
-        s->d_eval = b + s->block1_eval, s->cap_eval = s->cap_block[1] - (size_t)s->block1_eval;
     if (s->has_blas)
-        return blas::set_stream(s->blas, s->stream[0]) == CUBLAS_STATUS_SUCCESS
-                   ? FMK_OK
-                   : fmk_error_set(plan, FMK_ERR_DEVICE, "cuBLAS could not take the FMM's stream");
-    const cublasStatus_t bs = s->blas_status;
-    return bs == CUBLAS_STATUS_ALLOC_FAILED
-               ? fmk_error_set(plan, FMK_ERR_DEVICE_NOMEM,
-                               "out of GPU memory starting cuBLAS; the plan needs about %lld bytes on the GPU",
-                               plan_total(plan))
-               : fmk_error_set(plan, FMK_ERR_DEVICE, "cuBLAS could not start (status %d)", (int)bs);
+        return FMK_OK;
+    const cublasStatus_t bs = blas::create(&s->blas);
+    if (bs != CUBLAS_STATUS_SUCCESS)
+        return bs == CUBLAS_STATUS_ALLOC_FAILED
+                   ? fmk_error_set(plan, FMK_ERR_DEVICE_NOMEM,
+                                   "out of GPU memory starting cuBLAS; the plan needs about %lld bytes "
+                                   "on the GPU",
+                                   plan_total(plan))
+                   : fmk_error_set(plan, FMK_ERR_DEVICE, "cuBLAS could not start (status %d)", (int)bs);
+    s->has_blas = 1;
+    if (blas::set_stream(s->blas, s->stream[0]) != CUBLAS_STATUS_SUCCESS)
+        return fmk_error_set(plan, FMK_ERR_DEVICE, "cuBLAS could not take the FMM's stream");
+    return FMK_OK;
 }
 
 /* A new state in plan->state (*out): its order, events and streams. */
@@ -1749,7 +1703,6 @@ fmk_status new_state(fmk_plan *plan, fmm_gpu **out)
     s->cfg = m2l_config(s->S);
     s->use_rot = s->order >= fmk_cuda_fmm3d_m2l_rot_order;
     s->fresh = 1;
-    s->blas_status = CUBLAS_STATUS_NOT_INITIALIZED;
     plan->state = s;
     *out = s;
     fmk_status st = FMK_OK;
@@ -1776,14 +1729,13 @@ fmk_status new_state(fmk_plan *plan, fmm_gpu **out)
     return st;
 }
 
-/* A fresh state's allocations for np points (box_bytes: set_points_device's bounding-box
- * workspace, or 0), at the sizes the node estimate of fmk_plan_memory gives: block 0, made
- * here, holds the points, the workspace, the operators, the tree's and the list builder's
- * arenas; block 1, made by the helper thread (finish_helper) with the cuBLAS handle while the
- * tree and the lists are built, the dense M2L matrices (when the tree will have a level 2) and
- * eval's buffers. What turns out larger than its place is allocated apart later. A plan's
- * first call pays per cudaMalloc and for large ones per byte (~0.05 to 0.4 ms each on an H100);
- * the helper's run while the host waits for the tree's and the lists' kernels. */
+/* A fresh state's one allocation for np points (box_bytes: set_points_device's bounding-box
+ * workspace, or 0): the points, the workspace, the operators, the tree's and the list builder's
+ * arenas (lent to them), the dense M2L matrices (when the tree will have a level 2) and eval's
+ * buffers, at the sizes the node estimate of fmk_plan_memory gives. What turns out larger than
+ * its place is allocated apart later. A plan's first call pays per cudaMalloc (~0.05 to 0.3 ms
+ * each on an H100, more for the larger), not in proportion to the bytes. With a level 2 ahead
+ * (M2L GEMMs) the cuBLAS handle too (fmk_cuda_fmm3d_blas_at 0). */
 fmk_status state_block(fmk_plan *plan, fmm_gpu *s, int64_t np, size_t box_bytes)
 {
     const double t0 = fmk_time_now();
@@ -1805,34 +1757,28 @@ fmk_status state_block(fmk_plan *plan, fmm_gpu *s, int64_t np, size_t box_bytes)
                               fmk_cuda_fmm3d_geo_arena_bytes(np, ns, plan->self, k, s->cfg.tb),
                               dense ? 8 * align32((int64_t)M2L_DIRS * S * S) : 0,
                               eval_layout(S, k, k, dense ? x_bytes : 0, nt, 8 * (int64_t)M2L_DIRS, eval_off)};
-    int64_t off[7], total[2] = {0, 0};
-    for (int i = 0; i < 7; i++) {
-        const int j = i < 5 ? 0 : 1;
-        off[i] = total[j], total[j] += (bytes[i] + 255) / 256 * 256;
-    }
-    /* block 1 on the helper thread (or here, fmk_cuda_fmm3d_helper 0 or no thread) */
-    s->cap_block[1] = (size_t)total[1];
-    s->block1_m2l = dense ? off[5] : -1, s->block1_eval = off[6];
-    if (fmk_cuda_fmm3d_helper && pthread_create(&s->helper, NULL, helper_main, s) == 0) {
-        s->helper_running = 1;
-    } else { /* finish_helper takes the results */
-        helper_main(s);
-        s->helper_running = 2;
-    }
-    fmk_status st = put(plan, s, &s->d_block[0], NULL, (size_t)total[0], "the FMM's points, operators and trees",
+    int64_t off[7], total = 0;
+    for (int i = 0; i < 7; i++)
+        off[i] = total, total += (bytes[i] + 255) / 256 * 256;
+    fmk_status st = put(plan, s, &s->d_block, NULL, (size_t)total, "the FMM's points, operators and buffers",
                         plan_total(plan));
     if (st != FMK_OK)
         return st;
-    char *b = (char *)s->d_block[0];
-    s->cap_block[0] = (size_t)total[0];
+    char *b = (char *)s->d_block;
+    s->cap_block = (size_t)total;
     s->d_pts = (double *)(b + off[0]), s->cap_pts = (size_t)bytes[0];
     if (box_bytes)
         s->d_box = b + off[1], s->cap_box = box_bytes;
     s->d_ops = (double *)(b + off[2]);
     s->tree.d_arena = b + off[3], s->tree.arena_bytes = (size_t)bytes[3], s->tree.arena_lent = 1;
     s->g.arena = b + off[4], s->g.arena_bytes = (size_t)bytes[4], s->g.arena_used = 0, s->g.arena_lent = 1;
+    if (dense)
+        s->d_m2l = (double *)(b + off[5]);
+    s->d_eval = b + off[6], s->cap_eval = (size_t)bytes[6];
+    if (dense && fmk_cuda_fmm3d_blas_at == 0)
+        st = ensure_blas(plan, s);
     s->setup_time[0] += fmk_time_now() - t0;
-    return FMK_OK;
+    return st;
 }
 
 /* The engine's state for the plan's points: in_device, mapped on the device already in the
@@ -1872,8 +1818,6 @@ fmk_status build_state(fmk_plan *plan, int on_device)
     }
     if (st == FMK_OK)
         st = setup_on_device(plan, s, s->d_pts);
-    if (st == FMK_OK) /* (setup_on_device joined it) */
-        st = finish_helper(plan, s);
     if (st != FMK_OK) {
         fmm_release(plan);
         return st;
@@ -2207,6 +2151,10 @@ fmk_status run_eval(fmk_plan *plan, fmm_gpu *s, const double *charges, double *p
      * ...] Mp (the matrices stacked, the octant's sources: one GEMM on the tensor cores), then
      * each target box gathers its V entries of the part */
     const int64_t nn = k - s->gemm_first;
+    /* a fresh plan's cuBLAS handle here (fmk_cuda_fmm3d_blas_at 1), the GPU busy meanwhile */
+    fmk_status bst = FMK_OK;
+    if (s->n_m2l_parts > 0 && err == cudaSuccess && (bst = ensure_blas(plan, s)) != FMK_OK)
+        err = cudaErrorUnknown;
     if (s->use_rot && err == cudaSuccess) /* high orders: point and shoot, a block per target box */
         err = fmk_cuda_fmm3d_m2l_rot(&s->rot, s->g.n_vnodes, s->g.d_vnodes, s->g.d_v_begin, s->g.d_v,
                                      s->g.d_v_slot, s->g.d_cube, s->d_M, s->d_L, fs);
@@ -2240,7 +2188,8 @@ fmk_status run_eval(fmk_plan *plan, fmm_gpu *s, const double *charges, double *p
     for (int lev = 3; lev < s->levels && err == cudaSuccess; lev++)
         err = tiles(s, s->g.l2l_first[lev], s->g.l2l_first[lev + 1], s->d_l2l, NULL, s->d_L, s->d_L, 0);
     cudaEventRecord(s->ev[EV_L2L], fs);
-    point_ops(s, (int)nt, 2); /* L2P, M2P */
+    if (err == cudaSuccess)
+        point_ops(s, (int)nt, 2); /* L2P, M2P */
     cudaEventRecord(s->ev[EV_L2P], fs);
     if (!overlap)
         near_field(s, (int)nt, sc, nst);
@@ -2250,13 +2199,16 @@ fmk_status run_eval(fmk_plan *plan, fmm_gpu *s, const double *charges, double *p
     double *g = grad ? (on_device ? grad : h_grad) : NULL;
     /* the points were shrunk by 1 / root_side: the sums are root_side (pot) and root_side^2
      * (grad) times the frame's */
-    k_results<<<grid, 256, 0, fs>>>((int)nt, s->g.d_trg_order, s->d_res, s->d_near,
-                                    plan->frame.pot_scale / s->root_side, p, g);
+    if (err == cudaSuccess) /* nothing reaches the caller's arrays after a failed pass */
+        k_results<<<grid, 256, 0, fs>>>((int)nt, s->g.d_trg_order, s->d_res, s->d_near,
+                                        plan->frame.pot_scale / s->root_side, p, g);
     cudaEventRecord(s->ev[EV_END], fs);
     if (err == cudaSuccess)
         err = cudaGetLastError();
     if (err != cudaSuccess) /* the near field may still run: no buffer is freed under it */
-        cudaStreamSynchronize(nst);
+        cudaStreamSynchronize(nst), cudaStreamSynchronize(fs);
+    if (bst != FMK_OK)
+        return bst;
     if (err == cudaSuccess)
         err = cudaEventSynchronize(s->ev[EV_END]);
     if (err != cudaSuccess)

@@ -48,6 +48,8 @@ extern int fmk_cuda_fmm3d_m2l_rot_order;
 /* and a plan's first set_points: the dense M2L matrices before the tree (1) or after the
  * lists (0) */
 extern int fmk_cuda_fmm3d_ops_at;
+/* and when a fresh plan makes its cuBLAS handle: its first set_points (0), its first eval (1) */
+extern int fmk_cuda_fmm3d_blas_at;
 /* cuda/fmm3d.cu (not API): the lists a plan built on the GPU, in the host's form. */
 fmk_status fmk_cuda_fmm3d_lists(fmk_plan *plan, fmk_fmm3d_lists *lists);
 
@@ -714,16 +716,22 @@ static void test_fresh(void)
         const fmk_opts o = fmm_opts(FMK_BACKEND_CUDA, cases[c].order, 0);
         check_context("fresh %s order %d", dist_name[cases[c].dist], cases[c].order);
         CHECK(fresh_run(&o, n, x, q, p1, g1, m, pm1, gm1) == FMK_OK);
-        for (int v = 0; v < 2; v++) {
-            fmk_cuda_fmm3d_ops_at = v;
+        const int blas_at = fmk_cuda_fmm3d_blas_at;
+        for (int v = 0; v < 3; v++) { /* M2L matrices after the lists, first; cuBLAS at the first eval */
+            fmk_cuda_fmm3d_ops_at = v == 1;
+            fmk_cuda_fmm3d_blas_at = v == 2;
             CHECK(fresh_run(&o, n, x, q, p2, g2, m, pm2, gm2) == FMK_OK);
             const double e[4] = {test_rel_l2(p2, p1, n), test_rel_l2(g2, g1, 3 * n), test_rel_l2(pm2, pm1, m),
                                  test_rel_l2(gm2, gm1, 3 * m)};
             CHECK_MSG(e[0] < 1e-14 && e[1] < 1e-14 && e[2] < 1e-14 && e[3] < 1e-14,
-                      "M2L matrices %s: %.2e %.2e, fewer points %.2e %.2e", v ? "first" : "after the lists",
+                      "%s: %.2e %.2e, fewer points %.2e %.2e",
+                      v == 2 ? "cuBLAS at the first eval" : v ? "M2L matrices first" : "M2L matrices after the lists",
                       e[0], e[1], e[2], e[3]);
+            if (v == 2)
+                fresh_orders(&o, n, x, q, p1, g1);
         }
         fmk_cuda_fmm3d_ops_at = at;
+        fmk_cuda_fmm3d_blas_at = blas_at;
         fresh_orders(&o, n, x, q, p1, g1);
         /* and against the host points' path (a fresh plan) */
         CHECK(run(&o, 1e-6, n, x, q, 0, NULL, p2, g2, NULL) == FMK_OK);
