@@ -395,6 +395,25 @@ static void fresh(const char *dist, int64_t n, double eps, int plans)
     free(x), free(q);
 }
 
+/* Fresh plans (2^20 uniform, eps 1e-6) with a knob of the first call (knob: NULL when this
+ * build has none) at 1 and 0, alternately, twice each. Returns nonzero without the knob. */
+static int fresh_knob(int *knob, const char *on, const char *off, int plans)
+{
+    if (!knob) {
+        fprintf(stderr, "fmm3d: no such knob in this build\n");
+        return 1;
+    }
+    const int keep = *knob;
+    for (int v = 0; v < 4; v++) {
+        *knob = !(v & 1);
+        if (!json)
+            printf("%s\n", *knob ? on : off);
+        fresh("cube", (int64_t)1 << 20, 1e-6, plans);
+    }
+    *knob = keep;
+    return 0;
+}
+
 static const char *method_name(fmk_method m)
 {
     return m == FMK_METHOD_FMM ? "fmm" : m == FMK_METHOD_TREE ? "tree" : "direct";
@@ -732,35 +751,17 @@ int main(int argc, char **argv)
         fresh("cube", 1 << 16, 1e-6, arg > 1 ? arg : 9);
         fresh("cube", 1 << 12, 1e-6, arg > 1 ? arg : 9);
     } else if (!strcmp(mode, "freshops")) {
-        /* a fresh plan's first set_points with the M2L matrices started before the tree (the
-         * default) and after the lists, alternately: fresh plans, 2^20 uniform at eps 1e-6 */
-        if (!&fmk_cuda_fmm3d_ops_at) {
-            fprintf(stderr, "fmm3d: no operator knob in this build\n");
+        /* a fresh plan's first set_points with the M2L matrices started before the tree and
+         * after the lists (the default), alternately */
+        if (fresh_knob(&fmk_cuda_fmm3d_ops_at, "M2L matrices before the tree", "M2L matrices after the lists",
+                       arg > 1 ? arg : 5))
             return 1;
-        }
-        const int at = fmk_cuda_fmm3d_ops_at;
-        for (int v = 0; v < 4; v++) {
-            fmk_cuda_fmm3d_ops_at = !(v & 1);
-            if (!json)
-                printf("M2L matrices %s\n", fmk_cuda_fmm3d_ops_at ? "before the tree" : "after the lists");
-            fresh("cube", N20, 1e-6, arg > 1 ? arg : 5);
-        }
-        fmk_cuda_fmm3d_ops_at = at;
     } else if (!strcmp(mode, "freshblas")) {
-        /* a fresh plan's cuBLAS handle made when its first set_points starts and at its first
-         * eval's M2L (the default), alternately: fresh plans, 2^20 uniform at eps 1e-6 */
-        if (!&fmk_cuda_fmm3d_blas_at) {
-            fprintf(stderr, "fmm3d: no cuBLAS knob in this build\n");
+        /* a fresh plan's cuBLAS handle made at its first eval's M2L (the default) and when its
+         * first set_points starts, alternately */
+        if (fresh_knob(&fmk_cuda_fmm3d_blas_at, "cuBLAS handle at the first eval's M2L",
+                       "cuBLAS handle when set_points starts", arg > 1 ? arg : 5))
             return 1;
-        }
-        const int at = fmk_cuda_fmm3d_blas_at;
-        for (int v = 0; v < 4; v++) {
-            fmk_cuda_fmm3d_blas_at = v & 1;
-            if (!json)
-                printf("cuBLAS handle %s\n", fmk_cuda_fmm3d_blas_at ? "at the first eval's M2L" : "when set_points starts");
-            fresh("cube", N20, 1e-6, arg > 1 ? arg : 5);
-        }
-        fmk_cuda_fmm3d_blas_at = at;
     } else if (!strcmp(mode, "small")) {
         for (int lg = 12; lg <= 20; lg += 2) {
             const int64_t n = (int64_t)1 << lg;
