@@ -25,6 +25,8 @@
  *                    created, given device points, evaluated once and destroyed, every call timed
  *                    (2^20 uniform and Plummer, 2^16, 2^12 uniform, eps 1e-6); the median leaves
  *                    out the process's first plan
+ *   fmm3d freshblas [R]  fresh plans (2^20 uniform) with their cuBLAS handle made when
+ *                    set_points starts and at the first eval's M2L, alternately
  *   fmm3d small      N = 2^12, 2^14, 2^16, 2^18, 2^20 uniform, FMM only, eps 1e-3 and 1e-6 (the
  *                    small-N floor of eval and set_points)
  *   fmm3d scale [K]  N = 2^16 .. 2^K (default 26) uniform at eps 1e-6, slope of log t vs log N
@@ -74,6 +76,8 @@ extern int fmk_cuda_fmm3d_p2p_unroll __attribute__((weak));
 extern double fmk_cuda_fmm3d_root_volume __attribute__((weak));
 /* and when a fresh plan's first set_points starts the M2L matrices */
 extern int fmk_cuda_fmm3d_ops_at __attribute__((weak));
+/* and when a fresh plan makes its cuBLAS handle (set_points, or its first eval's M2L) */
+extern int fmk_cuda_fmm3d_blas_at __attribute__((weak));
 #pragma weak cudaMalloc
 #pragma weak cudaMemcpy
 #pragma weak cudaFree
@@ -262,10 +266,15 @@ static int measure(fmk_method method, double eps, int order, int64_t leaf, const
         const double t0 = bench_now();
         ok = fmk_plan_eval_device(p, dq, dp, want_grad ? dg : NULL) == FMK_OK;
         const double t1 = bench_now();
-        if (k > 0)
+        if (k > 0) {
             te[k - 1] = t1 - t0;
-        else
+        } else {
             r->eval_first = t1 - t0;
+            double part[12]; /* the M2L matrices' GPU time: known once the first eval waited for them */
+            if (ok && method == FMK_METHOD_FMM && fmk_cuda_fmm3d_setup_times &&
+                fmk_cuda_fmm3d_setup_times(p, part) == FMK_OK)
+                r->setup_first_part[11] = part[11];
+        }
     }
     if (!ok) {
         fprintf(stderr, "fmm3d: %s\n", fmk_plan_last_error(p));
@@ -384,6 +393,25 @@ static void fresh(const char *dist, int64_t n, double eps, int plans)
     fflush(stdout);
     cudaFree(dx), cudaFree(dq), cudaFree(dp), cudaFree(dg);
     free(x), free(q);
+}
+
+/* Fresh plans (2^20 uniform, eps 1e-6) with a knob of the first call (knob: NULL when this
+ * build has none) at 1 and 0, alternately, twice each. Returns nonzero without the knob. */
+static int fresh_knob(int *knob, const char *on, const char *off, int plans)
+{
+    if (!knob) {
+        fprintf(stderr, "fmm3d: no such knob in this build\n");
+        return 1;
+    }
+    const int keep = *knob;
+    for (int v = 0; v < 4; v++) {
+        *knob = !(v & 1);
+        if (!json)
+            printf("%s\n", *knob ? on : off);
+        fresh("cube", (int64_t)1 << 20, 1e-6, plans);
+    }
+    *knob = keep;
+    return 0;
 }
 
 static const char *method_name(fmk_method m)
@@ -723,20 +751,17 @@ int main(int argc, char **argv)
         fresh("cube", 1 << 16, 1e-6, arg > 1 ? arg : 9);
         fresh("cube", 1 << 12, 1e-6, arg > 1 ? arg : 9);
     } else if (!strcmp(mode, "freshops")) {
-        /* a fresh plan's first set_points with the M2L matrices started before the tree (the
-         * default) and after the lists, alternately: fresh plans, 2^20 uniform at eps 1e-6 */
-        if (!&fmk_cuda_fmm3d_ops_at) {
-            fprintf(stderr, "fmm3d: no operator knob in this build\n");
+        /* a fresh plan's first set_points with the M2L matrices started before the tree and
+         * after the lists (the default), alternately */
+        if (fresh_knob(&fmk_cuda_fmm3d_ops_at, "M2L matrices before the tree", "M2L matrices after the lists",
+                       arg > 1 ? arg : 5))
             return 1;
-        }
-        const int at = fmk_cuda_fmm3d_ops_at;
-        for (int v = 0; v < 4; v++) {
-            fmk_cuda_fmm3d_ops_at = !(v & 1);
-            if (!json)
-                printf("M2L matrices %s\n", fmk_cuda_fmm3d_ops_at ? "before the tree" : "after the lists");
-            fresh("cube", N20, 1e-6, arg > 1 ? arg : 5);
-        }
-        fmk_cuda_fmm3d_ops_at = at;
+    } else if (!strcmp(mode, "freshblas")) {
+        /* a fresh plan's cuBLAS handle made at its first eval's M2L (the default) and when its
+         * first set_points starts, alternately */
+        if (fresh_knob(&fmk_cuda_fmm3d_blas_at, "cuBLAS handle at the first eval's M2L",
+                       "cuBLAS handle when set_points starts", arg > 1 ? arg : 5))
+            return 1;
     } else if (!strcmp(mode, "small")) {
         for (int lg = 12; lg <= 20; lg += 2) {
             const int64_t n = (int64_t)1 << lg;

@@ -15,7 +15,10 @@
  * of the 8 + 8 + 316 translation vectors; the M2L matrices are stacked into one tall matrix, in
  * an order where the directions that the sources of each octant reach lie in a few runs. The
  * state (events, streams, cuBLAS, the tree's and the lists' arrays, matrices, buffers) is kept
- * from one set_points_device to the next, grown where too small.
+ * from one set_points_device to the next, grown where too small. A fresh plan's first call
+ * allocates it in one cudaMalloc sized from the node estimate (state_block; the tree and the
+ * list builder cut their arrays from arenas lent from it), does not wait for the operators'
+ * stream (eval's far field does), and makes its cuBLAS handle at the first eval's M2L.
  *
  * eval (numbers only): charges to key order; P2M at the leaves (blocks per leaf, a thread per
  * source, warp sums of the harmonics as they are made); M2M level by level upward (to level 2)
@@ -126,6 +129,15 @@ long long fmk_cuda_fmm3d_m2l_bytes = 256ll << 20;
  * faster; the tree's first build ran slower beside them). */
 extern "C" int fmk_cuda_fmm3d_ops_at;
 int fmk_cuda_fmm3d_ops_at = 0;
+
+/* Tuning knob, not API: when a fresh plan makes its cuBLAS handle (cublasCreate, 0.15-0.2 ms
+ * of host time on an H100): 1 at its first eval's M2L, the GPU busy meanwhile with the near
+ * field, P2M and M2M; 0 when its first set_points starts (when the tree will have a level 2,
+ * else once the lists show M2L GEMMs) (docs/fmm3d_gpu.md, "The first call of a fresh plan":
+ * measured, 1 faster by 0.15-0.3 ms, eval unchanged). Plans without GEMMs (rotation-based M2L,
+ * no V lists) never make one. */
+extern "C" int fmk_cuda_fmm3d_blas_at;
+int fmk_cuda_fmm3d_blas_at = 1;
 
 /* cuBLAS is loaded when the first GPU FMM plan starts, not linked: libfmmkit then runs
  * (CPU and every other GPU engine) on machines whose loader cannot find libcublas, and the
@@ -1025,7 +1037,8 @@ __global__ void k_harmonics(int p, int n_h, tabs t, const double *__restrict__ v
  * END in that order; the near field on stream 1 between NEAR (after FORK, the charges in key
  * order) and P2P; JOIN on stream 0 once both are done. */
 enum { EV_START, EV_P2M, EV_M2M, EV_M2L, EV_L2L, EV_L2P, EV_JOIN, EV_END, EV_FORK, EV_NEAR, EV_P2P,
-       EV_OPS0, EV_OPS1, N_EV }; /* OPS0 .. OPS1: the M2L matrices' kernel on stream 2 (set_points) */
+       EV_OPS0, EV_OPS1, EV_OPS, N_EV }; /* OPS0 .. OPS1: the M2L matrices' kernel on stream 2
+                                           * (set_points); OPS: the end of stream 2's operators */
 
 struct fmm_gpu {
     int device, order, S;
@@ -1051,12 +1064,19 @@ struct fmm_gpu {
     } *m2l_parts;
     int n_m2l_gemms, n_m2l_parts;
     int64_t m2l_products;              /* box-direction products the GEMMs compute */
+    /* a fresh plan's one allocation (cap_block bytes; state_block): the points, the bounding-box
+     * workspace, the operators, the tree's and the list builder's arenas, the dense M2L matrices
+     * and eval's buffers, at the sizes the node estimate gives; a buffer that outgrows its place
+     * is allocated apart (in_block) */
+    void *d_block;
+    size_t cap_block;
     double *d_pts;                     /* the mapped points of the last set_points (cap_pts bytes) */
     void *d_box;                       /* set_points_device's bounding-box workspace (cap_box bytes) */
     size_t cap_pts, cap_box;
-    int box_in_pts;                    /* d_box lies in d_pts' allocation (a fresh plan's first call) */
     cublasHandle_t blas;
     int has_blas;
+    int fresh;                         /* made by this set_points (setup_time[0] is its start) */
+    int ops_pending;                   /* stream 2's operators (EV_OPS) not yet waited for by eval */
     double tree_time;
     double setup_time[6];              /* seconds: start (events, cuBLAS), tree, lists, operators, buffers;
                                         * the M2L matrices' kernel (GPU time) */
@@ -1067,7 +1087,6 @@ struct fmm_gpu {
     int use_rot;                       /* M2L by rotations (fmm3d_rot.cu), not dense matrices */
     int m2l_timed;                     /* EV_OPS0 .. EV_OPS1 hold this set_points' M2L matrices */
     int m2l_built;                     /* the dense M2L matrices are built (or on their way) */
-    int m2l_in_ops;                    /* d_m2l lies in d_ops' allocation */
     fmk_cuda_fmm3d_rot rot;            /* its tables (with use_rot) */
     /* the operators (start_ops), built once per plan on stream 2 while the tree and the lists
      * are built: d_ops holds the harmonic tables (tb), the translation harmonics, the M2M and
@@ -1095,6 +1114,23 @@ struct fmm_gpu {
     int64_t bytes;
 };
 
+/* p lies in the state's block (a fresh plan's one allocation) */
+int in_block(const fmm_gpu *s, const void *p)
+{
+    return p && s->d_block && (const char *)p >= (const char *)s->d_block &&
+           (const char *)p < (const char *)s->d_block + s->cap_block;
+}
+
+/* Frees buffer *d of *cap bytes unless it lies in the block, and forgets it. */
+void drop(fmm_gpu *s, void **d, size_t *cap)
+{
+    if (*d && !in_block(s, *d)) {
+        cudaFree(*d);
+        s->bytes -= (int64_t)(*cap ? *cap : 1);
+    }
+    *d = NULL, *cap = 0;
+}
+
 void free_all(fmm_gpu *s)
 {
     free(s->m2l_gemms), free(s->m2l_parts);
@@ -1102,11 +1138,12 @@ void free_all(fmm_gpu *s)
     fmk_cuda_fmm3d_geo_free(&s->g);
     fmk_cuda_tree3d_free(&s->tree);
     fmk_cuda_fmm3d_rot_free(&s->rot);
-    void *all[] = {s->d_ops, s->m2l_in_ops ? NULL : s->d_m2l, s->d_eval, s->d_host, s->d_pts,
-                   s->box_in_pts ? NULL : s->d_box};
+    void *all[] = {s->d_ops, s->d_m2l, s->d_eval, s->d_host, s->d_pts, s->d_box};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        if (all[i])
+        if (all[i] && !in_block(s, all[i]))
             cudaFree(all[i]);
+    if (s->d_block)
+        cudaFree(s->d_block);
 }
 
 void fmm_release(fmk_plan *plan)
@@ -1116,6 +1153,8 @@ void fmm_release(fmk_plan *plan)
         return;
     int prev = -1;
     const int entered = fmk_cuda_enter(plan, s->device, &prev) == FMK_OK;
+    if (s->streams > 2) /* the operators of a set_points not followed by an eval */
+        cudaStreamSynchronize(s->stream[2]);
     free_all(s);
     for (int i = 0; i < s->events; i++)
         cudaEventDestroy(s->ev[i]);
@@ -1234,11 +1273,7 @@ fmk_status grow(fmk_plan *plan, fmm_gpu *s, void **d, size_t *cap, size_t bytes,
 {
     if (*d && *cap >= bytes)
         return FMK_OK;
-    if (*d) {
-        cudaFree(*d);
-        s->bytes -= (int64_t)(*cap ? *cap : 1);
-        *d = NULL, *cap = 0;
-    }
+    drop(s, d, cap);
     const fmk_status st = put(plan, s, d, NULL, bytes, what, total);
     if (st == FMK_OK)
         *cap = bytes;
@@ -1247,9 +1282,10 @@ fmk_status grow(fmk_plan *plan, fmm_gpu *s, void **d, size_t *cap, size_t bytes,
 
 /* The operators that depend only on the order (ops_layout), started on stream 2, which does
  * not wait for the default stream: the tables from the host (fmm3d_ops.c's, a few kB), then on
- * the GPU the translation harmonics (k_harmonics) and the M2M and L2L matrices (k_build). Runs
- * alongside the tree and list builds; finish_ops waits for it. */
-fmk_status start_ops(fmk_plan *plan, fmm_gpu *s, long long total, int with_m2l)
+ * the GPU the translation harmonics (k_harmonics) and the M2M and L2L matrices (k_build), in
+ * d_ops (the block's, or allocated here). Runs alongside the tree and list builds; eval's far
+ * field waits for it (EV_OPS), set_points does not. */
+fmk_status start_ops(fmk_plan *plan, fmm_gpu *s, long long total)
 {
     const int p = s->order;
     const int64_t S = s->S;
@@ -1283,11 +1319,8 @@ fmk_status start_ops(fmk_plan *plan, fmm_gpu *s, long long total, int with_m2l)
         const int d = dir_of_rank[r];
         up[o.vec + 3 * r] = d / 49 - 3, up[o.vec + 3 * r + 1] = (d / 7) % 7 - 3, up[o.vec + 3 * r + 2] = d % 7 - 3;
     }
-    /* with the dense M2L matrices' place when they are built now too (one allocation) */
-    const int64_t m2l = with_m2l ? align32((int64_t)M2L_DIRS * S * S) : 0;
-    st = put(plan, s, (void **)&s->d_ops, NULL, 8 * (size_t)(o.total + m2l), "the FMM's operators", total);
-    if (st == FMK_OK && with_m2l)
-        s->d_m2l = s->d_ops + o.total, s->m2l_in_ops = 1;
+    if (!s->d_ops)
+        st = put(plan, s, (void **)&s->d_ops, NULL, 8 * (size_t)o.total, "the FMM's operators", total);
     cudaStream_t os = s->stream[2];
     cudaError_t err = cudaSuccess;
     if (st == FMK_OK) /* from pageable memory: copied out before the call returns */
@@ -1306,6 +1339,8 @@ fmk_status start_ops(fmk_plan *plan, fmm_gpu *s, long long total, int with_m2l)
                                                            S * S, S, s->d_m2m);
         k_build<<<(8 * nc * nc + 255) / 256, 256, 0, os>>>(2, p, 8, p, d + o.H + hs_m2l * o.n_h + 8 * hs_p,
                                                            d + o.sqb, nb, S * S, S, s->d_l2l);
+        cudaEventRecord(s->ev[EV_OPS], os);
+        s->ops_pending = 1;
         err = cudaGetLastError();
     }
     return err == cudaSuccess ? FMK_OK : fmk_cuda_fail(plan, err, "the operator kernels");
@@ -1328,23 +1363,31 @@ fmk_status start_m2l(fmk_plan *plan, fmm_gpu *s, long long total)
     k_build<<<2048, 256, 0, s->stream[2]>>>(0, p, M2L_DIRS, 2 * p, s->d_ops + o.H, s->d_ops + o.sqb, o.nb, S,
                                               (int64_t)M2L_DIRS * S, s->d_m2l);
     cudaEventRecord(s->ev[EV_OPS1], s->stream[2]);
-    s->m2l_timed = 1, s->m2l_built = 1;
+    cudaEventRecord(s->ev[EV_OPS], s->stream[2]);
+    s->m2l_timed = 1, s->m2l_built = 1, s->ops_pending = 1;
     const cudaError_t err = cudaGetLastError();
     return err == cudaSuccess ? FMK_OK : fmk_cuda_fail(plan, err, "the M2L matrix kernel");
 }
 
-/* Waits for the operators of stream 2 (their errors are set_points'). */
-fmk_status finish_ops(fmk_plan *plan, fmm_gpu *s)
+/* The far field's stream (st) waits for the operators of stream 2 at eval's first pass
+ * that reads them (their kernels' faults are eval's then). */
+void ops_wait(fmm_gpu *s, cudaStream_t st)
 {
-    cudaError_t err = cudaStreamSynchronize(s->stream[2]);
-    if (err == cudaSuccess)
-        err = cudaGetLastError();
+    if (!s->ops_pending)
+        return;
+    cudaStreamWaitEvent(st, s->ev[EV_OPS], 0);
+    s->ops_pending = 0;
+}
+
+/* The M2L matrices' kernel time (setup_time[5]), once eval has waited for it. */
+void ops_time(fmm_gpu *s)
+{
     float ms = 0;
-    if (err == cudaSuccess && s->m2l_timed && cudaEventElapsedTime(&ms, s->ev[EV_OPS0], s->ev[EV_OPS1]) != cudaSuccess)
+    if (s->m2l_timed && cudaEventElapsedTime(&ms, s->ev[EV_OPS0], s->ev[EV_OPS1]) != cudaSuccess)
         (void)cudaGetLastError(), ms = 0;
-    s->setup_time[5] = 1e-3 * ms;
+    if (s->m2l_timed)
+        s->setup_time[5] = 1e-3 * ms;
     s->m2l_timed = 0;
-    return err == cudaSuccess ? FMK_OK : fmk_cuda_fail(plan, err, "the operator kernels");
 }
 
 /* Device bytes of the plan's points (plan->n_sources, n_targets, self), for messages. */
@@ -1467,19 +1510,27 @@ __global__ void k_shrink(int64_t n, double inv_c, double *__restrict__ x)
         x[i] = fma(x[i] - 1.0, inv_c, 1.0);
 }
 
+/* Where eval's buffers lie in d_eval for k nodes, nn of them from level 2 down, x_bytes of M2L
+ * products, nt targets and n_xrow M2L table entries (off[8], 256-byte aligned): expansions M
+ * and L, the products X, the M2L's columns Mp, the far and near field's results, the tables,
+ * the charge check. Returns the bytes. */
+int64_t eval_layout(int64_t S, int64_t k, int64_t nn, int64_t x_bytes, int64_t nt, int64_t n_xrow, int64_t off[8])
+{
+    const int64_t bytes[8] = {8 * S * k, 8 * S * k, x_bytes, 8 * S * nn, 32 * nt, 32 * nt, 4 * n_xrow, 16};
+    int64_t need = 0;
+    for (int i = 0; i < 8; i++)
+        off[i] = need, need += (bytes[i] + 255) / 256 * 256;
+    return need;
+}
+
 /* Eval's buffers (fmm_gpu: d_eval) for k nodes, nn of them from level 2 down, nt targets and
- * n_xrow M2L table entries: kept from the previous points when large enough, else one new
- * allocation. */
+ * n_xrow M2L table entries: kept from the previous points (or the block's place) when large
+ * enough, else one new allocation. */
 fmk_status eval_buffers(fmk_plan *plan, fmm_gpu *s, int64_t k, int64_t nn, int64_t nt, int64_t n_xrow,
                         long long total)
 {
-    const int64_t S = s->S;
-    const int64_t bytes[] = {8 * S * k, 8 * S * k, 8 * S * nn * s->m2l_batch, 8 * S * nn,
-                             32 * nt,   32 * nt,   4 * n_xrow,                16};
-    const int n = (int)(sizeof bytes / sizeof bytes[0]);
-    int64_t off[sizeof bytes / sizeof bytes[0]], need = 0;
-    for (int i = 0; i < n; i++) /* 256-byte aligned */
-        off[i] = need, need += (bytes[i] + 255) / 256 * 256;
+    int64_t off[8];
+    const int64_t need = eval_layout(s->S, k, nn, 8 * s->S * nn * s->m2l_batch, nt, n_xrow, off);
     const fmk_status st = grow(plan, s, &s->d_eval, &s->cap_eval, (size_t)need,
                                "the expansions, the M2L's products and the results", total);
     if (st != FMK_OK)
@@ -1491,6 +1542,8 @@ fmk_status eval_buffers(fmk_plan *plan, fmm_gpu *s, int64_t k, int64_t nn, int64
     s->d_xrow = (int32_t *)(e + off[6]), s->d_stats = (unsigned long long *)(e + off[7]);
     return FMK_OK;
 }
+
+fmk_status ensure_blas(fmk_plan *plan, fmm_gpu *s); /* (below, with the state's start) */
 
 /* The geometry and the operators from the mapped points d_all (sources, then targets unless
  * self: np * 3 doubles on the device), which the state keeps (d_pts) from here on. The
@@ -1504,12 +1557,13 @@ fmk_status setup_on_device(fmk_plan *plan, fmm_gpu *s, double *d_all)
     const long long total = plan_total(plan);
     fmk_status st = FMK_OK;
     fmk_cuda_tree &tree = s->tree;
+    s->setup_time[5] = 0;
     /* the operators first (a plan's first call); the dense M2L matrices after the lists when
      * they have V entries, or (fmk_cuda_fmm3d_ops_at = 1) here too when the tree will have a
      * level 2 */
     const int early_m2l = !s->use_rot && np > 8 * (int64_t)s->leaf_size && fmk_cuda_fmm3d_ops_at == 1;
-    if (!s->d_ops)
-        st = start_ops(plan, s, total, early_m2l);
+    if (!s->tb.rec_a) /* not started yet */
+        st = start_ops(plan, s, total);
     if (st == FMK_OK && early_m2l && !s->m2l_built)
         st = start_m2l(plan, s, total);
     const double t_ops = fmk_time_now() - t0;
@@ -1537,14 +1591,6 @@ fmk_status setup_on_device(fmk_plan *plan, fmm_gpu *s, double *d_all)
     s->n_nodes = k;
     s->levels = tree.levels;
     s->gemm_first = tree.levels > 2 ? tree.level_begin[2] : k;
-    if (d_all != s->d_pts) { /* kept for the next points */
-        if (s->d_pts)
-            cudaFree(s->d_pts), s->bytes -= (int64_t)s->cap_pts;
-        if (s->box_in_pts) /* the bounding-box workspace went with them */
-            s->bytes -= (int64_t)s->cap_box, s->d_box = NULL, s->cap_box = 0, s->box_in_pts = 0;
-        s->d_pts = d_all, s->cap_pts = 24 * (size_t)(np > 0 ? np : 1);
-        s->bytes += (int64_t)s->cap_pts;
-    }
     if (st != FMK_OK)
         return st;
     const int n_slots = s->g.n_slots;
@@ -1575,6 +1621,8 @@ fmk_status setup_on_device(fmk_plan *plan, fmm_gpu *s, double *d_all)
     int64_t n_xrow = 0;
     if (st == FMK_OK)
         st = m2l_plan(plan, s, nn, &n_xrow);
+    if (st == FMK_OK && s->n_m2l_parts > 0 && fmk_cuda_fmm3d_blas_at == 0)
+        st = ensure_blas(plan, s);
     if (st == FMK_OK)
         st = eval_buffers(plan, s, k, nn, nt, n_xrow, total);
     if (st == FMK_OK && n_xrow > 0) { /* the parts' slot -> row tables */
@@ -1588,11 +1636,8 @@ fmk_status setup_on_device(fmk_plan *plan, fmm_gpu *s, double *d_all)
             return fmk_cuda_fail(plan, err, "cudaMemcpy (the M2L tables)");
     }
     const double t3 = fmk_time_now();
-    if (st == FMK_OK)
-        st = finish_ops(plan, s);
-    const double t4 = fmk_time_now();
-    /* operators: their host part (a plan's first call) and the wait for stream 2 at the end */
-    s->setup_time[3] = t_ops + (t2 - t1) + (t4 - t3);
+    /* operators: their host part (a plan's first call; eval waits for their kernels) */
+    s->setup_time[3] = t_ops + (t2 - t1);
     s->setup_time[4] = t3 - t2;
     return st;
 }
@@ -1617,14 +1662,12 @@ fmk_status start_failed(fmk_plan *plan, cudaError_t err, const char *call)
                          plan_total(plan));
 }
 
-/* The state's cuBLAS handle, on its first stream. */
-fmk_status start_blas(fmk_plan *plan, fmm_gpu *s)
+/* The state's cuBLAS handle on its first stream, made at the first call that needs it
+ * (fmk_cuda_fmm3d_blas_at). */
+fmk_status ensure_blas(fmk_plan *plan, fmm_gpu *s)
 {
-    if (!blas::load())
-        return fmk_error_set(plan, FMK_ERR_UNAVAILABLE,
-                             "the GPU FMM needs cuBLAS (" FMK_CUBLAS_SONAME "), which was not found: add "
-                             "the CUDA toolkit's lib64 to LD_LIBRARY_PATH (or set CUDA_HOME), or use "
-                             "backend cpu");
+    if (s->has_blas)
+        return FMK_OK;
     const cublasStatus_t bs = blas::create(&s->blas);
     if (bs != CUBLAS_STATUS_SUCCESS)
         return bs == CUBLAS_STATUS_ALLOC_FAILED
@@ -1639,10 +1682,15 @@ fmk_status start_blas(fmk_plan *plan, fmm_gpu *s)
     return FMK_OK;
 }
 
-/* A new state in plan->state (*out): its order, events, streams and cuBLAS handle. */
+/* A new state in plan->state (*out): its order, events and streams. */
 fmk_status new_state(fmk_plan *plan, fmm_gpu **out)
 {
     const double t0 = fmk_time_now();
+    if (!blas::load())
+        return fmk_error_set(plan, FMK_ERR_UNAVAILABLE,
+                             "the GPU FMM needs cuBLAS (" FMK_CUBLAS_SONAME "), which was not found: add "
+                             "the CUDA toolkit's lib64 to LD_LIBRARY_PATH (or set CUDA_HOME), or use "
+                             "backend cpu");
     fmm_gpu *s = (fmm_gpu *)calloc(1, sizeof *s);
     if (!s)
         return fmk_error_set(plan, FMK_ERR_NOMEM, "out of host memory");
@@ -1654,6 +1702,7 @@ fmk_status new_state(fmk_plan *plan, fmm_gpu **out)
     s->S = (s->order + 1) * (s->order + 2);
     s->cfg = m2l_config(s->S);
     s->use_rot = s->order >= fmk_cuda_fmm3d_m2l_rot_order;
+    s->fresh = 1;
     plan->state = s;
     *out = s;
     fmk_status st = FMK_OK;
@@ -1676,27 +1725,69 @@ fmk_status new_state(fmk_plan *plan, fmm_gpu **out)
         if (err != cudaSuccess)
             st = start_failed(plan, err, "cudaStreamCreateWithPriority");
     }
-    if (st == FMK_OK)
-        st = start_blas(plan, s);
-    s->setup_time[0] = fmk_time_now() - t0;
+    s->setup_time[0] += fmk_time_now() - t0;
     return st;
 }
 
-/* Frees mapped points d_all unless they are the state's kept buffer. */
-void free_points(const fmk_plan *plan, double *d_all)
+/* A fresh state's one allocation for np points (box_bytes: set_points_device's bounding-box
+ * workspace, or 0): the points, the workspace, the operators, the tree's and the list builder's
+ * arenas (lent to them), the dense M2L matrices (when the tree will have a level 2) and eval's
+ * buffers, at the sizes the node estimate of fmk_plan_memory gives. What turns out larger than
+ * its place is allocated apart later. A plan's first call pays per cudaMalloc (~0.05 to 0.3 ms
+ * each on an H100, more for the larger), not in proportion to the bytes. With a level 2 ahead
+ * (M2L GEMMs) the cuBLAS handle too (fmk_cuda_fmm3d_blas_at 0). */
+fmk_status state_block(fmk_plan *plan, fmm_gpu *s, int64_t np, size_t box_bytes)
 {
-    const fmm_gpu *s = (const fmm_gpu *)plan->state;
-    if (d_all && (!s || d_all != s->d_pts))
-        cudaFree(d_all);
+    const double t0 = fmk_time_now();
+    const int64_t ns = plan->n_sources, nt = plan->n_targets, S = s->S;
+    const int64_t k = fmk_tree3d_estimate_nodes(np, s->leaf_size);
+    const int v_lists = np > 8 * (int64_t)s->leaf_size; /* a level 2: V entries, M2L's GEMMs */
+    const int dense = !s->use_rot && v_lists;
+    const ops_layout o = ops_layout_for(s->order, s->use_rot);
+    /* the M2L's products: at most fmk_cuda_fmm3d_m2l_bytes or one direction (m2l_batch_for),
+     * at most all directions, for at most k boxes from level 2 down */
+    int64_t x_bytes = 8 * S * k > fmk_cuda_fmm3d_m2l_bytes ? 8 * S * k : fmk_cuda_fmm3d_m2l_bytes;
+    if (x_bytes > 8 * S * k * M2L_DIRS)
+        x_bytes = 8 * S * k * M2L_DIRS;
+    int64_t eval_off[8];
+    const int64_t bytes[7] = {24 * (np > 0 ? np : 1),
+                              (int64_t)box_bytes,
+                              8 * o.total,
+                              fmk_cuda_tree3d_first_bytes(np, s->leaf_size),
+                              fmk_cuda_fmm3d_geo_arena_bytes(np, ns, plan->self, k, s->cfg.tb),
+                              dense ? 8 * align32((int64_t)M2L_DIRS * S * S) : 0,
+                              eval_layout(S, k, k, dense ? x_bytes : 0, nt, 8 * (int64_t)M2L_DIRS, eval_off)};
+    int64_t off[7], total = 0;
+    for (int i = 0; i < 7; i++)
+        off[i] = total, total += (bytes[i] + 255) / 256 * 256;
+    fmk_status st = put(plan, s, &s->d_block, NULL, (size_t)total, "the FMM's points, operators and buffers",
+                        plan_total(plan));
+    if (st != FMK_OK)
+        return st;
+    char *b = (char *)s->d_block;
+    s->cap_block = (size_t)total;
+    s->d_pts = (double *)(b + off[0]), s->cap_pts = (size_t)bytes[0];
+    if (box_bytes)
+        s->d_box = b + off[1], s->cap_box = box_bytes;
+    s->d_ops = (double *)(b + off[2]);
+    s->tree.d_arena = b + off[3], s->tree.arena_bytes = (size_t)bytes[3], s->tree.arena_lent = 1;
+    s->g.arena = b + off[4], s->g.arena_bytes = (size_t)bytes[4], s->g.arena_used = 0, s->g.arena_lent = 1;
+    if (dense)
+        s->d_m2l = (double *)(b + off[5]);
+    s->d_eval = b + off[6], s->cap_eval = (size_t)bytes[6];
+    if (dense && fmk_cuda_fmm3d_blas_at == 0)
+        st = ensure_blas(plan, s);
+    s->setup_time[0] += fmk_time_now() - t0;
+    return st;
 }
 
-/* The engine's state for the plan's points, given mapped on the device (d_all: the state's from
- * here on) or, d_all NULL, from the plan's host copies. The plan's device is current. On failure
- * the plan holds no state. */
-fmk_status build_state(fmk_plan *plan, double *d_all)
+/* The engine's state for the plan's points: in_device, mapped on the device already in the
+ * state's d_pts (points_device), else from the plan's host copies. The plan's device is
+ * current. On failure the plan holds no state. */
+fmk_status build_state(fmk_plan *plan, int on_device)
 {
     if (plan->opts.precision == FMK_PRECISION_FP32 && plan->eps < 1e-5) {
-        free_points(plan, d_all);
+        fmm_release(plan);
         return fmk_error_set(plan, FMK_ERR_ARG,
                              "method fmm in fp32 takes eps >= 1e-5 (eps = %g); use precision fp64",
                              plan->eps);
@@ -1704,36 +1795,34 @@ fmk_status build_state(fmk_plan *plan, double *d_all)
     /* the state of the plan's previous points (set_points_device keeps it): its events,
      * streams, cuBLAS handle, tree workspace, matrices and buffers serve again */
     fmm_gpu *s = (fmm_gpu *)plan->state;
-    fmk_status st = FMK_OK;
-    if (!s)
-        st = new_state(plan, &s);
-    else
-        s->setup_time[0] = 0;
     const int64_t ns = plan->n_sources, nt = plan->n_targets;
     const int64_t np = plan->self ? ns : ns + nt;
-    if (st == FMK_OK && !d_all) { /* the mapped host points, sources then targets */
-        if (s->d_pts && s->cap_pts >= 24 * (size_t)(np > 0 ? np : 1))
-            d_all = s->d_pts;
-        else
-            st = fmk_cuda_alloc(plan, (void **)&d_all, 24 * (size_t)(np > 0 ? np : 1), "the points",
-                                plan_total(plan));
+    fmk_status st = FMK_OK;
+    if (!s) {
+        st = new_state(plan, &s);
+        if (st == FMK_OK)
+            st = state_block(plan, s, np, 0);
+    }
+    if (s && !s->fresh)
+        s->setup_time[0] = 0;
+    if (st == FMK_OK && !on_device) { /* the mapped host points, sources then targets */
+        st = grow(plan, s, (void **)&s->d_pts, &s->cap_pts, 24 * (size_t)(np > 0 ? np : 1), "the points",
+                  plan_total(plan));
         cudaError_t err = cudaSuccess;
         if (st == FMK_OK)
-            err = cudaMemcpy(d_all, plan->sources, 24 * (size_t)ns, cudaMemcpyHostToDevice);
+            err = cudaMemcpy(s->d_pts, plan->sources, 24 * (size_t)ns, cudaMemcpyHostToDevice);
         if (st == FMK_OK && err == cudaSuccess && !plan->self)
-            err = cudaMemcpy(d_all + 3 * ns, plan->targets, 24 * (size_t)nt, cudaMemcpyHostToDevice);
+            err = cudaMemcpy(s->d_pts + 3 * ns, plan->targets, 24 * (size_t)nt, cudaMemcpyHostToDevice);
         if (err != cudaSuccess)
             st = fmk_cuda_fail(plan, err, "cudaMemcpy (points to the GPU)");
     }
-    if (st == FMK_OK) {
-        st = setup_on_device(plan, s, d_all);
-    } else {
-        free_points(plan, d_all);
-    }
+    if (st == FMK_OK)
+        st = setup_on_device(plan, s, s->d_pts);
     if (st != FMK_OK) {
         fmm_release(plan);
         return st;
     }
+    s->fresh = 0;
     plan->state_bytes_device = s->bytes + s->g.bytes + s->tree.bytes;
     plan->info.order = s->order;
     plan->info.levels = s->levels;
@@ -1750,7 +1839,7 @@ fmk_status fmm_setup(fmk_plan *plan)
         st = fmk_cuda_enter(plan, plan->opts.device, &prev);
     if (st != FMK_OK)
         return st;
-    st = build_state(plan, NULL);
+    st = build_state(plan, 0);
     fmk_cuda_leave(plan->opts.device, prev);
     return st;
 }
@@ -1774,7 +1863,8 @@ __global__ void k_map_points(int64_t ns, const double *__restrict__ src, int64_t
 
 /* set_points_device (the plan's points already dropped, its device current): finiteness and
  * bounding box by one CUB reduction, the frame, the points mapped on the GPU, then the state
- * as from host points; the host never holds the points. */
+ * as from host points; the host never holds the points. A fresh plan makes its state first, its
+ * one allocation holding the points and the reduction's workspace. */
 fmk_status points_device(fmk_plan *plan, int64_t ns, const double *d_s, int64_t nt, const double *d_t)
 {
     const int self = d_t == NULL;
@@ -1794,35 +1884,22 @@ fmk_status points_device(fmk_plan *plan, int64_t ns, const double *d_s, int64_t 
     cudaError_t err = fmk_cuda_bounding_box(3, ns, d_s, n_box, d_t, NULL, &temp_bytes, NULL, lo, hi, &bad);
     if (err != cudaSuccess)
         return fmk_cuda_fail(plan, err, "cub::DeviceReduce::TransformReduce (workspace query)");
-    /* the mapped points' buffer first: a size the GPU cannot hold fails before any read; the
-     * plan's state from its previous points (fmm_set_points_device) lends its buffers */
-    fmm_gpu *kept = (fmm_gpu *)plan->state;
-    double *d_all = NULL;
-    void *d_temp = NULL;
     const size_t box_off = (temp_bytes + 255) / 256 * 256, box_bytes = box_off + fmk_cuda_box_bytes();
-    const size_t pts_bytes = 24 * (size_t)(np > 0 ? np : 1), pts_room = (pts_bytes + 255) / 256 * 256;
-    if (kept && kept->cap_pts >= pts_bytes)
-        d_all = kept->d_pts;
-    else if (kept)
-        st = fmk_cuda_alloc(plan, (void **)&d_all, pts_bytes, "the points", total);
-    else if ((st = fmk_cuda_alloc(plan, (void **)&d_all, pts_room + box_bytes, "the points", total)) == FMK_OK)
-        d_temp = (char *)d_all + pts_room; /* a fresh plan: the workspace after the points, one allocation */
-    if (st == FMK_OK && kept && kept->cap_box >= box_bytes)
-        d_temp = kept->d_box;
-    else if (st == FMK_OK && !d_temp)
-        st = fmk_cuda_alloc(plan, &d_temp, box_bytes, "the bounding-box workspace", total);
+    /* the mapped points' buffer first: a size the GPU cannot hold fails before any read; the
+     * plan's state from its previous points (fmm_set_points_device) lends its buffers (on
+     * failure the caller drops the state) */
+    fmm_gpu *s = (fmm_gpu *)plan->state;
+    if (!s && (st = new_state(plan, &s)) == FMK_OK)
+        st = state_block(plan, s, np, box_bytes);
+    if (st == FMK_OK)
+        st = grow(plan, s, (void **)&s->d_pts, &s->cap_pts, 24 * (size_t)(np > 0 ? np : 1), "the points", total);
+    if (st == FMK_OK)
+        st = grow(plan, s, &s->d_box, &s->cap_box, box_bytes, "the bounding-box workspace", total);
     if (st == FMK_OK) {
-        err = fmk_cuda_bounding_box(3, ns, d_s, n_box, d_t, d_temp, &temp_bytes, (char *)d_temp + box_off,
+        err = fmk_cuda_bounding_box(3, ns, d_s, n_box, d_t, s->d_box, &temp_bytes, (char *)s->d_box + box_off,
                                     lo, hi, &bad);
         if (err != cudaSuccess)
             st = fmk_cuda_fail(plan, err, "cub::DeviceReduce::TransformReduce (bounding box)");
-    }
-    if (d_temp && kept && d_temp != kept->d_box) { /* kept for the next points */
-        if (kept->d_box && !kept->box_in_pts)
-            cudaFree(kept->d_box);
-        kept->bytes -= (int64_t)kept->cap_box;
-        kept->d_box = d_temp, kept->cap_box = box_bytes, kept->box_in_pts = 0;
-        kept->bytes += (int64_t)box_bytes;
     }
     if (st == FMK_OK && bad >= 0)
         st = fmk_error_set(plan, FMK_ERR_NONFINITE, "%s[%lld] is not finite; points must be finite",
@@ -1833,22 +1910,14 @@ fmk_status points_device(fmk_plan *plan, int64_t ns, const double *d_s, int64_t 
     if (st == FMK_OK && np > 0) {
         const int64_t blocks = (3 * np + 255) / 256;
         k_map_points<<<(unsigned)(blocks < 4096 ? blocks : 4096), 256>>>(
-            ns, d_s, n_box, d_t, frame.center[0], frame.center[1], frame.center[2], 1.0 / frame.width, d_all);
+            ns, d_s, n_box, d_t, frame.center[0], frame.center[1], frame.center[2], 1.0 / frame.width, s->d_pts);
         if ((err = cudaGetLastError()) != cudaSuccess)
             st = fmk_cuda_fail(plan, err, "the point mapping kernel");
     }
-    if (st != FMK_OK) {
-        free_points(plan, d_all);
+    if (st != FMK_OK)
         return st;
-    }
     plan->frame = frame;
-    st = build_state(plan, d_all);
-    fmm_gpu *s = (fmm_gpu *)plan->state;
-    if (st == FMK_OK && !kept && s->d_pts == d_all && !s->d_box) { /* kept for the next points */
-        s->d_box = d_temp, s->cap_box = box_bytes, s->box_in_pts = 1;
-        s->bytes += (int64_t)box_bytes;
-        plan->state_bytes_device += (int64_t)box_bytes;
-    }
+    st = build_state(plan, 1);
     if (st == FMK_OK)
         plan->has_points = 1;
     return st;
@@ -2071,6 +2140,7 @@ fmk_status run_eval(fmk_plan *plan, fmm_gpu *s, const double *charges, double *p
         near_field(s, (int)nt, sc, nst);
     cudaMemsetAsync(s->d_M, 0, 8 * (size_t)S * (size_t)k, fs);
     cudaMemsetAsync(s->d_L, 0, 8 * (size_t)S * (size_t)k, fs);
+    ops_wait(s, fs); /* a plan's first eval: the operators of its first set_points */
     point_ops(s, (int)nt, 0); /* P2M */
     cudaEventRecord(s->ev[EV_P2M], fs);
     /* up to level 2 only: M2L, M2P read multipoles from level 2 down (V and W entries are there) */
@@ -2081,6 +2151,10 @@ fmk_status run_eval(fmk_plan *plan, fmm_gpu *s, const double *charges, double *p
      * ...] Mp (the matrices stacked, the octant's sources: one GEMM on the tensor cores), then
      * each target box gathers its V entries of the part */
     const int64_t nn = k - s->gemm_first;
+    /* a fresh plan's cuBLAS handle here (fmk_cuda_fmm3d_blas_at 1), the GPU busy meanwhile */
+    fmk_status bst = FMK_OK;
+    if (s->n_m2l_parts > 0 && err == cudaSuccess && (bst = ensure_blas(plan, s)) != FMK_OK)
+        err = cudaErrorUnknown;
     if (s->use_rot && err == cudaSuccess) /* high orders: point and shoot, a block per target box */
         err = fmk_cuda_fmm3d_m2l_rot(&s->rot, s->g.n_vnodes, s->g.d_vnodes, s->g.d_v_begin, s->g.d_v,
                                      s->g.d_v_slot, s->g.d_cube, s->d_M, s->d_L, fs);
@@ -2114,7 +2188,8 @@ fmk_status run_eval(fmk_plan *plan, fmm_gpu *s, const double *charges, double *p
     for (int lev = 3; lev < s->levels && err == cudaSuccess; lev++)
         err = tiles(s, s->g.l2l_first[lev], s->g.l2l_first[lev + 1], s->d_l2l, NULL, s->d_L, s->d_L, 0);
     cudaEventRecord(s->ev[EV_L2L], fs);
-    point_ops(s, (int)nt, 2); /* L2P, M2P */
+    if (err == cudaSuccess)
+        point_ops(s, (int)nt, 2); /* L2P, M2P */
     cudaEventRecord(s->ev[EV_L2P], fs);
     if (!overlap)
         near_field(s, (int)nt, sc, nst);
@@ -2124,17 +2199,21 @@ fmk_status run_eval(fmk_plan *plan, fmm_gpu *s, const double *charges, double *p
     double *g = grad ? (on_device ? grad : h_grad) : NULL;
     /* the points were shrunk by 1 / root_side: the sums are root_side (pot) and root_side^2
      * (grad) times the frame's */
-    k_results<<<grid, 256, 0, fs>>>((int)nt, s->g.d_trg_order, s->d_res, s->d_near,
-                                    plan->frame.pot_scale / s->root_side, p, g);
+    if (err == cudaSuccess) /* nothing reaches the caller's arrays after a failed pass */
+        k_results<<<grid, 256, 0, fs>>>((int)nt, s->g.d_trg_order, s->d_res, s->d_near,
+                                        plan->frame.pot_scale / s->root_side, p, g);
     cudaEventRecord(s->ev[EV_END], fs);
     if (err == cudaSuccess)
         err = cudaGetLastError();
     if (err != cudaSuccess) /* the near field may still run: no buffer is freed under it */
-        cudaStreamSynchronize(nst);
+        cudaStreamSynchronize(nst), cudaStreamSynchronize(fs);
+    if (bst != FMK_OK)
+        return bst;
     if (err == cudaSuccess)
         err = cudaEventSynchronize(s->ev[EV_END]);
     if (err != cudaSuccess)
         return fmk_cuda_fail(plan, err, "the FMM kernels");
+    ops_time(s);
     /* each phase from its events on its own stream: with the near field alongside, the far
      * field's phases and P2P each take longer than alone and overlap (docs/fmm3d_gpu.md) */
     static const struct {

@@ -312,23 +312,27 @@ __global__ void k_m2l_columns(int64_t n, const uint8_t *__restrict__ key,
  * directions more (a run and the next merged across a gap of a few directions). */
 extern "C" void fmk_cuda_fmm3d_m2l_order(int16_t rank[FMK_FMM3D_NDIR], int16_t dir_of_rank[512])
 {
-    int r = 0;
-    for (int i = 0; i < FMK_FMM3D_NDIR; i++)
-        rank[i] = -1;
+    /* a counting sort of the V directions by class (cx, cy, cz), stable in d */
+    int cls[FMK_FMM3D_NDIR], first[28] = {0};
     for (int i = 0; i < 512; i++)
         dir_of_rank[i] = -1;
-    for (int cx = 0; cx < 3; cx++)
-        for (int cy = 0; cy < 3; cy++)
-            for (int cz = 0; cz < 3; cz++)
-                for (int d = 0; d < FMK_FMM3D_NDIR; d++) {
-                    const int o[3] = {d / 49 - 3, (d / 7) % 7 - 3, d % 7 - 3};
-                    const int c[3] = {cx, cy, cz};
-                    int in = abs(o[0]) > 1 || abs(o[1]) > 1 || abs(o[2]) > 1; /* a V direction */
-                    for (int a = 0; a < 3; a++)
-                        in = in && (o[a] == -3 ? 0 : o[a] == 3 ? 2 : 1) == c[a];
-                    if (in)
-                        rank[d] = (int16_t)r, dir_of_rank[r++] = (int16_t)d;
-                }
+    for (int d = 0; d < FMK_FMM3D_NDIR; d++) {
+        const int o[3] = {d / 49 - 3, (d / 7) % 7 - 3, d % 7 - 3};
+        const int v = abs(o[0]) > 1 || abs(o[1]) > 1 || abs(o[2]) > 1; /* a V direction */
+        int c = 0;
+        for (int a = 0; a < 3; a++)
+            c = 3 * c + (o[a] == -3 ? 0 : o[a] == 3 ? 2 : 1);
+        cls[d] = v ? c : -1;
+        if (v)
+            first[c + 1]++;
+    }
+    for (int c = 0; c < 27; c++)
+        first[c + 1] += first[c];
+    for (int d = 0; d < FMK_FMM3D_NDIR; d++) {
+        rank[d] = (int16_t)(cls[d] < 0 ? -1 : first[cls[d]]++);
+        if (cls[d] >= 0)
+            dir_of_rank[rank[d]] = (int16_t)d;
+    }
 }
 
 namespace {
@@ -653,7 +657,7 @@ extern "C" void fmk_cuda_fmm3d_geo_free(fmk_cuda_fmm3d_geo *g)
             cudaFree(g->block[i]);
     if (g->temp && !g->in_arena[FMK_CUDA_FMM3D_BLOCKS])
         cudaFree(g->temp);
-    if (g->arena)
+    if (g->arena && !g->arena_lent)
         cudaFree(g->arena);
     for (int i = 0; i < g->n_stage_ev; i++)
         cudaEventDestroy(g->stage_ev[i]);
@@ -673,6 +677,46 @@ extern "C" int64_t fmk_cuda_fmm3d_geo_bytes(int64_t np, int64_t ns, int self, in
     return b;
 }
 
+namespace {
+
+/* CUB's workspace of a first build (its largest need: the scans of n_flag items, the sorts of
+ * the nn M2L columns, of at most V_MAX V entries per node and of at most 2 k tile items). */
+cudaError_t first_temp(int64_t n_flag, int64_t k, int64_t nn, size_t *need)
+{
+    size_t q = 0;
+    const int64_t n_v_max = k * V_MAX;
+    *need = 0;
+    cudaError_t err = cub::DeviceScan::ExclusiveSum(NULL, *need, (int32_t *)NULL, (int32_t *)NULL, (int)n_flag);
+    if (err == cudaSuccess)
+        err = cub::DeviceRadixSort::SortPairs(NULL, q, (const uint8_t *)NULL, (uint8_t *)NULL, (int32_t *)NULL,
+                                              (int32_t *)NULL, (int)nn, 0, 3);
+    *need = q > *need ? q : *need;
+    if (err == cudaSuccess)
+        err = cub::DeviceSegmentedSort::StableSortPairs(NULL, q, (int16_t *)NULL, (int16_t *)NULL, (int32_t *)NULL,
+                                                        (int32_t *)NULL,
+                                                        (int)(n_v_max < INT32_MAX ? n_v_max : INT32_MAX), (int)k,
+                                                        (int32_t *)NULL, (int32_t *)NULL);
+    *need = q > *need ? q : *need;
+    if (err == cudaSuccess)
+        err = cub::DeviceRadixSort::SortPairs(NULL, q, (uint32_t *)NULL, (uint32_t *)NULL, (int32_t *)NULL,
+                                              (int32_t *)NULL, (int)(2 * k + 1), 0, 8);
+    *need = q > *need ? q : *need;
+    return err;
+}
+
+/* Items of the flags and their scan: sorted points, nodes, tiles (<= 2 k / tb + GROUPS). */
+int64_t flag_items(int64_t np, int64_t k) { return (np > 2 * k + GROUPS ? np : 2 * k + GROUPS) + 1; }
+
+} // namespace
+
+extern "C" int64_t fmk_cuda_fmm3d_geo_arena_bytes(int64_t np, int64_t ns, int self, int64_t k, int tb)
+{
+    size_t need = 0;
+    if (first_temp(flag_items(np, k), k, k, &need) != cudaSuccess)
+        (void)cudaGetLastError(), need = 8 * (size_t)flag_items(np, k) + (1 << 20);
+    return fmk_cuda_fmm3d_geo_bytes(np, ns, self, k, tb) + (int64_t)need + 256 * (FMK_CUDA_FMM3D_BLOCKS + 1);
+}
+
 extern "C" fmk_status fmk_cuda_fmm3d_geometry(fmk_plan *plan, const fmk_cuda_tree *t, const double *d_x,
                                               int64_t ns, int self, int64_t near_max, int tbw,
                                               long long extra, fmk_cuda_fmm3d_geo *g)
@@ -685,6 +729,7 @@ extern "C" fmk_status fmk_cuda_fmm3d_geometry(fmk_plan *plan, const fmk_cuda_tre
         memcpy(g->in_arena, keep.in_arena, sizeof g->in_arena);
         g->temp = keep.temp, g->temp_bytes = keep.temp_bytes;
         g->arena = keep.arena, g->arena_bytes = keep.arena_bytes, g->arena_used = keep.arena_used;
+        g->arena_lent = keep.arena_lent;
         memcpy(g->stage_ev, keep.stage_ev, sizeof g->stage_ev);
         g->n_stage_ev = keep.n_stage_ev;
     }
@@ -702,35 +747,18 @@ extern "C" fmk_status fmk_cuda_fmm3d_geometry(fmk_plan *plan, const fmk_cuda_tre
     g->n_nodes = k;
     g->tb = tbw;
 
-    /* flags and their scan: sorted points, nodes, tiles (<= 2 k / tbw + GROUPS) */
-    const int64_t n_flag = (np > 2 * k + GROUPS ? np : 2 * k + GROUPS) + 1;
+    const int64_t n_flag = flag_items(np, k);
     const int64_t f2 = levels > 2 ? t->level_begin[2] : k, nn = k - f2;
-    /* the first build: one arena for the arrays and CUB's workspace (its largest need: the
-     * scans, the sorts of the M2L columns, of at most V_MAX V entries per node and of at most
-     * 2 k tile items), so that the build allocates once */
-    if (!g->arena && !g->block[0]) {
-        size_t need = 0, q = 0;
-        const int64_t n_v_max = k * V_MAX;
-        B.ok(cub::DeviceScan::ExclusiveSum(NULL, need, (int32_t *)NULL, (int32_t *)NULL, (int)n_flag),
-             "cub::DeviceScan (query)");
-        B.ok(cub::DeviceRadixSort::SortPairs(NULL, q, (const uint8_t *)NULL, (uint8_t *)NULL, (int32_t *)NULL,
-                                             (int32_t *)NULL, (int)nn, 0, 3),
-             "cub::DeviceRadixSort (query)");
-        need = q > need ? q : need;
-        B.ok(cub::DeviceSegmentedSort::StableSortPairs(NULL, q, (int16_t *)NULL, (int16_t *)NULL,
-                                                       (int32_t *)NULL, (int32_t *)NULL,
-                                                       (int)(n_v_max < INT32_MAX ? n_v_max : INT32_MAX), (int)k,
-                                                       (int32_t *)NULL, (int32_t *)NULL),
-             "cub::DeviceSegmentedSort (query)");
-        need = q > need ? q : need;
-        B.ok(cub::DeviceRadixSort::SortPairs(NULL, q, (uint32_t *)NULL, (uint32_t *)NULL, (int32_t *)NULL,
-                                             (int32_t *)NULL, (int)(2 * k + 1), 0, 8),
-             "cub::DeviceRadixSort (query)");
-        need = q > need ? q : need;
+    /* the first build: one arena for the arrays and CUB's workspace (lent by the caller, or
+     * allocated here), so that the build allocates once */
+    if (!g->block[0] && !g->temp) {
+        size_t need = 0;
+        B.ok(first_temp(n_flag, k, nn, &need), "CUB (workspace query)");
         const size_t bytes = (size_t)fmk_cuda_fmm3d_geo_bytes(np, ns, self, k, tbw) + need +
                              256 * (FMK_CUDA_FMM3D_BLOCKS + 1);
-        if (B.st == FMK_OK && (B.st = fmk_cuda_alloc(plan, &g->arena, bytes, "the lists", extra)) == FMK_OK)
-            g->arena_bytes = bytes, g->arena_used = 0;
+        if (B.st == FMK_OK && !g->arena &&
+            (B.st = fmk_cuda_alloc(plan, &g->arena, bytes, "the lists", extra)) == FMK_OK)
+            g->arena_bytes = bytes, g->arena_used = 0, g->arena_lent = 0;
         B.temp(need);
     }
 
@@ -1015,7 +1043,8 @@ extern "C" fmk_status fmk_cuda_fmm3d_geometry(fmk_plan *plan, const fmk_cuda_tre
         return B.st;
     }
     /* the arena and the blocks, the scratch's included, stay for the next build */
-    g->bytes = (int64_t)g->arena_bytes + (g->in_arena[FMK_CUDA_FMM3D_BLOCKS] ? 0 : (int64_t)g->temp_bytes);
+    g->bytes = (g->arena_lent ? 0 : (int64_t)g->arena_bytes) +
+               (g->in_arena[FMK_CUDA_FMM3D_BLOCKS] ? 0 : (int64_t)g->temp_bytes);
     for (int i = 0; i < FMK_CUDA_FMM3D_BLOCKS; i++)
         g->bytes += g->in_arena[i] ? 0 : (int64_t)g->block_bytes[i];
     return B.st;

@@ -83,6 +83,8 @@ typedef struct fmk_cuda_fmm3d_geo {
     size_t temp_bytes;
     void *arena;
     size_t arena_bytes, arena_used;
+    int arena_lent;                 /* the arena is the caller's (set before the first build:
+                                     * arena, arena_bytes; fmk_cuda_fmm3d_geo_free leaves it) */
     double stage_time[6];           /* seconds: points, boxes + neighbours, lists, directions,
                                      * work lists, tiles (for the benchmark: GPU times between
                                      * events on the default stream, host waits included) */
@@ -112,6 +114,10 @@ void fmk_cuda_fmm3d_geo_free(fmk_cuda_fmm3d_geo *g);
 /* Device bytes of the geometry and of the build's scratch for np points and n_nodes nodes
  * (a planning estimate: a uniform tree's list lengths). */
 int64_t fmk_cuda_fmm3d_geo_bytes(int64_t np, int64_t ns, int self, int64_t n_nodes, int tb);
+/* The first build's arena for a tree of n_nodes nodes: fmk_cuda_fmm3d_geo_bytes, CUB's
+ * workspace and the blocks' alignment (what a caller lends it; blocks that do not fit are
+ * allocated apart). */
+int64_t fmk_cuda_fmm3d_geo_arena_bytes(int64_t np, int64_t ns, int self, int64_t n_nodes, int tb);
 
 #ifdef __cplusplus
 }

@@ -748,12 +748,20 @@ fmk_status check(fmk_plan *plan, cudaError_t err, const char *what)
     return err == cudaSuccess ? FMK_OK : fmk_cuda_fail(plan, err, what);
 }
 
+/* p lies in t's one allocation of a first build (fmk_cuda_tree3d_build) */
+int in_arena(const fmk_cuda_tree *t, const void *p)
+{
+    return p && t->d_arena && (const char *)p >= (const char *)t->d_arena &&
+           (const char *)p < (const char *)t->d_arena + t->arena_bytes;
+}
+
 /* Frees *p and allocates bytes for it (the old contents are not kept). */
 fmk_status regrow(fmk_plan *plan, fmk_cuda_tree *t, void **p, size_t old_bytes, size_t bytes,
                   const char *what, long long total)
 {
-    free_ptr(*p), *p = NULL;
-    t->bytes -= (int64_t)old_bytes;
+    if (!in_arena(t, *p)) /* (the arena's bytes stay held) */
+        free_ptr(*p), t->bytes -= (int64_t)old_bytes;
+    *p = NULL;
     fmk_status st = fmk_cuda_alloc(plan, p, bytes, what, total);
     if (st == FMK_OK)
         t->bytes += (int64_t)bytes;
@@ -973,7 +981,10 @@ extern "C" void fmk_cuda_tree3d_free(fmk_cuda_tree *t)
                  t->d_n_children, t->d_parent, t->d_level, t->d_keys_alt, t->d_order_alt,
                  t->d_temp, t->d_counts, t->d_offset, t->d_lb, t->d_cells};
     for (size_t k = 0; k < sizeof p / sizeof p[0]; k++)
-        free_ptr(p[k]);
+        if (!in_arena(t, p[k]))
+            free_ptr(p[k]);
+    if (!t->arena_lent)
+        free_ptr(t->d_arena);
     if (!t->dh_lb)
         free(t->h_lb);
     else if (cudaFreeHost(t->h_lb) != cudaSuccess)
@@ -1003,20 +1014,27 @@ fmk_status grow_points(fmk_plan *plan, fmk_cuda_tree *t, int64_t n, long long ex
     return st;
 }
 
-/* CUB's temporary storage for a sort of n pairs and scans of up to cap_nodes + 1 items. */
-fmk_status grow_temp(fmk_plan *plan, fmk_cuda_tree *t, int64_t n, long long extra)
+/* CUB's temporary storage in bytes for a sort of n pairs and scans of up to cap_nodes + 1 items. */
+cudaError_t temp_need(int64_t n, int64_t cap_nodes, size_t *need)
 {
     size_t sort_bytes = 0, scan_bytes = 0, scan2 = 0;
     cudaError_t err = sort_temp_bytes(n, &sort_bytes);
     if (err == cudaSuccess)
         err = cub::DeviceScan::InclusiveSum(NULL, scan_bytes, (int32_t *)NULL, (int32_t *)NULL,
-                                            (int)(t->cap_nodes + 1));
+                                            (int)(cap_nodes + 1));
     if (err == cudaSuccess)
         err = cub::DeviceScan::ExclusiveSum(NULL, scan2, (int32_t *)NULL, (int32_t *)NULL,
-                                            (int)(t->cap_nodes + 1));
-    fmk_status st = check(plan, err, "CUB (workspace query)");
-    size_t need = sort_bytes > scan_bytes ? sort_bytes : scan_bytes;
-    need = need > scan2 ? need : scan2;
+                                            (int)(cap_nodes + 1));
+    *need = sort_bytes > scan_bytes ? sort_bytes : scan_bytes;
+    *need = *need > scan2 ? *need : scan2;
+    return err;
+}
+
+/* CUB's temporary storage for a sort of n pairs and scans of up to cap_nodes + 1 items. */
+fmk_status grow_temp(fmk_plan *plan, fmk_cuda_tree *t, int64_t n, long long extra)
+{
+    size_t need = 0;
+    fmk_status st = check(plan, temp_need(n, t->cap_nodes, &need), "CUB (workspace query)");
     if (st != FMK_OK || need <= t->temp_bytes)
         return st;
     const size_t old = t->temp_bytes;
@@ -1172,6 +1190,13 @@ fmk_status sort_points(fmk_plan *plan, fmk_cuda_tree *t, int64_t n, const double
     return check(plan, err, "cub::DeviceRadixSort::SortPairs");
 }
 
+/* Node slots of a tree's first build of n points. */
+int64_t first_nodes(int64_t n, int leaf_size)
+{
+    const int64_t ls = leaf_size > 0 ? leaf_size : 1;
+    return 3 * n / ls + 64;
+}
+
 /* The arrays of a build of n points (kept from build to build when large enough); with_temp:
  * and CUB's workspace (the one-block paths of fmk_cuda_tree3d_build_async use none, and its
  * size queries cost host time at every build). */
@@ -1185,8 +1210,7 @@ fmk_status prepare(fmk_plan *plan, int64_t n, int leaf_size, long long extra, fm
     t->pending = 0;
     /* Nodes: a uniform cube fills its leaves from 1/8 to 1 of leaf_size (levels of 8x), a
      * tree of about 1.14 n / (leaf_size / 2) nodes in the middle: start at 3 n / leaf_size. */
-    const int64_t ls = leaf_size > 0 ? leaf_size : 1;
-    const int64_t cap = 3 * n / ls + 64;
+    const int64_t cap = first_nodes(n, leaf_size);
     fmk_status st = make_lb(plan, t, extra);
     if (st == FMK_OK)
         st = grow_points(plan, t, n, extra);
@@ -1239,10 +1263,78 @@ extern "C" void fmk_cuda_tree3d_finish(fmk_cuda_tree *t, int *redo)
     read_levels(t, FMK_TREE_MAX_LEVEL + 1);
 }
 
+namespace {
+
+/* The first build of an empty tree: the arrays prepare() makes (the level and cell tables,
+ * keys and order with their sort twins, the node arrays, CUB's workspace), at the sizes it
+ * asks for, cut from one allocation: a first call of a fresh plan pays per cudaMalloc (~0.05
+ * to 0.2 ms on an H100). prepare() then finds them large enough. first_layout: their bytes
+ * (off[16], 256-byte aligned; *temp: CUB's part), the total returned. */
+const int FIRST_ARRAYS = 16;
+int64_t first_layout(int64_t n, int leaf_size, size_t off[FIRST_ARRAYS], size_t *temp, cudaError_t *err)
+{
+    const int64_t pts = n > 0 ? n : 1, nodes = first_nodes(n, leaf_size);
+    *err = temp_need(n, nodes, temp);
+    /* lb, cells, keys, keys_alt, order, order_alt, begin .. parent (6), counts, offset, level, temp */
+    const size_t bytes[FIRST_ARRAYS] = {FMK_CUDA_TREE_LB * 4, (size_t)(CELLS + 1) * 4, 8 * (size_t)pts,
+                                        8 * (size_t)pts, 4 * (size_t)pts, 4 * (size_t)pts, 4 * (size_t)nodes,
+                                        4 * (size_t)nodes, 4 * (size_t)nodes, 4 * (size_t)nodes,
+                                        4 * (size_t)nodes, 4 * (size_t)nodes, 4 * (size_t)(nodes + 1),
+                                        4 * (size_t)(nodes + 1), (size_t)nodes, *temp};
+    size_t total = 0;
+    for (int k = 0; k < FIRST_ARRAYS; k++)
+        off[k] = total, total += (bytes[k] + 255) / 256 * 256;
+    return (int64_t)total;
+}
+
+fmk_status alloc_once(fmk_plan *plan, int64_t n, int leaf_size, long long extra, fmk_cuda_tree *t)
+{
+    size_t off[FIRST_ARRAYS], temp = 0;
+    cudaError_t err;
+    const size_t total = (size_t)first_layout(n, leaf_size, off, &temp, &err);
+    fmk_status st = check(plan, err, "CUB (workspace query)");
+    if (st != FMK_OK)
+        return st;
+    if (!t->d_arena || !t->arena_lent || t->arena_bytes < total) { /* none lent, or too small */
+        t->d_arena = NULL, t->arena_lent = 0;
+        if ((st = fmk_cuda_alloc(plan, &t->d_arena, total, "the tree", extra + (long long)total)) != FMK_OK)
+            return st;
+        t->arena_bytes = total, t->bytes = (int64_t)total;
+    }
+    char *a = (char *)t->d_arena;
+    void **arr[FIRST_ARRAYS] = {(void **)&t->d_lb, (void **)&t->d_cells, (void **)&t->d_keys,
+                                (void **)&t->d_keys_alt, (void **)&t->d_order, (void **)&t->d_order_alt,
+                                (void **)&t->d_begin, (void **)&t->d_end, (void **)&t->d_more,
+                                (void **)&t->d_next, (void **)&t->d_n_children, (void **)&t->d_parent,
+                                (void **)&t->d_counts, (void **)&t->d_offset, (void **)&t->d_level, &t->d_temp};
+    for (int k = 0; k < FIRST_ARRAYS; k++)
+        *arr[k] = a + off[k];
+    t->cap_points = n > 0 ? n : 1, t->cap_nodes = first_nodes(n, leaf_size), t->temp_bytes = temp;
+    /* the rest of make_lb: the sort's flag is read after builds that do not write it (n = 0) */
+    st = check(plan, cudaMemsetAsync(t->d_lb, 0, FMK_CUDA_TREE_LB * sizeof(int32_t)),
+               "cudaMemset (the tree's level table)");
+    if (st == FMK_OK && !(t->h_lb = (int32_t *)calloc(FMK_CUDA_TREE_LB, sizeof(int32_t))))
+        st = fmk_error_set(plan, FMK_ERR_NOMEM, "out of host memory for the tree's level table");
+    return st;
+}
+
+} // namespace
+
+extern "C" int64_t fmk_cuda_tree3d_first_bytes(int64_t n, int leaf_size)
+{
+    size_t off[FIRST_ARRAYS], temp = 0;
+    cudaError_t err;
+    const int64_t total = first_layout(n, leaf_size, off, &temp, &err);
+    return err == cudaSuccess ? total : total + (1 << 20); /* (a query that failed: a margin) */
+}
+
 extern "C" fmk_status fmk_cuda_tree3d_build(fmk_plan *plan, int64_t n, const double *d_x,
                                             int leaf_size, long long extra, fmk_cuda_tree *t)
 {
-    fmk_status st = prepare(plan, n, leaf_size, extra, t, 1);
+    fmk_status st = t->d_lb || t->d_keys || t->d_begin ? FMK_OK : alloc_once(plan, n, leaf_size, extra, t);
+    /* (on failure the tree is freed below: its own arena with it, a lent one left to the caller) */
+    if (st == FMK_OK)
+        st = prepare(plan, n, leaf_size, extra, t, 1);
     int64_t cap = t->cap_nodes;
     int split = n > fmk_cuda_tree_split_sort_min;
     if (st == FMK_OK)

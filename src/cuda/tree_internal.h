@@ -68,6 +68,13 @@ typedef struct fmk_cuda_tree {
     int32_t *dh_lb;             /* h_lb as the kernels see it once pinned and mapped (pin_lb), else NULL */
     int32_t *d_cells;           /* where each cell of level 5 starts (the first levels' bounds) */
     int64_t bytes;              /* device bytes held by the arrays above */
+    /* fmk_cuda_tree3d_build's first build of an empty tree cuts the arrays above from this one
+     * allocation (arena_bytes): its own, or the caller's when lent (set before the first build,
+     * at least fmk_cuda_tree3d_first_bytes; not freed with the tree); an array that outgrows
+     * its place is allocated apart */
+    void *d_arena;
+    size_t arena_bytes;
+    int arena_lent;
     int pending;                /* started by fmk_cuda_tree3d_build_async, not finished yet */
 } fmk_cuda_tree;
 
@@ -90,6 +97,9 @@ int64_t fmk_cuda_tree3d_node_bound(int64_t n, int64_t leaf_size);
 /* Device bytes a tree of n points holds besides its node arrays: keys and order with the
  * sort's second buffers, and CUB's workspace (kept from build to build). */
 int64_t fmk_cuda_tree3d_build_bytes(int64_t n);
+
+/* Device bytes of the arena of a first build of n points (fmk_cuda_tree3d_build). */
+int64_t fmk_cuda_tree3d_first_bytes(int64_t n, int leaf_size);
 
 /* Builds the tree of n mapped points (d_x: n * 3 doubles on the device, in [1, 2]) into *t
  * (zeroed before its first build; a later build reuses its arrays where they are large

@@ -48,6 +48,8 @@ extern int fmk_cuda_fmm3d_m2l_rot_order;
 /* and a plan's first set_points: the dense M2L matrices before the tree (1) or after the
  * lists (0) */
 extern int fmk_cuda_fmm3d_ops_at;
+/* and when a fresh plan makes its cuBLAS handle: its first set_points (0), its first eval (1) */
+extern int fmk_cuda_fmm3d_blas_at;
 /* cuda/fmm3d.cu (not API): the lists a plan built on the GPU, in the host's form. */
 fmk_status fmk_cuda_fmm3d_lists(fmk_plan *plan, fmk_fmm3d_lists *lists);
 
@@ -657,12 +659,46 @@ static fmk_status fresh_run(const fmk_opts *o, int64_t n, const double *x, const
     return st;
 }
 
+/* A fresh plan destroyed right after its first set_points (device points, then host points),
+ * with its operators maybe still on their stream; and a fresh plan given points twice before
+ * its first evaluation (the operators of the first call waited for by the first eval), then
+ * the host points on the same plan: each evaluation gives pot, grad (< 1e-14). */
+static void fresh_orders(const fmk_opts *o, int64_t n, const double *x, const double *q, const double *pot,
+                         const double *grad)
+{
+    double *dx = NULL, *p2 = test_alloc(n), *g2 = test_alloc(3 * n);
+    cudaMalloc((void **)&dx, 24 * (size_t)n);
+    cudaMemcpy(dx, x, 24 * (size_t)n, cudaMemcpyHostToDevice);
+    for (int host = 0; host < 2; host++) {
+        fmk_plan *p = NULL;
+        CHECK_PLAN_OK(fmk_plan_create(&p, 3, FMK_KERNEL_LAPLACE, 1e-6, o), NULL);
+        CHECK_PLAN_OK(host ? fmk_plan_set_points(p, n, x, 0, NULL) : fmk_plan_set_points_device(p, n, dx, 0, NULL), p);
+        fmk_plan_destroy(p);
+    }
+    fmk_plan *p = NULL;
+    CHECK_PLAN_OK(fmk_plan_create(&p, 3, FMK_KERNEL_LAPLACE, 1e-6, o), NULL);
+    CHECK_PLAN_OK(fmk_plan_set_points_device(p, n / 2, dx, 0, NULL), p);
+    CHECK_PLAN_OK(fmk_plan_set_points_device(p, n, dx, 0, NULL), p);
+    CHECK_PLAN_OK(fmk_plan_eval(p, q, p2, g2), p);
+    double e[4] = {test_rel_l2(p2, pot, n), test_rel_l2(g2, grad, 3 * n), 0, 0};
+    CHECK_PLAN_OK(fmk_plan_set_points(p, n, x, 0, NULL), p);
+    CHECK_PLAN_OK(fmk_plan_eval(p, q, p2, g2), p);
+    e[2] = test_rel_l2(p2, pot, n), e[3] = test_rel_l2(g2, grad, 3 * n);
+    CHECK_MSG(e[0] < 1e-14 && e[1] < 1e-14 && e[2] < 1e-14 && e[3] < 1e-14,
+              "points twice before the first eval: %.2e %.2e, then host points: %.2e %.2e", e[0], e[1], e[2], e[3]);
+    fmk_plan_destroy(p);
+    cudaFree(dx);
+    free(p2), free(g2);
+}
+
 /* The first set_points of a fresh plan, every way it can go: the dense M2L matrices started
  * before the tree or after the lists; trees with V lists from the start (uniform), without
  * them until the lists show them (nested clusters, fewer than 8 leaves' points) and the
  * rotation-based M2L (order 34). Each gives what the default gives (< 1e-14: P2M's and P2P's
  * atomic sums have no fixed order), also once the plan is given fewer points (its buffers
- * kept) and evaluated again, and what host points give. */
+ * kept) and evaluated again, given points twice before its first evaluation, or host points
+ * after device points, and what host points give; plans destroyed right after their first
+ * set_points leave nothing behind (make gpu-test's leak check). */
 static void test_fresh(void)
 {
     const int at = fmk_cuda_fmm3d_ops_at;
@@ -680,16 +716,23 @@ static void test_fresh(void)
         const fmk_opts o = fmm_opts(FMK_BACKEND_CUDA, cases[c].order, 0);
         check_context("fresh %s order %d", dist_name[cases[c].dist], cases[c].order);
         CHECK(fresh_run(&o, n, x, q, p1, g1, m, pm1, gm1) == FMK_OK);
-        for (int v = 0; v < 2; v++) {
-            fmk_cuda_fmm3d_ops_at = v;
+        const int blas_at = fmk_cuda_fmm3d_blas_at;
+        for (int v = 0; v < 3; v++) { /* M2L matrices after the lists, first; cuBLAS at the first eval */
+            fmk_cuda_fmm3d_ops_at = v == 1;
+            fmk_cuda_fmm3d_blas_at = v == 2;
             CHECK(fresh_run(&o, n, x, q, p2, g2, m, pm2, gm2) == FMK_OK);
             const double e[4] = {test_rel_l2(p2, p1, n), test_rel_l2(g2, g1, 3 * n), test_rel_l2(pm2, pm1, m),
                                  test_rel_l2(gm2, gm1, 3 * m)};
             CHECK_MSG(e[0] < 1e-14 && e[1] < 1e-14 && e[2] < 1e-14 && e[3] < 1e-14,
-                      "M2L matrices %s: %.2e %.2e, fewer points %.2e %.2e", v ? "first" : "after the lists",
+                      "%s: %.2e %.2e, fewer points %.2e %.2e",
+                      v == 2 ? "cuBLAS at the first eval" : v ? "M2L matrices first" : "M2L matrices after the lists",
                       e[0], e[1], e[2], e[3]);
+            if (v == 2)
+                fresh_orders(&o, n, x, q, p1, g1);
         }
         fmk_cuda_fmm3d_ops_at = at;
+        fmk_cuda_fmm3d_blas_at = blas_at;
+        fresh_orders(&o, n, x, q, p1, g1);
         /* and against the host points' path (a fresh plan) */
         CHECK(run(&o, 1e-6, n, x, q, 0, NULL, p2, g2, NULL) == FMK_OK);
         CHECK_MSG(test_rel_l2(p2, p1, n) < 1e-14 && test_rel_l2(g2, g1, 3 * n) < 1e-14, "host points differ: %.2e %.2e",
