@@ -22,6 +22,13 @@ Math (G(r) = (|r|^2 + eps2)^-1/2; multi-indices k = (kx, ky, kz), |k| = kx + ky 
   dropped terms are (s / |r0|) (|delta| / |r0|)^4 (the dipole, zero for charges of one sign,
   whose expansion centre is their centre of mass) and (s / |r0|)^2 (|delta| / |r0|)^3, which
   order 3 drops as well; the monopole's truncation falls from (|delta| / |r0|)^4 to ^5.
+  m2l3_far keeps |a| + |b| <= 3 in the order-3 expansion (L2P: l2p3), from the A_k of order <= 3
+  only (about half the flops of m2l4): the monopole's expansion to order 3, the dipole's to 2,
+  the quadrupole's to 1.  Its dropped terms, relative to the node's field at distance |r0|, are
+  (|delta| / |r0|)^4 (monopole) and (s / |r0|)^2 (|delta| / |r0|)^2 (quadrupole) in the
+  potential, one power of |delta| / |r0| less in the gradient: at a ratio |delta| / |r0| about
+  half of order 4's they are below order 4's, so the walk uses it for the nodes far from the
+  group.
   L2P: phi = sum_b L_b delta^b, grad_i = sum_b b_i L_b delta^(b - e_i).
 """
 import sys
@@ -40,16 +47,18 @@ def name(k):
     return "A%d%d%d" % k
 
 
-def emit(P, keep):
-    """M2L and L2P of order P keeping the terms |a| + |b| <= keep (P <= keep <= P + 1)."""
+def emit(P, keep, fname=None):
+    """M2L and L2P of order P keeping the terms |a| + |b| <= keep (P <= keep <= P + 1); with
+    fname, only the M2L, under that name."""
     out = []
     w = out.append
     locs = [k for n in range(P + 1) for k in indices(n)]
     nl = len(locs)
     w("/* M2L: sets L[%d] (the order-%d expansion about c, table FMK_BH_LOCAL%d_INDEX) to the field "
       "of a node" % (nl, P, P))
-    w(" * with packed moments m (bh_terms.h, order 0..2) at r = c - xc. */")
-    w("FMK_HD void BH(m2l%d)(int order, REAL rx, REAL ry, REAL rz, REAL eps2, const REAL *m, REAL *L)" % P)
+    w(" * with packed moments m (bh_terms.h, order 0..2) at r = c - xc, keeping |a| + |b| <= %d. */" % keep)
+    w("FMK_HD void BH(%s)(int order, REAL rx, REAL ry, REAL rz, REAL eps2, const REAL *m, REAL *L)"
+      % (fname or "m2l%d" % P))
     w("{")
     w("    const REAL A000 = RSQRT(rx * rx + ry * ry + rz * rz + eps2);")
     w("    const REAL iR2 = A000 * A000;")
@@ -123,6 +132,8 @@ def emit(P, keep):
         w("    L[%d] = L%d%d%d;" % ((i,) + b))
     w("}")
     w("")
+    if fname:
+        return out, locs
     # L2P
     w("/* L2P: adds the expansion L[%d] about c at delta = y - c to phi and g[3]. */" % nl)
     w("FMK_HD void BH(l2p%d)(const REAL *L, REAL dx, REAL dy, REAL dz, REAL *phi, REAL *g)" % P)
@@ -176,6 +187,9 @@ def main():
         print("#endif")
         for l in lines:
             print(l)
+    lines, _ = emit(3, 3, "m2l3_far")
+    for l in lines:
+        print(l)
     return 0
 
 

@@ -589,11 +589,13 @@ static void test_memory(void)
  * potential by about 2^(P+1) and that of the gradient by 2^P (moments of a node of size 0.3 at
  * distance ~5, so that the dropped |a| + |b| > P + 1 terms are smaller still). Order 4 keeps
  * |a| + |b| <= 4, so its dropped terms fall as delta^4 with a dipole (order 1) and as delta^3
- * with a quadrupole (order 2; the terms order 3 drops too, which dominate at these sizes). */
+ * with a quadrupole (order 2; the terms order 3 drops too, which dominate at these sizes).
+ * P = 5 below is m2l3_far (order 3 keeping |a| + |b| <= 3, evaluated by l2p3): its dropped
+ * terms fall as delta^(4 - order). */
 static void test_local_ops(void)
 {
     test_rng rng = test_rng_seed(61);
-    for (int P = 2; P <= 4; P++)
+    for (int P = 2; P <= 5; P++)
         for (int order = 0; order <= 2; order++)
             for (int soft = 0; soft < 2; soft++) {
                 const double eps2 = soft ? 0.3 : 0, xc[3] = {0.1, -0.2, 0.3}, c[3] = {3, 2, -4};
@@ -608,6 +610,8 @@ static void test_local_ops(void)
                     m2l2_d(order, c[0] - xc[0], c[1] - xc[1], c[2] - xc[2], eps2, m, L);
                 else if (P == 3)
                     m2l3_d(order, c[0] - xc[0], c[1] - xc[1], c[2] - xc[2], eps2, m, L);
+                else if (P == 5)
+                    m2l3_far_d(order, c[0] - xc[0], c[1] - xc[1], c[2] - xc[2], eps2, m, L);
                 else
                     m2l4_d(order, c[0] - xc[0], c[1] - xc[1], c[2] - xc[2], eps2, m, L);
                 for (int t = 0; t < 20; t++) {
@@ -623,7 +627,7 @@ static void test_local_ops(void)
                               eps2, m, &p0, g0);
                         if (P == 2)
                             l2p2_d(L, d[0], d[1], d[2], &p1, g1);
-                        else if (P == 3)
+                        else if (P == 3 || P == 5)
                             l2p3_d(L, d[0], d[1], d[2], &p1, g1);
                         else
                             l2p4_d(L, d[0], d[1], d[2], &p1, g1);
@@ -637,9 +641,13 @@ static void test_local_ops(void)
                     }
                 }
                 check_context("local P %d order %d soft %d", P, order, soft);
-                const int pp = P < 4 ? P + 1 : 5 - order; /* the potential's O(delta^pp) */
-                CHECK_LE(ep[0], P == 2 ? 1e-4 : P == 3 ? 1e-5 : 1e-6, "M2L + L2P against M2P, pot");
-                CHECK_LE(eg[0], P == 2 ? 3e-3 : P == 3 ? 3e-4 : 3e-5, "M2L + L2P against M2P, grad");
+                /* the potential's O(delta^pp) */
+                const int pp = P < 4 ? P + 1 : P == 4 ? 5 - order : 4 - order;
+                CHECK_LE(ep[0], P == 2 ? 1e-4 : P == 3 || P == 5 ? 1e-5 : 1e-6,
+                         "M2L + L2P against M2P, pot");
+                /* m2l3_far truncates the quadrupole as order 2 does */
+                CHECK_LE(eg[0], P == 2 || P == 5 ? 3e-3 : P == 3 ? 3e-4 : 3e-5,
+                         "M2L + L2P against M2P, grad");
                 CHECK_MSG(ep[1] < ep[0] / (1 << (pp - 1)), "pot error %.2e -> %.2e: not O(delta^%d)",
                           ep[0], ep[1], pp);
                 CHECK_MSG(eg[1] < eg[0] / (1 << (pp - 2)), "grad error %.2e -> %.2e: not O(delta^%d)",
