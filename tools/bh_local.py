@@ -47,20 +47,45 @@ def name(k):
     return "A%d%d%d" % k
 
 
-def emit(P, keep, fname=None):
+def harm_coef(k, i):
+    """The factor of A_{k + 2 e_i - 2 e_z} in A_k = -sum_{i = x, y} f_i A_{k + 2 e_i - 2 e_z}
+    (kz >= 2; Laplace's equation for the derivatives, D_k = k! A_k), the same for L_b."""
+    return (k[i] + 2.0) * (k[i] + 1.0) / (k[2] * (k[2] - 1.0))
+
+
+def harm_terms(k, nm):
+    ks = []
+    for i in (0, 1):
+        kk = list(k)
+        kk[i] += 2
+        kk[2] -= 2
+        ks.append("(REAL)%.17g * %s" % (harm_coef(k, i), nm(tuple(kk))))
+    return "-(%s)" % " + ".join(ks)
+
+
+def emit(P, keep, fname=None, harmonic=False):
     """M2L and L2P of order P keeping the terms |a| + |b| <= keep (P <= keep <= P + 1); with
-    fname, only the M2L, under that name."""
+    fname, only the M2L, under that name.  harmonic (eps2 = 0): only the coefficients with
+    bz <= 1 (table FMK_BH_HARM_INDEX's first ones), and the A_k with kz >= 2 from Laplace's
+    equation instead of the recurrence."""
     out = []
     w = out.append
-    locs = [k for n in range(P + 1) for k in indices(n)]
+    locs = [k for n in range(P + 1) for k in indices(n) if not harmonic or k[2] <= 1]
     nl = len(locs)
-    w("/* M2L: sets L[%d] (the order-%d expansion about c, table FMK_BH_LOCAL%d_INDEX) to the field "
-      "of a node" % (nl, P, P))
-    w(" * with packed moments m (bh_terms.h, order 0..2) at r = c - xc, keeping |a| + |b| <= %d. */" % keep)
-    w("FMK_HD void BH(%s)(int order, REAL rx, REAL ry, REAL rz, REAL eps2, const REAL *m, REAL *L)"
-      % (fname or "m2l%d" % P))
+    if harmonic:
+        w("/* M2L for eps2 = 0: sets H[%d] (coefficients bz <= 1 of the order-%d expansion about c, "
+          "the first" % (nl, P))
+        w(" * of table FMK_BH_HARM_INDEX; local4_from_harm gives the others) to the field of a node with")
+        w(" * packed moments m (bh_terms.h, order 0..2) at r = c - xc, keeping |a| + |b| <= %d. */" % keep)
+        w("FMK_HD void BH(%s)(int order, REAL rx, REAL ry, REAL rz, const REAL *m, REAL *L)" % fname)
+    else:
+        w("/* M2L: sets L[%d] (the order-%d expansion about c, table FMK_BH_LOCAL%d_INDEX) to the "
+          "field of a node" % (nl, P, P))
+        w(" * with packed moments m (bh_terms.h, order 0..2) at r = c - xc, keeping |a| + |b| <= %d. */" % keep)
+        w("FMK_HD void BH(%s)(int order, REAL rx, REAL ry, REAL rz, REAL eps2, const REAL *m, REAL *L)"
+          % (fname or "m2l%d" % P))
     w("{")
-    w("    const REAL A000 = RSQRT(rx * rx + ry * ry + rz * rz + eps2);")
+    w("    const REAL A000 = RSQRT(rx * rx + ry * ry + rz * rz%s);" % ("" if harmonic else " + eps2"))
     w("    const REAL iR2 = A000 * A000;")
     # signed moments
     for j, a in enumerate(MOM):
@@ -76,6 +101,11 @@ def emit(P, keep, fname=None):
         body = []
         if n > 0:
             for k in ks:
+                if harmonic and k[2] > 3:
+                    continue  # kz <= 1 + 2: no contribution needs it
+                if harmonic and k[2] >= 2:
+                    body.append("const REAL %s = %s;" % (name(k), harm_terms(k, name)))
+                    continue
                 parts1, parts2 = [], []
                 for i, rn in enumerate(("rx", "ry", "rz")):
                     if k[i] >= 1:
@@ -190,6 +220,35 @@ def main():
     lines, _ = emit(3, 3, "m2l3_far")
     for l in lines:
         print(l)
+    # eps2 = 0: the expansion is a harmonic polynomial, given by its coefficients with bz <= 1
+    harm = [k for n in range(5) for k in indices(n) if k[2] <= 1]
+    print("#ifndef FMK_BH_HARM_INDEX")
+    print("/* eps2 = 0: the coefficients with bz <= 1 of the order-4 expansion (the first 9 those of")
+    print(" * order 2, the first 16 those of order 3), as bx*100 + by*10 + bz */")
+    print("#define FMK_BH_HARM_INDEX {%s}" % ", ".join("%d" % (b[0] * 100 + b[1] * 10 + b[2]) for b in harm))
+    print("#define FMK_BH_HARM4 %d /* coefficients */" % len(harm))
+    print("#endif")
+    for P, keep, fn in ((4, 4, "m2l4_harm"), (3, 3, "m2l3_far_harm"), (2, 3, "m2l2_harm")):
+        lines, _ = emit(P, keep, fn, harmonic=True)
+        for l in lines:
+            print(l)
+    # the other coefficients, by Laplace's equation
+    loc4 = [k for n in range(5) for k in indices(n)]
+    print("/* eps2 = 0: L[%d] (table FMK_BH_LOCAL4_INDEX) from H[%d] (FMK_BH_HARM_INDEX): the coefficients"
+          % (len(loc4), len(harm)))
+    print(" * with bz >= 2 from Laplace's equation (each degree of the expansion is harmonic). */")
+    print("FMK_HD void BH(local4_from_harm)(const REAL *H, REAL *L)")
+    print("{")
+    hn = lambda k: "L%d%d%d" % k
+    for k in loc4:
+        if k[2] <= 1:
+            print("    const REAL %s = H[%d];" % (hn(k), harm.index(k)))
+        else:
+            print("    const REAL %s = %s;" % (hn(k), harm_terms(k, hn)))
+    for i, k in enumerate(loc4):
+        print("    L[%d] = %s;" % (i, hn(k)))
+    print("}")
+    print("")
     return 0
 
 

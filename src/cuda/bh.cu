@@ -151,6 +151,13 @@ extern "C" int fmk_cuda_bh_local_far;
 int fmk_cuda_bh_local_far = 0;
 extern "C" double fmk_cuda_bh_local_far_k;
 double fmk_cuda_bh_local_far_k = 3.5;
+/* Tuning knob (not API): with the step of order 4 and eps2 = 0 (laplace, no softening), the
+ * expansion is a harmonic polynomial: the M2L computes only its 25 coefficients with bz <= 1
+ * (and the A_k with kz >= 2 from Laplace's equation, not the recurrence), and the other 10 are
+ * found once per group before L2P (bh_local.h's *_harm, local4_from_harm; the same sums to
+ * rounding). 0: the full M2L. */
+extern "C" int fmk_cuda_bh_local_harmonic;
+int fmk_cuda_bh_local_harmonic = 0;
 /* Tuning knob (not API): the breadth-first walk takes the groups in reverse order (1) rather
  * than in key order (0). */
 extern "C" int fmk_cuda_bh_group_reverse;
@@ -759,6 +766,7 @@ template <typename R> struct walk_args {
     int local_far;  /* fmk_cuda_bh_local_far: 0, 2 or 3 (with local = 4 only) */
     R local_far_k;  /* fmk_cuda_bh_local_far_k, scaled as local_k */
     int reverse;    /* fmk_cuda_bh_group_reverse */
+    int harmonic;   /* fmk_cuda_bh_local_harmonic, with local = 4 and eps2 = 0 */
     const unsigned long long *stats; /* the charge check (charge_scale, charges_bad) */
 };
 
@@ -1048,7 +1056,9 @@ template <int LOC>
 __device__ __forceinline__ void m2l_order(int local, int order, float rx, float ry, float rz,
                                           float eps2, const float *m, float *L)
 {
-    if (LOC == 4)
+    if (LOC == 5) /* eps2 = 0: the coefficients bz <= 1 */
+        m2l4_harm_f(order, rx, ry, rz, m, L);
+    else if (LOC == 4)
         m2l4_f(order, rx, ry, rz, eps2, m, L);
     else if (local == 2)
         m2l2_f(order, rx, ry, rz, eps2, m, L);
@@ -1059,30 +1069,45 @@ template <int LOC>
 __device__ __forceinline__ void m2l_order(int local, int order, double rx, double ry, double rz,
                                           double eps2, const double *m, double *L)
 {
-    if (LOC == 4)
+    if (LOC == 5)
+        m2l4_harm_d(order, rx, ry, rz, m, L);
+    else if (LOC == 4)
         m2l4_d(order, rx, ry, rz, eps2, m, L);
     else if (local == 2)
         m2l2_d(order, rx, ry, rz, eps2, m, L);
     else
         m2l3_d(order, rx, ry, rz, eps2, m, L);
 }
-/* The far nodes' M2L (fmk_cuda_bh_local_far): order 3 keeping |a| + |b| <= 3, or order 2. */
+/* The far nodes' M2L (fmk_cuda_bh_local_far): order 3 keeping |a| + |b| <= 3, or order 2;
+ * HARM: their coefficients with bz <= 1 (eps2 = 0), the first of FMK_BH_HARM_INDEX. */
+template <bool HARM>
 __device__ __forceinline__ void m2l_far(int local_far, int order, float rx, float ry, float rz,
                                         float eps2, const float *m, float *L)
 {
-    if (local_far == 3)
+    if (HARM && local_far == 3)
+        m2l3_far_harm_f(order, rx, ry, rz, m, L);
+    else if (HARM)
+        m2l2_harm_f(order, rx, ry, rz, m, L);
+    else if (local_far == 3)
         m2l3_far_f(order, rx, ry, rz, eps2, m, L);
     else
         m2l2_f(order, rx, ry, rz, eps2, m, L);
 }
+template <bool HARM>
 __device__ __forceinline__ void m2l_far(int local_far, int order, double rx, double ry,
                                         double rz, double eps2, const double *m, double *L)
 {
-    if (local_far == 3)
+    if (HARM && local_far == 3)
+        m2l3_far_harm_d(order, rx, ry, rz, m, L);
+    else if (HARM)
+        m2l2_harm_d(order, rx, ry, rz, m, L);
+    else if (local_far == 3)
         m2l3_far_d(order, rx, ry, rz, eps2, m, L);
     else
         m2l2_d(order, rx, ry, rz, eps2, m, L);
 }
+__device__ __forceinline__ void local4_from_harm(const float *H, float *L) { local4_from_harm_f(H, L); }
+__device__ __forceinline__ void local4_from_harm(const double *H, double *L) { local4_from_harm_d(H, L); }
 template <int LOC>
 __device__ __forceinline__ void l2p_order(int local, const float *L, float dx, float dy, float dz,
                                           float *phi, float *g)
@@ -1128,9 +1153,12 @@ template <int H, typename R, int N> __device__ __forceinline__ void reduce_step(
 #endif
 /* The group's expansion held by the warp: lane k holds coefficient k < 32 in c[0]; LOC = 4
  * (35 coefficients) adds coefficients 32..34 in c[1..3], the same in every lane. LOC = 3 is
- * the kernel for orders 2 and 3 (a.local picks one at run time). */
+ * the kernel for orders 2 and 3 (a.local picks one at run time); LOC = 5 is order 4 for
+ * eps2 = 0, the 25 coefficients with bz <= 1 (fmk_cuda_bh_local_harmonic). */
 template <typename R, int LOC> struct local_acc {
-    static constexpr int NC = LOC == 4 ? FMK_BH_LOCAL4 : FMK_BH_LOCAL3; /* coefficients */
+    static constexpr int NC = LOC == 5   ? FMK_BH_HARM4
+                              : LOC == 4 ? FMK_BH_LOCAL4
+                                         : FMK_BH_LOCAL3; /* coefficients */
     static constexpr int EXTRA = NC > 32 ? NC - 32 : 0;
     R c[1 + EXTRA];
 };
@@ -1154,7 +1182,7 @@ __device__ FMK_LOCAL_INL void bfs_m2l(const typename vec4<R>::type *__restrict__
         const V x = node[4 * i], m1 = node[4 * i + 1], m2 = node[4 * i + 2], m3 = node[4 * i + 3];
         const R m[FMK_BH_MOMENTS] = {m1.x, m1.y, m1.z, m1.w, m2.x, m2.y, m2.z, m2.w, m3.x, m3.y};
         if (FAR)
-            m2l_far(local, ORDER, c.x - x.x, c.y - x.y, c.z - x.z, eps2, m, v);
+            m2l_far<LOC == 5>(local, ORDER, c.x - x.x, c.y - x.y, c.z - x.z, eps2, m, v);
         else
             m2l_order<LOC>(local, ORDER, c.x - x.x, c.y - x.y, c.z - x.z, eps2, m, v);
     }
@@ -1220,7 +1248,8 @@ __device__ __forceinline__ void bfs_p2p_any(const typename vec4<R>::type *src, c
         bfs_p2p<R, SELF, false, false, T>(src, idx, count, t, y, eps2, phi, g);
 }
 
-/* LOC: 0 no cell-to-group step; 3 the step of order a.local (2 or 3); 4 the step of order 4 */
+/* LOC: 0 no cell-to-group step; 3 the step of order a.local (2 or 3); 4 the step of order 4;
+ * 5 that of order 4 for eps2 = 0 (its harmonic coefficients) */
 template <typename R, int ORDER, bool SELF, int T, int LOC>
 __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32,
                                   LOC && sizeof(R) == 4 ? FMK_LOCAL_MINB : bfs_cfg<R>::MIN_BLOCKS)
@@ -1230,7 +1259,7 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32,
     constexpr bool LOCAL = LOC != 0;
     /* STACK: nodes waiting per warp (960: 6 blocks of 4 warps fit an SM; the deepest seen in
      * the benchmark's runs was 537) */
-    constexpr int WARPS = bfs_cfg<R>::WARPS, STACK = LOC == 4 ? 832 : LOCAL ? 896 : 960;
+    constexpr int WARPS = bfs_cfg<R>::WARPS, STACK = LOC >= 4 ? 832 : LOCAL ? 896 : 960;
     constexpr unsigned FULL = 0xffffffffu;
     __shared__ V s_node[WARPS][64][4]; /* accepted nodes, packed by bfs_pack */
     __shared__ V s_src[WARPS][64];     /* sources of opened leaves */
@@ -1238,7 +1267,7 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32,
     __shared__ unsigned char s_inbox[WARPS][64]; /* P2P source in the group's box */
     __shared__ int32_t s_stack[WARPS][STACK];
     __shared__ int32_t s_loc[WARPS][LOCAL ? 64 : 1]; /* nodes for the group's expansion */
-    __shared__ int32_t s_far[WARPS][LOC == 4 ? 64 : 1]; /* those by the far M2L */
+    __shared__ int32_t s_far[WARPS][LOC >= 4 ? 64 : 1]; /* those by the far M2L */
     const int wb = threadIdx.x >> 5, lane = threadIdx.x & 31;
     int64_t wp = blockIdx.x * (int64_t)WARPS + wb;
     if (wp >= a.n_groups * a.parts || charges_bad(a.stats))
@@ -1295,7 +1324,7 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32,
      * |y - c| / |xc - c| < 1 / local_k. Lane k holds coefficient k of the expansion. */
     const R r_g = sqrt(h.x * h.x + h.y * h.y + h.z * h.z);
     const R loc_r = a.local_k * r_g, far_r = a.local_far_k * r_g;
-    const bool use_far = LOC == 4 && a.local_far;
+    const bool use_far = LOC >= 4 && a.local_far;
     int n_loc = 0, h_loc = 0, n_far = 0, h_far = 0;
     bool any_loc = false;
     local_acc<R, LOC ? LOC : 3> loc = {};
@@ -1436,8 +1465,8 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32,
             if (n_loc >= 32)
                 loc_chunk();
         }
-        const unsigned far_mask = LOC == 4 ? __ballot_sync(FULL, to_far) : 0u;
-        if (LOC == 4 && far_mask) {
+        const unsigned far_mask = LOC >= 4 ? __ballot_sync(FULL, to_far) : 0u;
+        if (LOC >= 4 && far_mask) {
             if (to_far)
                 far_list[(h_far + n_far + __popc(far_mask & lt)) & 63] = i;
             n_far += __popc(far_mask);
@@ -1510,21 +1539,29 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32,
         if (n_loc > 0)
             BH_CLOCK(k_loc, (bfs_m2l<R, ORDER, LOC ? LOC : 3>(a.node, loc_list + h_loc, n_loc,
                                                               a.local, c, a.eps2, loc)));
-        if (LOC == 4 && n_far > 0)
+        if (LOC >= 4 && n_far > 0)
             BH_CLOCK(k_far, (bfs_m2l<R, ORDER, LOC ? LOC : 3, true>(
                                 a.node, far_list + h_far, n_far, a.local_far, c, a.eps2, loc)));
 #ifdef FMK_BH_COUNT
         const long long t_l2p = clock64();
 #endif
         constexpr int NC = local_acc<R, LOC ? LOC : 3>::NC;
-        R L[NC];
+        R H[NC];
 #pragma unroll
         for (int k = 0; k < NC; k++)
-            L[k] = k < 32 ? __shfl_sync(FULL, loc.c[0], k) : loc.c[k < 32 ? 0 : k - 31];
+            H[k] = k < 32 ? __shfl_sync(FULL, loc.c[0], k) : loc.c[k < 32 ? 0 : k - 31];
+        /* LOC = 5: the coefficients with bz >= 2 from Laplace's equation */
+        R L[LOC == 5 ? FMK_BH_LOCAL4 : NC];
+        if (LOC == 5)
+            local4_from_harm(H, L);
+        else
+#pragma unroll
+            for (int k = 0; k < NC; k++)
+                L[k] = H[k];
 #pragma unroll
         for (int k = 0; k < T; k++)
-            l2p_order<LOC ? LOC : 3>(a.local, L, y[k][0] - crx, y[k][1] - cry, y[k][2] - crz,
-                                     &phi[k], g[k]);
+            l2p_order<LOC == 5 ? 4 : LOC ? LOC : 3>(a.local, L, y[k][0] - crx, y[k][1] - cry,
+                                                    y[k][2] - crz, &phi[k], g[k]);
 #ifdef FMK_BH_COUNT
         k_l2p += clock64() - t_l2p;
 #endif
@@ -1597,7 +1634,9 @@ cudaError_t launch_walk(const walk_args<R> &a, int stackless, int group)
         k_walk_group<R, ORDER, SELF, 1><<<blocks_for(a.n_groups * 32, WALK_BLOCK), WALK_BLOCK>>>(a);
     else if (group == 64)
         k_walk_bfs<R, ORDER, SELF, 2, 0><<<bfs_blocks, WB * 32>>>(a);
-    else if (a.local == 4) /* the cell-to-group step (groups of 32 only) */
+    else if (a.local == 4 && a.harmonic) /* the cell-to-group step (groups of 32 only) */
+        k_walk_bfs<R, ORDER, SELF, 1, 5><<<bfs_blocks, WB * 32>>>(a);
+    else if (a.local == 4)
         k_walk_bfs<R, ORDER, SELF, 1, 4><<<bfs_blocks, WB * 32>>>(a);
     else if (a.local)
         k_walk_bfs<R, ORDER, SELF, 1, 3><<<bfs_blocks, WB * 32>>>(a);
@@ -2325,6 +2364,7 @@ fmk_status run_eval_t(fmk_plan *plan, bh_state *s, const double *d_q, double *po
         a.local_far_k = (R)(kf > (double)a.local_k ? kf : (double)a.local_k);
     }
     a.reverse = fmk_cuda_bh_group_reverse != 0;
+    a.harmonic = a.local == 4 && fmk_cuda_bh_local_harmonic && a.eps2 == 0;
     a.stats = s->d_stats;
     if (err == cudaSuccess)
         err = walk<R>(a, plan->opts.order, plan->self, stackless, s->group);
