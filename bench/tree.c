@@ -50,12 +50,8 @@
  *   --local-k K                 its distance test: |xc - c| > A r_open + K (0.6 / theta) R_g
  *                               (default 2.25)
  *   --local-open A              the weight A of r_open in that test (default 0.5)
- *   --local-far P               the far nodes' M2L (with order 4): 3 (order 3 keeping |a| + |b|
- *                               <= 3), 2 (order 2), 0 off
- *   --local-far-k K             its distance test: |xc - c| > A r_open + K (0.6 / theta) R_g
  *   --local-harmonic H          with order 4 and no softening, the M2L of the expansion's
  *                               harmonic coefficients only (1) or of all 35 (0)
- *   --group-reverse             the breadth-first walk takes the groups in reverse order
  *   tree --tune [--big]         leaf sizes and the step's (A, K) with order 3 (the first and
  *                               last rows: order 3's default, A = 0.75, K = 3.5)
  *   tree --tune-local [--big]   the step of order 4 with several (A, K), against the defaults
@@ -120,8 +116,8 @@ extern double fmk_cuda_bh_leaf_theta;
 extern int fmk_cuda_bh_local;
 extern double fmk_cuda_bh_local_k;
 extern double fmk_cuda_bh_local_open;
-extern int fmk_cuda_bh_local_far, fmk_cuda_bh_group_reverse, fmk_cuda_bh_local_harmonic;
-extern double fmk_cuda_bh_local_far_k;
+/* With order 4 and no softening, the M2L of the expansion's harmonic coefficients only. */
+extern int fmk_cuda_bh_local_harmonic;
 
 /* measure()'s walk argument for the next/more group walk (the breadth-first one is GROUP). */
 #define WALK_NEXT_MORE ((fmk_walk)3)
@@ -474,14 +470,8 @@ int main(int argc, char **argv)
             fmk_cuda_bh_local_k = atof(argv[++a]);
         else if (strcmp(argv[a], "--local-open") == 0 && a + 1 < argc)
             fmk_cuda_bh_local_open = atof(argv[++a]);
-        else if (strcmp(argv[a], "--local-far") == 0 && a + 1 < argc)
-            fmk_cuda_bh_local_far = atoi(argv[++a]);
-        else if (strcmp(argv[a], "--local-far-k") == 0 && a + 1 < argc)
-            fmk_cuda_bh_local_far_k = atof(argv[++a]);
         else if (strcmp(argv[a], "--local-harmonic") == 0 && a + 1 < argc)
             fmk_cuda_bh_local_harmonic = atoi(argv[++a]);
-        else if (strcmp(argv[a], "--group-reverse") == 0)
-            fmk_cuda_bh_group_reverse = 1;
         else if (strcmp(argv[a], "--tune") == 0)
             tune = 1;
         else if (strcmp(argv[a], "--tune-local") == 0)
@@ -493,7 +483,7 @@ int main(int argc, char **argv)
                             "[--no-cells] "
                             "[--split-nodes K] "
                             "[--split-level L] [--split-warps W] [--theta T] [--mac K] [--leaf-theta T] "
-                            "[--local P] [--local-k K] [--local-open A] [--local-far P] [--local-far-k K] [--local-harmonic H] [--group-reverse] [--local-sweep] "
+                            "[--local P] [--local-k K] [--local-open A] [--local-harmonic H] [--local-sweep] "
                             "[--tune [--big]] [--tune-local [--big]]\n");
             return 2;
         }

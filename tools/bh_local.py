@@ -22,13 +22,14 @@ Math (G(r) = (|r|^2 + eps2)^-1/2; multi-indices k = (kx, ky, kz), |k| = kx + ky 
   dropped terms are (s / |r0|) (|delta| / |r0|)^4 (the dipole, zero for charges of one sign,
   whose expansion centre is their centre of mass) and (s / |r0|)^2 (|delta| / |r0|)^3, which
   order 3 drops as well; the monopole's truncation falls from (|delta| / |r0|)^4 to ^5.
-  m2l3_far keeps |a| + |b| <= 3 in the order-3 expansion (L2P: l2p3), from the A_k of order <= 3
-  only (about half the flops of m2l4): the monopole's expansion to order 3, the dipole's to 2,
-  the quadrupole's to 1.  Its dropped terms, relative to the node's field at distance |r0|, are
-  (|delta| / |r0|)^4 (monopole) and (s / |r0|)^2 (|delta| / |r0|)^2 (quadrupole) in the
-  potential, one power of |delta| / |r0| less in the gradient: at a ratio |delta| / |r0| about
-  half of order 4's they are below order 4's, so the walk uses it for the nodes far from the
-  group.
+  eps2 = 0 (laplace): A_k(r) = D_k G / k! with G harmonic, so D_{k + 2 e_z} = -D_{k + 2 e_x} -
+  D_{k + 2 e_y}, and each degree of the expansion (for each a, the b of one |b|, all kept or all
+  dropped) is a harmonic polynomial, whose coefficients with bz >= 2 follow from those with
+  bz <= 1 (25 of order 4's 35):
+      L_b = -[(bx + 2)(bx + 1) L_{b + 2 e_x - 2 e_z} + (by + 2)(by + 1) L_{b + 2 e_y - 2 e_z}]
+            / (bz (bz - 1)),
+  and the A_k likewise.  m2l4_harm computes only those 25 coefficients (and the A_k with kz >= 2
+  by the relation: 2 terms instead of the recurrence's 6); local4_from_harm completes the 35.
   L2P: phi = sum_b L_b delta^b, grad_i = sum_b b_i L_b delta^(b - e_i).
 """
 import sys
@@ -205,7 +206,9 @@ def main():
     print(" * bh_local.h -- written by tools/bh_local.py (the math is there); do not edit by hand.")
     print(" * The treecode's cell-to-group terms: a node's field (its moments of order 0..2, as in")
     print(" * bh_terms.h's M2P) as a Taylor expansion of order 2, 3 or 4 about a group's centre (M2L),")
-    print(" * and the expansion's value and gradient at a target (L2P). Included like bh_terms.h:")
+    print(" * and the expansion's value and gradient at a target (L2P); for eps2 = 0, order 4's M2L of")
+    print(" * the 25 coefficients that fix the harmonic expansion (m2l4_harm, local4_from_harm).")
+    print(" * Included like bh_terms.h:")
     print(" * once per precision, with REAL, RSQRT and BH(name) defined; needs bh_terms.h's FMK_HD.")
     print(" */")
     for P, keep in ((2, 3), (3, 4), (4, 4)):
@@ -217,21 +220,16 @@ def main():
         print("#endif")
         for l in lines:
             print(l)
-    lines, _ = emit(3, 3, "m2l3_far")
-    for l in lines:
-        print(l)
     # eps2 = 0: the expansion is a harmonic polynomial, given by its coefficients with bz <= 1
     harm = [k for n in range(5) for k in indices(n) if k[2] <= 1]
     print("#ifndef FMK_BH_HARM_INDEX")
-    print("/* eps2 = 0: the coefficients with bz <= 1 of the order-4 expansion (the first 9 those of")
-    print(" * order 2, the first 16 those of order 3), as bx*100 + by*10 + bz */")
+    print("/* eps2 = 0: the coefficients with bz <= 1 of the order-4 expansion, as bx*100 + by*10 + bz */")
     print("#define FMK_BH_HARM_INDEX {%s}" % ", ".join("%d" % (b[0] * 100 + b[1] * 10 + b[2]) for b in harm))
     print("#define FMK_BH_HARM4 %d /* coefficients */" % len(harm))
     print("#endif")
-    for P, keep, fn in ((4, 4, "m2l4_harm"), (3, 3, "m2l3_far_harm"), (2, 3, "m2l2_harm")):
-        lines, _ = emit(P, keep, fn, harmonic=True)
-        for l in lines:
-            print(l)
+    lines, _ = emit(4, 4, "m2l4_harm", harmonic=True)
+    for l in lines:
+        print(l)
     # the other coefficients, by Laplace's equation
     loc4 = [k for n in range(5) for k in indices(n)]
     print("/* eps2 = 0: L[%d] (table FMK_BH_LOCAL4_INDEX) from H[%d] (FMK_BH_HARM_INDEX): the coefficients"

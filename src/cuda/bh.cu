@@ -141,27 +141,15 @@ double fmk_cuda_bh_local_k = 2.25;
  * ((s / |r0|)^2 (|y - c| / |r0|)^3, bh_local.py) are the largest. */
 extern "C" double fmk_cuda_bh_local_open;
 double fmk_cuda_bh_local_open = 0.5;
-/* Tuning knobs (not API): with the step of order 4, the nodes farther still from the group,
- * |xc - c| > a r_open + k_far R_g (k_far = fmk_cuda_bh_local_far_k 0.6 / theta, at least k),
- * go into the same expansion by a cheaper M2L of order fmk_cuda_bh_local_far: 3 is m2l3_far
- * (|a| + |b| <= 3: the A_k of order <= 3 only, about half the flops of m2l4), 2 is m2l2
- * (|a| + |b| <= 3 too, fewer coefficients); 0 off. Their dropped terms fall faster with the
- * distance than order 4's rise (bh_local.py): at k_far ~ 1.5 k the acceleration error stays. */
-extern "C" int fmk_cuda_bh_local_far;
-int fmk_cuda_bh_local_far = 0;
-extern "C" double fmk_cuda_bh_local_far_k;
-double fmk_cuda_bh_local_far_k = 3.5;
 /* Tuning knob (not API): with the step of order 4 and eps2 = 0 (laplace, no softening), the
  * expansion is a harmonic polynomial: the M2L computes only its 25 coefficients with bz <= 1
  * (and the A_k with kz >= 2 from Laplace's equation, not the recurrence), and the other 10 are
- * found once per group before L2P (bh_local.h's *_harm, local4_from_harm; the same sums to
- * rounding). 0: the full M2L. */
+ * found once per group before L2P (bh_local.h's m2l4_harm, local4_from_harm; the same sums to
+ * rounding). 25 coefficients fit the 32 lanes (no butterflies for 3 more) and the kernel
+ * spills 16 / 24 B instead of 124 / 140: 2^20 walk -6% (cube), -11% (Plummer)
+ * (bench/RESULTS.md). 0: the full M2L (the softened kernel's, always). */
 extern "C" int fmk_cuda_bh_local_harmonic;
-int fmk_cuda_bh_local_harmonic = 0;
-/* Tuning knob (not API): the breadth-first walk takes the groups in reverse order (1) rather
- * than in key order (0). */
-extern "C" int fmk_cuda_bh_group_reverse;
-int fmk_cuda_bh_group_reverse = 0;
+int fmk_cuda_bh_local_harmonic = 1;
 /* Tuning knobs for the benchmark and the tests (not API), the fixed cost of small N:
  * - fmk_cuda_bh_frame_small_max: set_points_device of at most this many points (sources and
  *   targets) finds the bounding box, the frame and the mapped points in one block
@@ -191,9 +179,8 @@ long long fmk_cuda_bh_split_redos = 0;
 #ifdef FMK_BH_COUNT
 /* Walk statistics (a build with -DFMK_BH_COUNT only): per breadth-first walk, the sums over
  * warps of targets, M2P entries x targets, P2P entries x targets, steps, stack overflows and
- * warps, and the deepest stack; the nodes into the expansion by the far M2L; and clock64
- * cycles per warp in the M2P, P2P, M2L (near, far) and L2P parts, in all, and the longest
- * warp's; printed to stderr after each walk. */
+ * warps, and the deepest stack; and clock64 cycles per warp in the M2P, P2P, M2L and L2P
+ * parts, in all, and the longest warp's; printed to stderr after each walk. */
 __device__ unsigned long long fmk_bh_counts[16];
 #endif
 
@@ -763,9 +750,6 @@ template <typename R> struct walk_args {
     int local;  /* fmk_cuda_bh_local: 0, or the order of the group's expansion (2, 3, 4) */
     R local_k;  /* fmk_cuda_bh_local_k */
     R local_a2; /* fmk_cuda_bh_local_open squared */
-    int local_far;  /* fmk_cuda_bh_local_far: 0, 2 or 3 (with local = 4 only) */
-    R local_far_k;  /* fmk_cuda_bh_local_far_k, scaled as local_k */
-    int reverse;    /* fmk_cuda_bh_group_reverse */
     int harmonic;   /* fmk_cuda_bh_local_harmonic, with local = 4 and eps2 = 0 */
     const unsigned long long *stats; /* the charge check (charge_scale, charges_bad) */
 };
@@ -1078,34 +1062,6 @@ __device__ __forceinline__ void m2l_order(int local, int order, double rx, doubl
     else
         m2l3_d(order, rx, ry, rz, eps2, m, L);
 }
-/* The far nodes' M2L (fmk_cuda_bh_local_far): order 3 keeping |a| + |b| <= 3, or order 2;
- * HARM: their coefficients with bz <= 1 (eps2 = 0), the first of FMK_BH_HARM_INDEX. */
-template <bool HARM>
-__device__ __forceinline__ void m2l_far(int local_far, int order, float rx, float ry, float rz,
-                                        float eps2, const float *m, float *L)
-{
-    if (HARM && local_far == 3)
-        m2l3_far_harm_f(order, rx, ry, rz, m, L);
-    else if (HARM)
-        m2l2_harm_f(order, rx, ry, rz, m, L);
-    else if (local_far == 3)
-        m2l3_far_f(order, rx, ry, rz, eps2, m, L);
-    else
-        m2l2_f(order, rx, ry, rz, eps2, m, L);
-}
-template <bool HARM>
-__device__ __forceinline__ void m2l_far(int local_far, int order, double rx, double ry,
-                                        double rz, double eps2, const double *m, double *L)
-{
-    if (HARM && local_far == 3)
-        m2l3_far_harm_d(order, rx, ry, rz, m, L);
-    else if (HARM)
-        m2l2_harm_d(order, rx, ry, rz, m, L);
-    else if (local_far == 3)
-        m2l3_far_d(order, rx, ry, rz, eps2, m, L);
-    else
-        m2l2_d(order, rx, ry, rz, eps2, m, L);
-}
 __device__ __forceinline__ void local4_from_harm(const float *H, float *L) { local4_from_harm_f(H, L); }
 __device__ __forceinline__ void local4_from_harm(const double *H, double *L) { local4_from_harm_d(H, L); }
 template <int LOC>
@@ -1148,6 +1104,11 @@ template <int H, typename R, int N> __device__ __forceinline__ void reduce_step(
 #ifndef FMK_LOCAL_MINB
 #define FMK_LOCAL_MINB 6
 #endif
+/* The breadth-first walk loads a node's moments only when it goes into the M2P list (1), or
+ * with its centre for every node tested (0). */
+#ifndef FMK_BH_LATE_MOMENTS
+#define FMK_BH_LATE_MOMENTS 1
+#endif
 #ifndef FMK_LOCAL_INL
 #define FMK_LOCAL_INL __forceinline__
 #endif
@@ -1163,15 +1124,14 @@ template <typename R, int LOC> struct local_acc {
     R c[1 + EXTRA];
 };
 
-/* FAR: the far nodes' cheaper M2L (m2l_far, order local <= 3: coefficients 0..19 only). */
-template <typename R, int ORDER, int LOC, bool FAR = false>
+template <typename R, int ORDER, int LOC>
 __device__ FMK_LOCAL_INL void bfs_m2l(const typename vec4<R>::type *__restrict__ node,
                                         const int32_t *list, int count, int local,
                                         const typename vec4<R>::type &c, R eps2,
                                         local_acc<R, LOC> &acc)
 {
     typedef typename vec4<R>::type V;
-    constexpr int EXTRA = FAR ? 0 : local_acc<R, LOC>::EXTRA;
+    constexpr int EXTRA = local_acc<R, LOC>::EXTRA;
     const int lane = threadIdx.x & 31;
     R v[32 + EXTRA];
 #pragma unroll
@@ -1181,10 +1141,7 @@ __device__ FMK_LOCAL_INL void bfs_m2l(const typename vec4<R>::type *__restrict__
         const int32_t i = list[lane];
         const V x = node[4 * i], m1 = node[4 * i + 1], m2 = node[4 * i + 2], m3 = node[4 * i + 3];
         const R m[FMK_BH_MOMENTS] = {m1.x, m1.y, m1.z, m1.w, m2.x, m2.y, m2.z, m2.w, m3.x, m3.y};
-        if (FAR)
-            m2l_far<LOC == 5>(local, ORDER, c.x - x.x, c.y - x.y, c.z - x.z, eps2, m, v);
-        else
-            m2l_order<LOC>(local, ORDER, c.x - x.x, c.y - x.y, c.z - x.z, eps2, m, v);
+        m2l_order<LOC>(local, ORDER, c.x - x.x, c.y - x.y, c.z - x.z, eps2, m, v);
     }
     /* coefficients past the 32 lanes: summed over the warp by butterflies (all lanes) */
 #pragma unroll
@@ -1259,7 +1216,7 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32,
     constexpr bool LOCAL = LOC != 0;
     /* STACK: nodes waiting per warp (960: 6 blocks of 4 warps fit an SM; the deepest seen in
      * the benchmark's runs was 537) */
-    constexpr int WARPS = bfs_cfg<R>::WARPS, STACK = LOC >= 4 ? 832 : LOCAL ? 896 : 960;
+    constexpr int WARPS = bfs_cfg<R>::WARPS, STACK = LOCAL ? 896 : 960;
     constexpr unsigned FULL = 0xffffffffu;
     __shared__ V s_node[WARPS][64][4]; /* accepted nodes, packed by bfs_pack */
     __shared__ V s_src[WARPS][64];     /* sources of opened leaves */
@@ -1267,15 +1224,12 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32,
     __shared__ unsigned char s_inbox[WARPS][64]; /* P2P source in the group's box */
     __shared__ int32_t s_stack[WARPS][STACK];
     __shared__ int32_t s_loc[WARPS][LOCAL ? 64 : 1]; /* nodes for the group's expansion */
-    __shared__ int32_t s_far[WARPS][LOC >= 4 ? 64 : 1]; /* those by the far M2L */
     const int wb = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    int64_t wp = blockIdx.x * (int64_t)WARPS + wb;
+    const int64_t wp = blockIdx.x * (int64_t)WARPS + wb;
     if (wp >= a.n_groups * a.parts || charges_bad(a.stats))
         return;
-    if (a.reverse)
-        wp = a.n_groups * a.parts - 1 - wp;
 #ifdef FMK_BH_COUNT
-    long long k_m2p = 0, k_p2p = 0, k_loc = 0, k_far = 0, k_l2p = 0;
+    long long k_m2p = 0, k_p2p = 0, k_loc = 0, k_l2p = 0;
     const long long k_start = clock64();
 #define BH_CLOCK(var, stmt)                                                                     \
     do {                                                                                        \
@@ -1294,7 +1248,6 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32,
     unsigned char *inbox_list = s_inbox[wb];
     int32_t *stack = s_stack[wb];
     int32_t *loc_list = s_loc[wb];
-    int32_t *far_list = s_far[wb];
     const unsigned lt = (1u << lane) - 1;
 
     const int2 grp = a.groups[w];
@@ -1322,10 +1275,8 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32,
      * centre is farther than a r_open + local_k R_g from c (a = fmk_cuda_bh_local_open); every
      * target of the group (within R_g of c) is outside its opening sphere (it was accepted), and
      * |y - c| / |xc - c| < 1 / local_k. Lane k holds coefficient k of the expansion. */
-    const R r_g = sqrt(h.x * h.x + h.y * h.y + h.z * h.z);
-    const R loc_r = a.local_k * r_g, far_r = a.local_far_k * r_g;
-    const bool use_far = LOC >= 4 && a.local_far;
-    int n_loc = 0, h_loc = 0, n_far = 0, h_far = 0;
+    const R loc_r = a.local_k * sqrt(h.x * h.x + h.y * h.y + h.z * h.z);
+    int n_loc = 0, h_loc = 0;
     bool any_loc = false;
     local_acc<R, LOC ? LOC : 3> loc = {};
     /* A source that can coincide with a target lies in the group's box (which holds them up
@@ -1348,12 +1299,6 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32,
         h_loc ^= 32, n_loc -= 32;
         __syncwarp();
     };
-    auto far_chunk = [&]() {
-        BH_CLOCK(k_far, (bfs_m2l<R, ORDER, LOC ? LOC : 3, true>(a.node, far_list + h_far, 32,
-                                                                a.local_far, c, a.eps2, loc)));
-        h_far ^= 32, n_far -= 32;
-        __syncwarp();
-    };
     auto p2p_chunk = [&]() {
         BH_CLOCK(k_p2p, (bfs_p2p_any<R, SELF, T>(src_list + h_p2p, idx_list + (SELF ? h_p2p : 0),
                                                  inbox_list + h_p2p, 32, t, y, a.eps2, phi, g)));
@@ -1361,7 +1306,7 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32,
         __syncwarp();
     };
 #ifdef FMK_BH_COUNT
-    long long c_m2p = 0, c_p2p = 0, c_steps = 0, c_over = 0, c_depth = 0, c_loc = 0, c_far = 0;
+    long long c_m2p = 0, c_p2p = 0, c_steps = 0, c_over = 0, c_depth = 0, c_loc = 0;
 #endif
     __syncwarp();
     while (sp > 0) {
@@ -1373,11 +1318,14 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32,
         const bool valid = lane < nb;
         const int32_t i = valid ? stack[sp + lane] : 0;
         __syncwarp(); /* the popped slots are overwritten below */
-        /* all loads of the batch at once: one latency */
+        /* the batch's loads for the tests at once: one latency (the moments below, for the
+         * nodes that go into the M2P list only) */
         const int4 l = __ldg(&a.links[i]);
         const int32_t nc = __ldg(&a.n_children[i]);
-        const V x = a.node[4 * i], m1 = a.node[4 * i + 1], m2 = a.node[4 * i + 2],
-                m3 = a.node[4 * i + 3];
+        const V x = a.node[4 * i];
+#if !FMK_BH_LATE_MOMENTS
+        const V m1 = a.node[4 * i + 1], m2 = a.node[4 * i + 2], m3 = a.node[4 * i + 3];
+#endif
         const R dx = fmax(fabs(x.x - c.x) - h.x, (R)0);
         const R dy = fmax(fabs(x.y - c.y) - h.y, (R)0);
         const R dz = fmax(fabs(x.z - c.z) - h.z, (R)0);
@@ -1412,6 +1360,20 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32,
         bool direct = valid && !skip && mine && !accept && (far || l.x < 0);
         bool open = valid && !skip && !far && l.x >= 0;
 
+        /* accepted nodes far enough from the group -> its expansion, the others -> M2P list,
+         * whose moments are loaded now (used after the stack's update) */
+        bool to_loc = false;
+        if (LOCAL && accept) {
+            const R ex = x.x - c.x, ey = x.y - c.y, ez = x.z - c.z;
+            const R d = sqrt(ex * ex + ey * ey + ez * ez) - loc_r;
+            to_loc = d > 0 && d * d > a.local_a2 * x.w;
+        }
+#if FMK_BH_LATE_MOMENTS
+        V m1, m2, m3;
+        if (accept && !to_loc)
+            m1 = a.node[4 * i + 1], m2 = a.node[4 * i + 2], m3 = a.node[4 * i + 3];
+#endif
+
         /* children to push: warp scan of the counts */
         int32_t push = open ? nc : 0;
 #pragma unroll
@@ -1441,20 +1403,9 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32,
         c_depth = sp > c_depth ? sp : c_depth;
 #endif
 
-        /* accepted nodes far enough from the group -> its expansion, the others -> M2P list */
-        bool to_loc = false, to_far = false;
-        if (LOCAL && accept) {
-            const R ex = x.x - c.x, ey = x.y - c.y, ez = x.z - c.z;
-            const R dist = sqrt(ex * ex + ey * ey + ez * ez), d = dist - loc_r;
-            to_loc = d > 0 && d * d > a.local_a2 * x.w;
-            if (use_far) { /* farther still: the cheaper M2L (far_r >= loc_r) */
-                const R df = dist - far_r;
-                to_far = to_loc && df > 0 && df * df > a.local_a2 * x.w;
-            }
-        }
-        const unsigned loc_mask = __ballot_sync(FULL, to_loc && !to_far);
+        const unsigned loc_mask = __ballot_sync(FULL, to_loc);
         if (LOCAL && loc_mask) {
-            if (to_loc && !to_far)
+            if (to_loc)
                 loc_list[(h_loc + n_loc + __popc(loc_mask & lt)) & 63] = i;
             n_loc += __popc(loc_mask);
             any_loc = true;
@@ -1464,19 +1415,6 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32,
             __syncwarp();
             if (n_loc >= 32)
                 loc_chunk();
-        }
-        const unsigned far_mask = LOC >= 4 ? __ballot_sync(FULL, to_far) : 0u;
-        if (LOC >= 4 && far_mask) {
-            if (to_far)
-                far_list[(h_far + n_far + __popc(far_mask & lt)) & 63] = i;
-            n_far += __popc(far_mask);
-            any_loc = true;
-#ifdef FMK_BH_COUNT
-            c_far += __popc(far_mask);
-#endif
-            __syncwarp();
-            if (n_far >= 32)
-                far_chunk();
         }
         const unsigned acc_mask = __ballot_sync(FULL, accept && !to_loc);
         if (accept && !to_loc) {
@@ -1539,9 +1477,6 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32,
         if (n_loc > 0)
             BH_CLOCK(k_loc, (bfs_m2l<R, ORDER, LOC ? LOC : 3>(a.node, loc_list + h_loc, n_loc,
                                                               a.local, c, a.eps2, loc)));
-        if (LOC >= 4 && n_far > 0)
-            BH_CLOCK(k_far, (bfs_m2l<R, ORDER, LOC ? LOC : 3, true>(
-                                a.node, far_list + h_far, n_far, a.local_far, c, a.eps2, loc)));
 #ifdef FMK_BH_COUNT
         const long long t_l2p = clock64();
 #endif
@@ -1578,12 +1513,10 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32,
         atomicAdd(&fmk_bh_counts[5], 1ull);
         atomicMax(&fmk_bh_counts[6], (unsigned long long)c_depth);
         atomicAdd(&fmk_bh_counts[7], (unsigned long long)(c_loc * nt));
-        atomicAdd(&fmk_bh_counts[8], (unsigned long long)(c_far * nt));
         const long long k_all = clock64() - k_start;
         atomicAdd(&fmk_bh_counts[9], (unsigned long long)k_m2p);
         atomicAdd(&fmk_bh_counts[10], (unsigned long long)k_p2p);
         atomicAdd(&fmk_bh_counts[11], (unsigned long long)k_loc);
-        atomicAdd(&fmk_bh_counts[12], (unsigned long long)k_far);
         atomicAdd(&fmk_bh_counts[13], (unsigned long long)k_l2p);
         atomicAdd(&fmk_bh_counts[14], (unsigned long long)k_all);
         atomicMax(&fmk_bh_counts[15], (unsigned long long)k_all);
@@ -2357,13 +2290,7 @@ fmk_status run_eval_t(fmk_plan *plan, bh_state *s, const double *d_q, double *po
         a.local_k = (R)(k > 1 ? k : 1);
         const double ao = fmk_cuda_bh_local_open > 0 ? fmk_cuda_bh_local_open : 0;
         a.local_a2 = (R)(ao * ao);
-        const double kf = fmk_cuda_bh_local_far_k * 0.6 / th;
-        a.local_far = a.local == 4 && (fmk_cuda_bh_local_far == 2 || fmk_cuda_bh_local_far == 3)
-                          ? fmk_cuda_bh_local_far
-                          : 0;
-        a.local_far_k = (R)(kf > (double)a.local_k ? kf : (double)a.local_k);
     }
-    a.reverse = fmk_cuda_bh_group_reverse != 0;
     a.harmonic = a.local == 4 && fmk_cuda_bh_local_harmonic && a.eps2 == 0;
     a.stats = s->d_stats;
     if (err == cudaSuccess)
@@ -2384,13 +2311,11 @@ fmk_status run_eval_t(fmk_plan *plan, bh_state *s, const double *d_q, double *po
                 cnt[0], cnt[5], (double)cnt[0] / cnt[5], (double)cnt[1] / cnt[0],
                 (double)cnt[2] / cnt[0], (double)cnt[7] / cnt[0], (double)cnt[3] / cnt[5], cnt[4], cnt[6]);
     if (cnt[0] > 0 && cnt[14] > 0)
-        fprintf(stderr, "walk cycles: %.1f far nodes per target; per warp %.0f cycles: M2P %.1f%%, "
-                "P2P %.1f%%, M2L %.1f%% (far %.1f%%), L2P %.1f%%, the rest (tests, lists, stack) "
-                "%.1f%%; longest warp %.2f x the mean\n",
-                (double)cnt[8] / cnt[0], (double)cnt[14] / cnt[5], 100.0 * cnt[9] / cnt[14],
-                100.0 * cnt[10] / cnt[14], 100.0 * (cnt[11] + cnt[12]) / cnt[14],
-                100.0 * cnt[12] / cnt[14], 100.0 * cnt[13] / cnt[14],
-                100.0 * (cnt[14] - cnt[9] - cnt[10] - cnt[11] - cnt[12] - cnt[13]) / cnt[14],
+        fprintf(stderr, "walk cycles: per warp %.0f: M2P %.1f%%, P2P %.1f%%, M2L %.1f%%, L2P "
+                "%.1f%%, the rest (tests, lists, stack) %.1f%%; longest warp %.2f x the mean\n",
+                (double)cnt[14] / cnt[5], 100.0 * cnt[9] / cnt[14], 100.0 * cnt[10] / cnt[14],
+                100.0 * cnt[11] / cnt[14], 100.0 * cnt[13] / cnt[14],
+                100.0 * (cnt[14] - cnt[9] - cnt[10] - cnt[11] - cnt[13]) / cnt[14],
                 (double)cnt[15] * cnt[5] / cnt[14]);
 #endif
     if (err == cudaSuccess)

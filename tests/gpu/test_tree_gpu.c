@@ -69,11 +69,9 @@ extern double fmk_cuda_bh_leaf_theta; /* a leaf's theta in the per-target test (
 extern int fmk_cuda_bh_local;
 extern double fmk_cuda_bh_local_k;
 extern double fmk_cuda_bh_local_open;
-/* Its far nodes' cheaper M2L (order 3 or 2, 0 off) and distance factor, and the M2L of the
- * harmonic coefficients only for eps2 = 0 (tuning knobs, not API; `--local-far P`,
- * `--local-far-k K`, `--local-harmonic H` run every test with them). */
-extern int fmk_cuda_bh_local_far, fmk_cuda_bh_local_harmonic;
-extern double fmk_cuda_bh_local_far_k;
+/* With order 4 and eps2 = 0, the M2L of the expansion's harmonic coefficients only (1) or of
+ * all 35 (0; a tuning knob, not API; `--local-harmonic H` runs every test with H). */
+extern int fmk_cuda_bh_local_harmonic;
 
 /* The walks the loops below run: 1 group (breadth-first), 2 stackless, 3 group (next/more). */
 #define N_WALKS 3
@@ -959,16 +957,15 @@ static void test_local(void)
     free(rp), free(rg);
 }
 
-/* The order-4 step's variants: the M2L of the expansion's harmonic coefficients only
- * (fmk_cuda_bh_local_harmonic, laplace) gives the full M2L's results to rounding (rel l2 1e-12
- * in fp64, 1e-5 in fp32) and changes nothing for the softened kernel; the far nodes' cheaper
- * M2L (fmk_cuda_bh_local_far 3 or 2, at the default distance factor) keeps the errors against
- * the direct sum within 1.1x those without it (Plummer sphere, self and separate targets). */
-static void test_local_variants(void)
+/* The order-4 step's M2L of the expansion's harmonic coefficients only (eps2 = 0,
+ * fmk_cuda_bh_local_harmonic) against the full M2L: laplace, the same results to rounding
+ * (rel l2 1e-12 in fp64, 1e-5 in fp32) and the same errors against the direct sum; the
+ * softened kernel (plummer) takes the full M2L either way (the same results). Plummer sphere,
+ * self and separate targets. */
+static void test_local_harmonic(void)
 {
     const int64_t n = quick ? 4000 : 40000, m = quick ? 1000 : 7000;
-    const int local0 = fmk_cuda_bh_local, far0 = fmk_cuda_bh_local_far,
-              harm0 = fmk_cuda_bh_local_harmonic;
+    const int local0 = fmk_cuda_bh_local, harm0 = fmk_cuda_bh_local_harmonic;
     double *x, *q, *y, *p[2], *g[2];
     double *rp = xmalloc((size_t)n * 8), *rg = xmalloc((size_t)n * 24);
     two_paths_alloc(n, m, &x, &q, &y, p, g);
@@ -985,44 +982,27 @@ static void test_local_variants(void)
                 fmk_opts o = tree_opts(prec ? FMK_PRECISION_FP32 : FMK_PRECISION_FP64, 0.6,
                                        FMK_WALK_GROUP);
                 o.softening = soft;
-                const char *ctx[3] = {fmk_kernel_name(kernel), sep ? "targets" : "self",
-                                      prec ? "fp32" : "fp64"};
-                /* harmonic against full, the far tier off */
-                fmk_cuda_bh_local_far = 0;
                 for (int h = 0; h < 2; h++) {
                     fmk_cuda_bh_local_harmonic = h;
                     CHECK_STATUS(run(kernel, &o, n, x, q, sep ? m : 0, sep ? y : NULL, p[h], g[h],
                                      NULL), FMK_OK);
                 }
-                check_context("local harmonic %s %s %s", ctx[0], ctx[1], ctx[2]);
+                check_context("local harmonic %s %s %s", fmk_kernel_name(kernel),
+                              sep ? "targets" : "self", prec ? "fp32" : "fp64");
                 const double dh = test_rel_l2(g[1], g[0], 3 * mt) + test_rel_l2(p[1], p[0], mt);
                 if (kern == 1)
-                    CHECK_MSG(dh == 0, "softened kernel: the harmonic M2L changed the results (%.2e)", dh);
+                    CHECK_MSG(dh == 0, "softened kernel: the harmonic M2L changed the results (%.2e)",
+                              dh);
                 else
                     CHECK_LE(dh, prec ? 1e-5 : 1e-12, "harmonic M2L against the full M2L");
-                const double e0p = test_rel_l2(p[0], rp, mt), e0 = test_rel_l2(g[0], rg, 3 * mt);
-                for (int far = 2; far <= 3; far++) {
-                    fmk_cuda_bh_local_far = far;
-                    for (int h = 0; h < 2; h++) {
-                        fmk_cuda_bh_local_harmonic = h;
-                        CHECK_STATUS(run(kernel, &o, n, x, q, sep ? m : 0, sep ? y : NULL, p[1],
-                                         g[1], NULL), FMK_OK);
-                        const double ep = test_rel_l2(p[1], rp, mt), e = test_rel_l2(g[1], rg, 3 * mt);
-                        check_context("local far %d harmonic %d %s %s %s", far, h, ctx[0], ctx[1],
-                                      ctx[2]);
-                        CHECK_LE(ep, 1.1 * e0p, "rel l2 error of pot against the step without it");
-                        CHECK_LE(e, 1.1 * e0, "rel l2 error of grad against the step without it");
-                        CHECK_MSG(test_rel_l2(g[1], g[0], 3 * mt) > 1e-10,
-                                  "the same results as without the far M2L");
-                        if (kern == 0 && sep == 0 && h == 1)
-                            printf("  local far %d %s: grad error %.3e, pot %.3e (without: %.3e, "
-                                   "%.3e), Plummer sphere, %lld points\n", far, ctx[2], e, ep, e0,
-                                   e0p, (long long)n);
-                    }
-                }
+                const double e0 = test_rel_l2(g[0], rg, 3 * mt), e1 = test_rel_l2(g[1], rg, 3 * mt);
+                CHECK_LE(e1, 1.01 * e0, "rel l2 error of grad against the full M2L's");
+                if (kern == 0 && sep == 0)
+                    printf("  local harmonic %s: grad error %.3e (full M2L: %.3e), Plummer sphere, "
+                           "%lld points\n", prec ? "fp32" : "fp64", e1, e0, (long long)n);
             }
         }
-    fmk_cuda_bh_local = local0, fmk_cuda_bh_local_far = far0, fmk_cuda_bh_local_harmonic = harm0;
+    fmk_cuda_bh_local = local0, fmk_cuda_bh_local_harmonic = harm0;
     two_paths_free(x, q, y, p, g);
     free(rp), free(rg);
 }
@@ -1094,7 +1074,7 @@ static void test_oom(void)
 }
 
 /* test_tree_gpu [--quick] [knobs] [test ...]: names pick tests (device_paths, one_wait, same_tree, targets,
- * hard_inputs, accuracy, walks_agree, small_paths, group_modes, mac, local, local_variants, close_pairs,
+ * hard_inputs, accuracy, walks_agree, small_paths, group_modes, mac, local, local_harmonic, close_pairs,
  * oom); none: all
  * (oom not with --quick). make gpu-test runs racecheck on a named subset: its cost grows with
  * the walk's shared-memory traffic, and the whole --quick set is too slow under it. */
@@ -1119,10 +1099,6 @@ int main(int argc, char **argv)
             fmk_cuda_bh_local_k = atof(argv[++a]);
         else if (strcmp(argv[a], "--local-open") == 0 && a + 1 < argc)
             fmk_cuda_bh_local_open = atof(argv[++a]);
-        else if (strcmp(argv[a], "--local-far") == 0 && a + 1 < argc)
-            fmk_cuda_bh_local_far = atoi(argv[++a]);
-        else if (strcmp(argv[a], "--local-far-k") == 0 && a + 1 < argc)
-            fmk_cuda_bh_local_far_k = atof(argv[++a]);
         else if (strcmp(argv[a], "--local-harmonic") == 0 && a + 1 < argc)
             fmk_cuda_bh_local_harmonic = atoi(argv[++a]);
         else
@@ -1144,7 +1120,7 @@ int main(int argc, char **argv)
                  {"accuracy", test_accuracy},         {"walks_agree", test_walks_agree},
                  {"small_paths", test_small_paths},   {"group_modes", test_group_modes},
                  {"mac", test_mac},                   {"local", test_local},
-                 {"local_variants", test_local_variants},
+                 {"local_harmonic", test_local_harmonic},
                  {"close_pairs", test_close_pairs},   {"oom", test_oom}};
     for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
         int want = n_names == 0;

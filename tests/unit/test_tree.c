@@ -589,13 +589,11 @@ static void test_memory(void)
  * potential by about 2^(P+1) and that of the gradient by 2^P (moments of a node of size 0.3 at
  * distance ~5, so that the dropped |a| + |b| > P + 1 terms are smaller still). Order 4 keeps
  * |a| + |b| <= 4, so its dropped terms fall as delta^4 with a dipole (order 1) and as delta^3
- * with a quadrupole (order 2; the terms order 3 drops too, which dominate at these sizes).
- * P = 5 below is m2l3_far (order 3 keeping |a| + |b| <= 3, evaluated by l2p3): its dropped
- * terms fall as delta^(4 - order). */
+ * with a quadrupole (order 2; the terms order 3 drops too, which dominate at these sizes). */
 static void test_local_ops(void)
 {
     test_rng rng = test_rng_seed(61);
-    for (int P = 2; P <= 5; P++)
+    for (int P = 2; P <= 4; P++)
         for (int order = 0; order <= 2; order++)
             for (int soft = 0; soft < 2; soft++) {
                 const double eps2 = soft ? 0.3 : 0, xc[3] = {0.1, -0.2, 0.3}, c[3] = {3, 2, -4};
@@ -610,8 +608,6 @@ static void test_local_ops(void)
                     m2l2_d(order, c[0] - xc[0], c[1] - xc[1], c[2] - xc[2], eps2, m, L);
                 else if (P == 3)
                     m2l3_d(order, c[0] - xc[0], c[1] - xc[1], c[2] - xc[2], eps2, m, L);
-                else if (P == 5)
-                    m2l3_far_d(order, c[0] - xc[0], c[1] - xc[1], c[2] - xc[2], eps2, m, L);
                 else
                     m2l4_d(order, c[0] - xc[0], c[1] - xc[1], c[2] - xc[2], eps2, m, L);
                 for (int t = 0; t < 20; t++) {
@@ -627,7 +623,7 @@ static void test_local_ops(void)
                               eps2, m, &p0, g0);
                         if (P == 2)
                             l2p2_d(L, d[0], d[1], d[2], &p1, g1);
-                        else if (P == 3 || P == 5)
+                        else if (P == 3)
                             l2p3_d(L, d[0], d[1], d[2], &p1, g1);
                         else
                             l2p4_d(L, d[0], d[1], d[2], &p1, g1);
@@ -641,13 +637,9 @@ static void test_local_ops(void)
                     }
                 }
                 check_context("local P %d order %d soft %d", P, order, soft);
-                /* the potential's O(delta^pp) */
-                const int pp = P < 4 ? P + 1 : P == 4 ? 5 - order : 4 - order;
-                CHECK_LE(ep[0], P == 2 ? 1e-4 : P == 3 || P == 5 ? 1e-5 : 1e-6,
-                         "M2L + L2P against M2P, pot");
-                /* m2l3_far truncates the quadrupole as order 2 does */
-                CHECK_LE(eg[0], P == 2 || P == 5 ? 3e-3 : P == 3 ? 3e-4 : 3e-5,
-                         "M2L + L2P against M2P, grad");
+                const int pp = P < 4 ? P + 1 : 5 - order; /* the potential's O(delta^pp) */
+                CHECK_LE(ep[0], P == 2 ? 1e-4 : P == 3 ? 1e-5 : 1e-6, "M2L + L2P against M2P, pot");
+                CHECK_LE(eg[0], P == 2 ? 3e-3 : P == 3 ? 3e-4 : 3e-5, "M2L + L2P against M2P, grad");
                 CHECK_MSG(ep[1] < ep[0] / (1 << (pp - 1)), "pot error %.2e -> %.2e: not O(delta^%d)",
                           ep[0], ep[1], pp);
                 CHECK_MSG(eg[1] < eg[0] / (1 << (pp - 2)), "grad error %.2e -> %.2e: not O(delta^%d)",
@@ -655,42 +647,30 @@ static void test_local_ops(void)
             }
 }
 
-/* bh_local.h for eps2 = 0: the M2L that computes only the coefficients with bz <= 1 (the A_k
- * with kz >= 2 from Laplace's equation), completed by local4_from_harm, equals the full M2L
- * (orders 4, 3 far and 2; moment orders 0..2) to rounding. */
+/* bh_local.h for eps2 = 0: the order-4 M2L that computes only the coefficients with bz <= 1
+ * (the A_k with kz >= 2 from Laplace's equation), completed by local4_from_harm, equals the
+ * full M2L (moment orders 0..2) to rounding. */
 static void test_local_harmonic(void)
 {
     test_rng rng = test_rng_seed(67);
-    for (int P = 2; P <= 4; P++)
-        for (int order = 0; order <= 2; order++)
-            for (int trial = 0; trial < 4; trial++) {
-                double m[FMK_BH_MOMENTS], r[3];
-                for (int k = 0; k < FMK_BH_MOMENTS; k++)
-                    m[k] = (k == 0 ? 2 : k < 4 ? 0.3 : 0.09) * (2 * test_uniform(&rng) - 1);
-                for (int k = 0; k < 3; k++)
-                    r[k] = 4 * (2 * test_uniform(&rng) - 1);
-                r[trial % 3] += 5;
-                double L[FMK_BH_LOCAL4] = {0}, H[FMK_BH_HARM4] = {0}, Lh[FMK_BH_LOCAL4];
-                const int nc = P == 4 ? FMK_BH_LOCAL4 : P == 3 ? FMK_BH_LOCAL3 : FMK_BH_LOCAL2;
-                if (P == 4) {
-                    m2l4_d(order, r[0], r[1], r[2], 0, m, L);
-                    m2l4_harm_d(order, r[0], r[1], r[2], m, H);
-                } else if (P == 3) {
-                    m2l3_far_d(order, r[0], r[1], r[2], 0, m, L);
-                    m2l3_far_harm_d(order, r[0], r[1], r[2], m, H);
-                } else {
-                    m2l2_d(order, r[0], r[1], r[2], 0, m, L);
-                    m2l2_harm_d(order, r[0], r[1], r[2], m, H);
-                }
-                local4_from_harm_d(H, Lh);
-                double e = 0, nrm = 0;
-                for (int k = 0; k < FMK_BH_LOCAL4; k++) {
-                    const double d = Lh[k] - (k < nc ? L[k] : 0);
-                    e = fmax(e, fabs(d)), nrm = fmax(nrm, fabs(L[k]));
-                }
-                check_context("harmonic P %d order %d trial %d", P, order, trial);
-                CHECK_LE(e / nrm, 1e-13, "harmonic M2L against the full M2L");
-            }
+    for (int order = 0; order <= 2; order++)
+        for (int trial = 0; trial < 4; trial++) {
+            double m[FMK_BH_MOMENTS], r[3];
+            for (int k = 0; k < FMK_BH_MOMENTS; k++)
+                m[k] = (k == 0 ? 2 : k < 4 ? 0.3 : 0.09) * (2 * test_uniform(&rng) - 1);
+            for (int k = 0; k < 3; k++)
+                r[k] = 4 * (2 * test_uniform(&rng) - 1);
+            r[trial % 3] += 5;
+            double L[FMK_BH_LOCAL4] = {0}, H[FMK_BH_HARM4] = {0}, Lh[FMK_BH_LOCAL4];
+            m2l4_d(order, r[0], r[1], r[2], 0, m, L);
+            m2l4_harm_d(order, r[0], r[1], r[2], m, H);
+            local4_from_harm_d(H, Lh);
+            double e = 0, nrm = 0;
+            for (int k = 0; k < FMK_BH_LOCAL4; k++)
+                e = fmax(e, fabs(Lh[k] - L[k])), nrm = fmax(nrm, fabs(L[k]));
+            check_context("harmonic order %d trial %d", order, trial);
+            CHECK_LE(e / nrm, 1e-13, "harmonic M2L against the full M2L");
+        }
 }
 
 int main(void)
