@@ -119,6 +119,10 @@ int fmk_cuda_bh_mac = 2; /* 2^20 cube: walk -18%, error +3% (bench/RESULTS.md) *
  * accepts it. */
 extern "C" double fmk_cuda_bh_leaf_theta;
 double fmk_cuda_bh_leaf_theta = 0;
+/* Tuning knob (not API): with fmk_cuda_bh_mac = 1, an inner node's per-target test uses its
+ * opening radius times this factor (>= 1: stricter than the stackless walk's test). */
+extern "C" double fmk_cuda_bh_mac_inner;
+double fmk_cuda_bh_mac_inner = 1;
 /* Tuning knob for the benchmark and the tests (not API): the breadth-first walk's cell-to-group
  * step. A node the group accepts whose centre is farther from the group box's centre c than
  * a r_open + k R_g, k = fmk_cuda_bh_local_k 0.6 / theta (at least 1; R_g the box's half
@@ -747,6 +751,7 @@ template <typename R> struct walk_args {
     unsigned long long *overflow; /* set when a split walk's stack overflowed above the split */
     int mac;    /* fmk_cuda_bh_mac */
     R leaf_r2;  /* f^2 of fmk_cuda_bh_leaf_theta: a leaf's squared radius in the per-target test */
+    R inner_r2; /* fmk_cuda_bh_mac_inner^2: an inner node's, with mac = 1 */
     int local;  /* fmk_cuda_bh_local: 0, or the order of the group's expansion (2, 3, 4) */
     R local_k;  /* fmk_cuda_bh_local_k */
     R local_a2; /* fmk_cuda_bh_local_open squared */
@@ -868,7 +873,7 @@ __global__ void __launch_bounds__(WALK_BLOCK) k_walk_group(walk_args<R> a)
         const R nx = x.x - o.x, ny = x.y - o.y, nz = x.z - o.z;
         if (!far && a.mac && l.w - l.z > p2p_cut<ORDER>::value && (a.mac == 1 || l.x < 0))
             far = __all_sync(0xffffffffu, targets_far<R, T>(t, grp.y, y, nx, ny, nz,
-                                                            l.x < 0 ? x.w * a.leaf_r2 : x.w));
+                                                            x.w * (l.x < 0 ? a.leaf_r2 : a.inner_r2)));
         if (far && l.w - l.z > p2p_cut<ORDER>::value) {
             R m[10];
             ld_moments(a.node, i, m);
@@ -1350,7 +1355,7 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32,
                 /* o is the same in every lane */
                 const R nx = __shfl_sync(FULL, x.x, f) - o.x, ny = __shfl_sync(FULL, x.y, f) - o.y,
                         nz = __shfl_sync(FULL, x.z, f) - o.z,
-                        r2 = __shfl_sync(FULL, l.x < 0 ? x.w * a.leaf_r2 : x.w, f);
+                        r2 = __shfl_sync(FULL, x.w * (l.x < 0 ? a.leaf_r2 : a.inner_r2), f);
                 if (__all_sync(FULL, targets_far<R, T>(t, grp.y, y, nx, ny, nz, r2)))
                     ok |= 1u << f;
             }
@@ -2279,6 +2284,8 @@ fmk_status run_eval_t(fmk_plan *plan, bh_state *s, const double *d_q, double *po
         double f = fmk_cuda_bh_leaf_theta > th ? th / fmk_cuda_bh_leaf_theta : 1;
         f = f < f_min ? f_min : f;
         a.leaf_r2 = (R)(f < 1 ? f * f : 1);
+        const double fi = fmk_cuda_bh_mac_inner > 1 ? fmk_cuda_bh_mac_inner : 1;
+        a.inner_r2 = (R)(fi * fi);
     }
     a.local = fmk_cuda_bh_local >= 2 && fmk_cuda_bh_local <= 4 ? fmk_cuda_bh_local : 0;
     {
