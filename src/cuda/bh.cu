@@ -871,9 +871,9 @@ __global__ void __launch_bounds__(WALK_BLOCK) k_walk_group(walk_args<R> a)
         const R dz = fmax(fabs(x.z - c.z) - h.z, (R)0);
         bool far = dx * dx + dy * dy + dz * dz > x.w;
         const R nx = x.x - o.x, ny = x.y - o.y, nz = x.z - o.z;
+        const R r2 = x.w * (l.x < 0 ? a.leaf_r2 : a.inner_r2); /* the per-target test's */
         if (!far && a.mac && l.w - l.z > p2p_cut<ORDER>::value && (a.mac == 1 || l.x < 0))
-            far = __all_sync(0xffffffffu, targets_far<R, T>(t, grp.y, y, nx, ny, nz,
-                                                            x.w * (l.x < 0 ? a.leaf_r2 : a.inner_r2)));
+            far = __all_sync(0xffffffffu, targets_far<R, T>(t, grp.y, y, nx, ny, nz, r2));
         if (far && l.w - l.z > p2p_cut<ORDER>::value) {
             R m[10];
             ld_moments(a.node, i, m);
