@@ -1114,17 +1114,12 @@ template <int H, typename R, int N> __device__ __forceinline__ void reduce_step(
 #ifndef FMK_BH_LATE_MOMENTS
 #define FMK_BH_LATE_MOMENTS 1
 #endif
-/* The breadth-first walk evaluates a list's full chunk of 32 while loads are in flight (1): a
- * step's node loads, a P2P batch's source loads; the lists hold up to 63 entries. 0: as soon
- * as a list holds 32 entries. */
+/* The breadth-first walk evaluates the M2P and P2P lists' full chunks of 32 while loads are in
+ * flight (1): a step's node loads, a P2P batch's source loads; those lists hold up to 63
+ * entries. 0: as soon as a list holds 32 entries. (The expansion's list is evaluated as soon
+ * as it is full either way: its chunk, held over the loads, spills more.) */
 #ifndef FMK_BH_DEFER
 #define FMK_BH_DEFER 1
-#endif
-#ifndef FMK_BH_DEFER_STEP
-#define FMK_BH_DEFER_STEP 1
-#endif
-#ifndef FMK_BH_DEFER_LOC
-#define FMK_BH_DEFER_LOC 0
 #endif
 #ifndef FMK_LOCAL_INL
 #define FMK_LOCAL_INL __forceinline__
@@ -1286,9 +1281,10 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32,
     if (lane == 0)
         stack[0] = 0; /* the root */
     /* The lists are rings of 64 entries: the n entries waiting start at head (0 or 32), so a
-     * full chunk of 32 is contiguous and is evaluated in place (no copying). With FMK_BH_DEFER a
-     * list is evaluated before entries are added when it holds 32 or more (then at most 31 +
-     * 32 = 63 entries), so that the chunk's work overlaps the loads of what is added. */
+     * full chunk of 32 is contiguous and is evaluated in place (no copying). With FMK_BH_DEFER
+     * the M2P and P2P lists are evaluated before entries are added when they hold 32 or more
+     * (then at most 31 + 32 = 63 entries), so that the chunk's work overlaps the loads of what
+     * is added. */
     int sp = 1, n_m2p = 0, n_p2p = 0, h_m2p = 0, h_p2p = 0; /* warp-uniform */
     /* The cell-to-group step: an accepted node goes into the group's expansion about c when its
      * centre is farther than a r_open + local_k R_g from c (a = fmk_cuda_bh_local_open); every
@@ -1345,12 +1341,10 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32,
 #if !FMK_BH_LATE_MOMENTS
         const V m1 = a.node[4 * i + 1], m2 = a.node[4 * i + 2], m3 = a.node[4 * i + 3];
 #endif
-#if FMK_BH_DEFER && FMK_BH_DEFER_STEP
+#if FMK_BH_DEFER
         /* the full chunks of the previous step, while the loads are in flight */
         if (n_m2p >= 32)
             m2p_chunk();
-        if (FMK_BH_DEFER_LOC && LOCAL && n_loc >= 32)
-            loc_chunk();
         if (n_p2p >= 32)
             p2p_chunk();
 #endif
@@ -1441,7 +1435,7 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32,
             c_loc += __popc(loc_mask);
 #endif
             __syncwarp();
-            if (!(FMK_BH_DEFER && FMK_BH_DEFER_STEP && FMK_BH_DEFER_LOC) && n_loc >= 32)
+            if (n_loc >= 32)
                 loc_chunk();
         }
         const unsigned acc_mask = __ballot_sync(FULL, accept && !to_loc);
@@ -1456,7 +1450,7 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32,
         c_m2p += __popc(acc_mask);
 #endif
         __syncwarp();
-        if (!(FMK_BH_DEFER && FMK_BH_DEFER_STEP) && n_m2p >= 32)
+        if (!FMK_BH_DEFER && n_m2p >= 32)
             m2p_chunk();
 
         /* sources of directly summed nodes -> P2P list, 32 at a time */
@@ -1508,8 +1502,6 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32,
         m2p_chunk();
     if (FMK_BH_DEFER && n_p2p >= 32)
         p2p_chunk();
-    if (FMK_BH_DEFER && LOCAL && n_loc >= 32)
-        loc_chunk();
     BH_CLOCK(k_m2p, (bfs_m2p<R, ORDER, T>(node_list + h_m2p, n_m2p, y, a.eps2, phi, g)));
     BH_CLOCK(k_p2p, (bfs_p2p_any<R, SELF, T>(src_list + h_p2p, idx_list + (SELF ? h_p2p : 0),
                                              inbox_list + h_p2p, n_p2p, t, y, a.eps2, phi, g)));
