@@ -2,7 +2,9 @@
  * bh_local.h -- written by tools/bh_local.py (the math is there); do not edit by hand.
  * The treecode's cell-to-group terms: a node's field (its moments of order 0..2, as in
  * bh_terms.h's M2P) as a Taylor expansion of order 2, 3 or 4 about a group's centre (M2L),
- * and the expansion's value and gradient at a target (L2P). Included like bh_terms.h:
+ * and the expansion's value and gradient at a target (L2P); for eps2 = 0, order 4's M2L of
+ * the 25 coefficients that fix the harmonic expansion (m2l4_harm, local4_from_harm).
+ * Included like bh_terms.h:
  * once per precision, with REAL, RSQRT and BH(name) defined; needs bh_terms.h's FMK_HD.
  */
 #ifndef FMK_BH_LOCAL2_INDEX
