@@ -50,8 +50,6 @@
  *   --local-k K                 its distance test: |xc - c| > A r_open + K (0.6 / theta) R_g
  *                               (default 2.25)
  *   --local-open A              the weight A of r_open in that test (default 0.5)
- *   --dipole-skip D             the harmonic M2L leaves out the dipole's terms of chunks of
- *                               nodes whose charges have one sign (1, default) or not (0)
  *   --mac-inner F               with --mac 1: an inner node's per-target test at F times its
  *                               opening radius (default 1)
  *   --local-harmonic H          with order 4 and no softening, the M2L of the expansion's
@@ -124,8 +122,6 @@ extern double fmk_cuda_bh_local_k;
 extern double fmk_cuda_bh_local_open;
 /* With order 4 and no softening, the M2L of the expansion's harmonic coefficients only. */
 extern int fmk_cuda_bh_local_harmonic;
-/* The harmonic M2L without the dipole's terms for chunks of nodes of one-sign charges (1). */
-extern int fmk_cuda_bh_dipole_skip;
 
 /* measure()'s walk argument for the next/more group walk (the breadth-first one is GROUP). */
 #define WALK_NEXT_MORE ((fmk_walk)3)
@@ -480,8 +476,6 @@ int main(int argc, char **argv)
             fmk_cuda_bh_local_open = atof(argv[++a]);
         else if (strcmp(argv[a], "--mac-inner") == 0 && a + 1 < argc)
             fmk_cuda_bh_mac_inner = atof(argv[++a]);
-        else if (strcmp(argv[a], "--dipole-skip") == 0 && a + 1 < argc)
-            fmk_cuda_bh_dipole_skip = atoi(argv[++a]);
         else if (strcmp(argv[a], "--local-harmonic") == 0 && a + 1 < argc)
             fmk_cuda_bh_local_harmonic = atoi(argv[++a]);
         else if (strcmp(argv[a], "--tune") == 0)
@@ -495,7 +489,7 @@ int main(int argc, char **argv)
                             "[--no-cells] "
                             "[--split-nodes K] "
                             "[--split-level L] [--split-warps W] [--theta T] [--mac K] [--leaf-theta T] "
-                            "[--local P] [--local-k K] [--local-open A] [--local-harmonic H] [--dipole-skip D] [--mac-inner F] [--local-sweep] "
+                            "[--local P] [--local-k K] [--local-open A] [--local-harmonic H] [--mac-inner F] [--local-sweep] "
                             "[--tune [--big]] [--tune-local [--big]]\n");
             return 2;
         }

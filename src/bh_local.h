@@ -686,9 +686,8 @@ FMK_HD void BH(l2p4)(const REAL *L, REAL dx, REAL dy, REAL dz, REAL *phi, REAL *
 #endif
 /* M2L for eps2 = 0: sets H[25] (coefficients bz <= 1 of the order-4 expansion about c, the first
  * of table FMK_BH_HARM_INDEX; local4_from_harm gives the others) to the field of a node with
- * packed moments m (bh_terms.h, order 0..2) at r = c - xc, keeping |a| + |b| <= 4; dipole = 0:
- * the dipole's terms left out (its moments are zero). */
-FMK_HD void BH(m2l4_harm)(int order, int dipole, REAL rx, REAL ry, REAL rz, const REAL *m, REAL *L)
+ * packed moments m (bh_terms.h, order 0..2) at r = c - xc, keeping |a| + |b| <= 4. */
+FMK_HD void BH(m2l4_harm)(int order, REAL rx, REAL ry, REAL rz, const REAL *m, REAL *L)
 {
     const REAL A000 = RSQRT(rx * rx + ry * ry + rz * rz);
     const REAL iR2 = A000 * A000;
@@ -709,7 +708,7 @@ FMK_HD void BH(m2l4_harm)(int order, int dipole, REAL rx, REAL ry, REAL rz, cons
     REAL L100 = M000 * A100;
     REAL L010 = M000 * A010;
     REAL L001 = M000 * A001;
-    if (order >= 1 && dipole) {
+    if (order >= 1) {
         L000 += M100 * A100;
         L000 += M010 * A010;
         L000 += M001 * A001;
@@ -725,7 +724,7 @@ FMK_HD void BH(m2l4_harm)(int order, int dipole, REAL rx, REAL ry, REAL rz, cons
     REAL L101 = M000 * A101;
     REAL L020 = M000 * A020;
     REAL L011 = M000 * A011;
-    if (order >= 1 && dipole) {
+    if (order >= 1) {
         L100 += (REAL)2 * M100 * A200;
         L100 += M010 * A110;
         L100 += M001 * A101;
@@ -761,7 +760,7 @@ FMK_HD void BH(m2l4_harm)(int order, int dipole, REAL rx, REAL ry, REAL rz, cons
     REAL L111 = M000 * A111;
     REAL L030 = M000 * A030;
     REAL L021 = M000 * A021;
-    if (order >= 1 && dipole) {
+    if (order >= 1) {
         L200 += (REAL)3 * M100 * A300;
         L200 += M010 * A210;
         L200 += M001 * A201;
@@ -821,7 +820,7 @@ FMK_HD void BH(m2l4_harm)(int order, int dipole, REAL rx, REAL ry, REAL rz, cons
     REAL L121 = M000 * A121;
     REAL L040 = M000 * A040;
     REAL L031 = M000 * A031;
-    if (order >= 1 && dipole) {
+    if (order >= 1) {
         L300 += (REAL)4 * M100 * A400;
         L300 += M010 * A310;
         L300 += M001 * A301;

@@ -77,10 +77,8 @@ def emit(P, keep, fname=None, harmonic=False):
         w("/* M2L for eps2 = 0: sets H[%d] (coefficients bz <= 1 of the order-%d expansion about c, "
           "the first" % (nl, P))
         w(" * of table FMK_BH_HARM_INDEX; local4_from_harm gives the others) to the field of a node with")
-        w(" * packed moments m (bh_terms.h, order 0..2) at r = c - xc, keeping |a| + |b| <= %d; dipole = 0:" % keep)
-        w(" * the dipole's terms left out (its moments are zero). */")
-        w("FMK_HD void BH(%s)(int order, int dipole, REAL rx, REAL ry, REAL rz, const REAL *m, REAL *L)"
-          % fname)
+        w(" * packed moments m (bh_terms.h, order 0..2) at r = c - xc, keeping |a| + |b| <= %d. */" % keep)
+        w("FMK_HD void BH(%s)(int order, REAL rx, REAL ry, REAL rz, const REAL *m, REAL *L)" % fname)
     else:
         w("/* M2L: sets L[%d] (the order-%d expansion about c, table FMK_BH_LOCAL%d_INDEX) to the "
           "field of a node" % (nl, P, P))
@@ -148,7 +146,7 @@ def emit(P, keep, fname=None, harmonic=False):
             needs_guard = ordneed > 0 and (guard is None or (n == P + 1 and ordneed > 1))
             ind2 = ind
             if needs_guard:
-                w(ind + "if (order >= %d%s) {" % (ordneed, " && dipole" if harmonic and ordneed == 1 else ""))
+                w(ind + "if (order >= %d) {" % ordneed)
                 ind2 = ind + "    "
             for (b, _, c, a, k) in cs:
                 cm = "M%d%d%d" % a if c == 1 else "(REAL)%d * M%d%d%d" % ((c,) + a)

@@ -154,13 +154,6 @@ double fmk_cuda_bh_local_open = 0.5;
  * (bench/RESULTS.md). 0: the full M2L (the softened kernel's, always). */
 extern "C" int fmk_cuda_bh_local_harmonic;
 int fmk_cuda_bh_local_harmonic = 1;
-/* Tuning knob (not API): a node whose charges have one sign (|sum q| = sum |q|, exact in the
- * moments' sums) has a zero dipole about its centre of |q|, its centre of mass (moments_node
- * stores it as exactly zero: what it held was the rounding of the centre); the harmonic M2L of
- * the breadth-first walk leaves the dipole's terms out of a chunk whose nodes all have a zero
- * dipole (48 of its ~130 multiply-adds; 1). 0: always evaluated. */
-extern "C" int fmk_cuda_bh_dipole_skip;
-int fmk_cuda_bh_dipole_skip = 1;
 /* Tuning knobs for the benchmark and the tests (not API), the fixed cost of small N:
  * - fmk_cuda_bh_frame_small_max: set_points_device of at most this many points (sources and
  *   targets) finds the bounding box, the frame and the mapped points in one block
@@ -600,11 +593,7 @@ __device__ __forceinline__ void moments_node(int32_t i, int L, double inv_theta,
     const double r_open = side * inv_theta + sqrt(sx * sx + sy * sy + sz * sz); /* eq. 2, 3 */
     V o0, o1, o2, o3;
     o0.x = (R)xc[0], o0.y = (R)xc[1], o0.z = (R)xc[2], o0.w = (R)(r_open * r_open);
-    /* charges of one sign (|M| = A exactly: the same sums): the dipole about the centre of
-     * |q|, their centre of mass, is zero (D held the rounding of xc) */
-    const bool one_sign = A > 0 && fabs(M) == A;
-    o1.x = (R)M, o1.y = (R)(one_sign ? 0 : D[0]), o1.z = (R)(one_sign ? 0 : D[1]);
-    o1.w = (R)(one_sign ? 0 : D[2]);
+    o1.x = (R)M, o1.y = (R)D[0], o1.z = (R)D[1], o1.w = (R)D[2];
     o2.x = (R)S[0], o2.y = (R)S[1], o2.z = (R)S[2], o2.w = (R)S[3];
     o3.x = (R)S[4], o3.y = (R)S[5], o3.z = (R)A, o3.w = 0;
     node[4 * i] = o0, node[4 * i + 1] = o1, node[4 * i + 2] = o2, node[4 * i + 3] = o3;
@@ -767,7 +756,6 @@ template <typename R> struct walk_args {
     R local_k;  /* fmk_cuda_bh_local_k */
     R local_a2; /* fmk_cuda_bh_local_open squared */
     int harmonic;   /* fmk_cuda_bh_local_harmonic, with local = 4 and eps2 = 0 */
-    int dipole_skip; /* fmk_cuda_bh_dipole_skip */
     const unsigned long long *stats; /* the charge check (charge_scale, charges_bad) */
 };
 
@@ -1054,11 +1042,11 @@ __device__ __forceinline__ void bfs_m2p(const typename vec4<R>::type (*list)[4],
  * lanes' expansions are added up so that lane k holds coefficient k of the sum (a reduce-scatter
  * by shuffles: 31 for 32 slots, in a fixed order), accumulated in acc. */
 template <int LOC>
-__device__ __forceinline__ void m2l_order(int local, int order, int dipole, float rx, float ry,
-                                          float rz, float eps2, const float *m, float *L)
+__device__ __forceinline__ void m2l_order(int local, int order, float rx, float ry, float rz,
+                                          float eps2, const float *m, float *L)
 {
     if (LOC == 5) /* eps2 = 0: the coefficients bz <= 1 */
-        m2l4_harm_f(order, dipole, rx, ry, rz, m, L);
+        m2l4_harm_f(order, rx, ry, rz, m, L);
     else if (LOC == 4)
         m2l4_f(order, rx, ry, rz, eps2, m, L);
     else if (local == 2)
@@ -1067,11 +1055,11 @@ __device__ __forceinline__ void m2l_order(int local, int order, int dipole, floa
         m2l3_f(order, rx, ry, rz, eps2, m, L);
 }
 template <int LOC>
-__device__ __forceinline__ void m2l_order(int local, int order, int dipole, double rx, double ry,
-                                          double rz, double eps2, const double *m, double *L)
+__device__ __forceinline__ void m2l_order(int local, int order, double rx, double ry, double rz,
+                                          double eps2, const double *m, double *L)
 {
     if (LOC == 5)
-        m2l4_harm_d(order, dipole, rx, ry, rz, m, L);
+        m2l4_harm_d(order, rx, ry, rz, m, L);
     else if (LOC == 4)
         m2l4_d(order, rx, ry, rz, eps2, m, L);
     else if (local == 2)
@@ -1148,12 +1136,10 @@ template <typename R, int LOC> struct local_acc {
     R c[1 + EXTRA];
 };
 
-/* dipole_skip: the harmonic M2L (LOC = 5) leaves the dipole's terms out when every node of
- * the chunk has a zero dipole (fmk_cuda_bh_dipole_skip). */
 template <typename R, int ORDER, int LOC>
 __device__ FMK_LOCAL_INL void bfs_m2l(const typename vec4<R>::type *__restrict__ node,
                                         const int32_t *list, int count, int local,
-                                        int dipole_skip, const typename vec4<R>::type &c, R eps2,
+                                        const typename vec4<R>::type &c, R eps2,
                                         local_acc<R, LOC> &acc)
 {
     typedef typename vec4<R>::type V;
@@ -1163,16 +1149,11 @@ __device__ FMK_LOCAL_INL void bfs_m2l(const typename vec4<R>::type *__restrict__
 #pragma unroll
     for (int k = 0; k < 32 + EXTRA; k++)
         v[k] = 0;
-    V x = {}, m1 = {}, m2 = {}, m3 = {};
     if (lane < count) {
         const int32_t i = list[lane];
-        x = node[4 * i], m1 = node[4 * i + 1], m2 = node[4 * i + 2], m3 = node[4 * i + 3];
-    }
-    const int dipole = LOC != 5 || !dipole_skip ||
-                       __any_sync(0xffffffffu, m1.y != 0 || m1.z != 0 || m1.w != 0);
-    if (lane < count) {
+        const V x = node[4 * i], m1 = node[4 * i + 1], m2 = node[4 * i + 2], m3 = node[4 * i + 3];
         const R m[FMK_BH_MOMENTS] = {m1.x, m1.y, m1.z, m1.w, m2.x, m2.y, m2.z, m2.w, m3.x, m3.y};
-        m2l_order<LOC>(local, ORDER, dipole, c.x - x.x, c.y - x.y, c.z - x.z, eps2, m, v);
+        m2l_order<LOC>(local, ORDER, c.x - x.x, c.y - x.y, c.z - x.z, eps2, m, v);
     }
     /* coefficients past the 32 lanes: summed over the warp by butterflies (all lanes) */
 #pragma unroll
@@ -1329,7 +1310,7 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32,
     };
     auto loc_chunk = [&]() {
         BH_CLOCK(k_loc, (bfs_m2l<R, ORDER, LOC ? LOC : 3>(a.node, loc_list + h_loc, 32, a.local,
-                                                          a.dipole_skip, c, a.eps2, loc)));
+                                                          c, a.eps2, loc)));
         h_loc ^= 32, n_loc -= 32;
         __syncwarp();
     };
@@ -1527,8 +1508,7 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32,
     if (LOCAL && any_loc) { /* the rest of the lists, then the group's expansion at each target (L2P) */
         if (n_loc > 0)
             BH_CLOCK(k_loc, (bfs_m2l<R, ORDER, LOC ? LOC : 3>(a.node, loc_list + h_loc, n_loc,
-                                                              a.local, a.dipole_skip, c, a.eps2,
-                                                              loc)));
+                                                              a.local, c, a.eps2, loc)));
 #ifdef FMK_BH_COUNT
         const long long t_l2p = clock64();
 #endif
@@ -2346,7 +2326,6 @@ fmk_status run_eval_t(fmk_plan *plan, bh_state *s, const double *d_q, double *po
         a.local_a2 = (R)(ao * ao);
     }
     a.harmonic = a.local == 4 && fmk_cuda_bh_local_harmonic && a.eps2 == 0;
-    a.dipole_skip = fmk_cuda_bh_dipole_skip != 0;
     a.stats = s->d_stats;
     if (err == cudaSuccess)
         err = walk<R>(a, plan->opts.order, plan->self, stackless, s->group);

@@ -72,8 +72,6 @@ extern double fmk_cuda_bh_local_open;
 /* With order 4 and eps2 = 0, the M2L of the expansion's harmonic coefficients only (1) or of
  * all 35 (0; a tuning knob, not API; `--local-harmonic H` runs every test with H). */
 extern int fmk_cuda_bh_local_harmonic;
-/* The harmonic M2L without the dipole's terms for nodes of one-sign charges (a tuning knob). */
-extern int fmk_cuda_bh_dipole_skip;
 
 /* The walks the loops below run: 1 group (breadth-first), 2 stackless, 3 group (next/more). */
 #define N_WALKS 3
@@ -962,10 +960,8 @@ static void test_local(void)
 /* The order-4 step's M2L of the expansion's harmonic coefficients only (eps2 = 0,
  * fmk_cuda_bh_local_harmonic) against the full M2L: laplace, the same results to rounding
  * (rel l2 1e-12 in fp64, 1e-5 in fp32) and the same errors against the direct sum; the
- * softened kernel (plummer) takes the full M2L either way (the same results). Leaving out the
- * dipole's terms of nodes of one-sign charges (fmk_cuda_bh_dipole_skip) changes nothing (their
- * dipole is zero): positive charges and mixed signs. Plummer sphere, self and separate
- * targets. */
+ * softened kernel (plummer) takes the full M2L either way (the same results). Plummer sphere,
+ * self and separate targets. */
 static void test_local_harmonic(void)
 {
     const int64_t n = quick ? 4000 : 40000, m = quick ? 1000 : 7000;
@@ -973,49 +969,39 @@ static void test_local_harmonic(void)
     double *x, *q, *y, *p[2], *g[2];
     double *rp = xmalloc((size_t)n * 8), *rg = xmalloc((size_t)n * 24);
     two_paths_alloc(n, m, &x, &q, &y, p, g);
+    plummer_case(n, m, 103, 1, x, y, q);
     walk_of(1);
     fmk_cuda_bh_local = 4;
-    for (int positive = 1; positive >= 0; positive--) {
-        plummer_case(n, m, 103, positive, x, y, q);
-        for (int kern = 0; kern < 2; kern++)
-            for (int sep = 0; sep < 2; sep++) {
-                const fmk_kernel kernel = kern ? FMK_KERNEL_PLUMMER : FMK_KERNEL_LAPLACE;
-                const double soft = kern ? 0.01 : 0;
-                const int64_t mt = sep ? m : n, ms = sep ? m : 0;
-                const double *ys = sep ? y : NULL;
-                reference(kernel, soft, n, x, q, ms, ys, rp, rg);
-                for (int prec = 0; prec < 2; prec++) {
-                    fmk_opts o = tree_opts(prec ? FMK_PRECISION_FP32 : FMK_PRECISION_FP64, 0.6,
-                                           FMK_WALK_GROUP);
-                    o.softening = soft;
-                    for (int h = 0; h < 2; h++) {
-                        fmk_cuda_bh_local_harmonic = h;
-                        CHECK_STATUS(run(kernel, &o, n, x, q, ms, ys, p[h], g[h], NULL), FMK_OK);
-                    }
-                    check_context("local harmonic %s %s %s", fmk_kernel_name(kernel),
-                                  sep ? "targets" : "self", prec ? "fp32" : "fp64");
-                    const double dh = test_rel_l2(g[1], g[0], 3 * mt) + test_rel_l2(p[1], p[0], mt);
-                    if (kern == 1)
-                        CHECK_MSG(dh == 0, "softened kernel: the harmonic M2L changed the results "
-                                  "(%.2e)", dh);
-                    else
-                        CHECK_LE(dh, prec ? 1e-5 : 1e-12, "harmonic M2L against the full M2L");
-                    const double e0 = test_rel_l2(g[0], rg, 3 * mt);
-                    const double e1 = test_rel_l2(g[1], rg, 3 * mt);
-                    CHECK_LE(e1, 1.01 * e0, "rel l2 error of grad against the full M2L's");
-                    const int skip0 = fmk_cuda_bh_dipole_skip;
-                    fmk_cuda_bh_dipole_skip = !skip0;
-                    CHECK_STATUS(run(kernel, &o, n, x, q, ms, ys, p[0], g[0], NULL), FMK_OK);
-                    fmk_cuda_bh_dipole_skip = skip0;
-                    CHECK_LE(test_rel_l2(g[1], g[0], 3 * mt) + test_rel_l2(p[1], p[0], mt), 1e-14,
-                             "the dipole's terms of one-sign nodes left out or not");
-                    if (kern == 0 && sep == 0)
-                        printf("  local harmonic %s, %s charges: grad error %.3e (full M2L: %.3e), "
-                               "Plummer sphere, %lld points\n", prec ? "fp32" : "fp64",
-                               positive ? "positive" : "mixed", e1, e0, (long long)n);
+    for (int kern = 0; kern < 2; kern++)
+        for (int sep = 0; sep < 2; sep++) {
+            const fmk_kernel kernel = kern ? FMK_KERNEL_PLUMMER : FMK_KERNEL_LAPLACE;
+            const double soft = kern ? 0.01 : 0;
+            const int64_t mt = sep ? m : n;
+            reference(kernel, soft, n, x, q, sep ? m : 0, sep ? y : NULL, rp, rg);
+            for (int prec = 0; prec < 2; prec++) {
+                fmk_opts o = tree_opts(prec ? FMK_PRECISION_FP32 : FMK_PRECISION_FP64, 0.6,
+                                       FMK_WALK_GROUP);
+                o.softening = soft;
+                for (int h = 0; h < 2; h++) {
+                    fmk_cuda_bh_local_harmonic = h;
+                    CHECK_STATUS(run(kernel, &o, n, x, q, sep ? m : 0, sep ? y : NULL, p[h], g[h],
+                                     NULL), FMK_OK);
                 }
+                check_context("local harmonic %s %s %s", fmk_kernel_name(kernel),
+                              sep ? "targets" : "self", prec ? "fp32" : "fp64");
+                const double dh = test_rel_l2(g[1], g[0], 3 * mt) + test_rel_l2(p[1], p[0], mt);
+                if (kern == 1)
+                    CHECK_MSG(dh == 0, "softened kernel: the harmonic M2L changed the results (%.2e)",
+                              dh);
+                else
+                    CHECK_LE(dh, prec ? 1e-5 : 1e-12, "harmonic M2L against the full M2L");
+                const double e0 = test_rel_l2(g[0], rg, 3 * mt), e1 = test_rel_l2(g[1], rg, 3 * mt);
+                CHECK_LE(e1, 1.01 * e0, "rel l2 error of grad against the full M2L's");
+                if (kern == 0 && sep == 0)
+                    printf("  local harmonic %s: grad error %.3e (full M2L: %.3e), Plummer sphere, "
+                           "%lld points\n", prec ? "fp32" : "fp64", e1, e0, (long long)n);
             }
-    }
+        }
     fmk_cuda_bh_local = local0, fmk_cuda_bh_local_harmonic = harm0;
     two_paths_free(x, q, y, p, g);
     free(rp), free(rg);
