@@ -150,8 +150,8 @@ double fmk_cuda_bh_local_open = 0.5;
  * (and the A_k with kz >= 2 from Laplace's equation, not the recurrence), and the other 10 are
  * found once per group before L2P (bh_local.h's m2l4_harm, local4_from_harm; the same sums to
  * rounding). 25 coefficients fit the 32 lanes (no butterflies for 3 more) and the kernel
- * spills 16 / 24 B instead of 124 / 140: 2^20 walk -6% (cube), -11% (Plummer)
- * (bench/RESULTS.md). 0: the full M2L (the softened kernel's, always). */
+ * spills 48 / 52 B (16 / 24 without FMK_BH_DEFER) instead of 124 / 140: 2^20 walk -6% (cube),
+ * -11% (Plummer) (bench/RESULTS.md). 0: the full M2L (the softened kernel's, always). */
 extern "C" int fmk_cuda_bh_local_harmonic;
 int fmk_cuda_bh_local_harmonic = 1;
 /* Tuning knobs for the benchmark and the tests (not API), the fixed cost of small N:
