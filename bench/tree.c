@@ -56,6 +56,10 @@
  *   --local-k K                 its distance test: |xc - c| > A r_open + K (0.6 / theta) R_g
  *                               (default 2.25)
  *   --local-open A              the weight A of r_open in that test (default 0.5)
+ *   --mac-inner F               with --mac 1: an inner node's per-target test at F times its
+ *                               opening radius (default 1)
+ *   --local-harmonic H          with order 4 and no softening, the M2L of the expansion's
+ *                               harmonic coefficients only (1) or of all 35 (0)
  *   tree --tune [--big]         leaf sizes and the step's (A, K) with order 3 (the first and
  *                               last rows: order 3's default, A = 0.75, K = 3.5)
  *   tree --tune-local [--big]   the step of order 4 with several (A, K), against the defaults
@@ -123,11 +127,15 @@ extern int fmk_cuda_bh_split_level_max;
 extern int fmk_cuda_bh_mac;
 /* With it, the theta of a leaf's per-target test (0: theta). */
 extern double fmk_cuda_bh_leaf_theta;
+/* With --mac 1, the factor of an inner node's opening radius in the per-target test. */
+extern double fmk_cuda_bh_mac_inner;
 /* The breadth-first walk's cell-to-group step: the order of the group's expansion (0: off) and
  * the factor of the group's radius in its distance test. */
 extern int fmk_cuda_bh_local;
 extern double fmk_cuda_bh_local_k;
 extern double fmk_cuda_bh_local_open;
+/* With order 4 and no softening, the M2L of the expansion's harmonic coefficients only. */
+extern int fmk_cuda_bh_local_harmonic;
 
 /* measure()'s walk argument for the next/more group walk (the breadth-first one is GROUP). */
 #define WALK_NEXT_MORE ((fmk_walk)3)
@@ -486,6 +494,10 @@ int main(int argc, char **argv)
             fmk_cuda_bh_local_k = atof(argv[++a]);
         else if (strcmp(argv[a], "--local-open") == 0 && a + 1 < argc)
             fmk_cuda_bh_local_open = atof(argv[++a]);
+        else if (strcmp(argv[a], "--mac-inner") == 0 && a + 1 < argc)
+            fmk_cuda_bh_mac_inner = atof(argv[++a]);
+        else if (strcmp(argv[a], "--local-harmonic") == 0 && a + 1 < argc)
+            fmk_cuda_bh_local_harmonic = atoi(argv[++a]);
         else if (strcmp(argv[a], "--tune") == 0)
             tune = 1;
         else if (strcmp(argv[a], "--tune-local") == 0)
@@ -497,7 +509,7 @@ int main(int argc, char **argv)
                             "[--no-cells] "
                             "[--split-nodes K] "
                             "[--split-level L] [--split-warps W] [--theta T] [--mac K] [--leaf-theta T] "
-                            "[--local P] [--local-k K] [--local-open A] [--local-sweep] "
+                            "[--local P] [--local-k K] [--local-open A] [--local-harmonic H] [--mac-inner F] [--local-sweep] "
                             "[--tune [--big]] [--tune-local [--big]]\n");
             return 2;
         }

@@ -2,7 +2,9 @@
  * bh_local.h -- written by tools/bh_local.py (the math is there); do not edit by hand.
  * The treecode's cell-to-group terms: a node's field (its moments of order 0..2, as in
  * bh_terms.h's M2P) as a Taylor expansion of order 2, 3 or 4 about a group's centre (M2L),
- * and the expansion's value and gradient at a target (L2P). Included like bh_terms.h:
+ * and the expansion's value and gradient at a target (L2P); for eps2 = 0, order 4's M2L of
+ * the 25 coefficients that fix the harmonic expansion (m2l4_harm, local4_from_harm).
+ * Included like bh_terms.h:
  * once per precision, with REAL, RSQRT and BH(name) defined; needs bh_terms.h's FMK_HD.
  */
 #ifndef FMK_BH_LOCAL2_INDEX
@@ -11,7 +13,7 @@
 #define FMK_BH_LOCAL2 10 /* coefficients */
 #endif
 /* M2L: sets L[10] (the order-2 expansion about c, table FMK_BH_LOCAL2_INDEX) to the field of a node
- * with packed moments m (bh_terms.h, order 0..2) at r = c - xc. */
+ * with packed moments m (bh_terms.h, order 0..2) at r = c - xc, keeping |a| + |b| <= 3. */
 FMK_HD void BH(m2l2)(int order, REAL rx, REAL ry, REAL rz, REAL eps2, const REAL *m, REAL *L)
 {
     const REAL A000 = RSQRT(rx * rx + ry * ry + rz * rz + eps2);
@@ -152,7 +154,7 @@ FMK_HD void BH(l2p2)(const REAL *L, REAL dx, REAL dy, REAL dz, REAL *phi, REAL *
 #define FMK_BH_LOCAL3 20 /* coefficients */
 #endif
 /* M2L: sets L[20] (the order-3 expansion about c, table FMK_BH_LOCAL3_INDEX) to the field of a node
- * with packed moments m (bh_terms.h, order 0..2) at r = c - xc. */
+ * with packed moments m (bh_terms.h, order 0..2) at r = c - xc, keeping |a| + |b| <= 4. */
 FMK_HD void BH(m2l3)(int order, REAL rx, REAL ry, REAL rz, REAL eps2, const REAL *m, REAL *L)
 {
     const REAL A000 = RSQRT(rx * rx + ry * ry + rz * rz + eps2);
@@ -401,7 +403,7 @@ FMK_HD void BH(l2p3)(const REAL *L, REAL dx, REAL dy, REAL dz, REAL *phi, REAL *
 #define FMK_BH_LOCAL4 35 /* coefficients */
 #endif
 /* M2L: sets L[35] (the order-4 expansion about c, table FMK_BH_LOCAL4_INDEX) to the field of a node
- * with packed moments m (bh_terms.h, order 0..2) at r = c - xc. */
+ * with packed moments m (bh_terms.h, order 0..2) at r = c - xc, keeping |a| + |b| <= 4. */
 FMK_HD void BH(m2l4)(int order, REAL rx, REAL ry, REAL rz, REAL eps2, const REAL *m, REAL *L)
 {
     const REAL A000 = RSQRT(rx * rx + ry * ry + rz * rz + eps2);
@@ -675,5 +677,304 @@ FMK_HD void BH(l2p4)(const REAL *L, REAL dx, REAL dy, REAL dz, REAL *phi, REAL *
     g[0] += L[1] + (REAL)2 * L[4] * x1 + L[5] * y1 + L[6] * z1 + (REAL)3 * L[10] * x2 + (REAL)2 * L[11] * x1 * y1 + (REAL)2 * L[12] * x1 * z1 + L[13] * y2 + L[14] * y1 * z1 + L[15] * z2 + (REAL)4 * L[20] * x3 + (REAL)3 * L[21] * x2 * y1 + (REAL)3 * L[22] * x2 * z1 + (REAL)2 * L[23] * x1 * y2 + (REAL)2 * L[24] * x1 * y1 * z1 + (REAL)2 * L[25] * x1 * z2 + L[26] * y3 + L[27] * y2 * z1 + L[28] * y1 * z2 + L[29] * z3;
     g[1] += L[2] + L[5] * x1 + (REAL)2 * L[7] * y1 + L[8] * z1 + L[11] * x2 + (REAL)2 * L[13] * x1 * y1 + L[14] * x1 * z1 + (REAL)3 * L[16] * y2 + (REAL)2 * L[17] * y1 * z1 + L[18] * z2 + L[21] * x3 + (REAL)2 * L[23] * x2 * y1 + L[24] * x2 * z1 + (REAL)3 * L[26] * x1 * y2 + (REAL)2 * L[27] * x1 * y1 * z1 + L[28] * x1 * z2 + (REAL)4 * L[30] * y3 + (REAL)3 * L[31] * y2 * z1 + (REAL)2 * L[32] * y1 * z2 + L[33] * z3;
     g[2] += L[3] + L[6] * x1 + L[8] * y1 + (REAL)2 * L[9] * z1 + L[12] * x2 + L[14] * x1 * y1 + (REAL)2 * L[15] * x1 * z1 + L[17] * y2 + (REAL)2 * L[18] * y1 * z1 + (REAL)3 * L[19] * z2 + L[22] * x3 + L[24] * x2 * y1 + (REAL)2 * L[25] * x2 * z1 + L[27] * x1 * y2 + (REAL)2 * L[28] * x1 * y1 * z1 + (REAL)3 * L[29] * x1 * z2 + L[31] * y3 + (REAL)2 * L[32] * y2 * z1 + (REAL)3 * L[33] * y1 * z2 + (REAL)4 * L[34] * z3;
+}
+
+#ifndef FMK_BH_HARM_INDEX
+/* eps2 = 0: the coefficients with bz <= 1 of the order-4 expansion, as bx*100 + by*10 + bz */
+#define FMK_BH_HARM_INDEX {0, 100, 10, 1, 200, 110, 101, 20, 11, 300, 210, 201, 120, 111, 30, 21, 400, 310, 301, 220, 211, 130, 121, 40, 31}
+#define FMK_BH_HARM4 25 /* coefficients */
+#endif
+/* M2L for eps2 = 0: sets H[25] (coefficients bz <= 1 of the order-4 expansion about c, the first
+ * of table FMK_BH_HARM_INDEX; local4_from_harm gives the others) to the field of a node with
+ * packed moments m (bh_terms.h, order 0..2) at r = c - xc, keeping |a| + |b| <= 4. */
+FMK_HD void BH(m2l4_harm)(int order, REAL rx, REAL ry, REAL rz, const REAL *m, REAL *L)
+{
+    const REAL A000 = RSQRT(rx * rx + ry * ry + rz * rz);
+    const REAL iR2 = A000 * A000;
+    const REAL M000 = m[0];
+    const REAL M100 = -m[1];
+    const REAL M010 = -m[2];
+    const REAL M001 = -m[3];
+    const REAL M200 = m[4];
+    const REAL M110 = m[5];
+    const REAL M101 = m[6];
+    const REAL M020 = m[7];
+    const REAL M011 = m[8];
+    const REAL M002 = m[9];
+    REAL L000 = M000 * A000;
+    const REAL A100 = -iR2 * ((REAL)1 * (rx * A000));
+    const REAL A010 = -iR2 * ((REAL)1 * (ry * A000));
+    const REAL A001 = -iR2 * ((REAL)1 * (rz * A000));
+    REAL L100 = M000 * A100;
+    REAL L010 = M000 * A010;
+    REAL L001 = M000 * A001;
+    if (order >= 1) {
+        L000 += M100 * A100;
+        L000 += M010 * A010;
+        L000 += M001 * A001;
+    }
+    const REAL A200 = -iR2 * ((REAL)1.5 * (rx * A100) + (REAL)0.5 * (A000));
+    const REAL A110 = -iR2 * ((REAL)1.5 * (rx * A010 + ry * A100));
+    const REAL A101 = -iR2 * ((REAL)1.5 * (rx * A001 + rz * A100));
+    const REAL A020 = -iR2 * ((REAL)1.5 * (ry * A010) + (REAL)0.5 * (A000));
+    const REAL A011 = -iR2 * ((REAL)1.5 * (ry * A001 + rz * A010));
+    const REAL A002 = -((REAL)1 * A200 + (REAL)1 * A020);
+    REAL L200 = M000 * A200;
+    REAL L110 = M000 * A110;
+    REAL L101 = M000 * A101;
+    REAL L020 = M000 * A020;
+    REAL L011 = M000 * A011;
+    if (order >= 1) {
+        L100 += (REAL)2 * M100 * A200;
+        L100 += M010 * A110;
+        L100 += M001 * A101;
+        L010 += M100 * A110;
+        L010 += (REAL)2 * M010 * A020;
+        L010 += M001 * A011;
+        L001 += M100 * A101;
+        L001 += M010 * A011;
+        L001 += (REAL)2 * M001 * A002;
+    }
+    if (order >= 2) {
+        L000 += M200 * A200;
+        L000 += M110 * A110;
+        L000 += M101 * A101;
+        L000 += M020 * A020;
+        L000 += M011 * A011;
+        L000 += M002 * A002;
+    }
+    const REAL A300 = -iR2 * ((REAL)1.6666666666666667 * (rx * A200) + (REAL)0.66666666666666663 * (A100));
+    const REAL A210 = -iR2 * ((REAL)1.6666666666666667 * (rx * A110 + ry * A200) + (REAL)0.66666666666666663 * (A010));
+    const REAL A201 = -iR2 * ((REAL)1.6666666666666667 * (rx * A101 + rz * A200) + (REAL)0.66666666666666663 * (A001));
+    const REAL A120 = -iR2 * ((REAL)1.6666666666666667 * (rx * A020 + ry * A110) + (REAL)0.66666666666666663 * (A100));
+    const REAL A111 = -iR2 * ((REAL)1.6666666666666667 * (rx * A011 + ry * A101 + rz * A110));
+    const REAL A102 = -((REAL)3 * A300 + (REAL)1 * A120);
+    const REAL A030 = -iR2 * ((REAL)1.6666666666666667 * (ry * A020) + (REAL)0.66666666666666663 * (A010));
+    const REAL A021 = -iR2 * ((REAL)1.6666666666666667 * (ry * A011 + rz * A020) + (REAL)0.66666666666666663 * (A001));
+    const REAL A012 = -((REAL)1 * A210 + (REAL)3 * A030);
+    const REAL A003 = -((REAL)0.33333333333333331 * A201 + (REAL)0.33333333333333331 * A021);
+    REAL L300 = M000 * A300;
+    REAL L210 = M000 * A210;
+    REAL L201 = M000 * A201;
+    REAL L120 = M000 * A120;
+    REAL L111 = M000 * A111;
+    REAL L030 = M000 * A030;
+    REAL L021 = M000 * A021;
+    if (order >= 1) {
+        L200 += (REAL)3 * M100 * A300;
+        L200 += M010 * A210;
+        L200 += M001 * A201;
+        L110 += (REAL)2 * M100 * A210;
+        L110 += (REAL)2 * M010 * A120;
+        L110 += M001 * A111;
+        L101 += (REAL)2 * M100 * A201;
+        L101 += M010 * A111;
+        L101 += (REAL)2 * M001 * A102;
+        L020 += M100 * A120;
+        L020 += (REAL)3 * M010 * A030;
+        L020 += M001 * A021;
+        L011 += M100 * A111;
+        L011 += (REAL)2 * M010 * A021;
+        L011 += (REAL)2 * M001 * A012;
+    }
+    if (order >= 2) {
+        L100 += (REAL)3 * M200 * A300;
+        L100 += (REAL)2 * M110 * A210;
+        L100 += (REAL)2 * M101 * A201;
+        L100 += M020 * A120;
+        L100 += M011 * A111;
+        L100 += M002 * A102;
+        L010 += M200 * A210;
+        L010 += (REAL)2 * M110 * A120;
+        L010 += M101 * A111;
+        L010 += (REAL)3 * M020 * A030;
+        L010 += (REAL)2 * M011 * A021;
+        L010 += M002 * A012;
+        L001 += M200 * A201;
+        L001 += M110 * A111;
+        L001 += (REAL)2 * M101 * A102;
+        L001 += M020 * A021;
+        L001 += (REAL)2 * M011 * A012;
+        L001 += (REAL)3 * M002 * A003;
+    }
+    const REAL A400 = -iR2 * ((REAL)1.75 * (rx * A300) + (REAL)0.75 * (A200));
+    const REAL A310 = -iR2 * ((REAL)1.75 * (rx * A210 + ry * A300) + (REAL)0.75 * (A110));
+    const REAL A301 = -iR2 * ((REAL)1.75 * (rx * A201 + rz * A300) + (REAL)0.75 * (A101));
+    const REAL A220 = -iR2 * ((REAL)1.75 * (rx * A120 + ry * A210) + (REAL)0.75 * (A020 + A200));
+    const REAL A211 = -iR2 * ((REAL)1.75 * (rx * A111 + ry * A201 + rz * A210) + (REAL)0.75 * (A011));
+    const REAL A202 = -((REAL)6 * A400 + (REAL)1 * A220);
+    const REAL A130 = -iR2 * ((REAL)1.75 * (rx * A030 + ry * A120) + (REAL)0.75 * (A110));
+    const REAL A121 = -iR2 * ((REAL)1.75 * (rx * A021 + ry * A111 + rz * A120) + (REAL)0.75 * (A101));
+    const REAL A112 = -((REAL)3 * A310 + (REAL)3 * A130);
+    const REAL A103 = -((REAL)1 * A301 + (REAL)0.33333333333333331 * A121);
+    const REAL A040 = -iR2 * ((REAL)1.75 * (ry * A030) + (REAL)0.75 * (A020));
+    const REAL A031 = -iR2 * ((REAL)1.75 * (ry * A021 + rz * A030) + (REAL)0.75 * (A011));
+    const REAL A022 = -((REAL)1 * A220 + (REAL)6 * A040);
+    const REAL A013 = -((REAL)0.33333333333333331 * A211 + (REAL)1 * A031);
+    REAL L400 = M000 * A400;
+    REAL L310 = M000 * A310;
+    REAL L301 = M000 * A301;
+    REAL L220 = M000 * A220;
+    REAL L211 = M000 * A211;
+    REAL L130 = M000 * A130;
+    REAL L121 = M000 * A121;
+    REAL L040 = M000 * A040;
+    REAL L031 = M000 * A031;
+    if (order >= 1) {
+        L300 += (REAL)4 * M100 * A400;
+        L300 += M010 * A310;
+        L300 += M001 * A301;
+        L210 += (REAL)3 * M100 * A310;
+        L210 += (REAL)2 * M010 * A220;
+        L210 += M001 * A211;
+        L201 += (REAL)3 * M100 * A301;
+        L201 += M010 * A211;
+        L201 += (REAL)2 * M001 * A202;
+        L120 += (REAL)2 * M100 * A220;
+        L120 += (REAL)3 * M010 * A130;
+        L120 += M001 * A121;
+        L111 += (REAL)2 * M100 * A211;
+        L111 += (REAL)2 * M010 * A121;
+        L111 += (REAL)2 * M001 * A112;
+        L030 += M100 * A130;
+        L030 += (REAL)4 * M010 * A040;
+        L030 += M001 * A031;
+        L021 += M100 * A121;
+        L021 += (REAL)3 * M010 * A031;
+        L021 += (REAL)2 * M001 * A022;
+    }
+    if (order >= 2) {
+        L200 += (REAL)6 * M200 * A400;
+        L200 += (REAL)3 * M110 * A310;
+        L200 += (REAL)3 * M101 * A301;
+        L200 += M020 * A220;
+        L200 += M011 * A211;
+        L200 += M002 * A202;
+        L110 += (REAL)3 * M200 * A310;
+        L110 += (REAL)4 * M110 * A220;
+        L110 += (REAL)2 * M101 * A211;
+        L110 += (REAL)3 * M020 * A130;
+        L110 += (REAL)2 * M011 * A121;
+        L110 += M002 * A112;
+        L101 += (REAL)3 * M200 * A301;
+        L101 += (REAL)2 * M110 * A211;
+        L101 += (REAL)4 * M101 * A202;
+        L101 += M020 * A121;
+        L101 += (REAL)2 * M011 * A112;
+        L101 += (REAL)3 * M002 * A103;
+        L020 += M200 * A220;
+        L020 += (REAL)3 * M110 * A130;
+        L020 += M101 * A121;
+        L020 += (REAL)6 * M020 * A040;
+        L020 += (REAL)3 * M011 * A031;
+        L020 += M002 * A022;
+        L011 += M200 * A211;
+        L011 += (REAL)2 * M110 * A121;
+        L011 += (REAL)2 * M101 * A112;
+        L011 += (REAL)3 * M020 * A031;
+        L011 += (REAL)4 * M011 * A022;
+        L011 += (REAL)3 * M002 * A013;
+    }
+    L[0] = L000;
+    L[1] = L100;
+    L[2] = L010;
+    L[3] = L001;
+    L[4] = L200;
+    L[5] = L110;
+    L[6] = L101;
+    L[7] = L020;
+    L[8] = L011;
+    L[9] = L300;
+    L[10] = L210;
+    L[11] = L201;
+    L[12] = L120;
+    L[13] = L111;
+    L[14] = L030;
+    L[15] = L021;
+    L[16] = L400;
+    L[17] = L310;
+    L[18] = L301;
+    L[19] = L220;
+    L[20] = L211;
+    L[21] = L130;
+    L[22] = L121;
+    L[23] = L040;
+    L[24] = L031;
+}
+
+/* eps2 = 0: L[35] (table FMK_BH_LOCAL4_INDEX) from H[25] (FMK_BH_HARM_INDEX): the coefficients
+ * with bz >= 2 from Laplace's equation (each degree of the expansion is harmonic). */
+FMK_HD void BH(local4_from_harm)(const REAL *H, REAL *L)
+{
+    const REAL L000 = H[0];
+    const REAL L100 = H[1];
+    const REAL L010 = H[2];
+    const REAL L001 = H[3];
+    const REAL L200 = H[4];
+    const REAL L110 = H[5];
+    const REAL L101 = H[6];
+    const REAL L020 = H[7];
+    const REAL L011 = H[8];
+    const REAL L002 = -((REAL)1 * L200 + (REAL)1 * L020);
+    const REAL L300 = H[9];
+    const REAL L210 = H[10];
+    const REAL L201 = H[11];
+    const REAL L120 = H[12];
+    const REAL L111 = H[13];
+    const REAL L102 = -((REAL)3 * L300 + (REAL)1 * L120);
+    const REAL L030 = H[14];
+    const REAL L021 = H[15];
+    const REAL L012 = -((REAL)1 * L210 + (REAL)3 * L030);
+    const REAL L003 = -((REAL)0.33333333333333331 * L201 + (REAL)0.33333333333333331 * L021);
+    const REAL L400 = H[16];
+    const REAL L310 = H[17];
+    const REAL L301 = H[18];
+    const REAL L220 = H[19];
+    const REAL L211 = H[20];
+    const REAL L202 = -((REAL)6 * L400 + (REAL)1 * L220);
+    const REAL L130 = H[21];
+    const REAL L121 = H[22];
+    const REAL L112 = -((REAL)3 * L310 + (REAL)3 * L130);
+    const REAL L103 = -((REAL)1 * L301 + (REAL)0.33333333333333331 * L121);
+    const REAL L040 = H[23];
+    const REAL L031 = H[24];
+    const REAL L022 = -((REAL)1 * L220 + (REAL)6 * L040);
+    const REAL L013 = -((REAL)0.33333333333333331 * L211 + (REAL)1 * L031);
+    const REAL L004 = -((REAL)0.16666666666666666 * L202 + (REAL)0.16666666666666666 * L022);
+    L[0] = L000;
+    L[1] = L100;
+    L[2] = L010;
+    L[3] = L001;
+    L[4] = L200;
+    L[5] = L110;
+    L[6] = L101;
+    L[7] = L020;
+    L[8] = L011;
+    L[9] = L002;
+    L[10] = L300;
+    L[11] = L210;
+    L[12] = L201;
+    L[13] = L120;
+    L[14] = L111;
+    L[15] = L102;
+    L[16] = L030;
+    L[17] = L021;
+    L[18] = L012;
+    L[19] = L003;
+    L[20] = L400;
+    L[21] = L310;
+    L[22] = L301;
+    L[23] = L220;
+    L[24] = L211;
+    L[25] = L202;
+    L[26] = L130;
+    L[27] = L121;
+    L[28] = L112;
+    L[29] = L103;
+    L[30] = L040;
+    L[31] = L031;
+    L[32] = L022;
+    L[33] = L013;
+    L[34] = L004;
 }
 

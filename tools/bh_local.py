@@ -22,6 +22,14 @@ Math (G(r) = (|r|^2 + eps2)^-1/2; multi-indices k = (kx, ky, kz), |k| = kx + ky 
   dropped terms are (s / |r0|) (|delta| / |r0|)^4 (the dipole, zero for charges of one sign,
   whose expansion centre is their centre of mass) and (s / |r0|)^2 (|delta| / |r0|)^3, which
   order 3 drops as well; the monopole's truncation falls from (|delta| / |r0|)^4 to ^5.
+  eps2 = 0 (laplace): A_k(r) = D_k G / k! with G harmonic, so D_{k + 2 e_z} = -D_{k + 2 e_x} -
+  D_{k + 2 e_y}, and each degree of the expansion (for each a, the b of one |b|, all kept or all
+  dropped) is a harmonic polynomial, whose coefficients with bz >= 2 follow from those with
+  bz <= 1 (25 of order 4's 35):
+      L_b = -[(bx + 2)(bx + 1) L_{b + 2 e_x - 2 e_z} + (by + 2)(by + 1) L_{b + 2 e_y - 2 e_z}]
+            / (bz (bz - 1)),
+  and the A_k likewise.  m2l4_harm computes only those 25 coefficients (and the A_k with kz >= 2
+  by the relation: 2 terms instead of the recurrence's 6); local4_from_harm completes the 35.
   L2P: phi = sum_b L_b delta^b, grad_i = sum_b b_i L_b delta^(b - e_i).
 """
 import sys
@@ -40,18 +48,45 @@ def name(k):
     return "A%d%d%d" % k
 
 
-def emit(P, keep):
-    """M2L and L2P of order P keeping the terms |a| + |b| <= keep (P <= keep <= P + 1)."""
+def harm_coef(k, i):
+    """The factor of A_{k + 2 e_i - 2 e_z} in A_k = -sum_{i = x, y} f_i A_{k + 2 e_i - 2 e_z}
+    (kz >= 2; Laplace's equation for the derivatives, D_k = k! A_k), the same for L_b."""
+    return (k[i] + 2.0) * (k[i] + 1.0) / (k[2] * (k[2] - 1.0))
+
+
+def harm_terms(k, nm):
+    ks = []
+    for i in (0, 1):
+        kk = list(k)
+        kk[i] += 2
+        kk[2] -= 2
+        ks.append("(REAL)%.17g * %s" % (harm_coef(k, i), nm(tuple(kk))))
+    return "-(%s)" % " + ".join(ks)
+
+
+def emit(P, keep, fname=None, harmonic=False):
+    """M2L and L2P of order P keeping the terms |a| + |b| <= keep (P <= keep <= P + 1); with
+    fname, only the M2L, under that name.  harmonic (eps2 = 0): only the coefficients with
+    bz <= 1 (table FMK_BH_HARM_INDEX's first ones), and the A_k with kz >= 2 from Laplace's
+    equation instead of the recurrence."""
     out = []
     w = out.append
-    locs = [k for n in range(P + 1) for k in indices(n)]
+    locs = [k for n in range(P + 1) for k in indices(n) if not harmonic or k[2] <= 1]
     nl = len(locs)
-    w("/* M2L: sets L[%d] (the order-%d expansion about c, table FMK_BH_LOCAL%d_INDEX) to the field "
-      "of a node" % (nl, P, P))
-    w(" * with packed moments m (bh_terms.h, order 0..2) at r = c - xc. */")
-    w("FMK_HD void BH(m2l%d)(int order, REAL rx, REAL ry, REAL rz, REAL eps2, const REAL *m, REAL *L)" % P)
+    if harmonic:
+        w("/* M2L for eps2 = 0: sets H[%d] (coefficients bz <= 1 of the order-%d expansion about c, "
+          "the first" % (nl, P))
+        w(" * of table FMK_BH_HARM_INDEX; local4_from_harm gives the others) to the field of a node with")
+        w(" * packed moments m (bh_terms.h, order 0..2) at r = c - xc, keeping |a| + |b| <= %d. */" % keep)
+        w("FMK_HD void BH(%s)(int order, REAL rx, REAL ry, REAL rz, const REAL *m, REAL *L)" % fname)
+    else:
+        w("/* M2L: sets L[%d] (the order-%d expansion about c, table FMK_BH_LOCAL%d_INDEX) to the "
+          "field of a node" % (nl, P, P))
+        w(" * with packed moments m (bh_terms.h, order 0..2) at r = c - xc, keeping |a| + |b| <= %d. */" % keep)
+        w("FMK_HD void BH(%s)(int order, REAL rx, REAL ry, REAL rz, REAL eps2, const REAL *m, REAL *L)"
+          % (fname or "m2l%d" % P))
     w("{")
-    w("    const REAL A000 = RSQRT(rx * rx + ry * ry + rz * rz + eps2);")
+    w("    const REAL A000 = RSQRT(rx * rx + ry * ry + rz * rz%s);" % ("" if harmonic else " + eps2"))
     w("    const REAL iR2 = A000 * A000;")
     # signed moments
     for j, a in enumerate(MOM):
@@ -67,6 +102,11 @@ def emit(P, keep):
         body = []
         if n > 0:
             for k in ks:
+                if harmonic and k[2] > 3:
+                    continue  # kz <= 1 + 2: no contribution needs it
+                if harmonic and k[2] >= 2:
+                    body.append("const REAL %s = %s;" % (name(k), harm_terms(k, name)))
+                    continue
                 parts1, parts2 = [], []
                 for i, rn in enumerate(("rx", "ry", "rz")):
                     if k[i] >= 1:
@@ -123,6 +163,8 @@ def emit(P, keep):
         w("    L[%d] = L%d%d%d;" % ((i,) + b))
     w("}")
     w("")
+    if fname:
+        return out, locs
     # L2P
     w("/* L2P: adds the expansion L[%d] about c at delta = y - c to phi and g[3]. */" % nl)
     w("FMK_HD void BH(l2p%d)(const REAL *L, REAL dx, REAL dy, REAL dz, REAL *phi, REAL *g)" % P)
@@ -164,7 +206,9 @@ def main():
     print(" * bh_local.h -- written by tools/bh_local.py (the math is there); do not edit by hand.")
     print(" * The treecode's cell-to-group terms: a node's field (its moments of order 0..2, as in")
     print(" * bh_terms.h's M2P) as a Taylor expansion of order 2, 3 or 4 about a group's centre (M2L),")
-    print(" * and the expansion's value and gradient at a target (L2P). Included like bh_terms.h:")
+    print(" * and the expansion's value and gradient at a target (L2P); for eps2 = 0, order 4's M2L of")
+    print(" * the 25 coefficients that fix the harmonic expansion (m2l4_harm, local4_from_harm).")
+    print(" * Included like bh_terms.h:")
     print(" * once per precision, with REAL, RSQRT and BH(name) defined; needs bh_terms.h's FMK_HD.")
     print(" */")
     for P, keep in ((2, 3), (3, 4), (4, 4)):
@@ -176,6 +220,33 @@ def main():
         print("#endif")
         for l in lines:
             print(l)
+    # eps2 = 0: the expansion is a harmonic polynomial, given by its coefficients with bz <= 1
+    harm = [k for n in range(5) for k in indices(n) if k[2] <= 1]
+    print("#ifndef FMK_BH_HARM_INDEX")
+    print("/* eps2 = 0: the coefficients with bz <= 1 of the order-4 expansion, as bx*100 + by*10 + bz */")
+    print("#define FMK_BH_HARM_INDEX {%s}" % ", ".join("%d" % (b[0] * 100 + b[1] * 10 + b[2]) for b in harm))
+    print("#define FMK_BH_HARM4 %d /* coefficients */" % len(harm))
+    print("#endif")
+    lines, _ = emit(4, 4, "m2l4_harm", harmonic=True)
+    for l in lines:
+        print(l)
+    # the other coefficients, by Laplace's equation
+    loc4 = [k for n in range(5) for k in indices(n)]
+    print("/* eps2 = 0: L[%d] (table FMK_BH_LOCAL4_INDEX) from H[%d] (FMK_BH_HARM_INDEX): the coefficients"
+          % (len(loc4), len(harm)))
+    print(" * with bz >= 2 from Laplace's equation (each degree of the expansion is harmonic). */")
+    print("FMK_HD void BH(local4_from_harm)(const REAL *H, REAL *L)")
+    print("{")
+    hn = lambda k: "L%d%d%d" % k
+    for k in loc4:
+        if k[2] <= 1:
+            print("    const REAL %s = H[%d];" % (hn(k), harm.index(k)))
+        else:
+            print("    const REAL %s = %s;" % (hn(k), harm_terms(k, hn)))
+    for i, k in enumerate(loc4):
+        print("    L[%d] = %s;" % (i, hn(k)))
+    print("}")
+    print("")
     return 0
 
 

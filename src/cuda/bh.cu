@@ -120,6 +120,10 @@ int fmk_cuda_bh_mac = 2; /* 2^20 cube: walk -18%, error +3% (bench/RESULTS.md) *
  * accepts it. */
 extern "C" double fmk_cuda_bh_leaf_theta;
 double fmk_cuda_bh_leaf_theta = 0;
+/* Tuning knob (not API): with fmk_cuda_bh_mac = 1, an inner node's per-target test uses its
+ * opening radius times this factor (>= 1: stricter than the stackless walk's test). */
+extern "C" double fmk_cuda_bh_mac_inner;
+double fmk_cuda_bh_mac_inner = 1;
 /* Tuning knob for the benchmark and the tests (not API): the breadth-first walk's cell-to-group
  * step. A node the group accepts whose centre is farther from the group box's centre c than
  * a r_open + k R_g, k = fmk_cuda_bh_local_k 0.6 / theta (at least 1; R_g the box's half
@@ -142,6 +146,15 @@ double fmk_cuda_bh_local_k = 2.25;
  * ((s / |r0|)^2 (|y - c| / |r0|)^3, bh_local.py) are the largest. */
 extern "C" double fmk_cuda_bh_local_open;
 double fmk_cuda_bh_local_open = 0.5;
+/* Tuning knob (not API): with the step of order 4 and eps2 = 0 (laplace, no softening), the
+ * expansion is a harmonic polynomial: the M2L computes only its 25 coefficients with bz <= 1
+ * (and the A_k with kz >= 2 from Laplace's equation, not the recurrence), and the other 10 are
+ * found once per group before L2P (bh_local.h's m2l4_harm, local4_from_harm; the same sums to
+ * rounding). 25 coefficients fit the 32 lanes (no butterflies for 3 more) and the kernel
+ * spills 48 / 52 B (16 / 24 without FMK_BH_DEFER) instead of 124 / 140: 2^20 walk -6% (cube),
+ * -11% (Plummer) (bench/RESULTS.md). 0: the full M2L (the softened kernel's, always). */
+extern "C" int fmk_cuda_bh_local_harmonic;
+int fmk_cuda_bh_local_harmonic = 1;
 /* Tuning knobs for the benchmark and the tests (not API), the fixed cost of small N:
  * - fmk_cuda_bh_frame_small_max: set_points_device of at most this many points (sources and
  *   targets) finds the bounding box, the frame and the mapped points in one block
@@ -174,8 +187,9 @@ long long fmk_cuda_bh_split_redos = 0;
 #ifdef FMK_BH_COUNT
 /* Walk statistics (a build with -DFMK_BH_COUNT only): per breadth-first walk, the sums over
  * warps of targets, M2P entries x targets, P2P entries x targets, steps, stack overflows and
- * warps, and the deepest stack; printed to stderr after each walk. */
-__device__ unsigned long long fmk_bh_counts[8];
+ * warps, and the deepest stack; and clock64 cycles per warp in the M2P, P2P, M2L and L2P
+ * parts, in all, and the longest warp's; printed to stderr after each walk. */
+__device__ unsigned long long fmk_bh_counts[16];
 #endif
 
 namespace {
@@ -795,9 +809,11 @@ template <typename R> struct walk_args {
     unsigned long long *overflow; /* set when a split walk's stack overflowed above the split */
     int mac;    /* fmk_cuda_bh_mac */
     R leaf_r2;  /* f^2 of fmk_cuda_bh_leaf_theta: a leaf's squared radius in the per-target test */
+    R inner_r2; /* fmk_cuda_bh_mac_inner^2: an inner node's, with mac = 1 */
     int local;  /* fmk_cuda_bh_local: 0, or the order of the group's expansion (2, 3, 4) */
     R local_k;  /* fmk_cuda_bh_local_k */
     R local_a2; /* fmk_cuda_bh_local_open squared */
+    int harmonic;   /* fmk_cuda_bh_local_harmonic, with local = 4 and eps2 = 0 */
     const unsigned long long *stats; /* the charge check (charge_scale, charges_bad) */
 };
 
@@ -913,9 +929,9 @@ __global__ void __launch_bounds__(WALK_BLOCK) k_walk_group(walk_args<R> a)
         const R dz = fmax(fabs(x.z - c.z) - h.z, (R)0);
         bool far = dx * dx + dy * dy + dz * dz > x.w;
         const R nx = x.x - o.x, ny = x.y - o.y, nz = x.z - o.z;
+        const R r2 = x.w * (l.x < 0 ? a.leaf_r2 : a.inner_r2); /* the per-target test's */
         if (!far && a.mac && l.w - l.z > p2p_cut<ORDER>::value && (a.mac == 1 || l.x < 0))
-            far = __all_sync(0xffffffffu, targets_far<R, T>(t, grp.y, y, nx, ny, nz,
-                                                            l.x < 0 ? x.w * a.leaf_r2 : x.w));
+            far = __all_sync(0xffffffffu, targets_far<R, T>(t, grp.y, y, nx, ny, nz, r2));
         if (far && l.w - l.z > p2p_cut<ORDER>::value) {
             R m[10];
             ld_moments(a.node, i, m);
@@ -1087,7 +1103,9 @@ template <int LOC>
 __device__ __forceinline__ void m2l_order(int local, int order, float rx, float ry, float rz,
                                           float eps2, const float *m, float *L)
 {
-    if (LOC == 4)
+    if (LOC == 5) /* eps2 = 0: the coefficients bz <= 1 */
+        m2l4_harm_f(order, rx, ry, rz, m, L);
+    else if (LOC == 4)
         m2l4_f(order, rx, ry, rz, eps2, m, L);
     else if (local == 2)
         m2l2_f(order, rx, ry, rz, eps2, m, L);
@@ -1098,13 +1116,17 @@ template <int LOC>
 __device__ __forceinline__ void m2l_order(int local, int order, double rx, double ry, double rz,
                                           double eps2, const double *m, double *L)
 {
-    if (LOC == 4)
+    if (LOC == 5)
+        m2l4_harm_d(order, rx, ry, rz, m, L);
+    else if (LOC == 4)
         m2l4_d(order, rx, ry, rz, eps2, m, L);
     else if (local == 2)
         m2l2_d(order, rx, ry, rz, eps2, m, L);
     else
         m2l3_d(order, rx, ry, rz, eps2, m, L);
 }
+__device__ __forceinline__ void local4_from_harm(const float *H, float *L) { local4_from_harm_f(H, L); }
+__device__ __forceinline__ void local4_from_harm(const double *H, double *L) { local4_from_harm_d(H, L); }
 template <int LOC>
 __device__ __forceinline__ void l2p_order(int local, const float *L, float dx, float dy, float dz,
                                           float *phi, float *g)
@@ -1145,14 +1167,29 @@ template <int H, typename R, int N> __device__ __forceinline__ void reduce_step(
 #ifndef FMK_LOCAL_MINB
 #define FMK_LOCAL_MINB 6
 #endif
+/* The breadth-first walk loads a node's moments only when it goes into the M2P list (1), or
+ * with its centre for every node tested (0). */
+#ifndef FMK_BH_LATE_MOMENTS
+#define FMK_BH_LATE_MOMENTS 1
+#endif
+/* The breadth-first walk evaluates the M2P and P2P lists' full chunks of 32 while loads are in
+ * flight (1): a step's node loads, a P2P batch's source loads; those lists hold up to 63
+ * entries. 0: as soon as a list holds 32 entries. (The expansion's list is evaluated as soon
+ * as it is full either way: its chunk, held over the loads, spills more.) */
+#ifndef FMK_BH_DEFER
+#define FMK_BH_DEFER 1
+#endif
 #ifndef FMK_LOCAL_INL
 #define FMK_LOCAL_INL __forceinline__
 #endif
 /* The group's expansion held by the warp: lane k holds coefficient k < 32 in c[0]; LOC = 4
  * (35 coefficients) adds coefficients 32..34 in c[1..3], the same in every lane. LOC = 3 is
- * the kernel for orders 2 and 3 (a.local picks one at run time). */
+ * the kernel for orders 2 and 3 (a.local picks one at run time); LOC = 5 is order 4 for
+ * eps2 = 0, the 25 coefficients with bz <= 1 (fmk_cuda_bh_local_harmonic). */
 template <typename R, int LOC> struct local_acc {
-    static constexpr int NC = LOC == 4 ? FMK_BH_LOCAL4 : FMK_BH_LOCAL3; /* coefficients */
+    static constexpr int NC = LOC == 5   ? FMK_BH_HARM4
+                              : LOC == 4 ? FMK_BH_LOCAL4
+                                         : FMK_BH_LOCAL3; /* coefficients */
     static constexpr int EXTRA = NC > 32 ? NC - 32 : 0;
     R c[1 + EXTRA];
 };
@@ -1238,7 +1275,8 @@ __device__ __forceinline__ void bfs_p2p_any(const typename vec4<R>::type *src, c
         bfs_p2p<R, SELF, false, false, T>(src, idx, count, t, y, eps2, phi, g);
 }
 
-/* LOC: 0 no cell-to-group step; 3 the step of order a.local (2 or 3); 4 the step of order 4 */
+/* LOC: 0 no cell-to-group step; 3 the step of order a.local (2 or 3); 4 the step of order 4;
+ * 5 that of order 4 for eps2 = 0 (its harmonic coefficients) */
 template <typename R, int ORDER, bool SELF, int T, int LOC>
 __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32,
                                   LOC && sizeof(R) == 4 ? FMK_LOCAL_MINB : bfs_cfg<R>::MIN_BLOCKS)
@@ -1260,6 +1298,18 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32,
     const int64_t wp = blockIdx.x * (int64_t)WARPS + wb;
     if (wp >= a.n_groups * a.parts || charges_bad(a.stats))
         return;
+#ifdef FMK_BH_COUNT
+    long long k_m2p = 0, k_p2p = 0, k_loc = 0, k_l2p = 0;
+    const long long k_start = clock64();
+#define BH_CLOCK(var, stmt)                                                                     \
+    do {                                                                                        \
+        const long long t0_ = clock64();                                                        \
+        stmt;                                                                                   \
+        var += clock64() - t0_;                                                                 \
+    } while (0)
+#else
+#define BH_CLOCK(var, stmt) stmt
+#endif
     const int64_t w = wp / a.parts;    /* the group */
     const int part = (int)(wp % a.parts);
     V(*node_list)[4] = s_node[wb];
@@ -1288,8 +1338,11 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32,
     }
     if (lane == 0)
         stack[0] = 0; /* the root */
-    /* Both lists are rings of 64 entries: the n entries waiting start at head (0 or 32), so
-     * a full chunk of 32 is contiguous and is evaluated in place (no copying). */
+    /* The lists are rings of 64 entries: the n entries waiting start at head (0 or 32), so a
+     * full chunk of 32 is contiguous and is evaluated in place (no copying). With FMK_BH_DEFER
+     * the M2P and P2P lists are evaluated before entries are added when they hold 32 or more
+     * (then at most 31 + 32 = 63 entries), so that the chunk's work overlaps the loads of what
+     * is added. */
     int sp = 1, n_m2p = 0, n_p2p = 0, h_m2p = 0, h_p2p = 0; /* warp-uniform */
     /* The cell-to-group step: an accepted node goes into the group's expansion about c when its
      * centre is farther than a r_open + local_k R_g from c (a = fmk_cuda_bh_local_open); every
@@ -1309,18 +1362,19 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32,
     };
     /* Evaluates the first 32 entries of a list and moves the rest (< 32) to the front. */
     auto m2p_chunk = [&]() {
-        bfs_m2p<R, ORDER, T>(node_list + h_m2p, 32, y, a.eps2, phi, g);
+        BH_CLOCK(k_m2p, (bfs_m2p<R, ORDER, T>(node_list + h_m2p, 32, y, a.eps2, phi, g)));
         h_m2p ^= 32, n_m2p -= 32;
         __syncwarp(); /* the slots are written again */
     };
     auto loc_chunk = [&]() {
-        bfs_m2l<R, ORDER, LOC ? LOC : 3>(a.node, loc_list + h_loc, 32, a.local, c, a.eps2, loc);
+        BH_CLOCK(k_loc, (bfs_m2l<R, ORDER, LOC ? LOC : 3>(a.node, loc_list + h_loc, 32, a.local,
+                                                          c, a.eps2, loc)));
         h_loc ^= 32, n_loc -= 32;
         __syncwarp();
     };
     auto p2p_chunk = [&]() {
-        bfs_p2p_any<R, SELF, T>(src_list + h_p2p, idx_list + (SELF ? h_p2p : 0),
-                                inbox_list + h_p2p, 32, t, y, a.eps2, phi, g);
+        BH_CLOCK(k_p2p, (bfs_p2p_any<R, SELF, T>(src_list + h_p2p, idx_list + (SELF ? h_p2p : 0),
+                                                 inbox_list + h_p2p, 32, t, y, a.eps2, phi, g)));
         h_p2p ^= 32, n_p2p -= 32;
         __syncwarp();
     };
@@ -1337,11 +1391,21 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32,
         const bool valid = lane < nb;
         const int32_t i = valid ? stack[sp + lane] : 0;
         __syncwarp(); /* the popped slots are overwritten below */
-        /* all loads of the batch at once: one latency */
+        /* the batch's loads for the tests at once: one latency (the moments below, for the
+         * nodes that go into the M2P list only) */
         const int4 l = __ldg(&a.links[i]);
         const int32_t nc = __ldg(&a.n_children[i]);
-        const V x = a.node[4 * i], m1 = a.node[4 * i + 1], m2 = a.node[4 * i + 2],
-                m3 = a.node[4 * i + 3];
+        const V x = a.node[4 * i];
+#if !FMK_BH_LATE_MOMENTS
+        const V m1 = a.node[4 * i + 1], m2 = a.node[4 * i + 2], m3 = a.node[4 * i + 3];
+#endif
+#if FMK_BH_DEFER
+        /* the full chunks of the previous step, while the loads are in flight */
+        if (n_m2p >= 32)
+            m2p_chunk();
+        if (n_p2p >= 32)
+            p2p_chunk();
+#endif
         const R dx = fmax(fabs(x.x - c.x) - h.x, (R)0);
         const R dy = fmax(fabs(x.y - c.y) - h.y, (R)0);
         const R dz = fmax(fabs(x.z - c.z) - h.z, (R)0);
@@ -1366,7 +1430,7 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32,
                 /* o is the same in every lane */
                 const R nx = __shfl_sync(FULL, x.x, f) - o.x, ny = __shfl_sync(FULL, x.y, f) - o.y,
                         nz = __shfl_sync(FULL, x.z, f) - o.z,
-                        r2 = __shfl_sync(FULL, l.x < 0 ? x.w * a.leaf_r2 : x.w, f);
+                        r2 = __shfl_sync(FULL, x.w * (l.x < 0 ? a.leaf_r2 : a.inner_r2), f);
                 if (__all_sync(FULL, targets_far<R, T>(t, grp.y, y, nx, ny, nz, r2)))
                     ok |= 1u << f;
             }
@@ -1375,6 +1439,20 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32,
         const bool accept = valid && !skip && mine && far && cnt > p2p_cut<ORDER>::value;
         bool direct = valid && !skip && mine && !accept && (far || l.x < 0);
         bool open = valid && !skip && !far && l.x >= 0;
+
+        /* accepted nodes far enough from the group -> its expansion, the others -> M2P list,
+         * whose moments are loaded now (used after the stack's update) */
+        bool to_loc = false;
+        if (LOCAL && accept) {
+            const R ex = x.x - c.x, ey = x.y - c.y, ez = x.z - c.z;
+            const R d = sqrt(ex * ex + ey * ey + ez * ez) - loc_r;
+            to_loc = d > 0 && d * d > a.local_a2 * x.w;
+        }
+#if FMK_BH_LATE_MOMENTS
+        V m1, m2, m3;
+        if (accept && !to_loc)
+            m1 = a.node[4 * i + 1], m2 = a.node[4 * i + 2], m3 = a.node[4 * i + 3];
+#endif
 
         /* children to push: warp scan of the counts */
         int32_t push = open ? nc : 0;
@@ -1405,13 +1483,6 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32,
         c_depth = sp > c_depth ? sp : c_depth;
 #endif
 
-        /* accepted nodes far enough from the group -> its expansion, the others -> M2P list */
-        bool to_loc = false;
-        if (LOCAL && accept) {
-            const R ex = x.x - c.x, ey = x.y - c.y, ez = x.z - c.z;
-            const R d = sqrt(ex * ex + ey * ey + ez * ez) - loc_r;
-            to_loc = d > 0 && d * d > a.local_a2 * x.w;
-        }
         const unsigned loc_mask = __ballot_sync(FULL, to_loc);
         if (LOCAL && loc_mask) {
             if (to_loc)
@@ -1437,7 +1508,7 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32,
         c_m2p += __popc(acc_mask);
 #endif
         __syncwarp();
-        if (n_m2p >= 32)
+        if (!FMK_BH_DEFER && n_m2p >= 32)
             m2p_chunk();
 
         /* sources of directly summed nodes -> P2P list, 32 at a time */
@@ -1464,8 +1535,14 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32,
             }
             const int32_t j = __shfl_sync(FULL, first, owner) + p;
             const int k = total - base < 32 ? total - base : 32;
+            V sv;
+            if (lane < k)
+                sv = rel_point<R>(a.src, a.src_lo, j, o);
+#if FMK_BH_DEFER
+            if (n_p2p >= 32) /* while the loads are in flight */
+                p2p_chunk();
+#endif
             if (lane < k) {
-                const V sv = rel_point<R>(a.src, a.src_lo, j, o);
                 const int at = (h_p2p + n_p2p + lane) & 63;
                 src_list[at] = sv;
                 if (SELF && a.eps2 > 0)
@@ -1475,27 +1552,46 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32,
             }
             n_p2p += k;
             __syncwarp();
-            if (n_p2p >= 32)
+            if (!FMK_BH_DEFER && n_p2p >= 32)
                 p2p_chunk();
         }
     }
-    bfs_m2p<R, ORDER, T>(node_list + h_m2p, n_m2p, y, a.eps2, phi, g);
-    bfs_p2p_any<R, SELF, T>(src_list + h_p2p, idx_list + (SELF ? h_p2p : 0), inbox_list + h_p2p,
-                            n_p2p, t, y, a.eps2, phi, g);
-    if (LOCAL && any_loc) { /* the rest of the list, then the group's expansion at each target (L2P) */
+    if (FMK_BH_DEFER && n_m2p >= 32)
+        m2p_chunk();
+    if (FMK_BH_DEFER && n_p2p >= 32)
+        p2p_chunk();
+    BH_CLOCK(k_m2p, (bfs_m2p<R, ORDER, T>(node_list + h_m2p, n_m2p, y, a.eps2, phi, g)));
+    BH_CLOCK(k_p2p, (bfs_p2p_any<R, SELF, T>(src_list + h_p2p, idx_list + (SELF ? h_p2p : 0),
+                                             inbox_list + h_p2p, n_p2p, t, y, a.eps2, phi, g)));
+    if (LOCAL && any_loc) { /* the rest of the lists, then the group's expansion at each target (L2P) */
         if (n_loc > 0)
-            bfs_m2l<R, ORDER, LOC ? LOC : 3>(a.node, loc_list + h_loc, n_loc, a.local, c, a.eps2,
-                                             loc);
+            BH_CLOCK(k_loc, (bfs_m2l<R, ORDER, LOC ? LOC : 3>(a.node, loc_list + h_loc, n_loc,
+                                                              a.local, c, a.eps2, loc)));
+#ifdef FMK_BH_COUNT
+        const long long t_l2p = clock64();
+#endif
         constexpr int NC = local_acc<R, LOC ? LOC : 3>::NC;
-        R L[NC];
+        R H[NC];
 #pragma unroll
         for (int k = 0; k < NC; k++)
-            L[k] = k < 32 ? __shfl_sync(FULL, loc.c[0], k) : loc.c[k < 32 ? 0 : k - 31];
+            H[k] = k < 32 ? __shfl_sync(FULL, loc.c[0], k) : loc.c[k < 32 ? 0 : k - 31];
+        /* LOC = 5: the coefficients with bz >= 2 from Laplace's equation */
+        R L[LOC == 5 ? FMK_BH_LOCAL4 : NC];
+        if (LOC == 5)
+            local4_from_harm(H, L);
+        else
+#pragma unroll
+            for (int k = 0; k < NC; k++)
+                L[k] = H[k];
 #pragma unroll
         for (int k = 0; k < T; k++)
-            l2p_order<LOC ? LOC : 3>(a.local, L, y[k][0] - crx, y[k][1] - cry, y[k][2] - crz,
-                                     &phi[k], g[k]);
+            l2p_order<LOC == 5 ? 4 : LOC ? LOC : 3>(a.local, L, y[k][0] - crx, y[k][1] - cry,
+                                                    y[k][2] - crz, &phi[k], g[k]);
+#ifdef FMK_BH_COUNT
+        k_l2p += clock64() - t_l2p;
+#endif
     }
+#undef BH_CLOCK
 #ifdef FMK_BH_COUNT
     if (lane == 0) {
         const long long nt = grp.y - grp.x;
@@ -1507,6 +1603,13 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32,
         atomicAdd(&fmk_bh_counts[5], 1ull);
         atomicMax(&fmk_bh_counts[6], (unsigned long long)c_depth);
         atomicAdd(&fmk_bh_counts[7], (unsigned long long)(c_loc * nt));
+        const long long k_all = clock64() - k_start;
+        atomicAdd(&fmk_bh_counts[9], (unsigned long long)k_m2p);
+        atomicAdd(&fmk_bh_counts[10], (unsigned long long)k_p2p);
+        atomicAdd(&fmk_bh_counts[11], (unsigned long long)k_loc);
+        atomicAdd(&fmk_bh_counts[13], (unsigned long long)k_l2p);
+        atomicAdd(&fmk_bh_counts[14], (unsigned long long)k_all);
+        atomicMax(&fmk_bh_counts[15], (unsigned long long)k_all);
     }
 #endif
 #pragma unroll
@@ -1554,7 +1657,9 @@ cudaError_t launch_walk(const walk_args<R> &a, int stackless, int group)
         k_walk_group<R, ORDER, SELF, 1><<<blocks_for(a.n_groups * 32, WALK_BLOCK), WALK_BLOCK>>>(a);
     else if (group == 64)
         k_walk_bfs<R, ORDER, SELF, 2, 0><<<bfs_blocks, WB * 32>>>(a);
-    else if (a.local == 4) /* the cell-to-group step (groups of 32 only) */
+    else if (a.local == 4 && a.harmonic) /* the cell-to-group step (groups of 32 only) */
+        k_walk_bfs<R, ORDER, SELF, 1, 5><<<bfs_blocks, WB * 32>>>(a);
+    else if (a.local == 4)
         k_walk_bfs<R, ORDER, SELF, 1, 4><<<bfs_blocks, WB * 32>>>(a);
     else if (a.local)
         k_walk_bfs<R, ORDER, SELF, 1, 3><<<bfs_blocks, WB * 32>>>(a);
@@ -2253,7 +2358,7 @@ fmk_status run_eval_t(fmk_plan *plan, bh_state *s, const double *d_q, double *po
     }
     const int stackless = plan->opts.walk == FMK_WALK_STACKLESS;
 #ifdef FMK_BH_COUNT
-    unsigned long long cnt[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    unsigned long long cnt[16] = {0};
     (void)cudaMemcpyToSymbol(fmk_bh_counts, cnt, sizeof cnt);
 #endif
     a.overflow = s->d_stats + 2;
@@ -2264,6 +2369,8 @@ fmk_status run_eval_t(fmk_plan *plan, bh_state *s, const double *d_q, double *po
         double f = fmk_cuda_bh_leaf_theta > th ? th / fmk_cuda_bh_leaf_theta : 1;
         f = f < f_min ? f_min : f;
         a.leaf_r2 = (R)(f < 1 ? f * f : 1);
+        const double fi = fmk_cuda_bh_mac_inner > 1 ? fmk_cuda_bh_mac_inner : 1;
+        a.inner_r2 = (R)(fi * fi);
     }
     a.local = fmk_cuda_bh_local >= 2 && fmk_cuda_bh_local <= 4 ? fmk_cuda_bh_local : 0;
     {
@@ -2276,6 +2383,7 @@ fmk_status run_eval_t(fmk_plan *plan, bh_state *s, const double *d_q, double *po
         const double ao = fmk_cuda_bh_local_open > 0 ? fmk_cuda_bh_local_open : 0;
         a.local_a2 = (R)(ao * ao);
     }
+    a.harmonic = a.local == 4 && fmk_cuda_bh_local_harmonic && a.eps2 == 0;
     a.stats = s->d_stats;
     if (err == cudaSuccess)
         err = walk<R>(a, plan->opts.order, plan->self, stackless, s->group);
@@ -2294,6 +2402,13 @@ fmk_status run_eval_t(fmk_plan *plan, bh_state *s, const double *d_q, double *po
                 "per group; %llu stack overflows, deepest stack %llu\n",
                 cnt[0], cnt[5], (double)cnt[0] / cnt[5], (double)cnt[1] / cnt[0],
                 (double)cnt[2] / cnt[0], (double)cnt[7] / cnt[0], (double)cnt[3] / cnt[5], cnt[4], cnt[6]);
+    if (cnt[0] > 0 && cnt[14] > 0)
+        fprintf(stderr, "walk cycles: per warp %.0f: M2P %.1f%%, P2P %.1f%%, M2L %.1f%%, L2P "
+                "%.1f%%, the rest (tests, lists, stack) %.1f%%; longest warp %.2f x the mean\n",
+                (double)cnt[14] / cnt[5], 100.0 * cnt[9] / cnt[14], 100.0 * cnt[10] / cnt[14],
+                100.0 * cnt[11] / cnt[14], 100.0 * cnt[13] / cnt[14],
+                100.0 * (cnt[14] - cnt[9] - cnt[10] - cnt[11] - cnt[13]) / cnt[14],
+                (double)cnt[15] * cnt[5] / cnt[14]);
 #endif
     if (err == cudaSuccess)
         err = cudaEventRecord(s->ev[3], 0);

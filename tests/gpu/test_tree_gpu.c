@@ -76,6 +76,9 @@ extern double fmk_cuda_bh_leaf_theta; /* a leaf's theta in the per-target test (
 extern int fmk_cuda_bh_local;
 extern double fmk_cuda_bh_local_k;
 extern double fmk_cuda_bh_local_open;
+/* With order 4 and eps2 = 0, the M2L of the expansion's harmonic coefficients only (1) or of
+ * all 35 (0; a tuning knob, not API; `--local-harmonic H` runs every test with H). */
+extern int fmk_cuda_bh_local_harmonic;
 
 /* The walks the loops below run: 1 group (breadth-first), 2 stackless, 3 group (next/more). */
 #define N_WALKS 3
@@ -978,6 +981,56 @@ static void test_local(void)
     free(rp), free(rg);
 }
 
+/* The order-4 step's M2L of the expansion's harmonic coefficients only (eps2 = 0,
+ * fmk_cuda_bh_local_harmonic) against the full M2L: laplace, the same results to rounding
+ * (rel l2 1e-12 in fp64, 1e-5 in fp32) and the same errors against the direct sum; the
+ * softened kernel (plummer) takes the full M2L either way (the same results). Plummer sphere,
+ * self and separate targets. */
+static void test_local_harmonic(void)
+{
+    const int64_t n = quick ? 4000 : 40000, m = quick ? 1000 : 7000;
+    const int local0 = fmk_cuda_bh_local, harm0 = fmk_cuda_bh_local_harmonic;
+    double *x, *q, *y, *p[2], *g[2];
+    double *rp = xmalloc((size_t)n * 8), *rg = xmalloc((size_t)n * 24);
+    two_paths_alloc(n, m, &x, &q, &y, p, g);
+    plummer_case(n, m, 103, 1, x, y, q);
+    walk_of(1);
+    fmk_cuda_bh_local = 4;
+    for (int kern = 0; kern < 2; kern++)
+        for (int sep = 0; sep < 2; sep++) {
+            const fmk_kernel kernel = kern ? FMK_KERNEL_PLUMMER : FMK_KERNEL_LAPLACE;
+            const double soft = kern ? 0.01 : 0;
+            const int64_t mt = sep ? m : n;
+            reference(kernel, soft, n, x, q, sep ? m : 0, sep ? y : NULL, rp, rg);
+            for (int prec = 0; prec < 2; prec++) {
+                fmk_opts o = tree_opts(prec ? FMK_PRECISION_FP32 : FMK_PRECISION_FP64, 0.6,
+                                       FMK_WALK_GROUP);
+                o.softening = soft;
+                for (int h = 0; h < 2; h++) {
+                    fmk_cuda_bh_local_harmonic = h;
+                    CHECK_STATUS(run(kernel, &o, n, x, q, sep ? m : 0, sep ? y : NULL, p[h], g[h],
+                                     NULL), FMK_OK);
+                }
+                check_context("local harmonic %s %s %s", fmk_kernel_name(kernel),
+                              sep ? "targets" : "self", prec ? "fp32" : "fp64");
+                const double dh = test_rel_l2(g[1], g[0], 3 * mt) + test_rel_l2(p[1], p[0], mt);
+                if (kern == 1)
+                    CHECK_MSG(dh == 0, "softened kernel: the harmonic M2L changed the results (%.2e)",
+                              dh);
+                else
+                    CHECK_LE(dh, prec ? 1e-5 : 1e-12, "harmonic M2L against the full M2L");
+                const double e0 = test_rel_l2(g[0], rg, 3 * mt), e1 = test_rel_l2(g[1], rg, 3 * mt);
+                CHECK_LE(e1, 1.01 * e0, "rel l2 error of grad against the full M2L's");
+                if (kern == 0 && sep == 0)
+                    printf("  local harmonic %s: grad error %.3e (full M2L: %.3e), Plummer sphere, "
+                           "%lld points\n", prec ? "fp32" : "fp64", e1, e0, (long long)n);
+            }
+        }
+    fmk_cuda_bh_local = local0, fmk_cuda_bh_local_harmonic = harm0;
+    two_paths_free(x, q, y, p, g);
+    free(rp), free(rg);
+}
+
 /* fp32 and very close pairs in a wide frame (tree_close.h, where the bound is derived): the
  * gradient at each pair point within 1e-5 of the CPU's long double reference, every walk,
  * outliers 1e3 and 1e4 core sizes away; fp64 likewise. */
@@ -1045,7 +1098,8 @@ static void test_oom(void)
 }
 
 /* test_tree_gpu [--quick] [knobs] [test ...]: names pick tests (device_paths, one_wait, same_tree, targets,
- * hard_inputs, accuracy, walks_agree, small_paths, group_modes, mac, local, close_pairs, oom); none: all
+ * hard_inputs, accuracy, walks_agree, small_paths, group_modes, mac, local, local_harmonic, close_pairs,
+ * oom); none: all
  * (oom not with --quick). make gpu-test runs racecheck on a named subset: its cost grows with
  * the walk's shared-memory traffic, and the whole --quick set is too slow under it. */
 int main(int argc, char **argv)
@@ -1069,6 +1123,8 @@ int main(int argc, char **argv)
             fmk_cuda_bh_local_k = atof(argv[++a]);
         else if (strcmp(argv[a], "--local-open") == 0 && a + 1 < argc)
             fmk_cuda_bh_local_open = atof(argv[++a]);
+        else if (strcmp(argv[a], "--local-harmonic") == 0 && a + 1 < argc)
+            fmk_cuda_bh_local_harmonic = atoi(argv[++a]);
         else
             names[n_names++] = argv[a];
     }
@@ -1088,6 +1144,7 @@ int main(int argc, char **argv)
                  {"accuracy", test_accuracy},         {"walks_agree", test_walks_agree},
                  {"small_paths", test_small_paths},   {"group_modes", test_group_modes},
                  {"mac", test_mac},                   {"local", test_local},
+                 {"local_harmonic", test_local_harmonic},
                  {"close_pairs", test_close_pairs},   {"oom", test_oom}};
     for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
         int want = n_names == 0;

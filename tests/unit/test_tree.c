@@ -647,10 +647,37 @@ static void test_local_ops(void)
             }
 }
 
+/* bh_local.h for eps2 = 0: the order-4 M2L that computes only the coefficients with bz <= 1
+ * (the A_k with kz >= 2 from Laplace's equation), completed by local4_from_harm, equals the
+ * full M2L (moment orders 0..2) to rounding. */
+static void test_local_harmonic(void)
+{
+    test_rng rng = test_rng_seed(67);
+    for (int order = 0; order <= 2; order++)
+        for (int trial = 0; trial < 4; trial++) {
+            double m[FMK_BH_MOMENTS], r[3];
+            for (int k = 0; k < FMK_BH_MOMENTS; k++)
+                m[k] = (k == 0 ? 2 : k < 4 ? 0.3 : 0.09) * (2 * test_uniform(&rng) - 1);
+            for (int k = 0; k < 3; k++)
+                r[k] = 4 * (2 * test_uniform(&rng) - 1);
+            r[trial % 3] += 5;
+            double L[FMK_BH_LOCAL4] = {0}, H[FMK_BH_HARM4] = {0}, Lh[FMK_BH_LOCAL4];
+            m2l4_d(order, r[0], r[1], r[2], 0, m, L);
+            m2l4_harm_d(order, r[0], r[1], r[2], m, H);
+            local4_from_harm_d(H, Lh);
+            double e = 0, nrm = 0;
+            for (int k = 0; k < FMK_BH_LOCAL4; k++)
+                e = fmax(e, fabs(Lh[k] - L[k])), nrm = fmax(nrm, fabs(L[k]));
+            check_context("harmonic order %d trial %d", order, trial);
+            CHECK_LE(e / nrm, 1e-13, "harmonic M2L against the full M2L");
+        }
+}
+
 int main(void)
 {
     test_sort();
     test_local_ops();
+    test_local_harmonic();
     test_trees();
     test_accuracy(TEST_DIST_CUBE, 0);
     test_accuracy(TEST_DIST_PLUMMER, 0);
