@@ -36,10 +36,8 @@
  *                               1: one block)
  *   --split-deepest             the split walk at the deepest of the levels that allow the
  *                               most parts (default: the shallowest)
- *   --frame-small N, --prep-small N   the largest sets of the one-launch frame and of the
- *                               one-launch charges and moments (default 32768 and 32768)
- *   --prep-cluster K            the one-launch charges and moments by a cluster of up to K
- *                               blocks, one per 2048 sources (default 8; 1: one block)
+ *   --frame-small N, --prep-small N   the largest sets of the one-block frame and of the
+ *                               one-block charges and moments (default 32768 and 4096)
  *   --split-sort-min N          trees of more than N points (default 65536) sort the keys' top
  *                               32 bits first; a huge N sorts all 63 bits (the sort before)
  *   --no-cells                  the tree's first levels by binary searches, not the table of
@@ -122,7 +120,6 @@ extern int fmk_cuda_bh_frame_cluster;
  * the deepest (1; a tuning knob, not API). */
 extern int fmk_cuda_bh_split_deepest;
 extern long long fmk_cuda_bh_prep_small_max;
-extern int fmk_cuda_bh_prep_cluster;
 /* The split walk's level: at least this many nodes per part, no deeper than this level. */
 extern int fmk_cuda_bh_split_nodes;
 extern int fmk_cuda_bh_split_level_max;
@@ -469,8 +466,6 @@ int main(int argc, char **argv)
             fmk_cuda_bh_frame_small_max = atoll(argv[++a]);
         else if (strcmp(argv[a], "--prep-small") == 0 && a + 1 < argc)
             fmk_cuda_bh_prep_small_max = atoll(argv[++a]);
-        else if (strcmp(argv[a], "--prep-cluster") == 0 && a + 1 < argc)
-            fmk_cuda_bh_prep_cluster = atoi(argv[++a]);
         else if (strcmp(argv[a], "--no-cells") == 0)
             fmk_cuda_tree_cells = 0;
         else if (strcmp(argv[a], "--split-sort-min") == 0 && a + 1 < argc)
@@ -510,7 +505,7 @@ int main(int argc, char **argv)
         else {
             fprintf(stderr, "usage: tree [--json] [--quick] [--theta-sweep] [--max-log2 K] [--leaf L] "
                             "[--headline [--big] [--variants]] [--profile] [--groups] [--crossover] "
-                            "[--one N [--plummer] [--direct] [--errors]] [--no-small] [--one-wait-off] [--sort-tiles K] [--build-block T] [--fused K] [--top-sort K] [--frame-cluster K] [--split-deepest] [--frame-small N] [--prep-small N] [--prep-cluster K] [--split-sort-min N] "
+                            "[--one N [--plummer] [--direct] [--errors]] [--no-small] [--one-wait-off] [--sort-tiles K] [--build-block T] [--fused K] [--top-sort K] [--frame-cluster K] [--split-deepest] [--frame-small N] [--prep-small N] [--split-sort-min N] "
                             "[--no-cells] "
                             "[--split-nodes K] "
                             "[--split-level L] [--split-warps W] [--theta T] [--mac K] [--leaf-theta T] "

@@ -165,8 +165,8 @@ int fmk_cuda_bh_local_harmonic = 1;
  *   its level table, then the packing and the groups follow).
  * - fmk_cuda_bh_prep_small_max: evaluations of at most this many sources, in trees of at most
  *   fmk_cuda_bh_moments_small_max nodes, check and pack the charges and compute every moment
- *   in one launch (k_prep_small, one block or a cluster: one launch instead of two copies,
- *   three kernels and the moments' two). */
+ *   in one block (k_prep_small: one launch instead of two copies, three kernels and the
+ *   moments' two). */
 extern "C" long long fmk_cuda_bh_frame_small_max;
 long long fmk_cuda_bh_frame_small_max = 1ll << 15;
 /* Tuning knob (not API): the blocks of k_frame_small, a thread-block cluster (1 .. 8). */
@@ -175,10 +175,7 @@ int fmk_cuda_bh_frame_cluster = 8;
 extern "C" int fmk_cuda_bh_async;
 int fmk_cuda_bh_async = 1;
 extern "C" long long fmk_cuda_bh_prep_small_max;
-long long fmk_cuda_bh_prep_small_max = 1ll << 15;
-/* Tuning knob (not API): the most blocks of k_prep_small, a thread-block cluster (1 .. 8). */
-extern "C" int fmk_cuda_bh_prep_cluster;
-int fmk_cuda_bh_prep_cluster = 8;
+long long fmk_cuda_bh_prep_small_max = 4096;
 /* For the tests: set_points_device calls whose one-block frame was not the host's (a softening
  * wider than the points), and builds without a wait done again (the tree did not fit). */
 extern "C" long long fmk_cuda_bh_frame_redos, fmk_cuda_bh_build_redos;
@@ -712,18 +709,12 @@ __global__ void __launch_bounds__(MOMENTS_SMALL_BLOCK)
     }
 }
 
-/* The charge check, the charges' packing and every moment of a small tree in one launch (the
+/* The charge check, the charges' packing and every moment of a small tree in one block (the
  * kernels of run_eval and run_eval_t from the charge check to the moments, which for small N
  * cost more in launches and copies than in work): the check's words written, not reduced
  * into (stats[2], the split walk's overflow flag, cleared), the charges times charge_scale
- * into src, the leaves, then the inner nodes level by level as k_moments_inner. One block, or
- * a thread-block cluster of up to PREP_CLUSTER_MAX (prep_launch): each block checks its share
- * of the charges and reads the other blocks' words from their shared memory (the first bad
- * index and the largest |q| do not depend on the order, so every block gets the same scale),
- * packs its share, and after a cluster barrier computes its share of the leaves; after
- * another, block 0 computes the inner nodes (one block alone is latency-bound in the loops
- * over the charges: slower than the launches it saves from ~4096 sources). */
-constexpr int PREP_BLOCK = 512, PREP_ILP = 8, PREP_CLUSTER_MAX = 8;
+ * into src, the leaves, then the inner nodes level by level as k_moments_inner. */
+constexpr int PREP_BLOCK = 512, PREP_ILP = 8;
 
 template <typename R>
 __global__ void __launch_bounds__(PREP_BLOCK)
@@ -736,32 +727,18 @@ __global__ void __launch_bounds__(PREP_BLOCK)
 {
     typedef cub::BlockReduce<unsigned long long, PREP_BLOCK> reduce_t;
     __shared__ typename reduce_t::TempStorage temp;
-    __shared__ unsigned long long s_word[2]; /* this block's bad index and largest |q| */
-#if __CUDA_ARCH__ >= 900
-    cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
-    const unsigned blocks = cluster.num_blocks(), rank = cluster.block_rank();
-    /* the packed charges and the leaves' moments are read by the other blocks after it */
-#define PREP_SYNC() (__threadfence(), cluster.sync())
-#define PREP_WORD(r, k) (cluster.map_shared_rank(s_word, r)[k])
-#else /* no clusters: one block (prep_launch) */
-    const unsigned blocks = 1, rank = 0;
-#define PREP_SYNC() __syncthreads()
-#define PREP_WORD(r, k) s_word[k]
-#endif
-    const int64_t stride = (int64_t)blocks * PREP_BLOCK;
-    const int64_t first = (int64_t)rank * PREP_BLOCK + threadIdx.x;
-    /* PREP_ILP loads in flight per thread: few warps to hide their latency */
+    /* PREP_ILP loads in flight per thread: one block has few warps to hide their latency */
     unsigned long long big = 0, bad = ~0ull;
-    for (int64_t i0 = first; i0 < n; i0 += stride * PREP_ILP) {
+    for (int64_t i0 = threadIdx.x; i0 < n; i0 += PREP_BLOCK * PREP_ILP) {
         double a[PREP_ILP];
 #pragma unroll
         for (int u = 0; u < PREP_ILP; u++) {
-            const int64_t i = i0 + u * stride;
+            const int64_t i = i0 + u * PREP_BLOCK;
             a[u] = i < n ? fabs(q[i]) : 0.0;
         }
 #pragma unroll
         for (int u = 0; u < PREP_ILP; u++) {
-            const unsigned long long i = (unsigned long long)(i0 + u * stride);
+            const unsigned long long i = (unsigned long long)(i0 + u * PREP_BLOCK);
             const unsigned long long bits = (unsigned long long)__double_as_longlong(a[u]);
             if (!isfinite(a[u]))
                 bad = i < bad ? i : bad;
@@ -773,90 +750,38 @@ __global__ void __launch_bounds__(PREP_BLOCK)
     big = reduce_t(temp).Reduce(big, cuda::maximum<>{});
     __syncthreads();
     bad = reduce_t(temp).Reduce(bad, cuda::minimum<>{});
-    if (threadIdx.x == 0)
-        s_word[0] = bad, s_word[1] = big;
-    PREP_SYNC();
     if (threadIdx.x == 0) {
-        for (unsigned r = 0; r < blocks; r++) {
-            const unsigned long long b = PREP_WORD(r, 0), g = PREP_WORD(r, 1);
-            bad = b < bad ? b : bad, big = g > big ? g : big;
-        }
         const unsigned long long w[2] = {bad, big};
-        if (rank == 0)
-            stats[0] = bad, stats[1] = big, stats[2] = 0;
+        stats[0] = bad, stats[1] = big, stats[2] = 0;
         s_scale = charge_scale<R>(w);
     }
     __syncthreads();
     const double cs = s_scale;
-    for (int64_t i0 = first; i0 < n; i0 += stride * PREP_ILP) {
+    for (int64_t i0 = threadIdx.x; i0 < n; i0 += PREP_BLOCK * PREP_ILP) {
         int32_t o[PREP_ILP];
         double c[PREP_ILP];
 #pragma unroll
         for (int u = 0; u < PREP_ILP; u++)
-            o[u] = i0 + u * stride < n ? order[i0 + u * stride] : 0;
+            o[u] = i0 + u * PREP_BLOCK < n ? order[i0 + u * PREP_BLOCK] : 0;
 #pragma unroll
         for (int u = 0; u < PREP_ILP; u++)
             c[u] = q[o[u]];
 #pragma unroll
         for (int u = 0; u < PREP_ILP; u++)
-            if (i0 + u * stride < n)
-                src[i0 + u * stride].w = (R)(c[u] * cs);
+            if (i0 + u * PREP_BLOCK < n)
+                src[i0 + u * PREP_BLOCK].w = (R)(c[u] * cs);
     }
-    PREP_SYNC();
-    for (int64_t i = first; i < n_nodes; i += stride)
+    __syncthreads();
+    for (int32_t i = threadIdx.x; i < n_nodes; i += PREP_BLOCK)
         if (links[i].x < 0)
-            moments_node<R>((int32_t)i, level[i], inv_theta, scale, keys, links, n_children, src,
-                            lo, node);
-    PREP_SYNC();
-#undef PREP_SYNC
-#undef PREP_WORD
-    if (rank != 0)
-        return;
+            moments_node<R>(i, level[i], inv_theta, scale, keys, links, n_children, src, lo, node);
+    __syncthreads();
     for (int L = levels - 2; L >= 0; L--) { /* the deepest level holds only leaves */
         for (int32_t i = lt.begin[L] + threadIdx.x; i < lt.begin[L + 1]; i += PREP_BLOCK)
             if (links[i].x >= 0)
                 moments_node<R>(i, L, inv_theta, scale, keys, links, n_children, src, NULL, node);
         __syncthreads();
     }
-}
-
-/* Launches k_prep_small: one block up to PREP_CLUSTER_SOURCES sources, else a cluster of one
- * block per PREP_CLUSTER_SOURCES (at most fmk_cuda_bh_prep_cluster; one block on GPUs without
- * clusters, before compute capability 9.0). */
-constexpr int64_t PREP_CLUSTER_SOURCES = 2048;
-
-template <typename R>
-cudaError_t prep_launch(int device, int64_t n, const int32_t *order, const double *q,
-                        unsigned long long *stats, int32_t n_nodes, int levels,
-                        const level_table &lt, const int8_t *level, double inv_theta,
-                        double scale, const uint64_t *keys, const int4 *links,
-                        const int32_t *n_children, typename vec4<R>::type *src,
-                        const real4f *lo, typename vec4<R>::type *node)
-{
-    int64_t blocks = (n + PREP_CLUSTER_SOURCES - 1) / PREP_CLUSTER_SOURCES;
-    const int64_t cap = fmk_cuda_bh_prep_cluster < PREP_CLUSTER_MAX ? fmk_cuda_bh_prep_cluster
-                                                                      : PREP_CLUSTER_MAX;
-    blocks = blocks > cap ? cap : blocks;
-    int major = 0;
-    cudaError_t err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
-    if (err != cudaSuccess)
-        return err;
-    if (major < 9 || blocks <= 1) {
-        k_prep_small<R><<<1, PREP_BLOCK>>>(n, order, q, stats, n_nodes, levels, lt, level,
-                                           inv_theta, scale, keys, links, n_children, src, lo,
-                                           node);
-        return cudaGetLastError();
-    }
-    cudaLaunchConfig_t cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = (unsigned)blocks;
-    attr[0].val.clusterDim.y = attr[0].val.clusterDim.z = 1;
-    cfg.gridDim = dim3((unsigned)blocks), cfg.blockDim = dim3(PREP_BLOCK);
-    cfg.attrs = attr, cfg.numAttrs = 1;
-    return cudaLaunchKernelEx(&cfg, k_prep_small<R>, n, order, q, stats, n_nodes, levels, lt,
-                              level, inv_theta, scale, keys, links, n_children, src, lo, node);
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -2378,10 +2303,11 @@ fmk_status run_eval_t(fmk_plan *plan, bh_state *s, const double *d_q, double *po
     for (int L = 0; L <= t->levels; L++)
         lt.begin[L] = (int32_t)t->level_begin[L];
     if (err == cudaSuccess && prep_small(plan, s)) { /* the charge check too (run_eval) */
-        err = prep_launch<R>(s->device, n, t->d_order, d_q, s->d_stats, (int32_t)t->n_nodes,
-                             t->levels, lt, t->d_level, inv_theta, S, t->d_keys,
-                             (const int4 *)s->links.p, t->d_n_children, (V *)s->src.p, lo,
-                             (V *)s->node.p);
+        k_prep_small<R><<<1, PREP_BLOCK>>>(n, t->d_order, d_q, s->d_stats, (int32_t)t->n_nodes,
+                                           t->levels, lt, t->d_level, inv_theta, S, t->d_keys,
+                                           (const int4 *)s->links.p, t->d_n_children,
+                                           (V *)s->src.p, lo, (V *)s->node.p);
+        err = cudaGetLastError();
     } else if (err == cudaSuccess) {
         k_pack_charges<R><<<blocks_for(n), BLOCK>>>(n, t->d_order, d_q, s->d_stats, (V *)s->src.p);
         if (t->n_nodes <= fmk_cuda_bh_moments_small_max) {

@@ -63,7 +63,6 @@ extern int fmk_cuda_tree_fused;
 extern long long fmk_cuda_bh_frame_small_max;
 /* The frame's blocks (a thread-block cluster of 1 .. 8). */
 extern int fmk_cuda_bh_frame_cluster;
-extern int fmk_cuda_bh_prep_cluster;
 extern int fmk_cuda_bh_async;
 extern long long fmk_cuda_bh_prep_small_max;
 extern long long fmk_cuda_bh_frame_redos, fmk_cuda_bh_build_redos;
@@ -497,8 +496,8 @@ static void test_same_tree(void)
     free(x);
 }
 
-/* The one-wait paths on (the one-launch charges and moments up to 32768 sources) or off;
- * restore_one_wait: the defaults. */
+/* The one-wait paths on (the one-block charges and moments up to 32768 sources, not only up
+ * to the default 4096) or off; restore_one_wait: the defaults. */
 static void one_wait_paths(int on)
 {
     fmk_cuda_bh_frame_small_max = on ? 1ll << 15 : 0;
@@ -510,7 +509,7 @@ static void restore_one_wait(void)
 {
     one_wait_paths(1);
     fmk_cuda_bh_frame_cluster = 8;
-    fmk_cuda_bh_prep_cluster = 8;
+    fmk_cuda_bh_prep_small_max = 4096;
 }
 
 /* set_points_device + eval_device of n device points (separate targets when m > 0). */
@@ -565,7 +564,7 @@ static void two_paths_free(double *x, double *q, double *y, double *p[2], double
 
 /* The one-wait paths of small N (the frame without a wait for the box, by one block or a
  * cluster of 8, the tree built without a wait for its level table, the charges and moments in
- * one launch of one block or a cluster) give the results of the paths with the waits bit for bit: fp64 and fp32, laplace
+ * one block) give the results of the paths with the waits bit for bit: fp64 and fp32, laplace
  * and plummer, self and separate targets. A softening wider than the points makes the host's
  * frame differ from the one-launch frame (mapped again, the results still the host path's); a tree that does not
  * fit in its first node arrays is built again (and still equals the CPU build); a non-finite
@@ -586,8 +585,6 @@ static void test_one_wait(void)
         for (int k = 0; k < 2; k++) {
             one_wait_paths(k == 0);
             fmk_cuda_bh_frame_cluster = c % 3 == 0 ? 1 : 8; /* the frame by one block, or 8 */
-            /* the charges and moments by one block, or a cluster of 2 or 8 */
-            fmk_cuda_bh_prep_cluster = c % 3 == 1 ? 1 : c % 3 == 2 ? 2 : 8;
             fmk_opts o = tree_opts(prec ? FMK_PRECISION_FP32 : FMK_PRECISION_FP64, 0.6, walk_of(1));
             o.softening = kern ? 0.01 : 0;
             CHECK_STATUS(run_device(kernel, &o, n, d_x, d_q, sep ? m : 0, d_y, d_pot, d_grad,
