@@ -462,8 +462,9 @@ __global__ void k_pack_points(int64_t n, const int32_t *__restrict__ order,
     }
 }
 
-/* The charge check's words (k_charge_stats): stats[0] the first non-finite charge (all ones:
- * none), stats[1] the bits of the largest |q|. The charges go to the walk times charge_scale:
+/* The charge check's words (k_charge_stats): stats[0] the complement of the first non-finite
+ * charge's index (0: none; so that one memset clears every word), stats[1] the bits of the
+ * largest |q|. The charges go to the walk times charge_scale:
  * in fp32 the power of two that brings the largest |q| into [1, 2) (exact, so the moments
  * neither under- nor overflow), else 1. Read on the device, so eval does not wait for the
  * check: with a bad charge the walks write nothing and the host reports it after the wait. */
@@ -477,7 +478,7 @@ __device__ __forceinline__ double charge_scale(const unsigned long long *__restr
 
 __device__ __forceinline__ bool charges_bad(const unsigned long long *__restrict__ stats)
 {
-    return stats[0] != ~0ull;
+    return stats[0] != 0;
 }
 
 template <typename R>
@@ -492,9 +493,9 @@ __global__ void k_pack_charges(int64_t n, const int32_t *__restrict__ order,
     src[s].w = (R)(q[order[s]] * charge_scale<R>(stats));
 }
 
-/* Charge check: the first non-finite charge (stats[0], min) and the largest |q| as bits
- * (stats[1], max), reduced per block before one atomic each (one atomic per thread on one
- * address cost ~0.8 ms at 2^20). stats must hold {ULLONG_MAX, 0} before. */
+/* Charge check: the first non-finite charge (stats[0], the max of its complement) and the
+ * largest |q| as bits (stats[1], max), reduced per block before one atomic each (one atomic
+ * per thread on one address cost ~0.8 ms at 2^20). stats must hold zeros before. */
 __global__ void k_charge_stats(int64_t n, const double *__restrict__ q,
                                unsigned long long *__restrict__ stats)
 {
@@ -522,31 +523,43 @@ __global__ void k_charge_stats(int64_t n, const double *__restrict__ q,
         for (int k = 1; k < (int)(blockDim.x >> 5); k++)
             big = s_big[k] > big ? s_big[k] : big, bad = s_bad[k] < bad ? s_bad[k] : bad;
         if (bad != ~0ull)
-            atomicMin(&stats[0], bad);
+            atomicMax(&stats[0], ~bad);
         if (big)
             atomicMax(&stats[1], big);
     }
 }
 
 /* Bounding box of each group of sorted targets: centre and half sides. The count is on the
- * device (the grid covers its bound). */
+ * device (the grid covers its bound). One warp per group: each lane takes every 32nd target
+ * and the warp reduces (min and max are exact in any order: the boxes of one thread per
+ * group, whose loop over the targets was a chain of loads, took 8 us at 8192 points, Nsight
+ * Compute at base clocks). */
 template <typename R>
 __global__ void k_group_boxes(int64_t bound, const int32_t *__restrict__ n_groups,
                               const int2 *__restrict__ groups,
                               const typename vec4<R>::type *__restrict__ trg,
                               typename vec4<R>::type *__restrict__ box)
 {
-    int64_t g = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
-    if (g >= bound || g >= *n_groups)
+    const int64_t g = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5;
+    const int lane = threadIdx.x & 31;
+    if (g >= bound || g >= *n_groups) /* the same for the whole warp */
         return;
     const int2 r = groups[g];
     R lo[3] = {(R)1e30, (R)1e30, (R)1e30}, hi[3] = {(R)-1e30, (R)-1e30, (R)-1e30};
-    for (int32_t j = r.x; j < r.y; j++) {
+    for (int32_t j = r.x + lane; j < r.y; j += 32) {
         const typename vec4<R>::type p = trg[j];
         lo[0] = p.x < lo[0] ? p.x : lo[0], hi[0] = p.x > hi[0] ? p.x : hi[0];
         lo[1] = p.y < lo[1] ? p.y : lo[1], hi[1] = p.y > hi[1] ? p.y : hi[1];
         lo[2] = p.z < lo[2] ? p.z : lo[2], hi[2] = p.z > hi[2] ? p.z : hi[2];
     }
+    for (int d = 16; d > 0; d >>= 1)
+        for (int k = 0; k < 3; k++) {
+            const R l2 = __shfl_xor_sync(0xffffffffu, lo[k], d);
+            const R h2 = __shfl_xor_sync(0xffffffffu, hi[k], d);
+            lo[k] = l2 < lo[k] ? l2 : lo[k], hi[k] = h2 > hi[k] ? h2 : hi[k];
+        }
+    if (lane != 0)
+        return;
     typename vec4<R>::type c, h;
     c.x = (R)0.5 * (lo[0] + hi[0]), c.y = (R)0.5 * (lo[1] + hi[1]), c.z = (R)0.5 * (lo[2] + hi[2]);
     /* half sides rounded up so the box holds every target; in fp32 the targets lie within
@@ -574,12 +587,15 @@ __device__ __forceinline__ uint64_t compact3(uint64_t v)
     return v;
 }
 
-/* One level of nodes: leaves from their points, the others from their children. */
+/* One level of nodes: leaves from their points, the others from their children. BATCH > 1
+ * (the small trees' kernels, where a thread's chain of loads is the time): a leaf's points
+ * BATCH at a time and an inner node's children all at once are loaded before any is used; the
+ * sums are made in the same order, so the moments are those of BATCH = 1 bit for bit. */
 /* In fp32 (lo: the sources' k_pack_points rest) a leaf's points are taken whole, x + lo, and
  * the centre xc is rounded to fp32 before the moments are taken about it: the node's stored
  * centre is then exact, and M2P and M2L offsets from it are as good as the target's (the
  * walks form them relative to the group, walk_args), however wide the frame. */
-template <typename R>
+template <typename R, int BATCH = 1>
 __device__ __forceinline__ void moments_node(int32_t i, int L, double inv_theta, double scale,
                                              const uint64_t *__restrict__ keys,
                                              const int4 *__restrict__ links,
@@ -601,34 +617,68 @@ __device__ __forceinline__ void moments_node(int32_t i, int L, double inv_theta,
     gc[2] = scale + ((double)(compact3(key) >> sh) + 0.5) * side;
     double A = 0, M = 0, xc[3] = {0, 0, 0}, D[3] = {0, 0, 0}, S[6] = {0, 0, 0, 0, 0, 0};
     if (l.x < 0) {
-        for (int32_t j = l.z; j < l.w; j++) {
-            const V p = src[j];
-            const real4f r = lo ? lo[j] : real4f{0, 0, 0, 0};
-            const double a = fabs((double)p.w);
-            A += a, M += (double)p.w;
-            xc[0] += a * ((double)p.x + r.x), xc[1] += a * ((double)p.y + r.y);
-            xc[2] += a * ((double)p.z + r.z);
+        for (int32_t j0 = l.z; j0 < l.w; j0 += BATCH) {
+            V p[BATCH];
+            real4f r[BATCH];
+#pragma unroll
+            for (int u = 0; u < BATCH; u++)
+                if (j0 + u < l.w)
+                    p[u] = src[j0 + u], r[u] = lo ? lo[j0 + u] : real4f{0, 0, 0, 0};
+#pragma unroll
+            for (int u = 0; u < BATCH; u++)
+                if (j0 + u < l.w) {
+                    const double a = fabs((double)p[u].w);
+                    A += a, M += (double)p[u].w;
+                    xc[0] += a * ((double)p[u].x + r[u].x), xc[1] += a * ((double)p[u].y + r[u].y);
+                    xc[2] += a * ((double)p[u].z + r[u].z);
+                }
         }
         for (int d = 0; d < 3; d++)
             xc[d] = (double)(R)(A > 0 ? xc[d] / A : gc[d]);
-        for (int32_t j = l.z; j < l.w; j++) {
-            const V p = src[j];
-            const real4f r = lo ? lo[j] : real4f{0, 0, 0, 0};
-            const double q = (double)p.w;
-            const double dx = ((double)p.x + r.x) - xc[0], dy = ((double)p.y + r.y) - xc[1],
-                         dz = ((double)p.z + r.z) - xc[2];
-            D[0] += q * dx, D[1] += q * dy, D[2] += q * dz;
-            S[0] += q * dx * dx, S[1] += q * dx * dy, S[2] += q * dx * dz;
-            S[3] += q * dy * dy, S[4] += q * dy * dz, S[5] += q * dz * dz;
+        for (int32_t j0 = l.z; j0 < l.w; j0 += BATCH) {
+            V p[BATCH];
+            real4f r[BATCH];
+#pragma unroll
+            for (int u = 0; u < BATCH; u++)
+                if (j0 + u < l.w)
+                    p[u] = src[j0 + u], r[u] = lo ? lo[j0 + u] : real4f{0, 0, 0, 0};
+#pragma unroll
+            for (int u = 0; u < BATCH; u++)
+                if (j0 + u < l.w) {
+                    const double q = (double)p[u].w;
+                    const double dx = ((double)p[u].x + r[u].x) - xc[0],
+                                 dy = ((double)p[u].y + r[u].y) - xc[1],
+                                 dz = ((double)p[u].z + r[u].z) - xc[2];
+                    D[0] += q * dx, D[1] += q * dy, D[2] += q * dz;
+                    S[0] += q * dx * dx, S[1] += q * dx * dy, S[2] += q * dx * dz;
+                    S[3] += q * dy * dy, S[4] += q * dy * dz, S[5] += q * dz * dz;
+                }
         }
     } else {
         const int32_t c0 = l.x, c1 = l.x + n_children[i];
-        for (int32_t c = c0; c < c1; c++) {
-            const V a = node[4 * c], m = node[4 * c + 1], s3 = node[4 * c + 3];
-            const double ac = (double)s3.z;
-            A += ac, M += (double)m.x;
-            xc[0] += ac * (double)a.x, xc[1] += ac * (double)a.y, xc[2] += ac * (double)a.z;
-        }
+        if (BATCH > 1) { /* the small trees' inner levels: every child's loads at once */
+            V a[8];
+            R mx[8], az[8];
+#pragma unroll
+            for (int u = 0; u < 8; u++)
+                if (c0 + u < c1)
+                    a[u] = node[4 * (c0 + u)], mx[u] = node[4 * (c0 + u) + 1].x,
+                    az[u] = node[4 * (c0 + u) + 3].z;
+#pragma unroll
+            for (int u = 0; u < 8; u++)
+                if (c0 + u < c1) {
+                    const double ac = (double)az[u];
+                    A += ac, M += (double)mx[u];
+                    xc[0] += ac * (double)a[u].x, xc[1] += ac * (double)a[u].y,
+                        xc[2] += ac * (double)a[u].z;
+                }
+        } else
+            for (int32_t c = c0; c < c1; c++) {
+                const V a = node[4 * c], m = node[4 * c + 1], s3 = node[4 * c + 3];
+                const double ac = (double)s3.z;
+                A += ac, M += (double)m.x;
+                xc[0] += ac * (double)a.x, xc[1] += ac * (double)a.y, xc[2] += ac * (double)a.z;
+            }
         for (int d = 0; d < 3; d++)
             xc[d] = (double)(R)(A > 0 ? xc[d] / A : gc[d]);
         for (int32_t c = c0; c < c1; c++) {
@@ -679,6 +729,10 @@ struct level_table {
  * launches cost more than the work): every leaf at once (k_moments_leaves, any level: a leaf
  * needs only its points), then the inner nodes level by level, deepest first, in one block. */
 constexpr int MOMENTS_SMALL_BLOCK = 256;
+/* moments_node's BATCH in the small trees' kernels (fp64: 4, or k_moments_inner spills) */
+template <typename R> struct moments_batch {
+    static constexpr int value = sizeof(R) == 4 ? 8 : 4;
+};
 
 template <typename R>
 __global__ void k_moments_leaves(int32_t n_nodes, const int8_t *__restrict__ level,
@@ -690,7 +744,8 @@ __global__ void k_moments_leaves(int32_t n_nodes, const int8_t *__restrict__ lev
 {
     const int32_t i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n_nodes && links[i].x < 0)
-        moments_node<R>(i, level[i], inv_theta, scale, keys, links, n_children, src, lo, node);
+        moments_node<R, moments_batch<R>::value>(i, level[i], inv_theta, scale, keys, links, n_children,
+                                            src, lo, node);
 }
 
 template <typename R>
@@ -704,7 +759,8 @@ __global__ void __launch_bounds__(MOMENTS_SMALL_BLOCK)
     for (int L = levels - 2; L >= 0; L--) { /* the deepest level holds only leaves */
         for (int32_t i = lt.begin[L] + threadIdx.x; i < lt.begin[L + 1]; i += MOMENTS_SMALL_BLOCK)
             if (links[i].x >= 0)
-                moments_node<R>(i, L, inv_theta, scale, keys, links, n_children, src, NULL, node);
+                moments_node<R, moments_batch<R>::value>(i, L, inv_theta, scale, keys, links,
+                                                    n_children, src, NULL, node);
         __syncthreads(); /* the parents read these */
     }
 }
@@ -752,7 +808,7 @@ __global__ void __launch_bounds__(PREP_BLOCK)
     bad = reduce_t(temp).Reduce(bad, cuda::minimum<>{});
     if (threadIdx.x == 0) {
         const unsigned long long w[2] = {bad, big};
-        stats[0] = bad, stats[1] = big, stats[2] = 0;
+        stats[0] = ~bad, stats[1] = big, stats[2] = 0;
         s_scale = charge_scale<R>(w);
     }
     __syncthreads();
@@ -774,12 +830,14 @@ __global__ void __launch_bounds__(PREP_BLOCK)
     __syncthreads();
     for (int32_t i = threadIdx.x; i < n_nodes; i += PREP_BLOCK)
         if (links[i].x < 0)
-            moments_node<R>(i, level[i], inv_theta, scale, keys, links, n_children, src, lo, node);
+            moments_node<R, moments_batch<R>::value>(i, level[i], inv_theta, scale, keys, links,
+                                                n_children, src, lo, node);
     __syncthreads();
     for (int L = levels - 2; L >= 0; L--) { /* the deepest level holds only leaves */
         for (int32_t i = lt.begin[L] + threadIdx.x; i < lt.begin[L + 1]; i += PREP_BLOCK)
             if (links[i].x >= 0)
-                moments_node<R>(i, L, inv_theta, scale, keys, links, n_children, src, NULL, node);
+                moments_node<R, moments_batch<R>::value>(i, L, inv_theta, scale, keys, links,
+                                                    n_children, src, NULL, node);
         __syncthreads();
     }
 }
@@ -1974,10 +2032,10 @@ fmk_status build_launch(fmk_plan *plan, bh_state *s, int64_t ns, const double *d
     if (st == FMK_OK && bound > 0) {
         const int32_t *n_groups = gt->d_lb + FMK_CUDA_TREE_LB_GROUPS;
         if (r == 4)
-            k_group_boxes<float><<<blocks_for(bound), BLOCK>>>(
+            k_group_boxes<float><<<blocks_for(bound * 32), BLOCK>>>(
                 bound, n_groups, s->d_groups, (const real4f *)trg, (real4f *)s->box.p);
         else
-            k_group_boxes<double><<<blocks_for(bound), BLOCK>>>(
+            k_group_boxes<double><<<blocks_for(bound * 32), BLOCK>>>(
                 bound, n_groups, s->d_groups, (const real4d *)trg, (real4d *)s->box.p);
         st = ok(plan, cudaGetLastError(), "the group box kernel");
     }
@@ -2418,8 +2476,8 @@ fmk_status run_eval_t(fmk_plan *plan, bh_state *s, const double *d_q, double *po
         err = cudaEventRecord(s->ev[3], 0);
     if (err == cudaSuccess)
         err = cudaEventSynchronize(s->ev[3]);
-    if (err == cudaSuccess && s->h_stats[0] != ~0ull) /* nothing was written */
-        return bad_charge(plan, (int64_t)s->h_stats[0], d_q);
+    if (err == cudaSuccess && s->h_stats[0] != 0) /* nothing was written */
+        return bad_charge(plan, (int64_t)~s->h_stats[0], d_q);
     if (err == cudaSuccess && s->parts > 1 && s->h_stats[2]) {
         /* the split walk's stack overflowed above the split, where the parts could disagree
          * on what they sum: the walk again, unsplit (into the outputs themselves) */
@@ -2477,9 +2535,7 @@ fmk_status run_eval(fmk_plan *plan, bh_state *s, const double *charges, double *
      * (small sets: in k_prep_small) */
     err = cudaSuccess;
     if (!prep_small(plan, s))
-        err = cudaMemsetAsync(s->d_stats, 0xff, sizeof(unsigned long long), 0);
-    if (err == cudaSuccess && !prep_small(plan, s))
-        err = cudaMemsetAsync(s->d_stats + 1, 0, 2 * sizeof(unsigned long long), 0);
+        err = cudaMemsetAsync(s->d_stats, 0, 3 * sizeof(unsigned long long), 0);
     if (err == cudaSuccess && !prep_small(plan, s)) {
         const int64_t nb = (n + BLOCK - 1) / BLOCK;
         k_charge_stats<<<(unsigned)(nb < 1024 ? nb : 1024), BLOCK>>>(n, d_q, s->d_stats);
