@@ -587,15 +587,12 @@ __device__ __forceinline__ uint64_t compact3(uint64_t v)
     return v;
 }
 
-/* One level of nodes: leaves from their points, the others from their children. BATCH > 1
- * (the small trees' kernels, where a thread's chain of loads is the time): a leaf's points
- * BATCH at a time and an inner node's children all at once are loaded before any is used; the
- * sums are made in the same order, so the moments are those of BATCH = 1 bit for bit. */
+/* One level of nodes: leaves from their points, the others from their children. */
 /* In fp32 (lo: the sources' k_pack_points rest) a leaf's points are taken whole, x + lo, and
  * the centre xc is rounded to fp32 before the moments are taken about it: the node's stored
  * centre is then exact, and M2P and M2L offsets from it are as good as the target's (the
  * walks form them relative to the group, walk_args), however wide the frame. */
-template <typename R, int BATCH = 1>
+template <typename R>
 __device__ __forceinline__ void moments_node(int32_t i, int L, double inv_theta, double scale,
                                              const uint64_t *__restrict__ keys,
                                              const int4 *__restrict__ links,
@@ -617,68 +614,34 @@ __device__ __forceinline__ void moments_node(int32_t i, int L, double inv_theta,
     gc[2] = scale + ((double)(compact3(key) >> sh) + 0.5) * side;
     double A = 0, M = 0, xc[3] = {0, 0, 0}, D[3] = {0, 0, 0}, S[6] = {0, 0, 0, 0, 0, 0};
     if (l.x < 0) {
-        for (int32_t j0 = l.z; j0 < l.w; j0 += BATCH) {
-            V p[BATCH];
-            real4f r[BATCH];
-#pragma unroll
-            for (int u = 0; u < BATCH; u++)
-                if (j0 + u < l.w)
-                    p[u] = src[j0 + u], r[u] = lo ? lo[j0 + u] : real4f{0, 0, 0, 0};
-#pragma unroll
-            for (int u = 0; u < BATCH; u++)
-                if (j0 + u < l.w) {
-                    const double a = fabs((double)p[u].w);
-                    A += a, M += (double)p[u].w;
-                    xc[0] += a * ((double)p[u].x + r[u].x), xc[1] += a * ((double)p[u].y + r[u].y);
-                    xc[2] += a * ((double)p[u].z + r[u].z);
-                }
+        for (int32_t j = l.z; j < l.w; j++) {
+            const V p = src[j];
+            const real4f r = lo ? lo[j] : real4f{0, 0, 0, 0};
+            const double a = fabs((double)p.w);
+            A += a, M += (double)p.w;
+            xc[0] += a * ((double)p.x + r.x), xc[1] += a * ((double)p.y + r.y);
+            xc[2] += a * ((double)p.z + r.z);
         }
         for (int d = 0; d < 3; d++)
             xc[d] = (double)(R)(A > 0 ? xc[d] / A : gc[d]);
-        for (int32_t j0 = l.z; j0 < l.w; j0 += BATCH) {
-            V p[BATCH];
-            real4f r[BATCH];
-#pragma unroll
-            for (int u = 0; u < BATCH; u++)
-                if (j0 + u < l.w)
-                    p[u] = src[j0 + u], r[u] = lo ? lo[j0 + u] : real4f{0, 0, 0, 0};
-#pragma unroll
-            for (int u = 0; u < BATCH; u++)
-                if (j0 + u < l.w) {
-                    const double q = (double)p[u].w;
-                    const double dx = ((double)p[u].x + r[u].x) - xc[0],
-                                 dy = ((double)p[u].y + r[u].y) - xc[1],
-                                 dz = ((double)p[u].z + r[u].z) - xc[2];
-                    D[0] += q * dx, D[1] += q * dy, D[2] += q * dz;
-                    S[0] += q * dx * dx, S[1] += q * dx * dy, S[2] += q * dx * dz;
-                    S[3] += q * dy * dy, S[4] += q * dy * dz, S[5] += q * dz * dz;
-                }
+        for (int32_t j = l.z; j < l.w; j++) {
+            const V p = src[j];
+            const real4f r = lo ? lo[j] : real4f{0, 0, 0, 0};
+            const double q = (double)p.w;
+            const double dx = ((double)p.x + r.x) - xc[0], dy = ((double)p.y + r.y) - xc[1],
+                         dz = ((double)p.z + r.z) - xc[2];
+            D[0] += q * dx, D[1] += q * dy, D[2] += q * dz;
+            S[0] += q * dx * dx, S[1] += q * dx * dy, S[2] += q * dx * dz;
+            S[3] += q * dy * dy, S[4] += q * dy * dz, S[5] += q * dz * dz;
         }
     } else {
         const int32_t c0 = l.x, c1 = l.x + n_children[i];
-        if (BATCH > 1) { /* the small trees' inner levels: every child's loads at once */
-            V a[8];
-            R mx[8], az[8];
-#pragma unroll
-            for (int u = 0; u < 8; u++)
-                if (c0 + u < c1)
-                    a[u] = node[4 * (c0 + u)], mx[u] = node[4 * (c0 + u) + 1].x,
-                    az[u] = node[4 * (c0 + u) + 3].z;
-#pragma unroll
-            for (int u = 0; u < 8; u++)
-                if (c0 + u < c1) {
-                    const double ac = (double)az[u];
-                    A += ac, M += (double)mx[u];
-                    xc[0] += ac * (double)a[u].x, xc[1] += ac * (double)a[u].y,
-                        xc[2] += ac * (double)a[u].z;
-                }
-        } else
-            for (int32_t c = c0; c < c1; c++) {
-                const V a = node[4 * c], m = node[4 * c + 1], s3 = node[4 * c + 3];
-                const double ac = (double)s3.z;
-                A += ac, M += (double)m.x;
-                xc[0] += ac * (double)a.x, xc[1] += ac * (double)a.y, xc[2] += ac * (double)a.z;
-            }
+        for (int32_t c = c0; c < c1; c++) {
+            const V a = node[4 * c], m = node[4 * c + 1], s3 = node[4 * c + 3];
+            const double ac = (double)s3.z;
+            A += ac, M += (double)m.x;
+            xc[0] += ac * (double)a.x, xc[1] += ac * (double)a.y, xc[2] += ac * (double)a.z;
+        }
         for (int d = 0; d < 3; d++)
             xc[d] = (double)(R)(A > 0 ? xc[d] / A : gc[d]);
         for (int32_t c = c0; c < c1; c++) {
@@ -729,10 +692,6 @@ struct level_table {
  * launches cost more than the work): every leaf at once (k_moments_leaves, any level: a leaf
  * needs only its points), then the inner nodes level by level, deepest first, in one block. */
 constexpr int MOMENTS_SMALL_BLOCK = 256;
-/* moments_node's BATCH in the small trees' kernels (fp64: 4, or k_moments_inner spills) */
-template <typename R> struct moments_batch {
-    static constexpr int value = sizeof(R) == 4 ? 8 : 4;
-};
 
 template <typename R>
 __global__ void k_moments_leaves(int32_t n_nodes, const int8_t *__restrict__ level,
@@ -744,8 +703,7 @@ __global__ void k_moments_leaves(int32_t n_nodes, const int8_t *__restrict__ lev
 {
     const int32_t i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n_nodes && links[i].x < 0)
-        moments_node<R, moments_batch<R>::value>(i, level[i], inv_theta, scale, keys, links, n_children,
-                                            src, lo, node);
+        moments_node<R>(i, level[i], inv_theta, scale, keys, links, n_children, src, lo, node);
 }
 
 template <typename R>
@@ -759,8 +717,7 @@ __global__ void __launch_bounds__(MOMENTS_SMALL_BLOCK)
     for (int L = levels - 2; L >= 0; L--) { /* the deepest level holds only leaves */
         for (int32_t i = lt.begin[L] + threadIdx.x; i < lt.begin[L + 1]; i += MOMENTS_SMALL_BLOCK)
             if (links[i].x >= 0)
-                moments_node<R, moments_batch<R>::value>(i, L, inv_theta, scale, keys, links,
-                                                    n_children, src, NULL, node);
+                moments_node<R>(i, L, inv_theta, scale, keys, links, n_children, src, NULL, node);
         __syncthreads(); /* the parents read these */
     }
 }
@@ -830,14 +787,12 @@ __global__ void __launch_bounds__(PREP_BLOCK)
     __syncthreads();
     for (int32_t i = threadIdx.x; i < n_nodes; i += PREP_BLOCK)
         if (links[i].x < 0)
-            moments_node<R, moments_batch<R>::value>(i, level[i], inv_theta, scale, keys, links,
-                                                n_children, src, lo, node);
+            moments_node<R>(i, level[i], inv_theta, scale, keys, links, n_children, src, lo, node);
     __syncthreads();
     for (int L = levels - 2; L >= 0; L--) { /* the deepest level holds only leaves */
         for (int32_t i = lt.begin[L] + threadIdx.x; i < lt.begin[L + 1]; i += PREP_BLOCK)
             if (links[i].x >= 0)
-                moments_node<R, moments_batch<R>::value>(i, L, inv_theta, scale, keys, links,
-                                                    n_children, src, NULL, node);
+                moments_node<R>(i, L, inv_theta, scale, keys, links, n_children, src, NULL, node);
         __syncthreads();
     }
 }
