@@ -530,29 +530,30 @@ __global__ void k_charge_stats(int64_t n, const double *__restrict__ q,
 }
 
 /* Bounding box of each group of sorted targets: centre and half sides. The count is on the
- * device (the grid covers its bound). One warp per group: each lane takes every 32nd target
- * and the warp reduces (min and max are exact in any order: the boxes of one thread per
- * group, whose loop over the targets was a chain of loads, took 8 us at 8192 points, Nsight
- * Compute at base clocks). */
-template <typename R>
+ * device (the grid covers its bound). LANES threads per group (small trees: a warp, each lane
+ * takes every 32nd target and the warp reduces; min and max are exact in any order, so the
+ * boxes are those of one thread per group, whose loop over the targets is a chain of loads:
+ * 8 us at 8192 points, Nsight Compute at base clocks; large trees keep one thread, as a grid
+ * of 32 threads per group of the bound costs more than the loop). */
+template <typename R, int LANES>
 __global__ void k_group_boxes(int64_t bound, const int32_t *__restrict__ n_groups,
                               const int2 *__restrict__ groups,
                               const typename vec4<R>::type *__restrict__ trg,
                               typename vec4<R>::type *__restrict__ box)
 {
-    const int64_t g = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5;
-    const int lane = threadIdx.x & 31;
-    if (g >= bound || g >= *n_groups) /* the same for the whole warp */
+    const int64_t g = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) / LANES;
+    const int lane = (int)(threadIdx.x % LANES);
+    if (g >= bound || g >= *n_groups) /* the same for the group's lanes */
         return;
     const int2 r = groups[g];
     R lo[3] = {(R)1e30, (R)1e30, (R)1e30}, hi[3] = {(R)-1e30, (R)-1e30, (R)-1e30};
-    for (int32_t j = r.x + lane; j < r.y; j += 32) {
+    for (int32_t j = r.x + lane; j < r.y; j += LANES) {
         const typename vec4<R>::type p = trg[j];
         lo[0] = p.x < lo[0] ? p.x : lo[0], hi[0] = p.x > hi[0] ? p.x : hi[0];
         lo[1] = p.y < lo[1] ? p.y : lo[1], hi[1] = p.y > hi[1] ? p.y : hi[1];
         lo[2] = p.z < lo[2] ? p.z : lo[2], hi[2] = p.z > hi[2] ? p.z : hi[2];
     }
-    for (int d = 16; d > 0; d >>= 1)
+    for (int d = LANES / 2; d > 0; d >>= 1)
         for (int k = 0; k < 3; k++) {
             const R l2 = __shfl_xor_sync(0xffffffffu, lo[k], d);
             const R h2 = __shfl_xor_sync(0xffffffffu, hi[k], d);
@@ -1943,11 +1944,11 @@ fmk_status build_launch(fmk_plan *plan, bh_state *s, int64_t ns, const double *d
                          (int4 *)s->links.p};
     const int64_t np = ns > nn ? ns : nn;
     if (r == 4)
-        k_pack_points<float><<<blocks_for(np), BLOCK>>>(ns, t->d_order, d_xs, coord_scale(4),
-                                                        (real4f *)s->src.p, (real4f *)s->src_lo.p, li);
+        k_pack_points<float><<<blocks_for(np), BLOCK>>>(
+            ns, t->d_order, d_xs, coord_scale(4), (real4f *)s->src.p, (real4f *)s->src_lo.p, li);
     else
-        k_pack_points<double><<<blocks_for(np), BLOCK>>>(ns, t->d_order, d_xs, 1.0, (real4d *)s->src.p,
-                                                         NULL, li);
+        k_pack_points<double><<<blocks_for(np), BLOCK>>>(ns, t->d_order, d_xs, 1.0,
+                                                         (real4d *)s->src.p, NULL, li);
     if ((st = ok(plan, cudaGetLastError(), "the packing kernel")) != FMK_OK)
         return st;
 
@@ -1986,12 +1987,20 @@ fmk_status build_launch(fmk_plan *plan, bh_state *s, int64_t ns, const double *d
         st = need(plan, s, &s->box, (size_t)bound * 2 * v4, "the group boxes");
     if (st == FMK_OK && bound > 0) {
         const int32_t *n_groups = gt->d_lb + FMK_CUDA_TREE_LB_GROUPS;
-        if (r == 4)
-            k_group_boxes<float><<<blocks_for(bound * 32), BLOCK>>>(
-                bound, n_groups, s->d_groups, (const real4f *)trg, (real4f *)s->box.p);
+        const real4f *t4 = (const real4f *)trg;
+        const real4d *t8 = (const real4d *)trg;
+        if (r == 4 && gt->pending) /* a small tree (built without a wait) */
+            k_group_boxes<float, 32><<<blocks_for(bound * 32), BLOCK>>>(
+                bound, n_groups, s->d_groups, t4, (real4f *)s->box.p);
+        else if (r == 4)
+            k_group_boxes<float, 1><<<blocks_for(bound), BLOCK>>>(
+                bound, n_groups, s->d_groups, t4, (real4f *)s->box.p);
+        else if (gt->pending)
+            k_group_boxes<double, 32><<<blocks_for(bound * 32), BLOCK>>>(
+                bound, n_groups, s->d_groups, t8, (real4d *)s->box.p);
         else
-            k_group_boxes<double><<<blocks_for(bound * 32), BLOCK>>>(
-                bound, n_groups, s->d_groups, (const real4d *)trg, (real4d *)s->box.p);
+            k_group_boxes<double, 1><<<blocks_for(bound), BLOCK>>>(
+                bound, n_groups, s->d_groups, t8, (real4d *)s->box.p);
         st = ok(plan, cudaGetLastError(), "the group box kernel");
     }
     return st;
