@@ -425,15 +425,27 @@ cudaError_t frame_launch(int device, int64_t ns, const double *d_s, int64_t nt,
     return cudaLaunchKernelEx(&cfg, k_frame_small, ns, d_s, nt, d_t, d_x, h);
 }
 
+/* The tree's links of node i: n_nodes, or (a tree built without a wait) at most n_nodes and
+ * the count on the device. */
+struct links_in {
+    int32_t n_nodes;
+    const int32_t *count, *more, *next, *begin, *end;
+    int4 *links;
+};
+
 /* The sorted points in the working precision; in fp32 also the rest of each coordinate,
  * lo = x - (float)x (the offset of the point from its fp32 rounding, ~2^-24 of the frame),
- * from which the walks form the offsets of close pairs (walk_args). */
+ * from which the walks form the offsets of close pairs (walk_args). The sources' launch also
+ * gathers the tree's links (li.n_nodes > 0; one launch instead of two). */
 template <typename R>
 __global__ void k_pack_points(int64_t n, const int32_t *__restrict__ order,
                               const double *__restrict__ x, double scale,
-                              typename vec4<R>::type *__restrict__ out, real4f *__restrict__ lo)
+                              typename vec4<R>::type *__restrict__ out, real4f *__restrict__ lo,
+                              links_in li)
 {
     int64_t s = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (s < li.n_nodes && (!li.count || s < *li.count))
+        li.links[s] = make_int4(li.more[s], li.next[s], li.begin[s], li.end[s]);
     if (s >= n)
         return;
     const int64_t i = order[s];
@@ -450,8 +462,9 @@ __global__ void k_pack_points(int64_t n, const int32_t *__restrict__ order,
     }
 }
 
-/* The charge check's words (k_charge_stats): stats[0] the first non-finite charge (all ones:
- * none), stats[1] the bits of the largest |q|. The charges go to the walk times charge_scale:
+/* The charge check's words (k_charge_stats): stats[0] the complement of the first non-finite
+ * charge's index (0: none; so that one memset clears every word), stats[1] the bits of the
+ * largest |q|. The charges go to the walk times charge_scale:
  * in fp32 the power of two that brings the largest |q| into [1, 2) (exact, so the moments
  * neither under- nor overflow), else 1. Read on the device, so eval does not wait for the
  * check: with a bad charge the walks write nothing and the host reports it after the wait. */
@@ -465,7 +478,7 @@ __device__ __forceinline__ double charge_scale(const unsigned long long *__restr
 
 __device__ __forceinline__ bool charges_bad(const unsigned long long *__restrict__ stats)
 {
-    return stats[0] != ~0ull;
+    return stats[0] != 0;
 }
 
 template <typename R>
@@ -480,9 +493,9 @@ __global__ void k_pack_charges(int64_t n, const int32_t *__restrict__ order,
     src[s].w = (R)(q[order[s]] * charge_scale<R>(stats));
 }
 
-/* Charge check: the first non-finite charge (stats[0], min) and the largest |q| as bits
- * (stats[1], max), reduced per block before one atomic each (one atomic per thread on one
- * address cost ~0.8 ms at 2^20). stats must hold {ULLONG_MAX, 0} before. */
+/* Charge check: the first non-finite charge (stats[0], the max of its complement) and the
+ * largest |q| as bits (stats[1], max), reduced per block before one atomic each (one atomic
+ * per thread on one address cost ~0.8 ms at 2^20). stats must hold zeros before. */
 __global__ void k_charge_stats(int64_t n, const double *__restrict__ q,
                                unsigned long long *__restrict__ stats)
 {
@@ -510,42 +523,44 @@ __global__ void k_charge_stats(int64_t n, const double *__restrict__ q,
         for (int k = 1; k < (int)(blockDim.x >> 5); k++)
             big = s_big[k] > big ? s_big[k] : big, bad = s_bad[k] < bad ? s_bad[k] : bad;
         if (bad != ~0ull)
-            atomicMin(&stats[0], bad);
+            atomicMax(&stats[0], ~bad);
         if (big)
             atomicMax(&stats[1], big);
     }
 }
 
-/* n_nodes, or (a tree built without a wait) at most n_nodes and the count on the device. */
-__global__ void k_links(int32_t n_nodes, const int32_t *__restrict__ count,
-                        const int32_t *__restrict__ more, const int32_t *__restrict__ next,
-                        const int32_t *__restrict__ begin, const int32_t *__restrict__ end,
-                        int4 *__restrict__ links)
-{
-    int32_t i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n_nodes && (!count || i < *count))
-        links[i] = make_int4(more[i], next[i], begin[i], end[i]);
-}
-
 /* Bounding box of each group of sorted targets: centre and half sides. The count is on the
- * device (the grid covers its bound). */
-template <typename R>
+ * device (the grid covers its bound). LANES threads per group (small trees: a warp, each lane
+ * takes every 32nd target and the warp reduces; min and max are exact in any order, so the
+ * boxes are those of one thread per group, whose loop over the targets is a chain of loads:
+ * 8 us at 8192 points, Nsight Compute at base clocks; large trees keep one thread, as a grid
+ * of 32 threads per group of the bound costs more than the loop). */
+template <typename R, int LANES>
 __global__ void k_group_boxes(int64_t bound, const int32_t *__restrict__ n_groups,
                               const int2 *__restrict__ groups,
                               const typename vec4<R>::type *__restrict__ trg,
                               typename vec4<R>::type *__restrict__ box)
 {
-    int64_t g = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
-    if (g >= bound || g >= *n_groups)
+    const int64_t g = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) / LANES;
+    const int lane = (int)(threadIdx.x % LANES);
+    if (g >= bound || g >= *n_groups) /* the same for the group's lanes */
         return;
     const int2 r = groups[g];
     R lo[3] = {(R)1e30, (R)1e30, (R)1e30}, hi[3] = {(R)-1e30, (R)-1e30, (R)-1e30};
-    for (int32_t j = r.x; j < r.y; j++) {
+    for (int32_t j = r.x + lane; j < r.y; j += LANES) {
         const typename vec4<R>::type p = trg[j];
         lo[0] = p.x < lo[0] ? p.x : lo[0], hi[0] = p.x > hi[0] ? p.x : hi[0];
         lo[1] = p.y < lo[1] ? p.y : lo[1], hi[1] = p.y > hi[1] ? p.y : hi[1];
         lo[2] = p.z < lo[2] ? p.z : lo[2], hi[2] = p.z > hi[2] ? p.z : hi[2];
     }
+    for (int d = LANES / 2; d > 0; d >>= 1)
+        for (int k = 0; k < 3; k++) {
+            const R l2 = __shfl_xor_sync(0xffffffffu, lo[k], d);
+            const R h2 = __shfl_xor_sync(0xffffffffu, hi[k], d);
+            lo[k] = l2 < lo[k] ? l2 : lo[k], hi[k] = h2 > hi[k] ? h2 : hi[k];
+        }
+    if (lane != 0)
+        return;
     typename vec4<R>::type c, h;
     c.x = (R)0.5 * (lo[0] + hi[0]), c.y = (R)0.5 * (lo[1] + hi[1]), c.z = (R)0.5 * (lo[2] + hi[2]);
     /* half sides rounded up so the box holds every target; in fp32 the targets lie within
@@ -751,7 +766,7 @@ __global__ void __launch_bounds__(PREP_BLOCK)
     bad = reduce_t(temp).Reduce(bad, cuda::minimum<>{});
     if (threadIdx.x == 0) {
         const unsigned long long w[2] = {bad, big};
-        stats[0] = bad, stats[1] = big, stats[2] = 0;
+        stats[0] = ~bad, stats[1] = big, stats[2] = 0;
         s_scale = charge_scale<R>(w);
     }
     __syncthreads();
@@ -1925,15 +1940,16 @@ fmk_status build_launch(fmk_plan *plan, bh_state *s, int64_t ns, const double *d
         st = need(plan, s, &s->node, (size_t)nn * 4 * v4, "the tree's moments");
     if (st != FMK_OK)
         return st;
+    const links_in li = {(int32_t)nn, count, t->d_more, t->d_next, t->d_begin, t->d_end,
+                         (int4 *)s->links.p};
+    const int64_t np = ns > nn ? ns : nn;
     if (r == 4)
-        k_pack_points<float><<<blocks_for(ns), BLOCK>>>(ns, t->d_order, d_xs, coord_scale(4),
-                                                        (real4f *)s->src.p, (real4f *)s->src_lo.p);
+        k_pack_points<float><<<blocks_for(np), BLOCK>>>(
+            ns, t->d_order, d_xs, coord_scale(4), (real4f *)s->src.p, (real4f *)s->src_lo.p, li);
     else
-        k_pack_points<double><<<blocks_for(ns), BLOCK>>>(ns, t->d_order, d_xs, 1.0, (real4d *)s->src.p,
-                                                         NULL);
-    k_links<<<blocks_for(nn), BLOCK>>>((int32_t)nn, count, t->d_more, t->d_next, t->d_begin,
-                                       t->d_end, (int4 *)s->links.p);
-    if ((st = ok(plan, cudaGetLastError(), "the packing kernels")) != FMK_OK)
+        k_pack_points<double><<<blocks_for(np), BLOCK>>>(ns, t->d_order, d_xs, 1.0,
+                                                         (real4d *)s->src.p, NULL, li);
+    if ((st = ok(plan, cudaGetLastError(), "the packing kernel")) != FMK_OK)
         return st;
 
     /* Targets: the sources' tree gives the groups, or the targets get their own tree. */
@@ -1949,12 +1965,14 @@ fmk_status build_launch(fmk_plan *plan, bh_state *s, int64_t ns, const double *d
             st = need(plan, s, &s->trg_lo, (size_t)m * sizeof(real4f), "the targets' fp32 offsets");
         if (st != FMK_OK)
             return st;
+        const links_in none = {0, NULL, NULL, NULL, NULL, NULL, NULL};
         if (r == 4)
             k_pack_points<float><<<blocks_for(m), BLOCK>>>(m, gt->d_order, d_xt, coord_scale(4),
-                                                           (real4f *)s->trg.p, (real4f *)s->trg_lo.p);
+                                                           (real4f *)s->trg.p, (real4f *)s->trg_lo.p,
+                                                           none);
         else
             k_pack_points<double><<<blocks_for(m), BLOCK>>>(m, gt->d_order, d_xt, 1.0,
-                                                            (real4d *)s->trg.p, NULL);
+                                                            (real4d *)s->trg.p, NULL, none);
         trg = s->trg.p;
     }
     int64_t bound = 0;
@@ -1969,12 +1987,20 @@ fmk_status build_launch(fmk_plan *plan, bh_state *s, int64_t ns, const double *d
         st = need(plan, s, &s->box, (size_t)bound * 2 * v4, "the group boxes");
     if (st == FMK_OK && bound > 0) {
         const int32_t *n_groups = gt->d_lb + FMK_CUDA_TREE_LB_GROUPS;
-        if (r == 4)
-            k_group_boxes<float><<<blocks_for(bound), BLOCK>>>(
-                bound, n_groups, s->d_groups, (const real4f *)trg, (real4f *)s->box.p);
+        const real4f *t4 = (const real4f *)trg;
+        const real4d *t8 = (const real4d *)trg;
+        if (r == 4 && gt->pending) /* a small tree (built without a wait) */
+            k_group_boxes<float, 32><<<blocks_for(bound * 32), BLOCK>>>(
+                bound, n_groups, s->d_groups, t4, (real4f *)s->box.p);
+        else if (r == 4)
+            k_group_boxes<float, 1><<<blocks_for(bound), BLOCK>>>(
+                bound, n_groups, s->d_groups, t4, (real4f *)s->box.p);
+        else if (gt->pending)
+            k_group_boxes<double, 32><<<blocks_for(bound * 32), BLOCK>>>(
+                bound, n_groups, s->d_groups, t8, (real4d *)s->box.p);
         else
-            k_group_boxes<double><<<blocks_for(bound), BLOCK>>>(
-                bound, n_groups, s->d_groups, (const real4d *)trg, (real4d *)s->box.p);
+            k_group_boxes<double, 1><<<blocks_for(bound), BLOCK>>>(
+                bound, n_groups, s->d_groups, t8, (real4d *)s->box.p);
         st = ok(plan, cudaGetLastError(), "the group box kernel");
     }
     return st;
@@ -2414,8 +2440,8 @@ fmk_status run_eval_t(fmk_plan *plan, bh_state *s, const double *d_q, double *po
         err = cudaEventRecord(s->ev[3], 0);
     if (err == cudaSuccess)
         err = cudaEventSynchronize(s->ev[3]);
-    if (err == cudaSuccess && s->h_stats[0] != ~0ull) /* nothing was written */
-        return bad_charge(plan, (int64_t)s->h_stats[0], d_q);
+    if (err == cudaSuccess && s->h_stats[0] != 0) /* nothing was written */
+        return bad_charge(plan, (int64_t)~s->h_stats[0], d_q);
     if (err == cudaSuccess && s->parts > 1 && s->h_stats[2]) {
         /* the split walk's stack overflowed above the split, where the parts could disagree
          * on what they sum: the walk again, unsplit (into the outputs themselves) */
@@ -2473,9 +2499,7 @@ fmk_status run_eval(fmk_plan *plan, bh_state *s, const double *charges, double *
      * (small sets: in k_prep_small) */
     err = cudaSuccess;
     if (!prep_small(plan, s))
-        err = cudaMemsetAsync(s->d_stats, 0xff, sizeof(unsigned long long), 0);
-    if (err == cudaSuccess && !prep_small(plan, s))
-        err = cudaMemsetAsync(s->d_stats + 1, 0, 2 * sizeof(unsigned long long), 0);
+        err = cudaMemsetAsync(s->d_stats, 0, 3 * sizeof(unsigned long long), 0);
     if (err == cudaSuccess && !prep_small(plan, s)) {
         const int64_t nb = (n + BLOCK - 1) / BLOCK;
         k_charge_stats<<<(unsigned)(nb < 1024 ? nb : 1024), BLOCK>>>(n, d_q, s->d_stats);
