@@ -27,6 +27,9 @@
  *                    out the process's first plan
  *   fmm3d freshblas [R]  fresh plans (2^20 uniform) with their cuBLAS handle made when
  *                    set_points starts and at the first eval's M2L, alternately
+ *   fmm3d newton     the P2P of leaf pairs at 2 and 4 points per lane, 1/r by the third-order
+ *                    correction and by a Newton step: 2^20 uniform and Plummer at eps 1e-6,
+ *                    one stream (the phases alone) and two (device points)
  *   fmm3d small      N = 2^12, 2^14, 2^16, 2^18, 2^20 uniform, FMM only, eps 1e-3 and 1e-6 (the
  *                    small-N floor of eval and set_points)
  *   fmm3d scale [K]  N = 2^16 .. 2^K (default 26) uniform at eps 1e-6, slope of log t vs log N
@@ -73,6 +76,8 @@ extern int fmk_cuda_fmm3d_m2l_rot_order __attribute__((weak));
 extern int fmk_cuda_fmm3d_p2p_run __attribute__((weak));
 extern int fmk_cuda_fmm3d_p2p_tail __attribute__((weak));
 extern int fmk_cuda_fmm3d_p2p_unroll __attribute__((weak));
+/* and fp64 P2P's 1/r by a Newton step (-1 where the order comes from eps >= 1e-11, 0, 1) */
+extern int fmk_cuda_fmm3d_p2p_newton __attribute__((weak));
 extern double fmk_cuda_fmm3d_root_volume __attribute__((weak));
 /* and when a fresh plan's first set_points starts the M2L matrices */
 extern int fmk_cuda_fmm3d_ops_at __attribute__((weak));
@@ -677,6 +682,28 @@ int main(int argc, char **argv)
                         print_row(o ? "unroll-ov" : "unroll", FMK_METHOD_FMM, d ? "plummer" : "cube", N20, 1e-6, 1, &r);
                 }
         fmk_cuda_fmm3d_p2p_unroll = un, fmk_cuda_fmm3d_overlap = ov;
+        device_points = 0;
+    } else if (!strcmp(mode, "newton")) {
+        if (!&fmk_cuda_fmm3d_p2p_newton || !&fmk_cuda_fmm3d_p2p_pairs || !&fmk_cuda_fmm3d_overlap) {
+            fprintf(stderr, "fmm3d: no Newton knob in this build\n");
+            return 1;
+        }
+        const int nw = fmk_cuda_fmm3d_p2p_newton, rt = fmk_cuda_fmm3d_p2p_pairs, ov = fmk_cuda_fmm3d_overlap;
+        const int rts[] = {2, 4};
+        device_points = 1;
+        for (int d = 0; d < 2; d++)
+            for (int k = 0; k < 2; k++)
+                for (int n = 0; n <= 1; n++)
+                    for (int o = 0; o <= 1; o++) {
+                        fmk_cuda_fmm3d_p2p_pairs = rts[k], fmk_cuda_fmm3d_p2p_newton = n;
+                        fmk_cuda_fmm3d_overlap = o;
+                        if (!json)
+                            printf("points per lane %d, Newton %d, %s\n", rts[k], n, o ? "two streams" : "one stream");
+                        if (measure(FMK_METHOD_FMM, 1e-6, -1, 0, d ? "plummer" : "cube", N20, 1, 5, 1, &r) == 0)
+                            print_row(o ? "newton-ov" : "newton", FMK_METHOD_FMM, d ? "plummer" : "cube", N20, 1e-6, 1,
+                                      &r);
+                    }
+        fmk_cuda_fmm3d_p2p_newton = nw, fmk_cuda_fmm3d_p2p_pairs = rt, fmk_cuda_fmm3d_overlap = ov;
         device_points = 0;
     } else if (!strcmp(mode, "tiny")) {
         /* small N at eps 1e-6 with the P2P variants: the default, the pairs as before this

@@ -78,7 +78,8 @@ int fmk_cuda_fmm3d_direct_near = 16;
 
 /* Tuning knob, not API: when the sources are the targets, fp64 P2P evaluates each pair of
  * touching leaves once, for both leaves (Newton's third law: the same 1/r and 1/r^3 serve both
- * directions), with this many targets per thread (1, 2 or 4; -1: from the leaf size); 0
+ * directions), with this many targets per thread (1, 2 or 4 (in two groups of two warps); -1:
+ * from the leaf size); 0
  * evaluates every U entry one way, as the separate-targets path does (docs/fmm3d_gpu.md,
  * section 1: measured). */
 extern "C" int fmk_cuda_fmm3d_p2p_pairs;
@@ -97,6 +98,11 @@ int fmk_cuda_fmm3d_p2p_tail = 2;
 /* and the steps of its 32-step ring unrolled (1, 2, 4 or 8; above 1 at 2 points per lane only) */
 extern "C" int fmk_cuda_fmm3d_p2p_unroll;
 int fmk_cuda_fmm3d_p2p_unroll = 4;
+/* fp64 P2P's 1/r by one Newton step (~1e-13 relative) instead of the third-order correction:
+ * -1 where the order comes from eps >= 1e-11 (pair_rsqrt_newton; docs/fmm3d_gpu.md), 0 never,
+ * 1 always */
+extern "C" int fmk_cuda_fmm3d_p2p_newton;
+int fmk_cuda_fmm3d_p2p_newton = -1;
 
 /* Tuning knob, not API: the octree's root cube has this many times the volume of the points'
  * bounding cube (>= 1; the points in its low corner), so that a uniform set's leaves can hold
@@ -648,6 +654,24 @@ __global__ void __launch_bounds__(64) k_l2p_m2p(int p, int S, int nt, tabs tb,
  * in fp32 MUFU.RSQ and a select. */
 __device__ __forceinline__ double pair_rsqrt(double r2) { return rsqrt_masked(r2); }
 __device__ __forceinline__ float pair_rsqrt(float r2) { return r2 > 0 ? rsqrt_plain(r2) : 0.0f; }
+/* 1/r of a fp64 pair, 0 at r = 0, by the MUFU seed y and one Newton step, y (1 + e / 2) with
+ * e = 1 - r2 y^2: relative error ~3 d^2 / 2 for the seed's d (below 1e-13, always low; the
+ * correction above is exact to fp64's rounding). Three fp64 instructions instead of five: y / 2
+ * is the seed with its exponent one lower, made on the integer pipe, and both are zeroed where
+ * r2 == 0 (r2 >= 2^-104 otherwise: y normal, y / 2 exact). Used where eps >= 1e-11 (p2p). */
+__device__ __forceinline__ double pair_rsqrt_newton(double r2)
+{
+    const double y = rsqrt_seed(r2);
+    const bool nz = __double2hiint(r2) != 0;
+    const int hi = __double2hiint(y), lo = __double2loint(y);
+    const double y0 = __hiloint2double(nz ? hi : 0, lo), yh = __hiloint2double(nz ? hi - 0x100000 : 0, lo);
+    return fma(yh, fma(-r2, y0 * y0, 1.0), y0);
+}
+/* 1/r of a pair: Newton's step where NEWTON (fp64 only) */
+template <int NEWTON, typename R> __device__ __forceinline__ R pair_inv(R r2)
+{
+    return NEWTON ? (R)pair_rsqrt_newton((double)r2) : pair_rsqrt(r2);
+}
 
 /* P2P's scalings (all 1 in fp64): charges times q (a power of two bringing the largest |q|
  * into [1, 2)), and the sums times pot and grad (undoing that and the fp32 coordinates'
@@ -666,7 +690,7 @@ struct p2p_scale {
  * offsets (2^-53 of the frame apart at least) stays finite; its sums run in fp32 over a staged
  * tile of BLOCK sources and in fp64 across tiles. (Two targets per thread, each staged source
  * serving both, measured slower in fp64 at 307-point leaves: 14.0 against 11.8 ms at 2^20.) */
-template <typename R>
+template <typename R, int NEWTON>
 __global__ void __launch_bounds__(BLOCK) k_p2p(int nt, int atomic, p2p_scale sc,
                                                const int32_t *__restrict__ leaves,
                                                const int32_t *__restrict__ tbeg,
@@ -708,7 +732,7 @@ __global__ void __launch_bounds__(BLOCK) k_p2p(int nt, int atomic, p2p_scale sc,
                 for (int j = 0; j < cnt; j++) {
                     const V s = tile[j];
                     const R dx = yx - s.x, dy = yy - s.y, dz = yz - s.z;
-                    const R inv = pair_rsqrt(dx * dx + dy * dy + dz * dz);
+                    const R inv = pair_inv<NEWTON>(dx * dx + dy * dy + dz * dz);
                     const R qi = s.w * inv, qi3 = qi * inv * inv;
                     tp += qi;
                     tx -= dx * qi3, ty -= dy * qi3, tz -= dz * qi3;
@@ -761,7 +785,7 @@ __device__ __forceinline__ int stream_point(int jc, int nj, int r0, int r1, cons
 
 /* 32 steps of a warp: its RT points of b (xi .. gzi) against the 32 a points of the lanes
  * (xj .. gzj, moving one lane down per step), each pair once, both ways; UNR steps unrolled. */
-template <int RT, int UNR>
+template <int RT, int UNR, int NEWTON>
 __device__ __forceinline__ void pairs_steps(const double *xi, const double *yi, const double *zi,
                                             const double *qi, double *pi, double *gxi, double *gyi,
                                             double *gzi, double &xj, double &yj, double &zj, double &qj,
@@ -773,7 +797,7 @@ __device__ __forceinline__ void pairs_steps(const double *xi, const double *yi, 
 #pragma unroll
         for (int r = 0; r < RT; r++) {
             const double dx = xi[r] - xj, dy = yi[r] - yj, dz = zi[r] - zj;
-            const double inv = rsqrt_masked(dx * dx + dy * dy + dz * dz), inv3 = inv * inv * inv;
+            const double inv = pair_inv<NEWTON>(dx * dx + dy * dy + dz * dz), inv3 = inv * inv * inv;
             pi[r] = fma(qj, inv, pi[r]), pj = fma(qi[r], inv, pj);
             const double fj = qj * inv3, fi = qi[r] * inv3;
             gxi[r] = fma(-fj, dx, gxi[r]), gyi[r] = fma(-fj, dy, gyi[r]), gzi[r] = fma(-fj, dz, gzi[r]);
@@ -786,17 +810,23 @@ __device__ __forceinline__ void pairs_steps(const double *xi, const double *yi, 
     }
 }
 
-/* One pass over b's points [ib, ...): split 0 a full pass (each warp its 32 RT points, every
- * chunk), split 1 the last pass (every warp the same 32 RT points, a quarter of the chunks). */
-template <int RT, int UNR>
-__device__ __forceinline__ void pairs_pass(int nt, int split, int ib, int i0, int ni, int nj, int r0,
-                                           int r1, const int32_t *s_j0, const int32_t *s_n,
+/* One pass over b's points [ib, ...) by G groups of the block's warps: the warps of a group
+ * hold different b points (32 RT each: a pass covers 32 RT NW / G of them), the groups hold the
+ * same ones and take every G-th chunk of the stream. G 1: every warp every chunk (the a sums of
+ * a chunk added over the warps in shared memory, in warp order: two buffers, one barrier per
+ * chunk); G = NW (a group is a warp): the last pass, when at most 32 of b's points remain (a sums
+ * added atomically by each warp); G 2 at RT 4: 256 points a pass, the leaf size of a 2^20 cube,
+ * with half the shuffles per pair of RT 2. With G > 1 each group adds its b sums atomically. */
+template <int RT, int G, int UNR, int NEWTON>
+__device__ __forceinline__ void pairs_pass(int nt, int ib, int i0, int ni, int nj, int r0, int r1,
+                                           const int32_t *s_j0, const int32_t *s_n,
                                            const real4d *__restrict__ pts, double *res,
                                            double (*red)[4][BLOCK / 32][32])
 {
-    const int NW = BLOCK / 32;
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int mine = split ? ib : ib + warp * 32 * RT; /* the warp's first b point */
+    const int NW = BLOCK / 32, WG = NW / G; /* warps per group */
+    static_assert(NW % G == 0, "groups of whole warps");
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, grp = G == 1 ? 0 : warp / WG;
+    const int mine = ib + (G == 1 ? warp : warp % WG) * 32 * RT; /* the warp's first b point */
     double xi[RT], yi[RT], zi[RT], qi[RT], pi[RT], gxi[RT], gyi[RT], gzi[RT];
 #pragma unroll
     for (int r = 0; r < RT; r++) {
@@ -805,60 +835,42 @@ __device__ __forceinline__ void pairs_pass(int nt, int split, int ib, int i0, in
         xi[r] = t.x, yi[r] = t.y, zi[r] = t.z, qi[r] = t.w;
         pi[r] = gxi[r] = gyi[r] = gzi[r] = 0;
     }
-    if (split) {
-        for (int jc = warp * 32; jc < nj; jc += NW * 32) {
-            const int j = stream_point(jc, nj, r0, r1, s_j0, s_n);
-            const real4d t = j >= 0 ? pts[j] : real4d{0, 0, 0, 0};
-            double xj = t.x, yj = t.y, zj = t.z, qj = t.w, pj = 0, gxj = 0, gyj = 0, gzj = 0;
-            pairs_steps<RT, UNR>(xi, yi, zi, qi, pi, gxi, gyi, gzi, xj, yj, zj, qj, pj, gxj, gyj, gzj);
+    int buf = 0;
+    for (int jc0 = 0; jc0 < nj; jc0 += G * 32, buf ^= 1) {
+        const int jc = jc0 + grp * 32; /* the group's chunk */
+        const int j = stream_point(jc, nj, r0, r1, s_j0, s_n);
+        const real4d t = j >= 0 ? pts[j] : real4d{0, 0, 0, 0};
+        double xj = t.x, yj = t.y, zj = t.z, qj = t.w, pj = 0, gxj = 0, gyj = 0, gzj = 0;
+        if (mine < ni && jc < nj)
+            pairs_steps<RT, UNR, NEWTON>(xi, yi, zi, qi, pi, gxi, gyi, gzi, xj, yj, zj, qj, pj, gxj, gyj,
+                                         gzj);
+        if (WG == 1) { /* a group is a warp: its chunk's sums are complete */
             if (j >= 0) {
                 atomicAdd(res + j, pj);
                 atomicAdd(res + nt + 3 * j, gxj), atomicAdd(res + nt + 3 * j + 1, gyj);
                 atomicAdd(res + nt + 3 * j + 2, gzj);
             }
+            continue;
         }
-        /* b's sums over the warps, in warp order (red[0] is free: the last full pass ended
-         * with a barrier after its reads of red[0] and red[1]) */
-#pragma unroll
-        for (int r = 0; r < RT; r++) {
-            red[0][0][warp][lane] = pi[r], red[0][1][warp][lane] = gxi[r];
-            red[0][2][warp][lane] = gyi[r], red[0][3][warp][lane] = gzi[r];
-            __syncthreads();
-            const int c = warp, ii = mine + 32 * r + lane;
-            double v = 0;
-#pragma unroll
-            for (int w = 0; w < NW; w++)
-                v += red[0][c][w][lane];
-            if (ii < ni) {
-                const int i = i0 + ii;
-                atomicAdd(res + (c == 0 ? i : nt + 3 * i + c - 1), v);
-            }
-            __syncthreads();
-        }
-        return;
-    }
-    int buf = 0;
-    for (int jc = 0; jc < nj; jc += 32, buf ^= 1) {
-        const int j = stream_point(jc, nj, r0, r1, s_j0, s_n);
-        const real4d t = j >= 0 ? pts[j] : real4d{0, 0, 0, 0};
-        double xj = t.x, yj = t.y, zj = t.z, qj = t.w, pj = 0, gxj = 0, gyj = 0, gzj = 0;
-        if (mine < ni)
-            pairs_steps<RT, UNR>(xi, yi, zi, qi, pi, gxi, gyi, gzi, xj, yj, zj, qj, pj, gxj, gyj, gzj);
         /* the buffer written here was last read two chunks ago, before the last barrier */
         red[buf][0][warp][lane] = pj, red[buf][1][warp][lane] = gxj;
         red[buf][2][warp][lane] = gyj, red[buf][3][warp][lane] = gzj;
         __syncthreads();
-        { /* thread (sum c, lane): the warps' sums of a point, in warp order */
-            const int c = warp;
+        /* thread (sum c, lane), per group: its warps' sums of a point, in warp order */
+        const int c = warp;
+#pragma unroll
+        for (int g = 0; g < G; g++) {
+            const int jg = g == grp ? j : stream_point(jc0 + g * 32, nj, r0, r1, s_j0, s_n);
             double v = 0;
 #pragma unroll
-            for (int w = 0; w < NW; w++)
-                v += red[buf][c][w][lane];
-            if (j >= 0) /* the same point in every warp's lane */
-                atomicAdd(res + (c == 0 ? j : nt + 3 * j + c - 1), v);
+            for (int w = 0; w < WG; w++)
+                v += red[buf][c][g * WG + w][lane];
+            if (jg >= 0)
+                atomicAdd(res + (c == 0 ? jg : nt + 3 * jg + c - 1), v);
         }
     }
-    __syncthreads(); /* the reads of both buffers are done before the next pass writes them */
+    if (WG > 1)
+        __syncthreads(); /* the reads of both buffers are done before the next pass writes them */
 #pragma unroll
     for (int r = 0; r < RT; r++) {
         const int ii = mine + 32 * r + lane;
@@ -871,7 +883,7 @@ __device__ __forceinline__ void pairs_pass(int nt, int split, int ib, int i0, in
     }
 }
 
-template <int RT, int UNR>
+template <int RT, int UNR, int NEWTON>
 __global__ void __launch_bounds__(BLOCK) k_p2p_pairs(int nt, int64_t n_pairs, int run, int tail,
                                                      const int32_t *__restrict__ pairs,
                                                      const int32_t *__restrict__ sb,
@@ -897,13 +909,16 @@ __global__ void __launch_bounds__(BLOCK) k_p2p_pairs(int nt, int64_t n_pairs, in
         for (int ib = 0; ib < ni;) {
             const int left = ni - ib;
             if (tail == 2 && left <= 32) {
-                pairs_pass<1, UNR>(nt, 1, ib, i0, ni, nj, r0, r1, s_j0, s_n, pts, res, red);
+                pairs_pass<1, BLOCK / 32, UNR, NEWTON>(nt, ib, i0, ni, nj, r0, r1, s_j0, s_n, pts, res, red);
                 ib += 32;
             } else if (RT == 1 || (tail && left <= BLOCK)) {
-                pairs_pass<1, UNR>(nt, 0, ib, i0, ni, nj, r0, r1, s_j0, s_n, pts, res, red);
+                pairs_pass<1, 1, UNR, NEWTON>(nt, ib, i0, ni, nj, r0, r1, s_j0, s_n, pts, res, red);
                 ib += BLOCK;
+            } else if (RT == 4) { /* two groups of two warps: 256 points a pass */
+                pairs_pass<RT, 2, UNR, NEWTON>(nt, ib, i0, ni, nj, r0, r1, s_j0, s_n, pts, res, red);
+                ib += BLOCK * RT / 2;
             } else {
-                pairs_pass<RT, UNR>(nt, 0, ib, i0, ni, nj, r0, r1, s_j0, s_n, pts, res, red);
+                pairs_pass<RT, 1, UNR, NEWTON>(nt, ib, i0, ni, nj, r0, r1, s_j0, s_n, pts, res, red);
                 ib += BLOCK * RT;
             }
         }
@@ -1044,6 +1059,7 @@ struct fmm_gpu {
     int device, order, S;
     int sms;                           /* the device's multiprocessors */
     int fp32;                          /* P2P in fp32 (precision fp32) */
+    int newton_ok;                     /* fp64 P2P may take 1/r by a Newton step (eps >= 1e-11) */
     int32_t leaf_size;
     double root_side;                  /* the root cube's side over the points' (>= 1) */
     int64_t near_max;                  /* W and X entries done as P2P: up to this many points */
@@ -1697,6 +1713,8 @@ fmk_status new_state(fmk_plan *plan, fmm_gpu **out)
     s->device = plan->opts.device;
     s->sms = fmk_cuda_sm_count(s->device);
     s->fp32 = plan->opts.precision == FMK_PRECISION_FP32;
+    /* the near field's 1/r to ~1e-13 (below 1e-2 of eps) where the order comes from eps */
+    s->newton_ok = plan->opts.order < 0 && plan->eps >= 1e-11;
     s->order = order_of(plan);
     s->leaf_size = leaf_size_of(plan, s->order);
     s->S = (s->order + 1) * (s->order + 2);
@@ -2010,15 +2028,17 @@ cudaError_t tiles(fmm_gpu *s, int64_t first, int64_t end, const double *T, const
 /* P2P on stream st into d_near: the U lists at the leaves (sources = targets in fp64: the rest
  * rows, then the leaf pairs both ways; the first launch writes every target's sums), then the X
  * entries done directly (Y lists, atomic adds). */
-template <typename R> void p2p(fmm_gpu *s, int nt, p2p_scale sc, cudaStream_t st)
+template <typename R, int NEWTON> void p2p(fmm_gpu *s, int nt, p2p_scale sc, cudaStream_t st)
 {
     const fmk_cuda_fmm3d_geo *g = &s->g;
     /* targets per thread: 1 below leaves of 256 (most leaves then hold 32 points or fewer, and
-     * a second register set per thread would be padding), else 2 (docs: measured) */
-    const int rt = fmk_cuda_fmm3d_p2p_pairs >= 0 ? fmk_cuda_fmm3d_p2p_pairs : s->leaf_size < 256 ? 1 : 2;
+     * a second register set per thread would be padding), else 4 in two groups of two warps
+     * (256 points a pass; 2 per lane, 256 a pass in one group, spent twice the shuffles per pair:
+     * P2P 7.40 against 8.03 ms at 2^20 uniform, docs: measured) */
+    const int rt = fmk_cuda_fmm3d_p2p_pairs >= 0 ? fmk_cuda_fmm3d_p2p_pairs : s->leaf_size < 256 ? 1 : 4;
     const bool pairs = sizeof(R) == 8 && g->d_ur_begin && (rt == 1 || rt == 2 || rt == 4);
     if (g->n_leaves_trg > 0) /* the U lists, or with pairs the rest rows (the leaf itself, W) */
-        k_p2p<R><<<dim3((unsigned)g->n_leaves_trg, split_for(s->leaf_size)), BLOCK, 0, st>>>(
+        k_p2p<R, NEWTON><<<dim3((unsigned)g->n_leaves_trg, split_for(s->leaf_size)), BLOCK, 0, st>>>(
             nt, 0, sc, g->d_leaves_trg, g->d_tb, g->d_tn, g->d_sb, g->d_sn, pairs ? g->d_ur_begin : g->d_u_begin,
             pairs ? g->d_ur : g->d_u, g->d_cube, g->d_src, g->d_trg, s->d_near);
     if (pairs && g->n_pairs > 0) {
@@ -2033,9 +2053,11 @@ template <typename R> void p2p(fmm_gpu *s, int nt, p2p_scale sc, cudaStream_t st
         const unsigned blocks = (unsigned)((g->n_pairs + run - 1) / run);
         const int tail = fmk_cuda_fmm3d_p2p_tail, unroll = fmk_cuda_fmm3d_p2p_unroll;
 #define FMK_PAIRS(RT, UNR)                                                                          \
-    k_p2p_pairs<RT, UNR><<<blocks, BLOCK, 0, st>>>(nt, g->n_pairs, run, tail, g->d_pairs, g->d_sb, g->d_sn, \
+    k_p2p_pairs<RT, UNR, NEWTON><<<blocks, BLOCK, 0, st>>>(nt, g->n_pairs, run, tail, g->d_pairs, g->d_sb, g->d_sn, \
                                                    g->d_src, s->d_near)
-        if (rt == 4)
+        if (rt == 4 && unroll >= 2)
+            FMK_PAIRS(4, 2);
+        else if (rt == 4)
             FMK_PAIRS(4, 1);
         else if (rt == 1)
             FMK_PAIRS(1, 1);
@@ -2050,7 +2072,7 @@ template <typename R> void p2p(fmm_gpu *s, int nt, p2p_scale sc, cudaStream_t st
 #undef FMK_PAIRS
     }
     if (g->n_ynodes > 0)
-        k_p2p<R><<<dim3((unsigned)g->n_ynodes, split_for(s->near_max)), BLOCK, 0, st>>>(
+        k_p2p<R, NEWTON><<<dim3((unsigned)g->n_ynodes, split_for(s->near_max)), BLOCK, 0, st>>>(
             nt, 1, sc, g->d_ynodes, g->d_tb, g->d_tn, g->d_sb, g->d_sn, g->d_y_begin, g->d_y, g->d_cube, g->d_src,
             g->d_trg, s->d_near);
 }
@@ -2061,10 +2083,13 @@ void near_field(fmm_gpu *s, int nt, p2p_scale sc, cudaStream_t st)
 {
     cudaStreamWaitEvent(st, s->ev[EV_FORK], 0);
     cudaEventRecord(s->ev[EV_NEAR], st);
+    const int newton = fmk_cuda_fmm3d_p2p_newton < 0 ? s->newton_ok : fmk_cuda_fmm3d_p2p_newton;
     if (s->fp32)
-        p2p<float>(s, nt, sc, st);
+        p2p<float, 0>(s, nt, sc, st);
+    else if (newton)
+        p2p<double, 1>(s, nt, sc, st);
     else
-        p2p<double>(s, nt, sc, st);
+        p2p<double, 0>(s, nt, sc, st);
     cudaEventRecord(s->ev[EV_P2P], st);
 }
 

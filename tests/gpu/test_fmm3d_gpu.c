@@ -38,6 +38,8 @@ extern int fmk_cuda_fmm3d_overlap;
 extern int fmk_cuda_fmm3d_p2p_run;
 extern int fmk_cuda_fmm3d_p2p_tail;
 extern int fmk_cuda_fmm3d_p2p_unroll; /* and its ring's steps unrolled (1, 2, 4, 8) */
+/* and fp64 P2P's 1/r by one Newton step (-1: where the order comes from eps >= 1e-11) */
+extern int fmk_cuda_fmm3d_p2p_newton;
 /* and the root cube's volume over the points' bounding cube (1: the bounding cube) */
 extern double fmk_cuda_fmm3d_root_volume;
 /* and the M2L's GEMMs: runs of directions merged across gaps (directions), X's bytes */
@@ -258,26 +260,32 @@ static void test_pairs(void)
         fmk_fmm3d_direct_near = 0;
         CHECK(run(&oc, 1e-6, n, x, q, 0, NULL, p1, g1, NULL) == FMK_OK);
         fmk_fmm3d_direct_near = 1;
-        static const int rts[] = {1, 2, 4, 2, 2, 2}, unrolls[] = {1, 1, 1, 2, 4, 8}, runs[] = {1, 4, 16};
-        for (int a = 0; a < 6; a++)
+        /* the last three: 1/r by a Newton step (~1e-13 relative, below the CPU's by that much:
+         * a bound of 1e-11) */
+        static const int rts[] = {1, 2, 4, 2, 2, 2, 4, 4, 2}, unrolls[] = {1, 1, 1, 2, 4, 8, 1, 2, 4};
+        static const int newtons[] = {0, 0, 0, 0, 0, 0, 1, 1, 1}, runs[] = {1, 4, 16};
+        const int newton0 = fmk_cuda_fmm3d_p2p_newton;
+        for (int a = 0; a < 9; a++)
             for (int b = 0; b < 3; b++)
                 for (int tail = 0; tail <= 2; tail++) {
                     if (quick && tail < 2 && b != 1)
                         continue;
                     fmk_cuda_fmm3d_p2p_pairs = rts[a], fmk_cuda_fmm3d_p2p_run = runs[b];
                     fmk_cuda_fmm3d_p2p_tail = tail, fmk_cuda_fmm3d_direct_near = 0;
-                    fmk_cuda_fmm3d_p2p_unroll = unrolls[a];
+                    fmk_cuda_fmm3d_p2p_unroll = unrolls[a], fmk_cuda_fmm3d_p2p_newton = newtons[a];
                     fmk_info info;
                     CHECK(run(&og, 1e-6, n, x, q, 0, NULL, p2, g2, &info) == FMK_OK);
                     fmk_cuda_fmm3d_direct_near = near, fmk_cuda_fmm3d_p2p_pairs = rt;
                     fmk_cuda_fmm3d_p2p_run = run0, fmk_cuda_fmm3d_p2p_tail = tail0;
-                    fmk_cuda_fmm3d_p2p_unroll = unroll0;
+                    fmk_cuda_fmm3d_p2p_unroll = unroll0, fmk_cuda_fmm3d_p2p_newton = newton0;
                     const double dp = test_rel_l2(p2, p1, n), dg = test_rel_l2(g2, g1, 3 * n);
-                    printf("  pairs %-7s levels %d, %d per lane (unroll %d), %2d pairs per block, tail %d: pot %.2e "
-                           "grad %.2e\n",
-                           dist_name[d], info.levels, rts[a], unrolls[a], runs[b], tail, dp, dg);
-                    CHECK_MSG(dp < 1e-12 && dg < 1e-12, "GPU (P2P %d, unroll %d, run %d, tail %d) vs CPU: pot %.3e grad %.3e",
-                              rts[a], unrolls[a], runs[b], tail, dp, dg);
+                    printf("  pairs %-7s levels %d, %d per lane (unroll %d, Newton %d), %2d pairs per block, tail %d: "
+                           "pot %.2e grad %.2e\n",
+                           dist_name[d], info.levels, rts[a], unrolls[a], newtons[a], runs[b], tail, dp, dg);
+                    const double bound = newtons[a] ? 1e-11 : 1e-12;
+                    CHECK_MSG(dp < bound && dg < bound,
+                              "GPU (P2P %d, unroll %d, Newton %d, run %d, tail %d) vs CPU: pot %.3e grad %.3e",
+                              rts[a], unrolls[a], newtons[a], runs[b], tail, dp, dg);
                 }
     }
     free(x), free(q), free(p1), free(g1), free(p2), free(g2);
@@ -928,6 +936,26 @@ static void test_race(void)
                 fmk_cuda_fmm3d_overlap = overlap, fmk_cuda_fmm3d_m2l_rot_order = rot;
                 const double dp = test_rel_l2(p2, p1, k), dg = test_rel_l2(g2, g1, 3 * k);
                 CHECK_MSG(dp < 1e-12 && dg < 1e-12, "GPU vs CPU: pot %.3e grad %.3e", dp, dg);
+            }
+        }
+        /* the leaf pairs at 2 and 4 points per lane (two groups of two warps) with leaves of up
+         * to 300 points, 1/r by the third-order correction and by a Newton step */
+        {
+            fmk_opts ol = fmm_opts(FMK_BACKEND_CUDA, 4, 300), olc = fmm_opts(FMK_BACKEND_CPU, 4, 300);
+            fmk_fmm3d_direct_near = 0;
+            CHECK(run(&olc, 1e-3, n, x, q, 0, NULL, p1, g1, NULL) == FMK_OK);
+            fmk_fmm3d_direct_near = 1;
+            for (int c = 0; c < 3; c++) {
+                check_context("race, %s, leaves of 300, P2P %d, Newton %d", dist_name[dists[d]], c ? 4 : 2, c == 2);
+                const int near = fmk_cuda_fmm3d_direct_near, pairs = fmk_cuda_fmm3d_p2p_pairs;
+                const int newton = fmk_cuda_fmm3d_p2p_newton;
+                fmk_cuda_fmm3d_direct_near = 0, fmk_cuda_fmm3d_p2p_pairs = c ? 4 : 2;
+                fmk_cuda_fmm3d_p2p_newton = c == 2;
+                CHECK(run(&ol, 1e-3, n, x, q, 0, NULL, p2, g2, NULL) == FMK_OK);
+                fmk_cuda_fmm3d_direct_near = near, fmk_cuda_fmm3d_p2p_pairs = pairs;
+                fmk_cuda_fmm3d_p2p_newton = newton;
+                const double dp = test_rel_l2(p2, p1, n), dg = test_rel_l2(g2, g1, 3 * n);
+                CHECK_MSG(dp < 1e-11 && dg < 1e-11, "GPU vs CPU: pot %.3e grad %.3e", dp, dg);
             }
         }
         /* the default near field (small W and X entries as P2P), device points and charges,
