@@ -91,6 +91,11 @@ long long fmk_cuda_bh_group_merge_min = 1ll << 19;
  * level. */
 extern "C" long long fmk_cuda_bh_moments_small_max;
 long long fmk_cuda_bh_moments_small_max = 8192;
+/* Tuning knob for the benchmark and the tests (not API): such trees, when k_prep_small does not
+ * take them, get their charges packed and every moment in one launch (k_moments_small: 1), or
+ * in three (k_pack_charges, k_moments_leaves, k_moments_inner: 0). */
+extern "C" int fmk_cuda_bh_moments_fused;
+int fmk_cuda_bh_moments_fused = 1;
 /* Tuning knob for the benchmark and the tests (not API): the breadth-first walk is split in
  * parts (walk_args) until it has about this many warps per SM (0: never split). */
 extern "C" int fmk_cuda_bh_split_warps;
@@ -795,6 +800,78 @@ __global__ void __launch_bounds__(PREP_BLOCK)
             if (links[i].x >= 0)
                 moments_node<R>(i, L, inv_theta, scale, keys, links, n_children, src, NULL, node);
         __syncthreads();
+    }
+}
+
+/* The charges' packing and every moment of a small tree in one launch (for more sources than
+ * k_prep_small takes; the charge check is done before, by k_charge_stats): one warp per leaf
+ * packs its points' charges (times charge_scale, as k_pack_charges) and stages its points in
+ * shared memory, where its first lane takes the leaf's moments (moments_node: the same sums in
+ * the same order as k_moments_leaves, which reads them from global memory one point after
+ * another, a chain of loads). The last block to finish (a counter, stats[3], cleared by
+ * run_eval's memset) then takes the inner nodes level by level, deepest first, as
+ * k_moments_inner does. Three launches in one, and a leaf's loads in one round trip. (The
+ * children of each level's nodes staged in shared memory too, by 8 threads per node, 32 nodes
+ * at a time, cost more than they saved: the Plummer sphere's wide levels took many rounds.) */
+constexpr int MOMENTS_FUSED_BLOCK = 256, MOMENTS_STAGE = 64;
+
+template <typename R>
+__global__ void __launch_bounds__(MOMENTS_FUSED_BLOCK)
+    k_moments_small(int32_t n_nodes, int levels, level_table lt, const int8_t *__restrict__ level,
+                    double inv_theta, double scale, const uint64_t *__restrict__ keys,
+                    const int4 *__restrict__ links, const int32_t *__restrict__ n_children,
+                    const int32_t *__restrict__ order, const double *__restrict__ q,
+                    unsigned long long *__restrict__ stats, typename vec4<R>::type *src,
+                    const real4f *__restrict__ lo, typename vec4<R>::type *__restrict__ node)
+{
+    typedef typename vec4<R>::type V;
+    constexpr int WARPS = MOMENTS_FUSED_BLOCK / 32;
+    __shared__ V s_pts[WARPS][MOMENTS_STAGE];
+    __shared__ real4f s_lo[WARPS][MOMENTS_STAGE];
+    __shared__ bool s_last;
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    const double cs = charge_scale<R>(stats);
+    for (int32_t i = blockIdx.x * WARPS + w; i < n_nodes; i += gridDim.x * WARPS) {
+        const int4 l = links[i];
+        if (l.x >= 0) /* (the same for the warp) */
+            continue;
+        const int32_t b = l.z, c = l.w - l.z;
+        const bool staged = c <= MOMENTS_STAGE;
+        for (int32_t j = lane; j < c; j += 32) {
+            V p = src[b + j];
+            p.w = (R)(q[order[b + j]] * cs);
+            src[b + j].w = p.w;
+            if (staged) {
+                s_pts[w][j] = p;
+                if (lo)
+                    s_lo[w][j] = lo[b + j];
+            }
+        }
+        __syncwarp(); /* (also orders the charges' writes before lane 0 reads them) */
+        if (lane == 0) {
+            if (staged) /* the leaf's points from shared memory, indexed as src */
+                moments_node<R>(i, level[i], inv_theta, scale, keys, links, n_children,
+                                s_pts[w] - b, lo ? s_lo[w] - b : NULL, node);
+            else
+                moments_node<R>(i, level[i], inv_theta, scale, keys, links, n_children, src, lo,
+                                node);
+        }
+        __syncwarp(); /* the staging area is free again */
+    }
+    /* the last block takes the inner nodes */
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0)
+        s_last = atomicAdd(&stats[3], 1ull) == gridDim.x - 1;
+    __syncthreads();
+    if (!s_last)
+        return;
+    __threadfence();
+    for (int L = levels - 2; L >= 0; L--) { /* the deepest level holds only leaves */
+        for (int32_t i = lt.begin[L] + threadIdx.x; i < lt.begin[L + 1]; i += MOMENTS_FUSED_BLOCK)
+            if (links[i].x >= 0)
+                moments_node<R>(i, L, inv_theta, scale, keys, links, n_children, src, NULL, node);
+        __syncthreads(); /* the parents read these */
     }
 }
 
@@ -1725,7 +1802,8 @@ typedef struct bh_state {
     int32_t split_begin, split_end;
     int2 *d_groups;             /* cap_groups slots, n_groups used */
     int64_t cap_groups, n_groups;
-    unsigned long long *d_stats;  /* charge check (2 words), split walk overflow (1) */
+    unsigned long long *d_stats;  /* charge check (2 words), split walk overflow (1), the
+                                   * blocks of k_moments_small done (1) */
     unsigned long long *h_stats;  /* pinned: d_stats after the walk */
     frame_out *h_frame, *dh_frame; /* pinned: k_frame_small's results (host and device view) */
     cudaEvent_t ev[4];
@@ -1759,7 +1837,7 @@ int64_t held(const bh_state *s)
 {
     const buf *b[] = {&s->x, &s->bbox, &s->src, &s->trg, &s->src_lo, &s->trg_lo, &s->links,
                       &s->node, &s->box, &s->charges, &s->pot, &s->grad, &s->part};
-    int64_t total = s->tree.bytes + s->ttree.bytes + s->cap_groups * (int64_t)sizeof(int2) + 16;
+    int64_t total = s->tree.bytes + s->ttree.bytes + s->cap_groups * (int64_t)sizeof(int2) + 32;
     for (size_t k = 0; k < sizeof b / sizeof b[0]; k++)
         total += (int64_t)b[k]->cap;
     return total;
@@ -1843,7 +1921,7 @@ int64_t device_bytes(const fmk_plan *plan, int64_t ns, int64_t nt, int with_host
     if (with_host_buffers)
         b += ns * 8 + m * 8 + m * 24;
     b += split_bytes_bound(plan->opts.device, m);
-    b += 16;
+    b += 32;
     if (peak)
         *peak = b;
     return b;
@@ -2076,8 +2154,8 @@ fmk_status new_state(fmk_plan *plan, bh_state **out)
         return st;
     }
     s->events = 1;
-    st = fmk_cuda_alloc(plan, (void **)&s->d_stats, 3 * sizeof(unsigned long long),
-                        "the charge checks", 24);
+    st = fmk_cuda_alloc(plan, (void **)&s->d_stats, 4 * sizeof(unsigned long long),
+                        "the charge checks", 32);
     if (st == FMK_OK)
         st = ok(plan, cudaMallocHost((void **)&s->h_stats, 3 * sizeof(unsigned long long)),
                 "cudaMallocHost (the charge check and the walk's overflow flag)");
@@ -2330,6 +2408,14 @@ fmk_status run_eval_t(fmk_plan *plan, bh_state *s, const double *d_q, double *po
                                            (const int4 *)s->links.p, t->d_n_children,
                                            (V *)s->src.p, lo, (V *)s->node.p);
         err = cudaGetLastError();
+    } else if (err == cudaSuccess && t->n_nodes <= fmk_cuda_bh_moments_small_max &&
+               fmk_cuda_bh_moments_fused) {
+        constexpr int W = MOMENTS_FUSED_BLOCK / 32;
+        k_moments_small<R><<<(unsigned)((t->n_nodes + W - 1) / W), MOMENTS_FUSED_BLOCK>>>(
+            (int32_t)t->n_nodes, t->levels, lt, t->d_level, inv_theta, S, t->d_keys,
+            (const int4 *)s->links.p, t->d_n_children, t->d_order, d_q, s->d_stats, (V *)s->src.p,
+            lo, (V *)s->node.p);
+        err = cudaGetLastError();
     } else if (err == cudaSuccess) {
         k_pack_charges<R><<<blocks_for(n), BLOCK>>>(n, t->d_order, d_q, s->d_stats, (V *)s->src.p);
         if (t->n_nodes <= fmk_cuda_bh_moments_small_max) {
@@ -2499,7 +2585,7 @@ fmk_status run_eval(fmk_plan *plan, bh_state *s, const double *charges, double *
      * (small sets: in k_prep_small) */
     err = cudaSuccess;
     if (!prep_small(plan, s))
-        err = cudaMemsetAsync(s->d_stats, 0, 3 * sizeof(unsigned long long), 0);
+        err = cudaMemsetAsync(s->d_stats, 0, 4 * sizeof(unsigned long long), 0);
     if (err == cudaSuccess && !prep_small(plan, s)) {
         const int64_t nb = (n + BLOCK - 1) / BLOCK;
         k_charge_stats<<<(unsigned)(nb < 1024 ? nb : 1024), BLOCK>>>(n, d_q, s->d_stats);
