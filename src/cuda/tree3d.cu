@@ -58,15 +58,15 @@ __global__ void k_keys(int64_t n, const double *__restrict__ x, uint64_t *__rest
     idx[i] = (int32_t)i;
 }
 
-/* Keys and their stable sort in one block for SORT_SMALL_MIN < n <= SORT_SMALL_MAX points
- * (CUB's device sort takes ten launches from 2^11 keys up, most of the time of a small tree;
- * below, its one-tile path is faster), or for a tile of SORT_SMALL_MAX points of up to
- * fmk_cuda_tree_sort_tiles times as many (block b sorts points [b SORT_SMALL_MAX,
- * (b + 1) SORT_SMALL_MAX) into its place in keys, order, and k_merge_tiles merges the sorted
- * tiles: two launches instead of CUB's ten). The points are loaded in index order (blocked)
- * and padded with all-ones keys, which sort last because the sort is stable and they come
- * last. 512 threads x 16 keys: 1024 x 16 spills registers and measured slower than the device
- * sort (bench/RESULTS.md).
+/* Keys and their stable sort in one block for a tile of TILE points (2048, 4096 or
+ * SORT_SMALL_MAX = 8192), alone or one of up to fmk_cuda_tree_sort_tiles times 8192 points
+ * (block b sorts points [b TILE, (b + 1) TILE) into its place in keys, order, and
+ * k_merge_tiles merges the sorted tiles: two launches instead of CUB's ten, which take most of
+ * the time of a small tree from 2^11 keys up; below, CUB's one-tile path is faster). The
+ * points are loaded in index order (blocked) and padded with all-ones keys, which sort last
+ * because the sort is stable and they come last. 8 keys per thread (256 or 512 threads) sort a
+ * tile in about half the time of 16 (512 x 16, the tile of 8192); 1024 x 16 spills registers
+ * and measured slower than the device sort (bench/RESULTS.md).
  *
  * The sort's passes cost most of the block's time, and few keys of a small set share their
  * top 30 bits (the cells of level 10): the block sorts (top 30 bits, index) in 5 passes of 6
