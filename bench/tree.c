@@ -27,9 +27,20 @@
  *                               moments in six launches and copies
  *   --sort-tiles K              small trees of up to K x 8192 points sort their keys in K
  *                               blocks and merge them (default 4; 1: CUB's sort above 8192)
+ *   --sort-tile P               points per tile of those sorts (2048, 4096 or 8192; default
+ *                               0: 2048 up to 16384 points, 4096 above)
+ *   --merge-build K             trees of at most 16384 points after the tiles' sort: merged,
+ *                               then built from shared memory (2, default); merged and built
+ *                               by one launch (1); merged, then built from global memory (0)
+ *   --fused-max N               the one-launch tree up to N points (default 4096, at most 8192)
+ *   --fused-fit K               its tile the smallest of 2048, 4096, 8192 that holds the
+ *                               points (1, default) or 8192 (0)
  *   --build-block T             threads of the one-block tree build (512 or 1024, default)
- *   --fused K                   trees of at most 8192 points: keys, sort and build in one
- *                               launch (1, default; 0: two launches)
+ *   --fused K                   trees of at most 4096 points (--fused-max): keys, sort and
+ *                               build in one launch (1, default; 0: two launches)
+ *   --moments-fused K           trees of at most 8192 nodes (more sources than the one-block
+ *                               charges and moments take): charges and moments in one launch
+ *                               (1, default; 0: three)
  *   --top-sort K                the one-block sorts: top 30 key bits, then the runs of equal
  *                               top bits (1, default), or all 63 bits (0)
  *   --frame-cluster K           the frame of small sets by a cluster of K blocks (default 8;
@@ -43,6 +54,8 @@
  *   --no-cells                  the tree's first levels by binary searches, not the table of
  *                               where each cell of level 5 starts
  *   --split-nodes K, --split-level L, --split-warps W   the split walk's knobs (defaults 8, 5, 24)
+ *   --split-fold K              the split walk's parts added up by its last part per group (1,
+ *                               default) or by a kernel after the walk (0)
  *   --theta T                   theta of --headline and --one (default 0.6)
  *   tree --headline --compare   the headline rows, then each with other acceptance tests
  *                               (--mac), theta +- 0.05, leaf sizes and groups of 64
@@ -97,6 +110,11 @@ extern long long fmk_cuda_tree_split_sort_min;
  * searches (0, --no-cells; a tuning knob, not API). */
 extern int fmk_cuda_tree_cells;
 extern long long fmk_cuda_bh_moments_small_max;
+/* Their charges and moments in one launch (1, default) or three (0; a tuning knob, not API). */
+extern int fmk_cuda_bh_moments_fused;
+/* A split walk's parts added up by its last part per group (1, default) or by a kernel after
+ * the walk (0; a tuning knob, not API). */
+extern int fmk_cuda_bh_split_fold;
 extern int fmk_cuda_bh_split_warps;
 /* The one-wait paths of small N (tuning knobs, not API): the one-block frame of sets of at
  * most this many points, the build without a wait (1) or with one (0), and the one-block
@@ -106,6 +124,15 @@ extern int fmk_cuda_bh_async;
 /* Small trees sort their keys in up to this many blocks of 8192 and merge them (1: one block up
  * to 8192 keys, CUB's device sort above; a tuning knob, not API). */
 extern int fmk_cuda_tree_sort_tiles;
+/* Their points per tile (2048, 4096 or 8192; 0: by N), and after the tiles' sort of trees of
+ * at most 16384 points the merge and the build from shared memory (2), the two in one launch
+ * (1), or the build from global memory (0). Tuning knobs, not API. */
+extern int fmk_cuda_tree_sort_tile;
+extern int fmk_cuda_tree_merge_build;
+/* The one-launch tree of at most this many points (4096), and its tile the smallest of 2048,
+ * 4096, 8192 that holds them (1) or 8192 (0). Tuning knobs, not API. */
+extern int fmk_cuda_tree_fused_max;
+extern int fmk_cuda_tree_fused_fit;
 /* The threads of the one-block build (512 or 1024, default; a tuning knob, not API). */
 extern int fmk_cuda_tree_build_block;
 /* The one-block sorts of the top 30 key bits and then the runs (1, default) or of all 63 bits
@@ -456,6 +483,18 @@ int main(int argc, char **argv)
             fmk_cuda_tree_build_block = atoi(argv[++a]);
         else if (strcmp(argv[a], "--frame-cluster") == 0 && a + 1 < argc)
             fmk_cuda_bh_frame_cluster = atoi(argv[++a]);
+        else if (strcmp(argv[a], "--sort-tile") == 0 && a + 1 < argc)
+            fmk_cuda_tree_sort_tile = atoi(argv[++a]);
+        else if (strcmp(argv[a], "--fused-max") == 0 && a + 1 < argc)
+            fmk_cuda_tree_fused_max = atoi(argv[++a]);
+        else if (strcmp(argv[a], "--fused-fit") == 0 && a + 1 < argc)
+            fmk_cuda_tree_fused_fit = atoi(argv[++a]);
+        else if (strcmp(argv[a], "--merge-build") == 0 && a + 1 < argc)
+            fmk_cuda_tree_merge_build = atoi(argv[++a]);
+        else if (strcmp(argv[a], "--split-fold") == 0 && a + 1 < argc)
+            fmk_cuda_bh_split_fold = atoi(argv[++a]);
+        else if (strcmp(argv[a], "--moments-fused") == 0 && a + 1 < argc)
+            fmk_cuda_bh_moments_fused = atoi(argv[++a]);
         else if (strcmp(argv[a], "--fused") == 0 && a + 1 < argc)
             fmk_cuda_tree_fused = atoi(argv[++a]);
         else if (strcmp(argv[a], "--top-sort") == 0 && a + 1 < argc)
@@ -505,7 +544,7 @@ int main(int argc, char **argv)
         else {
             fprintf(stderr, "usage: tree [--json] [--quick] [--theta-sweep] [--max-log2 K] [--leaf L] "
                             "[--headline [--big] [--variants]] [--profile] [--groups] [--crossover] "
-                            "[--one N [--plummer] [--direct] [--errors]] [--no-small] [--one-wait-off] [--sort-tiles K] [--build-block T] [--fused K] [--top-sort K] [--frame-cluster K] [--split-deepest] [--frame-small N] [--prep-small N] [--split-sort-min N] "
+                            "[--one N [--plummer] [--direct] [--errors]] [--no-small] [--one-wait-off] [--sort-tiles K] [--sort-tile P] [--merge-build K] [--fused-max N] [--fused-fit K] [--build-block T] [--fused K] [--moments-fused K] [--split-fold K] [--top-sort K] [--frame-cluster K] [--split-deepest] [--frame-small N] [--prep-small N] [--split-sort-min N] "
                             "[--no-cells] "
                             "[--split-nodes K] "
                             "[--split-level L] [--split-warps W] [--theta T] [--mac K] [--leaf-theta T] "

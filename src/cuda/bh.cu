@@ -91,6 +91,11 @@ long long fmk_cuda_bh_group_merge_min = 1ll << 19;
  * level. */
 extern "C" long long fmk_cuda_bh_moments_small_max;
 long long fmk_cuda_bh_moments_small_max = 8192;
+/* Tuning knob for the benchmark and the tests (not API): such trees, when k_prep_small does not
+ * take them, get their charges packed and every moment in one launch (k_moments_small: 1), or
+ * in three (k_pack_charges, k_moments_leaves, k_moments_inner: 0). */
+extern "C" int fmk_cuda_bh_moments_fused;
+int fmk_cuda_bh_moments_fused = 1;
 /* Tuning knob for the benchmark and the tests (not API): the breadth-first walk is split in
  * parts (walk_args) until it has about this many warps per SM (0: never split). */
 extern "C" int fmk_cuda_bh_split_warps;
@@ -105,6 +110,11 @@ int fmk_cuda_bh_split_level_max = 5;
  * pieces of a dense core). */
 extern "C" int fmk_cuda_bh_split_deepest;
 int fmk_cuda_bh_split_deepest = 0;
+/* Tuning knob for the benchmark and the tests (not API): a split walk's parts are added up by
+ * the last part of each group to finish (1: sum_parts_group, in the walk's launch) or by
+ * k_sum_parts after the walk (0). The same sums in the same order either way. */
+extern "C" int fmk_cuda_bh_split_fold;
+int fmk_cuda_bh_split_fold = 1;
 /* Tuning knob for the benchmark and the tests (not API): the group walks' acceptance test.
  * 0: a node is accepted when the group's box is outside its opening sphere (every target is
  * then farther than the radius, with a margin for most). 1: a node of more than p2p_cut points
@@ -798,6 +808,78 @@ __global__ void __launch_bounds__(PREP_BLOCK)
     }
 }
 
+/* The charges' packing and every moment of a small tree in one launch (for more sources than
+ * k_prep_small takes; the charge check is done before, by k_charge_stats): one warp per leaf
+ * packs its points' charges (times charge_scale, as k_pack_charges) and stages its points in
+ * shared memory, where its first lane takes the leaf's moments (moments_node: the same sums in
+ * the same order as k_moments_leaves, which reads them from global memory one point after
+ * another, a chain of loads). The last block to finish (a counter, stats[3], cleared by
+ * run_eval's memset) then takes the inner nodes level by level, deepest first, as
+ * k_moments_inner does. Three launches in one, and a leaf's loads in one round trip. (The
+ * children of each level's nodes staged in shared memory too, by 8 threads per node, 32 nodes
+ * at a time, cost more than they saved: the Plummer sphere's wide levels took many rounds.) */
+constexpr int MOMENTS_FUSED_BLOCK = 256, MOMENTS_STAGE = 64;
+
+template <typename R>
+__global__ void __launch_bounds__(MOMENTS_FUSED_BLOCK)
+    k_moments_small(int32_t n_nodes, int levels, level_table lt, const int8_t *__restrict__ level,
+                    double inv_theta, double scale, const uint64_t *__restrict__ keys,
+                    const int4 *__restrict__ links, const int32_t *__restrict__ n_children,
+                    const int32_t *__restrict__ order, const double *__restrict__ q,
+                    unsigned long long *__restrict__ stats, typename vec4<R>::type *src,
+                    const real4f *__restrict__ lo, typename vec4<R>::type *__restrict__ node)
+{
+    typedef typename vec4<R>::type V;
+    constexpr int WARPS = MOMENTS_FUSED_BLOCK / 32;
+    __shared__ V s_pts[WARPS][MOMENTS_STAGE];
+    __shared__ real4f s_lo[WARPS][MOMENTS_STAGE];
+    __shared__ bool s_last;
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    const double cs = charge_scale<R>(stats);
+    for (int32_t i = blockIdx.x * WARPS + w; i < n_nodes; i += gridDim.x * WARPS) {
+        const int4 l = links[i];
+        if (l.x >= 0) /* (the same for the warp) */
+            continue;
+        const int32_t b = l.z, c = l.w - l.z;
+        const bool staged = c <= MOMENTS_STAGE;
+        for (int32_t j = lane; j < c; j += 32) {
+            V p = src[b + j];
+            p.w = (R)(q[order[b + j]] * cs);
+            src[b + j].w = p.w;
+            if (staged) {
+                s_pts[w][j] = p;
+                if (lo)
+                    s_lo[w][j] = lo[b + j];
+            }
+        }
+        __syncwarp(); /* (also orders the charges' writes before lane 0 reads them) */
+        if (lane == 0) {
+            if (staged) /* the leaf's points from shared memory, indexed as src */
+                moments_node<R>(i, level[i], inv_theta, scale, keys, links, n_children,
+                                s_pts[w] - b, lo ? s_lo[w] - b : NULL, node);
+            else
+                moments_node<R>(i, level[i], inv_theta, scale, keys, links, n_children, src, lo,
+                                node);
+        }
+        __syncwarp(); /* the staging area is free again */
+    }
+    /* the last block takes the inner nodes */
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0)
+        s_last = atomicAdd(&stats[3], 1ull) == gridDim.x - 1;
+    __syncthreads();
+    if (!s_last)
+        return;
+    __threadfence();
+    for (int L = levels - 2; L >= 0; L--) { /* the deepest level holds only leaves */
+        for (int32_t i = lt.begin[L] + threadIdx.x; i < lt.begin[L + 1]; i += MOMENTS_FUSED_BLOCK)
+            if (links[i].x >= 0)
+                moments_node<R>(i, L, inv_theta, scale, keys, links, n_children, src, NULL, node);
+        __syncthreads(); /* the parents read these */
+    }
+}
+
 /* ---------------------------------------------------------------------------------------- */
 /* Walks                                                                                    */
 
@@ -822,6 +904,11 @@ template <typename R> struct walk_args {
     int parts;
     int32_t split_begin, split_end;
     unsigned long long *overflow; /* set when a split walk's stack overflowed above the split */
+    /* With part_done (a split walk whose sums are added by the walk itself): the last part of
+     * a group to finish (part_done[group] counts them, and is cleared again by that part) adds
+     * the group's sums into out_pot, out_grad as k_sum_parts does (sum_parts_group). */
+    int32_t *part_done;
+    double *out_pot, *out_grad;
     int mac;    /* fmk_cuda_bh_mac */
     R leaf_r2;  /* f^2 of fmk_cuda_bh_leaf_theta: a leaf's squared radius in the per-target test */
     R inner_r2; /* fmk_cuda_bh_mac_inner^2: an inner node's, with mac = 1 */
@@ -846,6 +933,49 @@ __device__ __forceinline__ void store(const walk_args<R> &a, int32_t t, R phi, c
         a.grad[3 * o + 1] = (double)g[1] * gs * a.grad_scale2;
         a.grad[3 * o + 2] = (double)g[2] * gs * a.grad_scale2;
     }
+}
+
+/* The parts' sums of target t (sorted) added up in part order into out (k_sum_parts' sums);
+ * the parts were written by other warps: read past the L1 cache. */
+__device__ __forceinline__ void sum_parts_one(int64_t o, int64_t m, int parts,
+                                              const double *part_pot, const double *part_grad,
+                                              double *pot, double *grad)
+{
+    if (pot) {
+        double v = 0;
+        for (int p = 0; p < parts; p++)
+            v += __ldcg(part_pot + o + p * m);
+        pot[o] = v;
+    }
+    if (grad)
+        for (int d = 0; d < 3; d++) {
+            double v = 0;
+            for (int p = 0; p < parts; p++)
+                v += __ldcg(part_grad + 3 * (o + p * m) + d);
+            grad[3 * o + d] = v;
+        }
+}
+
+/* A split walk's end for the warp of part `part` of group w (targets [b, e)): the last of the
+ * group's parts to finish adds the parts' sums up (instead of k_sum_parts, one launch less),
+ * and clears the count for the next walk. Every lane of the warp must call it, after its
+ * stores. */
+template <typename R>
+__device__ __forceinline__ void sum_parts_group(const walk_args<R> &a, int64_t w, int32_t b,
+                                                int32_t e, int lane)
+{
+    __threadfence(); /* this part's sums before the count */
+    __syncwarp();
+    int last = 0;
+    if (lane == 0)
+        last = atomicAdd(&a.part_done[w], 1) == a.parts - 1;
+    if (!__shfl_sync(0xffffffffu, last, 0))
+        return;
+    __threadfence(); /* the other parts' sums after their count */
+    if (lane == 0)
+        a.part_done[w] = 0;
+    for (int32_t t = b + lane; t < e; t += 32)
+        sum_parts_one(a.trg_order[t], a.m, a.parts, a.pot, a.grad, a.out_pot, a.out_grad);
 }
 
 /* The per-target test of fmk_cuda_bh_mac, for this lane's targets (T per lane) against a node
@@ -1631,6 +1761,8 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32,
     for (int k = 0; k < T; k++)
         if (t[k] < grp.y)
             store(a, t[k], phi[k], g[k], 1.0 / charge_scale<R>(a.stats), part);
+    if (a.parts > 1 && a.part_done)
+        sum_parts_group(a, w, grp.x, grp.y, lane);
 }
 
 /* The parts of a split walk added up, in part order (the same sums on every run). */
@@ -1642,19 +1774,7 @@ __global__ void k_sum_parts(int64_t m, int parts, const double *__restrict__ par
     const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
     if (i >= m || charges_bad(stats))
         return;
-    if (pot) {
-        double v = 0;
-        for (int p = 0; p < parts; p++)
-            v += part_pot[i + p * m];
-        pot[i] = v;
-    }
-    if (grad)
-        for (int d = 0; d < 3; d++) {
-            double v = 0;
-            for (int p = 0; p < parts; p++)
-                v += part_grad[3 * (i + p * m) + d];
-            grad[3 * i + d] = v;
-        }
+    sum_parts_one(i, m, parts, part_pot, part_grad, pot, grad);
 }
 
 template <typename R, int ORDER, bool SELF>
@@ -1722,10 +1842,12 @@ typedef struct bh_state {
     buf charges, pot, grad;     /* host evaluations */
     buf part;                   /* a split walk's sums per part (walk_args), parts * m * 4 doubles */
     int parts;                  /* 1: the walk is not split */
+    int32_t *part_done;         /* in part, after the sums: the split walk's counts per group */
     int32_t split_begin, split_end;
     int2 *d_groups;             /* cap_groups slots, n_groups used */
     int64_t cap_groups, n_groups;
-    unsigned long long *d_stats;  /* charge check (2 words), split walk overflow (1) */
+    unsigned long long *d_stats;  /* charge check (2 words), split walk overflow (1), the
+                                   * blocks of k_moments_small done (1) */
     unsigned long long *h_stats;  /* pinned: d_stats after the walk */
     frame_out *h_frame, *dh_frame; /* pinned: k_frame_small's results (host and device view) */
     cudaEvent_t ev[4];
@@ -1759,7 +1881,7 @@ int64_t held(const bh_state *s)
 {
     const buf *b[] = {&s->x, &s->bbox, &s->src, &s->trg, &s->src_lo, &s->trg_lo, &s->links,
                       &s->node, &s->box, &s->charges, &s->pot, &s->grad, &s->part};
-    int64_t total = s->tree.bytes + s->ttree.bytes + s->cap_groups * (int64_t)sizeof(int2) + 16;
+    int64_t total = s->tree.bytes + s->ttree.bytes + s->cap_groups * (int64_t)sizeof(int2) + 32;
     for (size_t k = 0; k < sizeof b / sizeof b[0]; k++)
         total += (int64_t)b[k]->cap;
     return total;
@@ -1819,7 +1941,7 @@ int64_t split_warps(int device)
 int64_t split_bytes_bound(int device, int64_t m)
 {
     const int64_t b = 2 * split_warps(device) * 64 * 32, bm = MAX_PARTS * m * 32;
-    return b < bm ? b : bm;
+    return (b < bm ? b : bm) + 4 * split_warps(device); /* and the counts per group */
 }
 
 /* Device bytes for ns sources and nt targets (nt < 0: the sources), nodes at their bound;
@@ -1843,7 +1965,7 @@ int64_t device_bytes(const fmk_plan *plan, int64_t ns, int64_t nt, int with_host
     if (with_host_buffers)
         b += ns * 8 + m * 8 + m * 24;
     b += split_bytes_bound(plan->opts.device, m);
-    b += 16;
+    b += 32;
     if (peak)
         *peak = b;
     return b;
@@ -1903,7 +2025,15 @@ fmk_status choose_split(fmk_plan *plan, bh_state *s, int64_t m)
     }
     if (parts < 2)
         return FMK_OK;
-    fmk_status st = need(plan, s, &s->part, (size_t)(parts * m * 32), "the split walk's sums");
+    /* the parts' sums, then a count per group for the walk's own sum (sum_parts_group), zeroed
+     * here and cleared again by each walk */
+    const size_t sums = (size_t)(parts * m * 32);
+    fmk_status st = need(plan, s, &s->part, sums + 4 * (size_t)s->n_groups, "the split walk's sums");
+    if (st != FMK_OK)
+        return st;
+    s->part_done = (int32_t *)((char *)s->part.p + sums);
+    st = ok(plan, cudaMemsetAsync(s->part_done, 0, 4 * (size_t)s->n_groups, 0),
+            "cudaMemset (the split walk's counts)");
     if (st != FMK_OK)
         return st;
     s->parts = (int)parts;
@@ -2076,8 +2206,8 @@ fmk_status new_state(fmk_plan *plan, bh_state **out)
         return st;
     }
     s->events = 1;
-    st = fmk_cuda_alloc(plan, (void **)&s->d_stats, 3 * sizeof(unsigned long long),
-                        "the charge checks", 24);
+    st = fmk_cuda_alloc(plan, (void **)&s->d_stats, 4 * sizeof(unsigned long long),
+                        "the charge checks", 32);
     if (st == FMK_OK)
         st = ok(plan, cudaMallocHost((void **)&s->h_stats, 3 * sizeof(unsigned long long)),
                 "cudaMallocHost (the charge check and the walk's overflow flag)");
@@ -2330,6 +2460,14 @@ fmk_status run_eval_t(fmk_plan *plan, bh_state *s, const double *d_q, double *po
                                            (const int4 *)s->links.p, t->d_n_children,
                                            (V *)s->src.p, lo, (V *)s->node.p);
         err = cudaGetLastError();
+    } else if (err == cudaSuccess && t->n_nodes <= fmk_cuda_bh_moments_small_max &&
+               fmk_cuda_bh_moments_fused) {
+        constexpr int W = MOMENTS_FUSED_BLOCK / 32;
+        k_moments_small<R><<<(unsigned)((t->n_nodes + W - 1) / W), MOMENTS_FUSED_BLOCK>>>(
+            (int32_t)t->n_nodes, t->levels, lt, t->d_level, inv_theta, S, t->d_keys,
+            (const int4 *)s->links.p, t->d_n_children, t->d_order, d_q, s->d_stats, (V *)s->src.p,
+            lo, (V *)s->node.p);
+        err = cudaGetLastError();
     } else if (err == cudaSuccess) {
         k_pack_charges<R><<<blocks_for(n), BLOCK>>>(n, t->d_order, d_q, s->d_stats, (V *)s->src.p);
         if (t->n_nodes <= fmk_cuda_bh_moments_small_max) {
@@ -2377,7 +2515,10 @@ fmk_status run_eval_t(fmk_plan *plan, bh_state *s, const double *d_q, double *po
     a.parts = s->parts;
     a.split_begin = s->split_begin, a.split_end = s->split_end;
     double *part_pot = NULL, *part_grad = NULL;
-    if (s->parts > 1) { /* the parts' sums, added up after the walk */
+    const int fold = s->parts > 1 && fmk_cuda_bh_split_fold;
+    a.part_done = fold ? s->part_done : NULL;
+    a.out_pot = pot, a.out_grad = grad;
+    if (s->parts > 1) { /* the parts' sums, added up by the walk's last part or after the walk */
         part_pot = pot ? (double *)s->part.p : NULL;
         part_grad = grad ? (double *)s->part.p + s->parts * a.m : NULL;
         a.pot = part_pot, a.grad = part_grad;
@@ -2413,7 +2554,7 @@ fmk_status run_eval_t(fmk_plan *plan, bh_state *s, const double *d_q, double *po
     a.stats = s->d_stats;
     if (err == cudaSuccess)
         err = walk<R>(a, plan->opts.order, plan->self, stackless, s->group);
-    if (err == cudaSuccess && s->parts > 1) {
+    if (err == cudaSuccess && s->parts > 1 && !fold) {
         k_sum_parts<<<blocks_for(a.m), BLOCK>>>(a.m, s->parts, part_pot, part_grad, s->d_stats,
                                                 pot, grad);
         err = cudaGetLastError();
@@ -2445,7 +2586,7 @@ fmk_status run_eval_t(fmk_plan *plan, bh_state *s, const double *d_q, double *po
     if (err == cudaSuccess && s->parts > 1 && s->h_stats[2]) {
         /* the split walk's stack overflowed above the split, where the parts could disagree
          * on what they sum: the walk again, unsplit (into the outputs themselves) */
-        a.parts = 1, a.pot = pot, a.grad = grad;
+        a.parts = 1, a.pot = pot, a.grad = grad, a.part_done = NULL;
         fmk_cuda_bh_split_redos++;
         err = walk<R>(a, plan->opts.order, plan->self, stackless, s->group);
         if (err == cudaSuccess)
@@ -2499,7 +2640,7 @@ fmk_status run_eval(fmk_plan *plan, bh_state *s, const double *charges, double *
      * (small sets: in k_prep_small) */
     err = cudaSuccess;
     if (!prep_small(plan, s))
-        err = cudaMemsetAsync(s->d_stats, 0, 3 * sizeof(unsigned long long), 0);
+        err = cudaMemsetAsync(s->d_stats, 0, 4 * sizeof(unsigned long long), 0);
     if (err == cudaSuccess && !prep_small(plan, s)) {
         const int64_t nb = (n + BLOCK - 1) / BLOCK;
         k_charge_stats<<<(unsigned)(nb < 1024 ? nb : 1024), BLOCK>>>(n, d_q, s->d_stats);

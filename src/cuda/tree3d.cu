@@ -58,15 +58,15 @@ __global__ void k_keys(int64_t n, const double *__restrict__ x, uint64_t *__rest
     idx[i] = (int32_t)i;
 }
 
-/* Keys and their stable sort in one block for SORT_SMALL_MIN < n <= SORT_SMALL_MAX points
- * (CUB's device sort takes ten launches from 2^11 keys up, most of the time of a small tree;
- * below, its one-tile path is faster), or for a tile of SORT_SMALL_MAX points of up to
- * fmk_cuda_tree_sort_tiles times as many (block b sorts points [b SORT_SMALL_MAX,
- * (b + 1) SORT_SMALL_MAX) into its place in keys, order, and k_merge_tiles merges the sorted
- * tiles: two launches instead of CUB's ten). The points are loaded in index order (blocked)
- * and padded with all-ones keys, which sort last because the sort is stable and they come
- * last. 512 threads x 16 keys: 1024 x 16 spills registers and measured slower than the device
- * sort (bench/RESULTS.md).
+/* Keys and their stable sort in one block for a tile of TILE points (2048, 4096 or
+ * SORT_SMALL_MAX = 8192), alone or one of up to fmk_cuda_tree_sort_tiles times 8192 points
+ * (block b sorts points [b TILE, (b + 1) TILE) into its place in keys, order, and
+ * k_merge_tiles merges the sorted tiles: two launches instead of CUB's ten, which take most of
+ * the time of a small tree from 2^11 keys up; below, CUB's one-tile path is faster). The
+ * points are loaded in index order (blocked) and padded with all-ones keys, which sort last
+ * because the sort is stable and they come last. 8 keys per thread (256 or 512 threads) sort a
+ * tile in about half the time of 16 (512 x 16, the tile of 8192); 1024 x 16 spills registers
+ * and measured slower than the device sort (bench/RESULTS.md).
  *
  * The sort's passes cost most of the block's time, and few keys of a small set share their
  * top 30 bits (the cells of level 10): the block sorts (top 30 bits, index) in 5 passes of 6
@@ -79,8 +79,8 @@ __global__ void k_keys(int64_t n, const double *__restrict__ x, uint64_t *__rest
 constexpr int SORT_ITEMS = 16, SORT_SMALL_MIN = 2048, SORT_SMALL_MAX = 512 * SORT_ITEMS;
 constexpr int TOP_SHIFT = 33, TOP_BITS = 3 * FMK_TREE_KEY_BITS - TOP_SHIFT, BLOCK_RUN_MAX = 64;
 
-template <int BLOCK_THREADS> struct small_sort {
-    static constexpr int ITEMS = SORT_SMALL_MAX / BLOCK_THREADS;
+template <int BLOCK_THREADS, int TILE = SORT_SMALL_MAX> struct small_sort {
+    static constexpr int ITEMS = TILE / BLOCK_THREADS;
     typedef cub::BlockRadixSort<uint32_t, BLOCK_THREADS, ITEMS, int32_t, 6> top_t;
     typedef cub::BlockRadixSort<uint64_t, BLOCK_THREADS, ITEMS, int32_t, 6> type;
     /* the block's shared memory (dynamic: ~170 KB) */
@@ -88,27 +88,27 @@ template <int BLOCK_THREADS> struct small_sort {
         union {
             typename top_t::TempStorage top;
             typename type::TempStorage full;
-            uint64_t sorted[SORT_SMALL_MAX]; /* the tile's keys, sorted */
+            uint64_t sorted[TILE]; /* the tile's keys, sorted */
         } u;
-        uint64_t key[SORT_SMALL_MAX]; /* the tile's keys by index */
-        int32_t idx[SORT_SMALL_MAX];  /* the tile's indices sorted by their top bits */
+        uint64_t key[TILE]; /* the tile's keys by index */
+        int32_t idx[TILE];  /* the tile's indices sorted by their top bits */
         int full_sort;
     };
 };
 
-/* Block part of the sorts above: the points [base, base + SORT_SMALL_MAX) of n (fewer at the
- * end) sorted by (key, index) into keys[base + r], order[base + r] and s.u.sorted[r]. full:
- * all 63 bits from the start. Every thread of the block must call it. */
-template <int BLOCK_THREADS>
+/* Block part of the sorts above: the points [base, base + TILE) of n (fewer at the end)
+ * sorted by (key, index) into keys[base + r], order[base + r] and s.u.sorted[r]. full: all 63
+ * bits from the start. Every thread of the block must call it. */
+template <int BLOCK_THREADS, int TILE = SORT_SMALL_MAX>
 __device__ __forceinline__ void sort_tile(int64_t n, int64_t base, const double *__restrict__ x,
                                           int run_max, int full,
-                                          typename small_sort<BLOCK_THREADS>::storage &s,
+                                          typename small_sort<BLOCK_THREADS, TILE>::storage &s,
                                           uint64_t *__restrict__ keys, int32_t *__restrict__ order)
 {
-    typedef small_sort<BLOCK_THREADS> cfg;
+    typedef small_sort<BLOCK_THREADS, TILE> cfg;
     constexpr int ITEMS = cfg::ITEMS;
     const int tid = threadIdx.x;
-    const int m = (int)(n - base < SORT_SMALL_MAX ? n - base : SORT_SMALL_MAX);
+    const int m = (int)(n - base < TILE ? n - base : TILE);
     run_max = run_max < BLOCK_RUN_MAX ? run_max : BLOCK_RUN_MAX;
     if (tid == 0)
         s.full_sort = full;
@@ -177,39 +177,48 @@ __device__ __forceinline__ void sort_tile(int64_t n, int64_t base, const double 
     }
 }
 
-template <int BLOCK_THREADS>
+template <int BLOCK_THREADS, int TILE = SORT_SMALL_MAX>
 __global__ void __launch_bounds__(BLOCK_THREADS)
     k_sort_small(int64_t n, const double *__restrict__ x, int run_max, int full,
                  uint64_t *__restrict__ keys, int32_t *__restrict__ order, int32_t *__restrict__ lb)
 {
     extern __shared__ __align__(16) unsigned char smem[];
-    typename small_sort<BLOCK_THREADS>::storage &s =
-        *reinterpret_cast<typename small_sort<BLOCK_THREADS>::storage *>(smem);
+    typename small_sort<BLOCK_THREADS, TILE>::storage &s =
+        *reinterpret_cast<typename small_sort<BLOCK_THREADS, TILE>::storage *>(smem);
     if (blockIdx.x == 0 && threadIdx.x == 0)
         lb[FMK_CUDA_TREE_LB_SORT] = 0; /* these keys are sorted on every bit */
-    sort_tile<BLOCK_THREADS>(n, (int64_t)blockIdx.x * SORT_SMALL_MAX, x, run_max, full, s, keys,
-                             order);
+    sort_tile<BLOCK_THREADS, TILE>(n, (int64_t)blockIdx.x * TILE, x, run_max, full, s, keys, order);
 }
 
-/* First position in [lo, hi) of sorted keys whose key is > k (upper) or >= k. */
-__device__ __forceinline__ int64_t key_bound(const uint64_t *__restrict__ keys, int64_t lo,
-                                            int64_t hi, uint64_t k, bool upper)
+/* The number of keys of the sorted a[lo, lo + len) (len <= 2 TILE - 1) below k, or not above
+ * it (upper): a binary search of fixed steps, so that the searches of a thread's several keys
+ * can overlap. */
+template <int TILE>
+__device__ __forceinline__ int keys_below(const uint64_t *a, int lo, int len, uint64_t k,
+                                          bool upper)
 {
-    while (lo < hi) {
-        const int64_t mid = lo + (hi - lo) / 2;
-        if (keys[mid] < k || (upper && keys[mid] == k))
-            lo = mid + 1;
-        else
-            hi = mid;
+    int pos = 0;
+#pragma unroll
+    for (int step = TILE; step > 0; step >>= 1) {
+        const int idx = pos + step;
+        if (idx <= len) {
+            const uint64_t v = a[lo + idx - 1];
+            pos = v < k || (upper && v == k) ? idx : pos;
+        }
     }
-    return lo;
+    return pos;
 }
 
-/* The stable merge of sorted tiles of `tile` points (in index order: tile b holds points
- * [b tile, (b + 1) tile)): a point's place is its place in its tile plus, in every other
- * tile, the keys below its key and, in the tiles before its own, the keys equal to it (the
- * points of lower index come first among equal keys, as in the stable sort). */
-__global__ void k_merge_tiles(int64_t n, int64_t tile, const uint64_t *__restrict__ keys_in,
+/* The stable merge of sorted tiles of TILE points (in index order: tile b holds points
+ * [b TILE, (b + 1) TILE)): a point's place is its place in its tile plus, in every other tile,
+ * the keys below its key and, in the tiles before its own, the keys equal to it (the points of
+ * lower index come first among equal keys, as in the stable sort). The searches in up to
+ * MERGE_UNROLL tiles go step by step together (binary searches of fixed steps), so their loads
+ * overlap: a chain of log2(TILE) + 1 loads, not one per tile. */
+constexpr int MERGE_UNROLL = 8;
+
+template <int TILE>
+__global__ void k_merge_tiles(int64_t n, const uint64_t *__restrict__ keys_in,
                               const int32_t *__restrict__ order_in, uint64_t *__restrict__ keys,
                               int32_t *__restrict__ order)
 {
@@ -217,13 +226,29 @@ __global__ void k_merge_tiles(int64_t n, int64_t tile, const uint64_t *__restric
     if (i >= n)
         return;
     const uint64_t k = keys_in[i];
-    const int64_t own = i / tile;
-    int64_t place = i - own * tile;
-    for (int64_t b = 0; b * tile < n; b++)
-        if (b != own) {
-            const int64_t lo = b * tile, hi = lo + tile < n ? lo + tile : n;
-            place += key_bound(keys_in, lo, hi, k, b < own) - lo;
-        }
+    const int64_t own = i / TILE, tiles = (n + TILE - 1) / TILE;
+    int64_t place = i - own * TILE;
+    for (int64_t b0 = 0; b0 < tiles; b0 += MERGE_UNROLL) {
+        int pos[MERGE_UNROLL];
+#pragma unroll
+        for (int u = 0; u < MERGE_UNROLL; u++)
+            pos[u] = 0;
+#pragma unroll
+        for (int step = TILE; step > 0; step >>= 1)
+#pragma unroll
+            for (int u = 0; u < MERGE_UNROLL; u++) {
+                const int64_t b = b0 + u, lo = b * TILE;
+                const int64_t len = b == own || b >= tiles ? 0 : n - lo < TILE ? n - lo : TILE;
+                const int idx = pos[u] + step;
+                if (idx <= len) {
+                    const uint64_t v = keys_in[lo + idx - 1];
+                    pos[u] = v < k || (b < own && v == k) ? idx : pos[u];
+                }
+            }
+#pragma unroll
+        for (int u = 0; u < MERGE_UNROLL; u++)
+            place += pos[u];
+    }
     keys[place] = k;
     order[place] = order_in[i];
 }
@@ -572,11 +597,11 @@ __global__ void __launch_bounds__(BUILD_BLOCK)
                              level, lb, h_lb);
 }
 
-/* The keys, their sort and the tree of at most SORT_SMALL_MAX points in one launch
+/* The keys, their sort and the tree of at most TILE points in one launch
  * (k_sort_small's block part, then k_build_small's from the sorted keys in shared memory: the
  * octant searches of every level read shared memory, not global). The same arrays as the two
  * kernels. */
-template <int BUILD_BLOCK>
+template <int BUILD_BLOCK, int TILE = SORT_SMALL_MAX>
 __global__ void __launch_bounds__(BUILD_BLOCK)
     k_tree_small(int64_t n, const double *__restrict__ x, int run_max, int full, int leaf_size,
                  int64_t cap, uint64_t *__restrict__ keys, int32_t *__restrict__ order,
@@ -586,13 +611,89 @@ __global__ void __launch_bounds__(BUILD_BLOCK)
                  int8_t *__restrict__ level, int32_t *__restrict__ lb, int32_t *__restrict__ h_lb)
 {
     extern __shared__ __align__(16) unsigned char smem[];
-    typename small_sort<BUILD_BLOCK>::storage &s =
-        *reinterpret_cast<typename small_sort<BUILD_BLOCK>::storage *>(smem);
+    typename small_sort<BUILD_BLOCK, TILE>::storage &s =
+        *reinterpret_cast<typename small_sort<BUILD_BLOCK, TILE>::storage *>(smem);
     if (threadIdx.x == 0)
         lb[FMK_CUDA_TREE_LB_SORT] = 0; /* these keys are sorted on every bit */
-    sort_tile<BUILD_BLOCK>(n, 0, x, run_max, full, s, keys, order);
+    sort_tile<BUILD_BLOCK, TILE>(n, 0, x, run_max, full, s, keys, order);
     build_nodes<BUILD_BLOCK>(n, leaf_size, cap, s.u.sorted, begin, end, n_children, more, next,
                              parent, level, lb, h_lb);
+}
+
+/* The merge of k_sort_small's tiles (of TILE points) and the tree in one launch of one block,
+ * for at most MERGE_BUILD_MAX points: the tiles' sorted keys are loaded into shared memory,
+ * each point's place found there as k_merge_tiles finds it (in every other tile, the keys
+ * below its key, and in the tiles before its own the keys equal to it), the keys written to
+ * their places (in shared memory too), and the tree built from them as k_tree_small does
+ * (the octant searches in shared memory). Two launches (the merge, the build reading global
+ * memory) in one. */
+constexpr int MERGE_BUILD_BLOCK = 1024, MERGE_BUILD_MAX = 16384;
+
+template <int TILE>
+__global__ void __launch_bounds__(MERGE_BUILD_BLOCK)
+    k_merge_build(int64_t n, const uint64_t *__restrict__ keys_in,
+                  const int32_t *__restrict__ order_in, int leaf_size, int64_t cap,
+                  uint64_t *__restrict__ keys, int32_t *__restrict__ order,
+                  int32_t *__restrict__ begin, int32_t *__restrict__ end,
+                  int32_t *__restrict__ n_children, int32_t *__restrict__ more,
+                  int32_t *__restrict__ next, int32_t *__restrict__ parent,
+                  int8_t *__restrict__ level, int32_t *__restrict__ lb, int32_t *__restrict__ h_lb)
+{
+    constexpr int ITEMS = MERGE_BUILD_MAX / MERGE_BUILD_BLOCK;
+    extern __shared__ __align__(16) unsigned char smem[];
+    uint64_t *sk = reinterpret_cast<uint64_t *>(smem); /* n keys: by tiles, then merged */
+    const int m = (int)n, tid = threadIdx.x, tiles = (m + TILE - 1) / TILE;
+    uint64_t k[ITEMS];
+    int place[ITEMS];
+#pragma unroll
+    for (int u = 0; u < ITEMS; u++) {
+        const int p = tid + u * MERGE_BUILD_BLOCK;
+        k[u] = p < m ? keys_in[p] : 0;
+        if (p < m)
+            sk[p] = k[u];
+    }
+    __syncthreads();
+#pragma unroll
+    for (int u = 0; u < ITEMS; u++) {
+        const int p = tid + u * MERGE_BUILD_BLOCK, own = p / TILE;
+        place[u] = p - own * TILE;
+        for (int b = 0; b < tiles && p < m; b++)
+            if (b != own) {
+                const int lo = b * TILE, len = m - lo < TILE ? m - lo : TILE;
+                place[u] += keys_below<TILE>(sk, lo, len, k[u], b < own);
+            }
+    }
+    __syncthreads(); /* every search is done: the keys go to their places */
+#pragma unroll
+    for (int u = 0; u < ITEMS; u++) {
+        const int p = tid + u * MERGE_BUILD_BLOCK;
+        if (p < m) {
+            sk[place[u]] = k[u], keys[place[u]] = k[u];
+            order[place[u]] = order_in[p];
+        }
+    }
+    __syncthreads();
+    build_nodes<MERGE_BUILD_BLOCK>(n, leaf_size, cap, sk, begin, end, n_children, more, next,
+                                   parent, level, lb, h_lb);
+}
+
+/* k_build_small of at most MERGE_BUILD_MAX sorted keys (k_merge_tiles' output) loaded into
+ * shared memory first: the octant searches of every level read shared memory, as in
+ * k_tree_small, not global memory. */
+__global__ void __launch_bounds__(MERGE_BUILD_BLOCK)
+    k_build_staged(int64_t n, int leaf_size, int64_t cap, const uint64_t *__restrict__ keys,
+                   int32_t *__restrict__ begin, int32_t *__restrict__ end,
+                   int32_t *__restrict__ n_children, int32_t *__restrict__ more,
+                   int32_t *__restrict__ next, int32_t *__restrict__ parent,
+                   int8_t *__restrict__ level, int32_t *__restrict__ lb, int32_t *__restrict__ h_lb)
+{
+    extern __shared__ __align__(16) unsigned char smem[];
+    uint64_t *sk = reinterpret_cast<uint64_t *>(smem);
+    for (int p = threadIdx.x; p < (int)n; p += MERGE_BUILD_BLOCK)
+        sk[p] = keys[p];
+    __syncthreads();
+    build_nodes<MERGE_BUILD_BLOCK>(n, leaf_size, cap, sk, begin, end, n_children, more, next,
+                                   parent, level, lb, h_lb);
 }
 
 /* Groups (tree_internal.h). Without merge: a node that is a group gives chunks of group_size.
@@ -838,14 +939,35 @@ int fmk_cuda_tree_build_block = 1024;
  * 1: one block up to 8192 points, CUB's device sort above. */
 extern "C" int fmk_cuda_tree_sort_tiles;
 int fmk_cuda_tree_sort_tiles = 4;
+/* Tuning knobs (not API): the points per tile of those sorts (0: 2048 up to 16384 points,
+ * 4096 above; or 2048, 4096, 8192 at every size: a block of 256, 512, 512 threads sorts 8, 8,
+ * 16 keys per thread; at 10000 points the three tiles of 4096 took 20 us against 42 for two
+ * of 8192, in parallel, bench/RESULTS.md), and how a tree of at most 16384 points built
+ * without a host wait is merged and built after the tiles' sort: k_merge_tiles, then
+ * k_build_staged reading the keys from shared memory (2); the merge and the build in one
+ * launch of one block (k_merge_build, 1: its searches in shared memory cost more than the
+ * launch they save); or k_merge_tiles and k_build_small (0). */
+extern "C" int fmk_cuda_tree_sort_tile;
+int fmk_cuda_tree_sort_tile = 0;
+extern "C" int fmk_cuda_tree_merge_build;
+int fmk_cuda_tree_merge_build = 2;
 /* Tuning knobs (not API): the one-block sorts sort the keys' top 30 bits and then the runs of
- * equal top bits (1), or all 63 bits (0); trees of at most 8192 points built without a host
- * wait get their keys, sort and nodes from one launch of one block (k_tree_small: 1) or from
- * two (k_sort_small or CUB's sort, then k_build_small: 0). */
+ * equal top bits (1), or all 63 bits (0); trees of at most fmk_cuda_tree_fused_max points
+ * built without a host wait get their keys, sort and nodes from one launch of one block
+ * (k_tree_small: 1) or from two (k_sort_small or CUB's sort, then k_build_small: 0). */
 extern "C" int fmk_cuda_tree_top_sort;
 int fmk_cuda_tree_top_sort = 1;
 extern "C" int fmk_cuda_tree_fused;
 int fmk_cuda_tree_fused = 1;
+/* Tuning knobs (not API): the largest tree of that one launch (4096; at most 8192; larger
+ * ones are sorted in tiles: at 6000 and 8192 points tiles of 4096, their merge and the build
+ * from shared memory took 0.004 and 0.009 ms less than the one launch sorting 16 keys per
+ * thread), and whether it sorts a tile of 2048, 4096 or 8192 points, the smallest that holds
+ * them (1), or always 8192 (0). */
+extern "C" int fmk_cuda_tree_fused_max;
+int fmk_cuda_tree_fused_max = 4096;
+extern "C" int fmk_cuda_tree_fused_fit;
+int fmk_cuda_tree_fused_fit = 1;
 /* Tuning knob (not API): the first levels' octant boundaries from the cell table (1), or by
  * binary searches (0). */
 extern "C" int fmk_cuda_tree_cells;
@@ -1106,46 +1228,126 @@ template <typename K> cudaError_t allow_smem(K kernel, int bytes, int *ready)
     return err;
 }
 
-/* Launches k_sort_small<BLOCK_THREADS>, one block per tile of SORT_SMALL_MAX points, and
+/* Launches k_sort_small<BLOCK_THREADS, TILE>, one block per tile of TILE points, and (merge)
  * k_merge_tiles when there are several. */
-template <int BLOCK_THREADS>
-cudaError_t sort_small(int64_t n, const double *d_x, fmk_cuda_tree *t)
+template <int BLOCK_THREADS, int TILE>
+cudaError_t sort_tiles(int64_t n, const double *d_x, fmk_cuda_tree *t, int merge)
 {
     static int ready = 0;
-    const int bytes = (int)sizeof(typename small_sort<BLOCK_THREADS>::storage);
-    const int64_t tile = SORT_SMALL_MAX, tiles = (n + tile - 1) / tile;
+    const int bytes = (int)sizeof(typename small_sort<BLOCK_THREADS, TILE>::storage);
+    const int64_t tiles = (n + TILE - 1) / TILE;
     const int run_max = fmk_cuda_tree_split_run_max, full = !fmk_cuda_tree_top_sort;
-    cudaError_t err = allow_smem(k_sort_small<BLOCK_THREADS>, bytes, &ready);
+    cudaError_t err = allow_smem(k_sort_small<BLOCK_THREADS, TILE>, bytes, &ready);
     if (err == cudaSuccess && tiles == 1) {
-        k_sort_small<BLOCK_THREADS><<<1, BLOCK_THREADS, bytes>>>(n, d_x, run_max, full, t->d_keys,
-                                                                t->d_order, t->d_lb);
+        k_sort_small<BLOCK_THREADS, TILE><<<1, BLOCK_THREADS, bytes>>>(n, d_x, run_max, full,
+                                                                      t->d_keys, t->d_order, t->d_lb);
     } else if (err == cudaSuccess) {
-        k_sort_small<BLOCK_THREADS><<<(unsigned)tiles, BLOCK_THREADS, bytes>>>(
+        k_sort_small<BLOCK_THREADS, TILE><<<(unsigned)tiles, BLOCK_THREADS, bytes>>>(
             n, d_x, run_max, full, t->d_keys_alt, t->d_order_alt, t->d_lb);
-        k_merge_tiles<<<blocks_for(n), BLOCK>>>(n, tile, t->d_keys_alt, t->d_order_alt, t->d_keys,
-                                               t->d_order);
+        if (merge)
+            k_merge_tiles<TILE><<<blocks_for(n), BLOCK>>>(n, t->d_keys_alt, t->d_order_alt,
+                                                         t->d_keys, t->d_order);
     }
     if (err == cudaSuccess)
         err = cudaGetLastError();
     return err;
 }
 
-/* Whether k_tree_small takes the n points (else k_sort_small or CUB's sort and k_build_small). */
-int tree_small_takes(int64_t n) { return fmk_cuda_tree_fused && n > 0 && n <= SORT_SMALL_MAX; }
+/* The points per tile of a sort of n points in tiles: fmk_cuda_tree_sort_tile, or (0) 2048 up
+ * to MERGE_BUILD_MAX points and 4096 above. */
+int sort_tile_size(int64_t n)
+{
+    const int k = fmk_cuda_tree_sort_tile;
+    if (k == 2048 || k == 4096 || k == SORT_SMALL_MAX)
+        return k;
+    return n <= MERGE_BUILD_MAX ? 2048 : 4096;
+}
 
-/* k_tree_small over the n mapped points d_x into t (h_lb as build_small's). */
-cudaError_t tree_small(int64_t n, const double *d_x, fmk_cuda_tree *t, int32_t *h_lb)
+cudaError_t sort_small(int64_t n, const double *d_x, fmk_cuda_tree *t, int merge = 1)
+{
+    switch (sort_tile_size(n)) {
+    case 2048: return sort_tiles<256, 2048>(n, d_x, t, merge);
+    case 4096: return sort_tiles<512, 4096>(n, d_x, t, merge);
+    default: return sort_tiles<512, SORT_SMALL_MAX>(n, d_x, t, merge);
+    }
+}
+
+/* Whether the n points of a tree built without a wait are sorted in tiles and then merged and
+ * built by one launch (k_merge_build) or merged (k_merge_tiles) and built from shared memory
+ * (k_build_staged). */
+int merge_build_takes(int64_t n)
+{
+    return (fmk_cuda_tree_merge_build == 1 || fmk_cuda_tree_merge_build == 2) &&
+           n > sort_tile_size(n) && n <= MERGE_BUILD_MAX &&
+           n <= (int64_t)fmk_cuda_tree_sort_tiles * SORT_SMALL_MAX && n <= fmk_cuda_tree_small_max;
+}
+
+template <int TILE> cudaError_t merge_build_launch(fmk_cuda_tree *t, int32_t *h_lb)
 {
     static int ready = 0;
-    const int bytes = (int)sizeof(small_sort<512>::storage);
-    cudaError_t err = allow_smem(k_tree_small<512>, bytes, &ready);
+    const int bytes = MERGE_BUILD_MAX * (int)sizeof(uint64_t);
+    cudaError_t err = allow_smem(k_merge_build<TILE>, bytes, &ready);
     if (err == cudaSuccess)
-        k_tree_small<512><<<1, 512, bytes>>>(n, d_x, fmk_cuda_tree_split_run_max,
-                                             !fmk_cuda_tree_top_sort, t->leaf_size, t->cap_nodes,
-                                             t->d_keys, t->d_order, t->d_begin, t->d_end,
-                                             t->d_n_children, t->d_more, t->d_next, t->d_parent,
-                                             t->d_level, t->d_lb, h_lb);
+        k_merge_build<TILE><<<1, MERGE_BUILD_BLOCK, (size_t)t->n_points * sizeof(uint64_t)>>>(
+            t->n_points, t->d_keys_alt, t->d_order_alt, t->leaf_size, t->cap_nodes, t->d_keys,
+            t->d_order, t->d_begin, t->d_end, t->d_n_children, t->d_more, t->d_next, t->d_parent,
+            t->d_level, t->d_lb, h_lb);
     return err == cudaSuccess ? cudaGetLastError() : err;
+}
+
+/* The tiles' sort, then k_merge_build, or k_merge_tiles and k_build_staged
+ * (merge_build_takes(n)). */
+cudaError_t merge_build(int64_t n, const double *d_x, fmk_cuda_tree *t, int32_t *h_lb)
+{
+    const int one = fmk_cuda_tree_merge_build == 1;
+    cudaError_t err = sort_small(n, d_x, t, !one);
+    if (err != cudaSuccess)
+        return err;
+    if (!one) {
+        static int ready = 0;
+        err = allow_smem(k_build_staged, MERGE_BUILD_MAX * (int)sizeof(uint64_t), &ready);
+        if (err == cudaSuccess)
+            k_build_staged<<<1, MERGE_BUILD_BLOCK, (size_t)n * sizeof(uint64_t)>>>(
+                n, t->leaf_size, t->cap_nodes, t->d_keys, t->d_begin, t->d_end, t->d_n_children,
+                t->d_more, t->d_next, t->d_parent, t->d_level, t->d_lb, h_lb);
+        return err == cudaSuccess ? cudaGetLastError() : err;
+    }
+    switch (sort_tile_size(n)) {
+    case 2048: return merge_build_launch<2048>(t, h_lb);
+    case 4096: return merge_build_launch<4096>(t, h_lb);
+    default: return merge_build_launch<SORT_SMALL_MAX>(t, h_lb);
+    }
+}
+
+/* Whether k_tree_small takes the n points (else k_sort_small or CUB's sort and k_build_small). */
+int tree_small_takes(int64_t n)
+{
+    return fmk_cuda_tree_fused && n > 0 && n <= SORT_SMALL_MAX && n <= fmk_cuda_tree_fused_max;
+}
+
+template <int BLOCK_THREADS, int TILE>
+cudaError_t tree_small_launch(int64_t n, const double *d_x, fmk_cuda_tree *t, int32_t *h_lb)
+{
+    static int ready = 0;
+    const int bytes = (int)sizeof(typename small_sort<BLOCK_THREADS, TILE>::storage);
+    cudaError_t err = allow_smem(k_tree_small<BLOCK_THREADS, TILE>, bytes, &ready);
+    if (err == cudaSuccess)
+        k_tree_small<BLOCK_THREADS, TILE><<<1, BLOCK_THREADS, bytes>>>(
+            n, d_x, fmk_cuda_tree_split_run_max, !fmk_cuda_tree_top_sort, t->leaf_size,
+            t->cap_nodes, t->d_keys, t->d_order, t->d_begin, t->d_end, t->d_n_children, t->d_more,
+            t->d_next, t->d_parent, t->d_level, t->d_lb, h_lb);
+    return err == cudaSuccess ? cudaGetLastError() : err;
+}
+
+/* k_tree_small over the n mapped points d_x into t (h_lb as build_small's): a tile of 2048,
+ * 4096 or 8192 points, the smallest that holds them (fmk_cuda_tree_fused_fit; else 8192). */
+cudaError_t tree_small(int64_t n, const double *d_x, fmk_cuda_tree *t, int32_t *h_lb)
+{
+    if (fmk_cuda_tree_fused_fit && n <= 2048)
+        return tree_small_launch<256, 2048>(n, d_x, t, h_lb);
+    if (fmk_cuda_tree_fused_fit && n <= 4096)
+        return tree_small_launch<512, 4096>(n, d_x, t, h_lb);
+    return tree_small_launch<512, SORT_SMALL_MAX>(n, d_x, t, h_lb);
 }
 
 /* Sorts the keys of the n mapped points d_x with their indices into t->d_keys, t->d_order:
@@ -1156,7 +1358,7 @@ fmk_status sort_points(fmk_plan *plan, fmk_cuda_tree *t, int64_t n, const double
 {
     if (n > SORT_SMALL_MIN && n <= (int64_t)fmk_cuda_tree_sort_tiles * SORT_SMALL_MAX &&
         n <= fmk_cuda_tree_small_max)
-        return check(plan, sort_small<512>(n, d_x, t), "the one-block sort");
+        return check(plan, sort_small(n, d_x, t), "the one-block sort");
     if (n <= 0)
         return FMK_OK;
     size_t tb = t->temp_bytes;
@@ -1229,11 +1431,13 @@ extern "C" fmk_status fmk_cuda_tree3d_build_async(fmk_plan *plan, int64_t n, con
     if (n > fmk_cuda_tree_small_max)
         return fmk_cuda_tree3d_build(plan, n, d_x, leaf_size, extra, t);
     const int fused = tree_small_takes(n);
-    fmk_status st = prepare(plan, n, leaf_size, extra, t, !fused);
+    fmk_status st = prepare(plan, n, leaf_size, extra, t, !fused && !merge_build_takes(n));
     if (st == FMK_OK)
         st = pin_lb(plan, t);
     if (st == FMK_OK && fused) {
         st = check(plan, tree_small(n, d_x, t, t->dh_lb), "the one-block keys, sort and tree build");
+    } else if (st == FMK_OK && merge_build_takes(n)) {
+        st = check(plan, merge_build(n, d_x, t, t->dh_lb), "the tiles' sort, merge and build");
     } else {
         if (st == FMK_OK) /* a split sort's flag is looked at by finish */
             st = sort_points(plan, t, n, d_x, n > fmk_cuda_tree_split_sort_min);

@@ -18,10 +18,12 @@
  * The level's first node and count live on the device (d_lb), so the kernels and the scan run
  * over a bound of the level's size known on the host and the host does not wait per level.
  * Trees of at most fmk_cuda_tree_small_max points (2^16) are built below the root by one block
- * (k_build_small: the same nodes, no launch per level); up to 8192 points the keys, their sort
- * and the nodes are one launch of one block (k_tree_small), and up to 32768 a block sorts each
- * 8192 points and one launch merges them; these one-block sorts order the keys' top 30 bits,
- * then each run of equal top bits (all 63 bits when a run is long). The groups of such trees
+ * (k_build_small: the same nodes, no launch per level); up to 4096 points the keys, their sort
+ * and the nodes are one launch of one block (k_tree_small, sorting a tile of 2048 or 4096),
+ * and up to 32768 a block sorts each 2048 points (4096 above 16384) and one launch merges them
+ * (up to 16384 points the build then reads the merged keys from shared memory,
+ * k_build_staged); these one-block sorts order the keys' top 30 bits, then each run of equal
+ * top bits (all 63 bits when a run is long). The groups of such trees
  * likewise (docs/tree.md, "Small N"). Such
  * a tree can also be built without a host wait (fmk_cuda_tree3d_build_async): its level table
  * is written into pinned host memory by the kernels and read after the caller's one wait.

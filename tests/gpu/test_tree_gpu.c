@@ -56,6 +56,18 @@ extern int fmk_cuda_tree_build_block;
  * sort and build), or 0: the sort and the build in two. */
 extern int fmk_cuda_tree_top_sort;
 extern int fmk_cuda_tree_fused;
+/* The points per tile of those sorts (8192, 4096 or 2048), and the tiles' merge and the build
+ * of a tree of at most 16384 points in one launch (1) or two (0). */
+extern int fmk_cuda_tree_sort_tile;
+extern int fmk_cuda_tree_merge_build;
+/* The one-launch tree's tile: the smallest of 2048, 4096, 8192 that holds the points (1). */
+extern int fmk_cuda_tree_fused_fit;
+extern int fmk_cuda_tree_fused_max; /* the one-launch tree up to this many points (4096) */
+/* The charges and moments of small trees (more sources than the one-block prep takes) in one
+ * launch (1) or three (0). */
+extern int fmk_cuda_bh_moments_fused;
+/* A split walk's parts added up by its last part per group (1) or by a kernel after it (0). */
+extern int fmk_cuda_bh_split_fold;
 /* The one-wait paths of small N: the one-block frame of sets of at most this many points,
  * trees built without a host wait (1), the one-block charges and moments of at most this many
  * sources; and how often the frame (a softening wider than the points) and such a build (the
@@ -410,14 +422,18 @@ static void test_device_paths(void)
  * cluster's long runs). The small paths: keys, sort and build in one launch, with the sort of
  * the top 30 bits then the runs and its fall back to all 63 bits in the same block (run_max
  * 1, a third of the points identical, a tight cluster); tiles of 8192 sorted so and merged;
- * and the kernels before (a 63-bit one-block sort, then the build of 512 threads). */
+ * and the kernels before (a 63-bit one-block sort, then the build of 512 threads); tiles of
+ * 4096 and of 2048 merged and built from shared memory (k_build_staged) or by one launch
+ * (k_merge_build), tiles of 8192 merged and built from global memory, the one launch with
+ * tiles of 4096 and 2048, and the defaults at 6000 points. */
 static void test_same_tree(void)
 {
     const int64_t n = quick ? 5000 : 200000, n_tiles = quick ? 12000 : 30000, n_three = 20000;
     const int64_t n_max = n > n_tiles ? (n > n_three ? n : n_three) : (n_tiles > n_three ? n_tiles : n_three);
+    const int64_t n_merge[7] = {12000, 16000, 10000, 12000, 3000, 1500, 6000}; /* builds 8 .. 14 */
     double *x = xmalloc((size_t)n_max * 24);
     const int leaf_sizes[3] = {1, 16, 64};
-    static const char *const builds[8] = {
+    static const char *const builds[15] = {
         "one launch of one block (keys, top-bit sort, build)",
         "level by level, 63-bit sort, binary searches",
         "level by level, split sort",
@@ -425,8 +441,15 @@ static void test_same_tree(void)
         "one block of 1024 threads, keys sorted in tiles (top bits) and merged",
         "one block of 512 threads after a 63-bit one-block sort (two launches)",
         "one launch of one block, every run of equal top bits sorted on 63 bits",
-        "3 tiles, every run of equal top bits sorted on 63 bits, merged, one block"};
-    for (int c = 0; c < 48; c++) {
+        "3 tiles, every run of equal top bits sorted on 63 bits, merged, one block",
+        "3 tiles of 4096, merged, built from shared memory",
+        "8 tiles of 2048, merged, built from shared memory",
+        "2 tiles of 8192, merged, built from global memory",
+        "3 tiles of 4096, merged and built by one launch",
+        "one launch of one block, a tile of 4096",
+        "one launch of one block, a tile of 2048",
+        "the defaults: tiles of 2048 from 4097 points, merged, built from shared memory"};
+    for (int c = 0; c < 90; c++) {
         const int build = c / 6, dist = c % 6;
         const int one_block = build == 0 || build >= 4;
         fmk_cuda_tree_small_max = one_block ? 1ll << 40 : 0;
@@ -436,12 +459,21 @@ static void test_same_tree(void)
         fmk_cuda_tree_build_block = build == 5 ? 512 : 1024;
         fmk_cuda_tree_top_sort = build != 5;
         fmk_cuda_tree_fused = build != 5;
+        fmk_cuda_tree_sort_tile = build == 9                 ? 2048
+                                  : build == 8 || build == 11 ? 4096
+                                  : build >= 12               ? 0
+                                                              : 8192;
+        fmk_cuda_tree_fused_max = build == 14 ? 4096 : 8192;
+        fmk_cuda_tree_merge_build = build == 10 ? 0 : build == 11 ? 1 : 2;
+        fmk_cuda_tree_fused_fit = build >= 12;
         /* one block: the one-block sort takes 2049 .. 8192 points */
         int64_t nc = dist == 3 ? 1 : dist == 4 ? 2 : one_block && n > 8000 ? 8000 : n;
         if (build == 4 && dist != 3 && dist != 4) /* 2 (quick) or 4 tiles */
             nc = n_tiles;
         if (build == 7 && dist != 3 && dist != 4) /* 3 tiles */
             nc = n_three;
+        if (build >= 8 && dist != 3 && dist != 4)
+            nc = n_merge[build - 8];
         test_points(dist == 1 ? TEST_DIST_CLUSTERED : TEST_DIST_PLUMMER, nc, 61 + dist, x);
         if (dist == 2) /* a third of them identical */
             for (int64_t i = 0; i < nc / 3; i++)
@@ -493,6 +525,10 @@ static void test_same_tree(void)
     fmk_cuda_tree_build_block = 1024;
     fmk_cuda_tree_top_sort = 1;
     fmk_cuda_tree_fused = 1;
+    fmk_cuda_tree_sort_tile = 0;
+    fmk_cuda_tree_merge_build = 2;
+    fmk_cuda_tree_fused_fit = 1;
+    fmk_cuda_tree_fused_max = 4096;
     free(x);
 }
 
@@ -560,6 +596,40 @@ static void two_paths_free(double *x, double *q, double *y, double *p[2], double
     for (int k = 0; k < 2; k++)
         free(p[k]), free(g[k]);
     free(x), free(q), free(y);
+}
+
+/* The charges' packing and every moment of a small tree in one launch (k_moments_small: the
+ * leaves' points staged in shared memory, the inner nodes by the last block) give the results
+ * of the three kernels bit for bit: fp64 and fp32, laplace and plummer, self and separate
+ * targets, and leaves of more points than the staging holds. */
+static void test_moments_fused(void)
+{
+    const int64_t n = quick ? 6000 : 20000, m = quick ? 700 : 3000;
+    double *x, *q, *y, *p[2], *g[2];
+    two_paths_case(n, m, TEST_DIST_CUBE, 111, &x, &q, &y, p, g);
+    fmk_cuda_bh_prep_small_max = 0;
+    for (int c = 0; c < 10; c++) {
+        const int prec = c & 1, kern = c >> 1 & 1, sep = c >> 2 & 1, big = c >= 8;
+        const fmk_kernel kernel = kern ? FMK_KERNEL_PLUMMER : FMK_KERNEL_LAPLACE;
+        const int64_t mt = sep ? m : n;
+        check_context("moments in one launch: %s %s %s%s", prec ? "fp32" : "fp64",
+                      fmk_kernel_name(kernel), sep ? "targets" : "self",
+                      big ? ", leaves of up to 200 points" : "");
+        for (int k = 0; k < 2; k++) {
+            fmk_cuda_bh_moments_fused = k == 0;
+            fmk_opts o = tree_opts(prec ? FMK_PRECISION_FP32 : FMK_PRECISION_FP64, 0.6, walk_of(1));
+            o.softening = kern ? 0.01 : 0;
+            if (big)
+                o.leaf_size = 200;
+            CHECK_STATUS(run(kernel, &o, n, x, q, sep ? m : 0, sep ? y : NULL, p[k], g[k], NULL),
+                         FMK_OK);
+        }
+        CHECK_LE(test_rel_l2(p[0], p[1], mt), 0.0, "pot, one launch vs three");
+        CHECK_LE(test_rel_l2(g[0], g[1], 3 * mt), 0.0, "grad, one launch vs three");
+    }
+    fmk_cuda_bh_moments_fused = 1;
+    restore_one_wait();
+    two_paths_free(x, q, y, p, g);
 }
 
 /* The one-wait paths of small N (the frame without a wait for the box, by one block or a
@@ -680,12 +750,15 @@ static void test_one_wait(void)
 
 /* The split walk (few groups: parts of the tree per warp, sums added after) makes the
  * interactions of the unsplit walk, and the one-block moments are those of the per-level
- * kernels: fp64 results agree to rounding (laplace and plummer, self and separate targets). */
+ * kernels: fp64 results agree to rounding (laplace and plummer, self and separate targets).
+ * The parts added up by the walk's last part per group give the sums of k_sum_parts bit for
+ * bit. */
 static void test_small_paths(void)
 {
     const int64_t n = quick ? 3000 : 20000, m = quick ? 700 : 5000;
     double *x, *q, *y, *p[2], *g[2];
     two_paths_case(n, m, TEST_DIST_CUBE, 91, &x, &q, &y, p, g);
+    double *pk = xmalloc((size_t)n * 8), *gk = xmalloc((size_t)n * 24);
     for (int kern = 0; kern < 2; kern++)
         for (int sep = 0; sep < 2; sep++) {
             const fmk_kernel kernel = kern ? FMK_KERNEL_PLUMMER : FMK_KERNEL_LAPLACE;
@@ -704,7 +777,20 @@ static void test_small_paths(void)
             check_context("small paths: %s %s", fmk_kernel_name(kernel), sep ? "targets" : "self");
             CHECK_LE(test_rel_l2(p[0], p[1], mt), 1e-12, "pot, split vs unsplit");
             CHECK_LE(test_rel_l2(g[0], g[1], 3 * mt), 1e-12, "grad, split vs unsplit");
+            /* the split walk again, its parts added up by k_sum_parts */
+            fmk_cuda_bh_split_warps = 1 << 20;
+            fmk_cuda_bh_moments_small_max = 1ll << 40;
+            fmk_cuda_tree_small_max = 1ll << 40;
+            one_wait_paths(1);
+            fmk_cuda_bh_split_fold = 0;
+            fmk_opts o = tree_opts(FMK_PRECISION_FP64, 0.6, walk_of(1));
+            o.softening = kern ? 0.01 : 0;
+            CHECK_STATUS(run(kernel, &o, n, x, q, sep ? m : 0, sep ? y : NULL, pk, gk, NULL), FMK_OK);
+            fmk_cuda_bh_split_fold = 1;
+            CHECK_LE(test_rel_l2(p[0], pk, mt), 0.0, "pot, parts added by the walk vs after it");
+            CHECK_LE(test_rel_l2(g[0], gk, 3 * mt), 0.0, "grad, parts added by the walk vs after it");
         }
+    free(pk), free(gk);
     /* leaves of one point split 6 levels down: the stack can overflow above the split level,
      * where the parts would disagree; such a walk is redone unsplit */
     if (!quick) {
@@ -1098,7 +1184,8 @@ static void test_oom(void)
 }
 
 /* test_tree_gpu [--quick] [knobs] [test ...]: names pick tests (device_paths, one_wait, same_tree, targets,
- * hard_inputs, accuracy, walks_agree, small_paths, group_modes, mac, local, local_harmonic, close_pairs,
+ * hard_inputs, accuracy, walks_agree, small_paths, moments_fused, group_modes, mac, local,
+ * local_harmonic, close_pairs,
  * oom); none: all
  * (oom not with --quick). make gpu-test runs racecheck on a named subset: its cost grows with
  * the walk's shared-memory traffic, and the whole --quick set is too slow under it. */
@@ -1139,7 +1226,7 @@ int main(int argc, char **argv)
         const char *name;
         void (*run)(void);
     } tests[] = {{"device_paths", test_device_paths}, {"one_wait", test_one_wait},
-                 {"same_tree", test_same_tree},
+                 {"same_tree", test_same_tree},     {"moments_fused", test_moments_fused},
                  {"targets", test_targets},           {"hard_inputs", test_hard_inputs},
                  {"accuracy", test_accuracy},         {"walks_agree", test_walks_agree},
                  {"small_paths", test_small_paths},   {"group_modes", test_group_modes},
