@@ -54,8 +54,6 @@
  *   --no-cells                  the tree's first levels by binary searches, not the table of
  *                               where each cell of level 5 starts
  *   --split-nodes K, --split-level L, --split-warps W   the split walk's knobs (defaults 8, 5, 24)
- *   --split-fold K              the split walk's parts added up by its last part per group (1,
- *                               default) or by a kernel after the walk (0)
  *   --theta T                   theta of --headline and --one (default 0.6)
  *   tree --headline --compare   the headline rows, then each with other acceptance tests
  *                               (--mac), theta +- 0.05, leaf sizes and groups of 64
@@ -112,9 +110,6 @@ extern int fmk_cuda_tree_cells;
 extern long long fmk_cuda_bh_moments_small_max;
 /* Their charges and moments in one launch (1, default) or three (0; a tuning knob, not API). */
 extern int fmk_cuda_bh_moments_fused;
-/* A split walk's parts added up by its last part per group (1, default) or by a kernel after
- * the walk (0; a tuning knob, not API). */
-extern int fmk_cuda_bh_split_fold;
 extern int fmk_cuda_bh_split_warps;
 /* The one-wait paths of small N (tuning knobs, not API): the one-block frame of sets of at
  * most this many points, the build without a wait (1) or with one (0), and the one-block
@@ -491,8 +486,6 @@ int main(int argc, char **argv)
             fmk_cuda_tree_fused_fit = atoi(argv[++a]);
         else if (strcmp(argv[a], "--merge-build") == 0 && a + 1 < argc)
             fmk_cuda_tree_merge_build = atoi(argv[++a]);
-        else if (strcmp(argv[a], "--split-fold") == 0 && a + 1 < argc)
-            fmk_cuda_bh_split_fold = atoi(argv[++a]);
         else if (strcmp(argv[a], "--moments-fused") == 0 && a + 1 < argc)
             fmk_cuda_bh_moments_fused = atoi(argv[++a]);
         else if (strcmp(argv[a], "--fused") == 0 && a + 1 < argc)
@@ -544,7 +537,7 @@ int main(int argc, char **argv)
         else {
             fprintf(stderr, "usage: tree [--json] [--quick] [--theta-sweep] [--max-log2 K] [--leaf L] "
                             "[--headline [--big] [--variants]] [--profile] [--groups] [--crossover] "
-                            "[--one N [--plummer] [--direct] [--errors]] [--no-small] [--one-wait-off] [--sort-tiles K] [--sort-tile P] [--merge-build K] [--fused-max N] [--fused-fit K] [--build-block T] [--fused K] [--moments-fused K] [--split-fold K] [--top-sort K] [--frame-cluster K] [--split-deepest] [--frame-small N] [--prep-small N] [--split-sort-min N] "
+                            "[--one N [--plummer] [--direct] [--errors]] [--no-small] [--one-wait-off] [--sort-tiles K] [--sort-tile P] [--merge-build K] [--fused-max N] [--fused-fit K] [--build-block T] [--fused K] [--moments-fused K] [--top-sort K] [--frame-cluster K] [--split-deepest] [--frame-small N] [--prep-small N] [--split-sort-min N] "
                             "[--no-cells] "
                             "[--split-nodes K] "
                             "[--split-level L] [--split-warps W] [--theta T] [--mac K] [--leaf-theta T] "

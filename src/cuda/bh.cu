@@ -110,11 +110,6 @@ int fmk_cuda_bh_split_level_max = 5;
  * pieces of a dense core). */
 extern "C" int fmk_cuda_bh_split_deepest;
 int fmk_cuda_bh_split_deepest = 0;
-/* Tuning knob for the benchmark and the tests (not API): a split walk's parts are added up by
- * the last part of each group to finish (1: sum_parts_group, in the walk's launch) or by
- * k_sum_parts after the walk (0). The same sums in the same order either way. */
-extern "C" int fmk_cuda_bh_split_fold;
-int fmk_cuda_bh_split_fold = 1;
 /* Tuning knob for the benchmark and the tests (not API): the group walks' acceptance test.
  * 0: a node is accepted when the group's box is outside its opening sphere (every target is
  * then farther than the radius, with a margin for most). 1: a node of more than p2p_cut points
@@ -904,11 +899,6 @@ template <typename R> struct walk_args {
     int parts;
     int32_t split_begin, split_end;
     unsigned long long *overflow; /* set when a split walk's stack overflowed above the split */
-    /* With part_done (a split walk whose sums are added by the walk itself): the last part of
-     * a group to finish (part_done[group] counts them, and is cleared again by that part) adds
-     * the group's sums into out_pot, out_grad as k_sum_parts does (sum_parts_group). */
-    int32_t *part_done;
-    double *out_pot, *out_grad;
     int mac;    /* fmk_cuda_bh_mac */
     R leaf_r2;  /* f^2 of fmk_cuda_bh_leaf_theta: a leaf's squared radius in the per-target test */
     R inner_r2; /* fmk_cuda_bh_mac_inner^2: an inner node's, with mac = 1 */
@@ -933,49 +923,6 @@ __device__ __forceinline__ void store(const walk_args<R> &a, int32_t t, R phi, c
         a.grad[3 * o + 1] = (double)g[1] * gs * a.grad_scale2;
         a.grad[3 * o + 2] = (double)g[2] * gs * a.grad_scale2;
     }
-}
-
-/* The parts' sums of target t (sorted) added up in part order into out (k_sum_parts' sums);
- * the parts were written by other warps: read past the L1 cache. */
-__device__ __forceinline__ void sum_parts_one(int64_t o, int64_t m, int parts,
-                                              const double *part_pot, const double *part_grad,
-                                              double *pot, double *grad)
-{
-    if (pot) {
-        double v = 0;
-        for (int p = 0; p < parts; p++)
-            v += __ldcg(part_pot + o + p * m);
-        pot[o] = v;
-    }
-    if (grad)
-        for (int d = 0; d < 3; d++) {
-            double v = 0;
-            for (int p = 0; p < parts; p++)
-                v += __ldcg(part_grad + 3 * (o + p * m) + d);
-            grad[3 * o + d] = v;
-        }
-}
-
-/* A split walk's end for the warp of part `part` of group w (targets [b, e)): the last of the
- * group's parts to finish adds the parts' sums up (instead of k_sum_parts, one launch less),
- * and clears the count for the next walk. Every lane of the warp must call it, after its
- * stores. */
-template <typename R>
-__device__ __forceinline__ void sum_parts_group(const walk_args<R> &a, int64_t w, int32_t b,
-                                                int32_t e, int lane)
-{
-    __threadfence(); /* this part's sums before the count */
-    __syncwarp();
-    int last = 0;
-    if (lane == 0)
-        last = atomicAdd(&a.part_done[w], 1) == a.parts - 1;
-    if (!__shfl_sync(0xffffffffu, last, 0))
-        return;
-    __threadfence(); /* the other parts' sums after their count */
-    if (lane == 0)
-        a.part_done[w] = 0;
-    for (int32_t t = b + lane; t < e; t += 32)
-        sum_parts_one(a.trg_order[t], a.m, a.parts, a.pot, a.grad, a.out_pot, a.out_grad);
 }
 
 /* The per-target test of fmk_cuda_bh_mac, for this lane's targets (T per lane) against a node
@@ -1761,8 +1708,6 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32,
     for (int k = 0; k < T; k++)
         if (t[k] < grp.y)
             store(a, t[k], phi[k], g[k], 1.0 / charge_scale<R>(a.stats), part);
-    if (a.parts > 1 && a.part_done)
-        sum_parts_group(a, w, grp.x, grp.y, lane);
 }
 
 /* The parts of a split walk added up, in part order (the same sums on every run). */
@@ -1774,7 +1719,19 @@ __global__ void k_sum_parts(int64_t m, int parts, const double *__restrict__ par
     const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
     if (i >= m || charges_bad(stats))
         return;
-    sum_parts_one(i, m, parts, part_pot, part_grad, pot, grad);
+    if (pot) {
+        double v = 0;
+        for (int p = 0; p < parts; p++)
+            v += part_pot[i + p * m];
+        pot[i] = v;
+    }
+    if (grad)
+        for (int d = 0; d < 3; d++) {
+            double v = 0;
+            for (int p = 0; p < parts; p++)
+                v += part_grad[3 * (i + p * m) + d];
+            grad[3 * i + d] = v;
+        }
 }
 
 template <typename R, int ORDER, bool SELF>
@@ -1842,7 +1799,6 @@ typedef struct bh_state {
     buf charges, pot, grad;     /* host evaluations */
     buf part;                   /* a split walk's sums per part (walk_args), parts * m * 4 doubles */
     int parts;                  /* 1: the walk is not split */
-    int32_t *part_done;         /* in part, after the sums: the split walk's counts per group */
     int32_t split_begin, split_end;
     int2 *d_groups;             /* cap_groups slots, n_groups used */
     int64_t cap_groups, n_groups;
@@ -1941,7 +1897,7 @@ int64_t split_warps(int device)
 int64_t split_bytes_bound(int device, int64_t m)
 {
     const int64_t b = 2 * split_warps(device) * 64 * 32, bm = MAX_PARTS * m * 32;
-    return (b < bm ? b : bm) + 4 * split_warps(device); /* and the counts per group */
+    return b < bm ? b : bm;
 }
 
 /* Device bytes for ns sources and nt targets (nt < 0: the sources), nodes at their bound;
@@ -2025,15 +1981,7 @@ fmk_status choose_split(fmk_plan *plan, bh_state *s, int64_t m)
     }
     if (parts < 2)
         return FMK_OK;
-    /* the parts' sums, then a count per group for the walk's own sum (sum_parts_group), zeroed
-     * here and cleared again by each walk */
-    const size_t sums = (size_t)(parts * m * 32);
-    fmk_status st = need(plan, s, &s->part, sums + 4 * (size_t)s->n_groups, "the split walk's sums");
-    if (st != FMK_OK)
-        return st;
-    s->part_done = (int32_t *)((char *)s->part.p + sums);
-    st = ok(plan, cudaMemsetAsync(s->part_done, 0, 4 * (size_t)s->n_groups, 0),
-            "cudaMemset (the split walk's counts)");
+    fmk_status st = need(plan, s, &s->part, (size_t)(parts * m * 32), "the split walk's sums");
     if (st != FMK_OK)
         return st;
     s->parts = (int)parts;
@@ -2515,10 +2463,7 @@ fmk_status run_eval_t(fmk_plan *plan, bh_state *s, const double *d_q, double *po
     a.parts = s->parts;
     a.split_begin = s->split_begin, a.split_end = s->split_end;
     double *part_pot = NULL, *part_grad = NULL;
-    const int fold = s->parts > 1 && fmk_cuda_bh_split_fold;
-    a.part_done = fold ? s->part_done : NULL;
-    a.out_pot = pot, a.out_grad = grad;
-    if (s->parts > 1) { /* the parts' sums, added up by the walk's last part or after the walk */
+    if (s->parts > 1) { /* the parts' sums, added up after the walk */
         part_pot = pot ? (double *)s->part.p : NULL;
         part_grad = grad ? (double *)s->part.p + s->parts * a.m : NULL;
         a.pot = part_pot, a.grad = part_grad;
@@ -2554,7 +2499,7 @@ fmk_status run_eval_t(fmk_plan *plan, bh_state *s, const double *d_q, double *po
     a.stats = s->d_stats;
     if (err == cudaSuccess)
         err = walk<R>(a, plan->opts.order, plan->self, stackless, s->group);
-    if (err == cudaSuccess && s->parts > 1 && !fold) {
+    if (err == cudaSuccess && s->parts > 1) {
         k_sum_parts<<<blocks_for(a.m), BLOCK>>>(a.m, s->parts, part_pot, part_grad, s->d_stats,
                                                 pot, grad);
         err = cudaGetLastError();
@@ -2586,7 +2531,7 @@ fmk_status run_eval_t(fmk_plan *plan, bh_state *s, const double *d_q, double *po
     if (err == cudaSuccess && s->parts > 1 && s->h_stats[2]) {
         /* the split walk's stack overflowed above the split, where the parts could disagree
          * on what they sum: the walk again, unsplit (into the outputs themselves) */
-        a.parts = 1, a.pot = pot, a.grad = grad, a.part_done = NULL;
+        a.parts = 1, a.pot = pot, a.grad = grad;
         fmk_cuda_bh_split_redos++;
         err = walk<R>(a, plan->opts.order, plan->self, stackless, s->group);
         if (err == cudaSuccess)

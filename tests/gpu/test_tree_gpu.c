@@ -66,8 +66,6 @@ extern int fmk_cuda_tree_fused_max; /* the one-launch tree up to this many point
 /* The charges and moments of small trees (more sources than the one-block prep takes) in one
  * launch (1) or three (0). */
 extern int fmk_cuda_bh_moments_fused;
-/* A split walk's parts added up by its last part per group (1) or by a kernel after it (0). */
-extern int fmk_cuda_bh_split_fold;
 /* The one-wait paths of small N: the one-block frame of sets of at most this many points,
  * trees built without a host wait (1), the one-block charges and moments of at most this many
  * sources; and how often the frame (a softening wider than the points) and such a build (the
@@ -750,15 +748,12 @@ static void test_one_wait(void)
 
 /* The split walk (few groups: parts of the tree per warp, sums added after) makes the
  * interactions of the unsplit walk, and the one-block moments are those of the per-level
- * kernels: fp64 results agree to rounding (laplace and plummer, self and separate targets).
- * The parts added up by the walk's last part per group give the sums of k_sum_parts bit for
- * bit. */
+ * kernels: fp64 results agree to rounding (laplace and plummer, self and separate targets). */
 static void test_small_paths(void)
 {
     const int64_t n = quick ? 3000 : 20000, m = quick ? 700 : 5000;
     double *x, *q, *y, *p[2], *g[2];
     two_paths_case(n, m, TEST_DIST_CUBE, 91, &x, &q, &y, p, g);
-    double *pk = xmalloc((size_t)n * 8), *gk = xmalloc((size_t)n * 24);
     for (int kern = 0; kern < 2; kern++)
         for (int sep = 0; sep < 2; sep++) {
             const fmk_kernel kernel = kern ? FMK_KERNEL_PLUMMER : FMK_KERNEL_LAPLACE;
@@ -777,20 +772,7 @@ static void test_small_paths(void)
             check_context("small paths: %s %s", fmk_kernel_name(kernel), sep ? "targets" : "self");
             CHECK_LE(test_rel_l2(p[0], p[1], mt), 1e-12, "pot, split vs unsplit");
             CHECK_LE(test_rel_l2(g[0], g[1], 3 * mt), 1e-12, "grad, split vs unsplit");
-            /* the split walk again, its parts added up by k_sum_parts */
-            fmk_cuda_bh_split_warps = 1 << 20;
-            fmk_cuda_bh_moments_small_max = 1ll << 40;
-            fmk_cuda_tree_small_max = 1ll << 40;
-            one_wait_paths(1);
-            fmk_cuda_bh_split_fold = 0;
-            fmk_opts o = tree_opts(FMK_PRECISION_FP64, 0.6, walk_of(1));
-            o.softening = kern ? 0.01 : 0;
-            CHECK_STATUS(run(kernel, &o, n, x, q, sep ? m : 0, sep ? y : NULL, pk, gk, NULL), FMK_OK);
-            fmk_cuda_bh_split_fold = 1;
-            CHECK_LE(test_rel_l2(p[0], pk, mt), 0.0, "pot, parts added by the walk vs after it");
-            CHECK_LE(test_rel_l2(g[0], gk, 3 * mt), 0.0, "grad, parts added by the walk vs after it");
         }
-    free(pk), free(gk);
     /* leaves of one point split 6 levels down: the stack can overflow above the split level,
      * where the parts would disagree; such a walk is redone unsplit */
     if (!quick) {
