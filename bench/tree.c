@@ -66,6 +66,8 @@
  *   --super-cap C               start-list entries per super-group (default 640, the most)
  *   --super-open K              a node the super-group's box opens is opened when every group
  *                               box opens it (0, default) or always (1)
+ *   --super-k F                 the super-group's step takes nodes farther than
+ *                               A r_open + F K (0.6 / theta) R from its centre (default 1)
  *   tree --headline --super-sweep   the headline rows, then each with super-groups off, of
  *                               4, 8, 16, and of 8 with --super-open 1
  *   tree --tune [--big]         leaf sizes and the step's (A, K) with order 3 (the first and
@@ -148,6 +150,7 @@ extern int fmk_cuda_bh_local_harmonic;
 extern int fmk_cuda_bh_super;
 extern int fmk_cuda_bh_super_cap;
 extern int fmk_cuda_bh_super_open;
+extern double fmk_cuda_bh_super_k;
 
 /* measure()'s walk argument for the next/more group walk (the breadth-first one is GROUP). */
 #define WALK_NEXT_MORE ((fmk_walk)3)
@@ -516,6 +519,8 @@ int main(int argc, char **argv)
             fmk_cuda_bh_super_cap = atoi(argv[++a]);
         else if (strcmp(argv[a], "--super-open") == 0 && a + 1 < argc)
             fmk_cuda_bh_super_open = atoi(argv[++a]);
+        else if (strcmp(argv[a], "--super-k") == 0 && a + 1 < argc)
+            fmk_cuda_bh_super_k = atof(argv[++a]);
         else if (strcmp(argv[a], "--super-sweep") == 0)
             super_sweep = 1;
         else if (strcmp(argv[a], "--tune") == 0)
@@ -530,7 +535,7 @@ int main(int argc, char **argv)
                             "[--split-nodes K] "
                             "[--split-level L] [--split-warps W] [--theta T] [--mac K] [--leaf-theta T] "
                             "[--local P] [--local-k K] [--local-open A] [--local-harmonic H] [--mac-inner F] [--local-sweep] "
-                            "[--super S] [--super-cap C] [--super-open K] [--super-sweep] "
+                            "[--super S] [--super-cap C] [--super-open K] [--super-k F] [--super-sweep] "
                             "[--tune [--big]] [--tune-local [--big]]\n");
             return 2;
         }

@@ -178,6 +178,10 @@ extern "C" int fmk_cuda_bh_super_open;
 int fmk_cuda_bh_super_open = 0;
 extern "C" long long fmk_cuda_bh_super_min;
 long long fmk_cuda_bh_super_min = 1ll << 18;
+/* Tuning knob (not API): the super-group's step takes nodes farther than a r_open + k' R_B
+ * from its centre, k' = fmk_cuda_bh_super_k times the group's k (>= 1). */
+extern "C" double fmk_cuda_bh_super_k;
+double fmk_cuda_bh_super_k = 1;
 /* Tuning knobs for the benchmark and the tests (not API), the fixed cost of small N:
  * - fmk_cuda_bh_frame_small_max: set_points_device of at most this many points (sources and
  *   targets) finds the bounding box, the frame and the mapped points in one block
@@ -863,6 +867,7 @@ template <typename R> struct walk_args {
      * whose expansion (FMK_BH_LOCAL4 coefficients at super_local, about super_centre[sg], used
      * when its w != 0) it adds at its targets. */
     int super, super_open, super_cap;
+    R super_k; /* the super-group step's k (fmk_cuda_bh_super_k times local_k) */
     const int32_t *super_order;
     int32_t *super_count, *super_list;
     typename vec4<R>::type *super_centre;
@@ -1769,7 +1774,7 @@ __global__ void __launch_bounds__(SUPER_WARPS * 32) k_walk_super(walk_args<R> a)
 #pragma unroll
     for (int d = 16; d > 0; d >>= 1)
         lr = fmax(lr, __shfl_xor_sync(FULL, lr, d));
-    const R loc_r = fmax(a.local_k * sqrt(h.x * h.x + h.y * h.y + h.z * h.z), lr);
+    const R loc_r = fmax(a.super_k * sqrt(h.x * h.x + h.y * h.y + h.z * h.z), lr);
 
     int32_t *out = a.super_list + sg * a.super_cap;
     int sp = 1, n_out = 0, n_loc = 0, h_loc = 0; /* warp-uniform */
@@ -2676,6 +2681,7 @@ fmk_status super_setup(fmk_plan *plan, bh_state *s, walk_args<R> *a)
         return fmk_cuda_fail(plan, err, "the super-groups' sort");
     a->super = fmk_cuda_bh_super;
     a->super_cap = super_cap();
+    a->super_k = (R)(a->local_k * (fmk_cuda_bh_super_k > 1 ? fmk_cuda_bh_super_k : 1));
     a->super_order = vals[1];
     a->super_count = (int32_t *)(p + l.count);
     a->super_list = (int32_t *)(p + l.list);
@@ -2788,7 +2794,7 @@ fmk_status run_eval_t(fmk_plan *plan, bh_state *s, const double *d_q, double *po
     }
     a.harmonic = a.local == 4 && fmk_cuda_bh_local_harmonic && a.eps2 == 0;
     a.stats = s->d_stats;
-    a.super = 0, a.super_open = fmk_cuda_bh_super_open, a.super_cap = 0;
+    a.super = 0, a.super_open = fmk_cuda_bh_super_open, a.super_cap = 0, a.super_k = 0;
     a.super_order = NULL, a.super_count = a.super_list = NULL;
     a.super_centre = NULL, a.super_local = NULL;
     if (err == cudaSuccess && !stackless && s->parts == 1 && a.local == 4 &&
