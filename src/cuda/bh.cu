@@ -171,7 +171,7 @@ int fmk_cuda_bh_local_harmonic = 1;
  * root as without super-groups (correct, slower). fmk_cuda_bh_super_open = 1 opens every node
  * the super box opens (finer start lists), 0 only those that every group box opens. */
 extern "C" int fmk_cuda_bh_super;
-int fmk_cuda_bh_super = 8;
+int fmk_cuda_bh_super = 4;
 extern "C" int fmk_cuda_bh_super_cap;
 int fmk_cuda_bh_super_cap = 640;
 extern "C" int fmk_cuda_bh_super_open;
@@ -179,9 +179,12 @@ int fmk_cuda_bh_super_open = 0;
 extern "C" long long fmk_cuda_bh_super_min;
 long long fmk_cuda_bh_super_min = 1ll << 18;
 /* Tuning knob (not API): the super-group's step takes nodes farther than a r_open + k' R_B
- * from its centre, k' = fmk_cuda_bh_super_k times the group's k (>= 1). */
+ * from its centre, k' = fmk_cuda_bh_super_k times the group's k (>= 1). Its expansion about
+ * the super box's centre is evaluated up to R_B away, so at k' = k its truncation reaches
+ * that of the group's step for more of its nodes: 2^20 Plummer acceleration error +4.9%
+ * (S = 4), +0.9% at 1.3 for 2% more walk (bench/RESULTS.md). */
 extern "C" double fmk_cuda_bh_super_k;
-double fmk_cuda_bh_super_k = 1;
+double fmk_cuda_bh_super_k = 1.3;
 /* Tuning knobs for the benchmark and the tests (not API), the fixed cost of small N:
  * - fmk_cuda_bh_frame_small_max: set_points_device of at most this many points (sources and
  *   targets) finds the bounding box, the frame and the mapped points in one block
@@ -1224,6 +1227,14 @@ template <int H, typename R, int N> __device__ __forceinline__ void reduce_step(
 #ifndef FMK_LOCAL_MINB
 #define FMK_LOCAL_MINB 6
 #endif
+/* The group walk with super-groups (SUPER) as one block fewer per SM: 96 registers, no
+ * spills. At FMK_LOCAL_MINB, 80 registers, its loop spilled 102 / 132 bytes (the same source
+ * as without super-groups, 48 / 52, but for the stack's first length, which is no longer 1)
+ * and the same interactions (a start list of one entry: the root) took 11% (cube) and 14%
+ * (Plummer) more walk time at 2^20. */
+#ifndef FMK_SUPER_MINB_LESS
+#define FMK_SUPER_MINB_LESS 1
+#endif
 /* The breadth-first walk loads a node's moments only when it goes into the M2P list (1), or
  * with its centre for every node tested (0). */
 #ifndef FMK_BH_LATE_MOMENTS
@@ -1336,12 +1347,63 @@ __device__ __forceinline__ void bfs_p2p_any(const typename vec4<R>::type *src, c
  * list on its stack at once (896 slots), leaving room for the nodes it opens. */
 constexpr int SUPER_LIST_MAX = 640;
 
+/* The start of group walk wp with super-groups (k_walk_bfs, walk_args): its group (*w), its
+ * super-group's start list on the stack, and the super-group's expansion at its T targets per
+ * lane (L2P; init: T potentials, then 3 T gradient components, zeros when there is none).
+ * Returns the list's length, -1 after an overflow (from the root: *w and init as well). Not
+ * inlined: its registers stay out of the walk's (inlined, the walk's loop spilled more and
+ * ran 11..14% slower on the same interactions: FMK_SUPER_MINB_LESS). */
+template <typename R, int T>
+__device__ __noinline__ int super_start(const int32_t *super_order, const int32_t *super_count,
+                                        const int32_t *super_list, int super_cap, int super,
+                                        const typename vec4<R>::type *super_centre,
+                                        const R *super_local, const int2 *groups,
+                                        const typename vec4<R>::type *box,
+                                        const typename vec4<R>::type *trg, const real4f *trg_lo,
+                                        int64_t wp, int32_t *stack, int64_t *w, R *init)
+{
+    typedef typename vec4<R>::type V;
+    const int lane = threadIdx.x & 31;
+    const int64_t sg = wp / super;
+    *w = super_order[wp];
+    const int32_t n = super_count[sg];
+#pragma unroll
+    for (int k = 0; k < 4 * T; k++)
+        init[k] = 0;
+    if (n < 0)
+        return n;
+    const int32_t *list = super_list + sg * super_cap;
+    for (int e = lane; e < n; e += 32)
+        stack[e] = list[e];
+    const V cs = super_centre[sg];
+    if (cs.w != 0) {
+        R L[FMK_BH_LOCAL4];
+#pragma unroll
+        for (int k = 0; k < FMK_BH_LOCAL4; k++)
+            L[k] = super_local[sg * FMK_BH_LOCAL4 + k];
+        const int2 grp = groups[*w];
+        /* y - cs = (y - o) + (o - cs), o the walk's origin; fp32: o - cs exact (two numbers
+         * of one binade) */
+        const V o = walk_origin<R>(box[2 * *w]);
+        const R sx = o.x - cs.x, sy = o.y - cs.y, sz = o.z - cs.z;
+#pragma unroll
+        for (int k = 0; k < T; k++) {
+            const int32_t t = grp.x + lane + 32 * k;
+            const V p = rel_point<R>(trg, trg_lo, t < grp.y ? t : grp.x, o);
+            l2p_order<4>(4, L, p.x + sx, p.y + sy, p.z + sz, &init[k], &init[T + 3 * k]);
+        }
+    }
+    return n;
+}
+
 /* LOC: 0 no cell-to-group step; 3 the step of order a.local (2 or 3); 4 the step of order 4;
  * 5 that of order 4 for eps2 = 0 (its harmonic coefficients). SUPER (LOC 4 and 5): the walk
  * starts from its super-group's start list (a.super, k_walk_super). */
 template <typename R, int ORDER, bool SELF, int T, int LOC, bool SUPER = false>
 __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32,
-                                  LOC && sizeof(R) == 4 ? FMK_LOCAL_MINB : bfs_cfg<R>::MIN_BLOCKS)
+                                  LOC && sizeof(R) == 4
+                                      ? FMK_LOCAL_MINB - (SUPER ? FMK_SUPER_MINB_LESS : 0)
+                                      : bfs_cfg<R>::MIN_BLOCKS)
     k_walk_bfs(walk_args<R> a)
 {
     typedef typename vec4<R>::type V;
@@ -1376,10 +1438,11 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32,
     const int part = (int)(wp % a.parts);
     /* super-groups (walk_args): the start list replaces the root, unless it overflowed */
     int32_t n_start = -1; /* start-list entries; -1: from the root */
-    if (SUPER) {
-        w = a.super_order[wp];
-        n_start = a.super_count[wp / a.super];
-    }
+    R init[4 * T];        /* the super-group's expansion at the targets */
+    if (SUPER)
+        n_start = super_start<R, T>(a.super_order, a.super_count, a.super_list, a.super_cap,
+                                    a.super, a.super_centre, a.super_local, a.groups, a.box,
+                                    a.trg, a.trg_lo, wp, s_stack[wb], &w, init);
     V(*node_list)[4] = s_node[wb];
     V *src_list = s_src[wb];
     int32_t *idx_list = s_idx[wb];
@@ -1405,24 +1468,12 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32,
         phi[k] = 0, g[k][0] = g[k][1] = g[k][2] = 0;
     }
     int sp = 1; /* warp-uniform */
-    if (n_start >= 0) { /* the start list (at most SUPER_LIST_MAX entries) on the stack */
-        const int64_t sg = wp / a.super;
-        const int32_t *list = a.super_list + sg * a.super_cap;
+    if (SUPER && n_start >= 0) {
         sp = n_start;
-        for (int e = lane; e < sp; e += 32)
-            stack[e] = list[e];
-        const V cs = a.super_centre[sg];
-        if (cs.w != 0) { /* the super-group's expansion at the targets first (L2P) */
-            R L[FMK_BH_LOCAL4];
 #pragma unroll
-            for (int k = 0; k < FMK_BH_LOCAL4; k++)
-                L[k] = a.super_local[sg * FMK_BH_LOCAL4 + k];
-            /* y - cs = (y - o) + (o - cs); fp32: o - cs exact (two numbers of one binade) */
-            const R sx = o.x - cs.x, sy = o.y - cs.y, sz = o.z - cs.z;
-#pragma unroll
-            for (int k = 0; k < T; k++)
-                l2p_order<4>(4, L, y[k][0] + sx, y[k][1] + sy, y[k][2] + sz, &phi[k], g[k]);
-        }
+        for (int k = 0; k < T; k++)
+            phi[k] = init[k], g[k][0] = init[T + 3 * k], g[k][1] = init[T + 3 * k + 1],
+            g[k][2] = init[T + 3 * k + 2];
     } else if (lane == 0) {
         stack[0] = 0; /* the root */
     }
