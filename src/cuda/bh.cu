@@ -166,7 +166,7 @@ int fmk_cuda_bh_local_harmonic = 1;
  * which each group walks instead of the root. The super box contains the group's, so whatever
  * the first walk accepts, the group walk would accept too. Only with the cell-to-group step of
  * order 4 (fmk_cuda_bh_local = 4), groups of 32, an unsplit walk and at least
- * fmk_cuda_bh_super_min targets. fmk_cuda_bh_super_cap: start-list entries per super-group
+ * fmk_cuda_bh_super_min targets and a deep tree (fmk_cuda_bh_super_depth). fmk_cuda_bh_super_cap: start-list entries per super-group
  * (at most 640, 4 bytes each); a super-group whose list does not fit walks its groups from the
  * root as without super-groups (correct, slower). fmk_cuda_bh_super_open = 1 opens every node
  * the super box opens (finer start lists), 0 only those that every group box opens. */
@@ -185,6 +185,14 @@ long long fmk_cuda_bh_super_min = 1ll << 18;
  * (S = 4), +0.9% at 1.3 for 2% more walk (bench/RESULTS.md). */
 extern "C" double fmk_cuda_bh_super_k;
 double fmk_cuda_bh_super_k = 1.3;
+/* Tuning knob (not API): super-groups only for a sources' tree of at least log8(n / leaf_size)
+ * + fmk_cuda_bh_super_depth levels (a uniform tree of n points has ~2 more than the log): a
+ * concentrated distribution, whose groups walk far more steps. Measured with them on
+ * everywhere (bench/RESULTS.md): 2^20 walk +6% (cube), -13% (Plummer); 2^24 -2%, -20%. Tree
+ * levels (leaves of 48): cube 6, 7, 8 and Plummer sphere 10, 11, 12 at 2^18, 2^20, 2^24 (log
+ * 4.1, 4.8, 6.1). A large negative value: whatever the depth. */
+extern "C" double fmk_cuda_bh_super_depth;
+double fmk_cuda_bh_super_depth = 4;
 /* Tuning knobs for the benchmark and the tests (not API), the fixed cost of small N:
  * - fmk_cuda_bh_frame_small_max: set_points_device of at most this many points (sources and
  *   targets) finds the bounding box, the frame and the mapped points in one block
@@ -2174,6 +2182,13 @@ int super_wanted(const fmk_plan *plan, int64_t m)
            group_of() == 32 && fmk_cuda_bh_local == 4 && m >= fmk_cuda_bh_super_min;
 }
 
+/* Whether the sources' tree is deep enough for super-groups (fmk_cuda_bh_super_depth). */
+int super_deep(const fmk_plan *plan, const bh_state *s)
+{
+    const double uniform = log((double)plan->n_sources / (double)leaf_size_of(plan)) / log(8.0);
+    return s->tree.levels >= uniform + fmk_cuda_bh_super_depth;
+}
+
 /* The super-groups' buffer (bh_state.super) for g groups: the groups' begins and indices and
  * their Morton order (CUB radix sort: keys and values twice, and its workspace), then per
  * super-group its start-list length, centre, expansion and start list (walk_args). Offsets
@@ -2849,7 +2864,7 @@ fmk_status run_eval_t(fmk_plan *plan, bh_state *s, const double *d_q, double *po
     a.super_order = NULL, a.super_count = a.super_list = NULL;
     a.super_centre = NULL, a.super_local = NULL;
     if (err == cudaSuccess && !stackless && s->parts == 1 && a.local == 4 &&
-        super_wanted(plan, a.m) && s->n_groups > 0) {
+        super_wanted(plan, a.m) && super_deep(plan, s) && s->n_groups > 0) {
         fmk_status st = super_setup<R>(plan, s, &a);
         if (st != FMK_OK)
             return st;

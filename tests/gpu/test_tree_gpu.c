@@ -90,6 +90,7 @@ extern int fmk_cuda_bh_super;
 extern int fmk_cuda_bh_super_cap;
 extern int fmk_cuda_bh_super_open;
 extern long long fmk_cuda_bh_super_min;
+extern double fmk_cuda_bh_super_depth;
 
 static fmk_walk walk_of(int w)
 {
@@ -1117,8 +1118,10 @@ static void super_cases(int n_cases)
     double *rp = xmalloc((size_t)n * 8), *rg = xmalloc((size_t)n * 24);
     const int s0 = fmk_cuda_bh_super, c0 = fmk_cuda_bh_super_cap, o0 = fmk_cuda_bh_super_open;
     const long long min0 = fmk_cuda_bh_super_min;
+    const double depth0 = fmk_cuda_bh_super_depth;
     fmk_cuda_bh_split_warps = 0;
     fmk_cuda_bh_super_min = 0;
+    fmk_cuda_bh_super_depth = -100; /* every tree */
     const char *names[] = {"cube", "plummer", "clustered", "outlier", "identical", "plane",
                            "line", "targets", "softened", "overflow"};
     for (int c = 0; c < n_cases; c++) {
@@ -1189,6 +1192,7 @@ static void super_cases(int n_cases)
     }
     fmk_cuda_bh_super = s0, fmk_cuda_bh_super_cap = c0, fmk_cuda_bh_super_open = o0;
     fmk_cuda_bh_super_min = min0;
+    fmk_cuda_bh_super_depth = depth0;
     fmk_cuda_bh_split_warps = 24;
     free(x), free(q), free(y), free(rp), free(rg);
 }
