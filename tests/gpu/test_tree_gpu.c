@@ -261,6 +261,25 @@ static void test_targets(void)
     free(x), free(q), free(y), free(rp), free(rg);
 }
 
+/* Points of test_points made a hard input: kind 0 all identical, 1 a clump of size 1e-6 (but
+ * every 100th point), 2 one far outlier, 3 a plane, 4 a line; other kinds unchanged. */
+static void hard_points(int kind, int64_t n, double *x)
+{
+    for (int64_t i = 0; i < n; i++) {
+        double *p = x + 3 * i;
+        if (kind == 0)
+            p[0] = 0.25, p[1] = -3.0, p[2] = 7.5;
+        else if (kind == 1 && i % 100 != 0)
+            p[0] = 0.5 + 1e-6 * p[0], p[1] = 0.5 + 1e-6 * p[1], p[2] = 0.5 + 1e-6 * p[2];
+        else if (kind == 3)
+            p[2] = 0.125;
+        else if (kind == 4)
+            p[1] = 2 * p[0], p[2] = -p[0];
+    }
+    if (kind == 2 && n > 0)
+        x[0] = 1e6, x[1] = -1e6, x[2] = 1e6;
+}
+
 /* Hard inputs, against the direct sum in fp64 (every walk, fp64 and fp32: the fp32 walks form
  * the offsets of close points from the points' full coordinates, so the clump and the points
  * next to the far outlier are resolved as in fp64; fp32 must stay finite and close). */
@@ -274,19 +293,7 @@ static void test_hard_inputs(void)
         int64_t nc = c == 5 ? 1 : c == 6 ? 2 : c == 0 ? n : n / 5;
         test_points(TEST_DIST_CUBE, nc, 31 + c, x);
         test_charges(nc, 0, 41 + c, q);
-        for (int64_t i = 0; i < nc; i++) {
-            double *p = x + 3 * i;
-            if (c == 0)
-                p[0] = 0.25, p[1] = -3.0, p[2] = 7.5;
-            else if (c == 1 && i % 100 != 0)
-                p[0] = 0.5 + 1e-6 * p[0], p[1] = 0.5 + 1e-6 * p[1], p[2] = 0.5 + 1e-6 * p[2];
-            else if (c == 3)
-                p[2] = 0.125;
-            else if (c == 4)
-                p[1] = 2 * p[0], p[2] = -p[0];
-        }
-        if (c == 2)
-            x[0] = 1e6, x[1] = -1e6, x[2] = 1e6;
+        hard_points(c, nc, x);
         for (int kern = 0; kern < 2; kern++) {
             const fmk_kernel kernel = kern ? FMK_KERNEL_PLUMMER : FMK_KERNEL_LAPLACE;
             const double soft = kern ? (c == 2 ? 1.0 : 1e-3) : 0;
@@ -1131,17 +1138,7 @@ static void super_cases(int n_cases)
         const int64_t nc = c == 4 ? (quick ? 4000 : 100000) : n, mc = c == 7 ? m : 0;
         test_points(dist, nc, 61 + c, x);
         test_charges(nc, 0, 71 + c, q);
-        for (int64_t i = 0; i < nc; i++) {
-            double *p = x + 3 * i;
-            if (c == 4)
-                p[0] = 0.25, p[1] = -3.0, p[2] = 7.5;
-            else if (c == 5)
-                p[2] = 0.125;
-            else if (c == 6)
-                p[1] = 2 * p[0], p[2] = -p[0];
-        }
-        if (c == 3)
-            x[0] = 1e6, x[1] = -1e6, x[2] = 1e6;
+        hard_points(c == 3 ? 2 : c == 4 ? 0 : c == 5 ? 3 : c == 6 ? 4 : -1, nc, x);
         if (c == 7) {
             test_points(TEST_DIST_CUBE, mc, 81, y);
             memcpy(y, x, 100 * 24); /* targets on sources */
