@@ -1126,6 +1126,7 @@ static void super_cases(int n_cases)
     const int s0 = fmk_cuda_bh_super, c0 = fmk_cuda_bh_super_cap, o0 = fmk_cuda_bh_super_open;
     const long long min0 = fmk_cuda_bh_super_min;
     const double depth0 = fmk_cuda_bh_super_depth;
+    fmk_cuda_bh_group_walk = 0; /* the breadth-first walk (walk_of leaves it set) */
     fmk_cuda_bh_split_warps = 0;
     fmk_cuda_bh_super_min = 0;
     fmk_cuda_bh_super_depth = -100; /* every tree */
