@@ -71,6 +71,19 @@
  *                               opening radius (default 1)
  *   --local-harmonic H          with order 4 and no softening, the M2L of the expansion's
  *                               harmonic coefficients only (1) or of all 35 (0)
+ *   --super S                   super-groups of S groups (0 off, 4 default, at most 32): the
+ *                               groups' far field and start lists found once per
+ *                               super-group (from 2^18 targets, deep trees: --super-depth)
+ *   --super-cap C               start-list entries per super-group (default 640, the most)
+ *   --super-open K              a node the super-group's box opens is opened when every group
+ *                               box opens it (0, default) or always (1)
+ *   --super-k F                 the super-group's step takes nodes farther than
+ *                               A r_open + F K (0.6 / theta) R from its centre (default 1)
+ *   --super-depth D             super-groups only for trees of at least log8(N / leaf) + D
+ *                               levels (default 4: the Plummer sphere, not the cube; -100:
+ *                               every tree)
+ *   tree --headline --super-sweep   the headline rows, then each with super-groups (at any
+ *                               depth) off, of 4, 8, 16, and of 8 with --super-open 1
  *   tree --tune [--big]         leaf sizes and the step's (A, K) with order 3 (the first and
  *                               last rows: order 3's default, A = 0.75, K = 3.5)
  *   tree --tune-local [--big]   the step of order 4 with several (A, K), against the defaults
@@ -158,6 +171,12 @@ extern double fmk_cuda_bh_local_k;
 extern double fmk_cuda_bh_local_open;
 /* With order 4 and no softening, the M2L of the expansion's harmonic coefficients only. */
 extern int fmk_cuda_bh_local_harmonic;
+/* Super-groups: groups per super-group (0 off), start-list entries, the opening rule. */
+extern int fmk_cuda_bh_super;
+extern int fmk_cuda_bh_super_cap;
+extern int fmk_cuda_bh_super_open;
+extern double fmk_cuda_bh_super_k;
+extern double fmk_cuda_bh_super_depth;
 
 /* measure()'s walk argument for the next/more group walk (the breadth-first one is GROUP). */
 #define WALK_NEXT_MORE ((fmk_walk)3)
@@ -438,7 +457,7 @@ int main(int argc, char **argv)
     int with_errors = 0;
     int64_t one = 0;
     double theta = 0.6;
-    int compare = 0, local_sweep = 0, tune = 0, tune_local = 0;
+    int compare = 0, local_sweep = 0, tune = 0, tune_local = 0, super_sweep = 0;
     for (int a = 1; a < argc; a++) {
         if (strcmp(argv[a], "--json") == 0)
             json = 1;
@@ -530,6 +549,18 @@ int main(int argc, char **argv)
             fmk_cuda_bh_mac_inner = atof(argv[++a]);
         else if (strcmp(argv[a], "--local-harmonic") == 0 && a + 1 < argc)
             fmk_cuda_bh_local_harmonic = atoi(argv[++a]);
+        else if (strcmp(argv[a], "--super") == 0 && a + 1 < argc)
+            fmk_cuda_bh_super = atoi(argv[++a]);
+        else if (strcmp(argv[a], "--super-cap") == 0 && a + 1 < argc)
+            fmk_cuda_bh_super_cap = atoi(argv[++a]);
+        else if (strcmp(argv[a], "--super-open") == 0 && a + 1 < argc)
+            fmk_cuda_bh_super_open = atoi(argv[++a]);
+        else if (strcmp(argv[a], "--super-k") == 0 && a + 1 < argc)
+            fmk_cuda_bh_super_k = atof(argv[++a]);
+        else if (strcmp(argv[a], "--super-depth") == 0 && a + 1 < argc)
+            fmk_cuda_bh_super_depth = atof(argv[++a]);
+        else if (strcmp(argv[a], "--super-sweep") == 0)
+            super_sweep = 1;
         else if (strcmp(argv[a], "--tune") == 0)
             tune = 1;
         else if (strcmp(argv[a], "--tune-local") == 0)
@@ -542,6 +573,7 @@ int main(int argc, char **argv)
                             "[--split-nodes K] "
                             "[--split-level L] [--split-warps W] [--theta T] [--mac K] [--leaf-theta T] "
                             "[--local P] [--local-k K] [--local-open A] [--local-harmonic H] [--mac-inner F] [--local-sweep] "
+                            "[--super S] [--super-cap C] [--super-open K] [--super-k F] [--super-depth D] [--super-sweep] "
                             "[--tune [--big]] [--tune-local [--big]]\n");
             return 2;
         }
@@ -718,6 +750,21 @@ int main(int argc, char **argv)
                                     k >= 24 ? 3 : reps), json);
                     }
                     fmk_cuda_bh_local = l0, fmk_cuda_bh_local_k = k0;
+                }
+                if (super_sweep) { /* super-groups off, S = 4, 8, 16, and 8 opening more */
+                    static const char *names[5] = {"super off", "super 4", "super 8", "super 16",
+                                                   "super 8 open 1"};
+                    static const int cfg[5][2] = {{0, 0}, {4, 0}, {8, 0}, {16, 0}, {8, 1}};
+                    const int s0 = fmk_cuda_bh_super, o0 = fmk_cuda_bh_super_open;
+                    const double depth0 = fmk_cuda_bh_super_depth;
+                    fmk_cuda_bh_super_depth = -100; /* whatever the tree's depth */
+                    for (int c = 0; c < 5; c++) {
+                        fmk_cuda_bh_super = cfg[c][0], fmk_cuda_bh_super_open = cfg[c][1];
+                        add(measure(names[c], &p, f32, theta, 2, leaf, 32, FMK_WALK_AUTO,
+                                    k >= 24 ? 3 : reps), json);
+                    }
+                    fmk_cuda_bh_super = s0, fmk_cuda_bh_super_open = o0;
+                    fmk_cuda_bh_super_depth = depth0;
                 }
                 if (variants && k == 20) {
                     fmk_cuda_bh_group_merge_min = 0;

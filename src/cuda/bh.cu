@@ -43,6 +43,7 @@
 
 #include <cooperative_groups.h>
 #include <cub/block/block_reduce.cuh>
+#include <cub/device/device_radix_sort.cuh>
 #include <cuda/functional>
 
 #include "tree_internal.h"
@@ -160,6 +161,43 @@ double fmk_cuda_bh_local_open = 0.5;
  * -11% (Plummer) (bench/RESULTS.md). 0: the full M2L (the softened kernel's, always). */
 extern "C" int fmk_cuda_bh_local_harmonic;
 int fmk_cuda_bh_local_harmonic = 1;
+/* Tuning knobs for the benchmark and the tests (not API): super-groups, the breadth-first
+ * walk's far field found once for fmk_cuda_bh_super consecutive groups (in Morton order; 0 or
+ * 1: off, at most 32). A first walk (k_walk_super, one warp per super-group) tests the nodes
+ * against the super-group's box (the union of its groups' boxes) with the group walk's tests:
+ * a node that passes them far from the whole super-group goes into the super-group's
+ * expansion (M2L of order 4 about its centre, added at each target by L2P), a node that every
+ * group box opens is opened, and every other node goes to the super-group's start list, from
+ * which each group walks instead of the root. The super box contains the group's, so whatever
+ * the first walk accepts, the group walk would accept too. Only with the cell-to-group step of
+ * order 4 (fmk_cuda_bh_local = 4), groups of 32, an unsplit walk and at least
+ * fmk_cuda_bh_super_min targets and a deep tree (fmk_cuda_bh_super_depth). fmk_cuda_bh_super_cap: start-list entries per super-group
+ * (at most 640, 4 bytes each); a super-group whose list does not fit walks its groups from the
+ * root as without super-groups (correct, slower). fmk_cuda_bh_super_open = 1 opens every node
+ * the super box opens (finer start lists), 0 only those that every group box opens. */
+extern "C" int fmk_cuda_bh_super;
+int fmk_cuda_bh_super = 4;
+extern "C" int fmk_cuda_bh_super_cap;
+int fmk_cuda_bh_super_cap = 640;
+extern "C" int fmk_cuda_bh_super_open;
+int fmk_cuda_bh_super_open = 0;
+extern "C" long long fmk_cuda_bh_super_min;
+long long fmk_cuda_bh_super_min = 1ll << 18;
+/* Tuning knob (not API): the super-group's step takes nodes farther than a r_open + k' R_B
+ * from its centre, k' = fmk_cuda_bh_super_k times the group's k (>= 1). Its expansion about
+ * the super box's centre is evaluated up to R_B away, so at k' = k its truncation reaches
+ * that of the group's step for more of its nodes: 2^20 Plummer acceleration error +4.9%
+ * (S = 4), +0.9% at 1.3 for 2% more walk (bench/RESULTS.md). */
+extern "C" double fmk_cuda_bh_super_k;
+double fmk_cuda_bh_super_k = 1.3;
+/* Tuning knob (not API): super-groups only for a sources' tree of at least log8(n / leaf_size)
+ * + fmk_cuda_bh_super_depth levels (a uniform tree of n points has ~2 more than the log): a
+ * concentrated distribution, whose groups walk far more steps. Measured with them on
+ * everywhere (bench/RESULTS.md): 2^20 walk +6% (cube), -13% (Plummer); 2^24 -2%, -20%. Tree
+ * levels (leaves of 48): cube 6, 7, 8 and Plummer sphere 10, 11, 12 at 2^18, 2^20, 2^24 (log
+ * 4.1, 4.8, 6.1). A large negative value: whatever the depth. */
+extern "C" double fmk_cuda_bh_super_depth;
+double fmk_cuda_bh_super_depth = 4;
 /* Tuning knobs for the benchmark and the tests (not API), the fixed cost of small N:
  * - fmk_cuda_bh_frame_small_max: set_points_device of at most this many points (sources and
  *   targets) finds the bounding box, the frame and the mapped points in one block
@@ -195,6 +233,9 @@ long long fmk_cuda_bh_split_redos = 0;
  * warps, and the deepest stack; and clock64 cycles per warp in the M2P, P2P, M2L and L2P
  * parts, in all, and the longest warp's; printed to stderr after each walk. */
 __device__ unsigned long long fmk_bh_counts[16];
+/* Super-groups' walk: super-groups, start-list entries, nodes into their expansions, steps,
+ * overflows (start lists that did not fit), the longest list. */
+__device__ unsigned long long fmk_bh_super_counts[6];
 #endif
 
 namespace {
@@ -907,6 +948,18 @@ template <typename R> struct walk_args {
     R local_a2; /* fmk_cuda_bh_local_open squared */
     int harmonic;   /* fmk_cuda_bh_local_harmonic, with local = 4 and eps2 = 0 */
     const unsigned long long *stats; /* the charge check (charge_scale, charges_bad) */
+    /* Super-groups (fmk_cuda_bh_super; k_walk_super): super = 0, the group walk starts at
+     * the root. Else group walk w takes group super_order[w] (Morton order) and belongs to
+     * super-group w / super, whose start list (super_cap entries at super_list + super_cap sg,
+     * super_count[sg] of them, -1 after an overflow: from the root) replaces the root, and
+     * whose expansion (FMK_BH_LOCAL4 coefficients at super_local, about super_centre[sg], used
+     * when its w != 0) it adds at its targets. */
+    int super, super_open, super_cap;
+    R super_k; /* the super-group step's k (fmk_cuda_bh_super_k times local_k) */
+    const int32_t *super_order;
+    int32_t *super_count, *super_list;
+    typename vec4<R>::type *super_centre;
+    R *super_local;
 };
 
 /* u: 1 / charge_scale. */
@@ -1259,6 +1312,14 @@ template <int H, typename R, int N> __device__ __forceinline__ void reduce_step(
 #ifndef FMK_LOCAL_MINB
 #define FMK_LOCAL_MINB 6
 #endif
+/* The group walk with super-groups (SUPER) as one block fewer per SM: 96 registers, no
+ * spills. At FMK_LOCAL_MINB, 80 registers, its loop spilled 102 / 132 bytes (the same source
+ * as without super-groups, 48 / 52, but for the stack's first length, which is no longer 1)
+ * and the same interactions (a start list of one entry: the root) took 11% (cube) and 14%
+ * (Plummer) more walk time at 2^20. */
+#ifndef FMK_SUPER_MINB_LESS
+#define FMK_SUPER_MINB_LESS 1
+#endif
 /* The breadth-first walk loads a node's moments only when it goes into the M2P list (1), or
  * with its centre for every node tested (0). */
 #ifndef FMK_BH_LATE_MOMENTS
@@ -1367,11 +1428,67 @@ __device__ __forceinline__ void bfs_p2p_any(const typename vec4<R>::type *src, c
         bfs_p2p<R, SELF, false, false, T>(src, idx, count, t, y, eps2, phi, g);
 }
 
+/* The most start-list entries (fmk_cuda_bh_super_cap at most this): a group walk puts its
+ * list on its stack at once (896 slots), leaving room for the nodes it opens. */
+constexpr int SUPER_LIST_MAX = 640;
+
+/* The start of group walk wp with super-groups (k_walk_bfs, walk_args): its group (*w), its
+ * super-group's start list on the stack, and the super-group's expansion at its T targets per
+ * lane (L2P; init: T potentials, then 3 T gradient components, zeros when there is none).
+ * Returns the list's length, -1 after an overflow (from the root: *w and init as well). Not
+ * inlined: its registers stay out of the walk's (inlined, the walk's loop spilled more and
+ * ran 11..14% slower on the same interactions: FMK_SUPER_MINB_LESS). */
+template <typename R, int T>
+__device__ __noinline__ int super_start(const int32_t *super_order, const int32_t *super_count,
+                                        const int32_t *super_list, int super_cap, int super,
+                                        const typename vec4<R>::type *super_centre,
+                                        const R *super_local, const int2 *groups,
+                                        const typename vec4<R>::type *box,
+                                        const typename vec4<R>::type *trg, const real4f *trg_lo,
+                                        int64_t wp, int32_t *stack, int64_t *w, R *init)
+{
+    typedef typename vec4<R>::type V;
+    const int lane = threadIdx.x & 31;
+    const int64_t sg = wp / super;
+    *w = super_order[wp];
+    const int32_t n = super_count[sg];
+#pragma unroll
+    for (int k = 0; k < 4 * T; k++)
+        init[k] = 0;
+    if (n < 0)
+        return n;
+    const int32_t *list = super_list + sg * super_cap;
+    for (int e = lane; e < n; e += 32)
+        stack[e] = list[e];
+    const V cs = super_centre[sg];
+    if (cs.w != 0) {
+        R L[FMK_BH_LOCAL4];
+#pragma unroll
+        for (int k = 0; k < FMK_BH_LOCAL4; k++)
+            L[k] = super_local[sg * FMK_BH_LOCAL4 + k];
+        const int2 grp = groups[*w];
+        /* y - cs = (y - o) + (o - cs), o the walk's origin; fp32: o - cs exact (two numbers
+         * of one binade) */
+        const V o = walk_origin<R>(box[2 * *w]);
+        const R sx = o.x - cs.x, sy = o.y - cs.y, sz = o.z - cs.z;
+#pragma unroll
+        for (int k = 0; k < T; k++) {
+            const int32_t t = grp.x + lane + 32 * k;
+            const V p = rel_point<R>(trg, trg_lo, t < grp.y ? t : grp.x, o);
+            l2p_order<4>(4, L, p.x + sx, p.y + sy, p.z + sz, &init[k], &init[T + 3 * k]);
+        }
+    }
+    return n;
+}
+
 /* LOC: 0 no cell-to-group step; 3 the step of order a.local (2 or 3); 4 the step of order 4;
- * 5 that of order 4 for eps2 = 0 (its harmonic coefficients) */
-template <typename R, int ORDER, bool SELF, int T, int LOC>
+ * 5 that of order 4 for eps2 = 0 (its harmonic coefficients). SUPER (LOC 4 and 5): the walk
+ * starts from its super-group's start list (a.super, k_walk_super). */
+template <typename R, int ORDER, bool SELF, int T, int LOC, bool SUPER = false>
 __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32,
-                                  LOC && sizeof(R) == 4 ? FMK_LOCAL_MINB : bfs_cfg<R>::MIN_BLOCKS)
+                                  LOC && sizeof(R) == 4
+                                      ? FMK_LOCAL_MINB - (SUPER ? FMK_SUPER_MINB_LESS : 0)
+                                      : bfs_cfg<R>::MIN_BLOCKS)
     k_walk_bfs(walk_args<R> a)
 {
     typedef typename vec4<R>::type V;
@@ -1402,8 +1519,15 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32,
 #else
 #define BH_CLOCK(var, stmt) stmt
 #endif
-    const int64_t w = wp / a.parts;    /* the group */
+    int64_t w = wp / a.parts; /* the group */
     const int part = (int)(wp % a.parts);
+    /* super-groups (walk_args): the start list replaces the root, unless it overflowed */
+    int32_t n_start = -1; /* start-list entries; -1: from the root */
+    R init[4 * T];        /* the super-group's expansion at the targets */
+    if (SUPER)
+        n_start = super_start<R, T>(a.super_order, a.super_count, a.super_list, a.super_cap,
+                                    a.super, a.super_centre, a.super_local, a.groups, a.box,
+                                    a.trg, a.trg_lo, wp, s_stack[wb], &w, init);
     V(*node_list)[4] = s_node[wb];
     V *src_list = s_src[wb];
     int32_t *idx_list = s_idx[wb];
@@ -1428,14 +1552,22 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32,
         y[k][0] = p.x, y[k][1] = p.y, y[k][2] = p.z;
         phi[k] = 0, g[k][0] = g[k][1] = g[k][2] = 0;
     }
-    if (lane == 0)
+    int sp = 1; /* warp-uniform */
+    if (SUPER && n_start >= 0) {
+        sp = n_start;
+#pragma unroll
+        for (int k = 0; k < T; k++)
+            phi[k] = init[k], g[k][0] = init[T + 3 * k], g[k][1] = init[T + 3 * k + 1],
+            g[k][2] = init[T + 3 * k + 2];
+    } else if (lane == 0) {
         stack[0] = 0; /* the root */
+    }
     /* The lists are rings of 64 entries: the n entries waiting start at head (0 or 32), so a
      * full chunk of 32 is contiguous and is evaluated in place (no copying). With FMK_BH_DEFER
      * the M2P and P2P lists are evaluated before entries are added when they hold 32 or more
      * (then at most 31 + 32 = 63 entries), so that the chunk's work overlaps the loads of what
      * is added. */
-    int sp = 1, n_m2p = 0, n_p2p = 0, h_m2p = 0, h_p2p = 0; /* warp-uniform */
+    int n_m2p = 0, n_p2p = 0, h_m2p = 0, h_p2p = 0; /* warp-uniform */
     /* The cell-to-group step: an accepted node goes into the group's expansion about c when its
      * centre is farther than a r_open + local_k R_g from c (a = fmk_cuda_bh_local_open); every
      * target of the group (within R_g of c) is outside its opening sphere (it was accepted), and
@@ -1710,6 +1842,211 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32,
             store(a, t[k], phi[k], g[k], 1.0 / charge_scale<R>(a.stats), part);
 }
 
+/* The super-groups' walk (fmk_cuda_bh_super, walk_args): one warp per super-group of
+ * a.super consecutive groups of a.super_order, from the root, breadth-first as k_walk_bfs
+ * (32 nodes per step), with the super-group's box B (the union of its groups' boxes, widened
+ * by the rounding of its centre) and the tests of the group walk. A node that B's box test
+ * accepts and whose centre is farther than a r_open + local_k R_B from B's centre (the
+ * cell-to-group step's rule with B for the group's box) goes into the super-group's expansion
+ * (bfs_m2l), which is written out once (FMK_BH_LOCAL4 coefficients). A node that B opens is
+ * opened when every group box of the super-group opens it too (a.super_open = 0) or always
+ * (1). Every other node (accepted by B but too near for the expansion, leaves, nodes some
+ * group accepts) goes to the start list. Each group box lies in B, so a node in the expansion
+ * passes the group's own tests (box test and the step's rule), and every node of the tree is
+ * either in the expansion, in the list, or under an opened node: each source reaches each
+ * target once. A list that would exceed a.super_cap entries is dropped (count -1: the groups
+ * walk from the root). */
+constexpr int SUPER_WARPS = 4, SUPER_STACK = 1024;
+
+template <typename R, int ORDER, int LOC>
+__global__ void __launch_bounds__(SUPER_WARPS * 32) k_walk_super(walk_args<R> a)
+{
+    typedef typename vec4<R>::type V;
+    constexpr unsigned FULL = 0xffffffffu;
+    __shared__ int32_t s_stack[SUPER_WARPS][SUPER_STACK];
+    __shared__ int32_t s_loc[SUPER_WARPS][64];
+    __shared__ V s_gbox[SUPER_WARPS][32][2];
+    const int wb = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int64_t sg = blockIdx.x * (int64_t)SUPER_WARPS + wb;
+    if (sg * a.super >= a.n_groups || charges_bad(a.stats))
+        return;
+    int32_t *stack = s_stack[wb], *loc_list = s_loc[wb];
+    V(*gbox)[2] = s_gbox[wb];
+    const unsigned lt = (1u << lane) - 1;
+    const int64_t g0 = sg * a.super;
+    const int ng = (int)(a.n_groups - g0 < a.super ? a.n_groups - g0 : a.super);
+
+    /* the super box: the union of the group boxes, reduced over the lanes */
+    R lo[3] = {(R)1e30, (R)1e30, (R)1e30}, hi[3] = {(R)-1e30, (R)-1e30, (R)-1e30};
+    if (lane < ng) {
+        const int32_t gi = a.super_order[g0 + lane];
+        const V c = a.box[2 * gi], h = a.box[2 * gi + 1];
+        gbox[lane][0] = c, gbox[lane][1] = h;
+        lo[0] = c.x - h.x, lo[1] = c.y - h.y, lo[2] = c.z - h.z;
+        hi[0] = c.x + h.x, hi[1] = c.y + h.y, hi[2] = c.z + h.z;
+    }
+#pragma unroll
+    for (int d = 16; d > 0; d >>= 1)
+#pragma unroll
+        for (int k = 0; k < 3; k++) {
+            lo[k] = fmin(lo[k], __shfl_xor_sync(FULL, lo[k], d));
+            hi[k] = fmax(hi[k], __shfl_xor_sync(FULL, hi[k], d));
+        }
+    V c, h; /* centre, half sizes: a margin of 2^-20 of the coordinates for the rounding */
+    c.x = (lo[0] + hi[0]) / 2, c.y = (lo[1] + hi[1]) / 2, c.z = (lo[2] + hi[2]) / 2, c.w = 0;
+    h.x = (hi[0] - lo[0]) / 2 + fabs(c.x) * (R)0x1p-20;
+    h.y = (hi[1] - lo[1]) / 2 + fabs(c.y) * (R)0x1p-20;
+    h.z = (hi[2] - lo[2]) / 2 + fabs(c.z) * (R)0x1p-20;
+    h.w = 0;
+    /* the step's radius: k R_B, and at least k R_g + |c - c_g| for each group g (so that the
+     * group's own rule, |xc - c_g| > a r_open + k R_g, holds for every node it takes) */
+    R lr = 0;
+    if (lane < ng) {
+        const V gc = gbox[lane][0], gh = gbox[lane][1];
+        const R ux = c.x - gc.x, uy = c.y - gc.y, uz = c.z - gc.z;
+        lr = a.local_k * sqrt(gh.x * gh.x + gh.y * gh.y + gh.z * gh.z) +
+             sqrt(ux * ux + uy * uy + uz * uz);
+    }
+#pragma unroll
+    for (int d = 16; d > 0; d >>= 1)
+        lr = fmax(lr, __shfl_xor_sync(FULL, lr, d));
+    const R loc_r = fmax(a.super_k * sqrt(h.x * h.x + h.y * h.y + h.z * h.z), lr);
+
+    int32_t *out = a.super_list + sg * a.super_cap;
+    int sp = 1, n_out = 0, n_loc = 0, h_loc = 0; /* warp-uniform */
+    bool any_loc = false, over = false;
+    local_acc<R, LOC> loc = {};
+#ifdef FMK_BH_COUNT
+    long long c_steps = 0, c_loc = 0;
+#endif
+    if (lane == 0)
+        stack[0] = 0;
+    __syncwarp();
+    while (sp > 0) {
+#ifdef FMK_BH_COUNT
+        c_steps++;
+#endif
+        const int nb = sp < 32 ? sp : 32;
+        sp -= nb;
+        const bool valid = lane < nb;
+        const int32_t i = valid ? stack[sp + lane] : 0;
+        __syncwarp();
+        const int4 l = __ldg(&a.links[i]);
+        const int32_t nc = __ldg(&a.n_children[i]);
+        const V x = a.node[4 * i];
+        const R dx = fmax(fabs(x.x - c.x) - h.x, (R)0);
+        const R dy = fmax(fabs(x.y - c.y) - h.y, (R)0);
+        const R dz = fmax(fabs(x.z - c.z) - h.z, (R)0);
+        const bool far = dx * dx + dy * dy + dz * dz > x.w;
+        bool to_loc = false;
+        if (valid && far && l.w - l.z > p2p_cut<ORDER>::value) {
+            const R ex = x.x - c.x, ey = x.y - c.y, ez = x.z - c.z;
+            const R d = sqrt(ex * ex + ey * ey + ez * ez) - loc_r;
+            to_loc = d > 0 && d * d > a.local_a2 * x.w;
+        }
+        bool open = valid && !far && l.x >= 0;
+        if (open && !a.super_open) /* opened only if no group box accepts it */
+            for (int k = 0; k < ng && open; k++) {
+                const V gc = gbox[k][0], gh = gbox[k][1];
+                const R gx = fmax(fabs(x.x - gc.x) - gh.x, (R)0);
+                const R gy = fmax(fabs(x.y - gc.y) - gh.y, (R)0);
+                const R gz = fmax(fabs(x.z - gc.z) - gh.z, (R)0);
+                open = !(gx * gx + gy * gy + gz * gz > x.w);
+            }
+        int32_t push = open ? nc : 0;
+#pragma unroll
+        for (int d = 1; d < 32; d <<= 1) {
+            const int32_t v = __shfl_up_sync(FULL, push, d);
+            if (lane >= d)
+                push += v;
+        }
+        const int32_t pushed = __shfl_sync(FULL, push, 31);
+        bool emit = valid && !to_loc && !open;
+        if (sp + pushed > SUPER_STACK) { /* no room: the group walks open them */
+            emit = emit || open;
+        } else {
+            if (open)
+                for (int32_t k = 0, at = sp + push - nc; k < nc; k++)
+                    stack[at + k] = l.x + k;
+            sp += pushed;
+        }
+        const unsigned loc_mask = __ballot_sync(FULL, to_loc);
+        if (loc_mask) {
+            if (to_loc)
+                loc_list[(h_loc + n_loc + __popc(loc_mask & lt)) & 63] = i;
+            n_loc += __popc(loc_mask);
+            any_loc = true;
+#ifdef FMK_BH_COUNT
+            c_loc += __popc(loc_mask);
+#endif
+            __syncwarp();
+            if (n_loc >= 32) {
+                bfs_m2l<R, ORDER, LOC>(a.node, loc_list + h_loc, 32, a.local, c, a.eps2, loc);
+                h_loc ^= 32, n_loc -= 32;
+                __syncwarp();
+            }
+        }
+        const unsigned emit_mask = __ballot_sync(FULL, emit);
+        if (n_out + __popc(emit_mask) > a.super_cap) {
+            over = true;
+            break;
+        }
+        if (emit)
+            out[n_out + __popc(emit_mask & lt)] = i;
+        n_out += __popc(emit_mask);
+        __syncwarp(); /* the stack's slots */
+    }
+#ifdef FMK_BH_COUNT
+    if (lane == 0) {
+        atomicAdd(&fmk_bh_super_counts[0], 1ull);
+        atomicAdd(&fmk_bh_super_counts[1], (unsigned long long)n_out);
+        atomicAdd(&fmk_bh_super_counts[2], (unsigned long long)c_loc);
+        atomicAdd(&fmk_bh_super_counts[3], (unsigned long long)c_steps);
+        atomicAdd(&fmk_bh_super_counts[4], over ? 1ull : 0ull);
+        atomicMax(&fmk_bh_super_counts[5], (unsigned long long)n_out);
+    }
+#endif
+    if (over) {
+        if (lane == 0)
+            a.super_count[sg] = -1;
+        return;
+    }
+    if (n_loc > 0)
+        bfs_m2l<R, ORDER, LOC>(a.node, loc_list + h_loc, n_loc, a.local, c, a.eps2, loc);
+    if (any_loc) {
+        constexpr int NC = local_acc<R, LOC>::NC;
+        R H[NC];
+#pragma unroll
+        for (int k = 0; k < NC; k++)
+            H[k] = k < 32 ? __shfl_sync(FULL, loc.c[0], k) : loc.c[k < 32 ? 0 : k - 31];
+        R L[FMK_BH_LOCAL4];
+        if (LOC == 5)
+            local4_from_harm(H, L);
+        else
+#pragma unroll
+            for (int k = 0; k < FMK_BH_LOCAL4; k++)
+                L[k] = H[k < NC ? k : 0];
+        if (lane == 0)
+#pragma unroll
+            for (int k = 0; k < FMK_BH_LOCAL4; k++)
+                a.super_local[sg * FMK_BH_LOCAL4 + k] = L[k];
+    }
+    if (lane == 0) {
+        c.w = any_loc ? (R)1 : (R)0;
+        a.super_centre[sg] = c;
+        a.super_count[sg] = n_out;
+    }
+}
+
+/* The groups' begins (their Morton order's keys) and indices, for the super-groups' sort. */
+__global__ void k_super_keys(int64_t n_groups, const int2 *__restrict__ groups,
+                             int32_t *__restrict__ keys, int32_t *__restrict__ vals)
+{
+    const int64_t g = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (g < n_groups)
+        keys[g] = groups[g].x, vals[g] = (int32_t)g;
+}
+
 /* The parts of a split walk added up, in part order (the same sums on every run). */
 __global__ void k_sum_parts(int64_t m, int parts, const double *__restrict__ part_pot,
                             const double *__restrict__ part_grad,
@@ -1741,6 +2078,8 @@ cudaError_t launch_walk(const walk_args<R> &a, int stackless, int group)
     if (a.m == 0 || (!stackless && a.n_groups == 0))
         return cudaSuccess;
     const unsigned bfs_blocks = (unsigned)((a.n_groups * a.parts + WB - 1) / WB);
+    const int64_t n_super = a.super ? (a.n_groups + a.super - 1) / a.super : 0;
+    const unsigned super_blocks = (unsigned)((n_super + SUPER_WARPS - 1) / SUPER_WARPS);
     if (stackless)
         k_walk_stackless<R, ORDER, SELF><<<blocks_for(a.m, WALK_BLOCK), WALK_BLOCK>>>(a);
     else if (fmk_cuda_bh_group_walk == 1 && group == 64)
@@ -1749,10 +2088,21 @@ cudaError_t launch_walk(const walk_args<R> &a, int stackless, int group)
         k_walk_group<R, ORDER, SELF, 1><<<blocks_for(a.n_groups * 32, WALK_BLOCK), WALK_BLOCK>>>(a);
     else if (group == 64)
         k_walk_bfs<R, ORDER, SELF, 2, 0><<<bfs_blocks, WB * 32>>>(a);
-    else if (a.local == 4 && a.harmonic) /* the cell-to-group step (groups of 32 only) */
-        k_walk_bfs<R, ORDER, SELF, 1, 5><<<bfs_blocks, WB * 32>>>(a);
-    else if (a.local == 4)
-        k_walk_bfs<R, ORDER, SELF, 1, 4><<<bfs_blocks, WB * 32>>>(a);
+    else if (a.local == 4 && a.harmonic) { /* the cell-to-group step (groups of 32 only) */
+        if (a.super) {
+            k_walk_super<R, ORDER, 5><<<super_blocks, SUPER_WARPS * 32>>>(a);
+            k_walk_bfs<R, ORDER, SELF, 1, 5, true><<<bfs_blocks, WB * 32>>>(a);
+        } else {
+            k_walk_bfs<R, ORDER, SELF, 1, 5><<<bfs_blocks, WB * 32>>>(a);
+        }
+    } else if (a.local == 4) {
+        if (a.super) {
+            k_walk_super<R, ORDER, 4><<<super_blocks, SUPER_WARPS * 32>>>(a);
+            k_walk_bfs<R, ORDER, SELF, 1, 4, true><<<bfs_blocks, WB * 32>>>(a);
+        } else {
+            k_walk_bfs<R, ORDER, SELF, 1, 4><<<bfs_blocks, WB * 32>>>(a);
+        }
+    }
     else if (a.local)
         k_walk_bfs<R, ORDER, SELF, 1, 3><<<bfs_blocks, WB * 32>>>(a);
     else
@@ -1798,6 +2148,7 @@ typedef struct bh_state {
     buf box;                    /* groups * 2 4-vectors */
     buf charges, pot, grad;     /* host evaluations */
     buf part;                   /* a split walk's sums per part (walk_args), parts * m * 4 doubles */
+    buf super;                  /* super-groups (super_layout) */
     int parts;                  /* 1: the walk is not split */
     int32_t split_begin, split_end;
     int2 *d_groups;             /* cap_groups slots, n_groups used */
@@ -1836,7 +2187,7 @@ void free_ptr(void *p)
 int64_t held(const bh_state *s)
 {
     const buf *b[] = {&s->x, &s->bbox, &s->src, &s->trg, &s->src_lo, &s->trg_lo, &s->links,
-                      &s->node, &s->box, &s->charges, &s->pot, &s->grad, &s->part};
+                      &s->node, &s->box, &s->charges, &s->pot, &s->grad, &s->part, &s->super};
     int64_t total = s->tree.bytes + s->ttree.bytes + s->cap_groups * (int64_t)sizeof(int2) + 32;
     for (size_t k = 0; k < sizeof b / sizeof b[0]; k++)
         total += (int64_t)b[k]->cap;
@@ -1854,7 +2205,7 @@ void free_state(bh_state *s)
     fmk_cuda_tree3d_free(&s->tree);
     fmk_cuda_tree3d_free(&s->ttree);
     buf *b[] = {&s->x, &s->bbox, &s->src, &s->trg, &s->src_lo, &s->trg_lo, &s->links,
-                &s->node, &s->box, &s->charges, &s->pot, &s->grad, &s->part};
+                &s->node, &s->box, &s->charges, &s->pot, &s->grad, &s->part, &s->super};
     for (size_t k = 0; k < sizeof b / sizeof b[0]; k++)
         buf_free(b[k]);
     free_ptr(s->d_groups);
@@ -1900,6 +2251,62 @@ int64_t split_bytes_bound(int device, int64_t m)
     return b < bm ? b : bm;
 }
 
+/* Super-groups (fmk_cuda_bh_super) for m targets: whether the walk uses them (an unsplit
+ * walk also needed: run_eval_t). */
+int super_wanted(const fmk_plan *plan, int64_t m)
+{
+    return fmk_cuda_bh_super >= 2 && fmk_cuda_bh_super <= 32 && fmk_cuda_bh_super_cap > 0 &&
+           plan->opts.walk != FMK_WALK_STACKLESS && fmk_cuda_bh_group_walk == 0 &&
+           group_of() == 32 && fmk_cuda_bh_local == 4 && m >= fmk_cuda_bh_super_min;
+}
+
+/* Whether the sources' tree is deep enough for super-groups (fmk_cuda_bh_super_depth). */
+int super_deep(const fmk_plan *plan, const bh_state *s)
+{
+    const double uniform = log((double)plan->n_sources / (double)leaf_size_of(plan)) / log(8.0);
+    return s->tree.levels >= uniform + fmk_cuda_bh_super_depth;
+}
+
+/* The super-groups' buffer (bh_state.super) for g groups: the groups' begins and indices and
+ * their Morton order (CUB radix sort: keys and values twice, and its workspace), then per
+ * super-group its start-list length, centre, expansion and start list (walk_args). Offsets
+ * in bytes, each aligned to 256. */
+typedef struct super_layout {
+    size_t keys[2], vals[2], temp, temp_bytes, count, centre, local, list, bytes;
+    int key_bits;
+} super_layout;
+
+size_t align256(size_t b) { return (b + 255) & ~(size_t)255; }
+
+int super_cap(void)
+{
+    return fmk_cuda_bh_super_cap < SUPER_LIST_MAX ? fmk_cuda_bh_super_cap : SUPER_LIST_MAX;
+}
+
+cudaError_t super_layout_of(int64_t g, int64_t m, int real, super_layout *l)
+{
+    const int64_t ns = (g + fmk_cuda_bh_super - 1) / fmk_cuda_bh_super;
+    l->key_bits = 1;
+    while (l->key_bits < 31 && (1ll << l->key_bits) <= m)
+        l->key_bits++;
+    l->temp_bytes = 0;
+    cudaError_t err = cub::DeviceRadixSort::SortPairs(NULL, l->temp_bytes, (const int32_t *)NULL,
+                                                      (int32_t *)NULL, (const int32_t *)NULL,
+                                                      (int32_t *)NULL, (int)g, 0, l->key_bits);
+    size_t o = 0;
+    for (int k = 0; k < 2; k++) {
+        l->keys[k] = o, o += align256((size_t)g * 4);
+        l->vals[k] = o, o += align256((size_t)g * 4);
+    }
+    l->temp = o, o += align256(l->temp_bytes);
+    l->count = o, o += align256((size_t)ns * 4);
+    l->centre = o, o += align256((size_t)ns * 4 * real);
+    l->local = o, o += align256((size_t)ns * FMK_BH_LOCAL4 * real);
+    l->list = o, o += (size_t)ns * super_cap() * 4;
+    l->bytes = o;
+    return err;
+}
+
 /* Device bytes for ns sources and nt targets (nt < 0: the sources), nodes at their bound;
  * everything set_points keeps (its workspace included). */
 int64_t device_bytes(const fmk_plan *plan, int64_t ns, int64_t nt, int with_host_buffers,
@@ -1921,6 +2328,12 @@ int64_t device_bytes(const fmk_plan *plan, int64_t ns, int64_t nt, int with_host
     if (with_host_buffers)
         b += ns * 8 + m * 8 + m * 24;
     b += split_bytes_bound(plan->opts.device, m);
+    super_layout sl;
+    if (super_wanted(plan, m)) {
+        if (super_layout_of(groups, m, (int)r, &sl) != cudaSuccess)
+            (void)cudaGetLastError(); /* a size query: the workspace counted as 0 */
+        b += (int64_t)sl.bytes;
+    }
     b += 32;
     if (peak)
         *peak = b;
@@ -2385,6 +2798,42 @@ int prep_small(const fmk_plan *plan, const bh_state *s)
            s->tree.n_nodes <= fmk_cuda_bh_moments_small_max;
 }
 
+/* Super-groups for the walk a (super_wanted, an unsplit walk with the step of order 4): the
+ * buffer, the groups in Morton order (queued), and a's fields. */
+template <typename R>
+fmk_status super_setup(fmk_plan *plan, bh_state *s, walk_args<R> *a)
+{
+    super_layout l;
+    cudaError_t err = super_layout_of(s->n_groups, a->m, s->real, &l);
+    if (err != cudaSuccess)
+        return fmk_cuda_fail(plan, err, "cub::DeviceRadixSort (workspace query)");
+    fmk_status st = need(plan, s, &s->super, l.bytes, "the super-groups");
+    s->bytes = held(s);
+    plan->state_bytes_device = plan->info.bytes_device = s->bytes;
+    if (st != FMK_OK)
+        return st;
+    char *p = (char *)s->super.p;
+    int32_t *keys[2] = {(int32_t *)(p + l.keys[0]), (int32_t *)(p + l.keys[1])};
+    int32_t *vals[2] = {(int32_t *)(p + l.vals[0]), (int32_t *)(p + l.vals[1])};
+    k_super_keys<<<blocks_for(s->n_groups), BLOCK>>>(s->n_groups, s->d_groups, keys[0], vals[0]);
+    err = cudaGetLastError();
+    size_t tb = l.temp_bytes;
+    if (err == cudaSuccess)
+        err = cub::DeviceRadixSort::SortPairs(p + l.temp, tb, keys[0], keys[1], vals[0], vals[1],
+                                              (int)s->n_groups, 0, l.key_bits);
+    if (err != cudaSuccess)
+        return fmk_cuda_fail(plan, err, "the super-groups' sort");
+    a->super = fmk_cuda_bh_super;
+    a->super_cap = super_cap();
+    a->super_k = (R)(a->local_k * (fmk_cuda_bh_super_k > 1 ? fmk_cuda_bh_super_k : 1));
+    a->super_order = vals[1];
+    a->super_count = (int32_t *)(p + l.count);
+    a->super_list = (int32_t *)(p + l.list);
+    a->super_centre = (typename vec4<R>::type *)(p + l.centre);
+    a->super_local = (R *)(p + l.local);
+    return FMK_OK;
+}
+
 template <typename R>
 fmk_status run_eval_t(fmk_plan *plan, bh_state *s, const double *d_q, double *pot,
                       double *grad)
@@ -2497,6 +2946,21 @@ fmk_status run_eval_t(fmk_plan *plan, bh_state *s, const double *d_q, double *po
     }
     a.harmonic = a.local == 4 && fmk_cuda_bh_local_harmonic && a.eps2 == 0;
     a.stats = s->d_stats;
+    a.super = 0, a.super_open = fmk_cuda_bh_super_open, a.super_cap = 0, a.super_k = 0;
+    a.super_order = NULL, a.super_count = a.super_list = NULL;
+    a.super_centre = NULL, a.super_local = NULL;
+    if (err == cudaSuccess && !stackless && s->parts == 1 && a.local == 4 &&
+        super_wanted(plan, a.m) && super_deep(plan, s) && s->n_groups > 0) {
+        fmk_status st = super_setup<R>(plan, s, &a);
+        if (st != FMK_OK)
+            return st;
+    }
+#ifdef FMK_BH_COUNT
+    {
+        unsigned long long sc[6] = {0};
+        (void)cudaMemcpyToSymbol(fmk_bh_super_counts, sc, sizeof sc);
+    }
+#endif
     if (err == cudaSuccess)
         err = walk<R>(a, plan->opts.order, plan->self, stackless, s->group);
     if (err == cudaSuccess && s->parts > 1) {
@@ -2521,6 +2985,15 @@ fmk_status run_eval_t(fmk_plan *plan, bh_state *s, const double *d_q, double *po
                 100.0 * cnt[11] / cnt[14], 100.0 * cnt[13] / cnt[14],
                 100.0 * (cnt[14] - cnt[9] - cnt[10] - cnt[11] - cnt[13]) / cnt[14],
                 (double)cnt[15] * cnt[5] / cnt[14]);
+    {
+        unsigned long long sc[6] = {0};
+        if (a.super && cudaMemcpyFromSymbol(sc, fmk_bh_super_counts, sizeof sc) == cudaSuccess &&
+            sc[0] > 0)
+            fprintf(stderr, "super-groups: %llu of %d groups; per super-group %.1f start-list "
+                    "entries (longest %llu), %.1f nodes into its expansion, %.1f steps; %llu "
+                    "overflows\n", sc[0], a.super, (double)sc[1] / sc[0], sc[5],
+                    (double)sc[2] / sc[0], (double)sc[3] / sc[0], sc[4]);
+    }
 #endif
     if (err == cudaSuccess)
         err = cudaEventRecord(s->ev[3], 0);

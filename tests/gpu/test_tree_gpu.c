@@ -5,7 +5,9 @@
  * clump, a far outlier, a plane, a line, N = 1, 2); the GPU tree equals the CPU build array for
  * array; the one-wait paths of small N give the results of the paths with waits; the
  * breadth-first group walk sums what the next/more group walk sums, with each way
- * of forming the groups; fp32 close pairs in a wide frame; out of device memory; phase times.
+ * of forming the groups; fp32 close pairs in a wide frame; out of device memory; phase times;
+ * super-groups on and off against direct (uniform, Plummer, clustered, an outlier, identical
+ * points, a plane, a line, separate targets, softening, start lists that overflow).
  * --quick: small sizes (for compute-sanitizer). */
 #include <math.h>
 #include <stdio.h>
@@ -92,6 +94,14 @@ extern int fmk_cuda_bh_local_harmonic;
 
 /* The walks the loops below run: 1 group (breadth-first), 2 stackless, 3 group (next/more). */
 #define N_WALKS 3
+/* Super-groups (bh.cu): groups per super-group (0 off), start-list entries, the opening rule,
+ * the fewest targets that use them. */
+extern int fmk_cuda_bh_super;
+extern int fmk_cuda_bh_super_cap;
+extern int fmk_cuda_bh_super_open;
+extern long long fmk_cuda_bh_super_min;
+extern double fmk_cuda_bh_super_depth;
+
 static fmk_walk walk_of(int w)
 {
     fmk_cuda_bh_group_walk = w == 3;
@@ -261,6 +271,25 @@ static void test_targets(void)
     free(x), free(q), free(y), free(rp), free(rg);
 }
 
+/* Points of test_points made a hard input: kind 0 all identical, 1 a clump of size 1e-6 (but
+ * every 100th point), 2 one far outlier, 3 a plane, 4 a line; other kinds unchanged. */
+static void hard_points(int kind, int64_t n, double *x)
+{
+    for (int64_t i = 0; i < n; i++) {
+        double *p = x + 3 * i;
+        if (kind == 0)
+            p[0] = 0.25, p[1] = -3.0, p[2] = 7.5;
+        else if (kind == 1 && i % 100 != 0)
+            p[0] = 0.5 + 1e-6 * p[0], p[1] = 0.5 + 1e-6 * p[1], p[2] = 0.5 + 1e-6 * p[2];
+        else if (kind == 3)
+            p[2] = 0.125;
+        else if (kind == 4)
+            p[1] = 2 * p[0], p[2] = -p[0];
+    }
+    if (kind == 2 && n > 0)
+        x[0] = 1e6, x[1] = -1e6, x[2] = 1e6;
+}
+
 /* Hard inputs, against the direct sum in fp64 (every walk, fp64 and fp32: the fp32 walks form
  * the offsets of close points from the points' full coordinates, so the clump and the points
  * next to the far outlier are resolved as in fp64; fp32 must stay finite and close). */
@@ -274,19 +303,7 @@ static void test_hard_inputs(void)
         int64_t nc = c == 5 ? 1 : c == 6 ? 2 : c == 0 ? n : n / 5;
         test_points(TEST_DIST_CUBE, nc, 31 + c, x);
         test_charges(nc, 0, 41 + c, q);
-        for (int64_t i = 0; i < nc; i++) {
-            double *p = x + 3 * i;
-            if (c == 0)
-                p[0] = 0.25, p[1] = -3.0, p[2] = 7.5;
-            else if (c == 1 && i % 100 != 0)
-                p[0] = 0.5 + 1e-6 * p[0], p[1] = 0.5 + 1e-6 * p[1], p[2] = 0.5 + 1e-6 * p[2];
-            else if (c == 3)
-                p[2] = 0.125;
-            else if (c == 4)
-                p[1] = 2 * p[0], p[2] = -p[0];
-        }
-        if (c == 2)
-            x[0] = 1e6, x[1] = -1e6, x[2] = 1e6;
+        hard_points(c, nc, x);
         for (int kern = 0; kern < 2; kern++) {
             const fmk_kernel kernel = kern ? FMK_KERNEL_PLUMMER : FMK_KERNEL_LAPLACE;
             const double soft = kern ? (c == 2 ? 1.0 : 1e-3) : 0;
@@ -1165,10 +1182,94 @@ static void test_oom(void)
     free(x), free(q), free(pot);
 }
 
+/* Super-groups (fmk_cuda_bh_super) on and off, against the direct sum: the errors of
+ * test_accuracy's bounds at theta 0.6 on every input, and on uniform and Plummer points the
+ * acceleration error with them at most 1.05 x without (fp32). Split walks off, so that the
+ * small sizes of --quick walk unsplit (the only walk that uses super-groups). */
+static void super_cases(int n_cases)
+{
+    const int64_t n = quick ? 12000 : 150000, m = quick ? 5000 : 60000;
+    double *x = xmalloc((size_t)n * 24), *q = xmalloc((size_t)n * 8), *y = xmalloc((size_t)m * 24);
+    double *rp = xmalloc((size_t)n * 8), *rg = xmalloc((size_t)n * 24);
+    const int s0 = fmk_cuda_bh_super, c0 = fmk_cuda_bh_super_cap, o0 = fmk_cuda_bh_super_open;
+    const long long min0 = fmk_cuda_bh_super_min;
+    const double depth0 = fmk_cuda_bh_super_depth;
+    fmk_cuda_bh_group_walk = 0; /* the breadth-first walk (walk_of leaves it set) */
+    fmk_cuda_bh_split_warps = 0;
+    fmk_cuda_bh_super_min = 0;
+    fmk_cuda_bh_super_depth = -100; /* every tree */
+    const char *names[] = {"cube", "plummer", "clustered", "outlier", "identical", "plane",
+                           "line", "targets", "softened", "overflow"};
+    for (int c = 0; c < n_cases; c++) {
+        const test_dist dist = c == 1 || c == 7 ? TEST_DIST_PLUMMER
+                               : c == 2         ? TEST_DIST_CLUSTERED
+                                                : TEST_DIST_CUBE;
+        const int64_t nc = c == 4 ? (quick ? 4000 : 100000) : n, mc = c == 7 ? m : 0;
+        test_points(dist, nc, 61 + c, x);
+        test_charges(nc, 0, 71 + c, q);
+        hard_points(c == 3 ? 2 : c == 4 ? 0 : c == 5 ? 3 : c == 6 ? 4 : -1, nc, x);
+        if (c == 7) {
+            test_points(TEST_DIST_CUBE, mc, 81, y);
+            memcpy(y, x, 100 * 24); /* targets on sources */
+        }
+        const fmk_kernel kernel = c == 8 ? FMK_KERNEL_PLUMMER : FMK_KERNEL_LAPLACE;
+        const double soft = c == 8 ? 0.01 : 0;
+        if (c != 4)
+            reference(kernel, soft, nc, x, q, mc, mc ? y : NULL, rp, rg);
+        for (int prec = 0; prec < 2; prec++) {
+            if (prec == 0 && c != 0 && c != 8)
+                continue; /* fp64: uniform points, and the softened kernel */
+            errs e[4];
+            /* off, 8 (or a cap of 1: every list overflows), 16, 4 with every node opened */
+            const int cfg[4][3] = {{0, 640, 0}, {8, c == 9 ? 1 : 640, 0}, {16, 640, 0}, {4, 640, 1}};
+            for (int k = 0; k < 4; k++) {
+                fmk_cuda_bh_super = cfg[k][0], fmk_cuda_bh_super_cap = cfg[k][1];
+                fmk_cuda_bh_super_open = cfg[k][2];
+                fmk_opts o = tree_opts(prec ? FMK_PRECISION_FP32 : FMK_PRECISION_FP64, 0.6,
+                                       FMK_WALK_AUTO);
+                o.softening = soft;
+                check_context("super %d cap %d open %d: %s %s", cfg[k][0], cfg[k][1], cfg[k][2],
+                              names[c], prec ? "fp32" : "fp64");
+                if (c == 4) { /* all coincident: exactly 0 */
+                    double *pot = xmalloc((size_t)nc * 8), *grad = xmalloc((size_t)nc * 24);
+                    fmk_status st = run(kernel, &o, nc, x, q, 0, NULL, pot, grad, NULL);
+                    CHECK_STATUS(st, FMK_OK);
+                    int zero = 1;
+                    for (int64_t i = 0; i < nc && st == FMK_OK; i++)
+                        zero &= pot[i] == 0 && grad[3 * i] == 0;
+                    CHECK_MSG(zero, "identical points must give 0");
+                    free(pot), free(grad);
+                    e[k].pot = e[k].grad = 0;
+                    continue;
+                }
+                e[k] = tree_error(kernel, &o, nc, x, q, mc, mc ? y : NULL, rp, rg);
+                CHECK_LE(e[k].pot, prec ? 2e-2 : 1e-2, "rel l2 error of pot");
+                CHECK_LE(e[k].grad, prec ? 5e-2 : 3e-2, "rel l2 error of grad");
+            }
+            if (prec && (c == 0 || c == 1)) {
+                check_context("super: %s fp32", names[c]);
+                CHECK_MSG(e[1].grad <= 1.05 * e[0].grad, "grad error %.3e with super-groups of 8 "
+                          "> 1.05 x %.3e without", e[1].grad, e[0].grad);
+            }
+            printf("  super %s %s: grad error %.3e off, %.3e (S 8%s), %.3e (16), %.3e (4, open 1)\n",
+                   names[c], prec ? "fp32" : "fp64", e[0].grad, e[1].grad,
+                   c == 9 ? ", cap 1" : "", e[2].grad, e[3].grad);
+        }
+    }
+    fmk_cuda_bh_super = s0, fmk_cuda_bh_super_cap = c0, fmk_cuda_bh_super_open = o0;
+    fmk_cuda_bh_super_min = min0;
+    fmk_cuda_bh_super_depth = depth0;
+    fmk_cuda_bh_split_warps = 24;
+    free(x), free(q), free(y), free(rp), free(rg);
+}
+
+static void test_super(void) { super_cases(10); }
+/* uniform points only (for racecheck) */
+static void test_super_one(void) { super_cases(1); }
+
 /* test_tree_gpu [--quick] [knobs] [test ...]: names pick tests (device_paths, one_wait, same_tree, targets,
  * hard_inputs, accuracy, walks_agree, small_paths, moments_fused, group_modes, mac, local,
- * local_harmonic, close_pairs,
- * oom); none: all
+ * local_harmonic, close_pairs, super, super_one, oom); none: all but super_one
  * (oom not with --quick). make gpu-test runs racecheck on a named subset: its cost grows with
  * the walk's shared-memory traffic, and the whole --quick set is too slow under it. */
 int main(int argc, char **argv)
@@ -1214,11 +1315,14 @@ int main(int argc, char **argv)
                  {"small_paths", test_small_paths},   {"group_modes", test_group_modes},
                  {"mac", test_mac},                   {"local", test_local},
                  {"local_harmonic", test_local_harmonic},
-                 {"close_pairs", test_close_pairs},   {"oom", test_oom}};
+                 {"close_pairs", test_close_pairs},   {"super", test_super},
+                 {"super_one", test_super_one},       {"oom", test_oom}};
     for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
         int want = n_names == 0;
         for (int k = 0; k < n_names; k++)
             want |= strcmp(names[k], tests[i].name) == 0;
+        if (n_names == 0 && tests[i].run == test_super_one)
+            want = 0; /* a part of super */
         if (want && !(quick && tests[i].run == test_oom))
             tests[i].run();
     }
