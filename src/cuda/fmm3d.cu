@@ -20,14 +20,15 @@
  * list builder cut their arrays from arenas lent from it), does not wait for the operators'
  * stream (eval's far field does), and makes its cuBLAS handle at the first eval's M2L.
  *
- * eval (numbers only): charges to key order; P2M at the leaves (blocks per leaf, a thread per
- * source, warp sums of the harmonics as they are made); M2M level by level upward (to level 2)
+ * eval (numbers only): charges to key order; P2M at the leaves (a block per leaf, each lane
+ * summing two columns of the harmonics over its share of the sources in registers, at the eps
+ * table's orders; else a thread per source, warp sums of the harmonics as they are made); M2M level by level upward (to level 2)
  * and L2L level by level downward in tiles of TB boxes (per octant, the TB input expansions in shared memory times the octant's
  * matrix, accumulators in registers); M2L per octant of the sources, a cuBLAS DGEMM of the
  * stacked matrices of each run of directions they reach with their multipoles, then a gather of
  * each target box's V entries of the part (from order fmk_cuda_fmm3d_m2l_rot_order up, where the
- * dense matrices grow too large, point and shoot instead: fmm3d_rot.cu); P2L (X list); L2P and M2P (W list) a thread per
- * target; P2P (U list) blocks per target leaf with the sources staged in shared memory (fp64, or
+ * dense matrices grow too large, point and shoot instead: fmm3d_rot.cu); P2L (X list); L2P (from per-leaf records of
+ * the local expansion in shared memory) and M2P (W list) a thread per target; P2P (U list) blocks per target leaf with the sources staged in shared memory (fp64, or
  * fp32 on offsets from the leaf's centre), or per run of pairs of touching leaves, both ways. The near
  * field (P2P) runs on a second stream alongside the far field's chain, into its own results,
  * which k_results adds to the far field's. W entries with
