@@ -30,6 +30,9 @@
  *   fmm3d newton     the P2P of leaf pairs at 2 and 4 points per lane, 1/r by the third-order
  *                    correction and by a Newton step: 2^20 uniform and Plummer at eps 1e-6,
  *                    one stream (the phases alone) and two (device points)
+ *   fmm3d cols       P2M and L2P as a thread per point, by column groups and records, and P2M
+ *                    two sources a lane at a time: 2^20 uniform and Plummer at eps 1e-6, one
+ *                    stream (the phases alone) and two (device points)
  *   fmm3d small      N = 2^12, 2^14, 2^16, 2^18, 2^20 uniform, FMM only, eps 1e-3 and 1e-6 (the
  *                    small-N floor of eval and set_points)
  *   fmm3d scale [K]  N = 2^16 .. 2^K (default 26) uniform at eps 1e-6, slope of log t vs log N
@@ -79,6 +82,9 @@ extern int fmk_cuda_fmm3d_p2p_unroll __attribute__((weak));
 /* and fp64 P2P's 1/r by a Newton step (-1 where the order comes from eps >= 1e-11, 0, 1) */
 extern int fmk_cuda_fmm3d_p2p_newton __attribute__((weak));
 extern double fmk_cuda_fmm3d_root_volume __attribute__((weak));
+/* and P2M by column groups, L2P from per-leaf records (1; 2: P2M two sources a lane at a time;
+ * 0: a thread per point) */
+extern int fmk_cuda_fmm3d_point_cols __attribute__((weak));
 /* and when a fresh plan's first set_points starts the M2L matrices */
 extern int fmk_cuda_fmm3d_ops_at __attribute__((weak));
 /* and when a fresh plan makes its cuBLAS handle (set_points, or its first eval's M2L) */
@@ -704,6 +710,26 @@ int main(int argc, char **argv)
                                       &r);
                     }
         fmk_cuda_fmm3d_p2p_newton = nw, fmk_cuda_fmm3d_p2p_pairs = rt, fmk_cuda_fmm3d_overlap = ov;
+        device_points = 0;
+    } else if (!strcmp(mode, "cols")) {
+        /* P2M and L2P: a thread per point (0), column groups and records (1), P2M two sources a
+         * lane at a time (2); one stream (each phase alone) and two */
+        if (!&fmk_cuda_fmm3d_point_cols || !&fmk_cuda_fmm3d_overlap) {
+            fprintf(stderr, "fmm3d: no point_cols knob in this build\n");
+            return 1;
+        }
+        const int pc = fmk_cuda_fmm3d_point_cols, ov = fmk_cuda_fmm3d_overlap;
+        device_points = 1;
+        for (int d = 0; d < 2; d++)
+            for (int c = 0; c <= 2; c++)
+                for (int o = 0; o <= 1; o++) {
+                    fmk_cuda_fmm3d_point_cols = c, fmk_cuda_fmm3d_overlap = o;
+                    if (!json)
+                        printf("point_cols %d, %s\n", c, o ? "two streams" : "one stream");
+                    if (measure(FMK_METHOD_FMM, 1e-6, -1, 0, d ? "plummer" : "cube", N20, 1, 5, 1, &r) == 0)
+                        print_row(o ? "cols-ov" : "cols", FMK_METHOD_FMM, d ? "plummer" : "cube", N20, 1e-6, 1, &r);
+                }
+        fmk_cuda_fmm3d_point_cols = pc, fmk_cuda_fmm3d_overlap = ov;
         device_points = 0;
     } else if (!strcmp(mode, "tiny")) {
         /* small N at eps 1e-6 with the P2P variants: the default, the pairs as before this

@@ -47,6 +47,9 @@ extern int fmk_cuda_fmm3d_m2l_gap;
 extern long long fmk_cuda_fmm3d_m2l_bytes;
 /* and the first order of the rotation-based M2L (0: every order) */
 extern int fmk_cuda_fmm3d_m2l_rot_order;
+/* and P2M by column groups, L2P from per-leaf records (1; 2: P2M two sources a lane at a time;
+ * 0: a thread per point) */
+extern int fmk_cuda_fmm3d_point_cols;
 /* and a plan's first set_points: the dense M2L matrices before the tree (1) or after the
  * lists (0) */
 extern int fmk_cuda_fmm3d_ops_at;
@@ -922,8 +925,8 @@ static void test_race(void)
             fmk_fmm3d_direct_near = 1;
             static const struct {
                 int pairs, overlap, rot;
-            } v[] = {{-1, 1, 32}, {0, 1, 32}, {1, 0, 32}, {2, 1, 0}};
-            for (int c = 0; c < 4; c++) {
+            } v[] = {{-1, 1, 32}, {0, 1, 32}, {1, 0, 32}, {2, 1, 0}, {-1, 1, 32}};
+            for (int c = 0; c < 5; c++) {
                 check_context("race, %s, %s, P2P %d, overlap %d, rotation M2L from p = %d",
                               dist_name[dists[d]], sep ? "separate targets" : "at the sources",
                               v[c].pairs, v[c].overlap, v[c].rot);
@@ -931,7 +934,10 @@ static void test_race(void)
                 const int overlap = fmk_cuda_fmm3d_overlap, rot = fmk_cuda_fmm3d_m2l_rot_order;
                 fmk_cuda_fmm3d_direct_near = 0, fmk_cuda_fmm3d_p2p_pairs = v[c].pairs;
                 fmk_cuda_fmm3d_overlap = v[c].overlap, fmk_cuda_fmm3d_m2l_rot_order = v[c].rot;
+                const int pc = fmk_cuda_fmm3d_point_cols;
+                fmk_cuda_fmm3d_point_cols = c == 4 ? 2 : pc; /* the last: P2M two sources a lane */
                 CHECK(run(&og, 1e-3, n, x, q, sep ? m : 0, sep ? y : NULL, p2, g2, NULL) == FMK_OK);
+                fmk_cuda_fmm3d_point_cols = pc;
                 fmk_cuda_fmm3d_direct_near = near, fmk_cuda_fmm3d_p2p_pairs = pairs;
                 fmk_cuda_fmm3d_overlap = overlap, fmk_cuda_fmm3d_m2l_rot_order = rot;
                 const double dp = test_rel_l2(p2, p1, k), dg = test_rel_l2(g2, g1, 3 * k);
@@ -987,6 +993,49 @@ static void test_race(void)
     free(x), free(y), free(q), free(p1), free(g1), free(p2), free(g2);
 }
 
+/* P2M by column groups and L2P from records (point_cols 1 and 2) against a thread per point
+ * (0): the same sums up to rounding, at the orders with a column kernel, one without (20: P2M
+ * a thread per source, L2P from records) and one past the records (31: L2P from L); leaves of
+ * up to 600 points (the sources staged in several chunks) and of up to 3000 (a leaf's sources
+ * split over blocks), at the sources and at separate targets. */
+static void test_cols(void)
+{
+    const int64_t n = quick ? 3000 : 20000, m = quick ? 500 : 3000;
+    double *x = test_alloc(3 * n), *y = test_alloc(3 * m), *q = test_alloc(n);
+    double *p0 = test_alloc(n), *g0 = test_alloc(3 * n), *p1 = test_alloc(n), *g1 = test_alloc(3 * n);
+    make_points(DIST_PLUMMER, n, 61, x);
+    make_points(DIST_CUBE, m, 62, y);
+    test_charges(n, 0, 63, q);
+    static const int orders[] = {4, 6, 8, 11, 12, 14, 16, 18, 20, 31};
+    const int n_orders = quick ? 3 : (int)(sizeof orders / sizeof orders[0]);
+    const int64_t leaves[] = {60, 600, 3000};
+    const int pc0 = fmk_cuda_fmm3d_point_cols;
+    for (int k = 0; k < n_orders; k++)
+        for (int l = 0; l < 3; l++)
+            for (int sep = 0; sep < 2; sep++) {
+                if (quick && (l == 0 || sep))
+                    continue;
+                const int p = quick ? orders[2 * k] : orders[k];
+                const int64_t t = sep ? m : n;
+                check_context("cols, order %d, leaves of %lld, %s", p, (long long)leaves[l],
+                              sep ? "separate targets" : "at the sources");
+                fmk_opts o = fmm_opts(FMK_BACKEND_CUDA, p, leaves[l]);
+                fmk_cuda_fmm3d_point_cols = 0;
+                CHECK(run(&o, 1e-6, n, x, q, sep ? m : 0, sep ? y : NULL, p0, g0, NULL) == FMK_OK);
+                for (int c = 1; c <= 2; c++) {
+                    fmk_cuda_fmm3d_point_cols = c;
+                    CHECK(run(&o, 1e-6, n, x, q, sep ? m : 0, sep ? y : NULL, p1, g1, NULL) == FMK_OK);
+                    const double dp = test_rel_l2(p1, p0, t), dg = test_rel_l2(g1, g0, 3 * t);
+                    if (c == 1)
+                        printf("  cols order %2d, leaves of %4lld, %s: pot %.2e grad %.2e\n", p,
+                               (long long)leaves[l], sep ? "targets" : "sources", dp, dg);
+                    CHECK_MSG(dp < 1e-13 && dg < 1e-13, "point_cols %d vs 0: pot %.3e grad %.3e", c, dp, dg);
+                }
+                fmk_cuda_fmm3d_point_cols = pc0;
+            }
+    free(x), free(y), free(q), free(p0), free(g0), free(p1), free(g1);
+}
+
 /* Out of device memory: the status, a message with the bytes, nothing leaked, the plan usable. */
 static void test_oom(void)
 {
@@ -1033,7 +1082,7 @@ static int wanted(const char *name)
 }
 
 /* test_fmm3d_gpu [--quick] [test ...]: tests lists, vs_cpu, pairs, root, small, device, targets,
- * order, accuracy, points_device, fp32, fresh, oom (all by default; oom not with --quick), and race
+ * order, accuracy, points_device, fp32, fresh, cols, oom (all by default; oom not with --quick), and race
  * (only by name: every kernel on small shapes, the set make gpu-test runs under racecheck). */
 int main(int argc, char **argv)
 {
@@ -1057,7 +1106,7 @@ int main(int argc, char **argv)
                  {"device", test_device_and_reuse}, {"targets", test_targets}, {"order", test_order},
                  {"accuracy", test_accuracy}, {"points_device", test_points_device},
                  {"fp32", test_fp32}, {"oom", test_oom},     {"race", test_race},
-                 {"fresh", test_fresh}};
+                 {"fresh", test_fresh},     {"cols", test_cols}};
     for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++)
         if (wanted(tests[i].name) && !(quick && tests[i].run == test_oom) &&
             (n_names > 0 || tests[i].run != test_race)) /* race: only by name */
