@@ -78,16 +78,16 @@
  *   --super-open K              a node the super-group's box opens is opened when every group
  *                               box opens it (0, default) or always (1)
  *   --super-k F                 the super-group's step takes nodes farther than
- *                               A r_open + F K (0.6 / theta) R from its centre (default 1)
+ *                               A r_open + F K (0.6 / theta) R from its centre (default 1.2)
  *   --super2 S2                 a second level: parents of S2 super-groups walked first,
- *                               whose start lists the super-groups walk from (0 off; used
- *                               when S * S2 <= 32)
+ *                               whose start lists the super-groups walk from (0 off,
+ *                               default 4; used when S * S2 <= 32)
  *   --super-depth D             super-groups only for trees of at least log8(N / leaf) + D
  *                               levels (default 4: the Plummer sphere, not the cube; -100:
  *                               every tree)
  *   tree --headline --super-sweep   the headline rows, then for the Plummer sphere rows with
- *                               S (+ S2) = 4, 4+4, 4+8, 8+4, 2+8, 2, and 4+4, 4+8 with
- *                               other --super-k
+ *                               S (+ S2) = 4, 4+4, 4+8, 8+4, 2+8, 2+16, 2, with
+ *                               --super-k 1.15 .. 1.4
  *   tree --tune [--big]         leaf sizes and the step's (A, K) with order 3 (the first and
  *                               last rows: order 3's default, A = 0.75, K = 3.5)
  *   tree --tune-local [--big]   the step of order 4 with several (A, K), against the defaults
@@ -759,15 +759,17 @@ int main(int argc, char **argv)
                     fmk_cuda_bh_local = l0, fmk_cuda_bh_local_k = k0;
                 }
                 if (super_sweep && d == 1) { /* Plummer: S, a second level S2, k' (x 100) */
-                    static const char *names[] = {"super 4",         "super 4+4",
-                                                  "super 4+8",       "super 8+4",
-                                                  "super 2+8",       "super 2",
-                                                  "super 4+4 k 1.15", "super 4+8 k 1.15",
-                                                  "super 4+4 k 1.2", "super 4+4 k 1.4"};
+                    static const char *names[] = {
+                        "super 4 k 1.3",    "super 4+4 k 1.3",  "super 4+8 k 1.3",
+                        "super 8+4 k 1.3",  "super 2+8 k 1.3",  "super 2 k 1.3",
+                        "super 4+4 k 1.15", "super 4+8 k 1.15", "super 4+4 k 1.2",
+                        "super 4+4 k 1.4",  "super 4+8 k 1.2",  "super 2+8 k 1.2",
+                        "super 2+16 k 1.3", "super 4+4 k 1.25", "super 4 k 1.2"};
                     static const int cfg[][3] = {{4, 0, 130}, {4, 4, 130}, {4, 8, 130},
                                                  {8, 4, 130}, {2, 8, 130}, {2, 0, 130},
                                                  {4, 4, 115}, {4, 8, 115}, {4, 4, 120},
-                                                 {4, 4, 140}};
+                                                 {4, 4, 140}, {4, 8, 120}, {2, 8, 120},
+                                                 {2, 16, 130}, {4, 4, 125}, {4, 0, 120}};
                     const int s0 = fmk_cuda_bh_super, s20 = fmk_cuda_bh_super2;
                     const double k0 = fmk_cuda_bh_super_k;
                     for (size_t c = 0; c < sizeof cfg / sizeof cfg[0]; c++) {

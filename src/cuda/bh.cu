@@ -187,7 +187,9 @@ int fmk_cuda_bh_super_cap = 640;
  * parent's expansion at their targets too (when the parent's list did not overflow: then the
  * child walked from the root). A parent whose list overflows leaves its children as with one
  * level; a child whose list overflows leaves its groups walking from the root without either
- * expansion. fmk_cuda_bh_super2_cap: the parents' start-list entries (at most 640). */
+ * expansion. fmk_cuda_bh_super2_cap: the parents' start-list entries (at most 640).
+ * Measured (H100, 2^24 Plummer, with k' 1.3): total 51.2 ms with one level, 49.5 with
+ * S2 = 4, 49.2 with 8; with k' 1.2 and S2 = 4 49.1 (bench/RESULTS.md). */
 extern "C" int fmk_cuda_bh_super2;
 int fmk_cuda_bh_super2 = 4;
 extern "C" int fmk_cuda_bh_super2_cap;
@@ -200,9 +202,11 @@ long long fmk_cuda_bh_super_min = 1ll << 18;
  * from its centre, k' = fmk_cuda_bh_super_k times the group's k (>= 1). Its expansion about
  * the super box's centre is evaluated up to R_B away, so at k' = k its truncation reaches
  * that of the group's step for more of its nodes: 2^20 Plummer acceleration error +4.9%
- * (S = 4), +0.9% at 1.3 for 2% more walk (bench/RESULTS.md). */
+ * (S = 4), +0.9% at 1.3 for 2% more walk (bench/RESULTS.md). With a second level (whose
+ * parents use the same k'): 1.2 (2^20 Plummer +1.5% against one level at 1.3, 2^24 +2%;
+ * 1.15: +4%). */
 extern "C" double fmk_cuda_bh_super_k;
-double fmk_cuda_bh_super_k = 1.3;
+double fmk_cuda_bh_super_k = 1.2;
 /* Tuning knob (not API): super-groups only for a sources' tree of at least log8(n / leaf_size)
  * + fmk_cuda_bh_super_depth levels (a uniform tree of n points has ~2 more than the log): a
  * concentrated distribution, whose groups walk far more steps. Measured with them on
