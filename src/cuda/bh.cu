@@ -188,8 +188,9 @@ int fmk_cuda_bh_super_cap = 640;
  * child walked from the root). A parent whose list overflows leaves its children as with one
  * level; a child whose list overflows leaves its groups walking from the root without either
  * expansion. fmk_cuda_bh_super2_cap: the parents' start-list entries (at most 640).
- * Measured (H100, 2^24 Plummer, with k' 1.3): total 51.2 ms with one level, 49.5 with
- * S2 = 4, 49.2 with 8; with k' 1.2 and S2 = 4 49.1 (bench/RESULTS.md). */
+ * Measured (H100, 2^24 Plummer, one sweep, k' 1.3): total 51.3 ms with one level, 49.6
+ * with S2 = 4, 49.3 with 8; the default (S2 = 4, k' 1.2) 49.2 in both runs alternated with
+ * one level at k' 1.3 (51.1; bench/RESULTS.md). */
 extern "C" int fmk_cuda_bh_super2;
 int fmk_cuda_bh_super2 = 4;
 extern "C" int fmk_cuda_bh_super2_cap;
@@ -203,8 +204,8 @@ long long fmk_cuda_bh_super_min = 1ll << 18;
  * the super box's centre is evaluated up to R_B away, so at k' = k its truncation reaches
  * that of the group's step for more of its nodes: 2^20 Plummer acceleration error +4.9%
  * (S = 4), +0.9% at 1.3 for 2% more walk (bench/RESULTS.md). With a second level (whose
- * parents use the same k'): 1.2 (2^20 Plummer +1.5% against one level at 1.3, 2^24 +2%;
- * 1.15: +4%). */
+ * parents use the same k'): 1.2 (acceleration error +1.8% at 2^20 Plummer against one
+ * level at 1.3, +2% at 2^24; 1.15: +4%). */
 extern "C" double fmk_cuda_bh_super_k;
 double fmk_cuda_bh_super_k = 1.2;
 /* Tuning knob (not API): super-groups only for a sources' tree of at least log8(n / leaf_size)
@@ -1960,7 +1961,7 @@ __global__ void __launch_bounds__(SUPER_WARPS * 32) k_walk_super(walk_args<R> a)
 #ifdef FMK_BH_COUNT
     long long c_steps = 0, c_loc = 0;
 #endif
-    if (n_up >= 0) { /* the parent's list (at most super_cap <= SUPER_LIST_MAX entries) */
+    if (n_up >= 0) { /* the parent's list (at most up_cap <= SUPER_LIST_MAX entries) */
         for (int e = lane; e < n_up; e += 32)
             stack[e] = a.up_list[up * a.up_cap + e];
         sp = n_up;
