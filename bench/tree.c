@@ -82,12 +82,16 @@
  *   --super-open K              a node the super-group's box opens is opened when every group
  *                               box opens it (0, default) or always (1)
  *   --super-k F                 the super-group's step takes nodes farther than
- *                               A r_open + F K (0.6 / theta) R from its centre (default 1)
+ *                               A r_open + F K (0.6 / theta) R from its centre (default 1.2)
+ *   --super2 S2                 a second level: parents of S2 super-groups walked first,
+ *                               whose start lists the super-groups walk from (0 off,
+ *                               default 4; used when S * S2 <= 32)
  *   --super-depth D             super-groups only for trees of at least log8(N / leaf) + D
  *                               levels (default 4: the Plummer sphere, not the cube; -100:
  *                               every tree)
- *   tree --headline --super-sweep   the headline rows, then each with super-groups (at any
- *                               depth) off, of 4, 8, 16, and of 8 with --super-open 1
+ *   tree --headline --super-sweep   the headline rows, then for the Plummer sphere rows with
+ *                               S (+ S2) = 4, 4+4, 4+8, 8+4, 2+8, 2+16, 2, with
+ *                               --super-k 1.15 .. 1.4
  *   tree --tune [--big]         leaf sizes and the step's (A, K) with order 3 (the first and
  *                               last rows: order 3's default, A = 0.75, K = 3.5)
  *   tree --tune-local [--big]   the step of order 4 with several (A, K), against the defaults
@@ -186,6 +190,7 @@ extern int fmk_cuda_bh_super_cap;
 extern int fmk_cuda_bh_super_open;
 extern double fmk_cuda_bh_super_k;
 extern double fmk_cuda_bh_super_depth;
+extern int fmk_cuda_bh_super2;
 
 /* measure()'s walk argument for the next/more group walk (the breadth-first one is GROUP). */
 #define WALK_NEXT_MORE ((fmk_walk)3)
@@ -571,6 +576,8 @@ int main(int argc, char **argv)
             fmk_cuda_bh_super_open = atoi(argv[++a]);
         else if (strcmp(argv[a], "--super-k") == 0 && a + 1 < argc)
             fmk_cuda_bh_super_k = atof(argv[++a]);
+        else if (strcmp(argv[a], "--super2") == 0 && a + 1 < argc)
+            fmk_cuda_bh_super2 = atoi(argv[++a]);
         else if (strcmp(argv[a], "--super-depth") == 0 && a + 1 < argc)
             fmk_cuda_bh_super_depth = atof(argv[++a]);
         else if (strcmp(argv[a], "--super-sweep") == 0)
@@ -587,7 +594,7 @@ int main(int argc, char **argv)
                             "[--split-nodes K] "
                             "[--split-level L] [--split-warps W] [--theta T] [--mac K] [--leaf-theta T] "
                             "[--local P] [--local-k K] [--local-open A] [--local-harmonic H] [--mac-inner F] [--local-sweep] "
-                            "[--super S] [--super-cap C] [--super-open K] [--super-k F] [--super-depth D] [--super-sweep] "
+                            "[--super S] [--super-cap C] [--super-open K] [--super-k F] [--super2 S2] [--super-depth D] [--super-sweep] "
                             "[--tune [--big]] [--tune-local [--big]]\n");
             return 2;
         }
@@ -765,20 +772,27 @@ int main(int argc, char **argv)
                     }
                     fmk_cuda_bh_local = l0, fmk_cuda_bh_local_k = k0;
                 }
-                if (super_sweep) { /* super-groups off, S = 4, 8, 16, and 8 opening more */
-                    static const char *names[5] = {"super off", "super 4", "super 8", "super 16",
-                                                   "super 8 open 1"};
-                    static const int cfg[5][2] = {{0, 0}, {4, 0}, {8, 0}, {16, 0}, {8, 1}};
-                    const int s0 = fmk_cuda_bh_super, o0 = fmk_cuda_bh_super_open;
-                    const double depth0 = fmk_cuda_bh_super_depth;
-                    fmk_cuda_bh_super_depth = -100; /* whatever the tree's depth */
-                    for (int c = 0; c < 5; c++) {
-                        fmk_cuda_bh_super = cfg[c][0], fmk_cuda_bh_super_open = cfg[c][1];
+                if (super_sweep && d == 1) { /* Plummer: S, a second level S2, k' (x 100) */
+                    static const char *names[] = {
+                        "super 4 k 1.3",    "super 4+4 k 1.3",  "super 4+8 k 1.3",
+                        "super 8+4 k 1.3",  "super 2+8 k 1.3",  "super 2 k 1.3",
+                        "super 4+4 k 1.15", "super 4+8 k 1.15", "super 4+4 k 1.2",
+                        "super 4+4 k 1.4",  "super 4+8 k 1.2",  "super 2+8 k 1.2",
+                        "super 2+16 k 1.3", "super 4+4 k 1.25", "super 4 k 1.2"};
+                    static const int cfg[][3] = {{4, 0, 130}, {4, 4, 130}, {4, 8, 130},
+                                                 {8, 4, 130}, {2, 8, 130}, {2, 0, 130},
+                                                 {4, 4, 115}, {4, 8, 115}, {4, 4, 120},
+                                                 {4, 4, 140}, {4, 8, 120}, {2, 8, 120},
+                                                 {2, 16, 130}, {4, 4, 125}, {4, 0, 120}};
+                    const int s0 = fmk_cuda_bh_super, s20 = fmk_cuda_bh_super2;
+                    const double k0 = fmk_cuda_bh_super_k;
+                    for (size_t c = 0; c < sizeof cfg / sizeof cfg[0]; c++) {
+                        fmk_cuda_bh_super = cfg[c][0], fmk_cuda_bh_super2 = cfg[c][1];
+                        fmk_cuda_bh_super_k = 0.01 * cfg[c][2];
                         add(measure(names[c], &p, f32, theta, 2, leaf, 32, FMK_WALK_AUTO,
                                     k >= 24 ? 3 : reps), json);
                     }
-                    fmk_cuda_bh_super = s0, fmk_cuda_bh_super_open = o0;
-                    fmk_cuda_bh_super_depth = depth0;
+                    fmk_cuda_bh_super = s0, fmk_cuda_bh_super2 = s20, fmk_cuda_bh_super_k = k0;
                 }
                 if (variants && k == 20) {
                     fmk_cuda_bh_group_merge_min = 0;

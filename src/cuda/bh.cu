@@ -179,6 +179,22 @@ extern "C" int fmk_cuda_bh_super;
 int fmk_cuda_bh_super = 4;
 extern "C" int fmk_cuda_bh_super_cap;
 int fmk_cuda_bh_super_cap = 640;
+/* Tuning knob (not API): a second level of super-groups, fmk_cuda_bh_super2 consecutive
+ * super-groups (0 or 1: off; used when S * S2 <= 32). k_walk_super runs first for these
+ * parents from the root, then for each super-group from its parent's start list (the parent's
+ * box, the union of its groups' boxes, contains the child's; the parent's rule checks all its
+ * groups, so whatever it takes the child and each group would take); the group walks add the
+ * parent's expansion at their targets too (when the parent's list did not overflow: then the
+ * child walked from the root). A parent whose list overflows leaves its children as with one
+ * level; a child whose list overflows leaves its groups walking from the root without either
+ * expansion. fmk_cuda_bh_super2_cap: the parents' start-list entries (at most 640).
+ * Measured (H100, 2^24 Plummer, one sweep, k' 1.3): total 51.3 ms with one level, 49.6
+ * with S2 = 4, 49.3 with 8; the default (S2 = 4, k' 1.2) 49.2 in both runs alternated with
+ * one level at k' 1.3 (51.1; bench/RESULTS.md). */
+extern "C" int fmk_cuda_bh_super2;
+int fmk_cuda_bh_super2 = 4;
+extern "C" int fmk_cuda_bh_super2_cap;
+int fmk_cuda_bh_super2_cap = 640;
 extern "C" int fmk_cuda_bh_super_open;
 int fmk_cuda_bh_super_open = 0;
 extern "C" long long fmk_cuda_bh_super_min;
@@ -187,9 +203,11 @@ long long fmk_cuda_bh_super_min = 1ll << 18;
  * from its centre, k' = fmk_cuda_bh_super_k times the group's k (>= 1). Its expansion about
  * the super box's centre is evaluated up to R_B away, so at k' = k its truncation reaches
  * that of the group's step for more of its nodes: 2^20 Plummer acceleration error +4.9%
- * (S = 4), +0.9% at 1.3 for 2% more walk (bench/RESULTS.md). */
+ * (S = 4), +0.9% at 1.3 for 2% more walk (bench/RESULTS.md). With a second level (whose
+ * parents use the same k'): 1.2 (acceleration error +1.8% at 2^20 Plummer against one
+ * level at 1.3, +2% at 2^24; 1.15: +4%). */
 extern "C" double fmk_cuda_bh_super_k;
-double fmk_cuda_bh_super_k = 1.3;
+double fmk_cuda_bh_super_k = 1.2;
 /* Tuning knob (not API): super-groups only for a sources' tree of at least log8(n / leaf_size)
  * + fmk_cuda_bh_super_depth levels (a uniform tree of n points has ~2 more than the log): a
  * concentrated distribution, whose groups walk far more steps. Measured with them on
@@ -244,7 +262,7 @@ long long fmk_cuda_bh_split_redos = 0;
 __device__ unsigned long long fmk_bh_counts[16];
 /* Super-groups' walk: super-groups, start-list entries, nodes into their expansions, steps,
  * overflows (start lists that did not fit), the longest list. */
-__device__ unsigned long long fmk_bh_super_counts[6];
+__device__ unsigned long long fmk_bh_super_counts[12]; /* 6..11: a second level's parents */
 #endif
 
 namespace {
@@ -1032,6 +1050,15 @@ template <typename R> struct walk_args {
     int32_t *super_count, *super_list;
     typename vec4<R>::type *super_centre;
     R *super_local;
+    /* A second level (fmk_cuda_bh_super2): super_up = 0, none. Else parents of super_up
+     * groups (S * S2), walked first (their start lists at up_list, up_count; expansions at
+     * up_local about up_centre): super-group s walks from the list of parent s super /
+     * super_up instead of the root when that list did not overflow, and then the group walks
+     * add the parent's expansion as well. */
+    int super_up, up_cap; /* up_cap: the parents' list entries (as super_cap) */
+    int32_t *up_count, *up_list;
+    typename vec4<R>::type *up_centre;
+    R *up_local;
 };
 
 /* u: 1 / charge_scale. */
@@ -1514,7 +1541,10 @@ template <typename R, int T>
 __device__ __noinline__ int super_start(const int32_t *super_order, const int32_t *super_count,
                                         const int32_t *super_list, int super_cap, int super,
                                         const typename vec4<R>::type *super_centre,
-                                        const R *super_local, const int2 *groups,
+                                        const R *super_local, int super_up,
+                                        const int32_t *up_count,
+                                        const typename vec4<R>::type *up_centre,
+                                        const R *up_local, const int2 *groups,
                                         const typename vec4<R>::type *box,
                                         const typename vec4<R>::type *trg, const real4f *trg_lo,
                                         int64_t wp, int32_t *stack, int64_t *w, R *init)
@@ -1532,12 +1562,19 @@ __device__ __noinline__ int super_start(const int32_t *super_order, const int32_
     const int32_t *list = super_list + sg * super_cap;
     for (int e = lane; e < n; e += 32)
         stack[e] = list[e];
-    const V cs = super_centre[sg];
-    if (cs.w != 0) {
+    /* the super-group's expansion, then its parent's (when the list came from the parent's) */
+    const int64_t up = super_up ? wp / super_up : 0;
+    const int levels = super_up && up_count[up] >= 0 ? 2 : 1;
+    for (int lv = 0; lv < levels; lv++) {
+        const int64_t s = lv ? up : sg;
+        const R *local = lv ? up_local : super_local;
+        const V cs = lv ? up_centre[s] : super_centre[sg];
+        if (cs.w == 0)
+            continue;
         R L[FMK_BH_LOCAL4];
 #pragma unroll
         for (int k = 0; k < FMK_BH_LOCAL4; k++)
-            L[k] = super_local[sg * FMK_BH_LOCAL4 + k];
+            L[k] = local[s * FMK_BH_LOCAL4 + k];
         const int2 grp = groups[*w];
         /* y - cs = (y - o) + (o - cs), o the walk's origin; fp32: o - cs exact (two numbers
          * of one binade) */
@@ -1598,7 +1635,8 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32,
     R init[4 * T];        /* the super-group's expansion at the targets */
     if (SUPER)
         n_start = super_start<R, T>(a.super_order, a.super_count, a.super_list, a.super_cap,
-                                    a.super, a.super_centre, a.super_local, a.groups, a.box,
+                                    a.super, a.super_centre, a.super_local, a.super_up,
+                                    a.up_count, a.up_centre, a.up_local, a.groups, a.box,
                                     a.trg, a.trg_lo, wp, s_stack[wb], &w, init);
     V(*node_list)[4] = s_node[wb];
     V *src_list = s_src[wb];
@@ -1927,7 +1965,9 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32,
  * passes the group's own tests (box test and the step's rule), and every node of the tree is
  * either in the expansion, in the list, or under an opened node: each source reaches each
  * target once. A list that would exceed a.super_cap entries is dropped (count -1: the groups
- * walk from the root). */
+ * walk from the root). With a second level (a.super_up) the walk starts from the parent's
+ * start list instead of the root (whose nodes the parent neither took nor opened: the same
+ * cover of the tree), unless that list overflowed. */
 constexpr int SUPER_WARPS = 4, SUPER_STACK = 1024;
 
 template <typename R, int ORDER, int LOC>
@@ -1986,13 +2026,20 @@ __global__ void __launch_bounds__(SUPER_WARPS * 32) k_walk_super(walk_args<R> a)
 
     int32_t *out = a.super_list + sg * a.super_cap;
     int sp = 1, n_out = 0, n_loc = 0, h_loc = 0; /* warp-uniform */
+    const int64_t up = a.super_up ? g0 / a.super_up : 0;
+    const int32_t n_up = a.super_up ? a.up_count[up] : -1; /* < 0: from the root */
     bool any_loc = false, over = false;
     local_acc<R, LOC> loc = {};
 #ifdef FMK_BH_COUNT
     long long c_steps = 0, c_loc = 0;
 #endif
-    if (lane == 0)
+    if (n_up >= 0) { /* the parent's list (at most up_cap <= SUPER_LIST_MAX entries) */
+        for (int e = lane; e < n_up; e += 32)
+            stack[e] = a.up_list[up * a.up_cap + e];
+        sp = n_up;
+    } else if (lane == 0) {
         stack[0] = 0;
+    }
     __syncwarp();
     while (sp > 0) {
 #ifdef FMK_BH_COUNT
@@ -2070,12 +2117,13 @@ __global__ void __launch_bounds__(SUPER_WARPS * 32) k_walk_super(walk_args<R> a)
     }
 #ifdef FMK_BH_COUNT
     if (lane == 0) {
-        atomicAdd(&fmk_bh_super_counts[0], 1ull);
-        atomicAdd(&fmk_bh_super_counts[1], (unsigned long long)n_out);
-        atomicAdd(&fmk_bh_super_counts[2], (unsigned long long)c_loc);
-        atomicAdd(&fmk_bh_super_counts[3], (unsigned long long)c_steps);
-        atomicAdd(&fmk_bh_super_counts[4], over ? 1ull : 0ull);
-        atomicMax(&fmk_bh_super_counts[5], (unsigned long long)n_out);
+        unsigned long long *sc = fmk_bh_super_counts + (a.super_up ? 0 : a.up_count ? 6 : 0);
+        atomicAdd(&sc[0], 1ull);
+        atomicAdd(&sc[1], (unsigned long long)n_out);
+        atomicAdd(&sc[2], (unsigned long long)c_loc);
+        atomicAdd(&sc[3], (unsigned long long)c_steps);
+        atomicAdd(&sc[4], over ? 1ull : 0ull);
+        atomicMax(&sc[5], (unsigned long long)n_out);
     }
 #endif
     if (over) {
@@ -2143,6 +2191,24 @@ __global__ void k_sum_parts(int64_t m, int parts, const double *__restrict__ par
         }
 }
 
+/* The super-groups' walks: with a second level (a.super_up) the parents' first, from the
+ * root (their lists and expansions in the up_* buffers; the parents' own counts kept apart
+ * in the statistics: up_count set, super_up 0), then the super-groups'. */
+template <typename R, int ORDER, int LOC>
+void super_walks(const walk_args<R> &a, unsigned super_blocks)
+{
+    if (a.super_up) {
+        walk_args<R> u = a;
+        u.super = a.super_up, u.super_up = 0, u.super_cap = a.up_cap;
+        u.super_count = a.up_count, u.super_list = a.up_list;
+        u.super_centre = a.up_centre, u.super_local = a.up_local;
+        const int64_t n_up = (a.n_groups + a.super_up - 1) / a.super_up;
+        k_walk_super<R, ORDER, LOC>
+            <<<(unsigned)((n_up + SUPER_WARPS - 1) / SUPER_WARPS), SUPER_WARPS * 32>>>(u);
+    }
+    k_walk_super<R, ORDER, LOC><<<super_blocks, SUPER_WARPS * 32>>>(a);
+}
+
 template <typename R, int ORDER, bool SELF>
 cudaError_t launch_walk(const walk_args<R> &a, int stackless, int group)
 {
@@ -2162,14 +2228,14 @@ cudaError_t launch_walk(const walk_args<R> &a, int stackless, int group)
         k_walk_bfs<R, ORDER, SELF, 2, 0><<<bfs_blocks, WB * 32>>>(a);
     else if (a.local == 4 && a.harmonic) { /* the cell-to-group step (groups of 32 only) */
         if (a.super) {
-            k_walk_super<R, ORDER, 5><<<super_blocks, SUPER_WARPS * 32>>>(a);
+            super_walks<R, ORDER, 5>(a, super_blocks);
             k_walk_bfs<R, ORDER, SELF, 1, 5, true><<<bfs_blocks, WB * 32>>>(a);
         } else {
             k_walk_bfs<R, ORDER, SELF, 1, 5><<<bfs_blocks, WB * 32>>>(a);
         }
     } else if (a.local == 4) {
         if (a.super) {
-            k_walk_super<R, ORDER, 4><<<super_blocks, SUPER_WARPS * 32>>>(a);
+            super_walks<R, ORDER, 4>(a, super_blocks);
             k_walk_bfs<R, ORDER, SELF, 1, 4, true><<<bfs_blocks, WB * 32>>>(a);
         } else {
             k_walk_bfs<R, ORDER, SELF, 1, 4><<<bfs_blocks, WB * 32>>>(a);
@@ -2345,7 +2411,8 @@ int super_deep(const fmk_plan *plan, const bh_state *s)
  * in bytes, each aligned to 256. */
 typedef struct super_layout {
     size_t keys[2], vals[2], temp, temp_bytes, count, centre, local, list, bytes;
-    int key_bits;
+    size_t up_count, up_centre, up_local, up_list; /* a second level's parents (super_up) */
+    int key_bits, super_up;
 } super_layout;
 
 size_t align256(size_t b) { return (b + 255) & ~(size_t)255; }
@@ -2355,9 +2422,24 @@ int super_cap(void)
     return fmk_cuda_bh_super_cap < SUPER_LIST_MAX ? fmk_cuda_bh_super_cap : SUPER_LIST_MAX;
 }
 
+int super2_cap(void)
+{
+    const int c = fmk_cuda_bh_super2_cap > 0 ? fmk_cuda_bh_super2_cap : 0;
+    return c < SUPER_LIST_MAX ? c : SUPER_LIST_MAX;
+}
+
+/* Groups per parent of a second level (fmk_cuda_bh_super2), 0 without one. */
+int super_up_of(void)
+{
+    const int s2 = fmk_cuda_bh_super2;
+    return s2 >= 2 && s2 * fmk_cuda_bh_super <= 32 ? s2 * fmk_cuda_bh_super : 0;
+}
+
 cudaError_t super_layout_of(int64_t g, int64_t m, int real, super_layout *l)
 {
     const int64_t ns = (g + fmk_cuda_bh_super - 1) / fmk_cuda_bh_super;
+    l->super_up = super_up_of();
+    const int64_t nu = l->super_up ? (g + l->super_up - 1) / l->super_up : 0;
     l->key_bits = 1;
     while (l->key_bits < 31 && (1ll << l->key_bits) <= m)
         l->key_bits++;
@@ -2374,7 +2456,11 @@ cudaError_t super_layout_of(int64_t g, int64_t m, int real, super_layout *l)
     l->count = o, o += align256((size_t)ns * 4);
     l->centre = o, o += align256((size_t)ns * 4 * real);
     l->local = o, o += align256((size_t)ns * FMK_BH_LOCAL4 * real);
-    l->list = o, o += (size_t)ns * super_cap() * 4;
+    l->list = o, o += align256((size_t)ns * super_cap() * 4);
+    l->up_count = o, o += align256((size_t)nu * 4);
+    l->up_centre = o, o += align256((size_t)nu * 4 * real);
+    l->up_local = o, o += align256((size_t)nu * FMK_BH_LOCAL4 * real);
+    l->up_list = o, o += (size_t)nu * super2_cap() * 4;
     l->bytes = o;
     return err;
 }
@@ -2922,6 +3008,13 @@ fmk_status super_setup(fmk_plan *plan, bh_state *s, walk_args<R> *a)
     a->super_list = (int32_t *)(p + l.list);
     a->super_centre = (typename vec4<R>::type *)(p + l.centre);
     a->super_local = (R *)(p + l.local);
+    a->super_up = l.super_up, a->up_cap = super2_cap();
+    if (l.super_up) {
+        a->up_count = (int32_t *)(p + l.up_count);
+        a->up_list = (int32_t *)(p + l.up_list);
+        a->up_centre = (typename vec4<R>::type *)(p + l.up_centre);
+        a->up_local = (R *)(p + l.up_local);
+    }
     return FMK_OK;
 }
 
@@ -3040,6 +3133,7 @@ fmk_status run_eval_t(fmk_plan *plan, bh_state *s, const double *d_q, double *po
     a.super = 0, a.super_open = fmk_cuda_bh_super_open, a.super_cap = 0, a.super_k = 0;
     a.super_order = NULL, a.super_count = a.super_list = NULL;
     a.super_centre = NULL, a.super_local = NULL;
+    a.super_up = a.up_cap = 0, a.up_count = a.up_list = NULL, a.up_centre = NULL, a.up_local = NULL;
     if (err == cudaSuccess && !stackless && s->parts == 1 && a.local == 4 &&
         super_wanted(plan, a.m) && super_deep(plan, s) && s->n_groups > 0) {
         fmk_status st = super_setup<R>(plan, s, &a);
@@ -3048,7 +3142,7 @@ fmk_status run_eval_t(fmk_plan *plan, bh_state *s, const double *d_q, double *po
     }
 #ifdef FMK_BH_COUNT
     {
-        unsigned long long sc[6] = {0};
+        unsigned long long sc[12] = {0};
         (void)cudaMemcpyToSymbol(fmk_bh_super_counts, sc, sizeof sc);
     }
 #endif
@@ -3077,13 +3171,17 @@ fmk_status run_eval_t(fmk_plan *plan, bh_state *s, const double *d_q, double *po
                 100.0 * (cnt[14] - cnt[9] - cnt[10] - cnt[11] - cnt[13]) / cnt[14],
                 (double)cnt[15] * cnt[5] / cnt[14]);
     {
-        unsigned long long sc[6] = {0};
-        if (a.super && cudaMemcpyFromSymbol(sc, fmk_bh_super_counts, sizeof sc) == cudaSuccess &&
-            sc[0] > 0)
-            fprintf(stderr, "super-groups: %llu of %d groups; per super-group %.1f start-list "
-                    "entries (longest %llu), %.1f nodes into its expansion, %.1f steps; %llu "
-                    "overflows\n", sc[0], a.super, (double)sc[1] / sc[0], sc[5],
-                    (double)sc[2] / sc[0], (double)sc[3] / sc[0], sc[4]);
+        unsigned long long sc[12] = {0};
+        if (a.super && cudaMemcpyFromSymbol(sc, fmk_bh_super_counts, sizeof sc) == cudaSuccess)
+            for (int lv = 0; lv < 2; lv++) {
+                const unsigned long long *c = sc + 6 * lv;
+                if (c[0] > 0)
+                    fprintf(stderr, "super-groups%s: %llu of %d groups; per super-group %.1f "
+                            "start-list entries (longest %llu), %.1f nodes into its expansion, "
+                            "%.1f steps; %llu overflows\n", lv ? " (parents)" : "", c[0],
+                            lv ? a.super_up : a.super, (double)c[1] / c[0], c[5],
+                            (double)c[2] / c[0], (double)c[3] / c[0], c[4]);
+            }
     }
 #endif
     if (err == cudaSuccess)

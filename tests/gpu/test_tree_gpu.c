@@ -7,7 +7,8 @@
  * breadth-first group walk sums what the next/more group walk sums, with each way
  * of forming the groups; fp32 close pairs in a wide frame; out of device memory; phase times;
  * super-groups on and off against direct (uniform, Plummer, clustered, an outlier, identical
- * points, a plane, a line, separate targets, softening, start lists that overflow).
+ * points, a plane, a line, separate targets, softening, start lists that overflow), with one
+ * level and with two (a parent's or a super-group's list overflowing).
  * --quick: small sizes (for compute-sanitizer). */
 #include <math.h>
 #include <stdio.h>
@@ -101,9 +102,12 @@ extern int fmk_cuda_bh_local_harmonic;
 /* The walks the loops below run: 1 group (breadth-first), 2 stackless, 3 group (next/more). */
 #define N_WALKS 3
 /* Super-groups (bh.cu): groups per super-group (0 off), start-list entries, the opening rule,
- * the fewest targets that use them. */
+ * the fewest targets that use them; a second level's super-groups per parent and its parents'
+ * start-list entries. */
 extern int fmk_cuda_bh_super;
 extern int fmk_cuda_bh_super_cap;
+extern int fmk_cuda_bh_super2;
+extern int fmk_cuda_bh_super2_cap;
 extern int fmk_cuda_bh_super_open;
 extern long long fmk_cuda_bh_super_min;
 extern double fmk_cuda_bh_super_depth;
@@ -1265,14 +1269,17 @@ static void test_oom(void)
 
 /* Super-groups (fmk_cuda_bh_super) on and off, against the direct sum: the errors of
  * test_accuracy's bounds at theta 0.6 on every input, and on uniform and Plummer points the
- * acceleration error with them at most 1.05 x without (fp32). Split walks off, so that the
- * small sizes of --quick walk unsplit (the only walk that uses super-groups). */
+ * acceleration error with two levels (8 groups, parents of 4 super-groups) at most 1.05 x
+ * without (fp32). One level: 16 (16 x 4 > 32: no parents). The overflow case: the
+ * super-groups' lists (cap 1) and then the parents' alone (a parents' cap of 1). Split walks
+ * off, so that the small sizes of --quick walk unsplit (the only walk that uses them). */
 static void super_cases(int n_cases)
 {
     const int64_t n = quick ? 12000 : 150000, m = quick ? 5000 : 60000;
     double *x = xmalloc((size_t)n * 24), *q = xmalloc((size_t)n * 8), *y = xmalloc((size_t)m * 24);
     double *rp = xmalloc((size_t)n * 8), *rg = xmalloc((size_t)n * 24);
     const int s0 = fmk_cuda_bh_super, c0 = fmk_cuda_bh_super_cap, o0 = fmk_cuda_bh_super_open;
+    const int s20 = fmk_cuda_bh_super2, c20 = fmk_cuda_bh_super2_cap;
     const long long min0 = fmk_cuda_bh_super_min;
     const double depth0 = fmk_cuda_bh_super_depth;
     fmk_cuda_bh_group_walk = 0; /* the breadth-first walk (walk_of leaves it set) */
@@ -1301,16 +1308,23 @@ static void super_cases(int n_cases)
             if (prec == 0 && c != 0 && c != 8)
                 continue; /* fp64: uniform points, and the softened kernel */
             errs e[4];
-            /* off, 8 (or a cap of 1: every list overflows), 16, 4 with every node opened */
-            const int cfg[4][3] = {{0, 640, 0}, {8, c == 9 ? 1 : 640, 0}, {16, 640, 0}, {4, 640, 1}};
+            /* S, cap, open, S2, the parents' cap: off; 8 + 4 (or a cap of 1: the super-groups'
+             * lists overflow); 16 (one level); 4 + 4 with every node opened (or the parents'
+             * lists overflowing) */
+            const int cfg[4][5] = {{0, 640, 0, 0, 640},
+                                   {8, c == 9 ? 1 : 640, 0, 4, 640},
+                                   {16, 640, 0, 4, 640},
+                                   {4, 640, c == 9 ? 0 : 1, 4, c == 9 ? 1 : 640}};
             for (int k = 0; k < 4; k++) {
                 fmk_cuda_bh_super = cfg[k][0], fmk_cuda_bh_super_cap = cfg[k][1];
                 fmk_cuda_bh_super_open = cfg[k][2];
+                fmk_cuda_bh_super2 = cfg[k][3], fmk_cuda_bh_super2_cap = cfg[k][4];
                 fmk_opts o = tree_opts(prec ? FMK_PRECISION_FP32 : FMK_PRECISION_FP64, 0.6,
                                        FMK_WALK_AUTO);
                 o.softening = soft;
-                check_context("super %d cap %d open %d: %s %s", cfg[k][0], cfg[k][1], cfg[k][2],
-                              names[c], prec ? "fp32" : "fp64");
+                check_context("super %d cap %d open %d super2 %d cap %d: %s %s", cfg[k][0],
+                              cfg[k][1], cfg[k][2], cfg[k][3], cfg[k][4], names[c],
+                              prec ? "fp32" : "fp64");
                 if (c == 4) { /* all coincident: exactly 0 */
                     double *pot = xmalloc((size_t)nc * 8), *grad = xmalloc((size_t)nc * 24);
                     fmk_status st = run(kernel, &o, nc, x, q, 0, NULL, pot, grad, NULL);
@@ -1330,14 +1344,16 @@ static void super_cases(int n_cases)
             if (prec && (c == 0 || c == 1)) {
                 check_context("super: %s fp32", names[c]);
                 CHECK_MSG(e[1].grad <= 1.05 * e[0].grad, "grad error %.3e with super-groups of 8 "
-                          "> 1.05 x %.3e without", e[1].grad, e[0].grad);
+                          "+ 4 > 1.05 x %.3e without", e[1].grad, e[0].grad);
             }
-            printf("  super %s %s: grad error %.3e off, %.3e (S 8%s), %.3e (16), %.3e (4, open 1)\n",
-                   names[c], prec ? "fp32" : "fp64", e[0].grad, e[1].grad,
-                   c == 9 ? ", cap 1" : "", e[2].grad, e[3].grad);
+            printf("  super %s %s: grad error %.3e off, %.3e (S 8 + 4%s), %.3e (16), %.3e (4 + 4, "
+                   "%s)\n", names[c], prec ? "fp32" : "fp64", e[0].grad, e[1].grad,
+                   c == 9 ? ", cap 1" : "", e[2].grad, e[3].grad,
+                   c == 9 ? "parents' cap 1" : "open 1");
         }
     }
     fmk_cuda_bh_super = s0, fmk_cuda_bh_super_cap = c0, fmk_cuda_bh_super_open = o0;
+    fmk_cuda_bh_super2 = s20, fmk_cuda_bh_super2_cap = c20;
     fmk_cuda_bh_super_min = min0;
     fmk_cuda_bh_super_depth = depth0;
     fmk_cuda_bh_split_warps = 24;
