@@ -41,6 +41,10 @@
  *   --moments-fused K           trees of at most 8192 nodes (more sources than the one-block
  *                               charges and moments take): charges and moments in one launch
  *                               (1, default; 0: three)
+ *   --small-fold K              trees built without a wait: the groups in the build's launch,
+ *                               the group boxes in the packing's, and the charge check of at
+ *                               most 32768 sources by one block without a memset (1, default;
+ *                               0: k_groups_small, k_group_boxes, memset and a grid of blocks)
  *   --top-sort K                the one-block sorts: top 30 key bits, then the runs of equal
  *                               top bits (1, default), or all 63 bits (0)
  *   --frame-cluster K           the frame of small sets by a cluster of K blocks (default 8;
@@ -159,6 +163,11 @@ extern int fmk_cuda_bh_frame_cluster;
  * the deepest (1; a tuning knob, not API). */
 extern int fmk_cuda_bh_split_deepest;
 extern long long fmk_cuda_bh_prep_small_max;
+/* The groups in the build's launch, the boxes in the packing's, the charge check by one block
+ * up to this many sources (tuning knobs, not API; --small-fold). */
+extern int fmk_cuda_tree_build_groups;
+extern int fmk_cuda_bh_pack_boxes;
+extern long long fmk_cuda_bh_charge_block_max;
 /* The split walk's level: at least this many nodes per part, no deeper than this level. */
 extern int fmk_cuda_bh_split_nodes;
 extern int fmk_cuda_bh_split_level_max;
@@ -512,6 +521,11 @@ int main(int argc, char **argv)
             fmk_cuda_tree_merge_build = atoi(argv[++a]);
         else if (strcmp(argv[a], "--moments-fused") == 0 && a + 1 < argc)
             fmk_cuda_bh_moments_fused = atoi(argv[++a]);
+        else if (strcmp(argv[a], "--small-fold") == 0 && a + 1 < argc) {
+            const int k = atoi(argv[++a]);
+            fmk_cuda_tree_build_groups = k, fmk_cuda_bh_pack_boxes = k;
+            fmk_cuda_bh_charge_block_max = k ? 1ll << 15 : 0;
+        }
         else if (strcmp(argv[a], "--fused") == 0 && a + 1 < argc)
             fmk_cuda_tree_fused = atoi(argv[++a]);
         else if (strcmp(argv[a], "--top-sort") == 0 && a + 1 < argc)
@@ -575,7 +589,7 @@ int main(int argc, char **argv)
         else {
             fprintf(stderr, "usage: tree [--json] [--quick] [--theta-sweep] [--max-log2 K] [--leaf L] "
                             "[--headline [--big] [--variants]] [--profile] [--groups] [--crossover] "
-                            "[--one N [--plummer] [--direct] [--errors]] [--no-small] [--one-wait-off] [--sort-tiles K] [--sort-tile P] [--merge-build K] [--fused-max N] [--fused-fit K] [--build-block T] [--fused K] [--moments-fused K] [--top-sort K] [--frame-cluster K] [--split-deepest] [--frame-small N] [--prep-small N] [--split-sort-min N] "
+                            "[--one N [--plummer] [--direct] [--errors]] [--no-small] [--one-wait-off] [--sort-tiles K] [--sort-tile P] [--merge-build K] [--fused-max N] [--fused-fit K] [--build-block T] [--fused K] [--moments-fused K] [--small-fold K] [--top-sort K] [--frame-cluster K] [--split-deepest] [--frame-small N] [--prep-small N] [--split-sort-min N] "
                             "[--no-cells] "
                             "[--split-nodes K] "
                             "[--split-level L] [--split-warps W] [--theta T] [--mac K] [--leaf-theta T] "

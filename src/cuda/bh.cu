@@ -237,6 +237,15 @@ extern "C" int fmk_cuda_bh_async;
 int fmk_cuda_bh_async = 1;
 extern "C" long long fmk_cuda_bh_prep_small_max;
 long long fmk_cuda_bh_prep_small_max = 4096;
+/* Tuning knobs (not API): the group boxes of a tree built without a wait are computed in the
+ * packing launch of the points they bound (1: one launch less; 0: k_group_boxes after it);
+ * evaluations of at most fmk_cuda_bh_charge_block_max sources (and more than
+ * fmk_cuda_bh_prep_small_max) check their charges in one block that writes the check's words
+ * itself (no memset before it; 0: a grid of blocks after a memset). */
+extern "C" int fmk_cuda_bh_pack_boxes;
+int fmk_cuda_bh_pack_boxes = 1;
+extern "C" long long fmk_cuda_bh_charge_block_max;
+long long fmk_cuda_bh_charge_block_max = 1ll << 15;
 /* For the tests: set_points_device calls whose one-block frame was not the host's (a softening
  * wider than the points), and builds without a wait done again (the tree did not fit). */
 extern "C" long long fmk_cuda_bh_frame_redos, fmk_cuda_bh_build_redos;
@@ -497,35 +506,6 @@ struct links_in {
     int4 *links;
 };
 
-/* The sorted points in the working precision; in fp32 also the rest of each coordinate,
- * lo = x - (float)x (the offset of the point from its fp32 rounding, ~2^-24 of the frame),
- * from which the walks form the offsets of close pairs (walk_args). The sources' launch also
- * gathers the tree's links (li.n_nodes > 0; one launch instead of two). */
-template <typename R>
-__global__ void k_pack_points(int64_t n, const int32_t *__restrict__ order,
-                              const double *__restrict__ x, double scale,
-                              typename vec4<R>::type *__restrict__ out, real4f *__restrict__ lo,
-                              links_in li)
-{
-    int64_t s = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
-    if (s < li.n_nodes && (!li.count || s < *li.count))
-        li.links[s] = make_int4(li.more[s], li.next[s], li.begin[s], li.end[s]);
-    if (s >= n)
-        return;
-    const int64_t i = order[s];
-    const double v[3] = {x[3 * i] * scale, x[3 * i + 1] * scale, x[3 * i + 2] * scale};
-    typename vec4<R>::type p;
-    p.x = (R)v[0], p.y = (R)v[1], p.z = (R)v[2];
-    p.w = 0;
-    out[s] = p;
-    if (lo) {
-        real4f r;
-        r.x = (float)(v[0] - (double)p.x), r.y = (float)(v[1] - (double)p.y);
-        r.z = (float)(v[2] - (double)p.z), r.w = 0;
-        lo[s] = r;
-    }
-}
-
 /* The charge check's words (k_charge_stats): stats[0] the complement of the first non-finite
  * charge's index (0: none; so that one memset clears every word), stats[1] the bits of the
  * largest |q|. The charges go to the walk times charge_scale:
@@ -559,19 +539,32 @@ __global__ void k_pack_charges(int64_t n, const int32_t *__restrict__ order,
 
 /* Charge check: the first non-finite charge (stats[0], the max of its complement) and the
  * largest |q| as bits (stats[1], max), reduced per block before one atomic each (one atomic
- * per thread on one address cost ~0.8 ms at 2^20). stats must hold zeros before. */
+ * per thread on one address cost ~0.8 ms at 2^20). stats must hold zeros before, unless the
+ * grid is one block (direct): that block writes the words itself, the walk's overflow flag and
+ * the moments' block count (stats[2], stats[3]) cleared with them, so no memset comes first.
+ * CHARGE_ILP charges in flight per thread (one block has few warps to hide the loads). */
+constexpr int CHARGE_ILP = 4, CHARGE_BLOCK = 1024;
+
 __global__ void k_charge_stats(int64_t n, const double *__restrict__ q,
-                               unsigned long long *__restrict__ stats)
+                               unsigned long long *__restrict__ stats, int direct)
 {
     unsigned long long big = 0, bad = ~0ull;
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
-        const double a = fabs(q[i]);
-        if (!isfinite(a))
-            bad = (unsigned long long)i < bad ? (unsigned long long)i : bad;
-        else
-            big = (unsigned long long)__double_as_longlong(a) > big
-                      ? (unsigned long long)__double_as_longlong(a) : big;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i0 = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i0 < n;
+         i0 += stride * CHARGE_ILP) {
+        double a[CHARGE_ILP];
+#pragma unroll
+        for (int u = 0; u < CHARGE_ILP; u++)
+            a[u] = i0 + u * stride < n ? fabs(q[i0 + u * stride]) : 0.0;
+#pragma unroll
+        for (int u = 0; u < CHARGE_ILP; u++) {
+            const int64_t i = i0 + u * stride;
+            if (!isfinite(a[u]))
+                bad = (unsigned long long)i < bad ? (unsigned long long)i : bad;
+            else
+                big = (unsigned long long)__double_as_longlong(a[u]) > big
+                          ? (unsigned long long)__double_as_longlong(a[u]) : big;
+        }
     }
     for (int d = 16; d > 0; d >>= 1) {
         const unsigned long long b2 = __shfl_xor_sync(0xffffffffu, big, d);
@@ -586,6 +579,10 @@ __global__ void k_charge_stats(int64_t n, const double *__restrict__ q,
     if (threadIdx.x == 0) {
         for (int k = 1; k < (int)(blockDim.x >> 5); k++)
             big = s_big[k] > big ? s_big[k] : big, bad = s_bad[k] < bad ? s_bad[k] : bad;
+        if (direct) {
+            stats[0] = bad != ~0ull ? ~bad : 0, stats[1] = big, stats[2] = 0, stats[3] = 0;
+            return;
+        }
         if (bad != ~0ull)
             atomicMax(&stats[0], ~bad);
         if (big)
@@ -593,26 +590,18 @@ __global__ void k_charge_stats(int64_t n, const double *__restrict__ q,
     }
 }
 
-/* Bounding box of each group of sorted targets: centre and half sides. The count is on the
- * device (the grid covers its bound). LANES threads per group (small trees: a warp, each lane
- * takes every 32nd target and the warp reduces; min and max are exact in any order, so the
- * boxes are those of one thread per group, whose loop over the targets is a chain of loads:
- * 8 us at 8192 points, Nsight Compute at base clocks; large trees keep one thread, as a grid
- * of 32 threads per group of the bound costs more than the loop). */
-template <typename R, int LANES>
-__global__ void k_group_boxes(int64_t bound, const int32_t *__restrict__ n_groups,
-                              const int2 *__restrict__ groups,
-                              const typename vec4<R>::type *__restrict__ trg,
-                              typename vec4<R>::type *__restrict__ box)
+/* Bounding box of group g of sorted targets (centre and half sides into box[2 g], box[2 g + 1])
+ * by LANES threads (lane: this one's; a warp's lanes take the same group): each lane takes
+ * every LANES-th target and the lanes reduce min and max, which are exact in any order, so the
+ * boxes are those of one thread per group. at(j): sorted target j in the working precision. */
+template <typename R, int LANES, typename At>
+__device__ __forceinline__ void group_box(int64_t g, int lane, const int2 *__restrict__ groups,
+                                          const At &at, typename vec4<R>::type *__restrict__ box)
 {
-    const int64_t g = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) / LANES;
-    const int lane = (int)(threadIdx.x % LANES);
-    if (g >= bound || g >= *n_groups) /* the same for the group's lanes */
-        return;
     const int2 r = groups[g];
     R lo[3] = {(R)1e30, (R)1e30, (R)1e30}, hi[3] = {(R)-1e30, (R)-1e30, (R)-1e30};
     for (int32_t j = r.x + lane; j < r.y; j += LANES) {
-        const typename vec4<R>::type p = trg[j];
+        const typename vec4<R>::type p = at(j);
         lo[0] = p.x < lo[0] ? p.x : lo[0], hi[0] = p.x > hi[0] ? p.x : hi[0];
         lo[1] = p.y < lo[1] ? p.y : lo[1], hi[1] = p.y > hi[1] ? p.y : hi[1];
         lo[2] = p.z < lo[2] ? p.z : lo[2], hi[2] = p.z > hi[2] ? p.z : hi[2];
@@ -636,6 +625,89 @@ __global__ void k_group_boxes(int64_t bound, const int32_t *__restrict__ n_group
     h.z = (R)0.5 * (hi[2] - lo[2]) * (R)(1 + 1e-6) + ulp2;
     c.w = 0, h.w = 0;
     box[2 * g] = c, box[2 * g + 1] = h;
+}
+
+/* Sorted target j as k_pack_points packs it: from the packed array, or from the mapped points
+ * through the order (the same conversion, so the same values). */
+template <typename R> struct packed_at {
+    const typename vec4<R>::type *trg;
+    __device__ __forceinline__ typename vec4<R>::type operator()(int32_t j) const { return trg[j]; }
+};
+template <typename R> struct mapped_at {
+    const int32_t *order;
+    const double *x;
+    double scale;
+    __device__ __forceinline__ typename vec4<R>::type operator()(int32_t j) const
+    {
+        const int64_t i = order[j];
+        typename vec4<R>::type p;
+        p.x = (R)(x[3 * i] * scale), p.y = (R)(x[3 * i + 1] * scale), p.z = (R)(x[3 * i + 2] * scale);
+        p.w = 0;
+        return p;
+    }
+};
+
+/* The group boxes of the groups of at most bound (the count is on the device: the grid covers
+ * the bound), LANES threads per group (small trees: a warp; one thread per group loops over
+ * its targets as a chain of loads, 8 us at 8192 points, Nsight Compute at base clocks; large
+ * trees keep one thread, as a grid of 32 threads per group of the bound costs more than the
+ * loop). */
+template <typename R, int LANES>
+__global__ void k_group_boxes(int64_t bound, const int32_t *__restrict__ n_groups,
+                              const int2 *__restrict__ groups,
+                              const typename vec4<R>::type *__restrict__ trg,
+                              typename vec4<R>::type *__restrict__ box)
+{
+    const int64_t g = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) / LANES;
+    if (g >= bound || g >= *n_groups) /* the same for the group's lanes */
+        return;
+    group_box<R, LANES>(g, (int)(threadIdx.x % LANES), groups, packed_at<R>{trg}, box);
+}
+
+/* The group boxes asked of k_pack_points (box NULL: none): of the groups of at most bound, the
+ * count on the device, a warp each. */
+template <typename R> struct boxes_in {
+    int64_t bound;
+    const int32_t *n_groups;
+    const int2 *groups;
+    typename vec4<R>::type *box;
+};
+
+/* The sorted points in the working precision; in fp32 also the rest of each coordinate,
+ * lo = x - (float)x (the offset of the point from its fp32 rounding, ~2^-24 of the frame),
+ * from which the walks form the offsets of close pairs (walk_args). The sources' launch also
+ * gathers the tree's links (li.n_nodes > 0; one launch instead of two), and the launch of the
+ * points the groups come from, for a tree built without a wait, their boxes (bx.box; the
+ * points from x through the order, converted as here: one launch instead of two). */
+template <typename R>
+__global__ void k_pack_points(int64_t n, const int32_t *__restrict__ order,
+                              const double *__restrict__ x, double scale,
+                              typename vec4<R>::type *__restrict__ out, real4f *__restrict__ lo,
+                              links_in li, boxes_in<R> bx)
+{
+    int64_t s = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (bx.box) {
+        const int64_t g = s / 32; /* the same for the warp */
+        if (g < bx.bound && g < *bx.n_groups)
+            group_box<R, 32>(g, (int)(threadIdx.x % 32), bx.groups, mapped_at<R>{order, x, scale},
+                             bx.box);
+    }
+    if (s < li.n_nodes && (!li.count || s < *li.count))
+        li.links[s] = make_int4(li.more[s], li.next[s], li.begin[s], li.end[s]);
+    if (s >= n)
+        return;
+    const int64_t i = order[s];
+    const double v[3] = {x[3 * i] * scale, x[3 * i + 1] * scale, x[3 * i + 2] * scale};
+    typename vec4<R>::type p;
+    p.x = (R)v[0], p.y = (R)v[1], p.z = (R)v[2];
+    p.w = 0;
+    out[s] = p;
+    if (lo) {
+        real4f r;
+        r.x = (float)(v[0] - (double)p.x), r.y = (float)(v[1] - (double)p.y);
+        r.z = (float)(v[2] - (double)p.z), r.w = 0;
+        lo[s] = r;
+    }
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -868,7 +940,7 @@ __global__ void __launch_bounds__(PREP_BLOCK)
  * shared memory, where its first lane takes the leaf's moments (moments_node: the same sums in
  * the same order as k_moments_leaves, which reads them from global memory one point after
  * another, a chain of loads). The last block to finish (a counter, stats[3], cleared by
- * run_eval's memset) then takes the inner nodes level by level, deepest first, as
+ * run_eval's memset or the one-block charge check) then takes the inner nodes level by level, deepest first, as
  * k_moments_inner does. Three launches in one, and a leaf's loads in one round trip. (The
  * children of each level's nodes staged in shared memory too, by 8 threads per node, 32 nodes
  * at a time, cost more than they saved: the Plummer sphere's wide levels took many rounds.) */
@@ -2499,10 +2571,16 @@ fmk_status build_launch(fmk_plan *plan, bh_state *s, int64_t ns, const double *d
     const int64_t m = self ? ns : nt;
     const int ls = (int)leaf_size_of(plan);
     const size_t v4 = 4 * (size_t)r;
+    const double S = coord_scale(r);
+    /* the groups, made by the launch of the tree they come from when it is built without a
+     * wait (fmk_cuda_groups_want) */
+    const int merge = m >= fmk_cuda_bh_group_merge_min ? fmk_cuda_bh_group_merge : 0;
+    const fmk_cuda_groups_want want = {s->group, merge, &s->d_groups, &s->cap_groups};
     fmk_status st = ok(plan, cudaEventRecord(s->ev[0], 0), "cudaEventRecord");
     if (st == FMK_OK)
-        st = (async ? fmk_cuda_tree3d_build_async : fmk_cuda_tree3d_build)(
-            plan, ns, d_xs, ls, (long long)held(s), &s->tree);
+        st = async ? fmk_cuda_tree3d_build_async(plan, ns, d_xs, ls, (long long)held(s),
+                                                 self && m > 0 ? &want : NULL, &s->tree)
+                   : fmk_cuda_tree3d_build(plan, ns, d_xs, ls, (long long)held(s), &s->tree);
     if (st != FMK_OK)
         return st;
     fmk_cuda_tree *t = &s->tree;
@@ -2517,53 +2595,66 @@ fmk_status build_launch(fmk_plan *plan, bh_state *s, int64_t ns, const double *d
         st = need(plan, s, &s->node, (size_t)nn * 4 * v4, "the tree's moments");
     if (st != FMK_OK)
         return st;
-    const links_in li = {(int32_t)nn, count, t->d_more, t->d_next, t->d_begin, t->d_end,
-                         (int4 *)s->links.p};
-    const int64_t np = ns > nn ? ns : nn;
-    if (r == 4)
-        k_pack_points<float><<<blocks_for(np), BLOCK>>>(
-            ns, t->d_order, d_xs, coord_scale(4), (real4f *)s->src.p, (real4f *)s->src_lo.p, li);
-    else
-        k_pack_points<double><<<blocks_for(np), BLOCK>>>(ns, t->d_order, d_xs, 1.0,
-                                                         (real4d *)s->src.p, NULL, li);
-    if ((st = ok(plan, cudaGetLastError(), "the packing kernel")) != FMK_OK)
-        return st;
 
     /* Targets: the sources' tree gives the groups, or the targets get their own tree. */
-    const void *trg = s->src.p;
     fmk_cuda_tree *gt = t; /* the tree the groups come from */
     if (!self && m > 0) {
         gt = &s->ttree;
-        st = (async ? fmk_cuda_tree3d_build_async : fmk_cuda_tree3d_build)(
-            plan, m, d_xt, s->group, (long long)held(s), gt);
+        st = async ? fmk_cuda_tree3d_build_async(plan, m, d_xt, s->group, (long long)held(s),
+                                                 &want, gt)
+                   : fmk_cuda_tree3d_build(plan, m, d_xt, s->group, (long long)held(s), gt);
         if (st == FMK_OK)
             st = need(plan, s, &s->trg, (size_t)m * v4, "the sorted targets");
         if (st == FMK_OK && r == 4)
             st = need(plan, s, &s->trg_lo, (size_t)m * sizeof(real4f), "the targets' fp32 offsets");
         if (st != FMK_OK)
             return st;
-        const links_in none = {0, NULL, NULL, NULL, NULL, NULL, NULL};
-        if (r == 4)
-            k_pack_points<float><<<blocks_for(m), BLOCK>>>(m, gt->d_order, d_xt, coord_scale(4),
-                                                           (real4f *)s->trg.p, (real4f *)s->trg_lo.p,
-                                                           none);
-        else
-            k_pack_points<double><<<blocks_for(m), BLOCK>>>(m, gt->d_order, d_xt, 1.0,
-                                                            (real4d *)s->trg.p, NULL, none);
-        trg = s->trg.p;
     }
     int64_t bound = 0;
-    if (m > 0) {
-        st = fmk_cuda_tree3d_groups(plan, gt, s->group,
-                                    m >= fmk_cuda_bh_group_merge_min ? fmk_cuda_bh_group_merge : 0,
-                                    (long long)held(s), &s->d_groups,
+    if (m > 0) { /* (nothing to queue when the build's launch made them) */
+        st = fmk_cuda_tree3d_groups(plan, gt, s->group, merge, (long long)held(s), &s->d_groups,
                                     &s->cap_groups);
         bound = fmk_cuda_tree3d_groups_bound(gt, s->group);
     }
     if (st == FMK_OK && bound > 0)
         st = need(plan, s, &s->box, (size_t)bound * 2 * v4, "the group boxes");
-    if (st == FMK_OK && bound > 0) {
-        const int32_t *n_groups = gt->d_lb + FMK_CUDA_TREE_LB_GROUPS;
+    if (st != FMK_OK)
+        return st;
+    const int32_t *n_groups = gt->d_lb + FMK_CUDA_TREE_LB_GROUPS;
+    /* the boxes in the packing launch of the points they bound: trees built without a wait
+     * (a warp per group) */
+    const int fold = bound > 0 && gt->pending && fmk_cuda_bh_pack_boxes;
+    const boxes_in<float> bf = {bound, n_groups, s->d_groups, fold ? (real4f *)s->box.p : NULL};
+    const boxes_in<double> bd = {bound, n_groups, s->d_groups, fold ? (real4d *)s->box.p : NULL};
+    const boxes_in<float> nf = {0, NULL, NULL, NULL};
+    const boxes_in<double> nd = {0, NULL, NULL, NULL};
+    const links_in li = {(int32_t)nn, count, t->d_more, t->d_next, t->d_begin, t->d_end,
+                         (int4 *)s->links.p};
+    const int64_t box_threads = fold ? bound * 32 : 0;
+    int64_t np = ns > nn ? ns : nn;
+    np = self && np < box_threads ? box_threads : np;
+    if (r == 4)
+        k_pack_points<float><<<blocks_for(np), BLOCK>>>(ns, t->d_order, d_xs, S, (real4f *)s->src.p,
+                                                        (real4f *)s->src_lo.p, li, self ? bf : nf);
+    else
+        k_pack_points<double><<<blocks_for(np), BLOCK>>>(ns, t->d_order, d_xs, S, (real4d *)s->src.p,
+                                                         NULL, li, self ? bd : nd);
+    const void *trg = s->src.p;
+    if (!self && m > 0) {
+        const links_in none = {0, NULL, NULL, NULL, NULL, NULL, NULL};
+        const int64_t mp = m > box_threads ? m : box_threads;
+        if (r == 4)
+            k_pack_points<float><<<blocks_for(mp), BLOCK>>>(m, gt->d_order, d_xt, S,
+                                                            (real4f *)s->trg.p,
+                                                            (real4f *)s->trg_lo.p, none, bf);
+        else
+            k_pack_points<double><<<blocks_for(mp), BLOCK>>>(m, gt->d_order, d_xt, S,
+                                                             (real4d *)s->trg.p, NULL, none, bd);
+        trg = s->trg.p;
+    }
+    if ((st = ok(plan, cudaGetLastError(), "the packing kernel")) != FMK_OK)
+        return st;
+    if (bound > 0 && !fold) {
         const real4f *t4 = (const real4f *)trg;
         const real4d *t8 = (const real4d *)trg;
         if (r == 4 && gt->pending) /* a small tree (built without a wait) */
@@ -3155,12 +3246,16 @@ fmk_status run_eval(fmk_plan *plan, bh_state *s, const double *charges, double *
     /* the charge check: read on the device (charge_scale) and by the host after the walk
      * (small sets: in k_prep_small) */
     err = cudaSuccess;
-    if (!prep_small(plan, s))
-        err = cudaMemsetAsync(s->d_stats, 0, 4 * sizeof(unsigned long long), 0);
-    if (err == cudaSuccess && !prep_small(plan, s)) {
-        const int64_t nb = (n + BLOCK - 1) / BLOCK;
-        k_charge_stats<<<(unsigned)(nb < 1024 ? nb : 1024), BLOCK>>>(n, d_q, s->d_stats);
+    if (!prep_small(plan, s) && n <= fmk_cuda_bh_charge_block_max) {
+        k_charge_stats<<<1, CHARGE_BLOCK>>>(n, d_q, s->d_stats, 1);
         err = cudaGetLastError();
+    } else if (!prep_small(plan, s)) {
+        err = cudaMemsetAsync(s->d_stats, 0, 4 * sizeof(unsigned long long), 0);
+        const int64_t nb = (n + BLOCK - 1) / BLOCK;
+        if (err == cudaSuccess)
+            k_charge_stats<<<(unsigned)(nb < 1024 ? nb : 1024), BLOCK>>>(n, d_q, s->d_stats, 0);
+        if (err == cudaSuccess)
+            err = cudaGetLastError();
     }
     if (err != cudaSuccess)
         return fmk_cuda_fail(plan, err, "the charge check kernel");

@@ -479,14 +479,193 @@ __global__ void k_write_children(int L, int32_t bound, int64_t cap, int32_t *__r
     }
 }
 
+constexpr int SMALL_BLOCK = 512; /* k_build_small<512>, k_groups_small */
+
+/* Groups (tree_internal.h). Without merge: a node that is a group gives chunks of group_size.
+ * With merge: a node of more than group_size points that has children gives its children's
+ * groups: runs of consecutive children of at most group_size points each, packed greedily up
+ * to group_size points (siblings: the run's box stays inside the node), and chunks of
+ * group_size for a child leaf of more; the root gives itself when it is a group. merge = 2
+ * cuts the children's points (between children that split further) into pieces of group_size
+ * regardless of the children's bounds (full warps, larger boxes). */
+__device__ __forceinline__ int32_t group_runs(int32_t i, int group_size, int merge,
+                                              const int32_t *__restrict__ begin,
+                                              const int32_t *__restrict__ end,
+                                              const int32_t *__restrict__ more,
+                                              const int32_t *__restrict__ n_children,
+                                              const int32_t *__restrict__ parent,
+                                              int2 *__restrict__ out)
+{
+    const int32_t c = end[i] - begin[i];
+    int32_t n = 0;
+    const int self_group = (c <= group_size || more[i] < 0) &&
+                           (merge ? parent[i] < 0
+                                  : (parent[i] < 0 || end[parent[i]] - begin[parent[i]] > group_size));
+    if (self_group) {
+        for (int32_t b = begin[i]; b < end[i]; b += group_size, n++)
+            if (out)
+                out[n] = make_int2(b, min(b + group_size, end[i]));
+        return n;
+    }
+    if (!merge || c <= group_size || more[i] < 0)
+        return 0;
+    int32_t run_b = 0, run_e = 0; /* the open run of small children (empty: run_e == run_b) */
+    for (int32_t k = more[i], k1 = more[i] + n_children[i]; k < k1; k++) {
+        const int32_t b = begin[k], e = end[k], ck = e - b;
+        if (merge == 2 && (ck <= group_size || more[k] < 0)) { /* pour into full chunks */
+            if (run_e == run_b)
+                run_b = b;
+            run_e = e;
+            for (; run_e - run_b > group_size; run_b += group_size, n++)
+                if (out)
+                    out[n] = make_int2(run_b, run_b + group_size);
+            continue;
+        }
+        if (ck > group_size) { /* close the run; a big leaf is chunked here */
+            if (run_e > run_b) {
+                if (out)
+                    out[n] = make_int2(run_b, run_e);
+                n++;
+            }
+            run_b = run_e = 0;
+            if (more[k] < 0)
+                for (int32_t q = b; q < e; q += group_size, n++)
+                    if (out)
+                        out[n] = make_int2(q, min(q + group_size, e));
+            continue;
+        }
+        if (run_e > run_b && run_e - run_b + ck <= group_size) {
+            run_e = e;
+            continue;
+        }
+        if (run_e > run_b) {
+            if (out)
+                out[n] = make_int2(run_b, run_e);
+            n++;
+        }
+        run_b = b, run_e = e;
+    }
+    if (run_e > run_b) {
+        if (out)
+            out[n] = make_int2(run_b, run_e);
+        n++;
+    }
+    return n;
+}
+
+__global__ void k_group_count(int32_t n_nodes, int group_size, int merge,
+                              const int32_t *__restrict__ begin, const int32_t *__restrict__ end,
+                              const int32_t *__restrict__ more,
+                              const int32_t *__restrict__ n_children,
+                              const int32_t *__restrict__ parent, int32_t *__restrict__ chunks)
+{
+    int32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n_nodes)
+        return;
+    chunks[i] = group_runs(i, group_size, merge, begin, end, more, n_children, parent, NULL);
+}
+
+__global__ void k_group_write(int32_t n_nodes, int group_size, int merge,
+                              const int32_t *__restrict__ begin, const int32_t *__restrict__ end,
+                              const int32_t *__restrict__ more,
+                              const int32_t *__restrict__ n_children,
+                              const int32_t *__restrict__ parent,
+                              const int32_t *__restrict__ offset, int2 *__restrict__ groups,
+                              int32_t *__restrict__ lb)
+{
+    int32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i == 0)
+        lb[FMK_CUDA_TREE_LB_GROUPS] = offset[n_nodes];
+    if (i >= n_nodes)
+        return;
+    group_runs(i, group_size, merge, begin, end, more, n_children, parent, groups + offset[i]);
+}
+
+/* The groups of the n_nodes nodes (k_group_count, the scan and k_group_write) by one block of
+ * BLOCK threads, for small trees. pending: a tree built without a host wait gives its node
+ * count on the device, and none of its groups when it did not fit or its keys were out of
+ * order (it is built again); the count goes to h_lb too when not NULL. */
+template <int BLOCK>
+__device__ __forceinline__ void groups_block(int32_t n_nodes, int pending, int group_size, int merge,
+                                             const int32_t *__restrict__ begin,
+                                             const int32_t *__restrict__ end,
+                                             const int32_t *__restrict__ more,
+                                             const int32_t *__restrict__ n_children,
+                                             const int32_t *__restrict__ parent,
+                                             int2 *__restrict__ groups, int32_t *__restrict__ lb,
+                                             int32_t *__restrict__ h_lb)
+{
+    typedef cub::BlockScan<int32_t, BLOCK> scan_t;
+    __shared__ typename scan_t::TempStorage scan;
+    __shared__ int32_t carry;
+    const int tid = threadIdx.x;
+    if (pending)
+        n_nodes = lb[FMK_CUDA_TREE_LB_FLAG] || lb[FMK_CUDA_TREE_LB_SORT] ? 0 : lb[FMK_CUDA_TREE_LB_NODES];
+    if (tid == 0)
+        carry = 0;
+    __syncthreads();
+    for (int32_t base = 0; base < n_nodes; base += BLOCK) {
+        const int32_t i = base + tid;
+        const int32_t c = i < n_nodes ? group_runs(i, group_size, merge, begin, end, more,
+                                                   n_children, parent, NULL)
+                                      : 0;
+        int32_t ex, total;
+        scan_t(scan).ExclusiveSum(c, ex, total);
+        if (c > 0)
+            group_runs(i, group_size, merge, begin, end, more, n_children, parent,
+                       groups + carry + ex);
+        __syncthreads();
+        if (tid == 0)
+            carry += total;
+        __syncthreads();
+    }
+    if (tid == 0) {
+        lb[FMK_CUDA_TREE_LB_GROUPS] = carry;
+        if (h_lb)
+            h_lb[FMK_CUDA_TREE_LB_GROUPS] = carry;
+    }
+}
+
+__global__ void __launch_bounds__(SMALL_BLOCK)
+    k_groups_small(int32_t n_nodes, int pending, int group_size, int merge,
+                   const int32_t *__restrict__ begin, const int32_t *__restrict__ end,
+                   const int32_t *__restrict__ more, const int32_t *__restrict__ n_children,
+                   const int32_t *__restrict__ parent, int2 *__restrict__ groups,
+                   int32_t *__restrict__ lb, int32_t *__restrict__ h_lb)
+{
+    groups_block<SMALL_BLOCK>(n_nodes, pending, group_size, merge, begin, end, more, n_children,
+                              parent, groups, lb, h_lb);
+}
+
+/* The groups made by the one-block builds' own launch (fmk_cuda_tree3d_build_async with
+ * groups wanted): after the nodes, the same block makes them as k_groups_small does (one
+ * launch less; groups == NULL: none). */
+struct groups_out {
+    int group_size, merge;
+    int2 *groups;
+};
+
+template <int BUILD_BLOCK>
+__device__ __forceinline__ void build_groups(const groups_out &g, const int32_t *__restrict__ begin,
+                                             const int32_t *__restrict__ end,
+                                             const int32_t *__restrict__ more,
+                                             const int32_t *__restrict__ n_children,
+                                             const int32_t *__restrict__ parent,
+                                             int32_t *__restrict__ lb, int32_t *__restrict__ h_lb)
+{
+    if (!g.groups)
+        return;
+    __syncthreads(); /* the nodes and the level table are written (global memory, this block) */
+    groups_block<BUILD_BLOCK>(0, 1, g.group_size, g.merge, begin, end, more, n_children, parent,
+                              g.groups, lb, h_lb);
+}
+
 /* The whole tree below the root in one block, for small trees (a kernel launch per level
  * costs more than the level's work there): the nodes of k_count_children and k_write_children,
  * level by level, BUILD_BLOCK / 8 nodes at a time with 8 threads per node (thread o finds where
  * octant o starts: independent binary searches, not a chain of 7), the children's offsets by a
  * block scan carried from tile to tile, and the level boundaries in lb as the multi-block
  * build leaves them. */
-constexpr int SMALL_BLOCK = 512;
-
 template <int BUILD_BLOCK>
 __device__ __forceinline__ void build_nodes(int64_t n, int leaf_size, int64_t cap,
                                             const uint64_t *__restrict__ keys,
@@ -591,10 +770,12 @@ __global__ void __launch_bounds__(BUILD_BLOCK)
                   int32_t *__restrict__ n_children, int32_t *__restrict__ more,
                   int32_t *__restrict__ next, int32_t *__restrict__ parent,
                   int8_t *__restrict__ level, int32_t *__restrict__ lb,
-                  int32_t *__restrict__ h_lb)
+                  int32_t *__restrict__ h_lb,
+                  const groups_out g)
 {
     build_nodes<BUILD_BLOCK>(n, leaf_size, cap, keys, begin, end, n_children, more, next, parent,
                              level, lb, h_lb);
+    build_groups<BUILD_BLOCK>(g, begin, end, more, n_children, parent, lb, h_lb);
 }
 
 /* The keys, their sort and the tree of at most TILE points in one launch
@@ -608,7 +789,8 @@ __global__ void __launch_bounds__(BUILD_BLOCK)
                  int32_t *__restrict__ begin, int32_t *__restrict__ end,
                  int32_t *__restrict__ n_children, int32_t *__restrict__ more,
                  int32_t *__restrict__ next, int32_t *__restrict__ parent,
-                 int8_t *__restrict__ level, int32_t *__restrict__ lb, int32_t *__restrict__ h_lb)
+                 int8_t *__restrict__ level, int32_t *__restrict__ lb, int32_t *__restrict__ h_lb,
+                 const groups_out g)
 {
     extern __shared__ __align__(16) unsigned char smem[];
     typename small_sort<BUILD_BLOCK, TILE>::storage &s =
@@ -618,6 +800,7 @@ __global__ void __launch_bounds__(BUILD_BLOCK)
     sort_tile<BUILD_BLOCK, TILE>(n, 0, x, run_max, full, s, keys, order);
     build_nodes<BUILD_BLOCK>(n, leaf_size, cap, s.u.sorted, begin, end, n_children, more, next,
                              parent, level, lb, h_lb);
+    build_groups<BUILD_BLOCK>(g, begin, end, more, n_children, parent, lb, h_lb);
 }
 
 /* The merge of k_sort_small's tiles (of TILE points) and the tree in one launch of one block,
@@ -637,7 +820,8 @@ __global__ void __launch_bounds__(MERGE_BUILD_BLOCK)
                   int32_t *__restrict__ begin, int32_t *__restrict__ end,
                   int32_t *__restrict__ n_children, int32_t *__restrict__ more,
                   int32_t *__restrict__ next, int32_t *__restrict__ parent,
-                  int8_t *__restrict__ level, int32_t *__restrict__ lb, int32_t *__restrict__ h_lb)
+                  int8_t *__restrict__ level, int32_t *__restrict__ lb, int32_t *__restrict__ h_lb,
+                  const groups_out g)
 {
     constexpr int ITEMS = MERGE_BUILD_MAX / MERGE_BUILD_BLOCK;
     extern __shared__ __align__(16) unsigned char smem[];
@@ -675,6 +859,7 @@ __global__ void __launch_bounds__(MERGE_BUILD_BLOCK)
     __syncthreads();
     build_nodes<MERGE_BUILD_BLOCK>(n, leaf_size, cap, sk, begin, end, n_children, more, next,
                                    parent, level, lb, h_lb);
+    build_groups<MERGE_BUILD_BLOCK>(g, begin, end, more, n_children, parent, lb, h_lb);
 }
 
 /* k_build_small of at most MERGE_BUILD_MAX sorted keys (k_merge_tiles' output) loaded into
@@ -685,7 +870,8 @@ __global__ void __launch_bounds__(MERGE_BUILD_BLOCK)
                    int32_t *__restrict__ begin, int32_t *__restrict__ end,
                    int32_t *__restrict__ n_children, int32_t *__restrict__ more,
                    int32_t *__restrict__ next, int32_t *__restrict__ parent,
-                   int8_t *__restrict__ level, int32_t *__restrict__ lb, int32_t *__restrict__ h_lb)
+                   int8_t *__restrict__ level, int32_t *__restrict__ lb, int32_t *__restrict__ h_lb,
+                   const groups_out g)
 {
     extern __shared__ __align__(16) unsigned char smem[];
     uint64_t *sk = reinterpret_cast<uint64_t *>(smem);
@@ -694,148 +880,7 @@ __global__ void __launch_bounds__(MERGE_BUILD_BLOCK)
     __syncthreads();
     build_nodes<MERGE_BUILD_BLOCK>(n, leaf_size, cap, sk, begin, end, n_children, more, next,
                                    parent, level, lb, h_lb);
-}
-
-/* Groups (tree_internal.h). Without merge: a node that is a group gives chunks of group_size.
- * With merge: a node of more than group_size points that has children gives its children's
- * groups: runs of consecutive children of at most group_size points each, packed greedily up
- * to group_size points (siblings: the run's box stays inside the node), and chunks of
- * group_size for a child leaf of more; the root gives itself when it is a group. merge = 2
- * cuts the children's points (between children that split further) into pieces of group_size
- * regardless of the children's bounds (full warps, larger boxes). */
-__device__ __forceinline__ int32_t group_runs(int32_t i, int group_size, int merge,
-                                              const int32_t *__restrict__ begin,
-                                              const int32_t *__restrict__ end,
-                                              const int32_t *__restrict__ more,
-                                              const int32_t *__restrict__ n_children,
-                                              const int32_t *__restrict__ parent,
-                                              int2 *__restrict__ out)
-{
-    const int32_t c = end[i] - begin[i];
-    int32_t n = 0;
-    const int self_group = (c <= group_size || more[i] < 0) &&
-                           (merge ? parent[i] < 0
-                                  : (parent[i] < 0 || end[parent[i]] - begin[parent[i]] > group_size));
-    if (self_group) {
-        for (int32_t b = begin[i]; b < end[i]; b += group_size, n++)
-            if (out)
-                out[n] = make_int2(b, min(b + group_size, end[i]));
-        return n;
-    }
-    if (!merge || c <= group_size || more[i] < 0)
-        return 0;
-    int32_t run_b = 0, run_e = 0; /* the open run of small children (empty: run_e == run_b) */
-    for (int32_t k = more[i], k1 = more[i] + n_children[i]; k < k1; k++) {
-        const int32_t b = begin[k], e = end[k], ck = e - b;
-        if (merge == 2 && (ck <= group_size || more[k] < 0)) { /* pour into full chunks */
-            if (run_e == run_b)
-                run_b = b;
-            run_e = e;
-            for (; run_e - run_b > group_size; run_b += group_size, n++)
-                if (out)
-                    out[n] = make_int2(run_b, run_b + group_size);
-            continue;
-        }
-        if (ck > group_size) { /* close the run; a big leaf is chunked here */
-            if (run_e > run_b) {
-                if (out)
-                    out[n] = make_int2(run_b, run_e);
-                n++;
-            }
-            run_b = run_e = 0;
-            if (more[k] < 0)
-                for (int32_t q = b; q < e; q += group_size, n++)
-                    if (out)
-                        out[n] = make_int2(q, min(q + group_size, e));
-            continue;
-        }
-        if (run_e > run_b && run_e - run_b + ck <= group_size) {
-            run_e = e;
-            continue;
-        }
-        if (run_e > run_b) {
-            if (out)
-                out[n] = make_int2(run_b, run_e);
-            n++;
-        }
-        run_b = b, run_e = e;
-    }
-    if (run_e > run_b) {
-        if (out)
-            out[n] = make_int2(run_b, run_e);
-        n++;
-    }
-    return n;
-}
-
-__global__ void k_group_count(int32_t n_nodes, int group_size, int merge,
-                              const int32_t *__restrict__ begin, const int32_t *__restrict__ end,
-                              const int32_t *__restrict__ more,
-                              const int32_t *__restrict__ n_children,
-                              const int32_t *__restrict__ parent, int32_t *__restrict__ chunks)
-{
-    int32_t i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n_nodes)
-        return;
-    chunks[i] = group_runs(i, group_size, merge, begin, end, more, n_children, parent, NULL);
-}
-
-__global__ void k_group_write(int32_t n_nodes, int group_size, int merge,
-                              const int32_t *__restrict__ begin, const int32_t *__restrict__ end,
-                              const int32_t *__restrict__ more,
-                              const int32_t *__restrict__ n_children,
-                              const int32_t *__restrict__ parent,
-                              const int32_t *__restrict__ offset, int2 *__restrict__ groups,
-                              int32_t *__restrict__ lb)
-{
-    int32_t i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i == 0)
-        lb[FMK_CUDA_TREE_LB_GROUPS] = offset[n_nodes];
-    if (i >= n_nodes)
-        return;
-    group_runs(i, group_size, merge, begin, end, more, n_children, parent, groups + offset[i]);
-}
-
-/* k_group_count, the scan and k_group_write in one block, for small trees. A tree built without
- * a host wait (pending) gives its node count on the device, and none of its groups when it
- * did not fit or its keys were out of order (it is built again); the count goes to h_lb too
- * when not NULL. */
-__global__ void __launch_bounds__(SMALL_BLOCK)
-    k_groups_small(int32_t n_nodes, int pending, int group_size, int merge,
-                   const int32_t *__restrict__ begin, const int32_t *__restrict__ end,
-                   const int32_t *__restrict__ more, const int32_t *__restrict__ n_children,
-                   const int32_t *__restrict__ parent, int2 *__restrict__ groups,
-                   int32_t *__restrict__ lb, int32_t *__restrict__ h_lb)
-{
-    typedef cub::BlockScan<int32_t, SMALL_BLOCK> scan_t;
-    __shared__ typename scan_t::TempStorage scan;
-    __shared__ int32_t carry;
-    const int tid = threadIdx.x;
-    if (pending)
-        n_nodes = lb[FMK_CUDA_TREE_LB_FLAG] || lb[FMK_CUDA_TREE_LB_SORT] ? 0 : lb[FMK_CUDA_TREE_LB_NODES];
-    if (tid == 0)
-        carry = 0;
-    __syncthreads();
-    for (int32_t base = 0; base < n_nodes; base += SMALL_BLOCK) {
-        const int32_t i = base + tid;
-        const int32_t c = i < n_nodes ? group_runs(i, group_size, merge, begin, end, more,
-                                                   n_children, parent, NULL)
-                                      : 0;
-        int32_t ex, total;
-        scan_t(scan).ExclusiveSum(c, ex, total);
-        if (c > 0)
-            group_runs(i, group_size, merge, begin, end, more, n_children, parent,
-                       groups + carry + ex);
-        __syncthreads();
-        if (tid == 0)
-            carry += total;
-        __syncthreads();
-    }
-    if (tid == 0) {
-        lb[FMK_CUDA_TREE_LB_GROUPS] = carry;
-        if (h_lb)
-            h_lb[FMK_CUDA_TREE_LB_GROUPS] = carry;
-    }
+    build_groups<MERGE_BUILD_BLOCK>(g, begin, end, more, n_children, parent, lb, h_lb);
 }
 
 void free_ptr(void *p)
@@ -917,6 +962,7 @@ int64_t next_bound(const fmk_cuda_tree *t, int64_t b)
     return w < t->cap_nodes ? w : t->cap_nodes;
 }
 
+
 } // namespace
 
 /* Tuning knob for the benchmark and the tests (not API): trees of at most this many points are
@@ -972,21 +1018,26 @@ int fmk_cuda_tree_fused_fit = 1;
  * binary searches (0). */
 extern "C" int fmk_cuda_tree_cells;
 int fmk_cuda_tree_cells = 1;
+/* Tuning knob (not API): a tree built without a host wait whose groups are wanted
+ * (fmk_cuda_tree3d_build_async) gets them from the build's own launch (1: one launch less,
+ * the same groups), or from k_groups_small after it (0). */
+extern "C" int fmk_cuda_tree_build_groups;
+int fmk_cuda_tree_build_groups = 1;
 
 namespace {
 
 /* k_build_small over t's sorted keys with fmk_cuda_tree_build_block threads; h_lb: the host's
- * copy of the level table to write, or NULL. */
-void build_small(fmk_cuda_tree *t, int32_t *h_lb)
+ * copy of the level table to write, or NULL; g: the groups to make too (g.groups NULL: none). */
+void build_small(fmk_cuda_tree *t, int32_t *h_lb, const groups_out &g)
 {
     if (fmk_cuda_tree_build_block == 512)
         k_build_small<512><<<1, 512>>>(t->n_points, t->leaf_size, t->cap_nodes, t->d_keys,
                                        t->d_begin, t->d_end, t->d_n_children, t->d_more,
-                                       t->d_next, t->d_parent, t->d_level, t->d_lb, h_lb);
+                                       t->d_next, t->d_parent, t->d_level, t->d_lb, h_lb, g);
     else
         k_build_small<1024><<<1, 1024>>>(t->n_points, t->leaf_size, t->cap_nodes, t->d_keys,
                                          t->d_begin, t->d_end, t->d_n_children, t->d_more,
-                                         t->d_next, t->d_parent, t->d_level, t->d_lb, h_lb);
+                                         t->d_next, t->d_parent, t->d_level, t->d_lb, h_lb, g);
 }
 
 #ifndef FMK_CUDA_TREE_CHECK /* levels between the host's looks at the level boundaries */
@@ -1017,7 +1068,7 @@ fmk_status build_levels(fmk_plan *plan, fmk_cuda_tree *t, int *overflow)
     cudaError_t err = cudaSuccess;
     int L = 0;
     if (n <= fmk_cuda_tree_small_max) {
-        build_small(t, NULL);
+        build_small(t, NULL, groups_out{0, 0, NULL});
         L = FMK_TREE_MAX_LEVEL + 1;
     } else {
         if (cells)
@@ -1282,7 +1333,8 @@ int merge_build_takes(int64_t n)
            n <= (int64_t)fmk_cuda_tree_sort_tiles * SORT_SMALL_MAX && n <= fmk_cuda_tree_small_max;
 }
 
-template <int TILE> cudaError_t merge_build_launch(fmk_cuda_tree *t, int32_t *h_lb)
+template <int TILE>
+cudaError_t merge_build_launch(fmk_cuda_tree *t, int32_t *h_lb, const groups_out &g)
 {
     static int ready = 0;
     const int bytes = MERGE_BUILD_MAX * (int)sizeof(uint64_t);
@@ -1291,13 +1343,14 @@ template <int TILE> cudaError_t merge_build_launch(fmk_cuda_tree *t, int32_t *h_
         k_merge_build<TILE><<<1, MERGE_BUILD_BLOCK, (size_t)t->n_points * sizeof(uint64_t)>>>(
             t->n_points, t->d_keys_alt, t->d_order_alt, t->leaf_size, t->cap_nodes, t->d_keys,
             t->d_order, t->d_begin, t->d_end, t->d_n_children, t->d_more, t->d_next, t->d_parent,
-            t->d_level, t->d_lb, h_lb);
+            t->d_level, t->d_lb, h_lb, g);
     return err == cudaSuccess ? cudaGetLastError() : err;
 }
 
 /* The tiles' sort, then k_merge_build, or k_merge_tiles and k_build_staged
  * (merge_build_takes(n)). */
-cudaError_t merge_build(int64_t n, const double *d_x, fmk_cuda_tree *t, int32_t *h_lb)
+cudaError_t merge_build(int64_t n, const double *d_x, fmk_cuda_tree *t, int32_t *h_lb,
+                        const groups_out &g)
 {
     const int one = fmk_cuda_tree_merge_build == 1;
     cudaError_t err = sort_small(n, d_x, t, !one);
@@ -1309,13 +1362,13 @@ cudaError_t merge_build(int64_t n, const double *d_x, fmk_cuda_tree *t, int32_t 
         if (err == cudaSuccess)
             k_build_staged<<<1, MERGE_BUILD_BLOCK, (size_t)n * sizeof(uint64_t)>>>(
                 n, t->leaf_size, t->cap_nodes, t->d_keys, t->d_begin, t->d_end, t->d_n_children,
-                t->d_more, t->d_next, t->d_parent, t->d_level, t->d_lb, h_lb);
+                t->d_more, t->d_next, t->d_parent, t->d_level, t->d_lb, h_lb, g);
         return err == cudaSuccess ? cudaGetLastError() : err;
     }
     switch (sort_tile_size(n)) {
-    case 2048: return merge_build_launch<2048>(t, h_lb);
-    case 4096: return merge_build_launch<4096>(t, h_lb);
-    default: return merge_build_launch<SORT_SMALL_MAX>(t, h_lb);
+    case 2048: return merge_build_launch<2048>(t, h_lb, g);
+    case 4096: return merge_build_launch<4096>(t, h_lb, g);
+    default: return merge_build_launch<SORT_SMALL_MAX>(t, h_lb, g);
     }
 }
 
@@ -1326,7 +1379,8 @@ int tree_small_takes(int64_t n)
 }
 
 template <int BLOCK_THREADS, int TILE>
-cudaError_t tree_small_launch(int64_t n, const double *d_x, fmk_cuda_tree *t, int32_t *h_lb)
+cudaError_t tree_small_launch(int64_t n, const double *d_x, fmk_cuda_tree *t, int32_t *h_lb,
+                              const groups_out &g)
 {
     static int ready = 0;
     const int bytes = (int)sizeof(typename small_sort<BLOCK_THREADS, TILE>::storage);
@@ -1335,19 +1389,20 @@ cudaError_t tree_small_launch(int64_t n, const double *d_x, fmk_cuda_tree *t, in
         k_tree_small<BLOCK_THREADS, TILE><<<1, BLOCK_THREADS, bytes>>>(
             n, d_x, fmk_cuda_tree_split_run_max, !fmk_cuda_tree_top_sort, t->leaf_size,
             t->cap_nodes, t->d_keys, t->d_order, t->d_begin, t->d_end, t->d_n_children, t->d_more,
-            t->d_next, t->d_parent, t->d_level, t->d_lb, h_lb);
+            t->d_next, t->d_parent, t->d_level, t->d_lb, h_lb, g);
     return err == cudaSuccess ? cudaGetLastError() : err;
 }
 
 /* k_tree_small over the n mapped points d_x into t (h_lb as build_small's): a tile of 2048,
  * 4096 or 8192 points, the smallest that holds them (fmk_cuda_tree_fused_fit; else 8192). */
-cudaError_t tree_small(int64_t n, const double *d_x, fmk_cuda_tree *t, int32_t *h_lb)
+cudaError_t tree_small(int64_t n, const double *d_x, fmk_cuda_tree *t, int32_t *h_lb,
+                       const groups_out &g)
 {
     if (fmk_cuda_tree_fused_fit && n <= 2048)
-        return tree_small_launch<256, 2048>(n, d_x, t, h_lb);
+        return tree_small_launch<256, 2048>(n, d_x, t, h_lb, g);
     if (fmk_cuda_tree_fused_fit && n <= 4096)
-        return tree_small_launch<512, 4096>(n, d_x, t, h_lb);
-    return tree_small_launch<512, SORT_SMALL_MAX>(n, d_x, t, h_lb);
+        return tree_small_launch<512, 4096>(n, d_x, t, h_lb, g);
+    return tree_small_launch<512, SORT_SMALL_MAX>(n, d_x, t, h_lb, g);
 }
 
 /* Sorts the keys of the n mapped points d_x with their indices into t->d_keys, t->d_order:
@@ -1410,6 +1465,7 @@ fmk_status prepare(fmk_plan *plan, int64_t n, int leaf_size, long long extra, fm
     t->n_nodes = 0;
     t->levels = 0;
     t->pending = 0;
+    t->groups_made = 0;
     /* Nodes: a uniform cube fills its leaves from 1/8 to 1 of leaf_size (levels of 8x), a
      * tree of about 1.14 n / (leaf_size / 2) nodes in the middle: start at 3 n / leaf_size. */
     const int64_t cap = first_nodes(n, leaf_size);
@@ -1423,10 +1479,26 @@ fmk_status prepare(fmk_plan *plan, int64_t n, int leaf_size, long long extra, fm
     return st;
 }
 
+/* *d_groups (*cap_groups slots) grown to bound slots when smaller (its contents are not kept). */
+fmk_status grow_groups(fmk_plan *plan, int64_t bound, long long extra, int2 **d_groups,
+                       int64_t *cap_groups)
+{
+    if (bound <= *cap_groups && *d_groups)
+        return FMK_OK;
+    free_ptr(*d_groups), *d_groups = NULL, *cap_groups = 0;
+    fmk_status st = fmk_cuda_alloc(plan, (void **)d_groups, (size_t)bound * sizeof(int2),
+                                   "the groups", extra + bound * (long long)sizeof(int2));
+    if (st == FMK_OK)
+        *cap_groups = bound;
+    return st;
+}
+
 } // namespace
 
 extern "C" fmk_status fmk_cuda_tree3d_build_async(fmk_plan *plan, int64_t n, const double *d_x,
-                                                  int leaf_size, long long extra, fmk_cuda_tree *t)
+                                                  int leaf_size, long long extra,
+                                                  const fmk_cuda_groups_want *want,
+                                                  fmk_cuda_tree *t)
 {
     if (n > fmk_cuda_tree_small_max)
         return fmk_cuda_tree3d_build(plan, n, d_x, leaf_size, extra, t);
@@ -1434,22 +1506,34 @@ extern "C" fmk_status fmk_cuda_tree3d_build_async(fmk_plan *plan, int64_t n, con
     fmk_status st = prepare(plan, n, leaf_size, extra, t, !fused && !merge_build_takes(n));
     if (st == FMK_OK)
         st = pin_lb(plan, t);
+    groups_out g = {0, 0, NULL};
+    if (st == FMK_OK && want && fmk_cuda_tree_build_groups) {
+        /* fmk_cuda_tree3d_groups_bound of the pending tree */
+        const int gs = want->group_size > 0 ? want->group_size : 1;
+        st = grow_groups(plan, t->cap_nodes + n / gs + 1, extra, want->d_groups, want->cap_groups);
+        if (st == FMK_OK)
+            g = groups_out{want->group_size, want->merge, *want->d_groups};
+    }
     if (st == FMK_OK && fused) {
-        st = check(plan, tree_small(n, d_x, t, t->dh_lb), "the one-block keys, sort and tree build");
+        st = check(plan, tree_small(n, d_x, t, t->dh_lb, g), "the one-block keys, sort and tree build");
     } else if (st == FMK_OK && merge_build_takes(n)) {
-        st = check(plan, merge_build(n, d_x, t, t->dh_lb), "the tiles' sort, merge and build");
+        st = check(plan, merge_build(n, d_x, t, t->dh_lb, g), "the tiles' sort, merge and build");
     } else {
         if (st == FMK_OK) /* a split sort's flag is looked at by finish */
             st = sort_points(plan, t, n, d_x, n > fmk_cuda_tree_split_sort_min);
         if (st == FMK_OK) {
-            build_small(t, t->dh_lb);
+            build_small(t, t->dh_lb, g);
             st = check(plan, cudaGetLastError(), "the one-block tree build");
         }
     }
-    if (st == FMK_OK)
+    if (st == FMK_OK) {
         t->pending = 1;
-    else
+        t->groups_made = g.groups != NULL;
+        t->groups_size = g.group_size, t->groups_merge = g.merge;
+        t->groups_at = g.groups;
+    } else {
         fmk_cuda_tree3d_free(t);
+    }
     return st;
 }
 
@@ -1577,16 +1661,13 @@ extern "C" fmk_status fmk_cuda_tree3d_groups(fmk_plan *plan, fmk_cuda_tree *t, i
                                              int64_t *cap_groups)
 {
     const int32_t nn = (int32_t)t->n_nodes;
-    const int64_t bound = fmk_cuda_tree3d_groups_bound(t, group_size);
-    fmk_status st = FMK_OK;
-    if (bound > *cap_groups || !*d_groups) {
-        free_ptr(*d_groups), *d_groups = NULL, *cap_groups = 0;
-        st = fmk_cuda_alloc(plan, (void **)d_groups, (size_t)bound * sizeof(int2), "the groups",
-                            extra + bound * (long long)sizeof(int2));
-        if (st != FMK_OK)
-            return st;
-        *cap_groups = bound;
-    }
+    if (t->pending && t->groups_made && t->groups_size == group_size && t->groups_merge == merge &&
+        t->groups_at == *d_groups)
+        return FMK_OK; /* the build's launch made them */
+    fmk_status st = grow_groups(plan, fmk_cuda_tree3d_groups_bound(t, group_size), extra,
+                                d_groups, cap_groups);
+    if (st != FMK_OK)
+        return st;
     st = pin_lb(plan, t); /* the count's copy (small trees: the kernel's write) reaches h_lb
                              without a host wait */
     if (st != FMK_OK)

@@ -26,7 +26,8 @@
  * top bits (all 63 bits when a run is long). The groups of such trees
  * likewise (docs/tree.md, "Small N"). Such
  * a tree can also be built without a host wait (fmk_cuda_tree3d_build_async): its level table
- * is written into pinned host memory by the kernels and read after the caller's one wait.
+ * is written into pinned host memory by the kernels and read after the caller's one wait, and
+ * its target groups can be made by the build's own launch (fmk_cuda_groups_want).
  * The node arrays start at an estimate (3 n / leaf_size) and are doubled, and the tree built
  * again, when it does not fit; fmk_cuda_tree3d_node_bound is the worst case that
  * fmk_plan_memory reports.
@@ -78,6 +79,10 @@ typedef struct fmk_cuda_tree {
     size_t arena_bytes;
     int arena_lent;
     int pending;                /* started by fmk_cuda_tree3d_build_async, not finished yet */
+    /* the groups made by that build's launch (fmk_cuda_groups_want): for fmk_cuda_tree3d_groups,
+     * which then has nothing to do when asked for the same ones */
+    int groups_made, groups_size, groups_merge;
+    int2 *groups_at;
 } fmk_cuda_tree;
 
 /* Words of d_lb: level_begin[0 .. FMK_TREE_MAX_LEVEL + 2], an overflow flag, a group count,
@@ -111,6 +116,14 @@ int64_t fmk_cuda_tree3d_first_bytes(int64_t n, int leaf_size);
  * once at the end; a tree that outgrows the node arrays is built again in larger ones. */
 fmk_status fmk_cuda_tree3d_build(fmk_plan *plan, int64_t n, const double *d_x, int leaf_size,
                                  long long extra, fmk_cuda_tree *t);
+/* The groups fmk_cuda_tree3d_groups(plan, t, group_size, merge, extra, d_groups, cap_groups)
+ * would make, asked of fmk_cuda_tree3d_build_async. */
+typedef struct fmk_cuda_groups_want {
+    int group_size, merge;
+    int2 **d_groups;
+    int64_t *cap_groups;
+} fmk_cuda_groups_want;
+
 /* The same tree without a host wait, for trees of at most fmk_cuda_tree_small_max points
  * (larger ones: fmk_cuda_tree3d_build, and t->pending stays 0). The kernels are queued and
  * t->pending is set: the node count is on the device (d_lb[FMK_CUDA_TREE_LB_NODES]; at most
@@ -118,9 +131,13 @@ fmk_status fmk_cuda_tree3d_build(fmk_plan *plan, int64_t n, const double *d_x, i
  * for the stream, fmk_cuda_tree3d_finish fills n_nodes, levels and level_begin; *redo set
  * there means that the tree did not fit in its arrays (or the split sort's keys were out of
  * order) and must be built again with fmk_cuda_tree3d_build. Kernels queued after this one
- * must bound their work by the device count until then (fmk_cuda_tree3d_groups does). */
+ * must bound their work by the device count until then (fmk_cuda_tree3d_groups does).
+ * groups (or NULL): the groups of the tree are made by the build's own launch too
+ * (*groups->d_groups grown to their bound here; fmk_cuda_tree_build_groups), and a later
+ * fmk_cuda_tree3d_groups for the same ones queues nothing. */
 fmk_status fmk_cuda_tree3d_build_async(fmk_plan *plan, int64_t n, const double *d_x,
-                                       int leaf_size, long long extra, fmk_cuda_tree *t);
+                                       int leaf_size, long long extra,
+                                       const fmk_cuda_groups_want *groups, fmk_cuda_tree *t);
 void fmk_cuda_tree3d_finish(fmk_cuda_tree *t, int *redo);
 /* Frees the device arrays of *t (safe on an empty or half-built tree) and zeroes it. */
 void fmk_cuda_tree3d_free(fmk_cuda_tree *t);

@@ -79,6 +79,12 @@ extern int fmk_cuda_bh_frame_cluster;
 extern int fmk_cuda_bh_async;
 extern long long fmk_cuda_bh_prep_small_max;
 extern long long fmk_cuda_bh_frame_redos, fmk_cuda_bh_build_redos;
+/* Trees built without a wait: the groups made by the build's launch (1) or k_groups_small
+ * (0), the group boxes in the packing launch (1) or k_group_boxes (0); the charge check of at
+ * most this many sources by one block without a memset. */
+extern int fmk_cuda_tree_build_groups;
+extern int fmk_cuda_bh_pack_boxes;
+extern long long fmk_cuda_bh_charge_block_max;
 /* The group walks' acceptance test: 0 the group's box, 1 also every target on its own, 2 as 1
  * for leaves only (a tuning knob, not API; `--mac K` runs every test with K, `--leaf-theta T`
  * likewise). */
@@ -767,6 +773,81 @@ static void test_one_wait(void)
     two_paths_free(x, q, y, p, g);
 }
 
+/* The folded launches of small trees (the groups in the build's launch, the group boxes in the
+ * packing launch, the charge check by one block without a memset) give the results of the
+ * launches apart bit for bit, on every one-block build (the one-launch tree, the tiles' merge
+ * and the staged build, the merge and build in one launch, the tiles' sort and k_build_small
+ * of 512 and 1024 threads): fp64 and fp32, laplace and plummer, self and separate targets. A
+ * non-finite charge is still reported by the one-block check. */
+static void test_small_fold(void)
+{
+    const int64_t sizes[] = {3000, 10000, 20000};
+    const int64_t m = quick ? 700 : 3000;
+    const int n_sizes = quick ? 2 : 3;
+    for (int si = 0; si < n_sizes; si++) {
+        const int64_t n = sizes[si];
+        double *x, *q, *y, *p[2], *g[2];
+        two_paths_case(n, m, TEST_DIST_CUBE, 121 + si, &x, &q, &y, p, g);
+        double *d_x, *d_q, *d_y, *d_pot, *d_grad;
+        device_arrays(n, x, q, m, y, &d_x, &d_q, &d_y, &d_pot, &d_grad);
+        const int cases = quick ? 4 : 10;
+        for (int c = 0; c < cases; c++) {
+            const int prec = c & 1, kern = c >> 1 & 1, sep = c >> 2 & 1, variant = c >> 3;
+            const fmk_kernel kernel = kern ? FMK_KERNEL_PLUMMER : FMK_KERNEL_LAPLACE;
+            const int64_t mt = sep ? m : n;
+            /* variant 1: the merge and build in one launch, the one-block build of 512 */
+            fmk_cuda_tree_merge_build = variant ? 1 : 2;
+            fmk_cuda_tree_build_block = variant ? 512 : 1024;
+            check_context("small fold: n %lld %s %s %s%s", (long long)n, prec ? "fp32" : "fp64",
+                          fmk_kernel_name(kernel), sep ? "targets" : "self",
+                          variant ? ", merge-build 1, build block 512" : "");
+            for (int k = 0; k < 2; k++) {
+                fmk_cuda_tree_build_groups = k == 0;
+                fmk_cuda_bh_pack_boxes = k == 0;
+                fmk_cuda_bh_charge_block_max = k == 0 ? 1ll << 15 : 0;
+                fmk_opts o = tree_opts(prec ? FMK_PRECISION_FP32 : FMK_PRECISION_FP64, 0.6, walk_of(1));
+                o.softening = kern ? 0.01 : 0;
+                CHECK_STATUS(run_device(kernel, &o, n, d_x, d_q, sep ? m : 0, d_y, d_pot, d_grad,
+                                        p[k], g[k]), FMK_OK);
+            }
+            CHECK_LE(test_rel_l2(p[0], p[1], mt), 0.0, "pot, folded vs apart");
+            CHECK_LE(test_rel_l2(g[0], g[1], 3 * mt), 0.0, "grad, folded vs apart");
+        }
+        fmk_cuda_tree_merge_build = 2;
+        fmk_cuda_tree_build_block = 1024;
+        fmk_cuda_tree_build_groups = 1;
+        fmk_cuda_bh_pack_boxes = 1;
+        fmk_cuda_bh_charge_block_max = 1ll << 15;
+        if (n > 4096) { /* a bad charge, found by the one-block check (more than prep_small) */
+            const double nan = NAN;
+            fmk_opts o = tree_opts(FMK_PRECISION_FP32, 0.6, walk_of(1));
+            check_context("small fold: n %lld, a non-finite charge", (long long)n);
+            fmk_plan *pl = NULL;
+            CHECK_PLAN_OK(fmk_plan_create(&pl, 3, FMK_KERNEL_LAPLACE, 1e-3, &o), NULL);
+            if (pl) {
+                CHECK_PLAN_OK(fmk_plan_set_points_device(pl, n, d_x, 0, NULL), pl);
+                cudaMemcpy(d_q + n - 3, &nan, 8, cudaMemcpyHostToDevice);
+                CHECK_STATUS(fmk_plan_eval_device(pl, d_q, d_pot, d_grad), FMK_ERR_NONFINITE);
+                char want[64];
+                snprintf(want, sizeof want, "charges[%lld]", (long long)(n - 3));
+                CHECK_MSG(strstr(fmk_plan_last_error(pl), want) != NULL, "message: %s",
+                          fmk_plan_last_error(pl));
+                cudaMemcpy(d_q + n - 3, q + n - 3, 8, cudaMemcpyHostToDevice);
+                /* and the plan works again, with the results of before */
+                CHECK_PLAN_OK(fmk_plan_eval_device(pl, d_q, d_pot, d_grad), pl);
+                cudaMemcpy(p[1], d_pot, (size_t)n * 8, cudaMemcpyDeviceToHost);
+                fmk_plan_destroy(pl);
+                o = tree_opts(FMK_PRECISION_FP32, 0.6, walk_of(1));
+                CHECK_STATUS(run_device(FMK_KERNEL_LAPLACE, &o, n, d_x, d_q, 0, d_y, d_pot,
+                                        d_grad, p[0], g[0]), FMK_OK);
+                CHECK_LE(test_rel_l2(p[0], p[1], n), 0.0, "pot after the bad charge");
+            }
+        }
+        cudaFree(d_x), cudaFree(d_y), cudaFree(d_q), cudaFree(d_pot), cudaFree(d_grad);
+        two_paths_free(x, q, y, p, g);
+    }
+}
+
 /* The split walk (few groups: parts of the tree per warp, sums added after) makes the
  * interactions of the unsplit walk, and the one-block moments are those of the per-level
  * kernels: fp64 results agree to rounding (laplace and plummer, self and separate targets). */
@@ -1284,7 +1365,7 @@ static void test_super(void) { super_cases(10); }
 static void test_super_one(void) { super_cases(1); }
 
 /* test_tree_gpu [--quick] [knobs] [test ...]: names pick tests (device_paths, one_wait, same_tree, targets,
- * hard_inputs, accuracy, walks_agree, small_paths, moments_fused, group_modes, mac, local,
+ * hard_inputs, accuracy, walks_agree, small_paths, moments_fused, small_fold, group_modes, mac, local,
  * local_harmonic, close_pairs, super, super_one, oom); none: all but super_one
  * (oom not with --quick). make gpu-test runs racecheck on a named subset: its cost grows with
  * the walk's shared-memory traffic, and the whole --quick set is too slow under it. */
@@ -1332,7 +1413,8 @@ int main(int argc, char **argv)
                  {"mac", test_mac},                   {"local", test_local},
                  {"local_harmonic", test_local_harmonic},
                  {"close_pairs", test_close_pairs},   {"super", test_super},
-                 {"super_one", test_super_one},       {"oom", test_oom}};
+                 {"super_one", test_super_one},       {"small_fold", test_small_fold},
+                 {"oom", test_oom}};
     for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
         int want = n_names == 0;
         for (int k = 0; k < n_names; k++)
