@@ -136,7 +136,7 @@ int fmk_cuda_fmm3d_m2l_gap = 5;
  * error of a truncated direction follows that ratio; f sets the safety); where the order comes
  * from eps only (an order the caller gives keeps every operator whole). 0: no truncation. */
 extern "C" double fmk_cuda_fmm3d_m2l_trunc;
-double fmk_cuda_fmm3d_m2l_trunc = 0.1;
+double fmk_cuda_fmm3d_m2l_trunc = 0.3;
 
 /* Tuning knob, not API: the M2L's products (X) take at most this many bytes, or one direction
  * times all boxes from level 2 down when that is more; the GEMMs of an octant that do not fit
@@ -1374,8 +1374,9 @@ struct fmm_gpu {
      * parts (one X each) of as many as X holds, each over a range of the lists' slots */
     struct m2l_gemm {
         int32_t rank0, n_ranks, size, k, row; /* the matrices' first rank and count (one degree:
-                                               * k packed doubles in and out, size rows), X's
-                                               * first row */
+                                               * k packed doubles in and out, rounded up to size:
+                                               * the GEMM's inner dimension and rows per rank),
+                                               * X's first row */
     } *m2l_gemms;
     struct m2l_part {
         int oct, gemm0, n_gemms, slot_lo, slot_hi, rows; /* rows of X */
@@ -1490,8 +1491,9 @@ void fmm_release(fmk_plan *plan)
     plan->state_bytes_device = 0;
 }
 
-/* The M2L's packed expansions and matrices take rows in multiples of 8 doubles: every GEMM
- * operand then starts 64-byte aligned with an even leading dimension (the tensor cores' loads). */
+/* The M2L's packed expansions and matrices take rows and columns in multiples of 8 doubles:
+ * every GEMM operand then starts 64-byte aligned, with leading and inner dimensions multiples of
+ * 8 (docs/fmm3d_gpu.md, "Far field": cuBLAS's DGEMM ran 1.3x slower on 225 than on 240). */
 int m2l_pad(int64_t n) { return (int)((n + 7) / 8 * 8); }
 
 /* X's size in directions (of Sx doubles) times all nn boxes from level 2 down: as many as keep
@@ -1553,7 +1555,7 @@ int64_t device_bytes(const fmk_plan *plan, int64_t ns, int64_t nt, int64_t nodes
     const int rot = p >= fmk_cuda_fmm3d_m2l_rot_order;
     b += 8 * ops_layout_for(p, rot).total;                     /* tables, M2M, L2L matrices */
     if (!rot)                                                  /* M2L matrices (at most) */
-        b += 8 * M2L_DIRS * Sx * Sp;
+        b += 8 * M2L_DIRS * Sx * Sx;
     if (rot)                                                   /* or M2L's rotation tables */
         b += fmk_cuda_fmm3d_rot_bytes(p, (int)n_dirs);
     b += 3 * nodes * S * 8 + 8 * 8 * n_dirs;                   /* M, L, the M2L's columns and tables */
@@ -1674,21 +1676,22 @@ fmk_status start_ops(fmk_plan *plan, fmm_gpu *s, long long total)
 }
 
 /* The dense M2L matrices of all M2L_DIRS directions, packed, each to its degree q (rank r:
- * (q + 1)^2 columns and rows, then zero rows to m2l_roff[r + 1]), stacked in the M2L order
- * (column-major, leading dimension m2l_roff[M2L_DIRS]), on stream 2 after start_ops. */
+ * (q + 1)^2 columns and rows, then zeros to m2l_roff[r + 1] - m2l_roff[r] of each), stacked in
+ * the M2L order (column-major, leading dimension m2l_roff[M2L_DIRS], Sx columns), on stream 2
+ * after start_ops. */
 fmk_status start_m2l(fmk_plan *plan, fmm_gpu *s, long long total)
 {
     const int p = s->order;
-    const int64_t Sp = s->Sp, ld = s->m2l_roff[M2L_DIRS];
+    const int64_t Sx = s->Sx, ld = s->m2l_roff[M2L_DIRS];
     const ops_layout o = ops_layout_for(p, s->use_rot);
     if (!s->d_m2l) {
-        const fmk_status st = put(plan, s, (void **)&s->d_m2l, NULL, 8 * (size_t)(ld * Sp), "the M2L matrices", total);
+        const fmk_status st = put(plan, s, (void **)&s->d_m2l, NULL, 8 * (size_t)(ld * Sx), "the M2L matrices", total);
         if (st != FMK_OK)
             return st;
     }
     const int32_t *dirs = (const int32_t *)(s->d_ops + o.dirs);
     cudaEventRecord(s->ev[EV_OPS0], s->stream[2]);
-    cudaMemsetAsync(s->d_m2l, 0, 8 * (size_t)(ld * Sp), s->stream[2]);
+    cudaMemsetAsync(s->d_m2l, 0, 8 * (size_t)(ld * Sx), s->stream[2]);
     k_build<<<2048, 256, 0, s->stream[2]>>>(0, p, M2L_DIRS, 2 * p, s->d_ops + o.H, s->d_ops + o.sqb, o.nb, 0, ld,
                                               dirs, dirs + M2L_DIRS, s->d_m2l);
     cudaEventRecord(s->ev[EV_OPS1], s->stream[2]);
@@ -1801,7 +1804,7 @@ fmk_status m2l_plan(fmk_plan *plan, fmm_gpu *s, int64_t nn, int64_t *n_xrow)
                     gm.rank0 = a, gm.n_ranks = take, gm.size = size, gm.k = (q + 1) * (q + 1), gm.row = part->rows;
                     part->n_gemms++, part->rows += take * size, part->slot_hi = first_slot[a + take];
                     s->m2l_products += (int64_t)take * n_o;
-                    s->m2l_flops += 2.0 * take * size * (double)gm.k * (double)n_o;
+                    s->m2l_flops += 2.0 * take * size * (double)size * (double)n_o;
                     a += take;
                 }
                 run0 = run1 = -1;
@@ -2121,7 +2124,7 @@ fmk_status state_block(fmk_plan *plan, fmm_gpu *s, int64_t np, size_t box_bytes)
                               8 * o.total,
                               fmk_cuda_tree3d_first_bytes(np, s->leaf_size),
                               fmk_cuda_fmm3d_geo_arena_bytes(np, ns, plan->self, k, s->cfg.tb),
-                              dense ? 8 * align32((int64_t)s->m2l_roff[M2L_DIRS] * Sp) : 0,
+                              dense ? 8 * align32((int64_t)s->m2l_roff[M2L_DIRS] * Sx) : 0,
                               eval_layout(S, Sx, k, k, dense ? x_bytes : 0, nt, 8 * (int64_t)M2L_DIRS, eval_off)};
     int64_t off[7], total = 0;
     for (int i = 0; i < 7; i++)
@@ -2577,12 +2580,12 @@ fmk_status run_eval(fmk_plan *plan, fmm_gpu *s, const double *charges, double *p
         const int64_t c0 = s->g.m2l_first[q.oct], n_o = s->g.m2l_first[q.oct + 1] - c0;
         const int64_t ldx = q.rows;
         for (int j = q.gemm0; j < q.gemm0 + q.n_gemms; j++) {
-            /* a run of one degree: each direction's leading gm.k packed doubles in, gm.size rows
-             * out (the last zero) */
+            /* a run of one degree: each direction's leading gm.k packed doubles in and out, padded
+             * with zeros to gm.size */
             const fmm_gpu::m2l_gemm &gm = s->m2l_gemms[j];
             const double one = 1, zero = 0;
             const cublasStatus_t bs = blas::dgemm(s->blas, CUBLAS_OP_N, CUBLAS_OP_N, gm.n_ranks * gm.size, (int)n_o,
-                                                  gm.k, &one, s->d_m2l + s->m2l_roff[gm.rank0],
+                                                  gm.size, &one, s->d_m2l + s->m2l_roff[gm.rank0],
                                                   s->m2l_roff[M2L_DIRS], s->d_Mp + c0 * Sx, Sx, &zero,
                                                   s->d_X + gm.row, (int)ldx);
             if (bs != CUBLAS_STATUS_SUCCESS) {

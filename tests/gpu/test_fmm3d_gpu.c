@@ -510,7 +510,7 @@ static void test_accuracy(void)
  * within TRUNC_RATIO times those of the whole operators (knob 0); the safety factors 1 and 0.03
  * beside them, printed (the knob's sweep, docs/fmm3d_gpu.md). Then, truncated, the GEMMs one
  * per direction, one per run of a degree, and X of one direction's products: the same sums. */
-#define TRUNC_RATIO 1.5
+#define TRUNC_RATIO 1.3
 static void test_trunc(void)
 {
     const int64_t n = quick ? 4000 : 60000, ns = quick ? 200 : 1000;
