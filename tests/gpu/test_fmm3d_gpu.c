@@ -166,6 +166,25 @@ static void sampled_errors(int64_t n, const double *pot, const double *grad, int
     free(fp), free(fg);
 }
 
+/* The M2L's GEMMs cut three ways: one per direction, one per run of a degree across any gap,
+ * and X of one direction's products (each octant's GEMMs cut into parts). */
+static const struct {
+    int gap;
+    long long bytes;
+} m2l_cuts[] = {{-1, 256ll << 20}, {1000, 256ll << 20}, {5, 1}};
+
+/* run() with the M2L's GEMMs cut as m2l_cuts[v] (the knobs restored after). */
+static fmk_status run_m2l_cut(int v, const fmk_opts *o, double eps, int64_t n, const double *x, const double *q,
+                              double *pot, double *grad, fmk_info *info)
+{
+    const int gap = fmk_cuda_fmm3d_m2l_gap;
+    const long long bytes = fmk_cuda_fmm3d_m2l_bytes;
+    fmk_cuda_fmm3d_m2l_gap = m2l_cuts[v].gap, fmk_cuda_fmm3d_m2l_bytes = m2l_cuts[v].bytes;
+    const fmk_status st = run(o, eps, n, x, q, 0, NULL, pot, grad, info);
+    fmk_cuda_fmm3d_m2l_gap = gap, fmk_cuda_fmm3d_m2l_bytes = bytes;
+    return st;
+}
+
 /* The GPU and the CPU engines at the same order and leaf size. */
 static void test_vs_cpu(void)
 {
@@ -222,25 +241,16 @@ static void test_vs_cpu(void)
                 const double vp = test_rel_l2(p2, p1, n), vg = test_rel_l2(g2, g1, 3 * n);
                 printf("    one stream: pot %.2e grad %.2e\n", vp, vg);
                 CHECK_MSG(vp < 1e-12 && vg < 1e-12, "GPU (one stream) vs CPU: pot %.3e grad %.3e", vp, vg);
-                /* the M2L's GEMMs: one per direction, one per octant, and X of one
-                 * direction's products (each octant's GEMMs cut into parts) */
-                static const struct {
-                    int gap;
-                    long long bytes;
-                } m2l[] = {{-1, 256ll << 20}, {1000, 256ll << 20}, {5, 1}};
+                /* the M2L's GEMMs cut every way */
                 for (int v = 0; v < 3; v++) {
-                    const int gap = fmk_cuda_fmm3d_m2l_gap;
-                    const long long bytes = fmk_cuda_fmm3d_m2l_bytes;
-                    fmk_cuda_fmm3d_m2l_gap = m2l[v].gap, fmk_cuda_fmm3d_m2l_bytes = m2l[v].bytes;
                     fmk_cuda_fmm3d_direct_near = 0;
-                    CHECK(run(&og, 1e-6, n, x, q, 0, NULL, p2, g2, &info) == FMK_OK);
+                    CHECK(run_m2l_cut(v, &og, 1e-6, n, x, q, p2, g2, &info) == FMK_OK);
                     fmk_cuda_fmm3d_direct_near = near;
-                    fmk_cuda_fmm3d_m2l_gap = gap, fmk_cuda_fmm3d_m2l_bytes = bytes;
                     const double mp = test_rel_l2(p2, p1, n), mg = test_rel_l2(g2, g1, 3 * n);
                     printf("    M2L runs merged across gaps <= %d, X of %lld bytes: pot %.2e grad %.2e\n",
-                           m2l[v].gap, m2l[v].bytes, mp, mg);
+                           m2l_cuts[v].gap, m2l_cuts[v].bytes, mp, mg);
                     CHECK_MSG(mp < 1e-12 && mg < 1e-12, "GPU (M2L gap %d, X %lld bytes) vs CPU: pot %.3e grad %.3e",
-                              m2l[v].gap, m2l[v].bytes, mp, mg);
+                              m2l_cuts[v].gap, m2l_cuts[v].bytes, mp, mg);
                 }
             }
         }
@@ -555,23 +565,14 @@ static void test_trunc(void)
             /* the GEMMs cut every way: the same products, summed alike */
             fmk_cuda_fmm3d_m2l_trunc = f0;
             CHECK(run(&o, epss[e], n, x, q, 0, NULL, pot, grad, NULL) == FMK_OK);
-            static const struct {
-                int gap;
-                long long bytes;
-            } m2l[] = {{-1, 256ll << 20}, {1000, 256ll << 20}, {5, 1}};
             for (int v = 0; v < 3; v++) {
-                const int gap = fmk_cuda_fmm3d_m2l_gap;
-                const long long bytes = fmk_cuda_fmm3d_m2l_bytes;
-                fmk_cuda_fmm3d_m2l_gap = m2l[v].gap, fmk_cuda_fmm3d_m2l_bytes = m2l[v].bytes;
-                const fmk_status sv = run(&o, epss[e], n, x, q, 0, NULL, pot2, grad2, NULL);
-                fmk_cuda_fmm3d_m2l_gap = gap, fmk_cuda_fmm3d_m2l_bytes = bytes;
-                if (!CHECK(sv == FMK_OK))
+                if (!CHECK(run_m2l_cut(v, &o, epss[e], n, x, q, pot2, grad2, NULL) == FMK_OK))
                     continue;
                 const double dp = test_rel_l2(pot2, pot, n), dg = test_rel_l2(grad2, grad, 3 * n);
                 printf("    truncated, M2L runs merged across gaps <= %d, X of %lld bytes: pot %.2e grad %.2e\n",
-                       m2l[v].gap, m2l[v].bytes, dp, dg);
-                CHECK_MSG(dp < 1e-12 && dg < 1e-12, "M2L gap %d, X %lld bytes: pot %.3e grad %.3e", m2l[v].gap,
-                          m2l[v].bytes, dp, dg);
+                       m2l_cuts[v].gap, m2l_cuts[v].bytes, dp, dg);
+                CHECK_MSG(dp < 1e-12 && dg < 1e-12, "M2L gap %d, X %lld bytes: pot %.3e grad %.3e", m2l_cuts[v].gap,
+                          m2l_cuts[v].bytes, dp, dg);
             }
         }
         free(ref);
