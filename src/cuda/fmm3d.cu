@@ -25,7 +25,10 @@
  * table's orders; else a thread per source, warp sums of the harmonics as they are made); M2M level by level upward (to level 2)
  * and L2L level by level downward in tiles of TB boxes (per octant, the TB input expansions in shared memory times the octant's
  * matrix, accumulators in registers); M2L per octant of the sources, a cuBLAS DGEMM of the
- * stacked matrices of each run of directions they reach with their multipoles, then a gather of
+ * stacked matrices of each run of directions of one degree they reach with their multipoles (on
+ * packed expansions, (p + 1)^2 doubles without the zero imaginary parts at m = 0; the far
+ * directions' operators truncated to a lower degree where the order comes from eps:
+ * fmk_cuda_fmm3d_m2l_trunc), then a gather of
  * each target box's V entries of the part (from order fmk_cuda_fmm3d_m2l_rot_order up, where the
  * dense matrices grow too large, point and shoot instead: fmm3d_rot.cu); P2L (X list); L2P (from per-leaf records of
  * the local expansion in shared memory) and M2P (W list) a thread per target; P2P (U list) blocks per target leaf with the sources staged in shared memory (fp64, or
@@ -132,9 +135,11 @@ int fmk_cuda_fmm3d_m2l_gap = 5;
 
 /* Tuning knob, not API: the dense M2L truncates the operator of a V direction d to degree
  * p_d <= p (input and output), p_d the smallest degree with (rho / |d|)^(p_d + 1) <= f (rho /
- * 2)^(p + 1), rho = sqrt(3) / 2, f this knob (docs/fmm3d_gpu.md, "Far field": the measured
- * error of a truncated direction follows that ratio; f sets the safety); where the order comes
- * from eps only (an order the caller gives keeps every operator whole). 0: no truncation. */
+ * 2)^(p + 1), rho = sqrt(3) / 2, f this knob, where the order comes from eps only (an order the
+ * caller gives keeps every operator whole). The measured error of a truncated direction follows
+ * that ratio; f sets the safety: 0.3 keeps the accuracy matrix within 1.09x of the whole
+ * operators' errors (docs/fmm3d_gpu.md, "Far field: the M2L on packed expansions"). 0: no
+ * truncation. */
 extern "C" double fmk_cuda_fmm3d_m2l_trunc;
 double fmk_cuda_fmm3d_m2l_trunc = 0.3;
 
@@ -1493,7 +1498,8 @@ void fmm_release(fmk_plan *plan)
 
 /* The M2L's packed expansions and matrices take rows and columns in multiples of 8 doubles:
  * every GEMM operand then starts 64-byte aligned, with leading and inner dimensions multiples of
- * 8 (docs/fmm3d_gpu.md, "Far field": cuBLAS's DGEMM ran 1.3x slower on 225 than on 240). */
+ * 8 (docs/fmm3d_gpu.md, "Far field: the M2L on packed expansions": cuBLAS's DGEMM ran 1.3x
+ * slower per flop on an inner dimension of 225 than on 240). */
 int m2l_pad(int64_t n) { return (int)((n + 7) / 8 * 8); }
 
 /* X's size in directions (of Sx doubles) times all nn boxes from level 2 down: as many as keep
@@ -2108,7 +2114,7 @@ fmk_status new_state(fmk_plan *plan, fmm_gpu **out)
 fmk_status state_block(fmk_plan *plan, fmm_gpu *s, int64_t np, size_t box_bytes)
 {
     const double t0 = fmk_time_now();
-    const int64_t ns = plan->n_sources, nt = plan->n_targets, S = s->S, Sp = s->Sp, Sx = s->Sx;
+    const int64_t ns = plan->n_sources, nt = plan->n_targets, S = s->S, Sx = s->Sx;
     const int64_t k = fmk_tree3d_estimate_nodes(np, s->leaf_size);
     const int v_lists = np > 8 * (int64_t)s->leaf_size; /* a level 2: V entries, M2L's GEMMs */
     const int dense = !s->use_rot && v_lists;
