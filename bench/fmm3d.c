@@ -18,6 +18,9 @@
  *                    merged across gaps of <= 2, 5, 11 and any number of directions, 2^20
  *                    uniform and Plummer at eps 1e-6,
  *                    one stream (the phases alone), then two streams at the default
+ *   fmm3d trunc      the M2L with the far directions' operators truncated, safety factors 0
+ *                    (whole operators), 1, 0.3, 0.1, 0.03: 2^20 uniform and Plummer at eps
+ *                    1e-6, one stream (the phases alone) and two (device points), with errors
  *   fmm3d table8     Gumerov & Duraiswami (paper 003) Table 8: N = 2^20 uniform, p = 4, 8, 12,
  *                    potential, and potential + gradient
  *   fmm3d cross      N = 2^12 .. 2^20 uniform: FMM (eps 1e-3, 1e-6) vs GPU direct and treecode
@@ -74,6 +77,8 @@ extern int fmk_cuda_fmm3d_overlap __attribute__((weak));
 extern int fmk_cuda_fmm3d_m2l_gap __attribute__((weak));
 /* and the first order of the rotation-based M2L (0: every order) */
 extern int fmk_cuda_fmm3d_m2l_rot_order __attribute__((weak));
+/* and the dense M2L's truncation of the far directions' operators (safety factor; 0: none) */
+extern double fmk_cuda_fmm3d_m2l_trunc __attribute__((weak));
 /* and the leaf pairs per block of the P2P both ways, its one-point-per-lane last pass, and the
  * root cube's volume over the points' bounding cube */
 extern int fmk_cuda_fmm3d_p2p_run __attribute__((weak));
@@ -624,6 +629,29 @@ int main(int argc, char **argv)
                 print_row("m2l-ov", FMK_METHOD_FMM, dists[d], N20, 1e-6, 1, &r);
         }
         fmk_cuda_fmm3d_m2l_gap = gap, fmk_cuda_fmm3d_overlap = ov;
+        device_points = 0;
+    } else if (!strcmp(mode, "trunc")) {
+        if (!&fmk_cuda_fmm3d_m2l_trunc || !&fmk_cuda_fmm3d_overlap) {
+            fprintf(stderr, "fmm3d: no M2L truncation knob in this build\n");
+            return 1;
+        }
+        const double f0 = fmk_cuda_fmm3d_m2l_trunc;
+        const int ov = fmk_cuda_fmm3d_overlap;
+        const double knobs[] = {0, 1, 0.3, 0.1, 0.03};
+        const char *dists[] = {"cube", "plummer"};
+        device_points = 1;
+        for (int d = 0; d < 2; d++) {
+            for (int o = 0; o <= 1; o++)
+                for (int k = 0; k < 5; k++) {
+                    fmk_cuda_fmm3d_m2l_trunc = knobs[k], fmk_cuda_fmm3d_overlap = o;
+                    if (!json)
+                        printf("M2L truncation factor %g (0: whole operators), %s\n", knobs[k],
+                               o ? "two streams" : "one stream");
+                    if (measure(FMK_METHOD_FMM, 1e-6, -1, 0, dists[d], N20, 1, 5, 1, &r) == 0)
+                        print_row(o ? "trunc-ov" : "trunc", FMK_METHOD_FMM, dists[d], N20, 1e-6, 1, &r);
+                }
+        }
+        fmk_cuda_fmm3d_m2l_trunc = f0, fmk_cuda_fmm3d_overlap = ov;
         device_points = 0;
     } else if (!strcmp(mode, "p2p")) {
         /* the P2P of leaf pairs: pairs per block (run) and the last pass one point per lane

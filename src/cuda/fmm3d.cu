@@ -25,7 +25,10 @@
  * table's orders; else a thread per source, warp sums of the harmonics as they are made); M2M level by level upward (to level 2)
  * and L2L level by level downward in tiles of TB boxes (per octant, the TB input expansions in shared memory times the octant's
  * matrix, accumulators in registers); M2L per octant of the sources, a cuBLAS DGEMM of the
- * stacked matrices of each run of directions they reach with their multipoles, then a gather of
+ * stacked matrices of each run of directions of one degree they reach with their multipoles (on
+ * packed expansions, (p + 1)^2 doubles without the zero imaginary parts at m = 0; the far
+ * directions' operators truncated to a lower degree where the order comes from eps:
+ * fmk_cuda_fmm3d_m2l_trunc), then a gather of
  * each target box's V entries of the part (from order fmk_cuda_fmm3d_m2l_rot_order up, where the
  * dense matrices grow too large, point and shoot instead: fmm3d_rot.cu); P2L (X list); L2P (from per-leaf records of
  * the local expansion in shared memory) and M2P (W list) a thread per target; P2P (U list) blocks per target leaf with the sources staged in shared memory (fp64, or
@@ -129,6 +132,16 @@ int fmk_cuda_fmm3d_overlap = 1;
  * GEMM per direction. */
 extern "C" int fmk_cuda_fmm3d_m2l_gap;
 int fmk_cuda_fmm3d_m2l_gap = 5;
+
+/* Tuning knob, not API: the dense M2L truncates the operator of a V direction d to degree
+ * p_d <= p (input and output), p_d the smallest degree with (rho / |d|)^(p_d + 1) <= f (rho /
+ * 2)^(p + 1), rho = sqrt(3) / 2, f this knob, where the order comes from eps only (an order the
+ * caller gives keeps every operator whole). The measured error of a truncated direction follows
+ * that ratio; f sets the safety: 0.3 keeps the accuracy matrix within 1.09x of the whole
+ * operators' errors (docs/fmm3d_gpu.md, "Far field: the M2L on packed expansions"). 0: no
+ * truncation. */
+extern "C" double fmk_cuda_fmm3d_m2l_trunc;
+double fmk_cuda_fmm3d_m2l_trunc = 0.3;
 
 /* Tuning knob, not API: the M2L's products (X) take at most this many bytes, or one direction
  * times all boxes from level 2 down when that is more; the GEMMs of an octant that do not fit
@@ -636,23 +649,38 @@ __global__ void __launch_bounds__(M2L_THREADS) k_tiles(int S, int32_t first_tile
     }
 }
 
-/* M2L, first: the multipoles of the sources from level 2 down as the GEMMs' columns, grouped by
- * octant (Mp column c = M of node box[c]). */
-__global__ void k_m2l_columns(int S, int64_t n, const int32_t *__restrict__ box, const double *__restrict__ M,
-                              double *Mp)
+/* The M2L's packed layout: an expansion's (p + 1)^2 doubles without the imaginary parts of the
+ * m = 0 coefficients (zero in every multipole and local expansion), by degree: degree n at
+ * n^2 .. n^2 + 2n, re(n, 0), re(n, 1), im(n, 1), ..., im(n, n); the leading (q + 1)^2 hold the
+ * degrees up to q. packed_at(k): the place of packed double k in the full layout. */
+__host__ __device__ inline int packed_at(int k)
 {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n * S; i += (int64_t)gridDim.x * blockDim.x) {
-        const int64_t c = i / S;
-        Mp[i] = M[(int64_t)box[c] * S + (i - c * S)];
+    int n = (int)sqrt((double)k);
+    n -= n * n > k, n += (n + 1) * (n + 1) <= k;
+    const int j = k - n * n;
+    return n * (n + 1) + (j ? j + 1 : 0);
+}
+
+/* M2L, first: the multipoles of the sources from level 2 down as the GEMMs' columns, grouped by
+ * octant (Mp column c = M of node box[c], packed: Sp doubles, then zeros to the stride Sx). */
+__global__ void k_m2l_columns(int S, int Sp, int Sx, int64_t n, const int32_t *__restrict__ box,
+                              const double *__restrict__ M, double *Mp)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n * Sx; i += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t c = i / Sx;
+        const int k = (int)(i - c * Sx);
+        Mp[i] = k < Sp ? M[(int64_t)box[c] * S + packed_at(k)] : 0;
     }
 }
 
 /* M2L, second half, for one part (m2l_part): L[b] += sum over b's V entries with a source of
- * octant oct and a slot in [slot_lo, slot_hi) of X[column of the source][row of the slot] /
+ * octant oct and a slot in [slot_lo, slot_hi) of X[column of the source][rows of the slot] /
  * side(b), a block per target box. X holds the part's directions' matrices times the
- * multipoles of the octant's sources: column col[source], rows xrow[slot - slot_lo] S .. + S,
- * leading dimension ldx. A box's V entries are sorted by the source's octant, then slot. */
-__global__ void k_m2l_gather(int S, int64_t ldx, int oct, int slot_lo, int slot_hi,
+ * multipoles of the octant's sources (packed, each direction's to its degree): column
+ * col[source], rows xrow[2 (slot - slot_lo)] .. + xrow[2 (slot - slot_lo) + 1] (the leading
+ * packed doubles of the direction's degree), leading dimension ldx. A box's V entries are
+ * sorted by the source's octant, then slot. */
+__global__ void k_m2l_gather(int S, int Sp, int64_t ldx, int oct, int slot_lo, int slot_hi,
                              const int32_t *__restrict__ xrow, const int32_t *__restrict__ vnodes,
                              const int32_t *__restrict__ v_begin, const int32_t *__restrict__ v,
                              const int16_t *__restrict__ v_slot, const int8_t *__restrict__ node_oct,
@@ -672,17 +700,17 @@ __global__ void k_m2l_gather(int S, int64_t ldx, int oct, int slot_lo, int slot_
     e1 = v_begin[b + 1];
     /* locals carry 1/s (fmm3d_ops.h: P2L); the matrices are for unit sides */
     const double inv_s = 1 / cube[b].w;
-    for (int k = threadIdx.x; k < S; k += blockDim.x) {
+    for (int k = threadIdx.x; k < Sp; k += blockDim.x) {
         double acc = 0;
         for (int e = e0; e < e1; e++) {
             const int a = v[e], sl = v_slot[e];
             if (node_oct[a] != oct || sl >= slot_hi)
                 break;
-            const int r = xrow[sl - slot_lo]; /* >= 0: the octant's sources reach the slot */
-            if (r >= 0)
-                acc += X[(int64_t)col[a] * ldx + (int64_t)r * S + k];
+            const int r = xrow[2 * (sl - slot_lo)]; /* >= 0: the octant's sources reach the slot */
+            if (r >= 0 && k < xrow[2 * (sl - slot_lo) + 1])
+                acc += X[(int64_t)col[a] * ldx + r + k];
         }
-        L[(int64_t)b * S + k] += acc * inv_s;
+        L[(int64_t)b * S + packed_at(k)] += acc * inv_s;
     }
 }
 
@@ -1244,8 +1272,13 @@ __device__ void weight(int kind, const double *H, const double *sqb, int nb, int
     *cr = w * hr, *ci = w * hi;
 }
 
+/* kind 0 (M2L) in the packed layout (k_m2l_columns), matrix mat (a direction in the M2L order)
+ * to degree deg[mat] at rows roff[mat] .. of T, the output's packed doubles as rows, the input's
+ * as columns, column-major with leading dimension ld; kinds 1 and 2 (M2M, L2L) on the full
+ * (p + 1)(p + 2) doubles, matrix mat at T + mat * mat_stride (roff, deg NULL). */
 __global__ void k_build(int kind, int p, int n_mat, int hdeg, const double *__restrict__ H,
-                        const double *__restrict__ sqb, int nb, int64_t mat_stride, int64_t ld, double *T)
+                        const double *__restrict__ sqb, int nb, int64_t mat_stride, int64_t ld,
+                        const int32_t *__restrict__ roff, const int32_t *__restrict__ deg, double *T)
 {
     const int nc = (p + 1) * (p + 2) / 2;
     const int64_t total = (int64_t)n_mat * nc * nc;
@@ -1260,6 +1293,8 @@ __global__ void k_build(int kind, int p, int n_mat, int hdeg, const double *__re
         while ((J + 1) * (J + 2) / 2 <= in)
             J++;
         const int Mo = out - IDX(N, 0), Li = in - IDX(J, 0);
+        if (deg && (N > deg[mat] || J > deg[mat]))
+            continue;
         const double *Hm = H + (int64_t)mat * (hdeg + 1) * (hdeg + 2);
         double c1r, c1i, c2r = 0, c2i = 0;
         weight(kind, Hm, sqb, nb, N, Mo, J, Li, &c1r, &c1i);
@@ -1267,6 +1302,18 @@ __global__ void k_build(int kind, int p, int n_mat, int hdeg, const double *__re
             weight(kind, Hm, sqb, nb, N, Mo, J, -Li, &c2r, &c2i);
             if (Li & 1)
                 c2r = -c2r, c2i = -c2i;
+        }
+        if (deg) { /* packed: no imaginary part at m = 0 */
+            double *Tm = T + roff[mat];
+            const int64_t ir = J * J + (Li ? 2 * Li - 1 : 0), orr = N * N + (Mo ? 2 * Mo - 1 : 0);
+            Tm[ir * ld + orr] = c1r + c2r;
+            if (Li)
+                Tm[(ir + 1) * ld + orr] = c2i - c1i;
+            if (Mo)
+                Tm[ir * ld + orr + 1] = c1i + c2i;
+            if (Li && Mo)
+                Tm[(ir + 1) * ld + orr + 1] = c1r - c2r;
+            continue;
         }
         double *Tm = T + (int64_t)mat * mat_stride; /* column-major, leading dimension ld */
         const int64_t ir = 2 * in, ii = 2 * in + 1, orr = 2 * out, oi = 2 * out + 1;
@@ -1307,6 +1354,8 @@ enum { EV_START, EV_P2M, EV_M2M, EV_M2L, EV_L2L, EV_L2P, EV_JOIN, EV_END, EV_FOR
 
 struct fmm_gpu {
     int device, order, S;
+    int Sp, Sx;                        /* the M2L's packed doubles per expansion, (p + 1)^2, and
+                                        * that rounded up to 8 (m2l_pad: the GEMMs' strides) */
     int sms;                           /* the device's multiprocessors */
     int fp32;                          /* P2P in fp32 (precision fp32) */
     int newton_ok;                     /* fp64 P2P may take 1/r by a Newton step (eps >= 1e-11) */
@@ -1317,19 +1366,30 @@ struct fmm_gpu {
     int64_t n_nodes;
     int levels;
     int64_t gemm_first;                /* first node of level 2: M2L's GEMMs start there */
-    int m2l_batch;                     /* X holds S x (nodes from level 2 down) x this many doubles */
+    int m2l_batch;                     /* X holds Sx x (nodes from level 2 down) x this many doubles */
+    /* the dense M2L's degree per direction (FMK_FMM3D_DIR: p, or less with
+     * fmk_cuda_fmm3d_m2l_trunc), the M2L order of those (rank, dir_of_rank), and per rank the
+     * first row of its matrix in the stacked ones ((deg + 1)^2 rows rounded up to 8: m2l_pad;
+     * m2l_roff[M2L_DIRS]: their rows, the leading dimension) */
+    int8_t m2l_deg[FMK_FMM3D_NDIR];
+    int16_t rank[FMK_FMM3D_NDIR], dir_of_rank[512];
+    int32_t m2l_roff[M2L_DIRS + 1];
     /* M2L: per octant of the sources, the runs of the directions its sources reach (with gaps of
      * a few directions merged), as GEMMs over the stacked matrices (in the M2L order: ranks);
      * parts (one X each) of as many as X holds, each over a range of the lists' slots */
     struct m2l_gemm {
-        int32_t rank0, n_ranks, row;   /* the matrices' first rank and count, X's first row / S */
+        int32_t rank0, n_ranks, size, k, row; /* the matrices' first rank and count (one degree:
+                                               * k packed doubles in and out, rounded up to size:
+                                               * the GEMM's inner dimension and rows per rank),
+                                               * X's first row */
     } *m2l_gemms;
     struct m2l_part {
-        int oct, gemm0, n_gemms, slot_lo, slot_hi, rows; /* rows / S of X */
-        int64_t xrow;                  /* its slot -> row table in d_xrow */
+        int oct, gemm0, n_gemms, slot_lo, slot_hi, rows; /* rows of X */
+        int64_t xrow;                  /* its slot -> (row, size) table in d_xrow */
     } *m2l_parts;
     int n_m2l_gemms, n_m2l_parts;
     int64_t m2l_products;              /* box-direction products the GEMMs compute */
+    double m2l_flops;                  /* the GEMMs' flops */
     /* a fresh plan's one allocation (cap_block bytes; state_block): the points, the bounding-box
      * workspace, the operators, the tree's and the list builder's arenas, the dense M2L matrices
      * and eval's buffers, at the sizes the node estimate gives; a buffer that outgrows its place
@@ -1356,7 +1416,8 @@ struct fmm_gpu {
     fmk_cuda_fmm3d_rot rot;            /* its tables (with use_rot) */
     /* the operators (start_ops), built once per plan on stream 2 while the tree and the lists
      * are built: d_ops holds the harmonic tables (tb), the translation harmonics, the M2M and
-     * L2L matrices; d_m2l the dense M2L matrices of all M2L_DIRS directions in the M2L order */
+     * L2L matrices; d_m2l the dense M2L matrices of all M2L_DIRS directions in the M2L order
+     * (packed, each to its degree: m2l_roff) */
     double *d_ops, *d_m2l, *d_m2m, *d_l2l;
     tabs tb;
     /* eval's buffers, one allocation (d_eval, cap_eval bytes) kept from one set_points to the
@@ -1435,11 +1496,17 @@ void fmm_release(fmk_plan *plan)
     plan->state_bytes_device = 0;
 }
 
-/* X's size in directions times all nn boxes from level 2 down: as many as keep it within
- * fmk_cuda_fmm3d_m2l_bytes (at least one). */
-int m2l_batch_for(int64_t S, int64_t nn, int n_dirs)
+/* The M2L's packed expansions and matrices take rows and columns in multiples of 8 doubles:
+ * every GEMM operand then starts 64-byte aligned, with leading and inner dimensions multiples of
+ * 8 (docs/fmm3d_gpu.md, "Far field: the M2L on packed expansions": cuBLAS's DGEMM ran 1.3x
+ * slower per flop on an inner dimension of 225 than on 240). */
+int m2l_pad(int64_t n) { return (int)((n + 7) / 8 * 8); }
+
+/* X's size in directions (of Sx doubles) times all nn boxes from level 2 down: as many as keep
+ * it within fmk_cuda_fmm3d_m2l_bytes (at least one). */
+int m2l_batch_for(int64_t Sp, int64_t nn, int n_dirs)
 {
-    const int64_t per = 8 * S * (nn > 0 ? nn : 1);
+    const int64_t per = 8 * Sp * (nn > 0 ? nn : 1);
     int64_t b = fmk_cuda_fmm3d_m2l_bytes / per;
     if (b > n_dirs)
         b = n_dirs;
@@ -1449,11 +1516,12 @@ int m2l_batch_for(int64_t S, int64_t nn, int n_dirs)
 /* Where the operators live in d_ops (start_ops), in doubles, each part 256-byte aligned: the
  * harmonic recursion's tables to degree 2p + 1 (rec_a | rec_b | rec_diag | sqrt_int: fmm3d_ops.h;
  * eval's tabs use them too), sqrt(C(a, b)) for a, b < nb = 4p + 2, the M2L_DIRS translation
- * vectors in the M2L order (uploaded: [0, n_up)); then the translation harmonics (n_h M2L
+ * vectors in the M2L order and per rank the first row and the degree of its matrix (int32, M2L
+ * stacked matrices: fmm_gpu's m2l_roff, m2l_deg) (uploaded: [0, n_up)); then the translation harmonics (n_h M2L
  * vectors to degree 2p, then 8 M2M and 8 L2L vectors to degree p), the M2M and the L2L
  * matrices (8 each). */
 struct ops_layout {
-    int64_t nh, sqb, vec, H, m2m, l2l, total, n_up;
+    int64_t nh, sqb, vec, dirs, H, m2m, l2l, total, n_up;
     int nb, n_h;
 };
 
@@ -1468,7 +1536,8 @@ ops_layout ops_layout_for(int p, int rot)
     o.n_h = rot ? 0 : M2L_DIRS; /* rotations: no dense M2L, no M2L harmonics */
     o.sqb = align32(2 * o.nh + (2 * p + 2) + (2 * p + 5));
     o.vec = o.sqb + align32((int64_t)o.nb * o.nb);
-    o.H = o.vec + align32(3 * M2L_DIRS);
+    o.dirs = o.vec + align32(3 * M2L_DIRS);
+    o.H = o.dirs + align32(M2L_DIRS);
     o.n_up = o.H;
     o.m2m = o.H + align32(hs_m2l * o.n_h + 16 * S);
     o.l2l = o.m2m + align32(8 * S * S);
@@ -1483,7 +1552,7 @@ int64_t device_bytes(const fmk_plan *plan, int64_t ns, int64_t nt, int64_t nodes
     if (self)
         nt = ns;
     const int p = order_of(plan);
-    const int64_t S = (int64_t)(p + 1) * (p + 2);
+    const int64_t S = (int64_t)(p + 1) * (p + 2), Sp = (int64_t)(p + 1) * (p + 1), Sx = m2l_pad(Sp);
     const int64_t np = self ? ns : ns + nt;
     const m2l_cfg cfg = m2l_config((int)S);
     int64_t b = fmk_cuda_tree3d_build_bytes(np) + nodes * FMK_CUDA_TREE_NODE_BYTES; /* tree */
@@ -1491,13 +1560,13 @@ int64_t device_bytes(const fmk_plan *plan, int64_t ns, int64_t nt, int64_t nodes
     b += fmk_cuda_fmm3d_geo_bytes(np, ns, self, nodes, cfg.tb); /* boxes, lists, tiles */
     const int rot = p >= fmk_cuda_fmm3d_m2l_rot_order;
     b += 8 * ops_layout_for(p, rot).total;                     /* tables, M2M, L2L matrices */
-    if (!rot)                                                  /* M2L matrices */
-        b += 8 * M2L_DIRS * S * S;
+    if (!rot)                                                  /* M2L matrices (at most) */
+        b += 8 * M2L_DIRS * Sx * Sx;
     if (rot)                                                   /* or M2L's rotation tables */
         b += fmk_cuda_fmm3d_rot_bytes(p, (int)n_dirs);
-    b += 3 * nodes * S * 8 + 8 * 4 * n_dirs;                   /* M, L, the M2L's columns and tables */
+    b += 3 * nodes * S * 8 + 8 * 8 * n_dirs;                   /* M, L, the M2L's columns and tables */
     if (!rot)
-        b += 8 * S * nodes * m2l_batch_for(S, nodes, (int)n_dirs); /* M2L products */
+        b += 8 * Sx * nodes * m2l_batch_for(Sx, nodes, (int)n_dirs); /* M2L products */
     b += 2 * 4 * nt * 8 + ns * 8 + 4 * nt * 8;                 /* results, host eval buffers */
     return b;
 }
@@ -1579,11 +1648,11 @@ fmk_status start_ops(fmk_plan *plan, fmm_gpu *s, long long total)
             sqb[a * nb + b] = b == 0 ? 1 : (b > a ? 0 : sqb[(a - 1) * nb + b - 1] + (b <= a - 1 ? sqb[(a - 1) * nb + b] : 0));
     for (int i = 0; i < nb * nb; i++)
         sqb[i] = sqrt(sqb[i]);
-    int16_t rank[FMK_FMM3D_NDIR], dir_of_rank[512];
-    fmk_cuda_fmm3d_m2l_order(rank, dir_of_rank);
+    int32_t *dirs = (int32_t *)(up + o.dirs);
     for (int r = 0; r < M2L_DIRS; r++) { /* target - source, in sides */
-        const int d = dir_of_rank[r];
+        const int d = s->dir_of_rank[r];
         up[o.vec + 3 * r] = d / 49 - 3, up[o.vec + 3 * r + 1] = (d / 7) % 7 - 3, up[o.vec + 3 * r + 2] = d % 7 - 3;
+        dirs[r] = s->m2l_roff[r], dirs[M2L_DIRS + r] = s->m2l_deg[d];
     }
     if (!s->d_ops)
         st = put(plan, s, (void **)&s->d_ops, NULL, 8 * (size_t)o.total, "the FMM's operators", total);
@@ -1602,9 +1671,9 @@ fmk_status start_ops(fmk_plan *plan, fmm_gpu *s, long long total)
     if (err == cudaSuccess) {
         k_harmonics<<<(o.n_h + 16 + 127) / 128, 128, 0, os>>>(p, o.n_h, s->tb, d + o.vec, d + o.H);
         k_build<<<(8 * nc * nc + 255) / 256, 256, 0, os>>>(1, p, 8, p, d + o.H + hs_m2l * o.n_h, d + o.sqb, nb,
-                                                           S * S, S, s->d_m2m);
+                                                           S * S, S, NULL, NULL, s->d_m2m);
         k_build<<<(8 * nc * nc + 255) / 256, 256, 0, os>>>(2, p, 8, p, d + o.H + hs_m2l * o.n_h + 8 * hs_p,
-                                                           d + o.sqb, nb, S * S, S, s->d_l2l);
+                                                           d + o.sqb, nb, S * S, S, NULL, NULL, s->d_l2l);
         cudaEventRecord(s->ev[EV_OPS], os);
         s->ops_pending = 1;
         err = cudaGetLastError();
@@ -1612,22 +1681,25 @@ fmk_status start_ops(fmk_plan *plan, fmm_gpu *s, long long total)
     return err == cudaSuccess ? FMK_OK : fmk_cuda_fail(plan, err, "the operator kernels");
 }
 
-/* The dense M2L matrices of all M2L_DIRS directions, stacked in the M2L order (column-major,
- * leading dimension M2L_DIRS S), on stream 2 after start_ops. */
+/* The dense M2L matrices of all M2L_DIRS directions, packed, each to its degree q (rank r:
+ * (q + 1)^2 columns and rows, then zeros to m2l_roff[r + 1] - m2l_roff[r] of each), stacked in
+ * the M2L order (column-major, leading dimension m2l_roff[M2L_DIRS], Sx columns), on stream 2
+ * after start_ops. */
 fmk_status start_m2l(fmk_plan *plan, fmm_gpu *s, long long total)
 {
     const int p = s->order;
-    const int64_t S = s->S;
+    const int64_t Sx = s->Sx, ld = s->m2l_roff[M2L_DIRS];
     const ops_layout o = ops_layout_for(p, s->use_rot);
     if (!s->d_m2l) {
-        const fmk_status st = put(plan, s, (void **)&s->d_m2l, NULL, 8 * (size_t)(S * S * M2L_DIRS),
-                                  "the M2L matrices", total);
+        const fmk_status st = put(plan, s, (void **)&s->d_m2l, NULL, 8 * (size_t)(ld * Sx), "the M2L matrices", total);
         if (st != FMK_OK)
             return st;
     }
+    const int32_t *dirs = (const int32_t *)(s->d_ops + o.dirs);
     cudaEventRecord(s->ev[EV_OPS0], s->stream[2]);
-    k_build<<<2048, 256, 0, s->stream[2]>>>(0, p, M2L_DIRS, 2 * p, s->d_ops + o.H, s->d_ops + o.sqb, o.nb, S,
-                                              (int64_t)M2L_DIRS * S, s->d_m2l);
+    cudaMemsetAsync(s->d_m2l, 0, 8 * (size_t)(ld * Sx), s->stream[2]);
+    k_build<<<2048, 256, 0, s->stream[2]>>>(0, p, M2L_DIRS, 2 * p, s->d_ops + o.H, s->d_ops + o.sqb, o.nb, 0, ld,
+                                              dirs, dirs + M2L_DIRS, s->d_m2l);
     cudaEventRecord(s->ev[EV_OPS1], s->stream[2]);
     cudaEventRecord(s->ev[EV_OPS], s->stream[2]);
     s->m2l_timed = 1, s->m2l_built = 1, s->ops_pending = 1;
@@ -1669,16 +1741,17 @@ long long plan_total(const fmk_plan *plan)
 /* The M2L's GEMMs and parts (fmm_gpu): per octant o of the sources (columns m2l_first[o] ..
  * m2l_first[o + 1] of Mp), the directions in use (the lists' slots) that its sources reach, d_i
  * in [-2 - o_i, 3 - o_i] per axis, in the order of the stacked matrices (the M2L order, ranks:
- * fmk_cuda_fmm3d_m2l_order puts them in about 4 runs), runs at most fmk_cuda_fmm3d_m2l_gap
- * directions in use apart merged (a GEMM the fewer, a few products more), cut into parts of at most what X
- * holds. A part covers the slots of its ranks; *n_xrow: the entries of the parts' slot -> row
- * tables (fill_xrow). */
+ * fmk_cuda_fmm3d_m2l_order puts them in about 4 runs per degree), runs of one degree at most
+ * fmk_cuda_fmm3d_m2l_gap directions in use apart merged (a GEMM the fewer, a few products more),
+ * cut into parts of at most what X holds. A part covers the slots of its ranks; *n_xrow: the
+ * entries of the parts' slot -> (row, size) tables (fill_xrow). */
 fmk_status m2l_plan(fmk_plan *plan, fmm_gpu *s, int64_t nn, int64_t *n_xrow)
 {
     const int n_slots = s->g.n_slots;
     free(s->m2l_gemms), free(s->m2l_parts);
     s->n_m2l_gemms = s->n_m2l_parts = 0;
     s->m2l_products = 0;
+    s->m2l_flops = 0;
     *n_xrow = 0;
     /* at most every direction a GEMM and a part */
     s->m2l_gemms = hmalloc<fmm_gpu::m2l_gemm>(8 * (size_t)M2L_DIRS);
@@ -1687,8 +1760,8 @@ fmk_status m2l_plan(fmk_plan *plan, fmm_gpu *s, int64_t nn, int64_t *n_xrow)
         return fmk_error_set(plan, FMK_ERR_NOMEM, "out of host memory for the M2L's plan");
     if (nn == 0 || s->g.n_vnodes == 0 || s->use_rot) /* rotations: no GEMMs */
         return FMK_OK;
-    int16_t rank[FMK_FMM3D_NDIR], dir_of_rank[512];
-    fmk_cuda_fmm3d_m2l_order(rank, dir_of_rank);
+    const int16_t *rank = s->rank, *dir_of_rank = s->dir_of_rank;
+    const int32_t *roff = s->m2l_roff;
     int used[M2L_DIRS + 1], first_slot[M2L_DIRS + 1]; /* first_slot[r]: slots of ranks below r */
     for (int r = 0; r < M2L_DIRS; r++)
         used[r] = 0;
@@ -1701,7 +1774,7 @@ fmk_status m2l_plan(fmk_plan *plan, fmm_gpu *s, int64_t nn, int64_t *n_xrow)
         const int64_t n_o = s->g.m2l_first[o + 1] - s->g.m2l_first[o];
         if (n_o == 0)
             continue;
-        const int64_t cap = (int64_t)s->m2l_batch * nn / n_o; /* ranks of a part */
+        const int64_t cap = (int64_t)s->m2l_batch * nn / n_o * s->Sx; /* X's rows in a part (>= Sx) */
         const int lo[3] = {-2 - ((o >> 2) & 1), -2 - ((o >> 1) & 1), -2 - (o & 1)};
         fmm_gpu::m2l_part *part = NULL;
         int run0 = -1, run1 = -1; /* the current run, [run0, run1) */
@@ -1716,23 +1789,28 @@ fmk_status m2l_plan(fmk_plan *plan, fmm_gpu *s, int64_t nn, int64_t *n_xrow)
                 /* extend the run over a gap of at most m2l_gap directions in use; those not in use
                  * in between do not count (their few products are computed: the runs, and the
                  * GEMMs, are those of the lists' slots) */
-                if (in && run0 >= 0 && first_slot[r] - first_slot[run1] <= fmk_cuda_fmm3d_m2l_gap) {
+                if (in && run0 >= 0 && s->m2l_deg[d] == s->m2l_deg[dir_of_rank[run0]] &&
+                    first_slot[r] - first_slot[run1] <= fmk_cuda_fmm3d_m2l_gap) {
                     run1 = r + 1;
                     continue;
                 }
             }
             if (run0 >= 0 && (in || r == M2L_DIRS)) { /* the run ends: its GEMMs */
+                const int q = s->m2l_deg[dir_of_rank[run0]]; /* the run's one degree */
+                const int size = roff[run0 + 1] - roff[run0];
                 for (int a = run0; a < run1;) {
-                    if (!part || part->rows >= cap) {
+                    if (!part || part->rows + size > cap) {
                         part = &s->m2l_parts[s->n_m2l_parts++];
                         part->oct = o, part->gemm0 = s->n_m2l_gemms, part->n_gemms = 0;
                         part->slot_lo = first_slot[a], part->rows = 0;
                     }
-                    const int take = (int)(run1 - a < cap - part->rows ? run1 - a : cap - part->rows);
+                    const int64_t fit = (cap - part->rows) / size;
+                    const int take = (int)(run1 - a < fit ? run1 - a : fit);
                     fmm_gpu::m2l_gemm &gm = s->m2l_gemms[s->n_m2l_gemms++];
-                    gm.rank0 = a, gm.n_ranks = take, gm.row = part->rows;
-                    part->n_gemms++, part->rows += take, part->slot_hi = first_slot[a + take];
+                    gm.rank0 = a, gm.n_ranks = take, gm.size = size, gm.k = (q + 1) * (q + 1), gm.row = part->rows;
+                    part->n_gemms++, part->rows += take * size, part->slot_hi = first_slot[a + take];
                     s->m2l_products += (int64_t)take * n_o;
+                    s->m2l_flops += 2.0 * take * size * (double)size * (double)n_o;
                     a += take;
                 }
                 run0 = run1 = -1;
@@ -1748,23 +1826,22 @@ fmk_status m2l_plan(fmk_plan *plan, fmm_gpu *s, int64_t nn, int64_t *n_xrow)
     return FMK_OK;
 }
 
-/* The parts' slot -> row tables (n_xrow entries, m2l_plan) into xr: X's row of a slot's products
- * in its part, -1 where the part's octant does not reach the slot's direction. */
+/* The parts' slot -> (row, size) tables (n_xrow pairs, m2l_plan) into xr: X's first row of a
+ * slot's products in its part and their count (the packed doubles of the direction's degree);
+ * row -1 where the part's octant does not reach the slot's direction. */
 void fill_xrow(const fmm_gpu *s, int32_t *xr)
 {
-    int16_t rank[FMK_FMM3D_NDIR], dir_of_rank[512];
-    fmk_cuda_fmm3d_m2l_order(rank, dir_of_rank);
     for (int i = 0; i < s->n_m2l_parts; i++) {
         const fmm_gpu::m2l_part &q = s->m2l_parts[i];
         for (int sl = q.slot_lo; sl < q.slot_hi; sl++) {
-            const int r = rank[s->g.dir_of_slot[sl]];
-            int32_t row = -1;
+            const int r = s->rank[s->g.dir_of_slot[sl]];
+            int32_t row = -1, size = 0;
             for (int j = q.gemm0; j < q.gemm0 + q.n_gemms && row < 0; j++) {
                 const fmm_gpu::m2l_gemm &gm = s->m2l_gemms[j];
                 if (r >= gm.rank0 && r < gm.rank0 + gm.n_ranks)
-                    row = gm.row + (r - gm.rank0);
+                    row = gm.row + (r - gm.rank0) * gm.size, size = gm.k;
             }
-            xr[q.xrow + sl - q.slot_lo] = row;
+            xr[2 * (q.xrow + sl - q.slot_lo)] = row, xr[2 * (q.xrow + sl - q.slot_lo) + 1] = size;
         }
     }
 }
@@ -1776,13 +1853,14 @@ __global__ void k_shrink(int64_t n, double inv_c, double *__restrict__ x)
         x[i] = fma(x[i] - 1.0, inv_c, 1.0);
 }
 
-/* Where eval's buffers lie in d_eval for k nodes, nn of them from level 2 down, x_bytes of M2L
- * products, nt targets and n_xrow M2L table entries (off[8], 256-byte aligned): expansions M
- * and L, the products X, the M2L's columns Mp, the far and near field's results, the tables,
- * the charge check. Returns the bytes. */
-int64_t eval_layout(int64_t S, int64_t k, int64_t nn, int64_t x_bytes, int64_t nt, int64_t n_xrow, int64_t off[8])
+/* Where eval's buffers lie in d_eval for k nodes (S doubles an expansion; Sx packed), nn of them
+ * from level 2 down, x_bytes of M2L products, nt targets and n_xrow M2L table entries (off[8],
+ * 256-byte aligned): expansions M and L, the products X, the M2L's columns Mp, the far and near
+ * field's results, the tables, the charge check. Returns the bytes. */
+int64_t eval_layout(int64_t S, int64_t Sx, int64_t k, int64_t nn, int64_t x_bytes, int64_t nt, int64_t n_xrow,
+                    int64_t off[8])
 {
-    const int64_t bytes[8] = {8 * S * k, 8 * S * k, x_bytes, 8 * S * nn, 32 * nt, 32 * nt, 4 * n_xrow, 16};
+    const int64_t bytes[8] = {8 * S * k, 8 * S * k, x_bytes, 8 * Sx * nn, 32 * nt, 32 * nt, 8 * n_xrow, 16};
     int64_t need = 0;
     for (int i = 0; i < 8; i++)
         off[i] = need, need += (bytes[i] + 255) / 256 * 256;
@@ -1796,7 +1874,7 @@ fmk_status eval_buffers(fmk_plan *plan, fmm_gpu *s, int64_t k, int64_t nn, int64
                         long long total)
 {
     int64_t off[8];
-    const int64_t need = eval_layout(s->S, k, nn, 8 * s->S * nn * s->m2l_batch, nt, n_xrow, off);
+    const int64_t need = eval_layout(s->S, s->Sx, k, nn, 8 * s->Sx * nn * s->m2l_batch, nt, n_xrow, off);
     const fmk_status st = grow(plan, s, &s->d_eval, &s->cap_eval, (size_t)need,
                                "the expansions, the M2L's products and the results", total);
     if (st != FMK_OK)
@@ -1849,6 +1927,7 @@ fmk_status setup_on_device(fmk_plan *plan, fmm_gpu *s, double *d_all)
         const int64_t near_max =
             fmk_cuda_fmm3d_direct_near > 0 ? (int64_t)fmk_cuda_fmm3d_direct_near * (p + 1) * (p + 1) / 2 : -1;
         s->near_max = near_max;
+        memcpy(s->g.m2l_deg, s->m2l_deg, sizeof s->m2l_deg); /* the V rows in the M2L order */
         st = fmk_cuda_fmm3d_geometry(plan, &tree, d_all, ns, plan->self, near_max, s->cfg.tb, total, &s->g);
     }
     const double t1 = fmk_time_now();
@@ -1883,7 +1962,7 @@ fmk_status setup_on_device(fmk_plan *plan, fmm_gpu *s, double *d_all)
     }
     const double t2 = fmk_time_now();
     const int64_t nn = k - s->gemm_first;
-    s->m2l_batch = s->use_rot ? 0 : m2l_batch_for(s->S, nn, M2L_DIRS); /* no X with rotations */
+    s->m2l_batch = s->use_rot ? 0 : m2l_batch_for(s->Sx, nn, M2L_DIRS); /* no X with rotations */
     int64_t n_xrow = 0;
     if (st == FMK_OK)
         st = m2l_plan(plan, s, nn, &n_xrow);
@@ -1892,11 +1971,11 @@ fmk_status setup_on_device(fmk_plan *plan, fmm_gpu *s, double *d_all)
     if (st == FMK_OK)
         st = eval_buffers(plan, s, k, nn, nt, n_xrow, total);
     if (st == FMK_OK && n_xrow > 0) { /* the parts' slot -> row tables */
-        int32_t *xr = hmalloc<int32_t>((size_t)n_xrow);
+        int32_t *xr = hmalloc<int32_t>(2 * (size_t)n_xrow);
         if (!xr)
             return fmk_error_set(plan, FMK_ERR_NOMEM, "out of host memory for the M2L tables");
         fill_xrow(s, xr);
-        const cudaError_t err = cudaMemcpy(s->d_xrow, xr, 4 * (size_t)n_xrow, cudaMemcpyHostToDevice);
+        const cudaError_t err = cudaMemcpy(s->d_xrow, xr, 8 * (size_t)n_xrow, cudaMemcpyHostToDevice);
         free(xr);
         if (err != cudaSuccess)
             return fmk_cuda_fail(plan, err, "cudaMemcpy (the M2L tables)");
@@ -1948,6 +2027,23 @@ fmk_status ensure_blas(fmk_plan *plan, fmm_gpu *s)
     return FMK_OK;
 }
 
+/* The dense M2L's degree of each V direction d (FMK_FMM3D_DIR) at order p: the smallest p_d with
+ * (rho / |d|)^(p_d + 1) <= f (rho / 2)^(p + 1), rho = sqrt(3) / 2 (fmk_cuda_fmm3d_m2l_trunc); p
+ * for all with f <= 0 (and for the near directions, which have no M2L). */
+void m2l_degrees(int p, double f, int8_t deg[FMK_FMM3D_NDIR])
+{
+    const double rho = 0.5 * sqrt(3.0), bound = f > 0 ? log(f) + (p + 1) * log(rho / 2) : 0;
+    for (int d = 0; d < FMK_FMM3D_NDIR; d++) {
+        const int o[3] = {d / 49 - 3, (d / 7) % 7 - 3, d % 7 - 3};
+        const double dist = sqrt((double)(o[0] * o[0] + o[1] * o[1] + o[2] * o[2]));
+        int q = p;
+        if (f > 0 && dist > 2)
+            for (q = 0; q < p && (q + 1) * log(rho / dist) > bound; q++)
+                ;
+        deg[d] = (int8_t)(q < 127 ? q : 127);
+    }
+}
+
 /* A new state in plan->state (*out): its order, events and streams. */
 fmk_status new_state(fmk_plan *plan, fmm_gpu **out)
 {
@@ -1968,8 +2064,19 @@ fmk_status new_state(fmk_plan *plan, fmm_gpu **out)
     s->order = order_of(plan);
     s->leaf_size = leaf_size_of(plan, s->order);
     s->S = (s->order + 1) * (s->order + 2);
+    s->Sp = (s->order + 1) * (s->order + 1);
+    s->Sx = m2l_pad(s->Sp);
     s->cfg = m2l_config(s->S);
     s->use_rot = s->order >= fmk_cuda_fmm3d_m2l_rot_order;
+    /* the dense M2L's degrees (truncated only where the order comes from eps), their order and
+     * the stacked matrices' rows */
+    m2l_degrees(s->order, !s->use_rot && plan->opts.order < 0 ? fmk_cuda_fmm3d_m2l_trunc : 0, s->m2l_deg);
+    fmk_cuda_fmm3d_m2l_order(s->m2l_deg, s->rank, s->dir_of_rank);
+    s->m2l_roff[0] = 0;
+    for (int r = 0; r < M2L_DIRS; r++) {
+        const int q = s->m2l_deg[s->dir_of_rank[r]];
+        s->m2l_roff[r + 1] = s->m2l_roff[r] + m2l_pad((q + 1) * (q + 1));
+    }
     s->fresh = 1;
     plan->state = s;
     *out = s;
@@ -2007,24 +2114,24 @@ fmk_status new_state(fmk_plan *plan, fmm_gpu **out)
 fmk_status state_block(fmk_plan *plan, fmm_gpu *s, int64_t np, size_t box_bytes)
 {
     const double t0 = fmk_time_now();
-    const int64_t ns = plan->n_sources, nt = plan->n_targets, S = s->S;
+    const int64_t ns = plan->n_sources, nt = plan->n_targets, S = s->S, Sx = s->Sx;
     const int64_t k = fmk_tree3d_estimate_nodes(np, s->leaf_size);
     const int v_lists = np > 8 * (int64_t)s->leaf_size; /* a level 2: V entries, M2L's GEMMs */
     const int dense = !s->use_rot && v_lists;
     const ops_layout o = ops_layout_for(s->order, s->use_rot);
     /* the M2L's products: at most fmk_cuda_fmm3d_m2l_bytes or one direction (m2l_batch_for),
      * at most all directions, for at most k boxes from level 2 down */
-    int64_t x_bytes = 8 * S * k > fmk_cuda_fmm3d_m2l_bytes ? 8 * S * k : fmk_cuda_fmm3d_m2l_bytes;
-    if (x_bytes > 8 * S * k * M2L_DIRS)
-        x_bytes = 8 * S * k * M2L_DIRS;
+    int64_t x_bytes = 8 * Sx * k > fmk_cuda_fmm3d_m2l_bytes ? 8 * Sx * k : fmk_cuda_fmm3d_m2l_bytes;
+    if (x_bytes > 8 * Sx * k * M2L_DIRS)
+        x_bytes = 8 * Sx * k * M2L_DIRS;
     int64_t eval_off[8];
     const int64_t bytes[7] = {24 * (np > 0 ? np : 1),
                               (int64_t)box_bytes,
                               8 * o.total,
                               fmk_cuda_tree3d_first_bytes(np, s->leaf_size),
                               fmk_cuda_fmm3d_geo_arena_bytes(np, ns, plan->self, k, s->cfg.tb),
-                              dense ? 8 * align32((int64_t)M2L_DIRS * S * S) : 0,
-                              eval_layout(S, k, k, dense ? x_bytes : 0, nt, 8 * (int64_t)M2L_DIRS, eval_off)};
+                              dense ? 8 * align32((int64_t)s->m2l_roff[M2L_DIRS] * Sx) : 0,
+                              eval_layout(S, Sx, k, k, dense ? x_bytes : 0, nt, 8 * (int64_t)M2L_DIRS, eval_off)};
     int64_t off[7], total = 0;
     for (int i = 0; i < 7; i++)
         off[i] = total, total += (bytes[i] + 255) / 256 * 256;
@@ -2468,28 +2575,32 @@ fmk_status run_eval(fmk_plan *plan, fmm_gpu *s, const double *charges, double *p
     if (s->use_rot && err == cudaSuccess) /* high orders: point and shoot, a block per target box */
         err = fmk_cuda_fmm3d_m2l_rot(&s->rot, s->g.n_vnodes, s->g.d_vnodes, s->g.d_v_begin, s->g.d_v,
                                      s->g.d_v_slot, s->g.d_cube, s->d_M, s->d_L, fs);
+    const int Sp = s->Sp, Sx = s->Sx;
     if (s->n_m2l_parts > 0) {
-        const int64_t n = nn * S;
+        const int64_t n = nn * Sx;
         k_m2l_columns<<<(unsigned)((n + 255) / 256 < 4096 ? (n + 255) / 256 : 4096), 256, 0, fs>>>(
-            S, nn, s->g.d_m2l_box, s->d_M, s->d_Mp);
+            S, Sp, Sx, nn, s->g.d_m2l_box, s->d_M, s->d_Mp);
     }
     for (int i = 0; i < s->n_m2l_parts && err == cudaSuccess; i++) {
         const fmm_gpu::m2l_part &q = s->m2l_parts[i];
         const int64_t c0 = s->g.m2l_first[q.oct], n_o = s->g.m2l_first[q.oct + 1] - c0;
-        const int64_t ldx = (int64_t)q.rows * S;
+        const int64_t ldx = q.rows;
         for (int j = q.gemm0; j < q.gemm0 + q.n_gemms; j++) {
+            /* a run of one degree: each direction's leading gm.k packed doubles in and out, padded
+             * with zeros to gm.size */
             const fmm_gpu::m2l_gemm &gm = s->m2l_gemms[j];
             const double one = 1, zero = 0;
-            const cublasStatus_t bs = blas::dgemm(s->blas, CUBLAS_OP_N, CUBLAS_OP_N, gm.n_ranks * S, (int)n_o, S,
-                                                  &one, s->d_m2l + (int64_t)gm.rank0 * S, M2L_DIRS * S,
-                                                  s->d_Mp + c0 * S, S, &zero, s->d_X + (int64_t)gm.row * S, (int)ldx);
+            const cublasStatus_t bs = blas::dgemm(s->blas, CUBLAS_OP_N, CUBLAS_OP_N, gm.n_ranks * gm.size, (int)n_o,
+                                                  gm.size, &one, s->d_m2l + s->m2l_roff[gm.rank0],
+                                                  s->m2l_roff[M2L_DIRS], s->d_Mp + c0 * Sx, Sx, &zero,
+                                                  s->d_X + gm.row, (int)ldx);
             if (bs != CUBLAS_STATUS_SUCCESS) {
                 err = cudaErrorUnknown;
                 break;
             }
         }
         k_m2l_gather<<<(unsigned)s->g.n_vnodes, M2L_THREADS, 0, fs>>>(
-            S, ldx, q.oct, q.slot_lo, q.slot_hi, s->d_xrow + q.xrow, s->g.d_vnodes, s->g.d_v_begin, s->g.d_v,
+            S, Sp, ldx, q.oct, q.slot_lo, q.slot_hi, s->d_xrow + 2 * q.xrow, s->g.d_vnodes, s->g.d_v_begin, s->g.d_v,
             s->g.d_v_slot, s->g.d_oct, s->g.d_m2l_col, s->g.d_cube, s->d_X, s->d_L);
     }
     if (err == cudaSuccess)
@@ -2577,7 +2688,9 @@ fmk_status fmm_check_opts(fmk_opts *o, fmk_kernel kernel)
 } /* namespace */
 
 /* For the benchmark: the M2L work of a plan's lists: V pairs, the box-direction products the
- * GEMMs compute (directions times boxes from level 2 down), and doubles per expansion. */
+ * GEMMs compute (directions times boxes from level 2 down) in whole (Sp x Sp) products' worth
+ * of flops (fewer with the far directions truncated), and the M2L's (packed) doubles per
+ * expansion, Sp. */
 extern "C" fmk_status fmk_cuda_fmm3d_m2l_work(const fmk_plan *plan, int64_t *pairs,
                                               int64_t *tile_pairs, int *stride)
 {
@@ -2585,8 +2698,8 @@ extern "C" fmk_status fmk_cuda_fmm3d_m2l_work(const fmk_plan *plan, int64_t *pai
         return FMK_ERR_STATE;
     const fmm_gpu *s = (const fmm_gpu *)plan->state;
     *pairs = s->g.n_v;
-    *tile_pairs = s->m2l_products;
-    *stride = s->S;
+    *tile_pairs = (int64_t)(s->m2l_flops / (2.0 * s->Sp * s->Sp) + 0.5);
+    *stride = s->Sp;
     return FMK_OK;
 }
 

@@ -304,33 +304,39 @@ __global__ void k_m2l_columns(int64_t n, const uint8_t *__restrict__ key,
 
 } // namespace
 
-/* The M2L order of the 316 V directions: by class triple (per axis: -3, -2..2, 3; x, then y,
- * then z), then by FMK_FMM3D_DIR. The sources of octant o (bit 2 x, 1 y, 0 z; 1: the upper
+/* The M2L order of the 316 V directions: by the M2L's degree of the direction, largest first
+ * (fmm3d.cu truncates the far directions' operators; one degree for all without), then by class
+ * triple (per axis: -3, -2..2, 3; x, then y, then z), then by FMK_FMM3D_DIR. The sources of octant o (bit 2 x, 1 y, 0 z; 1: the upper
  * half) reach the directions with d_i in [-2 - o_i, 3 - o_i] on each axis (d = target - source
  * in sides: the parents touch), 189 of them: in this order they lie in 4 runs (2 x classes times
  * 2 y classes, each over 2 z classes), which fmm3d.cu's per-octant GEMMs cover with a few
- * directions more (a run and the next merged across a gap of a few directions). */
-extern "C" void fmk_cuda_fmm3d_m2l_order(int16_t rank[FMK_FMM3D_NDIR], int16_t dir_of_rank[512])
+ * directions more (a run and the next merged across a gap of a few directions); per degree
+ * likewise within that degree's directions. */
+extern "C" void fmk_cuda_fmm3d_m2l_order(const int8_t *deg, int16_t rank[FMK_FMM3D_NDIR], int16_t dir_of_rank[512])
 {
-    /* a counting sort of the V directions by class (cx, cy, cz), stable in d */
-    int cls[FMK_FMM3D_NDIR], first[28] = {0};
+    /* a counting sort of the V directions by (degree, largest first; class (cx, cy, cz)),
+     * stable in d */
+    enum { KEYS = 128 * 27 };
+    int first[KEYS + 1]; /* 14 kB */
+    int key[FMK_FMM3D_NDIR];
     for (int i = 0; i < 512; i++)
         dir_of_rank[i] = -1;
+    memset(first, 0, sizeof first);
     for (int d = 0; d < FMK_FMM3D_NDIR; d++) {
         const int o[3] = {d / 49 - 3, (d / 7) % 7 - 3, d % 7 - 3};
         const int v = abs(o[0]) > 1 || abs(o[1]) > 1 || abs(o[2]) > 1; /* a V direction */
         int c = 0;
         for (int a = 0; a < 3; a++)
             c = 3 * c + (o[a] == -3 ? 0 : o[a] == 3 ? 2 : 1);
-        cls[d] = v ? c : -1;
+        key[d] = v ? (127 - (deg ? deg[d] : 0)) * 27 + c : -1;
         if (v)
-            first[c + 1]++;
+            first[key[d] + 1]++;
     }
-    for (int c = 0; c < 27; c++)
+    for (int c = 0; c < KEYS; c++)
         first[c + 1] += first[c];
     for (int d = 0; d < FMK_FMM3D_NDIR; d++) {
-        rank[d] = (int16_t)(cls[d] < 0 ? -1 : first[cls[d]]++);
-        if (cls[d] >= 0)
+        rank[d] = (int16_t)(key[d] < 0 ? -1 : first[key[d]]++);
+        if (key[d] >= 0)
             dir_of_rank[rank[d]] = (int16_t)d;
     }
 }
@@ -732,6 +738,7 @@ extern "C" fmk_status fmk_cuda_fmm3d_geometry(fmk_plan *plan, const fmk_cuda_tre
         g->arena_lent = keep.arena_lent;
         memcpy(g->stage_ev, keep.stage_ev, sizeof g->stage_ev);
         g->n_stage_ev = keep.n_stage_ev;
+        memcpy(g->m2l_deg, keep.m2l_deg, sizeof g->m2l_deg);
     }
     builder B;
     memset(&B.w, 0, sizeof B.w);
@@ -851,7 +858,7 @@ extern "C" fmk_status fmk_cuda_fmm3d_geometry(fmk_plan *plan, const fmk_cuda_tre
     la.oct = g->d_oct;
     B.alloc(&w.rank, FMK_FMM3D_NDIR, "the list builder's workspace");
     int16_t rank[FMK_FMM3D_NDIR], dir_of_rank[RANK_MAX];
-    fmk_cuda_fmm3d_m2l_order(rank, dir_of_rank);
+    fmk_cuda_fmm3d_m2l_order(g->m2l_deg, rank, dir_of_rank);
     if (B.st == FMK_OK)
         B.ok(cudaMemcpy(w.rank, rank, sizeof rank, cudaMemcpyHostToDevice), "cudaMemcpy (directions)");
     la.rank = w.rank;

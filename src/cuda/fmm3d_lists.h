@@ -53,7 +53,10 @@ typedef struct fmk_cuda_fmm3d_geo {
     int16_t *d_v_slot;              /* direction slot of each V entry; rows sorted by the
                                      * source's octant, then slot */
     int64_t n_u, n_v, n_w, n_x, n_y;
-    /* V directions that occur, in the M2L order (fmk_cuda_fmm3d_m2l_order) */
+    /* the M2L's degree per direction (FMK_FMM3D_DIR; set by the caller before a build and kept
+     * by it, all zero: the M2L order by class alone) */
+    int8_t m2l_deg[FMK_FMM3D_NDIR];
+    /* V directions that occur, in the M2L order (fmk_cuda_fmm3d_m2l_order of m2l_deg) */
     int n_slots;
     int32_t dir_of_slot[FMK_FMM3D_NDIR];
     /* the M2L's source columns: the nodes from level 2 down grouped by octant, the group of
@@ -104,9 +107,10 @@ fmk_status fmk_cuda_fmm3d_geometry(fmk_plan *plan, const fmk_cuda_tree *t, const
                                    int64_t ns, int self, int64_t near_max, int tb,
                                    long long extra, fmk_cuda_fmm3d_geo *g);
 
-/* The order of the V directions in the M2L's stacked matrices (fmm3d_lists.cu): rank[d] the
- * place of FMK_FMM3D_DIR d (-1 for the near ones), dir_of_rank its inverse. */
-void fmk_cuda_fmm3d_m2l_order(int16_t rank[FMK_FMM3D_NDIR], int16_t dir_of_rank[512]);
+/* The order of the V directions in the M2L's stacked matrices (fmm3d_lists.cu): by degree
+ * deg[d] (largest first; deg NULL: all equal), then by class, then by d. rank[d] the place of
+ * FMK_FMM3D_DIR d (-1 for the near ones), dir_of_rank its inverse. */
+void fmk_cuda_fmm3d_m2l_order(const int8_t *deg, int16_t rank[FMK_FMM3D_NDIR], int16_t dir_of_rank[512]);
 
 /* Frees what *g holds and zeroes it (safe on a zeroed one). */
 void fmk_cuda_fmm3d_geo_free(fmk_cuda_fmm3d_geo *g);

@@ -9,7 +9,9 @@
  * evaluations with new charges; points given on the device (the host points' results, NaN
  * refused); precision fp32 at eps 1e-3 and 1e-5 (below: refused); out of device memory (not with --quick); the lists built on the
  * GPU equal the host's (fmm3d_lists.c) entry for entry; a fresh plan's first set_points, its
- * M2L matrices started before the tree or after the lists, gives the same results.
+ * M2L matrices started before the tree or after the lists, gives the same results; the M2L with
+ * the far directions' operators truncated (the default where the order comes from eps) against
+ * the same without, over the accuracy matrix, and with its GEMMs cut every way.
  * --quick: small sizes (for compute-sanitizer). */
 #include <math.h>
 #include <stdio.h>
@@ -47,6 +49,8 @@ extern int fmk_cuda_fmm3d_m2l_gap;
 extern long long fmk_cuda_fmm3d_m2l_bytes;
 /* and the first order of the rotation-based M2L (0: every order) */
 extern int fmk_cuda_fmm3d_m2l_rot_order;
+/* and the dense M2L's truncation of the far directions' operators (safety factor; 0: none) */
+extern double fmk_cuda_fmm3d_m2l_trunc;
 /* and P2M by column groups, L2P from per-leaf records (1; 2: P2M two sources a lane at a time;
  * 0: a thread per point) */
 extern int fmk_cuda_fmm3d_point_cols;
@@ -162,6 +166,25 @@ static void sampled_errors(int64_t n, const double *pot, const double *grad, int
     free(fp), free(fg);
 }
 
+/* The M2L's GEMMs cut three ways: one per direction, one per run of a degree across any gap,
+ * and X of one direction's products (each octant's GEMMs cut into parts). */
+static const struct {
+    int gap;
+    long long bytes;
+} m2l_cuts[] = {{-1, 256ll << 20}, {1000, 256ll << 20}, {5, 1}};
+
+/* run() with the M2L's GEMMs cut as m2l_cuts[v] (the knobs restored after). */
+static fmk_status run_m2l_cut(int v, const fmk_opts *o, double eps, int64_t n, const double *x, const double *q,
+                              double *pot, double *grad, fmk_info *info)
+{
+    const int gap = fmk_cuda_fmm3d_m2l_gap;
+    const long long bytes = fmk_cuda_fmm3d_m2l_bytes;
+    fmk_cuda_fmm3d_m2l_gap = m2l_cuts[v].gap, fmk_cuda_fmm3d_m2l_bytes = m2l_cuts[v].bytes;
+    const fmk_status st = run(o, eps, n, x, q, 0, NULL, pot, grad, info);
+    fmk_cuda_fmm3d_m2l_gap = gap, fmk_cuda_fmm3d_m2l_bytes = bytes;
+    return st;
+}
+
 /* The GPU and the CPU engines at the same order and leaf size. */
 static void test_vs_cpu(void)
 {
@@ -218,25 +241,16 @@ static void test_vs_cpu(void)
                 const double vp = test_rel_l2(p2, p1, n), vg = test_rel_l2(g2, g1, 3 * n);
                 printf("    one stream: pot %.2e grad %.2e\n", vp, vg);
                 CHECK_MSG(vp < 1e-12 && vg < 1e-12, "GPU (one stream) vs CPU: pot %.3e grad %.3e", vp, vg);
-                /* the M2L's GEMMs: one per direction, one per octant, and X of one
-                 * direction's products (each octant's GEMMs cut into parts) */
-                static const struct {
-                    int gap;
-                    long long bytes;
-                } m2l[] = {{-1, 256ll << 20}, {1000, 256ll << 20}, {5, 1}};
+                /* the M2L's GEMMs cut every way */
                 for (int v = 0; v < 3; v++) {
-                    const int gap = fmk_cuda_fmm3d_m2l_gap;
-                    const long long bytes = fmk_cuda_fmm3d_m2l_bytes;
-                    fmk_cuda_fmm3d_m2l_gap = m2l[v].gap, fmk_cuda_fmm3d_m2l_bytes = m2l[v].bytes;
                     fmk_cuda_fmm3d_direct_near = 0;
-                    CHECK(run(&og, 1e-6, n, x, q, 0, NULL, p2, g2, &info) == FMK_OK);
+                    CHECK(run_m2l_cut(v, &og, 1e-6, n, x, q, p2, g2, &info) == FMK_OK);
                     fmk_cuda_fmm3d_direct_near = near;
-                    fmk_cuda_fmm3d_m2l_gap = gap, fmk_cuda_fmm3d_m2l_bytes = bytes;
                     const double mp = test_rel_l2(p2, p1, n), mg = test_rel_l2(g2, g1, 3 * n);
                     printf("    M2L runs merged across gaps <= %d, X of %lld bytes: pot %.2e grad %.2e\n",
-                           m2l[v].gap, m2l[v].bytes, mp, mg);
+                           m2l_cuts[v].gap, m2l_cuts[v].bytes, mp, mg);
                     CHECK_MSG(mp < 1e-12 && mg < 1e-12, "GPU (M2L gap %d, X %lld bytes) vs CPU: pot %.3e grad %.3e",
-                              m2l[v].gap, m2l[v].bytes, mp, mg);
+                              m2l_cuts[v].gap, m2l_cuts[v].bytes, mp, mg);
                 }
             }
         }
@@ -498,6 +512,73 @@ static void test_accuracy(void)
     }
     fmk_plan_destroy(pl);
     free(x), free(q), free(pot), free(grad);
+}
+
+/* The M2L with the far directions' operators truncated (fmk_cuda_fmm3d_m2l_trunc, the default
+ * where the order comes from eps) over the accuracy matrix at eps 1e-3, 1e-6, 1e-9 (the orders
+ * of the dense M2L): errors against the direct sum within eps (pot) and 10 eps (grad), and
+ * within TRUNC_RATIO times those of the whole operators (knob 0); the safety factors 1 and 0.03
+ * beside them, printed (the knob's sweep, docs/fmm3d_gpu.md). Then, truncated, the GEMMs one
+ * per direction, one per run of a degree, and X of one direction's products: the same sums. */
+#define TRUNC_RATIO 1.3
+static void test_trunc(void)
+{
+    const int64_t n = quick ? 4000 : 60000, ns = quick ? 200 : 1000;
+    const double epss[] = {1e-3, 1e-6, 1e-9}, knobs[] = {1, 0.3, 0.03};
+    const double f0 = fmk_cuda_fmm3d_m2l_trunc;
+    double *x = test_alloc(3 * n), *q = test_alloc(n), *pot = test_alloc(n), *grad = test_alloc(3 * n);
+    double *pot2 = test_alloc(n), *grad2 = test_alloc(3 * n);
+    for (int d = 0; d < N_DISTS; d += quick ? N_DISTS : 1) {
+        make_points(d, n, 21 + d, x);
+        test_charges(n, 0, 22 + d, q);
+        double *ref = sampled_reference(n, x, q, ns);
+        for (int e = quick ? 1 : 0; e < (quick ? 2 : 3); e++) {
+            check_context("M2L truncated, %s, eps %.0e", dist_name[d], epss[e]);
+            fmk_opts o = fmm_opts(FMK_BACKEND_CUDA, -1, 0);
+            fmk_info info;
+            double ep0, eg0, ep, eg;
+            fmk_cuda_fmm3d_m2l_trunc = 0;
+            const fmk_status s0 = run(&o, epss[e], n, x, q, 0, NULL, pot, grad, &info);
+            fmk_cuda_fmm3d_m2l_trunc = f0;
+            if (!CHECK(s0 == FMK_OK) || !CHECK(run(&o, epss[e], n, x, q, 0, NULL, pot2, grad2, NULL) == FMK_OK))
+                continue;
+            sampled_errors(n, pot, grad, ns, ref, &ep0, &eg0);
+            sampled_errors(n, pot2, grad2, ns, ref, &ep, &eg);
+            printf("  M2L truncated %-7s eps %.0e p %2d: whole pot %.2e grad %.2e; f %g pot %.2e (x%.2f) grad %.2e "
+                   "(x%.2f)",
+                   dist_name[d], epss[e], info.order, ep0, eg0, f0, ep, ep / ep0, eg, eg / eg0);
+            CHECK_MSG(ep <= epss[e] && eg <= 10 * epss[e], "pot %.3e grad %.3e", ep, eg);
+            CHECK_MSG(ep <= TRUNC_RATIO * ep0 && eg <= TRUNC_RATIO * eg0,
+                      "truncated: pot %.3e grad %.3e, whole: pot %.3e grad %.3e", ep, eg, ep0, eg0);
+            for (int k = 0; k < 3 && !quick; k++) {
+                fmk_cuda_fmm3d_m2l_trunc = knobs[k];
+                const fmk_status sk = run(&o, epss[e], n, x, q, 0, NULL, pot2, grad2, NULL);
+                fmk_cuda_fmm3d_m2l_trunc = f0;
+                if (!CHECK(sk == FMK_OK))
+                    continue;
+                sampled_errors(n, pot2, grad2, ns, ref, &ep, &eg);
+                printf("; f %g x%.2f x%.2f", knobs[k], ep / ep0, eg / eg0);
+            }
+            printf("\n");
+            if (e != 1 || (d != 0 && d != 2))
+                continue;
+            /* the GEMMs cut every way: the same products, summed alike */
+            fmk_cuda_fmm3d_m2l_trunc = f0;
+            CHECK(run(&o, epss[e], n, x, q, 0, NULL, pot, grad, NULL) == FMK_OK);
+            for (int v = 0; v < 3; v++) {
+                if (!CHECK(run_m2l_cut(v, &o, epss[e], n, x, q, pot2, grad2, NULL) == FMK_OK))
+                    continue;
+                const double dp = test_rel_l2(pot2, pot, n), dg = test_rel_l2(grad2, grad, 3 * n);
+                printf("    truncated, M2L runs merged across gaps <= %d, X of %lld bytes: pot %.2e grad %.2e\n",
+                       m2l_cuts[v].gap, m2l_cuts[v].bytes, dp, dg);
+                CHECK_MSG(dp < 1e-12 && dg < 1e-12, "M2L gap %d, X %lld bytes: pot %.3e grad %.3e", m2l_cuts[v].gap,
+                          m2l_cuts[v].bytes, dp, dg);
+            }
+        }
+        free(ref);
+    }
+    fmk_cuda_fmm3d_m2l_trunc = f0;
+    free(x), free(q), free(pot), free(grad), free(pot2), free(grad2);
 }
 
 /* The error falls as the order rises (fixed leaves). */
@@ -1082,7 +1163,7 @@ static int wanted(const char *name)
 }
 
 /* test_fmm3d_gpu [--quick] [test ...]: tests lists, vs_cpu, pairs, root, small, device, targets,
- * order, accuracy, points_device, fp32, fresh, cols, oom (all by default; oom not with --quick), and race
+ * order, accuracy, points_device, fp32, fresh, cols, trunc, oom (all by default; oom not with --quick), and race
  * (only by name: every kernel on small shapes, the set make gpu-test runs under racecheck). */
 int main(int argc, char **argv)
 {
@@ -1106,7 +1187,7 @@ int main(int argc, char **argv)
                  {"device", test_device_and_reuse}, {"targets", test_targets}, {"order", test_order},
                  {"accuracy", test_accuracy}, {"points_device", test_points_device},
                  {"fp32", test_fp32}, {"oom", test_oom},     {"race", test_race},
-                 {"fresh", test_fresh},     {"cols", test_cols}};
+                 {"fresh", test_fresh},     {"cols", test_cols},       {"trunc", test_trunc}};
     for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++)
         if (wanted(tests[i].name) && !(quick && tests[i].run == test_oom) &&
             (n_names > 0 || tests[i].run != test_race)) /* race: only by name */
