@@ -41,6 +41,10 @@
  *   --moments-fused K           trees of at most 8192 nodes (more sources than the one-block
  *                               charges and moments take): charges and moments in one launch
  *                               (1, default; 0: three)
+ *   --moments-up K              larger trees: charges and moments in one launch, each node
+ *                               by the last of its children to be done (1, default; 0: the
+ *                               packing, then one launch per level)
+ *   --moments-up-max N          ... for trees of at most N nodes (default 262144)
  *   --small-fold K              trees built without a wait: the groups in the build's launch,
  *                               the group boxes in the packing's, and the charge check of at
  *                               most 32768 sources by one block without a memset (1, default;
@@ -86,6 +90,10 @@
  *   --super2 S2                 a second level: parents of S2 super-groups walked first,
  *                               whose start lists the super-groups walk from (0 off,
  *                               default 4; used when S * S2 <= 32)
+ *   --super-chain K             the super-groups' and group walks chained: each starts while
+ *                               the one before runs, a warp waiting for its start list (1,
+ *                               default; compute capability 9.0 and later), or each after
+ *                               the one before (0)
  *   --super-depth D             super-groups only for trees of at least log8(N / leaf) + D
  *                               levels (default 4: the Plummer sphere, not the cube; -100:
  *                               every tree)
@@ -131,6 +139,9 @@ extern int fmk_cuda_tree_cells;
 extern long long fmk_cuda_bh_moments_small_max;
 /* Their charges and moments in one launch (1, default) or three (0; a tuning knob, not API). */
 extern int fmk_cuda_bh_moments_fused;
+/* larger trees (up to moments_up_max nodes): charges and moments in one launch */
+extern int fmk_cuda_bh_moments_up;
+extern long long fmk_cuda_bh_moments_up_max;
 extern int fmk_cuda_bh_split_warps;
 /* The one-wait paths of small N (tuning knobs, not API): the one-block frame of sets of at
  * most this many points, the build without a wait (1) or with one (0), and the one-block
@@ -191,6 +202,7 @@ extern int fmk_cuda_bh_super_open;
 extern double fmk_cuda_bh_super_k;
 extern double fmk_cuda_bh_super_depth;
 extern int fmk_cuda_bh_super2;
+extern int fmk_cuda_bh_super_chain; /* the walks chained (1) or one after the other (0) */
 
 /* measure()'s walk argument for the next/more group walk (the breadth-first one is GROUP). */
 #define WALK_NEXT_MORE ((fmk_walk)3)
@@ -502,7 +514,8 @@ int main(int argc, char **argv)
         else if (strcmp(argv[a], "--direct") == 0)
             with_direct = 1;
         else if (strcmp(argv[a], "--no-small") == 0)
-            fmk_cuda_tree_small_max = 0, fmk_cuda_bh_moments_small_max = 0, fmk_cuda_bh_split_warps = 0;
+            fmk_cuda_tree_small_max = 0, fmk_cuda_bh_moments_small_max = 0,
+            fmk_cuda_bh_moments_up = 0, fmk_cuda_bh_split_warps = 0;
         else if (strcmp(argv[a], "--one-wait-off") == 0)
             fmk_cuda_bh_frame_small_max = 0, fmk_cuda_bh_async = 0, fmk_cuda_bh_prep_small_max = 0;
         else if (strcmp(argv[a], "--split-deepest") == 0)
@@ -521,6 +534,10 @@ int main(int argc, char **argv)
             fmk_cuda_tree_merge_build = atoi(argv[++a]);
         else if (strcmp(argv[a], "--moments-fused") == 0 && a + 1 < argc)
             fmk_cuda_bh_moments_fused = atoi(argv[++a]);
+        else if (strcmp(argv[a], "--moments-up") == 0 && a + 1 < argc)
+            fmk_cuda_bh_moments_up = atoi(argv[++a]);
+        else if (strcmp(argv[a], "--moments-up-max") == 0 && a + 1 < argc)
+            fmk_cuda_bh_moments_up_max = atoll(argv[++a]);
         else if (strcmp(argv[a], "--small-fold") == 0 && a + 1 < argc) {
             const int k = atoi(argv[++a]);
             fmk_cuda_tree_build_groups = k, fmk_cuda_bh_pack_boxes = k;
@@ -578,6 +595,8 @@ int main(int argc, char **argv)
             fmk_cuda_bh_super_k = atof(argv[++a]);
         else if (strcmp(argv[a], "--super2") == 0 && a + 1 < argc)
             fmk_cuda_bh_super2 = atoi(argv[++a]);
+        else if (strcmp(argv[a], "--super-chain") == 0 && a + 1 < argc)
+            fmk_cuda_bh_super_chain = atoi(argv[++a]);
         else if (strcmp(argv[a], "--super-depth") == 0 && a + 1 < argc)
             fmk_cuda_bh_super_depth = atof(argv[++a]);
         else if (strcmp(argv[a], "--super-sweep") == 0)

@@ -97,6 +97,15 @@ long long fmk_cuda_bh_moments_small_max = 8192;
  * in three (k_pack_charges, k_moments_leaves, k_moments_inner: 0). */
 extern "C" int fmk_cuda_bh_moments_fused;
 int fmk_cuda_bh_moments_fused = 1;
+/* Tuning knob for the benchmark and the tests (not API): larger trees of at most
+ * fmk_cuda_bh_moments_up_max nodes get their charges packed and every moment in one launch
+ * (k_moments_up, arrival counters: 1), or in one launch per level after the packing (0; and
+ * trees of more nodes: at 2^24 points, 0.6..1.4 M nodes, the one launch measured 0.24..0.32 ms
+ * slower, bench/RESULTS.md). */
+extern "C" int fmk_cuda_bh_moments_up;
+int fmk_cuda_bh_moments_up = 1;
+extern "C" long long fmk_cuda_bh_moments_up_max;
+long long fmk_cuda_bh_moments_up_max = 1ll << 18;
 /* Tuning knob for the benchmark and the tests (not API): the breadth-first walk is split in
  * parts (walk_args) until it has about this many warps per SM (0: never split). */
 extern "C" int fmk_cuda_bh_split_warps;
@@ -195,6 +204,12 @@ extern "C" int fmk_cuda_bh_super2;
 int fmk_cuda_bh_super2 = 4;
 extern "C" int fmk_cuda_bh_super2_cap;
 int fmk_cuda_bh_super2_cap = 640;
+/* Tuning knob for the benchmark and the tests (not API): the super-groups' walks and the group
+ * walks chained (1): each starts while the walk before it runs (programmatic dependent launch,
+ * compute capability 9.0 and later), a warp waiting only for the list it starts from; 0: each
+ * walk after the one before it has finished. */
+extern "C" int fmk_cuda_bh_super_chain;
+int fmk_cuda_bh_super_chain = 1;
 extern "C" int fmk_cuda_bh_super_open;
 int fmk_cuda_bh_super_open = 0;
 extern "C" long long fmk_cuda_bh_super_min;
@@ -724,12 +739,30 @@ __device__ __forceinline__ uint64_t compact3(uint64_t v)
     return v;
 }
 
+/* A node's record read through L2 (ld.global.cg) when l2: k_moments_up reads records that
+ * other blocks of its launch wrote, which the SM's L1 may hold stale. */
+__device__ __forceinline__ real4f ld_record(const real4f *p)
+{
+    const float4 v = __ldcg((const float4 *)p);
+    return real4f{v.x, v.y, v.z, v.w};
+}
+__device__ __forceinline__ real4d ld_record(const real4d *p)
+{
+    const double2 a = __ldcg((const double2 *)p), b = __ldcg((const double2 *)p + 1);
+    return real4d{a.x, a.y, b.x, b.y};
+}
+
+template <typename V> __device__ __forceinline__ V rec(const V *p, bool l2)
+{
+    return l2 ? ld_record(p) : *p;
+}
+
 /* One level of nodes: leaves from their points, the others from their children. */
 /* In fp32 (lo: the sources' k_pack_points rest) a leaf's points are taken whole, x + lo, and
  * the centre xc is rounded to fp32 before the moments are taken about it: the node's stored
  * centre is then exact, and M2P and M2L offsets from it are as good as the target's (the
  * walks form them relative to the group, walk_args), however wide the frame. */
-template <typename R>
+template <typename R, bool L2 = false>
 __device__ __forceinline__ void moments_node(int32_t i, int L, double inv_theta, double scale,
                                              const uint64_t *__restrict__ keys,
                                              const int4 *__restrict__ links,
@@ -738,7 +771,10 @@ __device__ __forceinline__ void moments_node(int32_t i, int L, double inv_theta,
                                              const real4f *__restrict__ lo,
                                              typename vec4<R>::type *__restrict__ node)
 {
-    /* src is not __restrict__: k_prep_small writes the charges into it before reading it */
+    /* src is not __restrict__: k_prep_small writes the charges into it before reading it.
+     * L2: the children's records read through L2 (ld_record; k_moments_up), with the loops
+     * over the children unrolled (predicated: the same sums in the same order), so that their
+     * loads are in flight together (a node on a chain up the tree: one latency, not nc) */
     typedef typename vec4<R>::type V;
     const int4 l = links[i];
     /* geometric centre of the node's cube: its key prefix */
@@ -772,17 +808,27 @@ __device__ __forceinline__ void moments_node(int32_t i, int L, double inv_theta,
             S[3] += q * dy * dy, S[4] += q * dy * dz, S[5] += q * dz * dz;
         }
     } else {
-        const int32_t c0 = l.x, c1 = l.x + n_children[i];
-        for (int32_t c = c0; c < c1; c++) {
-            const V a = node[4 * c], m = node[4 * c + 1], s3 = node[4 * c + 3];
+        const int32_t c0 = l.x, nc = n_children[i];
+#pragma unroll(L2 ? 8 : 1)
+        for (int32_t k = 0; k < (L2 ? 8 : nc); k++) {
+            if (L2 && k >= nc)
+                continue;
+            const int32_t c = c0 + k;
+            const V a = rec(node + 4 * c, L2), m = rec(node + 4 * c + 1, L2),
+                    s3 = rec(node + 4 * c + 3, L2);
             const double ac = (double)s3.z;
             A += ac, M += (double)m.x;
             xc[0] += ac * (double)a.x, xc[1] += ac * (double)a.y, xc[2] += ac * (double)a.z;
         }
         for (int d = 0; d < 3; d++)
             xc[d] = (double)(R)(A > 0 ? xc[d] / A : gc[d]);
-        for (int32_t c = c0; c < c1; c++) {
-            const V a = node[4 * c], m = node[4 * c + 1], s2 = node[4 * c + 2], s3 = node[4 * c + 3];
+#pragma unroll(L2 ? 8 : 1)
+        for (int32_t k = 0; k < (L2 ? 8 : nc); k++) {
+            if (L2 && k >= nc)
+                continue;
+            const int32_t c = c0 + k;
+            const V a = rec(node + 4 * c, L2), m = rec(node + 4 * c + 1, L2),
+                    s2 = rec(node + 4 * c + 2, L2), s3 = rec(node + 4 * c + 3, L2);
             const double h[3] = {(double)a.x - xc[0], (double)a.y - xc[1], (double)a.z - xc[2]};
             const double Mc = (double)m.x;
             const double Dc[3] = {(double)m.y, (double)m.z, (double)m.w};
@@ -946,6 +992,46 @@ __global__ void __launch_bounds__(PREP_BLOCK)
  * at a time, cost more than they saved: the Plummer sphere's wide levels took many rounds.) */
 constexpr int MOMENTS_FUSED_BLOCK = 256, MOMENTS_STAGE = 64;
 
+/* Leaf i (links l) by a warp: its charges times cs into src, then its moments by lane 0 from
+ * the points staged in pts, rest (MOMENTS_STAGE slots each), or from src when it holds more. */
+template <typename R>
+__device__ __forceinline__ void leaf_moments_warp(int32_t i, int4 l, int L, double cs,
+                                                  double inv_theta, double scale,
+                                                  const uint64_t *__restrict__ keys,
+                                                  const int4 *__restrict__ links,
+                                                  const int32_t *__restrict__ n_children,
+                                                  const int32_t *__restrict__ order,
+                                                  const double *__restrict__ q,
+                                                  typename vec4<R>::type *src,
+                                                  const real4f *__restrict__ lo,
+                                                  typename vec4<R>::type *__restrict__ node,
+                                                  typename vec4<R>::type *pts, real4f *rest)
+{
+    typedef typename vec4<R>::type V;
+    const int lane = threadIdx.x & 31;
+    const int32_t b = l.z, c = l.w - l.z;
+    const bool staged = c <= MOMENTS_STAGE;
+    for (int32_t j = lane; j < c; j += 32) {
+        V p = src[b + j];
+        p.w = (R)(q[order[b + j]] * cs);
+        src[b + j].w = p.w;
+        if (staged) {
+            pts[j] = p;
+            if (lo)
+                rest[j] = lo[b + j];
+        }
+    }
+    __syncwarp(); /* (also orders the charges' writes before lane 0 reads them) */
+    if (lane == 0) {
+        if (staged) /* the leaf's points from shared memory, indexed as src */
+            moments_node<R>(i, L, inv_theta, scale, keys, links, n_children, pts - b,
+                            lo ? rest - b : NULL, node);
+        else
+            moments_node<R>(i, L, inv_theta, scale, keys, links, n_children, src, lo, node);
+    }
+    __syncwarp(); /* the staging area is free again */
+}
+
 template <typename R>
 __global__ void __launch_bounds__(MOMENTS_FUSED_BLOCK)
     k_moments_small(int32_t n_nodes, int levels, level_table lt, const int8_t *__restrict__ level,
@@ -960,34 +1046,14 @@ __global__ void __launch_bounds__(MOMENTS_FUSED_BLOCK)
     __shared__ V s_pts[WARPS][MOMENTS_STAGE];
     __shared__ real4f s_lo[WARPS][MOMENTS_STAGE];
     __shared__ bool s_last;
-    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    const int w = threadIdx.x >> 5;
     const double cs = charge_scale<R>(stats);
     for (int32_t i = blockIdx.x * WARPS + w; i < n_nodes; i += gridDim.x * WARPS) {
         const int4 l = links[i];
         if (l.x >= 0) /* (the same for the warp) */
             continue;
-        const int32_t b = l.z, c = l.w - l.z;
-        const bool staged = c <= MOMENTS_STAGE;
-        for (int32_t j = lane; j < c; j += 32) {
-            V p = src[b + j];
-            p.w = (R)(q[order[b + j]] * cs);
-            src[b + j].w = p.w;
-            if (staged) {
-                s_pts[w][j] = p;
-                if (lo)
-                    s_lo[w][j] = lo[b + j];
-            }
-        }
-        __syncwarp(); /* (also orders the charges' writes before lane 0 reads them) */
-        if (lane == 0) {
-            if (staged) /* the leaf's points from shared memory, indexed as src */
-                moments_node<R>(i, level[i], inv_theta, scale, keys, links, n_children,
-                                s_pts[w] - b, lo ? s_lo[w] - b : NULL, node);
-            else
-                moments_node<R>(i, level[i], inv_theta, scale, keys, links, n_children, src, lo,
-                                node);
-        }
-        __syncwarp(); /* the staging area is free again */
+        leaf_moments_warp<R>(i, l, level[i], cs, inv_theta, scale, keys, links, n_children, order,
+                             q, src, lo, node, s_pts[w], s_lo[w]);
     }
     /* the last block takes the inner nodes */
     __threadfence();
@@ -1003,6 +1069,49 @@ __global__ void __launch_bounds__(MOMENTS_FUSED_BLOCK)
             if (links[i].x >= 0)
                 moments_node<R>(i, L, inv_theta, scale, keys, links, n_children, src, NULL, node);
         __syncthreads(); /* the parents read these */
+    }
+}
+
+/* The charges' packing and every moment of a large tree in one launch (fmk_cuda_bh_moments_up;
+ * before: k_pack_charges, then k_moments once per level, 10 launches for the 2^20 Plummer
+ * sphere): a thread per leaf packs its charges and takes its moments, then goes up the tree:
+ * the last child of a node to be done (a counter per node, arrive, zero before the launch)
+ * takes the node as k_moments does (the same sums in the same order: the same moments bit for
+ * bit; its children's records read through L2), and so on up to the root or to a node whose
+ * other children are not done yet. (A warp per leaf with its points staged in shared memory,
+ * lane 0 summing, as k_moments_small, took 0.36 ms at 2^20 against the per-level kernels'
+ * 0.20: one lane's sums in fp64 per leaf.) */
+constexpr int MOMENTS_UP_BLOCK = 128;
+
+template <typename R>
+__global__ void __launch_bounds__(MOMENTS_UP_BLOCK)
+    k_moments_up(int32_t n_nodes, const int8_t *__restrict__ level, double inv_theta,
+                 double scale, const uint64_t *__restrict__ keys, const int4 *__restrict__ links,
+                 const int32_t *__restrict__ n_children, const int32_t *__restrict__ parent,
+                 const int32_t *__restrict__ order, const double *__restrict__ q,
+                 const unsigned long long *__restrict__ stats, typename vec4<R>::type *src,
+                 const real4f *__restrict__ lo, typename vec4<R>::type *__restrict__ node,
+                 int32_t *__restrict__ arrive)
+{
+    const int32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n_nodes)
+        return;
+    const int4 l = links[i];
+    if (l.x >= 0)
+        return;
+    const double cs = charge_scale<R>(stats);
+    for (int32_t j = l.z; j < l.w; j++)
+        src[j].w = (R)(q[order[j]] * cs);
+    moments_node<R>(i, level[i], inv_theta, scale, keys, links, n_children, src, lo, node);
+    for (int32_t c = i;;) { /* node c is done */
+        __threadfence();    /* its record before its arrival */
+        const int32_t p = parent[c];
+        if (p < 0 || atomicAdd(&arrive[p], 1) != n_children[p] - 1)
+            break;
+        __threadfence(); /* the other children's records after their arrivals */
+        moments_node<R, true>(p, level[p], inv_theta, scale, keys, links, n_children, src, NULL,
+                              node);
+        c = p;
     }
 }
 
@@ -1045,6 +1154,9 @@ template <typename R> struct walk_args {
      * whose expansion (FMK_BH_LOCAL4 coefficients at super_local, about super_centre[sg], used
      * when its w != 0) it adds at its targets. */
     int super, super_open, super_cap;
+    /* chain (fmk_cuda_bh_super_chain): the walks overlap; a count of SUPER_PENDING (set before
+     * the parents' walk) is not written yet, and a warp waits for the count it reads */
+    int chain;
     R super_k; /* the super-group step's k (fmk_cuda_bh_super_k times local_k) */
     const int32_t *super_order;
     int32_t *super_count, *super_list;
@@ -1531,6 +1643,34 @@ __device__ __forceinline__ void bfs_p2p_any(const typename vec4<R>::type *src, c
  * list on its stack at once (896 slots), leaving room for the nodes it opens. */
 constexpr int SUPER_LIST_MAX = 640;
 
+/* Chained walks (walk_args::chain): a start list's count before its walk has written it (the
+ * bytes 0x80, set by a memset), and the count once written, waited for. The count is written
+ * last, after a fence (super_publish), so the list and the expansion are there when it is; they
+ * are read through L2 (__ldcg, ld_record): the reading SM's L1 may hold their lines from before
+ * (a line holds the ends of two super-groups' expansions). */
+constexpr int32_t SUPER_PENDING = (int32_t)0x80808080;
+
+__device__ __forceinline__ int32_t super_wait(const int32_t *count, int chain)
+{
+    int32_t v = __ldcg(count);
+    if (chain)
+        while (v == SUPER_PENDING) {
+            __nanosleep(200);
+            v = *(volatile const int32_t *)count;
+        }
+    __threadfence(); /* what the count publishes, after it */
+    return v;
+}
+
+/* Lets the next walk's launch begin (chained walks): once every block of this one has
+ * started, the blocks of the next can, so that none of them waits on a block that has not. */
+__device__ __forceinline__ void launch_dependents()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 /* The start of group walk wp with super-groups (k_walk_bfs, walk_args): its group (*w), its
  * super-group's start list on the stack, and the super-group's expansion at its T targets per
  * lane (L2P; init: T potentials, then 3 T gradient components, zeros when there is none).
@@ -1538,7 +1678,8 @@ constexpr int SUPER_LIST_MAX = 640;
  * inlined: its registers stay out of the walk's (inlined, the walk's loop spilled more and
  * ran 11..14% slower on the same interactions: FMK_SUPER_MINB_LESS). */
 template <typename R, int T>
-__device__ __noinline__ int super_start(const int32_t *super_order, const int32_t *super_count,
+__device__ __noinline__ int super_start(int chain, const int32_t *super_order,
+                                        const int32_t *super_count,
                                         const int32_t *super_list, int super_cap, int super,
                                         const typename vec4<R>::type *super_centre,
                                         const R *super_local, int super_up,
@@ -1553,7 +1694,7 @@ __device__ __noinline__ int super_start(const int32_t *super_order, const int32_
     const int lane = threadIdx.x & 31;
     const int64_t sg = wp / super;
     *w = super_order[wp];
-    const int32_t n = super_count[sg];
+    const int32_t n = super_wait(super_count + sg, chain);
 #pragma unroll
     for (int k = 0; k < 4 * T; k++)
         init[k] = 0;
@@ -1561,20 +1702,20 @@ __device__ __noinline__ int super_start(const int32_t *super_order, const int32_
         return n;
     const int32_t *list = super_list + sg * super_cap;
     for (int e = lane; e < n; e += 32)
-        stack[e] = list[e];
+        stack[e] = __ldcg(list + e);
     /* the super-group's expansion, then its parent's (when the list came from the parent's) */
     const int64_t up = super_up ? wp / super_up : 0;
-    const int levels = super_up && up_count[up] >= 0 ? 2 : 1;
+    const int levels = super_up && __ldcg(up_count + up) >= 0 ? 2 : 1;
     for (int lv = 0; lv < levels; lv++) {
         const int64_t s = lv ? up : sg;
         const R *local = lv ? up_local : super_local;
-        const V cs = lv ? up_centre[s] : super_centre[sg];
+        const V cs = ld_record(lv ? up_centre + s : super_centre + sg);
         if (cs.w == 0)
             continue;
         R L[FMK_BH_LOCAL4];
 #pragma unroll
         for (int k = 0; k < FMK_BH_LOCAL4; k++)
-            L[k] = local[s * FMK_BH_LOCAL4 + k];
+            L[k] = __ldcg(local + s * FMK_BH_LOCAL4 + k);
         const int2 grp = groups[*w];
         /* y - cs = (y - o) + (o - cs), o the walk's origin; fp32: o - cs exact (two numbers
          * of one binade) */
@@ -1634,7 +1775,7 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32,
     int32_t n_start = -1; /* start-list entries; -1: from the root */
     R init[4 * T];        /* the super-group's expansion at the targets */
     if (SUPER)
-        n_start = super_start<R, T>(a.super_order, a.super_count, a.super_list, a.super_cap,
+        n_start = super_start<R, T>(a.chain, a.super_order, a.super_count, a.super_list, a.super_cap,
                                     a.super, a.super_centre, a.super_local, a.super_up,
                                     a.up_count, a.up_centre, a.up_local, a.groups, a.box,
                                     a.trg, a.trg_lo, wp, s_stack[wb], &w, init);
@@ -1980,6 +2121,8 @@ __global__ void __launch_bounds__(SUPER_WARPS * 32) k_walk_super(walk_args<R> a)
     __shared__ V s_gbox[SUPER_WARPS][32][2];
     const int wb = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int64_t sg = blockIdx.x * (int64_t)SUPER_WARPS + wb;
+    if (a.chain)
+        launch_dependents();
     if (sg * a.super >= a.n_groups || charges_bad(a.stats))
         return;
     int32_t *stack = s_stack[wb], *loc_list = s_loc[wb];
@@ -2027,7 +2170,8 @@ __global__ void __launch_bounds__(SUPER_WARPS * 32) k_walk_super(walk_args<R> a)
     int32_t *out = a.super_list + sg * a.super_cap;
     int sp = 1, n_out = 0, n_loc = 0, h_loc = 0; /* warp-uniform */
     const int64_t up = a.super_up ? g0 / a.super_up : 0;
-    const int32_t n_up = a.super_up ? a.up_count[up] : -1; /* < 0: from the root */
+    /* < 0: from the root */
+    const int32_t n_up = a.super_up ? super_wait(a.up_count + up, a.chain) : -1;
     bool any_loc = false, over = false;
     local_acc<R, LOC> loc = {};
 #ifdef FMK_BH_COUNT
@@ -2035,7 +2179,7 @@ __global__ void __launch_bounds__(SUPER_WARPS * 32) k_walk_super(walk_args<R> a)
 #endif
     if (n_up >= 0) { /* the parent's list (at most up_cap <= SUPER_LIST_MAX entries) */
         for (int e = lane; e < n_up; e += 32)
-            stack[e] = a.up_list[up * a.up_cap + e];
+            stack[e] = __ldcg(a.up_list + up * a.up_cap + e);
         sp = n_up;
     } else if (lane == 0) {
         stack[0] = 0;
@@ -2126,9 +2270,11 @@ __global__ void __launch_bounds__(SUPER_WARPS * 32) k_walk_super(walk_args<R> a)
         atomicMax(&sc[5], (unsigned long long)n_out);
     }
 #endif
+    __threadfence(); /* the list (every lane's entries) before the count */
+    __syncwarp();
     if (over) {
         if (lane == 0)
-            a.super_count[sg] = -1;
+            *(volatile int32_t *)(a.super_count + sg) = -1;
         return;
     }
     if (n_loc > 0)
@@ -2154,7 +2300,8 @@ __global__ void __launch_bounds__(SUPER_WARPS * 32) k_walk_super(walk_args<R> a)
     if (lane == 0) {
         c.w = any_loc ? (R)1 : (R)0;
         a.super_centre[sg] = c;
-        a.super_count[sg] = n_out;
+        __threadfence(); /* the expansion and the centre before the count */
+        *(volatile int32_t *)(a.super_count + sg) = n_out;
     }
 }
 
@@ -2194,8 +2341,27 @@ __global__ void k_sum_parts(int64_t m, int parts, const double *__restrict__ par
 /* The super-groups' walks: with a second level (a.super_up) the parents' first, from the
  * root (their lists and expansions in the up_* buffers; the parents' own counts kept apart
  * in the statistics: up_count set, super_up 0), then the super-groups'. */
+/* Launches kernel, with programmatic stream serialization when chained (walk_args::chain): it
+ * may start once every block of the kernel before it has called launch_dependents. */
+template <typename A>
+cudaError_t launch_chained(void (*kernel)(A), unsigned blocks, unsigned threads, const A &args,
+                           int chain)
+{
+    if (!chain) {
+        kernel<<<blocks, threads>>>(args);
+        return cudaGetLastError();
+    }
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(blocks), cfg.blockDim = dim3(threads), cfg.dynamicSmemBytes = 0;
+    cfg.stream = 0, cfg.attrs = at, cfg.numAttrs = 1;
+    return cudaLaunchKernelEx(&cfg, kernel, args);
+}
+
 template <typename R, int ORDER, int LOC>
-void super_walks(const walk_args<R> &a, unsigned super_blocks)
+cudaError_t super_walks(const walk_args<R> &a, unsigned super_blocks)
 {
     if (a.super_up) {
         walk_args<R> u = a;
@@ -2205,8 +2371,12 @@ void super_walks(const walk_args<R> &a, unsigned super_blocks)
         const int64_t n_up = (a.n_groups + a.super_up - 1) / a.super_up;
         k_walk_super<R, ORDER, LOC>
             <<<(unsigned)((n_up + SUPER_WARPS - 1) / SUPER_WARPS), SUPER_WARPS * 32>>>(u);
+        const cudaError_t err = cudaGetLastError();
+        if (err != cudaSuccess)
+            return err;
     }
-    k_walk_super<R, ORDER, LOC><<<super_blocks, SUPER_WARPS * 32>>>(a);
+    return launch_chained(k_walk_super<R, ORDER, LOC>, super_blocks, SUPER_WARPS * 32, a,
+                          a.chain && a.super_up);
 }
 
 template <typename R, int ORDER, bool SELF>
@@ -2228,15 +2398,19 @@ cudaError_t launch_walk(const walk_args<R> &a, int stackless, int group)
         k_walk_bfs<R, ORDER, SELF, 2, 0><<<bfs_blocks, WB * 32>>>(a);
     else if (a.local == 4 && a.harmonic) { /* the cell-to-group step (groups of 32 only) */
         if (a.super) {
-            super_walks<R, ORDER, 5>(a, super_blocks);
-            k_walk_bfs<R, ORDER, SELF, 1, 5, true><<<bfs_blocks, WB * 32>>>(a);
+            cudaError_t err = super_walks<R, ORDER, 5>(a, super_blocks);
+            return err != cudaSuccess ? err
+                                      : launch_chained(k_walk_bfs<R, ORDER, SELF, 1, 5, true>,
+                                                       bfs_blocks, WB * 32, a, a.chain);
         } else {
             k_walk_bfs<R, ORDER, SELF, 1, 5><<<bfs_blocks, WB * 32>>>(a);
         }
     } else if (a.local == 4) {
         if (a.super) {
-            super_walks<R, ORDER, 4>(a, super_blocks);
-            k_walk_bfs<R, ORDER, SELF, 1, 4, true><<<bfs_blocks, WB * 32>>>(a);
+            cudaError_t err = super_walks<R, ORDER, 4>(a, super_blocks);
+            return err != cudaSuccess ? err
+                                      : launch_chained(k_walk_bfs<R, ORDER, SELF, 1, 4, true>,
+                                                       bfs_blocks, WB * 32, a, a.chain);
         } else {
             k_walk_bfs<R, ORDER, SELF, 1, 4><<<bfs_blocks, WB * 32>>>(a);
         }
@@ -3015,6 +3189,22 @@ fmk_status super_setup(fmk_plan *plan, bh_state *s, walk_args<R> *a)
         a->up_centre = (typename vec4<R>::type *)(p + l.up_centre);
         a->up_local = (R *)(p + l.up_local);
     }
+    /* chained walks (programmatic dependent launch: compute capability 9.0 and later): the
+     * counts marked as not written yet */
+    int major = 0;
+    a->chain = fmk_cuda_bh_super_chain && l.super_up &&
+               cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, s->device) ==
+                   cudaSuccess && major >= 9;
+    const int64_t ns = (s->n_groups + a->super - 1) / a->super;
+    err = cudaSuccess;
+    if (a->chain)
+        err = cudaMemsetAsync(a->super_count, 0x80, (size_t)ns * sizeof(int32_t), 0);
+    if (a->chain && err == cudaSuccess)
+        err = cudaMemsetAsync(a->up_count, 0x80,
+                              (size_t)((s->n_groups + l.super_up - 1) / l.super_up) * sizeof(int32_t),
+                              0);
+    if (err != cudaSuccess)
+        return fmk_cuda_fail(plan, err, "the super-groups' counts");
     return FMK_OK;
 }
 
@@ -3049,6 +3239,16 @@ fmk_status run_eval_t(fmk_plan *plan, bh_state *s, const double *d_q, double *po
             (const int4 *)s->links.p, t->d_n_children, t->d_order, d_q, s->d_stats, (V *)s->src.p,
             lo, (V *)s->node.p);
         err = cudaGetLastError();
+    } else if (err == cudaSuccess && fmk_cuda_bh_moments_up &&
+               t->n_nodes <= fmk_cuda_bh_moments_up_max) {
+        err = cudaMemsetAsync(t->d_counts, 0, (size_t)t->n_nodes * sizeof(int32_t), 0);
+        if (err == cudaSuccess)
+            k_moments_up<R><<<blocks_for(t->n_nodes, MOMENTS_UP_BLOCK), MOMENTS_UP_BLOCK>>>(
+                (int32_t)t->n_nodes, t->d_level, inv_theta, S, t->d_keys, (const int4 *)s->links.p,
+                t->d_n_children, t->d_parent, t->d_order, d_q, s->d_stats, (V *)s->src.p, lo,
+                (V *)s->node.p, t->d_counts);
+        if (err == cudaSuccess)
+            err = cudaGetLastError();
     } else if (err == cudaSuccess) {
         k_pack_charges<R><<<blocks_for(n), BLOCK>>>(n, t->d_order, d_q, s->d_stats, (V *)s->src.p);
         if (t->n_nodes <= fmk_cuda_bh_moments_small_max) {
@@ -3130,7 +3330,7 @@ fmk_status run_eval_t(fmk_plan *plan, bh_state *s, const double *d_q, double *po
     }
     a.harmonic = a.local == 4 && fmk_cuda_bh_local_harmonic && a.eps2 == 0;
     a.stats = s->d_stats;
-    a.super = 0, a.super_open = fmk_cuda_bh_super_open, a.super_cap = 0, a.super_k = 0;
+    a.super = 0, a.super_open = fmk_cuda_bh_super_open, a.super_cap = 0, a.super_k = 0, a.chain = 0;
     a.super_order = NULL, a.super_count = a.super_list = NULL;
     a.super_centre = NULL, a.super_local = NULL;
     a.super_up = a.up_cap = 0, a.up_count = a.up_list = NULL, a.up_centre = NULL, a.up_local = NULL;
