@@ -60,7 +60,9 @@
  *   --split-sort-min N          trees of more than N points (default 65536) sort the keys' top
  *                               32 bits first; a huge N sorts all 63 bits (the sort before)
  *   --no-cells                  the tree's first levels by binary searches, not the table of
- *                               where each cell of level 5 starts
+ *                               where each cell of level 5 starts (and not by one block)
+ *   --top-levels K              trees built level by level: levels 0 .. K - 1 by one block
+ *                               (default 4, at most 4; 0: a count, scan and write per level)
  *   --split-nodes K, --split-level L, --split-warps W   the split walk's knobs (defaults 8, 5, 24)
  *   --theta T                   theta of --headline and --one (default 0.6)
  *   tree --headline --compare   the headline rows, then each with other acceptance tests
@@ -136,6 +138,9 @@ extern long long fmk_cuda_tree_split_sort_min;
 /* The first levels' octant boundaries from a table of cell starts (1, default) or by binary
  * searches (0, --no-cells; a tuning knob, not API). */
 extern int fmk_cuda_tree_cells;
+/* The first levels of a tree built level by level by one block (levels 0 .. K - 1, default 4;
+ * 0: by the level kernels; a tuning knob, not API). */
+extern int fmk_cuda_tree_top_levels;
 extern long long fmk_cuda_bh_moments_small_max;
 /* Their charges and moments in one launch (1, default) or three (0; a tuning knob, not API). */
 extern int fmk_cuda_bh_moments_fused;
@@ -553,6 +558,8 @@ int main(int argc, char **argv)
             fmk_cuda_bh_frame_small_max = atoll(argv[++a]);
         else if (strcmp(argv[a], "--prep-small") == 0 && a + 1 < argc)
             fmk_cuda_bh_prep_small_max = atoll(argv[++a]);
+        else if (strcmp(argv[a], "--top-levels") == 0 && a + 1 < argc)
+            fmk_cuda_tree_top_levels = atoi(argv[++a]);
         else if (strcmp(argv[a], "--no-cells") == 0)
             fmk_cuda_tree_cells = 0;
         else if (strcmp(argv[a], "--split-sort-min") == 0 && a + 1 < argc)

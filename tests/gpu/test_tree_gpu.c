@@ -44,6 +44,9 @@ extern long long fmk_cuda_tree_split_sort_min;
 extern int fmk_cuda_tree_split_run_max;
 /* The first levels' octant boundaries from a table of cell starts (1) or binary searches (0). */
 extern int fmk_cuda_tree_cells;
+/* The first levels of a tree built level by level: by one block (4: levels 0..3) or by the
+ * level kernels (0). */
+extern int fmk_cuda_tree_top_levels;
 extern long long fmk_cuda_bh_moments_small_max;
 extern int fmk_cuda_bh_split_warps;
 extern int fmk_cuda_bh_split_level_max;
@@ -465,7 +468,7 @@ static void test_same_tree(void)
     const int64_t n_merge[7] = {12000, 16000, 10000, 12000, 3000, 1500, 6000}; /* builds 8 .. 14 */
     double *x = xmalloc((size_t)n_max * 24);
     const int leaf_sizes[3] = {1, 16, 64};
-    static const char *const builds[15] = {
+    static const char *const builds[16] = {
         "one launch of one block (keys, top-bit sort, build)",
         "level by level, 63-bit sort, binary searches",
         "level by level, split sort",
@@ -480,13 +483,15 @@ static void test_same_tree(void)
         "3 tiles of 4096, merged and built by one launch",
         "one launch of one block, a tile of 4096",
         "one launch of one block, a tile of 2048",
-        "the defaults: tiles of 2048 from 4097 points, merged, built from shared memory"};
-    for (int c = 0; c < 90; c++) {
+        "the defaults: tiles of 2048 from 4097 points, merged, built from shared memory",
+        "level by level, split sort, the first levels by the level kernels too"};
+    for (int c = 0; c < 96; c++) {
         const int build = c / 6, dist = c % 6;
-        const int one_block = build == 0 || build >= 4;
+        const int one_block = build == 0 || (build >= 4 && build <= 14);
         fmk_cuda_tree_small_max = one_block ? 1ll << 40 : 0;
-        fmk_cuda_tree_split_sort_min = build == 2 || build == 3 ? 0 : 1ll << 40;
-        fmk_cuda_tree_split_run_max = build == 3 || build >= 6 ? 1 : 1024;
+        fmk_cuda_tree_split_sort_min = build == 2 || build == 3 || build == 15 ? 0 : 1ll << 40;
+        fmk_cuda_tree_top_levels = build == 15 ? 0 : 4;
+        fmk_cuda_tree_split_run_max = build == 3 || (build >= 6 && build <= 14) ? 1 : 1024;
         fmk_cuda_tree_cells = build != 1;
         fmk_cuda_tree_build_block = build == 5 ? 512 : 1024;
         fmk_cuda_tree_top_sort = build != 5;
@@ -504,7 +509,7 @@ static void test_same_tree(void)
             nc = n_tiles;
         if (build == 7 && dist != 3 && dist != 4) /* 3 tiles */
             nc = n_three;
-        if (build >= 8 && dist != 3 && dist != 4)
+        if (build >= 8 && build <= 14 && dist != 3 && dist != 4)
             nc = n_merge[build - 8];
         test_points(dist == 1 ? TEST_DIST_CLUSTERED : TEST_DIST_PLUMMER, nc, 61 + dist, x);
         if (dist == 2) /* a third of them identical */
@@ -558,6 +563,7 @@ static void test_same_tree(void)
     fmk_cuda_tree_top_sort = 1;
     fmk_cuda_tree_fused = 1;
     fmk_cuda_tree_sort_tile = 0;
+    fmk_cuda_tree_top_levels = 4;
     fmk_cuda_tree_merge_build = 2;
     fmk_cuda_tree_fused_fit = 1;
     fmk_cuda_tree_fused_max = 4096;
