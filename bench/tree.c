@@ -92,10 +92,6 @@
  *   --super2 S2                 a second level: parents of S2 super-groups walked first,
  *                               whose start lists the super-groups walk from (0 off,
  *                               default 4; used when S * S2 <= 32)
- *   --super-chain K             the super-groups' and group walks chained: each starts while
- *                               the one before runs, a warp waiting for its start list (1,
- *                               default; compute capability 9.0 and later), or each after
- *                               the one before (0)
  *   --super-depth D             super-groups only for trees of at least log8(N / leaf) + D
  *                               levels (default 4: the Plummer sphere, not the cube; -100:
  *                               every tree)
@@ -207,7 +203,6 @@ extern int fmk_cuda_bh_super_open;
 extern double fmk_cuda_bh_super_k;
 extern double fmk_cuda_bh_super_depth;
 extern int fmk_cuda_bh_super2;
-extern int fmk_cuda_bh_super_chain; /* the walks chained (1) or one after the other (0) */
 
 /* measure()'s walk argument for the next/more group walk (the breadth-first one is GROUP). */
 #define WALK_NEXT_MORE ((fmk_walk)3)
@@ -602,8 +597,6 @@ int main(int argc, char **argv)
             fmk_cuda_bh_super_k = atof(argv[++a]);
         else if (strcmp(argv[a], "--super2") == 0 && a + 1 < argc)
             fmk_cuda_bh_super2 = atoi(argv[++a]);
-        else if (strcmp(argv[a], "--super-chain") == 0 && a + 1 < argc)
-            fmk_cuda_bh_super_chain = atoi(argv[++a]);
         else if (strcmp(argv[a], "--super-depth") == 0 && a + 1 < argc)
             fmk_cuda_bh_super_depth = atof(argv[++a]);
         else if (strcmp(argv[a], "--super-sweep") == 0)

@@ -204,12 +204,6 @@ extern "C" int fmk_cuda_bh_super2;
 int fmk_cuda_bh_super2 = 4;
 extern "C" int fmk_cuda_bh_super2_cap;
 int fmk_cuda_bh_super2_cap = 640;
-/* Tuning knob for the benchmark and the tests (not API): the super-groups' walks and the group
- * walks chained (1): each starts while the walk before it runs (programmatic dependent launch,
- * compute capability 9.0 and later), a warp waiting only for the list it starts from; 0: each
- * walk after the one before it has finished. */
-extern "C" int fmk_cuda_bh_super_chain;
-int fmk_cuda_bh_super_chain = 1;
 extern "C" int fmk_cuda_bh_super_open;
 int fmk_cuda_bh_super_open = 0;
 extern "C" long long fmk_cuda_bh_super_min;
@@ -1154,9 +1148,6 @@ template <typename R> struct walk_args {
      * whose expansion (FMK_BH_LOCAL4 coefficients at super_local, about super_centre[sg], used
      * when its w != 0) it adds at its targets. */
     int super, super_open, super_cap;
-    /* chain (fmk_cuda_bh_super_chain): the walks overlap; a count of SUPER_PENDING (set before
-     * the parents' walk) is not written yet, and a warp waits for the count it reads */
-    int chain;
     R super_k; /* the super-group step's k (fmk_cuda_bh_super_k times local_k) */
     const int32_t *super_order;
     int32_t *super_count, *super_list;
@@ -1643,34 +1634,6 @@ __device__ __forceinline__ void bfs_p2p_any(const typename vec4<R>::type *src, c
  * list on its stack at once (896 slots), leaving room for the nodes it opens. */
 constexpr int SUPER_LIST_MAX = 640;
 
-/* Chained walks (walk_args::chain): a start list's count before its walk has written it (the
- * bytes 0x80, set by a memset), and the count once written, waited for. The count is written
- * last, after a fence (super_publish), so the list and the expansion are there when it is; they
- * are read through L2 (__ldcg, ld_record): the reading SM's L1 may hold their lines from before
- * (a line holds the ends of two super-groups' expansions). */
-constexpr int32_t SUPER_PENDING = (int32_t)0x80808080;
-
-__device__ __forceinline__ int32_t super_wait(const int32_t *count, int chain)
-{
-    int32_t v = __ldcg(count);
-    if (chain)
-        while (v == SUPER_PENDING) {
-            __nanosleep(200);
-            v = *(volatile const int32_t *)count;
-        }
-    __threadfence(); /* what the count publishes, after it */
-    return v;
-}
-
-/* Lets the next walk's launch begin (chained walks): once every block of this one has
- * started, the blocks of the next can, so that none of them waits on a block that has not. */
-__device__ __forceinline__ void launch_dependents()
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
-
 /* The start of group walk wp with super-groups (k_walk_bfs, walk_args): its group (*w), its
  * super-group's start list on the stack, and the super-group's expansion at its T targets per
  * lane (L2P; init: T potentials, then 3 T gradient components, zeros when there is none).
@@ -1678,8 +1641,7 @@ __device__ __forceinline__ void launch_dependents()
  * inlined: its registers stay out of the walk's (inlined, the walk's loop spilled more and
  * ran 11..14% slower on the same interactions: FMK_SUPER_MINB_LESS). */
 template <typename R, int T>
-__device__ __noinline__ int super_start(int chain, const int32_t *super_order,
-                                        const int32_t *super_count,
+__device__ __noinline__ int super_start(const int32_t *super_order, const int32_t *super_count,
                                         const int32_t *super_list, int super_cap, int super,
                                         const typename vec4<R>::type *super_centre,
                                         const R *super_local, int super_up,
@@ -1694,7 +1656,7 @@ __device__ __noinline__ int super_start(int chain, const int32_t *super_order,
     const int lane = threadIdx.x & 31;
     const int64_t sg = wp / super;
     *w = super_order[wp];
-    const int32_t n = super_wait(super_count + sg, chain);
+    const int32_t n = super_count[sg];
 #pragma unroll
     for (int k = 0; k < 4 * T; k++)
         init[k] = 0;
@@ -1702,20 +1664,20 @@ __device__ __noinline__ int super_start(int chain, const int32_t *super_order,
         return n;
     const int32_t *list = super_list + sg * super_cap;
     for (int e = lane; e < n; e += 32)
-        stack[e] = __ldcg(list + e);
+        stack[e] = list[e];
     /* the super-group's expansion, then its parent's (when the list came from the parent's) */
     const int64_t up = super_up ? wp / super_up : 0;
-    const int levels = super_up && __ldcg(up_count + up) >= 0 ? 2 : 1;
+    const int levels = super_up && up_count[up] >= 0 ? 2 : 1;
     for (int lv = 0; lv < levels; lv++) {
         const int64_t s = lv ? up : sg;
         const R *local = lv ? up_local : super_local;
-        const V cs = ld_record(lv ? up_centre + s : super_centre + sg);
+        const V cs = lv ? up_centre[s] : super_centre[sg];
         if (cs.w == 0)
             continue;
         R L[FMK_BH_LOCAL4];
 #pragma unroll
         for (int k = 0; k < FMK_BH_LOCAL4; k++)
-            L[k] = __ldcg(local + s * FMK_BH_LOCAL4 + k);
+            L[k] = local[s * FMK_BH_LOCAL4 + k];
         const int2 grp = groups[*w];
         /* y - cs = (y - o) + (o - cs), o the walk's origin; fp32: o - cs exact (two numbers
          * of one binade) */
@@ -1775,7 +1737,7 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32,
     int32_t n_start = -1; /* start-list entries; -1: from the root */
     R init[4 * T];        /* the super-group's expansion at the targets */
     if (SUPER)
-        n_start = super_start<R, T>(a.chain, a.super_order, a.super_count, a.super_list, a.super_cap,
+        n_start = super_start<R, T>(a.super_order, a.super_count, a.super_list, a.super_cap,
                                     a.super, a.super_centre, a.super_local, a.super_up,
                                     a.up_count, a.up_centre, a.up_local, a.groups, a.box,
                                     a.trg, a.trg_lo, wp, s_stack[wb], &w, init);
@@ -2121,8 +2083,6 @@ __global__ void __launch_bounds__(SUPER_WARPS * 32) k_walk_super(walk_args<R> a)
     __shared__ V s_gbox[SUPER_WARPS][32][2];
     const int wb = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int64_t sg = blockIdx.x * (int64_t)SUPER_WARPS + wb;
-    if (a.chain)
-        launch_dependents();
     if (sg * a.super >= a.n_groups || charges_bad(a.stats))
         return;
     int32_t *stack = s_stack[wb], *loc_list = s_loc[wb];
@@ -2170,8 +2130,7 @@ __global__ void __launch_bounds__(SUPER_WARPS * 32) k_walk_super(walk_args<R> a)
     int32_t *out = a.super_list + sg * a.super_cap;
     int sp = 1, n_out = 0, n_loc = 0, h_loc = 0; /* warp-uniform */
     const int64_t up = a.super_up ? g0 / a.super_up : 0;
-    /* < 0: from the root */
-    const int32_t n_up = a.super_up ? super_wait(a.up_count + up, a.chain) : -1;
+    const int32_t n_up = a.super_up ? a.up_count[up] : -1; /* < 0: from the root */
     bool any_loc = false, over = false;
     local_acc<R, LOC> loc = {};
 #ifdef FMK_BH_COUNT
@@ -2179,7 +2138,7 @@ __global__ void __launch_bounds__(SUPER_WARPS * 32) k_walk_super(walk_args<R> a)
 #endif
     if (n_up >= 0) { /* the parent's list (at most up_cap <= SUPER_LIST_MAX entries) */
         for (int e = lane; e < n_up; e += 32)
-            stack[e] = __ldcg(a.up_list + up * a.up_cap + e);
+            stack[e] = a.up_list[up * a.up_cap + e];
         sp = n_up;
     } else if (lane == 0) {
         stack[0] = 0;
@@ -2270,11 +2229,9 @@ __global__ void __launch_bounds__(SUPER_WARPS * 32) k_walk_super(walk_args<R> a)
         atomicMax(&sc[5], (unsigned long long)n_out);
     }
 #endif
-    __threadfence(); /* the list (every lane's entries) before the count */
-    __syncwarp();
     if (over) {
         if (lane == 0)
-            *(volatile int32_t *)(a.super_count + sg) = -1;
+            a.super_count[sg] = -1;
         return;
     }
     if (n_loc > 0)
@@ -2300,8 +2257,7 @@ __global__ void __launch_bounds__(SUPER_WARPS * 32) k_walk_super(walk_args<R> a)
     if (lane == 0) {
         c.w = any_loc ? (R)1 : (R)0;
         a.super_centre[sg] = c;
-        __threadfence(); /* the expansion and the centre before the count */
-        *(volatile int32_t *)(a.super_count + sg) = n_out;
+        a.super_count[sg] = n_out;
     }
 }
 
@@ -2341,27 +2297,8 @@ __global__ void k_sum_parts(int64_t m, int parts, const double *__restrict__ par
 /* The super-groups' walks: with a second level (a.super_up) the parents' first, from the
  * root (their lists and expansions in the up_* buffers; the parents' own counts kept apart
  * in the statistics: up_count set, super_up 0), then the super-groups'. */
-/* Launches kernel, with programmatic stream serialization when chained (walk_args::chain): it
- * may start once every block of the kernel before it has called launch_dependents. */
-template <typename A>
-cudaError_t launch_chained(void (*kernel)(A), unsigned blocks, unsigned threads, const A &args,
-                           int chain)
-{
-    if (!chain) {
-        kernel<<<blocks, threads>>>(args);
-        return cudaGetLastError();
-    }
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[0].val.programmaticStreamSerializationAllowed = 1;
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(blocks), cfg.blockDim = dim3(threads), cfg.dynamicSmemBytes = 0;
-    cfg.stream = 0, cfg.attrs = at, cfg.numAttrs = 1;
-    return cudaLaunchKernelEx(&cfg, kernel, args);
-}
-
 template <typename R, int ORDER, int LOC>
-cudaError_t super_walks(const walk_args<R> &a, unsigned super_blocks)
+void super_walks(const walk_args<R> &a, unsigned super_blocks)
 {
     if (a.super_up) {
         walk_args<R> u = a;
@@ -2371,12 +2308,8 @@ cudaError_t super_walks(const walk_args<R> &a, unsigned super_blocks)
         const int64_t n_up = (a.n_groups + a.super_up - 1) / a.super_up;
         k_walk_super<R, ORDER, LOC>
             <<<(unsigned)((n_up + SUPER_WARPS - 1) / SUPER_WARPS), SUPER_WARPS * 32>>>(u);
-        const cudaError_t err = cudaGetLastError();
-        if (err != cudaSuccess)
-            return err;
     }
-    return launch_chained(k_walk_super<R, ORDER, LOC>, super_blocks, SUPER_WARPS * 32, a,
-                          a.chain && a.super_up);
+    k_walk_super<R, ORDER, LOC><<<super_blocks, SUPER_WARPS * 32>>>(a);
 }
 
 template <typename R, int ORDER, bool SELF>
@@ -2398,19 +2331,15 @@ cudaError_t launch_walk(const walk_args<R> &a, int stackless, int group)
         k_walk_bfs<R, ORDER, SELF, 2, 0><<<bfs_blocks, WB * 32>>>(a);
     else if (a.local == 4 && a.harmonic) { /* the cell-to-group step (groups of 32 only) */
         if (a.super) {
-            cudaError_t err = super_walks<R, ORDER, 5>(a, super_blocks);
-            return err != cudaSuccess ? err
-                                      : launch_chained(k_walk_bfs<R, ORDER, SELF, 1, 5, true>,
-                                                       bfs_blocks, WB * 32, a, a.chain);
+            super_walks<R, ORDER, 5>(a, super_blocks);
+            k_walk_bfs<R, ORDER, SELF, 1, 5, true><<<bfs_blocks, WB * 32>>>(a);
         } else {
             k_walk_bfs<R, ORDER, SELF, 1, 5><<<bfs_blocks, WB * 32>>>(a);
         }
     } else if (a.local == 4) {
         if (a.super) {
-            cudaError_t err = super_walks<R, ORDER, 4>(a, super_blocks);
-            return err != cudaSuccess ? err
-                                      : launch_chained(k_walk_bfs<R, ORDER, SELF, 1, 4, true>,
-                                                       bfs_blocks, WB * 32, a, a.chain);
+            super_walks<R, ORDER, 4>(a, super_blocks);
+            k_walk_bfs<R, ORDER, SELF, 1, 4, true><<<bfs_blocks, WB * 32>>>(a);
         } else {
             k_walk_bfs<R, ORDER, SELF, 1, 4><<<bfs_blocks, WB * 32>>>(a);
         }
@@ -3189,22 +3118,6 @@ fmk_status super_setup(fmk_plan *plan, bh_state *s, walk_args<R> *a)
         a->up_centre = (typename vec4<R>::type *)(p + l.up_centre);
         a->up_local = (R *)(p + l.up_local);
     }
-    /* chained walks (programmatic dependent launch: compute capability 9.0 and later): the
-     * counts marked as not written yet */
-    int major = 0;
-    a->chain = fmk_cuda_bh_super_chain && l.super_up &&
-               cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, s->device) ==
-                   cudaSuccess && major >= 9;
-    const int64_t ns = (s->n_groups + a->super - 1) / a->super;
-    err = cudaSuccess;
-    if (a->chain)
-        err = cudaMemsetAsync(a->super_count, 0x80, (size_t)ns * sizeof(int32_t), 0);
-    if (a->chain && err == cudaSuccess)
-        err = cudaMemsetAsync(a->up_count, 0x80,
-                              (size_t)((s->n_groups + l.super_up - 1) / l.super_up) * sizeof(int32_t),
-                              0);
-    if (err != cudaSuccess)
-        return fmk_cuda_fail(plan, err, "the super-groups' counts");
     return FMK_OK;
 }
 
@@ -3330,7 +3243,7 @@ fmk_status run_eval_t(fmk_plan *plan, bh_state *s, const double *d_q, double *po
     }
     a.harmonic = a.local == 4 && fmk_cuda_bh_local_harmonic && a.eps2 == 0;
     a.stats = s->d_stats;
-    a.super = 0, a.super_open = fmk_cuda_bh_super_open, a.super_cap = 0, a.super_k = 0, a.chain = 0;
+    a.super = 0, a.super_open = fmk_cuda_bh_super_open, a.super_cap = 0, a.super_k = 0;
     a.super_order = NULL, a.super_count = a.super_list = NULL;
     a.super_centre = NULL, a.super_local = NULL;
     a.super_up = a.up_cap = 0, a.up_count = a.up_list = NULL, a.up_centre = NULL, a.up_local = NULL;

@@ -118,9 +118,6 @@ extern int fmk_cuda_bh_super2_cap;
 extern int fmk_cuda_bh_super_open;
 extern long long fmk_cuda_bh_super_min;
 extern double fmk_cuda_bh_super_depth;
-/* The super-groups' and group walks chained (1: each starts while the one before runs, a warp
- * waiting for its start list) or one after the other (0). */
-extern int fmk_cuda_bh_super_chain;
 
 static fmk_walk walk_of(int w)
 {
@@ -1411,52 +1408,12 @@ static void super_cases(int n_cases)
 
 static void test_super(void) { super_cases(10); }
 
-/* The chained walks (each warp waits for the start list it reads) give the results of the
- * walks one after the other bit for bit: Plummer points, fp64 and fp32, laplace and plummer,
- * separate targets, and the super-groups' or the parents' lists overflowing (caps of 1). */
-static void test_super_chain(void)
-{
-    const int64_t n = quick ? 12000 : 150000, m = quick ? 5000 : 60000;
-    double *x, *q, *y, *p[2], *g[2];
-    two_paths_case(n, m, TEST_DIST_PLUMMER, 131, &x, &q, &y, p, g);
-    const long long min0 = fmk_cuda_bh_super_min;
-    const double depth0 = fmk_cuda_bh_super_depth;
-    fmk_cuda_bh_group_walk = 0;
-    fmk_cuda_bh_split_warps = 0;
-    fmk_cuda_bh_super_min = 0;
-    fmk_cuda_bh_super_depth = -100; /* every tree */
-    for (int c = 0; c < 7; c++) {
-        const int prec = c & 1, kern = c == 2 || c == 3, sep = c == 4;
-        const int cap = c == 5 ? 1 : 640, cap2 = c == 6 ? 1 : 640;
-        const fmk_kernel kernel = kern ? FMK_KERNEL_PLUMMER : FMK_KERNEL_LAPLACE;
-        const int64_t mt = sep ? m : n;
-        check_context("chained walks: %s %s %s, caps %d / %d", prec ? "fp32" : "fp64",
-                      fmk_kernel_name(kernel), sep ? "targets" : "self", cap, cap2);
-        fmk_cuda_bh_super_cap = cap, fmk_cuda_bh_super2_cap = cap2;
-        for (int k = 0; k < 2; k++) {
-            fmk_cuda_bh_super_chain = k == 0;
-            fmk_opts o = tree_opts(prec ? FMK_PRECISION_FP32 : FMK_PRECISION_FP64, 0.6,
-                                   FMK_WALK_AUTO);
-            o.softening = kern ? 0.01 : 0;
-            CHECK_STATUS(run(kernel, &o, n, x, q, sep ? m : 0, sep ? y : NULL, p[k], g[k], NULL),
-                         FMK_OK);
-        }
-        CHECK_LE(test_rel_l2(p[0], p[1], mt), 0.0, "pot, chained vs one after the other");
-        CHECK_LE(test_rel_l2(g[0], g[1], 3 * mt), 0.0, "grad, chained vs one after the other");
-    }
-    fmk_cuda_bh_super_chain = 1;
-    fmk_cuda_bh_super_cap = 640, fmk_cuda_bh_super2_cap = 640;
-    fmk_cuda_bh_super_min = min0;
-    fmk_cuda_bh_super_depth = depth0;
-    fmk_cuda_bh_split_warps = 24;
-    two_paths_free(x, q, y, p, g);
-}
 /* uniform points only (for racecheck) */
 static void test_super_one(void) { super_cases(1); }
 
 /* test_tree_gpu [--quick] [knobs] [test ...]: names pick tests (device_paths, one_wait, same_tree, targets,
  * hard_inputs, accuracy, walks_agree, small_paths, moments_fused, moments_up, small_fold, group_modes, mac, local,
- * local_harmonic, close_pairs, super, super_one, super_chain, oom); none: all but super_one
+ * local_harmonic, close_pairs, super, super_one, oom); none: all but super_one
  * (oom not with --quick). make gpu-test runs racecheck on a named subset: its cost grows with
  * the walk's shared-memory traffic, and the whole --quick set is too slow under it. */
 int main(int argc, char **argv)
@@ -1505,7 +1462,7 @@ int main(int argc, char **argv)
                  {"local_harmonic", test_local_harmonic},
                  {"close_pairs", test_close_pairs},   {"super", test_super},
                  {"super_one", test_super_one},
-                 {"super_chain", test_super_chain},       {"small_fold", test_small_fold},
+                 {"small_fold", test_small_fold},
                  {"oom", test_oom}};
     for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
         int want = n_names == 0;
