@@ -41,6 +41,10 @@
  *   --moments-fused K           trees of at most 8192 nodes (more sources than the one-block
  *                               charges and moments take): charges and moments in one launch
  *                               (1, default; 0: three)
+ *   --moments-up K              larger trees: charges and moments in one launch, each node
+ *                               by the last of its children to be done (1, default; 0: the
+ *                               packing, then one launch per level)
+ *   --moments-up-max N          ... for trees of at most N nodes (default 262144)
  *   --small-fold K              trees built without a wait: the groups in the build's launch,
  *                               the group boxes in the packing's, and the charge check of at
  *                               most 32768 sources by one block without a memset (1, default;
@@ -56,7 +60,9 @@
  *   --split-sort-min N          trees of more than N points (default 65536) sort the keys' top
  *                               32 bits first; a huge N sorts all 63 bits (the sort before)
  *   --no-cells                  the tree's first levels by binary searches, not the table of
- *                               where each cell of level 5 starts
+ *                               where each cell of level 5 starts (and not by one block)
+ *   --top-levels K              trees built level by level: levels 0 .. K - 1 by one block
+ *                               (default 4, at most 4; 0: a count, scan and write per level)
  *   --split-nodes K, --split-level L, --split-warps W   the split walk's knobs (defaults 8, 5, 24)
  *   --theta T                   theta of --headline and --one (default 0.6)
  *   tree --headline --compare   the headline rows, then each with other acceptance tests
@@ -128,9 +134,15 @@ extern long long fmk_cuda_tree_split_sort_min;
 /* The first levels' octant boundaries from a table of cell starts (1, default) or by binary
  * searches (0, --no-cells; a tuning knob, not API). */
 extern int fmk_cuda_tree_cells;
+/* The first levels of a tree built level by level by one block (levels 0 .. K - 1, default 4;
+ * 0: by the level kernels; a tuning knob, not API). */
+extern int fmk_cuda_tree_top_levels;
 extern long long fmk_cuda_bh_moments_small_max;
 /* Their charges and moments in one launch (1, default) or three (0; a tuning knob, not API). */
 extern int fmk_cuda_bh_moments_fused;
+/* larger trees (up to moments_up_max nodes): charges and moments in one launch */
+extern int fmk_cuda_bh_moments_up;
+extern long long fmk_cuda_bh_moments_up_max;
 extern int fmk_cuda_bh_split_warps;
 /* The one-wait paths of small N (tuning knobs, not API): the one-block frame of sets of at
  * most this many points, the build without a wait (1) or with one (0), and the one-block
@@ -502,7 +514,8 @@ int main(int argc, char **argv)
         else if (strcmp(argv[a], "--direct") == 0)
             with_direct = 1;
         else if (strcmp(argv[a], "--no-small") == 0)
-            fmk_cuda_tree_small_max = 0, fmk_cuda_bh_moments_small_max = 0, fmk_cuda_bh_split_warps = 0;
+            fmk_cuda_tree_small_max = 0, fmk_cuda_bh_moments_small_max = 0,
+            fmk_cuda_bh_moments_up = 0, fmk_cuda_bh_split_warps = 0;
         else if (strcmp(argv[a], "--one-wait-off") == 0)
             fmk_cuda_bh_frame_small_max = 0, fmk_cuda_bh_async = 0, fmk_cuda_bh_prep_small_max = 0;
         else if (strcmp(argv[a], "--split-deepest") == 0)
@@ -521,6 +534,10 @@ int main(int argc, char **argv)
             fmk_cuda_tree_merge_build = atoi(argv[++a]);
         else if (strcmp(argv[a], "--moments-fused") == 0 && a + 1 < argc)
             fmk_cuda_bh_moments_fused = atoi(argv[++a]);
+        else if (strcmp(argv[a], "--moments-up") == 0 && a + 1 < argc)
+            fmk_cuda_bh_moments_up = atoi(argv[++a]);
+        else if (strcmp(argv[a], "--moments-up-max") == 0 && a + 1 < argc)
+            fmk_cuda_bh_moments_up_max = atoll(argv[++a]);
         else if (strcmp(argv[a], "--small-fold") == 0 && a + 1 < argc) {
             const int k = atoi(argv[++a]);
             fmk_cuda_tree_build_groups = k, fmk_cuda_bh_pack_boxes = k;
@@ -536,6 +553,8 @@ int main(int argc, char **argv)
             fmk_cuda_bh_frame_small_max = atoll(argv[++a]);
         else if (strcmp(argv[a], "--prep-small") == 0 && a + 1 < argc)
             fmk_cuda_bh_prep_small_max = atoll(argv[++a]);
+        else if (strcmp(argv[a], "--top-levels") == 0 && a + 1 < argc)
+            fmk_cuda_tree_top_levels = atoi(argv[++a]);
         else if (strcmp(argv[a], "--no-cells") == 0)
             fmk_cuda_tree_cells = 0;
         else if (strcmp(argv[a], "--split-sort-min") == 0 && a + 1 < argc)

@@ -97,6 +97,15 @@ long long fmk_cuda_bh_moments_small_max = 8192;
  * in three (k_pack_charges, k_moments_leaves, k_moments_inner: 0). */
 extern "C" int fmk_cuda_bh_moments_fused;
 int fmk_cuda_bh_moments_fused = 1;
+/* Tuning knob for the benchmark and the tests (not API): larger trees of at most
+ * fmk_cuda_bh_moments_up_max nodes get their charges packed and every moment in one launch
+ * (k_moments_up, arrival counters: 1), or in one launch per level after the packing (0; and
+ * trees of more nodes: at 2^24 points, 0.6..1.4 M nodes, the one launch measured 0.24..0.32 ms
+ * slower, bench/RESULTS.md). */
+extern "C" int fmk_cuda_bh_moments_up;
+int fmk_cuda_bh_moments_up = 1;
+extern "C" long long fmk_cuda_bh_moments_up_max;
+long long fmk_cuda_bh_moments_up_max = 1ll << 18;
 /* Tuning knob for the benchmark and the tests (not API): the breadth-first walk is split in
  * parts (walk_args) until it has about this many warps per SM (0: never split). */
 extern "C" int fmk_cuda_bh_split_warps;
@@ -724,12 +733,30 @@ __device__ __forceinline__ uint64_t compact3(uint64_t v)
     return v;
 }
 
+/* A node's record read through L2 (ld.global.cg) when l2: k_moments_up reads records that
+ * other blocks of its launch wrote, which the SM's L1 may hold stale. */
+__device__ __forceinline__ real4f ld_record(const real4f *p)
+{
+    const float4 v = __ldcg((const float4 *)p);
+    return real4f{v.x, v.y, v.z, v.w};
+}
+__device__ __forceinline__ real4d ld_record(const real4d *p)
+{
+    const double2 a = __ldcg((const double2 *)p), b = __ldcg((const double2 *)p + 1);
+    return real4d{a.x, a.y, b.x, b.y};
+}
+
+template <typename V> __device__ __forceinline__ V rec(const V *p, bool l2)
+{
+    return l2 ? ld_record(p) : *p;
+}
+
 /* One level of nodes: leaves from their points, the others from their children. */
 /* In fp32 (lo: the sources' k_pack_points rest) a leaf's points are taken whole, x + lo, and
  * the centre xc is rounded to fp32 before the moments are taken about it: the node's stored
  * centre is then exact, and M2P and M2L offsets from it are as good as the target's (the
  * walks form them relative to the group, walk_args), however wide the frame. */
-template <typename R>
+template <typename R, bool L2 = false>
 __device__ __forceinline__ void moments_node(int32_t i, int L, double inv_theta, double scale,
                                              const uint64_t *__restrict__ keys,
                                              const int4 *__restrict__ links,
@@ -738,7 +765,10 @@ __device__ __forceinline__ void moments_node(int32_t i, int L, double inv_theta,
                                              const real4f *__restrict__ lo,
                                              typename vec4<R>::type *__restrict__ node)
 {
-    /* src is not __restrict__: k_prep_small writes the charges into it before reading it */
+    /* src is not __restrict__: k_prep_small writes the charges into it before reading it.
+     * L2: the children's records read through L2 (ld_record; k_moments_up), with the loops
+     * over the children unrolled (predicated: the same sums in the same order), so that their
+     * loads are in flight together (a node on a chain up the tree: one latency, not nc) */
     typedef typename vec4<R>::type V;
     const int4 l = links[i];
     /* geometric centre of the node's cube: its key prefix */
@@ -772,17 +802,27 @@ __device__ __forceinline__ void moments_node(int32_t i, int L, double inv_theta,
             S[3] += q * dy * dy, S[4] += q * dy * dz, S[5] += q * dz * dz;
         }
     } else {
-        const int32_t c0 = l.x, c1 = l.x + n_children[i];
-        for (int32_t c = c0; c < c1; c++) {
-            const V a = node[4 * c], m = node[4 * c + 1], s3 = node[4 * c + 3];
+        const int32_t c0 = l.x, nc = n_children[i];
+#pragma unroll(L2 ? 8 : 1)
+        for (int32_t k = 0; k < (L2 ? 8 : nc); k++) {
+            if (L2 && k >= nc)
+                continue;
+            const int32_t c = c0 + k;
+            const V a = rec(node + 4 * c, L2), m = rec(node + 4 * c + 1, L2),
+                    s3 = rec(node + 4 * c + 3, L2);
             const double ac = (double)s3.z;
             A += ac, M += (double)m.x;
             xc[0] += ac * (double)a.x, xc[1] += ac * (double)a.y, xc[2] += ac * (double)a.z;
         }
         for (int d = 0; d < 3; d++)
             xc[d] = (double)(R)(A > 0 ? xc[d] / A : gc[d]);
-        for (int32_t c = c0; c < c1; c++) {
-            const V a = node[4 * c], m = node[4 * c + 1], s2 = node[4 * c + 2], s3 = node[4 * c + 3];
+#pragma unroll(L2 ? 8 : 1)
+        for (int32_t k = 0; k < (L2 ? 8 : nc); k++) {
+            if (L2 && k >= nc)
+                continue;
+            const int32_t c = c0 + k;
+            const V a = rec(node + 4 * c, L2), m = rec(node + 4 * c + 1, L2),
+                    s2 = rec(node + 4 * c + 2, L2), s3 = rec(node + 4 * c + 3, L2);
             const double h[3] = {(double)a.x - xc[0], (double)a.y - xc[1], (double)a.z - xc[2]};
             const double Mc = (double)m.x;
             const double Dc[3] = {(double)m.y, (double)m.z, (double)m.w};
@@ -946,6 +986,46 @@ __global__ void __launch_bounds__(PREP_BLOCK)
  * at a time, cost more than they saved: the Plummer sphere's wide levels took many rounds.) */
 constexpr int MOMENTS_FUSED_BLOCK = 256, MOMENTS_STAGE = 64;
 
+/* Leaf i (links l) by a warp: its charges times cs into src, then its moments by lane 0 from
+ * the points staged in pts, rest (MOMENTS_STAGE slots each), or from src when it holds more. */
+template <typename R>
+__device__ __forceinline__ void leaf_moments_warp(int32_t i, int4 l, int L, double cs,
+                                                  double inv_theta, double scale,
+                                                  const uint64_t *__restrict__ keys,
+                                                  const int4 *__restrict__ links,
+                                                  const int32_t *__restrict__ n_children,
+                                                  const int32_t *__restrict__ order,
+                                                  const double *__restrict__ q,
+                                                  typename vec4<R>::type *src,
+                                                  const real4f *__restrict__ lo,
+                                                  typename vec4<R>::type *__restrict__ node,
+                                                  typename vec4<R>::type *pts, real4f *rest)
+{
+    typedef typename vec4<R>::type V;
+    const int lane = threadIdx.x & 31;
+    const int32_t b = l.z, c = l.w - l.z;
+    const bool staged = c <= MOMENTS_STAGE;
+    for (int32_t j = lane; j < c; j += 32) {
+        V p = src[b + j];
+        p.w = (R)(q[order[b + j]] * cs);
+        src[b + j].w = p.w;
+        if (staged) {
+            pts[j] = p;
+            if (lo)
+                rest[j] = lo[b + j];
+        }
+    }
+    __syncwarp(); /* (also orders the charges' writes before lane 0 reads them) */
+    if (lane == 0) {
+        if (staged) /* the leaf's points from shared memory, indexed as src */
+            moments_node<R>(i, L, inv_theta, scale, keys, links, n_children, pts - b,
+                            lo ? rest - b : NULL, node);
+        else
+            moments_node<R>(i, L, inv_theta, scale, keys, links, n_children, src, lo, node);
+    }
+    __syncwarp(); /* the staging area is free again */
+}
+
 template <typename R>
 __global__ void __launch_bounds__(MOMENTS_FUSED_BLOCK)
     k_moments_small(int32_t n_nodes, int levels, level_table lt, const int8_t *__restrict__ level,
@@ -960,34 +1040,14 @@ __global__ void __launch_bounds__(MOMENTS_FUSED_BLOCK)
     __shared__ V s_pts[WARPS][MOMENTS_STAGE];
     __shared__ real4f s_lo[WARPS][MOMENTS_STAGE];
     __shared__ bool s_last;
-    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    const int w = threadIdx.x >> 5;
     const double cs = charge_scale<R>(stats);
     for (int32_t i = blockIdx.x * WARPS + w; i < n_nodes; i += gridDim.x * WARPS) {
         const int4 l = links[i];
         if (l.x >= 0) /* (the same for the warp) */
             continue;
-        const int32_t b = l.z, c = l.w - l.z;
-        const bool staged = c <= MOMENTS_STAGE;
-        for (int32_t j = lane; j < c; j += 32) {
-            V p = src[b + j];
-            p.w = (R)(q[order[b + j]] * cs);
-            src[b + j].w = p.w;
-            if (staged) {
-                s_pts[w][j] = p;
-                if (lo)
-                    s_lo[w][j] = lo[b + j];
-            }
-        }
-        __syncwarp(); /* (also orders the charges' writes before lane 0 reads them) */
-        if (lane == 0) {
-            if (staged) /* the leaf's points from shared memory, indexed as src */
-                moments_node<R>(i, level[i], inv_theta, scale, keys, links, n_children,
-                                s_pts[w] - b, lo ? s_lo[w] - b : NULL, node);
-            else
-                moments_node<R>(i, level[i], inv_theta, scale, keys, links, n_children, src, lo,
-                                node);
-        }
-        __syncwarp(); /* the staging area is free again */
+        leaf_moments_warp<R>(i, l, level[i], cs, inv_theta, scale, keys, links, n_children, order,
+                             q, src, lo, node, s_pts[w], s_lo[w]);
     }
     /* the last block takes the inner nodes */
     __threadfence();
@@ -1003,6 +1063,49 @@ __global__ void __launch_bounds__(MOMENTS_FUSED_BLOCK)
             if (links[i].x >= 0)
                 moments_node<R>(i, L, inv_theta, scale, keys, links, n_children, src, NULL, node);
         __syncthreads(); /* the parents read these */
+    }
+}
+
+/* The charges' packing and every moment of a large tree in one launch (fmk_cuda_bh_moments_up;
+ * before: k_pack_charges, then k_moments once per level, 10 launches for the 2^20 Plummer
+ * sphere): a thread per leaf packs its charges and takes its moments, then goes up the tree:
+ * the last child of a node to be done (a counter per node, arrive, zero before the launch)
+ * takes the node as k_moments does (the same sums in the same order: the same moments bit for
+ * bit; its children's records read through L2), and so on up to the root or to a node whose
+ * other children are not done yet. (A warp per leaf with its points staged in shared memory,
+ * lane 0 summing, as k_moments_small, took 0.36 ms at 2^20 against the per-level kernels'
+ * 0.20: one lane's sums in fp64 per leaf.) */
+constexpr int MOMENTS_UP_BLOCK = 128;
+
+template <typename R>
+__global__ void __launch_bounds__(MOMENTS_UP_BLOCK)
+    k_moments_up(int32_t n_nodes, const int8_t *__restrict__ level, double inv_theta,
+                 double scale, const uint64_t *__restrict__ keys, const int4 *__restrict__ links,
+                 const int32_t *__restrict__ n_children, const int32_t *__restrict__ parent,
+                 const int32_t *__restrict__ order, const double *__restrict__ q,
+                 const unsigned long long *__restrict__ stats, typename vec4<R>::type *src,
+                 const real4f *__restrict__ lo, typename vec4<R>::type *__restrict__ node,
+                 int32_t *__restrict__ arrive)
+{
+    const int32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n_nodes)
+        return;
+    const int4 l = links[i];
+    if (l.x >= 0)
+        return;
+    const double cs = charge_scale<R>(stats);
+    for (int32_t j = l.z; j < l.w; j++)
+        src[j].w = (R)(q[order[j]] * cs);
+    moments_node<R>(i, level[i], inv_theta, scale, keys, links, n_children, src, lo, node);
+    for (int32_t c = i;;) { /* node c is done */
+        __threadfence();    /* its record before its arrival */
+        const int32_t p = parent[c];
+        if (p < 0 || atomicAdd(&arrive[p], 1) != n_children[p] - 1)
+            break;
+        __threadfence(); /* the other children's records after their arrivals */
+        moments_node<R, true>(p, level[p], inv_theta, scale, keys, links, n_children, src, NULL,
+                              node);
+        c = p;
     }
 }
 
@@ -3049,6 +3152,16 @@ fmk_status run_eval_t(fmk_plan *plan, bh_state *s, const double *d_q, double *po
             (const int4 *)s->links.p, t->d_n_children, t->d_order, d_q, s->d_stats, (V *)s->src.p,
             lo, (V *)s->node.p);
         err = cudaGetLastError();
+    } else if (err == cudaSuccess && fmk_cuda_bh_moments_up &&
+               t->n_nodes <= fmk_cuda_bh_moments_up_max) {
+        err = cudaMemsetAsync(t->d_counts, 0, (size_t)t->n_nodes * sizeof(int32_t), 0);
+        if (err == cudaSuccess)
+            k_moments_up<R><<<blocks_for(t->n_nodes, MOMENTS_UP_BLOCK), MOMENTS_UP_BLOCK>>>(
+                (int32_t)t->n_nodes, t->d_level, inv_theta, S, t->d_keys, (const int4 *)s->links.p,
+                t->d_n_children, t->d_parent, t->d_order, d_q, s->d_stats, (V *)s->src.p, lo,
+                (V *)s->node.p, t->d_counts);
+        if (err == cudaSuccess)
+            err = cudaGetLastError();
     } else if (err == cudaSuccess) {
         k_pack_charges<R><<<blocks_for(n), BLOCK>>>(n, t->d_order, d_q, s->d_stats, (V *)s->src.p);
         if (t->n_nodes <= fmk_cuda_bh_moments_small_max) {

@@ -376,6 +376,21 @@ __global__ void k_cell_starts(int64_t n, const uint64_t *__restrict__ keys, int3
         cells[q] = (int32_t)i;
 }
 
+/* Where octant o of node [b, e) of level L starts: from the cell table when it covers level L
+ * (cells not NULL), else by a binary search. */
+__device__ __forceinline__ int32_t octant_start(const uint64_t *__restrict__ keys,
+                                               const int32_t *__restrict__ cells, int32_t b,
+                                               int32_t e, int shift, int L, unsigned o)
+{
+    if (cells && L < CELL_LEVEL) {
+        /* the node's cell at level L, its child o, the first cell of level CELL_LEVEL in it */
+        const uint64_t child = (keys[b] >> (shift + 3)) << 3 | o;
+        const int32_t l = cells[child << 3 * (CELL_LEVEL - 1 - L)];
+        return l < b ? b : l > e ? e : l; /* (keys out of order: the build starts again) */
+    }
+    return octant_bound(keys, b, e, shift, o);
+}
+
 /* For thread o of node [b, e) at level L: [*lo, *hi), its octant's points (children at level
  * L + 1; empty when the node does not split), and the mask of the node's nonempty octants (as
  * bits of the warp's lanes). All 8 threads of the node must call it. cells (may be NULL): the
@@ -388,16 +403,8 @@ __device__ __forceinline__ unsigned octant_of(const uint64_t *__restrict__ keys,
     const unsigned o = threadIdx.x & 7, lanes = node_lanes();
     const int shift = 3 * (FMK_TREE_KEY_BITS - 1 - L);
     int32_t l = b;
-    if (split && o > 0) {
-        if (cells && L < CELL_LEVEL) {
-            /* the node's cell at level L, its child o, the first cell of level CELL_LEVEL in it */
-            const uint64_t child = (keys[b] >> (shift + 3)) << 3 | o;
-            l = cells[child << 3 * (CELL_LEVEL - 1 - L)];
-            l = l < b ? b : l > e ? e : l; /* (keys out of order: the build starts again) */
-        } else {
-            l = octant_bound(keys, b, e, shift, o);
-        }
-    }
+    if (split && o > 0)
+        l = octant_start(keys, cells, b, e, shift, L, o);
     int32_t h = __shfl_down_sync(lanes, l, 1, 8);
     h = o == 7 ? e : h;
     *lo = l, *hi = split ? h : b;
@@ -673,7 +680,9 @@ __device__ __forceinline__ void build_nodes(int64_t n, int leaf_size, int64_t ca
                                             int32_t *__restrict__ n_children,
                                             int32_t *__restrict__ more, int32_t *__restrict__ next,
                                             int32_t *__restrict__ parent, int8_t *__restrict__ level,
-                                            int32_t *__restrict__ lb, int32_t *__restrict__ h_lb)
+                                            int32_t *__restrict__ lb, int32_t *__restrict__ h_lb,
+                                            const int32_t *__restrict__ cells = NULL,
+                                            int levels_max = FMK_TREE_MAX_LEVEL + 1)
 {
     constexpr int SMALL_NODES = BUILD_BLOCK / 8;
     typedef cub::BlockScan<int32_t, BUILD_BLOCK> scan_t;
@@ -692,7 +701,7 @@ __device__ __forceinline__ void build_nodes(int64_t n, int leaf_size, int64_t ca
     }
     __syncthreads();
     int32_t first = 0, count = 1;
-    for (int L = 0; L <= FMK_TREE_MAX_LEVEL && count > 0; L++) {
+    for (int L = 0; L < levels_max && L <= FMK_TREE_MAX_LEVEL && count > 0; L++) {
         const int shift = 3 * (FMK_TREE_KEY_BITS - 1 - L);
         const int32_t first_child = first + count;
         if (tid == 0)
@@ -704,7 +713,7 @@ __device__ __forceinline__ void build_nodes(int64_t n, int leaf_size, int64_t ca
             const int32_t b = live ? begin[i] : 0, e = live ? end[i] : 0;
             const bool splits = live && e - b > leaf_size && L < FMK_TREE_MAX_LEVEL;
             if (splits) {
-                s_bound[slot][o] = o == 0 ? b : octant_bound(keys, b, e, shift, (unsigned)o);
+                s_bound[slot][o] = o == 0 ? b : octant_start(keys, cells, b, e, shift, L, (unsigned)o);
                 if (o == 0)
                     s_bound[slot][8] = e;
             }
@@ -776,6 +785,24 @@ __global__ void __launch_bounds__(BUILD_BLOCK)
     build_nodes<BUILD_BLOCK>(n, leaf_size, cap, keys, begin, end, n_children, more, next, parent,
                              level, lb, h_lb);
     build_groups<BUILD_BLOCK>(g, begin, end, more, n_children, parent, lb, h_lb);
+}
+
+/* The first levels of a large tree in one block (fmk_cuda_tree_top_levels): the root and the
+ * children of levels 0 .. levels - 1 as k_build_small makes them, the octant boundaries from
+ * the cell table; the level kernels go on from level `levels` (before: a count, a scan of two
+ * launches and a write per level, 16 launches for levels 0..3). */
+constexpr int TOP_BLOCK = 1024;
+
+__global__ void __launch_bounds__(TOP_BLOCK)
+    k_build_top(int64_t n, int leaf_size, int64_t cap, int levels,
+                const uint64_t *__restrict__ keys, const int32_t *__restrict__ cells,
+                int32_t *__restrict__ begin, int32_t *__restrict__ end,
+                int32_t *__restrict__ n_children, int32_t *__restrict__ more,
+                int32_t *__restrict__ next, int32_t *__restrict__ parent,
+                int8_t *__restrict__ level, int32_t *__restrict__ lb)
+{
+    build_nodes<TOP_BLOCK>(n, leaf_size, cap, keys, begin, end, n_children, more, next, parent,
+                           level, lb, NULL, cells, levels);
 }
 
 /* The keys, their sort and the tree of at most TILE points in one launch
@@ -978,6 +1005,11 @@ extern "C" int fmk_cuda_tree_split_run_max;
 int fmk_cuda_tree_split_run_max = 1024;
 /* Tuning knob (not API): the threads of the one-block build (512 or 1024: 64 or 128 nodes of a
  * level at a time). */
+/* Tuning knob for the benchmark and the tests (not API): the first levels of a tree built level
+ * by level over the GPU (levels 0 .. this - 1, at most CELL_LEVEL - 1 = 4) by one block
+ * (k_build_top, with the cell table), or 0: one count, scan and write per level. */
+extern "C" int fmk_cuda_tree_top_levels;
+int fmk_cuda_tree_top_levels = 4;
 extern "C" int fmk_cuda_tree_build_block;
 int fmk_cuda_tree_build_block = 1024;
 /* Tuning knob (not API): trees of at most fmk_cuda_tree_small_max points and at most this many
@@ -1070,18 +1102,29 @@ fmk_status build_levels(fmk_plan *plan, fmk_cuda_tree *t, int *overflow)
     if (n <= fmk_cuda_tree_small_max) {
         build_small(t, NULL, groups_out{0, 0, NULL});
         L = FMK_TREE_MAX_LEVEL + 1;
-    } else {
+    }
+    int64_t bound = n <= fmk_cuda_tree_small_max ? 0 : 1;
+    int64_t width = 1; /* 8^L, capped */
+    /* the first levels by one block (with the cell table) */
+    const int top = cells && fmk_cuda_tree_top_levels < CELL_LEVEL ? fmk_cuda_tree_top_levels : 0;
+    if (n > fmk_cuda_tree_small_max) {
         if (cells)
             k_cell_starts<<<blocks_for(n + 1), BLOCK>>>(n, t->d_keys, cells);
-        k_root<<<1, 1>>>(n, t->d_begin, t->d_end, t->d_parent, t->d_next, t->d_level, lb);
+        if (top > 0) {
+            k_build_top<<<1, TOP_BLOCK>>>(n, t->leaf_size, t->cap_nodes, top, t->d_keys, cells,
+                                          t->d_begin, t->d_end, t->d_n_children, t->d_more,
+                                          t->d_next, t->d_parent, t->d_level, lb);
+            for (; L < top; L++)
+                bound = next_bound(t, bound), width = width < n ? width * 8 : width;
+        } else {
+            k_root<<<1, 1>>>(n, t->d_begin, t->d_end, t->d_parent, t->d_next, t->d_level, lb);
+        }
     }
     if (t->cap_nodes > 0 && n > fmk_cuda_tree_small_max)
         err = cudaMemsetAsync(t->d_offset, 0, sizeof(int32_t));
-    int64_t bound = n <= fmk_cuda_tree_small_max ? 0 : 1;
     /* Level L + 1 cannot be empty while 8^L leaf_size < n (level L has at most 8^L nodes, and
      * one of them holds more than leaf_size points): no look before that. fresh: the host's
      * copy of the level table is the last one written. */
-    int64_t width = 1; /* 8^L, capped */
     int fresh = 0;
     for (; L <= FMK_TREE_MAX_LEVEL && err == cudaSuccess && bound > 0; L++) {
         const unsigned blocks = blocks_for(8 * bound);

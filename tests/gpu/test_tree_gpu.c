@@ -44,6 +44,9 @@ extern long long fmk_cuda_tree_split_sort_min;
 extern int fmk_cuda_tree_split_run_max;
 /* The first levels' octant boundaries from a table of cell starts (1) or binary searches (0). */
 extern int fmk_cuda_tree_cells;
+/* The first levels of a tree built level by level: by one block (4: levels 0..3) or by the
+ * level kernels (0). */
+extern int fmk_cuda_tree_top_levels;
 extern long long fmk_cuda_bh_moments_small_max;
 extern int fmk_cuda_bh_split_warps;
 extern int fmk_cuda_bh_split_level_max;
@@ -69,6 +72,10 @@ extern int fmk_cuda_tree_fused_max; /* the one-launch tree up to this many point
 /* The charges and moments of small trees (more sources than the one-block prep takes) in one
  * launch (1) or three (0). */
 extern int fmk_cuda_bh_moments_fused;
+/* The charges and moments of larger trees in one launch (1: arrival counters up the tree) or
+ * one per level (0). */
+extern int fmk_cuda_bh_moments_up;
+extern long long fmk_cuda_bh_moments_up_max;
 /* The one-wait paths of small N: the one-block frame of sets of at most this many points,
  * trees built without a host wait (1), the one-block charges and moments of at most this many
  * sources; and how often the frame (a softening wider than the points) and such a build (the
@@ -458,7 +465,7 @@ static void test_same_tree(void)
     const int64_t n_merge[7] = {12000, 16000, 10000, 12000, 3000, 1500, 6000}; /* builds 8 .. 14 */
     double *x = xmalloc((size_t)n_max * 24);
     const int leaf_sizes[3] = {1, 16, 64};
-    static const char *const builds[15] = {
+    static const char *const builds[16] = {
         "one launch of one block (keys, top-bit sort, build)",
         "level by level, 63-bit sort, binary searches",
         "level by level, split sort",
@@ -473,13 +480,15 @@ static void test_same_tree(void)
         "3 tiles of 4096, merged and built by one launch",
         "one launch of one block, a tile of 4096",
         "one launch of one block, a tile of 2048",
-        "the defaults: tiles of 2048 from 4097 points, merged, built from shared memory"};
-    for (int c = 0; c < 90; c++) {
+        "the defaults: tiles of 2048 from 4097 points, merged, built from shared memory",
+        "level by level, split sort, the first levels by the level kernels too"};
+    for (int c = 0; c < 96; c++) {
         const int build = c / 6, dist = c % 6;
-        const int one_block = build == 0 || build >= 4;
+        const int one_block = build == 0 || (build >= 4 && build <= 14);
         fmk_cuda_tree_small_max = one_block ? 1ll << 40 : 0;
-        fmk_cuda_tree_split_sort_min = build == 2 || build == 3 ? 0 : 1ll << 40;
-        fmk_cuda_tree_split_run_max = build == 3 || build >= 6 ? 1 : 1024;
+        fmk_cuda_tree_split_sort_min = build == 2 || build == 3 || build == 15 ? 0 : 1ll << 40;
+        fmk_cuda_tree_top_levels = build == 15 ? 0 : 4;
+        fmk_cuda_tree_split_run_max = build == 3 || (build >= 6 && build <= 14) ? 1 : 1024;
         fmk_cuda_tree_cells = build != 1;
         fmk_cuda_tree_build_block = build == 5 ? 512 : 1024;
         fmk_cuda_tree_top_sort = build != 5;
@@ -497,7 +506,7 @@ static void test_same_tree(void)
             nc = n_tiles;
         if (build == 7 && dist != 3 && dist != 4) /* 3 tiles */
             nc = n_three;
-        if (build >= 8 && dist != 3 && dist != 4)
+        if (build >= 8 && build <= 14 && dist != 3 && dist != 4)
             nc = n_merge[build - 8];
         test_points(dist == 1 ? TEST_DIST_CLUSTERED : TEST_DIST_PLUMMER, nc, 61 + dist, x);
         if (dist == 2) /* a third of them identical */
@@ -551,6 +560,7 @@ static void test_same_tree(void)
     fmk_cuda_tree_top_sort = 1;
     fmk_cuda_tree_fused = 1;
     fmk_cuda_tree_sort_tile = 0;
+    fmk_cuda_tree_top_levels = 4;
     fmk_cuda_tree_merge_build = 2;
     fmk_cuda_tree_fused_fit = 1;
     fmk_cuda_tree_fused_max = 4096;
@@ -653,6 +663,42 @@ static void test_moments_fused(void)
         CHECK_LE(test_rel_l2(g[0], g[1], 3 * mt), 0.0, "grad, one launch vs three");
     }
     fmk_cuda_bh_moments_fused = 1;
+    restore_one_wait();
+    two_paths_free(x, q, y, p, g);
+}
+
+/* The charges' packing and every moment of a large tree in one launch (k_moments_up: leaves
+ * by warps, then each node by the last of its children to be done) give the results of the
+ * per-level kernels bit for bit: fp64 and fp32, laplace and plummer, self and separate
+ * targets, leaves of more points than the staging holds, and leaves of one point (the
+ * deepest chains). Every tree takes the large path here (moments_small_max = 0). */
+static void test_moments_up(void)
+{
+    const int64_t n = quick ? 6000 : 40000, m = quick ? 700 : 3000;
+    double *x, *q, *y, *p[2], *g[2];
+    two_paths_case(n, m, TEST_DIST_CUBE, 121, &x, &q, &y, p, g);
+    fmk_cuda_bh_prep_small_max = 0;
+    fmk_cuda_bh_moments_small_max = 0;
+    for (int c = 0; c < 12; c++) {
+        const int prec = c & 1, kern = c >> 1 & 1, sep = c >> 2 & 1;
+        const int leaf = c >= 10 ? 1 : c >= 8 ? 200 : 0;
+        const fmk_kernel kernel = kern ? FMK_KERNEL_PLUMMER : FMK_KERNEL_LAPLACE;
+        const int64_t mt = sep ? m : n;
+        check_context("moments up the tree: %s %s %s, leaf size %d", prec ? "fp32" : "fp64",
+                      fmk_kernel_name(kernel), sep ? "targets" : "self", leaf);
+        for (int k = 0; k < 2; k++) {
+            fmk_cuda_bh_moments_up = k == 0;
+            fmk_opts o = tree_opts(prec ? FMK_PRECISION_FP32 : FMK_PRECISION_FP64, 0.6, walk_of(1));
+            o.softening = kern ? 0.01 : 0;
+            o.leaf_size = leaf;
+            CHECK_STATUS(run(kernel, &o, n, x, q, sep ? m : 0, sep ? y : NULL, p[k], g[k], NULL),
+                         FMK_OK);
+        }
+        CHECK_LE(test_rel_l2(p[0], p[1], mt), 0.0, "pot, one launch vs per level");
+        CHECK_LE(test_rel_l2(g[0], g[1], 3 * mt), 0.0, "grad, one launch vs per level");
+    }
+    fmk_cuda_bh_moments_up = 1;
+    fmk_cuda_bh_moments_small_max = 8192;
     restore_one_wait();
     two_paths_free(x, q, y, p, g);
 }
@@ -1361,11 +1407,12 @@ static void super_cases(int n_cases)
 }
 
 static void test_super(void) { super_cases(10); }
+
 /* uniform points only (for racecheck) */
 static void test_super_one(void) { super_cases(1); }
 
 /* test_tree_gpu [--quick] [knobs] [test ...]: names pick tests (device_paths, one_wait, same_tree, targets,
- * hard_inputs, accuracy, walks_agree, small_paths, moments_fused, small_fold, group_modes, mac, local,
+ * hard_inputs, accuracy, walks_agree, small_paths, moments_fused, moments_up, small_fold, group_modes, mac, local,
  * local_harmonic, close_pairs, super, super_one, oom); none: all but super_one
  * (oom not with --quick). make gpu-test runs racecheck on a named subset: its cost grows with
  * the walk's shared-memory traffic, and the whole --quick set is too slow under it. */
@@ -1407,13 +1454,15 @@ int main(int argc, char **argv)
         void (*run)(void);
     } tests[] = {{"device_paths", test_device_paths}, {"one_wait", test_one_wait},
                  {"same_tree", test_same_tree},     {"moments_fused", test_moments_fused},
+                 {"moments_up", test_moments_up},
                  {"targets", test_targets},           {"hard_inputs", test_hard_inputs},
                  {"accuracy", test_accuracy},         {"walks_agree", test_walks_agree},
                  {"small_paths", test_small_paths},   {"group_modes", test_group_modes},
                  {"mac", test_mac},                   {"local", test_local},
                  {"local_harmonic", test_local_harmonic},
                  {"close_pairs", test_close_pairs},   {"super", test_super},
-                 {"super_one", test_super_one},       {"small_fold", test_small_fold},
+                 {"super_one", test_super_one},
+                 {"small_fold", test_small_fold},
                  {"oom", test_oom}};
     for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
         int want = n_names == 0;
