@@ -38,6 +38,8 @@ extern int fmk_cuda_fmm3d_overlap;
 extern int fmk_cuda_fmm3d_p2p_run;
 extern int fmk_cuda_fmm3d_p2p_tail;
 extern int fmk_cuda_fmm3d_p2p_unroll; /* and its ring's steps unrolled (1, 2, 4, 8) */
+extern int fmk_cuda_fmm3d_p2p_ring;   /* and the variant of its ring at 4 per lane (0 .. 6) */
+extern int fmk_cuda_fmm3d_p2p_self;   /* and a leaf's own pairs once there (1) or both ways (0) */
 /* and fp64 P2P's 1/r by one Newton step (-1: where the order comes from eps >= 1e-11) */
 extern int fmk_cuda_fmm3d_p2p_newton;
 /* and the root cube's volume over the points' bounding cube (1: the bounding cube) */
@@ -289,6 +291,30 @@ static void test_pairs(void)
                     CHECK_MSG(dp < bound && dg < bound,
                               "GPU (P2P %d, unroll %d, Newton %d, run %d, tail %d) vs CPU: pot %.3e grad %.3e",
                               rts[a], unrolls[a], newtons[a], runs[b], tail, dp, dg);
+                }
+        /* the ring's variants at 4 points per lane (two a points per lane, the coordinates'
+         * shuffles a step ahead, 1/r unmasked, other register budgets), each 1/r */
+        const int ring0 = fmk_cuda_fmm3d_p2p_ring, self0 = fmk_cuda_fmm3d_p2p_self;
+        for (int v = 0; v < 8; v++) /* 7: ring 1 with the leaves' own pairs both ways in k_p2p */
+            for (int nw = 0; nw <= 1; nw++)
+                for (int b = quick ? 1 : 0; b < (quick ? 2 : 3); b++) {
+                    fmk_cuda_fmm3d_p2p_pairs = 4, fmk_cuda_fmm3d_p2p_run = runs[b], fmk_cuda_fmm3d_p2p_tail = 2;
+                    fmk_cuda_fmm3d_p2p_unroll = 2, fmk_cuda_fmm3d_p2p_newton = nw;
+                    fmk_cuda_fmm3d_p2p_ring = v < 7 ? v : 1, fmk_cuda_fmm3d_p2p_self = v < 7;
+                    fmk_cuda_fmm3d_direct_near = 0;
+                    fmk_info info;
+                    CHECK(run(&og, 1e-6, n, x, q, 0, NULL, p2, g2, &info) == FMK_OK);
+                    fmk_cuda_fmm3d_direct_near = near, fmk_cuda_fmm3d_p2p_pairs = rt;
+                    fmk_cuda_fmm3d_p2p_run = run0, fmk_cuda_fmm3d_p2p_tail = tail0;
+                    fmk_cuda_fmm3d_p2p_unroll = unroll0, fmk_cuda_fmm3d_p2p_newton = newton0;
+                    fmk_cuda_fmm3d_p2p_ring = ring0, fmk_cuda_fmm3d_p2p_self = self0;
+                    const double dp = test_rel_l2(p2, p1, n), dg = test_rel_l2(g2, g1, 3 * n);
+                    printf("  pairs %-7s levels %d, 4 per lane, ring %d, self %d, Newton %d, %2d pairs per block: pot %.2e "
+                           "grad %.2e\n",
+                           dist_name[d], info.levels, v < 7 ? v : 1, v < 7, nw, runs[b], dp, dg);
+                    const double bound = nw ? 1e-11 : 1e-12;
+                    CHECK_MSG(dp < bound && dg < bound, "GPU (P2P 4, ring %d, Newton %d, run %d) vs CPU: pot %.3e grad %.3e",
+                              v, nw, runs[b], dp, dg);
                 }
     }
     free(x), free(q), free(p1), free(g1), free(p2), free(g2);
@@ -951,15 +977,21 @@ static void test_race(void)
             fmk_fmm3d_direct_near = 0;
             CHECK(run(&olc, 1e-3, n, x, q, 0, NULL, p1, g1, NULL) == FMK_OK);
             fmk_fmm3d_direct_near = 1;
-            for (int c = 0; c < 3; c++) {
-                check_context("race, %s, leaves of 300, P2P %d, Newton %d", dist_name[dists[d]], c ? 4 : 2, c == 2);
+            /* c 3: the leaves' own pairs both ways in k_p2p; 4, 5: the ring with two a points per
+             * lane, and with the coordinates' shuffles a step ahead */
+            for (int c = 0; c < 6; c++) {
+                check_context("race, %s, leaves of 300, P2P %d, Newton %d, variant %d", dist_name[dists[d]],
+                              c ? 4 : 2, c >= 2, c);
                 const int near = fmk_cuda_fmm3d_direct_near, pairs = fmk_cuda_fmm3d_p2p_pairs;
-                const int newton = fmk_cuda_fmm3d_p2p_newton;
+                const int newton = fmk_cuda_fmm3d_p2p_newton, self = fmk_cuda_fmm3d_p2p_self;
+                const int ring = fmk_cuda_fmm3d_p2p_ring;
                 fmk_cuda_fmm3d_direct_near = 0, fmk_cuda_fmm3d_p2p_pairs = c ? 4 : 2;
-                fmk_cuda_fmm3d_p2p_newton = c == 2;
+                fmk_cuda_fmm3d_p2p_newton = c >= 2, fmk_cuda_fmm3d_p2p_self = c != 3;
+                fmk_cuda_fmm3d_p2p_ring = c == 4 ? 4 : c == 5 ? 2 : ring;
                 CHECK(run(&ol, 1e-3, n, x, q, 0, NULL, p2, g2, NULL) == FMK_OK);
                 fmk_cuda_fmm3d_direct_near = near, fmk_cuda_fmm3d_p2p_pairs = pairs;
-                fmk_cuda_fmm3d_p2p_newton = newton;
+                fmk_cuda_fmm3d_p2p_newton = newton, fmk_cuda_fmm3d_p2p_self = self;
+                fmk_cuda_fmm3d_p2p_ring = ring;
                 const double dp = test_rel_l2(p2, p1, n), dg = test_rel_l2(g2, g1, 3 * n);
                 CHECK_MSG(dp < 1e-11 && dg < 1e-11, "GPU vs CPU: pot %.3e grad %.3e", dp, dg);
             }
