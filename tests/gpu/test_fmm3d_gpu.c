@@ -246,6 +246,33 @@ static void test_vs_cpu(void)
     free(x), free(q), free(p1), free(g1), free(p2), free(g2);
 }
 
+/* The knobs of the P2P of leaf pairs that test_pairs varies. */
+typedef struct pairs_knobs {
+    int rt, run, tail, unroll, newton, ring, self;
+} pairs_knobs;
+
+/* One GPU run with those knobs (every W and X entry on its operator; the knobs restored after):
+ * its levels, and its errors against (p1, g1). */
+static void pairs_run(const fmk_opts *og, pairs_knobs k, int64_t n, const double *x, const double *q,
+                      const double *p1, const double *g1, double *p2, double *g2, int *levels, double *dp,
+                      double *dg)
+{
+    const pairs_knobs keep = {fmk_cuda_fmm3d_p2p_pairs,  fmk_cuda_fmm3d_p2p_run,  fmk_cuda_fmm3d_p2p_tail,
+                              fmk_cuda_fmm3d_p2p_unroll, fmk_cuda_fmm3d_p2p_newton, fmk_cuda_fmm3d_p2p_ring,
+                              fmk_cuda_fmm3d_p2p_self};
+    const int near = fmk_cuda_fmm3d_direct_near;
+    fmk_cuda_fmm3d_p2p_pairs = k.rt, fmk_cuda_fmm3d_p2p_run = k.run, fmk_cuda_fmm3d_p2p_tail = k.tail;
+    fmk_cuda_fmm3d_p2p_unroll = k.unroll, fmk_cuda_fmm3d_p2p_newton = k.newton;
+    fmk_cuda_fmm3d_p2p_ring = k.ring, fmk_cuda_fmm3d_p2p_self = k.self, fmk_cuda_fmm3d_direct_near = 0;
+    fmk_info info;
+    CHECK(run(og, 1e-6, n, x, q, 0, NULL, p2, g2, &info) == FMK_OK);
+    fmk_cuda_fmm3d_p2p_pairs = keep.rt, fmk_cuda_fmm3d_p2p_run = keep.run, fmk_cuda_fmm3d_p2p_tail = keep.tail;
+    fmk_cuda_fmm3d_p2p_unroll = keep.unroll, fmk_cuda_fmm3d_p2p_newton = keep.newton;
+    fmk_cuda_fmm3d_p2p_ring = keep.ring, fmk_cuda_fmm3d_p2p_self = keep.self, fmk_cuda_fmm3d_direct_near = near;
+    *levels = info.levels;
+    *dp = test_rel_l2(p2, p1, n), *dg = test_rel_l2(g2, g1, 3 * n);
+}
+
 /* The P2P of leaf pairs with leaves of up to 300 points (passes of one, two and four points per
  * lane, full and last passes; two per lane with the ring unrolled 1, 2, 4, 8 times), 1, 4 and 16
  * pairs per block, each way of the last pass (tail 0, 1, 2): against the CPU engine at the same
@@ -260,8 +287,6 @@ static void test_pairs(void)
         test_charges(n, 0, 32 + d, q);
         check_context("pairs, %s", dist_name[d]);
         fmk_opts oc = fmm_opts(FMK_BACKEND_CPU, 4, 300), og = fmm_opts(FMK_BACKEND_CUDA, 4, 300);
-        const int near = fmk_cuda_fmm3d_direct_near, rt = fmk_cuda_fmm3d_p2p_pairs;
-        const int run0 = fmk_cuda_fmm3d_p2p_run, tail0 = fmk_cuda_fmm3d_p2p_tail, unroll0 = fmk_cuda_fmm3d_p2p_unroll;
         fmk_fmm3d_direct_near = 0;
         CHECK(run(&oc, 1e-6, n, x, q, 0, NULL, p1, g1, NULL) == FMK_OK);
         fmk_fmm3d_direct_near = 1;
@@ -269,24 +294,19 @@ static void test_pairs(void)
          * a bound of 1e-11) */
         static const int rts[] = {1, 2, 4, 2, 2, 2, 4, 4, 2}, unrolls[] = {1, 1, 1, 2, 4, 8, 1, 2, 4};
         static const int newtons[] = {0, 0, 0, 0, 0, 0, 1, 1, 1}, runs[] = {1, 4, 16};
-        const int newton0 = fmk_cuda_fmm3d_p2p_newton;
+        const int ring = fmk_cuda_fmm3d_p2p_ring, self = fmk_cuda_fmm3d_p2p_self;
         for (int a = 0; a < 9; a++)
             for (int b = 0; b < 3; b++)
                 for (int tail = 0; tail <= 2; tail++) {
                     if (quick && tail < 2 && b != 1)
                         continue;
-                    fmk_cuda_fmm3d_p2p_pairs = rts[a], fmk_cuda_fmm3d_p2p_run = runs[b];
-                    fmk_cuda_fmm3d_p2p_tail = tail, fmk_cuda_fmm3d_direct_near = 0;
-                    fmk_cuda_fmm3d_p2p_unroll = unrolls[a], fmk_cuda_fmm3d_p2p_newton = newtons[a];
-                    fmk_info info;
-                    CHECK(run(&og, 1e-6, n, x, q, 0, NULL, p2, g2, &info) == FMK_OK);
-                    fmk_cuda_fmm3d_direct_near = near, fmk_cuda_fmm3d_p2p_pairs = rt;
-                    fmk_cuda_fmm3d_p2p_run = run0, fmk_cuda_fmm3d_p2p_tail = tail0;
-                    fmk_cuda_fmm3d_p2p_unroll = unroll0, fmk_cuda_fmm3d_p2p_newton = newton0;
-                    const double dp = test_rel_l2(p2, p1, n), dg = test_rel_l2(g2, g1, 3 * n);
+                    const pairs_knobs k = {rts[a], runs[b], tail, unrolls[a], newtons[a], ring, self};
+                    int levels;
+                    double dp, dg;
+                    pairs_run(&og, k, n, x, q, p1, g1, p2, g2, &levels, &dp, &dg);
                     printf("  pairs %-7s levels %d, %d per lane (unroll %d, Newton %d), %2d pairs per block, tail %d: "
                            "pot %.2e grad %.2e\n",
-                           dist_name[d], info.levels, rts[a], unrolls[a], newtons[a], runs[b], tail, dp, dg);
+                           dist_name[d], levels, rts[a], unrolls[a], newtons[a], runs[b], tail, dp, dg);
                     const double bound = newtons[a] ? 1e-11 : 1e-12;
                     CHECK_MSG(dp < bound && dg < bound,
                               "GPU (P2P %d, unroll %d, Newton %d, run %d, tail %d) vs CPU: pot %.3e grad %.3e",
@@ -294,27 +314,20 @@ static void test_pairs(void)
                 }
         /* the ring's variants at 4 points per lane (two a points per lane, the coordinates'
          * shuffles a step ahead, 1/r unmasked, other register budgets), each 1/r */
-        const int ring0 = fmk_cuda_fmm3d_p2p_ring, self0 = fmk_cuda_fmm3d_p2p_self;
         for (int v = 0; v < 8; v++) /* 7: ring 1 with the leaves' own pairs both ways in k_p2p */
             for (int nw = 0; nw <= 1; nw++)
                 for (int b = quick ? 1 : 0; b < (quick ? 2 : 3); b++) {
-                    fmk_cuda_fmm3d_p2p_pairs = 4, fmk_cuda_fmm3d_p2p_run = runs[b], fmk_cuda_fmm3d_p2p_tail = 2;
-                    fmk_cuda_fmm3d_p2p_unroll = 2, fmk_cuda_fmm3d_p2p_newton = nw;
-                    fmk_cuda_fmm3d_p2p_ring = v < 7 ? v : 1, fmk_cuda_fmm3d_p2p_self = v < 7;
-                    fmk_cuda_fmm3d_direct_near = 0;
-                    fmk_info info;
-                    CHECK(run(&og, 1e-6, n, x, q, 0, NULL, p2, g2, &info) == FMK_OK);
-                    fmk_cuda_fmm3d_direct_near = near, fmk_cuda_fmm3d_p2p_pairs = rt;
-                    fmk_cuda_fmm3d_p2p_run = run0, fmk_cuda_fmm3d_p2p_tail = tail0;
-                    fmk_cuda_fmm3d_p2p_unroll = unroll0, fmk_cuda_fmm3d_p2p_newton = newton0;
-                    fmk_cuda_fmm3d_p2p_ring = ring0, fmk_cuda_fmm3d_p2p_self = self0;
-                    const double dp = test_rel_l2(p2, p1, n), dg = test_rel_l2(g2, g1, 3 * n);
+                    const pairs_knobs k = {4, runs[b], 2, 2, nw, v < 7 ? v : 1, v < 7};
+                    int levels;
+                    double dp, dg;
+                    pairs_run(&og, k, n, x, q, p1, g1, p2, g2, &levels, &dp, &dg);
                     printf("  pairs %-7s levels %d, 4 per lane, ring %d, self %d, Newton %d, %2d pairs per block: pot %.2e "
                            "grad %.2e\n",
-                           dist_name[d], info.levels, v < 7 ? v : 1, v < 7, nw, runs[b], dp, dg);
+                           dist_name[d], levels, k.ring, k.self, nw, runs[b], dp, dg);
                     const double bound = nw ? 1e-11 : 1e-12;
-                    CHECK_MSG(dp < bound && dg < bound, "GPU (P2P 4, ring %d, Newton %d, run %d) vs CPU: pot %.3e grad %.3e",
-                              v, nw, runs[b], dp, dg);
+                    CHECK_MSG(dp < bound && dg < bound,
+                              "GPU (P2P 4, ring %d, self %d, Newton %d, run %d) vs CPU: pot %.3e grad %.3e", k.ring,
+                              k.self, nw, runs[b], dp, dg);
                 }
     }
     free(x), free(q), free(p1), free(g1), free(p2), free(g2);
