@@ -33,6 +33,10 @@
  *   fmm3d newton     the P2P of leaf pairs at 2 and 4 points per lane, 1/r by the third-order
  *                    correction and by a Newton step: 2^20 uniform and Plummer at eps 1e-6,
  *                    one stream (the phases alone) and two (device points)
+ *   fmm3d ring [V]   the P2P of leaf pairs: its ring's variants at 4 points per lane and a
+ *                    leaf's own pairs once or both ways (rows 0 .. V, all if 0): 2^20 uniform
+ *                    and Plummer at eps 1e-6, uniform at 1e-3, one stream (device points);
+ *                    ringprof: uniform only, one timed eval each and no errors (for a profiler)
  *   fmm3d cols       P2M and L2P as a thread per point, by column groups and records, and P2M
  *                    two sources a lane at a time: 2^20 uniform and Plummer at eps 1e-6, one
  *                    stream (the phases alone) and two (device points)
@@ -86,6 +90,10 @@ extern int fmk_cuda_fmm3d_p2p_tail __attribute__((weak));
 extern int fmk_cuda_fmm3d_p2p_unroll __attribute__((weak));
 /* and fp64 P2P's 1/r by a Newton step (-1 where the order comes from eps >= 1e-11, 0, 1) */
 extern int fmk_cuda_fmm3d_p2p_newton __attribute__((weak));
+/* and the variant of the ring of the P2P both ways at 4 points per lane (0 .. 6), and a leaf's
+ * own pairs once there (1) or both ways in the one-way kernel (0) */
+extern int fmk_cuda_fmm3d_p2p_ring __attribute__((weak));
+extern int fmk_cuda_fmm3d_p2p_self __attribute__((weak));
 extern double fmk_cuda_fmm3d_root_volume __attribute__((weak));
 /* and P2M by column groups, L2P from per-leaf records (1; 2: P2M two sources a lane at a time;
  * 0: a thread per point) */
@@ -738,6 +746,34 @@ int main(int argc, char **argv)
                                       &r);
                     }
         fmk_cuda_fmm3d_p2p_newton = nw, fmk_cuda_fmm3d_p2p_pairs = rt, fmk_cuda_fmm3d_overlap = ov;
+        device_points = 0;
+    } else if (!strcmp(mode, "ring") || !strcmp(mode, "ringprof")) {
+        /* the P2P both ways: ring variants (4 points per lane, 1/r by Newton's step) and a
+         * leaf's own pairs (self 1: once, in the pairs kernel; 0: both ways in the one-way
+         * kernel); one stream, so that P2P is alone; 2^20 uniform and Plummer at eps 1e-6, then
+         * uniform at eps 1e-3 (32-point leaves: 1 point per lane) with self 0 and 1; arg: the
+         * last variant (all if 0) */
+        if (!&fmk_cuda_fmm3d_p2p_ring || !&fmk_cuda_fmm3d_p2p_self || !&fmk_cuda_fmm3d_overlap) {
+            fprintf(stderr, "fmm3d: no ring knob in this build\n");
+            return 1;
+        }
+        const int ring = fmk_cuda_fmm3d_p2p_ring, self = fmk_cuda_fmm3d_p2p_self, ov = fmk_cuda_fmm3d_overlap;
+        static const int var[][2] = {{0, 0}, {1, 0}, {1, 1}, {2, 1}, {3, 1}, {4, 1}, {5, 1}, {6, 1}}; /* ring, self */
+        const int last = arg > 0 && arg < 8 ? arg : 7, prof = !strcmp(mode, "ringprof"); /* one eval each, for ncu */
+        device_points = 1;
+        for (int d = 0; d < (prof ? 1 : 3); d++)
+            for (int v = 0; v <= (d == 2 ? 2 : last); v++) {
+                if (d == 2 && v == 1)
+                    continue;
+                const double eps = d == 2 ? 1e-3 : 1e-6;
+                const char *dist = d == 1 ? "plummer" : "cube";
+                fmk_cuda_fmm3d_p2p_ring = var[v][0], fmk_cuda_fmm3d_p2p_self = var[v][1], fmk_cuda_fmm3d_overlap = 0;
+                if (!json)
+                    printf("ring %d, self %d, one stream\n", var[v][0], var[v][1]);
+                if (measure(FMK_METHOD_FMM, eps, -1, 0, dist, N20, 1, prof ? 1 : 5, !prof, &r) == 0)
+                    print_row("ring", FMK_METHOD_FMM, dist, N20, eps, 1, &r);
+            }
+        fmk_cuda_fmm3d_p2p_ring = ring, fmk_cuda_fmm3d_p2p_self = self, fmk_cuda_fmm3d_overlap = ov;
         device_points = 0;
     } else if (!strcmp(mode, "cols")) {
         /* P2M and L2P: a thread per point (0), column groups and records (1), P2M two sources a

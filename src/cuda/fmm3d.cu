@@ -102,6 +102,13 @@ int fmk_cuda_fmm3d_p2p_tail = 2;
 /* and the steps of its 32-step ring unrolled (1, 2, 4 or 8; above 1 at 2 points per lane only) */
 extern "C" int fmk_cuda_fmm3d_p2p_unroll;
 int fmk_cuda_fmm3d_p2p_unroll = 4;
+/* and the variant of its ring at 4 points per lane (0 .. P2P_RINGS - 1, ring_of below) */
+extern "C" int fmk_cuda_fmm3d_p2p_ring;
+int fmk_cuda_fmm3d_p2p_ring = 1;
+/* and a leaf's pairs with itself: 1 each once in that kernel (self_pairs), 0 both ways in k_p2p's
+ * rest rows */
+extern "C" int fmk_cuda_fmm3d_p2p_self;
+int fmk_cuda_fmm3d_p2p_self = 1;
 /* fp64 P2P's 1/r by one Newton step (~1e-13 relative) instead of the third-order correction:
  * -1 where the order comes from eps >= 1e-11 (pair_rsqrt_newton; docs/fmm3d_gpu.md), 0 never,
  * 1 always */
@@ -950,6 +957,18 @@ template <int NEWTON, typename R> __device__ __forceinline__ R pair_inv(R r2)
 {
     return NEWTON ? (R)pair_rsqrt_newton((double)r2) : pair_rsqrt(r2);
 }
+/* The same for pairs that never have r2 == 0 (two different leaves, whose points never
+ * coincide: coincident points share a key and so a leaf; padding kept apart, k_p2p_pairs), with
+ * no masking: MUFU.RSQ64H, the seed's high word less 2^20 (y0 / 2) and three fp64 instructions,
+ * or the third-order correction. */
+__device__ __forceinline__ double pair_inv_distinct(int newton, double r2)
+{
+    if (!newton)
+        return rsqrt_plain(r2);
+    const double y0 = rsqrt_seed(r2);
+    const double yh = __hiloint2double(__double2hiint(y0) - 0x100000, __double2loint(y0));
+    return fma(yh, fma(-r2, y0 * y0, 1.0), y0);
+}
 
 /* P2P's scalings (all 1 in fp64): charges times q (a power of two bringing the largest |q|
  * into [1, 2)), and the sums times pot and grad (undoing that and the fp32 coordinates'
@@ -969,7 +988,7 @@ struct p2p_scale {
  * tile of BLOCK sources and in fp64 across tiles. (Two targets per thread, each staged source
  * serving both, measured slower in fp64 at 307-point leaves: 14.0 against 11.8 ms at 2^20.) */
 template <typename R, int NEWTON>
-__global__ void __launch_bounds__(BLOCK) k_p2p(int nt, int atomic, p2p_scale sc,
+__global__ void __launch_bounds__(BLOCK) k_p2p(int nt, int atomic, int skip_self, p2p_scale sc,
                                                const int32_t *__restrict__ leaves,
                                                const int32_t *__restrict__ tbeg,
                                                const int32_t *__restrict__ tn,
@@ -995,6 +1014,8 @@ __global__ void __launch_bounds__(BLOCK) k_p2p(int nt, int atomic, p2p_scale sc,
         double p = 0, gx = 0, gy = 0, gz = 0;
         for (int e = u_begin[b]; e < u_begin[b + 1]; e++) {
             const int a = u[e];
+            if (a == b && skip_self) /* the leaf's own pairs: k_p2p_pairs, each once */
+                continue;
             const int j0 = sb[a], j1 = j0 + sn[a];
             for (int jb = j0; jb < j1; jb += BLOCK) {
                 __syncthreads();
@@ -1061,41 +1082,92 @@ __device__ __forceinline__ int stream_point(int jc, int nj, int r0, int r1, cons
     return s_j0[e] + off;
 }
 
-/* 32 steps of a warp: its RT points of b (xi .. gzi) against the 32 a points of the lanes
- * (xj .. gzj, moving one lane down per step), each pair once, both ways; UNR steps unrolled. */
-template <int RT, int UNR, int NEWTON>
+/* The ring's variants (fmk_cuda_fmm3d_p2p_ring; docs/fmm3d_gpu.md, section 3): RA a points per
+ * lane moving round the ring at once (RA x RT pairs per step), PIPE: the next step's a
+ * coordinates shuffled at the step's start (their latency behind the step's pairs; the sums move
+ * at its end), MASK: 1/r masked at r = 0 (else pair_inv_distinct), MINB: blocks per
+ * multiprocessor asked of ptxas (__launch_bounds__). */
+struct ring_cfg {
+    int ra, pipe, mask, minb;
+};
+__host__ __device__ constexpr ring_cfg ring_of(int v)
+{
+    return v == 0   ? ring_cfg{1, 0, 1, 0}
+           : v == 1 ? ring_cfg{1, 0, 0, 0}
+           : v == 2 ? ring_cfg{1, 1, 0, 4}
+           : v == 3 ? ring_cfg{1, 0, 0, 1}
+           : v == 4 ? ring_cfg{2, 0, 0, 2}
+           : v == 5 ? ring_cfg{2, 1, 0, 3}
+                    : ring_cfg{1, 1, 0, 3};
+}
+const int P2P_RINGS = 7;
+
+/* One pair (i, j) both ways: i's sums (pi .. gzi) from j, j's (pj .. gzj) from i; the same 1/r
+ * and 1/r^3 serve both. */
+template <int NEWTON, int MASK>
+__device__ __forceinline__ void pair_both(double xi, double yi, double zi, double qi, double &pi, double &gxi,
+                                          double &gyi, double &gzi, double xj, double yj, double zj, double qj,
+                                          double &pj, double &gxj, double &gyj, double &gzj)
+{
+    const double dx = xi - xj, dy = yi - yj, dz = zi - zj;
+    const double r2 = dx * dx + dy * dy + dz * dz;
+    const double inv = MASK ? pair_inv<NEWTON>(r2) : pair_inv_distinct(NEWTON, r2);
+    const double inv3 = inv * inv * inv;
+    pi = fma(qj, inv, pi), pj = fma(qi, inv, pj);
+    const double fj = qj * inv3, fi = qi * inv3;
+    gxi = fma(-fj, dx, gxi), gyi = fma(-fj, dy, gyi), gzi = fma(-fj, dz, gzi);
+    gxj = fma(fi, dx, gxj), gyj = fma(fi, dy, gyj), gzj = fma(fi, dz, gzj);
+}
+
+/* 32 steps of a warp: its RT points of b (xi .. gzi) against the 32 RA a points of the lanes
+ * (xj .. gzj, RA per lane, moving one lane down per step), each pair once, both ways; UNR steps
+ * unrolled. */
+template <int RT, int RA, int UNR, int NEWTON, int MASK, int PIPE>
 __device__ __forceinline__ void pairs_steps(const double *xi, const double *yi, const double *zi,
                                             const double *qi, double *pi, double *gxi, double *gyi,
-                                            double *gzi, double &xj, double &yj, double &zj, double &qj,
-                                            double &pj, double &gxj, double &gyj, double &gzj)
+                                            double *gzi, double *xj, double *yj, double *zj, double *qj,
+                                            double *pj, double *gxj, double *gyj, double *gzj)
 {
     const int next = ((threadIdx.x & 31) + 1) & 31;
 #pragma unroll UNR
     for (int k = 0; k < 32; k++) {
+        double nx[RA], ny[RA], nz[RA], nq[RA];
+        if (PIPE)
 #pragma unroll
-        for (int r = 0; r < RT; r++) {
-            const double dx = xi[r] - xj, dy = yi[r] - yj, dz = zi[r] - zj;
-            const double inv = pair_inv<NEWTON>(dx * dx + dy * dy + dz * dz), inv3 = inv * inv * inv;
-            pi[r] = fma(qj, inv, pi[r]), pj = fma(qi[r], inv, pj);
-            const double fj = qj * inv3, fi = qi[r] * inv3;
-            gxi[r] = fma(-fj, dx, gxi[r]), gyi[r] = fma(-fj, dy, gyi[r]), gzi[r] = fma(-fj, dz, gzi[r]);
-            gxj = fma(fi, dx, gxj), gyj = fma(fi, dy, gyj), gzj = fma(fi, dz, gzj);
+            for (int u = 0; u < RA; u++) {
+                nx[u] = __shfl_sync(0xffffffffu, xj[u], next), ny[u] = __shfl_sync(0xffffffffu, yj[u], next);
+                nz[u] = __shfl_sync(0xffffffffu, zj[u], next), nq[u] = __shfl_sync(0xffffffffu, qj[u], next);
+            }
+#pragma unroll
+        for (int r = 0; r < RT; r++)
+#pragma unroll
+            for (int u = 0; u < RA; u++)
+                pair_both<NEWTON, MASK>(xi[r], yi[r], zi[r], qi[r], pi[r], gxi[r], gyi[r], gzi[r], xj[u], yj[u],
+                                        zj[u], qj[u], pj[u], gxj[u], gyj[u], gzj[u]);
+#pragma unroll
+        for (int u = 0; u < RA; u++) {
+            if (PIPE) {
+                xj[u] = nx[u], yj[u] = ny[u], zj[u] = nz[u], qj[u] = nq[u];
+            } else {
+                xj[u] = __shfl_sync(0xffffffffu, xj[u], next), yj[u] = __shfl_sync(0xffffffffu, yj[u], next);
+                zj[u] = __shfl_sync(0xffffffffu, zj[u], next), qj[u] = __shfl_sync(0xffffffffu, qj[u], next);
+            }
+            pj[u] = __shfl_sync(0xffffffffu, pj[u], next), gxj[u] = __shfl_sync(0xffffffffu, gxj[u], next);
+            gyj[u] = __shfl_sync(0xffffffffu, gyj[u], next), gzj[u] = __shfl_sync(0xffffffffu, gzj[u], next);
         }
-        xj = __shfl_sync(0xffffffffu, xj, next), yj = __shfl_sync(0xffffffffu, yj, next);
-        zj = __shfl_sync(0xffffffffu, zj, next), qj = __shfl_sync(0xffffffffu, qj, next);
-        pj = __shfl_sync(0xffffffffu, pj, next), gxj = __shfl_sync(0xffffffffu, gxj, next);
-        gyj = __shfl_sync(0xffffffffu, gyj, next), gzj = __shfl_sync(0xffffffffu, gzj, next);
     }
 }
 
 /* One pass over b's points [ib, ...) by G groups of the block's warps: the warps of a group
  * hold different b points (32 RT each: a pass covers 32 RT NW / G of them), the groups hold the
- * same ones and take every G-th chunk of the stream. G 1: every warp every chunk (the a sums of
- * a chunk added over the warps in shared memory, in warp order: two buffers, one barrier per
- * chunk); G = NW (a group is a warp): the last pass, when at most 32 of b's points remain (a sums
- * added atomically by each warp); G 2 at RT 4: 256 points a pass, the leaf size of a 2^20 cube,
- * with half the shuffles per pair of RT 2. With G > 1 each group adds its b sums atomically. */
-template <int RT, int G, int UNR, int NEWTON>
+ * same ones and take every G-th chunk of the stream (a chunk: 32 RA points, RA per lane). G 1:
+ * every warp every chunk (the a sums of a chunk added over the warps in shared memory, in warp
+ * order: two buffers, one barrier per chunk); G = NW (a group is a warp): the last pass, when at
+ * most 32 of b's points remain (a sums added atomically by each warp); G 2 at RT 4: 256 points a
+ * pass, the leaf size of a 2^20 cube, with half the shuffles per pair of RT 2. With G > 1 each
+ * group adds its b sums atomically. Padding: charge 0, b's at the origin and a's at (-1, -1, -1)
+ * (the points lie in [1, 2]^3), so that no pair but a real coincident one has r = 0. */
+template <int RT, int RA, int G, int UNR, int NEWTON, int MASK, int PIPE>
 __device__ __forceinline__ void pairs_pass(int nt, int ib, int i0, int ni, int nj, int r0, int r1,
                                            const int32_t *s_j0, const int32_t *s_n,
                                            const real4d *__restrict__ pts, double *res,
@@ -1109,42 +1181,54 @@ __device__ __forceinline__ void pairs_pass(int nt, int ib, int i0, int ni, int n
 #pragma unroll
     for (int r = 0; r < RT; r++) {
         const int ii = mine + 32 * r + lane;
-        const real4d t = ii < ni ? pts[i0 + ii] : real4d{0, 0, 0, 0}; /* padding: charge 0 */
+        const real4d t = ii < ni ? pts[i0 + ii] : real4d{0, 0, 0, 0};
         xi[r] = t.x, yi[r] = t.y, zi[r] = t.z, qi[r] = t.w;
         pi[r] = gxi[r] = gyi[r] = gzi[r] = 0;
     }
     int buf = 0;
-    for (int jc0 = 0; jc0 < nj; jc0 += G * 32, buf ^= 1) {
-        const int jc = jc0 + grp * 32; /* the group's chunk */
-        const int j = stream_point(jc, nj, r0, r1, s_j0, s_n);
-        const real4d t = j >= 0 ? pts[j] : real4d{0, 0, 0, 0};
-        double xj = t.x, yj = t.y, zj = t.z, qj = t.w, pj = 0, gxj = 0, gyj = 0, gzj = 0;
-        if (mine < ni && jc < nj)
-            pairs_steps<RT, UNR, NEWTON>(xi, yi, zi, qi, pi, gxi, gyi, gzi, xj, yj, zj, qj, pj, gxj, gyj,
-                                         gzj);
-        if (WG == 1) { /* a group is a warp: its chunk's sums are complete */
-            if (j >= 0) {
-                atomicAdd(res + j, pj);
-                atomicAdd(res + nt + 3 * j, gxj), atomicAdd(res + nt + 3 * j + 1, gyj);
-                atomicAdd(res + nt + 3 * j + 2, gzj);
-            }
-            continue;
+    for (int jc0 = 0; jc0 < nj; jc0 += G * 32 * RA, buf ^= 1) {
+        const int jc = jc0 + grp * 32 * RA; /* the group's chunk */
+        int j[RA];
+        double xj[RA], yj[RA], zj[RA], qj[RA], pj[RA], gxj[RA], gyj[RA], gzj[RA];
+#pragma unroll
+        for (int u = 0; u < RA; u++) {
+            j[u] = stream_point(jc + 32 * u, nj, r0, r1, s_j0, s_n);
+            const real4d t = j[u] >= 0 ? pts[j[u]] : real4d{-1, -1, -1, 0};
+            xj[u] = t.x, yj[u] = t.y, zj[u] = t.z, qj[u] = t.w, pj[u] = gxj[u] = gyj[u] = gzj[u] = 0;
         }
-        /* the buffer written here was last read two chunks ago, before the last barrier */
-        red[buf][0][warp][lane] = pj, red[buf][1][warp][lane] = gxj;
-        red[buf][2][warp][lane] = gyj, red[buf][3][warp][lane] = gzj;
-        __syncthreads();
-        /* thread (sum c, lane), per group: its warps' sums of a point, in warp order */
-        const int c = warp;
+        if (mine < ni && jc < nj)
+            pairs_steps<RT, RA, UNR, NEWTON, MASK, PIPE>(xi, yi, zi, qi, pi, gxi, gyi, gzi, xj, yj, zj, qj, pj,
+                                                         gxj, gyj, gzj);
+        if (WG == 1) { /* a group is a warp: its chunk's sums are complete */
 #pragma unroll
-        for (int g = 0; g < G; g++) {
-            const int jg = g == grp ? j : stream_point(jc0 + g * 32, nj, r0, r1, s_j0, s_n);
-            double v = 0;
+            for (int u = 0; u < RA; u++)
+                if (j[u] >= 0) {
+                    atomicAdd(res + j[u], pj[u]);
+                    atomicAdd(res + nt + 3 * j[u], gxj[u]), atomicAdd(res + nt + 3 * j[u] + 1, gyj[u]);
+                    atomicAdd(res + nt + 3 * j[u] + 2, gzj[u]);
+                }
+        } else {
+            /* the buffers written here were last read two chunks ago, before the last barrier */
 #pragma unroll
-            for (int w = 0; w < WG; w++)
-                v += red[buf][c][g * WG + w][lane];
-            if (jg >= 0)
-                atomicAdd(res + (c == 0 ? jg : nt + 3 * jg + c - 1), v);
+            for (int u = 0; u < RA; u++) {
+                red[buf * RA + u][0][warp][lane] = pj[u], red[buf * RA + u][1][warp][lane] = gxj[u];
+                red[buf * RA + u][2][warp][lane] = gyj[u], red[buf * RA + u][3][warp][lane] = gzj[u];
+            }
+            __syncthreads();
+            /* thread (sum c, lane), per group: its warps' sums of a point, in warp order */
+            const int c = warp;
+#pragma unroll
+            for (int g = 0; g < G; g++)
+#pragma unroll
+                for (int u = 0; u < RA; u++) {
+                    const int jg = g == grp ? j[u] : stream_point(jc0 + (g * RA + u) * 32, nj, r0, r1, s_j0, s_n);
+                    double v = 0;
+#pragma unroll
+                    for (int w = 0; w < WG; w++)
+                        v += red[buf * RA + u][c][g * WG + w][lane];
+                    if (jg >= 0)
+                        atomicAdd(res + (c == 0 ? jg : nt + 3 * jg + c - 1), v);
+                }
         }
     }
     if (WG > 1)
@@ -1161,15 +1245,79 @@ __device__ __forceinline__ void pairs_pass(int nt, int ib, int i0, int ni, int n
     }
 }
 
-template <int RT, int UNR, int NEWTON>
-__global__ void __launch_bounds__(BLOCK) k_p2p_pairs(int nt, int64_t n_pairs, int run, int tail,
-                                                     const int32_t *__restrict__ pairs,
-                                                     const int32_t *__restrict__ sb,
-                                                     const int32_t *__restrict__ sn,
-                                                     const real4d *__restrict__ pts, double *res)
+/* The pairs within leaf b (points i0 .. i0 + ni - 1; sources = targets), each unordered pair once
+ * (k_p2p then skips the leaf in its rest row): the leaf's tiles of 32 points, tile pairs (s, t),
+ * s <= t, by warps, a lane per point of s, t's points moving round the ring; s < t: 32 steps;
+ * s = t: the offsets 1 .. 16 (pairs (l, l + k) once; at 16 the lanes below 16 only), after which
+ * lane l holds the point l + 16. A warp holds the rows s and m - 1 - s (m + 1 tile pairs
+ * together, the same for every warp at m = 8, a 2^20 cube's 256-point leaves), s's sums in
+ * registers across its row, t's added atomically per tile pair. 1/r masked: points of one leaf
+ * may coincide. */
+template <int UNR, int NEWTON>
+__device__ __forceinline__ void self_pairs(int nt, int i0, int ni, const real4d *__restrict__ pts, double *res)
+{
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, m = (ni + 31) / 32;
+    const int next = (lane + 1) & 31;
+    for (int pos = 2 * warp; pos < m; pos += 2 * (BLOCK / 32))
+        for (int h = 0; h < 2 && pos + h < m; h++) {
+            const int s = h ? m - 1 - pos / 2 : pos / 2; /* rows 0, m - 1, 1, m - 2, ... by pairs */
+            const int ii = 32 * s + lane;
+            const real4d ti = ii < ni ? pts[i0 + ii] : real4d{0, 0, 0, 0};
+            double xi = ti.x, yi = ti.y, zi = ti.z, qi = ti.w, pi = 0, gxi = 0, gyi = 0, gzi = 0;
+            for (int t = s; t < m; t++) {
+                const int jj = 32 * t + lane;
+                const real4d tj = jj < ni ? pts[i0 + jj] : real4d{-1, -1, -1, 0};
+                double xj = tj.x, yj = tj.y, zj = tj.z, qj = tj.w, pj = 0, gxj = 0, gyj = 0, gzj = 0;
+                int jl = jj; /* the point whose sums this lane holds at the end */
+                if (t > s) {
+                    pairs_steps<1, 1, UNR, NEWTON, 1, 0>(&xi, &yi, &zi, &qi, &pi, &gxi, &gyi, &gzi, &xj, &yj, &zj,
+                                                         &qj, &pj, &gxj, &gyj, &gzj);
+                } else {
+                    xj = __shfl_sync(0xffffffffu, xj, next), yj = __shfl_sync(0xffffffffu, yj, next);
+                    zj = __shfl_sync(0xffffffffu, zj, next), qj = __shfl_sync(0xffffffffu, qj, next);
+                    for (int k = 1; k < 16; k++) {
+                        pair_both<NEWTON, 1>(xi, yi, zi, qi, pi, gxi, gyi, gzi, xj, yj, zj, qj, pj, gxj, gyj, gzj);
+                        xj = __shfl_sync(0xffffffffu, xj, next), yj = __shfl_sync(0xffffffffu, yj, next);
+                        zj = __shfl_sync(0xffffffffu, zj, next), qj = __shfl_sync(0xffffffffu, qj, next);
+                        pj = __shfl_sync(0xffffffffu, pj, next), gxj = __shfl_sync(0xffffffffu, gxj, next);
+                        gyj = __shfl_sync(0xffffffffu, gyj, next), gzj = __shfl_sync(0xffffffffu, gzj, next);
+                    }
+                    const double w = lane < 16 ? 1.0 : 0.0; /* offset 16: each pair twice, once kept */
+                    pair_both<NEWTON, 1>(xi, yi, zi, qi * w, pi, gxi, gyi, gzi, xj, yj, zj, qj * w, pj, gxj, gyj, gzj);
+                    jl = 32 * t + ((lane + 16) & 31);
+                }
+                if (jl < ni) {
+                    const int j = i0 + jl;
+                    atomicAdd(res + j, pj);
+                    atomicAdd(res + nt + 3 * j, gxj), atomicAdd(res + nt + 3 * j + 1, gyj);
+                    atomicAdd(res + nt + 3 * j + 2, gzj);
+                }
+            }
+            if (ii < ni) {
+                const int i = i0 + ii;
+                atomicAdd(res + i, pi);
+                atomicAdd(res + nt + 3 * i, gxi), atomicAdd(res + nt + 3 * i + 1, gyi);
+                atomicAdd(res + nt + 3 * i + 2, gzi);
+            }
+        }
+}
+
+/* P2P of leaf pairs: blocks below pair_blocks take runs of pairs (above), the others a leaf's own
+ * pairs each (self_pairs; leaves[blockIdx.x - pair_blocks]). */
+template <int RT, int UNR, int NEWTON, int V>
+__global__ void __launch_bounds__(BLOCK, ring_of(V).minb)
+    k_p2p_pairs(int nt, int64_t n_pairs, int run, int tail, unsigned pair_blocks, const int32_t *__restrict__ leaves,
+                const int32_t *__restrict__ pairs, const int32_t *__restrict__ sb, const int32_t *__restrict__ sn,
+                const real4d *__restrict__ pts, double *res)
 {
     static_assert(BLOCK == 128, "four warps, and a thread per (sum, lane) in the reduction");
-    __shared__ double red[2][4][BLOCK / 32][32];
+    constexpr ring_cfg C = ring_of(V);
+    if (blockIdx.x >= pair_blocks) {
+        const int b = leaves[blockIdx.x - pair_blocks];
+        self_pairs<UNR, NEWTON>(nt, sb[b], sn[b], pts, res);
+        return;
+    }
+    __shared__ double red[2 * C.ra][4][BLOCK / 32][32];
     __shared__ int32_t s_b[P2P_RUN_MAX], s_j0[P2P_RUN_MAX], s_n[P2P_RUN_MAX];
     const int64_t e0 = (int64_t)blockIdx.x * run;
     const int ne = (int)(n_pairs - e0 < run ? n_pairs - e0 : run);
@@ -1187,16 +1335,18 @@ __global__ void __launch_bounds__(BLOCK) k_p2p_pairs(int nt, int64_t n_pairs, in
         for (int ib = 0; ib < ni;) {
             const int left = ni - ib;
             if (tail == 2 && left <= 32) {
-                pairs_pass<1, BLOCK / 32, UNR, NEWTON>(nt, ib, i0, ni, nj, r0, r1, s_j0, s_n, pts, res, red);
+                pairs_pass<1, 1, BLOCK / 32, UNR, NEWTON, C.mask, 0>(nt, ib, i0, ni, nj, r0, r1, s_j0, s_n, pts,
+                                                                     res, red);
                 ib += 32;
             } else if (RT == 1 || (tail && left <= BLOCK)) {
-                pairs_pass<1, 1, UNR, NEWTON>(nt, ib, i0, ni, nj, r0, r1, s_j0, s_n, pts, res, red);
+                pairs_pass<1, 1, 1, UNR, NEWTON, C.mask, 0>(nt, ib, i0, ni, nj, r0, r1, s_j0, s_n, pts, res, red);
                 ib += BLOCK;
             } else if (RT == 4) { /* two groups of two warps: 256 points a pass */
-                pairs_pass<RT, 2, UNR, NEWTON>(nt, ib, i0, ni, nj, r0, r1, s_j0, s_n, pts, res, red);
+                pairs_pass<RT, C.ra, 2, UNR, NEWTON, C.mask, C.pipe>(nt, ib, i0, ni, nj, r0, r1, s_j0, s_n, pts,
+                                                                     res, red);
                 ib += BLOCK * RT / 2;
             } else {
-                pairs_pass<RT, 1, UNR, NEWTON>(nt, ib, i0, ni, nj, r0, r1, s_j0, s_n, pts, res, red);
+                pairs_pass<RT, 1, 1, UNR, NEWTON, C.mask, 0>(nt, ib, i0, ni, nj, r0, r1, s_j0, s_n, pts, res, red);
                 ib += BLOCK * RT;
             }
         }
@@ -2429,11 +2579,13 @@ template <typename R, int NEWTON> void p2p(fmm_gpu *s, int nt, p2p_scale sc, cud
      * P2P 7.40 against 8.03 ms at 2^20 uniform, docs: measured) */
     const int rt = fmk_cuda_fmm3d_p2p_pairs >= 0 ? fmk_cuda_fmm3d_p2p_pairs : s->leaf_size < 256 ? 1 : 4;
     const bool pairs = sizeof(R) == 8 && g->d_ur_begin && (rt == 1 || rt == 2 || rt == 4);
+    /* a leaf's own pairs once, in k_p2p_pairs's extra blocks (else both ways in k_p2p) */
+    const int self = pairs && fmk_cuda_fmm3d_p2p_self && g->n_leaves_trg > 0;
     if (g->n_leaves_trg > 0) /* the U lists, or with pairs the rest rows (the leaf itself, W) */
         k_p2p<R, NEWTON><<<dim3((unsigned)g->n_leaves_trg, split_for(s->leaf_size)), BLOCK, 0, st>>>(
-            nt, 0, sc, g->d_leaves_trg, g->d_tb, g->d_tn, g->d_sb, g->d_sn, pairs ? g->d_ur_begin : g->d_u_begin,
+            nt, 0, self, sc, g->d_leaves_trg, g->d_tb, g->d_tn, g->d_sb, g->d_sn, pairs ? g->d_ur_begin : g->d_u_begin,
             pairs ? g->d_ur : g->d_u, g->d_cube, g->d_src, g->d_trg, s->d_near);
-    if (pairs && g->n_pairs > 0) {
+    if (pairs && (g->n_pairs > 0 || self)) {
         /* pairs per block: 8 at small leaves (2^20 uniform, 32-point leaves: P2P 4.00 -> 3.85 ms
          * against 4), else 4 (256-point leaves: 7.68 against 7.82 with 8; docs: measured) */
         int run = fmk_cuda_fmm3d_p2p_run > 0 ? fmk_cuda_fmm3d_p2p_run : s->leaf_size < 256 ? 8 : 4;
@@ -2442,30 +2594,40 @@ template <typename R, int NEWTON> void p2p(fmm_gpu *s, int nt, p2p_scale sc, cud
          * pairs of 512-point leaves in 7 blocks took P2P from 0.15 to 0.8-1.1 ms */
         while (fmk_cuda_fmm3d_p2p_run <= 0 && run > 1 && g->n_pairs < (int64_t)16 * s->sms * run)
             run /= 2;
-        const unsigned blocks = (unsigned)((g->n_pairs + run - 1) / run);
+        const unsigned pair_blocks = (unsigned)((g->n_pairs + run - 1) / run);
+        const unsigned blocks = pair_blocks + (self ? (unsigned)g->n_leaves_trg : 0);
         const int tail = fmk_cuda_fmm3d_p2p_tail, unroll = fmk_cuda_fmm3d_p2p_unroll;
-#define FMK_PAIRS(RT, UNR)                                                                          \
-    k_p2p_pairs<RT, UNR, NEWTON><<<blocks, BLOCK, 0, st>>>(nt, g->n_pairs, run, tail, g->d_pairs, g->d_sb, g->d_sn, \
-                                                   g->d_src, s->d_near)
-        if (rt == 4 && unroll >= 2)
-            FMK_PAIRS(4, 2);
-        else if (rt == 4)
-            FMK_PAIRS(4, 1);
+        const int ring = fmk_cuda_fmm3d_p2p_ring >= 0 && fmk_cuda_fmm3d_p2p_ring < P2P_RINGS ? fmk_cuda_fmm3d_p2p_ring : 0;
+#define FMK_PAIRS(RT, UNR, V)                                                                       \
+    k_p2p_pairs<RT, UNR, NEWTON, V><<<blocks, BLOCK, 0, st>>>(nt, g->n_pairs, run, tail, pair_blocks, g->d_leaves_trg, \
+                                                              g->d_pairs, g->d_sb, g->d_sn, g->d_src, s->d_near)
+        if (rt == 4 && unroll >= 2) {
+            switch (ring) {
+            case 0: FMK_PAIRS(4, 2, 0); break;
+            case 1: FMK_PAIRS(4, 2, 1); break;
+            case 2: FMK_PAIRS(4, 2, 2); break;
+            case 3: FMK_PAIRS(4, 2, 3); break;
+            case 4: FMK_PAIRS(4, 2, 4); break;
+            case 5: FMK_PAIRS(4, 2, 5); break;
+            default: FMK_PAIRS(4, 2, 6); break;
+            }
+        } else if (rt == 4)
+            FMK_PAIRS(4, 1, 0);
         else if (rt == 1)
-            FMK_PAIRS(1, 1);
+            FMK_PAIRS(1, 1, 0);
         else if (unroll >= 8)
-            FMK_PAIRS(2, 8);
+            FMK_PAIRS(2, 8, 0);
         else if (unroll >= 4)
-            FMK_PAIRS(2, 4);
+            FMK_PAIRS(2, 4, 0);
         else if (unroll == 2)
-            FMK_PAIRS(2, 2);
+            FMK_PAIRS(2, 2, 0);
         else
-            FMK_PAIRS(2, 1);
+            FMK_PAIRS(2, 1, 0);
 #undef FMK_PAIRS
     }
     if (g->n_ynodes > 0)
         k_p2p<R, NEWTON><<<dim3((unsigned)g->n_ynodes, split_for(s->near_max)), BLOCK, 0, st>>>(
-            nt, 1, sc, g->d_ynodes, g->d_tb, g->d_tn, g->d_sb, g->d_sn, g->d_y_begin, g->d_y, g->d_cube, g->d_src,
+            nt, 1, 0, sc, g->d_ynodes, g->d_tb, g->d_tn, g->d_sb, g->d_sn, g->d_y_begin, g->d_y, g->d_cube, g->d_src,
             g->d_trg, s->d_near);
 }
 

@@ -40,6 +40,8 @@ extern int fmk_cuda_fmm3d_overlap;
 extern int fmk_cuda_fmm3d_p2p_run;
 extern int fmk_cuda_fmm3d_p2p_tail;
 extern int fmk_cuda_fmm3d_p2p_unroll; /* and its ring's steps unrolled (1, 2, 4, 8) */
+extern int fmk_cuda_fmm3d_p2p_ring;   /* and the variant of its ring at 4 per lane (0 .. 6) */
+extern int fmk_cuda_fmm3d_p2p_self;   /* and a leaf's own pairs once there (1) or both ways (0) */
 /* and fp64 P2P's 1/r by one Newton step (-1: where the order comes from eps >= 1e-11) */
 extern int fmk_cuda_fmm3d_p2p_newton;
 /* and the root cube's volume over the points' bounding cube (1: the bounding cube) */
@@ -258,6 +260,33 @@ static void test_vs_cpu(void)
     free(x), free(q), free(p1), free(g1), free(p2), free(g2);
 }
 
+/* The knobs of the P2P of leaf pairs that test_pairs varies. */
+typedef struct pairs_knobs {
+    int rt, run, tail, unroll, newton, ring, self;
+} pairs_knobs;
+
+/* One GPU run with those knobs (every W and X entry on its operator; the knobs restored after):
+ * its levels, and its errors against (p1, g1). */
+static void pairs_run(const fmk_opts *og, pairs_knobs k, int64_t n, const double *x, const double *q,
+                      const double *p1, const double *g1, double *p2, double *g2, int *levels, double *dp,
+                      double *dg)
+{
+    const pairs_knobs keep = {fmk_cuda_fmm3d_p2p_pairs,  fmk_cuda_fmm3d_p2p_run,  fmk_cuda_fmm3d_p2p_tail,
+                              fmk_cuda_fmm3d_p2p_unroll, fmk_cuda_fmm3d_p2p_newton, fmk_cuda_fmm3d_p2p_ring,
+                              fmk_cuda_fmm3d_p2p_self};
+    const int near = fmk_cuda_fmm3d_direct_near;
+    fmk_cuda_fmm3d_p2p_pairs = k.rt, fmk_cuda_fmm3d_p2p_run = k.run, fmk_cuda_fmm3d_p2p_tail = k.tail;
+    fmk_cuda_fmm3d_p2p_unroll = k.unroll, fmk_cuda_fmm3d_p2p_newton = k.newton;
+    fmk_cuda_fmm3d_p2p_ring = k.ring, fmk_cuda_fmm3d_p2p_self = k.self, fmk_cuda_fmm3d_direct_near = 0;
+    fmk_info info;
+    CHECK(run(og, 1e-6, n, x, q, 0, NULL, p2, g2, &info) == FMK_OK);
+    fmk_cuda_fmm3d_p2p_pairs = keep.rt, fmk_cuda_fmm3d_p2p_run = keep.run, fmk_cuda_fmm3d_p2p_tail = keep.tail;
+    fmk_cuda_fmm3d_p2p_unroll = keep.unroll, fmk_cuda_fmm3d_p2p_newton = keep.newton;
+    fmk_cuda_fmm3d_p2p_ring = keep.ring, fmk_cuda_fmm3d_p2p_self = keep.self, fmk_cuda_fmm3d_direct_near = near;
+    *levels = info.levels;
+    *dp = test_rel_l2(p2, p1, n), *dg = test_rel_l2(g2, g1, 3 * n);
+}
+
 /* The P2P of leaf pairs with leaves of up to 300 points (passes of one, two and four points per
  * lane, full and last passes; two per lane with the ring unrolled 1, 2, 4, 8 times), 1, 4 and 16
  * pairs per block, each way of the last pass (tail 0, 1, 2): against the CPU engine at the same
@@ -272,8 +301,6 @@ static void test_pairs(void)
         test_charges(n, 0, 32 + d, q);
         check_context("pairs, %s", dist_name[d]);
         fmk_opts oc = fmm_opts(FMK_BACKEND_CPU, 4, 300), og = fmm_opts(FMK_BACKEND_CUDA, 4, 300);
-        const int near = fmk_cuda_fmm3d_direct_near, rt = fmk_cuda_fmm3d_p2p_pairs;
-        const int run0 = fmk_cuda_fmm3d_p2p_run, tail0 = fmk_cuda_fmm3d_p2p_tail, unroll0 = fmk_cuda_fmm3d_p2p_unroll;
         fmk_fmm3d_direct_near = 0;
         CHECK(run(&oc, 1e-6, n, x, q, 0, NULL, p1, g1, NULL) == FMK_OK);
         fmk_fmm3d_direct_near = 1;
@@ -281,28 +308,40 @@ static void test_pairs(void)
          * a bound of 1e-11) */
         static const int rts[] = {1, 2, 4, 2, 2, 2, 4, 4, 2}, unrolls[] = {1, 1, 1, 2, 4, 8, 1, 2, 4};
         static const int newtons[] = {0, 0, 0, 0, 0, 0, 1, 1, 1}, runs[] = {1, 4, 16};
-        const int newton0 = fmk_cuda_fmm3d_p2p_newton;
+        const int ring = fmk_cuda_fmm3d_p2p_ring, self = fmk_cuda_fmm3d_p2p_self;
         for (int a = 0; a < 9; a++)
             for (int b = 0; b < 3; b++)
                 for (int tail = 0; tail <= 2; tail++) {
                     if (quick && tail < 2 && b != 1)
                         continue;
-                    fmk_cuda_fmm3d_p2p_pairs = rts[a], fmk_cuda_fmm3d_p2p_run = runs[b];
-                    fmk_cuda_fmm3d_p2p_tail = tail, fmk_cuda_fmm3d_direct_near = 0;
-                    fmk_cuda_fmm3d_p2p_unroll = unrolls[a], fmk_cuda_fmm3d_p2p_newton = newtons[a];
-                    fmk_info info;
-                    CHECK(run(&og, 1e-6, n, x, q, 0, NULL, p2, g2, &info) == FMK_OK);
-                    fmk_cuda_fmm3d_direct_near = near, fmk_cuda_fmm3d_p2p_pairs = rt;
-                    fmk_cuda_fmm3d_p2p_run = run0, fmk_cuda_fmm3d_p2p_tail = tail0;
-                    fmk_cuda_fmm3d_p2p_unroll = unroll0, fmk_cuda_fmm3d_p2p_newton = newton0;
-                    const double dp = test_rel_l2(p2, p1, n), dg = test_rel_l2(g2, g1, 3 * n);
+                    const pairs_knobs k = {rts[a], runs[b], tail, unrolls[a], newtons[a], ring, self};
+                    int levels;
+                    double dp, dg;
+                    pairs_run(&og, k, n, x, q, p1, g1, p2, g2, &levels, &dp, &dg);
                     printf("  pairs %-7s levels %d, %d per lane (unroll %d, Newton %d), %2d pairs per block, tail %d: "
                            "pot %.2e grad %.2e\n",
-                           dist_name[d], info.levels, rts[a], unrolls[a], newtons[a], runs[b], tail, dp, dg);
+                           dist_name[d], levels, rts[a], unrolls[a], newtons[a], runs[b], tail, dp, dg);
                     const double bound = newtons[a] ? 1e-11 : 1e-12;
                     CHECK_MSG(dp < bound && dg < bound,
                               "GPU (P2P %d, unroll %d, Newton %d, run %d, tail %d) vs CPU: pot %.3e grad %.3e",
                               rts[a], unrolls[a], newtons[a], runs[b], tail, dp, dg);
+                }
+        /* the ring's variants at 4 points per lane (two a points per lane, the coordinates'
+         * shuffles a step ahead, 1/r unmasked, other register budgets), each 1/r */
+        for (int v = 0; v < 8; v++) /* 7: ring 1 with the leaves' own pairs both ways in k_p2p */
+            for (int nw = 0; nw <= 1; nw++)
+                for (int b = quick ? 1 : 0; b < (quick ? 2 : 3); b++) {
+                    const pairs_knobs k = {4, runs[b], 2, 2, nw, v < 7 ? v : 1, v < 7};
+                    int levels;
+                    double dp, dg;
+                    pairs_run(&og, k, n, x, q, p1, g1, p2, g2, &levels, &dp, &dg);
+                    printf("  pairs %-7s levels %d, 4 per lane, ring %d, self %d, Newton %d, %2d pairs per block: pot %.2e "
+                           "grad %.2e\n",
+                           dist_name[d], levels, k.ring, k.self, nw, runs[b], dp, dg);
+                    const double bound = nw ? 1e-11 : 1e-12;
+                    CHECK_MSG(dp < bound && dg < bound,
+                              "GPU (P2P 4, ring %d, self %d, Newton %d, run %d) vs CPU: pot %.3e grad %.3e", k.ring,
+                              k.self, nw, runs[b], dp, dg);
                 }
     }
     free(x), free(q), free(p1), free(g1), free(p2), free(g2);
@@ -1032,15 +1071,21 @@ static void test_race(void)
             fmk_fmm3d_direct_near = 0;
             CHECK(run(&olc, 1e-3, n, x, q, 0, NULL, p1, g1, NULL) == FMK_OK);
             fmk_fmm3d_direct_near = 1;
-            for (int c = 0; c < 3; c++) {
-                check_context("race, %s, leaves of 300, P2P %d, Newton %d", dist_name[dists[d]], c ? 4 : 2, c == 2);
+            /* c 3: the leaves' own pairs both ways in k_p2p; 4, 5: the ring with two a points per
+             * lane, and with the coordinates' shuffles a step ahead */
+            for (int c = 0; c < 6; c++) {
+                check_context("race, %s, leaves of 300, P2P %d, Newton %d, variant %d", dist_name[dists[d]],
+                              c ? 4 : 2, c >= 2, c);
                 const int near = fmk_cuda_fmm3d_direct_near, pairs = fmk_cuda_fmm3d_p2p_pairs;
-                const int newton = fmk_cuda_fmm3d_p2p_newton;
+                const int newton = fmk_cuda_fmm3d_p2p_newton, self = fmk_cuda_fmm3d_p2p_self;
+                const int ring = fmk_cuda_fmm3d_p2p_ring;
                 fmk_cuda_fmm3d_direct_near = 0, fmk_cuda_fmm3d_p2p_pairs = c ? 4 : 2;
-                fmk_cuda_fmm3d_p2p_newton = c == 2;
+                fmk_cuda_fmm3d_p2p_newton = c >= 2, fmk_cuda_fmm3d_p2p_self = c != 3;
+                fmk_cuda_fmm3d_p2p_ring = c == 4 ? 4 : c == 5 ? 2 : ring;
                 CHECK(run(&ol, 1e-3, n, x, q, 0, NULL, p2, g2, NULL) == FMK_OK);
                 fmk_cuda_fmm3d_direct_near = near, fmk_cuda_fmm3d_p2p_pairs = pairs;
-                fmk_cuda_fmm3d_p2p_newton = newton;
+                fmk_cuda_fmm3d_p2p_newton = newton, fmk_cuda_fmm3d_p2p_self = self;
+                fmk_cuda_fmm3d_p2p_ring = ring;
                 const double dp = test_rel_l2(p2, p1, n), dg = test_rel_l2(g2, g1, 3 * n);
                 CHECK_MSG(dp < 1e-11 && dg < 1e-11, "GPU vs CPU: pot %.3e grad %.3e", dp, dg);
             }
