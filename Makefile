@@ -3,6 +3,7 @@
 #   make test       unit, CLI and Python tests on the CPU (ctest)
 #   make test-asan  the same tests built with AddressSanitizer + UndefinedBehaviorSanitizer
 #   make gpu-test   on a GPU machine: GPU tests (sm_90) plus compute-sanitizer memcheck
+#                   (GPU_TEST_PART=check or race: one half of tools/gpu-test.sh)
 #   make bench      on a GPU machine: the benchmark tables (bench/RESULTS.md records them)
 #   make install    cmake --install (PREFIX=/usr/local)
 MAKEFLAGS += --no-print-directory
@@ -11,6 +12,7 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 PREFIX ?= /usr/local
 CMAKE_FLAGS ?=
 CUDA_ARCH ?= 90
+GPU_TEST_PART ?= all
 
 .PHONY: all deps build demo test test-asan gpu-test bench install clean
 
@@ -41,7 +43,7 @@ gpu-test:
 	@FMMKIT_NEED_PYTHON_TEST_DEPS=0 sh tools/deps.sh
 	@cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=$(CUDA_ARCH) >/dev/null
 	@cmake --build build-gpu -j$(JOBS)
-	@sh tools/gpu-test.sh build-gpu
+	@sh tools/gpu-test.sh build-gpu $(GPU_TEST_PART)
 
 bench:
 	@FMMKIT_NEED_PYTHON_TEST_DEPS=0 sh tools/deps.sh

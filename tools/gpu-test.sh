@@ -18,9 +18,11 @@ status=0
 t0=$(date +%s)
 elapsed() { echo "   ($(( $(date +%s) - t0 )) s)"; }
 
+if [ "$PART" != race ]; then
 echo "== ctest -L gpu"
 (cd "$BUILD" && ctest -L gpu --output-on-failure) || status=1
 elapsed
+fi
 
 sanitize() { # tool program args...
   tool=$1; shift
@@ -36,19 +38,23 @@ sanitize() { # tool program args...
 }
 
 if command -v compute-sanitizer >/dev/null 2>&1; then
+  if [ "$PART" != race ]; then
   for BIN in "$T"/test_*gpu; do
     [ -x "$BIN" ] && sanitize memcheck "$BIN" --quick
   done
   sanitize memcheck "$T/test_fmm3d_gpu" oom
+  fi
+  if [ "$PART" != check ]; then
   sanitize racecheck "$T/test_gpu" --quick
   sanitize racecheck "$T/test_fmm2d_gpu" --quick
   sanitize racecheck "$T/test_fmm3d_gpu" --quick race
   sanitize racecheck "$T/test_tree_gpu" --quick targets small_paths walks_agree one_wait moments_fused super_one small_fold same_tree
+  fi
 else
   echo "gpu-test: compute-sanitizer missing; skipping the sanitizer runs" >&2
 fi
 
-if [ -d "$ROOT/tests/python" ]; then
+if [ "$PART" != check ] && [ -d "$ROOT/tests/python" ]; then
   echo "== pytest -m gpu"
   (cd "$ROOT" && PYTHONPATH="$ROOT/python${PYTHONPATH:+:$PYTHONPATH}" FMMKIT_LIBRARY="$BUILD/libfmmkit.so" \
      python3 -m pytest -q tests/python -m gpu)
@@ -57,5 +63,5 @@ if [ -d "$ROOT/tests/python" ]; then
   if [ $rc -ne 0 ] && [ $rc -ne 5 ]; then status=1; fi
 fi
 
-[ $status -eq 0 ] && echo "gpu-test: all passed" || echo "gpu-test: FAILED" >&2
+[ $status -eq 0 ] && echo "gpu-test ($PART): all passed" || echo "gpu-test ($PART): FAILED" >&2
 exit $status
