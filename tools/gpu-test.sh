@@ -9,8 +9,11 @@
 # - racecheck on the named subsets below. Its cost grows with every kernel's shared-memory
 #   traffic, so the whole --quick sets take too long under it; the subsets launch every
 #   kernel of each engine on small shapes. CUB's kernels (sort, scan) are not instrumented.
+# PART (optional): all (default), check (ctest and memcheck) or race (racecheck and pytest),
+# so that the two halves can run one after the other where a command's time is bounded.
 set -u
-BUILD=${1:?usage: tools/gpu-test.sh BUILD_DIR}
+BUILD=${1:?usage: tools/gpu-test.sh BUILD_DIR [all|check|race]}
+PART=${2:-all}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=$(cd "$BUILD" && pwd)
 T=$BUILD/tests/gpu
