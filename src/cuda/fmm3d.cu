@@ -150,6 +150,22 @@ int fmk_cuda_fmm3d_m2l_gap = 5;
 extern "C" double fmk_cuda_fmm3d_m2l_trunc;
 double fmk_cuda_fmm3d_m2l_trunc = 0.3;
 
+/* Tuning knob, not API: with the far directions truncated, their degrees p_d rounded up to at
+ * most this many distinct values (degree classes), chosen to minimise the GEMM flops of the 189
+ * directions one octant's sources reach (m2l_classes), so that each octant's runs split into
+ * fewer, larger GEMMs; 0 keeps every degree its own. Not measured yet (docs/fmm3d_gpu.md,
+ * section 5). */
+extern "C" int fmk_cuda_fmm3d_m2l_classes;
+int fmk_cuda_fmm3d_m2l_classes = 0;
+
+/* Tuning knob, not API: the far directions are truncated only where the M2L's GEMMs have at
+ * least this many columns (boxes from level 2 down), enough to amortise the launches of the
+ * runs split by degree; below it the whole operators (one degree, fewer GEMMs). Decided at
+ * each set_points once the tree is built (the operators rebuilt when the choice changes); 0
+ * truncates at every size. Not measured yet (docs/fmm3d_gpu.md, section 5). */
+extern "C" long long fmk_cuda_fmm3d_m2l_trunc_min;
+long long fmk_cuda_fmm3d_m2l_trunc_min = 0;
+
 /* Tuning knob, not API: the M2L's products (X) take at most this many bytes, or one direction
  * times all boxes from level 2 down when that is more; the GEMMs of an octant that do not fit
  * go to further parts. */
@@ -1524,6 +1540,13 @@ struct fmm_gpu {
     int8_t m2l_deg[FMK_FMM3D_NDIR];
     int16_t rank[FMK_FMM3D_NDIR], dir_of_rank[512];
     int32_t m2l_roff[M2L_DIRS + 1];
+    /* the plan's truncation (fmk_cuda_fmm3d_m2l_trunc where it applies, else 0), degree classes
+     * and size rule (fmk_cuda_fmm3d_m2l_classes, _trunc_min), read when the state is made; the
+     * degrees above are whole (m2l_whole: f 0, or the size rule) or truncated */
+    double m2l_f;
+    int m2l_k;
+    long long m2l_min;
+    int m2l_whole;
     /* M2L: per octant of the sources, the runs of the directions its sources reach (with gaps of
      * a few directions merged), as GEMMs over the stacked matrices (in the M2L order: ranks);
      * parts (one X each) of as many as X holds, each over a range of the lists' slots */
@@ -1569,6 +1592,7 @@ struct fmm_gpu {
      * L2L matrices; d_m2l the dense M2L matrices of all M2L_DIRS directions in the M2L order
      * (packed, each to its degree: m2l_roff) */
     double *d_ops, *d_m2l, *d_m2m, *d_l2l;
+    size_t cap_m2l;                    /* d_m2l's bytes */
     tabs tb;
     /* eval's buffers, one allocation (d_eval, cap_eval bytes) kept from one set_points to the
      * next where large enough: expansions, the M2L's columns, products and tables, the far and
@@ -1765,6 +1789,19 @@ fmk_status grow(fmk_plan *plan, fmm_gpu *s, void **d, size_t *cap, size_t bytes,
     return st;
 }
 
+/* The M2L's part of the operators' upload (up: o.n_up doubles, ops_layout): the translation
+ * vectors of the M2L_DIRS directions in the M2L order and per rank the first row and the degree
+ * of its matrix in the stacked ones. */
+void fill_dirs(const fmm_gpu *s, const ops_layout &o, double *up)
+{
+    int32_t *dirs = (int32_t *)(up + o.dirs);
+    for (int r = 0; r < M2L_DIRS; r++) { /* target - source, in sides */
+        const int d = s->dir_of_rank[r];
+        up[o.vec + 3 * r] = d / 49 - 3, up[o.vec + 3 * r + 1] = (d / 7) % 7 - 3, up[o.vec + 3 * r + 2] = d % 7 - 3;
+        dirs[r] = s->m2l_roff[r], dirs[M2L_DIRS + r] = s->m2l_deg[d];
+    }
+}
+
 /* The operators that depend only on the order (ops_layout), started on stream 2, which does
  * not wait for the default stream: the tables from the host (fmm3d_ops.c's, a few kB), then on
  * the GPU the translation harmonics (k_harmonics) and the M2M and L2L matrices (k_build), in
@@ -1798,12 +1835,7 @@ fmk_status start_ops(fmk_plan *plan, fmm_gpu *s, long long total)
             sqb[a * nb + b] = b == 0 ? 1 : (b > a ? 0 : sqb[(a - 1) * nb + b - 1] + (b <= a - 1 ? sqb[(a - 1) * nb + b] : 0));
     for (int i = 0; i < nb * nb; i++)
         sqb[i] = sqrt(sqb[i]);
-    int32_t *dirs = (int32_t *)(up + o.dirs);
-    for (int r = 0; r < M2L_DIRS; r++) { /* target - source, in sides */
-        const int d = s->dir_of_rank[r];
-        up[o.vec + 3 * r] = d / 49 - 3, up[o.vec + 3 * r + 1] = (d / 7) % 7 - 3, up[o.vec + 3 * r + 2] = d % 7 - 3;
-        dirs[r] = s->m2l_roff[r], dirs[M2L_DIRS + r] = s->m2l_deg[d];
-    }
+    fill_dirs(s, o, up);
     if (!s->d_ops)
         st = put(plan, s, (void **)&s->d_ops, NULL, 8 * (size_t)o.total, "the FMM's operators", total);
     cudaStream_t os = s->stream[2];
@@ -1840,8 +1872,9 @@ fmk_status start_m2l(fmk_plan *plan, fmm_gpu *s, long long total)
     const int p = s->order;
     const int64_t Sx = s->Sx, ld = s->m2l_roff[M2L_DIRS];
     const ops_layout o = ops_layout_for(p, s->use_rot);
-    if (!s->d_m2l) {
-        const fmk_status st = put(plan, s, (void **)&s->d_m2l, NULL, 8 * (size_t)(ld * Sx), "the M2L matrices", total);
+    { /* the block's place, or one apart when the degrees grew (the size rule) */
+        const fmk_status st = grow(plan, s, (void **)&s->d_m2l, &s->cap_m2l, 8 * (size_t)(ld * Sx), "the M2L matrices",
+                                   total);
         if (st != FMK_OK)
             return st;
     }
@@ -2038,6 +2071,41 @@ fmk_status eval_buffers(fmk_plan *plan, fmm_gpu *s, int64_t k, int64_t nn, int64
 }
 
 fmk_status ensure_blas(fmk_plan *plan, fmm_gpu *s); /* (below, with the state's start) */
+void m2l_select(fmm_gpu *s, int whole);              /* (below, with the degrees) */
+int m2l_whole_for(const fmm_gpu *s, int64_t nn);
+
+/* The size rule once the tree is built (nn: boxes from level 2 down): when it picks the other
+ * degrees (whole or truncated) than the state's, they are selected again, the M2L's part of
+ * the operators uploaded again and its harmonics made again on stream 2 (start_ops' tables
+ * stand), and the M2L matrices marked for a rebuild after the lists (start_m2l). The previous
+ * eval has finished (eval waits for its end), so nothing reads them meanwhile. */
+fmk_status m2l_reselect(fmk_plan *plan, fmm_gpu *s, int64_t nn)
+{
+    const int whole = m2l_whole_for(s, nn);
+    if (s->use_rot || whole == s->m2l_whole)
+        return FMK_OK;
+    m2l_select(s, whole);
+    s->m2l_built = 0;
+    if (!s->tb.rec_a) /* the operators not started: start_ops uploads these */
+        return FMK_OK;
+    const ops_layout o = ops_layout_for(s->order, s->use_rot);
+    double *up = hmalloc<double>((size_t)o.n_up);
+    if (!up)
+        return fmk_error_set(plan, FMK_ERR_NOMEM, "out of host memory for the FMM's operators");
+    fill_dirs(s, o, up);
+    cudaStream_t os = s->stream[2];
+    cudaError_t err = cudaMemcpyAsync(s->d_ops + o.vec, up + o.vec, 8 * (size_t)(o.n_up - o.vec),
+                                      cudaMemcpyHostToDevice, os); /* pageable: copied before it returns */
+    free(up);
+    if (err == cudaSuccess) {
+        k_harmonics<<<(o.n_h + 16 + 127) / 128, 128, 0, os>>>(s->order, o.n_h, s->tb, s->d_ops + o.vec,
+                                                               s->d_ops + o.H);
+        cudaEventRecord(s->ev[EV_OPS], os);
+        s->ops_pending = 1;
+        err = cudaGetLastError();
+    }
+    return err == cudaSuccess ? FMK_OK : fmk_cuda_fail(plan, err, "the M2L's operators");
+}
 
 /* The geometry and the operators from the mapped points d_all (sources, then targets unless
  * self: np * 3 doubles on the device), which the state keeps (d_pts) from here on. The
@@ -2077,8 +2145,12 @@ fmk_status setup_on_device(fmk_plan *plan, fmm_gpu *s, double *d_all)
         const int64_t near_max =
             fmk_cuda_fmm3d_direct_near > 0 ? (int64_t)fmk_cuda_fmm3d_direct_near * (p + 1) * (p + 1) / 2 : -1;
         s->near_max = near_max;
+        /* the size rule on this tree's M2L columns: the degrees and with them the M2L order */
+        st = m2l_reselect(plan, s, tree.levels > 2 ? tree.n_nodes - tree.level_begin[2] : 0);
+    }
+    if (st == FMK_OK) {
         memcpy(s->g.m2l_deg, s->m2l_deg, sizeof s->m2l_deg); /* the V rows in the M2L order */
-        st = fmk_cuda_fmm3d_geometry(plan, &tree, d_all, ns, plan->self, near_max, s->cfg.tb, total, &s->g);
+        st = fmk_cuda_fmm3d_geometry(plan, &tree, d_all, ns, plan->self, s->near_max, s->cfg.tb, total, &s->g);
     }
     const double t1 = fmk_time_now();
     s->setup_time[1] = s->tree_time, s->setup_time[2] = t1 - t0t - s->tree_time;
@@ -2194,6 +2266,106 @@ void m2l_degrees(int p, double f, int8_t deg[FMK_FMM3D_NDIR])
     }
 }
 
+/* The GEMM flops of one direction whose operator keeps degree q: its rows and inner dimension
+ * are (q + 1)^2 padded to 8 (m2l_pad), per box. */
+double m2l_cost(int q)
+{
+    const double n = m2l_pad((int64_t)(q + 1) * (q + 1));
+    return n * n;
+}
+
+/* The degrees of the 189 V directions that the sources of one octant reach (octant 0: d_i in
+ * [-2, 3]; every octant's are its mirror image, with the same distances): count[q] of degree q,
+ * q = 0 .. p (count: p + 1 entries). */
+void m2l_octant_degrees(int p, const int8_t deg[FMK_FMM3D_NDIR], int *count)
+{
+    for (int q = 0; q <= p; q++)
+        count[q] = 0;
+    for (int d = 0; d < FMK_FMM3D_NDIR; d++) {
+        const int o[3] = {d / 49 - 3, (d / 7) % 7 - 3, d % 7 - 3};
+        const int reach = o[0] >= -2 && o[1] >= -2 && o[2] >= -2;
+        const int v = abs(o[0]) > 1 || abs(o[1]) > 1 || abs(o[2]) > 1;
+        if (reach && v)
+            count[deg[d] < p ? deg[d] : p]++;
+    }
+}
+
+/* Degree classes (fmk_cuda_fmm3d_m2l_classes): every V direction's degree rounded up to one of
+ * at most k values, chosen to minimise the GEMM flops (m2l_cost) of the directions one octant
+ * reaches (m2l_octant_degrees): the degrees that occur, ascending, cut into at most k groups,
+ * each rounded up to its largest (so the largest degree stays), by dynamic programming over the
+ * cuts (at most p + 1 degrees). k <= 0, or at least as many as occur: unchanged. */
+void m2l_classes(int p, int k, int8_t deg[FMK_FMM3D_NDIR])
+{
+    enum { MAXD = FMM_GPU_MAX_ORDER + 1 };
+    int count[MAXD], v[MAXD], c[MAXD], nd = 0;
+    if (k <= 0 || p >= MAXD)
+        return;
+    m2l_octant_degrees(p, deg, count);
+    for (int q = 0; q <= p; q++)
+        if (count[q] > 0)
+            v[nd] = q, c[nd++] = count[q];
+    if (nd <= k)
+        return;
+    /* best[j][i]: least cost of degrees v[0 .. i] in j + 1 groups, the last topped by v[i];
+     * from[j][i]: the top of the group before (-1: none) */
+    static_assert(MAXD <= 64, "m2l_classes' tables");
+    double best[8][MAXD];
+    int from[8][MAXD];
+    if (k > 8)
+        k = 8;
+    for (int i = 0; i < nd; i++) {
+        double n = 0;
+        for (int a = 0; a <= i; a++)
+            n += c[a];
+        best[0][i] = n * m2l_cost(v[i]), from[0][i] = -1;
+    }
+    for (int j = 1; j < k; j++)
+        for (int i = 0; i < nd; i++) {
+            best[j][i] = best[j - 1][i], from[j][i] = from[j - 1][i]; /* fewer groups */
+            double n = 0;                                             /* v[m + 1 .. i] up to v[i] */
+            for (int m = i - 1; m >= 0; m--) {
+                n += c[m + 1];
+                const double t = best[j - 1][m] + n * m2l_cost(v[i]);
+                if (t < best[j][i])
+                    best[j][i] = t, from[j][i] = m;
+            }
+        }
+    int8_t top[MAXD]; /* the class of each degree 0 .. p: the top of its group */
+    for (int i = nd - 1, j = k - 1; i >= 0; j = j > 0 ? j - 1 : 0) {
+        const int m = from[j][i];
+        for (int q = m >= 0 ? v[m] + 1 : 0; q <= v[i]; q++)
+            top[q] = (int8_t)v[i];
+        i = m;
+    }
+    for (int d = 0; d < FMK_FMM3D_NDIR; d++)
+        if (deg[d] < p)
+            deg[d] = top[deg[d]];
+}
+
+/* The dense M2L's degrees (whole: every operator to p; else truncated by the state's factor
+ * and rounded to its classes), their M2L order and the stacked matrices' rows (m2l_roff). */
+void m2l_select(fmm_gpu *s, int whole)
+{
+    m2l_degrees(s->order, whole ? 0 : s->m2l_f, s->m2l_deg);
+    if (!whole)
+        m2l_classes(s->order, s->m2l_k, s->m2l_deg);
+    s->m2l_whole = whole || s->m2l_f <= 0;
+    fmk_cuda_fmm3d_m2l_order(s->m2l_deg, s->rank, s->dir_of_rank);
+    s->m2l_roff[0] = 0;
+    for (int r = 0; r < M2L_DIRS; r++) {
+        const int q = s->m2l_deg[s->dir_of_rank[r]];
+        s->m2l_roff[r + 1] = s->m2l_roff[r] + m2l_pad((q + 1) * (q + 1));
+    }
+}
+
+/* The size rule (fmk_cuda_fmm3d_m2l_trunc_min): whole operators for an M2L of nn GEMM columns
+ * (boxes from level 2 down). */
+int m2l_whole_for(const fmm_gpu *s, int64_t nn)
+{
+    return s->m2l_f <= 0 || (s->m2l_min > 0 && nn < s->m2l_min);
+}
+
 /* A new state in plan->state (*out): its order, events and streams. */
 fmk_status new_state(fmk_plan *plan, fmm_gpu **out)
 {
@@ -2219,13 +2391,15 @@ fmk_status new_state(fmk_plan *plan, fmm_gpu **out)
     s->cfg = m2l_config(s->S);
     s->use_rot = s->order >= fmk_cuda_fmm3d_m2l_rot_order;
     /* the dense M2L's degrees (truncated only where the order comes from eps), their order and
-     * the stacked matrices' rows */
-    m2l_degrees(s->order, !s->use_rot && plan->opts.order < 0 ? fmk_cuda_fmm3d_m2l_trunc : 0, s->m2l_deg);
-    fmk_cuda_fmm3d_m2l_order(s->m2l_deg, s->rank, s->dir_of_rank);
-    s->m2l_roff[0] = 0;
-    for (int r = 0; r < M2L_DIRS; r++) {
-        const int q = s->m2l_deg[s->dir_of_rank[r]];
-        s->m2l_roff[r + 1] = s->m2l_roff[r] + m2l_pad((q + 1) * (q + 1));
+     * the stacked matrices' rows; the size rule from the node estimate until the tree is built
+     * (setup_on_device) */
+    s->m2l_f = !s->use_rot && plan->opts.order < 0 && fmk_cuda_fmm3d_m2l_trunc > 0 ? fmk_cuda_fmm3d_m2l_trunc : 0;
+    s->m2l_k = fmk_cuda_fmm3d_m2l_classes;
+    s->m2l_min = fmk_cuda_fmm3d_m2l_trunc_min;
+    {
+        const int64_t np = plan->self ? plan->n_sources : plan->n_sources + plan->n_targets;
+        const int64_t nn = np > 8 * (int64_t)s->leaf_size ? fmk_tree3d_estimate_nodes(np, s->leaf_size) - 9 : 0;
+        m2l_select(s, m2l_whole_for(s, nn));
     }
     s->fresh = 1;
     plan->state = s;
@@ -2275,12 +2449,15 @@ fmk_status state_block(fmk_plan *plan, fmm_gpu *s, int64_t np, size_t box_bytes)
     if (x_bytes > 8 * Sx * k * M2L_DIRS)
         x_bytes = 8 * Sx * k * M2L_DIRS;
     int64_t eval_off[8];
+    /* the dense M2L matrices: as the degrees are, or whole where the size rule may pick them
+     * (fmk_cuda_fmm3d_m2l_trunc_min: the degrees follow the tree's size) */
+    const int64_t m2l_rows = s->m2l_min > 0 && s->m2l_f > 0 ? (int64_t)M2L_DIRS * Sx : s->m2l_roff[M2L_DIRS];
     const int64_t bytes[7] = {24 * (np > 0 ? np : 1),
                               (int64_t)box_bytes,
                               8 * o.total,
                               fmk_cuda_tree3d_first_bytes(np, s->leaf_size),
                               fmk_cuda_fmm3d_geo_arena_bytes(np, ns, plan->self, k, s->cfg.tb),
-                              dense ? 8 * align32((int64_t)s->m2l_roff[M2L_DIRS] * Sx) : 0,
+                              dense ? 8 * align32(m2l_rows * Sx) : 0,
                               eval_layout(S, Sx, k, k, dense ? x_bytes : 0, nt, 8 * (int64_t)M2L_DIRS, eval_off)};
     int64_t off[7], total = 0;
     for (int i = 0; i < 7; i++)
@@ -2298,7 +2475,7 @@ fmk_status state_block(fmk_plan *plan, fmm_gpu *s, int64_t np, size_t box_bytes)
     s->tree.d_arena = b + off[3], s->tree.arena_bytes = (size_t)bytes[3], s->tree.arena_lent = 1;
     s->g.arena = b + off[4], s->g.arena_bytes = (size_t)bytes[4], s->g.arena_used = 0, s->g.arena_lent = 1;
     if (dense)
-        s->d_m2l = (double *)(b + off[5]);
+        s->d_m2l = (double *)(b + off[5]), s->cap_m2l = (size_t)bytes[5];
     s->d_eval = b + off[6], s->cap_eval = (size_t)bytes[6];
     if (dense && fmk_cuda_fmm3d_blas_at == 0)
         st = ensure_blas(plan, s);
@@ -2862,6 +3039,41 @@ extern "C" fmk_status fmk_cuda_fmm3d_m2l_work(const fmk_plan *plan, int64_t *pai
     *pairs = s->g.n_v;
     *tile_pairs = (int64_t)(s->m2l_flops / (2.0 * s->Sp * s->Sp) + 0.5);
     *stride = s->Sp;
+    return FMK_OK;
+}
+
+/* For the benchmark and the tests: the M2L of a plan's last set_points: its GEMM columns
+ * (boxes from level 2 down), GEMMs, and whether the operators are whole (1: the size rule, or
+ * no truncation) or truncated (0). */
+extern "C" fmk_status fmk_cuda_fmm3d_m2l_shape(const fmk_plan *plan, int64_t *boxes, int *gemms, int *whole)
+{
+    if (!plan || plan->engine != &fmk_engine_fmm_cuda || !plan->state)
+        return FMK_ERR_STATE;
+    const fmm_gpu *s = (const fmm_gpu *)plan->state;
+    *boxes = s->n_nodes - s->gemm_first;
+    *gemms = s->n_m2l_gemms;
+    *whole = s->m2l_whole;
+    return FMK_OK;
+}
+
+/* For the benchmark: at order p (from eps) with the knobs as they are now
+ * (fmk_cuda_fmm3d_m2l_trunc, _classes), the dense M2L's degrees of the 189 directions one
+ * octant's sources reach: count[q] of degree q truncated, count_cls[q] after the degree classes
+ * (q = 0 .. p, p + 1 entries each), and the GEMM flops of those directions over the whole
+ * (padded, packed) operators' (flops[0]: truncated, flops[1]: classes). */
+extern "C" fmk_status fmk_cuda_fmm3d_m2l_degrees(int p, int *count, int *count_cls, double flops[2])
+{
+    if (p < 0 || p >= FMM_GPU_MAX_ORDER)
+        return FMK_ERR_ARG;
+    int8_t deg[FMK_FMM3D_NDIR];
+    m2l_degrees(p, fmk_cuda_fmm3d_m2l_trunc, deg);
+    m2l_octant_degrees(p, deg, count);
+    m2l_classes(p, fmk_cuda_fmm3d_m2l_classes, deg);
+    m2l_octant_degrees(p, deg, count_cls);
+    double f0 = 0, f1 = 0, whole = 0;
+    for (int q = 0; q <= p; q++)
+        f0 += count[q] * m2l_cost(q), f1 += count_cls[q] * m2l_cost(q), whole += count[q] * m2l_cost(p);
+    flops[0] = f0 / whole, flops[1] = f1 / whole;
     return FMK_OK;
 }
 
