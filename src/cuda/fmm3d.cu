@@ -2092,6 +2092,7 @@ fmk_status m2l_reselect(fmk_plan *plan, fmm_gpu *s, int64_t nn)
     double *up = hmalloc<double>((size_t)o.n_up);
     if (!up)
         return fmk_error_set(plan, FMK_ERR_NOMEM, "out of host memory for the FMM's operators");
+    memset(up, 0, 8 * (size_t)o.n_up);
     fill_dirs(s, o, up);
     cudaStream_t os = s->stream[2];
     cudaError_t err = cudaMemcpyAsync(s->d_ops + o.vec, up + o.vec, 8 * (size_t)(o.n_up - o.vec),
@@ -2308,12 +2309,9 @@ void m2l_classes(int p, int k, int8_t deg[FMK_FMM3D_NDIR])
     if (nd <= k)
         return;
     /* best[j][i]: least cost of degrees v[0 .. i] in j + 1 groups, the last topped by v[i];
-     * from[j][i]: the top of the group before (-1: none) */
-    static_assert(MAXD <= 64, "m2l_classes' tables");
-    double best[8][MAXD];
-    int from[8][MAXD];
-    if (k > 8)
-        k = 8;
+     * from[j][i]: the top of the group before (-1: none); 45 kB */
+    double best[MAXD][MAXD];
+    int from[MAXD][MAXD];
     for (int i = 0; i < nd; i++) {
         double n = 0;
         for (int a = 0; a <= i; a++)

@@ -625,12 +625,12 @@ static void trunc_rules(const fmk_opts *o, double eps, int64_t n, const double *
 }
 
 /* The size rule on a kept plan (leaves of 60 at eps 1e-3, whole below 200 boxes in the M2L's
- * columns): 1500 points (64 boxes: whole), 4000 (576: truncated), 1500 again; each as a fresh
+ * columns): 1500 points (64 boxes: whole), 6000 (~576: truncated), 1500 again; each as a fresh
  * plan with the whole (f = 0) or the truncated operators gives (the operators selected again
  * and rebuilt at each change). */
 static void trunc_kept_plan(void)
 {
-    const int64_t na = 1500, nb = 4000;
+    const int64_t na = 1500, nb = 6000;
     const double f0 = fmk_cuda_fmm3d_m2l_trunc;
     const long long m0 = fmk_cuda_fmm3d_m2l_trunc_min;
     double *xa = test_alloc(3 * na), *xb = test_alloc(3 * nb), *q = test_alloc(nb);
