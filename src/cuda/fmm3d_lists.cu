@@ -305,7 +305,8 @@ __global__ void k_m2l_columns(int64_t n, const uint8_t *__restrict__ key,
 } // namespace
 
 /* The M2L order of the 316 V directions: by the M2L's degree of the direction, largest first
- * (fmm3d.cu truncates the far directions' operators; one degree for all without), then by class
+ * (fmm3d.cu truncates the far directions' operators, optionally to a few degree classes; one
+ * degree for all without), then by class
  * triple (per axis: -3, -2..2, 3; x, then y, then z), then by FMK_FMM3D_DIR. The sources of octant o (bit 2 x, 1 y, 0 z; 1: the upper
  * half) reach the directions with d_i in [-2 - o_i, 3 - o_i] on each axis (d = target - source
  * in sides: the parents touch), 189 of them: in this order they lie in 4 runs (2 x classes times
