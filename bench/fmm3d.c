@@ -584,6 +584,7 @@ static int m2lcls(void)
     const int k0 = fmk_cuda_fmm3d_m2l_classes, ov = fmk_cuda_fmm3d_overlap;
     const long long m0 = fmk_cuda_fmm3d_m2l_trunc_min;
     device_points = 1;
+    const double t_start = bench_now();
     if (!json)
         printf("m2lcls: dist N eps p | variant (whole: f 0; trunc: f %g; clsK: K degree classes; minB: whole below "
                "B boxes) | M2L boxes, GEMMs, operators | eval two streams, eval one stream, M2L one stream (ms, "
@@ -641,6 +642,8 @@ static int m2lcls(void)
     }
     fmk_cuda_fmm3d_m2l_trunc = f0, fmk_cuda_fmm3d_m2l_classes = k0, fmk_cuda_fmm3d_m2l_trunc_min = m0;
     fmk_cuda_fmm3d_overlap = ov, device_points = 0;
+    if (!json)
+        printf("m2lcls: %.1f s in all\n", bench_now() - t_start);
     return !ok;
 }
 
