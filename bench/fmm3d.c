@@ -26,6 +26,8 @@
  *                    columns): 2^12 .. 2^20 uniform and 2^20 Plummer at eps 1e-3 and 1e-6, one
  *                    stream (the M2L alone) and two (eval, errors), device points; the degrees of
  *                    one octant's 189 directions, truncated and in classes
+ *   fmm3d rootfit    the root cube fitted so that the 2^20 cube's points span k cells of level 5
+ *                    (leaves of 2^20 / k^3 points), with the P2P's passes and the M2L's classes
  *   fmm3d table8     Gumerov & Duraiswami (paper 003) Table 8: N = 2^20 uniform, p = 4, 8, 12,
  *                    potential, and potential + gradient
  *   fmm3d cross      N = 2^12 .. 2^20 uniform: FMM (eps 1e-3, 1e-6) vs GPU direct and treecode
@@ -107,6 +109,7 @@ extern int fmk_cuda_fmm3d_p2p_newton __attribute__((weak));
 /* and the variant of the ring of the P2P both ways at 4 points per lane (0 .. 6), and a leaf's
  * own pairs once there (1) or both ways in the one-way kernel (0) */
 extern int fmk_cuda_fmm3d_p2p_ring __attribute__((weak));
+extern int fmk_cuda_fmm3d_p2p_groups __attribute__((weak));
 extern int fmk_cuda_fmm3d_p2p_self __attribute__((weak));
 extern double fmk_cuda_fmm3d_root_volume __attribute__((weak));
 /* and P2M by column groups, L2P from per-leaf records (1; 2: P2M two sources a lane at a time;
@@ -560,6 +563,69 @@ static void m2lcls_degrees(int p, double f, int classes)
  * 2^12 .. 2^20 uniform and 2^20 Plummer, eps 1e-3 and 1e-6, device points; every variant of a
  * set sees the same points and charges. Per variant one plan with one stream (the M2L phase
  * alone, eval one stream) and one with two (eval, errors), median of a few evaluations. */
+/* The root cube fitted to the points: the points' cube spans k of the 32 cells per side of level 5
+ * (root volume (32 / k)^3; uniform 2^20: leaves of 2^20 / k^3 points), with the P2P's passes of 256
+ * (groups 2) or 128 points (groups 4) or one point per lane (rt 1), and the M2L's degree classes;
+ * 2^20 uniform (and Plummer for some), eps 1e-6, one stream (phases alone) and two (eval). */
+static int rootfit(void)
+{
+    if (!&fmk_cuda_fmm3d_root_volume || !&fmk_cuda_fmm3d_p2p_groups || !&fmk_cuda_fmm3d_p2p_pairs ||
+        !&fmk_cuda_fmm3d_m2l_classes || !&fmk_cuda_fmm3d_overlap) {
+        fprintf(stderr, "fmm3d: no root knobs in this build\n");
+        return 1;
+    }
+    static const struct {
+        int k, leaf, rt, groups, classes, plummer;
+    } c[] = {{0, 0, -1, 2, 0, 1},  {0, 0, -1, 2, 3, 1},  {16, 0, -1, 2, 0, 0}, {18, 0, -1, 2, 0, 0},
+             {18, 0, -1, 4, 0, 0}, {20, 0, -1, 2, 0, 0}, {20, 0, -1, 4, 0, 1}, {20, 0, 1, 2, 0, 0},
+             {20, 0, -1, 4, 3, 1}, {21, 200, -1, 4, 0, 0}, {22, 0, -1, 4, 0, 1}, {22, 0, -1, 4, 3, 0},
+             {22, 0, 1, 2, 0, 0},  {24, 0, -1, 4, 0, 0},  {24, 0, 1, 2, 0, 0}};
+    const double vol0 = fmk_cuda_fmm3d_root_volume;
+    const int rt0 = fmk_cuda_fmm3d_p2p_pairs, g0 = fmk_cuda_fmm3d_p2p_groups, k0 = fmk_cuda_fmm3d_m2l_classes;
+    const int ov = fmk_cuda_fmm3d_overlap;
+    device_points = 1;
+    if (!json)
+        printf("rootfit: dist | k cells (0: root = the points' cube), leaf size, rt, groups, M2L classes | "
+               "eval two streams, eval one stream | one stream: P2M M2M M2L L2L L2P P2P (ms) | err pot, grad\n");
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++)
+        for (int d = 0; d <= c[i].plummer; d++) {
+            result r1, r2;
+            fmk_cuda_fmm3d_root_volume = c[i].k ? pow(32.0 / c[i].k, 3) : 1;
+            fmk_cuda_fmm3d_p2p_pairs = c[i].rt, fmk_cuda_fmm3d_p2p_groups = c[i].groups;
+            fmk_cuda_fmm3d_m2l_classes = c[i].classes;
+            const uint64_t seed = rng;
+            fmk_cuda_fmm3d_overlap = 0;
+            int fail = measure(FMK_METHOD_FMM, 1e-6, -1, c[i].leaf, d ? "plummer" : "cube", (int64_t)1 << 20, 1, 5, 0, &r1);
+            rng = seed, fmk_cuda_fmm3d_overlap = 1;
+            fail = fail || measure(FMK_METHOD_FMM, 1e-6, -1, c[i].leaf, d ? "plummer" : "cube", (int64_t)1 << 20, 1, 5, 1, &r2);
+            if (fail)
+                continue;
+            const double *ph = r1.phase;
+            if (json)
+                printf("%s{\"table\":\"rootfit\",\"dist\":\"%s\",\"k\":%d,\"leaf\":%lld,\"rt\":%d,\"groups\":%d,"
+                       "\"classes\":%d,\"levels\":%d,\"eval_ms\":%.4f,\"eval_one_stream_ms\":%.4f,\"p2m_ms\":%.4f,"
+                       "\"m2m_ms\":%.4f,\"m2l_ms\":%.4f,\"l2l_ms\":%.4f,\"l2p_ms\":%.4f,\"p2p_ms\":%.4f,"
+                       "\"err_pot\":%.3e,\"err_grad\":%.3e}",
+                       first_row ? "[\n" : ",\n", d ? "plummer" : "cube", c[i].k, (long long)r2.leaf, c[i].rt,
+                       c[i].groups, c[i].classes, r2.levels, 1e3 * r2.eval, 1e3 * r1.eval, 1e3 * ph[FMK_PHASE_P2M],
+                       1e3 * ph[FMK_PHASE_M2M], 1e3 * ph[FMK_PHASE_M2L], 1e3 * ph[FMK_PHASE_L2L],
+                       1e3 * ph[FMK_PHASE_L2P], 1e3 * ph[FMK_PHASE_P2P], r2.err_pot, r2.err_grad);
+            else
+                printf("rootfit %-7s | %2d %4lld %2d %d %d | %7.3f %7.3f | %5.2f %5.2f %5.2f %5.2f %5.2f %5.2f | %.2e %.2e\n",
+                       d ? "plummer" : "cube", c[i].k, (long long)r2.leaf, c[i].rt, c[i].groups, c[i].classes,
+                       1e3 * r2.eval, 1e3 * r1.eval, 1e3 * ph[FMK_PHASE_P2M], 1e3 * ph[FMK_PHASE_M2M],
+                       1e3 * ph[FMK_PHASE_M2L], 1e3 * ph[FMK_PHASE_L2L], 1e3 * ph[FMK_PHASE_L2P],
+                       1e3 * ph[FMK_PHASE_P2P], r2.err_pot, r2.err_grad);
+            if (json)
+                first_row = 0;
+            fflush(stdout);
+        }
+    fmk_cuda_fmm3d_root_volume = vol0, fmk_cuda_fmm3d_p2p_pairs = rt0, fmk_cuda_fmm3d_p2p_groups = g0;
+    fmk_cuda_fmm3d_m2l_classes = k0, fmk_cuda_fmm3d_overlap = ov;
+    device_points = 0;
+    return 0;
+}
+
 static int m2lcls(void)
 {
     if (!&fmk_cuda_fmm3d_m2l_trunc || !&fmk_cuda_fmm3d_m2l_classes || !&fmk_cuda_fmm3d_m2l_trunc_min ||
@@ -813,6 +879,9 @@ int main(int argc, char **argv)
         device_points = 0;
     } else if (!strcmp(mode, "m2lcls")) {
         if (m2lcls())
+            return 1;
+    } else if (!strcmp(mode, "rootfit")) {
+        if (rootfit())
             return 1;
     } else if (!strcmp(mode, "p2p")) {
         /* the P2P of leaf pairs: pairs per block (run) and the last pass one point per lane

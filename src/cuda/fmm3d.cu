@@ -88,6 +88,10 @@ int fmk_cuda_fmm3d_direct_near = 16;
  * section 1: measured). */
 extern "C" int fmk_cuda_fmm3d_p2p_pairs;
 int fmk_cuda_fmm3d_p2p_pairs = -1; /* -1: from the leaf size (p2p below) */
+/* At 4 points per lane, the warps' groups of a full pass (k_p2p_pairs): 2 (two groups of two
+ * warps, 256 points a pass) or 4 (every warp the same 128 points, every fourth chunk each) */
+extern "C" int fmk_cuda_fmm3d_p2p_groups;
+int fmk_cuda_fmm3d_p2p_groups = 2;
 
 /* Tuning knobs, not API, of that P2P of leaf pairs: a block takes this many consecutive pairs
  * (1 .. 16, -1: 8 below leaf size 256, else 4; those of one leaf share its points in registers
@@ -1322,7 +1326,8 @@ __device__ __forceinline__ void self_pairs(int nt, int i0, int ni, const real4d 
  * pairs each (self_pairs; leaves[blockIdx.x - pair_blocks]). */
 template <int RT, int UNR, int NEWTON, int V>
 __global__ void __launch_bounds__(BLOCK, ring_of(V).minb)
-    k_p2p_pairs(int nt, int64_t n_pairs, int run, int tail, unsigned pair_blocks, const int32_t *__restrict__ leaves,
+    k_p2p_pairs(int nt, int64_t n_pairs, int run, int tail, int groups, unsigned pair_blocks,
+                const int32_t *__restrict__ leaves,
                 const int32_t *__restrict__ pairs, const int32_t *__restrict__ sb, const int32_t *__restrict__ sn,
                 const real4d *__restrict__ pts, double *res)
 {
@@ -1354,6 +1359,10 @@ __global__ void __launch_bounds__(BLOCK, ring_of(V).minb)
                 pairs_pass<1, 1, BLOCK / 32, UNR, NEWTON, C.mask, 0>(nt, ib, i0, ni, nj, r0, r1, s_j0, s_n, pts,
                                                                      res, red);
                 ib += 32;
+            } else if (RT == 4 && groups == 4) { /* every warp the same 128 points */
+                pairs_pass<RT, 1, BLOCK / 32, UNR, NEWTON, C.mask, 0>(nt, ib, i0, ni, nj, r0, r1, s_j0, s_n, pts,
+                                                                      res, red);
+                ib += 32 * RT;
             } else if (RT == 1 || (tail && left <= BLOCK)) {
                 pairs_pass<1, 1, 1, UNR, NEWTON, C.mask, 0>(nt, ib, i0, ni, nj, r0, r1, s_j0, s_n, pts, res, red);
                 ib += BLOCK;
@@ -2774,7 +2783,8 @@ template <typename R, int NEWTON> void p2p(fmm_gpu *s, int nt, p2p_scale sc, cud
         const int tail = fmk_cuda_fmm3d_p2p_tail, unroll = fmk_cuda_fmm3d_p2p_unroll;
         const int ring = fmk_cuda_fmm3d_p2p_ring >= 0 && fmk_cuda_fmm3d_p2p_ring < P2P_RINGS ? fmk_cuda_fmm3d_p2p_ring : 0;
 #define FMK_PAIRS(RT, UNR, V)                                                                       \
-    k_p2p_pairs<RT, UNR, NEWTON, V><<<blocks, BLOCK, 0, st>>>(nt, g->n_pairs, run, tail, pair_blocks, g->d_leaves_trg, \
+    k_p2p_pairs<RT, UNR, NEWTON, V><<<blocks, BLOCK, 0, st>>>(nt, g->n_pairs, run, tail, fmk_cuda_fmm3d_p2p_groups, \
+                                                              pair_blocks, g->d_leaves_trg, \
                                                               g->d_pairs, g->d_sb, g->d_sn, g->d_src, s->d_near)
         if (rt == 4 && unroll >= 2) {
             switch (ring) {
