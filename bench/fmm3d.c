@@ -567,19 +567,26 @@ static void m2lcls_degrees(int p, double f, int classes)
  * (root volume (32 / k)^3; uniform 2^20: leaves of 2^20 / k^3 points), with the P2P's passes of 256
  * (groups 2) or 128 points (groups 4) or one point per lane (rt 1), and the M2L's degree classes;
  * 2^20 uniform (and Plummer for some), eps 1e-6, one stream (phases alone) and two (eval). */
-static int rootfit(void)
+static int rootfit(int second)
 {
     if (!&fmk_cuda_fmm3d_root_volume || !&fmk_cuda_fmm3d_p2p_groups || !&fmk_cuda_fmm3d_p2p_pairs ||
         !&fmk_cuda_fmm3d_m2l_classes || !&fmk_cuda_fmm3d_overlap) {
         fprintf(stderr, "fmm3d: no root knobs in this build\n");
         return 1;
     }
-    static const struct {
-        int k, leaf, rt, groups, classes, plummer;
-    } c[] = {{0, 0, -1, 2, 0, 1},  {0, 0, -1, 2, 3, 1},  {16, 0, -1, 2, 0, 0}, {18, 0, -1, 2, 0, 0},
-             {18, 0, -1, 4, 0, 0}, {20, 0, -1, 2, 0, 0}, {20, 0, -1, 4, 0, 1}, {20, 0, 1, 2, 0, 0},
-             {20, 0, -1, 4, 3, 1}, {21, 200, -1, 4, 0, 0}, {22, 0, -1, 4, 0, 1}, {22, 0, -1, 4, 3, 0},
-             {22, 0, 1, 2, 0, 0},  {24, 0, -1, 4, 0, 0},  {24, 0, 1, 2, 0, 0}};
+    typedef struct {
+        int k, leaf, rt, groups, classes, plummer, run;
+    } rcase;
+    static const rcase c2[] = {{0, 0, -1, 2, 3, 0, 0},  {0, 0, -1, 2, 3, 0, 1},  {0, 0, -1, 2, 3, 0, 2},
+                               {20, 0, -1, 4, 3, 0, 0}, {20, 0, -1, 4, 3, 0, 1}, {20, 0, -1, 4, 0, 0, 0},
+                               {20, 0, -1, 2, 3, 0, 0}, {22, 0, -1, 4, 3, 0, 0}, {18, 0, -1, 4, 3, 0, 0}};
+    static const rcase c1[] = {{0, 0, -1, 2, 0, 1, 0},  {0, 0, -1, 2, 3, 1, 0},  {16, 0, -1, 2, 0, 0, 0}, {18, 0, -1, 2, 0, 0, 0},
+             {18, 0, -1, 4, 0, 0, 0}, {20, 0, -1, 2, 0, 0, 0}, {20, 0, -1, 4, 0, 1, 0}, {20, 0, 1, 2, 0, 0, 0},
+             {20, 0, -1, 4, 3, 1, 0}, {21, 200, -1, 4, 0, 0, 0}, {22, 0, -1, 4, 0, 1, 0}, {22, 0, -1, 4, 3, 0, 0},
+             {22, 0, 1, 2, 0, 0, 0},  {24, 0, -1, 4, 0, 0, 0},  {24, 0, 1, 2, 0, 0, 0}};
+    const rcase *c = second ? c2 : c1;
+    const size_t nc = second ? sizeof c2 / sizeof c2[0] : sizeof c1 / sizeof c1[0];
+    const int run0 = fmk_cuda_fmm3d_p2p_run;
     const double vol0 = fmk_cuda_fmm3d_root_volume;
     const int rt0 = fmk_cuda_fmm3d_p2p_pairs, g0 = fmk_cuda_fmm3d_p2p_groups, k0 = fmk_cuda_fmm3d_m2l_classes;
     const int ov = fmk_cuda_fmm3d_overlap;
@@ -587,9 +594,11 @@ static int rootfit(void)
     if (!json)
         printf("rootfit: dist | k cells (0: root = the points' cube), leaf size, rt, groups, M2L classes | "
                "eval two streams, eval one stream | one stream: P2M M2M M2L L2L L2P P2P (ms) | err pot, grad\n");
-    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++)
+    for (int rep = 0; rep < (second ? 3 : 1); rep++)
+    for (size_t i = 0; i < nc; i++)
         for (int d = 0; d <= c[i].plummer; d++) {
             result r1, r2;
+            fmk_cuda_fmm3d_p2p_run = c[i].run;
             fmk_cuda_fmm3d_root_volume = c[i].k ? pow(32.0 / c[i].k, 3) : 1;
             fmk_cuda_fmm3d_p2p_pairs = c[i].rt, fmk_cuda_fmm3d_p2p_groups = c[i].groups;
             fmk_cuda_fmm3d_m2l_classes = c[i].classes;
@@ -611,17 +620,17 @@ static int rootfit(void)
                        1e3 * ph[FMK_PHASE_M2M], 1e3 * ph[FMK_PHASE_M2L], 1e3 * ph[FMK_PHASE_L2L],
                        1e3 * ph[FMK_PHASE_L2P], 1e3 * ph[FMK_PHASE_P2P], r2.err_pot, r2.err_grad);
             else
-                printf("rootfit %-7s | %2d %4lld %2d %d %d | %7.3f %7.3f | %5.2f %5.2f %5.2f %5.2f %5.2f %5.2f | %.2e %.2e\n",
-                       d ? "plummer" : "cube", c[i].k, (long long)r2.leaf, c[i].rt, c[i].groups, c[i].classes,
+                printf("rootfit %-7s | %2d %4lld %2d %d %d run %d | %7.3f %7.3f | %5.2f %5.2f %5.2f %5.2f %5.2f %5.2f | %.2e %.2e | ov P2P %5.2f\n",
+                       d ? "plummer" : "cube", c[i].k, (long long)r2.leaf, c[i].rt, c[i].groups, c[i].classes, c[i].run,
                        1e3 * r2.eval, 1e3 * r1.eval, 1e3 * ph[FMK_PHASE_P2M], 1e3 * ph[FMK_PHASE_M2M],
                        1e3 * ph[FMK_PHASE_M2L], 1e3 * ph[FMK_PHASE_L2L], 1e3 * ph[FMK_PHASE_L2P],
-                       1e3 * ph[FMK_PHASE_P2P], r2.err_pot, r2.err_grad);
+                       1e3 * ph[FMK_PHASE_P2P], r2.err_pot, r2.err_grad, 1e3 * r2.phase[FMK_PHASE_P2P]);
             if (json)
                 first_row = 0;
             fflush(stdout);
         }
     fmk_cuda_fmm3d_root_volume = vol0, fmk_cuda_fmm3d_p2p_pairs = rt0, fmk_cuda_fmm3d_p2p_groups = g0;
-    fmk_cuda_fmm3d_m2l_classes = k0, fmk_cuda_fmm3d_overlap = ov;
+    fmk_cuda_fmm3d_m2l_classes = k0, fmk_cuda_fmm3d_overlap = ov, fmk_cuda_fmm3d_p2p_run = run0;
     device_points = 0;
     return 0;
 }
@@ -881,7 +890,10 @@ int main(int argc, char **argv)
         if (m2lcls())
             return 1;
     } else if (!strcmp(mode, "rootfit")) {
-        if (rootfit())
+        if (rootfit(0))
+            return 1;
+    } else if (!strcmp(mode, "rootfit2")) {
+        if (rootfit(1))
             return 1;
     } else if (!strcmp(mode, "p2p")) {
         /* the P2P of leaf pairs: pairs per block (run) and the last pass one point per lane
