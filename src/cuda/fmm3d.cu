@@ -157,18 +157,21 @@ double fmk_cuda_fmm3d_m2l_trunc = 0.3;
 /* Tuning knob, not API: with the far directions truncated, their degrees p_d rounded up to at
  * most this many distinct values (degree classes), chosen to minimise the GEMM flops of the 189
  * directions one octant's sources reach (m2l_classes), so that each octant's runs split into
- * fewer, larger GEMMs; 0 keeps every degree its own. Not measured yet (docs/fmm3d_gpu.md,
- * section 5). */
+ * fewer, larger GEMMs; 0 keeps every degree its own. 3 (at p = 14: degrees 9, 11, 14; 0.49 of
+ * the whole operators' flops against 0.44) measured as fast as every degree its own at 2^20 and
+ * faster at 2^16..2^18 (docs/fmm3d_gpu.md, section 3, "M2L degree classes"). */
 extern "C" int fmk_cuda_fmm3d_m2l_classes;
-int fmk_cuda_fmm3d_m2l_classes = 0;
+int fmk_cuda_fmm3d_m2l_classes = 3;
 
 /* Tuning knob, not API: the far directions are truncated only where the M2L's GEMMs have at
  * least this many columns (boxes from level 2 down), enough to amortise the launches of the
  * runs split by degree; below it the whole operators (one degree, fewer GEMMs). Decided at
  * each set_points once the tree is built (the operators rebuilt when the choice changes); 0
- * truncates at every size. Not measured yet (docs/fmm3d_gpu.md, section 5). */
+ * truncates at every size. 1000: the trees of up to ~2^16 uniform points (576 columns at eps
+ * 1e-3 and 1e-6) keep the whole operators, which measured up to 2x faster there (docs/fmm3d_gpu.md,
+ * section 3, "M2L degree classes"). */
 extern "C" long long fmk_cuda_fmm3d_m2l_trunc_min;
-long long fmk_cuda_fmm3d_m2l_trunc_min = 0;
+long long fmk_cuda_fmm3d_m2l_trunc_min = 1000;
 
 /* Tuning knob, not API: the M2L's products (X) take at most this many bytes, or one direction
  * times all boxes from level 2 down when that is more; the GEMMs of an octant that do not fit

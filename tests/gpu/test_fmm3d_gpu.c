@@ -685,6 +685,11 @@ static void test_trunc(void)
     const int64_t n = quick ? 4000 : 60000, ns = quick ? 200 : 1000;
     const double epss[] = {1e-3, 1e-6, 1e-9}, knobs[] = {1, 0.3, 0.03};
     const double f0 = fmk_cuda_fmm3d_m2l_trunc;
+    /* "truncated" below: every direction its own degree at every size (the classes and the size
+     * rule are checked against it in trunc_rules) */
+    const int k0 = fmk_cuda_fmm3d_m2l_classes;
+    const long long m0 = fmk_cuda_fmm3d_m2l_trunc_min;
+    fmk_cuda_fmm3d_m2l_classes = 0, fmk_cuda_fmm3d_m2l_trunc_min = 0;
     double *x = test_alloc(3 * n), *q = test_alloc(n), *pot = test_alloc(n), *grad = test_alloc(3 * n);
     double *pot2 = test_alloc(n), *grad2 = test_alloc(3 * n), *pot3 = test_alloc(n), *grad3 = test_alloc(3 * n);
     for (int d = 0; d < N_DISTS; d += quick ? N_DISTS : 1) {
@@ -741,6 +746,7 @@ static void test_trunc(void)
     fmk_cuda_fmm3d_m2l_trunc = f0;
     free(x), free(q), free(pot), free(grad), free(pot2), free(grad2), free(pot3), free(grad3);
     trunc_kept_plan();
+    fmk_cuda_fmm3d_m2l_classes = k0, fmk_cuda_fmm3d_m2l_trunc_min = m0;
 }
 
 /* The error falls as the order rises (fixed leaves). */
