@@ -567,7 +567,7 @@ static void m2lcls_degrees(int p, double f, int classes)
  * (root volume (32 / k)^3; uniform 2^20: leaves of 2^20 / k^3 points), with the P2P's passes of 256
  * (groups 2) or 128 points (groups 4) or one point per lane (rt 1), and the M2L's degree classes;
  * 2^20 uniform (and Plummer for some), eps 1e-6, one stream (phases alone) and two (eval). */
-static int rootfit(int second)
+static int rootfit(int which)
 {
     if (!&fmk_cuda_fmm3d_root_volume || !&fmk_cuda_fmm3d_p2p_groups || !&fmk_cuda_fmm3d_p2p_pairs ||
         !&fmk_cuda_fmm3d_m2l_classes || !&fmk_cuda_fmm3d_overlap) {
@@ -580,12 +580,15 @@ static int rootfit(int second)
     static const rcase c2[] = {{0, 0, -1, 2, 3, 0, 0},  {0, 0, -1, 2, 3, 0, 1},  {0, 0, -1, 2, 3, 0, 2},
                                {20, 0, -1, 4, 3, 0, 0}, {20, 0, -1, 4, 3, 0, 1}, {20, 0, -1, 4, 0, 0, 0},
                                {20, 0, -1, 2, 3, 0, 0}, {22, 0, -1, 4, 3, 0, 0}, {18, 0, -1, 4, 3, 0, 0}};
+    static const rcase c3[] = {{0, 0, -1, 2, 3, 0, 0}, {20, 0, 4, 4, 3, 0, 0}, {20, 0, 5, 4, 3, 0, 0},
+                               {20, 0, 6, 4, 3, 0, 0}, {18, 0, 5, 4, 3, 0, 0}, {18, 0, 6, 4, 3, 0, 0},
+                               {22, 0, 4, 4, 3, 0, 0}, {20, 0, 5, 4, 0, 0, 0}};
     static const rcase c1[] = {{0, 0, -1, 2, 0, 1, 0},  {0, 0, -1, 2, 3, 1, 0},  {16, 0, -1, 2, 0, 0, 0}, {18, 0, -1, 2, 0, 0, 0},
              {18, 0, -1, 4, 0, 0, 0}, {20, 0, -1, 2, 0, 0, 0}, {20, 0, -1, 4, 0, 1, 0}, {20, 0, 1, 2, 0, 0, 0},
              {20, 0, -1, 4, 3, 1, 0}, {21, 200, -1, 4, 0, 0, 0}, {22, 0, -1, 4, 0, 1, 0}, {22, 0, -1, 4, 3, 0, 0},
              {22, 0, 1, 2, 0, 0, 0},  {24, 0, -1, 4, 0, 0, 0},  {24, 0, 1, 2, 0, 0, 0}};
-    const rcase *c = second ? c2 : c1;
-    const size_t nc = second ? sizeof c2 / sizeof c2[0] : sizeof c1 / sizeof c1[0];
+    const rcase *c = which == 2 ? c3 : which ? c2 : c1;
+    const size_t nc = which == 2 ? sizeof c3 / sizeof c3[0] : which ? sizeof c2 / sizeof c2[0] : sizeof c1 / sizeof c1[0];
     const int run0 = fmk_cuda_fmm3d_p2p_run;
     const double vol0 = fmk_cuda_fmm3d_root_volume;
     const int rt0 = fmk_cuda_fmm3d_p2p_pairs, g0 = fmk_cuda_fmm3d_p2p_groups, k0 = fmk_cuda_fmm3d_m2l_classes;
@@ -594,7 +597,7 @@ static int rootfit(int second)
     if (!json)
         printf("rootfit: dist | k cells (0: root = the points' cube), leaf size, rt, groups, M2L classes | "
                "eval two streams, eval one stream | one stream: P2M M2M M2L L2L L2P P2P (ms) | err pot, grad\n");
-    for (int rep = 0; rep < (second ? 3 : 1); rep++)
+    for (int rep = 0; rep < (which ? 3 - which / 2 : 1); rep++)
     for (size_t i = 0; i < nc; i++)
         for (int d = 0; d <= c[i].plummer; d++) {
             result r1, r2;
@@ -894,6 +897,9 @@ int main(int argc, char **argv)
             return 1;
     } else if (!strcmp(mode, "rootfit2")) {
         if (rootfit(1))
+            return 1;
+    } else if (!strcmp(mode, "rootfit3")) {
+        if (rootfit(2))
             return 1;
     } else if (!strcmp(mode, "p2p")) {
         /* the P2P of leaf pairs: pairs per block (run) and the last pass one point per lane

@@ -1121,7 +1121,8 @@ __host__ __device__ constexpr ring_cfg ring_of(int v)
            : v == 3 ? ring_cfg{1, 0, 0, 1}
            : v == 4 ? ring_cfg{2, 0, 0, 2}
            : v == 5 ? ring_cfg{2, 1, 0, 3}
-                    : ring_cfg{1, 1, 0, 3};
+           : v == 6 ? ring_cfg{1, 1, 0, 3}
+                    : ring_cfg{1, 0, 0, 3}; /* 7: 5 or 6 points per lane (not a knob value) */
 }
 const int P2P_RINGS = 7;
 
@@ -1362,7 +1363,7 @@ __global__ void __launch_bounds__(BLOCK, ring_of(V).minb)
                 pairs_pass<1, 1, BLOCK / 32, UNR, NEWTON, C.mask, 0>(nt, ib, i0, ni, nj, r0, r1, s_j0, s_n, pts,
                                                                      res, red);
                 ib += 32;
-            } else if (RT == 4 && groups == 4) { /* every warp the same 128 points */
+            } else if (RT >= 5 || (RT == 4 && groups == 4)) { /* every warp the same 32 RT points */
                 pairs_pass<RT, 1, BLOCK / 32, UNR, NEWTON, C.mask, 0>(nt, ib, i0, ni, nj, r0, r1, s_j0, s_n, pts,
                                                                       res, red);
                 ib += 32 * RT;
@@ -2765,7 +2766,7 @@ template <typename R, int NEWTON> void p2p(fmm_gpu *s, int nt, p2p_scale sc, cud
      * (256 points a pass; 2 per lane, 256 a pass in one group, spent twice the shuffles per pair:
      * P2P 7.40 against 8.03 ms at 2^20 uniform, docs: measured) */
     const int rt = fmk_cuda_fmm3d_p2p_pairs >= 0 ? fmk_cuda_fmm3d_p2p_pairs : s->leaf_size < 256 ? 1 : 4;
-    const bool pairs = sizeof(R) == 8 && g->d_ur_begin && (rt == 1 || rt == 2 || rt == 4);
+    const bool pairs = sizeof(R) == 8 && g->d_ur_begin && rt >= 1 && rt <= 6 && rt != 3;
     /* a leaf's own pairs once, in k_p2p_pairs's extra blocks (else both ways in k_p2p) */
     const int self = pairs && fmk_cuda_fmm3d_p2p_self && g->n_leaves_trg > 0;
     if (g->n_leaves_trg > 0) /* the U lists, or with pairs the rest rows (the leaf itself, W) */
@@ -2789,7 +2790,11 @@ template <typename R, int NEWTON> void p2p(fmm_gpu *s, int nt, p2p_scale sc, cud
     k_p2p_pairs<RT, UNR, NEWTON, V><<<blocks, BLOCK, 0, st>>>(nt, g->n_pairs, run, tail, fmk_cuda_fmm3d_p2p_groups, \
                                                               pair_blocks, g->d_leaves_trg, \
                                                               g->d_pairs, g->d_sb, g->d_sn, g->d_src, s->d_near)
-        if (rt == 4 && unroll >= 2) {
+        if (rt == 5)
+            FMK_PAIRS(5, 2, 7);
+        else if (rt == 6)
+            FMK_PAIRS(6, 2, 7);
+        else if (rt == 4 && unroll >= 2) {
             switch (ring) {
             case 0: FMK_PAIRS(4, 2, 0); break;
             case 1: FMK_PAIRS(4, 2, 1); break;
