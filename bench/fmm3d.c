@@ -110,6 +110,7 @@ extern int fmk_cuda_fmm3d_p2p_newton __attribute__((weak));
  * own pairs once there (1) or both ways in the one-way kernel (0) */
 extern int fmk_cuda_fmm3d_p2p_ring __attribute__((weak));
 extern int fmk_cuda_fmm3d_p2p_groups __attribute__((weak));
+extern int fmk_cuda_fmm3d_root_fit __attribute__((weak));
 extern int fmk_cuda_fmm3d_p2p_self __attribute__((weak));
 extern double fmk_cuda_fmm3d_root_volume __attribute__((weak));
 /* and P2M by column groups, L2P from per-leaf records (1; 2: P2M two sources a lane at a time;
@@ -569,7 +570,7 @@ static void m2lcls_degrees(int p, double f, int classes)
  * 2^20 uniform (and Plummer for some), eps 1e-6, one stream (phases alone) and two (eval). */
 static int rootfit(int which)
 {
-    if (!&fmk_cuda_fmm3d_root_volume || !&fmk_cuda_fmm3d_p2p_groups || !&fmk_cuda_fmm3d_p2p_pairs ||
+    if (!&fmk_cuda_fmm3d_root_volume || !&fmk_cuda_fmm3d_p2p_groups || !&fmk_cuda_fmm3d_p2p_pairs || !&fmk_cuda_fmm3d_root_fit ||
         !&fmk_cuda_fmm3d_m2l_classes || !&fmk_cuda_fmm3d_overlap) {
         fprintf(stderr, "fmm3d: no root knobs in this build\n");
         return 1;
@@ -580,7 +581,7 @@ static int rootfit(int which)
     static const rcase c2[] = {{0, 0, -1, 2, 3, 0, 0},  {0, 0, -1, 2, 3, 0, 1},  {0, 0, -1, 2, 3, 0, 2},
                                {20, 0, -1, 4, 3, 0, 0}, {20, 0, -1, 4, 3, 0, 1}, {20, 0, -1, 4, 0, 0, 0},
                                {20, 0, -1, 2, 3, 0, 0}, {22, 0, -1, 4, 3, 0, 0}, {18, 0, -1, 4, 3, 0, 0}};
-    static const rcase c3[] = {{0, 0, -1, 2, 3, 0, 0}, {20, 0, 4, 4, 3, 0, 0}, {20, 0, 5, 4, 3, 0, 0},
+    static const rcase c3[] = {{-1, 0, -1, 2, 3, 1, 0}, {0, 0, -1, 2, 3, 0, 0}, {20, 0, 4, 4, 3, 0, 0}, {20, 0, 5, 4, 3, 0, 0},
                                {20, 0, 6, 4, 3, 0, 0}, {18, 0, 5, 4, 3, 0, 0}, {18, 0, 6, 4, 3, 0, 0},
                                {22, 0, 4, 4, 3, 0, 0}, {20, 0, 5, 4, 0, 0, 0}};
     static const rcase c1[] = {{0, 0, -1, 2, 0, 1, 0},  {0, 0, -1, 2, 3, 1, 0},  {16, 0, -1, 2, 0, 0, 0}, {18, 0, -1, 2, 0, 0, 0},
@@ -589,20 +590,21 @@ static int rootfit(int which)
              {22, 0, 1, 2, 0, 0, 0},  {24, 0, -1, 4, 0, 0, 0},  {24, 0, 1, 2, 0, 0, 0}};
     const rcase *c = which == 2 ? c3 : which ? c2 : c1;
     const size_t nc = which == 2 ? sizeof c3 / sizeof c3[0] : which ? sizeof c2 / sizeof c2[0] : sizeof c1 / sizeof c1[0];
-    const int run0 = fmk_cuda_fmm3d_p2p_run;
+    const int run0 = fmk_cuda_fmm3d_p2p_run, fit0 = fmk_cuda_fmm3d_root_fit;
     const double vol0 = fmk_cuda_fmm3d_root_volume;
     const int rt0 = fmk_cuda_fmm3d_p2p_pairs, g0 = fmk_cuda_fmm3d_p2p_groups, k0 = fmk_cuda_fmm3d_m2l_classes;
     const int ov = fmk_cuda_fmm3d_overlap;
     device_points = 1;
     if (!json)
-        printf("rootfit: dist | k cells (0: root = the points' cube), leaf size, rt, groups, M2L classes | "
+        printf("rootfit: dist | k cells (0: root = the points' cube, -1: the engine's fit), leaf size, rt, groups, M2L classes | "
                "eval two streams, eval one stream | one stream: P2M M2M M2L L2L L2P P2P (ms) | err pot, grad\n");
     for (int rep = 0; rep < (which ? 3 - which / 2 : 1); rep++)
     for (size_t i = 0; i < nc; i++)
         for (int d = 0; d <= c[i].plummer; d++) {
             result r1, r2;
             fmk_cuda_fmm3d_p2p_run = c[i].run;
-            fmk_cuda_fmm3d_root_volume = c[i].k ? pow(32.0 / c[i].k, 3) : 1;
+            fmk_cuda_fmm3d_root_volume = c[i].k > 0 ? pow(32.0 / c[i].k, 3) : 1;
+            fmk_cuda_fmm3d_root_fit = c[i].k < 0; /* -1: the engine's fit */
             fmk_cuda_fmm3d_p2p_pairs = c[i].rt, fmk_cuda_fmm3d_p2p_groups = c[i].groups;
             fmk_cuda_fmm3d_m2l_classes = c[i].classes;
             const uint64_t seed = rng;
@@ -634,6 +636,7 @@ static int rootfit(int which)
         }
     fmk_cuda_fmm3d_root_volume = vol0, fmk_cuda_fmm3d_p2p_pairs = rt0, fmk_cuda_fmm3d_p2p_groups = g0;
     fmk_cuda_fmm3d_m2l_classes = k0, fmk_cuda_fmm3d_overlap = ov, fmk_cuda_fmm3d_p2p_run = run0;
+    fmk_cuda_fmm3d_root_fit = fit0;
     device_points = 0;
     return 0;
 }

@@ -131,6 +131,20 @@ int fmk_cuda_fmm3d_point_cols = 1;
 extern "C" double fmk_cuda_fmm3d_root_volume;
 double fmk_cuda_fmm3d_root_volume = 1;
 
+/* Tuning knob, not API: the root cube fitted to evenly spread points. When the octree of the
+ * points' bounding cube is complete (every box of every level down to L >= 3 holds points, and
+ * only the last level's are leaves: a uniform set) and its leaves hold at least 1.25 m_t points,
+ * m_t = leaf size / 2.8 (the cost model's best mean, docs/fmm3d_gpu.md section 3, "Leaf size"),
+ * the points are shrunk into the low corner of a root cube whose level L + 1 has k cells across
+ * them, k the even number that brings n / k^3 nearest m_t, and the tree built again: a 2^20 cube
+ * at eps 1e-6 then has leaves of ~180 points at level 5 instead of 256 at level 4 (eval 9.2 ->
+ * 8.1 ms on an H100, section 3, "The root cube fitted"). fp64 with sources = targets only (the
+ * P2P of leaf pairs, whose passes follow the leaves' mean, p2p below), and m_t from 128 to 224
+ * (leaf sizes 358 .. 627: orders 10 .. 16 from eps), where passes of 5 or 6 points per lane fit
+ * the leaves; 0 off. */
+extern "C" int fmk_cuda_fmm3d_root_fit;
+int fmk_cuda_fmm3d_root_fit = 1;
+
 /* Tuning knob, not API: 1 runs eval's near field (P2P) on a second stream alongside the far
  * field's chain (P2M .. L2P); 0 runs everything on one stream, one pass after another (each
  * phase's time then is its own; docs/fmm3d_gpu.md, section 1). */
@@ -1540,6 +1554,7 @@ struct fmm_gpu {
     int newton_ok;                     /* fp64 P2P may take 1/r by a Newton step (eps >= 1e-11) */
     int32_t leaf_size;
     double root_side;                  /* the root cube's side over the points' (>= 1) */
+    double fit_mean;                   /* the fitted tree's points per leaf (0: not fitted) */
     int64_t near_max;                  /* W and X entries done as P2P: up to this many points */
     m2l_cfg cfg;
     int64_t n_nodes;
@@ -2151,6 +2166,27 @@ fmk_status setup_on_device(fmk_plan *plan, fmm_gpu *s, double *d_all)
     const double t0t = fmk_time_now();
     if (st == FMK_OK)
         st = fmk_cuda_tree3d_build(plan, np, d_all, s->leaf_size, total, &tree);
+    s->fit_mean = 0;
+    if (st == FMK_OK && s->root_side == 1 && fmk_cuda_fmm3d_root_fit && plan->self && !s->fp32) {
+        /* fmk_cuda_fmm3d_root_fit: a complete octree (uniform points) refitted */
+        const int L = tree.levels - 1;
+        int complete = L >= 3 && L < 20;
+        for (int l = 0; l <= L && complete; l++)
+            complete = tree.level_begin[l + 1] - tree.level_begin[l] == (int64_t)1 << (3 * l);
+        const double mt = s->leaf_size / 2.8;
+        if (complete && mt >= 128 && mt <= 224 && (double)np >= 1.25 * mt * (double)((int64_t)1 << (3 * L))) {
+            const int cells = 2 << L; /* across the root at level L + 1 */
+            int k = 2 * (int)llround(0.5 * cbrt((double)np / mt));
+            k = k > cells ? cells : k <= cells / 2 ? cells / 2 + 2 : k;
+            if (k < cells) {
+                const int64_t blocks = (3 * np + 255) / 256;
+                k_shrink<<<(unsigned)(blocks < 4096 ? blocks : 4096), 256>>>(3 * np, (double)k / cells, d_all);
+                s->root_side = (double)cells / k;
+                s->fit_mean = (double)np / ((double)k * k * k);
+                st = fmk_cuda_tree3d_build(plan, np, d_all, s->leaf_size, total, &tree);
+            }
+        }
+    }
     s->tree_time = fmk_time_now() - t0t;
     if (st == FMK_OK) {
         /* Near-field substitutes: a W entry with few sources is cheaper as P2P (appended to the
@@ -2765,7 +2801,15 @@ template <typename R, int NEWTON> void p2p(fmm_gpu *s, int nt, p2p_scale sc, cud
      * a second register set per thread would be padding), else 4 in two groups of two warps
      * (256 points a pass; 2 per lane, 256 a pass in one group, spent twice the shuffles per pair:
      * P2P 7.40 against 8.03 ms at 2^20 uniform, docs: measured) */
-    const int rt = fmk_cuda_fmm3d_p2p_pairs >= 0 ? fmk_cuda_fmm3d_p2p_pairs : s->leaf_size < 256 ? 1 : 4;
+    /* with the root fitted (fit_mean ~100..260 points per leaf): 6 per lane above 140, every
+     * warp the same 192 points (2^20 cube, leaves of ~180: P2P 5.2..5.4 ms against 5.8..6.1 at 5
+     * per lane), else 5 (160 points; 2^20 in leaves of ~131: 6.9..7.0 against 7.6..9.1 at 6 and
+     * 8.4..8.5 at 4 in passes of 128; docs: measured) */
+    const int rt = fmk_cuda_fmm3d_p2p_pairs >= 0 ? fmk_cuda_fmm3d_p2p_pairs
+                   : s->fit_mean > 140              ? 6
+                   : s->fit_mean > 0                ? 5
+                   : s->leaf_size < 256             ? 1
+                                                    : 4;
     const bool pairs = sizeof(R) == 8 && g->d_ur_begin && rt >= 1 && rt <= 6 && rt != 3;
     /* a leaf's own pairs once, in k_p2p_pairs's extra blocks (else both ways in k_p2p) */
     const int self = pairs && fmk_cuda_fmm3d_p2p_self && g->n_leaves_trg > 0;

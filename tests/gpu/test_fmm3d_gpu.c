@@ -46,6 +46,8 @@ extern int fmk_cuda_fmm3d_p2p_self;   /* and a leaf's own pairs once there (1) o
 extern int fmk_cuda_fmm3d_p2p_newton;
 /* and the root cube's volume over the points' bounding cube (1: the bounding cube) */
 extern double fmk_cuda_fmm3d_root_volume;
+extern int fmk_cuda_fmm3d_root_fit;      /* the root cube fitted to uniform points (1) or not (0) */
+extern int fmk_cuda_fmm3d_p2p_groups;    /* 4 points per lane: passes of 256 (2) or 128 (4) */
 /* and the M2L's GEMMs: runs of directions merged across gaps (directions), X's bytes */
 extern int fmk_cuda_fmm3d_m2l_gap;
 extern long long fmk_cuda_fmm3d_m2l_bytes;
@@ -293,8 +295,8 @@ static void pairs_run(const fmk_opts *og, pairs_knobs k, int64_t n, const double
     *dp = test_rel_l2(p2, p1, n), *dg = test_rel_l2(g2, g1, 3 * n);
 }
 
-/* The P2P of leaf pairs with leaves of up to 300 points (passes of one, two and four points per
- * lane, full and last passes; two per lane with the ring unrolled 1, 2, 4, 8 times), 1, 4 and 16
+/* The P2P of leaf pairs with leaves of up to 300 points (passes of one, two, four (by 256 and by
+ * 128), five and six points per lane, full and last passes; two per lane with the ring unrolled 1, 2, 4, 8 times), 1, 4 and 16
  * pairs per block, each way of the last pass (tail 0, 1, 2): against the CPU engine at the same
  * order and leaf size. */
 static void test_pairs(void)
@@ -312,10 +314,12 @@ static void test_pairs(void)
         fmk_fmm3d_direct_near = 1;
         /* the last three: 1/r by a Newton step (~1e-13 relative, below the CPU's by that much:
          * a bound of 1e-11) */
-        static const int rts[] = {1, 2, 4, 2, 2, 2, 4, 4, 2}, unrolls[] = {1, 1, 1, 2, 4, 8, 1, 2, 4};
-        static const int newtons[] = {0, 0, 0, 0, 0, 0, 1, 1, 1}, runs[] = {1, 4, 16};
+        static const int rts[] = {1, 2, 4, 2, 2, 2, 4, 4, 2, 5, 6, 5, 6, 4, 4};
+        static const int unrolls[] = {1, 1, 1, 2, 4, 8, 1, 2, 4, 2, 2, 2, 2, 2, 2};
+        static const int newtons[] = {0, 0, 0, 0, 0, 0, 1, 1, 1, 0, 0, 1, 1, 0, 1}, runs[] = {1, 4, 16};
         const int ring = fmk_cuda_fmm3d_p2p_ring, self = fmk_cuda_fmm3d_p2p_self;
-        for (int a = 0; a < 9; a++)
+        const int groups = fmk_cuda_fmm3d_p2p_groups;
+        for (int a = 0; a < 15; a++) /* the last two: 4 per lane in passes of 128 (groups 4) */
             for (int b = 0; b < 3; b++)
                 for (int tail = 0; tail <= 2; tail++) {
                     if (quick && tail < 2 && b != 1)
@@ -323,10 +327,13 @@ static void test_pairs(void)
                     const pairs_knobs k = {rts[a], runs[b], tail, unrolls[a], newtons[a], ring, self};
                     int levels;
                     double dp, dg;
+                    fmk_cuda_fmm3d_p2p_groups = a >= 13 ? 4 : groups;
                     pairs_run(&og, k, n, x, q, p1, g1, p2, g2, &levels, &dp, &dg);
-                    printf("  pairs %-7s levels %d, %d per lane (unroll %d, Newton %d), %2d pairs per block, tail %d: "
+                    fmk_cuda_fmm3d_p2p_groups = groups;
+                    printf("  pairs %-7s levels %d, %d per lane%s (unroll %d, Newton %d), %2d pairs per block, tail %d: "
                            "pot %.2e grad %.2e\n",
-                           dist_name[d], levels, rts[a], unrolls[a], newtons[a], runs[b], tail, dp, dg);
+                           dist_name[d], levels, rts[a], a >= 13 ? " by 128" : "", unrolls[a], newtons[a], runs[b],
+                           tail, dp, dg);
                     const double bound = newtons[a] ? 1e-11 : 1e-12;
                     CHECK_MSG(dp < bound && dg < bound,
                               "GPU (P2P %d, unroll %d, Newton %d, run %d, tail %d) vs CPU: pot %.3e grad %.3e",
@@ -351,6 +358,61 @@ static void test_pairs(void)
                 }
     }
     free(x), free(q), free(p1), free(g1), free(p2), free(g2);
+}
+
+/* The root cube fitted to uniform points (fmk_cuda_fmm3d_root_fit): a cube whose octree is
+ * complete down to level 3 with leaves of 0.54 and 0.59 leaf sizes (at least 1.25 leaf size /
+ * 2.8) is refitted (level 3 -> 4: one more level; leaves of ~110 and ~154 points, 5 and 6 per
+ * lane in the P2P) and keeps the accuracy against the direct sum; with separate targets it is not
+ * refitted (the P2P of leaf pairs only). */
+static void test_root_fit(void)
+{
+  for (int c = 0; c < (quick ? 1 : 2); c++) {
+    const int64_t n = c ? 153600 : 110000, ns = quick ? 200 : 1000, leaf = c ? 500 : 400;
+    double *x = test_alloc(3 * n), *q = test_alloc(n), *pot = test_alloc(n), *grad = test_alloc(3 * n);
+    double *pot0 = test_alloc(n), *grad0 = test_alloc(3 * n);
+    make_points(DIST_CUBE, n, 45, x);
+    test_charges(n, 0, 46, q);
+    double *ref = sampled_reference(n, x, q, ns);
+    const int fit = fmk_cuda_fmm3d_root_fit;
+    fmk_opts o = fmm_opts(FMK_BACKEND_CUDA, -1, leaf);
+    for (int e = 0; e < (quick ? 1 : 2); e++) {
+        const double eps = e ? 1e-9 : 1e-6;
+        check_context("root fitted, cube, eps %.0e", eps);
+        fmk_info i0, i1;
+        fmk_cuda_fmm3d_root_fit = 0;
+        const fmk_status s0 = run(&o, eps, n, x, q, 0, NULL, pot0, grad0, &i0);
+        fmk_cuda_fmm3d_root_fit = 1;
+        const fmk_status s1 = run(&o, eps, n, x, q, 0, NULL, pot, grad, &i1);
+        fmk_cuda_fmm3d_root_fit = fit;
+        if (!CHECK(s0 == FMK_OK && s1 == FMK_OK))
+            continue;
+        double ep0, eg0, ep, eg;
+        sampled_errors(n, pot0, grad0, ns, ref, &ep0, &eg0);
+        sampled_errors(n, pot, grad, ns, ref, &ep, &eg);
+        printf("  root fitted, cube of %lld, leaf %lld, eps %.0e: levels %d -> %d, pot %.2e -> %.2e, grad %.2e -> "
+               "%.2e\n",
+               (long long)n, (long long)leaf, eps, i0.levels, i1.levels, ep0, ep, eg0, eg);
+        CHECK_MSG(i0.levels == 4 && i1.levels == 5, "levels %d and %d", i0.levels, i1.levels);
+        CHECK_MSG(ep <= eps && eg <= 10 * eps, "pot %.3e grad %.3e", ep, eg);
+        /* separate targets: never refitted, the same sums as without the fit */
+        const int64_t m = ns;
+        double *y = test_alloc(3 * m), *pt = test_alloc(m), *gt = test_alloc(3 * m);
+        double *pt0 = test_alloc(m), *gt0 = test_alloc(3 * m);
+        for (int64_t i = 0; i < m; i++)
+            memcpy(y + 3 * i, x + 3 * (i * (n / ns)), 24);
+        fmk_cuda_fmm3d_root_fit = 0;
+        CHECK(run(&o, eps, n, x, q, m, y, pt0, gt0, NULL) == FMK_OK);
+        fmk_cuda_fmm3d_root_fit = 1;
+        CHECK(run(&o, eps, n, x, q, m, y, pt, gt, NULL) == FMK_OK);
+        fmk_cuda_fmm3d_root_fit = fit;
+        const double dp = test_rel_l2(pt, pt0, m), dg = test_rel_l2(gt, gt0, 3 * m);
+        printf("    separate targets: against no fit: pot %.2e grad %.2e\n", dp, dg);
+        CHECK_MSG(dp < 1e-13 && dg < 1e-13, "separate targets refitted? pot %.3e grad %.3e", dp, dg);
+        free(y), free(pt), free(gt), free(pt0), free(gt0);
+    }
+    free(ref), free(x), free(q), free(pot), free(grad), free(pot0), free(grad0);
+  }
 }
 
 /* A root cube larger than the points' bounding cube (volume 2.5 and 4: other leaf populations,
@@ -394,6 +456,7 @@ static void test_root(void)
         free(ref);
     }
     free(x), free(q), free(pot), free(grad);
+    test_root_fit();
 }
 
 static int cmp_i64(const void *a, const void *b)
