@@ -641,6 +641,46 @@ static int rootfit(int which)
     return 0;
 }
 
+/* The fitted root's P2P and M2L knobs (2^20 cube, eps 1e-6, the engine's fit): pairs per block,
+ * M2L degree classes, the ring unrolled, registers free; three rounds, alternated. */
+static int fitsweep(void)
+{
+    if (!&fmk_cuda_fmm3d_root_fit || !&fmk_cuda_fmm3d_p2p_run || !&fmk_cuda_fmm3d_p2p_unroll ||
+        !&fmk_cuda_fmm3d_p2p_ring || !&fmk_cuda_fmm3d_m2l_classes || !&fmk_cuda_fmm3d_overlap) {
+        fprintf(stderr, "fmm3d: no fit knobs in this build\n");
+        return 1;
+    }
+    static const struct {
+        int run, classes, unroll, ring;
+    } c[] = {{0, 3, 2, 1}, {2, 3, 2, 1}, {8, 3, 2, 1}, {0, 2, 2, 1}, {0, 0, 2, 1},
+             {0, 3, 1, 1}, {0, 3, 4, 1}, {0, 3, 2, 3}};
+    const int run0 = fmk_cuda_fmm3d_p2p_run, k0 = fmk_cuda_fmm3d_m2l_classes, u0 = fmk_cuda_fmm3d_p2p_unroll;
+    const int ring0 = fmk_cuda_fmm3d_p2p_ring, ov = fmk_cuda_fmm3d_overlap;
+    device_points = 1;
+    for (int rep = 0; rep < 3; rep++)
+        for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+            result r1, r2;
+            fmk_cuda_fmm3d_p2p_run = c[i].run, fmk_cuda_fmm3d_m2l_classes = c[i].classes;
+            fmk_cuda_fmm3d_p2p_unroll = c[i].unroll, fmk_cuda_fmm3d_p2p_ring = c[i].ring;
+            const uint64_t seed = rng;
+            fmk_cuda_fmm3d_overlap = 0;
+            int fail = measure(FMK_METHOD_FMM, 1e-6, -1, 0, "cube", (int64_t)1 << 20, 1, 5, 0, &r1);
+            rng = seed, fmk_cuda_fmm3d_overlap = 1;
+            fail = fail || measure(FMK_METHOD_FMM, 1e-6, -1, 0, "cube", (int64_t)1 << 20, 1, 5, 1, &r2);
+            if (fail)
+                continue;
+            printf("fitsweep run %d classes %d unroll %d ring %d | eval %7.3f, one stream %7.3f | M2L %5.2f P2P %5.2f | "
+                   "levels %d | %.2e %.2e\n",
+                   c[i].run, c[i].classes, c[i].unroll, c[i].ring, 1e3 * r2.eval, 1e3 * r1.eval,
+                   1e3 * r1.phase[FMK_PHASE_M2L], 1e3 * r1.phase[FMK_PHASE_P2P], r2.levels, r2.err_pot, r2.err_grad);
+            fflush(stdout);
+        }
+    fmk_cuda_fmm3d_p2p_run = run0, fmk_cuda_fmm3d_m2l_classes = k0, fmk_cuda_fmm3d_p2p_unroll = u0;
+    fmk_cuda_fmm3d_p2p_ring = ring0, fmk_cuda_fmm3d_overlap = ov;
+    device_points = 0;
+    return 0;
+}
+
 static int m2lcls(void)
 {
     if (!&fmk_cuda_fmm3d_m2l_trunc || !&fmk_cuda_fmm3d_m2l_classes || !&fmk_cuda_fmm3d_m2l_trunc_min ||
@@ -900,6 +940,9 @@ int main(int argc, char **argv)
             return 1;
     } else if (!strcmp(mode, "rootfit2")) {
         if (rootfit(1))
+            return 1;
+    } else if (!strcmp(mode, "fitsweep")) {
+        if (fitsweep())
             return 1;
     } else if (!strcmp(mode, "rootfit3")) {
         if (rootfit(2))

@@ -1136,7 +1136,8 @@ __host__ __device__ constexpr ring_cfg ring_of(int v)
            : v == 4 ? ring_cfg{2, 0, 0, 2}
            : v == 5 ? ring_cfg{2, 1, 0, 3}
            : v == 6 ? ring_cfg{1, 1, 0, 3}
-                    : ring_cfg{1, 0, 0, 3}; /* 7: 5 or 6 points per lane (not a knob value) */
+           : v == 7 ? ring_cfg{1, 0, 0, 3}  /* 7, 8: 5 or 6 points per lane (not knob values) */
+                    : ring_cfg{1, 0, 0, 2};
 }
 const int P2P_RINGS = 7;
 
@@ -2836,6 +2837,12 @@ template <typename R, int NEWTON> void p2p(fmm_gpu *s, int nt, p2p_scale sc, cud
                                                               g->d_pairs, g->d_sb, g->d_sn, g->d_src, s->d_near)
         if (rt == 5)
             FMK_PAIRS(5, 2, 7);
+        else if (rt == 6 && ring == 3) /* registers free: 2 blocks per multiprocessor */
+            FMK_PAIRS(6, 2, 8);
+        else if (rt == 6 && unroll == 1)
+            FMK_PAIRS(6, 1, 7);
+        else if (rt == 6 && unroll >= 4)
+            FMK_PAIRS(6, 4, 7);
         else if (rt == 6)
             FMK_PAIRS(6, 2, 7);
         else if (rt == 4 && unroll >= 2) {
