@@ -111,6 +111,7 @@ extern int fmk_cuda_fmm3d_p2p_newton __attribute__((weak));
 extern int fmk_cuda_fmm3d_p2p_ring __attribute__((weak));
 extern int fmk_cuda_fmm3d_p2p_groups __attribute__((weak));
 extern int fmk_cuda_fmm3d_root_fit __attribute__((weak));
+extern int fmk_cuda_fmm3d_priority __attribute__((weak));
 extern int fmk_cuda_fmm3d_p2p_self __attribute__((weak));
 extern double fmk_cuda_fmm3d_root_volume __attribute__((weak));
 /* and P2M by column groups, L2P from per-leaf records (1; 2: P2M two sources a lane at a time;
@@ -651,9 +652,12 @@ static int fitsweep(void)
         return 1;
     }
     static const struct {
-        int run, classes, unroll, ring;
-    } c[] = {{0, 3, 2, 1}, {2, 3, 2, 1}, {8, 3, 2, 1}, {0, 2, 2, 1}, {0, 0, 2, 1},
-             {0, 3, 1, 1}, {0, 3, 4, 1}, {0, 3, 2, 3}};
+        int run, classes, unroll, ring, prio;
+    } c[] = {{0, 3, 4, 1, 0}, {0, 0, 4, 1, 0}, {8, 3, 4, 1, 0}, {0, 3, 4, 1, 1}, {0, 3, 4, 1, 2}, {8, 0, 4, 1, 0},
+             {0, 3, 2, 1, 0}};
+    if (!&fmk_cuda_fmm3d_priority)
+        return 1;
+    const int prio0 = fmk_cuda_fmm3d_priority;
     const int run0 = fmk_cuda_fmm3d_p2p_run, k0 = fmk_cuda_fmm3d_m2l_classes, u0 = fmk_cuda_fmm3d_p2p_unroll;
     const int ring0 = fmk_cuda_fmm3d_p2p_ring, ov = fmk_cuda_fmm3d_overlap;
     device_points = 1;
@@ -662,6 +666,7 @@ static int fitsweep(void)
             result r1, r2;
             fmk_cuda_fmm3d_p2p_run = c[i].run, fmk_cuda_fmm3d_m2l_classes = c[i].classes;
             fmk_cuda_fmm3d_p2p_unroll = c[i].unroll, fmk_cuda_fmm3d_p2p_ring = c[i].ring;
+            fmk_cuda_fmm3d_priority = c[i].prio;
             const uint64_t seed = rng;
             fmk_cuda_fmm3d_overlap = 0;
             int fail = measure(FMK_METHOD_FMM, 1e-6, -1, 0, "cube", (int64_t)1 << 20, 1, 5, 0, &r1);
@@ -669,14 +674,14 @@ static int fitsweep(void)
             fail = fail || measure(FMK_METHOD_FMM, 1e-6, -1, 0, "cube", (int64_t)1 << 20, 1, 5, 1, &r2);
             if (fail)
                 continue;
-            printf("fitsweep run %d classes %d unroll %d ring %d | eval %7.3f, one stream %7.3f | M2L %5.2f P2P %5.2f | "
+            printf("fitsweep prio %d run %d classes %d unroll %d ring %d | eval %7.3f, one stream %7.3f | M2L %5.2f P2P %5.2f | "
                    "levels %d | %.2e %.2e\n",
-                   c[i].run, c[i].classes, c[i].unroll, c[i].ring, 1e3 * r2.eval, 1e3 * r1.eval,
+                   c[i].prio, c[i].run, c[i].classes, c[i].unroll, c[i].ring, 1e3 * r2.eval, 1e3 * r1.eval,
                    1e3 * r1.phase[FMK_PHASE_M2L], 1e3 * r1.phase[FMK_PHASE_P2P], r2.levels, r2.err_pot, r2.err_grad);
             fflush(stdout);
         }
     fmk_cuda_fmm3d_p2p_run = run0, fmk_cuda_fmm3d_m2l_classes = k0, fmk_cuda_fmm3d_p2p_unroll = u0;
-    fmk_cuda_fmm3d_p2p_ring = ring0, fmk_cuda_fmm3d_overlap = ov;
+    fmk_cuda_fmm3d_p2p_ring = ring0, fmk_cuda_fmm3d_overlap = ov, fmk_cuda_fmm3d_priority = prio0;
     device_points = 0;
     return 0;
 }

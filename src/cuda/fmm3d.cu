@@ -143,6 +143,10 @@ double fmk_cuda_fmm3d_root_volume = 1;
  * (leaf sizes 358 .. 627: orders 10 .. 16 from eps), where passes of 5 or 6 points per lane fit
  * the leaves; 0 off. */
 extern "C" int fmk_cuda_fmm3d_root_fit;
+/* Tuning knob, not API, read when a plan's streams are made: eval's far field on the higher
+ * priority stream (0), both streams at the same priority (1), or the near field higher (2). */
+extern "C" int fmk_cuda_fmm3d_priority;
+int fmk_cuda_fmm3d_priority = 0;
 int fmk_cuda_fmm3d_root_fit = 1;
 
 /* Tuning knob, not API: 1 runs eval's near field (P2P) on a second stream alongside the far
@@ -2468,7 +2472,9 @@ fmk_status new_state(fmk_plan *plan, fmm_gpu **out)
     for (; s->streams < 3 && st == FMK_OK; s->streams++) {
         cudaError_t err = cudaStreamCreateWithPriority(&s->stream[s->streams],
                                                        s->streams == 2 ? cudaStreamNonBlocking : cudaStreamDefault,
-                                                       s->streams == 0 ? greatest : least);
+                                                       s->streams == 0 ? (fmk_cuda_fmm3d_priority == 0 ? greatest : least)
+                                                       : s->streams == 1 && fmk_cuda_fmm3d_priority == 2 ? greatest
+                                                                                                           : least);
         if (err != cudaSuccess)
             st = start_failed(plan, err, "cudaStreamCreateWithPriority");
     }
