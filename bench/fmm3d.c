@@ -675,9 +675,11 @@ static int fitsweep(void)
             if (fail)
                 continue;
             printf("fitsweep prio %d run %d classes %d unroll %d ring %d | eval %7.3f, one stream %7.3f | M2L %5.2f P2P %5.2f | "
-                   "levels %d | %.2e %.2e\n",
+                   "levels %d | %.2e %.2e | two streams: P2M %5.2f M2M %5.2f M2L %5.2f L2L %5.2f L2P %5.2f P2P %5.2f\n",
                    c[i].prio, c[i].run, c[i].classes, c[i].unroll, c[i].ring, 1e3 * r2.eval, 1e3 * r1.eval,
-                   1e3 * r1.phase[FMK_PHASE_M2L], 1e3 * r1.phase[FMK_PHASE_P2P], r2.levels, r2.err_pot, r2.err_grad);
+                   1e3 * r1.phase[FMK_PHASE_M2L], 1e3 * r1.phase[FMK_PHASE_P2P], r2.levels, r2.err_pot, r2.err_grad,
+                   1e3 * r2.phase[FMK_PHASE_P2M], 1e3 * r2.phase[FMK_PHASE_M2M], 1e3 * r2.phase[FMK_PHASE_M2L],
+                   1e3 * r2.phase[FMK_PHASE_L2L], 1e3 * r2.phase[FMK_PHASE_L2P], 1e3 * r2.phase[FMK_PHASE_P2P]);
             fflush(stdout);
         }
     fmk_cuda_fmm3d_p2p_run = run0, fmk_cuda_fmm3d_m2l_classes = k0, fmk_cuda_fmm3d_p2p_unroll = u0;
