@@ -652,9 +652,12 @@ static int fitsweep(void)
         return 1;
     }
     static const struct {
-        int run, classes, unroll, ring, prio;
-    } c[] = {{0, 3, 4, 1, 0}, {0, 0, 4, 1, 0}, {8, 3, 4, 1, 0}, {0, 3, 4, 1, 1}, {0, 3, 4, 1, 2}, {8, 0, 4, 1, 0},
-             {0, 3, 2, 1, 0}};
+        int run, classes, unroll, ring, prio, rt;
+    } c[] = {{0, 3, 2, 1, 0, -1}, {0, 0, 2, 1, 0, -1}, {0, 3, 2, 1, 0, 3}, {0, 3, 2, 3, 0, 3}, {0, 0, 2, 1, 0, 3},
+             {0, 3, 1, 1, 0, -1}};
+    if (!&fmk_cuda_fmm3d_p2p_pairs)
+        return 1;
+    const int rt0 = fmk_cuda_fmm3d_p2p_pairs;
     if (!&fmk_cuda_fmm3d_priority)
         return 1;
     const int prio0 = fmk_cuda_fmm3d_priority;
@@ -666,7 +669,7 @@ static int fitsweep(void)
             result r1, r2;
             fmk_cuda_fmm3d_p2p_run = c[i].run, fmk_cuda_fmm3d_m2l_classes = c[i].classes;
             fmk_cuda_fmm3d_p2p_unroll = c[i].unroll, fmk_cuda_fmm3d_p2p_ring = c[i].ring;
-            fmk_cuda_fmm3d_priority = c[i].prio;
+            fmk_cuda_fmm3d_priority = c[i].prio, fmk_cuda_fmm3d_p2p_pairs = c[i].rt;
             const uint64_t seed = rng;
             fmk_cuda_fmm3d_overlap = 0;
             int fail = measure(FMK_METHOD_FMM, 1e-6, -1, 0, "cube", (int64_t)1 << 20, 1, 5, 0, &r1);
@@ -674,9 +677,9 @@ static int fitsweep(void)
             fail = fail || measure(FMK_METHOD_FMM, 1e-6, -1, 0, "cube", (int64_t)1 << 20, 1, 5, 1, &r2);
             if (fail)
                 continue;
-            printf("fitsweep prio %d run %d classes %d unroll %d ring %d | eval %7.3f, one stream %7.3f | M2L %5.2f P2P %5.2f | "
+            printf("fitsweep rt %2d prio %d run %d classes %d unroll %d ring %d | eval %7.3f, one stream %7.3f | M2L %5.2f P2P %5.2f | "
                    "levels %d | %.2e %.2e | two streams: P2M %5.2f M2M %5.2f M2L %5.2f L2L %5.2f L2P %5.2f P2P %5.2f\n",
-                   c[i].prio, c[i].run, c[i].classes, c[i].unroll, c[i].ring, 1e3 * r2.eval, 1e3 * r1.eval,
+                   c[i].rt, c[i].prio, c[i].run, c[i].classes, c[i].unroll, c[i].ring, 1e3 * r2.eval, 1e3 * r1.eval,
                    1e3 * r1.phase[FMK_PHASE_M2L], 1e3 * r1.phase[FMK_PHASE_P2P], r2.levels, r2.err_pot, r2.err_grad,
                    1e3 * r2.phase[FMK_PHASE_P2M], 1e3 * r2.phase[FMK_PHASE_M2M], 1e3 * r2.phase[FMK_PHASE_M2L],
                    1e3 * r2.phase[FMK_PHASE_L2L], 1e3 * r2.phase[FMK_PHASE_L2P], 1e3 * r2.phase[FMK_PHASE_P2P]);
@@ -684,6 +687,7 @@ static int fitsweep(void)
         }
     fmk_cuda_fmm3d_p2p_run = run0, fmk_cuda_fmm3d_m2l_classes = k0, fmk_cuda_fmm3d_p2p_unroll = u0;
     fmk_cuda_fmm3d_p2p_ring = ring0, fmk_cuda_fmm3d_overlap = ov, fmk_cuda_fmm3d_priority = prio0;
+    fmk_cuda_fmm3d_p2p_pairs = rt0;
     device_points = 0;
     return 0;
 }

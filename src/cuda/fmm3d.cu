@@ -1140,8 +1140,10 @@ __host__ __device__ constexpr ring_cfg ring_of(int v)
            : v == 4 ? ring_cfg{2, 0, 0, 2}
            : v == 5 ? ring_cfg{2, 1, 0, 3}
            : v == 6 ? ring_cfg{1, 1, 0, 3}
-           : v == 7 ? ring_cfg{1, 0, 0, 3}  /* 7, 8: 5 or 6 points per lane (not knob values) */
-                    : ring_cfg{1, 0, 0, 2};
+           : v == 7 ? ring_cfg{1, 0, 0, 3}  /* 7 .. 10: 3, 5 or 6 points per lane (not knob values) */
+           : v == 8 ? ring_cfg{1, 0, 0, 2}
+           : v == 9 ? ring_cfg{1, 0, 0, 4}
+                    : ring_cfg{1, 0, 0, 5};
 }
 const int P2P_RINGS = 7;
 
@@ -1389,6 +1391,9 @@ __global__ void __launch_bounds__(BLOCK, ring_of(V).minb)
             } else if (RT == 1 || (tail && left <= BLOCK)) {
                 pairs_pass<1, 1, 1, UNR, NEWTON, C.mask, 0>(nt, ib, i0, ni, nj, r0, r1, s_j0, s_n, pts, res, red);
                 ib += BLOCK;
+            } else if (RT == 3) { /* two groups of two warps: 192 points a pass */
+                pairs_pass<RT, 1, 2, UNR, NEWTON, C.mask, 0>(nt, ib, i0, ni, nj, r0, r1, s_j0, s_n, pts, res, red);
+                ib += BLOCK * RT / 2;
             } else if (RT == 4) { /* two groups of two warps: 256 points a pass */
                 pairs_pass<RT, C.ra, 2, UNR, NEWTON, C.mask, C.pipe>(nt, ib, i0, ni, nj, r0, r1, s_j0, s_n, pts,
                                                                      res, red);
@@ -2817,7 +2822,7 @@ template <typename R, int NEWTON> void p2p(fmm_gpu *s, int nt, p2p_scale sc, cud
                    : s->fit_mean > 0                ? 5
                    : s->leaf_size < 256             ? 1
                                                     : 4;
-    const bool pairs = sizeof(R) == 8 && g->d_ur_begin && rt >= 1 && rt <= 6 && rt != 3;
+    const bool pairs = sizeof(R) == 8 && g->d_ur_begin && rt >= 1 && rt <= 6;
     /* a leaf's own pairs once, in k_p2p_pairs's extra blocks (else both ways in k_p2p) */
     const int self = pairs && fmk_cuda_fmm3d_p2p_self && g->n_leaves_trg > 0;
     if (g->n_leaves_trg > 0) /* the U lists, or with pairs the rest rows (the leaf itself, W) */
@@ -2847,10 +2852,12 @@ template <typename R, int NEWTON> void p2p(fmm_gpu *s, int nt, p2p_scale sc, cud
             FMK_PAIRS(6, 2, 8);
         else if (rt == 6 && unroll == 1)
             FMK_PAIRS(6, 1, 7);
-        else if (rt == 6 && unroll >= 4)
-            FMK_PAIRS(6, 4, 7);
         else if (rt == 6)
             FMK_PAIRS(6, 2, 7);
+        else if (rt == 3 && ring == 3)
+            FMK_PAIRS(3, 2, 10);
+        else if (rt == 3)
+            FMK_PAIRS(3, 2, 9);
         else if (rt == 4 && unroll >= 2) {
             switch (ring) {
             case 0: FMK_PAIRS(4, 2, 0); break;
