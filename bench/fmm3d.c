@@ -112,6 +112,7 @@ extern int fmk_cuda_fmm3d_p2p_ring __attribute__((weak));
 extern int fmk_cuda_fmm3d_p2p_groups __attribute__((weak));
 extern int fmk_cuda_fmm3d_root_fit __attribute__((weak));
 extern int fmk_cuda_fmm3d_priority __attribute__((weak));
+extern int fmk_cuda_fmm3d_p2p_orient __attribute__((weak));
 extern int fmk_cuda_fmm3d_p2p_self __attribute__((weak));
 extern double fmk_cuda_fmm3d_root_volume __attribute__((weak));
 /* and P2M by column groups, L2P from per-leaf records (1; 2: P2M two sources a lane at a time;
@@ -653,8 +654,11 @@ static int fitsweep(void)
     }
     static const struct {
         int run, classes, unroll, ring, prio, rt;
-    } c[] = {{0, 3, 2, 1, 0, -1}, {0, 0, 2, 1, 0, -1}, {0, 3, 2, 1, 0, 3}, {0, 3, 2, 3, 0, 3}, {0, 0, 2, 1, 0, 3},
-             {0, 3, 1, 1, 0, -1}};
+    } c[] = {{0, 0, 2, 1, 0, -1}, {0, 0, 2, 1, 0, -2}, {0, 0, 2, 1, 0, -3}, {0, 0, 2, 1, 0, -4}};
+    /* rt -2: pairs kept by the lower index (orient 0); -3: no fit; -4: no fit, orient 0 */
+    if (!&fmk_cuda_fmm3d_p2p_orient)
+        return 1;
+    const int or0 = fmk_cuda_fmm3d_p2p_orient, fit0 = fmk_cuda_fmm3d_root_fit;
     if (!&fmk_cuda_fmm3d_p2p_pairs)
         return 1;
     const int rt0 = fmk_cuda_fmm3d_p2p_pairs;
@@ -669,7 +673,9 @@ static int fitsweep(void)
             result r1, r2;
             fmk_cuda_fmm3d_p2p_run = c[i].run, fmk_cuda_fmm3d_m2l_classes = c[i].classes;
             fmk_cuda_fmm3d_p2p_unroll = c[i].unroll, fmk_cuda_fmm3d_p2p_ring = c[i].ring;
-            fmk_cuda_fmm3d_priority = c[i].prio, fmk_cuda_fmm3d_p2p_pairs = c[i].rt;
+            fmk_cuda_fmm3d_priority = c[i].prio, fmk_cuda_fmm3d_p2p_pairs = c[i].rt < 0 ? -1 : c[i].rt;
+            fmk_cuda_fmm3d_p2p_orient = c[i].rt != -2 && c[i].rt != -4;
+            fmk_cuda_fmm3d_root_fit = c[i].rt != -3 && c[i].rt != -4;
             const uint64_t seed = rng;
             fmk_cuda_fmm3d_overlap = 0;
             int fail = measure(FMK_METHOD_FMM, 1e-6, -1, 0, "cube", (int64_t)1 << 20, 1, 5, 0, &r1);
@@ -687,7 +693,7 @@ static int fitsweep(void)
         }
     fmk_cuda_fmm3d_p2p_run = run0, fmk_cuda_fmm3d_m2l_classes = k0, fmk_cuda_fmm3d_p2p_unroll = u0;
     fmk_cuda_fmm3d_p2p_ring = ring0, fmk_cuda_fmm3d_overlap = ov, fmk_cuda_fmm3d_priority = prio0;
-    fmk_cuda_fmm3d_p2p_pairs = rt0;
+    fmk_cuda_fmm3d_p2p_pairs = rt0, fmk_cuda_fmm3d_p2p_orient = or0, fmk_cuda_fmm3d_root_fit = fit0;
     device_points = 0;
     return 0;
 }
