@@ -15,6 +15,13 @@
 
 #include "fmm3d_lists.h"
 
+/* Tuning knob, not API: a leaf pair is kept by the leaf with fewer sources (ties: the lower
+ * index), which holds its points in registers in the P2P (fmm3d.cu, k_p2p_pairs), so that the
+ * larger leaves' points stream past and few leaves need a second pass over their points (1); or
+ * by the lower index (0). */
+extern "C" int fmk_cuda_fmm3d_p2p_orient;
+int fmk_cuda_fmm3d_p2p_orient = 1;
+
 namespace {
 
 const int BLOCK = 256;
@@ -387,13 +394,6 @@ __global__ void k_compact(int64_t k, const int32_t *__restrict__ flag, const int
     if (b < k && flag[b])
         out[pos[b]] = (int32_t)b;
 }
-
-/* Tuning knob, not API: a leaf pair is kept by the leaf with fewer sources (ties: the lower
- * index), which holds its points in registers in the P2P (fmm3d.cu, k_p2p_pairs), so that the
- * larger leaves' points stream past and few leaves need a second pass over their points (1); or
- * by the lower index (0). */
-extern "C" int fmk_cuda_fmm3d_p2p_orient;
-int fmk_cuda_fmm3d_p2p_orient = 1;
 
 /* The symmetric split of the U lists (sources = targets): entry a of leaf b's row is a leaf
  * pair when a != b and the cubes touch (a true U entry; U is symmetric then, a in U(b) iff b in
