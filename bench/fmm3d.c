@@ -654,7 +654,10 @@ static int fitsweep(void)
     }
     static const struct {
         int run, classes, unroll, ring, prio, rt;
-    } c[] = {{0, 0, 2, 1, 0, -1}, {0, 0, 2, 1, 0, -2}, {0, 0, 2, 1, 0, -3}, {0, 0, 2, 1, 0, -4}};
+    } c[] = {{0, 0, 2, 1, 0, -1}, {8, 0, 2, 1, 0, -1}, {16, 0, 2, 1, 0, -1}, {0, 0, 2, 1, 1000, -1},
+             {0, 3, 2, 1, 1000, -1}};
+    /* prio 1000: not a priority but the M2L's merge gap (fmk_cuda_fmm3d_m2l_gap) */
+    const int gap0 = fmk_cuda_fmm3d_m2l_gap;
     /* rt -2: pairs kept by the lower index (orient 0); -3: no fit; -4: no fit, orient 0 */
     if (!&fmk_cuda_fmm3d_p2p_orient)
         return 1;
@@ -673,7 +676,9 @@ static int fitsweep(void)
             result r1, r2;
             fmk_cuda_fmm3d_p2p_run = c[i].run, fmk_cuda_fmm3d_m2l_classes = c[i].classes;
             fmk_cuda_fmm3d_p2p_unroll = c[i].unroll, fmk_cuda_fmm3d_p2p_ring = c[i].ring;
-            fmk_cuda_fmm3d_priority = c[i].prio, fmk_cuda_fmm3d_p2p_pairs = c[i].rt < 0 ? -1 : c[i].rt;
+            fmk_cuda_fmm3d_priority = c[i].prio < 1000 ? c[i].prio : 0;
+            fmk_cuda_fmm3d_m2l_gap = c[i].prio < 1000 ? gap0 : c[i].prio;
+            fmk_cuda_fmm3d_p2p_pairs = c[i].rt < 0 ? -1 : c[i].rt;
             fmk_cuda_fmm3d_p2p_orient = c[i].rt != -2 && c[i].rt != -4;
             fmk_cuda_fmm3d_root_fit = c[i].rt != -3 && c[i].rt != -4;
             const uint64_t seed = rng;
@@ -694,6 +699,7 @@ static int fitsweep(void)
     fmk_cuda_fmm3d_p2p_run = run0, fmk_cuda_fmm3d_m2l_classes = k0, fmk_cuda_fmm3d_p2p_unroll = u0;
     fmk_cuda_fmm3d_p2p_ring = ring0, fmk_cuda_fmm3d_overlap = ov, fmk_cuda_fmm3d_priority = prio0;
     fmk_cuda_fmm3d_p2p_pairs = rt0, fmk_cuda_fmm3d_p2p_orient = or0, fmk_cuda_fmm3d_root_fit = fit0;
+    fmk_cuda_fmm3d_m2l_gap = gap0;
     device_points = 0;
     return 0;
 }
