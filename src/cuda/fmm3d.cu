@@ -103,10 +103,12 @@ extern "C" int fmk_cuda_fmm3d_p2p_run;
 int fmk_cuda_fmm3d_p2p_run = -1;
 extern "C" int fmk_cuda_fmm3d_p2p_tail;
 int fmk_cuda_fmm3d_p2p_tail = 2;
-/* and the steps of its 32-step ring unrolled (1, 2, 4 or 8; above 1 at 2 points per lane only) */
+/* and the steps of its 32-step ring unrolled (1, 2, 4 or 8 at 2 points per lane; 1 or 2 at 4 and
+ * 6 points per lane, 2 for any value above 1; 2 at 3 and 5) */
 extern "C" int fmk_cuda_fmm3d_p2p_unroll;
 int fmk_cuda_fmm3d_p2p_unroll = 4;
-/* and the variant of its ring at 4 points per lane (0 .. P2P_RINGS - 1, ring_of below) */
+/* and the variant of its ring at 4 points per lane (0 .. P2P_RINGS - 1, ring_of below); at 3 and
+ * 6 points per lane, 3 frees the registers (2 blocks per multiprocessor at 6, 5 at 3) */
 extern "C" int fmk_cuda_fmm3d_p2p_ring;
 int fmk_cuda_fmm3d_p2p_ring = 1;
 /* and a leaf's pairs with itself: 1 each once in that kernel (self_pairs), 0 both ways in k_p2p's
@@ -175,11 +177,12 @@ double fmk_cuda_fmm3d_m2l_trunc = 0.3;
 /* Tuning knob, not API: with the far directions truncated, their degrees p_d rounded up to at
  * most this many distinct values (degree classes), chosen to minimise the GEMM flops of the 189
  * directions one octant's sources reach (m2l_classes), so that each octant's runs split into
- * fewer, larger GEMMs; 0 keeps every degree its own. 3 (at p = 14: degrees 9, 11, 14; 0.49 of
- * the whole operators' flops against 0.44) measured as fast as every degree its own at 2^20 and
- * faster at 2^16..2^18 (docs/fmm3d_gpu.md, section 3, "M2L degree classes"). */
+ * fewer, larger GEMMs; 0 keeps every degree its own. 2, 3 and 4 (at p = 14, 3 classes: degrees
+ * 9, 11, 14; 0.49 of the whole operators' flops against 0.44) measured no faster than 0 where
+ * the size rule below truncates (2^18 and 2^20; the fitted root's 2^20 cube 8.11 against 8.05 ms
+ * with 3), so 0 (docs/fmm3d_gpu.md, section 3, "M2L degree classes"). */
 extern "C" int fmk_cuda_fmm3d_m2l_classes;
-int fmk_cuda_fmm3d_m2l_classes = 3;
+int fmk_cuda_fmm3d_m2l_classes = 0;
 
 /* Tuning knob, not API: the far directions are truncated only where the M2L's GEMMs have at
  * least this many columns (boxes from level 2 down), enough to amortise the launches of the
@@ -2815,8 +2818,8 @@ template <typename R, int NEWTON> void p2p(fmm_gpu *s, int nt, p2p_scale sc, cud
      * P2P 7.40 against 8.03 ms at 2^20 uniform, docs: measured) */
     /* with the root fitted (fit_mean ~100..260 points per leaf): 6 per lane above 140, every
      * warp the same 192 points (2^20 cube, leaves of ~180: P2P 5.2..5.4 ms against 5.8..6.1 at 5
-     * per lane), else 5 (160 points; 2^20 in leaves of ~131: 6.9..7.0 against 7.6..9.1 at 6 and
-     * 8.4..8.5 at 4 in passes of 128; docs: measured) */
+     * per lane and 5.6..5.8 at 3 in two groups of 192), else 5 (160 points; 2^20 in leaves of
+     * ~131: 6.9..7.0 against 7.6..9.1 at 6 and 8.4..8.5 at 4 in passes of 128; docs: measured) */
     const int rt = fmk_cuda_fmm3d_p2p_pairs >= 0 ? fmk_cuda_fmm3d_p2p_pairs
                    : s->fit_mean > 140              ? 6
                    : s->fit_mean > 0                ? 5
