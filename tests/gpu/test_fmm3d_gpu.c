@@ -295,8 +295,8 @@ static void pairs_run(const fmk_opts *og, pairs_knobs k, int64_t n, const double
     *dp = test_rel_l2(p2, p1, n), *dg = test_rel_l2(g2, g1, 3 * n);
 }
 
-/* The P2P of leaf pairs with leaves of up to 300 points (passes of one, two, four (by 256 and by
- * 128), five and six points per lane, full and last passes; two per lane with the ring unrolled 1, 2, 4, 8 times), 1, 4 and 16
+/* The P2P of leaf pairs with leaves of up to 300 points (passes of one, two, three, four (by 256
+ * and by 128), five and six points per lane, full and last passes; two per lane with the ring unrolled 1, 2, 4, 8 times), 1, 4 and 16
  * pairs per block, each way of the last pass (tail 0, 1, 2): against the CPU engine at the same
  * order and leaf size. */
 static void test_pairs(void)
@@ -314,12 +314,12 @@ static void test_pairs(void)
         fmk_fmm3d_direct_near = 1;
         /* the last three: 1/r by a Newton step (~1e-13 relative, below the CPU's by that much:
          * a bound of 1e-11) */
-        static const int rts[] = {1, 2, 4, 2, 2, 2, 4, 4, 2, 5, 6, 5, 6, 4, 4};
-        static const int unrolls[] = {1, 1, 1, 2, 4, 8, 1, 2, 4, 2, 2, 2, 2, 2, 2};
-        static const int newtons[] = {0, 0, 0, 0, 0, 0, 1, 1, 1, 0, 0, 1, 1, 0, 1}, runs[] = {1, 4, 16};
+        static const int rts[] = {1, 2, 4, 2, 2, 2, 4, 4, 2, 5, 6, 5, 6, 3, 3, 4, 4};
+        static const int unrolls[] = {1, 1, 1, 2, 4, 8, 1, 2, 4, 2, 2, 2, 2, 2, 2, 2, 2};
+        static const int newtons[] = {0, 0, 0, 0, 0, 0, 1, 1, 1, 0, 0, 1, 1, 0, 1, 0, 1}, runs[] = {1, 4, 16};
         const int ring = fmk_cuda_fmm3d_p2p_ring, self = fmk_cuda_fmm3d_p2p_self;
         const int groups = fmk_cuda_fmm3d_p2p_groups;
-        for (int a = 0; a < 15; a++) /* the last two: 4 per lane in passes of 128 (groups 4) */
+        for (int a = 0; a < 17; a++) /* the last two: 4 per lane in passes of 128 (groups 4) */
             for (int b = 0; b < 3; b++)
                 for (int tail = 0; tail <= 2; tail++) {
                     if (quick && tail < 2 && b != 1)
@@ -327,12 +327,12 @@ static void test_pairs(void)
                     const pairs_knobs k = {rts[a], runs[b], tail, unrolls[a], newtons[a], ring, self};
                     int levels;
                     double dp, dg;
-                    fmk_cuda_fmm3d_p2p_groups = a >= 13 ? 4 : groups;
+                    fmk_cuda_fmm3d_p2p_groups = a >= 15 ? 4 : groups;
                     pairs_run(&og, k, n, x, q, p1, g1, p2, g2, &levels, &dp, &dg);
                     fmk_cuda_fmm3d_p2p_groups = groups;
                     printf("  pairs %-7s levels %d, %d per lane%s (unroll %d, Newton %d), %2d pairs per block, tail %d: "
                            "pot %.2e grad %.2e\n",
-                           dist_name[d], levels, rts[a], a >= 13 ? " by 128" : "", unrolls[a], newtons[a], runs[b],
+                           dist_name[d], levels, rts[a], a >= 15 ? " by 128" : "", unrolls[a], newtons[a], runs[b],
                            tail, dp, dg);
                     const double bound = newtons[a] ? 1e-11 : 1e-12;
                     CHECK_MSG(dp < bound && dg < bound,
