@@ -21,6 +21,13 @@
  *   fmm3d trunc      the M2L with the far directions' operators truncated, safety factors 0
  *                    (whole operators), 1, 0.3, 0.1, 0.03: 2^20 uniform and Plummer at eps
  *                    1e-6, one stream (the phases alone) and two (device points), with errors
+ *   fmm3d m2lcls     the M2L's variants: whole operators, truncated, truncated in 2, 3, 4 degree
+ *                    classes, and the size rule (whole below 1000, 5000, 40000 boxes in the M2L's
+ *                    columns): 2^12 .. 2^20 uniform and 2^20 Plummer at eps 1e-3 and 1e-6, one
+ *                    stream (the M2L alone) and two (eval, errors), device points; the degrees of
+ *                    one octant's 189 directions, truncated and in classes
+ *   fmm3d rootfit    the root cube fitted so that the 2^20 cube's points span k cells of level 5
+ *                    (leaves of 2^20 / k^3 points), with the P2P's passes and the M2L's classes
  *   fmm3d table8     Gumerov & Duraiswami (paper 003) Table 8: N = 2^20 uniform, p = 4, 8, 12,
  *                    potential, and potential + gradient
  *   fmm3d cross      N = 2^12 .. 2^20 uniform: FMM (eps 1e-3, 1e-6) vs GPU direct and treecode
@@ -83,6 +90,15 @@ extern int fmk_cuda_fmm3d_m2l_gap __attribute__((weak));
 extern int fmk_cuda_fmm3d_m2l_rot_order __attribute__((weak));
 /* and the dense M2L's truncation of the far directions' operators (safety factor; 0: none) */
 extern double fmk_cuda_fmm3d_m2l_trunc __attribute__((weak));
+/* and its degree classes (at most K distinct degrees; 0: every degree its own) and size rule
+ * (truncated only from this many boxes in the M2L's columns; 0: always) */
+extern int fmk_cuda_fmm3d_m2l_classes __attribute__((weak));
+extern long long fmk_cuda_fmm3d_m2l_trunc_min __attribute__((weak));
+/* cuda/fmm3d.cu (not API): a plan's M2L columns, GEMMs and whole (1) or truncated (0)
+ * operators; the degrees of one octant's 189 directions at order p, truncated and in classes */
+fmk_status fmk_cuda_fmm3d_m2l_shape(const fmk_plan *plan, int64_t *boxes, int *gemms, int *whole)
+    __attribute__((weak));
+fmk_status fmk_cuda_fmm3d_m2l_degrees(int p, int *count, int *count_cls, double flops[2]) __attribute__((weak));
 /* and the leaf pairs per block of the P2P both ways, its one-point-per-lane last pass, and the
  * root cube's volume over the points' bounding cube */
 extern int fmk_cuda_fmm3d_p2p_run __attribute__((weak));
@@ -93,6 +109,10 @@ extern int fmk_cuda_fmm3d_p2p_newton __attribute__((weak));
 /* and the variant of the ring of the P2P both ways at 4 points per lane (0 .. 6), and a leaf's
  * own pairs once there (1) or both ways in the one-way kernel (0) */
 extern int fmk_cuda_fmm3d_p2p_ring __attribute__((weak));
+extern int fmk_cuda_fmm3d_p2p_groups __attribute__((weak));
+extern int fmk_cuda_fmm3d_root_fit __attribute__((weak));
+extern int fmk_cuda_fmm3d_priority __attribute__((weak));
+extern int fmk_cuda_fmm3d_p2p_orient __attribute__((weak));
 extern int fmk_cuda_fmm3d_p2p_self __attribute__((weak));
 extern double fmk_cuda_fmm3d_root_volume __attribute__((weak));
 /* and P2M by column groups, L2P from per-leaf records (1; 2: P2M two sources a lane at a time;
@@ -186,6 +206,9 @@ typedef struct result {
                                      * the lists' stages: points, boxes, lists, directions, work, tiles */
     double setup_first_part[12];    /* the same of the plan's first set_points (and [11]: the GPU
                                      * time of its M2L matrices' kernel) */
+    double m2l;                     /* seconds, the M2L phase's median over the timed evaluations */
+    int64_t m2l_boxes;              /* FMM: the M2L's GEMM columns (boxes from level 2 down) */
+    int m2l_gemms, m2l_whole;       /* and its GEMMs, whole (1) or truncated (0) operators */
 } result;
 
 /* Direct sum in double at SAMPLES targets (every n/SAMPLES-th source). */
@@ -267,7 +290,7 @@ static int measure(fmk_method method, double eps, int order, int64_t leaf, const
         cudaMalloc((void **)&dx, 16 * nx);
         cudaMemcpy(dx, x, 16 * nx, cudaMemcpyHostToDevice);
     }
-    double ts[16], te[16];
+    double ts[16], te[16], tm[16];
     int ok = 1;
     /* set k uses draw k % 2; one more untimed call with draw 0 when the last timed one was 1 */
     for (int k = 0; k <= reps + (reps % 2) && ok; k++) {
@@ -292,6 +315,8 @@ static int measure(fmk_method method, double eps, int order, int64_t leaf, const
         const double t1 = bench_now();
         if (k > 0) {
             te[k - 1] = t1 - t0;
+            fmk_info info;
+            tm[k - 1] = ok && fmk_plan_info(p, &info) == FMK_OK ? info.phase_time[FMK_PHASE_M2L] : 0;
         } else {
             r->eval_first = t1 - t0;
             double part[12]; /* the M2L matrices' GPU time: known once the first eval waited for them */
@@ -305,6 +330,9 @@ static int measure(fmk_method method, double eps, int order, int64_t leaf, const
     } else {
         r->setup = bench_median(ts, reps);
         r->eval = bench_median(te, reps);
+        r->m2l = bench_median(tm, reps);
+        if (method == FMK_METHOD_FMM && fmk_cuda_fmm3d_m2l_shape)
+            fmk_cuda_fmm3d_m2l_shape(p, &r->m2l_boxes, &r->m2l_gemms, &r->m2l_whole);
         fmk_info info;
         fmk_plan_info(p, &info);
         memcpy(r->phase, info.phase_time, sizeof r->phase);
@@ -497,6 +525,272 @@ static void print_row(const char *table, fmk_method m, const char *dist, int64_t
     fflush(stdout);
 }
 
+/* The degrees of the 189 directions one octant reaches at order p (the knobs as set), truncated
+ * and in classes, and their GEMM flops over the whole operators'. */
+static void m2lcls_degrees(int p, double f, int classes)
+{
+    int count[64], cls[64];
+    double flops[2];
+    const double f0 = fmk_cuda_fmm3d_m2l_trunc;
+    const int k0 = fmk_cuda_fmm3d_m2l_classes;
+    fmk_cuda_fmm3d_m2l_trunc = f, fmk_cuda_fmm3d_m2l_classes = classes;
+    const fmk_status st = p < 64 ? fmk_cuda_fmm3d_m2l_degrees(p, count, cls, flops) : FMK_ERR_ARG;
+    fmk_cuda_fmm3d_m2l_trunc = f0, fmk_cuda_fmm3d_m2l_classes = k0;
+    if (st != FMK_OK)
+        return;
+    if (json) {
+        printf("%s{\"table\":\"m2lcls-degrees\",\"order\":%d,\"trunc\":%g,\"classes\":%d,\"flops_trunc\":%.4f,"
+               "\"flops_classes\":%.4f,\"count\":[",
+               first_row ? "[\n" : ",\n", p, f, classes, flops[0], flops[1]);
+        for (int q = 0; q <= p; q++)
+            printf("%s%d", q ? "," : "", count[q]);
+        printf("],\"count_classes\":[");
+        for (int q = 0; q <= p; q++)
+            printf("%s%d", q ? "," : "", cls[q]);
+        printf("]}");
+        first_row = 0;
+        return;
+    }
+    printf("  p %2d, %d classes: degree:directions (of one octant's 189)", p, classes);
+    for (int q = 0; q <= p; q++)
+        if (count[q])
+            printf(" %d:%d", q, count[q]);
+    printf(" -> in classes");
+    for (int q = 0; q <= p; q++)
+        if (cls[q])
+            printf(" %d:%d", q, cls[q]);
+    printf(" | GEMM flops over whole: truncated %.3f, classes %.3f\n", flops[0], flops[1]);
+}
+
+/* bench_fmm3d m2lcls: the M2L's variants (truncated degrees in classes, the size rule) at
+ * 2^12 .. 2^20 uniform and 2^20 Plummer, eps 1e-3 and 1e-6, device points; every variant of a
+ * set sees the same points and charges. Per variant one plan with one stream (the M2L phase
+ * alone, eval one stream) and one with two (eval, errors), median of a few evaluations. */
+/* The root cube fitted to the points: the points' cube spans k of the 32 cells per side of level 5
+ * (root volume (32 / k)^3; uniform 2^20: leaves of 2^20 / k^3 points), with the P2P's passes of 256
+ * (groups 2) or 128 points (groups 4) or one point per lane (rt 1), and the M2L's degree classes;
+ * 2^20 uniform (and Plummer for some), eps 1e-6, one stream (phases alone) and two (eval). */
+static int rootfit(int which)
+{
+    if (!&fmk_cuda_fmm3d_root_volume || !&fmk_cuda_fmm3d_p2p_groups || !&fmk_cuda_fmm3d_p2p_pairs || !&fmk_cuda_fmm3d_root_fit ||
+        !&fmk_cuda_fmm3d_m2l_classes || !&fmk_cuda_fmm3d_overlap) {
+        fprintf(stderr, "fmm3d: no root knobs in this build\n");
+        return 1;
+    }
+    typedef struct {
+        int k, leaf, rt, groups, classes, plummer, run;
+    } rcase;
+    static const rcase c2[] = {{0, 0, -1, 2, 3, 0, 0},  {0, 0, -1, 2, 3, 0, 1},  {0, 0, -1, 2, 3, 0, 2},
+                               {20, 0, -1, 4, 3, 0, 0}, {20, 0, -1, 4, 3, 0, 1}, {20, 0, -1, 4, 0, 0, 0},
+                               {20, 0, -1, 2, 3, 0, 0}, {22, 0, -1, 4, 3, 0, 0}, {18, 0, -1, 4, 3, 0, 0}};
+    static const rcase c3[] = {{-1, 0, -1, 2, 3, 1, 0}, {0, 0, -1, 2, 3, 0, 0}, {20, 0, 4, 4, 3, 0, 0}, {20, 0, 5, 4, 3, 0, 0},
+                               {20, 0, 6, 4, 3, 0, 0}, {18, 0, 5, 4, 3, 0, 0}, {18, 0, 6, 4, 3, 0, 0},
+                               {22, 0, 4, 4, 3, 0, 0}, {20, 0, 5, 4, 0, 0, 0}};
+    static const rcase c1[] = {{0, 0, -1, 2, 0, 1, 0},  {0, 0, -1, 2, 3, 1, 0},  {16, 0, -1, 2, 0, 0, 0}, {18, 0, -1, 2, 0, 0, 0},
+             {18, 0, -1, 4, 0, 0, 0}, {20, 0, -1, 2, 0, 0, 0}, {20, 0, -1, 4, 0, 1, 0}, {20, 0, 1, 2, 0, 0, 0},
+             {20, 0, -1, 4, 3, 1, 0}, {21, 200, -1, 4, 0, 0, 0}, {22, 0, -1, 4, 0, 1, 0}, {22, 0, -1, 4, 3, 0, 0},
+             {22, 0, 1, 2, 0, 0, 0},  {24, 0, -1, 4, 0, 0, 0},  {24, 0, 1, 2, 0, 0, 0}};
+    const rcase *c = which == 2 ? c3 : which ? c2 : c1;
+    const size_t nc = which == 2 ? sizeof c3 / sizeof c3[0] : which ? sizeof c2 / sizeof c2[0] : sizeof c1 / sizeof c1[0];
+    const int run0 = fmk_cuda_fmm3d_p2p_run, fit0 = fmk_cuda_fmm3d_root_fit;
+    const double vol0 = fmk_cuda_fmm3d_root_volume;
+    const int rt0 = fmk_cuda_fmm3d_p2p_pairs, g0 = fmk_cuda_fmm3d_p2p_groups, k0 = fmk_cuda_fmm3d_m2l_classes;
+    const int ov = fmk_cuda_fmm3d_overlap;
+    device_points = 1;
+    if (!json)
+        printf("rootfit: dist | k cells (0: root = the points' cube, -1: the engine's fit), leaf size, rt, groups, M2L classes | "
+               "eval two streams, eval one stream | one stream: P2M M2M M2L L2L L2P P2P (ms) | err pot, grad\n");
+    for (int rep = 0; rep < (which ? 3 - which / 2 : 1); rep++)
+    for (size_t i = 0; i < nc; i++)
+        for (int d = 0; d <= c[i].plummer; d++) {
+            result r1, r2;
+            fmk_cuda_fmm3d_p2p_run = c[i].run;
+            fmk_cuda_fmm3d_root_volume = c[i].k > 0 ? pow(32.0 / c[i].k, 3) : 1;
+            fmk_cuda_fmm3d_root_fit = c[i].k < 0; /* -1: the engine's fit */
+            fmk_cuda_fmm3d_p2p_pairs = c[i].rt, fmk_cuda_fmm3d_p2p_groups = c[i].groups;
+            fmk_cuda_fmm3d_m2l_classes = c[i].classes;
+            const uint64_t seed = rng;
+            fmk_cuda_fmm3d_overlap = 0;
+            int fail = measure(FMK_METHOD_FMM, 1e-6, -1, c[i].leaf, d ? "plummer" : "cube", (int64_t)1 << 20, 1, 5, 0, &r1);
+            rng = seed, fmk_cuda_fmm3d_overlap = 1;
+            fail = fail || measure(FMK_METHOD_FMM, 1e-6, -1, c[i].leaf, d ? "plummer" : "cube", (int64_t)1 << 20, 1, 5, 1, &r2);
+            if (fail)
+                continue;
+            const double *ph = r1.phase;
+            if (json)
+                printf("%s{\"table\":\"rootfit\",\"dist\":\"%s\",\"k\":%d,\"leaf\":%lld,\"rt\":%d,\"groups\":%d,"
+                       "\"classes\":%d,\"levels\":%d,\"eval_ms\":%.4f,\"eval_one_stream_ms\":%.4f,\"p2m_ms\":%.4f,"
+                       "\"m2m_ms\":%.4f,\"m2l_ms\":%.4f,\"l2l_ms\":%.4f,\"l2p_ms\":%.4f,\"p2p_ms\":%.4f,"
+                       "\"err_pot\":%.3e,\"err_grad\":%.3e}",
+                       first_row ? "[\n" : ",\n", d ? "plummer" : "cube", c[i].k, (long long)r2.leaf, c[i].rt,
+                       c[i].groups, c[i].classes, r2.levels, 1e3 * r2.eval, 1e3 * r1.eval, 1e3 * ph[FMK_PHASE_P2M],
+                       1e3 * ph[FMK_PHASE_M2M], 1e3 * ph[FMK_PHASE_M2L], 1e3 * ph[FMK_PHASE_L2L],
+                       1e3 * ph[FMK_PHASE_L2P], 1e3 * ph[FMK_PHASE_P2P], r2.err_pot, r2.err_grad);
+            else
+                printf("rootfit %-7s | %2d %4lld %2d %d %d run %d | %7.3f %7.3f | %5.2f %5.2f %5.2f %5.2f %5.2f %5.2f | %.2e %.2e | ov P2P %5.2f\n",
+                       d ? "plummer" : "cube", c[i].k, (long long)r2.leaf, c[i].rt, c[i].groups, c[i].classes, c[i].run,
+                       1e3 * r2.eval, 1e3 * r1.eval, 1e3 * ph[FMK_PHASE_P2M], 1e3 * ph[FMK_PHASE_M2M],
+                       1e3 * ph[FMK_PHASE_M2L], 1e3 * ph[FMK_PHASE_L2L], 1e3 * ph[FMK_PHASE_L2P],
+                       1e3 * ph[FMK_PHASE_P2P], r2.err_pot, r2.err_grad, 1e3 * r2.phase[FMK_PHASE_P2P]);
+            if (json)
+                first_row = 0;
+            fflush(stdout);
+        }
+    fmk_cuda_fmm3d_root_volume = vol0, fmk_cuda_fmm3d_p2p_pairs = rt0, fmk_cuda_fmm3d_p2p_groups = g0;
+    fmk_cuda_fmm3d_m2l_classes = k0, fmk_cuda_fmm3d_overlap = ov, fmk_cuda_fmm3d_p2p_run = run0;
+    fmk_cuda_fmm3d_root_fit = fit0;
+    device_points = 0;
+    return 0;
+}
+
+/* The fitted root's P2P and M2L knobs (2^20 cube, eps 1e-6, the engine's fit): pairs per block,
+ * M2L degree classes, the ring unrolled, registers free; three rounds, alternated. */
+static int fitsweep(void)
+{
+    if (!&fmk_cuda_fmm3d_root_fit || !&fmk_cuda_fmm3d_p2p_run || !&fmk_cuda_fmm3d_p2p_unroll ||
+        !&fmk_cuda_fmm3d_p2p_ring || !&fmk_cuda_fmm3d_m2l_classes || !&fmk_cuda_fmm3d_overlap) {
+        fprintf(stderr, "fmm3d: no fit knobs in this build\n");
+        return 1;
+    }
+    static const struct {
+        int run, classes, unroll, ring, prio, rt;
+    } c[] = {{0, 0, 2, 1, 0, -1}, {8, 0, 2, 1, 0, -1}, {16, 0, 2, 1, 0, -1}, {0, 0, 2, 1, 1000, -1},
+             {0, 3, 2, 1, 1000, -1}};
+    /* prio 1000: not a priority but the M2L's merge gap (fmk_cuda_fmm3d_m2l_gap) */
+    const int gap0 = fmk_cuda_fmm3d_m2l_gap;
+    /* rt -2: pairs kept by the lower index (orient 0); -3: no fit; -4: no fit, orient 0 */
+    if (!&fmk_cuda_fmm3d_p2p_orient)
+        return 1;
+    const int or0 = fmk_cuda_fmm3d_p2p_orient, fit0 = fmk_cuda_fmm3d_root_fit;
+    if (!&fmk_cuda_fmm3d_p2p_pairs)
+        return 1;
+    const int rt0 = fmk_cuda_fmm3d_p2p_pairs;
+    if (!&fmk_cuda_fmm3d_priority)
+        return 1;
+    const int prio0 = fmk_cuda_fmm3d_priority;
+    const int run0 = fmk_cuda_fmm3d_p2p_run, k0 = fmk_cuda_fmm3d_m2l_classes, u0 = fmk_cuda_fmm3d_p2p_unroll;
+    const int ring0 = fmk_cuda_fmm3d_p2p_ring, ov = fmk_cuda_fmm3d_overlap;
+    device_points = 1;
+    for (int rep = 0; rep < 3; rep++)
+        for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+            result r1, r2;
+            fmk_cuda_fmm3d_p2p_run = c[i].run, fmk_cuda_fmm3d_m2l_classes = c[i].classes;
+            fmk_cuda_fmm3d_p2p_unroll = c[i].unroll, fmk_cuda_fmm3d_p2p_ring = c[i].ring;
+            fmk_cuda_fmm3d_priority = c[i].prio < 1000 ? c[i].prio : 0;
+            fmk_cuda_fmm3d_m2l_gap = c[i].prio < 1000 ? gap0 : c[i].prio;
+            fmk_cuda_fmm3d_p2p_pairs = c[i].rt < 0 ? -1 : c[i].rt;
+            fmk_cuda_fmm3d_p2p_orient = c[i].rt != -2 && c[i].rt != -4;
+            fmk_cuda_fmm3d_root_fit = c[i].rt != -3 && c[i].rt != -4;
+            const uint64_t seed = rng;
+            fmk_cuda_fmm3d_overlap = 0;
+            int fail = measure(FMK_METHOD_FMM, 1e-6, -1, 0, "cube", (int64_t)1 << 20, 1, 5, 0, &r1);
+            rng = seed, fmk_cuda_fmm3d_overlap = 1;
+            fail = fail || measure(FMK_METHOD_FMM, 1e-6, -1, 0, "cube", (int64_t)1 << 20, 1, 5, 1, &r2);
+            if (fail)
+                continue;
+            printf("fitsweep rt %2d prio %d run %d classes %d unroll %d ring %d | eval %7.3f, one stream %7.3f | M2L %5.2f P2P %5.2f | "
+                   "levels %d | %.2e %.2e | two streams: P2M %5.2f M2M %5.2f M2L %5.2f L2L %5.2f L2P %5.2f P2P %5.2f\n",
+                   c[i].rt, c[i].prio, c[i].run, c[i].classes, c[i].unroll, c[i].ring, 1e3 * r2.eval, 1e3 * r1.eval,
+                   1e3 * r1.phase[FMK_PHASE_M2L], 1e3 * r1.phase[FMK_PHASE_P2P], r2.levels, r2.err_pot, r2.err_grad,
+                   1e3 * r2.phase[FMK_PHASE_P2M], 1e3 * r2.phase[FMK_PHASE_M2M], 1e3 * r2.phase[FMK_PHASE_M2L],
+                   1e3 * r2.phase[FMK_PHASE_L2L], 1e3 * r2.phase[FMK_PHASE_L2P], 1e3 * r2.phase[FMK_PHASE_P2P]);
+            fflush(stdout);
+        }
+    fmk_cuda_fmm3d_p2p_run = run0, fmk_cuda_fmm3d_m2l_classes = k0, fmk_cuda_fmm3d_p2p_unroll = u0;
+    fmk_cuda_fmm3d_p2p_ring = ring0, fmk_cuda_fmm3d_overlap = ov, fmk_cuda_fmm3d_priority = prio0;
+    fmk_cuda_fmm3d_p2p_pairs = rt0, fmk_cuda_fmm3d_p2p_orient = or0, fmk_cuda_fmm3d_root_fit = fit0;
+    fmk_cuda_fmm3d_m2l_gap = gap0;
+    device_points = 0;
+    return 0;
+}
+
+static int m2lcls(void)
+{
+    if (!&fmk_cuda_fmm3d_m2l_trunc || !&fmk_cuda_fmm3d_m2l_classes || !&fmk_cuda_fmm3d_m2l_trunc_min ||
+        !&fmk_cuda_fmm3d_overlap || !fmk_cuda_fmm3d_m2l_shape || !fmk_cuda_fmm3d_m2l_degrees) {
+        fprintf(stderr, "fmm3d: no M2L class knobs in this build\n");
+        return 1;
+    }
+    static const struct {
+        const char *name;
+        int whole, classes;
+        long long trunc_min;
+    } var[] = {{"whole", 1, 0, 0},  {"trunc", 0, 0, 0},        {"cls2", 0, 2, 0},         {"cls3", 0, 3, 0},
+               {"cls4", 0, 4, 0},   {"min1000", 0, 0, 1000},   {"min5000", 0, 0, 5000},   {"min40000", 0, 0, 40000},
+               {"c3min5000", 0, 3, 5000}};
+    enum { NV = sizeof var / sizeof var[0] };
+    static const struct {
+        const char *dist;
+        int lg;
+    } sets[] = {{"cube", 12}, {"cube", 14}, {"cube", 16}, {"cube", 18}, {"cube", 20}, {"plummer", 20}};
+    const double epss[] = {1e-3, 1e-6};
+    const double f0 = fmk_cuda_fmm3d_m2l_trunc;
+    const int k0 = fmk_cuda_fmm3d_m2l_classes, ov = fmk_cuda_fmm3d_overlap;
+    const long long m0 = fmk_cuda_fmm3d_m2l_trunc_min;
+    device_points = 1;
+    const double t_start = bench_now();
+    if (!json)
+        printf("m2lcls: dist N eps p | variant (whole: f 0; trunc: f %g; clsK: K degree classes; minB: whole below "
+               "B boxes) | M2L boxes, GEMMs, operators | eval two streams, eval one stream, M2L one stream (ms, "
+               "medians) | err pot, grad | x the whole operators' errors\n",
+               f0);
+    int ok = 1;
+    for (int e = 0; e < 2 && ok; e++) {
+        int shown = -1; /* the order whose degrees were printed */
+        for (size_t t = 0; t < sizeof sets / sizeof sets[0]; t++) {
+            const int64_t n = (int64_t)1 << sets[t].lg;
+            const int reps = sets[t].lg <= 16 ? 5 : 3;
+            const uint64_t seed = rng;
+            double ep0 = -1, eg0 = -1;
+            for (int v = 0; v < NV; v++) {
+                result r1, r2;
+                fmk_cuda_fmm3d_m2l_trunc = var[v].whole ? 0 : f0;
+                fmk_cuda_fmm3d_m2l_classes = var[v].classes, fmk_cuda_fmm3d_m2l_trunc_min = var[v].trunc_min;
+                rng = seed, fmk_cuda_fmm3d_overlap = 0;
+                int fail = measure(FMK_METHOD_FMM, epss[e], -1, 0, sets[t].dist, n, 1, reps, 0, &r1);
+                rng = seed, fmk_cuda_fmm3d_overlap = 1;
+                fail = fail || measure(FMK_METHOD_FMM, epss[e], -1, 0, sets[t].dist, n, 1, reps, 1, &r2);
+                if (fail) {
+                    ok = 0;
+                    break;
+                }
+                if (v == 0)
+                    ep0 = r2.err_pot, eg0 = r2.err_grad;
+                if (r2.order != shown) {
+                    for (int k = 0; k <= 4; k++)
+                        if (k != 1)
+                            m2lcls_degrees(r2.order, f0, k);
+                    shown = r2.order;
+                }
+                const double xp = ep0 > 0 ? r2.err_pot / ep0 : 0, xg = eg0 > 0 ? r2.err_grad / eg0 : 0;
+                if (json)
+                    printf("%s{\"table\":\"m2lcls\",\"dist\":\"%s\",\"n\":%lld,\"eps\":%g,\"order\":%d,"
+                           "\"leaf\":%lld,\"variant\":\"%s\",\"trunc\":%g,\"classes\":%d,\"trunc_min\":%lld,"
+                           "\"m2l_boxes\":%lld,\"m2l_gemms\":%d,\"whole\":%d,\"eval_ms\":%.4f,"
+                           "\"eval_one_stream_ms\":%.4f,\"m2l_ms\":%.4f,\"err_pot\":%.3e,\"err_grad\":%.3e,"
+                           "\"x_whole_pot\":%.4f,\"x_whole_grad\":%.4f}",
+                           first_row ? "[\n" : ",\n", sets[t].dist, (long long)n, epss[e], r2.order,
+                           (long long)r2.leaf, var[v].name, fmk_cuda_fmm3d_m2l_trunc, var[v].classes,
+                           var[v].trunc_min, (long long)r2.m2l_boxes, r2.m2l_gemms, r2.m2l_whole, 1e3 * r2.eval,
+                           1e3 * r1.eval, 1e3 * r1.m2l, r2.err_pot, r2.err_grad, xp, xg);
+                else
+                    printf("m2lcls %-7s %8lld %6.0e %2d | %-9s | %6lld %4d %-5s | %7.3f %7.3f %7.3f | %.2e %.2e | "
+                           "x%.2f x%.2f\n",
+                           sets[t].dist, (long long)n, epss[e], r2.order, var[v].name, (long long)r2.m2l_boxes,
+                           r2.m2l_gemms, r2.m2l_whole ? "whole" : "trunc", 1e3 * r2.eval, 1e3 * r1.eval,
+                           1e3 * r1.m2l, r2.err_pot, r2.err_grad, xp, xg);
+                first_row = 0;
+                fflush(stdout);
+            }
+        }
+    }
+    fmk_cuda_fmm3d_m2l_trunc = f0, fmk_cuda_fmm3d_m2l_classes = k0, fmk_cuda_fmm3d_m2l_trunc_min = m0;
+    fmk_cuda_fmm3d_overlap = ov, device_points = 0;
+    if (!json)
+        printf("m2lcls: %.1f s in all\n", bench_now() - t_start);
+    return !ok;
+}
+
 static void header(void)
 {
     if (!json)
@@ -661,6 +955,21 @@ int main(int argc, char **argv)
         }
         fmk_cuda_fmm3d_m2l_trunc = f0, fmk_cuda_fmm3d_overlap = ov;
         device_points = 0;
+    } else if (!strcmp(mode, "m2lcls")) {
+        if (m2lcls())
+            return 1;
+    } else if (!strcmp(mode, "rootfit")) {
+        if (rootfit(0))
+            return 1;
+    } else if (!strcmp(mode, "rootfit2")) {
+        if (rootfit(1))
+            return 1;
+    } else if (!strcmp(mode, "fitsweep")) {
+        if (fitsweep())
+            return 1;
+    } else if (!strcmp(mode, "rootfit3")) {
+        if (rootfit(2))
+            return 1;
     } else if (!strcmp(mode, "p2p")) {
         /* the P2P of leaf pairs: pairs per block (run) and the last pass one point per lane
          * (tail), one stream (P2P alone) and two; then the root cube's volume over the points'

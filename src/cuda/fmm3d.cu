@@ -88,6 +88,10 @@ int fmk_cuda_fmm3d_direct_near = 16;
  * section 1: measured). */
 extern "C" int fmk_cuda_fmm3d_p2p_pairs;
 int fmk_cuda_fmm3d_p2p_pairs = -1; /* -1: from the leaf size (p2p below) */
+/* At 4 points per lane, the warps' groups of a full pass (k_p2p_pairs): 2 (two groups of two
+ * warps, 256 points a pass) or 4 (every warp the same 128 points, every fourth chunk each) */
+extern "C" int fmk_cuda_fmm3d_p2p_groups;
+int fmk_cuda_fmm3d_p2p_groups = 2;
 
 /* Tuning knobs, not API, of that P2P of leaf pairs: a block takes this many consecutive pairs
  * (1 .. 16, -1: 8 below leaf size 256, else 4; those of one leaf share its points in registers
@@ -99,10 +103,12 @@ extern "C" int fmk_cuda_fmm3d_p2p_run;
 int fmk_cuda_fmm3d_p2p_run = -1;
 extern "C" int fmk_cuda_fmm3d_p2p_tail;
 int fmk_cuda_fmm3d_p2p_tail = 2;
-/* and the steps of its 32-step ring unrolled (1, 2, 4 or 8; above 1 at 2 points per lane only) */
+/* and the steps of its 32-step ring unrolled (1, 2, 4 or 8 at 2 points per lane; 1 or 2 at 4 and
+ * 6 points per lane, 2 for any value above 1; 2 at 3 and 5) */
 extern "C" int fmk_cuda_fmm3d_p2p_unroll;
 int fmk_cuda_fmm3d_p2p_unroll = 4;
-/* and the variant of its ring at 4 points per lane (0 .. P2P_RINGS - 1, ring_of below) */
+/* and the variant of its ring at 4 points per lane (0 .. P2P_RINGS - 1, ring_of below); at 3 and
+ * 6 points per lane, 3 frees the registers (2 blocks per multiprocessor at 6, 5 at 3) */
 extern "C" int fmk_cuda_fmm3d_p2p_ring;
 int fmk_cuda_fmm3d_p2p_ring = 1;
 /* and a leaf's pairs with itself: 1 each once in that kernel (self_pairs), 0 both ways in k_p2p's
@@ -127,6 +133,24 @@ int fmk_cuda_fmm3d_point_cols = 1;
 extern "C" double fmk_cuda_fmm3d_root_volume;
 double fmk_cuda_fmm3d_root_volume = 1;
 
+/* Tuning knob, not API: the root cube fitted to evenly spread points. When the octree of the
+ * points' bounding cube is complete (every box of every level down to L >= 3 holds points, and
+ * only the last level's are leaves: a uniform set) and its leaves hold at least 1.25 m_t points,
+ * m_t = leaf size / 2.8 (the cost model's best mean, docs/fmm3d_gpu.md section 3, "Leaf size"),
+ * the points are shrunk into the low corner of a root cube whose level L + 1 has k cells across
+ * them, k the even number that brings n / k^3 nearest m_t, and the tree built again: a 2^20 cube
+ * at eps 1e-6 then has leaves of ~180 points at level 5 instead of 256 at level 4 (eval 9.2 ->
+ * 8.1 ms on an H100, section 3, "The root cube fitted"). fp64 with sources = targets only (the
+ * P2P of leaf pairs, whose passes follow the leaves' mean, p2p below), and m_t from 128 to 224
+ * (leaf sizes 358 .. 627: orders 10 .. 16 from eps), where passes of 5 or 6 points per lane fit
+ * the leaves; 0 off. */
+extern "C" int fmk_cuda_fmm3d_root_fit;
+/* Tuning knob, not API, read when a plan's streams are made: eval's far field on the higher
+ * priority stream (0), both streams at the same priority (1), or the near field higher (2). */
+extern "C" int fmk_cuda_fmm3d_priority;
+int fmk_cuda_fmm3d_priority = 0;
+int fmk_cuda_fmm3d_root_fit = 1;
+
 /* Tuning knob, not API: 1 runs eval's near field (P2P) on a second stream alongside the far
  * field's chain (P2M .. L2P); 0 runs everything on one stream, one pass after another (each
  * phase's time then is its own; docs/fmm3d_gpu.md, section 1). */
@@ -149,6 +173,26 @@ int fmk_cuda_fmm3d_m2l_gap = 5;
  * truncation. */
 extern "C" double fmk_cuda_fmm3d_m2l_trunc;
 double fmk_cuda_fmm3d_m2l_trunc = 0.3;
+
+/* Tuning knob, not API: with the far directions truncated, their degrees p_d rounded up to at
+ * most this many distinct values (degree classes), chosen to minimise the GEMM flops of the 189
+ * directions one octant's sources reach (m2l_classes), so that each octant's runs split into
+ * fewer, larger GEMMs; 0 keeps every degree its own. 2, 3 and 4 (at p = 14, 3 classes: degrees
+ * 9, 11, 14; 0.49 of the whole operators' flops against 0.44) measured no faster than 0 where
+ * the size rule below truncates (2^18 and 2^20; the fitted root's 2^20 cube 8.11 against 8.05 ms
+ * with 3), so 0 (docs/fmm3d_gpu.md, section 3, "M2L degree classes"). */
+extern "C" int fmk_cuda_fmm3d_m2l_classes;
+int fmk_cuda_fmm3d_m2l_classes = 0;
+
+/* Tuning knob, not API: the far directions are truncated only where the M2L's GEMMs have at
+ * least this many columns (boxes from level 2 down), enough to amortise the launches of the
+ * runs split by degree; below it the whole operators (one degree, fewer GEMMs). Decided at
+ * each set_points once the tree is built (the operators rebuilt when the choice changes); 0
+ * truncates at every size. 1000: the trees of up to ~2^16 uniform points (576 columns at eps
+ * 1e-3 and 1e-6) keep the whole operators, which measured up to 2x faster there (docs/fmm3d_gpu.md,
+ * section 3, "M2L degree classes"). */
+extern "C" long long fmk_cuda_fmm3d_m2l_trunc_min;
+long long fmk_cuda_fmm3d_m2l_trunc_min = 1000;
 
 /* Tuning knob, not API: the M2L's products (X) take at most this many bytes, or one direction
  * times all boxes from level 2 down when that is more; the GEMMs of an octant that do not fit
@@ -1098,7 +1142,11 @@ __host__ __device__ constexpr ring_cfg ring_of(int v)
            : v == 3 ? ring_cfg{1, 0, 0, 1}
            : v == 4 ? ring_cfg{2, 0, 0, 2}
            : v == 5 ? ring_cfg{2, 1, 0, 3}
-                    : ring_cfg{1, 1, 0, 3};
+           : v == 6 ? ring_cfg{1, 1, 0, 3}
+           : v == 7 ? ring_cfg{1, 0, 0, 3}  /* 7 .. 10: 3, 5 or 6 points per lane (not knob values) */
+           : v == 8 ? ring_cfg{1, 0, 0, 2}
+           : v == 9 ? ring_cfg{1, 0, 0, 4}
+                    : ring_cfg{1, 0, 0, 5};
 }
 const int P2P_RINGS = 7;
 
@@ -1306,7 +1354,8 @@ __device__ __forceinline__ void self_pairs(int nt, int i0, int ni, const real4d 
  * pairs each (self_pairs; leaves[blockIdx.x - pair_blocks]). */
 template <int RT, int UNR, int NEWTON, int V>
 __global__ void __launch_bounds__(BLOCK, ring_of(V).minb)
-    k_p2p_pairs(int nt, int64_t n_pairs, int run, int tail, unsigned pair_blocks, const int32_t *__restrict__ leaves,
+    k_p2p_pairs(int nt, int64_t n_pairs, int run, int tail, int groups, unsigned pair_blocks,
+                const int32_t *__restrict__ leaves,
                 const int32_t *__restrict__ pairs, const int32_t *__restrict__ sb, const int32_t *__restrict__ sn,
                 const real4d *__restrict__ pts, double *res)
 {
@@ -1338,9 +1387,16 @@ __global__ void __launch_bounds__(BLOCK, ring_of(V).minb)
                 pairs_pass<1, 1, BLOCK / 32, UNR, NEWTON, C.mask, 0>(nt, ib, i0, ni, nj, r0, r1, s_j0, s_n, pts,
                                                                      res, red);
                 ib += 32;
+            } else if (RT >= 5 || (RT == 4 && groups == 4)) { /* every warp the same 32 RT points */
+                pairs_pass<RT, 1, BLOCK / 32, UNR, NEWTON, C.mask, 0>(nt, ib, i0, ni, nj, r0, r1, s_j0, s_n, pts,
+                                                                      res, red);
+                ib += 32 * RT;
             } else if (RT == 1 || (tail && left <= BLOCK)) {
                 pairs_pass<1, 1, 1, UNR, NEWTON, C.mask, 0>(nt, ib, i0, ni, nj, r0, r1, s_j0, s_n, pts, res, red);
                 ib += BLOCK;
+            } else if (RT == 3) { /* two groups of two warps: 192 points a pass */
+                pairs_pass<RT, 1, 2, UNR, NEWTON, C.mask, 0>(nt, ib, i0, ni, nj, r0, r1, s_j0, s_n, pts, res, red);
+                ib += BLOCK * RT / 2;
             } else if (RT == 4) { /* two groups of two warps: 256 points a pass */
                 pairs_pass<RT, C.ra, 2, UNR, NEWTON, C.mask, C.pipe>(nt, ib, i0, ni, nj, r0, r1, s_j0, s_n, pts,
                                                                      res, red);
@@ -1511,6 +1567,7 @@ struct fmm_gpu {
     int newton_ok;                     /* fp64 P2P may take 1/r by a Newton step (eps >= 1e-11) */
     int32_t leaf_size;
     double root_side;                  /* the root cube's side over the points' (>= 1) */
+    double fit_mean;                   /* the fitted tree's points per leaf (0: not fitted) */
     int64_t near_max;                  /* W and X entries done as P2P: up to this many points */
     m2l_cfg cfg;
     int64_t n_nodes;
@@ -1524,6 +1581,13 @@ struct fmm_gpu {
     int8_t m2l_deg[FMK_FMM3D_NDIR];
     int16_t rank[FMK_FMM3D_NDIR], dir_of_rank[512];
     int32_t m2l_roff[M2L_DIRS + 1];
+    /* the plan's truncation (fmk_cuda_fmm3d_m2l_trunc where it applies, else 0), degree classes
+     * and size rule (fmk_cuda_fmm3d_m2l_classes, _trunc_min), read when the state is made; the
+     * degrees above are whole (m2l_whole: f 0, or the size rule) or truncated */
+    double m2l_f;
+    int m2l_k;
+    long long m2l_min;
+    int m2l_whole;
     /* M2L: per octant of the sources, the runs of the directions its sources reach (with gaps of
      * a few directions merged), as GEMMs over the stacked matrices (in the M2L order: ranks);
      * parts (one X each) of as many as X holds, each over a range of the lists' slots */
@@ -1569,6 +1633,7 @@ struct fmm_gpu {
      * L2L matrices; d_m2l the dense M2L matrices of all M2L_DIRS directions in the M2L order
      * (packed, each to its degree: m2l_roff) */
     double *d_ops, *d_m2l, *d_m2m, *d_l2l;
+    size_t cap_m2l;                    /* d_m2l's bytes */
     tabs tb;
     /* eval's buffers, one allocation (d_eval, cap_eval bytes) kept from one set_points to the
      * next where large enough: expansions, the M2L's columns, products and tables, the far and
@@ -1765,6 +1830,19 @@ fmk_status grow(fmk_plan *plan, fmm_gpu *s, void **d, size_t *cap, size_t bytes,
     return st;
 }
 
+/* The M2L's part of the operators' upload (up: o.n_up doubles, ops_layout): the translation
+ * vectors of the M2L_DIRS directions in the M2L order and per rank the first row and the degree
+ * of its matrix in the stacked ones. */
+void fill_dirs(const fmm_gpu *s, const ops_layout &o, double *up)
+{
+    int32_t *dirs = (int32_t *)(up + o.dirs);
+    for (int r = 0; r < M2L_DIRS; r++) { /* target - source, in sides */
+        const int d = s->dir_of_rank[r];
+        up[o.vec + 3 * r] = d / 49 - 3, up[o.vec + 3 * r + 1] = (d / 7) % 7 - 3, up[o.vec + 3 * r + 2] = d % 7 - 3;
+        dirs[r] = s->m2l_roff[r], dirs[M2L_DIRS + r] = s->m2l_deg[d];
+    }
+}
+
 /* The operators that depend only on the order (ops_layout), started on stream 2, which does
  * not wait for the default stream: the tables from the host (fmm3d_ops.c's, a few kB), then on
  * the GPU the translation harmonics (k_harmonics) and the M2M and L2L matrices (k_build), in
@@ -1798,12 +1876,7 @@ fmk_status start_ops(fmk_plan *plan, fmm_gpu *s, long long total)
             sqb[a * nb + b] = b == 0 ? 1 : (b > a ? 0 : sqb[(a - 1) * nb + b - 1] + (b <= a - 1 ? sqb[(a - 1) * nb + b] : 0));
     for (int i = 0; i < nb * nb; i++)
         sqb[i] = sqrt(sqb[i]);
-    int32_t *dirs = (int32_t *)(up + o.dirs);
-    for (int r = 0; r < M2L_DIRS; r++) { /* target - source, in sides */
-        const int d = s->dir_of_rank[r];
-        up[o.vec + 3 * r] = d / 49 - 3, up[o.vec + 3 * r + 1] = (d / 7) % 7 - 3, up[o.vec + 3 * r + 2] = d % 7 - 3;
-        dirs[r] = s->m2l_roff[r], dirs[M2L_DIRS + r] = s->m2l_deg[d];
-    }
+    fill_dirs(s, o, up);
     if (!s->d_ops)
         st = put(plan, s, (void **)&s->d_ops, NULL, 8 * (size_t)o.total, "the FMM's operators", total);
     cudaStream_t os = s->stream[2];
@@ -1840,8 +1913,9 @@ fmk_status start_m2l(fmk_plan *plan, fmm_gpu *s, long long total)
     const int p = s->order;
     const int64_t Sx = s->Sx, ld = s->m2l_roff[M2L_DIRS];
     const ops_layout o = ops_layout_for(p, s->use_rot);
-    if (!s->d_m2l) {
-        const fmk_status st = put(plan, s, (void **)&s->d_m2l, NULL, 8 * (size_t)(ld * Sx), "the M2L matrices", total);
+    { /* the block's place, or one apart when the degrees grew (the size rule) */
+        const fmk_status st = grow(plan, s, (void **)&s->d_m2l, &s->cap_m2l, 8 * (size_t)(ld * Sx), "the M2L matrices",
+                                   total);
         if (st != FMK_OK)
             return st;
     }
@@ -2038,6 +2112,42 @@ fmk_status eval_buffers(fmk_plan *plan, fmm_gpu *s, int64_t k, int64_t nn, int64
 }
 
 fmk_status ensure_blas(fmk_plan *plan, fmm_gpu *s); /* (below, with the state's start) */
+void m2l_select(fmm_gpu *s, int whole);              /* (below, with the degrees) */
+int m2l_whole_for(const fmm_gpu *s, int64_t nn);
+
+/* The size rule once the tree is built (nn: boxes from level 2 down): when it picks the other
+ * degrees (whole or truncated) than the state's, they are selected again, the M2L's part of
+ * the operators uploaded again and its harmonics made again on stream 2 (start_ops' tables
+ * stand), and the M2L matrices marked for a rebuild after the lists (start_m2l). The previous
+ * eval has finished (eval waits for its end), so nothing reads them meanwhile. */
+fmk_status m2l_reselect(fmk_plan *plan, fmm_gpu *s, int64_t nn)
+{
+    const int whole = m2l_whole_for(s, nn);
+    if (s->use_rot || whole == s->m2l_whole)
+        return FMK_OK;
+    m2l_select(s, whole);
+    s->m2l_built = 0;
+    if (!s->tb.rec_a) /* the operators not started: start_ops uploads these */
+        return FMK_OK;
+    const ops_layout o = ops_layout_for(s->order, s->use_rot);
+    double *up = hmalloc<double>((size_t)o.n_up);
+    if (!up)
+        return fmk_error_set(plan, FMK_ERR_NOMEM, "out of host memory for the FMM's operators");
+    memset(up, 0, 8 * (size_t)o.n_up);
+    fill_dirs(s, o, up);
+    cudaStream_t os = s->stream[2];
+    cudaError_t err = cudaMemcpyAsync(s->d_ops + o.vec, up + o.vec, 8 * (size_t)(o.n_up - o.vec),
+                                      cudaMemcpyHostToDevice, os); /* pageable: copied before it returns */
+    free(up);
+    if (err == cudaSuccess) {
+        k_harmonics<<<(o.n_h + 16 + 127) / 128, 128, 0, os>>>(s->order, o.n_h, s->tb, s->d_ops + o.vec,
+                                                               s->d_ops + o.H);
+        cudaEventRecord(s->ev[EV_OPS], os);
+        s->ops_pending = 1;
+        err = cudaGetLastError();
+    }
+    return err == cudaSuccess ? FMK_OK : fmk_cuda_fail(plan, err, "the M2L's operators");
+}
 
 /* The geometry and the operators from the mapped points d_all (sources, then targets unless
  * self: np * 3 doubles on the device), which the state keeps (d_pts) from here on. The
@@ -2069,6 +2179,27 @@ fmk_status setup_on_device(fmk_plan *plan, fmm_gpu *s, double *d_all)
     const double t0t = fmk_time_now();
     if (st == FMK_OK)
         st = fmk_cuda_tree3d_build(plan, np, d_all, s->leaf_size, total, &tree);
+    s->fit_mean = 0;
+    if (st == FMK_OK && s->root_side == 1 && fmk_cuda_fmm3d_root_fit && plan->self && !s->fp32) {
+        /* fmk_cuda_fmm3d_root_fit: a complete octree (uniform points) refitted */
+        const int L = tree.levels - 1;
+        int complete = L >= 3 && L < 20;
+        for (int l = 0; l <= L && complete; l++)
+            complete = tree.level_begin[l + 1] - tree.level_begin[l] == (int64_t)1 << (3 * l);
+        const double mt = s->leaf_size / 2.8;
+        if (complete && mt >= 128 && mt <= 224 && (double)np >= 1.25 * mt * (double)((int64_t)1 << (3 * L))) {
+            const int cells = 2 << L; /* across the root at level L + 1 */
+            int k = 2 * (int)llround(0.5 * cbrt((double)np / mt));
+            k = k > cells ? cells : k <= cells / 2 ? cells / 2 + 2 : k;
+            if (k < cells) {
+                const int64_t blocks = (3 * np + 255) / 256;
+                k_shrink<<<(unsigned)(blocks < 4096 ? blocks : 4096), 256>>>(3 * np, (double)k / cells, d_all);
+                s->root_side = (double)cells / k;
+                s->fit_mean = (double)np / ((double)k * k * k);
+                st = fmk_cuda_tree3d_build(plan, np, d_all, s->leaf_size, total, &tree);
+            }
+        }
+    }
     s->tree_time = fmk_time_now() - t0t;
     if (st == FMK_OK) {
         /* Near-field substitutes: a W entry with few sources is cheaper as P2P (appended to the
@@ -2077,8 +2208,12 @@ fmk_status setup_on_device(fmk_plan *plan, fmm_gpu *s, double *d_all)
         const int64_t near_max =
             fmk_cuda_fmm3d_direct_near > 0 ? (int64_t)fmk_cuda_fmm3d_direct_near * (p + 1) * (p + 1) / 2 : -1;
         s->near_max = near_max;
+        /* the size rule on this tree's M2L columns: the degrees and with them the M2L order */
+        st = m2l_reselect(plan, s, tree.levels > 2 ? tree.n_nodes - tree.level_begin[2] : 0);
+    }
+    if (st == FMK_OK) {
         memcpy(s->g.m2l_deg, s->m2l_deg, sizeof s->m2l_deg); /* the V rows in the M2L order */
-        st = fmk_cuda_fmm3d_geometry(plan, &tree, d_all, ns, plan->self, near_max, s->cfg.tb, total, &s->g);
+        st = fmk_cuda_fmm3d_geometry(plan, &tree, d_all, ns, plan->self, s->near_max, s->cfg.tb, total, &s->g);
     }
     const double t1 = fmk_time_now();
     s->setup_time[1] = s->tree_time, s->setup_time[2] = t1 - t0t - s->tree_time;
@@ -2194,6 +2329,103 @@ void m2l_degrees(int p, double f, int8_t deg[FMK_FMM3D_NDIR])
     }
 }
 
+/* The GEMM flops of one direction whose operator keeps degree q: its rows and inner dimension
+ * are (q + 1)^2 padded to 8 (m2l_pad), per box. */
+double m2l_cost(int q)
+{
+    const double n = m2l_pad((int64_t)(q + 1) * (q + 1));
+    return n * n;
+}
+
+/* The degrees of the 189 V directions that the sources of one octant reach (octant 0: d_i in
+ * [-2, 3]; every octant's are its mirror image, with the same distances): count[q] of degree q,
+ * q = 0 .. p (count: p + 1 entries). */
+void m2l_octant_degrees(int p, const int8_t deg[FMK_FMM3D_NDIR], int *count)
+{
+    for (int q = 0; q <= p; q++)
+        count[q] = 0;
+    for (int d = 0; d < FMK_FMM3D_NDIR; d++) {
+        const int o[3] = {d / 49 - 3, (d / 7) % 7 - 3, d % 7 - 3};
+        const int reach = o[0] >= -2 && o[1] >= -2 && o[2] >= -2;
+        const int v = abs(o[0]) > 1 || abs(o[1]) > 1 || abs(o[2]) > 1;
+        if (reach && v)
+            count[deg[d] < p ? deg[d] : p]++;
+    }
+}
+
+/* Degree classes (fmk_cuda_fmm3d_m2l_classes): every V direction's degree rounded up to one of
+ * at most k values, chosen to minimise the GEMM flops (m2l_cost) of the directions one octant
+ * reaches (m2l_octant_degrees): the degrees that occur, ascending, cut into at most k groups,
+ * each rounded up to its largest (so the largest degree stays), by dynamic programming over the
+ * cuts (at most p + 1 degrees). k <= 0, or at least as many as occur: unchanged. */
+void m2l_classes(int p, int k, int8_t deg[FMK_FMM3D_NDIR])
+{
+    enum { MAXD = FMM_GPU_MAX_ORDER + 1 };
+    int count[MAXD], v[MAXD], c[MAXD], nd = 0;
+    if (k <= 0 || p >= MAXD)
+        return;
+    m2l_octant_degrees(p, deg, count);
+    for (int q = 0; q <= p; q++)
+        if (count[q] > 0)
+            v[nd] = q, c[nd++] = count[q];
+    if (nd <= k)
+        return;
+    /* best[j][i]: least cost of degrees v[0 .. i] in j + 1 groups, the last topped by v[i];
+     * from[j][i]: the top of the group before (-1: none); 45 kB */
+    double best[MAXD][MAXD];
+    int from[MAXD][MAXD];
+    for (int i = 0; i < nd; i++) {
+        double n = 0;
+        for (int a = 0; a <= i; a++)
+            n += c[a];
+        best[0][i] = n * m2l_cost(v[i]), from[0][i] = -1;
+    }
+    for (int j = 1; j < k; j++)
+        for (int i = 0; i < nd; i++) {
+            best[j][i] = best[j - 1][i], from[j][i] = from[j - 1][i]; /* fewer groups */
+            double n = 0;                                             /* v[m + 1 .. i] up to v[i] */
+            for (int m = i - 1; m >= 0; m--) {
+                n += c[m + 1];
+                const double t = best[j - 1][m] + n * m2l_cost(v[i]);
+                if (t < best[j][i])
+                    best[j][i] = t, from[j][i] = m;
+            }
+        }
+    int8_t top[MAXD]; /* the class of each degree 0 .. p: the top of its group */
+    for (int i = nd - 1, j = k - 1; i >= 0; j = j > 0 ? j - 1 : 0) {
+        const int m = from[j][i];
+        for (int q = m >= 0 ? v[m] + 1 : 0; q <= v[i]; q++)
+            top[q] = (int8_t)v[i];
+        i = m;
+    }
+    for (int d = 0; d < FMK_FMM3D_NDIR; d++)
+        if (deg[d] < p)
+            deg[d] = top[deg[d]];
+}
+
+/* The dense M2L's degrees (whole: every operator to p; else truncated by the state's factor
+ * and rounded to its classes), their M2L order and the stacked matrices' rows (m2l_roff). */
+void m2l_select(fmm_gpu *s, int whole)
+{
+    m2l_degrees(s->order, whole ? 0 : s->m2l_f, s->m2l_deg);
+    if (!whole)
+        m2l_classes(s->order, s->m2l_k, s->m2l_deg);
+    s->m2l_whole = whole || s->m2l_f <= 0;
+    fmk_cuda_fmm3d_m2l_order(s->m2l_deg, s->rank, s->dir_of_rank);
+    s->m2l_roff[0] = 0;
+    for (int r = 0; r < M2L_DIRS; r++) {
+        const int q = s->m2l_deg[s->dir_of_rank[r]];
+        s->m2l_roff[r + 1] = s->m2l_roff[r] + m2l_pad((q + 1) * (q + 1));
+    }
+}
+
+/* The size rule (fmk_cuda_fmm3d_m2l_trunc_min): whole operators for an M2L of nn GEMM columns
+ * (boxes from level 2 down). */
+int m2l_whole_for(const fmm_gpu *s, int64_t nn)
+{
+    return s->m2l_f <= 0 || (s->m2l_min > 0 && nn < s->m2l_min);
+}
+
 /* A new state in plan->state (*out): its order, events and streams. */
 fmk_status new_state(fmk_plan *plan, fmm_gpu **out)
 {
@@ -2219,13 +2451,15 @@ fmk_status new_state(fmk_plan *plan, fmm_gpu **out)
     s->cfg = m2l_config(s->S);
     s->use_rot = s->order >= fmk_cuda_fmm3d_m2l_rot_order;
     /* the dense M2L's degrees (truncated only where the order comes from eps), their order and
-     * the stacked matrices' rows */
-    m2l_degrees(s->order, !s->use_rot && plan->opts.order < 0 ? fmk_cuda_fmm3d_m2l_trunc : 0, s->m2l_deg);
-    fmk_cuda_fmm3d_m2l_order(s->m2l_deg, s->rank, s->dir_of_rank);
-    s->m2l_roff[0] = 0;
-    for (int r = 0; r < M2L_DIRS; r++) {
-        const int q = s->m2l_deg[s->dir_of_rank[r]];
-        s->m2l_roff[r + 1] = s->m2l_roff[r] + m2l_pad((q + 1) * (q + 1));
+     * the stacked matrices' rows; the size rule from the node estimate until the tree is built
+     * (setup_on_device) */
+    s->m2l_f = !s->use_rot && plan->opts.order < 0 && fmk_cuda_fmm3d_m2l_trunc > 0 ? fmk_cuda_fmm3d_m2l_trunc : 0;
+    s->m2l_k = fmk_cuda_fmm3d_m2l_classes;
+    s->m2l_min = fmk_cuda_fmm3d_m2l_trunc_min;
+    {
+        const int64_t np = plan->self ? plan->n_sources : plan->n_sources + plan->n_targets;
+        const int64_t nn = np > 8 * (int64_t)s->leaf_size ? fmk_tree3d_estimate_nodes(np, s->leaf_size) - 9 : 0;
+        m2l_select(s, m2l_whole_for(s, nn));
     }
     s->fresh = 1;
     plan->state = s;
@@ -2246,7 +2480,9 @@ fmk_status new_state(fmk_plan *plan, fmm_gpu **out)
     for (; s->streams < 3 && st == FMK_OK; s->streams++) {
         cudaError_t err = cudaStreamCreateWithPriority(&s->stream[s->streams],
                                                        s->streams == 2 ? cudaStreamNonBlocking : cudaStreamDefault,
-                                                       s->streams == 0 ? greatest : least);
+                                                       s->streams == 0 ? (fmk_cuda_fmm3d_priority == 0 ? greatest : least)
+                                                       : s->streams == 1 && fmk_cuda_fmm3d_priority == 2 ? greatest
+                                                                                                           : least);
         if (err != cudaSuccess)
             st = start_failed(plan, err, "cudaStreamCreateWithPriority");
     }
@@ -2275,12 +2511,15 @@ fmk_status state_block(fmk_plan *plan, fmm_gpu *s, int64_t np, size_t box_bytes)
     if (x_bytes > 8 * Sx * k * M2L_DIRS)
         x_bytes = 8 * Sx * k * M2L_DIRS;
     int64_t eval_off[8];
+    /* the dense M2L matrices: as the degrees are, or whole where the size rule may pick them
+     * (fmk_cuda_fmm3d_m2l_trunc_min: the degrees follow the tree's size) */
+    const int64_t m2l_rows = s->m2l_min > 0 && s->m2l_f > 0 ? (int64_t)M2L_DIRS * Sx : s->m2l_roff[M2L_DIRS];
     const int64_t bytes[7] = {24 * (np > 0 ? np : 1),
                               (int64_t)box_bytes,
                               8 * o.total,
                               fmk_cuda_tree3d_first_bytes(np, s->leaf_size),
                               fmk_cuda_fmm3d_geo_arena_bytes(np, ns, plan->self, k, s->cfg.tb),
-                              dense ? 8 * align32((int64_t)s->m2l_roff[M2L_DIRS] * Sx) : 0,
+                              dense ? 8 * align32(m2l_rows * Sx) : 0,
                               eval_layout(S, Sx, k, k, dense ? x_bytes : 0, nt, 8 * (int64_t)M2L_DIRS, eval_off)};
     int64_t off[7], total = 0;
     for (int i = 0; i < 7; i++)
@@ -2298,7 +2537,7 @@ fmk_status state_block(fmk_plan *plan, fmm_gpu *s, int64_t np, size_t box_bytes)
     s->tree.d_arena = b + off[3], s->tree.arena_bytes = (size_t)bytes[3], s->tree.arena_lent = 1;
     s->g.arena = b + off[4], s->g.arena_bytes = (size_t)bytes[4], s->g.arena_used = 0, s->g.arena_lent = 1;
     if (dense)
-        s->d_m2l = (double *)(b + off[5]);
+        s->d_m2l = (double *)(b + off[5]), s->cap_m2l = (size_t)bytes[5];
     s->d_eval = b + off[6], s->cap_eval = (size_t)bytes[6];
     if (dense && fmk_cuda_fmm3d_blas_at == 0)
         st = ensure_blas(plan, s);
@@ -2577,8 +2816,16 @@ template <typename R, int NEWTON> void p2p(fmm_gpu *s, int nt, p2p_scale sc, cud
      * a second register set per thread would be padding), else 4 in two groups of two warps
      * (256 points a pass; 2 per lane, 256 a pass in one group, spent twice the shuffles per pair:
      * P2P 7.40 against 8.03 ms at 2^20 uniform, docs: measured) */
-    const int rt = fmk_cuda_fmm3d_p2p_pairs >= 0 ? fmk_cuda_fmm3d_p2p_pairs : s->leaf_size < 256 ? 1 : 4;
-    const bool pairs = sizeof(R) == 8 && g->d_ur_begin && (rt == 1 || rt == 2 || rt == 4);
+    /* with the root fitted (fit_mean ~100..260 points per leaf): 6 per lane above 140, every
+     * warp the same 192 points (2^20 cube, leaves of ~180: P2P 5.2..5.4 ms against 5.8..6.1 at 5
+     * per lane and 5.6..5.8 at 3 in two groups of 192), else 5 (160 points; 2^20 in leaves of
+     * ~131: 6.9..7.0 against 7.6..9.1 at 6 and 8.4..8.5 at 4 in passes of 128; docs: measured) */
+    const int rt = fmk_cuda_fmm3d_p2p_pairs >= 0 ? fmk_cuda_fmm3d_p2p_pairs
+                   : s->fit_mean > 140              ? 6
+                   : s->fit_mean > 0                ? 5
+                   : s->leaf_size < 256             ? 1
+                                                    : 4;
+    const bool pairs = sizeof(R) == 8 && g->d_ur_begin && rt >= 1 && rt <= 6;
     /* a leaf's own pairs once, in k_p2p_pairs's extra blocks (else both ways in k_p2p) */
     const int self = pairs && fmk_cuda_fmm3d_p2p_self && g->n_leaves_trg > 0;
     if (g->n_leaves_trg > 0) /* the U lists, or with pairs the rest rows (the leaf itself, W) */
@@ -2599,9 +2846,22 @@ template <typename R, int NEWTON> void p2p(fmm_gpu *s, int nt, p2p_scale sc, cud
         const int tail = fmk_cuda_fmm3d_p2p_tail, unroll = fmk_cuda_fmm3d_p2p_unroll;
         const int ring = fmk_cuda_fmm3d_p2p_ring >= 0 && fmk_cuda_fmm3d_p2p_ring < P2P_RINGS ? fmk_cuda_fmm3d_p2p_ring : 0;
 #define FMK_PAIRS(RT, UNR, V)                                                                       \
-    k_p2p_pairs<RT, UNR, NEWTON, V><<<blocks, BLOCK, 0, st>>>(nt, g->n_pairs, run, tail, pair_blocks, g->d_leaves_trg, \
+    k_p2p_pairs<RT, UNR, NEWTON, V><<<blocks, BLOCK, 0, st>>>(nt, g->n_pairs, run, tail, fmk_cuda_fmm3d_p2p_groups, \
+                                                              pair_blocks, g->d_leaves_trg, \
                                                               g->d_pairs, g->d_sb, g->d_sn, g->d_src, s->d_near)
-        if (rt == 4 && unroll >= 2) {
+        if (rt == 5)
+            FMK_PAIRS(5, 2, 7);
+        else if (rt == 6 && ring == 3) /* registers free: 2 blocks per multiprocessor */
+            FMK_PAIRS(6, 2, 8);
+        else if (rt == 6 && unroll == 1)
+            FMK_PAIRS(6, 1, 7);
+        else if (rt == 6)
+            FMK_PAIRS(6, 2, 7);
+        else if (rt == 3 && ring == 3)
+            FMK_PAIRS(3, 2, 10);
+        else if (rt == 3)
+            FMK_PAIRS(3, 2, 9);
+        else if (rt == 4 && unroll >= 2) {
             switch (ring) {
             case 0: FMK_PAIRS(4, 2, 0); break;
             case 1: FMK_PAIRS(4, 2, 1); break;
@@ -2862,6 +3122,41 @@ extern "C" fmk_status fmk_cuda_fmm3d_m2l_work(const fmk_plan *plan, int64_t *pai
     *pairs = s->g.n_v;
     *tile_pairs = (int64_t)(s->m2l_flops / (2.0 * s->Sp * s->Sp) + 0.5);
     *stride = s->Sp;
+    return FMK_OK;
+}
+
+/* For the benchmark and the tests: the M2L of a plan's last set_points: its GEMM columns
+ * (boxes from level 2 down), GEMMs, and whether the operators are whole (1: the size rule, or
+ * no truncation) or truncated (0). */
+extern "C" fmk_status fmk_cuda_fmm3d_m2l_shape(const fmk_plan *plan, int64_t *boxes, int *gemms, int *whole)
+{
+    if (!plan || plan->engine != &fmk_engine_fmm_cuda || !plan->state)
+        return FMK_ERR_STATE;
+    const fmm_gpu *s = (const fmm_gpu *)plan->state;
+    *boxes = s->n_nodes - s->gemm_first;
+    *gemms = s->n_m2l_gemms;
+    *whole = s->m2l_whole;
+    return FMK_OK;
+}
+
+/* For the benchmark: at order p (from eps) with the knobs as they are now
+ * (fmk_cuda_fmm3d_m2l_trunc, _classes), the dense M2L's degrees of the 189 directions one
+ * octant's sources reach: count[q] of degree q truncated, count_cls[q] after the degree classes
+ * (q = 0 .. p, p + 1 entries each), and the GEMM flops of those directions over the whole
+ * (padded, packed) operators' (flops[0]: truncated, flops[1]: classes). */
+extern "C" fmk_status fmk_cuda_fmm3d_m2l_degrees(int p, int *count, int *count_cls, double flops[2])
+{
+    if (p < 0 || p >= FMM_GPU_MAX_ORDER)
+        return FMK_ERR_ARG;
+    int8_t deg[FMK_FMM3D_NDIR];
+    m2l_degrees(p, fmk_cuda_fmm3d_m2l_trunc, deg);
+    m2l_octant_degrees(p, deg, count);
+    m2l_classes(p, fmk_cuda_fmm3d_m2l_classes, deg);
+    m2l_octant_degrees(p, deg, count_cls);
+    double f0 = 0, f1 = 0, whole = 0;
+    for (int q = 0; q <= p; q++)
+        f0 += count[q] * m2l_cost(q), f1 += count_cls[q] * m2l_cost(q), whole += count[q] * m2l_cost(p);
+    flops[0] = f0 / whole, flops[1] = f1 / whole;
     return FMK_OK;
 }
 

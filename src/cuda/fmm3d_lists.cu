@@ -15,6 +15,13 @@
 
 #include "fmm3d_lists.h"
 
+/* Tuning knob, not API: a leaf pair is kept by the leaf with fewer sources (ties: the lower
+ * index), which holds its points in registers in the P2P (fmm3d.cu, k_p2p_pairs), so that the
+ * larger leaves' points stream past and few leaves need a second pass over their points (1); or
+ * by the lower index (0). */
+extern "C" int fmk_cuda_fmm3d_p2p_orient;
+int fmk_cuda_fmm3d_p2p_orient = 1;
+
 namespace {
 
 const int BLOCK = 256;
@@ -305,7 +312,8 @@ __global__ void k_m2l_columns(int64_t n, const uint8_t *__restrict__ key,
 } // namespace
 
 /* The M2L order of the 316 V directions: by the M2L's degree of the direction, largest first
- * (fmm3d.cu truncates the far directions' operators; one degree for all without), then by class
+ * (fmm3d.cu truncates the far directions' operators, optionally to a few degree classes; one
+ * degree for all without), then by class
  * triple (per axis: -3, -2..2, 3; x, then y, then z), then by FMK_FMM3D_DIR. The sources of octant o (bit 2 x, 1 y, 0 z; 1: the upper
  * half) reach the directions with d_i in [-2 - o_i, 3 - o_i] on each axis (d = target - source
  * in sides: the parents touch), 189 of them: in this order they lie in 4 runs (2 x classes times
@@ -389,13 +397,14 @@ __global__ void k_compact(int64_t k, const int32_t *__restrict__ flag, const int
 
 /* The symmetric split of the U lists (sources = targets): entry a of leaf b's row is a leaf
  * pair when a != b and the cubes touch (a true U entry; U is symmetric then, a in U(b) iff b in
- * U(a)), kept once as (b, a) with b < a; the rest (b itself and the W entries done directly) stays
- * in b's rest row. Count pass (pairs in cnt[b], rest in cnt[k + 1 + b]), fill pass at the
- * scanned begins. */
+ * U(a)), kept once as (b, a) by b when b has fewer sources than a, or as many and b < a (orient
+ * 1; 0: b < a); the rest (b itself and the W entries done directly) stays in b's rest row. Count
+ * pass (pairs in cnt[b], rest in cnt[k + 1 + b]), fill pass at the scanned begins. */
 template <bool FILL>
-__global__ void k_sym_split(int64_t k, const int32_t *__restrict__ ub, const int32_t *__restrict__ u,
-                            const real4d *__restrict__ cube, int32_t *cnt, const int32_t *__restrict__ pb,
-                            const int32_t *__restrict__ rb, int32_t *pair, int32_t *rest)
+__global__ void k_sym_split(int64_t k, int orient, const int32_t *__restrict__ sn, const int32_t *__restrict__ ub,
+                            const int32_t *__restrict__ u, const real4d *__restrict__ cube, int32_t *cnt,
+                            const int32_t *__restrict__ pb, const int32_t *__restrict__ rb, int32_t *pair,
+                            int32_t *rest)
 {
     const int64_t bb = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
     if (bb == k && !FILL)
@@ -407,7 +416,7 @@ __global__ void k_sym_split(int64_t k, const int32_t *__restrict__ ub, const int
     for (int32_t e = ub[b]; e < ub[b + 1]; e++) {
         const int32_t a = u[e];
         if (a != b && touches(cube, a, b)) {
-            if (a > b) {
+            if (orient ? sn[b] < sn[a] || (sn[b] == sn[a] && a > b) : a > b) {
                 if (FILL)
                     pair[2 * (pb[b] + np)] = b, pair[2 * (pb[b] + np) + 1] = a;
                 np++;
@@ -951,8 +960,9 @@ extern "C" fmk_status fmk_cuda_fmm3d_geometry(fmk_plan *plan, const fmk_cuda_tre
 
     /* sources = targets: the U lists split into leaf pairs (each once) and the rest */
     if (self && B.st == FMK_OK) {
-        k_sym_split<false><<<blocks_for(k + 1), BLOCK>>>(k, g->d_u_begin, g->d_u, g->d_cube, w.cnt, NULL, NULL,
-                                                        NULL, NULL);
+        const int orient = fmk_cuda_fmm3d_p2p_orient;
+        k_sym_split<false><<<blocks_for(k + 1), BLOCK>>>(k, orient, g->d_sn, g->d_u_begin, g->d_u, g->d_cube, w.cnt,
+                                                        NULL, NULL, NULL, NULL);
         B.ok(cudaGetLastError(), "the list kernels");
         if (B.alloc(&g->d_ur_begin, k + 1, "the U list")) {
             const int32_t *in[2] = {w.cnt, w.cnt + k + 1};
@@ -963,8 +973,8 @@ extern "C" fmk_status fmk_cuda_fmm3d_geometry(fmk_plan *plan, const fmk_cuda_tre
         B.alloc(&g->d_pairs, 2 * g->n_pairs, "the U list");
         B.alloc(&g->d_ur, g->n_ur, "the U list");
         if (B.st == FMK_OK && k > 0) {
-            k_sym_split<true><<<blocks_for(k), BLOCK>>>(k, g->d_u_begin, g->d_u, g->d_cube, NULL, w.pos,
-                                                       g->d_ur_begin, g->d_pairs, g->d_ur);
+            k_sym_split<true><<<blocks_for(k), BLOCK>>>(k, orient, g->d_sn, g->d_u_begin, g->d_u, g->d_cube, NULL,
+                                                       w.pos, g->d_ur_begin, g->d_pairs, g->d_ur);
             B.ok(cudaGetLastError(), "the list kernels");
         }
     }

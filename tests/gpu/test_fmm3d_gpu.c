@@ -46,6 +46,8 @@ extern int fmk_cuda_fmm3d_p2p_self;   /* and a leaf's own pairs once there (1) o
 extern int fmk_cuda_fmm3d_p2p_newton;
 /* and the root cube's volume over the points' bounding cube (1: the bounding cube) */
 extern double fmk_cuda_fmm3d_root_volume;
+extern int fmk_cuda_fmm3d_root_fit;      /* the root cube fitted to uniform points (1) or not (0) */
+extern int fmk_cuda_fmm3d_p2p_groups;    /* 4 points per lane: passes of 256 (2) or 128 (4) */
 /* and the M2L's GEMMs: runs of directions merged across gaps (directions), X's bytes */
 extern int fmk_cuda_fmm3d_m2l_gap;
 extern long long fmk_cuda_fmm3d_m2l_bytes;
@@ -53,6 +55,12 @@ extern long long fmk_cuda_fmm3d_m2l_bytes;
 extern int fmk_cuda_fmm3d_m2l_rot_order;
 /* and the dense M2L's truncation of the far directions' operators (safety factor; 0: none) */
 extern double fmk_cuda_fmm3d_m2l_trunc;
+/* and its degree classes (at most K distinct degrees; 0: each its own) and size rule (whole
+ * operators below this many boxes in the M2L's columns; 0: always truncated) */
+extern int fmk_cuda_fmm3d_m2l_classes;
+extern long long fmk_cuda_fmm3d_m2l_trunc_min;
+/* cuda/fmm3d.cu (not API): a plan's M2L columns, GEMMs and whole (1) or truncated (0) operators */
+fmk_status fmk_cuda_fmm3d_m2l_shape(const fmk_plan *plan, int64_t *boxes, int *gemms, int *whole);
 /* and P2M by column groups, L2P from per-leaf records (1; 2: P2M two sources a lane at a time;
  * 0: a thread per point) */
 extern int fmk_cuda_fmm3d_point_cols;
@@ -287,8 +295,8 @@ static void pairs_run(const fmk_opts *og, pairs_knobs k, int64_t n, const double
     *dp = test_rel_l2(p2, p1, n), *dg = test_rel_l2(g2, g1, 3 * n);
 }
 
-/* The P2P of leaf pairs with leaves of up to 300 points (passes of one, two and four points per
- * lane, full and last passes; two per lane with the ring unrolled 1, 2, 4, 8 times), 1, 4 and 16
+/* The P2P of leaf pairs with leaves of up to 300 points (passes of one, two, three, four (by 256
+ * and by 128), five and six points per lane, full and last passes; two per lane with the ring unrolled 1, 2, 4, 8 times), 1, 4 and 16
  * pairs per block, each way of the last pass (tail 0, 1, 2): against the CPU engine at the same
  * order and leaf size. */
 static void test_pairs(void)
@@ -306,10 +314,12 @@ static void test_pairs(void)
         fmk_fmm3d_direct_near = 1;
         /* the last three: 1/r by a Newton step (~1e-13 relative, below the CPU's by that much:
          * a bound of 1e-11) */
-        static const int rts[] = {1, 2, 4, 2, 2, 2, 4, 4, 2}, unrolls[] = {1, 1, 1, 2, 4, 8, 1, 2, 4};
-        static const int newtons[] = {0, 0, 0, 0, 0, 0, 1, 1, 1}, runs[] = {1, 4, 16};
+        static const int rts[] = {1, 2, 4, 2, 2, 2, 4, 4, 2, 5, 6, 5, 6, 3, 3, 4, 4};
+        static const int unrolls[] = {1, 1, 1, 2, 4, 8, 1, 2, 4, 2, 2, 2, 2, 2, 2, 2, 2};
+        static const int newtons[] = {0, 0, 0, 0, 0, 0, 1, 1, 1, 0, 0, 1, 1, 0, 1, 0, 1}, runs[] = {1, 4, 16};
         const int ring = fmk_cuda_fmm3d_p2p_ring, self = fmk_cuda_fmm3d_p2p_self;
-        for (int a = 0; a < 9; a++)
+        const int groups = fmk_cuda_fmm3d_p2p_groups;
+        for (int a = 0; a < 17; a++) /* the last two: 4 per lane in passes of 128 (groups 4) */
             for (int b = 0; b < 3; b++)
                 for (int tail = 0; tail <= 2; tail++) {
                     if (quick && tail < 2 && b != 1)
@@ -317,10 +327,13 @@ static void test_pairs(void)
                     const pairs_knobs k = {rts[a], runs[b], tail, unrolls[a], newtons[a], ring, self};
                     int levels;
                     double dp, dg;
+                    fmk_cuda_fmm3d_p2p_groups = a >= 15 ? 4 : groups;
                     pairs_run(&og, k, n, x, q, p1, g1, p2, g2, &levels, &dp, &dg);
-                    printf("  pairs %-7s levels %d, %d per lane (unroll %d, Newton %d), %2d pairs per block, tail %d: "
+                    fmk_cuda_fmm3d_p2p_groups = groups;
+                    printf("  pairs %-7s levels %d, %d per lane%s (unroll %d, Newton %d), %2d pairs per block, tail %d: "
                            "pot %.2e grad %.2e\n",
-                           dist_name[d], levels, rts[a], unrolls[a], newtons[a], runs[b], tail, dp, dg);
+                           dist_name[d], levels, rts[a], a >= 15 ? " by 128" : "", unrolls[a], newtons[a], runs[b],
+                           tail, dp, dg);
                     const double bound = newtons[a] ? 1e-11 : 1e-12;
                     CHECK_MSG(dp < bound && dg < bound,
                               "GPU (P2P %d, unroll %d, Newton %d, run %d, tail %d) vs CPU: pot %.3e grad %.3e",
@@ -345,6 +358,61 @@ static void test_pairs(void)
                 }
     }
     free(x), free(q), free(p1), free(g1), free(p2), free(g2);
+}
+
+/* The root cube fitted to uniform points (fmk_cuda_fmm3d_root_fit): a cube whose octree is
+ * complete down to level 3 with leaves of 0.54 and 0.59 leaf sizes (at least 1.25 leaf size /
+ * 2.8) is refitted (level 3 -> 4: one more level; leaves of ~110 and ~154 points, 5 and 6 per
+ * lane in the P2P) and keeps the accuracy against the direct sum; with separate targets it is not
+ * refitted (the P2P of leaf pairs only). */
+static void test_root_fit(void)
+{
+  for (int c = 0; c < (quick ? 1 : 2); c++) {
+    const int64_t n = c ? 153600 : 110000, ns = quick ? 200 : 1000, leaf = c ? 500 : 400;
+    double *x = test_alloc(3 * n), *q = test_alloc(n), *pot = test_alloc(n), *grad = test_alloc(3 * n);
+    double *pot0 = test_alloc(n), *grad0 = test_alloc(3 * n);
+    make_points(DIST_CUBE, n, 45, x);
+    test_charges(n, 0, 46, q);
+    double *ref = sampled_reference(n, x, q, ns);
+    const int fit = fmk_cuda_fmm3d_root_fit;
+    fmk_opts o = fmm_opts(FMK_BACKEND_CUDA, -1, leaf);
+    for (int e = 0; e < (quick ? 1 : 2); e++) {
+        const double eps = e ? 1e-9 : 1e-6;
+        check_context("root fitted, cube, eps %.0e", eps);
+        fmk_info i0, i1;
+        fmk_cuda_fmm3d_root_fit = 0;
+        const fmk_status s0 = run(&o, eps, n, x, q, 0, NULL, pot0, grad0, &i0);
+        fmk_cuda_fmm3d_root_fit = 1;
+        const fmk_status s1 = run(&o, eps, n, x, q, 0, NULL, pot, grad, &i1);
+        fmk_cuda_fmm3d_root_fit = fit;
+        if (!CHECK(s0 == FMK_OK && s1 == FMK_OK))
+            continue;
+        double ep0, eg0, ep, eg;
+        sampled_errors(n, pot0, grad0, ns, ref, &ep0, &eg0);
+        sampled_errors(n, pot, grad, ns, ref, &ep, &eg);
+        printf("  root fitted, cube of %lld, leaf %lld, eps %.0e: levels %d -> %d, pot %.2e -> %.2e, grad %.2e -> "
+               "%.2e\n",
+               (long long)n, (long long)leaf, eps, i0.levels, i1.levels, ep0, ep, eg0, eg);
+        CHECK_MSG(i0.levels == 4 && i1.levels == 5, "levels %d and %d", i0.levels, i1.levels);
+        CHECK_MSG(ep <= eps && eg <= 10 * eps, "pot %.3e grad %.3e", ep, eg);
+        /* separate targets: never refitted, the same sums as without the fit */
+        const int64_t m = ns;
+        double *y = test_alloc(3 * m), *pt = test_alloc(m), *gt = test_alloc(3 * m);
+        double *pt0 = test_alloc(m), *gt0 = test_alloc(3 * m);
+        for (int64_t i = 0; i < m; i++)
+            memcpy(y + 3 * i, x + 3 * (i * (n / ns)), 24);
+        fmk_cuda_fmm3d_root_fit = 0;
+        CHECK(run(&o, eps, n, x, q, m, y, pt0, gt0, NULL) == FMK_OK);
+        fmk_cuda_fmm3d_root_fit = 1;
+        CHECK(run(&o, eps, n, x, q, m, y, pt, gt, NULL) == FMK_OK);
+        fmk_cuda_fmm3d_root_fit = fit;
+        const double dp = test_rel_l2(pt, pt0, m), dg = test_rel_l2(gt, gt0, 3 * m);
+        printf("    separate targets: against no fit: pot %.2e grad %.2e\n", dp, dg);
+        CHECK_MSG(dp < 1e-13 && dg < 1e-13, "separate targets refitted? pot %.3e grad %.3e", dp, dg);
+        free(y), free(pt), free(gt), free(pt0), free(gt0);
+    }
+    free(ref), free(x), free(q), free(pot), free(grad), free(pot0), free(grad0);
+  }
 }
 
 /* A root cube larger than the points' bounding cube (volume 2.5 and 4: other leaf populations,
@@ -388,6 +456,7 @@ static void test_root(void)
         free(ref);
     }
     free(x), free(q), free(pot), free(grad);
+    test_root_fit();
 }
 
 static int cmp_i64(const void *a, const void *b)
@@ -553,25 +622,144 @@ static void test_accuracy(void)
     free(x), free(q), free(pot), free(grad);
 }
 
+#define TRUNC_RATIO 1.3
+
+/* run() with the truncated degrees in `classes` classes and the size rule at trunc_min (the
+ * knobs restored after); *whole: the plan's operators were whole (-1: no state), *boxes: its
+ * M2L's columns. */
+static fmk_status run_m2l_rule(int classes, long long trunc_min, const fmk_opts *o, double eps, int64_t n,
+                               const double *x, const double *q, double *pot, double *grad, int *whole,
+                               int64_t *boxes)
+{
+    const int k0 = fmk_cuda_fmm3d_m2l_classes;
+    const long long m0 = fmk_cuda_fmm3d_m2l_trunc_min;
+    fmk_cuda_fmm3d_m2l_classes = classes, fmk_cuda_fmm3d_m2l_trunc_min = trunc_min;
+    fmk_plan *p = NULL;
+    fmk_status st = fmk_plan_create(&p, 3, FMK_KERNEL_LAPLACE, eps, o);
+    if (st == FMK_OK)
+        st = fmk_plan_set_points(p, n, x, 0, NULL);
+    if (st == FMK_OK)
+        st = fmk_plan_eval(p, q, pot, grad);
+    int gemms = 0;
+    *whole = -1, *boxes = 0;
+    if (st == FMK_OK)
+        fmk_cuda_fmm3d_m2l_shape(p, boxes, &gemms, whole);
+    if (st != FMK_OK)
+        printf("run: %s\n", p ? fmk_plan_last_error(p) : fmk_plan_last_error(NULL));
+    fmk_plan_destroy(p);
+    fmk_cuda_fmm3d_m2l_classes = k0, fmk_cuda_fmm3d_m2l_trunc_min = m0;
+    return st;
+}
+
+/* The degree classes and the size rule against whole (pot0, grad0: f = 0) and truncated
+ * (pot1, grad1: the default) results of the same points: in 2, 3, 4 classes within eps (pot)
+ * and 10 eps (grad) and within TRUNC_RATIO of the whole operators' errors (ep0, eg0); the size
+ * rule below every M2L (1) the truncated results, above every M2L the whole ones (to rounding). */
+static void trunc_rules(const fmk_opts *o, double eps, int64_t n, const double *x, const double *q,
+                        const double *ref, int64_t ns, const double *pot0, const double *grad0, const double *pot1,
+                        const double *grad1, double ep0, double eg0, double *pot, double *grad)
+{
+    for (int k = 2; k <= 4; k++) {
+        int whole;
+        int64_t boxes;
+        if (!CHECK(run_m2l_rule(k, 0, o, eps, n, x, q, pot, grad, &whole, &boxes) == FMK_OK))
+            continue;
+        double ep, eg;
+        sampled_errors(n, pot, grad, ns, ref, &ep, &eg);
+        printf("    %d degree classes: pot %.2e (x%.2f) grad %.2e (x%.2f)\n", k, ep, ep / ep0, eg, eg / eg0);
+        CHECK_MSG(ep <= eps && eg <= 10 * eps, "%d classes: pot %.3e grad %.3e", k, ep, eg);
+        CHECK_MSG(ep <= TRUNC_RATIO * ep0 && eg <= TRUNC_RATIO * eg0,
+                  "%d classes: pot %.3e grad %.3e, whole: pot %.3e grad %.3e", k, ep, eg, ep0, eg0);
+    }
+    static const long long mins[2] = {1, 1ll << 40};
+    for (int m = 0; m < 2; m++) {
+        int whole;
+        int64_t boxes;
+        if (!CHECK(run_m2l_rule(0, mins[m], o, eps, n, x, q, pot, grad, &whole, &boxes) == FMK_OK))
+            continue;
+        const double *pr = m ? pot0 : pot1, *gr = m ? grad0 : grad1;
+        const double dp = test_rel_l2(pot, pr, n), dg = test_rel_l2(grad, gr, 3 * n);
+        printf("    size rule %lld boxes (M2L of %lld): %s operators, against the %s: pot %.2e grad %.2e\n",
+               mins[m], (long long)boxes, whole ? "whole" : "truncated", m ? "whole" : "truncated", dp, dg);
+        /* no M2L (no level 2): below any size, whole */
+        CHECK_MSG(whole == (m || boxes == 0), "size rule %lld, %lld boxes: whole %d", mins[m], (long long)boxes, whole);
+        CHECK_MSG(dp < 1e-12 && dg < 1e-12, "size rule %lld: pot %.3e grad %.3e", mins[m], dp, dg);
+    }
+}
+
+/* The size rule on a kept plan (leaves of 60 at eps 1e-3, whole below 200 boxes in the M2L's
+ * columns): 1500 points (64 boxes: whole), 6000 (~576: truncated), 1500 again; each as a fresh
+ * plan with the whole (f = 0) or the truncated operators gives (the operators selected again
+ * and rebuilt at each change). */
+static void trunc_kept_plan(void)
+{
+    const int64_t na = 1500, nb = 6000;
+    const double f0 = fmk_cuda_fmm3d_m2l_trunc;
+    const long long m0 = fmk_cuda_fmm3d_m2l_trunc_min;
+    double *xa = test_alloc(3 * na), *xb = test_alloc(3 * nb), *q = test_alloc(nb);
+    double *p1 = test_alloc(nb), *g1 = test_alloc(3 * nb), *p2 = test_alloc(nb), *g2 = test_alloc(3 * nb);
+    make_points(DIST_CUBE, na, 71, xa);
+    make_points(DIST_CUBE, nb, 72, xb);
+    test_charges(nb, 0, 73, q);
+    fmk_opts o = fmm_opts(FMK_BACKEND_CUDA, -1, 60);
+    fmk_plan *p = NULL;
+    CHECK(fmk_plan_create(&p, 3, FMK_KERNEL_LAPLACE, 1e-3, &o) == FMK_OK);
+    for (int step = 0; step < 3 && p; step++) {
+        const int big = step == 1;
+        const int64_t n = big ? nb : na;
+        const double *x = big ? xb : xa;
+        check_context("M2L size rule on a kept plan, step %d (%lld points)", step, (long long)n);
+        fmk_cuda_fmm3d_m2l_trunc_min = 200; /* read when the plan's first set_points makes its state */
+        const fmk_status ss = fmk_plan_set_points(p, n, x, 0, NULL);
+        fmk_cuda_fmm3d_m2l_trunc_min = m0;
+        if (!CHECK(ss == FMK_OK) || !CHECK(fmk_plan_eval(p, q, p1, g1) == FMK_OK)) {
+            printf("kept plan: %s\n", fmk_plan_last_error(p));
+            break;
+        }
+        int64_t boxes = 0;
+        int gemms = 0, whole = -1;
+        CHECK(fmk_cuda_fmm3d_m2l_shape(p, &boxes, &gemms, &whole) == FMK_OK);
+        fmk_cuda_fmm3d_m2l_trunc = big ? f0 : 0; /* a fresh plan with those operators */
+        const fmk_status sf = run(&o, 1e-3, n, x, q, 0, NULL, p2, g2, NULL);
+        fmk_cuda_fmm3d_m2l_trunc = f0;
+        if (!CHECK(sf == FMK_OK))
+            continue;
+        const double dp = test_rel_l2(p1, p2, n), dg = test_rel_l2(g1, g2, 3 * n);
+        printf("  M2L size rule, kept plan, %lld points: %lld boxes, %d GEMMs, %s operators; against a fresh plan: "
+               "pot %.2e grad %.2e\n",
+               (long long)n, (long long)boxes, gemms, whole ? "whole" : "truncated", dp, dg);
+        CHECK_MSG(boxes > 0 && whole == !big, "%lld boxes, whole %d", (long long)boxes, whole);
+        CHECK_MSG(dp < 1e-12 && dg < 1e-12, "pot %.3e grad %.3e", dp, dg);
+    }
+    fmk_plan_destroy(p);
+    free(xa), free(xb), free(q), free(p1), free(g1), free(p2), free(g2);
+}
+
 /* The M2L with the far directions' operators truncated (fmk_cuda_fmm3d_m2l_trunc, the default
  * where the order comes from eps) over the accuracy matrix at eps 1e-3, 1e-6, 1e-9 (the orders
  * of the dense M2L): errors against the direct sum within eps (pot) and 10 eps (grad), and
  * within TRUNC_RATIO times those of the whole operators (knob 0); the safety factors 1 and 0.03
  * beside them, printed (the knob's sweep, docs/fmm3d_gpu.md). Then, truncated, the GEMMs one
- * per direction, one per run of a degree, and X of one direction's products: the same sums. */
-#define TRUNC_RATIO 1.3
+ * per direction, one per run of a degree, and X of one direction's products: the same sums.
+ * The degree classes and the size rule (trunc_rules, trunc_kept_plan). --quick: the cube at
+ * eps 1e-3 and 1e-6 (at 4000 points only 1e-3 has M2L GEMMs). */
 static void test_trunc(void)
 {
     const int64_t n = quick ? 4000 : 60000, ns = quick ? 200 : 1000;
     const double epss[] = {1e-3, 1e-6, 1e-9}, knobs[] = {1, 0.3, 0.03};
     const double f0 = fmk_cuda_fmm3d_m2l_trunc;
+    /* "truncated" below: every direction its own degree at every size (the classes and the size
+     * rule are checked against it in trunc_rules) */
+    const int k0 = fmk_cuda_fmm3d_m2l_classes;
+    const long long m0 = fmk_cuda_fmm3d_m2l_trunc_min;
+    fmk_cuda_fmm3d_m2l_classes = 0, fmk_cuda_fmm3d_m2l_trunc_min = 0;
     double *x = test_alloc(3 * n), *q = test_alloc(n), *pot = test_alloc(n), *grad = test_alloc(3 * n);
-    double *pot2 = test_alloc(n), *grad2 = test_alloc(3 * n);
+    double *pot2 = test_alloc(n), *grad2 = test_alloc(3 * n), *pot3 = test_alloc(n), *grad3 = test_alloc(3 * n);
     for (int d = 0; d < N_DISTS; d += quick ? N_DISTS : 1) {
         make_points(d, n, 21 + d, x);
         test_charges(n, 0, 22 + d, q);
         double *ref = sampled_reference(n, x, q, ns);
-        for (int e = quick ? 1 : 0; e < (quick ? 2 : 3); e++) {
+        for (int e = 0; e < (quick ? 2 : 3); e++) {
             check_context("M2L truncated, %s, eps %.0e", dist_name[d], epss[e]);
             fmk_opts o = fmm_opts(FMK_BACKEND_CUDA, -1, 0);
             fmk_info info;
@@ -589,6 +777,7 @@ static void test_trunc(void)
             CHECK_MSG(ep <= epss[e] && eg <= 10 * epss[e], "pot %.3e grad %.3e", ep, eg);
             CHECK_MSG(ep <= TRUNC_RATIO * ep0 && eg <= TRUNC_RATIO * eg0,
                       "truncated: pot %.3e grad %.3e, whole: pot %.3e grad %.3e", ep, eg, ep0, eg0);
+            memcpy(pot3, pot2, 8 * (size_t)n), memcpy(grad3, grad2, 24 * (size_t)n); /* the truncated */
             for (int k = 0; k < 3 && !quick; k++) {
                 fmk_cuda_fmm3d_m2l_trunc = knobs[k];
                 const fmk_status sk = run(&o, epss[e], n, x, q, 0, NULL, pot2, grad2, NULL);
@@ -599,6 +788,7 @@ static void test_trunc(void)
                 printf("; f %g x%.2f x%.2f", knobs[k], ep / ep0, eg / eg0);
             }
             printf("\n");
+            trunc_rules(&o, epss[e], n, x, q, ref, ns, pot, grad, pot3, grad3, ep0, eg0, pot2, grad2);
             if (e != 1 || (d != 0 && d != 2))
                 continue;
             /* the GEMMs cut every way: the same products, summed alike */
@@ -617,7 +807,9 @@ static void test_trunc(void)
         free(ref);
     }
     fmk_cuda_fmm3d_m2l_trunc = f0;
-    free(x), free(q), free(pot), free(grad), free(pot2), free(grad2);
+    free(x), free(q), free(pot), free(grad), free(pot2), free(grad2), free(pot3), free(grad3);
+    trunc_kept_plan();
+    fmk_cuda_fmm3d_m2l_classes = k0, fmk_cuda_fmm3d_m2l_trunc_min = m0;
 }
 
 /* The error falls as the order rises (fixed leaves). */
