@@ -1657,6 +1657,9 @@ struct fmm_gpu {
 };
 
 /* p lies in the state's block (a fresh plan's one allocation) */
+int pairs_rt(const fmm_gpu *s);
+int pairs_cap(const fmm_gpu *s);
+
 int in_block(const fmm_gpu *s, const void *p)
 {
     return p && s->d_block && (const char *)p >= (const char *)s->d_block &&
@@ -2213,7 +2216,8 @@ fmk_status setup_on_device(fmk_plan *plan, fmm_gpu *s, double *d_all)
     }
     if (st == FMK_OK) {
         memcpy(s->g.m2l_deg, s->m2l_deg, sizeof s->m2l_deg); /* the V rows in the M2L order */
-        st = fmk_cuda_fmm3d_geometry(plan, &tree, d_all, ns, plan->self, s->near_max, s->cfg.tb, total, &s->g);
+        st = fmk_cuda_fmm3d_geometry(plan, &tree, d_all, ns, plan->self, s->near_max, s->cfg.tb, pairs_cap(s), total,
+                                     &s->g);
     }
     const double t1 = fmk_time_now();
     s->setup_time[1] = s->tree_time, s->setup_time[2] = t1 - t0t - s->tree_time;
@@ -2809,6 +2813,21 @@ cudaError_t tiles(fmm_gpu *s, int64_t first, int64_t end, const double *T, const
 /* P2P on stream st into d_near: the U lists at the leaves (sources = targets in fp64: the rest
  * rows, then the leaf pairs both ways; the first launch writes every target's sums), then the X
  * entries done directly (Y lists, atomic adds). */
+/* The P2P of leaf pairs' points per lane (p2p below) and the points a full pass holds */
+int pairs_rt(const fmm_gpu *s)
+{
+    return fmk_cuda_fmm3d_p2p_pairs >= 0 ? fmk_cuda_fmm3d_p2p_pairs
+           : s->fit_mean > 140           ? 6
+           : s->fit_mean > 0             ? 5
+           : s->leaf_size < 256          ? 1
+                                         : 4;
+}
+int pairs_cap(const fmm_gpu *s)
+{
+    const int rt = pairs_rt(s);
+    return rt == 1 ? BLOCK : rt == 4 && fmk_cuda_fmm3d_p2p_groups == 4 ? 128 : rt == 4 || rt == 2 ? 256 : 32 * rt;
+}
+
 template <typename R, int NEWTON> void p2p(fmm_gpu *s, int nt, p2p_scale sc, cudaStream_t st)
 {
     const fmk_cuda_fmm3d_geo *g = &s->g;
@@ -2820,11 +2839,7 @@ template <typename R, int NEWTON> void p2p(fmm_gpu *s, int nt, p2p_scale sc, cud
      * warp the same 192 points (2^20 cube, leaves of ~180: P2P 5.2..5.4 ms against 5.8..6.1 at 5
      * per lane and 5.6..5.8 at 3 in two groups of 192), else 5 (160 points; 2^20 in leaves of
      * ~131: 6.9..7.0 against 7.6..9.1 at 6 and 8.4..8.5 at 4 in passes of 128; docs: measured) */
-    const int rt = fmk_cuda_fmm3d_p2p_pairs >= 0 ? fmk_cuda_fmm3d_p2p_pairs
-                   : s->fit_mean > 140              ? 6
-                   : s->fit_mean > 0                ? 5
-                   : s->leaf_size < 256             ? 1
-                                                    : 4;
+    const int rt = pairs_rt(s);
     const bool pairs = sizeof(R) == 8 && g->d_ur_begin && rt >= 1 && rt <= 6;
     /* a leaf's own pairs once, in k_p2p_pairs's extra blocks (else both ways in k_p2p) */
     const int self = pairs && fmk_cuda_fmm3d_p2p_self && g->n_leaves_trg > 0;

@@ -15,10 +15,10 @@
 
 #include "fmm3d_lists.h"
 
-/* Tuning knob, not API: a leaf pair is kept by the leaf with fewer sources (ties: the lower
- * index), which holds its points in registers in the P2P (fmm3d.cu, k_p2p_pairs), so that the
- * larger leaves' points stream past and few leaves need a second pass over their points (1); or
- * by the lower index (0). */
+/* Tuning knob, not API: a leaf pair (b, a) is kept by the leaf whose points the P2P (fmm3d.cu,
+ * k_p2p_pairs) should hold in registers while the other's stream past: the one with the fewer
+ * slots times partners, ceil(n_b / cap) cap n_a against ceil(n_a / cap) cap n_b for passes of cap
+ * points, then the one with fewer sources, then the lower index (1); or the lower index (0). */
 extern "C" int fmk_cuda_fmm3d_p2p_orient;
 int fmk_cuda_fmm3d_p2p_orient = 1;
 
@@ -397,11 +397,20 @@ __global__ void k_compact(int64_t k, const int32_t *__restrict__ flag, const int
 
 /* The symmetric split of the U lists (sources = targets): entry a of leaf b's row is a leaf
  * pair when a != b and the cubes touch (a true U entry; U is symmetric then, a in U(b) iff b in
- * U(a)), kept once as (b, a) by b when b has fewer sources than a, or as many and b < a (orient
- * 1; 0: b < a); the rest (b itself and the W entries done directly) stays in b's rest row. Count
+ * U(a)), kept once as (b, a) by b when keeps_pair says so (the P2P's cost); the rest (b itself and the W entries done directly) stays in b's rest row. Count
  * pass (pairs in cnt[b], rest in cnt[k + 1 + b]), fill pass at the scanned begins. */
+__device__ __forceinline__ bool keeps_pair(int orient, int64_t cap, const int32_t *__restrict__ sn, int32_t b,
+                                           int32_t a)
+{
+    if (!orient)
+        return a > b;
+    const int64_t nb = sn[b], na = sn[a];
+    const int64_t cb = (nb + cap - 1) / cap * cap * na, ca = (na + cap - 1) / cap * cap * nb;
+    return cb != ca ? cb < ca : nb != na ? nb < na : a > b;
+}
+
 template <bool FILL>
-__global__ void k_sym_split(int64_t k, int orient, const int32_t *__restrict__ sn, const int32_t *__restrict__ ub,
+__global__ void k_sym_split(int64_t k, int orient, int cap, const int32_t *__restrict__ sn, const int32_t *__restrict__ ub,
                             const int32_t *__restrict__ u, const real4d *__restrict__ cube, int32_t *cnt,
                             const int32_t *__restrict__ pb, const int32_t *__restrict__ rb, int32_t *pair,
                             int32_t *rest)
@@ -416,7 +425,7 @@ __global__ void k_sym_split(int64_t k, int orient, const int32_t *__restrict__ s
     for (int32_t e = ub[b]; e < ub[b + 1]; e++) {
         const int32_t a = u[e];
         if (a != b && touches(cube, a, b)) {
-            if (orient ? sn[b] < sn[a] || (sn[b] == sn[a] && a > b) : a > b) {
+            if (keeps_pair(orient, cap, sn, b, a)) {
                 if (FILL)
                     pair[2 * (pb[b] + np)] = b, pair[2 * (pb[b] + np) + 1] = a;
                 np++;
@@ -733,7 +742,7 @@ extern "C" int64_t fmk_cuda_fmm3d_geo_arena_bytes(int64_t np, int64_t ns, int se
 }
 
 extern "C" fmk_status fmk_cuda_fmm3d_geometry(fmk_plan *plan, const fmk_cuda_tree *t, const double *d_x,
-                                              int64_t ns, int self, int64_t near_max, int tbw,
+                                              int64_t ns, int self, int64_t near_max, int tbw, int pair_cap,
                                               long long extra, fmk_cuda_fmm3d_geo *g)
 {
     { /* everything but the device memory of the previous build */
@@ -961,7 +970,8 @@ extern "C" fmk_status fmk_cuda_fmm3d_geometry(fmk_plan *plan, const fmk_cuda_tre
     /* sources = targets: the U lists split into leaf pairs (each once) and the rest */
     if (self && B.st == FMK_OK) {
         const int orient = fmk_cuda_fmm3d_p2p_orient;
-        k_sym_split<false><<<blocks_for(k + 1), BLOCK>>>(k, orient, g->d_sn, g->d_u_begin, g->d_u, g->d_cube, w.cnt,
+        const int cap = pair_cap > 0 ? pair_cap : 1;
+        k_sym_split<false><<<blocks_for(k + 1), BLOCK>>>(k, orient, cap, g->d_sn, g->d_u_begin, g->d_u, g->d_cube, w.cnt,
                                                         NULL, NULL, NULL, NULL);
         B.ok(cudaGetLastError(), "the list kernels");
         if (B.alloc(&g->d_ur_begin, k + 1, "the U list")) {
@@ -973,7 +983,7 @@ extern "C" fmk_status fmk_cuda_fmm3d_geometry(fmk_plan *plan, const fmk_cuda_tre
         B.alloc(&g->d_pairs, 2 * g->n_pairs, "the U list");
         B.alloc(&g->d_ur, g->n_ur, "the U list");
         if (B.st == FMK_OK && k > 0) {
-            k_sym_split<true><<<blocks_for(k), BLOCK>>>(k, orient, g->d_sn, g->d_u_begin, g->d_u, g->d_cube, NULL,
+            k_sym_split<true><<<blocks_for(k), BLOCK>>>(k, orient, cap, g->d_sn, g->d_u_begin, g->d_u, g->d_cube, NULL,
                                                        w.pos, g->d_ur_begin, g->d_pairs, g->d_ur);
             B.ok(cudaGetLastError(), "the list kernels");
         }

@@ -101,10 +101,11 @@ extern "C" {
 
 /* Builds *g from the device tree t of the np mapped points d_x (sources, then targets unless
  * self: ns sources), in the device memory *g holds from a previous build (zeroed, or a previous
- * build's: everything else in it is replaced). Tiles of tb boxes. extra: the plan's device
- * bytes, for messages. On failure *g holds nothing. */
+ * build's: everything else in it is replaced). Tiles of tb boxes; pair_cap: the points a pass of
+ * the P2P of leaf pairs holds (self), which orients the pairs. extra: the plan's device bytes,
+ * for messages. On failure *g holds nothing. */
 fmk_status fmk_cuda_fmm3d_geometry(fmk_plan *plan, const fmk_cuda_tree *t, const double *d_x,
-                                   int64_t ns, int self, int64_t near_max, int tb,
+                                   int64_t ns, int self, int64_t near_max, int tb, int pair_cap,
                                    long long extra, fmk_cuda_fmm3d_geo *g);
 
 /* The order of the V directions in the M2L's stacked matrices (fmm3d_lists.cu): by degree
