@@ -654,8 +654,10 @@ static int fitsweep(void)
     }
     static const struct {
         int run, classes, unroll, ring, prio, rt;
-    } c[] = {{0, 0, 2, 1, 0, -1}, {0, 0, 2, 1, 0, -2}, {0, 0, 2, 1, 0, -3}, {0, 0, 2, 1, 0, -4},
-             {0, 0, 2, 1, 0, -5}, {0, 0, 2, 1, 0, -6}};
+    } c[] = {{0, 0, 2, 1, 0, -5}, {0, 0, 2, 1, 0, 6}, {0, 0, 2, 1, 0, 3}, {0, 0, 2, 1, 0, 5},
+             {0, 0, 2, 1, 400, -5}, {0, 0, 2, 1, 300, -5}, {0, 0, 2, 1, 0, -1}};
+    /* positive rt: the Plummer sphere at that many points per lane; prio 300, 400: the Plummer
+     * sphere at that leaf size */
     /* rt -1: the engine; -2: pairs kept by the lower index (orient 0); -3: no fit; -4: no fit,
      * orient 0; -5, -6: the Plummer sphere, orient 1 and 0 */
     /* prio 1000: not a priority but the M2L's merge gap (fmk_cuda_fmm3d_m2l_gap) */
@@ -673,22 +675,23 @@ static int fitsweep(void)
     const int run0 = fmk_cuda_fmm3d_p2p_run, k0 = fmk_cuda_fmm3d_m2l_classes, u0 = fmk_cuda_fmm3d_p2p_unroll;
     const int ring0 = fmk_cuda_fmm3d_p2p_ring, ov = fmk_cuda_fmm3d_overlap;
     device_points = 1;
-    for (int rep = 0; rep < 3; rep++)
+    for (int rep = 0; rep < 2; rep++)
         for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
             result r1, r2;
             fmk_cuda_fmm3d_p2p_run = c[i].run, fmk_cuda_fmm3d_m2l_classes = c[i].classes;
             fmk_cuda_fmm3d_p2p_unroll = c[i].unroll, fmk_cuda_fmm3d_p2p_ring = c[i].ring;
-            fmk_cuda_fmm3d_priority = c[i].prio < 1000 ? c[i].prio : 0;
+            fmk_cuda_fmm3d_priority = c[i].prio < 300 ? c[i].prio : 0;
             fmk_cuda_fmm3d_m2l_gap = c[i].prio < 1000 ? gap0 : c[i].prio;
             fmk_cuda_fmm3d_p2p_pairs = c[i].rt < 0 ? -1 : c[i].rt;
             fmk_cuda_fmm3d_p2p_orient = c[i].rt != -2 && c[i].rt != -4 && c[i].rt != -6;
-            const char *dist = c[i].rt <= -5 ? "plummer" : "cube";
+            const char *dist = c[i].rt <= -5 || c[i].rt > 0 ? "plummer" : "cube";
+            const int64_t leaf = c[i].prio >= 300 && c[i].prio < 1000 ? c[i].prio : 0;
             fmk_cuda_fmm3d_root_fit = c[i].rt != -3 && c[i].rt != -4;
             const uint64_t seed = rng;
             fmk_cuda_fmm3d_overlap = 0;
-            int fail = measure(FMK_METHOD_FMM, 1e-6, -1, 0, dist, (int64_t)1 << 20, 1, 5, 0, &r1);
+            int fail = measure(FMK_METHOD_FMM, 1e-6, -1, leaf, dist, (int64_t)1 << 20, 1, 5, 0, &r1);
             rng = seed, fmk_cuda_fmm3d_overlap = 1;
-            fail = fail || measure(FMK_METHOD_FMM, 1e-6, -1, 0, dist, (int64_t)1 << 20, 1, 5, 1, &r2);
+            fail = fail || measure(FMK_METHOD_FMM, 1e-6, -1, leaf, dist, (int64_t)1 << 20, 1, 5, 1, &r2);
             if (fail)
                 continue;
             printf("fitsweep rt %2d prio %d run %d classes %d unroll %d ring %d | eval %7.3f, one stream %7.3f | M2L %5.2f P2P %5.2f | "
