@@ -1568,6 +1568,7 @@ struct fmm_gpu {
     int32_t leaf_size;
     double root_side;                  /* the root cube's side over the points' (>= 1) */
     double fit_mean;                   /* the fitted tree's points per leaf (0: not fitted) */
+    int uniform;                       /* the points' first tree was complete (uniform points) */
     int64_t near_max;                  /* W and X entries done as P2P: up to this many points */
     m2l_cfg cfg;
     int64_t n_nodes;
@@ -2182,15 +2183,18 @@ fmk_status setup_on_device(fmk_plan *plan, fmm_gpu *s, double *d_all)
     const double t0t = fmk_time_now();
     if (st == FMK_OK)
         st = fmk_cuda_tree3d_build(plan, np, d_all, s->leaf_size, total, &tree);
-    s->fit_mean = 0;
-    if (st == FMK_OK && s->root_side == 1 && fmk_cuda_fmm3d_root_fit && plan->self && !s->fp32) {
-        /* fmk_cuda_fmm3d_root_fit: a complete octree (uniform points) refitted */
+    s->fit_mean = 0, s->uniform = 0;
+    if (st == FMK_OK) { /* a complete octree (every box of every level down to L >= 3 holds points) */
         const int L = tree.levels - 1;
-        int complete = L >= 3 && L < 20;
-        for (int l = 0; l <= L && complete; l++)
-            complete = tree.level_begin[l + 1] - tree.level_begin[l] == (int64_t)1 << (3 * l);
+        s->uniform = L >= 3 && L < 20;
+        for (int l = 0; l <= L && s->uniform; l++)
+            s->uniform = tree.level_begin[l + 1] - tree.level_begin[l] == (int64_t)1 << (3 * l);
+    }
+    if (st == FMK_OK && s->uniform && s->root_side == 1 && fmk_cuda_fmm3d_root_fit && plan->self && !s->fp32) {
+        /* fmk_cuda_fmm3d_root_fit: uniform points refitted */
+        const int L = tree.levels - 1;
         const double mt = s->leaf_size / 2.8;
-        if (complete && mt >= 128 && mt <= 224 && (double)np >= 1.25 * mt * (double)((int64_t)1 << (3 * L))) {
+        if (mt >= 128 && mt <= 224 && (double)np >= 1.25 * mt * (double)((int64_t)1 << (3 * L))) {
             const int cells = 2 << L; /* across the root at level L + 1 */
             int k = 2 * (int)llround(0.5 * cbrt((double)np / mt));
             k = k > cells ? cells : k <= cells / 2 ? cells / 2 + 2 : k;
@@ -2813,14 +2817,19 @@ cudaError_t tiles(fmm_gpu *s, int64_t first, int64_t end, const double *T, const
 /* P2P on stream st into d_near: the U lists at the leaves (sources = targets in fp64: the rest
  * rows, then the leaf pairs both ways; the first launch writes every target's sums), then the X
  * entries done directly (Y lists, atomic adds). */
-/* The P2P of leaf pairs' points per lane (p2p below) and the points a full pass holds */
+/* The P2P of leaf pairs' points per lane (p2p below) and the points a full pass holds: 1 below
+ * leaf size 256; uniform points 4 (two groups of two warps, 256 points a pass: the 2^20 cube's
+ * leaves), or with the root fitted 6 above 140 points per leaf (192 a pass), else 5 (160);
+ * other points 5 (the 2^20 Plummer sphere: eval 15.1 ms against 15.7 at 4, 15.3 at 6 and 16.1
+ * at 3; docs: measured) */
 int pairs_rt(const fmm_gpu *s)
 {
     return fmk_cuda_fmm3d_p2p_pairs >= 0 ? fmk_cuda_fmm3d_p2p_pairs
+           : s->leaf_size < 256          ? 1
            : s->fit_mean > 140           ? 6
            : s->fit_mean > 0             ? 5
-           : s->leaf_size < 256          ? 1
-                                         : 4;
+           : s->uniform                  ? 4
+                                         : 5;
 }
 int pairs_cap(const fmm_gpu *s)
 {
@@ -2835,10 +2844,10 @@ template <typename R, int NEWTON> void p2p(fmm_gpu *s, int nt, p2p_scale sc, cud
      * a second register set per thread would be padding), else 4 in two groups of two warps
      * (256 points a pass; 2 per lane, 256 a pass in one group, spent twice the shuffles per pair:
      * P2P 7.40 against 8.03 ms at 2^20 uniform, docs: measured) */
-    /* with the root fitted (fit_mean ~100..260 points per leaf): 6 per lane above 140, every
-     * warp the same 192 points (2^20 cube, leaves of ~180: P2P 5.2..5.4 ms against 5.8..6.1 at 5
-     * per lane and 5.6..5.8 at 3 in two groups of 192), else 5 (160 points; 2^20 in leaves of
-     * ~131: 6.9..7.0 against 7.6..9.1 at 6 and 8.4..8.5 at 4 in passes of 128; docs: measured) */
+    /* points per lane (pairs_rt): with the root fitted 6 above 140 points per leaf, every warp
+     * the same 192 points (2^20 cube, leaves of ~180: P2P 5.2..5.4 ms against 5.8..6.1 at 5 per
+     * lane and 5.6..5.8 at 3 in two groups of 192), else 5 (160 points; 2^20 in leaves of ~131:
+     * 6.9..7.0 against 7.6..9.1 at 6 and 8.4..8.5 at 4 in passes of 128; docs: measured) */
     const int rt = pairs_rt(s);
     const bool pairs = sizeof(R) == 8 && g->d_ur_begin && rt >= 1 && rt <= 6;
     /* a leaf's own pairs once, in k_p2p_pairs's extra blocks (else both ways in k_p2p) */
