@@ -1264,20 +1264,23 @@ static void test_race(void)
             CHECK(run(&olc, 1e-3, n, x, q, 0, NULL, p1, g1, NULL) == FMK_OK);
             fmk_fmm3d_direct_near = 1;
             /* c 3: the leaves' own pairs both ways in k_p2p; 4, 5: the ring with two a points per
-             * lane, and with the coordinates' shuffles a step ahead */
-            for (int c = 0; c < 6; c++) {
-                check_context("race, %s, leaves of 300, P2P %d, Newton %d, variant %d", dist_name[dists[d]],
-                              c ? 4 : 2, c >= 2, c);
+             * lane, and with the coordinates' shuffles a step ahead; 6, 7, 8: 3 (two groups), 5 and
+             * 6 points per lane; 9: 4 per lane in passes of 128 */
+            for (int c = 0; c < 10; c++) {
+                const int rt = c == 0 ? 2 : c == 6 ? 3 : c == 7 ? 5 : c == 8 ? 6 : 4;
+                check_context("race, %s, leaves of 300, P2P %d, Newton %d, variant %d", dist_name[dists[d]], rt,
+                              c >= 2, c);
                 const int near = fmk_cuda_fmm3d_direct_near, pairs = fmk_cuda_fmm3d_p2p_pairs;
                 const int newton = fmk_cuda_fmm3d_p2p_newton, self = fmk_cuda_fmm3d_p2p_self;
-                const int ring = fmk_cuda_fmm3d_p2p_ring;
-                fmk_cuda_fmm3d_direct_near = 0, fmk_cuda_fmm3d_p2p_pairs = c ? 4 : 2;
+                const int ring = fmk_cuda_fmm3d_p2p_ring, groups = fmk_cuda_fmm3d_p2p_groups;
+                fmk_cuda_fmm3d_p2p_groups = c == 9 ? 4 : groups;
+                fmk_cuda_fmm3d_direct_near = 0, fmk_cuda_fmm3d_p2p_pairs = rt;
                 fmk_cuda_fmm3d_p2p_newton = c >= 2, fmk_cuda_fmm3d_p2p_self = c != 3;
                 fmk_cuda_fmm3d_p2p_ring = c == 4 ? 4 : c == 5 ? 2 : ring;
                 CHECK(run(&ol, 1e-3, n, x, q, 0, NULL, p2, g2, NULL) == FMK_OK);
                 fmk_cuda_fmm3d_direct_near = near, fmk_cuda_fmm3d_p2p_pairs = pairs;
                 fmk_cuda_fmm3d_p2p_newton = newton, fmk_cuda_fmm3d_p2p_self = self;
-                fmk_cuda_fmm3d_p2p_ring = ring;
+                fmk_cuda_fmm3d_p2p_ring = ring, fmk_cuda_fmm3d_p2p_groups = groups;
                 const double dp = test_rel_l2(p2, p1, n), dg = test_rel_l2(g2, g1, 3 * n);
                 CHECK_MSG(dp < 1e-11 && dg < 1e-11, "GPU vs CPU: pot %.3e grad %.3e", dp, dg);
             }
