@@ -27,7 +27,10 @@
  *                    stream (the M2L alone) and two (eval, errors), device points; the degrees of
  *                    one octant's 189 directions, truncated and in classes
  *   fmm3d rootfit    the root cube fitted so that the 2^20 cube's points span k cells of level 5
- *                    (leaves of 2^20 / k^3 points), with the P2P's passes and the M2L's classes
+ *                    (leaves of 2^20 / k^3 points), with the P2P's passes and the M2L's classes;
+ *                    rootfit2, rootfit3: other rows, repeated (the section's steps)
+ *   fmm3d fitsweep   the fitted root's P2P and M2L knobs one by one off the engine's, and the
+ *                    Plummer sphere's points per lane, pair orientation and leaf sizes (2^20)
  *   fmm3d table8     Gumerov & Duraiswami (paper 003) Table 8: N = 2^20 uniform, p = 4, 8, 12,
  *                    potential, and potential + gradient
  *   fmm3d cross      N = 2^12 .. 2^20 uniform: FMM (eps 1e-3, 1e-6) vs GPU direct and treecode
@@ -643,69 +646,95 @@ static int rootfit(int which)
     return 0;
 }
 
-/* The fitted root's P2P and M2L knobs (2^20 cube, eps 1e-6, the engine's fit): pairs per block,
- * M2L degree classes, the ring unrolled, registers free; three rounds, alternated. */
+/* The fitted root's P2P and M2L knobs, each row one setting off the engine's (2^20, eps 1e-6,
+ * device points): the root fit and the pairs' orientation off, M2L degree classes, pairs per
+ * block, the ring unrolled, registers, 3 and 5 points per lane, the M2L's merge gap, the streams'
+ * priorities; then the Plummer sphere's points per lane, orientation and leaf sizes. Two rounds,
+ * rows alternated; eval on two streams, M2L and P2P alone on one (docs/fmm3d_gpu.md, section 3,
+ * "The root cube fitted"). */
 static int fitsweep(void)
 {
     if (!&fmk_cuda_fmm3d_root_fit || !&fmk_cuda_fmm3d_p2p_run || !&fmk_cuda_fmm3d_p2p_unroll ||
-        !&fmk_cuda_fmm3d_p2p_ring || !&fmk_cuda_fmm3d_m2l_classes || !&fmk_cuda_fmm3d_overlap) {
+        !&fmk_cuda_fmm3d_p2p_ring || !&fmk_cuda_fmm3d_m2l_classes || !&fmk_cuda_fmm3d_overlap ||
+        !&fmk_cuda_fmm3d_p2p_orient || !&fmk_cuda_fmm3d_p2p_pairs || !&fmk_cuda_fmm3d_priority ||
+        !&fmk_cuda_fmm3d_m2l_gap) {
         fprintf(stderr, "fmm3d: no fit knobs in this build\n");
         return 1;
     }
-    static const struct {
-        int run, classes, unroll, ring, prio, rt;
-    } c[] = {{0, 0, 2, 1, 0, -5}, {0, 0, 2, 1, 0, 6}, {0, 0, 2, 1, 0, 3}, {0, 0, 2, 1, 0, 5},
-             {0, 0, 2, 1, 400, -5}, {0, 0, 2, 1, 300, -5}, {0, 0, 2, 1, 0, -1}};
-    /* positive rt: the Plummer sphere at that many points per lane; prio 300, 400: the Plummer
-     * sphere at that leaf size */
-    /* rt -1: the engine; -2: pairs kept by the lower index (orient 0); -3: no fit; -4: no fit,
-     * orient 0; -5, -6: the Plummer sphere, orient 1 and 0 */
-    /* prio 1000: not a priority but the M2L's merge gap (fmk_cuda_fmm3d_m2l_gap) */
-    const int gap0 = fmk_cuda_fmm3d_m2l_gap;
-    /* rt -2: pairs kept by the lower index (orient 0); -3: no fit; -4: no fit, orient 0 */
-    if (!&fmk_cuda_fmm3d_p2p_orient)
-        return 1;
-    const int or0 = fmk_cuda_fmm3d_p2p_orient, fit0 = fmk_cuda_fmm3d_root_fit;
-    if (!&fmk_cuda_fmm3d_p2p_pairs)
-        return 1;
-    const int rt0 = fmk_cuda_fmm3d_p2p_pairs;
-    if (!&fmk_cuda_fmm3d_priority)
-        return 1;
-    const int prio0 = fmk_cuda_fmm3d_priority;
+    typedef struct {
+        const char *name, *dist;
+        int fit, orient, rt, run, classes, unroll, ring, prio, gap, leaf;
+    } row;
+    /* -1 in unroll and gap: the knob's default */
+    static const row c[] = {
+        {"engine", "cube", 1, 1, -1, 0, 0, -1, 1, 0, -1, 0},
+        {"no fit", "cube", 0, 1, -1, 0, 0, -1, 1, 0, -1, 0},
+        {"no fit, pairs by index", "cube", 0, 0, -1, 0, 0, -1, 1, 0, -1, 0},
+        {"pairs by index", "cube", 1, 0, -1, 0, 0, -1, 1, 0, -1, 0},
+        {"M2L 3 classes", "cube", 1, 1, -1, 0, 3, -1, 1, 0, -1, 0},
+        {"M2L 2 classes", "cube", 1, 1, -1, 0, 2, -1, 1, 0, -1, 0},
+        {"2 pairs per block", "cube", 1, 1, -1, 2, 0, -1, 1, 0, -1, 0},
+        {"8 pairs per block", "cube", 1, 1, -1, 8, 0, -1, 1, 0, -1, 0},
+        {"16 pairs per block", "cube", 1, 1, -1, 16, 0, -1, 1, 0, -1, 0},
+        {"ring not unrolled", "cube", 1, 1, -1, 0, 0, 1, 1, 0, -1, 0},
+        {"6 per lane, registers free", "cube", 1, 1, -1, 0, 0, -1, 3, 0, -1, 0},
+        {"3 per lane, two groups", "cube", 1, 1, 3, 0, 0, -1, 1, 0, -1, 0},
+        {"5 per lane", "cube", 1, 1, 5, 0, 0, -1, 1, 0, -1, 0},
+        {"M2L runs merged across any gap", "cube", 1, 1, -1, 0, 0, -1, 1, 0, 1000, 0},
+        {"streams at one priority", "cube", 1, 1, -1, 0, 0, -1, 1, 1, -1, 0},
+        {"near field's stream higher", "cube", 1, 1, -1, 0, 0, -1, 1, 2, -1, 0},
+        {"engine", "plummer", 1, 1, -1, 0, 0, -1, 1, 0, -1, 0},
+        {"4 per lane", "plummer", 1, 1, 4, 0, 0, -1, 1, 0, -1, 0},
+        {"6 per lane", "plummer", 1, 1, 6, 0, 0, -1, 1, 0, -1, 0},
+        {"3 per lane, two groups", "plummer", 1, 1, 3, 0, 0, -1, 1, 0, -1, 0},
+        {"pairs by index", "plummer", 1, 0, -1, 0, 0, -1, 1, 0, -1, 0},
+        {"leaf size 400", "plummer", 1, 1, -1, 0, 0, -1, 1, 0, -1, 400},
+        {"leaf size 300", "plummer", 1, 1, -1, 0, 0, -1, 1, 0, -1, 300}};
+    const int fit0 = fmk_cuda_fmm3d_root_fit, or0 = fmk_cuda_fmm3d_p2p_orient, rt0 = fmk_cuda_fmm3d_p2p_pairs;
     const int run0 = fmk_cuda_fmm3d_p2p_run, k0 = fmk_cuda_fmm3d_m2l_classes, u0 = fmk_cuda_fmm3d_p2p_unroll;
-    const int ring0 = fmk_cuda_fmm3d_p2p_ring, ov = fmk_cuda_fmm3d_overlap;
+    const int ring0 = fmk_cuda_fmm3d_p2p_ring, prio0 = fmk_cuda_fmm3d_priority, gap0 = fmk_cuda_fmm3d_m2l_gap;
+    const int ov = fmk_cuda_fmm3d_overlap;
     device_points = 1;
+    if (!json)
+        printf("fitsweep: dist | setting | eval two streams, one stream | one stream: M2L P2P | levels | err pot, "
+               "grad | two streams: P2M M2M M2L L2L L2P P2P (ms)\n");
     for (int rep = 0; rep < 2; rep++)
         for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
             result r1, r2;
-            fmk_cuda_fmm3d_p2p_run = c[i].run, fmk_cuda_fmm3d_m2l_classes = c[i].classes;
-            fmk_cuda_fmm3d_p2p_unroll = c[i].unroll, fmk_cuda_fmm3d_p2p_ring = c[i].ring;
-            fmk_cuda_fmm3d_priority = c[i].prio < 300 ? c[i].prio : 0;
-            fmk_cuda_fmm3d_m2l_gap = c[i].prio < 1000 ? gap0 : c[i].prio;
-            fmk_cuda_fmm3d_p2p_pairs = c[i].rt < 0 ? -1 : c[i].rt;
-            fmk_cuda_fmm3d_p2p_orient = c[i].rt != -2 && c[i].rt != -4 && c[i].rt != -6;
-            const char *dist = c[i].rt <= -5 || c[i].rt > 0 ? "plummer" : "cube";
-            const int64_t leaf = c[i].prio >= 300 && c[i].prio < 1000 ? c[i].prio : 0;
-            fmk_cuda_fmm3d_root_fit = c[i].rt != -3 && c[i].rt != -4;
+            fmk_cuda_fmm3d_root_fit = c[i].fit, fmk_cuda_fmm3d_p2p_orient = c[i].orient;
+            fmk_cuda_fmm3d_p2p_pairs = c[i].rt, fmk_cuda_fmm3d_p2p_run = c[i].run;
+            fmk_cuda_fmm3d_m2l_classes = c[i].classes, fmk_cuda_fmm3d_p2p_unroll = c[i].unroll < 0 ? u0 : c[i].unroll;
+            fmk_cuda_fmm3d_p2p_ring = c[i].ring, fmk_cuda_fmm3d_priority = c[i].prio;
+            fmk_cuda_fmm3d_m2l_gap = c[i].gap < 0 ? gap0 : c[i].gap;
             const uint64_t seed = rng;
             fmk_cuda_fmm3d_overlap = 0;
-            int fail = measure(FMK_METHOD_FMM, 1e-6, -1, leaf, dist, (int64_t)1 << 20, 1, 5, 0, &r1);
+            int fail = measure(FMK_METHOD_FMM, 1e-6, -1, c[i].leaf, c[i].dist, (int64_t)1 << 20, 1, 5, 0, &r1);
             rng = seed, fmk_cuda_fmm3d_overlap = 1;
-            fail = fail || measure(FMK_METHOD_FMM, 1e-6, -1, leaf, dist, (int64_t)1 << 20, 1, 5, 1, &r2);
+            fail = fail || measure(FMK_METHOD_FMM, 1e-6, -1, c[i].leaf, c[i].dist, (int64_t)1 << 20, 1, 5, 1, &r2);
             if (fail)
                 continue;
-            printf("fitsweep rt %2d prio %d run %d classes %d unroll %d ring %d | eval %7.3f, one stream %7.3f | M2L %5.2f P2P %5.2f | "
-                   "levels %d | %.2e %.2e | two streams: P2M %5.2f M2M %5.2f M2L %5.2f L2L %5.2f L2P %5.2f P2P %5.2f\n",
-                   c[i].rt, c[i].prio, c[i].run, c[i].classes, c[i].unroll, c[i].ring, 1e3 * r2.eval, 1e3 * r1.eval,
-                   1e3 * r1.phase[FMK_PHASE_M2L], 1e3 * r1.phase[FMK_PHASE_P2P], r2.levels, r2.err_pot, r2.err_grad,
-                   1e3 * r2.phase[FMK_PHASE_P2M], 1e3 * r2.phase[FMK_PHASE_M2M], 1e3 * r2.phase[FMK_PHASE_M2L],
-                   1e3 * r2.phase[FMK_PHASE_L2L], 1e3 * r2.phase[FMK_PHASE_L2P], 1e3 * r2.phase[FMK_PHASE_P2P]);
+            const double *p1 = r1.phase, *p2 = r2.phase;
+            if (json)
+                printf("%s{\"table\":\"fitsweep\",\"dist\":\"%s\",\"setting\":\"%s\",\"eval_ms\":%.4f,"
+                       "\"eval_one_stream_ms\":%.4f,\"m2l_ms\":%.4f,\"p2p_ms\":%.4f,\"levels\":%d,\"err_pot\":%.3e,"
+                       "\"err_grad\":%.3e}",
+                       first_row ? "[\n" : ",\n", c[i].dist, c[i].name, 1e3 * r2.eval, 1e3 * r1.eval,
+                       1e3 * p1[FMK_PHASE_M2L], 1e3 * p1[FMK_PHASE_P2P], r2.levels, r2.err_pot, r2.err_grad);
+            else
+                printf("fitsweep %-7s | %-30s | %7.3f %7.3f | %5.2f %5.2f | %d | %.2e %.2e | %5.2f %5.2f %5.2f %5.2f "
+                       "%5.2f %5.2f\n",
+                       c[i].dist, c[i].name, 1e3 * r2.eval, 1e3 * r1.eval, 1e3 * p1[FMK_PHASE_M2L],
+                       1e3 * p1[FMK_PHASE_P2P], r2.levels, r2.err_pot, r2.err_grad, 1e3 * p2[FMK_PHASE_P2M],
+                       1e3 * p2[FMK_PHASE_M2M], 1e3 * p2[FMK_PHASE_M2L], 1e3 * p2[FMK_PHASE_L2L],
+                       1e3 * p2[FMK_PHASE_L2P], 1e3 * p2[FMK_PHASE_P2P]);
+            if (json)
+                first_row = 0;
             fflush(stdout);
         }
+    fmk_cuda_fmm3d_root_fit = fit0, fmk_cuda_fmm3d_p2p_orient = or0, fmk_cuda_fmm3d_p2p_pairs = rt0;
     fmk_cuda_fmm3d_p2p_run = run0, fmk_cuda_fmm3d_m2l_classes = k0, fmk_cuda_fmm3d_p2p_unroll = u0;
-    fmk_cuda_fmm3d_p2p_ring = ring0, fmk_cuda_fmm3d_overlap = ov, fmk_cuda_fmm3d_priority = prio0;
-    fmk_cuda_fmm3d_p2p_pairs = rt0, fmk_cuda_fmm3d_p2p_orient = or0, fmk_cuda_fmm3d_root_fit = fit0;
-    fmk_cuda_fmm3d_m2l_gap = gap0;
+    fmk_cuda_fmm3d_p2p_ring = ring0, fmk_cuda_fmm3d_priority = prio0, fmk_cuda_fmm3d_m2l_gap = gap0;
+    fmk_cuda_fmm3d_overlap = ov;
     device_points = 0;
     return 0;
 }
