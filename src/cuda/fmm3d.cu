@@ -139,11 +139,12 @@ double fmk_cuda_fmm3d_root_volume = 1;
  * m_t = leaf size / 2.8 (the cost model's best mean, docs/fmm3d_gpu.md section 3, "Leaf size"),
  * the points are shrunk into the low corner of a root cube whose level L + 1 has k cells across
  * them, k the even number that brings n / k^3 nearest m_t, and the tree built again: a 2^20 cube
- * at eps 1e-6 then has leaves of ~180 points at level 5 instead of 256 at level 4 (eval 9.2 ->
- * 8.1 ms on an H100, section 3, "The root cube fitted"). fp64 with sources = targets only (the
- * P2P of leaf pairs, whose passes follow the leaves' mean, p2p below), and m_t from 128 to 224
- * (leaf sizes 358 .. 627: orders 10 .. 16 from eps), where passes of 5 or 6 points per lane fit
- * the leaves; 0 off. */
+ * at eps 1e-6 then has leaves of ~180 points at level 5 instead of 256 at level 4 (eval 9.3 ->
+ * 7.9 ms on an H100, with the P2P changes beside it; section 3, "The root cube fitted"). fp64
+ * with sources = targets only (the P2P of leaf pairs, whose passes follow the leaves' mean,
+ * pairs_rt below), and m_t from 128 to 224 (leaf sizes 358 .. 627: orders 10 .. 16 at the
+ * default leaf size, of which eps 1e-5 and 1e-6 give 11 and 14), where passes of 5 or 6 points
+ * per lane fit the leaves; 0 off. */
 extern "C" int fmk_cuda_fmm3d_root_fit;
 /* Tuning knob, not API, read when a plan's streams are made: eval's far field on the higher
  * priority stream (0), both streams at the same priority (1), or the near field higher (2). */
@@ -180,7 +181,7 @@ double fmk_cuda_fmm3d_m2l_trunc = 0.3;
  * fewer, larger GEMMs; 0 keeps every degree its own. 2, 3 and 4 (at p = 14, 3 classes: degrees
  * 9, 11, 14; 0.49 of the whole operators' flops against 0.44) measured no faster than 0 where
  * the size rule below truncates (2^18 and 2^20; the fitted root's 2^20 cube 8.11 against 8.05 ms
- * with 3), so 0 (docs/fmm3d_gpu.md, section 3, "M2L degree classes"). */
+ * with 3), so 0 (docs/fmm3d_gpu.md, section 3, "The root cube fitted", the M2L table). */
 extern "C" int fmk_cuda_fmm3d_m2l_classes;
 int fmk_cuda_fmm3d_m2l_classes = 0;
 
@@ -190,7 +191,7 @@ int fmk_cuda_fmm3d_m2l_classes = 0;
  * each set_points once the tree is built (the operators rebuilt when the choice changes); 0
  * truncates at every size. 1000: the trees of up to ~2^16 uniform points (576 columns at eps
  * 1e-3 and 1e-6) keep the whole operators, which measured up to 2x faster there (docs/fmm3d_gpu.md,
- * section 3, "M2L degree classes"). */
+ * section 3, "The root cube fitted", the M2L table). */
 extern "C" long long fmk_cuda_fmm3d_m2l_trunc_min;
 long long fmk_cuda_fmm3d_m2l_trunc_min = 1000;
 
