@@ -31,6 +31,8 @@
  *                    rootfit2, rootfit3: other rows, repeated (the section's steps)
  *   fmm3d fitsweep   the fitted root's P2P and M2L knobs one by one off the engine's, and the
  *                    Plummer sphere's points per lane, pair orientation and leaf sizes (2^20)
+ *   fmm3d fitmix     the fit on uniform sets whose tree is complete to a level and may split
+ *                    once more (2^18, 4e5, 6e5, 2^22, 2^24): fit off, 4, 5, 6 points per lane
  *   fmm3d table8     Gumerov & Duraiswami (paper 003) Table 8: N = 2^20 uniform, p = 4, 8, 12,
  *                    potential, and potential + gradient
  *   fmm3d cross      N = 2^12 .. 2^20 uniform: FMM (eps 1e-3, 1e-6) vs GPU direct and treecode
@@ -646,6 +648,57 @@ static int rootfit(int which)
     return 0;
 }
 
+
+/* fitmix: the root fit on uniform sets whose first tree ends one level below its last complete
+ * level (2^18, 2^24) or whose last complete level's boxes are too small (2^22), and on sizes
+ * between: the fit off, the engine's P2P passes, and 4, 5, 6 points per lane; eval on two
+ * streams (device points), two draws of the engine's row */
+static int fitmix(void)
+{
+    if (!&fmk_cuda_fmm3d_root_fit || !&fmk_cuda_fmm3d_p2p_pairs) {
+        fprintf(stderr, "fmm3d: no fit knobs in this build\n");
+        return 1;
+    }
+    const int64_t ns[] = {(int64_t)1 << 18, 400000, 600000, (int64_t)1 << 22, (int64_t)1 << 24};
+    const struct {
+        const char *name;
+        int fit, rt;
+    } c[] = {{"engine", 1, -1}, {"engine, another draw", 1, -1}, {"no fit", 0, -1},
+             {"4 per lane", 1, 4}, {"5 per lane", 1, 5}, {"6 per lane", 1, 6}};
+    const int fit0 = fmk_cuda_fmm3d_root_fit, rt0 = fmk_cuda_fmm3d_p2p_pairs;
+    device_points = 1;
+    if (!json)
+        printf("fitmix: N | setting | eval (ms, two streams) | levels | err pot, grad | P2M M2M M2L L2L L2P P2P (ms)\n");
+    for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) {
+        const uint64_t seed = rng;
+        for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+            result r0;
+            fmk_cuda_fmm3d_root_fit = c[i].fit, fmk_cuda_fmm3d_p2p_pairs = c[i].rt;
+            if (i != 1)
+                rng = seed; /* the first row's points, but for the second draw */
+            if (measure(FMK_METHOD_FMM, 1e-6, -1, 0, "cube", ns[k], 1, ns[k] > (1 << 22) ? 2 : 5, ns[k] <= (1 << 20), &r0))
+                continue;
+            const double *ph = r0.phase;
+            if (json)
+                printf("%s{\"table\":\"fitmix\",\"n\":%lld,\"setting\":\"%s\",\"eval_ms\":%.4f,\"levels\":%d,"
+                       "\"err_pot\":%.3e,\"err_grad\":%.3e,\"m2l_ms\":%.4f,\"p2p_ms\":%.4f}",
+                       first_row ? "[\n" : ",\n", (long long)ns[k], c[i].name, 1e3 * r0.eval, r0.levels, r0.err_pot,
+                       r0.err_grad, 1e3 * ph[FMK_PHASE_M2L], 1e3 * ph[FMK_PHASE_P2P]);
+            else
+                printf("fitmix %9lld | %-22s | %8.3f | %d | %.2e %.2e | %6.2f %6.2f %6.2f %6.2f %6.2f %6.2f\n",
+                       (long long)ns[k], c[i].name, 1e3 * r0.eval, r0.levels, r0.err_pot, r0.err_grad,
+                       1e3 * ph[FMK_PHASE_P2M], 1e3 * ph[FMK_PHASE_M2M], 1e3 * ph[FMK_PHASE_M2L],
+                       1e3 * ph[FMK_PHASE_L2L], 1e3 * ph[FMK_PHASE_L2P], 1e3 * ph[FMK_PHASE_P2P]);
+            if (json)
+                first_row = 0;
+            fflush(stdout);
+        }
+    }
+    fmk_cuda_fmm3d_root_fit = fit0, fmk_cuda_fmm3d_p2p_pairs = rt0;
+    device_points = 0;
+    return 0;
+}
+
 /* The fitted root's P2P and M2L knobs, each row one setting off the engine's (2^20, eps 1e-6,
  * device points): the root fit and the pairs' orientation off, M2L degree classes, pairs per
  * block, the ring unrolled, registers, 3 and 5 points per lane, the M2L's merge gap, the streams'
@@ -1001,6 +1054,9 @@ int main(int argc, char **argv)
             return 1;
     } else if (!strcmp(mode, "fitsweep")) {
         if (fitsweep())
+            return 1;
+    } else if (!strcmp(mode, "fitmix")) {
+        if (fitmix())
             return 1;
     } else if (!strcmp(mode, "rootfit3")) {
         if (rootfit(2))

@@ -134,11 +134,12 @@ extern "C" double fmk_cuda_fmm3d_root_volume;
 double fmk_cuda_fmm3d_root_volume = 1;
 
 /* Tuning knob, not API: the root cube fitted to evenly spread points. When the octree of the
- * points' bounding cube is complete (every box of every level down to L >= 3 holds points, and
- * only the last level's are leaves: a uniform set) and its leaves hold at least 1.25 m_t points,
- * m_t = leaf size / 2.8 (the cost model's best mean, docs/fmm3d_gpu.md section 3, "Leaf size"),
- * the points are shrunk into the low corner of a root cube whose level L + 1 has k cells across
- * them, k the even number that brings n / k^3 nearest m_t, and the tree built again: a 2^20 cube
+ * points' bounding cube is complete down to a level F >= 3 (every box of every level to F holds
+ * points) and ends at F or F + 1 (a uniform set, whose boxes of level F may split once), L is the
+ * last level <= F whose boxes hold at least 1.25 m_t points on average, m_t = leaf size / 2.8
+ * (the cost model's best mean, docs/fmm3d_gpu.md section 3, "Leaf size"), and the points are
+ * shrunk into the low corner of a root cube whose level L + 1 has k cells across them, k the even
+ * number that brings n / k^3 nearest m_t, and the tree built again: a 2^20 cube
  * at eps 1e-6 then has leaves of ~180 points at level 5 instead of 256 at level 4 (eval 9.3 ->
  * 7.9 ms on an H100, with the P2P changes beside it; section 3, "The root cube fitted"). fp64
  * with sources = targets only (the P2P of leaf pairs, whose passes follow the leaves' mean,
@@ -2185,16 +2186,22 @@ fmk_status setup_on_device(fmk_plan *plan, fmm_gpu *s, double *d_all)
     if (st == FMK_OK)
         st = fmk_cuda_tree3d_build(plan, np, d_all, s->leaf_size, total, &tree);
     s->fit_mean = 0, s->uniform = 0;
-    if (st == FMK_OK) { /* a complete octree (every box of every level down to L >= 3 holds points) */
-        const int L = tree.levels - 1;
-        s->uniform = L >= 3 && L < 20;
-        for (int l = 0; l <= L && s->uniform; l++)
-            s->uniform = tree.level_begin[l + 1] - tree.level_begin[l] == (int64_t)1 << (3 * l);
+    int full = -1; /* the last level of which every box holds points */
+    if (st == FMK_OK) {
+        while (full + 1 < tree.levels && full < 20 &&
+               tree.level_begin[full + 2] - tree.level_begin[full + 1] == (int64_t)1 << (3 * (full + 1)))
+            full++;
+        /* a complete octree (every box of every level down to L >= 3 holds points) */
+        s->uniform = full >= 3 && full == tree.levels - 1;
     }
-    if (st == FMK_OK && s->uniform && s->root_side == 1 && fmk_cuda_fmm3d_root_fit && plan->self && !s->fp32) {
-        /* fmk_cuda_fmm3d_root_fit: uniform points refitted */
-        const int L = tree.levels - 1;
+    if (st == FMK_OK && full >= 3 && full + 2 >= tree.levels && s->root_side == 1 && fmk_cuda_fmm3d_root_fit &&
+        plan->self && !s->fp32) {
+        /* fmk_cuda_fmm3d_root_fit: uniform points refitted; their tree complete to level full and
+         * at most one level deeper, L the last of those levels whose boxes hold 1.25 m_t */
         const double mt = s->leaf_size / 2.8;
+        int L = full;
+        while (L > 0 && (double)np < 1.25 * mt * (double)((int64_t)1 << (3 * L)))
+            L--;
         if (mt >= 128 && mt <= 224 && (double)np >= 1.25 * mt * (double)((int64_t)1 << (3 * L))) {
             const int cells = 2 << L; /* across the root at level L + 1 */
             int k = 2 * (int)llround(0.5 * cbrt((double)np / mt));
@@ -2820,13 +2827,16 @@ cudaError_t tiles(fmm_gpu *s, int64_t first, int64_t end, const double *T, const
  * entries done directly (Y lists, atomic adds). */
 /* The P2P of leaf pairs' points per lane (p2p below) and the points a full pass holds: 1 below
  * leaf size 256; uniform points 4 (two groups of two warps, 256 points a pass: the 2^20 cube's
- * leaves), or with the root fitted 6 above 140 points per leaf (192 a pass), else 5 (160);
+ * leaves), or with the root fitted 6 above 140 points per leaf (192 a pass), else 5 (160), but
+ * 4 in two groups above 205 (4e5 and 6e5 points in leaves of ~231 and ~219: eval 4.17 and 5.46
+ * ms against 4.85 and 5.80 at 6 per lane, whose second pass is then a full one);
  * other points 5 (the 2^20 Plummer sphere: eval 15.1 ms against 15.7 at 4, 15.3 at 6 and 16.1
  * at 3; docs: measured) */
 int pairs_rt(const fmm_gpu *s)
 {
     return fmk_cuda_fmm3d_p2p_pairs >= 0 ? fmk_cuda_fmm3d_p2p_pairs
            : s->leaf_size < 256          ? 1
+           : s->fit_mean > 205           ? 4
            : s->fit_mean > 140           ? 6
            : s->fit_mean > 0             ? 5
            : s->uniform                  ? 4

@@ -360,6 +360,52 @@ static void test_pairs(void)
     free(x), free(q), free(p1), free(g1), free(p2), free(g2);
 }
 
+/* The root cube fitted to uniform points whose first tree ends one level below its last
+ * complete level: a cube of 204,800 points at leaf 400 (level 3's boxes ~400 points, about half
+ * of them split to level 4) is refitted to level 4 (leaves of ~119) with the accuracy against the
+ * direct sum, and sums that differ from the unfitted ones (another tree); the nested clusters,
+ * complete to level 3 but many levels deeper, are not refitted (the same sums). */
+static void test_root_fit_mixed(void)
+{
+    if (quick) /* the fit's path is in test_root_fit's quick case */
+        return;
+    const int64_t n = 204800, ns = quick ? 200 : 1000, leaf = 400;
+    double *x = test_alloc(3 * n), *q = test_alloc(n), *pot = test_alloc(n), *grad = test_alloc(3 * n);
+    double *pot0 = test_alloc(n), *grad0 = test_alloc(3 * n);
+    const int fit = fmk_cuda_fmm3d_root_fit;
+    const int dists[2] = {DIST_CUBE, DIST_NESTED};
+    for (int d = 0; d < 2; d++) {
+        make_points(dists[d], n, 47 + d, x);
+        test_charges(n, 0, 49 + d, q);
+        double *ref = sampled_reference(n, x, q, ns);
+        fmk_opts o = fmm_opts(FMK_BACKEND_CUDA, -1, leaf);
+        check_context("root fitted, mixed levels, %s", dist_name[dists[d]]);
+        fmk_info i0, i1;
+        fmk_cuda_fmm3d_root_fit = 0;
+        const fmk_status s0 = run(&o, 1e-6, n, x, q, 0, NULL, pot0, grad0, &i0);
+        fmk_cuda_fmm3d_root_fit = 1;
+        const fmk_status s1 = run(&o, 1e-6, n, x, q, 0, NULL, pot, grad, &i1);
+        fmk_cuda_fmm3d_root_fit = fit;
+        if (CHECK(s0 == FMK_OK && s1 == FMK_OK)) {
+            double ep0, eg0, ep, eg;
+            sampled_errors(n, pot0, grad0, ns, ref, &ep0, &eg0);
+            sampled_errors(n, pot, grad, ns, ref, &ep, &eg);
+            const double dp = test_rel_l2(pot, pot0, n), dg = test_rel_l2(grad, grad0, 3 * n);
+            printf("  root fitted, %s of %lld, leaf %lld, eps 1e-6: levels %d -> %d, pot %.2e -> %.2e, grad %.2e -> "
+                   "%.2e; fitted against not: pot %.2e grad %.2e\n",
+                   dist_name[dists[d]], (long long)n, (long long)leaf, i0.levels, i1.levels, ep0, ep, eg0, eg, dp, dg);
+            CHECK_MSG(ep <= 1e-6 && eg <= 1e-5, "pot %.3e grad %.3e", ep, eg);
+            if (dists[d] == DIST_CUBE)
+                CHECK_MSG(i0.levels == 5 && i1.levels == 5 && dp > 1e-12, "levels %d and %d, pot moved %.3e",
+                          i0.levels, i1.levels, dp);
+            else
+                CHECK_MSG(dp < 1e-13 && dg < 1e-13, "nested clusters refitted? pot %.3e grad %.3e", dp, dg);
+        }
+        free(ref);
+    }
+    free(x), free(q), free(pot), free(grad), free(pot0), free(grad0);
+}
+
 /* The root cube fitted to uniform points (fmk_cuda_fmm3d_root_fit): a cube whose octree is
  * complete down to level 3 with leaves of 0.54 and 0.59 leaf sizes (at least 1.25 leaf size /
  * 2.8) is refitted (level 3 -> 4: one more level; leaves of ~110 and ~154 points, 5 and 6 per
@@ -413,6 +459,7 @@ static void test_root_fit(void)
     }
     free(ref), free(x), free(q), free(pot), free(grad), free(pot0), free(grad0);
   }
+  test_root_fit_mixed();
 }
 
 /* A root cube larger than the points' bounding cube (volume 2.5 and 4: other leaf populations,
