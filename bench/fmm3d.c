@@ -33,6 +33,8 @@
  *                    Plummer sphere's points per lane, pair orientation and leaf sizes (2^20)
  *   fmm3d fitmix     the fit on uniform sets whose tree is complete to a level and may split
  *                    once more (2^18, 4e5, 6e5, 2^22, 2^24): fit off, 4, 5, 6 points per lane
+ *   fmm3d draws [K]  2^K uniform points (default 2^18) on 8 draws: eval, P2P alone, and the
+ *                    P2P of leaf pairs counted (pairs, leaf sizes, pass slots)
  *   fmm3d table8     Gumerov & Duraiswami (paper 003) Table 8: N = 2^20 uniform, p = 4, 8, 12,
  *                    potential, and potential + gradient
  *   fmm3d cross      N = 2^12 .. 2^20 uniform: FMM (eps 1e-3, 1e-6) vs GPU direct and treecode
@@ -104,6 +106,12 @@ extern long long fmk_cuda_fmm3d_m2l_trunc_min __attribute__((weak));
 fmk_status fmk_cuda_fmm3d_m2l_shape(const fmk_plan *plan, int64_t *boxes, int *gemms, int *whole)
     __attribute__((weak));
 fmk_status fmk_cuda_fmm3d_m2l_degrees(int p, int *count, int *count_cls, double flops[2]) __attribute__((weak));
+/* and the P2P of leaf pairs of a plan counted: pairs, leaves, largest leaf, leaves over a pass,
+ * pass slots times partners, interactions, most pairs held by a leaf, a pass's points */
+fmk_status fmk_cuda_fmm3d_p2p_stats(const fmk_plan *plan, int64_t st[8]) __attribute__((weak));
+/* and the leaves off the deepest level or of fewer than 32 points, printed */
+fmk_status fmk_cuda_fmm3d_leaf_report(const fmk_plan *plan, FILE *f) __attribute__((weak));
+static int leaf_report; /* measure prints them (draws) */
 /* and the leaf pairs per block of the P2P both ways, its one-point-per-lane last pass, and the
  * root cube's volume over the points' bounding cube */
 extern int fmk_cuda_fmm3d_p2p_run __attribute__((weak));
@@ -214,6 +222,7 @@ typedef struct result {
     double m2l;                     /* seconds, the M2L phase's median over the timed evaluations */
     int64_t m2l_boxes;              /* FMM: the M2L's GEMM columns (boxes from level 2 down) */
     int m2l_gemms, m2l_whole;       /* and its GEMMs, whole (1) or truncated (0) operators */
+    int64_t p2p[8];                 /* FMM: the P2P of leaf pairs counted (fmk_cuda_fmm3d_p2p_stats) */
 } result;
 
 /* Direct sum in double at SAMPLES targets (every n/SAMPLES-th source). */
@@ -338,6 +347,10 @@ static int measure(fmk_method method, double eps, int order, int64_t leaf, const
         r->m2l = bench_median(tm, reps);
         if (method == FMK_METHOD_FMM && fmk_cuda_fmm3d_m2l_shape)
             fmk_cuda_fmm3d_m2l_shape(p, &r->m2l_boxes, &r->m2l_gemms, &r->m2l_whole);
+        if (method == FMK_METHOD_FMM && fmk_cuda_fmm3d_p2p_stats)
+            fmk_cuda_fmm3d_p2p_stats(p, r->p2p);
+        if (method == FMK_METHOD_FMM && leaf_report && !json && fmk_cuda_fmm3d_leaf_report)
+            fmk_cuda_fmm3d_leaf_report(p, stdout);
         fmk_info info;
         fmk_plan_info(p, &info);
         memcpy(r->phase, info.phase_time, sizeof r->phase);
@@ -1058,6 +1071,72 @@ int main(int argc, char **argv)
     } else if (!strcmp(mode, "fitmix")) {
         if (fitmix())
             return 1;
+    } else if (!strcmp(mode, "draws")) {
+        /* one N (2^arg, default 2^18) uniform at eps 1e-6 on 8 draws of points: eval and P2P
+         * alone (one stream), and the P2P of leaf pairs counted; device points */
+        if (!&fmk_cuda_fmm3d_overlap || !fmk_cuda_fmm3d_p2p_stats) {
+            fprintf(stderr, "fmm3d: no P2P counts in this build\n");
+            return 1;
+        }
+        const int64_t n = (int64_t)1 << (arg > 0 ? arg : 18);
+        const int ov = fmk_cuda_fmm3d_overlap;
+        device_points = 1;
+        if (!json)
+            printf("draws: N | eval one stream, two (ms) | P2P alone (ms) | pairs leaves largest over-pass | slots x "
+                   "partners, interactions (1e9), ratio | most pairs held | pass\n");
+        for (int d = 0; d < 8; d++) {
+            result r1, r2;
+            const uint64_t seed = rng;
+            fmk_cuda_fmm3d_overlap = 0, leaf_report = 1;
+            int fail = measure(FMK_METHOD_FMM, 1e-6, -1, 0, "cube", n, 1, 5, 0, &r1);
+            leaf_report = 0;
+            rng = seed, fmk_cuda_fmm3d_overlap = 1;
+            fail = fail || measure(FMK_METHOD_FMM, 1e-6, -1, 0, "cube", n, 1, 5, 0, &r2);
+            if (fail)
+                continue;
+            const int64_t *c = r1.p2p;
+            if (json)
+                printf("%s{\"table\":\"draws\",\"n\":%lld,\"eval_one_stream_ms\":%.4f,\"eval_ms\":%.4f,\"p2p_ms\":%.4f,"
+                       "\"pairs\":%lld,\"leaves\":%lld,\"largest\":%lld,\"over_pass\":%lld,\"slots\":%lld,"
+                       "\"interactions\":%lld,\"held_max\":%lld,\"pass\":%lld}",
+                       first_row ? "[\n" : ",\n", (long long)n, 1e3 * r1.eval, 1e3 * r2.eval,
+                       1e3 * r1.phase[FMK_PHASE_P2P], (long long)c[0], (long long)c[1], (long long)c[2],
+                       (long long)c[3], (long long)c[4], (long long)c[5], (long long)c[6], (long long)c[7]);
+            else
+                printf("draws %9lld | %7.3f %7.3f | %6.3f | %lld %lld %lld %lld | %.3f %.3f %.3f | %lld | %lld\n",
+                       (long long)n, 1e3 * r1.eval, 1e3 * r2.eval, 1e3 * r1.phase[FMK_PHASE_P2P], (long long)c[0],
+                       (long long)c[1], (long long)c[2], (long long)c[3], 1e-9 * (double)c[4], 1e-9 * (double)c[5],
+                       c[5] > 0 ? (double)c[4] / (double)c[5] : 0.0, (long long)c[6], (long long)c[7]);
+            if (json)
+                first_row = 0;
+            /* P2P alone with other pairs per block and the pairs kept by the lower index */
+            if (!json && &fmk_cuda_fmm3d_p2p_run && &fmk_cuda_fmm3d_p2p_orient) {
+                const int run0 = fmk_cuda_fmm3d_p2p_run, or0 = fmk_cuda_fmm3d_p2p_orient;
+                const int runs[4] = {1, 2, 8, 16};
+                fmk_cuda_fmm3d_overlap = 0;
+                printf("      P2P alone (ms): pairs per block");
+                for (int k = 0; k < 5; k++) {
+                    result r3;
+                    rng = seed;
+                    if (k < 4)
+                        fmk_cuda_fmm3d_p2p_run = runs[k];
+                    else
+                        fmk_cuda_fmm3d_p2p_run = run0, fmk_cuda_fmm3d_p2p_orient = 0;
+                    if (measure(FMK_METHOD_FMM, 1e-6, -1, 0, "cube", n, 1, 5, 0, &r3) != 0)
+                        continue;
+                    if (k < 4)
+                        printf(" %d: %.3f", runs[k], 1e3 * r3.phase[FMK_PHASE_P2P]);
+                    else
+                        printf(" | by the lower index: %.3f (pairs %lld)", 1e3 * r3.phase[FMK_PHASE_P2P],
+                               (long long)r3.p2p[0]);
+                }
+                printf("\n");
+                fmk_cuda_fmm3d_p2p_run = run0, fmk_cuda_fmm3d_p2p_orient = or0;
+            }
+            fflush(stdout);
+        }
+        fmk_cuda_fmm3d_overlap = ov;
+        device_points = 0;
     } else if (!strcmp(mode, "rootfit3")) {
         if (rootfit(2))
             return 1;

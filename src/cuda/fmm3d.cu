@@ -1054,7 +1054,15 @@ __global__ void __launch_bounds__(BLOCK) k_p2p(int nt, int atomic, int skip_self
     const real4d c = f32 ? cube[b] : real4d{0, 0, 0, 0};
     const double cs = f32 ? FMK_CUDA_LAPLACE32_SCALE : 1.0;
     for (int base = i0 + blockIdx.y * BLOCK; base < i1; base += gridDim.y * BLOCK) {
-        const int i = base + threadIdx.x;
+        /* a pass of few targets takes T threads a target (a power of two up to 32: lanes of one
+         * warp), each every T-th source of a tile, their sums added by shuffles at the end: a
+         * lone point's rest row of tens of thousands of sources was one thread's work */
+        const int m = i1 - base < BLOCK ? i1 - base : BLOCK;
+        int T = 1;
+        while (T < 32 && 2 * T * m <= BLOCK)
+            T *= 2;
+        const int sub = threadIdx.x & (T - 1);
+        const int i = base + threadIdx.x / T;
         const real4d yd = i < i1 ? trg[i] : c;
         const R yx = (R)((yd.x - c.x) * cs), yy = (R)((yd.y - c.y) * cs), yz = (R)((yd.z - c.z) * cs);
         double p = 0, gx = 0, gy = 0, gz = 0;
@@ -1073,19 +1081,36 @@ __global__ void __launch_bounds__(BLOCK) k_p2p(int nt, int atomic, int skip_self
                 __syncthreads();
                 const int cnt = j1 - jb < BLOCK ? j1 - jb : BLOCK;
                 R tp = 0, tx = 0, ty = 0, tz = 0;
+                if (T == 1) {
 #pragma unroll 4
-                for (int j = 0; j < cnt; j++) {
-                    const V s = tile[j];
-                    const R dx = yx - s.x, dy = yy - s.y, dz = yz - s.z;
-                    const R inv = pair_inv<NEWTON>(dx * dx + dy * dy + dz * dz);
-                    const R qi = s.w * inv, qi3 = qi * inv * inv;
-                    tp += qi;
-                    tx -= dx * qi3, ty -= dy * qi3, tz -= dz * qi3;
+                    for (int j = 0; j < cnt; j++) {
+                        const V s = tile[j];
+                        const R dx = yx - s.x, dy = yy - s.y, dz = yz - s.z;
+                        const R inv = pair_inv<NEWTON>(dx * dx + dy * dy + dz * dz);
+                        const R qi = s.w * inv, qi3 = qi * inv * inv;
+                        tp += qi;
+                        tx -= dx * qi3, ty -= dy * qi3, tz -= dz * qi3;
+                    }
+                } else {
+                    for (int j = sub; j < cnt; j += T) {
+                        const V s = tile[j];
+                        const R dx = yx - s.x, dy = yy - s.y, dz = yz - s.z;
+                        const R inv = pair_inv<NEWTON>(dx * dx + dy * dy + dz * dz);
+                        const R qi = s.w * inv, qi3 = qi * inv * inv;
+                        tp += qi;
+                        tx -= dx * qi3, ty -= dy * qi3, tz -= dz * qi3;
+                    }
                 }
                 p += tp, gx += tx, gy += ty, gz += tz;
             }
         }
+        for (int o = T / 2; o > 0; o /= 2) { /* the T lanes of a target, one warp */
+            p += __shfl_xor_sync(0xffffffffu, p, o), gx += __shfl_xor_sync(0xffffffffu, gx, o);
+            gy += __shfl_xor_sync(0xffffffffu, gy, o), gz += __shfl_xor_sync(0xffffffffu, gz, o);
+        }
         p *= sc.pot, gx *= sc.grad, gy *= sc.grad, gz *= sc.grad;
+        if (sub != 0)
+            continue;
         if (i < i1 && atomic) { /* boxes of one launch may nest */
             atomicAdd(res + i, p);
             atomicAdd(res + nt + 3 * i, gx), atomicAdd(res + nt + 3 * i + 1, gy);
@@ -2077,10 +2102,10 @@ void fill_xrow(const fmm_gpu *s, int32_t *xr)
 }
 
 /* The mapped points (in [1, 2]) into the low corner of the root cube, times 1 / c. */
-__global__ void k_shrink(int64_t n, double inv_c, double *__restrict__ x)
+__global__ void k_shrink(int64_t n, double inv_c, double top, double *__restrict__ x)
 {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-        x[i] = fma(x[i] - 1.0, inv_c, 1.0);
+        x[i] = fmin(fma(x[i] - 1.0, inv_c, 1.0), top);
 }
 
 /* Where eval's buffers lie in d_eval for k nodes (S doubles an expansion; Sx packed), nn of them
@@ -2180,7 +2205,7 @@ fmk_status setup_on_device(fmk_plan *plan, fmm_gpu *s, double *d_all)
     s->root_side = fmk_cuda_fmm3d_root_volume > 1 ? cbrt(fmk_cuda_fmm3d_root_volume) : 1.0;
     if (st == FMK_OK && s->root_side > 1 && np > 0) {
         const int64_t blocks = (3 * np + 255) / 256;
-        k_shrink<<<(unsigned)(blocks < 4096 ? blocks : 4096), 256>>>(3 * np, 1.0 / s->root_side, d_all);
+        k_shrink<<<(unsigned)(blocks < 4096 ? blocks : 4096), 256>>>(3 * np, 1.0 / s->root_side, 2.0, d_all);
     }
     const double t0t = fmk_time_now();
     if (st == FMK_OK)
@@ -2208,7 +2233,12 @@ fmk_status setup_on_device(fmk_plan *plan, fmm_gpu *s, double *d_all)
             k = k > cells ? cells : k <= cells / 2 ? cells / 2 + 2 : k;
             if (k < cells) {
                 const int64_t blocks = (3 * np + 255) / 256;
-                k_shrink<<<(unsigned)(blocks < 4096 ? blocks : 4096), 256>>>(3 * np, (double)k / cells, d_all);
+                /* the points at the frame's top (mapped 2) would land on cell k, outside the k^3
+                 * cells: each a lone leaf of level 2 whose rest row (W entries done as P2P)
+                 * held 35,000 .. 82,000 sources (2^18: P2P 3.3 .. 6.3 ms by the draw); they
+                 * are kept below it, one ulp (2^-52 of the frame) from where they were */
+                k_shrink<<<(unsigned)(blocks < 4096 ? blocks : 4096), 256>>>(
+                    3 * np, (double)k / cells, nextafter(1.0 + (double)k / cells, 1.0), d_all);
                 s->root_side = (double)cells / k;
                 s->fit_mean = (double)np / ((double)k * k * k);
                 st = fmk_cuda_tree3d_build(plan, np, d_all, s->leaf_size, total, &tree);
@@ -3172,6 +3202,109 @@ extern "C" fmk_status fmk_cuda_fmm3d_m2l_shape(const fmk_plan *plan, int64_t *bo
     *gemms = s->n_m2l_gemms;
     *whole = s->m2l_whole;
     return FMK_OK;
+}
+
+/* For the benchmark: the P2P of leaf pairs of a plan's last set_points, counted on the host
+ * (copies of the pairs and the leaves' counts): st[0] pairs, [1] leaves with targets, [2] the
+ * largest leaf, [3] leaves of more points than a full pass holds, [4] the pass slots the
+ * kernel runs (the held leaf's passes, tail passes of 32 included, times the partner's
+ * points), [5] the pairs' interactions (n_b n_a), [6] the most pairs one leaf holds, [7] the
+ * points a full pass holds. FMK_ERR_STATE when the plan has no pairs. */
+extern "C" fmk_status fmk_cuda_fmm3d_p2p_stats(const fmk_plan *plan, int64_t st[8])
+{
+    if (!plan || plan->engine != &fmk_engine_fmm_cuda || !plan->state)
+        return FMK_ERR_STATE;
+    const fmm_gpu *s = (const fmm_gpu *)plan->state;
+    const fmk_cuda_fmm3d_geo *g = &s->g;
+    if (!g->d_pairs || g->n_pairs <= 0)
+        return FMK_ERR_STATE;
+    const int64_t np = g->n_pairs, nn = s->n_nodes;
+    int32_t *pr = (int32_t *)malloc(8 * (size_t)np), *sn = (int32_t *)malloc(4 * (size_t)nn);
+    int32_t *held = (int32_t *)calloc((size_t)nn, 4), *lv = (int32_t *)malloc(4 * (size_t)(g->n_leaves_trg + 1));
+    fmk_status rc = FMK_OK;
+    if (!pr || !sn || !held || !lv || cudaMemcpy(pr, g->d_pairs, 8 * (size_t)np, cudaMemcpyDeviceToHost) != cudaSuccess ||
+        cudaMemcpy(sn, g->d_sn, 4 * (size_t)nn, cudaMemcpyDeviceToHost) != cudaSuccess ||
+        cudaMemcpy(lv, g->d_leaves_trg, 4 * (size_t)g->n_leaves_trg, cudaMemcpyDeviceToHost) != cudaSuccess)
+        rc = FMK_ERR_NOMEM;
+    if (rc == FMK_OK) {
+        const int cap = pairs_cap(s), tail = fmk_cuda_fmm3d_p2p_tail;
+        memset(st, 0, 8 * sizeof st[0]);
+        st[0] = np, st[1] = g->n_leaves_trg, st[7] = cap;
+        for (int64_t i = 0; i < g->n_leaves_trg; i++) {
+            const int n = sn[lv[i]];
+            st[2] = n > st[2] ? n : st[2];
+            st[3] += n > cap;
+        }
+        for (int64_t e = 0; e < np; e++) {
+            const int b = pr[2 * e], a = pr[2 * e + 1];
+            int slots = 0;
+            for (int left = sn[b]; left > 0;) {
+                const int pass = tail == 2 && left <= 32 ? 32 : cap;
+                slots += pass, left -= pass;
+            }
+            st[4] += (int64_t)slots * sn[a], st[5] += (int64_t)sn[b] * sn[a];
+            held[b]++;
+            st[6] = held[b] > st[6] ? held[b] : st[6];
+        }
+    }
+    free(pr), free(sn), free(held), free(lv);
+    return rc;
+}
+
+/* For the benchmark: the leaves of a plan's last set_points that are not on the deepest level
+ * or hold fewer than 32 points, each on a line to f (node, level, sources, pairs held and
+ * partnered, its rest row's boxes and points, its Y row's boxes and points), then the lists'
+ * totals. */
+extern "C" fmk_status fmk_cuda_fmm3d_leaf_report(const fmk_plan *plan, FILE *f)
+{
+    if (!plan || plan->engine != &fmk_engine_fmm_cuda || !plan->state || !f)
+        return FMK_ERR_STATE;
+    const fmm_gpu *s = (const fmm_gpu *)plan->state;
+    const fmk_cuda_fmm3d_geo *g = &s->g;
+    const int64_t nn = s->n_nodes, nl = g->n_leaves_trg, np = g->d_pairs ? g->n_pairs : 0;
+    int32_t *sn = (int32_t *)malloc(4 * (size_t)nn), *lv = (int32_t *)malloc(4 * (size_t)(nl + 1));
+    int32_t *urb = (int32_t *)malloc(4 * (size_t)(nn + 1)), *ur = (int32_t *)malloc(4 * (size_t)(g->n_ur + 1));
+    int32_t *yb = (int32_t *)malloc(4 * (size_t)(nn + 1)), *y = (int32_t *)malloc(4 * (size_t)(g->n_y + 1));
+    int32_t *pr = (int32_t *)malloc(8 * (size_t)(np + 1)), *held = (int32_t *)calloc((size_t)nn, 4);
+    int32_t *part = (int32_t *)calloc((size_t)nn, 4);
+    int8_t *lev = (int8_t *)malloc((size_t)nn);
+    fmk_status rc = FMK_OK;
+    if (!sn || !lv || !urb || !ur || !yb || !y || !pr || !held || !part || !lev ||
+        cudaMemcpy(sn, g->d_sn, 4 * (size_t)nn, cudaMemcpyDeviceToHost) != cudaSuccess ||
+        cudaMemcpy(lv, g->d_leaves_trg, 4 * (size_t)nl, cudaMemcpyDeviceToHost) != cudaSuccess ||
+        cudaMemcpy(lev, g->d_level, (size_t)nn, cudaMemcpyDeviceToHost) != cudaSuccess ||
+        (g->d_ur_begin && cudaMemcpy(urb, g->d_ur_begin, 4 * (size_t)(nn + 1), cudaMemcpyDeviceToHost) != cudaSuccess) ||
+        (g->d_ur && g->n_ur > 0 && cudaMemcpy(ur, g->d_ur, 4 * (size_t)g->n_ur, cudaMemcpyDeviceToHost) != cudaSuccess) ||
+        (g->d_y_begin && cudaMemcpy(yb, g->d_y_begin, 4 * (size_t)(nn + 1), cudaMemcpyDeviceToHost) != cudaSuccess) ||
+        (g->d_y && g->n_y > 0 && cudaMemcpy(y, g->d_y, 4 * (size_t)g->n_y, cudaMemcpyDeviceToHost) != cudaSuccess) ||
+        (np > 0 && cudaMemcpy(pr, g->d_pairs, 8 * (size_t)np, cudaMemcpyDeviceToHost) != cudaSuccess))
+        rc = FMK_ERR_NOMEM;
+    if (rc == FMK_OK) {
+        int deepest = 0;
+        for (int64_t i = 0; i < nl; i++)
+            deepest = lev[lv[i]] > deepest ? lev[lv[i]] : deepest;
+        for (int64_t e = 0; e < np; e++)
+            held[pr[2 * e]]++, part[pr[2 * e + 1]]++;
+        for (int64_t i = 0; i < nl; i++) {
+            const int b = lv[i];
+            if (lev[b] == deepest && sn[b] >= 32)
+                continue;
+            int64_t rs = 0, ys = 0;
+            const int64_t nr = g->d_ur_begin ? urb[b + 1] - urb[b] : 0, ny = g->d_y_begin ? yb[b + 1] - yb[b] : 0;
+            for (int64_t e = 0; e < nr; e++)
+                rs += sn[ur[urb[b] + e]];
+            for (int64_t e = 0; e < ny; e++)
+                ys += sn[y[yb[b] + e]];
+            fprintf(f, "  leaf %d: level %d (deepest %d), %d points, pairs held %d partnered %d, rest row %lld boxes "
+                       "%lld points, Y row %lld boxes %lld points\n",
+                    b, lev[b], deepest, sn[b], held[b], part[b], (long long)nr, (long long)rs, (long long)ny, (long long)ys);
+        }
+        fprintf(f, "  totals: nodes %lld, leaves %lld, pairs %lld, rest entries %lld, W %lld, X %lld, Y %lld in %lld boxes\n",
+                (long long)nn, (long long)nl, (long long)np, (long long)g->n_ur, (long long)g->n_w, (long long)g->n_x,
+                (long long)g->n_y, (long long)g->n_ynodes);
+    }
+    free(sn), free(lv), free(urb), free(ur), free(yb), free(y), free(pr), free(held), free(part), free(lev);
+    return rc;
 }
 
 /* For the benchmark: at order p (from eps) with the knobs as they are now
