@@ -1016,6 +1016,17 @@ __device__ __forceinline__ double pair_inv_distinct(int newton, double r2)
     return fma(yh, fma(-r2, y0 * y0, 1.0), y0);
 }
 
+/* One source's potential and gradient at a target (offsets y - s), added to the sums. */
+template <int NEWTON, typename V, typename R>
+__device__ __forceinline__ void p2p_add(const V s, R yx, R yy, R yz, R &tp, R &tx, R &ty, R &tz)
+{
+    const R dx = yx - s.x, dy = yy - s.y, dz = yz - s.z;
+    const R inv = pair_inv<NEWTON>(dx * dx + dy * dy + dz * dz);
+    const R qi = s.w * inv, qi3 = qi * inv * inv;
+    tp += qi;
+    tx -= dx * qi3, ty -= dy * qi3, tz -= dz * qi3;
+}
+
 /* P2P's scalings (all 1 in fp64): charges times q (a power of two bringing the largest |q|
  * into [1, 2)), and the sums times pot and grad (undoing that and the fp32 coordinates'
  * 2^23, exactly). */
@@ -1083,23 +1094,11 @@ __global__ void __launch_bounds__(BLOCK) k_p2p(int nt, int atomic, int skip_self
                 R tp = 0, tx = 0, ty = 0, tz = 0;
                 if (T == 1) {
 #pragma unroll 4
-                    for (int j = 0; j < cnt; j++) {
-                        const V s = tile[j];
-                        const R dx = yx - s.x, dy = yy - s.y, dz = yz - s.z;
-                        const R inv = pair_inv<NEWTON>(dx * dx + dy * dy + dz * dz);
-                        const R qi = s.w * inv, qi3 = qi * inv * inv;
-                        tp += qi;
-                        tx -= dx * qi3, ty -= dy * qi3, tz -= dz * qi3;
-                    }
+                    for (int j = 0; j < cnt; j++)
+                        p2p_add<NEWTON>(tile[j], yx, yy, yz, tp, tx, ty, tz);
                 } else {
-                    for (int j = sub; j < cnt; j += T) {
-                        const V s = tile[j];
-                        const R dx = yx - s.x, dy = yy - s.y, dz = yz - s.z;
-                        const R inv = pair_inv<NEWTON>(dx * dx + dy * dy + dz * dz);
-                        const R qi = s.w * inv, qi3 = qi * inv * inv;
-                        tp += qi;
-                        tx -= dx * qi3, ty -= dy * qi3, tz -= dz * qi3;
-                    }
+                    for (int j = sub; j < cnt; j += T)
+                        p2p_add<NEWTON>(tile[j], yx, yy, yz, tp, tx, ty, tz);
                 }
                 p += tp, gx += tx, gy += ty, gz += tz;
             }
