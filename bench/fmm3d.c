@@ -661,7 +661,6 @@ static int rootfit(int which)
     return 0;
 }
 
-
 /* fitmix: the root fit on uniform sets whose first tree ends one level below its last complete
  * level (2^18, 2^24) or whose last complete level's boxes are too small (2^22), and on sizes
  * between: the fit off, the engine's P2P passes, and 4, 5, 6 points per lane; eval on two
