@@ -3208,7 +3208,8 @@ extern "C" fmk_status fmk_cuda_fmm3d_m2l_shape(const fmk_plan *plan, int64_t *bo
  * largest leaf, [3] leaves of more points than a full pass holds, [4] the pass slots the
  * kernel runs (the held leaf's passes, tail passes of 32 included, times the partner's
  * points), [5] the pairs' interactions (n_b n_a), [6] the most pairs one leaf holds, [7] the
- * points a full pass holds. FMK_ERR_STATE when the plan has no pairs. */
+ * points a full pass holds. FMK_ERR_STATE when the plan has no pairs; FMK_ERR_NOMEM (host
+ * copies) or FMK_ERR_DEVICE (a copy failed), st untouched. */
 extern "C" fmk_status fmk_cuda_fmm3d_p2p_stats(const fmk_plan *plan, int64_t st[8])
 {
     if (!plan || plan->engine != &fmk_engine_fmm_cuda || !plan->state)
@@ -3220,11 +3221,12 @@ extern "C" fmk_status fmk_cuda_fmm3d_p2p_stats(const fmk_plan *plan, int64_t st[
     const int64_t np = g->n_pairs, nn = s->n_nodes;
     int32_t *pr = (int32_t *)malloc(8 * (size_t)np), *sn = (int32_t *)malloc(4 * (size_t)nn);
     int32_t *held = (int32_t *)calloc((size_t)nn, 4), *lv = (int32_t *)malloc(4 * (size_t)(g->n_leaves_trg + 1));
-    fmk_status rc = FMK_OK;
-    if (!pr || !sn || !held || !lv || cudaMemcpy(pr, g->d_pairs, 8 * (size_t)np, cudaMemcpyDeviceToHost) != cudaSuccess ||
-        cudaMemcpy(sn, g->d_sn, 4 * (size_t)nn, cudaMemcpyDeviceToHost) != cudaSuccess ||
-        cudaMemcpy(lv, g->d_leaves_trg, 4 * (size_t)g->n_leaves_trg, cudaMemcpyDeviceToHost) != cudaSuccess)
-        rc = FMK_ERR_NOMEM;
+    fmk_status rc = !pr || !sn || !held || !lv ? FMK_ERR_NOMEM : FMK_OK;
+    if (rc == FMK_OK && (cudaMemcpy(pr, g->d_pairs, 8 * (size_t)np, cudaMemcpyDeviceToHost) != cudaSuccess ||
+                         cudaMemcpy(sn, g->d_sn, 4 * (size_t)nn, cudaMemcpyDeviceToHost) != cudaSuccess ||
+                         cudaMemcpy(lv, g->d_leaves_trg, 4 * (size_t)g->n_leaves_trg, cudaMemcpyDeviceToHost) !=
+                             cudaSuccess))
+        rc = FMK_ERR_DEVICE;
     if (rc == FMK_OK) {
         const int cap = pairs_cap(s), tail = fmk_cuda_fmm3d_p2p_tail;
         memset(st, 0, 8 * sizeof st[0]);
@@ -3267,17 +3269,16 @@ extern "C" fmk_status fmk_cuda_fmm3d_leaf_report(const fmk_plan *plan, FILE *f)
     int32_t *pr = (int32_t *)malloc(8 * (size_t)(np + 1)), *held = (int32_t *)calloc((size_t)nn, 4);
     int32_t *part = (int32_t *)calloc((size_t)nn, 4);
     int8_t *lev = (int8_t *)malloc((size_t)nn);
-    fmk_status rc = FMK_OK;
-    if (!sn || !lv || !urb || !ur || !yb || !y || !pr || !held || !part || !lev ||
-        cudaMemcpy(sn, g->d_sn, 4 * (size_t)nn, cudaMemcpyDeviceToHost) != cudaSuccess ||
+    fmk_status rc = !sn || !lv || !urb || !ur || !yb || !y || !pr || !held || !part || !lev ? FMK_ERR_NOMEM : FMK_OK;
+    if (rc == FMK_OK && (cudaMemcpy(sn, g->d_sn, 4 * (size_t)nn, cudaMemcpyDeviceToHost) != cudaSuccess ||
         cudaMemcpy(lv, g->d_leaves_trg, 4 * (size_t)nl, cudaMemcpyDeviceToHost) != cudaSuccess ||
         cudaMemcpy(lev, g->d_level, (size_t)nn, cudaMemcpyDeviceToHost) != cudaSuccess ||
         (g->d_ur_begin && cudaMemcpy(urb, g->d_ur_begin, 4 * (size_t)(nn + 1), cudaMemcpyDeviceToHost) != cudaSuccess) ||
         (g->d_ur && g->n_ur > 0 && cudaMemcpy(ur, g->d_ur, 4 * (size_t)g->n_ur, cudaMemcpyDeviceToHost) != cudaSuccess) ||
         (g->d_y_begin && cudaMemcpy(yb, g->d_y_begin, 4 * (size_t)(nn + 1), cudaMemcpyDeviceToHost) != cudaSuccess) ||
         (g->d_y && g->n_y > 0 && cudaMemcpy(y, g->d_y, 4 * (size_t)g->n_y, cudaMemcpyDeviceToHost) != cudaSuccess) ||
-        (np > 0 && cudaMemcpy(pr, g->d_pairs, 8 * (size_t)np, cudaMemcpyDeviceToHost) != cudaSuccess))
-        rc = FMK_ERR_NOMEM;
+        (np > 0 && cudaMemcpy(pr, g->d_pairs, 8 * (size_t)np, cudaMemcpyDeviceToHost) != cudaSuccess)))
+        rc = FMK_ERR_DEVICE;
     if (rc == FMK_OK) {
         int deepest = 0;
         for (int64_t i = 0; i < nl; i++)
