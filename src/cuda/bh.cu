@@ -45,6 +45,7 @@
 #include <cub/block/block_reduce.cuh>
 #include <cub/device/device_radix_sort.cuh>
 #include <cuda/functional>
+#include <cuda_pipeline.h>
 
 #include "tree_internal.h"
 
@@ -268,7 +269,7 @@ long long fmk_cuda_bh_split_redos = 0;
  * warps of targets, M2P entries x targets, P2P entries x targets, steps, stack overflows and
  * warps, and the deepest stack; and clock64 cycles per warp in the M2P, P2P, M2L and L2P
  * parts, in all, and the longest warp's; printed to stderr after each walk. */
-__device__ unsigned long long fmk_bh_counts[16];
+__device__ unsigned long long fmk_bh_counts[24];
 /* Super-groups' walk: super-groups, start-list entries, nodes into their expansions, steps,
  * overflows (start lists that did not fit), the longest list. */
 __device__ unsigned long long fmk_bh_super_counts[12]; /* 6..11: a second level's parents */
@@ -1363,9 +1364,17 @@ __global__ void __launch_bounds__(WALK_BLOCK) k_walk_stackless(walk_args<R> a)
  * are those of the group walk; only the order of the sums differs. A stack that would overflow
  * (seen only with leaves of 128 on a Plummer sphere) makes the node's opening a direct sum over
  * its points (exact). */
+/* Warps per block of the fp32 group walk: 1, so that a warp's slot is free as soon as its group
+ * is done (with 4, the groups' unequal work held each block until its slowest warp ended:
+ * 2^20 walk -1..2%, bench/RESULTS.md). */
+#ifndef FMK_BFS_WARPS
+#define FMK_BFS_WARPS 1
+#endif
 template <typename R> struct bfs_cfg {
-    static constexpr int WARPS = sizeof(R) == 4 ? 4 : 2; /* warps per block (shared memory) */
-    static constexpr int MIN_BLOCKS = sizeof(R) == 4 ? 6 : 1; /* what shared memory allows */
+    static constexpr int WARPS = sizeof(R) == 4 ? FMK_BFS_WARPS : 2; /* warps per block */
+    /* blocks per SM for the launch bounds, from warps per SM (what shared memory allows) */
+    static constexpr int blocks(int warps_per_sm) { return warps_per_sm / WARPS; }
+    static constexpr int MIN_BLOCKS = sizeof(R) == 4 ? 24 / WARPS : 1;
 };
 
 /* M2P list entries are packed for evaluation when a node is accepted (4 4-vectors):
@@ -1514,10 +1523,12 @@ template <int H, typename R, int N> __device__ __forceinline__ void reduce_step(
 #ifndef FMK_LOCAL_MINB
 #define FMK_LOCAL_MINB 6
 #endif
-/* The group walk with super-groups (SUPER) as one block fewer per SM: 96 registers, no
- * spills. At FMK_LOCAL_MINB, 80 registers, its loop spilled 102 / 132 bytes (the same source
- * as without super-groups, 48 / 52, but for the stack's first length, which is no longer 1)
- * and the same interactions (a start list of one entry: the root) took 11% (cube) and 14%
+/* FMK_LOCAL_MINB: the fp32 group walk with the cell-to-group step is bounded for 4 x that many
+ * warps per SM (80 registers; its loop spills 8 / 12 bytes). Its shared memory, 10.4 KB a warp
+ * and the 1 KB the driver keeps per block, holds 20 one-warp blocks on an SM. With super-groups
+ * (SUPER) 4 warps fewer: 96 registers, no spills. At 80 registers that walk's loop spilled 102 /
+ * 132 bytes (before the P2P list's asynchronous copies; the stack's first length is no longer
+ * 1) and the same interactions (a start list of one entry: the root) took 11% (cube) and 14%
  * (Plummer) more walk time at 2^20. */
 #ifndef FMK_SUPER_MINB_LESS
 #define FMK_SUPER_MINB_LESS 1
@@ -1533,6 +1544,12 @@ template <int H, typename R, int N> __device__ __forceinline__ void reduce_step(
  * as it is full either way: its chunk, held over the loads, spills more.) */
 #ifndef FMK_BH_DEFER
 #define FMK_BH_DEFER 1
+#endif
+/* The P2P list's sources: copied into shared memory asynchronously (cp.async) and made
+ * relative to the walk's origin when their chunk is evaluated (1), or loaded and converted by
+ * the lanes that add them (0). */
+#ifndef FMK_BH_ASYNC_FILL
+#define FMK_BH_ASYNC_FILL 1
 #endif
 #ifndef FMK_LOCAL_INL
 #define FMK_LOCAL_INL __forceinline__
@@ -1614,17 +1631,15 @@ __device__ __forceinline__ void bfs_p2p(const typename vec4<R>::type *src, const
     }
 }
 
-/* count <= 32 entries; inbox[e] != 0: source e lies in the group's box. */
+/* count <= 32 entries; any_in: some source lies in the group's box. */
 template <typename R, bool SELF, int T>
 __device__ __forceinline__ void bfs_p2p_any(const typename vec4<R>::type *src, const int32_t *idx,
-                                            const unsigned char *inbox, int count,
-                                            const int32_t (&t)[T], const R (&y)[T][3], R eps2,
-                                            R (&phi)[T], R (&g)[T][3])
+                                            bool any_in, int count, const int32_t (&t)[T],
+                                            const R (&y)[T][3], R eps2, R (&phi)[T], R (&g)[T][3])
 {
-    const int lane = threadIdx.x & 31;
     if (eps2 > 0)
         bfs_p2p<R, SELF, true, true, T>(src, idx, count, t, y, eps2, phi, g);
-    else if (__any_sync(0xffffffffu, lane < count && inbox[lane]))
+    else if (any_in)
         bfs_p2p<R, SELF, false, true, T>(src, idx, count, t, y, eps2, phi, g);
     else
         bfs_p2p<R, SELF, false, false, T>(src, idx, count, t, y, eps2, phi, g);
@@ -1699,20 +1714,27 @@ __device__ __noinline__ int super_start(const int32_t *super_order, const int32_
 template <typename R, int ORDER, bool SELF, int T, int LOC, bool SUPER = false>
 __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32,
                                   LOC && sizeof(R) == 4
-                                      ? FMK_LOCAL_MINB - (SUPER ? FMK_SUPER_MINB_LESS : 0)
+                                      ? bfs_cfg<R>::blocks(
+                                            4 * (FMK_LOCAL_MINB - (SUPER ? FMK_SUPER_MINB_LESS : 0)))
                                       : bfs_cfg<R>::MIN_BLOCKS)
     k_walk_bfs(walk_args<R> a)
 {
     typedef typename vec4<R>::type V;
     constexpr bool LOCAL = LOC != 0;
-    /* STACK: nodes waiting per warp (960: 6 blocks of 4 warps fit an SM; the deepest seen in
-     * the benchmark's runs was 537) */
+    /* STACK: nodes waiting per warp (the deepest seen at 2^20 was 408 (cube) and 620 (Plummer,
+     * with super-groups); a stack of 480 lets 24 warps of the walk without super-groups fit an
+     * SM: cube walk -2%, but a deeper walk would sum more nodes directly) */
     constexpr int WARPS = bfs_cfg<R>::WARPS, STACK = LOCAL ? 896 : 960;
     constexpr unsigned FULL = 0xffffffffu;
     __shared__ V s_node[WARPS][64][4]; /* accepted nodes, packed by bfs_pack */
-    __shared__ V s_src[WARPS][64];     /* sources of opened leaves */
-    __shared__ int32_t s_idx[WARPS][SELF ? 64 : 1];
+    __shared__ V s_src[WARPS][64];     /* sources of opened leaves (copied, then relative to o) */
+#if FMK_BH_ASYNC_FILL
+    __shared__ real4f s_lo[WARPS][sizeof(R) == 4 ? 64 : 1]; /* fp32: their rests (copied) */
+#else
     __shared__ unsigned char s_inbox[WARPS][64]; /* P2P source in the group's box */
+#endif
+    __shared__ int32_t s_idx[WARPS][SELF ? 64 : 1];
+    __shared__ int32_t s_first[WARPS][32]; /* a P2P batch's source ranges by first position */
     __shared__ int32_t s_stack[WARPS][STACK];
     __shared__ int32_t s_loc[WARPS][LOCAL ? 64 : 1]; /* nodes for the group's expansion */
     const int wb = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -1744,7 +1766,12 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32,
     V(*node_list)[4] = s_node[wb];
     V *src_list = s_src[wb];
     int32_t *idx_list = s_idx[wb];
+#if FMK_BH_ASYNC_FILL
+    real4f *lo_list = s_lo[wb];
+#else
     unsigned char *inbox_list = s_inbox[wb];
+#endif
+    int32_t *first_at = s_first[wb];
     int32_t *stack = s_stack[wb];
     int32_t *loc_list = s_loc[wb];
     const unsigned lt = (1u << lane) - 1;
@@ -1809,14 +1836,41 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32,
         h_loc ^= 32, n_loc -= 32;
         __syncwarp();
     };
+    /* The P2P list's sources arrive by asynchronous copies (cp.async: the point and, fp32,
+     * its rest); a chunk's count entries are made relative to o, one per lane, when it is
+     * evaluated. Returns whether one of them lies in the group's box. */
+    auto p2p_ready = [&](int count) -> bool {
+#if !FMK_BH_ASYNC_FILL
+        return __any_sync(FULL, lane < count && inbox_list[(h_p2p + lane) & 63]);
+#else
+        __pipeline_wait_prior(0);
+        __syncwarp(); /* the other lanes' copies */
+        bool in = false;
+        if (lane < count) {
+            const int at = (h_p2p + lane) & 63;
+            V v = src_list[at];
+            if (sizeof(R) == 4) {
+                const real4f r = lo_list[sizeof(R) == 4 ? at : 0];
+                v.x = (v.x - o.x) + (R)r.x, v.y = (v.y - o.y) + (R)r.y, v.z = (v.z - o.z) + (R)r.z;
+                src_list[at] = v;
+            }
+            in = in_box(v);
+        }
+        const bool any_in = __any_sync(FULL, in);
+        __syncwarp();
+        return any_in;
+#endif
+    };
     auto p2p_chunk = [&]() {
+        const bool any_in = p2p_ready(32);
         BH_CLOCK(k_p2p, (bfs_p2p_any<R, SELF, T>(src_list + h_p2p, idx_list + (SELF ? h_p2p : 0),
-                                                 inbox_list + h_p2p, 32, t, y, a.eps2, phi, g)));
+                                                 any_in, 32, t, y, a.eps2, phi, g)));
         h_p2p ^= 32, n_p2p -= 32;
         __syncwarp();
     };
 #ifdef FMK_BH_COUNT
     long long c_m2p = 0, c_p2p = 0, c_steps = 0, c_over = 0, c_depth = 0, c_loc = 0;
+    long long c_cand = 0, c_okc = 0, k_mac = 0, k_push = 0;
 #endif
     __syncwarp();
     while (sp > 0) {
@@ -1856,23 +1910,42 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32,
             else if (i < a.split_end)
                 skip = (i - a.split_begin) % a.parts != part;
         }
+#ifdef FMK_BH_COUNT
+        const long long t_mac = clock64();
+#endif
         if (a.mac) { /* fmk_cuda_bh_mac: the nodes the box opens, tested at every target */
             unsigned cand = __ballot_sync(FULL, valid && !skip && !far &&
                                                     cnt > p2p_cut<ORDER>::value &&
                                                     (a.mac == 1 || l.x < 0));
             unsigned ok = 0;
-            while (cand) {
+            while (cand) { /* two leaves at a time (the second may repeat the first) */
                 const int f = __ffs(cand) - 1;
                 cand &= cand - 1;
+                const int f2 = cand ? __ffs(cand) - 1 : f;
+                cand &= cand - 1;
                 /* o is the same in every lane */
+                const R rs = x.w * (l.x < 0 ? a.leaf_r2 : a.inner_r2);
                 const R nx = __shfl_sync(FULL, x.x, f) - o.x, ny = __shfl_sync(FULL, x.y, f) - o.y,
-                        nz = __shfl_sync(FULL, x.z, f) - o.z,
-                        r2 = __shfl_sync(FULL, x.w * (l.x < 0 ? a.leaf_r2 : a.inner_r2), f);
-                if (__all_sync(FULL, targets_far<R, T>(t, grp.y, y, nx, ny, nz, r2)))
-                    ok |= 1u << f;
+                        nz = __shfl_sync(FULL, x.z, f) - o.z, r2 = __shfl_sync(FULL, rs, f);
+                const R nx2 = __shfl_sync(FULL, x.x, f2) - o.x,
+                        ny2 = __shfl_sync(FULL, x.y, f2) - o.y,
+                        nz2 = __shfl_sync(FULL, x.z, f2) - o.z, r22 = __shfl_sync(FULL, rs, f2);
+                const bool all1 = __all_sync(FULL, targets_far<R, T>(t, grp.y, y, nx, ny, nz, r2));
+                const bool all2 =
+                    __all_sync(FULL, targets_far<R, T>(t, grp.y, y, nx2, ny2, nz2, r22));
+                ok |= (all1 ? 1u << f : 0u) | (all2 ? 1u << f2 : 0u);
             }
             far = far || (ok >> lane & 1u);
+#ifdef FMK_BH_COUNT
+            c_cand += __popc(__ballot_sync(FULL, valid && !skip && cnt > p2p_cut<ORDER>::value &&
+                                                    l.x < 0 && !(dx * dx + dy * dy + dz * dz > x.w)));
+            c_okc += __popc(ok);
+#endif
         }
+#ifdef FMK_BH_COUNT
+        k_mac += clock64() - t_mac;
+        const long long t_push = clock64();
+#endif
         const bool accept = valid && !skip && mine && far && cnt > p2p_cut<ORDER>::value;
         bool direct = valid && !skip && mine && !accept && (far || l.x < 0);
         bool open = valid && !skip && !far && l.x >= 0;
@@ -1920,6 +1993,9 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32,
         c_depth = sp > c_depth ? sp : c_depth;
 #endif
 
+#ifdef FMK_BH_COUNT
+        k_push += clock64() - t_push;
+#endif
         const unsigned loc_mask = __ballot_sync(FULL, to_loc);
         if (LOCAL && loc_mask) {
             if (to_loc)
@@ -1960,18 +2036,51 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32,
 #ifdef FMK_BH_COUNT
         c_p2p += total;
 #endif
-        const int32_t first = l.z - (incl - (direct ? cnt : 0)); /* source = first + position */
+        /* source = first + position; this lane's positions are [excl, incl) */
+        const int32_t excl = incl - (direct ? cnt : 0), first = l.z - excl;
         for (int32_t base = 0; base < total; base += 32) {
-            const int32_t p = base + lane;
-            int owner = 0; /* the lane whose range holds position p */
-#pragma unroll
-            for (int s = 16; s > 0; s >>= 1) {
-                const int32_t v = __shfl_sync(FULL, incl, owner + s - 1);
-                if (v <= p)
-                    owner += s;
+            /* the batch's positions [base, base + 32): the range holding base and the ranges
+             * starting in it write their first at their start's slot (bit in starts); a
+             * position's range is the one of the highest slot at or below it */
+            unsigned bit = 0;
+            if (direct && cnt > 0) {
+                if (excl <= base && base < incl)
+                    first_at[0] = first;
+                else if (excl > base && excl < base + 32)
+                    first_at[excl - base] = first, bit = 1u << (excl - base);
             }
-            const int32_t j = __shfl_sync(FULL, first, owner) + p;
+#if __CUDA_ARCH__ >= 800
+            const unsigned starts = __reduce_or_sync(FULL, bit) | 1u;
+#else
+            unsigned starts = bit | 1u;
+#pragma unroll
+            for (int d = 16; d > 0; d >>= 1)
+                starts |= __shfl_xor_sync(FULL, starts, d);
+#endif
+            __syncwarp();
+            const int slot = 31 - __clz(starts & (0xffffffffu >> (31 - lane)));
+            const int32_t j = first_at[slot] + base + lane;
             const int k = total - base < 32 ? total - base : 32;
+#if FMK_BH_ASYNC_FILL
+#if FMK_BH_DEFER
+            if (n_p2p >= 32) /* before the copies: p2p_ready waits for all of them */
+                p2p_chunk();
+#endif
+            __syncwarp(); /* first_at is written again by the next batch */
+            if (lane < k) {
+                const int at = (h_p2p + n_p2p + lane) & 63;
+                /* 16 bytes a copy (fp64: a point in two) */
+                for (int b = 0; b < (int)(sizeof(V) / 16); b++)
+                    __pipeline_memcpy_async((char *)&src_list[at] + 16 * b,
+                                            (const char *)&a.src[j] + 16 * b, 16);
+                if (sizeof(R) == 4)
+                    __pipeline_memcpy_async(&lo_list[sizeof(R) == 4 ? at : 0], &a.src_lo[j],
+                                            sizeof(real4f));
+                if (SELF && a.eps2 > 0)
+                    idx_list[at] = j;
+            }
+            __pipeline_commit();
+#else
             V sv;
             if (lane < k)
                 sv = rel_point<R>(a.src, a.src_lo, j, o);
@@ -1979,14 +2088,15 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32,
             if (n_p2p >= 32) /* while the loads are in flight */
                 p2p_chunk();
 #endif
+            __syncwarp(); /* first_at is written again by the next batch */
             if (lane < k) {
                 const int at = (h_p2p + n_p2p + lane) & 63;
                 src_list[at] = sv;
                 if (SELF && a.eps2 > 0)
                     idx_list[at] = j;
-                else
-                    inbox_list[at] = in_box(sv);
+                inbox_list[at] = in_box(sv);
             }
+#endif
             n_p2p += k;
             __syncwarp();
             if (!FMK_BH_DEFER && n_p2p >= 32)
@@ -1998,8 +2108,11 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32,
     if (FMK_BH_DEFER && n_p2p >= 32)
         p2p_chunk();
     BH_CLOCK(k_m2p, (bfs_m2p<R, ORDER, T>(node_list + h_m2p, n_m2p, y, a.eps2, phi, g)));
-    BH_CLOCK(k_p2p, (bfs_p2p_any<R, SELF, T>(src_list + h_p2p, idx_list + (SELF ? h_p2p : 0),
-                                             inbox_list + h_p2p, n_p2p, t, y, a.eps2, phi, g)));
+    {
+        const bool any_in = p2p_ready(n_p2p);
+        BH_CLOCK(k_p2p, (bfs_p2p_any<R, SELF, T>(src_list + h_p2p, idx_list + (SELF ? h_p2p : 0),
+                                                 any_in, n_p2p, t, y, a.eps2, phi, g)));
+    }
     if (LOCAL && any_loc) { /* the rest of the lists, then the group's expansion at each target (L2P) */
         if (n_loc > 0)
             BH_CLOCK(k_loc, (bfs_m2l<R, ORDER, LOC ? LOC : 3>(a.node, loc_list + h_loc, n_loc,
@@ -2047,6 +2160,10 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32,
         atomicAdd(&fmk_bh_counts[13], (unsigned long long)k_l2p);
         atomicAdd(&fmk_bh_counts[14], (unsigned long long)k_all);
         atomicMax(&fmk_bh_counts[15], (unsigned long long)k_all);
+        atomicAdd(&fmk_bh_counts[16], (unsigned long long)c_cand);
+        atomicAdd(&fmk_bh_counts[17], (unsigned long long)c_okc);
+        atomicAdd(&fmk_bh_counts[18], (unsigned long long)k_mac);
+        atomicAdd(&fmk_bh_counts[19], (unsigned long long)k_push);
     }
 #endif
 #pragma unroll
@@ -2071,7 +2188,10 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32,
  * walk from the root). With a second level (a.super_up) the walk starts from the parent's
  * start list instead of the root (whose nodes the parent neither took nor opened: the same
  * cover of the tree), unless that list overflowed. */
-constexpr int SUPER_WARPS = 4, SUPER_STACK = 1024;
+#ifndef FMK_SUPER_WARPS
+#define FMK_SUPER_WARPS 1
+#endif
+constexpr int SUPER_WARPS = FMK_SUPER_WARPS, SUPER_STACK = 1024;
 
 template <typename R, int ORDER, int LOC>
 __global__ void __launch_bounds__(SUPER_WARPS * 32) k_walk_super(walk_args<R> a)
@@ -3216,7 +3336,7 @@ fmk_status run_eval_t(fmk_plan *plan, bh_state *s, const double *d_q, double *po
     }
     const int stackless = plan->opts.walk == FMK_WALK_STACKLESS;
 #ifdef FMK_BH_COUNT
-    unsigned long long cnt[16] = {0};
+    unsigned long long cnt[24] = {0};
     (void)cudaMemcpyToSymbol(fmk_bh_counts, cnt, sizeof cnt);
 #endif
     a.overflow = s->d_stats + 2;
@@ -3283,6 +3403,11 @@ fmk_status run_eval_t(fmk_plan *plan, bh_state *s, const double *d_q, double *po
                 100.0 * cnt[11] / cnt[14], 100.0 * cnt[13] / cnt[14],
                 100.0 * (cnt[14] - cnt[9] - cnt[10] - cnt[11] - cnt[13]) / cnt[14],
                 (double)cnt[15] * cnt[5] / cnt[14]);
+    if (cnt[0] > 0 && cnt[14] > 0)
+        fprintf(stderr, "walk steps: per group %.1f leaves tested at every target, %.1f of them "
+                "accepted; the per-target test %.1f%% of the cycles, the children's push %.1f%%\n",
+                (double)cnt[16] / cnt[5], (double)cnt[17] / cnt[5], 100.0 * cnt[18] / cnt[14],
+                100.0 * cnt[19] / cnt[14]);
     {
         unsigned long long sc[12] = {0};
         if (a.super && cudaMemcpyFromSymbol(sc, fmk_bh_super_counts, sizeof sc) == cudaSuccess)
