@@ -1551,6 +1551,11 @@ template <int H, typename R, int N> __device__ __forceinline__ void reduce_step(
 #ifndef FMK_BH_ASYNC_FILL
 #define FMK_BH_ASYNC_FILL 1
 #endif
+/* The per-target tests of the leaves the group's box opens: two leaves at a time (1), so that
+ * their shuffles and votes overlap, or one (0). */
+#ifndef FMK_BH_MAC_PAIRS
+#define FMK_BH_MAC_PAIRS 1
+#endif
 #ifndef FMK_LOCAL_INL
 #define FMK_LOCAL_INL __forceinline__
 #endif
@@ -1918,6 +1923,7 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32,
                                                     cnt > p2p_cut<ORDER>::value &&
                                                     (a.mac == 1 || l.x < 0));
             unsigned ok = 0;
+#if FMK_BH_MAC_PAIRS
             while (cand) { /* two leaves at a time (the second may repeat the first) */
                 const int f = __ffs(cand) - 1;
                 cand &= cand - 1;
@@ -1935,6 +1941,18 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32,
                     __all_sync(FULL, targets_far<R, T>(t, grp.y, y, nx2, ny2, nz2, r22));
                 ok |= (all1 ? 1u << f : 0u) | (all2 ? 1u << f2 : 0u);
             }
+#else
+            while (cand) {
+                const int f = __ffs(cand) - 1;
+                cand &= cand - 1;
+                /* o is the same in every lane */
+                const R nx = __shfl_sync(FULL, x.x, f) - o.x, ny = __shfl_sync(FULL, x.y, f) - o.y,
+                        nz = __shfl_sync(FULL, x.z, f) - o.z,
+                        r2 = __shfl_sync(FULL, x.w * (l.x < 0 ? a.leaf_r2 : a.inner_r2), f);
+                if (__all_sync(FULL, targets_far<R, T>(t, grp.y, y, nx, ny, nz, r2)))
+                    ok |= 1u << f;
+            }
+#endif
             far = far || (ok >> lane & 1u);
 #ifdef FMK_BH_COUNT
             c_cand += __popc(__ballot_sync(FULL, valid && !skip && cnt > p2p_cut<ORDER>::value &&
