@@ -268,8 +268,9 @@ long long fmk_cuda_bh_split_redos = 0;
 /* Walk statistics (a build with -DFMK_BH_COUNT only): per breadth-first walk, the sums over
  * warps of targets, M2P entries x targets, P2P entries x targets, steps, stack overflows and
  * warps, and the deepest stack; and clock64 cycles per warp in the M2P, P2P, M2L and L2P
- * parts, in all, and the longest warp's; printed to stderr after each walk. */
-__device__ unsigned long long fmk_bh_counts[24];
+ * parts, in all, and the longest warp's; the points of the leaves that the per-target test
+ * leaves opened, by how many targets open them (24..30); printed to stderr after each walk. */
+__device__ unsigned long long fmk_bh_counts[32];
 /* Super-groups' walk: super-groups, start-list entries, nodes into their expansions, steps,
  * overflows (start lists that did not fit), the longest list. */
 __device__ unsigned long long fmk_bh_super_counts[12]; /* 6..11: a second level's parents */
@@ -1370,6 +1371,25 @@ __global__ void __launch_bounds__(WALK_BLOCK) k_walk_stackless(walk_args<R> a)
 #ifndef FMK_BFS_WARPS
 #define FMK_BFS_WARPS 1
 #endif
+/* The group walk's hot loop is larger than the SM's instruction caches hold: Nsight Compute
+ * found its warps stalled 0.55 cycles per issued instruction waiting for instructions (2^20
+ * Plummer sphere), and code added to the loop, even code that does not run, made it slower
+ * (bench/RESULTS.md, "The group walk's code size"). So each list is evaluated at one place in
+ * the loop: the P2P list's full chunk before a P2P batch's copies only (FMK_P2P_AT_START = 0;
+ * 1 also at the step's start, while the node loads are in flight, as before: a second copy
+ * of the P2P code in the loop; 0: stalls 0.20, walk -3.5%). FMK_P2P_UNROLL and
+ * FMK_M2P_UNROLL: the lists' unrolling (2 and 8 for P2P measured slower for the Plummer
+ * sphere, M2P 1 the same as 2). */
+#ifndef FMK_P2P_UNROLL
+#define FMK_P2P_UNROLL 4
+#endif
+#ifndef FMK_P2P_AT_START
+#define FMK_P2P_AT_START 0
+#endif
+#ifndef FMK_M2P_UNROLL
+#define FMK_M2P_UNROLL 2
+#endif
+
 template <typename R> struct bfs_cfg {
     static constexpr int WARPS = sizeof(R) == 4 ? FMK_BFS_WARPS : 2; /* warps per block */
     /* blocks per SM for the launch bounds, from warps per SM (what shared memory allows) */
@@ -1410,7 +1430,8 @@ __device__ __forceinline__ void bfs_m2p(const typename vec4<R>::type (*list)[4],
                                         const R (&y)[T][3], R eps2, R (&phi)[T], R (&g)[T][3])
 {
     typedef typename vec4<R>::type V;
-#pragma unroll 2
+    constexpr int U = FMK_M2P_UNROLL;
+#pragma unroll U
     for (int e = 0; e < count; e++) {
         const V a = list[e][0];
 #pragma unroll
@@ -1539,7 +1560,8 @@ template <int H, typename R, int N> __device__ __forceinline__ void reduce_step(
 #define FMK_BH_LATE_MOMENTS 1
 #endif
 /* The breadth-first walk evaluates the M2P and P2P lists' full chunks of 32 while loads are in
- * flight (1): a step's node loads, a P2P batch's source loads; those lists hold up to 63
+ * flight (1): the M2P list's over a step's node loads, the P2P list's over the previous P2P
+ * batch's copies (and with FMK_P2P_AT_START over the node loads too); those lists hold up to 63
  * entries. 0: as soon as a list holds 32 entries. (The expansion's list is evaluated as soon
  * as it is full either way: its chunk, held over the loads, spills more.) */
 #ifndef FMK_BH_DEFER
@@ -1614,7 +1636,8 @@ __device__ __forceinline__ void bfs_p2p(const typename vec4<R>::type *src, const
                                         R eps2, R (&phi)[T], R (&g)[T][3])
 {
     typedef typename vec4<R>::type V;
-#pragma unroll 4
+    constexpr int U = FMK_P2P_UNROLL;
+#pragma unroll U
     for (int e = 0; e < count; e++) {
         const V s = src[e];
         const int32_t j = SELF && SOFT ? idx[e] : 0;
@@ -1876,6 +1899,7 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32,
 #ifdef FMK_BH_COUNT
     long long c_m2p = 0, c_p2p = 0, c_steps = 0, c_over = 0, c_depth = 0, c_loc = 0;
     long long c_cand = 0, c_okc = 0, k_mac = 0, k_push = 0;
+    long long c_open[7] = {0, 0, 0, 0, 0, 0, 0};
 #endif
     __syncwarp();
     while (sp > 0) {
@@ -1896,10 +1920,11 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32,
         const V m1 = a.node[4 * i + 1], m2 = a.node[4 * i + 2], m3 = a.node[4 * i + 3];
 #endif
 #if FMK_BH_DEFER
-        /* the full chunks of the previous step, while the loads are in flight */
+        /* the full chunks of the previous step, while the loads are in flight (the P2P list's
+         * before the next batch's copies, FMK_P2P_AT_START) */
         if (n_m2p >= 32)
             m2p_chunk();
-        if (n_p2p >= 32)
+        if (FMK_P2P_AT_START && n_p2p >= 32)
             p2p_chunk();
 #endif
         const R dx = fmax(fabs(x.x - c.x) - h.x, (R)0);
@@ -1958,6 +1983,23 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32,
             c_cand += __popc(__ballot_sync(FULL, valid && !skip && cnt > p2p_cut<ORDER>::value &&
                                                     l.x < 0 && !(dx * dx + dy * dy + dz * dz > x.w)));
             c_okc += __popc(ok);
+            { /* the leaves still opened: their points by how many of the targets open them */
+                unsigned cc = __ballot_sync(FULL, valid && !skip && !far &&
+                                                      cnt > p2p_cut<ORDER>::value && l.x < 0);
+                while (cc) {
+                    const int f = __ffs(cc) - 1;
+                    cc &= cc - 1;
+                    const R nx = __shfl_sync(FULL, x.x, f) - o.x,
+                            ny = __shfl_sync(FULL, x.y, f) - o.y,
+                            nz = __shfl_sync(FULL, x.z, f) - o.z,
+                            r2 = __shfl_sync(FULL, x.w * a.leaf_r2, f);
+                    const int kn = __popc(
+                        __ballot_sync(FULL, !targets_far<R, T>(t, grp.y, y, nx, ny, nz, r2)));
+                    const int n = __shfl_sync(FULL, cnt, f);
+                    c_open[kn <= 1 ? 0 : kn <= 4 ? 1 : kn <= 8 ? 2 : kn <= 16 ? 3 : kn <= 24 ? 4 : 5] += n;
+                    c_open[6] += kn * n;
+                }
+            }
 #endif
         }
 #ifdef FMK_BH_COUNT
@@ -2182,6 +2224,8 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32,
         atomicAdd(&fmk_bh_counts[17], (unsigned long long)c_okc);
         atomicAdd(&fmk_bh_counts[18], (unsigned long long)k_mac);
         atomicAdd(&fmk_bh_counts[19], (unsigned long long)k_push);
+        for (int b = 0; b < 7; b++)
+            atomicAdd(&fmk_bh_counts[24 + b], (unsigned long long)c_open[b]);
     }
 #endif
 #pragma unroll
@@ -3354,7 +3398,7 @@ fmk_status run_eval_t(fmk_plan *plan, bh_state *s, const double *d_q, double *po
     }
     const int stackless = plan->opts.walk == FMK_WALK_STACKLESS;
 #ifdef FMK_BH_COUNT
-    unsigned long long cnt[24] = {0};
+    unsigned long long cnt[32] = {0};
     (void)cudaMemcpyToSymbol(fmk_bh_counts, cnt, sizeof cnt);
 #endif
     a.overflow = s->d_stats + 2;
@@ -3426,6 +3470,14 @@ fmk_status run_eval_t(fmk_plan *plan, bh_state *s, const double *d_q, double *po
                 "accepted; the per-target test %.1f%% of the cycles, the children's push %.1f%%\n",
                 (double)cnt[16] / cnt[5], (double)cnt[17] / cnt[5], 100.0 * cnt[18] / cnt[14],
                 100.0 * cnt[19] / cnt[14]);
+    if (cnt[0] > 0 && cnt[14] > 0) {
+        const double all = (double)(cnt[24] + cnt[25] + cnt[26] + cnt[27] + cnt[28] + cnt[29]);
+        fprintf(stderr, "walk opened leaves (per-target tested): per group %.1f points; by how "
+                "many targets are inside the leaf's sphere: 1 %.1f%%, 2-4 %.1f%%, 5-8 %.1f%%, "
+                "9-16 %.1f%%, 17-24 %.1f%%, 25-32 %.1f%%; %.1f on average\n",
+                all / cnt[5], 100 * cnt[24] / all, 100 * cnt[25] / all, 100 * cnt[26] / all,
+                100 * cnt[27] / all, 100 * cnt[28] / all, 100 * cnt[29] / all, cnt[30] / all);
+    }
     {
         unsigned long long sc[12] = {0};
         if (a.super && cudaMemcpyFromSymbol(sc, fmk_bh_super_counts, sizeof sc) == cudaSuccess)
