@@ -3470,8 +3470,9 @@ fmk_status run_eval_t(fmk_plan *plan, bh_state *s, const double *d_q, double *po
                 "accepted; the per-target test %.1f%% of the cycles, the children's push %.1f%%\n",
                 (double)cnt[16] / cnt[5], (double)cnt[17] / cnt[5], 100.0 * cnt[18] / cnt[14],
                 100.0 * cnt[19] / cnt[14]);
-    if (cnt[0] > 0 && cnt[14] > 0) {
-        const double all = (double)(cnt[24] + cnt[25] + cnt[26] + cnt[27] + cnt[28] + cnt[29]);
+    const double opened = (double)(cnt[24] + cnt[25] + cnt[26] + cnt[27] + cnt[28] + cnt[29]);
+    if (cnt[0] > 0 && cnt[14] > 0 && opened > 0) {
+        const double all = opened;
         fprintf(stderr, "walk opened leaves (per-target tested): per group %.1f points; by how "
                 "many targets are inside the leaf's sphere: 1 %.1f%%, 2-4 %.1f%%, 5-8 %.1f%%, "
                 "9-16 %.1f%%, 17-24 %.1f%%, 25-32 %.1f%%; %.1f on average\n",
