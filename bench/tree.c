@@ -347,6 +347,8 @@ static double rel_l2_sampled(const double *d_out, int w, const problem *p, const
     return sqrt(num / den);
 }
 
+static int group_opt = 32; /* --group: targets per group of the headline and --one runs */
+
 /* Runs one configuration reps times; fills a row. */
 static row measure(const char *table, problem *p, fmk_precision prec, double theta, int order,
                    int leaf, int group, fmk_walk walk, int reps)
@@ -569,6 +571,8 @@ int main(int argc, char **argv)
             one = atoll(argv[++a]);
         else if (strcmp(argv[a], "--max-log2") == 0 && a + 1 < argc)
             max_log2 = atoi(argv[++a]);
+        else if (strcmp(argv[a], "--group") == 0 && a + 1 < argc)
+            group_opt = atoi(argv[++a]) == 64 ? 64 : 32;
         else if (strcmp(argv[a], "--leaf") == 0 && a + 1 < argc)
             leaf = atoi(argv[++a]);
         else if (strcmp(argv[a], "--theta") == 0 && a + 1 < argc)
@@ -607,7 +611,7 @@ int main(int argc, char **argv)
             tune = 1, tune_local = 1;
         else {
             fprintf(stderr, "usage: tree [--json] [--quick] [--theta-sweep] [--max-log2 K] [--leaf L] "
-                            "[--headline [--big] [--variants]] [--profile] [--groups] [--crossover] "
+                            "[--headline [--big] [--variants]] [--group 32|64] [--profile] [--groups] [--crossover] "
                             "[--one N [--plummer] [--direct] [--errors]] [--no-small] [--one-wait-off] [--sort-tiles K] [--sort-tile P] [--merge-build K] [--fused-max N] [--fused-fit K] [--build-block T] [--fused K] [--moments-fused K] [--small-fold K] [--top-sort K] [--frame-cluster K] [--split-deepest] [--frame-small N] [--prep-small N] [--split-sort-min N] "
                             "[--no-cells] "
                             "[--split-nodes K] "
@@ -647,7 +651,7 @@ int main(int argc, char **argv)
     }
     if (one > 0) {
         problem_make(&p, plummer, one, with_errors);
-        row r = measure("one", &p, f32, theta, 2, leaf, 32, FMK_WALK_AUTO, 16);
+        row r = measure("one", &p, f32, theta, 2, leaf, group_opt, FMK_WALK_AUTO, 16);
         if (with_direct)
             r.direct = direct_time(&p, 16);
         add(r, json);
@@ -753,7 +757,7 @@ int main(int argc, char **argv)
                 problem_make(&p, d, (int64_t)1 << k, 1);
                 static const char *heads[3] = {"headline mac 0", "headline mac 1", "headline"};
                 add(measure(heads[fmk_cuda_bh_mac == 0 || fmk_cuda_bh_mac == 1 ? fmk_cuda_bh_mac : 2],
-                            &p, f32, theta, 2, leaf, 32, FMK_WALK_AUTO,
+                            &p, f32, theta, 2, leaf, group_opt, FMK_WALK_AUTO,
                             k >= 24 ? 3 : reps), json);
                 if (compare) { /* mac, theta - dtheta, leaf, group, leaf theta (hundredths) */
                     static const char *names[3][4] = {

@@ -753,93 +753,26 @@ template <typename V> __device__ __forceinline__ V rec(const V *p, bool l2)
     return l2 ? ld_record(p) : *p;
 }
 
-/* One level of nodes: leaves from their points, the others from their children. */
-/* In fp32 (lo: the sources' k_pack_points rest) a leaf's points are taken whole, x + lo, and
- * the centre xc is rounded to fp32 before the moments are taken about it: the node's stored
- * centre is then exact, and M2P and M2L offsets from it are as good as the target's (the
- * walks form them relative to the group, walk_args), however wide the frame. */
-template <typename R, bool L2 = false>
-__device__ __forceinline__ void moments_node(int32_t i, int L, double inv_theta, double scale,
-                                             const uint64_t *__restrict__ keys,
-                                             const int4 *__restrict__ links,
-                                             const int32_t *__restrict__ n_children,
-                                             const typename vec4<R>::type *src,
-                                             const real4f *__restrict__ lo,
-                                             typename vec4<R>::type *__restrict__ node)
+/* The geometric centre of the cube of a node of level L whose first point has the given key
+ * (its key prefix), and the cube's side, in the working coordinates. */
+__device__ __forceinline__ double node_cube(uint64_t key, int L, double scale, double gc[3])
 {
-    /* src is not __restrict__: k_prep_small writes the charges into it before reading it.
-     * L2: the children's records read through L2 (ld_record; k_moments_up), with the loops
-     * over the children unrolled (predicated: the same sums in the same order), so that their
-     * loads are in flight together (a node on a chain up the tree: one latency, not nc) */
-    typedef typename vec4<R>::type V;
-    const int4 l = links[i];
-    /* geometric centre of the node's cube: its key prefix */
-    const double side = ldexp(scale, -L); /* in the working coordinates */
-    const uint64_t key = keys[l.z];
+    const double side = ldexp(scale, -L);
     const int sh = FMK_TREE_KEY_BITS - L;
-    double gc[3];
     gc[0] = scale + ((double)(compact3(key >> 2) >> sh) + 0.5) * side;
     gc[1] = scale + ((double)(compact3(key >> 1) >> sh) + 0.5) * side;
     gc[2] = scale + ((double)(compact3(key) >> sh) + 0.5) * side;
-    double A = 0, M = 0, xc[3] = {0, 0, 0}, D[3] = {0, 0, 0}, S[6] = {0, 0, 0, 0, 0, 0};
-    if (l.x < 0) {
-        for (int32_t j = l.z; j < l.w; j++) {
-            const V p = src[j];
-            const real4f r = lo ? lo[j] : real4f{0, 0, 0, 0};
-            const double a = fabs((double)p.w);
-            A += a, M += (double)p.w;
-            xc[0] += a * ((double)p.x + r.x), xc[1] += a * ((double)p.y + r.y);
-            xc[2] += a * ((double)p.z + r.z);
-        }
-        for (int d = 0; d < 3; d++)
-            xc[d] = (double)(R)(A > 0 ? xc[d] / A : gc[d]);
-        for (int32_t j = l.z; j < l.w; j++) {
-            const V p = src[j];
-            const real4f r = lo ? lo[j] : real4f{0, 0, 0, 0};
-            const double q = (double)p.w;
-            const double dx = ((double)p.x + r.x) - xc[0], dy = ((double)p.y + r.y) - xc[1],
-                         dz = ((double)p.z + r.z) - xc[2];
-            D[0] += q * dx, D[1] += q * dy, D[2] += q * dz;
-            S[0] += q * dx * dx, S[1] += q * dx * dy, S[2] += q * dx * dz;
-            S[3] += q * dy * dy, S[4] += q * dy * dz, S[5] += q * dz * dz;
-        }
-    } else {
-        const int32_t c0 = l.x, nc = n_children[i];
-#pragma unroll(L2 ? 8 : 1)
-        for (int32_t k = 0; k < (L2 ? 8 : nc); k++) {
-            if (L2 && k >= nc)
-                continue;
-            const int32_t c = c0 + k;
-            const V a = rec(node + 4 * c, L2), m = rec(node + 4 * c + 1, L2),
-                    s3 = rec(node + 4 * c + 3, L2);
-            const double ac = (double)s3.z;
-            A += ac, M += (double)m.x;
-            xc[0] += ac * (double)a.x, xc[1] += ac * (double)a.y, xc[2] += ac * (double)a.z;
-        }
-        for (int d = 0; d < 3; d++)
-            xc[d] = (double)(R)(A > 0 ? xc[d] / A : gc[d]);
-#pragma unroll(L2 ? 8 : 1)
-        for (int32_t k = 0; k < (L2 ? 8 : nc); k++) {
-            if (L2 && k >= nc)
-                continue;
-            const int32_t c = c0 + k;
-            const V a = rec(node + 4 * c, L2), m = rec(node + 4 * c + 1, L2),
-                    s2 = rec(node + 4 * c + 2, L2), s3 = rec(node + 4 * c + 3, L2);
-            const double h[3] = {(double)a.x - xc[0], (double)a.y - xc[1], (double)a.z - xc[2]};
-            const double Mc = (double)m.x;
-            const double Dc[3] = {(double)m.y, (double)m.z, (double)m.w};
-            const double Sc[6] = {(double)s2.x, (double)s2.y, (double)s2.z,
-                                  (double)s2.w, (double)s3.x, (double)s3.y};
-            /* D += D_c + M_c h;  S += S_c + D_c h^T + h D_c^T + M_c h h^T */
-            for (int d = 0; d < 3; d++)
-                D[d] += Dc[d] + Mc * h[d];
-            const int ia[6] = {0, 0, 0, 1, 1, 2}, ib[6] = {0, 1, 2, 1, 2, 2};
-            for (int e = 0; e < 6; e++) {
-                const int a_ = ia[e], b_ = ib[e];
-                S[e] += Sc[e] + Dc[a_] * h[b_] + h[a_] * Dc[b_] + Mc * h[a_] * h[b_];
-            }
-        }
-    }
+    return side;
+}
+
+/* Node i's record from its sums: centre of |q| xc, opening radius (eq. 2, 3), M, D, S, A. */
+template <typename R>
+__device__ __forceinline__ void node_store(int32_t i, double side, const double gc[3],
+                                           const double xc[3], double A, double M,
+                                           const double D[3], const double S[6], double inv_theta,
+                                           typename vec4<R>::type *__restrict__ node)
+{
+    typedef typename vec4<R>::type V;
     const double sx = xc[0] - gc[0], sy = xc[1] - gc[1], sz = xc[2] - gc[2];
     const double r_open = side * inv_theta + sqrt(sx * sx + sy * sy + sz * sz); /* eq. 2, 3 */
     V o0, o1, o2, o3;
@@ -850,6 +783,161 @@ __device__ __forceinline__ void moments_node(int32_t i, int L, double inv_theta,
     node[4 * i] = o0, node[4 * i + 1] = o1, node[4 * i + 2] = o2, node[4 * i + 3] = o3;
 }
 
+/* FMK_MOMENTS_LANES (1, 2, 4, 8, 16 or 32): lanes per leaf in the leaves' moments. 2: each lane
+ * sums every other point of its leaf (H100, bench_tree --headline --big, moments phase against
+ * a thread per leaf: 2^20 cube 0.101 -> 0.086 ms, Plummer 0.13 -> 0.124, 2^24 cube 1.17 ->
+ * 1.16, Plummer 1.38 -> 1.19; 4 lanes: 0.093, 0.13, 1.29, 1.19; 8 lanes at 2^24: 1.54, 1.34;
+ * a warp per leaf, butterflies of 5 steps: 0.14, 0.26, 3.3, 2.3, the shuffles' cost). */
+#ifndef FMK_MOMENTS_LANES
+#define FMK_MOMENTS_LANES 2
+#endif
+constexpr int MOMENTS_LANES = FMK_MOMENTS_LANES;
+
+
+/* The sums of v over the G lanes of a segment of the warp (lanes G s .. G s + G - 1) by a
+ * butterfly (xor G/2, ..., 1): every lane of the segment gets the same bits (the two operands
+ * of each addition are the same pair). All 32 lanes call. */
+template <int G, int N> __device__ __forceinline__ void segment_sums(double (&v)[N])
+{
+#pragma unroll
+    for (int d = G / 2; d > 0; d >>= 1)
+#pragma unroll
+        for (int k = 0; k < N; k++)
+            v[k] += __shfl_xor_sync(0xffffffffu, v[k], d);
+}
+
+/* Leaf i (links l, level L) by a segment of MOMENTS_LANES lanes of the warp, all 32 lanes
+ * calling (active: this segment has a leaf; the others add zeros): lane k of the segment sums
+ * the leaf's points k, k + G, ... in order, the segment adds its lanes' sums (segment_sums),
+ * and its lane 0 writes the record. Every GPU path takes a leaf's moments here, so they agree
+ * bit for bit. q != NULL: the charges are packed first, q[order[j]] cs into src_w[j].w (each
+ * lane its own points; src_w is src). In fp32 (lo: the sources' k_pack_points rest) a leaf's
+ * points are taken whole, x + lo, and the centre xc is rounded to fp32 before the moments are
+ * taken about it: the node's stored centre is then exact, and M2P and M2L offsets from it are
+ * as good as the target's (the walks form them relative to the group, walk_args), however wide
+ * the frame. */
+template <typename R>
+__device__ __forceinline__ void leaf_moments_coop(bool active, int32_t i, int4 l, int L,
+                                                  double inv_theta, double scale,
+                                                  const uint64_t *__restrict__ keys,
+                                                  const typename vec4<R>::type *src,
+                                                  typename vec4<R>::type *src_w,
+                                                  const real4f *__restrict__ lo,
+                                                  const int32_t *__restrict__ order,
+                                                  const double *__restrict__ q, double cs,
+                                                  typename vec4<R>::type *__restrict__ node)
+{
+    typedef typename vec4<R>::type V;
+    constexpr int G = MOMENTS_LANES;
+    const int sub = threadIdx.x & (G - 1);
+    const int32_t b = active ? l.z : 0, e = active ? l.w : 0;
+    if (q) /* the charges first (their loads in flight together) */
+        for (int32_t j = b + sub; j < e; j += G)
+            src_w[j].w = (R)(q[order[j]] * cs);
+    double s1[5] = {0, 0, 0, 0, 0}; /* A, M, |q| x */
+    for (int32_t j = b + sub; j < e; j += G) {
+        const V p = q ? src_w[j] : src[j]; /* the lane's own charges, when packed */
+        const real4f r = lo ? lo[j] : real4f{0, 0, 0, 0};
+        const double a = fabs((double)p.w);
+        s1[0] += a, s1[1] += (double)p.w;
+        s1[2] += a * ((double)p.x + r.x), s1[3] += a * ((double)p.y + r.y);
+        s1[4] += a * ((double)p.z + r.z);
+    }
+    segment_sums<G>(s1);
+    double gc[3], xc[3];
+    const double side = node_cube(active ? keys[l.z] : 0, L, scale, gc);
+    const double A = s1[0];
+    for (int d = 0; d < 3; d++)
+        xc[d] = (double)(R)(A > 0 ? s1[2 + d] / A : gc[d]);
+    double s2[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0}; /* D, S */
+    for (int32_t j = b + sub; j < e; j += G) {
+        const V p = q ? src_w[j] : src[j]; /* the lane's own charges, when packed */
+        const real4f r = lo ? lo[j] : real4f{0, 0, 0, 0};
+        const double w = (double)p.w;
+        const double dx = ((double)p.x + r.x) - xc[0], dy = ((double)p.y + r.y) - xc[1],
+                     dz = ((double)p.z + r.z) - xc[2];
+        s2[0] += w * dx, s2[1] += w * dy, s2[2] += w * dz;
+        s2[3] += w * dx * dx, s2[4] += w * dx * dy, s2[5] += w * dx * dz;
+        s2[6] += w * dy * dy, s2[7] += w * dy * dz, s2[8] += w * dz * dz;
+    }
+    segment_sums<G>(s2);
+    if (active && sub == 0)
+        node_store<R>(i, side, gc, xc, A, s1[1], s2, s2 + 3, inv_theta, node);
+}
+
+/* An inner node from its children's records (leaves: leaf_moments_coop). */
+template <typename R, bool L2 = false>
+__device__ __forceinline__ void moments_node(int32_t i, int L, double inv_theta, double scale,
+                                             const uint64_t *__restrict__ keys,
+                                             const int4 *__restrict__ links,
+                                             const int32_t *__restrict__ n_children,
+                                             typename vec4<R>::type *__restrict__ node)
+{
+    /* L2: the children's records read through L2 (ld_record; k_moments_up), with the loops
+     * over the children unrolled (predicated: the same sums in the same order), so that their
+     * loads are in flight together (a node on a chain up the tree: one latency, not nc) */
+    typedef typename vec4<R>::type V;
+    const int4 l = links[i];
+    double gc[3];
+    const double side = node_cube(keys[l.z], L, scale, gc);
+    double A = 0, M = 0, xc[3] = {0, 0, 0}, D[3] = {0, 0, 0}, S[6] = {0, 0, 0, 0, 0, 0};
+    const int32_t c0 = l.x, nc = n_children[i];
+#pragma unroll(L2 ? 8 : 1)
+    for (int32_t k = 0; k < (L2 ? 8 : nc); k++) {
+        if (L2 && k >= nc)
+            continue;
+        const int32_t c = c0 + k;
+        const V a = rec(node + 4 * c, L2), m = rec(node + 4 * c + 1, L2),
+                s3 = rec(node + 4 * c + 3, L2);
+        const double ac = (double)s3.z;
+        A += ac, M += (double)m.x;
+        xc[0] += ac * (double)a.x, xc[1] += ac * (double)a.y, xc[2] += ac * (double)a.z;
+    }
+    for (int d = 0; d < 3; d++)
+        xc[d] = (double)(R)(A > 0 ? xc[d] / A : gc[d]);
+#pragma unroll(L2 ? 8 : 1)
+    for (int32_t k = 0; k < (L2 ? 8 : nc); k++) {
+        if (L2 && k >= nc)
+            continue;
+        const int32_t c = c0 + k;
+        const V a = rec(node + 4 * c, L2), m = rec(node + 4 * c + 1, L2),
+                s2 = rec(node + 4 * c + 2, L2), s3 = rec(node + 4 * c + 3, L2);
+        const double h[3] = {(double)a.x - xc[0], (double)a.y - xc[1], (double)a.z - xc[2]};
+        const double Mc = (double)m.x;
+        const double Dc[3] = {(double)m.y, (double)m.z, (double)m.w};
+        const double Sc[6] = {(double)s2.x, (double)s2.y, (double)s2.z,
+                              (double)s2.w, (double)s3.x, (double)s3.y};
+        /* D += D_c + M_c h;  S += S_c + D_c h^T + h D_c^T + M_c h h^T */
+        for (int d = 0; d < 3; d++)
+            D[d] += Dc[d] + Mc * h[d];
+        const int ia[6] = {0, 0, 0, 1, 1, 2}, ib[6] = {0, 1, 2, 1, 2, 2};
+        for (int e = 0; e < 6; e++) {
+            const int a_ = ia[e], b_ = ib[e];
+            S[e] += Sc[e] + Dc[a_] * h[b_] + h[a_] * Dc[b_] + Mc * h[a_] * h[b_];
+        }
+    }
+    node_store<R>(i, side, gc, xc, A, M, D, S, inv_theta, node);
+}
+
+/* Node i of either kind (valid: i is a node) by a segment of MOMENTS_LANES lanes, all 32 lanes
+ * calling: a leaf by leaf_moments_coop (its charges already packed), an inner node by the
+ * segment's lane 0. */
+template <typename R>
+__device__ __forceinline__ void moments_node_seg(bool valid, int32_t i, int L, double inv_theta,
+                                                 double scale, const uint64_t *__restrict__ keys,
+                                                 const int4 *__restrict__ links,
+                                                 const int32_t *__restrict__ n_children,
+                                                 const typename vec4<R>::type *src,
+                                                 const real4f *__restrict__ lo,
+                                                 typename vec4<R>::type *__restrict__ node)
+{
+    const int4 l = valid ? links[i] : make_int4(0, 0, 0, 0);
+    leaf_moments_coop<R>(valid && l.x < 0, i, l, L, inv_theta, scale, keys, src, NULL, lo, NULL,
+                         NULL, 0, node);
+    if (valid && l.x >= 0 && (threadIdx.x & (MOMENTS_LANES - 1)) == 0)
+        moments_node<R>(i, L, inv_theta, scale, keys, links, n_children, node);
+}
+
 template <typename R>
 __global__ void k_moments(int32_t first, int32_t count, int L, double inv_theta, double scale,
                           const uint64_t *__restrict__ keys, const int4 *__restrict__ links,
@@ -857,9 +945,10 @@ __global__ void k_moments(int32_t first, int32_t count, int L, double inv_theta,
                           const typename vec4<R>::type *__restrict__ src,
                           const real4f *__restrict__ lo, typename vec4<R>::type *__restrict__ node)
 {
-    int32_t k = blockIdx.x * blockDim.x + threadIdx.x;
-    if (k < count)
-        moments_node<R>(first + k, L, inv_theta, scale, keys, links, n_children, src, lo, node);
+    /* a segment of MOMENTS_LANES lanes per node (the whole warp calls) */
+    const int64_t k = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) / MOMENTS_LANES;
+    moments_node_seg<R>(k < count, first + (int32_t)(k < count ? k : 0), L, inv_theta, scale, keys,
+                        links, n_children, src, lo, node);
 }
 
 /* The level boundaries of a small tree, for k_moments_inner. */
@@ -880,9 +969,12 @@ __global__ void k_moments_leaves(int32_t n_nodes, const int8_t *__restrict__ lev
                                  const real4f *__restrict__ lo,
                                  typename vec4<R>::type *__restrict__ node)
 {
-    const int32_t i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n_nodes && links[i].x < 0)
-        moments_node<R>(i, level[i], inv_theta, scale, keys, links, n_children, src, lo, node);
+    /* a segment of MOMENTS_LANES lanes per node (the whole warp calls) */
+    const int64_t k = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) / MOMENTS_LANES;
+    const int32_t i = (int32_t)(k < n_nodes ? k : 0);
+    const int4 l = links[i];
+    leaf_moments_coop<R>(k < n_nodes && l.x < 0, i, l, level[i], inv_theta, scale, keys, src, NULL,
+                         lo, NULL, NULL, 0, node);
 }
 
 template <typename R>
@@ -896,7 +988,7 @@ __global__ void __launch_bounds__(MOMENTS_SMALL_BLOCK)
     for (int L = levels - 2; L >= 0; L--) { /* the deepest level holds only leaves */
         for (int32_t i = lt.begin[L] + threadIdx.x; i < lt.begin[L + 1]; i += MOMENTS_SMALL_BLOCK)
             if (links[i].x >= 0)
-                moments_node<R>(i, L, inv_theta, scale, keys, links, n_children, src, NULL, node);
+                moments_node<R>(i, L, inv_theta, scale, keys, links, n_children, node);
         __syncthreads(); /* the parents read these */
     }
 }
@@ -964,69 +1056,31 @@ __global__ void __launch_bounds__(PREP_BLOCK)
                 src[i0 + u * PREP_BLOCK].w = (R)(c[u] * cs);
     }
     __syncthreads();
-    for (int32_t i = threadIdx.x; i < n_nodes; i += PREP_BLOCK)
-        if (links[i].x < 0)
-            moments_node<R>(i, level[i], inv_theta, scale, keys, links, n_children, src, lo, node);
+    /* the leaves, a segment of MOMENTS_LANES lanes each (a warp's bound is the same in its lanes) */
+    for (int32_t b = (threadIdx.x & ~31) / MOMENTS_LANES; b < n_nodes; b += PREP_BLOCK / MOMENTS_LANES) {
+        const int32_t i = b + (threadIdx.x & 31) / MOMENTS_LANES;
+        const int4 l = links[i < n_nodes ? i : 0];
+        leaf_moments_coop<R>(i < n_nodes && l.x < 0, i, l, level[i < n_nodes ? i : 0], inv_theta,
+                             scale, keys, src, NULL, lo, NULL, NULL, 0, node);
+    }
     __syncthreads();
     for (int L = levels - 2; L >= 0; L--) { /* the deepest level holds only leaves */
         for (int32_t i = lt.begin[L] + threadIdx.x; i < lt.begin[L + 1]; i += PREP_BLOCK)
             if (links[i].x >= 0)
-                moments_node<R>(i, L, inv_theta, scale, keys, links, n_children, src, NULL, node);
+                moments_node<R>(i, L, inv_theta, scale, keys, links, n_children, node);
         __syncthreads();
     }
 }
 
 /* The charges' packing and every moment of a small tree in one launch (for more sources than
  * k_prep_small takes; the charge check is done before, by k_charge_stats): one warp per leaf
- * packs its points' charges (times charge_scale, as k_pack_charges) and stages its points in
- * shared memory, where its first lane takes the leaf's moments (moments_node: the same sums in
- * the same order as k_moments_leaves, which reads them from global memory one point after
- * another, a chain of loads). The last block to finish (a counter, stats[3], cleared by
+ * packs its points' charges (times charge_scale, as k_pack_charges) and takes the leaf's
+ * moments (leaf_moments_coop). The last block to finish (a counter, stats[3], cleared by
  * run_eval's memset or the one-block charge check) then takes the inner nodes level by level, deepest first, as
- * k_moments_inner does. Three launches in one, and a leaf's loads in one round trip. (The
+ * k_moments_inner does. Three launches in one. (The
  * children of each level's nodes staged in shared memory too, by 8 threads per node, 32 nodes
  * at a time, cost more than they saved: the Plummer sphere's wide levels took many rounds.) */
-constexpr int MOMENTS_FUSED_BLOCK = 256, MOMENTS_STAGE = 64;
-
-/* Leaf i (links l) by a warp: its charges times cs into src, then its moments by lane 0 from
- * the points staged in pts, rest (MOMENTS_STAGE slots each), or from src when it holds more. */
-template <typename R>
-__device__ __forceinline__ void leaf_moments_warp(int32_t i, int4 l, int L, double cs,
-                                                  double inv_theta, double scale,
-                                                  const uint64_t *__restrict__ keys,
-                                                  const int4 *__restrict__ links,
-                                                  const int32_t *__restrict__ n_children,
-                                                  const int32_t *__restrict__ order,
-                                                  const double *__restrict__ q,
-                                                  typename vec4<R>::type *src,
-                                                  const real4f *__restrict__ lo,
-                                                  typename vec4<R>::type *__restrict__ node,
-                                                  typename vec4<R>::type *pts, real4f *rest)
-{
-    typedef typename vec4<R>::type V;
-    const int lane = threadIdx.x & 31;
-    const int32_t b = l.z, c = l.w - l.z;
-    const bool staged = c <= MOMENTS_STAGE;
-    for (int32_t j = lane; j < c; j += 32) {
-        V p = src[b + j];
-        p.w = (R)(q[order[b + j]] * cs);
-        src[b + j].w = p.w;
-        if (staged) {
-            pts[j] = p;
-            if (lo)
-                rest[j] = lo[b + j];
-        }
-    }
-    __syncwarp(); /* (also orders the charges' writes before lane 0 reads them) */
-    if (lane == 0) {
-        if (staged) /* the leaf's points from shared memory, indexed as src */
-            moments_node<R>(i, L, inv_theta, scale, keys, links, n_children, pts - b,
-                            lo ? rest - b : NULL, node);
-        else
-            moments_node<R>(i, L, inv_theta, scale, keys, links, n_children, src, lo, node);
-    }
-    __syncwarp(); /* the staging area is free again */
-}
+constexpr int MOMENTS_FUSED_BLOCK = 256;
 
 template <typename R>
 __global__ void __launch_bounds__(MOMENTS_FUSED_BLOCK)
@@ -1037,19 +1091,17 @@ __global__ void __launch_bounds__(MOMENTS_FUSED_BLOCK)
                     unsigned long long *__restrict__ stats, typename vec4<R>::type *src,
                     const real4f *__restrict__ lo, typename vec4<R>::type *__restrict__ node)
 {
-    typedef typename vec4<R>::type V;
     constexpr int WARPS = MOMENTS_FUSED_BLOCK / 32;
-    __shared__ V s_pts[WARPS][MOMENTS_STAGE];
-    __shared__ real4f s_lo[WARPS][MOMENTS_STAGE];
     __shared__ bool s_last;
-    const int w = threadIdx.x >> 5;
+    constexpr int PER_WARP = 32 / MOMENTS_LANES; /* leaves a warp takes at once */
+    const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const double cs = charge_scale<R>(stats);
-    for (int32_t i = blockIdx.x * WARPS + w; i < n_nodes; i += gridDim.x * WARPS) {
-        const int4 l = links[i];
-        if (l.x >= 0) /* (the same for the warp) */
-            continue;
-        leaf_moments_warp<R>(i, l, level[i], cs, inv_theta, scale, keys, links, n_children, order,
-                             q, src, lo, node, s_pts[w], s_lo[w]);
+    for (int32_t b = (blockIdx.x * WARPS + w) * PER_WARP; b < n_nodes;
+         b += gridDim.x * WARPS * PER_WARP) {
+        const int32_t i = b + lane / MOMENTS_LANES, ic = i < n_nodes ? i : 0;
+        const int4 l = links[ic];
+        leaf_moments_coop<R>(i < n_nodes && l.x < 0, i, l, level[ic], inv_theta, scale, keys, src,
+                             src, lo, order, q, cs, node);
     }
     /* the last block takes the inner nodes */
     __threadfence();
@@ -1063,20 +1115,20 @@ __global__ void __launch_bounds__(MOMENTS_FUSED_BLOCK)
     for (int L = levels - 2; L >= 0; L--) { /* the deepest level holds only leaves */
         for (int32_t i = lt.begin[L] + threadIdx.x; i < lt.begin[L + 1]; i += MOMENTS_FUSED_BLOCK)
             if (links[i].x >= 0)
-                moments_node<R>(i, L, inv_theta, scale, keys, links, n_children, src, NULL, node);
+                moments_node<R>(i, L, inv_theta, scale, keys, links, n_children, node);
         __syncthreads(); /* the parents read these */
     }
 }
 
 /* The charges' packing and every moment of a large tree in one launch (fmk_cuda_bh_moments_up;
  * before: k_pack_charges, then k_moments once per level, 10 launches for the 2^20 Plummer
- * sphere): a thread per leaf packs its charges and takes its moments, then goes up the tree:
- * the last child of a node to be done (a counter per node, arrive, zero before the launch)
- * takes the node as k_moments does (the same sums in the same order: the same moments bit for
- * bit; its children's records read through L2), and so on up to the root or to a node whose
- * other children are not done yet. (A warp per leaf with its points staged in shared memory,
- * lane 0 summing, as k_moments_small, took 0.36 ms at 2^20 against the per-level kernels'
- * 0.20: one lane's sums in fp64 per leaf.) */
+ * sphere): a warp per leaf packs its charges and takes its moments (leaf_moments_coop), then
+ * its lane 0 goes up the tree: the last child of a node to be done (a counter per node, arrive,
+ * zero before the launch) takes the node as k_moments does (the same sums in the same order:
+ * the same moments bit for bit; its children's records read through L2), and so on up to the
+ * root or to a node whose other children are not done yet. (A warp per leaf with its points
+ * staged in shared memory, lane 0 summing, took 0.36 ms at 2^20 against the per-level kernels'
+ * 0.20: one lane's sums in fp64 per leaf; a thread per leaf, 0.13..0.14.) */
 constexpr int MOMENTS_UP_BLOCK = 128;
 
 template <typename R>
@@ -1089,24 +1141,25 @@ __global__ void __launch_bounds__(MOMENTS_UP_BLOCK)
                  const real4f *__restrict__ lo, typename vec4<R>::type *__restrict__ node,
                  int32_t *__restrict__ arrive)
 {
-    const int32_t i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n_nodes)
-        return;
+    /* a segment of MOMENTS_LANES lanes per leaf (the whole warp calls) */
+    const int64_t k = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) / MOMENTS_LANES;
+    const int32_t i = (int32_t)(k < n_nodes ? k : 0);
     const int4 l = links[i];
-    if (l.x >= 0)
+    const bool leaf = k < n_nodes && l.x < 0;
+    leaf_moments_coop<R>(leaf, i, l, level[i], inv_theta, scale, keys, src, src, lo, order, q,
+                         charge_scale<R>(stats), node);
+    if (!leaf || (threadIdx.x & (MOMENTS_LANES - 1)) != 0) /* lane 0 of the segment wrote the
+                                                             * record and goes up the tree */
         return;
-    const double cs = charge_scale<R>(stats);
-    for (int32_t j = l.z; j < l.w; j++)
-        src[j].w = (R)(q[order[j]] * cs);
-    moments_node<R>(i, level[i], inv_theta, scale, keys, links, n_children, src, lo, node);
     for (int32_t c = i;;) { /* node c is done */
-        __threadfence();    /* its record before its arrival */
         const int32_t p = parent[c];
-        if (p < 0 || atomicAdd(&arrive[p], 1) != n_children[p] - 1)
+        if (p < 0)
+            break;
+        __threadfence(); /* its record before its arrival */
+        if (atomicAdd(&arrive[p], 1) != n_children[p] - 1)
             break;
         __threadfence(); /* the other children's records after their arrivals */
-        moments_node<R, true>(p, level[p], inv_theta, scale, keys, links, n_children, src, NULL,
-                              node);
+        moments_node<R, true>(p, level[p], inv_theta, scale, keys, links, n_children, node);
         c = p;
     }
 }
@@ -3329,7 +3382,8 @@ fmk_status run_eval_t(fmk_plan *plan, bh_state *s, const double *d_q, double *po
     } else if (err == cudaSuccess && t->n_nodes <= fmk_cuda_bh_moments_small_max &&
                fmk_cuda_bh_moments_fused) {
         constexpr int W = MOMENTS_FUSED_BLOCK / 32;
-        k_moments_small<R><<<(unsigned)((t->n_nodes + W - 1) / W), MOMENTS_FUSED_BLOCK>>>(
+        constexpr int NPB = W * (32 / MOMENTS_LANES); /* nodes a block takes at once */
+        k_moments_small<R><<<(unsigned)((t->n_nodes + NPB - 1) / NPB), MOMENTS_FUSED_BLOCK>>>(
             (int32_t)t->n_nodes, t->levels, lt, t->d_level, inv_theta, S, t->d_keys,
             (const int4 *)s->links.p, t->d_n_children, t->d_order, d_q, s->d_stats, (V *)s->src.p,
             lo, (V *)s->node.p);
@@ -3338,7 +3392,7 @@ fmk_status run_eval_t(fmk_plan *plan, bh_state *s, const double *d_q, double *po
                t->n_nodes <= fmk_cuda_bh_moments_up_max) {
         err = cudaMemsetAsync(t->d_counts, 0, (size_t)t->n_nodes * sizeof(int32_t), 0);
         if (err == cudaSuccess)
-            k_moments_up<R><<<blocks_for(t->n_nodes, MOMENTS_UP_BLOCK), MOMENTS_UP_BLOCK>>>(
+            k_moments_up<R><<<blocks_for(t->n_nodes * MOMENTS_LANES, MOMENTS_UP_BLOCK), MOMENTS_UP_BLOCK>>>(
                 (int32_t)t->n_nodes, t->d_level, inv_theta, S, t->d_keys, (const int4 *)s->links.p,
                 t->d_n_children, t->d_parent, t->d_order, d_q, s->d_stats, (V *)s->src.p, lo,
                 (V *)s->node.p, t->d_counts);
@@ -3347,7 +3401,7 @@ fmk_status run_eval_t(fmk_plan *plan, bh_state *s, const double *d_q, double *po
     } else if (err == cudaSuccess) {
         k_pack_charges<R><<<blocks_for(n), BLOCK>>>(n, t->d_order, d_q, s->d_stats, (V *)s->src.p);
         if (t->n_nodes <= fmk_cuda_bh_moments_small_max) {
-            k_moments_leaves<R><<<blocks_for(t->n_nodes, 128), 128>>>(
+            k_moments_leaves<R><<<blocks_for(t->n_nodes * MOMENTS_LANES, 128), 128>>>(
                 (int32_t)t->n_nodes, t->d_level, inv_theta, S, t->d_keys, (const int4 *)s->links.p,
                 t->d_n_children, (const V *)s->src.p, lo, (V *)s->node.p);
             k_moments_inner<R><<<1, MOMENTS_SMALL_BLOCK>>>(t->levels, lt, inv_theta, S, t->d_keys,
@@ -3357,7 +3411,7 @@ fmk_status run_eval_t(fmk_plan *plan, bh_state *s, const double *d_q, double *po
             for (int L = t->levels - 1; L >= 0; L--) {
                 const int32_t first = (int32_t)t->level_begin[L];
                 const int32_t count = (int32_t)(t->level_begin[L + 1] - first);
-                k_moments<R><<<blocks_for(count, 128), 128>>>(first, count, L, inv_theta, S, t->d_keys,
+                k_moments<R><<<blocks_for((int64_t)count * MOMENTS_LANES, 128), 128>>>(first, count, L, inv_theta, S, t->d_keys,
                                                               (const int4 *)s->links.p, t->d_n_children,
                                                               (const V *)s->src.p, lo, (V *)s->node.p);
             }
