@@ -19,6 +19,8 @@
  *   tree --one N [--plummer] [--direct] [--errors]   one configuration, 16 repeats (for a
  *                               profiler); --errors: with the sampled errors (a GPU direct sum
  *                               at 1024 targets before the runs)
+ *   --group G                   (with --headline or --one) groups of G = 32 or 64 targets
+ *                               (64: two per lane, without the cell-to-group step)
  *   --no-small                  (with any of the above) the small-N paths off: one launch per
  *                               tree level and per moment level, no split walk
  *   --one-wait-off              (with any of the above) set_points_device and eval as before
