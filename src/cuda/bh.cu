@@ -792,7 +792,9 @@ __device__ __forceinline__ void node_store(int32_t i, double side, const double 
 #define FMK_MOMENTS_LANES 2
 #endif
 constexpr int MOMENTS_LANES = FMK_MOMENTS_LANES;
-
+static_assert(MOMENTS_LANES >= 1 && MOMENTS_LANES <= 32 &&
+                  (MOMENTS_LANES & (MOMENTS_LANES - 1)) == 0,
+              "FMK_MOMENTS_LANES: a power of two from 1 to 32");
 
 /* The sums of v over the G lanes of a segment of the warp (lanes G s .. G s + G - 1) by a
  * butterfly (xor G/2, ..., 1): every lane of the segment gets the same bits (the two operands
