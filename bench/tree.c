@@ -64,7 +64,9 @@
  *   --no-cells                  the tree's first levels by binary searches, not the table of
  *                               where each cell of level 5 starts (and not by one block)
  *   --top-levels K              trees built level by level: levels 0 .. K - 1 by one block
- *                               (default 4, at most 4; 0: a count, scan and write per level)
+ *                               (default 4, at most 4; 0: by the level launches too)
+ *   --level-fused 0|1           each level below them by one launch (1, default) or by a
+ *                               count, CUB's scan and a write (0)
  *   --split-nodes K, --split-level L, --split-warps W   the split walk's knobs (defaults 8, 5, 24)
  *   --theta T                   theta of --headline and --one (default 0.6)
  *   tree --headline --compare   the headline rows, then each with other acceptance tests
@@ -139,6 +141,9 @@ extern int fmk_cuda_tree_cells;
 /* The first levels of a tree built level by level by one block (levels 0 .. K - 1, default 4;
  * 0: by the level kernels; a tuning knob, not API). */
 extern int fmk_cuda_tree_top_levels;
+/* Each level below them by one launch (1, default) or by a count, CUB's scan and a write (0,
+ * --level-fused 0; a tuning knob, not API). */
+extern int fmk_cuda_tree_level_fused;
 extern long long fmk_cuda_bh_moments_small_max;
 /* Their charges and moments in one launch (1, default) or three (0; a tuning knob, not API). */
 extern int fmk_cuda_bh_moments_fused;
@@ -559,6 +564,8 @@ int main(int argc, char **argv)
             fmk_cuda_bh_prep_small_max = atoll(argv[++a]);
         else if (strcmp(argv[a], "--top-levels") == 0 && a + 1 < argc)
             fmk_cuda_tree_top_levels = atoi(argv[++a]);
+        else if (strcmp(argv[a], "--level-fused") == 0 && a + 1 < argc)
+            fmk_cuda_tree_level_fused = atoi(argv[++a]);
         else if (strcmp(argv[a], "--no-cells") == 0)
             fmk_cuda_tree_cells = 0;
         else if (strcmp(argv[a], "--split-sort-min") == 0 && a + 1 < argc)

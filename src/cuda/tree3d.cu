@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include <cub/block/block_radix_sort.cuh>
+#include <cub/agent/single_pass_scan_operators.cuh>
 #include <cub/block/block_scan.cuh>
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_scan.cuh>
@@ -483,6 +484,159 @@ __global__ void k_write_children(int L, int32_t bound, int64_t cap, int32_t *__r
         begin[c] = lo, end[c] = hi;
         parent[c] = i, level[c] = (int8_t)(L + 1);
         next[c] = idx + 1 < nc ? c + 1 : next[i]; /* Nakasato Fig. 5: sibling, else parent's */
+    }
+}
+
+/* A level in one launch (k_level): each block counts the children of LEVEL_TILE nodes (8
+ * threads a node, LEVEL_ITEMS nodes per 8 threads), takes its children's first index from a
+ * single-pass scan over the blocks (CUB's decoupled look-back: ScanTileState and
+ * TilePrefixCallbackOp), and writes them, instead of a count, CUB's device scan (two
+ * launches) and a write that searched the octants again. The tree is the same. The tile
+ * states of level L and L + 1 take turns in the count and offset arrays; the launch of
+ * level L clears those of level L + 1. */
+#ifndef FMK_LEVEL_ITEMS
+#define FMK_LEVEL_ITEMS 1
+#endif
+constexpr int LEVEL_BLOCK = 256, LEVEL_ITEMS = FMK_LEVEL_ITEMS,
+              LEVEL_TILE = LEVEL_BLOCK / 8 * LEVEL_ITEMS;
+typedef cub::ScanTileState<int32_t> level_tiles;
+typedef cub::TilePrefixCallbackOp<int32_t, ::cuda::std::plus<>, level_tiles> level_prefix;
+
+__global__ void k_level_init(level_tiles tiles, int n_tiles) { tiles.InitializeStatus(n_tiles); }
+
+/* Level L (nodes [lb[L], lb[L + 1]), at most bound of them, gridDim.x tiles of LEVEL_TILE):
+ * n_children, more and the children of level L + 1 with their begin, end, parent, level and
+ * next pointers (as k_count_children and k_write_children). The last block sets lb[L + 2],
+ * or the overflow flag when the children do not fit in cap nodes (a node writes its children
+ * only when they fit; a build that overflowed is redone). next_tiles: the next level's tile
+ * states, n_next of them, cleared here. */
+/* octant_of for LEVEL_ITEMS nodes of the calling thread's 8 (node p: [b[p], e[p]), active[p]
+ * the same for its 8 threads), their binary searches in step (one chain of dependent loads
+ * for all of them, not one after another). */
+__device__ __forceinline__ void octants_of(const uint64_t *__restrict__ keys,
+                                           const int32_t *__restrict__ cells, int L, int leaf_size,
+                                           const bool (&active)[LEVEL_ITEMS],
+                                           const int32_t (&b)[LEVEL_ITEMS],
+                                           const int32_t (&e)[LEVEL_ITEMS],
+                                           int32_t (&lo)[LEVEL_ITEMS], int32_t (&hi)[LEVEL_ITEMS],
+                                           unsigned (&nonempty)[LEVEL_ITEMS])
+{
+    const unsigned o = threadIdx.x & 7, lanes = node_lanes();
+    const int shift = 3 * (FMK_TREE_KEY_BITS - 1 - L);
+    bool split[LEVEL_ITEMS];
+    int32_t l[LEVEL_ITEMS], h[LEVEL_ITEMS]; /* the searches' ranges */
+#pragma unroll
+    for (int p = 0; p < LEVEL_ITEMS; p++) {
+        split[p] = active[p] && e[p] - b[p] > leaf_size && L < FMK_TREE_MAX_LEVEL;
+        l[p] = b[p], h[p] = b[p];
+        if (split[p] && o > 0) {
+            if (cells && L < CELL_LEVEL)
+                l[p] = h[p] = octant_start(keys, cells, b[p], e[p], shift, L, o);
+            else
+                h[p] = e[p];
+        }
+    }
+    for (;;) { /* first position in [l, h) whose octant digit is >= o (octant_bound) */
+        bool any = false;
+#pragma unroll
+        for (int p = 0; p < LEVEL_ITEMS; p++)
+            if (l[p] < h[p]) {
+                const int32_t mid = l[p] + (h[p] - l[p]) / 2;
+                if ((unsigned)(keys[mid] >> shift & 7) < o)
+                    l[p] = mid + 1;
+                else
+                    h[p] = mid;
+                any = true;
+            }
+        if (!any)
+            break;
+    }
+#pragma unroll
+    for (int p = 0; p < LEVEL_ITEMS; p++) {
+        int32_t up = __shfl_down_sync(lanes, l[p], 1, 8);
+        up = o == 7 ? e[p] : up;
+        lo[p] = l[p], hi[p] = split[p] ? up : b[p];
+        nonempty[p] = __ballot_sync(lanes, split[p] && hi[p] > lo[p]) & lanes;
+    }
+}
+
+/* Level L (nodes [lb[L], lb[L + 1]), at most LEVEL_TILE gridDim.x of them): n_children, more
+ * and the children of level L + 1 with their begin, end, parent, level and next pointers (as
+ * k_count_children and k_write_children). Blocks past the level's last node only clear tile
+ * states; the block of the last node sets lb[L + 2], or the overflow flag when the children
+ * do not fit in cap nodes (a node writes its children only when they fit; a build that
+ * overflowed is redone). next_tiles: the next level's tile states, n_next of them, cleared
+ * here. */
+__global__ void __launch_bounds__(LEVEL_BLOCK)
+    k_level(int L, int64_t cap, int leaf_size, int32_t *__restrict__ lb,
+            const uint64_t *__restrict__ keys, const int32_t *__restrict__ cells,
+            int32_t *__restrict__ begin, int32_t *__restrict__ end,
+            int32_t *__restrict__ n_children, int32_t *__restrict__ more,
+            int32_t *__restrict__ next, int32_t *__restrict__ parent, int8_t *__restrict__ level,
+            level_tiles tiles, level_tiles next_tiles, int n_next)
+{
+    typedef cub::BlockScan<int32_t, LEVEL_BLOCK> scan_t;
+    __shared__ struct {
+        typename scan_t::TempStorage scan;
+        typename level_prefix::TempStorage prefix;
+    } ts;
+    next_tiles.InitializeStatus(n_next); /* n_next <= 8 gridDim.x <= the threads */
+    const int32_t first = lb[L], count = lb[L + 1] - first, first_child = first + count;
+    const int tile = blockIdx.x, last = count > 0 ? (count - 1) / LEVEL_TILE : 0;
+    if (tile > last) /* no node here, and no later block waits for this one */
+        return;
+    const int o = threadIdx.x & 7;
+    const bool stop = lb[FMK_CUDA_TREE_LB_FLAG] != 0; /* an earlier level did not fit */
+    const int32_t k0 = tile * LEVEL_TILE + (threadIdx.x >> 3) * LEVEL_ITEMS;
+    int32_t b[LEVEL_ITEMS], e[LEVEL_ITEMS], lo[LEVEL_ITEMS], hi[LEVEL_ITEMS], c[LEVEL_ITEMS],
+        excl[LEVEL_ITEMS];
+    bool active[LEVEL_ITEMS];
+    unsigned nonempty[LEVEL_ITEMS];
+#pragma unroll
+    for (int p = 0; p < LEVEL_ITEMS; p++) {
+        active[p] = k0 + p < count; /* the same for the node's 8 threads */
+        b[p] = active[p] ? begin[first + k0 + p] : 0;
+        e[p] = active[p] ? end[first + k0 + p] : 0;
+    }
+    octants_of(keys, cells, L, leaf_size, active, b, e, lo, hi, nonempty);
+#pragma unroll
+    for (int p = 0; p < LEVEL_ITEMS; p++)
+        c[p] = o == 0 ? __popc(nonempty[p]) : 0; /* a node's count once, in node order */
+    if (tile == 0) {
+        int32_t all;
+        scan_t(ts.scan).ExclusiveSum(c, excl, all);
+        if (threadIdx.x == 0)
+            tiles.SetInclusive(0, all);
+    } else {
+        level_prefix prefix(tiles, ts.prefix, ::cuda::std::plus<>{}, tile);
+        scan_t(ts.scan).ExclusiveSum(c, excl, prefix);
+    }
+    if (tile == last && threadIdx.x == LEVEL_BLOCK - 1) {
+        /* the last thread's items are zeros: its last exclusive sum is the level's total */
+        const int32_t total = excl[LEVEL_ITEMS - 1];
+        const bool fits = !stop && (int64_t)first_child + total <= cap;
+        lb[L + 2] = fits ? first_child + total : first_child;
+        if (!fits)
+            lb[FMK_CUDA_TREE_LB_FLAG] = 1;
+    }
+#pragma unroll
+    for (int p = 0; p < LEVEL_ITEMS; p++) {
+        const int32_t c0 = first_child + __shfl_sync(0xffffffffu, excl[p], 0, 8);
+        if (!active[p])
+            continue;
+        const int32_t i = first + k0 + p;
+        const int nc = __popc(nonempty[p]);
+        const bool write = nc > 0 && !stop && (int64_t)c0 + nc <= cap;
+        if (o == 0)
+            n_children[i] = nc, more[i] = write ? c0 : -1;
+        if (write && hi[p] > lo[p]) {
+            /* nonempty octants before this one (lanes below this one among the node's) */
+            const int idx = __popc(nonempty[p] & ((1u << (threadIdx.x & 31)) - 1));
+            const int32_t ch = c0 + idx;
+            begin[ch] = lo[p], end[ch] = hi[p];
+            parent[ch] = i, level[ch] = (int8_t)(L + 1);
+            next[ch] = idx + 1 < nc ? ch + 1 : next[i]; /* Nakasato Fig. 5: sibling, else parent's */
+        }
     }
 }
 
@@ -1053,6 +1207,10 @@ int fmk_cuda_tree_cells = 1;
 /* Tuning knob (not API): a tree built without a host wait whose groups are wanted
  * (fmk_cuda_tree3d_build_async) gets them from the build's own launch (1: one launch less,
  * the same groups), or from k_groups_small after it (0). */
+/* Tuning knob (not API): the levels below the first ones by one launch each (k_level, 1), or
+ * by a count, CUB's scan and a write (0). */
+extern "C" int fmk_cuda_tree_level_fused;
+int fmk_cuda_tree_level_fused = 1;
 extern "C" int fmk_cuda_tree_build_groups;
 int fmk_cuda_tree_build_groups = 1;
 
@@ -1075,6 +1233,9 @@ void build_small(fmk_cuda_tree *t, int32_t *h_lb, const groups_out &g)
 #ifndef FMK_CUDA_TREE_CHECK /* levels between the host's looks at the level boundaries */
 #define FMK_CUDA_TREE_CHECK 4
 #endif
+
+/* Tiles of k_level for a level of at most b nodes. */
+int level_tiles_of(int64_t b) { return (int)((b + LEVEL_TILE - 1) / LEVEL_TILE); }
 
 /* levels, level_begin and n_nodes of t from the host's copy of the level table, whose levels
  * up to L were built: up to the last non-empty one (h[k] for k > L + 1 was never written). */
@@ -1126,19 +1287,41 @@ fmk_status build_levels(fmk_plan *plan, fmk_cuda_tree *t, int *overflow)
      * one of them holds more than leaf_size points): no look before that. fresh: the host's
      * copy of the level table is the last one written. */
     int fresh = 0;
+    /* one launch a level (k_level) when the tile states fit in the count and offset arrays */
+    level_tiles tiles[2];
+    size_t tile_bytes = 0;
+    const int fused = fmk_cuda_tree_level_fused && t->cap_nodes > 0 &&
+                      level_tiles::AllocationSize(level_tiles_of(t->cap_nodes), tile_bytes) == cudaSuccess &&
+                      tile_bytes <= 4 * (size_t)(t->cap_nodes + 1);
+    if (fused && bound > 0) {
+        (void)tiles[0].Init(0, t->d_counts, tile_bytes);
+        (void)tiles[1].Init(0, t->d_offset, tile_bytes);
+        const int nt = level_tiles_of(bound);
+        k_level_init<<<blocks_for(nt), BLOCK>>>(tiles[L & 1], nt);
+    }
     for (; L <= FMK_TREE_MAX_LEVEL && err == cudaSuccess && bound > 0; L++) {
-        const unsigned blocks = blocks_for(8 * bound);
-        k_count_children<<<blocks, BLOCK>>>(L, (int32_t)bound, t->leaf_size, lb, t->d_keys, cells,
-                                            t->d_begin, t->d_end, t->d_n_children, t->d_more,
-                                            t->d_counts);
-        size_t tb = t->temp_bytes;
-        err = cub::DeviceScan::InclusiveSum(t->d_temp, tb, t->d_counts, t->d_offset + 1, (int)bound);
-        if (err != cudaSuccess)
-            break;
-        k_write_children<<<blocks, BLOCK>>>(L, (int32_t)bound, t->cap_nodes, lb, t->d_keys, cells,
-                                            t->d_offset, t->d_begin, t->d_end, t->d_n_children,
-                                            t->d_more, t->d_next, t->d_parent, t->d_level);
-        bound = next_bound(t, bound);
+        const int64_t nb = next_bound(t, bound);
+        if (fused) {
+            k_level<<<level_tiles_of(bound), LEVEL_BLOCK>>>(
+                L, t->cap_nodes, t->leaf_size, lb, t->d_keys, cells, t->d_begin, t->d_end,
+                t->d_n_children, t->d_more, t->d_next, t->d_parent, t->d_level, tiles[L & 1],
+                tiles[(L + 1) & 1], level_tiles_of(nb));
+        } else {
+            const unsigned blocks = blocks_for(8 * bound);
+            k_count_children<<<blocks, BLOCK>>>(L, (int32_t)bound, t->leaf_size, lb, t->d_keys,
+                                                cells, t->d_begin, t->d_end, t->d_n_children,
+                                                t->d_more, t->d_counts);
+            size_t tb = t->temp_bytes;
+            err = cub::DeviceScan::InclusiveSum(t->d_temp, tb, t->d_counts, t->d_offset + 1,
+                                                (int)bound);
+            if (err != cudaSuccess)
+                break;
+            k_write_children<<<blocks, BLOCK>>>(L, (int32_t)bound, t->cap_nodes, lb, t->d_keys,
+                                                cells, t->d_offset, t->d_begin, t->d_end,
+                                                t->d_n_children, t->d_more, t->d_next,
+                                                t->d_parent, t->d_level);
+        }
+        bound = nb;
         fresh = 0;
         const int known = width * t->leaf_size < n && L < FMK_TREE_MAX_LEVEL;
         width = width < n ? width * 8 : width;

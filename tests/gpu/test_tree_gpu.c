@@ -47,6 +47,8 @@ extern int fmk_cuda_tree_cells;
 /* The first levels of a tree built level by level: by one block (4: levels 0..3) or by the
  * level kernels (0). */
 extern int fmk_cuda_tree_top_levels;
+/* Each level of that build by one launch (1) or by a count, CUB's scan and a write (0). */
+extern int fmk_cuda_tree_level_fused;
 extern long long fmk_cuda_bh_moments_small_max;
 extern int fmk_cuda_bh_split_warps;
 extern int fmk_cuda_bh_split_level_max;
@@ -457,7 +459,8 @@ static void test_device_paths(void)
  * and the kernels before (a 63-bit one-block sort, then the build of 512 threads); tiles of
  * 4096 and of 2048 merged and built from shared memory (k_build_staged) or by one launch
  * (k_merge_build), tiles of 8192 merged and built from global memory, the one launch with
- * tiles of 4096 and 2048, and the defaults at 6000 points. */
+ * tiles of 4096 and 2048, and the defaults at 6000 points; and level by level with each level
+ * by a count, CUB's scan and a write instead of one launch (k_level). */
 static void test_same_tree(void)
 {
     const int64_t n = quick ? 5000 : 200000, n_tiles = quick ? 12000 : 30000, n_three = 20000;
@@ -465,7 +468,7 @@ static void test_same_tree(void)
     const int64_t n_merge[7] = {12000, 16000, 10000, 12000, 3000, 1500, 6000}; /* builds 8 .. 14 */
     double *x = xmalloc((size_t)n_max * 24);
     const int leaf_sizes[3] = {1, 16, 64};
-    static const char *const builds[16] = {
+    static const char *const builds[17] = {
         "one launch of one block (keys, top-bit sort, build)",
         "level by level, 63-bit sort, binary searches",
         "level by level, split sort",
@@ -481,12 +484,14 @@ static void test_same_tree(void)
         "one launch of one block, a tile of 4096",
         "one launch of one block, a tile of 2048",
         "the defaults: tiles of 2048 from 4097 points, merged, built from shared memory",
-        "level by level, split sort, the first levels by the level kernels too"};
-    for (int c = 0; c < 96; c++) {
+        "level by level, split sort, the first levels by the level kernels too",
+        "level by level, split sort, each level by a count, CUB's scan and a write"};
+    for (int c = 0; c < 102; c++) {
         const int build = c / 6, dist = c % 6;
         const int one_block = build == 0 || (build >= 4 && build <= 14);
         fmk_cuda_tree_small_max = one_block ? 1ll << 40 : 0;
-        fmk_cuda_tree_split_sort_min = build == 2 || build == 3 || build == 15 ? 0 : 1ll << 40;
+        fmk_cuda_tree_split_sort_min = build == 2 || build == 3 || build >= 15 ? 0 : 1ll << 40;
+        fmk_cuda_tree_level_fused = build != 16;
         fmk_cuda_tree_top_levels = build == 15 ? 0 : 4;
         fmk_cuda_tree_split_run_max = build == 3 || (build >= 6 && build <= 14) ? 1 : 1024;
         fmk_cuda_tree_cells = build != 1;
@@ -564,6 +569,7 @@ static void test_same_tree(void)
     fmk_cuda_tree_merge_build = 2;
     fmk_cuda_tree_fused_fit = 1;
     fmk_cuda_tree_fused_max = 4096;
+    fmk_cuda_tree_level_fused = 1;
     free(x);
 }
 
