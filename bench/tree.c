@@ -67,6 +67,8 @@
  *                               (default 4, at most 4; 0: by the level launches too)
  *   --level-fused 0|1           each level below them by one launch (1, default) or by a
  *                               count, CUB's scan and a write (0)
+ *   --groups-rank 0|1           the groups of such trees made in Morton order (1, default), or
+ *                               in node order and sorted for the super-groups (0)
  *   --split-nodes K, --split-level L, --split-warps W   the split walk's knobs (defaults 8, 5, 24)
  *   --theta T                   theta of --headline and --one (default 0.6)
  *   tree --headline --compare   the headline rows, then each with other acceptance tests
@@ -144,6 +146,9 @@ extern int fmk_cuda_tree_top_levels;
 /* Each level below them by one launch (1, default) or by a count, CUB's scan and a write (0,
  * --level-fused 0; a tuning knob, not API). */
 extern int fmk_cuda_tree_level_fused;
+/* Their groups in Morton order (1, default), or in node order and then sorted for the
+ * super-groups (0, --groups-rank 0; a tuning knob, not API). */
+extern int fmk_cuda_tree_groups_rank;
 extern long long fmk_cuda_bh_moments_small_max;
 /* Their charges and moments in one launch (1, default) or three (0; a tuning knob, not API). */
 extern int fmk_cuda_bh_moments_fused;
@@ -564,6 +569,8 @@ int main(int argc, char **argv)
             fmk_cuda_bh_prep_small_max = atoll(argv[++a]);
         else if (strcmp(argv[a], "--top-levels") == 0 && a + 1 < argc)
             fmk_cuda_tree_top_levels = atoi(argv[++a]);
+        else if (strcmp(argv[a], "--groups-rank") == 0 && a + 1 < argc)
+            fmk_cuda_tree_groups_rank = atoi(argv[++a]);
         else if (strcmp(argv[a], "--level-fused") == 0 && a + 1 < argc)
             fmk_cuda_tree_level_fused = atoi(argv[++a]);
         else if (strcmp(argv[a], "--no-cells") == 0)

@@ -1199,7 +1199,8 @@ template <typename R> struct walk_args {
     int harmonic;   /* fmk_cuda_bh_local_harmonic, with local = 4 and eps2 = 0 */
     const unsigned long long *stats; /* the charge check (charge_scale, charges_bad) */
     /* Super-groups (fmk_cuda_bh_super; k_walk_super): super = 0, the group walk starts at
-     * the root. Else group walk w takes group super_order[w] (Morton order) and belongs to
+     * the root. Else group walk w takes group super_order[w] (Morton order; NULL: the groups
+     * are in Morton order already, group w) and belongs to
      * super-group w / super, whose start list (super_cap entries at super_list + super_cap sg,
      * super_count[sg] of them, -1 after an overflow: from the root) replaces the root, and
      * whose expansion (FMK_BH_LOCAL4 coefficients at super_local, about super_centre[sg], used
@@ -1753,7 +1754,7 @@ __device__ __noinline__ int super_start(const int32_t *super_order, const int32_
     typedef typename vec4<R>::type V;
     const int lane = threadIdx.x & 31;
     const int64_t sg = wp / super;
-    *w = super_order[wp];
+    *w = super_order ? super_order[wp] : wp;
     const int32_t n = super_count[sg];
 #pragma unroll
     for (int k = 0; k < 4 * T; k++)
@@ -2331,7 +2332,7 @@ __global__ void __launch_bounds__(SUPER_WARPS * 32) k_walk_super(walk_args<R> a)
     /* the super box: the union of the group boxes, reduced over the lanes */
     R lo[3] = {(R)1e30, (R)1e30, (R)1e30}, hi[3] = {(R)-1e30, (R)-1e30, (R)-1e30};
     if (lane < ng) {
-        const int32_t gi = a.super_order[g0 + lane];
+        const int32_t gi = a.super_order ? a.super_order[g0 + lane] : (int32_t)(g0 + lane);
         const V c = a.box[2 * gi], h = a.box[2 * gi + 1];
         gbox[lane][0] = c, gbox[lane][1] = h;
         lo[0] = c.x - h.x, lo[1] = c.y - h.y, lo[2] = c.z - h.z;
@@ -3332,18 +3333,22 @@ fmk_status super_setup(fmk_plan *plan, bh_state *s, walk_args<R> *a)
     char *p = (char *)s->super.p;
     int32_t *keys[2] = {(int32_t *)(p + l.keys[0]), (int32_t *)(p + l.keys[1])};
     int32_t *vals[2] = {(int32_t *)(p + l.vals[0]), (int32_t *)(p + l.vals[1])};
-    k_super_keys<<<blocks_for(s->n_groups), BLOCK>>>(s->n_groups, s->d_groups, keys[0], vals[0]);
-    err = cudaGetLastError();
-    size_t tb = l.temp_bytes;
-    if (err == cudaSuccess)
-        err = cub::DeviceRadixSort::SortPairs(p + l.temp, tb, keys[0], keys[1], vals[0], vals[1],
-                                              (int)s->n_groups, 0, l.key_bits);
-    if (err != cudaSuccess)
-        return fmk_cuda_fail(plan, err, "the super-groups' sort");
+    /* the groups in Morton order: made so by the tree (fmk_cuda_tree3d_groups), or sorted */
+    const fmk_cuda_tree *gt = plan->self ? &s->tree : &s->ttree;
+    if (!gt->groups_sorted) {
+        k_super_keys<<<blocks_for(s->n_groups), BLOCK>>>(s->n_groups, s->d_groups, keys[0], vals[0]);
+        err = cudaGetLastError();
+        size_t tb = l.temp_bytes;
+        if (err == cudaSuccess)
+            err = cub::DeviceRadixSort::SortPairs(p + l.temp, tb, keys[0], keys[1], vals[0],
+                                                  vals[1], (int)s->n_groups, 0, l.key_bits);
+        if (err != cudaSuccess)
+            return fmk_cuda_fail(plan, err, "the super-groups' sort");
+    }
     a->super = fmk_cuda_bh_super;
     a->super_cap = super_cap();
     a->super_k = (R)(a->local_k * (fmk_cuda_bh_super_k > 1 ? fmk_cuda_bh_super_k : 1));
-    a->super_order = vals[1];
+    a->super_order = gt->groups_sorted ? NULL : vals[1];
     a->super_count = (int32_t *)(p + l.count);
     a->super_list = (int32_t *)(p + l.list);
     a->super_centre = (typename vec4<R>::type *)(p + l.centre);

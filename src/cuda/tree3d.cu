@@ -11,6 +11,7 @@
 #include <cub/block/block_scan.cuh>
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_scan.cuh>
+#include <thrust/iterator/transform_iterator.h>
 
 #include "tree_internal.h"
 
@@ -649,13 +650,13 @@ constexpr int SMALL_BLOCK = 512; /* k_build_small<512>, k_groups_small */
  * group_size for a child leaf of more; the root gives itself when it is a group. merge = 2
  * cuts the children's points (between children that split further) into pieces of group_size
  * regardless of the children's bounds (full warps, larger boxes). */
-__device__ __forceinline__ int32_t group_runs(int32_t i, int group_size, int merge,
-                                              const int32_t *__restrict__ begin,
-                                              const int32_t *__restrict__ end,
-                                              const int32_t *__restrict__ more,
-                                              const int32_t *__restrict__ n_children,
-                                              const int32_t *__restrict__ parent,
-                                              int2 *__restrict__ out)
+template <typename Emit>
+__device__ __forceinline__ int32_t group_runs_emit(int32_t i, int group_size, int merge,
+                                                   const int32_t *__restrict__ begin,
+                                                   const int32_t *__restrict__ end,
+                                                   const int32_t *__restrict__ more,
+                                                   const int32_t *__restrict__ n_children,
+                                                   const int32_t *__restrict__ parent, Emit emit)
 {
     const int32_t c = end[i] - begin[i];
     int32_t n = 0;
@@ -664,8 +665,7 @@ __device__ __forceinline__ int32_t group_runs(int32_t i, int group_size, int mer
                                   : (parent[i] < 0 || end[parent[i]] - begin[parent[i]] > group_size));
     if (self_group) {
         for (int32_t b = begin[i]; b < end[i]; b += group_size, n++)
-            if (out)
-                out[n] = make_int2(b, min(b + group_size, end[i]));
+            emit(n, b, min(b + group_size, end[i]));
         return n;
     }
     if (!merge || c <= group_size || more[i] < 0)
@@ -678,21 +678,18 @@ __device__ __forceinline__ int32_t group_runs(int32_t i, int group_size, int mer
                 run_b = b;
             run_e = e;
             for (; run_e - run_b > group_size; run_b += group_size, n++)
-                if (out)
-                    out[n] = make_int2(run_b, run_b + group_size);
+                emit(n, run_b, run_b + group_size);
             continue;
         }
         if (ck > group_size) { /* close the run; a big leaf is chunked here */
             if (run_e > run_b) {
-                if (out)
-                    out[n] = make_int2(run_b, run_e);
+                emit(n, run_b, run_e);
                 n++;
             }
             run_b = run_e = 0;
             if (more[k] < 0)
                 for (int32_t q = b; q < e; q += group_size, n++)
-                    if (out)
-                        out[n] = make_int2(q, min(q + group_size, e));
+                    emit(n, q, min(q + group_size, e));
             continue;
         }
         if (run_e > run_b && run_e - run_b + ck <= group_size) {
@@ -700,18 +697,32 @@ __device__ __forceinline__ int32_t group_runs(int32_t i, int group_size, int mer
             continue;
         }
         if (run_e > run_b) {
-            if (out)
-                out[n] = make_int2(run_b, run_e);
+            emit(n, run_b, run_e);
             n++;
         }
         run_b = b, run_e = e;
     }
     if (run_e > run_b) {
-        if (out)
-            out[n] = make_int2(run_b, run_e);
+        emit(n, run_b, run_e);
         n++;
     }
     return n;
+}
+
+/* group_runs_emit writing the groups to out[0 ..] (out NULL: counting only). */
+__device__ __forceinline__ int32_t group_runs(int32_t i, int group_size, int merge,
+                                              const int32_t *__restrict__ begin,
+                                              const int32_t *__restrict__ end,
+                                              const int32_t *__restrict__ more,
+                                              const int32_t *__restrict__ n_children,
+                                              const int32_t *__restrict__ parent,
+                                              int2 *__restrict__ out)
+{
+    return group_runs_emit(i, group_size, merge, begin, end, more, n_children, parent,
+                           [out](int32_t n, int32_t b, int32_t e) {
+                               if (out)
+                                   out[n] = make_int2(b, e);
+                           });
 }
 
 __global__ void k_group_count(int32_t n_nodes, int group_size, int merge,
@@ -741,6 +752,57 @@ __global__ void k_group_write(int32_t n_nodes, int group_size, int merge,
         return;
     group_runs(i, group_size, merge, begin, end, more, n_children, parent, groups + offset[i]);
 }
+
+/* The groups in Morton order (by their first point): they tile the points, so the rank of a
+ * group is the number of groups that begin before it. k_group_mark sets bit b of mask for
+ * each group beginning at point b; k_group_place writes group (b, e) at the rank that the
+ * scan of the mask's words' bit counts (offset) and the bits below b in its word give, and
+ * the count to lb. */
+__global__ void k_group_mark(int32_t n_nodes, int group_size, int merge,
+                             const int32_t *__restrict__ begin, const int32_t *__restrict__ end,
+                             const int32_t *__restrict__ more,
+                             const int32_t *__restrict__ n_children,
+                             const int32_t *__restrict__ parent, uint32_t *__restrict__ mask)
+{
+    int32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n_nodes)
+        return;
+    group_runs_emit(i, group_size, merge, begin, end, more, n_children, parent,
+                    [mask](int32_t, int32_t b, int32_t) { atomicOr(&mask[b >> 5], 1u << (b & 31)); });
+}
+
+__global__ void k_group_place(int32_t n_nodes, int group_size, int merge,
+                              const int32_t *__restrict__ begin, const int32_t *__restrict__ end,
+                              const int32_t *__restrict__ more,
+                              const int32_t *__restrict__ n_children,
+                              const int32_t *__restrict__ parent,
+                              const uint32_t *__restrict__ mask, const int32_t *__restrict__ offset,
+                              int32_t words, int2 *__restrict__ groups, int32_t *__restrict__ lb)
+{
+    int32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i == 0)
+        lb[FMK_CUDA_TREE_LB_GROUPS] = offset[words];
+    if (i >= n_nodes)
+        return;
+    group_runs_emit(i, group_size, merge, begin, end, more, n_children, parent,
+                    [=](int32_t, int32_t b, int32_t e) {
+                        const int32_t w = b >> 5;
+                        groups[offset[w] + __popc(mask[w] & ((1u << (b & 31)) - 1))] =
+                            make_int2(b, e);
+                    });
+}
+
+/* A word's bit count, for the scan of k_group_mark's mask. */
+struct bit_count {
+    __host__ __device__ int32_t operator()(uint32_t w) const
+    {
+#ifdef __CUDA_ARCH__
+        return __popc(w);
+#else
+        return __builtin_popcount(w);
+#endif
+    }
+};
 
 /* The groups of the n_nodes nodes (k_group_count, the scan and k_group_write) by one block of
  * BLOCK threads, for small trees. pending: a tree built without a host wait gives its node
@@ -1211,6 +1273,10 @@ int fmk_cuda_tree_cells = 1;
  * by a count, CUB's scan and a write (0). */
 extern "C" int fmk_cuda_tree_level_fused;
 int fmk_cuda_tree_level_fused = 1;
+/* Tuning knob (not API): the groups of trees built level by level in Morton order (1), or in
+ * the order of their nodes (0). */
+extern "C" int fmk_cuda_tree_groups_rank;
+int fmk_cuda_tree_groups_rank = 1;
 extern "C" int fmk_cuda_tree_build_groups;
 int fmk_cuda_tree_build_groups = 1;
 
@@ -1888,8 +1954,10 @@ extern "C" fmk_status fmk_cuda_tree3d_groups(fmk_plan *plan, fmk_cuda_tree *t, i
 {
     const int32_t nn = (int32_t)t->n_nodes;
     if (t->pending && t->groups_made && t->groups_size == group_size && t->groups_merge == merge &&
-        t->groups_at == *d_groups)
+        t->groups_at == *d_groups) {
+        t->groups_sorted = 0;
         return FMK_OK; /* the build's launch made them */
+    }
     fmk_status st = grow_groups(plan, fmk_cuda_tree3d_groups_bound(t, group_size), extra,
                                 d_groups, cap_groups);
     if (st != FMK_OK)
@@ -1898,12 +1966,41 @@ extern "C" fmk_status fmk_cuda_tree3d_groups(fmk_plan *plan, fmk_cuda_tree *t, i
                              without a host wait */
     if (st != FMK_OK)
         return st;
+    t->groups_sorted = 0;
     if (t->pending || t->n_points <= fmk_cuda_tree_small_max) {
         /* the count reaches h_lb from the kernel (no copy) */
         k_groups_small<<<1, SMALL_BLOCK>>>(nn, t->pending, group_size, merge, t->d_begin, t->d_end,
                                            t->d_more, t->d_n_children, t->d_parent, *d_groups,
                                            t->d_lb, t->dh_lb);
         return check(plan, cudaGetLastError(), "the group kernel");
+    }
+    /* the level workspace: the group starts' mask and its words' scan (words + 1 <= cap_nodes
+     * + 1), the groups in Morton order */
+    const int64_t words = (t->n_points + 31) / 32;
+    t->groups_sorted = fmk_cuda_tree_groups_rank && words <= t->cap_nodes;
+    if (t->groups_sorted) {
+        uint32_t *mask = (uint32_t *)t->d_counts;
+        cudaError_t err = cudaMemsetAsync(mask, 0, (size_t)(words + 1) * sizeof(uint32_t));
+        if (err == cudaSuccess)
+            k_group_mark<<<blocks_for(nn), BLOCK>>>(nn, group_size, merge, t->d_begin, t->d_end,
+                                                    t->d_more, t->d_n_children, t->d_parent, mask);
+        size_t tb = t->temp_bytes;
+        if (err == cudaSuccess)
+            err = cub::DeviceScan::ExclusiveSum(
+                t->d_temp, tb, thrust::make_transform_iterator((const uint32_t *)mask, bit_count()),
+                t->d_offset, (int)words + 1);
+        if (err == cudaSuccess)
+            k_group_place<<<blocks_for(nn), BLOCK>>>(nn, group_size, merge, t->d_begin, t->d_end,
+                                                     t->d_more, t->d_n_children, t->d_parent, mask,
+                                                     t->d_offset, (int32_t)words, *d_groups,
+                                                     t->d_lb);
+        if (err == cudaSuccess)
+            err = cudaMemcpyAsync(t->h_lb + FMK_CUDA_TREE_LB_GROUPS,
+                                  t->d_lb + FMK_CUDA_TREE_LB_GROUPS, sizeof(int32_t),
+                                  cudaMemcpyDeviceToHost, 0);
+        if (err == cudaSuccess)
+            err = cudaGetLastError();
+        return check(plan, err, "the group kernels");
     }
     /* the level workspace: counts (nn + 1 <= cap_nodes + 1) and their scan */
     int32_t *d_chunks = t->d_counts, *d_offset = t->d_offset;

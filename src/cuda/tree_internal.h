@@ -82,6 +82,8 @@ typedef struct fmk_cuda_tree {
     /* the groups made by that build's launch (fmk_cuda_groups_want): for fmk_cuda_tree3d_groups,
      * which then has nothing to do when asked for the same ones */
     int groups_made, groups_size, groups_merge;
+    /* the last fmk_cuda_tree3d_groups wrote the groups in Morton order (by first point) */
+    int groups_sorted;
     int2 *groups_at;
 } fmk_cuda_tree;
 

@@ -49,6 +49,9 @@ extern int fmk_cuda_tree_cells;
 extern int fmk_cuda_tree_top_levels;
 /* Each level of that build by one launch (1) or by a count, CUB's scan and a write (0). */
 extern int fmk_cuda_tree_level_fused;
+/* The groups of such trees in Morton order (1), or in node order (0: the super-groups' sort
+ * orders them). */
+extern int fmk_cuda_tree_groups_rank;
 extern long long fmk_cuda_bh_moments_small_max;
 extern int fmk_cuda_bh_split_warps;
 extern int fmk_cuda_bh_split_level_max;
@@ -1323,7 +1326,9 @@ static void test_oom(void)
  * test_accuracy's bounds at theta 0.6 on every input, and on uniform and Plummer points the
  * acceleration error with two levels (8 groups, parents of 4 super-groups) at most 1.05 x
  * without (fp32). One level: 16 (16 x 4 > 32: no parents). The overflow case: the
- * super-groups' lists (cap 1) and then the parents' alone (a parents' cap of 1). Split walks
+ * super-groups' lists (cap 1) and then the parents' alone (a parents' cap of 1). With 8 + 4,
+ * on the Plummer sphere and for separate targets, the groups ordered by the tree and by the
+ * super-groups' sort give the same sums bit for bit. Split walks
  * off, so that the small sizes of --quick walk unsplit (the only walk that uses them). */
 static void super_cases(int n_cases)
 {
@@ -1392,6 +1397,24 @@ static void super_cases(int n_cases)
                 e[k] = tree_error(kernel, &o, nc, x, q, mc, mc ? y : NULL, rp, rg);
                 CHECK_LE(e[k].pot, prec ? 2e-2 : 1e-2, "rel l2 error of pot");
                 CHECK_LE(e[k].grad, prec ? 5e-2 : 3e-2, "rel l2 error of grad");
+                if (k == 1 && (c == 1 || c == 7)) {
+                    /* the groups in Morton order by the tree or by the super-groups' sort: the
+                     * same groups and super-groups, so the same sums bit for bit */
+                    const int64_t mo = mc ? mc : nc;
+                    double *p1 = xmalloc((size_t)mo * 8), *g1 = xmalloc((size_t)mo * 24);
+                    double *p2 = xmalloc((size_t)mo * 8), *g2 = xmalloc((size_t)mo * 24);
+                    const fmk_status s1 = run(kernel, &o, nc, x, q, mc, mc ? y : NULL, p1, g1, NULL);
+                    fmk_cuda_tree_groups_rank = 0;
+                    const fmk_status s2 = run(kernel, &o, nc, x, q, mc, mc ? y : NULL, p2, g2, NULL);
+                    fmk_cuda_tree_groups_rank = 1;
+                    CHECK_STATUS(s1, FMK_OK);
+                    CHECK_STATUS(s2, FMK_OK);
+                    if (s1 == FMK_OK && s2 == FMK_OK)
+                        CHECK_MSG(memcmp(p1, p2, (size_t)mo * 8) == 0 &&
+                                      memcmp(g1, g2, (size_t)mo * 24) == 0,
+                                  "groups ordered by the tree or by the sort: different sums");
+                    free(p1), free(g1), free(p2), free(g2);
+                }
             }
             if (prec && (c == 0 || c == 1)) {
                 check_context("super: %s fp32", names[c]);
