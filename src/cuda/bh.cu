@@ -3336,7 +3336,8 @@ fmk_status super_setup(fmk_plan *plan, bh_state *s, walk_args<R> *a)
     /* the groups in Morton order: made so by the tree (fmk_cuda_tree3d_groups), or sorted */
     const fmk_cuda_tree *gt = plan->self ? &s->tree : &s->ttree;
     if (!gt->groups_sorted) {
-        k_super_keys<<<blocks_for(s->n_groups), BLOCK>>>(s->n_groups, s->d_groups, keys[0], vals[0]);
+        k_super_keys<<<blocks_for(s->n_groups), BLOCK>>>(s->n_groups, s->d_groups, keys[0],
+                                                         vals[0]);
         err = cudaGetLastError();
         size_t tb = l.temp_bytes;
         if (err == cudaSuccess)

@@ -636,7 +636,8 @@ __global__ void __launch_bounds__(LEVEL_BLOCK)
             const int32_t ch = c0 + idx;
             begin[ch] = lo[p], end[ch] = hi[p];
             parent[ch] = i, level[ch] = (int8_t)(L + 1);
-            next[ch] = idx + 1 < nc ? ch + 1 : next[i]; /* Nakasato Fig. 5: sibling, else parent's */
+            /* Nakasato Fig. 5: the sibling, else the parent's next */
+            next[ch] = idx + 1 < nc ? ch + 1 : next[i];
         }
     }
 }
@@ -725,16 +726,31 @@ __device__ __forceinline__ int32_t group_runs(int32_t i, int group_size, int mer
                            });
 }
 
+/* The groups in node order: node i's group count to chunks[i] (k_group_count), then its
+ * groups written from offset[i] (k_group_write: offset is the counts' exclusive scan, the
+ * total at offset[n_offset], n_offset = n_nodes). The groups in Morton order (by their first
+ * point; mask not NULL): they tile the points, so the rank of a group is the number of groups
+ * that begin before it. k_group_count sets bit b of mask for each group beginning at point b;
+ * k_group_write writes group (b, e) at the rank that offset (the exclusive scan of the mask's
+ * words' bit counts, n_offset words) and the bits below b in its word give. Both write the
+ * count to lb. */
 __global__ void k_group_count(int32_t n_nodes, int group_size, int merge,
                               const int32_t *__restrict__ begin, const int32_t *__restrict__ end,
                               const int32_t *__restrict__ more,
                               const int32_t *__restrict__ n_children,
-                              const int32_t *__restrict__ parent, int32_t *__restrict__ chunks)
+                              const int32_t *__restrict__ parent, int32_t *__restrict__ chunks,
+                              uint32_t *__restrict__ mask)
 {
     int32_t i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n_nodes)
         return;
-    chunks[i] = group_runs(i, group_size, merge, begin, end, more, n_children, parent, NULL);
+    if (mask)
+        group_runs_emit(i, group_size, merge, begin, end, more, n_children, parent,
+                        [mask](int32_t, int32_t b, int32_t) {
+                            atomicOr(&mask[b >> 5], 1u << (b & 31));
+                        });
+    else
+        chunks[i] = group_runs(i, group_size, merge, begin, end, more, n_children, parent, NULL);
 }
 
 __global__ void k_group_write(int32_t n_nodes, int group_size, int merge,
@@ -742,57 +758,26 @@ __global__ void k_group_write(int32_t n_nodes, int group_size, int merge,
                               const int32_t *__restrict__ more,
                               const int32_t *__restrict__ n_children,
                               const int32_t *__restrict__ parent,
-                              const int32_t *__restrict__ offset, int2 *__restrict__ groups,
-                              int32_t *__restrict__ lb)
-{
-    int32_t i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i == 0)
-        lb[FMK_CUDA_TREE_LB_GROUPS] = offset[n_nodes];
-    if (i >= n_nodes)
-        return;
-    group_runs(i, group_size, merge, begin, end, more, n_children, parent, groups + offset[i]);
-}
-
-/* The groups in Morton order (by their first point): they tile the points, so the rank of a
- * group is the number of groups that begin before it. k_group_mark sets bit b of mask for
- * each group beginning at point b; k_group_place writes group (b, e) at the rank that the
- * scan of the mask's words' bit counts (offset) and the bits below b in its word give, and
- * the count to lb. */
-__global__ void k_group_mark(int32_t n_nodes, int group_size, int merge,
-                             const int32_t *__restrict__ begin, const int32_t *__restrict__ end,
-                             const int32_t *__restrict__ more,
-                             const int32_t *__restrict__ n_children,
-                             const int32_t *__restrict__ parent, uint32_t *__restrict__ mask)
-{
-    int32_t i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n_nodes)
-        return;
-    group_runs_emit(i, group_size, merge, begin, end, more, n_children, parent,
-                    [mask](int32_t, int32_t b, int32_t) { atomicOr(&mask[b >> 5], 1u << (b & 31)); });
-}
-
-__global__ void k_group_place(int32_t n_nodes, int group_size, int merge,
-                              const int32_t *__restrict__ begin, const int32_t *__restrict__ end,
-                              const int32_t *__restrict__ more,
-                              const int32_t *__restrict__ n_children,
-                              const int32_t *__restrict__ parent,
                               const uint32_t *__restrict__ mask, const int32_t *__restrict__ offset,
-                              int32_t words, int2 *__restrict__ groups, int32_t *__restrict__ lb)
+                              int32_t n_offset, int2 *__restrict__ groups, int32_t *__restrict__ lb)
 {
     int32_t i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i == 0)
-        lb[FMK_CUDA_TREE_LB_GROUPS] = offset[words];
+        lb[FMK_CUDA_TREE_LB_GROUPS] = offset[n_offset];
     if (i >= n_nodes)
         return;
-    group_runs_emit(i, group_size, merge, begin, end, more, n_children, parent,
-                    [=](int32_t, int32_t b, int32_t e) {
-                        const int32_t w = b >> 5;
-                        groups[offset[w] + __popc(mask[w] & ((1u << (b & 31)) - 1))] =
-                            make_int2(b, e);
-                    });
+    if (mask)
+        group_runs_emit(i, group_size, merge, begin, end, more, n_children, parent,
+                        [=](int32_t, int32_t b, int32_t e) {
+                            const int32_t w = b >> 5;
+                            groups[offset[w] + __popc(mask[w] & ((1u << (b & 31)) - 1))] =
+                                make_int2(b, e);
+                        });
+    else
+        group_runs(i, group_size, merge, begin, end, more, n_children, parent, groups + offset[i]);
 }
 
-/* A word's bit count, for the scan of k_group_mark's mask. */
+/* A word's bit count, for the scan of k_group_count's mask. */
 struct bit_count {
     __host__ __device__ int32_t operator()(uint32_t w) const
     {
@@ -1356,9 +1341,10 @@ fmk_status build_levels(fmk_plan *plan, fmk_cuda_tree *t, int *overflow)
     /* one launch a level (k_level) when the tile states fit in the count and offset arrays */
     level_tiles tiles[2];
     size_t tile_bytes = 0;
-    const int fused = fmk_cuda_tree_level_fused && t->cap_nodes > 0 &&
-                      level_tiles::AllocationSize(level_tiles_of(t->cap_nodes), tile_bytes) == cudaSuccess &&
-                      tile_bytes <= 4 * (size_t)(t->cap_nodes + 1);
+    const int fused =
+        fmk_cuda_tree_level_fused && t->cap_nodes > 0 &&
+        level_tiles::AllocationSize(level_tiles_of(t->cap_nodes), tile_bytes) == cudaSuccess &&
+        tile_bytes <= 4 * (size_t)(t->cap_nodes + 1);
     if (fused && bound > 0) {
         (void)tiles[0].Init(0, t->d_counts, tile_bytes);
         (void)tiles[1].Init(0, t->d_offset, tile_bytes);
@@ -1975,45 +1961,29 @@ extern "C" fmk_status fmk_cuda_tree3d_groups(fmk_plan *plan, fmk_cuda_tree *t, i
         return check(plan, cudaGetLastError(), "the group kernel");
     }
     /* the level workspace: the group starts' mask and its words' scan (words + 1 <= cap_nodes
-     * + 1), the groups in Morton order */
+     * + 1) for the groups in Morton order, else the counts (nn + 1) and their scan */
     const int64_t words = (t->n_points + 31) / 32;
     t->groups_sorted = fmk_cuda_tree_groups_rank && words <= t->cap_nodes;
-    if (t->groups_sorted) {
-        uint32_t *mask = (uint32_t *)t->d_counts;
-        cudaError_t err = cudaMemsetAsync(mask, 0, (size_t)(words + 1) * sizeof(uint32_t));
-        if (err == cudaSuccess)
-            k_group_mark<<<blocks_for(nn), BLOCK>>>(nn, group_size, merge, t->d_begin, t->d_end,
-                                                    t->d_more, t->d_n_children, t->d_parent, mask);
-        size_t tb = t->temp_bytes;
-        if (err == cudaSuccess)
-            err = cub::DeviceScan::ExclusiveSum(
-                t->d_temp, tb, thrust::make_transform_iterator((const uint32_t *)mask, bit_count()),
-                t->d_offset, (int)words + 1);
-        if (err == cudaSuccess)
-            k_group_place<<<blocks_for(nn), BLOCK>>>(nn, group_size, merge, t->d_begin, t->d_end,
-                                                     t->d_more, t->d_n_children, t->d_parent, mask,
-                                                     t->d_offset, (int32_t)words, *d_groups,
-                                                     t->d_lb);
-        if (err == cudaSuccess)
-            err = cudaMemcpyAsync(t->h_lb + FMK_CUDA_TREE_LB_GROUPS,
-                                  t->d_lb + FMK_CUDA_TREE_LB_GROUPS, sizeof(int32_t),
-                                  cudaMemcpyDeviceToHost, 0);
-        if (err == cudaSuccess)
-            err = cudaGetLastError();
-        return check(plan, err, "the group kernels");
-    }
-    /* the level workspace: counts (nn + 1 <= cap_nodes + 1) and their scan */
+    uint32_t *mask = t->groups_sorted ? (uint32_t *)t->d_counts : NULL;
     int32_t *d_chunks = t->d_counts, *d_offset = t->d_offset;
-    k_group_count<<<blocks_for(nn), BLOCK>>>(nn, group_size, merge, t->d_begin, t->d_end,
-                                             t->d_more, t->d_n_children, t->d_parent, d_chunks);
-    cudaError_t err = cudaMemsetAsync(d_chunks + nn, 0, sizeof(int32_t));
-    size_t tb = t->temp_bytes;
+    const int32_t n_items = t->groups_sorted ? (int32_t)words : nn; /* scanned, then one more */
+    cudaError_t err = cudaMemsetAsync(t->d_counts + (mask ? 0 : nn), 0,
+                                      (size_t)(mask ? words + 1 : 1) * sizeof(int32_t));
     if (err == cudaSuccess)
-        err = cub::DeviceScan::ExclusiveSum(t->d_temp, tb, d_chunks, d_offset, nn + 1);
+        k_group_count<<<blocks_for(nn), BLOCK>>>(nn, group_size, merge, t->d_begin, t->d_end,
+                                                 t->d_more, t->d_n_children, t->d_parent,
+                                                 d_chunks, mask);
+    size_t tb = t->temp_bytes;
+    if (err == cudaSuccess && mask)
+        err = cub::DeviceScan::ExclusiveSum(
+            t->d_temp, tb, thrust::make_transform_iterator((const uint32_t *)mask, bit_count()),
+            d_offset, n_items + 1);
+    else if (err == cudaSuccess)
+        err = cub::DeviceScan::ExclusiveSum(t->d_temp, tb, d_chunks, d_offset, n_items + 1);
     if (err == cudaSuccess)
         k_group_write<<<blocks_for(nn), BLOCK>>>(nn, group_size, merge, t->d_begin, t->d_end,
-                                                 t->d_more, t->d_n_children, t->d_parent,
-                                                 d_offset, *d_groups, t->d_lb);
+                                                 t->d_more, t->d_n_children, t->d_parent, mask,
+                                                 d_offset, n_items, *d_groups, t->d_lb);
     if (err == cudaSuccess)
         err = cudaMemcpyAsync(t->h_lb + FMK_CUDA_TREE_LB_GROUPS, t->d_lb + FMK_CUDA_TREE_LB_GROUPS,
                               sizeof(int32_t), cudaMemcpyDeviceToHost, 0);

@@ -1403,9 +1403,11 @@ static void super_cases(int n_cases)
                     const int64_t mo = mc ? mc : nc;
                     double *p1 = xmalloc((size_t)mo * 8), *g1 = xmalloc((size_t)mo * 24);
                     double *p2 = xmalloc((size_t)mo * 8), *g2 = xmalloc((size_t)mo * 24);
-                    const fmk_status s1 = run(kernel, &o, nc, x, q, mc, mc ? y : NULL, p1, g1, NULL);
+                    const fmk_status s1 =
+                        run(kernel, &o, nc, x, q, mc, mc ? y : NULL, p1, g1, NULL);
                     fmk_cuda_tree_groups_rank = 0;
-                    const fmk_status s2 = run(kernel, &o, nc, x, q, mc, mc ? y : NULL, p2, g2, NULL);
+                    const fmk_status s2 =
+                        run(kernel, &o, nc, x, q, mc, mc ? y : NULL, p2, g2, NULL);
                     fmk_cuda_tree_groups_rank = 1;
                     CHECK_STATUS(s1, FMK_OK);
                     CHECK_STATUS(s2, FMK_OK);
