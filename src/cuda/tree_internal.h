@@ -152,7 +152,10 @@ void fmk_cuda_tree3d_free(fmk_cuda_tree *t);
  * fmk_cuda_tree3d_groups_bound(t, group_size) of them: *d_groups (device,
  * int2 {begin, end}, *cap_groups slots) is grown here to that bound when smaller. The count is
  * written to t->d_lb[FMK_CUDA_TREE_LB_GROUPS] and, once the stream reaches it, to
- * t->h_lb[FMK_CUDA_TREE_LB_GROUPS] (no synchronization here). Uses t's level workspace. */
+ * t->h_lb[FMK_CUDA_TREE_LB_GROUPS] (no synchronization here). Uses t's level workspace.
+ * The groups come in Morton order (by first point; t->groups_sorted set) from trees built
+ * level by level whose node arrays hold targets / 32 words (fmk_cuda_tree_groups_rank),
+ * else in the order of their nodes. */
 int64_t fmk_cuda_tree3d_groups_bound(const fmk_cuda_tree *t, int group_size);
 fmk_status fmk_cuda_tree3d_groups(fmk_plan *plan, fmk_cuda_tree *t, int group_size, int merge,
                                   long long extra, int2 **d_groups, int64_t *cap_groups);
