@@ -1332,8 +1332,6 @@ fmk_status build_levels(fmk_plan *plan, fmk_cuda_tree *t, int *overflow)
             k_root<<<1, 1>>>(n, t->d_begin, t->d_end, t->d_parent, t->d_next, t->d_level, lb);
         }
     }
-    if (t->cap_nodes > 0 && n > fmk_cuda_tree_small_max)
-        err = cudaMemsetAsync(t->d_offset, 0, sizeof(int32_t));
     /* Level L + 1 cannot be empty while 8^L leaf_size < n (level L has at most 8^L nodes, and
      * one of them holds more than leaf_size points): no look before that. fresh: the host's
      * copy of the level table is the last one written. */
@@ -1345,6 +1343,8 @@ fmk_status build_levels(fmk_plan *plan, fmk_cuda_tree *t, int *overflow)
         fmk_cuda_tree_level_fused && t->cap_nodes > 0 &&
         level_tiles::AllocationSize(level_tiles_of(t->cap_nodes), tile_bytes) == cudaSuccess &&
         tile_bytes <= 4 * (size_t)(t->cap_nodes + 1);
+    if (!fused && t->cap_nodes > 0 && n > fmk_cuda_tree_small_max) /* offset[0] of the scans */
+        err = cudaMemsetAsync(t->d_offset, 0, sizeof(int32_t));
     if (fused && bound > 0) {
         (void)tiles[0].Init(0, t->d_counts, tile_bytes);
         (void)tiles[1].Init(0, t->d_offset, tile_bytes);
