@@ -212,6 +212,7 @@ extern int fmk_cuda_bh_local_harmonic;
 extern int fmk_cuda_bh_super;
 extern int fmk_cuda_bh_super_cap;
 extern int fmk_cuda_bh_super_open;
+extern int fmk_cuda_bh_tickets;
 extern double fmk_cuda_bh_super_k;
 extern double fmk_cuda_bh_super_depth;
 extern int fmk_cuda_bh_super2;
@@ -611,6 +612,8 @@ int main(int argc, char **argv)
             fmk_cuda_bh_super = atoi(argv[++a]);
         else if (strcmp(argv[a], "--super-cap") == 0 && a + 1 < argc)
             fmk_cuda_bh_super_cap = atoi(argv[++a]);
+        else if (strcmp(argv[a], "--tickets") == 0 && a + 1 < argc)
+            fmk_cuda_bh_tickets = atoi(argv[++a]);
         else if (strcmp(argv[a], "--super-open") == 0 && a + 1 < argc)
             fmk_cuda_bh_super_open = atoi(argv[++a]);
         else if (strcmp(argv[a], "--super-k") == 0 && a + 1 < argc)
@@ -633,7 +636,7 @@ int main(int argc, char **argv)
                             "[--split-nodes K] "
                             "[--split-level L] [--split-warps W] [--theta T] [--mac K] [--leaf-theta T] "
                             "[--local P] [--local-k K] [--local-open A] [--local-harmonic H] [--mac-inner F] [--local-sweep] "
-                            "[--super S] [--super-cap C] [--super-open K] [--super-k F] [--super2 S2] [--super-depth D] [--super-sweep] "
+                            "[--tickets K] [--super S] [--super-cap C] [--super-open K] [--super-k F] [--super2 S2] [--super-depth D] [--super-sweep] "
                             "[--tune [--big]] [--tune-local [--big]]\n");
             return 2;
         }

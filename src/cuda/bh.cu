@@ -209,6 +209,15 @@ extern "C" int fmk_cuda_bh_super_open;
 int fmk_cuda_bh_super_open = 0;
 extern "C" long long fmk_cuda_bh_super_min;
 long long fmk_cuda_bh_super_min = 1ll << 18;
+/* Tuning knob (not API): the breadth-first group walk's warps take their groups by tickets
+ * (1, walk_args.ticket) from a grid that the GPU holds at once, or one group per one-warp
+ * block (0). With one-warp blocks an SM whose warps' registers fill its four schedulers (96
+ * registers, 5 warps each: the walk with super-groups) refilled a finished warp's slot only
+ * once several had finished: 18.2 of its 20 warps were active on average (2^20 Plummer
+ * sphere; the cube's walk at 80 registers, 19.7). K > 1: tickets, and a grid of at most K
+ * blocks (the tests: warps that walk many groups each). */
+extern "C" int fmk_cuda_bh_tickets;
+int fmk_cuda_bh_tickets = 1;
 /* Tuning knob (not API): the super-group's step takes nodes farther than a r_open + k' R_B
  * from its centre, k' = fmk_cuda_bh_super_k times the group's k (>= 1). Its expansion about
  * the super box's centre is evaluated up to R_B away, so at k' = k its truncation reaches
@@ -274,6 +283,38 @@ __device__ unsigned long long fmk_bh_counts[32];
 /* Super-groups' walk: super-groups, start-list entries, nodes into their expansions, steps,
  * overflows (start lists that did not fit), the longest list. */
 __device__ unsigned long long fmk_bh_super_counts[12]; /* 6..11: a second level's parents */
+#endif
+#ifdef FMK_BH_TRACE
+/* Warp timelines (a build with -DFMK_BH_TRACE only): each walk warp's start and end
+ * (%globaltimer, ns), its SM and its walk (0 groups, 1 super-groups, 2 their parents),
+ * appended after each evaluation to the file named by the environment variable FMK_BH_TRACE
+ * (records of 32 bytes; an evaluation ends with a record of walk 99). */
+struct bh_trace_rec {
+    unsigned long long t0, t1;
+    unsigned sm, kind;
+    float aux; /* groups: the box's half diagonal; super-groups: start-list entries */
+    unsigned id; /* the group or super-group */
+};
+constexpr int BH_TRACE_MAX = 1 << 18;
+__device__ bh_trace_rec fmk_bh_trace[BH_TRACE_MAX];
+__device__ unsigned fmk_bh_trace_n;
+__device__ __forceinline__ unsigned long long trace_clock()
+{
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+__device__ __forceinline__ void trace_put(unsigned long long t0, unsigned kind, float aux,
+                                          unsigned id)
+{
+    if ((threadIdx.x & 31) != 0)
+        return;
+    unsigned sm;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+    const unsigned k = atomicAdd(&fmk_bh_trace_n, 1u);
+    if (k < BH_TRACE_MAX)
+        fmk_bh_trace[k] = {t0, trace_clock(), sm, kind, aux, id};
+}
 #endif
 
 namespace {
@@ -536,6 +577,15 @@ __device__ __forceinline__ bool charges_bad(const unsigned long long *__restrict
     return stats[0] != 0;
 }
 
+/* The next walk of the warp's (walk_args.ticket): one atomic by lane 0, all lanes calling. */
+__device__ __forceinline__ int64_t take_ticket(unsigned long long *ticket)
+{
+    unsigned long long k = 0;
+    if ((threadIdx.x & 31) == 0)
+        k = atomicAdd(ticket, 1ull);
+    return (int64_t)__shfl_sync(0xffffffffu, k, 0);
+}
+
 template <typename R>
 __global__ void k_pack_charges(int64_t n, const int32_t *__restrict__ order,
                                const double *__restrict__ q,
@@ -551,8 +601,9 @@ __global__ void k_pack_charges(int64_t n, const int32_t *__restrict__ order,
 /* Charge check: the first non-finite charge (stats[0], the max of its complement) and the
  * largest |q| as bits (stats[1], max), reduced per block before one atomic each (one atomic
  * per thread on one address cost ~0.8 ms at 2^20). stats must hold zeros before, unless the
- * grid is one block (direct): that block writes the words itself, the walk's overflow flag and
- * the moments' block count (stats[2], stats[3]) cleared with them, so no memset comes first.
+ * grid is one block (direct): that block writes the words itself, the walk's overflow flag,
+ * the moments' block count and the walk's tickets (stats[2], stats[3], stats[4]) cleared with
+ * them, so no memset comes first.
  * CHARGE_ILP charges in flight per thread (one block has few warps to hide the loads). */
 constexpr int CHARGE_ILP = 4, CHARGE_BLOCK = 1024;
 
@@ -592,6 +643,7 @@ __global__ void k_charge_stats(int64_t n, const double *__restrict__ q,
             big = s_big[k] > big ? s_big[k] : big, bad = s_bad[k] < bad ? s_bad[k] : bad;
         if (direct) {
             stats[0] = bad != ~0ull ? ~bad : 0, stats[1] = big, stats[2] = 0, stats[3] = 0;
+            stats[4] = 0;
             return;
         }
         if (bad != ~0ull)
@@ -998,7 +1050,8 @@ __global__ void __launch_bounds__(MOMENTS_SMALL_BLOCK)
 /* The charge check, the charges' packing and every moment of a small tree in one block (the
  * kernels of run_eval and run_eval_t from the charge check to the moments, which for small N
  * cost more in launches and copies than in work): the check's words written, not reduced
- * into (stats[2], the split walk's overflow flag, cleared), the charges times charge_scale
+ * into (stats[2], the split walk's overflow flag, and stats[4], the walk's tickets, cleared),
+ * the charges times charge_scale
  * into src, the leaves, then the inner nodes level by level as k_moments_inner. */
 constexpr int PREP_BLOCK = 512, PREP_ILP = 8;
 
@@ -1038,7 +1091,7 @@ __global__ void __launch_bounds__(PREP_BLOCK)
     bad = reduce_t(temp).Reduce(bad, cuda::minimum<>{});
     if (threadIdx.x == 0) {
         const unsigned long long w[2] = {bad, big};
-        stats[0] = ~bad, stats[1] = big, stats[2] = 0;
+        stats[0] = ~bad, stats[1] = big, stats[2] = 0, stats[4] = 0;
         s_scale = charge_scale<R>(w);
     }
     __syncthreads();
@@ -1198,6 +1251,11 @@ template <typename R> struct walk_args {
     R local_a2; /* fmk_cuda_bh_local_open squared */
     int harmonic;   /* fmk_cuda_bh_local_harmonic, with local = 4 and eps2 = 0 */
     const unsigned long long *stats; /* the charge check (charge_scale, charges_bad) */
+    /* The breadth-first walk's warps by tickets (fmk_cuda_bh_tickets): NULL, walk w is block
+     * w / WARPS's; else a zeroed counter, and the grid only as large as the GPU holds at once:
+     * each warp takes walk after walk from it, so that no slot waits for the block scheduler
+     * (k_walk_bfs). */
+    unsigned long long *ticket;
     /* Super-groups (fmk_cuda_bh_super; k_walk_super): super = 0, the group walk starts at
      * the root. Else group walk w takes group super_order[w] (Morton order; NULL: the groups
      * are in Morton order already, group w) and belongs to
@@ -1822,472 +1880,501 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32,
     __shared__ int32_t s_stack[WARPS][STACK];
     __shared__ int32_t s_loc[WARPS][LOCAL ? 64 : 1]; /* nodes for the group's expansion */
     const int wb = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int64_t wp = blockIdx.x * (int64_t)WARPS + wb;
-    if (wp >= a.n_groups * a.parts || charges_bad(a.stats))
+    if (charges_bad(a.stats))
         return;
+    /* the walks of this warp: one (a.ticket NULL), or one after another by tickets */
+    int64_t wp = a.ticket ? take_ticket(a.ticket) : blockIdx.x * (int64_t)WARPS + wb;
+    while (wp < a.n_groups * a.parts) {
+#ifdef FMK_BH_TRACE
+        const unsigned long long tr0 = trace_clock();
+#endif
 #ifdef FMK_BH_COUNT
-    long long k_m2p = 0, k_p2p = 0, k_loc = 0, k_l2p = 0;
-    const long long k_start = clock64();
+        long long k_m2p = 0, k_p2p = 0, k_loc = 0, k_l2p = 0;
+        const long long k_start = clock64();
 #define BH_CLOCK(var, stmt)                                                                     \
-    do {                                                                                        \
-        const long long t0_ = clock64();                                                        \
-        stmt;                                                                                   \
-        var += clock64() - t0_;                                                                 \
-    } while (0)
+        do {                                                                                    \
+            const long long t0_ = clock64();                                                    \
+            stmt;                                                                               \
+            var += clock64() - t0_;                                                             \
+        } while (0)
 #else
 #define BH_CLOCK(var, stmt) stmt
 #endif
-    int64_t w = wp / a.parts; /* the group */
-    const int part = (int)(wp % a.parts);
-    /* super-groups (walk_args): the start list replaces the root, unless it overflowed */
-    int32_t n_start = -1; /* start-list entries; -1: from the root */
-    R init[4 * T];        /* the super-group's expansion at the targets */
-    if (SUPER)
-        n_start = super_start<R, T>(a.super_order, a.super_count, a.super_list, a.super_cap,
-                                    a.super, a.super_centre, a.super_local, a.super_up,
-                                    a.up_count, a.up_centre, a.up_local, a.groups, a.box,
-                                    a.trg, a.trg_lo, wp, s_stack[wb], &w, init);
-    V(*node_list)[4] = s_node[wb];
-    V *src_list = s_src[wb];
-    int32_t *idx_list = s_idx[wb];
+        int64_t w = wp / a.parts; /* the group */
+        const int part = (int)(wp % a.parts);
+        /* super-groups (walk_args): the start list replaces the root, unless it overflowed */
+        int32_t n_start = -1; /* start-list entries; -1: from the root */
+        R init[4 * T];        /* the super-group's expansion at the targets */
+        if (SUPER)
+            n_start = super_start<R, T>(a.super_order, a.super_count, a.super_list, a.super_cap,
+                                        a.super, a.super_centre, a.super_local, a.super_up,
+                                        a.up_count, a.up_centre, a.up_local, a.groups, a.box,
+                                        a.trg, a.trg_lo, wp, s_stack[wb], &w, init);
+        V(*node_list)[4] = s_node[wb];
+        V *src_list = s_src[wb];
+        int32_t *idx_list = s_idx[wb];
 #if FMK_BH_ASYNC_FILL
-    real4f *lo_list = s_lo[wb];
+        real4f *lo_list = s_lo[wb];
 #else
-    unsigned char *inbox_list = s_inbox[wb];
+        unsigned char *inbox_list = s_inbox[wb];
 #endif
-    int32_t *first_at = s_first[wb];
-    int32_t *stack = s_stack[wb];
-    int32_t *loc_list = s_loc[wb];
-    const unsigned lt = (1u << lane) - 1;
+        int32_t *first_at = s_first[wb];
+        int32_t *stack = s_stack[wb];
+        int32_t *loc_list = s_loc[wb];
+        const unsigned lt = (1u << lane) - 1;
 
-    const int2 grp = a.groups[w];
-    const V c = a.box[2 * w], h = a.box[2 * w + 1];
-    /* positions relative to o (rel_point): the targets here, the P2P list's sources as they
-     * enter it, node centres as they are tested or packed; cr = c - o */
-    const V o = walk_origin<R>(c);
-    const R crx = sizeof(R) == 4 ? (R)0 : c.x, cry = sizeof(R) == 4 ? (R)0 : c.y,
-            crz = sizeof(R) == 4 ? (R)0 : c.z;
-    int32_t t[T];
-    R y[T][3], phi[T], g[T][3];
+        const int2 grp = a.groups[w];
+        const V c = a.box[2 * w], h = a.box[2 * w + 1];
+        /* positions relative to o (rel_point): the targets here, the P2P list's sources as they
+         * enter it, node centres as they are tested or packed; cr = c - o */
+        const V o = walk_origin<R>(c);
+        const R crx = sizeof(R) == 4 ? (R)0 : c.x, cry = sizeof(R) == 4 ? (R)0 : c.y,
+                crz = sizeof(R) == 4 ? (R)0 : c.z;
+        int32_t t[T];
+        R y[T][3], phi[T], g[T][3];
 #pragma unroll
-    for (int k = 0; k < T; k++) {
-        t[k] = grp.x + lane + 32 * k;
-        const V p = rel_point<R>(a.trg, a.trg_lo, t[k] < grp.y ? t[k] : grp.x, o);
-        y[k][0] = p.x, y[k][1] = p.y, y[k][2] = p.z;
-        phi[k] = 0, g[k][0] = g[k][1] = g[k][2] = 0;
-    }
-    int sp = 1; /* warp-uniform */
-    if (SUPER && n_start >= 0) {
-        sp = n_start;
-#pragma unroll
-        for (int k = 0; k < T; k++)
-            phi[k] = init[k], g[k][0] = init[T + 3 * k], g[k][1] = init[T + 3 * k + 1],
-            g[k][2] = init[T + 3 * k + 2];
-    } else if (lane == 0) {
-        stack[0] = 0; /* the root */
-    }
-    /* The lists are rings of 64 entries: the n entries waiting start at head (0 or 32), so a
-     * full chunk of 32 is contiguous and is evaluated in place (no copying). With FMK_BH_DEFER
-     * the M2P and P2P lists are evaluated before entries are added when they hold 32 or more
-     * (then at most 31 + 32 = 63 entries), so that the chunk's work overlaps the loads of what
-     * is added. */
-    int n_m2p = 0, n_p2p = 0, h_m2p = 0, h_p2p = 0; /* warp-uniform */
-    /* The cell-to-group step: an accepted node goes into the group's expansion about c when its
-     * centre is farther than a r_open + local_k R_g from c (a = fmk_cuda_bh_local_open); every
-     * target of the group (within R_g of c) is outside its opening sphere (it was accepted), and
-     * |y - c| / |xc - c| < 1 / local_k. Lane k holds coefficient k of the expansion. */
-    const R loc_r = a.local_k * sqrt(h.x * h.x + h.y * h.y + h.z * h.z);
-    int n_loc = 0, h_loc = 0;
-    bool any_loc = false;
-    local_acc<R, LOC ? LOC : 3> loc = {};
-    /* A source that can coincide with a target lies in the group's box (which holds them up
-     * to the rounding of its centre: a margin of 2^-20 of the coordinates, 2^-10 of the box). */
-    const R mx = fabs(c.x) * (R)0x1p-20 + h.x * (R)(1 + 0x1p-10);
-    const R my = fabs(c.y) * (R)0x1p-20 + h.y * (R)(1 + 0x1p-10);
-    const R mz = fabs(c.z) * (R)0x1p-20 + h.z * (R)(1 + 0x1p-10);
-    auto in_box = [&](const V &p) -> unsigned char { /* p relative to o */
-        return fabs(p.x - crx) <= mx && fabs(p.y - cry) <= my && fabs(p.z - crz) <= mz;
-    };
-    /* Evaluates the first 32 entries of a list and moves the rest (< 32) to the front. */
-    auto m2p_chunk = [&]() {
-        BH_CLOCK(k_m2p, (bfs_m2p<R, ORDER, T>(node_list + h_m2p, 32, y, a.eps2, phi, g)));
-        h_m2p ^= 32, n_m2p -= 32;
-        __syncwarp(); /* the slots are written again */
-    };
-    auto loc_chunk = [&]() {
-        BH_CLOCK(k_loc, (bfs_m2l<R, ORDER, LOC ? LOC : 3>(a.node, loc_list + h_loc, 32, a.local,
-                                                          c, a.eps2, loc)));
-        h_loc ^= 32, n_loc -= 32;
-        __syncwarp();
-    };
-    /* The P2P list's sources arrive by asynchronous copies (cp.async: the point and, fp32,
-     * its rest); a chunk's count entries are made relative to o, one per lane, when it is
-     * evaluated. Returns whether one of them lies in the group's box. */
-    auto p2p_ready = [&](int count) -> bool {
-#if !FMK_BH_ASYNC_FILL
-        return __any_sync(FULL, lane < count && inbox_list[(h_p2p + lane) & 63]);
-#else
-        __pipeline_wait_prior(0);
-        __syncwarp(); /* the other lanes' copies */
-        bool in = false;
-        if (lane < count) {
-            const int at = (h_p2p + lane) & 63;
-            V v = src_list[at];
-            if (sizeof(R) == 4) {
-                const real4f r = lo_list[sizeof(R) == 4 ? at : 0];
-                v.x = (v.x - o.x) + (R)r.x, v.y = (v.y - o.y) + (R)r.y, v.z = (v.z - o.z) + (R)r.z;
-                src_list[at] = v;
-            }
-            in = in_box(v);
+        for (int k = 0; k < T; k++) {
+            t[k] = grp.x + lane + 32 * k;
+            const V p = rel_point<R>(a.trg, a.trg_lo, t[k] < grp.y ? t[k] : grp.x, o);
+            y[k][0] = p.x, y[k][1] = p.y, y[k][2] = p.z;
+            phi[k] = 0, g[k][0] = g[k][1] = g[k][2] = 0;
         }
-        const bool any_in = __any_sync(FULL, in);
-        __syncwarp();
-        return any_in;
+        int sp = 1; /* warp-uniform */
+        if (SUPER && n_start >= 0) {
+            sp = n_start;
+#pragma unroll
+            for (int k = 0; k < T; k++)
+                phi[k] = init[k], g[k][0] = init[T + 3 * k], g[k][1] = init[T + 3 * k + 1],
+                g[k][2] = init[T + 3 * k + 2];
+        } else if (lane == 0) {
+            stack[0] = 0; /* the root */
+        }
+        /* The lists are rings of 64 entries: the n entries waiting start at head (0 or 32), so a
+         * full chunk of 32 is contiguous and is evaluated in place (no copying). With FMK_BH_DEFER
+         * the M2P and P2P lists are evaluated before entries are added when they hold 32 or more
+         * (then at most 31 + 32 = 63 entries), so that the chunk's work overlaps the loads of what
+         * is added. */
+        int n_m2p = 0, n_p2p = 0, h_m2p = 0, h_p2p = 0; /* warp-uniform */
+        /* The cell-to-group step: an accepted node goes into the group's expansion about c when its
+         * centre is farther than a r_open + local_k R_g from c (a = fmk_cuda_bh_local_open); every
+         * target of the group (within R_g of c) is outside its opening sphere (it was
+         * accepted), and |y - c| / |xc - c| < 1 / local_k. Lane k holds coefficient k of the
+         * expansion. */
+        const R loc_r = a.local_k * sqrt(h.x * h.x + h.y * h.y + h.z * h.z);
+        int n_loc = 0, h_loc = 0;
+        bool any_loc = false;
+        local_acc<R, LOC ? LOC : 3> loc = {};
+        /* A source that can coincide with a target lies in the group's box (which holds them up
+         * to the rounding of its centre: a margin of 2^-20 of the coordinates, 2^-10 of the
+         * box). */
+        const R mx = fabs(c.x) * (R)0x1p-20 + h.x * (R)(1 + 0x1p-10);
+        const R my = fabs(c.y) * (R)0x1p-20 + h.y * (R)(1 + 0x1p-10);
+        const R mz = fabs(c.z) * (R)0x1p-20 + h.z * (R)(1 + 0x1p-10);
+        auto in_box = [&](const V &p) -> unsigned char { /* p relative to o */
+            return fabs(p.x - crx) <= mx && fabs(p.y - cry) <= my && fabs(p.z - crz) <= mz;
+        };
+        /* Evaluates the first 32 entries of a list and moves the rest (< 32) to the front. */
+        auto m2p_chunk = [&]() {
+            BH_CLOCK(k_m2p, (bfs_m2p<R, ORDER, T>(node_list + h_m2p, 32, y, a.eps2, phi, g)));
+            h_m2p ^= 32, n_m2p -= 32;
+            __syncwarp(); /* the slots are written again */
+        };
+        auto loc_chunk = [&]() {
+            BH_CLOCK(k_loc, (bfs_m2l<R, ORDER, LOC ? LOC : 3>(a.node, loc_list + h_loc, 32, a.local,
+                                                              c, a.eps2, loc)));
+            h_loc ^= 32, n_loc -= 32;
+            __syncwarp();
+        };
+        /* The P2P list's sources arrive by asynchronous copies (cp.async: the point and, fp32,
+         * its rest); a chunk's count entries are made relative to o, one per lane, when it is
+         * evaluated. Returns whether one of them lies in the group's box. */
+        auto p2p_ready = [&](int count) -> bool {
+#if !FMK_BH_ASYNC_FILL
+            return __any_sync(FULL, lane < count && inbox_list[(h_p2p + lane) & 63]);
+#else
+            __pipeline_wait_prior(0);
+            __syncwarp(); /* the other lanes' copies */
+            bool in = false;
+            if (lane < count) {
+                const int at = (h_p2p + lane) & 63;
+                V v = src_list[at];
+                if (sizeof(R) == 4) {
+                    const real4f r = lo_list[sizeof(R) == 4 ? at : 0];
+                    v.x = (v.x - o.x) + (R)r.x, v.y = (v.y - o.y) + (R)r.y;
+                    v.z = (v.z - o.z) + (R)r.z;
+                    src_list[at] = v;
+                }
+                in = in_box(v);
+            }
+            const bool any_in = __any_sync(FULL, in);
+            __syncwarp();
+            return any_in;
 #endif
-    };
-    auto p2p_chunk = [&]() {
-        const bool any_in = p2p_ready(32);
-        BH_CLOCK(k_p2p, (bfs_p2p_any<R, SELF, T>(src_list + h_p2p, idx_list + (SELF ? h_p2p : 0),
-                                                 any_in, 32, t, y, a.eps2, phi, g)));
-        h_p2p ^= 32, n_p2p -= 32;
-        __syncwarp();
-    };
+        };
+        auto p2p_chunk = [&]() {
+            const bool any_in = p2p_ready(32);
+            BH_CLOCK(k_p2p, (bfs_p2p_any<R, SELF, T>(src_list + h_p2p,
+                                                     idx_list + (SELF ? h_p2p : 0), any_in, 32,
+                                                     t, y, a.eps2, phi, g)));
+            h_p2p ^= 32, n_p2p -= 32;
+            __syncwarp();
+        };
 #ifdef FMK_BH_COUNT
-    long long c_m2p = 0, c_p2p = 0, c_steps = 0, c_over = 0, c_depth = 0, c_loc = 0;
-    long long c_cand = 0, c_okc = 0, k_mac = 0, k_push = 0;
-    long long c_open[7] = {0, 0, 0, 0, 0, 0, 0};
+        long long c_m2p = 0, c_p2p = 0, c_steps = 0, c_over = 0, c_depth = 0, c_loc = 0;
+        long long c_cand = 0, c_okc = 0, k_mac = 0, k_push = 0;
+        long long c_open[7] = {0, 0, 0, 0, 0, 0, 0};
 #endif
-    __syncwarp();
-    while (sp > 0) {
+        __syncwarp();
+        while (sp > 0) {
 #ifdef FMK_BH_COUNT
-        c_steps++;
+            c_steps++;
 #endif
-        const int nb = sp < 32 ? sp : 32;
-        sp -= nb;
-        const bool valid = lane < nb;
-        const int32_t i = valid ? stack[sp + lane] : 0;
-        __syncwarp(); /* the popped slots are overwritten below */
-        /* the batch's loads for the tests at once: one latency (the moments below, for the
-         * nodes that go into the M2P list only) */
-        const int4 l = __ldg(&a.links[i]);
-        const int32_t nc = __ldg(&a.n_children[i]);
-        const V x = a.node[4 * i];
+            const int nb = sp < 32 ? sp : 32;
+            sp -= nb;
+            const bool valid = lane < nb;
+            const int32_t i = valid ? stack[sp + lane] : 0;
+            __syncwarp(); /* the popped slots are overwritten below */
+            /* the batch's loads for the tests at once: one latency (the moments below, for the
+             * nodes that go into the M2P list only) */
+            const int4 l = __ldg(&a.links[i]);
+            const int32_t nc = __ldg(&a.n_children[i]);
+            const V x = a.node[4 * i];
 #if !FMK_BH_LATE_MOMENTS
-        const V m1 = a.node[4 * i + 1], m2 = a.node[4 * i + 2], m3 = a.node[4 * i + 3];
+            const V m1 = a.node[4 * i + 1], m2 = a.node[4 * i + 2], m3 = a.node[4 * i + 3];
 #endif
 #if FMK_BH_DEFER
-        /* the full chunks of the previous step, while the loads are in flight (the P2P list's
-         * before the next batch's copies, FMK_P2P_AT_START) */
-        if (n_m2p >= 32)
-            m2p_chunk();
-        if (FMK_P2P_AT_START && n_p2p >= 32)
-            p2p_chunk();
+            /* the full chunks of the previous step, while the loads are in flight (the P2P list's
+             * before the next batch's copies, FMK_P2P_AT_START) */
+            if (n_m2p >= 32)
+                m2p_chunk();
+            if (FMK_P2P_AT_START && n_p2p >= 32)
+                p2p_chunk();
 #endif
-        const R dx = fmax(fabs(x.x - c.x) - h.x, (R)0);
-        const R dy = fmax(fabs(x.y - c.y) - h.y, (R)0);
-        const R dz = fmax(fabs(x.z - c.z) - h.z, (R)0);
-        bool far = dx * dx + dy * dy + dz * dz > x.w;
-        const int32_t cnt = l.w - l.z;
-        /* the split (walk_args): mine = this part sums the node, skip = another part's subtree */
-        bool mine = true, skip = false;
-        if (a.parts > 1) {
-            if (i < a.split_begin)
-                mine = i % a.parts == part;
-            else if (i < a.split_end)
-                skip = (i - a.split_begin) % a.parts != part;
-        }
+            const R dx = fmax(fabs(x.x - c.x) - h.x, (R)0);
+            const R dy = fmax(fabs(x.y - c.y) - h.y, (R)0);
+            const R dz = fmax(fabs(x.z - c.z) - h.z, (R)0);
+            bool far = dx * dx + dy * dy + dz * dz > x.w;
+            const int32_t cnt = l.w - l.z;
+            /* the split (walk_args): mine = this part sums the node, skip = another part's
+             * subtree */
+            bool mine = true, skip = false;
+            if (a.parts > 1) {
+                if (i < a.split_begin)
+                    mine = i % a.parts == part;
+                else if (i < a.split_end)
+                    skip = (i - a.split_begin) % a.parts != part;
+            }
 #ifdef FMK_BH_COUNT
-        const long long t_mac = clock64();
+            const long long t_mac = clock64();
 #endif
-        if (a.mac) { /* fmk_cuda_bh_mac: the nodes the box opens, tested at every target */
-            unsigned cand = __ballot_sync(FULL, valid && !skip && !far &&
-                                                    cnt > p2p_cut<ORDER>::value &&
-                                                    (a.mac == 1 || l.x < 0));
-            unsigned ok = 0;
+            if (a.mac) { /* fmk_cuda_bh_mac: the nodes the box opens, tested at every target */
+                unsigned cand = __ballot_sync(FULL, valid && !skip && !far &&
+                                                        cnt > p2p_cut<ORDER>::value &&
+                                                        (a.mac == 1 || l.x < 0));
+                unsigned ok = 0;
 #if FMK_BH_MAC_PAIRS
-            while (cand) { /* two leaves at a time (the second may repeat the first) */
-                const int f = __ffs(cand) - 1;
-                cand &= cand - 1;
-                const int f2 = cand ? __ffs(cand) - 1 : f;
-                cand &= cand - 1;
-                /* o is the same in every lane */
-                const R rs = x.w * (l.x < 0 ? a.leaf_r2 : a.inner_r2);
-                const R nx = __shfl_sync(FULL, x.x, f) - o.x, ny = __shfl_sync(FULL, x.y, f) - o.y,
-                        nz = __shfl_sync(FULL, x.z, f) - o.z, r2 = __shfl_sync(FULL, rs, f);
-                const R nx2 = __shfl_sync(FULL, x.x, f2) - o.x,
-                        ny2 = __shfl_sync(FULL, x.y, f2) - o.y,
-                        nz2 = __shfl_sync(FULL, x.z, f2) - o.z, r22 = __shfl_sync(FULL, rs, f2);
-                const bool all1 = __all_sync(FULL, targets_far<R, T>(t, grp.y, y, nx, ny, nz, r2));
-                const bool all2 =
-                    __all_sync(FULL, targets_far<R, T>(t, grp.y, y, nx2, ny2, nz2, r22));
-                ok |= (all1 ? 1u << f : 0u) | (all2 ? 1u << f2 : 0u);
-            }
+                while (cand) { /* two leaves at a time (the second may repeat the first) */
+                    const int f = __ffs(cand) - 1;
+                    cand &= cand - 1;
+                    const int f2 = cand ? __ffs(cand) - 1 : f;
+                    cand &= cand - 1;
+                    /* o is the same in every lane */
+                    const R rs = x.w * (l.x < 0 ? a.leaf_r2 : a.inner_r2);
+                    const R nx = __shfl_sync(FULL, x.x, f) - o.x,
+                            ny = __shfl_sync(FULL, x.y, f) - o.y,
+                            nz = __shfl_sync(FULL, x.z, f) - o.z, r2 = __shfl_sync(FULL, rs, f);
+                    const R nx2 = __shfl_sync(FULL, x.x, f2) - o.x,
+                            ny2 = __shfl_sync(FULL, x.y, f2) - o.y,
+                            nz2 = __shfl_sync(FULL, x.z, f2) - o.z, r22 = __shfl_sync(FULL, rs, f2);
+                    const bool all1 =
+                        __all_sync(FULL, targets_far<R, T>(t, grp.y, y, nx, ny, nz, r2));
+                    const bool all2 =
+                        __all_sync(FULL, targets_far<R, T>(t, grp.y, y, nx2, ny2, nz2, r22));
+                    ok |= (all1 ? 1u << f : 0u) | (all2 ? 1u << f2 : 0u);
+                }
 #else
-            while (cand) {
-                const int f = __ffs(cand) - 1;
-                cand &= cand - 1;
-                /* o is the same in every lane */
-                const R nx = __shfl_sync(FULL, x.x, f) - o.x, ny = __shfl_sync(FULL, x.y, f) - o.y,
-                        nz = __shfl_sync(FULL, x.z, f) - o.z,
-                        r2 = __shfl_sync(FULL, x.w * (l.x < 0 ? a.leaf_r2 : a.inner_r2), f);
-                if (__all_sync(FULL, targets_far<R, T>(t, grp.y, y, nx, ny, nz, r2)))
-                    ok |= 1u << f;
-            }
-#endif
-            far = far || (ok >> lane & 1u);
-#ifdef FMK_BH_COUNT
-            c_cand += __popc(__ballot_sync(FULL, valid && !skip && cnt > p2p_cut<ORDER>::value &&
-                                                    l.x < 0 && !(dx * dx + dy * dy + dz * dz > x.w)));
-            c_okc += __popc(ok);
-            { /* the leaves still opened: their points by how many of the targets open them */
-                unsigned cc = __ballot_sync(FULL, valid && !skip && !far &&
-                                                      cnt > p2p_cut<ORDER>::value && l.x < 0);
-                while (cc) {
-                    const int f = __ffs(cc) - 1;
-                    cc &= cc - 1;
+                while (cand) {
+                    const int f = __ffs(cand) - 1;
+                    cand &= cand - 1;
+                    /* o is the same in every lane */
                     const R nx = __shfl_sync(FULL, x.x, f) - o.x,
                             ny = __shfl_sync(FULL, x.y, f) - o.y,
                             nz = __shfl_sync(FULL, x.z, f) - o.z,
-                            r2 = __shfl_sync(FULL, x.w * a.leaf_r2, f);
-                    const int kn = __popc(
-                        __ballot_sync(FULL, !targets_far<R, T>(t, grp.y, y, nx, ny, nz, r2)));
-                    const int n = __shfl_sync(FULL, cnt, f);
-                    c_open[kn <= 1 ? 0 : kn <= 4 ? 1 : kn <= 8 ? 2 : kn <= 16 ? 3 : kn <= 24 ? 4 : 5] += n;
-                    c_open[6] += kn * n;
+                            r2 = __shfl_sync(FULL, x.w * (l.x < 0 ? a.leaf_r2 : a.inner_r2), f);
+                    if (__all_sync(FULL, targets_far<R, T>(t, grp.y, y, nx, ny, nz, r2)))
+                        ok |= 1u << f;
                 }
-            }
 #endif
-        }
+                far = far || (ok >> lane & 1u);
 #ifdef FMK_BH_COUNT
-        k_mac += clock64() - t_mac;
-        const long long t_push = clock64();
+                c_cand += __popc(__ballot_sync(FULL, valid && !skip &&
+                                                         cnt > p2p_cut<ORDER>::value && l.x < 0 &&
+                                                         !(dx * dx + dy * dy + dz * dz > x.w)));
+                c_okc += __popc(ok);
+                { /* the leaves still opened: their points by how many of the targets open them */
+                    unsigned cc = __ballot_sync(FULL, valid && !skip && !far &&
+                                                          cnt > p2p_cut<ORDER>::value && l.x < 0);
+                    while (cc) {
+                        const int f = __ffs(cc) - 1;
+                        cc &= cc - 1;
+                        const R nx = __shfl_sync(FULL, x.x, f) - o.x,
+                                ny = __shfl_sync(FULL, x.y, f) - o.y,
+                                nz = __shfl_sync(FULL, x.z, f) - o.z,
+                                r2 = __shfl_sync(FULL, x.w * a.leaf_r2, f);
+                        const int kn = __popc(
+                            __ballot_sync(FULL, !targets_far<R, T>(t, grp.y, y, nx, ny, nz, r2)));
+                        const int n = __shfl_sync(FULL, cnt, f);
+                        c_open[kn <= 1    ? 0
+                               : kn <= 4  ? 1
+                               : kn <= 8  ? 2
+                               : kn <= 16 ? 3
+                               : kn <= 24 ? 4
+                                          : 5] += n;
+                        c_open[6] += kn * n;
+                    }
+                }
 #endif
-        const bool accept = valid && !skip && mine && far && cnt > p2p_cut<ORDER>::value;
-        bool direct = valid && !skip && mine && !accept && (far || l.x < 0);
-        bool open = valid && !skip && !far && l.x >= 0;
+            }
+#ifdef FMK_BH_COUNT
+            k_mac += clock64() - t_mac;
+            const long long t_push = clock64();
+#endif
+            const bool accept = valid && !skip && mine && far && cnt > p2p_cut<ORDER>::value;
+            bool direct = valid && !skip && mine && !accept && (far || l.x < 0);
+            bool open = valid && !skip && !far && l.x >= 0;
 
-        /* accepted nodes far enough from the group -> its expansion, the others -> M2P list,
-         * whose moments are loaded now (used after the stack's update) */
-        bool to_loc = false;
-        if (LOCAL && accept) {
-            const R ex = x.x - c.x, ey = x.y - c.y, ez = x.z - c.z;
-            const R d = sqrt(ex * ex + ey * ey + ez * ez) - loc_r;
-            to_loc = d > 0 && d * d > a.local_a2 * x.w;
-        }
+            /* accepted nodes far enough from the group -> its expansion, the others -> M2P list,
+             * whose moments are loaded now (used after the stack's update) */
+            bool to_loc = false;
+            if (LOCAL && accept) {
+                const R ex = x.x - c.x, ey = x.y - c.y, ez = x.z - c.z;
+                const R d = sqrt(ex * ex + ey * ey + ez * ez) - loc_r;
+                to_loc = d > 0 && d * d > a.local_a2 * x.w;
+            }
 #if FMK_BH_LATE_MOMENTS
-        V m1, m2, m3;
-        if (accept && !to_loc)
-            m1 = a.node[4 * i + 1], m2 = a.node[4 * i + 2], m3 = a.node[4 * i + 3];
+            V m1, m2, m3;
+            if (accept && !to_loc)
+                m1 = a.node[4 * i + 1], m2 = a.node[4 * i + 2], m3 = a.node[4 * i + 3];
 #endif
 
-        /* children to push: warp scan of the counts */
-        int32_t push = open ? nc : 0;
+            /* children to push: warp scan of the counts */
+            int32_t push = open ? nc : 0;
 #pragma unroll
-        for (int d = 1; d < 32; d <<= 1) {
-            const int32_t v = __shfl_up_sync(FULL, push, d);
-            if (lane >= d)
-                push += v;
-        }
-        const int32_t pushed = __shfl_sync(FULL, push, 31);
-        if (sp + pushed > STACK) { /* no room: sum the opened nodes directly */
-#ifdef FMK_BH_COUNT
-            c_over++;
-#endif
-            /* Above the split level the parts would disagree on which nodes they sum: the
-             * host redoes such a walk unsplit. */
-            if (a.parts > 1 && __any_sync(FULL, open && i < a.split_begin) && lane == 0)
-                atomicOr(a.overflow, 1ull);
-            direct = direct || (open && mine);
-            open = false;
-        } else {
-            if (open)
-                for (int32_t k = 0, at = sp + push - nc; k < nc; k++)
-                    stack[at + k] = l.x + k;
-            sp += pushed;
-        }
-#ifdef FMK_BH_COUNT
-        c_depth = sp > c_depth ? sp : c_depth;
-#endif
-
-#ifdef FMK_BH_COUNT
-        k_push += clock64() - t_push;
-#endif
-        const unsigned loc_mask = __ballot_sync(FULL, to_loc);
-        if (LOCAL && loc_mask) {
-            if (to_loc)
-                loc_list[(h_loc + n_loc + __popc(loc_mask & lt)) & 63] = i;
-            n_loc += __popc(loc_mask);
-            any_loc = true;
-#ifdef FMK_BH_COUNT
-            c_loc += __popc(loc_mask);
-#endif
-            __syncwarp();
-            if (n_loc >= 32)
-                loc_chunk();
-        }
-        const unsigned acc_mask = __ballot_sync(FULL, accept && !to_loc);
-        if (accept && !to_loc) {
-            V xo = x; /* the centre relative to o */
-            xo.x = x.x - o.x, xo.y = x.y - o.y, xo.z = x.z - o.z;
-            bfs_pack<R, ORDER>(xo, m1, m2, m3, a.eps2,
-                               node_list[(h_m2p + n_m2p + __popc(acc_mask & lt)) & 63]);
-        }
-        n_m2p += __popc(acc_mask);
-#ifdef FMK_BH_COUNT
-        c_m2p += __popc(acc_mask);
-#endif
-        __syncwarp();
-        if (!FMK_BH_DEFER && n_m2p >= 32)
-            m2p_chunk();
-
-        /* sources of directly summed nodes -> P2P list, 32 at a time */
-        int32_t incl = direct ? cnt : 0;
-#pragma unroll
-        for (int d = 1; d < 32; d <<= 1) {
-            const int32_t v = __shfl_up_sync(FULL, incl, d);
-            if (lane >= d)
-                incl += v;
-        }
-        const int32_t total = __shfl_sync(FULL, incl, 31);
-#ifdef FMK_BH_COUNT
-        c_p2p += total;
-#endif
-        /* source = first + position; this lane's positions are [excl, incl) */
-        const int32_t excl = incl - (direct ? cnt : 0), first = l.z - excl;
-        for (int32_t base = 0; base < total; base += 32) {
-            /* the batch's positions [base, base + 32): the range holding base and the ranges
-             * starting in it write their first at their start's slot (bit in starts); a
-             * position's range is the one of the highest slot at or below it */
-            unsigned bit = 0;
-            if (direct && cnt > 0) {
-                if (excl <= base && base < incl)
-                    first_at[0] = first;
-                else if (excl > base && excl < base + 32)
-                    first_at[excl - base] = first, bit = 1u << (excl - base);
+            for (int d = 1; d < 32; d <<= 1) {
+                const int32_t v = __shfl_up_sync(FULL, push, d);
+                if (lane >= d)
+                    push += v;
             }
-#if __CUDA_ARCH__ >= 800
-            const unsigned starts = __reduce_or_sync(FULL, bit) | 1u;
-#else
-            unsigned starts = bit | 1u;
-#pragma unroll
-            for (int d = 16; d > 0; d >>= 1)
-                starts |= __shfl_xor_sync(FULL, starts, d);
+            const int32_t pushed = __shfl_sync(FULL, push, 31);
+            if (sp + pushed > STACK) { /* no room: sum the opened nodes directly */
+#ifdef FMK_BH_COUNT
+                c_over++;
+#endif
+                /* Above the split level the parts would disagree on which nodes they sum: the
+                 * host redoes such a walk unsplit. */
+                if (a.parts > 1 && __any_sync(FULL, open && i < a.split_begin) && lane == 0)
+                    atomicOr(a.overflow, 1ull);
+                direct = direct || (open && mine);
+                open = false;
+            } else {
+                if (open)
+                    for (int32_t k = 0, at = sp + push - nc; k < nc; k++)
+                        stack[at + k] = l.x + k;
+                sp += pushed;
+            }
+#ifdef FMK_BH_COUNT
+            c_depth = sp > c_depth ? sp : c_depth;
+#endif
+
+#ifdef FMK_BH_COUNT
+            k_push += clock64() - t_push;
+#endif
+            const unsigned loc_mask = __ballot_sync(FULL, to_loc);
+            if (LOCAL && loc_mask) {
+                if (to_loc)
+                    loc_list[(h_loc + n_loc + __popc(loc_mask & lt)) & 63] = i;
+                n_loc += __popc(loc_mask);
+                any_loc = true;
+#ifdef FMK_BH_COUNT
+                c_loc += __popc(loc_mask);
+#endif
+                __syncwarp();
+                if (n_loc >= 32)
+                    loc_chunk();
+            }
+            const unsigned acc_mask = __ballot_sync(FULL, accept && !to_loc);
+            if (accept && !to_loc) {
+                V xo = x; /* the centre relative to o */
+                xo.x = x.x - o.x, xo.y = x.y - o.y, xo.z = x.z - o.z;
+                bfs_pack<R, ORDER>(xo, m1, m2, m3, a.eps2,
+                                   node_list[(h_m2p + n_m2p + __popc(acc_mask & lt)) & 63]);
+            }
+            n_m2p += __popc(acc_mask);
+#ifdef FMK_BH_COUNT
+            c_m2p += __popc(acc_mask);
 #endif
             __syncwarp();
-            const int slot = 31 - __clz(starts & (0xffffffffu >> (31 - lane)));
-            const int32_t j = first_at[slot] + base + lane;
-            const int k = total - base < 32 ? total - base : 32;
+            if (!FMK_BH_DEFER && n_m2p >= 32)
+                m2p_chunk();
+
+            /* sources of directly summed nodes -> P2P list, 32 at a time */
+            int32_t incl = direct ? cnt : 0;
+#pragma unroll
+            for (int d = 1; d < 32; d <<= 1) {
+                const int32_t v = __shfl_up_sync(FULL, incl, d);
+                if (lane >= d)
+                    incl += v;
+            }
+            const int32_t total = __shfl_sync(FULL, incl, 31);
+#ifdef FMK_BH_COUNT
+            c_p2p += total;
+#endif
+            /* source = first + position; this lane's positions are [excl, incl) */
+            const int32_t excl = incl - (direct ? cnt : 0), first = l.z - excl;
+            for (int32_t base = 0; base < total; base += 32) {
+                /* the batch's positions [base, base + 32): the range holding base and the ranges
+                 * starting in it write their first at their start's slot (bit in starts); a
+                 * position's range is the one of the highest slot at or below it */
+                unsigned bit = 0;
+                if (direct && cnt > 0) {
+                    if (excl <= base && base < incl)
+                        first_at[0] = first;
+                    else if (excl > base && excl < base + 32)
+                        first_at[excl - base] = first, bit = 1u << (excl - base);
+                }
+#if __CUDA_ARCH__ >= 800
+                const unsigned starts = __reduce_or_sync(FULL, bit) | 1u;
+#else
+                unsigned starts = bit | 1u;
+#pragma unroll
+                for (int d = 16; d > 0; d >>= 1)
+                    starts |= __shfl_xor_sync(FULL, starts, d);
+#endif
+                __syncwarp();
+                const int slot = 31 - __clz(starts & (0xffffffffu >> (31 - lane)));
+                const int32_t j = first_at[slot] + base + lane;
+                const int k = total - base < 32 ? total - base : 32;
 #if FMK_BH_ASYNC_FILL
 #if FMK_BH_DEFER
-            if (n_p2p >= 32) /* before the copies: p2p_ready waits for all of them */
-                p2p_chunk();
+                if (n_p2p >= 32) /* before the copies: p2p_ready waits for all of them */
+                    p2p_chunk();
 #endif
-            __syncwarp(); /* first_at is written again by the next batch */
-            if (lane < k) {
-                const int at = (h_p2p + n_p2p + lane) & 63;
-                /* 16 bytes a copy (fp64: a point in two) */
-                for (int b = 0; b < (int)(sizeof(V) / 16); b++)
-                    __pipeline_memcpy_async((char *)&src_list[at] + 16 * b,
-                                            (const char *)&a.src[j] + 16 * b, 16);
-                if (sizeof(R) == 4)
-                    __pipeline_memcpy_async(&lo_list[sizeof(R) == 4 ? at : 0], &a.src_lo[j],
-                                            sizeof(real4f));
-                if (SELF && a.eps2 > 0)
-                    idx_list[at] = j;
-            }
-            __pipeline_commit();
+                __syncwarp(); /* first_at is written again by the next batch */
+                if (lane < k) {
+                    const int at = (h_p2p + n_p2p + lane) & 63;
+                    /* 16 bytes a copy (fp64: a point in two) */
+                    for (int b = 0; b < (int)(sizeof(V) / 16); b++)
+                        __pipeline_memcpy_async((char *)&src_list[at] + 16 * b,
+                                                (const char *)&a.src[j] + 16 * b, 16);
+                    if (sizeof(R) == 4)
+                        __pipeline_memcpy_async(&lo_list[sizeof(R) == 4 ? at : 0], &a.src_lo[j],
+                                                sizeof(real4f));
+                    if (SELF && a.eps2 > 0)
+                        idx_list[at] = j;
+                }
+                __pipeline_commit();
 #else
-            V sv;
-            if (lane < k)
-                sv = rel_point<R>(a.src, a.src_lo, j, o);
+                V sv;
+                if (lane < k)
+                    sv = rel_point<R>(a.src, a.src_lo, j, o);
 #if FMK_BH_DEFER
-            if (n_p2p >= 32) /* while the loads are in flight */
-                p2p_chunk();
+                if (n_p2p >= 32) /* while the loads are in flight */
+                    p2p_chunk();
 #endif
-            __syncwarp(); /* first_at is written again by the next batch */
-            if (lane < k) {
-                const int at = (h_p2p + n_p2p + lane) & 63;
-                src_list[at] = sv;
-                if (SELF && a.eps2 > 0)
-                    idx_list[at] = j;
-                inbox_list[at] = in_box(sv);
+                __syncwarp(); /* first_at is written again by the next batch */
+                if (lane < k) {
+                    const int at = (h_p2p + n_p2p + lane) & 63;
+                    src_list[at] = sv;
+                    if (SELF && a.eps2 > 0)
+                        idx_list[at] = j;
+                    inbox_list[at] = in_box(sv);
+                }
+#endif
+                n_p2p += k;
+                __syncwarp();
+                if (!FMK_BH_DEFER && n_p2p >= 32)
+                    p2p_chunk();
             }
-#endif
-            n_p2p += k;
-            __syncwarp();
-            if (!FMK_BH_DEFER && n_p2p >= 32)
-                p2p_chunk();
         }
-    }
-    if (FMK_BH_DEFER && n_m2p >= 32)
-        m2p_chunk();
-    if (FMK_BH_DEFER && n_p2p >= 32)
-        p2p_chunk();
-    BH_CLOCK(k_m2p, (bfs_m2p<R, ORDER, T>(node_list + h_m2p, n_m2p, y, a.eps2, phi, g)));
-    {
-        const bool any_in = p2p_ready(n_p2p);
-        BH_CLOCK(k_p2p, (bfs_p2p_any<R, SELF, T>(src_list + h_p2p, idx_list + (SELF ? h_p2p : 0),
-                                                 any_in, n_p2p, t, y, a.eps2, phi, g)));
-    }
-    if (LOCAL && any_loc) { /* the rest of the lists, then the group's expansion at each target (L2P) */
-        if (n_loc > 0)
-            BH_CLOCK(k_loc, (bfs_m2l<R, ORDER, LOC ? LOC : 3>(a.node, loc_list + h_loc, n_loc,
-                                                              a.local, c, a.eps2, loc)));
+        if (FMK_BH_DEFER && n_m2p >= 32)
+            m2p_chunk();
+        if (FMK_BH_DEFER && n_p2p >= 32)
+            p2p_chunk();
+        BH_CLOCK(k_m2p, (bfs_m2p<R, ORDER, T>(node_list + h_m2p, n_m2p, y, a.eps2, phi, g)));
+        {
+            const bool any_in = p2p_ready(n_p2p);
+            BH_CLOCK(k_p2p, (bfs_p2p_any<R, SELF, T>(src_list + h_p2p,
+                                                     idx_list + (SELF ? h_p2p : 0), any_in,
+                                                     n_p2p, t, y, a.eps2, phi, g)));
+        }
+        /* the rest of the lists, then the group's expansion at each target (L2P) */
+        if (LOCAL && any_loc) {
+            if (n_loc > 0)
+                BH_CLOCK(k_loc, (bfs_m2l<R, ORDER, LOC ? LOC : 3>(a.node, loc_list + h_loc, n_loc,
+                                                                  a.local, c, a.eps2, loc)));
 #ifdef FMK_BH_COUNT
-        const long long t_l2p = clock64();
+            const long long t_l2p = clock64();
 #endif
-        constexpr int NC = local_acc<R, LOC ? LOC : 3>::NC;
-        R H[NC];
-#pragma unroll
-        for (int k = 0; k < NC; k++)
-            H[k] = k < 32 ? __shfl_sync(FULL, loc.c[0], k) : loc.c[k < 32 ? 0 : k - 31];
-        /* LOC = 5: the coefficients with bz >= 2 from Laplace's equation */
-        R L[LOC == 5 ? FMK_BH_LOCAL4 : NC];
-        if (LOC == 5)
-            local4_from_harm(H, L);
-        else
+            constexpr int NC = local_acc<R, LOC ? LOC : 3>::NC;
+            R H[NC];
 #pragma unroll
             for (int k = 0; k < NC; k++)
-                L[k] = H[k];
+                H[k] = k < 32 ? __shfl_sync(FULL, loc.c[0], k) : loc.c[k < 32 ? 0 : k - 31];
+            /* LOC = 5: the coefficients with bz >= 2 from Laplace's equation */
+            R L[LOC == 5 ? FMK_BH_LOCAL4 : NC];
+            if (LOC == 5)
+                local4_from_harm(H, L);
+            else
 #pragma unroll
-        for (int k = 0; k < T; k++)
-            l2p_order<LOC == 5 ? 4 : LOC ? LOC : 3>(a.local, L, y[k][0] - crx, y[k][1] - cry,
-                                                    y[k][2] - crz, &phi[k], g[k]);
+                for (int k = 0; k < NC; k++)
+                    L[k] = H[k];
+#pragma unroll
+            for (int k = 0; k < T; k++)
+                l2p_order<LOC == 5 ? 4 : LOC ? LOC : 3>(a.local, L, y[k][0] - crx, y[k][1] - cry,
+                                                        y[k][2] - crz, &phi[k], g[k]);
 #ifdef FMK_BH_COUNT
-        k_l2p += clock64() - t_l2p;
+            k_l2p += clock64() - t_l2p;
 #endif
-    }
+        }
 #undef BH_CLOCK
 #ifdef FMK_BH_COUNT
-    if (lane == 0) {
-        const long long nt = grp.y - grp.x;
-        atomicAdd(&fmk_bh_counts[0], (unsigned long long)nt);
-        atomicAdd(&fmk_bh_counts[1], (unsigned long long)(c_m2p * nt));
-        atomicAdd(&fmk_bh_counts[2], (unsigned long long)(c_p2p * nt));
-        atomicAdd(&fmk_bh_counts[3], (unsigned long long)c_steps);
-        atomicAdd(&fmk_bh_counts[4], (unsigned long long)c_over);
-        atomicAdd(&fmk_bh_counts[5], 1ull);
-        atomicMax(&fmk_bh_counts[6], (unsigned long long)c_depth);
-        atomicAdd(&fmk_bh_counts[7], (unsigned long long)(c_loc * nt));
-        const long long k_all = clock64() - k_start;
-        atomicAdd(&fmk_bh_counts[9], (unsigned long long)k_m2p);
-        atomicAdd(&fmk_bh_counts[10], (unsigned long long)k_p2p);
-        atomicAdd(&fmk_bh_counts[11], (unsigned long long)k_loc);
-        atomicAdd(&fmk_bh_counts[13], (unsigned long long)k_l2p);
-        atomicAdd(&fmk_bh_counts[14], (unsigned long long)k_all);
-        atomicMax(&fmk_bh_counts[15], (unsigned long long)k_all);
-        atomicAdd(&fmk_bh_counts[16], (unsigned long long)c_cand);
-        atomicAdd(&fmk_bh_counts[17], (unsigned long long)c_okc);
-        atomicAdd(&fmk_bh_counts[18], (unsigned long long)k_mac);
-        atomicAdd(&fmk_bh_counts[19], (unsigned long long)k_push);
-        for (int b = 0; b < 7; b++)
-            atomicAdd(&fmk_bh_counts[24 + b], (unsigned long long)c_open[b]);
-    }
+        if (lane == 0) {
+            const long long nt = grp.y - grp.x;
+            atomicAdd(&fmk_bh_counts[0], (unsigned long long)nt);
+            atomicAdd(&fmk_bh_counts[1], (unsigned long long)(c_m2p * nt));
+            atomicAdd(&fmk_bh_counts[2], (unsigned long long)(c_p2p * nt));
+            atomicAdd(&fmk_bh_counts[3], (unsigned long long)c_steps);
+            atomicAdd(&fmk_bh_counts[4], (unsigned long long)c_over);
+            atomicAdd(&fmk_bh_counts[5], 1ull);
+            atomicMax(&fmk_bh_counts[6], (unsigned long long)c_depth);
+            atomicAdd(&fmk_bh_counts[7], (unsigned long long)(c_loc * nt));
+            const long long k_all = clock64() - k_start;
+            atomicAdd(&fmk_bh_counts[9], (unsigned long long)k_m2p);
+            atomicAdd(&fmk_bh_counts[10], (unsigned long long)k_p2p);
+            atomicAdd(&fmk_bh_counts[11], (unsigned long long)k_loc);
+            atomicAdd(&fmk_bh_counts[13], (unsigned long long)k_l2p);
+            atomicAdd(&fmk_bh_counts[14], (unsigned long long)k_all);
+            atomicMax(&fmk_bh_counts[15], (unsigned long long)k_all);
+            atomicAdd(&fmk_bh_counts[16], (unsigned long long)c_cand);
+            atomicAdd(&fmk_bh_counts[17], (unsigned long long)c_okc);
+            atomicAdd(&fmk_bh_counts[18], (unsigned long long)k_mac);
+            atomicAdd(&fmk_bh_counts[19], (unsigned long long)k_push);
+            for (int b = 0; b < 7; b++)
+                atomicAdd(&fmk_bh_counts[24 + b], (unsigned long long)c_open[b]);
+        }
 #endif
 #pragma unroll
-    for (int k = 0; k < T; k++)
-        if (t[k] < grp.y)
-            store(a, t[k], phi[k], g[k], 1.0 / charge_scale<R>(a.stats), part);
+        for (int k = 0; k < T; k++)
+            if (t[k] < grp.y)
+                store(a, t[k], phi[k], g[k], 1.0 / charge_scale<R>(a.stats), part);
+#ifdef FMK_BH_TRACE
+        trace_put(tr0, 0, (float)sqrt(h.x * h.x + h.y * h.y + h.z * h.z), (unsigned)w);
+#endif
+        if (!a.ticket)
+            break;
+        __syncwarp(); /* the lists' slots and the stack are written again */
+        wp = take_ticket(a.ticket);
+    }
 }
 
 /* The super-groups' walk (fmk_cuda_bh_super, walk_args): one warp per super-group of
@@ -2323,6 +2410,9 @@ __global__ void __launch_bounds__(SUPER_WARPS * 32) k_walk_super(walk_args<R> a)
     const int64_t sg = blockIdx.x * (int64_t)SUPER_WARPS + wb;
     if (sg * a.super >= a.n_groups || charges_bad(a.stats))
         return;
+#ifdef FMK_BH_TRACE
+    const unsigned long long tr0 = trace_clock();
+#endif
     int32_t *stack = s_stack[wb], *loc_list = s_loc[wb];
     V(*gbox)[2] = s_gbox[wb];
     const unsigned lt = (1u << lane) - 1;
@@ -2467,6 +2557,9 @@ __global__ void __launch_bounds__(SUPER_WARPS * 32) k_walk_super(walk_args<R> a)
         atomicMax(&sc[5], (unsigned long long)n_out);
     }
 #endif
+#ifdef FMK_BH_TRACE
+    trace_put(tr0, a.super_up ? 1 : a.up_count ? 2 : 1, over ? -1.0f : (float)n_out, (unsigned)sg);
+#endif
     if (over) {
         if (lane == 0)
             a.super_count[sg] = -1;
@@ -2550,6 +2643,30 @@ void super_walks(const walk_args<R> &a, unsigned super_blocks)
     k_walk_super<R, ORDER, LOC><<<super_blocks, SUPER_WARPS * 32>>>(a);
 }
 
+/* A breadth-first walk's launch: with tickets (walk_args.ticket) a grid of as many blocks as
+ * the GPU holds at once, at most blocks; else blocks (one group walk per warp). */
+template <typename R, typename K>
+void launch_bfs(K kernel, const walk_args<R> &a, unsigned blocks)
+{
+    constexpr int threads = bfs_cfg<R>::WARPS * 32;
+    int per_sm = 0, dev = 0;
+    /* (small grids as they are: the query costs host time, and a grid larger than the GPU
+     * holds only has warps that find no ticket left) */
+    if (a.ticket && cudaPeekAtLastError() == cudaSuccess && cudaGetDevice(&dev) == cudaSuccess &&
+        (blocks > 16ll * fmk_cuda_sm_count(dev) || fmk_cuda_bh_tickets > 1)) {
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0) ==
+            cudaSuccess) {
+            long long held = (long long)(per_sm > 1 ? per_sm : 1) * fmk_cuda_sm_count(dev);
+            if (fmk_cuda_bh_tickets > 1 && fmk_cuda_bh_tickets < held) /* the tests' */
+                held = fmk_cuda_bh_tickets;
+            blocks = held < (long long)blocks ? (unsigned)held : blocks;
+        } else {
+            (void)cudaGetLastError(); /* the full grid (tickets work with any grid) */
+        }
+    }
+    kernel<<<blocks, threads>>>(a);
+}
+
 template <typename R, int ORDER, bool SELF>
 cudaError_t launch_walk(const walk_args<R> &a, int stackless, int group)
 {
@@ -2566,26 +2683,26 @@ cudaError_t launch_walk(const walk_args<R> &a, int stackless, int group)
     else if (fmk_cuda_bh_group_walk == 1)
         k_walk_group<R, ORDER, SELF, 1><<<blocks_for(a.n_groups * 32, WALK_BLOCK), WALK_BLOCK>>>(a);
     else if (group == 64)
-        k_walk_bfs<R, ORDER, SELF, 2, 0><<<bfs_blocks, WB * 32>>>(a);
+        launch_bfs(k_walk_bfs<R, ORDER, SELF, 2, 0>, a, bfs_blocks);
     else if (a.local == 4 && a.harmonic) { /* the cell-to-group step (groups of 32 only) */
         if (a.super) {
             super_walks<R, ORDER, 5>(a, super_blocks);
-            k_walk_bfs<R, ORDER, SELF, 1, 5, true><<<bfs_blocks, WB * 32>>>(a);
+            launch_bfs(k_walk_bfs<R, ORDER, SELF, 1, 5, true>, a, bfs_blocks);
         } else {
-            k_walk_bfs<R, ORDER, SELF, 1, 5><<<bfs_blocks, WB * 32>>>(a);
+            launch_bfs(k_walk_bfs<R, ORDER, SELF, 1, 5>, a, bfs_blocks);
         }
     } else if (a.local == 4) {
         if (a.super) {
             super_walks<R, ORDER, 4>(a, super_blocks);
-            k_walk_bfs<R, ORDER, SELF, 1, 4, true><<<bfs_blocks, WB * 32>>>(a);
+            launch_bfs(k_walk_bfs<R, ORDER, SELF, 1, 4, true>, a, bfs_blocks);
         } else {
-            k_walk_bfs<R, ORDER, SELF, 1, 4><<<bfs_blocks, WB * 32>>>(a);
+            launch_bfs(k_walk_bfs<R, ORDER, SELF, 1, 4>, a, bfs_blocks);
         }
     }
     else if (a.local)
-        k_walk_bfs<R, ORDER, SELF, 1, 3><<<bfs_blocks, WB * 32>>>(a);
+        launch_bfs(k_walk_bfs<R, ORDER, SELF, 1, 3>, a, bfs_blocks);
     else
-        k_walk_bfs<R, ORDER, SELF, 1, 0><<<bfs_blocks, WB * 32>>>(a);
+        launch_bfs(k_walk_bfs<R, ORDER, SELF, 1, 0>, a, bfs_blocks);
     return cudaGetLastError();
 }
 
@@ -2633,7 +2750,8 @@ typedef struct bh_state {
     int2 *d_groups;             /* cap_groups slots, n_groups used */
     int64_t cap_groups, n_groups;
     unsigned long long *d_stats;  /* charge check (2 words), split walk overflow (1), the
-                                   * blocks of k_moments_small done (1) */
+                                   * blocks of k_moments_small done (1), the group walk's
+                                   * tickets (1); each evaluation clears them before its walk */
     unsigned long long *h_stats;  /* pinned: d_stats after the walk */
     frame_out *h_frame, *dh_frame; /* pinned: k_frame_small's results (host and device view) */
     cudaEvent_t ev[4];
@@ -2667,7 +2785,7 @@ int64_t held(const bh_state *s)
 {
     const buf *b[] = {&s->x, &s->bbox, &s->src, &s->trg, &s->src_lo, &s->trg_lo, &s->links,
                       &s->node, &s->box, &s->charges, &s->pot, &s->grad, &s->part, &s->super};
-    int64_t total = s->tree.bytes + s->ttree.bytes + s->cap_groups * (int64_t)sizeof(int2) + 32;
+    int64_t total = s->tree.bytes + s->ttree.bytes + s->cap_groups * (int64_t)sizeof(int2) + 40;
     for (size_t k = 0; k < sizeof b / sizeof b[0]; k++)
         total += (int64_t)b[k]->cap;
     return total;
@@ -2833,7 +2951,7 @@ int64_t device_bytes(const fmk_plan *plan, int64_t ns, int64_t nt, int with_host
             (void)cudaGetLastError(); /* a size query: the workspace counted as 0 */
         b += (int64_t)sl.bytes;
     }
-    b += 32;
+    b += 40;
     if (peak)
         *peak = b;
     return b;
@@ -3085,7 +3203,7 @@ fmk_status new_state(fmk_plan *plan, bh_state **out)
         return st;
     }
     s->events = 1;
-    st = fmk_cuda_alloc(plan, (void **)&s->d_stats, 4 * sizeof(unsigned long long),
+    st = fmk_cuda_alloc(plan, (void **)&s->d_stats, 5 * sizeof(unsigned long long),
                         "the charge checks", 32);
     if (st == FMK_OK)
         st = ok(plan, cudaMallocHost((void **)&s->h_stats, 3 * sizeof(unsigned long long)),
@@ -3487,10 +3605,17 @@ fmk_status run_eval_t(fmk_plan *plan, bh_state *s, const double *d_q, double *po
     }
     a.harmonic = a.local == 4 && fmk_cuda_bh_local_harmonic && a.eps2 == 0;
     a.stats = s->d_stats;
+    a.ticket = fmk_cuda_bh_tickets && s->parts == 1 ? s->d_stats + 4 : NULL;
     a.super = 0, a.super_open = fmk_cuda_bh_super_open, a.super_cap = 0, a.super_k = 0;
     a.super_order = NULL, a.super_count = a.super_list = NULL;
     a.super_centre = NULL, a.super_local = NULL;
     a.super_up = a.up_cap = 0, a.up_count = a.up_list = NULL, a.up_centre = NULL, a.up_local = NULL;
+#ifdef FMK_BH_TRACE
+    {
+        const unsigned zero = 0;
+        (void)cudaMemcpyToSymbol(fmk_bh_trace_n, &zero, sizeof zero);
+    }
+#endif
     if (err == cudaSuccess && !stackless && s->parts == 1 && a.local == 4 &&
         super_wanted(plan, a.m) && super_deep(plan, s) && s->n_groups > 0) {
         fmk_status st = super_setup<R>(plan, s, &a);
@@ -3555,6 +3680,24 @@ fmk_status run_eval_t(fmk_plan *plan, bh_state *s, const double *d_q, double *po
             }
     }
 #endif
+#ifdef FMK_BH_TRACE
+    {
+        unsigned nt = 0;
+        const char *path = getenv("FMK_BH_TRACE");
+        if (path && cudaMemcpyFromSymbol(&nt, fmk_bh_trace_n, sizeof nt) == cudaSuccess) {
+            nt = nt < BH_TRACE_MAX ? nt : BH_TRACE_MAX;
+            bh_trace_rec *rec = (bh_trace_rec *)malloc(((size_t)nt + 1) * sizeof *rec);
+            FILE *f = rec ? fopen(path, "ab") : NULL;
+            if (f && cudaMemcpyFromSymbol(rec, fmk_bh_trace, nt * sizeof *rec) == cudaSuccess) {
+                rec[nt] = {0, 0, 0, 99, 0, 0};
+                fwrite(rec, sizeof *rec, (size_t)nt + 1, f);
+            }
+            if (f)
+                fclose(f);
+            free(rec);
+        }
+    }
+#endif
     if (err == cudaSuccess)
         err = cudaEventRecord(s->ev[3], 0);
     if (err == cudaSuccess)
@@ -3565,6 +3708,7 @@ fmk_status run_eval_t(fmk_plan *plan, bh_state *s, const double *d_q, double *po
         /* the split walk's stack overflowed above the split, where the parts could disagree
          * on what they sum: the walk again, unsplit (into the outputs themselves) */
         a.parts = 1, a.pot = pot, a.grad = grad;
+        a.ticket = NULL; /* used up */
         fmk_cuda_bh_split_redos++;
         err = walk<R>(a, plan->opts.order, plan->self, stackless, s->group);
         if (err == cudaSuccess)
@@ -3621,7 +3765,7 @@ fmk_status run_eval(fmk_plan *plan, bh_state *s, const double *charges, double *
         k_charge_stats<<<1, CHARGE_BLOCK>>>(n, d_q, s->d_stats, 1);
         err = cudaGetLastError();
     } else if (!prep_small(plan, s)) {
-        err = cudaMemsetAsync(s->d_stats, 0, 4 * sizeof(unsigned long long), 0);
+        err = cudaMemsetAsync(s->d_stats, 0, 5 * sizeof(unsigned long long), 0);
         const int64_t nb = (n + BLOCK - 1) / BLOCK;
         if (err == cudaSuccess)
             k_charge_stats<<<(unsigned)(nb < 1024 ? nb : 1024), BLOCK>>>(n, d_q, s->d_stats, 0);

@@ -122,6 +122,7 @@ extern int fmk_cuda_bh_super2;
 extern int fmk_cuda_bh_super2_cap;
 extern int fmk_cuda_bh_super_open;
 extern long long fmk_cuda_bh_super_min;
+extern int fmk_cuda_bh_tickets;
 extern double fmk_cuda_bh_super_depth;
 
 static fmk_walk walk_of(int w)
@@ -1437,6 +1438,57 @@ static void super_cases(int n_cases)
     free(x), free(q), free(y), free(rp), free(rg);
 }
 
+/* The group walk's warps by tickets (fmk_cuda_bh_tickets) or one per block: the same group
+ * walks, so the same sums bit for bit; with a grid of 16 blocks (each warp walks many groups)
+ * and with the full one (cube, Plummer sphere with and without super-groups, separate targets,
+ * softened, fp64, and sets small enough for the one-block charge check and for the one-block
+ * preparation). */
+static void test_tickets(void)
+{
+    const int64_t n = quick ? 40000 : 300000, m = quick ? 30000 : 200000;
+    double *x = xmalloc((size_t)n * 24), *q = xmalloc((size_t)n * 8), *y = xmalloc((size_t)m * 24);
+    const long long min0 = fmk_cuda_bh_super_min;
+    const double depth0 = fmk_cuda_bh_super_depth;
+    const int t0 = fmk_cuda_bh_tickets;
+    const char *names[] = {"cube", "plummer", "plummer super", "targets", "softened", "fp64",
+                           "small", "smaller"};
+    for (int c = 0; c < 8; c++) {
+        const test_dist dist = c == 0 || c == 3 ? TEST_DIST_CUBE : TEST_DIST_PLUMMER;
+        const int64_t nc = c == 6 ? 20000 : c == 7 ? 3000 : n, mc = c == 3 ? m : 0;
+        const int64_t mo = mc ? mc : nc;
+        test_points(dist, nc, 91 + c, x);
+        test_charges(nc, 0, 101 + c, q);
+        if (c == 3)
+            test_points(TEST_DIST_PLUMMER, mc, 111, y);
+        fmk_cuda_bh_super_min = c == 2 ? 0 : min0;
+        fmk_cuda_bh_super_depth = c == 2 ? -100 : depth0;
+        fmk_opts o = tree_opts(c == 5 ? FMK_PRECISION_FP64 : FMK_PRECISION_FP32, 0.6,
+                               FMK_WALK_AUTO);
+        const fmk_kernel kernel = c == 4 ? FMK_KERNEL_PLUMMER : FMK_KERNEL_LAPLACE;
+        o.softening = c == 4 ? 0.01 : 0;
+        double *p0 = xmalloc((size_t)mo * 8), *g0 = xmalloc((size_t)mo * 24);
+        double *p1 = xmalloc((size_t)mo * 8), *g1 = xmalloc((size_t)mo * 24);
+        fmk_cuda_bh_tickets = 0;
+        const fmk_status s0 = run(kernel, &o, nc, x, q, mc, mc ? y : NULL, p0, g0, NULL);
+        for (int k = 0; k < 2; k++) {
+            check_context("tickets %d: %s", k ? 1 : 16, names[c]);
+            fmk_cuda_bh_tickets = k ? 1 : 16;
+            const fmk_status s1 = run(kernel, &o, nc, x, q, mc, mc ? y : NULL, p1, g1, NULL);
+            CHECK_STATUS(s0, FMK_OK);
+            CHECK_STATUS(s1, FMK_OK);
+            if (s0 == FMK_OK && s1 == FMK_OK)
+                CHECK_MSG(memcmp(p0, p1, (size_t)mo * 8) == 0 &&
+                              memcmp(g0, g1, (size_t)mo * 24) == 0,
+                          "walks by tickets and one per block: different sums");
+        }
+        fmk_cuda_bh_tickets = t0;
+        free(p0), free(g0), free(p1), free(g1);
+    }
+    fmk_cuda_bh_super_min = min0;
+    fmk_cuda_bh_super_depth = depth0;
+    free(x), free(q), free(y);
+}
+
 static void test_super(void) { super_cases(10); }
 
 /* uniform points only (for racecheck) */
@@ -1444,7 +1496,7 @@ static void test_super_one(void) { super_cases(1); }
 
 /* test_tree_gpu [--quick] [knobs] [test ...]: names pick tests (device_paths, one_wait, same_tree, targets,
  * hard_inputs, accuracy, walks_agree, small_paths, moments_fused, moments_up, small_fold, group_modes, mac, local,
- * local_harmonic, close_pairs, super, super_one, oom); none: all but super_one
+ * local_harmonic, close_pairs, super, super_one, tickets, oom); none: all but super_one
  * (oom not with --quick). make gpu-test runs racecheck on a named subset: its cost grows with
  * the walk's shared-memory traffic, and the whole --quick set is too slow under it. */
 int main(int argc, char **argv)
@@ -1492,7 +1544,7 @@ int main(int argc, char **argv)
                  {"mac", test_mac},                   {"local", test_local},
                  {"local_harmonic", test_local_harmonic},
                  {"close_pairs", test_close_pairs},   {"super", test_super},
-                 {"super_one", test_super_one},
+                 {"super_one", test_super_one},      {"tickets", test_tickets},
                  {"small_fold", test_small_fold},
                  {"oom", test_oom}};
     for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
