@@ -1445,7 +1445,7 @@ static void super_cases(int n_cases)
  * preparation). */
 static void test_tickets(void)
 {
-    const int64_t n = quick ? 40000 : 300000, m = quick ? 30000 : 200000;
+    const int64_t n = quick ? 12000 : 300000, m = quick ? 5000 : 200000;
     double *x = xmalloc((size_t)n * 24), *q = xmalloc((size_t)n * 8), *y = xmalloc((size_t)m * 24);
     const long long min0 = fmk_cuda_bh_super_min;
     const double depth0 = fmk_cuda_bh_super_depth;
