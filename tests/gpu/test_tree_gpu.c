@@ -1446,7 +1446,9 @@ static void super_cases(int n_cases)
 static void test_tickets(void)
 {
     const int64_t n = quick ? 12000 : 300000, m = quick ? 5000 : 200000;
-    double *x = xmalloc((size_t)n * 24), *q = xmalloc((size_t)n * 8), *y = xmalloc((size_t)m * 24);
+    const int64_t n_max = n > 20000 ? n : 20000; /* the case "small" takes 20000 */
+    double *x = xmalloc((size_t)n_max * 24), *q = xmalloc((size_t)n_max * 8);
+    double *y = xmalloc((size_t)m * 24);
     const long long min0 = fmk_cuda_bh_super_min;
     const double depth0 = fmk_cuda_bh_super_depth;
     const int t0 = fmk_cuda_bh_tickets;
