@@ -98,6 +98,8 @@
  *   --super2 S2                 a second level: parents of S2 super-groups walked first,
  *                               whose start lists the super-groups walk from (0 off,
  *                               default 4; used when S * S2 <= 32)
+ *   --tickets K                 the group walk's warps take their groups by tickets (1,
+ *                               default), or one group per one-warp block (0)
  *   --super-depth D             super-groups only for trees of at least log8(N / leaf) + D
  *                               levels (default 4: the Plummer sphere, not the cube; -100:
  *                               every tree)
