@@ -1051,8 +1051,8 @@ __global__ void __launch_bounds__(MOMENTS_SMALL_BLOCK)
  * kernels of run_eval and run_eval_t from the charge check to the moments, which for small N
  * cost more in launches and copies than in work): the check's words written, not reduced
  * into (stats[2], the split walk's overflow flag, and stats[4], the walk's tickets, cleared),
- * the charges times charge_scale
- * into src, the leaves, then the inner nodes level by level as k_moments_inner. */
+ * the charges times charge_scale into src, the leaves, then the inner nodes level by level as
+ * k_moments_inner. */
 constexpr int PREP_BLOCK = 512, PREP_ILP = 8;
 
 template <typename R>

@@ -1331,6 +1331,17 @@ static void test_oom(void)
  * on the Plummer sphere and for separate targets, the groups ordered by the tree and by the
  * super-groups' sort give the same sums bit for bit. Split walks
  * off, so that the small sizes of --quick walk unsplit (the only walk that uses them). */
+/* Two runs of m targets that must agree bit for bit (what differs between them: what). */
+static void check_same_sums(fmk_status s1, const double *p1, const double *g1, fmk_status s2,
+                            const double *p2, const double *g2, int64_t m, const char *what)
+{
+    CHECK_STATUS(s1, FMK_OK);
+    CHECK_STATUS(s2, FMK_OK);
+    if (s1 == FMK_OK && s2 == FMK_OK)
+        CHECK_MSG(memcmp(p1, p2, (size_t)m * 8) == 0 && memcmp(g1, g2, (size_t)m * 24) == 0,
+                  "%s: different sums", what);
+}
+
 static void super_cases(int n_cases)
 {
     const int64_t n = quick ? 12000 : 150000, m = quick ? 5000 : 60000;
@@ -1410,12 +1421,8 @@ static void super_cases(int n_cases)
                     const fmk_status s2 =
                         run(kernel, &o, nc, x, q, mc, mc ? y : NULL, p2, g2, NULL);
                     fmk_cuda_tree_groups_rank = 1;
-                    CHECK_STATUS(s1, FMK_OK);
-                    CHECK_STATUS(s2, FMK_OK);
-                    if (s1 == FMK_OK && s2 == FMK_OK)
-                        CHECK_MSG(memcmp(p1, p2, (size_t)mo * 8) == 0 &&
-                                      memcmp(g1, g2, (size_t)mo * 24) == 0,
-                                  "groups ordered by the tree or by the sort: different sums");
+                    check_same_sums(s1, p1, g1, s2, p2, g2, mo,
+                                    "groups ordered by the tree or by the sort");
                     free(p1), free(g1), free(p2), free(g2);
                 }
             }
@@ -1476,12 +1483,7 @@ static void test_tickets(void)
             check_context("tickets %d: %s", k ? 1 : 16, names[c]);
             fmk_cuda_bh_tickets = k ? 1 : 16;
             const fmk_status s1 = run(kernel, &o, nc, x, q, mc, mc ? y : NULL, p1, g1, NULL);
-            CHECK_STATUS(s0, FMK_OK);
-            CHECK_STATUS(s1, FMK_OK);
-            if (s0 == FMK_OK && s1 == FMK_OK)
-                CHECK_MSG(memcmp(p0, p1, (size_t)mo * 8) == 0 &&
-                              memcmp(g0, g1, (size_t)mo * 24) == 0,
-                          "walks by tickets and one per block: different sums");
+            check_same_sums(s0, p0, g0, s1, p1, g1, mo, "walks by tickets and one per block");
         }
         fmk_cuda_bh_tickets = t0;
         free(p0), free(g0), free(p1), free(g1);
