@@ -71,6 +71,8 @@
  *                               in node order and sorted for the super-groups (0)
  *   --split-nodes K, --split-level L, --split-warps W   the split walk's knobs (defaults 8, 5, 24)
  *   --theta T                   theta of --headline and --one (default 0.6)
+ *   --walk W                    the walk of --headline, --one and --theta-sweep: auto (default),
+ *                               stackless (the paper's walk, one target per thread), next-more
  *   tree --headline --compare   the headline rows, then each with other acceptance tests
  *                               (--mac), theta +- 0.05, leaf sizes and groups of 64
  *   --mac K                     the group walks' acceptance test (0 the group's box; 1 also
@@ -363,6 +365,7 @@ static double rel_l2_sampled(const double *d_out, int w, const problem *p, const
 }
 
 static int group_opt = 32; /* --group: targets per group of the headline and --one runs */
+static fmk_walk walk_opt = FMK_WALK_AUTO; /* --walk: the walk of the headline and --one runs */
 
 /* Runs one configuration reps times; fills a row. */
 static row measure(const char *table, problem *p, fmk_precision prec, double theta, int order,
@@ -592,6 +595,10 @@ int main(int argc, char **argv)
             max_log2 = atoi(argv[++a]);
         else if (strcmp(argv[a], "--group") == 0 && a + 1 < argc)
             group_opt = atoi(argv[++a]) == 64 ? 64 : 32;
+        else if (strcmp(argv[a], "--walk") == 0 && a + 1 < argc)
+            walk_opt = strcmp(argv[++a], "stackless") == 0 ? FMK_WALK_STACKLESS
+                       : strcmp(argv[a], "next-more") == 0 ? WALK_NEXT_MORE
+                                                            : FMK_WALK_AUTO;
         else if (strcmp(argv[a], "--leaf") == 0 && a + 1 < argc)
             leaf = atoi(argv[++a]);
         else if (strcmp(argv[a], "--theta") == 0 && a + 1 < argc)
@@ -636,7 +643,7 @@ int main(int argc, char **argv)
                             "[--one N [--plummer] [--direct] [--errors]] [--no-small] [--one-wait-off] [--sort-tiles K] [--sort-tile P] [--merge-build K] [--fused-max N] [--fused-fit K] [--build-block T] [--fused K] [--moments-fused K] [--small-fold K] [--top-sort K] [--frame-cluster K] [--split-deepest] [--frame-small N] [--prep-small N] [--split-sort-min N] "
                             "[--no-cells] "
                             "[--split-nodes K] "
-                            "[--split-level L] [--split-warps W] [--theta T] [--mac K] [--leaf-theta T] "
+                            "[--split-level L] [--split-warps W] [--theta T] [--walk auto|stackless|next-more] [--mac K] [--leaf-theta T] "
                             "[--local P] [--local-k K] [--local-open A] [--local-harmonic H] [--mac-inner F] [--local-sweep] "
                             "[--tickets K] [--super S] [--super-cap C] [--super-open K] [--super-k F] [--super2 S2] [--super-depth D] [--super-sweep] "
                             "[--tune [--big]] [--tune-local [--big]]\n");
@@ -657,7 +664,7 @@ int main(int argc, char **argv)
             for (int k = 2; k <= 10; k++)
                 for (int prec = 0; prec < 2; prec++)
                     add(measure("theta", &p, prec ? f32 : FMK_PRECISION_FP64, 0.1 * k, 2, leaf, 32,
-                                FMK_WALK_AUTO, reps), json);
+                                walk_opt, reps), json);
             problem_free(&p);
         }
         if (json)
@@ -672,7 +679,7 @@ int main(int argc, char **argv)
     }
     if (one > 0) {
         problem_make(&p, plummer, one, with_errors);
-        row r = measure("one", &p, f32, theta, 2, leaf, group_opt, FMK_WALK_AUTO, 16);
+        row r = measure("one", &p, f32, theta, 2, leaf, group_opt, walk_opt, 16);
         if (with_direct)
             r.direct = direct_time(&p, 16);
         add(r, json);
@@ -778,7 +785,7 @@ int main(int argc, char **argv)
                 problem_make(&p, d, (int64_t)1 << k, 1);
                 static const char *heads[3] = {"headline mac 0", "headline mac 1", "headline"};
                 add(measure(heads[fmk_cuda_bh_mac == 0 || fmk_cuda_bh_mac == 1 ? fmk_cuda_bh_mac : 2],
-                            &p, f32, theta, 2, leaf, group_opt, FMK_WALK_AUTO,
+                            &p, f32, theta, 2, leaf, group_opt, walk_opt,
                             k >= 24 ? 3 : reps), json);
                 if (compare) { /* mac, theta - dtheta, leaf, group, leaf theta (hundredths) */
                     static const char *names[3][4] = {

@@ -11,10 +11,20 @@
 #   it; the subsets launch every kernel of each engine on small shapes. CUB's kernels (sort,
 #   scan) are not instrumented.
 # PART (optional): all (default), check (ctest and memcheck) or race (racecheck and pytest),
-# so that the two halves can run one after the other where a command's time is bounded.
+# so that the two halves can run one after the other where a command's time is bounded; race
+# splits again into race-tree (the treecode's racecheck subsets, the longest part) and
+# race-rest (the other programs' racecheck and pytest).
 set -u
-BUILD=${1:?usage: tools/gpu-test.sh BUILD_DIR [all|check|race]}
+BUILD=${1:?usage: tools/gpu-test.sh BUILD_DIR [all|check|race|race-tree|race-rest]}
 PART=${2:-all}
+case $PART in
+  all|check|race|race-tree|race-rest) ;;
+  *) echo "gpu-test: unknown part '$PART' (all, check, race, race-tree, race-rest)" >&2; exit 2 ;;
+esac
+# the parts each step belongs to: check; race = race-tree + race-rest
+in_check() { [ "$PART" = all ] || [ "$PART" = check ]; }
+in_tree() { [ "$PART" = all ] || [ "$PART" = race ] || [ "$PART" = race-tree ]; }
+in_rest() { [ "$PART" = all ] || [ "$PART" = race ] || [ "$PART" = race-rest ]; }
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=$(cd "$BUILD" && pwd)
 T=$BUILD/tests/gpu
@@ -22,7 +32,7 @@ status=0
 t0=$(date +%s)
 elapsed() { echo "   ($(( $(date +%s) - t0 )) s)"; }
 
-if [ "$PART" != race ]; then
+if in_check; then
 echo "== ctest -L gpu"
 (cd "$BUILD" && ctest -L gpu --output-on-failure) || status=1
 elapsed
@@ -44,16 +54,18 @@ sanitize() { # tool program args...
 }
 
 if command -v compute-sanitizer >/dev/null 2>&1; then
-  if [ "$PART" != race ]; then
+  if in_check; then
   for BIN in "$T"/test_*gpu; do
     [ -x "$BIN" ] && sanitize memcheck "$BIN" --quick
   done
   sanitize memcheck "$T/test_fmm3d_gpu" oom
   fi
-  if [ "$PART" != check ]; then
+  if in_rest; then
   sanitize racecheck "$T/test_gpu" --quick
   sanitize racecheck "$T/test_fmm2d_gpu" --quick
   sanitize racecheck "$T/test_fmm3d_gpu" --quick race
+  fi
+  if in_tree; then
   sanitize racecheck "$T/test_tree_gpu" --quick targets small_paths walks_agree one_wait moments_fused super_one small_fold tickets
   # the first levels of a tree built level by level (k_build_top), alone: every kernel of
   # same_tree's 288 builds under racecheck takes too long
@@ -63,7 +75,7 @@ else
   echo "gpu-test: compute-sanitizer missing; skipping the sanitizer runs" >&2
 fi
 
-if [ "$PART" != check ] && [ -d "$ROOT/tests/python" ]; then
+if in_rest && [ -d "$ROOT/tests/python" ]; then
   echo "== pytest -m gpu"
   (cd "$ROOT" && PYTHONPATH="$ROOT/python${PYTHONPATH:+:$PYTHONPATH}" FMMKIT_LIBRARY="$BUILD/libfmmkit.so" \
      python3 -m pytest -q tests/python -m gpu)

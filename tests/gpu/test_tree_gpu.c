@@ -230,9 +230,10 @@ static void test_accuracy(void)
                 for (int64_t i = 0; i < n; i++)
                     q[i] = fabs(q[i]) + 0.1;
             reference(kernel, soft, n, x, q, 0, NULL, rp, rg);
-            for (int prec = 0; prec < 2; prec++)
+            for (int prec = 0; prec < 2; prec++) {
+                errs ew[N_WALKS + 1][3]; /* by walk and theta */
                 for (int w = 1; w <= N_WALKS; w++) {
-                    errs e[3];
+                    errs *e = ew[w];
                     for (int k = 0; k < 3; k++) {
                         fmk_opts o = tree_opts(prec ? FMK_PRECISION_FP32 : FMK_PRECISION_FP64,
                                                thetas[k], walk_of(w));
@@ -255,6 +256,18 @@ static void test_accuracy(void)
                                "theta 0.3 0.6 0.9\n", prec ? "fp32" : "fp64", e[0].grad,
                                e[1].grad, e[2].grad);
                 }
+                /* the default walk at least as accurate as the paper's (stackless) walk at the
+                 * same theta, as the CPU's (tests/unit/test_tree.c); fp64, where rounding does
+                 * not blur the comparison */
+                for (int k = 0; k < 3 && !prec; k++) {
+                    check_context("%s %s fp64 theta %.1f: group walk against stackless",
+                                  test_dist_name(dists[d]), fmk_kernel_name(kernel), thetas[k]);
+                    CHECK_MSG(ew[1][k].pot <= 1.05 * ew[2][k].pot &&
+                                  ew[1][k].grad <= 1.05 * ew[2][k].grad,
+                              "group walk %.3e / %.3e, stackless %.3e / %.3e", ew[1][k].pot,
+                              ew[1][k].grad, ew[2][k].pot, ew[2][k].grad);
+                }
+            }
         }
     /* the error falls with the order (theta 0.6, fp64) */
     test_points(TEST_DIST_CUBE, n, 3, x);
