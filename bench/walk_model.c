@@ -28,8 +28,13 @@
  * list (a leaf in a half's list when a target of that half opens it, else that half takes it
  * by M2P), the walk's P2P loop then running max(half A, half B) entries.
  *
+ * Also counted, for the sum over groups of their lists' lengths (each warp's P2P and M2P
+ * loops run that long): the instructions those loops take, 20.4 a P2P entry (15.75 in the
+ * loop, 4.65 filling the list) and 49.7 an M2P entry (46 + 3.7 packing), the shares measured
+ * by Nsight Compute (bench/RESULTS.md, "Where the group walk's instructions go").
+ *
  *   walk_model [--plummer] [--n N] [--leaf L] [--group G] [--theta T] [--mac K]
- *              [--local-k K] [--local-open A] [--threads T] [--json]
+ *              [--local-k K] [--local-open A] [--cut T] [--threads T] [--json]
  */
 #include <math.h>
 #include <stdio.h>
@@ -110,15 +115,51 @@ static int group_cut(groups *g, int64_t b, int64_t e, int gs)
     return 0;
 }
 
-/* The groups below node i (depth first, so in Morton order). */
-static int make_groups(const fmk_tree3d *t, int32_t i, int gs, int merge, groups *g)
+/* --cut T (a variant, not the GPU's): the points of the small siblings first .. last taken
+ * in order, a group closed at a sibling's bound when it holds at least T points and the next
+ * sibling does not fit, else filled to gs points by cutting into that sibling. */
+static int group_greedy(const fmk_tree3d *t, int32_t first, int32_t last, int gs, int cut,
+                        groups *g)
+{
+    int64_t gb = t->begin[first], held = 0;
+    for (int32_t c = first; c <= last; c++) {
+        const int64_t se = t->end[c];
+        int64_t pos = t->begin[c];
+        if (held + (se - pos) <= gs) {
+            held += se - pos;
+            continue;
+        }
+        if (held >= cut && held > 0) {
+            if (group_add(g, gb, gb + held))
+                return -1;
+            gb = pos, held = 0;
+        }
+        while (held + (se - pos) > gs) {
+            pos += gs - held;
+            if (group_add(g, gb, pos))
+                return -1;
+            gb = pos, held = 0;
+        }
+        held += se - pos;
+    }
+    return held > 0 ? group_add(g, gb, gb + held) : 0;
+}
+
+/* The groups below node i (depth first, so in Morton order); cut > 0: group_greedy. */
+static int make_groups(const fmk_tree3d *t, int32_t i, int gs, int merge, int cut, groups *g)
 {
     if (t->more[i] < 0 || t->end[i] - t->begin[i] <= gs) /* a small root */
         return group_cut(g, t->begin[i], t->end[i], gs);
     int64_t rb = -1, re = -1;
+    int32_t first = -1; /* cut > 0: the run's first sibling */
     for (int32_t k = 0; k < t->n_children[i]; k++) {
         const int32_t c = t->more[i] + k;
         if (t->more[c] < 0 || t->end[c] - t->begin[c] <= gs) {
+            if (merge && cut > 0) {
+                if (first < 0)
+                    first = c;
+                continue;
+            }
             if (!merge) {
                 if (group_cut(g, t->begin[c], t->end[c], gs))
                     return -1;
@@ -131,15 +172,19 @@ static int make_groups(const fmk_tree3d *t, int32_t i, int gs, int merge, groups
         }
         if (rb >= 0 && group_cut(g, rb, re, gs))
             return -1;
-        rb = -1;
-        if (make_groups(t, c, gs, merge, g))
+        if (first >= 0 && group_greedy(t, first, c - 1, gs, cut, g))
+            return -1;
+        rb = -1, first = -1;
+        if (make_groups(t, c, gs, merge, cut, g))
             return -1;
     }
+    if (first >= 0)
+        return group_greedy(t, first, t->more[i] + t->n_children[i] - 1, gs, cut, g);
     return rb >= 0 ? group_cut(g, rb, re, gs) : 0;
 }
 
 typedef struct counts {
-    double p2p, need, m2p, m2l, cand, half, half_m2p, opened[6], visited;
+    double p2p, need, m2p, m2l, cand, half, half_m2p, opened[6], visited, lists;
 } counts;
 
 /* One group's walk; per-group sums (the P2P and M2P list lengths are per target). */
@@ -224,6 +269,7 @@ static void walk_group(const fmk_tree3d *t, const fmk_tree3d_moments *mo, int64_
         }
     }
     const double nt = (double)(e - b);
+    s->lists += 20.4 * p2p + 49.7 * m2p; /* the warp's list instructions */
     s->p2p += p2p * nt, s->m2p += m2p * nt;
     s->half += (pa > pb ? pa : pb) * nt;
     s->half_m2p += ((ma > mb ? ma : mb) - m2p) * nt;
@@ -232,7 +278,7 @@ static void walk_group(const fmk_tree3d *t, const fmk_tree3d_moments *mo, int64_
 int main(int argc, char **argv)
 {
     int64_t n = 1 << 20;
-    int plummer = 0, leaf = 48, gs = 32, mac = 2, json = 0, threads = 0;
+    int plummer = 0, leaf = 48, gs = 32, mac = 2, json = 0, threads = 0, cut = 0;
     double theta = 0.6, loc_k = 2.25, loc_a = 0.5;
     for (int a = 1; a < argc; a++) {
         if (strcmp(argv[a], "--plummer") == 0)
@@ -255,15 +301,17 @@ int main(int argc, char **argv)
             loc_a = atof(argv[++a]);
         else if (strcmp(argv[a], "--threads") == 0 && a + 1 < argc)
             threads = atoi(argv[++a]);
+        else if (strcmp(argv[a], "--cut") == 0 && a + 1 < argc)
+            cut = atoi(argv[++a]);
         else {
             fprintf(stderr, "usage: walk_model [--plummer] [--n N] [--leaf L] [--group G] "
-                            "[--theta T] [--mac K] [--local-k K] [--local-open A] [--threads T] "
-                            "[--json]\n");
+                            "[--theta T] [--mac K] [--local-k K] [--local-open A] [--cut T] "
+                            "[--threads T] [--json]\n");
             return 2;
         }
     }
     if (n < 1 || leaf < 1 || gs < 1 || gs > 64 || !(theta > 0 && theta <= 1.15) || mac < 0 ||
-        mac > 2 || loc_k < 0 || loc_a < 0) {
+        mac > 2 || loc_k < 0 || loc_a < 0 || cut < 0) {
         fprintf(stderr, "walk_model: an argument is out of range\n");
         return 2;
     }
@@ -287,7 +335,7 @@ int main(int argc, char **argv)
     int32_t *stack = malloc((size_t)(8 * 22 + 8) * sizeof(int32_t) * 8);
     groups g = {0, 0, NULL, NULL};
     if (!absq || !stack || fmk_tree3d_moments_alloc(&mo, t.n_nodes) ||
-        make_groups(&t, 0, gs, n >= (1 << 19), &g)) {
+        make_groups(&t, 0, gs, n >= (1 << 19), cut, &g)) {
         fprintf(stderr, "walk_model: out of host memory\n");
         return 1;
     }
@@ -304,13 +352,14 @@ int main(int argc, char **argv)
         opened += s.opened[k];
     if (json) {
         printf("{\"dist\": \"%s\", \"n\": %lld, \"leaf\": %d, \"group\": %d, \"theta\": %g, "
-               "\"mac\": %d, \"local_k\": %g, \"local_open\": %g, \"nodes\": %lld, "
+               "\"mac\": %d, \"local_k\": %g, \"local_open\": %g, \"cut\": %d, \"nodes\": %lld, "
                "\"groups\": %lld, \"p2p\": %.2f, \"p2p_needed\": %.2f, \"m2p\": %.2f, "
                "\"m2l_per_group\": %.2f, \"per_target_tests_per_group\": %.2f, \"half_p2p\": %.2f, "
-               "\"half_extra_m2p\": %.2f, \"nodes_tested_per_group\": %.2f}\n",
+               "\"half_extra_m2p\": %.2f, \"nodes_tested_per_group\": %.2f, "
+               "\"list_instructions\": %.4g}\n",
                plummer ? "plummer" : "cube", (long long)n, leaf, gs, theta, mac, loc_k, loc_a,
-               (long long)t.n_nodes, (long long)g.n, s.p2p / nt, s.need / nt, s.m2p / nt,
-               s.m2l / ng, s.cand / ng, s.half / nt, s.half_m2p / nt, s.visited / ng);
+               cut, (long long)t.n_nodes, (long long)g.n, s.p2p / nt, s.need / nt, s.m2p / nt,
+               s.m2l / ng, s.cand / ng, s.half / nt, s.half_m2p / nt, s.visited / ng, s.lists);
     } else {
         printf("walk_model: %s, N = %lld, leaf %d, groups of %d, theta %g, mac %d, step a %g k %g\n",
                plummer ? "Plummer sphere" : "cube", (long long)n, leaf, gs, theta, mac, loc_a,
@@ -321,6 +370,7 @@ int main(int argc, char **argv)
                s.p2p / nt, s.need / nt, s.m2p / nt);
         printf("  per group: nodes tested %.1f, M2L %.1f, nodes tested at every target %.1f\n",
                s.visited / ng, s.m2l / ng, s.cand / ng);
+        printf("  the warps' P2P and M2P list instructions, all groups: %.4g\n", s.lists);
         printf("  per-half lists: P2P loop %.1f a target (%.1f%% of the group's), extra M2P %.1f\n",
                s.half / nt, 100 * s.half / (s.p2p > 0 ? s.p2p : 1), s.half_m2p / nt);
         printf("  points of the leaves the box opens summed directly, by the targets inside the sphere "
