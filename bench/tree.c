@@ -365,7 +365,7 @@ static double rel_l2_sampled(const double *d_out, int w, const problem *p, const
 }
 
 static int group_opt = 32; /* --group: targets per group of the headline and --one runs */
-static fmk_walk walk_opt = FMK_WALK_AUTO; /* --walk: the walk of the headline and --one runs */
+static fmk_walk walk_opt = FMK_WALK_AUTO; /* --walk: of the headline, --one and --theta-sweep */
 
 /* Runs one configuration reps times; fills a row. */
 static row measure(const char *table, problem *p, fmk_precision prec, double theta, int order,
@@ -595,10 +595,16 @@ int main(int argc, char **argv)
             max_log2 = atoi(argv[++a]);
         else if (strcmp(argv[a], "--group") == 0 && a + 1 < argc)
             group_opt = atoi(argv[++a]) == 64 ? 64 : 32;
-        else if (strcmp(argv[a], "--walk") == 0 && a + 1 < argc)
-            walk_opt = strcmp(argv[++a], "stackless") == 0 ? FMK_WALK_STACKLESS
-                       : strcmp(argv[a], "next-more") == 0 ? WALK_NEXT_MORE
-                                                            : FMK_WALK_AUTO;
+        else if (strcmp(argv[a], "--walk") == 0 && a + 1 < argc) {
+            const char *w = argv[++a];
+            if (strcmp(w, "auto") && strcmp(w, "stackless") && strcmp(w, "next-more")) {
+                fprintf(stderr, "tree: --walk %s: auto, stackless or next-more\n", w);
+                return 2;
+            }
+            walk_opt = strcmp(w, "stackless") == 0   ? FMK_WALK_STACKLESS
+                       : strcmp(w, "next-more") == 0 ? WALK_NEXT_MORE
+                                                     : FMK_WALK_AUTO;
+        }
         else if (strcmp(argv[a], "--leaf") == 0 && a + 1 < argc)
             leaf = atoi(argv[++a]);
         else if (strcmp(argv[a], "--theta") == 0 && a + 1 < argc)

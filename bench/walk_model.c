@@ -6,8 +6,9 @@
  * of points mapped into the plan's frame (plan.c) with equal charges 1/N; the groups follow
  * fmk_cuda_tree3d_groups (the nodes of at most G points whose parent has more, or leaves; from
  * 2^19 points the points of consecutive such siblings cut into pieces of G across their
- * bounds, below that each such node cut on its own). Each group walks from the root with the
- * GPU's decisions, in double:
+ * bounds, below that each such node cut on its own; `--cut T`, a variant: a group closed at a
+ * sibling's bound once it holds T points). Each group walks from the root with the GPU's
+ * decisions, in double:
  *   - the box test: a node is far when the group box's nearest point is farther than r_open
  *     from its centre xc; a far node of more than 3 points is accepted, a far one of at most 3
  *     and an unaccepted leaf are summed directly (P2P), other nodes are opened;
@@ -28,10 +29,10 @@
  * list (a leaf in a half's list when a target of that half opens it, else that half takes it
  * by M2P), the walk's P2P loop then running max(half A, half B) entries.
  *
- * Also counted, for the sum over groups of their lists' lengths (each warp's P2P and M2P
- * loops run that long): the instructions those loops take, 20.4 a P2P entry (15.75 in the
- * loop, 4.65 filling the list) and 49.7 an M2P entry (46 + 3.7 packing), the shares measured
- * by Nsight Compute (bench/RESULTS.md, "Where the group walk's instructions go").
+ * And the instructions of the warps' P2P and M2P lists, summed over the groups (a warp runs
+ * its lists' full length): 20.4 a P2P entry (15.75 in the loop, 4.65 filling the list) and
+ * 49.7 an M2P entry (46 + 3.7 packing), as Nsight Compute counted them (bench/RESULTS.md,
+ * "Where the group walk's instructions go").
  *
  *   walk_model [--plummer] [--n N] [--leaf L] [--group G] [--theta T] [--mac K]
  *              [--local-k K] [--local-open A] [--cut T] [--threads T] [--json]
@@ -49,7 +50,8 @@ static double urand(unsigned long long *s)
     return (double)(*s >> 11) * 0x1p-53;
 }
 
-/* bench/tree.c's points: the unit cube, or a Plummer sphere cut at r = 10 */
+/* bench/tree.c's distributions (another draw): the unit cube, or a Plummer sphere cut at
+ * r = 10 */
 static void make_points(int plummer, int64_t n, double *x)
 {
     unsigned long long s = 88172645463325252ull;
@@ -322,6 +324,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "walk_model: out of host memory\n");
         return 1;
     }
+    threads = fmk_opts_resolve_threads(threads); /* 0: OpenMP's default */
     make_points(plummer, n, x);
     map_points(n, x);
     fmk_tree3d t;
@@ -332,7 +335,8 @@ int main(int argc, char **argv)
         return 1;
     }
     double *absq = malloc((size_t)t.n_nodes * 8);
-    int32_t *stack = malloc((size_t)(8 * 22 + 8) * sizeof(int32_t) * 8);
+    /* depth first: at most 7 siblings waiting per level, and the children of the last */
+    int32_t *stack = malloc((size_t)(7 * FMK_TREE_MAX_LEVEL + 8) * sizeof(int32_t));
     groups g = {0, 0, NULL, NULL};
     if (!absq || !stack || fmk_tree3d_moments_alloc(&mo, t.n_nodes) ||
         make_groups(&t, 0, gs, n >= (1 << 19), cut, &g)) {
@@ -341,7 +345,7 @@ int main(int argc, char **argv)
     }
     for (int64_t i = 0; i < n; i++)
         q[i] = 1.0 / (double)n;
-    fmk_tree3d_moments_compute(&t, q, 2, theta, absq, &mo, threads > 0 ? threads : 1);
+    fmk_tree3d_moments_compute(&t, q, 2, theta, absq, &mo, threads);
     counts s;
     memset(&s, 0, sizeof s);
     for (int64_t k = 0; k < g.n; k++)

@@ -3708,7 +3708,7 @@ fmk_status run_eval_t(fmk_plan *plan, bh_state *s, const double *d_q, double *po
         /* the split walk's stack overflowed above the split, where the parts could disagree
          * on what they sum: the walk again, unsplit (into the outputs themselves) */
         a.parts = 1, a.pot = pot, a.grad = grad;
-        a.ticket = NULL; /* used up */
+        a.ticket = NULL; /* one group per block: no counter was cleared for this walk */
         fmk_cuda_bh_split_redos++;
         err = walk<R>(a, plan->opts.order, plan->self, stackless, s->group);
         if (err == cudaSuccess)

@@ -1336,14 +1336,6 @@ static void test_oom(void)
     free(x), free(q), free(pot);
 }
 
-/* Super-groups (fmk_cuda_bh_super) on and off, against the direct sum: the errors of
- * test_accuracy's bounds at theta 0.6 on every input, and on uniform and Plummer points the
- * acceleration error with two levels (8 groups, parents of 4 super-groups) at most 1.05 x
- * without (fp32). One level: 16 (16 x 4 > 32: no parents). The overflow case: the
- * super-groups' lists (cap 1) and then the parents' alone (a parents' cap of 1). With 8 + 4,
- * on the Plummer sphere and for separate targets, the groups ordered by the tree and by the
- * super-groups' sort give the same sums bit for bit. Split walks
- * off, so that the small sizes of --quick walk unsplit (the only walk that uses them). */
 /* Two runs of m targets that must agree bit for bit (what differs between them: what). */
 static void check_same_sums(fmk_status s1, const double *p1, const double *g1, fmk_status s2,
                             const double *p2, const double *g2, int64_t m, const char *what)
@@ -1355,6 +1347,14 @@ static void check_same_sums(fmk_status s1, const double *p1, const double *g1, f
                   "%s: different sums", what);
 }
 
+/* Super-groups (fmk_cuda_bh_super) on and off, against the direct sum: the errors of
+ * test_accuracy's bounds at theta 0.6 on every input, and on uniform and Plummer points the
+ * acceleration error with two levels (8 groups, parents of 4 super-groups) at most 1.05 x
+ * without (fp32). One level: 16 (16 x 4 > 32: no parents). The overflow case: the
+ * super-groups' lists (cap 1) and then the parents' alone (a parents' cap of 1). With 8 + 4,
+ * on the Plummer sphere and for separate targets, the groups ordered by the tree and by the
+ * super-groups' sort give the same sums bit for bit. Split walks
+ * off, so that the small sizes of --quick walk unsplit (the only walk that uses them). */
 static void super_cases(int n_cases)
 {
     const int64_t n = quick ? 12000 : 150000, m = quick ? 5000 : 60000;
