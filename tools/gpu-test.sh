@@ -26,7 +26,8 @@ in_check() { [ "$PART" = all ] || [ "$PART" = check ]; }
 in_tree() { [ "$PART" = all ] || [ "$PART" = race ] || [ "$PART" = race-tree ]; }
 in_rest() { [ "$PART" = all ] || [ "$PART" = race ] || [ "$PART" = race-rest ]; }
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-BUILD=$(cd "$BUILD" && pwd)
+BUILD=$(cd "$BUILD" 2>/dev/null && pwd) || {
+  echo "gpu-test: no build directory '$1' (make gpu-test builds it)" >&2; exit 2; }
 T=$BUILD/tests/gpu
 status=0
 t0=$(date +%s)
