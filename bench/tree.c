@@ -67,6 +67,9 @@
  *                               (default 4, at most 4; 0: by the level launches too)
  *   --level-fused 0|1           each level below them by one launch (1, default) or by a
  *                               count, CUB's scan and a write (0)
+ *   --one-pass 0|1              trees of more than 65536 points with leaves of at most 256:
+ *                               every level from one pass over the points (1, default), or
+ *                               level by level as above (0)
  *   --groups-rank 0|1           the groups of such trees made in Morton order (1, default), or
  *                               in node order and sorted for the super-groups (0)
  *   --split-nodes K, --split-level L, --split-warps W   the split walk's knobs (defaults 8, 5, 24)
@@ -76,14 +79,15 @@
  *   tree --headline --compare   the headline rows, then each with other acceptance tests
  *                               (--mac), theta +- 0.05, leaf sizes and groups of 64
  *   --mac K                     the group walks' acceptance test (0 the group's box; 1 also
- *                               every target on its own; 2, default, as 1 for leaves only)
+ *                               every target on its own; 2 as 1 for leaves only; default 1
+ *                               from 32768 sources, 2 below)
  *   --leaf-theta T              with --mac 1 or 2: the theta of a leaf's per-target test
  *   tree --headline --local-sweep   the headline rows, then each with the cell-to-group step
  *                               off, of order 2 (K = 3, 4) and of order 3 (K = 1.5 .. 4)
  *   --local P                   the cell-to-group step's expansion order (2, 3 or 4, default;
  *                               0 off)
  *   --local-k K                 its distance test: |xc - c| > A r_open + K (0.6 / theta) R_g
- *                               (default 2.25)
+ *                               (default 1.65 from 32768 sources, 2.25 below)
  *   --local-open A              the weight A of r_open in that test (default 0.5)
  *   --mac-inner F               with --mac 1: an inner node's per-target test at F times its
  *                               opening radius (default 1)
@@ -150,6 +154,9 @@ extern int fmk_cuda_tree_top_levels;
 /* Each level below them by one launch (1, default) or by a count, CUB's scan and a write (0,
  * --level-fused 0; a tuning knob, not API). */
 extern int fmk_cuda_tree_level_fused;
+/* Every level of such a tree (leaves of at most 256 points) from one pass over the points (1,
+ * default) or level by level (0, --one-pass 0; a tuning knob, not API). */
+extern int fmk_cuda_tree_one_pass;
 /* Their groups in Morton order (1, default), or in node order and then sorted for the
  * super-groups (0, --groups-rank 0; a tuning knob, not API). */
 extern int fmk_cuda_tree_groups_rank;
@@ -199,7 +206,8 @@ extern long long fmk_cuda_bh_charge_block_max;
 /* The split walk's level: at least this many nodes per part, no deeper than this level. */
 extern int fmk_cuda_bh_split_nodes;
 extern int fmk_cuda_bh_split_level_max;
-/* The group walks' acceptance test (0 box, 1 box or every target, 2 as 1 for leaves). */
+/* The group walks' acceptance test (0 box, 1 box or every target, 2 as 1 for leaves; -1, the
+ * default: 1 from 32768 sources, 2 below). */
 extern int fmk_cuda_bh_mac;
 /* With it, the theta of a leaf's per-target test (0: theta). */
 extern double fmk_cuda_bh_leaf_theta;
@@ -579,6 +587,8 @@ int main(int argc, char **argv)
             fmk_cuda_tree_groups_rank = atoi(argv[++a]);
         else if (strcmp(argv[a], "--level-fused") == 0 && a + 1 < argc)
             fmk_cuda_tree_level_fused = atoi(argv[++a]);
+        else if (strcmp(argv[a], "--one-pass") == 0 && a + 1 < argc)
+            fmk_cuda_tree_one_pass = atoi(argv[++a]);
         else if (strcmp(argv[a], "--no-cells") == 0)
             fmk_cuda_tree_cells = 0;
         else if (strcmp(argv[a], "--split-sort-min") == 0 && a + 1 < argc)
@@ -647,7 +657,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "usage: tree [--json] [--quick] [--theta-sweep] [--max-log2 K] [--leaf L] "
                             "[--headline [--big] [--variants]] [--group 32|64] [--profile] [--groups] [--crossover] "
                             "[--one N [--plummer] [--direct] [--errors]] [--no-small] [--one-wait-off] [--sort-tiles K] [--sort-tile P] [--merge-build K] [--fused-max N] [--fused-fit K] [--build-block T] [--fused K] [--moments-fused K] [--small-fold K] [--top-sort K] [--frame-cluster K] [--split-deepest] [--frame-small N] [--prep-small N] [--split-sort-min N] "
-                            "[--no-cells] "
+                            "[--no-cells] [--top-levels K] [--level-fused K] [--one-pass K] [--groups-rank K] "
                             "[--split-nodes K] "
                             "[--split-level L] [--split-warps W] [--theta T] [--walk auto|stackless|next-more] [--mac K] [--leaf-theta T] "
                             "[--local P] [--local-k K] [--local-open A] [--local-harmonic H] [--mac-inner F] [--local-sweep] "

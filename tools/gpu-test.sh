@@ -6,10 +6,10 @@
 # - memcheck with leak checking on each program's --quick set, and on test_fmm3d_gpu's
 #   out-of-memory test (the failure path, which --quick leaves out); API errors are not
 #   reported, because the tests provoke out-of-memory errors on purpose;
-# - racecheck on the named subsets below, and on k_build_top alone in another. Its cost grows
-#   with every kernel's shared-memory traffic, so the whole --quick sets take too long under
-#   it; the subsets launch every kernel of each engine on small shapes. CUB's kernels (sort,
-#   scan) are not instrumented.
+# - racecheck on the named subsets below, and on k_build_top and on the one-pass build's
+#   kernels (k_tree_*) alone in two more. Its cost grows with every kernel's shared-memory
+#   traffic, so the whole --quick sets take too long under it; the subsets launch every
+#   kernel of each engine on small shapes. CUB's kernels (sort, scan) are not instrumented.
 # PART (optional): all (default), check (ctest and memcheck) or race (racecheck and pytest),
 # so that the two halves can run one after the other where a command's time is bounded; race
 # splits again into race-tree (the treecode's racecheck subsets, the longest part) and
@@ -50,6 +50,8 @@ sanitize() { # tool program args...
                 --error-exitcode 3 "$@" || status=1 ;;
     racecheck-top) compute-sanitizer --tool racecheck --kernel-name kns=k_build_top \
                 --error-exitcode 3 "$@" || status=1 ;;
+    racecheck-pass) compute-sanitizer --tool racecheck --kernel-name kns=k_tree_ \
+                --error-exitcode 3 "$@" || status=1 ;;
   esac
   elapsed
 }
@@ -71,6 +73,8 @@ if command -v compute-sanitizer >/dev/null 2>&1; then
   # the first levels of a tree built level by level (k_build_top), alone: every kernel of
   # same_tree's 288 builds under racecheck takes too long
   sanitize racecheck-top "$T/test_tree_gpu" --quick same_tree
+  # the trees built in one pass over the points (k_tree_points, k_tree_nodes), alone
+  sanitize racecheck-pass "$T/test_tree_gpu" --quick same_tree
   fi
 else
   echo "gpu-test: compute-sanitizer missing; skipping the sanitizer runs" >&2

@@ -128,7 +128,12 @@ int fmk_cuda_bh_split_deepest = 0;
  * sphere on its own (the stackless walk's test, made by all of them: fewer interactions, each
  * target's list as in the stackless walk or finer). 2: as 1 for leaves only. */
 extern "C" int fmk_cuda_bh_mac;
-int fmk_cuda_bh_mac = 2; /* 2^20 cube: walk -18%, error +3% (bench/RESULTS.md) */
+/* -1 (default): 1 for trees of at least fmk_cuda_bh_auto_min sources, 2 below. With inner
+ * nodes too and local_k 1.65 the 2^20 Plummer walk is 12% faster than with leaves only and
+ * local_k 2.25, within the accuracy rule of docs/tree.md from 30,000 points up; at 3000 and
+ * 4000 points that pair broke the rule and test_tree_gpu's bound of the cell-to-group step
+ * (bench/RESULTS.md), so smaller trees keep leaves only and 2.25. */
+int fmk_cuda_bh_mac = -1;
 /* Tuning knob (not API): with fmk_cuda_bh_mac, the per-target test of a leaf uses the opening
  * radius of this theta, f (l / theta + s) with f = theta / leaf_theta (0: theta itself, f = 1).
  * f is kept above sqrt(3) / (1 / theta + sqrt(3) / 2) (with 1% to spare), so that a target
@@ -154,7 +159,11 @@ double fmk_cuda_bh_mac_inner = 1;
 extern "C" int fmk_cuda_bh_local;
 int fmk_cuda_bh_local = 4;
 extern "C" double fmk_cuda_bh_local_k;
-double fmk_cuda_bh_local_k = 2.25;
+double fmk_cuda_bh_local_k = -1; /* negative: 1.65 from fmk_cuda_bh_auto_min sources, 2.25 below */
+/* Tuning knob (not API): the source count from which the defaults of fmk_cuda_bh_mac and
+ * fmk_cuda_bh_local_k are 1 and 1.65 (below: 2 and 2.25). */
+extern "C" long long fmk_cuda_bh_auto_min;
+long long fmk_cuda_bh_auto_min = 32768;
 /* Tuning knob (not API): the weight a of r_open in the step's distance test, |xc - c| >
  * a r_open + k R_g (a >= 0). Any a keeps |y - c| / |xc - c| < 1 / k; the node is accepted by
  * the walk's own test in any case, so every target is outside its opening sphere. The term
@@ -3582,7 +3591,8 @@ fmk_status run_eval_t(fmk_plan *plan, bh_state *s, const double *d_q, double *po
     (void)cudaMemcpyToSymbol(fmk_bh_counts, cnt, sizeof cnt);
 #endif
     a.overflow = s->d_stats + 2;
-    a.mac = fmk_cuda_bh_mac;
+    const int tuned = plan->n_sources >= fmk_cuda_bh_auto_min; /* the defaults of mac, local_k */
+    a.mac = fmk_cuda_bh_mac >= 0 ? fmk_cuda_bh_mac : tuned ? 1 : 2;
     {
         const double th = plan->opts.theta < FMK_TREE_THETA_CAP ? plan->opts.theta : FMK_TREE_THETA_CAP;
         const double f_min = 1.01 * sqrt(3.0) / (1 / th + sqrt(3.0) / 2);
@@ -3598,7 +3608,8 @@ fmk_status run_eval_t(fmk_plan *plan, bh_state *s, const double *d_q, double *po
          * so that the expansion's truncation falls with theta as the M2P's does; at least 1
          * (every target of the group then outside the node's opening sphere) */
         const double th = plan->opts.theta < FMK_TREE_THETA_CAP ? plan->opts.theta : FMK_TREE_THETA_CAP;
-        const double k = fmk_cuda_bh_local_k * 0.6 / th;
+        const double k0 = fmk_cuda_bh_local_k >= 0 ? fmk_cuda_bh_local_k : tuned ? 1.65 : 2.25;
+        const double k = k0 * 0.6 / th;
         a.local_k = (R)(k > 1 ? k : 1);
         const double ao = fmk_cuda_bh_local_open > 0 ? fmk_cuda_bh_local_open : 0;
         a.local_a2 = (R)(ao * ao);

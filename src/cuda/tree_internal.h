@@ -15,6 +15,10 @@
  * again); then level by level: for every node of the level that splits, the octant
  * boundaries in its key range (levels 0..4: from d_cells, where each cell of level 5 starts;
  * deeper: binary searches), a CUB scan of the child counts, and the children written breadth-first with their next pointers.
+ * With leaves of at most 256 points (fmk_cuda_tree_one_pass) every level comes from one pass
+ * over the sorted points instead: each point's first level as a cell start and its leaf's
+ * level, their counts per tile and level, one CUB scan, and each point writes the nodes that
+ * begin at it and end just before it (docs/tree.md).
  * The level's first node and count live on the device (d_lb), so the kernels and the scan run
  * over a bound of the level's size known on the host and the host does not wait per level.
  * Trees of at most fmk_cuda_tree_small_max points (2^16) are built below the root by one block

@@ -49,6 +49,9 @@ extern int fmk_cuda_tree_cells;
 extern int fmk_cuda_tree_top_levels;
 /* Each level of that build by one launch (1) or by a count, CUB's scan and a write (0). */
 extern int fmk_cuda_tree_level_fused;
+/* Every level of a tree built over the GPU (leaves of at most 256 points) from one pass over the
+ * points (1), or level by level (0). */
+extern int fmk_cuda_tree_one_pass;
 /* The groups of such trees in Morton order (1), or in node order (0: the super-groups' sort
  * orders them). */
 extern int fmk_cuda_tree_groups_rank;
@@ -98,8 +101,9 @@ extern int fmk_cuda_tree_build_groups;
 extern int fmk_cuda_bh_pack_boxes;
 extern long long fmk_cuda_bh_charge_block_max;
 /* The group walks' acceptance test: 0 the group's box, 1 also every target on its own, 2 as 1
- * for leaves only (a tuning knob, not API; `--mac K` runs every test with K, `--leaf-theta T`
- * likewise). */
+ * for leaves only, -1 (default) 1 from 32768 sources and 2 below, as the distance factor's
+ * default 1.65 or 2.25 (a tuning knob, not API; `--mac K` runs every test with K,
+ * `--leaf-theta T` likewise). */
 extern int fmk_cuda_bh_mac;
 extern double fmk_cuda_bh_leaf_theta; /* a leaf's theta in the per-target test (0: theta) */
 /* The breadth-first walk's cell-to-group step: the order of the group's expansion (0: off; a
@@ -498,7 +502,7 @@ static void test_same_tree(void)
     const int64_t n_merge[7] = {12000, 16000, 10000, 12000, 3000, 1500, 6000}; /* builds 8 .. 14 */
     double *x = xmalloc((size_t)n_max * 24);
     const int leaf_sizes[3] = {1, 16, 64};
-    static const char *const builds[17] = {
+    static const char *const builds[20] = {
         "one launch of one block (keys, top-bit sort, build)",
         "level by level, 63-bit sort, binary searches",
         "level by level, split sort",
@@ -515,15 +519,23 @@ static void test_same_tree(void)
         "one launch of one block, a tile of 2048",
         "the defaults: tiles of 2048 from 4097 points, merged, built from shared memory",
         "level by level, split sort, the first levels by the level kernels too",
-        "level by level, split sort, each level by a count, CUB's scan and a write"};
-    for (int c = 0; c < 102; c++) {
+        "level by level, split sort, each level by a count, CUB's scan and a write",
+        "one pass over the points, split sort",
+        "one pass over the points, 63-bit sort",
+        "one pass over the points, split sort falling back"};
+    for (int c = 0; c < 120; c++) {
         const int build = c / 6, dist = c % 6;
         const int one_block = build == 0 || (build >= 4 && build <= 14);
         fmk_cuda_tree_small_max = one_block ? 1ll << 40 : 0;
-        fmk_cuda_tree_split_sort_min = build == 2 || build == 3 || build >= 15 ? 0 : 1ll << 40;
+        fmk_cuda_tree_split_sort_min =
+            build == 2 || build == 3 || build == 15 || build == 16 || build == 17 || build == 19
+                ? 0
+                : 1ll << 40;
         fmk_cuda_tree_level_fused = build != 16;
+        fmk_cuda_tree_one_pass = build >= 17;
         fmk_cuda_tree_top_levels = build == 15 ? 0 : 4;
-        fmk_cuda_tree_split_run_max = build == 3 || (build >= 6 && build <= 14) ? 1 : 1024;
+        fmk_cuda_tree_split_run_max =
+            build == 3 || (build >= 6 && build <= 14) || build == 19 ? 1 : 1024;
         fmk_cuda_tree_cells = build != 1;
         fmk_cuda_tree_build_block = build == 5 ? 512 : 1024;
         fmk_cuda_tree_top_sort = build != 5;
@@ -600,6 +612,7 @@ static void test_same_tree(void)
     fmk_cuda_tree_fused_fit = 1;
     fmk_cuda_tree_fused_max = 4096;
     fmk_cuda_tree_level_fused = 1;
+    fmk_cuda_tree_one_pass = 1;
     free(x);
 }
 
