@@ -47,6 +47,8 @@
  *                               by the last of its children to be done (1, default; 0: the
  *                               packing, then one launch per level)
  *   --moments-up-max N          ... for trees of at most N nodes (default 262144)
+ *   --moments-acq K             ... each node's arrival an acquire-release atomic (1,
+ *                               default), or an atomic between two fences (0)
  *   --small-fold K              trees built without a wait: the groups in the build's launch,
  *                               the group boxes in the packing's, and the charge check of at
  *                               most 32768 sources by one block without a memset (1, default;
@@ -55,6 +57,8 @@
  *                               top bits (1, default), or all 63 bits (0)
  *   --frame-cluster K           the frame of small sets by a cluster of K blocks (default 8;
  *                               1: one block)
+ *   --frame-grid 0|1            larger sets' frame by a grid of blocks, no wait for the box
+ *                               (1, default), or CUB's box and a wait (0)
  *   --split-deepest             the split walk at the deepest of the levels that allow the
  *                               most parts (default: the shallowest)
  *   --frame-small N, --prep-small N   the largest sets of the one-block frame and of the
@@ -93,7 +97,7 @@
  *                               opening radius (default 1)
  *   --local-harmonic H          with order 4 and no softening, the M2L of the expansion's
  *                               harmonic coefficients only (1) or of all 35 (0)
- *   --super S                   super-groups of S groups (0 off, 4 default, at most 32): the
+ *   --super S                   super-groups of S groups (0 off, 2 default, at most 32): the
  *                               groups' far field and start lists found once per
  *                               super-group (from 2^18 targets, deep trees: --super-depth)
  *   --super-cap C               start-list entries per super-group (default 640, the most)
@@ -103,7 +107,7 @@
  *                               A r_open + F K (0.6 / theta) R from its centre (default 1.2)
  *   --super2 S2                 a second level: parents of S2 super-groups walked first,
  *                               whose start lists the super-groups walk from (0 off,
- *                               default 4; used when S * S2 <= 32)
+ *                               default 8; used when S * S2 <= 32)
  *   --tickets K                 the group walk's warps take their groups by tickets (1,
  *                               default), or one group per one-warp block (0)
  *   --super-depth D             super-groups only for trees of at least log8(N / leaf) + D
@@ -194,6 +198,12 @@ extern int fmk_cuda_tree_fused;
 /* The blocks of the frame of small sets (a thread-block cluster of 1 .. 8, default 8; a
  * tuning knob, not API). */
 extern int fmk_cuda_bh_frame_cluster;
+/* Larger sets' frame by a grid of blocks without a wait (1, default), or CUB's box and a
+ * wait (0; a tuning knob, not API). */
+extern int fmk_cuda_bh_frame_grid;
+/* k_moments_up's arrivals as acquire-release atomics (1, default) or between two fences (0;
+ * a tuning knob, not API). */
+extern int fmk_cuda_bh_moments_acq;
 /* Of the levels that allow the most parts, the split walk takes the shallowest (0, default) or
  * the deepest (1; a tuning knob, not API). */
 extern int fmk_cuda_bh_split_deepest;
@@ -552,6 +562,10 @@ int main(int argc, char **argv)
             fmk_cuda_tree_build_block = atoi(argv[++a]);
         else if (strcmp(argv[a], "--frame-cluster") == 0 && a + 1 < argc)
             fmk_cuda_bh_frame_cluster = atoi(argv[++a]);
+        else if (strcmp(argv[a], "--frame-grid") == 0 && a + 1 < argc)
+            fmk_cuda_bh_frame_grid = atoi(argv[++a]);
+        else if (strcmp(argv[a], "--moments-acq") == 0 && a + 1 < argc)
+            fmk_cuda_bh_moments_acq = atoi(argv[++a]);
         else if (strcmp(argv[a], "--sort-tile") == 0 && a + 1 < argc)
             fmk_cuda_tree_sort_tile = atoi(argv[++a]);
         else if (strcmp(argv[a], "--fused-max") == 0 && a + 1 < argc)
@@ -656,7 +670,7 @@ int main(int argc, char **argv)
         else {
             fprintf(stderr, "usage: tree [--json] [--quick] [--theta-sweep] [--max-log2 K] [--leaf L] "
                             "[--headline [--big] [--variants]] [--group 32|64] [--profile] [--groups] [--crossover] "
-                            "[--one N [--plummer] [--direct] [--errors]] [--no-small] [--one-wait-off] [--sort-tiles K] [--sort-tile P] [--merge-build K] [--fused-max N] [--fused-fit K] [--build-block T] [--fused K] [--moments-fused K] [--small-fold K] [--top-sort K] [--frame-cluster K] [--split-deepest] [--frame-small N] [--prep-small N] [--split-sort-min N] "
+                            "[--one N [--plummer] [--direct] [--errors]] [--no-small] [--one-wait-off] [--sort-tiles K] [--sort-tile P] [--merge-build K] [--fused-max N] [--fused-fit K] [--build-block T] [--fused K] [--moments-fused K] [--small-fold K] [--top-sort K] [--frame-cluster K] [--frame-grid K] [--moments-acq K] [--split-deepest] [--frame-small N] [--prep-small N] [--split-sort-min N] "
                             "[--no-cells] [--top-levels K] [--level-fused K] [--one-pass K] [--groups-rank K] "
                             "[--split-nodes K] "
                             "[--split-level L] [--split-warps W] [--theta T] [--walk auto|stackless|next-more] [--mac K] [--leaf-theta T] "

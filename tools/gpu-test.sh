@@ -6,8 +6,8 @@
 # - memcheck with leak checking on each program's --quick set, and on test_fmm3d_gpu's
 #   out-of-memory test (the failure path, which --quick leaves out); API errors are not
 #   reported, because the tests provoke out-of-memory errors on purpose;
-# - racecheck on the named subsets below, and on k_build_top and on the one-pass build's
-#   kernels (k_tree_*) alone in two more. Its cost grows with every kernel's shared-memory
+# - racecheck on the named subsets below, and on k_build_top, on the one-pass build's
+#   kernels (k_tree_*) and on the grid frame (k_frame_grid) alone in three more. Its cost grows with every kernel's shared-memory
 #   traffic, so the whole --quick sets take too long under it; the subsets launch every
 #   kernel of each engine on small shapes. CUB's kernels (sort, scan) are not instrumented.
 # PART (optional): all (default), check (ctest and memcheck) or race (racecheck and pytest),
@@ -52,6 +52,8 @@ sanitize() { # tool program args...
                 --error-exitcode 3 "$@" || status=1 ;;
     racecheck-pass) compute-sanitizer --tool racecheck --kernel-name kns=k_tree_ \
                 --error-exitcode 3 "$@" || status=1 ;;
+    racecheck-frame) compute-sanitizer --tool racecheck --kernel-name kns=k_frame_grid \
+                --error-exitcode 3 "$@" || status=1 ;;
   esac
   elapsed
 }
@@ -75,6 +77,8 @@ if command -v compute-sanitizer >/dev/null 2>&1; then
   sanitize racecheck-top "$T/test_tree_gpu" --quick same_tree
   # the trees built in one pass over the points (k_tree_points, k_tree_nodes), alone
   sanitize racecheck-pass "$T/test_tree_gpu" --quick same_tree
+  # the frame of large sets by a grid of blocks (k_frame_grid), alone
+  sanitize racecheck-frame "$T/test_tree_gpu" --quick frame_grid
   fi
 else
   echo "gpu-test: compute-sanitizer missing; skipping the sanitizer runs" >&2

@@ -44,6 +44,7 @@
 #include <cooperative_groups.h>
 #include <cub/block/block_reduce.cuh>
 #include <cub/device/device_radix_sort.cuh>
+#include <cuda/atomic>
 #include <cuda/functional>
 #include <cuda_pipeline.h>
 
@@ -107,6 +108,10 @@ extern "C" int fmk_cuda_bh_moments_up;
 int fmk_cuda_bh_moments_up = 1;
 extern "C" long long fmk_cuda_bh_moments_up_max;
 long long fmk_cuda_bh_moments_up_max = 1ll << 18;
+/* Tuning knob (not API): k_moments_up's arrivals as acquire-release atomics (1), or as
+ * __threadfence, atomicAdd, __threadfence (0). */
+extern "C" int fmk_cuda_bh_moments_acq;
+int fmk_cuda_bh_moments_acq = 1;
 /* Tuning knob for the benchmark and the tests (not API): the breadth-first walk is split in
  * parts (walk_args) until it has about this many warps per SM (0: never split). */
 extern "C" int fmk_cuda_bh_split_warps;
@@ -195,7 +200,7 @@ int fmk_cuda_bh_local_harmonic = 1;
  * root as without super-groups (correct, slower). fmk_cuda_bh_super_open = 1 opens every node
  * the super box opens (finer start lists), 0 only those that every group box opens. */
 extern "C" int fmk_cuda_bh_super;
-int fmk_cuda_bh_super = 4;
+int fmk_cuda_bh_super = 2;
 extern "C" int fmk_cuda_bh_super_cap;
 int fmk_cuda_bh_super_cap = 640;
 /* Tuning knob (not API): a second level of super-groups, fmk_cuda_bh_super2 consecutive
@@ -208,10 +213,14 @@ int fmk_cuda_bh_super_cap = 640;
  * level; a child whose list overflows leaves its groups walking from the root without either
  * expansion. fmk_cuda_bh_super2_cap: the parents' start-list entries (at most 640).
  * Measured (H100, 2^24 Plummer, one sweep, k' 1.3): total 51.3 ms with one level, 49.6
- * with S2 = 4, 49.3 with 8; the default (S2 = 4, k' 1.2) 49.2 in both runs alternated with
- * one level at k' 1.3 (51.1; bench/RESULTS.md). */
+ * with S2 = 4, 49.3 with 8; then S = 4 + S2 = 4, k' 1.2 was the default (49.2 in both runs
+ * alternated with one level at k' 1.3: 51.1; bench/RESULTS.md). With the walk's later
+ * defaults (mac 1, k 1.65 from 32,768 sources), S = 2 + S2 = 8 (16 groups a parent, as 4 + 4)
+ * at k' 1.2: 2^20 Plummer walk 2.42 ms against 2.46..2.47, acceleration error 4.21e-4 against
+ * 4.41e-4; 2^24 Plummer 39.14 ms against 39.55 (3.47e-4, 3.49e-4); 153 device bytes a point
+ * against 129 (the super-groups' start lists, twice as many). */
 extern "C" int fmk_cuda_bh_super2;
-int fmk_cuda_bh_super2 = 4;
+int fmk_cuda_bh_super2 = 8;
 extern "C" int fmk_cuda_bh_super2_cap;
 int fmk_cuda_bh_super2_cap = 640;
 extern "C" int fmk_cuda_bh_super_open;
@@ -248,7 +257,7 @@ double fmk_cuda_bh_super_depth = 4;
  * - fmk_cuda_bh_frame_small_max: set_points_device of at most this many points (sources and
  *   targets) finds the bounding box, the frame and the mapped points in one block
  *   (k_frame_small) and does not wait for the box (the host checks the frame after the
- *   build's one wait); larger sets, or 0, reduce the box with CUB and wait for it.
+ *   build's one wait); larger sets, or 0, take fmk_cuda_bh_frame_grid's path.
  * - fmk_cuda_bh_async: trees of at most fmk_cuda_tree_small_max points are built without a
  *   host wait (fmk_cuda_tree3d_build_async), so set_points waits once (0: the build waits for
  *   its level table, then the packing and the groups follow).
@@ -261,6 +270,12 @@ long long fmk_cuda_bh_frame_small_max = 1ll << 15;
 /* Tuning knob (not API): the blocks of k_frame_small, a thread-block cluster (1 .. 8). */
 extern "C" int fmk_cuda_bh_frame_cluster;
 int fmk_cuda_bh_frame_cluster = 8;
+/* Tuning knob (not API): larger sets than fmk_cuda_bh_frame_small_max find their box and
+ * frame by a grid of blocks (k_frame_grid) and are mapped and built without waiting for them,
+ * the host checking the frame after the build's wait as for small sets (0: CUB's reduction of
+ * the box, a wait, the mapping with the host's frame). */
+extern "C" int fmk_cuda_bh_frame_grid;
+int fmk_cuda_bh_frame_grid = 1;
 extern "C" int fmk_cuda_bh_async;
 int fmk_cuda_bh_async = 1;
 extern "C" long long fmk_cuda_bh_prep_small_max;
@@ -445,6 +460,61 @@ __device__ __forceinline__ void frame_points(int64_t ns, const double *__restric
     }
 }
 
+/* The box of points first, first + stride, ... of the sources then the targets (the set's
+ * points first + u stride, FRAME_ILP of them in flight per thread: few warps hide the loads). */
+__device__ frame_box frame_share(int64_t ns, const double *__restrict__ s, int64_t nt,
+                                 const double *__restrict__ t, int64_t first, int64_t stride)
+{
+    const int64_t n = ns + nt;
+    frame_box b;
+    for (int k = 0; k < 3; k++)
+        b.lo[k] = INFINITY, b.hi[k] = -INFINITY;
+    b.bad = LLONG_MAX;
+    for (int64_t i0 = first; i0 < n; i0 += stride * FRAME_ILP) {
+        double p[FRAME_ILP][3];
+        frame_points(ns, s, nt, t, i0, stride, p);
+#pragma unroll
+        for (int u = 0; u < FRAME_ILP; u++) {
+            const int64_t i = i0 + u * stride;
+            if (i >= n)
+                continue;
+            if (isfinite(p[u][0]) && isfinite(p[u][1]) && isfinite(p[u][2])) {
+                for (int k = 0; k < 3; k++)
+                    b.lo[k] = fmin(b.lo[k], p[u][k]), b.hi[k] = fmax(b.hi[k], p[u][k]);
+            } else {
+                b.bad = b.bad < i ? b.bad : i;
+            }
+        }
+    }
+    return b;
+}
+
+/* The frame of the set's box b as fmk_plan_frame_from_box makes it without the softening:
+ * f = (centre, 1 / width), width the power of two at least the largest extent (1 for a single
+ * point or none); h (when not NULL): the box, the frame and the first non-finite point. */
+__device__ void frame_of_box(const frame_box &b, double f[4], frame_out *h)
+{
+    double extent = 0;
+    for (int k = 0; k < 3; k++) {
+        double l = b.lo[k], u = b.hi[k];
+        if (h)
+            h->lo[k] = l, h->hi[k] = u;
+        if (l > u) /* no finite point */
+            l = u = 0;
+        f[k] = 0.5 * l + 0.5 * u;
+        if (h)
+            h->center[k] = f[k];
+        extent = fmax(extent, u - l);
+    }
+    const double size = extent > 0 ? extent : 1;
+    int ex;
+    const double m = frexp(size, &ex); /* size = m 2^ex, m in [0.5, 1) */
+    const double width = ldexp(1.0, m == 0.5 ? ex - 1 : ex);
+    f[3] = 1.0 / width;
+    if (h)
+        h->width = width, h->bad = b.bad == LLONG_MAX ? -1 : b.bad;
+}
+
 __global__ void __launch_bounds__(FRAME_BLOCK)
     k_frame_small(int64_t ns, const double *__restrict__ s, int64_t nt,
                   const double *__restrict__ t, double *__restrict__ out, frame_out *h)
@@ -465,27 +535,7 @@ __global__ void __launch_bounds__(FRAME_BLOCK)
 #endif
     const int64_t n = ns + nt, stride = (int64_t)blocks * FRAME_BLOCK;
     const int64_t first = (int64_t)rank * FRAME_BLOCK + threadIdx.x;
-    frame_box b;
-    for (int k = 0; k < 3; k++)
-        b.lo[k] = INFINITY, b.hi[k] = -INFINITY;
-    b.bad = LLONG_MAX;
-    /* FRAME_ILP points in flight per thread: one block has few warps to hide the loads */
-    for (int64_t i0 = first; i0 < n; i0 += stride * FRAME_ILP) {
-        double p[FRAME_ILP][3];
-        frame_points(ns, s, nt, t, i0, stride, p);
-#pragma unroll
-        for (int u = 0; u < FRAME_ILP; u++) {
-            const int64_t i = i0 + u * stride;
-            if (i >= n)
-                continue;
-            if (isfinite(p[u][0]) && isfinite(p[u][1]) && isfinite(p[u][2])) {
-                for (int k = 0; k < 3; k++)
-                    b.lo[k] = fmin(b.lo[k], p[u][k]), b.hi[k] = fmax(b.hi[k], p[u][k]);
-            } else {
-                b.bad = b.bad < i ? b.bad : i;
-            }
-        }
-    }
+    frame_box b = frame_share(ns, s, nt, t, first, stride);
     b = reduce_t(temp).Reduce(b, frame_box_union());
     if (threadIdx.x == 0)
         s_box = b;
@@ -494,26 +544,7 @@ __global__ void __launch_bounds__(FRAME_BLOCK)
         b = FRAME_BOX(0);
         for (unsigned r = 1; r < blocks; r++)
             b = frame_box_union()(b, FRAME_BOX(r));
-        const bool write = rank == 0;
-        double extent = 0;
-        for (int k = 0; k < 3; k++) {
-            double l = b.lo[k], u = b.hi[k];
-            if (write)
-                h->lo[k] = l, h->hi[k] = u;
-            if (l > u) /* no finite point */
-                l = u = 0;
-            s_frame[k] = 0.5 * l + 0.5 * u;
-            if (write)
-                h->center[k] = s_frame[k];
-            extent = fmax(extent, u - l);
-        }
-        const double size = extent > 0 ? extent : 1;
-        int ex;
-        const double m = frexp(size, &ex); /* size = m 2^ex, m in [0.5, 1) */
-        const double width = ldexp(1.0, m == 0.5 ? ex - 1 : ex);
-        s_frame[3] = 1.0 / width;
-        if (write)
-            h->width = width, h->bad = b.bad == LLONG_MAX ? -1 : b.bad;
+        frame_of_box(b, s_frame, rank == 0 ? h : NULL);
     }
     FRAME_SYNC(); /* the boxes are read (a block's shared memory ends with it), the frame set */
 #undef FRAME_SYNC
@@ -557,6 +588,95 @@ cudaError_t frame_launch(int device, int64_t ns, const double *d_s, int64_t nt,
     cfg.gridDim = dim3((unsigned)blocks), cfg.blockDim = dim3(FRAME_BLOCK);
     cfg.attrs = attr, cfg.numAttrs = 1;
     return cudaLaunchKernelEx(&cfg, k_frame_small, ns, d_s, nt, d_t, d_x, h);
+}
+
+/* The frame of larger sets without a host wait: k_frame_grid's blocks each reduce their share
+ * of the points and store its box in part[block]; the last block to finish (by the counter,
+ * which it sets back to 0) takes the union of the parts, makes the frame as k_frame_small
+ * does, and writes it to ws->frame (centre, 1 / width) and to the pinned frame_out. The union
+ * of boxes and the first bad index do not depend on the order, so the box is CUB's
+ * reduction's (fmk_cuda_bounding_box) bit for bit. k_map_frame then maps the points with
+ * ws->frame. */
+constexpr int GRID_FRAME_BLOCK = 256, GRID_FRAME_MAX = 1024;
+
+struct frame_grid_ws {
+    frame_box part[GRID_FRAME_MAX];
+    double frame[4];
+    unsigned count;
+};
+
+__global__ void __launch_bounds__(GRID_FRAME_BLOCK)
+    k_frame_grid(int64_t ns, const double *__restrict__ s, int64_t nt,
+                 const double *__restrict__ t, frame_grid_ws *ws, frame_out *h)
+{
+    typedef cub::BlockReduce<frame_box, GRID_FRAME_BLOCK> reduce_t;
+    __shared__ typename reduce_t::TempStorage temp;
+    __shared__ bool last;
+    const int64_t stride = (int64_t)gridDim.x * GRID_FRAME_BLOCK;
+    frame_box b = frame_share(ns, s, nt, t, (int64_t)blockIdx.x * GRID_FRAME_BLOCK + threadIdx.x,
+                              stride);
+    b = reduce_t(temp).Reduce(b, frame_box_union());
+    if (threadIdx.x == 0) {
+        ws->part[blockIdx.x] = b;
+        __threadfence(); /* the part before the count */
+        last = atomicAdd(&ws->count, 1u) == gridDim.x - 1;
+    }
+    __syncthreads();
+    if (!last)
+        return;
+    __threadfence();
+    frame_box u;
+    for (int k = 0; k < 3; k++)
+        u.lo[k] = INFINITY, u.hi[k] = -INFINITY;
+    u.bad = LLONG_MAX;
+    for (unsigned j = threadIdx.x; j < gridDim.x; j += GRID_FRAME_BLOCK) {
+        const frame_box *q = &ws->part[j];
+        frame_box v; /* from L2: the other blocks' stores */
+        for (int k = 0; k < 3; k++)
+            v.lo[k] = __ldcg(&q->lo[k]), v.hi[k] = __ldcg(&q->hi[k]);
+        v.bad = __ldcg(&q->bad);
+        u = frame_box_union()(u, v);
+    }
+    __syncthreads(); /* temp is reused */
+    u = reduce_t(temp).Reduce(u, frame_box_union());
+    if (threadIdx.x == 0) {
+        double f[4];
+        frame_of_box(u, f, h);
+        for (int k = 0; k < 4; k++)
+            ws->frame[k] = f[k];
+        ws->count = 0;
+    }
+}
+
+__global__ void k_map_frame(int64_t ns, const double *__restrict__ s, int64_t nt,
+                            const double *__restrict__ t, const double *__restrict__ f,
+                            double *__restrict__ out)
+{
+    const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (i >= ns + nt)
+        return;
+    const double *x = i < ns ? s + 3 * i : t + 3 * (i - ns);
+    const double cx = __ldg(f), cy = __ldg(f + 1), cz = __ldg(f + 2), inv = __ldg(f + 3);
+    out[3 * i] = map_coord(x[0], cx, inv);
+    out[3 * i + 1] = map_coord(x[1], cy, inv);
+    out[3 * i + 2] = map_coord(x[2], cz, inv);
+}
+
+/* Queues the frame of ns + nt points by k_frame_grid (its counter cleared first) and their
+ * mapping. */
+cudaError_t frame_grid_launch(int64_t ns, const double *d_s, int64_t nt, const double *d_t,
+                              double *d_x, frame_grid_ws *ws, frame_out *h)
+{
+    const int64_t n = ns + nt, per = (int64_t)GRID_FRAME_BLOCK * FRAME_ILP;
+    const int64_t want = (n + per - 1) / per;
+    const unsigned blocks = (unsigned)(want < GRID_FRAME_MAX ? (want > 0 ? want : 1) : GRID_FRAME_MAX);
+    cudaError_t err = cudaMemsetAsync(&ws->count, 0, sizeof ws->count);
+    if (err != cudaSuccess)
+        return err;
+    k_frame_grid<<<blocks, GRID_FRAME_BLOCK>>>(ns, d_s, nt, d_t, ws, h);
+    if (n > 0)
+        k_map_frame<<<blocks_for(n), BLOCK>>>(ns, d_s, nt, d_t, ws->frame, d_x);
+    return cudaGetLastError();
 }
 
 /* The tree's links of node i: n_nodes, or (a tree built without a wait) at most n_nodes and
@@ -871,80 +991,101 @@ template <int G, int N> __device__ __forceinline__ void segment_sums(double (&v)
 
 /* Leaf i (links l, level L) by a segment of MOMENTS_LANES lanes of the warp, all 32 lanes
  * calling (active: this segment has a leaf; the others add zeros): lane k of the segment sums
- * the leaf's points k, k + G, ... in order, the segment adds its lanes' sums (segment_sums),
- * and its lane 0 writes the record. Every GPU path takes a leaf's moments here, so they agree
- * bit for bit. q != NULL: the charges are packed first, q[order[j]] cs into src_w[j].w (each
- * lane its own points; src_w is src). In fp32 (lo: the sources' k_pack_points rest) a leaf's
- * points are taken whole, x + lo, and the centre xc is rounded to fp32 before the moments are
- * taken about it: the node's stored centre is then exact, and M2P and M2L offsets from it are
- * as good as the target's (the walks form them relative to the group, walk_args), however wide
- * the frame. */
-template <typename R>
+ * the leaf's points k, k + G, ... in order (U of them loaded at once), the segment adds its
+ * lanes' sums (segment_sums), and its lane 0 writes the record. Every GPU path takes a leaf's
+ * moments here, so they agree bit for bit (U changes the loads, not the sums). One pass over
+ * the points: with d = x - gc, the offset from the cube's centre, the sums A = sum |q|,
+ * M = sum q, sum |q| d, D = sum q d and S = sum q d d^T (fp64); then the centre of |q|
+ * xc = gc + sum |q| d / A, and D, S moved to it (h = xc - gc: D - M h, S - D h^T - h D^T +
+ * M h h^T; every term is of the cube's size, so nothing cancels beyond fp64's rounding of it).
+ * q != NULL: the charges are packed on the way, q[order[j]] cs into src_w[j].w (src_w is
+ * src). In fp32 (lo: the sources' k_pack_points rest) a leaf's points are taken whole, x + lo,
+ * and xc is rounded to fp32 before the moments are moved to it: the node's stored centre is
+ * then exact, and M2P and M2L offsets from it are as good as the target's (the walks form them
+ * relative to the group, walk_args), however wide the frame. (Before: three passes, the
+ * charges, then xc, then the moments about it.) */
+template <typename R, int U = 1>
 __device__ __forceinline__ void leaf_moments_coop(bool active, int32_t i, int4 l, int L,
-                                                  double inv_theta, double scale,
-                                                  const uint64_t *__restrict__ keys,
-                                                  const typename vec4<R>::type *src,
-                                                  typename vec4<R>::type *src_w,
-                                                  const real4f *__restrict__ lo,
-                                                  const int32_t *__restrict__ order,
-                                                  const double *__restrict__ q, double cs,
-                                                  typename vec4<R>::type *__restrict__ node)
+                                                 double inv_theta, double scale,
+                                                 const uint64_t *__restrict__ keys,
+                                                 const typename vec4<R>::type *src,
+                                                 typename vec4<R>::type *src_w,
+                                                 const real4f *__restrict__ lo,
+                                                 const int32_t *__restrict__ order,
+                                                 const double *__restrict__ q, double cs,
+                                                 typename vec4<R>::type *__restrict__ node)
 {
     typedef typename vec4<R>::type V;
     constexpr int G = MOMENTS_LANES;
     const int sub = threadIdx.x & (G - 1);
     const int32_t b = active ? l.z : 0, e = active ? l.w : 0;
-    if (q) /* the charges first (their loads in flight together) */
-        for (int32_t j = b + sub; j < e; j += G)
-            src_w[j].w = (R)(q[order[j]] * cs);
-    double s1[5] = {0, 0, 0, 0, 0}; /* A, M, |q| x */
-    for (int32_t j = b + sub; j < e; j += G) {
-        const V p = q ? src_w[j] : src[j]; /* the lane's own charges, when packed */
-        const real4f r = lo ? lo[j] : real4f{0, 0, 0, 0};
-        const double a = fabs((double)p.w);
-        s1[0] += a, s1[1] += (double)p.w;
-        s1[2] += a * ((double)p.x + r.x), s1[3] += a * ((double)p.y + r.y);
-        s1[4] += a * ((double)p.z + r.z);
-    }
-    segment_sums<G>(s1);
-    double gc[3], xc[3];
+    double gc[3];
     const double side = node_cube(active ? keys[l.z] : 0, L, scale, gc);
-    const double A = s1[0];
-    for (int d = 0; d < 3; d++)
-        xc[d] = (double)(R)(A > 0 ? s1[2 + d] / A : gc[d]);
-    double s2[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0}; /* D, S */
-    for (int32_t j = b + sub; j < e; j += G) {
-        const V p = q ? src_w[j] : src[j]; /* the lane's own charges, when packed */
-        const real4f r = lo ? lo[j] : real4f{0, 0, 0, 0};
-        const double w = (double)p.w;
-        const double dx = ((double)p.x + r.x) - xc[0], dy = ((double)p.y + r.y) - xc[1],
-                     dz = ((double)p.z + r.z) - xc[2];
-        s2[0] += w * dx, s2[1] += w * dy, s2[2] += w * dz;
-        s2[3] += w * dx * dx, s2[4] += w * dx * dy, s2[5] += w * dx * dz;
-        s2[6] += w * dy * dy, s2[7] += w * dy * dz, s2[8] += w * dz * dz;
+    double s[14] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}; /* A, M, |q| d, D, S */
+    for (int32_t j0 = b + sub; j0 < e; j0 += U * G) {
+        V p[U];
+        real4f r[U];
+        double w[U];
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const int32_t j = j0 + u * G;
+            const bool in = j < e;
+            p[u] = in ? src[j] : V{0, 0, 0, 0};
+            r[u] = in && lo ? lo[j] : real4f{0, 0, 0, 0};
+            w[u] = in && q ? q[order[j]] * cs : 0.0;
+        }
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const int32_t j = j0 + u * G;
+            if (j >= e)
+                break;
+            if (q) /* the charge packed, as the walks read it */
+                src_w[j].w = (R)w[u];
+            const double wq = q ? (double)(R)w[u] : (double)p[u].w, a = fabs(wq);
+            const double dx = ((double)p[u].x + r[u].x) - gc[0],
+                         dy = ((double)p[u].y + r[u].y) - gc[1],
+                         dz = ((double)p[u].z + r[u].z) - gc[2];
+            s[0] += a, s[1] += wq;
+            s[2] += a * dx, s[3] += a * dy, s[4] += a * dz;
+            s[5] += wq * dx, s[6] += wq * dy, s[7] += wq * dz;
+            s[8] += wq * dx * dx, s[9] += wq * dx * dy, s[10] += wq * dx * dz;
+            s[11] += wq * dy * dy, s[12] += wq * dy * dz, s[13] += wq * dz * dz;
+        }
     }
-    segment_sums<G>(s2);
+    segment_sums<G>(s);
+    const double A = s[0], M = s[1];
+    double xc[3], h[3];
+    for (int d = 0; d < 3; d++) {
+        xc[d] = (double)(R)(A > 0 ? gc[d] + s[2 + d] / A : gc[d]);
+        h[d] = xc[d] - gc[d];
+    }
+    double D[3], S[6];
+    for (int d = 0; d < 3; d++)
+        D[d] = s[5 + d] - M * h[d];
+    const int ia[6] = {0, 0, 0, 1, 1, 2}, ib[6] = {0, 1, 2, 1, 2, 2};
+    for (int k = 0; k < 6; k++) {
+        const int a_ = ia[k], b_ = ib[k];
+        S[k] = s[8 + k] - s[5 + a_] * h[b_] - h[a_] * s[5 + b_] + M * h[a_] * h[b_];
+    }
     if (active && sub == 0)
-        node_store<R>(i, side, gc, xc, A, s1[1], s2, s2 + 3, inv_theta, node);
+        node_store<R>(i, side, gc, xc, A, M, D, S, inv_theta, node);
 }
 
-/* An inner node from its children's records (leaves: leaf_moments_coop). */
+/* An inner node i (level L, links l, nc children, its first point's key) from its children's
+ * records (leaves: leaf_moments_coop). */
 template <typename R, bool L2 = false>
-__device__ __forceinline__ void moments_node(int32_t i, int L, double inv_theta, double scale,
-                                             const uint64_t *__restrict__ keys,
-                                             const int4 *__restrict__ links,
-                                             const int32_t *__restrict__ n_children,
-                                             typename vec4<R>::type *__restrict__ node)
+__device__ __forceinline__ void moments_node_of(int32_t i, int L, int4 l, int32_t nc, uint64_t key,
+                                                double inv_theta, double scale,
+                                                typename vec4<R>::type *__restrict__ node)
 {
     /* L2: the children's records read through L2 (ld_record; k_moments_up), with the loops
      * over the children unrolled (predicated: the same sums in the same order), so that their
      * loads are in flight together (a node on a chain up the tree: one latency, not nc) */
     typedef typename vec4<R>::type V;
-    const int4 l = links[i];
     double gc[3];
-    const double side = node_cube(keys[l.z], L, scale, gc);
+    const double side = node_cube(key, L, scale, gc);
     double A = 0, M = 0, xc[3] = {0, 0, 0}, D[3] = {0, 0, 0}, S[6] = {0, 0, 0, 0, 0, 0};
-    const int32_t c0 = l.x, nc = n_children[i];
+    const int32_t c0 = l.x;
 #pragma unroll(L2 ? 8 : 1)
     for (int32_t k = 0; k < (L2 ? 8 : nc); k++) {
         if (L2 && k >= nc)
@@ -980,6 +1121,17 @@ __device__ __forceinline__ void moments_node(int32_t i, int L, double inv_theta,
         }
     }
     node_store<R>(i, side, gc, xc, A, M, D, S, inv_theta, node);
+}
+
+template <typename R>
+__device__ __forceinline__ void moments_node(int32_t i, int L, double inv_theta, double scale,
+                                             const uint64_t *__restrict__ keys,
+                                             const int4 *__restrict__ links,
+                                             const int32_t *__restrict__ n_children,
+                                             typename vec4<R>::type *__restrict__ node)
+{
+    const int4 l = links[i];
+    moments_node_of<R>(i, L, l, n_children[i], keys[l.z], inv_theta, scale, node);
 }
 
 /* Node i of either kind (valid: i is a node) by a segment of MOMENTS_LANES lanes, all 32 lanes
@@ -1194,6 +1346,10 @@ __global__ void __launch_bounds__(MOMENTS_FUSED_BLOCK)
  * staged in shared memory, lane 0 summing, took 0.36 ms at 2^20 against the per-level kernels'
  * 0.20: one lane's sums in fp64 per leaf; a thread per leaf, 0.13..0.14.) */
 constexpr int MOMENTS_UP_BLOCK = 128;
+/* k_moments_up's leaves: 4 of a lane's points loaded at once (leaf_moments_coop's U; 2^20
+ * Plummer sphere, Nsight Compute: 122 us with the points one by one, 110 with 2, 105 with 4,
+ * at 72, 80 and 96 registers). */
+constexpr int MOMENTS_UP_ILP = 4;
 
 template <typename R>
 __global__ void __launch_bounds__(MOMENTS_UP_BLOCK)
@@ -1203,28 +1359,38 @@ __global__ void __launch_bounds__(MOMENTS_UP_BLOCK)
                  const int32_t *__restrict__ order, const double *__restrict__ q,
                  const unsigned long long *__restrict__ stats, typename vec4<R>::type *src,
                  const real4f *__restrict__ lo, typename vec4<R>::type *__restrict__ node,
-                 int32_t *__restrict__ arrive)
+                 int32_t *__restrict__ arrive, int acq)
 {
     /* a segment of MOMENTS_LANES lanes per leaf (the whole warp calls) */
     const int64_t k = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) / MOMENTS_LANES;
     const int32_t i = (int32_t)(k < n_nodes ? k : 0);
     const int4 l = links[i];
     const bool leaf = k < n_nodes && l.x < 0;
-    leaf_moments_coop<R>(leaf, i, l, level[i], inv_theta, scale, keys, src, src, lo, order, q,
-                         charge_scale<R>(stats), node);
+    leaf_moments_coop<R, MOMENTS_UP_ILP>(leaf, i, l, level[i], inv_theta, scale, keys, src, src,
+                                         lo, order, q, charge_scale<R>(stats), node);
     if (!leaf || (threadIdx.x & (MOMENTS_LANES - 1)) != 0) /* lane 0 of the segment wrote the
                                                              * record and goes up the tree */
         return;
-    for (int32_t c = i;;) { /* node c is done */
-        const int32_t p = parent[c];
-        if (p < 0)
-            break;
-        __threadfence(); /* its record before its arrival */
-        if (atomicAdd(&arrive[p], 1) != n_children[p] - 1)
-            break;
-        __threadfence(); /* the other children's records after their arrivals */
-        moments_node<R, true>(p, level[p], inv_theta, scale, keys, links, n_children, node);
-        c = p;
+    for (int32_t p = parent[i]; p >= 0;) { /* a child of p is done */
+        /* what the parent's step reads of the tree (not written by this launch), and the next
+         * parent, loaded before the arrival so that their latency overlaps it */
+        const int4 lp = links[p];
+        const int32_t ncp = n_children[p], pp = parent[p];
+        const int Lp = level[p];
+        const uint64_t kp = keys[lp.z];
+        if (acq) {
+            /* the arrival releases this child's record and acquires the other children's */
+            cuda::atomic_ref<int32_t, cuda::thread_scope_device> a(arrive[p]);
+            if (a.fetch_add(1, cuda::memory_order_acq_rel) != ncp - 1)
+                break;
+        } else {
+            __threadfence(); /* its record before its arrival */
+            if (atomicAdd(&arrive[p], 1) != ncp - 1)
+                break;
+            __threadfence(); /* the other children's records after their arrivals */
+        }
+        moments_node_of<R, true>(p, Lp, lp, ncp, kp, inv_theta, scale, node);
+        p = pp;
     }
 }
 
@@ -2961,6 +3127,8 @@ int64_t device_bytes(const fmk_plan *plan, int64_t ns, int64_t nt, int with_host
         b += (int64_t)sl.bytes;
     }
     b += 40;
+    if (ns + (self ? 0 : m) > fmk_cuda_bh_frame_small_max)
+        b += (int64_t)sizeof(frame_grid_ws); /* the grid frame's workspace */
     if (peak)
         *peak = b;
     return b;
@@ -3326,6 +3494,27 @@ fmk_status frame_small(fmk_plan *plan, bh_state *s, int64_t ns, const double *d_
     return FMK_OK;
 }
 
+/* The grid's frame (k_frame_grid, k_map_frame) and the build, as frame_small. */
+fmk_status frame_grid(fmk_plan *plan, bh_state *s, int64_t ns, const double *d_s, int64_t nt,
+                      const double *d_t, double *d_x, double lo[3], double hi[3], int64_t *bad,
+                      double center[3], double *width)
+{
+    fmk_status st = need(plan, s, &s->bbox, sizeof(frame_grid_ws), "the frame's workspace");
+    if (st == FMK_OK)
+        st = ok(plan, frame_grid_launch(ns, d_s, nt, d_t, d_x, (frame_grid_ws *)s->bbox.p, s->dh_frame),
+                "the frame kernels");
+    if (st == FMK_OK)
+        st = build(plan, s, ns, d_x, nt, d_x + 3 * ns, fmk_cuda_bh_async);
+    if (st != FMK_OK)
+        return st;
+    const frame_out *f = s->h_frame;
+    for (int k = 0; k < 3; k++)
+        lo[k] = f->lo[k], hi[k] = f->hi[k], center[k] = f->center[k];
+    *width = f->width;
+    *bad = f->bad;
+    return FMK_OK;
+}
+
 fmk_status points_device(fmk_plan *plan, bh_state *s, int64_t ns, const double *d_s, int64_t nt,
                          const double *d_t)
 {
@@ -3339,10 +3528,15 @@ fmk_status points_device(fmk_plan *plan, bh_state *s, int64_t ns, const double *
     double *d_x = (double *)s->x.p;
     double lo[3] = {0, 0, 0}, hi[3] = {0, 0, 0}, center[3] = {0, 0, 0}, width = 0;
     int64_t bad = -1;
-    /* built: small sets are mapped and built before the host sees their box */
-    const int built = ns > 0 && ns + nt <= fmk_cuda_bh_frame_small_max;
-    if (st == FMK_OK && built)
+    /* built: the points were mapped and built before the host saw their box (small sets by
+     * one cluster of blocks, larger ones by a grid of blocks) */
+    const int small = ns > 0 && ns + nt <= fmk_cuda_bh_frame_small_max;
+    const int grid = ns > 0 && !small && fmk_cuda_bh_frame_grid;
+    const int built = small || grid;
+    if (st == FMK_OK && small)
         st = frame_small(plan, s, ns, d_s, nt, d_t, d_x, lo, hi, &bad, center, &width);
+    if (st == FMK_OK && grid)
+        st = frame_grid(plan, s, ns, d_s, nt, d_t, d_x, lo, hi, &bad, center, &width);
     if (st == FMK_OK && !built) {
         size_t temp_bytes = 0, box_off = 0;
         st = ok(plan, fmk_cuda_bounding_box(3, ns, d_s, nt, d_t, NULL, &temp_bytes, NULL, lo, hi, &bad),
@@ -3526,11 +3720,12 @@ fmk_status run_eval_t(fmk_plan *plan, bh_state *s, const double *d_q, double *po
     } else if (err == cudaSuccess && fmk_cuda_bh_moments_up &&
                t->n_nodes <= fmk_cuda_bh_moments_up_max) {
         err = cudaMemsetAsync(t->d_counts, 0, (size_t)t->n_nodes * sizeof(int32_t), 0);
+        const unsigned nb = blocks_for(t->n_nodes * MOMENTS_LANES, MOMENTS_UP_BLOCK);
         if (err == cudaSuccess)
-            k_moments_up<R><<<blocks_for(t->n_nodes * MOMENTS_LANES, MOMENTS_UP_BLOCK), MOMENTS_UP_BLOCK>>>(
+            k_moments_up<R><<<nb, MOMENTS_UP_BLOCK>>>(
                 (int32_t)t->n_nodes, t->d_level, inv_theta, S, t->d_keys, (const int4 *)s->links.p,
                 t->d_n_children, t->d_parent, t->d_order, d_q, s->d_stats, (V *)s->src.p, lo,
-                (V *)s->node.p, t->d_counts);
+                (V *)s->node.p, t->d_counts, fmk_cuda_bh_moments_acq);
         if (err == cudaSuccess)
             err = cudaGetLastError();
     } else if (err == cudaSuccess) {

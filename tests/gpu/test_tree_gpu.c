@@ -92,6 +92,8 @@ extern long long fmk_cuda_bh_frame_small_max;
 /* The frame's blocks (a thread-block cluster of 1 .. 8). */
 extern int fmk_cuda_bh_frame_cluster;
 extern int fmk_cuda_bh_async;
+/* Larger sets' frame by a grid of blocks without a wait (1), or CUB's box and a wait (0). */
+extern int fmk_cuda_bh_frame_grid;
 extern long long fmk_cuda_bh_prep_small_max;
 extern long long fmk_cuda_bh_frame_redos, fmk_cuda_bh_build_redos;
 /* Trees built without a wait: the groups made by the build's launch (1) or k_groups_small
@@ -868,6 +870,112 @@ static void test_one_wait(void)
     two_paths_free(x, q, y, p, g);
 }
 
+/* Sets larger than the one-block frame's: the frame by a grid of blocks, the points mapped
+ * and the tree built before the host sees the box, give the results of CUB's box and the
+ * host's frame bit for bit (fp64 and fp32, laplace and plummer, self and separate targets,
+ * the plan's second set of points too: the blocks' counter is reset); a softening wider than
+ * the points makes the host's frame and redoes the build (the same results again); a
+ * non-finite source or target is reported, and the plan works after it. */
+static void test_frame_grid(void)
+{
+    const int64_t n = quick ? 40000 : 120000, m = quick ? 9000 : 30000;
+    double *x, *q, *y, *p[2], *g[2];
+    two_paths_case(n, m, TEST_DIST_PLUMMER, 131, &x, &q, &y, p, g);
+    double *d_x, *d_q, *d_y, *d_pot, *d_grad;
+    device_arrays(n, x, q, m, y, &d_x, &d_q, &d_y, &d_pot, &d_grad);
+    for (int c = 0; c < 8; c++) {
+        const int prec = c & 1, kern = c >> 1 & 1, sep = c >> 2;
+        const fmk_kernel kernel = kern ? FMK_KERNEL_PLUMMER : FMK_KERNEL_LAPLACE;
+        const int64_t mt = sep ? m : n;
+        check_context("frame grid: %s %s %s", prec ? "fp32" : "fp64", fmk_kernel_name(kernel),
+                      sep ? "targets" : "self");
+        fmk_opts o = tree_opts(prec ? FMK_PRECISION_FP32 : FMK_PRECISION_FP64, 0.6, walk_of(1));
+        o.softening = kern ? 0.01 : 0;
+        for (int k = 0; k < 2; k++) {
+            fmk_cuda_bh_frame_grid = k == 0;
+            CHECK_STATUS(run_device(kernel, &o, n, d_x, d_q, sep ? m : 0, d_y, d_pot, d_grad,
+                                    p[k], g[k]), FMK_OK);
+        }
+        fmk_cuda_bh_frame_grid = 1;
+        CHECK_LE(test_rel_l2(p[0], p[1], mt), 0.0, "pot, grid frame vs CUB's box");
+        CHECK_LE(test_rel_l2(g[0], g[1], 3 * mt), 0.0, "grad, grid frame vs CUB's box");
+        /* a second set of points in the same plan (targets, then self) */
+        fmk_plan *pl = NULL;
+        CHECK_PLAN_OK(fmk_plan_create(&pl, 3, kernel, 1e-3, &o), NULL);
+        if (pl) {
+            CHECK_PLAN_OK(fmk_plan_set_points_device(pl, n, d_x, m, d_y), pl);
+            CHECK_PLAN_OK(fmk_plan_set_points_device(pl, n, d_x, sep ? m : 0, sep ? d_y : NULL), pl);
+            CHECK_PLAN_OK(fmk_plan_eval_device(pl, d_q, d_pot, d_grad), pl);
+            cudaMemcpy(p[1], d_pot, (size_t)mt * 8, cudaMemcpyDeviceToHost);
+            cudaMemcpy(g[1], d_grad, (size_t)mt * 24, cudaMemcpyDeviceToHost);
+            CHECK_LE(test_rel_l2(p[0], p[1], mt), 0.0, "pot, the plan's second set of points");
+            CHECK_LE(test_rel_l2(g[0], g[1], 3 * mt), 0.0, "grad, the plan's second set of points");
+            fmk_plan_destroy(pl);
+        }
+    }
+    /* a softening wider than the points: the host's frame, CUB's path's results */
+    {
+        double *xs = xmalloc((size_t)n * 24);
+        for (int64_t i = 0; i < 3 * n; i++)
+            xs[i] = 1e-3 * x[i];
+        cudaMemcpy(d_x, xs, (size_t)n * 24, cudaMemcpyHostToDevice);
+        fmk_opts o = tree_opts(FMK_PRECISION_FP64, 0.6, walk_of(1));
+        o.softening = 1.0;
+        check_context("frame grid: softening wider than the points");
+        const long long redos = fmk_cuda_bh_frame_redos;
+        for (int k = 0; k < 2; k++) {
+            fmk_cuda_bh_frame_grid = k == 0;
+            CHECK_STATUS(run_device(FMK_KERNEL_PLUMMER, &o, n, d_x, d_q, 0, NULL, d_pot, d_grad,
+                                    p[k], g[k]), FMK_OK);
+        }
+        fmk_cuda_bh_frame_grid = 1;
+        CHECK_MSG(fmk_cuda_bh_frame_redos == redos + 1, "frame redone %lld times",
+                  fmk_cuda_bh_frame_redos - redos);
+        CHECK_LE(test_rel_l2(p[0], p[1], n), 0.0, "pot, grid frame redone vs CUB's box");
+        CHECK_LE(test_rel_l2(g[0], g[1], 3 * n), 0.0, "grad, grid frame redone vs CUB's box");
+        free(xs);
+        cudaMemcpy(d_x, x, (size_t)n * 24, cudaMemcpyHostToDevice);
+    }
+    /* a non-finite source or target (the first one of several is named) */
+    {
+        fmk_opts o = tree_opts(FMK_PRECISION_FP32, 0.6, walk_of(1));
+        const double nan = NAN, inf = INFINITY;
+        check_context("frame grid: non-finite points");
+        fmk_plan *pl = NULL;
+        CHECK_PLAN_OK(fmk_plan_create(&pl, 3, FMK_KERNEL_LAPLACE, 1e-3, &o), NULL);
+        if (pl) {
+            const int64_t i1 = n / 2 + 3, i2 = n - 1;
+            cudaMemcpy(d_x + 3 * i2, &nan, 8, cudaMemcpyHostToDevice);
+            cudaMemcpy(d_x + 3 * i1 + 2, &inf, 8, cudaMemcpyHostToDevice);
+            CHECK_STATUS(fmk_plan_set_points_device(pl, n, d_x, 0, NULL), FMK_ERR_NONFINITE);
+            char want[64];
+            snprintf(want, sizeof want, "sources[%lld][2]", (long long)i1);
+            CHECK_MSG(strstr(fmk_plan_last_error(pl), want) != NULL, "message: %s",
+                      fmk_plan_last_error(pl));
+            cudaMemcpy(d_x + 3 * i1 + 2, x + 3 * i1 + 2, 8, cudaMemcpyHostToDevice);
+            cudaMemcpy(d_x + 3 * i2, x + 3 * i2, 8, cudaMemcpyHostToDevice);
+            cudaMemcpy(d_y + 3 * (m - 2) + 1, &nan, 8, cudaMemcpyHostToDevice);
+            CHECK_STATUS(fmk_plan_set_points_device(pl, n, d_x, m, d_y), FMK_ERR_NONFINITE);
+            snprintf(want, sizeof want, "targets[%lld][1]", (long long)(m - 2));
+            CHECK_MSG(strstr(fmk_plan_last_error(pl), want) != NULL, "message: %s",
+                      fmk_plan_last_error(pl));
+            cudaMemcpy(d_y + 3 * (m - 2) + 1, y + 3 * (m - 2) + 1, 8, cudaMemcpyHostToDevice);
+            /* and the plan works again */
+            CHECK_PLAN_OK(fmk_plan_set_points_device(pl, n, d_x, 0, NULL), pl);
+            CHECK_PLAN_OK(fmk_plan_eval_device(pl, d_q, d_pot, d_grad), pl);
+            cudaMemcpy(p[1], d_pot, (size_t)n * 8, cudaMemcpyDeviceToHost);
+            fmk_plan_destroy(pl);
+            fmk_cuda_bh_frame_grid = 0;
+            CHECK_STATUS(run_device(FMK_KERNEL_LAPLACE, &o, n, d_x, d_q, 0, NULL, d_pot, d_grad,
+                                    p[0], g[0]), FMK_OK);
+            fmk_cuda_bh_frame_grid = 1;
+            CHECK_LE(test_rel_l2(p[0], p[1], n), 0.0, "pot after the non-finite points");
+        }
+    }
+    cudaFree(d_x), cudaFree(d_y), cudaFree(d_q), cudaFree(d_pot), cudaFree(d_grad);
+    two_paths_free(x, q, y, p, g);
+}
+
 /* The folded launches of small trees (the groups in the build's launch, the group boxes in the
  * packing launch, the charge check by one block without a memset) give the results of the
  * launches apart bit for bit, on every one-block build (the one-launch tree, the tiles' merge
@@ -1415,15 +1523,16 @@ static void super_cases(int n_cases)
         for (int prec = 0; prec < 2; prec++) {
             if (prec == 0 && c != 0 && c != 8)
                 continue; /* fp64: uniform points, and the softened kernel */
-            errs e[4];
+            errs e[5];
             /* S, cap, open, S2, the parents' cap: off; 8 + 4 (or a cap of 1: the super-groups'
              * lists overflow); 16 (one level); 4 + 4 with every node opened (or the parents'
-             * lists overflowing) */
-            const int cfg[4][5] = {{0, 640, 0, 0, 640},
+             * lists overflowing); 2 + 8 (the default) */
+            const int cfg[5][5] = {{0, 640, 0, 0, 640},
                                    {8, c == 9 ? 1 : 640, 0, 4, 640},
                                    {16, 640, 0, 4, 640},
-                                   {4, 640, c == 9 ? 0 : 1, 4, c == 9 ? 1 : 640}};
-            for (int k = 0; k < 4; k++) {
+                                   {4, 640, c == 9 ? 0 : 1, 4, c == 9 ? 1 : 640},
+                                   {2, 640, 0, 8, 640}};
+            for (int k = 0; k < 5; k++) {
                 fmk_cuda_bh_super = cfg[k][0], fmk_cuda_bh_super_cap = cfg[k][1];
                 fmk_cuda_bh_super_open = cfg[k][2];
                 fmk_cuda_bh_super2 = cfg[k][3], fmk_cuda_bh_super2_cap = cfg[k][4];
@@ -1469,11 +1578,13 @@ static void super_cases(int n_cases)
                 check_context("super: %s fp32", names[c]);
                 CHECK_MSG(e[1].grad <= 1.05 * e[0].grad, "grad error %.3e with super-groups of 8 "
                           "+ 4 > 1.05 x %.3e without", e[1].grad, e[0].grad);
+                CHECK_MSG(e[4].grad <= 1.05 * e[0].grad, "grad error %.3e with super-groups of 2 "
+                          "+ 8 > 1.05 x %.3e without", e[4].grad, e[0].grad);
             }
             printf("  super %s %s: grad error %.3e off, %.3e (S 8 + 4%s), %.3e (16), %.3e (4 + 4, "
-                   "%s)\n", names[c], prec ? "fp32" : "fp64", e[0].grad, e[1].grad,
+                   "%s), %.3e (2 + 8)\n", names[c], prec ? "fp32" : "fp64", e[0].grad, e[1].grad,
                    c == 9 ? ", cap 1" : "", e[2].grad, e[3].grad,
-                   c == 9 ? "parents' cap 1" : "open 1");
+                   c == 9 ? "parents' cap 1" : "open 1", e[4].grad);
         }
     }
     fmk_cuda_bh_super = s0, fmk_cuda_bh_super_cap = c0, fmk_cuda_bh_super_open = o0;
@@ -1537,7 +1648,7 @@ static void test_super(void) { super_cases(10); }
 /* uniform points only (for racecheck) */
 static void test_super_one(void) { super_cases(1); }
 
-/* test_tree_gpu [--quick] [knobs] [test ...]: names pick tests (device_paths, one_wait, same_tree, targets,
+/* test_tree_gpu [--quick] [knobs] [test ...]: names pick tests (device_paths, one_wait, frame_grid, same_tree, targets,
  * hard_inputs, accuracy, walks_agree, small_paths, moments_fused, moments_up, small_fold, group_modes, mac, local,
  * local_harmonic, close_pairs, super, super_one, tickets, oom); none: all but super_one
  * (oom not with --quick). make gpu-test runs racecheck on a named subset: its cost grows with
@@ -1579,6 +1690,7 @@ int main(int argc, char **argv)
         const char *name;
         void (*run)(void);
     } tests[] = {{"device_paths", test_device_paths}, {"one_wait", test_one_wait},
+                 {"frame_grid", test_frame_grid},
                  {"same_tree", test_same_tree},     {"moments_fused", test_moments_fused},
                  {"moments_up", test_moments_up},
                  {"targets", test_targets},           {"hard_inputs", test_hard_inputs},
