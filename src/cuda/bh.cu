@@ -3473,37 +3473,22 @@ fmk_status bad_point(fmk_plan *plan, int64_t bad, int64_t ns, const double *d_s,
                          what, (long long)i, k, x[k]);
 }
 
-/* The one-block frame (k_frame_small) and the build, with the set's box and first non-finite
- * point (lo, hi, bad) as the kernel found them; *mapped: the points were mapped with the
- * frame of *width, *center (the host checks it against its own frame from the box). */
-fmk_status frame_small(fmk_plan *plan, bh_state *s, int64_t ns, const double *d_s, int64_t nt,
-                       const double *d_t, double *d_x, double lo[3], double hi[3], int64_t *bad,
-                       double center[3], double *width)
+/* The frame on the device and the build: small sets by one cluster of blocks (k_frame_small),
+ * larger ones by a grid (k_frame_grid, k_map_frame). lo, hi, *bad: the set's box and first
+ * non-finite point as the kernels found them; *width, *center: the frame the points were
+ * mapped with (the host checks it against its own frame from the box). */
+fmk_status frame_device(fmk_plan *plan, bh_state *s, int small, int64_t ns, const double *d_s,
+                        int64_t nt, const double *d_t, double *d_x, double lo[3], double hi[3],
+                        int64_t *bad, double center[3], double *width)
 {
-    fmk_status st = ok(plan, frame_launch(s->device, ns, d_s, nt, d_t, d_x, s->dh_frame),
-                       "the frame kernel (a cluster of blocks)");
-    if (st == FMK_OK) /* its one wait is the frame kernel's too */
-        st = build(plan, s, ns, d_x, nt, d_x + 3 * ns, fmk_cuda_bh_async);
-    if (st != FMK_OK)
-        return st;
-    const frame_out *f = s->h_frame;
-    for (int k = 0; k < 3; k++)
-        lo[k] = f->lo[k], hi[k] = f->hi[k], center[k] = f->center[k];
-    *width = f->width;
-    *bad = f->bad;
-    return FMK_OK;
-}
-
-/* The grid's frame (k_frame_grid, k_map_frame) and the build, as frame_small. */
-fmk_status frame_grid(fmk_plan *plan, bh_state *s, int64_t ns, const double *d_s, int64_t nt,
-                      const double *d_t, double *d_x, double lo[3], double hi[3], int64_t *bad,
-                      double center[3], double *width)
-{
-    fmk_status st = need(plan, s, &s->bbox, sizeof(frame_grid_ws), "the frame's workspace");
-    if (st == FMK_OK)
+    fmk_status st = FMK_OK;
+    if (small)
+        st = ok(plan, frame_launch(s->device, ns, d_s, nt, d_t, d_x, s->dh_frame),
+                "the frame kernel (a cluster of blocks)");
+    else if ((st = need(plan, s, &s->bbox, sizeof(frame_grid_ws), "the frame's workspace")) == FMK_OK)
         st = ok(plan, frame_grid_launch(ns, d_s, nt, d_t, d_x, (frame_grid_ws *)s->bbox.p, s->dh_frame),
                 "the frame kernels");
-    if (st == FMK_OK)
+    if (st == FMK_OK) /* its one wait is the frame kernels' too */
         st = build(plan, s, ns, d_x, nt, d_x + 3 * ns, fmk_cuda_bh_async);
     if (st != FMK_OK)
         return st;
@@ -3533,10 +3518,8 @@ fmk_status points_device(fmk_plan *plan, bh_state *s, int64_t ns, const double *
     const int small = ns > 0 && ns + nt <= fmk_cuda_bh_frame_small_max;
     const int grid = ns > 0 && !small && fmk_cuda_bh_frame_grid;
     const int built = small || grid;
-    if (st == FMK_OK && small)
-        st = frame_small(plan, s, ns, d_s, nt, d_t, d_x, lo, hi, &bad, center, &width);
-    if (st == FMK_OK && grid)
-        st = frame_grid(plan, s, ns, d_s, nt, d_t, d_x, lo, hi, &bad, center, &width);
+    if (st == FMK_OK && built)
+        st = frame_device(plan, s, small, ns, d_s, nt, d_t, d_x, lo, hi, &bad, center, &width);
     if (st == FMK_OK && !built) {
         size_t temp_bytes = 0, box_off = 0;
         st = ok(plan, fmk_cuda_bounding_box(3, ns, d_s, nt, d_t, NULL, &temp_bytes, NULL, lo, hi, &bad),
