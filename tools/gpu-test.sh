@@ -7,9 +7,10 @@
 #   out-of-memory test (the failure path, which --quick leaves out); API errors are not
 #   reported, because the tests provoke out-of-memory errors on purpose;
 # - racecheck on the named subsets below, and on k_build_top, on the one-pass build's
-#   kernels (k_tree_*) and on the grid frame (k_frame_grid) alone in three more. Its cost grows with every kernel's shared-memory
-#   traffic, so the whole --quick sets take too long under it; the subsets launch every
-#   kernel of each engine on small shapes. CUB's kernels (sort, scan) are not instrumented.
+#   kernels (k_tree_*) and on the grid frame (k_frame_grid) alone in three more. Its cost
+#   grows with every kernel's shared-memory traffic, so the whole --quick sets take too long
+#   under it; the subsets launch every kernel of each engine on small shapes. CUB's kernels
+#   (sort, scan) are not instrumented.
 # PART (optional): all (default), check (ctest and memcheck) or race (racecheck and pytest),
 # so that the two halves can run one after the other where a command's time is bounded; race
 # splits again into race-tree (the treecode's racecheck subsets, the longest part) and
