@@ -3,8 +3,8 @@
 #   make test       unit, CLI and Python tests on the CPU (ctest)
 #   make test-asan  the same tests built with AddressSanitizer + UndefinedBehaviorSanitizer
 #   make gpu-test   on a GPU machine: GPU tests (sm_90) plus compute-sanitizer memcheck
-#                   (GPU_TEST_PART=check or race: one half of tools/gpu-test.sh; race-tree
-#                   and race-rest: the two parts of the race half)
+#                   (GPU_TEST_PART=check or race: one half of tools/gpu-test.sh;
+#                   check-ctest, check-mem, race-tree, race-rest: the halves' two parts)
 #   make bench      on a GPU machine: the benchmark tables (bench/RESULTS.md records them)
 #   make install    cmake --install (PREFIX=/usr/local)
 MAKEFLAGS += --no-print-directory

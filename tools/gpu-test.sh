@@ -12,18 +12,21 @@
 #   under it; the subsets launch every kernel of each engine on small shapes. CUB's kernels
 #   (sort, scan) are not instrumented.
 # PART (optional): all (default), check (ctest and memcheck) or race (racecheck and pytest),
-# so that the two halves can run one after the other where a command's time is bounded; race
-# splits again into race-tree (the treecode's racecheck subsets, the longest part) and
-# race-rest (the other programs' racecheck and pytest).
+# so that the two halves can run one after the other where a command's time is bounded; check
+# splits again into check-ctest and check-mem (the memchecks), race into race-tree (the
+# treecode's racecheck subsets, the longest part) and race-rest (the other programs'
+# racecheck and pytest).
 set -u
-BUILD=${1:?usage: tools/gpu-test.sh BUILD_DIR [all|check|race|race-tree|race-rest]}
+PARTS="all|check|check-ctest|check-mem|race|race-tree|race-rest"
+BUILD=${1:?usage: tools/gpu-test.sh BUILD_DIR [$PARTS]}
 PART=${2:-all}
-case $PART in
-  all|check|race|race-tree|race-rest) ;;
-  *) echo "gpu-test: unknown part '$PART' (all, check, race, race-tree, race-rest)" >&2; exit 2 ;;
+case "|$PARTS|" in
+  *"|$PART|"*) ;;
+  *) echo "gpu-test: unknown part '$PART' ($PARTS)" >&2; exit 2 ;;
 esac
-# the parts each step belongs to: check; race = race-tree + race-rest
-in_check() { [ "$PART" = all ] || [ "$PART" = check ]; }
+# the parts each step belongs to: check = check-ctest + check-mem; race = race-tree + race-rest
+in_ctest() { [ "$PART" = all ] || [ "$PART" = check ] || [ "$PART" = check-ctest ]; }
+in_mem() { [ "$PART" = all ] || [ "$PART" = check ] || [ "$PART" = check-mem ]; }
 in_tree() { [ "$PART" = all ] || [ "$PART" = race ] || [ "$PART" = race-tree ]; }
 in_rest() { [ "$PART" = all ] || [ "$PART" = race ] || [ "$PART" = race-rest ]; }
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -34,7 +37,7 @@ status=0
 t0=$(date +%s)
 elapsed() { echo "   ($(( $(date +%s) - t0 )) s)"; }
 
-if in_check; then
+if in_ctest; then
 echo "== ctest -L gpu"
 (cd "$BUILD" && ctest -L gpu --output-on-failure) || status=1
 elapsed
@@ -60,7 +63,7 @@ sanitize() { # tool program args...
 }
 
 if command -v compute-sanitizer >/dev/null 2>&1; then
-  if in_check; then
+  if in_mem; then
   for BIN in "$T"/test_*gpu; do
     [ -x "$BIN" ] && sanitize memcheck "$BIN" --quick
   done
