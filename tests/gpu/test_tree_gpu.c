@@ -684,6 +684,41 @@ static void two_paths_free(double *x, double *q, double *y, double *p[2], double
     free(x), free(q), free(y);
 }
 
+/* Case c of the tests that compare two paths: bit 0 fp32 (else fp64), bit 1 the plummer
+ * kernel with softening 0.01 (else laplace), bit 2 the m separate targets (else the n
+ * sources); theta 0.6 and walk_of(1). */
+typedef struct {
+    fmk_kernel kernel;
+    fmk_opts o;
+    int64_t m;     /* separate targets: m, else 0 */
+    int64_t mt;    /* the results' points: m or n */
+    char name[32]; /* "fp32 plummer targets" */
+} two_paths_config;
+
+static two_paths_config two_paths_config_of(int c, int64_t n, int64_t m)
+{
+    two_paths_config t;
+    const int fp32 = c & 1, sep = c >> 2 & 1;
+    t.kernel = c >> 1 & 1 ? FMK_KERNEL_PLUMMER : FMK_KERNEL_LAPLACE;
+    t.o = tree_opts(fp32 ? FMK_PRECISION_FP32 : FMK_PRECISION_FP64, 0.6, walk_of(1));
+    t.o.softening = t.kernel == FMK_KERNEL_PLUMMER ? 0.01 : 0;
+    t.m = sep ? m : 0;
+    t.mt = sep ? m : n;
+    snprintf(t.name, sizeof t.name, "%s %s %s", fp32 ? "fp32" : "fp64",
+             fmk_kernel_name(t.kernel), sep ? "targets" : "self");
+    return t;
+}
+
+/* The two paths' potentials and gradients at mt points are the same bit for bit. */
+static void two_paths_same(double *p[2], double *g[2], int64_t mt, const char *what)
+{
+    char msg[128];
+    snprintf(msg, sizeof msg, "pot, %s", what);
+    CHECK_LE(test_rel_l2(p[0], p[1], mt), 0.0, msg);
+    snprintf(msg, sizeof msg, "grad, %s", what);
+    CHECK_LE(test_rel_l2(g[0], g[1], 3 * mt), 0.0, msg);
+}
+
 /* The charges' packing and every moment of a small tree in one launch (k_moments_small: the
  * leaves' points staged in shared memory, the inner nodes by the last block) give the results
  * of the three kernels bit for bit: fp64 and fp32, laplace and plummer, self and separate
@@ -695,23 +730,18 @@ static void test_moments_fused(void)
     two_paths_case(n, m, TEST_DIST_CUBE, 111, &x, &q, &y, p, g);
     fmk_cuda_bh_prep_small_max = 0;
     for (int c = 0; c < 10; c++) {
-        const int prec = c & 1, kern = c >> 1 & 1, sep = c >> 2 & 1, big = c >= 8;
-        const fmk_kernel kernel = kern ? FMK_KERNEL_PLUMMER : FMK_KERNEL_LAPLACE;
-        const int64_t mt = sep ? m : n;
-        check_context("moments in one launch: %s %s %s%s", prec ? "fp32" : "fp64",
-                      fmk_kernel_name(kernel), sep ? "targets" : "self",
+        const int big = c >= 8;
+        two_paths_config t = two_paths_config_of(c, n, m);
+        if (big)
+            t.o.leaf_size = 200;
+        check_context("moments in one launch: %s%s", t.name,
                       big ? ", leaves of up to 200 points" : "");
         for (int k = 0; k < 2; k++) {
             fmk_cuda_bh_moments_fused = k == 0;
-            fmk_opts o = tree_opts(prec ? FMK_PRECISION_FP32 : FMK_PRECISION_FP64, 0.6, walk_of(1));
-            o.softening = kern ? 0.01 : 0;
-            if (big)
-                o.leaf_size = 200;
-            CHECK_STATUS(run(kernel, &o, n, x, q, sep ? m : 0, sep ? y : NULL, p[k], g[k], NULL),
+            CHECK_STATUS(run(t.kernel, &t.o, n, x, q, t.m, t.m ? y : NULL, p[k], g[k], NULL),
                          FMK_OK);
         }
-        CHECK_LE(test_rel_l2(p[0], p[1], mt), 0.0, "pot, one launch vs three");
-        CHECK_LE(test_rel_l2(g[0], g[1], 3 * mt), 0.0, "grad, one launch vs three");
+        two_paths_same(p, g, t.mt, "one launch vs three");
     }
     fmk_cuda_bh_moments_fused = 1;
     restore_one_wait();
@@ -731,22 +761,16 @@ static void test_moments_up(void)
     fmk_cuda_bh_prep_small_max = 0;
     fmk_cuda_bh_moments_small_max = 0;
     for (int c = 0; c < 12; c++) {
-        const int prec = c & 1, kern = c >> 1 & 1, sep = c >> 2 & 1;
         const int leaf = c >= 10 ? 1 : c >= 8 ? 200 : 0;
-        const fmk_kernel kernel = kern ? FMK_KERNEL_PLUMMER : FMK_KERNEL_LAPLACE;
-        const int64_t mt = sep ? m : n;
-        check_context("moments up the tree: %s %s %s, leaf size %d", prec ? "fp32" : "fp64",
-                      fmk_kernel_name(kernel), sep ? "targets" : "self", leaf);
+        two_paths_config t = two_paths_config_of(c, n, m);
+        t.o.leaf_size = leaf;
+        check_context("moments up the tree: %s, leaf size %d", t.name, leaf);
         for (int k = 0; k < 2; k++) {
             fmk_cuda_bh_moments_up = k == 0;
-            fmk_opts o = tree_opts(prec ? FMK_PRECISION_FP32 : FMK_PRECISION_FP64, 0.6, walk_of(1));
-            o.softening = kern ? 0.01 : 0;
-            o.leaf_size = leaf;
-            CHECK_STATUS(run(kernel, &o, n, x, q, sep ? m : 0, sep ? y : NULL, p[k], g[k], NULL),
+            CHECK_STATUS(run(t.kernel, &t.o, n, x, q, t.m, t.m ? y : NULL, p[k], g[k], NULL),
                          FMK_OK);
         }
-        CHECK_LE(test_rel_l2(p[0], p[1], mt), 0.0, "pot, one launch vs per level");
-        CHECK_LE(test_rel_l2(g[0], g[1], 3 * mt), 0.0, "grad, one launch vs per level");
+        two_paths_same(p, g, t.mt, "one launch vs per level");
     }
     fmk_cuda_bh_moments_up = 1;
     fmk_cuda_bh_moments_small_max = 8192;
@@ -769,21 +793,15 @@ static void test_one_wait(void)
     double *d_x, *d_q, *d_y, *d_pot, *d_grad;
     device_arrays(n, x, q, m, y, &d_x, &d_q, &d_y, &d_pot, &d_grad);
     for (int c = 0; c < 8; c++) {
-        const int prec = c & 1, kern = c >> 1 & 1, sep = c >> 2;
-        const fmk_kernel kernel = kern ? FMK_KERNEL_PLUMMER : FMK_KERNEL_LAPLACE;
-        const int64_t mt = sep ? m : n;
-        check_context("one wait: %s %s %s", prec ? "fp32" : "fp64", fmk_kernel_name(kernel),
-                      sep ? "targets" : "self");
+        const two_paths_config t = two_paths_config_of(c, n, m);
+        check_context("one wait: %s", t.name);
         for (int k = 0; k < 2; k++) {
             one_wait_paths(k == 0);
             fmk_cuda_bh_frame_cluster = c % 3 == 0 ? 1 : 8; /* the frame by one block, or 8 */
-            fmk_opts o = tree_opts(prec ? FMK_PRECISION_FP32 : FMK_PRECISION_FP64, 0.6, walk_of(1));
-            o.softening = kern ? 0.01 : 0;
-            CHECK_STATUS(run_device(kernel, &o, n, d_x, d_q, sep ? m : 0, d_y, d_pot, d_grad,
-                                    p[k], g[k]), FMK_OK);
+            CHECK_STATUS(run_device(t.kernel, &t.o, n, d_x, d_q, t.m, d_y, d_pot, d_grad, p[k],
+                                    g[k]), FMK_OK);
         }
-        CHECK_LE(test_rel_l2(p[0], p[1], mt), 0.0, "pot, one wait vs waits");
-        CHECK_LE(test_rel_l2(g[0], g[1], 3 * mt), 0.0, "grad, one wait vs waits");
+        two_paths_same(p, g, t.mt, "one wait vs waits");
     }
     restore_one_wait();
     /* a softening wider than the points: the host's frame, the host path's results */
@@ -884,32 +902,25 @@ static void test_frame_grid(void)
     double *d_x, *d_q, *d_y, *d_pot, *d_grad;
     device_arrays(n, x, q, m, y, &d_x, &d_q, &d_y, &d_pot, &d_grad);
     for (int c = 0; c < 8; c++) {
-        const int prec = c & 1, kern = c >> 1 & 1, sep = c >> 2;
-        const fmk_kernel kernel = kern ? FMK_KERNEL_PLUMMER : FMK_KERNEL_LAPLACE;
-        const int64_t mt = sep ? m : n;
-        check_context("frame grid: %s %s %s", prec ? "fp32" : "fp64", fmk_kernel_name(kernel),
-                      sep ? "targets" : "self");
-        fmk_opts o = tree_opts(prec ? FMK_PRECISION_FP32 : FMK_PRECISION_FP64, 0.6, walk_of(1));
-        o.softening = kern ? 0.01 : 0;
+        const two_paths_config t = two_paths_config_of(c, n, m);
+        check_context("frame grid: %s", t.name);
         for (int k = 0; k < 2; k++) {
             fmk_cuda_bh_frame_grid = k == 0;
-            CHECK_STATUS(run_device(kernel, &o, n, d_x, d_q, sep ? m : 0, d_y, d_pot, d_grad,
-                                    p[k], g[k]), FMK_OK);
+            CHECK_STATUS(run_device(t.kernel, &t.o, n, d_x, d_q, t.m, d_y, d_pot, d_grad, p[k],
+                                    g[k]), FMK_OK);
         }
         fmk_cuda_bh_frame_grid = 1;
-        CHECK_LE(test_rel_l2(p[0], p[1], mt), 0.0, "pot, grid frame vs CUB's box");
-        CHECK_LE(test_rel_l2(g[0], g[1], 3 * mt), 0.0, "grad, grid frame vs CUB's box");
+        two_paths_same(p, g, t.mt, "grid frame vs CUB's box");
         /* a second set of points in the same plan (targets, then self) */
         fmk_plan *pl = NULL;
-        CHECK_PLAN_OK(fmk_plan_create(&pl, 3, kernel, 1e-3, &o), NULL);
+        CHECK_PLAN_OK(fmk_plan_create(&pl, 3, t.kernel, 1e-3, &t.o), NULL);
         if (pl) {
             CHECK_PLAN_OK(fmk_plan_set_points_device(pl, n, d_x, m, d_y), pl);
-            CHECK_PLAN_OK(fmk_plan_set_points_device(pl, n, d_x, sep ? m : 0, sep ? d_y : NULL), pl);
+            CHECK_PLAN_OK(fmk_plan_set_points_device(pl, n, d_x, t.m, t.m ? d_y : NULL), pl);
             CHECK_PLAN_OK(fmk_plan_eval_device(pl, d_q, d_pot, d_grad), pl);
-            cudaMemcpy(p[1], d_pot, (size_t)mt * 8, cudaMemcpyDeviceToHost);
-            cudaMemcpy(g[1], d_grad, (size_t)mt * 24, cudaMemcpyDeviceToHost);
-            CHECK_LE(test_rel_l2(p[0], p[1], mt), 0.0, "pot, the plan's second set of points");
-            CHECK_LE(test_rel_l2(g[0], g[1], 3 * mt), 0.0, "grad, the plan's second set of points");
+            cudaMemcpy(p[1], d_pot, (size_t)t.mt * 8, cudaMemcpyDeviceToHost);
+            cudaMemcpy(g[1], d_grad, (size_t)t.mt * 24, cudaMemcpyDeviceToHost);
+            two_paths_same(p, g, t.mt, "the plan's second set of points");
             fmk_plan_destroy(pl);
         }
     }
@@ -931,8 +942,7 @@ static void test_frame_grid(void)
         fmk_cuda_bh_frame_grid = 1;
         CHECK_MSG(fmk_cuda_bh_frame_redos == redos + 1, "frame redone %lld times",
                   fmk_cuda_bh_frame_redos - redos);
-        CHECK_LE(test_rel_l2(p[0], p[1], n), 0.0, "pot, grid frame redone vs CUB's box");
-        CHECK_LE(test_rel_l2(g[0], g[1], 3 * n), 0.0, "grad, grid frame redone vs CUB's box");
+        two_paths_same(p, g, n, "grid frame redone vs CUB's box");
         free(xs);
         cudaMemcpy(d_x, x, (size_t)n * 24, cudaMemcpyHostToDevice);
     }
@@ -995,26 +1005,21 @@ static void test_small_fold(void)
         device_arrays(n, x, q, m, y, &d_x, &d_q, &d_y, &d_pot, &d_grad);
         const int cases = quick ? 4 : 10;
         for (int c = 0; c < cases; c++) {
-            const int prec = c & 1, kern = c >> 1 & 1, sep = c >> 2 & 1, variant = c >> 3;
-            const fmk_kernel kernel = kern ? FMK_KERNEL_PLUMMER : FMK_KERNEL_LAPLACE;
-            const int64_t mt = sep ? m : n;
+            const int variant = c >> 3;
+            const two_paths_config t = two_paths_config_of(c, n, m);
             /* variant 1: the merge and build in one launch, the one-block build of 512 */
             fmk_cuda_tree_merge_build = variant ? 1 : 2;
             fmk_cuda_tree_build_block = variant ? 512 : 1024;
-            check_context("small fold: n %lld %s %s %s%s", (long long)n, prec ? "fp32" : "fp64",
-                          fmk_kernel_name(kernel), sep ? "targets" : "self",
+            check_context("small fold: n %lld %s%s", (long long)n, t.name,
                           variant ? ", merge-build 1, build block 512" : "");
             for (int k = 0; k < 2; k++) {
                 fmk_cuda_tree_build_groups = k == 0;
                 fmk_cuda_bh_pack_boxes = k == 0;
                 fmk_cuda_bh_charge_block_max = k == 0 ? 1ll << 15 : 0;
-                fmk_opts o = tree_opts(prec ? FMK_PRECISION_FP32 : FMK_PRECISION_FP64, 0.6, walk_of(1));
-                o.softening = kern ? 0.01 : 0;
-                CHECK_STATUS(run_device(kernel, &o, n, d_x, d_q, sep ? m : 0, d_y, d_pot, d_grad,
+                CHECK_STATUS(run_device(t.kernel, &t.o, n, d_x, d_q, t.m, d_y, d_pot, d_grad,
                                         p[k], g[k]), FMK_OK);
             }
-            CHECK_LE(test_rel_l2(p[0], p[1], mt), 0.0, "pot, folded vs apart");
-            CHECK_LE(test_rel_l2(g[0], g[1], 3 * mt), 0.0, "grad, folded vs apart");
+            two_paths_same(p, g, t.mt, "folded vs apart");
         }
         fmk_cuda_tree_merge_build = 2;
         fmk_cuda_tree_build_block = 1024;
