@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "../src/cuda/p2p.cu"
+#include "direct/cuda/p2p.cu"
 
 extern "C" int fmk_cuda_sm_count(int device)
 {

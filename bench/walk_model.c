@@ -42,7 +42,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../src/tree3d.h"
+#include "tree/tree3d.h"
 
 static double urand(unsigned long long *s)
 {

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """bh_local.py -- writes bh_local.h, the treecode's cell-to-group terms (M2L into a Cartesian
 Taylor expansion about a group's centre, and its evaluation L2P), as straight-line C for any
-REAL (the conventions of bh_terms.h).  Run `python3 tools/bh_local.py > src/bh_local.h`.
+REAL (the conventions of bh_terms.h).  Run `python3 tools/bh_local.py > src/treecode/bh_local.h`.
 
 Math (G(r) = (|r|^2 + eps2)^-1/2; multi-indices k = (kx, ky, kz), |k| = kx + ky + kz):
   Taylor coefficients A_k(r) = (1/k!) d^k G(r) from the recurrence of the Cartesian Taylor

@@ -2,7 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cuda_internal.h"
+#include "cuda/device.h"
 
 extern "C" int fmk_cuda_count_devices(void)
 {

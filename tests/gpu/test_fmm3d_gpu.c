@@ -20,8 +20,8 @@
 
 #include <cuda_runtime_api.h>
 
-#include "../../src/fmm3d.h"
-#include "../../src/internal.h"
+#include "fmm3d/fmm3d.h"
+#include "core/internal.h"
 #include "../unit/check.h"
 #include "../unit/testutil.h"
 #include "gpu_oom.h"
@@ -631,7 +631,7 @@ static void test_accuracy(void)
             check_context("accuracy, %s, eps %.0e", dist_name[d], epss[e]);
             fmk_opts o = fmm_opts(FMK_BACKEND_CUDA, -1, 0);
             fmk_info info;
-            const int below = epss[e] < fmk_engine_fmm_cuda.eps_min;
+            const int below = epss[e] < fmk_engines_find(FMK_METHOD_FMM, 3, FMK_BACKEND_CUDA)->eps_min;
             if (below) {
                 /* below the GPU engine's reach: refused on backend cuda, made on the CPU under
                  * backend auto */
@@ -654,7 +654,7 @@ static void test_accuracy(void)
     /* eps 1e-14, below eps_min (no order reaches it in fp64, docs/fmm3d_gpu.md): refused on
      * backend cuda with the status that names the way out, made on the CPU under backend auto */
     check_context("accuracy, eps 1e-14");
-    CHECK(fmk_engine_fmm_cuda.eps_min > 1e-14 && fmk_engine_fmm_cuda.eps_min <= 1e-12);
+    CHECK(fmk_engines_find(FMK_METHOD_FMM, 3, FMK_BACKEND_CUDA)->eps_min > 1e-14 && fmk_engines_find(FMK_METHOD_FMM, 3, FMK_BACKEND_CUDA)->eps_min <= 1e-12);
     fmk_opts o = fmm_opts(FMK_BACKEND_CUDA, -1, 0);
     fmk_plan *pl = NULL;
     CHECK(fmk_plan_create(&pl, 3, FMK_KERNEL_LAPLACE, 1e-14, &o) == FMK_ERR_UNAVAILABLE);

@@ -17,8 +17,8 @@
 
 #include <cuda_runtime_api.h>
 
-#include "../../src/internal.h"
-#include "../../src/tree3d.h"
+#include "core/internal.h"
+#include "tree/tree3d.h"
 #include "../unit/check.h"
 #include "../unit/testutil.h"
 #include "../unit/tree_close.h"

@@ -125,7 +125,7 @@ def test_options():
 
 
 def test_unavailable_method_and_backend():
-    with raises(FmkUnavailableError, UNAVAILABLE, "method tree supports the laplace and plummer"):
+    with raises(FmkUnavailableError, UNAVAILABLE, "method tree is not available in 2D"):
         fmmkit.Plan(2, "log2d", method="tree", backend="cpu")
     if fmmkit.cuda_device_count() == 0:
         with raises(FmkUnavailableError, UNAVAILABLE, "CUDA", "backend cpu"):

@@ -58,7 +58,7 @@ def test_bad_walk_and_order():
 
 
 def test_generated_local_terms_are_current():
-    """src/bh_local.h is what tools/bh_local.py writes (edit the generator, not the header)."""
+    """src/treecode/bh_local.h is what tools/bh_local.py writes (edit the generator, not the header)."""
     import pathlib
     import subprocess
     import sys
@@ -66,4 +66,4 @@ def test_generated_local_terms_are_current():
     root = pathlib.Path(__file__).resolve().parents[2]
     out = subprocess.run([sys.executable, str(root / "tools" / "bh_local.py")], check=True,
                          capture_output=True, text=True).stdout
-    assert out == (root / "src" / "bh_local.h").read_text()
+    assert out == (root / "src" / "treecode" / "bh_local.h").read_text()

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "../../src/fmm2d.h"
+#include "fmm2d/fmm2d.h"
 #include "testutil.h"
 
 enum { N_SAMPLE = 600 };

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 
 #include "check.h"
-#include "../../src/fmm2d_ops.h"
+#include "fmm2d/fmm2d_ops.h"
 #include "testutil.h"
 
 enum { NS = 40, PMAX = 40 };

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "../../src/fmm3d.h"
+#include "fmm3d/fmm3d.h"
 #include "testutil.h"
 
 enum { N_SAMPLE = 1000 };

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../src/fmm3d_ops.h"
+#include "fmm3d/fmm3d_ops.h"
 #include "check.h"
 #include "testutil.h"
 

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../src/tree3d.h"
+#include "tree/tree3d.h"
 #include "check.h"
 #include "testutil.h"
 #include "tree_close.h"
@@ -19,8 +19,8 @@
 #define REAL double
 #define RSQRT(t) (1.0 / sqrt(t))
 #define BH(name) name##_d
-#include "../../src/bh_terms.h"
-#include "../../src/bh_local.h"
+#include "treecode/bh_terms.h"
+#include "treecode/bh_local.h"
 #undef REAL
 #undef RSQRT
 #undef BH

@@ -1,0 +1,190 @@
+/*
+ * internal.h -- definitions shared inside libfmmkit (never installed).
+ *
+ * A plan holds the caller's options, the points mapped into the plan's frame (below) and the
+ * state of one engine: the pair (method, backend) that does the numerical work. plan.c owns
+ * the life cycle and all validation; engines trust their inputs.
+ *
+ * The frame. Every point is mapped, in double, to
+ *     x' = 1.5 + (x - center) / width,
+ * where center is the centre of the bounding box of sources and targets and width is the power
+ * of two at or above the box's largest side (and, for the smooth kernels, the softening). Mapped
+ * coordinates lie in [1, 2], where floating-point spacing is uniform (2^-52 of the box in fp64,
+ * 2^-23 in fp32). That gives three guarantees the kernels rely on:
+ *   - results do not depend on where the box sits (an offset of 1e8 costs no accuracy in fp32);
+ *   - scaling by a power of two is exact, and the kernels scale back exactly:
+ *       phi = phi' / width, grad = grad' / width^2  (laplace, plummer, regularized, cauchy2d),
+ *       log2d adds log(width) per contributing source;
+ *   - two mapped points that differ at all are at least 2^-23 (fp32) apart in some coordinate, so
+ *     r'^2 >= 2^-46 can neither underflow nor overflow 1/r'^3: "r' == 0" is an exact test of
+ *     coincidence, and coincident means equal after rounding to the working precision.
+ */
+#ifndef FMMKIT_INTERNAL_H
+#define FMMKIT_INTERNAL_H
+
+#include "fmmkit.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FMK_ERROR_LEN 512
+
+/* The calling thread's number in its OpenMP team, and the team's size (0 and 1 without
+ * OpenMP). */
+static inline int fmk_thread_num(void)
+{
+#ifdef _OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
+}
+static inline int fmk_thread_count(void)
+{
+#ifdef _OPENMP
+    return omp_get_num_threads();
+#else
+    return 1;
+#endif
+}
+
+/* Inner loops built for the widest vector unit the running CPU has (GCC dispatches at load
+ * time), so the installed library is portable yet uses AVX2 / AVX-512 where they exist.
+ * FMK_NO_CLONES (the sanitizer build) turns the clones off. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(FMK_NO_CLONES)
+#define FMK_TARGET_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define FMK_TARGET_CLONES
+#endif
+
+/* The mapping from caller coordinates to the plan's working coordinates (see above). */
+typedef struct fmk_frame {
+    double center[3];
+    double width;       /* a power of two */
+    double softening;   /* mapped softening, opts.softening / width (0 for singular kernels) */
+    double pot_scale;   /* 1 / width */
+    double grad_scale;  /* 1 / width^2 */
+    double log_width;   /* log(width), log2d only */
+} fmk_frame;
+
+struct fmk_plan;
+struct fmk_tune_table;
+
+/* One engine: a method on a backend, a row of the engine table (core/engines.c). Engines get
+ * validated input and mapped points. */
+typedef struct fmk_engine {
+    const char *name;
+    /* Points were (re)set: build whatever is geometric (uploads, trees, lists). */
+    fmk_status (*setup)(struct fmk_plan *plan);
+    /* One charge vector -> outputs in caller units. on_device: all three are device pointers. */
+    fmk_status (*eval)(struct fmk_plan *plan, const double *charges, double *pot, double *grad,
+                       int on_device);
+    /* Bytes this engine would hold for these sizes, before allocating anything. */
+    void (*memory)(const struct fmk_plan *plan, int64_t n_sources, int64_t n_targets,
+                   int64_t *bytes_host, int64_t *bytes_device);
+    /* Points given as device pointers (NULL where the engine has no GPU): validate them (finite),
+     * compute the frame with fmk_plan_frame_from_box, fill n_sources, n_targets, self, frame,
+     * has_points; plan->sources and plan->targets stay NULL. On failure the plan has no points. */
+    fmk_status (*set_points_device)(struct fmk_plan *plan, int64_t n_sources,
+                                    const double *d_sources, int64_t n_targets,
+                                    const double *d_targets);
+    /* Frees engine state; safe to call twice and on a plan with no state. */
+    void (*release)(struct fmk_plan *plan);
+    /* Optional (NULL: nothing more to check): the engine's own rules for the options, the
+     * kernel, the dimension and eps, called at plan creation with method and backend resolved
+     * (core/plan.c has checked only what holds for every method). May resolve fields of *o
+     * (order -1, theta 0) and fill what it resolved into *info (order, theta). No plan exists
+     * yet: messages go to the calling thread (fmk_error_set(NULL, ...)). A kernel, precision
+     * or accuracy the engine cannot do is FMK_ERR_UNAVAILABLE (backend auto then tries the
+     * CPU); a value out of range is FMK_ERR_ARG. */
+    fmk_status (*check_opts)(fmk_opts *o, fmk_kernel kernel, int dim, double eps,
+                             fmk_info *info);
+    /* The smallest eps the engine meets when it chooses the order from eps (0: every eps the
+     * method takes). Below it a plan is refused, or with backend auto made on the CPU. */
+    double eps_min;
+    /* Nonzero: setup takes over the state of the plan's previous points when plan->state is
+     * not NULL (its buffers serve again), so fmk_plan_set_points keeps the state through its
+     * drop of the old points; on any failure the state is released as usual. */
+    int reuses_state;
+    /* The engine's tuning knobs (core/tune.h; NULL: none): a struct of documented defaults,
+     * copied into each plan (plan->tune) and changed there by fmk_plan_tune. */
+    const struct fmk_tune_table *tune;
+    /* The engine's counters (core/tune.h; NULL: none): a struct the plan holds zeroed
+     * (plan->counters), which the engine fills as it works and fmk_plan_counter reads. */
+    const struct fmk_tune_table *counters;
+} fmk_engine;
+
+struct fmk_plan {
+    int dim;
+    fmk_kernel kernel;
+    double eps;
+    fmk_opts opts;              /* as given, AUTO fields resolved */
+    int threads;                /* OpenMP threads to use (>= 1) */
+    const fmk_engine *engine;
+
+    int has_points;
+    int self;                   /* targets are the sources: skip j == i */
+    int64_t n_sources, n_targets;
+    fmk_frame frame;
+    double *sources;            /* n_sources * dim mapped coordinates (owned) */
+    double *targets;            /* n_targets * dim, == sources when self (owned unless self) */
+
+    void *state;                /* the engine's own state */
+    void *tune;                 /* the engine's tuning struct (engine->tune), or NULL */
+    void *counters;             /* the engine's counters struct (engine->counters), or NULL */
+    int64_t state_bytes_host;   /* what the engine's state holds, for fmk_info */
+    int64_t state_bytes_device;
+
+    fmk_info info;
+    char error[FMK_ERROR_LEN];
+};
+
+/* error.c: records a message on the plan (or, for plan == NULL, on the calling thread) and
+ * returns status, so a failure is one line: return fmk_error_set(plan, FMK_ERR_ARG, "...", ...). */
+fmk_status fmk_error_set(struct fmk_plan *plan, fmk_status status, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+void fmk_error_clear(struct fmk_plan *plan);
+
+/* plan.c: the frame of a bounding box (lo > hi on an axis: no points), with the softening
+ * check; and dropping a plan's points and engine state (has_points = 0). */
+fmk_status fmk_plan_frame_from_box(struct fmk_plan *plan, const double lo[3], const double hi[3],
+                                   fmk_frame *frame);
+void fmk_plan_drop_points(struct fmk_plan *plan);
+
+/* opts.c */
+int fmk_opts_resolve_threads(int requested);
+double fmk_time_now(void);      /* monotonic seconds */
+/* An FMM eval's phase times into *in from its clock readings t[0..7] (before the upload, then
+ * after upload, P2M, M2M, M2L (+P2L), L2L, L2P (+M2P), P2P; the download runs to now) and the
+ * tree time of its set_points. */
+void fmk_info_fmm_phases(fmk_info *in, const double t[8], double tree_time);
+
+/* Values per point of a kernel's charges and potential: 2 for cauchy2d, else 1. */
+static inline int fmk_kernel_width(fmk_kernel k) { return k == FMK_KERNEL_CAUCHY2D ? 2 : 1; }
+/* Values per point of a kernel's gradient output: 2 for cauchy2d (complex dphi/dz), else dim. */
+static inline int fmk_kernel_grad_width(fmk_kernel k, int dim)
+{
+    return k == FMK_KERNEL_CAUCHY2D ? 2 : dim;
+}
+
+/* engines.c: the engine table. The engine of (method, dim, backend), NULL where none exists
+ * (a method not built for that dimension, or the CUDA backend in a CPU-only build). */
+const fmk_engine *fmk_engines_find(fmk_method method, int dim, fmk_backend backend);
+/* The number of CUDA devices (-1 in a build without the CUDA backend). */
+int fmk_cuda_count_devices(void);
+/* Fills name (size bytes) with the device's name; returns FMK_OK or a status with a message. */
+fmk_status fmk_cuda_device_name(struct fmk_plan *plan, int device, char *name, size_t size);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FMMKIT_INTERNAL_H */

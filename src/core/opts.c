@@ -1,0 +1,152 @@
+/* opts.c -- option defaults, names of kernels, methods, backends and phases, small utilities. */
+#define _POSIX_C_SOURCE 200809L
+#include <string.h>
+#include <time.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "core/internal.h"
+
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
+const char *fmk_version(void)
+{
+    return STR(FMK_VERSION_MAJOR) "." STR(FMK_VERSION_MINOR) "." STR(FMK_VERSION_PATCH);
+}
+
+void fmk_opts_default(fmk_opts *opts)
+{
+    if (!opts)
+        return;
+    memset(opts, 0, sizeof *opts);
+    opts->method = FMK_METHOD_AUTO;
+    opts->backend = FMK_BACKEND_AUTO;
+    opts->precision = FMK_PRECISION_FP64;
+    opts->order = -1;
+}
+
+static const char *const kernel_names[] = {NULL, "laplace", "plummer", "regularized", "log2d",
+                                           "cauchy2d"};
+static const char *const method_names[] = {"auto", "direct", "tree", "fmm"};
+static const char *const backend_names[] = {"auto", "cpu", "cuda"};
+static const char *const phase_names[FMK_PHASE_COUNT] = {
+    "setup", "upload", "p2m", "m2m", "m2l", "l2l", "l2p", "p2p", "download", "tree", "moments",
+    "walk"};
+
+#define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+const char *fmk_kernel_name(fmk_kernel k)
+{
+    return (int)k >= 1 && (int)k < COUNT(kernel_names) ? kernel_names[k] : NULL;
+}
+const char *fmk_method_name(fmk_method m)
+{
+    return (int)m >= 0 && (int)m < COUNT(method_names) ? method_names[m] : NULL;
+}
+const char *fmk_backend_name(fmk_backend b)
+{
+    return (int)b >= 0 && (int)b < COUNT(backend_names) ? backend_names[b] : NULL;
+}
+const char *fmk_phase_name(fmk_phase p)
+{
+    return (int)p >= 0 && (int)p < FMK_PHASE_COUNT ? phase_names[p] : NULL; /* NULL if unused */
+}
+
+/* Index of name in table[first..count), or -1. */
+static int lookup(const char *const *table, int first, int count, const char *name)
+{
+    if (!name)
+        return -1;
+    for (int i = first; i < count; i++)
+        if (table[i] && strcmp(table[i], name) == 0)
+            return i;
+    return -1;
+}
+
+fmk_status fmk_kernel_from_name(const char *name, fmk_kernel *kernel)
+{
+    if (!kernel)
+        return fmk_error_set(NULL, FMK_ERR_NULL, "fmk_kernel_from_name: kernel is NULL");
+    int i = lookup(kernel_names, 1, COUNT(kernel_names), name);
+    if (i < 0)
+        return fmk_error_set(NULL, FMK_ERR_ARG,
+                             "unknown kernel '%s' (laplace, plummer, regularized, log2d, cauchy2d)",
+                             name ? name : "(null)");
+    *kernel = (fmk_kernel)i;
+    return FMK_OK;
+}
+
+fmk_status fmk_method_from_name(const char *name, fmk_method *method)
+{
+    if (!method)
+        return fmk_error_set(NULL, FMK_ERR_NULL, "fmk_method_from_name: method is NULL");
+    int i = lookup(method_names, 0, COUNT(method_names), name);
+    if (i < 0)
+        return fmk_error_set(NULL, FMK_ERR_ARG, "unknown method '%s' (auto, direct, tree, fmm)",
+                             name ? name : "(null)");
+    *method = (fmk_method)i;
+    return FMK_OK;
+}
+
+fmk_status fmk_backend_from_name(const char *name, fmk_backend *backend)
+{
+    if (!backend)
+        return fmk_error_set(NULL, FMK_ERR_NULL, "fmk_backend_from_name: backend is NULL");
+    int i = lookup(backend_names, 0, COUNT(backend_names), name);
+    if (i < 0)
+        return fmk_error_set(NULL, FMK_ERR_ARG, "unknown backend '%s' (auto, cpu, cuda)",
+                             name ? name : "(null)");
+    *backend = (fmk_backend)i;
+    return FMK_OK;
+}
+
+int fmk_kernel_dim(fmk_kernel k)
+{
+    switch (k) {
+    case FMK_KERNEL_LAPLACE:
+    case FMK_KERNEL_PLUMMER:
+    case FMK_KERNEL_REGULARIZED: return 3;
+    case FMK_KERNEL_LOG2D:
+    case FMK_KERNEL_CAUCHY2D: return 2;
+    }
+    return 0;
+}
+
+int fmk_kernel_is_complex(fmk_kernel k) { return k == FMK_KERNEL_CAUCHY2D; }
+
+int fmk_cuda_device_count(void)
+{
+    int n = fmk_cuda_count_devices(); /* -1: no CUDA backend in this build */
+    return n > 0 ? n : 0;
+}
+
+
+int fmk_opts_resolve_threads(int requested)
+{
+#ifdef _OPENMP
+    return requested > 0 ? requested : omp_get_max_threads();
+#else
+    (void)requested;
+    return 1;
+#endif
+}
+
+double fmk_time_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void fmk_info_fmm_phases(fmk_info *in, const double t[8], double tree_time)
+{
+    static const fmk_phase phase[7] = {FMK_PHASE_UPLOAD, FMK_PHASE_P2M, FMK_PHASE_M2M,
+                                       FMK_PHASE_M2L,    FMK_PHASE_L2L, FMK_PHASE_L2P,
+                                       FMK_PHASE_P2P};
+    for (int k = 0; k < 7; k++)
+        in->phase_time[phase[k]] = t[k + 1] - t[k];
+    in->phase_time[FMK_PHASE_DOWNLOAD] = fmk_time_now() - t[7];
+    in->phase_time[FMK_PHASE_TREE] = tree_time;
+}

@@ -1,0 +1,577 @@
+/* plan.c -- the plan life cycle: create, set_points, eval, info, destroy, and the one-shot call.
+ * Everything the caller passes is validated here; engines receive checked, mapped input. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/internal.h"
+#include "core/tune.h"
+
+/* Smallest mapped softening each precision can resolve: below it s'^2 is lost against the
+ * spacing of mapped coordinates (2^-52 / 2^-23 of the box). */
+static const double min_softening[2] = {1e-15, 1e-7};
+
+static int kernel_is_smooth(fmk_kernel k)
+{
+    return k == FMK_KERNEL_PLUMMER || k == FMK_KERNEL_REGULARIZED;
+}
+
+
+int fmk_method_available(fmk_method method, int dim, fmk_backend backend)
+{
+    if ((dim != 2 && dim != 3) || !fmk_method_name(method) || !fmk_backend_name(backend))
+        return 0;
+    if (backend == FMK_BACKEND_AUTO)
+        backend = fmk_cuda_count_devices() > 0 ? FMK_BACKEND_CUDA : FMK_BACKEND_CPU;
+    if (backend == FMK_BACKEND_CUDA && fmk_cuda_count_devices() <= 0)
+        return 0;
+    if (method == FMK_METHOD_AUTO)
+        method = FMK_METHOD_DIRECT;
+    return fmk_engines_find(method, dim, backend) != NULL;
+}
+
+/* The engine's own checks: it exists, its accuracy range, its options (check_opts). */
+static fmk_status engine_opts(fmk_opts *o, fmk_kernel kernel, int dim, double eps, fmk_info *info)
+{
+    const fmk_engine *engine = fmk_engines_find(o->method, dim, o->backend);
+    if (!engine)
+        return fmk_error_set(NULL, FMK_ERR_UNAVAILABLE,
+                             "method %s is not available in %dD on backend %s (kernel %s)",
+                             fmk_method_name(o->method), dim, fmk_backend_name(o->backend),
+                             fmk_kernel_name(kernel));
+    if (o->order == -1 && eps < engine->eps_min)
+        return fmk_error_set(NULL, FMK_ERR_UNAVAILABLE,
+                             "eps = %g is below what method %s reaches on backend %s (about %g, "
+                             "with its largest expansion order): use backend cpu (or auto), or "
+                             "set opts.order to accept what an order gives",
+                             eps, fmk_method_name(o->method), fmk_backend_name(o->backend),
+                             engine->eps_min);
+    if (engine->check_opts)
+        return engine->check_opts(o, kernel, dim, eps, info);
+    return FMK_OK;
+}
+
+/* Checks opts against what holds for every method; resolves AUTO method and backend into *out
+ * and lets the chosen engine check the rest (and fill what it resolved into *info). plan is
+ * NULL here: messages go to the calling thread. */
+static fmk_status check_opts(const fmk_opts *in, fmk_kernel kernel, int dim, double eps,
+                             fmk_opts *out, fmk_info *info)
+{
+    fmk_opts o;
+    if (in)
+        o = *in;
+    else
+        fmk_opts_default(&o);
+    if (!fmk_method_name(o.method))
+        return fmk_error_set(NULL, FMK_ERR_ARG, "opts.method = %d is not an fmk_method", (int)o.method);
+    if (!fmk_backend_name(o.backend))
+        return fmk_error_set(NULL, FMK_ERR_ARG, "opts.backend = %d is not an fmk_backend",
+                             (int)o.backend);
+    if (o.precision != FMK_PRECISION_FP64 && o.precision != FMK_PRECISION_FP32)
+        return fmk_error_set(NULL, FMK_ERR_ARG, "opts.precision = %d is not an fmk_precision",
+                             (int)o.precision);
+    if (o.threads < 0)
+        return fmk_error_set(NULL, FMK_ERR_ARG, "opts.threads = %d; use 0 for the default or a count >= 1",
+                             (int)o.threads);
+    if (o.device < 0)
+        return fmk_error_set(NULL, FMK_ERR_ARG, "opts.device = %d is negative", (int)o.device);
+    if (o.order < -1 || o.order > 60)
+        return fmk_error_set(NULL, FMK_ERR_ARG, "opts.order = %d; use -1 (from eps) or 0..60",
+                             (int)o.order);
+    if (o.leaf_size < 0)
+        return fmk_error_set(NULL, FMK_ERR_ARG, "opts.leaf_size = %lld is negative",
+                             (long long)o.leaf_size);
+    if (!isfinite(o.softening) || o.softening < 0)
+        return fmk_error_set(NULL, FMK_ERR_ARG, "opts.softening = %g; it must be finite and >= 0",
+                             o.softening);
+    if (kernel_is_smooth(kernel) && !(o.softening > 0))
+        return fmk_error_set(NULL, FMK_ERR_ARG,
+                             "kernel %s needs a softening length: set opts.softening > 0",
+                             fmk_kernel_name(kernel));
+    if (!isfinite(o.theta) || o.theta < 0 || o.theta >= 2)
+        return fmk_error_set(NULL, FMK_ERR_ARG,
+                             "opts.theta = %g; use 0 for the method default or a value in (0, 2)",
+                             o.theta);
+    if (o.verbose != 0 && o.verbose != 1)
+        return fmk_error_set(NULL, FMK_ERR_ARG, "opts.verbose = %d; use 0 or 1", (int)o.verbose);
+    if (o.walk != FMK_WALK_AUTO && o.walk != FMK_WALK_GROUP && o.walk != FMK_WALK_STACKLESS)
+        return fmk_error_set(NULL, FMK_ERR_ARG, "opts.walk = %d is not an fmk_walk", (int)o.walk);
+    if (o.method == FMK_METHOD_AUTO)
+        o.method = FMK_METHOD_DIRECT;
+
+    int ndev = fmk_cuda_count_devices();
+    const int backend_auto = o.backend == FMK_BACKEND_AUTO;
+    if (backend_auto)
+        o.backend = ndev > 0 ? FMK_BACKEND_CUDA : FMK_BACKEND_CPU;
+    if (o.backend == FMK_BACKEND_CUDA) {
+        if (ndev < 0)
+            return fmk_error_set(NULL, FMK_ERR_UNAVAILABLE,
+                                 "this build of fmmkit has no CUDA backend; use backend cpu");
+        if (ndev == 0)
+            return fmk_error_set(NULL, FMK_ERR_UNAVAILABLE,
+                                 "no CUDA device was found; use backend cpu");
+        if (o.device >= ndev)
+            return fmk_error_set(NULL, FMK_ERR_ARG, "opts.device = %d but only %d CUDA device(s) exist",
+                                 (int)o.device, ndev);
+    }
+    fmk_opts tried = o;
+    fmk_info got = *info;
+    fmk_status st = engine_opts(&tried, kernel, dim, eps, &got);
+    if (st == FMK_ERR_UNAVAILABLE && backend_auto && o.backend == FMK_BACKEND_CUDA) {
+        /* backend auto: what the GPU engine cannot do (a kernel, a precision, an accuracy) is
+         * done on the CPU */
+        tried = o;
+        tried.backend = FMK_BACKEND_CPU;
+        got = *info;
+        st = engine_opts(&tried, kernel, dim, eps, &got);
+    }
+    if (st != FMK_OK)
+        return st;
+    *out = tried;
+    *info = got;
+    return FMK_OK;
+}
+
+fmk_status fmk_plan_create(fmk_plan **plan, int dim, fmk_kernel kernel, double eps,
+                           const fmk_opts *opts)
+{
+    if (!plan)
+        return fmk_error_set(NULL, FMK_ERR_NULL, "fmk_plan_create: plan (the output) is NULL");
+    *plan = NULL;
+    if (dim != 2 && dim != 3)
+        return fmk_error_set(NULL, FMK_ERR_ARG, "dim = %d; fmmkit works in 2 or 3 dimensions", dim);
+    if (!fmk_kernel_name(kernel))
+        return fmk_error_set(NULL, FMK_ERR_ARG, "kernel = %d is not an fmk_kernel", (int)kernel);
+    if (fmk_kernel_dim(kernel) != dim)
+        return fmk_error_set(NULL, FMK_ERR_ARG, "kernel %s is %dD but dim = %d",
+                             fmk_kernel_name(kernel), fmk_kernel_dim(kernel), dim);
+    if (!(eps > 0 && eps < 1))
+        return fmk_error_set(NULL, FMK_ERR_ARG,
+                             "eps = %g; the requested relative accuracy must lie in (0, 1)", eps);
+    fmk_opts o;
+    fmk_info resolved;
+    memset(&resolved, 0, sizeof resolved);
+    fmk_status st = check_opts(opts, kernel, dim, eps, &o, &resolved);
+    if (st != FMK_OK)
+        return st;
+
+    fmk_plan *p = calloc(1, sizeof *p);
+    if (!p)
+        return fmk_error_set(NULL, FMK_ERR_NOMEM, "fmk_plan_create: out of host memory (%zu bytes)",
+                             sizeof *p);
+    p->dim = dim;
+    p->kernel = kernel;
+    p->eps = eps;
+    p->opts = o;
+    p->threads = fmk_opts_resolve_threads(o.threads);
+    p->engine = fmk_engines_find(o.method, dim, o.backend);
+    if (fmk_tune_alloc(p) != FMK_OK) {
+        free(p);
+        return fmk_error_set(NULL, FMK_ERR_NOMEM, "fmk_plan_create: out of host memory");
+    }
+
+    fmk_info *in = &p->info;
+    *in = resolved; /* what the engine's check resolved (order, theta) */
+    in->dim = dim;
+    in->kernel = kernel;
+    in->method = o.method;
+    in->backend = o.backend;
+    in->precision = o.precision;
+    in->eps = eps;
+    if (o.backend == FMK_BACKEND_CUDA) {
+        st = fmk_cuda_device_name(p, o.device, in->device_name, sizeof in->device_name);
+        if (st != FMK_OK) {
+            fmk_error_set(NULL, st, "%s", p->error);
+            fmk_tune_free(p);
+            free(p);
+            return st;
+        }
+    } else {
+        snprintf(in->device_name, sizeof in->device_name, "cpu (%d thread%s)", p->threads,
+                 p->threads == 1 ? "" : "s");
+    }
+    *plan = p;
+    return FMK_OK;
+}
+
+/* Loops over the caller's arrays (validation, bounding box, mapping) use the plan's threads
+ * from this many values on. */
+enum { PAR_MIN = 1 << 16 };
+
+/* First non-finite value of an (n, dim) array, or -1. */
+static int64_t first_nonfinite(const double *x, int64_t count, int threads)
+{
+    int64_t first = count;
+#pragma omp parallel for reduction(min : first) num_threads(threads) if (count >= PAR_MIN)
+    for (int64_t i = 0; i < count; i++)
+        if (!isfinite(x[i]) && i < first)
+            first = i;
+    return first < count ? first : -1;
+}
+
+static fmk_status check_points(fmk_plan *plan, const char *what, int64_t n, const double *x)
+{
+    int64_t bad = first_nonfinite(x, n * plan->dim, plan->threads);
+    if (bad >= 0)
+        return fmk_error_set(plan, FMK_ERR_NONFINITE, "%s[%lld][%d] is %g; points must be finite",
+                             what, (long long)(bad / plan->dim), (int)(bad % plan->dim), x[bad]);
+    return FMK_OK;
+}
+
+/* Bounding box of both point sets (host arrays). Empty sets leave lo > hi. */
+static void bounding_box(int dim, int64_t ns, const double *s, int64_t nt, const double *t,
+                         double lo[3], double hi[3], int threads)
+{
+    double l0 = INFINITY, l1 = INFINITY, l2 = INFINITY;
+    double h0 = -INFINITY, h1 = -INFINITY, h2 = -INFINITY;
+    for (int pass = 0; pass < 2; pass++) {
+        const double *x = pass ? t : s;
+        const int64_t n = pass ? nt : ns;
+#pragma omp parallel for reduction(min : l0, l1, l2) reduction(max : h0, h1, h2) \
+    num_threads(threads) if (n * dim >= PAR_MIN)
+        for (int64_t i = 0; i < n; i++) {
+            const double *p = x + dim * i;
+            l0 = p[0] < l0 ? p[0] : l0, h0 = p[0] > h0 ? p[0] : h0;
+            l1 = p[1] < l1 ? p[1] : l1, h1 = p[1] > h1 ? p[1] : h1;
+            if (dim == 3)
+                l2 = p[2] < l2 ? p[2] : l2, h2 = p[2] > h2 ? p[2] : h2;
+        }
+    }
+    lo[0] = l0, lo[1] = l1, lo[2] = l2;
+    hi[0] = h0, hi[1] = h1, hi[2] = h2;
+}
+
+fmk_status fmk_plan_frame_from_box(fmk_plan *plan, const double lo_in[3], const double hi_in[3],
+                                   fmk_frame *f)
+{
+    const int dim = plan->dim;
+    double extent = 0;
+    memset(f, 0, sizeof *f);
+    for (int k = 0; k < dim; k++) {
+        double lo = lo_in[k], hi = hi_in[k];
+        if (lo > hi) /* no points at all */
+            lo = hi = 0;
+        f->center[k] = 0.5 * lo + 0.5 * hi;
+        double e = hi - lo;
+        if (!isfinite(e))
+            return fmk_error_set(plan, FMK_ERR_ARG,
+                                 "the points span more than the largest double along axis %d", k);
+        extent = e > extent ? e : extent;
+    }
+    double s_soft = kernel_is_smooth(plan->kernel) ? plan->opts.softening : 0;
+    double size = extent > s_soft ? extent : s_soft;
+    if (size == 0)
+        size = 1;
+    int ex;
+    double m = frexp(size, &ex); /* size = m 2^ex, m in [0.5, 1) */
+    f->width = ldexp(1.0, m == 0.5 ? ex - 1 : ex);
+    if (!isfinite(f->width)) /* size > 2^1023: the power of two above it is not a double */
+        return fmk_error_set(plan, FMK_ERR_ARG,
+                             "the points' box (%g) is wider than 2^1023, which fmmkit cannot "
+                             "scale; rescale the coordinates", size);
+    f->pot_scale = 1.0 / f->width;
+    f->grad_scale = f->pot_scale * f->pot_scale;
+    f->log_width = log(f->width);
+    f->softening = s_soft / f->width;
+    if (s_soft > 0 && f->softening < min_softening[plan->opts.precision])
+        return fmk_error_set(plan, FMK_ERR_ARG,
+                             "softening %g is below %g times the size of the points' box (%g), "
+                             "which %s arithmetic cannot resolve; use a larger softening%s",
+                             s_soft, min_softening[plan->opts.precision], extent,
+                             plan->opts.precision == FMK_PRECISION_FP32 ? "fp32" : "fp64",
+                             plan->opts.precision == FMK_PRECISION_FP32 ? " or fp64" : "");
+    return FMK_OK;
+}
+
+static void map_points(const fmk_frame *f, int dim, int64_t n, const double *x, double *out,
+                       int threads)
+{
+    const double inv = 1.0 / f->width;
+#pragma omp parallel for num_threads(threads) if (n * dim >= PAR_MIN)
+    for (int64_t i = 0; i < n; i++)
+        for (int k = 0; k < dim; k++)
+            out[dim * i + k] = 1.5 + (x[dim * i + k] - f->center[k]) * inv;
+}
+
+void fmk_plan_drop_points(fmk_plan *plan)
+{
+    if (plan->engine && plan->engine->release)
+        plan->engine->release(plan);
+    if (plan->targets != plan->sources)
+        free(plan->targets);
+    free(plan->sources);
+    plan->sources = plan->targets = NULL;
+    plan->has_points = 0;
+    plan->n_sources = plan->n_targets = 0;
+    plan->state_bytes_host = plan->state_bytes_device = 0;
+    plan->info.bytes_host = plan->info.bytes_device = 0;
+}
+
+fmk_status fmk_plan_set_points(fmk_plan *plan, int64_t n_sources, const double *sources,
+                               int64_t n_targets, const double *targets)
+{
+    if (!plan)
+        return fmk_error_set(NULL, FMK_ERR_NULL, "fmk_plan_set_points: plan is NULL");
+    double t0 = fmk_time_now();
+    const int dim = plan->dim;
+    const int64_t max_n = INT64_MAX / (8 * 3 * 4);
+    if (n_sources < 0 || n_sources > max_n)
+        return fmk_error_set(plan, FMK_ERR_ARG, "n_sources = %lld is out of range",
+                             (long long)n_sources);
+    if (n_targets < 0 || n_targets > max_n)
+        return fmk_error_set(plan, FMK_ERR_ARG, "n_targets = %lld is out of range",
+                             (long long)n_targets);
+    if (!sources && n_sources > 0)
+        return fmk_error_set(plan, FMK_ERR_NULL, "sources is NULL but n_sources = %lld",
+                             (long long)n_sources);
+    if (!targets && n_targets > 0)
+        return fmk_error_set(plan, FMK_ERR_NULL,
+                             "targets is NULL but n_targets = %lld (pass n_targets = 0 and "
+                             "targets = NULL to evaluate at the sources)",
+                             (long long)n_targets);
+    const int self = targets == NULL;
+    if (self)
+        n_targets = n_sources;
+    fmk_status st = check_points(plan, "sources", n_sources, sources);
+    if (st == FMK_OK && !self)
+        st = check_points(plan, "targets", n_targets, targets);
+    fmk_frame frame;
+    if (st == FMK_OK) {
+        double lo[3], hi[3];
+        bounding_box(dim, n_sources, sources, self ? 0 : n_targets, targets, lo, hi, plan->threads);
+        st = fmk_plan_frame_from_box(plan, lo, hi, &frame);
+    }
+    if (st != FMK_OK)
+        return st;
+
+    /* Validation passed: from here a failure leaves the plan without points. The host copies
+     * are kept when the sizes repeat (new pages cost more than the copy into them). */
+    double *keep_s = NULL, *keep_t = NULL;
+    if (plan->sources && plan->n_sources == n_sources && (plan->targets == plan->sources) == self &&
+        (self || plan->n_targets == n_targets)) {
+        keep_s = plan->sources, keep_t = plan->targets;
+        plan->sources = plan->targets = NULL;
+    }
+    void *keep_state = NULL; /* an engine that reuses its state gets it back in setup */
+    if (plan->engine->reuses_state)
+        keep_state = plan->state, plan->state = NULL;
+    fmk_plan_drop_points(plan);
+    plan->state = keep_state;
+    size_t sbytes = (size_t)(n_sources > 0 ? n_sources : 1) * dim * sizeof(double);
+    size_t tbytes = (size_t)(n_targets > 0 ? n_targets : 1) * dim * sizeof(double);
+    plan->sources = keep_s ? keep_s : malloc(sbytes);
+    plan->targets = self ? plan->sources : keep_t ? keep_t : malloc(tbytes);
+    if (!plan->sources || !plan->targets) {
+        fmk_plan_drop_points(plan);
+        return fmk_error_set(plan, FMK_ERR_NOMEM, "out of host memory copying %zu bytes of points",
+                             sbytes + (self ? 0 : tbytes));
+    }
+    plan->frame = frame;
+    plan->self = self;
+    plan->n_sources = n_sources;
+    plan->n_targets = n_targets;
+    map_points(&frame, dim, n_sources, sources, plan->sources, plan->threads);
+    if (!self)
+        map_points(&frame, dim, n_targets, targets, plan->targets, plan->threads);
+
+    st = plan->engine->setup(plan);
+    if (st != FMK_OK) {
+        fmk_plan_drop_points(plan);
+        return st;
+    }
+    plan->has_points = 1;
+    fmk_info *in = &plan->info;
+    in->n_sources = n_sources;
+    in->n_targets = n_targets;
+    in->bytes_host = (int64_t)(sbytes + (self ? 0 : tbytes)) + plan->state_bytes_host;
+    in->bytes_device = plan->state_bytes_device;
+    const double tree_time = in->phase_time[FMK_PHASE_TREE]; /* the engine's setup wrote it */
+    memset(in->phase_time, 0, sizeof in->phase_time);
+    in->phase_time[FMK_PHASE_TREE] = tree_time;
+    in->phase_time[FMK_PHASE_SETUP] = fmk_time_now() - t0;
+    fmk_error_clear(plan);
+    return FMK_OK;
+}
+
+fmk_status fmk_plan_set_points_device(fmk_plan *plan, int64_t n_sources, const double *d_sources,
+                                      int64_t n_targets, const double *d_targets)
+{
+    if (!plan)
+        return fmk_error_set(NULL, FMK_ERR_NULL, "fmk_plan_set_points_device: plan is NULL");
+    const int64_t max_n = INT64_MAX / (8 * 3 * 4);
+    if (n_sources < 0 || n_sources > max_n || n_targets < 0 || n_targets > max_n)
+        return fmk_error_set(plan, FMK_ERR_ARG, "n_sources = %lld, n_targets = %lld out of range",
+                             (long long)n_sources, (long long)n_targets);
+    if ((!d_sources && n_sources > 0) || (!d_targets && n_targets > 0))
+        return fmk_error_set(plan, FMK_ERR_NULL, "fmk_plan_set_points_device: a point array is NULL");
+    if (!plan->engine->set_points_device)
+        return fmk_error_set(plan, FMK_ERR_STATE,
+                             "fmk_plan_set_points_device needs a plan with backend cuda (this one is %s)",
+                             fmk_backend_name(plan->opts.backend));
+    double t0 = fmk_time_now();
+    fmk_status st = plan->engine->set_points_device(plan, n_sources, d_sources, n_targets, d_targets);
+    if (st != FMK_OK)
+        return st;
+    fmk_info *in = &plan->info;
+    in->n_sources = plan->n_sources;
+    in->n_targets = plan->n_targets;
+    in->bytes_host = plan->state_bytes_host;
+    in->bytes_device = plan->state_bytes_device;
+    const double tree_time = in->phase_time[FMK_PHASE_TREE]; /* the engine's setup wrote it */
+    memset(in->phase_time, 0, sizeof in->phase_time);
+    in->phase_time[FMK_PHASE_TREE] = tree_time;
+    in->phase_time[FMK_PHASE_SETUP] = fmk_time_now() - t0;
+    fmk_error_clear(plan);
+    return FMK_OK;
+}
+
+/* Common checks of an evaluation call. */
+static fmk_status check_eval(fmk_plan *plan, const char *fn, const double *charges,
+                             const double *pot, const double *grad)
+{
+    if (!plan)
+        return fmk_error_set(NULL, FMK_ERR_NULL, "%s: plan is NULL", fn);
+    if (!plan->has_points)
+        return fmk_error_set(plan, FMK_ERR_STATE, "%s: no points yet; call fmk_plan_set_points first",
+                             fn);
+    if (!charges && plan->n_sources > 0)
+        return fmk_error_set(plan, FMK_ERR_NULL, "%s: charges is NULL", fn);
+    if (!pot && !grad)
+        return fmk_error_set(plan, FMK_ERR_ARG,
+                             "%s: pot and grad are both NULL; ask for at least one", fn);
+    return FMK_OK;
+}
+
+/* One host evaluation of already-checked arguments. */
+static fmk_status eval_host(fmk_plan *plan, const double *charges, double *pot, double *grad)
+{
+    const int64_t nc = plan->n_sources * fmk_kernel_width(plan->kernel);
+    int64_t bad = first_nonfinite(charges, nc, plan->threads);
+    if (bad >= 0)
+        return fmk_error_set(plan, FMK_ERR_NONFINITE, "charges[%lld] is %g; charges must be finite",
+                             (long long)(bad / fmk_kernel_width(plan->kernel)), charges[bad]);
+    for (int k = FMK_PHASE_UPLOAD; k < FMK_PHASE_COUNT; k++)
+        plan->info.phase_time[k] = 0;
+    if (plan->n_targets == 0)
+        return FMK_OK;
+    if (plan->n_sources == 0) {
+        if (pot)
+            memset(pot, 0, (size_t)plan->n_targets * fmk_kernel_width(plan->kernel) * sizeof *pot);
+        if (grad)
+            memset(grad, 0, (size_t)plan->n_targets * fmk_kernel_grad_width(plan->kernel, plan->dim) *
+                                sizeof *grad);
+        return FMK_OK;
+    }
+    return plan->engine->eval(plan, charges, pot, grad, 0);
+}
+
+fmk_status fmk_plan_eval(fmk_plan *plan, const double *charges, double *pot, double *grad)
+{
+    fmk_status st = check_eval(plan, "fmk_plan_eval", charges, pot, grad);
+    if (st == FMK_OK)
+        st = eval_host(plan, charges, pot, grad);
+    if (st == FMK_OK)
+        fmk_error_clear(plan);
+    return st;
+}
+
+fmk_status fmk_plan_eval_many(fmk_plan *plan, int64_t n_vectors, const double *charges,
+                              double *pot, double *grad)
+{
+    fmk_status st = check_eval(plan, "fmk_plan_eval_many", charges, pot, grad);
+    if (st != FMK_OK)
+        return st;
+    if (n_vectors < 0)
+        return fmk_error_set(plan, FMK_ERR_ARG, "n_vectors = %lld is negative", (long long)n_vectors);
+    const int w = fmk_kernel_width(plan->kernel);
+    const int gw = fmk_kernel_grad_width(plan->kernel, plan->dim);
+    /* Check every vector before writing any output, so a bad one leaves all untouched. */
+    int64_t nc = plan->n_sources * w;
+    for (int64_t v = 0; v < n_vectors; v++) {
+        int64_t bad = first_nonfinite(charges + v * nc, nc, plan->threads);
+        if (bad >= 0)
+            return fmk_error_set(plan, FMK_ERR_NONFINITE,
+                                 "charge vector %lld: charges[%lld] is %g; charges must be finite",
+                                 (long long)v, (long long)(bad / w), charges[v * nc + bad]);
+    }
+    for (int64_t v = 0; v < n_vectors; v++) {
+        st = eval_host(plan, charges + v * nc, pot ? pot + v * plan->n_targets * w : NULL,
+                       grad ? grad + v * plan->n_targets * gw : NULL);
+        if (st != FMK_OK)
+            return st;
+    }
+    fmk_error_clear(plan);
+    return FMK_OK;
+}
+
+fmk_status fmk_plan_eval_device(fmk_plan *plan, const double *d_charges, double *d_pot,
+                                double *d_grad)
+{
+    fmk_status st = check_eval(plan, "fmk_plan_eval_device", d_charges, d_pot, d_grad);
+    if (st != FMK_OK)
+        return st;
+    if (plan->opts.backend != FMK_BACKEND_CUDA)
+        return fmk_error_set(plan, FMK_ERR_STATE,
+                             "fmk_plan_eval_device needs a plan with backend cuda (this one is %s)",
+                             fmk_backend_name(plan->opts.backend));
+    for (int k = FMK_PHASE_UPLOAD; k < FMK_PHASE_COUNT; k++)
+        plan->info.phase_time[k] = 0;
+    if (plan->n_targets == 0)
+        return FMK_OK;
+    st = plan->engine->eval(plan, d_charges, d_pot, d_grad, 1);
+    if (st == FMK_OK)
+        fmk_error_clear(plan);
+    return st;
+}
+
+fmk_status fmk_plan_memory(const fmk_plan *plan, int64_t n_sources, int64_t n_targets,
+                           int64_t *bytes_host, int64_t *bytes_device)
+{
+    if (!plan || !bytes_host || !bytes_device)
+        return fmk_error_set(NULL, FMK_ERR_NULL, "fmk_plan_memory: a pointer argument is NULL");
+    if (n_sources < 0 || n_targets < -1)
+        return fmk_error_set((fmk_plan *)plan, FMK_ERR_ARG,
+                             "fmk_plan_memory: n_sources = %lld, n_targets = %lld out of range",
+                             (long long)n_sources, (long long)n_targets);
+    int64_t h = 0, d = 0;
+    plan->engine->memory(plan, n_sources, n_targets, &h, &d);
+    h += (n_sources + (n_targets < 0 ? 0 : n_targets)) * plan->dim * (int64_t)sizeof(double);
+    *bytes_host = h;
+    *bytes_device = d;
+    return FMK_OK;
+}
+
+fmk_status fmk_plan_info(const fmk_plan *plan, fmk_info *info)
+{
+    if (!plan || !info)
+        return fmk_error_set(NULL, FMK_ERR_NULL, "fmk_plan_info: plan or info is NULL");
+    *info = plan->info;
+    return FMK_OK;
+}
+
+void fmk_plan_destroy(fmk_plan *plan)
+{
+    if (!plan)
+        return;
+    fmk_plan_drop_points(plan);
+    fmk_tune_free(plan);
+    free(plan);
+}
+
+fmk_status fmk_eval(int dim, fmk_kernel kernel, double eps, const fmk_opts *opts,
+                    int64_t n_sources, const double *sources, const double *charges,
+                    int64_t n_targets, const double *targets, double *pot, double *grad)
+{
+    fmk_plan *plan = NULL;
+    fmk_status st = fmk_plan_create(&plan, dim, kernel, eps, opts);
+    if (st != FMK_OK)
+        return st;
+    st = fmk_plan_set_points(plan, n_sources, sources, n_targets, targets);
+    if (st == FMK_OK)
+        st = fmk_plan_eval(plan, charges, pot, grad);
+    if (st != FMK_OK)
+        fmk_error_set(NULL, st, "%s", plan->error);
+    fmk_plan_destroy(plan);
+    return st;
+}

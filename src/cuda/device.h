@@ -1,0 +1,150 @@
+/*
+ * cuda_internal.h -- definitions shared by the .cu files of the GPU direct engine.
+ *
+ * Device layout: every source is one 4-vector in the working precision (float or double),
+ *     laplace, plummer, regularized: (x, y, z, q)
+ *     log2d:                         (x, y, 0, q)
+ *     cauchy2d:                      (x, y, Im Gamma, Re Gamma)
+ * so one 16-byte (fp32) or 32-byte (fp64) load brings a whole source into shared memory. The
+ * source array is padded to a multiple of FMK_CUDA_PAD with points at the origin (outside the
+ * frame's [1, 2] cube) and zero charges, so the kernels run without bounds checks; targets,
+ * when they are not the sources, are padded the same way.
+ */
+#ifndef FMMKIT_CUDA_INTERNAL_H
+#define FMMKIT_CUDA_INTERNAL_H
+
+#include <cuda_runtime.h>
+
+#include "core/internal.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* fp32 laplace works on coordinates scaled by 2^23 and charges scaled by a power of two that
+ * brings the largest |q| into [1, 2) (p2p.cu says why); both are undone exactly at the end. */
+#define FMK_CUDA_LAPLACE32_SCALE 8388608.0
+
+static inline double fmk_cuda_coord_scale(int real, fmk_kernel kernel)
+{
+    return real == 4 && kernel == FMK_KERNEL_LAPLACE ? FMK_CUDA_LAPLACE32_SCALE : 1.0;
+}
+
+/* Padding of point arrays: a multiple of every tile and target block the kernels use. */
+#define FMK_CUDA_PAD 1024
+
+static inline int64_t fmk_cuda_padded(int64_t n)
+{
+    return (n + FMK_CUDA_PAD - 1) / FMK_CUDA_PAD * FMK_CUDA_PAD;
+}
+
+/* The engine's state (plan->state). */
+typedef struct fmk_cuda_direct {
+    int device;
+    int real;                   /* bytes of the working type: 4 or 8 */
+    int splits;                 /* source ranges summed by separate blocks (1: none) */
+    int64_t n_pad, m_pad;       /* padded point counts */
+    void *d_src;                /* n_pad 4-vectors */
+    void *d_trg;                /* m_pad 4-vectors; NULL when the targets are the sources */
+    double *d_charges;          /* host evaluations: the charges as uploaded */
+    double *d_pot, *d_grad;     /* host evaluations: results before download */
+    double *d_partial;          /* splits * n_targets * 4 partial sums (splits > 1) */
+    unsigned long long *d_stats; /* fmk_cuda_charge_stats output (2 words) */
+    void *d_temp;               /* set_points_device's bounding-box workspace */
+    /* Bytes held by d_src, d_trg, d_charges, d_pot, d_grad, d_partial and d_temp: the state of
+     * a plan's previous points serves the next where they fit, and grows where they do not. */
+    size_t cap[7];
+    cudaEvent_t ev[2];
+    int events;                 /* ev[] were created */
+} fmk_cuda_direct;
+
+/* device.cu: error reporting and device selection. */
+/* Records a failed CUDA call (named by call) on the plan and returns FMK_ERR_DEVICE (or
+ * FMK_ERR_DEVICE_NOMEM for cudaErrorMemoryAllocation); clears the non-sticky error. */
+fmk_status fmk_cuda_fail(fmk_plan *plan, cudaError_t err, const char *call);
+/* cudaMalloc with the FMMKIT message on failure: what is being allocated and how many bytes
+ * the whole request needs (total). */
+fmk_status fmk_cuda_alloc(fmk_plan *plan, void **ptr, size_t bytes, const char *what,
+                          long long total);
+/* Makes device current; *prev receives the caller's device, for fmk_cuda_leave. */
+fmk_status fmk_cuda_enter(fmk_plan *plan, int device, int *prev);
+void fmk_cuda_leave(int device, int prev);
+/* The number of multiprocessors of a device (>= 1). */
+int fmk_cuda_sm_count(int device);
+/* An engine's set_points_device around its own points(): the plan's points dropped first and
+ * again on failure (the engine contract), points() run with the plan's device current. An
+ * engine with reuses_state finds the previous points' state in plan->state (NULL if none). */
+typedef fmk_status (*fmk_cuda_points_fn)(fmk_plan *plan, int64_t ns, const double *d_s,
+                                         int64_t nt, const double *d_t);
+fmk_status fmk_cuda_set_points_device(fmk_plan *plan, int64_t ns, const double *d_s, int64_t nt,
+                                      const double *d_t, fmk_cuda_points_fn points);
+/* An engine's eval around its own run(): the plan's state checked, run() called with the plan's
+ * device current and the caller's device made current again after it. */
+typedef fmk_status (*fmk_cuda_eval_fn)(fmk_plan *plan, const double *charges, double *pot,
+                                       double *grad, int on_device);
+fmk_status fmk_cuda_eval(fmk_plan *plan, const double *charges, double *pot, double *grad,
+                         int on_device, fmk_cuda_eval_fn run);
+
+/* p2p.cu: launchers. real is 4 or 8 throughout; all run on the default stream. */
+typedef struct fmk_cuda_p2p_args {
+    int real;
+    fmk_kernel kernel;
+    int self;
+    int splits;
+    int64_t n_pad, m, m_pad;
+    const void *d_src, *d_trg;  /* d_trg NULL when self */
+    double *d_pot, *d_grad;     /* caller layout; either may be NULL */
+    double *d_partial;
+    double eps2, log_width, pot_scale;
+    double grad_scale, grad_scale2; /* gradient = sum * grad_scale * grad_scale2 */
+} fmk_cuda_p2p_args;
+
+/* Source ranges to split the sum into so that the grid fills the device in whole waves. */
+int fmk_cuda_p2p_splits(int real, fmk_kernel kernel, int64_t n_pad, int64_t m_pad, int device);
+/* The direct sum: all targets, all sources; writes pot and/or grad (scaled, caller layout). */
+cudaError_t fmk_cuda_p2p(const fmk_cuda_p2p_args *a);
+/* Maps n points (dim doubles each) into 4-vectors of the working precision:
+ * x' = (1.5 + (x - center) * inv_width) * scale (map = 1) or x' = x * scale (map = 0), with scale
+ * an exact power of two (fmk_cuda_coord_scale); pads [n, n_pad) with zeros. Charges
+ * (component 3, and 2 for cauchy2d) are set to zero. */
+cudaError_t fmk_cuda_pack_points(int real, int dim, int64_t n, int64_t n_pad, const double *d_x,
+                                 int map, const double center[3], double inv_width, double scale,
+                                 void *d_out);
+/* d_stats[0] = smallest index of a non-finite charge (ULLONG_MAX: none), d_stats[1] = bits of
+ * the largest finite |charge| (cw = 1 or 2 values per source). Resets d_stats first. */
+cudaError_t fmk_cuda_charge_stats(int cw, int64_t n, const double *d_charges,
+                                  unsigned long long *d_stats);
+/* Writes charges times scale (an exact power of two) into the source 4-vectors. */
+cudaError_t fmk_cuda_pack_charges(int real, int cw, int64_t n, const double *d_charges,
+                                  double scale, void *d_src);
+/* Bounding box and finiteness of ns sources and nt targets (device doubles), by CUB:
+ * lo/hi per axis (dim axes; the rest 0) and the first non-finite point index in *bad
+ * (-1: all finite; index >= ns means target bad - ns). d_temp/temp_bytes: query with
+ * d_temp = NULL first (CUB's two-phase convention). d_box: device scratch of
+ * fmk_cuda_box_bytes(). Synchronous on return when d_temp is not NULL. */
+size_t fmk_cuda_box_bytes(void);
+cudaError_t fmk_cuda_bounding_box(int dim, int64_t ns, const double *d_s, int64_t nt,
+                                  const double *d_t, void *d_temp, size_t *temp_bytes,
+                                  void *d_box, double lo[3], double hi[3], int64_t *bad);
+
+#ifdef __cplusplus
+}
+
+/* A point with its charge in the working precision (the device layout above); vec4<R>::type
+ * names it for R = float or double. */
+struct __align__(16) real4f {
+    float x, y, z, w;
+};
+struct __align__(32) real4d {
+    double x, y, z, w;
+};
+template <typename R> struct vec4;
+template <> struct vec4<float> {
+    typedef real4f type;
+};
+template <> struct vec4<double> {
+    typedef real4d type;
+};
+#endif
+
+#endif /* FMMKIT_CUDA_INTERNAL_H */

@@ -1,0 +1,406 @@
+/* engine.cu -- the GPU direct engine (fmk_engine_direct_cuda): device state, uploads, device
+ * points, evaluation and timing. The kernels are in p2p.cu. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda/device.h"
+
+namespace {
+
+int real_of(const fmk_plan *plan) { return plan->opts.precision == FMK_PRECISION_FP32 ? 4 : 8; }
+
+/* Device bytes of every buffer for ns sources and nt targets (nt < 0: the sources). */
+struct layout {
+    int64_t n_pad, m_pad;
+    int splits;
+    size_t src, trg, charges, pot, grad, partial, stats;
+    size_t total() const { return src + trg + charges + pot + grad + partial + stats; }
+};
+
+layout layout_of(const fmk_plan *plan, int64_t ns, int64_t nt)
+{
+    layout z;
+    const int self = nt < 0, real = real_of(plan);
+    const int64_t m = self ? ns : nt;
+    const size_t cw = (size_t)fmk_kernel_width(plan->kernel);
+    const size_t gw = (size_t)fmk_kernel_grad_width(plan->kernel, plan->dim);
+    z.n_pad = fmk_cuda_padded(ns);
+    z.m_pad = fmk_cuda_padded(m);
+    z.splits = z.n_pad > 0 && z.m_pad > 0
+                   ? fmk_cuda_p2p_splits(real, plan->kernel, z.n_pad, z.m_pad, plan->opts.device)
+                   : 1;
+    z.src = (size_t)z.n_pad * 4 * real;
+    z.trg = self ? 0 : (size_t)z.m_pad * 4 * real;
+    z.charges = (size_t)ns * cw * sizeof(double);
+    z.pot = (size_t)m * cw * sizeof(double);
+    z.grad = (size_t)m * gw * sizeof(double);
+    z.partial = z.splits > 1 ? (size_t)z.splits * m * 4 * sizeof(double) : 0;
+    z.stats = 2 * sizeof(unsigned long long);
+    return z;
+}
+
+void free_state(fmk_cuda_direct *s)
+{
+    void *bufs[] = {s->d_src, s->d_trg, s->d_charges, s->d_pot, s->d_grad, s->d_partial,
+                    s->d_temp, s->d_stats};
+    for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++)
+        if (bufs[k] && cudaFree(bufs[k]) != cudaSuccess)
+            (void)cudaGetLastError();
+    if (s->events)
+        for (int k = 0; k < 2; k++)
+            if (cudaEventDestroy(s->ev[k]) != cudaSuccess)
+                (void)cudaGetLastError();
+    free(s);
+}
+
+void cuda_release(fmk_plan *plan);
+
+/* Makes plan->state hold the buffers for ns sources and nt targets (nt < 0: the sources) and a
+ * bounding-box workspace of temp bytes, on the current device. A state kept from the plan's
+ * previous points (reuses_state) serves again: a buffer is allocated again only where it is
+ * too small, so repeated calls at one size allocate nothing. On failure the state is released
+ * (the plan then has no points). */
+fmk_status prepare_state(fmk_plan *plan, int64_t ns, int64_t nt, size_t temp)
+{
+    const layout z = layout_of(plan, ns, nt);
+    fmk_cuda_direct *s = (fmk_cuda_direct *)plan->state;
+    fmk_status st = FMK_OK;
+    if (!s) {
+        s = (fmk_cuda_direct *)calloc(1, sizeof *s);
+        if (!s)
+            return fmk_error_set(plan, FMK_ERR_NOMEM, "out of host memory (%zu bytes)", sizeof *s);
+        s->device = plan->opts.device;
+        plan->state = s;
+        cudaError_t err = cudaEventCreate(&s->ev[0]);
+        if (err == cudaSuccess) {
+            err = cudaEventCreate(&s->ev[1]);
+            if (err != cudaSuccess)
+                (void)cudaEventDestroy(s->ev[0]);
+        }
+        if (err == cudaSuccess)
+            s->events = 1;
+        else
+            st = fmk_cuda_fail(plan, err, "cudaEventCreate");
+        if (st == FMK_OK)
+            st = fmk_cuda_alloc(plan, (void **)&s->d_stats, z.stats, "the charge checks",
+                                (long long)(z.total() + temp));
+    }
+    s->real = real_of(plan);
+    s->splits = z.splits;
+    s->n_pad = z.n_pad;
+    s->m_pad = z.m_pad;
+    const long long total = (long long)(z.total() + temp);
+    void **ptr[7] = {&s->d_src, &s->d_trg, (void **)&s->d_charges, (void **)&s->d_pot,
+                     (void **)&s->d_grad, (void **)&s->d_partial, &s->d_temp};
+    const size_t want[7] = {z.src, z.trg, z.charges, z.pot, z.grad, z.partial, temp};
+    const char *what[7] = {"the sources",   "the targets",      "the charges",
+                           "the potential", "the gradient",     "the partial sums",
+                           "the bounding-box workspace"};
+    for (int k = 0; k < 7 && st == FMK_OK; k++) {
+        if (want[k] == 0 || want[k] <= s->cap[k])
+            continue;
+        if (*ptr[k] && cudaFree(*ptr[k]) != cudaSuccess)
+            (void)cudaGetLastError();
+        *ptr[k] = NULL, s->cap[k] = 0;
+        st = fmk_cuda_alloc(plan, ptr[k], want[k], what[k], total);
+        if (st == FMK_OK)
+            s->cap[k] = want[k];
+    }
+    if (st != FMK_OK) {
+        cuda_release(plan);
+        return st;
+    }
+    int64_t held = (int64_t)z.stats;
+    for (int k = 0; k < 7; k++)
+        held += (int64_t)s->cap[k];
+    plan->state_bytes_device = held;
+    plan->state_bytes_host = (int64_t)sizeof *s;
+    return FMK_OK;
+}
+
+void cuda_release(fmk_plan *plan)
+{
+    fmk_cuda_direct *s = (fmk_cuda_direct *)plan->state;
+    if (!s)
+        return;
+    const int dev = s->device; /* free_state frees s */
+    int prev;
+    fmk_status st = fmk_cuda_enter(plan, dev, &prev);
+    free_state(s);
+    if (st == FMK_OK)
+        fmk_cuda_leave(dev, prev);
+    plan->state = NULL;
+    plan->state_bytes_device = plan->state_bytes_host = 0;
+}
+
+void cuda_memory(const fmk_plan *plan, int64_t ns, int64_t nt, int64_t *h, int64_t *d)
+{
+    int prev = plan->opts.device;
+    int entered = fmk_cuda_enter((fmk_plan *)plan, plan->opts.device, &prev) == FMK_OK;
+    layout z = layout_of(plan, ns, nt);
+    if (entered)
+        fmk_cuda_leave(plan->opts.device, prev);
+    *h = (int64_t)sizeof(fmk_cuda_direct);
+    *d = (int64_t)z.total();
+}
+
+/* Packs a host or device array of mapped (map = 0) or caller (map = 1) points. */
+fmk_status pack(fmk_plan *plan, int64_t n, int64_t n_pad, const double *d_x, int map,
+                void *d_out)
+{
+    const double inv = 1.0 / plan->frame.width;
+    cudaError_t err = fmk_cuda_pack_points(real_of(plan), plan->dim, n, n_pad, d_x, map,
+                                           plan->frame.center, inv,
+                                           fmk_cuda_coord_scale(real_of(plan), plan->kernel), d_out);
+    return err == cudaSuccess ? FMK_OK : fmk_cuda_fail(plan, err, "the point packing kernel");
+}
+
+/* Uploads host mapped points through the staging buffer d_tmp and packs them. */
+fmk_status upload_points(fmk_plan *plan, int64_t n, int64_t n_pad, const double *x, double *d_tmp,
+                         void *d_out)
+{
+    if (n_pad == 0)
+        return FMK_OK;
+    if (n > 0) {
+        cudaError_t err = cudaMemcpy(d_tmp, x, (size_t)n * plan->dim * sizeof(double),
+                                     cudaMemcpyHostToDevice);
+        if (err != cudaSuccess)
+            return fmk_cuda_fail(plan, err, "cudaMemcpy (points to the GPU)");
+    }
+    return pack(plan, n, n_pad, d_tmp, 0, d_out);
+}
+
+/* Host points: the kept buffers, and a staging buffer for the mapped points while they are
+ * packed (freed before returning: the plan holds what fmk_plan_memory reported). */
+fmk_status cuda_setup(fmk_plan *plan)
+{
+    int prev;
+    fmk_status st = fmk_cuda_enter(plan, plan->opts.device, &prev);
+    if (st != FMK_OK)
+        return st;
+    const int64_t nt = plan->self ? -1 : plan->n_targets;
+    const int64_t most = plan->n_sources > nt ? plan->n_sources : nt;
+    const size_t stage = (size_t)most * plan->dim * sizeof(double);
+    double *d_tmp = NULL;
+    st = prepare_state(plan, plan->n_sources, nt, 0);
+    if (st == FMK_OK)
+        st = fmk_cuda_alloc(plan, (void **)&d_tmp, stage, "staging the points",
+                            (long long)(plan->state_bytes_device + stage));
+    if (st == FMK_OK) {
+        fmk_cuda_direct *s = (fmk_cuda_direct *)plan->state;
+        st = upload_points(plan, plan->n_sources, s->n_pad, plan->sources, d_tmp, s->d_src);
+        if (st == FMK_OK && !plan->self)
+            st = upload_points(plan, plan->n_targets, s->m_pad, plan->targets, d_tmp, s->d_trg);
+    }
+    if (d_tmp && cudaFree(d_tmp) != cudaSuccess && st == FMK_OK) /* waits for the packing */
+        st = fmk_cuda_fail(plan, cudaGetLastError(), "the point packing kernel");
+    if (st != FMK_OK)
+        cuda_release(plan);
+    fmk_cuda_leave(plan->opts.device, prev);
+    return st;
+}
+
+/* The message for a non-finite point found on the GPU. */
+fmk_status bad_point(fmk_plan *plan, int64_t bad, int64_t ns, const double *d_s, const double *d_t)
+{
+    const char *what = bad < ns ? "sources" : "targets";
+    const int64_t i = bad < ns ? bad : bad - ns;
+    const double *d_x = (bad < ns ? d_s : d_t) + plan->dim * i;
+    double x[3] = {0, 0, 0};
+    cudaError_t err = cudaMemcpy(x, d_x, plan->dim * sizeof(double), cudaMemcpyDeviceToHost);
+    if (err != cudaSuccess)
+        return fmk_cuda_fail(plan, err, "cudaMemcpy (a point from the GPU)");
+    int k = 0;
+    while (k < plan->dim - 1 && isfinite(x[k]))
+        k++;
+    return fmk_error_set(plan, FMK_ERR_NONFINITE, "%s[%lld][%d] is %g; points must be finite",
+                         what, (long long)i, k, x[k]);
+}
+
+fmk_status points_device(fmk_plan *plan, int64_t ns, const double *d_s, int64_t nt,
+                         const double *d_t)
+{
+    const int self = d_t == NULL;
+    const int64_t n_box = self ? 0 : nt;
+
+    /* The buffers first (a size beyond the GPU's memory stops here), then the bounding box and
+     * finiteness: one CUB reduction (two-phase workspace query), its workspace kept in the
+     * state. */
+    fmk_status st = prepare_state(plan, ns, self ? -1 : nt, 0);
+    if (st != FMK_OK)
+        return st;
+    size_t temp_bytes = 0;
+    double lo[3] = {0, 0, 0}, hi[3] = {0, 0, 0};
+    int64_t bad = -1;
+    cudaError_t err = fmk_cuda_bounding_box(plan->dim, ns, d_s, n_box, d_t, NULL, &temp_bytes,
+                                            NULL, lo, hi, &bad);
+    if (err != cudaSuccess)
+        return fmk_cuda_fail(plan, err, "cub::DeviceReduce::TransformReduce (workspace query)");
+    const size_t box_off = (temp_bytes + 255) / 256 * 256;
+    st = prepare_state(plan, ns, self ? -1 : nt, box_off + fmk_cuda_box_bytes());
+    if (st != FMK_OK)
+        return st;
+    fmk_cuda_direct *s = (fmk_cuda_direct *)plan->state;
+    err = fmk_cuda_bounding_box(plan->dim, ns, d_s, n_box, d_t, s->d_temp, &temp_bytes,
+                                (char *)s->d_temp + box_off, lo, hi, &bad);
+    if (err != cudaSuccess)
+        return fmk_cuda_fail(plan, err, "cub::DeviceReduce::TransformReduce (bounding box)");
+    if (bad >= 0)
+        return bad_point(plan, bad, ns, d_s, d_t);
+
+    fmk_frame frame;
+    st = fmk_plan_frame_from_box(plan, lo, hi, &frame);
+    if (st != FMK_OK)
+        return st;
+    plan->frame = frame;
+    st = pack(plan, ns, s->n_pad, d_s, 1, s->d_src);
+    if (st == FMK_OK && !self)
+        st = pack(plan, nt, s->m_pad, d_t, 1, s->d_trg);
+    if (st == FMK_OK) { /* the caller may reuse its arrays once this returns */
+        err = cudaStreamSynchronize(0);
+        if (err != cudaSuccess)
+            st = fmk_cuda_fail(plan, err, "the point packing kernel");
+    }
+    if (st != FMK_OK)
+        return st;
+    plan->self = self;
+    plan->n_sources = ns;
+    plan->n_targets = self ? ns : nt;
+    plan->has_points = 1;
+    return FMK_OK;
+}
+
+fmk_status cuda_set_points_device(fmk_plan *plan, int64_t ns, const double *d_s, int64_t nt,
+                                  const double *d_t)
+{
+    return fmk_cuda_set_points_device(plan, ns, d_s, nt, d_t, points_device);
+}
+
+/* The message for a non-finite charge found on the GPU. */
+fmk_status bad_charge(fmk_plan *plan, int64_t i, int cw, const double *d_q)
+{
+    double q[2] = {0, 0};
+    cudaError_t err = cudaMemcpy(q, d_q + cw * i, cw * sizeof(double), cudaMemcpyDeviceToHost);
+    if (err != cudaSuccess)
+        return fmk_cuda_fail(plan, err, "cudaMemcpy (a charge from the GPU)");
+    return fmk_error_set(plan, FMK_ERR_NONFINITE, "charges[%lld] is %g%s; charges must be finite",
+                         (long long)i, isfinite(q[0]) && cw == 2 ? q[1] : q[0],
+                         isfinite(q[0]) && cw == 2 ? " (imaginary part)" : "");
+}
+
+fmk_status run_eval(fmk_plan *plan, const double *charges, double *pot, double *grad, int on_device)
+{
+    fmk_cuda_direct *s = (fmk_cuda_direct *)plan->state;
+    const int cw = fmk_kernel_width(plan->kernel);
+    const int gw = fmk_kernel_grad_width(plan->kernel, plan->dim);
+    const int64_t n = plan->n_sources, m = plan->n_targets;
+    double *phase = plan->info.phase_time;
+    cudaError_t err;
+
+    if (n == 0) { /* only the device path gets here: plan.c answers host calls itself */
+        if (pot && (err = cudaMemset(pot, 0, (size_t)m * cw * sizeof(double))) != cudaSuccess)
+            return fmk_cuda_fail(plan, err, "cudaMemset (pot)");
+        if (grad && (err = cudaMemset(grad, 0, (size_t)m * gw * sizeof(double))) != cudaSuccess)
+            return fmk_cuda_fail(plan, err, "cudaMemset (grad)");
+        if ((err = cudaDeviceSynchronize()) != cudaSuccess)
+            return fmk_cuda_fail(plan, err, "cudaMemset");
+        return FMK_OK;
+    }
+
+    /* Upload: charges to the GPU (host calls), checked and packed into the source vectors. */
+    double t0 = fmk_time_now();
+    const double *d_q = charges;
+    if (!on_device) {
+        err = cudaMemcpy(s->d_charges, charges, (size_t)n * cw * sizeof(double),
+                         cudaMemcpyHostToDevice);
+        if (err != cudaSuccess)
+            return fmk_cuda_fail(plan, err, "cudaMemcpy (charges to the GPU)");
+        d_q = s->d_charges;
+    }
+    unsigned long long stats[2];
+    err = fmk_cuda_charge_stats(cw, n, d_q, s->d_stats);
+    if (err == cudaSuccess)
+        err = cudaMemcpy(stats, s->d_stats, sizeof stats, cudaMemcpyDeviceToHost);
+    if (err != cudaSuccess)
+        return fmk_cuda_fail(plan, err, "the charge check kernel");
+    if (stats[0] != ~0ull)
+        return bad_charge(plan, (int64_t)stats[0], cw, d_q);
+    /* fp32 laplace: bring the largest |q| into [1, 2) (exact); others keep the charges. */
+    double cscale = 1.0;
+    if (fmk_cuda_coord_scale(s->real, plan->kernel) != 1.0 && stats[1] != 0) {
+        double big;
+        memcpy(&big, &stats[1], sizeof big);
+        cscale = ldexp(1.0, -ilogb(big));
+    }
+    err = fmk_cuda_pack_charges(s->real, cw, n, d_q, cscale, s->d_src);
+    if (err != cudaSuccess)
+        return fmk_cuda_fail(plan, err, "the charge packing kernel");
+
+    /* P2P: the kernels alone, timed with events. */
+    const double S = fmk_cuda_coord_scale(s->real, plan->kernel);
+    fmk_cuda_p2p_args a;
+    a.real = s->real;
+    a.kernel = plan->kernel;
+    a.self = plan->self;
+    a.splits = s->splits;
+    a.n_pad = s->n_pad;
+    a.m = m;
+    a.m_pad = s->m_pad;
+    a.d_src = s->d_src;
+    a.d_trg = s->d_trg;
+    a.d_pot = pot ? (on_device ? pot : s->d_pot) : NULL;
+    a.d_grad = grad ? (on_device ? grad : s->d_grad) : NULL;
+    a.d_partial = s->d_partial;
+    a.eps2 = plan->frame.softening * plan->frame.softening;
+    a.log_width = plan->frame.log_width;
+    a.pot_scale = plan->frame.pot_scale * S / cscale;
+    a.grad_scale = plan->frame.pot_scale * S / cscale; /* 1/width^2 may overflow: two steps */
+    a.grad_scale2 = plan->frame.pot_scale * S;
+    double t1 = fmk_time_now();
+    if ((err = cudaEventRecord(s->ev[0], 0)) != cudaSuccess)
+        return fmk_cuda_fail(plan, err, "cudaEventRecord");
+    if ((err = fmk_cuda_p2p(&a)) != cudaSuccess)
+        return fmk_cuda_fail(plan, err, "the direct-sum kernel launch");
+    if ((err = cudaEventRecord(s->ev[1], 0)) != cudaSuccess)
+        return fmk_cuda_fail(plan, err, "cudaEventRecord");
+    if ((err = cudaEventSynchronize(s->ev[1])) != cudaSuccess)
+        return fmk_cuda_fail(plan, err, "the direct-sum kernel");
+    float ms = 0;
+    if ((err = cudaEventElapsedTime(&ms, s->ev[0], s->ev[1])) != cudaSuccess)
+        return fmk_cuda_fail(plan, err, "cudaEventElapsedTime");
+
+    /* Download (host calls). */
+    double t2 = fmk_time_now();
+    if (!on_device) {
+        if (pot && (err = cudaMemcpy(pot, s->d_pot, (size_t)m * cw * sizeof(double),
+                                     cudaMemcpyDeviceToHost)) != cudaSuccess)
+            return fmk_cuda_fail(plan, err, "cudaMemcpy (potential from the GPU)");
+        if (grad && (err = cudaMemcpy(grad, s->d_grad, (size_t)m * gw * sizeof(double),
+                                      cudaMemcpyDeviceToHost)) != cudaSuccess)
+            return fmk_cuda_fail(plan, err, "cudaMemcpy (gradient from the GPU)");
+    }
+    phase[FMK_PHASE_UPLOAD] = t1 - t0;
+    phase[FMK_PHASE_P2P] = ms * 1e-3;
+    phase[FMK_PHASE_DOWNLOAD] = on_device ? 0 : fmk_time_now() - t2;
+    return FMK_OK;
+}
+
+fmk_status cuda_eval(fmk_plan *plan, const double *charges, double *pot, double *grad, int on_device)
+{
+    return fmk_cuda_eval(plan, charges, pot, grad, on_device, run_eval);
+}
+
+} // namespace
+
+extern "C" const fmk_engine fmk_engine_direct_cuda = {
+    /* .name */ "direct/cuda",
+    /* .setup */ cuda_setup,
+    /* .eval */ cuda_eval,
+    /* .memory */ cuda_memory,
+    /* .set_points_device */ cuda_set_points_device,
+    /* .release */ cuda_release,
+    /* .check_opts */ NULL,
+    /* .eps_min */ 0,
+    /* .reuses_state */ 1, /* prepare_state takes the previous points' buffers */
+};

@@ -1,0 +1,589 @@
+/*
+ * p2p.cu -- the GPU direct sum: tiled all-pairs kernels for every kernel and precision, and the
+ * packing / bounding-box passes that prepare the device layout (cuda_internal.h).
+ *
+ * Each block of THREADS threads owns THREADS * T targets (T per thread, strided by THREADS so
+ * loads and stores coalesce) and walks the sources in tiles of TILE 4-vectors staged in shared
+ * memory; every thread reads each staged source once (one broadcast 16- or 32-byte load) and
+ * applies it to its T targets. A tile is summed in the working precision and added into a
+ * double accumulator, as the CPU engine does with its cache tiles. When there are too few
+ * target blocks to fill the device in whole waves, the sources are split into ranges
+ * (blockIdx.y) whose partial sums a second kernel adds in a fixed order: results do not depend
+ * on scheduling.
+ *
+ * Instruction budget (fp32 laplace, potential + gradient), per pair:
+ *   3 FADD (y - x), FMUL + 2 FFMA (r^2), MUFU.RSQ, FMNMX (the r^2 == 0 mask: coincident points,
+ *   exact in the frame, internal.h; see pair()), FMUL (q/r), FADD (phi), 2 FMUL (q/r^3),
+ *   3 FFMA (gradient) = 15, plus one shared load per T pairs. fp64 replaces MUFU.RSQ by MUFU.RSQ64H (a 20-bit
+ *   seed) and one third-order correction, y (1 + e/2 + 3e^2/8) with e = 1 - r^2 y^2, which
+ *   leaves a relative error of about 5e^3/16, far below 2^-53.
+ */
+#include <float.h>
+#include <limits.h>
+#include <math.h>
+
+#include <cub/block/block_reduce.cuh>
+#include <cuda/functional>
+#include <cub/device/device_reduce.cuh>
+#include <thrust/iterator/counting_iterator.h>
+
+#include "cuda/device.h"
+#include "kernels/rsqrt.cuh"
+
+namespace {
+
+
+constexpr int THREADS = 128;
+
+/* Tuning knobs (bench/p2p_variants.cu builds other values; the defaults are the measured best). */
+#ifndef FMK_CUDA_T32
+#define FMK_CUDA_T32 4
+#endif
+#ifndef FMK_CUDA_UNROLL
+#define FMK_CUDA_UNROLL 8
+#endif
+#ifndef FMK_CUDA_MINB32
+#define FMK_CUDA_MINB32 1
+#endif
+constexpr int UNROLL = FMK_CUDA_UNROLL;
+
+/* Targets per thread (T) and sources per shared-memory tile (TILE); THREADS * T and TILE
+ * divide FMK_CUDA_PAD. */
+template <typename R> struct shape;
+template <> struct shape<float> {
+    static constexpr int T = FMK_CUDA_T32, TILE = 256;
+};
+template <> struct shape<double> {
+    static constexpr int T = 2, TILE = 128;
+};
+/* Resident blocks asked of the compiler (__launch_bounds__). fp32: none (FMK_CUDA_MINB32 = 1);
+ * capping laplace at 64 registers (8 blocks of 128 threads per SM) measured 11% slower on an
+ * H100 (bench/RESULTS.md). fp64: 4 blocks. */
+template <typename R, int K> constexpr int min_blocks()
+{
+    return sizeof(R) == 4 && K == FMK_KERNEL_LAPLACE ? FMK_CUDA_MINB32 : sizeof(R) == 4 ? 1 : 4;
+}
+static_assert(FMK_CUDA_PAD % (THREADS * FMK_CUDA_T32) == 0 && FMK_CUDA_PAD % 256 == 0, "padding");
+
+template <typename R> struct consts {
+    R eps2, e15, e25, logw;
+};
+
+
+__device__ __forceinline__ float log_(float x) { return __logf(x); }
+__device__ __forceinline__ double log_(double x) { return log(x); }
+
+/* One pair: source (sx, sy, sz, q) at target (tx, ty, tz), added into a[4] (working units).
+ * The formulas are p2p_tile.h's, term for term. */
+template <typename R, int K, bool POT, bool GRAD>
+__device__ __forceinline__ void pair(R tx, R ty, R tz, R sx, R sy, R sz, R q, R (&a)[4],
+                                     const consts<R> &c)
+{
+    if constexpr (K == FMK_KERNEL_LAPLACE || K == FMK_KERNEL_PLUMMER) {
+        R dx = tx - sx, dy = ty - sy, dz = tz - sz;
+        R rinv;
+        if constexpr (K == FMK_KERNEL_LAPLACE && sizeof(R) == 4) {
+            /* Coordinates are scaled by 2^23 (FMK_CUDA_LAPLACE32_SCALE), so r^2 is 0 or >= 1
+             * and 1/r <= 1: min(1/r, r^2) is the masked 1/r in one instruction (FMNMX). */
+            R r2 = dx * dx + dy * dy + dz * dz;
+            rinv = fminf(rsqrtf(r2), r2);
+        } else if constexpr (K == FMK_KERNEL_LAPLACE)
+            rinv = rsqrt_masked(dx * dx + dy * dy + dz * dz);
+        else
+            rinv = rsqrt_plain(dx * dx + dy * dy + dz * dz + c.eps2);
+        R qr = q * rinv;
+        if (POT)
+            a[0] += qr;
+        if (GRAD) {
+            R qr3 = qr * rinv * rinv;
+            a[1] -= qr3 * dx;
+            a[2] -= qr3 * dy;
+            a[3] -= qr3 * dz;
+        }
+    } else if constexpr (K == FMK_KERNEL_REGULARIZED) {
+        R dx = tx - sx, dy = ty - sy, dz = tz - sz;
+        R r2 = dx * dx + dy * dy + dz * dz;
+        R rinv = rsqrt_plain(r2 + c.eps2);
+        R dinv = rinv * rinv;
+        R qw = q * rinv * dinv; /* q / d^(3/2) */
+        if (POT)
+            a[0] += qw * (r2 + c.e15);
+        if (GRAD) {
+            R gw = qw * (r2 + c.e25) * dinv;
+            a[1] -= gw * dx;
+            a[2] -= gw * dy;
+            a[3] -= gw * dz;
+        }
+    } else if constexpr (K == FMK_KERNEL_LOG2D) {
+        R dx = tx - sx, dy = ty - sy;
+        R r2 = dx * dx + dy * dy;
+        bool near = r2 > 0;
+        R qm = near ? q : R(0);
+        if (POT)
+            a[0] += qm * (R(0.5) * log_(near ? r2 : R(1)) + c.logw);
+        if (GRAD) {
+            R r2inv = near ? R(1) / r2 : R(0);
+            a[1] += qm * r2inv * dx;
+            a[2] += qm * r2inv * dy;
+        }
+    } else { /* cauchy2d: w = z_j - z = ax + i b, Gamma = q + i sz */
+        R ax = sx - tx, b = sy - ty;
+        R r2 = ax * ax + b * b;
+        R r2inv = r2 > 0 ? R(1) / r2 : R(0);
+        R ur = ax * r2inv, ui = -b * r2inv;
+        if (POT) {
+            a[0] += q * ur - sz * ui;
+            a[1] += q * ui + sz * ur;
+        }
+        if (GRAD) {
+            R vr = ur * ur - ui * ui, vi = 2 * ur * ui;
+            a[2] += q * vr - sz * vi;
+            a[3] += q * vi + sz * vr;
+        }
+    }
+}
+
+/* Results of target i (double accumulators, working units) into the caller's layout. */
+template <int K, bool POT, bool GRAD>
+__device__ __forceinline__ void store(int64_t i, const double (&a)[4], double *pot, double *grad,
+                                      double ps, double gs, double gs2)
+{
+    /* gradients are scaled in two steps (gs then gs2), as the CPU engine does: the product
+     * of the two may overflow for tiny boxes where the result does not */
+    if constexpr (K == FMK_KERNEL_CAUCHY2D) {
+        if (POT)
+            pot[2 * i] = a[0] * ps, pot[2 * i + 1] = a[1] * ps;
+        if (GRAD)
+            grad[2 * i] = a[2] * gs * gs2, grad[2 * i + 1] = a[3] * gs * gs2;
+    } else if constexpr (K == FMK_KERNEL_LOG2D) {
+        if (POT)
+            pot[i] = a[0]; /* log(width) was added per source */
+        if (GRAD)
+            grad[2 * i] = a[1] * ps, grad[2 * i + 1] = a[2] * ps; /* gs unused */
+    } else {
+        if (POT)
+            pot[i] = a[0] * ps;
+        if (GRAD)
+            grad[3 * i] = a[1] * gs * gs2, grad[3 * i + 1] = a[2] * gs * gs2,
+            grad[3 * i + 2] = a[3] * gs * gs2;
+    }
+}
+
+template <typename R> struct p2p_params {
+    const typename vec4<R>::type *src, *trg;
+    int64_t n_pad, m;
+    int splits;
+    int self;
+    double *pot, *grad, *partial;
+    double ps, gs, gs2;
+    consts<R> c;
+};
+
+/* Sums one staged tile at this thread's T targets. MASK: leave out source j0 + j at target
+ * i + k THREADS (the smooth kernels' self term; the singular ones drop it by r^2 == 0). */
+template <typename R, int K, bool POT, bool GRAD, bool MASK>
+__device__ __forceinline__ void tile_sum(const typename vec4<R>::type *tile, const R (&tx)[shape<R>::T],
+                                         const R (&ty)[shape<R>::T], const R (&tz)[shape<R>::T],
+                                         R (&acc)[shape<R>::T][4], const consts<R> &c, int64_t j0,
+                                         int64_t i)
+{
+    constexpr int T = shape<R>::T, TILE = shape<R>::TILE;
+#pragma unroll UNROLL
+    for (int j = 0; j < TILE; j++) {
+        const typename vec4<R>::type s = tile[j];
+#pragma unroll
+        for (int k = 0; k < T; k++) {
+            R q = s.w;
+            if (MASK && j0 + j == i + k * THREADS)
+                q = 0;
+            pair<R, K, POT, GRAD>(tx[k], ty[k], tz[k], s.x, s.y, s.z, q, acc[k], c);
+        }
+    }
+}
+
+template <typename R, int K, bool POT, bool GRAD>
+__global__ void __launch_bounds__(THREADS, (min_blocks<R, K>())) k_p2p(const p2p_params<R> p)
+{
+    typedef typename vec4<R>::type V;
+    constexpr int T = shape<R>::T, TILE = shape<R>::TILE;
+    constexpr bool smooth = K == FMK_KERNEL_PLUMMER || K == FMK_KERNEL_REGULARIZED;
+    __shared__ V tile[TILE];
+    /* Each thread's double totals live in shared memory, not registers: they are touched once
+     * per tile, and the 8 T registers they would pin decide how many blocks fit on an SM. */
+    __shared__ double tot[T][4][THREADS];
+
+    const int64_t i0 = (int64_t)blockIdx.x * (THREADS * T);
+    const int64_t i = i0 + threadIdx.x;
+    const V *trg = p.self ? p.src : p.trg;
+    R tx[T], ty[T], tz[T];
+#pragma unroll
+    for (int k = 0; k < T; k++) {
+        V y = trg[i + k * THREADS];
+        tx[k] = y.x, ty[k] = y.y, tz[k] = y.z;
+#pragma unroll
+        for (int v = 0; v < 4; v++)
+            tot[k][v][threadIdx.x] = 0;
+    }
+    const int64_t ntiles = p.n_pad / TILE;
+    const int64_t t0 = ntiles * blockIdx.y / p.splits, t1 = ntiles * (blockIdx.y + 1) / p.splits;
+    for (int64_t t = t0; t < t1; t++) {
+        const int64_t j0 = t * TILE;
+#pragma unroll
+        for (int l = threadIdx.x; l < TILE; l += THREADS)
+            tile[l] = p.src[j0 + l];
+        __syncthreads();
+        R acc[T][4];
+#pragma unroll
+        for (int k = 0; k < T; k++)
+            acc[k][0] = acc[k][1] = acc[k][2] = acc[k][3] = 0;
+        if (smooth && p.self && j0 < i0 + THREADS * T && i0 < j0 + TILE)
+            tile_sum<R, K, POT, GRAD, true>(tile, tx, ty, tz, acc, p.c, j0, i);
+        else
+            tile_sum<R, K, POT, GRAD, false>(tile, tx, ty, tz, acc, p.c, j0, i);
+        __syncthreads();
+#pragma unroll
+        for (int k = 0; k < T; k++)
+#pragma unroll
+            for (int v = 0; v < 4; v++)
+                tot[k][v][threadIdx.x] += (double)acc[k][v];
+    }
+#pragma unroll
+    for (int k = 0; k < T; k++) {
+        const int64_t ik = i + k * THREADS;
+        if (ik >= p.m)
+            continue;
+        const double a[4] = {tot[k][0][threadIdx.x], tot[k][1][threadIdx.x],
+                             tot[k][2][threadIdx.x], tot[k][3][threadIdx.x]};
+        if (p.splits > 1) {
+            double *o = p.partial + ((int64_t)blockIdx.y * p.m + ik) * 4;
+            o[0] = a[0], o[1] = a[1], o[2] = a[2], o[3] = a[3];
+        } else {
+            store<K, POT, GRAD>(ik, a, p.pot, p.grad, p.ps, p.gs, p.gs2);
+        }
+    }
+}
+
+/* Adds the splits' partial sums of each target in order and stores the result. */
+template <int K, bool POT, bool GRAD>
+__global__ void k_p2p_finish(const double *partial, int splits, int64_t m, double *pot,
+                             double *grad, double ps, double gs, double gs2)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < m;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        double a[4] = {0, 0, 0, 0};
+        for (int s = 0; s < splits; s++)
+            for (int v = 0; v < 4; v++)
+                a[v] += partial[((int64_t)s * m + i) * 4 + v];
+        store<K, POT, GRAD>(i, a, pot, grad, ps, gs, gs2);
+    }
+}
+
+template <typename R, int K, bool POT, bool GRAD> cudaError_t launch(const fmk_cuda_p2p_args *a)
+{
+    constexpr int T = shape<R>::T;
+    p2p_params<R> p;
+    p.src = (const typename vec4<R>::type *)a->d_src;
+    p.trg = (const typename vec4<R>::type *)a->d_trg;
+    p.n_pad = a->n_pad;
+    p.m = a->m;
+    p.splits = a->splits;
+    p.self = a->self;
+    p.pot = a->d_pot;
+    p.grad = a->d_grad;
+    p.partial = a->d_partial;
+    p.ps = a->pot_scale;
+    p.gs = a->grad_scale;
+    p.gs2 = a->grad_scale2;
+    p.c.eps2 = (R)a->eps2;
+    p.c.e15 = (R)1.5 * p.c.eps2;
+    p.c.e25 = (R)2.5 * p.c.eps2;
+    p.c.logw = (R)a->log_width;
+    dim3 grid((unsigned)(a->m_pad / (THREADS * T)), (unsigned)a->splits);
+    k_p2p<R, K, POT, GRAD><<<grid, THREADS>>>(p);
+    cudaError_t err = cudaGetLastError();
+    if (err != cudaSuccess || a->splits == 1)
+        return err;
+    int64_t blocks = (a->m + 255) / 256;
+    k_p2p_finish<K, POT, GRAD><<<(unsigned)(blocks < 65535 ? blocks : 65535), 256>>>(
+        a->d_partial, a->splits, a->m, a->d_pot, a->d_grad, a->pot_scale, a->grad_scale,
+        a->grad_scale2);
+    return cudaGetLastError();
+}
+
+template <typename R, int K> cudaError_t launch_k(const fmk_cuda_p2p_args *a)
+{
+    if (a->d_pot && a->d_grad)
+        return launch<R, K, true, true>(a);
+    if (a->d_pot)
+        return launch<R, K, true, false>(a);
+    return launch<R, K, false, true>(a);
+}
+
+template <typename R> cudaError_t launch_r(const fmk_cuda_p2p_args *a)
+{
+    switch (a->kernel) {
+    case FMK_KERNEL_LAPLACE: return launch_k<R, FMK_KERNEL_LAPLACE>(a);
+#ifndef FMK_CUDA_LAPLACE_ONLY /* bench/p2p_variants.cu: laplace alone compiles faster */
+    case FMK_KERNEL_PLUMMER: return launch_k<R, FMK_KERNEL_PLUMMER>(a);
+    case FMK_KERNEL_REGULARIZED: return launch_k<R, FMK_KERNEL_REGULARIZED>(a);
+    case FMK_KERNEL_LOG2D: return launch_k<R, FMK_KERNEL_LOG2D>(a);
+    case FMK_KERNEL_CAUCHY2D: return launch_k<R, FMK_KERNEL_CAUCHY2D>(a);
+#endif
+    default: break;
+    }
+    return cudaErrorInvalidValue;
+}
+
+/* Resident blocks per multiprocessor of the potential + gradient kernel. */
+template <typename R> int blocks_per_sm(fmk_kernel kernel)
+{
+    int n = 0;
+    cudaError_t err = cudaErrorInvalidValue;
+    switch (kernel) {
+    case FMK_KERNEL_LAPLACE:
+        err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+            &n, k_p2p<R, FMK_KERNEL_LAPLACE, true, true>, THREADS, 0);
+        break;
+#ifndef FMK_CUDA_LAPLACE_ONLY
+    case FMK_KERNEL_PLUMMER:
+        err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+            &n, k_p2p<R, FMK_KERNEL_PLUMMER, true, true>, THREADS, 0);
+        break;
+    case FMK_KERNEL_REGULARIZED:
+        err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+            &n, k_p2p<R, FMK_KERNEL_REGULARIZED, true, true>, THREADS, 0);
+        break;
+    case FMK_KERNEL_LOG2D:
+        err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+            &n, k_p2p<R, FMK_KERNEL_LOG2D, true, true>, THREADS, 0);
+        break;
+    case FMK_KERNEL_CAUCHY2D:
+        err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+            &n, k_p2p<R, FMK_KERNEL_CAUCHY2D, true, true>, THREADS, 0);
+        break;
+#endif
+    default:
+        break;
+    }
+    if (err != cudaSuccess || n < 1) {
+        (void)cudaGetLastError();
+        return 4;
+    }
+    return n;
+}
+
+/* Point packing: map (or copy) to the working precision, times an exact power of two (scale),
+ * zero charges, zero padding. */
+template <typename R>
+__global__ void k_pack_points(const double *x, int dim, int64_t n, int64_t n_pad, int map,
+                              double c0, double c1, double c2, double inv, R scale,
+                              typename vec4<R>::type *out)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n_pad;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        typename vec4<R>::type v = {0, 0, 0, 0};
+        if (i < n) {
+            double c[3] = {c0, c1, c2}, y[3] = {0, 0, 0};
+            for (int k = 0; k < dim; k++) {
+                y[k] = x[dim * i + k];
+                /* plan.c's map_points exactly: no fused multiply-add */
+                if (map)
+                    y[k] = __dadd_rn(1.5, __dmul_rn(__dsub_rn(y[k], c[k]), inv));
+            }
+            v.x = (R)y[0] * scale, v.y = (R)y[1] * scale, v.z = (R)y[2] * scale;
+        }
+        out[i] = v;
+    }
+}
+
+/* stats[0]: smallest index of a non-finite charge (atomicMin); stats[1]: the largest |charge|
+ * as the bits of a double (atomicMax: for non-negative doubles the bits order as the values).
+ * Each block reduces first, so there is one atomic per block, not one per thread on a single
+ * address (which serialized to ~0.8 ms at 2^20 charges). Launch with 256 threads. */
+__global__ void k_charge_stats(int cw, int64_t n, const double *q, unsigned long long *stats)
+{
+    typedef cub::BlockReduce<unsigned long long, 256> reduce;
+    __shared__ typename reduce::TempStorage temp;
+    unsigned long long big = 0, bad = ULLONG_MAX;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        double re = fabs(q[cw * i]), im = cw == 2 ? fabs(q[cw * i + 1]) : 0.0;
+        if (!isfinite(re) || !isfinite(im)) {
+            if (bad == ULLONG_MAX)
+                bad = (unsigned long long)i;
+            continue;
+        }
+        unsigned long long b = (unsigned long long)__double_as_longlong(re > im ? re : im);
+        big = b > big ? b : big;
+    }
+    const unsigned long long block_big = reduce(temp).Reduce(big, cuda::maximum<>{});
+    __syncthreads(); /* temp is reused */
+    const unsigned long long block_bad = reduce(temp).Reduce(bad, cuda::minimum<>{});
+    if (threadIdx.x == 0) {
+        if (block_bad != ULLONG_MAX)
+            atomicMin(&stats[0], block_bad);
+        if (block_big)
+            atomicMax(&stats[1], block_big);
+    }
+}
+
+template <typename R>
+__global__ void k_pack_charges(int cw, int64_t n, const double *q, double scale,
+                               typename vec4<R>::type *src)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        src[i].w = (R)(q[cw * i] * scale);
+        if (cw == 2)
+            src[i].z = (R)(q[cw * i + 1] * scale);
+    }
+}
+
+unsigned grid_for(int64_t n)
+{
+    int64_t b = (n + 255) / 256;
+    return (unsigned)(b < 1 ? 1 : b > 8192 ? 8192 : b);
+}
+
+/* Bounding box and the first non-finite point, as one CUB reduction over point indices. */
+struct box {
+    double lo[3], hi[3];
+    long long bad;
+};
+
+struct box_of_point {
+    const double *s, *t;
+    long long ns;
+    int dim;
+    __device__ box operator()(long long i) const
+    {
+        box b;
+        const double *x = i < ns ? s + dim * i : t + dim * (i - ns);
+        bool ok = true;
+        for (int k = 0; k < 3; k++) {
+            double v = k < dim ? x[k] : 0.0;
+            ok = ok && isfinite(v);
+            b.lo[k] = b.hi[k] = v;
+        }
+        b.bad = ok ? LLONG_MAX : i;
+        if (!ok)
+            for (int k = 0; k < 3; k++)
+                b.lo[k] = INFINITY, b.hi[k] = -INFINITY;
+        return b;
+    }
+};
+
+struct box_union {
+    __device__ box operator()(const box &a, const box &b) const
+    {
+        box r;
+        for (int k = 0; k < 3; k++) {
+            r.lo[k] = fmin(a.lo[k], b.lo[k]);
+            r.hi[k] = fmax(a.hi[k], b.hi[k]);
+        }
+        r.bad = a.bad < b.bad ? a.bad : b.bad;
+        return r;
+    }
+};
+
+} // namespace
+
+extern "C" int fmk_cuda_p2p_splits(int real, fmk_kernel kernel, int64_t n_pad, int64_t m_pad,
+                                   int device)
+{
+    const int T = real == 4 ? shape<float>::T : shape<double>::T;
+    const int TILE = real == 4 ? shape<float>::TILE : shape<double>::TILE;
+    const int64_t per_sm = real == 4 ? blocks_per_sm<float>(kernel) : blocks_per_sm<double>(kernel);
+    const int64_t wave = per_sm * fmk_cuda_sm_count(device);
+    const int64_t tb = m_pad / (THREADS * T), ntiles = n_pad / TILE;
+    /* Partial sums cost 32 bytes per target and split: allow 4 splits, or 64 MiB. */
+    int64_t smax = ntiles < 65535 ? ntiles : 65535;
+    int64_t by_mem = ((int64_t)64 << 20) / (32 * (m_pad > 0 ? m_pad : 1));
+    if (smax > (by_mem > 4 ? by_mem : 4))
+        smax = by_mem > 4 ? by_mem : 4;
+    int64_t best = 1;
+    double best_eff = 0;
+    for (int64_t s = 1; s <= smax; s++) {
+        int64_t blocks = tb * s, waves = (blocks + wave - 1) / wave;
+        double eff = (double)blocks / (double)(waves * wave);
+        if (eff > best_eff + 1e-9)
+            best = s, best_eff = eff;
+        if (eff >= 0.95)
+            break;
+    }
+    return (int)(best < 1 ? 1 : best);
+}
+
+extern "C" cudaError_t fmk_cuda_p2p(const fmk_cuda_p2p_args *a)
+{
+    return a->real == 4 ? launch_r<float>(a) : launch_r<double>(a);
+}
+
+extern "C" cudaError_t fmk_cuda_pack_points(int real, int dim, int64_t n, int64_t n_pad,
+                                            const double *d_x, int map, const double center[3],
+                                            double inv_width, double scale, void *d_out)
+{
+    if (n_pad == 0)
+        return cudaSuccess;
+    if (real == 4)
+        k_pack_points<float><<<grid_for(n_pad), 256>>>(d_x, dim, n, n_pad, map, center[0],
+                                                       center[1], center[2], inv_width,
+                                                       (float)scale, (real4f *)d_out);
+    else
+        k_pack_points<double><<<grid_for(n_pad), 256>>>(d_x, dim, n, n_pad, map, center[0],
+                                                        center[1], center[2], inv_width, scale,
+                                                        (real4d *)d_out);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t fmk_cuda_charge_stats(int cw, int64_t n, const double *d_charges,
+                                             unsigned long long *d_stats)
+{
+    /* {ULLONG_MAX, 0}, ordered before the kernel on the default stream (no host wait) */
+    cudaError_t err = cudaMemsetAsync(d_stats, 0xff, sizeof *d_stats);
+    if (err == cudaSuccess)
+        err = cudaMemsetAsync(d_stats + 1, 0, sizeof *d_stats);
+    if (err != cudaSuccess || n == 0)
+        return err;
+    k_charge_stats<<<grid_for(n), 256>>>(cw, n, d_charges, d_stats);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t fmk_cuda_pack_charges(int real, int cw, int64_t n, const double *d_charges,
+                                             double scale, void *d_src)
+{
+    if (n == 0)
+        return cudaSuccess;
+    if (real == 4)
+        k_pack_charges<float><<<grid_for(n), 256>>>(cw, n, d_charges, scale, (real4f *)d_src);
+    else
+        k_pack_charges<double><<<grid_for(n), 256>>>(cw, n, d_charges, scale, (real4d *)d_src);
+    return cudaGetLastError();
+}
+
+extern "C" size_t fmk_cuda_box_bytes(void) { return sizeof(box); }
+
+extern "C" cudaError_t fmk_cuda_bounding_box(int dim, int64_t ns, const double *d_s, int64_t nt,
+                                             const double *d_t, void *d_temp, size_t *temp_bytes,
+                                             void *d_box, double lo[3], double hi[3],
+                                             int64_t *bad)
+{
+    box init;
+    for (int k = 0; k < 3; k++)
+        init.lo[k] = INFINITY, init.hi[k] = -INFINITY;
+    init.bad = LLONG_MAX;
+    box_of_point f = {d_s, d_t, (long long)ns, dim};
+    thrust::counting_iterator<long long> first(0);
+    cudaError_t err = cub::DeviceReduce::TransformReduce(d_temp, *temp_bytes, first, (box *)d_box,
+                                                         (long long)(ns + nt), box_union(), f, init);
+    if (err != cudaSuccess || d_temp == NULL)
+        return err;
+    box h;
+    err = cudaMemcpy(&h, d_box, sizeof h, cudaMemcpyDeviceToHost);
+    if (err != cudaSuccess)
+        return err;
+    for (int k = 0; k < 3; k++)
+        lo[k] = h.lo[k], hi[k] = h.hi[k];
+    *bad = h.bad == LLONG_MAX ? -1 : (int64_t)h.bad;
+    return cudaSuccess;
+}
