@@ -40,7 +40,7 @@ python3 tools/same-results.py "$OUT/old.log" "$OUT/old.d" "$OUT/old2.log" "$OUT/
 tail -1 "$OUT/old-old.txt"
 echo "== old against new"
 python3 tools/same-results.py "$OUT/old.log" "$OUT/old.d" "$OUT/new.log" "$OUT/new.d" \
-  > "$OUT/old-new.txt" || true
+  "$OUT/old2.log" "$OUT/old2.d" > "$OUT/old-new.txt" || true
 tail -1 "$OUT/old-new.txt"
 rm -rf "$OUT/old.d" "$OUT/old2.d" "$OUT/new.d"
 [ "$BENCH" = "--no-bench" ] && exit 0
