@@ -11,7 +11,7 @@
  * the group MAC is at least as strict as the per-target one. Accepted nodes and opened leaves
  * are copied into structure-of-arrays lists, then every target of the group sums the lists in
  * two `omp simd` loops (M2P, P2P) without branches. With the cell-to-group step (bh.c's
- * fmk_bh_local) an accepted node far from the group's box goes instead into one Taylor expansion
+ * knob treecode.local) an accepted node far from the group's box goes instead into one Taylor expansion
  * about the box's centre (M2L, bh_local.h, vectorized over the nodes), which every target of the
  * group evaluates once (L2P).
  *
