@@ -307,14 +307,12 @@ static int64_t leaves_under(const fmm_cpu *s, int32_t a, int want_src, int32_t *
  * (2.35x for the AVX-512 loop). Direct sums are exact, so this changes only the cost. The
  * direct entries become, per leaf, a list of source leaves that P2P sums after the U list (a W
  * box's leaves; an X leaf for every leaf under b). Returns 0, or -1 when out of memory. */
-int fmk_fmm3d_direct_near = 1;
-
 static int direct_lists(fmm_cpu *s, int order, double t_pair)
 {
     const fmk_fmm3d_lists *l = &s->lists;
     const int64_t k = l->n_nodes;
     const double q2 = (double)(order + 1) * (order + 1) * (1.60e-9 / t_pair);
-    const double w_max = fmk_fmm3d_direct_near ? 2.5 * q2 : 0, x_max = fmk_fmm3d_direct_near ? 0.9 * q2 : 0;
+    const double w_max = 2.5 * q2, x_max = 0.9 * q2;
     s->w_direct = malloc((size_t)(l->n_w > 0 ? l->n_w : 1));
     s->x_direct = malloc((size_t)(k > 0 ? k : 1));
     s->d_begin = calloc((size_t)k + 1, sizeof(int64_t));
