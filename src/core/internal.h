@@ -23,6 +23,7 @@
 #define FMMKIT_INTERNAL_H
 
 #include "fmmkit.h"
+#include "kernels/kernels.h"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -167,12 +168,15 @@ double fmk_time_now(void);      /* monotonic seconds */
  * tree time of its set_points. */
 void fmk_info_fmm_phases(fmk_info *in, const double t[8], double tree_time);
 
-/* Values per point of a kernel's charges and potential: 2 for cauchy2d, else 1. */
-static inline int fmk_kernel_width(fmk_kernel k) { return k == FMK_KERNEL_CAUCHY2D ? 2 : 1; }
-/* Values per point of a kernel's gradient output: 2 for cauchy2d (complex dphi/dz), else dim. */
+/* Values per point of a kernel's charges and potential (kernels/kernels.h): 2 for cauchy2d,
+ * else 1. */
+static inline int fmk_kernel_width(fmk_kernel k) { return fmk_kernel_desc_of(k)->width; }
+/* Values per point of a kernel's gradient output: 2 for cauchy2d (complex dphi/dz), else dim
+ * (the kernel's own, which a plan's dim matches). */
 static inline int fmk_kernel_grad_width(fmk_kernel k, int dim)
 {
-    return k == FMK_KERNEL_CAUCHY2D ? 2 : dim;
+    (void)dim;
+    return fmk_kernel_desc_of(k)->grad_width;
 }
 
 /* engines.c: the engine table. The engine of (method, dim, backend), NULL where none exists

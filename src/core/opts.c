@@ -27,8 +27,6 @@ void fmk_opts_default(fmk_opts *opts)
     opts->order = -1;
 }
 
-static const char *const kernel_names[] = {NULL, "laplace", "plummer", "regularized", "log2d",
-                                           "cauchy2d"};
 static const char *const method_names[] = {"auto", "direct", "tree", "fmm"};
 static const char *const backend_names[] = {"auto", "cpu", "cuda"};
 static const char *const phase_names[FMK_PHASE_COUNT] = {
@@ -37,10 +35,7 @@ static const char *const phase_names[FMK_PHASE_COUNT] = {
 
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
-const char *fmk_kernel_name(fmk_kernel k)
-{
-    return (int)k >= 1 && (int)k < COUNT(kernel_names) ? kernel_names[k] : NULL;
-}
+const char *fmk_kernel_name(fmk_kernel k) { return fmk_kernel_desc_of(k)->name; }
 const char *fmk_method_name(fmk_method m)
 {
     return (int)m >= 0 && (int)m < COUNT(method_names) ? method_names[m] : NULL;
@@ -69,7 +64,10 @@ fmk_status fmk_kernel_from_name(const char *name, fmk_kernel *kernel)
 {
     if (!kernel)
         return fmk_error_set(NULL, FMK_ERR_NULL, "fmk_kernel_from_name: kernel is NULL");
-    int i = lookup(kernel_names, 1, COUNT(kernel_names), name);
+    int i = -1;
+    for (int k = 1; k < FMK_KERNEL_COUNT && name && i < 0; k++)
+        if (strcmp(fmk_kernel_table[k].name, name) == 0)
+            i = k;
     if (i < 0)
         return fmk_error_set(NULL, FMK_ERR_ARG,
                              "unknown kernel '%s' (laplace, plummer, regularized, log2d, cauchy2d)",
@@ -102,19 +100,9 @@ fmk_status fmk_backend_from_name(const char *name, fmk_backend *backend)
     return FMK_OK;
 }
 
-int fmk_kernel_dim(fmk_kernel k)
-{
-    switch (k) {
-    case FMK_KERNEL_LAPLACE:
-    case FMK_KERNEL_PLUMMER:
-    case FMK_KERNEL_REGULARIZED: return 3;
-    case FMK_KERNEL_LOG2D:
-    case FMK_KERNEL_CAUCHY2D: return 2;
-    }
-    return 0;
-}
+int fmk_kernel_dim(fmk_kernel k) { return fmk_kernel_desc_of(k)->dim; }
 
-int fmk_kernel_is_complex(fmk_kernel k) { return k == FMK_KERNEL_CAUCHY2D; }
+int fmk_kernel_is_complex(fmk_kernel k) { return fmk_kernel_desc_of(k)->width == 2; }
 
 int fmk_cuda_device_count(void)
 {

@@ -12,10 +12,7 @@
  * spacing of mapped coordinates (2^-52 / 2^-23 of the box). */
 static const double min_softening[2] = {1e-15, 1e-7};
 
-static int kernel_is_smooth(fmk_kernel k)
-{
-    return k == FMK_KERNEL_PLUMMER || k == FMK_KERNEL_REGULARIZED;
-}
+static int kernel_is_smooth(fmk_kernel k) { return fmk_kernel_desc_of(k)->smooth; }
 
 
 int fmk_method_available(fmk_method method, int dim, fmk_backend backend)

@@ -79,10 +79,6 @@ int32_t fmk_fmm3d_leaf_size_for(int order);
  * engine's AVX-512 laplace loop takes 0.68e-9: p = 6: 118, 20: 505, 35: 1072). */
 int32_t fmk_fmm3d_leaf_size_model(int order, double t_pair);
 
-/* fmm3d.c: a tuning knob for the tests (not API): 0 keeps every W and X entry on its M2P and
- * P2L, where 1 (the default) sums the entries that are cheaper directly (exact either way). */
-extern int fmk_fmm3d_direct_near;
-
 /* fmm3d.c: the CPU engine. */
 /* The 3D FMM's accuracy range (both backends): 1e-14 <= eps <= 1e-2, and eps >= 1e-5 in fp32. */
 fmk_status fmk_fmm3d_check_eps(const fmk_opts *o, double eps);

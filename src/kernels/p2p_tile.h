@@ -5,9 +5,13 @@
  * at one target and returns the potential and gradient in the tile's precision; p2p.c adds
  * tiles up in double. skip is the tile-relative index of the target itself when targets are the
  * sources (-1 otherwise); singular kernels skip r = 0 instead, which includes the self term.
- * Each loop is a single `omp simd` reduction with no branches, so it vectorizes. */
+ * Each loop is a single `omp simd` reduction with no branches, so it vectorizes; the pair
+ * terms are kernels/pair.h's (instantiated here as P2P(pair_<kernel>)). */
 
 #define REAL_ONE ((REAL)1)
+#define RSQRT(x) (REAL_ONE / SQRT(x))
+#define PAIR(name) P2P(pair_##name)
+#include "kernels/pair.h"
 
 /* laplace: phi = q / r, grad_y = -q (y - x) / r^3 */
 static FMK_TARGET_CLONES void P2P(laplace)(const REAL *restrict sx, const REAL *restrict sy,
@@ -20,14 +24,11 @@ static FMK_TARGET_CLONES void P2P(laplace)(const REAL *restrict sx, const REAL *
 #pragma omp simd reduction(+ : phi, gx, gy, gz)
     for (int64_t j = 0; j < n; j++) {
         REAL dx = yi[0] - sx[j], dy = yi[1] - sy[j], dz = yi[2] - sz[j];
-        REAL r2 = dx * dx + dy * dy + dz * dz;
-        REAL rinv = r2 > 0 ? REAL_ONE / SQRT(r2) : 0;
-        REAL qr = q[j] * rinv;
-        REAL qr3 = qr * rinv * rinv;
-        phi += qr;
-        gx -= qr3 * dx;
-        gy -= qr3 * dy;
-        gz -= qr3 * dz;
+        const PAIR(radial) w = PAIR(laplace)(dx * dx + dy * dy + dz * dz, q[j]);
+        phi += w.pot;
+        gx -= w.g * dx;
+        gy -= w.g * dy;
+        gz -= w.g * dz;
     }
     out[0] = phi, out[1] = gx, out[2] = gy, out[3] = gz;
 }
@@ -43,14 +44,12 @@ static FMK_TARGET_CLONES void P2P(plummer)(const REAL *restrict sx, const REAL *
 #pragma omp simd reduction(+ : phi, gx, gy, gz)
     for (int64_t j = 0; j < n; j++) {
         REAL dx = yi[0] - sx[j], dy = yi[1] - sy[j], dz = yi[2] - sz[j];
-        REAL d2 = dx * dx + dy * dy + dz * dz + eps2;
-        REAL rinv = REAL_ONE / SQRT(d2);
-        REAL qr = j == skip ? 0 : q[j] * rinv;
-        REAL qr3 = qr * rinv * rinv;
-        phi += qr;
-        gx -= qr3 * dx;
-        gy -= qr3 * dy;
-        gz -= qr3 * dz;
+        const PAIR(radial) w =
+            PAIR(plummer)(dx * dx + dy * dy + dz * dz, j == skip ? 0 : q[j], eps2);
+        phi += w.pot;
+        gx -= w.g * dx;
+        gy -= w.g * dy;
+        gz -= w.g * dz;
     }
     out[0] = phi, out[1] = gx, out[2] = gy, out[3] = gz;
 }
@@ -68,15 +67,12 @@ static FMK_TARGET_CLONES void P2P(regularized)(const REAL *restrict sx, const RE
 #pragma omp simd reduction(+ : phi, gx, gy, gz)
     for (int64_t j = 0; j < n; j++) {
         REAL dx = yi[0] - sx[j], dy = yi[1] - sy[j], dz = yi[2] - sz[j];
-        REAL r2 = dx * dx + dy * dy + dz * dz;
-        REAL dinv = REAL_ONE / (r2 + eps2);
-        REAL rinv = SQRT(dinv);
-        REAL qw = j == skip ? 0 : q[j] * rinv * dinv; /* q / d^(3/2) */
-        REAL gw = qw * (r2 + e25) * dinv;
-        phi += qw * (r2 + e15);
-        gx -= gw * dx;
-        gy -= gw * dy;
-        gz -= gw * dz;
+        const PAIR(radial) w = PAIR(regularized)(dx * dx + dy * dy + dz * dz,
+                                                 j == skip ? 0 : q[j], eps2, e15, e25);
+        phi += w.pot;
+        gx -= w.g * dx;
+        gy -= w.g * dy;
+        gz -= w.g * dz;
     }
     out[0] = phi, out[1] = gx, out[2] = gy, out[3] = gz;
 }
@@ -92,13 +88,10 @@ static FMK_TARGET_CLONES void P2P(log2d)(const REAL *restrict sx, const REAL *re
 #pragma omp simd reduction(+ : phi, gx, gy)
     for (int64_t j = 0; j < n; j++) {
         REAL dx = yi[0] - sx[j], dy = yi[1] - sy[j];
-        REAL r2 = dx * dx + dy * dy;
-        int near = r2 > 0;
-        REAL qm = near ? q[j] : 0;
-        REAL r2inv = near ? REAL_ONE / r2 : 0;
-        phi += qm * ((REAL)0.5 * LOG(near ? r2 : REAL_ONE) + logw);
-        gx += qm * r2inv * dx;
-        gy += qm * r2inv * dy;
+        const PAIR(radial) w = PAIR(log2d)(dx * dx + dy * dy, q[j], logw);
+        phi += w.pot;
+        gx -= w.g * dx;
+        gy -= w.g * dy;
     }
     out[0] = phi, out[1] = gx, out[2] = gy, out[3] = 0;
 }
@@ -115,16 +108,11 @@ static FMK_TARGET_CLONES void P2P(cauchy2d)(const REAL *restrict sx, const REAL 
     REAL pr = 0, pi = 0, dr = 0, di = 0;
 #pragma omp simd reduction(+ : pr, pi, dr, di)
     for (int64_t j = 0; j < n; j++) {
-        REAL a = sx[j] - yi[0], b = sy[j] - yi[1];
-        REAL r2 = a * a + b * b;
-        REAL r2inv = r2 > 0 ? REAL_ONE / r2 : 0;
-        /* 1/w = (a - ib)/r^2 ; 1/w^2 = ((a^2 - b^2) - 2iab)/r^4 */
-        REAL ur = a * r2inv, ui = -b * r2inv;
-        REAL vr = ur * ur - ui * ui, vi = 2 * ur * ui;
-        pr += gr[j] * ur - gi[j] * ui;
-        pi += gr[j] * ui + gi[j] * ur;
-        dr += gr[j] * vr - gi[j] * vi;
-        di += gr[j] * vi + gi[j] * vr;
+        const PAIR(complex) c = PAIR(cauchy2d)(sx[j] - yi[0], sy[j] - yi[1], gr[j], gi[j]);
+        pr += c.pr;
+        pi += c.pi;
+        dr += c.dr;
+        di += c.di;
     }
     out[0] = pr, out[1] = pi, out[2] = dr, out[3] = di;
 }
@@ -167,4 +155,6 @@ static void P2P(block)(const fmk_plan *plan, const REAL *const src[4], const REA
     }
 }
 
+#undef PAIR
+#undef RSQRT
 #undef REAL_ONE

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/tune.h"
 #include "tree/tree3d.h"
 #include "treecode/treecode.h" /* internal.h: FMK_TARGET_CLONES for the walk's inner loops */
 
@@ -20,19 +21,44 @@ enum { FMK_BH_LEAF_SIZE = 32 };
 /* Most targets in one group (the buffers of a walk are sized for it). */
 #define FMK_BH_GROUP_MAX 256
 
-/* Tuning knobs for the benchmark and the tests (not API): the group walk's cell-to-group step
- * (docs/tree.md), as the GPU's fmk_cuda_bh_local*. An accepted node whose centre is farther
- * from the group box's centre c than a r_open + k R_g (R_g the box's half diagonal,
- * a = fmk_bh_local_open, k = fmk_bh_local_k 0.6 / theta, at least 1) is not evaluated at each
- * target (M2P) but translated once per group into a Taylor expansion of order fmk_bh_local
- * (2, 3 or 4) about c (M2L, bh_local.h), which each target evaluates at the end (L2P).
- * 0: off (every accepted node by M2P). */
-extern int fmk_bh_local;
-int fmk_bh_local = 4;
-extern double fmk_bh_local_k;
-double fmk_bh_local_k = 2.0;
-extern double fmk_bh_local_open;
-double fmk_bh_local_open = 1.0;
+/* The engine's tuning knobs (core/tune.h: "treecode.<field>", set per plan by fmk_plan_tune).
+ *
+ * The group walk's cell-to-group step (docs/tree.md), as the GPU's: an accepted node whose
+ * centre is farther from the group box's centre c than a r_open + k R_g (R_g the box's half
+ * diagonal, a = local_open, k = local_k 0.6 / theta, at least 1) is not evaluated at each
+ * target (M2P) but translated once per group into a Taylor expansion of order `local` (2, 3 or
+ * 4) about c (M2L, bh_local.h), which each target evaluates at the end (L2P). 0: off (every
+ * accepted node by M2P).
+ *
+ * Targets per group (read by set_points): a group is a largest subtree of the target tree with
+ * fewer than group_leaves times the leaf size points (at most FMK_BH_GROUP_MAX), so a leaf
+ * shares its walk with small siblings; 0 is 4 with the cell-to-group step, whose expansion pays
+ * more the more targets share it, and 2 without it (bench/RESULTS.md, CPU treecode). */
+typedef struct fmk_treecode_cpu_tune {
+    int local;          /* order of the cell-to-group expansion: 0 (off), 2, 3, 4 (default 4) */
+    double local_k;     /* k at theta 0.6 (default 2) */
+    double local_open;  /* a (default 1) */
+    int group_leaves;   /* leaves' worth of points per group; 0: automatic (default 0) */
+} fmk_treecode_cpu_tune;
+
+static const fmk_treecode_cpu_tune tune_defaults = {4, 2.0, 1.0, 0};
+static const fmk_tune_knob tune_knobs[] = {
+    FMK_KNOB(fmk_treecode_cpu_tune, local, FMK_TUNE_INT, 0, 4,
+             "cell-to-group expansion order (0 off, 2, 3, 4)"),
+    FMK_KNOB(fmk_treecode_cpu_tune, local_k, FMK_TUNE_DOUBLE, 0, 1e9,
+             "cell-to-group distance: k R_g at theta 0.6"),
+    FMK_KNOB(fmk_treecode_cpu_tune, local_open, FMK_TUNE_DOUBLE, 0, 1e9,
+             "cell-to-group distance: a r_open"),
+    FMK_KNOB(fmk_treecode_cpu_tune, group_leaves, FMK_TUNE_INT, 0, 1e6,
+             "leaves' worth of points per group (0: 4 with the step, else 2)"),
+};
+static const fmk_tune_table tune_table = {"treecode", sizeof(fmk_treecode_cpu_tune),
+                                          &tune_defaults, FMK_TUNE_COUNT(tune_knobs), tune_knobs};
+
+static const fmk_treecode_cpu_tune *tune_of(const fmk_plan *plan)
+{
+    return (const fmk_treecode_cpu_tune *)plan->tune;
+}
 
 /* The step's parameters for one walk: order 0 (off), 2, 3 or 4; k; a^2. */
 typedef struct fmk_bh_local_step {
@@ -42,15 +68,16 @@ typedef struct fmk_bh_local_step {
 
 static fmk_bh_local_step fmk_bh_local_step_of(const fmk_plan *plan)
 {
+    const fmk_treecode_cpu_tune *tune = tune_of(plan);
     fmk_bh_local_step st = {0, 1, 0};
-    st.order = fmk_bh_local >= 2 && fmk_bh_local <= 4 ? fmk_bh_local : 0;
+    st.order = tune->local >= 2 && tune->local <= 4 ? tune->local : 0;
     /* the group's radius scaled like a node's size in r_open (l / theta): k at theta 0.6, so
      * that the expansion's truncation falls with theta as the M2P's does; at least 1 (every
      * target of the group then outside the node's opening sphere) */
     const double th = plan->opts.theta < FMK_TREE_THETA_CAP ? plan->opts.theta : FMK_TREE_THETA_CAP;
-    const double k = fmk_bh_local_k * 0.6 / th;
+    const double k = tune->local_k * 0.6 / th;
     st.k = k > 1 ? k : 1;
-    const double a = fmk_bh_local_open > 0 ? fmk_bh_local_open : 0;
+    const double a = tune->local_open > 0 ? tune->local_open : 0;
     st.a2 = a * a;
     return st;
 }
@@ -74,11 +101,6 @@ typedef struct tree_cpu {
     fmk_walk walk;
     double tree_time;           /* seconds of the last build, reported with every eval */
 } tree_cpu;
-
-/* The terms of bh_terms.h and bh_local.h always inlined: the walk's `omp simd` loops call them
- * per lane, and a call that stays a call (GCC leaves the larger M2L ones out of line) makes
- * the loop scalar. */
-#define FMK_HD static inline __attribute__((always_inline))
 
 #define REAL double
 #define RSQRT(x) (1.0 / sqrt(x))
@@ -112,19 +134,14 @@ static size_t real_size(const fmk_plan *plan)
     return plan->opts.precision == FMK_PRECISION_FP32 ? sizeof(float) : sizeof(double);
 }
 
-/* Targets per group: a group is a largest subtree of the target tree with fewer than
- * fmk_bh_group_leaves times the leaf size points (at most FMK_BH_GROUP_MAX), so a leaf shares its
- * walk with small siblings; leaf size 1 gives one target per group (the group walk then opens
- * exactly the nodes the stackless walk opens). Tuning knob (not API), read by set_points:
- * 0 (default) is 4 with the cell-to-group step, whose expansion pays more the more targets share
- * it, and 2 without it (bench/RESULTS.md, CPU treecode). */
-extern int fmk_bh_group_leaves;
-int fmk_bh_group_leaves = 0;
-static int64_t group_size_of(int32_t leaf_size)
+/* Targets per group (tuning knob group_leaves); leaf size 1 gives one target per group (the
+ * group walk then opens exactly the nodes the stackless walk opens). */
+static int64_t group_size_of(const fmk_plan *plan, int32_t leaf_size)
 {
+    const fmk_treecode_cpu_tune *tune = tune_of(plan);
     if (leaf_size <= 1)
         return 1;
-    int64_t f = fmk_bh_group_leaves > 0 ? fmk_bh_group_leaves : fmk_bh_local ? 4 : 2;
+    int64_t f = tune->group_leaves > 0 ? tune->group_leaves : tune->local ? 4 : 2;
     int64_t g = f * (int64_t)leaf_size - 1;
     return g < FMK_BH_GROUP_MAX ? g : FMK_BH_GROUP_MAX;
 }
@@ -226,9 +243,9 @@ static void mark_coincident(const fmk_tree3d *t, int8_t *flag, int threads)
 }
 
 /* The walk's groups (group_size_of), each with the bounding box of its targets. */
-static int make_groups(tree_cpu *s, const fmk_tree3d *t)
+static int make_groups(const fmk_plan *plan, tree_cpu *s, const fmk_tree3d *t)
 {
-    const int64_t gs = group_size_of(t->leaf_size);
+    const int64_t gs = group_size_of(plan, t->leaf_size);
     s->n_groups = t->n_points > 0 ? list_groups(t, gs, NULL) : 0;
     s->group_begin = malloc(sizeof(int64_t) * (size_t)(s->n_groups + 1));
     s->group_box = malloc(sizeof(double) * 6 * (size_t)(s->n_groups > 0 ? s->n_groups : 1));
@@ -279,7 +296,7 @@ static fmk_status tree_setup(fmk_plan *plan)
     s->node_pack = malloc(s->real * (3 + FMK_BH_MOMENTS) * (size_t)k);
     s->result = malloc(sizeof(double) * 4 * (size_t)(nt > 0 ? nt : 1));
     if (!s->abs_charge || !s->coincident || !s->q_sorted || !s->src_soa || (!plan->self && !s->trg_soa) ||
-        !s->node_pack || !s->result || fmk_tree3d_moments_alloc(&s->mom, k) || make_groups(s, trg)) {
+        !s->node_pack || !s->result || fmk_tree3d_moments_alloc(&s->mom, k) || make_groups(plan, s, trg)) {
         int64_t h, d;
         tree_memory(plan, ns, plan->self ? -1 : nt, &h, &d);
         tree_release(plan);
@@ -369,4 +386,5 @@ const fmk_engine fmk_engine_tree_cpu = {
     .memory = tree_memory,
     .release = tree_release,
     .check_opts = fmk_treecode_check_opts,
+    .tune = &tune_table,
 };

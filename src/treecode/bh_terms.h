@@ -2,7 +2,9 @@
  * bh_terms.h -- the treecode's interaction terms, shared by the CPU (bh.c) and the GPU
  * (cuda/bh.cu) so both evaluate the same formulas. Included once per working precision with
  * REAL (float or double), RSQRT (its 1/sqrt) and BH(name) (the name of each function) defined,
- * as p2p.c includes p2p_tile.h. FMK_HD marks the functions for host and device.
+ * as p2p.c includes p2p_tile.h. FMK_BH_FN marks the functions for host and device, always
+ * inlined (the CPU walk's `omp simd` loops call them per lane: a call left out of line would
+ * make the loop scalar).
  *
  * Kernel: G(r) = 1/sqrt(r^2 + eps2); eps2 = 0 is laplace, eps2 = s^2 plummer (mapped units).
  *
@@ -18,22 +20,22 @@
  *
  * P2P. One source (x, q) at one target y, d = y - x, t = |d|^2 + eps2:
  *     phi = q t^-1/2,   grad = -q d t^-3/2,
- * with the coincidence rule of docs/kernels.md: for eps2 = 0 a pair with |d| = 0 adds nothing
- * (in the frame, |d| = 0 is an exact test).
+ * kernels/pair.h's plummer pair, with the coincidence rule of docs/kernels.md: for eps2 = 0 a
+ * pair with |d| = 0 adds nothing (in the frame, |d| = 0 is an exact test).
  */
-#ifndef FMK_HD
-#ifdef __CUDACC__
-#define FMK_HD static __host__ __device__ __forceinline__
-#else
-#define FMK_HD static inline
-#endif
+#define PAIR(name) BH(pair_##name)
+#include "kernels/pair.h"
+#undef PAIR
+
+#ifndef FMK_BH_FN
+#define FMK_BH_FN FMK_HD static FMK_INLINE
 #endif
 
 /* Moments of one node packed for evaluation: M, Dx, Dy, Dz, Sxx, Sxy, Sxz, Syy, Syz, Szz. */
 #define FMK_BH_MOMENTS 10
 
 /* Adds the field of packed moments m (order 0, 1 or 2) at offset r = y - xc to phi and g[3]. */
-FMK_HD void BH(m2p)(int order, REAL rx, REAL ry, REAL rz, REAL eps2, const REAL *m, REAL *phi,
+FMK_BH_FN void BH(m2p)(int order, REAL rx, REAL ry, REAL rz, REAL eps2, const REAL *m, REAL *phi,
                     REAL *g)
 {
     REAL t = rx * rx + ry * ry + rz * rz + eps2;
@@ -68,14 +70,11 @@ FMK_HD void BH(m2p)(int order, REAL rx, REAL ry, REAL rz, REAL eps2, const REAL 
 }
 
 /* Adds one source of charge q at offset d = y - x (see the coincidence rule above). */
-FMK_HD void BH(p2p)(REAL dx, REAL dy, REAL dz, REAL q, REAL eps2, REAL *phi, REAL *g)
+FMK_BH_FN void BH(p2p)(REAL dx, REAL dy, REAL dz, REAL q, REAL eps2, REAL *phi, REAL *g)
 {
-    REAL t = dx * dx + dy * dy + dz * dz + eps2;
-    REAL u1 = t > 0 ? RSQRT(t) : 0;
-    REAL qu = q * u1;
-    REAL qu3 = qu * u1 * u1;
-    *phi += qu;
-    g[0] -= qu3 * dx;
-    g[1] -= qu3 * dy;
-    g[2] -= qu3 * dz;
+    const BH(pair_radial) w = BH(pair_plummer)(dx * dx + dy * dy + dz * dz, q, eps2);
+    *phi += w.pot;
+    g[0] -= w.g * dx;
+    g[1] -= w.g * dy;
+    g[2] -= w.g * dz;
 }

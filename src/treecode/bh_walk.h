@@ -11,7 +11,7 @@
  * the group MAC is at least as strict as the per-target one. Accepted nodes and opened leaves
  * are copied into structure-of-arrays lists, then every target of the group sums the lists in
  * two `omp simd` loops (M2P, P2P) without branches. With the cell-to-group step (bh.c's
- * fmk_bh_local) an accepted node far from the group's box goes instead into one Taylor expansion
+ * knob treecode.local) an accepted node far from the group's box goes instead into one Taylor expansion
  * about the box's centre (M2L, bh_local.h, vectorized over the nodes), which every target of the
  * group evaluates once (L2P).
  *
@@ -275,6 +275,96 @@ static void BH(l2p_group)(const REAL *Lexp, int P, REAL c0, REAL c1, REAL c2, co
     }
 }
 
+/* The interaction lists of group [g0, g1) (box: its targets' bounding box, c its centre):
+ * walks the tree with the next/more pointers and puts each accepted node into L's M2P list c or,
+ * for the cell-to-group step, its expansion's list l (farther than loc_r + a r_open from c), and
+ * the sources of each opened leaf into L's p list (positions relative to o), with skip and
+ * qskip of the group's targets (bh_walk_group). Returns 0, or -1 when out of memory. */
+static int BH(group_lists)(const fmk_plan *plan, const tree_cpu *s, fmk_bh_local_step step,
+                           int64_t g0, int64_t g1, const double *box, const double *c,
+                           double loc_r, const double *o, BH(lists) *L, int64_t *skip,
+                           REAL *qskip)
+{
+    const fmk_tree3d *src = &s->src;
+    const fmk_tree3d_moments *m = &s->mom;
+    const REAL *sx = s->src_soa, *sy = sx + src->n_points, *sz = sy + src->n_points,
+               *sq = sz + src->n_points;
+    const REAL *pack = s->node_pack;
+    const int self = plan->self;
+    const int rel = sizeof(REAL) < sizeof(double);
+    int32_t i = 0;
+    while (i >= 0) {
+        const double *xc = m->center + 3 * i;
+        double d2 = 0;
+        for (int k = 0; k < 3; k++) {
+            double d = box[k] - xc[k] > xc[k] - box[3 + k] ? box[k] - xc[k]
+                                                            : xc[k] - box[3 + k];
+            d = d > 0 ? d : 0;
+            d2 += d * d;
+        }
+        if (d2 > m->r_open2[i]) { /* accepted: M2P, or M2L into the expansion */
+            int to_loc = 0;
+            if (step.order) {
+                const double ex = xc[0] - c[0], ey = xc[1] - c[1], ez = xc[2] - c[2];
+                const double d = sqrt(ex * ex + ey * ey + ez * ez) - loc_r;
+                to_loc = d > 0 && d * d > step.a2 * m->r_open2[i];
+            }
+            if (to_loc ? BH(reserve_node)(L->l, L->n_l, &L->cap_l)
+                       : BH(reserve_node)(L->c, L->n_c, &L->cap_c))
+                return -1;
+            if (to_loc)
+                BH(push_node)(L->l, L->n_l++, pack, i, m->center, o);
+            else
+                BH(push_node)(L->c, L->n_c++, pack, i, m->center, o);
+            i = src->next[i];
+        } else if (src->more[i] < 0 && s->coincident[i]) {
+            /* a leaf of identical points is one source of their total charge; a target
+             * among them gets the total less its own charge */
+            const int64_t b = src->begin[i], e = src->end[i];
+            if (BH(reserve_p)(L, 1))
+                return -1;
+            const double q = m->monopole[i];
+            const double *x = src->points + 3 * b;
+            L->px[L->n_p] = (REAL)(x[0] - o[0]), L->py[L->n_p] = (REAL)(x[1] - o[1]);
+            L->pz[L->n_p] = (REAL)(x[2] - o[2]);
+            L->pq[L->n_p] = (REAL)q;
+            if (self)
+                for (int64_t u = (b > g0 ? b : g0); u < (e < g1 ? e : g1); u++)
+                    skip[u - g0] = L->n_p, qskip[u - g0] = (REAL)(q - s->q_sorted[u]);
+            L->n_p++;
+            i = src->next[i];
+        } else if (src->more[i] < 0) { /* opened leaf: P2P */
+            const int64_t b = src->begin[i], e = src->end[i];
+            if (BH(reserve_p)(L, e - b))
+                return -1;
+            if (rel) {
+                const double *x = src->points + 3 * b;
+                REAL *restrict px = L->px + L->n_p, *restrict py = L->py + L->n_p,
+                               *restrict pz = L->pz + L->n_p;
+#pragma omp simd
+                for (int64_t j = 0; j < e - b; j++) {
+                    px[j] = (REAL)(x[3 * j] - o[0]);
+                    py[j] = (REAL)(x[3 * j + 1] - o[1]);
+                    pz[j] = (REAL)(x[3 * j + 2] - o[2]);
+                }
+            } else {
+                memcpy(L->px + L->n_p, sx + b, sizeof(REAL) * (size_t)(e - b));
+                memcpy(L->py + L->n_p, sy + b, sizeof(REAL) * (size_t)(e - b));
+                memcpy(L->pz + L->n_p, sz + b, sizeof(REAL) * (size_t)(e - b));
+            }
+            memcpy(L->pq + L->n_p, sq + b, sizeof(REAL) * (size_t)(e - b));
+            if (self) /* the group's own sources in this leaf: skip them by index */
+                for (int64_t u = (b > g0 ? b : g0); u < (e < g1 ? e : g1); u++)
+                    skip[u - g0] = L->n_p + (u - b);
+            L->n_p += e - b;
+            i = src->next[i];
+        } else {
+            i = src->more[i];
+        }
+    }
+    return 0;
+}
+
 /* The group walk over all groups; writes s->result (key order, working units). Returns 0, or
  * -1 when a thread ran out of memory for its lists (the caller's outputs are then untouched).
  *
@@ -290,15 +380,10 @@ static void BH(l2p_group)(const REAL *Lexp, int P, REAL c0, REAL c1, REAL c2, co
  * speak of, and the lists are plain copies. */
 static int BH(walk_group)(const fmk_plan *plan, const tree_cpu *s)
 {
-    const fmk_tree3d *src = &s->src;
     const fmk_tree3d *trg = plan->self ? &s->src : &s->trg;
-    const fmk_tree3d_moments *m = &s->mom;
-    const REAL *sx = s->src_soa, *sy = sx + src->n_points, *sz = sy + src->n_points,
-               *sq = sz + src->n_points;
     const REAL *tsoa = plan->self ? s->src_soa : s->trg_soa;
     const REAL *tx = tsoa, *ty = tx + trg->n_points, *tz = ty + trg->n_points;
-    const REAL *pack = s->node_pack;
-    const int order = plan->opts.order, self = plan->self;
+    const int order = plan->opts.order;
     const REAL eps2 = (REAL)(plan->frame.softening * plan->frame.softening);
     const fmk_bh_local_step step = fmk_bh_local_step_of(plan);
     const int rel = sizeof(REAL) < sizeof(double); /* positions relative to the group's c */
@@ -349,83 +434,8 @@ static int BH(walk_group)(const fmk_plan *plan, const tree_cpu *s)
                 }
                 yx = ux, yy = uy, yz = uz;
             }
-            int bad = 0;
-            int32_t i = 0;
-            while (i >= 0 && !bad) {
-                const double *xc = m->center + 3 * i;
-                double d2 = 0;
-                for (int k = 0; k < 3; k++) {
-                    double d = box[k] - xc[k] > xc[k] - box[3 + k] ? box[k] - xc[k]
-                                                                    : xc[k] - box[3 + k];
-                    d = d > 0 ? d : 0;
-                    d2 += d * d;
-                }
-                if (d2 > m->r_open2[i]) { /* accepted: M2P, or M2L into the expansion */
-                    int to_loc = 0;
-                    if (step.order) {
-                        const double ex = xc[0] - c[0], ey = xc[1] - c[1], ez = xc[2] - c[2];
-                        const double d = sqrt(ex * ex + ey * ey + ez * ez) - loc_r;
-                        to_loc = d > 0 && d * d > step.a2 * m->r_open2[i];
-                    }
-                    if (to_loc ? BH(reserve_node)(L.l, L.n_l, &L.cap_l)
-                               : BH(reserve_node)(L.c, L.n_c, &L.cap_c)) {
-                        bad = 1;
-                        break;
-                    }
-                    if (to_loc)
-                        BH(push_node)(L.l, L.n_l++, pack, i, m->center, o);
-                    else
-                        BH(push_node)(L.c, L.n_c++, pack, i, m->center, o);
-                    i = src->next[i];
-                } else if (src->more[i] < 0 && s->coincident[i]) {
-                    /* a leaf of identical points is one source of their total charge; a target
-                     * among them gets the total less its own charge */
-                    const int64_t b = src->begin[i], e = src->end[i];
-                    if (BH(reserve_p)(&L, 1)) {
-                        bad = 1;
-                        break;
-                    }
-                    const double q = m->monopole[i];
-                    const double *x = src->points + 3 * b;
-                    L.px[L.n_p] = (REAL)(x[0] - o[0]), L.py[L.n_p] = (REAL)(x[1] - o[1]);
-                    L.pz[L.n_p] = (REAL)(x[2] - o[2]);
-                    L.pq[L.n_p] = (REAL)q;
-                    if (self)
-                        for (int64_t u = (b > g0 ? b : g0); u < (e < g1 ? e : g1); u++)
-                            skip[u - g0] = L.n_p, qskip[u - g0] = (REAL)(q - s->q_sorted[u]);
-                    L.n_p++;
-                    i = src->next[i];
-                } else if (src->more[i] < 0) { /* opened leaf: P2P */
-                    const int64_t b = src->begin[i], e = src->end[i];
-                    if (BH(reserve_p)(&L, e - b)) {
-                        bad = 1;
-                        break;
-                    }
-                    if (rel) {
-                        const double *x = src->points + 3 * b;
-                        REAL *restrict px = L.px + L.n_p, *restrict py = L.py + L.n_p,
-                                       *restrict pz = L.pz + L.n_p;
-#pragma omp simd
-                        for (int64_t j = 0; j < e - b; j++) {
-                            px[j] = (REAL)(x[3 * j] - o[0]);
-                            py[j] = (REAL)(x[3 * j + 1] - o[1]);
-                            pz[j] = (REAL)(x[3 * j + 2] - o[2]);
-                        }
-                    } else {
-                        memcpy(L.px + L.n_p, sx + b, sizeof(REAL) * (size_t)(e - b));
-                        memcpy(L.py + L.n_p, sy + b, sizeof(REAL) * (size_t)(e - b));
-                        memcpy(L.pz + L.n_p, sz + b, sizeof(REAL) * (size_t)(e - b));
-                    }
-                    memcpy(L.pq + L.n_p, sq + b, sizeof(REAL) * (size_t)(e - b));
-                    if (self) /* the group's own sources in this leaf: skip them by index */
-                        for (int64_t u = (b > g0 ? b : g0); u < (e < g1 ? e : g1); u++)
-                            skip[u - g0] = L.n_p + (u - b);
-                    L.n_p += e - b;
-                    i = src->next[i];
-                } else {
-                    i = src->more[i];
-                }
-            }
+            const int bad = BH(group_lists)(plan, s, step, g0, g1, box, c, loc_r, o, &L, skip,
+                                            qskip);
             if (bad) {
 #pragma omp atomic write
                 failed = 1;

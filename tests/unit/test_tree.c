@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/tune.h"
 #include "tree/tree3d.h"
 #include "check.h"
 #include "testutil.h"
@@ -167,8 +168,10 @@ typedef struct tree_case {
 } tree_case;
 
 /* Runs the treecode; targets = NULL: at the sources. Returns 0 on success. */
-static int run_tree(const tree_case *c, int64_t n, const double *x, const double *q, int64_t m,
-                    const double *y, double *pot, double *grad, fmk_info *info)
+/* Runs case c; local >= 0 sets the knob treecode.local (0: the cell-to-group step off). */
+static int run_tree_local(const tree_case *c, int local, int64_t n, const double *x,
+                          const double *q, int64_t m, const double *y, double *pot, double *grad,
+                          fmk_info *info)
 {
     fmk_opts o;
     fmk_opts_default(&o);
@@ -183,6 +186,8 @@ static int run_tree(const tree_case *c, int64_t n, const double *x, const double
     o.threads = 2;
     fmk_plan *plan = NULL;
     fmk_status st = fmk_plan_create(&plan, 3, c->kernel, 1e-6, &o);
+    if (st == FMK_OK && local >= 0)
+        st = fmk_plan_tune(plan, "treecode.local", local);
     if (st == FMK_OK)
         st = fmk_plan_set_points(plan, n, x, y ? m : 0, y);
     if (st == FMK_OK)
@@ -193,6 +198,12 @@ static int run_tree(const tree_case *c, int64_t n, const double *x, const double
         fmk_plan_info(plan, info);
     fmk_plan_destroy(plan);
     return st != FMK_OK;
+}
+
+static int run_tree(const tree_case *c, int64_t n, const double *x, const double *q, int64_t m,
+                    const double *y, double *pot, double *grad, fmk_info *info)
+{
+    return run_tree_local(c, -1, n, x, q, m, y, pot, grad, info);
 }
 
 static void run_direct(fmk_kernel kernel, double softening, int64_t n, const double *x,
@@ -378,35 +389,47 @@ static void test_targets(void)
     free(x), free(y), free(q), free(p), free(g), free(rp), free(rg);
 }
 
-/* The group walk's cell-to-group step (bh.c's knobs, not API): with it on (the default) and
+/* The group walk's cell-to-group step (the knob treecode.local, not API): with it on (the default) and
  * off, against the direct sum, for theta 0.3 / 0.6 / 0.9, fp64 and fp32, the softened kernel and
  * separate targets. The step may cost a little accuracy; it must stay close to the walk without
  * it and fall with theta. */
-extern int fmk_bh_local, fmk_bh_group_leaves;
-extern double fmk_bh_local_k, fmk_bh_local_open;
-
 static errs step_errors(int on, const tree_case *c, int64_t n, const double *x, const double *q,
                         int64_t m, const double *y, const double *rp, const double *rg,
                         double *pot)
 {
-    const int saved = fmk_bh_local;
-    fmk_bh_local = on ? saved : 0;
     const int64_t nt = y ? m : n;
     double *grad = test_alloc(3 * nt);
     errs e = {INFINITY, INFINITY};
-    if (CHECK(run_tree(c, n, x, q, m, y, pot, grad, NULL) == 0)) {
+    if (CHECK(run_tree_local(c, on ? -1 : 0, n, x, q, m, y, pot, grad, NULL) == 0)) {
         e.pot = test_rel_l2(pot, rp, nt);
         e.grad = test_rel_l2(grad, rg, 3 * nt);
     }
-    fmk_bh_local = saved;
     free(grad);
     return e;
 }
 
+/* The knobs' documented defaults, read from a plan. */
+static void check_tree_defaults(void)
+{
+    fmk_opts o;
+    fmk_opts_default(&o);
+    o.method = FMK_METHOD_TREE;
+    o.backend = FMK_BACKEND_CPU;
+    fmk_plan *plan = NULL;
+    if (!CHECK(fmk_plan_create(&plan, 3, FMK_KERNEL_LAPLACE, 1e-6, &o) == FMK_OK))
+        return;
+    double local = -1, group = -1, k = -1, a = -1;
+    CHECK(fmk_plan_tuned(plan, "treecode.local", &local) == FMK_OK);
+    CHECK(fmk_plan_tuned(plan, "treecode.group_leaves", &group) == FMK_OK);
+    CHECK(fmk_plan_tuned(plan, "treecode.local_k", &k) == FMK_OK);
+    CHECK(fmk_plan_tuned(plan, "treecode.local_open", &a) == FMK_OK);
+    CHECK(local == 4 && group == 0 && k > 1 && a > 0);
+    fmk_plan_destroy(plan);
+}
+
 static void test_local_step(void)
 {
-    CHECK(fmk_bh_local == 4 && fmk_bh_group_leaves == 0 && fmk_bh_local_k > 1 &&
-          fmk_bh_local_open > 0);
+    check_tree_defaults();
     const int64_t n = 6000, m = 2500;
     double *x = test_alloc(3 * n), *q = test_alloc(n), *y = test_alloc(3 * m);
     double *rp = test_alloc(n), *rg = test_alloc(3 * n), *p_on = test_alloc(n),

@@ -1,0 +1,95 @@
+/* fmm3d_cpu.h -- the CPU 3D FMM engine's state and its phases, one file each (fmm3d_cpu.c
+ * holds the engine: set_points, and eval calling the phases in order):
+ *   upward_cpu.c    P2M at the leaves, M2M upward
+ *   m2l_cpu.c       M2L (V list) and P2L (X list); the M2L schedule of set_points
+ *   downward_cpu.c  L2L downward, L2P and M2P (W list) at the leaves
+ *   p2p_cpu.c       P2P (U list and the W and X entries summed directly), and those entries
+ * Every phase reads the plan and the state, and adds into the expansions or results. */
+#ifndef FMMKIT_FMM3D_CPU_H
+#define FMMKIT_FMM3D_CPU_H
+
+#include "fmm3d/fmm3d.h"
+#include "fmm3d/fmm3d_ops.h"
+
+/* M2L runs over blocks of this many consecutive nodes; within a block the V entries are sorted
+ * by direction, and the entries of one direction go through fmk_fmm3d_m2l_block together. */
+enum { M2L_NODES = 64 };
+
+typedef struct fmk_fmm3d_cpu {
+    fmk_tree3d tree;            /* over sources and targets together */
+    fmk_fmm3d_lists lists;
+    fmk_fmm3d_ops_ctx ops;
+    int order;
+    int32_t leaf_size;
+    int64_t stride;             /* doubles per expansion */
+    int64_t *n_src, *n_trg;     /* per node */
+    int64_t *src_begin, *trg_begin; /* per node: first source / target in key order */
+    int64_t *src_order;         /* ns: source position in key order -> caller index */
+    int64_t *trg_order;         /* nt (== src_order when self) */
+    double *src_xyz;            /* ns * 3 in key order */
+    double *trg_xyz;            /* nt * 3 (== src_xyz when self) */
+    double *src_soa;            /* 4 * ns: x | y | z | q, for P2P */
+    double *q;                  /* ns charges in key order (points into src_soa) */
+    int p2p_avx512;             /* laplace in fp64 on a CPU with AVX-512F: p2p_laplace_avx512 */
+    float *src32;               /* fp32: 4 * ns, x | y | z | q for P2P in single precision, the
+                                 * coordinates relative to the centre of the source's leaf */
+    double *M, *L;              /* n_nodes * stride */
+    double *rot_v;              /* rotations of the V directions' polar angles in use (61 at most
+                                 * for the 316 directions: the matrices depend on the angle) */
+    int32_t rot_slot[FMK_FMM3D_NDIR]; /* direction -> its polar angle's rotation, or -1 */
+    double *phase_v;            /* FMK_FMM3D_NDIR * 2 (p + 1): each direction's e^{i m phi} */
+    double *rot_updown;         /* 16 rotations: M2M (child -> parent) for octant o at o, L2L at 8 + o */
+    int64_t *v_perm;            /* n_v: V entries, per block of M2L_NODES nodes by direction */
+    int32_t *v_target;          /* n_v: the target node of each V entry */
+    double *zmat;               /* coaxial M2L matrices, one per squared distance in use */
+    int32_t z_slot[28];         /* squared distance (4..27, in sides^2) -> matrix, or -1 */
+    double *m2l_buf;            /* threads * m2l_buf_size: X, Y, T of fmk_fmm3d_m2l_block */
+    uint8_t *w_direct;          /* n_w: 1 when the W entry is summed directly (P2P), not by M2P */
+    uint8_t *x_direct;          /* n_nodes: 1 when the node's X entries are summed directly */
+    int64_t *d_begin;           /* n_nodes + 1: per leaf, the source leaves it sums directly */
+    int32_t *d_leaf;            /* beyond its U list (from direct W and X entries) */
+    double *work;               /* threads * work_size */
+    double *result;             /* 4 * nt in key order: pot, grad */
+    double tree_time;
+} fmk_fmm3d_cpu;
+
+/* Doubles of one thread's M2L block buffers. */
+static inline int64_t fmk_fmm3d_cpu_m2l_buf_size(int p)
+{
+    return (int64_t)FMK_FMM3D_BLOCK * (2 * (int64_t)(p + 1) * (p + 2) + 2 * (p + 1));
+}
+
+/* This thread's work array. */
+static inline double *fmk_fmm3d_cpu_work(const fmk_fmm3d_cpu *s)
+{
+    return s->work + fmk_fmm3d_work_size(&s->ops) * fmk_thread_num();
+}
+
+/* Octant of a child within its parent: bit 2 x, bit 1 y, bit 0 z (1: upper half). */
+static inline int fmk_fmm3d_cpu_octant(const fmk_fmm3d_lists *l, int64_t child, int64_t parent)
+{
+    int o = 0;
+    for (int k = 0; k < 3; k++)
+        o |= (l->center[3 * child + k] > l->center[3 * parent + k]) << (2 - k);
+    return o;
+}
+
+/* upward_cpu.c */
+void fmk_fmm3d_cpu_p2m(const fmk_plan *plan, fmk_fmm3d_cpu *s);
+void fmk_fmm3d_cpu_m2m(const fmk_plan *plan, fmk_fmm3d_cpu *s);
+/* m2l_cpu.c */
+void fmk_fmm3d_cpu_m2l_schedule(fmk_fmm3d_cpu *s, int threads);
+void fmk_fmm3d_cpu_m2l(const fmk_plan *plan, fmk_fmm3d_cpu *s);
+/* downward_cpu.c */
+void fmk_fmm3d_cpu_l2l(const fmk_plan *plan, fmk_fmm3d_cpu *s);
+void fmk_fmm3d_cpu_l2p(const fmk_plan *plan, fmk_fmm3d_cpu *s);
+/* p2p_cpu.c */
+/* Seconds per P2P pair and core of the loop the engine will run (docs/fmm3d.md section 4). */
+double fmk_fmm3d_cpu_pair_time(const fmk_plan *plan);
+/* 1 when P2P runs the AVX-512 laplace loop (laplace in fp64 on a CPU with AVX-512F). */
+int fmk_fmm3d_cpu_p2p_avx512(const fmk_plan *plan);
+/* The W and X entries summed directly (see p2p_cpu.c); returns 0, or -1 when out of memory. */
+int fmk_fmm3d_cpu_direct_lists(fmk_fmm3d_cpu *s, int order, double t_pair);
+void fmk_fmm3d_cpu_p2p(const fmk_plan *plan, fmk_fmm3d_cpu *s);
+
+#endif /* FMMKIT_FMM3D_CPU_H */
