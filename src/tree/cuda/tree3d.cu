@@ -61,7 +61,7 @@ __global__ void k_keys(int64_t n, const double *__restrict__ x, uint64_t *__rest
 }
 
 /* Keys and their stable sort in one block for a tile of TILE points (2048, 4096 or
- * SORT_SMALL_MAX = 8192), alone or one of up to fmk_cuda_tree_sort_tiles times 8192 points
+ * SORT_SMALL_MAX = 8192), alone or one of up to t->tune.sort_tiles times 8192 points
  * (block b sorts points [b TILE, (b + 1) TILE) into its place in keys, order, and
  * k_merge_tiles merges the sorted tiles: two launches instead of CUB's ten, which take most of
  * the time of a small tree from 2^11 keys up; below, CUB's one-tile path is faster). The
@@ -75,7 +75,7 @@ __global__ void k_keys(int64_t n, const double *__restrict__ x, uint64_t *__rest
  * bits instead of all 63 bits in 11, keeps the full keys in shared memory, and places each
  * point of a run of equal top bits at its rank in the run by (key, index) (the run is in index
  * order: the sort is stable), as the split sort of large trees does (k_gather_runs). A run of
- * more than BLOCK_RUN_MAX points (or fmk_cuda_tree_split_run_max, when smaller) makes the
+ * more than BLOCK_RUN_MAX points (or t->tune.split_run_max, when smaller) makes the
  * block sort all 63 bits instead, without a host round trip. The order, (key, index), is the
  * same either way. */
 constexpr int SORT_ITEMS = 16, SORT_SMALL_MIN = 2048, SORT_SMALL_MAX = 512 * SORT_ITEMS;
@@ -255,7 +255,7 @@ __global__ void k_merge_tiles(int64_t n, const uint64_t *__restrict__ keys_in,
     order[place] = order_in[i];
 }
 
-/* The split sort (above fmk_cuda_tree_split_sort_min points). An LSD radix sort of 63-bit keys
+/* The split sort (above t->tune.split_sort_min points). An LSD radix sort of 63-bit keys
  * takes 8 passes of 8 bits over 12-byte pairs; the tree needs the same order, (key, index),
  * but few keys share their top 32 bits (the cells of level 10 and two bits of level 11), so:
  * a stable sort of (top 32 bits, index) in 4 passes over 8-byte pairs, the full keys gathered
@@ -1200,7 +1200,7 @@ __global__ void __launch_bounds__(BUILD_BLOCK)
     build_groups<BUILD_BLOCK>(g, begin, end, more, n_children, parent, lb, h_lb);
 }
 
-/* The first levels of a large tree in one block (fmk_cuda_tree_top_levels): the root and the
+/* The first levels of a large tree in one block (t->tune.top_levels): the root and the
  * children of levels 0 .. levels - 1 as k_build_small makes them, the octant boundaries from
  * the cell table; the level kernels go on from level `levels` (before: a count, a scan of two
  * launches and a write per level, 16 launches for levels 0..3). */
@@ -1405,90 +1405,14 @@ int64_t next_bound(const fmk_cuda_tree *t, int64_t b)
 
 } // namespace
 
-/* Tuning knob for the benchmark and the tests (not API): trees of at most this many points are
- * built by one block (k_build_small), larger ones level by level over the whole GPU. */
-extern "C" long long fmk_cuda_tree_small_max;
-long long fmk_cuda_tree_small_max = 1ll << 16;
-/* Tuning knobs (not API): trees of more points than this sort their keys' top 32 bits first
- * (the split sort), and runs of equal top bits longer than run_max that are out of key order
- * make the build sort all 63 bits instead. */
-extern "C" long long fmk_cuda_tree_split_sort_min;
-long long fmk_cuda_tree_split_sort_min = 1ll << 16;
-extern "C" int fmk_cuda_tree_split_run_max;
-int fmk_cuda_tree_split_run_max = 1024;
-/* Tuning knob (not API): the threads of the one-block build (512 or 1024: 64 or 128 nodes of a
- * level at a time). */
-/* Tuning knob for the benchmark and the tests (not API): the first levels of a tree built level
- * by level over the GPU (levels 0 .. this - 1, at most CELL_LEVEL - 1 = 4) by one block
- * (k_build_top, with the cell table), or 0: one count, scan and write per level. */
-extern "C" int fmk_cuda_tree_top_levels;
-int fmk_cuda_tree_top_levels = 4;
-extern "C" int fmk_cuda_tree_build_block;
-int fmk_cuda_tree_build_block = 1024;
-/* Tuning knob (not API): trees of at most fmk_cuda_tree_small_max points and at most this many
- * times 8192 sort their keys in as many blocks and merge them (k_sort_small, k_merge_tiles);
- * 1: one block up to 8192 points, CUB's device sort above. */
-extern "C" int fmk_cuda_tree_sort_tiles;
-int fmk_cuda_tree_sort_tiles = 4;
-/* Tuning knobs (not API): the points per tile of those sorts (0: 2048 up to 16384 points,
- * 4096 above; or 2048, 4096, 8192 at every size: a block of 256, 512, 512 threads sorts 8, 8,
- * 16 keys per thread; at 10000 points the three tiles of 4096 took 20 us against 42 for two
- * of 8192, in parallel, bench/RESULTS.md), and how a tree of at most 16384 points built
- * without a host wait is merged and built after the tiles' sort: k_merge_tiles, then
- * k_build_staged reading the keys from shared memory (2); the merge and the build in one
- * launch of one block (k_merge_build, 1: its searches in shared memory cost more than the
- * launch they save); or k_merge_tiles and k_build_small (0). */
-extern "C" int fmk_cuda_tree_sort_tile;
-int fmk_cuda_tree_sort_tile = 0;
-extern "C" int fmk_cuda_tree_merge_build;
-int fmk_cuda_tree_merge_build = 2;
-/* Tuning knobs (not API): the one-block sorts sort the keys' top 30 bits and then the runs of
- * equal top bits (1), or all 63 bits (0); trees of at most fmk_cuda_tree_fused_max points
- * built without a host wait get their keys, sort and nodes from one launch of one block
- * (k_tree_small: 1) or from two (k_sort_small or CUB's sort, then k_build_small: 0). */
-extern "C" int fmk_cuda_tree_top_sort;
-int fmk_cuda_tree_top_sort = 1;
-extern "C" int fmk_cuda_tree_fused;
-int fmk_cuda_tree_fused = 1;
-/* Tuning knobs (not API): the largest tree of that one launch (4096; at most 8192; larger
- * ones are sorted in tiles: at 6000 and 8192 points tiles of 4096, their merge and the build
- * from shared memory took 0.004 and 0.009 ms less than the one launch sorting 16 keys per
- * thread), and whether it sorts a tile of 2048, 4096 or 8192 points, the smallest that holds
- * them (1), or always 8192 (0). */
-extern "C" int fmk_cuda_tree_fused_max;
-int fmk_cuda_tree_fused_max = 4096;
-extern "C" int fmk_cuda_tree_fused_fit;
-int fmk_cuda_tree_fused_fit = 1;
-/* Tuning knob (not API): the first levels' octant boundaries from the cell table (1), or by
- * binary searches (0). */
-extern "C" int fmk_cuda_tree_cells;
-int fmk_cuda_tree_cells = 1;
-/* Tuning knob (not API): a tree built without a host wait whose groups are wanted
- * (fmk_cuda_tree3d_build_async) gets them from the build's own launch (1: one launch less,
- * the same groups), or from k_groups_small after it (0). */
-/* Tuning knob (not API): the levels below the first ones by one launch each (k_level, 1), or
- * by a count, CUB's scan and a write (0). */
-extern "C" int fmk_cuda_tree_level_fused;
-int fmk_cuda_tree_level_fused = 1;
-/* Tuning knob (not API): the groups of trees built level by level in Morton order (1), or in
- * the order of their nodes (0). */
-extern "C" int fmk_cuda_tree_groups_rank;
-int fmk_cuda_tree_groups_rank = 1;
-extern "C" int fmk_cuda_tree_build_groups;
-int fmk_cuda_tree_build_groups = 1;
-/* Tuning knob (not API): trees built over the whole GPU with leaves of at most ONE_LEAF_MAX
- * points get every level from one pass over the points (k_tree_points, a scan, k_tree_nodes:
- * 1), or level by level (0). The same tree. */
-extern "C" int fmk_cuda_tree_one_pass;
-int fmk_cuda_tree_one_pass = 1;
 
 namespace {
 
-/* k_build_small over t's sorted keys with fmk_cuda_tree_build_block threads; h_lb: the host's
+/* k_build_small over t's sorted keys with t->tune.build_block threads; h_lb: the host's
  * copy of the level table to write, or NULL; g: the groups to make too (g.groups NULL: none). */
 void build_small(fmk_cuda_tree *t, int32_t *h_lb, const groups_out &g)
 {
-    if (fmk_cuda_tree_build_block == 512)
+    if (t->tune.build_block == 512)
         k_build_small<512><<<1, 512>>>(t->n_points, t->leaf_size, t->cap_nodes, t->d_keys,
                                        t->d_begin, t->d_end, t->d_n_children, t->d_more,
                                        t->d_next, t->d_parent, t->d_level, t->d_lb, h_lb, g);
@@ -1565,7 +1489,7 @@ fmk_status build_one_pass(fmk_plan *plan, fmk_cuda_tree *t, int *overflow, int *
  * too small (the tree is then incomplete). */
 fmk_status build_levels(fmk_plan *plan, fmk_cuda_tree *t, int *overflow)
 {
-    if (fmk_cuda_tree_one_pass && t->n_points > fmk_cuda_tree_small_max &&
+    if (t->tune.one_pass && t->n_points > t->tune.small_max &&
         t->leaf_size <= ONE_LEAF_MAX && t->cap_nodes > 0) {
         int taken = 0;
         const fmk_status st = build_one_pass(plan, t, overflow, &taken);
@@ -1574,18 +1498,18 @@ fmk_status build_levels(fmk_plan *plan, fmk_cuda_tree *t, int *overflow)
     }
     const int64_t n = t->n_points;
     int32_t *lb = t->d_lb, *h = t->h_lb;
-    int32_t *cells = fmk_cuda_tree_cells ? t->d_cells : NULL;
+    int32_t *cells = t->tune.cells ? t->d_cells : NULL;
     cudaError_t err = cudaSuccess;
     int L = 0;
-    if (n <= fmk_cuda_tree_small_max) {
+    if (n <= t->tune.small_max) {
         build_small(t, NULL, groups_out{0, 0, NULL});
         L = FMK_TREE_MAX_LEVEL + 1;
     }
-    int64_t bound = n <= fmk_cuda_tree_small_max ? 0 : 1;
+    int64_t bound = n <= t->tune.small_max ? 0 : 1;
     int64_t width = 1; /* 8^L, capped */
     /* the first levels by one block (with the cell table) */
-    const int top = cells && fmk_cuda_tree_top_levels < CELL_LEVEL ? fmk_cuda_tree_top_levels : 0;
-    if (n > fmk_cuda_tree_small_max) {
+    const int top = cells && t->tune.top_levels < CELL_LEVEL ? t->tune.top_levels : 0;
+    if (n > t->tune.small_max) {
         if (cells)
             k_cell_starts<<<blocks_for(n + 1), BLOCK>>>(n, t->d_keys, cells);
         if (top > 0) {
@@ -1606,10 +1530,10 @@ fmk_status build_levels(fmk_plan *plan, fmk_cuda_tree *t, int *overflow)
     level_tiles tiles[2];
     size_t tile_bytes = 0;
     const int fused =
-        fmk_cuda_tree_level_fused && t->cap_nodes > 0 &&
+        t->tune.level_fused && t->cap_nodes > 0 &&
         level_tiles::AllocationSize(level_tiles_of(t->cap_nodes), tile_bytes) == cudaSuccess &&
         tile_bytes <= 4 * (size_t)(t->cap_nodes + 1);
-    if (!fused && t->cap_nodes > 0 && n > fmk_cuda_tree_small_max) /* offset[0] of the scans */
+    if (!fused && t->cap_nodes > 0 && n > t->tune.small_max) /* offset[0] of the scans */
         err = cudaMemsetAsync(t->d_offset, 0, sizeof(int32_t));
     if (fused && bound > 0) {
         (void)tiles[0].Init(0, t->d_counts, tile_bytes);
@@ -1706,7 +1630,9 @@ extern "C" void fmk_cuda_tree3d_free(fmk_cuda_tree *t)
         free(t->h_lb);
     else if (cudaFreeHost(t->h_lb) != cudaSuccess)
         (void)cudaGetLastError();
+    const fmk_cuda_tree_tune tune = t->tune; /* the knobs stay with the tree */
     memset(t, 0, sizeof *t);
+    t->tune = tune;
 }
 
 namespace {
@@ -1831,7 +1757,7 @@ cudaError_t sort_tiles(int64_t n, const double *d_x, fmk_cuda_tree *t, int merge
     static int ready = 0;
     const int bytes = (int)sizeof(typename small_sort<BLOCK_THREADS, TILE>::storage);
     const int64_t tiles = (n + TILE - 1) / TILE;
-    const int run_max = fmk_cuda_tree_split_run_max, full = !fmk_cuda_tree_top_sort;
+    const int run_max = t->tune.split_run_max, full = !t->tune.top_sort;
     cudaError_t err = allow_smem(k_sort_small<BLOCK_THREADS, TILE>, bytes, &ready);
     if (err == cudaSuccess && tiles == 1) {
         k_sort_small<BLOCK_THREADS, TILE><<<1, BLOCK_THREADS, bytes>>>(n, d_x, run_max, full,
@@ -1848,11 +1774,11 @@ cudaError_t sort_tiles(int64_t n, const double *d_x, fmk_cuda_tree *t, int merge
     return err;
 }
 
-/* The points per tile of a sort of n points in tiles: fmk_cuda_tree_sort_tile, or (0) 2048 up
+/* The points per tile of a sort of n points in tiles: t->tune.sort_tile, or (0) 2048 up
  * to MERGE_BUILD_MAX points and 4096 above. */
-int sort_tile_size(int64_t n)
+int sort_tile_size(const fmk_cuda_tree *t, int64_t n)
 {
-    const int k = fmk_cuda_tree_sort_tile;
+    const int k = t->tune.sort_tile;
     if (k == 2048 || k == 4096 || k == SORT_SMALL_MAX)
         return k;
     return n <= MERGE_BUILD_MAX ? 2048 : 4096;
@@ -1860,7 +1786,7 @@ int sort_tile_size(int64_t n)
 
 cudaError_t sort_small(int64_t n, const double *d_x, fmk_cuda_tree *t, int merge = 1)
 {
-    switch (sort_tile_size(n)) {
+    switch (sort_tile_size(t, n)) {
     case 2048: return sort_tiles<256, 2048>(n, d_x, t, merge);
     case 4096: return sort_tiles<512, 4096>(n, d_x, t, merge);
     default: return sort_tiles<512, SORT_SMALL_MAX>(n, d_x, t, merge);
@@ -1870,11 +1796,11 @@ cudaError_t sort_small(int64_t n, const double *d_x, fmk_cuda_tree *t, int merge
 /* Whether the n points of a tree built without a wait are sorted in tiles and then merged and
  * built by one launch (k_merge_build) or merged (k_merge_tiles) and built from shared memory
  * (k_build_staged). */
-int merge_build_takes(int64_t n)
+int merge_build_takes(const fmk_cuda_tree *t, int64_t n)
 {
-    return (fmk_cuda_tree_merge_build == 1 || fmk_cuda_tree_merge_build == 2) &&
-           n > sort_tile_size(n) && n <= MERGE_BUILD_MAX &&
-           n <= (int64_t)fmk_cuda_tree_sort_tiles * SORT_SMALL_MAX && n <= fmk_cuda_tree_small_max;
+    return (t->tune.merge_build == 1 || t->tune.merge_build == 2) &&
+           n > sort_tile_size(t, n) && n <= MERGE_BUILD_MAX &&
+           n <= (int64_t)t->tune.sort_tiles * SORT_SMALL_MAX && n <= t->tune.small_max;
 }
 
 template <int TILE>
@@ -1892,11 +1818,11 @@ cudaError_t merge_build_launch(fmk_cuda_tree *t, int32_t *h_lb, const groups_out
 }
 
 /* The tiles' sort, then k_merge_build, or k_merge_tiles and k_build_staged
- * (merge_build_takes(n)). */
+ * (merge_build_takes(t, n)). */
 cudaError_t merge_build(int64_t n, const double *d_x, fmk_cuda_tree *t, int32_t *h_lb,
                         const groups_out &g)
 {
-    const int one = fmk_cuda_tree_merge_build == 1;
+    const int one = t->tune.merge_build == 1;
     cudaError_t err = sort_small(n, d_x, t, !one);
     if (err != cudaSuccess)
         return err;
@@ -1909,7 +1835,7 @@ cudaError_t merge_build(int64_t n, const double *d_x, fmk_cuda_tree *t, int32_t 
                 t->d_more, t->d_next, t->d_parent, t->d_level, t->d_lb, h_lb, g);
         return err == cudaSuccess ? cudaGetLastError() : err;
     }
-    switch (sort_tile_size(n)) {
+    switch (sort_tile_size(t, n)) {
     case 2048: return merge_build_launch<2048>(t, h_lb, g);
     case 4096: return merge_build_launch<4096>(t, h_lb, g);
     default: return merge_build_launch<SORT_SMALL_MAX>(t, h_lb, g);
@@ -1917,9 +1843,9 @@ cudaError_t merge_build(int64_t n, const double *d_x, fmk_cuda_tree *t, int32_t 
 }
 
 /* Whether k_tree_small takes the n points (else k_sort_small or CUB's sort and k_build_small). */
-int tree_small_takes(int64_t n)
+int tree_small_takes(const fmk_cuda_tree *t, int64_t n)
 {
-    return fmk_cuda_tree_fused && n > 0 && n <= SORT_SMALL_MAX && n <= fmk_cuda_tree_fused_max;
+    return t->tune.fused && n > 0 && n <= SORT_SMALL_MAX && n <= t->tune.fused_max;
 }
 
 template <int BLOCK_THREADS, int TILE>
@@ -1931,32 +1857,32 @@ cudaError_t tree_small_launch(int64_t n, const double *d_x, fmk_cuda_tree *t, in
     cudaError_t err = allow_smem(k_tree_small<BLOCK_THREADS, TILE>, bytes, &ready);
     if (err == cudaSuccess)
         k_tree_small<BLOCK_THREADS, TILE><<<1, BLOCK_THREADS, bytes>>>(
-            n, d_x, fmk_cuda_tree_split_run_max, !fmk_cuda_tree_top_sort, t->leaf_size,
+            n, d_x, t->tune.split_run_max, !t->tune.top_sort, t->leaf_size,
             t->cap_nodes, t->d_keys, t->d_order, t->d_begin, t->d_end, t->d_n_children, t->d_more,
             t->d_next, t->d_parent, t->d_level, t->d_lb, h_lb, g);
     return err == cudaSuccess ? cudaGetLastError() : err;
 }
 
 /* k_tree_small over the n mapped points d_x into t (h_lb as build_small's): a tile of 2048,
- * 4096 or 8192 points, the smallest that holds them (fmk_cuda_tree_fused_fit; else 8192). */
+ * 4096 or 8192 points, the smallest that holds them (t->tune.fused_fit; else 8192). */
 cudaError_t tree_small(int64_t n, const double *d_x, fmk_cuda_tree *t, int32_t *h_lb,
                        const groups_out &g)
 {
-    if (fmk_cuda_tree_fused_fit && n <= 2048)
+    if (t->tune.fused_fit && n <= 2048)
         return tree_small_launch<256, 2048>(n, d_x, t, h_lb, g);
-    if (fmk_cuda_tree_fused_fit && n <= 4096)
+    if (t->tune.fused_fit && n <= 4096)
         return tree_small_launch<512, 4096>(n, d_x, t, h_lb, g);
     return tree_small_launch<512, SORT_SMALL_MAX>(n, d_x, t, h_lb, g);
 }
 
 /* Sorts the keys of the n mapped points d_x with their indices into t->d_keys, t->d_order:
  * by one block (2049 .. 8192 points of a small tree) or a few and their merge (up to
- * fmk_cuda_tree_sort_tiles times 8192), the split sort when split is set (the build checks its
+ * t->tune.sort_tiles times 8192), the split sort when split is set (the build checks its
  * flag after the levels), or CUB's sort of all 63 key bits. */
 fmk_status sort_points(fmk_plan *plan, fmk_cuda_tree *t, int64_t n, const double *d_x, int split)
 {
-    if (n > SORT_SMALL_MIN && n <= (int64_t)fmk_cuda_tree_sort_tiles * SORT_SMALL_MAX &&
-        n <= fmk_cuda_tree_small_max)
+    if (n > SORT_SMALL_MIN && n <= (int64_t)t->tune.sort_tiles * SORT_SMALL_MAX &&
+        n <= t->tune.small_max)
         return check(plan, sort_small(n, d_x, t), "the one-block sort");
     if (n <= 0)
         return FMK_OK;
@@ -1972,7 +1898,7 @@ fmk_status sort_points(fmk_plan *plan, fmk_cuda_tree *t, int64_t n, const double
         if (err == cudaSuccess) {
             int32_t *order = dv.Current(), *order_out = dv.Alternate();
             /* the top bits are done with: the sorted keys go to keys */
-            k_gather_runs<<<blocks_for(n), BLOCK>>>(n, fmk_cuda_tree_split_run_max, t->d_keys_alt,
+            k_gather_runs<<<blocks_for(n), BLOCK>>>(n, t->tune.split_run_max, t->d_keys_alt,
                                                     order, t->d_keys, order_out, t->d_lb);
             t->d_order = order_out, t->d_order_alt = order;
             err = cudaGetLastError();
@@ -2044,14 +1970,14 @@ extern "C" fmk_status fmk_cuda_tree3d_build_async(fmk_plan *plan, int64_t n, con
                                                   const fmk_cuda_groups_want *want,
                                                   fmk_cuda_tree *t)
 {
-    if (n > fmk_cuda_tree_small_max)
+    if (n > t->tune.small_max)
         return fmk_cuda_tree3d_build(plan, n, d_x, leaf_size, extra, t);
-    const int fused = tree_small_takes(n);
-    fmk_status st = prepare(plan, n, leaf_size, extra, t, !fused && !merge_build_takes(n));
+    const int fused = tree_small_takes(t, n);
+    fmk_status st = prepare(plan, n, leaf_size, extra, t, !fused && !merge_build_takes(t, n));
     if (st == FMK_OK)
         st = pin_lb(plan, t);
     groups_out g = {0, 0, NULL};
-    if (st == FMK_OK && want && fmk_cuda_tree_build_groups) {
+    if (st == FMK_OK && want && t->tune.build_groups) {
         /* fmk_cuda_tree3d_groups_bound of the pending tree */
         const int gs = want->group_size > 0 ? want->group_size : 1;
         st = grow_groups(plan, t->cap_nodes + n / gs + 1, extra, want->d_groups, want->cap_groups);
@@ -2060,11 +1986,11 @@ extern "C" fmk_status fmk_cuda_tree3d_build_async(fmk_plan *plan, int64_t n, con
     }
     if (st == FMK_OK && fused) {
         st = check(plan, tree_small(n, d_x, t, t->dh_lb, g), "the one-block keys, sort and tree build");
-    } else if (st == FMK_OK && merge_build_takes(n)) {
+    } else if (st == FMK_OK && merge_build_takes(t, n)) {
         st = check(plan, merge_build(n, d_x, t, t->dh_lb, g), "the tiles' sort, merge and build");
     } else {
         if (st == FMK_OK) /* a split sort's flag is looked at by finish */
-            st = sort_points(plan, t, n, d_x, n > fmk_cuda_tree_split_sort_min);
+            st = sort_points(plan, t, n, d_x, n > t->tune.split_sort_min);
         if (st == FMK_OK) {
             build_small(t, t->dh_lb, g);
             st = check(plan, cudaGetLastError(), "the one-block tree build");
@@ -2168,7 +2094,7 @@ extern "C" fmk_status fmk_cuda_tree3d_build(fmk_plan *plan, int64_t n, const dou
     if (st == FMK_OK)
         st = prepare(plan, n, leaf_size, extra, t, 1);
     int64_t cap = t->cap_nodes;
-    int split = n > fmk_cuda_tree_split_sort_min;
+    int split = n > t->tune.split_sort_min;
     if (st == FMK_OK)
         st = sort_points(plan, t, n, d_x, split);
     for (int tries = 0; st == FMK_OK; tries++) {
@@ -2219,7 +2145,7 @@ extern "C" fmk_status fmk_cuda_tree3d_groups(fmk_plan *plan, fmk_cuda_tree *t, i
     if (st != FMK_OK)
         return st;
     t->groups_sorted = 0;
-    if (t->pending || t->n_points <= fmk_cuda_tree_small_max) {
+    if (t->pending || t->n_points <= t->tune.small_max) {
         /* the count reaches h_lb from the kernel (no copy) */
         k_groups_small<<<1, SMALL_BLOCK>>>(nn, t->pending, group_size, merge, t->d_begin, t->d_end,
                                            t->d_more, t->d_n_children, t->d_parent, *d_groups,
@@ -2229,7 +2155,7 @@ extern "C" fmk_status fmk_cuda_tree3d_groups(fmk_plan *plan, fmk_cuda_tree *t, i
     /* the level workspace: the group starts' mask and its words' scan (words + 1 <= cap_nodes
      * + 1) for the groups in Morton order, else the counts (nn + 1) and their scan */
     const int64_t words = (t->n_points + 31) / 32;
-    t->groups_sorted = fmk_cuda_tree_groups_rank && words <= t->cap_nodes;
+    t->groups_sorted = t->tune.groups_rank && words <= t->cap_nodes;
     uint32_t *mask = t->groups_sorted ? (uint32_t *)t->d_counts : NULL;
     int32_t *d_chunks = t->d_counts, *d_offset = t->d_offset;
     const int32_t n_items = t->groups_sorted ? (int32_t)words : nn; /* scanned, then one more */

@@ -194,7 +194,8 @@ fmk_status fmk_cuda_tree3d_build_async(fmk_plan *plan, int64_t n, const double *
                                        int leaf_size, long long extra,
                                        const fmk_cuda_groups_want *groups, fmk_cuda_tree *t);
 void fmk_cuda_tree3d_finish(fmk_cuda_tree *t, int *redo);
-/* Frees the device arrays of *t (safe on an empty or half-built tree) and zeroes it. */
+/* Frees the device arrays of *t (safe on an empty or half-built tree) and zeroes it, all but
+ * its knobs (t->tune). */
 void fmk_cuda_tree3d_free(fmk_cuda_tree *t);
 
 /* Groups of at most group_size nearby sorted points for the group walk (t may be pending): the nodes of at most
