@@ -99,11 +99,11 @@ template <int BLOCK_THREADS, int TILE = SORT_SMALL_MAX> struct small_sort {
 };
 
 /* Block part of the sorts above: the points [base, base + TILE) of n (fewer at the end)
- * sorted by (key, index) into keys[base + r], order[base + r] and s.u.sorted[r]. full: all 63
- * bits from the start. Every thread of the block must call it. */
+ * sorted by (key, index) into keys[base + r], order[base + r] and s.u.sorted[r]. Every thread
+ * of the block must call it. */
 template <int BLOCK_THREADS, int TILE = SORT_SMALL_MAX>
 __device__ __forceinline__ void sort_tile(int64_t n, int64_t base, const double *__restrict__ x,
-                                          int run_max, int full,
+                                          int run_max,
                                           typename small_sort<BLOCK_THREADS, TILE>::storage &s,
                                           uint64_t *__restrict__ keys, int32_t *__restrict__ order)
 {
@@ -113,7 +113,7 @@ __device__ __forceinline__ void sort_tile(int64_t n, int64_t base, const double 
     const int m = (int)(n - base < TILE ? n - base : TILE);
     run_max = run_max < BLOCK_RUN_MAX ? run_max : BLOCK_RUN_MAX;
     if (tid == 0)
-        s.full_sort = full;
+        s.full_sort = 0;
     uint32_t top[ITEMS];
     int32_t v[ITEMS];
 #pragma unroll
@@ -181,7 +181,7 @@ __device__ __forceinline__ void sort_tile(int64_t n, int64_t base, const double 
 
 template <int BLOCK_THREADS, int TILE = SORT_SMALL_MAX>
 __global__ void __launch_bounds__(BLOCK_THREADS)
-    k_sort_small(int64_t n, const double *__restrict__ x, int run_max, int full,
+    k_sort_small(int64_t n, const double *__restrict__ x, int run_max,
                  uint64_t *__restrict__ keys, int32_t *__restrict__ order, int32_t *__restrict__ lb)
 {
     extern __shared__ __align__(16) unsigned char smem[];
@@ -189,26 +189,7 @@ __global__ void __launch_bounds__(BLOCK_THREADS)
         *reinterpret_cast<typename small_sort<BLOCK_THREADS, TILE>::storage *>(smem);
     if (blockIdx.x == 0 && threadIdx.x == 0)
         lb[FMK_CUDA_TREE_LB_SORT] = 0; /* these keys are sorted on every bit */
-    sort_tile<BLOCK_THREADS, TILE>(n, (int64_t)blockIdx.x * TILE, x, run_max, full, s, keys, order);
-}
-
-/* The number of keys of the sorted a[lo, lo + len) (len <= 2 TILE - 1) below k, or not above
- * it (upper): a binary search of fixed steps, so that the searches of a thread's several keys
- * can overlap. */
-template <int TILE>
-__device__ __forceinline__ int keys_below(const uint64_t *a, int lo, int len, uint64_t k,
-                                          bool upper)
-{
-    int pos = 0;
-#pragma unroll
-    for (int step = TILE; step > 0; step >>= 1) {
-        const int idx = pos + step;
-        if (idx <= len) {
-            const uint64_t v = a[lo + idx - 1];
-            pos = v < k || (upper && v == k) ? idx : pos;
-        }
-    }
-    return pos;
+    sort_tile<BLOCK_THREADS, TILE>(n, (int64_t)blockIdx.x * TILE, x, run_max, s, keys, order);
 }
 
 /* The stable merge of sorted tiles of TILE points (in index order: tile b holds points
@@ -323,17 +304,6 @@ __global__ void k_gather_runs(int64_t n, int run_max, const uint64_t *__restrict
     }
     keys_out[rank] = k;
     order_out[rank] = oi;
-}
-
-/* The root, and the level boundaries: level 0 is [0, 1), nothing beyond it yet. */
-__global__ void k_root(int64_t n, int32_t *begin, int32_t *end, int32_t *parent, int32_t *next,
-                       int8_t *level, int32_t *lb)
-{
-    begin[0] = 0, end[0] = (int32_t)n, parent[0] = -1, next[0] = -1, level[0] = 0;
-    for (int k = 0; k < FMK_CUDA_TREE_LB_FLAG; k++) /* the sort's words are left as they are */
-        lb[k] = k == 0 ? 0 : 1;
-    lb[FMK_CUDA_TREE_LB_FLAG] = 0;
-    lb[FMK_CUDA_TREE_LB_GROUPS] = 0;
 }
 
 /* First position in [lo, hi) whose octant digit (at shift) is >= o (digits are sorted there). */
@@ -495,10 +465,7 @@ __global__ void k_write_children(int L, int32_t bound, int64_t cap, int32_t *__r
  * launches) and a write that searched the octants again. The tree is the same. The tile
  * states of level L and L + 1 take turns in the count and offset arrays; the launch of
  * level L clears those of level L + 1. */
-#ifndef FMK_LEVEL_ITEMS
-#define FMK_LEVEL_ITEMS 1
-#endif
-constexpr int LEVEL_BLOCK = 256, LEVEL_ITEMS = FMK_LEVEL_ITEMS,
+constexpr int LEVEL_BLOCK = 256, LEVEL_ITEMS = 1,
               LEVEL_TILE = LEVEL_BLOCK / 8 * LEVEL_ITEMS;
 typedef cub::ScanTileState<int32_t> level_tiles;
 typedef cub::TilePrefixCallbackOp<int32_t, ::cuda::std::plus<>, level_tiles> level_prefix;
@@ -1204,7 +1171,7 @@ __global__ void __launch_bounds__(BUILD_BLOCK)
  * children of levels 0 .. levels - 1 as k_build_small makes them, the octant boundaries from
  * the cell table; the level kernels go on from level `levels` (before: a count, a scan of two
  * launches and a write per level, 16 launches for levels 0..3). */
-constexpr int TOP_BLOCK = 1024;
+constexpr int TOP_BLOCK = 1024, TOP_LEVELS = CELL_LEVEL - 1;
 
 __global__ void __launch_bounds__(TOP_BLOCK)
     k_build_top(int64_t n, int leaf_size, int64_t cap, int levels,
@@ -1224,7 +1191,7 @@ __global__ void __launch_bounds__(TOP_BLOCK)
  * kernels. */
 template <int BUILD_BLOCK, int TILE = SORT_SMALL_MAX>
 __global__ void __launch_bounds__(BUILD_BLOCK)
-    k_tree_small(int64_t n, const double *__restrict__ x, int run_max, int full, int leaf_size,
+    k_tree_small(int64_t n, const double *__restrict__ x, int run_max, int leaf_size,
                  int64_t cap, uint64_t *__restrict__ keys, int32_t *__restrict__ order,
                  int32_t *__restrict__ begin, int32_t *__restrict__ end,
                  int32_t *__restrict__ n_children, int32_t *__restrict__ more,
@@ -1237,75 +1204,18 @@ __global__ void __launch_bounds__(BUILD_BLOCK)
         *reinterpret_cast<typename small_sort<BUILD_BLOCK, TILE>::storage *>(smem);
     if (threadIdx.x == 0)
         lb[FMK_CUDA_TREE_LB_SORT] = 0; /* these keys are sorted on every bit */
-    sort_tile<BUILD_BLOCK, TILE>(n, 0, x, run_max, full, s, keys, order);
+    sort_tile<BUILD_BLOCK, TILE>(n, 0, x, run_max, s, keys, order);
     build_nodes<BUILD_BLOCK>(n, leaf_size, cap, s.u.sorted, begin, end, n_children, more, next,
                              parent, level, lb, h_lb);
     build_groups<BUILD_BLOCK>(g, begin, end, more, n_children, parent, lb, h_lb);
 }
 
-/* The merge of k_sort_small's tiles (of TILE points) and the tree in one launch of one block,
- * for at most MERGE_BUILD_MAX points: the tiles' sorted keys are loaded into shared memory,
- * each point's place found there as k_merge_tiles finds it (in every other tile, the keys
- * below its key, and in the tiles before its own the keys equal to it), the keys written to
- * their places (in shared memory too), and the tree built from them as k_tree_small does
- * (the octant searches in shared memory). Two launches (the merge, the build reading global
- * memory) in one. */
-constexpr int MERGE_BUILD_BLOCK = 1024, MERGE_BUILD_MAX = 16384;
+/* k_build_small of at most STAGED_MAX sorted keys (k_merge_tiles' output) loaded into shared
+ * memory first: the octant searches of every level read shared memory, as in k_tree_small, not
+ * global memory. */
+constexpr int STAGED_BLOCK = 1024, STAGED_MAX = 16384;
 
-template <int TILE>
-__global__ void __launch_bounds__(MERGE_BUILD_BLOCK)
-    k_merge_build(int64_t n, const uint64_t *__restrict__ keys_in,
-                  const int32_t *__restrict__ order_in, int leaf_size, int64_t cap,
-                  uint64_t *__restrict__ keys, int32_t *__restrict__ order,
-                  int32_t *__restrict__ begin, int32_t *__restrict__ end,
-                  int32_t *__restrict__ n_children, int32_t *__restrict__ more,
-                  int32_t *__restrict__ next, int32_t *__restrict__ parent,
-                  int8_t *__restrict__ level, int32_t *__restrict__ lb, int32_t *__restrict__ h_lb,
-                  const groups_out g)
-{
-    constexpr int ITEMS = MERGE_BUILD_MAX / MERGE_BUILD_BLOCK;
-    extern __shared__ __align__(16) unsigned char smem[];
-    uint64_t *sk = reinterpret_cast<uint64_t *>(smem); /* n keys: by tiles, then merged */
-    const int m = (int)n, tid = threadIdx.x, tiles = (m + TILE - 1) / TILE;
-    uint64_t k[ITEMS];
-    int place[ITEMS];
-#pragma unroll
-    for (int u = 0; u < ITEMS; u++) {
-        const int p = tid + u * MERGE_BUILD_BLOCK;
-        k[u] = p < m ? keys_in[p] : 0;
-        if (p < m)
-            sk[p] = k[u];
-    }
-    __syncthreads();
-#pragma unroll
-    for (int u = 0; u < ITEMS; u++) {
-        const int p = tid + u * MERGE_BUILD_BLOCK, own = p / TILE;
-        place[u] = p - own * TILE;
-        for (int b = 0; b < tiles && p < m; b++)
-            if (b != own) {
-                const int lo = b * TILE, len = m - lo < TILE ? m - lo : TILE;
-                place[u] += keys_below<TILE>(sk, lo, len, k[u], b < own);
-            }
-    }
-    __syncthreads(); /* every search is done: the keys go to their places */
-#pragma unroll
-    for (int u = 0; u < ITEMS; u++) {
-        const int p = tid + u * MERGE_BUILD_BLOCK;
-        if (p < m) {
-            sk[place[u]] = k[u], keys[place[u]] = k[u];
-            order[place[u]] = order_in[p];
-        }
-    }
-    __syncthreads();
-    build_nodes<MERGE_BUILD_BLOCK>(n, leaf_size, cap, sk, begin, end, n_children, more, next,
-                                   parent, level, lb, h_lb);
-    build_groups<MERGE_BUILD_BLOCK>(g, begin, end, more, n_children, parent, lb, h_lb);
-}
-
-/* k_build_small of at most MERGE_BUILD_MAX sorted keys (k_merge_tiles' output) loaded into
- * shared memory first: the octant searches of every level read shared memory, as in
- * k_tree_small, not global memory. */
-__global__ void __launch_bounds__(MERGE_BUILD_BLOCK)
+__global__ void __launch_bounds__(STAGED_BLOCK)
     k_build_staged(int64_t n, int leaf_size, int64_t cap, const uint64_t *__restrict__ keys,
                    int32_t *__restrict__ begin, int32_t *__restrict__ end,
                    int32_t *__restrict__ n_children, int32_t *__restrict__ more,
@@ -1315,12 +1225,12 @@ __global__ void __launch_bounds__(MERGE_BUILD_BLOCK)
 {
     extern __shared__ __align__(16) unsigned char smem[];
     uint64_t *sk = reinterpret_cast<uint64_t *>(smem);
-    for (int p = threadIdx.x; p < (int)n; p += MERGE_BUILD_BLOCK)
+    for (int p = threadIdx.x; p < (int)n; p += STAGED_BLOCK)
         sk[p] = keys[p];
     __syncthreads();
-    build_nodes<MERGE_BUILD_BLOCK>(n, leaf_size, cap, sk, begin, end, n_children, more, next,
+    build_nodes<STAGED_BLOCK>(n, leaf_size, cap, sk, begin, end, n_children, more, next,
                                    parent, level, lb, h_lb);
-    build_groups<MERGE_BUILD_BLOCK>(g, begin, end, more, n_children, parent, lb, h_lb);
+    build_groups<STAGED_BLOCK>(g, begin, end, more, n_children, parent, lb, h_lb);
 }
 
 void free_ptr(void *p)
@@ -1408,16 +1318,11 @@ int64_t next_bound(const fmk_cuda_tree *t, int64_t b)
 
 namespace {
 
-/* k_build_small over t's sorted keys with t->tune.build_block threads; h_lb: the host's
- * copy of the level table to write, or NULL; g: the groups to make too (g.groups NULL: none). */
+/* k_build_small over t's sorted keys; h_lb: the host's copy of the level table to write, or
+ * NULL; g: the groups to make too (g.groups NULL: none). */
 void build_small(fmk_cuda_tree *t, int32_t *h_lb, const groups_out &g)
 {
-    if (t->tune.build_block == 512)
-        k_build_small<512><<<1, 512>>>(t->n_points, t->leaf_size, t->cap_nodes, t->d_keys,
-                                       t->d_begin, t->d_end, t->d_n_children, t->d_more,
-                                       t->d_next, t->d_parent, t->d_level, t->d_lb, h_lb, g);
-    else
-        k_build_small<1024><<<1, 1024>>>(t->n_points, t->leaf_size, t->cap_nodes, t->d_keys,
+    k_build_small<1024><<<1, 1024>>>(t->n_points, t->leaf_size, t->cap_nodes, t->d_keys,
                                          t->d_begin, t->d_end, t->d_n_children, t->d_more,
                                          t->d_next, t->d_parent, t->d_level, t->d_lb, h_lb, g);
 }
@@ -1489,7 +1394,7 @@ fmk_status build_one_pass(fmk_plan *plan, fmk_cuda_tree *t, int *overflow, int *
  * too small (the tree is then incomplete). */
 fmk_status build_levels(fmk_plan *plan, fmk_cuda_tree *t, int *overflow)
 {
-    if (t->tune.one_pass && t->n_points > t->tune.small_max &&
+    if (t->n_points > t->tune.small_max &&
         t->leaf_size <= ONE_LEAF_MAX && t->cap_nodes > 0) {
         int taken = 0;
         const fmk_status st = build_one_pass(plan, t, overflow, &taken);
@@ -1498,7 +1403,7 @@ fmk_status build_levels(fmk_plan *plan, fmk_cuda_tree *t, int *overflow)
     }
     const int64_t n = t->n_points;
     int32_t *lb = t->d_lb, *h = t->h_lb;
-    int32_t *cells = t->tune.cells ? t->d_cells : NULL;
+    int32_t *cells = t->d_cells;
     cudaError_t err = cudaSuccess;
     int L = 0;
     if (n <= t->tune.small_max) {
@@ -1508,19 +1413,13 @@ fmk_status build_levels(fmk_plan *plan, fmk_cuda_tree *t, int *overflow)
     int64_t bound = n <= t->tune.small_max ? 0 : 1;
     int64_t width = 1; /* 8^L, capped */
     /* the first levels by one block (with the cell table) */
-    const int top = cells && t->tune.top_levels < CELL_LEVEL ? t->tune.top_levels : 0;
     if (n > t->tune.small_max) {
-        if (cells)
-            k_cell_starts<<<blocks_for(n + 1), BLOCK>>>(n, t->d_keys, cells);
-        if (top > 0) {
-            k_build_top<<<1, TOP_BLOCK>>>(n, t->leaf_size, t->cap_nodes, top, t->d_keys, cells,
-                                          t->d_begin, t->d_end, t->d_n_children, t->d_more,
-                                          t->d_next, t->d_parent, t->d_level, lb);
-            for (; L < top; L++)
-                bound = next_bound(t, bound), width = width < n ? width * 8 : width;
-        } else {
-            k_root<<<1, 1>>>(n, t->d_begin, t->d_end, t->d_parent, t->d_next, t->d_level, lb);
-        }
+        k_cell_starts<<<blocks_for(n + 1), BLOCK>>>(n, t->d_keys, cells);
+        k_build_top<<<1, TOP_BLOCK>>>(n, t->leaf_size, t->cap_nodes, TOP_LEVELS, t->d_keys, cells,
+                                      t->d_begin, t->d_end, t->d_n_children, t->d_more,
+                                      t->d_next, t->d_parent, t->d_level, lb);
+        for (; L < TOP_LEVELS; L++)
+            bound = next_bound(t, bound), width = width < n ? width * 8 : width;
     }
     /* Level L + 1 cannot be empty while 8^L leaf_size < n (level L has at most 8^L nodes, and
      * one of them holds more than leaf_size points): no look before that. fresh: the host's
@@ -1530,7 +1429,7 @@ fmk_status build_levels(fmk_plan *plan, fmk_cuda_tree *t, int *overflow)
     level_tiles tiles[2];
     size_t tile_bytes = 0;
     const int fused =
-        t->tune.level_fused && t->cap_nodes > 0 &&
+        t->cap_nodes > 0 &&
         level_tiles::AllocationSize(level_tiles_of(t->cap_nodes), tile_bytes) == cudaSuccess &&
         tile_bytes <= 4 * (size_t)(t->cap_nodes + 1);
     if (!fused && t->cap_nodes > 0 && n > t->tune.small_max) /* offset[0] of the scans */
@@ -1749,103 +1648,69 @@ template <typename K> cudaError_t allow_smem(K kernel, int bytes, int *ready)
     return err;
 }
 
-/* Launches k_sort_small<BLOCK_THREADS, TILE>, one block per tile of TILE points, and (merge)
+/* Launches k_sort_small<BLOCK_THREADS, TILE>, one block per tile of TILE points, and
  * k_merge_tiles when there are several. */
 template <int BLOCK_THREADS, int TILE>
-cudaError_t sort_tiles(int64_t n, const double *d_x, fmk_cuda_tree *t, int merge)
+cudaError_t sort_tiles(int64_t n, const double *d_x, fmk_cuda_tree *t)
 {
     static int ready = 0;
     const int bytes = (int)sizeof(typename small_sort<BLOCK_THREADS, TILE>::storage);
     const int64_t tiles = (n + TILE - 1) / TILE;
-    const int run_max = t->tune.split_run_max, full = !t->tune.top_sort;
+    const int run_max = t->tune.split_run_max;
     cudaError_t err = allow_smem(k_sort_small<BLOCK_THREADS, TILE>, bytes, &ready);
     if (err == cudaSuccess && tiles == 1) {
-        k_sort_small<BLOCK_THREADS, TILE><<<1, BLOCK_THREADS, bytes>>>(n, d_x, run_max, full,
-                                                                      t->d_keys, t->d_order, t->d_lb);
+        k_sort_small<BLOCK_THREADS, TILE><<<1, BLOCK_THREADS, bytes>>>(n, d_x, run_max, t->d_keys,
+                                                                      t->d_order, t->d_lb);
     } else if (err == cudaSuccess) {
         k_sort_small<BLOCK_THREADS, TILE><<<(unsigned)tiles, BLOCK_THREADS, bytes>>>(
-            n, d_x, run_max, full, t->d_keys_alt, t->d_order_alt, t->d_lb);
-        if (merge)
-            k_merge_tiles<TILE><<<blocks_for(n), BLOCK>>>(n, t->d_keys_alt, t->d_order_alt,
-                                                         t->d_keys, t->d_order);
+            n, d_x, run_max, t->d_keys_alt, t->d_order_alt, t->d_lb);
+        k_merge_tiles<TILE><<<blocks_for(n), BLOCK>>>(n, t->d_keys_alt, t->d_order_alt,
+                                                     t->d_keys, t->d_order);
     }
     if (err == cudaSuccess)
         err = cudaGetLastError();
     return err;
 }
 
-/* The points per tile of a sort of n points in tiles: t->tune.sort_tile, or (0) 2048 up
- * to MERGE_BUILD_MAX points and 4096 above. */
-int sort_tile_size(const fmk_cuda_tree *t, int64_t n)
+/* The points per tile of a sort of n points in tiles: 2048 up to STAGED_MAX points, 4096
+ * above (a block of 256 or 512 threads sorts 8 keys per thread). */
+int sort_tile_size(int64_t n) { return n <= STAGED_MAX ? 2048 : 4096; }
+
+cudaError_t sort_small(int64_t n, const double *d_x, fmk_cuda_tree *t)
 {
-    const int k = t->tune.sort_tile;
-    if (k == 2048 || k == 4096 || k == SORT_SMALL_MAX)
-        return k;
-    return n <= MERGE_BUILD_MAX ? 2048 : 4096;
+    if (sort_tile_size(n) == 2048)
+        return sort_tiles<256, 2048>(n, d_x, t);
+    return sort_tiles<512, 4096>(n, d_x, t);
 }
 
-cudaError_t sort_small(int64_t n, const double *d_x, fmk_cuda_tree *t, int merge = 1)
+/* Whether the n points of a tree built without a wait are sorted in tiles, merged
+ * (k_merge_tiles) and built from shared memory (k_build_staged). */
+int staged_takes(const fmk_cuda_tree *t, int64_t n)
 {
-    switch (sort_tile_size(t, n)) {
-    case 2048: return sort_tiles<256, 2048>(n, d_x, t, merge);
-    case 4096: return sort_tiles<512, 4096>(n, d_x, t, merge);
-    default: return sort_tiles<512, SORT_SMALL_MAX>(n, d_x, t, merge);
-    }
-}
-
-/* Whether the n points of a tree built without a wait are sorted in tiles and then merged and
- * built by one launch (k_merge_build) or merged (k_merge_tiles) and built from shared memory
- * (k_build_staged). */
-int merge_build_takes(const fmk_cuda_tree *t, int64_t n)
-{
-    return (t->tune.merge_build == 1 || t->tune.merge_build == 2) &&
-           n > sort_tile_size(t, n) && n <= MERGE_BUILD_MAX &&
+    return n > sort_tile_size(n) && n <= STAGED_MAX &&
            n <= (int64_t)t->tune.sort_tiles * SORT_SMALL_MAX && n <= t->tune.small_max;
 }
 
-template <int TILE>
-cudaError_t merge_build_launch(fmk_cuda_tree *t, int32_t *h_lb, const groups_out &g)
+/* The tiles' sort, k_merge_tiles and k_build_staged (staged_takes(t, n)). */
+cudaError_t build_staged(int64_t n, const double *d_x, fmk_cuda_tree *t, int32_t *h_lb,
+                         const groups_out &g)
 {
-    static int ready = 0;
-    const int bytes = MERGE_BUILD_MAX * (int)sizeof(uint64_t);
-    cudaError_t err = allow_smem(k_merge_build<TILE>, bytes, &ready);
-    if (err == cudaSuccess)
-        k_merge_build<TILE><<<1, MERGE_BUILD_BLOCK, (size_t)t->n_points * sizeof(uint64_t)>>>(
-            t->n_points, t->d_keys_alt, t->d_order_alt, t->leaf_size, t->cap_nodes, t->d_keys,
-            t->d_order, t->d_begin, t->d_end, t->d_n_children, t->d_more, t->d_next, t->d_parent,
-            t->d_level, t->d_lb, h_lb, g);
-    return err == cudaSuccess ? cudaGetLastError() : err;
-}
-
-/* The tiles' sort, then k_merge_build, or k_merge_tiles and k_build_staged
- * (merge_build_takes(t, n)). */
-cudaError_t merge_build(int64_t n, const double *d_x, fmk_cuda_tree *t, int32_t *h_lb,
-                        const groups_out &g)
-{
-    const int one = t->tune.merge_build == 1;
-    cudaError_t err = sort_small(n, d_x, t, !one);
+    cudaError_t err = sort_small(n, d_x, t);
     if (err != cudaSuccess)
         return err;
-    if (!one) {
-        static int ready = 0;
-        err = allow_smem(k_build_staged, MERGE_BUILD_MAX * (int)sizeof(uint64_t), &ready);
-        if (err == cudaSuccess)
-            k_build_staged<<<1, MERGE_BUILD_BLOCK, (size_t)n * sizeof(uint64_t)>>>(
-                n, t->leaf_size, t->cap_nodes, t->d_keys, t->d_begin, t->d_end, t->d_n_children,
-                t->d_more, t->d_next, t->d_parent, t->d_level, t->d_lb, h_lb, g);
-        return err == cudaSuccess ? cudaGetLastError() : err;
-    }
-    switch (sort_tile_size(t, n)) {
-    case 2048: return merge_build_launch<2048>(t, h_lb, g);
-    case 4096: return merge_build_launch<4096>(t, h_lb, g);
-    default: return merge_build_launch<SORT_SMALL_MAX>(t, h_lb, g);
-    }
+    static int ready = 0;
+    err = allow_smem(k_build_staged, STAGED_MAX * (int)sizeof(uint64_t), &ready);
+    if (err == cudaSuccess)
+        k_build_staged<<<1, STAGED_BLOCK, (size_t)n * sizeof(uint64_t)>>>(
+            n, t->leaf_size, t->cap_nodes, t->d_keys, t->d_begin, t->d_end, t->d_n_children,
+            t->d_more, t->d_next, t->d_parent, t->d_level, t->d_lb, h_lb, g);
+    return err == cudaSuccess ? cudaGetLastError() : err;
 }
 
 /* Whether k_tree_small takes the n points (else k_sort_small or CUB's sort and k_build_small). */
 int tree_small_takes(const fmk_cuda_tree *t, int64_t n)
 {
-    return t->tune.fused && n > 0 && n <= SORT_SMALL_MAX && n <= t->tune.fused_max;
+    return n > 0 && n <= SORT_SMALL_MAX && n <= t->tune.fused_max;
 }
 
 template <int BLOCK_THREADS, int TILE>
@@ -1857,20 +1722,20 @@ cudaError_t tree_small_launch(int64_t n, const double *d_x, fmk_cuda_tree *t, in
     cudaError_t err = allow_smem(k_tree_small<BLOCK_THREADS, TILE>, bytes, &ready);
     if (err == cudaSuccess)
         k_tree_small<BLOCK_THREADS, TILE><<<1, BLOCK_THREADS, bytes>>>(
-            n, d_x, t->tune.split_run_max, !t->tune.top_sort, t->leaf_size,
+            n, d_x, t->tune.split_run_max, t->leaf_size,
             t->cap_nodes, t->d_keys, t->d_order, t->d_begin, t->d_end, t->d_n_children, t->d_more,
             t->d_next, t->d_parent, t->d_level, t->d_lb, h_lb, g);
     return err == cudaSuccess ? cudaGetLastError() : err;
 }
 
 /* k_tree_small over the n mapped points d_x into t (h_lb as build_small's): a tile of 2048,
- * 4096 or 8192 points, the smallest that holds them (t->tune.fused_fit; else 8192). */
+ * 4096 or 8192 points, the smallest that holds them. */
 cudaError_t tree_small(int64_t n, const double *d_x, fmk_cuda_tree *t, int32_t *h_lb,
                        const groups_out &g)
 {
-    if (t->tune.fused_fit && n <= 2048)
+    if (n <= 2048)
         return tree_small_launch<256, 2048>(n, d_x, t, h_lb, g);
-    if (t->tune.fused_fit && n <= 4096)
+    if (n <= 4096)
         return tree_small_launch<512, 4096>(n, d_x, t, h_lb, g);
     return tree_small_launch<512, SORT_SMALL_MAX>(n, d_x, t, h_lb, g);
 }
@@ -1973,11 +1838,11 @@ extern "C" fmk_status fmk_cuda_tree3d_build_async(fmk_plan *plan, int64_t n, con
     if (n > t->tune.small_max)
         return fmk_cuda_tree3d_build(plan, n, d_x, leaf_size, extra, t);
     const int fused = tree_small_takes(t, n);
-    fmk_status st = prepare(plan, n, leaf_size, extra, t, !fused && !merge_build_takes(t, n));
+    fmk_status st = prepare(plan, n, leaf_size, extra, t, !fused && !staged_takes(t, n));
     if (st == FMK_OK)
         st = pin_lb(plan, t);
     groups_out g = {0, 0, NULL};
-    if (st == FMK_OK && want && t->tune.build_groups) {
+    if (st == FMK_OK && want) {
         /* fmk_cuda_tree3d_groups_bound of the pending tree */
         const int gs = want->group_size > 0 ? want->group_size : 1;
         st = grow_groups(plan, t->cap_nodes + n / gs + 1, extra, want->d_groups, want->cap_groups);
@@ -1986,8 +1851,8 @@ extern "C" fmk_status fmk_cuda_tree3d_build_async(fmk_plan *plan, int64_t n, con
     }
     if (st == FMK_OK && fused) {
         st = check(plan, tree_small(n, d_x, t, t->dh_lb, g), "the one-block keys, sort and tree build");
-    } else if (st == FMK_OK && merge_build_takes(t, n)) {
-        st = check(plan, merge_build(n, d_x, t, t->dh_lb, g), "the tiles' sort, merge and build");
+    } else if (st == FMK_OK && staged_takes(t, n)) {
+        st = check(plan, build_staged(n, d_x, t, t->dh_lb, g), "the tiles' sort, merge and build");
     } else {
         if (st == FMK_OK) /* a split sort's flag is looked at by finish */
             st = sort_points(plan, t, n, d_x, n > t->tune.split_sort_min);
@@ -2155,7 +2020,7 @@ extern "C" fmk_status fmk_cuda_tree3d_groups(fmk_plan *plan, fmk_cuda_tree *t, i
     /* the level workspace: the group starts' mask and its words' scan (words + 1 <= cap_nodes
      * + 1) for the groups in Morton order, else the counts (nn + 1) and their scan */
     const int64_t words = (t->n_points + 31) / 32;
-    t->groups_sorted = t->tune.groups_rank && words <= t->cap_nodes;
+    t->groups_sorted = words <= t->cap_nodes;
     uint32_t *mask = t->groups_sorted ? (uint32_t *)t->d_counts : NULL;
     int32_t *d_chunks = t->d_counts, *d_offset = t->d_offset;
     const int32_t n_items = t->groups_sorted ? (int32_t)words : nn; /* scanned, then one more */

@@ -56,47 +56,24 @@ extern "C" {
  * that builds GPU trees (member "tree": knobs "treecode.tree.*", "fmm3d.tree.*"). The engine
  * copies its plan's values into fmk_cuda_tree.tune before each build. */
 typedef struct fmk_cuda_tree_tune {
-    int64_t small_max;          /* trees of at most this many points: one block (k_build_small) */
-    int64_t split_sort_min;     /* more points: sort the keys' top 32 bits first (split sort) */
-    int split_run_max;          /* longer out-of-order runs of equal top bits: sort all 63 bits */
-    int top_levels;             /* first levels built by one block (k_build_top), 0..4 */
-    int build_block;            /* threads of the one-block builds */
-    int sort_tiles;             /* small trees: keys sorted in this many tiles of 8192, merged */
-    int sort_tile;              /* the tiles' sort variant */
-    int merge_build;            /* the merge and build variant of small trees (0, 1, 2) */
-    int top_sort;               /* the split sort's first pass on the top bits (1) or all (0) */
-    int fused;                  /* trees up to fused_max points by one launch (k_tree_small) */
-    int fused_max;
-    int fused_fit;              /* that launch sorts the smallest tile that holds the points */
-    int cells;                  /* first levels' octant bounds from the cell table (1) */
-    int level_fused;            /* the lower levels one launch each (k_level, 1) */
-    int groups_rank;            /* groups in Morton order (1) or node order (0) */
-    int build_groups;           /* small trees: the groups made by the build's launch */
-    int one_pass;               /* every level from one pass over the points (1) */
+    int64_t small_max;      /* trees of at most this many points are built by one block (2^16) */
+    int64_t split_sort_min; /* more points: the split sort, the keys' top 32 bits first (2^16) */
+    int split_run_max;      /* a longer out-of-order run of equal top bits: sort all 63 (1024) */
+    int sort_tiles;         /* small trees of at most this many times 8192 points sort their
+                               keys by one block per tile and merge them (4; 1 to 8) */
+    int fused_max;          /* trees of at most this many points get keys, sort and nodes from
+                               one launch of one block (4096; at most 8192) */
 } fmk_cuda_tree_tune;
 
-#define FMK_CUDA_TREE_TUNE_DEFAULTS                                                              \
-    {1ll << 16, 1ll << 16, 1024, 4, 1024, 4, 0, 2, 1, 1, 4096, 1, 1, 1, 1, 1, 1}
+#define FMK_CUDA_TREE_TUNE_DEFAULTS {1ll << 16, 1ll << 16, 1024, 4, 4096}
 
 /* The rows of the knob table for member `member` of tuning struct `type`. */
 #define FMK_CUDA_TREE_KNOBS(type, member)                                                        \
     FMK_KNOB(type, member.small_max, FMK_TUNE_INT64, 0, 1e15, "one-block trees up to this many points"), \
     FMK_KNOB(type, member.split_sort_min, FMK_TUNE_INT64, 0, 1e15, "split sort from this many points"), \
     FMK_KNOB(type, member.split_run_max, FMK_TUNE_INT, 1, 1e9, "split sort's longest run"), \
-    FMK_KNOB(type, member.top_levels, FMK_TUNE_INT, 0, 4, "first levels by one block"), \
-    FMK_KNOB(type, member.build_block, FMK_TUNE_INT, 32, 1024, "threads of one-block builds"), \
     FMK_KNOB(type, member.sort_tiles, FMK_TUNE_INT, 1, 8, "small trees' sort tiles"), \
-    FMK_KNOB(type, member.sort_tile, FMK_TUNE_INT, 0, 2, "tile sort variant"), \
-    FMK_KNOB(type, member.merge_build, FMK_TUNE_INT, 0, 2, "merge and build variant"), \
-    FMK_KNOB(type, member.top_sort, FMK_TUNE_INT, 0, 1, "split sort on the top bits"), \
-    FMK_KNOB(type, member.fused, FMK_TUNE_INT, 0, 1, "one-launch small trees"), \
-    FMK_KNOB(type, member.fused_max, FMK_TUNE_INT, 0, 8192, "one-launch trees up to"), \
-    FMK_KNOB(type, member.fused_fit, FMK_TUNE_INT, 0, 1, "one launch sorts the smallest tile"), \
-    FMK_KNOB(type, member.cells, FMK_TUNE_INT, 0, 1, "octant bounds from the cell table"), \
-    FMK_KNOB(type, member.level_fused, FMK_TUNE_INT, 0, 1, "a level per launch"), \
-    FMK_KNOB(type, member.groups_rank, FMK_TUNE_INT, 0, 1, "groups in Morton order"), \
-    FMK_KNOB(type, member.build_groups, FMK_TUNE_INT, 0, 1, "groups by the build's launch"), \
-    FMK_KNOB(type, member.one_pass, FMK_TUNE_INT, 0, 1, "every level from one pass")
+    FMK_KNOB(type, member.fused_max, FMK_TUNE_INT, 0, 8192, "one-launch trees up to")
 
 typedef struct fmk_cuda_tree {
     int64_t n_points;
