@@ -26,8 +26,8 @@ constexpr int BLOCK = 256;
 
 static inline unsigned blocks_for(int64_t n) { return (unsigned)((n + BLOCK - 1) / BLOCK); }
 
-/* The one-block sorts (keys_sort.cu): tiles of at most SORT_SMALL_MAX points, 16 keys per
- * thread of 512; trees of more than SORT_SMALL_MIN points sort their keys so. */
+/* The one-block sorts (keys_sort.cu): tiles of at most SORT_SMALL_MAX points (16 keys per
+ * thread of 512); small trees of more than SORT_SMALL_MIN points sort their keys so. */
 constexpr int SORT_ITEMS = 16, SORT_SMALL_MIN = 2048, SORT_SMALL_MAX = 512 * SORT_ITEMS;
 
 /* Trees of at most STAGED_MAX points built without a host wait (build_small.cu): the merged
@@ -81,7 +81,8 @@ template <typename K> cudaError_t allow_smem(K kernel, int bytes, int *ready)
  * split sort), whichever needs more. */
 cudaError_t fmk_cuda_tree_sort_bytes(int64_t n, size_t *bytes);
 /* The keys of the n mapped points d_x sorted in tiles of sort_tile_size(n) points, one block
- * each, and merged, into t->d_keys, t->d_order (the tiles in t->d_keys_alt, t->d_order_alt). */
+ * each, into t->d_keys, t->d_order (several tiles: into t->d_keys_alt, t->d_order_alt, then
+ * merged). */
 cudaError_t fmk_cuda_tree_sort_small(int64_t n, const double *d_x, fmk_cuda_tree *t);
 /* Sorts the keys of the n mapped points d_x with their indices into t->d_keys, t->d_order:
  * by one block (2049 .. 8192 points of a small tree) or a few and their merge (up to
