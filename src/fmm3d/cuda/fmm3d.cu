@@ -2487,6 +2487,8 @@ fmk_status new_state(fmk_plan *plan, fmm_gpu **out)
         return fmk_error_set(plan, FMK_ERR_NOMEM, "out of host memory");
     s->device = plan->opts.device;
     s->sms = fmk_cuda_sm_count(s->device);
+    static const fmk_cuda_tree_tune tree_tune = FMK_CUDA_TREE_TUNE_DEFAULTS;
+    s->tree.tune = tree_tune;
     s->fp32 = plan->opts.precision == FMK_PRECISION_FP32;
     /* the near field's 1/r to ~1e-13 (below 1e-2 of eps) where the order comes from eps */
     s->newton_ok = plan->opts.order < 0 && plan->eps >= 1e-11;

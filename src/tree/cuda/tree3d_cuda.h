@@ -1,6 +1,6 @@
 /*
- * tree_internal.h -- the octree of tree3d.h on the GPU (tree3d.cu) and what the GPU treecode
- * (bh.cu) and the tests need of it.
+ * tree3d_cuda.h -- the octree of tree3d.h on the GPU (src/tree/cuda/*.cu) and what the GPU
+ * treecode, the GPU 3D FMM and the tests need of it.
  *
  * The device tree holds the arrays of fmk_tree3d with 32-bit indices (the GPU treecode takes
  * fewer than 2^31 points): keys, order, begin, end, more, next, n_children, parent, level, and
@@ -8,30 +8,30 @@
  * (the engine keeps them packed in its working precision); fmk_cuda_tree3d_download rebuilds
  * them from order for comparisons.
  *
- * Build (all on the default stream): keys from the mapped points (double, tree3d.h's
- * formula); a stable CUB radix sort of (key, index) pairs (above fmk_cuda_tree_split_sort_min
- * points: of the keys' top 32 bits only, then each point of a run of equal top bits placed by
- * its rank in the run; a long run out of order makes the build sort all 63 bits and start
- * again); then level by level: for every node of the level that splits, the octant
- * boundaries in its key range (levels 0..4: from d_cells, where each cell of level 5 starts;
- * deeper: binary searches), a CUB scan of the child counts, and the children written breadth-first with their next pointers.
- * With leaves of at most 256 points (fmk_cuda_tree_one_pass) every level comes from one pass
- * over the sorted points instead: each point's first level as a cell start and its leaf's
- * level, their counts per tile and level, one CUB scan, and each point writes the nodes that
- * begin at it and end just before it (docs/tree.md).
- * The level's first node and count live on the device (d_lb), so the kernels and the scan run
- * over a bound of the level's size known on the host and the host does not wait per level.
- * Trees of at most fmk_cuda_tree_small_max points (2^16) are built below the root by one block
- * (k_build_small: the same nodes, no launch per level); up to 4096 points the keys, their sort
- * and the nodes are one launch of one block (k_tree_small, sorting a tile of 2048 or 4096),
- * and up to 32768 a block sorts each 2048 points (4096 above 16384) and one launch merges them
- * (up to 16384 points the build then reads the merged keys from shared memory,
- * k_build_staged); these one-block sorts order the keys' top 30 bits, then each run of equal
- * top bits (all 63 bits when a run is long). The groups of such trees
- * likewise (docs/tree.md, "Small N"). Such
- * a tree can also be built without a host wait (fmk_cuda_tree3d_build_async): its level table
- * is written into pinned host memory by the kernels and read after the caller's one wait, and
- * its target groups can be made by the build's own launch (fmk_cuda_groups_want).
+ * Build (all on the default stream; tree3d.cu, the phases in the files it names): keys from
+ * the mapped points (double, tree3d.h's formula); a stable CUB radix sort of (key, index)
+ * pairs (above tune.split_sort_min points: of the keys' top 32 bits only, then each point of a
+ * run of equal top bits placed by its rank in the run; a long run out of order makes the
+ * build sort all 63 bits and start again); then the nodes. With leaves of at most 256 points
+ * every level comes from one pass over the sorted points: each point's first level as a cell
+ * start and its leaf's level, their counts per tile and level, one CUB scan, and each point
+ * writes the nodes that begin at it and end just before it (docs/tree.md). With larger leaves
+ * the levels come one by one: the first four by one block (their octant boundaries from
+ * d_cells, where each cell of level 5 starts), then a launch per level that counts the
+ * children, scans the counts across blocks and writes the children breadth-first with their
+ * next pointers. The level's first node and count live on the device (d_lb), so the kernels
+ * run over a bound of the level's size known on the host and the host does not wait per level.
+ *
+ * Trees of at most tune.small_max points (2^16) are built below the root by one block (no
+ * launch per level); up to tune.fused_max points (4096) the keys, their sort and the nodes are
+ * one launch of one block (sorting a tile of 2048, 4096 or 8192), and up to tune.sort_tiles
+ * times 8192 a block sorts each 2048 points (4096 above 16384) and one launch merges them (up
+ * to 16384 points the build then reads the merged keys from shared memory). These one-block
+ * sorts order the keys' top 30 bits, then each run of equal top bits (all 63 bits when a run
+ * is long). Such a tree can also be built without a host wait (fmk_cuda_tree3d_build_async):
+ * its level table is written into pinned host memory by the kernels and read after the
+ * caller's one wait, and its target groups can be made by the build's own launch
+ * (fmk_cuda_groups_want; docs/tree.md, "Small N").
  * The node arrays start at an estimate (3 n / leaf_size) and are doubled, and the tree built
  * again, when it does not fit; fmk_cuda_tree3d_node_bound is the worst case that
  * fmk_plan_memory reports.
@@ -56,47 +56,24 @@ extern "C" {
  * that builds GPU trees (member "tree": knobs "treecode.tree.*", "fmm3d.tree.*"). The engine
  * copies its plan's values into fmk_cuda_tree.tune before each build. */
 typedef struct fmk_cuda_tree_tune {
-    int64_t small_max;          /* trees of at most this many points: one block (k_build_small) */
-    int64_t split_sort_min;     /* more points: sort the keys' top 32 bits first (split sort) */
-    int split_run_max;          /* longer out-of-order runs of equal top bits: sort all 63 bits */
-    int top_levels;             /* first levels built by one block (k_build_top), 0..4 */
-    int build_block;            /* threads of the one-block builds */
-    int sort_tiles;             /* small trees: keys sorted in this many tiles of 8192, merged */
-    int sort_tile;              /* the tiles' sort variant */
-    int merge_build;            /* the merge and build variant of small trees (0, 1, 2) */
-    int top_sort;               /* the split sort's first pass on the top bits (1) or all (0) */
-    int fused;                  /* trees up to fused_max points by one launch (k_tree_small) */
-    int fused_max;
-    int fused_fit;              /* that launch sorts the smallest tile that holds the points */
-    int cells;                  /* first levels' octant bounds from the cell table (1) */
-    int level_fused;            /* the lower levels one launch each (k_level, 1) */
-    int groups_rank;            /* groups in Morton order (1) or node order (0) */
-    int build_groups;           /* small trees: the groups made by the build's launch */
-    int one_pass;               /* every level from one pass over the points (1) */
+    int64_t small_max;      /* trees of at most this many points are built by one block (2^16) */
+    int64_t split_sort_min; /* more points: the split sort, the keys' top 32 bits first (2^16) */
+    int split_run_max;      /* a longer out-of-order run of equal top bits: sort all 63 (1024) */
+    int sort_tiles;         /* small trees of at most this many times 8192 points sort their
+                               keys by one block per tile and merge them (4; 1 to 8) */
+    int fused_max;          /* trees of at most this many points get keys, sort and nodes from
+                               one launch of one block (4096; at most 8192) */
 } fmk_cuda_tree_tune;
 
-#define FMK_CUDA_TREE_TUNE_DEFAULTS                                                              \
-    {1ll << 16, 1ll << 16, 1024, 4, 1024, 4, 0, 2, 1, 1, 4096, 1, 1, 1, 1, 1, 1}
+#define FMK_CUDA_TREE_TUNE_DEFAULTS {1ll << 16, 1ll << 16, 1024, 4, 4096}
 
 /* The rows of the knob table for member `member` of tuning struct `type`. */
 #define FMK_CUDA_TREE_KNOBS(type, member)                                                        \
     FMK_KNOB(type, member.small_max, FMK_TUNE_INT64, 0, 1e15, "one-block trees up to this many points"), \
     FMK_KNOB(type, member.split_sort_min, FMK_TUNE_INT64, 0, 1e15, "split sort from this many points"), \
     FMK_KNOB(type, member.split_run_max, FMK_TUNE_INT, 1, 1e9, "split sort's longest run"), \
-    FMK_KNOB(type, member.top_levels, FMK_TUNE_INT, 0, 4, "first levels by one block"), \
-    FMK_KNOB(type, member.build_block, FMK_TUNE_INT, 32, 1024, "threads of one-block builds"), \
     FMK_KNOB(type, member.sort_tiles, FMK_TUNE_INT, 1, 8, "small trees' sort tiles"), \
-    FMK_KNOB(type, member.sort_tile, FMK_TUNE_INT, 0, 2, "tile sort variant"), \
-    FMK_KNOB(type, member.merge_build, FMK_TUNE_INT, 0, 2, "merge and build variant"), \
-    FMK_KNOB(type, member.top_sort, FMK_TUNE_INT, 0, 1, "split sort on the top bits"), \
-    FMK_KNOB(type, member.fused, FMK_TUNE_INT, 0, 1, "one-launch small trees"), \
-    FMK_KNOB(type, member.fused_max, FMK_TUNE_INT, 0, 8192, "one-launch trees up to"), \
-    FMK_KNOB(type, member.fused_fit, FMK_TUNE_INT, 0, 1, "one launch sorts the smallest tile"), \
-    FMK_KNOB(type, member.cells, FMK_TUNE_INT, 0, 1, "octant bounds from the cell table"), \
-    FMK_KNOB(type, member.level_fused, FMK_TUNE_INT, 0, 1, "a level per launch"), \
-    FMK_KNOB(type, member.groups_rank, FMK_TUNE_INT, 0, 1, "groups in Morton order"), \
-    FMK_KNOB(type, member.build_groups, FMK_TUNE_INT, 0, 1, "groups by the build's launch"), \
-    FMK_KNOB(type, member.one_pass, FMK_TUNE_INT, 0, 1, "every level from one pass")
+    FMK_KNOB(type, member.fused_max, FMK_TUNE_INT, 0, 8192, "one-launch trees up to")
 
 typedef struct fmk_cuda_tree {
     int64_t n_points;
@@ -179,7 +156,7 @@ typedef struct fmk_cuda_groups_want {
     int64_t *cap_groups;
 } fmk_cuda_groups_want;
 
-/* The same tree without a host wait, for trees of at most fmk_cuda_tree_small_max points
+/* The same tree without a host wait, for trees of at most t->tune.small_max points
  * (larger ones: fmk_cuda_tree3d_build, and t->pending stays 0). The kernels are queued and
  * t->pending is set: the node count is on the device (d_lb[FMK_CUDA_TREE_LB_NODES]; at most
  * cap_nodes), and the level table reaches h_lb with the stream. Once the caller has waited
@@ -188,13 +165,14 @@ typedef struct fmk_cuda_groups_want {
  * order) and must be built again with fmk_cuda_tree3d_build. Kernels queued after this one
  * must bound their work by the device count until then (fmk_cuda_tree3d_groups does).
  * groups (or NULL): the groups of the tree are made by the build's own launch too
- * (*groups->d_groups grown to their bound here; fmk_cuda_tree_build_groups), and a later
+ * (*groups->d_groups grown to their bound here), and a later
  * fmk_cuda_tree3d_groups for the same ones queues nothing. */
 fmk_status fmk_cuda_tree3d_build_async(fmk_plan *plan, int64_t n, const double *d_x,
                                        int leaf_size, long long extra,
                                        const fmk_cuda_groups_want *groups, fmk_cuda_tree *t);
 void fmk_cuda_tree3d_finish(fmk_cuda_tree *t, int *redo);
-/* Frees the device arrays of *t (safe on an empty or half-built tree) and zeroes it. */
+/* Frees the device arrays of *t (safe on an empty or half-built tree) and zeroes it, all but
+ * its knobs (t->tune). */
 void fmk_cuda_tree3d_free(fmk_cuda_tree *t);
 
 /* Groups of at most group_size nearby sorted points for the group walk (t may be pending): the nodes of at most
@@ -206,9 +184,9 @@ void fmk_cuda_tree3d_free(fmk_cuda_tree *t);
  * int2 {begin, end}, *cap_groups slots) is grown here to that bound when smaller. The count is
  * written to t->d_lb[FMK_CUDA_TREE_LB_GROUPS] and, once the stream reaches it, to
  * t->h_lb[FMK_CUDA_TREE_LB_GROUPS] (no synchronization here). Uses t's level workspace.
- * The groups come in Morton order (by first point; t->groups_sorted set) from trees built
- * level by level whose node arrays hold targets / 32 words (fmk_cuda_tree_groups_rank),
- * else in the order of their nodes. */
+ * The groups come in Morton order (by first point; t->groups_sorted set) from trees of more
+ * than t->tune.small_max points whose node arrays hold targets / 32 words, else in the order
+ * of their nodes. */
 int64_t fmk_cuda_tree3d_groups_bound(const fmk_cuda_tree *t, int group_size);
 fmk_status fmk_cuda_tree3d_groups(fmk_plan *plan, fmk_cuda_tree *t, int group_size, int merge,
                                   long long extra, int2 **d_groups, int64_t *cap_groups);

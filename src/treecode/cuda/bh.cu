@@ -3372,6 +3372,8 @@ fmk_status new_state(fmk_plan *plan, bh_state **out)
     s->device = plan->opts.device;
     s->real = real_of(plan);
     s->group = group_of();
+    static const fmk_cuda_tree_tune tree_tune = FMK_CUDA_TREE_TUNE_DEFAULTS;
+    s->tree.tune = s->ttree.tune = tree_tune;
     fmk_status st = FMK_OK;
     int k = 0;
     for (; k < 4 && st == FMK_OK; k++)
