@@ -26,11 +26,6 @@
  *                    columns): 2^12 .. 2^20 uniform and 2^20 Plummer at eps 1e-3 and 1e-6, one
  *                    stream (the M2L alone) and two (eval, errors), device points; the degrees of
  *                    one octant's 189 directions, truncated and in classes
- *   fmm3d rootfit    the root cube fitted so that the 2^20 cube's points span k cells of level 5
- *                    (leaves of 2^20 / k^3 points), with the P2P's passes and the M2L's classes;
- *                    rootfit2, rootfit3: other rows, repeated (the section's steps)
- *   fmm3d fitsweep   the fitted root's P2P and M2L knobs one by one off the engine's, and the
- *                    Plummer sphere's points per lane, pair orientation and leaf sizes (2^20)
  *   fmm3d fitmix     the fit on uniform sets whose tree is complete to a level and may split
  *                    once more (2^18, 4e5, 6e5, 2^22, 2^24): fit off, 4, 5, 6 points per lane
  *   fmm3d draws [K]  2^K uniform points (default 2^18) on 8 draws: eval, P2P alone, and the
@@ -47,10 +42,6 @@
  *   fmm3d newton     the P2P of leaf pairs at 2 and 4 points per lane, 1/r by the third-order
  *                    correction and by a Newton step: 2^20 uniform and Plummer at eps 1e-6,
  *                    one stream (the phases alone) and two (device points)
- *   fmm3d ring [V]   the P2P of leaf pairs: its ring's variants at 4 points per lane and a
- *                    leaf's own pairs once or both ways (rows 0 .. V, all if 0): 2^20 uniform
- *                    and Plummer at eps 1e-6, uniform at 1e-3, one stream (device points);
- *                    ringprof: uniform only, one timed eval each and no errors (for a profiler)
  *   fmm3d cols       P2M and L2P as a thread per point, by column groups and records, and P2M
  *                    two sources a lane at a time: 2^20 uniform and Plummer at eps 1e-6, one
  *                    stream (the phases alone) and two (device points)
@@ -78,63 +69,89 @@
 #include "bench_util.h"
 #include "fmmkit.h"
 
-/* cuda/fmm3d.cu: the M2L work of a plan (not API). It and the CUDA runtime calls are weak
- * references: a CPU-only build (which builds this program too) links without them, and the
- * program then says there is no GPU. */
-fmk_status fmk_cuda_fmm3d_m2l_work(const fmk_plan *plan, int64_t *pairs, int64_t *tile_pairs,
-                                   int *stride) __attribute__((weak));
-fmk_status fmk_cuda_fmm3d_setup_times(const fmk_plan *plan, double t[12]) __attribute__((weak));
-/* cuda/fmm3d.cu's knob (not API): W and X entries with at most K (p + 1)^2 / 2 sources or
- * targets done as P2P */
-extern int fmk_cuda_fmm3d_direct_near __attribute__((weak));
-/* and P2P of leaf pairs both ways (sources = targets, fp64): targets per thread, 0 off */
-extern int fmk_cuda_fmm3d_p2p_pairs __attribute__((weak));
-/* and eval's near field on a second stream alongside the far field (1) or after it (0) */
-extern int fmk_cuda_fmm3d_overlap __attribute__((weak));
-/* and the M2L's merging of direction runs (directions apart) */
-extern int fmk_cuda_fmm3d_m2l_gap __attribute__((weak));
-/* and the first order of the rotation-based M2L (0: every order) */
-extern int fmk_cuda_fmm3d_m2l_rot_order __attribute__((weak));
-/* and the dense M2L's truncation of the far directions' operators (safety factor; 0: none) */
-extern double fmk_cuda_fmm3d_m2l_trunc __attribute__((weak));
-/* and its degree classes (at most K distinct degrees; 0: every degree its own) and size rule
- * (truncated only from this many boxes in the M2L's columns; 0: always) */
-extern int fmk_cuda_fmm3d_m2l_classes __attribute__((weak));
-extern long long fmk_cuda_fmm3d_m2l_trunc_min __attribute__((weak));
-/* cuda/fmm3d.cu (not API): a plan's M2L columns, GEMMs and whole (1) or truncated (0)
- * operators; the degrees of one octant's 189 directions at order p, truncated and in classes */
-fmk_status fmk_cuda_fmm3d_m2l_shape(const fmk_plan *plan, int64_t *boxes, int *gemms, int *whole)
-    __attribute__((weak));
-fmk_status fmk_cuda_fmm3d_m2l_degrees(int p, int *count, int *count_cls, double flops[2]) __attribute__((weak));
-/* and the P2P of leaf pairs of a plan counted: pairs, leaves, largest leaf, leaves over a pass,
- * pass slots times partners, interactions, most pairs held by a leaf, a pass's points */
-fmk_status fmk_cuda_fmm3d_p2p_stats(const fmk_plan *plan, int64_t st[8]) __attribute__((weak));
-/* and the leaves off the deepest level or of fewer than 32 points, printed */
-fmk_status fmk_cuda_fmm3d_leaf_report(const fmk_plan *plan, FILE *f) __attribute__((weak));
+#include "core/internal.h"
+#include "core/tune.h"
+#include "fmm3d/cuda/report.h"
+
+#ifndef FMK_HAVE_CUDA
+/* A CPU-only build: the GPU plan's reports (fmm3d/cuda/report.h) are not there; the program
+ * then says there is no GPU. */
+fmk_status fmk_cuda_fmm3d_m2l_work(const fmk_plan *p, int64_t *a, int64_t *b, int *c)
+{
+    (void)p, (void)a, (void)b, (void)c;
+    return FMK_ERR_STATE;
+}
+fmk_status fmk_cuda_fmm3d_setup_times(const fmk_plan *p, double t[12])
+{
+    (void)p, (void)t;
+    return FMK_ERR_STATE;
+}
+fmk_status fmk_cuda_fmm3d_m2l_shape(const fmk_plan *p, int64_t *a, int *b, int *c)
+{
+    (void)p, (void)a, (void)b, (void)c;
+    return FMK_ERR_STATE;
+}
+fmk_status fmk_cuda_fmm3d_m2l_degrees(int p, double f, int k, int *a, int *b, double c[2])
+{
+    (void)p, (void)f, (void)k, (void)a, (void)b, (void)c;
+    return FMK_ERR_STATE;
+}
+fmk_status fmk_cuda_fmm3d_p2p_stats(const fmk_plan *p, int64_t st[8])
+{
+    (void)p, (void)st;
+    return FMK_ERR_STATE;
+}
+fmk_status fmk_cuda_fmm3d_leaf_report(const fmk_plan *p, FILE *f)
+{
+    (void)p, (void)f;
+    return FMK_ERR_STATE;
+}
+#endif
+
 static int leaf_report; /* measure prints them (draws) */
-/* and the leaf pairs per block of the P2P both ways, its one-point-per-lane last pass, and the
- * root cube's volume over the points' bounding cube */
-extern int fmk_cuda_fmm3d_p2p_run __attribute__((weak));
-extern int fmk_cuda_fmm3d_p2p_tail __attribute__((weak));
-extern int fmk_cuda_fmm3d_p2p_unroll __attribute__((weak));
-/* and fp64 P2P's 1/r by a Newton step (-1 where the order comes from eps >= 1e-11, 0, 1) */
-extern int fmk_cuda_fmm3d_p2p_newton __attribute__((weak));
-/* and the variant of the ring of the P2P both ways at 4 points per lane (0 .. 6), and a leaf's
- * own pairs once there (1) or both ways in the one-way kernel (0) */
-extern int fmk_cuda_fmm3d_p2p_ring __attribute__((weak));
-extern int fmk_cuda_fmm3d_p2p_groups __attribute__((weak));
-extern int fmk_cuda_fmm3d_root_fit __attribute__((weak));
-extern int fmk_cuda_fmm3d_priority __attribute__((weak));
-extern int fmk_cuda_fmm3d_p2p_orient __attribute__((weak));
-extern int fmk_cuda_fmm3d_p2p_self __attribute__((weak));
-extern double fmk_cuda_fmm3d_root_volume __attribute__((weak));
-/* and P2M by column groups, L2P from per-leaf records (1; 2: P2M two sources a lane at a time;
- * 0: a thread per point) */
-extern int fmk_cuda_fmm3d_point_cols __attribute__((weak));
-/* and when a fresh plan's first set_points starts the M2L matrices */
-extern int fmk_cuda_fmm3d_ops_at __attribute__((weak));
-/* and when a fresh plan makes its cuBLAS handle (set_points, or its first eval's M2L) */
-extern int fmk_cuda_fmm3d_blas_at __attribute__((weak));
+
+/* The GPU engine's knobs (core/tune.h, "fmm3d.<field>"; defaults of fmm3d/cuda/fmm3d_cuda.h),
+ * set on every GPU FMM plan measure makes (gpu_knobs): a table changes a field here around its
+ * rows and restores it after. */
+static struct {
+    int direct_near;     /* W and X entries of at most K (p + 1)^2 / 2 points done as P2P */
+    int p2p_pairs;       /* P2P of leaf pairs both ways (sources = targets, fp64): points per lane, 0 off */
+    int overlap;         /* eval's near field on a second stream (1) or after the far field (0) */
+    int m2l_gap;         /* the M2L's merging of direction runs (directions apart) */
+    int m2l_rot_order;   /* the first order of the rotation-based M2L (0: every order) */
+    double m2l_trunc;    /* the dense M2L's truncation of the far directions (safety factor; 0: none) */
+    int m2l_classes;     /* its degree classes (at most K distinct degrees; 0: each its own) */
+    long long m2l_trunc_min; /* its size rule (truncated only from this many M2L columns) */
+    int p2p_newton;      /* fp64 P2P's 1/r by a Newton step (-1 where eps >= 1e-11, 0, 1) */
+    int root_fit;        /* the root cube fitted to uniform points */
+    double root_volume;  /* the root cube's volume over the points' bounding cube */
+    int point_cols;      /* P2M by column groups, L2P from records (1), a thread per point (0) */
+    int ops_at;          /* a fresh plan's first set_points: M2L matrices before the tree (1) */
+    int blas_at;         /* a fresh plan's cuBLAS handle: at set_points (0), its first eval (1) */
+} knob = {16, -1, 1, 5, 32, 0.3, 0, 1000, -1, 1, 1.0, 1, 0, 1};
+
+/* The knobs above into a new plan of the GPU FMM (other engines: nothing). */
+static fmk_status gpu_knobs(fmk_plan *p)
+{
+    if (!p || strcmp(p->engine->name, "fmm/cuda") != 0)
+        return FMK_OK;
+    const struct {
+        const char *name;
+        double value;
+    } k[] = {{"fmm3d.direct_near", knob.direct_near},     {"fmm3d.p2p_pairs", knob.p2p_pairs},
+             {"fmm3d.overlap", knob.overlap},             {"fmm3d.m2l_gap", knob.m2l_gap},
+             {"fmm3d.m2l_rot_order", knob.m2l_rot_order}, {"fmm3d.m2l_trunc", knob.m2l_trunc},
+             {"fmm3d.m2l_classes", knob.m2l_classes},     {"fmm3d.m2l_trunc_min", (double)knob.m2l_trunc_min},
+             {"fmm3d.p2p_newton", knob.p2p_newton},       {"fmm3d.root_fit", knob.root_fit},
+             {"fmm3d.root_volume", knob.root_volume},     {"fmm3d.point_cols", knob.point_cols},
+             {"fmm3d.ops_at", knob.ops_at},               {"fmm3d.blas_at", knob.blas_at}};
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+        const fmk_status st = fmk_plan_tune(p, k[i].name, k[i].value);
+        if (st != FMK_OK)
+            return st;
+    }
+    return FMK_OK;
+}
 #pragma weak cudaMalloc
 #pragma weak cudaMemcpy
 #pragma weak cudaFree
@@ -284,7 +301,11 @@ static int measure(fmk_method method, double eps, int order, int64_t leaf, const
     o.precision = precision;
     fmk_plan *p = NULL;
     const double tc = bench_now();
-    const fmk_status created = fmk_plan_create(&p, 3, FMK_KERNEL_LAPLACE, eps, &o);
+    fmk_status created = fmk_plan_create(&p, 3, FMK_KERNEL_LAPLACE, eps, &o);
+    if (created == FMK_OK && (created = gpu_knobs(p)) != FMK_OK) {
+        fprintf(stderr, "fmm3d: %s\n", fmk_plan_last_error(p));
+        fmk_plan_destroy(p), p = NULL;
+    }
     r->create = bench_now() - tc;
     if (created != FMK_OK) {
         fprintf(stderr, "fmm3d: %s\n", fmk_plan_last_error(NULL));
@@ -317,7 +338,7 @@ static int measure(fmk_method method, double eps, int order, int64_t leaf, const
         const double t1 = bench_now();
         if (k == 0) {
             r->setup_first = t1 - t0;
-            if (ok && method == FMK_METHOD_FMM && fmk_cuda_fmm3d_setup_times)
+            if (ok && method == FMK_METHOD_FMM)
                 fmk_cuda_fmm3d_setup_times(p, r->setup_first_part);
         }
         else if (k <= reps)
@@ -334,7 +355,7 @@ static int measure(fmk_method method, double eps, int order, int64_t leaf, const
         } else {
             r->eval_first = t1 - t0;
             double part[12]; /* the M2L matrices' GPU time: known once the first eval waited for them */
-            if (ok && method == FMK_METHOD_FMM && fmk_cuda_fmm3d_setup_times &&
+            if (ok && method == FMK_METHOD_FMM &&
                 fmk_cuda_fmm3d_setup_times(p, part) == FMK_OK)
                 r->setup_first_part[11] = part[11];
         }
@@ -345,18 +366,18 @@ static int measure(fmk_method method, double eps, int order, int64_t leaf, const
         r->setup = bench_median(ts, reps);
         r->eval = bench_median(te, reps);
         r->m2l = bench_median(tm, reps);
-        if (method == FMK_METHOD_FMM && fmk_cuda_fmm3d_m2l_shape)
+        if (method == FMK_METHOD_FMM)
             fmk_cuda_fmm3d_m2l_shape(p, &r->m2l_boxes, &r->m2l_gemms, &r->m2l_whole);
-        if (method == FMK_METHOD_FMM && fmk_cuda_fmm3d_p2p_stats)
+        if (method == FMK_METHOD_FMM)
             fmk_cuda_fmm3d_p2p_stats(p, r->p2p);
-        if (method == FMK_METHOD_FMM && leaf_report && !json && fmk_cuda_fmm3d_leaf_report)
+        if (method == FMK_METHOD_FMM && leaf_report && !json)
             fmk_cuda_fmm3d_leaf_report(p, stdout);
         fmk_info info;
         fmk_plan_info(p, &info);
         memcpy(r->phase, info.phase_time, sizeof r->phase);
         r->order = info.order, r->levels = info.levels, r->leaf = info.leaf_size;
         r->bytes_device = info.bytes_device;
-        if (method == FMK_METHOD_FMM && fmk_cuda_fmm3d_setup_times)
+        if (method == FMK_METHOD_FMM)
             fmk_cuda_fmm3d_setup_times(p, r->setup_part);
         int64_t pairs, tile_pairs;
         int S;
@@ -412,14 +433,14 @@ static void fresh(const char *dist, int64_t n, double eps, int plans)
     for (int i = 0; i < plans && ok; i++) {
         fmk_plan *p = NULL;
         const double t0 = bench_now();
-        ok = fmk_plan_create(&p, 3, FMK_KERNEL_LAPLACE, eps, &o) == FMK_OK;
+        ok = fmk_plan_create(&p, 3, FMK_KERNEL_LAPLACE, eps, &o) == FMK_OK && gpu_knobs(p) == FMK_OK;
         const double t1 = bench_now();
         ok = ok && fmk_plan_set_points_device(p, n, dx, 0, NULL) == FMK_OK;
         const double t2 = bench_now();
         ok = ok && fmk_plan_eval_device(p, dq, dp, dg) == FMK_OK;
         const double t3 = bench_now();
         double part[12] = {0};
-        if (ok && fmk_cuda_fmm3d_setup_times)
+        if (ok)
             fmk_cuda_fmm3d_setup_times(p, part);
         if (!ok)
             fprintf(stderr, "fmm3d: %s\n", fmk_plan_last_error(p));
@@ -543,17 +564,13 @@ static void print_row(const char *table, fmk_method m, const char *dist, int64_t
     fflush(stdout);
 }
 
-/* The degrees of the 189 directions one octant reaches at order p (the knobs as set), truncated
+/* The degrees of the 189 directions one octant reaches at order p (truncation f, classes), truncated
  * and in classes, and their GEMM flops over the whole operators'. */
 static void m2lcls_degrees(int p, double f, int classes)
 {
     int count[64], cls[64];
     double flops[2];
-    const double f0 = fmk_cuda_fmm3d_m2l_trunc;
-    const int k0 = fmk_cuda_fmm3d_m2l_classes;
-    fmk_cuda_fmm3d_m2l_trunc = f, fmk_cuda_fmm3d_m2l_classes = classes;
-    const fmk_status st = p < 64 ? fmk_cuda_fmm3d_m2l_degrees(p, count, cls, flops) : FMK_ERR_ARG;
-    fmk_cuda_fmm3d_m2l_trunc = f0, fmk_cuda_fmm3d_m2l_classes = k0;
+    const fmk_status st = p < 64 ? fmk_cuda_fmm3d_m2l_degrees(p, f, classes, count, cls, flops) : FMK_ERR_ARG;
     if (st != FMK_OK)
         return;
     if (json) {
@@ -588,96 +605,19 @@ static void m2lcls_degrees(int p, double f, int classes)
  * (root volume (32 / k)^3; uniform 2^20: leaves of 2^20 / k^3 points), with the P2P's passes of 256
  * (groups 2) or 128 points (groups 4) or one point per lane (rt 1), and the M2L's degree classes;
  * 2^20 uniform (and Plummer for some), eps 1e-6, one stream (phases alone) and two (eval). */
-static int rootfit(int which)
-{
-    if (!&fmk_cuda_fmm3d_root_volume || !&fmk_cuda_fmm3d_p2p_groups || !&fmk_cuda_fmm3d_p2p_pairs || !&fmk_cuda_fmm3d_root_fit ||
-        !&fmk_cuda_fmm3d_m2l_classes || !&fmk_cuda_fmm3d_overlap) {
-        fprintf(stderr, "fmm3d: no root knobs in this build\n");
-        return 1;
-    }
-    typedef struct {
-        int k, leaf, rt, groups, classes, plummer, run;
-    } rcase;
-    static const rcase c2[] = {{0, 0, -1, 2, 3, 0, 0},  {0, 0, -1, 2, 3, 0, 1},  {0, 0, -1, 2, 3, 0, 2},
-                               {20, 0, -1, 4, 3, 0, 0}, {20, 0, -1, 4, 3, 0, 1}, {20, 0, -1, 4, 0, 0, 0},
-                               {20, 0, -1, 2, 3, 0, 0}, {22, 0, -1, 4, 3, 0, 0}, {18, 0, -1, 4, 3, 0, 0}};
-    static const rcase c3[] = {{-1, 0, -1, 2, 3, 1, 0}, {0, 0, -1, 2, 3, 0, 0}, {20, 0, 4, 4, 3, 0, 0}, {20, 0, 5, 4, 3, 0, 0},
-                               {20, 0, 6, 4, 3, 0, 0}, {18, 0, 5, 4, 3, 0, 0}, {18, 0, 6, 4, 3, 0, 0},
-                               {22, 0, 4, 4, 3, 0, 0}, {20, 0, 5, 4, 0, 0, 0}};
-    static const rcase c1[] = {{0, 0, -1, 2, 0, 1, 0},  {0, 0, -1, 2, 3, 1, 0},  {16, 0, -1, 2, 0, 0, 0}, {18, 0, -1, 2, 0, 0, 0},
-             {18, 0, -1, 4, 0, 0, 0}, {20, 0, -1, 2, 0, 0, 0}, {20, 0, -1, 4, 0, 1, 0}, {20, 0, 1, 2, 0, 0, 0},
-             {20, 0, -1, 4, 3, 1, 0}, {21, 200, -1, 4, 0, 0, 0}, {22, 0, -1, 4, 0, 1, 0}, {22, 0, -1, 4, 3, 0, 0},
-             {22, 0, 1, 2, 0, 0, 0},  {24, 0, -1, 4, 0, 0, 0},  {24, 0, 1, 2, 0, 0, 0}};
-    const rcase *c = which == 2 ? c3 : which ? c2 : c1;
-    const size_t nc = which == 2 ? sizeof c3 / sizeof c3[0] : which ? sizeof c2 / sizeof c2[0] : sizeof c1 / sizeof c1[0];
-    const int run0 = fmk_cuda_fmm3d_p2p_run, fit0 = fmk_cuda_fmm3d_root_fit;
-    const double vol0 = fmk_cuda_fmm3d_root_volume;
-    const int rt0 = fmk_cuda_fmm3d_p2p_pairs, g0 = fmk_cuda_fmm3d_p2p_groups, k0 = fmk_cuda_fmm3d_m2l_classes;
-    const int ov = fmk_cuda_fmm3d_overlap;
-    device_points = 1;
-    if (!json)
-        printf("rootfit: dist | k cells (0: root = the points' cube, -1: the engine's fit), leaf size, rt, groups, M2L classes | "
-               "eval two streams, eval one stream | one stream: P2M M2M M2L L2L L2P P2P (ms) | err pot, grad\n");
-    for (int rep = 0; rep < (which ? 3 - which / 2 : 1); rep++)
-    for (size_t i = 0; i < nc; i++)
-        for (int d = 0; d <= c[i].plummer; d++) {
-            result r1, r2;
-            fmk_cuda_fmm3d_p2p_run = c[i].run;
-            fmk_cuda_fmm3d_root_volume = c[i].k > 0 ? pow(32.0 / c[i].k, 3) : 1;
-            fmk_cuda_fmm3d_root_fit = c[i].k < 0; /* -1: the engine's fit */
-            fmk_cuda_fmm3d_p2p_pairs = c[i].rt, fmk_cuda_fmm3d_p2p_groups = c[i].groups;
-            fmk_cuda_fmm3d_m2l_classes = c[i].classes;
-            const uint64_t seed = rng;
-            fmk_cuda_fmm3d_overlap = 0;
-            int fail = measure(FMK_METHOD_FMM, 1e-6, -1, c[i].leaf, d ? "plummer" : "cube", (int64_t)1 << 20, 1, 5, 0, &r1);
-            rng = seed, fmk_cuda_fmm3d_overlap = 1;
-            fail = fail || measure(FMK_METHOD_FMM, 1e-6, -1, c[i].leaf, d ? "plummer" : "cube", (int64_t)1 << 20, 1, 5, 1, &r2);
-            if (fail)
-                continue;
-            const double *ph = r1.phase;
-            if (json)
-                printf("%s{\"table\":\"rootfit\",\"dist\":\"%s\",\"k\":%d,\"leaf\":%lld,\"rt\":%d,\"groups\":%d,"
-                       "\"classes\":%d,\"levels\":%d,\"eval_ms\":%.4f,\"eval_one_stream_ms\":%.4f,\"p2m_ms\":%.4f,"
-                       "\"m2m_ms\":%.4f,\"m2l_ms\":%.4f,\"l2l_ms\":%.4f,\"l2p_ms\":%.4f,\"p2p_ms\":%.4f,"
-                       "\"err_pot\":%.3e,\"err_grad\":%.3e}",
-                       first_row ? "[\n" : ",\n", d ? "plummer" : "cube", c[i].k, (long long)r2.leaf, c[i].rt,
-                       c[i].groups, c[i].classes, r2.levels, 1e3 * r2.eval, 1e3 * r1.eval, 1e3 * ph[FMK_PHASE_P2M],
-                       1e3 * ph[FMK_PHASE_M2M], 1e3 * ph[FMK_PHASE_M2L], 1e3 * ph[FMK_PHASE_L2L],
-                       1e3 * ph[FMK_PHASE_L2P], 1e3 * ph[FMK_PHASE_P2P], r2.err_pot, r2.err_grad);
-            else
-                printf("rootfit %-7s | %2d %4lld %2d %d %d run %d | %7.3f %7.3f | %5.2f %5.2f %5.2f %5.2f %5.2f %5.2f | %.2e %.2e | ov P2P %5.2f\n",
-                       d ? "plummer" : "cube", c[i].k, (long long)r2.leaf, c[i].rt, c[i].groups, c[i].classes, c[i].run,
-                       1e3 * r2.eval, 1e3 * r1.eval, 1e3 * ph[FMK_PHASE_P2M], 1e3 * ph[FMK_PHASE_M2M],
-                       1e3 * ph[FMK_PHASE_M2L], 1e3 * ph[FMK_PHASE_L2L], 1e3 * ph[FMK_PHASE_L2P],
-                       1e3 * ph[FMK_PHASE_P2P], r2.err_pot, r2.err_grad, 1e3 * r2.phase[FMK_PHASE_P2P]);
-            if (json)
-                first_row = 0;
-            fflush(stdout);
-        }
-    fmk_cuda_fmm3d_root_volume = vol0, fmk_cuda_fmm3d_p2p_pairs = rt0, fmk_cuda_fmm3d_p2p_groups = g0;
-    fmk_cuda_fmm3d_m2l_classes = k0, fmk_cuda_fmm3d_overlap = ov, fmk_cuda_fmm3d_p2p_run = run0;
-    fmk_cuda_fmm3d_root_fit = fit0;
-    device_points = 0;
-    return 0;
-}
-
 /* fitmix: the root fit on uniform sets whose first tree ends one level below its last complete
  * level (2^18, 2^24) or whose last complete level's boxes are too small (2^22), and on sizes
  * between: the fit off, the engine's P2P passes, and 4, 5, 6 points per lane; eval on two
  * streams (device points), two draws of the engine's row */
 static int fitmix(void)
 {
-    if (!&fmk_cuda_fmm3d_root_fit || !&fmk_cuda_fmm3d_p2p_pairs) {
-        fprintf(stderr, "fmm3d: no fit knobs in this build\n");
-        return 1;
-    }
     const int64_t ns[] = {(int64_t)1 << 18, 400000, 600000, (int64_t)1 << 22, (int64_t)1 << 24};
     const struct {
         const char *name;
         int fit, rt;
     } c[] = {{"engine", 1, -1}, {"engine, another draw", 1, -1}, {"no fit", 0, -1},
              {"4 per lane", 1, 4}, {"5 per lane", 1, 5}, {"6 per lane", 1, 6}};
-    const int fit0 = fmk_cuda_fmm3d_root_fit, rt0 = fmk_cuda_fmm3d_p2p_pairs;
+    const int fit0 = knob.root_fit, rt0 = knob.p2p_pairs;
     device_points = 1;
     if (!json)
         printf("fitmix: N | setting | eval (ms, two streams) | levels | err pot, grad | P2M M2M M2L L2L L2P P2P (ms)\n");
@@ -685,7 +625,7 @@ static int fitmix(void)
         const uint64_t seed = rng;
         for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
             result r0;
-            fmk_cuda_fmm3d_root_fit = c[i].fit, fmk_cuda_fmm3d_p2p_pairs = c[i].rt;
+            knob.root_fit = c[i].fit, knob.p2p_pairs = c[i].rt;
             if (i != 1)
                 rng = seed; /* the first row's points, but for the second draw */
             if (measure(FMK_METHOD_FMM, 1e-6, -1, 0, "cube", ns[k], 1, ns[k] > (1 << 22) ? 2 : 5, ns[k] <= (1 << 20), &r0))
@@ -706,111 +646,13 @@ static int fitmix(void)
             fflush(stdout);
         }
     }
-    fmk_cuda_fmm3d_root_fit = fit0, fmk_cuda_fmm3d_p2p_pairs = rt0;
-    device_points = 0;
-    return 0;
-}
-
-/* The fitted root's P2P and M2L knobs, each row one setting off the engine's (2^20, eps 1e-6,
- * device points): the root fit and the pairs' orientation off, M2L degree classes, pairs per
- * block, the ring unrolled, registers, 3 and 5 points per lane, the M2L's merge gap, the streams'
- * priorities; then the Plummer sphere's points per lane, orientation and leaf sizes. Two rounds,
- * rows alternated; eval on two streams, M2L and P2P alone on one (docs/fmm3d_gpu.md, section 3,
- * "The root cube fitted"). */
-static int fitsweep(void)
-{
-    if (!&fmk_cuda_fmm3d_root_fit || !&fmk_cuda_fmm3d_p2p_run || !&fmk_cuda_fmm3d_p2p_unroll ||
-        !&fmk_cuda_fmm3d_p2p_ring || !&fmk_cuda_fmm3d_m2l_classes || !&fmk_cuda_fmm3d_overlap ||
-        !&fmk_cuda_fmm3d_p2p_orient || !&fmk_cuda_fmm3d_p2p_pairs || !&fmk_cuda_fmm3d_priority ||
-        !&fmk_cuda_fmm3d_m2l_gap) {
-        fprintf(stderr, "fmm3d: no fit knobs in this build\n");
-        return 1;
-    }
-    typedef struct {
-        const char *name, *dist;
-        int fit, orient, rt, run, classes, unroll, ring, prio, gap, leaf;
-    } row;
-    /* -1 in unroll and gap: the knob's default */
-    static const row c[] = {
-        {"engine", "cube", 1, 1, -1, 0, 0, -1, 1, 0, -1, 0},
-        {"no fit", "cube", 0, 1, -1, 0, 0, -1, 1, 0, -1, 0},
-        {"no fit, pairs by index", "cube", 0, 0, -1, 0, 0, -1, 1, 0, -1, 0},
-        {"pairs by index", "cube", 1, 0, -1, 0, 0, -1, 1, 0, -1, 0},
-        {"M2L 3 classes", "cube", 1, 1, -1, 0, 3, -1, 1, 0, -1, 0},
-        {"M2L 2 classes", "cube", 1, 1, -1, 0, 2, -1, 1, 0, -1, 0},
-        {"2 pairs per block", "cube", 1, 1, -1, 2, 0, -1, 1, 0, -1, 0},
-        {"8 pairs per block", "cube", 1, 1, -1, 8, 0, -1, 1, 0, -1, 0},
-        {"16 pairs per block", "cube", 1, 1, -1, 16, 0, -1, 1, 0, -1, 0},
-        {"ring not unrolled", "cube", 1, 1, -1, 0, 0, 1, 1, 0, -1, 0},
-        {"6 per lane, registers free", "cube", 1, 1, -1, 0, 0, -1, 3, 0, -1, 0},
-        {"3 per lane, two groups", "cube", 1, 1, 3, 0, 0, -1, 1, 0, -1, 0},
-        {"5 per lane", "cube", 1, 1, 5, 0, 0, -1, 1, 0, -1, 0},
-        {"M2L runs merged across any gap", "cube", 1, 1, -1, 0, 0, -1, 1, 0, 1000, 0},
-        {"streams at one priority", "cube", 1, 1, -1, 0, 0, -1, 1, 1, -1, 0},
-        {"near field's stream higher", "cube", 1, 1, -1, 0, 0, -1, 1, 2, -1, 0},
-        {"engine", "plummer", 1, 1, -1, 0, 0, -1, 1, 0, -1, 0},
-        {"4 per lane", "plummer", 1, 1, 4, 0, 0, -1, 1, 0, -1, 0},
-        {"6 per lane", "plummer", 1, 1, 6, 0, 0, -1, 1, 0, -1, 0},
-        {"3 per lane, two groups", "plummer", 1, 1, 3, 0, 0, -1, 1, 0, -1, 0},
-        {"pairs by index", "plummer", 1, 0, -1, 0, 0, -1, 1, 0, -1, 0},
-        {"leaf size 400", "plummer", 1, 1, -1, 0, 0, -1, 1, 0, -1, 400},
-        {"leaf size 300", "plummer", 1, 1, -1, 0, 0, -1, 1, 0, -1, 300}};
-    const int fit0 = fmk_cuda_fmm3d_root_fit, or0 = fmk_cuda_fmm3d_p2p_orient, rt0 = fmk_cuda_fmm3d_p2p_pairs;
-    const int run0 = fmk_cuda_fmm3d_p2p_run, k0 = fmk_cuda_fmm3d_m2l_classes, u0 = fmk_cuda_fmm3d_p2p_unroll;
-    const int ring0 = fmk_cuda_fmm3d_p2p_ring, prio0 = fmk_cuda_fmm3d_priority, gap0 = fmk_cuda_fmm3d_m2l_gap;
-    const int ov = fmk_cuda_fmm3d_overlap;
-    device_points = 1;
-    if (!json)
-        printf("fitsweep: dist | setting | eval two streams, one stream | one stream: M2L P2P | levels | err pot, "
-               "grad | two streams: P2M M2M M2L L2L L2P P2P (ms)\n");
-    for (int rep = 0; rep < 2; rep++)
-        for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
-            result r1, r2;
-            fmk_cuda_fmm3d_root_fit = c[i].fit, fmk_cuda_fmm3d_p2p_orient = c[i].orient;
-            fmk_cuda_fmm3d_p2p_pairs = c[i].rt, fmk_cuda_fmm3d_p2p_run = c[i].run;
-            fmk_cuda_fmm3d_m2l_classes = c[i].classes, fmk_cuda_fmm3d_p2p_unroll = c[i].unroll < 0 ? u0 : c[i].unroll;
-            fmk_cuda_fmm3d_p2p_ring = c[i].ring, fmk_cuda_fmm3d_priority = c[i].prio;
-            fmk_cuda_fmm3d_m2l_gap = c[i].gap < 0 ? gap0 : c[i].gap;
-            const uint64_t seed = rng;
-            fmk_cuda_fmm3d_overlap = 0;
-            int fail = measure(FMK_METHOD_FMM, 1e-6, -1, c[i].leaf, c[i].dist, (int64_t)1 << 20, 1, 5, 0, &r1);
-            rng = seed, fmk_cuda_fmm3d_overlap = 1;
-            fail = fail || measure(FMK_METHOD_FMM, 1e-6, -1, c[i].leaf, c[i].dist, (int64_t)1 << 20, 1, 5, 1, &r2);
-            if (fail)
-                continue;
-            const double *p1 = r1.phase, *p2 = r2.phase;
-            if (json)
-                printf("%s{\"table\":\"fitsweep\",\"dist\":\"%s\",\"setting\":\"%s\",\"eval_ms\":%.4f,"
-                       "\"eval_one_stream_ms\":%.4f,\"m2l_ms\":%.4f,\"p2p_ms\":%.4f,\"levels\":%d,\"err_pot\":%.3e,"
-                       "\"err_grad\":%.3e}",
-                       first_row ? "[\n" : ",\n", c[i].dist, c[i].name, 1e3 * r2.eval, 1e3 * r1.eval,
-                       1e3 * p1[FMK_PHASE_M2L], 1e3 * p1[FMK_PHASE_P2P], r2.levels, r2.err_pot, r2.err_grad);
-            else
-                printf("fitsweep %-7s | %-30s | %7.3f %7.3f | %5.2f %5.2f | %d | %.2e %.2e | %5.2f %5.2f %5.2f %5.2f "
-                       "%5.2f %5.2f\n",
-                       c[i].dist, c[i].name, 1e3 * r2.eval, 1e3 * r1.eval, 1e3 * p1[FMK_PHASE_M2L],
-                       1e3 * p1[FMK_PHASE_P2P], r2.levels, r2.err_pot, r2.err_grad, 1e3 * p2[FMK_PHASE_P2M],
-                       1e3 * p2[FMK_PHASE_M2M], 1e3 * p2[FMK_PHASE_M2L], 1e3 * p2[FMK_PHASE_L2L],
-                       1e3 * p2[FMK_PHASE_L2P], 1e3 * p2[FMK_PHASE_P2P]);
-            if (json)
-                first_row = 0;
-            fflush(stdout);
-        }
-    fmk_cuda_fmm3d_root_fit = fit0, fmk_cuda_fmm3d_p2p_orient = or0, fmk_cuda_fmm3d_p2p_pairs = rt0;
-    fmk_cuda_fmm3d_p2p_run = run0, fmk_cuda_fmm3d_m2l_classes = k0, fmk_cuda_fmm3d_p2p_unroll = u0;
-    fmk_cuda_fmm3d_p2p_ring = ring0, fmk_cuda_fmm3d_priority = prio0, fmk_cuda_fmm3d_m2l_gap = gap0;
-    fmk_cuda_fmm3d_overlap = ov;
+    knob.root_fit = fit0, knob.p2p_pairs = rt0;
     device_points = 0;
     return 0;
 }
 
 static int m2lcls(void)
 {
-    if (!&fmk_cuda_fmm3d_m2l_trunc || !&fmk_cuda_fmm3d_m2l_classes || !&fmk_cuda_fmm3d_m2l_trunc_min ||
-        !&fmk_cuda_fmm3d_overlap || !fmk_cuda_fmm3d_m2l_shape || !fmk_cuda_fmm3d_m2l_degrees) {
-        fprintf(stderr, "fmm3d: no M2L class knobs in this build\n");
-        return 1;
-    }
     static const struct {
         const char *name;
         int whole, classes;
@@ -824,9 +666,9 @@ static int m2lcls(void)
         int lg;
     } sets[] = {{"cube", 12}, {"cube", 14}, {"cube", 16}, {"cube", 18}, {"cube", 20}, {"plummer", 20}};
     const double epss[] = {1e-3, 1e-6};
-    const double f0 = fmk_cuda_fmm3d_m2l_trunc;
-    const int k0 = fmk_cuda_fmm3d_m2l_classes, ov = fmk_cuda_fmm3d_overlap;
-    const long long m0 = fmk_cuda_fmm3d_m2l_trunc_min;
+    const double f0 = knob.m2l_trunc;
+    const int k0 = knob.m2l_classes, ov = knob.overlap;
+    const long long m0 = knob.m2l_trunc_min;
     device_points = 1;
     const double t_start = bench_now();
     if (!json)
@@ -844,11 +686,11 @@ static int m2lcls(void)
             double ep0 = -1, eg0 = -1;
             for (int v = 0; v < NV; v++) {
                 result r1, r2;
-                fmk_cuda_fmm3d_m2l_trunc = var[v].whole ? 0 : f0;
-                fmk_cuda_fmm3d_m2l_classes = var[v].classes, fmk_cuda_fmm3d_m2l_trunc_min = var[v].trunc_min;
-                rng = seed, fmk_cuda_fmm3d_overlap = 0;
+                knob.m2l_trunc = var[v].whole ? 0 : f0;
+                knob.m2l_classes = var[v].classes, knob.m2l_trunc_min = var[v].trunc_min;
+                rng = seed, knob.overlap = 0;
                 int fail = measure(FMK_METHOD_FMM, epss[e], -1, 0, sets[t].dist, n, 1, reps, 0, &r1);
-                rng = seed, fmk_cuda_fmm3d_overlap = 1;
+                rng = seed, knob.overlap = 1;
                 fail = fail || measure(FMK_METHOD_FMM, epss[e], -1, 0, sets[t].dist, n, 1, reps, 1, &r2);
                 if (fail) {
                     ok = 0;
@@ -870,7 +712,7 @@ static int m2lcls(void)
                            "\"eval_one_stream_ms\":%.4f,\"m2l_ms\":%.4f,\"err_pot\":%.3e,\"err_grad\":%.3e,"
                            "\"x_whole_pot\":%.4f,\"x_whole_grad\":%.4f}",
                            first_row ? "[\n" : ",\n", sets[t].dist, (long long)n, epss[e], r2.order,
-                           (long long)r2.leaf, var[v].name, fmk_cuda_fmm3d_m2l_trunc, var[v].classes,
+                           (long long)r2.leaf, var[v].name, knob.m2l_trunc, var[v].classes,
                            var[v].trunc_min, (long long)r2.m2l_boxes, r2.m2l_gemms, r2.m2l_whole, 1e3 * r2.eval,
                            1e3 * r1.eval, 1e3 * r1.m2l, r2.err_pot, r2.err_grad, xp, xg);
                 else
@@ -884,8 +726,8 @@ static int m2lcls(void)
             }
         }
     }
-    fmk_cuda_fmm3d_m2l_trunc = f0, fmk_cuda_fmm3d_m2l_classes = k0, fmk_cuda_fmm3d_m2l_trunc_min = m0;
-    fmk_cuda_fmm3d_overlap = ov, device_points = 0;
+    knob.m2l_trunc = f0, knob.m2l_classes = k0, knob.m2l_trunc_min = m0;
+    knob.overlap = ov, device_points = 0;
     if (!json)
         printf("m2lcls: %.1f s in all\n", bench_now() - t_start);
     return !ok;
@@ -910,7 +752,7 @@ int main(int argc, char **argv)
         else
             mode = argv[a];
     }
-    if (!fmk_cuda_fmm3d_m2l_work || !cudaMalloc || fmk_cuda_device_count() <= 0) {
+    if (!cudaMalloc || fmk_cuda_device_count() <= 0) {
         fprintf(stderr, "fmm3d: no CUDA device\n");
         return 1;
     }
@@ -928,35 +770,35 @@ int main(int argc, char **argv)
         /* the threshold of W and X entries done as P2P (K (p + 1)^2 / 2) and the leaf, 2^20
          * Plummer and uniform at eps 1e-6 */
         const int ks[] = {1, 2, 4, 8, 16, 32};
-        const int near = fmk_cuda_fmm3d_direct_near;
+        const int near = knob.direct_near;
         for (int d = 0; d < 2; d++)
             for (int leaf = 0; leaf <= (d ? 0 : 300); leaf += 300)
                 for (int k = 0; k < 6; k++) {
-                    fmk_cuda_fmm3d_direct_near = ks[k];
+                    knob.direct_near = ks[k];
                     if (!json)
                         printf("K = %d\n", ks[k]);
                     if (measure(FMK_METHOD_FMM, 1e-6, -1, leaf, d ? "cube" : "plummer", N20, 1, 3, 0, &r) == 0)
                         print_row("near", FMK_METHOD_FMM, d ? "cube" : "plummer", N20, 1e-6, 1, &r);
                 }
-        fmk_cuda_fmm3d_direct_near = near;
+        knob.direct_near = near;
     } else if (!strcmp(mode, "pairs")) {
         /* P2P one way per U entry (0) against each leaf pair once, both ways, with 1, 2, 4
          * targets per thread: 2^20 uniform and Plummer, eps 1e-6 and 1e-3, device points */
         const int rts[] = {0, 1, 2, 4};
         const char *dists[] = {"cube", "plummer"};
         const double epss[] = {1e-6, 1e-3};
-        const int knob = fmk_cuda_fmm3d_p2p_pairs;
+        const int saved = knob.p2p_pairs;
         device_points = 1;
         for (int e = 0; e < 2; e++)
             for (int d = 0; d < 2; d++)
                 for (int k = 0; k < 4; k++) {
-                    fmk_cuda_fmm3d_p2p_pairs = rts[k];
+                    knob.p2p_pairs = rts[k];
                     if (!json)
                         printf("targets per thread %d\n", rts[k]);
                     if (measure(FMK_METHOD_FMM, epss[e], -1, 0, dists[d], N20, 1, 5, 1, &r) == 0)
                         print_row("pairs", FMK_METHOD_FMM, dists[d], N20, epss[e], 1, &r);
                 }
-        fmk_cuda_fmm3d_p2p_pairs = knob;
+        knob.p2p_pairs = saved;
         device_points = 0;
     } else if (!strcmp(mode, "fp32")) {
         /* fp32 against fp64 at eps 1e-3 and 1e-5, 2^20 uniform and Plummer, points on the device */
@@ -975,14 +817,10 @@ int main(int argc, char **argv)
     } else if (!strcmp(mode, "overlap")) {
         /* eval's near field on a second stream alongside the far field's chain (1) or on the
          * same stream after it (0), with the settings that must not get slower */
-        if (!&fmk_cuda_fmm3d_overlap) {
-            fprintf(stderr, "fmm3d: no overlap knob in this build\n");
-            return 1;
-        }
-        const int knob = fmk_cuda_fmm3d_overlap;
+        const int saved = knob.overlap;
         device_points = 1;
         for (int ov = 0; ov <= 1; ov++) {
-            fmk_cuda_fmm3d_overlap = ov;
+            knob.overlap = ov;
             const char *table = ov ? "ov1" : "ov0";
             if (!json)
                 printf("near field %s\n", ov ? "alongside the far field (two streams)" : "after it (one stream)");
@@ -1004,48 +842,40 @@ int main(int argc, char **argv)
                 if (measure(FMK_METHOD_FMM, 1e-6, -1, 0, "cube", (int64_t)1 << lg, 1, 7, 0, &r) == 0)
                     print_row(table, FMK_METHOD_FMM, "cube", (int64_t)1 << lg, 1e-6, 1, &r);
         }
-        fmk_cuda_fmm3d_overlap = knob;
+        knob.overlap = saved;
         device_points = 0;
     } else if (!strcmp(mode, "m2l")) {
-        if (!&fmk_cuda_fmm3d_m2l_gap || !&fmk_cuda_fmm3d_overlap) {
-            fprintf(stderr, "fmm3d: no M2L knob in this build\n");
-            return 1;
-        }
-        const int gap = fmk_cuda_fmm3d_m2l_gap, ov = fmk_cuda_fmm3d_overlap;
+        const int gap = knob.m2l_gap, ov = knob.overlap;
         const int gaps[] = {-1, 2, 5, 11, 1000};
         const char *dists[] = {"cube", "plummer"};
         device_points = 1;
         for (int d = 0; d < 2; d++) {
-            fmk_cuda_fmm3d_overlap = 0;
+            knob.overlap = 0;
             for (int k = 0; k < 5; k++) {
-                fmk_cuda_fmm3d_m2l_gap = gaps[k];
+                knob.m2l_gap = gaps[k];
                 if (!json)
                     printf("runs merged across gaps of <= %d directions, one stream\n", gaps[k]);
                 if (measure(FMK_METHOD_FMM, 1e-6, -1, 0, dists[d], N20, 1, 5, k == 2, &r) == 0)
                     print_row("m2l", FMK_METHOD_FMM, dists[d], N20, 1e-6, 1, &r);
             }
-            fmk_cuda_fmm3d_m2l_gap = gap, fmk_cuda_fmm3d_overlap = ov;
+            knob.m2l_gap = gap, knob.overlap = ov;
             if (!json)
                 printf("default, two streams\n");
             if (measure(FMK_METHOD_FMM, 1e-6, -1, 0, dists[d], N20, 1, 5, 1, &r) == 0)
                 print_row("m2l-ov", FMK_METHOD_FMM, dists[d], N20, 1e-6, 1, &r);
         }
-        fmk_cuda_fmm3d_m2l_gap = gap, fmk_cuda_fmm3d_overlap = ov;
+        knob.m2l_gap = gap, knob.overlap = ov;
         device_points = 0;
     } else if (!strcmp(mode, "trunc")) {
-        if (!&fmk_cuda_fmm3d_m2l_trunc || !&fmk_cuda_fmm3d_overlap) {
-            fprintf(stderr, "fmm3d: no M2L truncation knob in this build\n");
-            return 1;
-        }
-        const double f0 = fmk_cuda_fmm3d_m2l_trunc;
-        const int ov = fmk_cuda_fmm3d_overlap;
+        const double f0 = knob.m2l_trunc;
+        const int ov = knob.overlap;
         const double knobs[] = {0, 1, 0.3, 0.1, 0.03};
         const char *dists[] = {"cube", "plummer"};
         device_points = 1;
         for (int d = 0; d < 2; d++) {
             for (int o = 0; o <= 1; o++)
                 for (int k = 0; k < 5; k++) {
-                    fmk_cuda_fmm3d_m2l_trunc = knobs[k], fmk_cuda_fmm3d_overlap = o;
+                    knob.m2l_trunc = knobs[k], knob.overlap = o;
                     if (!json)
                         printf("M2L truncation factor %g (0: whole operators), %s\n", knobs[k],
                                o ? "two streams" : "one stream");
@@ -1053,19 +883,10 @@ int main(int argc, char **argv)
                         print_row(o ? "trunc-ov" : "trunc", FMK_METHOD_FMM, dists[d], N20, 1e-6, 1, &r);
                 }
         }
-        fmk_cuda_fmm3d_m2l_trunc = f0, fmk_cuda_fmm3d_overlap = ov;
+        knob.m2l_trunc = f0, knob.overlap = ov;
         device_points = 0;
     } else if (!strcmp(mode, "m2lcls")) {
         if (m2lcls())
-            return 1;
-    } else if (!strcmp(mode, "rootfit")) {
-        if (rootfit(0))
-            return 1;
-    } else if (!strcmp(mode, "rootfit2")) {
-        if (rootfit(1))
-            return 1;
-    } else if (!strcmp(mode, "fitsweep")) {
-        if (fitsweep())
             return 1;
     } else if (!strcmp(mode, "fitmix")) {
         if (fitmix())
@@ -1073,12 +894,8 @@ int main(int argc, char **argv)
     } else if (!strcmp(mode, "draws")) {
         /* one N (2^arg, default 2^18) uniform at eps 1e-6 on 8 draws of points: eval and P2P
          * alone (one stream), and the P2P of leaf pairs counted; device points */
-        if (!&fmk_cuda_fmm3d_overlap || !fmk_cuda_fmm3d_p2p_stats) {
-            fprintf(stderr, "fmm3d: no P2P counts in this build\n");
-            return 1;
-        }
         const int64_t n = (int64_t)1 << (arg > 0 ? arg : 18);
-        const int ov = fmk_cuda_fmm3d_overlap;
+        const int ov = knob.overlap;
         device_points = 1;
         if (!json)
             printf("draws: N | eval one stream, two (ms) | P2P alone (ms) | pairs leaves largest over-pass | slots x "
@@ -1086,10 +903,10 @@ int main(int argc, char **argv)
         for (int d = 0; d < 8; d++) {
             result r1, r2;
             const uint64_t seed = rng;
-            fmk_cuda_fmm3d_overlap = 0, leaf_report = 1;
+            knob.overlap = 0, leaf_report = 1;
             int fail = measure(FMK_METHOD_FMM, 1e-6, -1, 0, "cube", n, 1, 5, 0, &r1);
             leaf_report = 0;
-            rng = seed, fmk_cuda_fmm3d_overlap = 1;
+            rng = seed, knob.overlap = 1;
             fail = fail || measure(FMK_METHOD_FMM, 1e-6, -1, 0, "cube", n, 1, 5, 0, &r2);
             if (fail)
                 continue;
@@ -1108,201 +925,49 @@ int main(int argc, char **argv)
                        c[5] > 0 ? (double)c[4] / (double)c[5] : 0.0, (long long)c[6], (long long)c[7]);
             if (json)
                 first_row = 0;
-            /* P2P alone with other pairs per block and the pairs kept by the lower index */
-            if (!json && &fmk_cuda_fmm3d_p2p_run && &fmk_cuda_fmm3d_p2p_orient) {
-                const int run0 = fmk_cuda_fmm3d_p2p_run, or0 = fmk_cuda_fmm3d_p2p_orient;
-                const int runs[4] = {1, 2, 8, 16};
-                fmk_cuda_fmm3d_overlap = 0;
-                printf("      P2P alone (ms): pairs per block");
-                for (int k = 0; k < 5; k++) {
-                    result r3;
-                    rng = seed;
-                    if (k < 4)
-                        fmk_cuda_fmm3d_p2p_run = runs[k];
-                    else
-                        fmk_cuda_fmm3d_p2p_run = run0, fmk_cuda_fmm3d_p2p_orient = 0;
-                    if (measure(FMK_METHOD_FMM, 1e-6, -1, 0, "cube", n, 1, 5, 0, &r3) != 0)
-                        continue;
-                    if (k < 4)
-                        printf(" %d: %.3f", runs[k], 1e3 * r3.phase[FMK_PHASE_P2P]);
-                    else
-                        printf(" | by the lower index: %.3f (pairs %lld)", 1e3 * r3.phase[FMK_PHASE_P2P],
-                               (long long)r3.p2p[0]);
-                }
-                printf("\n");
-                fmk_cuda_fmm3d_p2p_run = run0, fmk_cuda_fmm3d_p2p_orient = or0;
-            }
             fflush(stdout);
         }
-        fmk_cuda_fmm3d_overlap = ov;
-        device_points = 0;
-    } else if (!strcmp(mode, "rootfit3")) {
-        if (rootfit(2))
-            return 1;
-    } else if (!strcmp(mode, "p2p")) {
-        /* the P2P of leaf pairs: pairs per block (run) and the last pass one point per lane
-         * (tail), one stream (P2P alone) and two; then the root cube's volume over the points'
-         * (uniform: leaves of 32 v points at level 5); device points, 2^20 */
-        if (!&fmk_cuda_fmm3d_p2p_run || !&fmk_cuda_fmm3d_root_volume || !&fmk_cuda_fmm3d_overlap) {
-            fprintf(stderr, "fmm3d: no P2P knobs in this build\n");
-            return 1;
-        }
-        const int run = fmk_cuda_fmm3d_p2p_run, tail = fmk_cuda_fmm3d_p2p_tail, ov = fmk_cuda_fmm3d_overlap;
-        const double vol = fmk_cuda_fmm3d_root_volume;
-        const struct {
-            const char *dist;
-            double eps;
-        } sets[] = {{"cube", 1e-6}, {"plummer", 1e-6}, {"cube", 1e-3}};
-        const int runs[][2] = {{1, 0}, {1, 2}, {2, 2}, {4, 2}, {8, 2}, {16, 2}, {4, 1}, {4, 0}};
-        device_points = 1;
-        for (int d = 0; d < 3; d++)
-            for (int k = 0; k < 8; k++)
-                for (int o = 0; o <= 1; o++) {
-                    if (d > 0 && (k == 2 || k == 5))
-                        continue;
-                    fmk_cuda_fmm3d_p2p_run = runs[k][0], fmk_cuda_fmm3d_p2p_tail = runs[k][1];
-                    fmk_cuda_fmm3d_overlap = o;
-                    if (!json)
-                        printf("pairs per block %d, tail %d, %s\n", runs[k][0], runs[k][1], o ? "two streams" : "one stream");
-                    if (measure(FMK_METHOD_FMM, sets[d].eps, -1, 0, sets[d].dist, N20, 1, 5, o, &r) == 0)
-                        print_row(o ? "p2p-ov" : "p2p", FMK_METHOD_FMM, sets[d].dist, N20, sets[d].eps, 1, &r);
-                }
-        fmk_cuda_fmm3d_p2p_run = run, fmk_cuda_fmm3d_p2p_tail = tail, fmk_cuda_fmm3d_overlap = ov;
-        const double vols[] = {1, 2.5, 3, 4, 5, 6, 7};
-        for (int d = 0; d < 2; d++)
-            for (int v = 0; v < 7; v++)
-                for (int o = 0; o <= 1; o++) {
-                    if (d == 1 && v != 0 && v != 3)
-                        continue;
-                    fmk_cuda_fmm3d_root_volume = vols[v], fmk_cuda_fmm3d_overlap = o;
-                    if (!json)
-                        printf("root volume %g, %s\n", vols[v], o ? "two streams" : "one stream");
-                    if (measure(FMK_METHOD_FMM, 1e-6, -1, 0, d ? "plummer" : "cube", N20, 1, 5, 1, &r) == 0)
-                        print_row(o ? "root-ov" : "root", FMK_METHOD_FMM, d ? "plummer" : "cube", N20, 1e-6, 1, &r);
-                }
-        fmk_cuda_fmm3d_root_volume = vol, fmk_cuda_fmm3d_overlap = ov;
-        device_points = 0;
-    } else if (!strcmp(mode, "unroll")) {
-        /* the P2P of leaf pairs with its 32-step ring unrolled 1, 2, 4, 8 times: 2^20 uniform and
-         * Plummer at eps 1e-6 (two points per lane), one stream and two; device points */
-        if (!&fmk_cuda_fmm3d_p2p_unroll || !&fmk_cuda_fmm3d_overlap) {
-            fprintf(stderr, "fmm3d: no unroll knob in this build\n");
-            return 1;
-        }
-        const int un = fmk_cuda_fmm3d_p2p_unroll, ov = fmk_cuda_fmm3d_overlap;
-        const int us[] = {1, 2, 4, 8};
-        device_points = 1;
-        for (int d = 0; d < 2; d++)
-            for (int u = 0; u < 4; u++)
-                for (int o = 0; o <= 1; o++) {
-                    fmk_cuda_fmm3d_p2p_unroll = us[u], fmk_cuda_fmm3d_overlap = o;
-                    if (!json)
-                        printf("unroll %d, %s\n", us[u], o ? "two streams" : "one stream");
-                    if (measure(FMK_METHOD_FMM, 1e-6, -1, 0, d ? "plummer" : "cube", N20, 1, 5, o, &r) == 0)
-                        print_row(o ? "unroll-ov" : "unroll", FMK_METHOD_FMM, d ? "plummer" : "cube", N20, 1e-6, 1, &r);
-                }
-        fmk_cuda_fmm3d_p2p_unroll = un, fmk_cuda_fmm3d_overlap = ov;
+        knob.overlap = ov;
         device_points = 0;
     } else if (!strcmp(mode, "newton")) {
-        if (!&fmk_cuda_fmm3d_p2p_newton || !&fmk_cuda_fmm3d_p2p_pairs || !&fmk_cuda_fmm3d_overlap) {
-            fprintf(stderr, "fmm3d: no Newton knob in this build\n");
-            return 1;
-        }
-        const int nw = fmk_cuda_fmm3d_p2p_newton, rt = fmk_cuda_fmm3d_p2p_pairs, ov = fmk_cuda_fmm3d_overlap;
+        const int nw = knob.p2p_newton, rt = knob.p2p_pairs, ov = knob.overlap;
         const int rts[] = {2, 4};
         device_points = 1;
         for (int d = 0; d < 2; d++)
             for (int k = 0; k < 2; k++)
                 for (int n = 0; n <= 1; n++)
                     for (int o = 0; o <= 1; o++) {
-                        fmk_cuda_fmm3d_p2p_pairs = rts[k], fmk_cuda_fmm3d_p2p_newton = n;
-                        fmk_cuda_fmm3d_overlap = o;
+                        knob.p2p_pairs = rts[k], knob.p2p_newton = n;
+                        knob.overlap = o;
                         if (!json)
                             printf("points per lane %d, Newton %d, %s\n", rts[k], n, o ? "two streams" : "one stream");
                         if (measure(FMK_METHOD_FMM, 1e-6, -1, 0, d ? "plummer" : "cube", N20, 1, 5, 1, &r) == 0)
                             print_row(o ? "newton-ov" : "newton", FMK_METHOD_FMM, d ? "plummer" : "cube", N20, 1e-6, 1,
                                       &r);
                     }
-        fmk_cuda_fmm3d_p2p_newton = nw, fmk_cuda_fmm3d_p2p_pairs = rt, fmk_cuda_fmm3d_overlap = ov;
-        device_points = 0;
-    } else if (!strcmp(mode, "ring") || !strcmp(mode, "ringprof")) {
-        /* the P2P both ways: ring variants (4 points per lane, 1/r by Newton's step) and a
-         * leaf's own pairs (self 1: once, in the pairs kernel; 0: both ways in the one-way
-         * kernel); one stream, so that P2P is alone; 2^20 uniform and Plummer at eps 1e-6, then
-         * uniform at eps 1e-3 (32-point leaves: 1 point per lane) with self 0 and 1; arg: the
-         * last variant (all if 0) */
-        if (!&fmk_cuda_fmm3d_p2p_ring || !&fmk_cuda_fmm3d_p2p_self || !&fmk_cuda_fmm3d_overlap) {
-            fprintf(stderr, "fmm3d: no ring knob in this build\n");
-            return 1;
-        }
-        const int ring = fmk_cuda_fmm3d_p2p_ring, self = fmk_cuda_fmm3d_p2p_self, ov = fmk_cuda_fmm3d_overlap;
-        static const int var[][2] = {{0, 0}, {1, 0}, {1, 1}, {2, 1}, {3, 1}, {4, 1}, {5, 1}, {6, 1}}; /* ring, self */
-        const int last = arg > 0 && arg < 8 ? arg : 7, prof = !strcmp(mode, "ringprof"); /* one eval each, for ncu */
-        device_points = 1;
-        for (int d = 0; d < (prof ? 1 : 3); d++)
-            for (int v = 0; v <= (d == 2 ? 2 : last); v++) {
-                if (d == 2 && v == 1)
-                    continue;
-                const double eps = d == 2 ? 1e-3 : 1e-6;
-                const char *dist = d == 1 ? "plummer" : "cube";
-                fmk_cuda_fmm3d_p2p_ring = var[v][0], fmk_cuda_fmm3d_p2p_self = var[v][1], fmk_cuda_fmm3d_overlap = 0;
-                if (!json)
-                    printf("ring %d, self %d, one stream\n", var[v][0], var[v][1]);
-                if (measure(FMK_METHOD_FMM, eps, -1, 0, dist, N20, 1, prof ? 1 : 5, !prof, &r) == 0)
-                    print_row("ring", FMK_METHOD_FMM, dist, N20, eps, 1, &r);
-            }
-        fmk_cuda_fmm3d_p2p_ring = ring, fmk_cuda_fmm3d_p2p_self = self, fmk_cuda_fmm3d_overlap = ov;
+        knob.p2p_newton = nw, knob.p2p_pairs = rt, knob.overlap = ov;
         device_points = 0;
     } else if (!strcmp(mode, "cols")) {
         /* P2M and L2P: a thread per point (0), column groups and records (1), P2M two sources a
          * lane at a time (2); one stream (each phase alone) and two */
-        if (!&fmk_cuda_fmm3d_point_cols || !&fmk_cuda_fmm3d_overlap) {
-            fprintf(stderr, "fmm3d: no point_cols knob in this build\n");
-            return 1;
-        }
-        const int pc = fmk_cuda_fmm3d_point_cols, ov = fmk_cuda_fmm3d_overlap;
+        const int pc = knob.point_cols, ov = knob.overlap;
         device_points = 1;
         for (int d = 0; d < 2; d++)
             for (int c = 0; c <= 2; c++)
                 for (int o = 0; o <= 1; o++) {
-                    fmk_cuda_fmm3d_point_cols = c, fmk_cuda_fmm3d_overlap = o;
+                    knob.point_cols = c, knob.overlap = o;
                     if (!json)
                         printf("point_cols %d, %s\n", c, o ? "two streams" : "one stream");
                     if (measure(FMK_METHOD_FMM, 1e-6, -1, 0, d ? "plummer" : "cube", N20, 1, 5, 1, &r) == 0)
                         print_row(o ? "cols-ov" : "cols", FMK_METHOD_FMM, d ? "plummer" : "cube", N20, 1e-6, 1, &r);
                 }
-        fmk_cuda_fmm3d_point_cols = pc, fmk_cuda_fmm3d_overlap = ov;
-        device_points = 0;
-    } else if (!strcmp(mode, "tiny")) {
-        /* small N at eps 1e-6 with the P2P variants: the default, the pairs as before this
-         * round's changes (one pair per block, no spread last pass, the ring not unrolled), and
-         * every U entry one way; device points, two streams */
-        if (!&fmk_cuda_fmm3d_p2p_unroll || !&fmk_cuda_fmm3d_p2p_pairs) {
-            fprintf(stderr, "fmm3d: no P2P knobs in this build\n");
-            return 1;
-        }
-        const int run = fmk_cuda_fmm3d_p2p_run, tail = fmk_cuda_fmm3d_p2p_tail;
-        const int un = fmk_cuda_fmm3d_p2p_unroll, rt = fmk_cuda_fmm3d_p2p_pairs;
-        const int var[][4] = {{-1, 2, 4, -1}, {1, 0, 1, -1}, {1, 0, 2, -1}, {1, 2, 4, -1}, {-1, 2, 4, 0}};
-        device_points = 1;
-        for (int lg = 12; lg <= 16; lg += 2)
-            for (int v = 0; v < 5; v++) {
-                fmk_cuda_fmm3d_p2p_run = var[v][0], fmk_cuda_fmm3d_p2p_tail = var[v][1];
-                fmk_cuda_fmm3d_p2p_unroll = var[v][2], fmk_cuda_fmm3d_p2p_pairs = var[v][3];
-                if (!json)
-                    printf("pairs per block %d, tail %d, unroll %d, points per lane %d\n", var[v][0], var[v][1],
-                           var[v][2], var[v][3]);
-                if (measure(FMK_METHOD_FMM, 1e-6, -1, 0, "cube", (int64_t)1 << lg, 1, 7, 0, &r) == 0)
-                    print_row("tiny", FMK_METHOD_FMM, "cube", (int64_t)1 << lg, 1e-6, 1, &r);
-            }
-        fmk_cuda_fmm3d_p2p_run = run, fmk_cuda_fmm3d_p2p_tail = tail;
-        fmk_cuda_fmm3d_p2p_unroll = un, fmk_cuda_fmm3d_p2p_pairs = rt;
+        knob.point_cols = pc, knob.overlap = ov;
         device_points = 0;
     } else if (!strcmp(mode, "rootleaf")) {
         /* the root volume with a smaller leaf size, so that the partly filled boxes at the
          * points' edge split as well (uniform: 128- and 192-point leaves at level 5) */
-        const int ov = fmk_cuda_fmm3d_overlap;
-        const double vol = fmk_cuda_fmm3d_root_volume;
+        const int ov = knob.overlap;
+        const double vol = knob.root_volume;
         const struct {
             double vol;
             int64_t leaf;
@@ -1310,14 +975,14 @@ int main(int argc, char **argv)
         device_points = 1;
         for (int v = 0; v < 3; v++)
             for (int o = 0; o <= 1; o++) {
-                fmk_cuda_fmm3d_root_volume = vl[v].vol, fmk_cuda_fmm3d_overlap = o;
+                knob.root_volume = vl[v].vol, knob.overlap = o;
                 if (!json)
                     printf("root volume %g, leaf size %lld, %s\n", vl[v].vol, (long long)vl[v].leaf,
                            o ? "two streams" : "one stream");
                 if (measure(FMK_METHOD_FMM, 1e-6, -1, vl[v].leaf, "cube", N20, 1, 5, 1, &r) == 0)
                     print_row(o ? "root-ov" : "root", FMK_METHOD_FMM, "cube", N20, 1e-6, 1, &r);
             }
-        fmk_cuda_fmm3d_root_volume = vol, fmk_cuda_fmm3d_overlap = ov;
+        knob.root_volume = vol, knob.overlap = ov;
         device_points = 0;
     } else if (!strcmp(mode, "table8")) {
         const int orders[] = {4, 8, 12};
@@ -1348,13 +1013,13 @@ int main(int argc, char **argv)
     } else if (!strcmp(mode, "freshops")) {
         /* a fresh plan's first set_points with the M2L matrices started before the tree and
          * after the lists (the default), alternately */
-        if (fresh_knob(&fmk_cuda_fmm3d_ops_at, "M2L matrices before the tree", "M2L matrices after the lists",
+        if (fresh_knob(&knob.ops_at, "M2L matrices before the tree", "M2L matrices after the lists",
                        arg > 1 ? arg : 5))
             return 1;
     } else if (!strcmp(mode, "freshblas")) {
         /* a fresh plan's cuBLAS handle made at its first eval's M2L (the default) and when its
          * first set_points starts, alternately */
-        if (fresh_knob(&fmk_cuda_fmm3d_blas_at, "cuBLAS handle at the first eval's M2L",
+        if (fresh_knob(&knob.blas_at, "cuBLAS handle at the first eval's M2L",
                        "cuBLAS handle when set_points starts", arg > 1 ? arg : 5))
             return 1;
     } else if (!strcmp(mode, "small")) {
@@ -1400,16 +1065,16 @@ int main(int argc, char **argv)
                 if (measure(FMK_METHOD_FMM, 1e-6, p, 0, dists[d], 100000, 1, 1, 1, &r) == 0)
                     print_row("order", FMK_METHOD_FMM, dists[d], 100000, 0, 1, &r);
     } else if (!strcmp(mode, "rot")) {
-        const int saved = fmk_cuda_fmm3d_m2l_rot_order, ov = fmk_cuda_fmm3d_overlap;
+        const int saved = knob.m2l_rot_order, ov = knob.overlap;
         const int orders[] = {20, 26, 28, 30, 32};
-        fmk_cuda_fmm3d_overlap = 0;
+        knob.overlap = 0;
         for (int k = 0; k < 5; k++)
             for (int v = 0; v < 2; v++) {
-                fmk_cuda_fmm3d_m2l_rot_order = v ? 0 : 1000;
+                knob.m2l_rot_order = v ? 0 : 1000;
                 if (measure(FMK_METHOD_FMM, 1e-6, orders[k], 0, "cube", N20, 1, 3, 1, &r) == 0)
                     print_row(v ? "rot" : "dense", FMK_METHOD_FMM, "cube", N20, 0, 1, &r);
             }
-        fmk_cuda_fmm3d_m2l_rot_order = saved, fmk_cuda_fmm3d_overlap = ov;
+        knob.m2l_rot_order = saved, knob.overlap = ov;
         const double epss[] = {1e-10, 1e-11, 1e-12, 1e-13};
         for (int d = 0; d < 2; d++)
             for (int e = 0; e < 4; e++)

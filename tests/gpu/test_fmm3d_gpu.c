@@ -22,55 +22,71 @@
 
 #include "fmm3d/fmm3d.h"
 #include "core/internal.h"
+#include "core/tune.h"
+#include "fmm3d/cuda/report.h"
 #include "../unit/check.h"
 #include "../unit/testutil.h"
 #include "gpu_oom.h"
 
 static int quick;
 
-/* cuda/fmm3d.cu's knob (not API): 0 keeps M2P and P2L for every W and X entry instead of
- * doing the small ones as P2P (saved and restored around its uses). */
-extern int fmk_cuda_fmm3d_direct_near;
 extern int fmk_fmm3d_direct_near; /* the CPU engine's (src/fmm3d.h) */
-/* and P2P of leaf pairs both ways (targets per thread, -1 from the leaf, 0 one way per U entry) */
-extern int fmk_cuda_fmm3d_p2p_pairs;
-/* and the near field on a second stream alongside the far field (1) or after it (0) */
-extern int fmk_cuda_fmm3d_overlap;
-/* and that P2P's leaf pairs per block and its one-point-per-lane last pass */
-extern int fmk_cuda_fmm3d_p2p_run;
-extern int fmk_cuda_fmm3d_p2p_tail;
-extern int fmk_cuda_fmm3d_p2p_unroll; /* and its ring's steps unrolled (1, 2, 4, 8) */
-extern int fmk_cuda_fmm3d_p2p_ring;   /* and the variant of its ring at 4 per lane (0 .. 6) */
-extern int fmk_cuda_fmm3d_p2p_self;   /* and a leaf's own pairs once there (1) or both ways (0) */
-/* and fp64 P2P's 1/r by one Newton step (-1: where the order comes from eps >= 1e-11) */
-extern int fmk_cuda_fmm3d_p2p_newton;
-/* and the root cube's volume over the points' bounding cube (1: the bounding cube) */
-extern double fmk_cuda_fmm3d_root_volume;
-extern int fmk_cuda_fmm3d_root_fit;      /* the root cube fitted to uniform points (1) or not (0) */
-extern int fmk_cuda_fmm3d_p2p_groups;    /* 4 points per lane: passes of 256 (2) or 128 (4) */
-/* and the M2L's GEMMs: runs of directions merged across gaps (directions), X's bytes */
-extern int fmk_cuda_fmm3d_m2l_gap;
-extern long long fmk_cuda_fmm3d_m2l_bytes;
-/* and the first order of the rotation-based M2L (0: every order) */
-extern int fmk_cuda_fmm3d_m2l_rot_order;
-/* and the dense M2L's truncation of the far directions' operators (safety factor; 0: none) */
-extern double fmk_cuda_fmm3d_m2l_trunc;
-/* and its degree classes (at most K distinct degrees; 0: each its own) and size rule (whole
- * operators below this many boxes in the M2L's columns; 0: always truncated) */
-extern int fmk_cuda_fmm3d_m2l_classes;
-extern long long fmk_cuda_fmm3d_m2l_trunc_min;
-/* cuda/fmm3d.cu (not API): a plan's M2L columns, GEMMs and whole (1) or truncated (0) operators */
-fmk_status fmk_cuda_fmm3d_m2l_shape(const fmk_plan *plan, int64_t *boxes, int *gemms, int *whole);
-/* and P2M by column groups, L2P from per-leaf records (1; 2: P2M two sources a lane at a time;
- * 0: a thread per point) */
-extern int fmk_cuda_fmm3d_point_cols;
-/* and a plan's first set_points: the dense M2L matrices before the tree (1) or after the
- * lists (0) */
-extern int fmk_cuda_fmm3d_ops_at;
-/* and when a fresh plan makes its cuBLAS handle: its first set_points (0), its first eval (1) */
-extern int fmk_cuda_fmm3d_blas_at;
-/* cuda/fmm3d.cu (not API): the lists a plan built on the GPU, in the host's form. */
-fmk_status fmk_cuda_fmm3d_lists(fmk_plan *plan, fmk_fmm3d_lists *lists);
+
+/* The GPU engine's knobs (core/tune.h, "fmm3d.<field>"; defaults of fmm3d/cuda/fmm3d_cuda.h),
+ * set on every GPU plan this program makes (gpu_knobs, at its creation): a test changes a field
+ * here around the plans it makes and restores it after. */
+static struct {
+    int direct_near;    /* 0 keeps M2P and P2L for every W and X entry */
+    int p2p_pairs;      /* P2P of leaf pairs both ways: points per lane, -1 from the leaf, 0 off */
+    int overlap;        /* the near field on a second stream (1) or after the far field (0) */
+    int p2p_newton;     /* fp64 P2P's 1/r by one Newton step (-1: where eps >= 1e-11) */
+    double root_volume; /* the root cube's volume over the points' bounding cube */
+    int root_fit;       /* the root cube fitted to uniform points */
+    int m2l_gap;        /* the M2L's GEMMs: runs of directions merged across gaps */
+    long long m2l_bytes; /* and X's bytes */
+    int m2l_rot_order;  /* the first order of the rotation-based M2L (0: every order) */
+    double m2l_trunc;   /* the dense M2L's truncation of the far directions (0: none) */
+    int m2l_classes;    /* its degree classes (0: each degree its own) */
+    long long m2l_trunc_min; /* its size rule (whole operators below this many boxes) */
+    int point_cols;     /* P2M by column groups, L2P from records (1), a thread per point (0) */
+    int ops_at;         /* a first set_points: the M2L matrices before the tree (1), after (0) */
+    int blas_at;        /* a fresh plan's cuBLAS handle: at set_points (0), at the first eval (1) */
+} knob = {16, -1, 1, -1, 1.0, 1, 5, 256ll << 20, 32, 0.3, 0, 1000, 1, 0, 1};
+
+/* The knobs above into a new plan of the GPU engine (other engines: nothing). */
+static fmk_status gpu_knobs(fmk_plan *p)
+{
+    if (!p || strcmp(p->engine->name, "fmm/cuda") != 0)
+        return FMK_OK;
+    const struct {
+        const char *name;
+        double value;
+    } k[] = {{"fmm3d.direct_near", knob.direct_near},     {"fmm3d.p2p_pairs", knob.p2p_pairs},
+             {"fmm3d.overlap", knob.overlap},             {"fmm3d.p2p_newton", knob.p2p_newton},
+             {"fmm3d.root_volume", knob.root_volume},     {"fmm3d.root_fit", knob.root_fit},
+             {"fmm3d.m2l_gap", knob.m2l_gap},             {"fmm3d.m2l_bytes", (double)knob.m2l_bytes},
+             {"fmm3d.m2l_rot_order", knob.m2l_rot_order}, {"fmm3d.m2l_trunc", knob.m2l_trunc},
+             {"fmm3d.m2l_classes", knob.m2l_classes},     {"fmm3d.m2l_trunc_min", (double)knob.m2l_trunc_min},
+             {"fmm3d.point_cols", knob.point_cols},       {"fmm3d.ops_at", knob.ops_at},
+             {"fmm3d.blas_at", knob.blas_at}};
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+        const fmk_status st = fmk_plan_tune(p, k[i].name, k[i].value);
+        if (st != FMK_OK)
+            return st;
+    }
+    return FMK_OK;
+}
+
+/* fmk_plan_create, then the knobs above for a GPU plan. */
+static fmk_status plan_create(fmk_plan **p, double eps, const fmk_opts *o)
+{
+    fmk_status st = fmk_plan_create(p, 3, FMK_KERNEL_LAPLACE, eps, o);
+    if (st == FMK_OK && (st = gpu_knobs(*p)) != FMK_OK) {
+        fmk_plan_destroy(*p);
+        *p = NULL;
+    }
+    return st;
+}
 
 enum { DIST_CUBE, DIST_SPHERE, DIST_PLUMMER, DIST_CORNER, DIST_NESTED, N_DISTS };
 static const char *dist_name[N_DISTS] = {"cube", "sphere", "plummer", "corner", "nested"};
@@ -134,7 +150,7 @@ static fmk_status run(const fmk_opts *o, double eps, int64_t n, const double *x,
                       int64_t m, const double *y, double *pot, double *grad, fmk_info *info)
 {
     fmk_plan *p = NULL;
-    fmk_status st = fmk_plan_create(&p, 3, FMK_KERNEL_LAPLACE, eps, o);
+    fmk_status st = plan_create(&p, eps, o);
     if (st == FMK_OK)
         st = fmk_plan_set_points(p, n, x, m, y);
     if (st == FMK_OK)
@@ -187,11 +203,11 @@ static const struct {
 static fmk_status run_m2l_cut(int v, const fmk_opts *o, double eps, int64_t n, const double *x, const double *q,
                               double *pot, double *grad, fmk_info *info)
 {
-    const int gap = fmk_cuda_fmm3d_m2l_gap;
-    const long long bytes = fmk_cuda_fmm3d_m2l_bytes;
-    fmk_cuda_fmm3d_m2l_gap = m2l_cuts[v].gap, fmk_cuda_fmm3d_m2l_bytes = m2l_cuts[v].bytes;
+    const int gap = knob.m2l_gap;
+    const long long bytes = knob.m2l_bytes;
+    knob.m2l_gap = m2l_cuts[v].gap, knob.m2l_bytes = m2l_cuts[v].bytes;
     const fmk_status st = run(o, eps, n, x, q, 0, NULL, pot, grad, info);
-    fmk_cuda_fmm3d_m2l_gap = gap, fmk_cuda_fmm3d_m2l_bytes = bytes;
+    knob.m2l_gap = gap, knob.m2l_bytes = bytes;
     return st;
 }
 
@@ -217,10 +233,10 @@ static void test_vs_cpu(void)
             CHECK(run(&oc, 1e-6, n, x, q, 0, NULL, p1, g1, NULL) == FMK_OK);
             fmk_fmm3d_direct_near = 1;
             fmk_info info;
-            const int near = fmk_cuda_fmm3d_direct_near;
-            fmk_cuda_fmm3d_direct_near = 0;
+            const int near = knob.direct_near;
+            knob.direct_near = 0;
             CHECK(run(&og, 1e-6, n, x, q, 0, NULL, p2, g2, &info) == FMK_OK);
-            fmk_cuda_fmm3d_direct_near = near;
+            knob.direct_near = near;
             const double dp = test_rel_l2(p2, p1, n), dg = test_rel_l2(g2, g1, 3 * n);
             printf("  vs cpu %-7s p = %2d levels %d: pot %.2e grad %.2e\n", dist_name[d], orders[k],
                    info.levels, dp, dg);
@@ -229,12 +245,12 @@ static void test_vs_cpu(void)
              * not fixed, so the bound stays 1e-12 rather than the ~1e-15 measured) */
             static const int variant[] = {0, 1, 2, 4};
             for (int v = 0; v < 4 && (k == 1 || (!quick && k == 2)); v++) {
-                const int rt = fmk_cuda_fmm3d_p2p_pairs;
-                fmk_cuda_fmm3d_p2p_pairs = variant[v];
-                fmk_cuda_fmm3d_direct_near = 0;
+                const int rt = knob.p2p_pairs;
+                knob.p2p_pairs = variant[v];
+                knob.direct_near = 0;
                 CHECK(run(&og, 1e-6, n, x, q, 0, NULL, p2, g2, &info) == FMK_OK);
-                fmk_cuda_fmm3d_direct_near = near;
-                fmk_cuda_fmm3d_p2p_pairs = rt;
+                knob.direct_near = near;
+                knob.p2p_pairs = rt;
                 const double vp = test_rel_l2(p2, p1, n), vg = test_rel_l2(g2, g1, 3 * n);
                 printf("    P2P targets per thread %d: pot %.2e grad %.2e\n", variant[v], vp, vg);
                 CHECK_MSG(vp < 1e-12 && vg < 1e-12, "GPU (P2P %d) vs CPU: pot %.3e grad %.3e", variant[v],
@@ -243,19 +259,19 @@ static void test_vs_cpu(void)
             /* the near field on the far field's stream, after it (eval's passes one after
              * another): the same sums */
             if (k == 1) {
-                fmk_cuda_fmm3d_overlap = 0;
-                fmk_cuda_fmm3d_direct_near = 0;
+                knob.overlap = 0;
+                knob.direct_near = 0;
                 CHECK(run(&og, 1e-6, n, x, q, 0, NULL, p2, g2, &info) == FMK_OK);
-                fmk_cuda_fmm3d_direct_near = near;
-                fmk_cuda_fmm3d_overlap = 1;
+                knob.direct_near = near;
+                knob.overlap = 1;
                 const double vp = test_rel_l2(p2, p1, n), vg = test_rel_l2(g2, g1, 3 * n);
                 printf("    one stream: pot %.2e grad %.2e\n", vp, vg);
                 CHECK_MSG(vp < 1e-12 && vg < 1e-12, "GPU (one stream) vs CPU: pot %.3e grad %.3e", vp, vg);
                 /* the M2L's GEMMs cut every way */
                 for (int v = 0; v < 3; v++) {
-                    fmk_cuda_fmm3d_direct_near = 0;
+                    knob.direct_near = 0;
                     CHECK(run_m2l_cut(v, &og, 1e-6, n, x, q, p2, g2, &info) == FMK_OK);
-                    fmk_cuda_fmm3d_direct_near = near;
+                    knob.direct_near = near;
                     const double mp = test_rel_l2(p2, p1, n), mg = test_rel_l2(g2, g1, 3 * n);
                     printf("    M2L runs merged across gaps <= %d, X of %lld bytes: pot %.2e grad %.2e\n",
                            m2l_cuts[v].gap, m2l_cuts[v].bytes, mp, mg);
@@ -268,37 +284,24 @@ static void test_vs_cpu(void)
     free(x), free(q), free(p1), free(g1), free(p2), free(g2);
 }
 
-/* The knobs of the P2P of leaf pairs that test_pairs varies. */
-typedef struct pairs_knobs {
-    int rt, run, tail, unroll, newton, ring, self;
-} pairs_knobs;
-
-/* One GPU run with those knobs (every W and X entry on its operator; the knobs restored after):
- * its levels, and its errors against (p1, g1). */
-static void pairs_run(const fmk_opts *og, pairs_knobs k, int64_t n, const double *x, const double *q,
+/* One GPU run with rt points per lane and Newton's 1/r as given (every W and X entry on its
+ * operator; the knobs restored after): its levels, and its errors against (p1, g1). */
+static void pairs_run(const fmk_opts *og, int rt, int newton, int64_t n, const double *x, const double *q,
                       const double *p1, const double *g1, double *p2, double *g2, int *levels, double *dp,
                       double *dg)
 {
-    const pairs_knobs keep = {fmk_cuda_fmm3d_p2p_pairs,  fmk_cuda_fmm3d_p2p_run,  fmk_cuda_fmm3d_p2p_tail,
-                              fmk_cuda_fmm3d_p2p_unroll, fmk_cuda_fmm3d_p2p_newton, fmk_cuda_fmm3d_p2p_ring,
-                              fmk_cuda_fmm3d_p2p_self};
-    const int near = fmk_cuda_fmm3d_direct_near;
-    fmk_cuda_fmm3d_p2p_pairs = k.rt, fmk_cuda_fmm3d_p2p_run = k.run, fmk_cuda_fmm3d_p2p_tail = k.tail;
-    fmk_cuda_fmm3d_p2p_unroll = k.unroll, fmk_cuda_fmm3d_p2p_newton = k.newton;
-    fmk_cuda_fmm3d_p2p_ring = k.ring, fmk_cuda_fmm3d_p2p_self = k.self, fmk_cuda_fmm3d_direct_near = 0;
+    const int rt0 = knob.p2p_pairs, newton0 = knob.p2p_newton, near = knob.direct_near;
+    knob.p2p_pairs = rt, knob.p2p_newton = newton, knob.direct_near = 0;
     fmk_info info;
     CHECK(run(og, 1e-6, n, x, q, 0, NULL, p2, g2, &info) == FMK_OK);
-    fmk_cuda_fmm3d_p2p_pairs = keep.rt, fmk_cuda_fmm3d_p2p_run = keep.run, fmk_cuda_fmm3d_p2p_tail = keep.tail;
-    fmk_cuda_fmm3d_p2p_unroll = keep.unroll, fmk_cuda_fmm3d_p2p_newton = keep.newton;
-    fmk_cuda_fmm3d_p2p_ring = keep.ring, fmk_cuda_fmm3d_p2p_self = keep.self, fmk_cuda_fmm3d_direct_near = near;
+    knob.p2p_pairs = rt0, knob.p2p_newton = newton0, knob.direct_near = near;
     *levels = info.levels;
     *dp = test_rel_l2(p2, p1, n), *dg = test_rel_l2(g2, g1, 3 * n);
 }
 
-/* The P2P of leaf pairs with leaves of up to 300 points (passes of one, two, three, four (by 256
- * and by 128), five and six points per lane, full and last passes; two per lane with the ring unrolled 1, 2, 4, 8 times), 1, 4 and 16
- * pairs per block, each way of the last pass (tail 0, 1, 2): against the CPU engine at the same
- * order and leaf size. */
+/* The P2P of leaf pairs with leaves of up to 300 points (passes of one to six points per lane,
+ * full and last passes), 1/r by the third-order correction and by a Newton step: against the
+ * CPU engine at the same order and leaf size. */
 static void test_pairs(void)
 {
     const int64_t n = quick ? 5000 : 20000;
@@ -312,50 +315,17 @@ static void test_pairs(void)
         fmk_fmm3d_direct_near = 0;
         CHECK(run(&oc, 1e-6, n, x, q, 0, NULL, p1, g1, NULL) == FMK_OK);
         fmk_fmm3d_direct_near = 1;
-        /* the last three: 1/r by a Newton step (~1e-13 relative, below the CPU's by that much:
-         * a bound of 1e-11) */
-        static const int rts[] = {1, 2, 4, 2, 2, 2, 4, 4, 2, 5, 6, 5, 6, 3, 3, 4, 4};
-        static const int unrolls[] = {1, 1, 1, 2, 4, 8, 1, 2, 4, 2, 2, 2, 2, 2, 2, 2, 2};
-        static const int newtons[] = {0, 0, 0, 0, 0, 0, 1, 1, 1, 0, 0, 1, 1, 0, 1, 0, 1}, runs[] = {1, 4, 16};
-        const int ring = fmk_cuda_fmm3d_p2p_ring, self = fmk_cuda_fmm3d_p2p_self;
-        const int groups = fmk_cuda_fmm3d_p2p_groups;
-        for (int a = 0; a < 17; a++) /* the last two: 4 per lane in passes of 128 (groups 4) */
-            for (int b = 0; b < 3; b++)
-                for (int tail = 0; tail <= 2; tail++) {
-                    if (quick && tail < 2 && b != 1)
-                        continue;
-                    const pairs_knobs k = {rts[a], runs[b], tail, unrolls[a], newtons[a], ring, self};
-                    int levels;
-                    double dp, dg;
-                    fmk_cuda_fmm3d_p2p_groups = a >= 15 ? 4 : groups;
-                    pairs_run(&og, k, n, x, q, p1, g1, p2, g2, &levels, &dp, &dg);
-                    fmk_cuda_fmm3d_p2p_groups = groups;
-                    printf("  pairs %-7s levels %d, %d per lane%s (unroll %d, Newton %d), %2d pairs per block, tail %d: "
-                           "pot %.2e grad %.2e\n",
-                           dist_name[d], levels, rts[a], a >= 15 ? " by 128" : "", unrolls[a], newtons[a], runs[b],
-                           tail, dp, dg);
-                    const double bound = newtons[a] ? 1e-11 : 1e-12;
-                    CHECK_MSG(dp < bound && dg < bound,
-                              "GPU (P2P %d, unroll %d, Newton %d, run %d, tail %d) vs CPU: pot %.3e grad %.3e",
-                              rts[a], unrolls[a], newtons[a], runs[b], tail, dp, dg);
-                }
-        /* the ring's variants at 4 points per lane (two a points per lane, the coordinates'
-         * shuffles a step ahead, 1/r unmasked, other register budgets), each 1/r */
-        for (int v = 0; v < 8; v++) /* 7: ring 1 with the leaves' own pairs both ways in k_p2p */
-            for (int nw = 0; nw <= 1; nw++)
-                for (int b = quick ? 1 : 0; b < (quick ? 2 : 3); b++) {
-                    const pairs_knobs k = {4, runs[b], 2, 2, nw, v < 7 ? v : 1, v < 7};
-                    int levels;
-                    double dp, dg;
-                    pairs_run(&og, k, n, x, q, p1, g1, p2, g2, &levels, &dp, &dg);
-                    printf("  pairs %-7s levels %d, 4 per lane, ring %d, self %d, Newton %d, %2d pairs per block: pot %.2e "
-                           "grad %.2e\n",
-                           dist_name[d], levels, k.ring, k.self, nw, runs[b], dp, dg);
-                    const double bound = nw ? 1e-11 : 1e-12;
-                    CHECK_MSG(dp < bound && dg < bound,
-                              "GPU (P2P 4, ring %d, self %d, Newton %d, run %d) vs CPU: pot %.3e grad %.3e", k.ring,
-                              k.self, nw, runs[b], dp, dg);
-                }
+        for (int rt = 1; rt <= 6; rt++)
+            for (int nw = 0; nw <= 1; nw++) { /* Newton's 1/r: ~1e-13 relative, a bound of 1e-11 */
+                int levels;
+                double dp, dg;
+                pairs_run(&og, rt, nw, n, x, q, p1, g1, p2, g2, &levels, &dp, &dg);
+                printf("  pairs %-7s levels %d, %d per lane, Newton %d: pot %.2e grad %.2e\n", dist_name[d], levels,
+                       rt, nw, dp, dg);
+                const double bound = nw ? 1e-11 : 1e-12;
+                CHECK_MSG(dp < bound && dg < bound, "GPU (P2P %d, Newton %d) vs CPU: pot %.3e grad %.3e", rt, nw, dp,
+                          dg);
+            }
     }
     free(x), free(q), free(p1), free(g1), free(p2), free(g2);
 }
@@ -372,7 +342,7 @@ static void test_root_fit_mixed(void)
     const int64_t n = 204800, ns = quick ? 200 : 1000, leaf = 400;
     double *x = test_alloc(3 * n), *q = test_alloc(n), *pot = test_alloc(n), *grad = test_alloc(3 * n);
     double *pot0 = test_alloc(n), *grad0 = test_alloc(3 * n);
-    const int fit = fmk_cuda_fmm3d_root_fit;
+    const int fit = knob.root_fit;
     const int dists[2] = {DIST_CUBE, DIST_NESTED};
     for (int d = 0; d < 2; d++) {
         make_points(dists[d], n, 47 + d, x);
@@ -381,11 +351,11 @@ static void test_root_fit_mixed(void)
         fmk_opts o = fmm_opts(FMK_BACKEND_CUDA, -1, leaf);
         check_context("root fitted, mixed levels, %s", dist_name[dists[d]]);
         fmk_info i0, i1;
-        fmk_cuda_fmm3d_root_fit = 0;
+        knob.root_fit = 0;
         const fmk_status s0 = run(&o, 1e-6, n, x, q, 0, NULL, pot0, grad0, &i0);
-        fmk_cuda_fmm3d_root_fit = 1;
+        knob.root_fit = 1;
         const fmk_status s1 = run(&o, 1e-6, n, x, q, 0, NULL, pot, grad, &i1);
-        fmk_cuda_fmm3d_root_fit = fit;
+        knob.root_fit = fit;
         if (CHECK(s0 == FMK_OK && s1 == FMK_OK)) {
             double ep0, eg0, ep, eg;
             sampled_errors(n, pot0, grad0, ns, ref, &ep0, &eg0);
@@ -406,7 +376,7 @@ static void test_root_fit_mixed(void)
     free(x), free(q), free(pot), free(grad), free(pot0), free(grad0);
 }
 
-/* The root cube fitted to uniform points (fmk_cuda_fmm3d_root_fit): a cube whose octree is
+/* The root cube fitted to uniform points (knob.root_fit): a cube whose octree is
  * complete down to level 3 with leaves of 0.54 and 0.59 leaf sizes (at least 1.25 leaf size /
  * 2.8) is refitted (level 3 -> 4: one more level; leaves of ~110 and ~154 points, 5 and 6 per
  * lane in the P2P) and keeps the accuracy against the direct sum; with separate targets it is not
@@ -420,17 +390,17 @@ static void test_root_fit(void)
     make_points(DIST_CUBE, n, 45, x);
     test_charges(n, 0, 46, q);
     double *ref = sampled_reference(n, x, q, ns);
-    const int fit = fmk_cuda_fmm3d_root_fit;
+    const int fit = knob.root_fit;
     fmk_opts o = fmm_opts(FMK_BACKEND_CUDA, -1, leaf);
     for (int e = 0; e < (quick ? 1 : 2); e++) {
         const double eps = e ? 1e-9 : 1e-6;
         check_context("root fitted, cube, eps %.0e", eps);
         fmk_info i0, i1;
-        fmk_cuda_fmm3d_root_fit = 0;
+        knob.root_fit = 0;
         const fmk_status s0 = run(&o, eps, n, x, q, 0, NULL, pot0, grad0, &i0);
-        fmk_cuda_fmm3d_root_fit = 1;
+        knob.root_fit = 1;
         const fmk_status s1 = run(&o, eps, n, x, q, 0, NULL, pot, grad, &i1);
-        fmk_cuda_fmm3d_root_fit = fit;
+        knob.root_fit = fit;
         if (!CHECK(s0 == FMK_OK && s1 == FMK_OK))
             continue;
         double ep0, eg0, ep, eg;
@@ -447,11 +417,11 @@ static void test_root_fit(void)
         double *pt0 = test_alloc(m), *gt0 = test_alloc(3 * m);
         for (int64_t i = 0; i < m; i++)
             memcpy(y + 3 * i, x + 3 * (i * (n / ns)), 24);
-        fmk_cuda_fmm3d_root_fit = 0;
+        knob.root_fit = 0;
         CHECK(run(&o, eps, n, x, q, m, y, pt0, gt0, NULL) == FMK_OK);
-        fmk_cuda_fmm3d_root_fit = 1;
+        knob.root_fit = 1;
         CHECK(run(&o, eps, n, x, q, m, y, pt, gt, NULL) == FMK_OK);
-        fmk_cuda_fmm3d_root_fit = fit;
+        knob.root_fit = fit;
         const double dp = test_rel_l2(pt, pt0, m), dg = test_rel_l2(gt, gt0, 3 * m);
         printf("    separate targets: against no fit: pot %.2e grad %.2e\n", dp, dg);
         CHECK_MSG(dp < 1e-13 && dg < 1e-13, "separate targets refitted? pot %.3e grad %.3e", dp, dg);
@@ -478,10 +448,10 @@ static void test_root(void)
             check_context("root volume %g, %s", vols[v], dist_name[d]);
             fmk_opts o = fmm_opts(FMK_BACKEND_CUDA, -1, 0);
             fmk_info info;
-            const double vol = fmk_cuda_fmm3d_root_volume;
-            fmk_cuda_fmm3d_root_volume = vols[v];
+            const double vol = knob.root_volume;
+            knob.root_volume = vols[v];
             CHECK(run(&o, 1e-6, n, x, q, 0, NULL, pot, grad, &info) == FMK_OK);
-            fmk_cuda_fmm3d_root_volume = vol;
+            knob.root_volume = vol;
             double ep, eg;
             sampled_errors(n, pot, grad, ns, ref, &ep, &eg);
             printf("  root volume %3.1f %-7s: p %2d leaf %3lld levels %2d: pot %.2e grad %.2e\n", vols[v],
@@ -492,9 +462,9 @@ static void test_root(void)
             double *y = test_alloc(3 * m), *pt = test_alloc(m), *gt = test_alloc(3 * m);
             for (int64_t i = 0; i < m; i++)
                 memcpy(y + 3 * i, x + 3 * (i * (n / ns)), 24);
-            fmk_cuda_fmm3d_root_volume = vols[v];
+            knob.root_volume = vols[v];
             CHECK(run(&o, 1e-6, n, x, q, m, y, pt, gt, NULL) == FMK_OK);
-            fmk_cuda_fmm3d_root_volume = vol;
+            knob.root_volume = vol;
             const double tp = test_rel_l2(pt, ref, m), tg = test_rel_l2(gt, ref + m, 3 * m);
             printf("    separate targets: pot %.2e grad %.2e\n", tp, tg);
             CHECK_MSG(tp <= 1e-6 && tg <= 1e-5, "targets: pot %.3e grad %.3e", tp, tg);
@@ -557,11 +527,11 @@ static void test_lists(void)
             x[i] = 3 * x[i] - 1;
         fmk_opts o = fmm_opts(FMK_BACKEND_CUDA, 6, c == C_IDENTICAL ? 8 : 40);
         fmk_plan *p = NULL;
-        const int near = fmk_cuda_fmm3d_direct_near;
-        fmk_cuda_fmm3d_direct_near = 0;
-        CHECK_PLAN_OK(fmk_plan_create(&p, 3, FMK_KERNEL_LAPLACE, 1e-6, &o), NULL);
+        const int near = knob.direct_near;
+        knob.direct_near = 0;
+        CHECK_PLAN_OK(plan_create(&p, 1e-6, &o), NULL);
         CHECK_PLAN_OK(fmk_plan_set_points(p, n, x, nt, nt ? x + 3 * n : NULL), p);
-        fmk_cuda_fmm3d_direct_near = near;
+        knob.direct_near = near;
         fmk_fmm3d_lists gl, hl;
         memset(&hl, 0, sizeof hl);
         if (!CHECK(fmk_cuda_fmm3d_lists(p, &gl) == FMK_OK)) {
@@ -636,7 +606,7 @@ static void test_accuracy(void)
                 /* below the GPU engine's reach: refused on backend cuda, made on the CPU under
                  * backend auto */
                 fmk_plan *pl = NULL;
-                CHECK(fmk_plan_create(&pl, 3, FMK_KERNEL_LAPLACE, epss[e], &o) == FMK_ERR_UNAVAILABLE);
+                CHECK(plan_create(&pl, epss[e], &o) == FMK_ERR_UNAVAILABLE);
                 CHECK(pl == NULL);
                 o.backend = FMK_BACKEND_AUTO;
             }
@@ -657,10 +627,10 @@ static void test_accuracy(void)
     CHECK(fmk_engines_find(FMK_METHOD_FMM, 3, FMK_BACKEND_CUDA)->eps_min > 1e-14 && fmk_engines_find(FMK_METHOD_FMM, 3, FMK_BACKEND_CUDA)->eps_min <= 1e-12);
     fmk_opts o = fmm_opts(FMK_BACKEND_CUDA, -1, 0);
     fmk_plan *pl = NULL;
-    CHECK(fmk_plan_create(&pl, 3, FMK_KERNEL_LAPLACE, 1e-14, &o) == FMK_ERR_UNAVAILABLE);
+    CHECK(plan_create(&pl, 1e-14, &o) == FMK_ERR_UNAVAILABLE);
     CHECK(pl == NULL && strstr(fmk_plan_last_error(NULL), "backend cpu") != NULL);
     o.backend = FMK_BACKEND_AUTO;
-    if (CHECK(fmk_plan_create(&pl, 3, FMK_KERNEL_LAPLACE, 1e-14, &o) == FMK_OK)) {
+    if (CHECK(plan_create(&pl, 1e-14, &o) == FMK_OK)) {
         fmk_info info;
         fmk_plan_info(pl, &info);
         CHECK(info.backend == FMK_BACKEND_CPU);
@@ -678,11 +648,11 @@ static fmk_status run_m2l_rule(int classes, long long trunc_min, const fmk_opts 
                                const double *x, const double *q, double *pot, double *grad, int *whole,
                                int64_t *boxes)
 {
-    const int k0 = fmk_cuda_fmm3d_m2l_classes;
-    const long long m0 = fmk_cuda_fmm3d_m2l_trunc_min;
-    fmk_cuda_fmm3d_m2l_classes = classes, fmk_cuda_fmm3d_m2l_trunc_min = trunc_min;
+    const int k0 = knob.m2l_classes;
+    const long long m0 = knob.m2l_trunc_min;
+    knob.m2l_classes = classes, knob.m2l_trunc_min = trunc_min;
     fmk_plan *p = NULL;
-    fmk_status st = fmk_plan_create(&p, 3, FMK_KERNEL_LAPLACE, eps, o);
+    fmk_status st = plan_create(&p, eps, o);
     if (st == FMK_OK)
         st = fmk_plan_set_points(p, n, x, 0, NULL);
     if (st == FMK_OK)
@@ -694,7 +664,7 @@ static fmk_status run_m2l_rule(int classes, long long trunc_min, const fmk_opts 
     if (st != FMK_OK)
         printf("run: %s\n", p ? fmk_plan_last_error(p) : fmk_plan_last_error(NULL));
     fmk_plan_destroy(p);
-    fmk_cuda_fmm3d_m2l_classes = k0, fmk_cuda_fmm3d_m2l_trunc_min = m0;
+    knob.m2l_classes = k0, knob.m2l_trunc_min = m0;
     return st;
 }
 
@@ -741,8 +711,8 @@ static void trunc_rules(const fmk_opts *o, double eps, int64_t n, const double *
 static void trunc_kept_plan(void)
 {
     const int64_t na = 1500, nb = 6000;
-    const double f0 = fmk_cuda_fmm3d_m2l_trunc;
-    const long long m0 = fmk_cuda_fmm3d_m2l_trunc_min;
+    const double f0 = knob.m2l_trunc;
+    const long long m0 = knob.m2l_trunc_min;
     double *xa = test_alloc(3 * na), *xb = test_alloc(3 * nb), *q = test_alloc(nb);
     double *p1 = test_alloc(nb), *g1 = test_alloc(3 * nb), *p2 = test_alloc(nb), *g2 = test_alloc(3 * nb);
     make_points(DIST_CUBE, na, 71, xa);
@@ -750,15 +720,15 @@ static void trunc_kept_plan(void)
     test_charges(nb, 0, 73, q);
     fmk_opts o = fmm_opts(FMK_BACKEND_CUDA, -1, 60);
     fmk_plan *p = NULL;
-    CHECK(fmk_plan_create(&p, 3, FMK_KERNEL_LAPLACE, 1e-3, &o) == FMK_OK);
+    knob.m2l_trunc_min = 200; /* this plan's: read when its first set_points makes its state */
+    CHECK(plan_create(&p, 1e-3, &o) == FMK_OK);
+    knob.m2l_trunc_min = m0;
     for (int step = 0; step < 3 && p; step++) {
         const int big = step == 1;
         const int64_t n = big ? nb : na;
         const double *x = big ? xb : xa;
         check_context("M2L size rule on a kept plan, step %d (%lld points)", step, (long long)n);
-        fmk_cuda_fmm3d_m2l_trunc_min = 200; /* read when the plan's first set_points makes its state */
         const fmk_status ss = fmk_plan_set_points(p, n, x, 0, NULL);
-        fmk_cuda_fmm3d_m2l_trunc_min = m0;
         if (!CHECK(ss == FMK_OK) || !CHECK(fmk_plan_eval(p, q, p1, g1) == FMK_OK)) {
             printf("kept plan: %s\n", fmk_plan_last_error(p));
             break;
@@ -766,9 +736,9 @@ static void trunc_kept_plan(void)
         int64_t boxes = 0;
         int gemms = 0, whole = -1;
         CHECK(fmk_cuda_fmm3d_m2l_shape(p, &boxes, &gemms, &whole) == FMK_OK);
-        fmk_cuda_fmm3d_m2l_trunc = big ? f0 : 0; /* a fresh plan with those operators */
+        knob.m2l_trunc = big ? f0 : 0; /* a fresh plan with those operators */
         const fmk_status sf = run(&o, 1e-3, n, x, q, 0, NULL, p2, g2, NULL);
-        fmk_cuda_fmm3d_m2l_trunc = f0;
+        knob.m2l_trunc = f0;
         if (!CHECK(sf == FMK_OK))
             continue;
         const double dp = test_rel_l2(p1, p2, n), dg = test_rel_l2(g1, g2, 3 * n);
@@ -782,7 +752,7 @@ static void trunc_kept_plan(void)
     free(xa), free(xb), free(q), free(p1), free(g1), free(p2), free(g2);
 }
 
-/* The M2L with the far directions' operators truncated (fmk_cuda_fmm3d_m2l_trunc, the default
+/* The M2L with the far directions' operators truncated (knob.m2l_trunc, the default
  * where the order comes from eps) over the accuracy matrix at eps 1e-3, 1e-6, 1e-9 (the orders
  * of the dense M2L): errors against the direct sum within eps (pot) and 10 eps (grad), and
  * within TRUNC_RATIO times those of the whole operators (knob 0); the safety factors 1 and 0.03
@@ -794,12 +764,12 @@ static void test_trunc(void)
 {
     const int64_t n = quick ? 4000 : 60000, ns = quick ? 200 : 1000;
     const double epss[] = {1e-3, 1e-6, 1e-9}, knobs[] = {1, 0.3, 0.03};
-    const double f0 = fmk_cuda_fmm3d_m2l_trunc;
+    const double f0 = knob.m2l_trunc;
     /* "truncated" below: every direction its own degree at every size (the classes and the size
      * rule are checked against it in trunc_rules) */
-    const int k0 = fmk_cuda_fmm3d_m2l_classes;
-    const long long m0 = fmk_cuda_fmm3d_m2l_trunc_min;
-    fmk_cuda_fmm3d_m2l_classes = 0, fmk_cuda_fmm3d_m2l_trunc_min = 0;
+    const int k0 = knob.m2l_classes;
+    const long long m0 = knob.m2l_trunc_min;
+    knob.m2l_classes = 0, knob.m2l_trunc_min = 0;
     double *x = test_alloc(3 * n), *q = test_alloc(n), *pot = test_alloc(n), *grad = test_alloc(3 * n);
     double *pot2 = test_alloc(n), *grad2 = test_alloc(3 * n), *pot3 = test_alloc(n), *grad3 = test_alloc(3 * n);
     for (int d = 0; d < N_DISTS; d += quick ? N_DISTS : 1) {
@@ -811,9 +781,9 @@ static void test_trunc(void)
             fmk_opts o = fmm_opts(FMK_BACKEND_CUDA, -1, 0);
             fmk_info info;
             double ep0, eg0, ep, eg;
-            fmk_cuda_fmm3d_m2l_trunc = 0;
+            knob.m2l_trunc = 0;
             const fmk_status s0 = run(&o, epss[e], n, x, q, 0, NULL, pot, grad, &info);
-            fmk_cuda_fmm3d_m2l_trunc = f0;
+            knob.m2l_trunc = f0;
             if (!CHECK(s0 == FMK_OK) || !CHECK(run(&o, epss[e], n, x, q, 0, NULL, pot2, grad2, NULL) == FMK_OK))
                 continue;
             sampled_errors(n, pot, grad, ns, ref, &ep0, &eg0);
@@ -826,9 +796,9 @@ static void test_trunc(void)
                       "truncated: pot %.3e grad %.3e, whole: pot %.3e grad %.3e", ep, eg, ep0, eg0);
             memcpy(pot3, pot2, 8 * (size_t)n), memcpy(grad3, grad2, 24 * (size_t)n); /* the truncated */
             for (int k = 0; k < 3 && !quick; k++) {
-                fmk_cuda_fmm3d_m2l_trunc = knobs[k];
+                knob.m2l_trunc = knobs[k];
                 const fmk_status sk = run(&o, epss[e], n, x, q, 0, NULL, pot2, grad2, NULL);
-                fmk_cuda_fmm3d_m2l_trunc = f0;
+                knob.m2l_trunc = f0;
                 if (!CHECK(sk == FMK_OK))
                     continue;
                 sampled_errors(n, pot2, grad2, ns, ref, &ep, &eg);
@@ -839,7 +809,7 @@ static void test_trunc(void)
             if (e != 1 || (d != 0 && d != 2))
                 continue;
             /* the GEMMs cut every way: the same products, summed alike */
-            fmk_cuda_fmm3d_m2l_trunc = f0;
+            knob.m2l_trunc = f0;
             CHECK(run(&o, epss[e], n, x, q, 0, NULL, pot, grad, NULL) == FMK_OK);
             for (int v = 0; v < 3; v++) {
                 if (!CHECK(run_m2l_cut(v, &o, epss[e], n, x, q, pot2, grad2, NULL) == FMK_OK))
@@ -853,10 +823,10 @@ static void test_trunc(void)
         }
         free(ref);
     }
-    fmk_cuda_fmm3d_m2l_trunc = f0;
+    knob.m2l_trunc = f0;
     free(x), free(q), free(pot), free(grad), free(pot2), free(grad2), free(pot3), free(grad3);
     trunc_kept_plan();
-    fmk_cuda_fmm3d_m2l_classes = k0, fmk_cuda_fmm3d_m2l_trunc_min = m0;
+    knob.m2l_classes = k0, knob.m2l_trunc_min = m0;
 }
 
 /* The error falls as the order rises (fixed leaves). */
@@ -884,20 +854,20 @@ static void test_order(void)
     /* the rotation-based M2L against the dense matrices at orders both do (the knob's 1000:
      * never rotations, 0: always): the same sums up to rounding (every W and X entry on M2P and
      * P2L, as the CPU engine does) */
-    const int near = fmk_cuda_fmm3d_direct_near, rot0 = fmk_cuda_fmm3d_m2l_rot_order;
+    const int near = knob.direct_near, rot0 = knob.m2l_rot_order;
     double *pot2 = test_alloc(n), *grad2 = test_alloc(3 * n);
     const int rot_orders[] = {quick ? 8 : 20, 32};
     for (int k = 0; k < (quick ? 1 : 2); k++) {
         const int p = rot_orders[k];
         check_context("M2L by rotations vs dense, order %d", p);
         fmk_opts o = fmm_opts(FMK_BACKEND_CUDA, p, 40);
-        fmk_cuda_fmm3d_direct_near = 0;
-        fmk_cuda_fmm3d_m2l_rot_order = 1000;
+        knob.direct_near = 0;
+        knob.m2l_rot_order = 1000;
         const fmk_status s1 = run(&o, 1e-6, n, x, q, 0, NULL, pot, grad, NULL);
-        fmk_cuda_fmm3d_m2l_rot_order = 0;
+        knob.m2l_rot_order = 0;
         const fmk_status s2 = run(&o, 1e-6, n, x, q, 0, NULL, pot2, grad2, NULL);
-        fmk_cuda_fmm3d_m2l_rot_order = rot0;
-        fmk_cuda_fmm3d_direct_near = near;
+        knob.m2l_rot_order = rot0;
+        knob.direct_near = near;
         if (!CHECK(s1 == FMK_OK && s2 == FMK_OK))
             continue;
         const double dp = test_rel_l2(pot2, pot, n), dg = test_rel_l2(grad2, grad, 3 * n);
@@ -979,7 +949,7 @@ static void test_device_and_reuse(void)
     fmk_opts o = fmm_opts(FMK_BACKEND_CUDA, -1, 0);
     fmk_plan *p = NULL;
     check_context("device and reuse");
-    CHECK_PLAN_OK(fmk_plan_create(&p, 3, FMK_KERNEL_LAPLACE, 1e-6, &o), NULL);
+    CHECK_PLAN_OK(plan_create(&p, 1e-6, &o), NULL);
     CHECK_PLAN_OK(fmk_plan_set_points(p, n, x, 0, NULL), p);
     CHECK_PLAN_OK(fmk_plan_eval(p, q, p1, g1), p);
     CHECK_PLAN_OK(fmk_plan_eval(p, q + n, p1, g1), p); /* the second vector */
@@ -1013,7 +983,7 @@ static fmk_status fresh_run(const fmk_opts *o, int64_t n, const double *x, const
     cudaMalloc((void **)&dx, 24 * (size_t)n);
     cudaMemcpy(dx, x, 24 * (size_t)n, cudaMemcpyHostToDevice);
     fmk_plan *p = NULL;
-    fmk_status st = fmk_plan_create(&p, 3, FMK_KERNEL_LAPLACE, 1e-6, o);
+    fmk_status st = plan_create(&p, 1e-6, o);
     if (st == FMK_OK)
         st = fmk_plan_set_points_device(p, n, dx, 0, NULL);
     if (st == FMK_OK)
@@ -1041,12 +1011,12 @@ static void fresh_orders(const fmk_opts *o, int64_t n, const double *x, const do
     cudaMemcpy(dx, x, 24 * (size_t)n, cudaMemcpyHostToDevice);
     for (int host = 0; host < 2; host++) {
         fmk_plan *p = NULL;
-        CHECK_PLAN_OK(fmk_plan_create(&p, 3, FMK_KERNEL_LAPLACE, 1e-6, o), NULL);
+        CHECK_PLAN_OK(plan_create(&p, 1e-6, o), NULL);
         CHECK_PLAN_OK(host ? fmk_plan_set_points(p, n, x, 0, NULL) : fmk_plan_set_points_device(p, n, dx, 0, NULL), p);
         fmk_plan_destroy(p);
     }
     fmk_plan *p = NULL;
-    CHECK_PLAN_OK(fmk_plan_create(&p, 3, FMK_KERNEL_LAPLACE, 1e-6, o), NULL);
+    CHECK_PLAN_OK(plan_create(&p, 1e-6, o), NULL);
     CHECK_PLAN_OK(fmk_plan_set_points_device(p, n / 2, dx, 0, NULL), p);
     CHECK_PLAN_OK(fmk_plan_set_points_device(p, n, dx, 0, NULL), p);
     CHECK_PLAN_OK(fmk_plan_eval(p, q, p2, g2), p);
@@ -1071,7 +1041,7 @@ static void fresh_orders(const fmk_opts *o, int64_t n, const double *x, const do
  * set_points leave nothing behind (make gpu-test's leak check). */
 static void test_fresh(void)
 {
-    const int at = fmk_cuda_fmm3d_ops_at;
+    const int at = knob.ops_at;
     const struct {
         int dist, order;
         int64_t n;
@@ -1086,10 +1056,10 @@ static void test_fresh(void)
         const fmk_opts o = fmm_opts(FMK_BACKEND_CUDA, cases[c].order, 0);
         check_context("fresh %s order %d", dist_name[cases[c].dist], cases[c].order);
         CHECK(fresh_run(&o, n, x, q, p1, g1, m, pm1, gm1) == FMK_OK);
-        const int blas_at = fmk_cuda_fmm3d_blas_at;
+        const int blas_at = knob.blas_at;
         for (int v = 0; v < 3; v++) { /* M2L matrices after the lists, first; cuBLAS at the first eval */
-            fmk_cuda_fmm3d_ops_at = v == 1;
-            fmk_cuda_fmm3d_blas_at = v == 2;
+            knob.ops_at = v == 1;
+            knob.blas_at = v == 2;
             CHECK(fresh_run(&o, n, x, q, p2, g2, m, pm2, gm2) == FMK_OK);
             const double e[4] = {test_rel_l2(p2, p1, n), test_rel_l2(g2, g1, 3 * n), test_rel_l2(pm2, pm1, m),
                                  test_rel_l2(gm2, gm1, 3 * m)};
@@ -1100,8 +1070,8 @@ static void test_fresh(void)
             if (v == 2)
                 fresh_orders(&o, n, x, q, p1, g1);
         }
-        fmk_cuda_fmm3d_ops_at = at;
-        fmk_cuda_fmm3d_blas_at = blas_at;
+        knob.ops_at = at;
+        knob.blas_at = blas_at;
         fresh_orders(&o, n, x, q, p1, g1);
         /* and against the host points' path (a fresh plan) */
         CHECK(run(&o, 1e-6, n, x, q, 0, NULL, p2, g2, NULL) == FMK_OK);
@@ -1137,8 +1107,8 @@ static void test_points_device(void)
         fmk_opts o = fmm_opts(FMK_BACKEND_CUDA, -1, 0);
         fmk_plan *ph = NULL, *pd = NULL;
         fmk_info ih, id;
-        CHECK_PLAN_OK(fmk_plan_create(&ph, 3, FMK_KERNEL_LAPLACE, epss[c / 2], &o), NULL);
-        CHECK_PLAN_OK(fmk_plan_create(&pd, 3, FMK_KERNEL_LAPLACE, epss[c / 2], &o), NULL);
+        CHECK_PLAN_OK(plan_create(&ph, epss[c / 2], &o), NULL);
+        CHECK_PLAN_OK(plan_create(&pd, epss[c / 2], &o), NULL);
         CHECK_PLAN_OK(fmk_plan_set_points(ph, n, x, sep ? m : 0, sep ? y : NULL), ph);
         CHECK_PLAN_OK(fmk_plan_eval_device(ph, dq, dp, dg), ph);
         cudaMemcpy(p1, dp, 8 * k, cudaMemcpyDeviceToHost), cudaMemcpy(g1, dg, 24 * k, cudaMemcpyDeviceToHost);
@@ -1161,7 +1131,7 @@ static void test_points_device(void)
             cudaMemcpy(p1, dp, 8 * m, cudaMemcpyDeviceToHost), cudaMemcpy(g1, dg, 24 * m, cudaMemcpyDeviceToHost);
             /* host points keep the state too (plan.c hands it back to setup): a fresh plan */
             fmk_plan *pf = NULL;
-            CHECK_PLAN_OK(fmk_plan_create(&pf, 3, FMK_KERNEL_LAPLACE, epss[c / 2], &o), NULL);
+            CHECK_PLAN_OK(plan_create(&pf, epss[c / 2], &o), NULL);
             CHECK_PLAN_OK(fmk_plan_set_points(pf, m, y, 0, NULL), pf);
             CHECK_PLAN_OK(fmk_plan_eval_device(pf, dq, dp, dg), pf);
             cudaMemcpy(p2, dp, 8 * m, cudaMemcpyDeviceToHost), cudaMemcpy(g2, dg, 24 * m, cudaMemcpyDeviceToHost);
@@ -1255,7 +1225,7 @@ static void test_fp32(void)
     /* below 1e-5: refused when the plan is made */
     check_context("fp32, eps 1e-6");
     fmk_plan *p = NULL;
-    fmk_status st = fmk_plan_create(&p, 3, FMK_KERNEL_LAPLACE, 1e-6, &o);
+    fmk_status st = plan_create(&p, 1e-6, &o);
     CHECK_MSG(st == FMK_ERR_ARG && p == NULL && strstr(fmk_plan_last_error(NULL), "fp32"), "status %d: %s",
               (int)st, fmk_plan_last_error(NULL));
     free(x), free(q), free(pot), free(grad), free(p2), free(g2), free(q2);
@@ -1284,21 +1254,18 @@ static void test_race(void)
             fmk_fmm3d_direct_near = 1;
             static const struct {
                 int pairs, overlap, rot;
-            } v[] = {{-1, 1, 32}, {0, 1, 32}, {1, 0, 32}, {2, 1, 0}, {-1, 1, 32}};
-            for (int c = 0; c < 5; c++) {
+            } v[] = {{-1, 1, 32}, {0, 1, 32}, {1, 0, 32}, {2, 1, 0}};
+            for (int c = 0; c < 4; c++) {
                 check_context("race, %s, %s, P2P %d, overlap %d, rotation M2L from p = %d",
                               dist_name[dists[d]], sep ? "separate targets" : "at the sources",
                               v[c].pairs, v[c].overlap, v[c].rot);
-                const int near = fmk_cuda_fmm3d_direct_near, pairs = fmk_cuda_fmm3d_p2p_pairs;
-                const int overlap = fmk_cuda_fmm3d_overlap, rot = fmk_cuda_fmm3d_m2l_rot_order;
-                fmk_cuda_fmm3d_direct_near = 0, fmk_cuda_fmm3d_p2p_pairs = v[c].pairs;
-                fmk_cuda_fmm3d_overlap = v[c].overlap, fmk_cuda_fmm3d_m2l_rot_order = v[c].rot;
-                const int pc = fmk_cuda_fmm3d_point_cols;
-                fmk_cuda_fmm3d_point_cols = c == 4 ? 2 : pc; /* the last: P2M two sources a lane */
+                const int near = knob.direct_near, pairs = knob.p2p_pairs;
+                const int overlap = knob.overlap, rot = knob.m2l_rot_order;
+                knob.direct_near = 0, knob.p2p_pairs = v[c].pairs;
+                knob.overlap = v[c].overlap, knob.m2l_rot_order = v[c].rot;
                 CHECK(run(&og, 1e-3, n, x, q, sep ? m : 0, sep ? y : NULL, p2, g2, NULL) == FMK_OK);
-                fmk_cuda_fmm3d_point_cols = pc;
-                fmk_cuda_fmm3d_direct_near = near, fmk_cuda_fmm3d_p2p_pairs = pairs;
-                fmk_cuda_fmm3d_overlap = overlap, fmk_cuda_fmm3d_m2l_rot_order = rot;
+                knob.direct_near = near, knob.p2p_pairs = pairs;
+                knob.overlap = overlap, knob.m2l_rot_order = rot;
                 const double dp = test_rel_l2(p2, p1, k), dg = test_rel_l2(g2, g1, 3 * k);
                 CHECK_MSG(dp < 1e-12 && dg < 1e-12, "GPU vs CPU: pot %.3e grad %.3e", dp, dg);
             }
@@ -1310,24 +1277,13 @@ static void test_race(void)
             fmk_fmm3d_direct_near = 0;
             CHECK(run(&olc, 1e-3, n, x, q, 0, NULL, p1, g1, NULL) == FMK_OK);
             fmk_fmm3d_direct_near = 1;
-            /* c 3: the leaves' own pairs both ways in k_p2p; 4, 5: the ring with two a points per
-             * lane, and with the coordinates' shuffles a step ahead; 6, 7, 8: 3 (two groups), 5 and
-             * 6 points per lane; 9: 4 per lane in passes of 128 */
-            for (int c = 0; c < 10; c++) {
-                const int rt = c == 0 ? 2 : c == 6 ? 3 : c == 7 ? 5 : c == 8 ? 6 : 4;
-                check_context("race, %s, leaves of 300, P2P %d, Newton %d, variant %d", dist_name[dists[d]], rt,
-                              c >= 2, c);
-                const int near = fmk_cuda_fmm3d_direct_near, pairs = fmk_cuda_fmm3d_p2p_pairs;
-                const int newton = fmk_cuda_fmm3d_p2p_newton, self = fmk_cuda_fmm3d_p2p_self;
-                const int ring = fmk_cuda_fmm3d_p2p_ring, groups = fmk_cuda_fmm3d_p2p_groups;
-                fmk_cuda_fmm3d_p2p_groups = c == 9 ? 4 : groups;
-                fmk_cuda_fmm3d_direct_near = 0, fmk_cuda_fmm3d_p2p_pairs = rt;
-                fmk_cuda_fmm3d_p2p_newton = c >= 2, fmk_cuda_fmm3d_p2p_self = c != 3;
-                fmk_cuda_fmm3d_p2p_ring = c == 4 ? 4 : c == 5 ? 2 : ring;
+            for (int c = 0; c < 6; c++) { /* 2 .. 6 points per lane, Newton's 1/r from the second */
+                const int rt = c == 0 ? 2 : c + 1;
+                check_context("race, %s, leaves of 300, P2P %d, Newton %d", dist_name[dists[d]], rt, c >= 1);
+                const int near = knob.direct_near, pairs = knob.p2p_pairs, newton = knob.p2p_newton;
+                knob.direct_near = 0, knob.p2p_pairs = rt, knob.p2p_newton = c >= 1;
                 CHECK(run(&ol, 1e-3, n, x, q, 0, NULL, p2, g2, NULL) == FMK_OK);
-                fmk_cuda_fmm3d_direct_near = near, fmk_cuda_fmm3d_p2p_pairs = pairs;
-                fmk_cuda_fmm3d_p2p_newton = newton, fmk_cuda_fmm3d_p2p_self = self;
-                fmk_cuda_fmm3d_p2p_ring = ring, fmk_cuda_fmm3d_p2p_groups = groups;
+                knob.direct_near = near, knob.p2p_pairs = pairs, knob.p2p_newton = newton;
                 const double dp = test_rel_l2(p2, p1, n), dg = test_rel_l2(g2, g1, 3 * n);
                 CHECK_MSG(dp < 1e-11 && dg < 1e-11, "GPU vs CPU: pot %.3e grad %.3e", dp, dg);
             }
@@ -1345,7 +1301,7 @@ static void test_race(void)
             fmk_opts o = fmm_opts(FMK_BACKEND_CUDA, -1, 0);
             o.precision = fp32 ? FMK_PRECISION_FP32 : FMK_PRECISION_FP64;
             fmk_plan *p = NULL;
-            CHECK_PLAN_OK(fmk_plan_create(&p, 3, FMK_KERNEL_LAPLACE, 1e-3, &o), NULL);
+            CHECK_PLAN_OK(plan_create(&p, 1e-3, &o), NULL);
             CHECK_PLAN_OK(fmk_plan_set_points_device(p, n, dx, 0, NULL), p);
             CHECK_PLAN_OK(fmk_plan_eval_device(p, dq, dp, dg), p);
             cudaMemcpy(p2, dp, 8 * n, cudaMemcpyDeviceToHost);
@@ -1361,7 +1317,7 @@ static void test_race(void)
     free(x), free(y), free(q), free(p1), free(g1), free(p2), free(g2);
 }
 
-/* P2M by column groups and L2P from records (point_cols 1 and 2) against a thread per point
+/* P2M by column groups and L2P from records (point_cols 1) against a thread per point
  * (0): the same sums up to rounding, at the orders with a column kernel, one without (20: P2M
  * a thread per source, L2P from records) and one past the records (31: L2P from L); leaves of
  * up to 600 points (the sources staged in several chunks) and of up to 3000 (a leaf's sources
@@ -1377,7 +1333,7 @@ static void test_cols(void)
     static const int orders[] = {4, 6, 8, 11, 12, 14, 16, 18, 20, 31};
     const int n_orders = quick ? 3 : (int)(sizeof orders / sizeof orders[0]);
     const int64_t leaves[] = {60, 600, 3000};
-    const int pc0 = fmk_cuda_fmm3d_point_cols;
+    const int pc0 = knob.point_cols;
     for (int k = 0; k < n_orders; k++)
         for (int l = 0; l < 3; l++)
             for (int sep = 0; sep < 2; sep++) {
@@ -1388,18 +1344,15 @@ static void test_cols(void)
                 check_context("cols, order %d, leaves of %lld, %s", p, (long long)leaves[l],
                               sep ? "separate targets" : "at the sources");
                 fmk_opts o = fmm_opts(FMK_BACKEND_CUDA, p, leaves[l]);
-                fmk_cuda_fmm3d_point_cols = 0;
+                knob.point_cols = 0;
                 CHECK(run(&o, 1e-6, n, x, q, sep ? m : 0, sep ? y : NULL, p0, g0, NULL) == FMK_OK);
-                for (int c = 1; c <= 2; c++) {
-                    fmk_cuda_fmm3d_point_cols = c;
-                    CHECK(run(&o, 1e-6, n, x, q, sep ? m : 0, sep ? y : NULL, p1, g1, NULL) == FMK_OK);
-                    const double dp = test_rel_l2(p1, p0, t), dg = test_rel_l2(g1, g0, 3 * t);
-                    if (c == 1)
-                        printf("  cols order %2d, leaves of %4lld, %s: pot %.2e grad %.2e\n", p,
-                               (long long)leaves[l], sep ? "targets" : "sources", dp, dg);
-                    CHECK_MSG(dp < 1e-13 && dg < 1e-13, "point_cols %d vs 0: pot %.3e grad %.3e", c, dp, dg);
-                }
-                fmk_cuda_fmm3d_point_cols = pc0;
+                knob.point_cols = 1;
+                CHECK(run(&o, 1e-6, n, x, q, sep ? m : 0, sep ? y : NULL, p1, g1, NULL) == FMK_OK);
+                const double dp = test_rel_l2(p1, p0, t), dg = test_rel_l2(g1, g0, 3 * t);
+                printf("  cols order %2d, leaves of %4lld, %s: pot %.2e grad %.2e\n", p, (long long)leaves[l],
+                       sep ? "targets" : "sources", dp, dg);
+                CHECK_MSG(dp < 1e-13 && dg < 1e-13, "point_cols 1 vs 0: pot %.3e grad %.3e", dp, dg);
+                knob.point_cols = pc0;
             }
     free(x), free(y), free(q), free(p0), free(g0), free(p1), free(g1);
 }
@@ -1414,7 +1367,7 @@ static void test_oom(void)
     fmk_opts o = fmm_opts(FMK_BACKEND_CUDA, -1, 0);
     fmk_plan *p = NULL;
     check_context("out of memory");
-    CHECK_PLAN_OK(fmk_plan_create(&p, 3, FMK_KERNEL_LAPLACE, 1e-6, &o), NULL);
+    CHECK_PLAN_OK(plan_create(&p, 1e-6, &o), NULL);
     int64_t h = 0, d = 0;
     CHECK_PLAN_OK(fmk_plan_memory(p, n, -1, &h, &d), p);
     CHECK_MSG(d > n * 40 && h > 0, "fmk_plan_memory: %lld device bytes", (long long)d);
@@ -1422,7 +1375,7 @@ static void test_oom(void)
      * kernel's module at its first launch and keeps it (sizes above 2^16 use sort kernels the
      * smaller tests never launch), which the check below would count as the library's leak */
     fmk_plan *w = NULL;
-    CHECK_PLAN_OK(fmk_plan_create(&w, 3, FMK_KERNEL_LAPLACE, 1e-6, &o), NULL);
+    CHECK_PLAN_OK(plan_create(&w, 1e-6, &o), NULL);
     CHECK_PLAN_OK(fmk_plan_set_points(w, n, x, 0, NULL), w);
     CHECK_PLAN_OK(fmk_plan_eval(w, q, pot, NULL), w);
     fmk_plan_destroy(w);

@@ -1,5 +1,5 @@
-/* fmm3d_lists.cu -- the GPU 3D FMM's geometry on the GPU: points in key order, node cubes,
- * U, V, W, X lists, work lists and translation tiles from the device octree (fmm3d_lists.h).
+/* lists.cu -- the GPU 3D FMM's geometry on the GPU: points in key order, node cubes,
+ * U, V, W, X lists, work lists and translation tiles from the device octree (lists.h).
  *
  * The lists follow fmm3d_lists.c rule for rule (neighbour sets from the parent's, then a
  * thread per node classifies the children of its parent's neighbours into V and X and, for a
@@ -14,13 +14,6 @@
 #include <cub/device/device_segmented_sort.cuh>
 
 #include "fmm3d/cuda/lists.h"
-
-/* Tuning knob, not API: a leaf pair (b, a) is kept by the leaf whose points the P2P (fmm3d.cu,
- * k_p2p_pairs) should hold in registers while the other's stream past: the one with the fewer
- * slots times partners, ceil(n_b / cap) cap n_a against ceil(n_a / cap) cap n_b for passes of cap
- * points, then the one with fewer sources, then the lower index (1); or the lower index (0). */
-extern "C" int fmk_cuda_fmm3d_p2p_orient;
-int fmk_cuda_fmm3d_p2p_orient = 1;
 
 namespace {
 
@@ -205,7 +198,7 @@ template <bool FILL> __global__ void k_lists(lists_args a)
                         const int oz = (int)lround((cb.z - cd.z) / cb.w);
                         v[nv] = d;
                         /* sorted by the source's octant, then the direction's place in the M2L
-                         * order (fmm3d.cu's GEMMs group the sources by octant) */
+                         * order (m2l_gemm.cu's GEMMs group the sources by octant) */
                         vd[nv] = (int16_t)(a.oct[d] * RANK_MAX + a.rank[FMK_FMM3D_DIR(ox, oy, oz)]);
                     }
                     nv++;
@@ -312,12 +305,12 @@ __global__ void k_m2l_columns(int64_t n, const uint8_t *__restrict__ key,
 } // namespace
 
 /* The M2L order of the 316 V directions: by the M2L's degree of the direction, largest first
- * (fmm3d.cu truncates the far directions' operators, optionally to a few degree classes; one
+ * (m2l_gemm.cu truncates the far directions' operators, optionally to a few degree classes; one
  * degree for all without), then by class
  * triple (per axis: -3, -2..2, 3; x, then y, then z), then by FMK_FMM3D_DIR. The sources of octant o (bit 2 x, 1 y, 0 z; 1: the upper
  * half) reach the directions with d_i in [-2 - o_i, 3 - o_i] on each axis (d = target - source
  * in sides: the parents touch), 189 of them: in this order they lie in 4 runs (2 x classes times
- * 2 y classes, each over 2 z classes), which fmm3d.cu's per-octant GEMMs cover with a few
+ * 2 y classes, each over 2 z classes), which m2l_gemm.cu's per-octant GEMMs cover with a few
  * directions more (a run and the next merged across a gap of a few directions); per degree
  * likewise within that degree's directions. */
 extern "C" void fmk_cuda_fmm3d_m2l_order(const int8_t *deg, int16_t rank[FMK_FMM3D_NDIR], int16_t dir_of_rank[512])
@@ -397,20 +390,21 @@ __global__ void k_compact(int64_t k, const int32_t *__restrict__ flag, const int
 
 /* The symmetric split of the U lists (sources = targets): entry a of leaf b's row is a leaf
  * pair when a != b and the cubes touch (a true U entry; U is symmetric then, a in U(b) iff b in
- * U(a)), kept once as (b, a) by b when keeps_pair says so (the P2P's cost); the rest (b itself and the W entries done directly) stays in b's rest row. Count
- * pass (pairs in cnt[b], rest in cnt[k + 1 + b]), fill pass at the scanned begins. */
-__device__ __forceinline__ bool keeps_pair(int orient, int64_t cap, const int32_t *__restrict__ sn, int32_t b,
-                                           int32_t a)
+ * U(a)), kept once as (b, a) by b when keeps_pair says so; the rest (b itself and the W entries
+ * done directly) stays in b's rest row. Count pass (pairs in cnt[b], rest in cnt[k + 1 + b]),
+ * fill pass at the scanned begins. keeps_pair: the pair is kept by the leaf whose points the P2P
+ * of leaf pairs (p2p.cu, k_p2p_pairs) should hold in registers while the other's stream past:
+ * the one with the fewer slots times partners, ceil(n_b / cap) cap n_a against ceil(n_a / cap)
+ * cap n_b for passes of cap points, then the one with fewer sources, then the lower index. */
+__device__ __forceinline__ bool keeps_pair(int64_t cap, const int32_t *__restrict__ sn, int32_t b, int32_t a)
 {
-    if (!orient)
-        return a > b;
     const int64_t nb = sn[b], na = sn[a];
     const int64_t cb = (nb + cap - 1) / cap * cap * na, ca = (na + cap - 1) / cap * cap * nb;
     return cb != ca ? cb < ca : nb != na ? nb < na : a > b;
 }
 
 template <bool FILL>
-__global__ void k_sym_split(int64_t k, int orient, int cap, const int32_t *__restrict__ sn, const int32_t *__restrict__ ub,
+__global__ void k_sym_split(int64_t k, int cap, const int32_t *__restrict__ sn, const int32_t *__restrict__ ub,
                             const int32_t *__restrict__ u, const real4d *__restrict__ cube, int32_t *cnt,
                             const int32_t *__restrict__ pb, const int32_t *__restrict__ rb, int32_t *pair,
                             int32_t *rest)
@@ -425,7 +419,7 @@ __global__ void k_sym_split(int64_t k, int orient, int cap, const int32_t *__res
     for (int32_t e = ub[b]; e < ub[b + 1]; e++) {
         const int32_t a = u[e];
         if (a != b && touches(cube, a, b)) {
-            if (keeps_pair(orient, cap, sn, b, a)) {
+            if (keeps_pair(cap, sn, b, a)) {
                 if (FILL)
                     pair[2 * (pb[b] + np)] = b, pair[2 * (pb[b] + np) + 1] = a;
                 np++;
@@ -490,7 +484,7 @@ __global__ void k_tile_nodes(int64_t n, int tbw, const uint32_t *__restrict__ ke
 }
 
 /* A tile's entries: the slots (octants) that occur among its boxes' pairs, in order of first
- * occurrence, each with the box's source or -1 (fmm3d.cu's tiles: M2M pairs are the children
+ * occurrence, each with the box's source or -1 (translate.cu's tiles: M2M pairs are the children
  * with sources, L2L the parent). FILL false: counts into cnt. */
 template <bool FILL>
 __global__ void k_tile_entries(int64_t n_tiles, int64_t m2m_tiles, int tbw,
@@ -969,9 +963,8 @@ extern "C" fmk_status fmk_cuda_fmm3d_geometry(fmk_plan *plan, const fmk_cuda_tre
 
     /* sources = targets: the U lists split into leaf pairs (each once) and the rest */
     if (self && B.st == FMK_OK) {
-        const int orient = fmk_cuda_fmm3d_p2p_orient;
         const int cap = pair_cap > 0 ? pair_cap : 1;
-        k_sym_split<false><<<blocks_for(k + 1), BLOCK>>>(k, orient, cap, g->d_sn, g->d_u_begin, g->d_u, g->d_cube, w.cnt,
+        k_sym_split<false><<<blocks_for(k + 1), BLOCK>>>(k, cap, g->d_sn, g->d_u_begin, g->d_u, g->d_cube, w.cnt,
                                                         NULL, NULL, NULL, NULL);
         B.ok(cudaGetLastError(), "the list kernels");
         if (B.alloc(&g->d_ur_begin, k + 1, "the U list")) {
@@ -983,7 +976,7 @@ extern "C" fmk_status fmk_cuda_fmm3d_geometry(fmk_plan *plan, const fmk_cuda_tre
         B.alloc(&g->d_pairs, 2 * g->n_pairs, "the U list");
         B.alloc(&g->d_ur, g->n_ur, "the U list");
         if (B.st == FMK_OK && k > 0) {
-            k_sym_split<true><<<blocks_for(k), BLOCK>>>(k, orient, cap, g->d_sn, g->d_u_begin, g->d_u, g->d_cube, NULL,
+            k_sym_split<true><<<blocks_for(k), BLOCK>>>(k, cap, g->d_sn, g->d_u_begin, g->d_u, g->d_cube, NULL,
                                                        w.pos, g->d_ur_begin, g->d_pairs, g->d_ur);
             B.ok(cudaGetLastError(), "the list kernels");
         }

@@ -1,6 +1,6 @@
 /*
- * fmm3d_lists.h -- the geometry of the GPU 3D FMM (fmm3d.cu), built on the GPU from the GPU
- * octree (tree3d.cu) with no host round trip but a few reads of sizes (fmm3d_lists.cu).
+ * lists.h -- the geometry of the GPU 3D FMM (fmm3d_cuda.h), built on the GPU from the GPU
+ * octree (tree3d.cu) with no host round trip but a few reads of sizes (lists.cu).
  *
  * From the device tree: the sources and targets in key order (a CUB scan of the "is a source"
  * flags of the sorted points), per node its cube (from its first key and level, as
@@ -19,7 +19,7 @@
  * fmm3d.h as they are.
  *
  * When the sources are the targets, the U lists are also split into leaf pairs, each unordered
- * pair of touching leaves once, and rest rows (fmm3d.cu evaluates a pair in both directions).
+ * pair of touching leaves once, and rest rows (p2p.cu evaluates a pair in both directions).
  */
 #ifndef FMMKIT_CUDA_FMM3D_LISTS_H
 #define FMMKIT_CUDA_FMM3D_LISTS_H
@@ -67,7 +67,7 @@ typedef struct fmk_cuda_fmm3d_geo {
     /* work lists: leaves with sources, leaves with targets, boxes with X, Y, V entries */
     int32_t *d_leaves_src, *d_leaves_trg, *d_xnodes, *d_ynodes, *d_vnodes;
     int64_t n_leaves_src, n_leaves_trg, n_xnodes, n_ynodes, n_vnodes;
-    /* tiles of the translation kernel (fmm3d.cu's k_tiles): M2M tiles of level L are
+    /* tiles of the translation kernel (translate.cu's k_translate): M2M tiles of level L are
      * [m2m_first[L], m2m_first[L + 1]), L2L tiles likewise */
     int tb;
     int64_t n_tiles, n_entries;
@@ -108,7 +108,7 @@ fmk_status fmk_cuda_fmm3d_geometry(fmk_plan *plan, const fmk_cuda_tree *t, const
                                    int64_t ns, int self, int64_t near_max, int tb, int pair_cap,
                                    long long extra, fmk_cuda_fmm3d_geo *g);
 
-/* The order of the V directions in the M2L's stacked matrices (fmm3d_lists.cu): by degree
+/* The order of the V directions in the M2L's stacked matrices (lists.cu): by degree
  * deg[d] (largest first; deg NULL: all equal), then by class, then by d. rank[d] the place of
  * FMK_FMM3D_DIR d (-1 for the near ones), dir_of_rank its inverse. */
 void fmk_cuda_fmm3d_m2l_order(const int8_t *deg, int16_t rank[FMK_FMM3D_NDIR], int16_t dir_of_rank[512]);

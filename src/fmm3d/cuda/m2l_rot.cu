@@ -1,4 +1,4 @@
-/* fmm3d_rot.cu -- the rotation-based M2L of the GPU 3D FMM (fmm3d_rot.h): point and shoot on
+/* m2l_rot.cu -- the rotation-based M2L of the GPU 3D FMM (m2l_rot.h): point and shoot on
  * the GPU, a block per target box over its V entries, with the rotation and coaxial tables of
  * fmm3d_ops.c built on the host. docs/fmm3d_gpu.md, "High orders: rotation-based M2L". */
 #include <math.h>

@@ -1,5 +1,5 @@
 /*
- * fmm3d_rot.h -- the rotation-based M2L of the GPU 3D FMM (fmm3d_rot.cu), for orders where one
+ * m2l_rot.h -- the rotation-based M2L of the GPU 3D FMM (m2l_rot.cu), for orders where one
  * dense matrix per V-list direction ((p + 1)^2 (p + 2)^2 doubles: 55 MB at p = 50) no longer
  * fits: point and shoot (fmm3d_ops.h), the source's multipole rotated so that the translation
  * lies along +z, translated along z, rotated back, O(p^3) per V entry. docs/fmm3d_gpu.md,
@@ -50,7 +50,7 @@ fmk_status fmk_cuda_fmm3d_rot_build(fmk_plan *plan, const fmk_fmm3d_ops_ctx *ops
 void fmk_cuda_fmm3d_rot_free(fmk_cuda_fmm3d_rot *r);
 
 /* L[b] += the M2L of the multipoles M of b's V entries, scaled by 1 / side(b), for the n_vnodes
- * boxes vnodes (fmm3d_lists.h: V rows v_begin / v, slots v_slot; cube: centre and side), a
+ * boxes vnodes (lists.h: V rows v_begin / v, slots v_slot; cube: centre and side), a
  * block per box, on stream st. M and L hold (p + 1)(p + 2) doubles per node. */
 cudaError_t fmk_cuda_fmm3d_m2l_rot(const fmk_cuda_fmm3d_rot *r, int64_t n_vnodes,
                                    const int32_t *d_vnodes, const int32_t *d_v_begin,

@@ -1,0 +1,78 @@
+/* p2p_kernels.cuh -- the pair kernels of the GPU 3D FMM's near field (p2p.cu): each a tag type
+ * whose static members add one source's potential and gradient at a target (add, one way) and
+ * one pair both ways (both, sources = targets: the same 1/r and 1/r^3 serve both directions).
+ * The P2P kernels take the tag as a template parameter, so that another kernel (Plummer,
+ * regularized) plugs in as another tag with the same two members. */
+#ifndef FMMKIT_CUDA_FMM3D_P2P_KERNELS_CUH
+#define FMMKIT_CUDA_FMM3D_P2P_KERNELS_CUH
+
+#include "cuda/device.h"
+#include "kernels/rsqrt.cuh"
+
+/* 1/r of a P2P pair, 0 at r = 0: in fp64 the direct engine's masked MUFU seed and correction,
+ * in fp32 MUFU.RSQ and a select. */
+static __device__ __forceinline__ double pair_rsqrt(double r2) { return rsqrt_masked(r2); }
+static __device__ __forceinline__ float pair_rsqrt(float r2) { return r2 > 0 ? rsqrt_plain(r2) : 0.0f; }
+/* 1/r of a fp64 pair, 0 at r = 0, by the MUFU seed y and one Newton step, y (1 + e / 2) with
+ * e = 1 - r2 y^2: relative error ~3 d^2 / 2 for the seed's d (below 1e-13, always low; the
+ * correction above is exact to fp64's rounding). Three fp64 instructions instead of five: y / 2
+ * is the seed with its exponent one lower, made on the integer pipe, and both are zeroed where
+ * r2 == 0 (r2 >= 2^-104 otherwise: y normal, y / 2 exact). Used where eps >= 1e-11 (p2p). */
+static __device__ __forceinline__ double pair_rsqrt_newton(double r2)
+{
+    const double y = rsqrt_seed(r2);
+    const bool nz = __double2hiint(r2) != 0;
+    const int hi = __double2hiint(y), lo = __double2loint(y);
+    const double y0 = __hiloint2double(nz ? hi : 0, lo), yh = __hiloint2double(nz ? hi - 0x100000 : 0, lo);
+    return fma(yh, fma(-r2, y0 * y0, 1.0), y0);
+}
+/* 1/r of a pair: Newton's step where NEWTON (fp64 only) */
+template <int NEWTON, typename R> static __device__ __forceinline__ R pair_inv(R r2)
+{
+    return NEWTON ? (R)pair_rsqrt_newton((double)r2) : pair_rsqrt(r2);
+}
+/* The same for pairs that never have r2 == 0 (two different leaves, whose points never
+ * coincide: coincident points share a key and so a leaf; padding kept apart, k_p2p_pairs), with
+ * no masking: MUFU.RSQ64H, the seed's high word less 2^20 (y0 / 2) and three fp64 instructions,
+ * or the third-order correction. */
+static __device__ __forceinline__ double pair_inv_distinct(int newton, double r2)
+{
+    if (!newton)
+        return rsqrt_plain(r2);
+    const double y0 = rsqrt_seed(r2);
+    const double yh = __hiloint2double(__double2hiint(y0) - 0x100000, __double2loint(y0));
+    return fma(yh, fma(-r2, y0 * y0, 1.0), y0);
+}
+
+/* Laplace: phi = q / r, grad phi = -q (y - s) / r^3; pairs at distance 0 contribute nothing. */
+struct fmk_p2p_laplace {
+    /* One source's potential and gradient at a target (offsets y - s), added to the sums. */
+    template <int NEWTON, typename V, typename R>
+    static __device__ __forceinline__ void add(const V s, R yx, R yy, R yz, R &tp, R &tx, R &ty, R &tz)
+    {
+        const R dx = yx - s.x, dy = yy - s.y, dz = yz - s.z;
+        const R inv = pair_inv<NEWTON>(dx * dx + dy * dy + dz * dz);
+        const R qi = s.w * inv, qi3 = qi * inv * inv;
+        tp += qi;
+        tx -= dx * qi3, ty -= dy * qi3, tz -= dz * qi3;
+    }
+
+    /* One pair (i, j) both ways: i's sums (pi .. gzi) from j, j's (pj .. gzj) from i; the same 1/r
+     * and 1/r^3 serve both. */
+    template <int NEWTON, int MASK>
+    static __device__ __forceinline__ void both(double xi, double yi, double zi, double qi, double &pi, double &gxi,
+                                              double &gyi, double &gzi, double xj, double yj, double zj, double qj,
+                                              double &pj, double &gxj, double &gyj, double &gzj)
+    {
+        const double dx = xi - xj, dy = yi - yj, dz = zi - zj;
+        const double r2 = dx * dx + dy * dy + dz * dz;
+        const double inv = MASK ? pair_inv<NEWTON>(r2) : pair_inv_distinct(NEWTON, r2);
+        const double inv3 = inv * inv * inv;
+        pi = fma(qj, inv, pi), pj = fma(qi, inv, pj);
+        const double fj = qj * inv3, fi = qi * inv3;
+        gxi = fma(-fj, dx, gxi), gyi = fma(-fj, dy, gyi), gzi = fma(-fj, dz, gzi);
+        gxj = fma(fi, dx, gxj), gyj = fma(fi, dy, gyj), gzj = fma(fi, dz, gzj);
+    }
+};
+
+#endif /* FMMKIT_CUDA_FMM3D_P2P_KERNELS_CUH */
