@@ -1559,8 +1559,10 @@ static void test_super_one(void) { super_cases(1); }
 /* test_tree_gpu [--quick] [knobs] [test ...]: names pick tests (device_paths, one_wait, frame_grid, same_tree, targets,
  * hard_inputs, accuracy, small_paths, moments_fused, moments_up, small_fold, group_modes, mac, local,
  * local_harmonic, close_pairs, super, super_one, tickets, oom); none: all but super_one
- * (oom not with --quick). make gpu-test runs racecheck on a named subset: its cost grows with
- * the walk's shared-memory traffic, and the whole --quick set is too slow under it. */
+ * (oom not with --quick). Knobs for every plan: --mac K, --leaf-theta T, --local P, --local-k K,
+ * --local-open A, --local-harmonic H, --knob NAME VALUE (any "treecode.*" knob). make gpu-test
+ * runs racecheck on a named subset: its cost grows with the walk's shared-memory traffic, and
+ * the whole --quick set is too slow under it. */
 int main(int argc, char **argv)
 {
     int local_only = 0, n_names = 0;

@@ -76,7 +76,7 @@ template <typename R> struct mapped_at {
 
 /* The group boxes of the groups of at most bound (the count is on the device: the grid covers
  * the bound), LANES threads per group (small trees: a warp; one thread per group loops over
- * its targets as a chain of loads, 8 us at 8192 points, Nsight Compute at base clocks; large
+ * its targets as a chain of loads; large
  * trees keep one thread, as a grid of 32 threads per group of the bound costs more than the
  * loop). */
 template <typename R, int LANES>

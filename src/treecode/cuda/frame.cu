@@ -44,8 +44,8 @@ __global__ void k_map(int64_t n, const double *__restrict__ x, double cx, double
  * same box after its wait and redoes the mapping if the softening made it wider. With a
  * non-finite point the mapped values are meaningless (the tree is built from them all the same,
  * boundedly) and the host reports the point. The launch is a thread-block cluster of
- * tune.frame_cluster blocks (one block alone is latency-bound: ~20 us for 8192
- * points): each block reduces its share of the points, reads the others' boxes from their
+ * tune.frame_cluster blocks (one block alone is
+ * latency-bound): each block reduces its share of the points, reads the others' boxes from their
  * shared memory (the union is the same in every block: min, max and the first bad index do
  * not depend on the order), and maps its share. */
 constexpr int FRAME_BLOCK = 1024, FRAME_ILP = 4, FRAME_CLUSTER_MAX = 8;

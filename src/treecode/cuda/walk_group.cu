@@ -87,7 +87,7 @@ template <typename R, int ORDER, bool SELF, int T, int LOC, bool SUPER> struct b
     acc_t loc;
     R mx, my, mz; /* the group's box with a margin (in_box) */
 #ifdef FMK_BH_COUNT
-    long long k_m2p = 0, k_p2p = 0, k_loc = 0, k_l2p = 0, k_start = clock64();
+    long long k_m2p = 0, k_p2p = 0, k_loc = 0, k_l2p = 0, k_start = 0;
     long long c_m2p = 0, c_p2p = 0, c_steps = 0, c_over = 0, c_depth = 0, c_loc = 0;
     long long c_cand = 0, c_okc = 0, k_mac = 0, k_push = 0;
     long long c_open[7] = {0, 0, 0, 0, 0, 0, 0};
@@ -100,6 +100,9 @@ template <typename R, int ORDER, bool SELF, int T, int LOC, bool SUPER> struct b
           src_list(srcs), lo_list(los), idx_list(idx), first_at(first), stack(stk),
           loc_list(locs)
     {
+#ifdef FMK_BH_COUNT
+        k_start = clock64();
+#endif
     }
 
     /* Group w, part `part` of it; n_start >= 0: the walk starts from the start list on the
