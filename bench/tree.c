@@ -8,8 +8,7 @@
  *   tree --theta-sweep [--json] the paper's Table V: N = 800k, theta 0.2 .. 1.0
  *   tree --max-log2 K           largest N = 2^K of the scaling table (default 27)
  *   tree --headline [--big]     only the headline rows: 2^20 cube and Plummer (fp32, default
- *                               walk), and with --big 2^24 too; --variants adds 2^20 rows
- *                               with the tuning knobs off their defaults
+ *                               walk), and with --big 2^24 too
  *   tree --profile              one 2^20 cube evaluation after a warm-up (for a profiler)
  *   tree --groups               N = 2^14 .. 2^20: the default groups, one group per node, and
  *                               siblings' points cut into full groups, at every N
@@ -19,8 +18,6 @@
  *   tree --one N [--plummer] [--direct] [--errors]   one configuration, 16 repeats (for a
  *                               profiler); --errors: with the sampled errors (a GPU direct sum
  *                               at 1024 targets before the runs)
- *   --group G                   (with --headline or --one) groups of G = 32 or 64 targets
- *                               (64: two per lane, without the cell-to-group step)
  *   --no-small                  (with any of the above) the small-N paths off: one launch per
  *                               tree level and per moment level, no split walk
  *   --one-wait-off              (with any of the above) set_points_device and eval as before
@@ -40,15 +37,11 @@
  *   --build-block T             threads of the one-block tree build (512 or 1024, default)
  *   --fused K                   trees of at most 4096 points (--fused-max): keys, sort and
  *                               build in one launch (1, default; 0: two launches)
- *   --moments-fused K           trees of at most 8192 nodes (more sources than the one-block
- *                               charges and moments take): charges and moments in one launch
- *                               (1, default; 0: three)
- *   --moments-up K              larger trees: charges and moments in one launch, each node
- *                               by the last of its children to be done (1, default; 0: the
- *                               packing, then one launch per level)
- *   --moments-up-max N          ... for trees of at most N nodes (default 262144)
- *   --moments-acq K             ... each node's arrival an acquire-release atomic (1,
- *                               default), or an atomic between two fences (0)
+ *   --moments-small-max N       trees of at most N nodes (default 8192): charges and moments
+ *                               in one launch (0: as larger trees)
+ *   --moments-up-max N          larger trees of at most N nodes (default 262144): charges and
+ *                               moments in one launch, each node by the last of its children
+ *                               to be done (0: the packing, then one launch per level)
  *   --small-fold K              trees built without a wait: the groups in the build's launch,
  *                               the group boxes in the packing's, and the charge check of at
  *                               most 32768 sources by one block without a memset (1, default;
@@ -59,8 +52,6 @@
  *                               1: one block)
  *   --frame-grid 0|1            larger sets' frame by a grid of blocks, no wait for the box
  *                               (1, default), or CUB's box and a wait (0)
- *   --split-deepest             the split walk at the deepest of the levels that allow the
- *                               most parts (default: the shallowest)
  *   --frame-small N, --prep-small N   the largest sets of the one-block frame and of the
  *                               one-block charges and moments (default 32768 and 4096)
  *   --split-sort-min N          trees of more than N points (default 65536) sort the keys' top
@@ -78,10 +69,10 @@
  *                               in node order and sorted for the super-groups (0)
  *   --split-nodes K, --split-level L, --split-warps W   the split walk's knobs (defaults 8, 5, 24)
  *   --theta T                   theta of --headline and --one (default 0.6)
- *   --walk W                    the walk of --headline, --one and --theta-sweep: auto (default),
- *                               stackless (the paper's walk, one target per thread), next-more
+ *   --walk W                    the walk of --headline, --one and --theta-sweep: auto (default)
+ *                               or stackless (the paper's walk, one target per thread)
  *   tree --headline --compare   the headline rows, then each with other acceptance tests
- *                               (--mac), theta +- 0.05, leaf sizes and groups of 64
+ *                               (--mac), theta +- 0.05 and leaf sizes
  *   --mac K                     the group walks' acceptance test (0 the group's box; 1 also
  *                               every target on its own; 2 as 1 for leaves only; default 1
  *                               from 32768 sources, 2 below)
@@ -93,8 +84,6 @@
  *   --local-k K                 its distance test: |xc - c| > A r_open + K (0.6 / theta) R_g
  *                               (default 1.65 from 32768 sources, 2.25 below)
  *   --local-open A              the weight A of r_open in that test (default 0.5)
- *   --mac-inner F               with --mac 1: an inner node's per-target test at F times its
- *                               opening radius (default 1)
  *   --local-harmonic H          with order 4 and no softening, the M2L of the expansion's
  *                               harmonic coefficients only (1) or of all 35 (0)
  *   --super S                   super-groups of S groups (0 off, 2 default, at most 32): the
@@ -119,6 +108,8 @@
  *   tree --tune [--big]         leaf sizes and the step's (A, K) with order 3 (the first and
  *                               last rows: order 3's default, A = 0.75, K = 3.5)
  *   tree --tune-local [--big]   the step of order 4 with several (A, K), against the defaults
+ *   --knob NAME VALUE           any tuning knob of the GPU treecode (core/tune.h: "treecode.*",
+ *                               engine.cu lists them); the options above set these knobs
  */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -130,117 +121,41 @@
 #include <cuda_runtime_api.h>
 
 #include "bench_util.h"
+#include "core/tune.h"
 #include "fmmkit.h"
 
-/* The GPU treecode's group size (32 or 64 targets per warp) and group walk kernel (0
- * breadth-first, 1 next/more): tuning knobs, not API. */
-extern int fmk_cuda_bh_group_size;
-extern int fmk_cuda_bh_group_walk;
-/* Groups: siblings' points cut into full groups across their bounds (2, default), sibling
- * groups packed whole (1) or one group per node (0): a tuning knob, not API. */
-extern int fmk_cuda_bh_group_merge;
-/* Fewer targets than this get one group per node (default 2^19): a tuning knob, not API. */
-extern long long fmk_cuda_bh_group_merge_min;
+/* The GPU treecode's tuning knobs (core/tune.h) that every plan of the benchmark gets, set by
+ * the options: name and value, in the order given. */
+typedef struct knob_value {
+    const char *name;
+    double value;
+} knob_value;
+static knob_value knobs[64];
+static int n_knobs;
 
-/* Small-N paths (tuning knobs, not API): trees of at most this many points built by one block,
- * of at most this many nodes given their moments by one block, and the walk split in parts up
- * to this many warps per SM. --no-small sets all three to 0 (the paths of larger N). */
-extern long long fmk_cuda_tree_small_max;
-/* Trees of more points than this sort their keys' top 32 bits first (the split sort; a
- * tuning knob, not API). --split-sort-min N sets it (a huge N: all 63 bits). */
-extern long long fmk_cuda_tree_split_sort_min;
-/* The first levels' octant boundaries from a table of cell starts (1, default) or by binary
- * searches (0, --no-cells; a tuning knob, not API). */
-extern int fmk_cuda_tree_cells;
-/* The first levels of a tree built level by level by one block (levels 0 .. K - 1, default 4;
- * 0: by the level kernels; a tuning knob, not API). */
-extern int fmk_cuda_tree_top_levels;
-/* Each level below them by one launch (1, default) or by a count, CUB's scan and a write (0,
- * --level-fused 0; a tuning knob, not API). */
-extern int fmk_cuda_tree_level_fused;
-/* Every level of such a tree (leaves of at most 256 points) from one pass over the points (1,
- * default) or level by level (0, --one-pass 0; a tuning knob, not API). */
-extern int fmk_cuda_tree_one_pass;
-/* Their groups in Morton order (1, default), or in node order and then sorted for the
- * super-groups (0, --groups-rank 0; a tuning knob, not API). */
-extern int fmk_cuda_tree_groups_rank;
-extern long long fmk_cuda_bh_moments_small_max;
-/* Their charges and moments in one launch (1, default) or three (0; a tuning knob, not API). */
-extern int fmk_cuda_bh_moments_fused;
-/* larger trees (up to moments_up_max nodes): charges and moments in one launch */
-extern int fmk_cuda_bh_moments_up;
-extern long long fmk_cuda_bh_moments_up_max;
-extern int fmk_cuda_bh_split_warps;
-/* The one-wait paths of small N (tuning knobs, not API): the one-block frame of sets of at
- * most this many points, the build without a wait (1) or with one (0), and the one-block
- * charges and moments of at most this many sources. --one-wait-off sets all three to 0. */
-extern long long fmk_cuda_bh_frame_small_max;
-extern int fmk_cuda_bh_async;
-/* Small trees sort their keys in up to this many blocks of 8192 and merge them (1: one block up
- * to 8192 keys, CUB's device sort above; a tuning knob, not API). */
-extern int fmk_cuda_tree_sort_tiles;
-/* Their points per tile (2048, 4096 or 8192; 0: by N), and after the tiles' sort of trees of
- * at most 16384 points the merge and the build from shared memory (2), the two in one launch
- * (1), or the build from global memory (0). Tuning knobs, not API. */
-extern int fmk_cuda_tree_sort_tile;
-extern int fmk_cuda_tree_merge_build;
-/* The one-launch tree of at most this many points (4096), and its tile the smallest of 2048,
- * 4096, 8192 that holds them (1) or 8192 (0). Tuning knobs, not API. */
-extern int fmk_cuda_tree_fused_max;
-extern int fmk_cuda_tree_fused_fit;
-/* The threads of the one-block build (512 or 1024, default; a tuning knob, not API). */
-extern int fmk_cuda_tree_build_block;
-/* The one-block sorts of the top 30 key bits and then the runs (1, default) or of all 63 bits
- * (0), and the keys, sort and build of trees of at most 8192 points in one launch (1, default)
- * or in two (0). Tuning knobs, not API. */
-extern int fmk_cuda_tree_top_sort;
-extern int fmk_cuda_tree_fused;
-/* The blocks of the frame of small sets (a thread-block cluster of 1 .. 8, default 8; a
- * tuning knob, not API). */
-extern int fmk_cuda_bh_frame_cluster;
-/* Larger sets' frame by a grid of blocks without a wait (1, default), or CUB's box and a
- * wait (0; a tuning knob, not API). */
-extern int fmk_cuda_bh_frame_grid;
-/* k_moments_up's arrivals as acquire-release atomics (1, default) or between two fences (0;
- * a tuning knob, not API). */
-extern int fmk_cuda_bh_moments_acq;
-/* Of the levels that allow the most parts, the split walk takes the shallowest (0, default) or
- * the deepest (1; a tuning knob, not API). */
-extern int fmk_cuda_bh_split_deepest;
-extern long long fmk_cuda_bh_prep_small_max;
-/* The groups in the build's launch, the boxes in the packing's, the charge check by one block
- * up to this many sources (tuning knobs, not API; --small-fold). */
-extern int fmk_cuda_tree_build_groups;
-extern int fmk_cuda_bh_pack_boxes;
-extern long long fmk_cuda_bh_charge_block_max;
-/* The split walk's level: at least this many nodes per part, no deeper than this level. */
-extern int fmk_cuda_bh_split_nodes;
-extern int fmk_cuda_bh_split_level_max;
-/* The group walks' acceptance test (0 box, 1 box or every target, 2 as 1 for leaves; -1, the
- * default: 1 from 32768 sources, 2 below). */
-extern int fmk_cuda_bh_mac;
-/* With it, the theta of a leaf's per-target test (0: theta). */
-extern double fmk_cuda_bh_leaf_theta;
-/* With --mac 1, the factor of an inner node's opening radius in the per-target test. */
-extern double fmk_cuda_bh_mac_inner;
-/* The breadth-first walk's cell-to-group step: the order of the group's expansion (0: off) and
- * the factor of the group's radius in its distance test. */
-extern int fmk_cuda_bh_local;
-extern double fmk_cuda_bh_local_k;
-extern double fmk_cuda_bh_local_open;
-/* With order 4 and no softening, the M2L of the expansion's harmonic coefficients only. */
-extern int fmk_cuda_bh_local_harmonic;
-/* Super-groups: groups per super-group (0 off), start-list entries, the opening rule. */
-extern int fmk_cuda_bh_super;
-extern int fmk_cuda_bh_super_cap;
-extern int fmk_cuda_bh_super_open;
-extern int fmk_cuda_bh_tickets;
-extern double fmk_cuda_bh_super_k;
-extern double fmk_cuda_bh_super_depth;
-extern int fmk_cuda_bh_super2;
+static void knob(const char *name, double value)
+{
+    for (int k = 0; k < n_knobs; k++)
+        if (strcmp(knobs[k].name, name) == 0) {
+            knobs[k].value = value;
+            return;
+        }
+    if (n_knobs >= (int)(sizeof knobs / sizeof knobs[0])) {
+        fprintf(stderr, "tree: too many knobs\n");
+        exit(2);
+    }
+    knobs[n_knobs].name = name, knobs[n_knobs].value = value;
+    n_knobs++;
+}
 
-/* measure()'s walk argument for the next/more group walk (the breadth-first one is GROUP). */
-#define WALK_NEXT_MORE ((fmk_walk)3)
+/* The value the plans get for a knob (dflt: its default, when no option set it). */
+static double knob_get(const char *name, double dflt)
+{
+    for (int k = 0; k < n_knobs; k++)
+        if (strcmp(knobs[k].name, name) == 0)
+            return knobs[k].value;
+    return dflt;
+}
 
 #define SAMPLES 1024
 
@@ -382,22 +297,17 @@ static double rel_l2_sampled(const double *d_out, int w, const problem *p, const
     return sqrt(num / den);
 }
 
-static int group_opt = 32; /* --group: targets per group of the headline and --one runs */
 static fmk_walk walk_opt = FMK_WALK_AUTO; /* --walk: of the headline, --one and --theta-sweep */
 
 /* Runs one configuration reps times; fills a row. */
 static row measure(const char *table, problem *p, fmk_precision prec, double theta, int order,
-                   int leaf, int group, fmk_walk walk, int reps)
+                   int leaf, fmk_walk walk, int reps)
 {
     row r;
     memset(&r, 0, sizeof r);
     r.table = table, r.dist = p->plummer ? "plummer" : "cube", r.n = p->n, r.prec = prec;
-    r.theta = theta, r.order = order, r.leaf = leaf, r.group = group, r.walk = walk;
+    r.theta = theta, r.order = order, r.leaf = leaf, r.group = 32, r.walk = walk;
     r.err_pot = r.err_acc = -1;
-    fmk_cuda_bh_group_size = group;
-    fmk_cuda_bh_group_walk = walk == WALK_NEXT_MORE;
-    if (walk == WALK_NEXT_MORE)
-        walk = FMK_WALK_GROUP;
     fmk_opts o;
     fmk_opts_default(&o);
     o.method = FMK_METHOD_TREE, o.backend = FMK_BACKEND_CUDA, o.precision = prec;
@@ -405,6 +315,9 @@ static row measure(const char *table, problem *p, fmk_precision prec, double the
     fmk_plan *plan;
     if (fmk_plan_create(&plan, 3, FMK_KERNEL_LAPLACE, 1e-3, &o) != FMK_OK)
         die(NULL, "create");
+    for (int k = 0; k < n_knobs; k++)
+        if (fmk_plan_tune(plan, knobs[k].name, knobs[k].value) != FMK_OK)
+            die(plan, "knob");
     double ts[16], te[16], tt[16], tm[16], tw[16], tot[16];
     fmk_info info;
     for (int k = -1; k < reps; k++) {
@@ -431,7 +344,6 @@ static row measure(const char *table, problem *p, fmk_precision prec, double the
         r.err_acc = rel_l2_sampled(p->d_grad, 3, p, p->ref_grad);
     }
     fmk_plan_destroy(plan);
-    fmk_cuda_bh_group_walk = 0;
     return r;
 }
 
@@ -464,9 +376,7 @@ static void add(row r, int json)
         rows[n_rows++] = r;
     if (json)
         return;
-    const char *wn = r.walk == FMK_WALK_STACKLESS ? "stackless"
-                     : r.walk == WALK_NEXT_MORE   ? "group next/more"
-                                                  : "group";
+    const char *wn = r.walk == FMK_WALK_STACKLESS ? "stackless" : "group";
     char err[64] = "";
     if (r.err_acc >= 0)
         snprintf(err, sizeof err, "%.2e | %.2e", r.err_pot, r.err_acc);
@@ -477,7 +387,7 @@ static void add(row r, int json)
         snprintf(dir, sizeof dir, "%.3f", r.direct * 1e3);
     printf("| %s | %s | %lld | %s | %.2f | %d | %s%s | %d | %.3f | %.3f | %.3f | %.3f | %.3f | %s | %.1f | %s |\n",
            r.table, r.dist, (long long)r.n, r.prec == FMK_PRECISION_FP32 ? "fp32" : "fp64",
-           r.theta, r.order, wn, r.walk == FMK_WALK_STACKLESS ? "" : (r.group == 64 ? " 64" : " 32"),
+           r.theta, r.order, wn, r.walk == FMK_WALK_STACKLESS ? "" : " 32",
            r.leaf, r.total * 1e3, r.tree * 1e3, r.moments * 1e3, r.walk_t * 1e3,
            (r.setup - r.tree) * 1e3, err, r.bytes_per_point, dir);
     fflush(stdout);
@@ -504,9 +414,7 @@ static void print_json(void)
                "\"bytes_per_point\": %.1f, \"direct_s\": %.6e}%s\n",
                r->table, r->dist, (long long)r->n, r->prec == FMK_PRECISION_FP32 ? "fp32" : "fp64",
                r->theta, r->order,
-               r->walk == FMK_WALK_STACKLESS ? "stackless"
-               : r->walk == WALK_NEXT_MORE   ? "group next/more"
-                                             : "group",
+               r->walk == FMK_WALK_STACKLESS ? "stackless" : "group",
                r->group,
                r->leaf, r->total, r->setup, r->eval, r->tree, r->moments, r->walk_t, r->err_pot,
                r->err_acc, r->bytes_per_point, r->direct, i + 1 < n_rows ? "," : "");
@@ -517,7 +425,7 @@ static void print_json(void)
 int main(int argc, char **argv)
 {
     int json = 0, quick = 0, sweep = 0, max_log2 = 27, leaf = 0, headline = 0, big = 0;
-    int profile = 0, variants = 0, groups = 0, crossover = 0, plummer = 0, with_direct = 0;
+    int profile = 0, groups = 0, crossover = 0, plummer = 0, with_direct = 0;
     int with_errors = 0;
     int64_t one = 0;
     double theta = 0.6;
@@ -539,8 +447,6 @@ int main(int argc, char **argv)
             compare = 1;
         else if (strcmp(argv[a], "--local-sweep") == 0)
             local_sweep = 1;
-        else if (strcmp(argv[a], "--variants") == 0)
-            variants = 1;
         else if (strcmp(argv[a], "--groups") == 0)
             groups = 1;
         else if (strcmp(argv[a], "--crossover") == 0)
@@ -552,129 +458,121 @@ int main(int argc, char **argv)
         else if (strcmp(argv[a], "--direct") == 0)
             with_direct = 1;
         else if (strcmp(argv[a], "--no-small") == 0)
-            fmk_cuda_tree_small_max = 0, fmk_cuda_bh_moments_small_max = 0,
-            fmk_cuda_bh_moments_up = 0, fmk_cuda_bh_split_warps = 0;
+            knob("treecode.tree.small_max", 0), knob("treecode.moments_small_max", 0),
+            knob("treecode.moments_up_max", 0), knob("treecode.split_warps", 0);
         else if (strcmp(argv[a], "--one-wait-off") == 0)
-            fmk_cuda_bh_frame_small_max = 0, fmk_cuda_bh_async = 0, fmk_cuda_bh_prep_small_max = 0;
-        else if (strcmp(argv[a], "--split-deepest") == 0)
-            fmk_cuda_bh_split_deepest = 1;
+            knob("treecode.frame_small_max", 0), knob("treecode.async", 0),
+            knob("treecode.prep_small_max", 0);
         else if (strcmp(argv[a], "--build-block") == 0 && a + 1 < argc)
-            fmk_cuda_tree_build_block = atoi(argv[++a]);
+            knob("treecode.tree.build_block", atoi(argv[++a]));
         else if (strcmp(argv[a], "--frame-cluster") == 0 && a + 1 < argc)
-            fmk_cuda_bh_frame_cluster = atoi(argv[++a]);
+            knob("treecode.frame_cluster", atoi(argv[++a]));
         else if (strcmp(argv[a], "--frame-grid") == 0 && a + 1 < argc)
-            fmk_cuda_bh_frame_grid = atoi(argv[++a]);
-        else if (strcmp(argv[a], "--moments-acq") == 0 && a + 1 < argc)
-            fmk_cuda_bh_moments_acq = atoi(argv[++a]);
+            knob("treecode.frame_grid", atoi(argv[++a]));
         else if (strcmp(argv[a], "--sort-tile") == 0 && a + 1 < argc)
-            fmk_cuda_tree_sort_tile = atoi(argv[++a]);
+            knob("treecode.tree.sort_tile", atoi(argv[++a]));
         else if (strcmp(argv[a], "--fused-max") == 0 && a + 1 < argc)
-            fmk_cuda_tree_fused_max = atoi(argv[++a]);
+            knob("treecode.tree.fused_max", atoi(argv[++a]));
         else if (strcmp(argv[a], "--fused-fit") == 0 && a + 1 < argc)
-            fmk_cuda_tree_fused_fit = atoi(argv[++a]);
+            knob("treecode.tree.fused_fit", atoi(argv[++a]));
         else if (strcmp(argv[a], "--merge-build") == 0 && a + 1 < argc)
-            fmk_cuda_tree_merge_build = atoi(argv[++a]);
-        else if (strcmp(argv[a], "--moments-fused") == 0 && a + 1 < argc)
-            fmk_cuda_bh_moments_fused = atoi(argv[++a]);
-        else if (strcmp(argv[a], "--moments-up") == 0 && a + 1 < argc)
-            fmk_cuda_bh_moments_up = atoi(argv[++a]);
+            knob("treecode.tree.merge_build", atoi(argv[++a]));
+        else if (strcmp(argv[a], "--moments-small-max") == 0 && a + 1 < argc)
+            knob("treecode.moments_small_max", atof(argv[++a]));
         else if (strcmp(argv[a], "--moments-up-max") == 0 && a + 1 < argc)
-            fmk_cuda_bh_moments_up_max = atoll(argv[++a]);
+            knob("treecode.moments_up_max", atoll(argv[++a]));
         else if (strcmp(argv[a], "--small-fold") == 0 && a + 1 < argc) {
             const int k = atoi(argv[++a]);
-            fmk_cuda_tree_build_groups = k, fmk_cuda_bh_pack_boxes = k;
-            fmk_cuda_bh_charge_block_max = k ? 1ll << 15 : 0;
+            knob("treecode.tree.build_groups", k), knob("treecode.pack_boxes", k);
+            knob("treecode.charge_block_max", k ? 32768 : 0);
         }
         else if (strcmp(argv[a], "--fused") == 0 && a + 1 < argc)
-            fmk_cuda_tree_fused = atoi(argv[++a]);
+            knob("treecode.tree.fused", atoi(argv[++a]));
         else if (strcmp(argv[a], "--top-sort") == 0 && a + 1 < argc)
-            fmk_cuda_tree_top_sort = atoi(argv[++a]);
+            knob("treecode.tree.top_sort", atoi(argv[++a]));
         else if (strcmp(argv[a], "--sort-tiles") == 0 && a + 1 < argc)
-            fmk_cuda_tree_sort_tiles = atoi(argv[++a]);
+            knob("treecode.tree.sort_tiles", atoi(argv[++a]));
         else if (strcmp(argv[a], "--frame-small") == 0 && a + 1 < argc)
-            fmk_cuda_bh_frame_small_max = atoll(argv[++a]);
+            knob("treecode.frame_small_max", atoll(argv[++a]));
         else if (strcmp(argv[a], "--prep-small") == 0 && a + 1 < argc)
-            fmk_cuda_bh_prep_small_max = atoll(argv[++a]);
+            knob("treecode.prep_small_max", atoll(argv[++a]));
         else if (strcmp(argv[a], "--top-levels") == 0 && a + 1 < argc)
-            fmk_cuda_tree_top_levels = atoi(argv[++a]);
+            knob("treecode.tree.top_levels", atoi(argv[++a]));
         else if (strcmp(argv[a], "--groups-rank") == 0 && a + 1 < argc)
-            fmk_cuda_tree_groups_rank = atoi(argv[++a]);
+            knob("treecode.tree.groups_rank", atoi(argv[++a]));
         else if (strcmp(argv[a], "--level-fused") == 0 && a + 1 < argc)
-            fmk_cuda_tree_level_fused = atoi(argv[++a]);
+            knob("treecode.tree.level_fused", atoi(argv[++a]));
         else if (strcmp(argv[a], "--one-pass") == 0 && a + 1 < argc)
-            fmk_cuda_tree_one_pass = atoi(argv[++a]);
+            knob("treecode.tree.one_pass", atoi(argv[++a]));
         else if (strcmp(argv[a], "--no-cells") == 0)
-            fmk_cuda_tree_cells = 0;
+            knob("treecode.tree.cells", 0);
         else if (strcmp(argv[a], "--split-sort-min") == 0 && a + 1 < argc)
-            fmk_cuda_tree_split_sort_min = atoll(argv[++a]);
+            knob("treecode.tree.split_sort_min", atoll(argv[++a]));
         else if (strcmp(argv[a], "--split-nodes") == 0 && a + 1 < argc)
-            fmk_cuda_bh_split_nodes = atoi(argv[++a]);
+            knob("treecode.split_nodes", atoi(argv[++a]));
         else if (strcmp(argv[a], "--split-level") == 0 && a + 1 < argc)
-            fmk_cuda_bh_split_level_max = atoi(argv[++a]);
+            knob("treecode.split_level_max", atoi(argv[++a]));
         else if (strcmp(argv[a], "--split-warps") == 0 && a + 1 < argc)
-            fmk_cuda_bh_split_warps = atoi(argv[++a]);
+            knob("treecode.split_warps", atoi(argv[++a]));
         else if (strcmp(argv[a], "--one") == 0 && a + 1 < argc)
             one = atoll(argv[++a]);
         else if (strcmp(argv[a], "--max-log2") == 0 && a + 1 < argc)
             max_log2 = atoi(argv[++a]);
-        else if (strcmp(argv[a], "--group") == 0 && a + 1 < argc)
-            group_opt = atoi(argv[++a]) == 64 ? 64 : 32;
         else if (strcmp(argv[a], "--walk") == 0 && a + 1 < argc) {
             const char *w = argv[++a];
-            if (strcmp(w, "auto") && strcmp(w, "stackless") && strcmp(w, "next-more")) {
-                fprintf(stderr, "tree: --walk %s: auto, stackless or next-more\n", w);
+            if (strcmp(w, "auto") && strcmp(w, "stackless")) {
+                fprintf(stderr, "tree: --walk %s: auto or stackless\n", w);
                 return 2;
             }
-            walk_opt = strcmp(w, "stackless") == 0   ? FMK_WALK_STACKLESS
-                       : strcmp(w, "next-more") == 0 ? WALK_NEXT_MORE
-                                                     : FMK_WALK_AUTO;
+            walk_opt = strcmp(w, "stackless") == 0 ? FMK_WALK_STACKLESS : FMK_WALK_AUTO;
         }
         else if (strcmp(argv[a], "--leaf") == 0 && a + 1 < argc)
             leaf = atoi(argv[++a]);
         else if (strcmp(argv[a], "--theta") == 0 && a + 1 < argc)
             theta = atof(argv[++a]);
         else if (strcmp(argv[a], "--leaf-theta") == 0 && a + 1 < argc)
-            fmk_cuda_bh_leaf_theta = atof(argv[++a]);
+            knob("treecode.leaf_theta", atof(argv[++a]));
         else if (strcmp(argv[a], "--mac") == 0 && a + 1 < argc)
-            fmk_cuda_bh_mac = atoi(argv[++a]);
+            knob("treecode.mac", atoi(argv[++a]));
         else if (strcmp(argv[a], "--local") == 0 && a + 1 < argc)
-            fmk_cuda_bh_local = atoi(argv[++a]);
+            knob("treecode.local", atoi(argv[++a]));
         else if (strcmp(argv[a], "--local-k") == 0 && a + 1 < argc)
-            fmk_cuda_bh_local_k = atof(argv[++a]);
+            knob("treecode.local_k", atof(argv[++a]));
         else if (strcmp(argv[a], "--local-open") == 0 && a + 1 < argc)
-            fmk_cuda_bh_local_open = atof(argv[++a]);
-        else if (strcmp(argv[a], "--mac-inner") == 0 && a + 1 < argc)
-            fmk_cuda_bh_mac_inner = atof(argv[++a]);
+            knob("treecode.local_open", atof(argv[++a]));
         else if (strcmp(argv[a], "--local-harmonic") == 0 && a + 1 < argc)
-            fmk_cuda_bh_local_harmonic = atoi(argv[++a]);
+            knob("treecode.local_harmonic", atoi(argv[++a]));
         else if (strcmp(argv[a], "--super") == 0 && a + 1 < argc)
-            fmk_cuda_bh_super = atoi(argv[++a]);
+            knob("treecode.super", atoi(argv[++a]));
         else if (strcmp(argv[a], "--super-cap") == 0 && a + 1 < argc)
-            fmk_cuda_bh_super_cap = atoi(argv[++a]);
+            knob("treecode.super_cap", atoi(argv[++a]));
         else if (strcmp(argv[a], "--tickets") == 0 && a + 1 < argc)
-            fmk_cuda_bh_tickets = atoi(argv[++a]);
+            knob("treecode.tickets", atoi(argv[++a]));
         else if (strcmp(argv[a], "--super-open") == 0 && a + 1 < argc)
-            fmk_cuda_bh_super_open = atoi(argv[++a]);
+            knob("treecode.super_open", atoi(argv[++a]));
         else if (strcmp(argv[a], "--super-k") == 0 && a + 1 < argc)
-            fmk_cuda_bh_super_k = atof(argv[++a]);
+            knob("treecode.super_k", atof(argv[++a]));
         else if (strcmp(argv[a], "--super2") == 0 && a + 1 < argc)
-            fmk_cuda_bh_super2 = atoi(argv[++a]);
+            knob("treecode.super2", atoi(argv[++a]));
         else if (strcmp(argv[a], "--super-depth") == 0 && a + 1 < argc)
-            fmk_cuda_bh_super_depth = atof(argv[++a]);
+            knob("treecode.super_depth", atof(argv[++a]));
         else if (strcmp(argv[a], "--super-sweep") == 0)
             super_sweep = 1;
         else if (strcmp(argv[a], "--tune") == 0)
             tune = 1;
         else if (strcmp(argv[a], "--tune-local") == 0)
             tune = 1, tune_local = 1;
-        else {
+        else if (strcmp(argv[a], "--knob") == 0 && a + 2 < argc) {
+            knob(argv[a + 1], atof(argv[a + 2]));
+            a += 2;
+        } else {
             fprintf(stderr, "usage: tree [--json] [--quick] [--theta-sweep] [--max-log2 K] [--leaf L] "
-                            "[--headline [--big] [--variants]] [--group 32|64] [--profile] [--groups] [--crossover] "
-                            "[--one N [--plummer] [--direct] [--errors]] [--no-small] [--one-wait-off] [--sort-tiles K] [--sort-tile P] [--merge-build K] [--fused-max N] [--fused-fit K] [--build-block T] [--fused K] [--moments-fused K] [--small-fold K] [--top-sort K] [--frame-cluster K] [--frame-grid K] [--moments-acq K] [--split-deepest] [--frame-small N] [--prep-small N] [--split-sort-min N] "
+                            "[--headline [--big]] [--profile] [--groups] [--crossover] "
+                            "[--one N [--plummer] [--direct] [--errors]] [--no-small] [--one-wait-off] [--sort-tiles K] [--sort-tile P] [--merge-build K] [--fused-max N] [--fused-fit K] [--build-block T] [--fused K] [--moments-small-max N] [--small-fold K] [--top-sort K] [--frame-cluster K] [--frame-grid K] [--frame-small N] [--prep-small N] [--split-sort-min N] "
                             "[--no-cells] [--top-levels K] [--level-fused K] [--one-pass K] [--groups-rank K] "
                             "[--split-nodes K] "
-                            "[--split-level L] [--split-warps W] [--theta T] [--walk auto|stackless|next-more] [--mac K] [--leaf-theta T] "
-                            "[--local P] [--local-k K] [--local-open A] [--local-harmonic H] [--mac-inner F] [--local-sweep] "
+                            "[--split-level L] [--split-warps W] [--theta T] [--walk auto|stackless] [--mac K] [--leaf-theta T] "
+                            "[--local P] [--local-k K] [--local-open A] [--local-harmonic H] [--local-sweep] "
                             "[--tickets K] [--super S] [--super-cap C] [--super-open K] [--super-k F] [--super2 S2] [--super-depth D] [--super-sweep] "
                             "[--tune [--big]] [--tune-local [--big]]\n");
             return 2;
@@ -693,7 +591,7 @@ int main(int argc, char **argv)
             problem_make(&p, d, quick ? 100000 : 819200, 1);
             for (int k = 2; k <= 10; k++)
                 for (int prec = 0; prec < 2; prec++)
-                    add(measure("theta", &p, prec ? f32 : FMK_PRECISION_FP64, 0.1 * k, 2, leaf, 32,
+                    add(measure("theta", &p, prec ? f32 : FMK_PRECISION_FP64, 0.1 * k, 2, leaf,
                                 walk_opt, reps), json);
             problem_free(&p);
         }
@@ -703,13 +601,13 @@ int main(int argc, char **argv)
     }
     if (profile) {
         problem_make(&p, 0, (int64_t)1 << 20, 0);
-        add(measure("profile", &p, f32, 0.6, 2, leaf, 32, FMK_WALK_AUTO, 1), json);
+        add(measure("profile", &p, f32, 0.6, 2, leaf, FMK_WALK_AUTO, 1), json);
         problem_free(&p);
         return 0;
     }
     if (one > 0) {
         problem_make(&p, plummer, one, with_errors);
-        row r = measure("one", &p, f32, theta, 2, leaf, group_opt, walk_opt, 16);
+        row r = measure("one", &p, f32, theta, 2, leaf, walk_opt, 16);
         if (with_direct)
             r.direct = direct_time(&p, 16);
         add(r, json);
@@ -725,7 +623,7 @@ int main(int argc, char **argv)
             for (int h = 20; h <= 30; h++) {
                 const int64_t n = (int64_t)llround(pow(2.0, 0.5 * h));
                 problem_make(&p, d, n, 0);
-                row r = measure("crossover", &p, f32, 0.6, 2, leaf, 32, FMK_WALK_AUTO, 15);
+                row r = measure("crossover", &p, f32, 0.6, 2, leaf, FMK_WALK_AUTO, 15);
                 r.direct = direct_time(&p, 15);
                 add(r, json);
                 /* found: the N from which the treecode was the faster at every N measured
@@ -756,15 +654,15 @@ int main(int argc, char **argv)
         for (int d = 0; d < 2; d++)
             for (int k = 14; k <= 20; k++) {
                 problem_make(&p, d, (int64_t)1 << k, 0);
-                add(measure("groups: default", &p, f32, 0.6, 2, leaf, 32, FMK_WALK_AUTO, reps),
+                add(measure("groups: default", &p, f32, 0.6, 2, leaf, FMK_WALK_AUTO, reps),
                     json);
-                fmk_cuda_bh_group_merge_min = 0;
-                fmk_cuda_bh_group_merge = 0;
-                add(measure("groups: one per node", &p, f32, 0.6, 2, leaf, 32, FMK_WALK_AUTO, reps),
+                knob("treecode.group_merge_min", 0);
+                knob("treecode.group_merge", 0);
+                add(measure("groups: one per node", &p, f32, 0.6, 2, leaf, FMK_WALK_AUTO, reps),
                     json);
-                fmk_cuda_bh_group_merge = 2;
-                add(measure("groups: cut", &p, f32, 0.6, 2, leaf, 32, FMK_WALK_AUTO, reps), json);
-                fmk_cuda_bh_group_merge_min = 1ll << 19;
+                knob("treecode.group_merge", 2);
+                add(measure("groups: cut", &p, f32, 0.6, 2, leaf, FMK_WALK_AUTO, reps), json);
+                knob("treecode.group_merge_min", 1 << 19);
                 problem_free(&p);
             }
         if (json)
@@ -785,8 +683,8 @@ int main(int argc, char **argv)
         const double(*cfg)[4] = tune_local ? cfg_local : cfg_leaf;
         const int ncfg = tune_local ? (int)(sizeof cfg_local / sizeof cfg_local[0])
                                     : (int)(sizeof cfg_leaf / sizeof cfg_leaf[0]);
-        const double a0 = fmk_cuda_bh_local_open, k0 = fmk_cuda_bh_local_k;
-        const int l0 = fmk_cuda_bh_local;
+        const double a0 = knob_get("treecode.local_open", 0.5);
+        const double k0 = knob_get("treecode.local_k", -1), l0 = knob_get("treecode.local", 4);
         for (int k = 20; k <= (big ? 24 : 20); k += 4)
             for (int d = 0; d < 2; d++) {
                 problem_make(&p, d, (int64_t)1 << k, 1);
@@ -797,12 +695,13 @@ int main(int argc, char **argv)
                     char *name = names[c];
                     snprintf(name, sizeof names[c], "tune P %d a %.2g k %.2g", (int)cfg[c][3],
                              cfg[c][1], cfg[c][2]);
-                    fmk_cuda_bh_local_open = cfg[c][1], fmk_cuda_bh_local_k = cfg[c][2];
-                    fmk_cuda_bh_local = (int)cfg[c][3];
+                    knob("treecode.local_open", cfg[c][1]), knob("treecode.local_k", cfg[c][2]);
+                    knob("treecode.local", cfg[c][3]);
                     add(measure(c == ncfg - 1 ? "tune default again" : name, &p, f32, theta, 2,
-                                (int)cfg[c][0], 32, FMK_WALK_AUTO, k >= 24 ? 3 : reps), json);
+                                (int)cfg[c][0], FMK_WALK_AUTO, k >= 24 ? 3 : reps), json);
                 }
-                fmk_cuda_bh_local_open = a0, fmk_cuda_bh_local_k = k0, fmk_cuda_bh_local = l0;
+                knob("treecode.local_open", a0), knob("treecode.local_k", k0);
+                knob("treecode.local", l0);
                 problem_free(&p);
             }
         if (json)
@@ -814,8 +713,9 @@ int main(int argc, char **argv)
             for (int d = 0; d < 2; d++) {
                 problem_make(&p, d, (int64_t)1 << k, 1);
                 static const char *heads[3] = {"headline mac 0", "headline mac 1", "headline"};
-                add(measure(heads[fmk_cuda_bh_mac == 0 || fmk_cuda_bh_mac == 1 ? fmk_cuda_bh_mac : 2],
-                            &p, f32, theta, 2, leaf, group_opt, walk_opt,
+                const int mac = (int)knob_get("treecode.mac", -1);
+                add(measure(heads[mac == 0 || mac == 1 ? mac : 2],
+                            &p, f32, theta, 2, leaf, walk_opt,
                             k >= 24 ? 3 : reps), json);
                 if (compare) { /* mac, theta - dtheta, leaf, group, leaf theta (hundredths) */
                     static const char *names[3][4] = {
@@ -823,19 +723,18 @@ int main(int argc, char **argv)
                         {"compare mac 1", "mac 1 leaf theta 0.7", "", ""},
                         {"compare mac 2", "mac 2 leaf theta 0.7", "mac 2 leaf theta 0.8",
                          "mac 2 leaf theta 0.85"}};
-                    const int mac0 = fmk_cuda_bh_mac;
-                    const double lt0 = fmk_cuda_bh_leaf_theta;
+                    const double lt0 = knob_get("treecode.leaf_theta", 0);
                     const int cfg[][5] = {{0, 0, 64, 32, 0},  {1, 0, 48, 32, 0},  {2, 0, 48, 32, 70},
                                           {2, 0, 48, 32, 80}, {2, 0, 48, 32, 85}, {1, 0, 48, 32, 70},
                                           {2, -5, 48, 32, 0}, {2, 5, 48, 32, 80}, {2, 5, 48, 32, 0}};
                     for (size_t c = 0; c < sizeof cfg / sizeof cfg[0]; c++) {
-                        fmk_cuda_bh_mac = cfg[c][0];
-                        fmk_cuda_bh_leaf_theta = 0.01 * cfg[c][4];
+                        knob("treecode.mac", cfg[c][0]);
+                        knob("treecode.leaf_theta", 0.01 * cfg[c][4]);
                         const int nm = cfg[c][4] == 0 ? 0 : cfg[c][4] == 70 ? 1 : cfg[c][4] == 80 ? 2 : 3;
                         add(measure(names[cfg[c][0]][nm], &p, f32, theta - 0.01 * cfg[c][1], 2,
-                                    cfg[c][2], cfg[c][3], FMK_WALK_AUTO, k >= 24 ? 3 : reps), json);
+                                    cfg[c][2], FMK_WALK_AUTO, k >= 24 ? 3 : reps), json);
                     }
-                    fmk_cuda_bh_mac = mac0, fmk_cuda_bh_leaf_theta = lt0;
+                    knob("treecode.mac", mac), knob("treecode.leaf_theta", lt0);
                 }
                 if (local_sweep) { /* the cell-to-group step off, and its order and distance test */
                     static const char *names[7] = {"local off", "local 2 k 3", "local 2 k 4",
@@ -843,15 +742,15 @@ int main(int argc, char **argv)
                                                    "local 3 k 4"};
                     static const double cfg[7][2] = {{0, 0}, {2, 3}, {2, 4}, {3, 1.5}, {3, 2}, {3, 3},
                                                      {3, 4}};
-                    const int l0 = fmk_cuda_bh_local;
-                    const double k0 = fmk_cuda_bh_local_k;
+                    const double l0 = knob_get("treecode.local", 4);
+                    const double k0 = knob_get("treecode.local_k", -1);
                     for (int c = 0; c < 7; c++) {
-                        fmk_cuda_bh_local = (int)cfg[c][0];
-                        fmk_cuda_bh_local_k = c == 0 ? k0 : cfg[c][1];
-                        add(measure(names[c], &p, f32, theta, 2, leaf, 32, FMK_WALK_AUTO,
+                        knob("treecode.local", cfg[c][0]);
+                        knob("treecode.local_k", c == 0 ? k0 : cfg[c][1]);
+                        add(measure(names[c], &p, f32, theta, 2, leaf, FMK_WALK_AUTO,
                                     k >= 24 ? 3 : reps), json);
                     }
-                    fmk_cuda_bh_local = l0, fmk_cuda_bh_local_k = k0;
+                    knob("treecode.local", l0), knob("treecode.local_k", k0);
                 }
                 if (super_sweep && d == 1) { /* Plummer: S, a second level S2, k' (x 100) */
                     static const char *names[] = {
@@ -865,28 +764,17 @@ int main(int argc, char **argv)
                                                  {4, 4, 115}, {4, 8, 115}, {4, 4, 120},
                                                  {4, 4, 140}, {4, 8, 120}, {2, 8, 120},
                                                  {2, 16, 130}, {4, 4, 125}, {4, 0, 120}};
-                    const int s0 = fmk_cuda_bh_super, s20 = fmk_cuda_bh_super2;
-                    const double k0 = fmk_cuda_bh_super_k;
+                    const double s0 = knob_get("treecode.super", 2);
+                    const double s20 = knob_get("treecode.super2", 8);
+                    const double k0 = knob_get("treecode.super_k", 1.2);
                     for (size_t c = 0; c < sizeof cfg / sizeof cfg[0]; c++) {
-                        fmk_cuda_bh_super = cfg[c][0], fmk_cuda_bh_super2 = cfg[c][1];
-                        fmk_cuda_bh_super_k = 0.01 * cfg[c][2];
-                        add(measure(names[c], &p, f32, theta, 2, leaf, 32, FMK_WALK_AUTO,
+                        knob("treecode.super", cfg[c][0]), knob("treecode.super2", cfg[c][1]);
+                        knob("treecode.super_k", 0.01 * cfg[c][2]);
+                        add(measure(names[c], &p, f32, theta, 2, leaf, FMK_WALK_AUTO,
                                     k >= 24 ? 3 : reps), json);
                     }
-                    fmk_cuda_bh_super = s0, fmk_cuda_bh_super2 = s20, fmk_cuda_bh_super_k = k0;
-                }
-                if (variants && k == 20) {
-                    fmk_cuda_bh_group_merge_min = 0;
-                    for (int mg = 0; mg <= 1; mg++) {
-                        fmk_cuda_bh_group_merge = mg;
-                        add(measure(mg ? "groups: siblings packed" : "groups: one per node", &p,
-                                    f32, 0.6, 2, leaf, 32, FMK_WALK_AUTO, reps), json);
-                    }
-                    fmk_cuda_bh_group_merge = 2;
-                    fmk_cuda_bh_group_merge_min = 1ll << 19;
-                    const int leaves[4] = {24, 32, 48, 128};
-                    for (int l = 0; l < 4; l++)
-                        add(measure("leaf", &p, f32, 0.6, 2, leaves[l], 32, FMK_WALK_AUTO, reps), json);
+                    knob("treecode.super", s0), knob("treecode.super2", s20);
+                    knob("treecode.super_k", k0);
                 }
                 problem_free(&p);
             }
@@ -897,14 +785,11 @@ int main(int argc, char **argv)
     /* headline: 2^20 cube and Plummer, theta 0.6, quadrupole, fp32; walks; leaf sizes */
     for (int d = 0; d < 2; d++) {
         problem_make(&p, d, (int64_t)1 << (quick ? 17 : 20), 1);
-        add(measure("headline", &p, f32, 0.6, 2, leaf, 32, FMK_WALK_AUTO, reps), json);
-        add(measure("walks", &p, f32, 0.6, 2, leaf, 64, FMK_WALK_GROUP, reps), json);
-        add(measure("walks", &p, f32, 0.6, 2, leaf, 32, WALK_NEXT_MORE, reps), json);
-        add(measure("walks", &p, f32, 0.6, 2, leaf, 32, FMK_WALK_STACKLESS, reps), json);
-        add(measure("walks", &p, FMK_PRECISION_FP64, 0.6, 2, leaf, 32, FMK_WALK_AUTO, reps), json);
+        add(measure("headline", &p, f32, 0.6, 2, leaf, FMK_WALK_AUTO, reps), json);
+        add(measure("walks", &p, f32, 0.6, 2, leaf, FMK_WALK_STACKLESS, reps), json);
+        add(measure("walks", &p, FMK_PRECISION_FP64, 0.6, 2, leaf, FMK_WALK_AUTO, reps), json);
         for (int l = 8; l <= 128; l *= 2)
-            for (int g = 32; g <= 64; g *= 2)
-                add(measure("leaf", &p, f32, 0.6, 2, l, g, FMK_WALK_GROUP, reps), json);
+            add(measure("leaf", &p, f32, 0.6, 2, l, FMK_WALK_GROUP, reps), json);
         problem_free(&p);
     }
     /* scaling: 2^10 .. 2^max, cube and Plummer, with the direct sum up to 2^18 (crossover) */
@@ -919,7 +804,7 @@ int main(int argc, char **argv)
                 break;
             }
             problem_make(&p, d, (int64_t)1 << k, k >= 14);
-            row r = measure("scaling", &p, f32, 0.6, 2, leaf, 32, FMK_WALK_AUTO, k >= 25 ? 3 : reps);
+            row r = measure("scaling", &p, f32, 0.6, 2, leaf, FMK_WALK_AUTO, k >= 25 ? 3 : reps);
             if (k <= 18)
                 r.direct = direct_time(&p, reps);
             add(r, json);

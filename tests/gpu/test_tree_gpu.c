@@ -3,9 +3,8 @@
  * fp64, laplace and plummer, separate targets; the error falls with theta and with the order;
  * the device-pointer paths give the host paths' results; hard inputs (identical points, a dense
  * clump, a far outlier, a plane, a line, N = 1, 2); the GPU tree equals the CPU build array for
- * array; the one-wait paths of small N give the results of the paths with waits; the
- * breadth-first group walk sums what the next/more group walk sums, with each way
- * of forming the groups; fp32 close pairs in a wide frame; out of device memory; phase times;
+ * array; the one-wait paths of small N give the results of the paths with waits; each way of
+ * forming the groups within the error bounds; fp32 close pairs in a wide frame; out of device memory; phase times;
  * super-groups on and off against direct (uniform, Plummer, clustered, an outlier, identical
  * points, a plane, a line, separate targets, softening, start lists that overflow), with one
  * level and with two (a parent's or a super-group's list overflowing).
@@ -18,123 +17,114 @@
 #include <cuda_runtime_api.h>
 
 #include "core/internal.h"
+#include "core/tune.h"
 #include "tree/tree3d.h"
 #include "../unit/check.h"
 #include "../unit/testutil.h"
 #include "../unit/tree_close.h"
 #include "gpu_oom.h"
 
-/* tree_internal.h (a CUDA header): the plan's GPU tree as host arrays. */
+/* tree3d_cuda.h (a CUDA header): the plan's GPU tree as host arrays. */
 fmk_status fmk_cuda_bh_tree(fmk_plan *plan, fmk_tree3d *tree);
 void fmk_cuda_tree3d_host_free(fmk_tree3d *tree);
-/* bh.cu's tuning knobs (not API): targets per group, and the group walk's kernel (0 the
- * breadth-first walk, the default; 1 the next/more group walk). */
-extern int fmk_cuda_bh_group_size;
-extern int fmk_cuda_bh_group_walk;
-/* Groups: 2 siblings' points cut across their bounds (default), 1 siblings packed whole, 0 one
- * per node. */
-extern int fmk_cuda_bh_group_merge;
-extern long long fmk_cuda_bh_group_merge_min; /* fewer targets: one group per node */
-/* Small-N paths: trees of at most this many points built by one block, moments of trees of at
- * most this many nodes by one block, the walk split in parts up to this many warps per SM. */
-extern long long fmk_cuda_tree_small_max;
-/* The split sort: trees of more points than this sort their keys' top 32 bits first; runs of
- * equal top bits longer than run_max make the build sort all 63 bits instead. */
-extern long long fmk_cuda_tree_split_sort_min;
-extern int fmk_cuda_tree_split_run_max;
-/* The first levels' octant boundaries from a table of cell starts (1) or binary searches (0). */
-extern int fmk_cuda_tree_cells;
-/* The first levels of a tree built level by level: by one block (4: levels 0..3) or by the
- * level kernels (0). */
-extern int fmk_cuda_tree_top_levels;
-/* Each level of that build by one launch (1) or by a count, CUB's scan and a write (0). */
-extern int fmk_cuda_tree_level_fused;
-/* Every level of a tree built over the GPU (leaves of at most 256 points) from one pass over the
- * points (1), or level by level (0). */
-extern int fmk_cuda_tree_one_pass;
-/* The groups of such trees in Morton order (1), or in node order (0: the super-groups' sort
- * orders them). */
-extern int fmk_cuda_tree_groups_rank;
-extern long long fmk_cuda_bh_moments_small_max;
-extern int fmk_cuda_bh_split_warps;
-extern int fmk_cuda_bh_split_level_max;
-extern int fmk_cuda_bh_split_nodes;
-extern long long fmk_cuda_bh_split_redos;
-/* The split walk at the deepest of the levels that allow the most parts (`--split-deepest`
- * runs every test so). */
-extern int fmk_cuda_bh_split_deepest;
-/* The threads of the one-block build (512 or 1024). */
-extern int fmk_cuda_tree_build_block;
-/* The one-block sorts: the keys' top 30 bits, then the runs of equal top bits (1), or all 63
- * bits (0); trees of at most 8192 points (built without a wait) from one launch (1: keys,
- * sort and build), or 0: the sort and the build in two. */
-extern int fmk_cuda_tree_top_sort;
-extern int fmk_cuda_tree_fused;
-/* The points per tile of those sorts (8192, 4096 or 2048), and the tiles' merge and the build
- * of a tree of at most 16384 points in one launch (1) or two (0). */
-extern int fmk_cuda_tree_sort_tile;
-extern int fmk_cuda_tree_merge_build;
-/* The one-launch tree's tile: the smallest of 2048, 4096, 8192 that holds the points (1). */
-extern int fmk_cuda_tree_fused_fit;
-extern int fmk_cuda_tree_fused_max; /* the one-launch tree up to this many points (4096) */
-/* The charges and moments of small trees (more sources than the one-block prep takes) in one
- * launch (1) or three (0). */
-extern int fmk_cuda_bh_moments_fused;
-/* The charges and moments of larger trees in one launch (1: arrival counters up the tree) or
- * one per level (0). */
-extern int fmk_cuda_bh_moments_up;
-extern long long fmk_cuda_bh_moments_up_max;
-/* The one-wait paths of small N: the one-block frame of sets of at most this many points,
- * trees built without a host wait (1), the one-block charges and moments of at most this many
- * sources; and how often the frame (a softening wider than the points) and such a build (the
- * tree did not fit) were done again. */
-extern long long fmk_cuda_bh_frame_small_max;
-/* The frame's blocks (a thread-block cluster of 1 .. 8). */
-extern int fmk_cuda_bh_frame_cluster;
-extern int fmk_cuda_bh_async;
-/* Larger sets' frame by a grid of blocks without a wait (1), or CUB's box and a wait (0). */
-extern int fmk_cuda_bh_frame_grid;
-extern long long fmk_cuda_bh_prep_small_max;
-extern long long fmk_cuda_bh_frame_redos, fmk_cuda_bh_build_redos;
-/* Trees built without a wait: the groups made by the build's launch (1) or k_groups_small
- * (0), the group boxes in the packing launch (1) or k_group_boxes (0); the charge check of at
- * most this many sources by one block without a memset. */
-extern int fmk_cuda_tree_build_groups;
-extern int fmk_cuda_bh_pack_boxes;
-extern long long fmk_cuda_bh_charge_block_max;
-/* The group walks' acceptance test: 0 the group's box, 1 also every target on its own, 2 as 1
- * for leaves only, -1 (default) 1 from 32768 sources and 2 below, as the distance factor's
- * default 1.65 or 2.25 (a tuning knob, not API; `--mac K` runs every test with K,
- * `--leaf-theta T` likewise). */
-extern int fmk_cuda_bh_mac;
-extern double fmk_cuda_bh_leaf_theta; /* a leaf's theta in the per-target test (0: theta) */
-/* The breadth-first walk's cell-to-group step: the order of the group's expansion (0: off; a
- * tuning knob, not API; `--local P` runs every test with P) and its distance factor. */
-extern int fmk_cuda_bh_local;
-extern double fmk_cuda_bh_local_k;
-extern double fmk_cuda_bh_local_open;
-/* With order 4 and eps2 = 0, the M2L of the expansion's harmonic coefficients only (1) or of
- * all 35 (0; a tuning knob, not API; `--local-harmonic H` runs every test with H). */
-extern int fmk_cuda_bh_local_harmonic;
 
-/* The walks the loops below run: 1 group (breadth-first), 2 stackless, 3 group (next/more). */
-#define N_WALKS 3
-/* Super-groups (bh.cu): groups per super-group (0 off), start-list entries, the opening rule,
- * the fewest targets that use them; a second level's super-groups per parent and its parents'
- * start-list entries. */
-extern int fmk_cuda_bh_super;
-extern int fmk_cuda_bh_super_cap;
-extern int fmk_cuda_bh_super2;
-extern int fmk_cuda_bh_super2_cap;
-extern int fmk_cuda_bh_super_open;
-extern long long fmk_cuda_bh_super_min;
-extern int fmk_cuda_bh_tickets;
-extern double fmk_cuda_bh_super_depth;
+/* The walks the loops below run: 1 group (breadth-first), 2 stackless. */
+#define N_WALKS 2
 
-static fmk_walk walk_of(int w)
+static fmk_walk walk_of(int w) { return (fmk_walk)w; }
+
+/* The GPU treecode's tuning knobs (core/tune.h, "treecode.*"; engine.cu lists them) that the
+ * next plans get: those of the command line (--mac, --local, ...), then those a test sets with
+ * knob(). main clears the test's before each test; knob_drop goes back to the command line's
+ * value or the default. Among them: "treecode.tree.*" the tree build's (tree3d_cuda.h: one-block
+ * trees up to small_max points, the split sort from split_sort_min, ...); group_merge (2 cut
+ * across siblings, 1 siblings packed, 0 one per node) and group_merge_min; the small-N paths
+ * (moments_small_max, moments_up_max, split_warps, frame_small_max, frame_cluster, frame_grid,
+ * async, prep_small_max, pack_boxes, charge_block_max); the acceptance test (mac, leaf_theta);
+ * the cell-to-group step (local, local_k, local_open, local_harmonic); super-groups (super,
+ * super_cap, super2, super2_cap, super_open, super_min, super_depth) and tickets. */
+typedef struct knob_value {
+    const char *name;
+    double value;
+} knob_value;
+static knob_value base_knobs[16], test_knobs[64];
+static int n_base_knobs, n_test_knobs;
+
+static void knob_put(knob_value *list, int *n, int cap, const char *name, double value)
 {
-    fmk_cuda_bh_group_walk = w == 3;
-    return w == 3 ? FMK_WALK_GROUP : (fmk_walk)w;
+    for (int k = 0; k < *n; k++)
+        if (strcmp(list[k].name, name) == 0) {
+            list[k].value = value;
+            return;
+        }
+    if (*n >= cap) {
+        fprintf(stderr, "too many knobs\n");
+        exit(2);
+    }
+    list[*n].name = name, list[*n].value = value;
+    (*n)++;
+}
+
+static void knob(const char *name, double value)
+{
+    knob_put(test_knobs, &n_test_knobs, (int)(sizeof test_knobs / sizeof test_knobs[0]), name,
+             value);
+}
+
+static void knob_drop(const char *name)
+{
+    for (int k = 0; k < n_test_knobs; k++)
+        if (strcmp(test_knobs[k].name, name) == 0) {
+            test_knobs[k] = test_knobs[--n_test_knobs];
+            return;
+        }
+}
+
+static void knobs_clear(void) { n_test_knobs = 0; }
+
+static void base_knob(const char *name, double value)
+{
+    knob_put(base_knobs, &n_base_knobs, (int)(sizeof base_knobs / sizeof base_knobs[0]), name,
+             value);
+}
+
+/* fmk_plan_create, then the knobs (for the GPU treecode). */
+static fmk_status plan_new(fmk_plan **p, fmk_kernel kernel, const fmk_opts *o)
+{
+    fmk_status st = fmk_plan_create(p, 3, kernel, 1e-3, o);
+    if (st != FMK_OK || o->method != FMK_METHOD_TREE)
+        return st;
+    for (int pass = 0; pass < 2 && st == FMK_OK; pass++) {
+        const knob_value *list = pass ? test_knobs : base_knobs;
+        for (int k = 0; k < (pass ? n_test_knobs : n_base_knobs) && st == FMK_OK; k++) {
+            st = fmk_plan_tune(*p, list[k].name, list[k].value);
+            if (st != FMK_OK)
+                printf("knob %s = %g: %s\n", list[k].name, list[k].value,
+                       fmk_plan_last_error(*p));
+        }
+    }
+    return st;
+}
+
+/* The counters of the last plan that run() or run_device() destroyed. */
+static double last_frame_redos, last_build_redos, last_split_redos;
+
+static void keep_counters(const fmk_plan *p)
+{
+    last_frame_redos = last_build_redos = last_split_redos = 0;
+    if (p && p->engine->counters) {
+        fmk_plan_counter(p, "treecode.frame_redos", &last_frame_redos);
+        fmk_plan_counter(p, "treecode.build_redos", &last_build_redos);
+        fmk_plan_counter(p, "treecode.split_redos", &last_split_redos);
+    }
+}
+
+static double counter_of(const fmk_plan *p, const char *name)
+{
+    double v = -1;
+    if (fmk_plan_counter(p, name, &v) != FMK_OK)
+        printf("counter %s: %s\n", name, fmk_plan_last_error(p));
+    return v;
 }
 
 static int quick;
@@ -167,7 +157,7 @@ static fmk_status run(fmk_kernel kernel, const fmk_opts *o, int64_t n, const dou
                       fmk_info *info)
 {
     fmk_plan *p = NULL;
-    fmk_status st = fmk_plan_create(&p, 3, kernel, 1e-3, o);
+    fmk_status st = plan_new(&p, kernel, o);
     if (st == FMK_OK)
         st = fmk_plan_set_points(p, n, x, m, y);
     if (st == FMK_OK)
@@ -176,6 +166,7 @@ static fmk_status run(fmk_kernel kernel, const fmk_opts *o, int64_t n, const dou
         printf("run: %s\n", p ? fmk_plan_last_error(p) : fmk_plan_last_error(NULL));
     if (info && p)
         fmk_plan_info(p, info);
+    keep_counters(p);
     fmk_plan_destroy(p);
     return st;
 }
@@ -431,7 +422,7 @@ static void test_device_paths(void)
             fmk_opts o = tree_opts(prec ? FMK_PRECISION_FP32 : FMK_PRECISION_FP64, 0.6, FMK_WALK_AUTO);
             check_context("device paths %s %s", prec ? "fp32" : "fp64", sep ? "targets" : "self");
             fmk_plan *p = NULL;
-            CHECK_PLAN_OK(fmk_plan_create(&p, 3, FMK_KERNEL_LAPLACE, 1e-3, &o), NULL);
+            CHECK_PLAN_OK(plan_new(&p, FMK_KERNEL_LAPLACE, &o), NULL);
             if (!p)
                 continue;
             CHECK_PLAN_OK(fmk_plan_set_points(p, n, x, sep ? m : 0, sep ? y : NULL), p);
@@ -448,7 +439,7 @@ static void test_device_paths(void)
             /* a new plan whose first points come from the device */
             fmk_plan_destroy(p);
             p = NULL;
-            CHECK_PLAN_OK(fmk_plan_create(&p, 3, FMK_KERNEL_LAPLACE, 1e-3, &o), NULL);
+            CHECK_PLAN_OK(plan_new(&p, FMK_KERNEL_LAPLACE, &o), NULL);
             if (!p)
                 continue;
             CHECK_PLAN_OK(fmk_plan_set_points_device(p, n, d_x, sep ? m : 0, sep ? d_y : NULL), p);
@@ -528,27 +519,27 @@ static void test_same_tree(void)
     for (int c = 0; c < 120; c++) {
         const int build = c / 6, dist = c % 6;
         const int one_block = build == 0 || (build >= 4 && build <= 14);
-        fmk_cuda_tree_small_max = one_block ? 1ll << 40 : 0;
-        fmk_cuda_tree_split_sort_min =
-            build == 2 || build == 3 || build == 15 || build == 16 || build == 17 || build == 19
-                ? 0
-                : 1ll << 40;
-        fmk_cuda_tree_level_fused = build != 16;
-        fmk_cuda_tree_one_pass = build >= 17;
-        fmk_cuda_tree_top_levels = build == 15 ? 0 : 4;
-        fmk_cuda_tree_split_run_max =
-            build == 3 || (build >= 6 && build <= 14) || build == 19 ? 1 : 1024;
-        fmk_cuda_tree_cells = build != 1;
-        fmk_cuda_tree_build_block = build == 5 ? 512 : 1024;
-        fmk_cuda_tree_top_sort = build != 5;
-        fmk_cuda_tree_fused = build != 5;
-        fmk_cuda_tree_sort_tile = build == 9                 ? 2048
-                                  : build == 8 || build == 11 ? 4096
-                                  : build >= 12               ? 0
-                                                              : 8192;
-        fmk_cuda_tree_fused_max = build == 14 ? 4096 : 8192;
-        fmk_cuda_tree_merge_build = build == 10 ? 0 : build == 11 ? 1 : 2;
-        fmk_cuda_tree_fused_fit = build >= 12;
+        knob("treecode.tree.small_max", one_block ? 0x1p40 : 0);
+        knob("treecode.tree.split_sort_min",
+             build == 2 || build == 3 || build == 15 || build == 16 || build == 17 || build == 19
+                 ? 0
+                 : 0x1p40);
+        knob("treecode.tree.level_fused", build != 16);
+        knob("treecode.tree.one_pass", build >= 17);
+        knob("treecode.tree.top_levels", build == 15 ? 0 : 4);
+        knob("treecode.tree.split_run_max",
+             build == 3 || (build >= 6 && build <= 14) || build == 19 ? 1 : 1024);
+        knob("treecode.tree.cells", build != 1);
+        knob("treecode.tree.build_block", build == 5 ? 512 : 1024);
+        knob("treecode.tree.top_sort", build != 5);
+        knob("treecode.tree.fused", build != 5);
+        knob("treecode.tree.sort_tile", build == 9                 ? 2048
+                                        : build == 8 || build == 11 ? 4096
+                                        : build >= 12               ? 0
+                                                                    : 8192);
+        knob("treecode.tree.fused_max", build == 14 ? 4096 : 8192);
+        knob("treecode.tree.merge_build", build == 10 ? 0 : build == 11 ? 1 : 2);
+        knob("treecode.tree.fused_fit", build >= 12);
         /* one block: the one-block sort takes 2049 .. 8192 points */
         int64_t nc = dist == 3 ? 1 : dist == 4 ? 2 : one_block && n > 8000 ? 8000 : n;
         if (build == 4 && dist != 3 && dist != 4) /* 2 (quick) or 4 tiles */
@@ -572,7 +563,7 @@ static void test_same_tree(void)
             check_context("same tree: case %d, leaf size %d, %s", dist, leaf_sizes[l],
                           builds[build]);
             fmk_plan *p = NULL;
-            CHECK_PLAN_OK(fmk_plan_create(&p, 3, FMK_KERNEL_LAPLACE, 1e-3, &o), NULL);
+            CHECK_PLAN_OK(plan_new(&p, FMK_KERNEL_LAPLACE, &o), NULL);
             if (!p)
                 continue;
             CHECK_PLAN_OK(fmk_plan_set_points(p, nc, x, 0, NULL), p);
@@ -601,20 +592,7 @@ static void test_same_tree(void)
             fmk_plan_destroy(p);
         }
     }
-    fmk_cuda_tree_small_max = 1ll << 16;
-    fmk_cuda_tree_split_sort_min = 1ll << 16;
-    fmk_cuda_tree_split_run_max = 1024;
-    fmk_cuda_tree_cells = 1;
-    fmk_cuda_tree_build_block = 1024;
-    fmk_cuda_tree_top_sort = 1;
-    fmk_cuda_tree_fused = 1;
-    fmk_cuda_tree_sort_tile = 0;
-    fmk_cuda_tree_top_levels = 4;
-    fmk_cuda_tree_merge_build = 2;
-    fmk_cuda_tree_fused_fit = 1;
-    fmk_cuda_tree_fused_max = 4096;
-    fmk_cuda_tree_level_fused = 1;
-    fmk_cuda_tree_one_pass = 1;
+    knobs_clear();
     free(x);
 }
 
@@ -622,16 +600,17 @@ static void test_same_tree(void)
  * to the default 4096) or off; restore_one_wait: the defaults. */
 static void one_wait_paths(int on)
 {
-    fmk_cuda_bh_frame_small_max = on ? 1ll << 15 : 0;
-    fmk_cuda_bh_async = on;
-    fmk_cuda_bh_prep_small_max = on ? 1ll << 15 : 0;
+    knob("treecode.frame_small_max", on ? 32768 : 0);
+    knob("treecode.async", on);
+    knob("treecode.prep_small_max", on ? 32768 : 0);
 }
 
 static void restore_one_wait(void)
 {
-    one_wait_paths(1);
-    fmk_cuda_bh_frame_cluster = 8;
-    fmk_cuda_bh_prep_small_max = 4096;
+    knob_drop("treecode.frame_small_max");
+    knob_drop("treecode.async");
+    knob_drop("treecode.prep_small_max");
+    knob_drop("treecode.frame_cluster");
 }
 
 /* set_points_device + eval_device of n device points (separate targets when m > 0). */
@@ -640,7 +619,7 @@ static fmk_status run_device(fmk_kernel kernel, const fmk_opts *o, int64_t n, co
                              double *d_grad, double *pot, double *grad)
 {
     fmk_plan *p = NULL;
-    fmk_status st = fmk_plan_create(&p, 3, kernel, 1e-3, o);
+    fmk_status st = plan_new(&p, kernel, o);
     if (st == FMK_OK)
         st = fmk_plan_set_points_device(p, n, d_x, m, m > 0 ? d_y : NULL);
     if (st == FMK_OK)
@@ -652,6 +631,7 @@ static fmk_status run_device(fmk_kernel kernel, const fmk_opts *o, int64_t n, co
     } else {
         printf("run_device: %s\n", p ? fmk_plan_last_error(p) : fmk_plan_last_error(NULL));
     }
+    keep_counters(p);
     fmk_plan_destroy(p);
     return st;
 }
@@ -720,15 +700,15 @@ static void two_paths_same(double *p[2], double *g[2], int64_t mt, const char *w
 }
 
 /* The charges' packing and every moment of a small tree in one launch (k_moments_small: the
- * leaves' points staged in shared memory, the inner nodes by the last block) give the results
- * of the three kernels bit for bit: fp64 and fp32, laplace and plummer, self and separate
- * targets, and leaves of more points than the staging holds. */
+ * leaves by pairs of lanes, the inner nodes by the last block) give the results of the
+ * launch up the tree that larger trees take (moments_small_max = 0) bit for bit: fp64 and
+ * fp32, laplace and plummer, self and separate targets, and leaves of up to 200 points. */
 static void test_moments_fused(void)
 {
     const int64_t n = quick ? 6000 : 20000, m = quick ? 700 : 3000;
     double *x, *q, *y, *p[2], *g[2];
     two_paths_case(n, m, TEST_DIST_CUBE, 111, &x, &q, &y, p, g);
-    fmk_cuda_bh_prep_small_max = 0;
+    knob("treecode.prep_small_max", 0);
     for (int c = 0; c < 10; c++) {
         const int big = c >= 8;
         two_paths_config t = two_paths_config_of(c, n, m);
@@ -737,14 +717,13 @@ static void test_moments_fused(void)
         check_context("moments in one launch: %s%s", t.name,
                       big ? ", leaves of up to 200 points" : "");
         for (int k = 0; k < 2; k++) {
-            fmk_cuda_bh_moments_fused = k == 0;
+            knob("treecode.moments_small_max", k == 0 ? 8192 : 0);
             CHECK_STATUS(run(t.kernel, &t.o, n, x, q, t.m, t.m ? y : NULL, p[k], g[k], NULL),
                          FMK_OK);
         }
-        two_paths_same(p, g, t.mt, "one launch vs three");
+        two_paths_same(p, g, t.mt, "small tree's launch vs up the tree");
     }
-    fmk_cuda_bh_moments_fused = 1;
-    restore_one_wait();
+    knobs_clear();
     two_paths_free(x, q, y, p, g);
 }
 
@@ -758,23 +737,21 @@ static void test_moments_up(void)
     const int64_t n = quick ? 6000 : 40000, m = quick ? 700 : 3000;
     double *x, *q, *y, *p[2], *g[2];
     two_paths_case(n, m, TEST_DIST_CUBE, 121, &x, &q, &y, p, g);
-    fmk_cuda_bh_prep_small_max = 0;
-    fmk_cuda_bh_moments_small_max = 0;
+    knob("treecode.prep_small_max", 0);
+    knob("treecode.moments_small_max", 0);
     for (int c = 0; c < 12; c++) {
         const int leaf = c >= 10 ? 1 : c >= 8 ? 200 : 0;
         two_paths_config t = two_paths_config_of(c, n, m);
         t.o.leaf_size = leaf;
         check_context("moments up the tree: %s, leaf size %d", t.name, leaf);
         for (int k = 0; k < 2; k++) {
-            fmk_cuda_bh_moments_up = k == 0;
+            knob("treecode.moments_up_max", k == 0 ? 1 << 18 : 0);
             CHECK_STATUS(run(t.kernel, &t.o, n, x, q, t.m, t.m ? y : NULL, p[k], g[k], NULL),
                          FMK_OK);
         }
         two_paths_same(p, g, t.mt, "one launch vs per level");
     }
-    fmk_cuda_bh_moments_up = 1;
-    fmk_cuda_bh_moments_small_max = 8192;
-    restore_one_wait();
+    knobs_clear();
     two_paths_free(x, q, y, p, g);
 }
 
@@ -797,7 +774,7 @@ static void test_one_wait(void)
         check_context("one wait: %s", t.name);
         for (int k = 0; k < 2; k++) {
             one_wait_paths(k == 0);
-            fmk_cuda_bh_frame_cluster = c % 3 == 0 ? 1 : 8; /* the frame by one block, or 8 */
+            knob("treecode.frame_cluster", c % 3 == 0 ? 1 : 8); /* the frame by one block, or 8 */
             CHECK_STATUS(run_device(t.kernel, &t.o, n, d_x, d_q, t.m, d_y, d_pot, d_grad, p[k],
                                     g[k]), FMK_OK);
         }
@@ -813,13 +790,12 @@ static void test_one_wait(void)
         cudaMemcpy(d_x, xs, (size_t)nb * 24, cudaMemcpyHostToDevice);
         fmk_opts o = tree_opts(FMK_PRECISION_FP64, 0.6, walk_of(1));
         o.softening = 1.0;
-        const long long redos = fmk_cuda_bh_frame_redos;
         check_context("one wait: softening wider than the points");
         CHECK_STATUS(run_device(FMK_KERNEL_PLUMMER, &o, nb, d_x, d_q, 0, NULL, d_pot, d_grad,
                                 p[0], g[0]), FMK_OK);
+        const double redos = last_frame_redos;
         CHECK_STATUS(run(FMK_KERNEL_PLUMMER, &o, nb, xs, q, 0, NULL, p[1], g[1], NULL), FMK_OK);
-        CHECK_MSG(fmk_cuda_bh_frame_redos == redos + 1, "frame redone %lld times",
-                  fmk_cuda_bh_frame_redos - redos);
+        CHECK_MSG(redos == 1, "frame redone %g times", redos);
         CHECK_LE(test_rel_l2(p[0], p[1], nb), 1e-14, "pot, device vs host path");
         CHECK_LE(test_rel_l2(g[0], g[1], 3 * nb), 1e-14, "grad, device vs host path");
         free(xs);
@@ -835,14 +811,13 @@ static void test_one_wait(void)
                 xp[3 * i + k] = x[3 * (i / 2) + k] + (i & 1) * 1e-9;
         fmk_opts o = tree_opts(FMK_PRECISION_FP64, 0.6, walk_of(1));
         o.leaf_size = 1;
-        const long long redos = fmk_cuda_bh_build_redos;
         check_context("one wait: a tree larger than its first arrays");
         fmk_plan *pl = NULL;
-        CHECK_PLAN_OK(fmk_plan_create(&pl, 3, FMK_KERNEL_LAPLACE, 1e-3, &o), NULL);
+        CHECK_PLAN_OK(plan_new(&pl, FMK_KERNEL_LAPLACE, &o), NULL);
         if (pl) {
             CHECK_PLAN_OK(fmk_plan_set_points(pl, np, xp, 0, NULL), pl);
-            CHECK_MSG(fmk_cuda_bh_build_redos > redos, "build redone %lld times",
-                      fmk_cuda_bh_build_redos - redos);
+            const double redos = counter_of(pl, "treecode.build_redos");
+            CHECK_MSG(redos > 0, "build redone %g times", redos);
             fmk_tree3d gt, ct;
             memset(&ct, 0, sizeof ct);
             CHECK_PLAN_OK(fmk_cuda_bh_tree(pl, &gt), pl);
@@ -866,7 +841,7 @@ static void test_one_wait(void)
         const double nan = NAN, inf = INFINITY;
         check_context("one wait: non-finite points");
         fmk_plan *pl = NULL;
-        CHECK_PLAN_OK(fmk_plan_create(&pl, 3, FMK_KERNEL_LAPLACE, 1e-3, &o), NULL);
+        CHECK_PLAN_OK(plan_new(&pl, FMK_KERNEL_LAPLACE, &o), NULL);
         if (pl) {
             cudaMemcpy(d_x + 3 * 7 + 2, &inf, 8, cudaMemcpyHostToDevice);
             CHECK_STATUS(fmk_plan_set_points_device(pl, n, d_x, 0, NULL), FMK_ERR_NONFINITE);
@@ -905,15 +880,15 @@ static void test_frame_grid(void)
         const two_paths_config t = two_paths_config_of(c, n, m);
         check_context("frame grid: %s", t.name);
         for (int k = 0; k < 2; k++) {
-            fmk_cuda_bh_frame_grid = k == 0;
+            knob("treecode.frame_grid", k == 0);
             CHECK_STATUS(run_device(t.kernel, &t.o, n, d_x, d_q, t.m, d_y, d_pot, d_grad, p[k],
                                     g[k]), FMK_OK);
         }
-        fmk_cuda_bh_frame_grid = 1;
+        knob_drop("treecode.frame_grid");
         two_paths_same(p, g, t.mt, "grid frame vs CUB's box");
         /* a second set of points in the same plan (targets, then self) */
         fmk_plan *pl = NULL;
-        CHECK_PLAN_OK(fmk_plan_create(&pl, 3, t.kernel, 1e-3, &t.o), NULL);
+        CHECK_PLAN_OK(plan_new(&pl, t.kernel, &t.o), NULL);
         if (pl) {
             CHECK_PLAN_OK(fmk_plan_set_points_device(pl, n, d_x, m, d_y), pl);
             CHECK_PLAN_OK(fmk_plan_set_points_device(pl, n, d_x, t.m, t.m ? d_y : NULL), pl);
@@ -933,15 +908,15 @@ static void test_frame_grid(void)
         fmk_opts o = tree_opts(FMK_PRECISION_FP64, 0.6, walk_of(1));
         o.softening = 1.0;
         check_context("frame grid: softening wider than the points");
-        const long long redos = fmk_cuda_bh_frame_redos;
+        double redos = 0;
         for (int k = 0; k < 2; k++) {
-            fmk_cuda_bh_frame_grid = k == 0;
+            knob("treecode.frame_grid", k == 0);
             CHECK_STATUS(run_device(FMK_KERNEL_PLUMMER, &o, n, d_x, d_q, 0, NULL, d_pot, d_grad,
                                     p[k], g[k]), FMK_OK);
+            redos += last_frame_redos;
         }
-        fmk_cuda_bh_frame_grid = 1;
-        CHECK_MSG(fmk_cuda_bh_frame_redos == redos + 1, "frame redone %lld times",
-                  fmk_cuda_bh_frame_redos - redos);
+        knob_drop("treecode.frame_grid");
+        CHECK_MSG(redos == 1, "frame redone %g times", redos);
         two_paths_same(p, g, n, "grid frame redone vs CUB's box");
         free(xs);
         cudaMemcpy(d_x, x, (size_t)n * 24, cudaMemcpyHostToDevice);
@@ -952,7 +927,7 @@ static void test_frame_grid(void)
         const double nan = NAN, inf = INFINITY;
         check_context("frame grid: non-finite points");
         fmk_plan *pl = NULL;
-        CHECK_PLAN_OK(fmk_plan_create(&pl, 3, FMK_KERNEL_LAPLACE, 1e-3, &o), NULL);
+        CHECK_PLAN_OK(plan_new(&pl, FMK_KERNEL_LAPLACE, &o), NULL);
         if (pl) {
             const int64_t i1 = n / 2 + 3, i2 = n - 1;
             cudaMemcpy(d_x + 3 * i2, &nan, 8, cudaMemcpyHostToDevice);
@@ -975,10 +950,10 @@ static void test_frame_grid(void)
             CHECK_PLAN_OK(fmk_plan_eval_device(pl, d_q, d_pot, d_grad), pl);
             cudaMemcpy(p[1], d_pot, (size_t)n * 8, cudaMemcpyDeviceToHost);
             fmk_plan_destroy(pl);
-            fmk_cuda_bh_frame_grid = 0;
+            knob("treecode.frame_grid", 0);
             CHECK_STATUS(run_device(FMK_KERNEL_LAPLACE, &o, n, d_x, d_q, 0, NULL, d_pot, d_grad,
                                     p[0], g[0]), FMK_OK);
-            fmk_cuda_bh_frame_grid = 1;
+            knob_drop("treecode.frame_grid");
             CHECK_LE(test_rel_l2(p[0], p[1], n), 0.0, "pot after the non-finite points");
         }
     }
@@ -1008,30 +983,26 @@ static void test_small_fold(void)
             const int variant = c >> 3;
             const two_paths_config t = two_paths_config_of(c, n, m);
             /* variant 1: the merge and build in one launch, the one-block build of 512 */
-            fmk_cuda_tree_merge_build = variant ? 1 : 2;
-            fmk_cuda_tree_build_block = variant ? 512 : 1024;
+            knob("treecode.tree.merge_build", variant ? 1 : 2);
+            knob("treecode.tree.build_block", variant ? 512 : 1024);
             check_context("small fold: n %lld %s%s", (long long)n, t.name,
                           variant ? ", merge-build 1, build block 512" : "");
             for (int k = 0; k < 2; k++) {
-                fmk_cuda_tree_build_groups = k == 0;
-                fmk_cuda_bh_pack_boxes = k == 0;
-                fmk_cuda_bh_charge_block_max = k == 0 ? 1ll << 15 : 0;
+                knob("treecode.tree.build_groups", k == 0);
+                knob("treecode.pack_boxes", k == 0);
+                knob("treecode.charge_block_max", k == 0 ? 32768 : 0);
                 CHECK_STATUS(run_device(t.kernel, &t.o, n, d_x, d_q, t.m, d_y, d_pot, d_grad,
                                         p[k], g[k]), FMK_OK);
             }
             two_paths_same(p, g, t.mt, "folded vs apart");
         }
-        fmk_cuda_tree_merge_build = 2;
-        fmk_cuda_tree_build_block = 1024;
-        fmk_cuda_tree_build_groups = 1;
-        fmk_cuda_bh_pack_boxes = 1;
-        fmk_cuda_bh_charge_block_max = 1ll << 15;
+        knobs_clear();
         if (n > 4096) { /* a bad charge, found by the one-block check (more than prep_small) */
             const double nan = NAN;
             fmk_opts o = tree_opts(FMK_PRECISION_FP32, 0.6, walk_of(1));
             check_context("small fold: n %lld, a non-finite charge", (long long)n);
             fmk_plan *pl = NULL;
-            CHECK_PLAN_OK(fmk_plan_create(&pl, 3, FMK_KERNEL_LAPLACE, 1e-3, &o), NULL);
+            CHECK_PLAN_OK(plan_new(&pl, FMK_KERNEL_LAPLACE, &o), NULL);
             if (pl) {
                 CHECK_PLAN_OK(fmk_plan_set_points_device(pl, n, d_x, 0, NULL), pl);
                 cudaMemcpy(d_q + n - 3, &nan, 8, cudaMemcpyHostToDevice);
@@ -1070,9 +1041,9 @@ static void test_small_paths(void)
             const int64_t mt = sep ? m : n;
             for (int k = 0; k < 2; k++) {
                 /* k = 0: every small path on, the walk split as far as it goes; 1: all off */
-                fmk_cuda_bh_split_warps = k ? 0 : 1 << 20;
-                fmk_cuda_bh_moments_small_max = k ? 0 : 1ll << 40;
-                fmk_cuda_tree_small_max = k ? 0 : 1ll << 40;
+                knob("treecode.split_warps", k ? 0 : 1 << 20);
+                knob("treecode.moments_small_max", k ? 0 : 0x1p40);
+                knob("treecode.tree.small_max", k ? 0 : 0x1p40);
                 one_wait_paths(!k);
                 fmk_opts o = tree_opts(FMK_PRECISION_FP64, 0.6, walk_of(1));
                 o.softening = kern ? 0.01 : 0;
@@ -1093,57 +1064,25 @@ static void test_small_paths(void)
             pb[k] = xmalloc((size_t)nb * 8), gb[k] = xmalloc((size_t)nb * 24);
         test_points(TEST_DIST_CUBE, nb, 94, xb);
         test_charges(nb, 0, 95, qb);
-        const long long redos = fmk_cuda_bh_split_redos;
+        double redos = 0;
         for (int k = 0; k < 2; k++) {
-            fmk_cuda_bh_split_warps = k ? 0 : 1 << 20;
-            fmk_cuda_bh_split_level_max = 6;
-            fmk_cuda_bh_split_nodes = 2048; /* level 5 of the 2^17 cube: 32768 nodes */
+            knob("treecode.split_warps", k ? 0 : 1 << 20);
+            knob("treecode.split_level_max", 6);
+            knob("treecode.split_nodes", 2048); /* level 5 of the 2^17 cube: 32768 nodes */
             fmk_opts o = tree_opts(FMK_PRECISION_FP64, 0.9, walk_of(1));
             o.leaf_size = 1;
             CHECK_STATUS(run(FMK_KERNEL_LAPLACE, &o, nb, xb, qb, 0, NULL, pb[k], gb[k], NULL), FMK_OK);
+            redos += last_split_redos;
         }
         check_context("small paths: deep split");
         CHECK_LE(test_rel_l2(pb[0], pb[1], nb), 1e-12, "pot, split vs unsplit");
         CHECK_LE(test_rel_l2(gb[0], gb[1], 3 * nb), 1e-12, "grad, split vs unsplit");
-        printf("  deep split: %lld walk(s) redone unsplit\n", fmk_cuda_bh_split_redos - redos);
+        printf("  deep split: %g walk(s) redone unsplit\n", redos);
         for (int k = 0; k < 2; k++)
             free(pb[k]), free(gb[k]);
         free(xb), free(qb);
     }
-    fmk_cuda_bh_split_warps = 24;
-    fmk_cuda_bh_split_level_max = 5;
-    fmk_cuda_bh_split_nodes = 8;
-    fmk_cuda_bh_moments_small_max = 8192;
-    fmk_cuda_tree_small_max = 1ll << 16;
-    restore_one_wait();
-    two_paths_free(x, q, y, p, g);
-}
-
-/* The breadth-first group walk makes the interactions of the next/more group walk in another
- * order: fp64 results agree to rounding, for groups of 32 and 64, self and separate targets. */
-static void test_walks_agree(void)
-{
-    const int64_t n = quick ? 4000 : 60000, m = quick ? 1000 : 9000;
-    double *x, *q, *y, *p[2], *g[2];
-    two_paths_case(n, m, TEST_DIST_CLUSTERED, 61, &x, &q, &y, p, g);
-    const int local0 = fmk_cuda_bh_local;
-    fmk_cuda_bh_local = 0; /* the next/more walk evaluates every node at each target */
-    for (int group = 32; group <= 64; group += 32)
-        for (int sep = 0; sep < 2; sep++) {
-            const int64_t mt = sep ? m : n;
-            fmk_cuda_bh_group_size = group;
-            for (int k = 0; k < 2; k++) {
-                fmk_opts o = tree_opts(FMK_PRECISION_FP64, 0.6, walk_of(k ? 3 : 1));
-                CHECK_STATUS(run(FMK_KERNEL_LAPLACE, &o, n, x, q, sep ? m : 0, sep ? y : NULL,
-                                 p[k], g[k], NULL), FMK_OK);
-            }
-            check_context("walks agree: group %d %s", group, sep ? "targets" : "self");
-            CHECK_LE(test_rel_l2(p[0], p[1], mt), 1e-12, "pot, breadth-first vs next/more");
-            CHECK_LE(test_rel_l2(g[0], g[1], 3 * mt), 1e-12, "grad, breadth-first vs next/more");
-        }
-    fmk_cuda_bh_group_size = 32;
-    fmk_cuda_bh_local = local0;
-    walk_of(1);
+    knobs_clear();
     two_paths_free(x, q, y, p, g);
 }
 
@@ -1160,10 +1099,9 @@ static void plummer_case(int64_t n, int64_t m, uint64_t seed, int positive, doub
         q[i] = fabs(q[i]) + 0.1;
 }
 
-/* Each way of forming groups (packed siblings, cut across bounds, one per node): the
- * breadth-first walk sums what the next/more walk sums (fp64, laplace and plummer, self and
- * separate targets, some targets on sources), and the errors against the direct sum stay
- * within the bounds of theta 0.6 (fp64 and fp32). */
+/* Each way of forming groups (packed siblings, cut across bounds, one per node): the errors
+ * against the direct sum stay within the bounds of theta 0.6 (fp64 and fp32; laplace and
+ * plummer, self and separate targets, some targets on sources), and fp32 is close to fp64. */
 static void test_group_modes(void)
 {
     const int64_t n = quick ? 4000 : 40000, m = quick ? 1000 : 7000;
@@ -1177,54 +1115,40 @@ static void test_group_modes(void)
             const double soft = kern ? 0.01 : 0;
             const int64_t mt = sep ? m : n;
             reference(kernel, soft, n, x, q, sep ? m : 0, sep ? y : NULL, rp, rg);
-            fmk_cuda_bh_group_merge_min = 0;
+            knob("treecode.group_merge_min", 0);
             for (int merge = 0; merge <= 2; merge++) {
-                fmk_cuda_bh_group_merge = merge;
-                /* fp64: breadth-first, next/more (no cell-to-group step in either) */
-                const int local0 = fmk_cuda_bh_local;
-                fmk_cuda_bh_local = 0;
-                for (int k = 0; k < 2; k++) {
-                    fmk_opts o = tree_opts(FMK_PRECISION_FP64, 0.6, walk_of(k ? 3 : 1));
-                    o.softening = soft;
-                    CHECK_STATUS(run(kernel, &o, n, x, q, sep ? m : 0, sep ? y : NULL, p[k], g[k],
-                                     NULL), FMK_OK);
-                }
+                knob("treecode.group_merge", merge);
+                fmk_opts o = tree_opts(FMK_PRECISION_FP64, 0.6, walk_of(1));
+                o.softening = soft;
+                CHECK_STATUS(run(kernel, &o, n, x, q, sep ? m : 0, sep ? y : NULL, p[0], g[0],
+                                 NULL), FMK_OK);
                 check_context("groups %d %s %s", merge, fmk_kernel_name(kernel),
                               sep ? "targets" : "self");
-                CHECK_LE(test_rel_l2(p[0], p[1], mt), 1e-12, "pot, breadth-first vs next/more");
-                CHECK_LE(test_rel_l2(g[0], g[1], 3 * mt), 1e-12, "grad, breadth-first vs next/more");
                 CHECK_LE(test_rel_l2(p[0], rp, mt), 1e-2, "rel l2 error of pot (fp64)");
                 CHECK_LE(test_rel_l2(g[0], rg, 3 * mt), 3e-2, "rel l2 error of grad (fp64)");
-                fmk_opts o = tree_opts(FMK_PRECISION_FP32, 0.6, walk_of(1));
+                o = tree_opts(FMK_PRECISION_FP32, 0.6, walk_of(1));
                 o.softening = soft;
                 CHECK_STATUS(run(kernel, &o, n, x, q, sep ? m : 0, sep ? y : NULL, p[1], g[1],
                                  NULL), FMK_OK);
                 CHECK_LE(test_rel_l2(p[1], rp, mt), 1e-2, "rel l2 error of pot (fp32)");
                 CHECK_LE(test_rel_l2(g[1], rg, 3 * mt), 3e-2, "rel l2 error of grad (fp32)");
                 CHECK_LE(test_rel_l2(g[1], g[0], 3 * mt), 1e-3, "grad, fp32 vs fp64");
-                fmk_cuda_bh_local = local0;
             }
         }
-    fmk_cuda_bh_group_merge = 2;
-    fmk_cuda_bh_group_merge_min = 1ll << 19;
-    walk_of(1);
+    knobs_clear();
     two_paths_free(x, q, y, p, g);
     free(rp), free(rg);
 }
 
-/* The acceptance tests of fmk_cuda_bh_mac (a node the group's box opens is accepted when every
- * target is outside its opening sphere): the breadth-first walk (split or not) and the next/more
- * walk make the same interactions (fp64, laplace and plummer, self and separate targets, some
- * targets on sources; also with leaves tested at theta 0.8), the errors stay within the bounds
- * of theta 0.6, and the results differ from those of the box test alone (the test is in
- * use). */
+/* The acceptance tests of treecode.mac (a node the group's box opens is accepted when every
+ * target is outside its opening sphere; fp64, laplace and plummer, self and separate targets,
+ * some targets on sources; also with leaves tested at theta 0.8): the errors stay within the
+ * bounds of theta 0.6 (fp64 and fp32), and the results differ from those of the box test alone
+ * (the test is in use). */
 static void test_mac(void)
 {
     const int64_t n = quick ? 4000 : 40000, m = quick ? 1000 : 7000;
-    const int mac0 = fmk_cuda_bh_mac;
-    const double lt0 = fmk_cuda_bh_leaf_theta;
-    const int local0 = fmk_cuda_bh_local;
-    fmk_cuda_bh_local = 0; /* the next/more walk has no cell-to-group step */
+    knob("treecode.local", 0); /* the acceptance tests alone, without the cell-to-group step */
     double *x = xmalloc((size_t)n * 24), *q = xmalloc((size_t)n * 8), *y = xmalloc((size_t)m * 24);
     double *rp = xmalloc((size_t)n * 8), *rg = xmalloc((size_t)n * 24);
     double *p[3], *g[3];
@@ -1237,7 +1161,7 @@ static void test_mac(void)
             const double soft = kern ? 0.01 : 0;
             const int64_t mt = sep ? m : n;
             reference(kernel, soft, n, x, q, sep ? m : 0, sep ? y : NULL, rp, rg);
-            fmk_cuda_bh_mac = 0, fmk_cuda_bh_leaf_theta = 0;
+            knob("treecode.mac", 0), knob("treecode.leaf_theta", 0);
             fmk_opts o = tree_opts(FMK_PRECISION_FP64, 0.6, walk_of(1));
             o.softening = soft;
             CHECK_STATUS(run(kernel, &o, n, x, q, sep ? m : 0, sep ? y : NULL, p[2], g[2], NULL),
@@ -1245,18 +1169,15 @@ static void test_mac(void)
             const double e0 = test_rel_l2(g[2], rg, 3 * mt);
             for (int v = 1; v <= 3; v++) { /* mac 1, 2, and 2 with leaves at theta 0.8 */
                 const int mac = v == 1 ? 1 : 2;
-                fmk_cuda_bh_mac = mac;
-                fmk_cuda_bh_leaf_theta = v == 3 ? 0.8 : 0;
-                for (int k = 0; k < 2; k++) {
-                    o = tree_opts(FMK_PRECISION_FP64, 0.6, walk_of(k ? 3 : 1));
-                    o.softening = soft;
-                    CHECK_STATUS(run(kernel, &o, n, x, q, sep ? m : 0, sep ? y : NULL, p[k], g[k],
-                                     NULL), FMK_OK);
-                }
-                check_context("mac %d leaf theta %.1f %s %s", mac, fmk_cuda_bh_leaf_theta,
+                const double leaf_theta = v == 3 ? 0.8 : 0;
+                knob("treecode.mac", mac);
+                knob("treecode.leaf_theta", leaf_theta);
+                o = tree_opts(FMK_PRECISION_FP64, 0.6, walk_of(1));
+                o.softening = soft;
+                CHECK_STATUS(run(kernel, &o, n, x, q, sep ? m : 0, sep ? y : NULL, p[0], g[0],
+                                 NULL), FMK_OK);
+                check_context("mac %d leaf theta %.1f %s %s", mac, leaf_theta,
                               fmk_kernel_name(kernel), sep ? "targets" : "self");
-                CHECK_LE(test_rel_l2(p[0], p[1], mt), 1e-12, "pot, breadth-first vs next/more");
-                CHECK_LE(test_rel_l2(g[0], g[1], 3 * mt), 1e-12, "grad, breadth-first vs next/more");
                 CHECK_LE(test_rel_l2(p[0], rp, mt), 1e-2, "rel l2 error of pot (fp64)");
                 const double e = test_rel_l2(g[0], rg, 3 * mt);
                 CHECK_LE(e, 3e-2, "rel l2 error of grad (fp64)");
@@ -1264,7 +1185,7 @@ static void test_mac(void)
                           "the same results as the box test alone");
                 if (kern == 0 && sep == 0)
                     printf("  mac %d leaf theta %.1f: grad error %.2e (box test %.2e), Plummer sphere, "
-                           "%lld points\n", mac, fmk_cuda_bh_leaf_theta, e, e0, (long long)n);
+                           "%lld points\n", mac, leaf_theta, e, e0, (long long)n);
                 o = tree_opts(FMK_PRECISION_FP32, 0.6, walk_of(1));
                 o.softening = soft;
                 CHECK_STATUS(run(kernel, &o, n, x, q, sep ? m : 0, sep ? y : NULL, p[1], g[1],
@@ -1272,16 +1193,13 @@ static void test_mac(void)
                 CHECK_LE(test_rel_l2(g[1], rg, 3 * mt), 3e-2, "rel l2 error of grad (fp32)");
             }
         }
-    fmk_cuda_bh_mac = mac0;
-    fmk_cuda_bh_leaf_theta = lt0;
-    fmk_cuda_bh_local = local0;
-    walk_of(1);
+    knobs_clear();
     for (int k = 0; k < 3; k++)
         free(p[k]), free(g[k]);
     free(x), free(q), free(y), free(rp), free(rg);
 }
 
-/* The cell-to-group step (fmk_cuda_bh_local): with expansions of order 4 (the default distance
+/* The cell-to-group step (treecode.local): with expansions of order 4 (the default distance
  * test) and of orders 2 and 3 (with a = 0.75, k = 3.5, order 3's default until order 4), the
  * errors against the direct sum (fp64 and fp32, laplace and plummer, self and separate targets,
  * some on sources) stay within 1.3x (orders 3, 4) and 5x (order 2) those of the walk without it
@@ -1290,13 +1208,10 @@ static void test_mac(void)
 static void test_local(void)
 {
     const int64_t n = quick ? 4000 : 40000, m = quick ? 1000 : 7000;
-    const int local0 = fmk_cuda_bh_local;
-    const double k0 = fmk_cuda_bh_local_k, a0 = fmk_cuda_bh_local_open;
     double *x, *q, *y, *p[2], *g[2];
     double *rp = xmalloc((size_t)n * 8), *rg = xmalloc((size_t)n * 24);
     two_paths_alloc(n, m, &x, &q, &y, p, g);
     plummer_case(n, m, 101, 1, x, y, q);
-    walk_of(1);
     for (int kern = 0; kern < 2; kern++)
         for (int sep = 0; sep < 2; sep++) {
             const fmk_kernel kernel = kern ? FMK_KERNEL_PLUMMER : FMK_KERNEL_LAPLACE;
@@ -1307,14 +1222,16 @@ static void test_local(void)
                 fmk_opts o = tree_opts(prec ? FMK_PRECISION_FP32 : FMK_PRECISION_FP64, 0.6,
                                        FMK_WALK_GROUP);
                 o.softening = soft;
-                fmk_cuda_bh_local = 0;
+                knob("treecode.local", 0);
                 CHECK_STATUS(run(kernel, &o, n, x, q, sep ? m : 0, sep ? y : NULL, p[0], g[0],
                                  NULL), FMK_OK);
                 const double e0p = test_rel_l2(p[0], rp, mt), e0 = test_rel_l2(g[0], rg, 3 * mt);
                 for (int order = 2; order <= 4; order++) {
-                    fmk_cuda_bh_local = order;
-                    fmk_cuda_bh_local_k = order == 4 ? k0 : 3.5;
-                    fmk_cuda_bh_local_open = order == 4 ? a0 : 0.75;
+                    knob("treecode.local", order);
+                    if (order == 4) /* the default distance test (or the command line's) */
+                        knob_drop("treecode.local_k"), knob_drop("treecode.local_open");
+                    else
+                        knob("treecode.local_k", 3.5), knob("treecode.local_open", 0.75);
                     CHECK_STATUS(run(kernel, &o, n, x, q, sep ? m : 0, sep ? y : NULL, p[1], g[1],
                                      NULL), FMK_OK);
                     const double ep = test_rel_l2(p[1], rp, mt), e = test_rel_l2(g[1], rg, 3 * mt);
@@ -1340,9 +1257,9 @@ static void test_local(void)
     reference(FMK_KERNEL_LAPLACE, 0, n, x, q, 0, NULL, rp, rg);
     double e[5];
     for (int v = 0; v < 5; v++) {
-        fmk_cuda_bh_local = v == 0 ? 2 : v == 4 ? 4 : 3;
-        fmk_cuda_bh_local_k = v == 2 ? 8 : 1.5;
-        fmk_cuda_bh_local_open = v == 3 ? 0 : 1; /* the weight of r_open in the distance test */
+        knob("treecode.local", v == 0 ? 2 : v == 4 ? 4 : 3);
+        knob("treecode.local_k", v == 2 ? 8 : 1.5);
+        knob("treecode.local_open", v == 3 ? 0 : 1); /* the weight of r_open in the distance test */
         fmk_opts o = tree_opts(FMK_PRECISION_FP64, 0.6, FMK_WALK_GROUP);
         CHECK_STATUS(run(FMK_KERNEL_LAPLACE, &o, n, x, q, 0, NULL, p[0], g[0], NULL), FMK_OK);
         e[v] = test_rel_l2(g[0], rg, 3 * n);
@@ -1354,26 +1271,24 @@ static void test_local(void)
     /* a = 0 takes every node that a = 1 takes and more, still within the absolute bound */
     CHECK_MSG(e[1] < e[3], "grad error: a = 1 %.3e >= a = 0 %.3e (factor 1.5)", e[1], e[3]);
     CHECK_LE(e[3], 3e-2, "rel l2 error of grad, a = 0, factor 1.5");
-    fmk_cuda_bh_local = local0, fmk_cuda_bh_local_k = k0, fmk_cuda_bh_local_open = a0;
+    knobs_clear();
     two_paths_free(x, q, y, p, g);
     free(rp), free(rg);
 }
 
 /* The order-4 step's M2L of the expansion's harmonic coefficients only (eps2 = 0,
- * fmk_cuda_bh_local_harmonic) against the full M2L: laplace, the same results to rounding
+ * treecode.local_harmonic) against the full M2L: laplace, the same results to rounding
  * (rel l2 1e-12 in fp64, 1e-5 in fp32) and the same errors against the direct sum; the
  * softened kernel (plummer) takes the full M2L either way (the same results). Plummer sphere,
  * self and separate targets. */
 static void test_local_harmonic(void)
 {
     const int64_t n = quick ? 4000 : 40000, m = quick ? 1000 : 7000;
-    const int local0 = fmk_cuda_bh_local, harm0 = fmk_cuda_bh_local_harmonic;
     double *x, *q, *y, *p[2], *g[2];
     double *rp = xmalloc((size_t)n * 8), *rg = xmalloc((size_t)n * 24);
     two_paths_alloc(n, m, &x, &q, &y, p, g);
     plummer_case(n, m, 103, 1, x, y, q);
-    walk_of(1);
-    fmk_cuda_bh_local = 4;
+    knob("treecode.local", 4);
     for (int kern = 0; kern < 2; kern++)
         for (int sep = 0; sep < 2; sep++) {
             const fmk_kernel kernel = kern ? FMK_KERNEL_PLUMMER : FMK_KERNEL_LAPLACE;
@@ -1385,7 +1300,7 @@ static void test_local_harmonic(void)
                                        FMK_WALK_GROUP);
                 o.softening = soft;
                 for (int h = 0; h < 2; h++) {
-                    fmk_cuda_bh_local_harmonic = h;
+                    knob("treecode.local_harmonic", h);
                     CHECK_STATUS(run(kernel, &o, n, x, q, sep ? m : 0, sep ? y : NULL, p[h], g[h],
                                      NULL), FMK_OK);
                 }
@@ -1404,7 +1319,7 @@ static void test_local_harmonic(void)
                            "%lld points\n", prec ? "fp32" : "fp64", e1, e0, (long long)n);
             }
         }
-    fmk_cuda_bh_local = local0, fmk_cuda_bh_local_harmonic = harm0;
+    knobs_clear();
     two_paths_free(x, q, y, p, g);
     free(rp), free(rg);
 }
@@ -1433,7 +1348,6 @@ static void test_close_pairs(void)
                 check_context("close pairs: frame %.3g, walk %d, %s", w, wk, prec ? "fp64" : "fp32");
                 fmk_opts o = tree_opts(pr, 0.6, walk_of(wk));
                 const fmk_status st = run(FMK_KERNEL_LAPLACE, &o, n, x, q, 0, NULL, NULL, g, NULL);
-                fmk_cuda_bh_group_walk = 0;
                 if (!CHECK(st == FMK_OK))
                     continue;
                 const double e = tree_close_error(g, ref, pair);
@@ -1455,7 +1369,7 @@ static void test_oom(void)
     test_charges(n, 0, 72, q);
     fmk_opts o = tree_opts(FMK_PRECISION_FP32, 0.6, FMK_WALK_AUTO);
     fmk_plan *p = NULL;
-    CHECK_PLAN_OK(fmk_plan_create(&p, 3, FMK_KERNEL_LAPLACE, 1e-3, &o), NULL);
+    CHECK_PLAN_OK(plan_new(&p, FMK_KERNEL_LAPLACE, &o), NULL);
     int64_t h = 0, d = 0;
     CHECK_PLAN_OK(fmk_plan_memory(p, n, -1, &h, &d), p);
     CHECK_MSG(d > n * 40 && h > 0, "fmk_plan_memory: %lld device bytes for %lld points",
@@ -1486,7 +1400,7 @@ static void check_same_sums(fmk_status s1, const double *p1, const double *g1, f
                   "%s: different sums", what);
 }
 
-/* Super-groups (fmk_cuda_bh_super) on and off, against the direct sum: the errors of
+/* Super-groups (treecode.super) on and off, against the direct sum: the errors of
  * test_accuracy's bounds at theta 0.6 on every input, and on uniform and Plummer points the
  * acceleration error with two levels (8 groups, parents of 4 super-groups) at most 1.05 x
  * without (fp32). One level: 16 (16 x 4 > 32: no parents). The overflow case: the
@@ -1499,14 +1413,9 @@ static void super_cases(int n_cases)
     const int64_t n = quick ? 12000 : 150000, m = quick ? 5000 : 60000;
     double *x = xmalloc((size_t)n * 24), *q = xmalloc((size_t)n * 8), *y = xmalloc((size_t)m * 24);
     double *rp = xmalloc((size_t)n * 8), *rg = xmalloc((size_t)n * 24);
-    const int s0 = fmk_cuda_bh_super, c0 = fmk_cuda_bh_super_cap, o0 = fmk_cuda_bh_super_open;
-    const int s20 = fmk_cuda_bh_super2, c20 = fmk_cuda_bh_super2_cap;
-    const long long min0 = fmk_cuda_bh_super_min;
-    const double depth0 = fmk_cuda_bh_super_depth;
-    fmk_cuda_bh_group_walk = 0; /* the breadth-first walk (walk_of leaves it set) */
-    fmk_cuda_bh_split_warps = 0;
-    fmk_cuda_bh_super_min = 0;
-    fmk_cuda_bh_super_depth = -100; /* every tree */
+    knob("treecode.split_warps", 0);
+    knob("treecode.super_min", 0);
+    knob("treecode.super_depth", -100); /* every tree */
     const char *names[] = {"cube", "plummer", "clustered", "outlier", "identical", "plane",
                            "line", "targets", "softened", "overflow"};
     for (int c = 0; c < n_cases; c++) {
@@ -1538,9 +1447,9 @@ static void super_cases(int n_cases)
                                    {4, 640, c == 9 ? 0 : 1, 4, c == 9 ? 1 : 640},
                                    {2, 640, 0, 8, 640}};
             for (int k = 0; k < 5; k++) {
-                fmk_cuda_bh_super = cfg[k][0], fmk_cuda_bh_super_cap = cfg[k][1];
-                fmk_cuda_bh_super_open = cfg[k][2];
-                fmk_cuda_bh_super2 = cfg[k][3], fmk_cuda_bh_super2_cap = cfg[k][4];
+                knob("treecode.super", cfg[k][0]), knob("treecode.super_cap", cfg[k][1]);
+                knob("treecode.super_open", cfg[k][2]);
+                knob("treecode.super2", cfg[k][3]), knob("treecode.super2_cap", cfg[k][4]);
                 fmk_opts o = tree_opts(prec ? FMK_PRECISION_FP32 : FMK_PRECISION_FP64, 0.6,
                                        FMK_WALK_AUTO);
                 o.softening = soft;
@@ -1570,10 +1479,10 @@ static void super_cases(int n_cases)
                     double *p2 = xmalloc((size_t)mo * 8), *g2 = xmalloc((size_t)mo * 24);
                     const fmk_status s1 =
                         run(kernel, &o, nc, x, q, mc, mc ? y : NULL, p1, g1, NULL);
-                    fmk_cuda_tree_groups_rank = 0;
+                    knob("treecode.tree.groups_rank", 0);
                     const fmk_status s2 =
                         run(kernel, &o, nc, x, q, mc, mc ? y : NULL, p2, g2, NULL);
-                    fmk_cuda_tree_groups_rank = 1;
+                    knob_drop("treecode.tree.groups_rank");
                     check_same_sums(s1, p1, g1, s2, p2, g2, mo,
                                     "groups ordered by the tree or by the sort");
                     free(p1), free(g1), free(p2), free(g2);
@@ -1592,15 +1501,11 @@ static void super_cases(int n_cases)
                    c == 9 ? "parents' cap 1" : "open 1", e[4].grad);
         }
     }
-    fmk_cuda_bh_super = s0, fmk_cuda_bh_super_cap = c0, fmk_cuda_bh_super_open = o0;
-    fmk_cuda_bh_super2 = s20, fmk_cuda_bh_super2_cap = c20;
-    fmk_cuda_bh_super_min = min0;
-    fmk_cuda_bh_super_depth = depth0;
-    fmk_cuda_bh_split_warps = 24;
+    knobs_clear();
     free(x), free(q), free(y), free(rp), free(rg);
 }
 
-/* The group walk's warps by tickets (fmk_cuda_bh_tickets) or one per block: the same group
+/* The group walk's warps by tickets (treecode.tickets) or one per block: the same group
  * walks, so the same sums bit for bit; with a grid of 16 blocks (each warp walks many groups)
  * and with the full one (cube, Plummer sphere with and without super-groups, separate targets,
  * softened, fp64, and sets small enough for the one-block charge check and for the one-block
@@ -1611,9 +1516,6 @@ static void test_tickets(void)
     const int64_t n_max = n > 20000 ? n : 20000; /* the case "small" takes 20000 */
     double *x = xmalloc((size_t)n_max * 24), *q = xmalloc((size_t)n_max * 8);
     double *y = xmalloc((size_t)m * 24);
-    const long long min0 = fmk_cuda_bh_super_min;
-    const double depth0 = fmk_cuda_bh_super_depth;
-    const int t0 = fmk_cuda_bh_tickets;
     const char *names[] = {"cube", "plummer", "plummer super", "targets", "softened", "fp64",
                            "small", "smaller"};
     for (int c = 0; c < 8; c++) {
@@ -1624,27 +1526,28 @@ static void test_tickets(void)
         test_charges(nc, 0, 101 + c, q);
         if (c == 3)
             test_points(TEST_DIST_PLUMMER, mc, 111, y);
-        fmk_cuda_bh_super_min = c == 2 ? 0 : min0;
-        fmk_cuda_bh_super_depth = c == 2 ? -100 : depth0;
+        if (c == 2)
+            knob("treecode.super_min", 0), knob("treecode.super_depth", -100);
+        else
+            knob_drop("treecode.super_min"), knob_drop("treecode.super_depth");
         fmk_opts o = tree_opts(c == 5 ? FMK_PRECISION_FP64 : FMK_PRECISION_FP32, 0.6,
                                FMK_WALK_AUTO);
         const fmk_kernel kernel = c == 4 ? FMK_KERNEL_PLUMMER : FMK_KERNEL_LAPLACE;
         o.softening = c == 4 ? 0.01 : 0;
         double *p0 = xmalloc((size_t)mo * 8), *g0 = xmalloc((size_t)mo * 24);
         double *p1 = xmalloc((size_t)mo * 8), *g1 = xmalloc((size_t)mo * 24);
-        fmk_cuda_bh_tickets = 0;
+        knob("treecode.tickets", 0);
         const fmk_status s0 = run(kernel, &o, nc, x, q, mc, mc ? y : NULL, p0, g0, NULL);
         for (int k = 0; k < 2; k++) {
             check_context("tickets %d: %s", k ? 1 : 16, names[c]);
-            fmk_cuda_bh_tickets = k ? 1 : 16;
+            knob("treecode.tickets", k ? 1 : 16);
             const fmk_status s1 = run(kernel, &o, nc, x, q, mc, mc ? y : NULL, p1, g1, NULL);
             check_same_sums(s0, p0, g0, s1, p1, g1, mo, "walks by tickets and one per block");
         }
-        fmk_cuda_bh_tickets = t0;
+        knob_drop("treecode.tickets");
         free(p0), free(g0), free(p1), free(g1);
     }
-    fmk_cuda_bh_super_min = min0;
-    fmk_cuda_bh_super_depth = depth0;
+    knobs_clear();
     free(x), free(q), free(y);
 }
 
@@ -1654,10 +1557,12 @@ static void test_super(void) { super_cases(10); }
 static void test_super_one(void) { super_cases(1); }
 
 /* test_tree_gpu [--quick] [knobs] [test ...]: names pick tests (device_paths, one_wait, frame_grid, same_tree, targets,
- * hard_inputs, accuracy, walks_agree, small_paths, moments_fused, moments_up, small_fold, group_modes, mac, local,
+ * hard_inputs, accuracy, small_paths, moments_fused, moments_up, small_fold, group_modes, mac, local,
  * local_harmonic, close_pairs, super, super_one, tickets, oom); none: all but super_one
- * (oom not with --quick). make gpu-test runs racecheck on a named subset: its cost grows with
- * the walk's shared-memory traffic, and the whole --quick set is too slow under it. */
+ * (oom not with --quick). Knobs for every plan: --mac K, --leaf-theta T, --local P, --local-k K,
+ * --local-open A, --local-harmonic H, --knob NAME VALUE (any "treecode.*" knob). make gpu-test
+ * runs racecheck on a named subset: its cost grows with the walk's shared-memory traffic, and
+ * the whole --quick set is too slow under it. */
 int main(int argc, char **argv)
 {
     int local_only = 0, n_names = 0;
@@ -1666,22 +1571,23 @@ int main(int argc, char **argv)
         if (strcmp(argv[a], "--quick") == 0)
             quick = 1;
         else if (strcmp(argv[a], "--mac") == 0 && a + 1 < argc)
-            fmk_cuda_bh_mac = atoi(argv[++a]);
+            base_knob("treecode.mac", atoi(argv[++a]));
         else if (strcmp(argv[a], "--leaf-theta") == 0 && a + 1 < argc)
-            fmk_cuda_bh_leaf_theta = atof(argv[++a]);
+            base_knob("treecode.leaf_theta", atof(argv[++a]));
         else if (strcmp(argv[a], "--local") == 0 && a + 1 < argc)
-            fmk_cuda_bh_local = atoi(argv[++a]);
-        else if (strcmp(argv[a], "--split-deepest") == 0)
-            fmk_cuda_bh_split_deepest = 1;
+            base_knob("treecode.local", atoi(argv[++a]));
         else if (strcmp(argv[a], "--local-only") == 0)
             local_only = 1;
         else if (strcmp(argv[a], "--local-k") == 0 && a + 1 < argc)
-            fmk_cuda_bh_local_k = atof(argv[++a]);
+            base_knob("treecode.local_k", atof(argv[++a]));
         else if (strcmp(argv[a], "--local-open") == 0 && a + 1 < argc)
-            fmk_cuda_bh_local_open = atof(argv[++a]);
+            base_knob("treecode.local_open", atof(argv[++a]));
         else if (strcmp(argv[a], "--local-harmonic") == 0 && a + 1 < argc)
-            fmk_cuda_bh_local_harmonic = atoi(argv[++a]);
-        else
+            base_knob("treecode.local_harmonic", atoi(argv[++a]));
+        else if (strcmp(argv[a], "--knob") == 0 && a + 2 < argc) {
+            base_knob(argv[a + 1], atof(argv[a + 2]));
+            a += 2;
+        } else
             names[n_names++] = argv[a];
     }
     if (fmk_cuda_device_count() <= 0) {
@@ -1699,7 +1605,7 @@ int main(int argc, char **argv)
                  {"same_tree", test_same_tree},     {"moments_fused", test_moments_fused},
                  {"moments_up", test_moments_up},
                  {"targets", test_targets},           {"hard_inputs", test_hard_inputs},
-                 {"accuracy", test_accuracy},         {"walks_agree", test_walks_agree},
+                 {"accuracy", test_accuracy},
                  {"small_paths", test_small_paths},   {"group_modes", test_group_modes},
                  {"mac", test_mac},                   {"local", test_local},
                  {"local_harmonic", test_local_harmonic},
@@ -1713,8 +1619,10 @@ int main(int argc, char **argv)
             want |= strcmp(names[k], tests[i].name) == 0;
         if (n_names == 0 && tests[i].run == test_super_one)
             want = 0; /* a part of super */
-        if (want && !(quick && tests[i].run == test_oom))
+        if (want && !(quick && tests[i].run == test_oom)) {
+            knobs_clear();
             tests[i].run();
+        }
     }
     free(names);
     return check_summary();
