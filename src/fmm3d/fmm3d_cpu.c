@@ -17,6 +17,7 @@
 #include <omp.h>
 #endif
 
+#include "core/tune.h"
 #include "fmm3d/fmm3d_cpu.h"
 
 static int order_of(const fmk_plan *plan)
@@ -261,7 +262,8 @@ static fmk_status fmm_setup(fmk_plan *plan)
         bad = fmk_fmm3d_lists_build(&s->tree, s->n_src, s->n_trg, &s->lists, plan->threads) != 0;
     }
     if (!bad)
-        bad = fmk_fmm3d_cpu_direct_lists(s, p, fmk_fmm3d_cpu_pair_time(plan)) != 0;
+        bad = fmk_fmm3d_cpu_direct_lists(s, p, fmk_fmm3d_cpu_pair_time(plan),
+                                         ((const fmk_fmm3d_cpu_tune *)plan->tune)->direct_near) != 0;
     int n_dirs = 0, rot_first[FMK_FMM3D_NDIR]; /* polar angles in use; a direction of each */
     if (!bad)
         bad = rotation_slots(s, p, &n_dirs, rot_first) != 0;
@@ -415,8 +417,17 @@ static fmk_status fmm_check_opts(fmk_opts *o, fmk_kernel kernel, int dim, double
     return FMK_OK;
 }
 
+static const fmk_fmm3d_cpu_tune tune_defaults = {.direct_near = 1};
+static const fmk_tune_knob tune_knobs[] = {
+    FMK_KNOB(fmk_fmm3d_cpu_tune, direct_near, FMK_TUNE_INT, 0, 1,
+             "W and X entries cheaper summed directly are (1) or all on operators (0)"),
+};
+static const fmk_tune_table tune_table = {"fmm3d", sizeof(fmk_fmm3d_cpu_tune), &tune_defaults,
+                                          FMK_TUNE_COUNT(tune_knobs), tune_knobs};
+
 const fmk_engine fmk_engine_fmm_cpu = {
     .name = "fmm/cpu",
+    .tune = &tune_table,
     .setup = fmm_setup,
     .eval = fmm_eval,
     .memory = fmm_memory,

@@ -89,7 +89,13 @@ double fmk_fmm3d_cpu_pair_time(const fmk_plan *plan);
 /* 1 when P2P runs the AVX-512 laplace loop (laplace in fp64 on a CPU with AVX-512F). */
 int fmk_fmm3d_cpu_p2p_avx512(const fmk_plan *plan);
 /* The W and X entries summed directly (see p2p_cpu.c); returns 0, or -1 when out of memory. */
-int fmk_fmm3d_cpu_direct_lists(fmk_fmm3d_cpu *s, int order, double t_pair);
+int fmk_fmm3d_cpu_direct_lists(fmk_fmm3d_cpu *s, int order, double t_pair, int direct_near);
+
+/* The engine's knobs (core/tune.h, prefix "fmm3d"). */
+typedef struct fmk_fmm3d_cpu_tune {
+    int direct_near;            /* 1: W and X entries cheaper summed directly are (default);
+                                 * 0: every entry on its operator */
+} fmk_fmm3d_cpu_tune;
 void fmk_fmm3d_cpu_p2p(const fmk_plan *plan, fmk_fmm3d_cpu *s);
 
 #endif /* FMMKIT_FMM3D_CPU_H */

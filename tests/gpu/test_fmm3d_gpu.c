@@ -30,7 +30,9 @@
 
 static int quick;
 
-extern int fmk_fmm3d_direct_near; /* the CPU engine's (src/fmm3d.h) */
+/* The CPU engine's knob "fmm3d.direct_near" (fmm3d/fmm3d_cpu.h), set on every CPU plan this
+ * program makes: 0 keeps M2P and P2L for every W and X entry, as the GPU's direct_near = 0. */
+static int cpu_direct_near = 1;
 
 /* The GPU engine's knobs (core/tune.h, "fmm3d.<field>"; defaults of fmm3d/cuda/fmm3d_cuda.h),
  * set on every GPU plan this program makes (gpu_knobs, at its creation): a test changes a field
@@ -81,6 +83,10 @@ static fmk_status gpu_knobs(fmk_plan *p)
 static fmk_status plan_create(fmk_plan **p, double eps, const fmk_opts *o)
 {
     fmk_status st = fmk_plan_create(p, 3, FMK_KERNEL_LAPLACE, eps, o);
+    fmk_info in;
+    if (st == FMK_OK && fmk_plan_info(*p, &in) == FMK_OK && in.backend == FMK_BACKEND_CPU &&
+        in.method == FMK_METHOD_FMM)
+        st = fmk_plan_tune(*p, "fmm3d.direct_near", cpu_direct_near);
     if (st == FMK_OK && (st = gpu_knobs(*p)) != FMK_OK) {
         fmk_plan_destroy(*p);
         *p = NULL;
@@ -229,9 +235,9 @@ static void test_vs_cpu(void)
             fmk_opts og = fmm_opts(FMK_BACKEND_CUDA, orders[k], 30);
             /* both engines with every W and X entry on its operator (neither sums the cheap
              * ones directly), so they compute the same expansions */
-            fmk_fmm3d_direct_near = 0;
+            cpu_direct_near = 0;
             CHECK(run(&oc, 1e-6, n, x, q, 0, NULL, p1, g1, NULL) == FMK_OK);
-            fmk_fmm3d_direct_near = 1;
+            cpu_direct_near = 1;
             fmk_info info;
             const int near = knob.direct_near;
             knob.direct_near = 0;
@@ -312,9 +318,9 @@ static void test_pairs(void)
         test_charges(n, 0, 32 + d, q);
         check_context("pairs, %s", dist_name[d]);
         fmk_opts oc = fmm_opts(FMK_BACKEND_CPU, 4, 300), og = fmm_opts(FMK_BACKEND_CUDA, 4, 300);
-        fmk_fmm3d_direct_near = 0;
+        cpu_direct_near = 0;
         CHECK(run(&oc, 1e-6, n, x, q, 0, NULL, p1, g1, NULL) == FMK_OK);
-        fmk_fmm3d_direct_near = 1;
+        cpu_direct_near = 1;
         for (int rt = 1; rt <= 6; rt++)
             for (int nw = 0; nw <= 1; nw++) { /* Newton's 1/r: ~1e-13 relative, a bound of 1e-11 */
                 int levels;
@@ -1249,9 +1255,9 @@ static void test_race(void)
         fmk_opts oc = fmm_opts(FMK_BACKEND_CPU, 4, 30), og = fmm_opts(FMK_BACKEND_CUDA, 4, 30);
         for (int sep = 0; sep < 2; sep++) {
             const int64_t k = sep ? m : n;
-            fmk_fmm3d_direct_near = 0;
+            cpu_direct_near = 0;
             CHECK(run(&oc, 1e-3, n, x, q, sep ? m : 0, sep ? y : NULL, p1, g1, NULL) == FMK_OK);
-            fmk_fmm3d_direct_near = 1;
+            cpu_direct_near = 1;
             static const struct {
                 int pairs, overlap, rot;
             } v[] = {{-1, 1, 32}, {0, 1, 32}, {1, 0, 32}, {2, 1, 0}};
@@ -1274,9 +1280,9 @@ static void test_race(void)
          * to 300 points, 1/r by the third-order correction and by a Newton step */
         {
             fmk_opts ol = fmm_opts(FMK_BACKEND_CUDA, 4, 300), olc = fmm_opts(FMK_BACKEND_CPU, 4, 300);
-            fmk_fmm3d_direct_near = 0;
+            cpu_direct_near = 0;
             CHECK(run(&olc, 1e-3, n, x, q, 0, NULL, p1, g1, NULL) == FMK_OK);
-            fmk_fmm3d_direct_near = 1;
+            cpu_direct_near = 1;
             for (int c = 0; c < 6; c++) { /* 2 .. 6 points per lane, Newton's 1/r from the second */
                 const int rt = c == 0 ? 2 : c + 1;
                 check_context("race, %s, leaves of 300, P2P %d, Newton %d", dist_name[dists[d]], rt, c >= 1);
