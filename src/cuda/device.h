@@ -117,6 +117,7 @@ cudaError_t fmk_cuda_charge_stats(int cw, int64_t n, const double *d_charges,
 /* Writes charges times scale (an exact power of two) into the source 4-vectors. */
 cudaError_t fmk_cuda_pack_charges(int real, int cw, int64_t n, const double *d_charges,
                                   double scale, void *d_src);
+/* frame.cu: the device frame, one path for every GPU engine. */
 /* Bounding box and finiteness of ns sources and nt targets (device doubles), by CUB:
  * lo/hi per axis (dim axes; the rest 0) and the first non-finite point index in *bad
  * (-1: all finite; index >= ns means target bad - ns). d_temp/temp_bytes: query with
@@ -126,6 +127,20 @@ size_t fmk_cuda_box_bytes(void);
 cudaError_t fmk_cuda_bounding_box(int dim, int64_t ns, const double *d_s, int64_t nt,
                                   const double *d_t, void *d_temp, size_t *temp_bytes,
                                   void *d_box, double lo[3], double hi[3], int64_t *bad);
+/* The message (FMK_ERR_NONFINITE) for point index bad (>= ns: target bad - ns) of device
+ * points: which array, which point and coordinate, and its value. */
+fmk_status fmk_cuda_bad_point(fmk_plan *plan, int64_t bad, int64_t ns, const double *d_s,
+                              const double *d_t);
+/* The workspace fmk_cuda_frame needs for these points (bytes into *temp_bytes). */
+fmk_status fmk_cuda_frame_query(fmk_plan *plan, int64_t ns, const double *d_s, int64_t nt,
+                                const double *d_t, size_t *temp_bytes);
+/* The frame of device points (plan->dim coordinates each; nt = 0 when the targets are the
+ * sources): their box into lo/hi, a status with the first non-finite point, and the frame
+ * (fmk_plan_frame_from_box; frame NULL: the box only). d_temp: temp_bytes of workspace
+ * (fmk_cuda_frame_query); d_box: fmk_cuda_box_bytes() of device scratch. */
+fmk_status fmk_cuda_frame(fmk_plan *plan, int64_t ns, const double *d_s, int64_t nt,
+                          const double *d_t, void *d_temp, size_t temp_bytes, void *d_box,
+                          double lo[3], double hi[3], fmk_frame *frame);
 
 #ifdef __cplusplus
 }

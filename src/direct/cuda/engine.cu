@@ -201,23 +201,6 @@ fmk_status cuda_setup(fmk_plan *plan)
     return st;
 }
 
-/* The message for a non-finite point found on the GPU. */
-fmk_status bad_point(fmk_plan *plan, int64_t bad, int64_t ns, const double *d_s, const double *d_t)
-{
-    const char *what = bad < ns ? "sources" : "targets";
-    const int64_t i = bad < ns ? bad : bad - ns;
-    const double *d_x = (bad < ns ? d_s : d_t) + plan->dim * i;
-    double x[3] = {0, 0, 0};
-    cudaError_t err = cudaMemcpy(x, d_x, plan->dim * sizeof(double), cudaMemcpyDeviceToHost);
-    if (err != cudaSuccess)
-        return fmk_cuda_fail(plan, err, "cudaMemcpy (a point from the GPU)");
-    int k = 0;
-    while (k < plan->dim - 1 && isfinite(x[k]))
-        k++;
-    return fmk_error_set(plan, FMK_ERR_NONFINITE, "%s[%lld][%d] is %g; points must be finite",
-                         what, (long long)i, k, x[k]);
-}
-
 fmk_status points_device(fmk_plan *plan, int64_t ns, const double *d_s, int64_t nt,
                          const double *d_t)
 {
@@ -231,26 +214,18 @@ fmk_status points_device(fmk_plan *plan, int64_t ns, const double *d_s, int64_t 
     if (st != FMK_OK)
         return st;
     size_t temp_bytes = 0;
-    double lo[3] = {0, 0, 0}, hi[3] = {0, 0, 0};
-    int64_t bad = -1;
-    cudaError_t err = fmk_cuda_bounding_box(plan->dim, ns, d_s, n_box, d_t, NULL, &temp_bytes,
-                                            NULL, lo, hi, &bad);
-    if (err != cudaSuccess)
-        return fmk_cuda_fail(plan, err, "cub::DeviceReduce::TransformReduce (workspace query)");
+    double lo[3], hi[3];
+    st = fmk_cuda_frame_query(plan, ns, d_s, n_box, d_t, &temp_bytes);
+    if (st != FMK_OK)
+        return st;
     const size_t box_off = (temp_bytes + 255) / 256 * 256;
     st = prepare_state(plan, ns, self ? -1 : nt, box_off + fmk_cuda_box_bytes());
     if (st != FMK_OK)
         return st;
     fmk_cuda_direct *s = (fmk_cuda_direct *)plan->state;
-    err = fmk_cuda_bounding_box(plan->dim, ns, d_s, n_box, d_t, s->d_temp, &temp_bytes,
-                                (char *)s->d_temp + box_off, lo, hi, &bad);
-    if (err != cudaSuccess)
-        return fmk_cuda_fail(plan, err, "cub::DeviceReduce::TransformReduce (bounding box)");
-    if (bad >= 0)
-        return bad_point(plan, bad, ns, d_s, d_t);
-
     fmk_frame frame;
-    st = fmk_plan_frame_from_box(plan, lo, hi, &frame);
+    st = fmk_cuda_frame(plan, ns, d_s, n_box, d_t, s->d_temp, temp_bytes,
+                        (char *)s->d_temp + box_off, lo, hi, &frame);
     if (st != FMK_OK)
         return st;
     plan->frame = frame;
@@ -258,7 +233,7 @@ fmk_status points_device(fmk_plan *plan, int64_t ns, const double *d_s, int64_t 
     if (st == FMK_OK && !self)
         st = pack(plan, nt, s->m_pad, d_t, 1, s->d_trg);
     if (st == FMK_OK) { /* the caller may reuse its arrays once this returns */
-        err = cudaStreamSynchronize(0);
+        cudaError_t err = cudaStreamSynchronize(0);
         if (err != cudaSuccess)
             st = fmk_cuda_fail(plan, err, "the point packing kernel");
     }

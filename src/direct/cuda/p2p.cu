@@ -1,6 +1,6 @@
 /*
  * p2p.cu -- the GPU direct sum: tiled all-pairs kernels for every kernel and precision, and the
- * packing / bounding-box passes that prepare the device layout (cuda_internal.h).
+ * packing passes that prepare the device layout (cuda/device.h).
  *
  * Each block of THREADS threads owns THREADS * T targets (T per thread, strided by THREADS so
  * loads and stores coalesce) and walks the sources in tiles of TILE 4-vectors staged in shared
@@ -24,8 +24,6 @@
 
 #include <cub/block/block_reduce.cuh>
 #include <cuda/functional>
-#include <cub/device/device_reduce.cuh>
-#include <thrust/iterator/counting_iterator.h>
 
 #include "cuda/device.h"
 #include "kernels/rsqrt.cuh"
@@ -445,47 +443,6 @@ unsigned grid_for(int64_t n)
     return (unsigned)(b < 1 ? 1 : b > 8192 ? 8192 : b);
 }
 
-/* Bounding box and the first non-finite point, as one CUB reduction over point indices. */
-struct box {
-    double lo[3], hi[3];
-    long long bad;
-};
-
-struct box_of_point {
-    const double *s, *t;
-    long long ns;
-    int dim;
-    __device__ box operator()(long long i) const
-    {
-        box b;
-        const double *x = i < ns ? s + dim * i : t + dim * (i - ns);
-        bool ok = true;
-        for (int k = 0; k < 3; k++) {
-            double v = k < dim ? x[k] : 0.0;
-            ok = ok && isfinite(v);
-            b.lo[k] = b.hi[k] = v;
-        }
-        b.bad = ok ? LLONG_MAX : i;
-        if (!ok)
-            for (int k = 0; k < 3; k++)
-                b.lo[k] = INFINITY, b.hi[k] = -INFINITY;
-        return b;
-    }
-};
-
-struct box_union {
-    __device__ box operator()(const box &a, const box &b) const
-    {
-        box r;
-        for (int k = 0; k < 3; k++) {
-            r.lo[k] = fmin(a.lo[k], b.lo[k]);
-            r.hi[k] = fmax(a.hi[k], b.hi[k]);
-        }
-        r.bad = a.bad < b.bad ? a.bad : b.bad;
-        return r;
-    }
-};
-
 } // namespace
 
 extern "C" int fmk_cuda_p2p_splits(int real, fmk_kernel kernel, int64_t n_pad, int64_t m_pad,
@@ -559,31 +516,4 @@ extern "C" cudaError_t fmk_cuda_pack_charges(int real, int cw, int64_t n, const 
     else
         k_pack_charges<double><<<grid_for(n), 256>>>(cw, n, d_charges, scale, (real4d *)d_src);
     return cudaGetLastError();
-}
-
-extern "C" size_t fmk_cuda_box_bytes(void) { return sizeof(box); }
-
-extern "C" cudaError_t fmk_cuda_bounding_box(int dim, int64_t ns, const double *d_s, int64_t nt,
-                                             const double *d_t, void *d_temp, size_t *temp_bytes,
-                                             void *d_box, double lo[3], double hi[3],
-                                             int64_t *bad)
-{
-    box init;
-    for (int k = 0; k < 3; k++)
-        init.lo[k] = INFINITY, init.hi[k] = -INFINITY;
-    init.bad = LLONG_MAX;
-    box_of_point f = {d_s, d_t, (long long)ns, dim};
-    thrust::counting_iterator<long long> first(0);
-    cudaError_t err = cub::DeviceReduce::TransformReduce(d_temp, *temp_bytes, first, (box *)d_box,
-                                                         (long long)(ns + nt), box_union(), f, init);
-    if (err != cudaSuccess || d_temp == NULL)
-        return err;
-    box h;
-    err = cudaMemcpy(&h, d_box, sizeof h, cudaMemcpyDeviceToHost);
-    if (err != cudaSuccess)
-        return err;
-    for (int k = 0; k < 3; k++)
-        lo[k] = h.lo[k], hi[k] = h.hi[k];
-    *bad = h.bad == LLONG_MAX ? -1 : (int64_t)h.bad;
-    return cudaSuccess;
 }

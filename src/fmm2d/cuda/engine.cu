@@ -400,7 +400,6 @@ fmk_status points_device(fmk_plan *plan, int64_t ns, const double *d_s, int64_t 
     if (ns + (self ? 0 : nt) > INT32_MAX)
         return fmk_error_set(plan, FMK_ERR_ARG, "the 2D FMM on the GPU takes at most 2^31 - 1 points");
     double lo[3] = {0, 0, 0}, hi[3] = {0, 0, 0};
-    int64_t bad = -1;
     const int64_t n_box = self ? 0 : nt;
     fmk_fmm2d_gpu *s = new_state(plan, ns, nt, self, (fmk_fmm2d_gpu *)plan->state);
     if (!s)
@@ -419,18 +418,8 @@ fmk_status points_device(fmk_plan *plan, int64_t ns, const double *d_s, int64_t 
     fmk_status st = setup_common(plan, s, &ws, &d_box);
     if (st != FMK_OK)
         return st;
-    size_t temp_bytes = ws.temp_bytes;
-    err = fmk_cuda_bounding_box(2, ns, d_s, n_box, d_t, ws.temp, &temp_bytes, d_box, lo, hi, &bad);
     fmk_frame frame;
-    if (err != cudaSuccess) {
-        st = fmk_cuda_fail(plan, err, "cub::DeviceReduce::TransformReduce (bounding box)");
-    } else if (bad >= 0) {
-        const char *what = bad < ns ? "sources" : "targets";
-        st = fmk_error_set(plan, FMK_ERR_NONFINITE, "%s[%lld] is not finite; points must be finite",
-                           what, (long long)(bad < ns ? bad : bad - ns));
-    } else {
-        st = fmk_plan_frame_from_box(plan, lo, hi, &frame);
-    }
+    st = fmk_cuda_frame(plan, ns, d_s, n_box, d_t, ws.temp, ws.temp_bytes, d_box, lo, hi, &frame);
     if (st == FMK_OK) {
         plan->frame = frame;
         err = fmk_cuda_fmm2d_map_points(ns, d_s, self ? 0 : nt, d_t, &frame, &ws);

@@ -254,11 +254,10 @@ fmk_status points_device(fmk_plan *plan, int64_t ns, const double *d_s, int64_t 
     plan->n_sources = ns, plan->n_targets = nt;
     const long long total = fmk_fmm3d_cuda_plan_bytes(plan);
     size_t temp_bytes = 0;
-    double lo[3] = {0, 0, 0}, hi[3] = {0, 0, 0};
-    int64_t bad = -1;
-    cudaError_t err = fmk_cuda_bounding_box(3, ns, d_s, n_box, d_t, NULL, &temp_bytes, NULL, lo, hi, &bad);
-    if (err != cudaSuccess)
-        return fmk_cuda_fail(plan, err, "cub::DeviceReduce::TransformReduce (workspace query)");
+    double lo[3], hi[3];
+    st = fmk_cuda_frame_query(plan, ns, d_s, n_box, d_t, &temp_bytes);
+    if (st != FMK_OK)
+        return st;
     const size_t box_off = (temp_bytes + 255) / 256 * 256, box_bytes = box_off + fmk_cuda_box_bytes();
     /* the mapped points' buffer first: a size the GPU cannot hold fails before any read; the
      * plan's state from its previous points (fmm_set_points_device) lends its buffers (on
@@ -270,23 +269,16 @@ fmk_status points_device(fmk_plan *plan, int64_t ns, const double *d_s, int64_t 
         st = fmk_fmm3d_cuda_grow(plan, s, (void **)&s->d_pts, &s->cap_pts, 24 * (size_t)(np > 0 ? np : 1), "the points", total);
     if (st == FMK_OK)
         st = fmk_fmm3d_cuda_grow(plan, s, &s->d_box, &s->cap_box, box_bytes, "the bounding-box workspace", total);
-    if (st == FMK_OK) {
-        err = fmk_cuda_bounding_box(3, ns, d_s, n_box, d_t, s->d_box, &temp_bytes, (char *)s->d_box + box_off,
-                                    lo, hi, &bad);
-        if (err != cudaSuccess)
-            st = fmk_cuda_fail(plan, err, "cub::DeviceReduce::TransformReduce (bounding box)");
-    }
-    if (st == FMK_OK && bad >= 0)
-        st = fmk_error_set(plan, FMK_ERR_NONFINITE, "%s[%lld] is not finite; points must be finite",
-                           bad < ns ? "sources" : "targets", (long long)(bad < ns ? bad : bad - ns));
     fmk_frame frame;
     if (st == FMK_OK)
-        st = fmk_plan_frame_from_box(plan, lo, hi, &frame);
+        st = fmk_cuda_frame(plan, ns, d_s, n_box, d_t, s->d_box, temp_bytes,
+                            (char *)s->d_box + box_off, lo, hi, &frame);
     if (st == FMK_OK && np > 0) {
         const int64_t blocks = (3 * np + 255) / 256;
         k_map_points<<<(unsigned)(blocks < 4096 ? blocks : 4096), 256>>>(
             ns, d_s, n_box, d_t, frame.center[0], frame.center[1], frame.center[2], 1.0 / frame.width, s->d_pts);
-        if ((err = cudaGetLastError()) != cudaSuccess)
+        const cudaError_t err = cudaGetLastError();
+        if (err != cudaSuccess)
             st = fmk_cuda_fail(plan, err, "the point mapping kernel");
     }
     if (st != FMK_OK)

@@ -291,21 +291,6 @@ cudaError_t frame_grid_launch(int64_t ns, const double *d_s, int64_t nt, const d
     return cudaGetLastError();
 }
 
-fmk_status bad_point(fmk_plan *plan, int64_t bad, int64_t ns, const double *d_s, const double *d_t)
-{
-    const char *what = bad < ns ? "sources" : "targets";
-    const int64_t i = bad < ns ? bad : bad - ns;
-    double x[3] = {0, 0, 0};
-    cudaError_t err = cudaMemcpy(x, (bad < ns ? d_s : d_t) + 3 * i, 3 * sizeof(double),
-                                 cudaMemcpyDeviceToHost);
-    if (err != cudaSuccess)
-        return fmk_cuda_fail(plan, err, "cudaMemcpy (a point from the GPU)");
-    int k = 0;
-    while (k < 2 && isfinite(x[k]))
-        k++;
-    return fmk_error_set(plan, FMK_ERR_NONFINITE, "%s[%lld][%d] is %g; points must be finite",
-                         what, (long long)i, k, x[k]);
-}
 
 /* The frame on the device and the build: small sets by one cluster of blocks (k_frame_small),
  * larger ones by a grid (k_frame_grid, k_map_frame). lo, hi, *bad: the set's box and first
@@ -370,7 +355,7 @@ fmk_status fmk_bh_points_device(fmk_plan *plan, fmk_bh_state *s, int64_t ns, con
                     "cub::DeviceReduce (bounding box)");
     }
     if (st == FMK_OK && bad >= 0)
-        st = bad_point(plan, bad, ns, d_s, d_t);
+        st = fmk_cuda_bad_point(plan, bad, ns, d_s, d_t);
     fmk_frame frame;
     if (st == FMK_OK)
         st = fmk_plan_frame_from_box(plan, lo, hi, &frame);
