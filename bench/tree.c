@@ -24,30 +24,19 @@
  *                               the one-wait paths: the box reduced by CUB and read, the build
  *                               waiting for its level table, and the charge check, charges and
  *                               moments in six launches and copies
- *   --sort-tiles K              small trees of up to K x 8192 points sort their keys in K
- *                               blocks and merge them (default 4; 1: CUB's sort above 8192)
- *   --sort-tile P               points per tile of those sorts (2048, 4096 or 8192; default
- *                               0: 2048 up to 16384 points, 4096 above)
- *   --merge-build K             trees of at most 16384 points after the tiles' sort: merged,
- *                               then built from shared memory (2, default); merged and built
- *                               by one launch (1); merged, then built from global memory (0)
+ *   --sort-tiles K              small trees of up to K x 8192 points sort their keys by one
+ *                               block per tile (2048 points, 4096 above 16384) and merge them
+ *                               (default 4, at most 8; 1: CUB's sort above 8192)
  *   --fused-max N               the one-launch tree up to N points (default 4096, at most 8192)
- *   --fused-fit K               its tile the smallest of 2048, 4096, 8192 that holds the
- *                               points (1, default) or 8192 (0)
- *   --build-block T             threads of the one-block tree build (512 or 1024, default)
- *   --fused K                   trees of at most 4096 points (--fused-max): keys, sort and
- *                               build in one launch (1, default; 0: two launches)
  *   --moments-small-max N       trees of at most N nodes (default 8192): charges and moments
  *                               in one launch (0: as larger trees)
  *   --moments-up-max N          larger trees of at most N nodes (default 262144): charges and
  *                               moments in one launch, each node by the last of its children
  *                               to be done (0: the packing, then one launch per level)
- *   --small-fold K              trees built without a wait: the groups in the build's launch,
- *                               the group boxes in the packing's, and the charge check of at
- *                               most 32768 sources by one block without a memset (1, default;
- *                               0: k_groups_small, k_group_boxes, memset and a grid of blocks)
- *   --top-sort K                the one-block sorts: top 30 key bits, then the runs of equal
- *                               top bits (1, default), or all 63 bits (0)
+ *   --small-fold K              trees built without a wait: the group boxes in the packing's
+ *                               launch, and the charge check of at most 32768 sources by one
+ *                               block without a memset (1, default; 0: k_group_boxes, memset
+ *                               and a grid of blocks)
  *   --frame-cluster K           the frame of small sets by a cluster of K blocks (default 8;
  *                               1: one block)
  *   --frame-grid 0|1            larger sets' frame by a grid of blocks, no wait for the box
@@ -55,18 +44,7 @@
  *   --frame-small N, --prep-small N   the largest sets of the one-block frame and of the
  *                               one-block charges and moments (default 32768 and 4096)
  *   --split-sort-min N          trees of more than N points (default 65536) sort the keys' top
- *                               32 bits first; a huge N sorts all 63 bits (the sort before)
- *   --no-cells                  the tree's first levels by binary searches, not the table of
- *                               where each cell of level 5 starts (and not by one block)
- *   --top-levels K              trees built level by level: levels 0 .. K - 1 by one block
- *                               (default 4, at most 4; 0: by the level launches too)
- *   --level-fused 0|1           each level below them by one launch (1, default) or by a
- *                               count, CUB's scan and a write (0)
- *   --one-pass 0|1              trees of more than 65536 points with leaves of at most 256:
- *                               every level from one pass over the points (1, default), or
- *                               level by level as above (0)
- *   --groups-rank 0|1           the groups of such trees made in Morton order (1, default), or
- *                               in node order and sorted for the super-groups (0)
+ *                               32 bits first; a huge N sorts all 63 bits
  *   --split-nodes K, --split-level L, --split-warps W   the split walk's knobs (defaults 8, 5, 24)
  *   --theta T                   theta of --headline and --one (default 0.6)
  *   --walk W                    the walk of --headline, --one and --theta-sweep: auto (default)
@@ -463,49 +441,27 @@ int main(int argc, char **argv)
         else if (strcmp(argv[a], "--one-wait-off") == 0)
             knob("treecode.frame_small_max", 0), knob("treecode.async", 0),
             knob("treecode.prep_small_max", 0);
-        else if (strcmp(argv[a], "--build-block") == 0 && a + 1 < argc)
-            knob("treecode.tree.build_block", atoi(argv[++a]));
         else if (strcmp(argv[a], "--frame-cluster") == 0 && a + 1 < argc)
             knob("treecode.frame_cluster", atoi(argv[++a]));
         else if (strcmp(argv[a], "--frame-grid") == 0 && a + 1 < argc)
             knob("treecode.frame_grid", atoi(argv[++a]));
-        else if (strcmp(argv[a], "--sort-tile") == 0 && a + 1 < argc)
-            knob("treecode.tree.sort_tile", atoi(argv[++a]));
         else if (strcmp(argv[a], "--fused-max") == 0 && a + 1 < argc)
             knob("treecode.tree.fused_max", atoi(argv[++a]));
-        else if (strcmp(argv[a], "--fused-fit") == 0 && a + 1 < argc)
-            knob("treecode.tree.fused_fit", atoi(argv[++a]));
-        else if (strcmp(argv[a], "--merge-build") == 0 && a + 1 < argc)
-            knob("treecode.tree.merge_build", atoi(argv[++a]));
         else if (strcmp(argv[a], "--moments-small-max") == 0 && a + 1 < argc)
             knob("treecode.moments_small_max", atof(argv[++a]));
         else if (strcmp(argv[a], "--moments-up-max") == 0 && a + 1 < argc)
             knob("treecode.moments_up_max", atoll(argv[++a]));
         else if (strcmp(argv[a], "--small-fold") == 0 && a + 1 < argc) {
             const int k = atoi(argv[++a]);
-            knob("treecode.tree.build_groups", k), knob("treecode.pack_boxes", k);
+            knob("treecode.pack_boxes", k);
             knob("treecode.charge_block_max", k ? 32768 : 0);
         }
-        else if (strcmp(argv[a], "--fused") == 0 && a + 1 < argc)
-            knob("treecode.tree.fused", atoi(argv[++a]));
-        else if (strcmp(argv[a], "--top-sort") == 0 && a + 1 < argc)
-            knob("treecode.tree.top_sort", atoi(argv[++a]));
         else if (strcmp(argv[a], "--sort-tiles") == 0 && a + 1 < argc)
             knob("treecode.tree.sort_tiles", atoi(argv[++a]));
         else if (strcmp(argv[a], "--frame-small") == 0 && a + 1 < argc)
             knob("treecode.frame_small_max", atoll(argv[++a]));
         else if (strcmp(argv[a], "--prep-small") == 0 && a + 1 < argc)
             knob("treecode.prep_small_max", atoll(argv[++a]));
-        else if (strcmp(argv[a], "--top-levels") == 0 && a + 1 < argc)
-            knob("treecode.tree.top_levels", atoi(argv[++a]));
-        else if (strcmp(argv[a], "--groups-rank") == 0 && a + 1 < argc)
-            knob("treecode.tree.groups_rank", atoi(argv[++a]));
-        else if (strcmp(argv[a], "--level-fused") == 0 && a + 1 < argc)
-            knob("treecode.tree.level_fused", atoi(argv[++a]));
-        else if (strcmp(argv[a], "--one-pass") == 0 && a + 1 < argc)
-            knob("treecode.tree.one_pass", atoi(argv[++a]));
-        else if (strcmp(argv[a], "--no-cells") == 0)
-            knob("treecode.tree.cells", 0);
         else if (strcmp(argv[a], "--split-sort-min") == 0 && a + 1 < argc)
             knob("treecode.tree.split_sort_min", atoll(argv[++a]));
         else if (strcmp(argv[a], "--split-nodes") == 0 && a + 1 < argc)
@@ -568,8 +524,8 @@ int main(int argc, char **argv)
         } else {
             fprintf(stderr, "usage: tree [--json] [--quick] [--theta-sweep] [--max-log2 K] [--leaf L] "
                             "[--headline [--big]] [--profile] [--groups] [--crossover] "
-                            "[--one N [--plummer] [--direct] [--errors]] [--no-small] [--one-wait-off] [--sort-tiles K] [--sort-tile P] [--merge-build K] [--fused-max N] [--fused-fit K] [--build-block T] [--fused K] [--moments-small-max N] [--small-fold K] [--top-sort K] [--frame-cluster K] [--frame-grid K] [--frame-small N] [--prep-small N] [--split-sort-min N] "
-                            "[--no-cells] [--top-levels K] [--level-fused K] [--one-pass K] [--groups-rank K] "
+                            "[--one N [--plummer] [--direct] [--errors]] [--no-small] [--one-wait-off] [--sort-tiles K] [--fused-max N] "
+                            "[--moments-small-max N] [--moments-up-max N] [--small-fold K] [--frame-cluster K] [--frame-grid K] [--frame-small N] [--prep-small N] [--split-sort-min N] "
                             "[--split-nodes K] "
                             "[--split-level L] [--split-warps W] [--theta T] [--walk auto|stackless] [--mac K] [--leaf-theta T] "
                             "[--local P] [--local-k K] [--local-open A] [--local-harmonic H] [--local-sweep] "

@@ -77,7 +77,7 @@ if command -v compute-sanitizer >/dev/null 2>&1; then
   if in_tree; then
   sanitize racecheck "$T/test_tree_gpu" --quick targets small_paths one_wait moments_fused super_one small_fold tickets
   # the first levels of a tree built level by level (k_build_top), alone: every kernel of
-  # same_tree's 360 builds under racecheck takes too long
+  # same_tree's 450 builds under racecheck takes too long
   sanitize racecheck-top "$T/test_tree_gpu" --quick same_tree
   # the trees built in one pass over the points (k_tree_points, k_tree_nodes), alone
   sanitize racecheck-pass "$T/test_tree_gpu" --quick same_tree

@@ -36,8 +36,8 @@ static fmk_walk walk_of(int w) { return (fmk_walk)w; }
 /* The GPU treecode's tuning knobs (core/tune.h, "treecode.*"; engine.cu lists them) that the
  * next plans get: those of the command line (--mac, --local, ...), then those a test sets with
  * knob(). main clears the test's before each test; knob_drop goes back to the command line's
- * value or the default. Among them: "treecode.tree.*" the tree build's (tree3d_cuda.h: one-block
- * trees up to small_max points, the split sort from split_sort_min, ...); group_merge (2 cut
+ * value or the default. Among them: "treecode.tree.*" the tree build's (tree3d_cuda.h:
+ * small_max, split_sort_min, split_run_max, sort_tiles, fused_max); group_merge (2 cut
  * across siblings, 1 siblings packed, 0 one per node) and group_merge_min; the small-N paths
  * (moments_small_max, moments_up_max, split_warps, frame_small_max, frame_cluster, frame_grid,
  * async, prep_small_max, pack_boxes, charge_block_max); the acceptance test (mac, leaf_theta);
@@ -476,78 +476,67 @@ static void test_device_paths(void)
     free(x), free(q), free(y), free(p1), free(g1), free(p2), free(g2);
 }
 
-/* The GPU tree equals the CPU build (tree3d.c) array for array, built by one block and level by
- * level over the GPU; level by level with the keys sorted on all 63 bits (and the first levels
- * by binary searches, not the cell table), by the split sort (top 32 bits, then runs of equal
- * top bits), and by the split sort falling back to all 63 bits (run_max 1, or a tight
- * cluster's long runs). The small paths: keys, sort and build in one launch, with the sort of
- * the top 30 bits then the runs and its fall back to all 63 bits in the same block (run_max
- * 1, a third of the points identical, a tight cluster); tiles of 8192 sorted so and merged;
- * and the kernels before (a 63-bit one-block sort, then the build of 512 threads); tiles of
- * 4096 and of 2048 merged and built from shared memory (k_build_staged) or by one launch
- * (k_merge_build), tiles of 8192 merged and built from global memory, the one launch with
- * tiles of 4096 and 2048, and the defaults at 6000 points; and level by level with each level
- * by a count, CUB's scan and a write instead of one launch (k_level). */
+/* The GPU tree equals the CPU build (tree3d.c) array for array on each path of the build
+ * (tree3d_cuda.h), with leaves of 1, 16, 64, 200 and 300 points. Small trees, below the root
+ * by one block (tree.small_max): keys, sort and nodes in one launch (tree.fused_max 8192) with
+ * a tile of 8192, 4096 or 2048 points, its sort of the top 30 bits then the runs and the fall
+ * back to all 63 bits in the same block (split_run_max 1, a third of the points identical, a
+ * tight cluster); tiles of 2048 sorted so, merged and built from shared memory (at fused_max's
+ * default, 6000 points, and 16000 points); tiles of 4096 (above 16384 points) merged, then
+ * the build from global memory; the build with host waits (treecode.async 0) after the tiles'
+ * merge; CUB's sort of all 63 bits (sort_tiles 1, fused_max 0), the split sort (top 32 bits,
+ * then runs of equal top bits) and its fall back, each then one block. Large trees (small_max
+ * 0), the keys sorted on all 63 bits, by the split sort, and by the split sort falling back
+ * (run_max 1, or a tight cluster's long runs): with leaves of at most 256 points every level
+ * from one pass over the points (leaves of 200 in the large set: its scan in the sort's
+ * second indices), with leaves of 300 level by level (the first levels by one block from the
+ * cell table, then a launch a level). */
+typedef struct same_build {
+    const char *name;
+    int one_block;     /* tree.small_max 2^40 (else 0) */
+    int async;         /* treecode.async */
+    int fused_max;     /* tree.fused_max */
+    int sort_tiles;    /* tree.sort_tiles */
+    int split;         /* tree.split_sort_min 0 (else 2^40) */
+    int run_max;       /* tree.split_run_max */
+    int64_t n;         /* points (0: the test's n; -1: at most 8000 of them) */
+} same_build;
+
 static void test_same_tree(void)
 {
-    const int64_t n = quick ? 5000 : 200000, n_tiles = quick ? 12000 : 30000, n_three = 20000;
-    const int64_t n_max = n > n_tiles ? (n > n_three ? n : n_three) : (n_tiles > n_three ? n_tiles : n_three);
-    const int64_t n_merge[7] = {12000, 16000, 10000, 12000, 3000, 1500, 6000}; /* builds 8 .. 14 */
+    const int64_t n = quick ? 5000 : 200000;
+    const same_build builds[] = {
+        {"one launch of one block (keys, top-bit sort, build), a tile of 8192", 1, 1, 8192, 4, 0, 1024, -1},
+        {"one launch of one block, a tile of 8192, every run of equal top bits on 63 bits", 1, 1, 8192, 4, 0, 1, -1},
+        {"one launch of one block, a tile of 4096", 1, 1, 8192, 4, 0, 1, 3000},
+        {"one launch of one block, a tile of 2048", 1, 1, 8192, 4, 0, 1, 1500},
+        {"fused_max at its default: 3 tiles of 2048, merged, built from shared memory", 1, 1, 4096, 4, 0, 1, 6000},
+        {"8 tiles of 2048, merged, built from shared memory", 1, 1, 8192, 4, 0, 1, 16000},
+        {"tiles of 4096 (top bits, then runs), merged, one block from global memory", 1, 1, 8192, 4, 0, 1024, quick ? 20000 : 30000},
+        {"tiles of 4096, every run of equal top bits on 63 bits, merged, one block", 1, 1, 8192, 4, 0, 1, 20000},
+        {"with host waits: tiles of 2048 merged, one block from global memory", 1, 0, 8192, 4, 0, 1, 12000},
+        {"CUB's 63-bit sort, then one block", 1, 1, 0, 1, 0, 1024, 12000},
+        {"split sort, then one block", 1, 1, 0, 1, 1, 1024, 12000},
+        {"split sort falling back, then one block", 1, 1, 0, 1, 1, 1, 12000},
+        {"over the GPU, 63-bit sort", 0, 1, 4096, 4, 0, 1024, 0},
+        {"over the GPU, split sort", 0, 1, 4096, 4, 1, 1024, 0},
+        {"over the GPU, split sort falling back", 0, 1, 4096, 4, 1, 1, 0}};
+    const int n_builds = (int)(sizeof builds / sizeof builds[0]);
+    int64_t n_max = n;
+    for (int b = 0; b < n_builds; b++)
+        n_max = builds[b].n > n_max ? builds[b].n : n_max;
     double *x = xmalloc((size_t)n_max * 24);
-    const int leaf_sizes[3] = {1, 16, 64};
-    static const char *const builds[20] = {
-        "one launch of one block (keys, top-bit sort, build)",
-        "level by level, 63-bit sort, binary searches",
-        "level by level, split sort",
-        "level by level, split sort falling back",
-        "one block of 1024 threads, keys sorted in tiles (top bits) and merged",
-        "one block of 512 threads after a 63-bit one-block sort (two launches)",
-        "one launch of one block, every run of equal top bits sorted on 63 bits",
-        "3 tiles, every run of equal top bits sorted on 63 bits, merged, one block",
-        "3 tiles of 4096, merged, built from shared memory",
-        "8 tiles of 2048, merged, built from shared memory",
-        "2 tiles of 8192, merged, built from global memory",
-        "3 tiles of 4096, merged and built by one launch",
-        "one launch of one block, a tile of 4096",
-        "one launch of one block, a tile of 2048",
-        "the defaults: tiles of 2048 from 4097 points, merged, built from shared memory",
-        "level by level, split sort, the first levels by the level kernels too",
-        "level by level, split sort, each level by a count, CUB's scan and a write",
-        "one pass over the points, split sort",
-        "one pass over the points, 63-bit sort",
-        "one pass over the points, split sort falling back"};
-    for (int c = 0; c < 120; c++) {
-        const int build = c / 6, dist = c % 6;
-        const int one_block = build == 0 || (build >= 4 && build <= 14);
-        knob("treecode.tree.small_max", one_block ? 0x1p40 : 0);
-        knob("treecode.tree.split_sort_min",
-             build == 2 || build == 3 || build == 15 || build == 16 || build == 17 || build == 19
-                 ? 0
-                 : 0x1p40);
-        knob("treecode.tree.level_fused", build != 16);
-        knob("treecode.tree.one_pass", build >= 17);
-        knob("treecode.tree.top_levels", build == 15 ? 0 : 4);
-        knob("treecode.tree.split_run_max",
-             build == 3 || (build >= 6 && build <= 14) || build == 19 ? 1 : 1024);
-        knob("treecode.tree.cells", build != 1);
-        knob("treecode.tree.build_block", build == 5 ? 512 : 1024);
-        knob("treecode.tree.top_sort", build != 5);
-        knob("treecode.tree.fused", build != 5);
-        knob("treecode.tree.sort_tile", build == 9                 ? 2048
-                                        : build == 8 || build == 11 ? 4096
-                                        : build >= 12               ? 0
-                                                                    : 8192);
-        knob("treecode.tree.fused_max", build == 14 ? 4096 : 8192);
-        knob("treecode.tree.merge_build", build == 10 ? 0 : build == 11 ? 1 : 2);
-        knob("treecode.tree.fused_fit", build >= 12);
-        /* one block: the one-block sort takes 2049 .. 8192 points */
-        int64_t nc = dist == 3 ? 1 : dist == 4 ? 2 : one_block && n > 8000 ? 8000 : n;
-        if (build == 4 && dist != 3 && dist != 4) /* 2 (quick) or 4 tiles */
-            nc = n_tiles;
-        if (build == 7 && dist != 3 && dist != 4) /* 3 tiles */
-            nc = n_three;
-        if (build >= 8 && build <= 14 && dist != 3 && dist != 4)
-            nc = n_merge[build - 8];
+    const int leaf_sizes[5] = {1, 16, 64, 200, 300};
+    for (int c = 0; c < 6 * n_builds; c++) {
+        const same_build *bd = &builds[c / 6];
+        const int dist = c % 6;
+        knob("treecode.tree.small_max", bd->one_block ? 0x1p40 : 0);
+        knob("treecode.tree.split_sort_min", bd->split ? 0 : 0x1p40);
+        knob("treecode.tree.split_run_max", bd->run_max);
+        knob("treecode.tree.sort_tiles", bd->sort_tiles);
+        knob("treecode.tree.fused_max", bd->fused_max);
+        knob("treecode.async", bd->async);
+        const int64_t nc = dist == 3 ? 1 : dist == 4 ? 2 : bd->n > 0 ? bd->n : (bd->n == 0 || n <= 8000) ? n : 8000;
         test_points(dist == 1 ? TEST_DIST_CLUSTERED : TEST_DIST_PLUMMER, nc, 61 + dist, x);
         if (dist == 2) /* a third of them identical */
             for (int64_t i = 0; i < nc / 3; i++)
@@ -557,11 +546,10 @@ static void test_same_tree(void)
             for (int64_t i = 0; i < nc / 2; i++)
                 for (int k = 0; k < 3; k++)
                     x[3 * i + k] = 0.5 + 2.5e-4 * x[3 * i + k];
-        for (int l = 0; l < 3; l++) {
+        for (int l = 0; l < 5; l++) {
             fmk_opts o = tree_opts(FMK_PRECISION_FP64, 0.6, FMK_WALK_AUTO);
             o.leaf_size = leaf_sizes[l];
-            check_context("same tree: case %d, leaf size %d, %s", dist, leaf_sizes[l],
-                          builds[build]);
+            check_context("same tree: case %d, leaf size %d, %s", dist, leaf_sizes[l], bd->name);
             fmk_plan *p = NULL;
             CHECK_PLAN_OK(plan_new(&p, FMK_KERNEL_LAPLACE, &o), NULL);
             if (!p)
@@ -961,11 +949,11 @@ static void test_frame_grid(void)
     two_paths_free(x, q, y, p, g);
 }
 
-/* The folded launches of small trees (the groups in the build's launch, the group boxes in the
- * packing launch, the charge check by one block without a memset) give the results of the
- * launches apart bit for bit, on every one-block build (the one-launch tree, the tiles' merge
- * and the staged build, the merge and build in one launch, the tiles' sort and k_build_small
- * of 512 and 1024 threads): fp64 and fp32, laplace and plummer, self and separate targets. A
+/* The folded launches of small trees (the group boxes in the packing launch, the charge check
+ * by one block without a memset) give the results of the launches apart bit for bit, on the
+ * one-block builds of 3000, 10000 and 20000 points (the one-launch tree, the tiles' merge and
+ * the build from shared memory, the tiles' sort and the build from global memory; the groups
+ * by the build's launch): fp64 and fp32, laplace and plummer, self and separate targets. A
  * non-finite charge is still reported by the one-block check. */
 static void test_small_fold(void)
 {
@@ -978,17 +966,11 @@ static void test_small_fold(void)
         two_paths_case(n, m, TEST_DIST_CUBE, 121 + si, &x, &q, &y, p, g);
         double *d_x, *d_q, *d_y, *d_pot, *d_grad;
         device_arrays(n, x, q, m, y, &d_x, &d_q, &d_y, &d_pot, &d_grad);
-        const int cases = quick ? 4 : 10;
+        const int cases = quick ? 4 : 8;
         for (int c = 0; c < cases; c++) {
-            const int variant = c >> 3;
             const two_paths_config t = two_paths_config_of(c, n, m);
-            /* variant 1: the merge and build in one launch, the one-block build of 512 */
-            knob("treecode.tree.merge_build", variant ? 1 : 2);
-            knob("treecode.tree.build_block", variant ? 512 : 1024);
-            check_context("small fold: n %lld %s%s", (long long)n, t.name,
-                          variant ? ", merge-build 1, build block 512" : "");
+            check_context("small fold: n %lld %s", (long long)n, t.name);
             for (int k = 0; k < 2; k++) {
-                knob("treecode.tree.build_groups", k == 0);
                 knob("treecode.pack_boxes", k == 0);
                 knob("treecode.charge_block_max", k == 0 ? 32768 : 0);
                 CHECK_STATUS(run_device(t.kernel, &t.o, n, d_x, d_q, t.m, d_y, d_pot, d_grad,
@@ -1404,9 +1386,7 @@ static void check_same_sums(fmk_status s1, const double *p1, const double *g1, f
  * test_accuracy's bounds at theta 0.6 on every input, and on uniform and Plummer points the
  * acceleration error with two levels (8 groups, parents of 4 super-groups) at most 1.05 x
  * without (fp32). One level: 16 (16 x 4 > 32: no parents). The overflow case: the
- * super-groups' lists (cap 1) and then the parents' alone (a parents' cap of 1). With 8 + 4,
- * on the Plummer sphere and for separate targets, the groups ordered by the tree and by the
- * super-groups' sort give the same sums bit for bit. Split walks
+ * super-groups' lists (cap 1) and then the parents' alone (a parents' cap of 1). Split walks
  * off, so that the small sizes of --quick walk unsplit (the only walk that uses them). */
 static void super_cases(int n_cases)
 {
@@ -1471,22 +1451,6 @@ static void super_cases(int n_cases)
                 e[k] = tree_error(kernel, &o, nc, x, q, mc, mc ? y : NULL, rp, rg);
                 CHECK_LE(e[k].pot, prec ? 2e-2 : 1e-2, "rel l2 error of pot");
                 CHECK_LE(e[k].grad, prec ? 5e-2 : 3e-2, "rel l2 error of grad");
-                if (k == 1 && (c == 1 || c == 7)) {
-                    /* the groups in Morton order by the tree or by the super-groups' sort: the
-                     * same groups and super-groups, so the same sums bit for bit */
-                    const int64_t mo = mc ? mc : nc;
-                    double *p1 = xmalloc((size_t)mo * 8), *g1 = xmalloc((size_t)mo * 24);
-                    double *p2 = xmalloc((size_t)mo * 8), *g2 = xmalloc((size_t)mo * 24);
-                    const fmk_status s1 =
-                        run(kernel, &o, nc, x, q, mc, mc ? y : NULL, p1, g1, NULL);
-                    knob("treecode.tree.groups_rank", 0);
-                    const fmk_status s2 =
-                        run(kernel, &o, nc, x, q, mc, mc ? y : NULL, p2, g2, NULL);
-                    knob_drop("treecode.tree.groups_rank");
-                    check_same_sums(s1, p1, g1, s2, p2, g2, mo,
-                                    "groups ordered by the tree or by the sort");
-                    free(p1), free(g1), free(p2), free(g2);
-                }
             }
             if (prec && (c == 0 || c == 1)) {
                 check_context("super: %s fp32", names[c]);
