@@ -7,6 +7,7 @@
 #                   check-ctest, check-mem, race-tree, race-rest: the halves' two parts)
 #   make bench      on a GPU machine: the benchmark tables (bench/RESULTS.md records them)
 #   make install    cmake --install (PREFIX=/usr/local)
+#   make format     clang-format (16 or later; `pip install clang-format`) over the C/CUDA sources
 MAKEFLAGS += --no-print-directory
 BUILD ?= build
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
@@ -15,7 +16,7 @@ CMAKE_FLAGS ?=
 CUDA_ARCH ?= 90
 GPU_TEST_PART ?= all
 
-.PHONY: all deps build demo test test-asan gpu-test bench install clean
+.PHONY: all deps build demo test test-asan gpu-test bench install format clean
 
 all: build
 
@@ -54,6 +55,13 @@ bench:
 
 install: build
 	@cmake --install $(BUILD) --prefix $(PREFIX)
+
+# Generated files (src/treecode/bh_local.h, written by tools/bh_local.py) are left alone.
+format:
+	@command -v clang-format >/dev/null || python3 -m pip install -q clang-format
+	@git ls-files 'src/*.c' 'src/*.h' 'src/*.cu' 'src/*.cuh' 'cli/*.c' 'cli/*.h' 'tests/*.c' \
+	  'tests/*.h' 'bench/*.c' 'bench/*.h' 'examples/*.c' 'include/*.h' | grep -v bh_local.h | \
+	  xargs clang-format -i --style=file
 
 clean:
 	rm -rf build build-asan build-gpu

@@ -41,22 +41,22 @@ static double urand(void)
     return (rng >> 11) * (1.0 / 9007199254740992.0);
 }
 
-#define CUDA_OK(call)                                                                        \
-    do {                                                                                     \
-        cudaError_t e_ = (call);                                                             \
-        if (e_ != cudaSuccess) {                                                             \
-            fprintf(stderr, "direct: %s failed: %s\n", #call, cudaGetErrorString(e_));       \
-            exit(1);                                                                         \
-        }                                                                                    \
+#define CUDA_OK(call)                                                                  \
+    do {                                                                               \
+        cudaError_t e_ = (call);                                                       \
+        if (e_ != cudaSuccess) {                                                       \
+            fprintf(stderr, "direct: %s failed: %s\n", #call, cudaGetErrorString(e_)); \
+            exit(1);                                                                   \
+        }                                                                              \
     } while (0)
 
-#define FMK_OK_OR_DIE(plan, call)                                                            \
-    do {                                                                                     \
-        fmk_status s_ = (call);                                                              \
-        if (s_ != FMK_OK) {                                                                  \
-            fprintf(stderr, "direct: %s failed: %s\n", #call, fmk_plan_last_error(plan));    \
-            exit(1);                                                                         \
-        }                                                                                    \
+#define FMK_OK_OR_DIE(plan, call)                                                         \
+    do {                                                                                  \
+        fmk_status s_ = (call);                                                           \
+        if (s_ != FMK_OK) {                                                               \
+            fprintf(stderr, "direct: %s failed: %s\n", #call, fmk_plan_last_error(plan)); \
+            exit(1);                                                                      \
+        }                                                                                 \
     } while (0)
 
 /* Laplace pot+grad at sample targets, in long double, for the error column. */
@@ -119,7 +119,8 @@ static result run_gpu(fmk_kernel k, fmk_precision prec, int64_t n, int reps, int
         fmk_plan_info(p, &info);
         tk[r] = info.phase_time[FMK_PHASE_P2P];
     }
-    result res = {"cuda", k, prec, n, reps, bench_median(tk, reps), bench_median(tc, reps), 0, 0, -1};
+    result res = {"cuda", k, prec, n, reps, bench_median(tk, reps), bench_median(tc, reps),
+                  0,      0, -1};
     res.rate = (double)n * (double)n / res.t_kernel;
     res.frac = res.rate * FLOPS_PER_PAIR / peak_flops[prec == FMK_PRECISION_FP32];
     if (check && k == FMK_KERNEL_LAPLACE) {
@@ -223,19 +224,21 @@ int main(int argc, char **argv)
                info.device_name, fmk_version(), FLOPS_PER_PAIR);
         for (int i = 0; i < nr; i++) {
             const result *r = &res[i];
-            printf("  {\"backend\": \"%s\", \"kernel\": \"%s\", \"precision\": \"%s\", \"n\": %lld, "
-                   "\"reps\": %d, \"kernel_s\": %.6e, \"call_s\": %.6e, \"pairs_per_s\": %.4e, "
-                   "\"fraction_of_limit\": %.4f, \"rel_l2_error\": %.3e}%s\n",
-                   r->backend, fmk_kernel_name(r->kernel), r->prec ? "fp32" : "fp64",
-                   (long long)r->n, r->reps, r->t_kernel, r->t_call, r->rate, r->frac, r->err,
-                   i + 1 < nr ? "," : "");
+            printf(
+                "  {\"backend\": \"%s\", \"kernel\": \"%s\", \"precision\": \"%s\", \"n\": %lld, "
+                "\"reps\": %d, \"kernel_s\": %.6e, \"call_s\": %.6e, \"pairs_per_s\": %.4e, "
+                "\"fraction_of_limit\": %.4f, \"rel_l2_error\": %.3e}%s\n",
+                r->backend, fmk_kernel_name(r->kernel), r->prec ? "fp32" : "fp64", (long long)r->n,
+                r->reps, r->t_kernel, r->t_call, r->rate, r->frac, r->err, i + 1 < nr ? "," : "");
         }
         printf("]}\n");
         return 0;
     }
-    printf("fmmkit %s direct sum, pot + grad, N = M (targets = sources), uniform in the unit cube\n",
-           fmk_version());
-    printf("device: %s; limit = peak flop rate / %g flops per pair = %.3g (fp32), %.3g (fp64) pairs/s\n",
+    printf(
+        "fmmkit %s direct sum, pot + grad, N = M (targets = sources), uniform in the unit cube\n",
+        fmk_version());
+    printf("device: %s; limit = peak flop rate / %g flops per pair = %.3g (fp32), %.3g (fp64) "
+           "pairs/s\n",
            info.device_name, FLOPS_PER_PAIR, peak_flops[1] / FLOPS_PER_PAIR,
            peak_flops[0] / FLOPS_PER_PAIR);
     printf("%-5s %-12s %-5s %9s %5s %12s %12s %12s %8s %10s\n", "where", "kernel", "prec", "N",

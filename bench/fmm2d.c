@@ -77,7 +77,6 @@ static void die(const char *what, fmk_plan *p)
     exit(1);
 }
 
-
 static void row_begin(const char *table)
 {
     if (json)
@@ -107,7 +106,10 @@ static dev_data upload(int64_t n, const double *x, const double *q)
     return d;
 }
 
-static void release(dev_data *d) { cudaFree(d->x), cudaFree(d->q), cudaFree(d->pot), cudaFree(d->grad); }
+static void release(dev_data *d)
+{
+    cudaFree(d->x), cudaFree(d->q), cudaFree(d->pot), cudaFree(d->grad);
+}
 
 /* Median wall time of set_points_device + eval_device (after one warm-up); info of the last. */
 static double time_gpu(fmk_method method, double eps, int order, int64_t leaf, const dev_data *d,
@@ -163,7 +165,8 @@ static void errors(const double *x, const double *q, int64_t n, const dev_data *
     *mx = 0;
     for (int i = 0; i < S; i++) {
         const double dr = fmm[2 * i] - ref[2 * i], di = fmm[2 * i + 1] - ref[2 * i + 1];
-        const double e2 = dr * dr + di * di, r2 = ref[2 * i] * ref[2 * i] + ref[2 * i + 1] * ref[2 * i + 1];
+        const double e2 = dr * dr + di * di,
+                     r2 = ref[2 * i] * ref[2 * i] + ref[2 * i + 1] * ref[2 * i + 1];
         num += e2, den += r2;
         if (r2 > 0 && sqrt(e2 / r2) > *mx)
             *mx = sqrt(e2 / r2);
@@ -183,10 +186,10 @@ static void gpu_once(int64_t N, int64_t once_leaf, double *x, const double *q)
     const double *ph = in.phase_time;
     printf("uniform N = %lld, %d levels: %.3f ms (setup %.3f, tree %.3f; eval: upload %.3f, "
            "P2M %.3f, M2M %.3f, M2L %.3f, L2L %.3f, L2P %.3f, P2P %.3f ms)\n",
-           (long long)N, in.levels, 1e3 * t, 1e3 * ph[FMK_PHASE_SETUP],
-           1e3 * ph[FMK_PHASE_TREE], 1e3 * ph[FMK_PHASE_UPLOAD], 1e3 * ph[FMK_PHASE_P2M],
-           1e3 * ph[FMK_PHASE_M2M], 1e3 * ph[FMK_PHASE_M2L], 1e3 * ph[FMK_PHASE_L2L],
-           1e3 * ph[FMK_PHASE_L2P], 1e3 * ph[FMK_PHASE_P2P]);
+           (long long)N, in.levels, 1e3 * t, 1e3 * ph[FMK_PHASE_SETUP], 1e3 * ph[FMK_PHASE_TREE],
+           1e3 * ph[FMK_PHASE_UPLOAD], 1e3 * ph[FMK_PHASE_P2M], 1e3 * ph[FMK_PHASE_M2M],
+           1e3 * ph[FMK_PHASE_M2L], 1e3 * ph[FMK_PHASE_L2L], 1e3 * ph[FMK_PHASE_L2P],
+           1e3 * ph[FMK_PHASE_P2P]);
     release(&dd);
 }
 
@@ -197,8 +200,8 @@ static void table_phases(int64_t N, double *x, const double *q)
     if (!json)
         printf("\nPhases, N = %lld, eps 1e-6, evaluation at the sources, data on the GPU (ms)\n"
                "%-8s %3s %5s %4s %7s %7s %7s %7s %7s %7s %7s %7s %7s %8s %9s %9s\n",
-               (long long)N, "dist", "p", "N_d", "lev", "tree", "setup", "upload", "P2M", "M2M", "M2L",
-               "L2L", "L2P", "P2P", "total", "rel l2", "max rel");
+               (long long)N, "dist", "p", "N_d", "lev", "tree", "setup", "upload", "P2M", "M2M",
+               "M2L", "L2L", "L2P", "P2P", "total", "rel l2", "max rel");
     for (int d = 0; d < 3; d++) {
         make_points(d, N, 100 + d, x);
         dev_data dd = upload(N, x, q);
@@ -217,18 +220,18 @@ static void table_phases(int64_t N, double *x, const double *q)
                    "\"l2l_ms\": %.4f, \"l2p_ms\": %.4f, "
                    "\"p2p_ms\": %.4f, \"total_ms\": %.4f, \"rel_l2\": %.3e, \"max_rel\": %.3e}",
                    dist_names[d], (long long)N, in.order, (long long)in.leaf_size, in.levels,
-                   1e3 * ph[FMK_PHASE_TREE], 1e3 * ph[FMK_PHASE_SETUP],
-                   1e3 * ph[FMK_PHASE_UPLOAD], 1e3 * ph[FMK_PHASE_P2M], 1e3 * ph[FMK_PHASE_M2M],
-                   1e3 * ph[FMK_PHASE_M2L], 1e3 * ph[FMK_PHASE_L2L], 1e3 * ph[FMK_PHASE_L2P],
-                   1e3 * ph[FMK_PHASE_P2P], 1e3 * t, l2, mx);
+                   1e3 * ph[FMK_PHASE_TREE], 1e3 * ph[FMK_PHASE_SETUP], 1e3 * ph[FMK_PHASE_UPLOAD],
+                   1e3 * ph[FMK_PHASE_P2M], 1e3 * ph[FMK_PHASE_M2M], 1e3 * ph[FMK_PHASE_M2L],
+                   1e3 * ph[FMK_PHASE_L2L], 1e3 * ph[FMK_PHASE_L2P], 1e3 * ph[FMK_PHASE_P2P],
+                   1e3 * t, l2, mx);
         } else {
             printf("%-8s %3d %5lld %4d %7.3f %7.3f %7.3f %7.3f %7.3f %7.3f %7.3f %7.3f %7.3f "
                    "%8.3f %9.2e %9.2e\n",
                    dist_names[d], in.order, (long long)in.leaf_size, in.levels,
-                   1e3 * ph[FMK_PHASE_TREE], 1e3 * ph[FMK_PHASE_SETUP],
-                   1e3 * ph[FMK_PHASE_UPLOAD], 1e3 * ph[FMK_PHASE_P2M], 1e3 * ph[FMK_PHASE_M2M],
-                   1e3 * ph[FMK_PHASE_M2L], 1e3 * ph[FMK_PHASE_L2L], 1e3 * ph[FMK_PHASE_L2P],
-                   1e3 * ph[FMK_PHASE_P2P], 1e3 * t, l2, mx);
+                   1e3 * ph[FMK_PHASE_TREE], 1e3 * ph[FMK_PHASE_SETUP], 1e3 * ph[FMK_PHASE_UPLOAD],
+                   1e3 * ph[FMK_PHASE_P2M], 1e3 * ph[FMK_PHASE_M2M], 1e3 * ph[FMK_PHASE_M2L],
+                   1e3 * ph[FMK_PHASE_L2L], 1e3 * ph[FMK_PHASE_L2P], 1e3 * ph[FMK_PHASE_P2P],
+                   1e3 * t, l2, mx);
         }
         release(&dd);
     }
@@ -290,16 +293,15 @@ static void table_break_even(double *x, const double *q)
             even = n;
         if (json) {
             row_begin("break_even");
-            printf(", \"n\": %lld, \"fmm_ms\": %.4f, \"direct_ms\": %.4f}", (long long)n,
-                   1e3 * tf, 1e3 * td);
+            printf(", \"n\": %lld, \"fmm_ms\": %.4f, \"direct_ms\": %.4f}", (long long)n, 1e3 * tf,
+                   1e3 * td);
         } else {
             printf("%9lld %9.3f %9.3f\n", (long long)n, 1e3 * tf, 1e3 * td);
         }
         release(&d2);
     }
     if (!json)
-        printf("break-even: first N of the table where the FMM is faster: %lld\n",
-               (long long)even);
+        printf("break-even: first N of the table where the FMM is faster: %lld\n", (long long)even);
 }
 #endif /* FMK_BENCH_CUDA */
 

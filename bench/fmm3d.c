@@ -114,20 +114,21 @@ static int leaf_report; /* measure prints them (draws) */
  * set on every GPU FMM plan measure makes (gpu_knobs): a table changes a field here around its
  * rows and restores it after. */
 static struct {
-    int direct_near;     /* W and X entries of at most K (p + 1)^2 / 2 points done as P2P */
-    int p2p_pairs;       /* P2P of leaf pairs both ways (sources = targets, fp64): points per lane, 0 off */
-    int overlap;         /* eval's near field on a second stream (1) or after the far field (0) */
-    int m2l_gap;         /* the M2L's merging of direction runs (directions apart) */
-    int m2l_rot_order;   /* the first order of the rotation-based M2L (0: every order) */
-    double m2l_trunc;    /* the dense M2L's truncation of the far directions (safety factor; 0: none) */
-    int m2l_classes;     /* its degree classes (at most K distinct degrees; 0: each its own) */
+    int direct_near; /* W and X entries of at most K (p + 1)^2 / 2 points done as P2P */
+    int p2p_pairs; /* P2P of leaf pairs both ways (sources = targets, fp64): points per lane, 0 off */
+    int overlap;   /* eval's near field on a second stream (1) or after the far field (0) */
+    int m2l_gap;   /* the M2L's merging of direction runs (directions apart) */
+    int m2l_rot_order; /* the first order of the rotation-based M2L (0: every order) */
+    double
+        m2l_trunc;   /* the dense M2L's truncation of the far directions (safety factor; 0: none) */
+    int m2l_classes; /* its degree classes (at most K distinct degrees; 0: each its own) */
     long long m2l_trunc_min; /* its size rule (truncated only from this many M2L columns) */
-    int p2p_newton;      /* fp64 P2P's 1/r by a Newton step (-1 where eps >= 1e-11, 0, 1) */
-    int root_fit;        /* the root cube fitted to uniform points */
-    double root_volume;  /* the root cube's volume over the points' bounding cube */
-    int point_cols;      /* P2M by column groups, L2P from records (1), a thread per point (0) */
-    int ops_at;          /* a fresh plan's first set_points: M2L matrices before the tree (1) */
-    int blas_at;         /* a fresh plan's cuBLAS handle: at set_points (0), its first eval (1) */
+    int p2p_newton;          /* fp64 P2P's 1/r by a Newton step (-1 where eps >= 1e-11, 0, 1) */
+    int root_fit;            /* the root cube fitted to uniform points */
+    double root_volume;      /* the root cube's volume over the points' bounding cube */
+    int point_cols; /* P2M by column groups, L2P from records (1), a thread per point (0) */
+    int ops_at;     /* a fresh plan's first set_points: M2L matrices before the tree (1) */
+    int blas_at;    /* a fresh plan's cuBLAS handle: at set_points (0), its first eval (1) */
 } knob = {16, -1, 1, 5, 32, 0.3, 0, 1000, -1, 1, 1.0, 1, 0, 1};
 
 /* The knobs above into a new plan of the GPU FMM (other engines: nothing). */
@@ -138,13 +139,20 @@ static fmk_status gpu_knobs(fmk_plan *p)
     const struct {
         const char *name;
         double value;
-    } k[] = {{"fmm3d.direct_near", knob.direct_near},     {"fmm3d.p2p_pairs", knob.p2p_pairs},
-             {"fmm3d.overlap", knob.overlap},             {"fmm3d.m2l_gap", knob.m2l_gap},
-             {"fmm3d.m2l_rot_order", knob.m2l_rot_order}, {"fmm3d.m2l_trunc", knob.m2l_trunc},
-             {"fmm3d.m2l_classes", knob.m2l_classes},     {"fmm3d.m2l_trunc_min", (double)knob.m2l_trunc_min},
-             {"fmm3d.p2p_newton", knob.p2p_newton},       {"fmm3d.root_fit", knob.root_fit},
-             {"fmm3d.root_volume", knob.root_volume},     {"fmm3d.point_cols", knob.point_cols},
-             {"fmm3d.ops_at", knob.ops_at},               {"fmm3d.blas_at", knob.blas_at}};
+    } k[] = {{"fmm3d.direct_near", knob.direct_near},
+             {"fmm3d.p2p_pairs", knob.p2p_pairs},
+             {"fmm3d.overlap", knob.overlap},
+             {"fmm3d.m2l_gap", knob.m2l_gap},
+             {"fmm3d.m2l_rot_order", knob.m2l_rot_order},
+             {"fmm3d.m2l_trunc", knob.m2l_trunc},
+             {"fmm3d.m2l_classes", knob.m2l_classes},
+             {"fmm3d.m2l_trunc_min", (double)knob.m2l_trunc_min},
+             {"fmm3d.p2p_newton", knob.p2p_newton},
+             {"fmm3d.root_fit", knob.root_fit},
+             {"fmm3d.root_volume", knob.root_volume},
+             {"fmm3d.point_cols", knob.point_cols},
+             {"fmm3d.ops_at", knob.ops_at},
+             {"fmm3d.blas_at", knob.blas_at}};
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
         const fmk_status st = fmk_plan_tune(p, k[i].name, k[i].value);
         if (st != FMK_OK)
@@ -160,7 +168,8 @@ static fmk_status gpu_knobs(fmk_plan *p)
 static int json, first_row = 1;
 static int device_points; /* set_points_device with the points on the device */
 static fmk_precision precision = FMK_PRECISION_FP64;
-static int64_t separate_targets; /* > 0: that many targets (uniform in the sources' box), no errors */
+static int64_t
+    separate_targets; /* > 0: that many targets (uniform in the sources' box), no errors */
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
 static double urand(void)
@@ -224,22 +233,22 @@ static void points(const char *dist, int64_t n, double *x)
 }
 
 typedef struct result {
-    double setup, eval;             /* seconds, medians */
-    double setup_first;             /* seconds, the first set_points of a fresh plan */
-    double create, eval_first;      /* seconds: fmk_plan_create, the plan's first evaluation */
-    double phase[FMK_PHASE_COUNT];  /* of the last evaluation */
-    double err_pot, err_grad;       /* -1: not measured */
+    double setup, eval;            /* seconds, medians */
+    double setup_first;            /* seconds, the first set_points of a fresh plan */
+    double create, eval_first;     /* seconds: fmk_plan_create, the plan's first evaluation */
+    double phase[FMK_PHASE_COUNT]; /* of the last evaluation */
+    double err_pot, err_grad;      /* -1: not measured */
     int order, levels;
     int64_t leaf, bytes_device, plan_bytes_device;
     double m2l_rate, m2l_rate_tiles; /* flop/s in M2L: V pairs, and pairs the tiles multiply */
-    double setup_part[12];          /* FMM, last set_points: start, tree, lists, operators, buffers;
+    double setup_part[12];       /* FMM, last set_points: start, tree, lists, operators, buffers;
                                      * the lists' stages: points, boxes, lists, directions, work, tiles */
-    double setup_first_part[12];    /* the same of the plan's first set_points (and [11]: the GPU
+    double setup_first_part[12]; /* the same of the plan's first set_points (and [11]: the GPU
                                      * time of its M2L matrices' kernel) */
-    double m2l;                     /* seconds, the M2L phase's median over the timed evaluations */
-    int64_t m2l_boxes;              /* FMM: the M2L's GEMM columns (boxes from level 2 down) */
-    int m2l_gemms, m2l_whole;       /* and its GEMMs, whole (1) or truncated (0) operators */
-    int64_t p2p[8];                 /* FMM: the P2P of leaf pairs counted (fmk_cuda_fmm3d_p2p_stats) */
+    double m2l;                  /* seconds, the M2L phase's median over the timed evaluations */
+    int64_t m2l_boxes;           /* FMM: the M2L's GEMM columns (boxes from level 2 down) */
+    int m2l_gemms, m2l_whole;    /* and its GEMMs, whole (1) or truncated (0) operators */
+    int64_t p2p[8];              /* FMM: the P2P of leaf pairs counted (fmk_cuda_fmm3d_p2p_stats) */
 } result;
 
 /* Direct sum in double at SAMPLES targets (every n/SAMPLES-th source). */
@@ -253,7 +262,8 @@ static void errors(int64_t n, const double *x, const double *q, const double *po
         const int64_t i = s * stride;
         double p = 0, g[3] = {0, 0, 0};
         for (int64_t j = 0; j < n; j++) {
-            const double d[3] = {x[3 * i] - x[3 * j], x[3 * i + 1] - x[3 * j + 1], x[3 * i + 2] - x[3 * j + 2]};
+            const double d[3] = {x[3 * i] - x[3 * j], x[3 * i + 1] - x[3 * j + 1],
+                                 x[3 * i + 2] - x[3 * j + 2]};
             const double r2 = d[0] * d[0] + d[1] * d[1] + d[2] * d[2];
             if (r2 == 0)
                 continue;
@@ -340,8 +350,7 @@ static int measure(fmk_method method, double eps, int order, int64_t leaf, const
             r->setup_first = t1 - t0;
             if (ok && method == FMK_METHOD_FMM)
                 fmk_cuda_fmm3d_setup_times(p, r->setup_first_part);
-        }
-        else if (k <= reps)
+        } else if (k <= reps)
             ts[k - 1] = t1 - t0;
     }
     for (int k = 0; k <= reps && ok; k++) {
@@ -351,12 +360,13 @@ static int measure(fmk_method method, double eps, int order, int64_t leaf, const
         if (k > 0) {
             te[k - 1] = t1 - t0;
             fmk_info info;
-            tm[k - 1] = ok && fmk_plan_info(p, &info) == FMK_OK ? info.phase_time[FMK_PHASE_M2L] : 0;
+            tm[k - 1] =
+                ok && fmk_plan_info(p, &info) == FMK_OK ? info.phase_time[FMK_PHASE_M2L] : 0;
         } else {
             r->eval_first = t1 - t0;
-            double part[12]; /* the M2L matrices' GPU time: known once the first eval waited for them */
-            if (ok && method == FMK_METHOD_FMM &&
-                fmk_cuda_fmm3d_setup_times(p, part) == FMK_OK)
+            double part
+                [12]; /* the M2L matrices' GPU time: known once the first eval waited for them */
+            if (ok && method == FMK_METHOD_FMM && fmk_cuda_fmm3d_setup_times(p, part) == FMK_OK)
                 r->setup_first_part[11] = part[11];
         }
     }
@@ -381,13 +391,15 @@ static int measure(fmk_method method, double eps, int order, int64_t leaf, const
             fmk_cuda_fmm3d_setup_times(p, r->setup_part);
         int64_t pairs, tile_pairs;
         int S;
-        if (method == FMK_METHOD_FMM && fmk_cuda_fmm3d_m2l_work(p, &pairs, &tile_pairs, &S) == FMK_OK &&
+        if (method == FMK_METHOD_FMM &&
+            fmk_cuda_fmm3d_m2l_work(p, &pairs, &tile_pairs, &S) == FMK_OK &&
             info.phase_time[FMK_PHASE_M2L] > 0) {
             r->m2l_rate = 2.0 * S * S * (double)pairs / info.phase_time[FMK_PHASE_M2L];
             r->m2l_rate_tiles = 2.0 * S * S * (double)tile_pairs / info.phase_time[FMK_PHASE_M2L];
         }
         if (check) {
-            double *pot = xmalloc(8 * (size_t)n), *grad = want_grad ? xmalloc(24 * (size_t)n) : NULL;
+            double *pot = xmalloc(8 * (size_t)n),
+                   *grad = want_grad ? xmalloc(24 * (size_t)n) : NULL;
             cudaMemcpy(pot, dp, 8 * (size_t)n, cudaMemcpyDeviceToHost);
             if (grad)
                 cudaMemcpy(grad, dg, 24 * (size_t)n, cudaMemcpyDeviceToHost);
@@ -428,12 +440,13 @@ static void fresh(const char *dist, int64_t n, double eps, int plans)
     int ok = 1, m = 0;
     double ep = -1, eg = -1;
     if (!json)
-        printf("fresh plans: %s N = %lld eps %.0e, device points, potential + gradient (ms)\n", dist,
-               (long long)n, eps);
+        printf("fresh plans: %s N = %lld eps %.0e, device points, potential + gradient (ms)\n",
+               dist, (long long)n, eps);
     for (int i = 0; i < plans && ok; i++) {
         fmk_plan *p = NULL;
         const double t0 = bench_now();
-        ok = fmk_plan_create(&p, 3, FMK_KERNEL_LAPLACE, eps, &o) == FMK_OK && gpu_knobs(p) == FMK_OK;
+        ok =
+            fmk_plan_create(&p, 3, FMK_KERNEL_LAPLACE, eps, &o) == FMK_OK && gpu_knobs(p) == FMK_OK;
         const double t1 = bench_now();
         ok = ok && fmk_plan_set_points_device(p, n, dx, 0, NULL) == FMK_OK;
         const double t2 = bench_now();
@@ -450,19 +463,24 @@ static void fresh(const char *dist, int64_t n, double eps, int plans)
         if (!ok)
             break;
         if (json)
-            printf("%s{\"table\":\"fresh\",\"dist\":\"%s\",\"n\":%lld,\"eps\":%g,\"plan\":%d,\"create_ms\":%.4f,"
+            printf("%s{\"table\":\"fresh\",\"dist\":\"%s\",\"n\":%lld,\"eps\":%g,\"plan\":%d,"
+                   "\"create_ms\":%.4f,"
                    "\"setup_ms\":%.4f,\"eval_ms\":%.4f,\"destroy_ms\":%.4f,\"setup_start_ms\":%.4f,"
-                   "\"setup_tree_ms\":%.4f,\"setup_lists_ms\":%.4f,\"setup_ops_ms\":%.4f,\"setup_buffers_ms\":%.4f}",
-                   first_row ? "[\n" : ",\n", dist, (long long)n, eps, i, 1e3 * (t1 - t0), 1e3 * (t2 - t1),
-                   1e3 * (t3 - t2), 1e3 * (t5 - t4), 1e3 * part[0], 1e3 * part[1], 1e3 * part[2], 1e3 * part[3],
-                   1e3 * part[4]);
+                   "\"setup_tree_ms\":%.4f,\"setup_lists_ms\":%.4f,\"setup_ops_ms\":%.4f,\"setup_"
+                   "buffers_ms\":%.4f}",
+                   first_row ? "[\n" : ",\n", dist, (long long)n, eps, i, 1e3 * (t1 - t0),
+                   1e3 * (t2 - t1), 1e3 * (t3 - t2), 1e3 * (t5 - t4), 1e3 * part[0], 1e3 * part[1],
+                   1e3 * part[2], 1e3 * part[3], 1e3 * part[4]);
         else
-            printf("  plan %2d%s: create %6.2f  set_points %6.2f (start %.2f tree %.2f lists %.2f operators %.2f "
-                   "buffers %.2f; M2L matrices on the GPU %.2f)  eval %6.2f  | set_points + eval %6.2f  "
+            printf("  plan %2d%s: create %6.2f  set_points %6.2f (start %.2f tree %.2f lists %.2f "
+                   "operators %.2f "
+                   "buffers %.2f; M2L matrices on the GPU %.2f)  eval %6.2f  | set_points + eval "
+                   "%6.2f  "
                    "create + set_points + eval %6.2f  (destroy %.2f)\n",
-                   i, i == 0 ? " (the process's first)" : "", 1e3 * (t1 - t0), 1e3 * (t2 - t1), 1e3 * part[0],
-                   1e3 * part[1], 1e3 * part[2], 1e3 * part[3], 1e3 * part[4], 1e3 * part[11], 1e3 * (t3 - t2),
-                   1e3 * (t3 - t1), 1e3 * (t3 - t0), 1e3 * (t5 - t4));
+                   i, i == 0 ? " (the process's first)" : "", 1e3 * (t1 - t0), 1e3 * (t2 - t1),
+                   1e3 * part[0], 1e3 * part[1], 1e3 * part[2], 1e3 * part[3], 1e3 * part[4],
+                   1e3 * part[11], 1e3 * (t3 - t2), 1e3 * (t3 - t1), 1e3 * (t3 - t0),
+                   1e3 * (t5 - t4));
         first_row = 0;
         if (i > 0) {
             tc[m] = t1 - t0, ts[m] = t2 - t1, te[m] = t3 - t2, tsum[m] = t3 - t1, ttot[m] = t3 - t0;
@@ -477,10 +495,12 @@ static void fresh(const char *dist, int64_t n, double eps, int plans)
         }
     }
     if (ok && m > 0 && !json)
-        printf("  median of plans 1..%d: create %.2f  set_points %.2f  eval %.2f | set_points + eval %.2f  "
+        printf("  median of plans 1..%d: create %.2f  set_points %.2f  eval %.2f | set_points + "
+               "eval %.2f  "
                "create + set_points + eval %.2f  (destroy %.2f) | err pot %.2e grad %.2e\n",
                m, 1e3 * bench_median(tc, m), 1e3 * bench_median(ts, m), 1e3 * bench_median(te, m),
-               1e3 * bench_median(tsum, m), 1e3 * bench_median(ttot, m), 1e3 * bench_median(td, m), ep, eg);
+               1e3 * bench_median(tsum, m), 1e3 * bench_median(ttot, m), 1e3 * bench_median(td, m),
+               ep, eg);
     fflush(stdout);
     cudaFree(dx), cudaFree(dq), cudaFree(dp), cudaFree(dg);
     free(x), free(q);
@@ -515,50 +535,56 @@ static void print_row(const char *table, fmk_method m, const char *dist, int64_t
 {
     const double *ph = r->phase;
     if (json) {
-        printf("%s{\"table\":\"%s\",\"method\":\"%s\",\"dist\":\"%s\",\"n\":%lld,\"eps\":%g,"
-               "\"grad\":%d,\"order\":%d,\"leaf\":%lld,\"levels\":%d,\"setup_ms\":%.4f,"
-               "\"eval_ms\":%.4f,\"p2m_ms\":%.4f,\"m2m_ms\":%.4f,\"m2l_ms\":%.4f,\"l2l_ms\":%.4f,"
-               "\"l2p_ms\":%.4f,\"p2p_ms\":%.4f,\"tree_ms\":%.4f,\"err_pot\":%.3e,\"err_grad\":%.3e,"
-               "\"m2l_gflops\":%.1f,\"m2l_gflops_tiles\":%.1f,\"bytes_device\":%lld,"
-               "\"plan_bytes_device\":%lld,\"setup_start_ms\":%.4f,\"setup_tree_ms\":%.4f,"
-               "\"setup_lists_ms\":%.4f,\"setup_ops_ms\":%.4f,\"setup_buffers_ms\":%.4f,"
-               "\"setup_first_ms\":%.4f,\"create_ms\":%.4f,\"eval_first_ms\":%.4f}",
-               first_row ? "[\n" : ",\n", table, method_name(m), dist, (long long)n, eps, grad,
-               r->order, (long long)r->leaf, r->levels, 1e3 * r->setup, 1e3 * r->eval,
-               1e3 * ph[FMK_PHASE_P2M], 1e3 * ph[FMK_PHASE_M2M], 1e3 * ph[FMK_PHASE_M2L],
-               1e3 * ph[FMK_PHASE_L2L], 1e3 * ph[FMK_PHASE_L2P], 1e3 * ph[FMK_PHASE_P2P],
-               1e3 * ph[FMK_PHASE_TREE], r->err_pot, r->err_grad, 1e-9 * r->m2l_rate,
-               1e-9 * r->m2l_rate_tiles, (long long)r->bytes_device, (long long)r->plan_bytes_device,
-               1e3 * r->setup_part[0], 1e3 * r->setup_part[1], 1e3 * r->setup_part[2],
-               1e3 * r->setup_part[3], 1e3 * r->setup_part[4], 1e3 * r->setup_first, 1e3 * r->create,
-               1e3 * r->eval_first);
+        printf(
+            "%s{\"table\":\"%s\",\"method\":\"%s\",\"dist\":\"%s\",\"n\":%lld,\"eps\":%g,"
+            "\"grad\":%d,\"order\":%d,\"leaf\":%lld,\"levels\":%d,\"setup_ms\":%.4f,"
+            "\"eval_ms\":%.4f,\"p2m_ms\":%.4f,\"m2m_ms\":%.4f,\"m2l_ms\":%.4f,\"l2l_ms\":%.4f,"
+            "\"l2p_ms\":%.4f,\"p2p_ms\":%.4f,\"tree_ms\":%.4f,\"err_pot\":%.3e,\"err_grad\":%.3e,"
+            "\"m2l_gflops\":%.1f,\"m2l_gflops_tiles\":%.1f,\"bytes_device\":%lld,"
+            "\"plan_bytes_device\":%lld,\"setup_start_ms\":%.4f,\"setup_tree_ms\":%.4f,"
+            "\"setup_lists_ms\":%.4f,\"setup_ops_ms\":%.4f,\"setup_buffers_ms\":%.4f,"
+            "\"setup_first_ms\":%.4f,\"create_ms\":%.4f,\"eval_first_ms\":%.4f}",
+            first_row ? "[\n" : ",\n", table, method_name(m), dist, (long long)n, eps, grad,
+            r->order, (long long)r->leaf, r->levels, 1e3 * r->setup, 1e3 * r->eval,
+            1e3 * ph[FMK_PHASE_P2M], 1e3 * ph[FMK_PHASE_M2M], 1e3 * ph[FMK_PHASE_M2L],
+            1e3 * ph[FMK_PHASE_L2L], 1e3 * ph[FMK_PHASE_L2P], 1e3 * ph[FMK_PHASE_P2P],
+            1e3 * ph[FMK_PHASE_TREE], r->err_pot, r->err_grad, 1e-9 * r->m2l_rate,
+            1e-9 * r->m2l_rate_tiles, (long long)r->bytes_device, (long long)r->plan_bytes_device,
+            1e3 * r->setup_part[0], 1e3 * r->setup_part[1], 1e3 * r->setup_part[2],
+            1e3 * r->setup_part[3], 1e3 * r->setup_part[4], 1e3 * r->setup_first, 1e3 * r->create,
+            1e3 * r->eval_first);
         first_row = 0;
         return;
     }
-    printf("%-6s %-6s %-7s %9lld %6.0e %d %3d %4lld %2d | %8.2f %8.2f | %6.2f %6.2f %7.2f %6.2f %6.2f "
-           "%6.2f %7.2f | %.2e %.2e | %7.0f %7.0f | %6.0f\n",
-           table, method_name(m), dist, (long long)n, eps, grad, r->order, (long long)r->leaf,
-           r->levels, 1e3 * r->setup, 1e3 * r->eval, 1e3 * ph[FMK_PHASE_P2M],
-           1e3 * ph[FMK_PHASE_M2M], 1e3 * ph[FMK_PHASE_M2L], 1e3 * ph[FMK_PHASE_L2L],
-           1e3 * ph[FMK_PHASE_L2P], 1e3 * ph[FMK_PHASE_P2P], 1e3 * ph[FMK_PHASE_TREE], r->err_pot,
-           r->err_grad, 1e-9 * r->m2l_rate, 1e-9 * r->m2l_rate_tiles,
-           (double)r->bytes_device / (double)n);
+    printf(
+        "%-6s %-6s %-7s %9lld %6.0e %d %3d %4lld %2d | %8.2f %8.2f | %6.2f %6.2f %7.2f %6.2f %6.2f "
+        "%6.2f %7.2f | %.2e %.2e | %7.0f %7.0f | %6.0f\n",
+        table, method_name(m), dist, (long long)n, eps, grad, r->order, (long long)r->leaf,
+        r->levels, 1e3 * r->setup, 1e3 * r->eval, 1e3 * ph[FMK_PHASE_P2M], 1e3 * ph[FMK_PHASE_M2M],
+        1e3 * ph[FMK_PHASE_M2L], 1e3 * ph[FMK_PHASE_L2L], 1e3 * ph[FMK_PHASE_L2P],
+        1e3 * ph[FMK_PHASE_P2P], 1e3 * ph[FMK_PHASE_TREE], r->err_pot, r->err_grad,
+        1e-9 * r->m2l_rate, 1e-9 * r->m2l_rate_tiles, (double)r->bytes_device / (double)n);
     if (m == FMK_METHOD_FMM)
         printf("       set_points (ms): start %.2f tree %.2f lists %.2f operators %.2f buffers %.2f"
                " | first call of the plan %.2f\n",
                1e3 * r->setup_part[0], 1e3 * r->setup_part[1], 1e3 * r->setup_part[2],
                1e3 * r->setup_part[3], 1e3 * r->setup_part[4], 1e3 * r->setup_first);
     if (m == FMK_METHOD_FMM)
-        printf("       first set_points (ms): start %.2f tree %.2f lists %.2f operators %.2f buffers %.2f"
+        printf("       first set_points (ms): start %.2f tree %.2f lists %.2f operators %.2f "
+               "buffers %.2f"
                " (M2L matrices on the GPU %.2f, alongside)\n",
-               1e3 * r->setup_first_part[0], 1e3 * r->setup_first_part[1], 1e3 * r->setup_first_part[2],
-               1e3 * r->setup_first_part[3], 1e3 * r->setup_first_part[4], 1e3 * r->setup_first_part[11]);
-    printf("       fresh plan (ms): create %.2f, first set_points %.2f, first eval %.2f; set_points + eval "
+               1e3 * r->setup_first_part[0], 1e3 * r->setup_first_part[1],
+               1e3 * r->setup_first_part[2], 1e3 * r->setup_first_part[3],
+               1e3 * r->setup_first_part[4], 1e3 * r->setup_first_part[11]);
+    printf("       fresh plan (ms): create %.2f, first set_points %.2f, first eval %.2f; "
+           "set_points + eval "
            "%.2f; create + set_points + eval %.2f\n",
-           1e3 * r->create, 1e3 * r->setup_first, 1e3 * r->eval_first, 1e3 * (r->setup_first + r->eval_first),
+           1e3 * r->create, 1e3 * r->setup_first, 1e3 * r->eval_first,
+           1e3 * (r->setup_first + r->eval_first),
            1e3 * (r->create + r->setup_first + r->eval_first));
     if (m == FMK_METHOD_FMM)
-        printf("       lists (ms): points %.2f boxes %.2f lists %.2f directions %.2f work %.2f tiles %.2f\n",
+        printf("       lists (ms): points %.2f boxes %.2f lists %.2f directions %.2f work %.2f "
+               "tiles %.2f\n",
                1e3 * r->setup_part[5], 1e3 * r->setup_part[6], 1e3 * r->setup_part[7],
                1e3 * r->setup_part[8], 1e3 * r->setup_part[9], 1e3 * r->setup_part[10]);
     fflush(stdout);
@@ -570,11 +596,13 @@ static void m2lcls_degrees(int p, double f, int classes)
 {
     int count[64], cls[64];
     double flops[2];
-    const fmk_status st = p < 64 ? fmk_cuda_fmm3d_m2l_degrees(p, f, classes, count, cls, flops) : FMK_ERR_ARG;
+    const fmk_status st =
+        p < 64 ? fmk_cuda_fmm3d_m2l_degrees(p, f, classes, count, cls, flops) : FMK_ERR_ARG;
     if (st != FMK_OK)
         return;
     if (json) {
-        printf("%s{\"table\":\"m2lcls-degrees\",\"order\":%d,\"trunc\":%g,\"classes\":%d,\"flops_trunc\":%.4f,"
+        printf("%s{\"table\":\"m2lcls-degrees\",\"order\":%d,\"trunc\":%g,\"classes\":%d,\"flops_"
+               "trunc\":%.4f,"
                "\"flops_classes\":%.4f,\"count\":[",
                first_row ? "[\n" : ",\n", p, f, classes, flops[0], flops[1]);
         for (int q = 0; q <= p; q++)
@@ -615,12 +643,14 @@ static int fitmix(void)
     const struct {
         const char *name;
         int fit, rt;
-    } c[] = {{"engine", 1, -1}, {"engine, another draw", 1, -1}, {"no fit", 0, -1},
-             {"4 per lane", 1, 4}, {"5 per lane", 1, 5}, {"6 per lane", 1, 6}};
+    } c[] = {{"engine", 1, -1},    {"engine, another draw", 1, -1},
+             {"no fit", 0, -1},    {"4 per lane", 1, 4},
+             {"5 per lane", 1, 5}, {"6 per lane", 1, 6}};
     const int fit0 = knob.root_fit, rt0 = knob.p2p_pairs;
     device_points = 1;
     if (!json)
-        printf("fitmix: N | setting | eval (ms, two streams) | levels | err pot, grad | P2M M2M M2L L2L L2P P2P (ms)\n");
+        printf("fitmix: N | setting | eval (ms, two streams) | levels | err pot, grad | P2M M2M "
+               "M2L L2L L2P P2P (ms)\n");
     for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) {
         const uint64_t seed = rng;
         for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
@@ -628,19 +658,24 @@ static int fitmix(void)
             knob.root_fit = c[i].fit, knob.p2p_pairs = c[i].rt;
             if (i != 1)
                 rng = seed; /* the first row's points, but for the second draw */
-            if (measure(FMK_METHOD_FMM, 1e-6, -1, 0, "cube", ns[k], 1, ns[k] > (1 << 22) ? 2 : 5, ns[k] <= (1 << 20), &r0))
+            if (measure(FMK_METHOD_FMM, 1e-6, -1, 0, "cube", ns[k], 1, ns[k] > (1 << 22) ? 2 : 5,
+                        ns[k] <= (1 << 20), &r0))
                 continue;
             const double *ph = r0.phase;
             if (json)
-                printf("%s{\"table\":\"fitmix\",\"n\":%lld,\"setting\":\"%s\",\"eval_ms\":%.4f,\"levels\":%d,"
+                printf("%s{\"table\":\"fitmix\",\"n\":%lld,\"setting\":\"%s\",\"eval_ms\":%.4f,"
+                       "\"levels\":%d,"
                        "\"err_pot\":%.3e,\"err_grad\":%.3e,\"m2l_ms\":%.4f,\"p2p_ms\":%.4f}",
-                       first_row ? "[\n" : ",\n", (long long)ns[k], c[i].name, 1e3 * r0.eval, r0.levels, r0.err_pot,
-                       r0.err_grad, 1e3 * ph[FMK_PHASE_M2L], 1e3 * ph[FMK_PHASE_P2P]);
+                       first_row ? "[\n" : ",\n", (long long)ns[k], c[i].name, 1e3 * r0.eval,
+                       r0.levels, r0.err_pot, r0.err_grad, 1e3 * ph[FMK_PHASE_M2L],
+                       1e3 * ph[FMK_PHASE_P2P]);
             else
-                printf("fitmix %9lld | %-22s | %8.3f | %d | %.2e %.2e | %6.2f %6.2f %6.2f %6.2f %6.2f %6.2f\n",
-                       (long long)ns[k], c[i].name, 1e3 * r0.eval, r0.levels, r0.err_pot, r0.err_grad,
-                       1e3 * ph[FMK_PHASE_P2M], 1e3 * ph[FMK_PHASE_M2M], 1e3 * ph[FMK_PHASE_M2L],
-                       1e3 * ph[FMK_PHASE_L2L], 1e3 * ph[FMK_PHASE_L2P], 1e3 * ph[FMK_PHASE_P2P]);
+                printf("fitmix %9lld | %-22s | %8.3f | %d | %.2e %.2e | %6.2f %6.2f %6.2f %6.2f "
+                       "%6.2f %6.2f\n",
+                       (long long)ns[k], c[i].name, 1e3 * r0.eval, r0.levels, r0.err_pot,
+                       r0.err_grad, 1e3 * ph[FMK_PHASE_P2M], 1e3 * ph[FMK_PHASE_M2M],
+                       1e3 * ph[FMK_PHASE_M2L], 1e3 * ph[FMK_PHASE_L2L], 1e3 * ph[FMK_PHASE_L2P],
+                       1e3 * ph[FMK_PHASE_P2P]);
             if (json)
                 first_row = 0;
             fflush(stdout);
@@ -657,14 +692,15 @@ static int m2lcls(void)
         const char *name;
         int whole, classes;
         long long trunc_min;
-    } var[] = {{"whole", 1, 0, 0},  {"trunc", 0, 0, 0},        {"cls2", 0, 2, 0},         {"cls3", 0, 3, 0},
-               {"cls4", 0, 4, 0},   {"min1000", 0, 0, 1000},   {"min5000", 0, 0, 5000},   {"min40000", 0, 0, 40000},
-               {"c3min5000", 0, 3, 5000}};
+    } var[] = {{"whole", 1, 0, 0},      {"trunc", 0, 0, 0},        {"cls2", 0, 2, 0},
+               {"cls3", 0, 3, 0},       {"cls4", 0, 4, 0},         {"min1000", 0, 0, 1000},
+               {"min5000", 0, 0, 5000}, {"min40000", 0, 0, 40000}, {"c3min5000", 0, 3, 5000}};
     enum { NV = sizeof var / sizeof var[0] };
     static const struct {
         const char *dist;
         int lg;
-    } sets[] = {{"cube", 12}, {"cube", 14}, {"cube", 16}, {"cube", 18}, {"cube", 20}, {"plummer", 20}};
+    } sets[] = {{"cube", 12}, {"cube", 14}, {"cube", 16},
+                {"cube", 18}, {"cube", 20}, {"plummer", 20}};
     const double epss[] = {1e-3, 1e-6};
     const double f0 = knob.m2l_trunc;
     const int k0 = knob.m2l_classes, ov = knob.overlap;
@@ -672,8 +708,10 @@ static int m2lcls(void)
     device_points = 1;
     const double t_start = bench_now();
     if (!json)
-        printf("m2lcls: dist N eps p | variant (whole: f 0; trunc: f %g; clsK: K degree classes; minB: whole below "
-               "B boxes) | M2L boxes, GEMMs, operators | eval two streams, eval one stream, M2L one stream (ms, "
+        printf("m2lcls: dist N eps p | variant (whole: f 0; trunc: f %g; clsK: K degree classes; "
+               "minB: whole below "
+               "B boxes) | M2L boxes, GEMMs, operators | eval two streams, eval one stream, M2L "
+               "one stream (ms, "
                "medians) | err pot, grad | x the whole operators' errors\n",
                f0);
     int ok = 1;
@@ -689,9 +727,11 @@ static int m2lcls(void)
                 knob.m2l_trunc = var[v].whole ? 0 : f0;
                 knob.m2l_classes = var[v].classes, knob.m2l_trunc_min = var[v].trunc_min;
                 rng = seed, knob.overlap = 0;
-                int fail = measure(FMK_METHOD_FMM, epss[e], -1, 0, sets[t].dist, n, 1, reps, 0, &r1);
+                int fail =
+                    measure(FMK_METHOD_FMM, epss[e], -1, 0, sets[t].dist, n, 1, reps, 0, &r1);
                 rng = seed, knob.overlap = 1;
-                fail = fail || measure(FMK_METHOD_FMM, epss[e], -1, 0, sets[t].dist, n, 1, reps, 1, &r2);
+                fail = fail ||
+                       measure(FMK_METHOD_FMM, epss[e], -1, 0, sets[t].dist, n, 1, reps, 1, &r2);
                 if (fail) {
                     ok = 0;
                     break;
@@ -704,23 +744,30 @@ static int m2lcls(void)
                             m2lcls_degrees(r2.order, f0, k);
                     shown = r2.order;
                 }
-                const double xp = ep0 > 0 ? r2.err_pot / ep0 : 0, xg = eg0 > 0 ? r2.err_grad / eg0 : 0;
+                const double xp = ep0 > 0 ? r2.err_pot / ep0 : 0,
+                             xg = eg0 > 0 ? r2.err_grad / eg0 : 0;
                 if (json)
-                    printf("%s{\"table\":\"m2lcls\",\"dist\":\"%s\",\"n\":%lld,\"eps\":%g,\"order\":%d,"
-                           "\"leaf\":%lld,\"variant\":\"%s\",\"trunc\":%g,\"classes\":%d,\"trunc_min\":%lld,"
+                    printf("%s{\"table\":\"m2lcls\",\"dist\":\"%s\",\"n\":%lld,\"eps\":%g,"
+                           "\"order\":%d,"
+                           "\"leaf\":%lld,\"variant\":\"%s\",\"trunc\":%g,\"classes\":%d,\"trunc_"
+                           "min\":%lld,"
                            "\"m2l_boxes\":%lld,\"m2l_gemms\":%d,\"whole\":%d,\"eval_ms\":%.4f,"
-                           "\"eval_one_stream_ms\":%.4f,\"m2l_ms\":%.4f,\"err_pot\":%.3e,\"err_grad\":%.3e,"
+                           "\"eval_one_stream_ms\":%.4f,\"m2l_ms\":%.4f,\"err_pot\":%.3e,\"err_"
+                           "grad\":%.3e,"
                            "\"x_whole_pot\":%.4f,\"x_whole_grad\":%.4f}",
                            first_row ? "[\n" : ",\n", sets[t].dist, (long long)n, epss[e], r2.order,
                            (long long)r2.leaf, var[v].name, knob.m2l_trunc, var[v].classes,
-                           var[v].trunc_min, (long long)r2.m2l_boxes, r2.m2l_gemms, r2.m2l_whole, 1e3 * r2.eval,
-                           1e3 * r1.eval, 1e3 * r1.m2l, r2.err_pot, r2.err_grad, xp, xg);
+                           var[v].trunc_min, (long long)r2.m2l_boxes, r2.m2l_gemms, r2.m2l_whole,
+                           1e3 * r2.eval, 1e3 * r1.eval, 1e3 * r1.m2l, r2.err_pot, r2.err_grad, xp,
+                           xg);
                 else
-                    printf("m2lcls %-7s %8lld %6.0e %2d | %-9s | %6lld %4d %-5s | %7.3f %7.3f %7.3f | %.2e %.2e | "
+                    printf("m2lcls %-7s %8lld %6.0e %2d | %-9s | %6lld %4d %-5s | %7.3f %7.3f "
+                           "%7.3f | %.2e %.2e | "
                            "x%.2f x%.2f\n",
-                           sets[t].dist, (long long)n, epss[e], r2.order, var[v].name, (long long)r2.m2l_boxes,
-                           r2.m2l_gemms, r2.m2l_whole ? "whole" : "trunc", 1e3 * r2.eval, 1e3 * r1.eval,
-                           1e3 * r1.m2l, r2.err_pot, r2.err_grad, xp, xg);
+                           sets[t].dist, (long long)n, epss[e], r2.order, var[v].name,
+                           (long long)r2.m2l_boxes, r2.m2l_gemms, r2.m2l_whole ? "whole" : "trunc",
+                           1e3 * r2.eval, 1e3 * r1.eval, 1e3 * r1.m2l, r2.err_pot, r2.err_grad, xp,
+                           xg);
                 first_row = 0;
                 fflush(stdout);
             }
@@ -736,7 +783,8 @@ static int m2lcls(void)
 static void header(void)
 {
     if (!json)
-        printf("table  method dist            N    eps g   p leaf  L |  setupms   evalms |    p2m    m2m     "
+        printf("table  method dist            N    eps g   p leaf  L |  setupms   evalms |    p2m  "
+               "  m2m     "
                "m2l    l2l    l2p    p2p    tree | err_pot  err_grad | m2lGF/s tileGF/s | B/pt\n");
 }
 
@@ -764,7 +812,8 @@ int main(int argc, char **argv)
         for (device_points = 0; device_points <= 1; device_points++)
             for (int d = 0; d < 2; d++)
                 if (measure(FMK_METHOD_FMM, 1e-6, -1, 0, dists[d], N20, 1, 5, 1, &r) == 0)
-                    print_row(device_points ? "bar-d" : "bar", FMK_METHOD_FMM, dists[d], N20, 1e-6, 1, &r);
+                    print_row(device_points ? "bar-d" : "bar", FMK_METHOD_FMM, dists[d], N20, 1e-6,
+                              1, &r);
         device_points = 0;
     } else if (!strcmp(mode, "near")) {
         /* the threshold of W and X entries done as P2P (K (p + 1)^2 / 2) and the leaf, 2^20
@@ -777,7 +826,8 @@ int main(int argc, char **argv)
                     knob.direct_near = ks[k];
                     if (!json)
                         printf("K = %d\n", ks[k]);
-                    if (measure(FMK_METHOD_FMM, 1e-6, -1, leaf, d ? "cube" : "plummer", N20, 1, 3, 0, &r) == 0)
+                    if (measure(FMK_METHOD_FMM, 1e-6, -1, leaf, d ? "cube" : "plummer", N20, 1, 3,
+                                0, &r) == 0)
                         print_row("near", FMK_METHOD_FMM, d ? "cube" : "plummer", N20, 1e-6, 1, &r);
                 }
         knob.direct_near = near;
@@ -810,7 +860,8 @@ int main(int argc, char **argv)
                 for (int f = 0; f < 2; f++) {
                     precision = f ? FMK_PRECISION_FP32 : FMK_PRECISION_FP64;
                     if (measure(FMK_METHOD_FMM, epss[e], -1, 0, dists[d], N20, 1, 5, 1, &r) == 0)
-                        print_row(f ? "fp32" : "fp64", FMK_METHOD_FMM, dists[d], N20, epss[e], 1, &r);
+                        print_row(f ? "fp32" : "fp64", FMK_METHOD_FMM, dists[d], N20, epss[e], 1,
+                                  &r);
                 }
         device_points = 0;
         precision = FMK_PRECISION_FP64;
@@ -823,7 +874,8 @@ int main(int argc, char **argv)
             knob.overlap = ov;
             const char *table = ov ? "ov1" : "ov0";
             if (!json)
-                printf("near field %s\n", ov ? "alongside the far field (two streams)" : "after it (one stream)");
+                printf("near field %s\n",
+                       ov ? "alongside the far field (two streams)" : "after it (one stream)");
             if (measure(FMK_METHOD_FMM, 1e-6, -1, 0, "cube", N20, 1, 5, 1, &r) == 0)
                 print_row(table, FMK_METHOD_FMM, "cube", N20, 1e-6, 1, &r);
             if (measure(FMK_METHOD_FMM, 1e-6, -1, 0, "plummer", N20, 1, 5, 1, &r) == 0)
@@ -839,7 +891,8 @@ int main(int argc, char **argv)
             if (measure(FMK_METHOD_FMM, 1e-3, -1, 0, "cube", N20, 1, 5, 0, &r) == 0)
                 print_row(table, FMK_METHOD_FMM, "cube", N20, 1e-3, 1, &r);
             for (int lg = 12; lg <= 16; lg += 4)
-                if (measure(FMK_METHOD_FMM, 1e-6, -1, 0, "cube", (int64_t)1 << lg, 1, 7, 0, &r) == 0)
+                if (measure(FMK_METHOD_FMM, 1e-6, -1, 0, "cube", (int64_t)1 << lg, 1, 7, 0, &r) ==
+                    0)
                     print_row(table, FMK_METHOD_FMM, "cube", (int64_t)1 << lg, 1e-6, 1, &r);
         }
         knob.overlap = saved;
@@ -880,7 +933,8 @@ int main(int argc, char **argv)
                         printf("M2L truncation factor %g (0: whole operators), %s\n", knobs[k],
                                o ? "two streams" : "one stream");
                     if (measure(FMK_METHOD_FMM, 1e-6, -1, 0, dists[d], N20, 1, 5, 1, &r) == 0)
-                        print_row(o ? "trunc-ov" : "trunc", FMK_METHOD_FMM, dists[d], N20, 1e-6, 1, &r);
+                        print_row(o ? "trunc-ov" : "trunc", FMK_METHOD_FMM, dists[d], N20, 1e-6, 1,
+                                  &r);
                 }
         }
         knob.m2l_trunc = f0, knob.overlap = ov;
@@ -898,7 +952,8 @@ int main(int argc, char **argv)
         const int ov = knob.overlap;
         device_points = 1;
         if (!json)
-            printf("draws: N | eval one stream, two (ms) | P2P alone (ms) | pairs leaves largest over-pass | slots x "
+            printf("draws: N | eval one stream, two (ms) | P2P alone (ms) | pairs leaves largest "
+                   "over-pass | slots x "
                    "partners, interactions (1e9), ratio | most pairs held | pass\n");
         for (int d = 0; d < 8; d++) {
             result r1, r2;
@@ -912,17 +967,23 @@ int main(int argc, char **argv)
                 continue;
             const int64_t *c = r1.p2p;
             if (json)
-                printf("%s{\"table\":\"draws\",\"n\":%lld,\"eval_one_stream_ms\":%.4f,\"eval_ms\":%.4f,\"p2p_ms\":%.4f,"
-                       "\"pairs\":%lld,\"leaves\":%lld,\"largest\":%lld,\"over_pass\":%lld,\"slots\":%lld,"
+                printf("%s{\"table\":\"draws\",\"n\":%lld,\"eval_one_stream_ms\":%.4f,\"eval_ms\":%"
+                       ".4f,\"p2p_ms\":%.4f,"
+                       "\"pairs\":%lld,\"leaves\":%lld,\"largest\":%lld,\"over_pass\":%lld,"
+                       "\"slots\":%lld,"
                        "\"interactions\":%lld,\"held_max\":%lld,\"pass\":%lld}",
                        first_row ? "[\n" : ",\n", (long long)n, 1e3 * r1.eval, 1e3 * r2.eval,
-                       1e3 * r1.phase[FMK_PHASE_P2P], (long long)c[0], (long long)c[1], (long long)c[2],
-                       (long long)c[3], (long long)c[4], (long long)c[5], (long long)c[6], (long long)c[7]);
+                       1e3 * r1.phase[FMK_PHASE_P2P], (long long)c[0], (long long)c[1],
+                       (long long)c[2], (long long)c[3], (long long)c[4], (long long)c[5],
+                       (long long)c[6], (long long)c[7]);
             else
-                printf("draws %9lld | %7.3f %7.3f | %6.3f | %lld %lld %lld %lld | %.3f %.3f %.3f | %lld | %lld\n",
-                       (long long)n, 1e3 * r1.eval, 1e3 * r2.eval, 1e3 * r1.phase[FMK_PHASE_P2P], (long long)c[0],
-                       (long long)c[1], (long long)c[2], (long long)c[3], 1e-9 * (double)c[4], 1e-9 * (double)c[5],
-                       c[5] > 0 ? (double)c[4] / (double)c[5] : 0.0, (long long)c[6], (long long)c[7]);
+                printf("draws %9lld | %7.3f %7.3f | %6.3f | %lld %lld %lld %lld | %.3f %.3f %.3f | "
+                       "%lld | %lld\n",
+                       (long long)n, 1e3 * r1.eval, 1e3 * r2.eval, 1e3 * r1.phase[FMK_PHASE_P2P],
+                       (long long)c[0], (long long)c[1], (long long)c[2], (long long)c[3],
+                       1e-9 * (double)c[4], 1e-9 * (double)c[5],
+                       c[5] > 0 ? (double)c[4] / (double)c[5] : 0.0, (long long)c[6],
+                       (long long)c[7]);
             if (json)
                 first_row = 0;
             fflush(stdout);
@@ -940,10 +1001,12 @@ int main(int argc, char **argv)
                         knob.p2p_pairs = rts[k], knob.p2p_newton = n;
                         knob.overlap = o;
                         if (!json)
-                            printf("points per lane %d, Newton %d, %s\n", rts[k], n, o ? "two streams" : "one stream");
-                        if (measure(FMK_METHOD_FMM, 1e-6, -1, 0, d ? "plummer" : "cube", N20, 1, 5, 1, &r) == 0)
-                            print_row(o ? "newton-ov" : "newton", FMK_METHOD_FMM, d ? "plummer" : "cube", N20, 1e-6, 1,
-                                      &r);
+                            printf("points per lane %d, Newton %d, %s\n", rts[k], n,
+                                   o ? "two streams" : "one stream");
+                        if (measure(FMK_METHOD_FMM, 1e-6, -1, 0, d ? "plummer" : "cube", N20, 1, 5,
+                                    1, &r) == 0)
+                            print_row(o ? "newton-ov" : "newton", FMK_METHOD_FMM,
+                                      d ? "plummer" : "cube", N20, 1e-6, 1, &r);
                     }
         knob.p2p_newton = nw, knob.p2p_pairs = rt, knob.overlap = ov;
         device_points = 0;
@@ -958,8 +1021,10 @@ int main(int argc, char **argv)
                     knob.point_cols = c, knob.overlap = o;
                     if (!json)
                         printf("point_cols %d, %s\n", c, o ? "two streams" : "one stream");
-                    if (measure(FMK_METHOD_FMM, 1e-6, -1, 0, d ? "plummer" : "cube", N20, 1, 5, 1, &r) == 0)
-                        print_row(o ? "cols-ov" : "cols", FMK_METHOD_FMM, d ? "plummer" : "cube", N20, 1e-6, 1, &r);
+                    if (measure(FMK_METHOD_FMM, 1e-6, -1, 0, d ? "plummer" : "cube", N20, 1, 5, 1,
+                                &r) == 0)
+                        print_row(o ? "cols-ov" : "cols", FMK_METHOD_FMM, d ? "plummer" : "cube",
+                                  N20, 1e-6, 1, &r);
                 }
         knob.point_cols = pc, knob.overlap = ov;
         device_points = 0;
@@ -1036,14 +1101,16 @@ int main(int argc, char **argv)
         int k = 0;
         for (int lg = 16; lg <= top; lg += 2) {
             const int64_t n = (int64_t)1 << lg;
-            if (measure(FMK_METHOD_FMM, 1e-6, -1, 0, "cube", n, 1, lg >= 24 ? 2 : 4, lg <= 20, &r) != 0)
+            if (measure(FMK_METHOD_FMM, 1e-6, -1, 0, "cube", n, 1, lg >= 24 ? 2 : 4, lg <= 20,
+                        &r) != 0)
                 break;
             print_row("scale", FMK_METHOD_FMM, "cube", n, 1e-6, 1, &r);
             const double lx = log((double)n), ly = log(r.eval);
             sx += lx, sy += ly, sxx += lx * lx, sxy += lx * ly, k++;
         }
         if (k > 1 && !json)
-            printf("slope of log(eval) against log(N): %.3f\n", (k * sxy - sx * sy) / (k * sxx - sx * sx));
+            printf("slope of log(eval) against log(N): %.3f\n",
+                   (k * sxy - sx * sy) / (k * sxx - sx * sx));
     } else if (!strcmp(mode, "leaf")) {
         const int p = arg > 0 ? arg : 8;
         for (int leaf = 16; leaf <= 256; leaf = leaf * 3 / 2)
@@ -1078,7 +1145,8 @@ int main(int argc, char **argv)
         const double epss[] = {1e-10, 1e-11, 1e-12, 1e-13};
         for (int d = 0; d < 2; d++)
             for (int e = 0; e < 4; e++)
-                if (measure(FMK_METHOD_FMM, epss[e], -1, 0, d ? "plummer" : "cube", N20, 1, 3, 1, &r) == 0)
+                if (measure(FMK_METHOD_FMM, epss[e], -1, 0, d ? "plummer" : "cube", N20, 1, 3, 1,
+                            &r) == 0)
                     print_row("eps", FMK_METHOD_FMM, d ? "plummer" : "cube", N20, epss[e], 1, &r);
     } else if (!strcmp(mode, "order")) {
         const char *dists[] = {"cube", "sphere", "plummer", "corner", "nested"};

@@ -147,7 +147,7 @@ typedef struct row {
     double total, setup, eval, tree, moments, walk_t; /* seconds, medians */
     double err_pot, err_acc;                          /* -1: not measured */
     double bytes_per_point;
-    double direct;                                    /* direct-sum total, seconds (crossover) */
+    double direct; /* direct-sum total, seconds (crossover) */
 } row;
 
 static row rows[256];
@@ -170,13 +170,13 @@ static void *xmalloc(size_t b)
     return p;
 }
 
-#define CUDA(call)                                                                              \
-    do {                                                                                        \
-        cudaError_t e_ = (call);                                                                \
-        if (e_ != cudaSuccess) {                                                                \
-            fprintf(stderr, "tree: %s: %s\n", #call, cudaGetErrorString(e_));                   \
-            exit(1);                                                                            \
-        }                                                                                       \
+#define CUDA(call)                                                            \
+    do {                                                                      \
+        cudaError_t e_ = (call);                                              \
+        if (e_ != cudaSuccess) {                                              \
+            fprintf(stderr, "tree: %s: %s\n", #call, cudaGetErrorString(e_)); \
+            exit(1);                                                          \
+        }                                                                     \
     } while (0)
 
 /* Uniform cube [0, 1]^3, or a Plummer sphere (scale radius 1, cut at 10). */
@@ -314,8 +314,10 @@ static row measure(const char *table, problem *p, fmk_precision prec, double the
         tt[k] = info.phase_time[FMK_PHASE_TREE], tm[k] = info.phase_time[FMK_PHASE_MOMENTS];
         tw[k] = info.phase_time[FMK_PHASE_WALK];
     }
-    r.total = bench_median(tot, reps), r.setup = bench_median(ts, reps), r.eval = bench_median(te, reps);
-    r.tree = bench_median(tt, reps), r.moments = bench_median(tm, reps), r.walk_t = bench_median(tw, reps);
+    r.total = bench_median(tot, reps), r.setup = bench_median(ts, reps),
+    r.eval = bench_median(te, reps);
+    r.tree = bench_median(tt, reps), r.moments = bench_median(tm, reps),
+    r.walk_t = bench_median(tw, reps);
     r.bytes_per_point = (double)info.bytes_device / p->n;
     if (p->ref_pot) {
         r.err_pot = rel_l2_sampled(p->d_pot, 1, p, p->ref_pot);
@@ -363,11 +365,12 @@ static void add(row r, int json)
     char dir[32] = "";
     if (r.direct > 0)
         snprintf(dir, sizeof dir, "%.3f", r.direct * 1e3);
-    printf("| %s | %s | %lld | %s | %.2f | %d | %s%s | %d | %.3f | %.3f | %.3f | %.3f | %.3f | %s | %.1f | %s |\n",
-           r.table, r.dist, (long long)r.n, r.prec == FMK_PRECISION_FP32 ? "fp32" : "fp64",
-           r.theta, r.order, wn, r.walk == FMK_WALK_STACKLESS ? "" : " 32",
-           r.leaf, r.total * 1e3, r.tree * 1e3, r.moments * 1e3, r.walk_t * 1e3,
-           (r.setup - r.tree) * 1e3, err, r.bytes_per_point, dir);
+    printf("| %s | %s | %lld | %s | %.2f | %d | %s%s | %d | %.3f | %.3f | %.3f | %.3f | %.3f | %s "
+           "| %.1f | %s |\n",
+           r.table, r.dist, (long long)r.n, r.prec == FMK_PRECISION_FP32 ? "fp32" : "fp64", r.theta,
+           r.order, wn, r.walk == FMK_WALK_STACKLESS ? "" : " 32", r.leaf, r.total * 1e3,
+           r.tree * 1e3, r.moments * 1e3, r.walk_t * 1e3, (r.setup - r.tree) * 1e3, err,
+           r.bytes_per_point, dir);
     fflush(stdout);
 }
 
@@ -377,7 +380,8 @@ static void header(int json)
         return;
     printf("| table | points | N | prec | theta | order | walk | leaf | total ms | tree ms | "
            "moments ms | walk ms | other setup ms | err pot | err acc | bytes/pt | direct ms |\n");
-    printf("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
+    printf("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | "
+           "--- | --- | --- |\n");
 }
 
 static void print_json(void)
@@ -385,17 +389,16 @@ static void print_json(void)
     printf("[\n");
     for (int i = 0; i < n_rows; i++) {
         const row *r = &rows[i];
-        printf("  {\"table\": \"%s\", \"points\": \"%s\", \"n\": %lld, \"precision\": \"%s\", "
-               "\"theta\": %.2f, \"order\": %d, \"walk\": \"%s\", \"group\": %d, \"leaf_size\": %d, "
-               "\"total_s\": %.6e, \"set_points_s\": %.6e, \"eval_s\": %.6e, \"tree_s\": %.6e, "
-               "\"moments_s\": %.6e, \"walk_s\": %.6e, \"err_pot\": %.4e, \"err_acc\": %.4e, "
-               "\"bytes_per_point\": %.1f, \"direct_s\": %.6e}%s\n",
-               r->table, r->dist, (long long)r->n, r->prec == FMK_PRECISION_FP32 ? "fp32" : "fp64",
-               r->theta, r->order,
-               r->walk == FMK_WALK_STACKLESS ? "stackless" : "group",
-               r->group,
-               r->leaf, r->total, r->setup, r->eval, r->tree, r->moments, r->walk_t, r->err_pot,
-               r->err_acc, r->bytes_per_point, r->direct, i + 1 < n_rows ? "," : "");
+        printf(
+            "  {\"table\": \"%s\", \"points\": \"%s\", \"n\": %lld, \"precision\": \"%s\", "
+            "\"theta\": %.2f, \"order\": %d, \"walk\": \"%s\", \"group\": %d, \"leaf_size\": %d, "
+            "\"total_s\": %.6e, \"set_points_s\": %.6e, \"eval_s\": %.6e, \"tree_s\": %.6e, "
+            "\"moments_s\": %.6e, \"walk_s\": %.6e, \"err_pot\": %.4e, \"err_acc\": %.4e, "
+            "\"bytes_per_point\": %.1f, \"direct_s\": %.6e}%s\n",
+            r->table, r->dist, (long long)r->n, r->prec == FMK_PRECISION_FP32 ? "fp32" : "fp64",
+            r->theta, r->order, r->walk == FMK_WALK_STACKLESS ? "stackless" : "group", r->group,
+            r->leaf, r->total, r->setup, r->eval, r->tree, r->moments, r->walk_t, r->err_pot,
+            r->err_acc, r->bytes_per_point, r->direct, i + 1 < n_rows ? "," : "");
     }
     printf("]\n");
 }
@@ -437,10 +440,10 @@ int main(int argc, char **argv)
             with_direct = 1;
         else if (strcmp(argv[a], "--no-small") == 0)
             knob("treecode.tree.small_max", 0), knob("treecode.moments_small_max", 0),
-            knob("treecode.moments_up_max", 0), knob("treecode.split_warps", 0);
+                knob("treecode.moments_up_max", 0), knob("treecode.split_warps", 0);
         else if (strcmp(argv[a], "--one-wait-off") == 0)
             knob("treecode.frame_small_max", 0), knob("treecode.async", 0),
-            knob("treecode.prep_small_max", 0);
+                knob("treecode.prep_small_max", 0);
         else if (strcmp(argv[a], "--frame-cluster") == 0 && a + 1 < argc)
             knob("treecode.frame_cluster", atoi(argv[++a]));
         else if (strcmp(argv[a], "--frame-grid") == 0 && a + 1 < argc)
@@ -455,8 +458,7 @@ int main(int argc, char **argv)
             const int k = atoi(argv[++a]);
             knob("treecode.pack_boxes", k);
             knob("treecode.charge_block_max", k ? 32768 : 0);
-        }
-        else if (strcmp(argv[a], "--sort-tiles") == 0 && a + 1 < argc)
+        } else if (strcmp(argv[a], "--sort-tiles") == 0 && a + 1 < argc)
             knob("treecode.tree.sort_tiles", atoi(argv[++a]));
         else if (strcmp(argv[a], "--frame-small") == 0 && a + 1 < argc)
             knob("treecode.frame_small_max", atoll(argv[++a]));
@@ -481,8 +483,7 @@ int main(int argc, char **argv)
                 return 2;
             }
             walk_opt = strcmp(w, "stackless") == 0 ? FMK_WALK_STACKLESS : FMK_WALK_AUTO;
-        }
-        else if (strcmp(argv[a], "--leaf") == 0 && a + 1 < argc)
+        } else if (strcmp(argv[a], "--leaf") == 0 && a + 1 < argc)
             leaf = atoi(argv[++a]);
         else if (strcmp(argv[a], "--theta") == 0 && a + 1 < argc)
             theta = atof(argv[++a]);
@@ -522,15 +523,21 @@ int main(int argc, char **argv)
             knob(argv[a + 1], atof(argv[a + 2]));
             a += 2;
         } else {
-            fprintf(stderr, "usage: tree [--json] [--quick] [--theta-sweep] [--max-log2 K] [--leaf L] "
-                            "[--headline [--big]] [--profile] [--groups] [--crossover] "
-                            "[--one N [--plummer] [--direct] [--errors]] [--no-small] [--one-wait-off] [--sort-tiles K] [--fused-max N] "
-                            "[--moments-small-max N] [--moments-up-max N] [--small-fold K] [--frame-cluster K] [--frame-grid K] [--frame-small N] [--prep-small N] [--split-sort-min N] "
-                            "[--split-nodes K] "
-                            "[--split-level L] [--split-warps W] [--theta T] [--walk auto|stackless] [--mac K] [--leaf-theta T] "
-                            "[--local P] [--local-k K] [--local-open A] [--local-harmonic H] [--local-sweep] "
-                            "[--tickets K] [--super S] [--super-cap C] [--super-open K] [--super-k F] [--super2 S2] [--super-depth D] [--super-sweep] "
-                            "[--tune [--big]] [--tune-local [--big]]\n");
+            fprintf(
+                stderr,
+                "usage: tree [--json] [--quick] [--theta-sweep] [--max-log2 K] [--leaf L] "
+                "[--headline [--big]] [--profile] [--groups] [--crossover] "
+                "[--one N [--plummer] [--direct] [--errors]] [--no-small] [--one-wait-off] "
+                "[--sort-tiles K] [--fused-max N] "
+                "[--moments-small-max N] [--moments-up-max N] [--small-fold K] [--frame-cluster K] "
+                "[--frame-grid K] [--frame-small N] [--prep-small N] [--split-sort-min N] "
+                "[--split-nodes K] "
+                "[--split-level L] [--split-warps W] [--theta T] [--walk auto|stackless] [--mac K] "
+                "[--leaf-theta T] "
+                "[--local P] [--local-k K] [--local-open A] [--local-harmonic H] [--local-sweep] "
+                "[--tickets K] [--super S] [--super-cap C] [--super-open K] [--super-k F] "
+                "[--super2 S2] [--super-depth D] [--super-sweep] "
+                "[--tune [--big]] [--tune-local [--big]]\n");
             return 2;
         }
     }
@@ -548,7 +555,8 @@ int main(int argc, char **argv)
             for (int k = 2; k <= 10; k++)
                 for (int prec = 0; prec < 2; prec++)
                     add(measure("theta", &p, prec ? f32 : FMK_PRECISION_FP64, 0.1 * k, 2, leaf,
-                                walk_opt, reps), json);
+                                walk_opt, reps),
+                        json);
             problem_free(&p);
         }
         if (json)
@@ -588,7 +596,8 @@ int main(int argc, char **argv)
                 if (gap > 0)
                     found = 0;
                 else if (!found && prev_n > 0 && prev_gap > 0)
-                    found = exp(log(prev_n) + (log((double)n) - log(prev_n)) * prev_gap / (prev_gap - gap));
+                    found = exp(log(prev_n) +
+                                (log((double)n) - log(prev_n)) * prev_gap / (prev_gap - gap));
                 else if (!found)
                     found = (double)n; /* faster already at the smallest N */
                 prev_n = (double)n, prev_gap = gap;
@@ -610,8 +619,7 @@ int main(int argc, char **argv)
         for (int d = 0; d < 2; d++)
             for (int k = 14; k <= 20; k++) {
                 problem_make(&p, d, (int64_t)1 << k, 0);
-                add(measure("groups: default", &p, f32, 0.6, 2, leaf, FMK_WALK_AUTO, reps),
-                    json);
+                add(measure("groups: default", &p, f32, 0.6, 2, leaf, FMK_WALK_AUTO, reps), json);
                 knob("treecode.group_merge_min", 0);
                 knob("treecode.group_merge", 0);
                 add(measure("groups: one per node", &p, f32, 0.6, 2, leaf, FMK_WALK_AUTO, reps),
@@ -626,17 +634,19 @@ int main(int argc, char **argv)
         return 0;
     }
     if (tune) { /* leaf size and the cell-to-group test (a r_open + k R_g) with the step on */
-        static const double cfg_leaf[][4] = { /* leaf, a, k, order; first, last: order 3's default */
-            {48, 0.75, 3.5, 3}, {48, 1, 3, 3},    {40, 0.75, 3.5, 3}, {56, 0.75, 3.5, 3},
-            {64, 0.75, 3.5, 3}, {48, 0.5, 4, 3},  {48, 0.25, 4, 3},   {48, 0.25, 4.5, 3},
-            {48, 0.5, 3.5, 3},  {48, 0.5, 4.5, 3}, {48, 0.75, 3, 3},  {48, 0, 5, 3},
+        static const double cfg_leaf[][4] = {
+            /* leaf, a, k, order; first, last: order 3's default */
+            {48, 0.75, 3.5, 3}, {48, 1, 3, 3},     {40, 0.75, 3.5, 3}, {56, 0.75, 3.5, 3},
+            {64, 0.75, 3.5, 3}, {48, 0.5, 4, 3},   {48, 0.25, 4, 3},   {48, 0.25, 4.5, 3},
+            {48, 0.5, 3.5, 3},  {48, 0.5, 4.5, 3}, {48, 0.75, 3, 3},   {48, 0, 5, 3},
             {48, 0, 6, 3},      {48, 0.75, 3.5, 3}};
-        static const double cfg_local[][4] = { /* --tune-local: order 4 (default a 0.5, k 2.25) */
-            {48, 0.75, 3.5, 3}, {48, 0.75, 3.5, 4}, {48, 0.75, 2.5, 4},  {48, 0.75, 2, 4},
-            {48, 0.5, 2.5, 4},  {48, 0.5, 2, 4},    {48, 0.25, 2.5, 4},  {48, 0.25, 2.25, 4},
-            {48, 0.25, 2, 4},   {48, 0, 3, 4},      {48, 0, 2.75, 4},    {48, 0, 2.5, 4},
+        static const double cfg_local[][4] = {
+            /* --tune-local: order 4 (default a 0.5, k 2.25) */
+            {48, 0.75, 3.5, 3}, {48, 0.75, 3.5, 4}, {48, 0.75, 2.5, 4}, {48, 0.75, 2, 4},
+            {48, 0.5, 2.5, 4},  {48, 0.5, 2, 4},    {48, 0.25, 2.5, 4}, {48, 0.25, 2.25, 4},
+            {48, 0.25, 2, 4},   {48, 0, 3, 4},      {48, 0, 2.75, 4},   {48, 0, 2.5, 4},
             {48, 0.75, 3.5, 3}};
-        const double(*cfg)[4] = tune_local ? cfg_local : cfg_leaf;
+        const double (*cfg)[4] = tune_local ? cfg_local : cfg_leaf;
         const int ncfg = tune_local ? (int)(sizeof cfg_local / sizeof cfg_local[0])
                                     : (int)(sizeof cfg_leaf / sizeof cfg_leaf[0]);
         const double a0 = knob_get("treecode.local_open", 0.5);
@@ -646,7 +656,7 @@ int main(int argc, char **argv)
                 problem_make(&p, d, (int64_t)1 << k, 1);
                 for (int c = 0; c < ncfg; c++) {
                     if (k >= 24 && cfg[c][0] != 48)
-                        continue; /* 2^24: leaves of 48 only */
+                        continue;              /* 2^24: leaves of 48 only */
                     static char names[32][40]; /* rows keep the pointer */
                     char *name = names[c];
                     snprintf(name, sizeof names[c], "tune P %d a %.2g k %.2g", (int)cfg[c][3],
@@ -654,7 +664,8 @@ int main(int argc, char **argv)
                     knob("treecode.local_open", cfg[c][1]), knob("treecode.local_k", cfg[c][2]);
                     knob("treecode.local", cfg[c][3]);
                     add(measure(c == ncfg - 1 ? "tune default again" : name, &p, f32, theta, 2,
-                                (int)cfg[c][0], FMK_WALK_AUTO, k >= 24 ? 3 : reps), json);
+                                (int)cfg[c][0], FMK_WALK_AUTO, k >= 24 ? 3 : reps),
+                        json);
                 }
                 knob("treecode.local_open", a0), knob("treecode.local_k", k0);
                 knob("treecode.local", l0);
@@ -670,9 +681,9 @@ int main(int argc, char **argv)
                 problem_make(&p, d, (int64_t)1 << k, 1);
                 static const char *heads[3] = {"headline mac 0", "headline mac 1", "headline"};
                 const int mac = (int)knob_get("treecode.mac", -1);
-                add(measure(heads[mac == 0 || mac == 1 ? mac : 2],
-                            &p, f32, theta, 2, leaf, walk_opt,
-                            k >= 24 ? 3 : reps), json);
+                add(measure(heads[mac == 0 || mac == 1 ? mac : 2], &p, f32, theta, 2, leaf,
+                            walk_opt, k >= 24 ? 3 : reps),
+                    json);
                 if (compare) { /* mac, theta - dtheta, leaf, group, leaf theta (hundredths) */
                     static const char *names[3][4] = {
                         {"compare mac 0", "", "", ""},
@@ -680,31 +691,37 @@ int main(int argc, char **argv)
                         {"compare mac 2", "mac 2 leaf theta 0.7", "mac 2 leaf theta 0.8",
                          "mac 2 leaf theta 0.85"}};
                     const double lt0 = knob_get("treecode.leaf_theta", 0);
-                    const int cfg[][5] = {{0, 0, 64, 32, 0},  {1, 0, 48, 32, 0},  {2, 0, 48, 32, 70},
-                                          {2, 0, 48, 32, 80}, {2, 0, 48, 32, 85}, {1, 0, 48, 32, 70},
-                                          {2, -5, 48, 32, 0}, {2, 5, 48, 32, 80}, {2, 5, 48, 32, 0}};
+                    const int cfg[][5] = {
+                        {0, 0, 64, 32, 0},  {1, 0, 48, 32, 0},  {2, 0, 48, 32, 70},
+                        {2, 0, 48, 32, 80}, {2, 0, 48, 32, 85}, {1, 0, 48, 32, 70},
+                        {2, -5, 48, 32, 0}, {2, 5, 48, 32, 80}, {2, 5, 48, 32, 0}};
                     for (size_t c = 0; c < sizeof cfg / sizeof cfg[0]; c++) {
                         knob("treecode.mac", cfg[c][0]);
                         knob("treecode.leaf_theta", 0.01 * cfg[c][4]);
-                        const int nm = cfg[c][4] == 0 ? 0 : cfg[c][4] == 70 ? 1 : cfg[c][4] == 80 ? 2 : 3;
+                        const int nm = cfg[c][4] == 0    ? 0
+                                       : cfg[c][4] == 70 ? 1
+                                       : cfg[c][4] == 80 ? 2
+                                                         : 3;
                         add(measure(names[cfg[c][0]][nm], &p, f32, theta - 0.01 * cfg[c][1], 2,
-                                    cfg[c][2], FMK_WALK_AUTO, k >= 24 ? 3 : reps), json);
+                                    cfg[c][2], FMK_WALK_AUTO, k >= 24 ? 3 : reps),
+                            json);
                     }
                     knob("treecode.mac", mac), knob("treecode.leaf_theta", lt0);
                 }
                 if (local_sweep) { /* the cell-to-group step off, and its order and distance test */
-                    static const char *names[7] = {"local off", "local 2 k 3", "local 2 k 4",
+                    static const char *names[7] = {"local off",     "local 2 k 3", "local 2 k 4",
                                                    "local 3 k 1.5", "local 3 k 2", "local 3 k 3",
                                                    "local 3 k 4"};
-                    static const double cfg[7][2] = {{0, 0}, {2, 3}, {2, 4}, {3, 1.5}, {3, 2}, {3, 3},
-                                                     {3, 4}};
+                    static const double cfg[7][2] = {{0, 0}, {2, 3}, {2, 4}, {3, 1.5},
+                                                     {3, 2}, {3, 3}, {3, 4}};
                     const double l0 = knob_get("treecode.local", 4);
                     const double k0 = knob_get("treecode.local_k", -1);
                     for (int c = 0; c < 7; c++) {
                         knob("treecode.local", cfg[c][0]);
                         knob("treecode.local_k", c == 0 ? k0 : cfg[c][1]);
                         add(measure(names[c], &p, f32, theta, 2, leaf, FMK_WALK_AUTO,
-                                    k >= 24 ? 3 : reps), json);
+                                    k >= 24 ? 3 : reps),
+                            json);
                     }
                     knob("treecode.local", l0), knob("treecode.local_k", k0);
                 }
@@ -715,11 +732,10 @@ int main(int argc, char **argv)
                         "super 4+4 k 1.15", "super 4+8 k 1.15", "super 4+4 k 1.2",
                         "super 4+4 k 1.4",  "super 4+8 k 1.2",  "super 2+8 k 1.2",
                         "super 2+16 k 1.3", "super 4+4 k 1.25", "super 4 k 1.2"};
-                    static const int cfg[][3] = {{4, 0, 130}, {4, 4, 130}, {4, 8, 130},
-                                                 {8, 4, 130}, {2, 8, 130}, {2, 0, 130},
-                                                 {4, 4, 115}, {4, 8, 115}, {4, 4, 120},
-                                                 {4, 4, 140}, {4, 8, 120}, {2, 8, 120},
-                                                 {2, 16, 130}, {4, 4, 125}, {4, 0, 120}};
+                    static const int cfg[][3] = {
+                        {4, 0, 130}, {4, 4, 130}, {4, 8, 130},  {8, 4, 130}, {2, 8, 130},
+                        {2, 0, 130}, {4, 4, 115}, {4, 8, 115},  {4, 4, 120}, {4, 4, 140},
+                        {4, 8, 120}, {2, 8, 120}, {2, 16, 130}, {4, 4, 125}, {4, 0, 120}};
                     const double s0 = knob_get("treecode.super", 2);
                     const double s20 = knob_get("treecode.super2", 8);
                     const double k0 = knob_get("treecode.super_k", 1.2);
@@ -727,7 +743,8 @@ int main(int argc, char **argv)
                         knob("treecode.super", cfg[c][0]), knob("treecode.super2", cfg[c][1]);
                         knob("treecode.super_k", 0.01 * cfg[c][2]);
                         add(measure(names[c], &p, f32, theta, 2, leaf, FMK_WALK_AUTO,
-                                    k >= 24 ? 3 : reps), json);
+                                    k >= 24 ? 3 : reps),
+                            json);
                     }
                     knob("treecode.super", s0), knob("treecode.super2", s20);
                     knob("treecode.super_k", k0);
@@ -756,7 +773,8 @@ int main(int argc, char **argv)
             size_t free_b = 0, total_b = 0;
             CUDA(cudaMemGetInfo(&free_b, &total_b));
             if ((double)free_b < 110.0 * ((int64_t)1 << k)) {
-                fprintf(stderr, "tree: 2^%d points do not fit in %zu free bytes; stopping\n", k, free_b);
+                fprintf(stderr, "tree: 2^%d points do not fit in %zu free bytes; stopping\n", k,
+                        free_b);
                 break;
             }
             problem_make(&p, d, (int64_t)1 << k, k >= 14);

@@ -361,15 +361,15 @@ int main(int argc, char **argv)
                "\"m2l_per_group\": %.2f, \"per_target_tests_per_group\": %.2f, \"half_p2p\": %.2f, "
                "\"half_extra_m2p\": %.2f, \"nodes_tested_per_group\": %.2f, "
                "\"list_instructions\": %.4g}\n",
-               plummer ? "plummer" : "cube", (long long)n, leaf, gs, theta, mac, loc_k, loc_a,
-               cut, (long long)t.n_nodes, (long long)g.n, s.p2p / nt, s.need / nt, s.m2p / nt,
+               plummer ? "plummer" : "cube", (long long)n, leaf, gs, theta, mac, loc_k, loc_a, cut,
+               (long long)t.n_nodes, (long long)g.n, s.p2p / nt, s.need / nt, s.m2p / nt,
                s.m2l / ng, s.cand / ng, s.half / nt, s.half_m2p / nt, s.visited / ng, s.lists);
     } else {
-        printf("walk_model: %s, N = %lld, leaf %d, groups of %d, theta %g, mac %d, step a %g k %g\n",
-               plummer ? "Plummer sphere" : "cube", (long long)n, leaf, gs, theta, mac, loc_a,
-               loc_k);
-        printf("  nodes %lld, groups %lld (%.1f targets)\n", (long long)t.n_nodes,
-               (long long)g.n, nt / ng);
+        printf(
+            "walk_model: %s, N = %lld, leaf %d, groups of %d, theta %g, mac %d, step a %g k %g\n",
+            plummer ? "Plummer sphere" : "cube", (long long)n, leaf, gs, theta, mac, loc_a, loc_k);
+        printf("  nodes %lld, groups %lld (%.1f targets)\n", (long long)t.n_nodes, (long long)g.n,
+               nt / ng);
         printf("  per target: P2P %.1f (pairs the per-target test needs: %.1f), M2P %.1f\n",
                s.p2p / nt, s.need / nt, s.m2p / nt);
         printf("  per group: nodes tested %.1f, M2L %.1f, nodes tested at every target %.1f\n",
@@ -377,7 +377,8 @@ int main(int argc, char **argv)
         printf("  the warps' P2P and M2P list instructions, all groups: %.4g\n", s.lists);
         printf("  per-half lists: P2P loop %.1f a target (%.1f%% of the group's), extra M2P %.1f\n",
                s.half / nt, 100 * s.half / (s.p2p > 0 ? s.p2p : 1), s.half_m2p / nt);
-        printf("  points of the leaves the box opens summed directly, by the targets inside the sphere "
+        printf("  points of the leaves the box opens summed directly, by the targets inside the "
+               "sphere "
                "(0-1, 2-4, 5-8, 9-16, 17-24, 25-32):");
         for (int k = 0; k < 6; k++)
             printf(" %.1f%%", 100 * s.opened[k] / (opened > 0 ? opened : 1));

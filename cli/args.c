@@ -43,9 +43,7 @@ static int parse_int(const char *s, int64_t *out)
 static int store(const char *cmd, args_opt *opt, const char *text)
 {
     switch (opt->kind) {
-    case ARGS_STRING:
-        *(const char **)opt->value = text;
-        break;
+    case ARGS_STRING: *(const char **)opt->value = text; break;
     case ARGS_DOUBLE:
         if (parse_double(text, opt->value) != 0)
             return cli_usage(cmd, "--%s: '%s' is not a finite number", opt->name, text);
@@ -60,9 +58,7 @@ static int store(const char *cmd, args_opt *opt, const char *text)
         *(int64_t *)opt->value = v;
         break;
     }
-    case ARGS_FLAG:
-        *(int *)opt->value = 1;
-        break;
+    case ARGS_FLAG: *(int *)opt->value = 1; break;
     }
     opt->given = 1;
     return CLI_OK;
@@ -112,8 +108,10 @@ int args_parse(const char *cmd, int argc, char **argv, args_opt *opts, int n_opt
 int args_kernel(const char *cmd, const char *name, fmk_kernel *kernel)
 {
     if (fmk_kernel_from_name(name, kernel) != FMK_OK)
-        return cli_usage(cmd, "--kernel: unknown kernel '%s' (laplace, plummer, regularized, "
-                              "log2d, cauchy2d)", name);
+        return cli_usage(cmd,
+                         "--kernel: unknown kernel '%s' (laplace, plummer, regularized, "
+                         "log2d, cauchy2d)",
+                         name);
     return CLI_OK;
 }
 

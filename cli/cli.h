@@ -53,18 +53,18 @@ double cli_now(void);
  * "--name value" and "--name=value" are both accepted; "-h" and "--help" ask for help.
  * ------------------------------------------------------------------------------------------ */
 typedef enum args_kind {
-    ARGS_STRING,    /* value: const char ** */
-    ARGS_DOUBLE,    /* value: double *, a finite number */
-    ARGS_INT,       /* value: int64_t *, an integer >= min */
-    ARGS_FLAG       /* value: int *, set to 1; takes no value */
+    ARGS_STRING, /* value: const char ** */
+    ARGS_DOUBLE, /* value: double *, a finite number */
+    ARGS_INT,    /* value: int64_t *, an integer >= min */
+    ARGS_FLAG    /* value: int *, set to 1; takes no value */
 } args_kind;
 
 typedef struct args_opt {
-    const char *name;   /* without the leading "--" */
+    const char *name; /* without the leading "--" */
     args_kind kind;
     void *value;
-    int64_t min;        /* ARGS_INT only: the smallest value accepted */
-    int given;          /* set by args_parse: the option appeared */
+    int64_t min; /* ARGS_INT only: the smallest value accepted */
+    int given;   /* set by args_parse: the option appeared */
 } args_opt;
 
 /* Parses argv[0..argc) (the words after the subcommand) into the table. Returns CLI_OK, or

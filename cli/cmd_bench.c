@@ -42,7 +42,10 @@ static const char usage[] =
     "  --json              print one JSON object instead of the table\n"
     "  -h, --help          show this help\n";
 
-static const char *precision_name(fmk_precision p) { return p == FMK_PRECISION_FP32 ? "fp32" : "fp64"; }
+static const char *precision_name(fmk_precision p)
+{
+    return p == FMK_PRECISION_FP32 ? "fp32" : "fp64";
+}
 
 static const char *walk_name(fmk_walk w)
 {
@@ -80,8 +83,8 @@ typedef struct report {
     double eps, softening;
     measure_times times;
     measure_errors errors;
-    double rate;            /* N M / p2p time (direct method), NaN otherwise */
-    double effective_rate;  /* N M / eval time */
+    double rate;           /* N M / p2p time (direct method), NaN otherwise */
+    double effective_rate; /* N M / eval time */
     uint64_t seed;
 } report;
 
@@ -98,7 +101,8 @@ static void print_json(const report *r)
     printf("  \"targets_are_sources\": %s,\n", r->self ? "true" : "false");
     json_number("eps", r->eps, 0);
     json_number("softening", r->softening, 0);
-    printf("  \"seed\": %llu,\n  \"repeats\": %d,\n", (unsigned long long)r->seed, r->times.repeats);
+    printf("  \"seed\": %llu,\n  \"repeats\": %d,\n", (unsigned long long)r->seed,
+           r->times.repeats);
     printf("  \"phase_time\": {");
     for (int p = 0, first = 1; p < FMK_PHASE_COUNT; p++) {
         const char *name = fmk_phase_name((fmk_phase)p);
@@ -114,8 +118,8 @@ static void print_json(const report *r)
     printf("  \"sample\": %lld,\n", (long long)r->errors.sample);
     if (r->info.method == FMK_METHOD_TREE) {
         json_number("theta", r->info.theta, 0);
-        printf("  \"order\": %d,\n  \"levels\": %d,\n  \"leaf_size\": %lld,\n",
-               (int)r->info.order, (int)r->info.levels, (long long)r->info.leaf_size);
+        printf("  \"order\": %d,\n  \"levels\": %d,\n  \"leaf_size\": %lld,\n", (int)r->info.order,
+               (int)r->info.levels, (long long)r->info.leaf_size);
         json_string("walk", walk_name(r->info.walk), 0);
     }
     printf("  \"bytes_host\": %lld,\n", (long long)r->info.bytes_host);
@@ -206,13 +210,14 @@ static int theta_sweep(fmk_kernel kernel, const fmk_opts *base, dist_kind dist, 
                    fmk_kernel_name(kernel), dist_name(dist), (long long)n, (long long)nt,
                    targets ? "" : " (the sources)");
             printf("  backend %s (%s), %s, order %d, walk %s, leaf size %lld, levels %d\n",
-                   fmk_backend_name(info.backend), info.device_name,
-                   precision_name(info.precision), (int)info.order, walk_name(info.walk),
-                   (long long)info.leaf_size, (int)info.levels);
+                   fmk_backend_name(info.backend), info.device_name, precision_name(info.precision),
+                   (int)info.order, walk_name(info.walk), (long long)info.leaf_size,
+                   (int)info.levels);
             printf("  times: median of %d evaluations; errors: relative l2 at %lld sampled targets "
-                   "vs the fp64 direct sum\n\n", repeats, (long long)err.sample);
-            printf("  %5s %10s %10s %10s %10s %11s %11s\n", "theta", "tree [s]", "moments",
-                   "walk", "eval [s]", "err pot", "err grad");
+                   "vs the fp64 direct sum\n\n",
+                   repeats, (long long)err.sample);
+            printf("  %5s %10s %10s %10s %10s %11s %11s\n", "theta", "tree [s]", "moments", "walk",
+                   "eval [s]", "err pot", "err grad");
         }
         if (json) {
             printf("%s{\"theta\": %.2f, \"tree\": %.6g, \"moments\": %.6g, \"walk\": %.6g, "
@@ -268,8 +273,8 @@ int cmd_bench(int argc, char **argv)
 
     fmk_kernel kernel;
     fmk_opts opts;
-    const args_method_names names = {kernel_name, method_name, backend_name, precision_str, walk_str,
-                                      order, leaf_size};
+    const args_method_names names = {kernel_name, method_name, backend_name, precision_str,
+                                     walk_str,    order,       leaf_size};
     if ((rc = args_method_opts(cmd, &names, &kernel, &opts)) != CLI_OK)
         return rc;
     if (sweep && opts.method != FMK_METHOD_TREE)
@@ -320,8 +325,8 @@ int cmd_bench(int argc, char **argv)
     dist_charges(&rng, n, w == 2, charges);
 
     if (sweep) {
-        rc = theta_sweep(kernel, &opts, dist, n, sources, charges, self ? 0 : m, targets, pot,
-                         grad, eps, softening, (int)threads, (int)repeats, sample, &rng, json);
+        rc = theta_sweep(kernel, &opts, dist, n, sources, charges, self ? 0 : m, targets, pot, grad,
+                         eps, softening, (int)threads, (int)repeats, sample, &rng, json);
         goto done;
     }
 

@@ -102,9 +102,10 @@ int cmd_demo(int argc, char **argv)
     double tree_eval = 0;
     for (int r = 0; r < 2; r++) {
         if (methods[r] == FMK_METHOD_DIRECT && !run_direct) {
-            printf("\n  direct sum: skipped at this N on the CPU (N^2 = %.2g pairs); the check above\n"
-                   "  used it at %lld sampled points. Try --n 100000, or a GPU.\n",
-                   (double)n * (double)n, (long long)demo_sample);
+            printf(
+                "\n  direct sum: skipped at this N on the CPU (N^2 = %.2g pairs); the check above\n"
+                "  used it at %lld sampled points. Try --n 100000, or a GPU.\n",
+                (double)n * (double)n, (long long)demo_sample);
             continue;
         }
         opts.method = methods[r];

@@ -75,11 +75,13 @@ static int check_points(const char *path, const char *what, const npy_array *a, 
 {
     char shape[128];
     if (a->is_complex)
-        return cli_input_error(cmd, "%s: %s must be real (float64 or float32), not %s", path,
-                               what, npy_dtype_name(a->dtype));
+        return cli_input_error(cmd, "%s: %s must be real (float64 or float32), not %s", path, what,
+                               npy_dtype_name(a->dtype));
     if (a->ndim != 2 || a->shape[1] != dim)
-        return cli_input_error(cmd, "%s: %s must have shape (N, %d) for kernel %s; this array "
-                                    "has shape %s", path, what, dim, fmk_kernel_name(kernel),
+        return cli_input_error(cmd,
+                               "%s: %s must have shape (N, %d) for kernel %s; this array "
+                               "has shape %s",
+                               path, what, dim, fmk_kernel_name(kernel),
                                shape_text(a, shape, sizeof shape));
     return CLI_OK;
 }
@@ -124,14 +126,14 @@ static int check_charges(const char *path, const npy_array *a, int64_t n, const 
  * All-or-nothing output files
  * ------------------------------------------------------------------------------------------ */
 typedef struct output {
-    const char *path;   /* destination, NULL if not asked for */
-    char *temp;         /* temporary beside it while it exists */
+    const char *path; /* destination, NULL if not asked for */
+    char *temp;       /* temporary beside it while it exists */
     int renamed;
 } output;
 
 /* Writes one array to a new temporary file beside o->path. */
-static int write_temp(output *o, int is_complex, int ndim, const int64_t *shape,
-                      const double *data, mode_t mode)
+static int write_temp(output *o, int is_complex, int ndim, const int64_t *shape, const double *data,
+                      mode_t mode)
 {
     size_t len = strlen(o->path) + sizeof ".tmp.XXXXXX";
     o->temp = malloc(len);
@@ -233,8 +235,8 @@ int cmd_eval(int argc, char **argv)
 
     fmk_kernel kernel;
     fmk_opts opts;
-    const args_method_names names = {kernel_name, method_name, backend_name, precision_name, walk_name,
-                                      order, leaf_size};
+    const args_method_names names = {kernel_name, method_name, backend_name, precision_name,
+                                     walk_name,   order,       leaf_size};
     if ((rc = args_method_opts(cmd, &names, &kernel, &opts)) != CLI_OK)
         return rc;
     if (!sources_path)
@@ -269,9 +271,10 @@ int cmd_eval(int argc, char **argv)
         (rc = check_charges(charges_path, &q, src.shape[0], sources_path, kernel)) != CLI_OK ||
         (rc = check_finite(charges_path, &q)) != CLI_OK)
         goto done;
-    if (targets_path && ((rc = read_input(targets_path, &trg)) != CLI_OK ||
-                         (rc = check_points(targets_path, "targets", &trg, dim, kernel)) != CLI_OK ||
-                         (rc = check_finite(targets_path, &trg)) != CLI_OK))
+    if (targets_path &&
+        ((rc = read_input(targets_path, &trg)) != CLI_OK ||
+         (rc = check_points(targets_path, "targets", &trg, dim, kernel)) != CLI_OK ||
+         (rc = check_finite(targets_path, &trg)) != CLI_OK))
         goto done;
     const int64_t n = src.shape[0];
     const int64_t m = targets_path ? trg.shape[0] : n;

@@ -20,7 +20,10 @@ void dist_rng_seed(dist_rng *rng, uint64_t seed)
         rng->s[k] = splitmix64(&seed);
 }
 
-static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+static uint64_t rotl(uint64_t x, int k)
+{
+    return (x << k) | (x >> (64 - k));
+}
 
 uint64_t dist_rng_next(dist_rng *rng)
 {
@@ -36,7 +39,10 @@ uint64_t dist_rng_next(dist_rng *rng)
     return result;
 }
 
-double dist_rng_uniform(dist_rng *rng) { return (double)(dist_rng_next(rng) >> 11) * 0x1p-53; }
+double dist_rng_uniform(dist_rng *rng)
+{
+    return (double)(dist_rng_next(rng) >> 11) * 0x1p-53;
+}
 
 /* Box-Muller; the second value of each pair is dropped to keep the generator stateless. */
 double dist_rng_normal(dist_rng *rng)
@@ -61,10 +67,10 @@ static const struct {
     const char *name;
     int dim;
 } table[DIST_COUNT] = {
-    [DIST_UNIFORM] = {"uniform", 3},     [DIST_PLUMMER] = {"plummer", 3},
-    [DIST_SPHERE] = {"sphere", 3},       [DIST_CLUSTERED] = {"clustered", 3},
-    [DIST_CORNER] = {"corner", 3},       [DIST_NORMAL2D] = {"normal2d", 2},
-    [DIST_LAYER2D] = {"layer2d", 2},     [DIST_UNIFORM2D] = {"uniform2d", 2},
+    [DIST_UNIFORM] = {"uniform", 3}, [DIST_PLUMMER] = {"plummer", 3},
+    [DIST_SPHERE] = {"sphere", 3},   [DIST_CLUSTERED] = {"clustered", 3},
+    [DIST_CORNER] = {"corner", 3},   [DIST_NORMAL2D] = {"normal2d", 2},
+    [DIST_LAYER2D] = {"layer2d", 2}, [DIST_UNIFORM2D] = {"uniform2d", 2},
 };
 
 int dist_from_name(const char *name, dist_kind *kind)
@@ -77,8 +83,14 @@ int dist_from_name(const char *name, dist_kind *kind)
     return -1;
 }
 
-const char *dist_name(dist_kind kind) { return table[kind].name; }
-int dist_dim(dist_kind kind) { return table[kind].dim; }
+const char *dist_name(dist_kind kind)
+{
+    return table[kind].name;
+}
+int dist_dim(dist_kind kind)
+{
+    return table[kind].dim;
+}
 
 const char *dist_names(void)
 {
@@ -136,9 +148,7 @@ void dist_fill(dist_kind kind, dist_rng *rng, int64_t n, double *x)
                 p[k] = r * v[k];
             break;
         }
-        case DIST_SPHERE:
-            unit_vector(rng, p);
-            break;
+        case DIST_SPHERE: unit_vector(rng, p); break;
         case DIST_CLUSTERED: {
             int c = (int)dist_rng_below(rng, CLUSTERS);
             for (int k = 0; k < 3; k++)
@@ -163,8 +173,7 @@ void dist_fill(dist_kind kind, dist_rng *rng, int64_t n, double *x)
             p[0] = dist_rng_uniform(rng);
             p[1] = dist_rng_uniform(rng);
             break;
-        case DIST_COUNT:
-            break;
+        case DIST_COUNT: break;
         }
     }
 }

@@ -14,19 +14,19 @@ typedef struct dist_rng {
 
 void dist_rng_seed(dist_rng *rng, uint64_t seed);
 uint64_t dist_rng_next(dist_rng *rng);
-double dist_rng_uniform(dist_rng *rng);            /* [0, 1), 53 random bits */
-double dist_rng_normal(dist_rng *rng);             /* mean 0, variance 1 */
-int64_t dist_rng_below(dist_rng *rng, int64_t n);  /* uniform in [0, n), n > 0 */
+double dist_rng_uniform(dist_rng *rng);           /* [0, 1), 53 random bits */
+double dist_rng_normal(dist_rng *rng);            /* mean 0, variance 1 */
+int64_t dist_rng_below(dist_rng *rng, int64_t n); /* uniform in [0, n), n > 0 */
 
 typedef enum dist_kind {
-    DIST_UNIFORM,       /* 3D: uniform in the unit cube */
-    DIST_PLUMMER,       /* 3D: Plummer sphere of scale radius 1, radius clipped at 10 */
-    DIST_SPHERE,        /* 3D: uniform on the unit sphere's surface */
-    DIST_CLUSTERED,     /* 3D: Gaussian blobs in the unit cube */
-    DIST_CORNER,        /* 3D: (u^3, v^3, w^3), crowded towards one corner of the cube */
-    DIST_NORMAL2D,      /* 2D: normal about (0.5, 0.5), variance 1/100, kept in the unit square */
-    DIST_LAYER2D,       /* 2D: x uniform, y normal about 0.5 with variance 1/100, in the square */
-    DIST_UNIFORM2D,     /* 2D: uniform in the unit square */
+    DIST_UNIFORM,   /* 3D: uniform in the unit cube */
+    DIST_PLUMMER,   /* 3D: Plummer sphere of scale radius 1, radius clipped at 10 */
+    DIST_SPHERE,    /* 3D: uniform on the unit sphere's surface */
+    DIST_CLUSTERED, /* 3D: Gaussian blobs in the unit cube */
+    DIST_CORNER,    /* 3D: (u^3, v^3, w^3), crowded towards one corner of the cube */
+    DIST_NORMAL2D,  /* 2D: normal about (0.5, 0.5), variance 1/100, kept in the unit square */
+    DIST_LAYER2D,   /* 2D: x uniform, y normal about 0.5 with variance 1/100, in the square */
+    DIST_UNIFORM2D, /* 2D: uniform in the unit square */
     DIST_COUNT
 } dist_kind;
 

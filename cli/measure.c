@@ -64,10 +64,10 @@ fmk_status measure_run(fmk_plan *plan, int64_t n, const double *sources, const d
 static double self_value(fmk_kernel kernel, double s)
 {
     if (kernel == FMK_KERNEL_PLUMMER)
-        return 1.0 / s;              /* 1 / sqrt(0 + s^2) */
+        return 1.0 / s; /* 1 / sqrt(0 + s^2) */
     if (kernel == FMK_KERNEL_REGULARIZED)
-        return 1.5 / s;              /* (0 + 1.5 s^2) / (s^2)^(3/2) */
-    return 0.0;                      /* singular kernels: coincident points are left out */
+        return 1.5 / s; /* (0 + 1.5 s^2) / (s^2)^(3/2) */
+    return 0.0;         /* singular kernels: coincident points are left out */
 }
 
 /* sqrt(num / den), defined as 0 for 0 / 0 (nothing to compare: nothing is wrong). */
@@ -79,10 +79,10 @@ static double relative(double num, double den)
 }
 
 fmk_status measure_errors_direct(int dim, fmk_kernel kernel, double softening, int threads,
-                                 int64_t n, const double *sources, const double *charges,
-                                 int64_t m, const double *targets, const double *pot,
-                                 const double *grad, int64_t sample, dist_rng *rng,
-                                 measure_errors *errors, char *msg, size_t size)
+                                 int64_t n, const double *sources, const double *charges, int64_t m,
+                                 const double *targets, const double *pot, const double *grad,
+                                 int64_t sample, dist_rng *rng, measure_errors *errors, char *msg,
+                                 size_t size)
 {
     const int64_t n_targets = targets ? m : n;
     const int64_t s_count = sample < n_targets ? sample : n_targets;

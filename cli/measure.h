@@ -10,9 +10,9 @@
 
 /* Median times of repeated evaluations. */
 typedef struct measure_times {
-    double setup;                       /* the one set_points call (phase "setup") */
-    double phase[FMK_PHASE_COUNT];      /* median over the timed evaluations of each phase */
-    double eval;                        /* median wall-clock seconds of one fmk_plan_eval */
+    double setup;                  /* the one set_points call (phase "setup") */
+    double phase[FMK_PHASE_COUNT]; /* median over the timed evaluations of each phase */
+    double eval;                   /* median wall-clock seconds of one fmk_plan_eval */
     int repeats;
 } measure_times;
 
@@ -25,7 +25,7 @@ fmk_status measure_run(fmk_plan *plan, int64_t n, const double *sources, const d
 
 /* Relative l2 errors of potential and gradient over a sample of targets. */
 typedef struct measure_errors {
-    int64_t sample;     /* targets checked (0: no check was made; errors are then NaN) */
+    int64_t sample; /* targets checked (0: no check was made; errors are then NaN) */
     double pot;
     double grad;
 } measure_errors;
@@ -37,9 +37,9 @@ typedef struct measure_errors {
  * ones the self term q_i G(0) is subtracted. threads as in fmk_opts. Returns the status of the
  * reference computation; on failure msg (size bytes) holds the library's sentence. */
 fmk_status measure_errors_direct(int dim, fmk_kernel kernel, double softening, int threads,
-                                 int64_t n, const double *sources, const double *charges,
-                                 int64_t m, const double *targets, const double *pot,
-                                 const double *grad, int64_t sample, dist_rng *rng,
-                                 measure_errors *errors, char *msg, size_t size);
+                                 int64_t n, const double *sources, const double *charges, int64_t m,
+                                 const double *targets, const double *pot, const double *grad,
+                                 int64_t sample, dist_rng *rng, measure_errors *errors, char *msg,
+                                 size_t size);
 
 #endif /* FMMKIT_CLI_MEASURE_H */

@@ -48,7 +48,7 @@ static int fail(char *err, size_t size, const char *fmt, ...)
  * Header parsing: a strict reader of the one dict literal numpy writes.
  * ------------------------------------------------------------------------------------------ */
 typedef struct header {
-    const char *p;          /* cursor */
+    const char *p; /* cursor */
     char *err;
     size_t err_size;
     char descr[32];
@@ -87,7 +87,8 @@ static int parse_string(header *h, char *out, size_t size, const char *what)
     size_t len = (size_t)(h->p - start);
     h->p++;
     if (len >= size)
-        return fail(h->err, h->err_size, "malformed header: %s '%.20s...' is too long", what, start);
+        return fail(h->err, h->err_size, "malformed header: %s '%.20s...' is too long", what,
+                    start);
     memcpy(out, start, len);
     out[len] = '\0';
     return 0;
@@ -196,7 +197,8 @@ static int parse_header(header *h)
         if (*h->p == ',')
             h->p++;
         else if (*h->p != '}')
-            return fail(h->err, h->err_size, "malformed header: expected ',' or '}' after '%s'", key);
+            return fail(h->err, h->err_size, "malformed header: expected ',' or '}' after '%s'",
+                        key);
     }
     h->p++;
     skip_space(h);
@@ -204,14 +206,19 @@ static int parse_header(header *h)
         return fail(h->err, h->err_size, "malformed header: characters after the closing '}'");
     if (!have_descr || !have_order || !have_shape)
         return fail(h->err, h->err_size, "malformed header: it lacks '%s'",
-                    !have_descr ? "descr" : !have_order ? "fortran_order" : "shape");
+                    !have_descr   ? "descr"
+                    : !have_order ? "fortran_order"
+                                  : "shape");
     return 0;
 }
 
 /* The dtype for a descr, or -1 with a message. */
 static int dtype_of(const char *descr, npy_dtype *dtype, char *err, size_t size)
 {
-    static const struct { const char *code; npy_dtype dtype; } known[] = {
+    static const struct {
+        const char *code;
+        npy_dtype dtype;
+    } known[] = {
         {"f8", NPY_FLOAT64}, {"f4", NPY_FLOAT32}, {"c16", NPY_COMPLEX128}, {"c8", NPY_COMPLEX64}};
     for (size_t i = 0; descr[0] && i < sizeof known / sizeof known[0]; i++) {
         if (strcmp(descr + 1, known[i].code) != 0)
@@ -224,8 +231,10 @@ static int dtype_of(const char *descr, npy_dtype *dtype, char *err, size_t size)
             return fail(err, size, "big-endian data ('%s') is not supported; save a.astype('<%s')",
                         descr, known[i].code);
     }
-    return fail(err, size, "dtype '%s' is not supported (use float64, float32, complex128 or "
-                           "complex64)", descr);
+    return fail(err, size,
+                "dtype '%s' is not supported (use float64, float32, complex128 or "
+                "complex64)",
+                descr);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -347,9 +356,10 @@ static int read_file(FILE *in, npy_array *a, char *err, size_t err_size)
     if (fstat(fileno(in), &st) == 0 && S_ISREG(st.st_mode)) {
         int64_t held = (int64_t)st.st_size - data_offset;
         if (held < data_bytes)
-            return fail(err, err_size, "the data is truncated: the header promises %lld bytes, "
-                                       "the file holds %lld", (long long)data_bytes,
-                        (long long)(held > 0 ? held : 0));
+            return fail(err, err_size,
+                        "the data is truncated: the header promises %lld bytes, "
+                        "the file holds %lld",
+                        (long long)data_bytes, (long long)(held > 0 ? held : 0));
     }
     a->data = malloc((size_t)(n_values > 0 ? n_values : 1) * sizeof(double));
     if (!a->data)
@@ -358,9 +368,10 @@ static int read_file(FILE *in, npy_array *a, char *err, size_t err_size)
     if (ferror(in))
         return fail(err, err_size, "read error: %s", strerror(errno));
     if (read < n_values)
-        return fail(err, err_size, "the data is truncated: the header promises %lld bytes, "
-                                   "the file holds %lld", (long long)data_bytes,
-                    (long long)(read * scalar_size));
+        return fail(err, err_size,
+                    "the data is truncated: the header promises %lld bytes, "
+                    "the file holds %lld",
+                    (long long)data_bytes, (long long)(read * scalar_size));
     if (fgetc(in) != EOF)
         return fail(err, err_size, "there are bytes after the array data");
     return 0;

@@ -18,12 +18,12 @@
 typedef enum npy_dtype { NPY_FLOAT64, NPY_FLOAT32, NPY_COMPLEX128, NPY_COMPLEX64 } npy_dtype;
 
 typedef struct npy_array {
-    npy_dtype dtype;                /* as stored in the file */
-    int is_complex;                 /* complex128 or complex64: data holds (re, im) pairs */
+    npy_dtype dtype; /* as stored in the file */
+    int is_complex;  /* complex128 or complex64: data holds (re, im) pairs */
     int ndim;
     int64_t shape[NPY_MAX_DIMS];
-    int64_t count;                  /* number of elements (product of shape) */
-    double *data;                   /* count values, or count pairs if complex; never NULL */
+    int64_t count; /* number of elements (product of shape) */
+    double *data;  /* count values, or count pairs if complex; never NULL */
 } npy_array;
 
 /* Reads path into *array. On failure returns -1, writes a sentence that says what is wrong

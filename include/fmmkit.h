@@ -78,16 +78,16 @@ extern "C" {
  * Status codes. Numbers are never reused; new codes are appended.
  * ------------------------------------------------------------------------------------------ */
 typedef enum fmk_status {
-    FMK_OK = 0,                 /* success */
-    FMK_ERR_NULL = 1,           /* a required pointer argument was NULL */
-    FMK_ERR_ARG = 2,            /* an argument is out of range (dim, n, eps, softening, enum) */
-    FMK_ERR_STATE = 3,          /* call out of order (e.g. eval before set_points) */
-    FMK_ERR_NONFINITE = 4,      /* NaN or Inf in points or charges */
-    FMK_ERR_NOMEM = 5,          /* host memory allocation failed */
-    FMK_ERR_DEVICE_NOMEM = 6,   /* GPU memory allocation failed (message says how much) */
-    FMK_ERR_DEVICE = 7,         /* a CUDA call failed (message names it) */
-    FMK_ERR_UNAVAILABLE = 8,    /* method or backend not in this build, or no GPU present */
-    FMK_ERR_INTERNAL = 9        /* a bug in fmmkit: please report it with the message */
+    FMK_OK = 0,               /* success */
+    FMK_ERR_NULL = 1,         /* a required pointer argument was NULL */
+    FMK_ERR_ARG = 2,          /* an argument is out of range (dim, n, eps, softening, enum) */
+    FMK_ERR_STATE = 3,        /* call out of order (e.g. eval before set_points) */
+    FMK_ERR_NONFINITE = 4,    /* NaN or Inf in points or charges */
+    FMK_ERR_NOMEM = 5,        /* host memory allocation failed */
+    FMK_ERR_DEVICE_NOMEM = 6, /* GPU memory allocation failed (message says how much) */
+    FMK_ERR_DEVICE = 7,       /* a CUDA call failed (message names it) */
+    FMK_ERR_UNAVAILABLE = 8,  /* method or backend not in this build, or no GPU present */
+    FMK_ERR_INTERNAL = 9      /* a bug in fmmkit: please report it with the message */
 } fmk_status;
 
 /* Kernels; docs/kernels.md defines each one exactly. */
@@ -101,27 +101,27 @@ typedef enum fmk_kernel {
 
 /* Summation methods. */
 typedef enum fmk_method {
-    FMK_METHOD_AUTO = 0,        /* default; resolved to DIRECT, the one method that meets any
+    FMK_METHOD_AUTO = 0,   /* default; resolved to DIRECT, the one method that meets any
                                  * eps by construction: ask for TREE or FMM by name */
-    FMK_METHOD_DIRECT = 1,      /* O(N M) direct sum: the reference */
-    FMK_METHOD_TREE = 2,        /* 3D Barnes-Hut treecode: laplace and plummer, theta, order */
-    FMK_METHOD_FMM = 3          /* fast multipole method, 2D (log2d, cauchy2d) and 3D (laplace;
+    FMK_METHOD_DIRECT = 1, /* O(N M) direct sum: the reference */
+    FMK_METHOD_TREE = 2,   /* 3D Barnes-Hut treecode: laplace and plummer, theta, order */
+    FMK_METHOD_FMM = 3     /* fast multipole method, 2D (log2d, cauchy2d) and 3D (laplace;
                                  * plummer and regularized on the CPU), 1e-14 <= eps <= 1e-2 */
 } fmk_method;
 
 /* Where the work runs. */
 typedef enum fmk_backend {
-    FMK_BACKEND_AUTO = 0,       /* CUDA if built and a GPU is present, else CPU (default); CPU
+    FMK_BACKEND_AUTO = 0, /* CUDA if built and a GPU is present, else CPU (default); CPU
                                  * also where the GPU engine cannot take the kernel, precision
                                  * or eps asked for (fmk_info.backend says which) */
-    FMK_BACKEND_CPU = 1,        /* OpenMP on the host */
-    FMK_BACKEND_CUDA = 2        /* one NVIDIA GPU (opts.device) */
+    FMK_BACKEND_CPU = 1,  /* OpenMP on the host */
+    FMK_BACKEND_CUDA = 2  /* one NVIDIA GPU (opts.device) */
 } fmk_backend;
 
 /* Arithmetic precision; inputs and outputs are double either way. */
 typedef enum fmk_precision {
-    FMK_PRECISION_FP64 = 0,     /* double (default) */
-    FMK_PRECISION_FP32 = 1      /* single, faster on GPUs: points are rounded to 2^-24 of their
+    FMK_PRECISION_FP64 = 0, /* double (default) */
+    FMK_PRECISION_FP32 = 1  /* single, faster on GPUs: points are rounded to 2^-24 of their
                                  * box, so the error grows as the closest pairs get closer: about
                                  * 1e-6..1e-4 relative for the potential, 10x that for the
                                  * gradient, on 1e4..1e6 random points. Method fmm (3D):
@@ -131,65 +131,65 @@ typedef enum fmk_precision {
 
 /* Tree walks of the treecode (method tree). */
 typedef enum fmk_walk {
-    FMK_WALK_AUTO = 0,          /* the fastest walk of the backend (default) */
-    FMK_WALK_GROUP = 1,         /* a group of nearby targets shares one walk (Bonsai style) */
-    FMK_WALK_STACKLESS = 2      /* each target walks alone with next/more pointers (Nakasato) */
+    FMK_WALK_AUTO = 0,     /* the fastest walk of the backend (default) */
+    FMK_WALK_GROUP = 1,    /* a group of nearby targets shares one walk (Bonsai style) */
+    FMK_WALK_STACKLESS = 2 /* each target walks alone with next/more pointers (Nakasato) */
 } fmk_walk;
 
 /* Phases timed in fmk_info.phase_time; fmk_phase_name() gives their names. */
 typedef enum fmk_phase {
-    FMK_PHASE_SETUP = 0,        /* set_points: validation, copies, uploads, trees, lists */
-    FMK_PHASE_UPLOAD = 1,       /* eval: charges to the working layout (and to the GPU) */
+    FMK_PHASE_SETUP = 0,  /* set_points: validation, copies, uploads, trees, lists */
+    FMK_PHASE_UPLOAD = 1, /* eval: charges to the working layout (and to the GPU) */
     FMK_PHASE_P2M = 2,
     FMK_PHASE_M2M = 3,
     FMK_PHASE_M2L = 4,
     FMK_PHASE_L2L = 5,
     FMK_PHASE_L2P = 6,
-    FMK_PHASE_P2P = 7,          /* direct interactions (the whole of the direct method) */
-    FMK_PHASE_DOWNLOAD = 8,     /* eval: results back to the caller's order and layout */
-    FMK_PHASE_TREE = 9,         /* set_points: keys, sort and tree (also in setup's total) */
-    FMK_PHASE_MOMENTS = 10,     /* eval: multipole moments of the tree's nodes (treecode) */
-    FMK_PHASE_WALK = 11,        /* eval: tree walk with its P2P and M2P work (treecode) */
-    FMK_PHASE_COUNT = 16        /* size of the phase_time array; unused slots are 0 */
+    FMK_PHASE_P2P = 7,      /* direct interactions (the whole of the direct method) */
+    FMK_PHASE_DOWNLOAD = 8, /* eval: results back to the caller's order and layout */
+    FMK_PHASE_TREE = 9,     /* set_points: keys, sort and tree (also in setup's total) */
+    FMK_PHASE_MOMENTS = 10, /* eval: multipole moments of the tree's nodes (treecode) */
+    FMK_PHASE_WALK = 11,    /* eval: tree walk with its P2P and M2P work (treecode) */
+    FMK_PHASE_COUNT = 16    /* size of the phase_time array; unused slots are 0 */
 } fmk_phase;
 
 /* Options. Fill with fmk_opts_default() first, then change fields; a NULL opts pointer means
  * all defaults. Every default is written beside its field. */
 typedef struct fmk_opts {
-    fmk_method method;          /* FMK_METHOD_AUTO */
-    fmk_backend backend;        /* FMK_BACKEND_AUTO */
-    fmk_precision precision;    /* FMK_PRECISION_FP64 */
-    int32_t threads;            /* 0: OpenMP's default (OMP_NUM_THREADS or all cores) */
-    int32_t device;             /* 0: CUDA device ordinal */
-    int32_t order;              /* -1: expansion order from eps (fmm) or 2, quadrupole (tree);
+    fmk_method method;       /* FMK_METHOD_AUTO */
+    fmk_backend backend;     /* FMK_BACKEND_AUTO */
+    fmk_precision precision; /* FMK_PRECISION_FP64 */
+    int32_t threads;         /* 0: OpenMP's default (OMP_NUM_THREADS or all cores) */
+    int32_t device;          /* 0: CUDA device ordinal */
+    int32_t order;           /* -1: expansion order from eps (fmm) or 2, quadrupole (tree);
                                  * tree takes 0 (monopole), 1 (+ dipole) or 2 (+ quadrupole) */
-    int64_t leaf_size;          /* 0: points per leaf chosen by the method (expert override) */
-    double softening;           /* 0: softening length s; must be > 0 for plummer, regularized */
-    double theta;               /* 0: opening angle / separation ratio, method default
+    int64_t leaf_size;       /* 0: points per leaf chosen by the method (expert override) */
+    double softening;        /* 0: softening length s; must be > 0 for plummer, regularized */
+    double theta;            /* 0: opening angle / separation ratio, method default
                                  * (tree: 0.6) */
-    int32_t verbose;            /* 0: 1 lets fmmkit print diagnostics to stderr */
-    fmk_walk walk;              /* FMK_WALK_AUTO: tree walk (method tree only) */
+    int32_t verbose;         /* 0: 1 lets fmmkit print diagnostics to stderr */
+    fmk_walk walk;           /* FMK_WALK_AUTO: tree walk (method tree only) */
 } fmk_opts;
 
 /* What a plan is and what its last evaluation cost. */
 typedef struct fmk_info {
-    int32_t dim;                /* 2 or 3 */
+    int32_t dim; /* 2 or 3 */
     fmk_kernel kernel;
-    fmk_method method;          /* the method actually used (never AUTO) */
-    fmk_backend backend;        /* the backend actually used (never AUTO) */
+    fmk_method method;   /* the method actually used (never AUTO) */
+    fmk_backend backend; /* the backend actually used (never AUTO) */
     fmk_precision precision;
-    int32_t order;              /* expansion order, 0 for direct */
-    int32_t levels;             /* tree levels, 0 for direct */
-    fmk_walk walk;              /* the walk actually used (tree), else FMK_WALK_AUTO */
-    int64_t leaf_size;          /* points per leaf, 0 for direct */
+    int32_t order;     /* expansion order, 0 for direct */
+    int32_t levels;    /* tree levels, 0 for direct */
+    fmk_walk walk;     /* the walk actually used (tree), else FMK_WALK_AUTO */
+    int64_t leaf_size; /* points per leaf, 0 for direct */
     int64_t n_sources;
     int64_t n_targets;
-    int64_t bytes_host;         /* host memory the plan holds now */
-    int64_t bytes_device;       /* GPU memory the plan holds now */
-    double eps;                 /* requested relative accuracy */
-    double theta;               /* 0 for direct */
+    int64_t bytes_host;                 /* host memory the plan holds now */
+    int64_t bytes_device;               /* GPU memory the plan holds now */
+    double eps;                         /* requested relative accuracy */
+    double theta;                       /* 0 for direct */
     double phase_time[FMK_PHASE_COUNT]; /* seconds, setup: last set_points; others: last eval */
-    char device_name[96];       /* "cpu (N threads)" or the GPU's name */
+    char device_name[96];               /* "cpu (N threads)" or the GPU's name */
 } fmk_info;
 
 /* Opaque plan. */
@@ -247,7 +247,7 @@ FMK_API void fmk_opts_default(fmk_opts *opts);
  * NULL for defaults. On success *plan is a new plan; on failure *plan is NULL and the message is
  * in fmk_plan_last_error(NULL). AUTO method and backend are resolved here. */
 FMK_API fmk_status fmk_plan_create(fmk_plan **plan, int dim, fmk_kernel kernel, double eps,
-                           const fmk_opts *opts);
+                                   const fmk_opts *opts);
 
 /* Gives the sources (n_sources points) and targets (n_targets points) to the plan, replacing any
  * earlier points; both arrays are copied. Pass targets = NULL and n_targets = 0 to evaluate at
@@ -255,7 +255,7 @@ FMK_API fmk_status fmk_plan_create(fmk_plan **plan, int dim, fmk_kernel kernel, 
  * (results are then zero or empty). Points must be finite. This is where trees, lists and GPU
  * uploads happen, so repeated evaluations with new charges cost only the numerical passes. */
 FMK_API fmk_status fmk_plan_set_points(fmk_plan *plan, int64_t n_sources, const double *sources,
-                               int64_t n_targets, const double *targets);
+                                       int64_t n_targets, const double *targets);
 
 /* Evaluates with charges (n_sources values; pairs (re, im) for cauchy2d) and writes the
  * potential (n_targets values, or pairs) and/or the gradient (n_targets * dim values; pairs for
@@ -266,25 +266,26 @@ FMK_API fmk_status fmk_plan_eval(fmk_plan *plan, const double *charges, double *
  * charges + v * n_sources * c (c = 2 for cauchy2d, else 1); its outputs at pot + v * n_targets * c
  * and grad + v * n_targets * dim (n_targets * 2 for cauchy2d). n_vectors >= 0. */
 FMK_API fmk_status fmk_plan_eval_many(fmk_plan *plan, int64_t n_vectors, const double *charges,
-                              double *pot, double *grad);
+                                      double *pot, double *grad);
 
 /* Like fmk_plan_set_points, but both arrays are CUDA device pointers (same layout, targets =
  * NULL with n_targets = 0 meaning the sources); the plan's backend must be FMK_BACKEND_CUDA.
  * The points never visit the host. */
-FMK_API fmk_status fmk_plan_set_points_device(fmk_plan *plan, int64_t n_sources, const double *d_sources,
-                                      int64_t n_targets, const double *d_targets);
+FMK_API fmk_status fmk_plan_set_points_device(fmk_plan *plan, int64_t n_sources,
+                                              const double *d_sources, int64_t n_targets,
+                                              const double *d_targets);
 
 /* Like fmk_plan_eval, but charges, pot and grad are CUDA device pointers (same layouts); the
  * plan's backend must be FMK_BACKEND_CUDA. Runs on the default stream and returns when the
  * results are written; charges are checked for NaN/Inf on the GPU. The plan's points may have
  * come from either set_points call. */
 FMK_API fmk_status fmk_plan_eval_device(fmk_plan *plan, const double *d_charges, double *d_pot,
-                                double *d_grad);
+                                        double *d_grad);
 
 /* Host and device bytes the plan would hold for n_sources sources and n_targets targets
  * (n_targets = -1: targets are the sources), computed before anything is allocated. */
 FMK_API fmk_status fmk_plan_memory(const fmk_plan *plan, int64_t n_sources, int64_t n_targets,
-                           int64_t *bytes_host, int64_t *bytes_device);
+                                   int64_t *bytes_host, int64_t *bytes_device);
 
 /* Fills *info with what the plan is and what its last calls cost. */
 FMK_API fmk_status fmk_plan_info(const fmk_plan *plan, fmk_info *info);
@@ -304,8 +305,8 @@ FMK_API void fmk_plan_destroy(fmk_plan *plan);
 /* create + set_points + eval + destroy in one call; arguments as in those functions. The
  * message of a failure is in fmk_plan_last_error(NULL). */
 FMK_API fmk_status fmk_eval(int dim, fmk_kernel kernel, double eps, const fmk_opts *opts,
-                    int64_t n_sources, const double *sources, const double *charges,
-                    int64_t n_targets, const double *targets, double *pot, double *grad);
+                            int64_t n_sources, const double *sources, const double *charges,
+                            int64_t n_targets, const double *targets, double *pot, double *grad);
 
 #ifdef __cplusplus
 }

@@ -74,8 +74,8 @@ int main(void)
         return failed("fmk_plan_info", st, plan);
     printf("method %s on %s [%s], %lld sources, %lld bytes; set_points %.2e s, last eval %.2e s\n",
            fmk_method_name(info.method), fmk_backend_name(info.backend), info.device_name,
-           (long long)info.n_sources, (long long)info.bytes_host,
-           info.phase_time[FMK_PHASE_SETUP], info.phase_time[FMK_PHASE_P2P]);
+           (long long)info.n_sources, (long long)info.bytes_host, info.phase_time[FMK_PHASE_SETUP],
+           info.phase_time[FMK_PHASE_P2P]);
 
     /* A failed call says why, and leaves the plan usable. */
     q2[7] = 0.0 / 0.0; /* NaN */

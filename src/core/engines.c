@@ -2,15 +2,15 @@
  * Adding a method or a backend is a row here and a folder under src/ (docs/architecture.md). */
 #include "core/internal.h"
 
-extern const fmk_engine fmk_engine_direct_cpu;   /* direct/p2p_cpu.c */
-extern const fmk_engine fmk_engine_tree_cpu;     /* treecode/bh_cpu.c */
-extern const fmk_engine fmk_engine_fmm_cpu;      /* fmm3d/fmm3d_cpu.c */
-extern const fmk_engine fmk_engine_fmm2d_cpu;    /* fmm2d/fmm2d_cpu.c */
+extern const fmk_engine fmk_engine_direct_cpu; /* direct/p2p_cpu.c */
+extern const fmk_engine fmk_engine_tree_cpu;   /* treecode/bh_cpu.c */
+extern const fmk_engine fmk_engine_fmm_cpu;    /* fmm3d/fmm3d_cpu.c */
+extern const fmk_engine fmk_engine_fmm2d_cpu;  /* fmm2d/fmm2d_cpu.c */
 #ifdef FMK_HAVE_CUDA
-extern const fmk_engine fmk_engine_direct_cuda;  /* direct/cuda/engine.cu */
-extern const fmk_engine fmk_engine_tree_cuda;    /* treecode/cuda/engine.cu */
-extern const fmk_engine fmk_engine_fmm_cuda;     /* fmm3d/cuda/engine.cu */
-extern const fmk_engine fmk_engine_fmm2d_cuda;   /* fmm2d/cuda/engine.cu */
+extern const fmk_engine fmk_engine_direct_cuda; /* direct/cuda/engine.cu */
+extern const fmk_engine fmk_engine_tree_cuda;   /* treecode/cuda/engine.cu */
+extern const fmk_engine fmk_engine_fmm_cuda;    /* fmm3d/cuda/engine.cu */
+extern const fmk_engine fmk_engine_fmm2d_cuda;  /* fmm2d/cuda/engine.cu */
 #endif
 
 typedef struct engine_row {
@@ -21,17 +21,44 @@ typedef struct engine_row {
 } engine_row;
 
 static const engine_row engine_table[] = {
-    {.method = FMK_METHOD_DIRECT, .dim = 2, .backend = FMK_BACKEND_CPU, .engine = &fmk_engine_direct_cpu},
-    {.method = FMK_METHOD_DIRECT, .dim = 3, .backend = FMK_BACKEND_CPU, .engine = &fmk_engine_direct_cpu},
-    {.method = FMK_METHOD_TREE, .dim = 3, .backend = FMK_BACKEND_CPU, .engine = &fmk_engine_tree_cpu},
+    {.method = FMK_METHOD_DIRECT,
+     .dim = 2,
+     .backend = FMK_BACKEND_CPU,
+     .engine = &fmk_engine_direct_cpu},
+    {.method = FMK_METHOD_DIRECT,
+     .dim = 3,
+     .backend = FMK_BACKEND_CPU,
+     .engine = &fmk_engine_direct_cpu},
+    {.method = FMK_METHOD_TREE,
+     .dim = 3,
+     .backend = FMK_BACKEND_CPU,
+     .engine = &fmk_engine_tree_cpu},
     {.method = FMK_METHOD_FMM, .dim = 3, .backend = FMK_BACKEND_CPU, .engine = &fmk_engine_fmm_cpu},
-    {.method = FMK_METHOD_FMM, .dim = 2, .backend = FMK_BACKEND_CPU, .engine = &fmk_engine_fmm2d_cpu},
+    {.method = FMK_METHOD_FMM,
+     .dim = 2,
+     .backend = FMK_BACKEND_CPU,
+     .engine = &fmk_engine_fmm2d_cpu},
 #ifdef FMK_HAVE_CUDA
-    {.method = FMK_METHOD_DIRECT, .dim = 2, .backend = FMK_BACKEND_CUDA, .engine = &fmk_engine_direct_cuda},
-    {.method = FMK_METHOD_DIRECT, .dim = 3, .backend = FMK_BACKEND_CUDA, .engine = &fmk_engine_direct_cuda},
-    {.method = FMK_METHOD_TREE, .dim = 3, .backend = FMK_BACKEND_CUDA, .engine = &fmk_engine_tree_cuda},
-    {.method = FMK_METHOD_FMM, .dim = 3, .backend = FMK_BACKEND_CUDA, .engine = &fmk_engine_fmm_cuda},
-    {.method = FMK_METHOD_FMM, .dim = 2, .backend = FMK_BACKEND_CUDA, .engine = &fmk_engine_fmm2d_cuda},
+    {.method = FMK_METHOD_DIRECT,
+     .dim = 2,
+     .backend = FMK_BACKEND_CUDA,
+     .engine = &fmk_engine_direct_cuda},
+    {.method = FMK_METHOD_DIRECT,
+     .dim = 3,
+     .backend = FMK_BACKEND_CUDA,
+     .engine = &fmk_engine_direct_cuda},
+    {.method = FMK_METHOD_TREE,
+     .dim = 3,
+     .backend = FMK_BACKEND_CUDA,
+     .engine = &fmk_engine_tree_cuda},
+    {.method = FMK_METHOD_FMM,
+     .dim = 3,
+     .backend = FMK_BACKEND_CUDA,
+     .engine = &fmk_engine_fmm_cuda},
+    {.method = FMK_METHOD_FMM,
+     .dim = 2,
+     .backend = FMK_BACKEND_CUDA,
+     .engine = &fmk_engine_fmm2d_cuda},
 #endif
 };
 
@@ -47,7 +74,10 @@ const fmk_engine *fmk_engines_find(fmk_method method, int dim, fmk_backend backe
 
 #ifndef FMK_HAVE_CUDA
 /* A build without the CUDA backend: no devices. */
-int fmk_cuda_count_devices(void) { return -1; }
+int fmk_cuda_count_devices(void)
+{
+    return -1;
+}
 
 fmk_status fmk_cuda_device_name(fmk_plan *plan, int device, char *name, size_t size)
 {

@@ -66,11 +66,11 @@ static inline int fmk_thread_count(void)
 /* The mapping from caller coordinates to the plan's working coordinates (see above). */
 typedef struct fmk_frame {
     double center[3];
-    double width;       /* a power of two */
-    double softening;   /* mapped softening, opts.softening / width (0 for singular kernels) */
-    double pot_scale;   /* 1 / width */
-    double grad_scale;  /* 1 / width^2 */
-    double log_width;   /* log(width), log2d only */
+    double width;      /* a power of two */
+    double softening;  /* mapped softening, opts.softening / width (0 for singular kernels) */
+    double pot_scale;  /* 1 / width */
+    double grad_scale; /* 1 / width^2 */
+    double log_width;  /* log(width), log2d only */
 } fmk_frame;
 
 struct fmk_plan;
@@ -103,8 +103,7 @@ typedef struct fmk_engine {
      * yet: messages go to the calling thread (fmk_error_set(NULL, ...)). A kernel, precision
      * or accuracy the engine cannot do is FMK_ERR_UNAVAILABLE (backend auto then tries the
      * CPU); a value out of range is FMK_ERR_ARG. */
-    fmk_status (*check_opts)(fmk_opts *o, fmk_kernel kernel, int dim, double eps,
-                             fmk_info *info);
+    fmk_status (*check_opts)(fmk_opts *o, fmk_kernel kernel, int dim, double eps, fmk_info *info);
     /* The smallest eps the engine meets when it chooses the order from eps (0: every eps the
      * method takes). Below it a plan is refused, or with backend auto made on the CPU. */
     double eps_min;
@@ -124,21 +123,21 @@ struct fmk_plan {
     int dim;
     fmk_kernel kernel;
     double eps;
-    fmk_opts opts;              /* as given, AUTO fields resolved */
-    int threads;                /* OpenMP threads to use (>= 1) */
+    fmk_opts opts; /* as given, AUTO fields resolved */
+    int threads;   /* OpenMP threads to use (>= 1) */
     const fmk_engine *engine;
 
     int has_points;
-    int self;                   /* targets are the sources: skip j == i */
+    int self; /* targets are the sources: skip j == i */
     int64_t n_sources, n_targets;
     fmk_frame frame;
-    double *sources;            /* n_sources * dim mapped coordinates (owned) */
-    double *targets;            /* n_targets * dim, == sources when self (owned unless self) */
+    double *sources; /* n_sources * dim mapped coordinates (owned) */
+    double *targets; /* n_targets * dim, == sources when self (owned unless self) */
 
-    void *state;                /* the engine's own state */
-    void *tune;                 /* the engine's tuning struct (engine->tune), or NULL */
-    void *counters;             /* the engine's counters struct (engine->counters), or NULL */
-    int64_t state_bytes_host;   /* what the engine's state holds, for fmk_info */
+    void *state;              /* the engine's own state */
+    void *tune;               /* the engine's tuning struct (engine->tune), or NULL */
+    void *counters;           /* the engine's counters struct (engine->counters), or NULL */
+    int64_t state_bytes_host; /* what the engine's state holds, for fmk_info */
     int64_t state_bytes_device;
 
     fmk_info info;
@@ -162,7 +161,7 @@ void fmk_plan_drop_points(struct fmk_plan *plan);
 
 /* opts.c */
 int fmk_opts_resolve_threads(int requested);
-double fmk_time_now(void);      /* monotonic seconds */
+double fmk_time_now(void); /* monotonic seconds */
 /* An FMM eval's phase times into *in from its clock readings t[0..7] (before the upload, then
  * after upload, P2M, M2M, M2L (+P2L), L2L, L2P (+M2P), P2P; the download runs to now) and the
  * tree time of its set_points. */
@@ -170,7 +169,10 @@ void fmk_info_fmm_phases(fmk_info *in, const double t[8], double tree_time);
 
 /* Values per point of a kernel's charges and potential (kernels/kernels.h): 2 for cauchy2d,
  * else 1. */
-static inline int fmk_kernel_width(fmk_kernel k) { return fmk_kernel_desc_of(k)->width; }
+static inline int fmk_kernel_width(fmk_kernel k)
+{
+    return fmk_kernel_desc_of(k)->width;
+}
 /* Values per point of a kernel's gradient output: 2 for cauchy2d (complex dphi/dz), else dim
  * (the kernel's own, which a plan's dim matches). */
 static inline int fmk_kernel_grad_width(fmk_kernel k, int dim)

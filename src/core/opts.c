@@ -29,13 +29,16 @@ void fmk_opts_default(fmk_opts *opts)
 
 static const char *const method_names[] = {"auto", "direct", "tree", "fmm"};
 static const char *const backend_names[] = {"auto", "cpu", "cuda"};
-static const char *const phase_names[FMK_PHASE_COUNT] = {
-    "setup", "upload", "p2m", "m2m", "m2l", "l2l", "l2p", "p2p", "download", "tree", "moments",
-    "walk"};
+static const char *const phase_names[FMK_PHASE_COUNT] = {"setup",    "upload", "p2m",     "m2m",
+                                                         "m2l",      "l2l",    "l2p",     "p2p",
+                                                         "download", "tree",   "moments", "walk"};
 
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
-const char *fmk_kernel_name(fmk_kernel k) { return fmk_kernel_desc_of(k)->name; }
+const char *fmk_kernel_name(fmk_kernel k)
+{
+    return fmk_kernel_desc_of(k)->name;
+}
 const char *fmk_method_name(fmk_method m)
 {
     return (int)m >= 0 && (int)m < COUNT(method_names) ? method_names[m] : NULL;
@@ -100,16 +103,21 @@ fmk_status fmk_backend_from_name(const char *name, fmk_backend *backend)
     return FMK_OK;
 }
 
-int fmk_kernel_dim(fmk_kernel k) { return fmk_kernel_desc_of(k)->dim; }
+int fmk_kernel_dim(fmk_kernel k)
+{
+    return fmk_kernel_desc_of(k)->dim;
+}
 
-int fmk_kernel_is_complex(fmk_kernel k) { return fmk_kernel_desc_of(k)->width == 2; }
+int fmk_kernel_is_complex(fmk_kernel k)
+{
+    return fmk_kernel_desc_of(k)->width == 2;
+}
 
 int fmk_cuda_device_count(void)
 {
     int n = fmk_cuda_count_devices(); /* -1: no CUDA backend in this build */
     return n > 0 ? n : 0;
 }
-
 
 int fmk_opts_resolve_threads(int requested)
 {

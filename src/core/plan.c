@@ -12,8 +12,10 @@
  * spacing of mapped coordinates (2^-52 / 2^-23 of the box). */
 static const double min_softening[2] = {1e-15, 1e-7};
 
-static int kernel_is_smooth(fmk_kernel k) { return fmk_kernel_desc_of(k)->smooth; }
-
+static int kernel_is_smooth(fmk_kernel k)
+{
+    return fmk_kernel_desc_of(k)->smooth;
+}
 
 int fmk_method_available(fmk_method method, int dim, fmk_backend backend)
 {
@@ -61,7 +63,8 @@ static fmk_status check_opts(const fmk_opts *in, fmk_kernel kernel, int dim, dou
     else
         fmk_opts_default(&o);
     if (!fmk_method_name(o.method))
-        return fmk_error_set(NULL, FMK_ERR_ARG, "opts.method = %d is not an fmk_method", (int)o.method);
+        return fmk_error_set(NULL, FMK_ERR_ARG, "opts.method = %d is not an fmk_method",
+                             (int)o.method);
     if (!fmk_backend_name(o.backend))
         return fmk_error_set(NULL, FMK_ERR_ARG, "opts.backend = %d is not an fmk_backend",
                              (int)o.backend);
@@ -69,7 +72,8 @@ static fmk_status check_opts(const fmk_opts *in, fmk_kernel kernel, int dim, dou
         return fmk_error_set(NULL, FMK_ERR_ARG, "opts.precision = %d is not an fmk_precision",
                              (int)o.precision);
     if (o.threads < 0)
-        return fmk_error_set(NULL, FMK_ERR_ARG, "opts.threads = %d; use 0 for the default or a count >= 1",
+        return fmk_error_set(NULL, FMK_ERR_ARG,
+                             "opts.threads = %d; use 0 for the default or a count >= 1",
                              (int)o.threads);
     if (o.device < 0)
         return fmk_error_set(NULL, FMK_ERR_ARG, "opts.device = %d is negative", (int)o.device);
@@ -109,8 +113,9 @@ static fmk_status check_opts(const fmk_opts *in, fmk_kernel kernel, int dim, dou
             return fmk_error_set(NULL, FMK_ERR_UNAVAILABLE,
                                  "no CUDA device was found; use backend cpu");
         if (o.device >= ndev)
-            return fmk_error_set(NULL, FMK_ERR_ARG, "opts.device = %d but only %d CUDA device(s) exist",
-                                 (int)o.device, ndev);
+            return fmk_error_set(NULL, FMK_ERR_ARG,
+                                 "opts.device = %d but only %d CUDA device(s) exist", (int)o.device,
+                                 ndev);
     }
     fmk_opts tried = o;
     fmk_info got = *info;
@@ -266,7 +271,8 @@ fmk_status fmk_plan_frame_from_box(fmk_plan *plan, const double lo_in[3], const 
     if (!isfinite(f->width)) /* size > 2^1023: the power of two above it is not a double */
         return fmk_error_set(plan, FMK_ERR_ARG,
                              "the points' box (%g) is wider than 2^1023, which fmmkit cannot "
-                             "scale; rescale the coordinates", size);
+                             "scale; rescale the coordinates",
+                             size);
     f->pot_scale = 1.0 / f->width;
     f->grad_scale = f->pot_scale * f->pot_scale;
     f->log_width = log(f->width);
@@ -401,13 +407,16 @@ fmk_status fmk_plan_set_points_device(fmk_plan *plan, int64_t n_sources, const d
         return fmk_error_set(plan, FMK_ERR_ARG, "n_sources = %lld, n_targets = %lld out of range",
                              (long long)n_sources, (long long)n_targets);
     if ((!d_sources && n_sources > 0) || (!d_targets && n_targets > 0))
-        return fmk_error_set(plan, FMK_ERR_NULL, "fmk_plan_set_points_device: a point array is NULL");
+        return fmk_error_set(plan, FMK_ERR_NULL,
+                             "fmk_plan_set_points_device: a point array is NULL");
     if (!plan->engine->set_points_device)
-        return fmk_error_set(plan, FMK_ERR_STATE,
-                             "fmk_plan_set_points_device needs a plan with backend cuda (this one is %s)",
-                             fmk_backend_name(plan->opts.backend));
+        return fmk_error_set(
+            plan, FMK_ERR_STATE,
+            "fmk_plan_set_points_device needs a plan with backend cuda (this one is %s)",
+            fmk_backend_name(plan->opts.backend));
     double t0 = fmk_time_now();
-    fmk_status st = plan->engine->set_points_device(plan, n_sources, d_sources, n_targets, d_targets);
+    fmk_status st =
+        plan->engine->set_points_device(plan, n_sources, d_sources, n_targets, d_targets);
     if (st != FMK_OK)
         return st;
     fmk_info *in = &plan->info;
@@ -430,8 +439,8 @@ static fmk_status check_eval(fmk_plan *plan, const char *fn, const double *charg
     if (!plan)
         return fmk_error_set(NULL, FMK_ERR_NULL, "%s: plan is NULL", fn);
     if (!plan->has_points)
-        return fmk_error_set(plan, FMK_ERR_STATE, "%s: no points yet; call fmk_plan_set_points first",
-                             fn);
+        return fmk_error_set(plan, FMK_ERR_STATE,
+                             "%s: no points yet; call fmk_plan_set_points first", fn);
     if (!charges && plan->n_sources > 0)
         return fmk_error_set(plan, FMK_ERR_NULL, "%s: charges is NULL", fn);
     if (!pot && !grad)
@@ -456,8 +465,9 @@ static fmk_status eval_host(fmk_plan *plan, const double *charges, double *pot, 
         if (pot)
             memset(pot, 0, (size_t)plan->n_targets * fmk_kernel_width(plan->kernel) * sizeof *pot);
         if (grad)
-            memset(grad, 0, (size_t)plan->n_targets * fmk_kernel_grad_width(plan->kernel, plan->dim) *
-                                sizeof *grad);
+            memset(grad, 0,
+                   (size_t)plan->n_targets * fmk_kernel_grad_width(plan->kernel, plan->dim) *
+                       sizeof *grad);
         return FMK_OK;
     }
     return plan->engine->eval(plan, charges, pot, grad, 0);
@@ -473,14 +483,15 @@ fmk_status fmk_plan_eval(fmk_plan *plan, const double *charges, double *pot, dou
     return st;
 }
 
-fmk_status fmk_plan_eval_many(fmk_plan *plan, int64_t n_vectors, const double *charges,
-                              double *pot, double *grad)
+fmk_status fmk_plan_eval_many(fmk_plan *plan, int64_t n_vectors, const double *charges, double *pot,
+                              double *grad)
 {
     fmk_status st = check_eval(plan, "fmk_plan_eval_many", charges, pot, grad);
     if (st != FMK_OK)
         return st;
     if (n_vectors < 0)
-        return fmk_error_set(plan, FMK_ERR_ARG, "n_vectors = %lld is negative", (long long)n_vectors);
+        return fmk_error_set(plan, FMK_ERR_ARG, "n_vectors = %lld is negative",
+                             (long long)n_vectors);
     const int w = fmk_kernel_width(plan->kernel);
     const int gw = fmk_kernel_grad_width(plan->kernel, plan->dim);
     /* Check every vector before writing any output, so a bad one leaves all untouched. */
@@ -556,9 +567,9 @@ void fmk_plan_destroy(fmk_plan *plan)
     free(plan);
 }
 
-fmk_status fmk_eval(int dim, fmk_kernel kernel, double eps, const fmk_opts *opts,
-                    int64_t n_sources, const double *sources, const double *charges,
-                    int64_t n_targets, const double *targets, double *pot, double *grad)
+fmk_status fmk_eval(int dim, fmk_kernel kernel, double eps, const fmk_opts *opts, int64_t n_sources,
+                    const double *sources, const double *charges, int64_t n_targets,
+                    const double *targets, double *pot, double *grad)
 {
     fmk_plan *plan = NULL;
     fmk_status st = fmk_plan_create(&plan, dim, kernel, eps, opts);

@@ -51,7 +51,8 @@ fmk_status fmk_plan_tune(fmk_plan *plan, const char *name, double value)
     if (!k || !plan->tune)
         return fmk_error_set(plan, FMK_ERR_ARG, "engine %s has no knob '%s'", plan->engine->name,
                              name ? name : "(null)");
-    if (!(value >= k->min && value <= k->max) || (k->type != FMK_TUNE_DOUBLE && value != floor(value)))
+    if (!(value >= k->min && value <= k->max) ||
+        (k->type != FMK_TUNE_DOUBLE && value != floor(value)))
         return fmk_error_set(plan, FMK_ERR_ARG, "knob %s = %g; it takes %s values in [%g, %g]",
                              name, value, k->type == FMK_TUNE_DOUBLE ? "real" : "integer", k->min,
                              k->max);

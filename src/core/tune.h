@@ -41,7 +41,7 @@ typedef struct fmk_tune_knob {
 typedef struct fmk_tune_table {
     const char *prefix;
     size_t size;
-    const void *defaults;       /* NULL: all zero (counters) */
+    const void *defaults; /* NULL: all zero (counters) */
     int n_knobs;
     const fmk_tune_knob *knobs;
 } fmk_tune_table;

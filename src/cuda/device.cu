@@ -45,8 +45,8 @@ extern "C" fmk_status fmk_cuda_fail(fmk_plan *plan, cudaError_t err, const char 
     if (err == cudaErrorMemoryAllocation)
         return fmk_error_set(plan, FMK_ERR_DEVICE_NOMEM, "%s: out of GPU memory (%s)", call,
                              cudaGetErrorString(err));
-    return fmk_error_set(plan, FMK_ERR_DEVICE, "%s failed: %s (%s)", call,
-                         cudaGetErrorString(err), cudaGetErrorName(err));
+    return fmk_error_set(plan, FMK_ERR_DEVICE, "%s failed: %s (%s)", call, cudaGetErrorString(err),
+                         cudaGetErrorName(err));
 }
 
 extern "C" fmk_status fmk_cuda_alloc(fmk_plan *plan, void **ptr, size_t bytes, const char *what,

@@ -41,21 +41,21 @@ static inline int64_t fmk_cuda_padded(int64_t n)
 /* The engine's state (plan->state). */
 typedef struct fmk_cuda_direct {
     int device;
-    int real;                   /* bytes of the working type: 4 or 8 */
-    int splits;                 /* source ranges summed by separate blocks (1: none) */
-    int64_t n_pad, m_pad;       /* padded point counts */
-    void *d_src;                /* n_pad 4-vectors */
-    void *d_trg;                /* m_pad 4-vectors; NULL when the targets are the sources */
-    double *d_charges;          /* host evaluations: the charges as uploaded */
-    double *d_pot, *d_grad;     /* host evaluations: results before download */
-    double *d_partial;          /* splits * n_targets * 4 partial sums (splits > 1) */
+    int real;                    /* bytes of the working type: 4 or 8 */
+    int splits;                  /* source ranges summed by separate blocks (1: none) */
+    int64_t n_pad, m_pad;        /* padded point counts */
+    void *d_src;                 /* n_pad 4-vectors */
+    void *d_trg;                 /* m_pad 4-vectors; NULL when the targets are the sources */
+    double *d_charges;           /* host evaluations: the charges as uploaded */
+    double *d_pot, *d_grad;      /* host evaluations: results before download */
+    double *d_partial;           /* splits * n_targets * 4 partial sums (splits > 1) */
     unsigned long long *d_stats; /* fmk_cuda_charge_stats output (2 words) */
-    void *d_temp;               /* set_points_device's bounding-box workspace */
+    void *d_temp;                /* set_points_device's bounding-box workspace */
     /* Bytes held by d_src, d_trg, d_charges, d_pot, d_grad, d_partial and d_temp: the state of
      * a plan's previous points serves the next where they fit, and grows where they do not. */
     size_t cap[7];
     cudaEvent_t ev[2];
-    int events;                 /* ev[] were created */
+    int events; /* ev[] were created */
 } fmk_cuda_direct;
 
 /* device.cu: error reporting and device selection. */
@@ -74,8 +74,8 @@ int fmk_cuda_sm_count(int device);
 /* An engine's set_points_device around its own points(): the plan's points dropped first and
  * again on failure (the engine contract), points() run with the plan's device current. An
  * engine with reuses_state finds the previous points' state in plan->state (NULL if none). */
-typedef fmk_status (*fmk_cuda_points_fn)(fmk_plan *plan, int64_t ns, const double *d_s,
-                                         int64_t nt, const double *d_t);
+typedef fmk_status (*fmk_cuda_points_fn)(fmk_plan *plan, int64_t ns, const double *d_s, int64_t nt,
+                                         const double *d_t);
 fmk_status fmk_cuda_set_points_device(fmk_plan *plan, int64_t ns, const double *d_s, int64_t nt,
                                       const double *d_t, fmk_cuda_points_fn points);
 /* An engine's eval around its own run(): the plan's state checked, run() called with the plan's
@@ -92,8 +92,8 @@ typedef struct fmk_cuda_p2p_args {
     int self;
     int splits;
     int64_t n_pad, m, m_pad;
-    const void *d_src, *d_trg;  /* d_trg NULL when self */
-    double *d_pot, *d_grad;     /* caller layout; either may be NULL */
+    const void *d_src, *d_trg; /* d_trg NULL when self */
+    double *d_pot, *d_grad;    /* caller layout; either may be NULL */
     double *d_partial;
     double eps2, log_width, pot_scale;
     double grad_scale, grad_scale2; /* gradient = sum * grad_scale * grad_scale2 */
@@ -125,8 +125,8 @@ cudaError_t fmk_cuda_pack_charges(int real, int cw, int64_t n, const double *d_c
  * fmk_cuda_box_bytes(). Synchronous on return when d_temp is not NULL. */
 size_t fmk_cuda_box_bytes(void);
 cudaError_t fmk_cuda_bounding_box(int dim, int64_t ns, const double *d_s, int64_t nt,
-                                  const double *d_t, void *d_temp, size_t *temp_bytes,
-                                  void *d_box, double lo[3], double hi[3], int64_t *bad);
+                                  const double *d_t, void *d_temp, size_t *temp_bytes, void *d_box,
+                                  double lo[3], double hi[3], int64_t *bad);
 /* The message (FMK_ERR_NONFINITE) for point index bad (>= ns: target bad - ns) of device
  * points: which array, which point and coordinate, and its value. */
 fmk_status fmk_cuda_bad_point(fmk_plan *plan, int64_t bad, int64_t ns, const double *d_s,

@@ -56,12 +56,14 @@ struct box_union {
 
 } // namespace
 
-extern "C" size_t fmk_cuda_box_bytes(void) { return sizeof(box); }
+extern "C" size_t fmk_cuda_box_bytes(void)
+{
+    return sizeof(box);
+}
 
 extern "C" cudaError_t fmk_cuda_bounding_box(int dim, int64_t ns, const double *d_s, int64_t nt,
                                              const double *d_t, void *d_temp, size_t *temp_bytes,
-                                             void *d_box, double lo[3], double hi[3],
-                                             int64_t *bad)
+                                             void *d_box, double lo[3], double hi[3], int64_t *bad)
 {
     box init;
     for (int k = 0; k < 3; k++)
@@ -69,8 +71,8 @@ extern "C" cudaError_t fmk_cuda_bounding_box(int dim, int64_t ns, const double *
     init.bad = LLONG_MAX;
     box_of_point f = {d_s, d_t, (long long)ns, dim};
     thrust::counting_iterator<long long> first(0);
-    cudaError_t err = cub::DeviceReduce::TransformReduce(d_temp, *temp_bytes, first, (box *)d_box,
-                                                         (long long)(ns + nt), box_union(), f, init);
+    cudaError_t err = cub::DeviceReduce::TransformReduce(
+        d_temp, *temp_bytes, first, (box *)d_box, (long long)(ns + nt), box_union(), f, init);
     if (err != cudaSuccess || d_temp == NULL)
         return err;
     box h;
@@ -96,8 +98,8 @@ extern "C" fmk_status fmk_cuda_bad_point(fmk_plan *plan, int64_t bad, int64_t ns
     int k = 0;
     while (k < plan->dim - 1 && isfinite(x[k]))
         k++;
-    return fmk_error_set(plan, FMK_ERR_NONFINITE, "%s[%lld][%d] is %g; points must be finite",
-                         what, (long long)i, k, x[k]);
+    return fmk_error_set(plan, FMK_ERR_NONFINITE, "%s[%lld][%d] is %g; points must be finite", what,
+                         (long long)i, k, x[k]);
 }
 
 extern "C" fmk_status fmk_cuda_frame_query(fmk_plan *plan, int64_t ns, const double *d_s,
@@ -106,8 +108,8 @@ extern "C" fmk_status fmk_cuda_frame_query(fmk_plan *plan, int64_t ns, const dou
     double lo[3], hi[3];
     int64_t bad;
     *temp_bytes = 0;
-    cudaError_t err = fmk_cuda_bounding_box(plan->dim, ns, d_s, nt, d_t, NULL, temp_bytes, NULL,
-                                            lo, hi, &bad);
+    cudaError_t err =
+        fmk_cuda_bounding_box(plan->dim, ns, d_s, nt, d_t, NULL, temp_bytes, NULL, lo, hi, &bad);
     return err == cudaSuccess
                ? FMK_OK
                : fmk_cuda_fail(plan, err, "cub::DeviceReduce::TransformReduce (workspace query)");
@@ -118,8 +120,8 @@ extern "C" fmk_status fmk_cuda_frame(fmk_plan *plan, int64_t ns, const double *d
                                      void *d_box, double lo[3], double hi[3], fmk_frame *frame)
 {
     int64_t bad = -1;
-    cudaError_t err = fmk_cuda_bounding_box(plan->dim, ns, d_s, nt, d_t, d_temp, &temp_bytes,
-                                            d_box, lo, hi, &bad);
+    cudaError_t err = fmk_cuda_bounding_box(plan->dim, ns, d_s, nt, d_t, d_temp, &temp_bytes, d_box,
+                                            lo, hi, &bad);
     if (err != cudaSuccess)
         return fmk_cuda_fail(plan, err, "cub::DeviceReduce::TransformReduce (bounding box)");
     if (bad >= 0)

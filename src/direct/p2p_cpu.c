@@ -32,9 +32,9 @@
 enum { TARGET_BLOCK = 32 };
 
 typedef struct cpu_direct {
-    void *src[4];   /* x, y, z (or Im charge for cauchy2d, unused for log2d), Re charge */
-    void *trg;      /* n_targets * dim, interleaved */
-    size_t real;    /* sizeof the working type */
+    void *src[4]; /* x, y, z (or Im charge for cauchy2d, unused for log2d), Re charge */
+    void *trg;    /* n_targets * dim, interleaved */
+    size_t real;  /* sizeof the working type */
 } cpu_direct;
 
 static size_t real_size(const fmk_plan *plan)
@@ -139,16 +139,16 @@ static fmk_status direct_eval(fmk_plan *plan, const double *charges, double *pot
                     pot[2 * i] = a[0] * f.pot_scale, pot[2 * i + 1] = a[1] * f.pot_scale;
                 if (grad) /* scaled twice by 1/width: 1/width^2 may overflow */
                     grad[2 * i] = a[2] * f.pot_scale * f.pot_scale,
-                    grad[2 * i + 1] = a[3] * f.pot_scale * f.pot_scale;
+                             grad[2 * i + 1] = a[3] * f.pot_scale * f.pot_scale;
             } else {
                 /* log2d keeps its own scale (log_width was added per source) */
                 if (pot)
                     pot[i] = plan->kernel == FMK_KERNEL_LOG2D ? a[0] : a[0] * f.pot_scale;
                 if (grad)
                     for (int k = 0; k < dim; k++)
-                        grad[dim * i + k] =
-                            plan->kernel == FMK_KERNEL_LOG2D ? a[1 + k] * f.pot_scale
-                                                             : a[1 + k] * f.pot_scale * f.pot_scale;
+                        grad[dim * i + k] = plan->kernel == FMK_KERNEL_LOG2D
+                                                ? a[1 + k] * f.pot_scale
+                                                : a[1 + k] * f.pot_scale * f.pot_scale;
             }
         }
     }

@@ -60,10 +60,16 @@ extern "C" {
 #define FMK_FMM2D_MAX_ORDER 60
 
 /* Boxes of levels 0 .. l-1 together: the global index of box b of level l is first(l) + b. */
-FMK2D_FN int64_t fmk_fmm2d_first(int l) { return ((((int64_t)1) << (2 * l)) - 1) / 3; }
+FMK2D_FN int64_t fmk_fmm2d_first(int l)
+{
+    return ((((int64_t)1) << (2 * l)) - 1) / 3;
+}
 
 /* Segment g after s splits of n points: [begin(s, g), begin(s, g + 1)). */
-FMK2D_FN int64_t fmk_fmm2d_seg_begin(int64_t n, int s, int64_t g) { return (g * n) >> s; }
+FMK2D_FN int64_t fmk_fmm2d_seg_begin(int64_t n, int s, int64_t g)
+{
+    return (g * n) >> s;
+}
 
 /* The segment after s splits that holds position i (0 <= i < n). */
 FMK2D_FN int64_t fmk_fmm2d_seg_of(int64_t n, int s, int64_t i)
@@ -73,7 +79,10 @@ FMK2D_FN int64_t fmk_fmm2d_seg_of(int64_t n, int s, int64_t i)
 
 /* Bits of the split key after s splits: 16, or fewer where the segment's s bits leave less of
  * 32, so that (segment, key) fits 32 bits and the radix sort handles only s + 16 bits. */
-FMK2D_FN int fmk_fmm2d_key_bits(int s) { return s <= 16 ? 16 : 32 - s; }
+FMK2D_FN int fmk_fmm2d_key_bits(int s)
+{
+    return s <= 16 ? 16 : 32 - s;
+}
 
 /* The split key, after s splits, of coordinate c in a segment whose points span [lo, hi] along
  * the axis: its position in the span on fmk_fmm2d_key_bits(s) bits. */
@@ -95,11 +104,13 @@ FMK2D_FN int fmk_fmm2d_axis(const double lo[2], const double hi[2])
 /* The scale of a box's expansions: its radius, or 2^-64 for a box of one point or coincident
  * points (whose expansions are then exact: all higher terms vanish), so that the ratio of a
  * child's scale to its parent's stays at most 1. */
-FMK2D_FN double fmk_fmm2d_scale(double radius) { return radius > 0 ? radius : 0x1p-64; }
+FMK2D_FN double fmk_fmm2d_scale(double radius)
+{
+    return radius > 0 ? radius : 0x1p-64;
+}
 
 /* The theta-criterion, eq. 2.1 (swap = 1: with r and R interchanged, for the finest level). */
-FMK2D_FN int fmk_fmm2d_separated(const double *cb, double rb, const double *cc, double rc,
-                                 int swap)
+FMK2D_FN int fmk_fmm2d_separated(const double *cb, double rb, const double *cc, double rc, int swap)
 {
     const double dx = cb[0] - cc[0], dy = cb[1] - cc[1];
     const double d = sqrt(dx * dx + dy * dy);
@@ -122,9 +133,18 @@ FMK2D_FN fmk_cplx fmk_c(double re, double im)
     z.re = re, z.im = im;
     return z;
 }
-FMK2D_FN fmk_cplx fmk_cadd(fmk_cplx a, fmk_cplx b) { return fmk_c(a.re + b.re, a.im + b.im); }
-FMK2D_FN fmk_cplx fmk_csub(fmk_cplx a, fmk_cplx b) { return fmk_c(a.re - b.re, a.im - b.im); }
-FMK2D_FN fmk_cplx fmk_cscale(fmk_cplx a, double s) { return fmk_c(a.re * s, a.im * s); }
+FMK2D_FN fmk_cplx fmk_cadd(fmk_cplx a, fmk_cplx b)
+{
+    return fmk_c(a.re + b.re, a.im + b.im);
+}
+FMK2D_FN fmk_cplx fmk_csub(fmk_cplx a, fmk_cplx b)
+{
+    return fmk_c(a.re - b.re, a.im - b.im);
+}
+FMK2D_FN fmk_cplx fmk_cscale(fmk_cplx a, double s)
+{
+    return fmk_c(a.re * s, a.im * s);
+}
 FMK2D_FN fmk_cplx fmk_cmul(fmk_cplx a, fmk_cplx b)
 {
     return fmk_c(a.re * b.re - a.im * b.im, a.re * b.im + a.im * b.re);
@@ -140,7 +160,10 @@ FMK2D_FN fmk_cplx fmk_cinv(fmk_cplx a)
     const double s = 1.0 / (a.re * a.re + a.im * a.im);
     return fmk_c(a.re * s, -a.im * s);
 }
-FMK2D_FN fmk_cplx fmk_cdiv(fmk_cplx a, fmk_cplx b) { return fmk_cmul(a, fmk_cinv(b)); }
+FMK2D_FN fmk_cplx fmk_cdiv(fmk_cplx a, fmk_cplx b)
+{
+    return fmk_cmul(a, fmk_cinv(b));
+}
 /* The principal logarithm. */
 FMK2D_FN fmk_cplx fmk_clog(fmk_cplx a)
 {
@@ -195,7 +218,10 @@ static inline int fmk_fmm2d_order_from_eps(double eps)
 }
 
 /* The default points per finest-level box N_d for order p (tuned on an H100, docs/fmm2d.md). */
-static inline int64_t fmk_fmm2d_leaf_size_for(int p) { return 20 + 2 * (int64_t)p; }
+static inline int64_t fmk_fmm2d_leaf_size_for(int p)
+{
+    return 20 + 2 * (int64_t)p;
+}
 
 /* A plan's order (opts.order, or from eps) and N_d (opts.leaf_size, or from the order). */
 static inline int fmk_fmm2d_plan_order(const struct fmk_plan *plan)
@@ -227,22 +253,22 @@ fmk_status fmk_fmm2d_check_opts(fmk_opts *o, fmk_kernel kernel, int dim, double 
 
 /* The tree and lists, host arrays (the GPU keeps the same arrays on the device). */
 typedef struct fmk_fmm2d_tree {
-    int levels;                 /* L: the finest level (0: the root is the only box) */
+    int levels; /* L: the finest level (0: the root is the only box) */
     int64_t n_points, n_sources, n_targets, n_boxes;
     int self;
-    int64_t *src_start;         /* 4^L + 1: sources of finest box b are [src_start[b], [b+1]) */
-    int64_t *trg_start;         /* 4^L + 1 (== src_start when self) */
-    int64_t *src_order;         /* n_sources: box-order position -> caller index */
-    int64_t *trg_order;         /* n_targets (== src_order when self) */
-    double *src_xy;             /* n_sources * 2 in box order */
-    double *trg_xy;             /* n_targets * 2 (== src_xy when self) */
-    double *center;             /* n_boxes * 2 */
-    double *radius;             /* n_boxes */
+    int64_t *src_start; /* 4^L + 1: sources of finest box b are [src_start[b], [b+1]) */
+    int64_t *trg_start; /* 4^L + 1 (== src_start when self) */
+    int64_t *src_order; /* n_sources: box-order position -> caller index */
+    int64_t *trg_order; /* n_targets (== src_order when self) */
+    double *src_xy;     /* n_sources * 2 in box order */
+    double *trg_xy;     /* n_targets * 2 (== src_xy when self) */
+    double *center;     /* n_boxes * 2 */
+    double *radius;     /* n_boxes */
     /* directed lists (source boxes of each target box, global indices) */
-    int64_t *weak_begin;        /* n_boxes + 1 */
-    int32_t *weak;              /* M2L */
+    int64_t *weak_begin;                        /* n_boxes + 1 */
+    int32_t *weak;                              /* M2L */
     int64_t *p2p_begin, *m2p_begin, *p2l_begin; /* 4^L + 1 each, finest boxes */
-    int32_t *p2p, *m2p, *p2l;   /* finest-level boxes, local indices */
+    int32_t *p2p, *m2p, *p2l;                   /* finest-level boxes, local indices */
 } fmk_fmm2d_tree;
 
 /* The sources (or targets) of box b of level l: [*a, *e). */
@@ -258,8 +284,8 @@ static inline void fmk_fmm2d_range(const int64_t *start, int L, int l, int64_t b
  * mapped targets with n_d points per finest box; threads OpenMP threads. Returns FMK_OK or
  * FMK_ERR_NOMEM (with nothing allocated). */
 fmk_status fmk_fmm2d_tree_build(fmk_fmm2d_tree *t, int64_t n_sources, const double *sources,
-                                 int self, int64_t n_targets, const double *targets, int64_t n_d,
-                                 int threads);
+                                int self, int64_t n_targets, const double *targets, int64_t n_d,
+                                int threads);
 void fmk_fmm2d_tree_free(fmk_fmm2d_tree *t);
 /* Host bytes of a tree of n points with these list lengths. */
 int64_t fmk_fmm2d_tree_bytes(int64_t ns, int64_t nt, int self, int levels, int64_t n_weak,

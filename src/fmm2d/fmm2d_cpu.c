@@ -14,18 +14,18 @@ typedef struct fmm2d_cpu {
     fmk_fmm2d_tree tree;
     int order;
     int64_t leaf_size;
-    fmk_cplx *q;                /* n_sources charges in box order */
-    fmk_cplx *M, *L;            /* n_boxes * (order + 1) */
-    fmk_cplx *res;              /* 2 * n_targets: V, D in box order */
-    double *q_zero;             /* n_targets: charge at distance 0 (log2d) */
+    fmk_cplx *q;     /* n_sources charges in box order */
+    fmk_cplx *M, *L; /* n_boxes * (order + 1) */
+    fmk_cplx *res;   /* 2 * n_targets: V, D in box order */
+    double *q_zero;  /* n_targets: charge at distance 0 (log2d) */
     double tree_time;
 } fmm2d_cpu;
 
 #define order_of fmk_fmm2d_plan_order
 #define leaf_size_of fmk_fmm2d_plan_leaf_size
 
-static int64_t state_bytes(const fmk_plan *plan, int64_t ns, int64_t nt, int self,
-                           int64_t n_weak, int64_t n_near)
+static int64_t state_bytes(const fmk_plan *plan, int64_t ns, int64_t nt, int self, int64_t n_weak,
+                           int64_t n_near)
 {
     const int p = order_of(plan);
     const int64_t n = self ? ns : ns + nt;
@@ -72,8 +72,8 @@ static fmk_status fmm2d_setup(fmk_plan *plan)
     plan->state = s;
     s->order = p;
     s->leaf_size = leaf_size_of(plan);
-    fmk_status st = fmk_fmm2d_tree_build(&s->tree, ns, plan->sources, plan->self, nt,
-                                         plan->targets, s->leaf_size, plan->threads);
+    fmk_status st = fmk_fmm2d_tree_build(&s->tree, ns, plan->sources, plan->self, nt, plan->targets,
+                                         s->leaf_size, plan->threads);
     const double t1 = fmk_time_now();
     if (st == FMK_OK) {
         const size_t nb = (size_t)s->tree.n_boxes * (size_t)(p + 1);
@@ -94,9 +94,9 @@ static fmk_status fmm2d_setup(fmk_plan *plan)
     }
     const fmk_fmm2d_tree *t = &s->tree;
     const int64_t leaves = (int64_t)1 << (2 * t->levels);
-    plan->state_bytes_host = state_bytes(plan, ns, nt, plan->self, t->weak_begin[t->n_boxes],
-                                         t->p2p_begin[leaves] + t->m2p_begin[leaves] +
-                                             t->p2l_begin[leaves]);
+    plan->state_bytes_host =
+        state_bytes(plan, ns, nt, plan->self, t->weak_begin[t->n_boxes],
+                    t->p2p_begin[leaves] + t->m2p_begin[leaves] + t->p2l_begin[leaves]);
     plan->info.order = p;
     plan->info.levels = t->levels + 1;
     plan->info.leaf_size = s->leaf_size;
@@ -111,7 +111,10 @@ static fmk_cplx center_of(const fmk_fmm2d_tree *t, int64_t g)
     return fmk_c(t->center[2 * g], t->center[2 * g + 1]);
 }
 
-static double scale_of(const fmk_fmm2d_tree *t, int64_t g) { return fmk_fmm2d_scale(t->radius[g]); }
+static double scale_of(const fmk_fmm2d_tree *t, int64_t g)
+{
+    return fmk_fmm2d_scale(t->radius[g]);
+}
 
 static fmk_status fmm2d_eval(fmk_plan *plan, const double *charges, double *pot, double *grad,
                              int on_device)
@@ -157,8 +160,9 @@ static fmk_status fmm2d_eval(fmk_plan *plan, const double *charges, double *pot,
                 int64_t a, e;
                 fmk_fmm2d_range(t->src_start, L, l + 1, c, &a, &e);
                 if (e > a)
-                    fmk_fmm2d_m2m(p, center_of(t, fc + c), scale_of(t, fc + c), s->M + nc * (fc + c),
-                                  center_of(t, f + b), scale_of(t, f + b), s->M + nc * (f + b));
+                    fmk_fmm2d_m2m(p, center_of(t, fc + c), scale_of(t, fc + c),
+                                  s->M + nc * (fc + c), center_of(t, f + b), scale_of(t, f + b),
+                                  s->M + nc * (f + b));
             }
     }
     const double t3 = fmk_time_now();
@@ -247,8 +251,7 @@ static fmk_status fmm2d_eval(fmk_plan *plan, const double *charges, double *pot,
     return FMK_OK;
 }
 
-fmk_status fmk_fmm2d_check_opts(fmk_opts *o, fmk_kernel kernel, int dim, double eps,
-                                fmk_info *info)
+fmk_status fmk_fmm2d_check_opts(fmk_opts *o, fmk_kernel kernel, int dim, double eps, fmk_info *info)
 {
     (void)dim, (void)info;
     if (kernel != FMK_KERNEL_LOG2D && kernel != FMK_KERNEL_CAUCHY2D)
@@ -265,7 +268,8 @@ fmk_status fmk_fmm2d_check_opts(fmk_opts *o, fmk_kernel kernel, int dim, double 
     if (!(eps >= 1e-14 && eps <= 1e-2))
         return fmk_error_set(NULL, FMK_ERR_ARG,
                              "eps = %g; method fmm takes 1e-14 <= eps <= 1e-2 (use method direct "
-                             "for tighter, tree for looser accuracy)", eps);
+                             "for tighter, tree for looser accuracy)",
+                             eps);
     return FMK_OK;
 }
 

@@ -26,7 +26,10 @@ static void binom_init(void)
             diag[l][j] = binom[l + j][j];
 }
 
-static void tables(void) { pthread_once(&binom_once, binom_init); }
+static void tables(void)
+{
+    pthread_once(&binom_once, binom_init);
+}
 
 void fmk_fmm2d_p2m(int is_log, int p, fmk_cplx c, double r, int64_t n, const double *xy,
                    const fmk_cplx *q, fmk_cplx *a)

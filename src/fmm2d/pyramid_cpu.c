@@ -36,10 +36,10 @@ int64_t fmk_fmm2d_tree_bytes(int64_t ns, int64_t nt, int self, int levels, int64
 {
     const int64_t leaves = (int64_t)1 << (2 * levels), boxes = fmk_fmm2d_first(levels + 1);
     const int64_t pts = self ? ns : ns + nt;
-    int64_t b = 24 * pts;                            /* orders and coordinates */
-    b += (self ? 1 : 2) * 8 * (leaves + 1);          /* starts */
-    b += 8 * (boxes + 1) + 24 * boxes;               /* weak_begin, center, radius */
-    b += 24 * (leaves + 1) + 4 * (n_weak + n_near);  /* lists */
+    int64_t b = 24 * pts;                           /* orders and coordinates */
+    b += (self ? 1 : 2) * 8 * (leaves + 1);         /* starts */
+    b += 8 * (boxes + 1) + 24 * boxes;              /* weak_begin, center, radius */
+    b += 24 * (leaves + 1) + 4 * (n_weak + n_near); /* lists */
     return b;
 }
 
@@ -106,9 +106,10 @@ static int sort_points(int64_t n, int L, double *x, double *y, int64_t *id, doub
                  * the comparison sort), with the threads while segments are few */
                 for (int64_t i = a; i < e; i++)
                     keys[i] = fmk_fmm2d_key(c[i], lo[axis], hi[axis], s), pos[i] = i;
-                fmk_tree3d_sort_ws(keys + a, pos + a, e - a, outer ? 1 : threads,
-                                   fmk_fmm2d_key_bits(s), keys2 + a, pos2 + a,
-                                   hist + (outer ? (size_t)fmk_thread_num() * FMK_TREE3D_SORT_RADIX : 0));
+                fmk_tree3d_sort_ws(
+                    keys + a, pos + a, e - a, outer ? 1 : threads, fmk_fmm2d_key_bits(s), keys2 + a,
+                    pos2 + a,
+                    hist + (outer ? (size_t)fmk_thread_num() * FMK_TREE3D_SORT_RADIX : 0));
                 order = pos + a;
             } else {
                 for (int64_t i = a; i < e; i++)
@@ -179,8 +180,8 @@ static void connect_level(const fmk_fmm2d_tree *t, int l, const int64_t *prev_be
                 for (int64_t c = 4 * (int64_t)prev[e]; c < 4 * (int64_t)prev[e] + 4; c++) {
                     if (count_in(t->src_start, L, l, c) == 0)
                         continue;
-                    const int sep = fmk_fmm2d_separated(cb, rb, t->center + 2 * (f + c),
-                                                        t->radius[f + c], 0);
+                    const int sep =
+                        fmk_fmm2d_separated(cb, rb, t->center + 2 * (f + c), t->radius[f + c], 0);
                     if (sep) {
                         if (pass)
                             weak[off_weak[b] + nw] = (int32_t)(f + c);
@@ -220,8 +221,8 @@ static int build_lists(fmk_fmm2d_tree *t, int threads)
     t->p2p_begin = calloc((size_t)leaves + 1, sizeof(int64_t));
     t->m2p_begin = calloc((size_t)leaves + 1, sizeof(int64_t));
     t->p2l_begin = calloc((size_t)leaves + 1, sizeof(int64_t));
-    if (!cw || !cs || !ow || !sb_prev || !sb || !t->weak_begin || !t->p2p_begin ||
-        !t->m2p_begin || !t->p2l_begin || ilist_reserve(&strong_prev, 1))
+    if (!cw || !cs || !ow || !sb_prev || !sb || !t->weak_begin || !t->p2p_begin || !t->m2p_begin ||
+        !t->p2l_begin || ilist_reserve(&strong_prev, 1))
         goto done;
     /* level 0: the root is strongly coupled to itself when it has sources and targets */
     t->weak_begin[0] = 0, t->weak_begin[1] = 0;
@@ -283,7 +284,7 @@ done:
 }
 
 fmk_status fmk_fmm2d_tree_build(fmk_fmm2d_tree *t, int64_t ns, const double *sources, int self,
-                                 int64_t nt, const double *targets, int64_t n_d, int threads)
+                                int64_t nt, const double *targets, int64_t n_d, int threads)
 {
     memset(t, 0, sizeof *t);
     const int64_t n = self ? ns : ns + nt;

@@ -41,9 +41,9 @@ extern "C" {
  * x[x_begin[b] .. x_begin[b + 1]). */
 typedef struct fmk_fmm3d_lists {
     int64_t n_nodes;
-    double *center;             /* n_nodes * 3: centre of each node's cube (mapped coordinates) */
-    double *side;               /* n_nodes */
-    int64_t *u_begin, *v_begin, *w_begin, *x_begin;   /* n_nodes + 1 each */
+    double *center; /* n_nodes * 3: centre of each node's cube (mapped coordinates) */
+    double *side;   /* n_nodes */
+    int64_t *u_begin, *v_begin, *w_begin, *x_begin; /* n_nodes + 1 each */
     int32_t *u, *v, *w, *x;
     int16_t *v_dir;             /* FMK_FMM3D_DIR of each V entry */
     int64_t n_u, n_v, n_w, n_x; /* entries */

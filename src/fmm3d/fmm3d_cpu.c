@@ -27,8 +27,9 @@ static int order_of(const fmk_plan *plan)
 
 static int32_t leaf_size_of(const fmk_plan *plan, int order)
 {
-    int64_t ls = plan->opts.leaf_size > 0 ? plan->opts.leaf_size
-                                           : fmk_fmm3d_leaf_size_model(order, fmk_fmm3d_cpu_pair_time(plan));
+    int64_t ls = plan->opts.leaf_size > 0
+                     ? plan->opts.leaf_size
+                     : fmk_fmm3d_leaf_size_model(order, fmk_fmm3d_cpu_pair_time(plan));
     return ls > INT32_MAX ? INT32_MAX : (int32_t)ls;
 }
 static int64_t rot_doubles(int p)
@@ -47,17 +48,17 @@ static int64_t state_bytes(const fmk_plan *plan, int64_t ns, int64_t nt, int sel
     const int64_t stride = (int64_t)(p + 1) * (p + 2);
     int64_t b = (int64_t)sizeof(fmk_fmm3d_cpu);
     b += fmk_tree3d_bytes_for(np, nodes) + fmk_fmm3d_lists_bytes_for(nodes);
-    b += 32 * nodes + 16 * nodes * stride;                 /* counts, begins, M, L */
-    b += 8 * ns * 8 + (self ? 0 : 8 * nt * 4);            /* orders, xyz, soa */
-    b += 32 * nt;                                          /* result */
-    b += 8 * rot_doubles(p) * (n_dirs + 16);               /* polar angles, M2M, L2L */
-    b += 8 * 2 * (int64_t)(p + 1) * FMK_FMM3D_NDIR;        /* phases */
-    b += 12 * 189 * nodes;                                 /* v_perm, v_target */
-    b += 17 * nodes + 4 * 64 * nodes;                      /* direct W and X flags and lists */
+    b += 32 * nodes + 16 * nodes * stride;                      /* counts, begins, M, L */
+    b += 8 * ns * 8 + (self ? 0 : 8 * nt * 4);                  /* orders, xyz, soa */
+    b += 32 * nt;                                               /* result */
+    b += 8 * rot_doubles(p) * (n_dirs + 16);                    /* polar angles, M2M, L2L */
+    b += 8 * 2 * (int64_t)(p + 1) * FMK_FMM3D_NDIR;             /* phases */
+    b += 12 * 189 * nodes;                                      /* v_perm, v_target */
+    b += 17 * nodes + 4 * 64 * nodes;                           /* direct W and X flags and lists */
     b += 8 * 24 * (int64_t)(p + 1) * (p + 2) * (2 * p + 3) / 6; /* zmat */
     b += 8 * (int64_t)plan->threads * fmk_fmm3d_cpu_m2l_buf_size(p);
     if (plan->opts.precision == FMK_PRECISION_FP32)
-        b += 4 * 4 * ns;                                   /* src32 */
+        b += 4 * 4 * ns;                                           /* src32 */
     b += 8 * (int64_t)plan->threads * (8 * stride + 64 * (p + 3)); /* work, generous */
     return b;
 }
@@ -69,7 +70,7 @@ static void fmm_memory(const fmk_plan *plan, int64_t ns, int64_t nt, int64_t *h,
         nt = ns;
     const int p = order_of(plan);
     const int64_t nodes = fmk_tree3d_estimate_nodes(self ? ns : ns + nt, leaf_size_of(plan, p));
-    *h = state_bytes(plan, ns, nt, self, nodes, 61);    /* the polar angles of 316 directions */
+    *h = state_bytes(plan, ns, nt, self, nodes, 61); /* the polar angles of 316 directions */
     *d = 0;
 }
 
@@ -139,7 +140,7 @@ static int rotation_slots(fmk_fmm3d_cpu *s, int p, int *n_dirs, int *rot_first)
 {
     for (int d = 0; d < FMK_FMM3D_NDIR; d++)
         s->rot_slot[d] = -1;
-    int32_t angle_slot[19 * 7];          /* (ox^2 + oy^2) * 7 + oz + 3 -> slot */
+    int32_t angle_slot[19 * 7]; /* (ox^2 + oy^2) * 7 + oz + 3 -> slot */
     for (int a = 0; a < 19 * 7; a++)
         angle_slot[a] = -1;
     for (int d = 0; d < FMK_FMM3D_NDIR; d++)
@@ -249,8 +250,8 @@ static fmk_status fmm_setup(fmk_plan *plan)
     s->work = malloc(sizeof(double) * (size_t)fmk_fmm3d_work_size(&s->ops) * (size_t)plan->threads);
     s->rot_updown = malloc(sizeof(double) * (size_t)fmk_fmm3d_rot_size(&s->ops) * 16);
     int bad = !s->n_src || !s->n_trg || !s->src_begin || !s->trg_begin || !s->src_order ||
-              !s->src_xyz || !s->src_soa || !s->trg_order || !s->trg_xyz || !s->M ||
-              !s->L || !s->result || !s->work || !s->rot_updown;
+              !s->src_xyz || !s->src_soa || !s->trg_order || !s->trg_xyz || !s->M || !s->L ||
+              !s->result || !s->work || !s->rot_updown;
     if (!bad) {
         int64_t *before = malloc(sizeof(int64_t) * (size_t)(np + 1));
         bad = !before;
@@ -262,8 +263,9 @@ static fmk_status fmm_setup(fmk_plan *plan)
         bad = fmk_fmm3d_lists_build(&s->tree, s->n_src, s->n_trg, &s->lists, plan->threads) != 0;
     }
     if (!bad)
-        bad = fmk_fmm3d_cpu_direct_lists(s, p, fmk_fmm3d_cpu_pair_time(plan),
-                                         ((const fmk_fmm3d_cpu_tune *)plan->tune)->direct_near) != 0;
+        bad =
+            fmk_fmm3d_cpu_direct_lists(s, p, fmk_fmm3d_cpu_pair_time(plan),
+                                       ((const fmk_fmm3d_cpu_tune *)plan->tune)->direct_near) != 0;
     int n_dirs = 0, rot_first[FMK_FMM3D_NDIR]; /* polar angles in use; a direction of each */
     if (!bad)
         bad = rotation_slots(s, p, &n_dirs, rot_first) != 0;
@@ -283,7 +285,8 @@ static fmk_status fmm_setup(fmk_plan *plan)
         s->v_target = malloc(sizeof(int32_t) * nv1);
         s->zmat = malloc(sizeof(double) * (size_t)fmk_fmm3d_m2l_zmat_size(&s->ops) *
                          (size_t)(n_z > 0 ? n_z : 1));
-        s->m2l_buf = malloc(sizeof(double) * (size_t)fmk_fmm3d_cpu_m2l_buf_size(p) * (size_t)plan->threads);
+        s->m2l_buf =
+            malloc(sizeof(double) * (size_t)fmk_fmm3d_cpu_m2l_buf_size(p) * (size_t)plan->threads);
         bad = !s->v_perm || !s->v_target || !s->zmat || !s->m2l_buf;
     }
     const int fp32 = plan->opts.precision == FMK_PRECISION_FP32;
@@ -295,8 +298,8 @@ static fmk_status fmm_setup(fmk_plan *plan)
         int64_t h, d;
         fmm_memory(plan, ns, plan->self ? -1 : nt, &h, &d);
         fmm_release(plan);
-        return fmk_error_set(plan, FMK_ERR_NOMEM, "out of host memory for the FMM (about %lld bytes)",
-                             (long long)h);
+        return fmk_error_set(plan, FMK_ERR_NOMEM,
+                             "out of host memory for the FMM (about %lld bytes)", (long long)h);
     }
     /* sources' and targets' coordinates as structures of arrays for P2P */
     for (int64_t i = 0; i < ns; i++)
@@ -309,8 +312,8 @@ static fmk_status fmm_setup(fmk_plan *plan)
             if (s->tree.more[b] < 0)
                 for (int64_t i = s->src_begin[b]; i < s->src_begin[b] + s->n_src[b]; i++)
                     for (int c = 0; c < 3; c++)
-                        s->src32[c * ns + i] = (float)(s->src_xyz[3 * i + c] -
-                                                       s->lists.center[3 * b + c]);
+                        s->src32[c * ns + i] =
+                            (float)(s->src_xyz[3 * i + c] - s->lists.center[3 * b + c]);
     init_rotations(plan, s, n_dirs, rot_first);
     fmk_fmm3d_cpu_m2l_schedule(s, plan->threads);
     plan->state_bytes_host = state_bytes(plan, ns, nt, plan->self, k, n_dirs);
@@ -339,8 +342,7 @@ static void gather_charges(const fmk_plan *plan, fmk_fmm3d_cpu *s, const double 
 }
 
 /* The results (key order, working units) to the caller's order and units. */
-static void write_results(const fmk_plan *plan, const fmk_fmm3d_cpu *s, double *pot,
-                          double *grad)
+static void write_results(const fmk_plan *plan, const fmk_fmm3d_cpu *s, double *pot, double *grad)
 {
     const int64_t nt = plan->n_targets;
     const double *res_pot = s->result, *res_grad = s->result + nt;
@@ -398,7 +400,8 @@ fmk_status fmk_fmm3d_check_eps(const fmk_opts *o, double eps)
     if (!(eps >= 1e-14 && eps <= 1e-2))
         return fmk_error_set(NULL, FMK_ERR_ARG,
                              "eps = %g; method fmm takes 1e-14 <= eps <= 1e-2 (use method direct "
-                             "for tighter, tree for looser accuracy)", eps);
+                             "for tighter, tree for looser accuracy)",
+                             eps);
     return FMK_OK;
 }
 
@@ -413,7 +416,8 @@ static fmk_status fmm_check_opts(fmk_opts *o, fmk_kernel kernel, int dim, double
         kernel != FMK_KERNEL_REGULARIZED)
         return fmk_error_set(NULL, FMK_ERR_UNAVAILABLE,
                              "method fmm is not available for kernel %s (laplace, plummer, "
-                             "regularized)", fmk_kernel_name(kernel));
+                             "regularized)",
+                             fmk_kernel_name(kernel));
     return FMK_OK;
 }
 

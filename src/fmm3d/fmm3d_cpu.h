@@ -16,40 +16,40 @@
 enum { M2L_NODES = 64 };
 
 typedef struct fmk_fmm3d_cpu {
-    fmk_tree3d tree;            /* over sources and targets together */
+    fmk_tree3d tree; /* over sources and targets together */
     fmk_fmm3d_lists lists;
     fmk_fmm3d_ops_ctx ops;
     int order;
     int32_t leaf_size;
-    int64_t stride;             /* doubles per expansion */
-    int64_t *n_src, *n_trg;     /* per node */
+    int64_t stride;                 /* doubles per expansion */
+    int64_t *n_src, *n_trg;         /* per node */
     int64_t *src_begin, *trg_begin; /* per node: first source / target in key order */
-    int64_t *src_order;         /* ns: source position in key order -> caller index */
-    int64_t *trg_order;         /* nt (== src_order when self) */
-    double *src_xyz;            /* ns * 3 in key order */
-    double *trg_xyz;            /* nt * 3 (== src_xyz when self) */
-    double *src_soa;            /* 4 * ns: x | y | z | q, for P2P */
-    double *q;                  /* ns charges in key order (points into src_soa) */
-    int p2p_avx512;             /* laplace in fp64 on a CPU with AVX-512F: p2p_laplace_avx512 */
-    float *src32;               /* fp32: 4 * ns, x | y | z | q for P2P in single precision, the
+    int64_t *src_order;             /* ns: source position in key order -> caller index */
+    int64_t *trg_order;             /* nt (== src_order when self) */
+    double *src_xyz;                /* ns * 3 in key order */
+    double *trg_xyz;                /* nt * 3 (== src_xyz when self) */
+    double *src_soa;                /* 4 * ns: x | y | z | q, for P2P */
+    double *q;                      /* ns charges in key order (points into src_soa) */
+    int p2p_avx512;                 /* laplace in fp64 on a CPU with AVX-512F: p2p_laplace_avx512 */
+    float *src32;                   /* fp32: 4 * ns, x | y | z | q for P2P in single precision, the
                                  * coordinates relative to the centre of the source's leaf */
-    double *M, *L;              /* n_nodes * stride */
-    double *rot_v;              /* rotations of the V directions' polar angles in use (61 at most
+    double *M, *L;                  /* n_nodes * stride */
+    double *rot_v; /* rotations of the V directions' polar angles in use (61 at most
                                  * for the 316 directions: the matrices depend on the angle) */
     int32_t rot_slot[FMK_FMM3D_NDIR]; /* direction -> its polar angle's rotation, or -1 */
-    double *phase_v;            /* FMK_FMM3D_NDIR * 2 (p + 1): each direction's e^{i m phi} */
-    double *rot_updown;         /* 16 rotations: M2M (child -> parent) for octant o at o, L2L at 8 + o */
-    int64_t *v_perm;            /* n_v: V entries, per block of M2L_NODES nodes by direction */
-    int32_t *v_target;          /* n_v: the target node of each V entry */
-    double *zmat;               /* coaxial M2L matrices, one per squared distance in use */
-    int32_t z_slot[28];         /* squared distance (4..27, in sides^2) -> matrix, or -1 */
-    double *m2l_buf;            /* threads * m2l_buf_size: X, Y, T of fmk_fmm3d_m2l_block */
-    uint8_t *w_direct;          /* n_w: 1 when the W entry is summed directly (P2P), not by M2P */
-    uint8_t *x_direct;          /* n_nodes: 1 when the node's X entries are summed directly */
-    int64_t *d_begin;           /* n_nodes + 1: per leaf, the source leaves it sums directly */
-    int32_t *d_leaf;            /* beyond its U list (from direct W and X entries) */
-    double *work;               /* threads * work_size */
-    double *result;             /* 4 * nt in key order: pot, grad */
+    double *phase_v;                  /* FMK_FMM3D_NDIR * 2 (p + 1): each direction's e^{i m phi} */
+    double *rot_updown; /* 16 rotations: M2M (child -> parent) for octant o at o, L2L at 8 + o */
+    int64_t *v_perm;    /* n_v: V entries, per block of M2L_NODES nodes by direction */
+    int32_t *v_target;  /* n_v: the target node of each V entry */
+    double *zmat;       /* coaxial M2L matrices, one per squared distance in use */
+    int32_t z_slot[28]; /* squared distance (4..27, in sides^2) -> matrix, or -1 */
+    double *m2l_buf;    /* threads * m2l_buf_size: X, Y, T of fmk_fmm3d_m2l_block */
+    uint8_t *w_direct;  /* n_w: 1 when the W entry is summed directly (P2P), not by M2P */
+    uint8_t *x_direct;  /* n_nodes: 1 when the node's X entries are summed directly */
+    int64_t *d_begin;   /* n_nodes + 1: per leaf, the source leaves it sums directly */
+    int32_t *d_leaf;    /* beyond its U list (from direct W and X entries) */
+    double *work;       /* threads * work_size */
+    double *result;     /* 4 * nt in key order: pot, grad */
     double tree_time;
 } fmk_fmm3d_cpu;
 
@@ -93,7 +93,7 @@ int fmk_fmm3d_cpu_direct_lists(fmk_fmm3d_cpu *s, int order, double t_pair, int d
 
 /* The engine's knobs (core/tune.h, prefix "fmm3d"). */
 typedef struct fmk_fmm3d_cpu_tune {
-    int direct_near;            /* 1: W and X entries cheaper summed directly are (default);
+    int direct_near; /* 1: W and X entries cheaper summed directly are (default);
                                  * 0: every entry on its operator */
 } fmk_fmm3d_cpu_tune;
 void fmk_fmm3d_cpu_p2p(const fmk_plan *plan, fmk_fmm3d_cpu *s);

@@ -43,9 +43,9 @@ fmk_status fmk_fmm3d_ops_create(fmk_fmm3d_ops_ctx *ctx, int order)
     if (order < 0 || order > FMK_FMM3D_MAX_ORDER)
         return FMK_ERR_ARG;
     const int p = order;
-    const int deg = 2 * p + 1;                   /* highest harmonic degree (references) */
+    const int deg = 2 * p + 1; /* highest harmonic degree (references) */
     const int64_t nh = fmk_fmm3d_ncoef(deg);
-    const int nb = 2 * p + 1;                    /* sqrt_binom is nb x nb */
+    const int nb = 2 * p + 1; /* sqrt_binom is nb x nb */
     ctx->order = p;
     ctx->n_coef = fmk_fmm3d_ncoef(p);
     ctx->sqrt_int = malloc((size_t)(2 * p + 5) * sizeof(double));
@@ -125,7 +125,7 @@ void fmk_fmm3d_regular(const fmk_fmm3d_ops_ctx *ctx, int degree, double x, doubl
                        double *R)
 {
     const double r2 = x * x + y * y + z * z;
-    double dr = 1, di = 0;                       /* R_m^m */
+    double dr = 1, di = 0; /* R_m^m */
     for (int m = 0; m <= degree; m++) {
         if (m > 0) {
             const double f = -ctx->rec_diag[m];
@@ -136,7 +136,7 @@ void fmk_fmm3d_regular(const fmk_fmm3d_ops_ctx *ctx, int degree, double x, doubl
         c[0] = dr, c[1] = di;
         if (m + 1 > degree)
             break;
-        double pr = dr, pi = di;                 /* R_{n-2}^m, R_{n-1}^m */
+        double pr = dr, pi = di; /* R_{n-2}^m, R_{n-1}^m */
         double qr = ctx->rec_a[IDX(m + 1, m)] * z * dr, qi = ctx->rec_a[IDX(m + 1, m)] * z * di;
         R[2 * IDX(m + 1, m)] = qr, R[2 * IDX(m + 1, m) + 1] = qi;
         for (int n = m + 2; n <= degree; n++) {
@@ -174,7 +174,7 @@ void fmk_fmm3d_p2m(const fmk_fmm3d_ops_ctx *ctx, const double c[3], double s, in
         fmk_fmm3d_regular(ctx, p, (x[3 * j] - c[0]) * inv_s, (x[3 * j + 1] - c[1]) * inv_s,
                           (x[3 * j + 2] - c[2]) * inv_s, work);
         const double qj = q[j];
-        for (int64_t i = 0; i < nc; i++) {       /* M += q conj(R) */
+        for (int64_t i = 0; i < nc; i++) { /* M += q conj(R) */
             M[2 * i] += qj * work[2 * i];
             M[2 * i + 1] -= qj * work[2 * i + 1];
         }
@@ -191,7 +191,7 @@ void fmk_fmm3d_p2l(const fmk_fmm3d_ops_ctx *ctx, const double c[3], double s, in
         fmk_fmm3d_irregular(ctx, p, (x[3 * j] - c[0]) * inv_s, (x[3 * j + 1] - c[1]) * inv_s,
                             (x[3 * j + 2] - c[2]) * inv_s, work);
         const double qj = q[j] * inv_s;
-        for (int64_t i = 0; i < nc; i++) {       /* L += q/s conj(I) */
+        for (int64_t i = 0; i < nc; i++) { /* L += q/s conj(I) */
             L[2 * i] += qj * work[2 * i];
             L[2 * i + 1] -= qj * work[2 * i + 1];
         }
@@ -224,7 +224,7 @@ void fmk_fmm3d_m2p(const fmk_fmm3d_ops_ctx *ctx, const double c[3], double s, co
             phi += t;
             if (!grad)
                 continue;
-            const double *J = I + 2 * IDX(nn + 1, 0);          /* I_{n+1}^. */
+            const double *J = I + 2 * IDX(nn + 1, 0); /* I_{n+1}^. */
             double z = (Mn[0] * J[0] - Mn[1] * J[1]) * (nn + 1);
             for (int m = 1; m <= nn; m++) {
                 const double w = 2 * sq[nn + 1 + m] * sq[nn + 1 - m];
@@ -248,7 +248,7 @@ void fmk_fmm3d_m2p(const fmk_fmm3d_ops_ctx *ctx, const double c[3], double s, co
             pot[i] += phi * inv_s;
         if (grad) {
             const double g2 = inv_s * inv_s;
-            grad[3 * i] += -gr * g2;             /* D- phi = -(gr + i gi) */
+            grad[3 * i] += -gr * g2; /* D- phi = -(gr + i gi) */
             grad[3 * i + 1] += gi * g2;
             grad[3 * i + 2] += gz * g2;
         }
@@ -279,7 +279,7 @@ void fmk_fmm3d_l2p(const fmk_fmm3d_ops_ctx *ctx, const double c[3], double s, co
             phi += t;
             if (!grad || nn == 0)
                 continue;
-            const double *Q = R + 2 * IDX(nn - 1, 0);          /* R_{n-1}^. */
+            const double *Q = R + 2 * IDX(nn - 1, 0); /* R_{n-1}^. */
             double z = (Ln[0] * Q[0] - Ln[1] * Q[1]) * nn;
             for (int m = 1; m <= nn - 1; m++)
                 z += 2 * sq[nn + m] * sq[nn - m] *
@@ -356,7 +356,7 @@ void fmk_fmm3d_rot_init(const fmk_fmm3d_ops_ctx *ctx, const double dir[3], doubl
     const int p = ctx->order;
     const double *sq = ctx->sqrt_int;
     const double rxy = sqrt(dir[0] * dir[0] + dir[1] * dir[1]);
-    const double th = atan2(rxy, dir[2]);       /* 0 for dir = 0: the identity */
+    const double th = atan2(rxy, dir[2]); /* 0 for dir = 0: the identity */
     fmk_fmm3d_rot_phase(ctx, dir, rot);
     double *F = rot + 2 * (p + 1);
     const double c = cos(0.5 * th), s = sin(0.5 * th);
@@ -365,27 +365,27 @@ void fmk_fmm3d_rot_init(const fmk_fmm3d_ops_ctx *ctx, const double dir[3], doubl
     const int W = 2 * p + 2;
     double *old = work + 4 * ctx->n_coef, *cur = old + (int64_t)W * W;
     memset(old, 0, 2 * (size_t)W * (size_t)W * sizeof(double));
-    cur[W + 1] = 1;                              /* d^0 */
+    cur[W + 1] = 1; /* d^0 */
     for (int J = 0; J <= 2 * p; J++) {
         if (J > 0) {
             double *t = old;
             old = cur, cur = t;
             const double inv = 1.0 / J;
             for (int a = 0; a <= J; a++) {
-                const double *o0 = old + a * W, *o1 = old + (a + 1) * W;  /* rows a-1, a */
+                const double *o0 = old + a * W, *o1 = old + (a + 1) * W; /* rows a-1, a */
                 const double cu = c * sq[a], su = s * sq[J - a];
                 const double sv = -s * sq[a], cv = c * sq[J - a];
                 double *row = cur + (a + 1) * W + 1;
                 for (int b = 0; b <= J; b++)
                     row[b] = (sq[b] * (cu * o0[b] + su * o1[b]) +
-                              sq[J - b] * (sv * o0[b + 1] + cv * o1[b + 1])) * inv;
+                              sq[J - b] * (sv * o0[b + 1] + cv * o1[b + 1])) *
+                             inv;
             }
         }
         if (J & 1)
             continue;
         const int n = J / 2, n1 = n + 1;
-        double *Fr = F + rot_offset(n), *Fi = Fr + n1 * n1, *Br = Fi + n1 * n1,
-               *Bi = Br + n1 * n1;
+        double *Fr = F + rot_offset(n), *Fi = Fr + n1 * n1, *Br = Fi + n1 * n1, *Bi = Br + n1 * n1;
 #define D(mp, m) cur[((mp) + n + 1) * W + (m) + n + 1]
         for (int m = 0; m <= n; m++)
             for (int mp = 0; mp <= n; mp++) {
@@ -424,7 +424,7 @@ void fmk_fmm3d_rotate(const fmk_fmm3d_ops_ctx *ctx, const double *rot, int inver
         double *O = out + 2 * IDX(n, 0);
         if (!inverse) {
             double ar[FMK_FMM3D_MAX_ORDER + 1], ai[FMK_FMM3D_MAX_ORDER + 1];
-            for (int m = 0; m <= n; m++) {       /* A = e^{i m ph} C */
+            for (int m = 0; m <= n; m++) { /* A = e^{i m ph} C */
                 ar[m] = rot[2 * m] * C[2 * m] - rot[2 * m + 1] * C[2 * m + 1];
                 ai[m] = rot[2 * m] * C[2 * m + 1] + rot[2 * m + 1] * C[2 * m];
             }
@@ -547,8 +547,8 @@ typedef void (*ztranslate)(const fmk_fmm3d_ops_ctx *, double, double, const doub
                            double *);
 
 static void shoot(const fmk_fmm3d_ops_ctx *ctx, const double *rot, const double c_from[3],
-                  double s_from, const double *in, const double c_to[3], double s_to,
-                  double *out, double *work, ztranslate z)
+                  double s_from, const double *in, const double c_to[3], double s_to, double *out,
+                  double *work, ztranslate z)
 {
     const int64_t nc2 = 2 * ctx->n_coef;
     const double v[3] = {c_to[0] - c_from[0], c_to[1] - c_from[1], c_to[2] - c_from[2]};
@@ -569,22 +569,22 @@ static void shoot(const fmk_fmm3d_ops_ctx *ctx, const double *rot, const double 
 }
 
 void fmk_fmm3d_m2m(const fmk_fmm3d_ops_ctx *ctx, const double *rot, const double c_from[3],
-                   double s_from, const double *M, const double c_to[3], double s_to,
-                   double *out, double *work)
+                   double s_from, const double *M, const double c_to[3], double s_to, double *out,
+                   double *work)
 {
     shoot(ctx, rot, c_from, s_from, M, c_to, s_to, out, work, fmk_fmm3d_m2m_z);
 }
 
 void fmk_fmm3d_m2l(const fmk_fmm3d_ops_ctx *ctx, const double *rot, const double c_from[3],
-                   double s_from, const double *M, const double c_to[3], double s_to,
-                   double *out, double *work)
+                   double s_from, const double *M, const double c_to[3], double s_to, double *out,
+                   double *work)
 {
     shoot(ctx, rot, c_from, s_from, M, c_to, s_to, out, work, fmk_fmm3d_m2l_z);
 }
 
 void fmk_fmm3d_l2l(const fmk_fmm3d_ops_ctx *ctx, const double *rot, const double c_from[3],
-                   double s_from, const double *L, const double c_to[3], double s_to,
-                   double *out, double *work)
+                   double s_from, const double *L, const double c_to[3], double s_to, double *out,
+                   double *work)
 {
     shoot(ctx, rot, c_from, s_from, L, c_to, s_to, out, work, fmk_fmm3d_l2l_z);
 }
@@ -616,7 +616,7 @@ void fmk_fmm3d_l2l(const fmk_fmm3d_ops_ctx *ctx, const double *rot, const double
 int64_t fmk_fmm3d_m2l_zmat_size(const fmk_fmm3d_ops_ctx *ctx)
 {
     const int64_t p1 = ctx->order + 1;
-    return p1 * (p1 + 1) * (2 * p1 + 1) / 6;     /* sum_{m <= p} (p - m + 1)^2 */
+    return p1 * (p1 + 1) * (2 * p1 + 1) / 6; /* sum_{m <= p} (p - m + 1)^2 */
 }
 
 #define SB(a, b) sb[(a) * nb + (b)]
@@ -629,11 +629,11 @@ void fmk_fmm3d_m2l_zmat(const fmk_fmm3d_ops_ctx *ctx, double tau, double *Z)
     pw[0] = 1;
     for (int i = 1; i <= 2 * p + 1; i++)
         pw[i] = pw[i - 1] / tau;
-    for (int m = 0; m <= p; m++)                /* Z_m[k - m][j - m], k, j in m..p */
+    for (int m = 0; m <= p; m++) /* Z_m[k - m][j - m], k, j in m..p */
         for (int k = m; k <= p; k++)
             for (int j = m; j <= p; j++)
-                *Z++ = (((k + m) & 1) ? -1 : 1) * pw[j + k + 1] * SB(j + k, k + m) *
-                       SB(j + k, k - m);
+                *Z++ =
+                    (((k + m) & 1) ? -1 : 1) * pw[j + k + 1] * SB(j + k, k + m) * SB(j + k, k - m);
 }
 
 #undef SB

@@ -58,16 +58,16 @@ extern "C" {
 
 /* Tables that depend only on the order p. Read-only after fmk_fmm3d_ops_create. */
 typedef struct fmk_fmm3d_ops_ctx {
-    int order;                /* p */
-    int64_t n_coef;           /* (p + 1)(p + 2)/2 complex coefficients per expansion */
-    int64_t rot_size;         /* doubles in one rotation (fmk_fmm3d_rot_init) */
-    int64_t work_size;        /* doubles of work each call needs */
-    double *sqrt_int;         /* sqrt(i), 0 <= i <= 2p + 4 */
-    double *rec_a;            /* harmonic recursion, idx(n, m) for n <= 2p + 1 (see .c) */
+    int order;         /* p */
+    int64_t n_coef;    /* (p + 1)(p + 2)/2 complex coefficients per expansion */
+    int64_t rot_size;  /* doubles in one rotation (fmk_fmm3d_rot_init) */
+    int64_t work_size; /* doubles of work each call needs */
+    double *sqrt_int;  /* sqrt(i), 0 <= i <= 2p + 4 */
+    double *rec_a;     /* harmonic recursion, idx(n, m) for n <= 2p + 1 (see .c) */
     double *rec_b;
-    double *rec_diag;         /* sqrt((2m - 1)/(2m)), m <= 2p + 1 */
-    long double *log_fact;    /* log(i!), i <= 4p + 2 (the references only) */
-    double *sqrt_binom;       /* sqrt(C(a, b)), a, b <= 2p: [a * (2p + 1) + b] */
+    double *rec_diag;      /* sqrt((2m - 1)/(2m)), m <= 2p + 1 */
+    long double *log_fact; /* log(i!), i <= 4p + 2 (the references only) */
+    double *sqrt_binom;    /* sqrt(C(a, b)), a, b <= 2p: [a * (2p + 1) + b] */
 } fmk_fmm3d_ops_ctx;
 
 /* Creates the tables for order p (0 <= p <= FMK_FMM3D_MAX_ORDER) into *ctx. Returns FMK_OK,
@@ -158,14 +158,14 @@ void fmk_fmm3d_rotate(const fmk_fmm3d_ops_ctx *ctx, const double *rot, int inver
                       const double *in, double *out);
 
 void fmk_fmm3d_m2m(const fmk_fmm3d_ops_ctx *ctx, const double *rot, const double c_from[3],
-                   double s_from, const double *M, const double c_to[3], double s_to,
-                   double *out, double *work);
+                   double s_from, const double *M, const double c_to[3], double s_to, double *out,
+                   double *work);
 void fmk_fmm3d_m2l(const fmk_fmm3d_ops_ctx *ctx, const double *rot, const double c_from[3],
-                   double s_from, const double *M, const double c_to[3], double s_to,
-                   double *out, double *work);
+                   double s_from, const double *M, const double c_to[3], double s_to, double *out,
+                   double *work);
 void fmk_fmm3d_l2l(const fmk_fmm3d_ops_ctx *ctx, const double *rot, const double c_from[3],
-                   double s_from, const double *L, const double c_to[3], double s_to,
-                   double *out, double *work);
+                   double s_from, const double *L, const double c_to[3], double s_to, double *out,
+                   double *work);
 
 /* Translations along +z by t >= 0 (c_to = c_from + t e_z): out += translated in. O(p^3). */
 void fmk_fmm3d_m2m_z(const fmk_fmm3d_ops_ctx *ctx, double t, double s_from, const double *M,
@@ -198,9 +198,8 @@ void fmk_fmm3d_m2l_zmat(const fmk_fmm3d_ops_ctx *ctx, double tau, double *Z);
  * Z is the matrix of the distance tau = |c_to - c_from| / s. Columns up to width rounded up to
  * a multiple of 8 are computed (they must hold finite values, zeros say). X and Y are
  * 2 ncoef FMK_FMM3D_BLOCK doubles (X is overwritten), T is 2 (p + 1) FMK_FMM3D_BLOCK. */
-void fmk_fmm3d_m2l_block(const fmk_fmm3d_ops_ctx *ctx, const double *phase,
-                         const double *wigner, const double *Z, int width, double *X, double *Y,
-                         double *T);
+void fmk_fmm3d_m2l_block(const fmk_fmm3d_ops_ctx *ctx, const double *phase, const double *wigner,
+                         const double *Z, int width, double *X, double *Y, double *T);
 
 /* O(p^4) references of the three translations (the addition theorems applied directly, sums in
  * long double), for the tests. Same arguments and accumulation as above, no rotation. */

@@ -73,7 +73,8 @@ static void node_lists(const fmk_tree3d *t, const fmk_fmm3d_lists *l, const int3
                 if (v) { /* V */
                     int o[3];
                     for (int k = 0; k < 3; k++)
-                        o[k] = (int)lround((l->center[3 * b + k] - l->center[3 * d + k]) / l->side[b]);
+                        o[k] =
+                            (int)lround((l->center[3 * b + k] - l->center[3 * d + k]) / l->side[b]);
                     v[cnt[1]] = d;
                     vd[cnt[1]] = (int16_t)FMK_FMM3D_DIR(o[0], o[1], o[2]);
                 }
@@ -219,9 +220,9 @@ fail:
  * error <= eps / 2 and the gradient error <= 5 eps: a margin of two on the issue's bounds (eps,
  * 10 eps), although the l2 error of a whole sum is well below its worst pair's. The rigorous
  * bound (fmk_fmm3d_order_for at rho = sqrt(3)/2) would ask p ~ 110 for eps = 1e-6. */
-static const double worst_pot[10] = {1.3e-3, 1.1e-5, 4.3e-7, 1.6e-8, 1.4e-9,
+static const double worst_pot[10] = {1.3e-3,  1.1e-5,  4.3e-7,  1.6e-8,  1.4e-9,
                                      1.5e-10, 1.4e-11, 5.8e-13, 3.5e-14, 6.5e-15};
-static const double worst_grad[10] = {2.7e-2, 4.0e-4, 6.0e-6, 5.2e-7, 6.6e-8,
+static const double worst_grad[10] = {2.7e-2, 4.0e-4,  6.0e-6,  5.2e-7,  6.6e-8,
                                       4.1e-9, 4.3e-10, 2.3e-11, 2.3e-12, 2.8e-13};
 
 static double order_for_table(const double *err, double target)

@@ -54,7 +54,7 @@ void fmk_fmm3d_m2m_ref(const fmk_fmm3d_ops_ctx *ctx, const double c_from[3], dou
                         continue;
                     long double rr, ri, mr, mi;
                     coef(R, k, l, &rr, &ri);
-                    ri = -ri;                    /* conj */
+                    ri = -ri; /* conj */
                     coef(M, j, i, &mr, &mi);
                     const long double g =
                         expl(log_F(ctx, n, m) - log_F(ctx, k, l) - log_F(ctx, j, i)) *
@@ -118,8 +118,7 @@ void fmk_fmm3d_m2l_ref(const fmk_fmm3d_ops_ctx *ctx, const double c_from[3], dou
                     coef(I, n, i, &ir, &ii);
                     coef(M, j, l, &mr, &mi);
                     const long double g =
-                        expl(log_F(ctx, n, i) - log_F(ctx, k, m) - log_F(ctx, j, l)) *
-                        powl(rf, j);
+                        expl(log_F(ctx, n, i) - log_F(ctx, k, m) - log_F(ctx, j, l)) * powl(rf, j);
                     re += g * (ir * mr - ii * mi);
                     im += g * (ir * mi + ii * mr);
                 }

@@ -42,33 +42,34 @@
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(FMK_NO_CLONES)
 #include <immintrin.h>
 #define FMM_P2P_AVX512 1
-__attribute__((target("avx512f"))) static void p2p_laplace_avx512(
-    const double *restrict sx, const double *restrict sy, const double *restrict sz,
-    const double *restrict q, const int64_t *begin, const int64_t *count, int n_ranges,
-    const double *yi, double out[4])
+__attribute__((target("avx512f"))) static void
+p2p_laplace_avx512(const double *restrict sx, const double *restrict sy, const double *restrict sz,
+                   const double *restrict q, const int64_t *begin, const int64_t *count,
+                   int n_ranges, const double *yi, double out[4])
 {
     const __m512d X = _mm512_set1_pd(yi[0]), Y = _mm512_set1_pd(yi[1]), Z = _mm512_set1_pd(yi[2]);
     const __m512d half = _mm512_set1_pd(0.5), three_halves = _mm512_set1_pd(1.5);
     __m512d P = _mm512_setzero_pd(), GX = P, GY = P, GZ = P;
     for (int r = 0; r < n_ranges; r++)
-    for (int64_t j = begin[r], n = begin[r] + count[r]; j < n; j += 8) {
-        const __mmask8 in = n - j >= 8 ? (__mmask8)0xff : (__mmask8)((1u << (n - j)) - 1);
-        const __m512d dx = _mm512_sub_pd(X, _mm512_maskz_loadu_pd(in, sx + j));
-        const __m512d dy = _mm512_sub_pd(Y, _mm512_maskz_loadu_pd(in, sy + j));
-        const __m512d dz = _mm512_sub_pd(Z, _mm512_maskz_loadu_pd(in, sz + j));
-        const __m512d r2 = _mm512_fmadd_pd(dx, dx, _mm512_fmadd_pd(dy, dy, _mm512_mul_pd(dz, dz)));
-        const __mmask8 live = _mm512_mask_cmp_pd_mask(in, r2, _mm512_setzero_pd(), _CMP_GT_OQ);
-        const __m512d hr2 = _mm512_mul_pd(half, r2);
-        __m512d y = _mm512_maskz_rsqrt14_pd(live, r2);
-        y = _mm512_mul_pd(y, _mm512_fnmadd_pd(hr2, _mm512_mul_pd(y, y), three_halves));
-        y = _mm512_mul_pd(y, _mm512_fnmadd_pd(hr2, _mm512_mul_pd(y, y), three_halves));
-        const __m512d qr = _mm512_mul_pd(_mm512_maskz_loadu_pd(live, q + j), y);
-        const __m512d qr3 = _mm512_mul_pd(qr, _mm512_mul_pd(y, y));
-        P = _mm512_add_pd(P, qr);
-        GX = _mm512_fnmadd_pd(qr3, dx, GX);
-        GY = _mm512_fnmadd_pd(qr3, dy, GY);
-        GZ = _mm512_fnmadd_pd(qr3, dz, GZ);
-    }
+        for (int64_t j = begin[r], n = begin[r] + count[r]; j < n; j += 8) {
+            const __mmask8 in = n - j >= 8 ? (__mmask8)0xff : (__mmask8)((1u << (n - j)) - 1);
+            const __m512d dx = _mm512_sub_pd(X, _mm512_maskz_loadu_pd(in, sx + j));
+            const __m512d dy = _mm512_sub_pd(Y, _mm512_maskz_loadu_pd(in, sy + j));
+            const __m512d dz = _mm512_sub_pd(Z, _mm512_maskz_loadu_pd(in, sz + j));
+            const __m512d r2 =
+                _mm512_fmadd_pd(dx, dx, _mm512_fmadd_pd(dy, dy, _mm512_mul_pd(dz, dz)));
+            const __mmask8 live = _mm512_mask_cmp_pd_mask(in, r2, _mm512_setzero_pd(), _CMP_GT_OQ);
+            const __m512d hr2 = _mm512_mul_pd(half, r2);
+            __m512d y = _mm512_maskz_rsqrt14_pd(live, r2);
+            y = _mm512_mul_pd(y, _mm512_fnmadd_pd(hr2, _mm512_mul_pd(y, y), three_halves));
+            y = _mm512_mul_pd(y, _mm512_fnmadd_pd(hr2, _mm512_mul_pd(y, y), three_halves));
+            const __m512d qr = _mm512_mul_pd(_mm512_maskz_loadu_pd(live, q + j), y);
+            const __m512d qr3 = _mm512_mul_pd(qr, _mm512_mul_pd(y, y));
+            P = _mm512_add_pd(P, qr);
+            GX = _mm512_fnmadd_pd(qr3, dx, GX);
+            GY = _mm512_fnmadd_pd(qr3, dy, GY);
+            GZ = _mm512_fnmadd_pd(qr3, dz, GZ);
+        }
     out[0] = _mm512_reduce_add_pd(P), out[1] = _mm512_reduce_add_pd(GX);
     out[2] = _mm512_reduce_add_pd(GY), out[3] = _mm512_reduce_add_pd(GZ);
 }
@@ -86,7 +87,6 @@ double fmk_fmm3d_cpu_pair_time(const fmk_plan *plan)
     (void)plan;
     return 1.60e-9;
 }
-
 
 int fmk_fmm3d_cpu_p2p_avx512(const fmk_plan *plan)
 {
@@ -228,8 +228,8 @@ void fmk_fmm3d_cpu_p2p(const fmk_plan *plan, fmk_fmm3d_cpu *s)
                 int64_t jb[64], jn[64];
                 int cnt = 0;
                 for (int64_t e = e0; e < nu + nd && e < e0 + 64; e++, cnt++) {
-                    const int32_t c = e < nu ? l->u[l->u_begin[b] + e]
-                                             : s->d_leaf[s->d_begin[b] + e - nu];
+                    const int32_t c =
+                        e < nu ? l->u[l->u_begin[b] + e] : s->d_leaf[s->d_begin[b] + e - nu];
                     jb[cnt] = s->src_begin[c], jn[cnt] = s->n_src[c];
                 }
                 for (int64_t i = tb; i < te; i++) {
@@ -258,8 +258,8 @@ void fmk_fmm3d_cpu_p2p(const fmk_plan *plan, fmk_fmm3d_cpu *s)
                     for (int d = 0; d < 4; d++)
                         out[d] = o32[d];
                 } else {
-                    p2p(sx + j0, sy + j0, sz + j0, sq + j0, nj, s->trg_xyz + 3 * i, skip, eps2,
-                        0, out);
+                    p2p(sx + j0, sy + j0, sz + j0, sq + j0, nj, s->trg_xyz + 3 * i, skip, eps2, 0,
+                        out);
                 }
                 res_pot[i] += out[0];
                 for (int d = 0; d < 3; d++)

@@ -35,8 +35,8 @@ void fmk_fmm3d_cpu_m2m(const fmk_plan *plan, fmk_fmm3d_cpu *s)
             for (int32_t c = t->more[b]; c < t->more[b] + t->n_children[b]; c++)
                 if (s->n_src[c] > 0)
                     fmk_fmm3d_m2m(ops, s->rot_updown + rs * fmk_fmm3d_cpu_octant(l, c, b),
-                                  l->center + 3 * c, l->side[c], s->M + st * c, l->center + 3 * b, l->side[b],
-                                  s->M + st * b, fmk_fmm3d_cpu_work(s));
+                                  l->center + 3 * c, l->side[c], s->M + st * c, l->center + 3 * b,
+                                  l->side[b], s->M + st * b, fmk_fmm3d_cpu_work(s));
         }
     }
 }

@@ -11,11 +11,11 @@ extern "C" {
 #endif
 
 typedef struct fmk_kernel_desc {
-    const char *name;   /* fmk_kernel_name; NULL for a value that is no kernel */
-    int dim;            /* 2 or 3 (0: no kernel) */
-    int width;          /* values per point of charges and potential: 2 complex, else 1 */
-    int grad_width;     /* values per point of the gradient: dim, or 2 for complex dphi/dz */
-    int smooth;         /* 1: softened (opts.softening > 0), 0: singular at r = 0 (the pair at
+    const char *name; /* fmk_kernel_name; NULL for a value that is no kernel */
+    int dim;          /* 2 or 3 (0: no kernel) */
+    int width;        /* values per point of charges and potential: 2 complex, else 1 */
+    int grad_width;   /* values per point of the gradient: dim, or 2 for complex dphi/dz */
+    int smooth;       /* 1: softened (opts.softening > 0), 0: singular at r = 0 (the pair at
                          * r = 0 adds nothing: docs/kernels.md) */
 } fmk_kernel_desc;
 

@@ -58,8 +58,8 @@ static FMK_TARGET_CLONES void P2P(plummer)(const REAL *restrict sx, const REAL *
  * phi = q (r^2 + 1.5 s^2) / d^(3/2), grad_y = -q (y - x) (r^2 + 2.5 s^2) / d^(5/2) */
 static FMK_TARGET_CLONES void P2P(regularized)(const REAL *restrict sx, const REAL *restrict sy,
                                                const REAL *restrict sz, const REAL *restrict q,
-                                               int64_t n, const REAL *yi, int64_t skip,
-                                               REAL eps2, REAL logw, REAL *out)
+                                               int64_t n, const REAL *yi, int64_t skip, REAL eps2,
+                                               REAL logw, REAL *out)
 {
     (void)logw;
     REAL phi = 0, gx = 0, gy = 0, gz = 0;
@@ -67,8 +67,8 @@ static FMK_TARGET_CLONES void P2P(regularized)(const REAL *restrict sx, const RE
 #pragma omp simd reduction(+ : phi, gx, gy, gz)
     for (int64_t j = 0; j < n; j++) {
         REAL dx = yi[0] - sx[j], dy = yi[1] - sy[j], dz = yi[2] - sz[j];
-        const PAIR(radial) w = PAIR(regularized)(dx * dx + dy * dy + dz * dz,
-                                                 j == skip ? 0 : q[j], eps2, e15, e25);
+        const PAIR(radial) w =
+            PAIR(regularized)(dx * dx + dy * dy + dz * dz, j == skip ? 0 : q[j], eps2, e15, e25);
         phi += w.pot;
         gx -= w.g * dx;
         gy -= w.g * dy;
@@ -79,9 +79,9 @@ static FMK_TARGET_CLONES void P2P(regularized)(const REAL *restrict sx, const RE
 
 /* log2d: phi = q log r, grad_y = q (y - x) / r^2; logw restores the frame's scale. */
 static FMK_TARGET_CLONES void P2P(log2d)(const REAL *restrict sx, const REAL *restrict sy,
-                                         const REAL *restrict sz, const REAL *restrict q,
-                                         int64_t n, const REAL *yi, int64_t skip, REAL eps2,
-                                         REAL logw, REAL *out)
+                                         const REAL *restrict sz, const REAL *restrict q, int64_t n,
+                                         const REAL *yi, int64_t skip, REAL eps2, REAL logw,
+                                         REAL *out)
 {
     (void)sz, (void)skip, (void)eps2;
     REAL phi = 0, gx = 0, gy = 0;
@@ -134,8 +134,8 @@ static P2P(tile_fn) P2P(pick)(fmk_kernel k)
 
 /* Sums all sources at targets [i0, i1) and adds the results (working units) into acc
  * (4 doubles per target). Sources are walked in tiles that stay in cache. */
-static void P2P(block)(const fmk_plan *plan, const REAL *const src[4], const REAL *trg,
-                       int64_t i0, int64_t i1, double *acc)
+static void P2P(block)(const fmk_plan *plan, const REAL *const src[4], const REAL *trg, int64_t i0,
+                       int64_t i1, double *acc)
 {
     const int64_t tile = 2048;
     const P2P(tile_fn) fn = P2P(pick)(plan->kernel);
@@ -147,8 +147,8 @@ static void P2P(block)(const fmk_plan *plan, const REAL *const src[4], const REA
         for (int64_t i = i0; i < i1; i++) {
             REAL out[4];
             int64_t skip = plan->self && i >= j0 && i < j0 + nj ? i - j0 : -1;
-            fn(src[0] + j0, src[1] + j0, src[2] + j0, src[3] + j0, nj, trg + dim * i, skip,
-               eps2, logw, out);
+            fn(src[0] + j0, src[1] + j0, src[2] + j0, src[3] + j0, nj, trg + dim * i, skip, eps2,
+               logw, out);
             double *a = acc + 4 * (i - i0);
             a[0] += out[0], a[1] += out[1], a[2] += out[2], a[3] += out[3];
         }

@@ -56,8 +56,8 @@ FMK_HD static FMK_INLINE PAIR(radial) PAIR(plummer)(REAL r2, REAL q, REAL eps2)
 /* regularized (van Rees et al. eq. 7 without -1/(4 pi)), d = r^2 + s^2 (needs SQRT):
  * pot = q (r^2 + 1.5 s^2) / d^(3/2), g = q (r^2 + 2.5 s^2) / d^(5/2); e15 = 1.5 eps2 and
  * e25 = 2.5 eps2, computed once by the caller. */
-FMK_HD static FMK_INLINE PAIR(radial) PAIR(regularized)(REAL r2, REAL q, REAL eps2, REAL e15,
-                                                        REAL e25)
+FMK_HD static FMK_INLINE PAIR(radial)
+    PAIR(regularized)(REAL r2, REAL q, REAL eps2, REAL e15, REAL e25)
 {
     const REAL dinv = (REAL)1 / (r2 + eps2);
     const REAL rinv = SQRT(dinv);
@@ -94,7 +94,7 @@ FMK_HD static FMK_INLINE PAIR(complex) PAIR(cauchy2d)(REAL a, REAL b, REAL gr, R
     /* 1/w = (a - ib)/r^2 ; 1/w^2 = ((a^2 - b^2) - 2iab)/r^4 */
     const REAL ur = a * r2inv, ui = -b * r2inv;
     const REAL vr = ur * ur - ui * ui, vi = 2 * ur * ui;
-    const PAIR(complex) c = {gr * ur - gi * ui, gr * ui + gi * ur, gr * vr - gi * vi,
-                             gr * vi + gi * vr};
+    const PAIR(complex)
+        c = {gr * ur - gi * ui, gr * ui + gi * ur, gr * vr - gi * vi, gr * vi + gi * vr};
     return c;
 }

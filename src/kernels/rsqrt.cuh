@@ -27,7 +27,13 @@ __device__ __forceinline__ double rsqrt_masked(double x)
     int hi = __double2hiint(x) != 0 ? __double2hiint(y) : 0;
     return rsqrt_refine(x, __hiloint2double(hi, __double2loint(y)));
 }
-__device__ __forceinline__ double rsqrt_plain(double x) { return rsqrt_refine(x, rsqrt_seed(x)); }
-__device__ __forceinline__ float rsqrt_plain(float x) { return rsqrtf(x); /* MUFU.RSQ */ }
+__device__ __forceinline__ double rsqrt_plain(double x)
+{
+    return rsqrt_refine(x, rsqrt_seed(x));
+}
+__device__ __forceinline__ float rsqrt_plain(float x)
+{
+    return rsqrtf(x); /* MUFU.RSQ */
+}
 
 #endif /* FMMKIT_CUDA_RSQRT_CUH */

@@ -190,12 +190,12 @@ static int grow_nodes(fmk_tree3d *t, int64_t *cap, int64_t need)
     if (need <= *cap)
         return 0;
     int64_t c = *cap * 2 > need ? *cap * 2 : need;
-#define GROW(field)                                                                           \
-    do {                                                                                      \
-        void *p = realloc(t->field, sizeof(*t->field) * (size_t)c);                           \
-        if (!p)                                                                               \
-            return -1;                                                                        \
-        t->field = p;                                                                         \
+#define GROW(field)                                                 \
+    do {                                                            \
+        void *p = realloc(t->field, sizeof(*t->field) * (size_t)c); \
+        if (!p)                                                     \
+            return -1;                                              \
+        t->field = p;                                               \
     } while (0)
     GROW(begin);
     GROW(end);
@@ -310,7 +310,7 @@ static int build_nodes(fmk_tree3d *t, int threads)
 #pragma omp parallel for schedule(static) num_threads(threads) if (le - lb > 4096)
         for (int64_t i = lb; i < le; i++)
             t->next[i] = i + 1 < le && t->parent[i + 1] == t->parent[i] ? (int32_t)(i + 1)
-                                                                     : t->next[t->parent[i]];
+                                                                        : t->next[t->parent[i]];
     }
     for (int L = levels + 1; L <= FMK_TREE_MAX_LEVEL + 1; L++)
         t->level_begin[L] = n_nodes;
@@ -319,11 +319,11 @@ static int build_nodes(fmk_tree3d *t, int threads)
     /* give back what the doubling left unused */
     if (cap > n_nodes) {
         int64_t c = n_nodes;
-#define SHRINK(field)                                                                         \
-    do {                                                                                      \
-        void *p = realloc(t->field, sizeof(*t->field) * (size_t)c);                           \
-        if (p)                                                                                \
-            t->field = p;                                                                     \
+#define SHRINK(field)                                               \
+    do {                                                            \
+        void *p = realloc(t->field, sizeof(*t->field) * (size_t)c); \
+        if (p)                                                      \
+            t->field = p;                                           \
     } while (0)
         SHRINK(begin);
         SHRINK(end);
@@ -377,7 +377,10 @@ nomem:;
  * Moments (the upward pass)
  * ------------------------------------------------------------------------------------------ */
 
-int64_t fmk_tree3d_moments_bytes(int64_t n_nodes) { return n_nodes * 8 * (3 + 1 + 3 + 6 + 1); }
+int64_t fmk_tree3d_moments_bytes(int64_t n_nodes)
+{
+    return n_nodes * 8 * (3 + 1 + 3 + 6 + 1);
+}
 
 int fmk_tree3d_moments_alloc(fmk_tree3d_moments *m, int64_t n_nodes)
 {

@@ -54,30 +54,29 @@ extern "C" {
 typedef struct fmk_tree3d {
     int64_t n_points;
     int64_t n_nodes;
-    int32_t levels;             /* deepest level + 1 (1: only the root) */
+    int32_t levels; /* deepest level + 1 (1: only the root) */
     int32_t leaf_size;
-    uint64_t *keys;             /* n_points, sorted */
-    int64_t *order;             /* n_points: sorted position -> caller index */
-    double *points;             /* n_points * 3, sorted */
-    int64_t *begin;             /* n_nodes: first sorted point of the node */
-    int64_t *end;               /* n_nodes: one past its last point */
-    int32_t *more;              /* n_nodes: first child, -1 for a leaf */
-    int32_t *next;              /* n_nodes: next node after the subtree, -1 at the end */
-    int32_t *n_children;        /* n_nodes: 0 for a leaf */
-    int32_t *parent;            /* n_nodes: -1 for the root */
-    int8_t *level;              /* n_nodes */
-    int64_t *level_begin;       /* levels + 1: nodes of level L are [level_begin[L], [L+1]) */
+    uint64_t *keys;       /* n_points, sorted */
+    int64_t *order;       /* n_points: sorted position -> caller index */
+    double *points;       /* n_points * 3, sorted */
+    int64_t *begin;       /* n_nodes: first sorted point of the node */
+    int64_t *end;         /* n_nodes: one past its last point */
+    int32_t *more;        /* n_nodes: first child, -1 for a leaf */
+    int32_t *next;        /* n_nodes: next node after the subtree, -1 at the end */
+    int32_t *n_children;  /* n_nodes: 0 for a leaf */
+    int32_t *parent;      /* n_nodes: -1 for the root */
+    int8_t *level;        /* n_nodes */
+    int64_t *level_begin; /* levels + 1: nodes of level L are [level_begin[L], [L+1]) */
 } fmk_tree3d;
 
 /* Charge-dependent data of every node (order 2 layout; lower orders leave the rest zero). */
 typedef struct fmk_tree3d_moments {
-    double *center;             /* n_nodes * 3: expansion centre xc */
-    double *monopole;           /* n_nodes */
-    double *dipole;             /* n_nodes * 3 */
-    double *second;             /* n_nodes * 6: S_xx, S_xy, S_xz, S_yy, S_yz, S_zz */
-    double *r_open2;            /* n_nodes: (l / theta + s)^2 */
+    double *center;   /* n_nodes * 3: expansion centre xc */
+    double *monopole; /* n_nodes */
+    double *dipole;   /* n_nodes * 3 */
+    double *second;   /* n_nodes * 6: S_xx, S_xy, S_xz, S_yy, S_yz, S_zz */
+    double *r_open2;  /* n_nodes: (l / theta + s)^2 */
 } fmk_tree3d_moments;
-
 
 /* ---------------------------------------------------------------------------------------------
  * The CPU build (tree3d.c, OpenMP). The GPU side may call it too, to check its own tree.

@@ -35,10 +35,10 @@ enum { FMK_BH_LEAF_SIZE = 32 };
  * shares its walk with small siblings; 0 is 4 with the cell-to-group step, whose expansion pays
  * more the more targets share it, and 2 without it (bench/RESULTS.md, CPU treecode). */
 typedef struct fmk_treecode_cpu_tune {
-    int local;          /* order of the cell-to-group expansion: 0 (off), 2, 3, 4 (default 4) */
-    double local_k;     /* k at theta 0.6 (default 2) */
-    double local_open;  /* a (default 1) */
-    int group_leaves;   /* leaves' worth of points per group; 0: automatic (default 0) */
+    int local;         /* order of the cell-to-group expansion: 0 (off), 2, 3, 4 (default 4) */
+    double local_k;    /* k at theta 0.6 (default 2) */
+    double local_open; /* a (default 1) */
+    int group_leaves;  /* leaves' worth of points per group; 0: automatic (default 0) */
 } fmk_treecode_cpu_tune;
 
 static const fmk_treecode_cpu_tune tune_defaults = {4, 2.0, 1.0, 0};
@@ -52,8 +52,8 @@ static const fmk_tune_knob tune_knobs[] = {
     FMK_KNOB(fmk_treecode_cpu_tune, group_leaves, FMK_TUNE_INT, 0, 1e6,
              "leaves' worth of points per group (0: 4 with the step, else 2)"),
 };
-static const fmk_tune_table tune_table = {"treecode", sizeof(fmk_treecode_cpu_tune),
-                                          &tune_defaults, FMK_TUNE_COUNT(tune_knobs), tune_knobs};
+static const fmk_tune_table tune_table = {"treecode", sizeof(fmk_treecode_cpu_tune), &tune_defaults,
+                                          FMK_TUNE_COUNT(tune_knobs), tune_knobs};
 
 static const fmk_treecode_cpu_tune *tune_of(const fmk_plan *plan)
 {
@@ -83,23 +83,23 @@ static fmk_bh_local_step fmk_bh_local_step_of(const fmk_plan *plan)
 }
 
 typedef struct tree_cpu {
-    fmk_tree3d src;             /* source tree: Morton order, nodes, next/more */
-    fmk_tree3d trg;             /* target tree (separate targets only) */
+    fmk_tree3d src; /* source tree: Morton order, nodes, next/more */
+    fmk_tree3d trg; /* target tree (separate targets only) */
     int64_t n_groups;
-    int64_t *group_begin;       /* n_groups + 1: groups are consecutive sorted targets */
-    double *group_box;          /* n_groups * 6: lo[3], hi[3] of the group's targets */
-    fmk_tree3d_moments mom;     /* per eval */
-    double *abs_charge;         /* n_nodes: scratch of the upward pass */
-    int8_t *coincident;         /* n_nodes: 1 for a leaf of two or more identical points */
-    double *q_sorted;           /* n_sources charges in key order (double, for the moments) */
-    void *src_soa;              /* 4 * n_sources REAL: x | y | z | q in key order */
-    void *trg_soa;              /* 3 * n_targets REAL (separate targets only) */
-    void *node_pack;            /* n_nodes * (3 + FMK_BH_MOMENTS) REAL */
-    double *result;             /* 4 * n_targets: the group walk's results in key order, copied
+    int64_t *group_begin;   /* n_groups + 1: groups are consecutive sorted targets */
+    double *group_box;      /* n_groups * 6: lo[3], hi[3] of the group's targets */
+    fmk_tree3d_moments mom; /* per eval */
+    double *abs_charge;     /* n_nodes: scratch of the upward pass */
+    int8_t *coincident;     /* n_nodes: 1 for a leaf of two or more identical points */
+    double *q_sorted;       /* n_sources charges in key order (double, for the moments) */
+    void *src_soa;          /* 4 * n_sources REAL: x | y | z | q in key order */
+    void *trg_soa;          /* 3 * n_targets REAL (separate targets only) */
+    void *node_pack;        /* n_nodes * (3 + FMK_BH_MOMENTS) REAL */
+    double *result;         /* 4 * n_targets: the group walk's results in key order, copied
                                  * to the caller only once every group has succeeded */
-    size_t real;                /* sizeof REAL */
+    size_t real;            /* sizeof REAL */
     fmk_walk walk;
-    double tree_time;           /* seconds of the last build, reported with every eval */
+    double tree_time; /* seconds of the last build, reported with every eval */
 } tree_cpu;
 
 #define REAL double
@@ -295,12 +295,14 @@ static fmk_status tree_setup(fmk_plan *plan)
     s->trg_soa = plan->self ? NULL : malloc(s->real * 3 * (size_t)(nt > 0 ? nt : 1));
     s->node_pack = malloc(s->real * (3 + FMK_BH_MOMENTS) * (size_t)k);
     s->result = malloc(sizeof(double) * 4 * (size_t)(nt > 0 ? nt : 1));
-    if (!s->abs_charge || !s->coincident || !s->q_sorted || !s->src_soa || (!plan->self && !s->trg_soa) ||
-        !s->node_pack || !s->result || fmk_tree3d_moments_alloc(&s->mom, k) || make_groups(plan, s, trg)) {
+    if (!s->abs_charge || !s->coincident || !s->q_sorted || !s->src_soa ||
+        (!plan->self && !s->trg_soa) || !s->node_pack || !s->result ||
+        fmk_tree3d_moments_alloc(&s->mom, k) || make_groups(plan, s, trg)) {
         int64_t h, d;
         tree_memory(plan, ns, plan->self ? -1 : nt, &h, &d);
         tree_release(plan);
-        return fmk_error_set(plan, FMK_ERR_NOMEM, "out of host memory for the treecode (about %lld bytes)",
+        return fmk_error_set(plan, FMK_ERR_NOMEM,
+                             "out of host memory for the treecode (about %lld bytes)",
                              (long long)h);
     }
     store_soa(&s->src, s->real, s->src_soa, plan->threads);

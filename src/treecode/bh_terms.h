@@ -36,15 +36,15 @@
 
 /* Adds the field of packed moments m (order 0, 1 or 2) at offset r = y - xc to phi and g[3]. */
 FMK_BH_FN void BH(m2p)(int order, REAL rx, REAL ry, REAL rz, REAL eps2, const REAL *m, REAL *phi,
-                    REAL *g)
+                       REAL *g)
 {
     REAL t = rx * rx + ry * ry + rz * rz + eps2;
-    REAL u1 = RSQRT(t);           /* t^-1/2 */
-    REAL u2 = u1 * u1;            /* t^-1 */
-    REAL u3 = u1 * u2;            /* t^-3/2 */
+    REAL u1 = RSQRT(t); /* t^-1/2 */
+    REAL u2 = u1 * u1;  /* t^-1 */
+    REAL u3 = u1 * u2;  /* t^-3/2 */
     REAL p = m[0] * u1;
-    REAL c = -m[0] * u3;          /* coefficient of r in the gradient */
-    REAL gx = 0, gy = 0, gz = 0;  /* terms not along r */
+    REAL c = -m[0] * u3;         /* coefficient of r in the gradient */
+    REAL gx = 0, gy = 0, gz = 0; /* terms not along r */
     if (order >= 1) {
         REAL dr = m[1] * rx + m[2] * ry + m[3] * rz;
         REAL u5 = u3 * u2;
@@ -52,7 +52,7 @@ FMK_BH_FN void BH(m2p)(int order, REAL rx, REAL ry, REAL rz, REAL eps2, const RE
         c -= 3 * dr * u5;
         gx += m[1] * u3, gy += m[2] * u3, gz += m[3] * u3;
         if (order >= 2) {
-            REAL sx = m[4] * rx + m[5] * ry + m[6] * rz;  /* S r */
+            REAL sx = m[4] * rx + m[5] * ry + m[6] * rz; /* S r */
             REAL sy = m[5] * rx + m[7] * ry + m[8] * rz;
             REAL sz = m[6] * rx + m[8] * ry + m[9] * rz;
             REAL rsr = rx * sx + ry * sy + rz * sz;

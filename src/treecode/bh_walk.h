@@ -23,16 +23,16 @@
 
 /* Interaction lists of one group (one per thread, grown as needed). */
 typedef struct BH(lists) {
-    int64_t n_p, cap_p;         /* sources of opened leaves */
+    int64_t n_p, cap_p; /* sources of opened leaves */
     REAL *px, *py, *pz, *pq;
-    int64_t n_c, cap_c;         /* accepted nodes: centre and packed moments */
+    int64_t n_c, cap_c; /* accepted nodes: centre and packed moments */
     REAL *c[3 + FMK_BH_MOMENTS];
-    int64_t n_l, cap_l;         /* accepted nodes for the group's expansion (as c) */
+    int64_t n_l, cap_l; /* accepted nodes for the group's expansion (as c) */
     REAL *l[3 + FMK_BH_MOMENTS];
-    REAL *m2l;                  /* FMK_BH_LOCAL4 columns of BH_M2L_CHUNK: one chunk's M2L */
+    REAL *m2l; /* FMK_BH_LOCAL4 columns of BH_M2L_CHUNK: one chunk's M2L */
 } BH(lists);
 
-static void BH(lists_free)(BH(lists) *L)
+static void BH(lists_free)(BH(lists) * L)
 {
     free(L->px), free(L->py), free(L->pz), free(L->pq);
     for (int k = 0; k < 3 + FMK_BH_MOMENTS; k++)
@@ -51,7 +51,7 @@ static int BH(grow)(REAL **p, int64_t cap)
 }
 
 /* Makes room for `more` sources (or nodes); returns 0 or -1. */
-static int BH(reserve_p)(BH(lists) *L, int64_t more)
+static int BH(reserve_p)(BH(lists) * L, int64_t more)
 {
     if (L->n_p + more <= L->cap_p)
         return 0;
@@ -112,9 +112,9 @@ typedef struct BH(field) {
     REAL phi, gx, gy, gz;
 } BH(field);
 
-static inline BH(field) BH(m2p_value)(int order, REAL rx, REAL ry, REAL rz, REAL eps2, REAL m0,
-                                      REAL m1, REAL m2, REAL m3, REAL m4, REAL m5, REAL m6,
-                                      REAL m7, REAL m8, REAL m9)
+static inline BH(field)
+    BH(m2p_value)(int order, REAL rx, REAL ry, REAL rz, REAL eps2, REAL m0, REAL m1, REAL m2,
+                  REAL m3, REAL m4, REAL m5, REAL m6, REAL m7, REAL m8, REAL m9)
 {
     const REAL m[FMK_BH_MOMENTS] = {m0, m1, m2, m3, m4, m5, m6, m7, m8, m9};
     REAL phi = 0, g[3] = {0, 0, 0};
@@ -132,9 +132,8 @@ static inline BH(field) BH(p2p_value)(REAL dx, REAL dy, REAL dz, REAL q, REAL ep
 }
 
 /* M2L of order P (bh_local.h) into L, for the `omp simd` loop below. */
-static inline __attribute__((always_inline)) void BH(m2l_order)(int P, int order, REAL rx, REAL ry,
-                                                               REAL rz, REAL eps2, const REAL *m,
-                                                               REAL *L)
+static inline __attribute__((always_inline)) void
+BH(m2l_order)(int P, int order, REAL rx, REAL ry, REAL rz, REAL eps2, const REAL *m, REAL *L)
 {
     if (P == 4)
         BH(m2l4)(order, rx, ry, rz, eps2, m, L);
@@ -155,27 +154,27 @@ static inline __attribute__((always_inline)) int BH(local_size)(int P)
 /* M2L of nodes [j0, j0 + n) of list l into the rows of col (coefficient k of node j0 + j at
  * col[j * BH(local_size)(P) + k]), one node per SIMD lane. GCC's own vectorizer, not `omp simd`:
  * with `omp simd` GCC 12 keeps the moments' array in memory per lane and gives up. */
-#define BH_M2L_LOOP(P, ORDER)                                                                 \
-    _Pragma("GCC ivdep") for (int64_t j = 0; j < n; j++)                                      \
-    {                                                                                         \
-        const REAL m[FMK_BH_MOMENTS] = {m0[j], m1[j], m2[j], m3[j], m4[j],                    \
-                                        m5[j], m6[j], m7[j], m8[j], m9[j]};                   \
-        BH(m2l_order)(P, ORDER, c0 - lx[j], c1 - ly[j], c2 - lz[j], eps2, m,                  \
-                      col + j * BH(local_size)(P));                                           \
+#define BH_M2L_LOOP(P, ORDER)                                                \
+    _Pragma("GCC ivdep") for (int64_t j = 0; j < n; j++)                     \
+    {                                                                        \
+        const REAL m[FMK_BH_MOMENTS] = {m0[j], m1[j], m2[j], m3[j], m4[j],   \
+                                        m5[j], m6[j], m7[j], m8[j], m9[j]};  \
+        BH(m2l_order)(P, ORDER, c0 - lx[j], c1 - ly[j], c2 - lz[j], eps2, m, \
+                      col + j * BH(local_size)(P));                          \
     }
-#define BH_M2L_ORDERS(P)                                                                      \
-    if (order == 2) {                                                                         \
-        BH_M2L_LOOP(P, 2)                                                                     \
-    } else if (order == 1) {                                                                  \
-        BH_M2L_LOOP(P, 1)                                                                     \
-    } else {                                                                                  \
-        BH_M2L_LOOP(P, 0)                                                                     \
+#define BH_M2L_ORDERS(P)     \
+    if (order == 2) {        \
+        BH_M2L_LOOP(P, 2)    \
+    } else if (order == 1) { \
+        BH_M2L_LOOP(P, 1)    \
+    } else {                 \
+        BH_M2L_LOOP(P, 0)    \
     }
 
 /* The cell-to-group step's M2L: sets Lexp (BH(local_size)(P) coefficients) to the sum of the
  * expansions about c of the nodes in L's l list. */
-static FMK_TARGET_CLONES void BH(m2l_list)(const BH(lists) *L, int P, int order, REAL c0,
-                                           REAL c1, REAL c2, REAL eps2, REAL *Lexp)
+static FMK_TARGET_CLONES void BH(m2l_list)(const BH(lists) * L, int P, int order, REAL c0, REAL c1,
+                                           REAL c2, REAL eps2, REAL *Lexp)
 {
     const int nk = BH(local_size)(P);
     REAL *restrict col = L->m2l;
@@ -184,12 +183,12 @@ static FMK_TARGET_CLONES void BH(m2l_list)(const BH(lists) *L, int P, int order,
     for (int64_t j0 = 0; j0 < L->n_l; j0 += BH_M2L_CHUNK) {
         const int64_t n = L->n_l - j0 < BH_M2L_CHUNK ? L->n_l - j0 : BH_M2L_CHUNK;
         const REAL *restrict lx = L->l[0] + j0, *restrict ly = L->l[1] + j0,
-                   *restrict lz = L->l[2] + j0;
+                             *restrict lz = L->l[2] + j0;
         const REAL *restrict m0 = L->l[3] + j0, *restrict m1 = L->l[4] + j0,
-                   *restrict m2 = L->l[5] + j0, *restrict m3 = L->l[6] + j0,
-                   *restrict m4 = L->l[7] + j0, *restrict m5 = L->l[8] + j0,
-                   *restrict m6 = L->l[9] + j0, *restrict m7 = L->l[10] + j0,
-                   *restrict m8 = L->l[11] + j0, *restrict m9 = L->l[12] + j0;
+                             *restrict m2 = L->l[5] + j0, *restrict m3 = L->l[6] + j0,
+                             *restrict m4 = L->l[7] + j0, *restrict m5 = L->l[8] + j0,
+                             *restrict m6 = L->l[9] + j0, *restrict m7 = L->l[10] + j0,
+                             *restrict m8 = L->l[11] + j0, *restrict m9 = L->l[12] + j0;
         if (P == 4) {
             BH_M2L_ORDERS(4)
         } else if (P == 3) {
@@ -210,28 +209,28 @@ static FMK_TARGET_CLONES void BH(m2l_list)(const BH(lists) *L, int P, int order,
  * skip[t] is the list position of target t's own source (-1: none), whose charge is then taken
  * as qskip[t] instead: 0 for a source of its own, the rest of a coincident leaf's charge for a
  * target inside that leaf. */
-#define BH_M2P_LOOP(ORDER)                                                                    \
-    _Pragma("omp simd reduction(+ : phi, gx, gy, gz)") for (int64_t j = 0; j < nc; j++)       \
-    {                                                                                         \
-        BH(field) f = BH(m2p_value)(ORDER, y0 - cx[j], y1 - cy[j], y2 - cz[j], eps2, m0[j],   \
-                                    m1[j], m2[j], m3[j], m4[j], m5[j], m6[j], m7[j], m8[j],   \
-                                    m9[j]);                                                   \
-        phi += f.phi, gx += f.gx, gy += f.gy, gz += f.gz;                                     \
+#define BH_M2P_LOOP(ORDER)                                                                      \
+    _Pragma("omp simd reduction(+ : phi, gx, gy, gz)") for (int64_t j = 0; j < nc; j++)         \
+    {                                                                                           \
+        BH(field)                                                                               \
+        f = BH(m2p_value)(ORDER, y0 - cx[j], y1 - cy[j], y2 - cz[j], eps2, m0[j], m1[j], m2[j], \
+                          m3[j], m4[j], m5[j], m6[j], m7[j], m8[j], m9[j]);                     \
+        phi += f.phi, gx += f.gx, gy += f.gy, gz += f.gz;                                       \
     }
 
-static FMK_TARGET_CLONES void BH(eval_lists)(const BH(lists) *L, int order, REAL eps2,
+static FMK_TARGET_CLONES void BH(eval_lists)(const BH(lists) * L, int order, REAL eps2,
                                              const REAL *tx, const REAL *ty, const REAL *tz,
                                              int64_t nt, const int64_t *skip, const REAL *qskip,
                                              double *out)
 {
     const int64_t np = L->n_p, nc = L->n_c;
     const REAL *restrict px = L->px, *restrict py = L->py, *restrict pz = L->pz,
-               *restrict pq = L->pq;
+                         *restrict pq = L->pq;
     const REAL *restrict cx = L->c[0], *restrict cy = L->c[1], *restrict cz = L->c[2];
     const REAL *restrict m0 = L->c[3], *restrict m1 = L->c[4], *restrict m2 = L->c[5],
-               *restrict m3 = L->c[6], *restrict m4 = L->c[7], *restrict m5 = L->c[8],
-               *restrict m6 = L->c[9], *restrict m7 = L->c[10], *restrict m8 = L->c[11],
-               *restrict m9 = L->c[12];
+                         *restrict m3 = L->c[6], *restrict m4 = L->c[7], *restrict m5 = L->c[8],
+                         *restrict m6 = L->c[9], *restrict m7 = L->c[10], *restrict m8 = L->c[11],
+                         *restrict m9 = L->c[12];
     for (int64_t t = 0; t < nt; t++) {
         const REAL y0 = tx[t], y1 = ty[t], y2 = tz[t];
         const int64_t sk = skip[t];
@@ -249,8 +248,8 @@ static FMK_TARGET_CLONES void BH(eval_lists)(const BH(lists) *L, int order, REAL
         phi = 0, gx = 0, gy = 0, gz = 0;
 #pragma omp simd reduction(+ : phi, gx, gy, gz)
         for (int64_t j = 0; j < np; j++) {
-            BH(field) f = BH(p2p_value)(y0 - px[j], y1 - py[j], y2 - pz[j], j == sk ? qs : pq[j],
-                                        eps2);
+            BH(field)
+            f = BH(p2p_value)(y0 - px[j], y1 - py[j], y2 - pz[j], j == sk ? qs : pq[j], eps2);
             phi += f.phi, gx += f.gx, gy += f.gy, gz += f.gz;
         }
         o[0] += phi, o[1] += gx, o[2] += gy, o[3] += gz;
@@ -281,9 +280,8 @@ static void BH(l2p_group)(const REAL *Lexp, int P, REAL c0, REAL c1, REAL c2, co
  * the sources of each opened leaf into L's p list (positions relative to o), with skip and
  * qskip of the group's targets (bh_walk_group). Returns 0, or -1 when out of memory. */
 static int BH(group_lists)(const fmk_plan *plan, const tree_cpu *s, fmk_bh_local_step step,
-                           int64_t g0, int64_t g1, const double *box, const double *c,
-                           double loc_r, const double *o, BH(lists) *L, int64_t *skip,
-                           REAL *qskip)
+                           int64_t g0, int64_t g1, const double *box, const double *c, double loc_r,
+                           const double *o, BH(lists) * L, int64_t *skip, REAL *qskip)
 {
     const fmk_tree3d *src = &s->src;
     const fmk_tree3d_moments *m = &s->mom;
@@ -297,8 +295,7 @@ static int BH(group_lists)(const fmk_plan *plan, const tree_cpu *s, fmk_bh_local
         const double *xc = m->center + 3 * i;
         double d2 = 0;
         for (int k = 0; k < 3; k++) {
-            double d = box[k] - xc[k] > xc[k] - box[3 + k] ? box[k] - xc[k]
-                                                            : xc[k] - box[3 + k];
+            double d = box[k] - xc[k] > xc[k] - box[3 + k] ? box[k] - xc[k] : xc[k] - box[3 + k];
             d = d > 0 ? d : 0;
             d2 += d * d;
         }
@@ -434,8 +431,8 @@ static int BH(walk_group)(const fmk_plan *plan, const tree_cpu *s)
                 }
                 yx = ux, yy = uy, yz = uz;
             }
-            const int bad = BH(group_lists)(plan, s, step, g0, g1, box, c, loc_r, o, &L, skip,
-                                            qskip);
+            const int bad =
+                BH(group_lists)(plan, s, step, g0, g1, box, c, loc_r, o, &L, skip, qskip);
             if (bad) {
 #pragma omp atomic write
                 failed = 1;
@@ -467,8 +464,8 @@ static FMK_TARGET_CLONES void BH(leaf_p2p)(const REAL *restrict sx, const REAL *
     REAL phi = 0, gx = 0, gy = 0, gz = 0;
 #pragma omp simd reduction(+ : phi, gx, gy, gz)
     for (int64_t j = 0; j < n; j++) {
-        BH(field) f = BH(p2p_value)(y0 - sx[j], y1 - sy[j], y2 - sz[j], j == skip ? 0 : sq[j],
-                                    eps2);
+        BH(field)
+        f = BH(p2p_value)(y0 - sx[j], y1 - sy[j], y2 - sz[j], j == skip ? 0 : sq[j], eps2);
         phi += f.phi, gx += f.gx, gy += f.gy, gz += f.gz;
     }
     acc[0] += phi, acc[1] += gx, acc[2] += gy, acc[3] += gz;
@@ -478,15 +475,16 @@ static FMK_TARGET_CLONES void BH(leaf_p2p)(const REAL *restrict sx, const REAL *
  * interleaved): each offset y - x formed in double and rounded once (fp32: as the group walk's
  * relative positions, an error of 2^-24 of the pair's distance, not of the frame). */
 static FMK_TARGET_CLONES void BH(leaf_p2p_rel)(const double *restrict x, const REAL *restrict sq,
-                                               int64_t n, const double *y, int64_t skip,
-                                               REAL eps2, double *acc)
+                                               int64_t n, const double *y, int64_t skip, REAL eps2,
+                                               double *acc)
 {
     const double y0 = y[0], y1 = y[1], y2 = y[2];
     REAL phi = 0, gx = 0, gy = 0, gz = 0;
 #pragma omp simd reduction(+ : phi, gx, gy, gz)
     for (int64_t j = 0; j < n; j++) {
-        BH(field) f = BH(p2p_value)((REAL)(y0 - x[3 * j]), (REAL)(y1 - x[3 * j + 1]),
-                                    (REAL)(y2 - x[3 * j + 2]), j == skip ? 0 : sq[j], eps2);
+        BH(field)
+        f = BH(p2p_value)((REAL)(y0 - x[3 * j]), (REAL)(y1 - x[3 * j + 1]),
+                          (REAL)(y2 - x[3 * j + 2]), j == skip ? 0 : sq[j], eps2);
         phi += f.phi, gx += f.gx, gy += f.gy, gz += f.gz;
     }
     acc[0] += phi, acc[1] += gx, acc[2] += gy, acc[3] += gz;
@@ -524,11 +522,12 @@ static void BH(walk_stackless)(const fmk_plan *plan, const tree_cpu *s, double *
                 i = src->next[i];
             } else if (src->more[i] < 0 && s->coincident[i]) { /* as in the group walk */
                 const int64_t b = src->begin[i], e = src->end[i];
-                const double q = self && t >= b && t < e ? m->monopole[i] - s->q_sorted[t]
-                                                         : m->monopole[i];
+                const double q =
+                    self && t >= b && t < e ? m->monopole[i] - s->q_sorted[t] : m->monopole[i];
                 const double *x = src->points + 3 * b;
-                BH(field) f = BH(p2p_value)((REAL)(y[0] - x[0]), (REAL)(y[1] - x[1]),
-                                            (REAL)(y[2] - x[2]), (REAL)q, eps2);
+                BH(field)
+                f = BH(p2p_value)((REAL)(y[0] - x[0]), (REAL)(y[1] - x[1]), (REAL)(y[2] - x[2]),
+                                  (REAL)q, eps2);
                 acc[0] += f.phi, acc[1] += f.gx, acc[2] += f.gy, acc[3] += f.gz;
                 i = src->next[i];
             } else if (src->more[i] < 0) {

@@ -14,12 +14,13 @@ fmk_status fmk_treecode_check_opts(fmk_opts *o, fmk_kernel kernel, int dim, doub
     if (o->order > 2)
         return fmk_error_set(NULL, FMK_ERR_ARG,
                              "opts.order = %d; the treecode takes 0 (monopole), 1 (dipole) "
-                             "or 2 (quadrupole)", (int)o->order);
+                             "or 2 (quadrupole)",
+                             (int)o->order);
     if (o->theta == 0)
         o->theta = 0.6;
     if (o->theta > 1.5)
-        return fmk_error_set(NULL, FMK_ERR_ARG, "opts.theta = %g; the treecode takes 0 < theta <= 1.5",
-                             o->theta);
+        return fmk_error_set(NULL, FMK_ERR_ARG,
+                             "opts.theta = %g; the treecode takes 0 < theta <= 1.5", o->theta);
     info->theta = o->theta;
     info->order = o->order;
     return FMK_OK;

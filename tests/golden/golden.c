@@ -75,8 +75,8 @@ typedef struct golden_case {
     int order;
     fmk_walk walk;
     int dist;
-    int64_t n, m;     /* m = 0: targets are the sources */
-    int device;       /* points and charges as device pointers */
+    int64_t n, m; /* m = 0: targets are the sources */
+    int device;   /* points and charges as device pointers */
 } golden_case;
 
 static int write_file(const char *path, const double *a, int64_t count, const double *b,
@@ -259,16 +259,26 @@ int main(int argc, char **argv)
                                                       FMK_KERNEL_CAUCHY2D};
                         if (n <= 300000)
                             for (int k = 0; k < 5; k++) {
-                                golden_case c = {FMK_METHOD_DIRECT, backend, kernels[k], pr, 1e-6,
-                                                 0, -1, FMK_WALK_AUTO, dist, n, m, dev};
+                                golden_case c = {
+                                    FMK_METHOD_DIRECT, backend, kernels[k], pr, 1e-6, 0, -1,
+                                    FMK_WALK_AUTO,     dist,    n,          m,  dev};
                                 rc |= run_case(dir, &c);
                             }
                         /* tree: laplace and plummer, both walks, orders */
                         for (int k = 0; k < 2; k++)
                             for (int w = 0; w < 3; w++) {
-                                golden_case c = {FMK_METHOD_TREE, backend, kernels[k], pr, 1e-3,
-                                                 w == 2 ? 0.4 : 0, w == 1 ? 1 : -1, (fmk_walk)w,
-                                                 dist, n, m, dev};
+                                golden_case c = {FMK_METHOD_TREE,
+                                                 backend,
+                                                 kernels[k],
+                                                 pr,
+                                                 1e-3,
+                                                 w == 2 ? 0.4 : 0,
+                                                 w == 1 ? 1 : -1,
+                                                 (fmk_walk)w,
+                                                 dist,
+                                                 n,
+                                                 m,
+                                                 dev};
                                 rc |= run_case(dir, &c);
                             }
                         /* fmm 3D */
@@ -279,17 +289,27 @@ int main(int argc, char **argv)
                                     continue;
                                 if (k > 0 && e != 1)
                                     continue;
-                                golden_case c = {FMK_METHOD_FMM, backend, kernels[k], pr, eps3[e],
-                                                 0, -1, FMK_WALK_AUTO, dist, n, m, dev};
+                                golden_case c = {FMK_METHOD_FMM, backend, kernels[k], pr,
+                                                 eps3[e],        0,       -1,         FMK_WALK_AUTO,
+                                                 dist,           n,       m,          dev};
                                 rc |= run_case(dir, &c);
                             }
                         /* fmm 2D (fp64) */
                         if (pr == FMK_PRECISION_FP64)
                             for (int k = 3; k < 5; k++)
                                 for (int e = 0; e < 2; e++) {
-                                    golden_case c = {FMK_METHOD_FMM, backend, kernels[k], pr,
-                                                     e ? 1e-10 : 1e-4, 0, -1, FMK_WALK_AUTO,
-                                                     dist, n, m, dev};
+                                    golden_case c = {FMK_METHOD_FMM,
+                                                     backend,
+                                                     kernels[k],
+                                                     pr,
+                                                     e ? 1e-10 : 1e-4,
+                                                     0,
+                                                     -1,
+                                                     FMK_WALK_AUTO,
+                                                     dist,
+                                                     n,
+                                                     m,
+                                                     dev};
                                     rc |= run_case(dir, &c);
                                 }
                     }

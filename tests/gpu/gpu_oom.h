@@ -32,13 +32,14 @@ static void *gpu_oom_set_points(fmk_plan *p, int64_t n, const double *x)
     for (int k = 0; k < 2; k++) {
         fmk_status st = fmk_plan_set_points(p, n, x, 0, NULL);
         CHECK_MSG(st == FMK_ERR_DEVICE_NOMEM, "status %d (%s)", (int)st, fmk_plan_last_error(p));
-        CHECK_MSG(strstr(fmk_plan_last_error(p), "bytes") != NULL, "message: %s", fmk_plan_last_error(p));
+        CHECK_MSG(strstr(fmk_plan_last_error(p), "bytes") != NULL, "message: %s",
+                  fmk_plan_last_error(p));
         cudaMemGetInfo(k ? &free3 : &free2, &total);
     }
-    CHECK_MSG(free2 + (2u << 20) >= free1, "device memory lost at the first refusal: %zu -> %zu free",
-              free1, free2);
-    CHECK_MSG(free3 == free2, "device memory leaked by a refused set_points: %zu -> %zu free", free2,
-              free3);
+    CHECK_MSG(free2 + (2u << 20) >= free1,
+              "device memory lost at the first refusal: %zu -> %zu free", free1, free2);
+    CHECK_MSG(free3 == free2, "device memory leaked by a refused set_points: %zu -> %zu free",
+              free2, free3);
     return hog;
 }
 

@@ -63,8 +63,8 @@ static void compare(fmk_kernel k, double eps, int d, int64_t ns, const double *x
     double *gp = test_alloc(w * m + 1), *gg = test_alloc(2 * m + 1);
     double *cp = test_alloc(w * m + 1), *cg = test_alloc(2 * m + 1);
     fmk_info info;
-    check_context("%s %s eps %g n %lld%s", fmk_kernel_name(k), test_set2d_name((test_set2d)d), eps, (long long)ns,
-                  y ? " (targets)" : "");
+    check_context("%s %s eps %g n %lld%s", fmk_kernel_name(k), test_set2d_name((test_set2d)d), eps,
+                  (long long)ns, y ? " (targets)" : "");
     CHECK_STATUS(run(FMK_BACKEND_CUDA, k, eps, ns, x, q, nt, y, gp, gg, &info), FMK_OK);
     CHECK_STATUS(run(FMK_BACKEND_CPU, k, eps, ns, x, q, nt, y, cp, cg, NULL), FMK_OK);
     const double dp = test_rel_l2(gp, cp, w * m), dg = test_rel_l2(gg, cg, 2 * m);
@@ -80,7 +80,8 @@ static void compare(fmk_kernel k, double eps, int d, int64_t ns, const double *x
     test_reference(k, 0, ns, x, q, ms, ys, rp, rg);
     const double ep = test_rel_l2(fp, rp, w * ms), eg = test_rel_l2(fg, rg, 2 * ms);
     printf("  %-8s %-10s eps %-6.0e p %2d levels %d: gpu-cpu %.1e %.1e, error %.2e %.2e\n",
-           fmk_kernel_name(k), test_set2d_name((test_set2d)d), eps, info.order, info.levels, dp, dg, ep, eg);
+           fmk_kernel_name(k), test_set2d_name((test_set2d)d), eps, info.order, info.levels, dp, dg,
+           ep, eg);
     /* the two sum in different orders: rounding, up to ~1e-13 where a far outlier's log term
      * dominates the log2d potential */
     const double agree = fmax(1e-3 * eps, 1e-12);
@@ -134,10 +135,12 @@ static void test_large(void)
         CHECK_STATUS(run(FMK_BACKEND_CUDA, k, 1e-6, n, x, q, 0, NULL, p2, g2, NULL), FMK_OK);
         CHECK_STATUS(run(FMK_BACKEND_CPU, k, 1e-6, n, x, q, 0, NULL, cp, cg, NULL), FMK_OK);
         const double dp = test_rel_l2(p1, cp, 2 * n), dg = test_rel_l2(g1, cg, 2 * n);
-        printf("  cauchy2d %-10s 2^20 points: gpu-cpu %.1e %.1e\n", test_set2d_name((test_set2d)d), dp, dg);
+        printf("  cauchy2d %-10s 2^20 points: gpu-cpu %.1e %.1e\n", test_set2d_name((test_set2d)d),
+               dp, dg);
         CHECK_MSG(dp <= 1e-12 && dg <= 1e-12, "gpu and cpu differ: %.3e %.3e", dp, dg);
         CHECK_MSG(memcmp(p1, p2, 16 * n) == 0 && memcmp(g1, g2, 16 * n) == 0,
-                  "two runs differ: %.3e %.3e", test_rel_l2(p1, p2, 2 * n), test_rel_l2(g1, g2, 2 * n));
+                  "two runs differ: %.3e %.3e", test_rel_l2(p1, p2, 2 * n),
+                  test_rel_l2(g1, g2, 2 * n));
     }
     free(x), free(q), free(p1), free(g1), free(p2), free(g2), free(cp), free(cg);
 }

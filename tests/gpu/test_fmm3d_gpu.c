@@ -38,21 +38,21 @@ static int cpu_direct_near = 1;
  * set on every GPU plan this program makes (gpu_knobs, at its creation): a test changes a field
  * here around the plans it makes and restores it after. */
 static struct {
-    int direct_near;    /* 0 keeps M2P and P2L for every W and X entry */
-    int p2p_pairs;      /* P2P of leaf pairs both ways: points per lane, -1 from the leaf, 0 off */
-    int overlap;        /* the near field on a second stream (1) or after the far field (0) */
-    int p2p_newton;     /* fp64 P2P's 1/r by one Newton step (-1: where eps >= 1e-11) */
-    double root_volume; /* the root cube's volume over the points' bounding cube */
-    int root_fit;       /* the root cube fitted to uniform points */
-    int m2l_gap;        /* the M2L's GEMMs: runs of directions merged across gaps */
+    int direct_near;     /* 0 keeps M2P and P2L for every W and X entry */
+    int p2p_pairs;       /* P2P of leaf pairs both ways: points per lane, -1 from the leaf, 0 off */
+    int overlap;         /* the near field on a second stream (1) or after the far field (0) */
+    int p2p_newton;      /* fp64 P2P's 1/r by one Newton step (-1: where eps >= 1e-11) */
+    double root_volume;  /* the root cube's volume over the points' bounding cube */
+    int root_fit;        /* the root cube fitted to uniform points */
+    int m2l_gap;         /* the M2L's GEMMs: runs of directions merged across gaps */
     long long m2l_bytes; /* and X's bytes */
-    int m2l_rot_order;  /* the first order of the rotation-based M2L (0: every order) */
-    double m2l_trunc;   /* the dense M2L's truncation of the far directions (0: none) */
-    int m2l_classes;    /* its degree classes (0: each degree its own) */
+    int m2l_rot_order;   /* the first order of the rotation-based M2L (0: every order) */
+    double m2l_trunc;    /* the dense M2L's truncation of the far directions (0: none) */
+    int m2l_classes;     /* its degree classes (0: each degree its own) */
     long long m2l_trunc_min; /* its size rule (whole operators below this many boxes) */
-    int point_cols;     /* P2M by column groups, L2P from records (1), a thread per point (0) */
-    int ops_at;         /* a first set_points: the M2L matrices before the tree (1), after (0) */
-    int blas_at;        /* a fresh plan's cuBLAS handle: at set_points (0), at the first eval (1) */
+    int point_cols; /* P2M by column groups, L2P from records (1), a thread per point (0) */
+    int ops_at;     /* a first set_points: the M2L matrices before the tree (1), after (0) */
+    int blas_at;    /* a fresh plan's cuBLAS handle: at set_points (0), at the first eval (1) */
 } knob = {16, -1, 1, -1, 1.0, 1, 5, 256ll << 20, 32, 0.3, 0, 1000, 1, 0, 1};
 
 /* The knobs above into a new plan of the GPU engine (other engines: nothing). */
@@ -63,13 +63,20 @@ static fmk_status gpu_knobs(fmk_plan *p)
     const struct {
         const char *name;
         double value;
-    } k[] = {{"fmm3d.direct_near", knob.direct_near},     {"fmm3d.p2p_pairs", knob.p2p_pairs},
-             {"fmm3d.overlap", knob.overlap},             {"fmm3d.p2p_newton", knob.p2p_newton},
-             {"fmm3d.root_volume", knob.root_volume},     {"fmm3d.root_fit", knob.root_fit},
-             {"fmm3d.m2l_gap", knob.m2l_gap},             {"fmm3d.m2l_bytes", (double)knob.m2l_bytes},
-             {"fmm3d.m2l_rot_order", knob.m2l_rot_order}, {"fmm3d.m2l_trunc", knob.m2l_trunc},
-             {"fmm3d.m2l_classes", knob.m2l_classes},     {"fmm3d.m2l_trunc_min", (double)knob.m2l_trunc_min},
-             {"fmm3d.point_cols", knob.point_cols},       {"fmm3d.ops_at", knob.ops_at},
+    } k[] = {{"fmm3d.direct_near", knob.direct_near},
+             {"fmm3d.p2p_pairs", knob.p2p_pairs},
+             {"fmm3d.overlap", knob.overlap},
+             {"fmm3d.p2p_newton", knob.p2p_newton},
+             {"fmm3d.root_volume", knob.root_volume},
+             {"fmm3d.root_fit", knob.root_fit},
+             {"fmm3d.m2l_gap", knob.m2l_gap},
+             {"fmm3d.m2l_bytes", (double)knob.m2l_bytes},
+             {"fmm3d.m2l_rot_order", knob.m2l_rot_order},
+             {"fmm3d.m2l_trunc", knob.m2l_trunc},
+             {"fmm3d.m2l_classes", knob.m2l_classes},
+             {"fmm3d.m2l_trunc_min", (double)knob.m2l_trunc_min},
+             {"fmm3d.point_cols", knob.point_cols},
+             {"fmm3d.ops_at", knob.ops_at},
              {"fmm3d.blas_at", knob.blas_at}};
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
         const fmk_status st = fmk_plan_tune(p, k[i].name, k[i].value);
@@ -206,8 +213,8 @@ static const struct {
 } m2l_cuts[] = {{-1, 256ll << 20}, {1000, 256ll << 20}, {5, 1}};
 
 /* run() with the M2L's GEMMs cut as m2l_cuts[v] (the knobs restored after). */
-static fmk_status run_m2l_cut(int v, const fmk_opts *o, double eps, int64_t n, const double *x, const double *q,
-                              double *pot, double *grad, fmk_info *info)
+static fmk_status run_m2l_cut(int v, const fmk_opts *o, double eps, int64_t n, const double *x,
+                              const double *q, double *pot, double *grad, fmk_info *info)
 {
     const int gap = knob.m2l_gap;
     const long long bytes = knob.m2l_bytes;
@@ -222,7 +229,8 @@ static void test_vs_cpu(void)
 {
     const int64_t n = quick ? 3000 : 20000;
     double *x = test_alloc(3 * n), *q = test_alloc(n);
-    double *p1 = test_alloc(n), *g1 = test_alloc(3 * n), *p2 = test_alloc(n), *g2 = test_alloc(3 * n);
+    double *p1 = test_alloc(n), *g1 = test_alloc(3 * n), *p2 = test_alloc(n),
+           *g2 = test_alloc(3 * n);
     const int orders[] = {2, 6, 12, 20};
     for (int d = 0; d < N_DISTS; d += quick ? 4 : 1) {
         make_points(d, n, 11 + d, x);
@@ -259,8 +267,8 @@ static void test_vs_cpu(void)
                 knob.p2p_pairs = rt;
                 const double vp = test_rel_l2(p2, p1, n), vg = test_rel_l2(g2, g1, 3 * n);
                 printf("    P2P targets per thread %d: pot %.2e grad %.2e\n", variant[v], vp, vg);
-                CHECK_MSG(vp < 1e-12 && vg < 1e-12, "GPU (P2P %d) vs CPU: pot %.3e grad %.3e", variant[v],
-                          vp, vg);
+                CHECK_MSG(vp < 1e-12 && vg < 1e-12, "GPU (P2P %d) vs CPU: pot %.3e grad %.3e",
+                          variant[v], vp, vg);
             }
             /* the near field on the far field's stream, after it (eval's passes one after
              * another): the same sums */
@@ -272,16 +280,19 @@ static void test_vs_cpu(void)
                 knob.overlap = 1;
                 const double vp = test_rel_l2(p2, p1, n), vg = test_rel_l2(g2, g1, 3 * n);
                 printf("    one stream: pot %.2e grad %.2e\n", vp, vg);
-                CHECK_MSG(vp < 1e-12 && vg < 1e-12, "GPU (one stream) vs CPU: pot %.3e grad %.3e", vp, vg);
+                CHECK_MSG(vp < 1e-12 && vg < 1e-12, "GPU (one stream) vs CPU: pot %.3e grad %.3e",
+                          vp, vg);
                 /* the M2L's GEMMs cut every way */
                 for (int v = 0; v < 3; v++) {
                     knob.direct_near = 0;
                     CHECK(run_m2l_cut(v, &og, 1e-6, n, x, q, p2, g2, &info) == FMK_OK);
                     knob.direct_near = near;
                     const double mp = test_rel_l2(p2, p1, n), mg = test_rel_l2(g2, g1, 3 * n);
-                    printf("    M2L runs merged across gaps <= %d, X of %lld bytes: pot %.2e grad %.2e\n",
+                    printf("    M2L runs merged across gaps <= %d, X of %lld bytes: pot %.2e grad "
+                           "%.2e\n",
                            m2l_cuts[v].gap, m2l_cuts[v].bytes, mp, mg);
-                    CHECK_MSG(mp < 1e-12 && mg < 1e-12, "GPU (M2L gap %d, X %lld bytes) vs CPU: pot %.3e grad %.3e",
+                    CHECK_MSG(mp < 1e-12 && mg < 1e-12,
+                              "GPU (M2L gap %d, X %lld bytes) vs CPU: pot %.3e grad %.3e",
                               m2l_cuts[v].gap, m2l_cuts[v].bytes, mp, mg);
                 }
             }
@@ -292,9 +303,9 @@ static void test_vs_cpu(void)
 
 /* One GPU run with rt points per lane and Newton's 1/r as given (every W and X entry on its
  * operator; the knobs restored after): its levels, and its errors against (p1, g1). */
-static void pairs_run(const fmk_opts *og, int rt, int newton, int64_t n, const double *x, const double *q,
-                      const double *p1, const double *g1, double *p2, double *g2, int *levels, double *dp,
-                      double *dg)
+static void pairs_run(const fmk_opts *og, int rt, int newton, int64_t n, const double *x,
+                      const double *q, const double *p1, const double *g1, double *p2, double *g2,
+                      int *levels, double *dp, double *dg)
 {
     const int rt0 = knob.p2p_pairs, newton0 = knob.p2p_newton, near = knob.direct_near;
     knob.p2p_pairs = rt, knob.p2p_newton = newton, knob.direct_near = 0;
@@ -312,7 +323,8 @@ static void test_pairs(void)
 {
     const int64_t n = quick ? 5000 : 20000;
     double *x = test_alloc(3 * n), *q = test_alloc(n);
-    double *p1 = test_alloc(n), *g1 = test_alloc(3 * n), *p2 = test_alloc(n), *g2 = test_alloc(3 * n);
+    double *p1 = test_alloc(n), *g1 = test_alloc(3 * n), *p2 = test_alloc(n),
+           *g2 = test_alloc(3 * n);
     for (int d = 0; d < N_DISTS; d += quick ? 4 : 1) {
         make_points(d, n, 31 + d, x);
         test_charges(n, 0, 32 + d, q);
@@ -326,11 +338,11 @@ static void test_pairs(void)
                 int levels;
                 double dp, dg;
                 pairs_run(&og, rt, nw, n, x, q, p1, g1, p2, g2, &levels, &dp, &dg);
-                printf("  pairs %-7s levels %d, %d per lane, Newton %d: pot %.2e grad %.2e\n", dist_name[d], levels,
-                       rt, nw, dp, dg);
+                printf("  pairs %-7s levels %d, %d per lane, Newton %d: pot %.2e grad %.2e\n",
+                       dist_name[d], levels, rt, nw, dp, dg);
                 const double bound = nw ? 1e-11 : 1e-12;
-                CHECK_MSG(dp < bound && dg < bound, "GPU (P2P %d, Newton %d) vs CPU: pot %.3e grad %.3e", rt, nw, dp,
-                          dg);
+                CHECK_MSG(dp < bound && dg < bound,
+                          "GPU (P2P %d, Newton %d) vs CPU: pot %.3e grad %.3e", rt, nw, dp, dg);
             }
     }
     free(x), free(q), free(p1), free(g1), free(p2), free(g2);
@@ -346,7 +358,8 @@ static void test_root_fit_mixed(void)
     if (quick) /* the fit's path is in test_root_fit's quick case */
         return;
     const int64_t n = 204800, ns = quick ? 200 : 1000, leaf = 400;
-    double *x = test_alloc(3 * n), *q = test_alloc(n), *pot = test_alloc(n), *grad = test_alloc(3 * n);
+    double *x = test_alloc(3 * n), *q = test_alloc(n), *pot = test_alloc(n),
+           *grad = test_alloc(3 * n);
     double *pot0 = test_alloc(n), *grad0 = test_alloc(3 * n);
     const int fit = knob.root_fit;
     const int dists[2] = {DIST_CUBE, DIST_NESTED};
@@ -367,15 +380,18 @@ static void test_root_fit_mixed(void)
             sampled_errors(n, pot0, grad0, ns, ref, &ep0, &eg0);
             sampled_errors(n, pot, grad, ns, ref, &ep, &eg);
             const double dp = test_rel_l2(pot, pot0, n), dg = test_rel_l2(grad, grad0, 3 * n);
-            printf("  root fitted, %s of %lld, leaf %lld, eps 1e-6: levels %d -> %d, pot %.2e -> %.2e, grad %.2e -> "
+            printf("  root fitted, %s of %lld, leaf %lld, eps 1e-6: levels %d -> %d, pot %.2e -> "
+                   "%.2e, grad %.2e -> "
                    "%.2e; fitted against not: pot %.2e grad %.2e\n",
-                   dist_name[dists[d]], (long long)n, (long long)leaf, i0.levels, i1.levels, ep0, ep, eg0, eg, dp, dg);
+                   dist_name[dists[d]], (long long)n, (long long)leaf, i0.levels, i1.levels, ep0,
+                   ep, eg0, eg, dp, dg);
             CHECK_MSG(ep <= 1e-6 && eg <= 1e-5, "pot %.3e grad %.3e", ep, eg);
             if (dists[d] == DIST_CUBE)
-                CHECK_MSG(i0.levels == 5 && i1.levels == 5 && dp > 1e-12, "levels %d and %d, pot moved %.3e",
-                          i0.levels, i1.levels, dp);
+                CHECK_MSG(i0.levels == 5 && i1.levels == 5 && dp > 1e-12,
+                          "levels %d and %d, pot moved %.3e", i0.levels, i1.levels, dp);
             else
-                CHECK_MSG(dp < 1e-13 && dg < 1e-13, "nested clusters refitted? pot %.3e grad %.3e", dp, dg);
+                CHECK_MSG(dp < 1e-13 && dg < 1e-13, "nested clusters refitted? pot %.3e grad %.3e",
+                          dp, dg);
         }
         free(ref);
     }
@@ -389,53 +405,56 @@ static void test_root_fit_mixed(void)
  * refitted (the P2P of leaf pairs only). */
 static void test_root_fit(void)
 {
-  for (int c = 0; c < (quick ? 1 : 2); c++) {
-    const int64_t n = c ? 153600 : 110000, ns = quick ? 200 : 1000, leaf = c ? 500 : 400;
-    double *x = test_alloc(3 * n), *q = test_alloc(n), *pot = test_alloc(n), *grad = test_alloc(3 * n);
-    double *pot0 = test_alloc(n), *grad0 = test_alloc(3 * n);
-    make_points(DIST_CUBE, n, 45, x);
-    test_charges(n, 0, 46, q);
-    double *ref = sampled_reference(n, x, q, ns);
-    const int fit = knob.root_fit;
-    fmk_opts o = fmm_opts(FMK_BACKEND_CUDA, -1, leaf);
-    for (int e = 0; e < (quick ? 1 : 2); e++) {
-        const double eps = e ? 1e-9 : 1e-6;
-        check_context("root fitted, cube, eps %.0e", eps);
-        fmk_info i0, i1;
-        knob.root_fit = 0;
-        const fmk_status s0 = run(&o, eps, n, x, q, 0, NULL, pot0, grad0, &i0);
-        knob.root_fit = 1;
-        const fmk_status s1 = run(&o, eps, n, x, q, 0, NULL, pot, grad, &i1);
-        knob.root_fit = fit;
-        if (!CHECK(s0 == FMK_OK && s1 == FMK_OK))
-            continue;
-        double ep0, eg0, ep, eg;
-        sampled_errors(n, pot0, grad0, ns, ref, &ep0, &eg0);
-        sampled_errors(n, pot, grad, ns, ref, &ep, &eg);
-        printf("  root fitted, cube of %lld, leaf %lld, eps %.0e: levels %d -> %d, pot %.2e -> %.2e, grad %.2e -> "
-               "%.2e\n",
-               (long long)n, (long long)leaf, eps, i0.levels, i1.levels, ep0, ep, eg0, eg);
-        CHECK_MSG(i0.levels == 4 && i1.levels == 5, "levels %d and %d", i0.levels, i1.levels);
-        CHECK_MSG(ep <= eps && eg <= 10 * eps, "pot %.3e grad %.3e", ep, eg);
-        /* separate targets: never refitted, the same sums as without the fit */
-        const int64_t m = ns;
-        double *y = test_alloc(3 * m), *pt = test_alloc(m), *gt = test_alloc(3 * m);
-        double *pt0 = test_alloc(m), *gt0 = test_alloc(3 * m);
-        for (int64_t i = 0; i < m; i++)
-            memcpy(y + 3 * i, x + 3 * (i * (n / ns)), 24);
-        knob.root_fit = 0;
-        CHECK(run(&o, eps, n, x, q, m, y, pt0, gt0, NULL) == FMK_OK);
-        knob.root_fit = 1;
-        CHECK(run(&o, eps, n, x, q, m, y, pt, gt, NULL) == FMK_OK);
-        knob.root_fit = fit;
-        const double dp = test_rel_l2(pt, pt0, m), dg = test_rel_l2(gt, gt0, 3 * m);
-        printf("    separate targets: against no fit: pot %.2e grad %.2e\n", dp, dg);
-        CHECK_MSG(dp < 1e-13 && dg < 1e-13, "separate targets refitted? pot %.3e grad %.3e", dp, dg);
-        free(y), free(pt), free(gt), free(pt0), free(gt0);
+    for (int c = 0; c < (quick ? 1 : 2); c++) {
+        const int64_t n = c ? 153600 : 110000, ns = quick ? 200 : 1000, leaf = c ? 500 : 400;
+        double *x = test_alloc(3 * n), *q = test_alloc(n), *pot = test_alloc(n),
+               *grad = test_alloc(3 * n);
+        double *pot0 = test_alloc(n), *grad0 = test_alloc(3 * n);
+        make_points(DIST_CUBE, n, 45, x);
+        test_charges(n, 0, 46, q);
+        double *ref = sampled_reference(n, x, q, ns);
+        const int fit = knob.root_fit;
+        fmk_opts o = fmm_opts(FMK_BACKEND_CUDA, -1, leaf);
+        for (int e = 0; e < (quick ? 1 : 2); e++) {
+            const double eps = e ? 1e-9 : 1e-6;
+            check_context("root fitted, cube, eps %.0e", eps);
+            fmk_info i0, i1;
+            knob.root_fit = 0;
+            const fmk_status s0 = run(&o, eps, n, x, q, 0, NULL, pot0, grad0, &i0);
+            knob.root_fit = 1;
+            const fmk_status s1 = run(&o, eps, n, x, q, 0, NULL, pot, grad, &i1);
+            knob.root_fit = fit;
+            if (!CHECK(s0 == FMK_OK && s1 == FMK_OK))
+                continue;
+            double ep0, eg0, ep, eg;
+            sampled_errors(n, pot0, grad0, ns, ref, &ep0, &eg0);
+            sampled_errors(n, pot, grad, ns, ref, &ep, &eg);
+            printf("  root fitted, cube of %lld, leaf %lld, eps %.0e: levels %d -> %d, pot %.2e -> "
+                   "%.2e, grad %.2e -> "
+                   "%.2e\n",
+                   (long long)n, (long long)leaf, eps, i0.levels, i1.levels, ep0, ep, eg0, eg);
+            CHECK_MSG(i0.levels == 4 && i1.levels == 5, "levels %d and %d", i0.levels, i1.levels);
+            CHECK_MSG(ep <= eps && eg <= 10 * eps, "pot %.3e grad %.3e", ep, eg);
+            /* separate targets: never refitted, the same sums as without the fit */
+            const int64_t m = ns;
+            double *y = test_alloc(3 * m), *pt = test_alloc(m), *gt = test_alloc(3 * m);
+            double *pt0 = test_alloc(m), *gt0 = test_alloc(3 * m);
+            for (int64_t i = 0; i < m; i++)
+                memcpy(y + 3 * i, x + 3 * (i * (n / ns)), 24);
+            knob.root_fit = 0;
+            CHECK(run(&o, eps, n, x, q, m, y, pt0, gt0, NULL) == FMK_OK);
+            knob.root_fit = 1;
+            CHECK(run(&o, eps, n, x, q, m, y, pt, gt, NULL) == FMK_OK);
+            knob.root_fit = fit;
+            const double dp = test_rel_l2(pt, pt0, m), dg = test_rel_l2(gt, gt0, 3 * m);
+            printf("    separate targets: against no fit: pot %.2e grad %.2e\n", dp, dg);
+            CHECK_MSG(dp < 1e-13 && dg < 1e-13, "separate targets refitted? pot %.3e grad %.3e", dp,
+                      dg);
+            free(y), free(pt), free(gt), free(pt0), free(gt0);
+        }
+        free(ref), free(x), free(q), free(pot), free(grad), free(pot0), free(grad0);
     }
-    free(ref), free(x), free(q), free(pot), free(grad), free(pot0), free(grad0);
-  }
-  test_root_fit_mixed();
+    test_root_fit_mixed();
 }
 
 /* A root cube larger than the points' bounding cube (volume 2.5 and 4: other leaf populations,
@@ -444,7 +463,8 @@ static void test_root_fit(void)
 static void test_root(void)
 {
     const int64_t n = quick ? 4000 : 60000, ns = quick ? 200 : 1000;
-    double *x = test_alloc(3 * n), *q = test_alloc(n), *pot = test_alloc(n), *grad = test_alloc(3 * n);
+    double *x = test_alloc(3 * n), *q = test_alloc(n), *pot = test_alloc(n),
+           *grad = test_alloc(3 * n);
     const double vols[] = {1, 2.5, 4};
     for (int d = 0; d < N_DISTS; d += 2) {
         make_points(d, n, 41 + d, x);
@@ -460,8 +480,9 @@ static void test_root(void)
             knob.root_volume = vol;
             double ep, eg;
             sampled_errors(n, pot, grad, ns, ref, &ep, &eg);
-            printf("  root volume %3.1f %-7s: p %2d leaf %3lld levels %2d: pot %.2e grad %.2e\n", vols[v],
-                   dist_name[d], info.order, (long long)info.leaf_size, info.levels, ep, eg);
+            printf("  root volume %3.1f %-7s: p %2d leaf %3lld levels %2d: pot %.2e grad %.2e\n",
+                   vols[v], dist_name[d], info.order, (long long)info.leaf_size, info.levels, ep,
+                   eg);
             CHECK_MSG(ep <= 1e-6 && eg <= 1e-5, "pot %.3e grad %.3e", ep, eg);
             /* separate targets: the sampled points as targets, the same sums */
             const int64_t m = ns;
@@ -512,8 +533,8 @@ static void test_lists(void)
     const int64_t n = quick ? 4000 : 40000, m = n / 3;
     double *x = test_alloc(3 * (n + m));
     enum { C_CUBE, C_PLUMMER, C_CORNER, C_NESTED, C_IDENTICAL, C_OUTLIER, C_TARGETS, N_CASES };
-    static const char *name[N_CASES] = {"cube", "plummer", "corner", "nested", "identical", "outlier",
-                                        "targets"};
+    static const char *name[N_CASES] = {"cube",      "plummer", "corner", "nested",
+                                        "identical", "outlier", "targets"};
     for (int c = 0; c < N_CASES; c++) {
         check_context("lists, %s", name[c]);
         const int dist = c == C_PLUMMER || c == C_TARGETS ? DIST_PLUMMER
@@ -554,7 +575,8 @@ static void test_lists(void)
         fmk_plan_info(p, &info);
         fmk_tree3d t;
         CHECK(fmk_tree3d_build(NULL, &t, np, mp, (int32_t)info.leaf_size, 2) == FMK_OK);
-        int64_t *ns = (int64_t *)calloc((size_t)t.n_nodes, 8), *ntr = (int64_t *)calloc((size_t)t.n_nodes, 8);
+        int64_t *ns = (int64_t *)calloc((size_t)t.n_nodes, 8),
+                *ntr = (int64_t *)calloc((size_t)t.n_nodes, 8);
         int64_t *before = (int64_t *)malloc(8 * (size_t)(np + 1));
         before[0] = 0;
         for (int64_t q = 0; q < np; q++)
@@ -573,14 +595,17 @@ static void test_lists(void)
             bad += !same_row(gl.v_begin, gl.v, gl.v_dir, hl.v_begin, hl.v, hl.v_dir, b, buf);
             bad += !same_row(gl.w_begin, gl.w, NULL, hl.w_begin, hl.w, NULL, b, buf);
             bad += !same_row(gl.x_begin, gl.x, NULL, hl.x_begin, hl.x, NULL, b, buf);
-            bad_cube += memcmp(gl.center + 3 * b, hl.center + 3 * b, 24) != 0 || gl.side[b] != hl.side[b];
+            bad_cube +=
+                memcmp(gl.center + 3 * b, hl.center + 3 * b, 24) != 0 || gl.side[b] != hl.side[b];
         }
-        printf("  lists %-9s %6lld nodes, %2d levels: U %lld V %lld W %lld X %lld; rows differing %lld, "
+        printf("  lists %-9s %6lld nodes, %2d levels: U %lld V %lld W %lld X %lld; rows differing "
+               "%lld, "
                "cubes %lld\n",
                name[c], (long long)gl.n_nodes, t.levels, (long long)gl.n_u, (long long)gl.n_v,
                (long long)gl.n_w, (long long)gl.n_x, (long long)bad, (long long)bad_cube);
-        CHECK_MSG(bad == 0 && bad_cube == 0 && gl.n_u == hl.n_u && gl.n_v == hl.n_v && gl.n_w == hl.n_w &&
-                      gl.n_x == hl.n_x && memcmp(gl.dir_used, hl.dir_used, sizeof gl.dir_used) == 0,
+        CHECK_MSG(bad == 0 && bad_cube == 0 && gl.n_u == hl.n_u && gl.n_v == hl.n_v &&
+                      gl.n_w == hl.n_w && gl.n_x == hl.n_x &&
+                      memcmp(gl.dir_used, hl.dir_used, sizeof gl.dir_used) == 0,
                   "GPU lists differ from the host's");
         free(buf), free(before), free(ns), free(ntr), free(mp);
         fmk_tree3d_free(&t);
@@ -596,7 +621,8 @@ static void test_accuracy(void)
 {
     const int64_t n = quick ? 4000 : 60000, ns = quick ? 200 : 1000;
     const double epss[] = {1e-3, 1e-6, 1e-9, 1e-12, 1e-13};
-    double *x = test_alloc(3 * n), *q = test_alloc(n), *pot = test_alloc(n), *grad = test_alloc(3 * n);
+    double *x = test_alloc(3 * n), *q = test_alloc(n), *pot = test_alloc(n),
+           *grad = test_alloc(3 * n);
     for (int d = 0; d < N_DISTS; d++) {
         make_points(d, n, 21 + d, x);
         test_charges(n, 0, 22 + d, q);
@@ -607,7 +633,8 @@ static void test_accuracy(void)
             check_context("accuracy, %s, eps %.0e", dist_name[d], epss[e]);
             fmk_opts o = fmm_opts(FMK_BACKEND_CUDA, -1, 0);
             fmk_info info;
-            const int below = epss[e] < fmk_engines_find(FMK_METHOD_FMM, 3, FMK_BACKEND_CUDA)->eps_min;
+            const int below =
+                epss[e] < fmk_engines_find(FMK_METHOD_FMM, 3, FMK_BACKEND_CUDA)->eps_min;
             if (below) {
                 /* below the GPU engine's reach: refused on backend cuda, made on the CPU under
                  * backend auto */
@@ -622,7 +649,8 @@ static void test_accuracy(void)
             double ep, eg;
             sampled_errors(n, pot, grad, ns, ref, &ep, &eg);
             printf("  accuracy %-7s eps %.0e: p %2d leaf %3lld levels %2d: pot %.2e grad %.2e\n",
-                   dist_name[d], epss[e], info.order, (long long)info.leaf_size, info.levels, ep, eg);
+                   dist_name[d], epss[e], info.order, (long long)info.leaf_size, info.levels, ep,
+                   eg);
             CHECK_MSG(ep <= epss[e] && eg <= 10 * epss[e], "pot %.3e grad %.3e", ep, eg);
         }
         free(ref);
@@ -630,7 +658,8 @@ static void test_accuracy(void)
     /* eps 1e-14, below eps_min (no order reaches it in fp64, docs/fmm3d_gpu.md): refused on
      * backend cuda with the status that names the way out, made on the CPU under backend auto */
     check_context("accuracy, eps 1e-14");
-    CHECK(fmk_engines_find(FMK_METHOD_FMM, 3, FMK_BACKEND_CUDA)->eps_min > 1e-14 && fmk_engines_find(FMK_METHOD_FMM, 3, FMK_BACKEND_CUDA)->eps_min <= 1e-12);
+    CHECK(fmk_engines_find(FMK_METHOD_FMM, 3, FMK_BACKEND_CUDA)->eps_min > 1e-14 &&
+          fmk_engines_find(FMK_METHOD_FMM, 3, FMK_BACKEND_CUDA)->eps_min <= 1e-12);
     fmk_opts o = fmm_opts(FMK_BACKEND_CUDA, -1, 0);
     fmk_plan *pl = NULL;
     CHECK(plan_create(&pl, 1e-14, &o) == FMK_ERR_UNAVAILABLE);
@@ -650,9 +679,9 @@ static void test_accuracy(void)
 /* run() with the truncated degrees in `classes` classes and the size rule at trunc_min (the
  * knobs restored after); *whole: the plan's operators were whole (-1: no state), *boxes: its
  * M2L's columns. */
-static fmk_status run_m2l_rule(int classes, long long trunc_min, const fmk_opts *o, double eps, int64_t n,
-                               const double *x, const double *q, double *pot, double *grad, int *whole,
-                               int64_t *boxes)
+static fmk_status run_m2l_rule(int classes, long long trunc_min, const fmk_opts *o, double eps,
+                               int64_t n, const double *x, const double *q, double *pot,
+                               double *grad, int *whole, int64_t *boxes)
 {
     const int k0 = knob.m2l_classes;
     const long long m0 = knob.m2l_trunc_min;
@@ -679,8 +708,9 @@ static fmk_status run_m2l_rule(int classes, long long trunc_min, const fmk_opts 
  * and 10 eps (grad) and within TRUNC_RATIO of the whole operators' errors (ep0, eg0); the size
  * rule below every M2L (1) the truncated results, above every M2L the whole ones (to rounding). */
 static void trunc_rules(const fmk_opts *o, double eps, int64_t n, const double *x, const double *q,
-                        const double *ref, int64_t ns, const double *pot0, const double *grad0, const double *pot1,
-                        const double *grad1, double ep0, double eg0, double *pot, double *grad)
+                        const double *ref, int64_t ns, const double *pot0, const double *grad0,
+                        const double *pot1, const double *grad1, double ep0, double eg0,
+                        double *pot, double *grad)
 {
     for (int k = 2; k <= 4; k++) {
         int whole;
@@ -689,7 +719,8 @@ static void trunc_rules(const fmk_opts *o, double eps, int64_t n, const double *
             continue;
         double ep, eg;
         sampled_errors(n, pot, grad, ns, ref, &ep, &eg);
-        printf("    %d degree classes: pot %.2e (x%.2f) grad %.2e (x%.2f)\n", k, ep, ep / ep0, eg, eg / eg0);
+        printf("    %d degree classes: pot %.2e (x%.2f) grad %.2e (x%.2f)\n", k, ep, ep / ep0, eg,
+               eg / eg0);
         CHECK_MSG(ep <= eps && eg <= 10 * eps, "%d classes: pot %.3e grad %.3e", k, ep, eg);
         CHECK_MSG(ep <= TRUNC_RATIO * ep0 && eg <= TRUNC_RATIO * eg0,
                   "%d classes: pot %.3e grad %.3e, whole: pot %.3e grad %.3e", k, ep, eg, ep0, eg0);
@@ -702,10 +733,13 @@ static void trunc_rules(const fmk_opts *o, double eps, int64_t n, const double *
             continue;
         const double *pr = m ? pot0 : pot1, *gr = m ? grad0 : grad1;
         const double dp = test_rel_l2(pot, pr, n), dg = test_rel_l2(grad, gr, 3 * n);
-        printf("    size rule %lld boxes (M2L of %lld): %s operators, against the %s: pot %.2e grad %.2e\n",
-               mins[m], (long long)boxes, whole ? "whole" : "truncated", m ? "whole" : "truncated", dp, dg);
+        printf("    size rule %lld boxes (M2L of %lld): %s operators, against the %s: pot %.2e "
+               "grad %.2e\n",
+               mins[m], (long long)boxes, whole ? "whole" : "truncated", m ? "whole" : "truncated",
+               dp, dg);
         /* no M2L (no level 2): below any size, whole */
-        CHECK_MSG(whole == (m || boxes == 0), "size rule %lld, %lld boxes: whole %d", mins[m], (long long)boxes, whole);
+        CHECK_MSG(whole == (m || boxes == 0), "size rule %lld, %lld boxes: whole %d", mins[m],
+                  (long long)boxes, whole);
         CHECK_MSG(dp < 1e-12 && dg < 1e-12, "size rule %lld: pot %.3e grad %.3e", mins[m], dp, dg);
     }
 }
@@ -720,7 +754,8 @@ static void trunc_kept_plan(void)
     const double f0 = knob.m2l_trunc;
     const long long m0 = knob.m2l_trunc_min;
     double *xa = test_alloc(3 * na), *xb = test_alloc(3 * nb), *q = test_alloc(nb);
-    double *p1 = test_alloc(nb), *g1 = test_alloc(3 * nb), *p2 = test_alloc(nb), *g2 = test_alloc(3 * nb);
+    double *p1 = test_alloc(nb), *g1 = test_alloc(3 * nb), *p2 = test_alloc(nb),
+           *g2 = test_alloc(3 * nb);
     make_points(DIST_CUBE, na, 71, xa);
     make_points(DIST_CUBE, nb, 72, xb);
     test_charges(nb, 0, 73, q);
@@ -748,7 +783,8 @@ static void trunc_kept_plan(void)
         if (!CHECK(sf == FMK_OK))
             continue;
         const double dp = test_rel_l2(p1, p2, n), dg = test_rel_l2(g1, g2, 3 * n);
-        printf("  M2L size rule, kept plan, %lld points: %lld boxes, %d GEMMs, %s operators; against a fresh plan: "
+        printf("  M2L size rule, kept plan, %lld points: %lld boxes, %d GEMMs, %s operators; "
+               "against a fresh plan: "
                "pot %.2e grad %.2e\n",
                (long long)n, (long long)boxes, gemms, whole ? "whole" : "truncated", dp, dg);
         CHECK_MSG(boxes > 0 && whole == !big, "%lld boxes, whole %d", (long long)boxes, whole);
@@ -776,8 +812,10 @@ static void test_trunc(void)
     const int k0 = knob.m2l_classes;
     const long long m0 = knob.m2l_trunc_min;
     knob.m2l_classes = 0, knob.m2l_trunc_min = 0;
-    double *x = test_alloc(3 * n), *q = test_alloc(n), *pot = test_alloc(n), *grad = test_alloc(3 * n);
-    double *pot2 = test_alloc(n), *grad2 = test_alloc(3 * n), *pot3 = test_alloc(n), *grad3 = test_alloc(3 * n);
+    double *x = test_alloc(3 * n), *q = test_alloc(n), *pot = test_alloc(n),
+           *grad = test_alloc(3 * n);
+    double *pot2 = test_alloc(n), *grad2 = test_alloc(3 * n), *pot3 = test_alloc(n),
+           *grad3 = test_alloc(3 * n);
     for (int d = 0; d < N_DISTS; d += quick ? N_DISTS : 1) {
         make_points(d, n, 21 + d, x);
         test_charges(n, 0, 22 + d, q);
@@ -790,17 +828,20 @@ static void test_trunc(void)
             knob.m2l_trunc = 0;
             const fmk_status s0 = run(&o, epss[e], n, x, q, 0, NULL, pot, grad, &info);
             knob.m2l_trunc = f0;
-            if (!CHECK(s0 == FMK_OK) || !CHECK(run(&o, epss[e], n, x, q, 0, NULL, pot2, grad2, NULL) == FMK_OK))
+            if (!CHECK(s0 == FMK_OK) ||
+                !CHECK(run(&o, epss[e], n, x, q, 0, NULL, pot2, grad2, NULL) == FMK_OK))
                 continue;
             sampled_errors(n, pot, grad, ns, ref, &ep0, &eg0);
             sampled_errors(n, pot2, grad2, ns, ref, &ep, &eg);
-            printf("  M2L truncated %-7s eps %.0e p %2d: whole pot %.2e grad %.2e; f %g pot %.2e (x%.2f) grad %.2e "
+            printf("  M2L truncated %-7s eps %.0e p %2d: whole pot %.2e grad %.2e; f %g pot %.2e "
+                   "(x%.2f) grad %.2e "
                    "(x%.2f)",
                    dist_name[d], epss[e], info.order, ep0, eg0, f0, ep, ep / ep0, eg, eg / eg0);
             CHECK_MSG(ep <= epss[e] && eg <= 10 * epss[e], "pot %.3e grad %.3e", ep, eg);
             CHECK_MSG(ep <= TRUNC_RATIO * ep0 && eg <= TRUNC_RATIO * eg0,
                       "truncated: pot %.3e grad %.3e, whole: pot %.3e grad %.3e", ep, eg, ep0, eg0);
-            memcpy(pot3, pot2, 8 * (size_t)n), memcpy(grad3, grad2, 24 * (size_t)n); /* the truncated */
+            memcpy(pot3, pot2, 8 * (size_t)n),
+                memcpy(grad3, grad2, 24 * (size_t)n); /* the truncated */
             for (int k = 0; k < 3 && !quick; k++) {
                 knob.m2l_trunc = knobs[k];
                 const fmk_status sk = run(&o, epss[e], n, x, q, 0, NULL, pot2, grad2, NULL);
@@ -811,7 +852,8 @@ static void test_trunc(void)
                 printf("; f %g x%.2f x%.2f", knobs[k], ep / ep0, eg / eg0);
             }
             printf("\n");
-            trunc_rules(&o, epss[e], n, x, q, ref, ns, pot, grad, pot3, grad3, ep0, eg0, pot2, grad2);
+            trunc_rules(&o, epss[e], n, x, q, ref, ns, pot, grad, pot3, grad3, ep0, eg0, pot2,
+                        grad2);
             if (e != 1 || (d != 0 && d != 2))
                 continue;
             /* the GEMMs cut every way: the same products, summed alike */
@@ -821,10 +863,11 @@ static void test_trunc(void)
                 if (!CHECK(run_m2l_cut(v, &o, epss[e], n, x, q, pot2, grad2, NULL) == FMK_OK))
                     continue;
                 const double dp = test_rel_l2(pot2, pot, n), dg = test_rel_l2(grad2, grad, 3 * n);
-                printf("    truncated, M2L runs merged across gaps <= %d, X of %lld bytes: pot %.2e grad %.2e\n",
+                printf("    truncated, M2L runs merged across gaps <= %d, X of %lld bytes: pot "
+                       "%.2e grad %.2e\n",
                        m2l_cuts[v].gap, m2l_cuts[v].bytes, dp, dg);
-                CHECK_MSG(dp < 1e-12 && dg < 1e-12, "M2L gap %d, X %lld bytes: pot %.3e grad %.3e", m2l_cuts[v].gap,
-                          m2l_cuts[v].bytes, dp, dg);
+                CHECK_MSG(dp < 1e-12 && dg < 1e-12, "M2L gap %d, X %lld bytes: pot %.3e grad %.3e",
+                          m2l_cuts[v].gap, m2l_cuts[v].bytes, dp, dg);
             }
         }
         free(ref);
@@ -839,7 +882,8 @@ static void test_trunc(void)
 static void test_order(void)
 {
     const int64_t n = quick ? 3000 : 50000;
-    double *x = test_alloc(3 * n), *q = test_alloc(n), *pot = test_alloc(n), *grad = test_alloc(3 * n);
+    double *x = test_alloc(3 * n), *q = test_alloc(n), *pot = test_alloc(n),
+           *grad = test_alloc(3 * n);
     make_points(DIST_PLUMMER, n, 31, x);
     test_charges(n, 0, 32, q);
     double *ref = sampled_reference(n, x, q, 300);
@@ -854,7 +898,8 @@ static void test_order(void)
         double ep, eg;
         sampled_errors(n, pot, grad, 300, ref, &ep, &eg);
         printf("  order %2d: pot %.2e grad %.2e\n", p, ep, eg);
-        CHECK_MSG(ep < last || ep < (p > 32 ? 5e-14 : 1e-14), "error %.3e did not fall from %.3e", ep, last);
+        CHECK_MSG(ep < last || ep < (p > 32 ? 5e-14 : 1e-14), "error %.3e did not fall from %.3e",
+                  ep, last);
         last = ep;
     }
     /* the rotation-based M2L against the dense matrices at orders both do (the knob's 1000:
@@ -889,7 +934,8 @@ static void test_targets(void)
 {
     const int64_t n = quick ? 3000 : 60000, m = quick ? 500 : 5000;
     double *x = test_alloc(3 * n), *q = test_alloc(n), *y = test_alloc(3 * m);
-    double *pot = test_alloc(m), *grad = test_alloc(3 * m), *rp = test_alloc(m), *rg = test_alloc(3 * m);
+    double *pot = test_alloc(m), *grad = test_alloc(3 * m), *rp = test_alloc(m),
+           *rg = test_alloc(3 * m);
     make_points(DIST_PLUMMER, n, 41, x);
     make_points(DIST_CUBE, m, 42, y);
     for (int64_t i = 0; i < 3 * m; i++)
@@ -914,7 +960,8 @@ static void test_targets(void)
 static void test_small(void)
 {
     const int64_t n = 600;
-    double *x = test_alloc(3 * n), *q = test_alloc(n), *pot = test_alloc(n), *grad = test_alloc(3 * n);
+    double *x = test_alloc(3 * n), *q = test_alloc(n), *pot = test_alloc(n),
+           *grad = test_alloc(3 * n);
     double *rp = test_alloc(n), *rg = test_alloc(3 * n);
     test_charges(n, 0, 51, q);
     for (int c = 0; c < 4; c++) {
@@ -949,7 +996,8 @@ static void test_device_and_reuse(void)
 {
     const int64_t n = quick ? 3000 : 50000;
     double *x = test_alloc(3 * n), *q = test_alloc(2 * n);
-    double *p1 = test_alloc(n), *g1 = test_alloc(3 * n), *p2 = test_alloc(n), *g2 = test_alloc(3 * n);
+    double *p1 = test_alloc(n), *g1 = test_alloc(3 * n), *p2 = test_alloc(n),
+           *g2 = test_alloc(3 * n);
     make_points(DIST_NESTED, n, 61, x);
     test_charges(2 * n, 0, 62, q);
     fmk_opts o = fmm_opts(FMK_BACKEND_CUDA, -1, 0);
@@ -960,20 +1008,23 @@ static void test_device_and_reuse(void)
     CHECK_PLAN_OK(fmk_plan_eval(p, q, p1, g1), p);
     CHECK_PLAN_OK(fmk_plan_eval(p, q + n, p1, g1), p); /* the second vector */
     double *dq, *dp, *dg;
-    cudaMalloc((void **)&dq, 8 * n), cudaMalloc((void **)&dp, 8 * n), cudaMalloc((void **)&dg, 24 * n);
+    cudaMalloc((void **)&dq, 8 * n), cudaMalloc((void **)&dp, 8 * n),
+        cudaMalloc((void **)&dg, 24 * n);
     cudaMemcpy(dq, q + n, 8 * n, cudaMemcpyHostToDevice);
     CHECK_PLAN_OK(fmk_plan_eval_device(p, dq, dp, dg), p);
     cudaMemcpy(p2, dp, 8 * n, cudaMemcpyDeviceToHost);
     cudaMemcpy(g2, dg, 24 * n, cudaMemcpyDeviceToHost);
     /* P2M sums warps in shared memory in no fixed order: equal to rounding */
-    CHECK_MSG(test_rel_l2(p2, p1, n) < 1e-14 && test_rel_l2(g2, g1, 3 * n) < 1e-14, "device path differs");
+    CHECK_MSG(test_rel_l2(p2, p1, n) < 1e-14 && test_rel_l2(g2, g1, 3 * n) < 1e-14,
+              "device path differs");
     /* a non-finite device charge: a status, outputs untouched */
     const double nan = NAN;
     cudaMemcpy(dq + n / 2, &nan, 8, cudaMemcpyHostToDevice);
     CHECK(fmk_plan_eval_device(p, dq, dp, dg) == FMK_ERR_NONFINITE);
     fmk_plan_destroy(p);
     CHECK(run(&o, 1e-6, n, x, q + n, 0, NULL, p2, g2, NULL) == FMK_OK);
-    CHECK_MSG(test_rel_l2(p2, p1, n) < 1e-14 && test_rel_l2(g2, g1, 3 * n) < 1e-14, "reused plan differs");
+    CHECK_MSG(test_rel_l2(p2, p1, n) < 1e-14 && test_rel_l2(g2, g1, 3 * n) < 1e-14,
+              "reused plan differs");
     cudaFree(dq), cudaFree(dp), cudaFree(dg);
     free(x), free(q), free(p1), free(g1), free(p2), free(g2);
 }
@@ -982,8 +1033,8 @@ static void test_device_and_reuse(void)
  * makes its buffers); then, m > 0, the same plan given the first m points and evaluated again
  * into pot2, grad2 (its first points' buffers, the bounding-box workspace among them, serve or
  * are replaced). */
-static fmk_status fresh_run(const fmk_opts *o, int64_t n, const double *x, const double *q, double *pot,
-                            double *grad, int64_t m, double *pot2, double *grad2)
+static fmk_status fresh_run(const fmk_opts *o, int64_t n, const double *x, const double *q,
+                            double *pot, double *grad, int64_t m, double *pot2, double *grad2)
 {
     double *dx = NULL;
     cudaMalloc((void **)&dx, 24 * (size_t)n);
@@ -1009,8 +1060,8 @@ static fmk_status fresh_run(const fmk_opts *o, int64_t n, const double *x, const
  * with its operators maybe still on their stream; and a fresh plan given points twice before
  * its first evaluation (the operators of the first call waited for by the first eval), then
  * the host points on the same plan: each evaluation gives pot, grad (< 1e-14). */
-static void fresh_orders(const fmk_opts *o, int64_t n, const double *x, const double *q, const double *pot,
-                         const double *grad)
+static void fresh_orders(const fmk_opts *o, int64_t n, const double *x, const double *q,
+                         const double *pot, const double *grad)
 {
     double *dx = NULL, *p2 = test_alloc(n), *g2 = test_alloc(3 * n);
     cudaMalloc((void **)&dx, 24 * (size_t)n);
@@ -1018,7 +1069,9 @@ static void fresh_orders(const fmk_opts *o, int64_t n, const double *x, const do
     for (int host = 0; host < 2; host++) {
         fmk_plan *p = NULL;
         CHECK_PLAN_OK(plan_create(&p, 1e-6, o), NULL);
-        CHECK_PLAN_OK(host ? fmk_plan_set_points(p, n, x, 0, NULL) : fmk_plan_set_points_device(p, n, dx, 0, NULL), p);
+        CHECK_PLAN_OK(host ? fmk_plan_set_points(p, n, x, 0, NULL)
+                           : fmk_plan_set_points_device(p, n, dx, 0, NULL),
+                      p);
         fmk_plan_destroy(p);
     }
     fmk_plan *p = NULL;
@@ -1031,7 +1084,8 @@ static void fresh_orders(const fmk_opts *o, int64_t n, const double *x, const do
     CHECK_PLAN_OK(fmk_plan_eval(p, q, p2, g2), p);
     e[2] = test_rel_l2(p2, pot, n), e[3] = test_rel_l2(g2, grad, 3 * n);
     CHECK_MSG(e[0] < 1e-14 && e[1] < 1e-14 && e[2] < 1e-14 && e[3] < 1e-14,
-              "points twice before the first eval: %.2e %.2e, then host points: %.2e %.2e", e[0], e[1], e[2], e[3]);
+              "points twice before the first eval: %.2e %.2e, then host points: %.2e %.2e", e[0],
+              e[1], e[2], e[3]);
     fmk_plan_destroy(p);
     cudaFree(dx);
     free(p2), free(g2);
@@ -1051,27 +1105,34 @@ static void test_fresh(void)
     const struct {
         int dist, order;
         int64_t n;
-    } cases[] = {{DIST_CUBE, -1, quick ? 6000 : 40000}, {DIST_NESTED, -1, 3000}, {DIST_PLUMMER, 34, quick ? 1500 : 6000}};
+    } cases[] = {{DIST_CUBE, -1, quick ? 6000 : 40000},
+                 {DIST_NESTED, -1, 3000},
+                 {DIST_PLUMMER, 34, quick ? 1500 : 6000}};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         const int64_t n = cases[c].n, m = 2 * n / 3;
         double *x = test_alloc(3 * n), *q = test_alloc(n);
-        double *p1 = test_alloc(n), *g1 = test_alloc(3 * n), *p2 = test_alloc(n), *g2 = test_alloc(3 * n);
-        double *pm1 = test_alloc(m), *gm1 = test_alloc(3 * m), *pm2 = test_alloc(m), *gm2 = test_alloc(3 * m);
+        double *p1 = test_alloc(n), *g1 = test_alloc(3 * n), *p2 = test_alloc(n),
+               *g2 = test_alloc(3 * n);
+        double *pm1 = test_alloc(m), *gm1 = test_alloc(3 * m), *pm2 = test_alloc(m),
+               *gm2 = test_alloc(3 * m);
         make_points(cases[c].dist, n, 91 + c, x);
         test_charges(n, 0, 95 + c, q);
         const fmk_opts o = fmm_opts(FMK_BACKEND_CUDA, cases[c].order, 0);
         check_context("fresh %s order %d", dist_name[cases[c].dist], cases[c].order);
         CHECK(fresh_run(&o, n, x, q, p1, g1, m, pm1, gm1) == FMK_OK);
         const int blas_at = knob.blas_at;
-        for (int v = 0; v < 3; v++) { /* M2L matrices after the lists, first; cuBLAS at the first eval */
+        for (int v = 0; v < 3;
+             v++) { /* M2L matrices after the lists, first; cuBLAS at the first eval */
             knob.ops_at = v == 1;
             knob.blas_at = v == 2;
             CHECK(fresh_run(&o, n, x, q, p2, g2, m, pm2, gm2) == FMK_OK);
-            const double e[4] = {test_rel_l2(p2, p1, n), test_rel_l2(g2, g1, 3 * n), test_rel_l2(pm2, pm1, m),
-                                 test_rel_l2(gm2, gm1, 3 * m)};
+            const double e[4] = {test_rel_l2(p2, p1, n), test_rel_l2(g2, g1, 3 * n),
+                                 test_rel_l2(pm2, pm1, m), test_rel_l2(gm2, gm1, 3 * m)};
             CHECK_MSG(e[0] < 1e-14 && e[1] < 1e-14 && e[2] < 1e-14 && e[3] < 1e-14,
                       "%s: %.2e %.2e, fewer points %.2e %.2e",
-                      v == 2 ? "cuBLAS at the first eval" : v ? "M2L matrices first" : "M2L matrices after the lists",
+                      v == 2 ? "cuBLAS at the first eval"
+                      : v    ? "M2L matrices first"
+                             : "M2L matrices after the lists",
                       e[0], e[1], e[2], e[3]);
             if (v == 2)
                 fresh_orders(&o, n, x, q, p1, g1);
@@ -1081,9 +1142,11 @@ static void test_fresh(void)
         fresh_orders(&o, n, x, q, p1, g1);
         /* and against the host points' path (a fresh plan) */
         CHECK(run(&o, 1e-6, n, x, q, 0, NULL, p2, g2, NULL) == FMK_OK);
-        CHECK_MSG(test_rel_l2(p2, p1, n) < 1e-14 && test_rel_l2(g2, g1, 3 * n) < 1e-14, "host points differ: %.2e %.2e",
-                  test_rel_l2(p2, p1, n), test_rel_l2(g2, g1, 3 * n));
-        free(x), free(q), free(p1), free(g1), free(p2), free(g2), free(pm1), free(gm1), free(pm2), free(gm2);
+        CHECK_MSG(test_rel_l2(p2, p1, n) < 1e-14 && test_rel_l2(g2, g1, 3 * n) < 1e-14,
+                  "host points differ: %.2e %.2e", test_rel_l2(p2, p1, n),
+                  test_rel_l2(g2, g1, 3 * n));
+        free(x), free(q), free(p1), free(g1), free(p2), free(g2), free(pm1), free(gm1), free(pm2),
+            free(gm2);
     }
 }
 
@@ -1095,12 +1158,14 @@ static void test_points_device(void)
 {
     const int64_t n = quick ? 3000 : 50000, m = quick ? 700 : 7000;
     double *x = test_alloc(3 * n), *y = test_alloc(3 * m), *q = test_alloc(n);
-    double *p1 = test_alloc(n), *g1 = test_alloc(3 * n), *p2 = test_alloc(n), *g2 = test_alloc(3 * n);
+    double *p1 = test_alloc(n), *g1 = test_alloc(3 * n), *p2 = test_alloc(n),
+           *g2 = test_alloc(3 * n);
     make_points_raw(DIST_NESTED, n, 81, x); /* caller coordinates: the frame is not the identity */
     make_points_raw(DIST_PLUMMER, m, 82, y);
     test_charges(n, 0, 83, q);
     double *dx, *dy, *dq, *dp, *dg;
-    cudaMalloc((void **)&dx, 24 * n), cudaMalloc((void **)&dy, 24 * m), cudaMalloc((void **)&dq, 8 * n);
+    cudaMalloc((void **)&dx, 24 * n), cudaMalloc((void **)&dy, 24 * m),
+        cudaMalloc((void **)&dq, 8 * n);
     cudaMalloc((void **)&dp, 8 * n), cudaMalloc((void **)&dg, 24 * n);
     cudaMemcpy(dx, x, 24 * n, cudaMemcpyHostToDevice);
     cudaMemcpy(dy, y, 24 * m, cudaMemcpyHostToDevice);
@@ -1109,7 +1174,8 @@ static void test_points_device(void)
     for (int c = 0; c < 4; c++) {
         const int sep = c & 1;
         const int64_t k = sep ? m : n;
-        check_context("points on the device, eps %.0e, %s", epss[c / 2], sep ? "separate targets" : "at the sources");
+        check_context("points on the device, eps %.0e, %s", epss[c / 2],
+                      sep ? "separate targets" : "at the sources");
         fmk_opts o = fmm_opts(FMK_BACKEND_CUDA, -1, 0);
         fmk_plan *ph = NULL, *pd = NULL;
         fmk_info ih, id;
@@ -1117,39 +1183,49 @@ static void test_points_device(void)
         CHECK_PLAN_OK(plan_create(&pd, epss[c / 2], &o), NULL);
         CHECK_PLAN_OK(fmk_plan_set_points(ph, n, x, sep ? m : 0, sep ? y : NULL), ph);
         CHECK_PLAN_OK(fmk_plan_eval_device(ph, dq, dp, dg), ph);
-        cudaMemcpy(p1, dp, 8 * k, cudaMemcpyDeviceToHost), cudaMemcpy(g1, dg, 24 * k, cudaMemcpyDeviceToHost);
+        cudaMemcpy(p1, dp, 8 * k, cudaMemcpyDeviceToHost),
+            cudaMemcpy(g1, dg, 24 * k, cudaMemcpyDeviceToHost);
         /* first other, fewer points: the plan keeps its state from set to set (tree workspace,
          * matrices, buffers), which must grow for these */
         CHECK_PLAN_OK(fmk_plan_set_points_device(pd, m, dy, 0, NULL), pd);
         CHECK_PLAN_OK(fmk_plan_eval_device(pd, dq, dp, dg), pd);
         CHECK_PLAN_OK(fmk_plan_set_points_device(pd, n, dx, sep ? m : 0, sep ? dy : NULL), pd);
         CHECK_PLAN_OK(fmk_plan_eval_device(pd, dq, dp, dg), pd);
-        cudaMemcpy(p2, dp, 8 * k, cudaMemcpyDeviceToHost), cudaMemcpy(g2, dg, 24 * k, cudaMemcpyDeviceToHost);
+        cudaMemcpy(p2, dp, 8 * k, cudaMemcpyDeviceToHost),
+            cudaMemcpy(g2, dg, 24 * k, cudaMemcpyDeviceToHost);
         fmk_plan_info(ph, &ih), fmk_plan_info(pd, &id);
         const double ep = test_rel_l2(p2, p1, k), eg = test_rel_l2(g2, g1, 3 * k);
         printf("  points on the device, eps %.0e, %s: levels %d / %d, differ from host points by "
-               "pot %.1e grad %.1e\n", epss[c / 2], sep ? "targets" : "sources", id.levels, ih.levels, ep, eg);
+               "pot %.1e grad %.1e\n",
+               epss[c / 2], sep ? "targets" : "sources", id.levels, ih.levels, ep, eg);
         CHECK(id.levels == ih.levels && id.order == ih.order && id.n_targets == k);
         CHECK_MSG(ep < 1e-14 && eg < 1e-14, "pot %.3e grad %.3e", ep, eg);
         if (c < 2) { /* then fewer points again on the kept state: what a fresh plan gives */
             CHECK_PLAN_OK(fmk_plan_set_points(ph, m, y, 0, NULL), ph);
             CHECK_PLAN_OK(fmk_plan_eval_device(ph, dq, dp, dg), ph);
-            cudaMemcpy(p1, dp, 8 * m, cudaMemcpyDeviceToHost), cudaMemcpy(g1, dg, 24 * m, cudaMemcpyDeviceToHost);
+            cudaMemcpy(p1, dp, 8 * m, cudaMemcpyDeviceToHost),
+                cudaMemcpy(g1, dg, 24 * m, cudaMemcpyDeviceToHost);
             /* host points keep the state too (plan.c hands it back to setup): a fresh plan */
             fmk_plan *pf = NULL;
             CHECK_PLAN_OK(plan_create(&pf, epss[c / 2], &o), NULL);
             CHECK_PLAN_OK(fmk_plan_set_points(pf, m, y, 0, NULL), pf);
             CHECK_PLAN_OK(fmk_plan_eval_device(pf, dq, dp, dg), pf);
-            cudaMemcpy(p2, dp, 8 * m, cudaMemcpyDeviceToHost), cudaMemcpy(g2, dg, 24 * m, cudaMemcpyDeviceToHost);
+            cudaMemcpy(p2, dp, 8 * m, cudaMemcpyDeviceToHost),
+                cudaMemcpy(g2, dg, 24 * m, cudaMemcpyDeviceToHost);
             fmk_plan_destroy(pf);
             const double fp = test_rel_l2(p1, p2, m), fg = test_rel_l2(g1, g2, 3 * m);
-            printf("    host points again on the same plan against a fresh plan: pot %.1e grad %.1e\n", fp, fg);
-            CHECK_MSG(fp < 1e-14 && fg < 1e-14, "host points, kept state: pot %.3e grad %.3e", fp, fg);
+            printf(
+                "    host points again on the same plan against a fresh plan: pot %.1e grad %.1e\n",
+                fp, fg);
+            CHECK_MSG(fp < 1e-14 && fg < 1e-14, "host points, kept state: pot %.3e grad %.3e", fp,
+                      fg);
             CHECK_PLAN_OK(fmk_plan_set_points_device(pd, m, dy, 0, NULL), pd);
             CHECK_PLAN_OK(fmk_plan_eval_device(pd, dq, dp, dg), pd);
-            cudaMemcpy(p2, dp, 8 * m, cudaMemcpyDeviceToHost), cudaMemcpy(g2, dg, 24 * m, cudaMemcpyDeviceToHost);
+            cudaMemcpy(p2, dp, 8 * m, cudaMemcpyDeviceToHost),
+                cudaMemcpy(g2, dg, 24 * m, cudaMemcpyDeviceToHost);
             const double rp = test_rel_l2(p2, p1, m), rg = test_rel_l2(g2, g1, 3 * m);
-            printf("    again with %lld points on the same plan: pot %.1e grad %.1e\n", (long long)m, rp, rg);
+            printf("    again with %lld points on the same plan: pot %.1e grad %.1e\n",
+                   (long long)m, rp, rg);
             CHECK_MSG(rp < 1e-14 && rg < 1e-14, "kept state: pot %.3e grad %.3e", rp, rg);
         }
         if (c == 3) {
@@ -1169,7 +1245,8 @@ static void test_points_device(void)
             cudaMemcpy(dy + 3 * (m - 1) + 2, y + 3 * (m - 1) + 2, 8, cudaMemcpyHostToDevice);
             CHECK_PLAN_OK(fmk_plan_set_points_device(pd, n, dx, m, dy), pd);
             CHECK_PLAN_OK(fmk_plan_eval_device(pd, dq, dp, dg), pd);
-            cudaMemcpy(p2, dp, 8 * k, cudaMemcpyDeviceToHost), cudaMemcpy(g2, dg, 24 * k, cudaMemcpyDeviceToHost);
+            cudaMemcpy(p2, dp, 8 * k, cudaMemcpyDeviceToHost),
+                cudaMemcpy(g2, dg, 24 * k, cudaMemcpyDeviceToHost);
             CHECK_MSG(test_rel_l2(p2, p1, k) < 1e-14 && test_rel_l2(g2, g1, 3 * k) < 1e-14,
                       "after a refused set: differs");
         }
@@ -1186,7 +1263,8 @@ static void test_fp32(void)
 {
     const int64_t n = quick ? 4000 : 60000, ns = quick ? 200 : 1000;
     const double epss[] = {1e-3, 1e-5};
-    double *x = test_alloc(3 * n), *q = test_alloc(n), *pot = test_alloc(n), *grad = test_alloc(3 * n);
+    double *x = test_alloc(3 * n), *q = test_alloc(n), *pot = test_alloc(n),
+           *grad = test_alloc(3 * n);
     double *p2 = test_alloc(n), *g2 = test_alloc(3 * n), *q2 = test_alloc(n);
     fmk_opts o = fmm_opts(FMK_BACKEND_CUDA, -1, 0);
     o.precision = FMK_PRECISION_FP32;
@@ -1204,8 +1282,8 @@ static void test_fp32(void)
             CHECK(info.precision == FMK_PRECISION_FP32 && info.backend == FMK_BACKEND_CUDA);
             double ep, eg;
             sampled_errors(n, pot, grad, ns, ref, &ep, &eg);
-            printf("  fp32 %-7s eps %.0e: p %2d leaf %3lld: pot %.2e grad %.2e\n", dist_name[d], epss[e],
-                   info.order, (long long)info.leaf_size, ep, eg);
+            printf("  fp32 %-7s eps %.0e: p %2d leaf %3lld: pot %.2e grad %.2e\n", dist_name[d],
+                   epss[e], info.order, (long long)info.leaf_size, ep, eg);
             CHECK_MSG(ep <= epss[e] && eg <= 10 * epss[e], "pot %.3e grad %.3e", ep, eg);
         }
         free(ref);
@@ -1232,8 +1310,8 @@ static void test_fp32(void)
     check_context("fp32, eps 1e-6");
     fmk_plan *p = NULL;
     fmk_status st = plan_create(&p, 1e-6, &o);
-    CHECK_MSG(st == FMK_ERR_ARG && p == NULL && strstr(fmk_plan_last_error(NULL), "fp32"), "status %d: %s",
-              (int)st, fmk_plan_last_error(NULL));
+    CHECK_MSG(st == FMK_ERR_ARG && p == NULL && strstr(fmk_plan_last_error(NULL), "fp32"),
+              "status %d: %s", (int)st, fmk_plan_last_error(NULL));
     free(x), free(q), free(pot), free(grad), free(p2), free(g2), free(q2);
 }
 
@@ -1246,7 +1324,8 @@ static void test_race(void)
 {
     const int64_t n = 1200, m = 300;
     double *x = test_alloc(3 * n), *y = test_alloc(3 * m), *q = test_alloc(n);
-    double *p1 = test_alloc(n), *g1 = test_alloc(3 * n), *p2 = test_alloc(n), *g2 = test_alloc(3 * n);
+    double *p1 = test_alloc(n), *g1 = test_alloc(3 * n), *p2 = test_alloc(n),
+           *g2 = test_alloc(3 * n);
     const int dists[] = {DIST_CUBE, DIST_PLUMMER};
     for (int d = 0; d < 2; d++) {
         make_points(dists[d], n, 91 + d, x);
@@ -1279,13 +1358,15 @@ static void test_race(void)
         /* the leaf pairs at 2 and 4 points per lane (two groups of two warps) with leaves of up
          * to 300 points, 1/r by the third-order correction and by a Newton step */
         {
-            fmk_opts ol = fmm_opts(FMK_BACKEND_CUDA, 4, 300), olc = fmm_opts(FMK_BACKEND_CPU, 4, 300);
+            fmk_opts ol = fmm_opts(FMK_BACKEND_CUDA, 4, 300),
+                     olc = fmm_opts(FMK_BACKEND_CPU, 4, 300);
             cpu_direct_near = 0;
             CHECK(run(&olc, 1e-3, n, x, q, 0, NULL, p1, g1, NULL) == FMK_OK);
             cpu_direct_near = 1;
             for (int c = 0; c < 6; c++) { /* 2 .. 6 points per lane, Newton's 1/r from the second */
                 const int rt = c == 0 ? 2 : c + 1;
-                check_context("race, %s, leaves of 300, P2P %d, Newton %d", dist_name[dists[d]], rt, c >= 1);
+                check_context("race, %s, leaves of 300, P2P %d, Newton %d", dist_name[dists[d]], rt,
+                              c >= 1);
                 const int near = knob.direct_near, pairs = knob.p2p_pairs, newton = knob.p2p_newton;
                 knob.direct_near = 0, knob.p2p_pairs = rt, knob.p2p_newton = c >= 1;
                 CHECK(run(&ol, 1e-3, n, x, q, 0, NULL, p2, g2, NULL) == FMK_OK);
@@ -1314,8 +1395,8 @@ static void test_race(void)
             cudaMemcpy(g2, dg, 24 * n, cudaMemcpyDeviceToHost);
             fmk_plan_destroy(p);
             const double ep = test_rel_l2(p2, p1, n), eg = test_rel_l2(g2, g1, 3 * n);
-            printf("  race %-7s %s: pot %.2e grad %.2e\n", dist_name[dists[d]], fp32 ? "fp32" : "fp64",
-                   ep, eg);
+            printf("  race %-7s %s: pot %.2e grad %.2e\n", dist_name[dists[d]],
+                   fp32 ? "fp32" : "fp64", ep, eg);
             CHECK_MSG(ep < 1e-3 && eg < 1e-2, "pot %.3e grad %.3e", ep, eg);
         }
         cudaFree(dx), cudaFree(dq), cudaFree(dp), cudaFree(dg);
@@ -1332,7 +1413,8 @@ static void test_cols(void)
 {
     const int64_t n = quick ? 3000 : 20000, m = quick ? 500 : 3000;
     double *x = test_alloc(3 * n), *y = test_alloc(3 * m), *q = test_alloc(n);
-    double *p0 = test_alloc(n), *g0 = test_alloc(3 * n), *p1 = test_alloc(n), *g1 = test_alloc(3 * n);
+    double *p0 = test_alloc(n), *g0 = test_alloc(3 * n), *p1 = test_alloc(n),
+           *g1 = test_alloc(3 * n);
     make_points(DIST_PLUMMER, n, 61, x);
     make_points(DIST_CUBE, m, 62, y);
     test_charges(n, 0, 63, q);
@@ -1355,9 +1437,10 @@ static void test_cols(void)
                 knob.point_cols = 1;
                 CHECK(run(&o, 1e-6, n, x, q, sep ? m : 0, sep ? y : NULL, p1, g1, NULL) == FMK_OK);
                 const double dp = test_rel_l2(p1, p0, t), dg = test_rel_l2(g1, g0, 3 * t);
-                printf("  cols order %2d, leaves of %4lld, %s: pot %.2e grad %.2e\n", p, (long long)leaves[l],
-                       sep ? "targets" : "sources", dp, dg);
-                CHECK_MSG(dp < 1e-13 && dg < 1e-13, "point_cols 1 vs 0: pot %.3e grad %.3e", dp, dg);
+                printf("  cols order %2d, leaves of %4lld, %s: pot %.2e grad %.2e\n", p,
+                       (long long)leaves[l], sep ? "targets" : "sources", dp, dg);
+                CHECK_MSG(dp < 1e-13 && dg < 1e-13, "point_cols 1 vs 0: pot %.3e grad %.3e", dp,
+                          dg);
                 knob.point_cols = pc0;
             }
     free(x), free(y), free(q), free(p0), free(g0), free(p1), free(g1);
@@ -1428,12 +1511,14 @@ int main(int argc, char **argv)
     static const struct {
         const char *name;
         void (*run)(void);
-    } tests[] = {{"lists", test_lists},     {"vs_cpu", test_vs_cpu},   {"pairs", test_pairs},
-                 {"root", test_root},       {"small", test_small},
-                 {"device", test_device_and_reuse}, {"targets", test_targets}, {"order", test_order},
+    } tests[] = {{"lists", test_lists},       {"vs_cpu", test_vs_cpu},
+                 {"pairs", test_pairs},       {"root", test_root},
+                 {"small", test_small},       {"device", test_device_and_reuse},
+                 {"targets", test_targets},   {"order", test_order},
                  {"accuracy", test_accuracy}, {"points_device", test_points_device},
-                 {"fp32", test_fp32}, {"oom", test_oom},     {"race", test_race},
-                 {"fresh", test_fresh},     {"cols", test_cols},       {"trunc", test_trunc}};
+                 {"fp32", test_fp32},         {"oom", test_oom},
+                 {"race", test_race},         {"fresh", test_fresh},
+                 {"cols", test_cols},         {"trunc", test_trunc}};
     for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++)
         if (wanted(tests[i].name) && !(quick && tests[i].run == test_oom) &&
             (n_names > 0 || tests[i].run != test_race)) /* race: only by name */

@@ -13,25 +13,25 @@
 
 static int failures, checks;
 
-#define CHECK(cond, ...)                                                                     \
-    do {                                                                                     \
-        checks++;                                                                            \
-        if (!(cond)) {                                                                       \
-            failures++;                                                                      \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                             \
-            fprintf(stderr, __VA_ARGS__);                                                    \
-            fprintf(stderr, "\n");                                                           \
-        }                                                                                    \
+#define CHECK(cond, ...)                                         \
+    do {                                                         \
+        checks++;                                                \
+        if (!(cond)) {                                           \
+            failures++;                                          \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
+            fprintf(stderr, __VA_ARGS__);                        \
+            fprintf(stderr, "\n");                               \
+        }                                                        \
     } while (0)
 
-#define CUDA_OK(call)                                                                        \
-    do {                                                                                     \
-        cudaError_t e_ = (call);                                                             \
-        if (e_ != cudaSuccess) {                                                             \
-            fprintf(stderr, "CUDA error %s at %s:%d: %s\n", #call, __FILE__, __LINE__,      \
-                    cudaGetErrorString(e_));                                                 \
-            exit(2);                                                                         \
-        }                                                                                    \
+#define CUDA_OK(call)                                                                  \
+    do {                                                                               \
+        cudaError_t e_ = (call);                                                       \
+        if (e_ != cudaSuccess) {                                                       \
+            fprintf(stderr, "CUDA error %s at %s:%d: %s\n", #call, __FILE__, __LINE__, \
+                    cudaGetErrorString(e_));                                           \
+            exit(2);                                                                   \
+        }                                                                              \
     } while (0)
 
 static uint64_t rng = 88172645463325252ull;
@@ -41,9 +41,8 @@ static double urand(void)
     return (rng >> 11) * (1.0 / 9007199254740992.0);
 }
 
-static const fmk_kernel kernels[] = {FMK_KERNEL_LAPLACE, FMK_KERNEL_PLUMMER,
-                                     FMK_KERNEL_REGULARIZED, FMK_KERNEL_LOG2D,
-                                     FMK_KERNEL_CAUCHY2D};
+static const fmk_kernel kernels[] = {FMK_KERNEL_LAPLACE, FMK_KERNEL_PLUMMER, FMK_KERNEL_REGULARIZED,
+                                     FMK_KERNEL_LOG2D, FMK_KERNEL_CAUCHY2D};
 
 static fmk_opts make_opts(fmk_backend b, fmk_precision p, fmk_kernel k)
 {
@@ -97,7 +96,10 @@ static double rel_l2(const double *a, const double *b, int64_t n)
     return sqrt(d / r);
 }
 
-static double tol(fmk_precision p) { return p == FMK_PRECISION_FP64 ? 1e-13 : 1e-5; }
+static double tol(fmk_precision p)
+{
+    return p == FMK_PRECISION_FP64 ? 1e-13 : 1e-5;
+}
 
 /* Evaluates with both engines (host path or device path for the GPU) and compares. */
 static void compare(fmk_kernel k, fmk_precision prec, int want_pot, int want_grad, int64_t n,
@@ -117,8 +119,10 @@ static void compare(fmk_kernel k, fmk_precision prec, int want_pot, int want_gra
         fmk_plan_destroy(pc), fmk_plan_destroy(pg);
         return;
     }
-    double *pot_c = want_pot ? poisoned(mt * cw) : NULL, *grad_c = want_grad ? poisoned(mt * gw) : NULL;
-    double *pot_g = want_pot ? poisoned(mt * cw) : NULL, *grad_g = want_grad ? poisoned(mt * gw) : NULL;
+    double *pot_c = want_pot ? poisoned(mt * cw) : NULL,
+           *grad_c = want_grad ? poisoned(mt * gw) : NULL;
+    double *pot_g = want_pot ? poisoned(mt * cw) : NULL,
+           *grad_g = want_grad ? poisoned(mt * gw) : NULL;
     st = fmk_plan_set_points(pc, n, src, trg ? m : 0, trg);
     CHECK(st == FMK_OK, "cpu set_points: %s", fmk_plan_last_error(pc));
     st = fmk_plan_eval(pc, q, pot_c, grad_c);
@@ -135,26 +139,31 @@ static void compare(fmk_kernel k, fmk_precision prec, int want_pot, int want_gra
         CUDA_OK(cudaMemcpy(d_src, src, (size_t)n * dim * sizeof(double), cudaMemcpyHostToDevice));
         if (trg) {
             CUDA_OK(cudaMalloc((void **)&d_trg, (size_t)(m > 0 ? m : 1) * dim * sizeof(double)));
-            CUDA_OK(cudaMemcpy(d_trg, trg, (size_t)m * dim * sizeof(double), cudaMemcpyHostToDevice));
+            CUDA_OK(
+                cudaMemcpy(d_trg, trg, (size_t)m * dim * sizeof(double), cudaMemcpyHostToDevice));
         }
         CUDA_OK(cudaMalloc((void **)&d_q, (size_t)(n > 0 ? n : 1) * cw * sizeof(double)));
         CUDA_OK(cudaMemcpy(d_q, q, (size_t)n * cw * sizeof(double), cudaMemcpyHostToDevice));
         if (want_pot) {
             CUDA_OK(cudaMalloc((void **)&d_pot, (size_t)(mt > 0 ? mt : 1) * cw * sizeof(double)));
-            CUDA_OK(cudaMemcpy(d_pot, pot_g, (size_t)mt * cw * sizeof(double), cudaMemcpyHostToDevice));
+            CUDA_OK(
+                cudaMemcpy(d_pot, pot_g, (size_t)mt * cw * sizeof(double), cudaMemcpyHostToDevice));
         }
         if (want_grad) {
             CUDA_OK(cudaMalloc((void **)&d_grad, (size_t)(mt > 0 ? mt : 1) * gw * sizeof(double)));
-            CUDA_OK(cudaMemcpy(d_grad, grad_g, (size_t)mt * gw * sizeof(double), cudaMemcpyHostToDevice));
+            CUDA_OK(cudaMemcpy(d_grad, grad_g, (size_t)mt * gw * sizeof(double),
+                               cudaMemcpyHostToDevice));
         }
         st = fmk_plan_set_points_device(pg, n, d_src, trg ? m : 0, d_trg);
         CHECK(st == FMK_OK, "gpu set_points_device: %s", fmk_plan_last_error(pg));
         st = fmk_plan_eval_device(pg, d_q, d_pot, d_grad);
         CHECK(st == FMK_OK, "gpu eval_device (%s): %s", what, fmk_plan_last_error(pg));
         if (want_pot)
-            CUDA_OK(cudaMemcpy(pot_g, d_pot, (size_t)mt * cw * sizeof(double), cudaMemcpyDeviceToHost));
+            CUDA_OK(
+                cudaMemcpy(pot_g, d_pot, (size_t)mt * cw * sizeof(double), cudaMemcpyDeviceToHost));
         if (want_grad)
-            CUDA_OK(cudaMemcpy(grad_g, d_grad, (size_t)mt * gw * sizeof(double), cudaMemcpyDeviceToHost));
+            CUDA_OK(cudaMemcpy(grad_g, d_grad, (size_t)mt * gw * sizeof(double),
+                               cudaMemcpyDeviceToHost));
         cudaFree(d_src), cudaFree(d_trg), cudaFree(d_q), cudaFree(d_pot), cudaFree(d_grad);
     }
     if (want_pot) {
@@ -249,7 +258,8 @@ static void test_empty(void)
         }
         int zero = 1;
         for (int i = 0; i < 10; i++)
-            zero = zero && pot[i] == 0 && grad[3 * i] == 0 && grad[3 * i + 1] == 0 && grad[3 * i + 2] == 0;
+            zero = zero && pot[i] == 0 && grad[3 * i] == 0 && grad[3 * i + 1] == 0 &&
+                   grad[3 * i + 2] == 0;
         CHECK(zero, "N=0 (%s): results are not all zero", dev ? "device" : "host");
         /* M = 0: nothing to do, success */
         double *src = points(5, 3), q[5] = {1, 2, 3, 4, 5};
@@ -264,7 +274,8 @@ static void test_empty(void)
         st = dev ? fmk_plan_eval_device(p, d_q, d_pot, d_grad) : fmk_plan_eval(p, q, pot, grad);
         CHECK(st == FMK_OK, "M=0 eval: %s", fmk_plan_last_error(p));
         /* N = M = 0 */
-        st = dev ? fmk_plan_set_points_device(p, 0, NULL, 0, NULL) : fmk_plan_set_points(p, 0, NULL, 0, NULL);
+        st = dev ? fmk_plan_set_points_device(p, 0, NULL, 0, NULL)
+                 : fmk_plan_set_points(p, 0, NULL, 0, NULL);
         CHECK(st == FMK_OK, "N=M=0 set_points: %s", fmk_plan_last_error(p));
         st = dev ? fmk_plan_eval_device(p, d_q, d_pot, d_grad) : fmk_plan_eval(p, q, pot, grad);
         CHECK(st == FMK_OK, "N=M=0 eval: %s", fmk_plan_last_error(p));
@@ -313,7 +324,8 @@ static void test_nonfinite_device(void)
               fmk_plan_last_error(p));
         st = fmk_plan_eval_device(p, d_q, d_pot, NULL);
         CHECK(st == FMK_ERR_STATE, "eval after a failed set_points_device: status %d", st);
-        CUDA_OK(cudaMemcpy(d_src + 3 * 411 + 2, src + 3 * 411 + 2, sizeof(double), cudaMemcpyHostToDevice));
+        CUDA_OK(cudaMemcpy(d_src + 3 * 411 + 2, src + 3 * 411 + 2, sizeof(double),
+                           cudaMemcpyHostToDevice));
         fmk_plan_destroy(p);
     }
     cudaFree(d_src), cudaFree(d_q), cudaFree(d_pot);
@@ -328,7 +340,8 @@ static void test_oom(void)
     const int64_t huge = (int64_t)1 << 40;
     int64_t h = 0, d = 0;
     CHECK(fmk_plan_memory(p, huge, -1, &h, &d) == FMK_OK, "memory");
-    CHECK(d >= huge * 32, "fmk_plan_memory reports %lld device bytes for 2^40 points", (long long)d);
+    CHECK(d >= huge * 32, "fmk_plan_memory reports %lld device bytes for 2^40 points",
+          (long long)d);
     double *d_src;
     CUDA_OK(cudaMalloc((void **)&d_src, 3 * sizeof(double)));
     size_t free0, free1, total;
@@ -385,7 +398,8 @@ static void test_misc(void)
     fmk_plan *p = NULL;
     CHECK(fmk_plan_create(&p, 3, FMK_KERNEL_LAPLACE, 1e-6, &o) == FMK_OK, "create");
     CHECK(fmk_plan_set_points(p, n, src, 0, NULL) == FMK_OK, "set_points");
-    CHECK(fmk_plan_eval_many(p, 2, q, pot, NULL) == FMK_OK, "eval_many: %s", fmk_plan_last_error(p));
+    CHECK(fmk_plan_eval_many(p, 2, q, pot, NULL) == FMK_OK, "eval_many: %s",
+          fmk_plan_last_error(p));
     CHECK(fmk_plan_eval(p, q + n, pot1, NULL) == FMK_OK, "eval");
     CHECK(memcmp(pot + n, pot1, sizeof pot1) == 0, "eval_many differs from eval");
     fmk_info info;
@@ -456,8 +470,10 @@ static void test_reuse(void)
             fmk_plan_info(p, &info);
             int64_t h = 0, d = 0;
             fmk_plan_memory(p, n, trg ? m : -1, &h, &d);
-            CHECK(info.bytes_device >= d, "reuse %d: the plan reports %lld device bytes, less than "
-                  "the %lld its points need", c, (long long)info.bytes_device, (long long)d);
+            CHECK(info.bytes_device >= d,
+                  "reuse %d: the plan reports %lld device bytes, less than "
+                  "the %lld its points need",
+                  c, (long long)info.bytes_device, (long long)d);
             fmk_plan *f = NULL;
             CHECK(fmk_plan_create(&f, 3, k, 1e-6, &o) == FMK_OK, "create (fresh)");
             st = points_and_eval(f, dev, n, src, m, trg, q, pot_f, grad_f);

@@ -31,7 +31,10 @@ void fmk_cuda_tree3d_host_free(fmk_tree3d *tree);
 /* The walks the loops below run: 1 group (breadth-first), 2 stackless. */
 #define N_WALKS 2
 
-static fmk_walk walk_of(int w) { return (fmk_walk)w; }
+static fmk_walk walk_of(int w)
+{
+    return (fmk_walk)w;
+}
 
 /* The GPU treecode's tuning knobs (core/tune.h, "treecode.*"; engine.cu lists them) that the
  * next plans get: those of the command line (--mac, --local, ...), then those a test sets with
@@ -80,7 +83,10 @@ static void knob_drop(const char *name)
         }
 }
 
-static void knobs_clear(void) { n_test_knobs = 0; }
+static void knobs_clear(void)
+{
+    n_test_knobs = 0;
+}
 
 static void base_knob(const char *name, double value)
 {
@@ -99,8 +105,7 @@ static fmk_status plan_new(fmk_plan **p, fmk_kernel kernel, const fmk_opts *o)
         for (int k = 0; k < (pass ? n_test_knobs : n_base_knobs) && st == FMK_OK; k++) {
             st = fmk_plan_tune(*p, list[k].name, list[k].value);
             if (st != FMK_OK)
-                printf("knob %s = %g: %s\n", list[k].name, list[k].value,
-                       fmk_plan_last_error(*p));
+                printf("knob %s = %g: %s\n", list[k].name, list[k].value, fmk_plan_last_error(*p));
         }
     }
     return st;
@@ -239,7 +244,8 @@ static void test_accuracy(void)
                                                thetas[k], walk_of(w));
                         o.softening = soft;
                         check_context("%s %s %s walk %d theta %.1f", test_dist_name(dists[d]),
-                                      fmk_kernel_name(kernel), prec ? "fp32" : "fp64", w, thetas[k]);
+                                      fmk_kernel_name(kernel), prec ? "fp32" : "fp64", w,
+                                      thetas[k]);
                         e[k] = tree_error(kernel, &o, n, x, q, 0, NULL, rp, rg);
                         CHECK_LE(e[k].pot, bound_pot[k], "rel l2 error of pot");
                         CHECK_LE(e[k].grad, bound_grad[k], "rel l2 error of grad");
@@ -253,8 +259,8 @@ static void test_accuracy(void)
                                   e[0].grad, e[1].grad);
                     if (d == 0 && kern == 0 && w == 1)
                         printf("  cube laplace %s group walk: grad error %.2e %.2e %.2e at "
-                               "theta 0.3 0.6 0.9\n", prec ? "fp32" : "fp64", e[0].grad,
-                               e[1].grad, e[2].grad);
+                               "theta 0.3 0.6 0.9\n",
+                               prec ? "fp32" : "fp64", e[0].grad, e[1].grad, e[2].grad);
                 }
                 /* the default walk at least as accurate as the paper's (stackless) walk at the
                  * same theta on the same tree, as the CPU's (tests/unit/test_tree.c); fp64,
@@ -271,8 +277,9 @@ static void test_accuracy(void)
                         e2[w] = tree_error(kernel, &o, n, x, q, 0, NULL, rp, rg);
                     }
                     check_context("%s %s fp64 theta %.1f, leaves of %d: group walk against "
-                                  "stackless", test_dist_name(dists[d]), fmk_kernel_name(kernel),
-                                  thetas[k], RULE_LEAF);
+                                  "stackless",
+                                  test_dist_name(dists[d]), fmk_kernel_name(kernel), thetas[k],
+                                  RULE_LEAF);
                     CHECK_MSG(e2[0].pot <= 1.05 * e2[1].pot && e2[0].grad <= 1.05 * e2[1].grad,
                               "group walk %.3e / %.3e, stackless %.3e / %.3e", e2[0].pot,
                               e2[0].grad, e2[1].pot, e2[1].grad);
@@ -289,7 +296,8 @@ static void test_accuracy(void)
         o.order = order;
         check_context("order %d", order);
         errs e = tree_error(FMK_KERNEL_LAPLACE, &o, n, x, q, 0, NULL, rp, rg);
-        CHECK_MSG(e.grad < prev, "grad error %.3e does not fall with the order (%.3e)", e.grad, prev);
+        CHECK_MSG(e.grad < prev, "grad error %.3e does not fall with the order (%.3e)", e.grad,
+                  prev);
         prev = e.grad;
     }
     free(x), free(q), free(rp), free(rg);
@@ -359,8 +367,8 @@ static void test_hard_inputs(void)
                 for (int w = 1; w <= N_WALKS; w++) {
                     if (w == 1 && prec == 0)
                         reference(kernel, soft, nc, x, q, 0, NULL, rp, rg);
-                    fmk_opts o = tree_opts(prec ? FMK_PRECISION_FP32 : FMK_PRECISION_FP64, 0.6,
-                                           walk_of(w));
+                    fmk_opts o =
+                        tree_opts(prec ? FMK_PRECISION_FP32 : FMK_PRECISION_FP64, 0.6, walk_of(w));
                     o.softening = soft;
                     double *pot = xmalloc((size_t)nc * 8), *grad = xmalloc((size_t)nc * 24);
                     check_context("%s %s %s walk %d", names[c], fmk_kernel_name(kernel),
@@ -391,8 +399,7 @@ static void test_hard_inputs(void)
 
 /* Device copies of n points x with charges q and m targets y, and room for n results. */
 static void device_arrays(int64_t n, const double *x, const double *q, int64_t m, const double *y,
-                          double **d_x, double **d_q, double **d_y, double **d_pot,
-                          double **d_grad)
+                          double **d_x, double **d_q, double **d_y, double **d_pot, double **d_grad)
 {
     cudaMalloc((void **)d_x, (size_t)n * 24);
     cudaMalloc((void **)d_y, (size_t)m * 24);
@@ -419,7 +426,8 @@ static void test_device_paths(void)
     for (int prec = 0; prec < 2; prec++)
         for (int sep = 0; sep < 2; sep++) {
             const int64_t mt = sep ? m : n;
-            fmk_opts o = tree_opts(prec ? FMK_PRECISION_FP32 : FMK_PRECISION_FP64, 0.6, FMK_WALK_AUTO);
+            fmk_opts o =
+                tree_opts(prec ? FMK_PRECISION_FP32 : FMK_PRECISION_FP64, 0.6, FMK_WALK_AUTO);
             check_context("device paths %s %s", prec ? "fp32" : "fp64", sep ? "targets" : "self");
             fmk_plan *p = NULL;
             CHECK_PLAN_OK(plan_new(&p, FMK_KERNEL_LAPLACE, &o), NULL);
@@ -432,7 +440,8 @@ static void test_device_paths(void)
             CHECK_MSG(info.walk == FMK_WALK_GROUP && info.levels > 1 && info.leaf_size > 0,
                       "info: walk %d levels %d leaf size %lld", (int)info.walk, (int)info.levels,
                       (long long)info.leaf_size);
-            CHECK_MSG(info.phase_time[FMK_PHASE_TREE] > 0 && info.phase_time[FMK_PHASE_MOMENTS] > 0 &&
+            CHECK_MSG(info.phase_time[FMK_PHASE_TREE] > 0 &&
+                          info.phase_time[FMK_PHASE_MOMENTS] > 0 &&
                           info.phase_time[FMK_PHASE_WALK] > 0,
                       "phase times tree %g moments %g walk %g", info.phase_time[FMK_PHASE_TREE],
                       info.phase_time[FMK_PHASE_MOMENTS], info.phase_time[FMK_PHASE_WALK]);
@@ -493,28 +502,34 @@ static void test_device_paths(void)
  * cell table, then a launch a level). */
 typedef struct same_build {
     const char *name;
-    int one_block;     /* tree.small_max 2^40 (else 0) */
-    int async;         /* treecode.async */
-    int fused_max;     /* tree.fused_max */
-    int sort_tiles;    /* tree.sort_tiles */
-    int split;         /* tree.split_sort_min 0 (else 2^40) */
-    int run_max;       /* tree.split_run_max */
-    int64_t n;         /* points (0: the test's n; -1: at most 8000 of them) */
+    int one_block;  /* tree.small_max 2^40 (else 0) */
+    int async;      /* treecode.async */
+    int fused_max;  /* tree.fused_max */
+    int sort_tiles; /* tree.sort_tiles */
+    int split;      /* tree.split_sort_min 0 (else 2^40) */
+    int run_max;    /* tree.split_run_max */
+    int64_t n;      /* points (0: the test's n; -1: at most 8000 of them) */
 } same_build;
 
 static void test_same_tree(void)
 {
     const int64_t n = quick ? 5000 : 200000;
     const same_build builds[] = {
-        {"one launch of one block (keys, top-bit sort, build), a tile of 8192", 1, 1, 8192, 4, 0, 1024, -1},
-        {"one launch of one block, a tile of 8192, every run of equal top bits on 63 bits", 1, 1, 8192, 4, 0, 1, -1},
+        {"one launch of one block (keys, top-bit sort, build), a tile of 8192", 1, 1, 8192, 4, 0,
+         1024, -1},
+        {"one launch of one block, a tile of 8192, every run of equal top bits on 63 bits", 1, 1,
+         8192, 4, 0, 1, -1},
         {"one launch of one block, a tile of 4096", 1, 1, 8192, 4, 0, 1, 3000},
         {"one launch of one block, a tile of 2048", 1, 1, 8192, 4, 0, 1, 1500},
-        {"fused_max at its default: 3 tiles of 2048, merged, built from shared memory", 1, 1, 4096, 4, 0, 1, 6000},
+        {"fused_max at its default: 3 tiles of 2048, merged, built from shared memory", 1, 1, 4096,
+         4, 0, 1, 6000},
         {"8 tiles of 2048, merged, built from shared memory", 1, 1, 8192, 4, 0, 1, 16000},
-        {"tiles of 4096 (top bits, then runs), merged, one block from global memory", 1, 1, 8192, 4, 0, 1024, quick ? 20000 : 30000},
-        {"tiles of 4096, every run of equal top bits on 63 bits, merged, one block", 1, 1, 8192, 4, 0, 1, 20000},
-        {"with host waits: tiles of 2048 merged, one block from global memory", 1, 0, 8192, 4, 0, 1, 12000},
+        {"tiles of 4096 (top bits, then runs), merged, one block from global memory", 1, 1, 8192, 4,
+         0, 1024, quick ? 20000 : 30000},
+        {"tiles of 4096, every run of equal top bits on 63 bits, merged, one block", 1, 1, 8192, 4,
+         0, 1, 20000},
+        {"with host waits: tiles of 2048 merged, one block from global memory", 1, 0, 8192, 4, 0, 1,
+         12000},
         {"CUB's 63-bit sort, then one block", 1, 1, 0, 1, 0, 1024, 12000},
         {"split sort, then one block", 1, 1, 0, 1, 1, 1024, 12000},
         {"split sort falling back, then one block", 1, 1, 0, 1, 1, 1, 12000},
@@ -536,7 +551,11 @@ static void test_same_tree(void)
         knob("treecode.tree.sort_tiles", bd->sort_tiles);
         knob("treecode.tree.fused_max", bd->fused_max);
         knob("treecode.async", bd->async);
-        const int64_t nc = dist == 3 ? 1 : dist == 4 ? 2 : bd->n > 0 ? bd->n : (bd->n == 0 || n <= 8000) ? n : 8000;
+        const int64_t nc = dist == 3                   ? 1
+                           : dist == 4                 ? 2
+                           : bd->n > 0                 ? bd->n
+                           : (bd->n == 0 || n <= 8000) ? n
+                                                       : 8000;
         test_points(dist == 1 ? TEST_DIST_CLUSTERED : TEST_DIST_PLUMMER, nc, 61 + dist, x);
         if (dist == 2) /* a third of them identical */
             for (int64_t i = 0; i < nc / 3; i++)
@@ -672,8 +691,8 @@ static two_paths_config two_paths_config_of(int c, int64_t n, int64_t m)
     t.o.softening = t.kernel == FMK_KERNEL_PLUMMER ? 0.01 : 0;
     t.m = sep ? m : 0;
     t.mt = sep ? m : n;
-    snprintf(t.name, sizeof t.name, "%s %s %s", fp32 ? "fp32" : "fp64",
-             fmk_kernel_name(t.kernel), sep ? "targets" : "self");
+    snprintf(t.name, sizeof t.name, "%s %s %s", fp32 ? "fp32" : "fp64", fmk_kernel_name(t.kernel),
+             sep ? "targets" : "self");
     return t;
 }
 
@@ -763,8 +782,9 @@ static void test_one_wait(void)
         for (int k = 0; k < 2; k++) {
             one_wait_paths(k == 0);
             knob("treecode.frame_cluster", c % 3 == 0 ? 1 : 8); /* the frame by one block, or 8 */
-            CHECK_STATUS(run_device(t.kernel, &t.o, n, d_x, d_q, t.m, d_y, d_pot, d_grad, p[k],
-                                    g[k]), FMK_OK);
+            CHECK_STATUS(
+                run_device(t.kernel, &t.o, n, d_x, d_q, t.m, d_y, d_pot, d_grad, p[k], g[k]),
+                FMK_OK);
         }
         two_paths_same(p, g, t.mt, "one wait vs waits");
     }
@@ -779,8 +799,9 @@ static void test_one_wait(void)
         fmk_opts o = tree_opts(FMK_PRECISION_FP64, 0.6, walk_of(1));
         o.softening = 1.0;
         check_context("one wait: softening wider than the points");
-        CHECK_STATUS(run_device(FMK_KERNEL_PLUMMER, &o, nb, d_x, d_q, 0, NULL, d_pot, d_grad,
-                                p[0], g[0]), FMK_OK);
+        CHECK_STATUS(
+            run_device(FMK_KERNEL_PLUMMER, &o, nb, d_x, d_q, 0, NULL, d_pot, d_grad, p[0], g[0]),
+            FMK_OK);
         const double redos = last_frame_redos;
         CHECK_STATUS(run(FMK_KERNEL_PLUMMER, &o, nb, xs, q, 0, NULL, p[1], g[1], NULL), FMK_OK);
         CHECK_MSG(redos == 1, "frame redone %g times", redos);
@@ -869,8 +890,9 @@ static void test_frame_grid(void)
         check_context("frame grid: %s", t.name);
         for (int k = 0; k < 2; k++) {
             knob("treecode.frame_grid", k == 0);
-            CHECK_STATUS(run_device(t.kernel, &t.o, n, d_x, d_q, t.m, d_y, d_pot, d_grad, p[k],
-                                    g[k]), FMK_OK);
+            CHECK_STATUS(
+                run_device(t.kernel, &t.o, n, d_x, d_q, t.m, d_y, d_pot, d_grad, p[k], g[k]),
+                FMK_OK);
         }
         knob_drop("treecode.frame_grid");
         two_paths_same(p, g, t.mt, "grid frame vs CUB's box");
@@ -899,8 +921,9 @@ static void test_frame_grid(void)
         double redos = 0;
         for (int k = 0; k < 2; k++) {
             knob("treecode.frame_grid", k == 0);
-            CHECK_STATUS(run_device(FMK_KERNEL_PLUMMER, &o, n, d_x, d_q, 0, NULL, d_pot, d_grad,
-                                    p[k], g[k]), FMK_OK);
+            CHECK_STATUS(
+                run_device(FMK_KERNEL_PLUMMER, &o, n, d_x, d_q, 0, NULL, d_pot, d_grad, p[k], g[k]),
+                FMK_OK);
             redos += last_frame_redos;
         }
         knob_drop("treecode.frame_grid");
@@ -939,8 +962,9 @@ static void test_frame_grid(void)
             cudaMemcpy(p[1], d_pot, (size_t)n * 8, cudaMemcpyDeviceToHost);
             fmk_plan_destroy(pl);
             knob("treecode.frame_grid", 0);
-            CHECK_STATUS(run_device(FMK_KERNEL_LAPLACE, &o, n, d_x, d_q, 0, NULL, d_pot, d_grad,
-                                    p[0], g[0]), FMK_OK);
+            CHECK_STATUS(
+                run_device(FMK_KERNEL_LAPLACE, &o, n, d_x, d_q, 0, NULL, d_pot, d_grad, p[0], g[0]),
+                FMK_OK);
             knob_drop("treecode.frame_grid");
             CHECK_LE(test_rel_l2(p[0], p[1], n), 0.0, "pot after the non-finite points");
         }
@@ -973,8 +997,9 @@ static void test_small_fold(void)
             for (int k = 0; k < 2; k++) {
                 knob("treecode.pack_boxes", k == 0);
                 knob("treecode.charge_block_max", k == 0 ? 32768 : 0);
-                CHECK_STATUS(run_device(t.kernel, &t.o, n, d_x, d_q, t.m, d_y, d_pot, d_grad,
-                                        p[k], g[k]), FMK_OK);
+                CHECK_STATUS(
+                    run_device(t.kernel, &t.o, n, d_x, d_q, t.m, d_y, d_pot, d_grad, p[k], g[k]),
+                    FMK_OK);
             }
             two_paths_same(p, g, t.mt, "folded vs apart");
         }
@@ -999,8 +1024,9 @@ static void test_small_fold(void)
                 cudaMemcpy(p[1], d_pot, (size_t)n * 8, cudaMemcpyDeviceToHost);
                 fmk_plan_destroy(pl);
                 o = tree_opts(FMK_PRECISION_FP32, 0.6, walk_of(1));
-                CHECK_STATUS(run_device(FMK_KERNEL_LAPLACE, &o, n, d_x, d_q, 0, d_y, d_pot,
-                                        d_grad, p[0], g[0]), FMK_OK);
+                CHECK_STATUS(run_device(FMK_KERNEL_LAPLACE, &o, n, d_x, d_q, 0, d_y, d_pot, d_grad,
+                                        p[0], g[0]),
+                             FMK_OK);
                 CHECK_LE(test_rel_l2(p[0], p[1], n), 0.0, "pot after the bad charge");
             }
         }
@@ -1029,8 +1055,9 @@ static void test_small_paths(void)
                 one_wait_paths(!k);
                 fmk_opts o = tree_opts(FMK_PRECISION_FP64, 0.6, walk_of(1));
                 o.softening = kern ? 0.01 : 0;
-                CHECK_STATUS(run(kernel, &o, n, x, q, sep ? m : 0, sep ? y : NULL, p[k], g[k],
-                                 NULL), FMK_OK);
+                CHECK_STATUS(
+                    run(kernel, &o, n, x, q, sep ? m : 0, sep ? y : NULL, p[k], g[k], NULL),
+                    FMK_OK);
             }
             check_context("small paths: %s %s", fmk_kernel_name(kernel), sep ? "targets" : "self");
             CHECK_LE(test_rel_l2(p[0], p[1], mt), 1e-12, "pot, split vs unsplit");
@@ -1053,7 +1080,8 @@ static void test_small_paths(void)
             knob("treecode.split_nodes", 2048); /* level 5 of the 2^17 cube: 32768 nodes */
             fmk_opts o = tree_opts(FMK_PRECISION_FP64, 0.9, walk_of(1));
             o.leaf_size = 1;
-            CHECK_STATUS(run(FMK_KERNEL_LAPLACE, &o, nb, xb, qb, 0, NULL, pb[k], gb[k], NULL), FMK_OK);
+            CHECK_STATUS(run(FMK_KERNEL_LAPLACE, &o, nb, xb, qb, 0, NULL, pb[k], gb[k], NULL),
+                         FMK_OK);
             redos += last_split_redos;
         }
         check_context("small paths: deep split");
@@ -1102,16 +1130,18 @@ static void test_group_modes(void)
                 knob("treecode.group_merge", merge);
                 fmk_opts o = tree_opts(FMK_PRECISION_FP64, 0.6, walk_of(1));
                 o.softening = soft;
-                CHECK_STATUS(run(kernel, &o, n, x, q, sep ? m : 0, sep ? y : NULL, p[0], g[0],
-                                 NULL), FMK_OK);
+                CHECK_STATUS(
+                    run(kernel, &o, n, x, q, sep ? m : 0, sep ? y : NULL, p[0], g[0], NULL),
+                    FMK_OK);
                 check_context("groups %d %s %s", merge, fmk_kernel_name(kernel),
                               sep ? "targets" : "self");
                 CHECK_LE(test_rel_l2(p[0], rp, mt), 1e-2, "rel l2 error of pot (fp64)");
                 CHECK_LE(test_rel_l2(g[0], rg, 3 * mt), 3e-2, "rel l2 error of grad (fp64)");
                 o = tree_opts(FMK_PRECISION_FP32, 0.6, walk_of(1));
                 o.softening = soft;
-                CHECK_STATUS(run(kernel, &o, n, x, q, sep ? m : 0, sep ? y : NULL, p[1], g[1],
-                                 NULL), FMK_OK);
+                CHECK_STATUS(
+                    run(kernel, &o, n, x, q, sep ? m : 0, sep ? y : NULL, p[1], g[1], NULL),
+                    FMK_OK);
                 CHECK_LE(test_rel_l2(p[1], rp, mt), 1e-2, "rel l2 error of pot (fp32)");
                 CHECK_LE(test_rel_l2(g[1], rg, 3 * mt), 3e-2, "rel l2 error of grad (fp32)");
                 CHECK_LE(test_rel_l2(g[1], g[0], 3 * mt), 1e-3, "grad, fp32 vs fp64");
@@ -1156,8 +1186,9 @@ static void test_mac(void)
                 knob("treecode.leaf_theta", leaf_theta);
                 o = tree_opts(FMK_PRECISION_FP64, 0.6, walk_of(1));
                 o.softening = soft;
-                CHECK_STATUS(run(kernel, &o, n, x, q, sep ? m : 0, sep ? y : NULL, p[0], g[0],
-                                 NULL), FMK_OK);
+                CHECK_STATUS(
+                    run(kernel, &o, n, x, q, sep ? m : 0, sep ? y : NULL, p[0], g[0], NULL),
+                    FMK_OK);
                 check_context("mac %d leaf theta %.1f %s %s", mac, leaf_theta,
                               fmk_kernel_name(kernel), sep ? "targets" : "self");
                 CHECK_LE(test_rel_l2(p[0], rp, mt), 1e-2, "rel l2 error of pot (fp64)");
@@ -1166,12 +1197,15 @@ static void test_mac(void)
                 CHECK_MSG(test_rel_l2(g[0], g[2], 3 * mt) > 1e-10,
                           "the same results as the box test alone");
                 if (kern == 0 && sep == 0)
-                    printf("  mac %d leaf theta %.1f: grad error %.2e (box test %.2e), Plummer sphere, "
-                           "%lld points\n", mac, leaf_theta, e, e0, (long long)n);
+                    printf("  mac %d leaf theta %.1f: grad error %.2e (box test %.2e), Plummer "
+                           "sphere, "
+                           "%lld points\n",
+                           mac, leaf_theta, e, e0, (long long)n);
                 o = tree_opts(FMK_PRECISION_FP32, 0.6, walk_of(1));
                 o.softening = soft;
-                CHECK_STATUS(run(kernel, &o, n, x, q, sep ? m : 0, sep ? y : NULL, p[1], g[1],
-                                 NULL), FMK_OK);
+                CHECK_STATUS(
+                    run(kernel, &o, n, x, q, sep ? m : 0, sep ? y : NULL, p[1], g[1], NULL),
+                    FMK_OK);
                 CHECK_LE(test_rel_l2(g[1], rg, 3 * mt), 3e-2, "rel l2 error of grad (fp32)");
             }
         }
@@ -1201,12 +1235,13 @@ static void test_local(void)
             const int64_t mt = sep ? m : n;
             reference(kernel, soft, n, x, q, sep ? m : 0, sep ? y : NULL, rp, rg);
             for (int prec = 0; prec < 2; prec++) {
-                fmk_opts o = tree_opts(prec ? FMK_PRECISION_FP32 : FMK_PRECISION_FP64, 0.6,
-                                       FMK_WALK_GROUP);
+                fmk_opts o =
+                    tree_opts(prec ? FMK_PRECISION_FP32 : FMK_PRECISION_FP64, 0.6, FMK_WALK_GROUP);
                 o.softening = soft;
                 knob("treecode.local", 0);
-                CHECK_STATUS(run(kernel, &o, n, x, q, sep ? m : 0, sep ? y : NULL, p[0], g[0],
-                                 NULL), FMK_OK);
+                CHECK_STATUS(
+                    run(kernel, &o, n, x, q, sep ? m : 0, sep ? y : NULL, p[0], g[0], NULL),
+                    FMK_OK);
                 const double e0p = test_rel_l2(p[0], rp, mt), e0 = test_rel_l2(g[0], rg, 3 * mt);
                 for (int order = 2; order <= 4; order++) {
                     knob("treecode.local", order);
@@ -1214,8 +1249,9 @@ static void test_local(void)
                         knob_drop("treecode.local_k"), knob_drop("treecode.local_open");
                     else
                         knob("treecode.local_k", 3.5), knob("treecode.local_open", 0.75);
-                    CHECK_STATUS(run(kernel, &o, n, x, q, sep ? m : 0, sep ? y : NULL, p[1], g[1],
-                                     NULL), FMK_OK);
+                    CHECK_STATUS(
+                        run(kernel, &o, n, x, q, sep ? m : 0, sep ? y : NULL, p[1], g[1], NULL),
+                        FMK_OK);
                     const double ep = test_rel_l2(p[1], rp, mt), e = test_rel_l2(g[1], rg, 3 * mt);
                     check_context("local %d %s %s %s", order, fmk_kernel_name(kernel),
                                   sep ? "targets" : "self", prec ? "fp32" : "fp64");
@@ -1230,8 +1266,8 @@ static void test_local(void)
                               "the same results as without the cell-to-group step");
                     if (kern == 0 && sep == 0)
                         printf("  local %d %s: grad error %.3e, pot %.3e (without: %.3e, %.3e), "
-                               "Plummer sphere, %lld points\n", order, prec ? "fp32" : "fp64",
-                               e, ep, e0, e0p, (long long)n);
+                               "Plummer sphere, %lld points\n",
+                               order, prec ? "fp32" : "fp64", e, ep, e0, e0p, (long long)n);
                 }
             }
         }
@@ -1278,27 +1314,29 @@ static void test_local_harmonic(void)
             const int64_t mt = sep ? m : n;
             reference(kernel, soft, n, x, q, sep ? m : 0, sep ? y : NULL, rp, rg);
             for (int prec = 0; prec < 2; prec++) {
-                fmk_opts o = tree_opts(prec ? FMK_PRECISION_FP32 : FMK_PRECISION_FP64, 0.6,
-                                       FMK_WALK_GROUP);
+                fmk_opts o =
+                    tree_opts(prec ? FMK_PRECISION_FP32 : FMK_PRECISION_FP64, 0.6, FMK_WALK_GROUP);
                 o.softening = soft;
                 for (int h = 0; h < 2; h++) {
                     knob("treecode.local_harmonic", h);
-                    CHECK_STATUS(run(kernel, &o, n, x, q, sep ? m : 0, sep ? y : NULL, p[h], g[h],
-                                     NULL), FMK_OK);
+                    CHECK_STATUS(
+                        run(kernel, &o, n, x, q, sep ? m : 0, sep ? y : NULL, p[h], g[h], NULL),
+                        FMK_OK);
                 }
                 check_context("local harmonic %s %s %s", fmk_kernel_name(kernel),
                               sep ? "targets" : "self", prec ? "fp32" : "fp64");
                 const double dh = test_rel_l2(g[1], g[0], 3 * mt) + test_rel_l2(p[1], p[0], mt);
                 if (kern == 1)
-                    CHECK_MSG(dh == 0, "softened kernel: the harmonic M2L changed the results (%.2e)",
-                              dh);
+                    CHECK_MSG(dh == 0,
+                              "softened kernel: the harmonic M2L changed the results (%.2e)", dh);
                 else
                     CHECK_LE(dh, prec ? 1e-5 : 1e-12, "harmonic M2L against the full M2L");
                 const double e0 = test_rel_l2(g[0], rg, 3 * mt), e1 = test_rel_l2(g[1], rg, 3 * mt);
                 CHECK_LE(e1, 1.01 * e0, "rel l2 error of grad against the full M2L's");
                 if (kern == 0 && sep == 0)
                     printf("  local harmonic %s: grad error %.3e (full M2L: %.3e), Plummer sphere, "
-                           "%lld points\n", prec ? "fp32" : "fp64", e1, e0, (long long)n);
+                           "%lld points\n",
+                           prec ? "fp32" : "fp64", e1, e0, (long long)n);
             }
         }
     knobs_clear();
@@ -1327,14 +1365,15 @@ static void test_close_pairs(void)
         for (int prec = 0; prec < 2; prec++)
             for (int wk = 1; wk <= N_WALKS; wk++) {
                 const fmk_precision pr = prec ? FMK_PRECISION_FP64 : FMK_PRECISION_FP32;
-                check_context("close pairs: frame %.3g, walk %d, %s", w, wk, prec ? "fp64" : "fp32");
+                check_context("close pairs: frame %.3g, walk %d, %s", w, wk,
+                              prec ? "fp64" : "fp32");
                 fmk_opts o = tree_opts(pr, 0.6, walk_of(wk));
                 const fmk_status st = run(FMK_KERNEL_LAPLACE, &o, n, x, q, 0, NULL, NULL, g, NULL);
                 if (!CHECK(st == FMK_OK))
                     continue;
                 const double e = tree_close_error(g, ref, pair);
-                printf("close pairs: frame %.3g, walk %d, %s: largest gradient error %.3g\n", w,
-                       wk, prec ? "fp64" : "fp32", e);
+                printf("close pairs: frame %.3g, walk %d, %s: largest gradient error %.3g\n", w, wk,
+                       prec ? "fp64" : "fp32", e);
                 CHECK_MSG(e < 1e-5, "gradient error at the pair points %.3g", e);
             }
     }
@@ -1365,8 +1404,9 @@ static void test_oom(void)
     CHECK_PLAN_OK(fmk_plan_eval(p, q, pot, NULL), p);
     fmk_plan_info(p, &info);
     CHECK_MSG(info.bytes_device > 0, "bytes_device after set_points");
-    printf("  %lld points fp32: %lld device bytes held (%.1f per point); fmk_plan_memory bound %lld\n",
-           (long long)n, (long long)info.bytes_device, (double)info.bytes_device / n, (long long)d);
+    printf(
+        "  %lld points fp32: %lld device bytes held (%.1f per point); fmk_plan_memory bound %lld\n",
+        (long long)n, (long long)info.bytes_device, (double)info.bytes_device / n, (long long)d);
     fmk_plan_destroy(p);
     free(x), free(q), free(pot);
 }
@@ -1396,8 +1436,8 @@ static void super_cases(int n_cases)
     knob("treecode.split_warps", 0);
     knob("treecode.super_min", 0);
     knob("treecode.super_depth", -100); /* every tree */
-    const char *names[] = {"cube", "plummer", "clustered", "outlier", "identical", "plane",
-                           "line", "targets", "softened", "overflow"};
+    const char *names[] = {"cube",  "plummer", "clustered", "outlier",  "identical",
+                           "plane", "line",    "targets",   "softened", "overflow"};
     for (int c = 0; c < n_cases; c++) {
         const test_dist dist = c == 1 || c == 7 ? TEST_DIST_PLUMMER
                                : c == 2         ? TEST_DIST_CLUSTERED
@@ -1430,8 +1470,8 @@ static void super_cases(int n_cases)
                 knob("treecode.super", cfg[k][0]), knob("treecode.super_cap", cfg[k][1]);
                 knob("treecode.super_open", cfg[k][2]);
                 knob("treecode.super2", cfg[k][3]), knob("treecode.super2_cap", cfg[k][4]);
-                fmk_opts o = tree_opts(prec ? FMK_PRECISION_FP32 : FMK_PRECISION_FP64, 0.6,
-                                       FMK_WALK_AUTO);
+                fmk_opts o =
+                    tree_opts(prec ? FMK_PRECISION_FP32 : FMK_PRECISION_FP64, 0.6, FMK_WALK_AUTO);
                 o.softening = soft;
                 check_context("super %d cap %d open %d super2 %d cap %d: %s %s", cfg[k][0],
                               cfg[k][1], cfg[k][2], cfg[k][3], cfg[k][4], names[c],
@@ -1454,15 +1494,19 @@ static void super_cases(int n_cases)
             }
             if (prec && (c == 0 || c == 1)) {
                 check_context("super: %s fp32", names[c]);
-                CHECK_MSG(e[1].grad <= 1.05 * e[0].grad, "grad error %.3e with super-groups of 8 "
-                          "+ 4 > 1.05 x %.3e without", e[1].grad, e[0].grad);
-                CHECK_MSG(e[4].grad <= 1.05 * e[0].grad, "grad error %.3e with super-groups of 2 "
-                          "+ 8 > 1.05 x %.3e without", e[4].grad, e[0].grad);
+                CHECK_MSG(e[1].grad <= 1.05 * e[0].grad,
+                          "grad error %.3e with super-groups of 8 "
+                          "+ 4 > 1.05 x %.3e without",
+                          e[1].grad, e[0].grad);
+                CHECK_MSG(e[4].grad <= 1.05 * e[0].grad,
+                          "grad error %.3e with super-groups of 2 "
+                          "+ 8 > 1.05 x %.3e without",
+                          e[4].grad, e[0].grad);
             }
             printf("  super %s %s: grad error %.3e off, %.3e (S 8 + 4%s), %.3e (16), %.3e (4 + 4, "
-                   "%s), %.3e (2 + 8)\n", names[c], prec ? "fp32" : "fp64", e[0].grad, e[1].grad,
-                   c == 9 ? ", cap 1" : "", e[2].grad, e[3].grad,
-                   c == 9 ? "parents' cap 1" : "open 1", e[4].grad);
+                   "%s), %.3e (2 + 8)\n",
+                   names[c], prec ? "fp32" : "fp64", e[0].grad, e[1].grad, c == 9 ? ", cap 1" : "",
+                   e[2].grad, e[3].grad, c == 9 ? "parents' cap 1" : "open 1", e[4].grad);
         }
     }
     knobs_clear();
@@ -1480,8 +1524,8 @@ static void test_tickets(void)
     const int64_t n_max = n > 20000 ? n : 20000; /* the case "small" takes 20000 */
     double *x = xmalloc((size_t)n_max * 24), *q = xmalloc((size_t)n_max * 8);
     double *y = xmalloc((size_t)m * 24);
-    const char *names[] = {"cube", "plummer", "plummer super", "targets", "softened", "fp64",
-                           "small", "smaller"};
+    const char *names[] = {"cube",     "plummer", "plummer super", "targets",
+                           "softened", "fp64",    "small",         "smaller"};
     for (int c = 0; c < 8; c++) {
         const test_dist dist = c == 0 || c == 3 ? TEST_DIST_CUBE : TEST_DIST_PLUMMER;
         const int64_t nc = c == 6 ? 20000 : c == 7 ? 3000 : n, mc = c == 3 ? m : 0;
@@ -1494,8 +1538,8 @@ static void test_tickets(void)
             knob("treecode.super_min", 0), knob("treecode.super_depth", -100);
         else
             knob_drop("treecode.super_min"), knob_drop("treecode.super_depth");
-        fmk_opts o = tree_opts(c == 5 ? FMK_PRECISION_FP64 : FMK_PRECISION_FP32, 0.6,
-                               FMK_WALK_AUTO);
+        fmk_opts o =
+            tree_opts(c == 5 ? FMK_PRECISION_FP64 : FMK_PRECISION_FP32, 0.6, FMK_WALK_AUTO);
         const fmk_kernel kernel = c == 4 ? FMK_KERNEL_PLUMMER : FMK_KERNEL_LAPLACE;
         o.softening = c == 4 ? 0.01 : 0;
         double *p0 = xmalloc((size_t)mo * 8), *g0 = xmalloc((size_t)mo * 24);
@@ -1515,10 +1559,16 @@ static void test_tickets(void)
     free(x), free(q), free(y);
 }
 
-static void test_super(void) { super_cases(10); }
+static void test_super(void)
+{
+    super_cases(10);
+}
 
 /* uniform points only (for racecheck) */
-static void test_super_one(void) { super_cases(1); }
+static void test_super_one(void)
+{
+    super_cases(1);
+}
 
 /* test_tree_gpu [--quick] [knobs] [test ...]: names pick tests (device_paths, one_wait, frame_grid, same_tree, targets,
  * hard_inputs, accuracy, small_paths, moments_fused, moments_up, small_fold, group_modes, mac, local,
@@ -1564,17 +1614,24 @@ int main(int argc, char **argv)
     static const struct {
         const char *name;
         void (*run)(void);
-    } tests[] = {{"device_paths", test_device_paths}, {"one_wait", test_one_wait},
+    } tests[] = {{"device_paths", test_device_paths},
+                 {"one_wait", test_one_wait},
                  {"frame_grid", test_frame_grid},
-                 {"same_tree", test_same_tree},     {"moments_fused", test_moments_fused},
+                 {"same_tree", test_same_tree},
+                 {"moments_fused", test_moments_fused},
                  {"moments_up", test_moments_up},
-                 {"targets", test_targets},           {"hard_inputs", test_hard_inputs},
+                 {"targets", test_targets},
+                 {"hard_inputs", test_hard_inputs},
                  {"accuracy", test_accuracy},
-                 {"small_paths", test_small_paths},   {"group_modes", test_group_modes},
-                 {"mac", test_mac},                   {"local", test_local},
+                 {"small_paths", test_small_paths},
+                 {"group_modes", test_group_modes},
+                 {"mac", test_mac},
+                 {"local", test_local},
                  {"local_harmonic", test_local_harmonic},
-                 {"close_pairs", test_close_pairs},   {"super", test_super},
-                 {"super_one", test_super_one},      {"tickets", test_tickets},
+                 {"close_pairs", test_close_pairs},
+                 {"super", test_super},
+                 {"super_one", test_super_one},
+                 {"tickets", test_tickets},
                  {"small_fold", test_small_fold},
                  {"oom", test_oom}};
     for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {

@@ -56,30 +56,30 @@ static int check_summary(void)
 #define CHECK_MSG(cond, ...) check_report(!!(cond), __FILE__, __LINE__, __VA_ARGS__)
 
 /* CHECK_STATUS(call, expected): call returns the status expected. */
-#define CHECK_STATUS(call, expected)                                                          \
-    do {                                                                                      \
-        fmk_status check_st_ = (call), check_ex_ = (expected);                                \
-        check_report(check_st_ == check_ex_, __FILE__, __LINE__,                              \
-                     "%s returned %d (%s), expected %d (%s); last error: \"%s\"", #call,      \
-                     (int)check_st_, fmk_status_string(check_st_), (int)check_ex_,            \
-                     fmk_status_string(check_ex_), fmk_plan_last_error(NULL));                \
+#define CHECK_STATUS(call, expected)                                                     \
+    do {                                                                                 \
+        fmk_status check_st_ = (call), check_ex_ = (expected);                           \
+        check_report(check_st_ == check_ex_, __FILE__, __LINE__,                         \
+                     "%s returned %d (%s), expected %d (%s); last error: \"%s\"", #call, \
+                     (int)check_st_, fmk_status_string(check_st_), (int)check_ex_,       \
+                     fmk_status_string(check_ex_), fmk_plan_last_error(NULL));           \
     } while (0)
 
 /* CHECK_PLAN_OK(call, plan): call succeeds; on failure prints the plan's message. */
-#define CHECK_PLAN_OK(call, plan)                                                             \
-    do {                                                                                      \
-        fmk_status check_st_ = (call);                                                        \
-        check_report(check_st_ == FMK_OK, __FILE__, __LINE__, "%s returned %d (%s): \"%s\"",  \
-                     #call, (int)check_st_, fmk_status_string(check_st_),                     \
-                     fmk_plan_last_error(plan));                                              \
+#define CHECK_PLAN_OK(call, plan)                                                            \
+    do {                                                                                     \
+        fmk_status check_st_ = (call);                                                       \
+        check_report(check_st_ == FMK_OK, __FILE__, __LINE__, "%s returned %d (%s): \"%s\"", \
+                     #call, (int)check_st_, fmk_status_string(check_st_),                    \
+                     fmk_plan_last_error(plan));                                             \
     } while (0)
 
 /* CHECK_LE(value, bound, what): a measured error is within its bound. */
-#define CHECK_LE(value, bound, what)                                                          \
-    do {                                                                                      \
-        double check_v_ = (value), check_b_ = (bound);                                        \
-        check_report(check_v_ <= check_b_, __FILE__, __LINE__, "%s = %.3e exceeds %.1e",      \
-                     (what), check_v_, check_b_);                                             \
+#define CHECK_LE(value, bound, what)                                                             \
+    do {                                                                                         \
+        double check_v_ = (value), check_b_ = (bound);                                           \
+        check_report(check_v_ <= check_b_, __FILE__, __LINE__, "%s = %.3e exceeds %.1e", (what), \
+                     check_v_, check_b_);                                                        \
     } while (0)
 
 #endif /* FMK_TEST_CHECK_H */

@@ -89,12 +89,12 @@ static void bad_options(void)
     fmk_opts o;
     const fmk_kernel lap = FMK_KERNEL_LAPLACE, plum = FMK_KERNEL_PLUMMER,
                      reg = FMK_KERNEL_REGULARIZED;
-#define BAD(kernel, stmt, status)                                                               \
-    do {                                                                                        \
-        o = cpu_opts();                                                                         \
-        o.softening = (kernel) == lap ? 0 : 0.1;                                                \
-        stmt;                                                                                   \
-        create_fails(3, kernel, 1e-6, &o, status, #stmt);                                       \
+#define BAD(kernel, stmt, status)                         \
+    do {                                                  \
+        o = cpu_opts();                                   \
+        o.softening = (kernel) == lap ? 0 : 0.1;          \
+        stmt;                                             \
+        create_fails(3, kernel, 1e-6, &o, status, #stmt); \
     } while (0)
     BAD(lap, o.method = (fmk_method)4, FMK_ERR_ARG);
     BAD(lap, o.method = (fmk_method)-1, FMK_ERR_ARG);

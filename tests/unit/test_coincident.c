@@ -9,9 +9,8 @@
 #include "check.h"
 #include "testutil.h"
 
-static const fmk_kernel kernels[] = {FMK_KERNEL_LAPLACE, FMK_KERNEL_PLUMMER,
-                                     FMK_KERNEL_REGULARIZED, FMK_KERNEL_LOG2D,
-                                     FMK_KERNEL_CAUCHY2D};
+static const fmk_kernel kernels[] = {FMK_KERNEL_LAPLACE, FMK_KERNEL_PLUMMER, FMK_KERNEL_REGULARIZED,
+                                     FMK_KERNEL_LOG2D, FMK_KERNEL_CAUCHY2D};
 static const double softening = 0.05;
 
 static int all_finite(const double *x, int64_t n)
@@ -33,12 +32,14 @@ static void compare(fmk_kernel k, int64_t ns, const double *src, const double *q
     test_reference(k, softening, ns, src, q, nt, trg, rp, rg);
     for (int p = 0; p < 2; p++) {
         const double tol = p ? 1e-5 : 1e-13;
-        CHECK_STATUS(test_run(k, p ? FMK_PRECISION_FP32 : FMK_PRECISION_FP64, 0, softening, ns,
-                              src, q, nt, trg, pot, grad),
+        CHECK_STATUS(test_run(k, p ? FMK_PRECISION_FP32 : FMK_PRECISION_FP64, 0, softening, ns, src,
+                              q, nt, trg, pot, grad),
                      FMK_OK);
         CHECK(all_finite(pot, m * pw) && all_finite(grad, m * gw));
-        CHECK_LE(test_rel_l2(pot, rp, m * pw), tol, p ? "fp32 potential error" : "fp64 potential error");
-        CHECK_LE(test_rel_l2(grad, rg, m * gw), tol, p ? "fp32 gradient error" : "fp64 gradient error");
+        CHECK_LE(test_rel_l2(pot, rp, m * pw), tol,
+                 p ? "fp32 potential error" : "fp64 potential error");
+        CHECK_LE(test_rel_l2(grad, rg, m * gw), tol,
+                 p ? "fp32 gradient error" : "fp64 gradient error");
     }
     free(rp), free(rg), free(pot), free(grad);
 }
@@ -57,10 +58,10 @@ static void duplicates(fmk_kernel k)
     for (int64_t i = 0; i < nt * dim; i++)
         trg[i] = all[n * dim + i];
     for (int c = 0; c < dim; c++) {
-        src[dim * 1 + c] = src[c];                               /* 1 == 0 */
+        src[dim * 1 + c] = src[c];                                 /* 1 == 0 */
         src[dim * 11 + c] = src[dim * 12 + c] = src[dim * 10 + c]; /* 10 == 11 == 12 */
-        trg[c] = src[dim * 5 + c];                               /* targets on sources */
-        trg[dim * 3 + c] = src[dim * 10 + c];                    /* on the triple */
+        trg[c] = src[dim * 5 + c];                                 /* targets on sources */
+        trg[dim * 3 + c] = src[dim * 10 + c];                      /* on the triple */
     }
     test_charges(n, cplx, 5, q);
     check_context("%s, duplicated sources, targets = sources", fmk_kernel_name(k));
@@ -88,8 +89,8 @@ static void two_coincident(fmk_kernel k)
         check_context("%s, two coincident sources, targets = sources, %s", fmk_kernel_name(k),
                       p ? "fp32" : "fp64");
         const double tol = p ? 1e-6 : 1e-15;
-        CHECK_STATUS(test_run(k, p ? FMK_PRECISION_FP32 : FMK_PRECISION_FP64, 1, softening, 2,
-                              src, q, 0, NULL, pot, grad),
+        CHECK_STATUS(test_run(k, p ? FMK_PRECISION_FP32 : FMK_PRECISION_FP64, 1, softening, 2, src,
+                              q, 0, NULL, pot, grad),
                      FMK_OK);
         for (int i = 0; i < 2; i++) {
             double v = cplx ? pot[2 * i] : pot[i];
@@ -104,8 +105,8 @@ static void two_coincident(fmk_kernel k)
         check_context("%s, one source, targets = sources, %s", fmk_kernel_name(k),
                       p ? "fp32" : "fp64");
         pot[0] = pot[1] = grad[0] = grad[1] = 99;
-        CHECK_STATUS(test_run(k, p ? FMK_PRECISION_FP32 : FMK_PRECISION_FP64, 1, softening, 1,
-                              src, q, 0, NULL, pot, grad),
+        CHECK_STATUS(test_run(k, p ? FMK_PRECISION_FP32 : FMK_PRECISION_FP64, 1, softening, 1, src,
+                              q, 0, NULL, pot, grad),
                      FMK_OK);
         CHECK_MSG(pot[0] == 0 && grad[0] == 0 && grad[1] == 0,
                   "a lone source sees itself: pot %g grad %g %g", pot[0], grad[0], grad[1]);
@@ -129,8 +130,9 @@ static void explicit_same_array(fmk_kernel k)
                  FMK_OK);
     CHECK_STATUS(test_run(k, FMK_PRECISION_FP64, 0, softening, n, src, q, n, src, p_expl, NULL),
                  FMK_OK);
-    double self_value = k == FMK_KERNEL_PLUMMER ? 1 / softening
-                        : k == FMK_KERNEL_REGULARIZED ? 1.5 / softening : 0;
+    double self_value = k == FMK_KERNEL_PLUMMER       ? 1 / softening
+                        : k == FMK_KERNEL_REGULARIZED ? 1.5 / softening
+                                                      : 0;
     double worst = 0;
     for (int64_t i = 0; i < n; i++) {
         double d = p_expl[pw * i] - p_self[pw * i] - self_value * q[cplx ? 2 * i : i];
@@ -153,7 +155,7 @@ static void coincident_after_mapping(fmk_kernel k)
     for (int i = 0; i < n * dim; i++)
         src[i] = 1.6 * src[i] - 0.8; /* inside (-0.8, 0.8) */
     for (int c = 0; c < dim; c++) {
-        src[c] = -1, src[dim + c] = 1;            /* the box: [-1, 1]^dim */
+        src[c] = -1, src[dim + c] = 1;              /* the box: [-1, 1]^dim */
         src[2 * dim + c] = src[3 * dim + c] = 0.25; /* A and B */
     }
     test_charges(n, cplx, 31, q);
@@ -165,7 +167,8 @@ static void coincident_after_mapping(fmk_kernel k)
         for (int i = 0; i < n * dim; i++)
             snapped[i] = src[i];
         snapped[3 * dim] = 0.25;
-        check_context("%s, points equal after mapping, %s", fmk_kernel_name(k), p ? "fp32" : "fp64");
+        check_context("%s, points equal after mapping, %s", fmk_kernel_name(k),
+                      p ? "fp32" : "fp64");
         CHECK_STATUS(test_run(k, prec, 1, softening, n, src, q, 0, NULL, pot, NULL), FMK_OK);
         test_reference(k, softening, n, snapped, q, 0, NULL, ref, NULL);
         CHECK(all_finite(pot, n * (cplx ? 2 : 1)));

@@ -85,11 +85,12 @@ static void accuracy_matrix(void)
             for (int e = 0; e < 4; e++) {
                 errs err;
                 fmk_info info;
-                check_context("%s, %s, eps %g", fmk_kernel_name(k), test_set2d_name((test_set2d)d), epss[e]);
+                check_context("%s, %s, eps %g", fmk_kernel_name(k), test_set2d_name((test_set2d)d),
+                              epss[e]);
                 CHECK_STATUS(fmm_errors(k, epss[e], -1, 0, n, x, q, 0, NULL, &err, &info), FMK_OK);
                 printf("%-8s %-10s %-6.0e %3d %6d %4lld %9.2e %9.2e %9.2e\n", fmk_kernel_name(k),
-                       test_set2d_name((test_set2d)d), epss[e], info.order, info.levels, (long long)info.leaf_size,
-                       err.pot, err.grad, err.max_rel);
+                       test_set2d_name((test_set2d)d), epss[e], info.order, info.levels,
+                       (long long)info.leaf_size, err.pot, err.grad, err.max_rel);
                 CHECK_MSG(err.pot <= epss[e], "potential error %.3e > eps", err.pot);
                 CHECK_MSG(err.grad <= epss[e], "gradient error %.3e > eps", err.grad);
                 /* eq. 5.3 for the paper's kernel (log2d potentials pass near 0, where a
@@ -114,8 +115,9 @@ static void error_falls_with_order(void)
     check_context("error against order");
     for (int i = 0; i < 6; i++) {
         errs err;
-        CHECK_STATUS(fmm_errors(FMK_KERNEL_CAUCHY2D, 1e-6, orders[i], 20, n, x, q, 0, NULL, &err,
-                                NULL), FMK_OK);
+        CHECK_STATUS(
+            fmm_errors(FMK_KERNEL_CAUCHY2D, 1e-6, orders[i], 20, n, x, q, 0, NULL, &err, NULL),
+            FMK_OK);
         printf("p = %2d: pot %.2e grad %.2e max rel %.2e\n", orders[i], err.pot, err.grad,
                err.max_rel);
         CHECK_MSG(err.pot < prev, "p = %d: error %.3e did not fall (previous %.3e)", orders[i],
@@ -245,9 +247,10 @@ static void lists_cover_pairs(void)
         int64_t bad = 0;
         for (int64_t i = 0; i < leaves * leaves; i++)
             bad += cover[i] != 1;
-        printf("lists %s: levels %d, weak %lld, p2p %lld, m2p %lld, p2l %lld\n", test_set2d_name((test_set2d)d), L,
-               (long long)t.weak_begin[t.n_boxes], (long long)t.p2p_begin[leaves],
-               (long long)t.m2p_begin[leaves], (long long)t.p2l_begin[leaves]);
+        printf("lists %s: levels %d, weak %lld, p2p %lld, m2p %lld, p2l %lld\n",
+               test_set2d_name((test_set2d)d), L, (long long)t.weak_begin[t.n_boxes],
+               (long long)t.p2p_begin[leaves], (long long)t.m2p_begin[leaves],
+               (long long)t.p2l_begin[leaves]);
         CHECK_MSG(L >= 3, "only %d levels", L);
         CHECK_MSG(bad == 0, "%lld pairs of finest boxes not covered exactly once", (long long)bad);
         /* every box holds floor or ceil of n / 4^l points */

@@ -55,22 +55,22 @@ static void chains(int is_log)
     for (int t = 0; t < 5; t++) {
         const int p = ps[t];
         fmk_cplx M[PMAX + 1] = {{0, 0}}, Mp[PMAX + 1] = {{0, 0}}, L[PMAX + 1] = {{0, 0}},
-                 Lc[PMAX + 1] = {{0, 0}}, P[PMAX + 1] = {{0, 0}};
+                          Lc[PMAX + 1] = {{0, 0}}, P[PMAX + 1] = {{0, 0}};
         fmk_cplx v[5][2];
         for (int k = 0; k < 5; k++)
             v[k][0] = v[k][1] = fmk_c(0, 0);
         fmk_fmm2d_p2m(is_log, p, cs, 0.25, NS, xy, q, M);
-        fmk_fmm2d_m2p(p, cs, 0.25, M, z, v[0]);                       /* P2M, M2P */
-        const fmk_cplx cp = fmk_c(1.3, 1.0);                          /* parent, radius 0.4 */
+        fmk_fmm2d_m2p(p, cs, 0.25, M, z, v[0]); /* P2M, M2P */
+        const fmk_cplx cp = fmk_c(1.3, 1.0);    /* parent, radius 0.4 */
         fmk_fmm2d_m2m(p, cs, 0.25, M, cp, 0.4, Mp);
-        fmk_fmm2d_m2p(p, cp, 0.4, Mp, z, v[1]);                       /* + M2M */
+        fmk_fmm2d_m2p(p, cp, 0.4, Mp, z, v[1]); /* + M2M */
         fmk_fmm2d_m2l(p, cs, 0.25, M, ct, 0.25, L);
-        fmk_fmm2d_l2p(p, ct, 0.25, L, z, v[2]);                       /* + M2L, L2P */
+        fmk_fmm2d_l2p(p, ct, 0.25, L, z, v[2]); /* + M2L, L2P */
         fmk_fmm2d_p2l(is_log, p, ct, 0.25, NS, xy, q, P);
-        fmk_fmm2d_l2p(p, ct, 0.25, P, z, v[3]);                       /* P2L, L2P */
-        const fmk_cplx cc = fmk_c(ct.re + 0.08, ct.im - 0.1);         /* child, radius 0.1 */
+        fmk_fmm2d_l2p(p, ct, 0.25, P, z, v[3]);               /* P2L, L2P */
+        const fmk_cplx cc = fmk_c(ct.re + 0.08, ct.im - 0.1); /* child, radius 0.1 */
         fmk_fmm2d_l2l(p, ct, 0.25, P, cc, 0.1, Lc);
-        fmk_fmm2d_l2p(p, cc, 0.1, Lc, z, v[4]);                       /* + L2L */
+        fmk_fmm2d_l2p(p, cc, 0.1, Lc, z, v[4]); /* + L2L */
         static const char *names[] = {"P2M-M2P", "P2M-M2M-M2P", "P2M-M2L-L2P", "P2L-L2P",
                                       "P2L-L2L-L2P"};
         for (int k = 0; k < 5; k++) {

@@ -32,15 +32,9 @@ static void make_points(dist d, int64_t n, uint64_t seed, double *x)
 {
     test_rng r = test_rng_seed(seed);
     switch (d) {
-    case CUBE:
-        test_points(TEST_DIST_CUBE, n, seed, x);
-        break;
-    case SPHERE:
-        test_points(TEST_DIST_SPHERE, n, seed, x);
-        break;
-    case PLUMMER:
-        test_points(TEST_DIST_PLUMMER, n, seed, x);
-        break;
+    case CUBE: test_points(TEST_DIST_CUBE, n, seed, x); break;
+    case SPHERE: test_points(TEST_DIST_SPHERE, n, seed, x); break;
+    case PLUMMER: test_points(TEST_DIST_PLUMMER, n, seed, x); break;
     case CORNER: /* uniform^3 per coordinate: dense at the corner (0, 0, 0) */
         for (int64_t i = 0; i < 3 * n; i++) {
             double u = test_uniform(&r);
@@ -150,8 +144,8 @@ static void accuracy_matrix(void)
             fmk_info info;
             check_context("%s, eps %g, leaves of 100", dist_names[d], epss[e]);
             CHECK_STATUS(fmm_errors(epss[e], -1, n, x, q, 0, NULL, err, &info), FMK_OK);
-            printf("%-16s %-7.0e %3d %6d %4lld %10.2e %10.2e\n", dist_names[d], epss[e],
-                   info.order, info.levels, (long long)info.leaf_size, err[0], err[1]);
+            printf("%-16s %-7.0e %3d %6d %4lld %10.2e %10.2e\n", dist_names[d], epss[e], info.order,
+                   info.levels, (long long)info.leaf_size, err[0], err[1]);
             CHECK_MSG(err[0] <= epss[e], "potential error %.3e > eps", err[0]);
             CHECK_MSG(err[1] <= 10 * epss[e], "gradient error %.3e > 10 eps", err[1]);
         }
@@ -211,8 +205,10 @@ static void scale_and_offset(void)
              * errors differ (within a factor of a few); an offset of 1e8 keeps the tree (it rounds the coordinates
              * to ~1e-8 of the box, and the reference sums over the rounded points) */
             CHECK_MSG(err[0] <= 1e-6 && err[1] <= 1e-5, "pot %.3e grad %.3e", err[0], err[1]);
-            CHECK_MSG(err[0] <= 10 * base[0] && base[0] <= 10 * err[0], "pot %.4e vs %.4e", err[0], base[0]);
-            CHECK_MSG(err[1] <= 10 * base[1] && base[1] <= 10 * err[1], "grad %.4e vs %.4e", err[1], base[1]);
+            CHECK_MSG(err[0] <= 10 * base[0] && base[0] <= 10 * err[0], "pot %.4e vs %.4e", err[0],
+                      base[0]);
+            CHECK_MSG(err[1] <= 10 * base[1] && base[1] <= 10 * err[1], "grad %.4e vs %.4e", err[1],
+                      base[1]);
         }
     }
     leaf_size = 0;
@@ -279,10 +275,14 @@ static void smooth_kernels(void)
             CHECK_MSG(err[1] <= cg * sd + 1e-8, "gradient error %.3e > %.3e", err[1], cg * sd);
             if (i > 0) { /* halving s divides the error by about 2^power */
                 const double f = pow(2, power) / 2.5;
-                CHECK_MSG(err[0] * f <= prev[0], "potential error %.3e did not fall like s^%d "
-                          "(previous %.3e)", err[0], power, prev[0]);
-                CHECK_MSG(err[1] * f <= prev[1], "gradient error %.3e did not fall like s^%d "
-                          "(previous %.3e)", err[1], power, prev[1]);
+                CHECK_MSG(err[0] * f <= prev[0],
+                          "potential error %.3e did not fall like s^%d "
+                          "(previous %.3e)",
+                          err[0], power, prev[0]);
+                CHECK_MSG(err[1] * f <= prev[1],
+                          "gradient error %.3e did not fall like s^%d "
+                          "(previous %.3e)",
+                          err[1], power, prev[1]);
             }
             prev[0] = err[0], prev[1] = err[1];
         }
@@ -370,7 +370,8 @@ static void small_and_special(void)
     make_points(CORNER, n, 43, x);
     test_charges(n, 0, 44, q2b);
     fmk_plan *plan = NULL;
-    double *p1 = test_alloc(n), *g1 = test_alloc(3 * n), *rp = test_alloc(n), *rg = test_alloc(3 * n);
+    double *p1 = test_alloc(n), *g1 = test_alloc(3 * n), *rp = test_alloc(n),
+           *rg = test_alloc(3 * n);
     check_context("two evaluations");
     CHECK_STATUS(fmk_plan_create(&plan, 3, FMK_KERNEL_LAPLACE, 1e-9, &o), FMK_OK);
     CHECK_STATUS(fmk_plan_set_points(plan, n, x, 0, NULL), FMK_OK);

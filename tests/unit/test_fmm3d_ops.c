@@ -114,7 +114,7 @@ static double rel_l2(int64_t n, const double *a, const double *b)
 typedef struct ops {
     fmk_fmm3d_ops_ctx ctx;
     double *work;
-    double *A, *B, *C, *D;      /* four expansions */
+    double *A, *B, *C, *D; /* four expansions */
     int64_t nc2;
 } ops;
 
@@ -200,8 +200,8 @@ static void test_harmonics(void)
         for (int n = 0; n <= 60; n++)
             for (int m = 0; m <= n; m++) {
                 const int64_t i = FMK_FMM3D_IDX(n, m);
-                const long double t = (long double)R[2 * i] * I[2 * i] +
-                                      (long double)R[2 * i + 1] * I[2 * i + 1];
+                const long double t =
+                    (long double)R[2 * i] * I[2 * i] + (long double)R[2 * i + 1] * I[2 * i + 1];
                 s += m ? 2 * t : t;
                 bounded = bounded && hypot(R[2 * i], R[2 * i + 1]) <= pow(0.4, n) * (1 + 1e-12) &&
                           hypot(I[2 * i], I[2 * i + 1]) <= (1 + 1e-12);
@@ -278,8 +278,8 @@ static void test_convergence(void)
     printf("  p   P2M->M2P   grad      P2L->L2P   grad      (ratio 0.5, max error / max value)\n");
     for (int p = 0; p <= MAXP; p++)
         if (p <= 4 || p % 4 == 0)
-            printf(" %2d   %.2e   %.2e   %.2e   %.2e   l2 %.2e %.2e\n", p, err_m2p[p], err_gm2p[p], err_l2p[p],
-                   err_gl2p[p], l2_m2p[p], l2_l2p[p]);
+            printf(" %2d   %.2e   %.2e   %.2e   %.2e   l2 %.2e %.2e\n", p, err_m2p[p], err_gm2p[p],
+                   err_l2p[p], err_gl2p[p], l2_m2p[p], l2_l2p[p]);
     /* Monotone decay until rounding (1e-14) is reached, within the bound of paper 004 eq. 6
      * relative to the smallest |phi| the charges could give (mixed signs: use sum |q|). */
     double sum_abs = 0, max_pot = 0, max_lpot = 0;
@@ -296,15 +296,17 @@ static void test_convergence(void)
          * the next (the truncated term of degree p + 1 can be small by chance for a given charge
          * set, so the error of order p may then stay a little above that of p - 1). */
         if (p > 0 && l2_m2p[p - 1] > 1e-13)
-            CHECK_MSG(l2_m2p[p] < 1.6 * l2_m2p[p - 1], "M2P rms error rose from p - 1: %.3e -> %.3e",
-                      l2_m2p[p - 1], l2_m2p[p]);
+            CHECK_MSG(l2_m2p[p] < 1.6 * l2_m2p[p - 1],
+                      "M2P rms error rose from p - 1: %.3e -> %.3e", l2_m2p[p - 1], l2_m2p[p]);
         if (p > 0 && l2_l2p[p - 1] > 1e-13)
-            CHECK_MSG(l2_l2p[p] < 1.6 * l2_l2p[p - 1], "L2P rms error rose from p - 1: %.3e -> %.3e",
-                      l2_l2p[p - 1], l2_l2p[p]);
+            CHECK_MSG(l2_l2p[p] < 1.6 * l2_l2p[p - 1],
+                      "L2P rms error rose from p - 1: %.3e -> %.3e", l2_l2p[p - 1], l2_l2p[p]);
         if (p > 1 && err_m2p[p - 2] > 1e-13)
-            CHECK_MSG(err_m2p[p] < err_m2p[p - 2], "M2P max error rose over two orders at p = %d", p);
+            CHECK_MSG(err_m2p[p] < err_m2p[p - 2], "M2P max error rose over two orders at p = %d",
+                      p);
         if (p > 1 && err_l2p[p - 2] > 1e-13)
-            CHECK_MSG(err_l2p[p] < err_l2p[p - 2], "L2P max error rose over two orders at p = %d", p);
+            CHECK_MSG(err_l2p[p] < err_l2p[p - 2], "L2P max error rose over two orders at p = %d",
+                      p);
         if (p > 0 && err_gm2p[p - 1] > 1e-12)
             CHECK_MSG(err_gm2p[p] < err_gm2p[p - 1], "M2P gradient error rose at p = %d", p);
         if (p > 0 && err_gl2p[p - 1] > 1e-12)
@@ -511,7 +513,7 @@ static void test_m2l_block(void)
  * Point-and-shoot translations against the O(p^4) references
  * ------------------------------------------------------------------------------------------ */
 
-static double worst_rot[3];     /* m2m, m2l, l2l over all p and directions */
+static double worst_rot[3]; /* m2m, m2l, l2l over all p and directions */
 
 static void compare_translations(int p, const double dir[3], const char *what, test_rng *rng)
 {
@@ -535,7 +537,7 @@ static void compare_translations(int p, const double dir[3], const char *what, t
     double cp[3], cl[3];
     for (int k = 0; k < 3; k++) {
         cp[k] = c[k] + 0.2165 * u[k];
-        cl[k] = c[k] + 0.75 * u[k];     /* M2L target: 3 box sides away */
+        cl[k] = c[k] + 0.75 * u[k]; /* M2L target: 3 box sides away */
     }
     double *rot = malloc((size_t)fmk_fmm3d_rot_size(&o.ctx) * sizeof(double));
     double e[3];
@@ -583,10 +585,10 @@ static void test_translations(void)
 {
     test_rng rng = test_rng_seed(21);
     const int orders[] = {0, 1, 2, 3, 5, 8, 13, 20, 30, 40};
-    const double special[][3] = {{0, 0, 1}, {0, 0, -1}, {1, 0, 0}, {0, -1, 0}, {1, 1, 1},
-                                 {-1, 1, -1}, {1e-13, 0, 1}, {0, 1e-13, -1}};
-    const char *names[] = {"+z", "-z", "+x", "-y", "(1,1,1)", "(-1,1,-1)", "nearly +z",
-                           "nearly -z"};
+    const double special[][3] = {{0, 0, 1}, {0, 0, -1},  {1, 0, 0},     {0, -1, 0},
+                                 {1, 1, 1}, {-1, 1, -1}, {1e-13, 0, 1}, {0, 1e-13, -1}};
+    const char *names[] = {"+z",      "-z",        "+x",        "-y",
+                           "(1,1,1)", "(-1,1,-1)", "nearly +z", "nearly -z"};
     for (size_t i = 0; i < sizeof orders / sizeof orders[0]; i++) {
         const int p = orders[i];
         for (int d = 0; d < 8; d++)
@@ -603,7 +605,8 @@ static void test_translations(void)
     const double zero[3] = {0, 0, 0};
     compare_translations(10, zero, "zero shift", &rng);
     printf("  rotation-based vs O(p^4) reference, worst relative 2-norm over p <= 40: "
-           "M2M %.2e  M2L %.2e  L2L %.2e\n", worst_rot[0], worst_rot[1], worst_rot[2]);
+           "M2M %.2e  M2L %.2e  L2L %.2e\n",
+           worst_rot[0], worst_rot[1], worst_rot[2]);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -624,7 +627,7 @@ static void chain(int p, int depth_shift, int mixed, double *err, double *errg, 
     if (!ops_open(&o, p))
         return;
     test_rng rng = test_rng_seed(100 + p);
-    const double f = ldexp(1.0, -depth_shift);  /* box sizes scale by 2^-shift */
+    const double f = ldexp(1.0, -depth_shift); /* box sizes scale by 2^-shift */
     const double l2 = 0.25 * f, l3 = 0.125 * f;
     /* parents: PS at the cell (0, 0, 0) of level 2 below the corner, PT at (3, 1, 0) */
     const double cPS[3] = {1 + 0.5 * l2, 1 + 0.5 * l2, 1 + 0.5 * l2};
@@ -648,10 +651,10 @@ static void chain(int p, int depth_shift, int mixed, double *err, double *errg, 
     *errg = rel_max(3 * N, grad, rg);
     double aS = 0, aT = 0;
     for (int i = 0; i < N; i++) {
-        aS = fmax(aS, hypot(hypot(xs[3 * i] - cPS[0], xs[3 * i + 1] - cPS[1]),
-                            xs[3 * i + 2] - cPS[2]));
-        aT = fmax(aT, hypot(hypot(yt[3 * i] - cPT[0], yt[3 * i + 1] - cPT[1]),
-                            yt[3 * i + 2] - cPT[2]));
+        aS = fmax(aS,
+                  hypot(hypot(xs[3 * i] - cPS[0], xs[3 * i + 1] - cPS[1]), xs[3 * i + 2] - cPS[2]));
+        aT = fmax(aT,
+                  hypot(hypot(yt[3 * i] - cPT[0], yt[3 * i + 1] - cPT[1]), yt[3 * i + 2] - cPT[2]));
     }
     *rho = (aS + aT) / hypot(hypot(cPT[0] - cPS[0], cPT[1] - cPS[1]), cPT[2] - cPS[2]);
     ops_close(&o);
@@ -701,7 +704,8 @@ static void test_worst_pair(void)
     cube(&rng, N, cT, l, yt);
     charges(&rng, N, 0, q);
     direct(N, xs, q, N, yt, rp, rg);
-    printf("  worst V-list pair (side l, centres 2l apart): P2M->M2L->L2P\n  p    potential  gradient\n");
+    printf("  worst V-list pair (side l, centres 2l apart): P2M->M2L->L2P\n  p    potential  "
+           "gradient\n");
     double prev = 1;
     for (int p = 2; p <= 40; p += 2) {
         ops o;

@@ -12,9 +12,8 @@
 
 #define SENTINEL (-12345.678)
 
-static const fmk_kernel kernels[] = {FMK_KERNEL_LAPLACE, FMK_KERNEL_PLUMMER,
-                                     FMK_KERNEL_REGULARIZED, FMK_KERNEL_LOG2D,
-                                     FMK_KERNEL_CAUCHY2D};
+static const fmk_kernel kernels[] = {FMK_KERNEL_LAPLACE, FMK_KERNEL_PLUMMER, FMK_KERNEL_REGULARIZED,
+                                     FMK_KERNEL_LOG2D, FMK_KERNEL_CAUCHY2D};
 
 static void fill(double *x, int64_t n)
 {
@@ -91,7 +90,9 @@ static void nonfinite(fmk_kernel k)
                   fmk_plan_last_error(plan));
         CHECK(untouched(pot, n * cw) && untouched(grad, n * gw));
         /* the one-shot call reports it through the thread's message */
-        CHECK_STATUS(fmk_eval(dim, k, 1e-6, NULL, n, src, q, 0, NULL, pot, grad), k == FMK_KERNEL_PLUMMER || k == FMK_KERNEL_REGULARIZED ? FMK_ERR_ARG : FMK_ERR_NONFINITE);
+        CHECK_STATUS(fmk_eval(dim, k, 1e-6, NULL, n, src, q, 0, NULL, pot, grad),
+                     k == FMK_KERNEL_PLUMMER || k == FMK_KERNEL_REGULARIZED ? FMK_ERR_ARG
+                                                                            : FMK_ERR_NONFINITE);
         CHECK(fmk_plan_last_error(NULL)[0] != '\0');
         CHECK(untouched(pot, n * cw) && untouched(grad, n * gw));
         q[cw * 41 + cw - 1] = keep;
@@ -291,7 +292,7 @@ static void failed_set_points_keeps_points(fmk_kernel k)
     CHECK_PLAN_OK(fmk_plan_eval(plan, q, p0, g0), plan);
 
     memcpy(bad, src, sizeof(double) * n * dim);
-    bad[5] = NAN;                                                     /* non-finite point */
+    bad[5] = NAN; /* non-finite point */
     CHECK_STATUS(fmk_plan_set_points(plan, n, bad, 0, NULL), FMK_ERR_NONFINITE);
     CHECK_STATUS(fmk_plan_set_points(plan, -3, src, 0, NULL), FMK_ERR_ARG);
     CHECK_STATUS(fmk_plan_set_points(plan, n, src, 4, NULL), FMK_ERR_NULL);
@@ -344,7 +345,8 @@ static void set_points_again(void)
     const int64_t n = 50, m = 20;
     double *a = test_alloc(3 * n), *b = test_alloc(3 * n), *t1 = test_alloc(3 * m),
            *t2 = test_alloc(3 * m), *q = test_alloc(n);
-    double *p0 = test_alloc(n), *p1 = test_alloc(n), *g0 = test_alloc(3 * n), *g1 = test_alloc(3 * n);
+    double *p0 = test_alloc(n), *p1 = test_alloc(n), *g0 = test_alloc(3 * n),
+           *g1 = test_alloc(3 * n);
     test_points(TEST_DIST_CUBE, n, 21, a);
     test_points(TEST_DIST_PLUMMER, n, 22, b);
     test_points(TEST_DIST_CUBE, m, 23, t1);
@@ -446,10 +448,12 @@ static void names(void)
         CHECK(back == (fmk_backend)b);
     }
     CHECK(fmk_backend_name((fmk_backend)3) == NULL);
-    const char *phases[] = {"setup", "upload", "p2m", "m2m", "m2l", "l2l", "l2p", "p2p", "download"};
+    const char *phases[] = {"setup", "upload", "p2m", "m2m",     "m2l",
+                            "l2l",   "l2p",    "p2p", "download"};
     for (int p = 0; p <= FMK_PHASE_DOWNLOAD; p++) {
         const char *name = fmk_phase_name((fmk_phase)p);
-        CHECK_MSG(name && strcmp(name, phases[p]) == 0, "phase %d is \"%s\"", p, name ? name : "(null)");
+        CHECK_MSG(name && strcmp(name, phases[p]) == 0, "phase %d is \"%s\"", p,
+                  name ? name : "(null)");
     }
     CHECK(fmk_phase_name((fmk_phase)-1) == NULL && fmk_phase_name(FMK_PHASE_COUNT) == NULL);
 

@@ -68,9 +68,8 @@ static void check_reference_gradients(fmk_kernel kernel)
 }
 
 /* Library results for one precision and thread count. */
-static void run(fmk_kernel kernel, fmk_precision prec, int threads, int64_t ns,
-                const double *src, const double *q, int64_t nt, const double *trg, double *pot,
-                double *grad)
+static void run(fmk_kernel kernel, fmk_precision prec, int threads, int64_t ns, const double *src,
+                const double *q, int64_t nt, const double *trg, double *pot, double *grad)
 {
     CHECK_STATUS(test_run(kernel, prec, threads, softening, ns, src, q, nt, trg, pot, grad),
                  FMK_OK);

@@ -8,18 +8,19 @@
 #include "check.h"
 #include "testutil.h"
 
-static const fmk_kernel kernels[] = {FMK_KERNEL_LAPLACE, FMK_KERNEL_PLUMMER,
-                                     FMK_KERNEL_REGULARIZED, FMK_KERNEL_LOG2D,
-                                     FMK_KERNEL_CAUCHY2D};
+static const fmk_kernel kernels[] = {FMK_KERNEL_LAPLACE, FMK_KERNEL_PLUMMER, FMK_KERNEL_REGULARIZED,
+                                     FMK_KERNEL_LOG2D, FMK_KERNEL_CAUCHY2D};
 
 typedef struct transform {
     const char *name;
     double scale, offset;
 } transform;
 
-static const transform transforms[] = {
-    {"unit", 1, 0}, {"scaled by 1e-9", 1e-9, 0}, {"scaled by 1e10", 1e10, 0},
-    {"offset by 1e8", 1, 1e8}, {"scaled by 1e-9, offset by 1e-3", 1e-9, 1e-3}};
+static const transform transforms[] = {{"unit", 1, 0},
+                                       {"scaled by 1e-9", 1e-9, 0},
+                                       {"scaled by 1e10", 1e10, 0},
+                                       {"offset by 1e8", 1, 1e8},
+                                       {"scaled by 1e-9, offset by 1e-3", 1e-9, 1e-3}};
 
 static void check_transform(fmk_kernel k, const transform *t, int self)
 {
@@ -40,9 +41,10 @@ static void check_transform(fmk_kernel k, const transform *t, int self)
     for (int p = 0; p < 2; p++) {
         const double tol = p ? 1e-5 : 1e-13;
         check_context("%s, unit %s %s, %s, %s", fmk_kernel_name(k), dim == 3 ? "cube" : "square",
-                      t->name, self ? "targets = sources" : "separate targets", p ? "fp32" : "fp64");
-        CHECK_STATUS(test_run(k, p ? FMK_PRECISION_FP32 : FMK_PRECISION_FP64, 0, softening, ns,
-                              src, q, nt, trg, pot, grad),
+                      t->name, self ? "targets = sources" : "separate targets",
+                      p ? "fp32" : "fp64");
+        CHECK_STATUS(test_run(k, p ? FMK_PRECISION_FP32 : FMK_PRECISION_FP64, 0, softening, ns, src,
+                              q, nt, trg, pot, grad),
                      FMK_OK);
         CHECK_LE(test_rel_l2(pot, rp, nt * pw), tol, "potential relative l2 error");
         CHECK_LE(test_rel_l2(grad, rg, nt * gw), tol, "gradient relative l2 error");
@@ -56,7 +58,8 @@ static void power_of_two_scaling(void)
 {
     const int64_t n = 300;
     double *x = test_alloc(3 * n), *y = test_alloc(3 * n), *q = test_alloc(n);
-    double *p1 = test_alloc(n), *g1 = test_alloc(3 * n), *p2 = test_alloc(n), *g2 = test_alloc(3 * n);
+    double *p1 = test_alloc(n), *g1 = test_alloc(3 * n), *p2 = test_alloc(n),
+           *g2 = test_alloc(3 * n);
     test_points(TEST_DIST_CUBE, n, 5, x);
     test_charges(n, 0, 5, q);
     for (int64_t i = 0; i < 3 * n; i++)
@@ -72,8 +75,9 @@ static void power_of_two_scaling(void)
         for (int c = 0; c < 3; c++)
             exact &= g2[3 * i + c] == ldexp(g1[3 * i + c], 80);
     }
-    CHECK_MSG(exact, "results at scale 2^-40 are not exactly 2^40 (potential), 2^80 (gradient) times "
-                     "those at scale 1");
+    CHECK_MSG(exact,
+              "results at scale 2^-40 are not exactly 2^40 (potential), 2^80 (gradient) times "
+              "those at scale 1");
     free(x), free(y), free(q), free(p1), free(g1), free(p2), free(g2);
 }
 
@@ -98,9 +102,9 @@ static void extreme_scales(void)
             for (int i = 0; i < n * (cplx ? 2 : 1); i++)
                 q[i] *= charge_scale[s];
             check_context("%s, box %g, charges %g", fmk_kernel_name(k), scales[s], charge_scale[s]);
-            CHECK_STATUS(test_run(k, FMK_PRECISION_FP64, 1, 0.02 * scales[s], n, x, q, 0, NULL,
-                                  pot, grad),
-                         FMK_OK);
+            CHECK_STATUS(
+                test_run(k, FMK_PRECISION_FP64, 1, 0.02 * scales[s], n, x, q, 0, NULL, pot, grad),
+                FMK_OK);
             test_reference(k, 0.02 * scales[s], n, x, q, 0, NULL, rp, rg);
             int finite = 1;
             for (int i = 0; i < n * gw; i++)

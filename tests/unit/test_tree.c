@@ -85,8 +85,8 @@ static void check_tree(const char *what, int64_t n, const double *x, int32_t lea
             i = t.next[i];
         }
     }
-    CHECK_MSG(visits == t.n_nodes && ok && covered == n, "next/more walk: %lld visits of %lld nodes",
-              (long long)visits, (long long)t.n_nodes);
+    CHECK_MSG(visits == t.n_nodes && ok && covered == n,
+              "next/more walk: %lld visits of %lld nodes", (long long)visits, (long long)t.n_nodes);
     fmk_tree3d_free(&t);
 }
 
@@ -209,17 +209,17 @@ static int run_tree(const tree_case *c, int64_t n, const double *x, const double
 static void run_direct(fmk_kernel kernel, double softening, int64_t n, const double *x,
                        const double *q, int64_t m, const double *y, double *pot, double *grad)
 {
-    CHECK_STATUS(test_run(kernel, FMK_PRECISION_FP64, 2, softening, n, x, q, y ? m : 0, y, pot,
-                          grad),
-                 FMK_OK);
+    CHECK_STATUS(
+        test_run(kernel, FMK_PRECISION_FP64, 2, softening, n, x, q, y ? m : 0, y, pot, grad),
+        FMK_OK);
 }
 
 typedef struct errs {
     double pot, grad;
 } errs;
 
-static errs tree_errors(const tree_case *c, int64_t n, const double *x, const double *q,
-                        int64_t m, const double *y, const double *ref_pot, const double *ref_grad)
+static errs tree_errors(const tree_case *c, int64_t n, const double *x, const double *q, int64_t m,
+                        const double *y, const double *ref_pot, const double *ref_grad)
 {
     const int64_t nt = y ? m : n;
     double *pot = test_alloc(nt), *grad = test_alloc(3 * nt);
@@ -252,8 +252,8 @@ static void test_accuracy(test_dist dist, int mixed)
     errs e[3][3];
     for (int a = 0; a < 3; a++)
         for (int order = 0; order <= 2; order++) {
-            tree_case c = {FMK_KERNEL_LAPLACE, 0, thetas[a], order, FMK_WALK_GROUP, 0,
-                           FMK_PRECISION_FP64};
+            tree_case c = {FMK_KERNEL_LAPLACE, 0, thetas[a],         order,
+                           FMK_WALK_GROUP,     0, FMK_PRECISION_FP64};
             check_context("accuracy: %s, %s charges, theta %.1f, order %d", test_dist_name(dist),
                           mixed ? "mixed" : "positive", thetas[a], order);
             e[a][order] = tree_errors(&c, n, x, q, 0, NULL, rp, rg);
@@ -262,7 +262,8 @@ static void test_accuracy(test_dist dist, int mixed)
                    e[a][order].grad);
             if (order == 2) {
                 double f = mixed ? 30 : 1;
-                CHECK_MSG(e[a][2].pot < f * bound_pot[a] && e[a][2].grad < bound_grad[a] * (mixed ? 3 : 1),
+                CHECK_MSG(e[a][2].pot < f * bound_pot[a] &&
+                              e[a][2].grad < bound_grad[a] * (mixed ? 3 : 1),
                           "errors %.3g (pot), %.3g (grad)", e[a][2].pot, e[a][2].grad);
                 c.walk = FMK_WALK_STACKLESS;
                 errs s = tree_errors(&c, n, x, q, 0, NULL, rp, rg);
@@ -293,7 +294,8 @@ static void test_walks_agree(fmk_kernel kernel, double softening)
 {
     const int64_t n = 3000;
     double *x = test_alloc(3 * n), *q = test_alloc(n);
-    double *p1 = test_alloc(n), *g1 = test_alloc(3 * n), *p2 = test_alloc(n), *g2 = test_alloc(3 * n);
+    double *p1 = test_alloc(n), *g1 = test_alloc(3 * n), *p2 = test_alloc(n),
+           *g2 = test_alloc(3 * n);
     double *rp = test_alloc(n), *rg = test_alloc(3 * n);
     test_points(TEST_DIST_PLUMMER, n, 21, x);
     test_charges(n, 0, 22, q);
@@ -342,8 +344,8 @@ static void test_close_pairs(void)
         for (int run = 0; run < 3; run++) {
             const fmk_walk walk = run == 1 ? FMK_WALK_STACKLESS : FMK_WALK_GROUP;
             const fmk_precision prec = run == 2 ? FMK_PRECISION_FP64 : FMK_PRECISION_FP32;
-            check_context("close pairs: frame %.3g, pairs %.2g..%.2g of it, %s, %s", w,
-                          sep[0] / w, sep[TREE_CLOSE_PAIRS - 1] / w,
+            check_context("close pairs: frame %.3g, pairs %.2g..%.2g of it, %s, %s", w, sep[0] / w,
+                          sep[TREE_CLOSE_PAIRS - 1] / w,
                           walk == FMK_WALK_STACKLESS ? "stackless" : "group",
                           prec == FMK_PRECISION_FP32 ? "fp32" : "fp64");
             tree_case c = {FMK_KERNEL_LAPLACE, 0, 0.6, 2, walk, 0, prec};
@@ -394,8 +396,7 @@ static void test_targets(void)
  * separate targets. The step may cost a little accuracy; it must stay close to the walk without
  * it and fall with theta. */
 static errs step_errors(int on, const tree_case *c, int64_t n, const double *x, const double *q,
-                        int64_t m, const double *y, const double *rp, const double *rg,
-                        double *pot)
+                        int64_t m, const double *y, const double *rp, const double *rg, double *pot)
 {
     const int64_t nt = y ? m : n;
     double *grad = test_alloc(3 * nt);
@@ -446,7 +447,12 @@ static void test_local_step(void)
         errs on[3];
         for (int a = 0; a < 3; a++)
             for (int fp32 = 0; fp32 < 2; fp32++) {
-                tree_case c = {kernel, soft, thetas[a], 2, FMK_WALK_GROUP, 0,
+                tree_case c = {kernel,
+                               soft,
+                               thetas[a],
+                               2,
+                               FMK_WALK_GROUP,
+                               0,
                                fp32 ? FMK_PRECISION_FP32 : FMK_PRECISION_FP64};
                 check_context("cell-to-group step: %s, theta %.1f, %s", fmk_kernel_name(kernel),
                               thetas[a], fp32 ? "fp32" : "fp64");
@@ -458,8 +464,7 @@ static void test_local_step(void)
                 /* the step changes the result (it was taken) and keeps the error close */
                 CHECK_MSG(test_rel_l2(p_on, p_off, n) > 1e-12, "the step was not taken");
                 CHECK_MSG(e1.pot < 1.1 * e0.pot + 2e-7 && e1.grad < 1.1 * e0.grad + 2e-6,
-                          "step on %.3g / %.3g, off %.3g / %.3g", e1.pot, e1.grad, e0.pot,
-                          e0.grad);
+                          "step on %.3g / %.3g, off %.3g / %.3g", e1.pot, e1.grad, e0.pot, e0.grad);
                 if (!fp32)
                     on[a] = e1;
             }
@@ -474,7 +479,12 @@ static void test_local_step(void)
     run_direct(FMK_KERNEL_PLUMMER, 0.01, n, x, q, m, y, rp, rg);
     for (int fp32 = 0; fp32 < 2; fp32++) {
         check_context("cell-to-group step: separate targets, %s", fp32 ? "fp32" : "fp64");
-        tree_case c = {FMK_KERNEL_PLUMMER, 0.01, 0.6, 2, FMK_WALK_GROUP, 0,
+        tree_case c = {FMK_KERNEL_PLUMMER,
+                       0.01,
+                       0.6,
+                       2,
+                       FMK_WALK_GROUP,
+                       0,
                        fp32 ? FMK_PRECISION_FP32 : FMK_PRECISION_FP64};
         errs e1 = step_errors(1, &c, n, x, q, m, y, rp, rg, p_on);
         errs e0 = step_errors(0, &c, n, x, q, m, y, rp, rg, p_off);
@@ -561,8 +571,13 @@ static void test_degenerate(void)
     for (int k = 0; k < 2; k++)
         for (int w = 1; w <= 2; w++) {
             check_context("1e5 identical points, %s, walk %d", k ? "plummer" : "laplace", w);
-            tree_case c = {k ? FMK_KERNEL_PLUMMER : FMK_KERNEL_LAPLACE, k ? 0.5 : 0, 0.6, 2,
-                           (fmk_walk)w, 0, FMK_PRECISION_FP64};
+            tree_case c = {k ? FMK_KERNEL_PLUMMER : FMK_KERNEL_LAPLACE,
+                           k ? 0.5 : 0,
+                           0.6,
+                           2,
+                           (fmk_walk)w,
+                           0,
+                           FMK_PRECISION_FP64};
             fmk_info info;
             if (!CHECK(run_tree(&c, big, xb, qb, 0, NULL, p, g, &info) == 0))
                 continue;
@@ -662,11 +677,15 @@ static void test_local_ops(void)
                 check_context("local P %d order %d soft %d", P, order, soft);
                 const int pp = P < 4 ? P + 1 : 5 - order; /* the potential's O(delta^pp) */
                 CHECK_LE(ep[0], P == 2 ? 1e-4 : P == 3 ? 1e-5 : 1e-6, "M2L + L2P against M2P, pot");
-                CHECK_LE(eg[0], P == 2 ? 3e-3 : P == 3 ? 3e-4 : 3e-5, "M2L + L2P against M2P, grad");
-                CHECK_MSG(ep[1] < ep[0] / (1 << (pp - 1)), "pot error %.2e -> %.2e: not O(delta^%d)",
-                          ep[0], ep[1], pp);
-                CHECK_MSG(eg[1] < eg[0] / (1 << (pp - 2)), "grad error %.2e -> %.2e: not O(delta^%d)",
-                          eg[0], eg[1], pp - 1);
+                CHECK_LE(eg[0],
+                         P == 2   ? 3e-3
+                         : P == 3 ? 3e-4
+                                  : 3e-5,
+                         "M2L + L2P against M2P, grad");
+                CHECK_MSG(ep[1] < ep[0] / (1 << (pp - 1)),
+                          "pot error %.2e -> %.2e: not O(delta^%d)", ep[0], ep[1], pp);
+                CHECK_MSG(eg[1] < eg[0] / (1 << (pp - 2)),
+                          "grad error %.2e -> %.2e: not O(delta^%d)", eg[0], eg[1], pp - 1);
             }
 }
 

@@ -19,7 +19,10 @@ static uint64_t next_u64(test_rng *r)
     return z ^ (z >> 31);
 }
 
-double test_uniform(test_rng *r) { return (double)(next_u64(r) >> 11) * 0x1p-53; }
+double test_uniform(test_rng *r)
+{
+    return (double)(next_u64(r) >> 11) * 0x1p-53;
+}
 
 double test_normal(test_rng *r)
 {
@@ -31,12 +34,15 @@ double test_normal(test_rng *r)
 const char *test_dist_name(test_dist d)
 {
     static const char *const names[TEST_DIST_COUNT] = {
-        "uniform cube", "plummer", "clustered", "sphere surface",
+        "uniform cube",   "plummer",   "clustered", "sphere surface",
         "uniform square", "normal 2d", "layer 2d"};
     return (int)d >= 0 && d < TEST_DIST_COUNT ? names[d] : "?";
 }
 
-int test_dist_dim(test_dist d) { return d <= TEST_DIST_SPHERE ? 3 : 2; }
+int test_dist_dim(test_dist d)
+{
+    return d <= TEST_DIST_SPHERE ? 3 : 2;
+}
 
 /* A uniformly random direction. */
 static void unit_vector(test_rng *r, double v[3])
@@ -83,18 +89,13 @@ void test_points(test_dist dist, int64_t n, uint64_t seed, double *x)
             for (int k = 0; k < 3; k++)
                 p[k] = u[k];
             break;
-        case TEST_DIST_SQUARE:
-            p[0] = test_uniform(&r), p[1] = test_uniform(&r);
-            break;
-        case TEST_DIST_NORMAL2D:
-            p[0] = test_normal(&r), p[1] = test_normal(&r);
-            break;
+        case TEST_DIST_SQUARE: p[0] = test_uniform(&r), p[1] = test_uniform(&r); break;
+        case TEST_DIST_NORMAL2D: p[0] = test_normal(&r), p[1] = test_normal(&r); break;
         case TEST_DIST_LAYER:
             p[0] = test_uniform(&r);
             p[1] = 0.1 * sin(6.283185307179586 * p[0]) + 0.2 * test_uniform(&r);
             break;
-        default:
-            break;
+        default: break;
         }
     }
 }
@@ -239,10 +240,19 @@ static void csum_add(csum *a, long double v)
     a->s = t;
 }
 
-static double csum_value(const csum *a) { return (double)(a->s + a->c); }
+static double csum_value(const csum *a)
+{
+    return (double)(a->s + a->c);
+}
 
-int test_pot_width(fmk_kernel k) { return k == FMK_KERNEL_CAUCHY2D ? 2 : 1; }
-int test_grad_width(fmk_kernel k) { return k == FMK_KERNEL_CAUCHY2D ? 2 : fmk_kernel_dim(k); }
+int test_pot_width(fmk_kernel k)
+{
+    return k == FMK_KERNEL_CAUCHY2D ? 2 : 1;
+}
+int test_grad_width(fmk_kernel k)
+{
+    return k == FMK_KERNEL_CAUCHY2D ? 2 : fmk_kernel_dim(k);
+}
 
 /* The kernels as functions of the separation d = y - x (d has dim components).
  * Real kernels: *g = G(r), dg[k] = dG/dy_k = G'(r) d_k / r, with G'(r)/r written out:
@@ -288,14 +298,13 @@ static int pair(fmk_kernel kernel, long double s2, const long double d[3], long 
     case FMK_KERNEL_CAUCHY2D: {
         if (r2 == 0)
             return 0;
-        long double a = -d[0], b = -d[1];               /* w = a + ib */
-        long double ur = a / r2, ui = -b / r2;          /* 1/w = conj(w)/|w|^2 */
+        long double a = -d[0], b = -d[1];      /* w = a + ib */
+        long double ur = a / r2, ui = -b / r2; /* 1/w = conj(w)/|w|^2 */
         g[0] = ur, g[1] = ui;
         dg[0] = ur * ur - ui * ui, dg[1] = 2 * ur * ui; /* (1/w)^2 */
         return 1;
     }
-    default:
-        return 0;
+    default: return 0;
     }
     for (int k = 0; k < 3; k++)
         dg[k] = radial * d[k];
@@ -377,8 +386,8 @@ fmk_status test_run_opts(fmk_kernel kernel, double eps, const fmk_opts *opts, in
 }
 
 fmk_status test_run(fmk_kernel kernel, fmk_precision precision, int threads, double softening,
-                    int64_t ns, const double *src, const double *q, int64_t nt,
-                    const double *trg, double *pot, double *grad)
+                    int64_t ns, const double *src, const double *q, int64_t nt, const double *trg,
+                    double *pot, double *grad)
 {
     fmk_opts o;
     fmk_opts_default(&o);

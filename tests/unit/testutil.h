@@ -27,18 +27,18 @@ typedef struct test_rng {
 } test_rng;
 
 test_rng test_rng_seed(uint64_t seed);
-double test_uniform(test_rng *rng);             /* [0, 1) */
-double test_normal(test_rng *rng);              /* standard normal */
+double test_uniform(test_rng *rng); /* [0, 1) */
+double test_normal(test_rng *rng);  /* standard normal */
 
 /* Point distributions. The 3D ones fill (n, 3) arrays, the 2D ones (n, 2). */
 typedef enum test_dist {
-    TEST_DIST_CUBE,         /* uniform in the unit cube [0, 1]^3 */
-    TEST_DIST_PLUMMER,      /* Plummer sphere, scale radius 1, cut at radius 4 */
-    TEST_DIST_CLUSTERED,    /* 8 Gaussian clusters (sigma 0.03) in the unit cube */
-    TEST_DIST_SPHERE,       /* uniform on the unit sphere's surface */
-    TEST_DIST_SQUARE,       /* uniform in the unit square [0, 1]^2 */
-    TEST_DIST_NORMAL2D,     /* standard normal in the plane */
-    TEST_DIST_LAYER,        /* a thin wavy layer: x in [0, 1], y = 0.1 sin(2 pi x) + 0.2 u */
+    TEST_DIST_CUBE,      /* uniform in the unit cube [0, 1]^3 */
+    TEST_DIST_PLUMMER,   /* Plummer sphere, scale radius 1, cut at radius 4 */
+    TEST_DIST_CLUSTERED, /* 8 Gaussian clusters (sigma 0.03) in the unit cube */
+    TEST_DIST_SPHERE,    /* uniform on the unit sphere's surface */
+    TEST_DIST_SQUARE,    /* uniform in the unit square [0, 1]^2 */
+    TEST_DIST_NORMAL2D,  /* standard normal in the plane */
+    TEST_DIST_LAYER,     /* a thin wavy layer: x in [0, 1], y = 0.1 sin(2 pi x) + 0.2 u */
     TEST_DIST_COUNT
 } test_dist;
 
@@ -78,9 +78,9 @@ void test_charges(int64_t n, int complex_charges, uint64_t seed, double *q);
  * j = i is left out). Sources at r = 0 from a target are left out for laplace, log2d and
  * cauchy2d; the smooth kernels take their value at r = 0. pot and grad may be NULL. Layouts as
  * in fmk_plan_eval. */
-void test_reference(fmk_kernel kernel, double softening, int64_t n_sources,
-                    const double *sources, const double *charges, int64_t n_targets,
-                    const double *targets, double *pot, double *grad);
+void test_reference(fmk_kernel kernel, double softening, int64_t n_sources, const double *sources,
+                    const double *charges, int64_t n_targets, const double *targets, double *pot,
+                    double *grad);
 
 /* ||a - b|| / ||b|| in the l2 norm over n values (||a - b|| when b is 0). */
 double test_rel_l2(const double *a, const double *b, int64_t n);

@@ -28,7 +28,8 @@ enum { TREE_CLOSE_PAIRS = 4, TREE_CLOSE_OUTLIERS = 8 };
 /* Points n_core + 2 TREE_CLOSE_PAIRS + TREE_CLOSE_OUTLIERS into x (3 per point) and q; pair[]
  * gets the indices of the pair points. Returns the point count. */
 static int64_t tree_close_set(int64_t n_core, double far, const double sep[TREE_CLOSE_PAIRS],
-                              uint64_t seed, double *x, double *q, int64_t pair[2 * TREE_CLOSE_PAIRS])
+                              uint64_t seed, double *x, double *q,
+                              int64_t pair[2 * TREE_CLOSE_PAIRS])
 {
     test_rng rng = test_rng_seed(seed);
     int64_t n = 0;

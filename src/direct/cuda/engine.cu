@@ -8,7 +8,10 @@
 
 namespace {
 
-int real_of(const fmk_plan *plan) { return plan->opts.precision == FMK_PRECISION_FP32 ? 4 : 8; }
+int real_of(const fmk_plan *plan)
+{
+    return plan->opts.precision == FMK_PRECISION_FP32 ? 4 : 8;
+}
 
 /* Device bytes of every buffer for ns sources and nt targets (nt < 0: the sources). */
 struct layout {
@@ -42,8 +45,8 @@ layout layout_of(const fmk_plan *plan, int64_t ns, int64_t nt)
 
 void free_state(fmk_cuda_direct *s)
 {
-    void *bufs[] = {s->d_src, s->d_trg, s->d_charges, s->d_pot, s->d_grad, s->d_partial,
-                    s->d_temp, s->d_stats};
+    void *bufs[] = {s->d_src,  s->d_trg,     s->d_charges, s->d_pot,
+                    s->d_grad, s->d_partial, s->d_temp,    s->d_stats};
     for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++)
         if (bufs[k] && cudaFree(bufs[k]) != cudaSuccess)
             (void)cudaGetLastError();
@@ -91,11 +94,16 @@ fmk_status prepare_state(fmk_plan *plan, int64_t ns, int64_t nt, size_t temp)
     s->n_pad = z.n_pad;
     s->m_pad = z.m_pad;
     const long long total = (long long)(z.total() + temp);
-    void **ptr[7] = {&s->d_src, &s->d_trg, (void **)&s->d_charges, (void **)&s->d_pot,
-                     (void **)&s->d_grad, (void **)&s->d_partial, &s->d_temp};
+    void **ptr[7] = {&s->d_src,          &s->d_trg,           (void **)&s->d_charges,
+                     (void **)&s->d_pot, (void **)&s->d_grad, (void **)&s->d_partial,
+                     &s->d_temp};
     const size_t want[7] = {z.src, z.trg, z.charges, z.pot, z.grad, z.partial, temp};
-    const char *what[7] = {"the sources",   "the targets",      "the charges",
-                           "the potential", "the gradient",     "the partial sums",
+    const char *what[7] = {"the sources",
+                           "the targets",
+                           "the charges",
+                           "the potential",
+                           "the gradient",
+                           "the partial sums",
                            "the bounding-box workspace"};
     for (int k = 0; k < 7 && st == FMK_OK; k++) {
         if (want[k] == 0 || want[k] <= s->cap[k])
@@ -146,13 +154,12 @@ void cuda_memory(const fmk_plan *plan, int64_t ns, int64_t nt, int64_t *h, int64
 }
 
 /* Packs a host or device array of mapped (map = 0) or caller (map = 1) points. */
-fmk_status pack(fmk_plan *plan, int64_t n, int64_t n_pad, const double *d_x, int map,
-                void *d_out)
+fmk_status pack(fmk_plan *plan, int64_t n, int64_t n_pad, const double *d_x, int map, void *d_out)
 {
     const double inv = 1.0 / plan->frame.width;
-    cudaError_t err = fmk_cuda_pack_points(real_of(plan), plan->dim, n, n_pad, d_x, map,
-                                           plan->frame.center, inv,
-                                           fmk_cuda_coord_scale(real_of(plan), plan->kernel), d_out);
+    cudaError_t err =
+        fmk_cuda_pack_points(real_of(plan), plan->dim, n, n_pad, d_x, map, plan->frame.center, inv,
+                             fmk_cuda_coord_scale(real_of(plan), plan->kernel), d_out);
     return err == cudaSuccess ? FMK_OK : fmk_cuda_fail(plan, err, "the point packing kernel");
 }
 
@@ -163,8 +170,8 @@ fmk_status upload_points(fmk_plan *plan, int64_t n, int64_t n_pad, const double 
     if (n_pad == 0)
         return FMK_OK;
     if (n > 0) {
-        cudaError_t err = cudaMemcpy(d_tmp, x, (size_t)n * plan->dim * sizeof(double),
-                                     cudaMemcpyHostToDevice);
+        cudaError_t err =
+            cudaMemcpy(d_tmp, x, (size_t)n * plan->dim * sizeof(double), cudaMemcpyHostToDevice);
         if (err != cudaSuccess)
             return fmk_cuda_fail(plan, err, "cudaMemcpy (points to the GPU)");
     }
@@ -361,7 +368,8 @@ fmk_status run_eval(fmk_plan *plan, const double *charges, double *pot, double *
     return FMK_OK;
 }
 
-fmk_status cuda_eval(fmk_plan *plan, const double *charges, double *pot, double *grad, int on_device)
+fmk_status cuda_eval(fmk_plan *plan, const double *charges, double *pot, double *grad,
+                     int on_device)
 {
     return fmk_cuda_eval(plan, charges, pot, grad, on_device, run_eval);
 }

@@ -30,7 +30,6 @@
 
 namespace {
 
-
 constexpr int THREADS = 128;
 
 /* Tuning knobs (bench/p2p_variants.cu builds other values; the defaults are the measured best). */
@@ -67,9 +66,14 @@ template <typename R> struct consts {
     R eps2, e15, e25, logw;
 };
 
-
-__device__ __forceinline__ float log_(float x) { return __logf(x); }
-__device__ __forceinline__ double log_(double x) { return log(x); }
+__device__ __forceinline__ float log_(float x)
+{
+    return __logf(x);
+}
+__device__ __forceinline__ double log_(double x)
+{
+    return log(x);
+}
 
 /* One pair: source (sx, sy, sz, q) at target (tx, ty, tz), added into a[4] (working units).
  * The formulas are p2p_tile.h's, term for term. */
@@ -163,7 +167,7 @@ __device__ __forceinline__ void store(int64_t i, const double (&a)[4], double *p
             pot[i] = a[0] * ps;
         if (GRAD)
             grad[3 * i] = a[1] * gs * gs2, grad[3 * i + 1] = a[2] * gs * gs2,
-            grad[3 * i + 2] = a[3] * gs * gs2;
+                     grad[3 * i + 2] = a[3] * gs * gs2;
     }
 }
 
@@ -180,10 +184,10 @@ template <typename R> struct p2p_params {
 /* Sums one staged tile at this thread's T targets. MASK: leave out source j0 + j at target
  * i + k THREADS (the smooth kernels' self term; the singular ones drop it by r^2 == 0). */
 template <typename R, int K, bool POT, bool GRAD, bool MASK>
-__device__ __forceinline__ void tile_sum(const typename vec4<R>::type *tile, const R (&tx)[shape<R>::T],
-                                         const R (&ty)[shape<R>::T], const R (&tz)[shape<R>::T],
-                                         R (&acc)[shape<R>::T][4], const consts<R> &c, int64_t j0,
-                                         int64_t i)
+__device__ __forceinline__ void tile_sum(const typename vec4<R>::type *tile,
+                                         const R (&tx)[shape<R>::T], const R (&ty)[shape<R>::T],
+                                         const R (&tz)[shape<R>::T], R (&acc)[shape<R>::T][4],
+                                         const consts<R> &c, int64_t j0, int64_t i)
 {
     constexpr int T = shape<R>::T, TILE = shape<R>::TILE;
 #pragma unroll UNROLL
@@ -250,8 +254,8 @@ __global__ void __launch_bounds__(THREADS, (min_blocks<R, K>())) k_p2p(const p2p
         const int64_t ik = i + k * THREADS;
         if (ik >= p.m)
             continue;
-        const double a[4] = {tot[k][0][threadIdx.x], tot[k][1][threadIdx.x],
-                             tot[k][2][threadIdx.x], tot[k][3][threadIdx.x]};
+        const double a[4] = {tot[k][0][threadIdx.x], tot[k][1][threadIdx.x], tot[k][2][threadIdx.x],
+                             tot[k][3][threadIdx.x]};
         if (p.splits > 1) {
             double *o = p.partial + ((int64_t)blockIdx.y * p.m + ik) * 4;
             o[0] = a[0], o[1] = a[1], o[2] = a[2], o[3] = a[3];
@@ -360,8 +364,7 @@ template <typename R> int blocks_per_sm(fmk_kernel kernel)
             &n, k_p2p<R, FMK_KERNEL_CAUCHY2D, true, true>, THREADS, 0);
         break;
 #endif
-    default:
-        break;
+    default: break;
     }
     if (err != cudaSuccess || n < 1) {
         (void)cudaGetLastError();

@@ -11,8 +11,14 @@
 
 namespace {
 
-int order_of(const fmk_plan *plan) { return fmk_fmm2d_plan_order(plan); }
-int64_t leaf_size_of(const fmk_plan *plan) { return fmk_fmm2d_plan_leaf_size(plan); }
+int order_of(const fmk_plan *plan)
+{
+    return fmk_fmm2d_plan_order(plan);
+}
+int64_t leaf_size_of(const fmk_plan *plan)
+{
+    return fmk_fmm2d_plan_leaf_size(plan);
+}
 
 /* ---------------------------------------------------------------- memory */
 
@@ -41,8 +47,8 @@ int64_t build_bytes(int64_t n, int L)
 
 void free_state(fmk_fmm2d_gpu *s)
 {
-    void *bufs[] = {s->d_block, s->d_stage, s->weak_owned ? s->d_weak : NULL, s->near_owned ? s->d_near : NULL,
-                    s->kind_owned ? s->d_kind : NULL};
+    void *bufs[] = {s->d_block, s->d_stage, s->weak_owned ? s->d_weak : NULL,
+                    s->near_owned ? s->d_near : NULL, s->kind_owned ? s->d_kind : NULL};
     for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++)
         if (bufs[k] && cudaFree(bufs[k]) != cudaSuccess)
             (void)cudaGetLastError();
@@ -113,8 +119,8 @@ fmk_status alloc_parts(fmk_plan *plan, void **block, part *parts, int n, const c
         if (*block && cudaFree(*block) != cudaSuccess)
             (void)cudaGetLastError();
         *block = NULL, *bytes = 0;
-        fmk_status st = fmk_cuda_alloc(plan, block, all, what,
-                                       total > (long long)all ? total : (long long)all);
+        fmk_status st =
+            fmk_cuda_alloc(plan, block, all, what, total > (long long)all ? total : (long long)all);
         if (st != FMK_OK)
             return st;
         *bytes = all;
@@ -140,8 +146,8 @@ cudaError_t query_sizes(fmk_fmm2d_gpu *s, const double *d_s, const double *d_t, 
     const int64_t n1 = s->n > 0 ? s->n : 1, ns1 = s->ns > 0 ? s->ns : 1;
     double lo[3], hi[3];
     int64_t bad;
-    cudaError_t err = fmk_cuda_bounding_box(2, s->ns, d_s, n_box, d_t, NULL, &s->q_box, NULL, lo,
-                                            hi, &bad);
+    cudaError_t err =
+        fmk_cuda_bounding_box(2, s->ns, d_s, n_box, d_t, NULL, &s->q_box, NULL, lo, hi, &bad);
     if (err == cudaSuccess)
         err = cub::DeviceRadixSort::SortPairs(NULL, s->q_sort, (unsigned *)NULL, (unsigned *)NULL,
                                               (int *)NULL, (int *)NULL, (int)n1);
@@ -178,16 +184,22 @@ int ws_parts(fmk_plan *plan, const fmk_fmm2d_gpu *s, fmk_fmm2d_ws *w, part *part
     const size_t nl = (size_t)(leaves + 2), sc = (size_t)w->strong_cap;
     const int T = TREE_ONLY; /* the lists stay (KEPT) */
     part p[] = {
-        {(void **)&w->x[0], 8 * (size_t)n1, T},     {(void **)&w->x[1], 8 * (size_t)n1, T},
-        {(void **)&w->y[0], 8 * (size_t)n1, T},     {(void **)&w->y[1], 8 * (size_t)n1, T},
-        {(void **)&w->id[0], 4 * (size_t)n1, T},    {(void **)&w->id[1], 4 * (size_t)n1, T},
+        {(void **)&w->x[0], 8 * (size_t)n1, T},
+        {(void **)&w->x[1], 8 * (size_t)n1, T},
+        {(void **)&w->y[0], 8 * (size_t)n1, T},
+        {(void **)&w->y[1], 8 * (size_t)n1, T},
+        {(void **)&w->id[0], 4 * (size_t)n1, T},
+        {(void **)&w->id[1], 4 * (size_t)n1, T},
         {(void **)&w->pos[0], 4 * (size_t)(n1 + 1), T},
         {(void **)&w->pos[1], 4 * (size_t)(n1 + 1), T},
-        {(void **)&w->keys[0], 4 * (size_t)n1, T},  {(void **)&w->keys[1], 4 * (size_t)n1, T},
+        {(void **)&w->keys[0], 4 * (size_t)n1, T},
+        {(void **)&w->keys[1], 4 * (size_t)n1, T},
         {(void **)&w->box_bb, 32 * (size_t)nb, T},
         {(void **)&w->seg_bb, 32 * (size_t)(leaves > 1 ? leaves / 2 : 1), T},
-        {(void **)&w->before, 4 * (size_t)(n + 2), T}, {(void **)&w->cnt, 8 * nl, T},
-        {(void **)&w->off, 8 * nl, T},              {(void **)&w->begin_a, 4 * nl, T},
+        {(void **)&w->before, 4 * (size_t)(n + 2), T},
+        {(void **)&w->cnt, 8 * nl, T},
+        {(void **)&w->off, 8 * nl, T},
+        {(void **)&w->begin_a, 4 * nl, T},
         {(void **)&w->begin_b, 4 * nl, T},
         {(void **)&w->weak, 4 * (size_t)w->weak_cap, KEPT},
         {(void **)&w->strong[0], 4 * sc, KEPT},
@@ -213,8 +225,9 @@ fmk_status setup_common(fmk_plan *plan, fmk_fmm2d_gpu *s, fmk_fmm2d_ws *ws_out, 
     const int p = s->order, nc = p + 1;
     const int64_t ns = s->ns, nt = s->nt, nb = s->n_boxes, leaves = s->leaves;
     const int cw = fmk_kernel_width(plan->kernel);
-    const long long total = (long long)(device_bytes(plan, ns, nt, plan->self, 32 * nb, 12 * leaves) +
-                                        build_bytes(s->n, s->levels));
+    const long long total =
+        (long long)(device_bytes(plan, ns, nt, plan->self, 32 * nb, 12 * leaves) +
+                    build_bytes(s->n, s->levels));
     const size_t ns1 = (size_t)(ns > 0 ? ns : 1), nt1 = (size_t)(nt > 0 ? nt : 1);
     fmk_fmm2d_ws &ws = *ws_out;
     memset(&ws, 0, sizeof ws);
@@ -336,8 +349,7 @@ void finish_setup(fmk_plan *plan, fmk_fmm2d_gpu *s)
 {
     /* the block keeps the topological phase's workspace and list capacity (no allocations in
      * the next set_points but one) */
-    plan->state_bytes_device = (int64_t)s->block_bytes +
-                               (s->weak_owned ? 4 * s->n_weak : 0) +
+    plan->state_bytes_device = (int64_t)s->block_bytes + (s->weak_owned ? 4 * s->n_weak : 0) +
                                (s->near_owned ? 5 * s->n_near : 0);
     plan->state_bytes_host = (int64_t)sizeof *s;
     plan->info.order = s->order;
@@ -350,7 +362,8 @@ void finish_setup(fmk_plan *plan, fmk_fmm2d_gpu *s)
 fmk_status gpu_setup(fmk_plan *plan)
 {
     if (plan->n_sources + (plan->self ? 0 : plan->n_targets) > INT32_MAX)
-        return fmk_error_set(plan, FMK_ERR_ARG, "the 2D FMM on the GPU takes at most 2^31 - 1 points");
+        return fmk_error_set(plan, FMK_ERR_ARG,
+                             "the 2D FMM on the GPU takes at most 2^31 - 1 points");
     int prev;
     fmk_status st = fmk_cuda_enter(plan, plan->opts.device, &prev);
     if (st != FMK_OK)
@@ -366,7 +379,8 @@ fmk_status gpu_setup(fmk_plan *plan)
     st = fmk_cuda_alloc(plan, (void **)&d_pts, bytes, "staging the points",
                         (long long)(device_bytes(plan, s->ns, s->nt, plan->self, 0, 0) + bytes));
     if (st == FMK_OK && s->ns > 0) {
-        cudaError_t err = cudaMemcpy(d_pts, plan->sources, 16 * (size_t)s->ns, cudaMemcpyHostToDevice);
+        cudaError_t err =
+            cudaMemcpy(d_pts, plan->sources, 16 * (size_t)s->ns, cudaMemcpyHostToDevice);
         if (err == cudaSuccess && !plan->self && s->nt > 0)
             err = cudaMemcpy(d_pts + 2 * s->ns, plan->targets, 16 * (size_t)s->nt,
                              cudaMemcpyHostToDevice);
@@ -398,7 +412,8 @@ fmk_status points_device(fmk_plan *plan, int64_t ns, const double *d_s, int64_t 
 {
     const int self = d_t == NULL;
     if (ns + (self ? 0 : nt) > INT32_MAX)
-        return fmk_error_set(plan, FMK_ERR_ARG, "the 2D FMM on the GPU takes at most 2^31 - 1 points");
+        return fmk_error_set(plan, FMK_ERR_ARG,
+                             "the 2D FMM on the GPU takes at most 2^31 - 1 points");
     double lo[3] = {0, 0, 0}, hi[3] = {0, 0, 0};
     const int64_t n_box = self ? 0 : nt;
     fmk_fmm2d_gpu *s = new_state(plan, ns, nt, self, (fmk_fmm2d_gpu *)plan->state);
@@ -493,8 +508,7 @@ fmk_status stage_charges(fmk_plan *plan, fmk_fmm2d_gpu *s, const double *charges
         plan->state_bytes_device += (int64_t)(bc + bp + bg);
         plan->info.bytes_device = plan->state_bytes_device;
     }
-    CK(cudaMemcpy(s->d_charges, charges, (size_t)ns * cw * sizeof(double),
-                  cudaMemcpyHostToDevice),
+    CK(cudaMemcpy(s->d_charges, charges, (size_t)ns * cw * sizeof(double), cudaMemcpyHostToDevice),
        "cudaMemcpy (charges to the GPU)");
     *d_q = s->d_charges;
 done:

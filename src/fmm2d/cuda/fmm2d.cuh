@@ -17,7 +17,10 @@ static __device__ __forceinline__ int64_t count_in(const int64_t *start, int L, 
     return start[(b + 1) << sh] - start[b << sh];
 }
 
-static __device__ __forceinline__ double binom(const fmk_fmm2d_args &a, int n, int k) { return __ldg(a.binom + n * a.nb + k); }
+static __device__ __forceinline__ double binom(const fmk_fmm2d_args &a, int n, int k)
+{
+    return __ldg(a.binom + n * a.nb + k);
+}
 
 static __device__ __forceinline__ fmk_cplx center_of(const fmk_fmm2d_args &a, int64_t g)
 {
@@ -30,7 +33,8 @@ static __device__ __forceinline__ double scale_of(const fmk_fmm2d_args &a, int64
 
 /* The sum of term over a full warp's lanes (a butterfly), added to coefficient k, which lane
  * k % 32 holds in acc[k / 32]. */
-static __device__ __forceinline__ void sum_to_lane(fmk_cplx term, int k, int lane, fmk_cplx acc[SLOTS])
+static __device__ __forceinline__ void sum_to_lane(fmk_cplx term, int k, int lane,
+                                                   fmk_cplx acc[SLOTS])
 {
     for (int o = 16; o > 0; o >>= 1) {
         term.re += __shfl_xor_sync(FULL, term.re, o);
@@ -45,7 +49,8 @@ static __device__ __forceinline__ void sum_to_lane(fmk_cplx term, int k, int lan
 /* The expansions (p + 1 coefficients, acc as sum_to_lane holds them) of the first ways warps of
  * the block, which share one box, added in warp order into warp 0's acc, through each warp's
  * row of p + 1 words at smem (done with); true for warp 0. Every thread of the block calls it. */
-static __device__ __forceinline__ bool warps_sum(fmk_cplx acc[SLOTS], int p, int ways, fmk_cplx *smem)
+static __device__ __forceinline__ bool warps_sum(fmk_cplx acc[SLOTS], int p, int ways,
+                                                 fmk_cplx *smem)
 {
     const int w = threadIdx.x >> 5, lane = threadIdx.x & 31, nc = p + 1;
     __syncwarp();

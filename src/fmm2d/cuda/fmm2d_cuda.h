@@ -39,7 +39,7 @@
 #include "cuda/device.h"
 #include "fmm2d/fmm2d.h"
 
-constexpr int WARPS = 4;        /* warps per block in the warp-per-box kernels */
+constexpr int WARPS = 4; /* warps per block in the warp-per-box kernels */
 constexpr int NCMAX = FMK_FMM2D_MAX_ORDER + 1;
 constexpr int SLOTS = (NCMAX + 31) / 32;
 constexpr unsigned FULL = 0xffffffffu;
@@ -57,45 +57,45 @@ typedef struct fmk_fmm2d_gpu {
     int64_t n, ns, nt, n_boxes, leaves;
     int self;
     /* tree */
-    double *d_center;           /* n_boxes * 2 */
-    double *d_radius;           /* n_boxes */
+    double *d_center;                   /* n_boxes * 2 */
+    double *d_radius;                   /* n_boxes */
     int64_t *d_src_start, *d_trg_start; /* leaves + 1 (trg == src when self) */
     int *d_src_order, *d_trg_order;     /* box order -> caller index */
-    int *d_trg_place;           /* nt: caller's target index -> box order (d_trg_order's inverse) */
-    double *d_src_xy, *d_trg_xy;        /* interleaved, box order */
-    int *d_weak_begin;          /* n_boxes + 1 */
-    int *d_weak;                /* global indices */
-    int *d_near_begin;          /* leaves + 1 */
-    int *d_near;                /* finest-level indices */
-    signed char *d_kind;        /* per near entry: 0 P2P, 1 M2P, 2 P2L */
+    int *d_trg_place; /* nt: caller's target index -> box order (d_trg_order's inverse) */
+    double *d_src_xy, *d_trg_xy; /* interleaved, box order */
+    int *d_weak_begin;           /* n_boxes + 1 */
+    int *d_weak;                 /* global indices */
+    int *d_near_begin;           /* leaves + 1 */
+    int *d_near;                 /* finest-level indices */
+    signed char *d_kind;         /* per near entry: 0 P2P, 1 M2P, 2 P2L */
     int64_t n_weak, n_near;
     int weak_owned, near_owned, kind_owned; /* the lists outgrew the block: freed apart */
     /* evaluation */
-    fmk_cplx *d_q;              /* ns charges in box order */
-    fmk_cplx *d_M, *d_L;        /* n_boxes * (order + 1) */
-    fmk_cplx *d_res;            /* 2 * nt: V, D */
-    double *d_qzero;            /* nt */
-    double *d_qtotal;           /* 1 */
-    double *d_charges;          /* host calls: staging, allocated at the first (d_stage) */
-    double *d_pot, *d_grad;     /* host calls: staging */
+    fmk_cplx *d_q;          /* ns charges in box order */
+    fmk_cplx *d_M, *d_L;    /* n_boxes * (order + 1) */
+    fmk_cplx *d_res;        /* 2 * nt: V, D */
+    double *d_qzero;        /* nt */
+    double *d_qtotal;       /* 1 */
+    double *d_charges;      /* host calls: staging, allocated at the first (d_stage) */
+    double *d_pot, *d_grad; /* host calls: staging */
     void *d_stage;
-    u64 *d_stats;               /* 2 */
-    double *d_binom;            /* (2p + 2)^2 binomials C(n, k) at n (2p + 2) + k */
-    void *d_block;              /* the one allocation the arrays above are carved from; kept
+    u64 *d_stats;    /* 2 */
+    double *d_binom; /* (2p + 2)^2 binomials C(n, k) at n (2p + 2) + k */
+    void *d_block;   /* the one allocation the arrays above are carved from; kept
                                  * (grow-only) from one set_points_device to the next */
     size_t block_bytes;
-    int binom_ready;            /* d_binom (the block's first array) holds the binomials */
+    int binom_ready; /* d_binom (the block's first array) holds the binomials */
     /* CUB's workspace sizes, kept with the block: its queries cost host time, so they run once
      * per size (q_n, q_ns, q_nt: the sizes they were made for; q_n = -1: none) */
     int64_t q_n, q_ns, q_nt;
     size_t q_box, q_sort, q_scan_lists, q_scan_points, q_sum;
-    void *d_temp;               /* CUB workspace for eval */
+    void *d_temp; /* CUB workspace for eval */
     size_t temp_bytes;
-    cudaEvent_t ev[10];         /* the eval's phases (8, 9: P2P on the side stream) */
+    cudaEvent_t ev[10]; /* the eval's phases (8, 9: P2P on the side stream) */
     int events;
-    cudaStream_t side;          /* P2P beside the expansions when leaves are few (NULL: none yet) */
-    int *h_read;                /* pinned, LS_COUNT + 2 words: what the two waits read back */
-    int keep;                   /* the next release keeps the state (gpu_set_points_device) */
+    cudaStream_t side; /* P2P beside the expansions when leaves are few (NULL: none yet) */
+    int *h_read;       /* pinned, LS_COUNT + 2 words: what the two waits read back */
+    int keep;          /* the next release keeps the state (gpu_set_points_device) */
     double tree_ms;
 } fmk_fmm2d_gpu;
 
@@ -110,7 +110,7 @@ struct fmk_fmm2d_ws {
     int *before, *cnt, *off, *begin_a, *begin_b;
     u64 *box_bb, *seg_bb;
     int *weak, *strong[2];
-    int *lstat;                 /* LS_COUNT running totals of the lists */
+    int *lstat; /* LS_COUNT running totals of the lists */
     signed char *kind;
     int64_t weak_cap, strong_cap;
     void *temp;
@@ -126,7 +126,7 @@ struct fmk_fmm2d_args {
     const double *src_xy, *trg_xy;
     const fmk_cplx *q;
     fmk_cplx *M, *Lc;
-    const double *binom;        /* C(n, k) at n * nb + k */
+    const double *binom; /* C(n, k) at n * nb + k */
     int nb;
 };
 
@@ -140,32 +140,37 @@ static inline unsigned grid_of(int64_t threads, int block)
  * taking every split-th list entry, and add their sums in warp order (the same result run
  * after run). split_for: the warps per box for a launch over nb boxes. */
 constexpr int SPLIT_MAX = 8;
-static inline int split_for(int64_t nb) { return nb <= 128 ? SPLIT_MAX : nb <= 512 ? 4 : 1; }
-static inline unsigned threads_for(int split) { return 32 * (split > 1 ? split : WARPS); }
+static inline int split_for(int64_t nb)
+{
+    return nb <= 128 ? SPLIT_MAX : nb <= 512 ? 4 : 1;
+}
+static inline unsigned threads_for(int split)
+{
+    return 32 * (split > 1 ? split : WARPS);
+}
 
 /* Error exits of the host functions (fmk_status st, fmk_plan *plan and a label done in scope). */
-#define CK(call, what)                                                                             \
-    do {                                                                                           \
-        cudaError_t e_ = (call);                                                                   \
-        if (e_ != cudaSuccess) {                                                                   \
-            st = fmk_cuda_fail(plan, e_, what);                                                    \
-            goto done;                                                                             \
-        }                                                                                          \
+#define CK(call, what)                          \
+    do {                                        \
+        cudaError_t e_ = (call);                \
+        if (e_ != cudaSuccess) {                \
+            st = fmk_cuda_fail(plan, e_, what); \
+            goto done;                          \
+        }                                       \
     } while (0)
-#define CS(call)                                                                                   \
-    do {                                                                                           \
-        st = (call);                                                                               \
-        if (st != FMK_OK)                                                                          \
-            goto done;                                                                             \
+#define CS(call)          \
+    do {                  \
+        st = (call);      \
+        if (st != FMK_OK) \
+            goto done;    \
     } while (0)
 
 /* ---------------------------------------------------------------- the phases */
 
 /* pyramid.cu: the caller's points (device, ns sources then nt targets) mapped into the frame,
  * x' = 1.5 + (x - c) / w, straight into the topological phase's arrays of w. */
-cudaError_t fmk_cuda_fmm2d_map_points(int64_t ns, const double *d_s, int64_t nt,
-                                      const double *d_t, const fmk_frame *frame,
-                                      const fmk_fmm2d_ws *w);
+cudaError_t fmk_cuda_fmm2d_map_points(int64_t ns, const double *d_s, int64_t nt, const double *d_t,
+                                      const fmk_frame *frame, const fmk_fmm2d_ws *w);
 /* pyramid.cu: the splits into the pyramid from mapped points on the device (d_src: ns * 2;
  * d_trg: nt * 2, NULL when self; d_src NULL: fmk_cuda_fmm2d_map_points put them in w), then the
  * boxes' centres and radii and the points in box order into s, in the workspace w. */

@@ -40,8 +40,8 @@ __global__ void k_l2l(fmk_fmm2d_args a, int l)
 
 /* L2P and M2P at the finest level: a warp per box, a lane per target; V, D into res (add: onto
  * the P2P sums already there). */
-__global__ void k_l2p(fmk_fmm2d_args a, const int *near_begin, const int *near, const signed char *kind,
-                      fmk_cplx *res, int add)
+__global__ void k_l2p(fmk_fmm2d_args a, const int *near_begin, const int *near,
+                      const signed char *kind, fmk_cplx *res, int add)
 {
     extern __shared__ fmk_cplx smem[];
     const int w = threadIdx.x >> 5, lane = threadIdx.x & 31, nc = a.p + 1;
@@ -89,7 +89,6 @@ __global__ void k_l2p(fmk_fmm2d_args a, const int *near_begin, const int *near, 
                     res[2 * i + 1] = add ? fmk_cadd(res[2 * i + 1], D) : D;
     }
 }
-
 
 /* The results in the caller's order: a thread per caller index c (writes together, the reads
  * of V and D one 32-byte piece each). */
@@ -140,7 +139,7 @@ cudaError_t fmk_cuda_fmm2d_output(const fmk_fmm2d_gpu *s, int is_log, const fmk_
 {
     const int64_t nt = s->nt;
     k_output<<<grid_of(nt, 256), 256>>>(nt, is_log, s->d_trg_place, s->d_res, s->d_qzero,
-                                        s->d_qtotal, s->d_stats, frame->log_width,
-                                        frame->pot_scale, pot, grad);
+                                        s->d_qtotal, s->d_stats, frame->log_width, frame->pot_scale,
+                                        pot, grad);
     return cudaGetLastError();
 }

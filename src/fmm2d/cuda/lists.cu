@@ -251,13 +251,11 @@ fmk_status fmk_cuda_fmm2d_lists(fmk_plan *plan, fmk_fmm2d_gpu *s, const fmk_fmm2
     for (int fast = 1; fast >= 0; fast--) {
         const int root = ns > 0 && s->nt > 0 ? 1 : 0;
         if (fast && L <= LISTS_SMALL_L) { /* every level in one launch */
-            k_lists_small<<<1, LISTS_THREADS>>>(root, (int)L, prev_begin, cur_begin, strong[0].d,
-                                                strong[1].d, s->d_src_start, s->d_trg_start,
-                                                s->d_center, s->d_radius,
-                                                reinterpret_cast<u64 *>(cnt),
-                                                reinterpret_cast<u64 *>(off), weak.d,
-                                                s->d_weak_begin, kind, weak.cap, strong[1].cap,
-                                                lstat);
+            k_lists_small<<<1, LISTS_THREADS>>>(
+                root, (int)L, prev_begin, cur_begin, strong[0].d, strong[1].d, s->d_src_start,
+                s->d_trg_start, s->d_center, s->d_radius, reinterpret_cast<u64 *>(cnt),
+                reinterpret_cast<u64 *>(off), weak.d, s->d_weak_begin, kind, weak.cap,
+                strong[1].cap, lstat);
             CK(cudaGetLastError(), "the connectivity kernel");
             if (L % 2) { /* where the levels' swaps leave the finest level's lists */
                 ibuf tmp = strong[0];
@@ -267,7 +265,8 @@ fmk_status fmk_cuda_fmm2d_lists(fmk_plan *plan, fmk_fmm2d_gpu *s, const fmk_fmm2
             }
         }
         if (!fast || L > LISTS_SMALL_L) {
-            k_lists_root<<<1, 1>>>(root, (int)L, prev_begin, strong[0].d, s->d_weak_begin, kind, lstat);
+            k_lists_root<<<1, 1>>>(root, (int)L, prev_begin, strong[0].d, s->d_weak_begin, kind,
+                                   lstat);
             CK(cudaGetLastError(), "the connectivity kernel");
             n_weak = 0, prev_n = root;
             for (int l = 1; l <= L; l++) {
@@ -275,8 +274,9 @@ fmk_status fmk_cuda_fmm2d_lists(fmk_plan *plan, fmk_fmm2d_gpu *s, const fmk_fmm2
                 u64 *c64 = reinterpret_cast<u64 *>(cnt), *o64 = reinterpret_cast<u64 *>(off);
                 int64_t level_base = 0; /* where this level's weak lists start (host totals) */
                 k_connect<<<grid_of(32 * (nbl + 1), 128), 128>>>(
-                    l, (int)L, 0, prev_begin, strong[0].d, s->d_src_start, s->d_trg_start, s->d_center,
-                    s->d_radius, c64, NULL, NULL, NULL, NULL, fast ? lstat : NULL, 0, NULL, NULL);
+                    l, (int)L, 0, prev_begin, strong[0].d, s->d_src_start, s->d_trg_start,
+                    s->d_center, s->d_radius, c64, NULL, NULL, NULL, NULL, fast ? lstat : NULL, 0,
+                    NULL, NULL);
                 CK(cudaGetLastError(), "the connectivity kernel");
                 tb = temp_bytes;
                 CK(cub::DeviceScan::ExclusiveSum(temp, tb, c64, o64, (int)(nbl + 1)),
@@ -286,15 +286,19 @@ fmk_status fmk_cuda_fmm2d_lists(fmk_plan *plan, fmk_fmm2d_gpu *s, const fmk_fmm2
                 } else {
                     int tot[2];
                     k_totals<<<1, 1>>>(o64 + nbl, cnt);
-                    CK(cudaMemcpy(tot, cnt, sizeof tot, cudaMemcpyDeviceToHost), "cudaMemcpy (lists)");
+                    CK(cudaMemcpy(tot, cnt, sizeof tot, cudaMemcpyDeviceToHost),
+                       "cudaMemcpy (lists)");
                     if (n_weak + tot[0] > INT32_MAX || tot[1] < 0) {
-                        st = fmk_error_set(plan, FMK_ERR_ARG, "the 2D FMM's lists exceed 2^31 entries");
+                        st = fmk_error_set(plan, FMK_ERR_ARG,
+                                           "the 2D FMM's lists exceed 2^31 entries");
                         goto done;
                     }
                     CS(ibuf_reserve(plan, &weak, n_weak + tot[0], n_weak, "the weak lists"));
-                    CS(ibuf_reserve(plan, &strong[1], tot[1] > 0 ? tot[1] : 1, 0, "the strong lists"));
+                    CS(ibuf_reserve(plan, &strong[1], tot[1] > 0 ? tot[1] : 1, 0,
+                                    "the strong lists"));
                     if (l == L && tot[1] > w->strong_cap) {
-                        CS(fmk_cuda_alloc(plan, (void **)&kind, (size_t)tot[1], "the lists", total));
+                        CS(fmk_cuda_alloc(plan, (void **)&kind, (size_t)tot[1], "the lists",
+                                          total));
                         kind_owned = 1;
                     }
                     level_base = n_weak;
@@ -302,9 +306,9 @@ fmk_status fmk_cuda_fmm2d_lists(fmk_plan *plan, fmk_fmm2d_gpu *s, const fmk_fmm2
                     prev_n = tot[1];
                 }
                 k_connect<<<grid_of(32 * (nbl + 1), 128), 128>>>(
-                    l, (int)L, 1, prev_begin, strong[0].d, s->d_src_start, s->d_trg_start, s->d_center,
-                    s->d_radius, NULL, o64, weak.d, strong[1].d, kind, fast ? lstat : NULL,
-                    (int)level_base, s->d_weak_begin + f, cur_begin);
+                    l, (int)L, 1, prev_begin, strong[0].d, s->d_src_start, s->d_trg_start,
+                    s->d_center, s->d_radius, NULL, o64, weak.d, strong[1].d, kind,
+                    fast ? lstat : NULL, (int)level_base, s->d_weak_begin + f, cur_begin);
                 CK(cudaGetLastError(), "the connectivity kernel");
                 ibuf tmp = strong[0];
                 strong[0] = strong[1], strong[1] = tmp;
@@ -345,4 +349,3 @@ done:
     }
     return st;
 }
-

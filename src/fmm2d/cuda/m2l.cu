@@ -6,7 +6,6 @@
 
 namespace {
 
-
 /* rho^lane in each lane of a full warp (a product scan over the lanes), and rho^32 in *rho32. */
 __device__ inline fmk_cplx warp_pow(fmk_cplx rho, int lane, fmk_cplx *rho32)
 {
@@ -30,8 +29,9 @@ size_t m2l_smem(int p, int warps)
 
 /* M2L from the weak lists (every level) and, at the finest level, P2L: a warp per target box
  * (or split warps, see split_for), lane l owns b_l. */
-__global__ void k_m2l(fmk_fmm2d_args a, const int *weak_begin, const int *weak, const int *near_begin,
-                      const int *near, const signed char *kind, int64_t n_boxes, int split)
+__global__ void k_m2l(fmk_fmm2d_args a, const int *weak_begin, const int *weak,
+                      const int *near_begin, const int *near, const signed char *kind,
+                      int64_t n_boxes, int split)
 {
     extern __shared__ fmk_cplx smem[];
     const int w = threadIdx.x >> 5, lane = threadIdx.x & 31, nc = a.p + 1;
@@ -69,8 +69,7 @@ __global__ void k_m2l(fmk_fmm2d_args a, const int *weak_begin, const int *weak, 
         const fmk_cplx ps = warp_pow(rho_s, lane, &rs32), pt = warp_pow(rho_t, lane, &rt32);
         __syncwarp();
         for (int k = lane; k < nc; k += 32)
-            ck[k] = k == 0 ? fmk_c(0, 0)
-                           : fmk_cmul(ld(ac + k), k < 32 ? ps : fmk_cmul(ps, rs32));
+            ck[k] = k == 0 ? fmk_c(0, 0) : fmk_cmul(ld(ac + k), k < 32 ? ps : fmk_cmul(ps, rs32));
         __syncwarp();
         const fmk_cplx a0 = ld(ac);
         const int has_a0 = a0.re != 0 || a0.im != 0;
@@ -158,10 +157,9 @@ cudaError_t fmk_cuda_fmm2d_m2l(const fmk_fmm2d_args *a, const fmk_fmm2d_gpu *s)
     if (nb > 1) {
         const int split = split_for(nb - 1);
         const unsigned tm = threads_for(split);
-        k_m2l<<<split > 1 ? (unsigned)(nb - 1) : grid_of(32 * (nb - 1), tm), tm,
-                m2l_smem(s->order, (int)tm / 32)>>>(*a, s->d_weak_begin, s->d_weak,
-                                                    s->d_near_begin, s->d_near, s->d_kind, nb,
-                                                    split);
+        const unsigned grid = split > 1 ? (unsigned)(nb - 1) : grid_of(32 * (nb - 1), tm);
+        k_m2l<<<grid, tm, m2l_smem(s->order, (int)tm / 32)>>>(
+            *a, s->d_weak_begin, s->d_weak, s->d_near_begin, s->d_near, s->d_kind, nb, split);
     }
     return cudaGetLastError();
 }

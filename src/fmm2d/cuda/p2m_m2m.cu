@@ -14,8 +14,10 @@ __global__ void k_binomials(int nn, double *bin)
 {
     for (int i = 0; i < nn; i++) {
         for (int k = threadIdx.x; k < nn; k += blockDim.x)
-            bin[i * nn + k] = k > i ? 0 : (k == 0 || k == i) ? 1
-                                                             : bin[(i - 1) * nn + k - 1] + bin[(i - 1) * nn + k];
+            bin[i * nn + k] = k > i ? 0
+                              : (k == 0 || k == i)
+                                  ? 1
+                                  : bin[(i - 1) * nn + k - 1] + bin[(i - 1) * nn + k];
         __syncthreads();
     }
 }
@@ -88,8 +90,8 @@ __global__ void k_m2m(fmk_fmm2d_args a, int l, int per_child)
     extern __shared__ fmk_cplx smem[];
     const int w = threadIdx.x >> 5, lane = threadIdx.x & 31, nc = a.p + 1;
     fmk_cplx *au = smem + w * nc;
-    const int64_t b = per_child ? (int64_t)blockIdx.x
-                                : (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5;
+    const int64_t b =
+        per_child ? (int64_t)blockIdx.x : (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5;
     if (b >= ((int64_t)1 << (2 * l)))
         return;
     const int64_t f = fmk_fmm2d_first(l), fc = fmk_fmm2d_first(l + 1);

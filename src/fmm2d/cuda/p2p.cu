@@ -39,8 +39,8 @@ __global__ void __launch_bounds__(32 * (WAYS > 1 ? WAYS : WARPS))
     __shared__ real4d tile[WAYS > 1 ? WAYS : WARPS][32];
     const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int part = WAYS > 1 ? w : 0, ways = WAYS;
-    const int64_t b = WAYS > 1 ? (int64_t)blockIdx.x
-                               : (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5;
+    const int64_t b =
+        WAYS > 1 ? (int64_t)blockIdx.x : (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5;
     const int64_t leaves = (int64_t)1 << (2 * a.L);
     if (b >= leaves)
         return;
@@ -83,7 +83,7 @@ __global__ void __launch_bounds__(32 * (WAYS > 1 ? WAYS : WARPS))
                 if (part >= h && part < 2 * h)
                     for (int k = 0; k < 5; k++)
                         part_sum[part - h][k][lane] = acc[k],
-                                               part_sum[part - h][5 + k][lane] = acc2[k];
+                                        part_sum[part - h][5 + k][lane] = acc2[k];
                 __syncthreads();
                 if (part < h)
                     for (int k = 0; k < 5; k++)

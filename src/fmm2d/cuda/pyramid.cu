@@ -9,8 +9,14 @@
 
 namespace {
 
-__device__ inline double u2d(u64 v) { return __longlong_as_double((long long)v); }
-__device__ inline u64 d2u(double v) { return (u64)__double_as_longlong(v); }
+__device__ inline double u2d(u64 v)
+{
+    return __longlong_as_double((long long)v);
+}
+__device__ inline u64 d2u(double v)
+{
+    return (u64)__double_as_longlong(v);
+}
 
 __global__ void k_load_points(int64_t ns, const double *src, int64_t nt, const double *trg,
                               double *x, double *y, int *id)
@@ -33,8 +39,6 @@ __global__ void k_map_points(int64_t ns, const double *src, int64_t nt, const do
     const double *p = i < ns ? src + 2 * i : trg + 2 * (i - ns);
     x[i] = 1.5 + (p[0] - cx) * inv_w, y[i] = 1.5 + (p[1] - cy) * inv_w, id[i] = (int)i;
 }
-
-
 
 /* bb: 4 words per segment, the bit patterns of lo x, lo y, hi x, hi y. */
 __global__ void k_bbox_reset(int64_t nseg, u64 *bb)
@@ -168,11 +172,14 @@ __global__ void k_gather(int64_t n, const int *pos, const double *x, const doubl
 
 /* The boxes of the segments after s splits go by atomics (few large segments), else a warp per
  * segment. */
-inline bool bbox_by_atomics(int64_t n, int s) { return n > 0 && (n >> s) > 4096 && s < 12; }
+inline bool bbox_by_atomics(int64_t n, int s)
+{
+    return n > 0 && (n >> s) > 4096 && s < 12;
+}
 
 /* The block's segment (blockIdx.x of split s0) into shared memory; returns its length. */
-__device__ int segment_to_shared(int64_t n, int s0, const double *x, const double *y,
-                                 const int *id, double *xs, double *ys, int *ids)
+__device__ int segment_to_shared(int64_t n, int s0, const double *x, const double *y, const int *id,
+                                 double *xs, double *ys, int *ids)
 {
     const int64_t a = fmk_fmm2d_seg_begin(n, s0, blockIdx.x);
     const int m = (int)(fmk_fmm2d_seg_begin(n, s0, blockIdx.x + 1) - a);
@@ -289,9 +296,8 @@ int split_by_rank(int64_t n, int s)
 
 /* Segments of more than RANK_CAP points: a block per segment reduces its bounding box into bb
  * (4 words) and, unless last, writes every point's comp. */
-__global__ void __launch_bounds__(1024)
-    k_rank_keys(int64_t n, int s, int last, const double *x, const double *y, u64 *bb,
-                unsigned *comp)
+__global__ void __launch_bounds__(1024) k_rank_keys(int64_t n, int s, int last, const double *x,
+                                                    const double *y, u64 *bb, unsigned *comp)
 {
     __shared__ double red[4][32];
     const int64_t g = blockIdx.x, a = fmk_fmm2d_seg_begin(n, s, g),
@@ -313,8 +319,10 @@ __global__ void __launch_bounds__(1024)
         lx = lane < nw ? red[0][lane] : INFINITY, ly = lane < nw ? red[1][lane] : INFINITY;
         hx = lane < nw ? red[2][lane] : -INFINITY, hy = lane < nw ? red[3][lane] : -INFINITY;
         for (int o = 16; o > 0; o >>= 1) {
-            lx = fmin(lx, __shfl_xor_sync(FULL, lx, o)), ly = fmin(ly, __shfl_xor_sync(FULL, ly, o));
-            hx = fmax(hx, __shfl_xor_sync(FULL, hx, o)), hy = fmax(hy, __shfl_xor_sync(FULL, hy, o));
+            lx = fmin(lx, __shfl_xor_sync(FULL, lx, o)),
+            ly = fmin(ly, __shfl_xor_sync(FULL, ly, o));
+            hx = fmax(hx, __shfl_xor_sync(FULL, hx, o)),
+            hy = fmax(hy, __shfl_xor_sync(FULL, hy, o));
         }
         if (lane == 0) {
             red[0][0] = lx, red[1][0] = ly, red[2][0] = hx, red[3][0] = hy;
@@ -452,8 +460,8 @@ __global__ void __launch_bounds__(RANK_CAP)
             if (i < m) {
                 int below = 0, j = sa;
                 for (; j + 3 < se; j += 4)
-                    below += (comp[j] < c) + (comp[j + 1] < c) + (comp[j + 2] < c) +
-                             (comp[j + 3] < c);
+                    below +=
+                        (comp[j] < c) + (comp[j + 1] < c) + (comp[j + 2] < c) + (comp[j + 3] < c);
                 for (; j < se; j++)
                     below += comp[j] < c;
                 xs[sa + below] = px, ys[sa + below] = py, ids[sa + below] = pid;
@@ -530,15 +538,13 @@ __global__ void k_split_points(int64_t n, int64_t ns, const double *x, const dou
 
 } // namespace
 
-cudaError_t fmk_cuda_fmm2d_map_points(int64_t ns, const double *d_s, int64_t nt,
-                                      const double *d_t, const fmk_frame *frame,
-                                      const fmk_fmm2d_ws *w)
+cudaError_t fmk_cuda_fmm2d_map_points(int64_t ns, const double *d_s, int64_t nt, const double *d_t,
+                                      const fmk_frame *frame, const fmk_fmm2d_ws *w)
 {
     const int64_t n = ns + nt;
     if (n > 0)
-        k_map_points<<<grid_of(n, 256), 256>>>(ns, d_s, nt, d_t, frame->center[0],
-                                               frame->center[1], 1.0 / frame->width, w->x[0],
-                                               w->y[0], w->id[0]);
+        k_map_points<<<grid_of(n, 256), 256>>>(ns, d_s, nt, d_t, frame->center[0], frame->center[1],
+                                               1.0 / frame->width, w->x[0], w->y[0], w->id[0]);
     return cudaGetLastError();
 }
 
@@ -558,7 +564,7 @@ fmk_status fmk_cuda_fmm2d_pyramid(fmk_plan *plan, fmk_fmm2d_gpu *s, const fmk_fm
     size_t tb = 0;
     const int rank_path = n <= RANK_N;
     const int s_small = rank_path ? -1 : small_split_from(n, (int)L);
-    int bb_done = 0; /* the boxes of the coming split are known (from the gather) */
+    int bb_done = 0;    /* the boxes of the coming split are known (from the gather) */
     if (n > 0 && d_src) /* else set_points_device mapped them there */
         k_load_points<<<grid_of(n, B), B>>>(ns, d_src, plan->self ? 0 : s->nt, d_trg, x[0], y[0],
                                             id[0]);
@@ -614,8 +620,8 @@ fmk_status fmk_cuda_fmm2d_pyramid(fmk_plan *plan, fmk_fmm2d_gpu *s, const fmk_fm
                 k_bbox_reset<<<grid_of(2 * nseg, B), B>>>(2 * nseg, bb_next);
                 bb_done = 1;
             }
-            k_gather<<<grid_of(n, B), B>>>(n, pos[1], x[0], y[0], id[0], x[1], y[1], id[1],
-                                           st_ + 1, bb_next);
+            k_gather<<<grid_of(n, B), B>>>(n, pos[1], x[0], y[0], id[0], x[1], y[1], id[1], st_ + 1,
+                                           bb_next);
         }
         CK(cudaGetLastError(), "the split kernels");
         double *tx = x[0], *ty = y[0];
@@ -625,10 +631,9 @@ fmk_status fmk_cuda_fmm2d_pyramid(fmk_plan *plan, fmk_fmm2d_gpu *s, const fmk_fm
     }
     {
         const int64_t nf = plan->self ? (n > nb ? n : nb) : nb, nl = leaves + 1;
-        k_finish<<<grid_of(nf > nl ? nf : nl, B), B>>>(nb, box_bb, s->d_center, s->d_radius,
-                                                       s->d_stats, plan->self, n, (int)L, x[0],
-                                                       y[0], id[0], s->d_src_xy, s->d_src_order,
-                                                       s->d_trg_place, s->d_src_start);
+        k_finish<<<grid_of(nf > nl ? nf : nl, B), B>>>(
+            nb, box_bb, s->d_center, s->d_radius, s->d_stats, plan->self, n, (int)L, x[0], y[0],
+            id[0], s->d_src_xy, s->d_src_order, s->d_trg_place, s->d_src_start);
         CK(cudaGetLastError(), "the box geometry kernel");
     }
     /* sources and targets in box order (self: k_finish did it) */

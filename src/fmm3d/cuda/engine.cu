@@ -121,12 +121,14 @@ fmk_status new_state(fmk_plan *plan, fmk_fmm3d_cuda **out)
     /* the dense M2L's degrees (truncated only where the order comes from eps), their order and
      * the stacked matrices' rows; the size rule from the node estimate until the tree is built
      * (fmk_fmm3d_cuda_setup) */
-    s->m2l_f = !s->use_rot && plan->opts.order < 0 && s->tune->m2l_trunc > 0 ? s->tune->m2l_trunc : 0;
+    s->m2l_f =
+        !s->use_rot && plan->opts.order < 0 && s->tune->m2l_trunc > 0 ? s->tune->m2l_trunc : 0;
     s->m2l_k = s->tune->m2l_classes;
     s->m2l_min = s->tune->m2l_trunc_min;
     {
         const int64_t np = plan->self ? plan->n_sources : plan->n_sources + plan->n_targets;
-        const int64_t nn = np > 8 * (int64_t)s->leaf_size ? fmk_tree3d_estimate_nodes(np, s->leaf_size) - 9 : 0;
+        const int64_t nn =
+            np > 8 * (int64_t)s->leaf_size ? fmk_tree3d_estimate_nodes(np, s->leaf_size) - 9 : 0;
         fmk_fmm3d_cuda_m2l_select(s, fmk_fmm3d_cuda_m2l_whole(s, nn));
     }
     s->fresh = 1;
@@ -146,9 +148,9 @@ fmk_status new_state(fmk_plan *plan, fmk_fmm3d_cuda **out)
         least = greatest = 0;
     }
     for (; s->streams < 3 && st == FMK_OK; s->streams++) {
-        cudaError_t err = cudaStreamCreateWithPriority(&s->stream[s->streams],
-                                                       s->streams == 2 ? cudaStreamNonBlocking : cudaStreamDefault,
-                                                       s->streams == 0 ? greatest : least);
+        cudaError_t err = cudaStreamCreateWithPriority(
+            &s->stream[s->streams], s->streams == 2 ? cudaStreamNonBlocking : cudaStreamDefault,
+            s->streams == 0 ? greatest : least);
         if (err != cudaSuccess)
             st = start_failed(plan, err, "cudaStreamCreateWithPriority");
     }
@@ -181,13 +183,15 @@ fmk_status build_state(fmk_plan *plan, int on_device)
     if (s && !s->fresh)
         s->setup_time[0] = 0;
     if (st == FMK_OK && !on_device) { /* the mapped host points, sources then targets */
-        st = fmk_fmm3d_cuda_grow(plan, s, (void **)&s->d_pts, &s->cap_pts, 24 * (size_t)(np > 0 ? np : 1), "the points",
-                  fmk_fmm3d_cuda_plan_bytes(plan));
+        st = fmk_fmm3d_cuda_grow(plan, s, (void **)&s->d_pts, &s->cap_pts,
+                                 24 * (size_t)(np > 0 ? np : 1), "the points",
+                                 fmk_fmm3d_cuda_plan_bytes(plan));
         cudaError_t err = cudaSuccess;
         if (st == FMK_OK)
             err = cudaMemcpy(s->d_pts, plan->sources, 24 * (size_t)ns, cudaMemcpyHostToDevice);
         if (st == FMK_OK && err == cudaSuccess && !plan->self)
-            err = cudaMemcpy(s->d_pts + 3 * ns, plan->targets, 24 * (size_t)nt, cudaMemcpyHostToDevice);
+            err = cudaMemcpy(s->d_pts + 3 * ns, plan->targets, 24 * (size_t)nt,
+                             cudaMemcpyHostToDevice);
         if (err != cudaSuccess)
             st = fmk_cuda_fail(plan, err, "cudaMemcpy (points to the GPU)");
     }
@@ -240,7 +244,8 @@ __global__ void k_map_points(int64_t ns, const double *__restrict__ src, int64_t
  * bounding box by one CUB reduction, the frame, the points mapped on the GPU, then the state
  * as from host points; the host never holds the points. A fresh plan makes its state first, its
  * one allocation holding the points and the reduction's workspace. */
-fmk_status points_device(fmk_plan *plan, int64_t ns, const double *d_s, int64_t nt, const double *d_t)
+fmk_status points_device(fmk_plan *plan, int64_t ns, const double *d_s, int64_t nt,
+                         const double *d_t)
 {
     const int self = d_t == NULL;
     const int64_t n_box = self ? 0 : nt;
@@ -258,7 +263,8 @@ fmk_status points_device(fmk_plan *plan, int64_t ns, const double *d_s, int64_t 
     st = fmk_cuda_frame_query(plan, ns, d_s, n_box, d_t, &temp_bytes);
     if (st != FMK_OK)
         return st;
-    const size_t box_off = (temp_bytes + 255) / 256 * 256, box_bytes = box_off + fmk_cuda_box_bytes();
+    const size_t box_off = (temp_bytes + 255) / 256 * 256,
+                 box_bytes = box_off + fmk_cuda_box_bytes();
     /* the mapped points' buffer first: a size the GPU cannot hold fails before any read; the
      * plan's state from its previous points (fmm_set_points_device) lends its buffers (on
      * failure the caller drops the state) */
@@ -266,9 +272,11 @@ fmk_status points_device(fmk_plan *plan, int64_t ns, const double *d_s, int64_t 
     if (!s && (st = new_state(plan, &s)) == FMK_OK)
         st = fmk_fmm3d_cuda_state_block(plan, s, np, box_bytes);
     if (st == FMK_OK)
-        st = fmk_fmm3d_cuda_grow(plan, s, (void **)&s->d_pts, &s->cap_pts, 24 * (size_t)(np > 0 ? np : 1), "the points", total);
+        st = fmk_fmm3d_cuda_grow(plan, s, (void **)&s->d_pts, &s->cap_pts,
+                                 24 * (size_t)(np > 0 ? np : 1), "the points", total);
     if (st == FMK_OK)
-        st = fmk_fmm3d_cuda_grow(plan, s, &s->d_box, &s->cap_box, box_bytes, "the bounding-box workspace", total);
+        st = fmk_fmm3d_cuda_grow(plan, s, &s->d_box, &s->cap_box, box_bytes,
+                                 "the bounding-box workspace", total);
     fmk_frame frame;
     if (st == FMK_OK)
         st = fmk_cuda_frame(plan, ns, d_s, n_box, d_t, s->d_box, temp_bytes,
@@ -276,7 +284,8 @@ fmk_status points_device(fmk_plan *plan, int64_t ns, const double *d_s, int64_t 
     if (st == FMK_OK && np > 0) {
         const int64_t blocks = (3 * np + 255) / 256;
         k_map_points<<<(unsigned)(blocks < 4096 ? blocks : 4096), 256>>>(
-            ns, d_s, n_box, d_t, frame.center[0], frame.center[1], frame.center[2], 1.0 / frame.width, s->d_pts);
+            ns, d_s, n_box, d_t, frame.center[0], frame.center[1], frame.center[2],
+            1.0 / frame.width, s->d_pts);
         const cudaError_t err = cudaGetLastError();
         if (err != cudaSuccess)
             st = fmk_cuda_fail(plan, err, "the point mapping kernel");
@@ -306,8 +315,8 @@ struct eval_io {
 
 /* Upload: the charges on the device (io->d_q: the caller's, or copied from the host), checked
  * here where plan.c has not (device charges, and fp32's scaling), and P2P's scalings. */
-fmk_status upload(fmk_plan *plan, fmk_fmm3d_cuda *s, const double *charges, int on_device, eval_io *io,
-                  p2p_scale *sc)
+fmk_status upload(fmk_plan *plan, fmk_fmm3d_cuda *s, const double *charges, int on_device,
+                  eval_io *io, p2p_scale *sc)
 {
     const int64_t ns = plan->n_sources, nt = plan->n_targets;
     cudaError_t err = cudaSuccess;
@@ -383,8 +392,8 @@ void far_start(fmk_fmm3d_cuda *s)
 /* Download: once both fields are done (EV_JOIN), their sums to the caller's order and units
  * (the points were shrunk by 1 / root_side: the sums are root_side (pot) and root_side^2 (grad)
  * times the frame's), into the caller's device arrays or the host evaluation's copies. */
-cudaError_t download(fmk_plan *plan, fmk_fmm3d_cuda *s, const eval_io *io, double *pot, double *grad,
-                     int on_device)
+cudaError_t download(fmk_plan *plan, fmk_fmm3d_cuda *s, const eval_io *io, double *pot,
+                     double *grad, int on_device)
 {
     cudaStream_t fs = s->stream[0];
     double *p = pot ? (on_device ? pot : io->h_pot) : NULL;
@@ -397,16 +406,17 @@ cudaError_t download(fmk_plan *plan, fmk_fmm3d_cuda *s, const eval_io *io, doubl
 /* The phases' times from their events (each on its own stream: with the near field alongside,
  * the far field's phases and P2P each take longer than alone and overlap), then the host
  * evaluation's results copied back. */
-fmk_status finish(fmk_plan *plan, fmk_fmm3d_cuda *s, const eval_io *io, double *pot, double *grad, int on_device)
+fmk_status finish(fmk_plan *plan, fmk_fmm3d_cuda *s, const eval_io *io, double *pot, double *grad,
+                  int on_device)
 {
     const int64_t nt = plan->n_targets;
     double *phase = plan->info.phase_time;
     fmk_fmm3d_cuda_ops_time(s);
     static const struct {
         int phase, from, to;
-    } ph[] = {{FMK_PHASE_P2M, EV_START, EV_P2M}, {FMK_PHASE_M2M, EV_P2M, EV_M2M},
-              {FMK_PHASE_M2L, EV_M2M, EV_M2L},   {FMK_PHASE_L2L, EV_M2L, EV_L2L},
-              {FMK_PHASE_L2P, EV_L2L, EV_L2P},   {FMK_PHASE_P2P, EV_NEAR, EV_P2P},
+    } ph[] = {{FMK_PHASE_P2M, EV_START, EV_P2M},    {FMK_PHASE_M2M, EV_P2M, EV_M2M},
+              {FMK_PHASE_M2L, EV_M2M, EV_M2L},      {FMK_PHASE_L2L, EV_M2L, EV_L2L},
+              {FMK_PHASE_L2P, EV_L2L, EV_L2P},      {FMK_PHASE_P2P, EV_NEAR, EV_P2P},
               {FMK_PHASE_DOWNLOAD, EV_JOIN, EV_END}};
     for (size_t i = 0; i < sizeof ph / sizeof ph[0]; i++) {
         float ms = 0;
@@ -417,9 +427,11 @@ fmk_status finish(fmk_plan *plan, fmk_fmm3d_cuda *s, const eval_io *io, double *
     if (!on_device) {
         const double t2 = fmk_time_now();
         cudaError_t err;
-        if (pot && (err = cudaMemcpy(pot, io->h_pot, 8 * (size_t)nt, cudaMemcpyDeviceToHost)) != cudaSuccess)
+        if (pot && (err = cudaMemcpy(pot, io->h_pot, 8 * (size_t)nt, cudaMemcpyDeviceToHost)) !=
+                       cudaSuccess)
             return fmk_cuda_fail(plan, err, "cudaMemcpy (potential from the GPU)");
-        if (grad && (err = cudaMemcpy(grad, io->h_grad, 24 * (size_t)nt, cudaMemcpyDeviceToHost)) != cudaSuccess)
+        if (grad && (err = cudaMemcpy(grad, io->h_grad, 24 * (size_t)nt, cudaMemcpyDeviceToHost)) !=
+                        cudaSuccess)
             return fmk_cuda_fail(plan, err, "cudaMemcpy (gradient from the GPU)");
         phase[FMK_PHASE_DOWNLOAD] += fmk_time_now() - t2;
     }
@@ -429,11 +441,11 @@ fmk_status finish(fmk_plan *plan, fmk_fmm3d_cuda *s, const eval_io *io, double *
 
 /* One phase of eval on the far field's stream: run unless an earlier one failed; its end an
  * event (the phases' times). */
-#define PHASE(call, end)                                                                           \
-    do {                                                                                           \
-        if (err == cudaSuccess)                                                                    \
-            err = (call);                                                                          \
-        cudaEventRecord(s->ev[end], fs);                                                           \
+#define PHASE(call, end)                 \
+    do {                                 \
+        if (err == cudaSuccess)          \
+            err = (call);                \
+        cudaEventRecord(s->ev[end], fs); \
     } while (0)
 
 /* Eval, the algorithm. The near field (P2P) needs only the charges in key order, so it runs on
@@ -441,8 +453,8 @@ fmk_status finish(fmk_plan *plan, fmk_fmm3d_cuda *s, const eval_io *io, double *
  * results, which the download adds to the far field's once both are done (the knob overlap 0:
  * one stream, the near field after L2P). Nothing reaches the caller's arrays after a failed
  * pass. */
-fmk_status run_eval(fmk_plan *plan, fmk_fmm3d_cuda *s, const double *charges, double *pot, double *grad,
-                    int on_device)
+fmk_status run_eval(fmk_plan *plan, fmk_fmm3d_cuda *s, const double *charges, double *pot,
+                    double *grad, int on_device)
 {
     const int64_t ns = plan->n_sources, nt = plan->n_targets;
     cudaError_t err = cudaSuccess;
@@ -460,20 +472,20 @@ fmk_status run_eval(fmk_plan *plan, fmk_fmm3d_cuda *s, const double *charges, do
         return up;
     const int overlap = s->tune->overlap != 0;
     cudaStream_t fs = s->stream[0], nst = overlap ? s->stream[1] : fs;
-    fmk_status bst = FMK_OK; /* cuBLAS's start (a fresh plan's first M2L) */
-    err = charges_in_key_order(s, ns, io.d_q);                  /* upload: charges in key order */
+    fmk_status bst = FMK_OK;                   /* cuBLAS's start (a fresh plan's first M2L) */
+    err = charges_in_key_order(s, ns, io.d_q); /* upload: charges in key order */
     if (overlap && err == cudaSuccess)
-        err = fmk_cuda_fmm3d_p2p(s, (int)nt, sc, nst);          /* P2P, alongside */
+        err = fmk_cuda_fmm3d_p2p(s, (int)nt, sc, nst); /* P2P, alongside */
     far_start(s);
-    PHASE(fmk_cuda_fmm3d_p2m(s), EV_P2M);                       /* P2M */
-    PHASE(fmk_cuda_fmm3d_m2m(s), EV_M2M);                       /* M2M */
+    PHASE(fmk_cuda_fmm3d_p2m(s), EV_P2M); /* P2M */
+    PHASE(fmk_cuda_fmm3d_m2m(s), EV_M2M); /* M2M */
     if (err == cudaSuccess)
-        err = fmk_cuda_fmm3d_m2l(plan, s, &bst);                /* M2L */
-    PHASE(fmk_cuda_fmm3d_p2l(s), EV_M2L);                       /* P2L (timed with M2L) */
-    PHASE(fmk_cuda_fmm3d_l2l(s), EV_L2L);                       /* L2L */
-    PHASE(fmk_cuda_fmm3d_l2p(s, (int)nt), EV_L2P);              /* L2P, M2P */
+        err = fmk_cuda_fmm3d_m2l(plan, s, &bst);   /* M2L */
+    PHASE(fmk_cuda_fmm3d_p2l(s), EV_M2L);          /* P2L (timed with M2L) */
+    PHASE(fmk_cuda_fmm3d_l2l(s), EV_L2L);          /* L2L */
+    PHASE(fmk_cuda_fmm3d_l2p(s, (int)nt), EV_L2P); /* L2P, M2P */
     if (!overlap && err == cudaSuccess)
-        err = fmk_cuda_fmm3d_p2p(s, (int)nt, sc, nst);          /* P2P, after */
+        err = fmk_cuda_fmm3d_p2p(s, (int)nt, sc, nst); /* P2P, after */
     cudaStreamWaitEvent(fs, s->ev[EV_P2P], 0);
     cudaEventRecord(s->ev[EV_JOIN], fs);
     PHASE(download(plan, s, &io, pot, grad, on_device), EV_END); /* download */
@@ -523,25 +535,40 @@ fmk_status fmm_check_opts(fmk_opts *o, fmk_kernel kernel, int dim, double eps, f
 /* The knobs (fmm3d_cuda.h), "fmm3d.<field>". */
 static const fmk_fmm3d_cuda_tune fmm3d_cuda_tune_defaults = FMK_FMM3D_CUDA_TUNE_DEFAULTS;
 static const fmk_tune_knob fmm3d_cuda_knobs[] = {
-    FMK_KNOB(fmk_fmm3d_cuda_tune, m2l_rot_order, FMK_TUNE_INT, 0, 1e9, "rotation-based M2L from this order"),
-    FMK_KNOB(fmk_fmm3d_cuda_tune, direct_near, FMK_TUNE_INT, 0, 1e6, "W and X entries of few points as P2P (0 off)"),
-    FMK_KNOB(fmk_fmm3d_cuda_tune, p2p_pairs, FMK_TUNE_INT, -1, 6, "P2P of leaf pairs: points per lane (-1 auto, 0 off)"),
-    FMK_KNOB(fmk_fmm3d_cuda_tune, p2p_newton, FMK_TUNE_INT, -1, 1, "fp64 P2P's 1/r by a Newton step (-1 auto)"),
-    FMK_KNOB(fmk_fmm3d_cuda_tune, point_cols, FMK_TUNE_INT, 0, 1, "P2M by column groups, L2P from records"),
-    FMK_KNOB(fmk_fmm3d_cuda_tune, root_volume, FMK_TUNE_DOUBLE, 1, 1e9, "root cube's volume over the points' cube"),
-    FMK_KNOB(fmk_fmm3d_cuda_tune, root_fit, FMK_TUNE_INT, 0, 1, "root cube fitted to uniform points"),
+    FMK_KNOB(fmk_fmm3d_cuda_tune, m2l_rot_order, FMK_TUNE_INT, 0, 1e9,
+             "rotation-based M2L from this order"),
+    FMK_KNOB(fmk_fmm3d_cuda_tune, direct_near, FMK_TUNE_INT, 0, 1e6,
+             "W and X entries of few points as P2P (0 off)"),
+    FMK_KNOB(fmk_fmm3d_cuda_tune, p2p_pairs, FMK_TUNE_INT, -1, 6,
+             "P2P of leaf pairs: points per lane (-1 auto, 0 off)"),
+    FMK_KNOB(fmk_fmm3d_cuda_tune, p2p_newton, FMK_TUNE_INT, -1, 1,
+             "fp64 P2P's 1/r by a Newton step (-1 auto)"),
+    FMK_KNOB(fmk_fmm3d_cuda_tune, point_cols, FMK_TUNE_INT, 0, 1,
+             "P2M by column groups, L2P from records"),
+    FMK_KNOB(fmk_fmm3d_cuda_tune, root_volume, FMK_TUNE_DOUBLE, 1, 1e9,
+             "root cube's volume over the points' cube"),
+    FMK_KNOB(fmk_fmm3d_cuda_tune, root_fit, FMK_TUNE_INT, 0, 1,
+             "root cube fitted to uniform points"),
     FMK_KNOB(fmk_fmm3d_cuda_tune, overlap, FMK_TUNE_INT, 0, 1, "near field on a second stream"),
-    FMK_KNOB(fmk_fmm3d_cuda_tune, m2l_gap, FMK_TUNE_INT, -1, 1e9, "M2L GEMM runs merged across this many directions"),
-    FMK_KNOB(fmk_fmm3d_cuda_tune, m2l_trunc, FMK_TUNE_DOUBLE, 0, 1e9, "far M2L operators truncated, safety factor (0 off)"),
-    FMK_KNOB(fmk_fmm3d_cuda_tune, m2l_classes, FMK_TUNE_INT, 0, 64, "truncated degrees in at most this many classes (0 off)"),
-    FMK_KNOB(fmk_fmm3d_cuda_tune, m2l_trunc_min, FMK_TUNE_INT64, 0, 1e15, "truncation from this many M2L columns"),
-    FMK_KNOB(fmk_fmm3d_cuda_tune, m2l_bytes, FMK_TUNE_INT64, 1, 1e15, "bytes of the M2L's products"),
-    FMK_KNOB(fmk_fmm3d_cuda_tune, ops_at, FMK_TUNE_INT, 0, 1, "M2L matrices before the tree (1) or after the lists"),
-    FMK_KNOB(fmk_fmm3d_cuda_tune, blas_at, FMK_TUNE_INT, 0, 1, "cuBLAS handle at the first eval (1) or set_points"),
+    FMK_KNOB(fmk_fmm3d_cuda_tune, m2l_gap, FMK_TUNE_INT, -1, 1e9,
+             "M2L GEMM runs merged across this many directions"),
+    FMK_KNOB(fmk_fmm3d_cuda_tune, m2l_trunc, FMK_TUNE_DOUBLE, 0, 1e9,
+             "far M2L operators truncated, safety factor (0 off)"),
+    FMK_KNOB(fmk_fmm3d_cuda_tune, m2l_classes, FMK_TUNE_INT, 0, 64,
+             "truncated degrees in at most this many classes (0 off)"),
+    FMK_KNOB(fmk_fmm3d_cuda_tune, m2l_trunc_min, FMK_TUNE_INT64, 0, 1e15,
+             "truncation from this many M2L columns"),
+    FMK_KNOB(fmk_fmm3d_cuda_tune, m2l_bytes, FMK_TUNE_INT64, 1, 1e15,
+             "bytes of the M2L's products"),
+    FMK_KNOB(fmk_fmm3d_cuda_tune, ops_at, FMK_TUNE_INT, 0, 1,
+             "M2L matrices before the tree (1) or after the lists"),
+    FMK_KNOB(fmk_fmm3d_cuda_tune, blas_at, FMK_TUNE_INT, 0, 1,
+             "cuBLAS handle at the first eval (1) or set_points"),
     FMK_CUDA_TREE_KNOBS(fmk_fmm3d_cuda_tune, tree),
 };
-static const fmk_tune_table fmm3d_cuda_tune_table = {"fmm3d", sizeof(fmk_fmm3d_cuda_tune), &fmm3d_cuda_tune_defaults,
-                                                     FMK_TUNE_COUNT(fmm3d_cuda_knobs), fmm3d_cuda_knobs};
+static const fmk_tune_table fmm3d_cuda_tune_table = {
+    "fmm3d", sizeof(fmk_fmm3d_cuda_tune), &fmm3d_cuda_tune_defaults,
+    FMK_TUNE_COUNT(fmm3d_cuda_knobs), fmm3d_cuda_knobs};
 
 extern "C" const fmk_engine fmk_engine_fmm_cuda = {
     /* .name */ "fmm/cuda",
@@ -551,7 +578,8 @@ extern "C" const fmk_engine fmk_engine_fmm_cuda = {
     /* .set_points_device */ fmm_set_points_device,
     /* .release */ fmm_release,
     /* .check_opts */ fmm_check_opts,
-    /* .eps_min */ 1e-13, /* eps_min: p = 60 (rotation-based M2L) meets 1e-13; 1e-14 is below fp64's floor here
+    /* .eps_min */
+    1e-13, /* eps_min: p = 60 (rotation-based M2L) meets 1e-13; 1e-14 is below fp64's floor here
             * (docs/fmm3d_gpu.md) */
     /* .reuses_state */ 1, /* build_state takes the previous points' buffers */
     /* .tune */ &fmm3d_cuda_tune_table,

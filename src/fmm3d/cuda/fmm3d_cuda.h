@@ -120,7 +120,7 @@ typedef struct fmk_fmm3d_cuda_tune {
     fmk_cuda_tree_tune tree;
 } fmk_fmm3d_cuda_tune;
 
-#define FMK_FMM3D_CUDA_TUNE_DEFAULTS                                                              \
+#define FMK_FMM3D_CUDA_TUNE_DEFAULTS \
     {32, 16, -1, -1, 1, 1.0, 1, 1, 5, 0.3, 0, 1000, 256ll << 20, 0, 1, FMK_CUDA_TREE_TUNE_DEFAULTS}
 
 /* The plan's knobs (plan->tune). */
@@ -133,8 +133,9 @@ static inline const fmk_fmm3d_cuda_tune *fmk_fmm3d_cuda_tune_of(const fmk_plan *
  * The plan's state
  * ------------------------------------------------------------------------------------------ */
 
-const int BLOCK = 128;                    /* threads of the point passes (P2M, P2P) */
-const int M2L_DIRS = FMK_FMM3D_NDIR - 27; /* the V directions (offsets with a coordinate beyond 1) */
+const int BLOCK = 128; /* threads of the point passes (P2M, P2P) */
+const int M2L_DIRS =
+    FMK_FMM3D_NDIR - 27; /* the V directions (offsets with a coordinate beyond 1) */
 
 /* The tiles of M2M and L2L (translate.cu): target boxes per tile (TB) and output rows per
  * thread (RPT, of TRANSLATE_THREADS) for S doubles per expansion; TB * S doubles of shared
@@ -157,28 +158,43 @@ typedef struct p2p_scale {
     double q, pot, grad;
 } p2p_scale;
 
-enum { EV_START, EV_P2M, EV_M2M, EV_M2L, EV_L2L, EV_L2P, EV_JOIN, EV_END, EV_FORK, EV_NEAR, EV_P2P,
-       EV_OPS0, EV_OPS1, EV_OPS, N_EV }; /* OPS0 .. OPS1: the M2L matrices' kernel on stream 2
+enum {
+    EV_START,
+    EV_P2M,
+    EV_M2M,
+    EV_M2L,
+    EV_L2L,
+    EV_L2P,
+    EV_JOIN,
+    EV_END,
+    EV_FORK,
+    EV_NEAR,
+    EV_P2P,
+    EV_OPS0,
+    EV_OPS1,
+    EV_OPS,
+    N_EV
+}; /* OPS0 .. OPS1: the M2L matrices' kernel on stream 2
                                            * (set_points); OPS: the end of stream 2's operators */
 
 struct fmk_fmm3d_cuda {
-    const fmk_fmm3d_cuda_tune *tune;   /* the plan's knobs (plan->tune) */
+    const fmk_fmm3d_cuda_tune *tune; /* the plan's knobs (plan->tune) */
     int device, order, S;
-    int Sp, Sx;                        /* the M2L's packed doubles per expansion, (p + 1)^2, and
+    int Sp, Sx;    /* the M2L's packed doubles per expansion, (p + 1)^2, and
                                         * that rounded up to 8 (m2l_pad: the GEMMs' strides) */
-    int sms;                           /* the device's multiprocessors */
-    int fp32;                          /* P2P in fp32 (precision fp32) */
-    int newton_ok;                     /* fp64 P2P may take 1/r by a Newton step (eps >= 1e-11) */
+    int sms;       /* the device's multiprocessors */
+    int fp32;      /* P2P in fp32 (precision fp32) */
+    int newton_ok; /* fp64 P2P may take 1/r by a Newton step (eps >= 1e-11) */
     int32_t leaf_size;
-    double root_side;                  /* the root cube's side over the points' (>= 1) */
-    double fit_mean;                   /* the fitted tree's points per leaf (0: not fitted) */
-    int uniform;                       /* the points' first tree was complete (uniform points) */
-    int64_t near_max;                  /* W and X entries done as P2P: up to this many points */
-    fmk_translate_cfg cfg;             /* M2M and L2L tiles */
+    double root_side;      /* the root cube's side over the points' (>= 1) */
+    double fit_mean;       /* the fitted tree's points per leaf (0: not fitted) */
+    int uniform;           /* the points' first tree was complete (uniform points) */
+    int64_t near_max;      /* W and X entries done as P2P: up to this many points */
+    fmk_translate_cfg cfg; /* M2M and L2L tiles */
     int64_t n_nodes;
     int levels;
-    int64_t gemm_first;                /* first node of level 2: M2L's GEMMs start there */
-    int m2l_batch;                     /* X holds Sx x (nodes from level 2 down) x this many doubles */
+    int64_t gemm_first; /* first node of level 2: M2L's GEMMs start there */
+    int m2l_batch;      /* X holds Sx x (nodes from level 2 down) x this many doubles */
     /* the dense M2L's degree per direction (FMK_FMM3D_DIR: p, or less with
      * the knob m2l_trunc), the M2L order of those (rank, dir_of_rank), and per rank the
      * first row of its matrix in the stacked ones ((deg + 1)^2 rows rounded up to 8: m2l_pad;
@@ -204,41 +220,41 @@ struct fmk_fmm3d_cuda {
     } *m2l_gemms;
     struct m2l_part {
         int oct, gemm0, n_gemms, slot_lo, slot_hi, rows; /* rows of X */
-        int64_t xrow;                  /* its slot -> (row, size) table in d_xrow */
+        int64_t xrow; /* its slot -> (row, size) table in d_xrow */
     } *m2l_parts;
     int n_m2l_gemms, n_m2l_parts;
-    int64_t m2l_products;              /* box-direction products the GEMMs compute */
-    double m2l_flops;                  /* the GEMMs' flops */
+    int64_t m2l_products; /* box-direction products the GEMMs compute */
+    double m2l_flops;     /* the GEMMs' flops */
     /* a fresh plan's one allocation (cap_block bytes; state_block): the points, the bounding-box
      * workspace, the operators, the tree's and the list builder's arenas, the dense M2L matrices
      * and eval's buffers, at the sizes the node estimate gives; a buffer that outgrows its place
      * is allocated apart (in_block) */
     void *d_block;
     size_t cap_block;
-    double *d_pts;                     /* the mapped points of the last set_points (cap_pts bytes) */
-    void *d_box;                       /* set_points_device's bounding-box workspace (cap_box bytes) */
+    double *d_pts; /* the mapped points of the last set_points (cap_pts bytes) */
+    void *d_box;   /* set_points_device's bounding-box workspace (cap_box bytes) */
     size_t cap_pts, cap_box;
     cublasHandle_t blas;
     int has_blas;
-    int fresh;                         /* made by this set_points (setup_time[0] is its start) */
-    int ops_pending;                   /* stream 2's operators (EV_OPS) not yet waited for by eval */
+    int fresh;       /* made by this set_points (setup_time[0] is its start) */
+    int ops_pending; /* stream 2's operators (EV_OPS) not yet waited for by eval */
     double tree_time;
-    double setup_time[6];              /* seconds: start (events, cuBLAS), tree, lists, operators, buffers;
+    double setup_time[6]; /* seconds: start (events, cuBLAS), tree, lists, operators, buffers;
                                         * the M2L matrices' kernel (GPU time) */
-    fmk_cuda_fmm3d_geo g;              /* points, boxes, lists, tiles (lists.cu) */
-    fmk_cuda_tree tree;                /* the octree, kept with its workspace for the next points */
-    int rot_slots;                     /* the directions the rotation tables are built for */
+    fmk_cuda_fmm3d_geo g; /* points, boxes, lists, tiles (lists.cu) */
+    fmk_cuda_tree tree;   /* the octree, kept with its workspace for the next points */
+    int rot_slots;        /* the directions the rotation tables are built for */
     int32_t rot_dir[FMK_FMM3D_NDIR];
-    int use_rot;                       /* M2L by rotations (m2l_rot.cu), not dense matrices */
-    int m2l_timed;                     /* EV_OPS0 .. EV_OPS1 hold this set_points' M2L matrices */
-    int m2l_built;                     /* the dense M2L matrices are built (or on their way) */
-    fmk_cuda_fmm3d_rot rot;            /* its tables (with use_rot) */
+    int use_rot;            /* M2L by rotations (m2l_rot.cu), not dense matrices */
+    int m2l_timed;          /* EV_OPS0 .. EV_OPS1 hold this set_points' M2L matrices */
+    int m2l_built;          /* the dense M2L matrices are built (or on their way) */
+    fmk_cuda_fmm3d_rot rot; /* its tables (with use_rot) */
     /* the operators (start_ops), built once per plan on stream 2 while the tree and the lists
      * are built: d_ops holds the harmonic tables (tb), the translation harmonics, the M2M and
      * L2L matrices; d_m2l the dense M2L matrices of all M2L_DIRS directions in the M2L order
      * (packed, each to its degree: m2l_roff) */
     double *d_ops, *d_m2l, *d_m2m, *d_l2l;
-    size_t cap_m2l;                    /* d_m2l's bytes */
+    size_t cap_m2l; /* d_m2l's bytes */
     tabs tb;
     /* eval's buffers, one allocation (d_eval, cap_eval bytes) kept from one set_points to the
      * next where large enough: expansions, the M2L's columns, products and tables, the far and
@@ -254,7 +270,7 @@ struct fmk_fmm3d_cuda {
     size_t cap_host;
     cudaEvent_t ev[N_EV];
     int events;
-    cudaStream_t stream[3];            /* far field (high priority), near field (low priority),
+    cudaStream_t stream[3]; /* far field (high priority), near field (low priority),
                                         * operators (set_points; not blocking with the default
                                         * stream, on which the tree and lists are built) */
     int streams;
@@ -273,13 +289,19 @@ typedef struct ops_layout {
     int nb, n_h;
 } ops_layout;
 
-static inline int64_t align32(int64_t n) { return (n + 31) / 32 * 32; }
+static inline int64_t align32(int64_t n)
+{
+    return (n + 31) / 32 * 32;
+}
 
 /* The M2L's packed expansions and matrices take rows and columns in multiples of 8 doubles:
  * every GEMM operand then starts 64-byte aligned, with leading and inner dimensions multiples of
  * 8 (docs/fmm3d_gpu.md, "Far field: the M2L on packed expansions": cuBLAS's DGEMM runs slower
  * per flop on odd inner dimensions). */
-static inline int m2l_pad(int64_t n) { return (int)((n + 7) / 8 * 8); }
+static inline int m2l_pad(int64_t n)
+{
+    return (int)((n + 7) / 8 * 8);
+}
 
 /* Blocks per box of a point pass over at most n points: passes of BLOCK points spread over
  * blocks (up to 8), so that a few thousand leaves still fill the GPU in many waves (a block
@@ -290,7 +312,10 @@ static inline unsigned split_for(int64_t n)
     return (unsigned)(y < 1 ? 1 : y > 8 ? 8 : y);
 }
 
-template <typename T> T *hmalloc(size_t n) { return (T *)malloc(sizeof(T) * (n > 0 ? n : 1)); }
+template <typename T> T *hmalloc(size_t n)
+{
+    return (T *)malloc(sizeof(T) * (n > 0 ? n : 1));
+}
 
 /* ---------------------------------------------------------------------------------------------
  * Between the files (host)
@@ -308,19 +333,20 @@ long long fmk_fmm3d_cuda_plan_bytes(const fmk_plan *plan);
 /* Host and device bytes of a plan of ns sources and nt targets (nt < 0: at the sources). */
 void fmk_fmm3d_cuda_memory(const fmk_plan *plan, int64_t ns, int64_t nt, int64_t *h, int64_t *d);
 /* cudaMalloc + copy of host data h (NULL: none), with the plan's message on failure. */
-fmk_status fmk_fmm3d_cuda_put(fmk_plan *plan, fmk_fmm3d_cuda *s, void **d, const void *h, size_t bytes,
-                              const char *what, long long total);
+fmk_status fmk_fmm3d_cuda_put(fmk_plan *plan, fmk_fmm3d_cuda *s, void **d, const void *h,
+                              size_t bytes, const char *what, long long total);
 /* A buffer kept from the previous points (*cap bytes) when it holds bytes, else allocated
  * again. */
-fmk_status fmk_fmm3d_cuda_grow(fmk_plan *plan, fmk_fmm3d_cuda *s, void **d, size_t *cap, size_t bytes,
-                               const char *what, long long total);
+fmk_status fmk_fmm3d_cuda_grow(fmk_plan *plan, fmk_fmm3d_cuda *s, void **d, size_t *cap,
+                               size_t bytes, const char *what, long long total);
 /* A fresh state's one allocation for np points (box_bytes: set_points_device's bounding-box
  * workspace, or 0). */
-fmk_status fmk_fmm3d_cuda_state_block(fmk_plan *plan, fmk_fmm3d_cuda *s, int64_t np, size_t box_bytes);
+fmk_status fmk_fmm3d_cuda_state_block(fmk_plan *plan, fmk_fmm3d_cuda *s, int64_t np,
+                                      size_t box_bytes);
 /* Eval's buffers for k nodes, nn of them from level 2 down, nt targets and n_xrow M2L table
  * entries. */
-fmk_status fmk_fmm3d_cuda_eval_buffers(fmk_plan *plan, fmk_fmm3d_cuda *s, int64_t k, int64_t nn, int64_t nt,
-                                       int64_t n_xrow, long long total);
+fmk_status fmk_fmm3d_cuda_eval_buffers(fmk_plan *plan, fmk_fmm3d_cuda *s, int64_t k, int64_t nn,
+                                       int64_t nt, int64_t n_xrow, long long total);
 /* Frees the state's device memory (not its events, streams, cuBLAS handle). */
 void fmk_fmm3d_cuda_free_all(fmk_fmm3d_cuda *s);
 

@@ -22,7 +22,7 @@ int gpu_order_from_eps(double eps)
     static const struct {
         double eps;
         int p;
-    } table[] = {{1e-2, 4}, {1e-3, 6}, {1e-4, 8}, {1e-5, 11}, {1e-6, 14}, {1e-7, 18},
+    } table[] = {{1e-2, 4},  {1e-3, 6},  {1e-4, 8},   {1e-5, 11},  {1e-6, 14},  {1e-7, 18},
                  {1e-8, 26}, {1e-9, 30}, {1e-10, 42}, {1e-11, 46}, {1e-12, 52}, {1e-13, 60}};
     const int n = (int)(sizeof table / sizeof table[0]);
     for (int i = 0; i < n; i++)
@@ -64,7 +64,8 @@ namespace {
 /* The mapped points (in [1, 2]) into the low corner of the root cube, times 1 / c. */
 __global__ void k_shrink(int64_t n, double inv_c, double top, double *__restrict__ x)
 {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x)
         x[i] = fmin(fma(x[i] - 1.0, inv_c, 1.0), top);
 }
 
@@ -86,7 +87,8 @@ fmk_status tree_build(fmk_plan *plan, fmk_fmm3d_cuda *s, int64_t np, double *d_a
  * passes follow the leaves' mean, fmk_fmm3d_cuda_pairs_rt), and m_t from 128 to 224 (leaf sizes
  * 358 .. 627: orders 10 .. 16 at the default leaf size), where passes of 5 or 6 points per lane
  * fit the leaves. */
-fmk_status root_fit(fmk_plan *plan, fmk_fmm3d_cuda *s, int full, int64_t np, double *d_all, long long total)
+fmk_status root_fit(fmk_plan *plan, fmk_fmm3d_cuda *s, int full, int64_t np, double *d_all,
+                    long long total)
 {
     const double mt = s->leaf_size / 2.8;
     int L = full;
@@ -103,8 +105,8 @@ fmk_status root_fit(fmk_plan *plan, fmk_fmm3d_cuda *s, int full, int64_t np, dou
     /* the points at the frame's top (mapped 2) would land on cell k, outside the k^3 cells:
      * each a lone leaf of level 2 whose rest row (W entries done as P2P) held tens of thousands
      * of sources; they are kept below it, one ulp (2^-52 of the frame) from where they were */
-    k_shrink<<<(unsigned)(blocks < 4096 ? blocks : 4096), 256>>>(3 * np, (double)k / cells,
-                                                                  nextafter(1.0 + (double)k / cells, 1.0), d_all);
+    k_shrink<<<(unsigned)(blocks < 4096 ? blocks : 4096), 256>>>(
+        3 * np, (double)k / cells, nextafter(1.0 + (double)k / cells, 1.0), d_all);
     s->root_side = (double)cells / k;
     s->fit_mean = (double)np / ((double)k * k * k);
     return tree_build(plan, s, np, d_all, total);
@@ -117,7 +119,8 @@ fmk_status build_tree(fmk_plan *plan, fmk_fmm3d_cuda *s, int64_t np, double *d_a
     s->root_side = s->tune->root_volume > 1 ? cbrt(s->tune->root_volume) : 1.0;
     if (s->root_side > 1 && np > 0) {
         const int64_t blocks = (3 * np + 255) / 256;
-        k_shrink<<<(unsigned)(blocks < 4096 ? blocks : 4096), 256>>>(3 * np, 1.0 / s->root_side, 2.0, d_all);
+        k_shrink<<<(unsigned)(blocks < 4096 ? blocks : 4096), 256>>>(3 * np, 1.0 / s->root_side,
+                                                                     2.0, d_all);
     }
     fmk_status st = tree_build(plan, s, np, d_all, total);
     const fmk_cuda_tree &tree = s->tree;
@@ -125,13 +128,14 @@ fmk_status build_tree(fmk_plan *plan, fmk_fmm3d_cuda *s, int64_t np, double *d_a
     int full = -1; /* the last level of which every box holds points */
     if (st == FMK_OK) {
         while (full + 1 < tree.levels && full < 20 &&
-               tree.level_begin[full + 2] - tree.level_begin[full + 1] == (int64_t)1 << (3 * (full + 1)))
+               tree.level_begin[full + 2] - tree.level_begin[full + 1] == (int64_t)1
+                                                                              << (3 * (full + 1)))
             full++;
         /* a complete octree (every box of every level down to L >= 3 holds points) */
         s->uniform = full >= 3 && full == tree.levels - 1;
     }
-    if (st == FMK_OK && full >= 3 && full + 2 >= tree.levels && s->root_side == 1 && s->tune->root_fit &&
-        plan->self && !s->fp32)
+    if (st == FMK_OK && full >= 3 && full + 2 >= tree.levels && s->root_side == 1 &&
+        s->tune->root_fit && plan->self && !s->fp32)
         st = root_fit(plan, s, full, np, d_all, total);
     return st;
 }
@@ -166,7 +170,9 @@ fmk_status rotation_tables(fmk_plan *plan, fmk_fmm3d_cuda *s, long long total)
  * handle (the knob blas_at 0), eval's buffers for nt targets and the parts' slot -> row tables. */
 fmk_status m2l_tables(fmk_plan *plan, fmk_fmm3d_cuda *s, int64_t nn, int64_t nt, long long total)
 {
-    s->m2l_batch = s->use_rot ? 0 : fmk_fmm3d_cuda_m2l_batch(plan, s->Sx, nn, M2L_DIRS); /* no X with rotations */
+    s->m2l_batch =
+        s->use_rot ? 0
+                   : fmk_fmm3d_cuda_m2l_batch(plan, s->Sx, nn, M2L_DIRS); /* no X with rotations */
     int64_t n_xrow = 0;
     fmk_status st = fmk_fmm3d_cuda_m2l_plan(plan, s, nn, &n_xrow);
     if (st == FMK_OK && s->n_m2l_parts > 0 && s->tune->blas_at == 0)
@@ -178,7 +184,8 @@ fmk_status m2l_tables(fmk_plan *plan, fmk_fmm3d_cuda *s, int64_t nn, int64_t nt,
         if (!xr)
             return fmk_error_set(plan, FMK_ERR_NOMEM, "out of host memory for the M2L tables");
         fmk_fmm3d_cuda_fill_xrow(s, xr);
-        const cudaError_t err = cudaMemcpy(s->d_xrow, xr, 8 * (size_t)n_xrow, cudaMemcpyHostToDevice);
+        const cudaError_t err =
+            cudaMemcpy(s->d_xrow, xr, 8 * (size_t)n_xrow, cudaMemcpyHostToDevice);
         free(xr);
         if (err != cudaSuccess)
             return fmk_cuda_fail(plan, err, "cudaMemcpy (the M2L tables)");
@@ -217,9 +224,11 @@ fmk_status fmk_fmm3d_cuda_setup(fmk_plan *plan, fmk_fmm3d_cuda *s, double *d_all
         /* Near-field substitutes: a W entry with few sources is cheaper as P2P (appended to the
          * leaf's U list) than M2P at each target, and an X entry into a box with few targets is
          * cheaper as P2P into the box's targets than P2L (a separate list); both exact. */
-        s->near_max = s->tune->direct_near > 0 ? (int64_t)s->tune->direct_near * (p + 1) * (p + 1) / 2 : -1;
+        s->near_max =
+            s->tune->direct_near > 0 ? (int64_t)s->tune->direct_near * (p + 1) * (p + 1) / 2 : -1;
         /* the size rule on this tree's M2L columns: the degrees and with them the M2L order */
-        st = fmk_fmm3d_cuda_m2l_reselect(plan, s, tree.levels > 2 ? tree.n_nodes - tree.level_begin[2] : 0);
+        st = fmk_fmm3d_cuda_m2l_reselect(plan, s,
+                                         tree.levels > 2 ? tree.n_nodes - tree.level_begin[2] : 0);
     }
     if (st == FMK_OK) {
         memcpy(s->g.m2l_deg, s->m2l_deg, sizeof s->m2l_deg); /* the V rows in the M2L order */

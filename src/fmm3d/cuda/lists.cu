@@ -83,7 +83,8 @@ struct builder {
         if (st != FMK_OK)
             return false;
         if (n_blocks >= FMK_CUDA_FMM3D_BLOCKS) {
-            st = fmk_error_set(plan, FMK_ERR_DEVICE, "the FMM's list builder needs more than %d arrays",
+            st = fmk_error_set(plan, FMK_ERR_DEVICE,
+                               "the FMM's list builder needs more than %d arrays",
                                FMK_CUDA_FMM3D_BLOCKS);
             return false;
         }
@@ -111,26 +112,31 @@ struct builder {
     void mark(int i)
     {
         if (st == FMK_OK)
-            ok(cudaEventRecord(g->stage_ev[i + 1], 0), "cudaEventRecord (the list builder's stages)");
+            ok(cudaEventRecord(g->stage_ev[i + 1], 0),
+               "cudaEventRecord (the list builder's stages)");
     }
     /* count (<= 5) scans as scan() below, their totals read together (one wait, not count) */
-    bool scans(const int32_t *const *in, int32_t *const *out, int64_t n, int count, int64_t *const *total)
+    bool scans(const int32_t *const *in, int32_t *const *out, int64_t n, int count,
+               int64_t *const *total)
     {
         if (st != FMK_OK)
             return false;
         size_t need = 0;
-        if (!ok(cub::DeviceScan::ExclusiveSum(NULL, need, in[0], out[0], (int)(n + 1)), "cub::DeviceScan (query)") ||
+        if (!ok(cub::DeviceScan::ExclusiveSum(NULL, need, in[0], out[0], (int)(n + 1)),
+                "cub::DeviceScan (query)") ||
             !temp(need) || !alloc(&w.tot, 5, "the list builder's workspace"))
             return false;
         scan_outs o;
         for (int j = 0; j < count; j++) {
-            if (!ok(cub::DeviceScan::ExclusiveSum(w.temp, need, in[j], out[j], (int)(n + 1)), "cub::DeviceScan"))
+            if (!ok(cub::DeviceScan::ExclusiveSum(w.temp, need, in[j], out[j], (int)(n + 1)),
+                    "cub::DeviceScan"))
                 return false;
             o.p[j] = out[j];
         }
         k_totals<<<1, 32>>>(o, count, n, w.tot);
         int32_t h[5];
-        if (!ok(cudaMemcpy(h, w.tot, 4 * (size_t)count, cudaMemcpyDeviceToHost), "cudaMemcpy (list sizes)"))
+        if (!ok(cudaMemcpy(h, w.tot, 4 * (size_t)count, cudaMemcpyDeviceToHost),
+                "cudaMemcpy (list sizes)"))
             return false;
         for (int j = 0; j < count; j++)
             *total[j] = h[j];
@@ -143,10 +149,12 @@ struct builder {
         if (st != FMK_OK)
             return false;
         size_t need = 0;
-        if (!ok(cub::DeviceScan::ExclusiveSum(NULL, need, in, out, (int)(n + 1)), "cub::DeviceScan (query)") ||
+        if (!ok(cub::DeviceScan::ExclusiveSum(NULL, need, in, out, (int)(n + 1)),
+                "cub::DeviceScan (query)") ||
             !temp(need))
             return false;
-        if (!ok(cub::DeviceScan::ExclusiveSum(w.temp, need, in, out, (int)(n + 1)), "cub::DeviceScan"))
+        if (!ok(cub::DeviceScan::ExclusiveSum(w.temp, need, in, out, (int)(n + 1)),
+                "cub::DeviceScan"))
             return false;
         int32_t h = 0;
         if (!total)
@@ -180,12 +188,12 @@ extern "C" int64_t fmk_cuda_fmm3d_geo_bytes(int64_t np, int64_t ns, int self, in
 {
     const int64_t nt = self ? ns : np - ns;
     int64_t b = 36 * ns + (self ? 0 : 36 * nt);             /* points and orders */
-    b += k * (32 + 1 + 4 * 4 + 6 * 4 + 5 * 4);                /* nodes, begins, work lists */
-    b += k * (1 + 4 + 4 + 1 + 4) + 36;                        /* octants, the M2L's columns */
-    b += k * (4 * 27 + 6 * 189 + 4 * 16);                     /* U, V, W, X entries */
-    b += self ? k * (4 * 27 + 4) : 0;                         /* U as pairs and rest rows */
-    b += k / tb * 4 * (tb + 2) + k * 4 * (tb + 1);            /* tiles */
-    b += 8 * (np + 1) + k * (4 * NBR_MAX + 2 + 6 * 4 + 24);  /* scratch */
+    b += k * (32 + 1 + 4 * 4 + 6 * 4 + 5 * 4);              /* nodes, begins, work lists */
+    b += k * (1 + 4 + 4 + 1 + 4) + 36;                      /* octants, the M2L's columns */
+    b += k * (4 * 27 + 6 * 189 + 4 * 16);                   /* U, V, W, X entries */
+    b += self ? k * (4 * 27 + 4) : 0;                       /* U as pairs and rest rows */
+    b += k / tb * 4 * (tb + 2) + k * 4 * (tb + 1);          /* tiles */
+    b += 8 * (np + 1) + k * (4 * NBR_MAX + 2 + 6 * 4 + 24); /* scratch */
     return b;
 }
 
@@ -198,37 +206,43 @@ cudaError_t first_temp(int64_t n_flag, int64_t k, int64_t nn, size_t *need)
     size_t q = 0;
     const int64_t n_v_max = k * V_MAX;
     *need = 0;
-    cudaError_t err = cub::DeviceScan::ExclusiveSum(NULL, *need, (int32_t *)NULL, (int32_t *)NULL, (int)n_flag);
+    cudaError_t err =
+        cub::DeviceScan::ExclusiveSum(NULL, *need, (int32_t *)NULL, (int32_t *)NULL, (int)n_flag);
     if (err == cudaSuccess)
-        err = cub::DeviceRadixSort::SortPairs(NULL, q, (const uint8_t *)NULL, (uint8_t *)NULL, (int32_t *)NULL,
-                                              (int32_t *)NULL, (int)nn, 0, 3);
+        err = cub::DeviceRadixSort::SortPairs(NULL, q, (const uint8_t *)NULL, (uint8_t *)NULL,
+                                              (int32_t *)NULL, (int32_t *)NULL, (int)nn, 0, 3);
     *need = q > *need ? q : *need;
     if (err == cudaSuccess)
-        err = cub::DeviceSegmentedSort::StableSortPairs(NULL, q, (int16_t *)NULL, (int16_t *)NULL, (int32_t *)NULL,
-                                                        (int32_t *)NULL,
-                                                        (int)(n_v_max < INT32_MAX ? n_v_max : INT32_MAX), (int)k,
-                                                        (int32_t *)NULL, (int32_t *)NULL);
+        err = cub::DeviceSegmentedSort::StableSortPairs(
+            NULL, q, (int16_t *)NULL, (int16_t *)NULL, (int32_t *)NULL, (int32_t *)NULL,
+            (int)(n_v_max < INT32_MAX ? n_v_max : INT32_MAX), (int)k, (int32_t *)NULL,
+            (int32_t *)NULL);
     *need = q > *need ? q : *need;
     if (err == cudaSuccess)
-        err = cub::DeviceRadixSort::SortPairs(NULL, q, (uint32_t *)NULL, (uint32_t *)NULL, (int32_t *)NULL,
-                                              (int32_t *)NULL, (int)(2 * k + 1), 0, 8);
+        err = cub::DeviceRadixSort::SortPairs(NULL, q, (uint32_t *)NULL, (uint32_t *)NULL,
+                                              (int32_t *)NULL, (int32_t *)NULL, (int)(2 * k + 1), 0,
+                                              8);
     *need = q > *need ? q : *need;
     return err;
 }
 
 /* Items of the flags and their scan: sorted points, nodes, tiles (<= 2 k / tb + GROUPS). */
-int64_t flag_items(int64_t np, int64_t k) { return (np > 2 * k + GROUPS ? np : 2 * k + GROUPS) + 1; }
+int64_t flag_items(int64_t np, int64_t k)
+{
+    return (np > 2 * k + GROUPS ? np : 2 * k + GROUPS) + 1;
+}
 
 } // namespace
 
-extern "C" int64_t fmk_cuda_fmm3d_geo_arena_bytes(int64_t np, int64_t ns, int self, int64_t k, int tb)
+extern "C" int64_t fmk_cuda_fmm3d_geo_arena_bytes(int64_t np, int64_t ns, int self, int64_t k,
+                                                  int tb)
 {
     size_t need = 0;
     if (first_temp(flag_items(np, k), k, k, &need) != cudaSuccess)
         (void)cudaGetLastError(), need = 8 * (size_t)flag_items(np, k) + (1 << 20);
-    return fmk_cuda_fmm3d_geo_bytes(np, ns, self, k, tb) + (int64_t)need + 256 * (FMK_CUDA_FMM3D_BLOCKS + 1);
+    return fmk_cuda_fmm3d_geo_bytes(np, ns, self, k, tb) + (int64_t)need +
+           256 * (FMK_CUDA_FMM3D_BLOCKS + 1);
 }
-
 
 namespace {
 
@@ -256,14 +270,16 @@ struct sizes {
 
 /* Points in key order: sources and targets with their caller indices; w.pos keeps the sources
  * before each sorted point. */
-void build_points(builder &B, const fmk_cuda_tree *t, const double *d_x, int64_t ns, int self, const sizes &z)
+void build_points(builder &B, const fmk_cuda_tree *t, const double *d_x, int64_t ns, int self,
+                  const sizes &z)
 {
     fmk_cuda_fmm3d_geo *g = B.g;
     scratch &w = B.w;
     B.alloc(&w.flag, z.n_flag, "the list builder's workspace");
     B.alloc(&w.pos, z.n_flag, "the list builder's workspace");
     if (B.st == FMK_OK)
-        B.ok(fmk_cuda_fmm3d_src_flags(z.np, ns, self, t->d_order, w.flag), "the list builder's kernels");
+        B.ok(fmk_cuda_fmm3d_src_flags(z.np, ns, self, t->d_order, w.flag),
+             "the list builder's kernels");
     B.scan(w.flag, w.pos, z.np, NULL); /* (its total is ns) */
     B.alloc(&g->d_src, ns, "the sources");
     B.alloc(&g->d_src_order, ns, "the source order");
@@ -274,8 +290,8 @@ void build_points(builder &B, const fmk_cuda_tree *t, const double *d_x, int64_t
         B.alloc(&g->d_trg_order, z.nt, "the target order");
     }
     if (B.st == FMK_OK && z.np > 0)
-        B.ok(fmk_cuda_fmm3d_split(z.np, ns, self, t->d_order, w.pos, d_x, g->d_src, g->d_src_order, g->d_trg,
-                                  g->d_trg_order),
+        B.ok(fmk_cuda_fmm3d_split(z.np, ns, self, t->d_order, w.pos, d_x, g->d_src, g->d_src_order,
+                                  g->d_trg, g->d_trg_order),
              "the list builder's kernels");
 }
 
@@ -294,15 +310,18 @@ void build_boxes(builder &B, const fmk_cuda_tree *t, int self, const sizes &z)
     B.alloc(&g->d_tn, k, "the boxes");
     B.alloc(&g->d_oct, k, "the boxes");
     if (B.st == FMK_OK) {
-        B.ok(fmk_cuda_fmm3d_nodes(k, self, t->d_begin, t->d_end, w.pos, g->d_sb, g->d_sn, g->d_tb, g->d_tn),
+        B.ok(fmk_cuda_fmm3d_nodes(k, self, t->d_begin, t->d_end, w.pos, g->d_sb, g->d_sn, g->d_tb,
+                                  g->d_tn),
              "the list builder's kernels");
-        B.ok(cudaMemcpyAsync(g->d_level, t->d_level, (size_t)k, cudaMemcpyDeviceToDevice), "cudaMemcpy (levels)");
+        B.ok(cudaMemcpyAsync(g->d_level, t->d_level, (size_t)k, cudaMemcpyDeviceToDevice),
+             "cudaMemcpy (levels)");
     }
 
     B.alloc(&w.nbr, NBR_MAX * k, "the neighbour sets");
     B.alloc(&w.n_nbr, k, "the neighbour sets");
     if (B.st == FMK_OK)
-        B.ok(fmk_cuda_fmm3d_boxes(t, g->d_cube, g->d_oct, w.nbr, w.n_nbr), "the list builder's kernels");
+        B.ok(fmk_cuda_fmm3d_boxes(t, g->d_cube, g->d_oct, w.nbr, w.n_nbr),
+             "the list builder's kernels");
 }
 
 /* The M2L's source columns (nodes from level 2 down) grouped by octant. */
@@ -322,17 +341,19 @@ void build_m2l_columns(builder &B, const sizes &z)
         B.ok(fmk_cuda_fmm3d_iota(nn, (int32_t)f2, w.oitems), "the list builder's kernels");
         size_t need = 0;
         const uint8_t *okey_in = (const uint8_t *)(g->d_oct + f2);
-        B.ok(cub::DeviceRadixSort::SortPairs(NULL, need, okey_in, w.okeys, w.oitems, g->d_m2l_box, (int)nn, 0, 3),
+        B.ok(cub::DeviceRadixSort::SortPairs(NULL, need, okey_in, w.okeys, w.oitems, g->d_m2l_box,
+                                             (int)nn, 0, 3),
              "cub::DeviceRadixSort (query)");
         if (B.temp(need))
-            B.ok(cub::DeviceRadixSort::SortPairs(w.temp, need, okey_in, w.okeys, w.oitems, g->d_m2l_box, (int)nn,
-                                                 0, 3),
+            B.ok(cub::DeviceRadixSort::SortPairs(w.temp, need, okey_in, w.okeys, w.oitems,
+                                                 g->d_m2l_box, (int)nn, 0, 3),
                  "cub::DeviceRadixSort (M2L columns)");
         if (B.st == FMK_OK)
             B.ok(fmk_cuda_fmm3d_m2l_columns(nn, w.okeys, g->d_m2l_box, g->d_m2l_col, w.ofirst),
                  "the list builder's kernels");
         int32_t of[9];
-        if (B.ok(cudaMemcpy(of, w.ofirst, sizeof of, cudaMemcpyDeviceToHost), "cudaMemcpy (M2L columns)"))
+        if (B.ok(cudaMemcpy(of, w.ofirst, sizeof of, cudaMemcpyDeviceToHost),
+                 "cudaMemcpy (M2L columns)"))
             for (int q = 0; q <= 8; q++)
                 g->m2l_first[q] = of[q];
     }
@@ -340,7 +361,8 @@ void build_m2l_columns(builder &B, const sizes &z)
 
 /* The lists: count, scan, fill; then each V row sorted by the source's octant, then the
  * direction's place in the M2L order (CUB). dir_of_rank: that order's directions. */
-void build_lists(builder &B, const fmk_cuda_tree *t, int64_t near_max, const sizes &z, int16_t *dir_of_rank)
+void build_lists(builder &B, const fmk_cuda_tree *t, int64_t near_max, const sizes &z,
+                 int16_t *dir_of_rank)
 {
     fmk_cuda_fmm3d_geo *g = B.g;
     scratch &w = B.w;
@@ -357,11 +379,13 @@ void build_lists(builder &B, const fmk_cuda_tree *t, int64_t near_max, const siz
     int16_t rank[FMK_FMM3D_NDIR];
     fmk_cuda_fmm3d_m2l_order(g->m2l_deg, rank, dir_of_rank);
     if (B.st == FMK_OK)
-        B.ok(cudaMemcpy(w.rank, rank, sizeof rank, cudaMemcpyHostToDevice), "cudaMemcpy (directions)");
+        B.ok(cudaMemcpy(w.rank, rank, sizeof rank, cudaMemcpyHostToDevice),
+             "cudaMemcpy (directions)");
     la.rank = w.rank;
     if (B.st == FMK_OK)
         B.ok(fmk_cuda_fmm3d_uvwx(la, 0), "the list kernels");
-    int32_t **begins[5] = {&g->d_u_begin, &g->d_v_begin, &g->d_w_begin, &g->d_x_begin, &g->d_y_begin};
+    int32_t **begins[5] = {&g->d_u_begin, &g->d_v_begin, &g->d_w_begin, &g->d_x_begin,
+                           &g->d_y_begin};
     int64_t *totals[5] = {&g->n_u, &g->n_v, &g->n_w, &g->n_x, &g->n_y};
     for (int j = 0; j < 5; j++)
         B.alloc(begins[j], k + 1, "the interaction lists");
@@ -383,17 +407,18 @@ void build_lists(builder &B, const fmk_cuda_tree *t, int64_t near_max, const siz
     if (B.st == FMK_OK) {
         la.ub = g->d_u_begin, la.vb = g->d_v_begin, la.wb = g->d_w_begin, la.xb = g->d_x_begin;
         la.yb = g->d_y_begin;
-        la.u = g->d_u, la.v = w.v_unsorted, la.vd = w.vd_unsorted, la.w = g->d_w, la.x = g->d_x, la.y = g->d_y;
+        la.u = g->d_u, la.v = w.v_unsorted, la.vd = w.vd_unsorted, la.w = g->d_w, la.x = g->d_x,
+        la.y = g->d_y;
         B.ok(fmk_cuda_fmm3d_uvwx(la, 1), "the list kernels");
         size_t need = 0;
-        B.ok(cub::DeviceSegmentedSort::StableSortPairs(NULL, need, w.vd_unsorted, g->d_v_slot, w.v_unsorted,
-                                                       g->d_v, (int)g->n_v, (int)k, g->d_v_begin,
-                                                       g->d_v_begin + 1),
+        B.ok(cub::DeviceSegmentedSort::StableSortPairs(NULL, need, w.vd_unsorted, g->d_v_slot,
+                                                       w.v_unsorted, g->d_v, (int)g->n_v, (int)k,
+                                                       g->d_v_begin, g->d_v_begin + 1),
              "cub::DeviceSegmentedSort (query)");
         if (B.temp(need) && g->n_v > 0)
             B.ok(cub::DeviceSegmentedSort::StableSortPairs(w.temp, need, w.vd_unsorted, g->d_v_slot,
-                                                           w.v_unsorted, g->d_v, (int)g->n_v, (int)k,
-                                                           g->d_v_begin, g->d_v_begin + 1),
+                                                           w.v_unsorted, g->d_v, (int)g->n_v,
+                                                           (int)k, g->d_v_begin, g->d_v_begin + 1),
                  "cub::DeviceSegmentedSort (the V lists)");
     }
 }
@@ -412,13 +437,15 @@ void build_slots(builder &B, const int16_t *dir_of_rank)
     B.ok(cudaMemset(w.hist, 0, sizeof hist), "cudaMemset (directions)");
     if (g->n_v > 0)
         B.ok(fmk_cuda_fmm3d_dir_count(g->n_v, g->d_v_slot, w.hist), "the list kernels");
-    if (B.ok(cudaMemcpy(hist, w.hist, sizeof hist, cudaMemcpyDeviceToHost), "cudaMemcpy (directions)")) {
+    if (B.ok(cudaMemcpy(hist, w.hist, sizeof hist, cudaMemcpyDeviceToHost),
+             "cudaMemcpy (directions)")) {
         for (int r = 0; r < RANK_MAX; r++) { /* slots in the M2L order */
             slot_of[r] = (int16_t)(hist[r] ? g->n_slots : -1);
             if (hist[r])
                 g->dir_of_slot[g->n_slots++] = dir_of_rank[r];
         }
-        B.ok(cudaMemcpy(w.slot_of, slot_of, sizeof slot_of, cudaMemcpyHostToDevice), "cudaMemcpy (directions)");
+        B.ok(cudaMemcpy(w.slot_of, slot_of, sizeof slot_of, cudaMemcpyHostToDevice),
+             "cudaMemcpy (directions)");
         if (g->n_v > 0)
             B.ok(fmk_cuda_fmm3d_dir_to_slot(g->n_v, w.slot_of, g->d_v_slot), "the list kernels");
     }
@@ -431,8 +458,10 @@ void build_work(builder &B, const fmk_cuda_tree *t, int self, int pair_cap, cons
     fmk_cuda_fmm3d_geo *g = B.g;
     scratch &w = B.w;
     const int64_t k = z.k;
-    int32_t **outs[5] = {&g->d_leaves_src, &g->d_leaves_trg, &g->d_xnodes, &g->d_ynodes, &g->d_vnodes};
-    int64_t *counts[5] = {&g->n_leaves_src, &g->n_leaves_trg, &g->n_xnodes, &g->n_ynodes, &g->n_vnodes};
+    int32_t **outs[5] = {&g->d_leaves_src, &g->d_leaves_trg, &g->d_xnodes, &g->d_ynodes,
+                         &g->d_vnodes};
+    int64_t *counts[5] = {&g->n_leaves_src, &g->n_leaves_trg, &g->n_xnodes, &g->n_ynodes,
+                          &g->n_vnodes};
     const int32_t *lbeg[5] = {NULL, NULL, g->d_x_begin, g->d_y_begin, g->d_v_begin};
     /* flags in w.cnt (free until the U split below), their scans in w.pos5, sizes read once */
     B.alloc(&w.pos5, 5 * (k + 1), "the list builder's workspace");
@@ -442,7 +471,8 @@ void build_work(builder &B, const fmk_cuda_tree *t, int self, int pair_cap, cons
         for (int j = 0; j < 5; j++) {
             in[j] = w.cnt + j * (k + 1), out[j] = w.pos5 + j * (k + 1);
             if (B.st == FMK_OK)
-                B.ok(fmk_cuda_fmm3d_work_flags(k, j, t->d_more, g->d_sn, g->d_tn, lbeg[j], w.cnt + j * (k + 1)),
+                B.ok(fmk_cuda_fmm3d_work_flags(k, j, t->d_more, g->d_sn, g->d_tn, lbeg[j],
+                                               w.cnt + j * (k + 1)),
                      "the list builder's kernels");
         }
         B.scans(in, out, k, 5, counts);
@@ -454,8 +484,8 @@ void build_work(builder &B, const fmk_cuda_tree *t, int self, int pair_cap, cons
 
     if (self && B.st == FMK_OK) {
         const int cap = pair_cap > 0 ? pair_cap : 1;
-        B.ok(fmk_cuda_fmm3d_sym_split(k, cap, g->d_sn, g->d_u_begin, g->d_u, g->d_cube, w.cnt, NULL, NULL, NULL,
-                                      NULL, 0),
+        B.ok(fmk_cuda_fmm3d_sym_split(k, cap, g->d_sn, g->d_u_begin, g->d_u, g->d_cube, w.cnt, NULL,
+                                      NULL, NULL, NULL, 0),
              "the list kernels");
         if (B.alloc(&g->d_ur_begin, k + 1, "the U list")) {
             const int32_t *in[2] = {w.cnt, w.cnt + k + 1};
@@ -466,15 +496,16 @@ void build_work(builder &B, const fmk_cuda_tree *t, int self, int pair_cap, cons
         B.alloc(&g->d_pairs, 2 * g->n_pairs, "the U list");
         B.alloc(&g->d_ur, g->n_ur, "the U list");
         if (B.st == FMK_OK && k > 0)
-            B.ok(fmk_cuda_fmm3d_sym_split(k, cap, g->d_sn, g->d_u_begin, g->d_u, g->d_cube, NULL, w.pos,
-                                          g->d_ur_begin, g->d_pairs, g->d_ur, 1),
+            B.ok(fmk_cuda_fmm3d_sym_split(k, cap, g->d_sn, g->d_u_begin, g->d_u, g->d_cube, NULL,
+                                          w.pos, g->d_ur_begin, g->d_pairs, g->d_ur, 1),
                  "the list kernels");
     }
 }
 
 /* The tiles' items sorted by group (their number returned), and the groups' first tiles
  * (first_tile, GROUPS + 1). */
-int64_t build_tile_groups(builder &B, const fmk_cuda_tree *t, int tbw, const sizes &z, int64_t *first_tile)
+int64_t build_tile_groups(builder &B, const fmk_cuda_tree *t, int tbw, const sizes &z,
+                          int64_t *first_tile)
 {
     fmk_cuda_fmm3d_geo *g = B.g;
     scratch &w = B.w;
@@ -482,8 +513,8 @@ int64_t build_tile_groups(builder &B, const fmk_cuda_tree *t, int tbw, const siz
     const int levels = z.levels;
     int64_t n_items = 0;
     if (B.st == FMK_OK) {
-        B.ok(fmk_cuda_fmm3d_tile_items(k, levels, t->d_more, g->d_sn, g->d_tn, t->d_level, g->d_oct, NULL, w.flag,
-                                       NULL, NULL),
+        B.ok(fmk_cuda_fmm3d_tile_items(k, levels, t->d_more, g->d_sn, g->d_tn, t->d_level, g->d_oct,
+                                       NULL, w.flag, NULL, NULL),
              "the list builder's kernels");
         B.scan(w.flag, w.pos, k, &n_items);
     }
@@ -494,21 +525,22 @@ int64_t build_tile_groups(builder &B, const fmk_cuda_tree *t, int tbw, const siz
     B.alloc(&w.tab, 2 * GROUPS, "the tiles");
     if (B.st != FMK_OK)
         return n_items;
-    B.ok(fmk_cuda_fmm3d_tile_items(k, levels, t->d_more, g->d_sn, g->d_tn, t->d_level, g->d_oct, w.pos, NULL,
-                                   w.keys[0], w.items[0]),
+    B.ok(fmk_cuda_fmm3d_tile_items(k, levels, t->d_more, g->d_sn, g->d_tn, t->d_level, g->d_oct,
+                                   w.pos, NULL, w.keys[0], w.items[0]),
          "the list builder's kernels");
     size_t need = 0;
-    B.ok(cub::DeviceRadixSort::SortPairs(NULL, need, w.keys[0], w.keys[1], w.items[0], w.items[1], (int)n_items, 0,
-                                         8),
+    B.ok(cub::DeviceRadixSort::SortPairs(NULL, need, w.keys[0], w.keys[1], w.items[0], w.items[1],
+                                         (int)n_items, 0, 8),
          "cub::DeviceRadixSort (query)");
     if (B.temp(need) && n_items > 0)
-        B.ok(cub::DeviceRadixSort::SortPairs(w.temp, need, w.keys[0], w.keys[1], w.items[0], w.items[1],
-                                             (int)n_items, 0, 8),
+        B.ok(cub::DeviceRadixSort::SortPairs(w.temp, need, w.keys[0], w.keys[1], w.items[0],
+                                             w.items[1], (int)n_items, 0, 8),
              "cub::DeviceRadixSort (tiles)");
     unsigned hist[GROUPS];
     B.ok(cudaMemset(w.tab, 0, 4 * GROUPS), "cudaMemset (tiles)");
     if (B.st == FMK_OK && n_items > 0)
-        B.ok(fmk_cuda_fmm3d_group_count(n_items, w.keys[1], (unsigned *)w.tab), "the list builder's kernels");
+        B.ok(fmk_cuda_fmm3d_group_count(n_items, w.keys[1], (unsigned *)w.tab),
+             "the list builder's kernels");
     if (B.ok(cudaMemcpy(hist, w.tab, sizeof hist, cudaMemcpyDeviceToHost), "cudaMemcpy (tiles)")) {
         int32_t tab[2 * GROUPS];
         int64_t tiles = 0, items = 0;
@@ -540,22 +572,24 @@ void build_tiles(builder &B, const fmk_cuda_tree *t, int tbw, const sizes &z)
     B.alloc(&g->d_tile_nodes, g->n_tiles * tbw, "the tiles");
     B.alloc(&g->d_tile_begin, g->n_tiles + 1, "the tiles");
     if (B.st == FMK_OK) {
-        B.ok(cudaMemset(g->d_tile_nodes, 0xff, 4 * (size_t)(g->n_tiles * tbw)), "cudaMemset (tiles)");
+        B.ok(cudaMemset(g->d_tile_nodes, 0xff, 4 * (size_t)(g->n_tiles * tbw)),
+             "cudaMemset (tiles)");
         if (n_items > 0)
-            B.ok(fmk_cuda_fmm3d_tile_nodes(n_items, tbw, w.keys[1], w.items[1], w.tab, g->d_tile_nodes),
+            B.ok(fmk_cuda_fmm3d_tile_nodes(n_items, tbw, w.keys[1], w.items[1], w.tab,
+                                           g->d_tile_nodes),
                  "the list builder's kernels");
-        B.ok(fmk_cuda_fmm3d_tile_entries(g->n_tiles, first_tile[levels], tbw, g->d_tile_nodes, t->d_more,
-                                         t->d_n_children, g->d_sn, t->d_parent, g->d_oct, w.flag, NULL, NULL, NULL,
-                                         0),
+        B.ok(fmk_cuda_fmm3d_tile_entries(g->n_tiles, first_tile[levels], tbw, g->d_tile_nodes,
+                                         t->d_more, t->d_n_children, g->d_sn, t->d_parent, g->d_oct,
+                                         w.flag, NULL, NULL, NULL, 0),
              "the list builder's kernels");
         B.scan(w.flag, g->d_tile_begin, g->n_tiles, &g->n_entries);
     }
     B.alloc(&g->d_tile_slot, g->n_entries, "the tiles");
     B.alloc(&g->d_tile_src, g->n_entries * tbw, "the tiles");
     if (B.st == FMK_OK && g->n_tiles > 0)
-        B.ok(fmk_cuda_fmm3d_tile_entries(g->n_tiles, first_tile[levels], tbw, g->d_tile_nodes, t->d_more,
-                                         t->d_n_children, g->d_sn, t->d_parent, g->d_oct, NULL, g->d_tile_begin,
-                                         g->d_tile_slot, g->d_tile_src, 1),
+        B.ok(fmk_cuda_fmm3d_tile_entries(g->n_tiles, first_tile[levels], tbw, g->d_tile_nodes,
+                                         t->d_more, t->d_n_children, g->d_sn, t->d_parent, g->d_oct,
+                                         NULL, g->d_tile_begin, g->d_tile_slot, g->d_tile_src, 1),
              "the list builder's kernels");
     B.ok(cudaGetLastError(), "the list builder's kernels");
 }
@@ -568,7 +602,8 @@ fmk_status finish(builder &B)
     if (B.ok(cudaEventSynchronize(g->stage_ev[6]), "the list builder's kernels"))
         for (int i = 0; i < 6; i++) {
             float ms = 0;
-            B.ok(cudaEventElapsedTime(&ms, g->stage_ev[i], g->stage_ev[i + 1]), "cudaEventElapsedTime");
+            B.ok(cudaEventElapsedTime(&ms, g->stage_ev[i], g->stage_ev[i + 1]),
+                 "cudaEventElapsedTime");
             g->stage_time[i] = 1e-3 * ms;
         }
     if (B.st != FMK_OK) {
@@ -584,8 +619,9 @@ fmk_status finish(builder &B)
 
 } // namespace
 
-extern "C" fmk_status fmk_cuda_fmm3d_geometry(fmk_plan *plan, const fmk_cuda_tree *t, const double *d_x,
-                                              int64_t ns, int self, int64_t near_max, int tbw, int pair_cap,
+extern "C" fmk_status fmk_cuda_fmm3d_geometry(fmk_plan *plan, const fmk_cuda_tree *t,
+                                              const double *d_x, int64_t ns, int self,
+                                              int64_t near_max, int tbw, int pair_cap,
                                               long long extra, fmk_cuda_fmm3d_geo *g)
 {
     keep_blocks(g);
@@ -593,7 +629,8 @@ extern "C" fmk_status fmk_cuda_fmm3d_geometry(fmk_plan *plan, const fmk_cuda_tre
     memset(&B.w, 0, sizeof B.w);
     B.plan = plan, B.extra = extra, B.g = g, B.st = FMK_OK, B.n_blocks = 0;
     for (; g->n_stage_ev < 7 && B.st == FMK_OK; g->n_stage_ev++)
-        B.ok(cudaEventCreate(&g->stage_ev[g->n_stage_ev]), "cudaEventCreate (the list builder's stages)");
+        B.ok(cudaEventCreate(&g->stage_ev[g->n_stage_ev]),
+             "cudaEventCreate (the list builder's stages)");
     if (B.st == FMK_OK)
         B.ok(cudaEventRecord(g->stage_ev[0], 0), "cudaEventRecord (the list builder's stages)");
     sizes z;

@@ -36,11 +36,11 @@
 typedef struct fmk_cuda_fmm3d_geo {
     int64_t n_nodes;
     /* points in key order; d_trg == d_src and d_trg_order == d_src_order when self */
-    real4d *d_src, *d_trg;          /* (x, y, z, 0) */
+    real4d *d_src, *d_trg;              /* (x, y, z, 0) */
     int32_t *d_src_order, *d_trg_order; /* key position -> caller index */
     /* nodes */
-    real4d *d_cube;                 /* centre, side */
-    int8_t *d_oct;                  /* octant in the parent (bit 2 x, 1 y, 0 z) */
+    real4d *d_cube; /* centre, side */
+    int8_t *d_oct;  /* octant in the parent (bit 2 x, 1 y, 0 z) */
     int8_t *d_level;
     int32_t *d_sb, *d_sn, *d_tb, *d_tn; /* first source and count, first target and count */
     /* lists, compressed rows over nodes (begins n_nodes + 1) */
@@ -51,7 +51,7 @@ typedef struct fmk_cuda_fmm3d_geo {
      * (itself and the W entries done as P2P), compressed rows like d_u */
     int32_t *d_pairs, *d_ur_begin, *d_ur;
     int64_t n_pairs, n_ur;
-    int16_t *d_v_slot;              /* direction slot of each V entry; rows sorted by the
+    int16_t *d_v_slot; /* direction slot of each V entry; rows sorted by the
                                      * source's octant, then slot */
     int64_t n_u, n_v, n_w, n_x, n_y;
     /* the M2L's degree per direction (FMK_FMM3D_DIR; set by the caller before a build and kept
@@ -74,7 +74,7 @@ typedef struct fmk_cuda_fmm3d_geo {
     int64_t n_tiles, n_entries;
     int32_t *d_tile_nodes, *d_tile_begin, *d_tile_slot, *d_tile_src;
     int64_t m2m_first[FMK_TREE_MAX_LEVEL + 2], l2l_first[FMK_TREE_MAX_LEVEL + 2];
-    int64_t bytes;                  /* device bytes held */
+    int64_t bytes; /* device bytes held */
     /* Device memory kept from build to build (grow-only): the i-th array a build allocates
      * (above, or the build's scratch) lives in block i, CUB's workspace in temp; so a plan
      * given new points of a similar size allocates nothing here. The first build takes one
@@ -87,9 +87,9 @@ typedef struct fmk_cuda_fmm3d_geo {
     size_t temp_bytes;
     void *arena;
     size_t arena_bytes, arena_used;
-    int arena_lent;                 /* the arena is the caller's (set before the first build:
+    int arena_lent;       /* the arena is the caller's (set before the first build:
                                      * arena, arena_bytes; fmk_cuda_fmm3d_geo_free leaves it) */
-    double stage_time[6];           /* seconds: points, boxes + neighbours, lists, directions,
+    double stage_time[6]; /* seconds: points, boxes + neighbours, lists, directions,
                                      * work lists, tiles (for the benchmark: GPU times between
                                      * events on the default stream, host waits included) */
     cudaEvent_t stage_ev[7];
@@ -112,7 +112,8 @@ fmk_status fmk_cuda_fmm3d_geometry(fmk_plan *plan, const fmk_cuda_tree *t, const
 /* The order of the V directions in the M2L's stacked matrices (lists_uvwx.cu): by degree
  * deg[d] (largest first; deg NULL: all equal), then by class, then by d. rank[d] the place of
  * FMK_FMM3D_DIR d (-1 for the near ones), dir_of_rank its inverse. */
-void fmk_cuda_fmm3d_m2l_order(const int8_t *deg, int16_t rank[FMK_FMM3D_NDIR], int16_t dir_of_rank[512]);
+void fmk_cuda_fmm3d_m2l_order(const int8_t *deg, int16_t rank[FMK_FMM3D_NDIR],
+                              int16_t dir_of_rank[512]);
 
 /* The kernels of the build, each launched on the default stream with the configuration the
  * build has always used; each returns cudaGetLastError(). Arrays are device arrays. */
@@ -120,23 +121,26 @@ void fmk_cuda_fmm3d_m2l_order(const int8_t *deg, int16_t rank[FMK_FMM3D_NDIR], i
 /* lists_boxes.cu: points in key order, boxes, neighbour sets, the M2L's columns. */
 /* flag[q] = 1 when sorted point q (order: key position -> caller index) is a source, for
  * q < np; flag[np] = 0. */
-cudaError_t fmk_cuda_fmm3d_src_flags(int64_t np, int64_t ns, int self, const int32_t *order, int32_t *flag);
+cudaError_t fmk_cuda_fmm3d_src_flags(int64_t np, int64_t ns, int self, const int32_t *order,
+                                     int32_t *flag);
 /* The sources and targets in key order (before[q]: sources among sorted points [0, q)). */
-cudaError_t fmk_cuda_fmm3d_split(int64_t np, int64_t ns, int self, const int32_t *order, const int32_t *before,
-                                 const double *x, real4d *src, int32_t *src_order, real4d *trg,
-                                 int32_t *trg_order);
+cudaError_t fmk_cuda_fmm3d_split(int64_t np, int64_t ns, int self, const int32_t *order,
+                                 const int32_t *before, const double *x, real4d *src,
+                                 int32_t *src_order, real4d *trg, int32_t *trg_order);
 /* Per node of k: first source and count, first target and count. */
 cudaError_t fmk_cuda_fmm3d_nodes(int64_t k, int self, const int32_t *begin, const int32_t *end,
-                                 const int32_t *before, int32_t *sb, int32_t *sn, int32_t *tb, int32_t *tn);
+                                 const int32_t *before, int32_t *sb, int32_t *sn, int32_t *tb,
+                                 int32_t *tn);
 /* Level by level of t: the cubes and octants of the nodes, then their neighbour sets (nbr:
  * NBR_MAX a node, n_nbr their counts). */
-cudaError_t fmk_cuda_fmm3d_boxes(const fmk_cuda_tree *t, real4d *cube, int8_t *oct, int32_t *nbr, int8_t *n_nbr);
+cudaError_t fmk_cuda_fmm3d_boxes(const fmk_cuda_tree *t, real4d *cube, int8_t *oct, int32_t *nbr,
+                                 int8_t *n_nbr);
 /* out[i] = first + i for i < n. */
 cudaError_t fmk_cuda_fmm3d_iota(int64_t n, int32_t first, int32_t *out);
 /* The M2L's columns from the n octant-sorted keys and their nodes box: col (node -> place in its
  * group) and ofirst (the groups' first columns, 9 entries). */
-cudaError_t fmk_cuda_fmm3d_m2l_columns(int64_t n, const uint8_t *key, const int32_t *box, int32_t *col,
-                                       int32_t *ofirst);
+cudaError_t fmk_cuda_fmm3d_m2l_columns(int64_t n, const uint8_t *key, const int32_t *box,
+                                       int32_t *col, int32_t *ofirst);
 
 /* lists_uvwx.cu: the U, V, W, X (and Y) lists and the V directions. Count pass (fill 0):
  * cnt[j * (k + 1) + b] for j = 0 U + small W, 1 V, 2 W, 3 X, 4 Y, 5 U alone (row ends zeroed,
@@ -152,7 +156,7 @@ typedef struct fmk_cuda_fmm3d_lists_args {
     int32_t *u, *v, *w, *x, *y;
     int16_t *vd;
     const int8_t *oct;
-    const int16_t *rank;              /* FMK_FMM3D_DIR -> its place in fmk_fmm3d_m2l_order */
+    const int16_t *rank; /* FMK_FMM3D_DIR -> its place in fmk_fmm3d_m2l_order */
 } fmk_cuda_fmm3d_lists_args;
 cudaError_t fmk_cuda_fmm3d_uvwx(fmk_cuda_fmm3d_lists_args a, int fill);
 /* count[r] += the V entries of the n in vd (octant * RANK_MAX + place) at place r. */
@@ -166,30 +170,36 @@ cudaError_t fmk_cuda_fmm3d_dir_to_slot(int64_t n, const int16_t *slot_of, int16_
 cudaError_t fmk_cuda_fmm3d_work_flags(int64_t k, int kind, const int32_t *more, const int32_t *sn,
                                       const int32_t *tn, const int32_t *begin, int32_t *flag);
 /* out[pos[b]] = b for the b < k flagged. */
-cudaError_t fmk_cuda_fmm3d_compact(int64_t k, const int32_t *flag, const int32_t *pos, int32_t *out);
+cudaError_t fmk_cuda_fmm3d_compact(int64_t k, const int32_t *flag, const int32_t *pos,
+                                   int32_t *out);
 /* The symmetric split of the U lists (ub, u) into leaf pairs and rest rows for passes of cap
  * points: count pass (fill 0; pairs in cnt[b], rest in cnt[k + 1 + b]), fill pass (fill 1; at the
  * scanned begins pb, rb). */
-cudaError_t fmk_cuda_fmm3d_sym_split(int64_t k, int cap, const int32_t *sn, const int32_t *ub, const int32_t *u,
-                                     const real4d *cube, int32_t *cnt, const int32_t *pb, const int32_t *rb,
-                                     int32_t *pair, int32_t *rest, int fill);
+cudaError_t fmk_cuda_fmm3d_sym_split(int64_t k, int cap, const int32_t *sn, const int32_t *ub,
+                                     const int32_t *u, const real4d *cube, int32_t *cnt,
+                                     const int32_t *pb, const int32_t *rb, int32_t *pair,
+                                     int32_t *rest, int fill);
 /* Tile items: a parent with sources (M2M) and a box with targets at level 3 or deeper (L2L); pos
  * NULL: their counts into cnt (k + 1), else (group key, node) pairs at pos. */
 cudaError_t fmk_cuda_fmm3d_tile_items(int64_t k, int levels, const int32_t *more, const int32_t *sn,
                                       const int32_t *tn, const int8_t *level, const int8_t *oct,
-                                      const int32_t *pos, int32_t *cnt, uint32_t *keys, int32_t *nodes);
+                                      const int32_t *pos, int32_t *cnt, uint32_t *keys,
+                                      int32_t *nodes);
 /* count[g] += the items of the n keys in group g. */
 cudaError_t fmk_cuda_fmm3d_group_count(int64_t n, const uint32_t *keys, unsigned *count);
 /* The n sorted items' nodes into their tiles of tbw (tab: the groups' first tiles, then first
  * items). */
-cudaError_t fmk_cuda_fmm3d_tile_nodes(int64_t n, int tbw, const uint32_t *keys, const int32_t *nodes,
-                                      const int32_t *tab, int32_t *tile_nodes);
+cudaError_t fmk_cuda_fmm3d_tile_nodes(int64_t n, int tbw, const uint32_t *keys,
+                                      const int32_t *nodes, const int32_t *tab,
+                                      int32_t *tile_nodes);
 /* A tile's entries (slots and sources), count pass (fill 0: into cnt, n_tiles + 1) or fill pass
  * (fill 1: at tile_begin); tiles before m2m_tiles are M2M's. */
-cudaError_t fmk_cuda_fmm3d_tile_entries(int64_t n_tiles, int64_t m2m_tiles, int tbw, const int32_t *tile_nodes,
-                                        const int32_t *more, const int32_t *nch, const int32_t *sn,
+cudaError_t fmk_cuda_fmm3d_tile_entries(int64_t n_tiles, int64_t m2m_tiles, int tbw,
+                                        const int32_t *tile_nodes, const int32_t *more,
+                                        const int32_t *nch, const int32_t *sn,
                                         const int32_t *parent, const int8_t *oct, int32_t *cnt,
-                                        const int32_t *tile_begin, int32_t *slot, int32_t *src, int fill);
+                                        const int32_t *tile_begin, int32_t *slot, int32_t *src,
+                                        int fill);
 
 /* Frees what *g holds and zeroes it (safe on a zeroed one). */
 void fmk_cuda_fmm3d_geo_free(fmk_cuda_fmm3d_geo *g);

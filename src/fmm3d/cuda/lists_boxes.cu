@@ -74,7 +74,8 @@ __global__ void k_cubes(int64_t first, int64_t last, int64_t np, const uint64_t 
     const int o = (int)((key >> (3 * (FMK_TREE_KEY_BITS - L))) & 7);
     const real4d c = cube[P];
     const double q = 0.25 * c.w;
-    cube[b] = real4d{c.x + ((o & 4) ? q : -q), c.y + ((o & 2) ? q : -q), c.z + ((o & 1) ? q : -q), 0.5 * c.w};
+    cube[b] = real4d{c.x + ((o & 4) ? q : -q), c.y + ((o & 2) ? q : -q), c.z + ((o & 1) ? q : -q),
+                     0.5 * c.w};
     oct[b] = (int8_t)o;
 }
 
@@ -114,7 +115,8 @@ __global__ void k_neighbours(int64_t first, int64_t last, const int32_t *__restr
 __global__ void k_m2l_columns(int64_t n, const uint8_t *__restrict__ key,
                               const int32_t *__restrict__ box, int32_t *col, int32_t *ofirst)
 {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
         const int o = key[i];
         if (i == 0 || key[i - 1] != o)
             for (int q = i == 0 ? 0 : key[i - 1] + 1; q <= o; q++)
@@ -123,7 +125,8 @@ __global__ void k_m2l_columns(int64_t n, const uint8_t *__restrict__ key,
             for (int q = o + 1; q <= 8; q++)
                 ofirst[q] = (int32_t)n;
     }
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
         /* the group's first column: a binary search of the sorted keys */
         int64_t lo = 0, hi = i;
         while (lo < hi) {
@@ -139,14 +142,15 @@ __global__ void k_m2l_columns(int64_t n, const uint8_t *__restrict__ key,
 
 __global__ void k_iota(int64_t n, int32_t first, int32_t *out)
 {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x)
         out[i] = first + (int32_t)i;
 }
 
 } // namespace
 
-extern "C" cudaError_t fmk_cuda_fmm3d_src_flags(int64_t np, int64_t ns, int self, const int32_t *order,
-                                                int32_t *flag)
+extern "C" cudaError_t fmk_cuda_fmm3d_src_flags(int64_t np, int64_t ns, int self,
+                                                const int32_t *order, int32_t *flag)
 {
     k_src_flags<<<blocks_for(np + 1), BLOCK>>>(np, ns, self, order, flag);
     return cudaGetLastError();
@@ -156,29 +160,30 @@ extern "C" cudaError_t fmk_cuda_fmm3d_split(int64_t np, int64_t ns, int self, co
                                             const int32_t *before, const double *x, real4d *src,
                                             int32_t *src_order, real4d *trg, int32_t *trg_order)
 {
-    k_split<<<blocks_for(np), BLOCK>>>(np, ns, self, order, before, x, src, src_order, trg, trg_order);
+    k_split<<<blocks_for(np), BLOCK>>>(np, ns, self, order, before, x, src, src_order, trg,
+                                       trg_order);
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t fmk_cuda_fmm3d_nodes(int64_t k, int self, const int32_t *begin, const int32_t *end,
-                                            const int32_t *before, int32_t *sb, int32_t *sn, int32_t *tb,
-                                            int32_t *tn)
+extern "C" cudaError_t fmk_cuda_fmm3d_nodes(int64_t k, int self, const int32_t *begin,
+                                            const int32_t *end, const int32_t *before, int32_t *sb,
+                                            int32_t *sn, int32_t *tb, int32_t *tn)
 {
     k_nodes<<<blocks_for(k), BLOCK>>>(k, self, begin, end, before, sb, sn, tb, tn);
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t fmk_cuda_fmm3d_boxes(const fmk_cuda_tree *t, real4d *cube, int8_t *oct, int32_t *nbr,
-                                            int8_t *n_nbr)
+extern "C" cudaError_t fmk_cuda_fmm3d_boxes(const fmk_cuda_tree *t, real4d *cube, int8_t *oct,
+                                            int32_t *nbr, int8_t *n_nbr)
 {
     for (int L = 0; L < t->levels; L++) {
         const int64_t a = t->level_begin[L], e = t->level_begin[L + 1];
         if (e > a)
-            k_cubes<<<blocks_for(e - a), BLOCK>>>(a, e, t->n_points, t->d_keys, t->d_begin, t->d_parent,
-                                                  t->d_level, cube, oct);
+            k_cubes<<<blocks_for(e - a), BLOCK>>>(a, e, t->n_points, t->d_keys, t->d_begin,
+                                                  t->d_parent, t->d_level, cube, oct);
         if (e > a)
-            k_neighbours<<<blocks_for(e - a), BLOCK>>>(a, e, t->d_parent, t->d_more, t->d_n_children, cube, nbr,
-                                                       n_nbr);
+            k_neighbours<<<blocks_for(e - a), BLOCK>>>(a, e, t->d_parent, t->d_more,
+                                                       t->d_n_children, cube, nbr, n_nbr);
     }
     return cudaGetLastError();
 }
@@ -189,8 +194,8 @@ extern "C" cudaError_t fmk_cuda_fmm3d_iota(int64_t n, int32_t first, int32_t *ou
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t fmk_cuda_fmm3d_m2l_columns(int64_t n, const uint8_t *key, const int32_t *box, int32_t *col,
-                                                  int32_t *ofirst)
+extern "C" cudaError_t fmk_cuda_fmm3d_m2l_columns(int64_t n, const uint8_t *key, const int32_t *box,
+                                                  int32_t *col, int32_t *ofirst)
 {
     k_m2l_columns<<<blocks_for(n), BLOCK>>>(n, key, box, col, ofirst);
     return cudaGetLastError();

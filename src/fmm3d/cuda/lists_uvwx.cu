@@ -121,7 +121,8 @@ __global__ void k_dir_count(int64_t n, const int16_t *__restrict__ vd, unsigned 
     for (int i = threadIdx.x; i < RANK_MAX; i += blockDim.x)
         c[i] = 0;
     __syncthreads();
-    for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < n; e += (int64_t)gridDim.x * blockDim.x)
+    for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < n;
+         e += (int64_t)gridDim.x * blockDim.x)
         atomicAdd(&c[vd[e] % RANK_MAX], 1u);
     __syncthreads();
     for (int i = threadIdx.x; i < RANK_MAX; i += blockDim.x)
@@ -131,7 +132,8 @@ __global__ void k_dir_count(int64_t n, const int16_t *__restrict__ vd, unsigned 
 
 __global__ void k_dir_to_slot(int64_t n, const int16_t *__restrict__ slot_of, int16_t *vd)
 {
-    for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < n; e += (int64_t)gridDim.x * blockDim.x)
+    for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < n;
+         e += (int64_t)gridDim.x * blockDim.x)
         vd[e] = slot_of[vd[e] % RANK_MAX];
 }
 
@@ -146,7 +148,8 @@ __global__ void k_dir_to_slot(int64_t n, const int16_t *__restrict__ slot_of, in
  * 2 y classes, each over 2 z classes), which m2l_gemm.cu's per-octant GEMMs cover with a few
  * directions more (a run and the next merged across a gap of a few directions); per degree
  * likewise within that degree's directions. */
-extern "C" void fmk_cuda_fmm3d_m2l_order(const int8_t *deg, int16_t rank[FMK_FMM3D_NDIR], int16_t dir_of_rank[512])
+extern "C" void fmk_cuda_fmm3d_m2l_order(const int8_t *deg, int16_t rank[FMK_FMM3D_NDIR],
+                                         int16_t dir_of_rank[512])
 {
     /* a counting sort of the V directions by (degree, largest first; class (cx, cy, cz)),
      * stable in d */
@@ -192,6 +195,7 @@ extern "C" cudaError_t fmk_cuda_fmm3d_dir_count(int64_t n, const int16_t *vd, un
 
 extern "C" cudaError_t fmk_cuda_fmm3d_dir_to_slot(int64_t n, const int16_t *slot_of, int16_t *vd)
 {
-    k_dir_to_slot<<<n / BLOCK + 1 < 1024 ? (unsigned)(n / BLOCK + 1) : 1024, BLOCK>>>(n, slot_of, vd);
+    k_dir_to_slot<<<n / BLOCK + 1 < 1024 ? (unsigned)(n / BLOCK + 1) : 1024, BLOCK>>>(n, slot_of,
+                                                                                      vd);
     return cudaGetLastError();
 }

@@ -27,8 +27,8 @@ __global__ void k_work_flags(int64_t k, int kind, const int32_t *__restrict__ mo
     flag[b] = f;
 }
 
-__global__ void k_compact(int64_t k, const int32_t *__restrict__ flag, const int32_t *__restrict__ pos,
-                          int32_t *out)
+__global__ void k_compact(int64_t k, const int32_t *__restrict__ flag,
+                          const int32_t *__restrict__ pos, int32_t *out)
 {
     const int64_t b = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
     if (b < k && flag[b])
@@ -43,7 +43,8 @@ __global__ void k_compact(int64_t k, const int32_t *__restrict__ flag, const int
  * of leaf pairs (p2p.cu, k_p2p_pairs) should hold in registers while the other's stream past:
  * the one with the fewer slots times partners, ceil(n_b / cap) cap n_a against ceil(n_a / cap)
  * cap n_b for passes of cap points, then the one with fewer sources, then the lower index. */
-__device__ __forceinline__ bool keeps_pair(int64_t cap, const int32_t *__restrict__ sn, int32_t b, int32_t a)
+__device__ __forceinline__ bool keeps_pair(int64_t cap, const int32_t *__restrict__ sn, int32_t b,
+                                           int32_t a)
 {
     const int64_t nb = sn[b], na = sn[a];
     const int64_t cb = (nb + cap - 1) / cap * cap * na, ca = (na + cap - 1) / cap * cap * nb;
@@ -51,10 +52,11 @@ __device__ __forceinline__ bool keeps_pair(int64_t cap, const int32_t *__restric
 }
 
 template <bool FILL>
-__global__ void k_sym_split(int64_t k, int cap, const int32_t *__restrict__ sn, const int32_t *__restrict__ ub,
-                            const int32_t *__restrict__ u, const real4d *__restrict__ cube, int32_t *cnt,
-                            const int32_t *__restrict__ pb, const int32_t *__restrict__ rb, int32_t *pair,
-                            int32_t *rest)
+__global__ void k_sym_split(int64_t k, int cap, const int32_t *__restrict__ sn,
+                            const int32_t *__restrict__ ub, const int32_t *__restrict__ u,
+                            const real4d *__restrict__ cube, int32_t *cnt,
+                            const int32_t *__restrict__ pb, const int32_t *__restrict__ rb,
+                            int32_t *pair, int32_t *rest)
 {
     const int64_t bb = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
     if (bb == k && !FILL)
@@ -113,7 +115,8 @@ __global__ void k_tile_items(int64_t k, int levels, const int32_t *__restrict__ 
 
 __global__ void k_group_count(int64_t n, const uint32_t *__restrict__ keys, unsigned *count)
 {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x)
         atomicAdd(&count[keys[i]], 1u);
 }
 
@@ -135,11 +138,11 @@ __global__ void k_tile_nodes(int64_t n, int tbw, const uint32_t *__restrict__ ke
  * with sources, L2L the parent). FILL false: counts into cnt. */
 template <bool FILL>
 __global__ void k_tile_entries(int64_t n_tiles, int64_t m2m_tiles, int tbw,
-                               const int32_t *__restrict__ tile_nodes, const int32_t *__restrict__ more,
-                               const int32_t *__restrict__ nch, const int32_t *__restrict__ sn,
-                               const int32_t *__restrict__ parent, const int8_t *__restrict__ oct,
-                               int32_t *cnt, const int32_t *__restrict__ tile_begin, int32_t *slot,
-                               int32_t *src)
+                               const int32_t *__restrict__ tile_nodes,
+                               const int32_t *__restrict__ more, const int32_t *__restrict__ nch,
+                               const int32_t *__restrict__ sn, const int32_t *__restrict__ parent,
+                               const int8_t *__restrict__ oct, int32_t *cnt,
+                               const int32_t *__restrict__ tile_begin, int32_t *slot, int32_t *src)
 {
     const int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
     if (t > n_tiles)
@@ -184,37 +187,44 @@ __global__ void k_tile_entries(int64_t n_tiles, int64_t m2m_tiles, int tbw,
 
 } // namespace
 
-extern "C" cudaError_t fmk_cuda_fmm3d_work_flags(int64_t k, int kind, const int32_t *more, const int32_t *sn,
-                                                 const int32_t *tn, const int32_t *begin, int32_t *flag)
+extern "C" cudaError_t fmk_cuda_fmm3d_work_flags(int64_t k, int kind, const int32_t *more,
+                                                 const int32_t *sn, const int32_t *tn,
+                                                 const int32_t *begin, int32_t *flag)
 {
     k_work_flags<<<blocks_for(k + 1), BLOCK>>>(k, kind, more, sn, tn, begin, flag);
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t fmk_cuda_fmm3d_compact(int64_t k, const int32_t *flag, const int32_t *pos, int32_t *out)
+extern "C" cudaError_t fmk_cuda_fmm3d_compact(int64_t k, const int32_t *flag, const int32_t *pos,
+                                              int32_t *out)
 {
     k_compact<<<blocks_for(k), BLOCK>>>(k, flag, pos, out);
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t fmk_cuda_fmm3d_sym_split(int64_t k, int cap, const int32_t *sn, const int32_t *ub,
-                                                const int32_t *u, const real4d *cube, int32_t *cnt,
-                                                const int32_t *pb, const int32_t *rb, int32_t *pair,
-                                                int32_t *rest, int fill)
+extern "C" cudaError_t fmk_cuda_fmm3d_sym_split(int64_t k, int cap, const int32_t *sn,
+                                                const int32_t *ub, const int32_t *u,
+                                                const real4d *cube, int32_t *cnt, const int32_t *pb,
+                                                const int32_t *rb, int32_t *pair, int32_t *rest,
+                                                int fill)
 {
     if (fill)
-        k_sym_split<true><<<blocks_for(k), BLOCK>>>(k, cap, sn, ub, u, cube, cnt, pb, rb, pair, rest);
+        k_sym_split<true>
+            <<<blocks_for(k), BLOCK>>>(k, cap, sn, ub, u, cube, cnt, pb, rb, pair, rest);
     else
-        k_sym_split<false><<<blocks_for(k + 1), BLOCK>>>(k, cap, sn, ub, u, cube, cnt, pb, rb, pair, rest);
+        k_sym_split<false>
+            <<<blocks_for(k + 1), BLOCK>>>(k, cap, sn, ub, u, cube, cnt, pb, rb, pair, rest);
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t fmk_cuda_fmm3d_tile_items(int64_t k, int levels, const int32_t *more, const int32_t *sn,
-                                                 const int32_t *tn, const int8_t *level, const int8_t *oct,
+extern "C" cudaError_t fmk_cuda_fmm3d_tile_items(int64_t k, int levels, const int32_t *more,
+                                                 const int32_t *sn, const int32_t *tn,
+                                                 const int8_t *level, const int8_t *oct,
                                                  const int32_t *pos, int32_t *cnt, uint32_t *keys,
                                                  int32_t *nodes)
 {
-    k_tile_items<<<blocks_for(k + 1), BLOCK>>>(k, levels, more, sn, tn, level, oct, pos, cnt, keys, nodes);
+    k_tile_items<<<blocks_for(k + 1), BLOCK>>>(k, levels, more, sn, tn, level, oct, pos, cnt, keys,
+                                               nodes);
     return cudaGetLastError();
 }
 
@@ -224,8 +234,9 @@ extern "C" cudaError_t fmk_cuda_fmm3d_group_count(int64_t n, const uint32_t *key
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t fmk_cuda_fmm3d_tile_nodes(int64_t n, int tbw, const uint32_t *keys, const int32_t *nodes,
-                                                 const int32_t *tab, int32_t *tile_nodes)
+extern "C" cudaError_t fmk_cuda_fmm3d_tile_nodes(int64_t n, int tbw, const uint32_t *keys,
+                                                 const int32_t *nodes, const int32_t *tab,
+                                                 int32_t *tile_nodes)
 {
     k_tile_nodes<<<blocks_for(n), BLOCK>>>(n, tbw, keys, nodes, tab, tile_nodes);
     return cudaGetLastError();
@@ -233,15 +244,18 @@ extern "C" cudaError_t fmk_cuda_fmm3d_tile_nodes(int64_t n, int tbw, const uint3
 
 extern "C" cudaError_t fmk_cuda_fmm3d_tile_entries(int64_t n_tiles, int64_t m2m_tiles, int tbw,
                                                    const int32_t *tile_nodes, const int32_t *more,
-                                                   const int32_t *nch, const int32_t *sn, const int32_t *parent,
-                                                   const int8_t *oct, int32_t *cnt, const int32_t *tile_begin,
+                                                   const int32_t *nch, const int32_t *sn,
+                                                   const int32_t *parent, const int8_t *oct,
+                                                   int32_t *cnt, const int32_t *tile_begin,
                                                    int32_t *slot, int32_t *src, int fill)
 {
     if (fill)
-        k_tile_entries<true><<<blocks_for(n_tiles + 1), BLOCK>>>(n_tiles, m2m_tiles, tbw, tile_nodes, more, nch, sn,
-                                                                parent, oct, cnt, tile_begin, slot, src);
+        k_tile_entries<true><<<blocks_for(n_tiles + 1), BLOCK>>>(n_tiles, m2m_tiles, tbw,
+                                                                 tile_nodes, more, nch, sn, parent,
+                                                                 oct, cnt, tile_begin, slot, src);
     else
-        k_tile_entries<false><<<blocks_for(n_tiles + 1), BLOCK>>>(n_tiles, m2m_tiles, tbw, tile_nodes, more, nch,
-                                                                 sn, parent, oct, cnt, tile_begin, slot, src);
+        k_tile_entries<false><<<blocks_for(n_tiles + 1), BLOCK>>>(n_tiles, m2m_tiles, tbw,
+                                                                  tile_nodes, more, nch, sn, parent,
+                                                                  oct, cnt, tile_begin, slot, src);
     return cudaGetLastError();
 }

@@ -17,7 +17,6 @@
 
 namespace {
 
-
 /* cuBLAS is loaded when the first GPU FMM plan starts, not linked: libfmmkit then runs
  * (CPU and every other GPU engine) on machines whose loader cannot find libcublas, and the
  * GPU FMM says what is missing. The four entry points used are the _v2 ones that
@@ -67,7 +66,6 @@ int load(void)
 
 } // namespace blas
 
-
 /* The M2L's packed layout: an expansion's (p + 1)^2 doubles without the imaginary parts of the
  * m = 0 coefficients (zero in every multipole and local expansion), by degree: degree n at
  * n^2 .. n^2 + 2n, re(n, 0), re(n, 1), im(n, 1), ..., im(n, n); the leading (q + 1)^2 hold the
@@ -85,7 +83,8 @@ __host__ __device__ inline int packed_at(int k)
 __global__ void k_m2l_columns(int S, int Sp, int Sx, int64_t n, const int32_t *__restrict__ box,
                               const double *__restrict__ M, double *Mp)
 {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n * Sx; i += (int64_t)gridDim.x * blockDim.x) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n * Sx;
+         i += (int64_t)gridDim.x * blockDim.x) {
         const int64_t c = i / Sx;
         const int k = (int)(i - c * Sx);
         Mp[i] = k < Sp ? M[(int64_t)box[c] * S + packed_at(k)] : 0;
@@ -102,9 +101,10 @@ __global__ void k_m2l_columns(int S, int Sp, int Sx, int64_t n, const int32_t *_
 __global__ void k_m2l_gather(int S, int Sp, int64_t ldx, int oct, int slot_lo, int slot_hi,
                              const int32_t *__restrict__ xrow, const int32_t *__restrict__ vnodes,
                              const int32_t *__restrict__ v_begin, const int32_t *__restrict__ v,
-                             const int16_t *__restrict__ v_slot, const int8_t *__restrict__ node_oct,
-                             const int32_t *__restrict__ col, const real4d *__restrict__ cube,
-                             const double *__restrict__ X, double *L)
+                             const int16_t *__restrict__ v_slot,
+                             const int8_t *__restrict__ node_oct, const int32_t *__restrict__ col,
+                             const real4d *__restrict__ cube, const double *__restrict__ X,
+                             double *L)
 {
     const int b = vnodes[blockIdx.x];
     int e0 = v_begin[b], e1 = v_begin[b + 1];
@@ -140,7 +140,8 @@ fmk_status fmk_fmm3d_cuda_blas_load(fmk_plan *plan)
     if (blas::load())
         return FMK_OK;
     return fmk_error_set(plan, FMK_ERR_UNAVAILABLE,
-                         "the GPU FMM needs cuBLAS (" FMK_CUBLAS_SONAME "), which was not found: add "
+                         "the GPU FMM needs cuBLAS (" FMK_CUBLAS_SONAME
+                         "), which was not found: add "
                          "the CUDA toolkit's lib64 to LD_LIBRARY_PATH (or set CUDA_HOME), or use "
                          "backend cpu");
 }
@@ -166,8 +167,8 @@ cudaError_t fmk_cuda_fmm3d_m2l(fmk_plan *plan, fmk_fmm3d_cuda *s, fmk_status *bl
     if (s->n_m2l_parts > 0 && (*blas_status = fmk_fmm3d_cuda_ensure_blas(plan, s)) != FMK_OK)
         err = cudaErrorUnknown;
     if (s->use_rot && err == cudaSuccess)
-        err = fmk_cuda_fmm3d_m2l_rot(&s->rot, s->g.n_vnodes, s->g.d_vnodes, s->g.d_v_begin, s->g.d_v,
-                                     s->g.d_v_slot, s->g.d_cube, s->d_M, s->d_L, fs);
+        err = fmk_cuda_fmm3d_m2l_rot(&s->rot, s->g.n_vnodes, s->g.d_vnodes, s->g.d_v_begin,
+                                     s->g.d_v, s->g.d_v_slot, s->g.d_cube, s->d_M, s->d_L, fs);
     if (s->n_m2l_parts > 0) {
         const int64_t n = nn * Sx;
         k_m2l_columns<<<(unsigned)((n + 255) / 256 < 4096 ? (n + 255) / 256 : 4096), 256, 0, fs>>>(
@@ -182,18 +183,19 @@ cudaError_t fmk_cuda_fmm3d_m2l(fmk_plan *plan, fmk_fmm3d_cuda *s, fmk_status *bl
              * with zeros to gm.size */
             const fmk_fmm3d_cuda::m2l_gemm &gm = s->m2l_gemms[j];
             const double one = 1, zero = 0;
-            const cublasStatus_t bs = blas::dgemm(s->blas, CUBLAS_OP_N, CUBLAS_OP_N, gm.n_ranks * gm.size, (int)n_o,
-                                                  gm.size, &one, s->d_m2l + s->m2l_roff[gm.rank0],
-                                                  s->m2l_roff[M2L_DIRS], s->d_Mp + c0 * Sx, Sx, &zero,
-                                                  s->d_X + gm.row, (int)ldx);
+            const cublasStatus_t bs =
+                blas::dgemm(s->blas, CUBLAS_OP_N, CUBLAS_OP_N, gm.n_ranks * gm.size, (int)n_o,
+                            gm.size, &one, s->d_m2l + s->m2l_roff[gm.rank0], s->m2l_roff[M2L_DIRS],
+                            s->d_Mp + c0 * Sx, Sx, &zero, s->d_X + gm.row, (int)ldx);
             if (bs != CUBLAS_STATUS_SUCCESS) {
                 err = cudaErrorUnknown;
                 break;
             }
         }
         k_m2l_gather<<<(unsigned)s->g.n_vnodes, 128, 0, fs>>>(
-            S, Sp, ldx, q.oct, q.slot_lo, q.slot_hi, s->d_xrow + 2 * q.xrow, s->g.d_vnodes, s->g.d_v_begin, s->g.d_v,
-            s->g.d_v_slot, s->g.d_oct, s->g.d_m2l_col, s->g.d_cube, s->d_X, s->d_L);
+            S, Sp, ldx, q.oct, q.slot_lo, q.slot_hi, s->d_xrow + 2 * q.xrow, s->g.d_vnodes,
+            s->g.d_v_begin, s->g.d_v, s->g.d_v_slot, s->g.d_oct, s->g.d_m2l_col, s->g.d_cube,
+            s->d_X, s->d_L);
     }
     return err == cudaSuccess ? cudaGetLastError() : err;
 }
@@ -245,7 +247,8 @@ fmk_status fmk_fmm3d_cuda_m2l_plan(fmk_plan *plan, fmk_fmm3d_cuda *s, int64_t nn
         const int64_t n_o = s->g.m2l_first[o + 1] - s->g.m2l_first[o];
         if (n_o == 0)
             continue;
-        const int64_t cap = (int64_t)s->m2l_batch * nn / n_o * s->Sx; /* X's rows in a part (>= Sx) */
+        const int64_t cap =
+            (int64_t)s->m2l_batch * nn / n_o * s->Sx; /* X's rows in a part (>= Sx) */
         const int lo[3] = {-2 - ((o >> 2) & 1), -2 - ((o >> 1) & 1), -2 - (o & 1)};
         fmk_fmm3d_cuda::m2l_part *part = NULL;
         int run0 = -1, run1 = -1; /* the current run, [run0, run1) */
@@ -266,7 +269,7 @@ fmk_status fmk_fmm3d_cuda_m2l_plan(fmk_plan *plan, fmk_fmm3d_cuda *s, int64_t nn
                     continue;
                 }
             }
-            if (run0 >= 0 && (in || r == M2L_DIRS)) { /* the run ends: its GEMMs */
+            if (run0 >= 0 && (in || r == M2L_DIRS)) {        /* the run ends: its GEMMs */
                 const int q = s->m2l_deg[dir_of_rank[run0]]; /* the run's one degree */
                 const int size = roff[run0 + 1] - roff[run0];
                 for (int a = run0; a < run1;) {
@@ -278,8 +281,10 @@ fmk_status fmk_fmm3d_cuda_m2l_plan(fmk_plan *plan, fmk_fmm3d_cuda *s, int64_t nn
                     const int64_t fit = (cap - part->rows) / size;
                     const int take = (int)(run1 - a < fit ? run1 - a : fit);
                     fmk_fmm3d_cuda::m2l_gemm &gm = s->m2l_gemms[s->n_m2l_gemms++];
-                    gm.rank0 = a, gm.n_ranks = take, gm.size = size, gm.k = (q + 1) * (q + 1), gm.row = part->rows;
-                    part->n_gemms++, part->rows += take * size, part->slot_hi = first_slot[a + take];
+                    gm.rank0 = a, gm.n_ranks = take, gm.size = size, gm.k = (q + 1) * (q + 1),
+                    gm.row = part->rows;
+                    part->n_gemms++, part->rows += take * size,
+                        part->slot_hi = first_slot[a + take];
                     s->m2l_products += (int64_t)take * n_o;
                     s->m2l_flops += 2.0 * take * size * (double)size * (double)n_o;
                     a += take;
@@ -326,11 +331,13 @@ fmk_status fmk_fmm3d_cuda_ensure_blas(fmk_plan *plan, fmk_fmm3d_cuda *s)
     const cublasStatus_t bs = blas::create(&s->blas);
     if (bs != CUBLAS_STATUS_SUCCESS)
         return bs == CUBLAS_STATUS_ALLOC_FAILED
-                   ? fmk_error_set(plan, FMK_ERR_DEVICE_NOMEM,
-                                   "out of GPU memory starting cuBLAS; the plan needs about %lld bytes "
-                                   "on the GPU",
-                                   fmk_fmm3d_cuda_plan_bytes(plan))
-                   : fmk_error_set(plan, FMK_ERR_DEVICE, "cuBLAS could not start (status %d)", (int)bs);
+                   ? fmk_error_set(
+                         plan, FMK_ERR_DEVICE_NOMEM,
+                         "out of GPU memory starting cuBLAS; the plan needs about %lld bytes "
+                         "on the GPU",
+                         fmk_fmm3d_cuda_plan_bytes(plan))
+                   : fmk_error_set(plan, FMK_ERR_DEVICE, "cuBLAS could not start (status %d)",
+                                   (int)bs);
     s->has_blas = 1;
     if (blas::set_stream(s->blas, s->stream[0]) != CUBLAS_STATUS_SUCCESS)
         return fmk_error_set(plan, FMK_ERR_DEVICE, "cuBLAS could not take the FMM's stream");
@@ -451,14 +458,13 @@ int fmk_fmm3d_cuda_m2l_whole(const fmk_fmm3d_cuda *s, int64_t nn)
     return s->m2l_f <= 0 || (s->m2l_min > 0 && nn < s->m2l_min);
 }
 
-
 /* For the benchmark: at order p (from eps) with truncation factor trunc and at most classes
  * degree classes (the knobs m2l_trunc, m2l_classes), the dense M2L's degrees of the 189
  * directions one octant's sources reach: count[q] of degree q truncated, count_cls[q] after the
  * degree classes (q = 0 .. p, p + 1 entries each), and the GEMM flops of those directions over
  * the whole (padded, packed) operators' (flops[0]: truncated, flops[1]: classes). */
-extern "C" fmk_status fmk_cuda_fmm3d_m2l_degrees(int p, double trunc, int classes, int *count, int *count_cls,
-                                                 double flops[2])
+extern "C" fmk_status fmk_cuda_fmm3d_m2l_degrees(int p, double trunc, int classes, int *count,
+                                                 int *count_cls, double flops[2])
 {
     if (p < 0 || p >= FMM_GPU_MAX_ORDER)
         return FMK_ERR_ARG;
@@ -469,7 +475,8 @@ extern "C" fmk_status fmk_cuda_fmm3d_m2l_degrees(int p, double trunc, int classe
     m2l_octant_degrees(p, deg, count_cls);
     double f0 = 0, f1 = 0, whole = 0;
     for (int q = 0; q <= p; q++)
-        f0 += count[q] * m2l_cost(q), f1 += count_cls[q] * m2l_cost(q), whole += count[q] * m2l_cost(p);
+        f0 += count[q] * m2l_cost(q), f1 += count_cls[q] * m2l_cost(q),
+            whole += count[q] * m2l_cost(p);
     flops[0] = f0 / whole, flops[1] = f1 / whole;
     return FMK_OK;
 }

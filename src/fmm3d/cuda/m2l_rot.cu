@@ -38,16 +38,13 @@ __device__ inline int degree_of(int i)
  * of B (X_k^m = sum_j Z_m[k][j] B_j^m); acc += e^{-i m' phi} (Br Re A + i Bi Im A). Then
  * L_b += acc / side(b) (locals carry 1/s, fmm3d_ops.h; the tables are for unit sides). Shared
  * memory: A, B, acc, 3 (p + 1)(p + 2) doubles; the tables are read through L1 / L2. */
-__global__ void __launch_bounds__(ROT_THREADS) k_m2l_rot(int p, const int32_t *__restrict__ vnodes,
-                                                        const int32_t *__restrict__ v_begin,
-                                                        const int32_t *__restrict__ v,
-                                                        const int16_t *__restrict__ v_slot,
-                                                        const int32_t *__restrict__ slot_info,
-                                                        const double *__restrict__ phase,
-                                                        const double *__restrict__ wig, int64_t wig_size,
-                                                        const double *__restrict__ zt, int64_t z_size,
-                                                        const real4d *__restrict__ cube,
-                                                        const double *__restrict__ M, double *L)
+__global__ void __launch_bounds__(ROT_THREADS)
+    k_m2l_rot(int p, const int32_t *__restrict__ vnodes, const int32_t *__restrict__ v_begin,
+              const int32_t *__restrict__ v, const int16_t *__restrict__ v_slot,
+              const int32_t *__restrict__ slot_info, const double *__restrict__ phase,
+              const double *__restrict__ wig, int64_t wig_size, const double *__restrict__ zt,
+              int64_t z_size, const real4d *__restrict__ cube, const double *__restrict__ M,
+              double *L)
 {
     extern __shared__ double sm[];
     const int nc = (p + 1) * (p + 2) / 2, S = 2 * nc;
@@ -148,8 +145,8 @@ extern "C" void fmk_cuda_fmm3d_rot_free(fmk_cuda_fmm3d_rot *r)
 }
 
 extern "C" fmk_status fmk_cuda_fmm3d_rot_build(fmk_plan *plan, const fmk_fmm3d_ops_ctx *ops,
-                                               const int32_t *dir_of_slot, int n_slots, long long total,
-                                               fmk_cuda_fmm3d_rot *r)
+                                               const int32_t *dir_of_slot, int n_slots,
+                                               long long total, fmk_cuda_fmm3d_rot *r)
 {
     memset(r, 0, sizeof *r);
     const int p = ops->order;
@@ -178,18 +175,21 @@ extern "C" fmk_status fmk_cuda_fmm3d_rot_build(fmk_plan *plan, const fmk_fmm3d_o
     double *zmat = (double *)malloc(8 * (size_t)fmk_fmm3d_m2l_zmat_size(ops));
     fmk_status st = FMK_OK;
     if (!info || !tab || !rot || !work || !zmat)
-        st = fmk_error_set(plan, FMK_ERR_NOMEM, "out of host memory for the M2L's rotation tables (%lld bytes)",
+        st = fmk_error_set(plan, FMK_ERR_NOMEM,
+                           "out of host memory for the M2L's rotation tables (%lld bytes)",
                            (long long)(8 * n_tab));
     if (st == FMK_OK) {
         double *ph = tab, *wig = tab + n_slots * ph_size, *zt = wig + na * wsz;
         for (int sl = 0; sl < n_slots; sl++) {
             const int d = dir_of_slot[sl];
-            const double dir[3] = {(double)(d / 49 - 3), (double)((d / 7) % 7 - 3), (double)(d % 7 - 3)};
+            const double dir[3] = {(double)(d / 49 - 3), (double)((d / 7) % 7 - 3),
+                                   (double)(d % 7 - 3)};
             fmk_fmm3d_rot_phase(ops, dir, ph + sl * ph_size);
         }
         for (int k = 0; k < na; k++) { /* each degree's four blocks transposed */
             const int d = angle_dir[k];
-            const double dir[3] = {(double)(d / 49 - 3), (double)((d / 7) % 7 - 3), (double)(d % 7 - 3)};
+            const double dir[3] = {(double)(d / 49 - 3), (double)((d / 7) % 7 - 3),
+                                   (double)(d % 7 - 3)};
             fmk_fmm3d_rot_init(ops, dir, rot, work);
             const double *F = rot + ph_size;
             double *Wk = wig + k * wsz;
@@ -248,12 +248,14 @@ extern "C" cudaError_t fmk_cuda_fmm3d_m2l_rot(const fmk_cuda_fmm3d_rot *r, int64
         return cudaSuccess;
     const int p = r->order;
     const size_t smem = 3 * 8 * (size_t)(p + 1) * (p + 2);
-    cudaError_t err = cudaFuncSetAttribute(k_m2l_rot, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    cudaError_t err =
+        cudaFuncSetAttribute(k_m2l_rot, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (err != cudaSuccess)
         return err;
     const double *ph = r->d_tab, *wig = ph + (int64_t)r->n_slots * 2 * (p + 1);
     const double *zt = wig + (int64_t)r->n_angles * r->wig_size;
-    k_m2l_rot<<<(unsigned)n_vnodes, ROT_THREADS, smem, st>>>(p, d_vnodes, d_v_begin, d_v, d_v_slot, r->d_slot, ph,
-                                                             wig, r->wig_size, zt, r->z_size, d_cube, d_M, d_L);
+    k_m2l_rot<<<(unsigned)n_vnodes, ROT_THREADS, smem, st>>>(p, d_vnodes, d_v_begin, d_v, d_v_slot,
+                                                             r->d_slot, ph, wig, r->wig_size, zt,
+                                                             r->z_size, d_cube, d_M, d_L);
     return cudaGetLastError();
 }

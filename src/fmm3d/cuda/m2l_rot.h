@@ -28,10 +28,10 @@ extern "C" {
 typedef struct fmk_cuda_fmm3d_rot {
     int order;
     int n_slots, n_angles, n_dist;
-    int64_t wig_size, z_size;       /* doubles of one polar angle's matrices, one distance's */
-    double *d_tab;                  /* phases (n_slots 2 (p + 1)) | Wigner | coaxial matrices */
-    int32_t *d_slot;                /* per slot: its polar angle and distance (2 int32) */
-    int64_t bytes;                  /* device bytes held */
+    int64_t wig_size, z_size; /* doubles of one polar angle's matrices, one distance's */
+    double *d_tab;            /* phases (n_slots 2 (p + 1)) | Wigner | coaxial matrices */
+    int32_t *d_slot;          /* per slot: its polar angle and distance (2 int32) */
+    int64_t bytes;            /* device bytes held */
 } fmk_cuda_fmm3d_rot;
 
 /* Device bytes of the tables for order p and n_slots directions (an upper bound), before

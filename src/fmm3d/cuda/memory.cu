@@ -39,7 +39,8 @@ void fmk_fmm3d_cuda_free_all(fmk_fmm3d_cuda *s)
 }
 
 /* Device bytes for ns sources, nt targets (nt < 0: at the sources), before allocating. */
-static int64_t device_bytes(const fmk_plan *plan, int64_t ns, int64_t nt, int64_t nodes, int64_t n_dirs)
+static int64_t device_bytes(const fmk_plan *plan, int64_t ns, int64_t nt, int64_t nodes,
+                            int64_t n_dirs)
 {
     const int self = nt < 0;
     if (self)
@@ -49,18 +50,19 @@ static int64_t device_bytes(const fmk_plan *plan, int64_t ns, int64_t nt, int64_
     const int64_t np = self ? ns : ns + nt;
     const fmk_translate_cfg cfg = fmk_fmm3d_cuda_translate_config((int)S);
     int64_t b = fmk_cuda_tree3d_build_bytes(np) + nodes * FMK_CUDA_TREE_NODE_BYTES; /* tree */
-    b += 24 * np;                                              /* points to the GPU */
+    b += 24 * np;                                               /* points to the GPU */
     b += fmk_cuda_fmm3d_geo_bytes(np, ns, self, nodes, cfg.tb); /* boxes, lists, tiles */
     const int rot = p >= fmk_fmm3d_cuda_tune_of(plan)->m2l_rot_order;
-    b += 8 * fmk_fmm3d_cuda_ops_layout(p, rot).total;                     /* tables, M2M, L2L matrices */
-    if (!rot)                                                  /* M2L matrices (at most) */
+    b += 8 * fmk_fmm3d_cuda_ops_layout(p, rot).total; /* tables, M2M, L2L matrices */
+    if (!rot)                                         /* M2L matrices (at most) */
         b += 8 * M2L_DIRS * Sx * Sx;
-    if (rot)                                                   /* or M2L's rotation tables */
+    if (rot) /* or M2L's rotation tables */
         b += fmk_cuda_fmm3d_rot_bytes(p, (int)n_dirs);
-    b += 3 * nodes * S * 8 + 8 * 8 * n_dirs;                   /* M, L, the M2L's columns and tables */
+    b += 3 * nodes * S * 8 + 8 * 8 * n_dirs; /* M, L, the M2L's columns and tables */
     if (!rot)
-        b += 8 * Sx * nodes * fmk_fmm3d_cuda_m2l_batch(plan, Sx, nodes, (int)n_dirs); /* M2L products */
-    b += 2 * 4 * nt * 8 + ns * 8 + 4 * nt * 8;                 /* results, host eval buffers */
+        b += 8 * Sx * nodes *
+             fmk_fmm3d_cuda_m2l_batch(plan, Sx, nodes, (int)n_dirs); /* M2L products */
+    b += 2 * 4 * nt * 8 + ns * 8 + 4 * nt * 8; /* results, host eval buffers */
     return b;
 }
 
@@ -71,14 +73,16 @@ void fmk_fmm3d_cuda_memory(const fmk_plan *plan, int64_t ns, int64_t nt, int64_t
     const int64_t nodes = fmk_tree3d_estimate_nodes(np, fmk_fmm3d_cuda_leaf_size(plan, p));
     *d = device_bytes(plan, ns, nt, nodes, FMK_FMM3D_NDIR - 27);
     /* host: the operator tables to upload while set_points runs, and fmm3d_ops.c's */
-    *h = (int64_t)sizeof(fmk_fmm3d_cuda) + 8 * fmk_fmm3d_cuda_ops_layout(p, 1).n_up + 8 * (int64_t)(4 * p + 3) * (4 * p + 3);
-    if (p >= fmk_fmm3d_cuda_tune_of(plan)->m2l_rot_order) /* the rotation tables, made on the host first */
+    *h = (int64_t)sizeof(fmk_fmm3d_cuda) + 8 * fmk_fmm3d_cuda_ops_layout(p, 1).n_up +
+         8 * (int64_t)(4 * p + 3) * (4 * p + 3);
+    if (p >= fmk_fmm3d_cuda_tune_of(plan)
+                 ->m2l_rot_order) /* the rotation tables, made on the host first */
         *h += fmk_cuda_fmm3d_rot_bytes(p, FMK_FMM3D_NDIR - 27);
 }
 
 /* cudaMalloc + copy of host data, with the plan's message on failure. */
-fmk_status fmk_fmm3d_cuda_put(fmk_plan *plan, fmk_fmm3d_cuda *s, void **d, const void *h, size_t bytes, const char *what,
-               long long total)
+fmk_status fmk_fmm3d_cuda_put(fmk_plan *plan, fmk_fmm3d_cuda *s, void **d, const void *h,
+                              size_t bytes, const char *what, long long total)
 {
     fmk_status st = fmk_cuda_alloc(plan, d, bytes, what, total);
     if (st != FMK_OK)
@@ -92,12 +96,10 @@ fmk_status fmk_fmm3d_cuda_put(fmk_plan *plan, fmk_fmm3d_cuda *s, void **d, const
     return FMK_OK;
 }
 
-
-
 /* A buffer kept from the previous points (*cap bytes) when it holds bytes, else allocated again
  * (put). */
-fmk_status fmk_fmm3d_cuda_grow(fmk_plan *plan, fmk_fmm3d_cuda *s, void **d, size_t *cap, size_t bytes, const char *what,
-                long long total)
+fmk_status fmk_fmm3d_cuda_grow(fmk_plan *plan, fmk_fmm3d_cuda *s, void **d, size_t *cap,
+                               size_t bytes, const char *what, long long total)
 {
     if (*d && *cap >= bytes)
         return FMK_OK;
@@ -113,19 +115,21 @@ long long fmk_fmm3d_cuda_plan_bytes(const fmk_plan *plan)
 {
     const int64_t ns = plan->n_sources, nt = plan->n_targets;
     const int64_t np = plan->self ? ns : ns + nt;
-    return device_bytes(plan, ns, plan->self ? -1 : nt,
-                        fmk_tree3d_estimate_nodes(np, fmk_fmm3d_cuda_leaf_size(plan, fmk_fmm3d_cuda_order(plan))),
-                        FMK_FMM3D_NDIR - 27);
+    return device_bytes(
+        plan, ns, plan->self ? -1 : nt,
+        fmk_tree3d_estimate_nodes(np, fmk_fmm3d_cuda_leaf_size(plan, fmk_fmm3d_cuda_order(plan))),
+        FMK_FMM3D_NDIR - 27);
 }
 
 /* Where eval's buffers lie in d_eval for k nodes (S doubles an expansion; Sx packed), nn of them
  * from level 2 down, x_bytes of M2L products, nt targets and n_xrow M2L table entries (off[8],
  * 256-byte aligned): expansions M and L, the products X, the M2L's columns Mp, the far and near
  * field's results, the tables, the charge check. Returns the bytes. */
-static int64_t eval_layout(int64_t S, int64_t Sx, int64_t k, int64_t nn, int64_t x_bytes, int64_t nt, int64_t n_xrow,
-                    int64_t off[8])
+static int64_t eval_layout(int64_t S, int64_t Sx, int64_t k, int64_t nn, int64_t x_bytes,
+                           int64_t nt, int64_t n_xrow, int64_t off[8])
 {
-    const int64_t bytes[8] = {8 * S * k, 8 * S * k, x_bytes, 8 * Sx * nn, 32 * nt, 32 * nt, 8 * n_xrow, 16};
+    const int64_t bytes[8] = {8 * S * k, 8 * S * k, x_bytes,    8 * Sx * nn,
+                              32 * nt,   32 * nt,   8 * n_xrow, 16};
     int64_t need = 0;
     for (int i = 0; i < 8; i++)
         off[i] = need, need += (bytes[i] + 255) / 256 * 256;
@@ -135,13 +139,15 @@ static int64_t eval_layout(int64_t S, int64_t Sx, int64_t k, int64_t nn, int64_t
 /* Eval's buffers (fmk_fmm3d_cuda: d_eval) for k nodes, nn of them from level 2 down, nt targets and
  * n_xrow M2L table entries: kept from the previous points (or the block's place) when large
  * enough, else one new allocation. */
-fmk_status fmk_fmm3d_cuda_eval_buffers(fmk_plan *plan, fmk_fmm3d_cuda *s, int64_t k, int64_t nn, int64_t nt, int64_t n_xrow,
-                        long long total)
+fmk_status fmk_fmm3d_cuda_eval_buffers(fmk_plan *plan, fmk_fmm3d_cuda *s, int64_t k, int64_t nn,
+                                       int64_t nt, int64_t n_xrow, long long total)
 {
     int64_t off[8];
-    const int64_t need = eval_layout(s->S, s->Sx, k, nn, 8 * s->Sx * nn * s->m2l_batch, nt, n_xrow, off);
-    const fmk_status st = fmk_fmm3d_cuda_grow(plan, s, &s->d_eval, &s->cap_eval, (size_t)need,
-                               "the expansions, the M2L's products and the results", total);
+    const int64_t need =
+        eval_layout(s->S, s->Sx, k, nn, 8 * s->Sx * nn * s->m2l_batch, nt, n_xrow, off);
+    const fmk_status st =
+        fmk_fmm3d_cuda_grow(plan, s, &s->d_eval, &s->cap_eval, (size_t)need,
+                            "the expansions, the M2L's products and the results", total);
     if (st != FMK_OK)
         return st;
     char *e = (char *)s->d_eval;
@@ -159,7 +165,8 @@ fmk_status fmk_fmm3d_cuda_eval_buffers(fmk_plan *plan, fmk_fmm3d_cuda *s, int64_
  * its place is allocated apart later. A plan's first call pays per cudaMalloc (~0.05 to 0.3 ms
  * each on an H100, more for the larger), not in proportion to the bytes. With a level 2 ahead
  * (M2L GEMMs) the cuBLAS handle too (the knob blas_at 0). */
-fmk_status fmk_fmm3d_cuda_state_block(fmk_plan *plan, fmk_fmm3d_cuda *s, int64_t np, size_t box_bytes)
+fmk_status fmk_fmm3d_cuda_state_block(fmk_plan *plan, fmk_fmm3d_cuda *s, int64_t np,
+                                      size_t box_bytes)
 {
     const double t0 = fmk_time_now();
     const int64_t ns = plan->n_sources, nt = plan->n_targets, S = s->S, Sx = s->Sx;
@@ -175,19 +182,22 @@ fmk_status fmk_fmm3d_cuda_state_block(fmk_plan *plan, fmk_fmm3d_cuda *s, int64_t
     int64_t eval_off[8];
     /* the dense M2L matrices: as the degrees are, or whole where the size rule may pick them
      * (the knob m2l_trunc_min: the degrees follow the tree's size) */
-    const int64_t m2l_rows = s->m2l_min > 0 && s->m2l_f > 0 ? (int64_t)M2L_DIRS * Sx : s->m2l_roff[M2L_DIRS];
-    const int64_t bytes[7] = {24 * (np > 0 ? np : 1),
-                              (int64_t)box_bytes,
-                              8 * o.total,
-                              fmk_cuda_tree3d_first_bytes(np, s->leaf_size),
-                              fmk_cuda_fmm3d_geo_arena_bytes(np, ns, plan->self, k, s->cfg.tb),
-                              dense ? 8 * align32(m2l_rows * Sx) : 0,
-                              eval_layout(S, Sx, k, k, dense ? x_bytes : 0, nt, 8 * (int64_t)M2L_DIRS, eval_off)};
+    const int64_t m2l_rows =
+        s->m2l_min > 0 && s->m2l_f > 0 ? (int64_t)M2L_DIRS * Sx : s->m2l_roff[M2L_DIRS];
+    const int64_t bytes[7] = {
+        24 * (np > 0 ? np : 1),
+        (int64_t)box_bytes,
+        8 * o.total,
+        fmk_cuda_tree3d_first_bytes(np, s->leaf_size),
+        fmk_cuda_fmm3d_geo_arena_bytes(np, ns, plan->self, k, s->cfg.tb),
+        dense ? 8 * align32(m2l_rows * Sx) : 0,
+        eval_layout(S, Sx, k, k, dense ? x_bytes : 0, nt, 8 * (int64_t)M2L_DIRS, eval_off)};
     int64_t off[7], total = 0;
     for (int i = 0; i < 7; i++)
         off[i] = total, total += (bytes[i] + 255) / 256 * 256;
-    fmk_status st = fmk_fmm3d_cuda_put(plan, s, &s->d_block, NULL, (size_t)total, "the FMM's points, operators and buffers",
-                        fmk_fmm3d_cuda_plan_bytes(plan));
+    fmk_status st = fmk_fmm3d_cuda_put(plan, s, &s->d_block, NULL, (size_t)total,
+                                       "the FMM's points, operators and buffers",
+                                       fmk_fmm3d_cuda_plan_bytes(plan));
     if (st != FMK_OK)
         return st;
     char *b = (char *)s->d_block;
@@ -197,7 +207,8 @@ fmk_status fmk_fmm3d_cuda_state_block(fmk_plan *plan, fmk_fmm3d_cuda *s, int64_t
         s->d_box = b + off[1], s->cap_box = box_bytes;
     s->d_ops = (double *)(b + off[2]);
     s->tree.d_arena = b + off[3], s->tree.arena_bytes = (size_t)bytes[3], s->tree.arena_lent = 1;
-    s->g.arena = b + off[4], s->g.arena_bytes = (size_t)bytes[4], s->g.arena_used = 0, s->g.arena_lent = 1;
+    s->g.arena = b + off[4], s->g.arena_bytes = (size_t)bytes[4], s->g.arena_used = 0,
+    s->g.arena_lent = 1;
     if (dense)
         s->d_m2l = (double *)(b + off[5]), s->cap_m2l = (size_t)bytes[5];
     s->d_eval = b + off[6], s->cap_eval = (size_t)bytes[6];

@@ -67,7 +67,8 @@ __device__ void weight(int kind, const double *H, const double *sqb, int nb, int
  * (p + 1)(p + 2) doubles, matrix mat at T + mat * mat_stride (roff, deg NULL). */
 __global__ void k_build(int kind, int p, int n_mat, int hdeg, const double *__restrict__ H,
                         const double *__restrict__ sqb, int nb, int64_t mat_stride, int64_t ld,
-                        const int32_t *__restrict__ roff, const int32_t *__restrict__ deg, double *T)
+                        const int32_t *__restrict__ roff, const int32_t *__restrict__ deg,
+                        double *T)
 {
     const int nc = (p + 1) * (p + 2) / 2;
     const int64_t total = (int64_t)n_mat * nc * nc;
@@ -106,10 +107,10 @@ __global__ void k_build(int kind, int p, int n_mat, int hdeg, const double *__re
         }
         double *Tm = T + (int64_t)mat * mat_stride; /* column-major, leading dimension ld */
         const int64_t ir = 2 * in, ii = 2 * in + 1, orr = 2 * out, oi = 2 * out + 1;
-        Tm[ir * ld + orr] = c1r + c2r;  /* d out_re / d in_re */
-        Tm[ii * ld + orr] = c2i - c1i;  /* d out_re / d in_im */
-        Tm[ir * ld + oi] = c1i + c2i;   /* d out_im / d in_re */
-        Tm[ii * ld + oi] = c1r - c2r;   /* d out_im / d in_im */
+        Tm[ir * ld + orr] = c1r + c2r; /* d out_re / d in_re */
+        Tm[ii * ld + orr] = c2i - c1i; /* d out_re / d in_im */
+        Tm[ir * ld + oi] = c1i + c2i;  /* d out_im / d in_re */
+        Tm[ii * ld + oi] = c1r - c2r;  /* d out_im / d in_im */
     }
 }
 
@@ -138,7 +139,8 @@ void fill_dirs(const fmk_fmm3d_cuda *s, const ops_layout &o, double *up)
     int32_t *dirs = (int32_t *)(up + o.dirs);
     for (int r = 0; r < M2L_DIRS; r++) { /* target - source, in sides */
         const int d = s->dir_of_rank[r];
-        up[o.vec + 3 * r] = d / 49 - 3, up[o.vec + 3 * r + 1] = (d / 7) % 7 - 3, up[o.vec + 3 * r + 2] = d % 7 - 3;
+        up[o.vec + 3 * r] = d / 49 - 3, up[o.vec + 3 * r + 1] = (d / 7) % 7 - 3,
+                       up[o.vec + 3 * r + 2] = d % 7 - 3;
         dirs[r] = s->m2l_roff[r], dirs[M2L_DIRS + r] = s->m2l_deg[d];
     }
 }
@@ -193,12 +195,16 @@ fmk_status fmk_fmm3d_cuda_start_ops(fmk_plan *plan, fmk_fmm3d_cuda *s, long long
     double *sqb = up + o.sqb; /* Pascal's triangle, then square roots */
     for (int a = 0; a < nb; a++)
         for (int b = 0; b < nb; b++)
-            sqb[a * nb + b] = b == 0 ? 1 : (b > a ? 0 : sqb[(a - 1) * nb + b - 1] + (b <= a - 1 ? sqb[(a - 1) * nb + b] : 0));
+            sqb[a * nb + b] = b == 0 ? 1
+                                     : (b > a ? 0
+                                              : sqb[(a - 1) * nb + b - 1] +
+                                                    (b <= a - 1 ? sqb[(a - 1) * nb + b] : 0));
     for (int i = 0; i < nb * nb; i++)
         sqb[i] = sqrt(sqb[i]);
     fill_dirs(s, o, up);
     if (!s->d_ops)
-        st = fmk_fmm3d_cuda_put(plan, s, (void **)&s->d_ops, NULL, 8 * (size_t)o.total, "the FMM's operators", total);
+        st = fmk_fmm3d_cuda_put(plan, s, (void **)&s->d_ops, NULL, 8 * (size_t)o.total,
+                                "the FMM's operators", total);
     cudaStream_t os = s->stream[2];
     cudaError_t err = cudaSuccess;
     if (st == FMK_OK) /* from pageable memory: copied out before the call returns */
@@ -207,16 +213,18 @@ fmk_status fmk_fmm3d_cuda_start_ops(fmk_plan *plan, fmk_fmm3d_cuda *s, long long
     if (st != FMK_OK)
         return st;
     double *d = s->d_ops;
-    s->tb.rec_a = d, s->tb.rec_b = d + nh, s->tb.rec_diag = d + 2 * nh, s->tb.sqrt_int = d + 2 * nh + 2 * p + 2;
+    s->tb.rec_a = d, s->tb.rec_b = d + nh, s->tb.rec_diag = d + 2 * nh,
+    s->tb.sqrt_int = d + 2 * nh + 2 * p + 2;
     s->d_m2m = d + o.m2m, s->d_l2l = d + o.l2l;
     const int nc = (int)(S / 2);
     const int64_t hs_m2l = (int64_t)(2 * p + 1) * (2 * p + 2), hs_p = S;
     if (err == cudaSuccess) {
         k_harmonics<<<(o.n_h + 16 + 127) / 128, 128, 0, os>>>(p, o.n_h, s->tb, d + o.vec, d + o.H);
-        k_build<<<(8 * nc * nc + 255) / 256, 256, 0, os>>>(1, p, 8, p, d + o.H + hs_m2l * o.n_h, d + o.sqb, nb,
-                                                           S * S, S, NULL, NULL, s->d_m2m);
-        k_build<<<(8 * nc * nc + 255) / 256, 256, 0, os>>>(2, p, 8, p, d + o.H + hs_m2l * o.n_h + 8 * hs_p,
-                                                           d + o.sqb, nb, S * S, S, NULL, NULL, s->d_l2l);
+        k_build<<<(8 * nc * nc + 255) / 256, 256, 0, os>>>(
+            1, p, 8, p, d + o.H + hs_m2l * o.n_h, d + o.sqb, nb, S * S, S, NULL, NULL, s->d_m2m);
+        k_build<<<(8 * nc * nc + 255) / 256, 256, 0, os>>>(
+            2, p, 8, p, d + o.H + hs_m2l * o.n_h + 8 * hs_p, d + o.sqb, nb, S * S, S, NULL, NULL,
+            s->d_l2l);
         cudaEventRecord(s->ev[EV_OPS], os);
         s->ops_pending = 1;
         err = cudaGetLastError();
@@ -234,16 +242,16 @@ fmk_status fmk_fmm3d_cuda_start_m2l(fmk_plan *plan, fmk_fmm3d_cuda *s, long long
     const int64_t Sx = s->Sx, ld = s->m2l_roff[M2L_DIRS];
     const ops_layout o = fmk_fmm3d_cuda_ops_layout(p, s->use_rot);
     { /* the block's place, or one apart when the degrees grew (the size rule) */
-        const fmk_status st = fmk_fmm3d_cuda_grow(plan, s, (void **)&s->d_m2l, &s->cap_m2l, 8 * (size_t)(ld * Sx), "the M2L matrices",
-                                   total);
+        const fmk_status st = fmk_fmm3d_cuda_grow(plan, s, (void **)&s->d_m2l, &s->cap_m2l,
+                                                  8 * (size_t)(ld * Sx), "the M2L matrices", total);
         if (st != FMK_OK)
             return st;
     }
     const int32_t *dirs = (const int32_t *)(s->d_ops + o.dirs);
     cudaEventRecord(s->ev[EV_OPS0], s->stream[2]);
     cudaMemsetAsync(s->d_m2l, 0, 8 * (size_t)(ld * Sx), s->stream[2]);
-    k_build<<<2048, 256, 0, s->stream[2]>>>(0, p, M2L_DIRS, 2 * p, s->d_ops + o.H, s->d_ops + o.sqb, o.nb, 0, ld,
-                                              dirs, dirs + M2L_DIRS, s->d_m2l);
+    k_build<<<2048, 256, 0, s->stream[2]>>>(0, p, M2L_DIRS, 2 * p, s->d_ops + o.H, s->d_ops + o.sqb,
+                                            o.nb, 0, ld, dirs, dirs + M2L_DIRS, s->d_m2l);
     cudaEventRecord(s->ev[EV_OPS1], s->stream[2]);
     cudaEventRecord(s->ev[EV_OPS], s->stream[2]);
     s->m2l_timed = 1, s->m2l_built = 1, s->ops_pending = 1;
@@ -293,12 +301,13 @@ fmk_status fmk_fmm3d_cuda_m2l_reselect(fmk_plan *plan, fmk_fmm3d_cuda *s, int64_
     memset(up, 0, 8 * (size_t)o.n_up);
     fill_dirs(s, o, up);
     cudaStream_t os = s->stream[2];
-    cudaError_t err = cudaMemcpyAsync(s->d_ops + o.vec, up + o.vec, 8 * (size_t)(o.n_up - o.vec),
-                                      cudaMemcpyHostToDevice, os); /* pageable: copied before it returns */
+    cudaError_t err =
+        cudaMemcpyAsync(s->d_ops + o.vec, up + o.vec, 8 * (size_t)(o.n_up - o.vec),
+                        cudaMemcpyHostToDevice, os); /* pageable: copied before it returns */
     free(up);
     if (err == cudaSuccess) {
-        k_harmonics<<<(o.n_h + 16 + 127) / 128, 128, 0, os>>>(s->order, o.n_h, s->tb, s->d_ops + o.vec,
-                                                               s->d_ops + o.H);
+        k_harmonics<<<(o.n_h + 16 + 127) / 128, 128, 0, os>>>(s->order, o.n_h, s->tb,
+                                                              s->d_ops + o.vec, s->d_ops + o.H);
         cudaEventRecord(s->ev[EV_OPS], os);
         s->ops_pending = 1;
         err = cudaGetLastError();

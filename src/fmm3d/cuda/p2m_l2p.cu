@@ -14,13 +14,11 @@ namespace {
  * into E then). Each source's harmonics are made column by column as in regular() and summed
  * over the warp where they are made (q conj(R) into shared memory): no per-thread table (which
  * lived in local memory, written and read back per source). */
-__global__ void __launch_bounds__(BLOCK) k_p2e(int p, int S, tabs tb, const int32_t *__restrict__ nodes,
-                                               const int32_t *__restrict__ list_begin,
-                                               const int32_t *__restrict__ list,
-                                               const real4d *__restrict__ cube,
-                                               const int32_t *__restrict__ sb,
-                                               const int32_t *__restrict__ sn,
-                                               const real4d *__restrict__ src, double *E)
+__global__ void __launch_bounds__(BLOCK)
+    k_p2e(int p, int S, tabs tb, const int32_t *__restrict__ nodes,
+          const int32_t *__restrict__ list_begin, const int32_t *__restrict__ list,
+          const real4d *__restrict__ cube, const int32_t *__restrict__ sb,
+          const int32_t *__restrict__ sn, const real4d *__restrict__ src, double *E)
 {
     extern __shared__ double acc[];
     const int b = nodes[blockIdx.x];
@@ -94,11 +92,11 @@ __global__ void __launch_bounds__(BLOCK) k_p2e(int p, int S, tabs tb, const int3
  * shuffles and a shared atomic each). The slices' sums are added once per block (shuffles, then
  * shared memory). gridDim.y > 1 splits a leaf's sources over blocks (atomic adds into E then). */
 template <int P> struct cols {
-    static const int G = P / 2 + 1;  /* column groups */
-    static const int NE = P + 2;     /* entries of a group, at most */
-    static const int L = 32 / G;     /* sources of a warp at a time */
+    static const int G = P / 2 + 1; /* column groups */
+    static const int NE = P + 2;    /* entries of a group, at most */
+    static const int L = 32 / G;    /* sources of a warp at a time */
     static const int WARPS = BLOCK / 32;
-    static const int CH = 256;       /* sources staged at a time */
+    static const int CH = 256; /* sources staged at a time */
 };
 
 /* the group's entry k: column m and degree n (false: none) */
@@ -116,17 +114,16 @@ __device__ __forceinline__ bool col_entry(int P, int g, int k, int *n, int *m)
 }
 
 template <int P, int U>
-__global__ void __launch_bounds__(BLOCK) k_p2m_cols(int S, tabs tb, const int32_t *__restrict__ nodes,
-                                                    const real4d *__restrict__ cube,
-                                                    const int32_t *__restrict__ sb,
-                                                    const int32_t *__restrict__ sn,
-                                                    const real4d *__restrict__ src, double *E)
+__global__ void __launch_bounds__(BLOCK)
+    k_p2m_cols(int S, tabs tb, const int32_t *__restrict__ nodes, const real4d *__restrict__ cube,
+               const int32_t *__restrict__ sb, const int32_t *__restrict__ sn,
+               const real4d *__restrict__ src, double *E)
 {
     typedef cols<P> C;
     const int G = C::G, NE = C::NE, L = C::L;
-    __shared__ double2 coef[NE * G];    /* (rec_a, rec_b) of entry k of group g at k G + g */
-    __shared__ double diag[P + 1];      /* -rec_diag[m] */
-    __shared__ real4d pts[C::CH];       /* the staged sources, in box units */
+    __shared__ double2 coef[NE * G]; /* (rec_a, rec_b) of entry k of group g at k G + g */
+    __shared__ double diag[P + 1];   /* -rec_diag[m] */
+    __shared__ real4d pts[C::CH];    /* the staged sources, in box units */
     __shared__ double part[C::WARPS][G][NE][2];
     const int b = nodes[blockIdx.x];
     for (int i = threadIdx.x; i < NE * G; i += blockDim.x) {
@@ -177,7 +174,8 @@ __global__ void __launch_bounds__(BLOCK) k_p2m_cols(int S, tabs tb, const int32_
                 const double f = diag[m];
 #pragma unroll
                 for (int u = 0; u < U; u++) {
-                    const double tr = f * (x[u] * dr[u] - y[u] * di[u]), ti = f * (x[u] * di[u] + y[u] * dr[u]);
+                    const double tr = f * (x[u] * dr[u] - y[u] * di[u]),
+                                 ti = f * (x[u] * di[u] + y[u] * dr[u]);
                     dr[u] = tr, di[u] = ti;
                     if (m == m1)
                         d1r[u] = tr, d1i[u] = ti;
@@ -244,8 +242,9 @@ __global__ void __launch_bounds__(BLOCK) k_p2m_cols(int S, tabs tb, const int32_
  * regular() and each R_j^m used where it is made (in phi with L_j^m, in the gradient with
  * L_{j+1}^{m-1}, L_{j+1}^m, L_{j+1}^{m+1}), so that no table of harmonics is stored: a thread's
  * table of (p + 1)(p + 2) doubles lived in local memory, written and read back per target. */
-__device__ void l2p(const tabs &t, int p, double x, double y, double z, const double *__restrict__ L,
-                    double *phi_out, double *gr_out, double *gi_out, double *gz_out)
+__device__ void l2p(const tabs &t, int p, double x, double y, double z,
+                    const double *__restrict__ L, double *phi_out, double *gr_out, double *gi_out,
+                    double *gz_out)
 {
     const double *sq = t.sqrt_int;
     const double r2 = x * x + y * y + z * z;
@@ -260,7 +259,8 @@ __device__ void l2p(const tabs &t, int p, double x, double y, double z, const do
         double pr = 0, pi = 0, cr = dr, ci = di; /* R_{j-1}^m, R_j^m */
         for (int j = m; j <= p; j++) {
             if (j > m) {
-                const double a = t.rec_a[IDX(j, m)] * z, b = j > m + 1 ? t.rec_b[IDX(j, m)] * r2 : 0.0;
+                const double a = t.rec_a[IDX(j, m)] * z,
+                             b = j > m + 1 ? t.rec_b[IDX(j, m)] * r2 : 0.0;
                 const double sr = a * cr - b * pr, si = a * ci - b * pi;
                 pr = cr, pi = ci, cr = sr, ci = si;
             }
@@ -345,7 +345,8 @@ __device__ void l2p_rec(int p, double x, double y, double z, const double *__res
     for (int m = 0; m <= p; m++) {
         double pr = 0, pi = 0, cr, ci; /* R_{j-1}^m, R_j^m */
         for (int j = m; j <= p; j++, i++) {
-            const double2 ab = R[5 * i], l = R[5 * i + 1], zz = R[5 * i + 2], pp = R[5 * i + 3], qq = R[5 * i + 4];
+            const double2 ab = R[5 * i], l = R[5 * i + 1], zz = R[5 * i + 2], pp = R[5 * i + 3],
+                          qq = R[5 * i + 4];
             if (j == m) {
                 if (m > 0) {
                     const double nr = ab.x * (x * dr - y * di), ni = ab.x * (x * di + y * dr);
@@ -371,17 +372,13 @@ __device__ void l2p_rec(int p, double x, double y, double z, const double *__res
  * the two). fmm3d_ops.c's l2p and m2p, per target; recs: L2P from the leaf's records
  * (l2p_records, in shared memory), else from L in shared memory (l2p). */
 template <int NH>
-__global__ void __launch_bounds__(64) k_l2p_m2p(int p, int S, int nt, int recs, tabs tb,
-                                                const int32_t *__restrict__ leaves,
-                                                const int8_t *__restrict__ level,
-                                                const real4d *__restrict__ cube,
-                                                const int32_t *__restrict__ tbeg,
-                                                const int32_t *__restrict__ tn,
-                                                const int32_t *__restrict__ w_begin,
-                                                const int32_t *__restrict__ w,
-                                                const real4d *__restrict__ trg,
-                                                const double *__restrict__ Mx,
-                                                const double *__restrict__ Lx, double *res)
+__global__ void __launch_bounds__(64)
+    k_l2p_m2p(int p, int S, int nt, int recs, tabs tb, const int32_t *__restrict__ leaves,
+              const int8_t *__restrict__ level, const real4d *__restrict__ cube,
+              const int32_t *__restrict__ tbeg, const int32_t *__restrict__ tn,
+              const int32_t *__restrict__ w_begin, const int32_t *__restrict__ w,
+              const real4d *__restrict__ trg, const double *__restrict__ Mx,
+              const double *__restrict__ Lx, double *res)
 {
     const int b = leaves[blockIdx.x];
     const double *sq = tb.sqrt_int;
@@ -404,7 +401,8 @@ __global__ void __launch_bounds__(64) k_l2p_m2p(int p, int S, int nt, int recs, 
             const real4d c = cube[b];
             const double inv_s = 1 / c.w;
             double phi, gr, gi, gzz;
-            const double ux = (y.x - c.x) * inv_s, uy = (y.y - c.y) * inv_s, uz = (y.z - c.z) * inv_s;
+            const double ux = (y.x - c.x) * inv_s, uy = (y.y - c.y) * inv_s,
+                         uz = (y.z - c.z) * inv_s;
             if (recs)
                 l2p_rec(p, ux, uy, uz, Ls, &phi, &gr, &gi, &gzz);
             else
@@ -491,8 +489,8 @@ template <int NH> void launch_l2p(fmk_fmm3d_cuda *s, int nt)
     const size_t l2p_smem = recs ? 8 * (size_t)L2P_REC * ((p + 1) * (p + 2) / 2) : 8 * (size_t)S;
     if (s->g.n_leaves_trg > 0)
         k_l2p_m2p<NH><<<(unsigned)s->g.n_leaves_trg, 64, l2p_smem, s->stream[0]>>>(
-            p, S, nt, recs, s->tb, s->g.d_leaves_trg, s->g.d_level, s->g.d_cube, s->g.d_tb, s->g.d_tn,
-            s->g.d_w_begin, s->g.d_w, s->g.d_trg, s->d_M, s->d_L, s->d_res);
+            p, S, nt, recs, s->tb, s->g.d_leaves_trg, s->g.d_level, s->g.d_cube, s->g.d_tb,
+            s->g.d_tn, s->g.d_w_begin, s->g.d_w, s->g.d_trg, s->d_M, s->d_L, s->d_res);
 }
 
 } // namespace
@@ -501,8 +499,9 @@ cudaError_t fmk_cuda_fmm3d_p2m(fmk_fmm3d_cuda *s)
 {
     const int p = s->order, S = s->S;
     if (s->g.n_leaves_src > 0 && !p2m_cols(s))
-        k_p2e<<<dim3((unsigned)s->g.n_leaves_src, split_for(s->leaf_size)), BLOCK, 8 * S, s->stream[0]>>>(
-            p, S, s->tb, s->g.d_leaves_src, NULL, NULL, s->g.d_cube, s->g.d_sb, s->g.d_sn, s->g.d_src, s->d_M);
+        k_p2e<<<dim3((unsigned)s->g.n_leaves_src, split_for(s->leaf_size)), BLOCK, 8 * S,
+                s->stream[0]>>>(p, S, s->tb, s->g.d_leaves_src, NULL, NULL, s->g.d_cube, s->g.d_sb,
+                                s->g.d_sn, s->g.d_src, s->d_M);
     return cudaGetLastError();
 }
 
@@ -510,9 +509,9 @@ cudaError_t fmk_cuda_fmm3d_p2l(fmk_fmm3d_cuda *s)
 {
     const int p = s->order, S = s->S;
     if (s->g.n_xnodes > 0)
-        k_p2e<<<(unsigned)s->g.n_xnodes, BLOCK, 8 * S, s->stream[0]>>>(p, S, s->tb, s->g.d_xnodes, s->g.d_x_begin,
-                                                                      s->g.d_x, s->g.d_cube, s->g.d_sb, s->g.d_sn,
-                                                                      s->g.d_src, s->d_L);
+        k_p2e<<<(unsigned)s->g.n_xnodes, BLOCK, 8 * S, s->stream[0]>>>(
+            p, S, s->tb, s->g.d_xnodes, s->g.d_x_begin, s->g.d_x, s->g.d_cube, s->g.d_sb, s->g.d_sn,
+            s->g.d_src, s->d_L);
     return cudaGetLastError();
 }
 

@@ -20,17 +20,13 @@ namespace {
  * offsets (2^-53 of the frame apart at least) stays finite; its sums run in fp32 over a staged
  * tile of BLOCK sources and in fp64 across tiles. */
 template <typename K, typename R, int NEWTON>
-__global__ void __launch_bounds__(BLOCK) k_p2p(int nt, int atomic, int skip_self, p2p_scale sc,
-                                               const int32_t *__restrict__ leaves,
-                                               const int32_t *__restrict__ tbeg,
-                                               const int32_t *__restrict__ tn,
-                                               const int32_t *__restrict__ sb,
-                                               const int32_t *__restrict__ sn,
-                                               const int32_t *__restrict__ u_begin,
-                                               const int32_t *__restrict__ u,
-                                               const real4d *__restrict__ cube,
-                                               const real4d *__restrict__ src,
-                                               const real4d *__restrict__ trg, double *res)
+__global__ void __launch_bounds__(BLOCK)
+    k_p2p(int nt, int atomic, int skip_self, p2p_scale sc, const int32_t *__restrict__ leaves,
+          const int32_t *__restrict__ tbeg, const int32_t *__restrict__ tn,
+          const int32_t *__restrict__ sb, const int32_t *__restrict__ sn,
+          const int32_t *__restrict__ u_begin, const int32_t *__restrict__ u,
+          const real4d *__restrict__ cube, const real4d *__restrict__ src,
+          const real4d *__restrict__ trg, double *res)
 {
     typedef typename vec4<R>::type V;
     __shared__ V tile[BLOCK];
@@ -50,7 +46,8 @@ __global__ void __launch_bounds__(BLOCK) k_p2p(int nt, int atomic, int skip_self
         const int sub = threadIdx.x & (T - 1);
         const int i = base + threadIdx.x / T;
         const real4d yd = i < i1 ? trg[i] : c;
-        const R yx = (R)((yd.x - c.x) * cs), yy = (R)((yd.y - c.y) * cs), yz = (R)((yd.z - c.z) * cs);
+        const R yx = (R)((yd.x - c.x) * cs), yy = (R)((yd.y - c.y) * cs),
+                yz = (R)((yd.z - c.z) * cs);
         double p = 0, gx = 0, gy = 0, gz = 0;
         for (int e = u_begin[b]; e < u_begin[b + 1]; e++) {
             const int a = u[e];
@@ -126,15 +123,14 @@ __device__ __forceinline__ int stream_point(int jc, int nj, int r0, int r1, cons
     return s_j0[e] + off;
 }
 
-
 /* 32 steps of a warp: its RT points of b (xi .. gzi) against the 32 RA a points of the lanes
  * (xj .. gzj, RA per lane, moving one lane down per step), each pair once, both ways; UNR steps
  * unrolled. */
 template <typename K, int RT, int RA, int UNR, int NEWTON, int MASK>
-__device__ __forceinline__ void pairs_steps(const double *xi, const double *yi, const double *zi,
-                                            const double *qi, double *pi, double *gxi, double *gyi,
-                                            double *gzi, double *xj, double *yj, double *zj, double *qj,
-                                            double *pj, double *gxj, double *gyj, double *gzj)
+__device__ __forceinline__ void
+pairs_steps(const double *xi, const double *yi, const double *zi, const double *qi, double *pi,
+            double *gxi, double *gyi, double *gzi, double *xj, double *yj, double *zj, double *qj,
+            double *pj, double *gxj, double *gyj, double *gzj)
 {
     const int next = ((threadIdx.x & 31) + 1) & 31;
 #pragma unroll UNR
@@ -143,14 +139,19 @@ __device__ __forceinline__ void pairs_steps(const double *xi, const double *yi, 
         for (int r = 0; r < RT; r++)
 #pragma unroll
             for (int u = 0; u < RA; u++)
-                K::template both<NEWTON, MASK>(xi[r], yi[r], zi[r], qi[r], pi[r], gxi[r], gyi[r], gzi[r], xj[u],
-                                               yj[u], zj[u], qj[u], pj[u], gxj[u], gyj[u], gzj[u]);
+                K::template both<NEWTON, MASK>(xi[r], yi[r], zi[r], qi[r], pi[r], gxi[r], gyi[r],
+                                               gzi[r], xj[u], yj[u], zj[u], qj[u], pj[u], gxj[u],
+                                               gyj[u], gzj[u]);
 #pragma unroll
         for (int u = 0; u < RA; u++) {
-            xj[u] = __shfl_sync(0xffffffffu, xj[u], next), yj[u] = __shfl_sync(0xffffffffu, yj[u], next);
-            zj[u] = __shfl_sync(0xffffffffu, zj[u], next), qj[u] = __shfl_sync(0xffffffffu, qj[u], next);
-            pj[u] = __shfl_sync(0xffffffffu, pj[u], next), gxj[u] = __shfl_sync(0xffffffffu, gxj[u], next);
-            gyj[u] = __shfl_sync(0xffffffffu, gyj[u], next), gzj[u] = __shfl_sync(0xffffffffu, gzj[u], next);
+            xj[u] = __shfl_sync(0xffffffffu, xj[u], next),
+            yj[u] = __shfl_sync(0xffffffffu, yj[u], next);
+            zj[u] = __shfl_sync(0xffffffffu, zj[u], next),
+            qj[u] = __shfl_sync(0xffffffffu, qj[u], next);
+            pj[u] = __shfl_sync(0xffffffffu, pj[u], next),
+            gxj[u] = __shfl_sync(0xffffffffu, gxj[u], next);
+            gyj[u] = __shfl_sync(0xffffffffu, gyj[u], next),
+            gzj[u] = __shfl_sync(0xffffffffu, gzj[u], next);
         }
     }
 }
@@ -191,17 +192,19 @@ __device__ __forceinline__ void pairs_pass(int nt, int ib, int i0, int ni, int n
         for (int u = 0; u < RA; u++) {
             j[u] = stream_point(jc + 32 * u, nj, r0, r1, s_j0, s_n);
             const real4d t = j[u] >= 0 ? pts[j[u]] : real4d{-1, -1, -1, 0};
-            xj[u] = t.x, yj[u] = t.y, zj[u] = t.z, qj[u] = t.w, pj[u] = gxj[u] = gyj[u] = gzj[u] = 0;
+            xj[u] = t.x, yj[u] = t.y, zj[u] = t.z, qj[u] = t.w,
+            pj[u] = gxj[u] = gyj[u] = gzj[u] = 0;
         }
         if (mine < ni && jc < nj)
-            pairs_steps<K, RT, RA, UNR, NEWTON, MASK>(xi, yi, zi, qi, pi, gxi, gyi, gzi, xj, yj, zj, qj, pj, gxj,
-                                                      gyj, gzj);
+            pairs_steps<K, RT, RA, UNR, NEWTON, MASK>(xi, yi, zi, qi, pi, gxi, gyi, gzi, xj, yj, zj,
+                                                      qj, pj, gxj, gyj, gzj);
         if (WG == 1) { /* a group is a warp: its chunk's sums are complete */
 #pragma unroll
             for (int u = 0; u < RA; u++)
                 if (j[u] >= 0) {
                     atomicAdd(res + j[u], pj[u]);
-                    atomicAdd(res + nt + 3 * j[u], gxj[u]), atomicAdd(res + nt + 3 * j[u] + 1, gyj[u]);
+                    atomicAdd(res + nt + 3 * j[u], gxj[u]),
+                        atomicAdd(res + nt + 3 * j[u] + 1, gyj[u]);
                     atomicAdd(res + nt + 3 * j[u] + 2, gzj[u]);
                 }
         } else {
@@ -209,7 +212,8 @@ __device__ __forceinline__ void pairs_pass(int nt, int ib, int i0, int ni, int n
 #pragma unroll
             for (int u = 0; u < RA; u++) {
                 red[buf * RA + u][0][warp][lane] = pj[u], red[buf * RA + u][1][warp][lane] = gxj[u];
-                red[buf * RA + u][2][warp][lane] = gyj[u], red[buf * RA + u][3][warp][lane] = gzj[u];
+                red[buf * RA + u][2][warp][lane] = gyj[u],
+                               red[buf * RA + u][3][warp][lane] = gzj[u];
             }
             __syncthreads();
             /* thread (sum c, lane), per group: its warps' sums of a point, in warp order */
@@ -218,7 +222,9 @@ __device__ __forceinline__ void pairs_pass(int nt, int ib, int i0, int ni, int n
             for (int g = 0; g < G; g++)
 #pragma unroll
                 for (int u = 0; u < RA; u++) {
-                    const int jg = g == grp ? j[u] : stream_point(jc0 + (g * RA + u) * 32, nj, r0, r1, s_j0, s_n);
+                    const int jg =
+                        g == grp ? j[u]
+                                 : stream_point(jc0 + (g * RA + u) * 32, nj, r0, r1, s_j0, s_n);
                     double v = 0;
 #pragma unroll
                     for (int w = 0; w < WG; w++)
@@ -251,7 +257,8 @@ __device__ __forceinline__ void pairs_pass(int nt, int ib, int i0, int ni, int n
  * registers across its row, t's added atomically per tile pair. 1/r masked: points of one leaf
  * may coincide. */
 template <typename K, int UNR, int NEWTON>
-__device__ __forceinline__ void self_pairs(int nt, int i0, int ni, const real4d *__restrict__ pts, double *res)
+__device__ __forceinline__ void self_pairs(int nt, int i0, int ni, const real4d *__restrict__ pts,
+                                           double *res)
 {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, m = (ni + 31) / 32;
     const int next = (lane + 1) & 31;
@@ -264,23 +271,33 @@ __device__ __forceinline__ void self_pairs(int nt, int i0, int ni, const real4d 
             for (int t = s; t < m; t++) {
                 const int jj = 32 * t + lane;
                 const real4d tj = jj < ni ? pts[i0 + jj] : real4d{-1, -1, -1, 0};
-                double xj = tj.x, yj = tj.y, zj = tj.z, qj = tj.w, pj = 0, gxj = 0, gyj = 0, gzj = 0;
+                double xj = tj.x, yj = tj.y, zj = tj.z, qj = tj.w, pj = 0, gxj = 0, gyj = 0,
+                       gzj = 0;
                 int jl = jj; /* the point whose sums this lane holds at the end */
                 if (t > s) {
-                    pairs_steps<K, 1, 1, UNR, NEWTON, 1>(&xi, &yi, &zi, &qi, &pi, &gxi, &gyi, &gzi, &xj, &yj, &zj,
-                                                         &qj, &pj, &gxj, &gyj, &gzj);
+                    pairs_steps<K, 1, 1, UNR, NEWTON, 1>(&xi, &yi, &zi, &qi, &pi, &gxi, &gyi, &gzi,
+                                                         &xj, &yj, &zj, &qj, &pj, &gxj, &gyj, &gzj);
                 } else {
-                    xj = __shfl_sync(0xffffffffu, xj, next), yj = __shfl_sync(0xffffffffu, yj, next);
-                    zj = __shfl_sync(0xffffffffu, zj, next), qj = __shfl_sync(0xffffffffu, qj, next);
+                    xj = __shfl_sync(0xffffffffu, xj, next),
+                    yj = __shfl_sync(0xffffffffu, yj, next);
+                    zj = __shfl_sync(0xffffffffu, zj, next),
+                    qj = __shfl_sync(0xffffffffu, qj, next);
                     for (int k = 1; k < 16; k++) {
-                        K::template both<NEWTON, 1>(xi, yi, zi, qi, pi, gxi, gyi, gzi, xj, yj, zj, qj, pj, gxj, gyj, gzj);
-                        xj = __shfl_sync(0xffffffffu, xj, next), yj = __shfl_sync(0xffffffffu, yj, next);
-                        zj = __shfl_sync(0xffffffffu, zj, next), qj = __shfl_sync(0xffffffffu, qj, next);
-                        pj = __shfl_sync(0xffffffffu, pj, next), gxj = __shfl_sync(0xffffffffu, gxj, next);
-                        gyj = __shfl_sync(0xffffffffu, gyj, next), gzj = __shfl_sync(0xffffffffu, gzj, next);
+                        K::template both<NEWTON, 1>(xi, yi, zi, qi, pi, gxi, gyi, gzi, xj, yj, zj,
+                                                    qj, pj, gxj, gyj, gzj);
+                        xj = __shfl_sync(0xffffffffu, xj, next),
+                        yj = __shfl_sync(0xffffffffu, yj, next);
+                        zj = __shfl_sync(0xffffffffu, zj, next),
+                        qj = __shfl_sync(0xffffffffu, qj, next);
+                        pj = __shfl_sync(0xffffffffu, pj, next),
+                        gxj = __shfl_sync(0xffffffffu, gxj, next);
+                        gyj = __shfl_sync(0xffffffffu, gyj, next),
+                        gzj = __shfl_sync(0xffffffffu, gzj, next);
                     }
-                    const double w = lane < 16 ? 1.0 : 0.0; /* offset 16: each pair twice, once kept */
-                    K::template both<NEWTON, 1>(xi, yi, zi, qi * w, pi, gxi, gyi, gzi, xj, yj, zj, qj * w, pj, gxj, gyj, gzj);
+                    const double w =
+                        lane < 16 ? 1.0 : 0.0; /* offset 16: each pair twice, once kept */
+                    K::template both<NEWTON, 1>(xi, yi, zi, qi * w, pi, gxi, gyi, gzi, xj, yj, zj,
+                                                qj * w, pj, gxj, gyj, gzj);
                     jl = 32 * t + ((lane + 16) & 31);
                 }
                 if (jl < ni) {
@@ -304,8 +321,9 @@ __device__ __forceinline__ void self_pairs(int nt, int i0, int ni, const real4d 
  * pair_inv_distinct); MINB: blocks per multiprocessor asked of ptxas (__launch_bounds__; 0 none). */
 template <typename K, int RT, int UNR, int NEWTON, int MASK, int MINB>
 __global__ void __launch_bounds__(BLOCK, MINB)
-    k_p2p_pairs(int nt, int64_t n_pairs, int run, unsigned pair_blocks, const int32_t *__restrict__ leaves,
-                const int32_t *__restrict__ pairs, const int32_t *__restrict__ sb, const int32_t *__restrict__ sn,
+    k_p2p_pairs(int nt, int64_t n_pairs, int run, unsigned pair_blocks,
+                const int32_t *__restrict__ leaves, const int32_t *__restrict__ pairs,
+                const int32_t *__restrict__ sb, const int32_t *__restrict__ sn,
                 const real4d *__restrict__ pts, double *res)
 {
     static_assert(BLOCK == 128, "four warps, and a thread per (sum, lane) in the reduction");
@@ -320,7 +338,8 @@ __global__ void __launch_bounds__(BLOCK, MINB)
     const int ne = (int)(n_pairs - e0 < run ? n_pairs - e0 : run);
     if ((int)threadIdx.x < ne) {
         const int a = pairs[2 * (e0 + threadIdx.x) + 1];
-        s_b[threadIdx.x] = pairs[2 * (e0 + threadIdx.x)], s_j0[threadIdx.x] = sb[a], s_n[threadIdx.x] = sn[a];
+        s_b[threadIdx.x] = pairs[2 * (e0 + threadIdx.x)], s_j0[threadIdx.x] = sb[a],
+        s_n[threadIdx.x] = sn[a];
     }
     __syncthreads();
     for (int r0 = 0, r1; r0 < ne; r0 = r1) {
@@ -331,22 +350,26 @@ __global__ void __launch_bounds__(BLOCK, MINB)
         const int i0 = sb[b], ni = sn[b];
         for (int ib = 0; ib < ni;) {
             const int left = ni - ib;
-            if (left <= 32) { /* the last pass: every warp the same points, a quarter of the chunks */
-                pairs_pass<K, 1, 1, BLOCK / 32, UNR, NEWTON, MASK>(nt, ib, i0, ni, nj, r0, r1, s_j0, s_n, pts, res,
-                                                                   red);
+            if (left <=
+                32) { /* the last pass: every warp the same points, a quarter of the chunks */
+                pairs_pass<K, 1, 1, BLOCK / 32, UNR, NEWTON, MASK>(nt, ib, i0, ni, nj, r0, r1, s_j0,
+                                                                   s_n, pts, res, red);
                 ib += 32;
             } else if (RT >= 5) { /* every warp the same 32 RT points */
-                pairs_pass<K, RT, 1, BLOCK / 32, UNR, NEWTON, MASK>(nt, ib, i0, ni, nj, r0, r1, s_j0, s_n, pts, res,
-                                                                    red);
+                pairs_pass<K, RT, 1, BLOCK / 32, UNR, NEWTON, MASK>(nt, ib, i0, ni, nj, r0, r1,
+                                                                    s_j0, s_n, pts, res, red);
                 ib += 32 * RT;
             } else if (RT == 1 || left <= BLOCK) {
-                pairs_pass<K, 1, 1, 1, UNR, NEWTON, MASK>(nt, ib, i0, ni, nj, r0, r1, s_j0, s_n, pts, res, red);
+                pairs_pass<K, 1, 1, 1, UNR, NEWTON, MASK>(nt, ib, i0, ni, nj, r0, r1, s_j0, s_n,
+                                                          pts, res, red);
                 ib += BLOCK;
             } else if (RT == 3 || RT == 4) { /* two groups of two warps: 192 or 256 points a pass */
-                pairs_pass<K, RT, 1, 2, UNR, NEWTON, MASK>(nt, ib, i0, ni, nj, r0, r1, s_j0, s_n, pts, res, red);
+                pairs_pass<K, RT, 1, 2, UNR, NEWTON, MASK>(nt, ib, i0, ni, nj, r0, r1, s_j0, s_n,
+                                                           pts, res, red);
                 ib += BLOCK * RT / 2;
             } else {
-                pairs_pass<K, RT, 1, 1, UNR, NEWTON, MASK>(nt, ib, i0, ni, nj, r0, r1, s_j0, s_n, pts, res, red);
+                pairs_pass<K, RT, 1, 1, UNR, NEWTON, MASK>(nt, ib, i0, ni, nj, r0, r1, s_j0, s_n,
+                                                           pts, res, red);
                 ib += BLOCK * RT;
             }
         }
@@ -356,7 +379,8 @@ __global__ void __launch_bounds__(BLOCK, MINB)
 /* The P2P on stream st into d_near: the U lists at the leaves (sources = targets in fp64: the
  * rest rows, then the leaf pairs both ways; the first launch writes every target's sums), then
  * the X entries done directly (Y lists, atomic adds), with pair kernel K in precision R. */
-template <typename K, typename R, int NEWTON> void p2p(fmk_fmm3d_cuda *s, int nt, p2p_scale sc, cudaStream_t st)
+template <typename K, typename R, int NEWTON>
+void p2p(fmk_fmm3d_cuda *s, int nt, p2p_scale sc, cudaStream_t st)
 {
     const fmk_cuda_fmm3d_geo *g = &s->g;
     const int rt = fmk_fmm3d_cuda_pairs_rt(s);
@@ -364,9 +388,11 @@ template <typename K, typename R, int NEWTON> void p2p(fmk_fmm3d_cuda *s, int nt
     /* a leaf's own pairs once, in k_p2p_pairs's extra blocks */
     const int self = pairs && g->n_leaves_trg > 0;
     if (g->n_leaves_trg > 0) /* the U lists, or with pairs the rest rows (the leaf itself, W) */
-        k_p2p<K, R, NEWTON><<<dim3((unsigned)g->n_leaves_trg, split_for(s->leaf_size)), BLOCK, 0, st>>>(
-            nt, 0, self, sc, g->d_leaves_trg, g->d_tb, g->d_tn, g->d_sb, g->d_sn, pairs ? g->d_ur_begin : g->d_u_begin,
-            pairs ? g->d_ur : g->d_u, g->d_cube, g->d_src, g->d_trg, s->d_near);
+        k_p2p<K, R, NEWTON>
+            <<<dim3((unsigned)g->n_leaves_trg, split_for(s->leaf_size)), BLOCK, 0, st>>>(
+                nt, 0, self, sc, g->d_leaves_trg, g->d_tb, g->d_tn, g->d_sb, g->d_sn,
+                pairs ? g->d_ur_begin : g->d_u_begin, pairs ? g->d_ur : g->d_u, g->d_cube, g->d_src,
+                g->d_trg, s->d_near);
     if (pairs && (g->n_pairs > 0 || self)) {
         /* pairs per block: 8 at small leaves, else 4 (docs/fmm3d_gpu.md, section 3) ... but at
          * least 16 blocks per multiprocessor while pairs allow (a few pairs of large leaves in
@@ -378,9 +404,10 @@ template <typename K, typename R, int NEWTON> void p2p(fmk_fmm3d_cuda *s, int nt
         const unsigned blocks = pair_blocks + (self ? (unsigned)g->n_leaves_trg : 0);
         /* per points per lane: the ring's steps unrolled, 1/r masked, blocks per multiprocessor
          * (at 3, 5 and 6 points per lane, registers for 4 or 3 blocks) */
-#define FMK_PAIRS(RT, UNR, MASK, MINB)                                                             \
-    k_p2p_pairs<K, RT, UNR, NEWTON, MASK, MINB><<<blocks, BLOCK, 0, st>>>(                         \
-        nt, g->n_pairs, run, pair_blocks, g->d_leaves_trg, g->d_pairs, g->d_sb, g->d_sn, g->d_src, s->d_near)
+#define FMK_PAIRS(RT, UNR, MASK, MINB)                                                            \
+    k_p2p_pairs<K, RT, UNR, NEWTON, MASK, MINB>                                                   \
+        <<<blocks, BLOCK, 0, st>>>(nt, g->n_pairs, run, pair_blocks, g->d_leaves_trg, g->d_pairs, \
+                                   g->d_sb, g->d_sn, g->d_src, s->d_near)
         switch (rt) {
         case 1: FMK_PAIRS(1, 1, 1, 0); break;
         case 2: FMK_PAIRS(2, 4, 1, 0); break;
@@ -393,8 +420,8 @@ template <typename K, typename R, int NEWTON> void p2p(fmk_fmm3d_cuda *s, int nt
     }
     if (g->n_ynodes > 0)
         k_p2p<K, R, NEWTON><<<dim3((unsigned)g->n_ynodes, split_for(s->near_max)), BLOCK, 0, st>>>(
-            nt, 1, 0, sc, g->d_ynodes, g->d_tb, g->d_tn, g->d_sb, g->d_sn, g->d_y_begin, g->d_y, g->d_cube, g->d_src,
-            g->d_trg, s->d_near);
+            nt, 1, 0, sc, g->d_ynodes, g->d_tb, g->d_tn, g->d_sb, g->d_sn, g->d_y_begin, g->d_y,
+            g->d_cube, g->d_src, g->d_trg, s->d_near);
 }
 
 } // namespace

@@ -11,8 +11,14 @@
 
 /* 1/r of a P2P pair, 0 at r = 0: in fp64 the direct engine's masked MUFU seed and correction,
  * in fp32 MUFU.RSQ and a select. */
-static __device__ __forceinline__ double pair_rsqrt(double r2) { return rsqrt_masked(r2); }
-static __device__ __forceinline__ float pair_rsqrt(float r2) { return r2 > 0 ? rsqrt_plain(r2) : 0.0f; }
+static __device__ __forceinline__ double pair_rsqrt(double r2)
+{
+    return rsqrt_masked(r2);
+}
+static __device__ __forceinline__ float pair_rsqrt(float r2)
+{
+    return r2 > 0 ? rsqrt_plain(r2) : 0.0f;
+}
 /* 1/r of a fp64 pair, 0 at r = 0, by the MUFU seed y and one Newton step, y (1 + e / 2) with
  * e = 1 - r2 y^2: relative error ~3 d^2 / 2 for the seed's d (below 1e-13, always low; the
  * correction above is exact to fp64's rounding). Three fp64 instructions instead of five: y / 2
@@ -23,7 +29,8 @@ static __device__ __forceinline__ double pair_rsqrt_newton(double r2)
     const double y = rsqrt_seed(r2);
     const bool nz = __double2hiint(r2) != 0;
     const int hi = __double2hiint(y), lo = __double2loint(y);
-    const double y0 = __hiloint2double(nz ? hi : 0, lo), yh = __hiloint2double(nz ? hi - 0x100000 : 0, lo);
+    const double y0 = __hiloint2double(nz ? hi : 0, lo),
+                 yh = __hiloint2double(nz ? hi - 0x100000 : 0, lo);
     return fma(yh, fma(-r2, y0 * y0, 1.0), y0);
 }
 /* 1/r of a pair: Newton's step where NEWTON (fp64 only) */
@@ -48,7 +55,8 @@ static __device__ __forceinline__ double pair_inv_distinct(int newton, double r2
 struct fmk_p2p_laplace {
     /* One source's potential and gradient at a target (offsets y - s), added to the sums. */
     template <int NEWTON, typename V, typename R>
-    static __device__ __forceinline__ void add(const V s, R yx, R yy, R yz, R &tp, R &tx, R &ty, R &tz)
+    static __device__ __forceinline__ void add(const V s, R yx, R yy, R yz, R &tp, R &tx, R &ty,
+                                               R &tz)
     {
         const R dx = yx - s.x, dy = yy - s.y, dz = yz - s.z;
         const R inv = pair_inv<NEWTON>(dx * dx + dy * dy + dz * dz);
@@ -60,9 +68,10 @@ struct fmk_p2p_laplace {
     /* One pair (i, j) both ways: i's sums (pi .. gzi) from j, j's (pj .. gzj) from i; the same 1/r
      * and 1/r^3 serve both. */
     template <int NEWTON, int MASK>
-    static __device__ __forceinline__ void both(double xi, double yi, double zi, double qi, double &pi, double &gxi,
-                                              double &gyi, double &gzi, double xj, double yj, double zj, double qj,
-                                              double &pj, double &gxj, double &gyj, double &gzj)
+    static __device__ __forceinline__ void both(double xi, double yi, double zi, double qi,
+                                                double &pi, double &gxi, double &gyi, double &gzi,
+                                                double xj, double yj, double zj, double qj,
+                                                double &pj, double &gxj, double &gyj, double &gzj)
     {
         const double dx = xi - xj, dy = yi - yj, dz = zi - zj;
         const double r2 = dx * dx + dy * dy + dz * dz;

@@ -26,7 +26,8 @@ extern "C" fmk_status fmk_cuda_fmm3d_m2l_work(const fmk_plan *plan, int64_t *pai
 /* For the benchmark and the tests: the M2L of a plan's last set_points: its GEMM columns
  * (boxes from level 2 down), GEMMs, and whether the operators are whole (1: the size rule, or
  * no truncation) or truncated (0). */
-extern "C" fmk_status fmk_cuda_fmm3d_m2l_shape(const fmk_plan *plan, int64_t *boxes, int *gemms, int *whole)
+extern "C" fmk_status fmk_cuda_fmm3d_m2l_shape(const fmk_plan *plan, int64_t *boxes, int *gemms,
+                                               int *whole)
 {
     if (!plan || plan->engine != &fmk_engine_fmm_cuda || !plan->state)
         return FMK_ERR_STATE;
@@ -54,12 +55,14 @@ extern "C" fmk_status fmk_cuda_fmm3d_p2p_stats(const fmk_plan *plan, int64_t st[
         return FMK_ERR_STATE;
     const int64_t np = g->n_pairs, nn = s->n_nodes;
     int32_t *pr = (int32_t *)malloc(8 * (size_t)np), *sn = (int32_t *)malloc(4 * (size_t)nn);
-    int32_t *held = (int32_t *)calloc((size_t)nn, 4), *lv = (int32_t *)malloc(4 * (size_t)(g->n_leaves_trg + 1));
+    int32_t *held = (int32_t *)calloc((size_t)nn, 4),
+            *lv = (int32_t *)malloc(4 * (size_t)(g->n_leaves_trg + 1));
     fmk_status rc = !pr || !sn || !held || !lv ? FMK_ERR_NOMEM : FMK_OK;
-    if (rc == FMK_OK && (cudaMemcpy(pr, g->d_pairs, 8 * (size_t)np, cudaMemcpyDeviceToHost) != cudaSuccess ||
-                         cudaMemcpy(sn, g->d_sn, 4 * (size_t)nn, cudaMemcpyDeviceToHost) != cudaSuccess ||
-                         cudaMemcpy(lv, g->d_leaves_trg, 4 * (size_t)g->n_leaves_trg, cudaMemcpyDeviceToHost) !=
-                             cudaSuccess))
+    if (rc == FMK_OK &&
+        (cudaMemcpy(pr, g->d_pairs, 8 * (size_t)np, cudaMemcpyDeviceToHost) != cudaSuccess ||
+         cudaMemcpy(sn, g->d_sn, 4 * (size_t)nn, cudaMemcpyDeviceToHost) != cudaSuccess ||
+         cudaMemcpy(lv, g->d_leaves_trg, 4 * (size_t)g->n_leaves_trg, cudaMemcpyDeviceToHost) !=
+             cudaSuccess))
         rc = FMK_ERR_DEVICE;
     if (rc == FMK_OK) {
         const int cap = fmk_fmm3d_cuda_pairs_cap(s);
@@ -98,20 +101,30 @@ extern "C" fmk_status fmk_cuda_fmm3d_leaf_report(const fmk_plan *plan, FILE *f)
     const fmk_cuda_fmm3d_geo *g = &s->g;
     const int64_t nn = s->n_nodes, nl = g->n_leaves_trg, np = g->d_pairs ? g->n_pairs : 0;
     int32_t *sn = (int32_t *)malloc(4 * (size_t)nn), *lv = (int32_t *)malloc(4 * (size_t)(nl + 1));
-    int32_t *urb = (int32_t *)malloc(4 * (size_t)(nn + 1)), *ur = (int32_t *)malloc(4 * (size_t)(g->n_ur + 1));
-    int32_t *yb = (int32_t *)malloc(4 * (size_t)(nn + 1)), *y = (int32_t *)malloc(4 * (size_t)(g->n_y + 1));
+    int32_t *urb = (int32_t *)malloc(4 * (size_t)(nn + 1)),
+            *ur = (int32_t *)malloc(4 * (size_t)(g->n_ur + 1));
+    int32_t *yb = (int32_t *)malloc(4 * (size_t)(nn + 1)),
+            *y = (int32_t *)malloc(4 * (size_t)(g->n_y + 1));
     int32_t *pr = (int32_t *)malloc(8 * (size_t)(np + 1)), *held = (int32_t *)calloc((size_t)nn, 4);
     int32_t *part = (int32_t *)calloc((size_t)nn, 4);
     int8_t *lev = (int8_t *)malloc((size_t)nn);
-    fmk_status rc = !sn || !lv || !urb || !ur || !yb || !y || !pr || !held || !part || !lev ? FMK_ERR_NOMEM : FMK_OK;
-    if (rc == FMK_OK && (cudaMemcpy(sn, g->d_sn, 4 * (size_t)nn, cudaMemcpyDeviceToHost) != cudaSuccess ||
-        cudaMemcpy(lv, g->d_leaves_trg, 4 * (size_t)nl, cudaMemcpyDeviceToHost) != cudaSuccess ||
-        cudaMemcpy(lev, g->d_level, (size_t)nn, cudaMemcpyDeviceToHost) != cudaSuccess ||
-        (g->d_ur_begin && cudaMemcpy(urb, g->d_ur_begin, 4 * (size_t)(nn + 1), cudaMemcpyDeviceToHost) != cudaSuccess) ||
-        (g->d_ur && g->n_ur > 0 && cudaMemcpy(ur, g->d_ur, 4 * (size_t)g->n_ur, cudaMemcpyDeviceToHost) != cudaSuccess) ||
-        (g->d_y_begin && cudaMemcpy(yb, g->d_y_begin, 4 * (size_t)(nn + 1), cudaMemcpyDeviceToHost) != cudaSuccess) ||
-        (g->d_y && g->n_y > 0 && cudaMemcpy(y, g->d_y, 4 * (size_t)g->n_y, cudaMemcpyDeviceToHost) != cudaSuccess) ||
-        (np > 0 && cudaMemcpy(pr, g->d_pairs, 8 * (size_t)np, cudaMemcpyDeviceToHost) != cudaSuccess)))
+    fmk_status rc = !sn || !lv || !urb || !ur || !yb || !y || !pr || !held || !part || !lev
+                        ? FMK_ERR_NOMEM
+                        : FMK_OK;
+    if (rc == FMK_OK &&
+        (cudaMemcpy(sn, g->d_sn, 4 * (size_t)nn, cudaMemcpyDeviceToHost) != cudaSuccess ||
+         cudaMemcpy(lv, g->d_leaves_trg, 4 * (size_t)nl, cudaMemcpyDeviceToHost) != cudaSuccess ||
+         cudaMemcpy(lev, g->d_level, (size_t)nn, cudaMemcpyDeviceToHost) != cudaSuccess ||
+         (g->d_ur_begin && cudaMemcpy(urb, g->d_ur_begin, 4 * (size_t)(nn + 1),
+                                      cudaMemcpyDeviceToHost) != cudaSuccess) ||
+         (g->d_ur && g->n_ur > 0 &&
+          cudaMemcpy(ur, g->d_ur, 4 * (size_t)g->n_ur, cudaMemcpyDeviceToHost) != cudaSuccess) ||
+         (g->d_y_begin && cudaMemcpy(yb, g->d_y_begin, 4 * (size_t)(nn + 1),
+                                     cudaMemcpyDeviceToHost) != cudaSuccess) ||
+         (g->d_y && g->n_y > 0 &&
+          cudaMemcpy(y, g->d_y, 4 * (size_t)g->n_y, cudaMemcpyDeviceToHost) != cudaSuccess) ||
+         (np > 0 &&
+          cudaMemcpy(pr, g->d_pairs, 8 * (size_t)np, cudaMemcpyDeviceToHost) != cudaSuccess)))
         rc = FMK_ERR_DEVICE;
     if (rc == FMK_OK) {
         int deepest = 0;
@@ -124,24 +137,29 @@ extern "C" fmk_status fmk_cuda_fmm3d_leaf_report(const fmk_plan *plan, FILE *f)
             if (lev[b] == deepest && sn[b] >= 32)
                 continue;
             int64_t rs = 0, ys = 0;
-            const int64_t nr = g->d_ur_begin ? urb[b + 1] - urb[b] : 0, ny = g->d_y_begin ? yb[b + 1] - yb[b] : 0;
+            const int64_t nr = g->d_ur_begin ? urb[b + 1] - urb[b] : 0,
+                          ny = g->d_y_begin ? yb[b + 1] - yb[b] : 0;
             for (int64_t e = 0; e < nr; e++)
                 rs += sn[ur[urb[b] + e]];
             for (int64_t e = 0; e < ny; e++)
                 ys += sn[y[yb[b] + e]];
-            fprintf(f, "  leaf %d: level %d (deepest %d), %d points, pairs held %d partnered %d, rest row %lld boxes "
-                       "%lld points, Y row %lld boxes %lld points\n",
-                    b, lev[b], deepest, sn[b], held[b], part[b], (long long)nr, (long long)rs, (long long)ny, (long long)ys);
+            fprintf(f,
+                    "  leaf %d: level %d (deepest %d), %d points, pairs held %d partnered %d, rest "
+                    "row %lld boxes "
+                    "%lld points, Y row %lld boxes %lld points\n",
+                    b, lev[b], deepest, sn[b], held[b], part[b], (long long)nr, (long long)rs,
+                    (long long)ny, (long long)ys);
         }
-        fprintf(f, "  totals: nodes %lld, leaves %lld, pairs %lld, rest entries %lld, W %lld, X %lld, Y %lld in %lld boxes\n",
-                (long long)nn, (long long)nl, (long long)np, (long long)g->n_ur, (long long)g->n_w, (long long)g->n_x,
-                (long long)g->n_y, (long long)g->n_ynodes);
+        fprintf(f,
+                "  totals: nodes %lld, leaves %lld, pairs %lld, rest entries %lld, W %lld, X %lld, "
+                "Y %lld in %lld boxes\n",
+                (long long)nn, (long long)nl, (long long)np, (long long)g->n_ur, (long long)g->n_w,
+                (long long)g->n_x, (long long)g->n_y, (long long)g->n_ynodes);
     }
-    free(sn), free(lv), free(urb), free(ur), free(yb), free(y), free(pr), free(held), free(part), free(lev);
+    free(sn), free(lv), free(urb), free(ur), free(yb), free(y), free(pr), free(held), free(part),
+        free(lev);
     return rc;
 }
-
-
 
 /* For the benchmark: set_points' parts in seconds: start (events, cuBLAS handle), tree (points
  * to the GPU and the octree), lists (lists.cu), operators (their host part and the wait
@@ -187,8 +205,9 @@ extern "C" fmk_status fmk_cuda_fmm3d_lists(fmk_plan *plan, fmk_fmm3d_lists *l)
     l->u = hmalloc<int32_t>((size_t)g->n_u), l->v = hmalloc<int32_t>((size_t)g->n_v);
     l->v_dir = hmalloc<int16_t>((size_t)g->n_v), l->w = hmalloc<int32_t>((size_t)g->n_w);
     l->x = hmalloc<int32_t>((size_t)(g->n_x + g->n_y));
-    if (!cube || !beg || !u || !v || !w || !x || !y || !vs || !l->center || !l->side || !l->u_begin ||
-        !l->v_begin || !l->w_begin || !l->x_begin || !l->u || !l->v || !l->v_dir || !l->w || !l->x) {
+    if (!cube || !beg || !u || !v || !w || !x || !y || !vs || !l->center || !l->side ||
+        !l->u_begin || !l->v_begin || !l->w_begin || !l->x_begin || !l->u || !l->v || !l->v_dir ||
+        !l->w || !l->x) {
         st = fmk_error_set(plan, FMK_ERR_NOMEM, "out of host memory for the lists");
     } else {
         const struct {
@@ -208,20 +227,23 @@ extern "C" fmk_status fmk_cuda_fmm3d_lists(fmk_plan *plan, fmk_fmm3d_lists *l)
                   {x, g->d_x, 4 * (size_t)g->n_x},
                   {y, g->d_y, 4 * (size_t)g->n_y}};
         for (size_t i = 0; i < sizeof cp / sizeof cp[0] && st == FMK_OK; i++) {
-            const cudaError_t err = cudaMemcpy(cp[i].h, cp[i].d, cp[i].bytes, cudaMemcpyDeviceToHost);
+            const cudaError_t err =
+                cudaMemcpy(cp[i].h, cp[i].d, cp[i].bytes, cudaMemcpyDeviceToHost);
             if (err != cudaSuccess)
                 st = fmk_cuda_fail(plan, err, "cudaMemcpy (the lists)");
         }
     }
     if (st == FMK_OK) {
-        const int32_t *ub = beg, *vb = beg + (k + 1), *wb = beg + 2 * (k + 1), *xb = beg + 3 * (k + 1);
+        const int32_t *ub = beg, *vb = beg + (k + 1), *wb = beg + 2 * (k + 1),
+                      *xb = beg + 3 * (k + 1);
         const int32_t *yb = beg + 4 * (k + 1);
         int64_t nx = 0;
         for (int64_t b = 0; b <= k; b++) {
             l->u_begin[b] = ub[b], l->v_begin[b] = vb[b], l->w_begin[b] = wb[b], l->x_begin[b] = nx;
             if (b == k)
                 break;
-            l->center[3 * b] = cube[b].x, l->center[3 * b + 1] = cube[b].y, l->center[3 * b + 2] = cube[b].z;
+            l->center[3 * b] = cube[b].x, l->center[3 * b + 1] = cube[b].y,
+                          l->center[3 * b + 2] = cube[b].z;
             l->side[b] = cube[b].w;
             for (int32_t e = xb[b]; e < xb[b + 1]; e++)
                 l->x[nx++] = x[e];

@@ -20,7 +20,8 @@ extern "C" {
 /* The M2L work of a plan's lists: V pairs, the box-direction products the GEMMs compute in
  * whole (Sp x Sp) products' worth of flops (fewer with the far directions truncated), and the
  * M2L's (packed) doubles per expansion, Sp. */
-fmk_status fmk_cuda_fmm3d_m2l_work(const fmk_plan *plan, int64_t *pairs, int64_t *tile_pairs, int *stride);
+fmk_status fmk_cuda_fmm3d_m2l_work(const fmk_plan *plan, int64_t *pairs, int64_t *tile_pairs,
+                                   int *stride);
 
 /* The M2L of a plan's last set_points: its GEMM columns (boxes from level 2 down), GEMMs, and
  * whether the operators are whole (1: the size rule, or no truncation) or truncated (0). */

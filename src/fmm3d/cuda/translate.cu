@@ -29,13 +29,11 @@ namespace {
  * for all TB targets; the TB input expansions sit in shared memory as ms[j][t], so that one
  * 16-byte load feeds 2 RPT fused multiply-adds. */
 template <int RPT, int TB>
-__global__ void __launch_bounds__(TRANSLATE_THREADS) k_translate(int S, int32_t first_tile,
-                                                     const int32_t *__restrict__ tile_nodes,
-                                                     const int32_t *__restrict__ tile_begin,
-                                                     const int32_t *__restrict__ tile_slot,
-                                                     const int32_t *__restrict__ tile_src,
-                                                     const double *__restrict__ T,
-                                                     const double *__restrict__ M, double *L)
+__global__ void __launch_bounds__(TRANSLATE_THREADS)
+    k_translate(int S, int32_t first_tile, const int32_t *__restrict__ tile_nodes,
+                const int32_t *__restrict__ tile_begin, const int32_t *__restrict__ tile_slot,
+                const int32_t *__restrict__ tile_src, const double *__restrict__ T,
+                const double *__restrict__ M, double *L)
 {
     extern __shared__ double2 ms2[];
     double *ms = (double *)ms2;
@@ -103,23 +101,24 @@ __global__ void __launch_bounds__(TRANSLATE_THREADS) k_translate(int S, int32_t 
 
 /* Tiles [first, end) of the translation kernel with matrices T. */
 template <int RPT, int TB>
-cudaError_t launch_tiles(fmk_fmm3d_cuda *s, int64_t first, int64_t end, const double *T, const double *in,
-                         double *out, unsigned split)
+cudaError_t launch_tiles(fmk_fmm3d_cuda *s, int64_t first, int64_t end, const double *T,
+                         const double *in, double *out, unsigned split)
 {
     const size_t smem = 8 * (size_t)TB * s->S;
-    cudaError_t err = cudaFuncSetAttribute(k_translate<RPT, TB>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           (int)smem);
+    cudaError_t err = cudaFuncSetAttribute(k_translate<RPT, TB>,
+                                           cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (err == cudaSuccess && end > first) {
-        k_translate<RPT, TB><<<dim3((unsigned)(end - first), split), TRANSLATE_THREADS, smem, s->stream[0]>>>(
-            s->S, (int32_t)first, s->g.d_tile_nodes, s->g.d_tile_begin, s->g.d_tile_slot, s->g.d_tile_src, T, in,
-            out);
+        k_translate<RPT, TB>
+            <<<dim3((unsigned)(end - first), split), TRANSLATE_THREADS, smem, s->stream[0]>>>(
+                s->S, (int32_t)first, s->g.d_tile_nodes, s->g.d_tile_begin, s->g.d_tile_slot,
+                s->g.d_tile_src, T, in, out);
         err = cudaGetLastError();
     }
     return err;
 }
 
-cudaError_t tiles(fmk_fmm3d_cuda *s, int64_t first, int64_t end, const double *T, const double *in, double *out,
-                  int split_entries)
+cudaError_t tiles(fmk_fmm3d_cuda *s, int64_t first, int64_t end, const double *T, const double *in,
+                  double *out, int split_entries)
 {
     /* a level with fewer tiles than two blocks per SM: each tile's entries over up to 8 blocks */
     unsigned split = 1;

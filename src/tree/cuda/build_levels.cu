@@ -19,13 +19,17 @@ namespace {
  * loads each). The boundaries, and so the tree, are the same. */
 
 /* Lanes of the calling thread's node (8 consecutive lanes of its warp). */
-__device__ __forceinline__ unsigned node_lanes() { return 0xffu << (threadIdx.x & 24); }
+__device__ __forceinline__ unsigned node_lanes()
+{
+    return 0xffu << (threadIdx.x & 24);
+}
 
 /* The first levels' octant boundaries without binary searches: cells[c] is the first sorted
  * position whose key's cell of level CELL_LEVEL is >= c (k_cell_starts, 8^CELL_LEVEL + 1
  * entries), so where octant o of a node of level L < CELL_LEVEL starts is one load, not a
  * chain of ~20 dependent loads. */
-__global__ void k_cell_starts(int64_t n, const uint64_t *__restrict__ keys, int32_t *__restrict__ cells)
+__global__ void k_cell_starts(int64_t n, const uint64_t *__restrict__ keys,
+                              int32_t *__restrict__ cells)
 {
     const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
     if (i > n)
@@ -60,11 +64,12 @@ __device__ __forceinline__ unsigned octant_of(const uint64_t *__restrict__ keys,
 /* Children per node of level L (0: a leaf), 8 threads per node; more = -1 for now. The level
  * is nodes [lb[L], lb[L + 1]); bound >= its size is the grid (8 bound threads), and counts[0 ..
  * bound) gets the child counts (0 past the level) for the scan. */
-__global__ void k_count_children(int L, int32_t bound, int leaf_size, const int32_t *__restrict__ lb,
-                                 const uint64_t *__restrict__ keys,
-                                 const int32_t *__restrict__ cells, const int32_t *__restrict__ begin,
-                                 const int32_t *__restrict__ end, int32_t *__restrict__ n_children,
-                                 int32_t *__restrict__ more, int32_t *__restrict__ counts)
+__global__ void k_count_children(int L, int32_t bound, int leaf_size,
+                                 const int32_t *__restrict__ lb, const uint64_t *__restrict__ keys,
+                                 const int32_t *__restrict__ cells,
+                                 const int32_t *__restrict__ begin, const int32_t *__restrict__ end,
+                                 int32_t *__restrict__ n_children, int32_t *__restrict__ more,
+                                 int32_t *__restrict__ counts)
 {
     const int32_t k = (int32_t)((blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 3);
     if (k >= bound) /* the node's 8 threads leave together */
@@ -78,8 +83,8 @@ __global__ void k_count_children(int L, int32_t bound, int leaf_size, const int3
     }
     const int32_t i = first + k, b = begin[i], e = end[i];
     int32_t lo, hi;
-    const int c = __popc(octant_of(keys, cells, b, e, e - b > leaf_size && L < FMK_TREE_MAX_LEVEL,
-                                   L, &lo, &hi));
+    const int c = __popc(
+        octant_of(keys, cells, b, e, e - b > leaf_size && L < FMK_TREE_MAX_LEVEL, L, &lo, &hi));
     if (o0) {
         n_children[i] = c;
         more[i] = -1;
@@ -139,23 +144,23 @@ __global__ void k_write_children(int L, int32_t bound, int64_t cap, int32_t *__r
  * launches) and a write that searched the octants again. The tree is the same. The tile
  * states of level L and L + 1 take turns in the count and offset arrays; the launch of
  * level L clears those of level L + 1. */
-constexpr int LEVEL_BLOCK = 256, LEVEL_ITEMS = 1,
-              LEVEL_TILE = LEVEL_BLOCK / 8 * LEVEL_ITEMS;
+constexpr int LEVEL_BLOCK = 256, LEVEL_ITEMS = 1, LEVEL_TILE = LEVEL_BLOCK / 8 * LEVEL_ITEMS;
 typedef cub::ScanTileState<int32_t> level_tiles;
 typedef cub::TilePrefixCallbackOp<int32_t, ::cuda::std::plus<>, level_tiles> level_prefix;
 
-__global__ void k_level_init(level_tiles tiles, int n_tiles) { tiles.InitializeStatus(n_tiles); }
+__global__ void k_level_init(level_tiles tiles, int n_tiles)
+{
+    tiles.InitializeStatus(n_tiles);
+}
 
 /* octant_of for LEVEL_ITEMS nodes of the calling thread's 8 (node p: [b[p], e[p]), active[p]
  * the same for its 8 threads), their binary searches in step (one chain of dependent loads
  * for all of them, not one after another). */
-__device__ __forceinline__ void octants_of(const uint64_t *__restrict__ keys,
-                                           const int32_t *__restrict__ cells, int L, int leaf_size,
-                                           const bool (&active)[LEVEL_ITEMS],
-                                           const int32_t (&b)[LEVEL_ITEMS],
-                                           const int32_t (&e)[LEVEL_ITEMS],
-                                           int32_t (&lo)[LEVEL_ITEMS], int32_t (&hi)[LEVEL_ITEMS],
-                                           unsigned (&nonempty)[LEVEL_ITEMS])
+__device__ __forceinline__ void
+octants_of(const uint64_t *__restrict__ keys, const int32_t *__restrict__ cells, int L,
+           int leaf_size, const bool (&active)[LEVEL_ITEMS], const int32_t (&b)[LEVEL_ITEMS],
+           const int32_t (&e)[LEVEL_ITEMS], int32_t (&lo)[LEVEL_ITEMS], int32_t (&hi)[LEVEL_ITEMS],
+           unsigned (&nonempty)[LEVEL_ITEMS])
 {
     const unsigned o = threadIdx.x & 7, lanes = node_lanes();
     const int shift = 3 * (FMK_TREE_KEY_BITS - 1 - L);
@@ -295,7 +300,10 @@ int64_t next_bound(const fmk_cuda_tree *t, int64_t b)
 #endif
 
 /* Tiles of k_level for a level of at most b nodes. */
-int level_tiles_of(int64_t b) { return (int)((b + LEVEL_TILE - 1) / LEVEL_TILE); }
+int level_tiles_of(int64_t b)
+{
+    return (int)((b + LEVEL_TILE - 1) / LEVEL_TILE);
+}
 
 } // namespace
 
@@ -381,10 +389,9 @@ fmk_status build_large(fmk_plan *plan, fmk_cuda_tree *t, int *overflow)
                                                 (int)bound);
             if (err != cudaSuccess)
                 break;
-            k_write_children<<<blocks, BLOCK>>>(L, (int32_t)bound, t->cap_nodes, lb, t->d_keys,
-                                                cells, t->d_offset, t->d_begin, t->d_end,
-                                                t->d_n_children, t->d_more, t->d_next,
-                                                t->d_parent, t->d_level);
+            k_write_children<<<blocks, BLOCK>>>(
+                L, (int32_t)bound, t->cap_nodes, lb, t->d_keys, cells, t->d_offset, t->d_begin,
+                t->d_end, t->d_n_children, t->d_more, t->d_next, t->d_parent, t->d_level);
         }
         bound = nb;
         fresh = 0;
@@ -393,8 +400,8 @@ fmk_status build_large(fmk_plan *plan, fmk_cuda_tree *t, int *overflow)
         if (L % FMK_CUDA_TREE_CHECK == FMK_CUDA_TREE_CHECK - 1 && bound > 0 && !known) {
             err = cudaMemcpy(h, lb, FMK_CUDA_TREE_LB * sizeof(int32_t), cudaMemcpyDeviceToHost);
             fresh = err == cudaSuccess;
-            if (err == cudaSuccess && (h[L + 2] == h[L + 1] || h[FMK_CUDA_TREE_LB_FLAG] ||
-                                       h[FMK_CUDA_TREE_LB_SORT]))
+            if (err == cudaSuccess &&
+                (h[L + 2] == h[L + 1] || h[FMK_CUDA_TREE_LB_FLAG] || h[FMK_CUDA_TREE_LB_SORT]))
                 bound = 0; /* level L + 1 is empty, the arrays are full, or the keys unsorted */
         }
     }

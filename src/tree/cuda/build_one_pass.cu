@@ -194,7 +194,7 @@ __global__ void __launch_bounds__(ONE_BLOCK)
         const int hi = du > dp ? du : dp;
         if (p > n || su > hi)
             continue; /* begins no node and ends none */
-        /* node of level l that begins at p, or the first after p */
+                      /* node of level l that begins at p, or the first after p */
 #define ONE_AT(l) (s_rank[l][wd] + __popc(s_mask[l][wd] & below))
         const int32_t after = p < n ? ONE_AT(su) : -1; /* next of the nodes ending at p - 1 */
         for (int l = su; l <= hi; l++) {
@@ -223,8 +223,7 @@ __global__ void __launch_bounds__(ONE_BLOCK)
 
 } // namespace
 
-fmk_status fmk_cuda_tree_build_one_pass(fmk_plan *plan, fmk_cuda_tree *t, int *overflow,
-                                        int *taken)
+fmk_status fmk_cuda_tree_build_one_pass(fmk_plan *plan, fmk_cuda_tree *t, int *overflow, int *taken)
 {
     const int64_t n = t->n_points, n_tiles = (n + ONE_TILE) / ONE_TILE; /* points 0 .. n */
     const int64_t items = ONE_LEVELS * n_tiles + 1;

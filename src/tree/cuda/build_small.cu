@@ -33,15 +33,13 @@ build_groups(const fmk_cuda_groups_out &g, const int32_t *__restrict__ begin,
  * block scan carried from tile to tile, and the level boundaries in lb as the multi-block
  * build leaves them. */
 template <int BUILD_BLOCK>
-__device__ __forceinline__ void build_nodes(int64_t n, int leaf_size, int64_t cap,
-                                            const uint64_t *__restrict__ keys,
-                                            int32_t *__restrict__ begin, int32_t *__restrict__ end,
-                                            int32_t *__restrict__ n_children,
-                                            int32_t *__restrict__ more, int32_t *__restrict__ next,
-                                            int32_t *__restrict__ parent, int8_t *__restrict__ level,
-                                            int32_t *__restrict__ lb, int32_t *__restrict__ h_lb,
-                                            const int32_t *__restrict__ cells = NULL,
-                                            int levels_max = FMK_TREE_MAX_LEVEL + 1)
+__device__ __forceinline__ void
+build_nodes(int64_t n, int leaf_size, int64_t cap, const uint64_t *__restrict__ keys,
+            int32_t *__restrict__ begin, int32_t *__restrict__ end,
+            int32_t *__restrict__ n_children, int32_t *__restrict__ more,
+            int32_t *__restrict__ next, int32_t *__restrict__ parent, int8_t *__restrict__ level,
+            int32_t *__restrict__ lb, int32_t *__restrict__ h_lb,
+            const int32_t *__restrict__ cells = NULL, int levels_max = FMK_TREE_MAX_LEVEL + 1)
 {
     constexpr int SMALL_NODES = BUILD_BLOCK / 8;
     typedef cub::BlockScan<int32_t, BUILD_BLOCK> scan_t;
@@ -72,7 +70,8 @@ __device__ __forceinline__ void build_nodes(int64_t n, int leaf_size, int64_t ca
             const int32_t b = live ? begin[i] : 0, e = live ? end[i] : 0;
             const bool splits = live && e - b > leaf_size && L < FMK_TREE_MAX_LEVEL;
             if (splits) {
-                s_bound[slot][o] = o == 0 ? b : octant_start(keys, cells, b, e, shift, L, (unsigned)o);
+                s_bound[slot][o] =
+                    o == 0 ? b : octant_start(keys, cells, b, e, shift, L, (unsigned)o);
                 if (o == 0)
                     s_bound[slot][8] = e;
             }
@@ -137,8 +136,7 @@ __global__ void __launch_bounds__(BUILD_BLOCK)
                   int32_t *__restrict__ begin, int32_t *__restrict__ end,
                   int32_t *__restrict__ n_children, int32_t *__restrict__ more,
                   int32_t *__restrict__ next, int32_t *__restrict__ parent,
-                  int8_t *__restrict__ level, int32_t *__restrict__ lb,
-                  int32_t *__restrict__ h_lb,
+                  int8_t *__restrict__ level, int32_t *__restrict__ lb, int32_t *__restrict__ h_lb,
                   const fmk_cuda_groups_out g)
 {
     build_nodes<BUILD_BLOCK>(n, leaf_size, cap, keys, begin, end, n_children, more, next, parent,
@@ -170,8 +168,8 @@ __global__ void __launch_bounds__(TOP_BLOCK)
  * kernels. */
 template <int BUILD_BLOCK, int TILE = SORT_SMALL_MAX>
 __global__ void __launch_bounds__(BUILD_BLOCK)
-    k_tree_small(int64_t n, const double *__restrict__ x, int run_max, int leaf_size,
-                 int64_t cap, uint64_t *__restrict__ keys, int32_t *__restrict__ order,
+    k_tree_small(int64_t n, const double *__restrict__ x, int run_max, int leaf_size, int64_t cap,
+                 uint64_t *__restrict__ keys, int32_t *__restrict__ order,
                  int32_t *__restrict__ begin, int32_t *__restrict__ end,
                  int32_t *__restrict__ n_children, int32_t *__restrict__ more,
                  int32_t *__restrict__ next, int32_t *__restrict__ parent,
@@ -205,8 +203,8 @@ __global__ void __launch_bounds__(STAGED_BLOCK)
     for (int p = threadIdx.x; p < (int)n; p += STAGED_BLOCK)
         sk[p] = keys[p];
     __syncthreads();
-    build_nodes<STAGED_BLOCK>(n, leaf_size, cap, sk, begin, end, n_children, more, next,
-                                   parent, level, lb, h_lb);
+    build_nodes<STAGED_BLOCK>(n, leaf_size, cap, sk, begin, end, n_children, more, next, parent,
+                              level, lb, h_lb);
     build_groups<STAGED_BLOCK>(g, begin, end, more, n_children, parent, lb, h_lb);
 }
 
@@ -219,9 +217,9 @@ cudaError_t tree_small_launch(int64_t n, const double *d_x, fmk_cuda_tree *t, in
     cudaError_t err = allow_smem(k_tree_small<BLOCK_THREADS, TILE>, bytes, &ready);
     if (err == cudaSuccess)
         k_tree_small<BLOCK_THREADS, TILE><<<1, BLOCK_THREADS, bytes>>>(
-            n, d_x, t->tune.split_run_max, t->leaf_size,
-            t->cap_nodes, t->d_keys, t->d_order, t->d_begin, t->d_end, t->d_n_children, t->d_more,
-            t->d_next, t->d_parent, t->d_level, t->d_lb, h_lb, g);
+            n, d_x, t->tune.split_run_max, t->leaf_size, t->cap_nodes, t->d_keys, t->d_order,
+            t->d_begin, t->d_end, t->d_n_children, t->d_more, t->d_next, t->d_parent, t->d_level,
+            t->d_lb, h_lb, g);
     return err == cudaSuccess ? cudaGetLastError() : err;
 }
 
@@ -229,9 +227,9 @@ cudaError_t tree_small_launch(int64_t n, const double *d_x, fmk_cuda_tree *t, in
 
 cudaError_t fmk_cuda_tree_build_small(fmk_cuda_tree *t, int32_t *h_lb, const fmk_cuda_groups_out &g)
 {
-    k_build_small<1024><<<1, 1024>>>(t->n_points, t->leaf_size, t->cap_nodes, t->d_keys,
-                                     t->d_begin, t->d_end, t->d_n_children, t->d_more,
-                                     t->d_next, t->d_parent, t->d_level, t->d_lb, h_lb, g);
+    k_build_small<1024><<<1, 1024>>>(t->n_points, t->leaf_size, t->cap_nodes, t->d_keys, t->d_begin,
+                                     t->d_end, t->d_n_children, t->d_more, t->d_next, t->d_parent,
+                                     t->d_level, t->d_lb, h_lb, g);
     return cudaGetLastError();
 }
 
@@ -249,8 +247,8 @@ int fmk_cuda_tree_small_fused_takes(const fmk_cuda_tree *t, int64_t n)
 }
 
 /* A tile of 2048, 4096 or 8192 points, the smallest that holds them. */
-cudaError_t fmk_cuda_tree_small_fused(int64_t n, const double *d_x, fmk_cuda_tree *t,
-                                      int32_t *h_lb, const fmk_cuda_groups_out &g)
+cudaError_t fmk_cuda_tree_small_fused(int64_t n, const double *d_x, fmk_cuda_tree *t, int32_t *h_lb,
+                                      const fmk_cuda_groups_out &g)
 {
     if (n <= 2048)
         return tree_small_launch<256, 2048>(n, d_x, t, h_lb, g);

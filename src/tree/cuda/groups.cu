@@ -32,10 +32,9 @@ __global__ void k_group_count(int32_t n_nodes, int group_size, int merge,
     if (i >= n_nodes)
         return;
     if (mask)
-        group_runs_emit(i, group_size, merge, begin, end, more, n_children, parent,
-                        [mask](int32_t, int32_t b, int32_t) {
-                            atomicOr(&mask[b >> 5], 1u << (b & 31));
-                        });
+        group_runs_emit(
+            i, group_size, merge, begin, end, more, n_children, parent,
+            [mask](int32_t, int32_t b, int32_t) { atomicOr(&mask[b >> 5], 1u << (b & 31)); });
     else
         chunks[i] = group_runs(i, group_size, merge, begin, end, more, n_children, parent, NULL);
 }
@@ -44,9 +43,9 @@ __global__ void k_group_write(int32_t n_nodes, int group_size, int merge,
                               const int32_t *__restrict__ begin, const int32_t *__restrict__ end,
                               const int32_t *__restrict__ more,
                               const int32_t *__restrict__ n_children,
-                              const int32_t *__restrict__ parent,
-                              const uint32_t *__restrict__ mask, const int32_t *__restrict__ offset,
-                              int32_t n_offset, int2 *__restrict__ groups, int32_t *__restrict__ lb)
+                              const int32_t *__restrict__ parent, const uint32_t *__restrict__ mask,
+                              const int32_t *__restrict__ offset, int32_t n_offset,
+                              int2 *__restrict__ groups, int32_t *__restrict__ lb)
 {
     int32_t i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i == 0)
@@ -107,7 +106,8 @@ extern "C" int64_t fmk_cuda_tree3d_groups_bound(const fmk_cuda_tree *t, int grou
 {
     /* every group is a node (pending: at most cap_nodes of them), or a piece of group_size
      * points of a leaf */
-    return (t->pending ? t->cap_nodes : t->n_nodes) + t->n_points / (group_size > 0 ? group_size : 1) + 1;
+    return (t->pending ? t->cap_nodes : t->n_nodes) +
+           t->n_points / (group_size > 0 ? group_size : 1) + 1;
 }
 
 extern "C" fmk_status fmk_cuda_tree3d_groups(fmk_plan *plan, fmk_cuda_tree *t, int group_size,
@@ -120,11 +120,12 @@ extern "C" fmk_status fmk_cuda_tree3d_groups(fmk_plan *plan, fmk_cuda_tree *t, i
         t->groups_sorted = 0;
         return FMK_OK; /* the build's launch made them */
     }
-    fmk_status st = fmk_cuda_tree_grow_groups(plan, fmk_cuda_tree3d_groups_bound(t, group_size), extra,
-                                d_groups, cap_groups);
+    fmk_status st = fmk_cuda_tree_grow_groups(plan, fmk_cuda_tree3d_groups_bound(t, group_size),
+                                              extra, d_groups, cap_groups);
     if (st != FMK_OK)
         return st;
-    st = fmk_cuda_tree_pin_lb(plan, t); /* the count's copy (small trees: the kernel's write) reaches h_lb
+    st = fmk_cuda_tree_pin_lb(plan,
+                              t); /* the count's copy (small trees: the kernel's write) reaches h_lb
                              without a host wait */
     if (st != FMK_OK)
         return st;
@@ -147,8 +148,8 @@ extern "C" fmk_status fmk_cuda_tree3d_groups(fmk_plan *plan, fmk_cuda_tree *t, i
                                       (size_t)(mask ? words + 1 : 1) * sizeof(int32_t));
     if (err == cudaSuccess)
         k_group_count<<<blocks_for(nn), BLOCK>>>(nn, group_size, merge, t->d_begin, t->d_end,
-                                                 t->d_more, t->d_n_children, t->d_parent,
-                                                 d_chunks, mask);
+                                                 t->d_more, t->d_n_children, t->d_parent, d_chunks,
+                                                 mask);
     size_t tb = t->temp_bytes;
     if (err == cudaSuccess && mask)
         err = cub::DeviceScan::ExclusiveSum(

@@ -24,8 +24,8 @@ __global__ void k_keys(int64_t n, const double *__restrict__ x, uint64_t *__rest
 
 template <int BLOCK_THREADS, int TILE = SORT_SMALL_MAX>
 __global__ void __launch_bounds__(BLOCK_THREADS)
-    k_sort_small(int64_t n, const double *__restrict__ x, int run_max,
-                 uint64_t *__restrict__ keys, int32_t *__restrict__ order, int32_t *__restrict__ lb)
+    k_sort_small(int64_t n, const double *__restrict__ x, int run_max, uint64_t *__restrict__ keys,
+                 int32_t *__restrict__ order, int32_t *__restrict__ lb)
 {
     extern __shared__ __align__(16) unsigned char smem[];
     typename small_sort<BLOCK_THREADS, TILE>::storage &s =
@@ -160,13 +160,13 @@ cudaError_t sort_tiles(int64_t n, const double *d_x, fmk_cuda_tree *t)
     const int run_max = t->tune.split_run_max;
     cudaError_t err = allow_smem(k_sort_small<BLOCK_THREADS, TILE>, bytes, &ready);
     if (err == cudaSuccess && tiles == 1) {
-        k_sort_small<BLOCK_THREADS, TILE><<<1, BLOCK_THREADS, bytes>>>(n, d_x, run_max, t->d_keys,
-                                                                      t->d_order, t->d_lb);
+        k_sort_small<BLOCK_THREADS, TILE>
+            <<<1, BLOCK_THREADS, bytes>>>(n, d_x, run_max, t->d_keys, t->d_order, t->d_lb);
     } else if (err == cudaSuccess) {
         k_sort_small<BLOCK_THREADS, TILE><<<(unsigned)tiles, BLOCK_THREADS, bytes>>>(
             n, d_x, run_max, t->d_keys_alt, t->d_order_alt, t->d_lb);
-        k_merge_tiles<TILE><<<blocks_for(n), BLOCK>>>(n, t->d_keys_alt, t->d_order_alt,
-                                                     t->d_keys, t->d_order);
+        k_merge_tiles<TILE>
+            <<<blocks_for(n), BLOCK>>>(n, t->d_keys_alt, t->d_order_alt, t->d_keys, t->d_order);
     }
     if (err == cudaSuccess)
         err = cudaGetLastError();
@@ -216,8 +216,8 @@ fmk_status fmk_cuda_tree_sort(fmk_plan *plan, fmk_cuda_tree *t, int64_t n, const
         if (err == cudaSuccess) {
             int32_t *order = dv.Current(), *order_out = dv.Alternate();
             /* the top bits are done with: the sorted keys go to keys */
-            k_gather_runs<<<blocks_for(n), BLOCK>>>(n, t->tune.split_run_max, t->d_keys_alt,
-                                                    order, t->d_keys, order_out, t->d_lb);
+            k_gather_runs<<<blocks_for(n), BLOCK>>>(n, t->tune.split_run_max, t->d_keys_alt, order,
+                                                    t->d_keys, order_out, t->d_lb);
             t->d_order = order_out, t->d_order_alt = order;
             err = cudaGetLastError();
         }

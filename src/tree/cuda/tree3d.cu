@@ -40,9 +40,9 @@ fmk_status grow_nodes(fmk_plan *plan, fmk_cuda_tree *t, int64_t need, long long 
     if (need <= t->cap_nodes)
         return FMK_OK;
     const int64_t old = t->cap_nodes, cap = need;
-    void **arr[9] = {(void **)&t->d_begin, (void **)&t->d_end, (void **)&t->d_more,
-                     (void **)&t->d_next, (void **)&t->d_n_children, (void **)&t->d_parent,
-                     (void **)&t->d_counts, (void **)&t->d_offset, (void **)&t->d_level};
+    void **arr[9] = {(void **)&t->d_begin,  (void **)&t->d_end,        (void **)&t->d_more,
+                     (void **)&t->d_next,   (void **)&t->d_n_children, (void **)&t->d_parent,
+                     (void **)&t->d_counts, (void **)&t->d_offset,     (void **)&t->d_level};
     const long long total = extra + t->bytes + (long long)(cap - old) * FMK_CUDA_TREE_NODE_BYTES;
     fmk_status st = FMK_OK;
     t->cap_nodes = 0;
@@ -69,7 +69,8 @@ fmk_status grow_points(fmk_plan *plan, fmk_cuda_tree *t, int64_t n, long long ex
     t->cap_points = 0;
     for (int k = 0; k < 4 && st == FMK_OK; k++) {
         const size_t w = k < 2 ? 8 : 4;
-        st = regrow(plan, t, arr[k], (size_t)old * w, (size_t)cap * w, k < 2 ? "the Morton keys" : "the sort order", total);
+        st = regrow(plan, t, arr[k], (size_t)old * w, (size_t)cap * w,
+                    k < 2 ? "the Morton keys" : "the sort order", total);
     }
     if (st == FMK_OK)
         t->cap_points = cap;
@@ -168,16 +169,17 @@ fmk_status prepare(fmk_plan *plan, int64_t n, int leaf_size, long long extra, fm
  * cudaMalloc. prepare() then finds them large enough. first_layout: their bytes
  * (off[16], 256-byte aligned; *temp: CUB's part), the total returned. */
 const int FIRST_ARRAYS = 16;
-int64_t first_layout(int64_t n, int leaf_size, size_t off[FIRST_ARRAYS], size_t *temp, cudaError_t *err)
+int64_t first_layout(int64_t n, int leaf_size, size_t off[FIRST_ARRAYS], size_t *temp,
+                     cudaError_t *err)
 {
     const int64_t pts = n > 0 ? n : 1, nodes = first_nodes(n, leaf_size);
     *err = temp_need(n, nodes, temp);
     /* lb, cells, keys, keys_alt, order, order_alt, begin .. parent (6), counts, offset, level, temp */
-    const size_t bytes[FIRST_ARRAYS] = {FMK_CUDA_TREE_LB * 4, (size_t)(CELLS + 1) * 4, 8 * (size_t)pts,
-                                        8 * (size_t)pts, 4 * (size_t)pts, 4 * (size_t)pts, 4 * (size_t)nodes,
-                                        4 * (size_t)nodes, 4 * (size_t)nodes, 4 * (size_t)nodes,
-                                        4 * (size_t)nodes, 4 * (size_t)nodes, 4 * (size_t)(nodes + 1),
-                                        4 * (size_t)(nodes + 1), (size_t)nodes, *temp};
+    const size_t bytes[FIRST_ARRAYS] = {
+        FMK_CUDA_TREE_LB * 4,    (size_t)(CELLS + 1) * 4, 8 * (size_t)pts,   8 * (size_t)pts,
+        4 * (size_t)pts,         4 * (size_t)pts,         4 * (size_t)nodes, 4 * (size_t)nodes,
+        4 * (size_t)nodes,       4 * (size_t)nodes,       4 * (size_t)nodes, 4 * (size_t)nodes,
+        4 * (size_t)(nodes + 1), 4 * (size_t)(nodes + 1), (size_t)nodes,     *temp};
     size_t total = 0;
     for (int k = 0; k < FIRST_ARRAYS; k++)
         off[k] = total, total += (bytes[k] + 255) / 256 * 256;
@@ -194,16 +196,20 @@ fmk_status alloc_once(fmk_plan *plan, int64_t n, int leaf_size, long long extra,
         return st;
     if (!t->d_arena || !t->arena_lent || t->arena_bytes < total) { /* none lent, or too small */
         t->d_arena = NULL, t->arena_lent = 0;
-        if ((st = fmk_cuda_alloc(plan, &t->d_arena, total, "the tree", extra + (long long)total)) != FMK_OK)
+        if ((st = fmk_cuda_alloc(plan, &t->d_arena, total, "the tree", extra + (long long)total)) !=
+            FMK_OK)
             return st;
         t->arena_bytes = total, t->bytes = (int64_t)total;
     }
     char *a = (char *)t->d_arena;
-    void **arr[FIRST_ARRAYS] = {(void **)&t->d_lb, (void **)&t->d_cells, (void **)&t->d_keys,
-                                (void **)&t->d_keys_alt, (void **)&t->d_order, (void **)&t->d_order_alt,
-                                (void **)&t->d_begin, (void **)&t->d_end, (void **)&t->d_more,
-                                (void **)&t->d_next, (void **)&t->d_n_children, (void **)&t->d_parent,
-                                (void **)&t->d_counts, (void **)&t->d_offset, (void **)&t->d_level, &t->d_temp};
+    void **arr[FIRST_ARRAYS] = {(void **)&t->d_lb,         (void **)&t->d_cells,
+                                (void **)&t->d_keys,       (void **)&t->d_keys_alt,
+                                (void **)&t->d_order,      (void **)&t->d_order_alt,
+                                (void **)&t->d_begin,      (void **)&t->d_end,
+                                (void **)&t->d_more,       (void **)&t->d_next,
+                                (void **)&t->d_n_children, (void **)&t->d_parent,
+                                (void **)&t->d_counts,     (void **)&t->d_offset,
+                                (void **)&t->d_level,      &t->d_temp};
     for (int k = 0; k < FIRST_ARRAYS; k++)
         *arr[k] = a + off[k];
     t->cap_points = n > 0 ? n : 1, t->cap_nodes = first_nodes(n, leaf_size), t->temp_bytes = temp;
@@ -274,9 +280,9 @@ extern "C" int64_t fmk_cuda_tree3d_build_bytes(int64_t n)
 
 extern "C" void fmk_cuda_tree3d_free(fmk_cuda_tree *t)
 {
-    void *p[] = {t->d_keys, t->d_order, t->d_begin, t->d_end, t->d_more, t->d_next,
-                 t->d_n_children, t->d_parent, t->d_level, t->d_keys_alt, t->d_order_alt,
-                 t->d_temp, t->d_counts, t->d_offset, t->d_lb, t->d_cells};
+    void *p[] = {t->d_keys,       t->d_order,  t->d_begin, t->d_end,      t->d_more,      t->d_next,
+                 t->d_n_children, t->d_parent, t->d_level, t->d_keys_alt, t->d_order_alt, t->d_temp,
+                 t->d_counts,     t->d_offset, t->d_lb,    t->d_cells};
     for (size_t k = 0; k < sizeof p / sizeof p[0]; k++)
         if (!in_arena(t, p[k]))
             free_ptr(p[k]);
@@ -302,7 +308,8 @@ extern "C" int64_t fmk_cuda_tree3d_first_bytes(int64_t n, int leaf_size)
 extern "C" fmk_status fmk_cuda_tree3d_build(fmk_plan *plan, int64_t n, const double *d_x,
                                             int leaf_size, long long extra, fmk_cuda_tree *t)
 {
-    fmk_status st = t->d_lb || t->d_keys || t->d_begin ? FMK_OK : alloc_once(plan, n, leaf_size, extra, t);
+    fmk_status st =
+        t->d_lb || t->d_keys || t->d_begin ? FMK_OK : alloc_once(plan, n, leaf_size, extra, t);
     /* (on failure the tree is freed below: its own arena with it, a lent one left to the caller) */
     if (st == FMK_OK)
         st = prepare(plan, n, leaf_size, extra, t, 1);
@@ -404,7 +411,8 @@ extern "C" fmk_status fmk_cuda_tree3d_download(fmk_plan *plan, const fmk_cuda_tr
     memset(tree, 0, sizeof *tree);
     const int64_t n = t->n_points, nn = t->n_nodes;
     const size_t np = (size_t)(n > 0 ? n : 1), nq = (size_t)(nn > 0 ? nn : 1);
-    tree->n_points = n, tree->n_nodes = nn, tree->levels = t->levels, tree->leaf_size = t->leaf_size;
+    tree->n_points = n, tree->n_nodes = nn, tree->levels = t->levels,
+    tree->leaf_size = t->leaf_size;
     tree->keys = (uint64_t *)malloc(np * 8);
     tree->order = (int64_t *)malloc(np * 8);
     tree->points = d_x ? (double *)malloc(np * 24) : NULL;
@@ -426,8 +434,8 @@ extern "C" fmk_status fmk_cuda_tree3d_download(fmk_plan *plan, const fmk_cuda_tr
         return fmk_error_set(plan, FMK_ERR_NOMEM, "out of host memory copying the tree");
     }
     cudaError_t err = cudaSuccess;
-#define FMK_GET(dst, src, bytes)                                                                \
-    if (err == cudaSuccess && (bytes) > 0)                                                     \
+#define FMK_GET(dst, src, bytes)           \
+    if (err == cudaSuccess && (bytes) > 0) \
     err = cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost)
     FMK_GET(tree->keys, t->d_keys, (size_t)n * 8);
     FMK_GET(tmp, t->d_order, (size_t)n * 4);

@@ -68,23 +68,25 @@ typedef struct fmk_cuda_tree_tune {
 #define FMK_CUDA_TREE_TUNE_DEFAULTS {1ll << 16, 1ll << 16, 1024, 4, 4096}
 
 /* The rows of the knob table for member `member` of tuning struct `type`. */
-#define FMK_CUDA_TREE_KNOBS(type, member)                                                        \
-    FMK_KNOB(type, member.small_max, FMK_TUNE_INT64, 0, 1e15, "one-block trees up to this many points"), \
-    FMK_KNOB(type, member.split_sort_min, FMK_TUNE_INT64, 0, 1e15, "split sort from this many points"), \
-    FMK_KNOB(type, member.split_run_max, FMK_TUNE_INT, 1, 1e9, "split sort's longest run"), \
-    FMK_KNOB(type, member.sort_tiles, FMK_TUNE_INT, 1, 8, "small trees' sort tiles"), \
-    FMK_KNOB(type, member.fused_max, FMK_TUNE_INT, 0, 8192, "one-launch trees up to")
+#define FMK_CUDA_TREE_KNOBS(type, member)                                                       \
+    FMK_KNOB(type, member.small_max, FMK_TUNE_INT64, 0, 1e15,                                   \
+             "one-block trees up to this many points"),                                         \
+        FMK_KNOB(type, member.split_sort_min, FMK_TUNE_INT64, 0, 1e15,                          \
+                 "split sort from this many points"),                                           \
+        FMK_KNOB(type, member.split_run_max, FMK_TUNE_INT, 1, 1e9, "split sort's longest run"), \
+        FMK_KNOB(type, member.sort_tiles, FMK_TUNE_INT, 1, 8, "small trees' sort tiles"),       \
+        FMK_KNOB(type, member.fused_max, FMK_TUNE_INT, 0, 8192, "one-launch trees up to")
 
 typedef struct fmk_cuda_tree {
     int64_t n_points;
     int64_t n_nodes;
-    int64_t cap_points;         /* allocated point slots */
-    int64_t cap_nodes;          /* allocated node slots */
+    int64_t cap_points; /* allocated point slots */
+    int64_t cap_nodes;  /* allocated node slots */
     int32_t levels;
     int32_t leaf_size;
     int64_t level_begin[FMK_TREE_MAX_LEVEL + 2];
-    uint64_t *d_keys;           /* n_points, sorted */
-    int32_t *d_order;           /* n_points: sorted position -> caller index */
+    uint64_t *d_keys; /* n_points, sorted */
+    int32_t *d_order; /* n_points: sorted position -> caller index */
     int32_t *d_begin, *d_end, *d_more, *d_next, *d_n_children, *d_parent;
     int8_t *d_level;
     /* Workspace, kept from build to build (grow-only): the sort's second buffers, CUB's
@@ -96,9 +98,9 @@ typedef struct fmk_cuda_tree {
     size_t temp_bytes;
     int32_t *d_counts, *d_offset;
     int32_t *d_lb, *h_lb;
-    int32_t *dh_lb;             /* h_lb as the kernels see it once pinned and mapped (pin_lb), else NULL */
-    int32_t *d_cells;           /* where each cell of level 5 starts (the first levels' bounds) */
-    int64_t bytes;              /* device bytes held by the arrays above */
+    int32_t *dh_lb;   /* h_lb as the kernels see it once pinned and mapped (pin_lb), else NULL */
+    int32_t *d_cells; /* where each cell of level 5 starts (the first levels' bounds) */
+    int64_t bytes;    /* device bytes held by the arrays above */
     /* fmk_cuda_tree3d_build's first build of an empty tree cuts the arrays above from this one
      * allocation (arena_bytes): its own, or the caller's when lent (set before the first build,
      * at least fmk_cuda_tree3d_first_bytes; not freed with the tree); an array that outgrows
@@ -106,7 +108,7 @@ typedef struct fmk_cuda_tree {
     void *d_arena;
     size_t arena_bytes;
     int arena_lent;
-    int pending;                /* started by fmk_cuda_tree3d_build_async, not finished yet */
+    int pending; /* started by fmk_cuda_tree3d_build_async, not finished yet */
     /* the groups made by that build's launch (fmk_cuda_groups_want): for fmk_cuda_tree3d_groups,
      * which then has nothing to do when asked for the same ones */
     int groups_made, groups_size, groups_merge;
@@ -167,9 +169,9 @@ typedef struct fmk_cuda_groups_want {
  * groups (or NULL): the groups of the tree are made by the build's own launch too
  * (*groups->d_groups grown to their bound here), and a later
  * fmk_cuda_tree3d_groups for the same ones queues nothing. */
-fmk_status fmk_cuda_tree3d_build_async(fmk_plan *plan, int64_t n, const double *d_x,
-                                       int leaf_size, long long extra,
-                                       const fmk_cuda_groups_want *groups, fmk_cuda_tree *t);
+fmk_status fmk_cuda_tree3d_build_async(fmk_plan *plan, int64_t n, const double *d_x, int leaf_size,
+                                       long long extra, const fmk_cuda_groups_want *groups,
+                                       fmk_cuda_tree *t);
 void fmk_cuda_tree3d_finish(fmk_cuda_tree *t, int *redo);
 /* Frees the device arrays of *t (safe on an empty or half-built tree) and zeroes it, all but
  * its knobs (t->tune). */

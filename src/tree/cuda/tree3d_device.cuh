@@ -148,7 +148,8 @@ sort_tile(int64_t n, int64_t base, const double *__restrict__ x, int run_max,
         for (int j = 0; j < ITEMS; j++) {
             const int r = j * BLOCK_THREADS + tid;
             if (r < m)
-                s.u.sorted[r] = k[j], keys[base + r] = k[j], order[base + r] = (int32_t)(base + v[j]);
+                s.u.sorted[r] = k[j], keys[base + r] = k[j],
+                order[base + r] = (int32_t)(base + v[j]);
         }
         __syncthreads();
     }
@@ -199,9 +200,9 @@ static __device__ __forceinline__ int32_t group_runs_emit(
 {
     const int32_t c = end[i] - begin[i];
     int32_t n = 0;
-    const int self_group = (c <= group_size || more[i] < 0) &&
-                           (merge ? parent[i] < 0
-                                  : (parent[i] < 0 || end[parent[i]] - begin[parent[i]] > group_size));
+    const int self_group =
+        (c <= group_size || more[i] < 0) &&
+        (merge ? parent[i] < 0 : (parent[i] < 0 || end[parent[i]] - begin[parent[i]] > group_size));
     if (self_group) {
         for (int32_t b = begin[i]; b < end[i]; b += group_size, n++)
             emit(n, b, min(b + group_size, end[i]));
@@ -281,7 +282,8 @@ groups_block(int32_t n_nodes, int pending, int group_size, int merge,
     __shared__ int32_t carry;
     const int tid = threadIdx.x;
     if (pending)
-        n_nodes = lb[FMK_CUDA_TREE_LB_FLAG] || lb[FMK_CUDA_TREE_LB_SORT] ? 0 : lb[FMK_CUDA_TREE_LB_NODES];
+        n_nodes =
+            lb[FMK_CUDA_TREE_LB_FLAG] || lb[FMK_CUDA_TREE_LB_SORT] ? 0 : lb[FMK_CUDA_TREE_LB_NODES];
     if (tid == 0)
         carry = 0;
     __syncthreads();

@@ -24,7 +24,10 @@
 /* Threads per block of the kernels with one thread per point or node. */
 constexpr int BLOCK = 256;
 
-static inline unsigned blocks_for(int64_t n) { return (unsigned)((n + BLOCK - 1) / BLOCK); }
+static inline unsigned blocks_for(int64_t n)
+{
+    return (unsigned)((n + BLOCK - 1) / BLOCK);
+}
 
 /* The one-block sorts (keys_sort.cu): tiles of at most SORT_SMALL_MAX points (16 keys per
  * thread of 512); small trees of more than SORT_SMALL_MIN points sort their keys so. */
@@ -36,7 +39,10 @@ constexpr int STAGED_BLOCK = 1024, STAGED_MAX = 16384;
 
 /* The points per tile of a sort of n points in tiles: 2048 up to STAGED_MAX points, 4096
  * above (a block of 256 or 512 threads sorts 8 keys per thread). */
-static inline int sort_tile_size(int64_t n) { return n <= STAGED_MAX ? 2048 : 4096; }
+static inline int sort_tile_size(int64_t n)
+{
+    return n <= STAGED_MAX ? 2048 : 4096;
+}
 
 /* The cell table (build_levels.cu): where each cell of level CELL_LEVEL starts in the sorted
  * keys (CELLS + 1 entries), the first levels' octant bounds. */
@@ -95,7 +101,8 @@ fmk_status fmk_cuda_tree_sort(fmk_plan *plan, fmk_cuda_tree *t, int64_t n, const
 
 /* k_build_small over t's sorted keys; h_lb: the host's copy of the level table to write, or
  * NULL; g: the groups to make too (g.groups NULL: none). */
-cudaError_t fmk_cuda_tree_build_small(fmk_cuda_tree *t, int32_t *h_lb, const fmk_cuda_groups_out &g);
+cudaError_t fmk_cuda_tree_build_small(fmk_cuda_tree *t, int32_t *h_lb,
+                                      const fmk_cuda_groups_out &g);
 /* The root and the children of levels 0 .. levels - 1 of t by one block (k_build_top, the
  * octant bounds from the cell table t->d_cells). */
 cudaError_t fmk_cuda_tree_build_top(fmk_cuda_tree *t, int levels);
@@ -103,8 +110,8 @@ cudaError_t fmk_cuda_tree_build_top(fmk_cuda_tree *t, int levels);
  * (fmk_cuda_tree_small_fused; t->tune.fused_max). */
 int fmk_cuda_tree_small_fused_takes(const fmk_cuda_tree *t, int64_t n);
 /* k_tree_small over the n mapped points d_x into t (h_lb, g as fmk_cuda_tree_build_small). */
-cudaError_t fmk_cuda_tree_small_fused(int64_t n, const double *d_x, fmk_cuda_tree *t,
-                                      int32_t *h_lb, const fmk_cuda_groups_out &g);
+cudaError_t fmk_cuda_tree_small_fused(int64_t n, const double *d_x, fmk_cuda_tree *t, int32_t *h_lb,
+                                      const fmk_cuda_groups_out &g);
 /* Whether the n points of a tree built without a wait are sorted in tiles, merged and built
  * from shared memory (fmk_cuda_tree_small_staged). */
 int fmk_cuda_tree_small_staged_takes(const fmk_cuda_tree *t, int64_t n);

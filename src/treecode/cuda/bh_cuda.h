@@ -61,37 +61,37 @@
 
 /* The GPU treecode's knobs, read from plan->tune. Defaults in engine.cu (fmk_bh_tune_defaults). */
 typedef struct fmk_treecode_cuda_tune {
-    fmk_cuda_tree_tune tree;    /* the tree build's ("treecode.tree.*", tree3d_cuda.h) */
+    fmk_cuda_tree_tune tree; /* the tree build's ("treecode.tree.*", tree3d_cuda.h) */
     /* Groups: 2 cuts the siblings' points into full groups of 32 across their bounds, 1 packs
      * sibling groups whole, 0 one group per node; fewer targets than group_merge_min (2^19)
      * get one group per node (merged groups have larger boxes; when the warps do not fill
      * the GPU the walk's time is that of its longest warp). */
-    int group_merge;            /* 2 */
-    int64_t group_merge_min;    /* 2^19 */
+    int group_merge;         /* 2 */
+    int64_t group_merge_min; /* 2^19 */
     /* Trees of at most moments_small_max nodes (8192) get their charges packed and every
      * moment in one launch (k_moments_small); larger ones of at most moments_up_max nodes
      * (2^18) in one launch up the tree (k_moments_up, arrival counters); larger ones (0.6..1.4
      * M nodes at 2^24 points) one launch per level, which fills the GPU there. */
-    int64_t moments_small_max;  /* 8192 */
-    int64_t moments_up_max;     /* 2^18 */
+    int64_t moments_small_max; /* 8192 */
+    int64_t moments_up_max;    /* 2^18 */
     /* The group walk is split in parts (walk_args) until it has about split_warps warps per
      * SM (0: never split), with at least split_nodes nodes per part at the split level, no
      * deeper than split_level_max. */
-    int split_warps;            /* 24 */
-    int split_nodes;            /* 8 */
-    int split_level_max;        /* 5 */
+    int split_warps;     /* 24 */
+    int split_nodes;     /* 8 */
+    int split_level_max; /* 5 */
     /* The group walk's acceptance test. 0: a node is accepted when the group's box is outside
      * its opening sphere. 1: a node of more than p2p_cut points that the box test opens is
      * accepted too when every target of the group is outside the sphere on its own (the
      * stackless walk's test, made by all of them). 2: as 1 for leaves only. -1: 1 for trees of
      * at least auto_min sources, 2 below (at 3000 and 4000 points mac 1 with local_k 1.65
      * broke the accuracy rule of docs/tree.md and test_tree_gpu's bound of the step). */
-    int mac;                    /* -1 */
+    int mac; /* -1 */
     /* With mac, the per-target test of a leaf uses the opening radius of this theta,
      * f (l / theta + s) with f = theta / leaf_theta (0: theta itself, f = 1); f is kept above
      * sqrt(3) / (1 / theta + sqrt(3) / 2) (with 1% to spare), so that a target inside the
      * leaf's cell never accepts it. */
-    double leaf_theta;          /* 0 */
+    double leaf_theta; /* 0 */
     /* The cell-to-group step: a node the group accepts whose centre is farther from the group
      * box's centre c than a r_open + k R_g (a = local_open, k = local_k 0.6 / theta, at least
      * 1) is translated once per group into a Taylor expansion of order local (2, 3 or 4)
@@ -99,15 +99,15 @@ typedef struct fmk_treecode_cuda_tune {
      * monopole's field one power of |y - c| / |xc - c| later than order 3, so a smaller a and
      * k keep the error. The term a r_open keeps out nodes accepted close to their opening
      * radius, whose quadrupole's dropped terms are the largest (bh_local.py). */
-    int local;                  /* 4 */
-    double local_k;             /* -1: 1.65 from auto_min sources, 2.25 below */
-    int64_t auto_min;           /* 32768: the source count of mac's and local_k's defaults */
-    double local_open;          /* 0.5 */
+    int local;         /* 4 */
+    double local_k;    /* -1: 1.65 from auto_min sources, 2.25 below */
+    int64_t auto_min;  /* 32768: the source count of mac's and local_k's defaults */
+    double local_open; /* 0.5 */
     /* With order 4 and eps2 = 0 the expansion is a harmonic polynomial: the M2L computes only
      * its 25 coefficients with bz <= 1 and the other 10 are found once per group before L2P
      * (bh_local.h's m2l4_harm, local4_from_harm; the same sums to rounding). 0: the full M2L
      * (the softened kernel's, always). */
-    int local_harmonic;         /* 1 */
+    int local_harmonic; /* 1 */
     /* Super-groups: the group walk's far field found once for `super` consecutive groups (in
      * Morton order; 0 or 1: off, at most 32) by a first walk (k_walk_super) against their
      * union box; nodes far from the whole super-group go into its expansion, nodes that every
@@ -123,19 +123,19 @@ typedef struct fmk_treecode_cuda_tune {
      * super2: a second level, parents of super2 consecutive super-groups walked first (used
      * when super * super2 <= 32), whose start lists (super2_cap entries) the super-groups walk
      * from. */
-    int super;                  /* 2 */
-    int super_cap;              /* 640 */
-    int super2;                 /* 8 */
-    int super2_cap;             /* 640 */
-    int super_open;             /* 0 */
-    int64_t super_min;          /* 2^18 */
-    double super_k;             /* 1.2 */
-    double super_depth;         /* 4 */
+    int super;          /* 2 */
+    int super_cap;      /* 640 */
+    int super2;         /* 8 */
+    int super2_cap;     /* 640 */
+    int super_open;     /* 0 */
+    int64_t super_min;  /* 2^18 */
+    double super_k;     /* 1.2 */
+    double super_depth; /* 4 */
     /* The group walk's warps take their groups by tickets (1) from a grid that the GPU holds
      * at once, so that no warp slot waits for the block scheduler, or one group per one-warp
      * block (0). K > 1: tickets, and a grid of at most K blocks (the tests: warps that walk
      * many groups each). */
-    int tickets;                /* 1 */
+    int tickets; /* 1 */
     /* The fixed cost of small N. set_points_device of at most frame_small_max points finds
      * the box, the frame and the mapped points in one launch (k_frame_small, a cluster of
      * frame_cluster blocks, 1 .. 8); larger sets by a grid of blocks (frame_grid 1;
@@ -148,13 +148,13 @@ typedef struct fmk_treecode_cuda_tune {
      * in the packing launch (0: k_group_boxes after it). Evaluations of at most
      * charge_block_max sources check their charges in one block that writes the check's words
      * itself (0: a grid of blocks after a memset). */
-    int64_t frame_small_max;    /* 2^15 */
-    int frame_cluster;          /* 8 */
-    int frame_grid;             /* 1 */
-    int async;                  /* 1 */
-    int64_t prep_small_max;     /* 4096 */
-    int pack_boxes;             /* 1 */
-    int64_t charge_block_max;   /* 2^15 */
+    int64_t frame_small_max;  /* 2^15 */
+    int frame_cluster;        /* 8 */
+    int frame_grid;           /* 1 */
+    int async;                /* 1 */
+    int64_t prep_small_max;   /* 4096 */
+    int pack_boxes;           /* 1 */
+    int64_t charge_block_max; /* 2^15 */
 } fmk_treecode_cuda_tune;
 
 /* What the engine counts (plan->counters, "treecode.<field>"): set_points_device calls whose
@@ -178,8 +178,8 @@ static inline fmk_treecode_cuda_counters *fmk_bh_counters(fmk_plan *plan)
 /* ---------------------------------------------------------------------------------------- */
 /* Shared sizes and types                                                                   */
 
-constexpr int FMK_BH_BLOCK = 256;  /* threads of the simple kernels */
-constexpr int FMK_BH_GROUP = 32;   /* targets per group walk (a warp) */
+constexpr int FMK_BH_BLOCK = 256;    /* threads of the simple kernels */
+constexpr int FMK_BH_GROUP = 32;     /* targets per group walk (a warp) */
 constexpr int FMK_BH_MAX_PARTS = 16; /* parts of a split walk */
 /* The most start-list entries of a super-group (tune.super_cap at most this): a group walk
  * puts its list on its stack at once (896 slots), leaving room for the nodes it opens. */
@@ -193,7 +193,10 @@ static inline unsigned fmk_bh_blocks(int64_t n, int b = FMK_BH_BLOCK)
 /* fp32 works on mapped coordinates times 2^12 (exact): the quadrupole term's t^-7/2 reaches
  * (2^21 / theta)^7 for the deepest nodes of the frame, beyond float's range; scaled, the
  * powers of t stay within 2^-100 .. 2^70 for every distance the frame allows. */
-static inline double fmk_bh_coord_scale(int real) { return real == 4 ? 4096.0 : 1.0; }
+static inline double fmk_bh_coord_scale(int real)
+{
+    return real == 4 ? 4096.0 : 1.0;
+}
 
 /* What the frame kernels found (pinned host memory, read after set_points' one wait): the box
  * of the finite points, the first non-finite point (-1: none; ns + j for target j), and the
@@ -225,33 +228,34 @@ typedef struct fmk_bh_buf {
 
 typedef struct fmk_bh_state {
     int device;
-    int real;                   /* 4 or 8 */
-    fmk_cuda_tree tree;         /* the sources' tree */
-    fmk_cuda_tree ttree;        /* the targets' tree, when they are not the sources */
-    fmk_bh_buf x;               /* mapped points (ns + nt) * 3 doubles, during set_points */
-    fmk_bh_buf bbox;            /* the bounding box's workspace */
-    fmk_bh_buf src;             /* n sorted 4-vectors (x, y, z, q) */
-    fmk_bh_buf trg;             /* m sorted 4-vectors; unused when self */
-    fmk_bh_buf src_lo, trg_lo;  /* fp32: the coordinates' rest (k_pack_points), as src, trg */
-    fmk_bh_buf links;           /* n_nodes int4 */
-    fmk_bh_buf node;            /* n_nodes * 4 4-vectors */
-    fmk_bh_buf box;             /* groups * 2 4-vectors */
+    int real;                      /* 4 or 8 */
+    fmk_cuda_tree tree;            /* the sources' tree */
+    fmk_cuda_tree ttree;           /* the targets' tree, when they are not the sources */
+    fmk_bh_buf x;                  /* mapped points (ns + nt) * 3 doubles, during set_points */
+    fmk_bh_buf bbox;               /* the bounding box's workspace */
+    fmk_bh_buf src;                /* n sorted 4-vectors (x, y, z, q) */
+    fmk_bh_buf trg;                /* m sorted 4-vectors; unused when self */
+    fmk_bh_buf src_lo, trg_lo;     /* fp32: the coordinates' rest (k_pack_points), as src, trg */
+    fmk_bh_buf links;              /* n_nodes int4 */
+    fmk_bh_buf node;               /* n_nodes * 4 4-vectors */
+    fmk_bh_buf box;                /* groups * 2 4-vectors */
     fmk_bh_buf charges, pot, grad; /* host evaluations */
-    fmk_bh_buf part;            /* a split walk's sums per part (walk_args), parts * m * 4 doubles */
-    fmk_bh_buf super;           /* super-groups (super.cu) */
-    int parts;                  /* 1: the walk is not split */
+    fmk_bh_buf part;  /* a split walk's sums per part (walk_args), parts * m * 4 doubles */
+    fmk_bh_buf super; /* super-groups (super.cu) */
+    int parts;        /* 1: the walk is not split */
     int32_t split_begin, split_end;
-    int2 *d_groups;             /* cap_groups slots, n_groups used */
+    int2 *d_groups; /* cap_groups slots, n_groups used */
     int64_t cap_groups, n_groups;
-    unsigned long long *d_stats;  /* charge check (2 words), split walk overflow (1), the
+    unsigned long long *d_stats; /* charge check (2 words), split walk overflow (1), the
                                    * blocks of k_moments_small done (1), the group walk's
                                    * tickets (1); each evaluation clears them before its walk */
-    unsigned long long *h_stats;  /* pinned: d_stats after the walk */
-    fmk_bh_frame_out *h_frame, *dh_frame; /* pinned: the frame kernels' results (host, device view) */
+    unsigned long long *h_stats; /* pinned: d_stats after the walk */
+    fmk_bh_frame_out *h_frame,
+        *dh_frame; /* pinned: the frame kernels' results (host, device view) */
     cudaEvent_t ev[4];
     int events;
-    int64_t bytes;              /* device bytes held (fmk_bh_held) */
-    double tree_time;           /* seconds of the last build (FMK_PHASE_TREE) */
+    int64_t bytes;    /* device bytes held (fmk_bh_held) */
+    double tree_time; /* seconds of the last build (FMK_PHASE_TREE) */
 } fmk_bh_state;
 
 /* The walks' arguments (walk_group.cu, walk_stackless.cu, super.cu). */
@@ -276,13 +280,13 @@ template <typename R> struct fmk_bh_walk_args {
     int parts;
     int32_t split_begin, split_end;
     unsigned long long *overflow; /* set when a split walk's stack overflowed above the split */
-    int mac;    /* tune.mac resolved (0, 1, 2) */
-    R leaf_r2;  /* f^2 of tune.leaf_theta: a leaf's squared radius in the per-target test */
-    R inner_r2; /* an inner node's, with mac = 1: 1 (its own opening radius) */
-    int local;  /* tune.local: 0, or the order of the group's expansion (2, 3, 4) */
-    R local_k;  /* tune.local_k resolved and scaled with theta */
-    R local_a2; /* tune.local_open squared */
-    int harmonic;   /* tune.local_harmonic, with local = 4 and eps2 = 0 */
+    int mac;                      /* tune.mac resolved (0, 1, 2) */
+    R leaf_r2;    /* f^2 of tune.leaf_theta: a leaf's squared radius in the per-target test */
+    R inner_r2;   /* an inner node's, with mac = 1: 1 (its own opening radius) */
+    int local;    /* tune.local: 0, or the order of the group's expansion (2, 3, 4) */
+    R local_k;    /* tune.local_k resolved and scaled with theta */
+    R local_a2;   /* tune.local_open squared */
+    int harmonic; /* tune.local_harmonic, with local = 4 and eps2 = 0 */
     const unsigned long long *stats; /* the charge check (charge_scale, charges_bad) */
     /* The breadth-first walk's warps by tickets (tune.tickets): NULL, walk w is block
      * w / WARPS's; else a zeroed counter, and the grid only as large as the GPU holds at once:
@@ -317,9 +321,9 @@ template <typename R> struct fmk_bh_walk_args {
 /* Host functions, by file                                                                  */
 
 /* engine.cu: the state's buffers. */
-int fmk_bh_real(const fmk_plan *plan);              /* 4 (fp32) or 8 */
-int64_t fmk_bh_leaf_size(const fmk_plan *plan);     /* the sources' leaf size */
-int64_t fmk_bh_held(const fmk_bh_state *s);         /* device bytes held */
+int fmk_bh_real(const fmk_plan *plan);          /* 4 (fp32) or 8 */
+int64_t fmk_bh_leaf_size(const fmk_plan *plan); /* the sources' leaf size */
+int64_t fmk_bh_held(const fmk_bh_state *s);     /* device bytes held */
 /* *b holds at least bytes (its contents are not kept when it grows). */
 fmk_status fmk_bh_need(fmk_plan *plan, fmk_bh_state *s, fmk_bh_buf *b, size_t bytes,
                        const char *what);
@@ -334,8 +338,8 @@ fmk_status fmk_bh_points_device(fmk_plan *plan, fmk_bh_state *s, int64_t ns, con
  * self): the trees, groups, packed points, links, group boxes and the walk's split; with one
  * host wait (async: trees of at most tune.tree.small_max points built without one before it;
  * such a tree built again with a wait when it did not fit). */
-fmk_status fmk_bh_build(fmk_plan *plan, fmk_bh_state *s, int64_t ns, const double *d_xs,
-                        int64_t nt, const double *d_xt, int async);
+fmk_status fmk_bh_build(fmk_plan *plan, fmk_bh_state *s, int64_t ns, const double *d_xs, int64_t nt,
+                        const double *d_xt, int async);
 /* The most bytes a split walk's part sums take for m targets. */
 int64_t fmk_bh_split_bytes_bound(const fmk_plan *plan, int64_t m);
 

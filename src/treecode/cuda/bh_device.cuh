@@ -26,28 +26,34 @@
 #undef BH
 
 static __device__ __forceinline__ void m2p(int order, float rx, float ry, float rz, float eps2,
-                                    const float *m, float *phi, float *g)
+                                           const float *m, float *phi, float *g)
 {
     m2p_f(order, rx, ry, rz, eps2, m, phi, g);
 }
 static __device__ __forceinline__ void m2p(int order, double rx, double ry, double rz, double eps2,
-                                    const double *m, double *phi, double *g)
+                                           const double *m, double *phi, double *g)
 {
     m2p_d(order, rx, ry, rz, eps2, m, phi, g);
 }
-static __device__ __forceinline__ void p2p(float dx, float dy, float dz, float q, float eps2, float *phi,
-                                    float *g)
+static __device__ __forceinline__ void p2p(float dx, float dy, float dz, float q, float eps2,
+                                           float *phi, float *g)
 {
     p2p_f(dx, dy, dz, q, eps2, phi, g);
 }
 static __device__ __forceinline__ void p2p(double dx, double dy, double dz, double q, double eps2,
-                                    double *phi, double *g)
+                                           double *phi, double *g)
 {
     p2p_d(dx, dy, dz, q, eps2, phi, g);
 }
 
-static __device__ __forceinline__ float rsqrt_(float t) { return rsqrtf(t); }
-static __device__ __forceinline__ double rsqrt_(double t) { return rsqrt(t); }
+static __device__ __forceinline__ float rsqrt_(float t)
+{
+    return rsqrtf(t);
+}
+static __device__ __forceinline__ double rsqrt_(double t)
+{
+    return rsqrt(t);
+}
 
 /* Accepted nodes of at most this many points are summed directly. */
 template <int ORDER> struct p2p_cut {

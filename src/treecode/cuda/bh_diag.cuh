@@ -16,7 +16,7 @@
 struct bh_trace_rec {
     unsigned long long t0, t1;
     unsigned sm, kind;
-    float aux; /* groups: the box's half diagonal; super-groups: start-list entries */
+    float aux;   /* groups: the box's half diagonal; super-groups: start-list entries */
     unsigned id; /* the group or super-group */
 };
 constexpr int BH_TRACE_MAX = 1 << 18;

@@ -39,8 +39,14 @@ __device__ __forceinline__ void m2l_order(int local, int order, double rx, doubl
     else
         m2l3_d(order, rx, ry, rz, eps2, m, L);
 }
-static __device__ __forceinline__ void local4_from_harm(const float *H, float *L) { local4_from_harm_f(H, L); }
-static __device__ __forceinline__ void local4_from_harm(const double *H, double *L) { local4_from_harm_d(H, L); }
+static __device__ __forceinline__ void local4_from_harm(const float *H, float *L)
+{
+    local4_from_harm_f(H, L);
+}
+static __device__ __forceinline__ void local4_from_harm(const double *H, double *L)
+{
+    local4_from_harm_d(H, L);
+}
 template <int LOC>
 __device__ __forceinline__ void l2p_order(int local, const float *L, float dx, float dy, float dz,
                                           float *phi, float *g)
@@ -93,10 +99,9 @@ template <typename R, int LOC> struct local_acc {
 };
 
 template <typename R, int ORDER, int LOC>
-__device__ FMK_LOCAL_INL void bfs_m2l(const typename vec4<R>::type *__restrict__ node,
-                                        const int32_t *list, int count, int local,
-                                        const typename vec4<R>::type &c, R eps2,
-                                        local_acc<R, LOC> &acc)
+__device__ FMK_LOCAL_INL void
+bfs_m2l(const typename vec4<R>::type *__restrict__ node, const int32_t *list, int count, int local,
+        const typename vec4<R>::type &c, R eps2, local_acc<R, LOC> &acc)
 {
     typedef typename vec4<R>::type V;
     constexpr int EXTRA = local_acc<R, LOC>::EXTRA;

@@ -8,7 +8,6 @@
 
 namespace {
 
-
 /* The tree's links of node i: n_nodes, or (a tree built without a wait) at most n_nodes and
  * the count on the device. */
 struct links_in {
@@ -68,7 +67,8 @@ template <typename R> struct mapped_at {
     {
         const int64_t i = order[j];
         typename vec4<R>::type p;
-        p.x = (R)(x[3 * i] * scale), p.y = (R)(x[3 * i + 1] * scale), p.z = (R)(x[3 * i + 2] * scale);
+        p.x = (R)(x[3 * i] * scale), p.y = (R)(x[3 * i + 1] * scale),
+        p.z = (R)(x[3 * i + 2] * scale);
         p.w = 0;
         return p;
     }
@@ -137,7 +137,6 @@ __global__ void k_pack_points(int64_t n, const int32_t *__restrict__ order,
     }
 }
 
-
 /* Warps a split walk aims at (tune.split_warps per SM). */
 int64_t split_warps(const fmk_plan *plan, int device)
 {
@@ -171,11 +170,13 @@ fmk_status choose_split(fmk_plan *plan, fmk_bh_state *s, int64_t m)
     }
     if (parts < 2)
         return FMK_OK;
-    fmk_status st = fmk_bh_need(plan, s, &s->part, (size_t)(parts * m * 32), "the split walk's sums");
+    fmk_status st =
+        fmk_bh_need(plan, s, &s->part, (size_t)(parts * m * 32), "the split walk's sums");
     if (st != FMK_OK)
         return st;
     s->parts = (int)parts;
-    s->split_begin = (int32_t)t->level_begin[level], s->split_end = (int32_t)t->level_begin[level + 1];
+    s->split_begin = (int32_t)t->level_begin[level],
+    s->split_end = (int32_t)t->level_begin[level + 1];
     return FMK_OK;
 }
 
@@ -209,7 +210,8 @@ fmk_status build_launch(fmk_plan *plan, fmk_bh_state *s, int64_t ns, const doubl
     const int32_t *count = t->pending ? t->d_lb + FMK_CUDA_TREE_LB_NODES : NULL;
     st = fmk_bh_need(plan, s, &s->src, (size_t)ns * v4, "the sorted sources");
     if (st == FMK_OK && r == 4)
-        st = fmk_bh_need(plan, s, &s->src_lo, (size_t)ns * sizeof(real4f), "the sources' fp32 offsets");
+        st = fmk_bh_need(plan, s, &s->src_lo, (size_t)ns * sizeof(real4f),
+                         "the sources' fp32 offsets");
     if (st == FMK_OK)
         st = fmk_bh_need(plan, s, &s->links, (size_t)nn * sizeof(int4), "the tree's links");
     if (st == FMK_OK)
@@ -222,20 +224,22 @@ fmk_status build_launch(fmk_plan *plan, fmk_bh_state *s, int64_t ns, const doubl
     if (!self && m > 0) {
         gt = &s->ttree;
         gt->tune = k->tree;
-        st = async ? fmk_cuda_tree3d_build_async(plan, m, d_xt, FMK_BH_GROUP, (long long)fmk_bh_held(s),
-                                                 &want, gt)
-                   : fmk_cuda_tree3d_build(plan, m, d_xt, FMK_BH_GROUP, (long long)fmk_bh_held(s), gt);
+        st = async ? fmk_cuda_tree3d_build_async(plan, m, d_xt, FMK_BH_GROUP,
+                                                 (long long)fmk_bh_held(s), &want, gt)
+                   : fmk_cuda_tree3d_build(plan, m, d_xt, FMK_BH_GROUP, (long long)fmk_bh_held(s),
+                                           gt);
         if (st == FMK_OK)
             st = fmk_bh_need(plan, s, &s->trg, (size_t)m * v4, "the sorted targets");
         if (st == FMK_OK && r == 4)
-            st = fmk_bh_need(plan, s, &s->trg_lo, (size_t)m * sizeof(real4f), "the targets' fp32 offsets");
+            st = fmk_bh_need(plan, s, &s->trg_lo, (size_t)m * sizeof(real4f),
+                             "the targets' fp32 offsets");
         if (st != FMK_OK)
             return st;
     }
     int64_t bound = 0;
     if (m > 0) { /* (nothing to queue when the build's launch made them) */
-        st = fmk_cuda_tree3d_groups(plan, gt, FMK_BH_GROUP, merge, (long long)fmk_bh_held(s), &s->d_groups,
-                                    &s->cap_groups);
+        st = fmk_cuda_tree3d_groups(plan, gt, FMK_BH_GROUP, merge, (long long)fmk_bh_held(s),
+                                    &s->d_groups, &s->cap_groups);
         bound = fmk_cuda_tree3d_groups_bound(gt, FMK_BH_GROUP);
     }
     if (st == FMK_OK && bound > 0)
@@ -250,28 +254,27 @@ fmk_status build_launch(fmk_plan *plan, fmk_bh_state *s, int64_t ns, const doubl
     const boxes_in<double> bd = {bound, n_groups, s->d_groups, fold ? (real4d *)s->box.p : NULL};
     const boxes_in<float> nf = {0, NULL, NULL, NULL};
     const boxes_in<double> nd = {0, NULL, NULL, NULL};
-    const links_in li = {(int32_t)nn, count, t->d_more, t->d_next, t->d_begin, t->d_end,
-                         (int4 *)s->links.p};
+    const links_in li = {(int32_t)nn, count,    t->d_more,         t->d_next,
+                         t->d_begin,  t->d_end, (int4 *)s->links.p};
     const int64_t box_threads = fold ? bound * 32 : 0;
     int64_t np = ns > nn ? ns : nn;
     np = self && np < box_threads ? box_threads : np;
     if (r == 4)
-        k_pack_points<float><<<fmk_bh_blocks(np), FMK_BH_BLOCK>>>(ns, t->d_order, d_xs, S, (real4f *)s->src.p,
-                                                        (real4f *)s->src_lo.p, li, self ? bf : nf);
+        k_pack_points<float><<<fmk_bh_blocks(np), FMK_BH_BLOCK>>>(
+            ns, t->d_order, d_xs, S, (real4f *)s->src.p, (real4f *)s->src_lo.p, li, self ? bf : nf);
     else
-        k_pack_points<double><<<fmk_bh_blocks(np), FMK_BH_BLOCK>>>(ns, t->d_order, d_xs, S, (real4d *)s->src.p,
-                                                         NULL, li, self ? bd : nd);
+        k_pack_points<double><<<fmk_bh_blocks(np), FMK_BH_BLOCK>>>(
+            ns, t->d_order, d_xs, S, (real4d *)s->src.p, NULL, li, self ? bd : nd);
     const void *trg = s->src.p;
     if (!self && m > 0) {
         const links_in none = {0, NULL, NULL, NULL, NULL, NULL, NULL};
         const int64_t mp = m > box_threads ? m : box_threads;
         if (r == 4)
-            k_pack_points<float><<<fmk_bh_blocks(mp), FMK_BH_BLOCK>>>(m, gt->d_order, d_xt, S,
-                                                            (real4f *)s->trg.p,
-                                                            (real4f *)s->trg_lo.p, none, bf);
+            k_pack_points<float><<<fmk_bh_blocks(mp), FMK_BH_BLOCK>>>(
+                m, gt->d_order, d_xt, S, (real4f *)s->trg.p, (real4f *)s->trg_lo.p, none, bf);
         else
-            k_pack_points<double><<<fmk_bh_blocks(mp), FMK_BH_BLOCK>>>(m, gt->d_order, d_xt, S,
-                                                             (real4d *)s->trg.p, NULL, none, bd);
+            k_pack_points<double><<<fmk_bh_blocks(mp), FMK_BH_BLOCK>>>(
+                m, gt->d_order, d_xt, S, (real4d *)s->trg.p, NULL, none, bd);
         trg = s->trg.p;
     }
     if ((st = fmk_bh_ok(plan, cudaGetLastError(), "the packing kernel")) != FMK_OK)
@@ -340,8 +343,8 @@ int64_t fmk_bh_split_bytes_bound(const fmk_plan *plan, int64_t m)
 
 /* build_launch and build_wait, without a wait inside when async (and again with one when that
  * tree did not fit). */
-fmk_status fmk_bh_build(fmk_plan *plan, fmk_bh_state *s, int64_t ns, const double *d_xs,
-                        int64_t nt, const double *d_xt, int async)
+fmk_status fmk_bh_build(fmk_plan *plan, fmk_bh_state *s, int64_t ns, const double *d_xs, int64_t nt,
+                        const double *d_xt, int async)
 {
     const int64_t m = plan->self ? ns : nt;
     int redo = 0;

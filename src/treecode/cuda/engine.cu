@@ -51,18 +51,24 @@ static const fmk_treecode_cuda_tune tune_defaults = {
 #define TK(field, kind, lo, hi, doc) FMK_KNOB(fmk_treecode_cuda_tune, field, kind, lo, hi, doc)
 static const fmk_tune_knob tune_knobs[] = {
     FMK_CUDA_TREE_KNOBS(fmk_treecode_cuda_tune, tree),
-    TK(group_merge, FMK_TUNE_INT, 0, 2, "groups: 2 cut across siblings, 1 siblings packed, 0 a node each"),
+    TK(group_merge, FMK_TUNE_INT, 0, 2,
+       "groups: 2 cut across siblings, 1 siblings packed, 0 a node each"),
     TK(group_merge_min, FMK_TUNE_INT64, 0, 1e15, "fewer targets: one group per node"),
-    TK(moments_small_max, FMK_TUNE_INT64, 0, 1e15, "trees of at most this many nodes: moments in one launch"),
-    TK(moments_up_max, FMK_TUNE_INT64, 0, 1e15, "trees of at most this many nodes: moments up the tree in one launch"),
-    TK(split_warps, FMK_TUNE_INT, 0, 1e9, "split the group walk up to this many warps per SM (0: never)"),
+    TK(moments_small_max, FMK_TUNE_INT64, 0, 1e15,
+       "trees of at most this many nodes: moments in one launch"),
+    TK(moments_up_max, FMK_TUNE_INT64, 0, 1e15,
+       "trees of at most this many nodes: moments up the tree in one launch"),
+    TK(split_warps, FMK_TUNE_INT, 0, 1e9,
+       "split the group walk up to this many warps per SM (0: never)"),
     TK(split_nodes, FMK_TUNE_INT, 1, 1e9, "the split walk's fewest nodes per part at its level"),
     TK(split_level_max, FMK_TUNE_INT, 1, FMK_TREE_MAX_LEVEL, "the split walk's deepest level"),
-    TK(mac, FMK_TUNE_INT, -1, 2, "acceptance: 0 box, 1 box or every target, 2 as 1 for leaves; -1 by size"),
+    TK(mac, FMK_TUNE_INT, -1, 2,
+       "acceptance: 0 box, 1 box or every target, 2 as 1 for leaves; -1 by size"),
     TK(leaf_theta, FMK_TUNE_DOUBLE, 0, 1.5, "theta of a leaf's per-target test (0: theta)"),
     TK(local, FMK_TUNE_INT, 0, 4, "the cell-to-group step's order (2, 3, 4; 0 off)"),
     TK(local_k, FMK_TUNE_DOUBLE, -1, 1e9, "the step's distance factor k (negative: by size)"),
-    TK(auto_min, FMK_TUNE_INT64, 0, 1e15, "sources from which mac and local_k default to 1 and 1.65"),
+    TK(auto_min, FMK_TUNE_INT64, 0, 1e15,
+       "sources from which mac and local_k default to 1 and 1.65"),
     TK(local_open, FMK_TUNE_DOUBLE, 0, 1e9, "the step's weight a of r_open"),
     TK(local_harmonic, FMK_TUNE_INT, 0, 1, "order 4, no softening: the harmonic M2L"),
     TK(super, FMK_TUNE_INT, 0, 32, "groups per super-group (0 or 1: off)"),
@@ -72,9 +78,12 @@ static const fmk_tune_knob tune_knobs[] = {
     TK(super_open, FMK_TUNE_INT, 0, 1, "open what the super box opens (1) or every group box (0)"),
     TK(super_min, FMK_TUNE_INT64, 0, 1e15, "super-groups from this many targets"),
     TK(super_k, FMK_TUNE_DOUBLE, 0, 1e9, "the super-groups' step: k' = super_k k"),
-    TK(super_depth, FMK_TUNE_DOUBLE, -1e9, 1e9, "super-groups for trees this much deeper than uniform"),
-    TK(tickets, FMK_TUNE_INT, 0, 1e9, "group walks by tickets (1; K > 1: a grid of at most K blocks)"),
-    TK(frame_small_max, FMK_TUNE_INT64, 0, 1e15, "sets of at most this many points: the frame by one cluster"),
+    TK(super_depth, FMK_TUNE_DOUBLE, -1e9, 1e9,
+       "super-groups for trees this much deeper than uniform"),
+    TK(tickets, FMK_TUNE_INT, 0, 1e9,
+       "group walks by tickets (1; K > 1: a grid of at most K blocks)"),
+    TK(frame_small_max, FMK_TUNE_INT64, 0, 1e15,
+       "sets of at most this many points: the frame by one cluster"),
     TK(frame_cluster, FMK_TUNE_INT, 1, 8, "blocks of the small sets' frame"),
     TK(frame_grid, FMK_TUNE_INT, 0, 1, "larger sets' frame by a grid of blocks without a wait"),
     TK(async, FMK_TUNE_INT, 0, 1, "small trees built without a host wait"),
@@ -102,7 +111,10 @@ static const fmk_tune_table counter_table = {"treecode", sizeof(fmk_treecode_cud
 /* ---------------------------------------------------------------------------------------- */
 /* The state                                                                                */
 
-int fmk_bh_real(const fmk_plan *plan) { return plan->opts.precision == FMK_PRECISION_FP32 ? 4 : 8; }
+int fmk_bh_real(const fmk_plan *plan)
+{
+    return plan->opts.precision == FMK_PRECISION_FP32 ? 4 : 8;
+}
 
 int64_t fmk_bh_leaf_size(const fmk_plan *plan)
 {
@@ -122,8 +134,9 @@ static void free_ptr(void *p)
 
 int64_t fmk_bh_held(const fmk_bh_state *s)
 {
-    const fmk_bh_buf *b[] = {&s->x, &s->bbox, &s->src, &s->trg, &s->src_lo, &s->trg_lo, &s->links,
-                             &s->node, &s->box, &s->charges, &s->pot, &s->grad, &s->part, &s->super};
+    const fmk_bh_buf *b[] = {&s->x,      &s->bbox,  &s->src,  &s->trg,  &s->src_lo,
+                             &s->trg_lo, &s->links, &s->node, &s->box,  &s->charges,
+                             &s->pot,    &s->grad,  &s->part, &s->super};
     int64_t total = s->tree.bytes + s->ttree.bytes + s->cap_groups * (int64_t)sizeof(int2) + 40;
     for (size_t k = 0; k < sizeof b / sizeof b[0]; k++)
         total += (int64_t)b[k]->cap;
@@ -140,8 +153,8 @@ static void free_state(fmk_bh_state *s)
 {
     fmk_cuda_tree3d_free(&s->tree);
     fmk_cuda_tree3d_free(&s->ttree);
-    fmk_bh_buf *b[] = {&s->x, &s->bbox, &s->src, &s->trg, &s->src_lo, &s->trg_lo, &s->links,
-                       &s->node, &s->box, &s->charges, &s->pot, &s->grad, &s->part, &s->super};
+    fmk_bh_buf *b[] = {&s->x,    &s->bbox, &s->src,     &s->trg, &s->src_lo, &s->trg_lo, &s->links,
+                       &s->node, &s->box,  &s->charges, &s->pot, &s->grad,   &s->part,   &s->super};
     for (size_t k = 0; k < sizeof b / sizeof b[0]; k++)
         buf_free(b[k]);
     free_ptr(s->d_groups);
@@ -200,15 +213,15 @@ static int64_t device_bytes(const fmk_plan *plan, int64_t ns, int64_t nt, int wi
     const int64_t m = self ? ns : nt, r = fmk_bh_real(plan), G = FMK_BH_GROUP;
     const int64_t nodes = fmk_cuda_tree3d_node_bound(ns, fmk_bh_leaf_size(plan));
     int64_t b = fmk_cuda_tree3d_build_bytes(ns) + nodes * FMK_CUDA_TREE_NODE_BYTES; /* tree */
-    b += ns * 4 * r + nodes * (16 + 16 * r);                      /* sources, links, moments */
+    b += ns * 4 * r + nodes * (16 + 16 * r); /* sources, links, moments */
     if (r == 4)
-        b += (ns + (self ? 0 : m)) * 16;                          /* the coordinates' rest */
-    b += (ns + (self ? 0 : m)) * 24;                              /* mapped points */
+        b += (ns + (self ? 0 : m)) * 16; /* the coordinates' rest */
+    b += (ns + (self ? 0 : m)) * 24;     /* mapped points */
     const int64_t groups = (self ? nodes : fmk_cuda_tree3d_node_bound(m, G)) + m / G + 1;
     b += groups * (8 + 8 * r);
     if (!self)
-        b += fmk_cuda_tree3d_build_bytes(m) + fmk_cuda_tree3d_node_bound(m, G) *
-             FMK_CUDA_TREE_NODE_BYTES + m * 4 * r;
+        b += fmk_cuda_tree3d_build_bytes(m) +
+             fmk_cuda_tree3d_node_bound(m, G) * FMK_CUDA_TREE_NODE_BYTES + m * 4 * r;
     if (with_host_buffers)
         b += ns * 8 + m * 8 + m * 24;
     b += fmk_bh_split_bytes_bound(plan, m);
@@ -255,13 +268,13 @@ static fmk_status new_state(fmk_plan *plan, fmk_bh_state **out)
                         "the charge checks", 32);
     if (st == FMK_OK)
         st = fmk_bh_ok(plan, cudaMallocHost((void **)&s->h_stats, 3 * sizeof(unsigned long long)),
-                "cudaMallocHost (the charge check and the walk's overflow flag)");
+                       "cudaMallocHost (the charge check and the walk's overflow flag)");
     if (st == FMK_OK)
         st = fmk_bh_ok(plan, cudaMallocHost((void **)&s->h_frame, sizeof(fmk_bh_frame_out)),
-                "cudaMallocHost (the frame of small sets)");
+                       "cudaMallocHost (the frame of small sets)");
     if (st == FMK_OK)
         st = fmk_bh_ok(plan, cudaHostGetDevicePointer((void **)&s->dh_frame, s->h_frame, 0),
-                "cudaHostGetDevicePointer (the frame of small sets)");
+                       "cudaHostGetDevicePointer (the frame of small sets)");
     if (st != FMK_OK) {
         free_state(s);
         return st;
@@ -308,12 +321,14 @@ static fmk_status bh_setup(fmk_plan *plan)
         st = fmk_bh_need(plan, s, &s->x, bytes, "staging the points");
         double *d_x = (double *)s->x.p;
         if (st == FMK_OK)
-            st = fmk_bh_ok(plan, cudaMemcpy(d_x, plan->sources, (size_t)ns * 24, cudaMemcpyHostToDevice),
-                    "cudaMemcpy (sources to the GPU)");
+            st = fmk_bh_ok(plan,
+                           cudaMemcpy(d_x, plan->sources, (size_t)ns * 24, cudaMemcpyHostToDevice),
+                           "cudaMemcpy (sources to the GPU)");
         if (st == FMK_OK && nt > 0)
-            st = fmk_bh_ok(plan, cudaMemcpy(d_x + 3 * ns, plan->targets, (size_t)nt * 24,
-                                     cudaMemcpyHostToDevice),
-                    "cudaMemcpy (targets to the GPU)");
+            st = fmk_bh_ok(
+                plan,
+                cudaMemcpy(d_x + 3 * ns, plan->targets, (size_t)nt * 24, cudaMemcpyHostToDevice),
+                "cudaMemcpy (targets to the GPU)");
         if (st == FMK_OK)
             st = fmk_bh_build(plan, s, ns, d_x, nt, d_x + 3 * ns, fmk_bh_tune(plan)->async);
         /* host points: the plan keeps them, so the staging copy is not kept (the next
@@ -329,7 +344,7 @@ static fmk_status bh_setup(fmk_plan *plan)
 }
 
 static fmk_status bh_set_points_device(fmk_plan *plan, int64_t ns, const double *d_s, int64_t nt,
-                                const double *d_t)
+                                       const double *d_t)
 {
     /* The state of the previous points is kept, with its buffers, when it fits this plan: its
      * buffers only grow, so repeated calls allocate nothing. */
@@ -401,7 +416,7 @@ static fmk_bh_walk_args<R> walk_args_of(const fmk_plan *plan, const fmk_bh_state
     a.m = plan->n_targets;
     a.n_groups = s->n_groups;
     a.eps2 = (R)(plan->frame.softening * S * plan->frame.softening * S);
-    a.pot_scale = plan->frame.pot_scale * S; /* times 1 / charge_scale on the device */
+    a.pot_scale = plan->frame.pot_scale * S;  /* times 1 / charge_scale on the device */
     a.grad_scale = plan->frame.pot_scale * S; /* 1/width^2 may overflow: two steps */
     a.grad_scale2 = plan->frame.pot_scale * S;
     a.pot = pot;
@@ -445,8 +460,7 @@ static fmk_bh_walk_args<R> walk_args_of(const fmk_plan *plan, const fmk_bh_state
     return a;
 }
 
-template <typename R>
-static cudaError_t walk(const fmk_plan *plan, const fmk_bh_walk_args<R> &a)
+template <typename R> static cudaError_t walk(const fmk_plan *plan, const fmk_bh_walk_args<R> &a)
 {
     if (plan->opts.walk == FMK_WALK_STACKLESS)
         return fmk_cuda_bh_walk_stackless(a, plan->opts.order, plan->self);
@@ -526,9 +540,11 @@ static fmk_status download(fmk_plan *plan, fmk_bh_state *s, double *pot, double 
 {
     const int64_t m = plan->n_targets;
     cudaError_t err;
-    if (pot && (err = cudaMemcpy(pot, s->pot.p, (size_t)m * 8, cudaMemcpyDeviceToHost)) != cudaSuccess)
+    if (pot &&
+        (err = cudaMemcpy(pot, s->pot.p, (size_t)m * 8, cudaMemcpyDeviceToHost)) != cudaSuccess)
         return fmk_cuda_fail(plan, err, "cudaMemcpy (potential from the GPU)");
-    if (grad && (err = cudaMemcpy(grad, s->grad.p, (size_t)m * 24, cudaMemcpyDeviceToHost)) != cudaSuccess)
+    if (grad &&
+        (err = cudaMemcpy(grad, s->grad.p, (size_t)m * 24, cudaMemcpyDeviceToHost)) != cudaSuccess)
         return fmk_cuda_fail(plan, err, "cudaMemcpy (gradient from the GPU)");
     return FMK_OK;
 }
@@ -570,7 +586,8 @@ static fmk_status run_eval(fmk_plan *plan, fmk_bh_state *s, const double *charge
         err = cudaEventRecord(s->ev[2], 0);
     if (err != cudaSuccess)
         return fmk_cuda_fail(plan, err, "the moment kernels");
-    st = s->real == 4 ? walk_phase<float>(plan, s, d_q, p, g) : walk_phase<double>(plan, s, d_q, p, g);
+    st = s->real == 4 ? walk_phase<float>(plan, s, d_q, p, g)
+                      : walk_phase<double>(plan, s, d_q, p, g);
     if (st != FMK_OK)
         return st;
     float ms1 = 0, ms2 = 0;

@@ -35,7 +35,6 @@ __global__ void k_map(int64_t n, const double *__restrict__ x, double cx, double
     out[3 * i + 2] = map_coord(x[3 * i + 2], cz, inv);
 }
 
-
 /* Bounding box, frame and mapping of a small set (ns sources, nt targets; at most a few tens
  * of thousands) in one launch, without the host: the box of the finite points as
  * fmk_cuda_bounding_box reduces it, the frame as fmk_plan_frame_from_box makes it from the
@@ -50,7 +49,8 @@ __global__ void k_map(int64_t n, const double *__restrict__ x, double cx, double
  * not depend on the order), and maps its share. */
 constexpr int FRAME_BLOCK = 1024, FRAME_ILP = 4, FRAME_CLUSTER_MAX = 8;
 struct frame_box_union {
-    __device__ fmk_bh_frame_box operator()(const fmk_bh_frame_box &a, const fmk_bh_frame_box &b) const
+    __device__ fmk_bh_frame_box operator()(const fmk_bh_frame_box &a,
+                                           const fmk_bh_frame_box &b) const
     {
         fmk_bh_frame_box r;
         for (int k = 0; k < 3; k++)
@@ -81,7 +81,7 @@ __device__ __forceinline__ void frame_points(int64_t ns, const double *__restric
 /* The box of points first, first + stride, ... of the sources then the targets (the set's
  * points first + u stride, FRAME_ILP of them in flight per thread: few warps hide the loads). */
 __device__ fmk_bh_frame_box frame_share(int64_t ns, const double *__restrict__ s, int64_t nt,
-                                 const double *__restrict__ t, int64_t first, int64_t stride)
+                                        const double *__restrict__ t, int64_t first, int64_t stride)
 {
     const int64_t n = ns + nt;
     fmk_bh_frame_box b;
@@ -218,15 +218,15 @@ cudaError_t frame_launch(int device, int cluster, int64_t ns, const double *d_s,
 constexpr int GRID_FRAME_BLOCK = 256, GRID_FRAME_MAX = FMK_BH_GRID_FRAME_MAX;
 
 __global__ void __launch_bounds__(GRID_FRAME_BLOCK)
-    k_frame_grid(int64_t ns, const double *__restrict__ s, int64_t nt,
-                 const double *__restrict__ t, fmk_bh_frame_grid_ws *ws, fmk_bh_frame_out *h)
+    k_frame_grid(int64_t ns, const double *__restrict__ s, int64_t nt, const double *__restrict__ t,
+                 fmk_bh_frame_grid_ws *ws, fmk_bh_frame_out *h)
 {
     typedef cub::BlockReduce<fmk_bh_frame_box, GRID_FRAME_BLOCK> reduce_t;
     __shared__ typename reduce_t::TempStorage temp;
     __shared__ bool last;
     const int64_t stride = (int64_t)gridDim.x * GRID_FRAME_BLOCK;
-    fmk_bh_frame_box b = frame_share(ns, s, nt, t, (int64_t)blockIdx.x * GRID_FRAME_BLOCK + threadIdx.x,
-                              stride);
+    fmk_bh_frame_box b =
+        frame_share(ns, s, nt, t, (int64_t)blockIdx.x * GRID_FRAME_BLOCK + threadIdx.x, stride);
     b = reduce_t(temp).Reduce(b, frame_box_union());
     if (threadIdx.x == 0) {
         ws->part[blockIdx.x] = b;
@@ -281,7 +281,8 @@ cudaError_t frame_grid_launch(int64_t ns, const double *d_s, int64_t nt, const d
 {
     const int64_t n = ns + nt, per = (int64_t)GRID_FRAME_BLOCK * FRAME_ILP;
     const int64_t want = (n + per - 1) / per;
-    const unsigned blocks = (unsigned)(want < GRID_FRAME_MAX ? (want > 0 ? want : 1) : GRID_FRAME_MAX);
+    const unsigned blocks =
+        (unsigned)(want < GRID_FRAME_MAX ? (want > 0 ? want : 1) : GRID_FRAME_MAX);
     cudaError_t err = cudaMemsetAsync(&ws->count, 0, sizeof ws->count);
     if (err != cudaSuccess)
         return err;
@@ -290,7 +291,6 @@ cudaError_t frame_grid_launch(int64_t ns, const double *d_s, int64_t nt, const d
         k_map_frame<<<fmk_bh_blocks(n), FMK_BH_BLOCK>>>(ns, d_s, nt, d_t, ws->frame, d_x);
     return cudaGetLastError();
 }
-
 
 /* The frame on the device and the build: small sets by one cluster of blocks (k_frame_small),
  * larger ones by a grid (k_frame_grid, k_map_frame). lo, hi, *bad: the set's box and first
@@ -302,11 +302,16 @@ fmk_status frame_device(fmk_plan *plan, fmk_bh_state *s, int small, int64_t ns, 
 {
     fmk_status st = FMK_OK;
     if (small)
-        st = fmk_bh_ok(plan, frame_launch(s->device, fmk_bh_tune(plan)->frame_cluster, ns, d_s, nt, d_t, d_x, s->dh_frame),
-                "the frame kernel (a cluster of blocks)");
-    else if ((st = fmk_bh_need(plan, s, &s->bbox, sizeof(fmk_bh_frame_grid_ws), "the frame's workspace")) == FMK_OK)
-        st = fmk_bh_ok(plan, frame_grid_launch(ns, d_s, nt, d_t, d_x, (fmk_bh_frame_grid_ws *)s->bbox.p, s->dh_frame),
-                "the frame kernels");
+        st = fmk_bh_ok(plan,
+                       frame_launch(s->device, fmk_bh_tune(plan)->frame_cluster, ns, d_s, nt, d_t,
+                                    d_x, s->dh_frame),
+                       "the frame kernel (a cluster of blocks)");
+    else if ((st = fmk_bh_need(plan, s, &s->bbox, sizeof(fmk_bh_frame_grid_ws),
+                               "the frame's workspace")) == FMK_OK)
+        st = fmk_bh_ok(plan,
+                       frame_grid_launch(ns, d_s, nt, d_t, d_x, (fmk_bh_frame_grid_ws *)s->bbox.p,
+                                         s->dh_frame),
+                       "the frame kernels");
     if (st == FMK_OK) /* its one wait is the frame kernels' too */
         st = fmk_bh_build(plan, s, ns, d_x, nt, d_x + 3 * ns, fmk_bh_tune(plan)->async);
     if (st != FMK_OK)
@@ -343,16 +348,19 @@ fmk_status fmk_bh_points_device(fmk_plan *plan, fmk_bh_state *s, int64_t ns, con
         st = frame_device(plan, s, small, ns, d_s, nt, d_t, d_x, lo, hi, &bad, center, &width);
     if (st == FMK_OK && !built) {
         size_t temp_bytes = 0, box_off = 0;
-        st = fmk_bh_ok(plan, fmk_cuda_bounding_box(3, ns, d_s, nt, d_t, NULL, &temp_bytes, NULL, lo, hi, &bad),
-                "cub::DeviceReduce (workspace query)");
+        st = fmk_bh_ok(
+            plan, fmk_cuda_bounding_box(3, ns, d_s, nt, d_t, NULL, &temp_bytes, NULL, lo, hi, &bad),
+            "cub::DeviceReduce (workspace query)");
         if (st == FMK_OK) {
             box_off = (temp_bytes + 255) / 256 * 256;
-            st = fmk_bh_need(plan, s, &s->bbox, box_off + fmk_cuda_box_bytes(), "the bounding-box workspace");
+            st = fmk_bh_need(plan, s, &s->bbox, box_off + fmk_cuda_box_bytes(),
+                             "the bounding-box workspace");
         }
         if (st == FMK_OK)
-            st = fmk_bh_ok(plan, fmk_cuda_bounding_box(3, ns, d_s, nt, d_t, s->bbox.p, &temp_bytes,
-                                                (char *)s->bbox.p + box_off, lo, hi, &bad),
-                    "cub::DeviceReduce (bounding box)");
+            st = fmk_bh_ok(plan,
+                           fmk_cuda_bounding_box(3, ns, d_s, nt, d_t, s->bbox.p, &temp_bytes,
+                                                 (char *)s->bbox.p + box_off, lo, hi, &bad),
+                           "cub::DeviceReduce (bounding box)");
     }
     if (st == FMK_OK && bad >= 0)
         st = fmk_cuda_bad_point(plan, bad, ns, d_s, d_t);
@@ -372,10 +380,10 @@ fmk_status fmk_bh_points_device(fmk_plan *plan, fmk_bh_state *s, int64_t ns, con
         const double inv = 1.0 / frame.width;
         if (ns > 0)
             k_map<<<fmk_bh_blocks(ns), FMK_BH_BLOCK>>>(ns, d_s, frame.center[0], frame.center[1],
-                                             frame.center[2], inv, d_x);
+                                                       frame.center[2], inv, d_x);
         if (nt > 0)
             k_map<<<fmk_bh_blocks(nt), FMK_BH_BLOCK>>>(nt, d_t, frame.center[0], frame.center[1],
-                                             frame.center[2], inv, d_x + 3 * ns);
+                                                       frame.center[2], inv, d_x + 3 * ns);
         st = fmk_bh_ok(plan, cudaGetLastError(), "the point mapping kernel");
         if (st == FMK_OK && ns > 0)
             st = fmk_bh_build(plan, s, ns, d_x, nt, d_x + 3 * ns, fmk_bh_tune(plan)->async);

@@ -54,7 +54,8 @@ __global__ void k_charge_stats(int64_t n, const double *__restrict__ q,
                 bad = (unsigned long long)i < bad ? (unsigned long long)i : bad;
             else
                 big = (unsigned long long)__double_as_longlong(a[u]) > big
-                          ? (unsigned long long)__double_as_longlong(a[u]) : big;
+                          ? (unsigned long long)__double_as_longlong(a[u])
+                          : big;
         }
     }
     for (int d = 16; d > 0; d >>= 1) {
@@ -181,15 +182,12 @@ template <int G, int N> __device__ __forceinline__ void segment_sums(double (&v)
  * then exact, and M2P and M2L offsets from it are as good as the target's (the walks form them
  * relative to the group, walk_args), however wide the frame. */
 template <typename R, int U = 1>
-__device__ __forceinline__ void leaf_moments_coop(bool active, int32_t i, int4 l, int L,
-                                                 double inv_theta, double scale,
-                                                 const uint64_t *__restrict__ keys,
-                                                 const typename vec4<R>::type *src,
-                                                 typename vec4<R>::type *src_w,
-                                                 const real4f *__restrict__ lo,
-                                                 const int32_t *__restrict__ order,
-                                                 const double *__restrict__ q, double cs,
-                                                 typename vec4<R>::type *__restrict__ node)
+__device__ __forceinline__ void
+leaf_moments_coop(bool active, int32_t i, int4 l, int L, double inv_theta, double scale,
+                  const uint64_t *__restrict__ keys, const typename vec4<R>::type *src,
+                  typename vec4<R>::type *src_w, const real4f *__restrict__ lo,
+                  const int32_t *__restrict__ order, const double *__restrict__ q, double cs,
+                  typename vec4<R>::type *__restrict__ node)
 {
     typedef typename vec4<R>::type V;
     constexpr int G = MOMENTS_LANES;
@@ -300,11 +298,10 @@ __device__ __forceinline__ void moments_node_of(int32_t i, int L, int4 l, int32_
 }
 
 template <typename R>
-__device__ __forceinline__ void moments_node(int32_t i, int L, double inv_theta, double scale,
-                                             const uint64_t *__restrict__ keys,
-                                             const int4 *__restrict__ links,
-                                             const int32_t *__restrict__ n_children,
-                                             typename vec4<R>::type *__restrict__ node)
+__device__ __forceinline__ void
+moments_node(int32_t i, int L, double inv_theta, double scale, const uint64_t *__restrict__ keys,
+             const int4 *__restrict__ links, const int32_t *__restrict__ n_children,
+             typename vec4<R>::type *__restrict__ node)
 {
     const int4 l = links[i];
     moments_node_of<R>(i, L, l, n_children[i], keys[l.z], inv_theta, scale, node);
@@ -314,13 +311,11 @@ __device__ __forceinline__ void moments_node(int32_t i, int L, double inv_theta,
  * calling: a leaf by leaf_moments_coop (its charges already packed), an inner node by the
  * segment's lane 0. */
 template <typename R>
-__device__ __forceinline__ void moments_node_seg(bool valid, int32_t i, int L, double inv_theta,
-                                                 double scale, const uint64_t *__restrict__ keys,
-                                                 const int4 *__restrict__ links,
-                                                 const int32_t *__restrict__ n_children,
-                                                 const typename vec4<R>::type *src,
-                                                 const real4f *__restrict__ lo,
-                                                 typename vec4<R>::type *__restrict__ node)
+__device__ __forceinline__ void
+moments_node_seg(bool valid, int32_t i, int L, double inv_theta, double scale,
+                 const uint64_t *__restrict__ keys, const int4 *__restrict__ links,
+                 const int32_t *__restrict__ n_children, const typename vec4<R>::type *src,
+                 const real4f *__restrict__ lo, typename vec4<R>::type *__restrict__ node)
 {
     const int4 l = valid ? links[i] : make_int4(0, 0, 0, 0);
     leaf_moments_coop<R>(valid && l.x < 0, i, l, L, inv_theta, scale, keys, src, NULL, lo, NULL,
@@ -412,7 +407,8 @@ __global__ void __launch_bounds__(PREP_BLOCK)
     }
     __syncthreads();
     /* the leaves, a segment of MOMENTS_LANES lanes each (a warp's bound is the same in its lanes) */
-    for (int32_t b = (threadIdx.x & ~31) / MOMENTS_LANES; b < n_nodes; b += PREP_BLOCK / MOMENTS_LANES) {
+    for (int32_t b = (threadIdx.x & ~31) / MOMENTS_LANES; b < n_nodes;
+         b += PREP_BLOCK / MOMENTS_LANES) {
         const int32_t i = b + (threadIdx.x & 31) / MOMENTS_LANES;
         const int4 l = links[i < n_nodes ? i : 0];
         leaf_moments_coop<R>(i < n_nodes && l.x < 0, i, l, level[i < n_nodes ? i : 0], inv_theta,
@@ -490,8 +486,8 @@ constexpr int MOMENTS_UP_ILP = 4;
 
 template <typename R>
 __global__ void __launch_bounds__(MOMENTS_UP_BLOCK)
-    k_moments_up(int32_t n_nodes, const int8_t *__restrict__ level, double inv_theta,
-                 double scale, const uint64_t *__restrict__ keys, const int4 *__restrict__ links,
+    k_moments_up(int32_t n_nodes, const int8_t *__restrict__ level, double inv_theta, double scale,
+                 const uint64_t *__restrict__ keys, const int4 *__restrict__ links,
                  const int32_t *__restrict__ n_children, const int32_t *__restrict__ parent,
                  const int32_t *__restrict__ order, const double *__restrict__ q,
                  const unsigned long long *__restrict__ stats, typename vec4<R>::type *src,
@@ -503,8 +499,8 @@ __global__ void __launch_bounds__(MOMENTS_UP_BLOCK)
     const int32_t i = (int32_t)(k < n_nodes ? k : 0);
     const int4 l = links[i];
     const bool leaf = k < n_nodes && l.x < 0;
-    leaf_moments_coop<R, MOMENTS_UP_ILP>(leaf, i, l, level[i], inv_theta, scale, keys, src, src,
-                                         lo, order, q, charge_scale<R>(stats), node);
+    leaf_moments_coop<R, MOMENTS_UP_ILP>(leaf, i, l, level[i], inv_theta, scale, keys, src, src, lo,
+                                         order, q, charge_scale<R>(stats), node);
     if (!leaf || (threadIdx.x & (MOMENTS_LANES - 1)) != 0) /* lane 0 of the segment wrote the
                                                              * record and goes up the tree */
         return;
@@ -526,8 +522,7 @@ __global__ void __launch_bounds__(MOMENTS_UP_BLOCK)
 
 /* Every node's moments of the tree t, the charges d_q packed into src on the way (with
  * k_prep_small the charge check too). */
-template <typename R>
-cudaError_t moments(const fmk_plan *plan, fmk_bh_state *s, const double *d_q)
+template <typename R> cudaError_t moments(const fmk_plan *plan, fmk_bh_state *s, const double *d_q)
 {
     typedef typename vec4<R>::type V;
     const fmk_treecode_cuda_tune *k = fmk_bh_tune(plan);
@@ -536,7 +531,8 @@ cudaError_t moments(const fmk_plan *plan, fmk_bh_state *s, const double *d_q)
     const double S = fmk_bh_coord_scale(s->real);
     const real4f *lo = (const real4f *)s->src_lo.p; /* fp32 only */
     /* tree3d.h: theta capped so that no node is accepted by a target inside it */
-    const double theta = plan->opts.theta < FMK_TREE_THETA_CAP ? plan->opts.theta : FMK_TREE_THETA_CAP;
+    const double theta =
+        plan->opts.theta < FMK_TREE_THETA_CAP ? plan->opts.theta : FMK_TREE_THETA_CAP;
     const double inv_theta = 1.0 / theta;
     const int4 *links = (const int4 *)s->links.p;
     V *src = (V *)s->src.p, *node = (V *)s->node.p;

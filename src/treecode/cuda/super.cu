@@ -21,7 +21,6 @@ namespace {
 __device__ unsigned long long fmk_bh_super_counts[12]; /* 6..11: a second level's parents */
 #endif
 
-
 /* The super-groups' walk (fmk_cuda_bh_super, walk_args): one warp per super-group of
  * a.super consecutive groups of a.super_order, from the root, breadth-first as k_walk_bfs
  * (32 nodes per step), with the super-group's box B (the union of its groups' boxes, widened
@@ -89,16 +88,14 @@ __device__ __forceinline__ R super_box(const fmk_bh_walk_args<R> &a, int64_t g0,
         lr = fmax(lr, __shfl_xor_sync(FULL, lr, d));
     *cb = c, *hb = h;
     return fmax(a.super_k * sqrt(h.x * h.x + h.y * h.y + h.z * h.z), lr);
-
 }
 
 /* The rest of the super-group's list into its expansion, written out (FMK_BH_LOCAL4
  * coefficients at a.super_local) when it has any node. */
 template <typename R, int ORDER, int LOC>
-__device__ __forceinline__ void super_local_out(const fmk_bh_walk_args<R> &a, int64_t sg,
-                                                const int32_t *list, int n_loc,
-                                                const typename vec4<R>::type &c, bool any_loc,
-                                                local_acc<R, LOC> &loc)
+__device__ __forceinline__ void
+super_local_out(const fmk_bh_walk_args<R> &a, int64_t sg, const int32_t *list, int n_loc,
+                const typename vec4<R>::type &c, bool any_loc, local_acc<R, LOC> &loc)
 {
     constexpr unsigned FULL = 0xffffffffu;
     const int lane = threadIdx.x & 31;
@@ -278,8 +275,7 @@ __global__ void k_super_keys(int64_t n_groups, const int2 *__restrict__ groups,
 /* The super-groups' walks: with a second level (a.super_up) the parents' first, from the
  * root (their lists and expansions in the up_* buffers; the parents' own counts kept apart
  * in the statistics: up_count set, super_up 0), then the super-groups'. */
-template <typename R, int ORDER, int LOC>
-void super_walks(const fmk_bh_walk_args<R> &a)
+template <typename R, int ORDER, int LOC> void super_walks(const fmk_bh_walk_args<R> &a)
 {
     const int64_t n_super = (a.n_groups + a.super - 1) / a.super;
     const unsigned super_blocks = (unsigned)((n_super + SUPER_WARPS - 1) / SUPER_WARPS);
@@ -295,8 +291,7 @@ void super_walks(const fmk_bh_walk_args<R> &a)
     k_walk_super<R, ORDER, LOC><<<super_blocks, SUPER_WARPS * 32>>>(a);
 }
 
-template <typename R>
-cudaError_t super_walks_of(const fmk_bh_walk_args<R> &a, int order, int loc)
+template <typename R> cudaError_t super_walks_of(const fmk_bh_walk_args<R> &a, int order, int loc)
 {
     const int harm = loc == 5;
     switch (order * 2 + harm) {
@@ -320,7 +315,10 @@ typedef struct super_layout {
     int key_bits, super_up;
 } super_layout;
 
-size_t align256(size_t b) { return (b + 255) & ~(size_t)255; }
+size_t align256(size_t b)
+{
+    return (b + 255) & ~(size_t)255;
+}
 
 int super_cap(const fmk_treecode_cuda_tune *k)
 {
@@ -480,11 +478,12 @@ void fmk_bh_super_diag_end(int super, int super_up)
         for (int lv = 0; lv < 2; lv++) {
             const unsigned long long *c = sc + 6 * lv;
             if (c[0] > 0)
-                fprintf(stderr, "super-groups%s: %llu of %d groups; per super-group %.1f "
+                fprintf(stderr,
+                        "super-groups%s: %llu of %d groups; per super-group %.1f "
                         "start-list entries (longest %llu), %.1f nodes into its expansion, "
-                        "%.1f steps; %llu overflows\n", lv ? " (parents)" : "", c[0],
-                        lv ? super_up : super, (double)c[1] / c[0], c[5],
-                        (double)c[2] / c[0], (double)c[3] / c[0], c[4]);
+                        "%.1f steps; %llu overflows\n",
+                        lv ? " (parents)" : "", c[0], lv ? super_up : super, (double)c[1] / c[0],
+                        c[5], (double)c[2] / c[0], (double)c[3] / c[0], c[4]);
         }
 #else
     (void)super, (void)super_up;

@@ -21,11 +21,11 @@ namespace {
  * parts, in all, and the longest warp's; the points of the leaves that the per-target test
  * leaves opened, by how many targets open them (24..30); printed to stderr after each walk. */
 __device__ unsigned long long fmk_bh_counts[32];
-#define BH_CLOCK(var, stmt)                                                                     \
-    do {                                                                                        \
-        const long long t0_ = clock64();                                                        \
-        stmt;                                                                                   \
-        var += clock64() - t0_;                                                                 \
+#define BH_CLOCK(var, stmt)              \
+    do {                                 \
+        const long long t0_ = clock64(); \
+        stmt;                            \
+        var += clock64() - t0_;          \
     } while (0)
 #else
 #define BH_CLOCK(var, stmt) stmt
@@ -79,8 +79,8 @@ template <typename R, int ORDER, bool SELF, int T, int LOC, bool SUPER> struct b
     R crx, cry, crz; /* c - o */
     int32_t t[T];
     R y[T][3], phi[T], g[T][3];
-    int sp;                             /* warp-uniform */
-    int n_m2p, n_p2p, h_m2p, h_p2p;     /* warp-uniform */
+    int sp;                         /* warp-uniform */
+    int n_m2p, n_p2p, h_m2p, h_p2p; /* warp-uniform */
     R loc_r;
     int n_loc, h_loc;
     bool any_loc;
@@ -94,11 +94,10 @@ template <typename R, int ORDER, bool SELF, int T, int LOC, bool SUPER> struct b
 #endif
 
     __device__ __forceinline__ bfs_walk(const fmk_bh_walk_args<R> &a_, V (*nodes)[4], V *srcs,
-                                        real4f *los, int32_t *idx, int32_t *first,
-                                        int32_t *stk, int32_t *locs)
+                                        real4f *los, int32_t *idx, int32_t *first, int32_t *stk,
+                                        int32_t *locs)
         : a(a_), lane(threadIdx.x & 31), lt((1u << (threadIdx.x & 31)) - 1), node_list(nodes),
-          src_list(srcs), lo_list(los), idx_list(idx), first_at(first), stack(stk),
-          loc_list(locs)
+          src_list(srcs), lo_list(los), idx_list(idx), first_at(first), stack(stk), loc_list(locs)
     {
 #ifdef FMK_BH_COUNT
         k_start = clock64();
@@ -167,8 +166,8 @@ template <typename R, int ORDER, bool SELF, int T, int LOC, bool SUPER> struct b
 
     __device__ __forceinline__ void loc_chunk()
     {
-        BH_CLOCK(k_loc, (bfs_m2l<R, ORDER, LOC ? LOC : 3>(a.node, loc_list + h_loc, 32, a.local,
-                                                          c, a.eps2, loc)));
+        BH_CLOCK(k_loc, (bfs_m2l<R, ORDER, LOC ? LOC : 3>(a.node, loc_list + h_loc, 32, a.local, c,
+                                                          a.eps2, loc)));
         h_loc ^= 32, n_loc -= 32;
         __syncwarp();
     }
@@ -221,12 +220,10 @@ template <typename R, int ORDER, bool SELF, int T, int LOC, bool SUPER> struct b
             const R rs = x.w * (l.x < 0 ? a.leaf_r2 : a.inner_r2);
             const R nx = __shfl_sync(FULL, x.x, f) - o.x, ny = __shfl_sync(FULL, x.y, f) - o.y,
                     nz = __shfl_sync(FULL, x.z, f) - o.z, r2 = __shfl_sync(FULL, rs, f);
-            const R nx2 = __shfl_sync(FULL, x.x, f2) - o.x,
-                    ny2 = __shfl_sync(FULL, x.y, f2) - o.y,
+            const R nx2 = __shfl_sync(FULL, x.x, f2) - o.x, ny2 = __shfl_sync(FULL, x.y, f2) - o.y,
                     nz2 = __shfl_sync(FULL, x.z, f2) - o.z, r22 = __shfl_sync(FULL, rs, f2);
             const bool all1 = __all_sync(FULL, targets_far<R, T>(t, grp.y, y, nx, ny, nz, r2));
-            const bool all2 =
-                __all_sync(FULL, targets_far<R, T>(t, grp.y, y, nx2, ny2, nz2, r22));
+            const bool all2 = __all_sync(FULL, targets_far<R, T>(t, grp.y, y, nx2, ny2, nz2, r22));
             ok |= (all1 ? 1u << f : 0u) | (all2 ? 1u << f2 : 0u);
         }
         return ok;
@@ -422,15 +419,15 @@ template <typename R, int ORDER, bool SELF, int T, int LOC, bool SUPER> struct b
         const long long t_mac = clock64();
 #endif
         if (a.mac) { /* tune.mac: the nodes the box opens, tested at every target */
-            const unsigned cand = __ballot_sync(FULL, valid && !skip && !far &&
-                                                          cnt > p2p_cut<ORDER>::value &&
-                                                          (a.mac == 1 || l.x < 0));
+            const unsigned cand =
+                __ballot_sync(FULL, valid && !skip && !far && cnt > p2p_cut<ORDER>::value &&
+                                        (a.mac == 1 || l.x < 0));
             const unsigned ok = mac_ok(cand, x, l);
             far = far || (ok >> lane & 1u);
 #ifdef FMK_BH_COUNT
-            c_cand += __popc(__ballot_sync(FULL, valid && !skip && cnt > p2p_cut<ORDER>::value &&
-                                                     l.x < 0 &&
-                                                     !(dx * dx + dy * dy + dz * dz > x.w)));
+            c_cand +=
+                __popc(__ballot_sync(FULL, valid && !skip && cnt > p2p_cut<ORDER>::value &&
+                                               l.x < 0 && !(dx * dx + dy * dy + dz * dz > x.w)));
             c_okc += __popc(ok);
             count_open(valid && !skip && !far && cnt > p2p_cut<ORDER>::value && l.x < 0, x, cnt);
 #endif
@@ -474,9 +471,9 @@ template <typename R, int ORDER, bool SELF, int T, int LOC, bool SUPER> struct b
         BH_CLOCK(k_m2p, (bfs_m2p<R, ORDER, T>(node_list + h_m2p, n_m2p, y, a.eps2, phi, g)));
         {
             const bool any_in = p2p_ready(n_p2p);
-            BH_CLOCK(k_p2p, (bfs_p2p_any<R, SELF, T>(src_list + h_p2p,
-                                                     idx_list + (SELF ? h_p2p : 0), any_in,
-                                                     n_p2p, t, y, a.eps2, phi, g)));
+            BH_CLOCK(k_p2p,
+                     (bfs_p2p_any<R, SELF, T>(src_list + h_p2p, idx_list + (SELF ? h_p2p : 0),
+                                              any_in, n_p2p, t, y, a.eps2, phi, g)));
         }
         if (LOCAL && any_loc) {
             if (n_loc > 0)
@@ -500,8 +497,10 @@ template <typename R, int ORDER, bool SELF, int T, int LOC, bool SUPER> struct b
                     L[k] = H[k];
 #pragma unroll
             for (int k = 0; k < T; k++)
-                l2p_order<LOC == 5 ? 4 : LOC ? LOC : 3>(a.local, L, y[k][0] - crx, y[k][1] - cry,
-                                                        y[k][2] - crz, &phi[k], g[k]);
+                l2p_order<LOC == 5 ? 4
+                          : LOC    ? LOC
+                                   : 3>(a.local, L, y[k][0] - crx, y[k][1] - cry, y[k][2] - crz,
+                                     &phi[k], g[k]);
 #ifdef FMK_BH_COUNT
             k_l2p += clock64() - t_l2p;
 #endif
@@ -548,12 +547,11 @@ template <typename R, int ORDER, bool SELF, int T, int LOC, bool SUPER> struct b
 };
 
 template <typename R, int ORDER, bool SELF, int T, int LOC, bool SUPER = false>
-__global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32,
-                                  LOC && sizeof(R) == 4
-                                      ? bfs_cfg<R>::blocks(
-                                            4 * (FMK_LOCAL_MINB - (SUPER ? FMK_SUPER_MINB_LESS : 0)))
-                                      : bfs_cfg<R>::MIN_BLOCKS)
-    k_walk_bfs(fmk_bh_walk_args<R> a)
+__global__ void
+__launch_bounds__(bfs_cfg<R>::WARPS * 32,
+                  LOC && sizeof(R) == 4
+                      ? bfs_cfg<R>::blocks(4 * (FMK_LOCAL_MINB - (SUPER ? FMK_SUPER_MINB_LESS : 0)))
+                      : bfs_cfg<R>::MIN_BLOCKS) k_walk_bfs(fmk_bh_walk_args<R> a)
 {
     typedef bfs_walk<R, ORDER, SELF, T, LOC, SUPER> walk_t;
     typedef typename vec4<R>::type V;
@@ -584,8 +582,8 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32,
         if (SUPER)
             n_start = super_start<R, T>(a.super_order, a.super_count, a.super_list, a.super_cap,
                                         a.super, a.super_centre, a.super_local, a.super_up,
-                                        a.up_count, a.up_centre, a.up_local, a.groups, a.box,
-                                        a.trg, a.trg_lo, wp, s_stack[wb], &w, init);
+                                        a.up_count, a.up_centre, a.up_local, a.groups, a.box, a.trg,
+                                        a.trg_lo, wp, s_stack[wb], &w, init);
         walk.begin(w, (int)(wp % a.parts), n_start, init);
         __syncwarp();
         while (walk.sp > 0)
@@ -596,7 +594,8 @@ __global__ void __launch_bounds__(bfs_cfg<R>::WARPS * 32,
 #endif
         walk.store_all();
 #ifdef FMK_BH_TRACE
-        trace_put(tr0, 0, (float)sqrt(walk.h.x * walk.h.x + walk.h.y * walk.h.y + walk.h.z * walk.h.z),
+        trace_put(tr0, 0,
+                  (float)sqrt(walk.h.x * walk.h.x + walk.h.y * walk.h.y + walk.h.z * walk.h.z),
                   (unsigned)w);
 #endif
         if (!a.ticket)
@@ -737,27 +736,32 @@ void fmk_bh_walk_diag_end(void)
 #ifdef FMK_BH_COUNT
     unsigned long long cnt[32] = {0};
     if (cudaMemcpyFromSymbol(cnt, fmk_bh_counts, sizeof cnt) == cudaSuccess && cnt[0] > 0)
-        fprintf(stderr, "walk counts: n %llu targets, %llu groups (%.1f targets each); per "
+        fprintf(stderr,
+                "walk counts: n %llu targets, %llu groups (%.1f targets each); per "
                 "target %.1f M2P, %.1f P2P, %.1f nodes into the group's expansion; %.1f steps "
                 "per group; %llu stack overflows, deepest stack %llu\n",
                 cnt[0], cnt[5], (double)cnt[0] / cnt[5], (double)cnt[1] / cnt[0],
-                (double)cnt[2] / cnt[0], (double)cnt[7] / cnt[0], (double)cnt[3] / cnt[5], cnt[4], cnt[6]);
+                (double)cnt[2] / cnt[0], (double)cnt[7] / cnt[0], (double)cnt[3] / cnt[5], cnt[4],
+                cnt[6]);
     if (cnt[0] > 0 && cnt[14] > 0)
-        fprintf(stderr, "walk cycles: per warp %.0f: M2P %.1f%%, P2P %.1f%%, M2L %.1f%%, L2P "
+        fprintf(stderr,
+                "walk cycles: per warp %.0f: M2P %.1f%%, P2P %.1f%%, M2L %.1f%%, L2P "
                 "%.1f%%, the rest (tests, lists, stack) %.1f%%; longest warp %.2f x the mean\n",
                 (double)cnt[14] / cnt[5], 100.0 * cnt[9] / cnt[14], 100.0 * cnt[10] / cnt[14],
                 100.0 * cnt[11] / cnt[14], 100.0 * cnt[13] / cnt[14],
                 100.0 * (cnt[14] - cnt[9] - cnt[10] - cnt[11] - cnt[13]) / cnt[14],
                 (double)cnt[15] * cnt[5] / cnt[14]);
     if (cnt[0] > 0 && cnt[14] > 0)
-        fprintf(stderr, "walk steps: per group %.1f leaves tested at every target, %.1f of them "
+        fprintf(stderr,
+                "walk steps: per group %.1f leaves tested at every target, %.1f of them "
                 "accepted; the per-target test %.1f%% of the cycles, the children's push %.1f%%\n",
                 (double)cnt[16] / cnt[5], (double)cnt[17] / cnt[5], 100.0 * cnt[18] / cnt[14],
                 100.0 * cnt[19] / cnt[14]);
     const double opened = (double)(cnt[24] + cnt[25] + cnt[26] + cnt[27] + cnt[28] + cnt[29]);
     if (cnt[0] > 0 && cnt[14] > 0 && opened > 0) {
         const double all = opened;
-        fprintf(stderr, "walk opened leaves (per-target tested): per group %.1f points; by how "
+        fprintf(stderr,
+                "walk opened leaves (per-target tested): per group %.1f points; by how "
                 "many targets are inside the leaf's sphere: 1 %.1f%%, 2-4 %.1f%%, 5-8 %.1f%%, "
                 "9-16 %.1f%%, 17-24 %.1f%%, 25-32 %.1f%%; %.1f on average\n",
                 all / cnt[5], 100 * cnt[24] / all, 100 * cnt[25] / all, 100 * cnt[26] / all,

@@ -35,7 +35,6 @@ __device__ __forceinline__ bool targets_far(const int32_t (&t)[T], int32_t end, 
     return ok;
 }
 
-
 /* Positions in the group walks. In fp32 the frame's coordinates resolve 2^-24 of the frame, so
  * the offset y - x of two points d apart would err by 2^-24 frame / d. The group walks take
  * every position relative to an origin o, the centre of the group's box (an fp32 number of
@@ -101,20 +100,19 @@ template <typename R> struct bfs_cfg {
  *   grad = D u^3 + 2 Q r u^5 - r (M u^3 + 3 (D.r) u^5 + 5 w u^7)
  * (tr(S) enters only through eps2: for eps2 = 0 the traceless quadrupole is the same field). */
 template <typename R, int ORDER>
-__device__ __forceinline__ void bfs_pack(const typename vec4<R>::type &x,
-                                         const typename vec4<R>::type &m1,
-                                         const typename vec4<R>::type &m2,
-                                         const typename vec4<R>::type &m3, R eps2,
-                                         typename vec4<R>::type *e)
+__device__ __forceinline__ void
+bfs_pack(const typename vec4<R>::type &x, const typename vec4<R>::type &m1,
+         const typename vec4<R>::type &m2, const typename vec4<R>::type &m3, R eps2,
+         typename vec4<R>::type *e)
 {
     typedef typename vec4<R>::type V;
     V a, b, c, d;
     a.x = x.x, a.y = x.y, a.z = x.z, a.w = m1.x;
     b.x = m1.y, b.y = m1.z, b.z = m1.w;
     const R tr = m2.x + m2.w + m3.y, third = tr * (R)(1.0 / 3.0);
-    b.w = (R)1.5 * m3.x;                                                     /* Q_yz */
-    c.x = (R)1.5 * (m2.x - third), c.y = (R)1.5 * m2.y, c.z = (R)1.5 * m2.z; /* Q_xx Q_xy Q_xz */
-    c.w = (R)1.5 * (m2.w - third);                                           /* Q_yy */
+    b.w = (R)1.5 * m3.x;                                                       /* Q_yz */
+    c.x = (R)1.5 * (m2.x - third), c.y = (R)1.5 * m2.y, c.z = (R)1.5 * m2.z;   /* Q_xx Q_xy Q_xz */
+    c.w = (R)1.5 * (m2.w - third);                                             /* Q_yy */
     d.x = (R)1.5 * (m3.y - third), d.y = (R)0.5 * tr * eps2, d.z = 0, d.w = 0; /* Q_zz, E */
     if (ORDER < 2)
         b.w = c.x = c.y = c.z = c.w = d.x = d.y = 0;
@@ -234,16 +232,13 @@ __device__ __forceinline__ void bfs_p2p_any(const typename vec4<R>::type *src, c
  * inlined: its registers stay out of the walk's (inlined, the walk's loop spilled more and
  * ran slower on the same interactions: FMK_SUPER_MINB_LESS). */
 template <typename R, int T>
-__device__ __noinline__ int super_start(const int32_t *super_order, const int32_t *super_count,
-                                        const int32_t *super_list, int super_cap, int super,
-                                        const typename vec4<R>::type *super_centre,
-                                        const R *super_local, int super_up,
-                                        const int32_t *up_count,
-                                        const typename vec4<R>::type *up_centre,
-                                        const R *up_local, const int2 *groups,
-                                        const typename vec4<R>::type *box,
-                                        const typename vec4<R>::type *trg, const real4f *trg_lo,
-                                        int64_t wp, int32_t *stack, int64_t *w, R *init)
+__device__ __noinline__ int
+super_start(const int32_t *super_order, const int32_t *super_count, const int32_t *super_list,
+            int super_cap, int super, const typename vec4<R>::type *super_centre,
+            const R *super_local, int super_up, const int32_t *up_count,
+            const typename vec4<R>::type *up_centre, const R *up_local, const int2 *groups,
+            const typename vec4<R>::type *box, const typename vec4<R>::type *trg,
+            const real4f *trg_lo, int64_t wp, int32_t *stack, int64_t *w, R *init)
 {
     typedef typename vec4<R>::type V;
     const int lane = threadIdx.x & 31;

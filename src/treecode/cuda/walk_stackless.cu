@@ -9,7 +9,6 @@ namespace {
 
 constexpr int WALK_BLOCK = 128;
 
-
 __device__ __forceinline__ void ld_moments(const real4f *node, int32_t i, float m[10])
 {
     const real4f a = node[4 * i + 1], b = node[4 * i + 2], c = node[4 * i + 3];
@@ -67,8 +66,7 @@ __global__ void __launch_bounds__(WALK_BLOCK) k_walk_stackless(fmk_bh_walk_args<
     store(a, t, phi, g, 1.0 / charge_scale<R>(a.stats));
 }
 
-template <typename R, bool SELF>
-cudaError_t launch(const fmk_bh_walk_args<R> &a, int order)
+template <typename R, bool SELF> cudaError_t launch(const fmk_bh_walk_args<R> &a, int order)
 {
     if (a.m == 0)
         return cudaSuccess;
