@@ -181,6 +181,33 @@ static inline int fmk_kernel_grad_width(fmk_kernel k, int dim)
     return fmk_kernel_desc_of(k)->grad_width;
 }
 
+/* Byte counts of memory estimates (fmk_engine.memory, fmk_plan_memory): sums and products of
+ * non-negative int64 values that stop at FMK_BYTES_OVERFLOW instead of wrapping, so sizes no
+ * machine could hold come out as FMK_BYTES_OVERFLOW (which fmk_plan_memory refuses), never as
+ * a small or negative number. */
+#define FMK_BYTES_OVERFLOW INT64_MAX
+static inline int64_t fmk_bytes_add(int64_t a, int64_t b)
+{
+    return a > FMK_BYTES_OVERFLOW - b ? FMK_BYTES_OVERFLOW : a + b;
+}
+static inline int64_t fmk_bytes_mul(int64_t a, int64_t b)
+{
+    return b != 0 && a > FMK_BYTES_OVERFLOW / b ? FMK_BYTES_OVERFLOW : a * b;
+}
+/* b + per * n, saturating: one term of an estimate, per bytes for each of n things. */
+static inline int64_t fmk_bytes_plus(int64_t b, int64_t per, int64_t n)
+{
+    return fmk_bytes_add(b, fmk_bytes_mul(per, n));
+}
+/* The GPU engines' estimates count at most 2^36 points (sources plus targets, nt < 0: none
+ * apart): their coordinates alone (1.6 TB) are ten times any GPU's memory, and up to there
+ * their arithmetic (linear in the points, under 10^8 bytes a point) stays inside int64.
+ * Beyond it they report FMK_BYTES_OVERFLOW. */
+static inline int fmk_bytes_gpu_uncounted(int64_t ns, int64_t nt)
+{
+    return ns + (nt > 0 ? nt : 0) > ((int64_t)1 << 36);
+}
+
 /* engines.c: the engine table. The engine of (method, dim, backend), NULL where none exists
  * (a method not built for that dimension, or the CUDA backend in a CPU-only build). */
 const fmk_engine *fmk_engines_find(fmk_method method, int dim, fmk_backend backend);

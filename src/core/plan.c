@@ -21,9 +21,11 @@ int fmk_method_available(fmk_method method, int dim, fmk_backend backend)
 {
     if ((dim != 2 && dim != 3) || !fmk_method_name(method) || !fmk_backend_name(backend))
         return 0;
+    /* devices are counted for backends auto and cuda only: asking about the CPU never starts
+     * the CUDA runtime */
     if (backend == FMK_BACKEND_AUTO)
         backend = fmk_cuda_count_devices() > 0 ? FMK_BACKEND_CUDA : FMK_BACKEND_CPU;
-    if (backend == FMK_BACKEND_CUDA && fmk_cuda_count_devices() <= 0)
+    else if (backend == FMK_BACKEND_CUDA && fmk_cuda_count_devices() <= 0)
         return 0;
     if (method == FMK_METHOD_AUTO)
         method = FMK_METHOD_DIRECT;
@@ -101,8 +103,10 @@ static fmk_status check_opts(const fmk_opts *in, fmk_kernel kernel, int dim, dou
     if (o.method == FMK_METHOD_AUTO)
         o.method = FMK_METHOD_DIRECT;
 
-    int ndev = fmk_cuda_count_devices();
+    /* Devices are counted only where a GPU may be used: a CPU plan never starts the CUDA
+     * runtime (which costs memory and time, and can fail on its own). */
     const int backend_auto = o.backend == FMK_BACKEND_AUTO;
+    const int ndev = backend_auto || o.backend == FMK_BACKEND_CUDA ? fmk_cuda_count_devices() : 0;
     if (backend_auto)
         o.backend = ndev > 0 ? FMK_BACKEND_CUDA : FMK_BACKEND_CPU;
     if (o.backend == FMK_BACKEND_CUDA) {
@@ -196,6 +200,10 @@ fmk_status fmk_plan_create(fmk_plan **plan, int dim, fmk_kernel kernel, double e
     *plan = p;
     return FMK_OK;
 }
+
+/* The most sources (and the most targets) a plan takes: their coordinates and four values a
+ * point stay well inside int64 bytes. */
+#define MAX_POINTS (INT64_MAX / (8 * 3 * 4))
 
 /* Loops over the caller's arrays (validation, bounding box, mapping) use the plan's threads
  * from this many values on. */
@@ -318,7 +326,7 @@ fmk_status fmk_plan_set_points(fmk_plan *plan, int64_t n_sources, const double *
         return fmk_error_set(NULL, FMK_ERR_NULL, "fmk_plan_set_points: plan is NULL");
     double t0 = fmk_time_now();
     const int dim = plan->dim;
-    const int64_t max_n = INT64_MAX / (8 * 3 * 4);
+    const int64_t max_n = MAX_POINTS;
     if (n_sources < 0 || n_sources > max_n)
         return fmk_error_set(plan, FMK_ERR_ARG, "n_sources = %lld is out of range",
                              (long long)n_sources);
@@ -402,7 +410,7 @@ fmk_status fmk_plan_set_points_device(fmk_plan *plan, int64_t n_sources, const d
 {
     if (!plan)
         return fmk_error_set(NULL, FMK_ERR_NULL, "fmk_plan_set_points_device: plan is NULL");
-    const int64_t max_n = INT64_MAX / (8 * 3 * 4);
+    const int64_t max_n = MAX_POINTS;
     if (n_sources < 0 || n_sources > max_n || n_targets < 0 || n_targets > max_n)
         return fmk_error_set(plan, FMK_ERR_ARG, "n_sources = %lld, n_targets = %lld out of range",
                              (long long)n_sources, (long long)n_targets);
@@ -542,9 +550,22 @@ fmk_status fmk_plan_memory(const fmk_plan *plan, int64_t n_sources, int64_t n_ta
         return fmk_error_set((fmk_plan *)plan, FMK_ERR_ARG,
                              "fmk_plan_memory: n_sources = %lld, n_targets = %lld out of range",
                              (long long)n_sources, (long long)n_targets);
+    if (n_sources > MAX_POINTS || n_targets > MAX_POINTS)
+        return fmk_error_set((fmk_plan *)plan, FMK_ERR_ARG,
+                             "fmk_plan_memory: n_sources = %lld, n_targets = %lld; a plan takes "
+                             "at most %lld points of each kind",
+                             (long long)n_sources, (long long)n_targets, (long long)MAX_POINTS);
     int64_t h = 0, d = 0;
     plan->engine->memory(plan, n_sources, n_targets, &h, &d);
-    h += (n_sources + (n_targets < 0 ? 0 : n_targets)) * plan->dim * (int64_t)sizeof(double);
+    const int64_t points = n_sources + (n_targets < 0 ? 0 : n_targets);
+    h = fmk_bytes_plus(h, plan->dim * (int64_t)sizeof(double), points);
+    if (h == FMK_BYTES_OVERFLOW || d == FMK_BYTES_OVERFLOW)
+        return fmk_error_set((fmk_plan *)plan, FMK_ERR_ARG,
+                             "fmk_plan_memory: n_sources = %lld, n_targets = %lld would need more "
+                             "bytes than an int64 counts (or than method %s on backend %s "
+                             "estimates), far beyond any machine's memory",
+                             (long long)n_sources, (long long)n_targets,
+                             fmk_method_name(plan->opts.method), fmk_backend_name(plan->opts.backend));
     *bytes_host = h;
     *bytes_device = d;
     return FMK_OK;

@@ -46,7 +46,9 @@ static void direct_memory(const fmk_plan *plan, int64_t ns, int64_t nt, int64_t 
 {
     if (nt < 0)
         nt = ns;
-    *h = (int64_t)real_size(plan) * (4 * ns + plan->dim * nt) + (int64_t)sizeof(cpu_direct);
+    const int64_t real = (int64_t)real_size(plan);
+    *h = fmk_bytes_plus((int64_t)sizeof(cpu_direct), 4 * real, ns);
+    *h = fmk_bytes_plus(*h, plan->dim * real, nt);
     *d = 0;
 }
 

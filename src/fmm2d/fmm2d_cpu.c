@@ -31,9 +31,11 @@ static int64_t state_bytes(const fmk_plan *plan, int64_t ns, int64_t nt, int sel
     const int64_t n = self ? ns : ns + nt;
     const int L = fmk_fmm2d_levels(n, leaf_size_of(plan));
     const int64_t boxes = fmk_fmm2d_first(L + 1);
-    int64_t b = (int64_t)sizeof(fmm2d_cpu);
-    b += fmk_fmm2d_tree_bytes(ns, nt, self, L, n_weak, n_near);
-    b += 16 * ns + 2 * 16 * boxes * (p + 1) + 40 * nt;
+    int64_t b = (int64_t)sizeof(fmm2d_cpu); /* saturating: sizes no machine holds */
+    b = fmk_bytes_add(b, fmk_fmm2d_tree_bytes(ns, nt, self, L, n_weak, n_near));
+    b = fmk_bytes_plus(b, 16, ns);
+    b = fmk_bytes_plus(b, 2 * 16 * (int64_t)(p + 1), boxes);
+    b = fmk_bytes_plus(b, 40, nt);
     return b;
 }
 

@@ -46,20 +46,23 @@ static int64_t state_bytes(const fmk_plan *plan, int64_t ns, int64_t nt, int sel
     const int p = order_of(plan);
     const int64_t np = self ? ns : ns + nt;
     const int64_t stride = (int64_t)(p + 1) * (p + 2);
+    /* sizes of the order and the threads alone are small; what grows with the points and the
+     * nodes saturates (fmk_bytes_plus) */
     int64_t b = (int64_t)sizeof(fmk_fmm3d_cpu);
-    b += fmk_tree3d_bytes_for(np, nodes) + fmk_fmm3d_lists_bytes_for(nodes);
-    b += 32 * nodes + 16 * nodes * stride;                      /* counts, begins, M, L */
-    b += 8 * ns * 8 + (self ? 0 : 8 * nt * 4);                  /* orders, xyz, soa */
-    b += 32 * nt;                                               /* result */
     b += 8 * rot_doubles(p) * (n_dirs + 16);                    /* polar angles, M2M, L2L */
     b += 8 * 2 * (int64_t)(p + 1) * FMK_FMM3D_NDIR;             /* phases */
-    b += 12 * 189 * nodes;                                      /* v_perm, v_target */
-    b += 17 * nodes + 4 * 64 * nodes;                           /* direct W and X flags and lists */
     b += 8 * 24 * (int64_t)(p + 1) * (p + 2) * (2 * p + 3) / 6; /* zmat */
     b += 8 * (int64_t)plan->threads * fmk_fmm3d_cpu_m2l_buf_size(p);
-    if (plan->opts.precision == FMK_PRECISION_FP32)
-        b += 4 * 4 * ns;                                           /* src32 */
     b += 8 * (int64_t)plan->threads * (8 * stride + 64 * (p + 3)); /* work, generous */
+    b = fmk_bytes_add(b, fmk_tree3d_bytes_for(np, nodes));
+    b = fmk_bytes_add(b, fmk_fmm3d_lists_bytes_for(nodes));
+    b = fmk_bytes_plus(b, 32 + 16 * stride, nodes); /* counts, begins, M, L */
+    b = fmk_bytes_plus(b, 8 * 8, ns);               /* orders, xyz, soa */
+    b = fmk_bytes_plus(b, (self ? 0 : 8 * 4) + 32, nt); /* orders, xyz; result */
+    b = fmk_bytes_plus(b, 12 * 189, nodes);         /* v_perm, v_target */
+    b = fmk_bytes_plus(b, 17 + 4 * 64, nodes);      /* direct W and X flags and lists */
+    if (plan->opts.precision == FMK_PRECISION_FP32)
+        b = fmk_bytes_plus(b, 4 * 4, ns); /* src32 */
     return b;
 }
 

@@ -137,7 +137,7 @@ int64_t fmk_fmm3d_lists_bytes_for(int64_t n_nodes)
 {
     /* a uniform tree: about 27 U, 189 V and a few W, X entries per box, plus the build's
      * neighbour sets (28 bytes per node) */
-    return n_nodes * (32 + 4 * 8 + 4 + 28) + n_nodes * (4 * 27 + 6 * 189 + 4 * 16);
+    return fmk_bytes_mul(n_nodes, (32 + 4 * 8 + 4 + 28) + (4 * 27 + 6 * 189 + 4 * 16));
 }
 
 static int64_t *scan(const int64_t *count, int64_t n, int64_t *total)

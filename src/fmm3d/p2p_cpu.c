@@ -211,7 +211,9 @@ void fmk_fmm3d_cpu_p2p(const fmk_plan *plan, fmk_fmm3d_cpu *s)
      * through the direct sum's vectorized loop for the plan's kernel (plummer and regularized:
      * the exact smooth kernel in the near field), in fp64 or, for precision fp32, in fp32 */
     const double *sx = s->src_soa, *sy = sx + ns, *sz = sy + ns, *sq = s->q;
-    const float *fx = s->src32, *fy = fx + ns, *fz = fy + ns, *fq = fz + ns;
+    /* fp32 copies only for precision fp32 (src32 is NULL otherwise: no offsets from it) */
+    const float *fx = s->src32, *fy = fx ? fx + ns : NULL, *fz = fx ? fy + ns : NULL,
+                *fq = fx ? fz + ns : NULL;
     const fmm_p2p64_tile_fn p2p = fmm_p2p64_pick(plan->kernel);
     const fmm_p2p32_tile_fn p2p32 = fmm_p2p32_pick(plan->kernel);
     const double eps2 = plan->frame.softening * plan->frame.softening;

@@ -144,7 +144,9 @@ int fmk_tree3d_sort_ws(uint64_t *keys, int64_t *index, int64_t n, int threads, i
 int64_t fmk_tree3d_bytes_for(int64_t n, int64_t n_nodes)
 {
     /* keys, order, points; begin, end; more, next, n_children, parent; level; level_begin */
-    return n * (8 + 8 + 24) + n_nodes * (16 + 16 + 1) + (FMK_TREE_MAX_LEVEL + 2) * 8;
+    /* saturating (fmk_bytes_plus): sizes no machine holds give FMK_BYTES_OVERFLOW */
+    const int64_t b = fmk_bytes_plus((FMK_TREE_MAX_LEVEL + 2) * 8, 8 + 8 + 24, n);
+    return fmk_bytes_plus(b, 16 + 16 + 1, n_nodes);
 }
 
 int64_t fmk_tree3d_bytes(const fmk_tree3d *tree)
@@ -160,8 +162,9 @@ int64_t fmk_tree3d_estimate_nodes(int64_t n, int32_t leaf_size)
      * degenerate sets can need more; the built tree reports its true size. */
     if (leaf_size < 1)
         leaf_size = 1;
-    const int64_t per = (n + leaf_size - 1) / leaf_size;
-    return 1 + 10 * per < 2 * n + 1 ? 1 + 10 * per : 2 * n + 1;
+    const int64_t per = n / leaf_size + (n % leaf_size != 0);
+    const int64_t est = fmk_bytes_plus(1, 10, per), most = fmk_bytes_plus(1, 2, n);
+    return est < most ? est : most;
 }
 
 void fmk_tree3d_node_cube(const fmk_tree3d *tree, int64_t node, double center[3], double *side)
@@ -379,7 +382,7 @@ nomem:;
 
 int64_t fmk_tree3d_moments_bytes(int64_t n_nodes)
 {
-    return n_nodes * 8 * (3 + 1 + 3 + 6 + 1);
+    return fmk_bytes_mul(n_nodes, 8 * (3 + 1 + 3 + 6 + 1));
 }
 
 int fmk_tree3d_moments_alloc(fmk_tree3d_moments *m, int64_t n_nodes)

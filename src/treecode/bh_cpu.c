@@ -172,14 +172,17 @@ static int64_t state_bytes(const fmk_plan *plan, int64_t ns, int64_t nt, int sel
                            int64_t src_nodes, int64_t trg_nodes, int64_t groups)
 {
     const int64_t r = (int64_t)real_size(plan);
-    int64_t b = (int64_t)sizeof(tree_cpu);
-    b += fmk_tree3d_bytes_for(ns, src_nodes);
-    b += fmk_tree3d_moments_bytes(src_nodes) + 9 * src_nodes + (3 + FMK_BH_MOMENTS) * r * src_nodes;
-    b += 8 * ns + 4 * r * ns;
-    if (!self)
-        b += fmk_tree3d_bytes_for(nt, trg_nodes) + 3 * r * nt;
-    b += 8 * (groups + 1) + 48 * groups;
-    b += 32 * nt; /* result */
+    int64_t b = (int64_t)sizeof(tree_cpu) + 8; /* saturating: sizes no machine holds */
+    b = fmk_bytes_add(b, fmk_tree3d_bytes_for(ns, src_nodes));
+    b = fmk_bytes_add(b, fmk_tree3d_moments_bytes(src_nodes));
+    b = fmk_bytes_plus(b, 9 + (3 + FMK_BH_MOMENTS) * r, src_nodes);
+    b = fmk_bytes_plus(b, 8 + 4 * r, ns);
+    if (!self) {
+        b = fmk_bytes_add(b, fmk_tree3d_bytes_for(nt, trg_nodes));
+        b = fmk_bytes_plus(b, 3 * r, nt);
+    }
+    b = fmk_bytes_plus(b, 8 + 48, groups);
+    b = fmk_bytes_plus(b, 32, nt); /* result */
     return b;
 }
 

@@ -144,6 +144,10 @@ void cuda_release(fmk_plan *plan)
 
 void cuda_memory(const fmk_plan *plan, int64_t ns, int64_t nt, int64_t *h, int64_t *d)
 {
+    if (fmk_bytes_gpu_uncounted(ns, nt)) { /* sizes no GPU holds: beyond what this counts */
+        *h = *d = FMK_BYTES_OVERFLOW;
+        return;
+    }
     int prev = plan->opts.device;
     int entered = fmk_cuda_enter((fmk_plan *)plan, plan->opts.device, &prev) == FMK_OK;
     layout z = layout_of(plan, ns, nt);

@@ -83,6 +83,10 @@ void gpu_release(fmk_plan *plan)
 
 void gpu_memory(const fmk_plan *plan, int64_t ns, int64_t nt, int64_t *h, int64_t *d)
 {
+    if (fmk_bytes_gpu_uncounted(ns, nt)) { /* sizes no GPU holds: beyond what this counts */
+        *h = *d = FMK_BYTES_OVERFLOW;
+        return;
+    }
     const int self = nt < 0;
     if (self)
         nt = ns;

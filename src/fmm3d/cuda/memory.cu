@@ -68,6 +68,10 @@ static int64_t device_bytes(const fmk_plan *plan, int64_t ns, int64_t nt, int64_
 
 void fmk_fmm3d_cuda_memory(const fmk_plan *plan, int64_t ns, int64_t nt, int64_t *h, int64_t *d)
 {
+    if (fmk_bytes_gpu_uncounted(ns, nt)) { /* sizes no GPU holds: beyond what this counts */
+        *h = *d = FMK_BYTES_OVERFLOW;
+        return;
+    }
     const int64_t np = nt < 0 ? ns : ns + nt;
     const int p = fmk_fmm3d_cuda_order(plan);
     const int64_t nodes = fmk_tree3d_estimate_nodes(np, fmk_fmm3d_cuda_leaf_size(plan, p));

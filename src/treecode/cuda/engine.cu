@@ -235,6 +235,10 @@ static int64_t device_bytes(const fmk_plan *plan, int64_t ns, int64_t nt, int wi
 
 static void bh_memory(const fmk_plan *plan, int64_t ns, int64_t nt, int64_t *h, int64_t *d)
 {
+    if (fmk_bytes_gpu_uncounted(ns, nt)) { /* sizes no GPU holds: beyond what this counts */
+        *h = *d = FMK_BYTES_OVERFLOW;
+        return;
+    }
     int prev = plan->opts.device;
     int entered = fmk_cuda_enter((fmk_plan *)plan, plan->opts.device, &prev) == FMK_OK;
     *d = device_bytes(plan, ns, nt, 1);
