@@ -565,7 +565,8 @@ fmk_status fmk_plan_memory(const fmk_plan *plan, int64_t n_sources, int64_t n_ta
                              "bytes than an int64 counts (or than method %s on backend %s "
                              "estimates), far beyond any machine's memory",
                              (long long)n_sources, (long long)n_targets,
-                             fmk_method_name(plan->opts.method), fmk_backend_name(plan->opts.backend));
+                             fmk_method_name(plan->opts.method),
+                             fmk_backend_name(plan->opts.backend));
     *bytes_host = h;
     *bytes_device = d;
     return FMK_OK;

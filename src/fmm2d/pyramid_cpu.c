@@ -37,11 +37,11 @@ int64_t fmk_fmm2d_tree_bytes(int64_t ns, int64_t nt, int self, int levels, int64
     const int64_t leaves = (int64_t)1 << (2 * levels), boxes = fmk_fmm2d_first(levels + 1);
     const int64_t pts = self ? ns : ns + nt;
     /* saturating (fmk_bytes_plus): sizes no machine holds give FMK_BYTES_OVERFLOW */
-    int64_t b = fmk_bytes_mul(24, pts);                       /* orders and coordinates */
-    b = fmk_bytes_plus(b, (self ? 1 : 2) * 8, leaves + 1);    /* starts */
-    b = fmk_bytes_plus(b, 8, boxes + 1);                      /* weak_begin */
-    b = fmk_bytes_plus(b, 24, boxes);                         /* center, radius */
-    b = fmk_bytes_plus(b, 24, leaves + 1);                    /* lists */
+    int64_t b = fmk_bytes_mul(24, pts);                    /* orders and coordinates */
+    b = fmk_bytes_plus(b, (self ? 1 : 2) * 8, leaves + 1); /* starts */
+    b = fmk_bytes_plus(b, 8, boxes + 1);                   /* weak_begin */
+    b = fmk_bytes_plus(b, 24, boxes);                      /* center, radius */
+    b = fmk_bytes_plus(b, 24, leaves + 1);                 /* lists */
     b = fmk_bytes_plus(b, 4, fmk_bytes_add(n_weak, n_near));
     return b;
 }

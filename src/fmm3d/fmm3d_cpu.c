@@ -56,11 +56,11 @@ static int64_t state_bytes(const fmk_plan *plan, int64_t ns, int64_t nt, int sel
     b += 8 * (int64_t)plan->threads * (8 * stride + 64 * (p + 3)); /* work, generous */
     b = fmk_bytes_add(b, fmk_tree3d_bytes_for(np, nodes));
     b = fmk_bytes_add(b, fmk_fmm3d_lists_bytes_for(nodes));
-    b = fmk_bytes_plus(b, 32 + 16 * stride, nodes); /* counts, begins, M, L */
-    b = fmk_bytes_plus(b, 8 * 8, ns);               /* orders, xyz, soa */
+    b = fmk_bytes_plus(b, 32 + 16 * stride, nodes);     /* counts, begins, M, L */
+    b = fmk_bytes_plus(b, 8 * 8, ns);                   /* orders, xyz, soa */
     b = fmk_bytes_plus(b, (self ? 0 : 8 * 4) + 32, nt); /* orders, xyz; result */
-    b = fmk_bytes_plus(b, 12 * 189, nodes);         /* v_perm, v_target */
-    b = fmk_bytes_plus(b, 17 + 4 * 64, nodes);      /* direct W and X flags and lists */
+    b = fmk_bytes_plus(b, 12 * 189, nodes);             /* v_perm, v_target */
+    b = fmk_bytes_plus(b, 17 + 4 * 64, nodes);          /* direct W and X flags and lists */
     if (plan->opts.precision == FMK_PRECISION_FP32)
         b = fmk_bytes_plus(b, 4 * 4, ns); /* src32 */
     return b;

@@ -85,8 +85,8 @@ static void huge_sizes(const engine_case *c, int order, int64_t leaf_size)
         CHECK_MSG(estimate(plan, c->dim, (int64_t)1 << 40, self ? -1 : 0) > 0,
                   "2^40 points should be estimated");
         /* sizes beyond what a plan takes, or whose bytes overflow int64: refused */
-        const int64_t beyond[] = {(int64_t)1 << 57, (int64_t)1 << 60, INT64_MAX / 8,
-                                  INT64_MAX / 2, INT64_MAX};
+        const int64_t beyond[] = {(int64_t)1 << 57, (int64_t)1 << 60, INT64_MAX / 8, INT64_MAX / 2,
+                                  INT64_MAX};
         for (size_t k = 0; k < sizeof beyond / sizeof beyond[0]; k++) {
             int64_t h = -7, d = -7;
             CHECK_STATUS(fmk_plan_memory(plan, beyond[k], self ? -1 : 1, &h, &d), FMK_ERR_ARG);
