@@ -160,8 +160,9 @@ class Plan:
     "regularized" (3D), "log2d", "cauchy2d" (2D). eps: relative accuracy in (0, 1). method:
     "auto", "direct", "tree", "fmm". backend: "auto" (CUDA if built and a GPU is present, else
     the CPU), "cpu", "cuda". precision: "fp64" or "fp32" arithmetic (inputs and outputs stay
-    double). softening: length s > 0, required by plummer and regularized. threads: OpenMP threads
-    (None: OMP_NUM_THREADS, read when the library starts, or all cores). device: CUDA ordinal.
+    double). softening: length s > 0, required by plummer and regularized. threads: OpenMP threads,
+    at most 4096 (None: OMP_NUM_THREADS, read when the library starts, or all cores; in a
+    process forked after fmmkit ran, 1). device: CUDA ordinal.
     order, leaf_size, theta: expert overrides (None: chosen by the method; tree: theta 0.6,
     order 2). walk: the treecode's walk, "auto", "group" or "stackless" (Nakasato's).
 
