@@ -153,13 +153,23 @@ typedef enum fmk_phase {
     FMK_PHASE_COUNT = 16    /* size of the phase_time array; unused slots are 0 */
 } fmk_phase;
 
+/* The most CPU threads a plan uses (opts.threads, OMP_NUM_THREADS). OpenMP runtimes fail
+ * (exit the process, or crash) when asked for tens of thousands of threads; 4096 is above the
+ * hardware threads of any single machine fmmkit targets. */
+#define FMK_THREADS_MAX 4096
+
 /* Options. Fill with fmk_opts_default() first, then change fields; a NULL opts pointer means
  * all defaults. Every default is written beside its field. */
 typedef struct fmk_opts {
     fmk_method method;       /* FMK_METHOD_AUTO */
     fmk_backend backend;     /* FMK_BACKEND_AUTO */
     fmk_precision precision; /* FMK_PRECISION_FP64 */
-    int32_t threads;         /* 0: OpenMP's default (OMP_NUM_THREADS or all cores) */
+    int32_t threads;         /* 0: OpenMP's default (OMP_NUM_THREADS or all cores);
+                                 * at most FMK_THREADS_MAX (more is FMK_ERR_ARG at
+                                 * fmk_plan_create; a larger OMP_NUM_THREADS is clamped).
+                                 * In a child made by fork() after the library was used,
+                                 * plans run with one thread: OpenMP's thread pool does
+                                 * not survive a fork, and using it there would hang */
     int32_t device;          /* 0: CUDA device ordinal */
     int32_t order;           /* -1: expansion order from eps (fmm) or 2, quadrupole (tree);
                                  * tree takes 0 (monopole), 1 (+ dipole) or 2 (+ quadrupole) */

@@ -41,13 +41,23 @@ def _number(name, value, cast):
         return cast(value)
     except (TypeError, ValueError):
         raise FmkTypeError(_ARG, f"{name} must be a number; got {value!r}") from None
+    except OverflowError:  # an int beyond a double's range
+        raise FmkValueError(_ARG, f"{name} = {value} is out of range (too large for a "
+                                  f"double)") from None
 
 
-def _integer(name, value):
+def _integer(name, value, bits=64):
+    """value as a Python int that fits the C argument it becomes (int32_t / int for bits=32,
+    int64_t for 64): ctypes would wrap a larger one silently (2**70 to 0), so it is refused."""
     try:
-        return operator.index(value)
+        v = operator.index(value)
     except TypeError:
         raise FmkTypeError(_ARG, f"{name} must be an integer; got {value!r}") from None
+    lo, hi = -2**(bits - 1), 2**(bits - 1) - 1
+    if not lo <= v <= hi:
+        raise FmkValueError(_ARG, f"{name} = {v} is out of range; it must fit in a {bits}-bit "
+                                  f"C integer ({lo} .. {hi})")
+    return v
 
 
 WALK_NAMES = {0: "auto", 1: "group", 2: "stackless"}
@@ -150,8 +160,9 @@ class Plan:
     "regularized" (3D), "log2d", "cauchy2d" (2D). eps: relative accuracy in (0, 1). method:
     "auto", "direct", "tree", "fmm". backend: "auto" (CUDA if built and a GPU is present, else
     the CPU), "cpu", "cuda". precision: "fp64" or "fp32" arithmetic (inputs and outputs stay
-    double). softening: length s > 0, required by plummer and regularized. threads: OpenMP threads
-    (None: OMP_NUM_THREADS, read when the library starts, or all cores). device: CUDA ordinal.
+    double). softening: length s > 0, required by plummer and regularized. threads: OpenMP threads,
+    at most 4096 (None: OMP_NUM_THREADS, read when the library starts, or all cores; in a
+    process forked after fmmkit ran, 1). device: CUDA ordinal.
     order, leaf_size, theta: expert overrides (None: chosen by the method; tree: theta 0.6,
     order 2). walk: the treecode's walk, "auto", "group" or "stackless" (Nakasato's).
 
@@ -166,7 +177,7 @@ class Plan:
         self._kernel = _lookup("kernel", kernel)
         if dim is None:
             dim = L.fmk_kernel_dim(self._kernel)
-        self._dim = _integer("dim", dim)
+        self._dim = _integer("dim", dim, 32)
         self._complex = bool(L.fmk_kernel_is_complex(self._kernel))
         eps = _number("eps", eps, float)
 
@@ -178,10 +189,10 @@ class Plan:
         if softening is not None:
             opts.softening = _number("softening", softening, float)
         if threads is not None:
-            opts.threads = _clamp32("threads", _integer("threads", threads))
-        opts.device = _clamp32("device", _integer("device", device))
+            opts.threads = _integer("threads", threads, 32)
+        opts.device = _integer("device", device, 32)
         if order is not None:
-            opts.order = _clamp32("order", _integer("order", order))
+            opts.order = _integer("order", order, 32)
         if leaf_size is not None:
             opts.leaf_size = _integer("leaf_size", leaf_size)
         if theta is not None:
@@ -218,15 +229,15 @@ class Plan:
         self.close()
 
     def _live(self, what):
+        """The C handle; the caller holds self._lock."""
         if not self._finalizer.alive:
             raise FmkStateError(Status.ERR_STATE, f"{what}: the plan is closed")
         return self._handle
 
-    def _call(self, what, fn, *args):
-        """One C call on this plan under its lock; raises on failure."""
-        with self._lock:
-            h = self._live(what)
-            check(fn(h, *args), h)
+    def _info_locked(self, h):
+        c = fmk_info()
+        check(lib().fmk_plan_info(h, ctypes.byref(c)), h)
+        return Info.from_c(c)
 
     # -- properties -----------------------------------------------------------------------------
 
@@ -241,24 +252,28 @@ class Plan:
     @property
     def info(self):
         """Info: what the plan is and what its last set_points and eval cost."""
-        c = fmk_info()
-        self._call("info", lib().fmk_plan_info, ctypes.byref(c))
-        return Info.from_c(c)
+        with self._lock:
+            return self._info_locked(self._live("info"))
 
     def __repr__(self):
-        if self.closed:
-            return f"<fmmkit.Plan {self.kernel} (closed)>"
-        i = self.info
+        with self._lock:
+            if self.closed:
+                return f"<fmmkit.Plan {self.kernel} (closed)>"
+            i = self._info_locked(self._handle)
+            ns, nt = self._n_sources, self._n_targets
         return (f"<fmmkit.Plan {i.kernel} {i.dim}D eps={i.eps:g} {i.method}/{i.backend} "
-                f"{i.precision} n_sources={self._n_sources} n_targets={self._n_targets}>")
+                f"{i.precision} n_sources={ns} n_targets={nt}>")
 
     def memory(self, n_sources, n_targets=None):
         """Memory(host, device): bytes the plan would hold for these sizes (n_targets None:
         targets are the sources), computed before anything is allocated."""
         h, d = ctypes.c_int64(), ctypes.c_int64()
+        ns = _integer("n_sources", n_sources)
         nt = -1 if n_targets is None else _integer("n_targets", n_targets)
-        self._call("memory", lib().fmk_plan_memory, _integer("n_sources", n_sources), nt,
-                   ctypes.byref(h), ctypes.byref(d))
+        with self._lock:
+            handle = self._live("memory")
+            check(lib().fmk_plan_memory(handle, ns, nt, ctypes.byref(h), ctypes.byref(d)),
+                  handle)
         return Memory(h.value, d.value)
 
     # -- points ---------------------------------------------------------------------------------
@@ -287,17 +302,20 @@ class Plan:
             t = None if targets is None else _arrays.host_points(targets, self._dim, "targets")
             ns, nt = s.shape[0], 0 if t is None else t.shape[0]
             fn, args = L.fmk_plan_set_points, (ns, _arrays.ptr(s), nt, _arrays.ptr(t))
-        try:
-            self._call("set_points", fn, *args)
-        except FmkError as e:
-            # A validation failure leaves the plan as it was; any later failure leaves it
-            # without points.
-            if e.status not in (Status.ERR_ARG, Status.ERR_NULL, Status.ERR_NONFINITE,
-                                Status.ERR_STATE):
-                self._n_sources = self._n_targets = None
-            raise
-        self._n_sources = ns
-        self._n_targets = ns if targets is None else nt
+        # The C call and the sizes eval reads change together, under the lock.
+        with self._lock:
+            h = self._live("set_points")
+            try:
+                check(fn(h, *args), h)
+            except FmkError as e:
+                # A validation failure leaves the plan as it was; any later failure leaves it
+                # without points.
+                if e.status not in (Status.ERR_ARG, Status.ERR_NULL, Status.ERR_NONFINITE,
+                                    Status.ERR_STATE):
+                    self._n_sources = self._n_targets = None
+                raise
+            self._n_sources = ns
+            self._n_targets = ns if targets is None else nt
         return self
 
     def _check_device(self, name, d):
@@ -306,53 +324,68 @@ class Plan:
                                       f"device {self._device}; create it with device={d.device}")
 
     # -- evaluation -----------------------------------------------------------------------------
+    # Each evaluation holds the plan's lock from reading the point counts, through sizing the
+    # outputs and the C call, to reading the plan's info: a set_points from another thread waits
+    # for it, so the outputs always have the size the C library writes.
 
     def _shapes(self, what, pot, grad):
-        if not (pot or grad):
-            raise FmkValueError(_ARG, f"{what}: pot=False and grad=False; ask for at least one")
+        """n_sources and the output shapes; the caller holds self._lock."""
         if self._n_sources is None:
             self._live(what)
             raise FmkStateError(Status.ERR_STATE, f"{what}: no points yet; call set_points first")
         m = self._n_targets
         return self._n_sources, (m,), ((m,) if self._complex else (m, self._dim))
 
+    @staticmethod
+    def _want(what, pot, grad):
+        if not (pot or grad):
+            raise FmkValueError(_ARG, f"{what}: pot=False and grad=False; ask for at least one")
+
     def eval(self, charges, grad=True, pot=True):
         """Potential (and gradient unless grad=False) for one charge vector, shape (n_sources,)
         (complex for cauchy2d). Returns a Result. CUDA charges give CUDA results."""
-        n, pshape, gshape = self._shapes("eval", pot, grad)
-        if _arrays.on_device(charges, "charges"):
-            return self._eval_device(charges, None, pot, grad, pshape, gshape)
-        q = _arrays.host_charges(charges, (n,), self._complex)
-        out_dtype = np.complex128 if self._complex else np.float64
-        p = np.empty(pshape, dtype=out_dtype) if pot else None
-        g = np.empty(gshape, dtype=out_dtype) if grad else None
-        self._call("eval", lib().fmk_plan_eval, _arrays.ptr(q), _arrays.ptr(p), _arrays.ptr(g))
-        return Result(p, g, self.info)
+        self._want("eval", pot, grad)
+        device = _arrays.on_device(charges, "charges")
+        with self._lock:
+            n, pshape, gshape = self._shapes("eval", pot, grad)
+            if device:
+                return self._eval_device(charges, None, pot, grad, pshape, gshape)
+            q = _arrays.host_charges(charges, (n,), self._complex)
+            out_dtype = np.complex128 if self._complex else np.float64
+            p = np.empty(pshape, dtype=out_dtype) if pot else None
+            g = np.empty(gshape, dtype=out_dtype) if grad else None
+            h = self._live("eval")
+            check(lib().fmk_plan_eval(h, _arrays.ptr(q), _arrays.ptr(p), _arrays.ptr(g)), h)
+            return Result(p, g, self._info_locked(h))
 
     def eval_many(self, charges, grad=True, pot=True):
         """eval for k charge vectors at once, charges of shape (k, n_sources); the Result's
         arrays get a leading axis of length k."""
-        n, pshape, gshape = self._shapes("eval_many", pot, grad)
-        if _arrays.on_device(charges, "charges"):
-            return self._eval_device(charges, "many", pot, grad, pshape, gshape)
-        try:
-            k = np.shape(charges)[0] if np.ndim(charges) == 2 else -1
-        except Exception:
-            k = -1
-        if k < 0:
-            raise FmkValueError(_ARG, f"charges must have shape (k, {n}); got "
-                                      f"{np.shape(charges)}")
-        q = _arrays.host_charges(charges, (k, n), self._complex)
-        out_dtype = np.complex128 if self._complex else np.float64
-        p = np.empty((k,) + pshape, dtype=out_dtype) if pot else None
-        g = np.empty((k,) + gshape, dtype=out_dtype) if grad else None
-        self._call("eval_many", lib().fmk_plan_eval_many, k, _arrays.ptr(q), _arrays.ptr(p),
-                   _arrays.ptr(g))
-        return Result(p, g, self.info)
+        self._want("eval_many", pot, grad)
+        device = _arrays.on_device(charges, "charges")
+        with self._lock:
+            n, pshape, gshape = self._shapes("eval_many", pot, grad)
+            if device:
+                return self._eval_device(charges, "many", pot, grad, pshape, gshape)
+            try:
+                k = np.shape(charges)[0] if np.ndim(charges) == 2 else -1
+            except Exception:
+                k = -1
+            if k < 0:
+                raise FmkValueError(_ARG, f"charges must have shape (k, {n}); got "
+                                          f"{np.shape(charges)}")
+            q = _arrays.host_charges(charges, (k, n), self._complex)
+            out_dtype = np.complex128 if self._complex else np.float64
+            p = np.empty((k,) + pshape, dtype=out_dtype) if pot else None
+            g = np.empty((k,) + gshape, dtype=out_dtype) if grad else None
+            h = self._live("eval_many")
+            check(lib().fmk_plan_eval_many(h, k, _arrays.ptr(q), _arrays.ptr(p), _arrays.ptr(g)),
+                  h)
+            return Result(p, g, self._info_locked(h))
 
     def _eval_device(self, charges, many, pot, grad, pshape, gshape):
         """Charges, potential and gradient all on the GPU: fmk_plan_eval_device, once per
-        charge vector, no host round trip."""
+        charge vector, no host round trip. The caller holds self._lock."""
         n = self._n_sources
         if many:
             d = _arrays.adopt(charges, self._complex, "charges")
@@ -372,21 +405,18 @@ class Plan:
         g_stride = int(np.prod(gshape)) * item
         p_addr, g_addr = _arrays.device_address(p), _arrays.device_address(g)
         m = self._n_targets
+        h = self._live("eval")
         if m > 0:  # nothing to write otherwise (and empty outputs may have no address)
             L = lib()
             for v in range(k):
-                self._call("eval", L.fmk_plan_eval_device, d.pointer(v * q_stride),
-                           _void_double(p_addr, v * p_stride) if pot else None,
-                           _void_double(g_addr, v * g_stride) if grad else None)
+                check(L.fmk_plan_eval_device(
+                    h, d.pointer(v * q_stride),
+                    _void_double(p_addr, v * p_stride) if pot else None,
+                    _void_double(g_addr, v * g_stride) if grad else None), h)
         return Result(_arrays.device_result(p, d.origin), _arrays.device_result(g, d.origin),
-                      self.info)
+                      self._info_locked(h))
 
 
 def _void_double(address, offset):
     return ctypes.cast(ctypes.c_void_p(address + offset), ctypes.POINTER(ctypes.c_double))
 
-
-def _clamp32(name, value):
-    if not -2**31 <= value < 2**31:
-        raise FmkValueError(_ARG, f"{name} = {value} is out of range")
-    return value

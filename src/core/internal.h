@@ -159,8 +159,12 @@ fmk_status fmk_plan_frame_from_box(struct fmk_plan *plan, const double lo[3], co
                                    fmk_frame *frame);
 void fmk_plan_drop_points(struct fmk_plan *plan);
 
-/* opts.c */
+/* opts.c: the thread count of a plan, from opts.threads (0: OpenMP's default), at most
+ * FMK_THREADS_MAX, and 1 in a process forked after fmmkit first ran (fmk_opts_forked_child:
+ * OpenMP's thread pool does not survive fork). Called at fmk_plan_create and again at every
+ * set_points and eval, which only ever lowers plan->threads (buffers sized for it stay valid). */
 int fmk_opts_resolve_threads(int requested);
+int fmk_opts_forked_child(void);
 double fmk_time_now(void); /* monotonic seconds */
 /* An FMM eval's phase times into *in from its clock readings t[0..7] (before the upload, then
  * after upload, P2M, M2M, M2L (+P2L), L2L, L2P (+M2P), P2P; the download runs to now) and the

@@ -1,7 +1,9 @@
 /* opts.c -- option defaults, names of kernels, methods, backends and phases, small utilities. */
 #define _POSIX_C_SOURCE 200809L
+#include <stdatomic.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -119,10 +121,28 @@ int fmk_cuda_device_count(void)
     return n > 0 ? n : 0;
 }
 
+/* The process that first resolved a thread count, i.e. the one whose OpenMP thread pool
+ * fmmkit's parallel loops start. A process-wide fact, not a knob: fork() copies it into the
+ * child, where getpid() then differs. libgomp's pool is not fork-safe (its worker threads do
+ * not exist in the child, so a parallel region with more than one thread waits for them
+ * forever); a team of one thread never touches the pool. */
+static atomic_long first_pid;
+
+int fmk_opts_forked_child(void)
+{
+    long pid = (long)getpid(), expected = 0;
+    if (atomic_compare_exchange_strong(&first_pid, &expected, pid))
+        return 0; /* the first call: this process starts the pool */
+    return expected != pid;
+}
+
 int fmk_opts_resolve_threads(int requested)
 {
 #ifdef _OPENMP
-    return requested > 0 ? requested : omp_get_max_threads();
+    if (fmk_opts_forked_child())
+        return 1;
+    int n = requested > 0 ? requested : omp_get_max_threads();
+    return n < 1 ? 1 : n > FMK_THREADS_MAX ? FMK_THREADS_MAX : n;
 #else
     (void)requested;
     return 1;

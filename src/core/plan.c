@@ -73,10 +73,11 @@ static fmk_status check_opts(const fmk_opts *in, fmk_kernel kernel, int dim, dou
     if (o.precision != FMK_PRECISION_FP64 && o.precision != FMK_PRECISION_FP32)
         return fmk_error_set(NULL, FMK_ERR_ARG, "opts.precision = %d is not an fmk_precision",
                              (int)o.precision);
-    if (o.threads < 0)
+    if (o.threads < 0 || o.threads > FMK_THREADS_MAX)
         return fmk_error_set(NULL, FMK_ERR_ARG,
-                             "opts.threads = %d; use 0 for the default or a count >= 1",
-                             (int)o.threads);
+                             "opts.threads = %d; use 0 for the default or a count in 1..%d "
+                             "(FMK_THREADS_MAX)",
+                             (int)o.threads, FMK_THREADS_MAX);
     if (o.device < 0)
         return fmk_error_set(NULL, FMK_ERR_ARG, "opts.device = %d is negative", (int)o.device);
     if (o.order < -1 || o.order > 60)
@@ -139,6 +140,12 @@ static fmk_status check_opts(const fmk_opts *in, fmk_kernel kernel, int dim, dou
     return FMK_OK;
 }
 
+static void cpu_device_name(fmk_plan *p)
+{
+    snprintf(p->info.device_name, sizeof p->info.device_name, "cpu (%d thread%s)", p->threads,
+             p->threads == 1 ? "" : "s");
+}
+
 fmk_status fmk_plan_create(fmk_plan **plan, int dim, fmk_kernel kernel, double eps,
                            const fmk_opts *opts)
 {
@@ -194,8 +201,7 @@ fmk_status fmk_plan_create(fmk_plan **plan, int dim, fmk_kernel kernel, double e
             return st;
         }
     } else {
-        snprintf(in->device_name, sizeof in->device_name, "cpu (%d thread%s)", p->threads,
-                 p->threads == 1 ? "" : "s");
+        cpu_device_name(p);
     }
     *plan = p;
     return FMK_OK;
@@ -204,6 +210,19 @@ fmk_status fmk_plan_create(fmk_plan **plan, int dim, fmk_kernel kernel, double e
 /* The most sources (and the most targets) a plan takes: their coordinates and four values a
  * point stay well inside int64 bytes. */
 #define MAX_POINTS (INT64_MAX / (8 * 3 * 4))
+
+/* Before a call that runs parallel loops: in a child forked after the plan was made, one
+ * thread (fmk_opts_resolve_threads). The count only ever goes down, so buffers sized for it
+ * by an earlier set_points stay large enough. */
+static void refresh_threads(fmk_plan *plan)
+{
+    int t = fmk_opts_resolve_threads(plan->threads);
+    if (t < plan->threads) {
+        plan->threads = t;
+        if (plan->opts.backend != FMK_BACKEND_CUDA)
+            cpu_device_name(plan);
+    }
+}
 
 /* Loops over the caller's arrays (validation, bounding box, mapping) use the plan's threads
  * from this many values on. */
@@ -324,6 +343,7 @@ fmk_status fmk_plan_set_points(fmk_plan *plan, int64_t n_sources, const double *
 {
     if (!plan)
         return fmk_error_set(NULL, FMK_ERR_NULL, "fmk_plan_set_points: plan is NULL");
+    refresh_threads(plan);
     double t0 = fmk_time_now();
     const int dim = plan->dim;
     const int64_t max_n = MAX_POINTS;
@@ -410,6 +430,7 @@ fmk_status fmk_plan_set_points_device(fmk_plan *plan, int64_t n_sources, const d
 {
     if (!plan)
         return fmk_error_set(NULL, FMK_ERR_NULL, "fmk_plan_set_points_device: plan is NULL");
+    refresh_threads(plan);
     const int64_t max_n = MAX_POINTS;
     if (n_sources < 0 || n_sources > max_n || n_targets < 0 || n_targets > max_n)
         return fmk_error_set(plan, FMK_ERR_ARG, "n_sources = %lld, n_targets = %lld out of range",
@@ -446,6 +467,7 @@ static fmk_status check_eval(fmk_plan *plan, const char *fn, const double *charg
 {
     if (!plan)
         return fmk_error_set(NULL, FMK_ERR_NULL, "%s: plan is NULL", fn);
+    refresh_threads(plan);
     if (!plan->has_points)
         return fmk_error_set(plan, FMK_ERR_STATE,
                              "%s: no points yet; call fmk_plan_set_points first", fn);

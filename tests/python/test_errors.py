@@ -124,6 +124,29 @@ def test_options():
         fmmkit.Plan(threads=2**32)
 
 
+@pytest.mark.parametrize("name,value,bits", [
+    ("leaf_size", 2**70, 64), ("leaf_size", 2**63, 64), ("leaf_size", -2**64, 64),
+    ("threads", 2**64 + 1, 32), ("device", 2**32, 32), ("order", -2**31 - 1, 32),
+    ("dim", 2**64 + 3, 32)])
+def test_integers_too_large_for_c_are_refused(name, value, bits):
+    """ctypes wraps integers silently (leaf_size=2**70 became 0, dim=2**64+3 became 3); every
+    integer bound for C is range-checked first."""
+    with raises(FmkValueError, ARG, f"{name} = {value} is out of range",
+                f"fit in a {bits}-bit C integer"):
+        fmmkit.Plan(method="tree", backend="cpu", **{name: value})
+
+
+def test_sizes_too_large_for_c_are_refused():
+    with fmmkit.Plan(backend="cpu") as plan:
+        for args, name in (((2**64 + 5,), "n_sources"), ((5, 2**64 + 5), "n_targets"),
+                           ((-2**70,), "n_sources"), ((2**63,), "n_sources")):
+            with raises(FmkValueError, ARG, f"{name} = ", "is out of range"):
+                plan.memory(*args)
+        assert plan.memory(5) == plan.memory(5, None)
+    with raises(FmkValueError, ARG, "softening = ", "out of range"):
+        fmmkit.Plan(kernel="plummer", softening=10**400)
+
+
 def test_unavailable_method_and_backend():
     with raises(FmkUnavailableError, UNAVAILABLE, "method tree is not available in 2D"):
         fmmkit.Plan(2, "log2d", method="tree", backend="cpu")
