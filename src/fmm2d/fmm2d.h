@@ -18,8 +18,11 @@
  *     L = ceil(0.5 log2(5/8 n / N_d)),  clamped to 0 <= L and 4^L <= n and L <= FMK_FMM2D_MAX_LEVEL.
  *
  * Box geometry: the centre is the centre of the bounding box of the box's points (sources and
- * targets) and the radius half its diagonal. Expansions are about that centre and scaled by
- * the radius (fmk_fmm2d_scale(): tiny for a box of coincident points).
+ * targets) and the radius half its diagonal (fmk_fmm2d_box(): the distance from the rounded
+ * centre to the farthest corner, enlarged by 2^-40 relative, so that the criterion below holds
+ * for the points themselves and boxes that pass it hold no coincident points). Expansions are
+ * about that centre and scaled by the radius (fmk_fmm2d_scale(): tiny for a box of coincident
+ * points).
  *
  * Connectivity (Sect. 2): boxes b and c are well separated when R + theta r <= theta d, d > 0
  * (eq. 2.1, theta = 1/2, R and r the larger and smaller radius, d the distance of the centres).
@@ -99,6 +102,25 @@ FMK2D_FN uint32_t fmk_fmm2d_key(double c, double lo, double hi, int s)
 FMK2D_FN int fmk_fmm2d_axis(const double lo[2], const double hi[2])
 {
     return hi[0] - lo[0] >= hi[1] - lo[1] ? 0 : 1;
+}
+
+/* A box's geometry from its points' bounding box [lx, hx] x [ly, hy] (fmm2d.h: "Box
+ * geometry"): the centre c = the bounding box's centre, rounded, into (*cx, *cy), and the
+ * radius returned: the distance from c to the farthest corner (the differences are exact in
+ * the frame's square), enlarged by 2^-40 relative to cover its own rounding. So the radius
+ * covers the box's points although c was rounded (half the bounding box's diagonal may not: a
+ * box a few ulps wide), every rounding in the theta-criterion is relative and far below the
+ * enlargement, and two boxes that pass the criterion, the interchanged one included, hold no
+ * coincident points (a box of coincident points has radius 0; without the enlargement a
+ * larger box whose disc reaches exactly to its point would pass the interchanged test, and P2L
+ * or M2P would expand about a point that is a source: log 0, 1 / 0). Shared by the CPU and the
+ * GPU pyramid, which build the same trees. */
+FMK2D_FN double fmk_fmm2d_box(double lx, double ly, double hx, double hy, double *cx, double *cy)
+{
+    const double x = 0.5 * (lx + hx), y = 0.5 * (ly + hy);
+    const double dx = hx - x > x - lx ? hx - x : x - lx, dy = hy - y > y - ly ? hy - y : y - ly;
+    *cx = x, *cy = y;
+    return sqrt(dx * dx + dy * dy) * (1 + 0x1p-40);
 }
 
 /* The scale of a box's expansions: its radius, or 2^-64 for a box of one point or coincident

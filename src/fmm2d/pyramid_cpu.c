@@ -321,12 +321,9 @@ fmk_status fmk_fmm2d_tree_build(fmk_fmm2d_tree *t, int64_t ns, const double *sou
         bad = sort_points(n, L, x, y, id, lo, hi, threads) != 0;
     }
     if (!bad) {
-        for (int64_t g = 0; g < t->n_boxes; g++) {
-            const double w = hi[2 * g] - lo[2 * g], h = hi[2 * g + 1] - lo[2 * g + 1];
-            t->center[2 * g] = 0.5 * (lo[2 * g] + hi[2 * g]);
-            t->center[2 * g + 1] = 0.5 * (lo[2 * g + 1] + hi[2 * g + 1]);
-            t->radius[g] = 0.5 * sqrt(w * w + h * h);
-        }
+        for (int64_t g = 0; g < t->n_boxes; g++)
+            t->radius[g] = fmk_fmm2d_box(lo[2 * g], lo[2 * g + 1], hi[2 * g], hi[2 * g + 1],
+                                         t->center + 2 * g, t->center + 2 * g + 1);
         /* sources and targets apart, each in box order */
         int64_t is = 0, it = 0;
         for (int64_t i = 0; i < n; i++) {

@@ -487,8 +487,7 @@ __global__ void k_finish(int64_t nb, const u64 *bb, double *center, double *radi
     if (t < nb) {
         const double lx = u2d(bb[4 * t]), ly = u2d(bb[4 * t + 1]);
         const double hx = u2d(bb[4 * t + 2]), hy = u2d(bb[4 * t + 3]);
-        center[2 * t] = 0.5 * (lx + hx), center[2 * t + 1] = 0.5 * (ly + hy);
-        radius[t] = 0.5 * sqrt((hx - lx) * (hx - lx) + (hy - ly) * (hy - ly));
+        radius[t] = fmk_fmm2d_box(lx, ly, hx, hy, center + 2 * t, center + 2 * t + 1);
     }
     if (!self)
         return;
