@@ -104,8 +104,7 @@ static int resolve_output(const char *cmd, out_file *o)
     return CLI_OK;
 }
 
-int outputs_check(const char *cmd, out_file *outs, int n, const char *const *inputs,
-                  int n_inputs)
+int outputs_check(const char *cmd, out_file *outs, int n, const char *const *inputs, int n_inputs)
 {
     int rc;
     for (int i = 0; i < n; i++)
@@ -150,7 +149,10 @@ void outputs_free(out_file *outs, int n)
  * ------------------------------------------------------------------------------------------ */
 static volatile sig_atomic_t caught_signal;
 
-static void on_signal(int signo) { caught_signal = signo; }
+static void on_signal(int signo)
+{
+    caught_signal = signo;
+}
 
 enum { N_WATCHED = 5 };
 static const int watched[N_WATCHED] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGXFSZ};
