@@ -94,7 +94,9 @@ static int check_points(const char *path, const char *what, const npy_array *a, 
 {
     char shape[128];
     if (a->is_complex)
-        return cli_input_error(cmd, "%s: %s must be real (float64, float32, int64 or int32), not %s", path, what,
+        return cli_input_error(cmd,
+                               "%s: %s must be real (float64, float32, int64 or int32), not %s",
+                               path, what,
                                npy_dtype_name(a->dtype));
     if (a->ndim != 2 || a->shape[1] != dim)
         return cli_input_error(cmd,
@@ -130,7 +132,8 @@ static int check_charges(const char *path, const npy_array *a, int64_t n, const 
     if (a->is_complex != want_complex)
         return cli_input_error(cmd, "%s: kernel %s takes %s charges (%s), not %s", path,
                                fmk_kernel_name(kernel), want_complex ? "complex" : "real",
-                               want_complex ? "complex128 or complex64" : "float64, float32, int64 or int32",
+                               want_complex ? "complex128 or complex64"
+                                            : "float64, float32, int64 or int32",
                                npy_dtype_name(a->dtype));
     if (a->ndim != 1)
         return cli_input_error(cmd, "%s: charges must have shape (N,); this array has shape %s",

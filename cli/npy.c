@@ -360,7 +360,8 @@ static int to_c_order(npy_array *a, int per_element)
     for (int k = 1; k < a->ndim; k++)
         stride[k] = stride[k - 1] * a->shape[k - 1];
     for (int64_t i = 0; i < a->count; i++) {
-        memcpy(c + i * per_element, a->data + f * per_element, sizeof(double) * (size_t)per_element);
+        memcpy(c + i * per_element, a->data + f * per_element,
+               sizeof(double) * (size_t)per_element);
         for (int k = a->ndim - 1; k >= 0; k--) { /* the next C index; f follows it */
             if (++idx[k] < a->shape[k]) {
                 f += stride[k];
