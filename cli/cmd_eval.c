@@ -1,8 +1,8 @@
 /* cmd_eval.c -- `fmmkit eval`: potentials and gradients of points and charges in .npy files.
  *
- * Inputs are read and checked completely before the library is called; outputs are written to
- * temporary files beside their destinations and renamed only when every output is complete, so
- * a failure leaves no output file behind, not even a partial one. */
+ * The outputs are checked first, then the inputs are read and checked completely before the
+ * library is called; the results are checked for overflow and written all or nothing
+ * (outputs.h has the rule). */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <math.h>
@@ -14,6 +14,7 @@
 
 #include "cli.h"
 #include "npy.h"
+#include "outputs.h"
 
 static const char *const cmd = "eval";
 
@@ -24,13 +25,22 @@ static const char usage[] =
     "Computes phi(y_i) = sum_j q_j G(y_i, x_j) and/or its gradient at the targets (at the\n"
     "sources, leaving out the self term, when --targets is not given).\n"
     "\n"
-    "Files (NumPy .npy, C order, little-endian; float32 and complex64 input is converted):\n"
+    "Files (NumPy .npy, little-endian, C or Fortran order; float32, int64 and int32 input is\n"
+    "converted to float64, complex64 to complex128; integers must lie within +-2^53):\n"
     "  --sources S.npy     (N, dim) float64, dim = 3 or 2 as the kernel says\n"
     "  --charges Q.npy     (N,) float64; complex128 for cauchy2d\n"
     "  --targets T.npy     (M, dim) float64 (default: the sources)\n"
     "  --out-pot P.npy     potential, (M,) float64; complex128 for cauchy2d\n"
     "  --out-grad G.npy    gradient, (M, dim) float64; (M,) complex128 dphi/dz for cauchy2d\n"
     "  At least one of --out-pot and --out-grad is required.\n"
+    "\n"
+    "Outputs are written all or nothing: each to a temporary file beside it, renamed over the\n"
+    "old file only when every output is complete; on any failure, Ctrl-C (SIGINT, SIGTERM,\n"
+    "SIGHUP) or a file size limit, the temporaries are removed and old outputs stay as they\n"
+    "were. A symbolic link is followed (the file it names is replaced). An existing FIFO or\n"
+    "character device (a pipe, /dev/stdout, /dev/null) is written in place, never replaced.\n"
+    "A directory, block device or socket as output, a missing directory, and an output that is\n"
+    "an input file or the other output are refused (status 2) before any work is done.\n"
     "\n"
     "Options:\n"
     "  --kernel K          laplace (default), plummer, regularized, log2d, cauchy2d\n"
@@ -46,7 +56,10 @@ static const char usage[] =
     "  --threads N         CPU threads (default 0: OpenMP's default)\n"
     "  -h, --help          show this help\n"
     "\n"
-    "Exit status: 0 success, 1 internal failure, 2 bad usage or bad input.\n";
+    "Exit status: 0 success; 1 internal failure (out of memory, a write failed); 2 bad usage\n"
+    "or bad input, including results that overflow to Inf or NaN (nothing is written then).\n"
+    "Killed by a signal while writing: the signal's status (e.g. 130 for SIGINT), nothing\n"
+    "written.\n";
 
 /* "(3, 2)" for messages. */
 static const char *shape_text(const npy_array *a, char *buf, size_t size)
@@ -60,11 +73,17 @@ static const char *shape_text(const npy_array *a, char *buf, size_t size)
     return buf;
 }
 
-/* Reads a file; on failure prints "fmmkit eval: PATH: problem" and returns CLI_USAGE. */
+/* Reads a file; on failure prints "fmmkit eval: PATH: problem" and returns CLI_USAGE, or
+ * CLI_FAIL when memory ran out. */
 static int read_input(const char *path, npy_array *a)
 {
     char err[256];
-    if (npy_read(path, a, err, sizeof err) != 0)
+    int rc = npy_read(path, a, err, sizeof err);
+    if (rc == NPY_NO_MEMORY) {
+        cli_error(cmd, "%s: %s", path, err);
+        return CLI_FAIL;
+    }
+    if (rc != NPY_OK)
         return cli_input_error(cmd, "%s: %s", path, err);
     return CLI_OK;
 }
@@ -75,7 +94,9 @@ static int check_points(const char *path, const char *what, const npy_array *a, 
 {
     char shape[128];
     if (a->is_complex)
-        return cli_input_error(cmd, "%s: %s must be real (float64 or float32), not %s", path, what,
+        return cli_input_error(cmd,
+                               "%s: %s must be real (float64, float32, int64 or int32), not %s",
+                               path, what,
                                npy_dtype_name(a->dtype));
     if (a->ndim != 2 || a->shape[1] != dim)
         return cli_input_error(cmd,
@@ -111,7 +132,8 @@ static int check_charges(const char *path, const npy_array *a, int64_t n, const 
     if (a->is_complex != want_complex)
         return cli_input_error(cmd, "%s: kernel %s takes %s charges (%s), not %s", path,
                                fmk_kernel_name(kernel), want_complex ? "complex" : "real",
-                               want_complex ? "complex128 or complex64" : "float64 or float32",
+                               want_complex ? "complex128 or complex64"
+                                            : "float64, float32, int64 or int32",
                                npy_dtype_name(a->dtype));
     if (a->ndim != 1)
         return cli_input_error(cmd, "%s: charges must have shape (N,); this array has shape %s",
@@ -122,80 +144,17 @@ static int check_charges(const char *path, const npy_array *a, int64_t n, const 
     return CLI_OK;
 }
 
-/* ---------------------------------------------------------------------------------------------
- * All-or-nothing output files
- * ------------------------------------------------------------------------------------------ */
-typedef struct output {
-    const char *path; /* destination, NULL if not asked for */
-    char *temp;       /* temporary beside it while it exists */
-    int renamed;
-} output;
-
-/* Writes one array to a new temporary file beside o->path. */
-static int write_temp(output *o, int is_complex, int ndim, const int64_t *shape, const double *data,
-                      mode_t mode)
+/* A sum that overflows float64 (or float32 with --precision fp32) comes back as Inf, or NaN where
+ * infinities meet; such results are refused rather than written. */
+static int check_result(const char *what, const double *values, int64_t m, int per_target)
 {
-    size_t len = strlen(o->path) + sizeof ".tmp.XXXXXX";
-    o->temp = malloc(len);
-    if (!o->temp) {
-        cli_error(cmd, "out of memory");
-        return CLI_FAIL;
-    }
-    snprintf(o->temp, len, "%s.tmp.XXXXXX", o->path);
-    int fd = mkstemp(o->temp);
-    if (fd < 0) {
-        int saved = errno;
-        cli_error(cmd, "%s: cannot create a file there: %s", o->path, strerror(saved));
-        free(o->temp);
-        o->temp = NULL;
-        return saved == ENOSPC || saved == EIO ? CLI_FAIL : CLI_USAGE;
-    }
-    (void)fchmod(fd, mode); /* mkstemp makes 0600; give what open() would have given */
-    FILE *f = fdopen(fd, "wb");
-    if (!f) {
-        cli_error(cmd, "%s: %s", o->path, strerror(errno));
-        close(fd);
-        return CLI_FAIL;
-    }
-    int failed = npy_write(f, is_complex, ndim, shape, data) != 0;
-    int saved = errno;
-    if (fclose(f) != 0 && !failed)
-        failed = 1, saved = errno;
-    if (failed) {
-        cli_error(cmd, "%s: write failed: %s", o->path, strerror(saved));
-        return CLI_FAIL;
-    }
-    return CLI_OK;
-}
-
-/* Removes what a failed run left: temporaries, and outputs already renamed into place. */
-static void discard_outputs(output *outs, int n)
-{
-    for (int i = 0; i < n; i++) {
-        if (outs[i].temp)
-            unlink(outs[i].temp);
-        if (outs[i].renamed)
-            unlink(outs[i].path);
-        free(outs[i].temp);
-        outs[i].temp = NULL;
-    }
-}
-
-static int commit_outputs(output *outs, int n)
-{
-    for (int i = 0; i < n; i++) {
-        if (!outs[i].temp)
-            continue;
-        if (rename(outs[i].temp, outs[i].path) != 0) {
-            cli_error(cmd, "%s: cannot rename the finished file into place: %s", outs[i].path,
-                      strerror(errno));
-            discard_outputs(outs, n);
-            return CLI_FAIL;
-        }
-        outs[i].renamed = 1;
-        free(outs[i].temp);
-        outs[i].temp = NULL;
-    }
+    for (int64_t i = 0; i < m * per_target; i++)
+        if (!isfinite(values[i]))
+            return cli_input_error(cmd,
+                                   "the %s at target %lld is %g: the sum overflows the "
+                                   "floating-point range; nothing was written (scale the "
+                                   "charges down: the results are linear in them)",
+                                   what, (long long)(i / per_target), values[i]);
     return CLI_OK;
 }
 
@@ -245,8 +204,6 @@ int cmd_eval(int argc, char **argv)
         return cli_usage(cmd, "--charges is required");
     if (!pot_path && !grad_path)
         return cli_usage(cmd, "nothing to write: give --out-pot, --out-grad or both");
-    if (pot_path && grad_path && strcmp(pot_path, grad_path) == 0)
-        return cli_usage(cmd, "--out-pot and --out-grad name the same file '%s'", pot_path);
     if (threads > INT32_MAX)
         return cli_usage(cmd, "--threads: %lld is out of range", (long long)threads);
     if ((kernel == FMK_KERNEL_PLUMMER || kernel == FMK_KERNEL_REGULARIZED) && !(softening > 0))
@@ -259,10 +216,15 @@ int cmd_eval(int argc, char **argv)
     const int w = fmk_kernel_is_complex(kernel) ? 2 : 1;
     const int gw = fmk_kernel_is_complex(kernel) ? 2 : dim;
 
+    /* The outputs are checked before anything is read or computed. */
+    out_file outs[2] = {{.option = "--out-pot", .path = pot_path},
+                        {.option = "--out-grad", .path = grad_path}};
+    const char *const inputs[3] = {sources_path, charges_path, targets_path};
     npy_array src = {0}, q = {0}, trg = {0};
     double *pot = NULL, *grad = NULL;
     fmk_plan *plan = NULL;
-    output outs[2] = {{pot_path, NULL, 0}, {grad_path, NULL, 0}};
+    if ((rc = outputs_check(cmd, outs, 2, inputs, 3)) != CLI_OK)
+        goto done;
 
     if ((rc = read_input(sources_path, &src)) != CLI_OK ||
         (rc = check_points(sources_path, "sources", &src, dim, kernel)) != CLI_OK ||
@@ -299,21 +261,18 @@ int cmd_eval(int argc, char **argv)
         rc = cli_library_error(cmd, plan, st);
         goto done;
     }
+    if ((pot_path && (rc = check_result("potential", pot, m, w)) != CLI_OK) ||
+        (grad_path && (rc = check_result("gradient", grad, m, gw)) != CLI_OK))
+        goto done;
 
-    mode_t mask = umask(0);
-    umask(mask);
-    const mode_t mode = 0666 & ~mask;
-    int64_t pot_shape[1] = {m}, grad_shape[2] = {m, dim};
-    if (pot_path && (rc = write_temp(&outs[0], w == 2, 1, pot_shape, pot, mode)) != CLI_OK)
-        goto done;
-    if (grad_path &&
-        (rc = write_temp(&outs[1], w == 2, w == 2 ? 1 : 2, grad_shape, grad, mode)) != CLI_OK)
-        goto done;
-    rc = commit_outputs(outs, 2);
+    outs[0].is_complex = outs[1].is_complex = w == 2;
+    outs[0].ndim = 1, outs[0].shape[0] = m, outs[0].data = pot;
+    outs[1].ndim = w == 2 ? 1 : 2, outs[1].shape[0] = m, outs[1].shape[1] = dim;
+    outs[1].data = grad;
+    rc = outputs_write(cmd, outs, 2);
 
 done:
-    if (rc != CLI_OK)
-        discard_outputs(outs, 2);
+    outputs_free(outs, 2);
     fmk_plan_destroy(plan);
     npy_free(&src);
     npy_free(&q);

@@ -19,6 +19,11 @@ _Static_assert(sizeof(double) == 8 && sizeof(float) == 4, "IEEE 754 binary64 and
 
 static const char magic[6] = {'\x93', 'N', 'U', 'M', 'P', 'Y'};
 
+int npy_scalar_size(npy_dtype dtype)
+{
+    return dtype == NPY_FLOAT32 || dtype == NPY_COMPLEX64 || dtype == NPY_INT32 ? 4 : 8;
+}
+
 const char *npy_dtype_name(npy_dtype dtype)
 {
     switch (dtype) {
@@ -26,6 +31,8 @@ const char *npy_dtype_name(npy_dtype dtype)
     case NPY_FLOAT32: return "float32";
     case NPY_COMPLEX128: return "complex128";
     case NPY_COMPLEX64: return "complex64";
+    case NPY_INT64: return "int64";
+    case NPY_INT32: return "int32";
     }
     return "?";
 }
@@ -219,7 +226,8 @@ static int dtype_of(const char *descr, npy_dtype *dtype, char *err, size_t size)
         const char *code;
         npy_dtype dtype;
     } known[] = {
-        {"f8", NPY_FLOAT64}, {"f4", NPY_FLOAT32}, {"c16", NPY_COMPLEX128}, {"c8", NPY_COMPLEX64}};
+        {"f8", NPY_FLOAT64},   {"f4", NPY_FLOAT32}, {"c16", NPY_COMPLEX128},
+        {"c8", NPY_COMPLEX64}, {"i8", NPY_INT64},   {"i4", NPY_INT32}};
     for (size_t i = 0; descr[0] && i < sizeof known / sizeof known[0]; i++) {
         if (strcmp(descr + 1, known[i].code) != 0)
             continue;
@@ -232,8 +240,8 @@ static int dtype_of(const char *descr, npy_dtype *dtype, char *err, size_t size)
                         descr, known[i].code);
     }
     return fail(err, size,
-                "dtype '%s' is not supported (use float64, float32, complex128 or "
-                "complex64)",
+                "dtype '%s' is not supported (use float64, float32, complex128, "
+                "complex64, int64 or int32)",
                 descr);
 }
 
@@ -254,27 +262,64 @@ static void store_le(unsigned char *b, uint64_t v, int bytes)
         b[i] = (unsigned char)(v & 0xff);
 }
 
-/* Reads n_values scalars of scalar_size (4 or 8) bytes and converts them to doubles. Returns the
- * number of scalars read (less than n_values if the stream ended). */
-static int64_t read_values(FILE *in, int scalar_size, int64_t n_values, double *out)
+/* Integers beyond 2^53 have no exact double. */
+#define NPY_MAX_EXACT_INT ((int64_t)1 << 53)
+
+/* One scalar of the file's type as a double; *exact is cleared for an integer beyond 2^53, which
+ * is left in *too_large. */
+static double to_double(const unsigned char *b, npy_dtype dtype, int *exact, int64_t *too_large)
+{
+    const int scalar_size = npy_scalar_size(dtype);
+    uint64_t bits = load_le(b, scalar_size);
+    switch (dtype) {
+    case NPY_INT64: {
+        int64_t v;
+        memcpy(&v, &bits, sizeof v);
+        if (v > NPY_MAX_EXACT_INT || v < -NPY_MAX_EXACT_INT)
+            *exact = 0, *too_large = v;
+        return (double)v;
+    }
+    case NPY_INT32: {
+        uint32_t b32 = (uint32_t)bits;
+        int32_t v;
+        memcpy(&v, &b32, sizeof v);
+        return (double)v;
+    }
+    case NPY_FLOAT32:
+    case NPY_COMPLEX64: {
+        uint32_t b32 = (uint32_t)bits;
+        float f;
+        memcpy(&f, &b32, sizeof f);
+        return (double)f;
+    }
+    case NPY_FLOAT64:
+    case NPY_COMPLEX128: break;
+    }
+    double d;
+    memcpy(&d, &bits, sizeof d);
+    return d;
+}
+
+/* Reads n_values scalars of the file's type and converts them to doubles. Returns the number of
+ * scalars read (less than n_values if the stream ended, or if an integer has no exact double:
+ * then *inexact is its index and *too_large its value). */
+static int64_t read_values(FILE *in, npy_dtype dtype, int64_t n_values, double *out,
+                           int64_t *inexact, int64_t *too_large)
 {
     enum { CHUNK = 8192 };
     unsigned char buf[CHUNK * 8];
+    const size_t scalar_size = (size_t)npy_scalar_size(dtype);
     int64_t done = 0;
+    *inexact = -1;
     while (done < n_values) {
         size_t want = (size_t)(n_values - done < CHUNK ? n_values - done : CHUNK);
-        size_t got = fread(buf, (size_t)scalar_size, want, in);
+        size_t got = fread(buf, scalar_size, want, in);
         for (size_t i = 0; i < got; i++) {
-            uint64_t bits = load_le(buf + i * (size_t)scalar_size, scalar_size);
-            if (scalar_size == 8) {
-                double d;
-                memcpy(&d, &bits, sizeof d);
-                out[done + (int64_t)i] = d;
-            } else {
-                uint32_t b32 = (uint32_t)bits;
-                float f;
-                memcpy(&f, &b32, sizeof f);
-                out[done + (int64_t)i] = (double)f;
+            int exact = 1;
+            out[done + (int64_t)i] = to_double(buf + i * scalar_size, dtype, &exact, too_large);
+            if (!exact) {
+                *inexact = done + (int64_t)i;
+                return *inexact;
             }
         }
         done += (int64_t)got;
@@ -282,6 +327,53 @@ static int64_t read_values(FILE *in, int scalar_size, int64_t n_values, double *
             break;
     }
     return done;
+}
+
+/* "[2, 1]": the index of the element at position flat of the file (C or Fortran order). */
+static const char *index_text(const npy_array *a, int fortran, int64_t flat, char *buf,
+                              size_t size)
+{
+    int64_t idx[NPY_MAX_DIMS];
+    for (int j = 0; j < a->ndim; j++) {
+        int k = fortran ? j : a->ndim - 1 - j; /* the axis that varies fastest first */
+        idx[k] = a->shape[k] ? flat % a->shape[k] : 0;
+        flat = a->shape[k] ? flat / a->shape[k] : 0;
+    }
+    size_t len = (size_t)snprintf(buf, size, "[");
+    for (int k = 0; k < a->ndim && len < size; k++)
+        len += (size_t)snprintf(buf + len, size - len, "%s%lld", k ? ", " : "", (long long)idx[k]);
+    if (len < size)
+        snprintf(buf + len, size - len, "]");
+    return buf;
+}
+
+/* A Fortran-ordered array's values (elements of per_element doubles) into C order. */
+static int to_c_order(npy_array *a, int per_element)
+{
+    if (a->ndim < 2 || a->count == 0)
+        return 0;
+    double *c = malloc((size_t)a->count * (size_t)per_element * sizeof(double));
+    if (!c)
+        return -1;
+    int64_t stride[NPY_MAX_DIMS], idx[NPY_MAX_DIMS] = {0}, f = 0;
+    stride[0] = 1;
+    for (int k = 1; k < a->ndim; k++)
+        stride[k] = stride[k - 1] * a->shape[k - 1];
+    for (int64_t i = 0; i < a->count; i++) {
+        memcpy(c + i * per_element, a->data + f * per_element,
+               sizeof(double) * (size_t)per_element);
+        for (int k = a->ndim - 1; k >= 0; k--) { /* the next C index; f follows it */
+            if (++idx[k] < a->shape[k]) {
+                f += stride[k];
+                break;
+            }
+            f -= stride[k] * (a->shape[k] - 1);
+            idx[k] = 0;
+        }
+    }
+    free(a->data);
+    a->data = c;
+    return 0;
 }
 
 void npy_free(npy_array *array)
@@ -294,6 +386,10 @@ void npy_free(npy_array *array)
 
 static int read_file(FILE *in, npy_array *a, char *err, size_t err_size)
 {
+    struct stat st;
+    const int have_stat = fstat(fileno(in), &st) == 0;
+    if (have_stat && S_ISDIR(st.st_mode))
+        return fail(err, err_size, "it is a directory, not a .npy file");
     unsigned char pre[12];
     size_t got = fread(pre, 1, 8, in);
     if (got < 6 || memcmp(pre, magic, sizeof magic) != 0)
@@ -314,8 +410,10 @@ static int read_file(FILE *in, npy_array *a, char *err, size_t err_size)
     int64_t data_offset = 8 + len_bytes + (int64_t)header_len;
 
     char *text = malloc((size_t)header_len + 1);
-    if (!text)
-        return fail(err, err_size, "out of memory reading the header");
+    if (!text) {
+        fail(err, err_size, "out of memory reading the header");
+        return NPY_NO_MEMORY;
+    }
     if (fread(text, 1, (size_t)header_len, in) != (size_t)header_len) {
         free(text);
         return fail(err, err_size, "truncated header");
@@ -330,8 +428,6 @@ static int read_file(FILE *in, npy_array *a, char *err, size_t err_size)
         return -1;
     if (dtype_of(h.descr, &a->dtype, err, err_size) != 0)
         return -1;
-    if (h.fortran_order)
-        return fail(err, err_size, "the array is in Fortran order; save np.ascontiguousarray(a)");
 
     a->is_complex = a->dtype == NPY_COMPLEX128 || a->dtype == NPY_COMPLEX64;
     a->ndim = h.ndim;
@@ -343,7 +439,7 @@ static int read_file(FILE *in, npy_array *a, char *err, size_t err_size)
         count *= h.shape[k];
     }
     a->count = count;
-    const int scalar_size = a->dtype == NPY_FLOAT32 || a->dtype == NPY_COMPLEX64 ? 4 : 8;
+    const int scalar_size = npy_scalar_size(a->dtype);
     const int per_element = a->is_complex ? 2 : 1;
     /* count * per_element doubles in memory and count * per_element * scalar_size bytes on disk */
     if (count > INT64_MAX / 16 || (uint64_t)count > SIZE_MAX / 16)
@@ -352,8 +448,7 @@ static int read_file(FILE *in, npy_array *a, char *err, size_t err_size)
     const int64_t data_bytes = n_values * scalar_size;
 
     /* For a regular file, compare with its length before allocating anything. */
-    struct stat st;
-    if (fstat(fileno(in), &st) == 0 && S_ISREG(st.st_mode)) {
+    if (have_stat && S_ISREG(st.st_mode)) {
         int64_t held = (int64_t)st.st_size - data_offset;
         if (held < data_bytes)
             return fail(err, err_size,
@@ -362,9 +457,20 @@ static int read_file(FILE *in, npy_array *a, char *err, size_t err_size)
                         (long long)data_bytes, (long long)(held > 0 ? held : 0));
     }
     a->data = malloc((size_t)(n_values > 0 ? n_values : 1) * sizeof(double));
-    if (!a->data)
-        return fail(err, err_size, "out of memory for %lld values", (long long)n_values);
-    int64_t read = read_values(in, scalar_size, n_values, a->data);
+    if (!a->data) {
+        fail(err, err_size, "out of memory for %lld values", (long long)n_values);
+        return NPY_NO_MEMORY;
+    }
+    int64_t inexact, too_large = 0;
+    int64_t read = read_values(in, a->dtype, n_values, a->data, &inexact, &too_large);
+    if (inexact >= 0) {
+        char index[64];
+        return fail(err, err_size,
+                    "element %s is %lld; integers beyond 2^53 have no exact float64 (convert "
+                    "the array to float64 yourself if rounding is acceptable)",
+                    index_text(a, h.fortran_order, inexact, index, sizeof index),
+                    (long long)too_large);
+    }
     if (ferror(in))
         return fail(err, err_size, "read error: %s", strerror(errno));
     if (read < n_values)
@@ -374,7 +480,11 @@ static int read_file(FILE *in, npy_array *a, char *err, size_t err_size)
                     (long long)data_bytes, (long long)(read * scalar_size));
     if (fgetc(in) != EOF)
         return fail(err, err_size, "there are bytes after the array data");
-    return 0;
+    if (h.fortran_order && to_c_order(a, per_element) != 0) {
+        fail(err, err_size, "out of memory transposing a Fortran-ordered array");
+        return NPY_NO_MEMORY;
+    }
+    return NPY_OK;
 }
 
 int npy_read(const char *path, npy_array *array, char *err, size_t err_size)

@@ -1,8 +1,10 @@
 /* npy.h -- reading and writing NumPy .npy files (format versions 1.0, 2.0 and 3.0).
  *
- * Only what fmmkit exchanges is supported: C-ordered, little-endian float64, float32,
- * complex128 and complex64 arrays. Values are read into doubles (complex as (re, im) pairs);
- * output is always float64 or complex128. Every size is checked for overflow and against the
+ * Only what fmmkit exchanges is supported: little-endian float64, float32, complex128,
+ * complex64, int64 and int32 arrays, in C or Fortran order. Values are read into doubles
+ * (complex as (re, im) pairs) in C order: a Fortran-ordered array is transposed on reading, and
+ * an integer must lie within +-2^53 so that its double is exact. Output is always C-ordered
+ * float64 or complex128. Every size is checked for overflow and against the
  * file's length before anything is allocated, so a hostile header cannot make us allocate or
  * read past the data.
  */
@@ -15,7 +17,17 @@
 
 #define NPY_MAX_DIMS 32
 
-typedef enum npy_dtype { NPY_FLOAT64, NPY_FLOAT32, NPY_COMPLEX128, NPY_COMPLEX64 } npy_dtype;
+typedef enum npy_dtype {
+    NPY_FLOAT64,
+    NPY_FLOAT32,
+    NPY_COMPLEX128,
+    NPY_COMPLEX64,
+    NPY_INT64,
+    NPY_INT32
+} npy_dtype;
+
+/* npy_read's results. */
+enum { NPY_OK = 0, NPY_BAD_INPUT = -1, NPY_NO_MEMORY = -2 };
 
 typedef struct npy_array {
     npy_dtype dtype; /* as stored in the file */
@@ -26,12 +38,16 @@ typedef struct npy_array {
     double *data;  /* count values, or count pairs if complex; never NULL */
 } npy_array;
 
-/* Reads path into *array. On failure returns -1, writes a sentence that says what is wrong
- * (without the file name) into err, and leaves *array empty (data NULL). */
+/* Reads path into *array. On failure returns NPY_BAD_INPUT (the file is not one we read) or
+ * NPY_NO_MEMORY, writes a sentence that says what is wrong (without the file name) into err,
+ * and leaves *array empty (data NULL). */
 int npy_read(const char *path, npy_array *array, char *err, size_t err_size);
 
 /* Frees the data of an array read by npy_read; an empty array is a no-op. */
 void npy_free(npy_array *array);
+
+/* The bytes of one scalar of dtype (a complex number holds two). */
+int npy_scalar_size(npy_dtype dtype);
 
 /* The dtype's name as numpy spells it ("float64", ...). */
 const char *npy_dtype_name(npy_dtype dtype);

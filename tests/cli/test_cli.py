@@ -296,8 +296,10 @@ def truncate(path, nbytes):
 
 
 BAD_SOURCES = {
-    "fortran order": (lambda p, x: np.save(p, np.asfortranarray(x)), "Fortran order"),
-    "int64 dtype": (lambda p, x: np.save(p, (x * 10).astype(np.int64)), "dtype '<i8'"),
+    "uint64 dtype": (lambda p, x: np.save(p, (x * 10).astype(np.uint64)), "dtype '<u8'"),
+    "int beyond 2^53": (lambda p, x: np.save(p, np.full((6, 3), 2**53 + 1)),
+                        "element [0, 0] is 9007199254740993; integers beyond 2^53"),
+    "directory": (lambda p, x: (p.unlink(), p.mkdir()), "it is a directory"),
     "float16 dtype": (lambda p, x: np.save(p, x.astype(np.float16)), "dtype '<f2'"),
     "big-endian": (lambda p, x: np.save(p, x.astype(">f8")), "big-endian"),
     "complex points": (lambda p, x: np.save(p, x.astype(np.complex128)), "must be real"),
@@ -381,7 +383,9 @@ def test_bad_sources_rejected(tmp_path, case):
     ("2-D charges", "laplace", lambda q: q[:, None], "shape (N,)"),
     ("complex for laplace", "laplace", lambda q: q.astype(np.complex128), "real charges"),
     ("real for cauchy2d", "cauchy2d", lambda q: q.real.copy(), "complex charges"),
-    ("int charges", "laplace", lambda q: np.arange(6), "dtype '<i8'"),
+    ("int charges for cauchy2d", "cauchy2d", lambda q: np.arange(6), "not int64"),
+    ("int beyond 2^53", "laplace", lambda q: np.array([0, 1, 2, -2**53 - 1, 4, 5]),
+     "element [3] is -9007199254740993"),
 ])
 def test_bad_charges_rejected(tmp_path, case, kernel, make, needle):
     _, q = good_inputs(tmp_path, kernel=kernel)
