@@ -432,10 +432,11 @@ static fmk_status fmm_eval(fmk_plan *plan, const double *charges, double *pot, d
 }
 
 /* Kernels: laplace, and plummer and regularized with the exact smooth kernel in the near field
- * (P2P over the U list) and laplace multipoles in the far field (docs/fmm3d.md section 8.1: boxes are
- * kept at least s / sqrt(eps) wide, s / eps^(1/4) for regularized, so that the far field's
- * laplace approximation of the kernel meets eps; see max_level_for). Precision fp32 (P2P in fp32, expansions in fp64) needs eps >= 1e-5, which
- * fmm_setup checks (eps is not known here). */
+ * (P2P over the U list) and laplace multipoles in the far field (docs/fmm3d.md section 8.1:
+ * boxes are kept at least s / sqrt(eps) wide, s / eps^(1/4) for regularized, so that the far
+ * field's laplace approximation of the kernel meets eps; see max_level_for). Precision fp32 (P2P
+ * in fp32, expansions in fp64) needs eps >= 1e-5, which fmm_setup checks (eps is not known
+ * here). */
 fmk_status fmk_fmm3d_check_eps(const fmk_opts *o, double eps)
 {
     if (o->precision == FMK_PRECISION_FP32 && eps < 1e-5)
