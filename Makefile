@@ -7,6 +7,8 @@
 #                   check-ctest, check-mem, race-tree, race-rest: the halves' two parts)
 #   make bench      on a GPU machine: the benchmark tables (bench/RESULTS.md records them)
 #   make install    cmake --install (PREFIX=/usr/local)
+#   make fuzz       libFuzzer harnesses (clang, ASan + UBSan) of the .npy reader and the C API,
+#                   each run FUZZ_SECONDS (default 60); fails on any crash (tests/fuzz/run.sh)
 #   make format     clang-format (16 or later; `pip install clang-format`) over the C/CUDA sources
 MAKEFLAGS += --no-print-directory
 BUILD ?= build
@@ -15,8 +17,9 @@ PREFIX ?= /usr/local
 CMAKE_FLAGS ?=
 CUDA_ARCH ?= 90
 GPU_TEST_PART ?= all
+FUZZ_SECONDS ?= 60
 
-.PHONY: all deps build demo test test-asan gpu-test bench install format clean
+.PHONY: all deps build demo test test-asan fuzz gpu-test bench install format clean
 
 all: build
 
@@ -41,6 +44,15 @@ test-asan: deps
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --output-on-failure -LE gpu -j$(JOBS)
 
+# Built without OpenMP (the harnesses run one thread; clang's OpenMP runtime may be absent).
+fuzz:
+	@FMMKIT_NEED_FUZZ=1 FMMKIT_NEED_PYTHON_TEST_DEPS=0 sh tools/deps.sh
+	@cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug \
+	  -DCMAKE_C_FLAGS_DEBUG="-O1 -g" -DFMMKIT_FUZZ=ON -DFMMKIT_TESTS=OFF -DFMMKIT_CUDA=OFF \
+	  -DCMAKE_DISABLE_FIND_PACKAGE_OpenMP=ON $(CMAKE_FLAGS) >/dev/null
+	@cmake --build build-fuzz -j$(JOBS) --target fuzz_npy fuzz_api
+	@sh tests/fuzz/run.sh build-fuzz $(FUZZ_SECONDS)
+
 gpu-test:
 	@FMMKIT_NEED_PYTHON_TEST_DEPS=0 sh tools/deps.sh
 	@cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=$(CUDA_ARCH) >/dev/null
@@ -64,4 +76,4 @@ format:
 	  xargs clang-format -i --style=file
 
 clean:
-	rm -rf build build-asan build-gpu
+	rm -rf build build-asan build-gpu build-fuzz

@@ -33,3 +33,24 @@ if [ "${FMMKIT_NEED_PYTHON_TEST_DEPS:-1}" = 1 ] && ! "$PY" -c "import numpy, pyt
       exit 1
     }
 fi
+# The fuzz harnesses (`make fuzz`, FMMKIT_NEED_FUZZ=1): clang with libFuzzer and the sanitizer
+# runtimes (Debian keeps those in libclang-rt-dev, which clang only recommends).
+fuzz_toolchain_ok() {
+  tmp=$(mktemp -d)
+  printf 'int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n)\n{ return 0; }\n' \
+    >"$tmp/probe.c"
+  clang -fsanitize=fuzzer,address,undefined "$tmp/probe.c" -o "$tmp/probe" >/dev/null 2>&1
+  rc=$?
+  rm -rf "$tmp"
+  return $rc
+}
+if [ "${FMMKIT_NEED_FUZZ:-0}" = 1 ] && ! fuzz_toolchain_ok; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "fmmkit: installing clang and libFuzzer for the fuzz harnesses"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang libclang-rt-dev >/dev/null
+  fi
+  if ! fuzz_toolchain_ok; then
+    echo "fmmkit: clang with libFuzzer is missing (Debian: apt-get install clang libclang-rt-dev)" >&2
+    exit 1
+  fi
+fi
