@@ -384,12 +384,10 @@ void npy_free(npy_array *array)
     array->data = NULL;
 }
 
-static int read_file(FILE *in, npy_array *a, char *err, size_t err_size)
+/* size: the bytes the stream holds (a regular file's length, or what was read from a pipe), so
+ * that a header cannot make us allocate more than the data that is there. */
+static int read_file(FILE *in, int64_t size, npy_array *a, char *err, size_t err_size)
 {
-    struct stat st;
-    const int have_stat = fstat(fileno(in), &st) == 0;
-    if (have_stat && S_ISDIR(st.st_mode))
-        return fail(err, err_size, "it is a directory, not a .npy file");
     unsigned char pre[12];
     size_t got = fread(pre, 1, 8, in);
     if (got < 6 || memcmp(pre, magic, sizeof magic) != 0)
@@ -447,9 +445,9 @@ static int read_file(FILE *in, npy_array *a, char *err, size_t err_size)
     const int64_t n_values = count * per_element;
     const int64_t data_bytes = n_values * scalar_size;
 
-    /* For a regular file, compare with its length before allocating anything. */
-    if (have_stat && S_ISREG(st.st_mode)) {
-        int64_t held = (int64_t)st.st_size - data_offset;
+    /* Compare with the stream's length before allocating anything. */
+    {
+        int64_t held = size - data_offset;
         if (held < data_bytes)
             return fail(err, err_size,
                         "the data is truncated: the header promises %lld bytes, "
@@ -487,13 +485,52 @@ static int read_file(FILE *in, npy_array *a, char *err, size_t err_size)
     return NPY_OK;
 }
 
+/* A stream whose length is unknown (a pipe, a terminal): all of it into memory, the buffer
+ * growing with what arrives (never more than twice what was sent). NULL when out of memory. */
+static unsigned char *slurp(FILE *in, size_t *len)
+{
+    size_t cap = 1 << 16, n = 0;
+    unsigned char *buf = malloc(cap);
+    while (buf) {
+        n += fread(buf + n, 1, cap - n, in);
+        if (n < cap)
+            break;
+        unsigned char *grown = cap <= SIZE_MAX / 2 ? realloc(buf, cap * 2) : NULL;
+        if (!grown)
+            free(buf);
+        buf = grown, cap *= 2;
+    }
+    *len = n;
+    return buf;
+}
+
 int npy_read(const char *path, npy_array *array, char *err, size_t err_size)
 {
     memset(array, 0, sizeof *array);
     FILE *in = fopen(path, "rb");
     if (!in)
         return fail(err, err_size, "cannot open it: %s", strerror(errno));
-    int rc = read_file(in, array, err, err_size);
+    struct stat st;
+    int rc;
+    if (fstat(fileno(in), &st) == 0 && S_ISDIR(st.st_mode)) {
+        rc = fail(err, err_size, "it is a directory, not a .npy file");
+    } else if (fstat(fileno(in), &st) == 0 && S_ISREG(st.st_mode)) {
+        rc = read_file(in, (int64_t)st.st_size, array, err, err_size);
+    } else {
+        size_t len = 0;
+        unsigned char *buf = slurp(in, &len);
+        FILE *mem = buf && ferror(in) == 0 ? fmemopen(buf, len, "rb") : NULL;
+        if (buf && ferror(in))
+            rc = fail(err, err_size, "read error: %s", strerror(errno));
+        else if (!mem) {
+            fail(err, err_size, "out of memory reading it");
+            rc = NPY_NO_MEMORY;
+        } else {
+            rc = read_file(mem, (int64_t)len, array, err, err_size);
+            fclose(mem);
+        }
+        free(buf);
+    }
     fclose(in);
     if (rc != 0)
         npy_free(array);

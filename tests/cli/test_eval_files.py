@@ -278,3 +278,24 @@ def test_overflowing_results_refused(tmp_path, want):
     what = "potential" if want == "pot" else "gradient"
     assert f"the {what} at target" in r.stderr and "overflows" in r.stderr
     assert_old_outputs(tmp_path)
+
+
+def test_pipe_input_cannot_make_the_reader_allocate_what_the_header_promises(tmp_path):
+    # a header promising 2^40 float64 values followed by 16 bytes, read from a pipe (a stream
+    # of unknown length): the reader must say the data is truncated, not allocate 8 TB
+    good_inputs(tmp_path)
+    header = "{'descr': '<f8', 'fortran_order': False, 'shape': (1099511627776,), }"
+    header += " " * (63 - (10 + len(header)) % 64) + "\n"
+    blob = b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header.encode()
+    blob += np.zeros(2).tobytes()
+    r = subprocess.run([CLI, *map(str, eval_cmd(tmp_path, "P.npy", None, "S.npy", "/dev/stdin"))],
+                       input=blob, capture_output=True, timeout=60)
+    assert r.returncode == 2, r.stderr
+    assert b"truncated" in r.stderr, r.stderr
+    assert not (tmp_path / "P.npy").exists()
+    # and a good file through a pipe still works
+    q = (tmp_path / "Q.npy").read_bytes()
+    r = subprocess.run([CLI, *map(str, eval_cmd(tmp_path, "P.npy", None, "S.npy", "/dev/stdin"))],
+                       input=q, capture_output=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "P.npy").exists()

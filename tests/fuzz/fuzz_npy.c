@@ -2,7 +2,7 @@
  *
  * The input is a whole .npy file. It is read from a regular file (an in-memory memfd, reached
  * through /proc/self/fd, so the reader's stat-based length check runs) and, when
- * FMK_FUZZ_NPY_PIPE=1 and the input fits a pipe's buffer, from a pipe as well (the path of a
+ * FMK_FUZZ_NPY_PIPE=1 (tests/fuzz/run.sh sets it) and the input fits a pipe's buffer, from a pipe as well (the path of a
  * file whose length is not known, as with `--sources /dev/stdin`). Every read must either
  * succeed with a consistent array or fail with a message and an empty array; a successful
  * read of up to two dimensions must survive npy_write and a second read bit for bit.

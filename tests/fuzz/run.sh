@@ -9,6 +9,8 @@ build=${1:?usage: run.sh BUILD_DIR SECONDS}
 seconds=${2:-60}
 src=$(cd "$(dirname "$0")" && pwd)
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
+# the .npy reader from a pipe too (a stream of unknown length: npy.c reads it whole first)
+export FMK_FUZZ_NPY_PIPE=${FMK_FUZZ_NPY_PIPE:-1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 # name, -max_len: a .npy header and some data; 64 points of 3 coordinates with their charges
 for spec in npy:4096 api:2048; do
