@@ -52,7 +52,8 @@ int cli_exit_status(fmk_status status)
     case FMK_ERR_NOMEM:
     case FMK_ERR_DEVICE_NOMEM:
     case FMK_ERR_DEVICE:
-    case FMK_ERR_INTERNAL: return CLI_FAIL;
+    case FMK_ERR_INTERNAL:
+    case FMK_ERR_INTERRUPTED: return CLI_FAIL;
     }
     return CLI_FAIL;
 }

@@ -50,6 +50,11 @@
  * leaves the plan as it was; one that fails later (out of memory) leaves it without points.
  *
  * Threads: a plan may be used by one thread at a time; different plans are independent.
+ *
+ * Interrupting: a long set_points or eval can be stopped, from the calling thread through a
+ * check the plan calls as it works (fmk_plan_set_interrupt), or from any other thread or a
+ * signal handler (fmk_plan_interrupt). The call then returns FMK_ERR_INTERRUPTED within a
+ * fraction of a second on the CPU, and the plan stays usable.
  */
 #ifndef FMMKIT_H
 #define FMMKIT_H
@@ -87,7 +92,8 @@ typedef enum fmk_status {
     FMK_ERR_DEVICE_NOMEM = 6, /* GPU memory allocation failed (message says how much) */
     FMK_ERR_DEVICE = 7,       /* a CUDA call failed (message names it) */
     FMK_ERR_UNAVAILABLE = 8,  /* method or backend not in this build, or no GPU present */
-    FMK_ERR_INTERNAL = 9      /* a bug in fmmkit: please report it with the message */
+    FMK_ERR_INTERNAL = 9,     /* a bug in fmmkit: please report it with the message */
+    FMK_ERR_INTERRUPTED = 10  /* stopped on the caller's request (fmk_plan_set_interrupt) */
 } fmk_status;
 
 /* Kernels; docs/kernels.md defines each one exactly. */
@@ -304,6 +310,26 @@ FMK_API fmk_status fmk_plan_info(const fmk_plan *plan, fmk_info *info);
  * thread's last failure that had no plan to hold it (fmk_plan_create, fmk_eval, NULL plan).
  * The string lives until the next failing call on the same plan (or thread). */
 FMK_API const char *fmk_plan_last_error(const fmk_plan *plan);
+
+/* The caller's check of fmk_plan_set_interrupt: nonzero means stop. */
+typedef int (*fmk_interrupt_fn)(void *user);
+
+/* Gives the plan a check to call while it works: set_points and the eval calls run check(user)
+ * from the calling thread (never from the plan's OpenMP threads) every 10 ms or so of work,
+ * between blocks of targets, groups of a tree walk, phases and chunks of a phase. (The CUDA
+ * engines do not poll yet: a call on the GPU runs to its end.) When check
+ * returns nonzero, the call stops as soon as it can and returns FMK_ERR_INTERRUPTED with the
+ * message "interrupted". Its outputs are then unspecified (partly written), but the plan stays
+ * usable: an interrupted eval keeps the points; an interrupted set_points leaves the plan
+ * without points, as any set_points that fails after validation. check = NULL (the default)
+ * removes the check. The plan keeps check and user, not what user points to. */
+FMK_API fmk_status fmk_plan_set_interrupt(fmk_plan *plan, fmk_interrupt_fn check, void *user);
+
+/* Asks the plan's running call to stop, as a check that returned nonzero: safe from any thread
+ * and from a signal handler (it only sets an atomic flag in the plan). Each set_points and eval
+ * call clears the flag when it starts, so a request made while no call runs is dropped. A NULL
+ * plan is FMK_ERR_NULL (with no message). */
+FMK_API fmk_status fmk_plan_interrupt(fmk_plan *plan);
 
 /* Frees the plan and everything it holds. NULL is a no-op. */
 FMK_API void fmk_plan_destroy(fmk_plan *plan);

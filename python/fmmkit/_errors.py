@@ -13,6 +13,8 @@ the matching built-in exception so ordinary except clauses work:
     ERR_DEVICE                     FmkDeviceError         RuntimeError
     ERR_UNAVAILABLE                FmkUnavailableError    RuntimeError
     ERR_INTERNAL                   FmkInternalError       RuntimeError
+    ERR_INTERRUPTED                (none: a call stopped by Ctrl-C raises KeyboardInterrupt,
+                                    or whatever the signal's Python handler raised)
 
 Nothing is ever printed.
 """
@@ -31,6 +33,7 @@ class Status(enum.IntEnum):
     ERR_DEVICE = 7
     ERR_UNAVAILABLE = 8
     ERR_INTERNAL = 9
+    ERR_INTERRUPTED = 10
 
 
 class FmkError(Exception):

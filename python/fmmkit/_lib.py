@@ -14,7 +14,9 @@ Where the library is looked for, in order:
 
 ctypes releases the GIL around every call into a CDLL, so evaluations run in C while other
 Python threads go on; each Plan serialises its own calls with a lock (a plan may be used by one
-thread at a time).
+thread at a time). A long call is stopped by Ctrl-C: each Plan gives the library a check
+(fmk_plan_set_interrupt, a ctypes callback that takes the GIL back for a moment) that runs
+Python's pending signal handlers every 10 ms or so of work.
 """
 import ctypes
 import ctypes.util
@@ -81,6 +83,8 @@ class fmk_info(ctypes.Structure):
 
 
 plan_p = c_void_p                    # fmk_plan * (opaque)
+# fmk_interrupt_fn: int check(void *user), called back from the thread that made the C call
+fmk_interrupt_fn = ctypes.CFUNCTYPE(c_int, c_void_p)
 double_p = POINTER(c_double)         # host or device array of double
 int64_p = POINTER(c_int64)
 
@@ -110,6 +114,8 @@ FUNCTIONS = {
     "fmk_plan_memory": (fmk_status, (plan_p, c_int64, c_int64, int64_p, int64_p)),
     "fmk_plan_info": (fmk_status, (plan_p, POINTER(fmk_info))),
     "fmk_plan_last_error": (c_char_p, (plan_p,)),
+    "fmk_plan_set_interrupt": (fmk_status, (plan_p, fmk_interrupt_fn, c_void_p)),
+    "fmk_plan_interrupt": (fmk_status, (plan_p,)),
     "fmk_plan_destroy": (None, (plan_p,)),
     "fmk_eval": (fmk_status, (c_int, fmk_kernel, c_double, POINTER(fmk_opts), c_int64, double_p,
                               double_p, c_int64, double_p, double_p, double_p)),

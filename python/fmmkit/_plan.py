@@ -1,6 +1,7 @@
 """Plan: the fmk_plan life cycle from Python (create, set_points, eval many times, close)."""
 import ctypes
 import operator
+import sys
 import threading
 import weakref
 from dataclasses import dataclass
@@ -10,7 +11,7 @@ import numpy as np
 
 from . import _arrays
 from ._errors import FmkError, FmkStateError, FmkTypeError, FmkValueError, Status, error_for
-from ._lib import (FMK_PHASE_COUNT, PRECISION_NAMES, fmk_info, fmk_opts, lib,
+from ._lib import (FMK_PHASE_COUNT, PRECISION_NAMES, fmk_info, fmk_interrupt_fn, fmk_opts, lib,
                    plan_p)
 
 _ARG = Status.ERR_ARG
@@ -58,6 +59,79 @@ def _integer(name, value, bits=64):
         raise FmkValueError(_ARG, f"{name} = {v} is out of range; it must fit in a {bits}-bit "
                                   f"C integer ({lo} .. {hi})")
     return v
+
+
+class _Signals:
+    """Ctrl-C during a long C call: the check a Plan gives fmk_plan_set_interrupt.
+
+    The library calls it from the thread that made the call, every 10 ms or so of work; ctypes
+    takes the GIL for it. It runs Python's pending signal handlers (PyErr_CheckSignals, which
+    does nothing outside the main thread); when one raises (KeyboardInterrupt for Ctrl-C), the
+    exception is kept and the check says stop, the call returns FMK_ERR_INTERRUPTED, and
+    raise_pending raises the exception in the caller's frame.
+
+    The interpreter may also run the handlers as the check is entered, before any line of it,
+    and ctypes would then report the exception as unraisable and drop it: while a call runs in
+    the main thread, a sys.unraisablehook that hands on everything else keeps it instead (the
+    next check, 10 ms on, says stop)."""
+    __slots__ = ("_raised", "_poll", "fn")
+
+    def __init__(self):
+        raised = self._raised = [None]  # the check's only reference: no cycle through it
+        run_handlers = _check_signals()
+
+        def poll(user):
+            if raised[0] is not None:
+                return 1
+            try:
+                run_handlers()
+            except BaseException as e:  # KeyboardInterrupt, or a handler's own exception
+                raised[0] = e
+                return 1
+            return 0
+        self._poll = poll
+        self.fn = fmk_interrupt_fn(poll)
+
+    def call(self, fn, *args):
+        """fn(*args) with no exception kept from an earlier call; returns its status."""
+        self._raised[0] = None
+        if threading.current_thread() is not threading.main_thread():
+            return fn(*args)  # Python runs signal handlers in the main thread only
+        previous = sys.unraisablehook
+        raised, poll = self._raised, self._poll
+
+        def keep(unraisable):
+            if unraisable.object is poll and unraisable.exc_value is not None:
+                if raised[0] is None:
+                    raised[0] = unraisable.exc_value
+            else:
+                previous(unraisable)
+        sys.unraisablehook = keep
+        try:
+            return fn(*args)
+        finally:
+            sys.unraisablehook = previous
+
+    def raise_pending(self, status):
+        """After call: raises what a signal handler raised during it, or KeyboardInterrupt for a
+        call stopped otherwise (fmk_plan_interrupt)."""
+        raised, self._raised[0] = self._raised[0], None
+        if raised is not None:
+            raise raised
+        if status == Status.ERR_INTERRUPTED:
+            raise KeyboardInterrupt
+
+
+def _check_signals():
+    """PyErr_CheckSignals through ctypes.pythonapi (which raises what it set), or a no-op where
+    the interpreter has no C API to call (PyPy)."""
+    try:
+        fn = ctypes.pythonapi.PyErr_CheckSignals
+    except AttributeError:
+        return lambda: 0
+    fn.restype = ctypes.c_int
+    fn.argtypes = ()
+    return fn
 
 
 WALK_NAMES = {0: "auto", 1: "group", 2: "stackless"}
@@ -168,6 +242,9 @@ class Plan:
 
     Calls into C release the GIL; a lock makes one Python thread at a time use a plan. The plan
     is freed by close(), at the end of a with block, or when it is garbage collected.
+    Ctrl-C (any signal whose handler raises) stops a long set_points or eval within a fraction
+    of a second on the CPU and raises KeyboardInterrupt; the plan stays usable (an interrupted
+    eval keeps the points, an interrupted set_points leaves none, as any failed one).
     """
 
     def __init__(self, dim=None, kernel="laplace", eps=1e-6, *, method="auto", backend="auto",
@@ -209,6 +286,8 @@ class Plan:
         self._n_sources = None   # None: no points yet
         self._n_targets = None
         self._finalizer = weakref.finalize(self, L.fmk_plan_destroy, handle)
+        self._signals = _Signals()  # kept as long as the plan: the C plan calls its check
+        check(L.fmk_plan_set_interrupt(handle, self._signals.fn, None), handle)
 
     # -- life cycle ---------------------------------------------------------------------------
 
@@ -305,17 +384,17 @@ class Plan:
         # The C call and the sizes eval reads change together, under the lock.
         with self._lock:
             h = self._live("set_points")
-            try:
-                check(fn(h, *args), h)
-            except FmkError as e:
-                # A validation failure leaves the plan as it was; any later failure leaves it
-                # without points.
-                if e.status not in (Status.ERR_ARG, Status.ERR_NULL, Status.ERR_NONFINITE,
-                                    Status.ERR_STATE):
-                    self._n_sources = self._n_targets = None
-                raise
-            self._n_sources = ns
-            self._n_targets = ns if targets is None else nt
+            status = self._signals.call(fn, h, *args)
+            if status == Status.OK:
+                self._n_sources = ns
+                self._n_targets = ns if targets is None else nt
+            elif status not in (Status.ERR_ARG, Status.ERR_NULL, Status.ERR_NONFINITE,
+                                Status.ERR_STATE):
+                # A validation failure leaves the plan as it was; any later failure (an
+                # interrupt too) leaves it without points.
+                self._n_sources = self._n_targets = None
+            self._signals.raise_pending(status)
+            check(status, h)
         return self
 
     def _check_device(self, name, d):
@@ -355,7 +434,7 @@ class Plan:
             p = np.empty(pshape, dtype=out_dtype) if pot else None
             g = np.empty(gshape, dtype=out_dtype) if grad else None
             h = self._live("eval")
-            check(lib().fmk_plan_eval(h, _arrays.ptr(q), _arrays.ptr(p), _arrays.ptr(g)), h)
+            self._run(lib().fmk_plan_eval, h, _arrays.ptr(q), _arrays.ptr(p), _arrays.ptr(g))
             return Result(p, g, self._info_locked(h))
 
     def eval_many(self, charges, grad=True, pot=True):
@@ -379,9 +458,16 @@ class Plan:
             p = np.empty((k,) + pshape, dtype=out_dtype) if pot else None
             g = np.empty((k,) + gshape, dtype=out_dtype) if grad else None
             h = self._live("eval_many")
-            check(lib().fmk_plan_eval_many(h, k, _arrays.ptr(q), _arrays.ptr(p), _arrays.ptr(g)),
-                  h)
+            self._run(lib().fmk_plan_eval_many, h, k, _arrays.ptr(q), _arrays.ptr(p),
+                      _arrays.ptr(g))
             return Result(p, g, self._info_locked(h))
+
+    def _run(self, fn, h, *args):
+        """An evaluation call fn(h, *args) that Ctrl-C can stop (KeyboardInterrupt); other
+        failures raise their FmkError. The caller holds self._lock."""
+        status = self._signals.call(fn, h, *args)
+        self._signals.raise_pending(status)
+        check(status, h)
 
     def _eval_device(self, charges, many, pot, grad, pshape, gshape):
         """Charges, potential and gradient all on the GPU: fmk_plan_eval_device, once per
@@ -409,10 +495,9 @@ class Plan:
         if m > 0:  # nothing to write otherwise (and empty outputs may have no address)
             L = lib()
             for v in range(k):
-                check(L.fmk_plan_eval_device(
-                    h, d.pointer(v * q_stride),
-                    _void_double(p_addr, v * p_stride) if pot else None,
-                    _void_double(g_addr, v * g_stride) if grad else None), h)
+                self._run(L.fmk_plan_eval_device, h, d.pointer(v * q_stride),
+                          _void_double(p_addr, v * p_stride) if pot else None,
+                          _void_double(g_addr, v * g_stride) if grad else None)
         return Result(_arrays.device_result(p, d.origin), _arrays.device_result(g, d.origin),
                       self._info_locked(h))
 

@@ -41,6 +41,7 @@ const char *fmk_status_string(fmk_status status)
     case FMK_ERR_DEVICE: return "CUDA error";
     case FMK_ERR_UNAVAILABLE: return "not available";
     case FMK_ERR_INTERNAL: return "internal error";
+    case FMK_ERR_INTERRUPTED: return "interrupted";
     }
     return "unknown status";
 }

@@ -75,6 +75,7 @@ typedef struct fmk_frame {
 
 struct fmk_plan;
 struct fmk_tune_table;
+struct fmk_interrupt; /* core/interrupt.c: the caller's check and the stop flag (C11 atomic) */
 
 /* One engine: a method on a backend, a row of the engine table (core/engines.c). Engines get
  * validated input and mapped points. */
@@ -140,6 +141,8 @@ struct fmk_plan {
     int64_t state_bytes_host; /* what the engine's state holds, for fmk_info */
     int64_t state_bytes_device;
 
+    struct fmk_interrupt *interrupt; /* owned; see the interrupt functions below */
+
     fmk_info info;
     char error[FMK_ERROR_LEN];
 };
@@ -152,6 +155,25 @@ fmk_status fmk_error_set(struct fmk_plan *plan, fmk_status status, const char *f
 #endif
     ;
 void fmk_error_clear(struct fmk_plan *plan);
+
+/* interrupt.c: stopping a long call (fmk_plan_set_interrupt, fmk_plan_interrupt).
+ * alloc (0, or -1 when out of memory) and free: the plan's interrupt state, at create and destroy.
+ * begin: at the start of each set_points and eval call, clears the stop flag.
+ * poll: 1 when the call is to stop; runs the caller's check (at most every 10 ms). Only the
+ *   calling thread may poll: serial code of a call, never an OpenMP worker.
+ * team: the same inside a parallel region of the library: thread 0 of the team (the calling
+ *   thread) polls, the others read the flag, so every thread stops at its next chunk of work;
+ *   a loop skips (continue) its remaining iterations once it returns 1.
+ * stopped: reads the flag only (any thread).
+ * status: records "interrupted" on the plan and returns FMK_ERR_INTERRUPTED.
+ * A plan without interrupt state (NULL) never stops. */
+int fmk_interrupt_alloc(struct fmk_plan *plan);
+void fmk_interrupt_free(struct fmk_plan *plan);
+void fmk_interrupt_begin(struct fmk_plan *plan);
+int fmk_interrupt_poll(const struct fmk_plan *plan);
+int fmk_interrupt_team(const struct fmk_plan *plan);
+int fmk_interrupt_stopped(const struct fmk_plan *plan);
+fmk_status fmk_interrupt_status(struct fmk_plan *plan);
 
 /* plan.c: the frame of a bounding box (lo > hi on an axis: no points), with the softening
  * check; and dropping a plan's points and engine state (has_points = 0). */

@@ -179,7 +179,8 @@ fmk_status fmk_plan_create(fmk_plan **plan, int dim, fmk_kernel kernel, double e
     p->opts = o;
     p->threads = fmk_opts_resolve_threads(o.threads);
     p->engine = fmk_engines_find(o.method, dim, o.backend);
-    if (fmk_tune_alloc(p) != FMK_OK) {
+    if (fmk_tune_alloc(p) != FMK_OK || fmk_interrupt_alloc(p) != 0) {
+        fmk_tune_free(p);
         free(p);
         return fmk_error_set(NULL, FMK_ERR_NOMEM, "fmk_plan_create: out of host memory");
     }
@@ -196,6 +197,7 @@ fmk_status fmk_plan_create(fmk_plan **plan, int dim, fmk_kernel kernel, double e
         st = fmk_cuda_device_name(p, o.device, in->device_name, sizeof in->device_name);
         if (st != FMK_OK) {
             fmk_error_set(NULL, st, "%s", p->error);
+            fmk_interrupt_free(p);
             fmk_tune_free(p);
             free(p);
             return st;
@@ -344,6 +346,7 @@ fmk_status fmk_plan_set_points(fmk_plan *plan, int64_t n_sources, const double *
     if (!plan)
         return fmk_error_set(NULL, FMK_ERR_NULL, "fmk_plan_set_points: plan is NULL");
     refresh_threads(plan);
+    fmk_interrupt_begin(plan);
     double t0 = fmk_time_now();
     const int dim = plan->dim;
     const int64_t max_n = MAX_POINTS;
@@ -406,7 +409,7 @@ fmk_status fmk_plan_set_points(fmk_plan *plan, int64_t n_sources, const double *
     if (!self)
         map_points(&frame, dim, n_targets, targets, plan->targets, plan->threads);
 
-    st = plan->engine->setup(plan);
+    st = fmk_interrupt_poll(plan) ? fmk_interrupt_status(plan) : plan->engine->setup(plan);
     if (st != FMK_OK) {
         fmk_plan_drop_points(plan);
         return st;
@@ -431,6 +434,7 @@ fmk_status fmk_plan_set_points_device(fmk_plan *plan, int64_t n_sources, const d
     if (!plan)
         return fmk_error_set(NULL, FMK_ERR_NULL, "fmk_plan_set_points_device: plan is NULL");
     refresh_threads(plan);
+    fmk_interrupt_begin(plan);
     const int64_t max_n = MAX_POINTS;
     if (n_sources < 0 || n_sources > max_n || n_targets < 0 || n_targets > max_n)
         return fmk_error_set(plan, FMK_ERR_ARG, "n_sources = %lld, n_targets = %lld out of range",
@@ -468,6 +472,7 @@ static fmk_status check_eval(fmk_plan *plan, const char *fn, const double *charg
     if (!plan)
         return fmk_error_set(NULL, FMK_ERR_NULL, "%s: plan is NULL", fn);
     refresh_threads(plan);
+    fmk_interrupt_begin(plan);
     if (!plan->has_points)
         return fmk_error_set(plan, FMK_ERR_STATE,
                              "%s: no points yet; call fmk_plan_set_points first", fn);
@@ -534,8 +539,10 @@ fmk_status fmk_plan_eval_many(fmk_plan *plan, int64_t n_vectors, const double *c
                                  (long long)v, (long long)(bad / w), charges[v * nc + bad]);
     }
     for (int64_t v = 0; v < n_vectors; v++) {
-        st = eval_host(plan, charges + v * nc, pot ? pot + v * plan->n_targets * w : NULL,
-                       grad ? grad + v * plan->n_targets * gw : NULL);
+        st = fmk_interrupt_poll(plan)
+                 ? fmk_interrupt_status(plan)
+                 : eval_host(plan, charges + v * nc, pot ? pot + v * plan->n_targets * w : NULL,
+                             grad ? grad + v * plan->n_targets * gw : NULL);
         if (st != FMK_OK)
             return st;
     }
@@ -607,6 +614,7 @@ void fmk_plan_destroy(fmk_plan *plan)
     if (!plan)
         return;
     fmk_plan_drop_points(plan);
+    fmk_interrupt_free(plan);
     fmk_tune_free(plan);
     free(plan);
 }

@@ -127,6 +127,8 @@ static fmk_status direct_eval(fmk_plan *plan, const double *charges, double *pot
     const int64_t nblocks = (nt + TARGET_BLOCK - 1) / TARGET_BLOCK;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(plan->threads)
     for (int64_t b = 0; b < nblocks; b++) {
+        if (fmk_interrupt_team(plan)) /* the caller asked to stop: skip the remaining blocks */
+            continue;
         double acc[4 * TARGET_BLOCK];
         int64_t i0 = b * TARGET_BLOCK, i1 = i0 + TARGET_BLOCK < nt ? i0 + TARGET_BLOCK : nt;
         memset(acc, 0, sizeof acc);
@@ -154,6 +156,8 @@ static fmk_status direct_eval(fmk_plan *plan, const double *charges, double *pot
             }
         }
     }
+    if (fmk_interrupt_stopped(plan))
+        return fmk_interrupt_status(plan);
     plan->info.phase_time[FMK_PHASE_UPLOAD] = t1 - t0;
     plan->info.phase_time[FMK_PHASE_P2P] = fmk_time_now() - t1;
     return FMK_OK;

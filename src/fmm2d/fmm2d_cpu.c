@@ -147,7 +147,7 @@ static fmk_status fmm2d_eval(fmk_plan *plan, const double *charges, double *pot,
 #pragma omp parallel for schedule(dynamic, 16) num_threads(th)
     for (int64_t b = 0; b < leaves; b++) {
         const int64_t a = t->src_start[b], e = t->src_start[b + 1];
-        if (e > a)
+        if (e > a && !fmk_interrupt_team(plan))
             fmk_fmm2d_p2m(is_log, p, center_of(t, fl + b), scale_of(t, fl + b), e - a,
                           t->src_xy + 2 * a, s->q + a, s->M + nc * (fl + b));
     }
@@ -161,7 +161,7 @@ static fmk_status fmm2d_eval(fmk_plan *plan, const double *charges, double *pot,
             for (int64_t c = 4 * b; c < 4 * b + 4; c++) {
                 int64_t a, e;
                 fmk_fmm2d_range(t->src_start, L, l + 1, c, &a, &e);
-                if (e > a)
+                if (e > a && !fmk_interrupt_team(plan))
                     fmk_fmm2d_m2m(p, center_of(t, fc + c), scale_of(t, fc + c),
                                   s->M + nc * (fc + c), center_of(t, f + b), scale_of(t, f + b),
                                   s->M + nc * (f + b));
@@ -172,6 +172,8 @@ static fmk_status fmm2d_eval(fmk_plan *plan, const double *charges, double *pot,
     /* M2L from the weak lists of every level; P2L at the finest level */
 #pragma omp parallel for schedule(dynamic, 16) num_threads(th)
     for (int64_t g = 1; g < t->n_boxes; g++) {
+        if (fmk_interrupt_team(plan)) /* the caller asked to stop: skip the remaining boxes */
+            continue;
         for (int64_t e = t->weak_begin[g]; e < t->weak_begin[g + 1]; e++) {
             const int64_t c = t->weak[e];
             fmk_fmm2d_m2l(p, center_of(t, c), scale_of(t, c), s->M + nc * c, center_of(t, g),
@@ -193,7 +195,7 @@ static fmk_status fmm2d_eval(fmk_plan *plan, const double *charges, double *pot,
         for (int64_t b = 0; b < ((int64_t)1 << (2 * l)); b++) {
             int64_t a, e;
             fmk_fmm2d_range(t->trg_start, L, l, b, &a, &e);
-            if (e > a)
+            if (e > a && !fmk_interrupt_team(plan))
                 fmk_fmm2d_l2l(p, center_of(t, fp + b / 4), scale_of(t, fp + b / 4),
                               s->L + nc * (fp + b / 4), center_of(t, f + b), scale_of(t, f + b),
                               s->L + nc * (f + b));
@@ -205,6 +207,8 @@ static fmk_status fmm2d_eval(fmk_plan *plan, const double *charges, double *pot,
 #pragma omp parallel for schedule(dynamic, 16) num_threads(th)
     for (int64_t b = 0; b < leaves; b++) {
         const int64_t g = fl + b;
+        if (fmk_interrupt_team(plan))
+            continue;
         for (int64_t i = t->trg_start[b]; i < t->trg_start[b + 1]; i++) {
             const fmk_cplx z = fmk_c(t->trg_xy[2 * i], t->trg_xy[2 * i + 1]);
             if (L >= 1)
@@ -219,7 +223,9 @@ static fmk_status fmm2d_eval(fmk_plan *plan, const double *charges, double *pot,
 
     /* P2P */
 #pragma omp parallel for schedule(dynamic, 4) num_threads(th)
-    for (int64_t b = 0; b < leaves; b++)
+    for (int64_t b = 0; b < leaves; b++) {
+        if (fmk_interrupt_team(plan))
+            continue;
         for (int64_t i = t->trg_start[b]; i < t->trg_start[b + 1]; i++) {
             const fmk_cplx z = fmk_c(t->trg_xy[2 * i], t->trg_xy[2 * i + 1]);
             for (int64_t e = t->p2p_begin[b]; e < t->p2p_begin[b + 1]; e++) {
@@ -228,7 +234,10 @@ static fmk_status fmm2d_eval(fmk_plan *plan, const double *charges, double *pot,
                               s->res + 2 * i, s->q_zero + i);
             }
         }
+    }
     const double t7 = fmk_time_now();
+    if (fmk_interrupt_stopped(plan)) /* each pass skips its remaining work once asked to stop */
+        return fmk_interrupt_status(plan);
 
     /* results to the caller's order and units (fmm2d.h: F for log2d, f for cauchy2d) */
     const double ps = plan->frame.pot_scale, lw = plan->frame.log_width;

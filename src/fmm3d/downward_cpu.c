@@ -15,7 +15,7 @@ void fmk_fmm3d_cpu_l2l(const fmk_plan *plan, fmk_fmm3d_cpu *s)
         const int64_t a = t->level_begin[lev], e = t->level_begin[lev + 1];
 #pragma omp parallel for schedule(dynamic, 8) num_threads(th)
         for (int64_t b = a; b < e; b++) {
-            if (s->n_trg[b] == 0)
+            if (s->n_trg[b] == 0 || fmk_interrupt_team(plan))
                 continue;
             const int64_t P = t->parent[b];
             fmk_fmm3d_l2l(ops, s->rot_updown + rs * (8 + fmk_fmm3d_cpu_octant(l, b, P)),
@@ -36,7 +36,7 @@ void fmk_fmm3d_cpu_l2p(const fmk_plan *plan, fmk_fmm3d_cpu *s)
     double *res_pot = s->result, *res_grad = s->result + plan->n_targets;
 #pragma omp parallel for schedule(dynamic, 4) num_threads(th)
     for (int64_t b = 0; b < k; b++) {
-        if (t->more[b] >= 0 || s->n_trg[b] == 0)
+        if (t->more[b] >= 0 || s->n_trg[b] == 0 || fmk_interrupt_team(plan))
             continue;
         double *work = fmk_fmm3d_cpu_work(s);
         const int64_t tb = s->trg_begin[b], n = s->n_trg[b];

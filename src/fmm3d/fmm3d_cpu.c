@@ -425,6 +425,8 @@ static fmk_status fmm_eval(fmk_plan *plan, const double *charges, double *pot, d
     const double t6 = fmk_time_now();
     fmk_fmm3d_cpu_p2p(plan, s);
     const double t7 = fmk_time_now();
+    if (fmk_interrupt_stopped(plan)) /* each pass skips its remaining work once asked to stop */
+        return fmk_interrupt_status(plan);
     write_results(plan, s, pot, grad); /* every pass succeeded */
     const double stamps[8] = {t0, t1, t2, t3, t4, t5, t6, t7};
     fmk_info_fmm_phases(&plan->info, stamps, s->tree_time);

@@ -48,6 +48,8 @@ void fmk_fmm3d_cpu_m2l(const fmk_plan *plan, fmk_fmm3d_cpu *s)
     const int64_t nc2 = 2 * ops->n_coef;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(th)
     for (int64_t blk = 0; blk < n_blocks; blk++) {
+        if (fmk_interrupt_team(plan)) /* the caller asked to stop: skip the remaining blocks */
+            continue;
         enum { LD = FMK_FMM3D_BLOCK };
         double *X = s->m2l_buf + fmk_fmm3d_cpu_m2l_buf_size(s->order) * fmk_thread_num();
         double *Y = X + LD * nc2, *T = Y + LD * nc2;

@@ -219,7 +219,7 @@ void fmk_fmm3d_cpu_p2p(const fmk_plan *plan, fmk_fmm3d_cpu *s)
     const double eps2 = plan->frame.softening * plan->frame.softening;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(th)
     for (int64_t b = 0; b < k; b++) {
-        if (t->more[b] >= 0 || s->n_trg[b] == 0)
+        if (t->more[b] >= 0 || s->n_trg[b] == 0 || fmk_interrupt_team(plan))
             continue;
         const int64_t tb = s->trg_begin[b], te = tb + s->n_trg[b];
         const int64_t nu = l->u_begin[b + 1] - l->u_begin[b];

@@ -11,7 +11,7 @@ void fmk_fmm3d_cpu_p2m(const fmk_plan *plan, fmk_fmm3d_cpu *s)
     const int th = plan->threads;
 #pragma omp parallel for schedule(dynamic, 4) num_threads(th)
     for (int64_t b = 0; b < k; b++)
-        if (t->more[b] < 0 && s->n_src[b] > 0)
+        if (!fmk_interrupt_team(plan) && t->more[b] < 0 && s->n_src[b] > 0)
             fmk_fmm3d_p2m(ops, l->center + 3 * b, l->side[b], s->n_src[b],
                           s->src_xyz + 3 * s->src_begin[b], s->q + s->src_begin[b], s->M + st * b,
                           fmk_fmm3d_cpu_work(s));
@@ -30,7 +30,7 @@ void fmk_fmm3d_cpu_m2m(const fmk_plan *plan, fmk_fmm3d_cpu *s)
         const int64_t a = t->level_begin[lev], e = t->level_begin[lev + 1];
 #pragma omp parallel for schedule(dynamic, 4) num_threads(th)
         for (int64_t b = a; b < e; b++) {
-            if (t->more[b] < 0 || s->n_src[b] == 0)
+            if (t->more[b] < 0 || s->n_src[b] == 0 || fmk_interrupt_team(plan))
                 continue;
             for (int32_t c = t->more[b]; c < t->more[b] + t->n_children[b]; c++)
                 if (s->n_src[c] > 0)

@@ -284,7 +284,9 @@ static fmk_status tree_setup(fmk_plan *plan)
     s->walk = walk_of(plan);
     fmk_status st = fmk_tree3d_build(plan, &s->src, ns, plan->sources, ls, plan->threads);
     if (st == FMK_OK && !plan->self)
-        st = fmk_tree3d_build(plan, &s->trg, nt, plan->targets, ls, plan->threads);
+        st = fmk_interrupt_poll(plan)
+                 ? fmk_interrupt_status(plan)
+                 : fmk_tree3d_build(plan, &s->trg, nt, plan->targets, ls, plan->threads);
     if (st != FMK_OK) {
         tree_release(plan);
         return st;
@@ -349,6 +351,8 @@ static fmk_status tree_eval(fmk_plan *plan, const double *charges, double *pot, 
         bh32_pack(&s->mom, s->src.n_nodes, s->node_pack, plan->threads);
     else
         bh64_pack(&s->mom, s->src.n_nodes, s->node_pack, plan->threads);
+    if (fmk_interrupt_poll(plan))
+        return fmk_interrupt_status(plan);
     const double t2 = fmk_time_now();
     int bad = 0;
     if (s->walk == FMK_WALK_STACKLESS) {
@@ -361,6 +365,8 @@ static fmk_status tree_eval(fmk_plan *plan, const double *charges, double *pot, 
     }
     if (bad)
         return fmk_error_set(plan, FMK_ERR_NOMEM, "out of host memory for the interaction lists");
+    if (fmk_interrupt_stopped(plan)) /* groups were skipped */
+        return fmk_interrupt_status(plan);
     if (s->walk != FMK_WALK_STACKLESS) { /* every group succeeded: now write the caller's arrays */
         const fmk_tree3d *trg = plan->self ? &s->src : &s->trg;
         const double ps = plan->frame.pot_scale;

@@ -402,7 +402,7 @@ static int BH(walk_group)(const fmk_plan *plan, const tree_cpu *s)
         }
 #pragma omp for schedule(dynamic, 4)
         for (int64_t g = 0; g < s->n_groups; g++) {
-            if (failed)
+            if (failed || fmk_interrupt_team(plan))
                 continue;
             const int64_t g0 = s->group_begin[g], g1 = s->group_begin[g + 1];
             const double *box = s->group_box + 6 * g;
@@ -507,6 +507,8 @@ static void BH(walk_stackless)(const fmk_plan *plan, const tree_cpu *s, double *
     const int64_t nt = trg->n_points;
 #pragma omp parallel for schedule(dynamic, 64) num_threads(plan->threads)
     for (int64_t t = 0; t < nt; t++) {
+        if (fmk_interrupt_team(plan)) /* the caller asked to stop: skip the remaining targets */
+            continue;
         const double *y = trg->points + 3 * t;
         const REAL yr[3] = {(REAL)y[0], (REAL)y[1], (REAL)y[2]};
         double acc[4] = {0, 0, 0, 0};

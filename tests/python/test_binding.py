@@ -76,7 +76,8 @@ def expected_ctypes():
     m = {"void": None, "int": ctypes.c_int, "int64_t": ctypes.c_int64, "double": ctypes.c_double,
          "char*": ctypes.c_char_p, "double*": P(ctypes.c_double), "int64_t*": P(ctypes.c_int64),
          "fmk_plan*": ctypes.c_void_p, "fmk_plan**": P(ctypes.c_void_p),
-         "fmk_opts*": P(_lib.fmk_opts), "fmk_info*": P(_lib.fmk_info)}
+         "fmk_opts*": P(_lib.fmk_opts), "fmk_info*": P(_lib.fmk_info), "void*": ctypes.c_void_p,
+         "fmk_interrupt_fn": _lib.fmk_interrupt_fn}
     for enum in header_enums():
         m[enum] = ctypes.c_int
         m[enum + "*"] = P(ctypes.c_int)
