@@ -71,98 +71,24 @@
 
 #include "core/internal.h"
 #include "core/tune.h"
+#include "fmm3d/cuda/fmm3d_tune.h"
 #include "fmm3d/cuda/report.h"
 
-#ifndef FMK_HAVE_CUDA
-/* A CPU-only build: the GPU plan's reports (fmm3d/cuda/report.h) are not there; the program
- * then says there is no GPU. */
-fmk_status fmk_cuda_fmm3d_m2l_work(const fmk_plan *p, int64_t *a, int64_t *b, int *c)
-{
-    (void)p, (void)a, (void)b, (void)c;
-    return FMK_ERR_STATE;
-}
-fmk_status fmk_cuda_fmm3d_setup_times(const fmk_plan *p, double t[12])
-{
-    (void)p, (void)t;
-    return FMK_ERR_STATE;
-}
-fmk_status fmk_cuda_fmm3d_m2l_shape(const fmk_plan *p, int64_t *a, int *b, int *c)
-{
-    (void)p, (void)a, (void)b, (void)c;
-    return FMK_ERR_STATE;
-}
-fmk_status fmk_cuda_fmm3d_m2l_degrees(int p, double f, int k, int *a, int *b, double c[2])
-{
-    (void)p, (void)f, (void)k, (void)a, (void)b, (void)c;
-    return FMK_ERR_STATE;
-}
-fmk_status fmk_cuda_fmm3d_p2p_stats(const fmk_plan *p, int64_t st[8])
-{
-    (void)p, (void)st;
-    return FMK_ERR_STATE;
-}
-fmk_status fmk_cuda_fmm3d_leaf_report(const fmk_plan *p, FILE *f)
-{
-    (void)p, (void)f;
-    return FMK_ERR_STATE;
-}
-#endif
 
 static int leaf_report; /* measure prints them (draws) */
 
 /* The GPU engine's knobs (core/tune.h, "fmm3d.<field>"; defaults of fmm3d/cuda/fmm3d_cuda.h),
  * set on every GPU FMM plan measure makes (gpu_knobs): a table changes a field here around its
  * rows and restores it after. */
-static struct {
-    int direct_near; /* W and X entries of at most K (p + 1)^2 / 2 points done as P2P */
-    int p2p_pairs; /* P2P of leaf pairs both ways (sources = targets, fp64): points per lane, 0 off */
-    int overlap;   /* eval's near field on a second stream (1) or after the far field (0) */
-    int m2l_gap;   /* the M2L's merging of direction runs (directions apart) */
-    int m2l_rot_order; /* the first order of the rotation-based M2L (0: every order) */
-    double
-        m2l_trunc;   /* the dense M2L's truncation of the far directions (safety factor; 0: none) */
-    int m2l_classes; /* its degree classes (at most K distinct degrees; 0: each its own) */
-    long long m2l_trunc_min; /* its size rule (truncated only from this many M2L columns) */
-    int p2p_newton;          /* fp64 P2P's 1/r by a Newton step (-1 where eps >= 1e-11, 0, 1) */
-    int root_fit;            /* the root cube fitted to uniform points */
-    double root_volume;      /* the root cube's volume over the points' bounding cube */
-    int point_cols; /* P2M by column groups, L2P from records (1), a thread per point (0) */
-    int ops_at;     /* a fresh plan's first set_points: M2L matrices before the tree (1) */
-    int blas_at;    /* a fresh plan's cuBLAS handle: at set_points (0), its first eval (1) */
-} knob = {16, -1, 1, 5, 32, 0.3, 0, 1000, -1, 1, 1.0, 1, 0, 1};
+static fmk_fmm3d_cuda_tune knob; /* main: the engine's defaults (fmk_tune_defaults) */
 
 /* The knobs above into a new plan of the GPU FMM (other engines: nothing). */
 static fmk_status gpu_knobs(fmk_plan *p)
 {
-    if (!p || strcmp(p->engine->name, "fmm/cuda") != 0)
-        return FMK_OK;
-    const struct {
-        const char *name;
-        double value;
-    } k[] = {{"fmm3d.direct_near", knob.direct_near},
-             {"fmm3d.p2p_pairs", knob.p2p_pairs},
-             {"fmm3d.overlap", knob.overlap},
-             {"fmm3d.m2l_gap", knob.m2l_gap},
-             {"fmm3d.m2l_rot_order", knob.m2l_rot_order},
-             {"fmm3d.m2l_trunc", knob.m2l_trunc},
-             {"fmm3d.m2l_classes", knob.m2l_classes},
-             {"fmm3d.m2l_trunc_min", (double)knob.m2l_trunc_min},
-             {"fmm3d.p2p_newton", knob.p2p_newton},
-             {"fmm3d.root_fit", knob.root_fit},
-             {"fmm3d.root_volume", knob.root_volume},
-             {"fmm3d.point_cols", knob.point_cols},
-             {"fmm3d.ops_at", knob.ops_at},
-             {"fmm3d.blas_at", knob.blas_at}};
-    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
-        const fmk_status st = fmk_plan_tune(p, k[i].name, k[i].value);
-        if (st != FMK_OK)
-            return st;
-    }
+    if (p)
+        fmk_plan_tune_copy(p, FMK_METHOD_FMM, &knob, sizeof knob);
     return FMK_OK;
 }
-#pragma weak cudaMalloc
-#pragma weak cudaMemcpy
-#pragma weak cudaFree
 
 #define SAMPLES 1000
 static int json, first_row = 1;
@@ -800,7 +726,8 @@ int main(int argc, char **argv)
         else
             mode = argv[a];
     }
-    if (!cudaMalloc || fmk_cuda_device_count() <= 0) {
+    if (!fmk_tune_defaults(FMK_METHOD_FMM, 3, FMK_BACKEND_CUDA, &knob, sizeof knob) ||
+        fmk_cuda_device_count() <= 0) {
         fprintf(stderr, "fmm3d: no CUDA device\n");
         return 1;
     }

@@ -120,3 +120,21 @@ void fmk_tune_free(fmk_plan *plan)
     free(plan->counters);
     plan->tune = plan->counters = NULL;
 }
+
+int fmk_tune_defaults(fmk_method method, int dim, fmk_backend backend, void *out, size_t size)
+{
+    const fmk_engine *e = fmk_engines_find(method, dim, backend);
+    if (!e || !e->tune || e->tune->size != size || !out)
+        return 0;
+    memcpy(out, e->tune->defaults, size);
+    return 1;
+}
+
+int fmk_plan_tune_copy(fmk_plan *plan, fmk_method method, const void *values, size_t size)
+{
+    const fmk_engine *e = plan ? fmk_engines_find(method, plan->dim, plan->opts.backend) : NULL;
+    if (!e || e != plan->engine || !e->tune || e->tune->size != size || !plan->tune || !values)
+        return 0;
+    memcpy(plan->tune, values, size);
+    return 1;
+}

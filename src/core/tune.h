@@ -61,6 +61,16 @@ fmk_status fmk_plan_counter(const fmk_plan *plan, const char *name, double *valu
  * (size bytes, truncated); returns the length it needed. */
 size_t fmk_plan_tune_list(const fmk_plan *plan, char *buf, size_t size);
 
+/* A whole knob struct at once, for tests and benchmarks that keep a copy of an engine's struct
+ * (its type from the engine's header), change its fields and apply it to every plan they make.
+ * fmk_tune_defaults copies the defaults of the engine (method, dim, backend) into out and
+ * returns 1, or returns 0 when there is no such engine in this build or its struct is not
+ * size bytes. fmk_plan_tune_copy copies values over the plan's knobs and returns 1 when the
+ * plan's engine is (method, dim, its backend) with a struct of size bytes, else changes
+ * nothing and returns 0 (a plan of another engine). */
+int fmk_tune_defaults(fmk_method method, int dim, fmk_backend backend, void *out, size_t size);
+int fmk_plan_tune_copy(fmk_plan *plan, fmk_method method, const void *values, size_t size);
+
 /* core/plan.c's part: the tuning and counter structs of a new plan (NULL where the engine has
  * none), freed by fmk_tune_free. */
 fmk_status fmk_tune_alloc(fmk_plan *plan);

@@ -23,6 +23,7 @@
 #include "fmm3d/fmm3d.h"
 #include "core/internal.h"
 #include "core/tune.h"
+#include "fmm3d/cuda/fmm3d_tune.h"
 #include "fmm3d/cuda/report.h"
 #include "../unit/check.h"
 #include "../unit/testutil.h"
@@ -37,52 +38,13 @@ static int cpu_direct_near = 1;
 /* The GPU engine's knobs (core/tune.h, "fmm3d.<field>"; defaults of fmm3d/cuda/fmm3d_cuda.h),
  * set on every GPU plan this program makes (gpu_knobs, at its creation): a test changes a field
  * here around the plans it makes and restores it after. */
-static struct {
-    int direct_near;     /* 0 keeps M2P and P2L for every W and X entry */
-    int p2p_pairs;       /* P2P of leaf pairs both ways: points per lane, -1 from the leaf, 0 off */
-    int overlap;         /* the near field on a second stream (1) or after the far field (0) */
-    int p2p_newton;      /* fp64 P2P's 1/r by one Newton step (-1: where eps >= 1e-11) */
-    double root_volume;  /* the root cube's volume over the points' bounding cube */
-    int root_fit;        /* the root cube fitted to uniform points */
-    int m2l_gap;         /* the M2L's GEMMs: runs of directions merged across gaps */
-    long long m2l_bytes; /* and X's bytes */
-    int m2l_rot_order;   /* the first order of the rotation-based M2L (0: every order) */
-    double m2l_trunc;    /* the dense M2L's truncation of the far directions (0: none) */
-    int m2l_classes;     /* its degree classes (0: each degree its own) */
-    long long m2l_trunc_min; /* its size rule (whole operators below this many boxes) */
-    int point_cols; /* P2M by column groups, L2P from records (1), a thread per point (0) */
-    int ops_at;     /* a first set_points: the M2L matrices before the tree (1), after (0) */
-    int blas_at;    /* a fresh plan's cuBLAS handle: at set_points (0), at the first eval (1) */
-} knob = {16, -1, 1, -1, 1.0, 1, 5, 256ll << 20, 32, 0.3, 0, 1000, 1, 0, 1};
+static fmk_fmm3d_cuda_tune knob; /* main: the engine's defaults (fmk_tune_defaults) */
 
 /* The knobs above into a new plan of the GPU engine (other engines: nothing). */
 static fmk_status gpu_knobs(fmk_plan *p)
 {
-    if (!p || strcmp(p->engine->name, "fmm/cuda") != 0)
-        return FMK_OK;
-    const struct {
-        const char *name;
-        double value;
-    } k[] = {{"fmm3d.direct_near", knob.direct_near},
-             {"fmm3d.p2p_pairs", knob.p2p_pairs},
-             {"fmm3d.overlap", knob.overlap},
-             {"fmm3d.p2p_newton", knob.p2p_newton},
-             {"fmm3d.root_volume", knob.root_volume},
-             {"fmm3d.root_fit", knob.root_fit},
-             {"fmm3d.m2l_gap", knob.m2l_gap},
-             {"fmm3d.m2l_bytes", (double)knob.m2l_bytes},
-             {"fmm3d.m2l_rot_order", knob.m2l_rot_order},
-             {"fmm3d.m2l_trunc", knob.m2l_trunc},
-             {"fmm3d.m2l_classes", knob.m2l_classes},
-             {"fmm3d.m2l_trunc_min", (double)knob.m2l_trunc_min},
-             {"fmm3d.point_cols", knob.point_cols},
-             {"fmm3d.ops_at", knob.ops_at},
-             {"fmm3d.blas_at", knob.blas_at}};
-    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
-        const fmk_status st = fmk_plan_tune(p, k[i].name, k[i].value);
-        if (st != FMK_OK)
-            return st;
-    }
+    if (p)
+        fmk_plan_tune_copy(p, FMK_METHOD_FMM, &knob, sizeof knob);
     return FMK_OK;
 }
 
@@ -1496,6 +1458,10 @@ static int wanted(const char *name)
  * (only by name: every kernel on small shapes, the set make gpu-test runs under racecheck). */
 int main(int argc, char **argv)
 {
+    if (!fmk_tune_defaults(FMK_METHOD_FMM, 3, FMK_BACKEND_CUDA, &knob, sizeof knob)) {
+        fprintf(stderr, "test_fmm3d_gpu: this build has no GPU 3D FMM\n");
+        return 1;
+    }
     names = (char **)malloc(sizeof(char *) * (size_t)(argc > 0 ? argc : 1));
     for (int a = 1; a < argc; a++) {
         if (strcmp(argv[a], "--quick") == 0)

@@ -75,72 +75,77 @@ __device__ __forceinline__ double log_(double x)
     return log(x);
 }
 
-/* One pair: source (sx, sy, sz, q) at target (tx, ty, tz), added into a[4] (working units).
- * The formulas are p2p_tile.h's, term for term. */
+/* kernels/pair.h in both precisions, overloaded on REAL under one name (dpair_<kernel>). This
+ * engine forms 1/r itself (pair() below) and calls the _r forms; the others serve the 2D
+ * kernels. */
+#define FMK_PAIR_FN static __device__ __forceinline__
+#define LOG(x) log_(x)
+#define SQRT(x) sqrt(x)
+#define RSQRT(x) rsqrt_plain(x)
+#define PAIR(name) dpair_##name
+#define REAL float
+#define PAIR_T(name) dpair_##name##_f32
+#include "kernels/pair.h"
+#undef REAL
+#undef PAIR_T
+#define REAL double
+#define PAIR_T(name) dpair_##name##_f64
+#include "kernels/pair.h"
+#undef REAL
+#undef PAIR_T
+#undef PAIR
+#undef RSQRT
+#undef SQRT
+#undef LOG
+#undef FMK_PAIR_FN
+
+/* One pair: source (sx, sy, sz, q) at target (tx, ty, tz), added into a[4] (working units),
+ * by kernels/pair.h's formulas. 1/r is this engine's: */
 template <typename R, int K, bool POT, bool GRAD>
 __device__ __forceinline__ void pair(R tx, R ty, R tz, R sx, R sy, R sz, R q, R (&a)[4],
                                      const consts<R> &c)
 {
-    if constexpr (K == FMK_KERNEL_LAPLACE || K == FMK_KERNEL_PLUMMER) {
-        R dx = tx - sx, dy = ty - sy, dz = tz - sz;
+    if constexpr (K == FMK_KERNEL_LAPLACE || K == FMK_KERNEL_PLUMMER ||
+                  K == FMK_KERNEL_REGULARIZED) {
+        const R dx = tx - sx, dy = ty - sy, dz = tz - sz;
+        const R r2 = dx * dx + dy * dy + dz * dz;
         R rinv;
-        if constexpr (K == FMK_KERNEL_LAPLACE && sizeof(R) == 4) {
+        if constexpr (K == FMK_KERNEL_LAPLACE && sizeof(R) == 4)
             /* Coordinates are scaled by 2^23 (FMK_CUDA_LAPLACE32_SCALE), so r^2 is 0 or >= 1
              * and 1/r <= 1: min(1/r, r^2) is the masked 1/r in one instruction (FMNMX). */
-            R r2 = dx * dx + dy * dy + dz * dz;
             rinv = fminf(rsqrtf(r2), r2);
-        } else if constexpr (K == FMK_KERNEL_LAPLACE)
-            rinv = rsqrt_masked(dx * dx + dy * dy + dz * dz);
+        else if constexpr (K == FMK_KERNEL_LAPLACE)
+            rinv = rsqrt_masked(r2); /* 0 at r2 == 0 */
         else
-            rinv = rsqrt_plain(dx * dx + dy * dy + dz * dz + c.eps2);
-        R qr = q * rinv;
+            rinv = rsqrt_plain(r2 + c.eps2); /* eps2 > 0 */
+        auto w = K == FMK_KERNEL_REGULARIZED
+                     ? dpair_regularized_r(rinv, rinv * rinv, r2, q, c.e15, c.e25)
+                     : dpair_laplace_r(rinv, q);
         if (POT)
-            a[0] += qr;
+            a[0] += w.pot;
         if (GRAD) {
-            R qr3 = qr * rinv * rinv;
-            a[1] -= qr3 * dx;
-            a[2] -= qr3 * dy;
-            a[3] -= qr3 * dz;
-        }
-    } else if constexpr (K == FMK_KERNEL_REGULARIZED) {
-        R dx = tx - sx, dy = ty - sy, dz = tz - sz;
-        R r2 = dx * dx + dy * dy + dz * dz;
-        R rinv = rsqrt_plain(r2 + c.eps2);
-        R dinv = rinv * rinv;
-        R qw = q * rinv * dinv; /* q / d^(3/2) */
-        if (POT)
-            a[0] += qw * (r2 + c.e15);
-        if (GRAD) {
-            R gw = qw * (r2 + c.e25) * dinv;
-            a[1] -= gw * dx;
-            a[2] -= gw * dy;
-            a[3] -= gw * dz;
+            a[1] -= w.g * dx;
+            a[2] -= w.g * dy;
+            a[3] -= w.g * dz;
         }
     } else if constexpr (K == FMK_KERNEL_LOG2D) {
-        R dx = tx - sx, dy = ty - sy;
-        R r2 = dx * dx + dy * dy;
-        bool near = r2 > 0;
-        R qm = near ? q : R(0);
+        const R dx = tx - sx, dy = ty - sy;
+        auto w = dpair_log2d(dx * dx + dy * dy, q, c.logw);
         if (POT)
-            a[0] += qm * (R(0.5) * log_(near ? r2 : R(1)) + c.logw);
+            a[0] += w.pot;
         if (GRAD) {
-            R r2inv = near ? R(1) / r2 : R(0);
-            a[1] += qm * r2inv * dx;
-            a[2] += qm * r2inv * dy;
+            a[1] -= w.g * dx;
+            a[2] -= w.g * dy;
         }
     } else { /* cauchy2d: w = z_j - z = ax + i b, Gamma = q + i sz */
-        R ax = sx - tx, b = sy - ty;
-        R r2 = ax * ax + b * b;
-        R r2inv = r2 > 0 ? R(1) / r2 : R(0);
-        R ur = ax * r2inv, ui = -b * r2inv;
+        auto w = dpair_cauchy2d(sx - tx, sy - ty, q, sz);
         if (POT) {
-            a[0] += q * ur - sz * ui;
-            a[1] += q * ui + sz * ur;
+            a[0] += w.pr;
+            a[1] += w.pi;
         }
         if (GRAD) {
-            R vr = ur * ur - ui * ui, vi = 2 * ur * ui;
-            a[2] += q * vr - sz * vi;
-            a[3] += q * vi + sz * vr;
+            a[2] += w.dr;
+            a[3] += w.di;
         }
     }
 }

@@ -9,6 +9,25 @@
 #include "cuda/device.h"
 #include "kernels/rsqrt.cuh"
 
+/* kernels/pair.h in both precisions under one overloaded name (fpair_<kernel>); this file forms
+ * 1/r itself and calls the _r and _k forms. */
+#define FMK_PAIR_FN static __device__ __forceinline__
+#define RSQRT(x) rsqrt_plain(x)
+#define PAIR(name) fpair_##name
+#define REAL float
+#define PAIR_T(name) fpair_##name##_f32
+#include "kernels/pair.h"
+#undef REAL
+#undef PAIR_T
+#define REAL double
+#define PAIR_T(name) fpair_##name##_f64
+#include "kernels/pair.h"
+#undef REAL
+#undef PAIR_T
+#undef PAIR
+#undef RSQRT
+#undef FMK_PAIR_FN
+
 /* 1/r of a P2P pair, 0 at r = 0: in fp64 the direct engine's masked MUFU seed and correction,
  * in fp32 MUFU.RSQ and a select. */
 static __device__ __forceinline__ double pair_rsqrt(double r2)
@@ -51,7 +70,8 @@ static __device__ __forceinline__ double pair_inv_distinct(int newton, double r2
     return fma(yh, fma(-r2, y0 * y0, 1.0), y0);
 }
 
-/* Laplace: phi = q / r, grad phi = -q (y - s) / r^3; pairs at distance 0 contribute nothing. */
+/* Laplace: phi = q / r, grad phi = -q (y - s) / r^3 (kernels/pair.h); pairs at distance 0
+ * contribute nothing. */
 struct fmk_p2p_laplace {
     /* One source's potential and gradient at a target (offsets y - s), added to the sums. */
     template <int NEWTON, typename V, typename R>
@@ -59,14 +79,13 @@ struct fmk_p2p_laplace {
                                                R &tz)
     {
         const R dx = yx - s.x, dy = yy - s.y, dz = yz - s.z;
-        const R inv = pair_inv<NEWTON>(dx * dx + dy * dy + dz * dz);
-        const R qi = s.w * inv, qi3 = qi * inv * inv;
-        tp += qi;
-        tx -= dx * qi3, ty -= dy * qi3, tz -= dz * qi3;
+        const auto w = fpair_laplace_r(pair_inv<NEWTON>(dx * dx + dy * dy + dz * dz), (R)s.w);
+        tp += w.pot;
+        tx -= dx * w.g, ty -= dy * w.g, tz -= dz * w.g;
     }
 
-    /* One pair (i, j) both ways: i's sums (pi .. gzi) from j, j's (pj .. gzj) from i; the same 1/r
-     * and 1/r^3 serve both. */
+    /* One pair (i, j) both ways: i's sums (pi .. gzi) from j, j's (pj .. gzj) from i; the
+     * kernel's factors (pair.h's _k form) serve both. */
     template <int NEWTON, int MASK>
     static __device__ __forceinline__ void both(double xi, double yi, double zi, double qi,
                                                 double &pi, double &gxi, double &gyi, double &gzi,
@@ -75,10 +94,10 @@ struct fmk_p2p_laplace {
     {
         const double dx = xi - xj, dy = yi - yj, dz = zi - zj;
         const double r2 = dx * dx + dy * dy + dz * dz;
-        const double inv = MASK ? pair_inv<NEWTON>(r2) : pair_inv_distinct(NEWTON, r2);
-        const double inv3 = inv * inv * inv;
-        pi = fma(qj, inv, pi), pj = fma(qi, inv, pj);
-        const double fj = qj * inv3, fi = qi * inv3;
+        const auto k =
+            fpair_laplace_k(MASK ? pair_inv<NEWTON>(r2) : pair_inv_distinct(NEWTON, r2));
+        pi = fma(qj, k.pot, pi), pj = fma(qi, k.pot, pj);
+        const double fj = qj * k.g, fi = qi * k.g;
         gxi = fma(-fj, dx, gxi), gyi = fma(-fj, dy, gyi), gzi = fma(-fj, dz, gzi);
         gxj = fma(fi, dx, gxj), gyj = fma(fi, dy, gyj), gzj = fma(fi, dz, gzj);
     }
