@@ -3,21 +3,34 @@
  * once (fmm2d_tree.c; definitions in fmm2d.h) and allocates everything eval needs, so eval
  * cannot fail half way. eval runs the numerical passes with OpenMP: P2M at the finest level,
  * M2M upward, M2L (weak lists, all levels) and P2L (finest level), L2L downward, L2P and M2P at
- * the finest level, P2P, and writes the caller's arrays in the caller's order. */
+ * the finest level, P2P, and writes the caller's arrays in the caller's order.
+ *
+ * Coincident points (issue 31): m coincident points span about m / N_d finest boxes that no
+ * criterion separates (their radius is 0, their distance 0): O((m / N_d)^2) list entries and
+ * m^2 pairs. When more than N_d points coincide, the pyramid is therefore built over the
+ * distinct sources (or targets) instead: coincident sources are one source that carries their
+ * summed charge, coincident targets are evaluated once. Under both kernels a target gets
+ * nothing from sources at its own position (docs/kernels.md), so this is the rule exactly; with
+ * targets = sources it also leaves out the self term. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "fmm2d/fmm2d.h"
 #include "fmm2d/fmm2d_ops.h"
+#include "tree/unique.h"
 
 typedef struct fmm2d_cpu {
     fmk_fmm2d_tree tree;
     int order;
     int64_t leaf_size;
-    fmk_cplx *q;     /* n_sources charges in box order */
+    fmk_cplx *q;     /* tree.n_sources charges in box order */
     fmk_cplx *M, *L; /* n_boxes * (order + 1) */
-    fmk_cplx *res;   /* 2 * n_targets: V, D in box order */
-    double *q_zero;  /* n_targets: charge at distance 0 (log2d) */
+    fmk_cplx *res;   /* 2 * tree.n_targets: V, D in box order */
+    double *q_zero;  /* tree.n_targets: charge at distance 0 (log2d) */
+    /* coincident points: the box position of each caller source's (target's) distinct point,
+     * NULL when none coincide (the tree's orders then map box positions to caller indices) */
+    int64_t *src_at; /* n_sources */
+    int64_t *trg_at; /* n_targets (== src_at when self) */
     double tree_time;
 } fmm2d_cpu;
 
@@ -58,9 +71,95 @@ static void fmm2d_release(fmk_plan *plan)
     if (!s)
         return;
     fmk_fmm2d_tree_free(&s->tree);
+    if (s->trg_at != s->src_at)
+        free(s->trg_at);
+    free(s->src_at);
     free(s->q), free(s->M), free(s->L), free(s->res), free(s->q_zero);
     free(s);
     plan->state = NULL;
+}
+
+/* The distinct points of x (n of them) into *out and each point's distinct point into slot,
+ * when some point has more than n_d copies; else *out = x (n points returned): up to n_d copies
+ * of a point cost no more than any box of n_d points, and the pyramid stays the one the GPU
+ * engine builds. Returns the number of points in *out, or -1 when out of memory. */
+static int64_t distinct(int64_t n, const double *x, int64_t n_d, int64_t *slot, const double **out)
+{
+    const int64_t nu = fmk_unique_points(2, n, x, slot);
+    *out = x;
+    if (nu < 0 || nu == n)
+        return nu;
+    int64_t *copies = calloc((size_t)nu, sizeof(int64_t)), most = 0;
+    if (!copies)
+        return -1;
+    for (int64_t i = 0; i < n; i++)
+        most = ++copies[slot[i]] > most ? copies[slot[i]] : most;
+    free(copies);
+    if (most <= n_d)
+        return n;
+    double *u = malloc(sizeof(double) * 2 * (size_t)nu);
+    if (!u)
+        return -1;
+    for (int64_t i = 0; i < n; i++)
+        u[2 * slot[i]] = x[2 * i], u[2 * slot[i] + 1] = x[2 * i + 1];
+    *out = u;
+    return nu;
+}
+
+/* slot (n entries: a distinct point's number) into its box position, through the tree's order
+ * of the nu distinct points. Returns 0, or -1 when out of memory. */
+static int slot_to_position(int64_t n, int64_t nu, const int64_t *order, int64_t *slot)
+{
+    int64_t *pos = malloc(sizeof(int64_t) * (size_t)(nu > 0 ? nu : 1));
+    if (!pos)
+        return -1;
+    for (int64_t i = 0; i < nu; i++)
+        pos[order[i]] = i;
+    for (int64_t i = 0; i < n; i++)
+        slot[i] = pos[slot[i]];
+    free(pos);
+    return 0;
+}
+
+/* The pyramid over the distinct sources and targets (see the top of the file), or over the
+ * points as given when none coincide. */
+static fmk_status build_tree(fmk_plan *plan, fmm2d_cpu *s)
+{
+    const int64_t ns = plan->n_sources, nt = plan->n_targets;
+    int64_t *ss = malloc(sizeof(int64_t) * (size_t)(ns > 0 ? ns : 1));
+    int64_t *ts = plan->self ? ss : malloc(sizeof(int64_t) * (size_t)(nt > 0 ? nt : 1));
+    const double *us = plan->sources, *ut = plan->targets;
+    int64_t nus = -1, nut = -1;
+    if (ss && ts) {
+        nus = distinct(ns, plan->sources, s->leaf_size, ss, &us);
+        nut = plan->self ? nus : nus >= 0 ? distinct(nt, plan->targets, s->leaf_size, ts, &ut) : -1;
+    }
+    fmk_status st = FMK_ERR_NOMEM;
+    if (nus >= 0 && nut >= 0)
+        st = fmk_fmm2d_tree_build(&s->tree, nus, us, plan->self, nut, ut, s->leaf_size,
+                                  plan->threads);
+    if (st == FMK_OK && nus < ns) {
+        if (slot_to_position(ns, nus, s->tree.src_order, ss) == 0)
+            s->src_at = ss, ss = NULL;
+        else
+            st = FMK_ERR_NOMEM;
+    }
+    if (st == FMK_OK && plan->self)
+        s->trg_at = s->src_at;
+    else if (st == FMK_OK && nut < nt) {
+        if (slot_to_position(nt, nut, s->tree.trg_order, ts) == 0)
+            s->trg_at = ts, ts = NULL;
+        else
+            st = FMK_ERR_NOMEM;
+    }
+    if (us != plan->sources)
+        free((double *)us);
+    if (ut != plan->targets)
+        free((double *)ut);
+    if (!plan->self) /* taken (NULL) where they became trg_at, src_at */
+        free(ts);
+    free(ss);
+    return st;
 }
 
 static fmk_status fmm2d_setup(fmk_plan *plan)
@@ -74,16 +173,16 @@ static fmk_status fmm2d_setup(fmk_plan *plan)
     plan->state = s;
     s->order = p;
     s->leaf_size = leaf_size_of(plan);
-    fmk_status st = fmk_fmm2d_tree_build(&s->tree, ns, plan->sources, plan->self, nt, plan->targets,
-                                         s->leaf_size, plan->threads);
+    fmk_status st = build_tree(plan, s);
     const double t1 = fmk_time_now();
+    const int64_t nus = s->tree.n_sources, nut = s->tree.n_targets; /* distinct points */
     if (st == FMK_OK) {
         const size_t nb = (size_t)s->tree.n_boxes * (size_t)(p + 1);
-        s->q = malloc(sizeof(fmk_cplx) * (size_t)(ns > 0 ? ns : 1));
+        s->q = malloc(sizeof(fmk_cplx) * (size_t)(nus > 0 ? nus : 1));
         s->M = malloc(sizeof(fmk_cplx) * nb);
         s->L = malloc(sizeof(fmk_cplx) * nb);
-        s->res = malloc(sizeof(fmk_cplx) * 2 * (size_t)(nt > 0 ? nt : 1));
-        s->q_zero = malloc(sizeof(double) * (size_t)(nt > 0 ? nt : 1));
+        s->res = malloc(sizeof(fmk_cplx) * 2 * (size_t)(nut > 0 ? nut : 1));
+        s->q_zero = malloc(sizeof(double) * (size_t)(nut > 0 ? nut : 1));
         if (!s->q || !s->M || !s->L || !s->res || !s->q_zero)
             st = FMK_ERR_NOMEM;
     }
@@ -97,8 +196,12 @@ static fmk_status fmm2d_setup(fmk_plan *plan)
     const fmk_fmm2d_tree *t = &s->tree;
     const int64_t leaves = (int64_t)1 << (2 * t->levels);
     plan->state_bytes_host =
-        state_bytes(plan, ns, nt, plan->self, t->weak_begin[t->n_boxes],
+        state_bytes(plan, nus, nut, plan->self, t->weak_begin[t->n_boxes],
                     t->p2p_begin[leaves] + t->m2p_begin[leaves] + t->p2l_begin[leaves]);
+    if (s->src_at) /* the maps of coincident points */
+        plan->state_bytes_host += 8 * ns;
+    if (s->trg_at && s->trg_at != s->src_at)
+        plan->state_bytes_host += 8 * nt;
     plan->info.order = p;
     plan->info.levels = t->levels + 1;
     plan->info.leaf_size = s->leaf_size;
@@ -118,6 +221,29 @@ static double scale_of(const fmk_fmm2d_tree *t, int64_t g)
     return fmk_fmm2d_scale(t->radius[g]);
 }
 
+/* The charges into box order, coincident sources' summed in caller order (src_at); returns the
+ * sum of their real parts. */
+static double gather_charges(const fmk_plan *plan, fmm2d_cpu *s, const double *charges, int is_log)
+{
+    const fmk_fmm2d_tree *t = &s->tree;
+    double q_total = 0;
+    if (s->src_at) {
+        memset(s->q, 0, sizeof(fmk_cplx) * (size_t)t->n_sources);
+        for (int64_t c = 0; c < plan->n_sources; c++) {
+            fmk_cplx *q = s->q + s->src_at[c];
+            q->re += is_log ? charges[c] : charges[2 * c];
+            q->im += is_log ? 0 : charges[2 * c + 1];
+        }
+    }
+    for (int64_t i = 0; i < t->n_sources; i++) {
+        const int64_t c = t->src_order[i];
+        if (!s->src_at)
+            s->q[i] = is_log ? fmk_c(charges[c], 0) : fmk_c(charges[2 * c], charges[2 * c + 1]);
+        q_total += s->q[i].re;
+    }
+    return q_total;
+}
+
 static fmk_status fmm2d_eval(fmk_plan *plan, const double *charges, double *pot, double *grad,
                              int on_device)
 {
@@ -127,16 +253,11 @@ static fmk_status fmm2d_eval(fmk_plan *plan, const double *charges, double *pot,
     const fmk_fmm2d_tree *t = &s->tree;
     const int p = s->order, L = t->levels, th = plan->threads;
     const int is_log = plan->kernel == FMK_KERNEL_LOG2D;
-    const int64_t ns = plan->n_sources, nt = plan->n_targets, nc = p + 1;
+    const int64_t nt = t->n_targets, nc = p + 1; /* the tree's targets: the distinct ones */
     const int64_t leaves = (int64_t)1 << (2 * L), fl = fmk_fmm2d_first(L);
     (void)th;
     const double t0 = fmk_time_now();
-    double q_total = 0;
-    for (int64_t i = 0; i < ns; i++) {
-        const int64_t c = t->src_order[i];
-        s->q[i] = is_log ? fmk_c(charges[c], 0) : fmk_c(charges[2 * c], charges[2 * c + 1]);
-        q_total += s->q[i].re;
-    }
+    const double q_total = gather_charges(plan, s, charges, is_log);
     memset(s->M, 0, sizeof(fmk_cplx) * (size_t)(t->n_boxes * nc));
     memset(s->L, 0, sizeof(fmk_cplx) * (size_t)(t->n_boxes * nc));
     memset(s->res, 0, sizeof(fmk_cplx) * 2 * (size_t)nt);
@@ -239,11 +360,13 @@ static fmk_status fmm2d_eval(fmk_plan *plan, const double *charges, double *pot,
     if (fmk_interrupt_stopped(plan)) /* each pass skips its remaining work once asked to stop */
         return fmk_interrupt_status(plan);
 
-    /* results to the caller's order and units (fmm2d.h: F for log2d, f for cauchy2d) */
+    /* results to the caller's order and units (fmm2d.h: F for log2d, f for cauchy2d); with
+     * coincident targets (trg_at), k runs over the caller's targets, else over box positions */
     const double ps = plan->frame.pot_scale, lw = plan->frame.log_width;
-#pragma omp parallel for schedule(static) num_threads(th) if (nt > 4096)
-    for (int64_t i = 0; i < nt; i++) {
-        const int64_t c = t->trg_order[i];
+    const int64_t n_out = plan->n_targets;
+#pragma omp parallel for schedule(static) num_threads(th) if (n_out > 4096)
+    for (int64_t k = 0; k < n_out; k++) {
+        const int64_t c = s->trg_at ? k : t->trg_order[k], i = s->trg_at ? s->trg_at[k] : k;
         const fmk_cplx V = s->res[2 * i], D = s->res[2 * i + 1];
         if (is_log) {
             if (pot)

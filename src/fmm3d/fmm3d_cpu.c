@@ -40,8 +40,9 @@ static int64_t rot_doubles(int p)
     return r;
 }
 
-static int64_t state_bytes(const fmk_plan *plan, int64_t ns, int64_t nt, int self, int64_t nodes,
-                           int64_t n_dirs)
+/* nu: unique sources (coincident_cpu.c), ns when none coincide. */
+static int64_t state_bytes(const fmk_plan *plan, int64_t ns, int64_t nt, int64_t nu, int self,
+                           int64_t nodes, int64_t n_dirs)
 {
     const int p = order_of(plan);
     const int64_t np = self ? ns : ns + nt;
@@ -56,13 +57,16 @@ static int64_t state_bytes(const fmk_plan *plan, int64_t ns, int64_t nt, int sel
     b += 8 * (int64_t)plan->threads * (8 * stride + 64 * (p + 3)); /* work, generous */
     b = fmk_bytes_add(b, fmk_tree3d_bytes_for(np, nodes));
     b = fmk_bytes_add(b, fmk_fmm3d_lists_bytes_for(nodes));
-    b = fmk_bytes_plus(b, 32 + 16 * stride, nodes);     /* counts, begins, M, L */
-    b = fmk_bytes_plus(b, 8 * 8, ns);                   /* orders, xyz, soa */
+    b = fmk_bytes_plus(b, 32 + 16 * stride, nodes); /* counts, begins, M, L */
+    b = fmk_bytes_plus(b, 4 * 8, ns);               /* order, xyz */
+    b = fmk_bytes_plus(b, 4 * 8, nu);               /* soa */
+    if (nu < ns)                                    /* slots; self: the targets' xyz */
+        b = fmk_bytes_plus(b, self ? 8 * 4 : 8, ns);
     b = fmk_bytes_plus(b, (self ? 0 : 8 * 4) + 32, nt); /* orders, xyz; result */
     b = fmk_bytes_plus(b, 12 * 189, nodes);             /* v_perm, v_target */
     b = fmk_bytes_plus(b, 17 + 4 * 64, nodes);          /* direct W and X flags and lists */
     if (plan->opts.precision == FMK_PRECISION_FP32)
-        b = fmk_bytes_plus(b, 4 * 4, ns); /* src32 */
+        b = fmk_bytes_plus(b, 4 * 4, nu); /* src32 */
     return b;
 }
 
@@ -73,7 +77,8 @@ static void fmm_memory(const fmk_plan *plan, int64_t ns, int64_t nt, int64_t *h,
         nt = ns;
     const int p = order_of(plan);
     const int64_t nodes = fmk_tree3d_estimate_nodes(self ? ns : ns + nt, leaf_size_of(plan, p));
-    *h = state_bytes(plan, ns, nt, self, nodes, 61); /* the polar angles of 316 directions */
+    /* the polar angles of 316 directions; sources that do not coincide */
+    *h = state_bytes(plan, ns, nt, ns, self, nodes, 61);
     *d = 0;
 }
 
@@ -89,7 +94,7 @@ static void fmm_release(fmk_plan *plan)
         free(s->trg_order);
     if (s->trg_xyz != s->src_xyz)
         free(s->trg_xyz);
-    free(s->src_order), free(s->src_xyz), free(s->src_soa);
+    free(s->src_order), free(s->src_xyz), free(s->src_soa), free(s->src_slot);
     free(s->n_src), free(s->n_trg), free(s->src_begin), free(s->trg_begin);
     free(s->M), free(s->L), free(s->rot_v), free(s->rot_updown), free(s->work), free(s->result);
     free(s->phase_v);
@@ -276,6 +281,10 @@ static fmk_status fmm_setup(fmk_plan *plan)
         return st;
     }
     truncate_tree(&s->tree, max_level_for(plan));
+    if (fmk_fmm3d_cpu_group_runs(plan, &s->tree) != 0) { /* coincident sources side by side */
+        fmm_release(plan);
+        return fmk_error_set(plan, FMK_ERR_NOMEM, "out of host memory for the FMM's points");
+    }
     const double t_tree = fmk_time_now();
     const int64_t k = s->tree.n_nodes;
     const size_t nk = (size_t)(k > 0 ? k : 1), ns1 = (size_t)(ns > 0 ? ns : 1),
@@ -286,7 +295,6 @@ static fmk_status fmm_setup(fmk_plan *plan)
     s->trg_begin = malloc(sizeof(int64_t) * nk);
     s->src_order = malloc(sizeof(int64_t) * ns1);
     s->src_xyz = malloc(sizeof(double) * 3 * ns1);
-    s->src_soa = malloc(sizeof(double) * 4 * ns1);
     s->trg_order = plan->self ? s->src_order : malloc(sizeof(int64_t) * nt1);
     s->trg_xyz = plan->self ? s->src_xyz : malloc(sizeof(double) * 3 * nt1);
     s->M = malloc(sizeof(double) * (size_t)s->stride * nk);
@@ -295,14 +303,22 @@ static fmk_status fmm_setup(fmk_plan *plan)
     s->work = malloc(sizeof(double) * (size_t)fmk_fmm3d_work_size(&s->ops) * (size_t)plan->threads);
     s->rot_updown = malloc(sizeof(double) * (size_t)fmk_fmm3d_rot_size(&s->ops) * 16);
     int bad = !s->n_src || !s->n_trg || !s->src_begin || !s->trg_begin || !s->src_order ||
-              !s->src_xyz || !s->src_soa || !s->trg_order || !s->trg_xyz || !s->M || !s->L ||
-              !s->result || !s->work || !s->rot_updown;
+              !s->src_xyz || !s->trg_order || !s->trg_xyz || !s->M || !s->L || !s->result ||
+              !s->work || !s->rot_updown;
     if (!bad) {
         int64_t *before = malloc(sizeof(int64_t) * (size_t)(np + 1));
         bad = !before;
         if (before)
             split_points(plan, s, before);
         free(before);
+    }
+    if (!bad) /* a run of coincident sources becomes one unique source */
+        bad = fmk_fmm3d_cpu_unique_sources(plan, s) != 0;
+    const int64_t nu = s->n_unique;
+    const size_t nu1 = (size_t)(nu > 0 ? nu : 1);
+    if (!bad) {
+        s->src_soa = malloc(sizeof(double) * 4 * nu1);
+        bad = !s->src_soa;
     }
     if (!bad) {
         bad = fmk_fmm3d_lists_build(&s->tree, s->n_src, s->n_trg, &s->lists, plan->threads) != 0;
@@ -336,7 +352,7 @@ static fmk_status fmm_setup(fmk_plan *plan)
     }
     const int fp32 = plan->opts.precision == FMK_PRECISION_FP32;
     if (!bad && fp32) {
-        s->src32 = malloc(sizeof(float) * 4 * ns1);
+        s->src32 = malloc(sizeof(float) * 4 * nu1);
         bad = !s->src32;
     }
     if (bad) {
@@ -346,22 +362,25 @@ static fmk_status fmm_setup(fmk_plan *plan)
         return fmk_error_set(plan, FMK_ERR_NOMEM,
                              "out of host memory for the FMM (about %lld bytes)", (long long)h);
     }
-    /* sources' and targets' coordinates as structures of arrays for P2P */
-    for (int64_t i = 0; i < ns; i++)
+    /* the unique sources' coordinates as structures of arrays for P2P */
+    for (int64_t i = 0; i < nu; i++)
         for (int c = 0; c < 3; c++)
-            s->src_soa[c * ns + i] = s->src_xyz[3 * i + c];
-    s->q = s->src_soa + 3 * ns;
+            s->src_soa[c * nu + i] = s->src_xyz[3 * i + c];
+    s->q = s->src_soa + 3 * nu;
     if (fp32) /* relative to the leaf's centre: fp32 then rounds to 2^-24 of a leaf, not of the
                * frame, which keeps close pairs accurate */
-        for (int64_t b = 0; b < k; b++)
+        for (int64_t b = 0; b < k; b++) {
+            int64_t j0, nj;
+            fmk_fmm3d_cpu_src_range(s, b, &j0, &nj);
             if (s->tree.more[b] < 0)
-                for (int64_t i = s->src_begin[b]; i < s->src_begin[b] + s->n_src[b]; i++)
+                for (int64_t i = j0; i < j0 + nj; i++)
                     for (int c = 0; c < 3; c++)
-                        s->src32[c * ns + i] =
+                        s->src32[c * nu + i] =
                             (float)(s->src_xyz[3 * i + c] - s->lists.center[3 * b + c]);
+        }
     init_rotations(plan, s, n_dirs, rot_first);
     fmk_fmm3d_cpu_m2l_schedule(s, plan->threads);
-    plan->state_bytes_host = state_bytes(plan, ns, nt, plan->self, k, n_dirs);
+    plan->state_bytes_host = state_bytes(plan, ns, nt, nu, plan->self, k, n_dirs);
     s->p2p_avx512 = fmk_fmm3d_cpu_p2p_avx512(plan);
     plan->info.order = p;
     plan->info.levels = s->tree.levels;
@@ -371,16 +390,23 @@ static fmk_status fmm_setup(fmk_plan *plan)
     return FMK_OK;
 }
 
-/* The charges into key order (and fp32 for P2P in precision fp32); expansions and results
- * zeroed. */
+/* The charges into key order, a run of coincident sources summed into its unique source in
+ * caller order (and fp32 for P2P in precision fp32); expansions and results zeroed. */
 static void gather_charges(const fmk_plan *plan, fmk_fmm3d_cpu *s, const double *charges)
 {
     const int64_t ns = plan->n_sources, nt = plan->n_targets, k = s->tree.n_nodes, st = s->stride;
-    for (int64_t i = 0; i < ns; i++)
-        s->q[i] = charges[s->src_order[i]];
-    if (s->src32)
+    const int64_t nu = s->n_unique;
+    if (s->src_slot) {
+        memset(s->q, 0, sizeof(double) * (size_t)nu);
         for (int64_t i = 0; i < ns; i++)
-            s->src32[3 * ns + i] = (float)s->q[i];
+            s->q[s->src_slot[i]] += charges[s->src_order[i]];
+    } else {
+        for (int64_t i = 0; i < ns; i++)
+            s->q[i] = charges[s->src_order[i]];
+    }
+    if (s->src32)
+        for (int64_t i = 0; i < nu; i++)
+            s->src32[3 * nu + i] = (float)s->q[i];
     memset(s->M, 0, sizeof(double) * (size_t)(st * k));
     memset(s->L, 0, sizeof(double) * (size_t)(st * k));
     memset(s->result, 0, sizeof(double) * 4 * (size_t)nt);
@@ -424,6 +450,7 @@ static fmk_status fmm_eval(fmk_plan *plan, const double *charges, double *pot, d
     fmk_fmm3d_cpu_l2p(plan, s);
     const double t6 = fmk_time_now();
     fmk_fmm3d_cpu_p2p(plan, s);
+    fmk_fmm3d_cpu_p2p_runs(plan, s, charges);
     const double t7 = fmk_time_now();
     if (fmk_interrupt_stopped(plan)) /* each pass skips its remaining work once asked to stop */
         return fmk_interrupt_status(plan);

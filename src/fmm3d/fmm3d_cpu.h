@@ -4,6 +4,7 @@
  *   m2l_cpu.c       M2L (V list) and P2L (X list); the M2L schedule of set_points
  *   downward_cpu.c  L2L downward, L2P and M2P (W list) at the leaves
  *   p2p_cpu.c       P2P (U list and the W and X entries summed directly), and those entries
+ *   coincident_cpu.c runs of coincident sources as one unique source each (issue 31)
  * Every phase reads the plan and the state, and adds into the expansions or results. */
 #ifndef FMMKIT_FMM3D_CPU_H
 #define FMMKIT_FMM3D_CPU_H
@@ -26,12 +27,15 @@ typedef struct fmk_fmm3d_cpu {
     int64_t *src_begin, *trg_begin; /* per node: first source / target in key order */
     int64_t *src_order;             /* ns: source position in key order -> caller index */
     int64_t *trg_order;             /* nt (== src_order when self) */
-    double *src_xyz;                /* ns * 3 in key order */
-    double *trg_xyz;                /* nt * 3 (== src_xyz when self) */
-    double *src_soa;                /* 4 * ns: x | y | z | q, for P2P */
-    double *q;                      /* ns charges in key order (points into src_soa) */
+    int64_t n_unique;               /* nu: unique sources, a run of coincident ones being one
+                                 * (coincident_cpu.c); nu == ns when none coincide */
+    int64_t *src_slot;              /* ns: source position -> its unique source (NULL: nu == ns) */
+    double *src_xyz;                /* nu * 3: the unique sources in key order */
+    double *trg_xyz;                /* nt * 3 (== src_xyz when self and nu == ns) */
+    double *src_soa;                /* 4 * nu: x | y | z | q, for P2P */
+    double *q;                      /* nu charges (a run's sum) in key order (into src_soa) */
     int p2p_avx512;                 /* laplace in fp64 on a CPU with AVX-512F: p2p_laplace_avx512 */
-    float *src32;                   /* fp32: 4 * ns, x | y | z | q for P2P in single precision, the
+    float *src32;                   /* fp32: 4 * nu, x | y | z | q for P2P in single precision, the
                                  * coordinates relative to the centre of the source's leaf */
     double *M, *L;                  /* n_nodes * stride */
     double *rot_v; /* rotations of the V directions' polar angles in use (61 at most
@@ -65,6 +69,25 @@ static inline double *fmk_fmm3d_cpu_work(const fmk_fmm3d_cpu *s)
     return s->work + fmk_fmm3d_work_size(&s->ops) * fmk_thread_num();
 }
 
+/* The unique sources of node b: [*j0, *j0 + *nj). */
+static inline void fmk_fmm3d_cpu_src_range(const fmk_fmm3d_cpu *s, int64_t b, int64_t *j0,
+                                           int64_t *nj)
+{
+    const int64_t a = s->src_begin[b], e = a + s->n_src[b];
+    if (!s->src_slot || e == a) {
+        *j0 = a, *nj = e - a;
+        return;
+    }
+    *j0 = s->src_slot[a];
+    *nj = s->src_slot[e - 1] + 1 - *j0;
+}
+
+/* The unique source of the source at position i in key order. */
+static inline int64_t fmk_fmm3d_cpu_slot(const fmk_fmm3d_cpu *s, int64_t i)
+{
+    return s->src_slot ? s->src_slot[i] : i;
+}
+
 /* Octant of a child within its parent: bit 2 x, bit 1 y, bit 0 z (1: upper half). */
 static inline int fmk_fmm3d_cpu_octant(const fmk_fmm3d_lists *l, int64_t child, int64_t parent)
 {
@@ -90,12 +113,25 @@ double fmk_fmm3d_cpu_pair_time(const fmk_plan *plan);
 int fmk_fmm3d_cpu_p2p_avx512(const fmk_plan *plan);
 /* The W and X entries summed directly (see p2p_cpu.c); returns 0, or -1 when out of memory. */
 int fmk_fmm3d_cpu_direct_lists(fmk_fmm3d_cpu *s, int order, double t_pair, int direct_near);
+/* P2P at every leaf with targets, from its U list and direct entries, over unique sources. */
+void fmk_fmm3d_cpu_p2p(const fmk_plan *plan, fmk_fmm3d_cpu *s);
+/* With targets = sources and coincident sources, for plummer and regularized: adds to each
+ * target the rest of its own run, which P2P left out (coincident_cpu.c). */
+void fmk_fmm3d_cpu_p2p_runs(const fmk_plan *plan, fmk_fmm3d_cpu *s, const double *charges);
+/* coincident_cpu.c */
+/* Sorts each group of equal keys of the tree that holds coincident sources by (coordinates,
+ * position), so that coincident sources are contiguous; other groups keep their order. Returns
+ * 0, or -1 when out of memory. */
+int fmk_fmm3d_cpu_group_runs(const fmk_plan *plan, fmk_tree3d *t);
+/* After split_points: numbers the runs of coincident sources (n_unique, src_slot) and keeps one
+ * coordinate triple per run in src_xyz (self: trg_xyz becomes a copy of all points first).
+ * Returns 0, or -1 when out of memory. */
+int fmk_fmm3d_cpu_unique_sources(const fmk_plan *plan, fmk_fmm3d_cpu *s);
 
 /* The engine's knobs (core/tune.h, prefix "fmm3d"). */
 typedef struct fmk_fmm3d_cpu_tune {
     int direct_near; /* 1: W and X entries cheaper summed directly are (default);
                                  * 0: every entry on its operator */
 } fmk_fmm3d_cpu_tune;
-void fmk_fmm3d_cpu_p2p(const fmk_plan *plan, fmk_fmm3d_cpu *s);
 
 #endif /* FMMKIT_FMM3D_CPU_H */

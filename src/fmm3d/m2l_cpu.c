@@ -91,10 +91,10 @@ void fmk_fmm3d_cpu_m2l(const fmk_plan *plan, fmk_fmm3d_cpu *s)
         double *work = fmk_fmm3d_cpu_work(s);
         for (int64_t b = b0; b < b1; b++)
             for (int64_t e = l->x_begin[b]; e < l->x_begin[b + 1] && !s->x_direct[b]; e++) {
-                const int32_t c = l->x[e];
-                fmk_fmm3d_p2l(ops, l->center + 3 * b, l->side[b], s->n_src[c],
-                              s->src_xyz + 3 * s->src_begin[c], s->q + s->src_begin[c],
-                              s->L + st * b, work);
+                int64_t j0, nj; /* unique sources */
+                fmk_fmm3d_cpu_src_range(s, l->x[e], &j0, &nj);
+                fmk_fmm3d_p2l(ops, l->center + 3 * b, l->side[b], nj, s->src_xyz + 3 * j0,
+                              s->q + j0, s->L + st * b, work);
             }
     }
 }

@@ -205,7 +205,7 @@ void fmk_fmm3d_cpu_p2p(const fmk_plan *plan, fmk_fmm3d_cpu *s)
     const fmk_fmm3d_lists *l = &s->lists;
     const int64_t k = t->n_nodes;
     const int th = plan->threads;
-    const int64_t ns = plan->n_sources;
+    const int64_t ns = s->n_unique; /* the arrays' length: a run of coincident sources is one */
     double *res_pot = s->result, *res_grad = s->result + plan->n_targets;
     /* P2P from the U list: per target leaf, one source leaf at a time (it stays in cache)
      * through the direct sum's vectorized loop for the plan's kernel (plummer and regularized:
@@ -232,7 +232,7 @@ void fmk_fmm3d_cpu_p2p(const fmk_plan *plan, fmk_fmm3d_cpu *s)
                 for (int64_t e = e0; e < nu + nd && e < e0 + 64; e++, cnt++) {
                     const int32_t c =
                         e < nu ? l->u[l->u_begin[b] + e] : s->d_leaf[s->d_begin[b] + e - nu];
-                    jb[cnt] = s->src_begin[c], jn[cnt] = s->n_src[c];
+                    fmk_fmm3d_cpu_src_range(s, c, jb + cnt, jn + cnt);
                 }
                 for (int64_t i = tb; i < te; i++) {
                     double out[4];
@@ -247,11 +247,13 @@ void fmk_fmm3d_cpu_p2p(const fmk_plan *plan, fmk_fmm3d_cpu *s)
 #endif
         for (int64_t e = 0; e < nu + nd; e++) { /* the U list, then the direct W and X leaves */
             const int32_t c = e < nu ? l->u[l->u_begin[b] + e] : s->d_leaf[s->d_begin[b] + e - nu];
-            const int64_t j0 = s->src_begin[c], nj = s->n_src[c];
+            int64_t j0, nj;
+            fmk_fmm3d_cpu_src_range(s, c, &j0, &nj);
             for (int64_t i = tb; i < te; i++) {
                 double out[4];
-                /* the target itself, when targets are the sources (smooth kernels) */
-                const int64_t skip = plan->self && c == b ? i - j0 : -1;
+                /* the target itself, when targets are the sources (smooth kernels; its whole
+                 * run: fmk_fmm3d_cpu_p2p_runs adds the rest) */
+                const int64_t skip = plan->self && c == b ? fmk_fmm3d_cpu_slot(s, i) - j0 : -1;
                 if (fx) {
                     float o32[4], y32[3];
                     for (int d = 0; d < 3; d++)
@@ -268,5 +270,25 @@ void fmk_fmm3d_cpu_p2p(const fmk_plan *plan, fmk_fmm3d_cpu *s)
                     res_grad[3 * i + d] += out[1 + d];
             }
         }
+    }
+}
+
+void fmk_fmm3d_cpu_p2p_runs(const fmk_plan *plan, fmk_fmm3d_cpu *s, const double *charges)
+{
+    if (!plan->self || !s->src_slot || plan->kernel == FMK_KERNEL_LAPLACE)
+        return;
+    const fmm_p2p64_tile_fn p2p = fmm_p2p64_pick(plan->kernel);
+    const double eps2 = plan->frame.softening * plan->frame.softening;
+    const int64_t n = plan->n_targets;
+#pragma omp parallel for schedule(static) num_threads(plan->threads) if (n > 4096)
+    for (int64_t i = 0; i < n; i++) {
+        /* the run's charge without the target's own, at r = 0 through the kernel's loop */
+        const double dq = s->q[s->src_slot[i]] - charges[s->src_order[i]];
+        if (dq == 0)
+            continue;
+        const double *y = s->trg_xyz + 3 * i;
+        double out[4];
+        p2p(y, y + 1, y + 2, &dq, 1, y, -1, eps2, 0, out);
+        s->result[i] += out[0]; /* the gradient at r = 0 is zero */
     }
 }

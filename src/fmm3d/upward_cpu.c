@@ -10,11 +10,14 @@ void fmk_fmm3d_cpu_p2m(const fmk_plan *plan, fmk_fmm3d_cpu *s)
     const int64_t k = t->n_nodes, st = s->stride;
     const int th = plan->threads;
 #pragma omp parallel for schedule(dynamic, 4) num_threads(th)
-    for (int64_t b = 0; b < k; b++)
-        if (!fmk_interrupt_team(plan) && t->more[b] < 0 && s->n_src[b] > 0)
-            fmk_fmm3d_p2m(ops, l->center + 3 * b, l->side[b], s->n_src[b],
-                          s->src_xyz + 3 * s->src_begin[b], s->q + s->src_begin[b], s->M + st * b,
-                          fmk_fmm3d_cpu_work(s));
+    for (int64_t b = 0; b < k; b++) {
+        if (fmk_interrupt_team(plan) || t->more[b] >= 0 || s->n_src[b] == 0)
+            continue;
+        int64_t j0, nj; /* the unique sources: a run of coincident ones is one */
+        fmk_fmm3d_cpu_src_range(s, b, &j0, &nj);
+        fmk_fmm3d_p2m(ops, l->center + 3 * b, l->side[b], nj, s->src_xyz + 3 * j0, s->q + j0,
+                      s->M + st * b, fmk_fmm3d_cpu_work(s));
+    }
 }
 
 /* M2M, deepest level first; each parent gathers its children. */

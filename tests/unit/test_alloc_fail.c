@@ -5,7 +5,8 @@
  * where the allocation was one the library can do without), leave the failed eval's outputs
  * untouched, and leave the plan usable (set_points again after a failed set_points, eval again
  * after a failed eval, with the clean run's results); under the sanitizer build LeakSanitizer
- * checks that nothing leaks. A second sweep fails every allocation from the k-th on.
+ * checks that nothing leaks. A second sweep fails every allocation from the k-th on. The FMMs
+ * run once more on sets with coincident points (their runs of coincident sources: issue 31).
  *
  * The library's calls to malloc, calloc, realloc, posix_memalign and aligned_alloc are
  * redirected here by the linker (-Wl,--wrap=..., see CMakeLists.txt): --wrap rewrites the
@@ -70,9 +71,11 @@ typedef struct method_case {
     int64_t n_sources, n_targets; /* n_targets = 0: targets are the sources */
     int64_t leaf_size;
     double eps;
+    int coincident; /* 1: coincident sources and targets (make_inputs) */
 } method_case;
 
 static double sources[MAX_N * 3], targets[MAX_N * 3], charges[MAX_N * 2];
+static double dup_sources[MAX_N * 3], dup_targets[MAX_N * 3]; /* coincident points */
 static double ref_pot[MAX_OUT], ref_grad[MAX_OUT], pot[MAX_OUT], grad[MAX_OUT];
 
 /* Deterministic points in [0, 1)^dim, charges in [-1, 1). */
@@ -89,6 +92,16 @@ static void make_inputs(void)
         s = s * 6364136223846793005ull + 1442695040888963407ull;
         charges[i] = 2 * (double)(s >> 11) / 9007199254740992.0 - 1;
     }
+    /* groups of 12 coincident sources; 20 targets on source 0, every third other one on a
+     * source: more coincident points than a leaf holds (the 2D FMM then builds its pyramid over
+     * the distinct points). As 3D points: set_points keeps two coordinates for the 2D cases */
+    for (int i = 0; i < MAX_N; i++)
+        for (int c = 0; c < 3; c++) {
+            dup_sources[3 * i + c] = sources[3 * (i - i % 12) + c];
+            dup_targets[3 * i + c] = i < 20  ? sources[c]
+                                     : i % 3 ? targets[3 * i + c]
+                                             : dup_sources[3 * i + c];
+        }
 }
 
 static int64_t n_out(const method_case *mc, int grad_out)
@@ -116,8 +129,16 @@ static int untouched(const double *x, int64_t n)
 
 static fmk_status set_points(const method_case *mc, fmk_plan *plan)
 {
-    return fmk_plan_set_points(plan, mc->n_sources, sources, mc->n_targets,
-                               mc->n_targets ? targets : NULL);
+    const double *x = mc->coincident ? dup_sources : sources;
+    const double *y = mc->coincident ? dup_targets : targets;
+    if (mc->coincident && mc->dim == 2) { /* the 2D layout of the same points */
+        static double x2[MAX_N * 2], y2[MAX_N * 2];
+        for (int i = 0; i < MAX_N; i++)
+            for (int c = 0; c < 2; c++)
+                x2[2 * i + c] = dup_sources[3 * i + c], y2[2 * i + c] = dup_targets[3 * i + c];
+        x = x2, y = y2;
+    }
+    return fmk_plan_set_points(plan, mc->n_sources, x, mc->n_targets, mc->n_targets ? y : NULL);
 }
 
 static fmk_status create(const method_case *mc, fmk_plan **plan)
@@ -239,12 +260,18 @@ int main(int argc, char **argv)
     const method_case cases[] = {
         /* small trees of several levels (leaf_size 8); the 3D FMM at a low order, whose
          * set-up is cheap enough to repeat a few hundred times under the sanitizers */
-        {"direct 3D laplace", 3, FMK_KERNEL_LAPLACE, FMK_METHOD_DIRECT, 100, 37, 0, 1e-6},
-        {"tree 3D laplace", 3, FMK_KERNEL_LAPLACE, FMK_METHOD_TREE, 300, 0, 8, 1e-3},
-        {"fmm 3D laplace", 3, FMK_KERNEL_LAPLACE, FMK_METHOD_FMM, 300, 0, 8, 1e-3},
-        {"fmm 3D laplace, targets", 3, FMK_KERNEL_LAPLACE, FMK_METHOD_FMM, 200, 150, 8, 1e-3},
-        {"fmm 2D log2d", 2, FMK_KERNEL_LOG2D, FMK_METHOD_FMM, 400, 0, 8, 1e-6},
-        {"fmm 2D cauchy2d, targets", 2, FMK_KERNEL_CAUCHY2D, FMK_METHOD_FMM, 300, 100, 8, 1e-6},
+        {"direct 3D laplace", 3, FMK_KERNEL_LAPLACE, FMK_METHOD_DIRECT, 100, 37, 0, 1e-6, 0},
+        {"tree 3D laplace", 3, FMK_KERNEL_LAPLACE, FMK_METHOD_TREE, 300, 0, 8, 1e-3, 0},
+        {"fmm 3D laplace", 3, FMK_KERNEL_LAPLACE, FMK_METHOD_FMM, 300, 0, 8, 1e-3, 0},
+        {"fmm 3D laplace, targets", 3, FMK_KERNEL_LAPLACE, FMK_METHOD_FMM, 200, 150, 8, 1e-3, 0},
+        {"fmm 2D log2d", 2, FMK_KERNEL_LOG2D, FMK_METHOD_FMM, 400, 0, 8, 1e-6, 0},
+        {"fmm 2D cauchy2d, targets", 2, FMK_KERNEL_CAUCHY2D, FMK_METHOD_FMM, 300, 100, 8, 1e-6, 0},
+        {"fmm 3D laplace, coincident", 3, FMK_KERNEL_LAPLACE, FMK_METHOD_FMM, 300, 0, 8, 1e-3, 1},
+        {"fmm 3D laplace, targets, coincident", 3, FMK_KERNEL_LAPLACE, FMK_METHOD_FMM, 200, 150, 8,
+         1e-3, 1},
+        {"fmm 2D log2d, coincident", 2, FMK_KERNEL_LOG2D, FMK_METHOD_FMM, 400, 0, 8, 1e-6, 1},
+        {"fmm 2D cauchy2d, targets, coincident", 2, FMK_KERNEL_CAUCHY2D, FMK_METHOD_FMM, 300, 100,
+         8, 1e-6, 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         if (argc < 2 || strstr(cases[i].name, argv[1]))
