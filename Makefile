@@ -2,9 +2,10 @@
 #   make demo       build (CPU + CUDA backend when nvcc is found) and run `fmmkit demo`
 #   make test       unit, CLI and Python tests on the CPU (ctest)
 #   make test-asan  the same tests built with AddressSanitizer + UndefinedBehaviorSanitizer
-#   make gpu-test   on a GPU machine: GPU tests (sm_90) plus compute-sanitizer memcheck
-#                   (GPU_TEST_PART=check or race: one half of tools/gpu-test.sh;
-#                   check-ctest, check-mem, race-tree, race-rest: the halves' two parts)
+#   make gpu-test   on a GPU machine: GPU tests (sm_90) plus compute-sanitizer memcheck,
+#                   synccheck and racecheck (GPU_TEST_PART=check or race: one half of
+#                   tools/gpu-test.sh; check-ctest, check-mem, check-sync, race-tree,
+#                   race-rest: the halves' parts)
 #   make bench      on a GPU machine: the benchmark tables (bench/RESULTS.md records them)
 #   make install    cmake --install (PREFIX=/usr/local)
 #   make fuzz       libFuzzer harnesses (clang, ASan + UBSan) of the .npy reader and the C API,

@@ -54,7 +54,8 @@
  * Interrupting: a long set_points or eval can be stopped, from the calling thread through a
  * check the plan calls as it works (fmk_plan_set_interrupt), or from any other thread or a
  * signal handler (fmk_plan_interrupt). The call then returns FMK_ERR_INTERRUPTED within a
- * fraction of a second on the CPU, and the plan stays usable.
+ * fraction of a second on the CPU, and about as soon on the GPU for the direct sum and the
+ * treecode (docs/reliability.md, "Interrupts"), and the plan stays usable.
  */
 #ifndef FMMKIT_H
 #define FMMKIT_H
@@ -316,13 +317,16 @@ typedef int (*fmk_interrupt_fn)(void *user);
 
 /* Gives the plan a check to call while it works: set_points and the eval calls run check(user)
  * from the calling thread (never from the plan's OpenMP threads) every 10 ms or so of work,
- * between blocks of targets, groups of a tree walk, phases and chunks of a phase. (The CUDA
- * engines do not poll yet: a call on the GPU runs to its end.) When check
+ * between blocks of targets, groups of a tree walk, phases and chunks of a phase. On the GPU
+ * the host checks between the launches it waits for: after set_points' tree builds, between
+ * the phases of a long eval, and between the launches of about 0.1 s that a long direct sum,
+ * tree walk or M2L by rotations is cut into (a single launch runs to its end first). When check
  * returns nonzero, the call stops as soon as it can and returns FMK_ERR_INTERRUPTED with the
- * message "interrupted". Its outputs are then unspecified (partly written), but the plan stays
- * usable: an interrupted eval keeps the points; an interrupted set_points leaves the plan
- * without points, as any set_points that fails after validation. check = NULL (the default)
- * removes the check. The plan keeps check and user, not what user points to. */
+ * message "interrupted". Its outputs are then unspecified (partly written; the GPU's work
+ * for the call has ended when it returns), but the plan stays usable: an interrupted eval keeps
+ * the points; an interrupted set_points leaves the plan without points, as any set_points that
+ * fails after validation. check = NULL (the default) removes the check. The plan keeps check
+ * and user, not what user points to. */
 FMK_API fmk_status fmk_plan_set_interrupt(fmk_plan *plan, fmk_interrupt_fn check, void *user);
 
 /* Asks the plan's running call to stop, as a check that returned nonzero: safe from any thread

@@ -118,6 +118,11 @@ typedef struct fmk_engine {
     /* The engine's counters (core/tune.h; NULL: none): a struct the plan holds zeroed
      * (plan->counters), which the engine fills as it works and fmk_plan_counter reads. */
     const struct fmk_tune_table *counters;
+    /* Knobs and counters that every engine of a backend shares (NULL: none), held per plan
+     * beside the engine's own (plan->shared_tune, plan->shared_counters) and named by their
+     * table's prefix: the GPU engines' "cuda.*" (cuda/device.h). */
+    const struct fmk_tune_table *shared_tune;
+    const struct fmk_tune_table *shared_counters;
 } fmk_engine;
 
 struct fmk_plan {
@@ -138,6 +143,8 @@ struct fmk_plan {
     void *state;              /* the engine's own state */
     void *tune;               /* the engine's tuning struct (engine->tune), or NULL */
     void *counters;           /* the engine's counters struct (engine->counters), or NULL */
+    void *shared_tune;        /* the backend's shared knobs (engine->shared_tune), or NULL */
+    void *shared_counters;    /* and counters (engine->shared_counters), or NULL */
     int64_t state_bytes_host; /* what the engine's state holds, for fmk_info */
     int64_t state_bytes_device;
 

@@ -11,7 +11,9 @@
  *
  * before fmk_plan_set_points (a knob of the geometry) or fmk_plan_eval (a knob of the sums).
  * Counters are the same arrangement for what an engine counts as it works (plan->counters,
- * zeroed at creation), read with fmk_plan_counter.
+ * zeroed at creation), read with fmk_plan_counter. The engines of a backend may share a second
+ * table of each (fmk_engine.shared_tune, shared_counters; plan->shared_tune, shared_counters):
+ * the GPU engines' "cuda.*" (cuda/device.h), which the same functions reach by name.
  */
 #ifndef FMMKIT_TUNE_H
 #define FMMKIT_TUNE_H

@@ -90,6 +90,48 @@ def test_plan_after_ctrl_c_gives_right_answers():
     assert seconds < 10, f"the child took {seconds:.1f} s after SIGINT"
 
 
+# The GPU direct sum (2^21 points in fp64: about 6 s on an H100) is cut into launches of about
+# 0.1 s, between which the host checks for Ctrl-C.
+GPU_PLAN = """
+import sys
+import numpy as np
+import fmmkit
+rng = np.random.default_rng(1)
+x = rng.random((1 << 21, 3))
+q = rng.standard_normal(1 << 21)
+plan = fmmkit.Plan(kernel="laplace", method="direct", backend="cuda")
+plan.set_points(x)
+print("ready", flush=True)
+try:
+    plan.eval(q)
+    print("finished", flush=True)
+    sys.exit(1)
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+m = 500
+y, c = x[:m], q[:m]
+r = plan.set_points(y).eval(c)
+d = y[:, None, :] - y[None, :, :]
+dist = np.sqrt((d ** 2).sum(-1))
+np.fill_diagonal(dist, np.inf)
+ref = (c[None, :] / dist).sum(1)
+err = np.linalg.norm(r.pot - ref) / np.linalg.norm(ref)
+print("error", err, flush=True)
+sys.exit(0 if err < 1e-12 else 1)
+"""
+
+
+@pytest.mark.gpu
+def test_ctrl_c_stops_a_gpu_direct_sum():
+    import fmmkit
+    if fmmkit.cuda_device_count() == 0:
+        pytest.skip("no CUDA device (or a CPU-only build of libfmmkit)")
+    code, out, err, seconds = run_interrupted(GPU_PLAN, timeout=60)
+    assert "interrupted" in out, (out, err)
+    assert code == 0, (out, err)
+    assert seconds < 2, f"the child took {seconds:.1f} s after SIGINT"
+
+
 def test_a_call_leaves_the_unraisable_hook_as_it_was():
     """The plan keeps a signal handler's exception through sys.unraisablehook only while a call
     runs; everything else goes to the hook that was there."""

@@ -1,9 +1,11 @@
 /* engine.cu -- the GPU direct engine (fmk_engine_direct_cuda): device state, uploads, device
- * points, evaluation and timing. The kernels are in p2p.cu. */
+ * points, evaluation (a long sum in launches of bounded work, with interrupt checks between
+ * them) and timing. The kernels are in p2p.cu. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/tune.h"
 #include "cuda/device.h"
 
 namespace {
@@ -13,12 +15,29 @@ int real_of(const fmk_plan *plan)
     return plan->opts.precision == FMK_PRECISION_FP32 ? 4 : 8;
 }
 
+const fmk_cuda_direct_tune *tune_of(const fmk_plan *plan)
+{
+    return (const fmk_cuda_direct_tune *)plan->tune;
+}
+
+/* The pairs of a launch at most: the knob launch_pairs, else what the measured rate sums in
+ * FMK_CUDA_LAUNCH_SECONDS (FMK_CUDA_LAUNCH_PAIRS before the first measurement). */
+double launch_pairs(const fmk_plan *plan, double rate)
+{
+    const int64_t k = tune_of(plan)->launch_pairs;
+    if (k > 0)
+        return (double)k;
+    const double b = rate > 0 ? rate * FMK_CUDA_LAUNCH_SECONDS : FMK_CUDA_LAUNCH_PAIRS;
+    return b < 0x1p26 ? 0x1p26 : b > 0x1p42 ? 0x1p42 : b;
+}
+
 /* Device bytes of every buffer for ns sources and nt targets (nt < 0: the sources). */
 struct layout {
     int64_t n_pad, m_pad;
     int splits;
-    size_t src, trg, charges, pot, grad, partial, stats;
-    size_t total() const { return src + trg + charges + pot + grad + partial + stats; }
+    size_t src, trg, charges, pot, grad, partial, stats, carry;
+    size_t carry_targets;
+    size_t total() const { return src + trg + charges + pot + grad + partial + stats + carry; }
 };
 
 layout layout_of(const fmk_plan *plan, int64_t ns, int64_t nt)
@@ -30,9 +49,12 @@ layout layout_of(const fmk_plan *plan, int64_t ns, int64_t nt)
     const size_t gw = (size_t)fmk_kernel_grad_width(plan->kernel, plan->dim);
     z.n_pad = fmk_cuda_padded(ns);
     z.m_pad = fmk_cuda_padded(m);
-    z.splits = z.n_pad > 0 && z.m_pad > 0
-                   ? fmk_cuda_p2p_splits(real, plan->kernel, z.n_pad, z.m_pad, plan->opts.device)
-                   : 1;
+    const int64_t tiles = z.n_pad / fmk_cuda_p2p_tile(real);
+    const int forced = tune_of(plan)->splits;
+    z.splits = z.n_pad == 0 || z.m_pad == 0 ? 1
+               : forced > 0
+                   ? (int)(forced < tiles ? forced : tiles)
+                   : fmk_cuda_p2p_splits(real, plan->kernel, z.n_pad, z.m_pad, plan->opts.device);
     z.src = (size_t)z.n_pad * 4 * real;
     z.trg = self ? 0 : (size_t)z.m_pad * 4 * real;
     z.charges = (size_t)ns * cw * sizeof(double);
@@ -40,20 +62,32 @@ layout layout_of(const fmk_plan *plan, int64_t ns, int64_t nt)
     z.grad = (size_t)m * gw * sizeof(double);
     z.partial = z.splits > 1 ? (size_t)z.splits * m * 4 * sizeof(double) : 0;
     z.stats = 2 * sizeof(unsigned long long);
+    /* a sum long enough to be cut into launches may cut the sources too (a wave of target
+     * blocks over all of them takes longer than a launch may): one split keeps the totals of a
+     * wave's targets between launches (several keep them in partial) */
+    z.carry = z.carry_targets = 0;
+    const double pairs = (double)z.n_pad * (double)z.m_pad;
+    const double first = launch_pairs(plan, 0);
+    if (z.splits == 1 && pairs > (first < FMK_CUDA_LAUNCH_PAIRS ? first : FMK_CUDA_LAUNCH_PAIRS)) {
+        fmk_cuda_p2p_geometry g;
+        fmk_cuda_p2p_shape(real, plan->kernel, z.n_pad, z.m_pad, 1, plan->opts.device, &g);
+        const int64_t b = g.wave_blocks < g.blocks ? g.wave_blocks : g.blocks;
+        z.carry_targets = (size_t)(b * g.block_targets);
+        z.carry = z.carry_targets * 4 * sizeof(double);
+    }
     return z;
 }
 
 void free_state(fmk_cuda_direct *s)
 {
-    void *bufs[] = {s->d_src,  s->d_trg,     s->d_charges, s->d_pot,
-                    s->d_grad, s->d_partial, s->d_temp,    s->d_stats};
+    void *bufs[] = {s->d_src,     s->d_trg,  s->d_charges, s->d_pot,  s->d_grad,
+                    s->d_partial, s->d_temp, s->d_carry,   s->d_stats};
     for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++)
         if (bufs[k] && cudaFree(bufs[k]) != cudaSuccess)
             (void)cudaGetLastError();
-    if (s->events)
-        for (int k = 0; k < 2; k++)
-            if (cudaEventDestroy(s->ev[k]) != cudaSuccess)
-                (void)cudaGetLastError();
+    for (int k = 0; k < s->events; k++)
+        if (cudaEventDestroy(s->ev[k]) != cudaSuccess)
+            (void)cudaGetLastError();
     free(s);
 }
 
@@ -75,16 +109,14 @@ fmk_status prepare_state(fmk_plan *plan, int64_t ns, int64_t nt, size_t temp)
             return fmk_error_set(plan, FMK_ERR_NOMEM, "out of host memory (%zu bytes)", sizeof *s);
         s->device = plan->opts.device;
         plan->state = s;
-        cudaError_t err = cudaEventCreate(&s->ev[0]);
-        if (err == cudaSuccess) {
-            err = cudaEventCreate(&s->ev[1]);
-            if (err != cudaSuccess)
-                (void)cudaEventDestroy(s->ev[0]);
+        const int n_ev = (int)(sizeof s->ev / sizeof s->ev[0]);
+        for (; s->events < n_ev && st == FMK_OK; s->events++) {
+            const cudaError_t err = cudaEventCreate(&s->ev[s->events]);
+            if (err != cudaSuccess) {
+                st = fmk_cuda_fail(plan, err, "cudaEventCreate");
+                break;
+            }
         }
-        if (err == cudaSuccess)
-            s->events = 1;
-        else
-            st = fmk_cuda_fail(plan, err, "cudaEventCreate");
         if (st == FMK_OK)
             st = fmk_cuda_alloc(plan, (void **)&s->d_stats, z.stats, "the charge checks",
                                 (long long)(z.total() + temp));
@@ -94,18 +126,19 @@ fmk_status prepare_state(fmk_plan *plan, int64_t ns, int64_t nt, size_t temp)
     s->n_pad = z.n_pad;
     s->m_pad = z.m_pad;
     const long long total = (long long)(z.total() + temp);
-    void **ptr[7] = {&s->d_src,          &s->d_trg,           (void **)&s->d_charges,
+    void **ptr[8] = {&s->d_src,          &s->d_trg,           (void **)&s->d_charges,
                      (void **)&s->d_pot, (void **)&s->d_grad, (void **)&s->d_partial,
-                     &s->d_temp};
-    const size_t want[7] = {z.src, z.trg, z.charges, z.pot, z.grad, z.partial, temp};
-    const char *what[7] = {"the sources",
+                     &s->d_temp,         (void **)&s->d_carry};
+    const size_t want[8] = {z.src, z.trg, z.charges, z.pot, z.grad, z.partial, temp, z.carry};
+    const char *what[8] = {"the sources",
                            "the targets",
                            "the charges",
                            "the potential",
                            "the gradient",
                            "the partial sums",
-                           "the bounding-box workspace"};
-    for (int k = 0; k < 7 && st == FMK_OK; k++) {
+                           "the bounding-box workspace",
+                           "the totals between launches"};
+    for (int k = 0; k < 8 && st == FMK_OK; k++) {
         if (want[k] == 0 || want[k] <= s->cap[k])
             continue;
         if (*ptr[k] && cudaFree(*ptr[k]) != cudaSuccess)
@@ -119,8 +152,9 @@ fmk_status prepare_state(fmk_plan *plan, int64_t ns, int64_t nt, size_t temp)
         cuda_release(plan);
         return st;
     }
+    s->carry_targets = s->cap[7] / (4 * sizeof(double));
     int64_t held = (int64_t)z.stats;
-    for (int k = 0; k < 7; k++)
+    for (int k = 0; k < 8; k++)
         held += (int64_t)s->cap[k];
     plan->state_bytes_device = held;
     plan->state_bytes_host = (int64_t)sizeof *s;
@@ -275,6 +309,79 @@ fmk_status bad_charge(fmk_plan *plan, int64_t i, int cw, const double *d_q)
                          isfinite(q[0]) && cw == 2 ? " (imaginary part)" : "");
 }
 
+/* A launch of a cut sum: the ranges of fmk_cuda_launch_ranges are target blocks (tiles 0:
+ * all of them) or, of the blocks of a, tiles. */
+struct p2p_range {
+    fmk_cuda_p2p_args *a;
+    int tiles;
+};
+
+cudaError_t p2p_range_launch(void *ctx, int64_t lo, int64_t hi)
+{
+    const p2p_range *r = (const p2p_range *)ctx;
+    if (r->tiles)
+        r->a->tile0 = lo, r->a->tile1 = hi;
+    else
+        r->a->block0 = lo, r->a->block1 = hi;
+    return fmk_cuda_p2p(r->a);
+}
+
+/* A sum of more pairs than a launch takes (launch_pairs), in launches of about that many
+ * (fmk_cuda_launch_ranges: two queued at a time, the rate measured and an interrupt check
+ * after each): target blocks in whole waves over all the sources; or, when even a wave of
+ * them over all the sources is more (and their totals can be kept between launches: d_carry
+ * or d_partial), a wave at a time over ranges of each split's tiles. */
+fmk_status p2p_launches(fmk_plan *plan, fmk_cuda_direct *s, fmk_cuda_p2p_args *a)
+{
+    fmk_cuda_p2p_geometry g;
+    fmk_cuda_p2p_shape(s->real, plan->kernel, s->n_pad, s->m_pad, s->splits, s->device, &g);
+    const double tile = (double)g.block_targets * (double)g.tile_sources * s->splits;
+    const int64_t wave = g.wave_blocks < g.blocks ? g.wave_blocks : g.blocks;
+    const int64_t k = tune_of(plan)->launch_pairs;
+    fmk_cuda_ranges r;
+    p2p_range ctx = {a, 0};
+    r.rate = &s->rate, r.ev = s->ev + 2, r.stream = 0;
+    r.launch = p2p_range_launch, r.ctx = &ctx, r.what = "the direct-sum kernel";
+    r.fixed = k > 0 ? (double)k : 0, r.first = launch_pairs(plan, s->rate);
+    a->block0 = 0, a->block1 = INT64_MAX, a->tile0 = 0, a->tile1 = INT64_MAX;
+    const int keep = s->splits > 1 || (int64_t)s->carry_targets >= wave * g.block_targets;
+    if (!keep || (double)wave * tile * (double)g.tiles <= launch_pairs(plan, s->rate)) {
+        r.total = g.blocks, r.quantum = wave, r.item_work = tile * (double)g.tiles;
+        return fmk_cuda_launch_ranges(plan, &r);
+    }
+    ctx.tiles = 1;
+    r.total = g.tiles, r.quantum = 1, r.item_work = tile * (double)wave;
+    fmk_status st = FMK_OK;
+    for (int64_t b0 = 0; b0 < g.blocks && st == FMK_OK; b0 += wave) {
+        a->block0 = b0, a->block1 = b0 + wave;
+        r.item_work = tile * (double)(a->block1 < g.blocks ? wave : g.blocks - b0);
+        st = fmk_cuda_launch_ranges(plan, &r);
+    }
+    return st;
+}
+
+/* The P2P of a: in one launch, or a sum of more pairs than a launch takes in several
+ * (p2p_launches); then the splits' sums added up. */
+fmk_status p2p_sum(fmk_plan *plan, fmk_cuda_direct *s, fmk_cuda_p2p_args *a)
+{
+    a->finish = 0, a->d_carry = s->d_carry;
+    a->block0 = 0, a->tile0 = 0;
+    a->block1 = a->tile1 = INT64_MAX; /* every block and tile */
+    cudaError_t err = cudaSuccess;
+    if ((double)s->n_pad * (double)s->m_pad <= launch_pairs(plan, s->rate)) {
+        err = fmk_cuda_p2p(a);
+    } else {
+        const fmk_status st = p2p_launches(plan, s, a);
+        if (st != FMK_OK)
+            return st;
+    }
+    if (err == cudaSuccess && s->splits > 1) {
+        a->finish = 1;
+        err = fmk_cuda_p2p(a);
+    }
+    return err == cudaSuccess ? FMK_OK : fmk_cuda_fail(plan, err, "the direct-sum kernel launch");
+}
+
 fmk_status run_eval(fmk_plan *plan, const double *charges, double *pot, double *grad, int on_device)
 {
     fmk_cuda_direct *s = (fmk_cuda_direct *)plan->state;
@@ -346,8 +453,9 @@ fmk_status run_eval(fmk_plan *plan, const double *charges, double *pot, double *
     double t1 = fmk_time_now();
     if ((err = cudaEventRecord(s->ev[0], 0)) != cudaSuccess)
         return fmk_cuda_fail(plan, err, "cudaEventRecord");
-    if ((err = fmk_cuda_p2p(&a)) != cudaSuccess)
-        return fmk_cuda_fail(plan, err, "the direct-sum kernel launch");
+    const fmk_status st = p2p_sum(plan, s, &a);
+    if (st != FMK_OK)
+        return st;
     if ((err = cudaEventRecord(s->ev[1], 0)) != cudaSuccess)
         return fmk_cuda_fail(plan, err, "cudaEventRecord");
     if ((err = cudaEventSynchronize(s->ev[1])) != cudaSuccess)
@@ -380,6 +488,18 @@ fmk_status cuda_eval(fmk_plan *plan, const double *charges, double *pot, double 
 
 } // namespace
 
+/* The knobs (device.h), "direct.<field>". */
+static const fmk_cuda_direct_tune direct_cuda_tune_defaults = {0, 0};
+static const fmk_tune_knob direct_cuda_knobs[] = {
+    FMK_KNOB(fmk_cuda_direct_tune, launch_pairs, FMK_TUNE_INT64, 0, 1e18,
+             "pairs of a launch of the sum at most (0: about 0.1 s of them)"),
+    FMK_KNOB(fmk_cuda_direct_tune, splits, FMK_TUNE_INT, 0, 65535,
+             "source ranges summed apart (0: to fill the GPU in whole waves)"),
+};
+static const fmk_tune_table direct_cuda_tune_table = {
+    "direct", sizeof(fmk_cuda_direct_tune), &direct_cuda_tune_defaults,
+    FMK_TUNE_COUNT(direct_cuda_knobs), direct_cuda_knobs};
+
 extern "C" const fmk_engine fmk_engine_direct_cuda = {
     /* .name */ "direct/cuda",
     /* .setup */ cuda_setup,
@@ -390,4 +510,8 @@ extern "C" const fmk_engine fmk_engine_direct_cuda = {
     /* .check_opts */ NULL,
     /* .eps_min */ 0,
     /* .reuses_state */ 1, /* prepare_state takes the previous points' buffers */
+    /* .tune */ &direct_cuda_tune_table,
+    /* .counters */ NULL,
+    /* .shared_tune */ &fmk_cuda_tune_table,
+    /* .shared_counters */ &fmk_cuda_counter_table,
 };

@@ -9,7 +9,11 @@
  * double accumulator, as the CPU engine does with its cache tiles. When there are too few
  * target blocks to fill the device in whole waves, the sources are split into ranges
  * (blockIdx.y) whose partial sums a second kernel adds in a fixed order: results do not depend
- * on scheduling.
+ * on scheduling. A long sum is cut into launches of bounded work (so that the host can stop
+ * between them: fmk_cuda_p2p_args' ranges), each a range of target blocks and of each split's
+ * source tiles; a launch that stops short of a split's last tile leaves each target's double
+ * totals in memory and the next one takes them up, so every target sees the same additions
+ * in the same order however the sum is cut.
  *
  * Instruction budget (fp32 laplace, potential + gradient), per pair:
  *   3 FADD (y - x), FMUL + 2 FFMA (r^2), MUFU.RSQ, FMNMX (the r^2 == 0 mask: coincident points,
@@ -186,6 +190,25 @@ template <typename R> struct p2p_params {
     consts<R> c;
 };
 
+/* A launch's share of the sum (fmk_cuda_p2p_args), kernel arguments apart from p2p_params:
+ * in that struct they cost the kernels registers. */
+struct p2p_range {
+    int64_t block0;       /* the grid's first target block */
+    int64_t tile0, tile1; /* of each split's source tiles, counted from its first */
+    double *carry;        /* one split (splits = 1): the totals between launches, per target
+                             from block0's first (splits > 1: partial holds them) */
+};
+
+/* Where target ik's totals of this block's split are kept between launches (and, with several
+ * splits, for k_p2p_finish). */
+template <typename R>
+__device__ __forceinline__ double *carried(const p2p_params<R> &p, const p2p_range &r, int64_t ik)
+{
+    constexpr int T = shape<R>::T;
+    return p.splits > 1 ? p.partial + ((int64_t)blockIdx.y * p.m + ik) * 4
+                        : r.carry + (ik - r.block0 * (THREADS * T)) * 4;
+}
+
 /* Sums one staged tile at this thread's T targets. MASK: leave out source j0 + j at target
  * i + k THREADS (the smooth kernels' self term; the singular ones drop it by r^2 == 0). */
 template <typename R, int K, bool POT, bool GRAD, bool MASK>
@@ -208,8 +231,12 @@ __device__ __forceinline__ void tile_sum(const typename vec4<R>::type *tile,
     }
 }
 
-template <typename R, int K, bool POT, bool GRAD>
-__global__ void __launch_bounds__(THREADS, (min_blocks<R, K>())) k_p2p(const p2p_params<R> p)
+/* CUT: the launch takes a range of each split's tiles (p.tile0, p.tile1), its totals carried
+ * from and to memory; else every tile, as one launch of the whole sum (no registers spent on
+ * the range). */
+template <typename R, int K, bool POT, bool GRAD, bool CUT>
+__global__ void __launch_bounds__(THREADS, (min_blocks<R, K>()))
+    k_p2p(const p2p_params<R> p, const p2p_range r)
 {
     typedef typename vec4<R>::type V;
     constexpr int T = shape<R>::T, TILE = shape<R>::TILE;
@@ -219,7 +246,19 @@ __global__ void __launch_bounds__(THREADS, (min_blocks<R, K>())) k_p2p(const p2p
      * per tile, and the 8 T registers they would pin decide how many blocks fit on an SM. */
     __shared__ double tot[T][4][THREADS];
 
-    const int64_t i0 = (int64_t)blockIdx.x * (THREADS * T);
+    /* this launch's tiles of the block's split: none left (a split one tile shorter than the
+     * longest) means that an earlier launch finished it */
+    const int64_t ntiles = p.n_pad / TILE;
+    const int64_t s0 = ntiles * blockIdx.y / p.splits, s1 = ntiles * (blockIdx.y + 1) / p.splits;
+    int64_t t0 = s0, t1 = s1;
+    bool first = true, last = true;
+    if (CUT) {
+        t0 = s0 + r.tile0, t1 = s0 + r.tile1 < s1 ? s0 + r.tile1 : s1;
+        if (t0 >= t1)
+            return;
+        first = r.tile0 == 0, last = s0 + r.tile1 >= s1;
+    }
+    const int64_t i0 = ((int64_t)blockIdx.x + r.block0) * (THREADS * T);
     const int64_t i = i0 + threadIdx.x;
     const V *trg = p.self ? p.src : p.trg;
     R tx[T], ty[T], tz[T];
@@ -227,12 +266,12 @@ __global__ void __launch_bounds__(THREADS, (min_blocks<R, K>())) k_p2p(const p2p
     for (int k = 0; k < T; k++) {
         V y = trg[i + k * THREADS];
         tx[k] = y.x, ty[k] = y.y, tz[k] = y.z;
+        const int64_t ik = i + k * THREADS;
+        const double *c = !CUT || first || ik >= p.m ? NULL : carried(p, r, ik);
 #pragma unroll
         for (int v = 0; v < 4; v++)
-            tot[k][v][threadIdx.x] = 0;
+            tot[k][v][threadIdx.x] = c ? c[v] : 0;
     }
-    const int64_t ntiles = p.n_pad / TILE;
-    const int64_t t0 = ntiles * blockIdx.y / p.splits, t1 = ntiles * (blockIdx.y + 1) / p.splits;
     for (int64_t t = t0; t < t1; t++) {
         const int64_t j0 = t * TILE;
 #pragma unroll
@@ -261,8 +300,8 @@ __global__ void __launch_bounds__(THREADS, (min_blocks<R, K>())) k_p2p(const p2p
             continue;
         const double a[4] = {tot[k][0][threadIdx.x], tot[k][1][threadIdx.x], tot[k][2][threadIdx.x],
                              tot[k][3][threadIdx.x]};
-        if (p.splits > 1) {
-            double *o = p.partial + ((int64_t)blockIdx.y * p.m + ik) * 4;
+        if (p.splits > 1 || (CUT && !last)) {
+            double *o = carried(p, r, ik);
             o[0] = a[0], o[1] = a[1], o[2] = a[2], o[3] = a[3];
         } else {
             store<K, POT, GRAD>(ik, a, p.pot, p.grad, p.ps, p.gs, p.gs2);
@@ -287,7 +326,9 @@ __global__ void k_p2p_finish(const double *partial, int splits, int64_t m, doubl
 
 template <typename R, int K, bool POT, bool GRAD> cudaError_t launch(const fmk_cuda_p2p_args *a)
 {
-    constexpr int T = shape<R>::T;
+    constexpr int T = shape<R>::T, TILE = shape<R>::TILE;
+    const int64_t blocks = a->m_pad / (THREADS * T), tiles = a->n_pad / TILE;
+    const int64_t block1 = a->block1 < blocks ? a->block1 : blocks;
     p2p_params<R> p;
     p.src = (const typename vec4<R>::type *)a->d_src;
     p.trg = (const typename vec4<R>::type *)a->d_trg;
@@ -305,15 +346,24 @@ template <typename R, int K, bool POT, bool GRAD> cudaError_t launch(const fmk_c
     p.c.e15 = (R)1.5 * p.c.eps2;
     p.c.e25 = (R)2.5 * p.c.eps2;
     p.c.logw = (R)a->log_width;
-    dim3 grid((unsigned)(a->m_pad / (THREADS * T)), (unsigned)a->splits);
-    k_p2p<R, K, POT, GRAD><<<grid, THREADS>>>(p);
-    cudaError_t err = cudaGetLastError();
-    if (err != cudaSuccess || a->splits == 1)
-        return err;
-    int64_t blocks = (a->m + 255) / 256;
-    k_p2p_finish<K, POT, GRAD><<<(unsigned)(blocks < 65535 ? blocks : 65535), 256>>>(
-        a->d_partial, a->splits, a->m, a->d_pot, a->d_grad, a->pot_scale, a->grad_scale,
-        a->grad_scale2);
+    p2p_range r;
+    r.block0 = a->block0;
+    r.tile0 = a->tile0, r.tile1 = a->tile1 < tiles ? a->tile1 : tiles;
+    r.carry = a->d_carry;
+    if (a->finish) { /* the splits' sums added up */
+        int64_t blocks = (a->m + 255) / 256;
+        k_p2p_finish<K, POT, GRAD><<<(unsigned)(blocks < 65535 ? blocks : 65535), 256>>>(
+            a->d_partial, a->splits, a->m, a->d_pot, a->d_grad, a->pot_scale, a->grad_scale,
+            a->grad_scale2);
+        return cudaGetLastError();
+    }
+    if (block1 <= a->block0)
+        return cudaSuccess;
+    dim3 grid((unsigned)(block1 - a->block0), (unsigned)a->splits);
+    if (r.tile0 > 0 || r.tile1 < (tiles + a->splits - 1) / a->splits)
+        k_p2p<R, K, POT, GRAD, true><<<grid, THREADS>>>(p, r);
+    else
+        k_p2p<R, K, POT, GRAD, false><<<grid, THREADS>>>(p, r);
     return cudaGetLastError();
 }
 
@@ -349,24 +399,24 @@ template <typename R> int blocks_per_sm(fmk_kernel kernel)
     switch (kernel) {
     case FMK_KERNEL_LAPLACE:
         err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-            &n, k_p2p<R, FMK_KERNEL_LAPLACE, true, true>, THREADS, 0);
+            &n, k_p2p<R, FMK_KERNEL_LAPLACE, true, true, false>, THREADS, 0);
         break;
 #ifndef FMK_CUDA_LAPLACE_ONLY
     case FMK_KERNEL_PLUMMER:
         err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-            &n, k_p2p<R, FMK_KERNEL_PLUMMER, true, true>, THREADS, 0);
+            &n, k_p2p<R, FMK_KERNEL_PLUMMER, true, true, false>, THREADS, 0);
         break;
     case FMK_KERNEL_REGULARIZED:
         err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-            &n, k_p2p<R, FMK_KERNEL_REGULARIZED, true, true>, THREADS, 0);
+            &n, k_p2p<R, FMK_KERNEL_REGULARIZED, true, true, false>, THREADS, 0);
         break;
     case FMK_KERNEL_LOG2D:
         err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-            &n, k_p2p<R, FMK_KERNEL_LOG2D, true, true>, THREADS, 0);
+            &n, k_p2p<R, FMK_KERNEL_LOG2D, true, true, false>, THREADS, 0);
         break;
     case FMK_KERNEL_CAUCHY2D:
         err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-            &n, k_p2p<R, FMK_KERNEL_CAUCHY2D, true, true>, THREADS, 0);
+            &n, k_p2p<R, FMK_KERNEL_CAUCHY2D, true, true, false>, THREADS, 0);
         break;
 #endif
     default: break;
@@ -477,6 +527,25 @@ extern "C" int fmk_cuda_p2p_splits(int real, fmk_kernel kernel, int64_t n_pad, i
             break;
     }
     return (int)(best < 1 ? 1 : best);
+}
+
+extern "C" int fmk_cuda_p2p_tile(int real)
+{
+    return real == 4 ? shape<float>::TILE : shape<double>::TILE;
+}
+
+extern "C" void fmk_cuda_p2p_shape(int real, fmk_kernel kernel, int64_t n_pad, int64_t m_pad,
+                                   int splits, int device, fmk_cuda_p2p_geometry *g)
+{
+    const int T = real == 4 ? shape<float>::T : shape<double>::T;
+    const int TILE = real == 4 ? shape<float>::TILE : shape<double>::TILE;
+    const int64_t per_sm = real == 4 ? blocks_per_sm<float>(kernel) : blocks_per_sm<double>(kernel);
+    const int64_t wave = per_sm * fmk_cuda_sm_count(device), sp = splits > 0 ? splits : 1;
+    g->block_targets = THREADS * T;
+    g->blocks = m_pad / g->block_targets;
+    g->tile_sources = TILE;
+    g->tiles = (n_pad / TILE + sp - 1) / sp;
+    g->wave_blocks = (wave + sp - 1) / sp;
 }
 
 extern "C" cudaError_t fmk_cuda_p2p(const fmk_cuda_p2p_args *a)

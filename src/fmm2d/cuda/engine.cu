@@ -292,12 +292,14 @@ fmk_status setup_common(fmk_plan *plan, fmk_fmm2d_gpu *s, fmk_fmm2d_ws *ws_out, 
     if (!s->side)
         CK(cudaStreamCreateWithFlags(&s->side, cudaStreamNonBlocking), "cudaStreamCreate");
     if (!s->h_read) /* pinned: a copy back without the driver's staging */
-        CK(cudaMallocHost((void **)&s->h_read, sizeof(int) * (LS_COUNT + 2)), "cudaMallocHost");
+        CS(fmk_cuda_alloc_host(plan, (void **)&s->h_read, sizeof(int) * (LS_COUNT + 2),
+                               "the 2D FMM's read-back words"));
 done:
     return st;
 }
 
-/* The topological phase (the pyramid, then the lists), timed by events into s->tree_ms. */
+/* The topological phase (the pyramid, then the lists), timed by events into s->tree_ms; then
+ * an interrupt check. */
 fmk_status build_timed(fmk_plan *plan, fmk_fmm2d_gpu *s, fmk_fmm2d_ws *ws, const double *d_src,
                        const double *d_trg)
 {
@@ -308,6 +310,7 @@ fmk_status build_timed(fmk_plan *plan, fmk_fmm2d_gpu *s, fmk_fmm2d_ws *ws, const
     CS(fmk_cuda_fmm2d_lists(plan, s, ws)); /* it records ev[1] and waits for it */
     CK(cudaEventElapsedTime(&ms, s->ev[0], s->ev[1]), "cudaEventElapsedTime");
     s->tree_ms = ms;
+    CS(fmk_cuda_checkpoint(plan, NULL, NULL));
 done:
     return st;
 }
@@ -519,12 +522,16 @@ done:
     return st;
 }
 
-/* A phase's launch status err, then the event that ends the phase (ev[k], default stream). */
-fmk_status phase_end(fmk_plan *plan, fmk_fmm2d_gpu *s, cudaError_t err, const char *what, int k)
+/* A phase's launch status err, then the event that ends the phase (ev[k], default stream),
+ * which a long eval (check) waits for to check for an interrupt. */
+fmk_status phase_end(fmk_plan *plan, fmk_fmm2d_gpu *s, cudaError_t err, const char *what, int k,
+                     int check)
 {
     if (err == cudaSuccess)
         err = cudaEventRecord(s->ev[k], 0), what = "cudaEventRecord";
-    return err == cudaSuccess ? FMK_OK : fmk_cuda_fail(plan, err, what);
+    if (err != cudaSuccess)
+        return fmk_cuda_fail(plan, err, what);
+    return check ? fmk_cuda_checkpoint(plan, s->ev[k], "the 2D FMM kernels") : FMK_OK;
 }
 
 /* Few leaves: the near field (which needs only the charges) on the side stream, after ev[1],
@@ -605,13 +612,16 @@ done:
 /* The computational phase. The charges are checked on their way into box order; the one wait
  * reads the verdict at the end, and the output kernel writes only if they were all finite. No
  * clearing of M and L: P2M and M2M write every box with sources (no other is read), M2L every
- * box's local expansion before L2L adds to it. */
+ * box's local expansion before L2L adds to it. A long eval (fmk_cuda_long) checks for an
+ * interrupt after each phase; a call that stops early waits for the side stream's P2P and
+ * clears the charge verdict. */
 fmk_status run_eval(fmk_plan *plan, const double *charges, double *pot, double *grad, int on_device)
 {
     fmk_fmm2d_gpu *s = (fmk_fmm2d_gpu *)plan->state;
     fmk_status st = FMK_OK;
     const int is_log = plan->kernel == FMK_KERNEL_LOG2D;
     const int beside = split_for(s->leaves) > 1; /* P2P on the side stream */
+    const int check = fmk_cuda_long(plan, s->self ? s->ns : s->ns + s->nt);
     const fmk_fmm2d_args a = args_of(s, is_log);
     const double *d_q = charges;
     double *out_pot = pot, *out_grad = grad;
@@ -622,21 +632,28 @@ fmk_status run_eval(fmk_plan *plan, const double *charges, double *pot, double *
         out_pot = pot ? s->d_pot : NULL, out_grad = grad ? s->d_grad : NULL;
     }
     CK(cudaEventRecord(s->ev[0], 0), "cudaEventRecord");
-    CS(phase_end(plan, s, fmk_cuda_fmm2d_charges(s, is_log, d_q), "the charge kernels", 1));
+    CS(phase_end(plan, s, fmk_cuda_fmm2d_charges(s, is_log, d_q), "the charge kernels", 1, check));
     if (beside)
         CS(p2p_beside(plan, s, &a));
-    CS(phase_end(plan, s, fmk_cuda_fmm2d_p2m(&a, s), "P2M", 2));
-    CS(phase_end(plan, s, fmk_cuda_fmm2d_m2m(&a, s), "M2M", 3));
-    CS(phase_end(plan, s, fmk_cuda_fmm2d_m2l(&a, s), "M2L", 4));
-    CS(phase_end(plan, s, fmk_cuda_fmm2d_l2l(&a, s), "L2L", 5));
+    CS(phase_end(plan, s, fmk_cuda_fmm2d_p2m(&a, s), "P2M", 2, check));
+    CS(phase_end(plan, s, fmk_cuda_fmm2d_m2m(&a, s), "M2M", 3, check));
+    CS(phase_end(plan, s, fmk_cuda_fmm2d_m2l(&a, s), "M2L", 4, check));
+    CS(phase_end(plan, s, fmk_cuda_fmm2d_l2l(&a, s), "L2L", 5, check));
     if (beside)
         CK(cudaStreamWaitEvent(0, s->ev[9], 0), "cudaStreamWaitEvent");
-    CS(phase_end(plan, s, fmk_cuda_fmm2d_l2p(&a, s, beside), "L2P (and M2P)", 6));
-    CS(phase_end(plan, s, beside ? cudaSuccess : fmk_cuda_fmm2d_p2p(&a, s, 0), "P2P", 7));
+    CS(phase_end(plan, s, fmk_cuda_fmm2d_l2p(&a, s, beside), "L2P (and M2P)", 6, check));
+    CS(phase_end(plan, s, beside ? cudaSuccess : fmk_cuda_fmm2d_p2p(&a, s, 0), "P2P", 7, check));
     CK(fmk_cuda_fmm2d_output(s, is_log, &plan->frame, out_pot, out_grad), "the output kernel");
     CS(charges_verdict(plan, s, d_q));
     CS(eval_times(plan, s, pot, grad, on_device, beside));
 done:
+    if (st != FMK_OK) { /* nothing runs on after the return, and the next eval's charge verdict
+                           starts afresh (a call that stopped before it did not read it) */
+        if (beside && cudaStreamSynchronize(s->side) != cudaSuccess)
+            (void)cudaGetLastError();
+        if (cudaMemsetAsync(s->d_stats, 0xff, sizeof(u64), 0) != cudaSuccess)
+            (void)cudaGetLastError();
+    }
     return st;
 }
 
@@ -655,4 +672,10 @@ extern "C" const fmk_engine fmk_engine_fmm2d_cuda = {
     /* .set_points_device */ gpu_set_points_device,
     /* .release */ gpu_release,
     /* .check_opts */ fmk_fmm2d_check_opts,
+    /* .eps_min */ 0,
+    /* .reuses_state */ 0, /* set_points_device keeps the state itself (gpu_set_points_device) */
+    /* .tune */ NULL,
+    /* .counters */ NULL,
+    /* .shared_tune */ &fmk_cuda_tune_table,
+    /* .shared_counters */ &fmk_cuda_counter_table,
 };

@@ -439,20 +439,24 @@ fmk_status finish(fmk_plan *plan, fmk_fmm3d_cuda *s, const eval_io *io, double *
     return FMK_OK;
 }
 
-/* One phase of eval on the far field's stream: run unless an earlier one failed; its end an
- * event (the phases' times). */
-#define PHASE(call, end)                 \
-    do {                                 \
-        if (err == cudaSuccess)          \
-            err = (call);                \
-        cudaEventRecord(s->ev[end], fs); \
+/* One phase of eval on the far field's stream: run unless an earlier one failed or the call
+ * was interrupted; its end an event (the phases' times), which a long eval (check) waits for
+ * to check for an interrupt (the near field runs on meanwhile). */
+#define PHASE(call, end)                                                        \
+    do {                                                                        \
+        if (err == cudaSuccess && cst == FMK_OK)                                \
+            err = (call);                                                       \
+        cudaEventRecord(s->ev[end], fs);                                        \
+        if (check && end != EV_END && err == cudaSuccess && cst == FMK_OK)      \
+            cst = fmk_cuda_checkpoint(plan, s->ev[end], "the FMM's far field"); \
     } while (0)
 
 /* Eval, the algorithm. The near field (P2P) needs only the charges in key order, so it runs on
  * the plan's second stream alongside the far field's chain (P2M .. L2P) and writes its own
  * results, which the download adds to the far field's once both are done (the knob overlap 0:
  * one stream, the near field after L2P). Nothing reaches the caller's arrays after a failed
- * pass. */
+ * pass. A long eval (fmk_cuda_long) checks for an interrupt after each phase of the far field;
+ * an interrupted one waits for the near field before it returns. */
 fmk_status run_eval(fmk_plan *plan, fmk_fmm3d_cuda *s, const double *charges, double *pot,
                     double *grad, int on_device)
 {
@@ -472,27 +476,33 @@ fmk_status run_eval(fmk_plan *plan, fmk_fmm3d_cuda *s, const double *charges, do
         return up;
     const int overlap = s->tune->overlap != 0;
     cudaStream_t fs = s->stream[0], nst = overlap ? s->stream[1] : fs;
-    fmk_status bst = FMK_OK;                   /* cuBLAS's start (a fresh plan's first M2L) */
+    fmk_status bst = FMK_OK; /* in the M2L: cuBLAS's failure (a fresh plan's first: its start),
+                                or an interrupt between its launches */
+    fmk_status cst = FMK_OK; /* a check between the phases: interrupted */
+    const int check = fmk_cuda_long(plan, plan->self ? ns : ns + nt);
     err = charges_in_key_order(s, ns, io.d_q); /* upload: charges in key order */
     if (overlap && err == cudaSuccess)
         err = fmk_cuda_fmm3d_p2p(s, (int)nt, sc, nst); /* P2P, alongside */
     far_start(s);
     PHASE(fmk_cuda_fmm3d_p2m(s), EV_P2M); /* P2M */
     PHASE(fmk_cuda_fmm3d_m2m(s), EV_M2M); /* M2M */
-    if (err == cudaSuccess)
+    if (err == cudaSuccess && cst == FMK_OK)
         err = fmk_cuda_fmm3d_m2l(plan, s, &bst);   /* M2L */
     PHASE(fmk_cuda_fmm3d_p2l(s), EV_M2L);          /* P2L (timed with M2L) */
     PHASE(fmk_cuda_fmm3d_l2l(s), EV_L2L);          /* L2L */
     PHASE(fmk_cuda_fmm3d_l2p(s, (int)nt), EV_L2P); /* L2P, M2P */
-    if (!overlap && err == cudaSuccess)
+    if (!overlap && err == cudaSuccess && cst == FMK_OK)
         err = fmk_cuda_fmm3d_p2p(s, (int)nt, sc, nst); /* P2P, after */
     cudaStreamWaitEvent(fs, s->ev[EV_P2P], 0);
     cudaEventRecord(s->ev[EV_JOIN], fs);
     PHASE(download(plan, s, &io, pot, grad, on_device), EV_END); /* download */
-    if (err != cudaSuccess) /* the near field may still run: no buffer is freed under it */
+    if (err != cudaSuccess || cst != FMK_OK) /* the near field may still run: no buffer is freed
+                                                under it, nothing writes after the return */
         cudaStreamSynchronize(nst), cudaStreamSynchronize(fs);
     if (bst != FMK_OK)
         return bst;
+    if (cst != FMK_OK)
+        return cst;
     if (err == cudaSuccess)
         err = cudaEventSynchronize(s->ev[EV_END]);
     if (err != cudaSuccess)
@@ -502,16 +512,14 @@ fmk_status run_eval(fmk_plan *plan, fmk_fmm3d_cuda *s, const double *charges, do
 
 #undef PHASE
 
+fmk_status fmm_run(fmk_plan *plan, const double *charges, double *pot, double *grad, int on_device)
+{
+    return run_eval(plan, (fmk_fmm3d_cuda *)plan->state, charges, pot, grad, on_device);
+}
+
 fmk_status fmm_eval(fmk_plan *plan, const double *charges, double *pot, double *grad, int on_device)
 {
-    fmk_fmm3d_cuda *s = (fmk_fmm3d_cuda *)plan->state;
-    int prev;
-    fmk_status st = fmk_cuda_enter(plan, s->device, &prev);
-    if (st != FMK_OK)
-        return st;
-    st = run_eval(plan, s, charges, pot, grad, on_device);
-    fmk_cuda_leave(s->device, prev);
-    return st;
+    return fmk_cuda_eval(plan, charges, pot, grad, on_device, fmm_run);
 }
 
 fmk_status fmm_check_opts(fmk_opts *o, fmk_kernel kernel, int dim, double eps, fmk_info *info)
@@ -584,4 +592,6 @@ extern "C" const fmk_engine fmk_engine_fmm_cuda = {
     /* .reuses_state */ 1, /* build_state takes the previous points' buffers */
     /* .tune */ &fmm3d_cuda_tune_table,
     /* .counters */ NULL,
+    /* .shared_tune */ &fmk_cuda_tune_table,
+    /* .shared_counters */ &fmk_cuda_counter_table,
 };

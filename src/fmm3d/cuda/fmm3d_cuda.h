@@ -96,7 +96,8 @@ enum {
     EV_OPS0,
     EV_OPS1,
     EV_OPS,
-    N_EV
+    EV_CUT, /* 4 events: the launches of a cut M2L by rotations (fmk_cuda_launch_ranges) */
+    N_EV = EV_CUT + 4
 }; /* OPS0 .. OPS1: the M2L matrices' kernel on stream 2
                                            * (set_points); OPS: the end of stream 2's operators */
 
@@ -193,6 +194,7 @@ struct fmk_fmm3d_cuda {
     size_t cap_host;
     cudaEvent_t ev[N_EV];
     int events;
+    double rot_rate;        /* boxes per second of a cut M2L by rotations (0: none yet) */
     cudaStream_t stream[3]; /* far field (high priority), near field (low priority),
                                         * operators (set_points; not blocking with the default
                                         * stream, on which the tree and lists are built) */
@@ -309,7 +311,8 @@ cudaError_t fmk_cuda_fmm3d_l2p(fmk_fmm3d_cuda *s, int nt);
 cudaError_t fmk_cuda_fmm3d_m2m(fmk_fmm3d_cuda *s);
 cudaError_t fmk_cuda_fmm3d_l2l(fmk_fmm3d_cuda *s);
 /* m2l_gemm.cu: the M2L from level 2 down, by GEMMs (or by rotations, m2l_rot.cu); *blas_status:
- * the start of a fresh plan's cuBLAS handle, when it failed (with the plan's message). */
+ * a failure of cuBLAS (a fresh plan's handle, a GEMM), or an interrupt between the launches
+ * of a long M2L by rotations, with the plan's message. */
 cudaError_t fmk_cuda_fmm3d_m2l(fmk_plan *plan, fmk_fmm3d_cuda *s, fmk_status *blas_status);
 /* p2p.cu: the near field into d_near on stream st, after the charges are in key order
  * (EV_FORK), between the events EV_NEAR and EV_P2P. */

@@ -235,6 +235,9 @@ fmk_status fmk_fmm3d_cuda_setup(fmk_plan *plan, fmk_fmm3d_cuda *s, double *d_all
         st = fmk_cuda_fmm3d_geometry(plan, &tree, d_all, ns, plan->self, s->near_max, s->cfg.tb,
                                      fmk_fmm3d_cuda_pairs_cap(s), total, &s->g);
     }
+    if (st == FMK_OK) /* the lists' sizes were read: an interrupt check (the tree's build made
+                         its own) */
+        st = fmk_cuda_checkpoint(plan, NULL, NULL);
     const double t1 = fmk_time_now();
     s->setup_time[1] = s->tree_time, s->setup_time[2] = t1 - t0t - s->tree_time;
     const int64_t k = tree.n_nodes;

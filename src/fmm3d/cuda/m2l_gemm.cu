@@ -153,11 +153,44 @@ void fmk_fmm3d_cuda_blas_destroy(fmk_fmm3d_cuda *s)
     s->has_blas = 0;
 }
 
+/* A launch of the rotation-based M2L's target boxes [lo, hi) (fmk_cuda_launch_ranges). */
+struct rot_range {
+    const fmk_fmm3d_cuda *s;
+};
+
+static cudaError_t rot_range_launch(void *ctx, int64_t lo, int64_t hi)
+{
+    const fmk_fmm3d_cuda *s = ((const rot_range *)ctx)->s;
+    return fmk_cuda_fmm3d_m2l_rot(&s->rot, hi - lo, s->g.d_vnodes + lo, s->g.d_v_begin, s->g.d_v,
+                                  s->g.d_v_slot, s->g.d_cube, s->d_M, s->d_L, s->stream[0]);
+}
+
+/* The rotation-based M2L: one launch, or in a long eval (fmk_cuda_long: at high orders it is
+ * seconds at a few million points) launches of about 0.1 s, with an interrupt check after
+ * each (its status into *status). */
+static cudaError_t m2l_rot(fmk_plan *plan, fmk_fmm3d_cuda *s, fmk_status *status)
+{
+    if (!fmk_cuda_long(plan, plan->self ? plan->n_sources : plan->n_sources + plan->n_targets))
+        return fmk_cuda_fmm3d_m2l_rot(&s->rot, s->g.n_vnodes, s->g.d_vnodes, s->g.d_v_begin,
+                                      s->g.d_v, s->g.d_v_slot, s->g.d_cube, s->d_M, s->d_L,
+                                      s->stream[0]);
+    rot_range ctx = {s};
+    fmk_cuda_ranges r;
+    r.total = s->g.n_vnodes, r.quantum = 4 * (int64_t)s->sms, r.item_work = 1;
+    r.first = (double)(s->g.n_vnodes / 4 > 1 ? s->g.n_vnodes / 4 : 1), r.fixed = 0;
+    r.rate = &s->rot_rate, r.ev = s->ev + EV_CUT, r.stream = s->stream[0];
+    r.launch = rot_range_launch, r.ctx = &ctx, r.what = "the M2L by rotations";
+    *status = fmk_cuda_launch_ranges(plan, &r);
+    return *status == FMK_OK ? cudaSuccess : cudaErrorUnknown;
+}
+
 /* The M2L on stream 0: per octant of the sources and run of the directions they reach, X = [T_d0;
  * T_d1; ...] Mp (the matrices stacked, the octant's sources: one GEMM on the tensor cores), then
  * each target box gathers its V entries of the part; at high orders point and shoot instead
  * (m2l_rot.cu), a block per target box. A fresh plan makes its cuBLAS handle here (the knob
- * blas_at 1), the GPU busy meanwhile: a failure there is *blas_status (and cudaErrorUnknown). */
+ * blas_at 1), the GPU busy meanwhile: a failure there, or of a GEMM (cuBLAS allocates its
+ * workspace at its first GEMM on a stream), is *blas_status (and cudaErrorUnknown), as is an
+ * interrupt between the launches of a long M2L by rotations (m2l_rot). */
 cudaError_t fmk_cuda_fmm3d_m2l(fmk_plan *plan, fmk_fmm3d_cuda *s, fmk_status *blas_status)
 {
     const int S = s->S, Sp = s->Sp, Sx = s->Sx;
@@ -167,8 +200,7 @@ cudaError_t fmk_cuda_fmm3d_m2l(fmk_plan *plan, fmk_fmm3d_cuda *s, fmk_status *bl
     if (s->n_m2l_parts > 0 && (*blas_status = fmk_fmm3d_cuda_ensure_blas(plan, s)) != FMK_OK)
         err = cudaErrorUnknown;
     if (s->use_rot && err == cudaSuccess)
-        err = fmk_cuda_fmm3d_m2l_rot(&s->rot, s->g.n_vnodes, s->g.d_vnodes, s->g.d_v_begin,
-                                     s->g.d_v, s->g.d_v_slot, s->g.d_cube, s->d_M, s->d_L, fs);
+        err = m2l_rot(plan, s, blas_status);
     if (s->n_m2l_parts > 0) {
         const int64_t n = nn * Sx;
         k_m2l_columns<<<(unsigned)((n + 255) / 256 < 4096 ? (n + 255) / 256 : 4096), 256, 0, fs>>>(
@@ -188,6 +220,14 @@ cudaError_t fmk_cuda_fmm3d_m2l(fmk_plan *plan, fmk_fmm3d_cuda *s, fmk_status *bl
                             gm.size, &one, s->d_m2l + s->m2l_roff[gm.rank0], s->m2l_roff[M2L_DIRS],
                             s->d_Mp + c0 * Sx, Sx, &zero, s->d_X + gm.row, (int)ldx);
             if (bs != CUBLAS_STATUS_SUCCESS) {
+                *blas_status =
+                    bs == CUBLAS_STATUS_ALLOC_FAILED
+                        ? fmk_error_set(plan, FMK_ERR_DEVICE_NOMEM,
+                                        "out of GPU memory in cuBLAS's DGEMM (its workspace); the "
+                                        "plan needs about %lld bytes on the GPU",
+                                        fmk_fmm3d_cuda_plan_bytes(plan))
+                        : fmk_error_set(plan, FMK_ERR_DEVICE, "cuBLAS's DGEMM failed (status %d)",
+                                        (int)bs);
                 err = cudaErrorUnknown;
                 break;
             }
@@ -328,14 +368,17 @@ fmk_status fmk_fmm3d_cuda_ensure_blas(fmk_plan *plan, fmk_fmm3d_cuda *s)
 {
     if (s->has_blas)
         return FMK_OK;
-    const cublasStatus_t bs = blas::create(&s->blas);
+    /* cuBLAS allocates its handle's memory itself: counted as one allocation of the plan */
+    const int fake = fmk_cuda_alloc_fails(plan, fmk_fmm3d_cuda_plan_bytes(plan));
+    const cublasStatus_t bs = fake ? CUBLAS_STATUS_ALLOC_FAILED : blas::create(&s->blas);
     if (bs != CUBLAS_STATUS_SUCCESS)
         return bs == CUBLAS_STATUS_ALLOC_FAILED
                    ? fmk_error_set(
                          plan, FMK_ERR_DEVICE_NOMEM,
                          "out of GPU memory starting cuBLAS; the plan needs about %lld bytes "
-                         "on the GPU",
-                         fmk_fmm3d_cuda_plan_bytes(plan))
+                         "on the GPU%s",
+                         fmk_fmm3d_cuda_plan_bytes(plan),
+                         fake ? " (a failure asked for by the knob cuda.fail_alloc_at)" : "")
                    : fmk_error_set(plan, FMK_ERR_DEVICE, "cuBLAS could not start (status %d)",
                                    (int)bs);
     s->has_blas = 1;

@@ -233,8 +233,8 @@ fmk_status fmk_cuda_tree_pin_lb(fmk_plan *plan, fmk_cuda_tree *t)
     if (t->dh_lb)
         return FMK_OK;
     int32_t *h = NULL;
-    fmk_status st = check(plan, cudaMallocHost((void **)&h, FMK_CUDA_TREE_LB * sizeof(int32_t)),
-                          "cudaMallocHost (the tree's level table)");
+    fmk_status st = fmk_cuda_alloc_host(plan, (void **)&h, FMK_CUDA_TREE_LB * sizeof(int32_t),
+                                        "the tree's level table");
     if (st != FMK_OK)
         return st;
     int32_t *dh = NULL; /* where the kernels write it (the same address with unified addressing) */
@@ -326,6 +326,8 @@ extern "C" fmk_status fmk_cuda_tree3d_build(fmk_plan *plan, int64_t n, const dou
             st = fmk_cuda_tree_sort(plan, t, n, d_x, 0);
             continue;
         }
+        if (st == FMK_OK && fmk_cuda_stop(plan)) /* the levels were read: an interrupt check */
+            st = fmk_interrupt_status(plan);
         if (st != FMK_OK || !overflow)
             break;
         /* the node arrays were too small: larger ones, and the scan's workspace with them */

@@ -123,7 +123,9 @@ int64_t fmk_cuda_tree3d_first_bytes(int64_t n, int leaf_size);
  * enough). extra is added to the "needs" of out-of-memory messages. On failure everything *t
  * holds is freed and *t is left empty. No host round trip per level: the level boundaries
  * stay on the device and the host reads them every FMK_CUDA_TREE_CHECK levels (to stop) and
- * once at the end; a tree that outgrows the node arrays is built again in larger ones. */
+ * once at the end; a tree that outgrows the node arrays is built again in larger ones. After
+ * each build of the levels the plan's interrupt is checked (fmk_cuda_stop): a build that is
+ * to stop fails with FMK_ERR_INTERRUPTED. */
 fmk_status fmk_cuda_tree3d_build(fmk_plan *plan, int64_t n, const double *d_x, int leaf_size,
                                  long long extra, fmk_cuda_tree *t);
 /* The groups fmk_cuda_tree3d_groups(plan, t, group_size, merge, extra, d_groups, cap_groups)

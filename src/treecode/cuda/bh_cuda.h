@@ -251,9 +251,11 @@ typedef struct fmk_bh_state {
                                    * tickets (1); each evaluation clears them before its walk */
     unsigned long long *h_stats; /* pinned: d_stats after the walk */
     fmk_bh_frame_out *h_frame,
-        *dh_frame; /* pinned: the frame kernels' results (host, device view) */
-    cudaEvent_t ev[4];
+        *dh_frame;     /* pinned: the frame kernels' results (host, device view) */
+    cudaEvent_t ev[8]; /* the build's start and end; eval's upload, moments and walk ends; a
+                          cut walk's two launches' starts and ends (fmk_cuda_launch_ranges) */
     int events;
+    double walk_rate; /* walks (stackless: targets) per second of a cut walk (0: none yet) */
     int64_t bytes;    /* device bytes held (fmk_bh_held) */
     double tree_time; /* seconds of the last build (FMK_PHASE_TREE) */
 } fmk_bh_state;
@@ -315,6 +317,11 @@ template <typename R> struct fmk_bh_walk_args {
     int32_t *up_count, *up_list;
     typename vec4<R>::type *up_centre;
     R *up_local;
+    /* The launch's walks (the walk cut into launches of bounded work: engine.cu's
+     * walk_launches sets them): group walks [walk0, walk1) of the n_groups * parts (the
+     * stackless walk: targets of the m); with tickets, the counter starts at walk0. (Last in
+     * the struct: placed before eps2 they cost the walk registers, and spills.) */
+    int64_t walk0, walk1;
 };
 
 /* ---------------------------------------------------------------------------------------- */

@@ -342,7 +342,7 @@ int64_t fmk_bh_split_bytes_bound(const fmk_plan *plan, int64_t m)
 }
 
 /* build_launch and build_wait, without a wait inside when async (and again with one when that
- * tree did not fit). */
+ * tree did not fit); then an interrupt check. */
 fmk_status fmk_bh_build(fmk_plan *plan, fmk_bh_state *s, int64_t ns, const double *d_xs, int64_t nt,
                         const double *d_xt, int async)
 {
@@ -355,5 +355,7 @@ fmk_status fmk_bh_build(fmk_plan *plan, fmk_bh_state *s, int64_t ns, const doubl
         st = build_launch(plan, s, ns, d_xs, nt, d_xt, 0);
     if (st == FMK_OK && redo)
         st = build_wait(plan, s, m, &redo);
+    if (st == FMK_OK) /* the build waited for: an interrupt check */
+        st = fmk_cuda_checkpoint(plan, NULL, NULL);
     return st;
 }

@@ -164,7 +164,7 @@ static void free_state(fmk_bh_state *s)
     if (s->h_frame && cudaFreeHost(s->h_frame) != cudaSuccess)
         (void)cudaGetLastError();
     if (s->events)
-        for (int k = 0; k < 4; k++)
+        for (size_t k = 0; k < sizeof s->ev / sizeof s->ev[0]; k++)
             if (cudaEventDestroy(s->ev[k]) != cudaSuccess)
                 (void)cudaGetLastError();
     free(s);
@@ -259,7 +259,8 @@ static fmk_status new_state(fmk_plan *plan, fmk_bh_state **out)
     s->real = fmk_bh_real(plan);
     fmk_status st = FMK_OK;
     int k = 0;
-    for (; k < 4 && st == FMK_OK; k++)
+    const int n_ev = (int)(sizeof s->ev / sizeof s->ev[0]);
+    for (; k < n_ev && st == FMK_OK; k++)
         st = fmk_bh_ok(plan, cudaEventCreate(&s->ev[k]), "cudaEventCreate");
     if (st != FMK_OK) {
         for (int j = 0; j < k - 1; j++)
@@ -271,11 +272,11 @@ static fmk_status new_state(fmk_plan *plan, fmk_bh_state **out)
     st = fmk_cuda_alloc(plan, (void **)&s->d_stats, 5 * sizeof(unsigned long long),
                         "the charge checks", 32);
     if (st == FMK_OK)
-        st = fmk_bh_ok(plan, cudaMallocHost((void **)&s->h_stats, 3 * sizeof(unsigned long long)),
-                       "cudaMallocHost (the charge check and the walk's overflow flag)");
+        st = fmk_cuda_alloc_host(plan, (void **)&s->h_stats, 3 * sizeof(unsigned long long),
+                                 "the charge check and the walk's overflow flag");
     if (st == FMK_OK)
-        st = fmk_bh_ok(plan, cudaMallocHost((void **)&s->h_frame, sizeof(fmk_bh_frame_out)),
-                       "cudaMallocHost (the frame of small sets)");
+        st = fmk_cuda_alloc_host(plan, (void **)&s->h_frame, sizeof(fmk_bh_frame_out),
+                                 "the frame of small sets");
     if (st == FMK_OK)
         st = fmk_bh_ok(plan, cudaHostGetDevicePointer((void **)&s->dh_frame, s->h_frame, 0),
                        "cudaHostGetDevicePointer (the frame of small sets)");
@@ -461,6 +462,7 @@ static fmk_bh_walk_args<R> walk_args_of(const fmk_plan *plan, const fmk_bh_state
     a.super_order = NULL, a.super_count = a.super_list = NULL;
     a.super_centre = NULL, a.super_local = NULL;
     a.super_up = a.up_cap = 0, a.up_count = a.up_list = NULL, a.up_centre = NULL, a.up_local = NULL;
+    a.walk0 = a.walk1 = 0; /* set by walk_launches */
     return a;
 }
 
@@ -469,6 +471,55 @@ template <typename R> static cudaError_t walk(const fmk_plan *plan, const fmk_bh
     if (plan->opts.walk == FMK_WALK_STACKLESS)
         return fmk_cuda_bh_walk_stackless(a, plan->opts.order, plan->self);
     return fmk_cuda_bh_walk_group(a, plan->opts.order, plan->self, fmk_bh_tune(plan)->tickets);
+}
+
+/* The walks' ticket counter set to first (queued): where the next launch of a cut walk starts
+ * (the charge kernels zeroed it for the first). */
+static __global__ void k_tickets_from(unsigned long long *ticket, unsigned long long first)
+{
+    *ticket = first;
+}
+
+/* A launch of the group walks (or the stackless walk's targets) [lo, hi) of a cut walk
+ * (fmk_cuda_launch_ranges). */
+template <typename R> struct walk_range {
+    const fmk_plan *plan;
+    fmk_bh_walk_args<R> a;
+};
+
+template <typename R> static cudaError_t walk_range_launch(void *ctx, int64_t lo, int64_t hi)
+{
+    walk_range<R> *r = (walk_range<R> *)ctx;
+    r->a.walk0 = lo, r->a.walk1 = hi;
+    if (lo > 0 && r->a.ticket) {
+        k_tickets_from<<<1, 1>>>(r->a.ticket, (unsigned long long)lo);
+        const cudaError_t err = cudaGetLastError();
+        if (err != cudaSuccess)
+            return err;
+    }
+    return walk<R>(r->plan, r->a);
+}
+
+/* The walk: one launch, or in a long eval (fmk_cuda_long) launches of about 0.1 s each
+ * (fmk_cuda_launch_ranges, the rate in s->walk_rate), with an interrupt check after each. */
+template <typename R>
+static fmk_status walk_launches(fmk_plan *plan, fmk_bh_state *s, const fmk_bh_walk_args<R> &a)
+{
+    const int stackless = plan->opts.walk == FMK_WALK_STACKLESS;
+    const int64_t total = stackless ? a.m : a.n_groups * a.parts;
+    const int64_t np = plan->n_sources + (plan->self ? 0 : plan->n_targets);
+    walk_range<R> ctx = {plan, a};
+    ctx.a.walk0 = 0, ctx.a.walk1 = total;
+    if (!fmk_cuda_long(plan, np) || total < 2) {
+        const cudaError_t err = walk<R>(plan, ctx.a);
+        return err == cudaSuccess ? FMK_OK : fmk_cuda_fail(plan, err, "the tree walk kernel");
+    }
+    fmk_cuda_ranges r;
+    r.total = total, r.quantum = stackless ? 128 : 1024, r.item_work = 1;
+    r.first = (double)(total / 4 > 1 ? total / 4 : 1), r.fixed = 0;
+    r.rate = &s->walk_rate, r.ev = s->ev + 4, r.stream = 0;
+    r.launch = walk_range_launch<R>, r.ctx = &ctx, r.what = "the tree walk kernel";
+    return fmk_cuda_launch_ranges(plan, &r);
 }
 
 /* The walk after the moments (queued), its wait, and the host's checks: a bad charge (nothing
@@ -488,14 +539,17 @@ static fmk_status walk_phase(fmk_plan *plan, fmk_bh_state *s, const double *d_q,
         if (st != FMK_OK)
             return st;
     }
-    cudaError_t err = walk<R>(plan, a);
-    if (err == cudaSuccess && s->parts > 1)
+    const fmk_status st = walk_launches<R>(plan, s, a);
+    cudaError_t err = cudaSuccess;
+    if (st == FMK_OK && s->parts > 1)
         err = fmk_cuda_bh_sum_parts(a.m, s->parts, a.pot, a.grad, s->d_stats, pot, grad);
     if (err == cudaSuccess) /* the charge check and the overflow flag, read after the wait */
         err = cudaMemcpyAsync(s->h_stats, s->d_stats, 3 * sizeof(unsigned long long),
                               cudaMemcpyDeviceToHost, 0);
     fmk_bh_super_diag_end(a.super, a.super_up);
     fmk_bh_walk_diag_end();
+    if (st != FMK_OK) /* interrupted, or a failed launch (nothing is left running) */
+        return st;
     if (err == cudaSuccess)
         err = cudaEventRecord(s->ev[3], 0);
     if (err == cudaSuccess)
@@ -506,9 +560,10 @@ static fmk_status walk_phase(fmk_plan *plan, fmk_bh_state *s, const double *d_q,
         a.parts = 1, a.pot = pot, a.grad = grad;
         a.ticket = NULL; /* one group per block: no counter was cleared for this walk */
         fmk_bh_counters(plan)->split_redos++;
-        err = walk<R>(plan, a);
-        if (err == cudaSuccess)
-            err = cudaEventRecord(s->ev[3], 0);
+        const fmk_status again = walk_launches<R>(plan, s, a);
+        if (again != FMK_OK)
+            return again;
+        err = cudaEventRecord(s->ev[3], 0);
         if (err == cudaSuccess)
             err = cudaEventSynchronize(s->ev[3]);
     }
@@ -565,7 +620,9 @@ static fmk_status no_sources(fmk_plan *plan, double *pot, double *grad)
     return fmk_bh_ok(plan, cudaDeviceSynchronize(), "cudaMemset");
 }
 
-/* One evaluation: the charges (upload and check), the moments, the walk, the results. */
+/* One evaluation: the charges (upload and check), the moments, the walk, the results. A long
+ * one (fmk_cuda_long) checks for an interrupt after the moments and between the walk's launches
+ * (walk_launches). */
 static fmk_status run_eval(fmk_plan *plan, fmk_bh_state *s, const double *charges, double *pot,
                            double *grad, int on_device)
 {
@@ -590,6 +647,10 @@ static fmk_status run_eval(fmk_plan *plan, fmk_bh_state *s, const double *charge
         err = cudaEventRecord(s->ev[2], 0);
     if (err != cudaSuccess)
         return fmk_cuda_fail(plan, err, "the moment kernels");
+    /* a long eval: the moments waited for, and an interrupt check before the walk */
+    if (fmk_cuda_long(plan, plan->n_sources + (plan->self ? 0 : plan->n_targets)) &&
+        (st = fmk_cuda_checkpoint(plan, s->ev[2], "the moment kernels")) != FMK_OK)
+        return st;
     st = s->real == 4 ? walk_phase<float>(plan, s, d_q, p, g)
                       : walk_phase<double>(plan, s, d_q, p, g);
     if (st != FMK_OK)
@@ -610,21 +671,20 @@ static fmk_status run_eval(fmk_plan *plan, fmk_bh_state *s, const double *charge
     return FMK_OK;
 }
 
+static fmk_status bh_run(fmk_plan *plan, const double *charges, double *pot, double *grad,
+                         int on_device)
+{
+    fmk_bh_state *s = (fmk_bh_state *)plan->state;
+    const fmk_status st = run_eval(plan, s, charges, pot, grad, on_device);
+    /* the tree's time belongs to set_points: plan.c clears eval's phases, keep it */
+    plan->info.phase_time[FMK_PHASE_TREE] = s->tree_time;
+    return st;
+}
+
 static fmk_status bh_eval(fmk_plan *plan, const double *charges, double *pot, double *grad,
                           int on_device)
 {
-    fmk_bh_state *s = (fmk_bh_state *)plan->state;
-    if (!s)
-        return fmk_error_set(plan, FMK_ERR_INTERNAL, "the GPU treecode has no state");
-    int prev;
-    fmk_status st = fmk_cuda_enter(plan, s->device, &prev);
-    if (st != FMK_OK)
-        return st;
-    st = run_eval(plan, s, charges, pot, grad, on_device);
-    /* the tree's time belongs to set_points: plan.c clears eval's phases, keep it */
-    plan->info.phase_time[FMK_PHASE_TREE] = s->tree_time;
-    fmk_cuda_leave(s->device, prev);
-    return st;
+    return fmk_cuda_eval(plan, charges, pot, grad, on_device, bh_run);
 }
 
 extern "C" fmk_status fmk_cuda_bh_tree(fmk_plan *plan, fmk_tree3d *tree)
@@ -654,4 +714,6 @@ extern "C" const fmk_engine fmk_engine_tree_cuda = {
     /* .reuses_state */ 0,
     /* .tune */ &tune_table,
     /* .counters */ &counter_table,
+    /* .shared_tune */ &fmk_cuda_tune_table,
+    /* .shared_counters */ &fmk_cuda_counter_table,
 };

@@ -567,9 +567,10 @@ __launch_bounds__(bfs_cfg<R>::WARPS * 32,
     const int wb = threadIdx.x >> 5;
     if (charges_bad(a.stats))
         return;
-    /* the walks of this warp: one (a.ticket NULL), or one after another by tickets */
-    int64_t wp = a.ticket ? take_ticket(a.ticket) : blockIdx.x * (int64_t)WARPS + wb;
-    while (wp < a.n_groups * a.parts) {
+    /* the walks of this warp, of the launch's [walk0, walk1): one (a.ticket NULL), or one
+     * after another by tickets (the counter starts at walk0) */
+    int64_t wp = a.ticket ? take_ticket(a.ticket) : a.walk0 + blockIdx.x * (int64_t)WARPS + wb;
+    while (wp < a.walk1) {
 #ifdef FMK_BH_TRACE
         const unsigned long long tr0 = trace_clock();
 #endif
@@ -659,19 +660,23 @@ template <typename R, int ORDER, bool SELF>
 cudaError_t launch_walk(const fmk_bh_walk_args<R> &a, int tickets)
 {
     constexpr int WB = bfs_cfg<R>::WARPS;
-    if (a.m == 0 || a.n_groups == 0)
+    if (a.m == 0 || a.n_groups == 0 || a.walk1 <= a.walk0)
         return cudaSuccess;
-    const unsigned blocks = (unsigned)((a.n_groups * a.parts + WB - 1) / WB);
+    const unsigned blocks = (unsigned)((a.walk1 - a.walk0 + WB - 1) / WB);
+    /* the super-groups' walks before the first launch of the group walks */
+    const int first = a.walk0 == 0;
     if (a.local == 4 && a.harmonic) { /* the cell-to-group step of order 4 */
         if (a.super) {
-            (void)fmk_cuda_bh_super_walks(a, ORDER, 5); /* errors: below */
+            if (first)
+                (void)fmk_cuda_bh_super_walks(a, ORDER, 5); /* errors: below */
             launch_bfs(k_walk_bfs<R, ORDER, SELF, 1, 5, true>, a, blocks, tickets);
         } else {
             launch_bfs(k_walk_bfs<R, ORDER, SELF, 1, 5>, a, blocks, tickets);
         }
     } else if (a.local == 4) {
         if (a.super) {
-            (void)fmk_cuda_bh_super_walks(a, ORDER, 4);
+            if (first)
+                (void)fmk_cuda_bh_super_walks(a, ORDER, 4);
             launch_bfs(k_walk_bfs<R, ORDER, SELF, 1, 4, true>, a, blocks, tickets);
         } else {
             launch_bfs(k_walk_bfs<R, ORDER, SELF, 1, 4>, a, blocks, tickets);

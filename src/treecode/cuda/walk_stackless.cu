@@ -26,8 +26,8 @@ template <typename R, int ORDER, bool SELF>
 __global__ void __launch_bounds__(WALK_BLOCK) k_walk_stackless(fmk_bh_walk_args<R> a)
 {
     typedef typename vec4<R>::type V;
-    const int64_t tt = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
-    if (tt >= a.m || charges_bad(a.stats))
+    const int64_t tt = a.walk0 + blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (tt >= a.walk1 || charges_bad(a.stats))
         return;
     const int32_t t = (int32_t)tt;
     const V p = a.trg[t];
@@ -68,9 +68,9 @@ __global__ void __launch_bounds__(WALK_BLOCK) k_walk_stackless(fmk_bh_walk_args<
 
 template <typename R, bool SELF> cudaError_t launch(const fmk_bh_walk_args<R> &a, int order)
 {
-    if (a.m == 0)
+    if (a.walk1 <= a.walk0) /* the launch's targets [walk0, walk1) */
         return cudaSuccess;
-    const unsigned blocks = fmk_bh_blocks(a.m, WALK_BLOCK);
+    const unsigned blocks = fmk_bh_blocks(a.walk1 - a.walk0, WALK_BLOCK);
     if (order == 0)
         k_walk_stackless<R, 0, SELF><<<blocks, WALK_BLOCK>>>(a);
     else if (order == 1)
