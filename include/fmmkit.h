@@ -88,7 +88,8 @@ typedef enum fmk_status {
     FMK_ERR_NULL = 1,         /* a required pointer argument was NULL */
     FMK_ERR_ARG = 2,          /* an argument is out of range (dim, n, eps, softening, enum) */
     FMK_ERR_STATE = 3,        /* call out of order (e.g. eval before set_points) */
-    FMK_ERR_NONFINITE = 4,    /* NaN or Inf in points or charges */
+    FMK_ERR_NONFINITE = 4,    /* NaN or Inf in points or charges, or a result that is not
+                                 * finite (a sum beyond the range of doubles): outputs untouched */
     FMK_ERR_NOMEM = 5,        /* host memory allocation failed */
     FMK_ERR_DEVICE_NOMEM = 6, /* GPU memory allocation failed (message says how much) */
     FMK_ERR_DEVICE = 7,       /* a CUDA call failed (message names it) */
@@ -276,12 +277,16 @@ FMK_API fmk_status fmk_plan_set_points(fmk_plan *plan, int64_t n_sources, const 
 
 /* Evaluates with charges (n_sources values; pairs (re, im) for cauchy2d) and writes the
  * potential (n_targets values, or pairs) and/or the gradient (n_targets * dim values; pairs for
- * cauchy2d). Either output may be NULL to skip it; not both. Charges must be finite. */
+ * cauchy2d). Either output may be NULL to skip it; not both. Charges must be finite. A result
+ * that is not finite (the sum overflows the doubles) is FMK_ERR_NONFINITE with the outputs
+ * untouched: success means every value written is finite. */
 FMK_API fmk_status fmk_plan_eval(fmk_plan *plan, const double *charges, double *pot, double *grad);
 
 /* Evaluates n_vectors charge vectors in one call: charge vector v starts at
  * charges + v * n_sources * c (c = 2 for cauchy2d, else 1); its outputs at pot + v * n_targets * c
- * and grad + v * n_targets * dim (n_targets * 2 for cauchy2d). n_vectors >= 0. */
+ * and grad + v * n_targets * dim (n_targets * 2 for cauchy2d). n_vectors >= 0. Every vector is
+ * checked before any output is written; a vector whose results are not finite stops the call
+ * with FMK_ERR_NONFINITE: the vectors before it are written, it and the rest are not. */
 FMK_API fmk_status fmk_plan_eval_many(fmk_plan *plan, int64_t n_vectors, const double *charges,
                                       double *pot, double *grad);
 
@@ -295,7 +300,8 @@ FMK_API fmk_status fmk_plan_set_points_device(fmk_plan *plan, int64_t n_sources,
 /* Like fmk_plan_eval, but charges, pot and grad are CUDA device pointers (same layouts); the
  * plan's backend must be FMK_BACKEND_CUDA. Runs on the default stream and returns when the
  * results are written; charges are checked for NaN/Inf on the GPU. The plan's points may have
- * come from either set_points call. */
+ * come from either set_points call. The results are not checked for overflow here (as
+ * fmk_plan_eval does): a sum beyond the range of doubles comes back as Inf or NaN. */
 FMK_API fmk_status fmk_plan_eval_device(fmk_plan *plan, const double *d_charges, double *d_pot,
                                         double *d_grad);
 

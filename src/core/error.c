@@ -35,7 +35,7 @@ const char *fmk_status_string(fmk_status status)
     case FMK_ERR_NULL: return "a required pointer was NULL";
     case FMK_ERR_ARG: return "invalid argument";
     case FMK_ERR_STATE: return "call out of order";
-    case FMK_ERR_NONFINITE: return "NaN or Inf in input";
+    case FMK_ERR_NONFINITE: return "NaN or Inf in input or result";
     case FMK_ERR_NOMEM: return "out of host memory";
     case FMK_ERR_DEVICE_NOMEM: return "out of GPU memory";
     case FMK_ERR_DEVICE: return "CUDA error";

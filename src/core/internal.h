@@ -5,19 +5,34 @@
  * state of one engine: the pair (method, backend) that does the numerical work. plan.c owns
  * the life cycle and all validation; engines trust their inputs.
  *
- * The frame. Every point is mapped, in double, to
- *     x' = 1.5 + (x - center) / width,
- * where center is the centre of the bounding box of sources and targets and width is the power
- * of two at or above the box's largest side (and, for the smooth kernels, the softening). Mapped
- * coordinates lie in [1, 2], where floating-point spacing is uniform (2^-52 of the box in fp64,
- * 2^-23 in fp32). That gives three guarantees the kernels rely on:
+ * The frame. Every point is mapped, in double, into the frame of the plan's engine
+ * (fmk_engine.frame, one kind per precision; fmk_plan_frame_from_box makes it, for host and
+ * device points alike). Both kinds share the width w, the power of two at or above the largest
+ * side of the bounding box of sources and targets (and, for the smooth kernels, the softening),
+ * so scaling by a power of two is exact, and the kernels scale back exactly:
+ *     phi = phi' / w, grad = grad' / w^2  (laplace, plummer, regularized, cauchy2d),
+ *     log2d adds log(w) per contributing source.
+ *
+ * FMK_FRAME_BOX (every fast method, and the fp32 direct sum):
+ *     x' = 1.5 + (x - center) / w,
+ * center the centre of the box. Mapped coordinates lie in [1, 2], where floating-point spacing is
+ * uniform (2^-52 of the box in fp64, 2^-23 in fp32). That gives the guarantees the fast methods
+ * and fp32 rely on:
  *   - results do not depend on where the box sits (an offset of 1e8 costs no accuracy in fp32);
- *   - scaling by a power of two is exact, and the kernels scale back exactly:
- *       phi = phi' / width, grad = grad' / width^2  (laplace, plummer, regularized, cauchy2d),
- *       log2d adds log(width) per contributing source;
  *   - two mapped points that differ at all are at least 2^-23 (fp32) apart in some coordinate, so
  *     r'^2 >= 2^-46 can neither underflow nor overflow 1/r'^3: "r' == 0" is an exact test of
  *     coincidence, and coincident means equal after rounding to the working precision.
+ * The price: every coordinate is rounded to 2^-53 of the box, so one far outlier coarsens every
+ * other point (unit cube plus a point at 1e14: coordinates kept to 1e-2).
+ *
+ * FMK_FRAME_EXACT (the fp64 direct sum, the reference):
+ *     x' = (x - center) / w, exactly,
+ * center[k] 0, or a value within a factor 2 of every coordinate on axis k (then x - center is
+ * exact, Sterbenz's lemma); division by w is exact too (barring results below 2^-1022, that is
+ * coordinates below 2^-1022 of the box). Mapped coordinates lie in (-2, 2) and are the caller's
+ * coordinates scaled: nothing is lost, coincident means equal inputs, and a mapped offset y' - x'
+ * is the caller's offset rounded once. Distinct mapped points can then be arbitrarily close:
+ * the engine handles pairs closer than its fast loop takes (direct/p2p_cpu.c, pair_exact.h).
  */
 #ifndef FMMKIT_INTERNAL_H
 #define FMMKIT_INTERNAL_H
@@ -63,15 +78,32 @@ static inline int fmk_thread_count(void)
 #define FMK_TARGET_CLONES
 #endif
 
+/* The kinds of frame (see above); an engine names the one it works in per precision
+ * (fmk_engine.frame). */
+typedef enum fmk_frame_kind {
+    FMK_FRAME_BOX = 0,  /* x' = 1.5 + (x - center) / w: uniform spacing in [1, 2] */
+    FMK_FRAME_EXACT = 1 /* x' = (x - center) / w exactly */
+} fmk_frame_kind;
+
 /* The mapping from caller coordinates to the plan's working coordinates (see above). */
 typedef struct fmk_frame {
+    fmk_frame_kind kind;
+    double offset; /* 1.5 (FMK_FRAME_BOX) or 0 (FMK_FRAME_EXACT): x' = offset + (x - c) / w */
     double center[3];
-    double width;      /* a power of two */
+    double width; /* a power of two, 2^width_exp */
+    int width_exp;
     double softening;  /* mapped softening, opts.softening / width (0 for singular kernels) */
     double pot_scale;  /* 1 / width */
     double grad_scale; /* 1 / width^2 */
     double log_width;  /* log(width), log2d only */
 } fmk_frame;
+
+/* Coordinate x of axis k mapped into frame f. No fused multiply-add may change this expression
+ * (the GPU's packing kernels spell it out with __dsub_rn, __dmul_rn, __dadd_rn). */
+static inline double fmk_frame_map(const fmk_frame *f, int k, double x)
+{
+    return f->offset + (x - f->center[k]) * f->pot_scale;
+}
 
 struct fmk_plan;
 struct fmk_tune_table;
@@ -123,6 +155,9 @@ typedef struct fmk_engine {
      * table's prefix: the GPU engines' "cuda.*" (cuda/device.h). */
     const struct fmk_tune_table *shared_tune;
     const struct fmk_tune_table *shared_counters;
+    /* The frame the engine works in, per opts.precision (indexed by fmk_precision; zero, the
+     * default: FMK_FRAME_BOX). fmk_plan_frame_from_box makes it, for host and device points. */
+    fmk_frame_kind frame[2];
 } fmk_engine;
 
 struct fmk_plan {
@@ -139,6 +174,9 @@ struct fmk_plan {
     fmk_frame frame;
     double *sources; /* n_sources * dim mapped coordinates (owned) */
     double *targets; /* n_targets * dim, == sources when self (owned unless self) */
+    /* n_targets * (width + grad width) doubles (owned): host evaluations write here, and the
+     * caller's arrays get the results only once they are all finite (plan.c, eval_host) */
+    double *staged;
 
     void *state;              /* the engine's own state */
     void *tune;               /* the engine's tuning struct (engine->tune), or NULL */

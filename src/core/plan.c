@@ -273,17 +273,33 @@ static void bounding_box(int dim, int64_t ns, const double *s, int64_t nt, const
     hi[0] = h0, hi[1] = h1, hi[2] = h2;
 }
 
+/* The centre of axis [lo, hi] in an exact frame (internal.h): a value within a factor 2 of every
+ * coordinate, so that x - center is exact (Sterbenz), when the axis lies on one side of 0 within
+ * a factor 2; else 0. lo + (hi - lo) / 2 lies in [lo, hi] (hi - lo is exact). Either way
+ * |x - center| < 2 w (w >= hi - lo): with centre 0 the axis holds 0, or its largest |x| is below
+ * twice hi - lo. */
+static double exact_center(double lo, double hi)
+{
+    if ((lo > 0 && hi <= 2 * lo) || (hi < 0 && lo >= 2 * hi)) {
+        const double c = lo + 0.5 * (hi - lo);
+        return c >= lo && c <= hi ? c : 0;
+    }
+    return 0;
+}
+
 fmk_status fmk_plan_frame_from_box(fmk_plan *plan, const double lo_in[3], const double hi_in[3],
                                    fmk_frame *f)
 {
     const int dim = plan->dim;
     double extent = 0;
     memset(f, 0, sizeof *f);
+    f->kind = plan->engine ? plan->engine->frame[plan->opts.precision] : FMK_FRAME_BOX;
+    f->offset = f->kind == FMK_FRAME_EXACT ? 0.0 : 1.5;
     for (int k = 0; k < dim; k++) {
         double lo = lo_in[k], hi = hi_in[k];
         if (lo > hi) /* no points at all */
             lo = hi = 0;
-        f->center[k] = 0.5 * lo + 0.5 * hi;
+        f->center[k] = f->kind == FMK_FRAME_EXACT ? exact_center(lo, hi) : 0.5 * lo + 0.5 * hi;
         double e = hi - lo;
         if (!isfinite(e))
             return fmk_error_set(plan, FMK_ERR_ARG,
@@ -296,7 +312,8 @@ fmk_status fmk_plan_frame_from_box(fmk_plan *plan, const double lo_in[3], const 
         size = 1;
     int ex;
     double m = frexp(size, &ex); /* size = m 2^ex, m in [0.5, 1) */
-    f->width = ldexp(1.0, m == 0.5 ? ex - 1 : ex);
+    f->width_exp = m == 0.5 ? ex - 1 : ex;
+    f->width = ldexp(1.0, f->width_exp);
     if (!isfinite(f->width)) /* size > 2^1023: the power of two above it is not a double */
         return fmk_error_set(plan, FMK_ERR_ARG,
                              "the points' box (%g) is wider than 2^1023, which fmmkit cannot "
@@ -319,11 +336,21 @@ fmk_status fmk_plan_frame_from_box(fmk_plan *plan, const double lo_in[3], const 
 static void map_points(const fmk_frame *f, int dim, int64_t n, const double *x, double *out,
                        int threads)
 {
-    const double inv = 1.0 / f->width;
 #pragma omp parallel for num_threads(threads) if (n * dim >= PAR_MIN)
     for (int64_t i = 0; i < n; i++)
         for (int k = 0; k < dim; k++)
-            out[dim * i + k] = 1.5 + (x[dim * i + k] - f->center[k]) * inv;
+            out[dim * i + k] = fmk_frame_map(f, k, x[dim * i + k]);
+}
+
+/* Values per target of both outputs (plan.c stages host results: plan->staged). */
+static int64_t output_width(const fmk_plan *plan)
+{
+    return fmk_kernel_width(plan->kernel) + fmk_kernel_grad_width(plan->kernel, plan->dim);
+}
+
+static size_t staged_bytes(const fmk_plan *plan, int64_t n_targets)
+{
+    return (size_t)(n_targets > 0 ? n_targets : 1) * (size_t)output_width(plan) * sizeof(double);
 }
 
 void fmk_plan_drop_points(fmk_plan *plan)
@@ -333,7 +360,8 @@ void fmk_plan_drop_points(fmk_plan *plan)
     if (plan->targets != plan->sources)
         free(plan->targets);
     free(plan->sources);
-    plan->sources = plan->targets = NULL;
+    free(plan->staged);
+    plan->sources = plan->targets = plan->staged = NULL;
     plan->has_points = 0;
     plan->n_sources = plan->n_targets = 0;
     plan->state_bytes_host = plan->state_bytes_device = 0;
@@ -381,11 +409,11 @@ fmk_status fmk_plan_set_points(fmk_plan *plan, int64_t n_sources, const double *
 
     /* Validation passed: from here a failure leaves the plan without points. The host copies
      * are kept when the sizes repeat (new pages cost more than the copy into them). */
-    double *keep_s = NULL, *keep_t = NULL;
+    double *keep_s = NULL, *keep_t = NULL, *keep_r = NULL;
     if (plan->sources && plan->n_sources == n_sources && (plan->targets == plan->sources) == self &&
         (self || plan->n_targets == n_targets)) {
-        keep_s = plan->sources, keep_t = plan->targets;
-        plan->sources = plan->targets = NULL;
+        keep_s = plan->sources, keep_t = plan->targets, keep_r = plan->staged;
+        plan->sources = plan->targets = plan->staged = NULL;
     }
     void *keep_state = NULL; /* an engine that reuses its state gets it back in setup */
     if (plan->engine->reuses_state)
@@ -394,12 +422,14 @@ fmk_status fmk_plan_set_points(fmk_plan *plan, int64_t n_sources, const double *
     plan->state = keep_state;
     size_t sbytes = (size_t)(n_sources > 0 ? n_sources : 1) * dim * sizeof(double);
     size_t tbytes = (size_t)(n_targets > 0 ? n_targets : 1) * dim * sizeof(double);
+    size_t rbytes = staged_bytes(plan, n_targets);
     plan->sources = keep_s ? keep_s : malloc(sbytes);
     plan->targets = self ? plan->sources : keep_t ? keep_t : malloc(tbytes);
-    if (!plan->sources || !plan->targets) {
+    plan->staged = keep_r ? keep_r : malloc(rbytes);
+    if (!plan->sources || !plan->targets || !plan->staged) {
         fmk_plan_drop_points(plan);
         return fmk_error_set(plan, FMK_ERR_NOMEM, "out of host memory copying %zu bytes of points",
-                             sbytes + (self ? 0 : tbytes));
+                             sbytes + (self ? 0 : tbytes) + rbytes);
     }
     plan->frame = frame;
     plan->self = self;
@@ -418,7 +448,7 @@ fmk_status fmk_plan_set_points(fmk_plan *plan, int64_t n_sources, const double *
     fmk_info *in = &plan->info;
     in->n_sources = n_sources;
     in->n_targets = n_targets;
-    in->bytes_host = (int64_t)(sbytes + (self ? 0 : tbytes)) + plan->state_bytes_host;
+    in->bytes_host = (int64_t)(sbytes + (self ? 0 : tbytes) + rbytes) + plan->state_bytes_host;
     in->bytes_device = plan->state_bytes_device;
     const double tree_time = in->phase_time[FMK_PHASE_TREE]; /* the engine's setup wrote it */
     memset(in->phase_time, 0, sizeof in->phase_time);
@@ -484,7 +514,41 @@ static fmk_status check_eval(fmk_plan *plan, const char *fn, const double *charg
     return FMK_OK;
 }
 
-/* One host evaluation of already-checked arguments. */
+static void copy_values(double *to, const double *from, int64_t n, int threads)
+{
+#pragma omp parallel for schedule(static) num_threads(threads) if (n >= PAR_MIN)
+    for (int64_t i = 0; i < n; i++)
+        to[i] = from[i];
+}
+
+/* The first non-finite value of the staged results (pot: n values per target, grad: gn), as
+ * FMK_ERR_NONFINITE with a message naming it, or FMK_OK. */
+static fmk_status check_results(fmk_plan *plan, const double *pot, int pw, const double *grad,
+                                int gw)
+{
+    const int64_t nt = plan->n_targets;
+    for (int out = 0; out < 2; out++) {
+        const double *v = out ? grad : pot;
+        const int w = out ? gw : pw;
+        if (!v)
+            continue;
+        const int64_t bad = first_nonfinite(v, nt * w, plan->threads);
+        if (bad >= 0)
+            return fmk_error_set(
+                plan, FMK_ERR_NONFINITE,
+                "the %s at target %lld is %g although every point and charge is finite: the sum "
+                "overflows the floating-point range (the results are linear in the charges: scale "
+                "them down); nothing was written. If the values are moderate, this is a defect of "
+                "fmmkit's method %s: please report it",
+                out ? "gradient" : "potential", (long long)(bad / w), v[bad],
+                fmk_method_name(plan->opts.method));
+    }
+    return FMK_OK;
+}
+
+/* One host evaluation of already-checked arguments. The engine writes into the plan's staged
+ * buffer; the caller's arrays get the results only when every value is finite, so a failure
+ * (overflow, out of memory, an interrupt) leaves them untouched. */
 static fmk_status eval_host(fmk_plan *plan, const double *charges, double *pot, double *grad)
 {
     const int64_t nc = plan->n_sources * fmk_kernel_width(plan->kernel);
@@ -496,16 +560,37 @@ static fmk_status eval_host(fmk_plan *plan, const double *charges, double *pot, 
         plan->info.phase_time[k] = 0;
     if (plan->n_targets == 0)
         return FMK_OK;
+    const int pw = fmk_kernel_width(plan->kernel);
+    const int gw = fmk_kernel_grad_width(plan->kernel, plan->dim);
+    const size_t pbytes = (size_t)plan->n_targets * pw * sizeof(double);
+    const size_t gbytes = (size_t)plan->n_targets * gw * sizeof(double);
     if (plan->n_sources == 0) {
         if (pot)
-            memset(pot, 0, (size_t)plan->n_targets * fmk_kernel_width(plan->kernel) * sizeof *pot);
+            memset(pot, 0, pbytes);
         if (grad)
-            memset(grad, 0,
-                   (size_t)plan->n_targets * fmk_kernel_grad_width(plan->kernel, plan->dim) *
-                       sizeof *grad);
+            memset(grad, 0, gbytes);
         return FMK_OK;
     }
-    return plan->engine->eval(plan, charges, pot, grad, 0);
+    if (!plan->staged) { /* points from the device: staged at the first host evaluation */
+        const size_t rbytes = staged_bytes(plan, plan->n_targets);
+        plan->staged = malloc(rbytes);
+        if (!plan->staged)
+            return fmk_error_set(plan, FMK_ERR_NOMEM,
+                                 "out of host memory for the results (%zu bytes)", rbytes);
+        plan->info.bytes_host += (int64_t)rbytes;
+    }
+    double *sp = pot ? plan->staged : NULL;
+    double *sg = grad ? plan->staged + plan->n_targets * pw : NULL;
+    fmk_status st = plan->engine->eval(plan, charges, sp, sg, 0);
+    if (st == FMK_OK)
+        st = check_results(plan, sp, pw, sg, gw);
+    if (st != FMK_OK)
+        return st;
+    if (pot)
+        copy_values(pot, sp, plan->n_targets * pw, plan->threads);
+    if (grad)
+        copy_values(grad, sg, plan->n_targets * gw, plan->threads);
+    return FMK_OK;
 }
 
 fmk_status fmk_plan_eval(fmk_plan *plan, const double *charges, double *pot, double *grad)
@@ -588,6 +673,9 @@ fmk_status fmk_plan_memory(const fmk_plan *plan, int64_t n_sources, int64_t n_ta
     plan->engine->memory(plan, n_sources, n_targets, &h, &d);
     const int64_t points = n_sources + (n_targets < 0 ? 0 : n_targets);
     h = fmk_bytes_plus(h, plan->dim * (int64_t)sizeof(double), points);
+    /* the staged results of host evaluations */
+    h = fmk_bytes_plus(h, output_width(plan) * (int64_t)sizeof(double),
+                       n_targets < 0 ? n_sources : n_targets);
     if (h == FMK_BYTES_OVERFLOW || d == FMK_BYTES_OVERFLOW)
         return fmk_error_set((fmk_plan *)plan, FMK_ERR_ARG,
                              "fmk_plan_memory: n_sources = %lld, n_targets = %lld would need more "

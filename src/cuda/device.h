@@ -10,8 +10,10 @@
  *     cauchy2d:                      (x, y, Im Gamma, Re Gamma)
  * so one 16-byte (fp32) or 32-byte (fp64) load brings a whole source into shared memory. The
  * source array is padded to a multiple of FMK_CUDA_PAD with points at the origin (outside the
- * frame's [1, 2] cube) and zero charges, so the kernels run without bounds checks; targets,
- * when they are not the sources, are padded the same way.
+ * box frame's [1, 2] cube; in fp64's exact frame a point like any other) and zero charges, so
+ * the kernels run without bounds checks (a zero charge adds nothing wherever it sits: no pair is
+ * closer than the fast loops take, or the plan is careful); targets, when they are not the
+ * sources, are padded the same way.
  */
 #ifndef FMMKIT_CUDA_INTERNAL_H
 #define FMMKIT_CUDA_INTERNAL_H
@@ -65,6 +67,7 @@ typedef struct fmk_cuda_direct {
     double *d_pot, *d_grad;      /* host evaluations: results before download */
     double *d_partial;           /* splits * n_targets * 4 partial sums (splits > 1) */
     unsigned long long *d_stats; /* fmk_cuda_charge_stats output (2 words) */
+    int careful; /* fp64: points that can make pairs closer than FMK_EXACT_TINY (pair_exact.h) */
     void *d_temp;                /* set_points_device's bounding-box workspace */
     double *d_carry; /* one split: the totals between launches that cut the sources (a wave) */
     /* Bytes held by d_src, d_trg, d_charges, d_pot, d_grad, d_partial, d_temp and d_carry: the
@@ -185,8 +188,13 @@ typedef struct fmk_cuda_p2p_args {
     const void *d_src, *d_trg; /* d_trg NULL when self */
     double *d_pot, *d_grad;    /* caller layout; either may be NULL */
     double *d_partial;
-    double eps2, log_width, pot_scale;
-    double grad_scale, grad_scale2; /* gradient = sum * grad_scale * grad_scale2 */
+    double eps2, log_width;
+    int pot_exp, grad_exp; /* potential = ldexp(sum, pot_exp), gradient = ldexp(sum, grad_exp) */
+    /* fp64, a singular kernel, points that can make pairs closer than FMK_EXACT_TINY: every
+     * pair through fmk_exact_pair's rule (k_p2p_careful, all of it in the first launch of the
+     * sum: the launches after it have nothing to do); charge_exp and width_exp: the exponents of
+     * the charges' scale and of the frame's width (kernels/pair_exact.h) */
+    int careful, charge_exp, width_exp;
     /* One launch's share (fmk_cuda_p2p_geometry): target blocks [block0, block1) and, of each
      * split's source tiles, [tile0, tile1) counted from the split's first (block1, tile1 past
      * the last: up to the last); all of them (0, INT64_MAX, 0, INT64_MAX) in one launch. A
@@ -217,19 +225,23 @@ void fmk_cuda_p2p_shape(int real, fmk_kernel kernel, int64_t n_pad, int64_t m_pa
  * and/or grad (scaled, caller layout) where it completes a target's sum. */
 cudaError_t fmk_cuda_p2p(const fmk_cuda_p2p_args *a);
 /* Maps n points (dim doubles each) into 4-vectors of the working precision:
- * x' = (1.5 + (x - center) * inv_width) * scale (map = 1) or x' = x * scale (map = 0), with scale
- * an exact power of two (fmk_cuda_coord_scale); pads [n, n_pad) with zeros. Charges
- * (component 3, and 2 for cauchy2d) are set to zero. */
+ * x' = (offset + (x - center) * inv_width) * scale (map = 1: the plan's frame, fmk_frame_map) or
+ * x' = x * scale (map = 0), with scale an exact power of two (fmk_cuda_coord_scale); pads
+ * [n, n_pad) with zeros. Charges (component 3, and 2 for cauchy2d) are set to zero. */
 cudaError_t fmk_cuda_pack_points(int real, int dim, int64_t n, int64_t n_pad, const double *d_x,
-                                 int map, const double center[3], double inv_width, double scale,
-                                 void *d_out);
+                                 int map, const double center[3], double offset, double inv_width,
+                                 double scale, void *d_out);
+/* d_flag[0] = 1 if a coordinate of the n_pad packed fp64 points (dim of their components) can
+ * make a pair closer than FMK_EXACT_TINY (fmk_exact_coord_is_tiny), else unchanged. */
+cudaError_t fmk_cuda_tiny_coords(int dim, int64_t n_pad, const void *d_pts,
+                                 unsigned long long *d_flag);
 /* d_stats[0] = smallest index of a non-finite charge (ULLONG_MAX: none), d_stats[1] = bits of
  * the largest finite |charge| (cw = 1 or 2 values per source). Resets d_stats first. */
 cudaError_t fmk_cuda_charge_stats(int cw, int64_t n, const double *d_charges,
                                   unsigned long long *d_stats);
-/* Writes charges times scale (an exact power of two) into the source 4-vectors. */
-cudaError_t fmk_cuda_pack_charges(int real, int cw, int64_t n, const double *d_charges,
-                                  double scale, void *d_src);
+/* Writes charges times 2^-exp (exactly) into the source 4-vectors. */
+cudaError_t fmk_cuda_pack_charges(int real, int cw, int64_t n, const double *d_charges, int exp,
+                                  void *d_src);
 /* frame.cu: the device frame, one path for every GPU engine. */
 /* Bounding box and finiteness of ns sources and nt targets (device doubles), by CUB:
  * lo/hi per axis (dim axes; the rest 0) and the first non-finite point index in *bad

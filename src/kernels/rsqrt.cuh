@@ -21,8 +21,9 @@ __device__ __forceinline__ double rsqrt_seed(double x)
 /* 1/sqrt(x), and 0 where x == 0 (a coincident pair: x is exactly 0 only then). */
 __device__ __forceinline__ double rsqrt_masked(double x)
 {
-    /* Zero the seed's high word when x == 0 (x >= 2^-104 otherwise, so its high word is not
-     * zero): the correction then keeps y = 0 exactly, with no Inf or NaN on the way. */
+    /* Zero the seed's high word when x == 0 (x >= 2^-104 otherwise in the box frame, 2^-600 in
+     * the direct sum's exact frame (pair_exact.h), so its high word is not zero): the
+     * correction then keeps y = 0 exactly, with no Inf or NaN on the way. */
     double y = rsqrt_seed(x);
     int hi = __double2hiint(x) != 0 ? __double2hiint(y) : 0;
     return rsqrt_refine(x, __hiloint2double(hi, __double2loint(y)));

@@ -7,6 +7,7 @@
 
 #include "core/tune.h"
 #include "cuda/device.h"
+#include "kernels/pair_exact.h"
 
 namespace {
 
@@ -195,10 +196,33 @@ void cuda_memory(const fmk_plan *plan, int64_t ns, int64_t nt, int64_t *h, int64
 fmk_status pack(fmk_plan *plan, int64_t n, int64_t n_pad, const double *d_x, int map, void *d_out)
 {
     const double inv = 1.0 / plan->frame.width;
-    cudaError_t err =
-        fmk_cuda_pack_points(real_of(plan), plan->dim, n, n_pad, d_x, map, plan->frame.center, inv,
-                             fmk_cuda_coord_scale(real_of(plan), plan->kernel), d_out);
+    cudaError_t err = fmk_cuda_pack_points(
+        real_of(plan), plan->dim, n, n_pad, d_x, map, plan->frame.center, plan->frame.offset, inv,
+        fmk_cuda_coord_scale(real_of(plan), plan->kernel), d_out);
     return err == cudaSuccess ? FMK_OK : fmk_cuda_fail(plan, err, "the point packing kernel");
+}
+
+/* After packing: whether the plan is careful (kernels/pair_exact.h: fp64 in the exact frame, a
+ * singular kernel, a mapped coordinate that can make pairs closer than the fast kernel takes). */
+fmk_status find_careful(fmk_plan *plan)
+{
+    fmk_cuda_direct *s = (fmk_cuda_direct *)plan->state;
+    s->careful = 0;
+    if (plan->frame.kind != FMK_FRAME_EXACT || s->real != 8 ||
+        fmk_kernel_desc_of(plan->kernel)->smooth)
+        return FMK_OK;
+    unsigned long long flag = 0;
+    cudaError_t err = cudaMemsetAsync(s->d_stats, 0, sizeof flag);
+    if (err == cudaSuccess)
+        err = fmk_cuda_tiny_coords(plan->dim, s->n_pad, s->d_src, s->d_stats);
+    if (err == cudaSuccess && !plan->self)
+        err = fmk_cuda_tiny_coords(plan->dim, s->m_pad, s->d_trg, s->d_stats);
+    if (err == cudaSuccess)
+        err = cudaMemcpy(&flag, s->d_stats, sizeof flag, cudaMemcpyDeviceToHost);
+    if (err != cudaSuccess)
+        return fmk_cuda_fail(plan, err, "the close-pair check of the points");
+    s->careful = flag != 0;
+    return FMK_OK;
 }
 
 /* Uploads host mapped points through the staging buffer d_tmp and packs them. */
@@ -237,6 +261,8 @@ fmk_status cuda_setup(fmk_plan *plan)
         st = upload_points(plan, plan->n_sources, s->n_pad, plan->sources, d_tmp, s->d_src);
         if (st == FMK_OK && !plan->self)
             st = upload_points(plan, plan->n_targets, s->m_pad, plan->targets, d_tmp, s->d_trg);
+        if (st == FMK_OK)
+            st = find_careful(plan);
     }
     if (d_tmp && cudaFree(d_tmp) != cudaSuccess && st == FMK_OK) /* waits for the packing */
         st = fmk_cuda_fail(plan, cudaGetLastError(), "the point packing kernel");
@@ -274,9 +300,12 @@ fmk_status points_device(fmk_plan *plan, int64_t ns, const double *d_s, int64_t 
     if (st != FMK_OK)
         return st;
     plan->frame = frame;
+    plan->self = self; /* find_careful reads it */
     st = pack(plan, ns, s->n_pad, d_s, 1, s->d_src);
     if (st == FMK_OK && !self)
         st = pack(plan, nt, s->m_pad, d_t, 1, s->d_trg);
+    if (st == FMK_OK)
+        st = find_careful(plan);
     if (st == FMK_OK) { /* the caller may reuse its arrays once this returns */
         cudaError_t err = cudaStreamSynchronize(0);
         if (err != cudaSuccess)
@@ -419,19 +448,23 @@ fmk_status run_eval(fmk_plan *plan, const double *charges, double *pot, double *
         return fmk_cuda_fail(plan, err, "the charge check kernel");
     if (stats[0] != ~0ull)
         return bad_charge(plan, (int64_t)stats[0], cw, d_q);
-    /* fp32 laplace: bring the largest |q| into [1, 2) (exact); others keep the charges. */
-    double cscale = 1.0;
-    if (fmk_cuda_coord_scale(s->real, plan->kernel) != 1.0 && stats[1] != 0) {
-        double big;
-        memcpy(&big, &stats[1], sizeof big);
-        cscale = ldexp(1.0, -ilogb(big));
-    }
-    err = fmk_cuda_pack_charges(s->real, cw, n, d_q, cscale, s->d_src);
+    /* The charges times 2^-qexp (exact). fp32 laplace: the largest |q| into [1, 2); fp64 (the
+     * exact frame): into [0.5, 1), so that no pair the fast kernel takes overflows
+     * (kernels/pair_exact.h); fp32 otherwise: the charges as they are. */
+    int qexp = 0;
+    double big = 0;
+    memcpy(&big, &stats[1], sizeof big);
+    if (plan->frame.kind == FMK_FRAME_EXACT)
+        qexp = fmk_exact_charge_exp(big);
+    else if (fmk_cuda_coord_scale(s->real, plan->kernel) != 1.0 && stats[1] != 0)
+        qexp = ilogb(big);
+    err = fmk_cuda_pack_charges(s->real, cw, n, d_q, qexp, s->d_src);
     if (err != cudaSuccess)
         return fmk_cuda_fail(plan, err, "the charge packing kernel");
 
     /* P2P: the kernels alone, timed with events. */
-    const double S = fmk_cuda_coord_scale(s->real, plan->kernel);
+    const int sexp = ilogb(fmk_cuda_coord_scale(s->real, plan->kernel)); /* 23 or 0 */
+    const int e = plan->frame.width_exp, log2d = plan->kernel == FMK_KERNEL_LOG2D;
     fmk_cuda_p2p_args a;
     a.real = s->real;
     a.kernel = plan->kernel;
@@ -447,9 +480,13 @@ fmk_status run_eval(fmk_plan *plan, const double *charges, double *pot, double *
     a.d_partial = s->d_partial;
     a.eps2 = plan->frame.softening * plan->frame.softening;
     a.log_width = plan->frame.log_width;
-    a.pot_scale = plan->frame.pot_scale * S / cscale;
-    a.grad_scale = plan->frame.pot_scale * S / cscale; /* 1/width^2 may overflow: two steps */
-    a.grad_scale2 = plan->frame.pot_scale * S;
+    /* sums in working units: coordinates times 2^(sexp - e), charges times 2^-qexp; log2d's
+     * potential carries log(width) per source instead of a scale */
+    a.pot_exp = log2d ? qexp : qexp + sexp - e;
+    a.grad_exp = log2d ? qexp + sexp - e : qexp + 2 * (sexp - e);
+    a.careful = s->careful;
+    a.charge_exp = qexp;
+    a.width_exp = e;
     double t1 = fmk_time_now();
     if ((err = cudaEventRecord(s->ev[0], 0)) != cudaSuccess)
         return fmk_cuda_fail(plan, err, "cudaEventRecord");
@@ -514,4 +551,5 @@ extern "C" const fmk_engine fmk_engine_direct_cuda = {
     /* .counters */ NULL,
     /* .shared_tune */ &fmk_cuda_tune_table,
     /* .shared_counters */ &fmk_cuda_counter_table,
+    /* .frame */ {FMK_FRAME_EXACT, FMK_FRAME_BOX}, /* fp64, fp32: as the CPU engine */
 };

@@ -30,6 +30,7 @@
 #include <cuda/functional>
 
 #include "cuda/device.h"
+#include "kernels/pair_exact.h"
 #include "kernels/rsqrt.cuh"
 
 namespace {
@@ -154,29 +155,29 @@ __device__ __forceinline__ void pair(R tx, R ty, R tz, R sx, R sy, R sz, R q, R 
     }
 }
 
-/* Results of target i (double accumulators, working units) into the caller's layout. */
+/* Results of target i (double accumulators, working units, and c: careful pairs already in
+ * caller units) into the caller's layout: every scale is a power of two, applied once (pe, ge:
+ * fmk_cuda_p2p_args), as the CPU engine does; exact unless the result leaves the doubles. */
 template <int K, bool POT, bool GRAD>
 __device__ __forceinline__ void store(int64_t i, const double (&a)[4], double *pot, double *grad,
-                                      double ps, double gs, double gs2)
+                                      int pe, int ge, const double (&c)[4])
 {
-    /* gradients are scaled in two steps (gs then gs2), as the CPU engine does: the product
-     * of the two may overflow for tiny boxes where the result does not */
     if constexpr (K == FMK_KERNEL_CAUCHY2D) {
         if (POT)
-            pot[2 * i] = a[0] * ps, pot[2 * i + 1] = a[1] * ps;
+            pot[2 * i] = ldexp(a[0], pe) + c[0], pot[2 * i + 1] = ldexp(a[1], pe) + c[1];
         if (GRAD)
-            grad[2 * i] = a[2] * gs * gs2, grad[2 * i + 1] = a[3] * gs * gs2;
+            grad[2 * i] = ldexp(a[2], ge) + c[2], grad[2 * i + 1] = ldexp(a[3], ge) + c[3];
     } else if constexpr (K == FMK_KERNEL_LOG2D) {
         if (POT)
-            pot[i] = a[0]; /* log(width) was added per source */
+            pot[i] = ldexp(a[0], pe) + c[0]; /* log(width) was added per source */
         if (GRAD)
-            grad[2 * i] = a[1] * ps, grad[2 * i + 1] = a[2] * ps; /* gs unused */
+            grad[2 * i] = ldexp(a[1], ge) + c[1], grad[2 * i + 1] = ldexp(a[2], ge) + c[2];
     } else {
         if (POT)
-            pot[i] = a[0] * ps;
+            pot[i] = ldexp(a[0], pe) + c[0];
         if (GRAD)
-            grad[3 * i] = a[1] * gs * gs2, grad[3 * i + 1] = a[2] * gs * gs2,
-                     grad[3 * i + 2] = a[3] * gs * gs2;
+            grad[3 * i] = ldexp(a[1], ge) + c[1], grad[3 * i + 1] = ldexp(a[2], ge) + c[2],
+                     grad[3 * i + 2] = ldexp(a[3], ge) + c[3];
     }
 }
 
@@ -186,7 +187,7 @@ template <typename R> struct p2p_params {
     int splits;
     int self;
     double *pot, *grad, *partial;
-    double ps, gs, gs2;
+    int pe, ge;
     consts<R> c;
 };
 
@@ -304,7 +305,8 @@ __global__ void __launch_bounds__(THREADS, (min_blocks<R, K>()))
             double *o = carried(p, r, ik);
             o[0] = a[0], o[1] = a[1], o[2] = a[2], o[3] = a[3];
         } else {
-            store<K, POT, GRAD>(ik, a, p.pot, p.grad, p.ps, p.gs, p.gs2);
+            const double none[4] = {0, 0, 0, 0};
+            store<K, POT, GRAD>(ik, a, p.pot, p.grad, p.pe, p.ge, none);
         }
     }
 }
@@ -312,15 +314,63 @@ __global__ void __launch_bounds__(THREADS, (min_blocks<R, K>()))
 /* Adds the splits' partial sums of each target in order and stores the result. */
 template <int K, bool POT, bool GRAD>
 __global__ void k_p2p_finish(const double *partial, int splits, int64_t m, double *pot,
-                             double *grad, double ps, double gs, double gs2)
+                             double *grad, int pe, int ge)
 {
+    const double none[4] = {0, 0, 0, 0};
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < m;
          i += (int64_t)gridDim.x * blockDim.x) {
         double a[4] = {0, 0, 0, 0};
         for (int s = 0; s < splits; s++)
             for (int v = 0; v < 4; v++)
                 a[v] += partial[((int64_t)s * m + i) * 4 + v];
-        store<K, POT, GRAD>(i, a, pot, grad, ps, gs, gs2);
+        store<K, POT, GRAD>(i, a, pot, grad, pe, ge, none);
+    }
+}
+
+/* A careful plan (fp64, a singular kernel, points that can make pairs closer than
+ * FMK_EXACT_TINY: kernels/pair_exact.h): one thread a target, every source in turn, as the CPU
+ * engine's careful_block: each pair in its class, on its offset scaled for the class, into the
+ * class's sums (a coincident pair, equal inputs, adds nothing). Slower than k_p2p (no tiles),
+ * for inputs that need it only. */
+template <int K, bool POT, bool GRAD>
+__global__ void k_p2p_careful(const real4d *src, const real4d *trg, int64_t n_pad, int64_t m,
+                              double *pot, double *grad, int qexp, int wexp, consts<double> cs)
+{
+    constexpr bool d3 = K == FMK_KERNEL_LAPLACE;
+    const double ln2 = 0.693147180559945309417232121458176568;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < m;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        const real4d y = trg[i];
+        double a[3][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}};
+        for (int64_t j = 0; j < n_pad; j++) {
+            const real4d s = src[j];
+            const double dx = y.x - s.x, dy = y.y - s.y, dz = d3 ? y.z - s.z : 0.0;
+            const int c = fmk_exact_class(fmax(fmax(fabs(dx), fabs(dy)), fabs(dz)));
+            const double f = fmk_exact_scale(c);
+            consts<double> cc = cs;
+            cc.logw = cs.logw - fmk_exact_shift(c) * ln2;
+            /* the scaled offset as a target at it and a source at 0 (cauchy2d: s.z is Im q) */
+            double w[4] = {0, 0, 0, 0};
+            pair<double, K, POT, GRAD>(dx * f, dy * f, dz * f, 0.0, 0.0,
+                                       K == FMK_KERNEL_CAUCHY2D ? s.z : 0.0, s.w, w, cc);
+            for (int v = 0; v < 4; v++)
+                a[c][v] += w[v];
+        }
+        const fmk_kernel k = (fmk_kernel)K;
+        if (K == FMK_KERNEL_CAUCHY2D) {
+            for (int v = 0; v < 2; v++) {
+                if (POT)
+                    pot[2 * i + v] = fmk_exact_value(k, a, 3, v, qexp, wexp);
+                if (GRAD)
+                    grad[2 * i + v] = fmk_exact_value(k, a, 3, 2 + v, qexp, wexp);
+            }
+        } else {
+            if (POT)
+                pot[i] = fmk_exact_value(k, a, 3, 0, qexp, wexp);
+            if (GRAD)
+                for (int v = 0; v < (d3 ? 3 : 2); v++)
+                    grad[(d3 ? 3 : 2) * i + v] = fmk_exact_value(k, a, 3, 1 + v, qexp, wexp);
+        }
     }
 }
 
@@ -339,13 +389,23 @@ template <typename R, int K, bool POT, bool GRAD> cudaError_t launch(const fmk_c
     p.pot = a->d_pot;
     p.grad = a->d_grad;
     p.partial = a->d_partial;
-    p.ps = a->pot_scale;
-    p.gs = a->grad_scale;
-    p.gs2 = a->grad_scale2;
+    p.pe = a->pot_exp;
+    p.ge = a->grad_exp;
     p.c.eps2 = (R)a->eps2;
     p.c.e15 = (R)1.5 * p.c.eps2;
     p.c.e25 = (R)2.5 * p.c.eps2;
     p.c.logw = (R)a->log_width;
+    if constexpr (sizeof(R) == 8 && K != FMK_KERNEL_PLUMMER && K != FMK_KERNEL_REGULARIZED) {
+        if (a->careful) { /* the whole sum in the first launch; nothing for the others */
+            if (a->finish || a->block0 > 0 || a->tile0 > 0)
+                return cudaSuccess;
+            const int64_t blocks = (a->m + 127) / 128;
+            k_p2p_careful<K, POT, GRAD><<<(unsigned)(blocks < 65535 ? blocks : 65535), 128>>>(
+                p.src, p.self ? p.src : p.trg, p.n_pad, p.m, p.pot, p.grad, a->charge_exp,
+                a->width_exp, p.c);
+            return cudaGetLastError();
+        }
+    }
     p2p_range r;
     r.block0 = a->block0;
     r.tile0 = a->tile0, r.tile1 = a->tile1 < tiles ? a->tile1 : tiles;
@@ -353,8 +413,7 @@ template <typename R, int K, bool POT, bool GRAD> cudaError_t launch(const fmk_c
     if (a->finish) { /* the splits' sums added up */
         int64_t blocks = (a->m + 255) / 256;
         k_p2p_finish<K, POT, GRAD><<<(unsigned)(blocks < 65535 ? blocks : 65535), 256>>>(
-            a->d_partial, a->splits, a->m, a->d_pot, a->d_grad, a->pot_scale, a->grad_scale,
-            a->grad_scale2);
+            a->d_partial, a->splits, a->m, a->d_pot, a->d_grad, a->pot_exp, a->grad_exp);
         return cudaGetLastError();
     }
     if (block1 <= a->block0)
@@ -432,7 +491,7 @@ template <typename R> int blocks_per_sm(fmk_kernel kernel)
  * zero charges, zero padding. */
 template <typename R>
 __global__ void k_pack_points(const double *x, int dim, int64_t n, int64_t n_pad, int map,
-                              double c0, double c1, double c2, double inv, R scale,
+                              double c0, double c1, double c2, double offset, double inv, R scale,
                               typename vec4<R>::type *out)
 {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n_pad;
@@ -442,9 +501,9 @@ __global__ void k_pack_points(const double *x, int dim, int64_t n, int64_t n_pad
             double c[3] = {c0, c1, c2}, y[3] = {0, 0, 0};
             for (int k = 0; k < dim; k++) {
                 y[k] = x[dim * i + k];
-                /* plan.c's map_points exactly: no fused multiply-add */
+                /* core/internal.h's fmk_frame_map exactly: no fused multiply-add */
                 if (map)
-                    y[k] = __dadd_rn(1.5, __dmul_rn(__dsub_rn(y[k], c[k]), inv));
+                    y[k] = __dadd_rn(offset, __dmul_rn(__dsub_rn(y[k], c[k]), inv));
             }
             v.x = (R)y[0] * scale, v.y = (R)y[1] * scale, v.z = (R)y[2] * scale;
         }
@@ -484,15 +543,29 @@ __global__ void k_charge_stats(int cw, int64_t n, const double *q, unsigned long
 }
 
 template <typename R>
-__global__ void k_pack_charges(int cw, int64_t n, const double *q, double scale,
+__global__ void k_pack_charges(int cw, int64_t n, const double *q, int exp,
                                typename vec4<R>::type *src)
 {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
-        src[i].w = (R)(q[cw * i] * scale);
+        src[i].w = (R)ldexp(q[cw * i], -exp);
         if (cw == 2)
-            src[i].z = (R)(q[cw * i + 1] * scale);
+            src[i].z = (R)ldexp(q[cw * i + 1], -exp);
     }
+}
+
+/* fmk_cuda_tiny_coords: one flag for all the points (a plan is careful or not). */
+__global__ void k_tiny_coords(int dim, int64_t n, const real4d *p, unsigned long long *flag)
+{
+    bool tiny = false;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        const real4d v = p[i];
+        tiny = tiny || fmk_exact_coord_is_tiny(v.x) || fmk_exact_coord_is_tiny(v.y) ||
+               (dim == 3 && fmk_exact_coord_is_tiny(v.z));
+    }
+    if (__any_sync(0xffffffffu, tiny) && (threadIdx.x & 31) == 0)
+        atomicOr(flag, 1ull);
 }
 
 unsigned grid_for(int64_t n)
@@ -555,18 +628,28 @@ extern "C" cudaError_t fmk_cuda_p2p(const fmk_cuda_p2p_args *a)
 
 extern "C" cudaError_t fmk_cuda_pack_points(int real, int dim, int64_t n, int64_t n_pad,
                                             const double *d_x, int map, const double center[3],
-                                            double inv_width, double scale, void *d_out)
+                                            double offset, double inv_width, double scale,
+                                            void *d_out)
 {
     if (n_pad == 0)
         return cudaSuccess;
     if (real == 4)
         k_pack_points<float><<<grid_for(n_pad), 256>>>(d_x, dim, n, n_pad, map, center[0],
-                                                       center[1], center[2], inv_width,
+                                                       center[1], center[2], offset, inv_width,
                                                        (float)scale, (real4f *)d_out);
     else
         k_pack_points<double><<<grid_for(n_pad), 256>>>(d_x, dim, n, n_pad, map, center[0],
-                                                        center[1], center[2], inv_width, scale,
-                                                        (real4d *)d_out);
+                                                        center[1], center[2], offset, inv_width,
+                                                        scale, (real4d *)d_out);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t fmk_cuda_tiny_coords(int dim, int64_t n_pad, const void *d_pts,
+                                            unsigned long long *d_flag)
+{
+    if (n_pad == 0)
+        return cudaSuccess;
+    k_tiny_coords<<<grid_for(n_pad), 256>>>(dim, n_pad, (const real4d *)d_pts, d_flag);
     return cudaGetLastError();
 }
 
@@ -584,13 +667,13 @@ extern "C" cudaError_t fmk_cuda_charge_stats(int cw, int64_t n, const double *d_
 }
 
 extern "C" cudaError_t fmk_cuda_pack_charges(int real, int cw, int64_t n, const double *d_charges,
-                                             double scale, void *d_src)
+                                             int exp, void *d_src)
 {
     if (n == 0)
         return cudaSuccess;
     if (real == 4)
-        k_pack_charges<float><<<grid_for(n), 256>>>(cw, n, d_charges, scale, (real4f *)d_src);
+        k_pack_charges<float><<<grid_for(n), 256>>>(cw, n, d_charges, exp, (real4f *)d_src);
     else
-        k_pack_charges<double><<<grid_for(n), 256>>>(cw, n, d_charges, scale, (real4d *)d_src);
+        k_pack_charges<double><<<grid_for(n), 256>>>(cw, n, d_charges, exp, (real4d *)d_src);
     return cudaGetLastError();
 }
