@@ -66,7 +66,7 @@ static int64_t state_bytes(const fmk_plan *plan, int64_t ns, int64_t nt, int64_t
     b = fmk_bytes_plus(b, 12 * 189, nodes);             /* v_perm, v_target */
     b = fmk_bytes_plus(b, 17 + 4 * 64, nodes);          /* direct W and X flags and lists */
     if (plan->opts.precision == FMK_PRECISION_FP32)
-        b = fmk_bytes_plus(b, 7 * 4, nu); /* src32 */
+        b = fmk_bytes_plus(b, 4 * 4, nu); /* src32 */
     return b;
 }
 
@@ -352,7 +352,7 @@ static fmk_status fmm_setup(fmk_plan *plan)
     }
     const int fp32 = plan->opts.precision == FMK_PRECISION_FP32;
     if (!bad && fp32) {
-        s->src32 = malloc(sizeof(float) * 7 * nu1);
+        s->src32 = malloc(sizeof(float) * 4 * nu1);
         bad = !s->src32;
     }
     if (bad) {
@@ -367,9 +367,8 @@ static fmk_status fmm_setup(fmk_plan *plan)
         for (int c = 0; c < 3; c++)
             s->src_soa[c * nu + i] = s->src_xyz[3 * i + c];
     s->q = s->src_soa + 3 * nu;
-    if (fp32) { /* relative to the leaf's centre: fp32 then rounds to 2^-24 of a leaf, not of the
-                 * frame, which keeps close pairs accurate; and the frame's fp32 coordinates,
-                 * which close pairs take (kernels/close32.h) */
+    if (fp32) /* relative to the leaf's centre: fp32 then rounds to 2^-24 of a leaf, not of the
+               * frame, which keeps close pairs accurate */
         for (int64_t b = 0; b < k; b++) {
             int64_t j0, nj;
             fmk_fmm3d_cpu_src_range(s, b, &j0, &nj);
@@ -379,10 +378,6 @@ static fmk_status fmm_setup(fmk_plan *plan)
                         s->src32[c * nu + i] =
                             (float)(s->src_xyz[3 * i + c] - s->lists.center[3 * b + c]);
         }
-        for (int64_t i = 0; i < nu; i++)
-            for (int c = 0; c < 3; c++)
-                s->src32[(4 + c) * nu + i] = (float)s->src_xyz[3 * i + c];
-    }
     init_rotations(plan, s, n_dirs, rot_first);
     fmk_fmm3d_cpu_m2l_schedule(s, plan->threads);
     plan->state_bytes_host = state_bytes(plan, ns, nt, nu, plan->self, k, n_dirs);

@@ -35,9 +35,8 @@ typedef struct fmk_fmm3d_cpu {
     double *src_soa;                /* 4 * nu: x | y | z | q, for P2P */
     double *q;                      /* nu charges (a run's sum) in key order (into src_soa) */
     int p2p_avx512;                 /* laplace in fp64 on a CPU with AVX-512F: p2p_laplace_avx512 */
-    float *src32;                   /* fp32: 7 * nu, x | y | z | q | fx | fy | fz for P2P in single
-                                 * precision: x, y, z relative to the centre of the source's
-                                 * leaf, fx, fy, fz the frame's (close pairs: close32.h) */
+    float *src32;                   /* fp32: 4 * nu, x | y | z | q for P2P in single precision, the
+                                 * coordinates relative to the centre of the source's leaf */
     double *M, *L;                  /* n_nodes * stride */
     double *rot_v; /* rotations of the V directions' polar angles in use (61 at most
                                  * for the 316 directions: the matrices depend on the angle) */

@@ -6,7 +6,6 @@
 #include <string.h>
 
 #include "fmm3d/fmm3d_cpu.h"
-#include "kernels/close32.h"
 
 /* The near field (P2P) uses the direct sum's inner loops, built for the widest vector unit of
  * the running CPU (FMK_TARGET_CLONES, internal.h). */
@@ -31,43 +30,6 @@
 #undef LOG
 #undef P2P
 #pragma GCC diagnostic pop
-
-/* The fp32 P2P of one target from sources [0, n) of one leaf, with the pair terms of
- * kernels/pair.h: x, y, z the sources relative to the leaf's centre (and y the target), fx, fy, fz
- * (and yf) the frame's fp32 coordinates, which a close pair takes (kernels/close32.h); skip the
- * target's own source (smooth kernels; -1: none). */
-#define P2P32_REL_LOOP(PAIR, SKIP)                                                                \
-    _Pragma("omp simd reduction(+ : phi, gx, gy, gz)") for (int64_t j = 0; j < n; j++)            \
-    {                                                                                             \
-        /* both offsets formed, then one picked: a load under a condition stops the vectorizer */ \
-        const float ex = f0 - fx[j], ey = f1 - fy[j], ez = f2 - fz[j];                            \
-        const float rx = y0 - sx[j], ry = y1 - sy[j], rz = y2 - sz[j], qq = q[j];                 \
-        const int close = fmk_close32(ex, ey, ez, FMK_CLOSE32);                                   \
-        const float dx = close ? ex : rx, dy = close ? ey : ry, dz = close ? ez : rz;             \
-        const float r2 = dx * dx + dy * dy + dz * dz, qj = SKIP && j == skip ? 0.0f : qq;         \
-        const fmm_p2p32_pair_radial w = PAIR;                                                     \
-        phi += w.pot, gx -= w.g * dx, gy -= w.g * dy, gz -= w.g * dz;                             \
-    }
-static FMK_TARGET_CLONES void p2p32_rel(fmk_kernel kernel, const float *restrict sx,
-                                        const float *restrict sy, const float *restrict sz,
-                                        const float *restrict q, const float *restrict fx,
-                                        const float *restrict fy, const float *restrict fz,
-                                        int64_t n, const float y[3], const float yf[3],
-                                        int64_t skip, float eps2, float out[4])
-{
-    float phi = 0, gx = 0, gy = 0, gz = 0;
-    const float e15 = 1.5f * eps2, e25 = 2.5f * eps2;
-    const float y0 = y[0], y1 = y[1], y2 = y[2], f0 = yf[0], f1 = yf[1], f2 = yf[2];
-    if (kernel == FMK_KERNEL_PLUMMER) {
-        P2P32_REL_LOOP(fmm_p2p32_pair_plummer(r2, qj, eps2), 1)
-    } else if (kernel == FMK_KERNEL_REGULARIZED) {
-        P2P32_REL_LOOP(fmm_p2p32_pair_regularized(r2, qj, eps2, e15, e25), 1)
-    } else { /* laplace: the target itself is at offset 0 (close), which adds nothing */
-        P2P32_REL_LOOP(fmm_p2p32_pair_laplace(r2, qj), 0)
-    }
-    out[0] = phi, out[1] = gx, out[2] = gy, out[3] = gz;
-}
-#undef P2P32_REL_LOOP
 
 /* The laplace P2P of one target from the sources in n_ranges ranges [begin, begin + count), in
  * fp64 with AVX-512: 1/r from the 14-bit vrsqrt14pd estimate and two Newton steps
@@ -252,9 +214,8 @@ void fmk_fmm3d_cpu_p2p(const fmk_plan *plan, fmk_fmm3d_cpu *s)
     /* fp32 copies only for precision fp32 (src32 is NULL otherwise: no offsets from it) */
     const float *fx = s->src32, *fy = fx ? fx + ns : NULL, *fz = fx ? fy + ns : NULL,
                 *fq = fx ? fz + ns : NULL;
-    const float *ffx = fx ? fq + ns : NULL, *ffy = fx ? ffx + ns : NULL,
-                *ffz = fx ? ffy + ns : NULL; /* the frame's fp32 coordinates */
     const fmm_p2p64_tile_fn p2p = fmm_p2p64_pick(plan->kernel);
+    const fmm_p2p32_tile_fn p2p32 = fmm_p2p32_pick(plan->kernel);
     const double eps2 = plan->frame.softening * plan->frame.softening;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(th)
     for (int64_t b = 0; b < k; b++) {
@@ -294,13 +255,10 @@ void fmk_fmm3d_cpu_p2p(const fmk_plan *plan, fmk_fmm3d_cpu *s)
                  * run: fmk_fmm3d_cpu_p2p_runs adds the rest) */
                 const int64_t skip = plan->self && c == b ? fmk_fmm3d_cpu_slot(s, i) - j0 : -1;
                 if (fx) {
-                    float o32[4], y32[3], yf[3];
-                    for (int d = 0; d < 3; d++) {
+                    float o32[4], y32[3];
+                    for (int d = 0; d < 3; d++)
                         y32[d] = (float)(s->trg_xyz[3 * i + d] - l->center[3 * c + d]);
-                        yf[d] = (float)s->trg_xyz[3 * i + d];
-                    }
-                    p2p32_rel(plan->kernel, fx + j0, fy + j0, fz + j0, fq + j0, ffx + j0, ffy + j0,
-                              ffz + j0, nj, y32, yf, skip, (float)eps2, o32);
+                    p2p32(fx + j0, fy + j0, fz + j0, fq + j0, nj, y32, skip, (float)eps2, 0, o32);
                     for (int d = 0; d < 4; d++)
                         out[d] = o32[d];
                 } else {

@@ -18,7 +18,6 @@
  * Stackless walk (FMK_WALK_STACKLESS, Nakasato Fig. 6): each target walks alone and adds each
  * term as it meets it. */
 
-#include "kernels/close32.h"
 #include "treecode/bh_terms.h"
 #include "treecode/bh_local.h"
 
@@ -26,7 +25,6 @@
 typedef struct BH(lists) {
     int64_t n_p, cap_p; /* sources of opened leaves */
     REAL *px, *py, *pz, *pq;
-    REAL *fx, *fy, *fz; /* fp32: the sources' frame coordinates (close pairs: close32.h) */
     int64_t n_c, cap_c; /* accepted nodes: centre and packed moments */
     REAL *c[3 + FMK_BH_MOMENTS];
     int64_t n_l, cap_l; /* accepted nodes for the group's expansion (as c) */
@@ -37,7 +35,6 @@ typedef struct BH(lists) {
 static void BH(lists_free)(BH(lists) * L)
 {
     free(L->px), free(L->py), free(L->pz), free(L->pq);
-    free(L->fx), free(L->fy), free(L->fz);
     for (int k = 0; k < 3 + FMK_BH_MOMENTS; k++)
         free(L->c[k]), free(L->l[k]);
     free(L->m2l);
@@ -61,9 +58,6 @@ static int BH(reserve_p)(BH(lists) * L, int64_t more)
     int64_t cap = 2 * L->cap_p > L->n_p + more ? 2 * L->cap_p : L->n_p + more + 256;
     if (BH(grow)(&L->px, cap) || BH(grow)(&L->py, cap) || BH(grow)(&L->pz, cap) ||
         BH(grow)(&L->pq, cap))
-        return -1;
-    if (sizeof(REAL) < sizeof(double) &&
-        (BH(grow)(&L->fx, cap) || BH(grow)(&L->fy, cap) || BH(grow)(&L->fz, cap)))
         return -1;
     L->cap_p = cap;
     return 0;
@@ -226,8 +220,8 @@ static FMK_TARGET_CLONES void BH(m2l_list)(const BH(lists) * L, int P, int order
 
 static FMK_TARGET_CLONES void BH(eval_lists)(const BH(lists) * L, int order, REAL eps2,
                                              const REAL *tx, const REAL *ty, const REAL *tz,
-                                             const REAL *const tf[3], int64_t nt,
-                                             const int64_t *skip, const REAL *qskip, double *out)
+                                             int64_t nt, const int64_t *skip, const REAL *qskip,
+                                             double *out)
 {
     const int64_t np = L->n_p, nc = L->n_c;
     const REAL *restrict px = L->px, *restrict py = L->py, *restrict pz = L->pz,
@@ -252,28 +246,11 @@ static FMK_TARGET_CLONES void BH(eval_lists)(const BH(lists) * L, int order, REA
         double *o = out + 4 * t;
         o[0] = phi, o[1] = gx, o[2] = gy, o[3] = gz;
         phi = 0, gx = 0, gy = 0, gz = 0;
-        if (tf) { /* fp32: a close pair takes the frame's offset (kernels/close32.h) */
-            const REAL *restrict fx = L->fx, *restrict fy = L->fy, *restrict fz = L->fz;
-            const REAL f0 = tf[0][t], f1 = tf[1][t], f2 = tf[2][t];
 #pragma omp simd reduction(+ : phi, gx, gy, gz)
-            for (int64_t j = 0; j < np; j++) {
-                /* both offsets formed, then one picked (a load under a condition stops the
-                 * vectorizer) */
-                const REAL ex = f0 - fx[j], ey = f1 - fy[j], ez = f2 - fz[j];
-                const REAL rx = y0 - px[j], ry = y1 - py[j], rz = y2 - pz[j];
-                const int close = fmk_close32((float)ex, (float)ey, (float)ez, FMK_CLOSE32);
-                BH(field)
-                f = BH(p2p_value)(close ? ex : rx, close ? ey : ry, close ? ez : rz,
-                                  j == sk ? qs : pq[j], eps2);
-                phi += f.phi, gx += f.gx, gy += f.gy, gz += f.gz;
-            }
-        } else {
-#pragma omp simd reduction(+ : phi, gx, gy, gz)
-            for (int64_t j = 0; j < np; j++) {
-                BH(field)
-                f = BH(p2p_value)(y0 - px[j], y1 - py[j], y2 - pz[j], j == sk ? qs : pq[j], eps2);
-                phi += f.phi, gx += f.gx, gy += f.gy, gz += f.gz;
-            }
+        for (int64_t j = 0; j < np; j++) {
+            BH(field)
+            f = BH(p2p_value)(y0 - px[j], y1 - py[j], y2 - pz[j], j == sk ? qs : pq[j], eps2);
+            phi += f.phi, gx += f.gx, gy += f.gy, gz += f.gz;
         }
         o[0] += phi, o[1] += gx, o[2] += gy, o[3] += gz;
     }
@@ -348,8 +325,6 @@ static int BH(group_lists)(const fmk_plan *plan, const tree_cpu *s, fmk_bh_local
             L->px[L->n_p] = (REAL)(x[0] - o[0]), L->py[L->n_p] = (REAL)(x[1] - o[1]);
             L->pz[L->n_p] = (REAL)(x[2] - o[2]);
             L->pq[L->n_p] = (REAL)q;
-            if (rel)
-                L->fx[L->n_p] = sx[b], L->fy[L->n_p] = sy[b], L->fz[L->n_p] = sz[b];
             if (self)
                 for (int64_t u = (b > g0 ? b : g0); u < (e < g1 ? e : g1); u++)
                     skip[u - g0] = L->n_p, qskip[u - g0] = (REAL)(q - s->q_sorted[u]);
@@ -369,9 +344,6 @@ static int BH(group_lists)(const fmk_plan *plan, const tree_cpu *s, fmk_bh_local
                     py[j] = (REAL)(x[3 * j + 1] - o[1]);
                     pz[j] = (REAL)(x[3 * j + 2] - o[2]);
                 }
-                memcpy(L->fx + L->n_p, sx + b, sizeof(REAL) * (size_t)(e - b));
-                memcpy(L->fy + L->n_p, sy + b, sizeof(REAL) * (size_t)(e - b));
-                memcpy(L->fz + L->n_p, sz + b, sizeof(REAL) * (size_t)(e - b));
             } else {
                 memcpy(L->px + L->n_p, sx + b, sizeof(REAL) * (size_t)(e - b));
                 memcpy(L->py + L->n_p, sy + b, sizeof(REAL) * (size_t)(e - b));
@@ -466,8 +438,7 @@ static int BH(walk_group)(const fmk_plan *plan, const tree_cpu *s)
                 failed = 1;
                 continue;
             }
-            const REAL *const tf[3] = {tx + g0, ty + g0, tz + g0}; /* frame coordinates */
-            BH(eval_lists)(&L, order, eps2, yx, yy, yz, rel ? tf : NULL, g1 - g0, skip, qskip, out);
+            BH(eval_lists)(&L, order, eps2, yx, yy, yz, g1 - g0, skip, qskip, out);
             if (L.n_l > 0) {
                 const REAL cr[3] = {(REAL)(c[0] - o[0]), (REAL)(c[1] - o[1]), (REAL)(c[2] - o[2])};
                 BH(m2l_list)(&L, step.order, order, cr[0], cr[1], cr[2], eps2, Lexp);
@@ -502,27 +473,18 @@ static FMK_TARGET_CLONES void BH(leaf_p2p)(const REAL *restrict sx, const REAL *
 
 /* The P2P terms of one leaf at one target y from the tree's double points x (n of them,
  * interleaved): each offset y - x formed in double and rounded once (fp32: as the group walk's
- * relative positions, an error of 2^-24 of the pair's distance, not of the frame), or for a
- * close pair the offset of the frame's coordinates (yf - sx, ...: kernels/close32.h). */
-static FMK_TARGET_CLONES void BH(leaf_p2p_rel)(const double *restrict x, const REAL *restrict sx,
-                                               const REAL *restrict sy, const REAL *restrict sz,
-                                               const REAL *restrict sq, int64_t n, const double *y,
-                                               const REAL *yf, int64_t skip, REAL eps2, double *acc)
+ * relative positions, an error of 2^-24 of the pair's distance, not of the frame). */
+static FMK_TARGET_CLONES void BH(leaf_p2p_rel)(const double *restrict x, const REAL *restrict sq,
+                                               int64_t n, const double *y, int64_t skip, REAL eps2,
+                                               double *acc)
 {
     const double y0 = y[0], y1 = y[1], y2 = y[2];
-    const REAL f0 = yf[0], f1 = yf[1], f2 = yf[2];
     REAL phi = 0, gx = 0, gy = 0, gz = 0;
 #pragma omp simd reduction(+ : phi, gx, gy, gz)
     for (int64_t j = 0; j < n; j++) {
-        const REAL ex = f0 - sx[j], ey = f1 - sy[j], ez = f2 - sz[j];
-        const REAL rx = (REAL)(y0 - x[3 * j]), ry = (REAL)(y1 - x[3 * j + 1]),
-                   rz = (REAL)(y2 - x[3 * j + 2]);
-        /* picked by a 0/1 weight, exactly: GCC does not vectorize a select between values
-         * converted from double and float ones */
-        const REAL c = (REAL)fmk_close32((float)ex, (float)ey, (float)ez, FMK_CLOSE32);
         BH(field)
-        f = BH(p2p_value)(c * ex + (1 - c) * rx, c * ey + (1 - c) * ry, c * ez + (1 - c) * rz,
-                          j == skip ? 0 : sq[j], eps2);
+        f = BH(p2p_value)((REAL)(y0 - x[3 * j]), (REAL)(y1 - x[3 * j + 1]),
+                          (REAL)(y2 - x[3 * j + 2]), j == skip ? 0 : sq[j], eps2);
         phi += f.phi, gx += f.gx, gy += f.gy, gz += f.gz;
     }
     acc[0] += phi, acc[1] += gx, acc[2] += gy, acc[3] += gz;
@@ -565,21 +527,16 @@ static void BH(walk_stackless)(const fmk_plan *plan, const tree_cpu *s, double *
                 const double q =
                     self && t >= b && t < e ? m->monopole[i] - s->q_sorted[t] : m->monopole[i];
                 const double *x = src->points + 3 * b;
-                const REAL f0 = yr[0] - sx[b], f1 = yr[1] - sy[b], f2 = yr[2] - sz[b];
-                const int close = sizeof(REAL) < sizeof(double) &&
-                                  fmk_close32((float)f0, (float)f1, (float)f2, FMK_CLOSE32);
                 BH(field)
-                f = BH(p2p_value)(close ? f0 : (REAL)(y[0] - x[0]),
-                                  close ? f1 : (REAL)(y[1] - x[1]),
-                                  close ? f2 : (REAL)(y[2] - x[2]), (REAL)q, eps2);
+                f = BH(p2p_value)((REAL)(y[0] - x[0]), (REAL)(y[1] - x[1]), (REAL)(y[2] - x[2]),
+                                  (REAL)q, eps2);
                 acc[0] += f.phi, acc[1] += f.gx, acc[2] += f.gy, acc[3] += f.gz;
                 i = src->next[i];
             } else if (src->more[i] < 0) {
                 const int64_t b = src->begin[i], e = src->end[i];
                 int64_t sk = self && t >= b && t < e ? t - b : -1;
                 if (sizeof(REAL) < sizeof(double))
-                    BH(leaf_p2p_rel)(src->points + 3 * b, sx + b, sy + b, sz + b, sq + b, e - b, y,
-                                     yr, sk, eps2, acc);
+                    BH(leaf_p2p_rel)(src->points + 3 * b, sq + b, e - b, y, sk, eps2, acc);
                 else
                     BH(leaf_p2p)(sx + b, sy + b, sz + b, sq + b, e - b, yr, sk, eps2, acc);
                 i = src->next[i];

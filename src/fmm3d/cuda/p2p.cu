@@ -17,23 +17,8 @@ namespace {
  * field's results), else added atomically. Pairs at distance 0 contribute nothing. fp32 works on offsets from the
  * box's centre, rounded from fp64 (to 2^-24 of the offset, not of the frame: close pairs keep
  * their accuracy), times 2^23 (FMK_CUDA_LAPLACE32_SCALE), so that r^-3 of the closest distinct
- * offsets (2^-53 of the frame apart at least) stays finite; a pair whose fp32 frame coordinates
- * are at most a unit or two apart takes their offset instead, as the fp32 direct sum does
- * (kernels/close32.h: coincident points add nothing; ftile holds the sources' fp32 frame
- * coordinates); its sums run in fp32 over a staged tile of BLOCK sources and in fp64 across
- * tiles. */
-/* One source at a target of k_p2p: fp32 with the close pairs' rule (K::add_close), fp64 as it
- * is (K::add). */
-template <typename K, int NEWTON, typename V, typename R>
-__device__ __forceinline__ void add_one(const V s, const real4f *f, R yx, R yy, R yz, R fx, R fy,
-                                        R fz, R cs, R &tp, R &tx, R &ty, R &tz)
-{
-    if constexpr (sizeof(R) == 4)
-        K::template add_close<NEWTON>(s, *f, yx, yy, yz, fx, fy, fz, cs, tp, tx, ty, tz);
-    else
-        K::template add<NEWTON>(s, yx, yy, yz, tp, tx, ty, tz);
-}
-
+ * offsets (2^-53 of the frame apart at least) stays finite; its sums run in fp32 over a staged
+ * tile of BLOCK sources and in fp64 across tiles. */
 template <typename K, typename R, int NEWTON>
 __global__ void __launch_bounds__(BLOCK)
     k_p2p(int nt, int atomic, int skip_self, p2p_scale sc, const int32_t *__restrict__ leaves,
@@ -45,7 +30,6 @@ __global__ void __launch_bounds__(BLOCK)
 {
     typedef typename vec4<R>::type V;
     __shared__ V tile[BLOCK];
-    __shared__ real4f ftile[sizeof(R) == 4 ? BLOCK : 1];
     const int b = leaves[blockIdx.x];
     const int i0 = tbeg[b], i1 = i0 + tn[b];
     const bool f32 = sizeof(R) == 4;
@@ -64,7 +48,6 @@ __global__ void __launch_bounds__(BLOCK)
         const real4d yd = i < i1 ? trg[i] : c;
         const R yx = (R)((yd.x - c.x) * cs), yy = (R)((yd.y - c.y) * cs),
                 yz = (R)((yd.z - c.z) * cs);
-        const R fx = (R)(float)yd.x, fy = (R)(float)yd.y, fz = (R)(float)yd.z; /* fp32 only */
         double p = 0, gx = 0, gy = 0, gz = 0;
         for (int e = u_begin[b]; e < u_begin[b + 1]; e++) {
             const int a = u[e];
@@ -77,8 +60,6 @@ __global__ void __launch_bounds__(BLOCK)
                     const real4d s = src[jb + threadIdx.x];
                     tile[threadIdx.x] = V{(R)((s.x - c.x) * cs), (R)((s.y - c.y) * cs),
                                           (R)((s.z - c.z) * cs), (R)(s.w * sc.q)};
-                    if constexpr (sizeof(R) == 4)
-                        ftile[threadIdx.x] = real4f{(float)s.x, (float)s.y, (float)s.z, 0.0f};
                 }
                 __syncthreads();
                 const int cnt = j1 - jb < BLOCK ? j1 - jb : BLOCK;
@@ -86,12 +67,10 @@ __global__ void __launch_bounds__(BLOCK)
                 if (T == 1) {
 #pragma unroll 4
                     for (int j = 0; j < cnt; j++)
-                        add_one<K, NEWTON>(tile[j], ftile + (f32 ? j : 0), yx, yy, yz, fx, fy, fz,
-                                           (R)cs, tp, tx, ty, tz);
+                        K::template add<NEWTON>(tile[j], yx, yy, yz, tp, tx, ty, tz);
                 } else {
                     for (int j = sub; j < cnt; j += T)
-                        add_one<K, NEWTON>(tile[j], ftile + (f32 ? j : 0), yx, yy, yz, fx, fy, fz,
-                                           (R)cs, tp, tx, ty, tz);
+                        K::template add<NEWTON>(tile[j], yx, yy, yz, tp, tx, ty, tz);
                 }
                 p += tp, gx += tx, gy += ty, gz += tz;
             }

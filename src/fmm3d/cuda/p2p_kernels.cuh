@@ -7,7 +7,6 @@
 #define FMMKIT_CUDA_FMM3D_P2P_KERNELS_CUH
 
 #include "cuda/device.h"
-#include "kernels/close32.h"
 #include "kernels/rsqrt.cuh"
 
 /* kernels/pair.h in both precisions under one overloaded name (fpair_<kernel>); this file forms
@@ -80,24 +79,6 @@ struct fmk_p2p_laplace {
                                                R &tz)
     {
         const R dx = yx - s.x, dy = yy - s.y, dz = yz - s.z;
-        const auto w = fpair_laplace_r(pair_inv<NEWTON>(dx * dx + dy * dy + dz * dz), (R)s.w);
-        tp += w.pot;
-        tx -= dx * w.g, ty -= dy * w.g, tz -= dz * w.g;
-    }
-
-    /* The same in fp32 with the close pairs' rule (kernels/close32.h): f the source's fp32 frame
-     * coordinates and (fx, fy, fz) the target's; where they are at most a unit or two apart, the
-     * pair takes their offset (exact, times cs = 2^23 as the offsets from the leaf's centre), as
-     * the fp32 direct sum does: 0 for coincident points, which then add nothing. */
-    template <int NEWTON, typename V, typename R>
-    static __device__ __forceinline__ void add_close(const V s, const real4f f, R yx, R yy, R yz,
-                                                     R fx, R fy, R fz, R cs, R &tp, R &tx, R &ty,
-                                                     R &tz)
-    {
-        R dx = yx - s.x, dy = yy - s.y, dz = yz - s.z;
-        const R ex = (fx - (R)f.x) * cs, ey = (fy - (R)f.y) * cs, ez = (fz - (R)f.z) * cs;
-        if (fmk_close32((float)ex, (float)ey, (float)ez, (float)(FMK_CLOSE32 * cs)))
-            dx = ex, dy = ey, dz = ez;
         const auto w = fpair_laplace_r(pair_inv<NEWTON>(dx * dx + dy * dy + dz * dz), (R)s.w);
         tp += w.pot;
         tx -= dx * w.g, ty -= dy * w.g, tz -= dz * w.g;

@@ -184,13 +184,10 @@ template <typename R, int ORDER, bool SELF, int T, int LOC, bool SUPER> struct b
             const int at = (h_p2p + lane) & 63;
             V v = src_list[at];
             if (sizeof(R) == 4) {
-                /* the rest's slot then holds x - o, the fp32 coordinate less o (exact), for
-                 * the close pairs' rule (bfs_p2p, CLOSE) */
                 const real4f r = lo_list[sizeof(R) == 4 ? at : 0];
-                const real4f hi = {(float)(v.x - o.x), (float)(v.y - o.y), (float)(v.z - o.z), 0};
-                v.x = (R)hi.x + (R)r.x, v.y = (R)hi.y + (R)r.y, v.z = (R)hi.z + (R)r.z;
+                v.x = (v.x - o.x) + (R)r.x, v.y = (v.y - o.y) + (R)r.y;
+                v.z = (v.z - o.z) + (R)r.z;
                 src_list[at] = v;
-                lo_list[sizeof(R) == 4 ? at : 0] = hi;
             }
             in = in_box(v);
         }
@@ -199,18 +196,11 @@ template <typename R, int ORDER, bool SELF, int T, int LOC, bool SUPER> struct b
         return any_in;
     }
 
-    /* Evaluates count entries of the P2P list at h_p2p (made ready by p2p_ready). */
-    __device__ __forceinline__ void p2p_list(bool any_in, int count)
-    {
-        bfs_p2p_any<R, SELF, T>(src_list + h_p2p, lo_list + (sizeof(R) == 4 ? h_p2p : 0),
-                                idx_list + (SELF ? h_p2p : 0), any_in, count, t, y, a.trg, grp, o,
-                                a.eps2, phi, g);
-    }
-
     __device__ __forceinline__ void p2p_chunk()
     {
         const bool any_in = p2p_ready(32);
-        BH_CLOCK(k_p2p, p2p_list(any_in, 32));
+        BH_CLOCK(k_p2p, (bfs_p2p_any<R, SELF, T>(src_list + h_p2p, idx_list + (SELF ? h_p2p : 0),
+                                                 any_in, 32, t, y, a.eps2, phi, g)));
         h_p2p ^= 32, n_p2p -= 32;
         __syncwarp();
     }
@@ -481,7 +471,9 @@ template <typename R, int ORDER, bool SELF, int T, int LOC, bool SUPER> struct b
         BH_CLOCK(k_m2p, (bfs_m2p<R, ORDER, T>(node_list + h_m2p, n_m2p, y, a.eps2, phi, g)));
         {
             const bool any_in = p2p_ready(n_p2p);
-            BH_CLOCK(k_p2p, p2p_list(any_in, n_p2p));
+            BH_CLOCK(k_p2p,
+                     (bfs_p2p_any<R, SELF, T>(src_list + h_p2p, idx_list + (SELF ? h_p2p : 0),
+                                              any_in, n_p2p, t, y, a.eps2, phi, g)));
         }
         if (LOCAL && any_loc) {
             if (n_loc > 0)

@@ -7,7 +7,6 @@
 #ifndef FMMKIT_TREECODE_WALK_LISTS_CUH
 #define FMMKIT_TREECODE_WALK_LISTS_CUH
 
-#include "kernels/close32.h"
 #include "treecode/cuda/bh_local.cuh"
 
 /* The next walk of the warp's (walk_args.ticket): one atomic by lane 0, all lanes calling. */
@@ -182,16 +181,11 @@ __device__ __forceinline__ void bfs_m2p(const typename vec4<R>::type (*list)[4],
 /* P2P over a list of sources. SOFT (eps2 > 0): t > 0 always, and the self term is left out
  * by index. Laplace (eps2 = 0): a coincident pair (the self term among them) adds nothing
  * (bh_terms.h's rule), so no index is needed, and GUARD = false skips that test for a list in
- * which no source lies in the group's box (no source there can coincide with a target).
- * CLOSE (fp32, a list with a source in the group's box: only there can a pair be close): a pair
- * whose fp32 frame coordinates are at most a unit or two apart takes their offset, as the fp32
- * direct sum does (kernels/close32.h; coordinates here are 2^12 times the frame's): hi holds
- * the sources' fp32 coordinates less the walk's origin o, yh the targets' (both exact). */
-template <typename R, bool SELF, bool SOFT, bool GUARD, bool CLOSE, int T>
-__device__ __forceinline__ void bfs_p2p(const typename vec4<R>::type *src, const real4f *hi,
-                                        const int32_t *idx, int count, const int32_t (&t)[T],
-                                        const R (&y)[T][3], const R (&yh)[T][3], R eps2,
-                                        R (&phi)[T], R (&g)[T][3])
+ * which no source lies in the group's box (no source there can coincide with a target). */
+template <typename R, bool SELF, bool SOFT, bool GUARD, int T>
+__device__ __forceinline__ void bfs_p2p(const typename vec4<R>::type *src, const int32_t *idx,
+                                        int count, const int32_t (&t)[T], const R (&y)[T][3],
+                                        R eps2, R (&phi)[T], R (&g)[T][3])
 {
     typedef typename vec4<R>::type V;
     constexpr int U = FMK_P2P_UNROLL;
@@ -199,18 +193,10 @@ __device__ __forceinline__ void bfs_p2p(const typename vec4<R>::type *src, const
     for (int e = 0; e < count; e++) {
         const V s = src[e];
         const int32_t j = SELF && SOFT ? idx[e] : 0;
-        real4f h = {0, 0, 0, 0};
-        if (CLOSE)
-            h = hi[e];
 #pragma unroll
         for (int k = 0; k < T; k++) {
             const R q = SELF && SOFT && j == t[k] ? (R)0 : s.w; /* the self term, by index */
-            R dx = s.x - y[k][0], dy = s.y - y[k][1], dz = s.z - y[k][2];
-            if (CLOSE) {
-                const R ex = (R)h.x - yh[k][0], ey = (R)h.y - yh[k][1], ez = (R)h.z - yh[k][2];
-                if (fmk_close32((float)ex, (float)ey, (float)ez, FMK_CLOSE32 * 4096.0f))
-                    dx = ex, dy = ey, dz = ez;
-            }
+            const R dx = s.x - y[k][0], dy = s.y - y[k][1], dz = s.z - y[k][2];
             const R r2 = SOFT ? fma(dx, dx, fma(dy, dy, fma(dz, dz, eps2)))
                               : fma(dx, dx, fma(dy, dy, dz * dz));
             R u = rsqrt_(r2);
@@ -225,32 +211,18 @@ __device__ __forceinline__ void bfs_p2p(const typename vec4<R>::type *src, const
     }
 }
 
-/* count <= 32 entries; any_in: some source lies in the group's box. fp32 with any_in: the
- * close pairs' rule (CLOSE), with the targets' fp32 coordinates less o from trg (the group's
- * targets grp.x .. grp.y - 1; a lane past them takes the first, as the walk's begin does). */
+/* count <= 32 entries; any_in: some source lies in the group's box. */
 template <typename R, bool SELF, int T>
-__device__ __forceinline__ void
-bfs_p2p_any(const typename vec4<R>::type *src, const real4f *hi, const int32_t *idx, bool any_in,
-            int count, const int32_t (&t)[T], const R (&y)[T][3], const typename vec4<R>::type *trg,
-            int2 grp, const typename vec4<R>::type &o, R eps2, R (&phi)[T], R (&g)[T][3])
+__device__ __forceinline__ void bfs_p2p_any(const typename vec4<R>::type *src, const int32_t *idx,
+                                            bool any_in, int count, const int32_t (&t)[T],
+                                            const R (&y)[T][3], R eps2, R (&phi)[T], R (&g)[T][3])
 {
-    if (sizeof(R) == 4 && any_in) {
-        R yh[T][3];
-#pragma unroll
-        for (int k = 0; k < T; k++) {
-            const typename vec4<R>::type p = trg[t[k] < grp.y ? t[k] : grp.x];
-            yh[k][0] = p.x - o.x, yh[k][1] = p.y - o.y, yh[k][2] = p.z - o.z;
-        }
-        if (eps2 > 0)
-            bfs_p2p<R, SELF, true, true, true, T>(src, hi, idx, count, t, y, yh, eps2, phi, g);
-        else
-            bfs_p2p<R, SELF, false, true, true, T>(src, hi, idx, count, t, y, yh, eps2, phi, g);
-    } else if (eps2 > 0)
-        bfs_p2p<R, SELF, true, true, false, T>(src, hi, idx, count, t, y, y, eps2, phi, g);
+    if (eps2 > 0)
+        bfs_p2p<R, SELF, true, true, T>(src, idx, count, t, y, eps2, phi, g);
     else if (any_in)
-        bfs_p2p<R, SELF, false, true, false, T>(src, hi, idx, count, t, y, y, eps2, phi, g);
+        bfs_p2p<R, SELF, false, true, T>(src, idx, count, t, y, eps2, phi, g);
     else
-        bfs_p2p<R, SELF, false, false, false, T>(src, hi, idx, count, t, y, y, eps2, phi, g);
+        bfs_p2p<R, SELF, false, false, T>(src, idx, count, t, y, eps2, phi, g);
 }
 
 /* The start of group walk wp with super-groups (k_walk_bfs, walk_args): its group (*w), its

@@ -3,7 +3,6 @@
  * sorted target, accept -> next, open -> more, no stack; the opening test against the target
  * itself (fewer interactions than the group walk's, divergent warps).
  */
-#include "kernels/close32.h"
 #include "treecode/cuda/bh_device.cuh"
 
 namespace {
@@ -52,15 +51,9 @@ __global__ void __launch_bounds__(WALK_BLOCK) k_walk_stackless(fmk_bh_walk_args<
                 const V s = a.src[j];
                 const R q = SELF && j == t ? (R)0 : s.w;
                 if (sizeof(R) == 4) {
-                    /* p - s: the fp32 coordinates' offset (exact), which a close pair takes as
-                     * it is (kernels/close32.h; coordinates 2^12 times the frame's) */
                     const real4f sr = a.src_lo[j];
-                    const R ex = p.x - s.x, ey = p.y - s.y, ez = p.z - s.z;
-                    if (fmk_close32((float)ex, (float)ey, (float)ez, FMK_CLOSE32 * 4096.0f))
-                        p2p(ex, ey, ez, q, a.eps2, &phi, g);
-                    else
-                        p2p(ex + ((R)pr.x - (R)sr.x), ey + ((R)pr.y - (R)sr.y),
-                            ez + ((R)pr.z - (R)sr.z), q, a.eps2, &phi, g);
+                    p2p((p.x - s.x) + ((R)pr.x - (R)sr.x), (p.y - s.y) + ((R)pr.y - (R)sr.y),
+                        (p.z - s.z) + ((R)pr.z - (R)sr.z), q, a.eps2, &phi, g);
                 } else {
                     p2p(p.x - s.x, p.y - s.y, p.z - s.z, q, a.eps2, &phi, g);
                 }
