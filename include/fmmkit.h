@@ -276,7 +276,7 @@ FMK_API fmk_status fmk_plan_create(fmk_plan **plan, int dim, fmk_kernel kernel, 
  * the sources (then the self term j = i is left out). n_sources = 0 or n_targets = 0 is valid
  * (results are then zero or empty). Points must be finite. This is where trees, lists and GPU
  * uploads happen, so repeated evaluations with new charges cost only the numerical passes.
- * Methods tree and fmm (on the CPU) refuse points that their arithmetic cannot resolve to eps
+ * Methods tree and fmm refuse points that their arithmetic cannot resolve to eps
  * (a far outlier, clusters nested many octaves deep, close pairs in fp32) with
  * FMK_ERR_ACCURACY and a message that says what to do (docs/reliability.md, "Resolution");
  * the plan then has no points. */

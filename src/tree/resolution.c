@@ -304,15 +304,11 @@ fmk_status fmk_resolution_estimate_tree(fmk_plan *plan, const fmk_resolution_opt
     return FMK_OK;
 }
 
-/* The guard's refusal, or FMK_OK. */
-static fmk_status verdict(fmk_plan *plan, const char *method, const fmk_resolution_opts *o,
-                          const fmk_resolution_est *e);
-
 fmk_status fmk_resolution_check(fmk_plan *plan, const char *method, const fmk_resolution_opts *o)
 {
     fmk_resolution_est e;
     fmk_status st = fmk_resolution_estimate(plan, o, &e);
-    return st != FMK_OK ? st : verdict(plan, method, o, &e);
+    return st != FMK_OK ? st : fmk_resolution_verdict(plan, method, o, &e);
 }
 
 fmk_status fmk_resolution_check_tree(fmk_plan *plan, const char *method,
@@ -320,11 +316,11 @@ fmk_status fmk_resolution_check_tree(fmk_plan *plan, const char *method,
 {
     fmk_resolution_est e;
     fmk_status st = fmk_resolution_estimate_tree(plan, o, tree, &e);
-    return st != FMK_OK ? st : verdict(plan, method, o, &e);
+    return st != FMK_OK ? st : fmk_resolution_verdict(plan, method, o, &e);
 }
 
-static fmk_status verdict(fmk_plan *plan, const char *method, const fmk_resolution_opts *o,
-                          const fmk_resolution_est *ep)
+fmk_status fmk_resolution_verdict(fmk_plan *plan, const char *method, const fmk_resolution_opts *o,
+                                  const fmk_resolution_est *ep)
 {
     const fmk_resolution_est e = *ep;
     if (fmk_resolution_meets(plan->kernel, e.pot, e.grad, o->tol))

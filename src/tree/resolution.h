@@ -144,6 +144,21 @@ fmk_status fmk_resolution_check(fmk_plan *plan, const char *method, const fmk_re
 fmk_status fmk_resolution_check_tree(fmk_plan *plan, const char *method,
                                      const fmk_resolution_opts *o, const struct fmk_tree3d *tree);
 
+/* FMK_OK when an estimate meets o->tol, else FMK_ERR_ACCURACY with the guard's message. */
+fmk_status fmk_resolution_verdict(fmk_plan *plan, const char *method, const fmk_resolution_opts *o,
+                                  const fmk_resolution_est *e);
+
+/* The guard on the GPU (tree/cuda/resolution.cu; CUDA builds only), from a device octree of
+ * n 3D points: d_order (sorted position -> point) and the mapped points d_x (n * 3 doubles,
+ * the tree's input) whose distances are scale times the frame's (the 3D FMM's shrunk root).
+ * The same estimate as fmk_resolution_estimate_tree, except that points sharing a key stay in
+ * the tree's order (by index) and each point takes its nearest distinct neighbour among two on
+ * each side on its own (inside a run of coincident points there is none). One launch and one
+ * wait on the default stream. Returns as fmk_resolution_check, or a CUDA failure. */
+fmk_status fmk_cuda_resolution_check(fmk_plan *plan, const char *method,
+                                     const fmk_resolution_opts *o, int64_t n,
+                                     const int32_t *d_order, const double *d_x, double scale);
+
 #ifdef __cplusplus
 }
 #endif

@@ -5,6 +5,7 @@
  * (tree/cuda/tree3d_cuda.h's builds without a wait for small trees).
  */
 #include "treecode/cuda/bh_cuda.h"
+#include "tree/resolution.h"
 
 namespace {
 
@@ -357,5 +358,15 @@ fmk_status fmk_bh_build(fmk_plan *plan, fmk_bh_state *s, int64_t ns, const doubl
         st = build_wait(plan, s, m, &redo);
     if (st == FMK_OK) /* the build waited for: an interrupt check */
         st = fmk_cuda_checkpoint(plan, NULL, NULL);
+    /* the resolution guard (tree/resolution.h), as the CPU engine's, on the finished trees:
+     * the sources' tree, and with separate targets the targets' own (each set on its own: the
+     * CPU engine sorts them together) */
+    fmk_resolution_opts guard = {fmk_treecode_accuracy(plan), FMK_RESOLUTION_FP64, 0, 0};
+    if (plan->opts.precision == FMK_PRECISION_FP32)
+        guard.local_unit = FMK_RESOLUTION_FP32_LOCAL, guard.local_points = FMK_BH_GROUP;
+    if (st == FMK_OK)
+        st = fmk_cuda_resolution_check(plan, "tree", &guard, ns, s->tree.d_order, d_xs, 1.0);
+    if (st == FMK_OK && !plan->self && m > 0)
+        st = fmk_cuda_resolution_check(plan, "tree", &guard, m, s->ttree.d_order, d_xt, 1.0);
     return st;
 }
