@@ -3,8 +3,8 @@
  *
  * Every point is mapped to x' = 1.5 + (x - c) / w (core/internal.h), so each coordinate is
  * known to about u w (u = 2^-53 in fp64); an engine that also rounds positions to fp32
- * relative to a local centre (the CPU treecode's groups, the CPU 3D FMM's leaves) adds 2^-24
- * of that box. A pair term q / r then moves by about q dr / r^2, where dr, the error of r, is
+ * relative to a local centre (the treecode's groups, the 3D FMM's leaves) adds about 2^-25 of
+ * that box. A pair term q / r then moves by about q dr / r^2, where dr, the error of r, is
  * a few of those units: the relative error grows as r shrinks. This guard estimates the
  * relative l2 error that rounding alone gives a method on the plan's points, and refuses the
  * points (FMK_ERR_ACCURACY) when it exceeds the accuracy asked for.
@@ -23,14 +23,17 @@
  * d h_k^2 / (d h_k^2 + s^2)^3) (each term's d(1/rho)/dr = r / rho^3 times dr), and the
  * gradient's likewise one power of the distance higher and twice the error. The estimate is
  *     e_pot = C sqrt(sum_i E_i / sum_i P_i),  e_grad = C sqrt(sum_i G_i / sum_i Q_i),
- * where delta_i is the frame's unit plus the local unit times the side of the box of the
- * engine's local group around i, and C = FMK_RESOLUTION_C: the RMS of the radial error of a
- * difference of two rounded points, sqrt(2/3) delta, times a margin of 2.
- * The points are refused when e_pot > tol or e_grad > 10 tol (log2d: its potential log r is
- * insensitive; only its gradient, 1/r, counts).
+ * where delta_i is the frame's unit (0 when every point mapped exactly: fmk_frame.exact) plus,
+ * for pairs within twice the engine's local box (its near field), the local unit times that
+ * box's side, and C = FMK_RESOLUTION_C: the RMS of the radial error of a difference of two
+ * rounded points, sqrt(2/3) delta, times a margin of 2. The points are refused when
+ * e_pot > tol or e_grad > 10 tol (log2d: its potential log r is insensitive; only its
+ * gradient, 1/r, counts). Sets of more than 2^14 points sum the windows at every
+ * (n / 2^14)-th point, weighted; the neighbours, which carry the closest pairs, at every point.
  *
- * Cost: a sort of the keys (the same radix sort as the octree) and O(n log n / d) work; no
- * allocation stays behind.
+ * Cost: a sort of the keys (the radix sort of the octree; an engine's octree is reused where
+ * it holds all the points) and O(n) work after it; no allocation stays behind. The calibration
+ * against measured errors is in docs/reliability.md.
  */
 #ifndef FMMKIT_RESOLUTION_H
 #define FMMKIT_RESOLUTION_H
