@@ -48,7 +48,8 @@ int cli_exit_status(fmk_status status)
     case FMK_ERR_ARG:
     case FMK_ERR_STATE:
     case FMK_ERR_NONFINITE:
-    case FMK_ERR_UNAVAILABLE: return CLI_USAGE;
+    case FMK_ERR_UNAVAILABLE:
+    case FMK_ERR_ACCURACY: return CLI_USAGE;
     case FMK_ERR_NOMEM:
     case FMK_ERR_DEVICE_NOMEM:
     case FMK_ERR_DEVICE:

@@ -47,7 +47,8 @@
  * wrong is in fmk_plan_last_error(plan), or fmk_plan_last_error(NULL) for calls that had no
  * plan to hold it (create, the one-shot call, NULL plans). The library never prints, exits or
  * aborts. A failed call leaves its outputs untouched. A set_points call that fails validation
- * leaves the plan as it was; one that fails later (out of memory) leaves it without points.
+ * leaves the plan as it was; one that fails later (out of memory, FMK_ERR_ACCURACY) leaves it
+ * without points.
  *
  * Threads: a plan may be used by one thread at a time; different plans are independent.
  *
@@ -95,7 +96,11 @@ typedef enum fmk_status {
     FMK_ERR_DEVICE = 7,       /* a CUDA call failed (message names it) */
     FMK_ERR_UNAVAILABLE = 8,  /* method or backend not in this build, or no GPU present */
     FMK_ERR_INTERNAL = 9,     /* a bug in fmmkit: please report it with the message */
-    FMK_ERR_INTERRUPTED = 10  /* stopped on the caller's request (fmk_plan_set_interrupt) */
+    FMK_ERR_INTERRUPTED = 10, /* stopped on the caller's request (fmk_plan_set_interrupt) */
+    FMK_ERR_ACCURACY = 11     /* the method cannot meet eps on these points in this precision
+                                 * (they are closer than its coordinates resolve; the message
+                                 * says why and what to do: fp64, method direct, or removing a
+                                 * far outlier) */
 } fmk_status;
 
 /* Kernels; docs/kernels.md defines each one exactly. */
@@ -271,7 +276,11 @@ FMK_API fmk_status fmk_plan_create(fmk_plan **plan, int dim, fmk_kernel kernel, 
  * earlier points; both arrays are copied. Pass targets = NULL and n_targets = 0 to evaluate at
  * the sources (then the self term j = i is left out). n_sources = 0 or n_targets = 0 is valid
  * (results are then zero or empty). Points must be finite. This is where trees, lists and GPU
- * uploads happen, so repeated evaluations with new charges cost only the numerical passes. */
+ * uploads happen, so repeated evaluations with new charges cost only the numerical passes.
+ * Methods tree and fmm refuse points that their arithmetic cannot resolve to eps
+ * (a far outlier, clusters nested many octaves deep, close pairs in fp32) with
+ * FMK_ERR_ACCURACY and a message that says what to do (docs/reliability.md, "Resolution");
+ * the plan then has no points. */
 FMK_API fmk_status fmk_plan_set_points(fmk_plan *plan, int64_t n_sources, const double *sources,
                                        int64_t n_targets, const double *targets);
 

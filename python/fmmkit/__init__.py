@@ -18,8 +18,9 @@ GPU arrays: with the CUDA backend, CuPy, PyTorch and JAX arrays (anything exposi
 __cuda_array_interface__) are read in place on the GPU and results come back as arrays of the
 same library, with no trip through host memory.
 """
-from ._errors import (FmkDeviceError, FmkError, FmkInternalError, FmkMemoryError, FmkStateError,
-                      FmkTypeError, FmkUnavailableError, FmkValueError, Status)
+from ._errors import (FmkAccuracyError, FmkDeviceError, FmkError, FmkInternalError,
+                      FmkMemoryError, FmkStateError, FmkTypeError, FmkUnavailableError,
+                      FmkValueError, Status)
 from ._lib import library_path, lib as _load
 from ._oneshot import cauchy2d, laplace3d, log2d, plummer3d, regularized3d
 from ._plan import Info, Memory, Plan, Result
@@ -30,7 +31,7 @@ __all__ = [
     "laplace3d", "plummer3d", "regularized3d", "log2d", "cauchy2d",
     "Plan", "Result", "Info", "Memory",
     "FmkError", "FmkValueError", "FmkTypeError", "FmkStateError", "FmkMemoryError",
-    "FmkDeviceError", "FmkUnavailableError", "FmkInternalError", "Status",
+    "FmkDeviceError", "FmkUnavailableError", "FmkInternalError", "FmkAccuracyError", "Status",
     "library_version", "library_path", "cuda_device_count", "method_available",
 ]
 

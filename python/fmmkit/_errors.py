@@ -13,6 +13,7 @@ the matching built-in exception so ordinary except clauses work:
     ERR_DEVICE                     FmkDeviceError         RuntimeError
     ERR_UNAVAILABLE                FmkUnavailableError    RuntimeError
     ERR_INTERNAL                   FmkInternalError       RuntimeError
+    ERR_ACCURACY                   FmkAccuracyError       ValueError
     ERR_INTERRUPTED                (none: a call stopped by Ctrl-C raises KeyboardInterrupt,
                                     or whatever the signal's Python handler raised)
 
@@ -34,6 +35,7 @@ class Status(enum.IntEnum):
     ERR_UNAVAILABLE = 8
     ERR_INTERNAL = 9
     ERR_INTERRUPTED = 10
+    ERR_ACCURACY = 11
 
 
 class FmkError(Exception):
@@ -89,6 +91,12 @@ class FmkInternalError(FmkError, RuntimeError):
     """A bug in fmmkit; please report it with the message."""
 
 
+class FmkAccuracyError(FmkError, ValueError):
+    """The method cannot meet eps on these points in this precision: they lie closer together
+    than its coordinates resolve (a far outlier, clusters nested deep, fp32). The message says
+    what to do: precision fp64, method direct, or removing the outlier."""
+
+
 _CLASS = {
     Status.ERR_NULL: FmkValueError,
     Status.ERR_ARG: FmkValueError,
@@ -99,6 +107,7 @@ _CLASS = {
     Status.ERR_DEVICE: FmkDeviceError,
     Status.ERR_UNAVAILABLE: FmkUnavailableError,
     Status.ERR_INTERNAL: FmkInternalError,
+    Status.ERR_ACCURACY: FmkAccuracyError,
 }
 
 

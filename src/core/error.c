@@ -42,6 +42,7 @@ const char *fmk_status_string(fmk_status status)
     case FMK_ERR_UNAVAILABLE: return "not available";
     case FMK_ERR_INTERNAL: return "internal error";
     case FMK_ERR_INTERRUPTED: return "interrupted";
+    case FMK_ERR_ACCURACY: return "accuracy not reachable";
     }
     return "unknown status";
 }

@@ -96,6 +96,9 @@ typedef struct fmk_frame {
     double pot_scale;  /* 1 / width */
     double grad_scale; /* 1 / width^2 */
     double log_width;  /* log(width), log2d only */
+    int exact;         /* 1: every point was mapped without rounding (points on a grid the
+                        * frame holds: x - center and the sum are exact), so that rounding the
+                        * coordinates cost nothing (set_points on the host; 0 otherwise) */
 } fmk_frame;
 
 /* Coordinate x of axis k mapped into frame f. No fused multiply-add may change this expression

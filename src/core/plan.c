@@ -333,13 +333,22 @@ fmk_status fmk_plan_frame_from_box(fmk_plan *plan, const double lo_in[3], const 
     return FMK_OK;
 }
 
-static void map_points(const fmk_frame *f, int dim, int64_t n, const double *x, double *out,
-                       int threads)
+/* Maps n points into the frame; returns 1 when every coordinate was mapped exactly: x - c
+ * without rounding (its Knuth two-sum error is 0), the scaling without underflow, and the sum
+ * with 1.5 without rounding (y - 1.5 is exact in [1, 2], Sterbenz). */
+static int map_points(const fmk_frame *f, int dim, int64_t n, const double *x, double *out,
+                      int threads)
 {
-#pragma omp parallel for num_threads(threads) if (n * dim >= PAR_MIN)
+    int exact = 1;
+#pragma omp parallel for num_threads(threads) if (n * dim >= PAR_MIN) reduction(&& : exact)
     for (int64_t i = 0; i < n; i++)
-        for (int k = 0; k < dim; k++)
-            out[dim * i + k] = fmk_frame_map(f, k, x[dim * i + k]);
+        for (int k = 0; k < dim; k++) { /* fmk_frame_map, with its rounding checked */
+            const double a = x[dim * i + k], b = -f->center[k], t = a + b;
+            const double bt = t - a, at = t - bt, u = t * f->pot_scale, y = f->offset + u;
+            out[dim * i + k] = y;
+            exact = exact && (a - at) + (b - bt) == 0 && u * f->width == t && y - f->offset == u;
+        }
+    return exact;
 }
 
 /* Values per target of both outputs (plan.c stages host results: plan->staged). */
@@ -435,9 +444,10 @@ fmk_status fmk_plan_set_points(fmk_plan *plan, int64_t n_sources, const double *
     plan->self = self;
     plan->n_sources = n_sources;
     plan->n_targets = n_targets;
-    map_points(&frame, dim, n_sources, sources, plan->sources, plan->threads);
+    plan->frame.exact = map_points(&frame, dim, n_sources, sources, plan->sources, plan->threads);
     if (!self)
-        map_points(&frame, dim, n_targets, targets, plan->targets, plan->threads);
+        plan->frame.exact &=
+            map_points(&frame, dim, n_targets, targets, plan->targets, plan->threads);
 
     st = fmk_interrupt_poll(plan) ? fmk_interrupt_status(plan) : plan->engine->setup(plan);
     if (st != FMK_OK) {

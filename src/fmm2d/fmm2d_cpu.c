@@ -17,6 +17,7 @@
 
 #include "fmm2d/fmm2d.h"
 #include "fmm2d/fmm2d_ops.h"
+#include "tree/resolution.h"
 #include "tree/unique.h"
 
 typedef struct fmm2d_cpu {
@@ -167,13 +168,18 @@ static fmk_status fmm2d_setup(fmk_plan *plan)
     const double t0 = fmk_time_now();
     const int p = order_of(plan);
     const int64_t ns = plan->n_sources, nt = plan->n_targets;
+    /* the resolution guard (tree/resolution.h): the frame's fp64 coordinates */
+    const fmk_resolution_opts guard = {plan->eps, FMK_RESOLUTION_FP64, 0, 0};
+    fmk_status st = fmk_resolution_check(plan, "fmm", &guard);
+    if (st != FMK_OK)
+        return st;
     fmm2d_cpu *s = calloc(1, sizeof *s);
     if (!s)
         return fmk_error_set(plan, FMK_ERR_NOMEM, "out of host memory");
     plan->state = s;
     s->order = p;
     s->leaf_size = leaf_size_of(plan);
-    fmk_status st = build_tree(plan, s);
+    st = build_tree(plan, s);
     const double t1 = fmk_time_now();
     const int64_t nus = s->tree.n_sources, nut = s->tree.n_targets; /* distinct points */
     if (st == FMK_OK) {

@@ -19,6 +19,7 @@
 
 #include "core/tune.h"
 #include "fmm3d/fmm3d_cpu.h"
+#include "tree/resolution.h"
 
 static int order_of(const fmk_plan *plan)
 {
@@ -275,6 +276,15 @@ static fmk_status fmm_setup(fmk_plan *plan)
         memcpy(all + 3 * ns, plan->targets, sizeof(double) * 3 * (size_t)nt);
         st = fmk_tree3d_build(plan, &s->tree, np, all, ls, plan->threads);
         free(all);
+    }
+    if (st == FMK_OK) {
+        /* the resolution guard (tree/resolution.h), on the tree of all points: the frame's
+         * fp64 coordinates; in fp32, P2P also rounds positions relative to the source leaf's
+         * centre */
+        fmk_resolution_opts guard = {plan->eps, FMK_RESOLUTION_FP64, 0, 0};
+        if (plan->opts.precision == FMK_PRECISION_FP32)
+            guard.local_unit = FMK_RESOLUTION_FP32_LOCAL, guard.local_points = ls;
+        st = fmk_resolution_check_tree(plan, "fmm", &guard, &s->tree);
     }
     if (st != FMK_OK) {
         fmm_release(plan);

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "core/tune.h"
+#include "tree/resolution.h"
 #include "tree/tree3d.h"
 #include "treecode/treecode.h" /* internal.h: FMK_TARGET_CLONES for the walk's inner loops */
 
@@ -271,18 +272,36 @@ static int make_groups(const fmk_plan *plan, tree_cpu *s, const fmk_tree3d *t)
     return 0;
 }
 
+/* The resolution guard (tree/resolution.h): coordinates are the frame's in fp64; in fp32 the
+ * group walk also rounds positions relative to the centre of the target group's box (the
+ * stackless walk: relative to the target, which costs nothing at close range). */
+static fmk_status check_resolution(fmk_plan *plan, int32_t leaf_size, const fmk_tree3d *all)
+{
+    fmk_resolution_opts o = {fmk_treecode_accuracy(plan), FMK_RESOLUTION_FP64, 0, 0};
+    if (plan->opts.precision == FMK_PRECISION_FP32 && walk_of(plan) == FMK_WALK_GROUP)
+        o.local_unit = FMK_RESOLUTION_FP32_LOCAL, o.local_points = group_size_of(plan, leaf_size);
+    return all ? fmk_resolution_check_tree(plan, "tree", &o, all)
+               : fmk_resolution_check(plan, "tree", &o);
+}
+
 static fmk_status tree_setup(fmk_plan *plan)
 {
     const double t0 = fmk_time_now();
     const int32_t ls = leaf_size_of(plan);
     const int64_t ns = plan->n_sources, nt = plan->n_targets;
+    /* separate targets: the guard sorts sources and targets together, before the trees */
+    fmk_status st = plan->self ? FMK_OK : check_resolution(plan, ls, NULL);
+    if (st != FMK_OK)
+        return st;
     tree_cpu *s = calloc(1, sizeof *s);
     if (!s)
         return fmk_error_set(plan, FMK_ERR_NOMEM, "out of host memory");
     plan->state = s;
     s->real = real_size(plan);
     s->walk = walk_of(plan);
-    fmk_status st = fmk_tree3d_build(plan, &s->src, ns, plan->sources, ls, plan->threads);
+    st = fmk_tree3d_build(plan, &s->src, ns, plan->sources, ls, plan->threads);
+    if (st == FMK_OK && plan->self) /* targets = sources: the guard reads the source tree */
+        st = check_resolution(plan, ls, &s->src);
     if (st == FMK_OK && !plan->self)
         st = fmk_interrupt_poll(plan)
                  ? fmk_interrupt_status(plan)

@@ -25,3 +25,9 @@ fmk_status fmk_treecode_check_opts(fmk_opts *o, fmk_kernel kernel, int dim, doub
     info->order = o->order;
     return FMK_OK;
 }
+
+double fmk_treecode_accuracy(const fmk_plan *plan)
+{
+    const double th = plan->opts.theta, own = 1e-3 * th * th * th;
+    return plan->eps > own ? plan->eps : own;
+}

@@ -56,7 +56,8 @@ def test_class_hierarchy():
                Status.ERR_NOMEM: fmmkit.FmkMemoryError,
                Status.ERR_DEVICE_NOMEM: fmmkit.FmkMemoryError,
                Status.ERR_DEVICE: fmmkit.FmkDeviceError, Status.ERR_UNAVAILABLE: FmkUnavailableError,
-               Status.ERR_INTERNAL: fmmkit.FmkInternalError}
+               Status.ERR_INTERNAL: fmmkit.FmkInternalError,
+               Status.ERR_ACCURACY: fmmkit.FmkAccuracyError}
     for status, cls in classes.items():
         e = error_for(int(status), "m")
         assert type(e) is cls and e.status is status and e.status_name == "FMK_" + status.name
@@ -216,6 +217,24 @@ def test_nonfinite_points_and_state_kept(plan):
     with raises(FmkValueError, ARG, "sources must have shape"):
         plan.set_points(np.zeros(3))
     assert np.array_equal(plan.eval(q).pot, before)  # the plan kept its points
+
+
+def test_points_the_method_cannot_resolve():
+    # a far outlier widens the frame until the unit cube's points are resolved to 1e-4 of
+    # their spacing: the fast methods refuse them (the resolution guard), the plan takes other
+    # points afterwards, and the direct method takes these
+    x, q, _ = random_problem("laplace", n=400)
+    far = x.copy()
+    far[7] = (1e12, -5e11, 3e11)
+    with fmmkit.Plan(kernel="laplace", eps=1e-6, method="fmm", backend="cpu") as p:
+        with raises(fmmkit.FmkAccuracyError, Status.ERR_ACCURACY, "cannot reach a relative "
+                    "accuracy of 1e-06", "method direct"):
+            p.set_points(far)
+        p.set_points(x)
+        assert np.all(np.isfinite(p.eval(q).pot))
+    with pytest.raises(ValueError):  # FmkAccuracyError is a ValueError
+        fmmkit.laplace3d(far, q, eps=1e-6, method="tree", backend="cpu")
+    assert np.all(np.isfinite(fmmkit.laplace3d(far, q, method="direct", backend="cpu").pot))
 
 
 # -- evaluation -------------------------------------------------------------------------------

@@ -304,8 +304,8 @@ static void softening_limits(void)
 static void status_strings(void)
 {
     check_context("status strings");
-    const char *seen[10];
-    for (int s = 0; s <= FMK_ERR_INTERNAL; s++) {
+    const char *seen[FMK_ERR_ACCURACY + 1];
+    for (int s = 0; s <= FMK_ERR_ACCURACY; s++) {
         const char *str = fmk_status_string((fmk_status)s);
         CHECK_MSG(str != NULL && str[0] != '\0', "status %d has no string", s);
         seen[s] = str;

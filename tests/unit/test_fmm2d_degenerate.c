@@ -6,7 +6,8 @@
  * uniform points; one far outlier (1e6, 1e12, 1e15 away); clusters nested over 30 octaves;
  * points on a line; separate targets on a coincident group. For log2d and cauchy2d at eps 1e-6
  * and 1e-10: status FMK_OK, every value finite, relative l2 errors of potential and gradient
- * <= eps. (Boxes of coincident points once had radius 0, and a shortcut pair (P2L, M2P) whose
+ * <= eps. The points are first moved onto the grid that the frame maps exactly (snap_to_frame),
+ * so that the resolution guard takes them; off that grid it refuses the far outliers. (Boxes of coincident points once had radius 0, and a shortcut pair (P2L, M2P) whose
  * discs touched expanded about a point that was a source: NaN.) */
 #include <math.h>
 #include <stdlib.h>
@@ -80,17 +81,51 @@ static void compare(const char *what, fmk_kernel k, double eps, double tol, int6
     free(pot), free(grad), free(rp), free(rg);
 }
 
+/* Moves the points (and targets) onto the grid of 2^-51 of the power of two at or above their
+ * box, which the frame maps exactly: the FMM and the direct sum then see the points as given,
+ * and the resolution guard, knowing that rounding cost nothing, takes every eps (the outliers
+ * at 1e12 and 1e15 then leave lattices of coincident groups, as the frame's rounding did). */
+static void snap_to_frame(int64_t ns, double *src, int64_t nt, double *trg)
+{
+    for (int pass = 0; pass < 2; pass++) { /* again, should the box have shrunk past a power */
+        double lo[2] = {INFINITY, INFINITY}, hi[2] = {-INFINITY, -INFINITY}, extent = 0;
+        for (int64_t i = 0; i < ns + nt; i++)
+            for (int k = 0; k < 2; k++) {
+                const double v = i < ns ? src[2 * i + k] : trg[2 * (i - ns) + k];
+                lo[k] = fmin(lo[k], v), hi[k] = fmax(hi[k], v);
+            }
+        for (int k = 0; k < 2; k++)
+            extent = fmax(extent, hi[k] - lo[k]);
+        int e = 0;
+        while (ldexp(1.0, e) < extent)
+            e++;
+        while (e > -60 && ldexp(1.0, e - 1) >= extent)
+            e--;
+        for (int64_t i = 0; i < ns + nt; i++)
+            for (int k = 0; k < 2; k++) {
+                double *v = i < ns ? src + 2 * i + k : trg + 2 * (i - ns) + k;
+                *v = ldexp(nearbyint(ldexp(*v, 51 - e)), e - 51);
+            }
+    }
+}
+
 /* Every case for both kernels and both eps, charges 1 (the repro) or random: with the default
  * N_d, errors <= eps; with N_d = 8 (deeper trees, more boxes of coincident points), finite and
  * errors <= 10 eps: the order from eps keeps a margin of a tenth of the terms measured on random
  * points (fmm2d.h), which sets whose boxes have points on their corners use up at small N_d
  * (a 40 x 40 lattice, N_d 8, cauchy2d, eps 1e-6: gradient error 6.6e-7; the outlier at 1e15
  * leaves a 5 x 5 lattice of coincident groups in the frame: 1.05e-6). */
-static void both(const char *what, int64_t ns, const double *src, int unit_charges, int64_t nt,
-                 const double *trg)
+static void both(const char *what, int64_t ns, const double *src_in, int unit_charges, int64_t nt,
+                 const double *trg_in)
 {
     const double epss[2] = {1e-6, 1e-10};
-    double *q = test_alloc(2 * ns);
+    double *q = test_alloc(2 * ns), *src = test_alloc(2 * ns), *trg = NULL;
+    memcpy(src, src_in, sizeof(double) * 2 * (size_t)ns);
+    if (trg_in) {
+        trg = test_alloc(2 * nt);
+        memcpy(trg, trg_in, sizeof(double) * 2 * (size_t)nt);
+    }
+    snap_to_frame(ns, src, trg ? nt : 0, trg);
     for (int kk = 0; kk < 2; kk++) {
         const fmk_kernel k = kk ? FMK_KERNEL_CAUCHY2D : FMK_KERNEL_LOG2D;
         test_charges(ns, kk, 17, q);
@@ -105,7 +140,7 @@ static void both(const char *what, int64_t ns, const double *src, int unit_charg
             compare(what, k, epss[e % 2], (e < 2 ? 1 : 10) * epss[e % 2], e < 2 ? 0 : 8, ns, src, q,
                     nt, trg);
     }
-    free(q);
+    free(q), free(src), free(trg);
 }
 
 static void uniform(int64_t n, uint64_t seed, double *x)
@@ -146,11 +181,13 @@ static void coincident_group(void)
     free(x), free(y);
 }
 
-/* Uniform points and one outlier at distance 1e6, 1e12, 1e15. */
+/* Uniform points and one outlier at distance 1e6, 1e12, 1e15; and the points as drawn (off
+ * the frame's grid), which the resolution guard refuses at eps 1e-6 when the outlier is 1e12
+ * away (the unit square's points are then kept to 1e-4 of the frame). */
 static void outliers(void)
 {
     const int64_t n = 1200;
-    double *x = test_alloc(2 * n);
+    double *x = test_alloc(2 * n), *q = test_alloc(n), *pot = test_alloc(n);
     const double far[3] = {1e6, 1e12, 1e15};
     for (int c = 0; c < 3; c++) {
         char what[64];
@@ -159,7 +196,21 @@ static void outliers(void)
         snprintf(what, sizeof what, "outlier at %.0e", far[c]);
         both(what, n, x, 0, 0, NULL);
     }
-    free(x);
+    uniform(n, 6, x);
+    x[2 * (n / 2)] = 1e12, x[2 * (n / 2) + 1] = -0.5e12;
+    test_charges(n, 0, 17, q);
+    fmk_opts o;
+    fmk_opts_default(&o);
+    o.method = FMK_METHOD_FMM;
+    o.backend = FMK_BACKEND_CPU;
+    fmk_plan *plan = NULL;
+    check_context("outlier at 1e12 off the grid, eps 1e-6");
+    CHECK_STATUS(fmk_plan_create(&plan, 2, FMK_KERNEL_LOG2D, 1e-6, &o), FMK_OK);
+    CHECK(fmk_plan_set_points(plan, n, x, 0, NULL) == FMK_ERR_ACCURACY);
+    CHECK(strstr(fmk_plan_last_error(plan), "outliers") != NULL);
+    CHECK(fmk_plan_eval(plan, q, pot, NULL) == FMK_ERR_STATE); /* no points */
+    fmk_plan_destroy(plan);
+    free(x), free(q), free(pot);
 }
 
 /* Clusters nested over 30 octaves: 100 points uniform in the square of side 2^-k about

@@ -272,10 +272,9 @@ static void smooth_kernels(void)
                 printf("%-11s softening %.4f eps %.0e: leaves %.2e (d_min %.2e) pot %.2e grad "
                        "%.2e\n",
                        fmk_kernel_name(kernel), softening, epss[e], d, d_min, err[0], err[1]);
-                CHECK_MSG(d >= d_min || info.levels == 1, "leaves of %.3e < d_min %.3e", d,
-                          d_min);
-                CHECK_MSG(err[0] <= epss[e] && err[1] <= 10 * epss[e], "pot %.3e grad %.3e",
-                          err[0], err[1]);
+                CHECK_MSG(d >= d_min || info.levels == 1, "leaves of %.3e < d_min %.3e", d, d_min);
+                CHECK_MSG(err[0] <= epss[e] && err[1] <= 10 * epss[e], "pot %.3e grad %.3e", err[0],
+                          err[1]);
             }
     }
     kernel = FMK_KERNEL_LAPLACE;
@@ -296,11 +295,18 @@ static void single_precision(void)
         test_charges(n, 0, 60 + d, q);
         double err[2];
         check_context("fp32, %s, eps 1e-5", dist_names[d]);
-        CHECK_STATUS(fmm_errors(1e-5, -1, n, x, q, 0, NULL, err, NULL), FMK_OK);
+        const fmk_status st = fmm_errors(1e-5, -1, n, x, q, 0, NULL, err, NULL);
+        if (d == NESTED && st == FMK_ERR_ACCURACY) { /* the resolution guard: see below */
+            printf("fp32 %-16s eps 1e-5: refused\n", dist_names[d]);
+            continue;
+        }
+        CHECK_STATUS(st, FMK_OK);
         printf("fp32 %-16s eps 1e-5: pot %.2e grad %.2e\n", dist_names[d], err[0], err[1]);
         /* fp32 resolves a position to 2^-24 of its leaf's side; the nested clusters put pairs
          * 1e-9 apart into leaves 1e-4 wide (at N = 1500 more than at 4000), where no fp32
-         * arithmetic can meet 1e-5 (docs/fmm3d.md section 8): checked for what fp32 can do */
+         * arithmetic can meet 1e-5 in general (docs/fmm3d.md section 8; these points sit on a
+         * grid that fp32 happens to hold): the resolution guard may refuse them, and otherwise
+         * they are checked for what fp32 can do */
         const double bound = d == NESTED && n < 4000 ? 1e-2 : 1;
         CHECK_MSG(err[0] <= 1e-5 / bound && err[1] <= 1e-4 / bound, "pot %.3e grad %.3e", err[0],
                   err[1]);

@@ -8,6 +8,7 @@
 #include <cub/cub.cuh>
 
 #include "fmm2d/cuda/fmm2d_cuda.h"
+#include "tree/resolution.h"
 
 namespace {
 
@@ -371,8 +372,15 @@ fmk_status gpu_setup(fmk_plan *plan)
     if (plan->n_sources + (plan->self ? 0 : plan->n_targets) > INT32_MAX)
         return fmk_error_set(plan, FMK_ERR_ARG,
                              "the 2D FMM on the GPU takes at most 2^31 - 1 points");
+    /* the resolution guard (tree/resolution.h), as the CPU engine's, on the host's mapped
+     * points (the pyramid has no Morton order to reuse; points given on the device are not
+     * checked) */
+    const fmk_resolution_opts guard = {plan->eps, FMK_RESOLUTION_FP64, 0, 0};
+    fmk_status st = fmk_resolution_check(plan, "fmm", &guard);
+    if (st != FMK_OK)
+        return st;
     int prev;
-    fmk_status st = fmk_cuda_enter(plan, plan->opts.device, &prev);
+    st = fmk_cuda_enter(plan, plan->opts.device, &prev);
     if (st != FMK_OK)
         return st;
     fmk_fmm2d_gpu *s = new_state(plan, plan->n_sources, plan->n_targets, plan->self, NULL);

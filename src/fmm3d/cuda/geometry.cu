@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "fmm3d/cuda/fmm3d_cuda.h"
+#include "tree/resolution.h"
 
 namespace {
 
@@ -219,6 +220,16 @@ fmk_status fmk_fmm3d_cuda_setup(fmk_plan *plan, fmk_fmm3d_cuda *s, double *d_all
     const double t0t = fmk_time_now();
     if (st == FMK_OK)
         st = build_tree(plan, s, np, d_all, total);
+    if (st == FMK_OK) {
+        /* the resolution guard (tree/resolution.h), as the CPU engine's: the frame's fp64
+         * coordinates (here shrunk by the root's side); in fp32, P2P's offsets from the leaf's
+         * centre */
+        fmk_resolution_opts guard = {plan->eps, FMK_RESOLUTION_FP64, 0, 0};
+        if (plan->opts.precision == FMK_PRECISION_FP32)
+            guard.local_unit = FMK_RESOLUTION_FP32_LOCAL, guard.local_points = s->leaf_size;
+        st = fmk_cuda_resolution_check(plan, "fmm", &guard, np, tree.d_order, d_all,
+                                       s->root_side > 1 ? s->root_side : 1.0);
+    }
     s->tree_time = fmk_time_now() - t0t;
     if (st == FMK_OK) {
         /* Near-field substitutes: a W entry with few sources is cheaper as P2P (appended to the

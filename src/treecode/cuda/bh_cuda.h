@@ -347,6 +347,11 @@ fmk_status fmk_bh_points_device(fmk_plan *plan, fmk_bh_state *s, int64_t ns, con
  * such a tree built again with a wait when it did not fit). */
 fmk_status fmk_bh_build(fmk_plan *plan, fmk_bh_state *s, int64_t ns, const double *d_xs, int64_t nt,
                         const double *d_xt, int async);
+/* build.cu: the resolution guard on the built trees of the mapped points d_xs (and d_xt unless
+ * self), once the plan's frame is the points' (tree/resolution.h): FMK_OK or
+ * FMK_ERR_ACCURACY with its message (or a CUDA failure). */
+fmk_status fmk_bh_check_resolution(fmk_plan *plan, const fmk_bh_state *s, int64_t ns,
+                                   const double *d_xs, int64_t nt, const double *d_xt);
 /* The most bytes a split walk's part sums take for m targets. */
 int64_t fmk_bh_split_bytes_bound(const fmk_plan *plan, int64_t m);
 

@@ -5,6 +5,7 @@
  * (tree/cuda/tree3d_cuda.h's builds without a wait for small trees).
  */
 #include "treecode/cuda/bh_cuda.h"
+#include "tree/resolution.h"
 
 namespace {
 
@@ -357,5 +358,20 @@ fmk_status fmk_bh_build(fmk_plan *plan, fmk_bh_state *s, int64_t ns, const doubl
         st = build_wait(plan, s, m, &redo);
     if (st == FMK_OK) /* the build waited for: an interrupt check */
         st = fmk_cuda_checkpoint(plan, NULL, NULL);
+    return st;
+}
+
+/* The resolution guard (tree/resolution.h), as the CPU engine's, on the finished trees: the
+ * sources' tree, and with separate targets the targets' own (each set on its own: the CPU
+ * engine sorts them together). */
+fmk_status fmk_bh_check_resolution(fmk_plan *plan, const fmk_bh_state *s, int64_t ns,
+                                   const double *d_xs, int64_t nt, const double *d_xt)
+{
+    fmk_resolution_opts guard = {fmk_treecode_accuracy(plan), FMK_RESOLUTION_FP64, 0, 0};
+    if (plan->opts.precision == FMK_PRECISION_FP32)
+        guard.local_unit = FMK_RESOLUTION_FP32_LOCAL, guard.local_points = FMK_BH_GROUP;
+    fmk_status st = fmk_cuda_resolution_check(plan, "tree", &guard, ns, s->tree.d_order, d_xs, 1.0);
+    if (st == FMK_OK && !plan->self && nt > 0)
+        st = fmk_cuda_resolution_check(plan, "tree", &guard, nt, s->ttree.d_order, d_xt, 1.0);
     return st;
 }

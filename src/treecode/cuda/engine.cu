@@ -336,6 +336,8 @@ static fmk_status bh_setup(fmk_plan *plan)
                 "cudaMemcpy (targets to the GPU)");
         if (st == FMK_OK)
             st = fmk_bh_build(plan, s, ns, d_x, nt, d_x + 3 * ns, fmk_bh_tune(plan)->async);
+        if (st == FMK_OK)
+            st = fmk_bh_check_resolution(plan, s, ns, d_x, nt, d_x + 3 * ns);
         /* host points: the plan keeps them, so the staging copy is not kept (the next
          * set_points starts a new state anyway) */
         buf_free(&s->x);

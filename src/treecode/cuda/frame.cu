@@ -388,6 +388,8 @@ fmk_status fmk_bh_points_device(fmk_plan *plan, fmk_bh_state *s, int64_t ns, con
         if (st == FMK_OK && ns > 0)
             st = fmk_bh_build(plan, s, ns, d_x, nt, d_x + 3 * ns, fmk_bh_tune(plan)->async);
     }
+    if (st == FMK_OK && ns > 0) /* the frame is the points' now (the trees may predate it) */
+        st = fmk_bh_check_resolution(plan, s, ns, d_x, self ? 0 : nt, d_x + 3 * ns);
     if (st != FMK_OK)
         return st;
     plan->n_sources = ns;
