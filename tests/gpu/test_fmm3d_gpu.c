@@ -1239,7 +1239,12 @@ static void test_fp32(void)
                 continue;
             check_context("fp32, %s, eps %.0e", dist_name[d], epss[e]);
             fmk_info info;
-            if (!CHECK(run(&o, epss[e], n, x, q, 0, NULL, pot, grad, &info) == FMK_OK))
+            const fmk_status st = run(&o, epss[e], n, x, q, 0, NULL, pot, grad, &info);
+            if (st == FMK_ERR_ACCURACY) { /* the resolution guard: fp32 cannot hold the set */
+                printf("  fp32 %-7s eps %.0e: refused\n", dist_name[d], epss[e]);
+                continue;
+            }
+            if (!CHECK(st == FMK_OK))
                 continue;
             CHECK(info.precision == FMK_PRECISION_FP32 && info.backend == FMK_BACKEND_CUDA);
             double ep, eg;
