@@ -16,14 +16,18 @@ pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 N = 300_000
 
 # The child prints "ready" just before the long call, then runs it.
-SETUP = f"""
+def setup(n):
+    return f"""
 import sys, time
 import numpy as np
 import fmmkit
 rng = np.random.default_rng(1)
-x = rng.random(({N}, 3))
-q = rng.standard_normal({N})
+x = rng.random(({n}, 3))
+q = rng.standard_normal({n})
 """
+
+
+SETUP = setup(N)
 
 ONE_SHOT = SETUP + """
 print("ready", flush=True)
@@ -31,8 +35,11 @@ fmmkit.laplace3d(x, q, method="direct", backend="cpu", threads=2)
 print("finished", flush=True)
 """
 
-PLAN = SETUP + """
-plan = fmmkit.Plan(kernel="laplace", method="direct", backend="cpu", threads=2)
+
+def plan_code(backend, n, threads=""):
+    """A child that interrupts a plan's direct sum, then checks the same plan on new points."""
+    return setup(n) + f"""
+plan = fmmkit.Plan(kernel="laplace", method="direct", backend="{backend}"{threads})
 plan.set_points(x)
 print("ready", flush=True)
 try:
@@ -53,6 +60,9 @@ err = np.linalg.norm(r.pot - ref) / np.linalg.norm(ref)
 print("error", err, flush=True)
 sys.exit(0 if err < 1e-12 else 1)
 """
+
+
+PLAN = plan_code("cpu", N, ", threads=2")
 
 
 def run_interrupted(code, timeout=30):
@@ -92,33 +102,7 @@ def test_plan_after_ctrl_c_gives_right_answers():
 
 # The GPU direct sum (2^21 points in fp64: about 6 s on an H100) is cut into launches of about
 # 0.1 s, between which the host checks for Ctrl-C.
-GPU_PLAN = """
-import sys
-import numpy as np
-import fmmkit
-rng = np.random.default_rng(1)
-x = rng.random((1 << 21, 3))
-q = rng.standard_normal(1 << 21)
-plan = fmmkit.Plan(kernel="laplace", method="direct", backend="cuda")
-plan.set_points(x)
-print("ready", flush=True)
-try:
-    plan.eval(q)
-    print("finished", flush=True)
-    sys.exit(1)
-except KeyboardInterrupt:
-    print("interrupted", flush=True)
-m = 500
-y, c = x[:m], q[:m]
-r = plan.set_points(y).eval(c)
-d = y[:, None, :] - y[None, :, :]
-dist = np.sqrt((d ** 2).sum(-1))
-np.fill_diagonal(dist, np.inf)
-ref = (c[None, :] / dist).sum(1)
-err = np.linalg.norm(r.pot - ref) / np.linalg.norm(ref)
-print("error", err, flush=True)
-sys.exit(0 if err < 1e-12 else 1)
-"""
+GPU_PLAN = plan_code("cuda", 1 << 21)
 
 
 @pytest.mark.gpu
