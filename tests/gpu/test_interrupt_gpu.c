@@ -32,6 +32,7 @@
 #include "../unit/check.h"
 #include "../unit/testutil.h"
 #include "gpu_cases.h"
+#include "../unit/interrupter.h"
 
 /* A plan of the case whose evals all count as long (they wait between their phases and cut
  * their walks). */
@@ -102,33 +103,6 @@ static void sweep(const gcase *c)
 }
 
 /* ---------------------------------------------------------------- in time */
-
-typedef struct counter {
-    int calls, stop_at;
-} counter;
-
-static int count_check(void *user)
-{
-    counter *c = user;
-    c->calls++;
-    return c->stop_at > 0 && c->calls >= c->stop_at;
-}
-
-typedef struct interrupter {
-    fmk_plan *plan;
-    atomic_int done;
-} interrupter;
-
-static void *interrupt_loop(void *arg)
-{
-    interrupter *it = arg;
-    const struct timespec pause = {0, 5000000};
-    while (!atomic_load(&it->done)) {
-        nanosleep(&pause, NULL);
-        fmk_plan_interrupt(it->plan);
-    }
-    return NULL;
-}
 
 enum { N_REF = 50 };
 

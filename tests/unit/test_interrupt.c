@@ -17,6 +17,7 @@
 
 #include "check.h"
 #include "testutil.h"
+#include "interrupter.h"
 
 enum { N_REF = 200 }; /* targets checked against the reference */
 
@@ -33,18 +34,6 @@ static double now(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* The check: counts its calls and says stop from the stop_at-th on (0: never). */
-typedef struct counter {
-    int calls, stop_at;
-} counter;
-
-static int count_check(void *user)
-{
-    counter *c = user;
-    c->calls++;
-    return c->stop_at > 0 && c->calls >= c->stop_at;
 }
 
 typedef struct engine_case {
@@ -122,24 +111,6 @@ static void stop_eval(const engine_case *e)
 done:
     fmk_plan_destroy(plan);
     free(x), free(y), free(q), free(pot), free(grad);
-}
-
-/* fmk_plan_interrupt from a second thread, which asks every 5 ms until the eval returns (each
- * call clears the flag at its start, so a single early request could be dropped). */
-typedef struct interrupter {
-    fmk_plan *plan;
-    atomic_int done;
-} interrupter;
-
-static void *interrupt_loop(void *arg)
-{
-    interrupter *it = arg;
-    const struct timespec pause = {0, 5000000};
-    while (!atomic_load(&it->done)) {
-        nanosleep(&pause, NULL);
-        fmk_plan_interrupt(it->plan);
-    }
-    return NULL;
 }
 
 static void interrupt_from_thread(const engine_case *e)
