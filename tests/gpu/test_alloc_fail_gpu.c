@@ -23,6 +23,7 @@
 #include "../unit/check.h"
 #include "../unit/testutil.h"
 #include "gpu_cases.h"
+#include "../unit/sentinel.h"
 
 /* Free device memory may move by the runtime's own pages (2 MiB) as plans come and go (a
  * module loaded at its first launch, cuBLAS's caches); a leak at every refusal shows as more. */
@@ -34,22 +35,6 @@ static size_t free_bytes(void)
     if (cudaMemGetInfo(&f, &t) != cudaSuccess)
         cudaGetLastError();
     return f;
-}
-
-static const uint64_t SENTINEL = 0x7ff4dead0000beefull;
-
-static void fill_sentinel(double *x, int64_t n)
-{
-    for (int64_t i = 0; i < n; i++)
-        memcpy(&x[i], &SENTINEL, sizeof SENTINEL);
-}
-
-static int untouched(const double *x, int64_t n)
-{
-    for (int64_t i = 0; i < n; i++)
-        if (memcmp(&x[i], &SENTINEL, sizeof SENTINEL) != 0)
-            return 0;
-    return 1;
 }
 
 /* The clean run: the reference results, and the allocations a set_points + eval makes. */
@@ -80,7 +65,7 @@ static void failing_run(const gcase *c, inputs *in, long k)
     fmk_status st = gc_set_points(c, in, p);
     if (st == FMK_OK) {
         stage = "eval";
-        fill_sentinel(in->pot, in->m * in->cw), fill_sentinel(in->grad, in->m * in->gw);
+        test_fill_sentinel(in->pot, in->m * in->cw), test_fill_sentinel(in->grad, in->m * in->gw);
         st = gc_eval(c, in, p);
     }
     const long made = (long)gc_counter(p, "cuda.allocs");
@@ -98,7 +83,7 @@ static void failing_run(const gcase *c, inputs *in, long k)
         CHECK_STATUS(fmk_plan_eval(p, in->q, in->pot, in->grad), FMK_ERR_STATE);
         CHECK_PLAN_OK(gc_set_points(c, in, p), p);
     } else if (!c->on_device) {
-        CHECK_MSG(untouched(in->pot, in->m * in->cw) && untouched(in->grad, in->m * in->gw),
+        CHECK_MSG(test_untouched(in->pot, in->m * in->cw) && test_untouched(in->grad, in->m * in->gw),
                   "eval failed (allocation %ld) but wrote its outputs", k);
     }
     st = gc_eval(c, in, p);

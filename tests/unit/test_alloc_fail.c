@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "sentinel.h"
 
 void *__real_malloc(size_t size);
 void *__real_calloc(size_t count, size_t size);
@@ -111,22 +112,6 @@ static int64_t n_out(const method_case *mc, int grad_out)
     return nt * (grad_out ? (c == 2 ? 2 : mc->dim) : c);
 }
 
-static const uint64_t SENTINEL = 0x7ff4dead0000beefull;
-
-static void fill_sentinel(double *x, int64_t n)
-{
-    for (int64_t i = 0; i < n; i++)
-        memcpy(&x[i], &SENTINEL, sizeof SENTINEL);
-}
-
-static int untouched(const double *x, int64_t n)
-{
-    for (int64_t i = 0; i < n; i++)
-        if (memcmp(&x[i], &SENTINEL, sizeof SENTINEL) != 0)
-            return 0;
-    return 1;
-}
-
 static fmk_status set_points(const method_case *mc, fmk_plan *plan)
 {
     const double *x = mc->coincident ? dup_sources : sources;
@@ -174,7 +159,7 @@ static int run_once(const method_case *mc, long k, int is_sticky)
     }
     if (st == FMK_OK) {
         stage = "eval";
-        fill_sentinel(pot, MAX_OUT), fill_sentinel(grad, MAX_OUT);
+        test_fill_sentinel(pot, MAX_OUT), test_fill_sentinel(grad, MAX_OUT);
         st = fmk_plan_eval(plan, charges, pot, grad);
     }
     const long made = calls;
@@ -205,16 +190,16 @@ static int run_once(const method_case *mc, long k, int is_sticky)
     /* The plan must still be usable, with nothing half-written. */
     if (strcmp(stage, "set_points") == 0) {
         if (st != FMK_OK) {
-            fill_sentinel(pot, MAX_OUT);
+            test_fill_sentinel(pot, MAX_OUT);
             CHECK_STATUS(fmk_plan_eval(plan, charges, pot, NULL), FMK_ERR_STATE);
-            CHECK(untouched(pot, MAX_OUT));
+            CHECK(test_untouched(pot, MAX_OUT));
         }
         CHECK_PLAN_OK(set_points(mc, plan), plan);
     } else if (strcmp(stage, "eval") == 0) {
-        CHECK_MSG(untouched(pot, MAX_OUT) && untouched(grad, MAX_OUT),
+        CHECK_MSG(test_untouched(pot, MAX_OUT) && test_untouched(grad, MAX_OUT),
                   "eval failed (allocation %ld) but wrote its outputs", k);
     }
-    fill_sentinel(pot, MAX_OUT), fill_sentinel(grad, MAX_OUT);
+    test_fill_sentinel(pot, MAX_OUT), test_fill_sentinel(grad, MAX_OUT);
     st = fmk_plan_eval(plan, charges, pot, grad);
     CHECK_PLAN_OK(st, plan);
     if (st == FMK_OK)
