@@ -102,7 +102,7 @@ static result run_gpu(fmk_kernel k, fmk_precision prec, int64_t n, int reps, int
     if (k == FMK_KERNEL_PLUMMER || k == FMK_KERNEL_REGULARIZED)
         o.softening = 1e-3;
     fmk_plan *p = NULL;
-    FMK_OK_OR_DIE(NULL, fmk_plan_create(&p, dim, k, 1e-6, &o));
+    FMK_OK_OR_DIE(NULL, fmk_plan_create(&p, dim, k, fmk_eps_default(o.precision), &o));
     FMK_OK_OR_DIE(p, fmk_plan_set_points(p, n, x, 0, NULL));
     double *d_q, *d_pot, *d_grad;
     CUDA_OK(cudaMalloc((void **)&d_q, (size_t)n * cw * sizeof(double)));
@@ -150,7 +150,8 @@ static result run_cpu(fmk_precision prec, int64_t n, int reps)
     o.backend = FMK_BACKEND_CPU;
     o.precision = prec;
     fmk_plan *p = NULL;
-    FMK_OK_OR_DIE(NULL, fmk_plan_create(&p, 3, FMK_KERNEL_LAPLACE, 1e-6, &o));
+    FMK_OK_OR_DIE(NULL,
+                  fmk_plan_create(&p, 3, FMK_KERNEL_LAPLACE, fmk_eps_default(o.precision), &o));
     FMK_OK_OR_DIE(p, fmk_plan_set_points(p, n, x, 0, NULL));
     double *tk = malloc(reps * sizeof *tk);
     FMK_OK_OR_DIE(p, fmk_plan_eval(p, q, pot, grad));
@@ -215,7 +216,7 @@ int main(int argc, char **argv)
     fmk_opts_default(&o);
     o.backend = FMK_BACKEND_CUDA;
     fmk_info info = {0};
-    if (fmk_plan_create(&p, 3, FMK_KERNEL_LAPLACE, 1e-6, &o) == FMK_OK)
+    if (fmk_plan_create(&p, 3, FMK_KERNEL_LAPLACE, fmk_eps_default(o.precision), &o) == FMK_OK)
         fmk_plan_info(p, &info);
     fmk_plan_destroy(p);
 

@@ -27,7 +27,7 @@ static const char usage[] =
     "                      2D: uniform2d (default), normal2d, layer2d\n"
     "  --n N               sources (default 20000)\n"
     "  --m M               targets drawn from the same distribution (default: the sources)\n"
-    "  --eps E             requested relative accuracy (default 1e-6)\n"
+    "  --eps E             requested relative accuracy (default 1e-6; fp32: 1e-4)\n"
     "  --theta T           opening angle / separation ratio (default: the method's)\n"
     "  --order K           expansion order (default -1: the method's; tree: 0, 1 or 2)\n"
     "  --leaf-size N       points per leaf (default 0: the method's)\n"
@@ -241,7 +241,7 @@ int cmd_bench(int argc, char **argv)
 {
     const char *kernel_name = "laplace", *method_name = "auto", *backend_name = "auto";
     const char *precision_str = "fp64", *dist_str = NULL, *walk_str = "auto";
-    double eps = 1e-6, theta = 0, softening = 0;
+    double eps = NAN, theta = 0, softening = 0; /* NAN: not given */
     int64_t n = 20000, m = 0, threads = 0, repeats = 3, sample = 1000, seed = 1;
     int64_t order = -1, leaf_size = 0;
     int json = 0, sweep = 0;
@@ -324,6 +324,8 @@ int cmd_bench(int argc, char **argv)
         dist_fill(dist, &rng, m, targets);
     dist_charges(&rng, n, w == 2, charges);
 
+    if (isnan(eps))
+        eps = fmk_eps_default(opts.precision);
     if (sweep) {
         rc = theta_sweep(kernel, &opts, dist, n, sources, charges, self ? 0 : m, targets, pot, grad,
                          eps, softening, (int)threads, (int)repeats, sample, &rng, json);

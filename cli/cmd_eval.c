@@ -46,7 +46,7 @@ static const char usage[] =
     "  --kernel K          laplace (default), plummer, regularized, log2d, cauchy2d\n"
     "  --method M          auto (default), direct, tree, fmm\n"
     "  --backend B         auto (default), cpu, cuda\n"
-    "  --eps E             requested relative accuracy, 0 < E < 1 (default 1e-6)\n"
+    "  --eps E             requested relative accuracy, 0 < E < 1 (default 1e-6; fp32: 1e-4)\n"
     "  --theta T           opening angle / separation ratio (default: the method's)\n"
     "  --order K           expansion order (default -1: the method's; tree: 0, 1 or 2)\n"
     "  --leaf-size N       points per leaf (default 0: the method's)\n"
@@ -96,8 +96,7 @@ static int check_points(const char *path, const char *what, const npy_array *a, 
     if (a->is_complex)
         return cli_input_error(cmd,
                                "%s: %s must be real (float64, float32, int64 or int32), not %s",
-                               path, what,
-                               npy_dtype_name(a->dtype));
+                               path, what, npy_dtype_name(a->dtype));
     if (a->ndim != 2 || a->shape[1] != dim)
         return cli_input_error(cmd,
                                "%s: %s must have shape (N, %d) for kernel %s; this array "
@@ -167,7 +166,7 @@ int cmd_eval(int argc, char **argv)
     const char *pot_path = NULL, *grad_path = NULL;
     const char *kernel_name = "laplace", *method_name = "auto", *backend_name = "auto";
     const char *precision_name = "fp64", *walk_name = "auto";
-    double eps = 1e-6, theta = 0, softening = 0;
+    double eps = NAN, theta = 0, softening = 0; /* NAN: not given */
     int64_t threads = 0, order = -1, leaf_size = 0;
     args_opt table[] = {
         {"sources", ARGS_STRING, &sources_path, 0, 0},
@@ -241,6 +240,8 @@ int cmd_eval(int argc, char **argv)
     const int64_t n = src.shape[0];
     const int64_t m = targets_path ? trg.shape[0] : n;
 
+    if (isnan(eps))
+        eps = fmk_eps_default(opts.precision);
     fmk_status st = fmk_plan_create(&plan, dim, kernel, eps, &opts);
     if (st != FMK_OK) {
         rc = cli_library_error(cmd, NULL, st);

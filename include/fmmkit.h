@@ -265,6 +265,11 @@ FMK_API int fmk_method_available(fmk_method method, int dim, fmk_backend backend
 /* Fills *opts with the defaults written in fmk_opts. */
 FMK_API void fmk_opts_default(fmk_opts *opts);
 
+/* The accuracy the command line and the Python module ask for when none is given: 1e-6 in fp64,
+ * 1e-4 in fp32 (whose coordinates keep 6e-8 of the frame: about 1e-6 on well-spread points,
+ * which fp32 plans refuse, FMK_ERR_ACCURACY, where they cannot meet it). */
+FMK_API double fmk_eps_default(fmk_precision precision);
+
 /* Creates a plan for kernel in dimension dim (2 or 3, matching the kernel) at relative accuracy
  * eps, 0 < eps < 1 (the direct method is exact to rounding and only checks eps). opts may be
  * NULL for defaults. On success *plan is a new plan; on failure *plan is NULL and the message is

@@ -13,7 +13,7 @@ direction = rng.standard_normal((n, 3))
 x = radius[:, None] * direction / np.linalg.norm(direction, axis=1, keepdims=True)
 m = np.full(n, 1.0 / n)
 
-r = fmmkit.plummer3d(x, m, softening=0.01, precision="fp32")
+r = fmmkit.plummer3d(x, m, softening=0.01)
 acc = r.grad                                                   # with G = 1
 print(f"potential energy  W = {-0.5 * np.dot(m, r.pot):.6f}")
 print(f"net force (should be ~0): {np.linalg.norm(m @ acc):.2e}")

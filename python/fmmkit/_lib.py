@@ -104,6 +104,7 @@ FUNCTIONS = {
     "fmk_cuda_device_count": (c_int, ()),
     "fmk_method_available": (c_int, (fmk_method, c_int, fmk_backend)),
     "fmk_opts_default": (None, (POINTER(fmk_opts),)),
+    "fmk_eps_default": (c_double, (fmk_precision,)),
     "fmk_plan_create": (fmk_status, (POINTER(plan_p), c_int, fmk_kernel, c_double,
                                      POINTER(fmk_opts))),
     "fmk_plan_set_points": (fmk_status, (plan_p, c_int64, double_p, c_int64, double_p)),

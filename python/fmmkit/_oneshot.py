@@ -22,7 +22,7 @@ def _run(kernel, sources, charges, targets, eps, grad, method, backend, precisio
         return plan.eval(charges, grad=grad)
 
 
-def laplace3d(sources, charges, targets=None, *, eps=1e-6, grad=True, method="auto",
+def laplace3d(sources, charges, targets=None, *, eps=None, grad=True, method="auto",
               backend="auto", precision="fp64", threads=None, device=None, theta=None,
               order=None, leaf_size=None, walk=None):
     """phi(y_i) = sum_j q_j / |y_i - x_j| and its gradient in 3D.
@@ -34,7 +34,7 @@ def laplace3d(sources, charges, targets=None, *, eps=1e-6, grad=True, method="au
                 threads, device, theta=theta, order=order, leaf_size=leaf_size, walk=walk)
 
 
-def plummer3d(sources, charges, targets=None, *, softening, eps=1e-6, grad=True, method="auto",
+def plummer3d(sources, charges, targets=None, *, softening, eps=None, grad=True, method="auto",
               backend="auto", precision="fp64", threads=None, device=None, theta=None,
               order=None, leaf_size=None, walk=None):
     """phi(y_i) = sum_j q_j / sqrt(|y_i - x_j|^2 + s^2) (softened gravity), s = softening > 0.
@@ -45,7 +45,7 @@ def plummer3d(sources, charges, targets=None, *, softening, eps=1e-6, grad=True,
                 walk=walk)
 
 
-def regularized3d(sources, charges, targets=None, *, softening, eps=1e-6, grad=True,
+def regularized3d(sources, charges, targets=None, *, softening, eps=None, grad=True,
                   method="auto", backend="auto", precision="fp64", threads=None, device=None):
     """phi(y_i) = sum_j q_j (r^2 + 1.5 s^2) / (r^2 + s^2)^(3/2), r = |y_i - x_j|, s = softening.
 
@@ -54,7 +54,7 @@ def regularized3d(sources, charges, targets=None, *, softening, eps=1e-6, grad=T
                 threads, device, softening)
 
 
-def log2d(sources, charges, targets=None, *, eps=1e-6, grad=True, method="auto",
+def log2d(sources, charges, targets=None, *, eps=None, grad=True, method="auto",
           backend="auto", precision="fp64", threads=None, device=None):
     """phi(y_i) = sum_j q_j log |y_i - x_j| and its gradient in 2D.
 
@@ -64,7 +64,7 @@ def log2d(sources, charges, targets=None, *, eps=1e-6, grad=True, method="auto",
                 threads, device)
 
 
-def cauchy2d(sources, charges, targets=None, *, eps=1e-6, grad=True, method="auto",
+def cauchy2d(sources, charges, targets=None, *, eps=None, grad=True, method="auto",
              backend="auto", precision="fp64", threads=None, device=None):
     """phi(z) = sum_j Gamma_j / (z_j - z) with complex Gamma_j; "grad" is dphi/dz =
     sum_j Gamma_j / (z_j - z)^2.

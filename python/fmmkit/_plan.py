@@ -231,7 +231,8 @@ class Plan:
             r2 = plan.eval(q2, grad=False)
 
     dim: 2 or 3; None (default) takes the kernel's dimension. kernel: "laplace", "plummer",
-    "regularized" (3D), "log2d", "cauchy2d" (2D). eps: relative accuracy in (0, 1). method:
+    "regularized" (3D), "log2d", "cauchy2d" (2D). eps: relative accuracy in (0, 1); None
+    (default): 1e-6 in fp64, 1e-4 in fp32 (fmk_eps_default). method:
     "auto", "direct", "tree", "fmm". backend: "auto" (CUDA if built and a GPU is present, else
     the CPU), "cpu", "cuda". precision: "fp64" or "fp32" arithmetic (inputs and outputs stay
     double). softening: length s > 0, required by plummer and regularized. threads: OpenMP threads,
@@ -248,7 +249,7 @@ class Plan:
     points, an interrupted set_points leaves none, as any failed one).
     """
 
-    def __init__(self, dim=None, kernel="laplace", eps=1e-6, *, method="auto", backend="auto",
+    def __init__(self, dim=None, kernel="laplace", eps=None, *, method="auto", backend="auto",
                  precision="fp64", softening=None, threads=None, device=0, order=None,
                  leaf_size=None, theta=None, walk=None):
         L = lib()
@@ -257,13 +258,12 @@ class Plan:
             dim = L.fmk_kernel_dim(self._kernel)
         self._dim = _integer("dim", dim, 32)
         self._complex = bool(L.fmk_kernel_is_complex(self._kernel))
-        eps = _number("eps", eps, float)
-
         opts = fmk_opts()
         L.fmk_opts_default(ctypes.byref(opts))
         opts.method = _lookup("method", method)
         opts.backend = _lookup("backend", backend)
         opts.precision = _precision(precision)
+        eps = L.fmk_eps_default(opts.precision) if eps is None else _number("eps", eps, float)
         if softening is not None:
             opts.softening = _number("softening", softening, float)
         if threads is not None:

@@ -29,6 +29,11 @@ void fmk_opts_default(fmk_opts *opts)
     opts->order = -1;
 }
 
+double fmk_eps_default(fmk_precision precision)
+{
+    return precision == FMK_PRECISION_FP32 ? 1e-4 : 1e-6;
+}
+
 static const char *const method_names[] = {"auto", "direct", "tree", "fmm"};
 static const char *const backend_names[] = {"auto", "cpu", "cuda"};
 static const char *const phase_names[FMK_PHASE_COUNT] = {"setup",    "upload", "p2m",     "m2m",

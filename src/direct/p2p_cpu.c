@@ -14,6 +14,7 @@
 
 #include "core/internal.h"
 #include "kernels/pair_exact.h"
+#include "direct/guard.h"
 
 /* Each inner loop is built for the widest vector unit the running CPU has (FMK_TARGET_CLONES,
  * internal.h). */
@@ -128,7 +129,7 @@ static fmk_status direct_setup(fmk_plan *plan)
     int64_t h, d;
     direct_memory(plan, plan->n_sources, plan->n_targets, &h, &d);
     plan->state_bytes_host = h;
-    return FMK_OK;
+    return fmk_direct_guard(plan);
 }
 
 /* The largest |value| of n values. */
@@ -261,7 +262,7 @@ static fmk_status direct_eval(fmk_plan *plan, const double *charges, double *pot
         else
             p2p64_block(plan, (const double *const *)s->src, s->trg, i0, i1, acc);
         for (int64_t i = i0; i < i1; i++)
-            store_target(plan, i, (const double (*)[4])(acc + 4 * nclass * (i - i0)), nclass, qexp,
+            store_target(plan, i, (const double(*)[4])(acc + 4 * nclass * (i - i0)), nclass, qexp,
                          pot, grad);
     }
     if (fmk_interrupt_stopped(plan))

@@ -169,7 +169,7 @@ static fmk_status fmm2d_setup(fmk_plan *plan)
     const int p = order_of(plan);
     const int64_t ns = plan->n_sources, nt = plan->n_targets;
     /* the resolution guard (tree/resolution.h): the frame's fp64 coordinates */
-    const fmk_resolution_opts guard = {plan->eps, FMK_RESOLUTION_FP64, 0, 0};
+    const fmk_resolution_opts guard = {plan->eps, FMK_RESOLUTION_FP64, 0, 0, 0};
     fmk_status st = fmk_resolution_check(plan, "fmm", &guard);
     if (st != FMK_OK)
         return st;

@@ -281,7 +281,7 @@ static fmk_status fmm_setup(fmk_plan *plan)
         /* the resolution guard (tree/resolution.h), on the tree of all points: the frame's
          * fp64 coordinates; in fp32, P2P also rounds positions relative to the source leaf's
          * centre */
-        fmk_resolution_opts guard = {plan->eps, FMK_RESOLUTION_FP64, 0, 0};
+        fmk_resolution_opts guard = {plan->eps, FMK_RESOLUTION_FP64, 0, 0, 0};
         if (plan->opts.precision == FMK_PRECISION_FP32)
             guard.local_unit = FMK_RESOLUTION_FP32_LOCAL, guard.local_points = ls;
         st = fmk_resolution_check_tree(plan, "fmm", &guard, &s->tree);

@@ -228,7 +228,8 @@ static void estimate_sorted(fmk_plan *plan, const fmk_resolution_opts *o, sorted
     sort_runs(ss);
     const double s = plan->frame.softening;
     fmk_resolution_opts eo = *o;
-    if (plan->frame.exact) /* points on a grid the frame holds: mapping them rounded nothing */
+    if (plan->frame.exact && !o->rounds_anyway) /* points on a grid the frame holds: mapping
+                                                  * them rounded nothing */
         eo.frame_unit = 0;
     double sums[8];
     sum_terms(ss, &eo, s * s, plan->threads, sums, &est->closest);
@@ -248,8 +249,17 @@ static fmk_status no_memory(fmk_plan *plan, int64_t n)
 fmk_status fmk_resolution_estimate(fmk_plan *plan, const fmk_resolution_opts *o,
                                    fmk_resolution_est *est)
 {
+    return fmk_resolution_estimate_points(plan, o, plan->sources, plan->n_sources,
+                                          plan->self ? NULL : plan->targets,
+                                          plan->self ? 0 : plan->n_targets, est);
+}
+
+fmk_status fmk_resolution_estimate_points(fmk_plan *plan, const fmk_resolution_opts *o,
+                                          const double *xs, int64_t ns, const double *xt,
+                                          int64_t nt, fmk_resolution_est *est)
+{
     const int dim = plan->dim;
-    const int64_t ns = plan->n_sources, n = ns + (plan->self ? 0 : plan->n_targets);
+    const int64_t n = ns + (xt ? nt : 0);
     memset(est, 0, sizeof *est);
     est->closest = INFINITY;
     if (n < 2)
@@ -261,7 +271,7 @@ fmk_status fmk_resolution_estimate(fmk_plan *plan, const fmk_resolution_opts *o,
     if (!bad) {
 #pragma omp parallel for schedule(static) num_threads(plan->threads) if (n > 65536)
         for (int64_t i = 0; i < n; i++) {
-            const double *x = i < ns ? plan->sources + dim * i : plan->targets + dim * (i - ns);
+            const double *x = i < ns ? xs + dim * i : xt + dim * (i - ns);
             keys[i] = key_of(dim, x), index[i] = i;
         }
         bad = fmk_tree3d_sort_bits(keys, index, n, plan->threads, dim * key_bits(dim));
@@ -270,7 +280,7 @@ fmk_status fmk_resolution_estimate(fmk_plan *plan, const fmk_resolution_opts *o,
 #pragma omp parallel for schedule(static) num_threads(plan->threads) if (n > 65536)
         for (int64_t p = 0; p < n; p++) {
             const int64_t i = index[p];
-            const double *x = i < ns ? plan->sources + dim * i : plan->targets + dim * (i - ns);
+            const double *x = i < ns ? xs + dim * i : xt + dim * (i - ns);
             for (int k = 0; k < 3; k++)
                 ss.c[3 * p + k] = k < dim ? grid(x[k]) : 0;
         }
@@ -327,6 +337,16 @@ fmk_status fmk_resolution_verdict(fmk_plan *plan, const char *method, const fmk_
         return FMK_OK;
     const double w = plan->frame.width;
     const char *prec = plan->opts.precision == FMK_PRECISION_FP32 ? "fp32" : "fp64";
+    if (strcmp(method, "direct") == 0) /* only its fp32 sum is guarded: the fp64 one is exact */
+        return fmk_error_set(plan, FMK_ERR_ACCURACY,
+                             "the fp32 direct sum cannot reach a relative accuracy of %g on these "
+                             "points: the frame that holds them all is %g wide and its fp32 "
+                             "coordinates keep about %.2g of it, while points lie as close as "
+                             "%.2g; rounding alone would give relative errors of about %.2g "
+                             "(potential) and %.2g (gradient). Use precision fp64 (the fp64 "
+                             "direct sum is exact to rounding for any finite input) or a larger "
+                             "eps",
+                             o->tol, w, o->frame_unit * w, e.closest * w, e.pot, e.grad);
     if (e.local_part > 0.5) /* the engine's fp32 positions */
         return fmk_error_set(plan, FMK_ERR_ACCURACY,
                              "method %s (%s) cannot reach a relative accuracy of %g on these "

@@ -74,6 +74,9 @@ typedef struct fmk_resolution_opts {
     double local_unit;    /* > 0: positions also rounded to this unit (FMK_RESOLUTION_FP32_LOCAL)
                            * times the side of the box of local_points points around them */
     int64_t local_points; /* the engine's leaf or group size */
+    int rounds_anyway;    /* 1: the engine rounds mapped coordinates to frame_unit itself (the
+                           * fp32 direct sum), so the unit counts even where the frame mapped
+                           * the points exactly (fmk_frame.exact) */
 } fmk_resolution_opts;
 
 /* The estimate. */
@@ -135,6 +138,10 @@ struct fmk_tree3d;
  * Returns FMK_OK or FMK_ERR_NOMEM (with a message). */
 fmk_status fmk_resolution_estimate(fmk_plan *plan, const fmk_resolution_opts *o,
                                    fmk_resolution_est *est);
+/* The same for given mapped points: ns sources xs and nt targets xt (NULL: none). */
+fmk_status fmk_resolution_estimate_points(fmk_plan *plan, const fmk_resolution_opts *o,
+                                          const double *xs, int64_t ns, const double *xt,
+                                          int64_t nt, fmk_resolution_est *est);
 /* The same from an octree's points, already in Morton order (tree/tree3d.h): the points of
  * the plan the tree was built from (all of them: the sum runs over tree->points). */
 fmk_status fmk_resolution_estimate_tree(fmk_plan *plan, const fmk_resolution_opts *o,
@@ -154,10 +161,10 @@ fmk_status fmk_resolution_verdict(fmk_plan *plan, const char *method, const fmk_
 /* The guard on the GPU (tree/cuda/resolution.cu; CUDA builds only), from a device octree of
  * n 3D points: d_order (sorted position -> point) and the mapped points d_x (n * 3 doubles,
  * the tree's input) whose distances are scale times the frame's (the 3D FMM's shrunk root).
- * The same estimate as fmk_resolution_estimate_tree, except that points sharing a key stay in
- * the tree's order (by index) and each point takes its nearest distinct neighbour among two on
- * each side on its own (inside a run of coincident points there is none). One launch and one
- * wait on the default stream. Returns as fmk_resolution_check, or a CUDA failure. */
+ * The same estimate as fmk_resolution_estimate_tree: where the tree's order is not Morton order
+ * at full resolution (points that share a key keep their index order) a copy of it is sorted,
+ * and runs of coincident points share their nearest distinct neighbours. A few launches and
+ * waits on the default stream. Returns as fmk_resolution_check, or a CUDA failure. */
 fmk_status fmk_cuda_resolution_check(fmk_plan *plan, const char *method,
                                      const fmk_resolution_opts *o, int64_t n,
                                      const int32_t *d_order, const double *d_x, double scale);

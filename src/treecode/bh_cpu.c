@@ -277,7 +277,7 @@ static int make_groups(const fmk_plan *plan, tree_cpu *s, const fmk_tree3d *t)
  * stackless walk: relative to the target, which costs nothing at close range). */
 static fmk_status check_resolution(fmk_plan *plan, int32_t leaf_size, const fmk_tree3d *all)
 {
-    fmk_resolution_opts o = {fmk_treecode_accuracy(plan), FMK_RESOLUTION_FP64, 0, 0};
+    fmk_resolution_opts o = {fmk_treecode_accuracy(plan), FMK_RESOLUTION_FP64, 0, 0, 0};
     if (plan->opts.precision == FMK_PRECISION_FP32 && walk_of(plan) == FMK_WALK_GROUP)
         o.local_unit = FMK_RESOLUTION_FP32_LOCAL, o.local_points = group_size_of(plan, leaf_size);
     return all ? fmk_resolution_check_tree(plan, "tree", &o, all)

@@ -83,7 +83,8 @@ static void failing_run(const gcase *c, inputs *in, long k)
         CHECK_STATUS(fmk_plan_eval(p, in->q, in->pot, in->grad), FMK_ERR_STATE);
         CHECK_PLAN_OK(gc_set_points(c, in, p), p);
     } else if (!c->on_device) {
-        CHECK_MSG(test_untouched(in->pot, in->m * in->cw) && test_untouched(in->grad, in->m * in->gw),
+        CHECK_MSG(test_untouched(in->pot, in->m * in->cw) &&
+                      test_untouched(in->grad, in->m * in->gw),
                   "eval failed (allocation %ld) but wrote its outputs", k);
     }
     st = gc_eval(c, in, p);
@@ -132,7 +133,7 @@ int main(int argc, char **argv)
         /* name, method, kernel, precision, eps, ns, nt, on_device, knobs, stackless, quick */
         {"direct 3D, host", D, L, P64, 1e-6, 3000, 0, 0, NULL, 0, 1},
         {"direct 3D, host, targets", D, L, P64, 1e-6, 2000, 1500, 0, NULL, 0, 0},
-        {"direct 3D fp32, device", D, L, P32, 1e-6, 3000, 0, 1, NULL, 0, 0},
+        {"direct 3D fp32, device", D, L, P32, 1e-3, 3000, 0, 1, NULL, 0, 0},
         {"direct 3D, device, targets", D, L, P64, 1e-6, 2000, 1500, 1, NULL, 0, 0},
         {"direct 3D, launches, one split", D, L, P64, 1e-6, 20000, 2000, 0,
          "direct.launch_pairs=4194304,direct.splits=1", 0, 0},

@@ -71,17 +71,8 @@ typedef struct known_failure {
     (SET(STRESS_OUTLIER_1E6) | SET(STRESS_OUTLIER_1E9) | SET(STRESS_OUTLIER_1E12) | \
      SET(STRESS_OUTLIER_1E15))
 static const known_failure known[] = {
-    {FMK_METHOD_DIRECT, FP32, 0, 0, 0,
-     "the fp32 direct sum rounds coordinates to 2^-24 of the frame, which close pairs feel; "
-     "the direct method has no resolution guard"},
-    {FMK_METHOD_TREE, FP32, K(FMK_KERNEL_LAPLACE), SET(STRESS_NESTED) | SET(STRESS_OUTLIER_1E6),
-     FMK_BACKEND_CPU, "NaN/Inf in the fp32 treecode's gradient on these sets (box radii)"},
-    {FMK_METHOD_TREE, 0, 0, SET(STRESS_OUTLIER_1E12), FMK_BACKEND_CUDA,
-     "the GPU resolution guard keeps points that share a 63-bit key in index order, so beside "
-     "a far outlier it sees neighbours farther apart than they are and lets eps 1e-3 pass"},
-    {FMK_METHOD_FMM, 0, 0, SET(STRESS_OUTLIER_1E12) | SET(STRESS_NESTED), FMK_BACKEND_CUDA,
-     "the GPU resolution guard keeps points that share a 63-bit key in index order, so beside "
-     "a far outlier or inside 30 nested octaves it underestimates the rounding error"},
+    /* none today; an entry with a method no case has keeps the table valid C */
+    {(fmk_method)-1, 0, 0, 0, 0, NULL},
 };
 
 static const char *known_reason(fmk_method m, fmk_precision p, fmk_kernel k, stress_set_id set,

@@ -95,7 +95,7 @@ static void check_case(fmk_kernel k, const exact_case *c, double worst[2])
 
 /* The issue's repro: 2000 points in the unit cube and one at 1e12, 1e14; before the exact frame
  * the potential erred by 3e-3 and up to 100%. Also the fp32 direct sum, which keeps the box
- * frame: it cannot resolve the cube beside an outlier at 1e14, but returns finite values. */
+ * frame: it cannot resolve the cube beside such an outlier, and refuses the points. */
 static void outlier_repro(void)
 {
     const int64_t n = 2001;
@@ -111,19 +111,13 @@ static void outlier_repro(void)
             check_context("laplace, 2000 points and one at %g, %s", far[f], p ? "fp32" : "fp64");
             CHECK_STATUS(test_run(FMK_KERNEL_LAPLACE, p ? FMK_PRECISION_FP32 : FMK_PRECISION_FP64,
                                   2, 0, n, x, q, 0, NULL, pot, grad),
-                         FMK_OK);
+                         p ? FMK_ERR_ACCURACY : FMK_OK);
+            if (p)
+                continue;
             const double ep = test_rel_l2(pot, rp, n), eg = test_rel_l2(grad, rg, 3 * n);
-            printf("2000 + one at %g, %s: potential %.2e, gradient %.2e\n", far[f],
-                   p ? "fp32" : "fp64", ep, eg);
-            if (p) {
-                int finite = 1;
-                for (int64_t i = 0; i < n; i++)
-                    finite &= isfinite(pot[i]) && isfinite(grad[3 * i]);
-                CHECK(finite);
-            } else {
-                CHECK_LE(ep, 1e-14, "potential relative l2 error");
-                CHECK_LE(eg, 1e-14, "gradient relative l2 error");
-            }
+            printf("2000 + one at %g, fp64: potential %.2e, gradient %.2e\n", far[f], ep, eg);
+            CHECK_LE(ep, 1e-14, "potential relative l2 error");
+            CHECK_LE(eg, 1e-14, "gradient relative l2 error");
         }
     }
     free(x), free(q), free(pot), free(grad), free(rp), free(rg);

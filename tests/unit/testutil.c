@@ -396,7 +396,8 @@ fmk_status test_run(fmk_kernel kernel, fmk_precision precision, int threads, dou
     o.precision = precision;
     o.threads = threads;
     o.softening = softening;
-    return test_run_opts(kernel, 1e-6, &o, ns, src, q, nt, trg, pot, grad, NULL);
+    return test_run_opts(kernel, precision == FMK_PRECISION_FP32 ? TEST_EPS_FP32 : 1e-6, &o, ns,
+                         src, q, nt, trg, pot, grad, NULL);
 }
 
 double *test_alloc(int64_t count)

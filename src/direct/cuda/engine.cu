@@ -7,6 +7,7 @@
 
 #include "core/tune.h"
 #include "cuda/device.h"
+#include "direct/guard.h"
 #include "kernels/pair_exact.h"
 
 namespace {
@@ -244,8 +245,11 @@ fmk_status upload_points(fmk_plan *plan, int64_t n, int64_t n_pad, const double 
  * packed (freed before returning: the plan holds what fmk_plan_memory reported). */
 fmk_status cuda_setup(fmk_plan *plan)
 {
+    fmk_status st = fmk_direct_guard(plan); /* fp32: points it cannot resolve (guard.h) */
+    if (st != FMK_OK)
+        return st;
     int prev;
-    fmk_status st = fmk_cuda_enter(plan, plan->opts.device, &prev);
+    st = fmk_cuda_enter(plan, plan->opts.device, &prev);
     if (st != FMK_OK)
         return st;
     const int64_t nt = plan->self ? -1 : plan->n_targets;
@@ -269,6 +273,27 @@ fmk_status cuda_setup(fmk_plan *plan)
     if (st != FMK_OK)
         cuda_release(plan);
     fmk_cuda_leave(plan->opts.device, prev);
+    return st;
+}
+
+/* The fp32 guard (direct/guard.h) on host copies of device points (nt 0, d_t NULL: self). */
+static fmk_status guard_device_points(fmk_plan *plan, int64_t ns, const double *d_s, int64_t nt,
+                                      const double *d_t)
+{
+    const int dim = plan->dim;
+    const size_t bs = (size_t)ns * dim * sizeof(double), bt = (size_t)nt * dim * sizeof(double);
+    double *h = (double *)malloc(bs + bt + 1);
+    if (!h)
+        return fmk_error_set(plan, FMK_ERR_NOMEM,
+                             "out of host memory checking the resolution of %lld points",
+                             (long long)(ns + nt));
+    cudaError_t err = cudaMemcpy(h, d_s, bs, cudaMemcpyDeviceToHost);
+    if (err == cudaSuccess && d_t)
+        err = cudaMemcpy(h + (size_t)ns * dim, d_t, bt, cudaMemcpyDeviceToHost);
+    fmk_status st = err != cudaSuccess
+                        ? fmk_cuda_fail(plan, err, "cudaMemcpy (the points, for the fp32 guard)")
+                        : fmk_direct_guard_raw(plan, h, ns, d_t ? h + (size_t)ns * dim : NULL, nt);
+    free(h);
     return st;
 }
 
@@ -300,6 +325,11 @@ fmk_status points_device(fmk_plan *plan, int64_t ns, const double *d_s, int64_t 
     if (st != FMK_OK)
         return st;
     plan->frame = frame;
+    if (plan->opts.precision == FMK_PRECISION_FP32) {
+        st = guard_device_points(plan, ns, d_s, self ? 0 : nt, self ? NULL : d_t);
+        if (st != FMK_OK)
+            return st;
+    }
     plan->self = self; /* find_careful reads it */
     st = pack(plan, ns, s->n_pad, d_s, 1, s->d_src);
     if (st == FMK_OK && !self)

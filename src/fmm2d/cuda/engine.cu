@@ -375,7 +375,7 @@ fmk_status gpu_setup(fmk_plan *plan)
     /* the resolution guard (tree/resolution.h), as the CPU engine's, on the host's mapped
      * points (the pyramid has no Morton order to reuse; points given on the device are not
      * checked) */
-    const fmk_resolution_opts guard = {plan->eps, FMK_RESOLUTION_FP64, 0, 0};
+    const fmk_resolution_opts guard = {plan->eps, FMK_RESOLUTION_FP64, 0, 0, 0};
     fmk_status st = fmk_resolution_check(plan, "fmm", &guard);
     if (st != FMK_OK)
         return st;

@@ -224,7 +224,7 @@ fmk_status fmk_fmm3d_cuda_setup(fmk_plan *plan, fmk_fmm3d_cuda *s, double *d_all
         /* the resolution guard (tree/resolution.h), as the CPU engine's: the frame's fp64
          * coordinates (here shrunk by the root's side); in fp32, P2P's offsets from the leaf's
          * centre */
-        fmk_resolution_opts guard = {plan->eps, FMK_RESOLUTION_FP64, 0, 0};
+        fmk_resolution_opts guard = {plan->eps, FMK_RESOLUTION_FP64, 0, 0, 0};
         if (plan->opts.precision == FMK_PRECISION_FP32)
             guard.local_unit = FMK_RESOLUTION_FP32_LOCAL, guard.local_points = s->leaf_size;
         st = fmk_cuda_resolution_check(plan, "fmm", &guard, np, tree.d_order, d_all,

@@ -367,7 +367,7 @@ fmk_status fmk_bh_build(fmk_plan *plan, fmk_bh_state *s, int64_t ns, const doubl
 fmk_status fmk_bh_check_resolution(fmk_plan *plan, const fmk_bh_state *s, int64_t ns,
                                    const double *d_xs, int64_t nt, const double *d_xt)
 {
-    fmk_resolution_opts guard = {fmk_treecode_accuracy(plan), FMK_RESOLUTION_FP64, 0, 0};
+    fmk_resolution_opts guard = {fmk_treecode_accuracy(plan), FMK_RESOLUTION_FP64, 0, 0, 0};
     if (plan->opts.precision == FMK_PRECISION_FP32)
         guard.local_unit = FMK_RESOLUTION_FP32_LOCAL, guard.local_points = FMK_BH_GROUP;
     fmk_status st = fmk_cuda_resolution_check(plan, "tree", &guard, ns, s->tree.d_order, d_xs, 1.0);
