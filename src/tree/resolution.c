@@ -99,15 +99,7 @@ static double distance2(const sorted_set *ss, int64_t i, int64_t j)
  * order (qsort is not stable, but they are equal). */
 static int fine_compare(const void *pa, const void *pb)
 {
-    const uint64_t *a = pa, *b = pb;
-    int axis = 0;
-    uint64_t top = a[0] ^ b[0];
-    for (int k = 1; k < 3; k++) {
-        const uint64_t d = a[k] ^ b[k];
-        if (top < d && top < (top ^ d))
-            axis = k, top = d;
-    }
-    return top ? (a[axis] < b[axis] ? -1 : 1) : 0;
+    return fmk_resolution_fine_compare((const uint64_t *)pa, (const uint64_t *)pb);
 }
 
 /* Sorts each run of points that share a key (3 or more: their order was the caller's). */

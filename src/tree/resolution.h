@@ -115,6 +115,21 @@ static inline FMK_RES_HD void fmk_resolution_point(int dim, double r, double s2,
     }
 }
 
+/* Morton order of grid coordinates (x highest at each bit), by Chan's comparison of most
+ * significant bits: the axis whose difference has the highest bit decides. -1, 0 (equal
+ * points) or 1. */
+static inline FMK_RES_HD int fmk_resolution_fine_compare(const uint64_t a[3], const uint64_t b[3])
+{
+    int axis = 0;
+    uint64_t top = a[0] ^ b[0];
+    for (int k = 1; k < 3; k++) {
+        const uint64_t d = a[k] ^ b[k];
+        if (top < d && top < (top ^ d))
+            axis = k, top = d;
+    }
+    return top ? (a[axis] < b[axis] ? -1 : 1) : 0;
+}
+
 /* The estimate from the summed terms. */
 static inline FMK_RES_HD void fmk_resolution_finish(const double sums[4], double *pot, double *grad)
 {

@@ -57,14 +57,7 @@ __device__ int fine_compare(const double *x, int32_t i, int32_t j)
     uint64_t a[3], b[3];
     for (int k = 0; k < 3; k++)
         a[k] = grid_of(x[3 * (int64_t)i + k]), b[k] = grid_of(x[3 * (int64_t)j + k]);
-    int axis = 0;
-    uint64_t top = a[0] ^ b[0];
-    for (int k = 1; k < 3; k++) {
-        const uint64_t d = a[k] ^ b[k];
-        if (top < d && top < (top ^ d))
-            axis = k, top = d;
-    }
-    return top ? (a[axis] < b[axis] ? -1 : 1) : 0;
+    return fmk_resolution_fine_compare(a, b);
 }
 
 struct fine_less {
