@@ -170,6 +170,7 @@ struct fmk_plan {
     fmk_opts opts; /* as given, AUTO fields resolved */
     int threads;   /* OpenMP threads to use (>= 1) */
     const fmk_engine *engine;
+    int method_auto; /* opts.method was AUTO: set_points picks the engine (core/choose.c) */
 
     int has_points;
     int self; /* targets are the sources: skip j == i */
@@ -228,6 +229,28 @@ fmk_status fmk_interrupt_status(struct fmk_plan *plan);
 fmk_status fmk_plan_frame_from_box(struct fmk_plan *plan, const double lo[3], const double hi[3],
                                    fmk_frame *frame);
 void fmk_plan_drop_points(struct fmk_plan *plan);
+/* plan.c: the engine's own checks of opts (it exists, its eps range, check_opts), as at
+ * fmk_plan_create; messages go to the calling thread. */
+fmk_status fmk_plan_engine_opts(fmk_opts *o, fmk_kernel kernel, int dim, double eps,
+                                fmk_info *info);
+
+/* choose.c: method auto. fmk_choose_method: the method the crossover tables pick for n_sources
+ * sources and n_targets targets (-1: the sources) on the plan's backend, dimension, precision
+ * and eps. fmk_choose_engine: makes the plan's engine the one for those sizes (the picked
+ * method, or the direct sum where the picked engine refuses the plan's kernel, precision or
+ * eps), dropping the points and state of the engine it replaces; nothing for plans whose
+ * method was given. fmk_choose_memory: the engine's memory() of the engine a plan would use
+ * for those sizes (with that engine's default knobs where it is not the plan's engine). */
+fmk_method fmk_choose_method(const struct fmk_plan *plan, int64_t n_sources, int64_t n_targets);
+fmk_status fmk_choose_engine(struct fmk_plan *plan, int64_t n_sources, int64_t n_targets);
+void fmk_choose_memory(const struct fmk_plan *plan, int64_t n_sources, int64_t n_targets,
+                       int64_t *bytes_host, int64_t *bytes_device);
+
+/* opts.c: the expert options of fmk_opts that a method takes (FMK_TAKES_* bits); the others,
+ * when set, are an error (FMK_ERR_ARG) naming the option and the method. Each engine's
+ * check_opts calls it first. */
+enum { FMK_TAKES_ORDER = 1, FMK_TAKES_THETA = 2, FMK_TAKES_LEAF = 4, FMK_TAKES_WALK = 8 };
+fmk_status fmk_opts_only(const fmk_opts *o, const char *method, unsigned takes);
 
 /* opts.c: the thread count of a plan, from opts.threads (0: OpenMP's default), at most
  * FMK_THREADS_MAX, and 1 in a process forked after fmmkit first ran (fmk_opts_forked_child:

@@ -29,6 +29,21 @@ void fmk_opts_default(fmk_opts *opts)
     opts->order = -1;
 }
 
+fmk_status fmk_opts_only(const fmk_opts *o, const char *method, unsigned takes)
+{
+    const char *name = !(takes & FMK_TAKES_ORDER) && o->order != -1            ? "order"
+                       : !(takes & FMK_TAKES_THETA) && o->theta != 0           ? "theta"
+                       : !(takes & FMK_TAKES_LEAF) && o->leaf_size != 0        ? "leaf_size"
+                       : !(takes & FMK_TAKES_WALK) && o->walk != FMK_WALK_AUTO ? "walk"
+                                                                               : NULL;
+    if (!name)
+        return FMK_OK;
+    return fmk_error_set(NULL, FMK_ERR_ARG,
+                         "opts.%s does not apply to method %s (it would be ignored); leave it "
+                         "at its default or choose a method that takes it",
+                         name, method);
+}
+
 double fmk_eps_default(fmk_precision precision)
 {
     return precision == FMK_PRECISION_FP32 ? 1e-4 : 1e-6;

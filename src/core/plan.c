@@ -33,7 +33,7 @@ int fmk_method_available(fmk_method method, int dim, fmk_backend backend)
 }
 
 /* The engine's own checks: it exists, its accuracy range, its options (check_opts). */
-static fmk_status engine_opts(fmk_opts *o, fmk_kernel kernel, int dim, double eps, fmk_info *info)
+fmk_status fmk_plan_engine_opts(fmk_opts *o, fmk_kernel kernel, int dim, double eps, fmk_info *info)
 {
     const fmk_engine *engine = fmk_engines_find(o->method, dim, o->backend);
     if (!engine)
@@ -101,8 +101,22 @@ static fmk_status check_opts(const fmk_opts *in, fmk_kernel kernel, int dim, dou
         return fmk_error_set(NULL, FMK_ERR_ARG, "opts.verbose = %d; use 0 or 1", (int)o.verbose);
     if (o.walk != FMK_WALK_AUTO && o.walk != FMK_WALK_GROUP && o.walk != FMK_WALK_STACKLESS)
         return fmk_error_set(NULL, FMK_ERR_ARG, "opts.walk = %d is not an fmk_walk", (int)o.walk);
-    if (o.method == FMK_METHOD_AUTO)
-        o.method = FMK_METHOD_DIRECT;
+    if (o.method == FMK_METHOD_AUTO) {
+        /* auto picks the method at set_points, when the sizes are known (core/choose.c); the
+         * expert settings belong to one method, so they ask for that method by name */
+        const char *expert = o.order != -1             ? "order"
+                             : o.theta != 0            ? "theta"
+                             : o.leaf_size != 0        ? "leaf_size"
+                             : o.walk != FMK_WALK_AUTO ? "walk"
+                                                       : NULL;
+        if (expert)
+            return fmk_error_set(NULL, FMK_ERR_ARG,
+                                 "opts.%s is an expert setting of one method, and method auto "
+                                 "picks the method from the sizes at set_points: set opts.method "
+                                 "(tree or fmm) with it",
+                                 expert);
+        o.method = FMK_METHOD_DIRECT; /* until set_points: every backend has it */
+    }
 
     /* Devices are counted only where a GPU may be used: a CPU plan never starts the CUDA
      * runtime (which costs memory and time, and can fail on its own). */
@@ -124,14 +138,14 @@ static fmk_status check_opts(const fmk_opts *in, fmk_kernel kernel, int dim, dou
     }
     fmk_opts tried = o;
     fmk_info got = *info;
-    fmk_status st = engine_opts(&tried, kernel, dim, eps, &got);
+    fmk_status st = fmk_plan_engine_opts(&tried, kernel, dim, eps, &got);
     if (st == FMK_ERR_UNAVAILABLE && backend_auto && o.backend == FMK_BACKEND_CUDA) {
         /* backend auto: what the GPU engine cannot do (a kernel, a precision, an accuracy) is
          * done on the CPU */
         tried = o;
         tried.backend = FMK_BACKEND_CPU;
         got = *info;
-        st = engine_opts(&tried, kernel, dim, eps, &got);
+        st = fmk_plan_engine_opts(&tried, kernel, dim, eps, &got);
     }
     if (st != FMK_OK)
         return st;
@@ -179,6 +193,7 @@ fmk_status fmk_plan_create(fmk_plan **plan, int dim, fmk_kernel kernel, double e
     p->opts = o;
     p->threads = fmk_opts_resolve_threads(o.threads);
     p->engine = fmk_engines_find(o.method, dim, o.backend);
+    p->method_auto = !opts || opts->method == FMK_METHOD_AUTO;
     if (fmk_tune_alloc(p) != FMK_OK || fmk_interrupt_alloc(p) != 0) {
         fmk_tune_free(p);
         free(p);
@@ -259,7 +274,9 @@ static void bounding_box(int dim, int64_t ns, const double *s, int64_t nt, const
     for (int pass = 0; pass < 2; pass++) {
         const double *x = pass ? t : s;
         const int64_t n = pass ? nt : ns;
-#pragma omp parallel for reduction(min : l0, l1, l2) reduction(max : h0, h1, h2) \
+#pragma omp parallel for reduction(min                                   \
+                                   : l0, l1, l2) reduction(max           \
+                                                           : h0, h1, h2) \
     num_threads(threads) if (n * dim >= PAR_MIN)
         for (int64_t i = 0; i < n; i++) {
             const double *p = x + dim * i;
@@ -407,6 +424,8 @@ fmk_status fmk_plan_set_points(fmk_plan *plan, int64_t n_sources, const double *
     fmk_status st = check_points(plan, "sources", n_sources, sources);
     if (st == FMK_OK && !self)
         st = check_points(plan, "targets", n_targets, targets);
+    if (st == FMK_OK) /* method auto: the engine for these sizes (it makes the frame) */
+        st = fmk_choose_engine(plan, n_sources, self ? -1 : n_targets);
     fmk_frame frame;
     if (st == FMK_OK) {
         double lo[3], hi[3];
@@ -488,8 +507,9 @@ fmk_status fmk_plan_set_points_device(fmk_plan *plan, int64_t n_sources, const d
             "fmk_plan_set_points_device needs a plan with backend cuda (this one is %s)",
             fmk_backend_name(plan->opts.backend));
     double t0 = fmk_time_now();
-    fmk_status st =
-        plan->engine->set_points_device(plan, n_sources, d_sources, n_targets, d_targets);
+    fmk_status st = fmk_choose_engine(plan, n_sources, d_targets ? n_targets : -1);
+    if (st == FMK_OK)
+        st = plan->engine->set_points_device(plan, n_sources, d_sources, n_targets, d_targets);
     if (st != FMK_OK)
         return st;
     fmk_info *in = &plan->info;
@@ -680,7 +700,7 @@ fmk_status fmk_plan_memory(const fmk_plan *plan, int64_t n_sources, int64_t n_ta
                              "at most %lld points of each kind",
                              (long long)n_sources, (long long)n_targets, (long long)MAX_POINTS);
     int64_t h = 0, d = 0;
-    plan->engine->memory(plan, n_sources, n_targets, &h, &d);
+    fmk_choose_memory(plan, n_sources, n_targets, &h, &d);
     const int64_t points = n_sources + (n_targets < 0 ? 0 : n_targets);
     h = fmk_bytes_plus(h, plan->dim * (int64_t)sizeof(double), points);
     /* the staged results of host evaluations */

@@ -13,6 +13,13 @@ static fmk_status check(fmk_plan *plan, const double *xs, int64_t ns, const doub
     return st != FMK_OK ? st : fmk_resolution_verdict(plan, "direct", &o, &e);
 }
 
+fmk_status fmk_direct_check_opts(fmk_opts *o, fmk_kernel kernel, int dim, double eps,
+                                 fmk_info *info)
+{
+    (void)kernel, (void)dim, (void)eps, (void)info;
+    return fmk_opts_only(o, "direct", 0);
+}
+
 fmk_status fmk_direct_guard(fmk_plan *plan)
 {
     return check(plan, plan->sources, plan->n_sources, plan->self ? NULL : plan->targets,

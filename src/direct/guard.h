@@ -16,6 +16,11 @@
 extern "C" {
 #endif
 
+/* The engines' check_opts: the direct sum takes none of the expert options (order, theta,
+ * leaf_size, walk). */
+fmk_status fmk_direct_check_opts(fmk_opts *o, fmk_kernel kernel, int dim, double eps,
+                                 fmk_info *info);
+
 /* The guard on the plan's mapped host points (plan->sources, plan->targets): FMK_OK for fp64
  * plans; otherwise as fmk_resolution_check. */
 fmk_status fmk_direct_guard(fmk_plan *plan);

@@ -278,5 +278,6 @@ const fmk_engine fmk_engine_direct_cpu = {
     .eval = direct_eval,
     .memory = direct_memory,
     .release = direct_release,
+    .check_opts = fmk_direct_check_opts,
     .frame = {[FMK_PRECISION_FP64] = FMK_FRAME_EXACT, [FMK_PRECISION_FP32] = FMK_FRAME_BOX},
 };

@@ -394,6 +394,9 @@ static fmk_status fmm2d_eval(fmk_plan *plan, const double *charges, double *pot,
 fmk_status fmk_fmm2d_check_opts(fmk_opts *o, fmk_kernel kernel, int dim, double eps, fmk_info *info)
 {
     (void)dim, (void)info;
+    const fmk_status taken = fmk_opts_only(o, "fmm", FMK_TAKES_ORDER | FMK_TAKES_LEAF);
+    if (taken != FMK_OK)
+        return taken;
     if (kernel != FMK_KERNEL_LOG2D && kernel != FMK_KERNEL_CAUCHY2D)
         return fmk_error_set(NULL, FMK_ERR_UNAVAILABLE,
                              "the 2D FMM takes kernels log2d and cauchy2d, not %s",

@@ -5,6 +5,10 @@ fmk_status fmk_treecode_check_opts(fmk_opts *o, fmk_kernel kernel, int dim, doub
                                    fmk_info *info)
 {
     (void)dim, (void)eps;
+    const fmk_status taken = fmk_opts_only(
+        o, "tree", FMK_TAKES_ORDER | FMK_TAKES_THETA | FMK_TAKES_LEAF | FMK_TAKES_WALK);
+    if (taken != FMK_OK)
+        return taken;
     if (kernel != FMK_KERNEL_LAPLACE && kernel != FMK_KERNEL_PLUMMER)
         return fmk_error_set(NULL, FMK_ERR_UNAVAILABLE,
                              "method tree supports the laplace and plummer kernels, not %s",

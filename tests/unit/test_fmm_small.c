@@ -21,7 +21,8 @@ static fmk_status run(fmk_method method, int dim, fmk_kernel kernel, fmk_precisi
     o.method = method;
     o.precision = method == FMK_METHOD_DIRECT ? FMK_PRECISION_FP64 : precision;
     o.threads = 2;
-    o.leaf_size = 2; /* a tree with levels even for a few points */
+    if (method != FMK_METHOD_DIRECT)
+        o.leaf_size = 2; /* a tree with levels even for a few points */
     return fmk_eval(dim, kernel, precision == FMK_PRECISION_FP32 ? 1e-5 : 1e-9, &o, ns, s, q, nt, t,
                     pot, grad);
 }

@@ -208,7 +208,7 @@ static void eval_many(fmk_kernel k)
 static void memory_and_info(fmk_kernel k)
 {
     const int dim = fmk_kernel_dim(k), cw = test_pot_width(k);
-    const int64_t n = 300, m = 100;
+    const int64_t n = 200, m = 100; /* below every crossover of method auto: the direct sum */
     double *src = test_alloc(n * dim), *trg = test_alloc(m * dim), *q = test_alloc(2 * n);
     double *pot = test_alloc(n * cw);
     test_points(dim == 3 ? TEST_DIST_CUBE : TEST_DIST_SQUARE, n, 8, src);
@@ -486,6 +486,64 @@ static void names(void)
     CHECK(fmk_cuda_device_count() >= 0);
 }
 
+/* Method auto picks the engine at set_points from the sizes (core/choose.c): the direct sum
+ * for few points or few targets, the FMM for many, back and forth on one plan, with info and
+ * fmk_plan_memory following; the expert options are refused with auto and where the chosen
+ * method does not take them. */
+static void auto_method(fmk_kernel k)
+{
+    const int dim = fmk_kernel_dim(k), cw = test_pot_width(k);
+    const int64_t big = 20000, few = 8;
+    double *src = test_alloc(big * dim), *q = test_alloc(2 * big), *pot = test_alloc(big * cw);
+    test_points(dim == 3 ? TEST_DIST_CUBE : TEST_DIST_SQUARE, big, 21, src);
+    test_charges(big, cw == 2, 22, q);
+    fmk_opts o;
+    fmk_opts_default(&o);
+    o.backend = FMK_BACKEND_CPU, o.threads = 2, o.softening = 0.05;
+    fmk_plan *plan = NULL;
+    check_context("%s, method auto", fmk_kernel_name(k));
+    CHECK_STATUS(fmk_plan_create(&plan, dim, k, 1e-6, &o), FMK_OK);
+    if (!plan)
+        return;
+    const int64_t sizes[4] = {100, big, 100, big};
+    for (int r = 0; r < 4; r++) {
+        const int64_t n = sizes[r];
+        int64_t h, d;
+        CHECK_STATUS(fmk_plan_memory(plan, n, -1, &h, &d), FMK_OK);
+        CHECK_PLAN_OK(fmk_plan_set_points(plan, n, src, 0, NULL), plan);
+        CHECK_PLAN_OK(fmk_plan_eval(plan, q, pot, NULL), plan);
+        fmk_info info;
+        CHECK_STATUS(fmk_plan_info(plan, &info), FMK_OK);
+        const fmk_method want = n == big ? FMK_METHOD_FMM : FMK_METHOD_DIRECT;
+        CHECK_MSG(info.method == want, "N = %lld: method %s", (long long)n,
+                  fmk_method_name(info.method));
+        CHECK_MSG(want == FMK_METHOD_DIRECT ? info.order == 0 : info.order > 0, "order %d",
+                  (int)info.order);
+        CHECK_MSG(want == FMK_METHOD_FMM || info.bytes_host == h,
+                  "N = %lld: bytes_host %lld, fmk_plan_memory predicted %lld", (long long)n,
+                  (long long)info.bytes_host, (long long)h);
+    }
+    /* many sources, few targets: the direct sum */
+    CHECK_PLAN_OK(fmk_plan_set_points(plan, big, src, few, src), plan);
+    fmk_info info;
+    CHECK_STATUS(fmk_plan_info(plan, &info), FMK_OK);
+    CHECK_MSG(info.method == FMK_METHOD_DIRECT, "%lld sources, %lld targets: method %s",
+              (long long)big, (long long)few, fmk_method_name(info.method));
+    fmk_plan_destroy(plan);
+
+    fmk_opts e = o;
+    e.theta = 0.5; /* auto with an expert option */
+    CHECK_STATUS(fmk_plan_create(&plan, dim, k, 1e-6, &e), FMK_ERR_ARG);
+    e.method = FMK_METHOD_DIRECT; /* the direct sum takes none */
+    CHECK_STATUS(fmk_plan_create(&plan, dim, k, 1e-6, &e), FMK_ERR_ARG);
+    e.method = FMK_METHOD_FMM; /* nor does the FMM take theta */
+    CHECK_STATUS(fmk_plan_create(&plan, dim, k, 1e-6, &e), FMK_ERR_ARG);
+    e.theta = 0, e.order = 8; /* but the FMM takes an order */
+    CHECK_STATUS(fmk_plan_create(&plan, dim, k, 1e-6, &e), FMK_OK);
+    fmk_plan_destroy(plan);
+    free(src), free(q), free(pot);
+}
+
 int main(void)
 {
     for (int i = 0; i < 5; i++) {
@@ -493,6 +551,7 @@ int main(void)
         tiny_sets(kernels[i]);
         eval_many(kernels[i]);
         memory_and_info(kernels[i]);
+        auto_method(kernels[i]);
         failed_set_points_keeps_points(kernels[i]);
         one_shot(kernels[i]);
     }

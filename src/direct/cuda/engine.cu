@@ -574,7 +574,7 @@ extern "C" const fmk_engine fmk_engine_direct_cuda = {
     /* .memory */ cuda_memory,
     /* .set_points_device */ cuda_set_points_device,
     /* .release */ cuda_release,
-    /* .check_opts */ NULL,
+    /* .check_opts */ fmk_direct_check_opts,
     /* .eps_min */ 0,
     /* .reuses_state */ 1, /* prepare_state takes the previous points' buffers */
     /* .tune */ &direct_cuda_tune_table,

@@ -525,7 +525,9 @@ fmk_status fmm_eval(fmk_plan *plan, const double *charges, double *pot, double *
 fmk_status fmm_check_opts(fmk_opts *o, fmk_kernel kernel, int dim, double eps, fmk_info *info)
 {
     (void)dim, (void)info;
-    fmk_status st = fmk_fmm3d_check_eps(o, eps);
+    fmk_status st = fmk_opts_only(o, "fmm", FMK_TAKES_ORDER | FMK_TAKES_LEAF);
+    if (st == FMK_OK)
+        st = fmk_fmm3d_check_eps(o, eps);
     if (st != FMK_OK)
         return st;
     if (kernel != FMK_KERNEL_LAPLACE)

@@ -1,0 +1,147 @@
+/*
+ * choose.c -- method auto: which method a plan uses for the sizes of its points
+ * (docs/choosing.md).
+ *
+ * The direct sum costs a N M pair terms, an FMM about b (N + M) (its trees, translations and
+ * near field, per point); the FMM is the faster from N M / (N + M) = b / a on, which for
+ * targets at the sources is N = 2 b / a =: N*. So a plan picks the FMM where
+ *     2 N M / (N + M) >= N*(backend, dimension, precision, eps)
+ * and the direct sum below: a handful of targets against many sources (or the reverse) stays
+ * direct however large the other set. N* comes from measured crossovers (bench_choose,
+ * recorded in docs/choosing.md with device and date), at eps 1e-3, 1e-6 and 1e-9,
+ * interpolated in log eps. The treecode is not picked: it does not choose theta from eps yet,
+ * and its default theta misses eps below 1e-2 with mixed charges (docs/tree.md).
+ *
+ * A picked engine that refuses the plan (a kernel or an eps it does not do, such as plummer
+ * on the GPU 3D FMM) leaves the plan with the direct sum of its backend.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "core/internal.h"
+#include "core/tune.h"
+
+typedef struct crossover {
+    fmk_backend backend;
+    int dim;
+    fmk_precision precision;
+    double n_star[3]; /* at eps 1e-3, 1e-6, 1e-9 */
+} crossover;
+
+/* Measured with bench_choose (docs/choosing.md): CPU, 2 cores; GPU, one H200; 2026-11-28. */
+static const crossover table[] = {
+    {FMK_BACKEND_CPU, 3, FMK_PRECISION_FP64, {2800, 6300, 18500}},
+    {FMK_BACKEND_CPU, 3, FMK_PRECISION_FP32, {2800, 6300, 18500}}, /* fp32: fp64's */
+    {FMK_BACKEND_CPU, 2, FMK_PRECISION_FP64, {260, 330, 460}},
+    {FMK_BACKEND_CPU, 2, FMK_PRECISION_FP32, {260, 330, 460}},
+    {FMK_BACKEND_CUDA, 3, FMK_PRECISION_FP64, {16000, 20000, 40000}},
+    {FMK_BACKEND_CUDA, 3, FMK_PRECISION_FP32, {40000, 60000, 80000}},
+    {FMK_BACKEND_CUDA, 2, FMK_PRECISION_FP64, {16000, 20000, 40000}},
+    {FMK_BACKEND_CUDA, 2, FMK_PRECISION_FP32, {40000, 60000, 80000}},
+};
+
+static double n_star(const fmk_plan *plan)
+{
+    const crossover *c = NULL;
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
+        if (table[i].backend == plan->opts.backend && table[i].dim == plan->dim &&
+            table[i].precision == plan->opts.precision)
+            c = &table[i];
+    if (!c)
+        return INFINITY;
+    /* log-linear in log10 eps between -3, -6 and -9, flat outside */
+    double t = -log10(plan->eps);
+    t = t < 3 ? 3 : t > 9 ? 9 : t;
+    const int k = t < 6 ? 0 : 1;
+    const double f = (t - 3 * (k + 1)) / 3;
+    return exp((1 - f) * log(c->n_star[k]) + f * log(c->n_star[k + 1]));
+}
+
+fmk_method fmk_choose_method(const fmk_plan *plan, int64_t n_sources, int64_t n_targets)
+{
+    const double n = (double)n_sources, m = n_targets < 0 ? n : (double)n_targets;
+    if (!(n > 0 && m > 0))
+        return FMK_METHOD_DIRECT;
+    return 2 * n * m / (n + m) >= n_star(plan) ? FMK_METHOD_FMM : FMK_METHOD_DIRECT;
+}
+
+/* The engine and resolved options for method m, or the direct sum where m's engine refuses. */
+static const fmk_engine *engine_for(const fmk_plan *plan, fmk_method m, fmk_opts *o, fmk_info *info)
+{
+    *o = plan->opts;
+    o->method = m, o->order = -1, o->theta = 0, o->leaf_size = 0, o->walk = FMK_WALK_AUTO;
+    *info = plan->info;
+    info->order = info->levels = 0, info->leaf_size = 0, info->theta = 0;
+    info->walk = FMK_WALK_AUTO;
+    const fmk_engine *e = fmk_engines_find(m, plan->dim, o->backend);
+    if (e && fmk_plan_engine_opts(o, plan->kernel, plan->dim, plan->eps, info) == FMK_OK)
+        return e;
+    if (m == FMK_METHOD_DIRECT)
+        return NULL; /* not reached: every backend has the direct sum for every kernel */
+    return engine_for(plan, FMK_METHOD_DIRECT, o, info);
+}
+
+fmk_status fmk_choose_engine(fmk_plan *plan, int64_t n_sources, int64_t n_targets)
+{
+    if (!plan->method_auto)
+        return FMK_OK;
+    fmk_opts o;
+    fmk_info info;
+    const fmk_engine *e =
+        engine_for(plan, fmk_choose_method(plan, n_sources, n_targets), &o, &info);
+    if (!e)
+        return fmk_error_set(plan, FMK_ERR_UNAVAILABLE,
+                             "method auto found no engine for these points on backend %s",
+                             fmk_backend_name(plan->opts.backend));
+    if (e == plan->engine)
+        return FMK_OK;
+    /* the knobs and counters of the new engine first: a failure leaves the plan as it was */
+    const fmk_engine *old = plan->engine;
+    void *keep[4] = {plan->tune, plan->counters, plan->shared_tune, plan->shared_counters};
+    plan->engine = e;
+    if (fmk_tune_alloc(plan) != FMK_OK) {
+        plan->engine = old;
+        plan->tune = keep[0], plan->counters = keep[1];
+        plan->shared_tune = keep[2], plan->shared_counters = keep[3];
+        return fmk_error_set(plan, FMK_ERR_NOMEM, "out of host memory switching to method %s",
+                             fmk_method_name(o.method));
+    }
+    void *fresh[4] = {plan->tune, plan->counters, plan->shared_tune, plan->shared_counters};
+    plan->engine = old, plan->tune = keep[0], plan->counters = keep[1];
+    plan->shared_tune = keep[2], plan->shared_counters = keep[3];
+    fmk_plan_drop_points(plan); /* with the old engine's release */
+    fmk_tune_free(plan);
+    plan->engine = e;
+    plan->tune = fresh[0], plan->counters = fresh[1];
+    plan->shared_tune = fresh[2], plan->shared_counters = fresh[3];
+    plan->opts = o;
+    info.method = o.method;
+    plan->info = info;
+    return FMK_OK;
+}
+
+void fmk_choose_memory(const fmk_plan *plan, int64_t n_sources, int64_t n_targets,
+                       int64_t *bytes_host, int64_t *bytes_device)
+{
+    if (!plan->method_auto) {
+        plan->engine->memory(plan, n_sources, n_targets, bytes_host, bytes_device);
+        return;
+    }
+    fmk_opts o;
+    fmk_info info;
+    const fmk_engine *e =
+        engine_for(plan, fmk_choose_method(plan, n_sources, n_targets), &o, &info);
+    if (!e || e == plan->engine) {
+        plan->engine->memory(plan, n_sources, n_targets, bytes_host, bytes_device);
+        return;
+    }
+    /* the estimate of the other engine on a copy of the plan with its default knobs */
+    fmk_plan copy = *plan;
+    copy.engine = e;
+    copy.opts = o;
+    copy.tune = e->tune ? (void *)e->tune->defaults : NULL;
+    copy.shared_tune = e->shared_tune ? (void *)e->shared_tune->defaults : NULL;
+    copy.counters = copy.shared_counters = NULL;
+    copy.state = NULL;
+    e->memory(&copy, n_sources, n_targets, bytes_host, bytes_device);
+}
