@@ -21,11 +21,7 @@
 static uint64_t rng_state = 777;
 static double urand(void)
 {
-    rng_state += 0x9e3779b97f4a7c15ull;
-    uint64_t z = rng_state;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return (double)((z ^ (z >> 31)) >> 11) * 0x1p-53;
+    return bench_urand(&rng_state);
 }
 
 /* Seconds of one one-shot call, or -1 when refused. */
