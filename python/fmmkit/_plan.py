@@ -238,7 +238,7 @@ class Plan:
     double). softening: length s > 0, required by plummer and regularized. threads: OpenMP threads,
     at most 4096 (None: OMP_NUM_THREADS, read when the library starts, or all cores; in a
     process forked after fmmkit ran, 1). device: CUDA ordinal.
-    order, leaf_size, theta: expert overrides (None: chosen by the method; tree: theta 0.6,
+    order, leaf_size, theta: expert overrides (None: chosen by the method; tree: theta from eps,
     order 2). walk: the treecode's walk, "auto", "group" or "stackless" (Nakasato's).
 
     Calls into C release the GIL; a lock makes one Python thread at a time use a plan. The plan

@@ -9,11 +9,12 @@
  * and the direct sum below: a handful of targets against many sources (or the reverse) stays
  * direct however large the other set. N* comes from measured crossovers (bench_choose,
  * recorded in docs/choosing.md with device and date), at eps 1e-3, 1e-6 and 1e-9,
- * interpolated in log eps. The treecode is not picked: it does not choose theta from eps yet,
- * and its default theta misses eps below 1e-2 with mixed charges (docs/tree.md).
+ * interpolated in log eps. Above N*, the treecode (theta from eps) where its row says it beats
+ * the FMM from some eps on (measured; on the CPU it never does: docs/choosing.md).
  *
  * A picked engine that refuses the plan (a kernel or an eps it does not do, such as plummer
- * on the GPU 3D FMM) leaves the plan with the direct sum of its backend.
+ * on the GPU 3D FMM) leaves the plan with the next: the treecode the FMM, the FMM the direct
+ * sum of its backend.
  */
 #include <math.h>
 #include <string.h>
@@ -26,27 +27,34 @@ typedef struct crossover {
     int dim;
     fmk_precision precision;
     double n_star[3]; /* at eps 1e-3, 1e-6, 1e-9 */
+    double tree_eps;  /* from this eps up the treecode (theta from eps) beats the FMM above N*
+                       * (INFINITY: never) */
 } crossover;
 
 /* Measured with bench_choose (docs/choosing.md): CPU, 2 cores (fp32 not measured: fp64's); GPU,
  * one H200 (fp32 at eps 1e-3 only; the GPU 2D FMM takes no fp32); 2026-11-28. */
 static const crossover table[] = {
-    {FMK_BACKEND_CPU, 3, FMK_PRECISION_FP64, {2800, 6300, 18500}},
-    {FMK_BACKEND_CPU, 3, FMK_PRECISION_FP32, {2800, 6300, 18500}},
-    {FMK_BACKEND_CPU, 2, FMK_PRECISION_FP64, {260, 330, 460}},
-    {FMK_BACKEND_CPU, 2, FMK_PRECISION_FP32, {260, 330, 460}},
-    {FMK_BACKEND_CUDA, 3, FMK_PRECISION_FP64, {41500, 49000, 111000}},
-    {FMK_BACKEND_CUDA, 3, FMK_PRECISION_FP32, {8000, 8000, 8000}},
-    {FMK_BACKEND_CUDA, 2, FMK_PRECISION_FP64, {31500, 31800, 32200}},
+    {FMK_BACKEND_CPU, 3, FMK_PRECISION_FP64, {2800, 6300, 18500}, INFINITY},
+    {FMK_BACKEND_CPU, 3, FMK_PRECISION_FP32, {2800, 6300, 18500}, INFINITY},
+    {FMK_BACKEND_CPU, 2, FMK_PRECISION_FP64, {260, 330, 460}, INFINITY},
+    {FMK_BACKEND_CPU, 2, FMK_PRECISION_FP32, {260, 330, 460}, INFINITY},
+    {FMK_BACKEND_CUDA, 3, FMK_PRECISION_FP64, {41500, 49000, 111000}, INFINITY},
+    {FMK_BACKEND_CUDA, 3, FMK_PRECISION_FP32, {8000, 8000, 8000}, 5e-3},
+    {FMK_BACKEND_CUDA, 2, FMK_PRECISION_FP64, {31500, 31800, 32200}, INFINITY},
 };
 
-static double n_star(const fmk_plan *plan)
+static const crossover *row_of(const fmk_plan *plan)
 {
-    const crossover *c = NULL;
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
         if (table[i].backend == plan->opts.backend && table[i].dim == plan->dim &&
             table[i].precision == plan->opts.precision)
-            c = &table[i];
+            return &table[i];
+    return NULL;
+}
+
+static double n_star(const fmk_plan *plan)
+{
+    const crossover *c = row_of(plan);
     if (!c)
         return INFINITY;
     /* log-linear in log10 eps between -3, -6 and -9, flat outside */
@@ -62,7 +70,10 @@ fmk_method fmk_choose_method(const fmk_plan *plan, int64_t n_sources, int64_t n_
     const double n = (double)n_sources, m = n_targets < 0 ? n : (double)n_targets;
     if (!(n > 0 && m > 0))
         return FMK_METHOD_DIRECT;
-    return 2 * n * m / (n + m) >= n_star(plan) ? FMK_METHOD_FMM : FMK_METHOD_DIRECT;
+    if (2 * n * m / (n + m) < n_star(plan))
+        return FMK_METHOD_DIRECT;
+    const crossover *c = row_of(plan);
+    return c && plan->eps >= c->tree_eps ? FMK_METHOD_TREE : FMK_METHOD_FMM;
 }
 
 /* The engine and resolved options for method m, or the direct sum where m's engine refuses. */
@@ -78,7 +89,8 @@ static const fmk_engine *engine_for(const fmk_plan *plan, fmk_method m, fmk_opts
         return e;
     if (m == FMK_METHOD_DIRECT)
         return NULL; /* not reached: every backend has the direct sum for every kernel */
-    return engine_for(plan, FMK_METHOD_DIRECT, o, info);
+    /* the treecode refused: the FMM; the FMM refused: the direct sum */
+    return engine_for(plan, m == FMK_METHOD_TREE ? FMK_METHOD_FMM : FMK_METHOD_DIRECT, o, info);
 }
 
 fmk_status fmk_choose_engine(fmk_plan *plan, int64_t n_sources, int64_t n_targets)

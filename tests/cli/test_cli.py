@@ -626,7 +626,7 @@ def test_bench_method_not_available_yet():
 
 def test_bench_tree():
     r = run("bench", "--method", "tree", "--backend", "cpu", "--n", "3000", "--dist", "uniform",
-            "--order", "2", "--walk", "stackless", "--leaf-size", "16", "--json")
+            "--order", "2", "--walk", "stackless", "--leaf-size", "16", "--theta", "0.6", "--json")
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert out["method"] == "tree" and out["walk"] == "stackless" and out["order"] == 2

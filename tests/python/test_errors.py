@@ -233,7 +233,7 @@ def test_points_the_method_cannot_resolve():
         p.set_points(x)
         assert np.all(np.isfinite(p.eval(q).pot))
     with pytest.raises(ValueError):  # FmkAccuracyError is a ValueError
-        fmmkit.laplace3d(far, q, eps=1e-6, method="tree", backend="cpu")
+        fmmkit.laplace3d(far, q, eps=1e-3, method="tree", backend="cpu")
     assert np.all(np.isfinite(fmmkit.laplace3d(far, q, method="direct", backend="cpu").pot))
 
 

@@ -38,6 +38,8 @@ static void cpu_work(fmk_method method, int dim, fmk_kernel kernel)
     fmk_opts_default(&o);
     o.backend = FMK_BACKEND_CPU;
     o.method = method;
+    if (o.method == FMK_METHOD_TREE)
+        o.theta = 0.6; /* the expert theta: eps here is below what the tree reaches */
     o.threads = 1;
     enum { N = 300 };
     double *x = malloc(sizeof(double) * 3 * N), *q = malloc(sizeof(double) * 2 * N);

@@ -27,6 +27,7 @@ static fmk_opts opts_of(fmk_method method, fmk_precision prec, fmk_walk walk)
     fmk_opts o;
     fmk_opts_default(&o);
     o.method = method;
+    test_tree_theta(&o);
     o.backend = FMK_BACKEND_CPU;
     o.precision = prec;
     o.walk = walk;

@@ -50,6 +50,7 @@ static fmk_plan *make_plan(const engine_case *e)
     fmk_opts_default(&o);
     o.backend = FMK_BACKEND_CPU;
     o.method = e->method;
+    test_tree_theta(&o);
     o.threads = 2;
     fmk_plan *plan = NULL;
     if (fmk_plan_create(&plan, fmk_kernel_dim(e->kernel), e->kernel, 1e-6, &o) != FMK_OK)

@@ -58,6 +58,8 @@ static void huge_sizes(const engine_case *c, int order, int64_t leaf_size)
     fmk_opts_default(&o);
     o.backend = FMK_BACKEND_CPU;
     o.method = c->method;
+    if (o.method == FMK_METHOD_TREE)
+        o.theta = 0.6; /* the expert theta: eps here is below what the tree reaches */
     o.precision = c->precision;
     o.order = order;
     o.leaf_size = leaf_size;

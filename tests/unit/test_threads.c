@@ -23,6 +23,7 @@ static fmk_opts cpu_opts(fmk_method method, int threads)
     fmk_opts_default(&o);
     o.backend = FMK_BACKEND_CPU;
     o.method = method;
+    test_tree_theta(&o);
     o.threads = threads;
     return o;
 }

@@ -176,6 +176,7 @@ static int run_tree_local(const tree_case *c, int local, int64_t n, const double
     fmk_opts o;
     fmk_opts_default(&o);
     o.method = FMK_METHOD_TREE;
+    test_tree_theta(&o);
     o.backend = FMK_BACKEND_CPU;
     o.theta = c->theta;
     o.order = c->order;
@@ -415,6 +416,7 @@ static void check_tree_defaults(void)
     fmk_opts o;
     fmk_opts_default(&o);
     o.method = FMK_METHOD_TREE;
+    test_tree_theta(&o);
     o.backend = FMK_BACKEND_CPU;
     fmk_plan *plan = NULL;
     if (!CHECK(fmk_plan_create(&plan, 3, FMK_KERNEL_LAPLACE, 1e-6, &o) == FMK_OK))
@@ -599,6 +601,7 @@ static void test_memory(void)
     fmk_opts o;
     fmk_opts_default(&o);
     o.method = FMK_METHOD_TREE;
+    test_tree_theta(&o);
     o.backend = FMK_BACKEND_CPU;
     fmk_plan *plan = NULL;
     CHECK_STATUS(fmk_plan_create(&plan, 3, FMK_KERNEL_LAPLACE, 1e-6, &o), FMK_OK);

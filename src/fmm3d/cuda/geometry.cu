@@ -17,14 +17,16 @@ int gpu_order_from_eps(double eps)
 {
     /* the smallest p whose measured relative l2 error, worst of the five test distributions
      * (N = 10^5, leaves of gpu_leaf_size_for(p), docs/fmm3d_gpu.md section 3), is at most eps / 3
-     * for the potential and 10 eps / 3 for the gradient: a margin of 3 on what eps asks. Below
+     * for the potential and 10 eps / 3 for the gradient: a margin of 3 on what eps asks. Above
+     * 1e-3, p = 6 still: p = 4 is slower (8.4 against 7.2 ms at 2^18 points, 47 against 24 ms
+     * at 2^20, one-shot calls on an H200, 2026-11-28: tools/tree_vs_fmm.py). Below
      * 1e-13 no order meets that (the relative error of fp64 sums of charges of both signs
      * stays at 1e-14 .. 3e-14 up to p = 60): the engine's eps_min refuses such eps (docs) */
     static const struct {
         double eps;
         int p;
-    } table[] = {{1e-2, 4},  {1e-3, 6},  {1e-4, 8},   {1e-5, 11},  {1e-6, 14},  {1e-7, 18},
-                 {1e-8, 26}, {1e-9, 30}, {1e-10, 42}, {1e-11, 46}, {1e-12, 52}, {1e-13, 60}};
+    } table[] = {{1e-3, 6},  {1e-4, 8},   {1e-5, 11},  {1e-6, 14},  {1e-7, 18}, {1e-8, 26},
+                 {1e-9, 30}, {1e-10, 42}, {1e-11, 46}, {1e-12, 52}, {1e-13, 60}};
     const int n = (int)(sizeof table / sizeof table[0]);
     for (int i = 0; i < n; i++)
         if (eps >= table[i].eps * (1 - 1e-9))
