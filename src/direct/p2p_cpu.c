@@ -40,6 +40,8 @@
 #undef P2P
 
 enum { TARGET_BLOCK = 32 };
+/* Below this many pairs the sum runs on the calling thread (direct_eval). */
+#define SERIAL_PAIRS 2097152.0
 
 typedef struct cpu_direct {
     void *src[4]; /* x, y, z (or Im charge for cauchy2d, unused for log2d), Re charge */
@@ -247,7 +249,11 @@ static fmk_status direct_eval(fmk_plan *plan, const double *charges, double *pot
     double t1 = fmk_time_now();
 
     const int64_t nblocks = (nt + TARGET_BLOCK - 1) / TARGET_BLOCK;
-#pragma omp parallel for schedule(dynamic, 1) num_threads(plan->threads)
+    /* a small sum (under a millisecond on one core) runs on the calling thread: starting
+     * OpenMP's thread pool costs a first call more than the whole sum (3 ms against 0.45 ms
+     * for 1000 points, 2 cores) */
+    const int parallel = (double)nt * (double)plan->n_sources >= SERIAL_PAIRS;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(plan->threads) if (parallel)
     for (int64_t b = 0; b < nblocks; b++) {
         if (fmk_interrupt_team(plan)) /* the caller asked to stop: skip the remaining blocks */
             continue;
