@@ -1,10 +1,12 @@
 """One-shot evaluations: a Plan made, used once and closed, behind one function per kernel."""
+import numpy as np
+
 from . import _arrays
 from ._plan import Plan
 
 
 def _run(kernel, sources, charges, targets, eps, grad, method, backend, precision, threads,
-         device, softening=None, **expert):
+         device, softening=None, pot=True, **expert):
     gpu = [a for a in (sources, targets, charges) if _arrays.on_device(a, "an argument")]
     if gpu and backend == "auto":
         backend = "cuda"  # CUDA arrays need the CUDA backend: say so if this build lacks it
@@ -19,52 +21,58 @@ def _run(kernel, sources, charges, targets, eps, grad, method, backend, precisio
     with Plan(kernel=kernel, eps=eps, method=method, backend=backend, precision=precision,
               softening=softening, threads=threads, device=device, **expert) as plan:
         plan.set_points(sources, targets)
-        return plan.eval(charges, grad=grad)
+        if getattr(charges, "ndim", None) == 2 or (not gpu and np.ndim(charges) == 2):
+            return plan.eval_many(charges, grad=grad, pot=pot)  # nd vectors, shape (nd, n)
+        return plan.eval(charges, grad=grad, pot=pot)
 
 
-def laplace3d(sources, charges, targets=None, *, eps=None, grad=True, method="auto",
+def laplace3d(sources, charges, targets=None, *, eps=None, grad=True, pot=True, method="auto",
               backend="auto", precision="fp64", threads=None, device=None, theta=None,
               order=None, leaf_size=None, walk=None):
     """phi(y_i) = sum_j q_j / |y_i - x_j| and its gradient in 3D.
 
     sources (n, 3), charges (n,), targets (m, 3) or None for the sources (self term left out).
     Returns a Result: .pot (m,), .grad (m, 3) or None, .info. Coincident points contribute 0.
+    Several charge vectors at once: charges (nd, n) give .pot (nd, m), .grad (nd, m, 3) (one
+    plan, Plan.eval_many). grad=False or pot=False leaves that output out (None).
     theta, order, leaf_size, walk: expert settings of method="tree" (see Plan)."""
     return _run("laplace", sources, charges, targets, eps, grad, method, backend, precision,
-                threads, device, theta=theta, order=order, leaf_size=leaf_size, walk=walk)
+                threads, device, pot=pot, theta=theta, order=order, leaf_size=leaf_size,
+                walk=walk)
 
 
-def plummer3d(sources, charges, targets=None, *, softening, eps=None, grad=True, method="auto",
-              backend="auto", precision="fp64", threads=None, device=None, theta=None,
-              order=None, leaf_size=None, walk=None):
+def plummer3d(sources, charges, targets=None, *, softening, eps=None, grad=True, pot=True,
+              method="auto", backend="auto", precision="fp64", threads=None, device=None,
+              theta=None, order=None, leaf_size=None, walk=None):
     """phi(y_i) = sum_j q_j / sqrt(|y_i - x_j|^2 + s^2) (softened gravity), s = softening > 0.
 
     Shapes as laplace3d; theta, order, leaf_size, walk as there."""
     return _run("plummer", sources, charges, targets, eps, grad, method, backend, precision,
-                threads, device, softening, theta=theta, order=order, leaf_size=leaf_size,
-                walk=walk)
+                threads, device, softening, pot=pot, theta=theta, order=order,
+                leaf_size=leaf_size, walk=walk)
 
 
 def regularized3d(sources, charges, targets=None, *, softening, eps=None, grad=True,
-                  method="auto", backend="auto", precision="fp64", threads=None, device=None):
+                  pot=True, method="auto", backend="auto", precision="fp64", threads=None,
+                  device=None):
     """phi(y_i) = sum_j q_j (r^2 + 1.5 s^2) / (r^2 + s^2)^(3/2), r = |y_i - x_j|, s = softening.
 
     Shapes as laplace3d."""
     return _run("regularized", sources, charges, targets, eps, grad, method, backend, precision,
-                threads, device, softening)
+                threads, device, softening, pot=pot)
 
 
-def log2d(sources, charges, targets=None, *, eps=None, grad=True, method="auto",
+def log2d(sources, charges, targets=None, *, eps=None, grad=True, pot=True, method="auto",
           backend="auto", precision="fp64", threads=None, device=None):
     """phi(y_i) = sum_j q_j log |y_i - x_j| and its gradient in 2D.
 
     sources (n, 2) (or complex (n,)), charges (n,), targets (m, 2) or None.
     Returns a Result: .pot (m,), .grad (m, 2) or None, .info."""
     return _run("log2d", sources, charges, targets, eps, grad, method, backend, precision,
-                threads, device)
+                threads, device, pot=pot)
 
 
-def cauchy2d(sources, charges, targets=None, *, eps=None, grad=True, method="auto",
+def cauchy2d(sources, charges, targets=None, *, eps=None, grad=True, pot=True, method="auto",
              backend="auto", precision="fp64", threads=None, device=None):
     """phi(z) = sum_j Gamma_j / (z_j - z) with complex Gamma_j; "grad" is dphi/dz =
     sum_j Gamma_j / (z_j - z)^2.
@@ -72,4 +80,4 @@ def cauchy2d(sources, charges, targets=None, *, eps=None, grad=True, method="aut
     sources (n, 2) or complex (n,), charges complex (n,), targets likewise or None.
     Returns a Result: .pot complex (m,), .grad complex (m,) or None, .info."""
     return _run("cauchy2d", sources, charges, targets, eps, grad, method, backend, precision,
-                threads, device)
+                threads, device, pot=pot)

@@ -167,3 +167,25 @@ def test_plans_in_threads_are_independent():
         t.join()
     for i in range(4):
         assert rel_l2(results[i][0], ref[i]) <= 1e-14 and np.array_equal(results[i][1], ref[i])
+
+
+def test_one_shot_several_charge_vectors_and_outputs():
+    """charges of shape (nd, n) in the one-shot functions: one plan, every vector's results
+    (Plan.eval_many); pot=False / grad=False leave that output out."""
+    rng = np.random.default_rng(12)
+    x = rng.random((300, 3))
+    qs = rng.standard_normal((3, 300))
+    many = fmmkit.laplace3d(x, qs, method="direct", backend="cpu")
+    assert many.pot.shape == (3, 300) and many.grad.shape == (3, 300, 3)
+    for v in range(3):
+        one = fmmkit.laplace3d(x, qs[v], method="direct", backend="cpu")
+        np.testing.assert_allclose(many.pot[v], one.pot, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(many.grad[v], one.grad, rtol=0, atol=1e-12)
+    r = fmmkit.laplace3d(x, qs[0], pot=False, backend="cpu")
+    assert r.pot is None and r.grad.shape == (300, 3)
+    r = fmmkit.laplace3d(x, qs, grad=False, backend="cpu")
+    assert r.grad is None and r.pot.shape == (3, 300)
+    z = rng.random((200, 2))
+    c = rng.standard_normal((2, 200)) + 1j * rng.standard_normal((2, 200))
+    r = fmmkit.cauchy2d(z, c, backend="cpu")
+    assert r.pot.shape == (2, 200) and r.pot.dtype == np.complex128
