@@ -86,7 +86,7 @@ static void compare(fmk_kernel k, double eps, int d, int64_t ns, const double *x
      * dominates the log2d potential */
     const double agree = fmax(1e-3 * eps, 1e-12);
     CHECK_MSG(dp <= agree && dg <= agree, "gpu and cpu differ: %.3e %.3e", dp, dg);
-    CHECK_MSG(ep <= eps && eg <= eps, "errors %.3e %.3e > eps", ep, eg);
+    CHECK_MSG(ep <= eps && eg <= 10 * eps, "errors %.3e %.3e > eps, 10 eps", ep, eg);
     free(gp), free(gg), free(cp), free(cg), free(ys), free(rp), free(rg), free(fp), free(fg);
 }
 
