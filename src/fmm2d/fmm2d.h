@@ -232,13 +232,25 @@ FMK2D_FN void fmk_fmm2d_m2p_at(int p, fmk_cplx c, double r, const fmk_cplx *a, f
  * potential and the gradient, worst over log2d and cauchy2d on five sets (uniform, normal,
  * corner cluster, nested squares over 10 octaves, a circle; 10^5 points, mixed charges, 1000
  * sampled targets; CPU, 2026-11-28), fall as 1.75e-3 x 0.403^(p - 4) from p = 4 to 16. The
- * order is the smallest p that keeps that curve within eps / 3 (other seeds and sets reach
- * half of eps where it is eps / 2), and one more below eps 1e-7, where the sets' own floor
- * (3e-8, the corner cluster's rounding) hides the curve: p = 6 at 1e-3, 14 at 1e-6, 23 at
- * 1e-9. */
+ * order is the smallest p that keeps that curve within eps / 6 (at eps / 3 the GPU's pyramid
+ * with leaves of 8 beside a large coincident group reached 1.18 eps), and one more below eps
+ * 1e-7, where the sets' own floor (3e-8, the corner cluster's rounding) hides the curve: p = 7
+ * at 1e-3, 15 at 1e-6, 23 at 1e-9. */
 static inline int fmk_fmm2d_order_from_eps(double eps)
 {
-    int p = (int)ceil(4 + log(eps / 5.25e-3) / log(0.403) - 1e-9) + (eps < 1e-7 ? 1 : 0);
+    int p = (int)ceil(4 + log(eps / 1.05e-2) / log(0.403) - 1e-9) + (eps < 1e-7 ? 1 : 0);
+    if (p < 4)
+        p = 4;
+    return p > FMK_FMM2D_MAX_ORDER ? FMK_FMM2D_MAX_ORDER : p;
+}
+
+/* The GPU engine's order from eps, calibrated on the largest pointwise relative error (paper
+ * 000's eq. 5.3; a tenth fewer terms than log TOL / log theta): about two orders more than
+ * fmk_fmm2d_order_from_eps. The GPU pyramid differs from the CPU's beside large coincident
+ * groups, and the l2 table has been checked on the CPU only (docs/fmm2d.md). */
+static inline int fmk_fmm2d_order_from_eps_gpu(double eps)
+{
+    int p = (int)ceil(0.9 * log(eps) / log(FMK_FMM2D_THETA));
     if (p < 4)
         p = 4;
     return p > FMK_FMM2D_MAX_ORDER ? FMK_FMM2D_MAX_ORDER : p;
@@ -253,7 +265,10 @@ static inline int64_t fmk_fmm2d_leaf_size_for(int p)
 /* A plan's order (opts.order, or from eps) and N_d (opts.leaf_size, or from the order). */
 static inline int fmk_fmm2d_plan_order(const struct fmk_plan *plan)
 {
-    return plan->opts.order >= 0 ? plan->opts.order : fmk_fmm2d_order_from_eps(plan->eps);
+    if (plan->opts.order >= 0)
+        return plan->opts.order;
+    return plan->opts.backend == FMK_BACKEND_CUDA ? fmk_fmm2d_order_from_eps_gpu(plan->eps)
+                                                  : fmk_fmm2d_order_from_eps(plan->eps);
 }
 static inline int64_t fmk_fmm2d_plan_leaf_size(const struct fmk_plan *plan)
 {
