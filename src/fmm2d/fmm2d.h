@@ -244,11 +244,12 @@ static inline int fmk_fmm2d_order_from_eps(double eps)
     return p > FMK_FMM2D_MAX_ORDER ? FMK_FMM2D_MAX_ORDER : p;
 }
 
-/* The GPU engine's order from eps, calibrated on the largest pointwise relative error (paper
- * 000's eq. 5.3; a tenth fewer terms than log TOL / log theta): about two orders more than
- * fmk_fmm2d_order_from_eps. The GPU pyramid differs from the CPU's beside large coincident
- * groups, and the l2 table has been checked on the CPU only (docs/fmm2d.md). */
-static inline int fmk_fmm2d_order_from_eps_gpu(double eps)
+/* The order from eps calibrated on the largest pointwise relative error (paper 000's eq. 5.3;
+ * a tenth fewer terms than log TOL / log theta): about two orders more than
+ * fmk_fmm2d_order_from_eps. The GPU engine's (its pyramid differs from the CPU's beside large
+ * coincident groups, and the l2 table has been checked on the CPU only), and any plan's with an
+ * expert leaf size (docs/fmm2d.md). */
+static inline int fmk_fmm2d_order_from_eps_pointwise(double eps)
 {
     int p = (int)ceil(0.9 * log(eps) / log(FMK_FMM2D_THETA));
     if (p < 4)
@@ -267,8 +268,12 @@ static inline int fmk_fmm2d_plan_order(const struct fmk_plan *plan)
 {
     if (plan->opts.order >= 0)
         return plan->opts.order;
-    return plan->opts.backend == FMK_BACKEND_CUDA ? fmk_fmm2d_order_from_eps_gpu(plan->eps)
-                                                  : fmk_fmm2d_order_from_eps(plan->eps);
+    /* the l2 table holds for the CPU's default leaves; an expert leaf size (leaves of 8 beside
+     * a coincident group of 160 points erred 3.8 eps with it) and the GPU take the pointwise
+     * rule */
+    if (plan->opts.backend == FMK_BACKEND_CUDA || plan->opts.leaf_size > 0)
+        return fmk_fmm2d_order_from_eps_pointwise(plan->eps);
+    return fmk_fmm2d_order_from_eps(plan->eps);
 }
 static inline int64_t fmk_fmm2d_plan_leaf_size(const struct fmk_plan *plan)
 {
