@@ -304,6 +304,10 @@ static double exact_center(double lo, double hi)
     return 0;
 }
 
+/* The narrowest frame: 2^-1000, so that its inverse (pot_scale, up to 2^1000) is a double; the
+ * points of a narrower box (subnormal coordinates) map into a small part of it. */
+#define FRAME_MIN_EXP (-1000)
+
 fmk_status fmk_plan_frame_from_box(fmk_plan *plan, const double lo_in[3], const double hi_in[3],
                                    fmk_frame *f)
 {
@@ -330,6 +334,8 @@ fmk_status fmk_plan_frame_from_box(fmk_plan *plan, const double lo_in[3], const 
     int ex;
     double m = frexp(size, &ex); /* size = m 2^ex, m in [0.5, 1) */
     f->width_exp = m == 0.5 ? ex - 1 : ex;
+    if (f->width_exp < FRAME_MIN_EXP) /* a box of subnormal size: 1 / width must be a double */
+        f->width_exp = FRAME_MIN_EXP;
     f->width = ldexp(1.0, f->width_exp);
     if (!isfinite(f->width)) /* size > 2^1023: the power of two above it is not a double */
         return fmk_error_set(plan, FMK_ERR_ARG,

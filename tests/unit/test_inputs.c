@@ -486,6 +486,45 @@ static void names(void)
     CHECK(fmk_cuda_device_count() >= 0);
 }
 
+/* Points in a box of subnormal size (found by fuzzing: the frame's 1/width overflowed to Inf and
+ * mapped a point to NaN): every method gives a status (its pairs 1e-317 apart overflow) or
+ * finite results, and no undefined behaviour (the sanitizer build). */
+static void subnormal_box(fmk_kernel k)
+{
+    const int dim = fmk_kernel_dim(k), cw = test_pot_width(k);
+    double x[3 * 5] = {0}, q[2 * 5], pot[2 * 5], grad[3 * 5];
+    x[0] = 8.03e-317; /* the rest at the origin */
+    test_charges(5, cw == 2, 61, q);
+    const fmk_method methods[3] = {FMK_METHOD_DIRECT, FMK_METHOD_TREE, FMK_METHOD_FMM};
+    for (int m = 0; m < 3; m++) {
+        if (!fmk_method_available(methods[m], dim, FMK_BACKEND_CPU))
+            continue;
+        fmk_opts o;
+        fmk_opts_default(&o);
+        o.backend = FMK_BACKEND_CPU, o.method = methods[m], o.softening = 0.05;
+        check_context("%s, %s, a subnormal box", fmk_kernel_name(k), fmk_method_name(methods[m]));
+        fmk_plan *plan = NULL;
+        fmk_status st = fmk_plan_create(&plan, dim, k, 1e-3, &o);
+        if (st == FMK_ERR_UNAVAILABLE) /* a kernel the method does not take */
+            continue;
+        CHECK_STATUS(st, FMK_OK);
+        if (!plan)
+            continue;
+        st = fmk_plan_set_points(plan, 5, x, 0, NULL);
+        if (st == FMK_OK)
+            st = fmk_plan_eval(plan, q, pot, grad);
+        CHECK_MSG(st == FMK_OK || st == FMK_ERR_ACCURACY || st == FMK_ERR_NONFINITE,
+                  "status %d: %s", (int)st, fmk_plan_last_error(plan));
+        if (st == FMK_OK) {
+            int finite = 1;
+            for (int i = 0; i < 5 * cw; i++)
+                finite &= isfinite(pot[i]);
+            CHECK(finite);
+        }
+        fmk_plan_destroy(plan);
+    }
+}
+
 /* Method auto picks the engine at set_points from the sizes (core/choose.c): the direct sum
  * for few points or few targets, the FMM for many, back and forth on one plan, with info and
  * fmk_plan_memory following; the expert options are refused with auto and where the chosen
@@ -552,6 +591,7 @@ int main(void)
         eval_many(kernels[i]);
         memory_and_info(kernels[i]);
         auto_method(kernels[i]);
+        subnormal_box(kernels[i]);
         failed_set_points_keeps_points(kernels[i]);
         one_shot(kernels[i]);
     }
