@@ -178,6 +178,10 @@ struct fmk_plan {
     fmk_frame frame;
     double *sources; /* n_sources * dim mapped coordinates (owned) */
     double *targets; /* n_targets * dim, == sources when self (owned unless self) */
+    /* The caller's points as given, during a host set_points's engine setup only (NULL
+     * otherwise, and for device points; raw_targets NULL when self): the resolution guard
+     * compares them where two points map to one (tree/resolution.c). */
+    const double *raw_sources, *raw_targets;
     /* n_targets * (width + grad width) doubles (owned): host evaluations write here, and the
      * caller's arrays get the results only once they are all finite (plan.c, eval_host) */
     double *staged;

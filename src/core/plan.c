@@ -474,7 +474,9 @@ fmk_status fmk_plan_set_points(fmk_plan *plan, int64_t n_sources, const double *
         plan->frame.exact &=
             map_points(&frame, dim, n_targets, targets, plan->targets, plan->threads);
 
+    plan->raw_sources = sources, plan->raw_targets = self ? NULL : targets;
     st = fmk_interrupt_poll(plan) ? fmk_interrupt_status(plan) : plan->engine->setup(plan);
+    plan->raw_sources = plan->raw_targets = NULL;
     if (st != FMK_OK) {
         fmk_plan_drop_points(plan);
         return st;

@@ -1,6 +1,7 @@
 /* resolution.c -- the resolution guard of the fast methods (resolution.h). */
 #include "tree/resolution.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -100,6 +101,66 @@ static double distance2(const sorted_set *ss, int64_t i, int64_t j)
 static int fine_compare(const void *pa, const void *pb)
 {
     return fmk_resolution_fine_compare((const uint64_t *)pa, (const uint64_t *)pb);
+}
+
+/* The caller's coordinates of point i of the plan's index space (sources, then targets). */
+static const double *raw_point(const fmk_plan *plan, int64_t i)
+{
+    const int64_t ns = plan->n_sources;
+    return i < ns ? plan->raw_sources + plan->dim * i : plan->raw_targets + plan->dim * (i - ns);
+}
+
+static int raw_equal(const fmk_plan *plan, int64_t i, int64_t j)
+{
+    const double *a = raw_point(plan, i), *b = raw_point(plan, j);
+    for (int k = 0; k < plan->dim; k++)
+        if (a[k] != b[k])
+            return 0;
+    return 1;
+}
+
+static int record_compare(const void *pa, const void *pb)
+{
+    return fmk_resolution_fine_compare((const uint64_t *)pa, (const uint64_t *)pb);
+}
+
+/* 1 when two points the caller gave apart map to one grid point: the frame cannot tell them
+ * apart, so a fast method would drop their pair (coincident points add nothing) where the
+ * exact sum has a large term. ss: grid coordinates in key order (runs not yet sorted), idx:
+ * each sorted point's index (sources, then targets). Needs the caller's points (set_points
+ * from the host); 0 without them. Returns -1 when out of memory. */
+static int collapsed(const fmk_plan *plan, const sorted_set *ss, const int64_t *idx)
+{
+    if (!plan->raw_sources || (!plan->self && !plan->raw_targets))
+        return 0;
+    const int shift = 52 - key_bits(ss->dim);
+    for (int64_t a = 0, b; a < ss->n; a = b) {
+        const uint64_t *ca = ss->c + 3 * a;
+        for (b = a + 1; b < ss->n; b++) {
+            const uint64_t *cb = ss->c + 3 * b;
+            if ((ca[0] ^ cb[0]) >> shift || (ca[1] ^ cb[1]) >> shift || (ca[2] ^ cb[2]) >> shift)
+                break;
+        }
+        if (b - a < 2)
+            continue;
+        /* the run's points by grid coordinates, each with its index */
+        uint64_t *r = malloc(sizeof(uint64_t) * 4 * (size_t)(b - a));
+        if (!r)
+            return -1;
+        for (int64_t p = a; p < b; p++) {
+            memcpy(r + 4 * (p - a), ss->c + 3 * p, 3 * sizeof(uint64_t));
+            r[4 * (p - a) + 3] = (uint64_t)idx[p];
+        }
+        qsort(r, (size_t)(b - a), 4 * sizeof(uint64_t), record_compare);
+        int found = 0;
+        for (int64_t p = 1; p < b - a && !found; p++)
+            found = memcmp(r + 4 * p, r + 4 * (p - 1), 3 * sizeof(uint64_t)) == 0 &&
+                    !raw_equal(plan, (int64_t)r[4 * p + 3], (int64_t)r[4 * (p - 1) + 3]);
+        free(r);
+        if (found)
+            return 1;
+    }
+    return 0;
 }
 
 /* Sorts each run of points that share a key (3 or more: their order was the caller's). */
@@ -213,10 +274,18 @@ static void sum_terms(const sorted_set *ss, const fmk_resolution_opts *o, double
     *closest = rmin;
 }
 
-/* The estimate from the points in Morton order (ss->c; runs not yet sorted). */
-static void estimate_sorted(fmk_plan *plan, const fmk_resolution_opts *o, sorted_set *ss,
-                            fmk_resolution_est *est)
+/* The estimate from the points in Morton order (ss->c; runs not yet sorted), idx their indices
+ * (NULL: the collapse test is skipped). Returns 0, or -1 when out of memory. */
+static int estimate_sorted(fmk_plan *plan, const fmk_resolution_opts *o, sorted_set *ss,
+                           const int64_t *idx, fmk_resolution_est *est)
 {
+    const int c = idx ? collapsed(plan, ss, idx) : 0;
+    if (c < 0)
+        return -1;
+    if (c && !(plan->frame.softening > 0)) { /* a singular pair dropped: no bound holds */
+        est->pot = est->grad = INFINITY, est->closest = 0, est->local_part = 0;
+        return 0;
+    }
     sort_runs(ss);
     const double s = plan->frame.softening;
     fmk_resolution_opts eo = *o;
@@ -230,6 +299,7 @@ static void estimate_sorted(fmk_plan *plan, const fmk_resolution_opts *o, sorted
     fmk_resolution_finish(sums + 4, &fp, &fg);
     const double total = est->pot + est->grad, frame = fp + fg;
     est->local_part = total > 0 ? 1 - frame / total : 0;
+    return 0;
 }
 
 static fmk_status no_memory(fmk_plan *plan, int64_t n)
@@ -277,14 +347,10 @@ fmk_status fmk_resolution_estimate_points(fmk_plan *plan, const fmk_resolution_o
                 ss.c[3 * p + k] = k < dim ? grid(x[k]) : 0;
         }
     }
-    free(keys), free(index);
-    if (bad) {
-        free(ss.c);
-        return no_memory(plan, n);
-    }
-    estimate_sorted(plan, o, &ss, est);
-    free(ss.c);
-    return FMK_OK;
+    free(keys);
+    bad = bad || estimate_sorted(plan, o, &ss, index, est) != 0;
+    free(index), free(ss.c);
+    return bad ? no_memory(plan, n) : FMK_OK;
 }
 
 fmk_status fmk_resolution_estimate_tree(fmk_plan *plan, const fmk_resolution_opts *o,
@@ -301,9 +367,9 @@ fmk_status fmk_resolution_estimate_tree(fmk_plan *plan, const fmk_resolution_opt
 #pragma omp parallel for schedule(static) num_threads(plan->threads) if (n > 65536)
     for (int64_t i = 0; i < 3 * n; i++)
         ss.c[i] = grid(tree->points[i]);
-    estimate_sorted(plan, o, &ss, est);
+    const int bad = estimate_sorted(plan, o, &ss, tree->order, est) != 0;
     free(ss.c);
-    return FMK_OK;
+    return bad ? no_memory(plan, n) : FMK_OK;
 }
 
 fmk_status fmk_resolution_check(fmk_plan *plan, const char *method, const fmk_resolution_opts *o)
@@ -329,6 +395,15 @@ fmk_status fmk_resolution_verdict(fmk_plan *plan, const char *method, const fmk_
         return FMK_OK;
     const double w = plan->frame.width;
     const char *prec = plan->opts.precision == FMK_PRECISION_FP32 ? "fp32" : "fp64";
+    if (e.closest == 0 && isinf(e.pot)) /* collapsed(): distinct points on one grid point */
+        return fmk_error_set(plan, FMK_ERR_ACCURACY,
+                             "method %s (%s) cannot reach a relative accuracy of %g on these "
+                             "points: two points given apart map to one point of the frame, which "
+                             "is %g wide and keeps coordinates to about %.2g, so their pair "
+                             "(large for this kernel at that distance) would be left out. Remove "
+                             "far outliers (they widen the frame), merge points that close, or "
+                             "use method direct in fp64 (exact for any finite input)",
+                             method, prec, o->tol, w, 0x1p-52 * w);
     if (strcmp(method, "direct") == 0) /* only its fp32 sum is guarded: the fp64 one is exact */
         return fmk_error_set(plan, FMK_ERR_ACCURACY,
                              "the fp32 direct sum cannot reach a relative accuracy of %g on these "
