@@ -103,6 +103,20 @@ static int fine_compare(const void *pa, const void *pb)
     return fmk_resolution_fine_compare((const uint64_t *)pa, (const uint64_t *)pb);
 }
 
+/* The end of the run of sorted points from a on that share a key (the keys' finest cell). */
+static int64_t key_run_end(const sorted_set *ss, int64_t a)
+{
+    const int shift = 52 - key_bits(ss->dim);
+    const uint64_t *ca = ss->c + 3 * a;
+    int64_t b = a + 1;
+    for (; b < ss->n; b++) {
+        const uint64_t *cb = ss->c + 3 * b;
+        if ((ca[0] ^ cb[0]) >> shift || (ca[1] ^ cb[1]) >> shift || (ca[2] ^ cb[2]) >> shift)
+            break;
+    }
+    return b;
+}
+
 /* The caller's coordinates of point i of the plan's index space (sources, then targets). */
 static const double *raw_point(const fmk_plan *plan, int64_t i)
 {
@@ -133,14 +147,8 @@ static int collapsed(const fmk_plan *plan, const sorted_set *ss, const int64_t *
 {
     if (!plan->raw_sources || (!plan->self && !plan->raw_targets))
         return 0;
-    const int shift = 52 - key_bits(ss->dim);
     for (int64_t a = 0, b; a < ss->n; a = b) {
-        const uint64_t *ca = ss->c + 3 * a;
-        for (b = a + 1; b < ss->n; b++) {
-            const uint64_t *cb = ss->c + 3 * b;
-            if ((ca[0] ^ cb[0]) >> shift || (ca[1] ^ cb[1]) >> shift || (ca[2] ^ cb[2]) >> shift)
-                break;
-        }
+        b = key_run_end(ss, a);
         if (b - a < 2)
             continue;
         /* the run's points by grid coordinates, each with its index */
@@ -166,14 +174,8 @@ static int collapsed(const fmk_plan *plan, const sorted_set *ss, const int64_t *
 /* Sorts each run of points that share a key (3 or more: their order was the caller's). */
 static void sort_runs(sorted_set *ss)
 {
-    const int kb = key_bits(ss->dim), shift = 52 - kb;
     for (int64_t a = 0, b; a < ss->n; a = b) {
-        const uint64_t *ca = ss->c + 3 * a;
-        for (b = a + 1; b < ss->n; b++) {
-            const uint64_t *cb = ss->c + 3 * b;
-            if ((ca[0] ^ cb[0]) >> shift || (ca[1] ^ cb[1]) >> shift || (ca[2] ^ cb[2]) >> shift)
-                break;
-        }
+        b = key_run_end(ss, a);
         if (b - a >= 3)
             qsort(ss->c + 3 * a, (size_t)(b - a), 3 * sizeof(uint64_t), fine_compare);
     }
