@@ -192,7 +192,15 @@ typedef struct fmk_opts {
                                  * (tree: 0.6) */
     int32_t verbose;         /* 0: 1 lets fmmkit print diagnostics to stderr */
     fmk_walk walk;           /* FMK_WALK_AUTO: tree walk (method tree only) */
+    int32_t n_vectors;       /* 1 (0 means 1): the charge vectors an evaluation mostly carries
+                                 * (fmk_plan_eval_many's n_vectors; 1..FMK_VECTORS_MAX). A
+                                 * hint: the FMMs choose their leaves for it (an expansion's
+                                 * work grows with the vectors, a pair's far less); any count
+                                 * may be evaluated with any plan */
 } fmk_opts;
+
+/* The most charge vectors opts.n_vectors names (a hint; fmk_plan_eval_many takes any count). */
+#define FMK_VECTORS_MAX 1024
 
 /* What a plan is and what its last evaluation cost. */
 typedef struct fmk_info {
@@ -298,9 +306,12 @@ FMK_API fmk_status fmk_plan_eval(fmk_plan *plan, const double *charges, double *
 
 /* Evaluates n_vectors charge vectors in one call: charge vector v starts at
  * charges + v * n_sources * c (c = 2 for cauchy2d, else 1); its outputs at pot + v * n_targets * c
- * and grad + v * n_targets * dim (n_targets * 2 for cauchy2d). n_vectors >= 0. Every vector is
- * checked before any output is written; a vector whose results are not finite stops the call
- * with FMK_ERR_NONFINITE: the vectors before it are written, it and the rest are not. */
+ * and grad + v * n_targets * dim (n_targets * 2 for cauchy2d). n_vectors >= 0. The geometric
+ * work (trees, lists, pair distances, expansion harmonics) is done once for all vectors where
+ * the method allows (docs/choosing.md, "Several charge vectors"), so k vectors cost far less
+ * than k calls. Every vector is checked before anything is computed; the outputs are written
+ * only when every value of every vector is finite (FMK_ERR_NONFINITE otherwise, nothing
+ * written). The results are the same as n_vectors calls of fmk_plan_eval up to rounding. */
 FMK_API fmk_status fmk_plan_eval_many(fmk_plan *plan, int64_t n_vectors, const double *charges,
                                       double *pot, double *grad);
 
@@ -318,6 +329,12 @@ FMK_API fmk_status fmk_plan_set_points_device(fmk_plan *plan, int64_t n_sources,
  * fmk_plan_eval does): a sum beyond the range of doubles comes back as Inf or NaN. */
 FMK_API fmk_status fmk_plan_eval_device(fmk_plan *plan, const double *d_charges, double *d_pot,
                                         double *d_grad);
+
+/* fmk_plan_eval_many with CUDA device pointers (the layout of fmk_plan_eval_many, the
+ * conditions of fmk_plan_eval_device). */
+FMK_API fmk_status fmk_plan_eval_many_device(fmk_plan *plan, int64_t n_vectors,
+                                             const double *d_charges, double *d_pot,
+                                             double *d_grad);
 
 /* Host and device bytes the plan would hold for n_sources sources and n_targets targets
  * (n_targets = -1: targets are the sources), computed before anything is allocated. */

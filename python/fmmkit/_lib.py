@@ -56,6 +56,7 @@ class fmk_opts(ctypes.Structure):
         ("theta", c_double),
         ("verbose", c_int32),
         ("walk", fmk_walk),
+        ("n_vectors", c_int32),
     ]
 
 
@@ -112,6 +113,7 @@ FUNCTIONS = {
     "fmk_plan_eval_many": (fmk_status, (plan_p, c_int64, double_p, double_p, double_p)),
     "fmk_plan_set_points_device": (fmk_status, (plan_p, c_int64, double_p, c_int64, double_p)),
     "fmk_plan_eval_device": (fmk_status, (plan_p, double_p, double_p, double_p)),
+    "fmk_plan_eval_many_device": (fmk_status, (plan_p, c_int64, double_p, double_p, double_p)),
     "fmk_plan_memory": (fmk_status, (plan_p, c_int64, c_int64, int64_p, int64_p)),
     "fmk_plan_info": (fmk_status, (plan_p, POINTER(fmk_info))),
     "fmk_plan_last_error": (c_char_p, (plan_p,)),

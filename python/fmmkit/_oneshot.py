@@ -18,11 +18,14 @@ def _run(kernel, sources, charges, targets, eps, grad, method, backend, precisio
                 ordinal = getattr(getattr(gpu[0], "device", None), "id", None)  # cupy
             if isinstance(ordinal, int):
                 device = ordinal
+    many = getattr(charges, "ndim", None) == 2 or (not gpu and np.ndim(charges) == 2)
+    nd = len(charges) if many else 1  # nd vectors, shape (nd, n): the plan tuned for them
     with Plan(kernel=kernel, eps=eps, method=method, backend=backend, precision=precision,
-              softening=softening, threads=threads, device=device, **expert) as plan:
+              softening=softening, threads=threads, device=device, n_vectors=max(1, min(nd, 1024)),
+              **expert) as plan:
         plan.set_points(sources, targets)
-        if getattr(charges, "ndim", None) == 2 or (not gpu and np.ndim(charges) == 2):
-            return plan.eval_many(charges, grad=grad, pot=pot)  # nd vectors, shape (nd, n)
+        if many:
+            return plan.eval_many(charges, grad=grad, pot=pot)
         return plan.eval(charges, grad=grad, pot=pot)
 
 

@@ -240,6 +240,8 @@ class Plan:
     process forked after fmmkit ran, 1). device: CUDA ordinal.
     order, leaf_size, theta: expert overrides (None: chosen by the method; tree: theta from eps,
     order 2). walk: the treecode's walk, "auto", "group" or "stackless" (Nakasato's).
+    n_vectors: the charge vectors an evaluation mostly carries (eval_many's k; default 1), a
+    hint by which the FMMs choose their leaves; any k may be evaluated.
 
     Calls into C release the GIL; a lock makes one Python thread at a time use a plan. The plan
     is freed by close(), at the end of a with block, or when it is garbage collected.
@@ -251,7 +253,7 @@ class Plan:
 
     def __init__(self, dim=None, kernel="laplace", eps=None, *, method="auto", backend="auto",
                  precision="fp64", softening=None, threads=None, device=0, order=None,
-                 leaf_size=None, theta=None, walk=None):
+                 leaf_size=None, theta=None, walk=None, n_vectors=None):
         L = lib()
         self._kernel = _lookup("kernel", kernel)
         if dim is None:
@@ -277,6 +279,8 @@ class Plan:
             opts.theta = _number("theta", theta, float)
         if walk is not None:
             opts.walk = _walk(walk)
+        if n_vectors is not None:
+            opts.n_vectors = _integer("n_vectors", n_vectors, 32)
 
         handle = plan_p()
         check(L.fmk_plan_create(ctypes.byref(handle), self._dim, self._kernel, eps,
@@ -471,8 +475,8 @@ class Plan:
         check(status, h)
 
     def _eval_device(self, charges, many, pot, grad, pshape, gshape):
-        """Charges, potential and gradient all on the GPU: fmk_plan_eval_device, once per
-        charge vector, no host round trip. The caller holds self._lock."""
+        """Charges, potential and gradient all on the GPU: fmk_plan_eval_device or
+        fmk_plan_eval_many_device, no host round trip. The caller holds self._lock."""
         n = self._n_sources
         if many:
             d = _arrays.adopt(charges, self._complex, "charges")
@@ -495,10 +499,9 @@ class Plan:
         h = self._live("eval")
         if m > 0:  # nothing to write otherwise (and empty outputs may have no address)
             L = lib()
-            for v in range(k):
-                self._run(L.fmk_plan_eval_device, h, d.pointer(v * q_stride),
-                          _void_double(p_addr, v * p_stride) if pot else None,
-                          _void_double(g_addr, v * g_stride) if grad else None)
+            self._run(L.fmk_plan_eval_many_device, h, k, d.pointer(0),
+                      _void_double(p_addr, 0) if pot else None,
+                      _void_double(g_addr, 0) if grad else None)
         return Result(_arrays.device_result(p, d.origin), _arrays.device_result(g, d.origin),
                       self._info_locked(h))
 

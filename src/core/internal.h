@@ -161,6 +161,12 @@ typedef struct fmk_engine {
     /* The frame the engine works in, per opts.precision (indexed by fmk_precision; zero, the
      * default: FMK_FRAME_BOX). fmk_plan_frame_from_box makes it, for host and device points. */
     fmk_frame_kind frame[2];
+    /* Optional (NULL: plan.c calls eval once per vector): nd >= 1 charge vectors in one pass,
+     * the geometric work shared; vector v's charges at charges + v * n_sources * width, its
+     * outputs at pot + v * n_targets * width and grad + v * n_targets * grad_width (either
+     * output NULL: skipped for every vector). Same units and conditions as eval. */
+    fmk_status (*eval_many)(struct fmk_plan *plan, int64_t nd, const double *charges,
+                            double *pot, double *grad, int on_device);
 } fmk_engine;
 
 struct fmk_plan {

@@ -27,6 +27,7 @@ void fmk_opts_default(fmk_opts *opts)
     opts->backend = FMK_BACKEND_AUTO;
     opts->precision = FMK_PRECISION_FP64;
     opts->order = -1;
+    opts->n_vectors = 1;
 }
 
 fmk_status fmk_opts_only(const fmk_opts *o, const char *method, unsigned takes)

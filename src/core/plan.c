@@ -101,6 +101,13 @@ static fmk_status check_opts(const fmk_opts *in, fmk_kernel kernel, int dim, dou
         return fmk_error_set(NULL, FMK_ERR_ARG, "opts.verbose = %d; use 0 or 1", (int)o.verbose);
     if (o.walk != FMK_WALK_AUTO && o.walk != FMK_WALK_GROUP && o.walk != FMK_WALK_STACKLESS)
         return fmk_error_set(NULL, FMK_ERR_ARG, "opts.walk = %d is not an fmk_walk", (int)o.walk);
+    if (o.n_vectors < 0 || o.n_vectors > FMK_VECTORS_MAX)
+        return fmk_error_set(NULL, FMK_ERR_ARG,
+                             "opts.n_vectors = %d; use 0 or 1 (one vector) up to %d "
+                             "(FMK_VECTORS_MAX)",
+                             (int)o.n_vectors, FMK_VECTORS_MAX);
+    if (o.n_vectors == 0)
+        o.n_vectors = 1;
     if (o.method == FMK_METHOD_AUTO) {
         /* auto picks the method at set_points, when the sizes are known (core/choose.c); the
          * expert settings belong to one method, so they ask for that method by name */
@@ -559,10 +566,10 @@ static void copy_values(double *to, const double *from, int64_t n, int threads)
         to[i] = from[i];
 }
 
-/* The first non-finite value of the staged results (pot: n values per target, grad: gn), as
- * FMK_ERR_NONFINITE with a message naming it, or FMK_OK. */
-static fmk_status check_results(fmk_plan *plan, const double *pot, int pw, const double *grad,
-                                int gw)
+/* The first non-finite value of the staged results of nd vectors (pot: pw values per target,
+ * grad: gw), as FMK_ERR_NONFINITE with a message naming it, or FMK_OK. */
+static fmk_status check_results(fmk_plan *plan, int64_t nd, const double *pot, int pw,
+                                const double *grad, int gw)
 {
     const int64_t nt = plan->n_targets;
     for (int out = 0; out < 2; out++) {
@@ -570,72 +577,132 @@ static fmk_status check_results(fmk_plan *plan, const double *pot, int pw, const
         const int w = out ? gw : pw;
         if (!v)
             continue;
-        const int64_t bad = first_nonfinite(v, nt * w, plan->threads);
-        if (bad >= 0)
+        const int64_t bad = first_nonfinite(v, nd * nt * w, plan->threads);
+        if (bad >= 0) {
+            char vec[48] = "";
+            if (nd > 1)
+                snprintf(vec, sizeof vec, " of charge vector %lld", (long long)(bad / (nt * w)));
             return fmk_error_set(
                 plan, FMK_ERR_NONFINITE,
-                "the %s at target %lld is %g although every point and charge is finite: the sum "
-                "overflows the floating-point range (the results are linear in the charges: scale "
-                "them down); nothing was written. If the values are moderate, this is a defect of "
-                "fmmkit's method %s: please report it",
-                out ? "gradient" : "potential", (long long)(bad / w), v[bad],
+                "the %s at target %lld%s is %g although every point and charge is finite: the "
+                "sum overflows the floating-point range (the results are linear in the charges: "
+                "scale them down); nothing was written. If the values are moderate, this is a "
+                "defect of fmmkit's method %s: please report it",
+                out ? "gradient" : "potential", (long long)(bad % (nt * w) / w), vec, v[bad],
                 fmk_method_name(plan->opts.method));
+        }
     }
     return FMK_OK;
 }
 
-/* One host evaluation of already-checked arguments. The engine writes into the plan's staged
- * buffer; the caller's arrays get the results only when every value is finite, so a failure
- * (overflow, out of memory, an interrupt) leaves them untouched. */
-static fmk_status eval_host(fmk_plan *plan, const double *charges, double *pot, double *grad)
+/* The first non-finite charge of nd vectors, as FMK_ERR_NONFINITE with a message, or FMK_OK. */
+static fmk_status check_charges(fmk_plan *plan, int64_t nd, const double *charges)
 {
-    const int64_t nc = plan->n_sources * fmk_kernel_width(plan->kernel);
-    int64_t bad = first_nonfinite(charges, nc, plan->threads);
-    if (bad >= 0)
-        return fmk_error_set(plan, FMK_ERR_NONFINITE, "charges[%lld] is %g; charges must be finite",
-                             (long long)(bad / fmk_kernel_width(plan->kernel)), charges[bad]);
+    const int w = fmk_kernel_width(plan->kernel);
+    const int64_t nc = plan->n_sources * w;
+    for (int64_t v = 0; v < nd; v++) {
+        const int64_t bad = first_nonfinite(charges + v * nc, nc, plan->threads);
+        if (bad < 0)
+            continue;
+        char vec[48] = "";
+        if (nd > 1)
+            snprintf(vec, sizeof vec, "charge vector %lld: ", (long long)v);
+        return fmk_error_set(plan, FMK_ERR_NONFINITE, "%scharges[%lld] is %g; charges must be finite",
+                             vec, (long long)(bad / w), charges[v * nc + bad]);
+    }
+    return FMK_OK;
+}
+
+/* The engine's evaluation of nd vectors (staged layout of fmk_engine.eval_many): in one pass
+ * where the engine has one, else vector by vector, the phase times summed. */
+static fmk_status eval_engine(fmk_plan *plan, int64_t nd, const double *charges, double *pot,
+                              double *grad, int on_device)
+{
+    if (nd == 1)
+        return plan->engine->eval(plan, charges, pot, grad, on_device);
+    if (plan->engine->eval_many)
+        return plan->engine->eval_many(plan, nd, charges, pot, grad, on_device);
+    const int64_t ns = plan->n_sources, nt = plan->n_targets;
+    const int w = fmk_kernel_width(plan->kernel);
+    const int gw = fmk_kernel_grad_width(plan->kernel, plan->dim);
+    double sum[FMK_PHASE_COUNT] = {0};
+    for (int64_t v = 0; v < nd; v++) {
+        if (fmk_interrupt_poll(plan))
+            return fmk_interrupt_status(plan);
+        fmk_status st = plan->engine->eval(plan, charges + v * ns * w, pot ? pot + v * nt * w : NULL,
+                                           grad ? grad + v * nt * gw : NULL, on_device);
+        if (st != FMK_OK)
+            return st;
+        for (int k = FMK_PHASE_UPLOAD; k < FMK_PHASE_COUNT; k++)
+            sum[k] += plan->info.phase_time[k];
+    }
+    for (int k = FMK_PHASE_UPLOAD; k < FMK_PHASE_COUNT; k++)
+        plan->info.phase_time[k] = sum[k];
+    return FMK_OK;
+}
+
+/* A host evaluation of nd vectors of already-checked arguments. The engine writes into staged
+ * buffers (the plan's own for one vector); the caller's arrays get the results only when every
+ * value is finite, so a failure (overflow, out of memory, an interrupt) leaves them untouched. */
+static fmk_status eval_host(fmk_plan *plan, int64_t nd, const double *charges, double *pot,
+                            double *grad)
+{
+    fmk_status st = check_charges(plan, nd, charges);
+    if (st != FMK_OK)
+        return st;
     for (int k = FMK_PHASE_UPLOAD; k < FMK_PHASE_COUNT; k++)
         plan->info.phase_time[k] = 0;
-    if (plan->n_targets == 0)
+    if (plan->n_targets == 0 || nd == 0)
         return FMK_OK;
     const int pw = fmk_kernel_width(plan->kernel);
     const int gw = fmk_kernel_grad_width(plan->kernel, plan->dim);
-    const size_t pbytes = (size_t)plan->n_targets * pw * sizeof(double);
-    const size_t gbytes = (size_t)plan->n_targets * gw * sizeof(double);
+    const int64_t nt = plan->n_targets;
     if (plan->n_sources == 0) {
         if (pot)
-            memset(pot, 0, pbytes);
+            memset(pot, 0, (size_t)(nd * nt * pw) * sizeof(double));
         if (grad)
-            memset(grad, 0, gbytes);
+            memset(grad, 0, (size_t)(nd * nt * gw) * sizeof(double));
         return FMK_OK;
     }
     if (!plan->staged) { /* points from the device: staged at the first host evaluation */
-        const size_t rbytes = staged_bytes(plan, plan->n_targets);
+        const size_t rbytes = staged_bytes(plan, nt);
         plan->staged = malloc(rbytes);
         if (!plan->staged)
             return fmk_error_set(plan, FMK_ERR_NOMEM,
                                  "out of host memory for the results (%zu bytes)", rbytes);
         plan->info.bytes_host += (int64_t)rbytes;
     }
-    double *sp = pot ? plan->staged : NULL;
-    double *sg = grad ? plan->staged + plan->n_targets * pw : NULL;
-    fmk_status st = plan->engine->eval(plan, charges, sp, sg, 0);
+    double *buf = plan->staged;
+    if (nd > 1) { /* the vectors' results, held for this call only */
+        const size_t per = staged_bytes(plan, nt);
+        buf = (size_t)nd <= SIZE_MAX / per ? malloc((size_t)nd * per) : NULL;
+        if (!buf)
+            return fmk_error_set(plan, FMK_ERR_NOMEM,
+                                 "out of host memory for the results of %lld charge vectors "
+                                 "(%lld bytes each): evaluate fewer vectors per call",
+                                 (long long)nd, (long long)per);
+    }
+    double *sp = pot ? buf : NULL;
+    double *sg = grad ? buf + nd * nt * pw : NULL;
+    st = eval_engine(plan, nd, charges, sp, sg, 0);
     if (st == FMK_OK)
-        st = check_results(plan, sp, pw, sg, gw);
-    if (st != FMK_OK)
-        return st;
-    if (pot)
-        copy_values(pot, sp, plan->n_targets * pw, plan->threads);
-    if (grad)
-        copy_values(grad, sg, plan->n_targets * gw, plan->threads);
-    return FMK_OK;
+        st = check_results(plan, nd, sp, pw, sg, gw);
+    if (st == FMK_OK) {
+        if (pot)
+            copy_values(pot, sp, nd * nt * pw, plan->threads);
+        if (grad)
+            copy_values(grad, sg, nd * nt * gw, plan->threads);
+    }
+    if (buf != plan->staged)
+        free(buf);
+    return st;
 }
 
 fmk_status fmk_plan_eval(fmk_plan *plan, const double *charges, double *pot, double *grad)
 {
     fmk_status st = check_eval(plan, "fmk_plan_eval", charges, pot, grad);
     if (st == FMK_OK)
-        st = eval_host(plan, charges, pot, grad);
+        st = eval_host(plan, 1, charges, pot, grad);
     if (st == FMK_OK)
         fmk_error_clear(plan);
     return st;
@@ -645,52 +712,48 @@ fmk_status fmk_plan_eval_many(fmk_plan *plan, int64_t n_vectors, const double *c
                               double *grad)
 {
     fmk_status st = check_eval(plan, "fmk_plan_eval_many", charges, pot, grad);
+    if (st == FMK_OK && n_vectors < 0)
+        st = fmk_error_set(plan, FMK_ERR_ARG, "n_vectors = %lld is negative",
+                           (long long)n_vectors);
+    if (st == FMK_OK)
+        st = eval_host(plan, n_vectors, charges, pot, grad);
+    if (st == FMK_OK)
+        fmk_error_clear(plan);
+    return st;
+}
+
+/* Device evaluations: nd vectors of device pointers. */
+static fmk_status eval_device(fmk_plan *plan, const char *fn, int64_t nd, const double *d_charges,
+                              double *d_pot, double *d_grad)
+{
+    fmk_status st = check_eval(plan, fn, d_charges, d_pot, d_grad);
     if (st != FMK_OK)
         return st;
-    if (n_vectors < 0)
-        return fmk_error_set(plan, FMK_ERR_ARG, "n_vectors = %lld is negative",
-                             (long long)n_vectors);
-    const int w = fmk_kernel_width(plan->kernel);
-    const int gw = fmk_kernel_grad_width(plan->kernel, plan->dim);
-    /* Check every vector before writing any output, so a bad one leaves all untouched. */
-    int64_t nc = plan->n_sources * w;
-    for (int64_t v = 0; v < n_vectors; v++) {
-        int64_t bad = first_nonfinite(charges + v * nc, nc, plan->threads);
-        if (bad >= 0)
-            return fmk_error_set(plan, FMK_ERR_NONFINITE,
-                                 "charge vector %lld: charges[%lld] is %g; charges must be finite",
-                                 (long long)v, (long long)(bad / w), charges[v * nc + bad]);
-    }
-    for (int64_t v = 0; v < n_vectors; v++) {
-        st = fmk_interrupt_poll(plan)
-                 ? fmk_interrupt_status(plan)
-                 : eval_host(plan, charges + v * nc, pot ? pot + v * plan->n_targets * w : NULL,
-                             grad ? grad + v * plan->n_targets * gw : NULL);
-        if (st != FMK_OK)
-            return st;
-    }
-    fmk_error_clear(plan);
-    return FMK_OK;
+    if (nd < 0)
+        return fmk_error_set(plan, FMK_ERR_ARG, "n_vectors = %lld is negative", (long long)nd);
+    if (plan->opts.backend != FMK_BACKEND_CUDA)
+        return fmk_error_set(plan, FMK_ERR_STATE, "%s needs a plan with backend cuda (this one is %s)",
+                             fn, fmk_backend_name(plan->opts.backend));
+    for (int k = FMK_PHASE_UPLOAD; k < FMK_PHASE_COUNT; k++)
+        plan->info.phase_time[k] = 0;
+    if (plan->n_targets == 0 || nd == 0)
+        return FMK_OK;
+    st = eval_engine(plan, nd, d_charges, d_pot, d_grad, 1);
+    if (st == FMK_OK)
+        fmk_error_clear(plan);
+    return st;
 }
 
 fmk_status fmk_plan_eval_device(fmk_plan *plan, const double *d_charges, double *d_pot,
                                 double *d_grad)
 {
-    fmk_status st = check_eval(plan, "fmk_plan_eval_device", d_charges, d_pot, d_grad);
-    if (st != FMK_OK)
-        return st;
-    if (plan->opts.backend != FMK_BACKEND_CUDA)
-        return fmk_error_set(plan, FMK_ERR_STATE,
-                             "fmk_plan_eval_device needs a plan with backend cuda (this one is %s)",
-                             fmk_backend_name(plan->opts.backend));
-    for (int k = FMK_PHASE_UPLOAD; k < FMK_PHASE_COUNT; k++)
-        plan->info.phase_time[k] = 0;
-    if (plan->n_targets == 0)
-        return FMK_OK;
-    st = plan->engine->eval(plan, d_charges, d_pot, d_grad, 1);
-    if (st == FMK_OK)
-        fmk_error_clear(plan);
-    return st;
+    return eval_device(plan, "fmk_plan_eval_device", 1, d_charges, d_pot, d_grad);
+}
+
+fmk_status fmk_plan_eval_many_device(fmk_plan *plan, int64_t n_vectors, const double *d_charges,
+                                     double *d_pot, double *d_grad)
+{
+    return eval_device(plan, "fmk_plan_eval_many_device", n_vectors, d_charges, d_pot, d_grad);
 }
 
 fmk_status fmk_plan_memory(const fmk_plan *plan, int64_t n_sources, int64_t n_targets,

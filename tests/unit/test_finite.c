@@ -158,7 +158,7 @@ static void overflow_refused(void)
     }
 }
 
-/* eval_many: vector 0 moderate, vector 1 overflows, vector 2 moderate. */
+/* eval_many: vector 0 moderate, vector 1 overflows, vector 2 moderate: nothing written. */
 static void overflow_in_eval_many(void)
 {
     const int64_t n = 30;
@@ -179,13 +179,11 @@ static void overflow_in_eval_many(void)
     CHECK_PLAN_OK(fmk_plan_set_points(plan, n, x, 0, NULL), plan);
     CHECK_STATUS(fmk_plan_eval_many(plan, 3, q, pot, NULL), FMK_ERR_NONFINITE);
     CHECK(strstr(fmk_plan_last_error(plan), "overflows") != NULL);
-    int first = 1, rest = 1;
-    for (int64_t i = 0; i < n; i++)
-        first &= pot[i] != 7 && isfinite(pot[i]);
-    for (int64_t i = n; i < 3 * n; i++)
-        rest &= pot[i] == 7;
-    CHECK_MSG(first, "the first vector's results are not all written");
-    CHECK_MSG(rest, "the overflowing vector or the one after it was written");
+    CHECK(strstr(fmk_plan_last_error(plan), "charge vector 1") != NULL);
+    int untouched = 1;
+    for (int64_t i = 0; i < 3 * n; i++)
+        untouched &= pot[i] == 7;
+    CHECK_MSG(untouched, "a vector's results were written although the call failed");
     fmk_plan_destroy(plan);
 }
 
