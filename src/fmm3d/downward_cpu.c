@@ -18,9 +18,11 @@ void fmk_fmm3d_cpu_l2l(const fmk_plan *plan, fmk_fmm3d_cpu *s)
             if (s->n_trg[b] == 0 || fmk_interrupt_team(plan))
                 continue;
             const int64_t P = t->parent[b];
-            fmk_fmm3d_l2l(ops, s->rot_updown + rs * (8 + fmk_fmm3d_cpu_octant(l, b, P)),
-                          l->center + 3 * P, l->side[P], s->L + st * P, l->center + 3 * b,
-                          l->side[b], s->L + st * b, fmk_fmm3d_cpu_work(s));
+            for (int v = 0; v < s->nv; v++)
+                fmk_fmm3d_l2l(ops, s->rot_updown + rs * (8 + fmk_fmm3d_cpu_octant(l, b, P)),
+                              l->center + 3 * P, l->side[P], s->L + st * (s->nv * P + v),
+                              l->center + 3 * b, l->side[b], s->L + st * (s->nv * b + v),
+                              fmk_fmm3d_cpu_work(s));
         }
     }
 }
@@ -33,6 +35,7 @@ void fmk_fmm3d_cpu_l2p(const fmk_plan *plan, fmk_fmm3d_cpu *s)
     const fmk_fmm3d_ops_ctx *ops = &s->ops;
     const int64_t k = t->n_nodes, st = s->stride;
     const int th = plan->threads;
+    const int64_t rs = 4 * plan->n_targets; /* one vector's results */
     double *res_pot = s->result, *res_grad = s->result + plan->n_targets;
 #pragma omp parallel for schedule(dynamic, 4) num_threads(th)
     for (int64_t b = 0; b < k; b++) {
@@ -42,14 +45,14 @@ void fmk_fmm3d_cpu_l2p(const fmk_plan *plan, fmk_fmm3d_cpu *s)
         const int64_t tb = s->trg_begin[b], n = s->n_trg[b];
         const double *y = s->trg_xyz + 3 * tb;
         if (t->level[b] >= 2)
-            fmk_fmm3d_l2p(ops, l->center + 3 * b, l->side[b], s->L + st * b, n, y, res_pot + tb,
-                          res_grad + 3 * tb, work);
+            fmk_fmm3d_l2p_many(ops, l->center + 3 * b, l->side[b], s->nv, s->L + st * s->nv * b,
+                               st, n, y, res_pot + tb, rs, res_grad + 3 * tb, rs, work);
         for (int64_t e = l->w_begin[b]; e < l->w_begin[b + 1]; e++) {
             if (s->w_direct[e]) /* summed in P2P */
                 continue;
             const int32_t c = l->w[e];
-            fmk_fmm3d_m2p(ops, l->center + 3 * c, l->side[c], s->M + st * c, n, y, res_pot + tb,
-                          res_grad + 3 * tb, work);
+            fmk_fmm3d_m2p_many(ops, l->center + 3 * c, l->side[c], s->nv, s->M + st * s->nv * c,
+                               st, n, y, res_pot + tb, rs, res_grad + 3 * tb, rs, work);
         }
     }
 }

@@ -26,11 +26,22 @@ static int order_of(const fmk_plan *plan)
     return plan->opts.order >= 0 ? plan->opts.order : fmk_fmm3d_order_from_eps(plan->eps);
 }
 
+/* The vectors a plan's buffers hold at first: opts.n_vectors, at most FMM_NV_MAX. */
+static int vectors_of(const fmk_plan *plan)
+{
+    const int nv = plan->opts.n_vectors;
+    return nv < 1 ? 1 : nv > FMM_NV_MAX ? FMM_NV_MAX : nv;
+}
+
+/* The leaf size: for nv vectors an expansion's work is nv times one's, a P2P pair's about
+ * 1 + 0.3 (nv - 1) times (its 1/r is shared), which the cost model sees as a pair time of
+ * t_pair (1 + 0.3 (nv - 1)) / nv. */
 static int32_t leaf_size_of(const fmk_plan *plan, int order)
 {
-    int64_t ls = plan->opts.leaf_size > 0
-                     ? plan->opts.leaf_size
-                     : fmk_fmm3d_leaf_size_model(order, fmk_fmm3d_cpu_pair_time(plan));
+    const int nv = vectors_of(plan);
+    const double t_pair = fmk_fmm3d_cpu_pair_time(plan) * (1 + 0.3 * (nv - 1)) / nv;
+    int64_t ls = plan->opts.leaf_size > 0 ? plan->opts.leaf_size
+                                          : fmk_fmm3d_leaf_size_model(order, t_pair);
     return ls > INT32_MAX ? INT32_MAX : (int32_t)ls;
 }
 static int64_t rot_doubles(int p)
@@ -39,6 +50,13 @@ static int64_t rot_doubles(int p)
     for (int n = 0; n <= p; n++)
         r += 4 * (int64_t)(n + 1) * (n + 1);
     return r;
+}
+
+/* Doubles of one thread's work array for nv vectors. */
+static int64_t work_stride(const fmk_fmm3d_ops_ctx *ops, int nv)
+{
+    const int64_t a = fmk_fmm3d_work_size(ops), b = fmk_fmm3d_points_work_size(ops, nv);
+    return a > b ? a : b;
 }
 
 /* nu: unique sources (coincident_cpu.c), ns when none coincide. */
@@ -56,11 +74,15 @@ static int64_t state_bytes(const fmk_plan *plan, int64_t ns, int64_t nt, int64_t
     b += 8 * 24 * (int64_t)(p + 1) * (p + 2) * (2 * p + 3) / 6; /* zmat */
     b += 8 * (int64_t)plan->threads * fmk_fmm3d_cpu_m2l_buf_size(p);
     b += 8 * (int64_t)plan->threads * (8 * stride + 64 * (p + 3)); /* work, generous */
+    const fmk_fmm3d_ops_ctx order_only = {.order = p};
+    b += 8 * (int64_t)plan->threads * fmk_fmm3d_points_work_size(&order_only, vectors_of(plan));
     b = fmk_bytes_add(b, fmk_tree3d_bytes_for(np, nodes));
     b = fmk_bytes_add(b, fmk_fmm3d_lists_bytes_for(nodes));
-    b = fmk_bytes_plus(b, 32 + 16 * stride, nodes); /* counts, begins, M, L */
-    b = fmk_bytes_plus(b, 4 * 8, ns);               /* order, xyz */
-    b = fmk_bytes_plus(b, 4 * 8, nu);               /* soa */
+    const int nv = vectors_of(plan);
+    b = fmk_bytes_plus(b, 32 + 16 * stride * nv, nodes); /* counts, begins, M, L */
+    b = fmk_bytes_plus(b, 4 * 8, ns);                    /* order, xyz */
+    b = fmk_bytes_plus(b, 4 * 8 + (nv > 1 ? 8 * nv : 0), nu); /* soa, vectors' charges */
+    b = fmk_bytes_plus(b, 32 * (nv - 1), nt);                /* the vectors' results */
     if (nu < ns)                                    /* slots; self: the targets' xyz */
         b = fmk_bytes_plus(b, self ? 8 * 4 : 8, ns);
     b = fmk_bytes_plus(b, (self ? 0 : 8 * 4) + 32, nt); /* orders, xyz; result */
@@ -97,6 +119,8 @@ static void fmm_release(fmk_plan *plan)
         free(s->trg_xyz);
     free(s->src_order), free(s->src_xyz), free(s->src_soa), free(s->src_slot);
     free(s->n_src), free(s->n_trg), free(s->src_begin), free(s->trg_begin);
+    if (s->qv != s->q)
+        free(s->qv);
     free(s->M), free(s->L), free(s->rot_v), free(s->rot_updown), free(s->work), free(s->result);
     free(s->phase_v);
     free(s->v_perm), free(s->v_target), free(s->zmat), free(s->m2l_buf);
@@ -307,10 +331,13 @@ static fmk_status fmm_setup(fmk_plan *plan)
     s->src_xyz = malloc(sizeof(double) * 3 * ns1);
     s->trg_order = plan->self ? s->src_order : malloc(sizeof(int64_t) * nt1);
     s->trg_xyz = plan->self ? s->src_xyz : malloc(sizeof(double) * 3 * nt1);
-    s->M = malloc(sizeof(double) * (size_t)s->stride * nk);
-    s->L = malloc(sizeof(double) * (size_t)s->stride * nk);
-    s->result = malloc(sizeof(double) * 4 * nt1);
-    s->work = malloc(sizeof(double) * (size_t)fmk_fmm3d_work_size(&s->ops) * (size_t)plan->threads);
+    const int nv = vectors_of(plan);
+    s->nv = 1, s->nv_cap = nv;
+    s->M = malloc(sizeof(double) * (size_t)s->stride * nk * (size_t)nv);
+    s->L = malloc(sizeof(double) * (size_t)s->stride * nk * (size_t)nv);
+    s->result = malloc(sizeof(double) * 4 * nt1 * (size_t)nv);
+    s->work_stride = work_stride(&s->ops, nv);
+    s->work = malloc(sizeof(double) * (size_t)s->work_stride * (size_t)plan->threads);
     s->rot_updown = malloc(sizeof(double) * (size_t)fmk_fmm3d_rot_size(&s->ops) * 16);
     int bad = !s->n_src || !s->n_trg || !s->src_begin || !s->trg_begin || !s->src_order ||
               !s->src_xyz || !s->trg_order || !s->trg_xyz || !s->M || !s->L || !s->result ||
@@ -377,6 +404,12 @@ static fmk_status fmm_setup(fmk_plan *plan)
         for (int c = 0; c < 3; c++)
             s->src_soa[c * nu + i] = s->src_xyz[3 * i + c];
     s->q = s->src_soa + 3 * nu;
+    if (nv == 1)
+        s->qv = s->q;
+    else if (!(s->qv = malloc(sizeof(double) * nu1 * (size_t)nv))) {
+        fmm_release(plan);
+        return fmk_error_set(plan, FMK_ERR_NOMEM, "out of host memory for the FMM's charges");
+    }
     if (fp32) /* relative to the leaf's centre: fp32 then rounds to 2^-24 of a leaf, not of the
                * frame, which keeps close pairs accurate */
         for (int64_t b = 0; b < k; b++) {
@@ -392,6 +425,10 @@ static fmk_status fmm_setup(fmk_plan *plan)
     fmk_fmm3d_cpu_m2l_schedule(s, plan->threads);
     plan->state_bytes_host = state_bytes(plan, ns, nt, nu, plan->self, k, n_dirs);
     s->p2p_avx512 = fmk_fmm3d_cpu_p2p_avx512(plan);
+    const fmk_fmm3d_cpu_tune *knobs = plan->tune;
+    if (s->p2p_avx512 && knobs->newton > 0)
+        s->p2p_avx512 = knobs->newton;
+    s->p2p_targets = knobs->p2p_targets >= 4 ? 4 : 1;
     plan->info.order = p;
     plan->info.levels = s->tree.levels;
     plan->info.leaf_size = ls;
@@ -400,74 +437,160 @@ static fmk_status fmm_setup(fmk_plan *plan)
     return FMK_OK;
 }
 
-/* The charges into key order, a run of coincident sources summed into its unique source in
- * caller order (and fp32 for P2P in precision fp32); expansions and results zeroed. */
+/* Room for nv vectors (at most FMM_NV_MAX) in the expansions, charges, results and work
+ * arrays: grown when the plan holds fewer. Returns FMK_OK or FMK_ERR_NOMEM (the state is then
+ * as it was, for as many vectors as before). */
+static fmk_status vectors_room(fmk_plan *plan, fmk_fmm3d_cpu *s, int nv)
+{
+    if (nv <= s->nv_cap)
+        return FMK_OK;
+    const size_t nk = (size_t)(s->tree.n_nodes > 0 ? s->tree.n_nodes : 1);
+    const size_t nt1 = (size_t)(plan->n_targets > 0 ? plan->n_targets : 1);
+    const size_t nu1 = (size_t)(s->n_unique > 0 ? s->n_unique : 1);
+    const int64_t ws = work_stride(&s->ops, nv);
+    const size_t sizes[5] = {(size_t)s->stride * nk * (size_t)nv,
+                             (size_t)s->stride * nk * (size_t)nv, 4 * nt1 * (size_t)nv,
+                             nu1 * (size_t)nv, (size_t)ws * (size_t)plan->threads};
+    double *got[5];
+    int bad = 0;
+    for (int i = 0; i < 5; i++)
+        bad |= !(got[i] = malloc(sizeof(double) * sizes[i]));
+    if (bad) {
+        for (int i = 0; i < 5; i++)
+            free(got[i]);
+        return fmk_error_set(plan, FMK_ERR_NOMEM,
+                             "out of host memory for the FMM's expansions of %d charge vectors "
+                             "(%zu bytes): evaluate fewer vectors per call",
+                             nv, sizeof(double) * (sizes[0] + sizes[1] + sizes[2] + sizes[3] + sizes[4]));
+    }
+    const int64_t before = (int64_t)(sizeof(double) * ((size_t)s->stride * nk * 2 * (size_t)s->nv_cap +
+                                                       4 * nt1 * (size_t)s->nv_cap +
+                                                       (s->nv_cap > 1 ? nu1 * (size_t)s->nv_cap : 0) +
+                                                       (size_t)s->work_stride * (size_t)plan->threads));
+    free(s->M), free(s->L), free(s->result), free(s->work);
+    if (s->qv != s->q)
+        free(s->qv);
+    s->M = got[0], s->L = got[1], s->result = got[2], s->qv = got[3], s->work = got[4];
+    s->nv_cap = nv, s->work_stride = ws;
+    int64_t after = 0;
+    for (int i = 0; i < 5; i++)
+        after += (int64_t)(sizeof(double) * sizes[i]);
+    plan->state_bytes_host += after - before;
+    plan->info.bytes_host += after - before;
+    return FMK_OK;
+}
+
+/* The charges of s->nv vectors (n_sources apart) into key order, a run of coincident sources
+ * summed into its unique source in caller order; expansions and results zeroed. */
 static void gather_charges(const fmk_plan *plan, fmk_fmm3d_cpu *s, const double *charges)
 {
     const int64_t ns = plan->n_sources, nt = plan->n_targets, k = s->tree.n_nodes, st = s->stride;
     const int64_t nu = s->n_unique;
-    if (s->src_slot) {
-        memset(s->q, 0, sizeof(double) * (size_t)nu);
-        for (int64_t i = 0; i < ns; i++)
-            s->q[s->src_slot[i]] += charges[s->src_order[i]];
-    } else {
-        for (int64_t i = 0; i < ns; i++)
-            s->q[i] = charges[s->src_order[i]];
+    for (int v = 0; v < s->nv; v++) {
+        double *q = s->qv + v * nu;
+        const double *c = charges + v * ns;
+        if (s->src_slot) {
+            memset(q, 0, sizeof(double) * (size_t)nu);
+            for (int64_t i = 0; i < ns; i++)
+                q[s->src_slot[i]] += c[s->src_order[i]];
+        } else {
+            for (int64_t i = 0; i < ns; i++)
+                q[i] = c[s->src_order[i]];
+        }
     }
-    if (s->src32)
-        for (int64_t i = 0; i < nu; i++)
-            s->src32[3 * nu + i] = (float)s->q[i];
-    memset(s->M, 0, sizeof(double) * (size_t)(st * k));
-    memset(s->L, 0, sizeof(double) * (size_t)(st * k));
-    memset(s->result, 0, sizeof(double) * 4 * (size_t)nt);
+    memset(s->M, 0, sizeof(double) * (size_t)(st * k * s->nv));
+    memset(s->L, 0, sizeof(double) * (size_t)(st * k * s->nv));
+    memset(s->result, 0, sizeof(double) * 4 * (size_t)(nt * s->nv));
 }
 
-/* The results (key order, working units) to the caller's order and units. */
+/* The results of s->nv vectors (key order, working units) to the caller's order and units. */
 static void write_results(const fmk_plan *plan, const fmk_fmm3d_cpu *s, double *pot, double *grad)
 {
     const int64_t nt = plan->n_targets;
-    const double *res_pot = s->result, *res_grad = s->result + nt;
     const double ps = plan->frame.pot_scale;
+    for (int v = 0; v < s->nv; v++) {
+        const double *res_pot = s->result + 4 * nt * v, *res_grad = res_pot + nt;
+        double *pv = pot ? pot + nt * v : NULL, *gv = grad ? grad + 3 * nt * v : NULL;
 #pragma omp parallel for schedule(static) num_threads(plan->threads) if (nt > 4096)
-    for (int64_t i = 0; i < nt; i++) {
-        const int64_t c = s->trg_order[i];
-        if (pot)
-            pot[c] = res_pot[i] * ps;
-        if (grad) /* scaled twice by 1/width: 1/width^2 may overflow */
-            for (int d = 0; d < 3; d++)
-                grad[3 * c + d] = res_grad[3 * i + d] * ps * ps;
+        for (int64_t i = 0; i < nt; i++) {
+            const int64_t c = s->trg_order[i];
+            if (pv)
+                pv[c] = res_pot[i] * ps;
+            if (gv) /* scaled twice by 1/width: 1/width^2 may overflow */
+                for (int d = 0; d < 3; d++)
+                    gv[3 * c + d] = res_grad[3 * i + d] * ps * ps;
+        }
     }
 }
 
-/* The passes of the FMM (exafmm-t's order), each in its file (fmm3d_cpu.h). */
-static fmk_status fmm_eval(fmk_plan *plan, const double *charges, double *pot, double *grad,
-                           int on_device)
+/* The passes of the FMM (exafmm-t's order), each in its file (fmm3d_cpu.h), for s->nv
+ * vectors; their phase times added to *stamps' intervals. */
+static void run_passes(fmk_plan *plan, fmk_fmm3d_cpu *s, const double *charges, double sum[7])
+{
+    const int64_t nu = s->n_unique;
+    double t[8];
+    t[0] = fmk_time_now();
+    gather_charges(plan, s, charges);
+    t[1] = fmk_time_now();
+    fmk_fmm3d_cpu_p2m(plan, s);
+    t[2] = fmk_time_now();
+    fmk_fmm3d_cpu_m2m(plan, s);
+    t[3] = fmk_time_now();
+    fmk_fmm3d_cpu_m2l(plan, s);
+    t[4] = fmk_time_now();
+    fmk_fmm3d_cpu_l2l(plan, s);
+    t[5] = fmk_time_now();
+    fmk_fmm3d_cpu_l2p(plan, s);
+    t[6] = fmk_time_now();
+    if (s->src32) { /* fp32 P2P: one vector at a time, its charges beside the fp32 points */
+        for (int v = 0; v < s->nv; v++) {
+            for (int64_t i = 0; i < nu; i++)
+                s->src32[3 * nu + i] = (float)s->qv[v * nu + i];
+            fmk_fmm3d_cpu_p2p(plan, s, v, 1);
+        }
+    } else {
+        fmk_fmm3d_cpu_p2p(plan, s, 0, s->nv);
+    }
+    fmk_fmm3d_cpu_p2p_runs(plan, s, charges);
+    t[7] = fmk_time_now();
+    for (int i = 0; i < 7; i++)
+        sum[i] += t[i + 1] - t[i];
+}
+
+/* nd vectors (eval: 1), FMM_NV_MAX or as many as the plan has room for at a time. */
+static fmk_status fmm_eval_many(fmk_plan *plan, int64_t nd, const double *charges, double *pot,
+                                double *grad, int on_device)
 {
     if (on_device)
         return fmk_error_set(plan, FMK_ERR_INTERNAL, "the CPU engine got device pointers");
     fmk_fmm3d_cpu *s = plan->state;
+    const int64_t ns = plan->n_sources, nt = plan->n_targets;
+    /* without room for more vectors, in turns of what there is: slower, never wrong */
+    (void)vectors_room(plan, s, nd < FMM_NV_MAX ? (int)nd : FMM_NV_MAX);
     const double t0 = fmk_time_now();
-    gather_charges(plan, s, charges);
-    const double t1 = fmk_time_now();
-    fmk_fmm3d_cpu_p2m(plan, s);
-    const double t2 = fmk_time_now();
-    fmk_fmm3d_cpu_m2m(plan, s);
-    const double t3 = fmk_time_now();
-    fmk_fmm3d_cpu_m2l(plan, s);
-    const double t4 = fmk_time_now();
-    fmk_fmm3d_cpu_l2l(plan, s);
-    const double t5 = fmk_time_now();
-    fmk_fmm3d_cpu_l2p(plan, s);
-    const double t6 = fmk_time_now();
-    fmk_fmm3d_cpu_p2p(plan, s);
-    fmk_fmm3d_cpu_p2p_runs(plan, s, charges);
-    const double t7 = fmk_time_now();
-    if (fmk_interrupt_stopped(plan)) /* each pass skips its remaining work once asked to stop */
-        return fmk_interrupt_status(plan);
-    write_results(plan, s, pot, grad); /* every pass succeeded */
-    const double stamps[8] = {t0, t1, t2, t3, t4, t5, t6, t7};
+    double sum[7] = {0};
+    for (int64_t v0 = 0; v0 < nd; v0 += s->nv) {
+        s->nv = nd - v0 < s->nv_cap ? (int)(nd - v0) : s->nv_cap;
+        run_passes(plan, s, charges + v0 * ns, sum);
+        if (fmk_interrupt_stopped(plan)) { /* each pass skips its remaining work once asked */
+            s->nv = 1;
+            return fmk_interrupt_status(plan);
+        }
+        write_results(plan, s, pot ? pot + v0 * nt : NULL, grad ? grad + 3 * v0 * nt : NULL);
+    }
+    s->nv = 1;
+    fmk_error_clear(plan); /* a failed growth above is no failure of the call */
+    double stamps[8] = {t0};
+    for (int i = 0; i < 7; i++)
+        stamps[i + 1] = stamps[i] + sum[i];
     fmk_info_fmm_phases(&plan->info, stamps, s->tree_time);
     return FMK_OK;
+}
+
+static fmk_status fmm_eval(fmk_plan *plan, const double *charges, double *pot, double *grad,
+                           int on_device)
+{
+    return fmm_eval_many(plan, 1, charges, pot, grad, on_device);
 }
 
 /* Kernels: laplace, and plummer and regularized with the exact smooth kernel in the near field
@@ -508,10 +631,14 @@ static fmk_status fmm_check_opts(fmk_opts *o, fmk_kernel kernel, int dim, double
     return FMK_OK;
 }
 
-static const fmk_fmm3d_cpu_tune tune_defaults = {.direct_near = 1};
+static const fmk_fmm3d_cpu_tune tune_defaults = {.direct_near = 1, .p2p_targets = 4, .newton = 0};
 static const fmk_tune_knob tune_knobs[] = {
     FMK_KNOB(fmk_fmm3d_cpu_tune, direct_near, FMK_TUNE_INT, 0, 1,
              "W and X entries cheaper summed directly are (1) or all on operators (0)"),
+    FMK_KNOB(fmk_fmm3d_cpu_tune, p2p_targets, FMK_TUNE_INT, 1, 4,
+             "targets the AVX-512 laplace P2P takes at once for one vector (1 or 4)"),
+    FMK_KNOB(fmk_fmm3d_cpu_tune, newton, FMK_TUNE_INT, 0, 2,
+             "Newton steps of the AVX-512 P2P's 1/r (0: from eps, 1, 2)"),
 };
 static const fmk_tune_table tune_table = {"fmm3d", sizeof(fmk_fmm3d_cpu_tune), &tune_defaults,
                                           FMK_TUNE_COUNT(tune_knobs), tune_knobs};
@@ -521,6 +648,7 @@ const fmk_engine fmk_engine_fmm_cpu = {
     .tune = &tune_table,
     .setup = fmm_setup,
     .eval = fmm_eval,
+    .eval_many = fmm_eval_many,
     .memory = fmm_memory,
     .release = fmm_release,
     .check_opts = fmm_check_opts,

@@ -16,6 +16,9 @@
  * by direction, and the entries of one direction go through fmk_fmm3d_m2l_block together. */
 enum { M2L_NODES = 64 };
 
+/* Charge vectors an evaluation carries through the passes together (more go in turns). */
+enum { FMM_NV_MAX = 8 };
+
 typedef struct fmk_fmm3d_cpu {
     fmk_tree3d tree; /* over sources and targets together */
     fmk_fmm3d_lists lists;
@@ -34,10 +37,17 @@ typedef struct fmk_fmm3d_cpu {
     double *trg_xyz;                /* nt * 3 (== src_xyz when self and nu == ns) */
     double *src_soa;                /* 4 * nu: x | y | z | q, for P2P */
     double *q;                      /* nu charges (a run's sum) in key order (into src_soa) */
-    int p2p_avx512;                 /* laplace in fp64 on a CPU with AVX-512F: p2p_laplace_avx512 */
+    int p2p_avx512;                 /* laplace in fp64 on a CPU with AVX-512F: p2p_laplace_avx512
+                                 * with this many Newton steps (0: the tile's loop) */
+    int p2p_targets;                /* 4: that loop takes four targets at once (one vector) */
     float *src32;                   /* fp32: 4 * nu, x | y | z | q for P2P in single precision, the
                                  * coordinates relative to the centre of the source's leaf */
-    double *M, *L;                  /* n_nodes * stride */
+    /* nv charge vectors at a time (eval: 1; eval_many: up to nv_cap): node b's expansion of
+     * vector v at M + stride (b nv + v), likewise L; vector v's unique charges at
+     * qv + v n_unique (qv == q when nv_cap is 1), its results at result + 4 nt v */
+    int nv, nv_cap;
+    double *qv;
+    double *M, *L;                  /* n_nodes * stride * nv_cap */
     double *rot_v; /* rotations of the V directions' polar angles in use (61 at most
                                  * for the 316 directions: the matrices depend on the angle) */
     int32_t rot_slot[FMK_FMM3D_NDIR]; /* direction -> its polar angle's rotation, or -1 */
@@ -52,8 +62,9 @@ typedef struct fmk_fmm3d_cpu {
     uint8_t *x_direct;  /* n_nodes: 1 when the node's X entries are summed directly */
     int64_t *d_begin;   /* n_nodes + 1: per leaf, the source leaves it sums directly */
     int32_t *d_leaf;    /* beyond its U list (from direct W and X entries) */
-    double *work;       /* threads * work_size */
-    double *result;     /* 4 * nt in key order: pot, grad */
+    double *work;       /* threads * work_stride */
+    int64_t work_stride; /* doubles of work per thread: the operators' for nv_cap vectors */
+    double *result;     /* 4 * nt * nv_cap in key order: per vector pot, grad */
     double tree_time;
 } fmk_fmm3d_cpu;
 
@@ -66,7 +77,7 @@ static inline int64_t fmk_fmm3d_cpu_m2l_buf_size(int p)
 /* This thread's work array. */
 static inline double *fmk_fmm3d_cpu_work(const fmk_fmm3d_cpu *s)
 {
-    return s->work + fmk_fmm3d_work_size(&s->ops) * fmk_thread_num();
+    return s->work + s->work_stride * fmk_thread_num();
 }
 
 /* The unique sources of node b: [*j0, *j0 + *nj). */
@@ -109,14 +120,18 @@ void fmk_fmm3d_cpu_l2p(const fmk_plan *plan, fmk_fmm3d_cpu *s);
 /* p2p_cpu.c */
 /* Seconds per P2P pair and core of the loop the engine will run (docs/fmm3d.md section 4). */
 double fmk_fmm3d_cpu_pair_time(const fmk_plan *plan);
-/* 1 when P2P runs the AVX-512 laplace loop (laplace in fp64 on a CPU with AVX-512F). */
+/* The Newton steps of P2P's AVX-512 laplace loop (laplace in fp64 on a CPU with AVX-512F: 1
+ * for eps >= 1e-5, else 2), or 0 when the direct sum's tile loop runs. */
 int fmk_fmm3d_cpu_p2p_avx512(const fmk_plan *plan);
 /* The W and X entries summed directly (see p2p_cpu.c); returns 0, or -1 when out of memory. */
 int fmk_fmm3d_cpu_direct_lists(fmk_fmm3d_cpu *s, int order, double t_pair, int direct_near);
-/* P2P at every leaf with targets, from its U list and direct entries, over unique sources. */
-void fmk_fmm3d_cpu_p2p(const fmk_plan *plan, fmk_fmm3d_cpu *s);
+/* P2P at every leaf with targets, from its U list and direct entries, over unique sources,
+ * for vectors [v_first, v_first + nv) of the s->nv (precision fp32: one vector, whose charges
+ * the caller put in src32). */
+void fmk_fmm3d_cpu_p2p(const fmk_plan *plan, fmk_fmm3d_cpu *s, int v_first, int nv);
 /* With targets = sources and coincident sources, for plummer and regularized: adds to each
- * target the rest of its own run, which P2P left out (coincident_cpu.c). */
+ * target the rest of its own run, which P2P left out, for the s->nv vectors of charges (caller
+ * order, n_sources apart). */
 void fmk_fmm3d_cpu_p2p_runs(const fmk_plan *plan, fmk_fmm3d_cpu *s, const double *charges);
 /* coincident_cpu.c */
 /* Sorts each group of equal keys of the tree that holds coincident sources by (coordinates,
@@ -132,6 +147,10 @@ int fmk_fmm3d_cpu_unique_sources(const fmk_plan *plan, fmk_fmm3d_cpu *s);
 typedef struct fmk_fmm3d_cpu_tune {
     int direct_near; /* 1: W and X entries cheaper summed directly are (default);
                                  * 0: every entry on its operator */
+    int p2p_targets; /* targets the AVX-512 laplace P2P takes at once for one vector: 4
+                                 * (default: each source load serves four) or 1 */
+    int newton;      /* Newton steps of that P2P's 1/r: 0 (default: 1 for eps >= 1e-5,
+                                 * else 2), 1 or 2 */
 } fmk_fmm3d_cpu_tune;
 
 #endif /* FMMKIT_FMM3D_CPU_H */

@@ -104,6 +104,9 @@ fmk_status fmk_fmm3d_ops_create(fmk_fmm3d_ops_ctx *ctx, int order)
     const int64_t risbo = 2 * (int64_t)(2 * p + 2) * (2 * p + 2);
     const int64_t shoot = 4 * ctx->n_coef + risbo + rot;
     ctx->work_size = shoot > 2 * nh ? shoot : 2 * nh;
+    const int64_t points = fmk_fmm3d_points_work_size(ctx, 1);
+    if (ctx->work_size < points)
+        ctx->work_size = points;
     return FMK_OK;
 }
 
@@ -160,153 +163,7 @@ void fmk_fmm3d_irregular(const fmk_fmm3d_ops_ctx *ctx, int degree, double x, dou
         I[i] *= inv_r;
 }
 
-/* ---------------------------------------------------------------------------------------------
- * Point operators
- * ------------------------------------------------------------------------------------------ */
-
-void fmk_fmm3d_p2m(const fmk_fmm3d_ops_ctx *ctx, const double c[3], double s, int64_t n,
-                   const double *x, const double *q, double *M, double *work)
-{
-    const int p = ctx->order;
-    const int64_t nc = ctx->n_coef;
-    const double inv_s = 1 / s;
-    for (int64_t j = 0; j < n; j++) {
-        fmk_fmm3d_regular(ctx, p, (x[3 * j] - c[0]) * inv_s, (x[3 * j + 1] - c[1]) * inv_s,
-                          (x[3 * j + 2] - c[2]) * inv_s, work);
-        const double qj = q[j];
-        for (int64_t i = 0; i < nc; i++) { /* M += q conj(R) */
-            M[2 * i] += qj * work[2 * i];
-            M[2 * i + 1] -= qj * work[2 * i + 1];
-        }
-    }
-}
-
-void fmk_fmm3d_p2l(const fmk_fmm3d_ops_ctx *ctx, const double c[3], double s, int64_t n,
-                   const double *x, const double *q, double *L, double *work)
-{
-    const int p = ctx->order;
-    const int64_t nc = ctx->n_coef;
-    const double inv_s = 1 / s;
-    for (int64_t j = 0; j < n; j++) {
-        fmk_fmm3d_irregular(ctx, p, (x[3 * j] - c[0]) * inv_s, (x[3 * j + 1] - c[1]) * inv_s,
-                            (x[3 * j + 2] - c[2]) * inv_s, work);
-        const double qj = q[j] * inv_s;
-        for (int64_t i = 0; i < nc; i++) { /* L += q/s conj(I) */
-            L[2 * i] += qj * work[2 * i];
-            L[2 * i + 1] -= qj * work[2 * i + 1];
-        }
-    }
-}
-
-/* M2P. phi = (1/s) sum M I(u), u = (y - c)/s, summed over all m as Re(M^0 I^0) + 2 Re(M^m I^m).
- * Gradient (docs/fmm3d.md, from A2 to first order): with D- = d/dx - i d/dy,
- *   D- phi = -sum_n [ sum_{m=1..n} M_n^m I_{n+1}^{m-1} sqrt((n-m+2)(n-m+1))
- *                     - sum_{k=0..n} conj(M_n^k I_{n+1}^{k+1}) sqrt((n+k+2)(n+k+1)) ],
- *   d/dz phi = -sum_n sum_{all m} M_n^m I_{n+1}^m sqrt((n+1+m)(n+1-m)),
- * g_x = Re(D- phi), g_y = -Im(D- phi); each gets another 1/s from u = (y - c)/s. */
-void fmk_fmm3d_m2p(const fmk_fmm3d_ops_ctx *ctx, const double c[3], double s, const double *M,
-                   int64_t n, const double *y, double *pot, double *grad, double *work)
-{
-    const int p = ctx->order;
-    const double *sq = ctx->sqrt_int;
-    const double inv_s = 1 / s;
-    double *I = work;
-    for (int64_t i = 0; i < n; i++) {
-        fmk_fmm3d_irregular(ctx, grad ? p + 1 : p, (y[3 * i] - c[0]) * inv_s,
-                            (y[3 * i + 1] - c[1]) * inv_s, (y[3 * i + 2] - c[2]) * inv_s, I);
-        double phi = 0, gr = 0, gi = 0, gz = 0;
-        for (int nn = 0; nn <= p; nn++) {
-            const double *Mn = M + 2 * IDX(nn, 0);
-            const double *In = I + 2 * IDX(nn, 0);
-            double t = Mn[0] * In[0] - Mn[1] * In[1];
-            for (int m = 1; m <= nn; m++)
-                t += 2 * (Mn[2 * m] * In[2 * m] - Mn[2 * m + 1] * In[2 * m + 1]);
-            phi += t;
-            if (!grad)
-                continue;
-            const double *J = I + 2 * IDX(nn + 1, 0); /* I_{n+1}^. */
-            double z = (Mn[0] * J[0] - Mn[1] * J[1]) * (nn + 1);
-            for (int m = 1; m <= nn; m++) {
-                const double w = 2 * sq[nn + 1 + m] * sq[nn + 1 - m];
-                z += w * (Mn[2 * m] * J[2 * m] - Mn[2 * m + 1] * J[2 * m + 1]);
-                /* + M^m I_{n+1}^{m-1} */
-                const double w1 = sq[nn - m + 2] * sq[nn - m + 1];
-                const double *a = Mn + 2 * m, *b = J + 2 * (m - 1);
-                gr += w1 * (a[0] * b[0] - a[1] * b[1]);
-                gi += w1 * (a[0] * b[1] + a[1] * b[0]);
-            }
-            for (int k = 0; k <= nn; k++) {
-                /* - conj(M^k I_{n+1}^{k+1}) */
-                const double w2 = sq[nn + k + 2] * sq[nn + k + 1];
-                const double *a = Mn + 2 * k, *b = J + 2 * (k + 1);
-                gr -= w2 * (a[0] * b[0] - a[1] * b[1]);
-                gi += w2 * (a[0] * b[1] + a[1] * b[0]);
-            }
-            gz -= z;
-        }
-        if (pot)
-            pot[i] += phi * inv_s;
-        if (grad) {
-            const double g2 = inv_s * inv_s;
-            grad[3 * i] += -gr * g2; /* D- phi = -(gr + i gi) */
-            grad[3 * i + 1] += gi * g2;
-            grad[3 * i + 2] += gz * g2;
-        }
-    }
-}
-
-/* L2P. phi = sum L R(u), u = (y - c)/s. Gradient (A1 to first order):
- *   D- phi = -sum_n [ sum_{m=1..n} L_n^m R_{n-1}^{m-1} sqrt((n+m)(n+m-1))
- *                     - sum_{k=0..n-2} conj(L_n^k R_{n-1}^{k+1}) sqrt((n-k)(n-k-1)) ],
- *   d/dz phi = sum_n sum_{all m} L_n^m R_{n-1}^m sqrt((n+m)(n-m)),  times 1/s. */
-void fmk_fmm3d_l2p(const fmk_fmm3d_ops_ctx *ctx, const double c[3], double s, const double *L,
-                   int64_t n, const double *y, double *pot, double *grad, double *work)
-{
-    const int p = ctx->order;
-    const double *sq = ctx->sqrt_int;
-    const double inv_s = 1 / s;
-    double *R = work;
-    for (int64_t i = 0; i < n; i++) {
-        fmk_fmm3d_regular(ctx, p, (y[3 * i] - c[0]) * inv_s, (y[3 * i + 1] - c[1]) * inv_s,
-                          (y[3 * i + 2] - c[2]) * inv_s, R);
-        double phi = 0, gr = 0, gi = 0, gz = 0;
-        for (int nn = 0; nn <= p; nn++) {
-            const double *Ln = L + 2 * IDX(nn, 0);
-            const double *Rn = R + 2 * IDX(nn, 0);
-            double t = Ln[0] * Rn[0] - Ln[1] * Rn[1];
-            for (int m = 1; m <= nn; m++)
-                t += 2 * (Ln[2 * m] * Rn[2 * m] - Ln[2 * m + 1] * Rn[2 * m + 1]);
-            phi += t;
-            if (!grad || nn == 0)
-                continue;
-            const double *Q = R + 2 * IDX(nn - 1, 0); /* R_{n-1}^. */
-            double z = (Ln[0] * Q[0] - Ln[1] * Q[1]) * nn;
-            for (int m = 1; m <= nn - 1; m++)
-                z += 2 * sq[nn + m] * sq[nn - m] *
-                     (Ln[2 * m] * Q[2 * m] - Ln[2 * m + 1] * Q[2 * m + 1]);
-            for (int m = 1; m <= nn; m++) {
-                const double w1 = sq[nn + m] * sq[nn + m - 1];
-                const double *a = Ln + 2 * m, *b = Q + 2 * (m - 1);
-                gr += w1 * (a[0] * b[0] - a[1] * b[1]);
-                gi += w1 * (a[0] * b[1] + a[1] * b[0]);
-            }
-            for (int k = 0; k <= nn - 2; k++) {
-                const double w2 = sq[nn - k] * sq[nn - k - 1];
-                const double *a = Ln + 2 * k, *b = Q + 2 * (k + 1);
-                gr -= w2 * (a[0] * b[0] - a[1] * b[1]);
-                gi += w2 * (a[0] * b[1] + a[1] * b[0]);
-            }
-            gz += z;
-        }
-        if (pot)
-            pot[i] += phi;
-        if (grad) {
-            grad[3 * i] += -gr * inv_s;
-            grad[3 * i + 1] += gi * inv_s;
-            grad[3 * i + 2] += gz * inv_s;
-        }
-    }
-}
+/* The point operators (P2M, P2L, M2P, L2P) are in ops_points.c. */
 
 /* ---------------------------------------------------------------------------------------------
  * Rotations

@@ -128,6 +128,24 @@ void fmk_fmm3d_m2p(const fmk_fmm3d_ops_ctx *ctx, const double c[3], double s, co
 void fmk_fmm3d_l2p(const fmk_fmm3d_ops_ctx *ctx, const double c[3], double s, const double *L,
                    int64_t n, const double *y, double *pot, double *grad, double *work);
 
+/* The same four operators for nv expansions and charge vectors at once (ops_points.c): each
+ * point's harmonics are computed once. Vector v's charges at q + v q_stride, its expansion at
+ * M (or L) + v m_stride, its potential at pot + v p_stride and gradient at grad + v g_stride.
+ * work: fmk_fmm3d_points_work_size(ctx, nv) doubles. */
+int64_t fmk_fmm3d_points_work_size(const fmk_fmm3d_ops_ctx *ctx, int nv);
+void fmk_fmm3d_p2m_many(const fmk_fmm3d_ops_ctx *ctx, const double c[3], double s, int64_t n,
+                        const double *x, int nv, const double *q, int64_t q_stride, double *M,
+                        int64_t m_stride, double *work);
+void fmk_fmm3d_p2l_many(const fmk_fmm3d_ops_ctx *ctx, const double c[3], double s, int64_t n,
+                        const double *x, int nv, const double *q, int64_t q_stride, double *L,
+                        int64_t l_stride, double *work);
+void fmk_fmm3d_m2p_many(const fmk_fmm3d_ops_ctx *ctx, const double c[3], double s, int nv,
+                        const double *M, int64_t m_stride, int64_t n, const double *y, double *pot,
+                        int64_t p_stride, double *grad, int64_t g_stride, double *work);
+void fmk_fmm3d_l2p_many(const fmk_fmm3d_ops_ctx *ctx, const double c[3], double s, int nv,
+                        const double *L, int64_t l_stride, int64_t n, const double *y, double *pot,
+                        int64_t p_stride, double *grad, int64_t g_stride, double *work);
+
 /* ---------------------------------------------------------------------------------------------
  * Translations: from an expansion about (c_from, s_from) into one about (c_to, s_to), added to
  * out. rot: NULL, or the rotation of fmk_fmm3d_rot_init for the direction c_to - c_from (it must

@@ -64,13 +64,16 @@ void fmk_fmm3d_cpu_m2l(const fmk_plan *plan, fmk_fmm3d_cpu *s)
             const double *phase = s->phase_v + 2 * (s->order + 1) * dir;
             const double *wigner = s->rot_v + rs * s->rot_slot[dir] + 2 * (s->order + 1);
             const double *Z = s->zmat + zs * s->z_slot[ox * ox + oy * oy + oz * oz];
-            /* the run [e, r) in chunks of nearly equal width <= LD */
-            const int64_t n_run = r - e, n_chunks = (n_run + LD - 1) / LD;
+            /* the run [e, r) of entries, each with nv vectors: columns (entry, vector), in
+             * chunks of nearly equal width <= LD */
+            const int nv = s->nv;
+            const int64_t n_run = (r - e) * nv, n_chunks = (n_run + LD - 1) / LD;
             for (int64_t ch = 0; ch < n_chunks; ch++) {
-                const int64_t c0 = e + n_run * ch / n_chunks, c1 = e + n_run * (ch + 1) / n_chunks;
+                const int64_t c0 = n_run * ch / n_chunks, c1 = n_run * (ch + 1) / n_chunks;
                 const int w = (int)(c1 - c0), w8 = (w + 7) & ~7;
                 for (int c = 0; c < w; c++) {
-                    const double *Mc = s->M + st * l->v[s->v_perm[c0 + c]];
+                    const int64_t col = c0 + c, ent = e + col / nv;
+                    const double *Mc = s->M + st * (nv * (int64_t)l->v[s->v_perm[ent]] + col % nv);
                     for (int64_t i = 0; i < nc2; i++)
                         X[i * LD + c] = Mc[i];
                 }
@@ -79,9 +82,10 @@ void fmk_fmm3d_cpu_m2l(const fmk_plan *plan, fmk_fmm3d_cpu *s)
                         X[i * LD + c] = 0;
                 fmk_fmm3d_m2l_block(ops, phase, wigner, Z, w, X, Y, T);
                 for (int c = 0; c < w; c++) {
-                    const int32_t b = s->v_target[c0 + c];
+                    const int64_t col = c0 + c, ent = e + col / nv;
+                    const int32_t b = s->v_target[ent];
                     const double inv_s = 1 / l->side[b];
-                    double *Lb = s->L + st * b;
+                    double *Lb = s->L + st * (nv * (int64_t)b + col % nv);
                     for (int64_t i = 0; i < nc2; i++)
                         Lb[i] += Y[i * LD + c] * inv_s;
                 }
@@ -93,8 +97,9 @@ void fmk_fmm3d_cpu_m2l(const fmk_plan *plan, fmk_fmm3d_cpu *s)
             for (int64_t e = l->x_begin[b]; e < l->x_begin[b + 1] && !s->x_direct[b]; e++) {
                 int64_t j0, nj; /* unique sources */
                 fmk_fmm3d_cpu_src_range(s, l->x[e], &j0, &nj);
-                fmk_fmm3d_p2l(ops, l->center + 3 * b, l->side[b], nj, s->src_xyz + 3 * j0,
-                              s->q + j0, s->L + st * b, work);
+                fmk_fmm3d_p2l_many(ops, l->center + 3 * b, l->side[b], nj, s->src_xyz + 3 * j0,
+                                   s->nv, s->qv + j0, s->n_unique, s->L + st * s->nv * b, st,
+                                   work);
             }
     }
 }
