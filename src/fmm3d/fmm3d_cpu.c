@@ -76,6 +76,7 @@ static int64_t state_bytes(const fmk_plan *plan, int64_t ns, int64_t nt, int64_t
     b += 8 * (int64_t)plan->threads * (8 * stride + 64 * (p + 3)); /* work, generous */
     const fmk_fmm3d_ops_ctx order_only = {.order = p};
     b += 8 * (int64_t)plan->threads * fmk_fmm3d_points_work_size(&order_only, vectors_of(plan));
+    b += 32 * (int64_t)plan->threads * leaf_size_of(plan, p); /* mutual P2P's scratch, about */
     b = fmk_bytes_add(b, fmk_tree3d_bytes_for(np, nodes));
     b = fmk_bytes_add(b, fmk_fmm3d_lists_bytes_for(nodes));
     const int nv = vectors_of(plan);
@@ -88,6 +89,7 @@ static int64_t state_bytes(const fmk_plan *plan, int64_t ns, int64_t nt, int64_t
     b = fmk_bytes_plus(b, (self ? 0 : 8 * 4) + 32, nt); /* orders, xyz; result */
     b = fmk_bytes_plus(b, 12 * 189, nodes);             /* v_perm, v_target */
     b = fmk_bytes_plus(b, 17 + 4 * 64, nodes);          /* direct W and X flags and lists */
+    b = fmk_bytes_plus(b, 8 * 14, nodes);               /* U pairs (mutual P2P) */
     if (plan->opts.precision == FMK_PRECISION_FP32)
         b = fmk_bytes_plus(b, 4 * 4, nu); /* src32 */
     return b;
@@ -126,6 +128,7 @@ static void fmm_release(fmk_plan *plan)
     free(s->v_perm), free(s->v_target), free(s->zmat), free(s->m2l_buf);
     free(s->src32);
     free(s->w_direct), free(s->x_direct), free(s->d_begin), free(s->d_leaf);
+    fmk_fmm3d_cpu_mutual_free(s);
     free(s);
     plan->state = NULL;
 }
@@ -429,6 +432,10 @@ static fmk_status fmm_setup(fmk_plan *plan)
     if (s->p2p_avx512 && knobs->newton > 0)
         s->p2p_avx512 = knobs->newton;
     s->p2p_targets = knobs->p2p_targets >= 4 ? 4 : 1;
+    if (knobs->mutual && fmk_fmm3d_cpu_mutual_pairs(plan, s) != 0) {
+        fmm_release(plan);
+        return fmk_error_set(plan, FMK_ERR_NOMEM, "out of host memory for the FMM's leaf pairs");
+    }
     plan->info.order = p;
     plan->info.levels = s->tree.levels;
     plan->info.leaf_size = ls;
@@ -631,7 +638,8 @@ static fmk_status fmm_check_opts(fmk_opts *o, fmk_kernel kernel, int dim, double
     return FMK_OK;
 }
 
-static const fmk_fmm3d_cpu_tune tune_defaults = {.direct_near = 1, .p2p_targets = 4, .newton = 0};
+static const fmk_fmm3d_cpu_tune tune_defaults = {
+    .direct_near = 1, .p2p_targets = 4, .newton = 0, .mutual = 1};
 static const fmk_tune_knob tune_knobs[] = {
     FMK_KNOB(fmk_fmm3d_cpu_tune, direct_near, FMK_TUNE_INT, 0, 1,
              "W and X entries cheaper summed directly are (1) or all on operators (0)"),
@@ -639,6 +647,8 @@ static const fmk_tune_knob tune_knobs[] = {
              "targets the AVX-512 laplace P2P takes at once for one vector (1 or 4)"),
     FMK_KNOB(fmk_fmm3d_cpu_tune, newton, FMK_TUNE_INT, 0, 2,
              "Newton steps of the AVX-512 P2P's 1/r (0: from eps, 1, 2)"),
+    FMK_KNOB(fmk_fmm3d_cpu_tune, mutual, FMK_TUNE_INT, 0, 1,
+             "targets = sources: each pair of leaves once, both ways (1) or one-sided (0)"),
 };
 static const fmk_tune_table tune_table = {"fmm3d", sizeof(fmk_fmm3d_cpu_tune), &tune_defaults,
                                           FMK_TUNE_COUNT(tune_knobs), tune_knobs};

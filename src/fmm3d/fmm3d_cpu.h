@@ -40,6 +40,13 @@ typedef struct fmk_fmm3d_cpu {
     int p2p_avx512;                 /* laplace in fp64 on a CPU with AVX-512F: p2p_laplace_avx512
                                  * with this many Newton steps (0: the tile's loop) */
     int p2p_targets;                /* 4: that loop takes four targets at once (one vector) */
+    /* targets = sources, one vector (p2p_mutual_cpu.c): the U pairs of leaves (a, b), a < b,
+     * by colour, colour c's at [mutual_begin[c], mutual_begin[c + 1]); n_colors 0: none */
+    int n_colors;
+    int64_t *mutual_begin;
+    int32_t *mutual_pair;
+    double *mutual_buf;      /* threads * mutual_buf_size: a leaf's results */
+    int64_t mutual_buf_size;
     float *src32;                   /* fp32: 4 * nu, x | y | z | q for P2P in single precision, the
                                  * coordinates relative to the centre of the source's leaf */
     /* nv charge vectors at a time (eval: 1; eval_many: up to nv_cap): node b's expansion of
@@ -133,6 +140,12 @@ void fmk_fmm3d_cpu_p2p(const fmk_plan *plan, fmk_fmm3d_cpu *s, int v_first, int 
  * target the rest of its own run, which P2P left out, for the s->nv vectors of charges (caller
  * order, n_sources apart). */
 void fmk_fmm3d_cpu_p2p_runs(const fmk_plan *plan, fmk_fmm3d_cpu *s, const double *charges);
+/* p2p_mutual_cpu.c: the leaf pairs of the U lists, coloured (set_points; nothing when the
+ * plan does not qualify: targets apart, no AVX-512, coincident sources, fp32); 0, or -1 when
+ * out of memory. p2p_mutual: both directions of every pair (one vector); free: the pairs. */
+int fmk_fmm3d_cpu_mutual_pairs(const fmk_plan *plan, fmk_fmm3d_cpu *s);
+void fmk_fmm3d_cpu_p2p_mutual(const fmk_plan *plan, fmk_fmm3d_cpu *s);
+void fmk_fmm3d_cpu_mutual_free(fmk_fmm3d_cpu *s);
 /* coincident_cpu.c */
 /* Sorts each group of equal keys of the tree that holds coincident sources by (coordinates,
  * position), so that coincident sources are contiguous; other groups keep their order. Returns
@@ -151,6 +164,8 @@ typedef struct fmk_fmm3d_cpu_tune {
                                  * (default: each source load serves four) or 1 */
     int newton;      /* Newton steps of that P2P's 1/r: 0 (default: 1 for eps >= 1e-5,
                                  * else 2), 1 or 2 */
+    int mutual;      /* 1: with targets = sources, each pair of leaves once, both ways
+                                 * (default); 0: every leaf from its neighbours one-sided */
 } fmk_fmm3d_cpu_tune;
 
 #endif /* FMMKIT_FMM3D_CPU_H */

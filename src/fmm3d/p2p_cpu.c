@@ -313,6 +313,8 @@ void fmk_fmm3d_cpu_p2p(const fmk_plan *plan, fmk_fmm3d_cpu *s, int v_first, int 
     const int64_t nt = plan->n_targets, rs = 4 * nt; /* one vector's results */
     double *result = s->result + v_first * rs;
     const double *qv = s->qv + v_first * ns;
+    /* one vector with targets = sources: the U pairs of distinct leaves once, both ways */
+    const int mutual = s->n_colors > 0 && nv == 1 && !s->src32;
     /* P2P from the U list: per target leaf, one source leaf at a time (it stays in cache)
      * through the direct sum's vectorized loop for the plan's kernel (plummer and regularized:
      * the exact smooth kernel in the near field), in fp64 or, for precision fp32, in fp32 */
@@ -335,10 +337,13 @@ void fmk_fmm3d_cpu_p2p(const fmk_plan *plan, fmk_fmm3d_cpu *s, int v_first, int 
             for (int64_t e0 = 0; e0 < nu + nd; e0 += 64) {
                 int64_t jb[64], jn[64];
                 int cnt = 0;
-                for (int64_t e = e0; e < nu + nd && e < e0 + 64; e++, cnt++) {
+                for (int64_t e = e0; e < nu + nd && e < e0 + 64; e++) {
                     const int32_t c =
                         e < nu ? l->u[l->u_begin[b] + e] : s->d_leaf[s->d_begin[b] + e - nu];
+                    if (mutual && e < nu && c != b) /* the pair runs both ways below */
+                        continue;
                     fmk_fmm3d_cpu_src_range(s, c, jb + cnt, jn + cnt);
+                    cnt++;
                 }
                 int64_t i0 = tb;
                 if (nv == 1 && s->p2p_targets == 4) /* four targets at a time, then the rest */
@@ -402,6 +407,8 @@ void fmk_fmm3d_cpu_p2p(const fmk_plan *plan, fmk_fmm3d_cpu *s, int v_first, int 
             }
         }
     }
+    if (mutual)
+        fmk_fmm3d_cpu_p2p_mutual(plan, s);
 }
 
 void fmk_fmm3d_cpu_p2p_runs(const fmk_plan *plan, fmk_fmm3d_cpu *s, const double *charges)
