@@ -55,6 +55,33 @@ def test_eval_many_matches_eval(kernel):
         assert plan.eval_many(q, grad=False).grad is None
 
 
+@pytest.mark.parametrize("n_vectors", [1, 3])
+def test_fmm_several_vectors_in_one_pass(n_vectors):
+    """The FMM's eval_many carries the vectors through one pass: the same results as one
+    evaluation per vector to rounding, for the one-shot functions' (nd, n) charges too."""
+    rng = np.random.default_rng(8)
+    x = rng.random((3000, 3))
+    q = rng.standard_normal((5, len(x)))
+    with fmmkit.Plan(kernel="laplace", eps=1e-6, method="fmm", backend="cpu",
+                     n_vectors=n_vectors) as plan:
+        plan.set_points(x)
+        many = plan.eval_many(q)
+        for v in range(5):
+            one = plan.eval(q[v])
+            assert rel_l2(many.pot[v], one.pot) <= 1e-14
+            assert rel_l2(many.grad[v], one.grad) <= 1e-14
+    shot = fmmkit.laplace3d(x, q[:2], method="fmm", backend="cpu", eps=1e-6, pot=False)
+    assert shot.pot is None and shot.grad.shape == (2, len(x), 3)
+    # the one-shot plan is tuned for 2 vectors (its own leaves): equal within eps
+    assert rel_l2(shot.grad[1], many.grad[1]) <= 1e-5
+
+
+def test_n_vectors_is_checked():
+    for bad in (-1, 1025):
+        with pytest.raises(fmmkit.FmkValueError):
+            fmmkit.Plan(kernel="laplace", n_vectors=bad)
+
+
 def test_memory_and_info():
     with fmmkit.Plan(kernel="laplace", backend="cpu", threads=2) as plan:
         m = plan.memory(1000)
