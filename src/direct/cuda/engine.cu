@@ -1,12 +1,14 @@
 /* engine.cu -- the GPU direct engine (fmk_engine_direct_cuda): device state, uploads, device
  * points, evaluation (a long sum in launches of bounded work, with interrupt checks between
- * them) and timing. The kernels are in p2p.cu. */
+ * them) and timing; several charge vectors in one pass (eval_many: p2p_many.cu's kernel, each
+ * pair's geometry once for up to 4 vectors). The kernels are in p2p.cu and p2p_many.cu. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/tune.h"
 #include "cuda/device.h"
+#include "direct/cuda/many.h"
 #include "direct/guard.h"
 #include "kernels/pair_exact.h"
 
@@ -82,8 +84,9 @@ layout layout_of(const fmk_plan *plan, int64_t ns, int64_t nt)
 
 void free_state(fmk_cuda_direct *s)
 {
-    void *bufs[] = {s->d_src,     s->d_trg,  s->d_charges, s->d_pot,  s->d_grad,
-                    s->d_partial, s->d_temp, s->d_carry,   s->d_stats};
+    void *bufs[] = {
+        s->d_src,     s->d_trg,  s->d_charges, s->d_pot,   s->d_grad,
+        s->d_partial, s->d_temp, s->d_carry,   s->d_stats, ((fmk_direct_state *)s)->d_many};
     for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++)
         if (bufs[k] && cudaFree(bufs[k]) != cudaSuccess)
             (void)cudaGetLastError();
@@ -106,9 +109,10 @@ fmk_status prepare_state(fmk_plan *plan, int64_t ns, int64_t nt, size_t temp)
     fmk_cuda_direct *s = (fmk_cuda_direct *)plan->state;
     fmk_status st = FMK_OK;
     if (!s) {
-        s = (fmk_cuda_direct *)calloc(1, sizeof *s);
+        s = (fmk_cuda_direct *)calloc(1, sizeof(fmk_direct_state));
         if (!s)
-            return fmk_error_set(plan, FMK_ERR_NOMEM, "out of host memory (%zu bytes)", sizeof *s);
+            return fmk_error_set(plan, FMK_ERR_NOMEM, "out of host memory (%zu bytes)",
+                                 sizeof(fmk_direct_state));
         s->device = plan->opts.device;
         plan->state = s;
         const int n_ev = (int)(sizeof s->ev / sizeof s->ev[0]);
@@ -155,11 +159,11 @@ fmk_status prepare_state(fmk_plan *plan, int64_t ns, int64_t nt, size_t temp)
         return st;
     }
     s->carry_targets = s->cap[7] / (4 * sizeof(double));
-    int64_t held = (int64_t)z.stats;
+    int64_t held = (int64_t)z.stats + (int64_t)((fmk_direct_state *)s)->cap_many;
     for (int k = 0; k < 8; k++)
         held += (int64_t)s->cap[k];
     plan->state_bytes_device = held;
-    plan->state_bytes_host = (int64_t)sizeof *s;
+    plan->state_bytes_host = (int64_t)sizeof(fmk_direct_state);
     return FMK_OK;
 }
 
@@ -187,10 +191,11 @@ void cuda_memory(const fmk_plan *plan, int64_t ns, int64_t nt, int64_t *h, int64
     int prev = plan->opts.device;
     int entered = fmk_cuda_enter((fmk_plan *)plan, plan->opts.device, &prev) == FMK_OK;
     layout z = layout_of(plan, ns, nt);
+    const int64_t many = fmk_direct_many_bytes(plan, ns, nt < 0 ? ns : nt, plan->opts.n_vectors);
     if (entered)
         fmk_cuda_leave(plan->opts.device, prev);
-    *h = (int64_t)sizeof(fmk_cuda_direct);
-    *d = (int64_t)z.total();
+    *h = (int64_t)sizeof(fmk_direct_state);
+    *d = (int64_t)z.total() + many;
 }
 
 /* Packs a host or device array of mapped (map = 0) or caller (map = 1) points. */
@@ -555,6 +560,17 @@ fmk_status cuda_eval(fmk_plan *plan, const double *charges, double *pot, double 
 
 } // namespace
 
+fmk_status fmk_direct_engine_eval_one(fmk_plan *plan, const double *charges, double *pot,
+                                      double *grad, int on_device)
+{
+    return run_eval(plan, charges, pot, grad, on_device);
+}
+
+double fmk_direct_engine_launch_pairs(const fmk_plan *plan, double rate)
+{
+    return launch_pairs(plan, rate);
+}
+
 /* The knobs (device.h), "direct.<field>". */
 static const fmk_cuda_direct_tune direct_cuda_tune_defaults = {0, 0};
 static const fmk_tune_knob direct_cuda_knobs[] = {
@@ -582,4 +598,5 @@ extern "C" const fmk_engine fmk_engine_direct_cuda = {
     /* .shared_tune */ &fmk_cuda_tune_table,
     /* .shared_counters */ &fmk_cuda_counter_table,
     /* .frame */ {FMK_FRAME_EXACT, FMK_FRAME_BOX}, /* fp64, fp32: as the CPU engine */
+    /* .eval_many */ fmk_direct_many_eval, /* passes of up to 4 vectors (3D radial kernels) */
 };

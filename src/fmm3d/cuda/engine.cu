@@ -18,6 +18,10 @@
  * targets are done as P2P instead (exact, and cheaper there; the knob direct_near). Then both
  * fields' sums go to the caller's order and units. Nothing is written to the caller's arrays
  * before every pass has succeeded.
+ *
+ * eval_many: the same run for several charge vectors, passes of up to FMM_NV_MAX of them, each
+ * phase made for all the pass's vectors (their expansions side by side, the M2L's GEMMs with
+ * their columns together, P2P's pairs once for 4 of them; docs/fmm3d_gpu.md, section 7).
  */
 #include <math.h>
 #include <stdio.h>
@@ -38,6 +42,22 @@ __global__ void k_charges(int n, const int32_t *__restrict__ order, const double
         src[i].w = q[order[i]];
 }
 
+/* The charges of nv vectors (vector v's at q + v n) in key order into qk (the same layout), and
+ * those of vector w (-1: none) into the sources' 4th component too. */
+__global__ void k_charges_many(int n, int nv, int w, const int32_t *__restrict__ order,
+                               const double *__restrict__ q, real4d *src, double *qk)
+{
+    const int64_t total = (int64_t)n * nv;
+    for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; t < total;
+         t += (int64_t)gridDim.x * blockDim.x) {
+        const int v = (int)(t / n), i = (int)(t - (int64_t)v * n);
+        const double c = q[(int64_t)v * n + order[i]];
+        qk[t] = c;
+        if (v == w)
+            src[i].w = c;
+    }
+}
+
 /* Results (key order, frame units: the far field's res plus the near field's near) to the
  * caller's order and units. */
 __global__ void k_results(int nt, const int32_t *__restrict__ order, const double *__restrict__ res,
@@ -50,6 +70,25 @@ __global__ void k_results(int nt, const int32_t *__restrict__ order, const doubl
         if (grad) /* scaled twice by 1/width: 1/width^2 may overflow */
             for (int d = 0; d < 3; d++)
                 grad[3 * c + d] = (res[nt + 3 * i + d] + near[nt + 3 * i + d]) * ps * ps;
+    }
+}
+
+/* k_results for nv vectors: vector v's sums at res, near + v 4 nt, its outputs at pot + v nt and
+ * grad + 3 v nt. */
+__global__ void k_results_many(int nt, int nv, const int32_t *__restrict__ order,
+                               const double *__restrict__ res, const double *__restrict__ near,
+                               double ps, double *pot, double *grad)
+{
+    const int64_t total = (int64_t)nt * nv;
+    for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; t < total;
+         t += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t v = t / nt, i = t - v * nt, c = order[i];
+        const double *r = res + 4 * v * nt, *n = near + 4 * v * nt;
+        if (pot)
+            pot[v * nt + c] = (r[i] + n[i]) * ps;
+        if (grad)
+            for (int d = 0; d < 3; d++)
+                grad[3 * (v * nt + c) + d] = (r[nt + 3 * i + d] + n[nt + 3 * i + d]) * ps * ps;
     }
 }
 
@@ -111,6 +150,7 @@ fmk_status new_state(fmk_plan *plan, fmk_fmm3d_cuda **out)
     s->fp32 = plan->opts.precision == FMK_PRECISION_FP32;
     /* the near field's 1/r to ~1e-13 (below 1e-2 of eps) where the order comes from eps */
     s->newton_ok = plan->opts.order < 0 && plan->eps >= 1e-11;
+    s->nv_cap = fmk_fmm3d_cuda_nv_of(plan);
     s->order = fmk_fmm3d_cuda_order(plan);
     s->leaf_size = fmk_fmm3d_cuda_leaf_size(plan, s->order);
     s->S = (s->order + 1) * (s->order + 2);
@@ -202,6 +242,7 @@ fmk_status build_state(fmk_plan *plan, int on_device)
         return st;
     }
     s->fresh = 0;
+    s->ns = ns;
     plan->state_bytes_device = s->bytes + s->g.bytes + s->tree.bytes;
     plan->info.order = s->order;
     plan->info.levels = s->levels;
@@ -313,16 +354,17 @@ struct eval_io {
     double *h_pot, *h_grad;
 };
 
-/* Upload: the charges on the device (io->d_q: the caller's, or copied from the host), checked
- * here where plan.c has not (device charges, and fp32's scaling), and P2P's scalings. */
-fmk_status upload(fmk_plan *plan, fmk_fmm3d_cuda *s, const double *charges, int on_device,
-                  eval_io *io, p2p_scale *sc)
+/* Upload: the charges of nv vectors on the device (io->d_q: the caller's, or copied from the
+ * host), checked here where plan.c has not (device charges, and fp32's scaling), and P2P's
+ * scalings per vector. */
+fmk_status upload(fmk_plan *plan, fmk_fmm3d_cuda *s, const double *charges, int on_device, int nv,
+                  eval_io *io, p2p_scales *sc)
 {
     const int64_t ns = plan->n_sources, nt = plan->n_targets;
     cudaError_t err = cudaSuccess;
     io->d_q = charges, io->h_pot = io->h_grad = NULL;
     if (!on_device) {
-        const size_t need = 8 * (size_t)ns + 32 * (size_t)nt;
+        const size_t need = (8 * (size_t)ns + 32 * (size_t)nt) * (size_t)nv;
         const fmk_status st = fmk_fmm3d_cuda_grow(plan, s, &s->d_host, &s->cap_host, need,
                                                   "the charges and results of host arrays",
                                                   fmk_fmm3d_cuda_plan_bytes(plan));
@@ -330,62 +372,75 @@ fmk_status upload(fmk_plan *plan, fmk_fmm3d_cuda *s, const double *charges, int 
             return st;
         plan->state_bytes_device = s->bytes + s->g.bytes + s->tree.bytes;
         double *h_q = (double *)s->d_host;
-        io->h_pot = h_q + ns, io->h_grad = io->h_pot + nt;
-        err = cudaMemcpy(h_q, charges, 8 * (size_t)ns, cudaMemcpyHostToDevice);
+        io->h_pot = h_q + nv * ns, io->h_grad = io->h_pot + nv * nt;
+        err = cudaMemcpy(h_q, charges, 8 * (size_t)ns * nv, cudaMemcpyHostToDevice);
         if (err != cudaSuccess)
             return fmk_cuda_fail(plan, err, "cudaMemcpy (charges to the GPU)");
         io->d_q = h_q;
     }
-    *sc = p2p_scale{1, 1, 1};
+    for (int v = 0; v < nv; v++)
+        sc->q[v] = sc->pot[v] = sc->grad[v] = 1;
     if (!on_device && !s->fp32) /* plan.c checks host charges; device charges are checked here */
         return FMK_OK;
-    unsigned long long stats[2];
-    err = fmk_cuda_charge_stats(1, ns, io->d_q, s->d_stats);
+    unsigned long long stats[2 * FMM_NV_MAX];
+    for (int v = 0; v < nv && err == cudaSuccess; v++)
+        err = fmk_cuda_charge_stats(1, ns, io->d_q + v * ns, s->d_stats + 2 * v);
     if (err == cudaSuccess)
-        err = cudaMemcpy(stats, s->d_stats, sizeof stats, cudaMemcpyDeviceToHost);
+        err = cudaMemcpy(stats, s->d_stats, 16 * (size_t)nv, cudaMemcpyDeviceToHost);
     if (err != cudaSuccess)
         return fmk_cuda_fail(plan, err, "the charge check kernel");
-    double qmax;
-    memcpy(&qmax, &stats[1], sizeof qmax);
-    if (s->fp32 && qmax > 0) { /* the largest |q| into [1, 2) */
-        int ex;
-        frexp(qmax, &ex);
-        const int e = 1 - ex < 1000 ? 1 - ex : 1000;
-        sc->q = ldexp(1.0, e);
-    }
-    if (s->fp32) {
-        sc->pot = FMK_CUDA_LAPLACE32_SCALE / sc->q;
-        sc->grad = FMK_CUDA_LAPLACE32_SCALE * FMK_CUDA_LAPLACE32_SCALE / sc->q;
-    }
-    if (stats[0] != ~0ull) {
-        double q = 0;
-        err = cudaMemcpy(&q, io->d_q + stats[0], sizeof q, cudaMemcpyDeviceToHost);
-        if (err != cudaSuccess)
-            return fmk_cuda_fail(plan, err, "cudaMemcpy (a charge from the GPU)");
-        return fmk_error_set(plan, FMK_ERR_NONFINITE, "charges[%lld] is %g; charges must be finite",
-                             (long long)stats[0], q);
+    for (int v = 0; v < nv; v++) {
+        double qmax;
+        memcpy(&qmax, &stats[2 * v + 1], sizeof qmax);
+        if (s->fp32 && qmax > 0) { /* the largest |q| into [1, 2) */
+            int ex;
+            frexp(qmax, &ex);
+            const int e = 1 - ex < 1000 ? 1 - ex : 1000;
+            sc->q[v] = ldexp(1.0, e);
+        }
+        if (s->fp32) {
+            sc->pot[v] = FMK_CUDA_LAPLACE32_SCALE / sc->q[v];
+            sc->grad[v] = FMK_CUDA_LAPLACE32_SCALE * FMK_CUDA_LAPLACE32_SCALE / sc->q[v];
+        }
+        if (stats[2 * v] != ~0ull) {
+            double q = 0;
+            err = cudaMemcpy(&q, io->d_q + v * ns + stats[2 * v], sizeof q, cudaMemcpyDeviceToHost);
+            if (err != cudaSuccess)
+                return fmk_cuda_fail(plan, err, "cudaMemcpy (a charge from the GPU)");
+            char vec[48] = ""; /* eval_many: the vector's place in the call */
+            if (s->nd_call > 1)
+                snprintf(vec, sizeof vec, "charge vector %lld: ", (long long)(s->nd_first + v));
+            return fmk_error_set(plan, FMK_ERR_NONFINITE,
+                                 "%scharges[%lld] is %g; charges must be finite", vec,
+                                 (long long)stats[2 * v], q);
+        }
     }
     return FMK_OK;
 }
 
 /* The charges in key order on the far field's stream (EV_START .. EV_FORK): all the near field
- * needs. */
-cudaError_t charges_in_key_order(fmk_fmm3d_cuda *s, int64_t ns, const double *d_q)
+ * needs. nv vectors: all of them into d_qk, the last of an odd count also into the sources (P2P
+ * takes it alone, fmk_cuda_fmm3d_p2p_many). */
+cudaError_t charges_in_key_order(fmk_fmm3d_cuda *s, int64_t ns, const double *d_q, int nv)
 {
     cudaStream_t fs = s->stream[0];
     cudaEventRecord(s->ev[EV_START], fs);
-    k_charges<<<1024, 256, 0, fs>>>((int)ns, s->g.d_src_order, d_q, s->g.d_src);
+    if (nv == 1)
+        k_charges<<<1024, 256, 0, fs>>>((int)ns, s->g.d_src_order, d_q, s->g.d_src);
+    else
+        k_charges_many<<<1024, 256, 0, fs>>>((int)ns, nv, nv % 2 ? nv - 1 : -1, s->g.d_src_order,
+                                             d_q, s->g.d_src, s->d_qk);
     cudaEventRecord(s->ev[EV_FORK], fs);
     return cudaGetLastError();
 }
 
-/* The far field's expansions zeroed, and (a plan's first eval) the wait for the operators of
- * its first set_points. */
-void far_start(fmk_fmm3d_cuda *s)
+/* The far field's expansions (of nv vectors) zeroed, and (a plan's first eval) the wait for the
+ * operators of its first set_points. */
+void far_start(fmk_fmm3d_cuda *s, int nv)
 {
     cudaStream_t fs = s->stream[0];
-    cudaMemsetAsync(s->d_M, 0, 8 * (size_t)s->S * (size_t)s->n_nodes, fs);
-    cudaMemsetAsync(s->d_L, 0, 8 * (size_t)s->S * (size_t)s->n_nodes, fs);
+    cudaMemsetAsync(s->d_M, 0, 8 * (size_t)s->S * (size_t)s->n_nodes * nv, fs);
+    cudaMemsetAsync(s->d_L, 0, 8 * (size_t)s->S * (size_t)s->n_nodes * nv, fs);
     fmk_fmm3d_cuda_ops_wait(s, fs);
 }
 
@@ -393,13 +448,17 @@ void far_start(fmk_fmm3d_cuda *s)
  * (the points were shrunk by 1 / root_side: the sums are root_side (pot) and root_side^2 (grad)
  * times the frame's), into the caller's device arrays or the host evaluation's copies. */
 cudaError_t download(fmk_plan *plan, fmk_fmm3d_cuda *s, const eval_io *io, double *pot,
-                     double *grad, int on_device)
+                     double *grad, int on_device, int nv)
 {
     cudaStream_t fs = s->stream[0];
     double *p = pot ? (on_device ? pot : io->h_pot) : NULL;
     double *g = grad ? (on_device ? grad : io->h_grad) : NULL;
-    k_results<<<1024, 256, 0, fs>>>((int)plan->n_targets, s->g.d_trg_order, s->d_res, s->d_near,
-                                    plan->frame.pot_scale / s->root_side, p, g);
+    if (nv == 1)
+        k_results<<<1024, 256, 0, fs>>>((int)plan->n_targets, s->g.d_trg_order, s->d_res, s->d_near,
+                                        plan->frame.pot_scale / s->root_side, p, g);
+    else
+        k_results_many<<<1024, 256, 0, fs>>>((int)plan->n_targets, nv, s->g.d_trg_order, s->d_res,
+                                             s->d_near, plan->frame.pot_scale / s->root_side, p, g);
     return cudaGetLastError();
 }
 
@@ -407,9 +466,9 @@ cudaError_t download(fmk_plan *plan, fmk_fmm3d_cuda *s, const eval_io *io, doubl
  * the far field's phases and P2P each take longer than alone and overlap), then the host
  * evaluation's results copied back. */
 fmk_status finish(fmk_plan *plan, fmk_fmm3d_cuda *s, const eval_io *io, double *pot, double *grad,
-                  int on_device)
+                  int on_device, int nv)
 {
-    const int64_t nt = plan->n_targets;
+    const int64_t nt = plan->n_targets * nv;
     double *phase = plan->info.phase_time;
     fmk_fmm3d_cuda_ops_time(s);
     static const struct {
@@ -458,44 +517,51 @@ fmk_status finish(fmk_plan *plan, fmk_fmm3d_cuda *s, const eval_io *io, double *
  * pass. A long eval (fmk_cuda_long) checks for an interrupt after each phase of the far field;
  * an interrupted one waits for the near field before it returns. */
 fmk_status run_eval(fmk_plan *plan, fmk_fmm3d_cuda *s, const double *charges, double *pot,
-                    double *grad, int on_device)
+                    double *grad, int on_device, int nv)
 {
     const int64_t ns = plan->n_sources, nt = plan->n_targets;
     cudaError_t err = cudaSuccess;
     if (ns == 0) { /* only the device path gets here */
-        if (pot && (err = cudaMemset(pot, 0, 8 * (size_t)nt)) != cudaSuccess)
+        if (pot && (err = cudaMemset(pot, 0, 8 * (size_t)nt * nv)) != cudaSuccess)
             return fmk_cuda_fail(plan, err, "cudaMemset (pot)");
-        if (grad && (err = cudaMemset(grad, 0, 24 * (size_t)nt)) != cudaSuccess)
+        if (grad && (err = cudaMemset(grad, 0, 24 * (size_t)nt * nv)) != cudaSuccess)
             return fmk_cuda_fail(plan, err, "cudaMemset (grad)");
         return FMK_OK;
     }
     eval_io io;
-    p2p_scale sc;
-    const fmk_status up = upload(plan, s, charges, on_device, &io, &sc);
+    p2p_scales scs;
+    const fmk_status up = upload(plan, s, charges, on_device, nv, &io, &scs);
     if (up != FMK_OK)
         return up;
+    const p2p_scale sc = {scs.q[0], scs.pot[0], scs.grad[0]};
     const int overlap = s->tune->overlap != 0;
     cudaStream_t fs = s->stream[0], nst = overlap ? s->stream[1] : fs;
     fmk_status bst = FMK_OK; /* in the M2L: cuBLAS's failure (a fresh plan's first: its start),
                                 or an interrupt between its launches */
     fmk_status cst = FMK_OK; /* a check between the phases: interrupted */
     const int check = fmk_cuda_long(plan, plan->self ? ns : ns + nt);
-    err = charges_in_key_order(s, ns, io.d_q); /* upload: charges in key order */
-    if (overlap && err == cudaSuccess)
-        err = fmk_cuda_fmm3d_p2p(s, (int)nt, sc, nst); /* P2P, alongside */
-    far_start(s);
-    PHASE(fmk_cuda_fmm3d_p2m(s), EV_P2M); /* P2M */
-    PHASE(fmk_cuda_fmm3d_m2m(s), EV_M2M); /* M2M */
+    /* nv charge vectors (eval_many): the same passes, each made for nv of them */
+    const int one = nv == 1;
+    err = charges_in_key_order(s, ns, io.d_q, nv); /* upload: charges in key order */
+    if (overlap && err == cudaSuccess)             /* P2P, alongside */
+        err = one ? fmk_cuda_fmm3d_p2p(s, (int)nt, sc, nst)
+                  : fmk_cuda_fmm3d_p2p_many(s, (int)nt, nv, scs, nst);
+    far_start(s, nv);
+    PHASE(one ? fmk_cuda_fmm3d_p2m(s) : fmk_cuda_fmm3d_p2m_many(s, nv), EV_P2M); /* P2M */
+    PHASE(fmk_cuda_fmm3d_m2m(s, nv), EV_M2M);                                    /* M2M */
     if (err == cudaSuccess && cst == FMK_OK)
-        err = fmk_cuda_fmm3d_m2l(plan, s, &bst);   /* M2L */
-    PHASE(fmk_cuda_fmm3d_p2l(s), EV_M2L);          /* P2L (timed with M2L) */
-    PHASE(fmk_cuda_fmm3d_l2l(s), EV_L2L);          /* L2L */
-    PHASE(fmk_cuda_fmm3d_l2p(s, (int)nt), EV_L2P); /* L2P, M2P */
-    if (!overlap && err == cudaSuccess && cst == FMK_OK)
-        err = fmk_cuda_fmm3d_p2p(s, (int)nt, sc, nst); /* P2P, after */
+        err = fmk_cuda_fmm3d_m2l(plan, s, &bst, nv); /* M2L */
+    PHASE(one ? fmk_cuda_fmm3d_p2l(s) : fmk_cuda_fmm3d_p2l_many(s, nv),
+          EV_M2L);                            /* P2L (timed with M2L) */
+    PHASE(fmk_cuda_fmm3d_l2l(s, nv), EV_L2L); /* L2L */
+    PHASE(one ? fmk_cuda_fmm3d_l2p(s, (int)nt) : fmk_cuda_fmm3d_l2p_many(s, (int)nt, nv),
+          EV_L2P);                                       /* L2P, M2P */
+    if (!overlap && err == cudaSuccess && cst == FMK_OK) /* P2P, after */
+        err = one ? fmk_cuda_fmm3d_p2p(s, (int)nt, sc, nst)
+                  : fmk_cuda_fmm3d_p2p_many(s, (int)nt, nv, scs, nst);
     cudaStreamWaitEvent(fs, s->ev[EV_P2P], 0);
     cudaEventRecord(s->ev[EV_JOIN], fs);
-    PHASE(download(plan, s, &io, pot, grad, on_device), EV_END); /* download */
+    PHASE(download(plan, s, &io, pot, grad, on_device, nv), EV_END); /* download */
     if (err != cudaSuccess || cst != FMK_OK) /* the near field may still run: no buffer is freed
                                                 under it, nothing writes after the return */
         cudaStreamSynchronize(nst), cudaStreamSynchronize(fs);
@@ -507,19 +573,58 @@ fmk_status run_eval(fmk_plan *plan, fmk_fmm3d_cuda *s, const double *charges, do
         err = cudaEventSynchronize(s->ev[EV_END]);
     if (err != cudaSuccess)
         return fmk_cuda_fail(plan, err, "the FMM kernels");
-    return finish(plan, s, &io, pot, grad, on_device);
+    return finish(plan, s, &io, pot, grad, on_device, nv);
 }
 
 #undef PHASE
 
 fmk_status fmm_run(fmk_plan *plan, const double *charges, double *pot, double *grad, int on_device)
 {
-    return run_eval(plan, (fmk_fmm3d_cuda *)plan->state, charges, pot, grad, on_device);
+    fmk_fmm3d_cuda *s = (fmk_fmm3d_cuda *)plan->state;
+    s->nd_call = 1, s->nd_first = 0;
+    return run_eval(plan, s, charges, pot, grad, on_device, 1);
 }
 
 fmk_status fmm_eval(fmk_plan *plan, const double *charges, double *pot, double *grad, int on_device)
 {
     return fmk_cuda_eval(plan, charges, pot, grad, on_device, fmm_run);
+}
+
+/* eval_many (s->nd_call vectors): passes of at most FMM_NV_MAX vectors, as even as they can be
+ * (eval's buffers made for that many: fmk_fmm3d_cuda_vectors), each one run_eval of all its
+ * vectors; the phase times summed over the passes. */
+fmk_status fmm_run_many(fmk_plan *plan, const double *charges, double *pot, double *grad,
+                        int on_device)
+{
+    fmk_fmm3d_cuda *s = (fmk_fmm3d_cuda *)plan->state;
+    const int64_t nd = s->nd_call, ns = plan->n_sources, nt = plan->n_targets;
+    const int64_t passes = (nd + FMM_NV_MAX - 1) / FMM_NV_MAX;
+    const int per = (int)((nd + passes - 1) / passes);
+    fmk_status st = fmk_fmm3d_cuda_vectors(plan, s, per);
+    double *phase = plan->info.phase_time, sum[FMK_PHASE_COUNT] = {0};
+    for (int64_t v0 = 0; v0 < nd && st == FMK_OK; v0 += per) {
+        if (v0 > 0 && fmk_interrupt_poll(plan))
+            return fmk_interrupt_status(plan);
+        const int nv = (int)(nd - v0 < per ? nd - v0 : per);
+        s->nd_first = v0;
+        st = run_eval(plan, s, charges + v0 * ns, pot ? pot + v0 * nt : NULL,
+                      grad ? grad + 3 * v0 * nt : NULL, on_device, nv);
+        for (int k = FMK_PHASE_UPLOAD; k < FMK_PHASE_COUNT && st == FMK_OK; k++)
+            sum[k] += phase[k];
+    }
+    if (st == FMK_OK)
+        for (int k = FMK_PHASE_UPLOAD; k < FMK_PHASE_COUNT; k++)
+            if (k != FMK_PHASE_TREE)
+                phase[k] = sum[k];
+    return st;
+}
+
+fmk_status fmm_eval_many(fmk_plan *plan, int64_t nd, const double *charges, double *pot,
+                         double *grad, int on_device)
+{
+    if (plan->state)
+        ((fmk_fmm3d_cuda *)plan->state)->nd_call = nd;
+    return fmk_cuda_eval(plan, charges, pot, grad, on_device, fmm_run_many);
 }
 
 fmk_status fmm_check_opts(fmk_opts *o, fmk_kernel kernel, int dim, double eps, fmk_info *info)
@@ -574,6 +679,10 @@ static const fmk_tune_knob fmm3d_cuda_knobs[] = {
              "M2L matrices before the tree (1) or after the lists"),
     FMK_KNOB(fmk_fmm3d_cuda_tune, blas_at, FMK_TUNE_INT, 0, 1,
              "cuBLAS handle at the first eval (1) or set_points"),
+    FMK_KNOB(fmk_fmm3d_cuda_tune, p2p_many_rt, FMK_TUNE_INT, 0, 4,
+             "eval_many's P2P of leaf pairs: points per lane (0 auto)"),
+    FMK_KNOB(fmk_fmm3d_cuda_tune, many_points, FMK_TUNE_INT, -1, 1,
+             "eval_many's P2M, L2P: harmonics once (1), per vector (0), auto (-1)"),
     FMK_CUDA_TREE_KNOBS(fmk_fmm3d_cuda_tune, tree),
 };
 static const fmk_tune_table fmm3d_cuda_tune_table = {
@@ -596,4 +705,6 @@ extern "C" const fmk_engine fmk_engine_fmm_cuda = {
     /* .counters */ NULL,
     /* .shared_tune */ &fmk_cuda_tune_table,
     /* .shared_counters */ &fmk_cuda_counter_table,
+    /* .frame */ {FMK_FRAME_BOX, FMK_FRAME_BOX},
+    /* .eval_many */ fmm_eval_many, /* one pass for up to FMM_NV_MAX vectors */
 };

@@ -12,6 +12,8 @@
  *   m2l_gemm.cu   the dense M2L: cuBLAS GEMMs of the stacked matrices, the truncated degrees
  *   m2l_rot.cu    the rotation-based M2L (high orders)
  *   p2p.cu        the near field (U list, and the W and X entries done directly)
+ *   p2m_l2p_many.cu, p2p_many.cu  P2M, P2L, L2P, M2P and the near field of several charge
+ *                 vectors in one pass (eval_many; the other phases take a vector count)
  *   lists.cu      the lists from the GPU octree
  *   report.cu     a plan's lists and counts, for the tests and the benchmark
  *
@@ -57,6 +59,9 @@ static inline const fmk_fmm3d_cuda_tune *fmk_fmm3d_cuda_tune_of(const fmk_plan *
  * ------------------------------------------------------------------------------------------ */
 
 const int BLOCK = 128; /* threads of the point passes (P2M, P2P) */
+/* Charge vectors one pass of eval_many carries at most (engine.cu: more go in several passes;
+ * eval's buffers hold nv_cap of them, memory.cu). */
+const int FMM_NV_MAX = 8;
 const int M2L_DIRS =
     FMK_FMM3D_NDIR - 27; /* the V directions (offsets with a coordinate beyond 1) */
 
@@ -80,6 +85,10 @@ typedef struct tabs {
 typedef struct p2p_scale {
     double q, pot, grad;
 } p2p_scale;
+/* The same per charge vector of one eval_many pass (p2p_many.cu takes 4 at a time). */
+typedef struct p2p_scales {
+    double q[FMM_NV_MAX], pot[FMM_NV_MAX], grad[FMM_NV_MAX];
+} p2p_scales;
 
 enum {
     EV_START,
@@ -182,12 +191,22 @@ struct fmk_fmm3d_cuda {
     tabs tb;
     /* eval's buffers, one allocation (d_eval, cap_eval bytes) kept from one set_points to the
      * next where large enough: expansions, the M2L's columns, products and tables, the far and
-     * near field's results, the charge check */
+     * near field's results, the charge check, each for nv_cap charge vectors (eval_many): vector
+     * v's expansions at d_M + v * n_nodes * S (each vector's as one eval's), its M2L columns
+     * interleaved with the other vectors' (Mp column c * nv + v for box column c: one GEMM
+     * takes every vector), its results at d_res + v * 4 nt; d_qk: nv_cap > 1, the vectors'
+     * charges in key order (ns each) */
     void *d_eval;
     size_t cap_eval;
-    double *d_M, *d_L, *d_X, *d_Mp, *d_res, *d_near;
+    double *d_M, *d_L, *d_X, *d_Mp, *d_res, *d_near, *d_qk;
     int32_t *d_xrow;
-    unsigned long long *d_stats;
+    unsigned long long *d_stats; /* 2 words per vector */
+    int nv_cap;                  /* charge vectors the buffers hold: opts.n_vectors (at most
+                                  * FMM_NV_MAX), or more once an eval_many asked for them */
+    int64_t n_xrow;              /* the M2L's slot -> row table entries (d_xrow) */
+    int64_t nd_call, nd_first;   /* eval_many: the vectors of the call in progress, and the
+                                  * first of its pass in progress (messages) */
+    int64_t ns;                  /* the points' sources (a charge vector's length) */
     /* evaluations from host arrays: charges, potential, gradient (d_host, cap_host bytes; made at
      * the first such evaluation) */
     void *d_host;
@@ -269,9 +288,14 @@ fmk_status fmk_fmm3d_cuda_grow(fmk_plan *plan, fmk_fmm3d_cuda *s, void **d, size
 fmk_status fmk_fmm3d_cuda_state_block(fmk_plan *plan, fmk_fmm3d_cuda *s, int64_t np,
                                       size_t box_bytes);
 /* Eval's buffers for k nodes, nn of them from level 2 down, nt targets and n_xrow M2L table
- * entries. */
+ * entries, for s->nv_cap charge vectors. */
 fmk_status fmk_fmm3d_cuda_eval_buffers(fmk_plan *plan, fmk_fmm3d_cuda *s, int64_t k, int64_t nn,
                                        int64_t nt, int64_t n_xrow, long long total);
+/* Eval's buffers for at least nv charge vectors (eval_many): grown, with the M2L's tables again,
+ * when they hold fewer. */
+fmk_status fmk_fmm3d_cuda_vectors(fmk_plan *plan, fmk_fmm3d_cuda *s, int nv);
+/* The charge vectors eval's buffers hold for the plan's opts.n_vectors. */
+int fmk_fmm3d_cuda_nv_of(const fmk_plan *plan);
 /* Frees the state's device memory (not its events, streams, cuBLAS handle). */
 void fmk_fmm3d_cuda_free_all(fmk_fmm3d_cuda *s);
 
@@ -293,6 +317,8 @@ void fmk_fmm3d_cuda_m2l_select(fmk_fmm3d_cuda *s, int whole);
 int fmk_fmm3d_cuda_m2l_whole(const fmk_fmm3d_cuda *s, int64_t nn);
 fmk_status fmk_fmm3d_cuda_m2l_plan(fmk_plan *plan, fmk_fmm3d_cuda *s, int64_t nn, int64_t *n_xrow);
 void fmk_fmm3d_cuda_fill_xrow(const fmk_fmm3d_cuda *s, int32_t *xr);
+/* The parts' slot -> row tables (fill_xrow, s->n_xrow entries) into d_xrow. */
+fmk_status fmk_fmm3d_cuda_put_xrow(fmk_plan *plan, fmk_fmm3d_cuda *s);
 
 /* p2p.cu: the points per lane of the P2P of leaf pairs, and the points a full pass holds */
 int fmk_fmm3d_cuda_pairs_rt(const fmk_fmm3d_cuda *s);
@@ -307,15 +333,39 @@ int fmk_fmm3d_cuda_pairs_cap(const fmk_fmm3d_cuda *s);
 cudaError_t fmk_cuda_fmm3d_p2m(fmk_fmm3d_cuda *s);
 cudaError_t fmk_cuda_fmm3d_p2l(fmk_fmm3d_cuda *s);
 cudaError_t fmk_cuda_fmm3d_l2p(fmk_fmm3d_cuda *s, int nt);
-/* translate.cu: M2M level by level upward to level 2, L2L level by level downward from 3. */
-cudaError_t fmk_cuda_fmm3d_m2m(fmk_fmm3d_cuda *s);
-cudaError_t fmk_cuda_fmm3d_l2l(fmk_fmm3d_cuda *s);
+/* The same of one vector of eval_many: P2M by column groups of the charges qk (key order) into E
+ * (false, nothing launched: no such kernel at this order, or the knob point_cols 0); L2P and M2P
+ * of expansions M, L into res. */
+bool fmk_fmm3d_cuda_p2m_cols(fmk_fmm3d_cuda *s, double *E, const double *qk);
+cudaError_t fmk_cuda_fmm3d_l2p_into(fmk_fmm3d_cuda *s, int nt, const double *M, const double *L,
+                                    double *res);
+/* p2m_l2p_many.cu: the same for nv charge vectors (charges d_qk, expansions and results of
+ * vector v at its place in d_M, d_L, d_res): each source's and target's harmonics made once for
+ * all of them, or the kernels above vector by vector (the knob many_points). */
+cudaError_t fmk_cuda_fmm3d_p2m_many(fmk_fmm3d_cuda *s, int nv);
+cudaError_t fmk_cuda_fmm3d_p2l_many(fmk_fmm3d_cuda *s, int nv);
+cudaError_t fmk_cuda_fmm3d_l2p_many(fmk_fmm3d_cuda *s, int nt, int nv);
+/* translate.cu: M2M level by level upward to level 2, L2L level by level downward from 3 (nv
+ * charge vectors: blockIdx.z). */
+cudaError_t fmk_cuda_fmm3d_m2m(fmk_fmm3d_cuda *s, int nv = 1);
+cudaError_t fmk_cuda_fmm3d_l2l(fmk_fmm3d_cuda *s, int nv = 1);
 /* m2l_gemm.cu: the M2L from level 2 down, by GEMMs (or by rotations, m2l_rot.cu); *blas_status:
  * a failure of cuBLAS (a fresh plan's handle, a GEMM), or an interrupt between the launches
- * of a long M2L by rotations, with the plan's message. */
-cudaError_t fmk_cuda_fmm3d_m2l(fmk_plan *plan, fmk_fmm3d_cuda *s, fmk_status *blas_status);
+ * of a long M2L by rotations, with the plan's message. nv charge vectors: one GEMM of nv times
+ * the columns per run (by rotations, one pass per vector). */
+cudaError_t fmk_cuda_fmm3d_m2l(fmk_plan *plan, fmk_fmm3d_cuda *s, fmk_status *blas_status,
+                               int nv = 1);
 /* p2p.cu: the near field into d_near on stream st, after the charges are in key order
  * (EV_FORK), between the events EV_NEAR and EV_P2P. */
 cudaError_t fmk_cuda_fmm3d_p2p(fmk_fmm3d_cuda *s, int nt, p2p_scale sc, cudaStream_t st);
+/* p2p.cu: its kernels alone, the charges in the sources' 4th component, the sums into near
+ * (4 nt doubles). */
+void fmk_cuda_fmm3d_p2p_into(fmk_fmm3d_cuda *s, int nt, p2p_scale sc, cudaStream_t st,
+                             double *near);
+/* p2p_many.cu: the near field of nv charge vectors (charges d_qk; vector nv - 1, when nv is odd,
+ * also in the sources' 4th component) into d_near, 4 vectors at a time, between the same events
+ * as fmk_cuda_fmm3d_p2p. */
+cudaError_t fmk_cuda_fmm3d_p2p_many(fmk_fmm3d_cuda *s, int nt, int nv, const p2p_scales &sc,
+                                    cudaStream_t st);
 
 #endif /* FMMKIT_CUDA_FMM3D_H */

@@ -79,11 +79,24 @@ typedef struct fmk_fmm3d_cuda_tune {
      * and M2M; 0 when its first set_points starts (when the tree will have a level 2, else once
      * the lists show M2L GEMMs). Plans without GEMMs never make one. Default 1. */
     int blas_at;
+    /* eval_many's P2P of leaf pairs (p2p_many.cu): the points of b per lane, 2 .. 4 for passes
+     * of 2 vectors, 1 .. 3 for passes of 4 (clamped); 0: 3 (measured fastest for both: docs/
+     * fmm3d_gpu.md, section 7). Default 0. */
+    int p2p_many_rt;
+    /* eval_many's passes between points and expansions (p2m_l2p_many.cu): 1 makes each source's
+     * and target's harmonics once for the pass's vectors (P2M, P2L, L2P, M2P), 0 runs eval's P2M
+     * (by column groups, where the order has them) and L2P vector by vector, -1 the faster
+     * measured: P2M vector by vector up to 4 vectors, L2P vector by vector on a complete octree
+     * (uniform points) (docs/fmm3d_gpu.md, section 7). P2L always makes them once. Default -1. */
+    int many_points;
     /* The GPU octree's build (tree/cuda/tree3d_cuda.h): "fmm3d.tree.*". */
     fmk_cuda_tree_tune tree;
 } fmk_fmm3d_cuda_tune;
 
+/* clang-format off */
 #define FMK_FMM3D_CUDA_TUNE_DEFAULTS \
-    {32, 16, -1, -1, 1, 1.0, 1, 1, 5, 0.3, 0, 1000, 256ll << 20, 0, 1, FMK_CUDA_TREE_TUNE_DEFAULTS}
+    {32, 16, -1, -1, 1, 1.0, 1, 1, 5, 0.3, 0, 1000, 256ll << 20, 0, 1, 0, -1, \
+     FMK_CUDA_TREE_TUNE_DEFAULTS}
+/* clang-format on */
 
 #endif /* FMMKIT_FMM3D_CUDA_FMM3D_TUNE_H */

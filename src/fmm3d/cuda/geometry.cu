@@ -182,17 +182,8 @@ fmk_status m2l_tables(fmk_plan *plan, fmk_fmm3d_cuda *s, int64_t nn, int64_t nt,
         st = fmk_fmm3d_cuda_ensure_blas(plan, s);
     if (st == FMK_OK)
         st = fmk_fmm3d_cuda_eval_buffers(plan, s, s->n_nodes, nn, nt, n_xrow, total);
-    if (st == FMK_OK && n_xrow > 0) { /* the parts' slot -> row tables */
-        int32_t *xr = hmalloc<int32_t>(2 * (size_t)n_xrow);
-        if (!xr)
-            return fmk_error_set(plan, FMK_ERR_NOMEM, "out of host memory for the M2L tables");
-        fmk_fmm3d_cuda_fill_xrow(s, xr);
-        const cudaError_t err =
-            cudaMemcpy(s->d_xrow, xr, 8 * (size_t)n_xrow, cudaMemcpyHostToDevice);
-        free(xr);
-        if (err != cudaSuccess)
-            return fmk_cuda_fail(plan, err, "cudaMemcpy (the M2L tables)");
-    }
+    if (st == FMK_OK && n_xrow > 0) /* the parts' slot -> row tables */
+        st = fmk_fmm3d_cuda_put_xrow(plan, s);
     return st;
 }
 

@@ -79,15 +79,21 @@ __host__ __device__ inline int packed_at(int k)
 }
 
 /* M2L, first: the multipoles of the sources from level 2 down as the GEMMs' columns, grouped by
- * octant (Mp column c = M of node box[c], packed: Sp doubles, then zeros to the stride Sx). */
-__global__ void k_m2l_columns(int S, int Sp, int Sx, int64_t n, const int32_t *__restrict__ box,
-                              const double *__restrict__ M, double *Mp)
+ * octant (Mp column c = M of node box[c], packed: Sp doubles, then zeros to the stride Sx). nv
+ * charge vectors: column c nv + v holds vector v's (M + v vstride), so that an octant's
+ * columns of every vector are one block. */
+__global__ void k_m2l_columns(int S, int Sp, int Sx, int64_t n, int nv, int64_t vstride,
+                              const int32_t *__restrict__ box, const double *__restrict__ M,
+                              double *Mp)
 {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n * Sx;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n * nv * Sx;
          i += (int64_t)gridDim.x * blockDim.x) {
-        const int64_t c = i / Sx;
+        int64_t c = i / Sx;
         const int k = (int)(i - c * Sx);
-        Mp[i] = k < Sp ? M[(int64_t)box[c] * S + packed_at(k)] : 0;
+        int v = 0;
+        if (nv > 1)
+            v = (int)(c % nv), c /= nv;
+        Mp[i] = k < Sp ? M[v * vstride + (int64_t)box[c] * S + packed_at(k)] : 0;
     }
 }
 
@@ -97,14 +103,16 @@ __global__ void k_m2l_columns(int S, int Sp, int Sx, int64_t n, const int32_t *_
  * multipoles of the octant's sources (packed, each direction's to its degree): column
  * col[source], rows xrow[2 (slot - slot_lo)] .. + xrow[2 (slot - slot_lo) + 1] (the leading
  * packed doubles of the direction's degree), leading dimension ldx. A box's V entries are
- * sorted by the source's octant, then slot. */
-__global__ void k_m2l_gather(int S, int Sp, int64_t ldx, int oct, int slot_lo, int slot_hi,
-                             const int32_t *__restrict__ xrow, const int32_t *__restrict__ vnodes,
-                             const int32_t *__restrict__ v_begin, const int32_t *__restrict__ v,
-                             const int16_t *__restrict__ v_slot,
-                             const int8_t *__restrict__ node_oct, const int32_t *__restrict__ col,
-                             const real4d *__restrict__ cube, const double *__restrict__ X,
-                             double *L)
+ * sorted by the source's octant, then slot. nv (<= NV) charge vectors: vector v's products in
+ * column col[source] nv + v, its locals at L + v vstride. */
+template <int NV>
+__global__ void
+k_m2l_gather(int S, int Sp, int64_t ldx, int oct, int slot_lo, int slot_hi, int nv, int64_t vstride,
+             const int32_t *__restrict__ xrow, const int32_t *__restrict__ vnodes,
+             const int32_t *__restrict__ v_begin, const int32_t *__restrict__ v,
+             const int16_t *__restrict__ v_slot, const int8_t *__restrict__ node_oct,
+             const int32_t *__restrict__ col, const real4d *__restrict__ cube,
+             const double *__restrict__ X, double *L)
 {
     const int b = vnodes[blockIdx.x];
     int e0 = v_begin[b], e1 = v_begin[b + 1];
@@ -120,16 +128,27 @@ __global__ void k_m2l_gather(int S, int Sp, int64_t ldx, int oct, int slot_lo, i
     /* locals carry 1/s (fmm3d_ops.h: P2L); the matrices are for unit sides */
     const double inv_s = 1 / cube[b].w;
     for (int k = threadIdx.x; k < Sp; k += blockDim.x) {
-        double acc = 0;
+        double acc[NV];
+#pragma unroll
+        for (int u = 0; u < NV; u++)
+            acc[u] = 0;
         for (int e = e0; e < e1; e++) {
             const int a = v[e], sl = v_slot[e];
             if (node_oct[a] != oct || sl >= slot_hi)
                 break;
             const int r = xrow[2 * (sl - slot_lo)]; /* >= 0: the octant's sources reach the slot */
-            if (r >= 0 && k < xrow[2 * (sl - slot_lo) + 1])
-                acc += X[(int64_t)col[a] * ldx + r + k];
+            if (r >= 0 && k < xrow[2 * (sl - slot_lo) + 1]) {
+                const double *x = X + (int64_t)col[a] * (NV == 1 ? 1 : nv) * ldx + r + k;
+#pragma unroll
+                for (int u = 0; u < NV; u++)
+                    if (NV == 1 || u < nv)
+                        acc[u] += x[u * ldx];
+            }
         }
-        L[(int64_t)b * S + packed_at(k)] += acc * inv_s;
+#pragma unroll
+        for (int u = 0; u < NV; u++)
+            if (NV == 1 || u < nv)
+                L[u * vstride + (int64_t)b * S + packed_at(k)] += acc[u] * inv_s;
     }
 }
 
@@ -153,28 +172,32 @@ void fmk_fmm3d_cuda_blas_destroy(fmk_fmm3d_cuda *s)
     s->has_blas = 0;
 }
 
-/* A launch of the rotation-based M2L's target boxes [lo, hi) (fmk_cuda_launch_ranges). */
+/* A launch of the rotation-based M2L's target boxes [lo, hi) (fmk_cuda_launch_ranges), of one
+ * charge vector's expansions M and L. */
 struct rot_range {
     const fmk_fmm3d_cuda *s;
+    const double *M;
+    double *L;
 };
 
 static cudaError_t rot_range_launch(void *ctx, int64_t lo, int64_t hi)
 {
-    const fmk_fmm3d_cuda *s = ((const rot_range *)ctx)->s;
+    const rot_range *c = (const rot_range *)ctx;
+    const fmk_fmm3d_cuda *s = c->s;
     return fmk_cuda_fmm3d_m2l_rot(&s->rot, hi - lo, s->g.d_vnodes + lo, s->g.d_v_begin, s->g.d_v,
-                                  s->g.d_v_slot, s->g.d_cube, s->d_M, s->d_L, s->stream[0]);
+                                  s->g.d_v_slot, s->g.d_cube, c->M, c->L, s->stream[0]);
 }
 
-/* The rotation-based M2L: one launch, or in a long eval (fmk_cuda_long: at high orders it is
- * seconds at a few million points) launches of about 0.1 s, with an interrupt check after
- * each (its status into *status). */
-static cudaError_t m2l_rot(fmk_plan *plan, fmk_fmm3d_cuda *s, fmk_status *status)
+/* The rotation-based M2L of one charge vector's expansions M and L: one launch, or in a long eval
+ * (fmk_cuda_long: at high orders it is seconds at a few million points) launches of about
+ * 0.1 s, with an interrupt check after each (its status into *status). */
+static cudaError_t m2l_rot(fmk_plan *plan, fmk_fmm3d_cuda *s, const double *M, double *L,
+                           fmk_status *status)
 {
     if (!fmk_cuda_long(plan, plan->self ? plan->n_sources : plan->n_sources + plan->n_targets))
         return fmk_cuda_fmm3d_m2l_rot(&s->rot, s->g.n_vnodes, s->g.d_vnodes, s->g.d_v_begin,
-                                      s->g.d_v, s->g.d_v_slot, s->g.d_cube, s->d_M, s->d_L,
-                                      s->stream[0]);
-    rot_range ctx = {s};
+                                      s->g.d_v, s->g.d_v_slot, s->g.d_cube, M, L, s->stream[0]);
+    rot_range ctx = {s, M, L};
     fmk_cuda_ranges r;
     r.total = s->g.n_vnodes, r.quantum = 4 * (int64_t)s->sms, r.item_work = 1;
     r.first = (double)(s->g.n_vnodes / 4 > 1 ? s->g.n_vnodes / 4 : 1), r.fixed = 0;
@@ -190,21 +213,23 @@ static cudaError_t m2l_rot(fmk_plan *plan, fmk_fmm3d_cuda *s, fmk_status *status
  * (m2l_rot.cu), a block per target box. A fresh plan makes its cuBLAS handle here (the knob
  * blas_at 1), the GPU busy meanwhile: a failure there, or of a GEMM (cuBLAS allocates its
  * workspace at its first GEMM on a stream), is *blas_status (and cudaErrorUnknown), as is an
- * interrupt between the launches of a long M2L by rotations (m2l_rot). */
-cudaError_t fmk_cuda_fmm3d_m2l(fmk_plan *plan, fmk_fmm3d_cuda *s, fmk_status *blas_status)
+ * interrupt between the launches of a long M2L by rotations (m2l_rot). nv charge vectors: each
+ * GEMM takes the octant's columns of all of them (n_o nv columns; X holds nv times one vector's
+ * products), each gather all of them; by rotations, one pass per vector. */
+cudaError_t fmk_cuda_fmm3d_m2l(fmk_plan *plan, fmk_fmm3d_cuda *s, fmk_status *blas_status, int nv)
 {
     const int S = s->S, Sp = s->Sp, Sx = s->Sx;
-    const int64_t nn = s->n_nodes - s->gemm_first;
+    const int64_t nn = s->n_nodes - s->gemm_first, vstride = s->n_nodes * (int64_t)S;
     cudaStream_t fs = s->stream[0];
     cudaError_t err = cudaSuccess;
     if (s->n_m2l_parts > 0 && (*blas_status = fmk_fmm3d_cuda_ensure_blas(plan, s)) != FMK_OK)
         err = cudaErrorUnknown;
-    if (s->use_rot && err == cudaSuccess)
-        err = m2l_rot(plan, s, blas_status);
+    for (int v = 0; s->use_rot && v < nv && err == cudaSuccess; v++)
+        err = m2l_rot(plan, s, s->d_M + v * vstride, s->d_L + v * vstride, blas_status);
     if (s->n_m2l_parts > 0) {
-        const int64_t n = nn * Sx;
+        const int64_t n = nn * Sx * nv;
         k_m2l_columns<<<(unsigned)((n + 255) / 256 < 4096 ? (n + 255) / 256 : 4096), 256, 0, fs>>>(
-            S, Sp, Sx, nn, s->g.d_m2l_box, s->d_M, s->d_Mp);
+            S, Sp, Sx, nn, nv, vstride, s->g.d_m2l_box, s->d_M, s->d_Mp);
     }
     for (int i = 0; i < s->n_m2l_parts && err == cudaSuccess; i++) {
         const fmk_fmm3d_cuda::m2l_part &q = s->m2l_parts[i];
@@ -215,10 +240,10 @@ cudaError_t fmk_cuda_fmm3d_m2l(fmk_plan *plan, fmk_fmm3d_cuda *s, fmk_status *bl
              * with zeros to gm.size */
             const fmk_fmm3d_cuda::m2l_gemm &gm = s->m2l_gemms[j];
             const double one = 1, zero = 0;
-            const cublasStatus_t bs =
-                blas::dgemm(s->blas, CUBLAS_OP_N, CUBLAS_OP_N, gm.n_ranks * gm.size, (int)n_o,
-                            gm.size, &one, s->d_m2l + s->m2l_roff[gm.rank0], s->m2l_roff[M2L_DIRS],
-                            s->d_Mp + c0 * Sx, Sx, &zero, s->d_X + gm.row, (int)ldx);
+            const cublasStatus_t bs = blas::dgemm(
+                s->blas, CUBLAS_OP_N, CUBLAS_OP_N, gm.n_ranks * gm.size, (int)(n_o * nv), gm.size,
+                &one, s->d_m2l + s->m2l_roff[gm.rank0], s->m2l_roff[M2L_DIRS],
+                s->d_Mp + c0 * nv * Sx, Sx, &zero, s->d_X + gm.row, (int)ldx);
             if (bs != CUBLAS_STATUS_SUCCESS) {
                 *blas_status =
                     bs == CUBLAS_STATUS_ALLOC_FAILED
@@ -232,10 +257,16 @@ cudaError_t fmk_cuda_fmm3d_m2l(fmk_plan *plan, fmk_fmm3d_cuda *s, fmk_status *bl
                 break;
             }
         }
-        k_m2l_gather<<<(unsigned)s->g.n_vnodes, 128, 0, fs>>>(
-            S, Sp, ldx, q.oct, q.slot_lo, q.slot_hi, s->d_xrow + 2 * q.xrow, s->g.d_vnodes,
-            s->g.d_v_begin, s->g.d_v, s->g.d_v_slot, s->g.d_oct, s->g.d_m2l_col, s->g.d_cube,
-            s->d_X, s->d_L);
+        if (nv == 1)
+            k_m2l_gather<1><<<(unsigned)s->g.n_vnodes, 128, 0, fs>>>(
+                S, Sp, ldx, q.oct, q.slot_lo, q.slot_hi, 1, vstride, s->d_xrow + 2 * q.xrow,
+                s->g.d_vnodes, s->g.d_v_begin, s->g.d_v, s->g.d_v_slot, s->g.d_oct, s->g.d_m2l_col,
+                s->g.d_cube, s->d_X, s->d_L);
+        else
+            k_m2l_gather<FMM_NV_MAX><<<(unsigned)s->g.n_vnodes, 128, 0, fs>>>(
+                S, Sp, ldx, q.oct, q.slot_lo, q.slot_hi, nv, vstride, s->d_xrow + 2 * q.xrow,
+                s->g.d_vnodes, s->g.d_v_begin, s->g.d_v, s->g.d_v_slot, s->g.d_oct, s->g.d_m2l_col,
+                s->g.d_cube, s->d_X, s->d_L);
     }
     return err == cudaSuccess ? cudaGetLastError() : err;
 }
@@ -360,6 +391,18 @@ void fmk_fmm3d_cuda_fill_xrow(const fmk_fmm3d_cuda *s, int32_t *xr)
             xr[2 * (q.xrow + sl - q.slot_lo)] = row, xr[2 * (q.xrow + sl - q.slot_lo) + 1] = size;
         }
     }
+}
+
+fmk_status fmk_fmm3d_cuda_put_xrow(fmk_plan *plan, fmk_fmm3d_cuda *s)
+{
+    int32_t *xr = hmalloc<int32_t>(2 * (size_t)s->n_xrow);
+    if (!xr)
+        return fmk_error_set(plan, FMK_ERR_NOMEM, "out of host memory for the M2L tables");
+    fmk_fmm3d_cuda_fill_xrow(s, xr);
+    const cudaError_t err =
+        cudaMemcpy(s->d_xrow, xr, 8 * (size_t)s->n_xrow, cudaMemcpyHostToDevice);
+    free(xr);
+    return err == cudaSuccess ? FMK_OK : fmk_cuda_fail(plan, err, "cudaMemcpy (the M2L tables)");
 }
 
 /* The state's cuBLAS handle on its first stream, made at the first call that needs it

@@ -58,11 +58,16 @@ static int64_t device_bytes(const fmk_plan *plan, int64_t ns, int64_t nt, int64_
         b += 8 * M2L_DIRS * Sx * Sx;
     if (rot) /* or M2L's rotation tables */
         b += fmk_cuda_fmm3d_rot_bytes(p, (int)n_dirs);
-    b += 3 * nodes * S * 8 + 8 * 8 * n_dirs; /* M, L, the M2L's columns and tables */
+    /* per charge vector of an eval_many pass (eval's buffers hold nv; eval_many copies the
+     * vectors' charges into key order when nv > 1) */
+    const int64_t nv = fmk_fmm3d_cuda_nv_of(plan);
+    b += nv * 3 * nodes * S * 8 + 8 * 8 * n_dirs; /* M, L, the M2L's columns and tables */
     if (!rot)
-        b += 8 * Sx * nodes *
+        b += nv * 8 * Sx * nodes *
              fmk_fmm3d_cuda_m2l_batch(plan, Sx, nodes, (int)n_dirs); /* M2L products */
-    b += 2 * 4 * nt * 8 + ns * 8 + 4 * nt * 8; /* results, host eval buffers */
+    b += nv * (2 * 4 * nt * 8 + ns * 8 + 4 * nt * 8); /* results, host eval buffers */
+    if (nv > 1)
+        b += nv * ns * 8 + 16 * nv; /* the charges in key order, the charge checks */
     return b;
 }
 
@@ -126,18 +131,38 @@ long long fmk_fmm3d_cuda_plan_bytes(const fmk_plan *plan)
 }
 
 /* Where eval's buffers lie in d_eval for k nodes (S doubles an expansion; Sx packed), nn of them
- * from level 2 down, x_bytes of M2L products, nt targets and n_xrow M2L table entries (off[8],
- * 256-byte aligned): expansions M and L, the products X, the M2L's columns Mp, the far and near
- * field's results, the tables, the charge check. Returns the bytes. */
+ * from level 2 down, x_bytes of M2L products (one vector's), nt targets, n_xrow M2L table
+ * entries, nv charge vectors and ns sources (off[9], 256-byte aligned): expansions M and L, the
+ * products X, the M2L's columns Mp, the far and near field's results, the tables, the charge
+ * checks, the charges in key order (nv > 1). Returns the bytes. */
 static int64_t eval_layout(int64_t S, int64_t Sx, int64_t k, int64_t nn, int64_t x_bytes,
-                           int64_t nt, int64_t n_xrow, int64_t off[8])
+                           int64_t nt, int64_t n_xrow, int64_t nv, int64_t ns, int64_t off[9])
 {
-    const int64_t bytes[8] = {8 * S * k, 8 * S * k, x_bytes,    8 * Sx * nn,
-                              32 * nt,   32 * nt,   8 * n_xrow, 16};
+    const int64_t bytes[9] = {nv * 8 * S * k,   nv * 8 * S * k, nv * x_bytes,
+                              nv * 8 * Sx * nn, nv * 32 * nt,   nv * 32 * nt,
+                              8 * n_xrow,       16 * nv,        nv > 1 ? 8 * ns * nv : 0};
     int64_t need = 0;
-    for (int i = 0; i < 8; i++)
+    for (int i = 0; i < 9; i++)
         off[i] = need, need += (bytes[i] + 255) / 256 * 256;
     return need;
+}
+
+int fmk_fmm3d_cuda_nv_of(const fmk_plan *plan)
+{
+    const int nv = plan->opts.n_vectors;
+    return nv < 1 ? 1 : nv > FMM_NV_MAX ? FMM_NV_MAX : nv;
+}
+
+/* eval's pointers into d_eval (eval_layout's offsets) */
+static void eval_pointers(fmk_fmm3d_cuda *s, const int64_t off[9], int64_t n_xrow)
+{
+    char *e = (char *)s->d_eval;
+    s->d_M = (double *)(e + off[0]), s->d_L = (double *)(e + off[1]);
+    s->d_X = (double *)(e + off[2]), s->d_Mp = (double *)(e + off[3]);
+    s->d_res = (double *)(e + off[4]), s->d_near = (double *)(e + off[5]);
+    s->d_xrow = (int32_t *)(e + off[6]), s->d_stats = (unsigned long long *)(e + off[7]);
+    s->d_qk = s->nv_cap > 1 ? (double *)(e + off[8]) : NULL;
+    s->n_xrow = n_xrow;
 }
 
 /* Eval's buffers (fmk_fmm3d_cuda: d_eval) for k nodes, nn of them from level 2 down, nt targets and
@@ -146,20 +171,43 @@ static int64_t eval_layout(int64_t S, int64_t Sx, int64_t k, int64_t nn, int64_t
 fmk_status fmk_fmm3d_cuda_eval_buffers(fmk_plan *plan, fmk_fmm3d_cuda *s, int64_t k, int64_t nn,
                                        int64_t nt, int64_t n_xrow, long long total)
 {
-    int64_t off[8];
-    const int64_t need =
-        eval_layout(s->S, s->Sx, k, nn, 8 * s->Sx * nn * s->m2l_batch, nt, n_xrow, off);
+    int64_t off[9];
+    const int64_t need = eval_layout(s->S, s->Sx, k, nn, 8 * s->Sx * nn * s->m2l_batch, nt, n_xrow,
+                                     s->nv_cap, plan->n_sources, off);
     const fmk_status st =
         fmk_fmm3d_cuda_grow(plan, s, &s->d_eval, &s->cap_eval, (size_t)need,
                             "the expansions, the M2L's products and the results", total);
     if (st != FMK_OK)
         return st;
-    char *e = (char *)s->d_eval;
-    s->d_M = (double *)(e + off[0]), s->d_L = (double *)(e + off[1]);
-    s->d_X = (double *)(e + off[2]), s->d_Mp = (double *)(e + off[3]);
-    s->d_res = (double *)(e + off[4]), s->d_near = (double *)(e + off[5]);
-    s->d_xrow = (int32_t *)(e + off[6]), s->d_stats = (unsigned long long *)(e + off[7]);
+    eval_pointers(s, off, n_xrow);
     return FMK_OK;
+}
+
+/* Eval's buffers for nv charge vectors (eval_many), where the points' buffers (set_points made
+ * them for nv_cap) hold fewer: the new allocation first, so that a failure leaves the plan as it
+ * was; then the M2L's tables again. The next points' buffers are made for nv too. */
+fmk_status fmk_fmm3d_cuda_vectors(fmk_plan *plan, fmk_fmm3d_cuda *s, int nv)
+{
+    if (nv <= s->nv_cap)
+        return FMK_OK;
+    const int64_t nn = s->n_nodes - s->gemm_first;
+    int64_t off[9];
+    const int64_t need = eval_layout(s->S, s->Sx, s->n_nodes, nn, 8 * s->Sx * nn * s->m2l_batch,
+                                     plan->n_targets, s->n_xrow, nv, plan->n_sources, off);
+    void *d = NULL;
+    fmk_status st = fmk_fmm3d_cuda_put(plan, s, &d, NULL, (size_t)need,
+                                       "the expansions and results of several charge vectors",
+                                       fmk_fmm3d_cuda_plan_bytes(plan) + (long long)need);
+    if (st != FMK_OK)
+        return st;
+    drop(s, &s->d_eval, &s->cap_eval);
+    s->d_eval = d, s->cap_eval = (size_t)need, s->nv_cap = nv;
+    eval_pointers(s, off, s->n_xrow);
+    if (s->n_xrow > 0)
+        st = fmk_fmm3d_cuda_put_xrow(plan, s);
+    plan->state_bytes_device = s->bytes + s->g.bytes + s->tree.bytes;
+    plan->info.bytes_device = plan->state_bytes_device;
+    return st;
 }
 
 /* A fresh state's one allocation for np points (box_bytes: set_points_device's bounding-box
@@ -183,19 +231,19 @@ fmk_status fmk_fmm3d_cuda_state_block(fmk_plan *plan, fmk_fmm3d_cuda *s, int64_t
     int64_t x_bytes = 8 * Sx * k > s->tune->m2l_bytes ? 8 * Sx * k : s->tune->m2l_bytes;
     if (x_bytes > 8 * Sx * k * M2L_DIRS)
         x_bytes = 8 * Sx * k * M2L_DIRS;
-    int64_t eval_off[8];
+    int64_t eval_off[9];
     /* the dense M2L matrices: as the degrees are, or whole where the size rule may pick them
      * (the knob m2l_trunc_min: the degrees follow the tree's size) */
     const int64_t m2l_rows =
         s->m2l_min > 0 && s->m2l_f > 0 ? (int64_t)M2L_DIRS * Sx : s->m2l_roff[M2L_DIRS];
-    const int64_t bytes[7] = {
-        24 * (np > 0 ? np : 1),
-        (int64_t)box_bytes,
-        8 * o.total,
-        fmk_cuda_tree3d_first_bytes(np, s->leaf_size),
-        fmk_cuda_fmm3d_geo_arena_bytes(np, ns, plan->self, k, s->cfg.tb),
-        dense ? 8 * align32(m2l_rows * Sx) : 0,
-        eval_layout(S, Sx, k, k, dense ? x_bytes : 0, nt, 8 * (int64_t)M2L_DIRS, eval_off)};
+    const int64_t bytes[7] = {24 * (np > 0 ? np : 1),
+                              (int64_t)box_bytes,
+                              8 * o.total,
+                              fmk_cuda_tree3d_first_bytes(np, s->leaf_size),
+                              fmk_cuda_fmm3d_geo_arena_bytes(np, ns, plan->self, k, s->cfg.tb),
+                              dense ? 8 * align32(m2l_rows * Sx) : 0,
+                              eval_layout(S, Sx, k, k, dense ? x_bytes : 0, nt,
+                                          8 * (int64_t)M2L_DIRS, s->nv_cap, ns, eval_off)};
     int64_t off[7], total = 0;
     for (int i = 0; i < 7; i++)
         off[i] = total, total += (bytes[i] + 255) / 256 * 256;

@@ -113,11 +113,11 @@ __device__ __forceinline__ bool col_entry(int P, int g, int k, int *n, int *m)
     return true;
 }
 
-template <int P, int U>
+template <int P, int U, bool QK>
 __global__ void __launch_bounds__(BLOCK)
     k_p2m_cols(int S, tabs tb, const int32_t *__restrict__ nodes, const real4d *__restrict__ cube,
                const int32_t *__restrict__ sb, const int32_t *__restrict__ sn,
-               const real4d *__restrict__ src, double *E)
+               const real4d *__restrict__ src, const double *__restrict__ qk, double *E)
 {
     typedef cols<P> C;
     const int G = C::G, NE = C::NE, L = C::L;
@@ -156,7 +156,8 @@ __global__ void __launch_bounds__(BLOCK)
         __syncthreads();
         for (int i = threadIdx.x; i < cnt; i += blockDim.x) {
             const real4d s = src[base + i];
-            pts[i] = real4d{(s.x - c.x) * inv_s, (s.y - c.y) * inv_s, (s.z - c.z) * inv_s, s.w};
+            pts[i] = real4d{(s.x - c.x) * inv_s, (s.y - c.y) * inv_s, (s.z - c.z) * inv_s,
+                            QK ? qk[base + i] : s.w};
         }
         __syncthreads();
         for (int i = active ? slice : cnt; i < cnt; i += U * NS) {
@@ -451,38 +452,49 @@ __global__ void __launch_bounds__(64)
     }
 }
 
-/* P2M by column groups at order P (k_p2m_cols): a block per leaf, more only where leaves are
- * large (a block per 1024 sources of the leaf size, up to 8) */
-template <int P> void launch_p2m_cols(fmk_fmm3d_cuda *s)
+/* P2M by column groups at order P (k_p2m_cols) into E, the charges in the sources' 4th component
+ * (qk NULL) or in qk (key order: one vector of eval_many): a block per leaf, more only where
+ * leaves are large (a block per 1024 sources of the leaf size, up to 8) */
+template <int P> void launch_p2m_cols(fmk_fmm3d_cuda *s, double *E, const double *qk)
 {
     const int64_t y = (s->leaf_size + 1023) / 1024;
     const unsigned split = (unsigned)(y < 1 ? 1 : y > 8 ? 8 : y);
-    k_p2m_cols<P, 1><<<dim3((unsigned)s->g.n_leaves_src, split), BLOCK, 0, s->stream[0]>>>(
-        s->S, s->tb, s->g.d_leaves_src, s->g.d_cube, s->g.d_sb, s->g.d_sn, s->g.d_src, s->d_M);
+    const dim3 grid((unsigned)s->g.n_leaves_src, split);
+    if (qk)
+        k_p2m_cols<P, 1, true><<<grid, BLOCK, 0, s->stream[0]>>>(
+            s->S, s->tb, s->g.d_leaves_src, s->g.d_cube, s->g.d_sb, s->g.d_sn, s->g.d_src, qk, E);
+    else
+        k_p2m_cols<P, 1, false><<<grid, BLOCK, 0, s->stream[0]>>>(
+            s->S, s->tb, s->g.d_leaves_src, s->g.d_cube, s->g.d_sb, s->g.d_sn, s->g.d_src, qk, E);
 }
 
+} // namespace
+
 /* P2M by column groups where it is made for order p (false: not) */
-bool p2m_cols(fmk_fmm3d_cuda *s)
+bool fmk_fmm3d_cuda_p2m_cols(fmk_fmm3d_cuda *s, double *E, const double *qk)
 {
     if (!s->tune->point_cols)
         return false;
     switch (s->order) {
-    case 4: launch_p2m_cols<4>(s); return true;
-    case 6: launch_p2m_cols<6>(s); return true;
-    case 8: launch_p2m_cols<8>(s); return true;
-    case 11: launch_p2m_cols<11>(s); return true;
-    case 12: launch_p2m_cols<12>(s); return true;
-    case 14: launch_p2m_cols<14>(s); return true;
-    case 16: launch_p2m_cols<16>(s); return true;
-    case 18: launch_p2m_cols<18>(s); return true;
+    case 4: launch_p2m_cols<4>(s, E, qk); return true;
+    case 6: launch_p2m_cols<6>(s, E, qk); return true;
+    case 8: launch_p2m_cols<8>(s, E, qk); return true;
+    case 11: launch_p2m_cols<11>(s, E, qk); return true;
+    case 12: launch_p2m_cols<12>(s, E, qk); return true;
+    case 14: launch_p2m_cols<14>(s, E, qk); return true;
+    case 16: launch_p2m_cols<16>(s, E, qk); return true;
+    case 18: launch_p2m_cols<18>(s, E, qk); return true;
     default: return false;
     }
 }
 
+namespace {
+
 /* L2P's records fit the 48 KB of shared memory a block gets without asking to this order */
 const int L2P_REC_MAX_ORDER = 30;
 
-template <int NH> void launch_l2p(fmk_fmm3d_cuda *s, int nt)
+template <int NH>
+void launch_l2p(fmk_fmm3d_cuda *s, int nt, const double *M, const double *L, double *res)
 {
     const int p = s->order, S = s->S;
     const int recs = s->tune->point_cols && p <= L2P_REC_MAX_ORDER;
@@ -490,7 +502,7 @@ template <int NH> void launch_l2p(fmk_fmm3d_cuda *s, int nt)
     if (s->g.n_leaves_trg > 0)
         k_l2p_m2p<NH><<<(unsigned)s->g.n_leaves_trg, 64, l2p_smem, s->stream[0]>>>(
             p, S, nt, recs, s->tb, s->g.d_leaves_trg, s->g.d_level, s->g.d_cube, s->g.d_tb,
-            s->g.d_tn, s->g.d_w_begin, s->g.d_w, s->g.d_trg, s->d_M, s->d_L, s->d_res);
+            s->g.d_tn, s->g.d_w_begin, s->g.d_w, s->g.d_trg, M, L, res);
 }
 
 } // namespace
@@ -498,7 +510,7 @@ template <int NH> void launch_l2p(fmk_fmm3d_cuda *s, int nt)
 cudaError_t fmk_cuda_fmm3d_p2m(fmk_fmm3d_cuda *s)
 {
     const int p = s->order, S = s->S;
-    if (s->g.n_leaves_src > 0 && !p2m_cols(s))
+    if (s->g.n_leaves_src > 0 && !fmk_fmm3d_cuda_p2m_cols(s, s->d_M, NULL))
         k_p2e<<<dim3((unsigned)s->g.n_leaves_src, split_for(s->leaf_size)), BLOCK, 8 * S,
                 s->stream[0]>>>(p, S, s->tb, s->g.d_leaves_src, NULL, NULL, s->g.d_cube, s->g.d_sb,
                                 s->g.d_sn, s->g.d_src, s->d_M);
@@ -517,17 +529,23 @@ cudaError_t fmk_cuda_fmm3d_p2l(fmk_fmm3d_cuda *s)
 
 cudaError_t fmk_cuda_fmm3d_l2p(fmk_fmm3d_cuda *s, int nt)
 {
+    return fmk_cuda_fmm3d_l2p_into(s, nt, s->d_M, s->d_L, s->d_res);
+}
+
+cudaError_t fmk_cuda_fmm3d_l2p_into(fmk_fmm3d_cuda *s, int nt, const double *M, const double *L,
+                                    double *res)
+{
     /* M2P's harmonics to degree p + 1 per thread */
     if (s->order <= 12)
-        launch_l2p<105>(s, nt);
+        launch_l2p<105>(s, nt, M, L, res);
     else if (s->order <= 24)
-        launch_l2p<351>(s, nt);
+        launch_l2p<351>(s, nt, M, L, res);
     else if (s->order <= 32)
-        launch_l2p<595>(s, nt);
+        launch_l2p<595>(s, nt, M, L, res);
     else if (s->order <= 44)
-        launch_l2p<1081>(s, nt);
+        launch_l2p<1081>(s, nt, M, L, res);
     else
-        launch_l2p<1953>(s, nt);
+        launch_l2p<1953>(s, nt, M, L, res);
     static_assert(FMM_GPU_MAX_ORDER <= 60, "M2P's harmonics: (p + 2)(p + 3) / 2 <= 1953");
     return cudaGetLastError();
 }

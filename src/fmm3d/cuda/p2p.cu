@@ -108,20 +108,7 @@ __global__ void __launch_bounds__(BLOCK)
  * is not fixed). The last pass, when at most 32 of b's points remain, gives all four warps the
  * same points and each warp a quarter of the chunks (a sums added atomically by each warp, b
  * sums added across the warps in shared memory): no warp idles through it. */
-const int P2P_RUN_MAX = 16;
-
-/* The lane's point of the stream (chunk jc), or -1: its a leaf and place there. */
-__device__ __forceinline__ int stream_point(int jc, int nj, int r0, int r1, const int32_t *s_j0,
-                                            const int32_t *s_n)
-{
-    const int lane = threadIdx.x & 31;
-    if (jc + lane >= nj)
-        return -1;
-    int off = jc + lane, e = r0;
-    while (e < r1 - 1 && off >= s_n[e])
-        off -= s_n[e], e++;
-    return s_j0[e] + off;
-}
+const int P2P_RUN_MAX = FMK_P2P_RUN_MAX;
 
 /* 32 steps of a warp: its RT points of b (xi .. gzi) against the 32 RA a points of the lanes
  * (xj .. gzj, RA per lane, moving one lane down per step), each pair once, both ways; UNR steps
@@ -376,11 +363,12 @@ __global__ void __launch_bounds__(BLOCK, MINB)
     }
 }
 
-/* The P2P on stream st into d_near: the U lists at the leaves (sources = targets in fp64: the
- * rest rows, then the leaf pairs both ways; the first launch writes every target's sums), then
- * the X entries done directly (Y lists, atomic adds), with pair kernel K in precision R. */
+/* The P2P on stream st into near (4 nt doubles): the U lists at the leaves (sources = targets in
+ * fp64: the rest rows, then the leaf pairs both ways; the first launch writes every target's
+ * sums), then the X entries done directly (Y lists, atomic adds), with pair kernel K in
+ * precision R. */
 template <typename K, typename R, int NEWTON>
-void p2p(fmk_fmm3d_cuda *s, int nt, p2p_scale sc, cudaStream_t st)
+void p2p(fmk_fmm3d_cuda *s, int nt, p2p_scale sc, cudaStream_t st, double *near)
 {
     const fmk_cuda_fmm3d_geo *g = &s->g;
     const int rt = fmk_fmm3d_cuda_pairs_rt(s);
@@ -392,7 +380,7 @@ void p2p(fmk_fmm3d_cuda *s, int nt, p2p_scale sc, cudaStream_t st)
             <<<dim3((unsigned)g->n_leaves_trg, split_for(s->leaf_size)), BLOCK, 0, st>>>(
                 nt, 0, self, sc, g->d_leaves_trg, g->d_tb, g->d_tn, g->d_sb, g->d_sn,
                 pairs ? g->d_ur_begin : g->d_u_begin, pairs ? g->d_ur : g->d_u, g->d_cube, g->d_src,
-                g->d_trg, s->d_near);
+                g->d_trg, near);
     if (pairs && (g->n_pairs > 0 || self)) {
         /* pairs per block: 8 at small leaves, else 4 (docs/fmm3d_gpu.md, section 3) ... but at
          * least 16 blocks per multiprocessor while pairs allow (a few pairs of large leaves in
@@ -407,7 +395,7 @@ void p2p(fmk_fmm3d_cuda *s, int nt, p2p_scale sc, cudaStream_t st)
 #define FMK_PAIRS(RT, UNR, MASK, MINB)                                                            \
     k_p2p_pairs<K, RT, UNR, NEWTON, MASK, MINB>                                                   \
         <<<blocks, BLOCK, 0, st>>>(nt, g->n_pairs, run, pair_blocks, g->d_leaves_trg, g->d_pairs, \
-                                   g->d_sb, g->d_sn, g->d_src, s->d_near)
+                                   g->d_sb, g->d_sn, g->d_src, near)
         switch (rt) {
         case 1: FMK_PAIRS(1, 1, 1, 0); break;
         case 2: FMK_PAIRS(2, 4, 1, 0); break;
@@ -421,7 +409,7 @@ void p2p(fmk_fmm3d_cuda *s, int nt, p2p_scale sc, cudaStream_t st)
     if (g->n_ynodes > 0)
         k_p2p<K, R, NEWTON><<<dim3((unsigned)g->n_ynodes, split_for(s->near_max)), BLOCK, 0, st>>>(
             nt, 1, 0, sc, g->d_ynodes, g->d_tb, g->d_tn, g->d_sb, g->d_sn, g->d_y_begin, g->d_y,
-            g->d_cube, g->d_src, g->d_trg, s->d_near);
+            g->d_cube, g->d_src, g->d_trg, near);
 }
 
 } // namespace
@@ -448,17 +436,22 @@ int fmk_fmm3d_cuda_pairs_cap(const fmk_fmm3d_cuda *s)
     return rt == 1 ? BLOCK : rt == 4 || rt == 2 ? 256 : 32 * rt;
 }
 
+void fmk_cuda_fmm3d_p2p_into(fmk_fmm3d_cuda *s, int nt, p2p_scale sc, cudaStream_t st, double *near)
+{
+    const int newton = s->tune->p2p_newton < 0 ? s->newton_ok : s->tune->p2p_newton;
+    if (s->fp32)
+        p2p<fmk_p2p_laplace, float, 0>(s, nt, sc, st, near);
+    else if (newton)
+        p2p<fmk_p2p_laplace, double, 1>(s, nt, sc, st, near);
+    else
+        p2p<fmk_p2p_laplace, double, 0>(s, nt, sc, st, near);
+}
+
 cudaError_t fmk_cuda_fmm3d_p2p(fmk_fmm3d_cuda *s, int nt, p2p_scale sc, cudaStream_t st)
 {
     cudaStreamWaitEvent(st, s->ev[EV_FORK], 0);
     cudaEventRecord(s->ev[EV_NEAR], st);
-    const int newton = s->tune->p2p_newton < 0 ? s->newton_ok : s->tune->p2p_newton;
-    if (s->fp32)
-        p2p<fmk_p2p_laplace, float, 0>(s, nt, sc, st);
-    else if (newton)
-        p2p<fmk_p2p_laplace, double, 1>(s, nt, sc, st);
-    else
-        p2p<fmk_p2p_laplace, double, 0>(s, nt, sc, st);
+    fmk_cuda_fmm3d_p2p_into(s, nt, sc, st, s->d_near);
     cudaEventRecord(s->ev[EV_P2P], st);
     return cudaGetLastError();
 }

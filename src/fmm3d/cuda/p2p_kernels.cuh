@@ -94,13 +94,28 @@ struct fmk_p2p_laplace {
     {
         const double dx = xi - xj, dy = yi - yj, dz = zi - zj;
         const double r2 = dx * dx + dy * dy + dz * dz;
-        const auto k =
-            fpair_laplace_k(MASK ? pair_inv<NEWTON>(r2) : pair_inv_distinct(NEWTON, r2));
+        const auto k = fpair_laplace_k(MASK ? pair_inv<NEWTON>(r2) : pair_inv_distinct(NEWTON, r2));
         pi = fma(qj, k.pot, pi), pj = fma(qi, k.pot, pj);
         const double fj = qj * k.g, fi = qi * k.g;
         gxi = fma(-fj, dx, gxi), gyi = fma(-fj, dy, gyi), gzi = fma(-fj, dz, gzi);
         gxj = fma(fi, dx, gxj), gyj = fma(fi, dy, gyj), gzj = fma(fi, dz, gzj);
     }
 };
+
+/* The P2P of leaf pairs (p2p.cu, p2p_many.cu): pairs a block takes at most, and the lane's point
+ * of the stream of a points (chunk jc of the nj points of the run's a leaves r0 .. r1 - 1, the
+ * leaves' first points s_j0 and counts s_n), or -1: its a leaf and place there. */
+#define FMK_P2P_RUN_MAX 16
+static __device__ __forceinline__ int stream_point(int jc, int nj, int r0, int r1,
+                                                   const int32_t *s_j0, const int32_t *s_n)
+{
+    const int lane = threadIdx.x & 31;
+    if (jc + lane >= nj)
+        return -1;
+    int off = jc + lane, e = r0;
+    while (e < r1 - 1 && off >= s_n[e])
+        off -= s_n[e], e++;
+    return s_j0[e] + off;
+}
 
 #endif /* FMMKIT_CUDA_FMM3D_P2P_KERNELS_CUH */

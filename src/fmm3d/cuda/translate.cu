@@ -27,15 +27,17 @@ namespace {
  * outputs then: the top levels of M2M have too few tiles to fill the GPU, and a tile's 8
  * octants are 8 independent products). TRANSLATE_THREADS threads, each owning RPT output rows
  * for all TB targets; the TB input expansions sit in shared memory as ms[j][t], so that one
- * 16-byte load feeds 2 RPT fused multiply-adds. */
+ * 16-byte load feeds 2 RPT fused multiply-adds. blockIdx.z: the charge vector (its expansions
+ * vstride doubles after the previous one's). */
 template <int RPT, int TB>
 __global__ void __launch_bounds__(TRANSLATE_THREADS)
     k_translate(int S, int32_t first_tile, const int32_t *__restrict__ tile_nodes,
                 const int32_t *__restrict__ tile_begin, const int32_t *__restrict__ tile_slot,
                 const int32_t *__restrict__ tile_src, const double *__restrict__ T,
-                const double *__restrict__ M, double *L)
+                const double *__restrict__ M, double *L, int64_t vstride)
 {
     extern __shared__ double2 ms2[];
+    M += blockIdx.z * vstride, L += blockIdx.z * vstride;
     double *ms = (double *)ms2;
     const int tile = first_tile + blockIdx.x;
     double acc[RPT][TB];
@@ -102,54 +104,56 @@ __global__ void __launch_bounds__(TRANSLATE_THREADS)
 /* Tiles [first, end) of the translation kernel with matrices T. */
 template <int RPT, int TB>
 cudaError_t launch_tiles(fmk_fmm3d_cuda *s, int64_t first, int64_t end, const double *T,
-                         const double *in, double *out, unsigned split)
+                         const double *in, double *out, unsigned split, int nv)
 {
     const size_t smem = 8 * (size_t)TB * s->S;
     cudaError_t err = cudaFuncSetAttribute(k_translate<RPT, TB>,
                                            cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (err == cudaSuccess && end > first) {
-        k_translate<RPT, TB>
-            <<<dim3((unsigned)(end - first), split), TRANSLATE_THREADS, smem, s->stream[0]>>>(
-                s->S, (int32_t)first, s->g.d_tile_nodes, s->g.d_tile_begin, s->g.d_tile_slot,
-                s->g.d_tile_src, T, in, out);
+        k_translate<RPT, TB><<<dim3((unsigned)(end - first), split, (unsigned)nv),
+                               TRANSLATE_THREADS, smem, s->stream[0]>>>(
+            s->S, (int32_t)first, s->g.d_tile_nodes, s->g.d_tile_begin, s->g.d_tile_slot,
+            s->g.d_tile_src, T, in, out, s->n_nodes * (int64_t)s->S);
         err = cudaGetLastError();
     }
     return err;
 }
 
 cudaError_t tiles(fmk_fmm3d_cuda *s, int64_t first, int64_t end, const double *T, const double *in,
-                  double *out, int split_entries)
+                  double *out, int split_entries, int nv)
 {
     /* a level with fewer tiles than two blocks per SM: each tile's entries over up to 8 blocks */
     unsigned split = 1;
-    const int64_t n = end - first, want = 2 * (int64_t)s->sms;
+    const int64_t n = (end - first) * nv, want = 2 * (int64_t)s->sms;
     if (split_entries && n > 0 && n < want)
         split = (unsigned)((want + n - 1) / n > 8 ? 8 : (want + n - 1) / n);
     switch (s->cfg.rpt) {
-    case 1: return launch_tiles<1, 32>(s, first, end, T, in, out, split);
-    case 2: return launch_tiles<2, 32>(s, first, end, T, in, out, split);
-    case 4: return launch_tiles<4, 16>(s, first, end, T, in, out, split);
-    case 8: return launch_tiles<8, 8>(s, first, end, T, in, out, split);
-    case 16: return launch_tiles<16, 4>(s, first, end, T, in, out, split);
-    default: return launch_tiles<32, 2>(s, first, end, T, in, out, split);
+    case 1: return launch_tiles<1, 32>(s, first, end, T, in, out, split, nv);
+    case 2: return launch_tiles<2, 32>(s, first, end, T, in, out, split, nv);
+    case 4: return launch_tiles<4, 16>(s, first, end, T, in, out, split, nv);
+    case 8: return launch_tiles<8, 8>(s, first, end, T, in, out, split, nv);
+    case 16: return launch_tiles<16, 4>(s, first, end, T, in, out, split, nv);
+    default: return launch_tiles<32, 2>(s, first, end, T, in, out, split, nv);
     }
 }
 
 } // namespace
 
 /* up to level 2 only: M2L and M2P read multipoles from level 2 down (V and W entries are there) */
-cudaError_t fmk_cuda_fmm3d_m2m(fmk_fmm3d_cuda *s)
+cudaError_t fmk_cuda_fmm3d_m2m(fmk_fmm3d_cuda *s, int nv)
 {
     cudaError_t err = cudaSuccess;
     for (int lev = s->levels - 2; lev >= 2 && err == cudaSuccess; lev--)
-        err = tiles(s, s->g.m2m_first[lev], s->g.m2m_first[lev + 1], s->d_m2m, s->d_M, s->d_M, 1);
+        err =
+            tiles(s, s->g.m2m_first[lev], s->g.m2m_first[lev + 1], s->d_m2m, s->d_M, s->d_M, 1, nv);
     return err;
 }
 
-cudaError_t fmk_cuda_fmm3d_l2l(fmk_fmm3d_cuda *s)
+cudaError_t fmk_cuda_fmm3d_l2l(fmk_fmm3d_cuda *s, int nv)
 {
     cudaError_t err = cudaSuccess;
     for (int lev = 3; lev < s->levels && err == cudaSuccess; lev++)
-        err = tiles(s, s->g.l2l_first[lev], s->g.l2l_first[lev + 1], s->d_l2l, s->d_L, s->d_L, 0);
+        err =
+            tiles(s, s->g.l2l_first[lev], s->g.l2l_first[lev + 1], s->d_l2l, s->d_L, s->d_L, 0, nv);
     return err;
 }
