@@ -57,6 +57,14 @@
  *   fmm3d rot        the M2L by rotations against the dense matrices at p = 20 .. 32 (2^20
  *                    uniform, leaves of 38 p, one stream: each phase's own time), then eps
  *                    1e-10 .. 1e-13 at 2^20 uniform and Plummer (the orders from eps, two streams)
+ *   fmm3d nd         several charge vectors in one evaluation (fmk_plan_eval_many_device, points
+ *                    and charges on the device, potential + gradient): 2^20 uniform and Plummer
+ *                    at eps 1e-6, fp64, nd = 1, 2, 4, 8 vectors (plans with opts.n_vectors = nd):
+ *                    eval, its ratio to nd = 1, per vector, the phases; then the phases alone
+ *                    (one stream), eval_many's P2P of leaf pairs at 1 .. 4 points per lane
+ *                    (fmm3d.p2p_many_rt), P2M and L2P vector by vector or the harmonics once
+ *                    (fmm3d.many_points), leaf sizes at nd = 4, and the GPU direct sum at 2^16
+ *                    points, nd = 1, 2, 4, 8
  */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -706,6 +714,144 @@ static int m2lcls(void)
     return !ok;
 }
 
+/* One plan of method for nd vectors (opts.n_vectors = nd, leaf size leaf: 0 the rule's): device
+ * points dx (n, dist's) and charges dq (nd vectors), reps timed eval_many_device after one
+ * warm-up, potential + gradient into dp, dg; the median and the last evaluation's phases. */
+static int measure_nd(fmk_method method, int64_t n, const double *dx, const double *dq, int nd,
+                      int64_t leaf, int reps, double *dp, double *dg, result *r)
+{
+    memset(r, 0, sizeof *r);
+    fmk_opts o;
+    fmk_opts_default(&o);
+    o.method = method, o.backend = FMK_BACKEND_CUDA, o.leaf_size = leaf, o.n_vectors = nd;
+    fmk_plan *p = NULL;
+    if (fmk_plan_create(&p, 3, FMK_KERNEL_LAPLACE, 1e-6, &o) != FMK_OK) {
+        fprintf(stderr, "fmm3d: %s\n", fmk_plan_last_error(NULL));
+        return -1;
+    }
+    gpu_knobs(p);
+    int ok = fmk_plan_set_points_device(p, n, dx, 0, NULL) == FMK_OK;
+    double te[16];
+    for (int k = 0; k <= reps && ok; k++) {
+        const double t0 = bench_now();
+        ok = fmk_plan_eval_many_device(p, nd, dq, dp, dg) == FMK_OK;
+        if (k > 0)
+            te[k - 1] = bench_now() - t0;
+    }
+    if (!ok) {
+        fprintf(stderr, "fmm3d: %s\n", fmk_plan_last_error(p));
+    } else {
+        fmk_info info;
+        fmk_plan_info(p, &info);
+        r->eval = bench_median(te, reps);
+        memcpy(r->phase, info.phase_time, sizeof r->phase);
+        r->order = info.order, r->levels = info.levels, r->leaf = info.leaf_size;
+        r->bytes_device = info.bytes_device;
+    }
+    fmk_plan_destroy(p);
+    return ok ? 0 : -1;
+}
+
+static void print_nd(const char *table, fmk_method m, const char *dist, int64_t n, int nd,
+                     int64_t leaf, int rt, double t1, const result *r)
+{
+    const double *ph = r->phase;
+    if (json)
+        printf("%s{\"table\":\"%s\",\"method\":\"%s\",\"dist\":\"%s\",\"n\":%lld,\"nd\":%d,"
+               "\"leaf_opt\":%lld,\"p2p_many_rt\":%d,\"order\":%d,\"leaf\":%lld,\"levels\":%d,"
+               "\"eval_ms\":%.4f,\"ratio\":%.3f,\"per_vector_ms\":%.4f,\"p2m_ms\":%.4f,"
+               "\"m2m_ms\":%.4f,\"m2l_ms\":%.4f,\"l2l_ms\":%.4f,\"l2p_ms\":%.4f,"
+               "\"p2p_ms\":%.4f,\"bytes_device\":%lld}",
+               first_row ? "[\n" : ",\n", table, method_name(m), dist, (long long)n, nd,
+               (long long)leaf, rt, r->order, (long long)r->leaf, r->levels, 1e3 * r->eval,
+               t1 > 0 ? r->eval / t1 : 0, 1e3 * r->eval / nd, 1e3 * ph[FMK_PHASE_P2M],
+               1e3 * ph[FMK_PHASE_M2M], 1e3 * ph[FMK_PHASE_M2L], 1e3 * ph[FMK_PHASE_L2L],
+               1e3 * ph[FMK_PHASE_L2P], 1e3 * ph[FMK_PHASE_P2P], (long long)r->bytes_device);
+    else
+        printf("%-8s %-6s %-7s %8lld nd %d leaf %4lld (%4lld) rt %d | eval %8.3f ms  x%5.2f  "
+               "%7.3f/vector | p2m %6.3f m2m %6.3f m2l %7.3f l2l %6.3f l2p %6.3f p2p %7.3f | "
+               "%lld B\n",
+               table, method_name(m), dist, (long long)n, nd, (long long)leaf, (long long)r->leaf,
+               rt, 1e3 * r->eval, t1 > 0 ? r->eval / t1 : 0, 1e3 * r->eval / nd,
+               1e3 * ph[FMK_PHASE_P2M], 1e3 * ph[FMK_PHASE_M2M], 1e3 * ph[FMK_PHASE_M2L],
+               1e3 * ph[FMK_PHASE_L2L], 1e3 * ph[FMK_PHASE_L2P], 1e3 * ph[FMK_PHASE_P2P],
+               (long long)r->bytes_device);
+    first_row = 0;
+    fflush(stdout);
+}
+
+/* The nd mode (header comment): one point set per distribution, 8 charge vectors on the device. */
+static void nd_tables(void)
+{
+    const int64_t n = 1 << 20, nd_max = 8;
+    const int nds[] = {1, 2, 4, 8};
+    double *x = xmalloc(24 * (size_t)n), *q = xmalloc(8 * (size_t)(nd_max * n));
+    double *dx = NULL, *dq = NULL, *dp = NULL, *dg = NULL;
+    cudaMalloc((void **)&dx, 24 * (size_t)n);
+    cudaMalloc((void **)&dq, 8 * (size_t)(nd_max * n));
+    cudaMalloc((void **)&dp, 8 * (size_t)(nd_max * n));
+    cudaMalloc((void **)&dg, 24 * (size_t)(nd_max * n));
+    for (int64_t i = 0; i < nd_max * n; i++)
+        q[i] = 2 * urand() - 1;
+    cudaMemcpy(dq, q, 8 * (size_t)(nd_max * n), cudaMemcpyHostToDevice);
+    const char *dists[] = {"cube", "plummer"};
+    const int ov = knob.overlap, rt = knob.p2p_many_rt;
+    result r;
+    for (int d = 0; d < 2; d++) {
+        points(dists[d], n, x);
+        cudaMemcpy(dx, x, 24 * (size_t)n, cudaMemcpyHostToDevice);
+        double t1 = 0;
+        for (int o = 1; o >= 0; o--) { /* two streams (the default), then one (phases alone) */
+            knob.overlap = o;
+            for (int k = 0; k < 4; k++)
+                if (measure_nd(FMK_METHOD_FMM, n, dx, dq, nds[k], 0, 5, dp, dg, &r) == 0) {
+                    if (k == 0)
+                        t1 = r.eval;
+                    print_nd(o ? "nd" : "nd-ov0", FMK_METHOD_FMM, dists[d], n, nds[k], 0, 0, t1,
+                             &r);
+                }
+        }
+        knob.overlap = 0; /* the P2P of leaf pairs alone: points per lane */
+        for (int k = 1; k <= 2; k++)
+            for (int v = k == 1 ? 2 : 1; v <= (k == 1 ? 4 : 3); v++) {
+                knob.p2p_many_rt = v;
+                if (measure_nd(FMK_METHOD_FMM, n, dx, dq, nds[k], 0, 3, dp, dg, &r) == 0)
+                    print_nd("nd-rt", FMK_METHOD_FMM, dists[d], n, nds[k], 0, v, 0, &r);
+            }
+        knob.p2p_many_rt = rt;
+        /* P2M and L2P alone: vector by vector (0), the harmonics once for all vectors (1) */
+        const int mp = knob.many_points;
+        for (int k = 1; k < 4; k++)
+            for (int v = 0; v <= 1; v++) {
+                knob.many_points = v;
+                if (measure_nd(FMK_METHOD_FMM, n, dx, dq, nds[k], 0, 3, dp, dg, &r) == 0)
+                    print_nd(v ? "nd-pts1" : "nd-pts0", FMK_METHOD_FMM, dists[d], n, nds[k], 0, 0,
+                             0, &r);
+            }
+        knob.many_points = mp, knob.overlap = ov;
+        const int64_t leaves[] = {350, 532, 800};
+        for (int l = 0; l < 3; l++) /* nd 4 */
+            if (measure_nd(FMK_METHOD_FMM, n, dx, dq, 4, leaves[l], 3, dp, dg, &r) == 0)
+                print_nd("nd-leaf", FMK_METHOD_FMM, dists[d], n, 4, leaves[l], 0, 0, &r);
+    }
+    /* the direct sum: 2^16 uniform points */
+    const int64_t nn = 1 << 16;
+    points("cube", nn, x);
+    cudaMemcpy(dx, x, 24 * (size_t)nn, cudaMemcpyHostToDevice);
+    for (int k = 0; k < nd_max * nn; k++) /* the charges of 8 vectors of nn points */
+        q[k] = 2 * urand() - 1;
+    cudaMemcpy(dq, q, 8 * (size_t)(nd_max * nn), cudaMemcpyHostToDevice);
+    double t1 = 0;
+    for (int k = 0; k < 4; k++)
+        if (measure_nd(FMK_METHOD_DIRECT, nn, dx, dq, nds[k], 0, 3, dp, dg, &r) == 0) {
+            if (k == 0)
+                t1 = r.eval;
+            print_nd("nd", FMK_METHOD_DIRECT, "cube", nn, nds[k], 0, 0, t1, &r);
+        }
+    cudaFree(dx), cudaFree(dq), cudaFree(dp), cudaFree(dg);
+    free(x), free(q);
+}
+
 static void header(void)
 {
     if (!json)
@@ -1075,6 +1221,8 @@ int main(int argc, char **argv)
                 if (measure(FMK_METHOD_FMM, epss[e], -1, 0, d ? "plummer" : "cube", N20, 1, 3, 1,
                             &r) == 0)
                     print_row("eps", FMK_METHOD_FMM, d ? "plummer" : "cube", N20, epss[e], 1, &r);
+    } else if (!strcmp(mode, "nd")) {
+        nd_tables();
     } else if (!strcmp(mode, "order")) {
         const char *dists[] = {"cube", "sphere", "plummer", "corner", "nested"};
         for (int d = 0; d < 5; d++)
