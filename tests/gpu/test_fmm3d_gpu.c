@@ -48,14 +48,19 @@ static fmk_status gpu_knobs(fmk_plan *p)
     return FMK_OK;
 }
 
-/* fmk_plan_create, then the knobs above for a GPU plan. */
+/* fmk_plan_create, then the knobs above for a GPU plan (and a CPU one's). */
 static fmk_status plan_create(fmk_plan **p, double eps, const fmk_opts *o)
 {
     fmk_status st = fmk_plan_create(p, 3, FMK_KERNEL_LAPLACE, eps, o);
     fmk_info in;
     if (st == FMK_OK && fmk_plan_info(*p, &in) == FMK_OK && in.backend == FMK_BACKEND_CPU &&
         in.method == FMK_METHOD_FMM)
+    {
         st = fmk_plan_tune(*p, "fmm3d.direct_near", cpu_direct_near);
+        /* the CPU reference's 1/r to rounding (two Newton steps at any eps) */
+        if (st == FMK_OK)
+            st = fmk_plan_tune(*p, "fmm3d.newton", 2);
+    }
     if (st == FMK_OK && (st = gpu_knobs(*p)) != FMK_OK) {
         fmk_plan_destroy(*p);
         *p = NULL;
