@@ -12,9 +12,9 @@
 #include "fmm3d/fmm3d.h"
 #include "fmm3d/fmm3d_ops.h"
 
-/* M2L runs over blocks of this many consecutive nodes; within a block the V entries are sorted
- * by direction, and the entries of one direction go through fmk_fmm3d_m2l_block together. */
-enum { M2L_NODES = 64 };
+/* M2L runs over blocks of m2l_nodes consecutive nodes (knob fmm3d.m2l_nodes); within a block
+ * the V entries are sorted by direction, and the entries of one direction go through
+ * fmk_fmm3d_m2l_block together. */
 
 /* Charge vectors an evaluation carries through the passes together (more go in turns). */
 enum { FMM_NV_MAX = 8 };
@@ -60,7 +60,8 @@ typedef struct fmk_fmm3d_cpu {
     int32_t rot_slot[FMK_FMM3D_NDIR]; /* direction -> its polar angle's rotation, or -1 */
     double *phase_v;                  /* FMK_FMM3D_NDIR * 2 (p + 1): each direction's e^{i m phi} */
     double *rot_updown; /* 16 rotations: M2M (child -> parent) for octant o at o, L2L at 8 + o */
-    int64_t *v_perm;    /* n_v: V entries, per block of M2L_NODES nodes by direction */
+    int64_t m2l_nodes;  /* nodes per M2L block (the schedule's) */
+    int64_t *v_perm;    /* n_v: V entries, per block of m2l_nodes nodes by direction */
     int32_t *v_target;  /* n_v: the target node of each V entry */
     double *zmat;       /* coaxial M2L matrices, one per squared distance in use */
     int32_t z_slot[28]; /* squared distance (4..27, in sides^2) -> matrix, or -1 */
@@ -166,6 +167,9 @@ typedef struct fmk_fmm3d_cpu_tune {
                                  * else 2), 1 or 2 */
     int mutual;      /* 1: with targets = sources, each pair of leaves once, both ways
                                  * (default); 0: every leaf from its neighbours one-sided */
+    int m2l_nodes;   /* nodes per block of the M2L (default 32: a block's entries of one
+                                 * direction still fill a block operator's 19..32 columns, and
+                                 * there are twice the tasks of 64 for many threads) */
 } fmk_fmm3d_cpu_tune;
 
 #endif /* FMMKIT_FMM3D_CPU_H */

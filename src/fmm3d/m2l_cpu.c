@@ -4,15 +4,15 @@
 
 #include "fmm3d/fmm3d_cpu.h"
 
-/* The M2L schedule: per block of M2L_NODES consecutive nodes, its V entries (contiguous in
+/* The M2L schedule: per block of m2l_nodes consecutive nodes, its V entries (contiguous in
  * the lists) sorted by direction, each with its target; and the coaxial matrices. */
 void fmk_fmm3d_cpu_m2l_schedule(fmk_fmm3d_cpu *s, int threads)
 {
     const fmk_fmm3d_lists *l = &s->lists;
-    const int64_t k = l->n_nodes, n_blocks = (k + M2L_NODES - 1) / M2L_NODES;
+    const int64_t k = l->n_nodes, n_blocks = (k + s->m2l_nodes - 1) / s->m2l_nodes;
 #pragma omp parallel for schedule(dynamic, 4) num_threads(threads)
     for (int64_t blk = 0; blk < n_blocks; blk++) {
-        const int64_t b0 = blk * M2L_NODES, b1 = b0 + M2L_NODES < k ? b0 + M2L_NODES : k;
+        const int64_t b0 = blk * s->m2l_nodes, b1 = b0 + s->m2l_nodes < k ? b0 + s->m2l_nodes : k;
         const int64_t e0 = l->v_begin[b0];
         int64_t count[FMK_FMM3D_NDIR + 1] = {0};
         for (int64_t e = e0; e < l->v_begin[b1]; e++)
@@ -44,7 +44,7 @@ void fmk_fmm3d_cpu_m2l(const fmk_plan *plan, fmk_fmm3d_cpu *s)
     /* M2L from the V list, a direction's entries of a block of nodes at a time (each target
      * occurs once per direction, so a block's columns go to distinct boxes), then P2L from the
      * X list */
-    const int64_t n_blocks = (k + M2L_NODES - 1) / M2L_NODES, zs = fmk_fmm3d_m2l_zmat_size(ops);
+    const int64_t n_blocks = (k + s->m2l_nodes - 1) / s->m2l_nodes, zs = fmk_fmm3d_m2l_zmat_size(ops);
     const int64_t nc2 = 2 * ops->n_coef;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(th)
     for (int64_t blk = 0; blk < n_blocks; blk++) {
@@ -53,7 +53,7 @@ void fmk_fmm3d_cpu_m2l(const fmk_plan *plan, fmk_fmm3d_cpu *s)
         enum { LD = FMK_FMM3D_BLOCK };
         double *X = s->m2l_buf + fmk_fmm3d_cpu_m2l_buf_size(s->order) * fmk_thread_num();
         double *Y = X + LD * nc2, *T = Y + LD * nc2;
-        const int64_t b0 = blk * M2L_NODES, b1 = b0 + M2L_NODES < k ? b0 + M2L_NODES : k;
+        const int64_t b0 = blk * s->m2l_nodes, b1 = b0 + s->m2l_nodes < k ? b0 + s->m2l_nodes : k;
         const int64_t e1 = l->v_begin[b1];
         for (int64_t e = l->v_begin[b0]; e < e1;) {
             const int dir = l->v_dir[s->v_perm[e]];
