@@ -426,6 +426,8 @@ static fmk_status fmm_setup(fmk_plan *plan)
         }
     init_rotations(plan, s, n_dirs, rot_first);
     s->m2l_nodes = ((const fmk_fmm3d_cpu_tune *)plan->tune)->m2l_nodes;
+    if (s->m2l_nodes < 8)
+        s->m2l_nodes = p >= 20 ? 64 : 32;
     fmk_fmm3d_cpu_m2l_schedule(s, plan->threads);
     plan->state_bytes_host = state_bytes(plan, ns, nt, nu, plan->self, k, n_dirs);
     s->p2p_avx512 = fmk_fmm3d_cpu_p2p_avx512(plan);
@@ -640,7 +642,7 @@ static fmk_status fmm_check_opts(fmk_opts *o, fmk_kernel kernel, int dim, double
 }
 
 static const fmk_fmm3d_cpu_tune tune_defaults = {
-    .direct_near = 1, .p2p_targets = 4, .newton = 0, .mutual = 1, .m2l_nodes = 32};
+    .direct_near = 1, .p2p_targets = 4, .newton = 0, .mutual = 1, .m2l_nodes = 0};
 static const fmk_tune_knob tune_knobs[] = {
     FMK_KNOB(fmk_fmm3d_cpu_tune, direct_near, FMK_TUNE_INT, 0, 1,
              "W and X entries cheaper summed directly are (1) or all on operators (0)"),
@@ -650,8 +652,9 @@ static const fmk_tune_knob tune_knobs[] = {
              "Newton steps of the AVX-512 P2P's 1/r (0: from eps, 1, 2)"),
     FMK_KNOB(fmk_fmm3d_cpu_tune, mutual, FMK_TUNE_INT, 0, 1,
              "targets = sources: each pair of leaves once, both ways (1) or one-sided (0)"),
-    FMK_KNOB(fmk_fmm3d_cpu_tune, m2l_nodes, FMK_TUNE_INT, 8, 1024,
-             "nodes per block of the M2L (the unit of its parallel work)"),
+    FMK_KNOB(fmk_fmm3d_cpu_tune, m2l_nodes, FMK_TUNE_INT, 0, 1024,
+             "nodes per block of the M2L, the unit of its parallel work (0: 32 below order 20, "
+             "else 64)"),
 };
 static const fmk_tune_table tune_table = {"fmm3d", sizeof(fmk_fmm3d_cpu_tune), &tune_defaults,
                                           FMK_TUNE_COUNT(tune_knobs), tune_knobs};
