@@ -279,32 +279,8 @@ __global__ void __launch_bounds__(64)
             const double g2 = inv_s * inv_s;
             for (int v = 0; v < nvk; v++) { /* p2m_l2p.cu's M2P, per vector */
                 const double *M = Mx + v * vstride + (int64_t)a * S;
-                double phi = 0, gr = 0, gi = 0, gzz = 0;
-                for (int nn = 0; nn <= p; nn++) {
-                    const double *Mn = M + 2 * IDX(nn, 0);
-                    const double *In = H + 2 * IDX(nn, 0);
-                    double t = Mn[0] * In[0] - Mn[1] * In[1];
-                    for (int m = 1; m <= nn; m++)
-                        t += 2 * (Mn[2 * m] * In[2 * m] - Mn[2 * m + 1] * In[2 * m + 1]);
-                    phi += t;
-                    const double *J = H + 2 * IDX(nn + 1, 0);
-                    double z = (Mn[0] * J[0] - Mn[1] * J[1]) * (nn + 1);
-                    for (int m = 1; m <= nn; m++) {
-                        const double ww = 2 * sq[nn + 1 + m] * sq[nn + 1 - m];
-                        z += ww * (Mn[2 * m] * J[2 * m] - Mn[2 * m + 1] * J[2 * m + 1]);
-                        const double w1 = sq[nn - m + 2] * sq[nn - m + 1];
-                        const double *aa = Mn + 2 * m, *bb = J + 2 * (m - 1);
-                        gr += w1 * (aa[0] * bb[0] - aa[1] * bb[1]);
-                        gi += w1 * (aa[0] * bb[1] + aa[1] * bb[0]);
-                    }
-                    for (int k = 0; k <= nn; k++) {
-                        const double w2 = sq[nn + k + 2] * sq[nn + k + 1];
-                        const double *aa = Mn + 2 * k, *bb = J + 2 * (k + 1);
-                        gr -= w2 * (aa[0] * bb[0] - aa[1] * bb[1]);
-                        gi += w2 * (aa[0] * bb[1] + aa[1] * bb[0]);
-                    }
-                    gzz -= z;
-                }
+                double phi, gr, gi, gzz;
+                m2p_sums(p, sq, M, H, &phi, &gr, &gi, &gzz);
 #pragma unroll
                 for (int u = 0; u < FMM_NV_MAX; u++) /* into vector v's sums (registers) */
                     if (u == v)
