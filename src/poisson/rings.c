@@ -88,6 +88,7 @@ fmk_status fmk_poisson_rings(int64_t n, const double *points, double *omega, dou
     fmk_rings_paper(rings);
     /* 1 thread in a child forked after OpenMP ran (core/opts.c) */
     const int threads = fmk_opts_resolve_threads(0);
+    (void)threads; /* unused without OpenMP */
 #pragma omp parallel for schedule(static) num_threads(threads)
     for (int64_t i = 0; i < n; i++) {
         double w[3] = {0, 0, 0}, p[3] = {0, 0, 0}, v[3] = {0, 0, 0};
