@@ -86,10 +86,12 @@ fmk_status fmk_poisson_rings(int64_t n, const double *points, double *omega, dou
                                    (long long)(i / 3), (int)(i % 3), points[i]);
     fmk_ring rings[2];
     fmk_rings_paper(rings);
-    /* 1 thread in a child forked after OpenMP ran (core/opts.c) */
+    /* 1 thread in a child forked after OpenMP ran (core/opts.c); under 4096 points the calling
+     * thread alone: a team's start can cost more than the points (far more on a busy machine,
+     * where the finite-difference test, one point per call, took 33 s instead of 0.01 s) */
     const int threads = fmk_opts_resolve_threads(0);
     (void)threads; /* unused without OpenMP */
-#pragma omp parallel for schedule(static) num_threads(threads)
+#pragma omp parallel for schedule(static) num_threads(threads) if (n >= 4096)
     for (int64_t i = 0; i < n; i++) {
         double w[3] = {0, 0, 0}, p[3] = {0, 0, 0}, v[3] = {0, 0, 0};
         for (int k = 0; k < 2; k++)
