@@ -153,6 +153,7 @@ static void z_pass(const fmk_poisson *s, const struct fmk_fft_cpu *f, fftw_plan 
 {
     const int64_t d0 = f->dims[0], plane = 2 * (int64_t)f->dims[1] * f->row; /* doubles */
     const int64_t n_columns = plane / 2, n_blocks = (n_columns + Z_BLOCK - 1) / Z_BLOCK;
+    (void)s; /* only the thread count is read, and only with OpenMP */
 #pragma omp parallel num_threads(s->threads)
     {
         double *buf = f->z_buffers + 2 * d0 * Z_BLOCK * fmk_thread_num();
