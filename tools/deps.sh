@@ -15,6 +15,21 @@ if [ -n "$missing" ]; then
     exit 1
   fi
 fi
+# FFTW3 for the Poisson solver's method fft (optional: without it that method is unavailable,
+# and CMake says so).
+fftw_ok() {
+  { command -v pkg-config >/dev/null 2>&1 && pkg-config --exists fftw3; } ||
+    [ -f /usr/include/fftw3.h ]
+}
+if ! fftw_ok; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "fmmkit: installing FFTW3 for the Poisson solver's FFT method"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libfftw3-dev >/dev/null
+  else
+    echo "fmmkit: FFTW3 is missing, so the Poisson solver's method fft will not be built" \
+      "(Debian: apt-get install libfftw3-dev)" >&2
+  fi
+fi
 PY=$(command -v python3 || true)
 if [ -z "$PY" ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then

@@ -1,6 +1,7 @@
 # cmake -P script behind the install tests (see CMakeLists.txt here). MODE is one of
 #   install       cmake --install BUILD_DIR --prefix PREFIX (into an empty prefix)
-#   find_package  configure and build EXAMPLES with CMAKE_PREFIX_PATH=PREFIX, run `direct`
+#   find_package  configure and build EXAMPLES with CMAKE_PREFIX_PATH=PREFIX, run `direct` and
+#                 `poisson`
 #   pkg_config    compile EXAMPLES/direct.c with `pkg-config --cflags --libs fmmkit`, run it
 cmake_minimum_required(VERSION 3.22)
 
@@ -19,7 +20,7 @@ separate_arguments(flag_list UNIX_COMMAND "${FLAGS}")
 if(MODE STREQUAL "install")
   file(REMOVE_RECURSE ${PREFIX})
   run_step("cmake --install" ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${PREFIX})
-  foreach(f include/fmmkit.h ${LIBDIR}/pkgconfig/fmmkit.pc ${LIBDIR}/cmake/fmmkit/fmmkitConfig.cmake)
+  foreach(f include/fmmkit.h include/fmmkit_poisson.h ${LIBDIR}/pkgconfig/fmmkit.pc ${LIBDIR}/cmake/fmmkit/fmmkitConfig.cmake)
     if(NOT EXISTS ${PREFIX}/${f})
       message(FATAL_ERROR "cmake --install did not install ${f}")
     endif()
@@ -33,6 +34,8 @@ elseif(MODE STREQUAL "find_package")
            -DCMAKE_C_COMPILER=${C_COMPILER} "-DCMAKE_C_FLAGS=${FLAGS}" -DCMAKE_BUILD_TYPE=Release)
   run_step("build examples/c" ${CMAKE_COMMAND} --build ${dir})
   run_step("run direct (find_package build)" ${dir}/direct)
+  message("${step_output}")
+  run_step("run poisson (find_package build)" ${dir}/poisson)
   message("${step_output}")
 
 elseif(MODE STREQUAL "pkg_config")

@@ -1,0 +1,158 @@
+/*
+ * fmmkit_poisson.h -- the free-space Poisson solver for vorticity on grids (docs/poisson.md).
+ *
+ * Installed beside fmmkit.h, whose statuses, interrupt checks and conventions it shares. Given
+ * the vorticity omega on the points of a grid, it computes the streamfunction Psi of
+ *
+ *     laplacian Psi = -omega,   Psi -> 0 far away   (free space),
+ *
+ * and on request the velocity u = curl Psi, as the sums (van Rees et al., eqs. 2 and 7)
+ *
+ *     Psi(x_i) = (1/(4 pi)) sum_j h^3 omega_j G(|x_i - x_j|),
+ *     u(x_i)   = (1/(4 pi)) sum_j h^3 grad G(x_i - x_j) x omega_j,
+ *     G(r)     = (r^2 + 1.5 eps^2) / (r^2 + eps^2)^(3/2)     (fmmkit's regularized kernel),
+ *
+ * over every grid point j where omega is nonzero, at every grid point i, j = i included
+ * (G(0) = 3/(2 eps)). eps is the smoothing length, h by default.
+ *
+ * Life cycle (the one of fmk_plan):
+ *     fmk_poisson_opts o;  fmk_poisson_opts_default(&o);
+ *     fmk_poisson *ps;
+ *     if (fmk_poisson_create(&ps, 1e-6, &o) != FMK_OK)
+ *         fprintf(stderr, "%s\n", fmk_poisson_last_error(NULL));
+ *     fmk_poisson_set_grid(ps, nx, ny, nz, h, origin);
+ *     fmk_poisson_solve(ps, 3, omega, psi, u);          // as many times as you like
+ *     fmk_poisson_destroy(ps);
+ *
+ * Grid and layout: a uniform grid of nx * ny * nz points origin + h (i, j, k); point
+ * p = i + nx (j + ny k) (x fastest). A field of c components is interleaved per point,
+ * f[c p + a]: a C-ordered numpy array of shape (nz, ny, nx, c). omega and Psi have 1 or 3
+ * components, u always 3.
+ *
+ * Errors, ownership, threads: as in fmmkit.h. Every call that can fail returns an fmk_status,
+ * with a sentence in fmk_poisson_last_error; a failed call writes nothing; no caller pointer
+ * is kept; one thread at a time per solver.
+ */
+#ifndef FMMKIT_POISSON_H
+#define FMMKIT_POISSON_H
+
+#include "fmmkit.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* How the sum is evaluated. */
+typedef enum fmk_poisson_method {
+    FMK_POISSON_AUTO = 0,   /* fft where the build has FFTW, else fmm (default) */
+    FMK_POISSON_DIRECT = 1, /* the direct sum over grid points (an fmmkit plan, method
+                             * direct): the reference, exact to rounding, O(N_src N_grid) */
+    FMK_POISSON_FMM = 2,    /* the same sum by the 3D FMM, relative l2 error within eps
+                             * (1e-14 <= eps <= 1e-2) */
+    FMK_POISSON_FFT = 3     /* Hockney-Eastwood: the same sum as a convolution on the grid
+                             * zero-padded to 2n per axis, by FFTW; exact to rounding; uniform
+                             * grids; FMK_ERR_UNAVAILABLE in a build without FFTW */
+} fmk_poisson_method;
+
+/* Options. Fill with fmk_poisson_opts_default() first; a NULL pointer means all defaults. */
+typedef struct fmk_poisson_opts {
+    fmk_poisson_method method; /* FMK_POISSON_AUTO */
+    fmk_backend backend;       /* FMK_BACKEND_AUTO: the CPU (the only backend so far;
+                                * FMK_BACKEND_CUDA is FMK_ERR_UNAVAILABLE) */
+    double smoothing;          /* 0: eps = h, the grid spacing (the paper's choice); > 0: eps
+                                * in the grid's length units, 2^-20 h .. 2^20 h */
+    int32_t threads;           /* 0: OpenMP's default; at most FMK_THREADS_MAX */
+    int32_t verbose;           /* 0: 1 lets fmmkit print diagnostics to stderr */
+} fmk_poisson_opts;
+
+/* What a solver is and what its last calls cost. */
+typedef struct fmk_poisson_info {
+    fmk_poisson_method method; /* the method used (never AUTO) */
+    fmk_backend backend;       /* the backend used (never AUTO) */
+    double eps;                /* requested relative accuracy (method fmm) */
+    double smoothing;          /* eps of the kernel in length units (0 before set_grid) */
+    int64_t nx, ny, nz;        /* the grid (0 before set_grid) */
+    double h;
+    int32_t components; /* of the last solve (0 before any) */
+    int64_t n_sources;  /* grid points with nonzero omega in the last solve */
+    int64_t bytes_host; /* host memory the solver holds now */
+    double setup_time;  /* seconds of the last set_grid */
+    double solve_time;  /* seconds of the last solve */
+    int32_t threads;    /* CPU threads used */
+} fmk_poisson_info;
+
+/* Opaque solver. */
+typedef struct fmk_poisson fmk_poisson;
+
+/* Fills *opts with the defaults written in fmk_poisson_opts. */
+FMK_API void fmk_poisson_opts_default(fmk_poisson_opts *opts);
+
+/* The name of a method ("auto", "direct", "fmm", "fft"), or NULL. */
+FMK_API const char *fmk_poisson_method_name(fmk_poisson_method method);
+
+/* 1 if the method can run in this build (fft needs FFTW at build time), else 0. */
+FMK_API int fmk_poisson_method_available(fmk_poisson_method method);
+
+/* Creates a solver. eps, 0 < eps < 1, is the relative accuracy of method fmm (which takes
+ * 1e-14 .. 1e-2); direct and fft are exact to rounding and only check it. opts may be NULL for
+ * defaults. On success *solver is a new solver; on failure *solver is NULL and the message is
+ * in fmk_poisson_last_error(NULL). AUTO method and backend are resolved here. */
+FMK_API fmk_status fmk_poisson_create(fmk_poisson **solver, double eps,
+                                      const fmk_poisson_opts *opts);
+
+/* Gives the solver a uniform grid of nx * ny * nz points origin[k] + h * (i, j, k) (each size
+ * 1 .. 2^20, at most 2^40 points; h > 0 and finite; origin finite, NULL meaning 0), replacing
+ * any earlier grid. This is where the work that depends on the grid alone happens: method fft
+ * samples and transforms the kernel and makes its FFTW plans; direct and fmm lay out the grid's
+ * points (their plan is made at the first solve, for its number of components, and given new
+ * sources only when the support of omega changes). The smoothing, opts.smoothing or h, must
+ * lie within 2^-20 h .. 2^20 h (FMK_ERR_ARG).
+ * A call that fails validation leaves the solver as it was; one that fails later (out of
+ * memory, interrupted) leaves it without a grid. */
+FMK_API fmk_status fmk_poisson_set_grid(fmk_poisson *solver, int64_t nx, int64_t ny, int64_t nz,
+                                        double h, const double origin[3]);
+
+/* Solves for the vorticity omega of n_components (1 or 3) components per grid point (layout
+ * above) and writes Psi (same layout) and/or u = curl Psi (3 per point; needs 3 components).
+ * Either output may be NULL, not both. omega must be finite. Success means every value
+ * written is finite; any failure (NaN or Inf in omega, a result beyond the range of doubles,
+ * out of memory, interrupted) writes nothing. */
+FMK_API fmk_status fmk_poisson_solve(fmk_poisson *solver, int32_t n_components, const double *omega,
+                                     double *psi, double *velocity);
+
+/* Fills *info with what the solver is and what its last calls cost. */
+FMK_API fmk_status fmk_poisson_get_info(const fmk_poisson *solver, fmk_poisson_info *info);
+
+/* The message of the solver's last failed call ("" if none). With solver = NULL: the calling
+ * thread's last failure that had no solver to hold it (fmk_poisson_create, a NULL solver,
+ * fmk_poisson_rings). Lives until the next failing call on the same solver (or thread). */
+FMK_API const char *fmk_poisson_last_error(const fmk_poisson *solver);
+
+/* A check the solver calls while it works (set_grid and solve), as fmk_plan_set_interrupt: from
+ * the calling thread, between phases (one FFT is not cut) and every 10 ms or so inside the
+ * sums of methods direct and fmm. When it returns nonzero the call stops with
+ * FMK_ERR_INTERRUPTED, writes nothing, and the solver stays usable (an interrupted set_grid
+ * leaves it without a grid). check = NULL removes it. */
+FMK_API fmk_status fmk_poisson_set_interrupt(fmk_poisson *solver, fmk_interrupt_fn check,
+                                             void *user);
+
+/* Asks the solver's running call to stop, as fmk_plan_interrupt: safe from any thread and from
+ * a signal handler; a request made while no call runs is dropped. NULL is FMK_ERR_NULL. */
+FMK_API fmk_status fmk_poisson_interrupt(fmk_poisson *solver);
+
+/* Frees the solver and everything it holds. NULL is a no-op. */
+FMK_API void fmk_poisson_destroy(fmk_poisson *solver);
+
+/* The test problem of van Rees et al. (section 5.1, docs/poisson.md): two vortex rings of
+ * radius 0.125 (c1 = 227, c2 = 20) at (0.25, 0.25, 0.25), axis z, and at (0.75, 0.75, 0.75),
+ * axis -y (rotated by pi/2 about x), in the unit cube. At n points (interleaved, (n, 3)) writes
+ * the exact omega = curl curl Psi, Psi and u = curl Psi (3 values per point each); any output
+ * may be NULL. Points must be finite. */
+FMK_API fmk_status fmk_poisson_rings(int64_t n, const double *points, double *omega, double *psi,
+                                     double *velocity);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FMMKIT_POISSON_H */
