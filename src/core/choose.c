@@ -31,13 +31,15 @@ typedef struct crossover {
                        * (INFINITY: never) */
 } crossover;
 
-/* Measured with bench_choose (docs/choosing.md): CPU, 2 cores (fp32 not measured: fp64's); GPU,
- * one H200 (fp32 at eps 1e-3 only; the GPU 2D FMM takes no fp32); 2026-11-28. */
+/* Measured with bench_choose (docs/choosing.md): CPU, 2 cores, after the CPU FMMs' point
+ * operators and orders of 2026-11-28 (fp32 not measured: fp64's; the 2D FMM is the faster from
+ * the smallest N measured, 256, at eps 1e-3 and 1e-6); GPU, one H200 (fp32 at eps 1e-3 only; the
+ * GPU 2D FMM takes no fp32); 2026-11-28. */
 static const crossover table[] = {
-    {FMK_BACKEND_CPU, 3, FMK_PRECISION_FP64, {2800, 6300, 18500}, INFINITY},
-    {FMK_BACKEND_CPU, 3, FMK_PRECISION_FP32, {2800, 6300, 18500}, INFINITY},
-    {FMK_BACKEND_CPU, 2, FMK_PRECISION_FP64, {260, 330, 460}, INFINITY},
-    {FMK_BACKEND_CPU, 2, FMK_PRECISION_FP32, {260, 330, 460}, INFINITY},
+    {FMK_BACKEND_CPU, 3, FMK_PRECISION_FP64, {2900, 4700, 13500}, INFINITY},
+    {FMK_BACKEND_CPU, 3, FMK_PRECISION_FP32, {2900, 4700, 13500}, INFINITY},
+    {FMK_BACKEND_CPU, 2, FMK_PRECISION_FP64, {256, 256, 360}, INFINITY},
+    {FMK_BACKEND_CPU, 2, FMK_PRECISION_FP32, {256, 256, 360}, INFINITY},
     {FMK_BACKEND_CUDA, 3, FMK_PRECISION_FP64, {41500, 49000, 111000}, INFINITY},
     {FMK_BACKEND_CUDA, 3, FMK_PRECISION_FP32, {8000, 8000, 8000}, 5e-3},
     {FMK_BACKEND_CUDA, 2, FMK_PRECISION_FP64, {31500, 31800, 32200}, INFINITY},

@@ -239,6 +239,12 @@ fmk_status fmk_interrupt_status(struct fmk_plan *plan);
 fmk_status fmk_plan_frame_from_box(struct fmk_plan *plan, const double lo[3], const double hi[3],
                                    fmk_frame *frame);
 void fmk_plan_drop_points(struct fmk_plan *plan);
+/* plan.c, for eval.c: the thread count brought down to what the process allows now; the first
+ * non-finite value of count doubles (-1: none); the bytes of the staged results of one vector
+ * (plan->staged). */
+void fmk_plan_refresh_threads(struct fmk_plan *plan);
+int64_t fmk_plan_first_nonfinite(const double *x, int64_t count, int threads);
+size_t fmk_plan_staged_bytes(const struct fmk_plan *plan, int64_t n_targets);
 /* plan.c: the engine's own checks of opts (it exists, its eps range, check_opts), as at
  * fmk_plan_create; messages go to the calling thread. */
 fmk_status fmk_plan_engine_opts(fmk_opts *o, fmk_kernel kernel, int dim, double eps,
