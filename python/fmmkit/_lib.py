@@ -83,7 +83,39 @@ class fmk_info(ctypes.Structure):
     ]
 
 
+class fmk_poisson_opts(ctypes.Structure):
+    """struct fmk_poisson_opts (include/fmmkit_poisson.h); fill with fmk_poisson_opts_default()."""
+    _fields_ = [
+        ("method", c_int),
+        ("backend", fmk_backend),
+        ("smoothing", c_double),
+        ("threads", c_int32),
+        ("verbose", c_int32),
+    ]
+
+
+class fmk_poisson_info(ctypes.Structure):
+    """struct fmk_poisson_info, filled by fmk_poisson_get_info()."""
+    _fields_ = [
+        ("method", c_int),
+        ("backend", fmk_backend),
+        ("eps", c_double),
+        ("smoothing", c_double),
+        ("nx", c_int64),
+        ("ny", c_int64),
+        ("nz", c_int64),
+        ("h", c_double),
+        ("components", c_int32),
+        ("n_sources", c_int64),
+        ("bytes_host", c_int64),
+        ("setup_time", c_double),
+        ("solve_time", c_double),
+        ("threads", c_int32),
+    ]
+
+
 plan_p = c_void_p                    # fmk_plan * (opaque)
+poisson_p = c_void_p                 # fmk_poisson * (opaque)
 # fmk_interrupt_fn: int check(void *user), called back from the thread that made the C call
 fmk_interrupt_fn = ctypes.CFUNCTYPE(c_int, c_void_p)
 double_p = POINTER(c_double)         # host or device array of double
@@ -124,6 +156,23 @@ FUNCTIONS = {
                               double_p, c_int64, double_p, double_p, double_p)),
 }
 
+# The same for include/fmmkit_poisson.h, in its order.
+POISSON_FUNCTIONS = {
+    "fmk_poisson_opts_default": (None, (POINTER(fmk_poisson_opts),)),
+    "fmk_poisson_method_name": (c_char_p, (c_int,)),
+    "fmk_poisson_method_available": (c_int, (c_int,)),
+    "fmk_poisson_create": (fmk_status, (POINTER(poisson_p), c_double, POINTER(fmk_poisson_opts))),
+    "fmk_poisson_set_grid": (fmk_status, (poisson_p, c_int64, c_int64, c_int64, c_double,
+                                          double_p)),
+    "fmk_poisson_solve": (fmk_status, (poisson_p, c_int32, double_p, double_p, double_p)),
+    "fmk_poisson_get_info": (fmk_status, (poisson_p, POINTER(fmk_poisson_info))),
+    "fmk_poisson_last_error": (c_char_p, (poisson_p,)),
+    "fmk_poisson_set_interrupt": (fmk_status, (poisson_p, fmk_interrupt_fn, c_void_p)),
+    "fmk_poisson_interrupt": (fmk_status, (poisson_p,)),
+    "fmk_poisson_destroy": (None, (poisson_p,)),
+    "fmk_poisson_rings": (fmk_status, (c_int64, double_p, double_p, double_p, double_p)),
+}
+
 
 def _library_names():
     if sys.platform == "darwin":
@@ -152,7 +201,7 @@ def candidate_paths():
 
 
 def _declare(cdll, path):
-    for name, (restype, argtypes) in FUNCTIONS.items():
+    for name, (restype, argtypes) in list(FUNCTIONS.items()) + list(POISSON_FUNCTIONS.items()):
         try:
             fn = getattr(cdll, name)
         except AttributeError:

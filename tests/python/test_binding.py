@@ -14,11 +14,12 @@ from fmmkit import _lib
 from conftest import REPO
 
 HEADER = os.path.join(REPO, "include", "fmmkit.h")
+POISSON_HEADER = os.path.join(REPO, "include", "fmmkit_poisson.h")
 
 
-def header_code():
+def header_code(path=HEADER):
     """The header without comments and preprocessor lines."""
-    with open(HEADER) as f:
+    with open(path) as f:
         text = f.read()
     text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
     text = re.sub(r"//[^\n]*", " ", text)
@@ -27,27 +28,35 @@ def header_code():
     return "\n".join(lines)
 
 
-def header_enums():
+def header_enums(path=HEADER):
     """{enum type name: {constant: value}} from the header's typedef enums."""
     enums = {}
-    for body, name in re.findall(r"typedef\s+enum\s+\w+\s*\{(.*?)\}\s*(\w+)\s*;", header_code(),
+    for body, name in re.findall(r"typedef\s+enum\s+\w+\s*\{(.*?)\}\s*(\w+)\s*;", header_code(path),
                                  flags=re.S):
         enums[name] = {k: int(v) for k, v in re.findall(r"(\w+)\s*=\s*(-?\d+)", body)}
     return enums
 
 
-def header_structs():
-    """{struct name: [field names in order]} from the header's typedef structs."""
+def header_structs(path=HEADER):
+    """{struct name: [field names in order]} from the header's typedef structs (a declaration
+    may name several fields: int64_t nx, ny, nz;)."""
     structs = {}
-    for body, name in re.findall(r"typedef\s+struct\s+\w+\s*\{(.*?)\}\s*(\w+)\s*;", header_code(),
+    for body, name in re.findall(r"typedef\s+struct\s+\w+\s*\{(.*?)\}\s*(\w+)\s*;", header_code(path),
                                  flags=re.S):
-        structs[name] = re.findall(r"(\w+)\s*(?:\[[^\]]*\])?\s*;", body)
+        fields = []
+        for decl in body.split(";"):
+            parts = [re.sub(r"\[[^\]]*\]", "", p).strip() for p in decl.split(",")]
+            if not parts[0]:
+                continue
+            fields.append(re.findall(r"\w+", parts[0])[-1])
+            fields += [re.findall(r"\w+", p)[-1] for p in parts[1:]]
+        structs[name] = fields
     return structs
 
 
-def header_functions():
+def header_functions(path=HEADER):
     """{name: (return type, [argument types])}, types normalised to "base" + "*"s, no const."""
-    decls = re.findall(r"([A-Za-z_][\w\s\*]*?)\b(fmk_\w+)\s*\(([^()]*)\)\s*;", header_code())
+    decls = re.findall(r"([A-Za-z_][\w\s\*]*?)\b(fmk_\w+)\s*\(([^()]*)\)\s*;", header_code(path))
     out = {}
 
     def norm(t):
@@ -62,6 +71,9 @@ def header_functions():
         args = args.strip()
         if args and args != "void":
             for a in args.split(","):
+                if re.search(r"\[[^\]]*\]\s*$", a):  # an array parameter is a pointer
+                    a = re.sub(r"\[[^\]]*\]\s*$", "", a)
+                    a = a[: a.rstrip().rfind(re.findall(r"\w+", a)[-1])] + " *"
                 tokens = re.findall(r"\w+|\*", a)
                 if len(tokens) > 1 and re.match(r"\w", tokens[-1]):
                     a = a[: a.rstrip().rfind(tokens[-1])]  # drop the parameter name
@@ -77,8 +89,11 @@ def expected_ctypes():
          "char*": ctypes.c_char_p, "double*": P(ctypes.c_double), "int64_t*": P(ctypes.c_int64),
          "fmk_plan*": ctypes.c_void_p, "fmk_plan**": P(ctypes.c_void_p),
          "fmk_opts*": P(_lib.fmk_opts), "fmk_info*": P(_lib.fmk_info), "void*": ctypes.c_void_p,
-         "fmk_interrupt_fn": _lib.fmk_interrupt_fn}
-    for enum in header_enums():
+         "fmk_interrupt_fn": _lib.fmk_interrupt_fn, "int32_t": ctypes.c_int32,
+         "fmk_poisson*": ctypes.c_void_p, "fmk_poisson**": P(ctypes.c_void_p),
+         "fmk_poisson_opts*": P(_lib.fmk_poisson_opts),
+         "fmk_poisson_info*": P(_lib.fmk_poisson_info)}
+    for enum in list(header_enums()) + list(header_enums(POISSON_HEADER)):
         m[enum] = ctypes.c_int
         m[enum + "*"] = P(ctypes.c_int)
     return m
@@ -93,13 +108,15 @@ def test_header_parser_sees_the_api():
     assert len(funcs) >= 25
 
 
-def test_every_header_function_is_declared_alike():
-    funcs = header_functions()
+@pytest.mark.parametrize("header, table", [(HEADER, "FUNCTIONS"),
+                                           (POISSON_HEADER, "POISSON_FUNCTIONS")])
+def test_every_header_function_is_declared_alike(header, table):
+    funcs = header_functions(header)
+    declared = getattr(_lib, table)
     types = expected_ctypes()
-    assert sorted(funcs) == sorted(_lib.FUNCTIONS), \
-        set(funcs).symmetric_difference(_lib.FUNCTIONS)
+    assert sorted(funcs) == sorted(declared), set(funcs).symmetric_difference(declared)
     for name, (ret, args) in funcs.items():
-        restype, argtypes = _lib.FUNCTIONS[name]
+        restype, argtypes = declared[name]
         assert ret in types, (name, ret)
         assert restype is types[ret], (name, "restype", ret, restype)
         assert len(argtypes) == len(args), (name, args, argtypes)
@@ -113,7 +130,8 @@ def test_every_function_is_exported():
     if path is None:
         pytest.fail("no libfmmkit found: " + ", ".join(_lib.candidate_paths()))
     raw = ctypes.CDLL(path)
-    missing = [name for name in header_functions() if not hasattr(raw, name)]
+    missing = [name for name in list(header_functions()) + list(header_functions(POISSON_HEADER))
+               if not hasattr(raw, name)]
     assert not missing, f"{path} does not export: {' '.join(missing)}"
     assert os.path.samefile(fmmkit.library_path(), path)
 
@@ -131,8 +149,8 @@ def test_enum_values():
 
 
 def test_struct_fields_match_the_header():
-    structs = header_structs()
-    for cls in (_lib.fmk_opts, _lib.fmk_info):
+    structs = {**header_structs(), **header_structs(POISSON_HEADER)}
+    for cls in (_lib.fmk_opts, _lib.fmk_info, _lib.fmk_poisson_opts, _lib.fmk_poisson_info):
         assert structs[cls.__name__] == [f[0] for f in cls._fields_], cls.__name__
 
 
@@ -140,9 +158,10 @@ def test_struct_layout_matches_the_compiler(tmp_path):
     cc = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc") or shutil.which("clang")
     if cc is None:
         pytest.skip("no C compiler")
+    classes = (_lib.fmk_opts, _lib.fmk_info, _lib.fmk_poisson_opts, _lib.fmk_poisson_info)
     lines = ["#include <stddef.h>", "#include <stdio.h>", '#include "fmmkit.h"',
-             "int main(void) {"]
-    for cls in (_lib.fmk_opts, _lib.fmk_info):
+             '#include "fmmkit_poisson.h"', "int main(void) {"]
+    for cls in classes:
         s = cls.__name__
         lines.append(f'printf("{s} . %zu %zu\\n", sizeof({s}), (size_t)_Alignof({s}));')
         for f, _ in cls._fields_:
@@ -165,7 +184,7 @@ def test_struct_layout_matches_the_compiler(tmp_path):
             field = getattr(cls, f)
             assert (field.offset, field.size) == (int(a), int(b)), (s, f)
         seen += 1
-    assert seen == 2 + len(_lib.fmk_opts._fields_) + len(_lib.fmk_info._fields_)
+    assert seen == sum(1 + len(cls._fields_) for cls in classes)
 
 
 def test_versions_agree():
@@ -183,4 +202,5 @@ def test_opts_default_matches_the_header():
     o = _lib.fmk_opts()
     _lib.lib().fmk_opts_default(ctypes.byref(o))
     assert (o.method, o.backend, o.precision, o.threads, o.device, o.order, o.leaf_size,
-            o.softening, o.theta, o.verbose, o.walk) == (0, 0, 0, 0, 0, -1, 0, 0.0, 0.0, 0, 0)
+            o.softening, o.theta, o.verbose, o.walk, o.n_vectors) == \
+        (0, 0, 0, 0, 0, -1, 0, 0.0, 0.0, 0, 0, 1)
