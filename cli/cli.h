@@ -101,5 +101,6 @@ int args_method_opts(const char *cmd, const args_method_names *names, fmk_kernel
 int cmd_eval(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
+int cmd_poisson(int argc, char **argv);
 
 #endif /* FMMKIT_CLI_H */

@@ -14,6 +14,7 @@ static const char usage[] =
     "  eval     evaluate the potential and/or gradient of points and charges in .npy files\n"
     "  bench    time a method on generated points and check it against the direct sum\n"
     "  demo     a first run: a Plummer sphere on the best backend present, with a check\n"
+    "  poisson  the grid Poisson solver on the vortex-rings test problem, with its errors\n"
     "\n"
     "  fmmkit COMMAND --help   the options of a command\n"
     "  fmmkit --version        the version of fmmkit\n"
@@ -27,6 +28,7 @@ static const struct {
     {"eval", cmd_eval},
     {"bench", cmd_bench},
     {"demo", cmd_demo},
+    {"poisson", cmd_poisson},
 };
 
 int main(int argc, char **argv)
@@ -51,5 +53,5 @@ int main(int argc, char **argv)
             return commands[i].run(argc - 2, argv + 2);
     if (word[0] == '-')
         return cli_usage(NULL, "unknown option '%s'", word);
-    return cli_usage(NULL, "unknown command '%s' (eval, bench, demo)", word);
+    return cli_usage(NULL, "unknown command '%s' (eval, bench, demo, poisson)", word);
 }

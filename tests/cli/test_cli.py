@@ -672,3 +672,24 @@ def test_demo():
 def test_demo_usage_error():
     r = run("demo", "--n", "-5")
     assert r.returncode == 2 and "Try 'fmmkit demo --help'." in r.stderr
+
+
+def test_poisson_rings():
+    """fmmkit poisson: the vortex-rings case, its errors against the analytic solution (the
+    fft and direct sums agree to rounding), and its usage errors."""
+    r = run("poisson", "--resolution", 16, "--velocity", "--json", "--method", "direct")
+    assert r.returncode == 0, r.stderr
+    a = json.loads(r.stdout)
+    assert a["method"] == "direct" and a["points"] == 16 ** 3 and a["sources"] > 0
+    r = run("poisson", "--resolution", 16, "--velocity", "--json")
+    assert r.returncode == 0, r.stderr
+    b = json.loads(r.stdout)
+    assert abs(a["psi_l2"] - b["psi_l2"]) <= 1e-9 * a["psi_l2"]
+    assert abs(a["u_l2"] - b["u_l2"]) <= 1e-9 * a["u_l2"]
+    r = run("poisson", "--resolution", 32)
+    assert r.returncode == 0 and "relative l2 3.7" in r.stdout, r.stdout  # docs/poisson.md
+    for bad in (["--case", "hill"], ["--method", "spectral"], ["--resolution", 1],
+                ["--multires"], ["--eps", "nan"]):
+        r = run("poisson", *bad)
+        assert r.returncode == 2, (bad, r.stdout, r.stderr)
+        assert r.stderr.startswith("fmmkit poisson:"), r.stderr
