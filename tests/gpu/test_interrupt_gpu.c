@@ -140,7 +140,7 @@ static void stop_in_time(const char *name, fmk_method method, fmk_kernel kernel,
               t_check, t_full);
     CHECK_STATUS(fmk_plan_set_interrupt(p, NULL, NULL), FMK_OK);
 
-    interrupter it = {p, 0};
+    interrupter it = {p, 0, NULL, 0};
     pthread_t th;
     double t_thread = -1;
     if (CHECK(pthread_create(&th, NULL, interrupt_loop, &it) == 0)) {

@@ -126,7 +126,7 @@ static void interrupt_from_thread(const engine_case *e)
     if (!CHECK(plan != NULL))
         goto done;
     CHECK_STATUS(fmk_plan_set_points(plan, n, x, n, y), FMK_OK);
-    interrupter it = {plan, 0};
+    interrupter it = {plan, 0, NULL, 0};
     pthread_t th;
     if (!CHECK(pthread_create(&th, NULL, interrupt_loop, &it) == 0))
         goto done;

@@ -20,42 +20,7 @@
 #include "fmmkit_poisson.h"
 #include "sentinel.h"
 
-void *__real_malloc(size_t size);
-void *__real_calloc(size_t count, size_t size);
-void *__real_realloc(void *p, size_t size);
-int __real_posix_memalign(void **p, size_t alignment, size_t size);
-void *__real_aligned_alloc(size_t alignment, size_t size);
-
-static long calls, fail_at;
-static int sticky;
-static long tolerated; /* failed allocations after which the run still succeeded */
-
-static int fail_now(void)
-{
-    calls++;
-    return fail_at > 0 && (calls == fail_at || (sticky && calls > fail_at));
-}
-
-void *__wrap_malloc(size_t size)
-{
-    return fail_now() ? NULL : __real_malloc(size);
-}
-void *__wrap_calloc(size_t count, size_t size)
-{
-    return fail_now() ? NULL : __real_calloc(count, size);
-}
-void *__wrap_realloc(void *p, size_t size)
-{
-    return fail_now() ? NULL : __real_realloc(p, size);
-}
-int __wrap_posix_memalign(void **p, size_t alignment, size_t size)
-{
-    return fail_now() ? ENOMEM : __real_posix_memalign(p, alignment, size);
-}
-void *__wrap_aligned_alloc(size_t alignment, size_t size)
-{
-    return fail_now() ? NULL : __real_aligned_alloc(alignment, size);
-}
+#include "alloc_shim.h"
 
 enum { N = 12, NP = N * N * N };
 static const double H = 1.0 / N, ORIGIN[3] = {0.5 / N, 0.5 / N, 0.5 / N};

@@ -14,6 +14,7 @@
 
 #include "check.h"
 #include "fmmkit_poisson.h"
+#include "interrupter.h"
 #include "sentinel.h"
 #include "testutil.h"
 
@@ -225,32 +226,6 @@ static void test_solve(fmk_poisson_method method)
     fmk_poisson_destroy(ps);
 }
 
-typedef struct counter {
-    int calls, stop_at;
-} counter;
-
-static int count_check(void *user)
-{
-    counter *c = user;
-    c->calls++;
-    return c->stop_at > 0 && c->calls >= c->stop_at;
-}
-
-typedef struct interrupter {
-    fmk_poisson *solver;
-    atomic_int done;
-} interrupter;
-
-static void *interrupt_loop(void *arg)
-{
-    interrupter *it = arg;
-    const struct timespec pause = {0, 2000000};
-    while (!atomic_load(&it->done)) {
-        nanosleep(&pause, NULL);
-        fmk_poisson_interrupt(it->solver);
-    }
-    return NULL;
-}
 
 /* Interrupts on a grid where a solve takes 30 ms or more (the check runs every 10 ms): 64^3
  * for fft, 32^3 for the sums; the fmm at eps 1e-3, whose leaves are small enough (at 1e-6
@@ -303,7 +278,7 @@ static void test_interrupt(fmk_poisson_method method)
     CHECK_SOLVER_OK(fmk_poisson_solve(ps, 3, omega, psi, NULL), ps);
     CHECK(!memcmp(psi, ref, sizeof(double) * 3 * MP));
     /* from a second thread: solves until one is stopped (each call clears old requests) */
-    interrupter it = {ps, 0};
+    interrupter it = {NULL, 0, ps, 2000000};
     pthread_t thread;
     CHECK(pthread_create(&thread, NULL, interrupt_loop, &it) == 0);
     st = FMK_OK;
