@@ -40,6 +40,10 @@
 #include "fmmkit.h"
 #include "kernels/kernels.h"
 
+#ifndef __cplusplus
+#include <stdatomic.h>
+#endif
+
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -110,7 +114,19 @@ static inline double fmk_frame_map(const fmk_frame *f, int k, double x)
 
 struct fmk_plan;
 struct fmk_tune_table;
-struct fmk_interrupt; /* core/interrupt.c: the caller's check and the stop flag (C11 atomic) */
+/* core/interrupt.c: a long call's stop state, a plan's or a Poisson solver's: the flag that
+ * says stop (set by fmk_plan_interrupt from any thread or a signal handler, or by the check)
+ * and the caller's check with when it last ran. */
+#ifndef __cplusplus /* the CUDA sources see it opaque (C11 atomics are not C++) */
+struct fmk_interrupt {
+    atomic_int stop;        /* 1: the running call is to stop (lock-free: signal-safe) */
+    fmk_interrupt_fn check; /* the caller's check, or NULL */
+    void *user;
+    double last; /* when the check last ran, or the call began (fmk_time_now) */
+};
+#else
+struct fmk_interrupt;
+#endif
 
 /* One engine: a method on a backend, a row of the engine table (core/engines.c). Engines get
  * validated input and mapped points. */
@@ -226,6 +242,15 @@ void fmk_error_clear(struct fmk_plan *plan);
  * stopped: reads the flag only (any thread).
  * status: records "interrupted" on the plan and returns FMK_ERR_INTERRUPTED.
  * A plan without interrupt state (NULL) never stops. */
+/* The state alone (init: no check, not stopped; start: at the start of a call, clears the
+ * flag; poll_state: 1 when the call is to stop, running the check at most every 10 ms;
+ * set_check; request: asks the running call to stop, signal-safe). The plan functions below
+ * are these on plan->interrupt. */
+void fmk_interrupt_init(struct fmk_interrupt *in);
+void fmk_interrupt_start(struct fmk_interrupt *in);
+int fmk_interrupt_poll_state(struct fmk_interrupt *in);
+void fmk_interrupt_set_check(struct fmk_interrupt *in, fmk_interrupt_fn check, void *user);
+void fmk_interrupt_request(struct fmk_interrupt *in);
 int fmk_interrupt_alloc(struct fmk_plan *plan);
 void fmk_interrupt_free(struct fmk_plan *plan);
 void fmk_interrupt_begin(struct fmk_plan *plan);

@@ -10,46 +10,20 @@
  * fraction of a second, rarely enough that a check taking a lock (Python's GIL) costs nothing. */
 #define FMK_INTERRUPT_INTERVAL 0.01
 
-struct fmk_interrupt {
-    atomic_int stop;        /* 1: the running call is to stop (lock-free: signal-safe) */
-    fmk_interrupt_fn check; /* the caller's check, or NULL */
-    void *user;
-    double last; /* when the check last ran, or the call began (fmk_time_now) */
-};
-
-int fmk_interrupt_alloc(fmk_plan *plan)
+void fmk_interrupt_init(struct fmk_interrupt *in)
 {
-    plan->interrupt = calloc(1, sizeof *plan->interrupt);
-    if (!plan->interrupt)
-        return -1;
-    atomic_init(&plan->interrupt->stop, 0);
-    return 0;
+    atomic_init(&in->stop, 0);
+    in->check = NULL, in->user = NULL, in->last = 0;
 }
 
-void fmk_interrupt_free(fmk_plan *plan)
+void fmk_interrupt_start(struct fmk_interrupt *in)
 {
-    free(plan->interrupt);
-    plan->interrupt = NULL;
+    atomic_store(&in->stop, 0);
+    in->last = fmk_time_now();
 }
 
-void fmk_interrupt_begin(fmk_plan *plan)
+int fmk_interrupt_poll_state(struct fmk_interrupt *in)
 {
-    if (!plan->interrupt)
-        return;
-    atomic_store(&plan->interrupt->stop, 0);
-    plan->interrupt->last = fmk_time_now();
-}
-
-int fmk_interrupt_stopped(const fmk_plan *plan)
-{
-    return plan->interrupt && atomic_load_explicit(&plan->interrupt->stop, memory_order_relaxed);
-}
-
-int fmk_interrupt_poll(const fmk_plan *plan)
-{
-    struct fmk_interrupt *in = plan->interrupt;
-    if (!in)
-        return 0;
     if (atomic_load_explicit(&in->stop, memory_order_relaxed))
         return 1;
     if (!in->check)
@@ -62,6 +36,48 @@ int fmk_interrupt_poll(const fmk_plan *plan)
         return 0;
     atomic_store_explicit(&in->stop, 1, memory_order_relaxed);
     return 1;
+}
+
+void fmk_interrupt_set_check(struct fmk_interrupt *in, fmk_interrupt_fn check, void *user)
+{
+    in->check = check;
+    in->user = check ? user : NULL;
+}
+
+void fmk_interrupt_request(struct fmk_interrupt *in)
+{
+    atomic_store(&in->stop, 1);
+}
+
+int fmk_interrupt_alloc(fmk_plan *plan)
+{
+    plan->interrupt = malloc(sizeof *plan->interrupt);
+    if (!plan->interrupt)
+        return -1;
+    fmk_interrupt_init(plan->interrupt);
+    return 0;
+}
+
+void fmk_interrupt_free(fmk_plan *plan)
+{
+    free(plan->interrupt);
+    plan->interrupt = NULL;
+}
+
+void fmk_interrupt_begin(fmk_plan *plan)
+{
+    if (plan->interrupt)
+        fmk_interrupt_start(plan->interrupt);
+}
+
+int fmk_interrupt_stopped(const fmk_plan *plan)
+{
+    return plan->interrupt && atomic_load_explicit(&plan->interrupt->stop, memory_order_relaxed);
+}
+
+int fmk_interrupt_poll(const fmk_plan *plan)
+{
+    return plan->interrupt ? fmk_interrupt_poll_state(plan->interrupt) : 0;
 }
 
 int fmk_interrupt_team(const fmk_plan *plan)
@@ -78,8 +94,7 @@ fmk_status fmk_plan_set_interrupt(fmk_plan *plan, fmk_interrupt_fn check, void *
 {
     if (!plan)
         return fmk_error_set(NULL, FMK_ERR_NULL, "fmk_plan_set_interrupt: plan is NULL");
-    plan->interrupt->check = check;
-    plan->interrupt->user = check ? user : NULL;
+    fmk_interrupt_set_check(plan->interrupt, check, user);
     return FMK_OK;
 }
 
@@ -87,6 +102,6 @@ fmk_status fmk_plan_interrupt(fmk_plan *plan)
 {
     if (!plan)
         return FMK_ERR_NULL; /* no message: this may run in a signal handler */
-    atomic_store(&plan->interrupt->stop, 1);
+    fmk_interrupt_request(plan->interrupt);
     return FMK_OK;
 }

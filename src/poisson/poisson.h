@@ -11,7 +11,6 @@
 #ifndef FMMKIT_POISSON_INTERNAL_H
 #define FMMKIT_POISSON_INTERNAL_H
 
-#include <stdatomic.h>
 
 #include "core/internal.h"
 #include "fmmkit_poisson.h"
@@ -42,10 +41,7 @@ struct fmk_poisson {
     double *staged; /* results before they go to the caller (owned) */
     int64_t staged_len;
 
-    atomic_int stop;        /* 1: the running call is to stop (lock-free: signal-safe) */
-    fmk_interrupt_fn check; /* the caller's check, or NULL */
-    void *user;
-    double last_check; /* fmk_time_now of the check's last run, or of the call's start */
+    struct fmk_interrupt interrupt; /* the stop flag and the caller's check (core) */
 
     fmk_poisson_info info;
     char error[FMK_ERROR_LEN];

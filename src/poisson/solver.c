@@ -19,9 +19,6 @@
  * (e^2 in (r^2 + e^2)) leaves no useful digits, and no discretisation wants it. */
 #define POISSON_SMOOTHING_RANGE 0x1p20
 
-/* Seconds between two runs of the caller's check (as the plans', core/interrupt.c). */
-#define POISSON_CHECK_INTERVAL 0.01
-
 fmk_status fmk_solver_fail(fmk_poisson *s, fmk_status status, const char *fmt, ...)
 {
     char buf[FMK_ERROR_LEN];
@@ -37,18 +34,7 @@ fmk_status fmk_solver_fail(fmk_poisson *s, fmk_status status, const char *fmt, .
 
 int fmk_solver_poll(fmk_poisson *s)
 {
-    if (atomic_load_explicit(&s->stop, memory_order_relaxed))
-        return 1;
-    if (!s->check)
-        return 0;
-    const double now = fmk_time_now();
-    if (now - s->last_check < POISSON_CHECK_INTERVAL)
-        return 0;
-    s->last_check = now;
-    if (!s->check(s->user))
-        return 0;
-    atomic_store_explicit(&s->stop, 1, memory_order_relaxed);
-    return 1;
+    return fmk_interrupt_poll_state(&s->interrupt);
 }
 
 int fmk_solver_check(void *solver)
@@ -59,8 +45,7 @@ int fmk_solver_check(void *solver)
 /* The start of every set_grid and solve: a request made while no call ran is dropped. */
 static void call_begin(fmk_poisson *s)
 {
-    atomic_store(&s->stop, 0);
-    s->last_check = fmk_time_now();
+    fmk_interrupt_start(&s->interrupt);
     const int t = fmk_opts_resolve_threads(s->opts.threads);
     if (t < s->threads)
         s->threads = t; /* only ever lower: a forked child runs one thread */
@@ -156,7 +141,7 @@ fmk_status fmk_poisson_create(fmk_poisson **solver, double eps, const fmk_poisso
     s->opts = o;
     s->eps = eps;
     s->threads = fmk_opts_resolve_threads(o.threads);
-    atomic_init(&s->stop, 0);
+    fmk_interrupt_init(&s->interrupt);
     s->info.method = o.method;
     s->info.backend = o.backend;
     s->info.eps = eps;
@@ -377,8 +362,7 @@ fmk_status fmk_poisson_set_interrupt(fmk_poisson *s, fmk_interrupt_fn check, voi
 {
     if (!s)
         return fmk_solver_fail(NULL, FMK_ERR_NULL, "fmk_poisson_set_interrupt: solver is NULL");
-    s->check = check;
-    s->user = check ? user : NULL;
+    fmk_interrupt_set_check(&s->interrupt, check, user);
     return FMK_OK;
 }
 
@@ -386,7 +370,7 @@ fmk_status fmk_poisson_interrupt(fmk_poisson *s)
 {
     if (!s)
         return FMK_ERR_NULL; /* no message: this may run in a signal handler */
-    atomic_store(&s->stop, 1);
+    fmk_interrupt_request(&s->interrupt);
     return FMK_OK;
 }
 
