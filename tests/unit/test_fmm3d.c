@@ -512,7 +512,8 @@ static void max_level_and_truncate(void)
         int64_t in_leaves = 0, bad = 0;
         for (int64_t b = 0; b < t.n_nodes; b++) {
             bad += t.level[b] > cut || t.parent[b] >= t.n_nodes || t.next[b] >= t.n_nodes;
-            bad += (t.more[b] < 0) != (t.n_children[b] == 0) || (t.level[b] == cut && t.more[b] >= 0);
+            bad +=
+                (t.more[b] < 0) != (t.n_children[b] == 0) || (t.level[b] == cut && t.more[b] >= 0);
             bad += t.more[b] >= t.n_nodes;
             if (t.more[b] < 0)
                 in_leaves += t.end[b] - t.begin[b];
