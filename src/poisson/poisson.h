@@ -62,6 +62,7 @@ typedef struct fmk_poisson_method_ops {
 const fmk_poisson_method_ops *fmk_poisson_ops_find(fmk_poisson_method method, fmk_backend backend);
 void fmk_poisson_resolve_auto(fmk_poisson_opts *opts, int uniform);
 
+#ifndef __cplusplus /* core's interrupt state is C11 (atomics): CUDA files see the solver opaque */
 struct fmk_poisson {
     fmk_poisson_opts opts; /* as given, backend resolved */
     double eps;
@@ -91,6 +92,7 @@ struct fmk_poisson {
     fmk_poisson_info info;
     char error[FMK_ERROR_LEN];
 };
+#endif
 
 /* The box holding field index p (0 <= p < n_points), and the point in grid units. */
 int64_t fmk_poisson_box_of(const struct fmk_poisson *s, int64_t p);

@@ -97,7 +97,15 @@ fmk_status fmk_tc_eval_cpu(struct fmk_poisson *s, const fmk_tc_sources *src,
  * results into pot and u (host, layout of fmk_tc_eval_cpu). All return FMK_OK or a status
  * recorded on the solver; release frees everything (NULL is a no-op). */
 struct fmk_tc_gpu;
-fmk_status fmk_tc_gpu_create(struct fmk_poisson *s, struct fmk_tc_gpu **gpu);
+typedef struct fmk_tc_gpu_args { /* what the GPU's part needs of the solver (made at setup) */
+    int device;
+    double eps;       /* the accuracy asked (fp32 for eps >= 1e-4) */
+    double e;         /* the smoothing in grid units */
+    int64_t n_points; /* the grid's points */
+    int threads;      /* the CPU threads adding the GPU's results */
+} fmk_tc_gpu_args;
+fmk_status fmk_tc_gpu_create(struct fmk_poisson *s, const fmk_tc_gpu_args *args,
+                             struct fmk_tc_gpu **gpu);
 fmk_status fmk_tc_gpu_upload(struct fmk_poisson *s, struct fmk_tc_gpu *gpu,
                              const fmk_tc_sources *src, const fmk_tc_tree *tree,
                              const fmk_tc_plans *plans, int plans_changed, int far);
