@@ -18,6 +18,10 @@
 #include "core/internal.h"
 #include "fmmkit_poisson.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* 1/(4 pi): the factor of the Laplace Green's function (paper eq. 3) that fmmkit's kernels
  * leave out. */
 #define FMK_INV_4PI 0.0795774715459476678844418816862571
@@ -136,5 +140,9 @@ fmk_status fmk_sum_solve(struct fmk_poisson *s, int n_components, const double *
                          double *psi, double *velocity);
 void fmk_sum_release(struct fmk_poisson *s);
 int64_t fmk_sum_bytes(const struct fmk_poisson *s);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* FMMKIT_POISSON_INTERNAL_H */
