@@ -127,7 +127,10 @@ static void run(fmk_poisson *s, int nc, int want_u, double eps)
         for (int64_t j = 0; j < ns; j++) {
             const double d[3] = {px - x[j], py - y[j], pz - z[j]};
             const double r2 = d[0] * d[0] + d[1] * d[1] + d[2] * d[2];
-            const double g = G(r2, e2), gg = Gg(r2, e2);
+            /* the far clusters are summed by their multipoles of 1/r, by design (the treecode
+             * takes a node by its multipole only where G and 1/r agree to within eps) */
+            const int far = j >= ngrid;
+            const double g = far ? 1 / sqrt(r2) : G(r2, e2), gg = far ? pow(r2, -1.5) : Gg(r2, e2);
             double wj[3] = {0, 0, 0};
             for (int a = 0; a < nc; a++) {
                 wj[a] = w[a * ns + j];
