@@ -49,9 +49,17 @@ typedef enum fmk_poisson_method {
                              * direct): the reference, exact to rounding, O(N_src N_grid) */
     FMK_POISSON_FMM = 2,    /* the same sum by the 3D FMM, relative l2 error within eps
                              * (1e-14 <= eps <= 1e-2) */
-    FMK_POISSON_FFT = 3     /* Hockney-Eastwood: the same sum as a convolution on the grid
-                             * zero-padded to 2n per axis, by FFTW; exact to rounding; uniform
-                             * grids; FMK_ERR_UNAVAILABLE in a build without FFTW */
+    FMK_POISSON_FFT = 3,    /* Hockney-Eastwood: the same sum as a convolution on the grid
+                             * zero-padded to 2n per axis (FFTW on the CPU, cuFFT on the GPU);
+                             * exact to rounding; uniform grids; FMK_ERR_UNAVAILABLE in a build
+                             * without FFTW (CPU) */
+    FMK_POISSON_TREECODE = 4 /* van Rees et al.'s multipole algorithm (docs/poisson.md): an
+                              * octree of the sources (at most opts.leaf_size per leaf), the
+                              * grid's points in destination bricks of up to 8^3 points sharing
+                              * one interaction list ("logical plans": source ranges summed
+                              * directly, tree nodes taken by their multipoles when a/r < theta),
+                              * built once per grid and support; relative l2 error within eps
+                              * (1e-10 <= eps <= 1e-2); any grid; CPU, GPU or hybrid */
 } fmk_poisson_method;
 
 /* Options. Fill with fmk_poisson_opts_default() first; a NULL pointer means all defaults. */
@@ -63,6 +71,15 @@ typedef struct fmk_poisson_opts {
                                 * in the grid's length units, 2^-20 h .. 2^20 h */
     int32_t threads;           /* 0: OpenMP's default; at most FMK_THREADS_MAX */
     int32_t verbose;           /* 0: 1 lets fmmkit print diagnostics to stderr */
+    /* Method treecode (0 everywhere: chosen from eps; an expert may set them): */
+    int32_t order;     /* p, the multipoles' order, 0 or 1..30 */
+    double theta;      /* the opening parameter, 0 or 0 < theta < 1: a node of radius a is
+                        * taken by its multipole for a brick whose nearest point is at r > a /
+                        * theta (and far enough for the smoothing, docs/poisson.md) */
+    int32_t leaf_size; /* s_max, sources per leaf at most, 0 or 1..2^20 */
+    int32_t hybrid;    /* 0; 1 with backend cuda: the multipoles on the CPU (OpenMP) while the
+                        * GPU sums the direct part, overlapped (the paper's hybrid mode) */
+    int32_t device;    /* CUDA device, 0 */
 } fmk_poisson_opts;
 
 /* What a solver is and what its last calls cost. */
@@ -79,10 +96,85 @@ typedef struct fmk_poisson_info {
     double setup_time;  /* seconds of the last set_grid */
     double solve_time;  /* seconds of the last solve */
     int32_t threads;    /* CPU threads used */
+    /* Block grids (set_blocks) and method treecode: */
+    int64_t n_points;     /* grid points (the destinations) */
+    int64_t n_blocks;     /* blocks (1 for a uniform grid) */
+    double h_min;         /* the finest spacing (h of a uniform grid) */
+    int32_t order;        /* treecode: p used */
+    double theta;         /* treecode: theta used */
+    int32_t leaf_size;    /* treecode: s_max used */
+    int64_t n_bricks;     /* treecode: destination bricks */
+    int64_t n_nodes;      /* treecode: nodes of the source tree */
+    double direct_pairs;  /* treecode: point-source pairs summed directly in the last solve */
+    double far_pairs;     /* treecode: point-multipole evaluations in the last solve */
+    double time_tree;     /* seconds of the last solve in: sorting and the tree, */
+    double time_plans;    /*   the logical plans (0 when they were reused), */
+    double time_expand;   /*   the multipoles, */
+    double time_direct;   /*   the direct part (GPU: kernel time), */
+    double time_far;      /*   the multipole evaluations */
+    double time_cpu_part; /* hybrid: wall seconds of the CPU's part, and */
+    double time_gpu_part; /*   of the GPU's (uploads, kernels, downloads) */
+    int64_t bytes_device; /* device memory the solver holds now */
 } fmk_poisson_info;
 
 /* Opaque solver. */
 typedef struct fmk_poisson fmk_poisson;
+
+/* ---------------------------------------------------------------------------------------------
+ * Block-structured grids (docs/poisson.md, "The grid"): non-overlapping cubic blocks of b^3
+ * points, b even, 4 <= b <= 64. A block of level l (0 <= l <= FMK_GRID_MAX_LEVEL) has spacing
+ * h_l = h0 / 2^l and covers the cube  anchor + b h_l (B + [0, 1)^3)  for an integer block index
+ * B >= 0 (per axis); its points are the cells' centres, point (i, j, m) at
+ *     anchor + h_l (b B + (i, j, m) + 1/2),        0 <= i, j, m < b.
+ * Blocks of any levels may sit side by side (no balance rule). Fields on a block grid are
+ * block after block in the order the blocks were added, x fastest inside a block: point
+ * p = k b^3 + i + b (j + b m) of block k, components interleaved (f[c p + a]).
+ * ------------------------------------------------------------------------------------------ */
+
+#define FMK_GRID_MAX_LEVEL 16
+/* Block indices per axis at the finest level present: below 2^20 (B 2^(L - l) < 2^20). */
+#define FMK_GRID_INDEX_MAX ((int64_t)1 << 20)
+
+typedef struct fmk_grid fmk_grid;
+
+/* Creates an empty grid of blocks of b^3 points, level-0 spacing h0 (> 0, finite) and block
+ * lattice anchored at anchor[3] (finite; NULL: 0). Failures: message in
+ * fmk_poisson_last_error(NULL). */
+FMK_API fmk_status fmk_grid_create(fmk_grid **grid, int32_t block_size, double h0,
+                                   const double anchor[3]);
+
+/* Adds n blocks (n >= 1): block k has level levels[k] and its lower corner at
+ * corners[3 k .. 3 k + 2]; each corner must be anchor + b h_l B for an integer B >= 0
+ * (within 1e-9 of a block's side), and the new blocks must overlap neither each other nor
+ * the grid's blocks (FMK_ERR_ARG naming the first offending block). All or nothing. */
+FMK_API fmk_status fmk_grid_add_blocks(fmk_grid *grid, int64_t n, const int32_t *levels,
+                                       const double *corners);
+
+/* The same with integer block indices (3 per block) instead of corners. */
+FMK_API fmk_status fmk_grid_add_blocks_index(fmk_grid *grid, int64_t n, const int32_t *levels,
+                                             const int64_t *index);
+
+/* What a grid holds: blocks, points (n_blocks b^3), b, h0, the anchor, the finest level used.
+ * Any output may be NULL. */
+FMK_API fmk_status fmk_grid_get(const fmk_grid *grid, int64_t *n_blocks, int64_t *n_points,
+                                int32_t *block_size, double *h0, double anchor[3],
+                                int32_t *finest_level);
+
+/* Block k's level and index (3), and all the grid's points (n_points x 3, in the field layout),
+ * and each point's spacing h (n_points). Outputs may be NULL. */
+FMK_API fmk_status fmk_grid_block(const fmk_grid *grid, int64_t k, int32_t *level,
+                                  int64_t index[3]);
+FMK_API fmk_status fmk_grid_points(const fmk_grid *grid, double *points, double *spacing);
+
+/* Frees the grid. NULL is a no-op. */
+FMK_API void fmk_grid_destroy(fmk_grid *grid);
+
+/* The two-level grid of the test problem (fmk_poisson_rings, docs/poisson.md): the unit cube
+ * at effective resolution n (a multiple of 2b up to 2^14; h_fine = 1/n), blocks of level 1
+ * (h = 1/n) where the rings' |omega| at the fine points reaches refine * max |omega| (0 <=
+ * refine < 1; 0: wherever omega is nonzero), level 0 (h = 2/n, h0 = 2/n) elsewhere; anchor 0. */
+FMK_API fmk_status fmk_poisson_rings_grid(fmk_grid **grid, int32_t resolution,
+                                          int32_t block_size, double refine);
 
 /* Fills *opts with the defaults written in fmk_poisson_opts. */
 FMK_API void fmk_poisson_opts_default(fmk_poisson_opts *opts);
@@ -111,6 +203,11 @@ FMK_API fmk_status fmk_poisson_create(fmk_poisson **solver, double eps,
  * memory, interrupted) leaves it without a grid. */
 FMK_API fmk_status fmk_poisson_set_grid(fmk_poisson *solver, int64_t nx, int64_t ny, int64_t nz,
                                         double h, const double origin[3]);
+
+/* Gives the solver a block grid (copied: the grid may be destroyed afterwards), replacing any
+ * earlier grid: as set_grid, with the smoothing h_min (the finest spacing) by default. Method
+ * fft takes uniform grids only (FMK_ERR_UNAVAILABLE). An empty grid is FMK_ERR_ARG. */
+FMK_API fmk_status fmk_poisson_set_blocks(fmk_poisson *solver, const fmk_grid *grid);
 
 /* Solves for the vorticity omega of n_components (1 or 3) components per grid point (layout
  * above) and writes Psi (same layout) and/or u = curl Psi (3 per point; needs 3 components).

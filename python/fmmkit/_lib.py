@@ -91,6 +91,11 @@ class fmk_poisson_opts(ctypes.Structure):
         ("smoothing", c_double),
         ("threads", c_int32),
         ("verbose", c_int32),
+        ("order", c_int32),
+        ("theta", c_double),
+        ("leaf_size", c_int32),
+        ("hybrid", c_int32),
+        ("device", c_int32),
     ]
 
 
@@ -111,11 +116,30 @@ class fmk_poisson_info(ctypes.Structure):
         ("setup_time", c_double),
         ("solve_time", c_double),
         ("threads", c_int32),
+        ("n_points", c_int64),
+        ("n_blocks", c_int64),
+        ("h_min", c_double),
+        ("order", c_int32),
+        ("theta", c_double),
+        ("leaf_size", c_int32),
+        ("n_bricks", c_int64),
+        ("n_nodes", c_int64),
+        ("direct_pairs", c_double),
+        ("far_pairs", c_double),
+        ("time_tree", c_double),
+        ("time_plans", c_double),
+        ("time_expand", c_double),
+        ("time_direct", c_double),
+        ("time_far", c_double),
+        ("time_cpu_part", c_double),
+        ("time_gpu_part", c_double),
+        ("bytes_device", c_int64),
     ]
 
 
 plan_p = c_void_p                    # fmk_plan * (opaque)
 poisson_p = c_void_p                 # fmk_poisson * (opaque)
+grid_p = c_void_p                    # fmk_grid * (opaque)
 # fmk_interrupt_fn: int check(void *user), called back from the thread that made the C call
 fmk_interrupt_fn = ctypes.CFUNCTYPE(c_int, c_void_p)
 double_p = POINTER(c_double)         # host or device array of double
@@ -164,6 +188,7 @@ POISSON_FUNCTIONS = {
     "fmk_poisson_create": (fmk_status, (POINTER(poisson_p), c_double, POINTER(fmk_poisson_opts))),
     "fmk_poisson_set_grid": (fmk_status, (poisson_p, c_int64, c_int64, c_int64, c_double,
                                           double_p)),
+    "fmk_poisson_set_blocks": (fmk_status, (poisson_p, grid_p)),
     "fmk_poisson_solve": (fmk_status, (poisson_p, c_int32, double_p, double_p, double_p)),
     "fmk_poisson_get_info": (fmk_status, (poisson_p, POINTER(fmk_poisson_info))),
     "fmk_poisson_last_error": (c_char_p, (poisson_p,)),
@@ -171,6 +196,15 @@ POISSON_FUNCTIONS = {
     "fmk_poisson_interrupt": (fmk_status, (poisson_p,)),
     "fmk_poisson_destroy": (None, (poisson_p,)),
     "fmk_poisson_rings": (fmk_status, (c_int64, double_p, double_p, double_p, double_p)),
+    "fmk_grid_create": (fmk_status, (POINTER(grid_p), c_int32, c_double, double_p)),
+    "fmk_grid_add_blocks": (fmk_status, (grid_p, c_int64, POINTER(c_int32), double_p)),
+    "fmk_grid_add_blocks_index": (fmk_status, (grid_p, c_int64, POINTER(c_int32), int64_p)),
+    "fmk_grid_get": (fmk_status, (grid_p, int64_p, int64_p, POINTER(c_int32), double_p,
+                                  double_p, POINTER(c_int32))),
+    "fmk_grid_block": (fmk_status, (grid_p, c_int64, POINTER(c_int32), int64_p)),
+    "fmk_grid_points": (fmk_status, (grid_p, double_p, double_p)),
+    "fmk_grid_destroy": (None, (grid_p,)),
+    "fmk_poisson_rings_grid": (fmk_status, (POINTER(grid_p), c_int32, c_int32, c_double)),
 }
 
 

@@ -306,7 +306,7 @@ static void extract(const fmk_poisson *s, const struct fmk_fft_cpu *f, const dou
 
 void fmk_fft_cpu_release(fmk_poisson *s)
 {
-    struct fmk_fft_cpu *f = s->fft;
+    struct fmk_fft_cpu *f = s->state;
     if (!f)
         return;
     destroy_plans(f);
@@ -316,12 +316,12 @@ void fmk_fft_cpu_release(fmk_poisson *s)
     for (int a = 0; a < 4; a++)
         free(f->work[a]);
     free(f);
-    s->fft = NULL;
+    s->state = NULL;
 }
 
 int64_t fmk_fft_cpu_bytes(const fmk_poisson *s)
 {
-    const struct fmk_fft_cpu *f = s->fft;
+    const struct fmk_fft_cpu *f = s->state;
     if (!f)
         return 0;
     int64_t b = (int64_t)sizeof *f;
@@ -347,7 +347,7 @@ static fmk_status out_of_memory(fmk_poisson *s, const char *what, int64_t double
                            "method fft: out of host memory (%lld bytes for %s; the padded "
                            "grid is %lld values)",
                            (long long)(sizeof(double) * (size_t)doubles), what,
-                           (long long)(2 * s->fft->n_complex));
+                           (long long)(2 * ((struct fmk_fft_cpu *)s->state)->n_complex));
 }
 
 fmk_status fmk_fft_cpu_setup(fmk_poisson *s)
@@ -356,7 +356,7 @@ fmk_status fmk_fft_cpu_setup(fmk_poisson *s)
     struct fmk_fft_cpu *f = calloc(1, sizeof *f);
     if (!f)
         return fmk_solver_fail(s, FMK_ERR_NOMEM, "method fft: out of host memory");
-    s->fft = f;
+    s->state = f;
     for (int a = 0; a < 3; a++)
         f->dims[a] = (int)(2 * s->n[2 - a]);
     f->row = s->n[0] + 1;
@@ -471,7 +471,7 @@ static fmk_status solve_velocity(fmk_poisson *s, struct fmk_fft_cpu *f, const do
 fmk_status fmk_fft_cpu_solve(fmk_poisson *s, int nc, const double *omega, double *psi,
                              double *velocity)
 {
-    struct fmk_fft_cpu *f = s->fft;
+    struct fmk_fft_cpu *f = s->state;
     if (f->plan_threads != s->threads) { /* fewer threads now (a forked child): plan again */
         fmk_status st = make_plans(s, f);
         if (st != FMK_OK)

@@ -16,6 +16,7 @@
  * (Checked against sympy's curl curl of the Cartesian field, and against finite differences in
  * tests/unit/test_poisson_rings.c.) The support is r - R and z within R: r > 0 there. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "poisson/poisson.h"
@@ -104,4 +105,107 @@ fmk_status fmk_poisson_rings(int64_t n, const double *points, double *omega, dou
             memcpy(velocity + 3 * i, v, sizeof v);
     }
     return FMK_OK;
+}
+
+/* Largest |omega| over the fine points (spacing h = 1/n, cell centres) of the coarse block whose
+ * fine-point indices start at f0 (2b per axis); 0 without evaluating when no ring's support
+ * (distance < R from the ring's circle) reaches the block. */
+static double block_peak(const fmk_ring rings[2], const int64_t f0[3], int64_t span, double h)
+{
+    double lo[3], c[3], half = 0.5 * (double)span * h;
+    for (int a = 0; a < 3; a++) {
+        lo[a] = (double)f0[a] * h;
+        c[a] = lo[a] + half;
+    }
+    int near = 0;
+    for (int k = 0; k < 2; k++) {
+        double d[3], rv[3];
+        for (int a = 0; a < 3; a++)
+            d[a] = c[a] - rings[k].center[a];
+        const double *e = rings[k].axis;
+        const double z = d[0] * e[0] + d[1] * e[1] + d[2] * e[2];
+        for (int a = 0; a < 3; a++)
+            rv[a] = d[a] - z * e[a];
+        const double r = sqrt(rv[0] * rv[0] + rv[1] * rv[1] + rv[2] * rv[2]);
+        const double dist = sqrt((r - rings[k].radius) * (r - rings[k].radius) + z * z);
+        near |= dist < rings[k].radius + half * sqrt(3.0) + h;
+    }
+    if (!near)
+        return 0;
+    double peak = 0;
+    for (int64_t m = 0; m < span; m++)
+        for (int64_t j = 0; j < span; j++)
+            for (int64_t i = 0; i < span; i++) {
+                const double x[3] = {lo[0] + ((double)i + 0.5) * h, lo[1] + ((double)j + 0.5) * h,
+                                     lo[2] + ((double)m + 0.5) * h};
+                double w[3] = {0, 0, 0};
+                fmk_rings_add(&rings[0], x, w, NULL, NULL);
+                fmk_rings_add(&rings[1], x, w, NULL, NULL);
+                const double v = sqrt(w[0] * w[0] + w[1] * w[1] + w[2] * w[2]);
+                peak = v > peak ? v : peak;
+            }
+    return peak;
+}
+
+fmk_status fmk_poisson_rings_grid(fmk_grid **grid, int32_t n, int32_t b, double refine)
+{
+    if (!grid)
+        return fmk_solver_fail(NULL, FMK_ERR_NULL, "fmk_poisson_rings_grid: grid is NULL");
+    *grid = NULL;
+    if (b < 4 || b > 64 || b % 2 || n < 2 * b || n % (2 * b) || n > (1 << 14))
+        return fmk_solver_fail(NULL, FMK_ERR_ARG,
+                               "resolution %d, block size %d: the resolution must be a multiple "
+                               "of 2 b up to 2^14, b even in 4..64",
+                               (int)n, (int)b);
+    if (!(refine >= 0 && refine < 1))
+        return fmk_solver_fail(NULL, FMK_ERR_ARG, "refine = %g; use 0 <= refine < 1", refine);
+    const int64_t nb = n / (2 * b), nblocks = nb * nb * nb;
+    double *peak = malloc(sizeof(double) * (size_t)nblocks);
+    int32_t *levels = malloc(sizeof(int32_t) * 8 * (size_t)nblocks);
+    int64_t *index = malloc(sizeof(int64_t) * 24 * (size_t)nblocks);
+    fmk_status st = FMK_OK;
+    if (!peak || !levels || !index)
+        st = fmk_solver_fail(NULL, FMK_ERR_NOMEM, "fmk_poisson_rings_grid: out of host memory");
+    fmk_ring rings[2];
+    fmk_rings_paper(rings);
+    const double h = 1.0 / n;
+    const int threads = fmk_opts_resolve_threads(0);
+    (void)threads;
+    if (st == FMK_OK) {
+#pragma omp parallel for schedule(dynamic) num_threads(threads)
+        for (int64_t k = 0; k < nblocks; k++) {
+            const int64_t f0[3] = {2 * b * (k % nb), 2 * b * (k / nb % nb), 2 * b * (k / (nb * nb))};
+            peak[k] = block_peak(rings, f0, 2 * b, h);
+        }
+        double top = 0;
+        for (int64_t k = 0; k < nblocks; k++)
+            top = peak[k] > top ? peak[k] : top;
+        int64_t m = 0;
+        for (int64_t k = 0; k < nblocks; k++) {
+            const int64_t B[3] = {k % nb, k / nb % nb, k / (nb * nb)};
+            if (peak[k] > refine * top && peak[k] > 0) /* 8 fine blocks */
+                for (int c = 0; c < 8; c++) {
+                    levels[m] = 1;
+                    for (int a = 0; a < 3; a++)
+                        index[3 * m + a] = 2 * B[a] + (c >> a & 1);
+                    m++;
+                }
+            else {
+                levels[m] = 0;
+                memcpy(index + 3 * m, B, sizeof B);
+                m++;
+            }
+        }
+        st = fmk_grid_create(grid, b, 2 * h, NULL);
+        if (st == FMK_OK)
+            st = fmk_grid_add_blocks_index(*grid, m, levels, index);
+        if (st != FMK_OK) {
+            fmk_grid_destroy(*grid);
+            *grid = NULL;
+        }
+    }
+    free(peak);
+    free(levels);
+    free(index);
+    return st;
 }

@@ -1,7 +1,7 @@
 /* solver.c -- the Poisson solver's life cycle (include/fmmkit_poisson.h, docs/poisson.md): every
- * check of the caller's input, the staging of results (nothing reaches the caller unless the
- * whole solve succeeded with finite values), errors and interrupts. The methods live in
- * fft_cpu.c and sum_cpu.c. */
+ * check of the caller's input, the grid as boxes (poisson.h), the staging of results (nothing
+ * reaches the caller unless the whole solve succeeded with finite values), errors and
+ * interrupts. The methods are reached through their rows in methods.c. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -68,6 +68,7 @@ const char *fmk_poisson_method_name(fmk_poisson_method method)
     case FMK_POISSON_DIRECT: return "direct";
     case FMK_POISSON_FMM: return "fmm";
     case FMK_POISSON_FFT: return "fft";
+    case FMK_POISSON_TREECODE: return "treecode";
     }
     return NULL;
 }
@@ -75,12 +76,44 @@ const char *fmk_poisson_method_name(fmk_poisson_method method)
 int fmk_poisson_method_available(fmk_poisson_method method)
 {
     switch (method) {
-    case FMK_POISSON_AUTO:
+    case FMK_POISSON_AUTO: return 1;
     case FMK_POISSON_DIRECT:
-    case FMK_POISSON_FMM: return 1;
-    case FMK_POISSON_FFT: return fmk_fft_cpu_available();
+    case FMK_POISSON_FMM:
+    case FMK_POISSON_FFT:
+    case FMK_POISSON_TREECODE:
+        return fmk_poisson_ops_find(method, FMK_BACKEND_CPU) ||
+               fmk_poisson_ops_find(method, FMK_BACKEND_CUDA);
     }
     return 0;
+}
+
+/* The method's row for opts (method resolved; backend AUTO tried on the GPU, then the CPU), or
+ * NULL with the reason on the calling thread. */
+static const fmk_poisson_method_ops *find_ops(fmk_poisson_opts *o)
+{
+    const fmk_poisson_method_ops *ops = NULL;
+    if (o->backend == FMK_BACKEND_AUTO) {
+        ops = fmk_poisson_ops_find(o->method, FMK_BACKEND_CUDA);
+        if (!ops)
+            ops = fmk_poisson_ops_find(o->method, FMK_BACKEND_CPU);
+    } else
+        ops = fmk_poisson_ops_find(o->method, o->backend);
+    if (ops)
+        return ops;
+    if (o->method == FMK_POISSON_FFT && o->backend != FMK_BACKEND_CUDA &&
+        !fmk_fft_cpu_available())
+        fmk_solver_fail(NULL, FMK_ERR_UNAVAILABLE,
+                        "method fft needs FFTW, which this build of fmmkit did not find "
+                        "(Debian: apt-get install libfftw3-dev, then configure again); "
+                        "methods direct, fmm and treecode compute the same sum");
+    else
+        fmk_solver_fail(NULL, FMK_ERR_UNAVAILABLE,
+                        "method %s on backend %s is not available in this build%s",
+                        fmk_poisson_method_name(o->method), fmk_backend_name(o->backend),
+                        o->backend == FMK_BACKEND_CUDA && fmk_cuda_device_count() <= 0
+                            ? " (no CUDA device)"
+                            : "");
+    return NULL;
 }
 
 static fmk_status check_opts(const fmk_poisson_opts *opts, double eps, fmk_poisson_opts *o)
@@ -95,10 +128,6 @@ static fmk_status check_opts(const fmk_poisson_opts *opts, double eps, fmk_poiss
     if (!fmk_backend_name(o->backend))
         return fmk_solver_fail(NULL, FMK_ERR_ARG, "opts.backend = %d is not an fmk_backend",
                                (int)o->backend);
-    if (o->backend == FMK_BACKEND_CUDA)
-        return fmk_solver_fail(NULL, FMK_ERR_UNAVAILABLE,
-                               "the Poisson solver runs on the CPU only so far: use "
-                               "FMK_BACKEND_CPU or FMK_BACKEND_AUTO");
     if (!(isfinite(o->smoothing) && o->smoothing >= 0))
         return fmk_solver_fail(NULL, FMK_ERR_ARG,
                                "opts.smoothing = %g; use 0 (eps = h) or a finite length > 0",
@@ -109,17 +138,33 @@ static fmk_status check_opts(const fmk_poisson_opts *opts, double eps, fmk_poiss
                                (int)o->threads, FMK_THREADS_MAX);
     if (o->verbose != 0 && o->verbose != 1)
         return fmk_solver_fail(NULL, FMK_ERR_ARG, "opts.verbose = %d; use 0 or 1", (int)o->verbose);
-    o->backend = FMK_BACKEND_CPU;
+    if (o->order < 0 || o->order > 30)
+        return fmk_solver_fail(NULL, FMK_ERR_ARG,
+                               "opts.order = %d; use 0 (from eps) or 1..30", (int)o->order);
+    if (!(o->theta == 0 || (o->theta > 0 && o->theta < 1)))
+        return fmk_solver_fail(NULL, FMK_ERR_ARG,
+                               "opts.theta = %g; use 0 (from eps) or 0 < theta < 1", o->theta);
+    if (o->leaf_size < 0 || o->leaf_size > (1 << 20))
+        return fmk_solver_fail(NULL, FMK_ERR_ARG,
+                               "opts.leaf_size = %d; use 0 (default) or 1..2^20",
+                               (int)o->leaf_size);
+    if (o->hybrid != 0 && o->hybrid != 1)
+        return fmk_solver_fail(NULL, FMK_ERR_ARG, "opts.hybrid = %d; use 0 or 1", (int)o->hybrid);
+    if (o->device < 0)
+        return fmk_solver_fail(NULL, FMK_ERR_ARG, "opts.device = %d; devices count from 0",
+                               (int)o->device);
+    if (o->hybrid && (o->backend == FMK_BACKEND_CPU ||
+                      (o->method != FMK_POISSON_TREECODE && o->method != FMK_POISSON_AUTO)))
+        return fmk_solver_fail(NULL, FMK_ERR_ARG,
+                               "opts.hybrid = 1 is the treecode's mode with the GPU (method "
+                               "treecode or auto, backend cuda or auto)");
     if (o->method == FMK_POISSON_AUTO)
-        o->method = fmk_fft_cpu_available() ? FMK_POISSON_FFT : FMK_POISSON_FMM;
-    if (o->method == FMK_POISSON_FFT && !fmk_fft_cpu_available())
-        return fmk_solver_fail(NULL, FMK_ERR_UNAVAILABLE,
-                               "method fft needs FFTW, which this build of fmmkit did not find "
-                               "(Debian: apt-get install libfftw3-dev, then configure again); "
-                               "methods direct and fmm compute the same sum");
-    if (o->method != FMK_POISSON_FFT)
-        return fmk_sum_cpu_check_eps(o->method, eps, o->threads);
-    return FMK_OK;
+        return FMK_OK; /* resolved for each grid, uniform or not (set_grid, set_blocks) */
+    const fmk_poisson_method_ops *ops = find_ops(o);
+    if (!ops)
+        return FMK_ERR_UNAVAILABLE;
+    o->backend = ops->backend;
+    return ops->check ? ops->check(o, eps) : FMK_OK;
 }
 
 fmk_status fmk_poisson_create(fmk_poisson **solver, double eps, const fmk_poisson_opts *opts)
@@ -143,7 +188,7 @@ fmk_status fmk_poisson_create(fmk_poisson **solver, double eps, const fmk_poisso
     s->threads = fmk_opts_resolve_threads(o.threads);
     fmk_interrupt_init(&s->interrupt);
     s->info.method = o.method;
-    s->info.backend = o.backend;
+    s->info.backend = o.backend; /* AUTO until a grid resolves them (method auto) */
     s->info.eps = eps;
     s->info.threads = s->threads;
     *solver = s;
@@ -152,20 +197,107 @@ fmk_status fmk_poisson_create(fmk_poisson **solver, double eps, const fmk_poisso
 
 static void release_grid(fmk_poisson *s)
 {
-    fmk_fft_cpu_release(s);
-    fmk_sum_cpu_release(s);
+    if (s->ops)
+        s->ops->release(s);
+    s->state = NULL;
     free(s->staged);
     s->staged = NULL;
     s->staged_len = 0;
+    free(s->boxes);
+    s->boxes = NULL;
+    s->n_boxes = 0;
     s->bytes = 0;
     s->has_grid = 0;
     memset(s->n, 0, sizeof s->n);
     s->n_points = 0;
+    s->block_size = 0;
     s->info.nx = s->info.ny = s->info.nz = 0;
-    s->info.h = s->info.smoothing = 0;
+    s->info.h = s->info.smoothing = s->info.h_min = 0;
+    s->info.n_points = s->info.n_blocks = 0;
     s->info.components = 0;
     s->info.n_sources = 0;
-    s->info.bytes_host = 0;
+    s->info.bytes_host = s->info.bytes_device = 0;
+}
+
+static void count_bytes(fmk_poisson *s)
+{
+    s->bytes = s->ops ? s->ops->bytes_host(s) : 0;
+    s->info.bytes_host = s->bytes + (int64_t)sizeof(double) * s->staged_len +
+                         (int64_t)sizeof(struct fmk_poisson_box) * s->n_boxes;
+    s->info.bytes_device = s->ops && s->ops->bytes_device ? s->ops->bytes_device(s) : 0;
+}
+
+/* The grid's boxes (owned from here on, also on failure) become the solver's: the method of
+ * opts for this grid, the smoothing, then the method's setup. On failure after the checks the
+ * solver is left without a grid. */
+static fmk_status install_grid(fmk_poisson *s, struct fmk_poisson_box *boxes, int64_t n_boxes,
+                               int uniform, const int64_t n[3], double h, const double origin[3],
+                               int32_t block_size)
+{
+    fmk_poisson_opts o = s->opts;
+    fmk_poisson_resolve_auto(&o, uniform);
+    const fmk_poisson_method_ops *ops = find_ops(&o);
+    fmk_status st = FMK_OK;
+    if (!ops)
+        st = fmk_solver_fail(s, FMK_ERR_UNAVAILABLE, "%s", fmk_poisson_last_error(NULL));
+    else if (ops->uniform_only && !uniform)
+        st = fmk_solver_fail(s, FMK_ERR_UNAVAILABLE,
+                             "method %s takes uniform grids only (fmk_poisson_set_grid); "
+                             "methods treecode, fmm and direct take block grids",
+                             fmk_poisson_method_name(o.method));
+    else if (ops->check && (st = ops->check(&o, s->eps)) != FMK_OK)
+        st = fmk_solver_fail(s, st, "%s", fmk_poisson_last_error(NULL));
+    const double smoothing = s->opts.smoothing > 0 ? s->opts.smoothing : h;
+    const double e = smoothing / h;
+    if (st == FMK_OK && !(e >= 1 / POISSON_SMOOTHING_RANGE && e <= POISSON_SMOOTHING_RANGE))
+        st = fmk_solver_fail(s, FMK_ERR_ARG,
+                             "opts.smoothing = %g is %g finest grid spacings (h = %g); it must "
+                             "lie between 2^-20 h and 2^20 h",
+                             smoothing, e, h);
+    if (st != FMK_OK) {
+        free(boxes);
+        return st;
+    }
+
+    const double t0 = fmk_time_now();
+    release_grid(s);
+    s->ops = ops;
+    s->boxes = boxes;
+    s->n_boxes = n_boxes;
+    s->uniform = uniform;
+    memcpy(s->n, n, sizeof s->n);
+    s->n_points = 0;
+    for (int64_t k = 0; k < n_boxes; k++)
+        s->n_points += (int64_t)boxes[k].n[0] * boxes[k].n[1] * boxes[k].n[2];
+    s->block_size = block_size;
+    s->h = h;
+    memcpy(s->origin, origin, sizeof s->origin);
+    s->smoothing = smoothing;
+    s->e = e;
+    s->has_grid = 1;
+    s->info.method = o.method;
+    s->info.backend = o.backend;
+    st = ops->setup(s);
+    if (st != FMK_OK) {
+        char msg[FMK_ERROR_LEN];
+        memcpy(msg, s->error, sizeof msg);
+        release_grid(s);
+        memcpy(s->error, msg, sizeof msg);
+        return st;
+    }
+    count_bytes(s);
+    s->info.nx = n[0], s->info.ny = n[1], s->info.nz = n[2];
+    s->info.h = s->info.h_min = h;
+    s->info.smoothing = smoothing;
+    s->info.n_points = s->n_points;
+    s->info.n_blocks = n_boxes;
+    s->info.setup_time = fmk_time_now() - t0;
+    if (s->opts.verbose)
+        fprintf(stderr,
+                "fmmkit poisson: %s on %s, %lld points in %lld boxes, h = %g, eps = %g: %.3f s\n",
+                fmk_poisson_method_name(o.method), fmk_backend_name(o.backend),
+                (long long)s->n_points, (long long)n_boxes, h, smoothing, s->info.setup_time);
+    return FMK_OK;
 }
 
 fmk_status fmk_poisson_set_grid(fmk_poisson *s, int64_t nx, int64_t ny, int64_t nz, double h,
@@ -195,49 +327,68 @@ fmk_status fmk_poisson_set_grid(fmk_poisson *s, int64_t nx, int64_t ny, int64_t 
             return fmk_solver_fail(s, FMK_ERR_NONFINITE,
                                    "origin[%d] = %g: the grid's points must be finite", k,
                                    origin[k]);
-    const double smoothing = s->opts.smoothing > 0 ? s->opts.smoothing : h;
-    const double e = smoothing / h;
-    if (!(e >= 1 / POISSON_SMOOTHING_RANGE && e <= POISSON_SMOOTHING_RANGE))
-        return fmk_solver_fail(s, FMK_ERR_ARG,
-                               "opts.smoothing = %g is %g grid spacings (h = %g); it must lie "
-                               "between 2^-20 h and 2^20 h",
-                               smoothing, e, h);
-
-    const double t0 = fmk_time_now();
-    release_grid(s);
-    memcpy(s->n, n, sizeof s->n);
-    s->n_points = nx * ny * nz;
-    s->h = h;
-    memcpy(s->origin, origin, sizeof s->origin);
-    s->smoothing = smoothing;
-    s->e = e;
-    s->has_grid = 1;
-    fmk_status st = s->opts.method == FMK_POISSON_FFT ? fmk_fft_cpu_setup(s) : fmk_sum_cpu_setup(s);
-    if (st != FMK_OK) {
-        char msg[FMK_ERROR_LEN];
-        memcpy(msg, s->error, sizeof msg);
-        release_grid(s);
-        memcpy(s->error, msg, sizeof msg);
-        return st;
-    }
-    s->bytes = fmk_fft_cpu_bytes(s) + fmk_sum_cpu_bytes(s);
-    s->info.nx = nx, s->info.ny = ny, s->info.nz = nz;
-    s->info.h = h;
-    s->info.smoothing = smoothing;
-    s->info.bytes_host = s->bytes;
-    s->info.setup_time = fmk_time_now() - t0;
-    if (s->opts.verbose)
-        fprintf(stderr, "fmmkit poisson: %s grid %lld x %lld x %lld, h = %g, eps = %g: %.3f s\n",
-                fmk_poisson_method_name(s->opts.method), (long long)nx, (long long)ny,
-                (long long)nz, h, smoothing, s->info.setup_time);
-    return FMK_OK;
+    struct fmk_poisson_box *box = calloc(1, sizeof *box);
+    if (!box)
+        return fmk_solver_fail(s, FMK_ERR_NOMEM, "fmk_poisson_set_grid: out of host memory");
+    box->h = 1;
+    for (int k = 0; k < 3; k++)
+        box->n[k] = (int32_t)n[k];
+    return install_grid(s, box, 1, 1, n, h, origin, 0);
 }
 
-/* The grid point of index p as "(i, j, k)" for messages. */
+fmk_status fmk_poisson_set_blocks(fmk_poisson *s, const fmk_grid *grid)
+{
+    if (!s)
+        return fmk_solver_fail(NULL, FMK_ERR_NULL, "fmk_poisson_set_blocks: solver is NULL");
+    call_begin(s);
+    if (!grid)
+        return fmk_solver_fail(s, FMK_ERR_NULL, "fmk_poisson_set_blocks: grid is NULL");
+    struct fmk_poisson_box *boxes = NULL;
+    int64_t n_boxes = 0;
+    double h = 0, origin[3];
+    int32_t b = 0;
+    fmk_status st = fmk_grid_layout(s, grid, &boxes, &n_boxes, &h, origin, &b);
+    if (st != FMK_OK)
+        return st;
+    const int64_t none[3] = {0, 0, 0};
+    return install_grid(s, boxes, n_boxes, 0, none, h, origin, b);
+}
+
+int64_t fmk_poisson_box_of(const fmk_poisson *s, int64_t p)
+{
+    int64_t lo = 0, hi = s->n_boxes - 1; /* the last box whose offset is <= p */
+    while (lo < hi) {
+        const int64_t mid = (lo + hi + 1) / 2;
+        if (s->boxes[mid].offset <= p)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
+
+void fmk_poisson_point(const fmk_poisson *s, int64_t p, double x[3])
+{
+    const struct fmk_poisson_box *b = &s->boxes[fmk_poisson_box_of(s, p)];
+    const int64_t q = p - b->offset;
+    const int64_t i = q % b->n[0], j = q / b->n[0] % b->n[1], k = q / ((int64_t)b->n[0] * b->n[1]);
+    x[0] = b->corner[0] + b->h * (double)i;
+    x[1] = b->corner[1] + b->h * (double)j;
+    x[2] = b->corner[2] + b->h * (double)k;
+}
+
+/* The grid point of field index p as "(i, j, k)" (uniform) or "(i, j, m) of block k". */
 static void point_name(const fmk_poisson *s, int64_t p, char *buf, size_t size)
 {
-    snprintf(buf, size, "(%lld, %lld, %lld)", (long long)(p % s->n[0]),
-             (long long)(p / s->n[0] % s->n[1]), (long long)(p / (s->n[0] * s->n[1])));
+    const int64_t k = fmk_poisson_box_of(s, p);
+    const struct fmk_poisson_box *b = &s->boxes[k];
+    const int64_t q = p - b->offset;
+    const long long i = (long long)(q % b->n[0]), j = (long long)(q / b->n[0] % b->n[1]),
+                    m = (long long)(q / ((int64_t)b->n[0] * b->n[1]));
+    if (s->uniform)
+        snprintf(buf, size, "(%lld, %lld, %lld)", i, j, m);
+    else
+        snprintf(buf, size, "(%lld, %lld, %lld) of block %lld", i, j, m, (long long)k);
 }
 
 /* NaN or Inf in omega: the first one's point and component, FMK_OK when there is none. */
@@ -320,11 +471,8 @@ fmk_status fmk_poisson_solve(fmk_poisson *s, int32_t n_components, const double 
         s->staged_len = len_psi + len_u;
     }
     double *psi_staged = psi ? s->staged : NULL, *u_staged = velocity ? s->staged + len_psi : NULL;
-    st = s->opts.method == FMK_POISSON_FFT
-             ? fmk_fft_cpu_solve(s, n_components, omega, psi_staged, u_staged)
-             : fmk_sum_cpu_solve(s, n_components, omega, psi_staged, u_staged);
-    s->bytes = fmk_fft_cpu_bytes(s) + fmk_sum_cpu_bytes(s);
-    s->info.bytes_host = s->bytes + (int64_t)sizeof(double) * s->staged_len;
+    st = s->ops->solve(s, n_components, omega, psi_staged, u_staged);
+    count_bytes(s);
     if (st == FMK_OK && psi)
         st = check_results(s, psi_staged, len_psi, n_components, "Psi");
     if (st == FMK_OK && velocity)
@@ -339,7 +487,7 @@ fmk_status fmk_poisson_solve(fmk_poisson *s, int32_t n_components, const double 
     s->info.solve_time = fmk_time_now() - t0;
     if (s->opts.verbose)
         fprintf(stderr, "fmmkit poisson: %s solve, %d components, %lld sources: %.3f s\n",
-                fmk_poisson_method_name(s->opts.method), (int)n_components,
+                fmk_poisson_method_name(s->info.method), (int)n_components,
                 (long long)s->info.n_sources, s->info.solve_time);
     return FMK_OK;
 }

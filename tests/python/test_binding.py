@@ -91,6 +91,8 @@ def expected_ctypes():
          "fmk_opts*": P(_lib.fmk_opts), "fmk_info*": P(_lib.fmk_info), "void*": ctypes.c_void_p,
          "fmk_interrupt_fn": _lib.fmk_interrupt_fn, "int32_t": ctypes.c_int32,
          "fmk_poisson*": ctypes.c_void_p, "fmk_poisson**": P(ctypes.c_void_p),
+         "fmk_grid*": ctypes.c_void_p, "fmk_grid**": P(ctypes.c_void_p),
+         "int32_t*": P(ctypes.c_int32),
          "fmk_poisson_opts*": P(_lib.fmk_poisson_opts),
          "fmk_poisson_info*": P(_lib.fmk_poisson_info)}
     for enum in list(header_enums()) + list(header_enums(POISSON_HEADER)):

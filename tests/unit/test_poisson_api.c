@@ -70,8 +70,16 @@ static void test_create(void)
     create_fails(&b, 1e-6, FMK_ERR_ARG, "method 7");
     b = o, b.backend = (fmk_backend)9;
     create_fails(&b, 1e-6, FMK_ERR_ARG, "backend 9");
-    b = o, b.backend = FMK_BACKEND_CUDA;
-    create_fails(&b, 1e-6, FMK_ERR_UNAVAILABLE, "backend cuda");
+    if (fmk_cuda_device_count() == 0) {
+        b = o, b.backend = FMK_BACKEND_CUDA, b.method = FMK_POISSON_DIRECT;
+        create_fails(&b, 1e-6, FMK_ERR_UNAVAILABLE, "backend cuda without a device");
+    }
+    b = o, b.hybrid = 1, b.backend = FMK_BACKEND_CPU;
+    create_fails(&b, 1e-6, FMK_ERR_ARG, "hybrid on the CPU");
+    b = o, b.theta = 1;
+    create_fails(&b, 1e-6, FMK_ERR_ARG, "theta 1");
+    b = o, b.order = -1;
+    create_fails(&b, 1e-6, FMK_ERR_ARG, "order -1");
     const double bad_smoothing[3] = {-1, NAN, INFINITY};
     for (int i = 0; i < 3; i++) {
         b = o, b.smoothing = bad_smoothing[i];
@@ -91,9 +99,13 @@ static void test_create(void)
     CHECK_STATUS(fmk_poisson_create(&ps, 1e-6, NULL), FMK_OK);
     fmk_poisson_info info;
     CHECK_STATUS(fmk_poisson_get_info(ps, &info), FMK_OK);
-    CHECK(info.method ==
-          (fmk_poisson_method_available(FMK_POISSON_FFT) ? FMK_POISSON_FFT : FMK_POISSON_FMM));
-    CHECK(info.backend == FMK_BACKEND_CPU && info.nx == 0 && info.eps == 1e-6);
+    CHECK(info.method == FMK_POISSON_AUTO); /* resolved by the grid */
+    CHECK(info.nx == 0 && info.eps == 1e-6);
+    CHECK_STATUS(fmk_poisson_set_grid(ps, 4, 5, 6, 0.1, NULL), FMK_OK);
+    CHECK_STATUS(fmk_poisson_get_info(ps, &info), FMK_OK);
+    if (fmk_poisson_method_available(FMK_POISSON_FFT) && fmk_cuda_device_count() == 0)
+        CHECK(info.method == FMK_POISSON_FFT && info.backend == FMK_BACKEND_CPU);
+    CHECK(info.nx == 4 && info.n_points == 120 && info.n_blocks == 1);
     CHECK_STATUS(fmk_poisson_get_info(ps, NULL), FMK_ERR_NULL);
     CHECK_STATUS(fmk_poisson_get_info(NULL, &info), FMK_ERR_NULL);
     fmk_poisson_destroy(ps);

@@ -1,18 +1,22 @@
-/* sum_cpu.c -- methods direct and fmm: the grid sum of docs/poisson.md as an fmmkit N-body sum.
+/* sum.c -- methods direct and fmm: the grid sum of docs/poisson.md as an fmmkit N-body sum, on
+ * the solver's backend (the plan's: CPU or GPU).
  *
  * Sources are the grid points where any component of omega is nonzero, with one charge vector
- * per component; targets are every grid point, passed as their own array so that the term
- * j = i stays in (G(0) = 3/(2 eps), docs/kernels.md). Points are in grid units, (i, j, k):
- * integers, which the plan's frame maps exactly whatever h is, with softening e = eps/h; the
- * results are scaled back, Psi = h^2/(4 pi) pot and grad Psi = h/(4 pi) grad. The plan gets new
- * sources only when the support of omega changes. */
+ * per component, omega times the point's cell volume in grid units (h^3 with h the box's
+ * spacing: 1 on the finest level); targets are every grid point, passed as their own array so
+ * that the term j = i stays in (G(0) = 3/(2 eps), docs/kernels.md). Points are in grid units
+ * (poisson.h: multiples of 1/2, which the plan's frame maps exactly whatever h_min is), with
+ * softening e = eps/h_min; the results are scaled back, Psi = h_min^2/(4 pi) pot and
+ * grad Psi = h_min/(4 pi) grad. The plan gets new sources only when the support of omega
+ * changes. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "poisson/poisson.h"
 
-struct fmk_sum_cpu {
-    double *targets; /* n_points * 3: every grid point, (i, j, k) */
+struct fmk_sum_state {
+    double *targets; /* n_points * 3: every grid point, in grid units */
+    double *volume;  /* n_points: h^3 of each point's box, in grid units */
     fmk_plan *plan;  /* made at the first solve; again when the component count changes */
     int plan_components;
     int has_points;   /* the plan holds the sources of support[0 .. n_support) */
@@ -28,35 +32,37 @@ static fmk_method plan_method(fmk_poisson_method m)
     return m == FMK_POISSON_DIRECT ? FMK_METHOD_DIRECT : FMK_METHOD_FMM;
 }
 
-static fmk_status make_plan(fmk_plan **plan, fmk_poisson_method method, double eps,
-                            double softening, int32_t threads, int n_vectors, int verbose)
+static fmk_status make_plan(fmk_plan **plan, const fmk_poisson_opts *po, double eps,
+                            double softening, int32_t threads, int n_vectors)
 {
     fmk_opts o;
     fmk_opts_default(&o);
-    o.method = plan_method(method);
-    o.backend = FMK_BACKEND_CPU;
+    o.method = plan_method(po->method);
+    o.backend = po->backend;
+    o.device = po->device;
     o.softening = softening;
     o.threads = threads;
     o.n_vectors = n_vectors;
-    o.verbose = verbose;
+    o.verbose = po->verbose;
     return fmk_plan_create(plan, 3, FMK_KERNEL_REGULARIZED, eps, &o);
 }
 
-fmk_status fmk_sum_cpu_check_eps(fmk_poisson_method method, double eps, int32_t threads)
+fmk_status fmk_sum_check(const fmk_poisson_opts *opts, double eps)
 {
     fmk_plan *plan = NULL;
-    const fmk_status st = make_plan(&plan, method, eps, 1, threads, 1, 0);
+    const fmk_status st = make_plan(&plan, opts, eps, 1, opts->threads, 1);
     fmk_plan_destroy(plan); /* the message, if any, is the calling thread's */
     return st;
 }
 
-void fmk_sum_cpu_release(fmk_poisson *s)
+void fmk_sum_release(fmk_poisson *s)
 {
-    struct fmk_sum_cpu *m = s->sum;
+    struct fmk_sum_state *m = s->state;
     if (!m)
         return;
     fmk_plan_destroy(m->plan);
     free(m->targets);
+    free(m->volume);
     free(m->support);
     free(m->next);
     free(m->sources);
@@ -64,16 +70,16 @@ void fmk_sum_cpu_release(fmk_poisson *s)
     free(m->pot);
     free(m->grad);
     free(m);
-    s->sum = NULL;
+    s->state = NULL;
 }
 
-int64_t fmk_sum_cpu_bytes(const fmk_poisson *s)
+int64_t fmk_sum_bytes(const fmk_poisson *s)
 {
-    const struct fmk_sum_cpu *m = s->sum;
+    const struct fmk_sum_state *m = s->state;
     if (!m)
         return 0;
     int64_t b =
-        (int64_t)sizeof *m + (int64_t)(sizeof(double) * 3 + sizeof(int64_t) * 2) * s->n_points;
+        (int64_t)sizeof *m + (int64_t)(sizeof(double) * 4 + sizeof(int64_t) * 2) * s->n_points;
     b += (int64_t)sizeof(double) * (m->sources_cap + m->charges_cap + m->pot_cap + m->grad_cap);
     fmk_info in;
     if (m->plan && fmk_plan_info(m->plan, &in) == FMK_OK)
@@ -84,7 +90,7 @@ int64_t fmk_sum_cpu_bytes(const fmk_poisson *s)
 static fmk_status out_of_memory(fmk_poisson *s, int64_t doubles)
 {
     return fmk_solver_fail(s, FMK_ERR_NOMEM, "method %s: out of host memory (%lld bytes)",
-                           fmk_poisson_method_name(s->opts.method),
+                           fmk_poisson_method_name(s->info.method),
                            (long long)(sizeof(double) * (size_t)doubles));
 }
 
@@ -102,25 +108,33 @@ static int ensure(double **p, int64_t *cap, int64_t n)
     return 0;
 }
 
-fmk_status fmk_sum_cpu_setup(fmk_poisson *s)
+fmk_status fmk_sum_setup(fmk_poisson *s)
 {
-    fmk_sum_cpu_release(s);
-    struct fmk_sum_cpu *m = calloc(1, sizeof *m);
+    fmk_sum_release(s);
+    struct fmk_sum_state *m = calloc(1, sizeof *m);
     if (!m)
         return out_of_memory(s, 0);
-    s->sum = m;
-    const int64_t n = s->n_points, nx = s->n[0], ny = s->n[1];
+    s->state = m;
+    const int64_t n = s->n_points;
     m->targets = malloc(sizeof(double) * 3 * (size_t)n);
+    m->volume = malloc(sizeof(double) * (size_t)n);
     m->support = malloc(sizeof(int64_t) * (size_t)n);
     m->next = malloc(sizeof(int64_t) * (size_t)n);
-    if (!m->targets || !m->support || !m->next)
-        return out_of_memory(s, 5 * n);
-    double *x = m->targets;
+    if (!m->targets || !m->volume || !m->support || !m->next)
+        return out_of_memory(s, 6 * n);
+    double *x = m->targets, *v = m->volume;
+    for (int64_t k = 0; k < s->n_boxes; k++) {
+        const struct fmk_poisson_box *b = &s->boxes[k];
+        const int64_t nb = (int64_t)b->n[0] * b->n[1] * b->n[2];
+        const double vol = b->h * b->h * b->h;
 #pragma omp parallel for schedule(static) num_threads(s->threads)
-    for (int64_t p = 0; p < n; p++) {
-        x[3 * p] = (double)(p % nx);
-        x[3 * p + 1] = (double)(p / nx % ny);
-        x[3 * p + 2] = (double)(p / (nx * ny));
+        for (int64_t q = 0; q < nb; q++) {
+            const int64_t p = b->offset + q;
+            x[3 * p] = b->corner[0] + b->h * (double)(q % b->n[0]);
+            x[3 * p + 1] = b->corner[1] + b->h * (double)(q / b->n[0] % b->n[1]);
+            x[3 * p + 2] = b->corner[2] + b->h * (double)(q / ((int64_t)b->n[0] * b->n[1]));
+            v[p] = vol;
+        }
     }
     return FMK_OK;
 }
@@ -132,14 +146,16 @@ static fmk_status plan_failed(fmk_poisson *s, fmk_status st, const fmk_plan *pla
 }
 
 /* The plan for nc charge vectors, and its points for the support in m->next[0 .. ns). */
-static fmk_status plan_points(fmk_poisson *s, struct fmk_sum_cpu *m, int nc, int64_t ns)
+static fmk_status plan_points(fmk_poisson *s, struct fmk_sum_state *m, int nc, int64_t ns)
 {
     if (!m->plan || m->plan_components != nc) {
         fmk_plan_destroy(m->plan);
         m->plan = NULL;
         m->has_points = 0;
-        fmk_status st =
-            make_plan(&m->plan, s->opts.method, s->eps, s->e, s->threads, nc, s->opts.verbose);
+        fmk_poisson_opts o = s->opts;
+        o.method = s->info.method;
+        o.backend = s->info.backend;
+        fmk_status st = make_plan(&m->plan, &o, s->eps, s->e, s->threads, nc);
         if (st != FMK_OK)
             return plan_failed(s, st, NULL);
         fmk_plan_set_interrupt(m->plan, fmk_solver_check, s);
@@ -163,10 +179,10 @@ static fmk_status plan_points(fmk_poisson *s, struct fmk_sum_cpu *m, int nc, int
     return FMK_OK;
 }
 
-fmk_status fmk_sum_cpu_solve(fmk_poisson *s, int nc, const double *omega, double *psi,
+fmk_status fmk_sum_solve(fmk_poisson *s, int nc, const double *omega, double *psi,
                              double *velocity)
 {
-    struct fmk_sum_cpu *m = s->sum;
+    struct fmk_sum_state *m = s->state;
     const int64_t n = s->n_points;
     int64_t ns = 0;
     for (int64_t p = 0; p < n; p++) {
@@ -193,7 +209,7 @@ fmk_status fmk_sum_cpu_solve(fmk_poisson *s, int nc, const double *omega, double
         return out_of_memory(s, nc * ns + 4 * nc * n);
     for (int a = 0; a < nc; a++)
         for (int64_t j = 0; j < ns; j++)
-            m->charges[a * ns + j] = omega[nc * m->support[j] + a];
+            m->charges[a * ns + j] = omega[nc * m->support[j] + a] * m->volume[m->support[j]];
     st =
         fmk_plan_eval_many(m->plan, nc, m->charges, psi ? m->pot : NULL, velocity ? m->grad : NULL);
     if (st != FMK_OK)

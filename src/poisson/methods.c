@@ -1,0 +1,59 @@
+/* methods.c -- the Poisson solver's methods, one row per method and backend (poisson.h,
+ * fmk_poisson_method_ops), and how AUTO resolves. solver.c calls a method only through its row,
+ * so the method rules live here and in the methods' own files. */
+#include <stddef.h>
+
+#include "poisson/poisson.h"
+
+static int always(void)
+{
+    return 1;
+}
+
+#ifdef FMK_HAVE_CUDA
+static int have_gpu(void)
+{
+    return fmk_cuda_device_count() > 0;
+}
+#endif
+
+#define SUM_ROW(m, b, avail)                                                                  \
+    {m, b, 0, avail, fmk_sum_check, fmk_sum_setup, fmk_sum_solve, fmk_sum_release, fmk_sum_bytes, \
+     NULL}
+
+static const fmk_poisson_method_ops rows[] = {
+    SUM_ROW(FMK_POISSON_DIRECT, FMK_BACKEND_CPU, always),
+    SUM_ROW(FMK_POISSON_FMM, FMK_BACKEND_CPU, always),
+    {FMK_POISSON_FFT, FMK_BACKEND_CPU, 1, fmk_fft_cpu_available, NULL, fmk_fft_cpu_setup,
+     fmk_fft_cpu_solve, fmk_fft_cpu_release, fmk_fft_cpu_bytes, NULL},
+#ifdef FMK_HAVE_CUDA
+    SUM_ROW(FMK_POISSON_DIRECT, FMK_BACKEND_CUDA, have_gpu),
+    SUM_ROW(FMK_POISSON_FMM, FMK_BACKEND_CUDA, have_gpu),
+#endif
+};
+
+const fmk_poisson_method_ops *fmk_poisson_ops_find(fmk_poisson_method method, fmk_backend backend)
+{
+    for (size_t k = 0; k < sizeof rows / sizeof rows[0]; k++)
+        if (rows[k].method == method && rows[k].backend == backend)
+            return rows[k].available() ? &rows[k] : NULL;
+    return NULL;
+}
+
+/* AUTO: on a uniform grid the FFT (exact, O(M log M)) where the backend has it, else the
+ * treecode; on a block grid the treecode. The backend: the GPU where present and the method
+ * runs there, else the CPU. */
+void fmk_poisson_resolve_auto(fmk_poisson_opts *o, int uniform)
+{
+    const fmk_backend asked = o->backend;
+    if (o->method == FMK_POISSON_AUTO) {
+        const fmk_backend b = asked == FMK_BACKEND_AUTO ? FMK_BACKEND_CUDA : asked;
+        const int fft = fmk_poisson_ops_find(FMK_POISSON_FFT, b) ||
+                        (asked == FMK_BACKEND_AUTO && fmk_poisson_ops_find(FMK_POISSON_FFT,
+                                                                           FMK_BACKEND_CPU));
+        o->method = uniform && fft ? FMK_POISSON_FFT : FMK_POISSON_TREECODE;
+    }
+    if (asked == FMK_BACKEND_AUTO)
+        o->backend = fmk_poisson_ops_find(o->method, FMK_BACKEND_CUDA) ? FMK_BACKEND_CUDA
+                                                                          : FMK_BACKEND_CPU;
+}

@@ -1,0 +1,124 @@
+/*
+ * treecode.h -- method treecode of the Poisson solver: van Rees et al.'s multipole algorithm
+ * (paper section 3-4; docs/poisson.md "The treecode"). What its files share:
+ *
+ *   treecode.c   entry points (the method's row in methods.c), p and theta from eps, the
+ *                phases in order, the final scaling to the caller's units
+ *   sources.c    the support of omega: filtered, Morton-sorted, structure of arrays
+ *   tree.c       the octree of the sources (at most leaf_size per leaf) and its multipoles
+ *   plans.c      destination bricks and their logical plans (direct ranges, far nodes)
+ *   eval_cpu.c   the plans evaluated on the CPU (OpenMP over bricks, SIMD over points)
+ *   eval_cuda.cu the plans' direct part (and, unless hybrid, the far part) on the GPU
+ *
+ * Units: the solver's grid units (poisson.h: lengths in h_min, points multiples of 1/2). The
+ * sum computed is pot_a(y) = sum_j w_aj G_e(|y - x_j|) and u(y) = sum_j grad_y G_e(y - x_j) x w_j
+ * with w_aj = omega_a(x_j) h_j^3 (grid units) and G_e fmmkit's regularized kernel of softening
+ * e = s->e; treecode.c scales them to Psi = h_min^2/(4 pi) pot and u = h_min/(4 pi) u.
+ */
+#ifndef FMMKIT_POISSON_TREECODE_H
+#define FMMKIT_POISSON_TREECODE_H
+
+#include "poisson/poisson.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Sources: the grid points where some component of omega is nonzero, in Morton order. */
+typedef struct fmk_tc_sources {
+    int64_t n;
+    int nc;            /* weight vectors: the components of omega (1 or 3) */
+    double *x, *y, *z; /* n each, grid units */
+    double *w;         /* nc * n: w[a * n + j] */
+    int64_t *point;    /* n: the field index of each source */
+} fmk_tc_sources;
+
+/* The octree of the sources. Node 0 is the root; the children of a node are contiguous and
+ * their sources are consecutive ranges of the node's (Morton order), so the sources of any set
+ * of adjacent leaves form one range. */
+typedef struct fmk_tc_tree {
+    int64_t n_nodes;
+    int64_t *begin, *end; /* sources [begin, end) */
+    int32_t *child;       /* first child, -1 for a leaf */
+    int8_t *n_child;
+    double *center; /* 3 per node: the expansion centre */
+    double *radius; /* a: the largest distance from the centre to a source of the node */
+    double *scale;  /* the expansions' scale (fmm3d_ops.h): the node's cube side */
+    int order;      /* p */
+    int64_t coef;   /* doubles per expansion: (p + 1)(p + 2) */
+    double *multipole; /* n_nodes * nc * coef: node k, component a at (k nc + a) coef */
+} fmk_tc_tree;
+
+/* A destination brick: up to 8^3 points of one box on its lattice. */
+typedef struct fmk_tc_brick {
+    double corner[3];  /* grid units of its first point */
+    double h;          /* spacing, grid units */
+    int32_t n[3];      /* points per axis, 1..8 */
+    int32_t box;       /* the solver's box */
+    int64_t first;     /* field index of its first point */
+    int64_t stride[2]; /* field index steps along y and z: the box's n[0] and n[0] n[1] */
+} fmk_tc_brick;
+
+/* The logical plans (CSR per brick). */
+typedef struct fmk_tc_plans {
+    int64_t n_bricks;
+    fmk_tc_brick *bricks;
+    int64_t *direct_start; /* n_bricks + 1 */
+    int64_t *direct_range; /* 2 per entry: sources [begin, end), adjacent ranges merged */
+    int64_t *far_start;    /* n_bricks + 1 */
+    int32_t *far_node;     /* nodes taken by their multipoles */
+    double direct_pairs;   /* point-source pairs of all bricks */
+    double far_pairs;      /* point-node evaluations of all bricks */
+} fmk_tc_plans;
+
+/* The method's entry points (its rows in methods.c). */
+fmk_status fmk_treecode_check(const fmk_poisson_opts *opts, double eps);
+fmk_status fmk_treecode_setup(struct fmk_poisson *s);
+fmk_status fmk_treecode_solve(struct fmk_poisson *s, int nc, const double *omega, double *psi,
+                              double *velocity);
+void fmk_treecode_release(struct fmk_poisson *s);
+int64_t fmk_treecode_bytes(const struct fmk_poisson *s);
+int64_t fmk_treecode_bytes_device(const struct fmk_poisson *s);
+
+/* eval_cpu.c: adds the plans' direct part (direct = 1) and/or far part (far = 1) of bricks
+ * [b0, b1) into pot (nc per point, f[nc p + a], may be NULL) and u (3 per point, may be NULL),
+ * indexed by field point, in grid units. Bricks own disjoint points: no two threads write the
+ * same value. Returns FMK_OK or FMK_ERR_INTERRUPTED (polls the solver). */
+fmk_status fmk_tc_eval_cpu(struct fmk_poisson *s, const fmk_tc_sources *src,
+                           const fmk_tc_tree *tree, const fmk_tc_plans *plans, int direct, int far,
+                           double *pot, double *u);
+
+#ifdef FMK_HAVE_CUDA
+/* eval_cuda.cu: the GPU's part. The state lives with the treecode's (opaque here).
+ * upload: the sources (every solve), and the plans, bricks and the tree's geometry when
+ * plans_changed; far = 1 makes the far part the GPU's: it computes the multipoles itself (P2M of
+ * every node from its sources: tree->multipole is not read) and evaluates them. launch: starts the
+ * kernels on the state's stream and returns at once. collect: waits for them and adds the
+ * results into pot and u (host, layout of fmk_tc_eval_cpu). All return FMK_OK or a status
+ * recorded on the solver; release frees everything (NULL is a no-op). */
+struct fmk_tc_gpu;
+typedef struct fmk_tc_gpu_args { /* what the GPU's part needs of the solver (made at setup) */
+    int device;
+    double eps;       /* the accuracy asked (fp32 for eps >= 1e-4) */
+    double e;         /* the smoothing in grid units */
+    int64_t n_points; /* the grid's points */
+    int threads;      /* the CPU threads adding the GPU's results */
+} fmk_tc_gpu_args;
+fmk_status fmk_tc_gpu_create(struct fmk_poisson *s, const fmk_tc_gpu_args *args,
+                             struct fmk_tc_gpu **gpu);
+fmk_status fmk_tc_gpu_upload(struct fmk_poisson *s, struct fmk_tc_gpu *gpu,
+                             const fmk_tc_sources *src, const fmk_tc_tree *tree,
+                             const fmk_tc_plans *plans, int plans_changed, int far);
+fmk_status fmk_tc_gpu_launch(struct fmk_poisson *s, struct fmk_tc_gpu *gpu, int want_pot,
+                             int want_u);
+fmk_status fmk_tc_gpu_collect(struct fmk_poisson *s, struct fmk_tc_gpu *gpu, double *pot,
+                              double *u, double *kernel_seconds);
+int64_t fmk_tc_gpu_bytes(const struct fmk_tc_gpu *gpu);
+void fmk_tc_gpu_release(struct fmk_tc_gpu *gpu);
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FMMKIT_POISSON_TREECODE_H */
