@@ -18,7 +18,8 @@
  *             coincident source (targets = sources: not from itself), G(0) = 1/s or 3/(2s);
  *   fp32      precision fp32 (P2P in fp32), eps 1e-3 and 1e-5, against the fp64 direct sum.
  *
- * Every case prints its errors beside the bound. Run: test_fmm3d_smooth_gpu [--cpu] [test ...]
+ * Every case prints its errors beside the bound. Run: test_fmm3d_smooth_gpu [--cpu] [--quick]
+ * [test ...] (--quick: fewer points, for compute-sanitizer)
  * (coincident, vs_cpu, accuracy, fp32; all by default). Exit 77 without a CUDA device; --cpu
  * runs every case on the CPU engine instead (the cases and bounds checked without a GPU). */
 #include <math.h>
@@ -37,8 +38,10 @@ static const fmk_kernel kernels[2] = {FMK_KERNEL_PLUMMER, FMK_KERNEL_REGULARIZED
 /* The backend under test: cuda, or with --cpu the CPU engine (the test's own cases and bounds
  * checked on a machine without a GPU; vs_cpu then compares the CPU with itself). */
 static fmk_backend tested = FMK_BACKEND_CUDA;
+/* --quick: fewer points (compute-sanitizer's memcheck runs every GPU test so) */
+static int quick;
 
-/* n points of a set into x (n, 3), n = 4096 for the grid; returns the softening: 1e-3 of the
+/* n points of a set into x (n, 3) (the grid: 16 x 16 x n/256); returns the softening: 1e-3 of the
  * box (uniform, coincident groups, nested clusters), 1e-5 of it (the Plummer sphere, cut at
  * radius 4: the far field at every eps), the spacing (the grid). */
 static double make_points(int set, int64_t n, uint64_t seed, double *x)
@@ -146,7 +149,7 @@ static void errors(int nv, int64_t m, const double *pot, const double *grad, con
 /* Each kernel, set, targets = sources or apart, eps and vector count against the direct sum. */
 static void test_accuracy(void)
 {
-    const int64_t n_max = 5000, m_sep = 2000;
+    const int64_t n_max = quick ? 1200 : 5000, m_sep = quick ? 400 : 2000;
     const double epss[] = {1e-3, 1e-6, 1e-9};
     double *x = test_alloc(3 * n_max), *y = test_alloc(3 * m_sep), *q = test_alloc(3 * n_max);
     double *pot = test_alloc(3 * n_max), *grad = test_alloc(9 * n_max);
@@ -157,7 +160,7 @@ static void test_accuracy(void)
     printf("  %-11s %-10s %-8s %6s %2s %3s %4s %5s %9s %9s\n", "kernel", "set", "targets", "eps",
            "nv", "p", "leaf", "levels", "err pot", "err grad");
     for (int set = 0; set < N_SETS; set++) {
-        const int64_t n = set == GRID ? 4096 : n_max;
+        const int64_t n = set == GRID ? (quick ? 512 : 4096) : n_max;
         const double soft = make_points(set, n, 10 + set, x);
         test_charges(3 * n, 0, 20 + set, q);
         for (int kk = 0; kk < 2; kk++)
@@ -207,7 +210,7 @@ static void test_accuracy(void)
  * far field left. */
 static void test_vs_cpu(void)
 {
-    const int64_t n = 4000, m = 1500;
+    const int64_t n = quick ? 1200 : 4000, m = quick ? 400 : 1500;
     double *x = test_alloc(3 * n), *y = test_alloc(3 * m), *q = test_alloc(n);
     double *p1 = test_alloc(n), *g1 = test_alloc(3 * n), *p2 = test_alloc(n),
            *g2 = test_alloc(3 * n);
@@ -319,7 +322,7 @@ static void test_coincident(void)
  * is refused (FMK_ERR_ACCURACY) and said so. */
 static void test_fp32(void)
 {
-    const int64_t n = 5000;
+    const int64_t n = quick ? 1200 : 5000;
     const int sets[3] = {UNIFORM, PLUMMER, COINCIDENT};
     const double epss[2] = {1e-3, 1e-5};
     double *x = test_alloc(3 * n), *q = test_alloc(3 * n), *pot = test_alloc(3 * n),
@@ -368,6 +371,8 @@ int main(int argc, char **argv)
     for (int a = 1; a < argc; a++) {
         if (strcmp(argv[a], "--cpu") == 0)
             tested = FMK_BACKEND_CPU;
+        else if (strcmp(argv[a], "--quick") == 0)
+            quick = 1;
         else
             named = 1;
     }
