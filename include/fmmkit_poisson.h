@@ -145,7 +145,7 @@ FMK_API fmk_status fmk_grid_create(fmk_grid **grid, int32_t block_size, double h
 
 /* Adds n blocks (n >= 1): block k has level levels[k] and its lower corner at
  * corners[3 k .. 3 k + 2]; each corner must be anchor + b h_l B for an integer B >= 0
- * (within 1e-9 of a block's side), and the new blocks must overlap neither each other nor
+ * (within 1e-6 of a block's side), and the new blocks must overlap neither each other nor
  * the grid's blocks (FMK_ERR_ARG naming the first offending block). All or nothing. */
 FMK_API fmk_status fmk_grid_add_blocks(fmk_grid *grid, int64_t n, const int32_t *levels,
                                        const double *corners);
@@ -170,9 +170,16 @@ FMK_API fmk_status fmk_grid_points(const fmk_grid *grid, double *points, double 
 FMK_API void fmk_grid_destroy(fmk_grid *grid);
 
 /* The two-level grid of the test problem (fmk_poisson_rings, docs/poisson.md): the unit cube
- * at effective resolution n (a multiple of 2b up to 2^14; h_fine = 1/n), blocks of level 1
- * (h = 1/n) where the rings' |omega| at the fine points reaches refine * max |omega| (0 <=
- * refine < 1; 0: wherever omega is nonzero), level 0 (h = 2/n, h0 = 2/n) elsewhere; anchor 0. */
+ * at effective resolution n (a multiple of 2b up to 2^14), anchor 0, h0 = 2/n, cut into regions
+ * of (2b)^3 fine cells (spacing 1/n), each one block of level 0 (spacing 2/n) or, where refined,
+ * 8 blocks of level 1, in the regions' order (x fastest; the 8 in the same order). The criterion
+ * is the detail of the coarse level (the paper's interpolating wavelets): omega at a fine cell
+ * centre minus its prediction by cubic interpolation (4 points per axis, one-sided at the
+ * cube's edge) from omega at the coarse cell centres; a region is refined where its largest
+ * detail |omega_fine - I(omega_coarse)| (Euclidean norm) exceeds refine * max |omega| (over the
+ * fine points). 0 <= refine < 1; 0: wherever omega or its detail is nonzero. 1e-4, the paper's
+ * compression threshold, makes every point with nonzero omega a fine one at 256 (3.9e6 points);
+ * the command line uses it. */
 FMK_API fmk_status fmk_poisson_rings_grid(fmk_grid **grid, int32_t resolution,
                                           int32_t block_size, double refine);
 
