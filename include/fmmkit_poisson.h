@@ -44,7 +44,10 @@ extern "C" {
 
 /* How the sum is evaluated. */
 typedef enum fmk_poisson_method {
-    FMK_POISSON_AUTO = 0,   /* fft where the build has FFTW, else fmm (default) */
+    FMK_POISSON_AUTO = 0,   /* chosen for each grid (default): on a uniform grid fft where
+                             * the backend has it, else treecode; on a block grid treecode.
+                             * The backend AUTO: the GPU where present and the method runs
+                             * there, else the CPU */
     FMK_POISSON_DIRECT = 1, /* the direct sum over grid points (an fmmkit plan, method
                              * direct): the reference, exact to rounding, O(N_src N_grid) */
     FMK_POISSON_FMM = 2,    /* the same sum by the 3D FMM, relative l2 error within eps
@@ -65,8 +68,9 @@ typedef enum fmk_poisson_method {
 /* Options. Fill with fmk_poisson_opts_default() first; a NULL pointer means all defaults. */
 typedef struct fmk_poisson_opts {
     fmk_poisson_method method; /* FMK_POISSON_AUTO */
-    fmk_backend backend;       /* FMK_BACKEND_AUTO: the CPU (the only backend so far;
-                                * FMK_BACKEND_CUDA is FMK_ERR_UNAVAILABLE) */
+    fmk_backend backend;       /* FMK_BACKEND_AUTO (see FMK_POISSON_AUTO); FMK_BACKEND_CUDA:
+                                * direct and fmm through a GPU plan, fft by cuFFT, treecode's
+                                * sums on the GPU (with hybrid: its direct part) */
     double smoothing;          /* 0: eps = h, the grid spacing (the paper's choice); > 0: eps
                                 * in the grid's length units, 2^-20 h .. 2^20 h */
     int32_t threads;           /* 0: OpenMP's default; at most FMK_THREADS_MAX */
@@ -84,8 +88,8 @@ typedef struct fmk_poisson_opts {
 
 /* What a solver is and what its last calls cost. */
 typedef struct fmk_poisson_info {
-    fmk_poisson_method method; /* the method used (never AUTO) */
-    fmk_backend backend;       /* the backend used (never AUTO) */
+    fmk_poisson_method method; /* the method used (AUTO until a grid resolves it) */
+    fmk_backend backend;       /* the backend used (likewise) */
     double eps;                /* requested relative accuracy (method fmm) */
     double smoothing;          /* eps of the kernel in length units (0 before set_grid) */
     int64_t nx, ny, nz;        /* the grid (0 before set_grid) */
@@ -192,10 +196,12 @@ FMK_API const char *fmk_poisson_method_name(fmk_poisson_method method);
 /* 1 if the method can run in this build (fft needs FFTW at build time), else 0. */
 FMK_API int fmk_poisson_method_available(fmk_poisson_method method);
 
-/* Creates a solver. eps, 0 < eps < 1, is the relative accuracy of method fmm (which takes
- * 1e-14 .. 1e-2); direct and fft are exact to rounding and only check it. opts may be NULL for
- * defaults. On success *solver is a new solver; on failure *solver is NULL and the message is
- * in fmk_poisson_last_error(NULL). AUTO method and backend are resolved here. */
+/* Creates a solver. eps, 0 < eps < 1, is the relative accuracy of methods fmm (which takes
+ * 1e-14 .. 1e-2) and treecode (1e-10 .. 1e-2); direct and fft are exact to rounding and only
+ * check it. opts may be NULL for defaults. On success *solver is a new solver; on failure
+ * *solver is NULL and the message is in fmk_poisson_last_error(NULL). A method given is checked
+ * here with its backend (AUTO resolved); method AUTO is resolved by each set_grid or
+ * set_blocks. */
 FMK_API fmk_status fmk_poisson_create(fmk_poisson **solver, double eps,
                                       const fmk_poisson_opts *opts);
 
