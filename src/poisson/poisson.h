@@ -8,6 +8,7 @@
  *   sum.c       the sum over grid points through an fmmkit plan (methods direct and fmm)
  *   treecode/   van Rees et al.'s multipole algorithm (bricks and logical plans)
  *   rings.c     the test problem of van Rees et al. (section 5.1)
+ *   rings_grid.c  its two-level block grid (refined on the coarse level's detail)
  * A method writes its results into the solver's staging buffer (same layout as the caller's
  * arrays); solver.c copies them out only when every value is finite.
  */
