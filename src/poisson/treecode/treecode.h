@@ -91,8 +91,8 @@ fmk_status fmk_tc_eval_cpu(struct fmk_poisson *s, const fmk_tc_sources *src,
 #ifdef FMK_HAVE_CUDA
 /* eval_cuda.cu: the GPU's part. The state lives with the treecode's (opaque here).
  * upload: the sources (every solve), and the plans, bricks and the tree's geometry when
- * plans_changed; far = 1 makes the far part the GPU's: it computes the multipoles itself (P2M of
- * every node from its sources: tree->multipole is not read) and evaluates them. launch: starts the
+ * plans_changed; far = 1 makes the far part the GPU's: the tree's multipoles (computed on the
+ * CPU for this omega) go up too and the GPU evaluates them. launch: starts the
  * kernels on the state's stream and returns at once. collect: waits for them and adds the
  * results into pot and u (host, layout of fmk_tc_eval_cpu). All return FMK_OK or a status
  * recorded on the solver; release frees everything (NULL is a no-op). */
@@ -112,7 +112,7 @@ fmk_status fmk_tc_gpu_upload(struct fmk_poisson *s, struct fmk_tc_gpu *gpu,
 fmk_status fmk_tc_gpu_launch(struct fmk_poisson *s, struct fmk_tc_gpu *gpu, int want_pot,
                              int want_u);
 fmk_status fmk_tc_gpu_collect(struct fmk_poisson *s, struct fmk_tc_gpu *gpu, double *pot,
-                              double *u, double *kernel_seconds);
+                              double *u, double kernel_seconds[2]); /* direct, far */
 int64_t fmk_tc_gpu_bytes(const struct fmk_tc_gpu *gpu);
 void fmk_tc_gpu_release(struct fmk_tc_gpu *gpu);
 #endif
