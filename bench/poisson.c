@@ -170,8 +170,7 @@ typedef struct tc_row {
     double setup, t_first, t_again, err_psi, err_u, diff_psi, diff_u;
 } tc_row;
 
-static int tc_run(const tc_problem *pb, double eps, int velocity, double *psi, double *u,
-                  tc_row *r)
+static int tc_run(const tc_problem *pb, double eps, int velocity, double *psi, double *u, tc_row *r)
 {
     double t0 = bench_now();
     fmk_poisson *ps = tc_solver(pb, FMK_POISSON_TREECODE, eps);
@@ -209,15 +208,15 @@ static void tc_print(const tc_problem *pb, double eps, const tc_row *r, int json
                *first_row ? "" : ",\n", grid, (long long)pb->n, eps, (int)a->order, a->theta,
                (long long)a->n_points, (long long)a->n_sources, (long long)a->n_nodes,
                (long long)a->n_bricks, b->direct_pairs, b->far_pairs, r->setup, a->time_tree,
-               a->time_plans, b->time_expand, b->time_direct, b->time_far, r->t_first,
-               r->t_again, r->err_psi, eu, dp, du);
+               a->time_plans, b->time_expand, b->time_direct, b->time_far, r->t_first, r->t_again,
+               r->err_psi, eu, dp, du);
     } else
         printf("| %s | %lld | %.0e | %d / %.2f | %lld | %lld | %lld | %.2e | %.2e | %.3f | %.3f "
                "| %.3f | %.3f | %.3f | %.3f | %.3f | %.3e | %.3e | %.1e | %.1e |\n",
                grid, (long long)pb->n, eps, (int)a->order, a->theta, (long long)a->n_points,
                (long long)a->n_sources, (long long)a->n_nodes, b->direct_pairs, b->far_pairs,
-               a->time_tree, a->time_plans, b->time_expand, b->time_direct, b->time_far,
-               r->t_first, r->t_again, r->err_psi, r->err_u, r->diff_psi, r->diff_u);
+               a->time_tree, a->time_plans, b->time_expand, b->time_direct, b->time_far, r->t_first,
+               r->t_again, r->err_psi, r->err_u, r->diff_psi, r->diff_u);
     fflush(stdout);
     *first_row = 0;
 }
@@ -251,8 +250,7 @@ static int tc_table(int64_t max_n, int velocity, int json, double direct_pairs, 
                 if (tc_run(&pb, EPS[k], velocity, p, u, &r))
                     continue;
                 if (have_ref < 0)
-                    have_ref =
-                        !tc_exact(&pb, velocity, direct_pairs, r.first.n_sources, ref, uref);
+                    have_ref = !tc_exact(&pb, velocity, direct_pairs, r.first.n_sources, ref, uref);
                 r.err_psi = rel_l2(p, pb.pa, 3 * pb.np);
                 r.err_u = velocity ? rel_l2(u, pb.ua, 3 * pb.np) : NAN;
                 r.diff_psi = have_ref ? rel_l2(p, ref, 3 * pb.np) : NAN;

@@ -44,7 +44,8 @@ extern "C" {
 
 /* How the sum is evaluated. */
 typedef enum fmk_poisson_method {
-    FMK_POISSON_AUTO = 0,   /* fft where the build has FFTW, else fmm (default) */
+    FMK_POISSON_AUTO = 0,   /* fft on a uniform grid where the build has FFTW, else
+                             * treecode (default) */
     FMK_POISSON_DIRECT = 1, /* the direct sum over grid points (an fmmkit plan, method
                              * direct): the reference, exact to rounding, O(N_src N_grid) */
     FMK_POISSON_FMM = 2,    /* the same sum by the 3D FMM, relative l2 error within eps
@@ -179,7 +180,7 @@ FMK_API fmk_status fmk_poisson_rings_grid(fmk_grid **grid, int32_t resolution,
 /* Fills *opts with the defaults written in fmk_poisson_opts. */
 FMK_API void fmk_poisson_opts_default(fmk_poisson_opts *opts);
 
-/* The name of a method ("auto", "direct", "fmm", "fft"), or NULL. */
+/* The name of a method ("auto", "direct", "fmm", "fft", "treecode"), or NULL. */
 FMK_API const char *fmk_poisson_method_name(fmk_poisson_method method);
 
 /* 1 if the method can run in this build (fft needs FFTW at build time), else 0. */

@@ -126,8 +126,7 @@ static errors against_direct(const problem *pb, int nc, const double *omega, int
                              double eps, double smoothing, int order, double theta)
 {
     double *pd = test_alloc(nc * pb->np), *ud = test_alloc(3 * pb->np);
-    solve(FMK_POISSON_DIRECT, 1e-6, smoothing, 0, 0, pb, nc, omega, pd, velocity ? ud : NULL,
-          NULL);
+    solve(FMK_POISSON_DIRECT, 1e-6, smoothing, 0, 0, pb, nc, omega, pd, velocity ? ud : NULL, NULL);
     const errors e = against(pb, nc, omega, pd, velocity ? ud : NULL, eps, smoothing, order, theta);
     free(pd), free(ud);
     return e;
@@ -190,8 +189,8 @@ static void sweep(const char *what, const problem *pb, const double *omega, doub
             CHECK_LE(e.psi, eps, "Psi, treecode vs direct");
             CHECK_LE(e.u, eps, "u, treecode vs direct");
             CHECK_MSG(e.psi <= last_psi * 1.01 + 1e-14 && e.u <= last_u * 1.01 + 1e-14,
-                      "the errors (%.2e, %.2e) did not fall from (%.2e, %.2e) as eps fell",
-                      e.psi, e.u, last_psi, last_u);
+                      "the errors (%.2e, %.2e) did not fall from (%.2e, %.2e) as eps fell", e.psi,
+                      e.u, last_psi, last_u);
             far_used[i] += e.info.far_pairs > 0;
             last_psi = e.psi, last_u = e.u;
         }
@@ -292,8 +291,7 @@ static void test_orders(void)
         const errors e = against_direct(&pb, 3, omega, 1, 1e-2, 1.0 / 16, p, 0.5);
         printf("order %2d, theta 0.5: Psi %.2e u %.2e\n", p, e.psi, e.u);
         CHECK(e.info.order == p && e.info.theta == 0.5);
-        CHECK_MSG(e.psi < last, "order %d: Psi's error %.2e did not fall (%.2e)", p, e.psi,
-                  last);
+        CHECK_MSG(e.psi < last, "order %d: Psi's error %.2e did not fall (%.2e)", p, e.psi, last);
         last = e.psi;
     }
     CHECK_LE(last, 1e-7, "order 12 at theta 0.5");
@@ -357,13 +355,13 @@ static void edge_case(const char *what, const problem *pb, const double *omega, 
 {
     check_context("%s", what);
     errors e = against_direct(pb, 3, omega, 1, 1e-3, h_min / 64, 0, 0);
-    printf("%-36s Psi %.2e u %.2e (sources %lld, nodes %lld, far pairs %.3g)\n", what, e.psi,
-           e.u, (long long)e.info.n_sources, (long long)e.info.n_nodes, e.info.far_pairs);
+    printf("%-36s Psi %.2e u %.2e (sources %lld, nodes %lld, far pairs %.3g)\n", what, e.psi, e.u,
+           (long long)e.info.n_sources, (long long)e.info.n_nodes, e.info.far_pairs);
     CHECK_LE(e.psi, 1e-3, "Psi");
     CHECK_LE(e.u, 1e-3, "u");
     e = against_direct(pb, 3, omega, 1, 1e-6, 0, 0, 0);
-    printf("%-36s Psi %.2e u %.2e (sources %lld, nodes %lld, far pairs %.3g)\n", what, e.psi,
-           e.u, (long long)e.info.n_sources, (long long)e.info.n_nodes, e.info.far_pairs);
+    printf("%-36s Psi %.2e u %.2e (sources %lld, nodes %lld, far pairs %.3g)\n", what, e.psi, e.u,
+           (long long)e.info.n_sources, (long long)e.info.n_nodes, e.info.far_pairs);
     CHECK_LE(e.psi, 1e-6, "Psi");
     CHECK_LE(e.u, 1e-6, "u");
 }

@@ -113,12 +113,12 @@ static TC_INLINE void direct_core(int NC, int POT, int U, const fmk_tc_sources *
         }
 }
 
-#define DIRECT_VARIANT(name, NC, POT, U)                                                          \
-    static FMK_TARGET_CLONES void name(const fmk_tc_sources *src, const int64_t *range,           \
-                                       int64_t n_range, const fmk_tc_brick *b, double e2,         \
-                                       double *pot, double *u)                                    \
-    {                                                                                             \
-        direct_core(NC, POT, U, src, range, n_range, b, e2, pot, u);                              \
+#define DIRECT_VARIANT(name, NC, POT, U)                                                  \
+    static FMK_TARGET_CLONES void name(const fmk_tc_sources *src, const int64_t *range,   \
+                                       int64_t n_range, const fmk_tc_brick *b, double e2, \
+                                       double *pot, double *u)                            \
+    {                                                                                     \
+        direct_core(NC, POT, U, src, range, n_range, b, e2, pot, u);                      \
     }
 DIRECT_VARIANT(direct_1, 1, 1, 0)
 DIRECT_VARIANT(direct_3, 3, 1, 0)

@@ -85,8 +85,8 @@ fmk_status fmk_tc_bricks_make(fmk_poisson *s, fmk_tc_plans *p)
                     br->box = (int32_t)k;
                     br->stride[0] = b->n[0];
                     br->stride[1] = (int64_t)b->n[0] * b->n[1];
-                    br->first = b->offset + start[0] + br->stride[0] * start[1] +
-                                br->stride[1] * start[2];
+                    br->first =
+                        b->offset + start[0] + br->stride[0] * start[1] + br->stride[1] * start[2];
                 }
     }
     p->n_bricks = count;
@@ -96,8 +96,7 @@ fmk_status fmk_tc_bricks_make(fmk_poisson *s, fmk_tc_plans *p)
 /* One brick's walk. With range and far NULL it only counts: *n_range (after merging) and
  * *n_far; else it fills them. *n_direct: the sources in its direct ranges. */
 static void walk(const fmk_tc_tree *t, const fmk_tc_brick *b, const fmk_tc_params *prm,
-                 int64_t *range, int32_t *far, int64_t *n_range, int64_t *n_far,
-                 int64_t *n_direct)
+                 int64_t *range, int32_t *far, int64_t *n_range, int64_t *n_far, int64_t *n_direct)
 {
     double lo[3], hi[3];
     for (int k = 0; k < 3; k++)
@@ -156,8 +155,7 @@ fmk_status fmk_tc_plans_build(fmk_poisson *s, const fmk_tc_tree *t, const fmk_tc
 #pragma omp parallel for schedule(dynamic, 4) num_threads(s->threads)
     for (int64_t k = 0; k < nb; k++) {
         int64_t nd;
-        walk(t, &p->bricks[k], prm, NULL, NULL, &p->direct_start[k + 1], &p->far_start[k + 1],
-             &nd);
+        walk(t, &p->bricks[k], prm, NULL, NULL, &p->direct_start[k + 1], &p->far_start[k + 1], &nd);
     }
     p->direct_start[0] = p->far_start[0] = 0;
     for (int64_t k = 0; k < nb; k++) {

@@ -40,8 +40,10 @@ int64_t fmk_tc_sources_bytes(const fmk_tc_sources *src)
 
 static fmk_status out_of_memory(fmk_poisson *s, const char *what, int64_t bytes)
 {
-    return fmk_solver_fail(s, FMK_ERR_NOMEM, "method treecode: out of host memory for %s (%lld "
-                           "bytes)", what, (long long)bytes);
+    return fmk_solver_fail(s, FMK_ERR_NOMEM,
+                           "method treecode: out of host memory for %s (%lld "
+                           "bytes)",
+                           what, (long long)bytes);
 }
 
 /* Chunks of the field for the support's scan: a few per thread. */
@@ -59,9 +61,8 @@ static inline int nonzero(const double *omega, int nc, int64_t p)
     return any;
 }
 
-fmk_status fmk_tc_sources_support(fmk_poisson *s, int nc, const double *omega,
-                                  int64_t **support, int64_t *n_support, int64_t *cap,
-                                  int *changed)
+fmk_status fmk_tc_sources_support(fmk_poisson *s, int nc, const double *omega, int64_t **support,
+                                  int64_t *n_support, int64_t *cap, int *changed)
 {
     const int64_t np = s->n_points, nch = n_chunks(s);
     int64_t *start = malloc(sizeof(int64_t) * (size_t)(nch + 1));
@@ -202,8 +203,7 @@ fmk_status fmk_tc_sources_build(fmk_poisson *s, const int64_t *support, int64_t 
         src->key[j] = interleave(c, levels);
         order[j] = j;
     }
-    if (levels > 0 &&
-        fmk_tree3d_sort_bits(src->key, order, n, s->threads, 3 * levels) != 0) {
+    if (levels > 0 && fmk_tree3d_sort_bits(src->key, order, n, s->threads, 3 * levels) != 0) {
         free(pos), free(order);
         return out_of_memory(s, "sorting the sources", (int64_t)sizeof(int64_t) * 2 * n);
     }
@@ -218,8 +218,7 @@ fmk_status fmk_tc_sources_build(fmk_poisson *s, const int64_t *support, int64_t 
     return FMK_OK;
 }
 
-fmk_status fmk_tc_sources_weights(fmk_poisson *s, int nc, const double *omega,
-                                  fmk_tc_sources *src)
+fmk_status fmk_tc_sources_weights(fmk_poisson *s, int nc, const double *omega, fmk_tc_sources *src)
 {
     const int64_t n = src->n;
     if (!src->w || nc > src->w_components) { /* reserve() frees w with the other arrays */

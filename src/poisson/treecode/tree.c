@@ -189,8 +189,9 @@ fmk_status fmk_tc_tree_build(fmk_poisson *s, const fmk_tc_sources *src, int32_t 
         const fmk_status st = fmk_fmm3d_ops_create(&t->ops, order);
         if (st != FMK_OK)
             return st == FMK_ERR_NOMEM ? out_of_memory(s, "the expansion operators")
-                                       : fmk_solver_fail(s, st, "method treecode: order %d "
-                                                                "has no expansion operators",
+                                       : fmk_solver_fail(s, st,
+                                                         "method treecode: order %d "
+                                                         "has no expansion operators",
                                                          order);
     }
     t->order = order;
@@ -223,8 +224,8 @@ static void leaf_p2m(fmk_tc_tree *t, const fmk_tc_sources *src, int64_t i, doubl
         for (int64_t j = 0; j < m; j++)
             xyz[3 * j] = src->x[j0 + j], xyz[3 * j + 1] = src->y[j0 + j],
                     xyz[3 * j + 2] = src->z[j0 + j];
-        fmk_fmm3d_p2m_many(&t->ops, t->center + 3 * i, t->scale[i], m, xyz, src->nc, src->w + j0,
-                           n, M, t->coef, work);
+        fmk_fmm3d_p2m_many(&t->ops, t->center + 3 * i, t->scale[i], m, xyz, src->nc, src->w + j0, n,
+                           M, t->coef, work);
     }
 }
 
@@ -237,8 +238,8 @@ static void parent_m2m(fmk_tc_tree *t, int nc, int64_t i, double *rot, double *w
         const double dir[3] = {cp[0] - cc[0], cp[1] - cc[1], cp[2] - cc[2]};
         fmk_fmm3d_rot_init(&t->ops, dir, rot, work);
         for (int a = 0; a < nc; a++)
-            fmk_fmm3d_m2m(&t->ops, rot, cc, t->scale[c], t->multipole + (c * nc + a) * t->coef,
-                          cp, t->scale[i], M + a * t->coef, work);
+            fmk_fmm3d_m2m(&t->ops, rot, cc, t->scale[c], t->multipole + (c * nc + a) * t->coef, cp,
+                          t->scale[i], M + a * t->coef, work);
     }
 }
 
@@ -256,8 +257,8 @@ fmk_status fmk_tc_tree_expand(fmk_poisson *s, const fmk_tc_sources *src, fmk_tc_
     }
     t->nc = nc;
     memset(t->multipole, 0, sizeof(double) * (size_t)need);
-    const int64_t ws = fmk_fmm3d_points_work_size(&t->ops, nc),
-                  wt = fmk_fmm3d_work_size(&t->ops), rs = fmk_fmm3d_rot_size(&t->ops);
+    const int64_t ws = fmk_fmm3d_points_work_size(&t->ops, nc), wt = fmk_fmm3d_work_size(&t->ops),
+                  rs = fmk_fmm3d_rot_size(&t->ops);
     const int64_t stride = 3 * CHUNK + (ws > wt ? ws : wt) + rs;
     double *work = malloc(sizeof(double) * (size_t)(stride * s->threads));
     if (!work)

@@ -48,14 +48,14 @@ typedef struct fmk_tc_tree {
     int64_t *begin, *end; /* sources [begin, end) */
     int32_t *child;       /* first child, -1 for a leaf */
     int8_t *n_child;
-    double *center; /* 3 per node: the expansion centre */
-    double *radius; /* a: the largest distance from the centre to a source of the node */
-    double *scale;  /* the expansions' scale (fmm3d_ops.h): the node's cube side */
-    int order;      /* p */
-    int64_t coef;   /* doubles per expansion: (p + 1)(p + 2) */
-    double *multipole; /* n_nodes * nc * coef: node k, component a at (k nc + a) coef */
-    int nc;            /* components of the multipoles */
-    int32_t levels;    /* deepest level + 1 */
+    double *center;       /* 3 per node: the expansion centre */
+    double *radius;       /* a: the largest distance from the centre to a source of the node */
+    double *scale;        /* the expansions' scale (fmm3d_ops.h): the node's cube side */
+    int order;            /* p */
+    int64_t coef;         /* doubles per expansion: (p + 1)(p + 2) */
+    double *multipole;    /* n_nodes * nc * coef: node k, component a at (k nc + a) coef */
+    int nc;               /* components of the multipoles */
+    int32_t levels;       /* deepest level + 1 */
     int64_t *level_begin; /* levels + 1: nodes are numbered level by level (breadth first) */
     int64_t cap, multipole_cap; /* nodes and multipole doubles the arrays hold */
     fmk_fmm3d_ops_ctx ops;      /* the expansion operators of order p (fmm3d_ops.h) */
@@ -115,8 +115,7 @@ int64_t fmk_tc_sources_bytes(const fmk_tc_sources *src);
  * leaves, M2M upwards). FMK_OK, FMK_ERR_NOMEM or FMK_ERR_INTERRUPTED (recorded on s). */
 fmk_status fmk_tc_tree_build(struct fmk_poisson *s, const fmk_tc_sources *src, int32_t leaf_size,
                              int order, fmk_tc_tree *tree);
-fmk_status fmk_tc_tree_expand(struct fmk_poisson *s, const fmk_tc_sources *src,
-                              fmk_tc_tree *tree);
+fmk_status fmk_tc_tree_expand(struct fmk_poisson *s, const fmk_tc_sources *src, fmk_tc_tree *tree);
 void fmk_tc_tree_free(fmk_tc_tree *tree);
 int64_t fmk_tc_tree_bytes(const fmk_tc_tree *tree);
 
@@ -161,8 +160,8 @@ fmk_status fmk_tc_gpu_upload(struct fmk_poisson *s, struct fmk_tc_gpu *gpu,
                              const fmk_tc_plans *plans, int plans_changed, int far);
 fmk_status fmk_tc_gpu_launch(struct fmk_poisson *s, struct fmk_tc_gpu *gpu, int want_pot,
                              int want_u);
-fmk_status fmk_tc_gpu_collect(struct fmk_poisson *s, struct fmk_tc_gpu *gpu, double *pot,
-                              double *u, double *kernel_seconds);
+fmk_status fmk_tc_gpu_collect(struct fmk_poisson *s, struct fmk_tc_gpu *gpu, double *pot, double *u,
+                              double *kernel_seconds);
 int64_t fmk_tc_gpu_bytes(const struct fmk_tc_gpu *gpu);
 void fmk_tc_gpu_release(struct fmk_tc_gpu *gpu);
 #endif
