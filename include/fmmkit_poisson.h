@@ -190,7 +190,7 @@ FMK_API fmk_status fmk_poisson_rings_grid(fmk_grid **grid, int32_t resolution,
 /* Fills *opts with the defaults written in fmk_poisson_opts. */
 FMK_API void fmk_poisson_opts_default(fmk_poisson_opts *opts);
 
-/* The name of a method ("auto", "direct", "fmm", "fft"), or NULL. */
+/* The name of a method ("auto", "direct", "fmm", "fft", "treecode"), or NULL. */
 FMK_API const char *fmk_poisson_method_name(fmk_poisson_method method);
 
 /* 1 if the method can run in this build (fft needs FFTW at build time), else 0. */

@@ -69,7 +69,7 @@ static void run(fmk_poisson *s, int nc, int want_u, double eps)
         for (int a = 0; a < nc; a++)
             wt[a * ns + j] = urand() - 0.3;
     memcpy(w, wt, sizeof(double) * nc * ns);
-    fmk_tc_sources src = {ns, nc, x, y, z, w, NULL};
+    fmk_tc_sources src = {.n = ns, .nc = nc, .x = x, .y = y, .z = z, .w = w};
 
     /* tree: two nodes, the clusters, with their multipoles */
     fmk_fmm3d_ops_ctx ctx;
@@ -91,7 +91,9 @@ static void run(fmk_poisson *s, int nc, int want_u, double eps)
     int32_t child[2] = {-1, -1};
     int8_t nchild[2] = {0, 0};
     double radius[2] = {3, 3};
-    fmk_tc_tree tree = {2, begin, end, child, nchild, center, radius, scale, ORDER, coef, mp};
+    fmk_tc_tree tree = {.n_nodes = 2, .begin = begin, .end = end, .child = child,
+                        .n_child = nchild, .center = center, .radius = radius, .scale = scale,
+                        .order = ORDER, .coef = coef, .multipole = mp, .nc = nc};
 
     /* bricks and plans: every brick takes the grid's sources in three ranges, and both nodes */
     int xs[4], xn[4], ys[4], yn[4], zs[4], zn[4];
@@ -118,7 +120,8 @@ static void run(fmk_poisson *s, int nc, int want_u, double eps)
                 fnode[2 * b] = 0, fnode[2 * b + 1] = 1;
             }
     dstart[nb] = 3 * nb, fstart[nb] = 2 * nb;
-    fmk_tc_plans plans = {nb, bricks, dstart, drange, fstart, fnode, 0, 0};
+    fmk_tc_plans plans = {.n_bricks = nb, .bricks = bricks, .direct_start = dstart,
+                          .direct_range = drange, .far_start = fstart, .far_node = fnode};
 
     /* reference */
     double *ref = calloc(NP * 3, sizeof(double)), *refu = calloc(NP * 3, sizeof(double));
@@ -150,10 +153,11 @@ static void run(fmk_poisson *s, int nc, int want_u, double eps)
     for (int round = 0; round < 2 && gpu; round++) { /* the second reuses the plans */
         memset(pot, 0, sizeof(double) * NP * 3);
         memset(u, 0, sizeof(double) * NP * 3);
-        CHECK(fmk_tc_gpu_upload(s, gpu, &src, &tree, &plans, round == 0, 1) == FMK_OK,
+        CHECK(fmk_tc_gpu_upload(s, gpu, &src, &tree, &plans, round == 0) == FMK_OK,
               "upload: %s", fmk_poisson_last_error(s));
         CHECK(fmk_tc_gpu_launch(s, gpu, 1, want_u) == FMK_OK, "launch: %s",
               fmk_poisson_last_error(s));
+        CHECK(fmk_tc_gpu_far(s, gpu, &tree) == FMK_OK, "far: %s", fmk_poisson_last_error(s));
         CHECK(fmk_tc_gpu_collect(s, gpu, pot, want_u ? u : NULL, secs) == FMK_OK, "collect: %s",
               fmk_poisson_last_error(s));
         const double tol = eps >= 1e-4 ? 1e-5 : 1e-11;

@@ -36,8 +36,8 @@
 struct fmk_tc_gpu {
     fmk_tc_gpu_args args;
     int device, nc, fp32;
-    cudaStream_t stream;
-    cudaEvent_t ev[3];
+    cudaStream_t stream, stream2; /* the direct part; the multipoles' upload and the far part */
+    cudaEvent_t ev[4];            /* direct start, direct end, far end, far start */
     int64_t n_points;
     /* sources */
     int64_t n_src, cap32, cap64;
@@ -62,7 +62,7 @@ struct fmk_tc_gpu {
     /* outputs */
     double *pot, *u;
     double *h_out; /* pinned: nc + 3 per point */
-    int want_pot, want_u, far;
+    int want_pot, want_u, far; /* far: the far part was launched */
     int64_t bytes;
 };
 
@@ -363,7 +363,9 @@ fmk_status fmk_tc_gpu_create(fmk_poisson *s, const fmk_tc_gpu_args *args, struct
     cudaError_t e = cudaSetDevice(g->device);
     if (e == cudaSuccess)
         e = cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking);
-    for (int k = 0; k < 3 && e == cudaSuccess; k++)
+    if (e == cudaSuccess)
+        e = cudaStreamCreateWithFlags(&g->stream2, cudaStreamNonBlocking);
+    for (int k = 0; k < 4 && e == cudaSuccess; k++)
         e = cudaEventCreate(&g->ev[k]);
     if (e != cudaSuccess) {
         fmk_tc_gpu_release(g);
@@ -385,6 +387,8 @@ void fmk_tc_gpu_release(struct fmk_tc_gpu *g)
     cudaSetDevice(g->device);
     if (g->stream)
         cudaStreamSynchronize(g->stream);
+    if (g->stream2)
+        cudaStreamSynchronize(g->stream2);
     void *dev[] = {g->f_xyzw, g->f_w12, g->d_xyzw, g->d_w12, g->d_stage, g->bricks, g->direct_start,
                    g->direct_range, g->far_start, g->far_node, g->node, g->multipole,
                    g->tabs_mem, g->pot, g->u};
@@ -392,11 +396,13 @@ void fmk_tc_gpu_release(struct fmk_tc_gpu *g)
         cudaFree(dev[k]);
     cudaFreeHost(g->h_src);
     cudaFreeHost(g->h_out);
-    for (int k = 0; k < 3; k++)
+    for (int k = 0; k < 4; k++)
         if (g->ev[k])
             cudaEventDestroy(g->ev[k]);
     if (g->stream)
         cudaStreamDestroy(g->stream);
+    if (g->stream2)
+        cudaStreamDestroy(g->stream2);
     free(g);
 }
 
@@ -477,14 +483,10 @@ static fmk_status upload_plans(fmk_poisson *s, struct fmk_tc_gpu *g, const fmk_t
 }
 
 fmk_status fmk_tc_gpu_upload(fmk_poisson *s, struct fmk_tc_gpu *g, const fmk_tc_sources *src,
-                             const fmk_tc_tree *tree, const fmk_tc_plans *plans,
-                             int plans_changed, int far)
+                             const fmk_tc_tree *tree, const fmk_tc_plans *plans, int plans_changed)
 {
     TRY(cudaSetDevice(g->device), "cudaSetDevice");
-    if (tree->order > TC_ORDER_MAX && far)
-        return fmk_solver_fail(s, FMK_ERR_UNAVAILABLE,
-                               "method treecode on the GPU: order %d is above %d", tree->order,
-                               TC_ORDER_MAX);
+    g->far = 0;
     const int nc = src->nc;
     if (plans_changed || !g->bricks || g->nc != nc) {
         fmk_status st = upload_plans(s, g, tree, plans);
@@ -547,18 +549,6 @@ fmk_status fmk_tc_gpu_upload(fmk_poisson *s, struct fmk_tc_gpu *g, const fmk_tc_
     else
         k_pack64<<<grid, 256, 0, g->stream>>>(n, g->d_stage, g->d_xyzw, g->d_w12, nc);
     TRY(cudaGetLastError(), "the sources' packing");
-    g->far = far;
-    if (far) {
-        const int64_t len = tree->n_nodes * nc * tree->coef;
-        if (len > g->multipole_len) {
-            TRY(dev_array(g, (void **)&g->multipole, sizeof(double) * (size_t)len),
-                "the multipoles");
-            g->multipole_len = len;
-        }
-        TRY(cudaMemcpyAsync(g->multipole, tree->multipole, sizeof(double) * (size_t)len,
-                            cudaMemcpyHostToDevice, g->stream),
-            "the multipoles' upload");
-    }
     const int64_t np = g->args.n_points;
     if (np > g->n_points) {
         TRY(dev_array(g, (void **)&g->pot, sizeof(double) * 3 * (size_t)np), "the results");
@@ -612,45 +602,71 @@ fmk_status fmk_tc_gpu_launch(fmk_poisson *s, struct fmk_tc_gpu *g, int want_pot,
     }
     TRY(cudaGetLastError(), "the direct part's kernels");
     TRY(cudaEventRecord(g->ev[1], g->stream), "an event");
-    if (g->far) {
-        const int S = (g->order + 1) * (g->order + 2);
-        const size_t shm = sizeof(double) * (size_t)(g->nc * S);
-        double *pot = want_pot ? g->pot : NULL, *u = want_u ? g->u : NULL;
-        for (int64_t b0 = 0; b0 < g->n_bricks; b0 += TC_LAUNCH_BRICKS) {
-            const unsigned nb = (unsigned)(g->n_bricks - b0 < TC_LAUNCH_BRICKS ? g->n_bricks - b0
-                                                                                : TC_LAUNCH_BRICKS);
-            if (g->nc == 1)
-                k_far<1><<<nb, TC_THREADS, shm, g->stream>>>(b0, g->bricks, g->far_start,
-                                                             g->far_node, g->node, g->multipole,
-                                                             g->order, g->tb, g->sq, pot, u);
-            else
-                k_far<3><<<nb, TC_THREADS, shm, g->stream>>>(b0, g->bricks, g->far_start,
-                                                             g->far_node, g->node, g->multipole,
-                                                             g->order, g->tb, g->sq, pot, u);
-        }
-        TRY(cudaGetLastError(), "the far part's kernels");
+    return FMK_OK;
+}
+
+fmk_status fmk_tc_gpu_far(fmk_poisson *s, struct fmk_tc_gpu *g, const fmk_tc_tree *tree)
+{
+    TRY(cudaSetDevice(g->device), "cudaSetDevice");
+    if (tree->order > TC_ORDER_MAX)
+        return fmk_solver_fail(s, FMK_ERR_UNAVAILABLE,
+                               "method treecode on the GPU: order %d is above %d (opts.order)",
+                               tree->order, TC_ORDER_MAX);
+    const int64_t len = tree->n_nodes * g->nc * tree->coef;
+    if (len > g->multipole_len) {
+        /* the direct part may be running: its arrays stay, this one grows */
+        TRY(cudaStreamSynchronize(g->stream2), "the far part's stream");
+        TRY(dev_array(g, (void **)&g->multipole, sizeof(double) * (size_t)len), "the multipoles");
+        g->multipole_len = len;
     }
-    TRY(cudaEventRecord(g->ev[2], g->stream), "an event");
-    const int64_t np = g->args.n_points;
-    if (want_pot)
-        TRY(cudaMemcpyAsync(g->h_out, g->pot, sizeof(double) * (size_t)(g->nc * np),
-                            cudaMemcpyDeviceToHost, g->stream),
-            "the results' download");
-    if (want_u)
-        TRY(cudaMemcpyAsync(g->h_out + 3 * np, g->u, sizeof(double) * 3 * (size_t)np,
-                            cudaMemcpyDeviceToHost, g->stream),
-            "the results' download");
+    /* the upload overlaps the direct part; the far part adds to its results after it */
+    TRY(cudaMemcpyAsync(g->multipole, tree->multipole, sizeof(double) * (size_t)len,
+                        cudaMemcpyHostToDevice, g->stream2),
+        "the multipoles' upload");
+    TRY(cudaStreamWaitEvent(g->stream2, g->ev[1], 0), "an event");
+    TRY(cudaEventRecord(g->ev[3], g->stream2), "an event");
+    const int S = (g->order + 1) * (g->order + 2);
+    const size_t shm = sizeof(double) * (size_t)(g->nc * S);
+    double *pot = g->want_pot ? g->pot : NULL, *u = g->want_u ? g->u : NULL;
+    for (int64_t b0 = 0; b0 < g->n_bricks; b0 += TC_LAUNCH_BRICKS) {
+        const unsigned nb = (unsigned)(g->n_bricks - b0 < TC_LAUNCH_BRICKS ? g->n_bricks - b0
+                                                                            : TC_LAUNCH_BRICKS);
+        if (g->nc == 1)
+            k_far<1><<<nb, TC_THREADS, shm, g->stream2>>>(b0, g->bricks, g->far_start, g->far_node,
+                                                          g->node, g->multipole, g->order, g->tb,
+                                                          g->sq, pot, u);
+        else
+            k_far<3><<<nb, TC_THREADS, shm, g->stream2>>>(b0, g->bricks, g->far_start, g->far_node,
+                                                          g->node, g->multipole, g->order, g->tb,
+                                                          g->sq, pot, u);
+    }
+    TRY(cudaGetLastError(), "the far part's kernels");
+    TRY(cudaEventRecord(g->ev[2], g->stream2), "an event");
+    g->far = 1;
     return FMK_OK;
 }
 
 fmk_status fmk_tc_gpu_collect(fmk_poisson *s, struct fmk_tc_gpu *g, double *pot, double *u,
-                              double *kernel_seconds)
+                              double kernel_seconds[2])
 {
     TRY(cudaSetDevice(g->device), "cudaSetDevice");
+    /* the results come down after the last kernel: on the far part's stream when it ran */
+    cudaStream_t last = g->far ? g->stream2 : g->stream;
+    const int64_t np = g->args.n_points;
+    if (g->want_pot)
+        TRY(cudaMemcpyAsync(g->h_out, g->pot, sizeof(double) * (size_t)(g->nc * np),
+                            cudaMemcpyDeviceToHost, last),
+            "the results' download");
+    if (g->want_u)
+        TRY(cudaMemcpyAsync(g->h_out + 3 * np, g->u, sizeof(double) * 3 * (size_t)np,
+                            cudaMemcpyDeviceToHost, last),
+            "the results' download");
     /* wait, polling the solver's stop request; the queued work finishes either way */
     int stop = 0;
     for (;;) {
-        const cudaError_t q = cudaStreamQuery(g->stream);
+        cudaError_t q = cudaStreamQuery(last);
+        if (q == cudaSuccess)
+            q = cudaStreamQuery(g->stream);
         if (q == cudaSuccess)
             break;
         if (q != cudaErrorNotReady)
@@ -664,12 +680,13 @@ fmk_status fmk_tc_gpu_collect(fmk_poisson *s, struct fmk_tc_gpu *g, double *pot,
         return fmk_solver_fail(s, FMK_ERR_INTERRUPTED, "method treecode: interrupted");
     float ms_direct = 0, ms_far = 0;
     cudaEventElapsedTime(&ms_direct, g->ev[0], g->ev[1]);
-    cudaEventElapsedTime(&ms_far, g->ev[1], g->ev[2]);
+    if (g->far)
+        cudaEventElapsedTime(&ms_far, g->ev[3], g->ev[2]);
     if (kernel_seconds) {
         kernel_seconds[0] = 1e-3 * ms_direct;
         kernel_seconds[1] = 1e-3 * ms_far;
     }
-    const int64_t np = g->args.n_points, nc = g->nc;
+    const int64_t nc = g->nc;
     if (pot && g->want_pot) {
         const double *h = g->h_out;
         for (int64_t i = 0; i < nc * np; i++)

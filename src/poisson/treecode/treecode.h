@@ -18,6 +18,7 @@
 #ifndef FMMKIT_POISSON_TREECODE_H
 #define FMMKIT_POISSON_TREECODE_H
 
+#include "fmm3d/fmm3d_ops.h"
 #include "poisson/poisson.h"
 
 #ifdef __cplusplus
@@ -31,6 +32,12 @@ typedef struct fmk_tc_sources {
     double *x, *y, *z; /* n each, grid units */
     double *w;         /* nc * n: w[a * n + j] */
     int64_t *point;    /* n: the field index of each source */
+    double *volume;    /* n: h^3 of each source's box (grid units): w = omega volume */
+    uint64_t *key;     /* n: Morton keys, sorted (key_levels bits per axis) */
+    int key_levels;    /* levels of the keys: the tree is at most this deep */
+    double root_side;  /* the side of the keys' root cube, grid units */
+    int64_t cap;       /* sources the arrays hold (x, y, z, point, volume, key), w: nc cap */
+    int w_components;  /* components w holds room for */
 } fmk_tc_sources;
 
 /* The octree of the sources. Node 0 is the root; the children of a node are contiguous and
@@ -41,12 +48,17 @@ typedef struct fmk_tc_tree {
     int64_t *begin, *end; /* sources [begin, end) */
     int32_t *child;       /* first child, -1 for a leaf */
     int8_t *n_child;
-    double *center; /* 3 per node: the expansion centre */
-    double *radius; /* a: the largest distance from the centre to a source of the node */
-    double *scale;  /* the expansions' scale (fmm3d_ops.h): the node's cube side */
-    int order;      /* p */
-    int64_t coef;   /* doubles per expansion: (p + 1)(p + 2) */
-    double *multipole; /* n_nodes * nc * coef: node k, component a at (k nc + a) coef */
+    double *center;       /* 3 per node: the expansion centre */
+    double *radius;       /* a: the largest distance from the centre to a source of the node */
+    double *scale;        /* the expansions' scale (fmm3d_ops.h): the node's cube side */
+    int order;            /* p */
+    int64_t coef;         /* doubles per expansion: (p + 1)(p + 2) */
+    double *multipole;    /* n_nodes * nc * coef: node k, component a at (k nc + a) coef */
+    int nc;               /* components of the multipoles */
+    int32_t levels;       /* deepest level + 1 */
+    int64_t *level_begin; /* levels + 1: nodes are numbered level by level (breadth first) */
+    int64_t cap, multipole_cap; /* nodes and multipole doubles the arrays hold */
+    fmk_fmm3d_ops_ctx ops;      /* the expansion operators of order p (fmm3d_ops.h) */
 } fmk_tc_tree;
 
 /* A destination brick: up to 8^3 points of one box on its lattice. */
@@ -71,6 +83,51 @@ typedef struct fmk_tc_plans {
     double far_pairs;      /* point-node evaluations of all bricks */
 } fmk_tc_plans;
 
+/* The parameters of one solver (treecode.c, from eps and opts). */
+typedef struct fmk_tc_params {
+    int order;          /* p */
+    double theta;       /* opening parameter */
+    int32_t leaf_size;  /* s_max */
+    double r_kernel;    /* grid units: multipoles only for sources at least this far */
+    int64_t direct_max; /* a node of at most this many sources is summed directly */
+} fmk_tc_params;
+
+/* The deepest tree: 21 key levels below the root. */
+#define FMK_TC_MAX_LEVELS 22
+
+/* sources.c. support: the field indices where some of the nc components of omega is nonzero,
+ * in field order, into *support (cap entries, grown as needed); *changed on entry: 1 forces a
+ * new support (none yet), on return: 1 when it differs from the one given. build: the sources
+ * of a support (positions, volumes, keys, Morton order). weights: w from omega for the
+ * sources' points. All return FMK_OK or FMK_ERR_NOMEM (recorded on s). */
+fmk_status fmk_tc_sources_support(struct fmk_poisson *s, int nc, const double *omega,
+                                  int64_t **support, int64_t *n_support, int64_t *cap,
+                                  int *changed);
+fmk_status fmk_tc_sources_build(struct fmk_poisson *s, const int64_t *support, int64_t n,
+                                fmk_tc_sources *src);
+fmk_status fmk_tc_sources_weights(struct fmk_poisson *s, int nc, const double *omega,
+                                  fmk_tc_sources *src);
+void fmk_tc_sources_free(fmk_tc_sources *src);
+int64_t fmk_tc_sources_bytes(const fmk_tc_sources *src);
+
+/* tree.c. build: the tree's geometry for the sources (nodes, centres, radii, scales) and the
+ * operators of order p; expand: every node's multipoles for the sources' weights (P2M at the
+ * leaves, M2M upwards). FMK_OK, FMK_ERR_NOMEM or FMK_ERR_INTERRUPTED (recorded on s). */
+fmk_status fmk_tc_tree_build(struct fmk_poisson *s, const fmk_tc_sources *src, int32_t leaf_size,
+                             int order, fmk_tc_tree *tree);
+fmk_status fmk_tc_tree_expand(struct fmk_poisson *s, const fmk_tc_sources *src, fmk_tc_tree *tree);
+void fmk_tc_tree_free(fmk_tc_tree *tree);
+int64_t fmk_tc_tree_bytes(const fmk_tc_tree *tree);
+
+/* plans.c. bricks: the destination bricks of the solver's boxes (setup); build: every brick's
+ * logical plans for the tree (direct ranges and far nodes, the opening rule of params).
+ * FMK_OK, FMK_ERR_NOMEM or FMK_ERR_INTERRUPTED (recorded on s). */
+fmk_status fmk_tc_bricks_make(struct fmk_poisson *s, fmk_tc_plans *plans);
+fmk_status fmk_tc_plans_build(struct fmk_poisson *s, const fmk_tc_tree *tree,
+                              const fmk_tc_params *params, fmk_tc_plans *plans);
+void fmk_tc_plans_free(fmk_tc_plans *plans); /* the lists and the bricks */
+int64_t fmk_tc_plans_bytes(const fmk_tc_plans *plans);
+
 /* The method's entry points (its rows in methods.c). */
 fmk_status fmk_treecode_check(const fmk_poisson_opts *opts, double eps);
 fmk_status fmk_treecode_setup(struct fmk_poisson *s);
@@ -89,13 +146,15 @@ fmk_status fmk_tc_eval_cpu(struct fmk_poisson *s, const fmk_tc_sources *src,
                            double *pot, double *u);
 
 #ifdef FMK_HAVE_CUDA
-/* eval_cuda.cu: the GPU's part. The state lives with the treecode's (opaque here).
- * upload: the sources (every solve), and the plans, bricks and the tree's geometry when
- * plans_changed; far = 1 makes the far part the GPU's: the tree's multipoles (computed on the
- * CPU for this omega) go up too and the GPU evaluates them. launch: starts the
- * kernels on the state's stream and returns at once. collect: waits for them and adds the
- * results into pot and u (host, layout of fmk_tc_eval_cpu). All return FMK_OK or a status
- * recorded on the solver; release frees everything (NULL is a no-op). */
+/* eval_cuda.cu: the GPU's part (the paper's Fig. 2), on two streams. upload: the sources
+ * (every solve), and the plans, bricks and the tree's geometry when plans_changed. launch: the
+ * direct part's kernels, started at once (it needs no multipoles: the CPU computes them
+ * meanwhile). far: the tree's multipoles (computed on the CPU for this omega) go up while the
+ * direct part runs, and the far part's kernels add to its results after it; a hybrid solve
+ * does not call it and evaluates the far part on the CPU instead. collect: the results come
+ * down; it waits (polling the solver's interrupt) and adds them into pot and u (host, layout of
+ * fmk_tc_eval_cpu), and gives the kernels' seconds. All return FMK_OK or a status recorded on
+ * the solver; release frees everything (NULL is a no-op). */
 struct fmk_tc_gpu;
 typedef struct fmk_tc_gpu_args { /* what the GPU's part needs of the solver (made at setup) */
     int device;
@@ -108,9 +167,10 @@ fmk_status fmk_tc_gpu_create(struct fmk_poisson *s, const fmk_tc_gpu_args *args,
                              struct fmk_tc_gpu **gpu);
 fmk_status fmk_tc_gpu_upload(struct fmk_poisson *s, struct fmk_tc_gpu *gpu,
                              const fmk_tc_sources *src, const fmk_tc_tree *tree,
-                             const fmk_tc_plans *plans, int plans_changed, int far);
+                             const fmk_tc_plans *plans, int plans_changed);
 fmk_status fmk_tc_gpu_launch(struct fmk_poisson *s, struct fmk_tc_gpu *gpu, int want_pot,
                              int want_u);
+fmk_status fmk_tc_gpu_far(struct fmk_poisson *s, struct fmk_tc_gpu *gpu, const fmk_tc_tree *tree);
 fmk_status fmk_tc_gpu_collect(struct fmk_poisson *s, struct fmk_tc_gpu *gpu, double *pot,
                               double *u, double kernel_seconds[2]); /* direct, far */
 int64_t fmk_tc_gpu_bytes(const struct fmk_tc_gpu *gpu);
