@@ -25,10 +25,8 @@
 #include <cub/block/block_scan.cuh>
 
 #include "fmm3d/cuda/harmonics.cuh"
+#include "poisson/treecode/far_cuda.h"
 #include "poisson/treecode/treecode.h"
-
-#define TC_THREADS 128
-#define TC_PTS 4 /* points per thread: 4 x 128 = 512 = 8^3 */
 #define TC_TILE 128
 #define TC_RANGES 128
 #define TC_ORDER_MAX 20
@@ -628,10 +626,15 @@ fmk_status fmk_tc_gpu_far(fmk_poisson *s, struct fmk_tc_gpu *g, const fmk_tc_tre
     const int S = (g->order + 1) * (g->order + 2);
     const size_t shm = sizeof(double) * (size_t)(g->nc * S);
     double *pot = g->want_pot ? g->pot : NULL, *u = g->want_u ? g->u : NULL;
+    const int fast = !g->want_u && g->order <= TC_FAST_ORDER_MAX;
     for (int64_t b0 = 0; b0 < g->n_bricks; b0 += TC_LAUNCH_BRICKS) {
         const unsigned nb = (unsigned)(g->n_bricks - b0 < TC_LAUNCH_BRICKS ? g->n_bricks - b0
                                                                             : TC_LAUNCH_BRICKS);
-        if (g->nc == 1)
+        if (fast)
+            TRY(fmk_tc_far_psi(g->stream2, g->order, g->nc, b0, nb, g->bricks, g->far_start,
+                               g->far_node, g->node, g->multipole, pot),
+                "the far part's kernels");
+        else if (g->nc == 1)
             k_far<1><<<nb, TC_THREADS, shm, g->stream2>>>(b0, g->bricks, g->far_start, g->far_node,
                                                           g->node, g->multipole, g->order, g->tb,
                                                           g->sq, pot, u);

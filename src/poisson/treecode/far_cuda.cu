@@ -1,0 +1,187 @@
+/* far_cuda.cu -- the treecode's far part on the GPU for Psi alone (no velocity): the multipole
+ * of each far node evaluated at each point of a brick, with the order a template argument.
+ *
+ * Each point's irregular harmonics about a node (fmm3d_ops.h: I_n^m(u) = R_n^m(u / |u|^2) /
+ * |u|) are made column by column (m fixed, n = m .. p) by the three-term recursion, and each
+ * value is multiplied into the sums as soon as it exists: nothing is stored, every loop is
+ * unrolled, and the recursion's coefficients are compile-time constants (read by the
+ * instructions from the constant bank), so a point-node evaluation is about 6 + 2 NC fp64
+ * instructions per coefficient (n, m). The multipoles of the node (all components) are in
+ * shared memory. The general kernel (eval_cuda.cu, with gradients) serves the velocity and
+ * orders above TC_FAST_ORDER_MAX. */
+#include "poisson/treecode/far_cuda.h"
+
+#define TC_NCOEF(d) (((d) + 1) * ((d) + 2) / 2)
+#define TC_IDX(n, m) ((n) * ((n) + 1) / 2 + (m))
+
+/* sqrt at compile time (Newton from above: exact to an ulp or two) */
+static constexpr double tc_csqrt(double x)
+{
+    if (x <= 0)
+        return 0;
+    double r = x > 1 ? x : 1;
+    for (int i = 0; i < 200; i++) {
+        const double next = 0.5 * (r + x / r);
+        if (next >= r)
+            break;
+        r = next;
+    }
+    return r;
+}
+
+/* fmm3d_ops.c's recursion: R_n^m = a(n,m) z R_{n-1}^m - b(n,m) r^2 R_{n-2}^m, and
+ * R_m^m = -(x + i y) d(m) R_{m-1}^{m-1}. */
+struct tc_rec {
+    double a[TC_NCOEF(TC_FAST_ORDER_MAX)], b[TC_NCOEF(TC_FAST_ORDER_MAX)];
+    double d[TC_FAST_ORDER_MAX + 1];
+};
+
+static constexpr tc_rec tc_rec_make()
+{
+    tc_rec t{};
+    for (int n = 0; n <= TC_FAST_ORDER_MAX; n++)
+        for (int m = 0; m <= n; m++)
+            if (n > m) {
+                const double nm = (double)(n + m) * (n - m);
+                t.a[TC_IDX(n, m)] = (2.0 * n - 1) / tc_csqrt(nm);
+                t.b[TC_IDX(n, m)] = tc_csqrt((double)(n + m - 1) * (n - m - 1) / nm);
+            }
+    t.d[0] = 1;
+    for (int m = 1; m <= TC_FAST_ORDER_MAX; m++)
+        t.d[m] = tc_csqrt((2.0 * m - 1) / (2.0 * m));
+    return t;
+}
+
+static __constant__ tc_rec c_rec = tc_rec_make();
+
+/* A multipole coefficient from shared memory, read where it is used: the loads are the same
+ * for every point of a thread, and hoisted out of the points' loop they would hold all of them
+ * in registers at once (and spill). */
+static __device__ __forceinline__ double coef(const double *p)
+{
+    return *(const volatile double *)p;
+}
+
+template <int P, int NC>
+__global__ void __launch_bounds__(TC_THREADS)
+    k_far_psi(int64_t base, const fmk_tc_brick *__restrict__ bricks,
+              const int64_t *__restrict__ fstart, const int32_t *__restrict__ fnode,
+              const real4d *__restrict__ node, const double *__restrict__ multipole, double *pot)
+{
+    constexpr int S = (P + 1) * (P + 2); /* doubles per expansion */
+    __shared__ double s_m[NC * S];
+    const int64_t bi = base + blockIdx.x;
+    const fmk_tc_brick b = bricks[bi];
+    const int np = b.n[0] * b.n[1] * b.n[2];
+    __shared__ double s_acc[TC_PTS * TC_THREADS * NC]; /* each thread's own sums */
+    for (int i = threadIdx.x; i < TC_PTS * TC_THREADS * NC; i += TC_THREADS)
+        s_acc[i] = 0;
+    const int kmax = (np + TC_THREADS - 1 - threadIdx.x) / TC_THREADS; /* this thread's points */
+    for (int64_t e = fstart[bi]; e < fstart[bi + 1]; e++) {
+        const int nd = fnode[e];
+        __syncthreads(); /* the previous node's multipoles are no longer read */
+        for (int i = threadIdx.x; i < NC * S; i += TC_THREADS)
+            s_m[i] = multipole[(int64_t)nd * NC * S + i];
+        const real4d c = node[nd];
+        __syncthreads();
+        const double inv_s = 1 / c.w;
+        /* one point at a time: unrolled over points, the compiler would keep every multipole
+         * coefficient in registers at once and spill */
+#pragma unroll 1
+        for (int k = 0; k < kmax; k++) {
+            const int q = threadIdx.x + k * TC_THREADS;
+            const double ux = (b.corner[0] + b.h * (q % b.n[0]) - c.x) * inv_s,
+                         uy = (b.corner[1] + b.h * (q / b.n[0] % b.n[1]) - c.y) * inv_s,
+                         uz = (b.corner[2] + b.h * (q / (b.n[0] * b.n[1])) - c.z) * inv_s;
+            const double inv_r = rsqrt(ux * ux + uy * uy + uz * uz), r2 = inv_r * inv_r;
+            const double x = ux * r2, y = uy * r2, z = uz * r2; /* Kelvin: |(x,y,z)|^2 = r2 */
+            double sum[NC];
+#pragma unroll
+            for (int a = 0; a < NC; a++)
+                sum[a] = 0;
+            double dr = 1, di = 0;
+#pragma unroll
+            for (int m = 0; m <= P; m++) {
+                if (m > 0) {
+                    const double f = -c_rec.d[m];
+                    const double nr = f * (x * dr - y * di), ni = f * (x * di + y * dr);
+                    dr = nr, di = ni;
+                }
+                const double w = m ? 2 : 1; /* X_n^-m = (-1)^m conj X_n^m: twice the real part */
+                double col[NC];
+#pragma unroll
+                for (int a = 0; a < NC; a++) {
+                    const double *M = s_m + a * S + 2 * TC_IDX(m, m);
+                    col[a] = coef(M) * dr - coef(M + 1) * di;
+                }
+                double pr = dr, pi = di, qr = 0, qi = 0;
+                if (m + 1 <= P) {
+                    const double a1 = c_rec.a[TC_IDX(m + 1, m)] * z;
+                    qr = a1 * dr, qi = a1 * di;
+#pragma unroll
+                    for (int a = 0; a < NC; a++) {
+                        const double *M = s_m + a * S + 2 * TC_IDX(m + 1, m);
+                        col[a] += coef(M) * qr - coef(M + 1) * qi;
+                    }
+                }
+#pragma unroll
+                for (int n = m + 2; n <= P; n++) {
+                    const double A = c_rec.a[TC_IDX(n, m)] * z, B = c_rec.b[TC_IDX(n, m)] * r2;
+                    const double sr = A * qr - B * pr, si = A * qi - B * pi;
+#pragma unroll
+                    for (int a = 0; a < NC; a++) {
+                        const double *M = s_m + a * S + 2 * TC_IDX(n, m);
+                        col[a] += coef(M) * sr - coef(M + 1) * si;
+                    }
+                    pr = qr, pi = qi, qr = sr, qi = si;
+                }
+#pragma unroll
+                for (int a = 0; a < NC; a++)
+                    sum[a] += w * col[a];
+            }
+            const double scale = inv_r * inv_s;
+            double *acc = s_acc + (k * TC_THREADS + threadIdx.x) * NC;
+#pragma unroll
+            for (int a = 0; a < NC; a++)
+                acc[a] += sum[a] * scale;
+        }
+    }
+    for (int k = 0; k < kmax; k++) {
+        const int q = threadIdx.x + k * TC_THREADS;
+        const int64_t pt = b.first + q % b.n[0] + b.stride[0] * (q / b.n[0] % b.n[1]) +
+                           b.stride[1] * (q / (b.n[0] * b.n[1]));
+        const double *acc = s_acc + (k * TC_THREADS + threadIdx.x) * NC;
+#pragma unroll
+        for (int a = 0; a < NC; a++)
+            pot[NC * pt + a] += acc[a];
+    }
+}
+
+template <int P>
+static void launch(cudaStream_t st, int nc, int64_t b0, unsigned nb, const fmk_tc_brick *bricks,
+                   const int64_t *fstart, const int32_t *fnode, const real4d *node,
+                   const double *multipole, double *pot)
+{
+    if (nc == 1)
+        k_far_psi<P, 1><<<nb, TC_THREADS, 0, st>>>(b0, bricks, fstart, fnode, node, multipole, pot);
+    else
+        k_far_psi<P, 3><<<nb, TC_THREADS, 0, st>>>(b0, bricks, fstart, fnode, node, multipole, pot);
+}
+
+typedef void (*launcher)(cudaStream_t, int, int64_t, unsigned, const fmk_tc_brick *,
+                         const int64_t *, const int32_t *, const real4d *, const double *,
+                         double *);
+
+cudaError_t fmk_tc_far_psi(cudaStream_t st, int order, int nc, int64_t b0, unsigned nb,
+                           const fmk_tc_brick *bricks, const int64_t *fstart, const int32_t *fnode,
+                           const real4d *node, const double *multipole, double *pot)
+{
+    static const launcher by_order[TC_FAST_ORDER_MAX + 1] = {
+        launch<0>,  launch<1>,  launch<2>,  launch<3>,  launch<4>,  launch<5>,
+        launch<6>,  launch<7>,  launch<8>,  launch<9>,  launch<10>, launch<11>,
+        launch<12>, launch<13>, launch<14>, launch<15>, launch<16>};
+    if (order < 0 || order > TC_FAST_ORDER_MAX)
+        return cudaErrorInvalidValue;
+    by_order[order](st, nc, b0, nb, bricks, fstart, fnode, node, multipole, pot);
+    return cudaGetLastError();
+}
