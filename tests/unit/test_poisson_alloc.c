@@ -1,5 +1,5 @@
-/* test_poisson_alloc.c -- host allocation failure in the Poisson solver, for methods fft, direct
- * and fmm: create + set_grid + two solves (the rings' 3 components with Psi and u, then one
+/* test_poisson_alloc.c -- host allocation failure in the Poisson solver, for methods fft, direct,
+ * fmm and treecode: create + set_grid + two solves (the rings' 3 components with Psi and u, then one
  * component of another support, which remakes the plan of the sums) run with the k-th
  * allocation made by the library failing, for k = 1, 2, ... until a run makes fewer than k
  * allocations; a second sweep fails every allocation from the k-th on. Each failing call must
@@ -135,8 +135,9 @@ static int run_once(fmk_poisson_method method, long k, int is_sticky)
 int main(void)
 {
     make_inputs();
-    const fmk_poisson_method methods[3] = {FMK_POISSON_FFT, FMK_POISSON_DIRECT, FMK_POISSON_FMM};
-    for (int m = 0; m < 3; m++) {
+    const fmk_poisson_method methods[4] = {FMK_POISSON_FFT, FMK_POISSON_DIRECT, FMK_POISSON_FMM,
+                                           FMK_POISSON_TREECODE};
+    for (int m = 0; m < 4; m++) {
         if (!fmk_poisson_method_available(methods[m]))
             continue;
         const char *name = fmk_poisson_method_name(methods[m]);
