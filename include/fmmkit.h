@@ -118,8 +118,8 @@ typedef enum fmk_method {
                                  * eps by construction: ask for TREE or FMM by name */
     FMK_METHOD_DIRECT = 1, /* O(N M) direct sum: the reference */
     FMK_METHOD_TREE = 2,   /* 3D Barnes-Hut treecode: laplace and plummer, theta, order */
-    FMK_METHOD_FMM = 3     /* fast multipole method, 2D (log2d, cauchy2d) and 3D (laplace;
-                                 * plummer and regularized on the CPU), 1e-14 <= eps <= 1e-2 */
+    FMK_METHOD_FMM = 3     /* fast multipole method, 2D (log2d, cauchy2d) and 3D (laplace,
+                                 * plummer, regularized), 1e-14 <= eps <= 1e-2 */
 } fmk_method;
 
 /* Where the work runs. */

@@ -44,8 +44,10 @@ extern "C" {
 
 /* How the sum is evaluated. */
 typedef enum fmk_poisson_method {
-    FMK_POISSON_AUTO = 0,   /* fft on a uniform grid where the build has FFTW, else
-                             * treecode (default) */
+    FMK_POISSON_AUTO = 0,   /* chosen for each grid (default): on a uniform grid fft where
+                             * the backend has it, else treecode; on a block grid treecode.
+                             * The backend AUTO: the GPU where present and the method runs
+                             * there, else the CPU */
     FMK_POISSON_DIRECT = 1, /* the direct sum over grid points (an fmmkit plan, method
                              * direct): the reference, exact to rounding, O(N_src N_grid) */
     FMK_POISSON_FMM = 2,    /* the same sum by the 3D FMM, relative l2 error within eps
@@ -66,8 +68,9 @@ typedef enum fmk_poisson_method {
 /* Options. Fill with fmk_poisson_opts_default() first; a NULL pointer means all defaults. */
 typedef struct fmk_poisson_opts {
     fmk_poisson_method method; /* FMK_POISSON_AUTO */
-    fmk_backend backend;       /* FMK_BACKEND_AUTO: the CPU (the only backend so far;
-                                * FMK_BACKEND_CUDA is FMK_ERR_UNAVAILABLE) */
+    fmk_backend backend;       /* FMK_BACKEND_AUTO (see FMK_POISSON_AUTO); FMK_BACKEND_CUDA:
+                                * direct and fmm through a GPU plan, fft by cuFFT, treecode's
+                                * sums on the GPU (with hybrid: its direct part) */
     double smoothing;          /* 0: eps = h, the grid spacing (the paper's choice); > 0: eps
                                 * in the grid's length units, 2^-20 h .. 2^20 h */
     int32_t threads;           /* 0: OpenMP's default; at most FMK_THREADS_MAX */
@@ -85,8 +88,8 @@ typedef struct fmk_poisson_opts {
 
 /* What a solver is and what its last calls cost. */
 typedef struct fmk_poisson_info {
-    fmk_poisson_method method; /* the method used (never AUTO) */
-    fmk_backend backend;       /* the backend used (never AUTO) */
+    fmk_poisson_method method; /* the method used (AUTO until a grid resolves it) */
+    fmk_backend backend;       /* the backend used (likewise) */
     double eps;                /* requested relative accuracy (method fmm) */
     double smoothing;          /* eps of the kernel in length units (0 before set_grid) */
     int64_t nx, ny, nz;        /* the grid (0 before set_grid) */
@@ -146,7 +149,7 @@ FMK_API fmk_status fmk_grid_create(fmk_grid **grid, int32_t block_size, double h
 
 /* Adds n blocks (n >= 1): block k has level levels[k] and its lower corner at
  * corners[3 k .. 3 k + 2]; each corner must be anchor + b h_l B for an integer B >= 0
- * (within 1e-9 of a block's side), and the new blocks must overlap neither each other nor
+ * (within 1e-6 of a block's side), and the new blocks must overlap neither each other nor
  * the grid's blocks (FMK_ERR_ARG naming the first offending block). All or nothing. */
 FMK_API fmk_status fmk_grid_add_blocks(fmk_grid *grid, int64_t n, const int32_t *levels,
                                        const double *corners);
@@ -171,9 +174,16 @@ FMK_API fmk_status fmk_grid_points(const fmk_grid *grid, double *points, double 
 FMK_API void fmk_grid_destroy(fmk_grid *grid);
 
 /* The two-level grid of the test problem (fmk_poisson_rings, docs/poisson.md): the unit cube
- * at effective resolution n (a multiple of 2b up to 2^14; h_fine = 1/n), blocks of level 1
- * (h = 1/n) where the rings' |omega| at the fine points reaches refine * max |omega| (0 <=
- * refine < 1; 0: wherever omega is nonzero), level 0 (h = 2/n, h0 = 2/n) elsewhere; anchor 0. */
+ * at effective resolution n (a multiple of 2b up to 2^14), anchor 0, h0 = 2/n, cut into regions
+ * of (2b)^3 fine cells (spacing 1/n), each one block of level 0 (spacing 2/n) or, where refined,
+ * 8 blocks of level 1, in the regions' order (x fastest; the 8 in the same order). The criterion
+ * is the detail of the coarse level (the paper's interpolating wavelets): omega at a fine cell
+ * centre minus its prediction by cubic interpolation (4 points per axis, one-sided at the
+ * cube's edge) from omega at the coarse cell centres; a region is refined where its largest
+ * detail |omega_fine - I(omega_coarse)| (Euclidean norm) exceeds refine * max |omega| (over the
+ * fine points). 0 <= refine < 1; 0: wherever omega or its detail is nonzero. 1e-4, the paper's
+ * compression threshold, makes every point with nonzero omega a fine one at 256 (3.9e6 points);
+ * the command line uses it. */
 FMK_API fmk_status fmk_poisson_rings_grid(fmk_grid **grid, int32_t resolution,
                                           int32_t block_size, double refine);
 
@@ -186,10 +196,12 @@ FMK_API const char *fmk_poisson_method_name(fmk_poisson_method method);
 /* 1 if the method can run in this build (fft needs FFTW at build time), else 0. */
 FMK_API int fmk_poisson_method_available(fmk_poisson_method method);
 
-/* Creates a solver. eps, 0 < eps < 1, is the relative accuracy of method fmm (which takes
- * 1e-14 .. 1e-2); direct and fft are exact to rounding and only check it. opts may be NULL for
- * defaults. On success *solver is a new solver; on failure *solver is NULL and the message is
- * in fmk_poisson_last_error(NULL). AUTO method and backend are resolved here. */
+/* Creates a solver. eps, 0 < eps < 1, is the relative accuracy of methods fmm (which takes
+ * 1e-14 .. 1e-2) and treecode (1e-10 .. 1e-2); direct and fft are exact to rounding and only
+ * check it. opts may be NULL for defaults. On success *solver is a new solver; on failure
+ * *solver is NULL and the message is in fmk_poisson_last_error(NULL). A method given is checked
+ * here with its backend (AUTO resolved); method AUTO is resolved by each set_grid or
+ * set_blocks. */
 FMK_API fmk_status fmk_poisson_create(fmk_poisson **solver, double eps,
                                       const fmk_poisson_opts *opts);
 

@@ -12,9 +12,9 @@
  * interpolated in log eps. Above N*, the treecode (theta from eps) where its row says it beats
  * the FMM from some eps on (measured; on the CPU it never does: docs/choosing.md).
  *
- * A picked engine that refuses the plan (a kernel or an eps it does not do, such as plummer
- * on the GPU 3D FMM) leaves the plan with the next: the treecode the FMM, the FMM the direct
- * sum of its backend.
+ * A picked engine that refuses the plan (a kernel, precision or eps it does not do, such as
+ * regularized in the treecode or fp32 in the GPU 2D FMM) leaves the plan with the next: the
+ * treecode the FMM, the FMM the direct sum of its backend.
  */
 #include <math.h>
 #include <string.h>

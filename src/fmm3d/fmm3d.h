@@ -25,6 +25,7 @@
 #ifndef FMMKIT_FMM3D_H
 #define FMMKIT_FMM3D_H
 
+#include <math.h>
 #include <stdint.h>
 
 #include "tree/tree3d.h"
@@ -78,6 +79,34 @@ int32_t fmk_fmm3d_leaf_size_for(int order);
  * (fmk_fmm3d_leaf_size_for: 1.60e-9, the square-root-and-divide loop of p2p_tile.h; the CPU
  * engine's AVX-512 laplace loop takes 0.68e-9: p = 6: 118, 20: 505, 35: 1072). */
 int32_t fmk_fmm3d_leaf_size_model(int order, double t_pair);
+
+/* The deepest level an FMM tree may keep for a kernel, both engines (CPU: fmm3d_cpu.c, GPU:
+ * cuda/geometry.cu), which cut their octree there (fmk_tree3d_truncate,
+ * fmk_cuda_tree3d_truncate): FMK_TREE_MAX_LEVEL for laplace (no cap); for plummer and
+ * regularized the deepest level whose boxes are at least d_min wide, softening in units of the
+ * root cube's side (the frame's mapped softening on the CPU, that over the root's side where
+ * the GPU enlarges the root). The far field (M2L, P2L, M2P) takes their sum from laplace
+ * expansions, which differ from the smooth kernel at distance r by, relative, t / 2 in the
+ * potential and 3 t / 2 in the gradient (plummer, t = (s / r)^2, s the softening) and 3 t^2 / 8
+ * and 15 t^2 / 8 (regularized): the expansions of (1 + t)^(-1/2), (1 + t)^(-3/2) and of
+ * (1 + 3t/2)(1 + t)^(-3/2), (1 + 5t/2)(1 + t)^(-5/2), each bounded by its first term for t >= 0
+ * (docs/fmm3d.md section 8.1). With r >= d_min = s / sqrt(eps) (plummer) or s / eps^(1/4)
+ * (regularized) this is at most eps / 2 and 3 eps / 2 (2 eps: regularized): with the
+ * expansions' eps / 2 and 5 eps (the order's margin, lists_cpu.c) within eps and 10 eps. Boxes
+ * that the lists separate (V, W, X) are apart by at least the smaller box's side, so boxes
+ * narrower than d_min must not be split: every interaction closer than d_min is then in the
+ * near field, summed with the exact kernel. */
+static inline int fmk_fmm3d_max_level(fmk_kernel kernel, double softening, double eps)
+{
+    if (kernel != FMK_KERNEL_PLUMMER && kernel != FMK_KERNEL_REGULARIZED)
+        return FMK_TREE_MAX_LEVEL;
+    const double d_min =
+        kernel == FMK_KERNEL_PLUMMER ? softening / sqrt(eps) : softening / sqrt(sqrt(eps));
+    int level = 0;
+    while (level < FMK_TREE_MAX_LEVEL && ldexp(1.0, -(level + 1)) >= d_min)
+        level++;
+    return level;
+}
 
 /* fmm3d.c: the CPU engine. */
 /* The 3D FMM's accuracy range (both backends): 1e-14 <= eps <= 1e-2, and eps >= 1e-5 in fp32. */

@@ -227,47 +227,6 @@ static void init_rotations(const fmk_plan *plan, fmk_fmm3d_cpu *s, int n_dirs, c
     }
 }
 
-/* The deepest level the tree may keep for the plan's kernel: FMK_TREE_MAX_LEVEL for laplace
- * (no cap); for plummer and regularized the deepest level whose boxes are at least d_min wide.
- * The far field (M2L, P2L, M2P) takes their sum from laplace expansions, which differ from the
- * smooth kernel at distance r by, relative, t / 2 in the potential and 3 t / 2 in the gradient
- * (plummer, t = (s / r)^2, s the softening) and 3 t^2 / 8 and 15 t^2 / 8 (regularized): the
- * expansions of (1 + t)^(-1/2), (1 + t)^(-3/2) and of (1 + 3t/2)(1 + t)^(-3/2),
- * (1 + 5t/2)(1 + t)^(-5/2), each bounded by its first term for t >= 0 (docs/fmm3d.md section
- * 8.1). With r >= d_min = s / sqrt(eps) (plummer) or s / eps^(1/4) (regularized) this is at most
- * eps / 2 and 3 eps / 2 (2 eps: regularized): with the expansions' eps / 2 and 5 eps (the order's
- * margin, lists_cpu.c) within eps and 10 eps. Boxes that the lists separate (V, W, X) are apart by
- * at least the smaller box's side, so boxes narrower than d_min must not be split: every
- * interaction closer than d_min is then in the near field, summed with the exact kernel. */
-static int max_level_for(const fmk_plan *plan)
-{
-    if (plan->kernel == FMK_KERNEL_LAPLACE)
-        return FMK_TREE_MAX_LEVEL;
-    const double s = plan->frame.softening; /* mapped: the root's side is 1 */
-    const double d_min =
-        plan->kernel == FMK_KERNEL_PLUMMER ? s / sqrt(plan->eps) : s / sqrt(sqrt(plan->eps));
-    int level = 0;
-    while (level < FMK_TREE_MAX_LEVEL && ldexp(1.0, -(level + 1)) >= d_min)
-        level++;
-    return level;
-}
-
-/* Cuts the tree below max_level: the nodes of that level become leaves (with all the points of
- * their subtrees) and the deeper ones are dropped. Nodes are numbered level by level, so the
- * kept ones are a prefix of the arrays, and their begin, end, parent and next stay valid. */
-static void truncate_tree(fmk_tree3d *t, int max_level)
-{
-    if (t->levels - 1 <= max_level)
-        return;
-    const int64_t n = t->level_begin[max_level + 1];
-    for (int64_t i = t->level_begin[max_level]; i < n; i++)
-        t->more[i] = -1, t->n_children[i] = 0;
-    for (int L = max_level + 2; L <= FMK_TREE_MAX_LEVEL + 1; L++)
-        t->level_begin[L] = n;
-    t->n_nodes = n;
-    t->levels = max_level + 1;
-}
-
 static fmk_status fmm_setup(fmk_plan *plan)
 {
     const double t0 = fmk_time_now();
@@ -317,7 +276,9 @@ static fmk_status fmm_setup(fmk_plan *plan)
         fmm_release(plan);
         return st;
     }
-    truncate_tree(&s->tree, max_level_for(plan));
+    /* plummer and regularized: no box narrower than d_min (fmm3d.h, fmk_fmm3d_max_level) */
+    fmk_tree3d_truncate(&s->tree,
+                        fmk_fmm3d_max_level(plan->kernel, plan->frame.softening, plan->eps));
     if (fmk_fmm3d_cpu_group_runs(plan, &s->tree) != 0) { /* coincident sources side by side */
         fmm_release(plan);
         return fmk_error_set(plan, FMK_ERR_NOMEM, "out of host memory for the FMM's points");
@@ -606,7 +567,7 @@ static fmk_status fmm_eval(fmk_plan *plan, const double *charges, double *pot, d
 /* Kernels: laplace, and plummer and regularized with the exact smooth kernel in the near field
  * (P2P over the U list) and laplace multipoles in the far field (docs/fmm3d.md section 8.1:
  * boxes are kept at least s / sqrt(eps) wide, s / eps^(1/4) for regularized, so that the far
- * field's laplace approximation of the kernel meets eps; see max_level_for). Precision fp32 (P2P
+ * field's laplace approximation of the kernel meets eps; see fmk_fmm3d_max_level). Precision fp32 (P2P
  * in fp32, expansions in fp64) needs eps >= 1e-5, which fmm_setup checks (eps is not known
  * here). */
 fmk_status fmk_fmm3d_check_eps(const fmk_opts *o, double eps)

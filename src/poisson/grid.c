@@ -7,6 +7,7 @@
  * Morton keys [key(corner), key(corner) + s^3). So the blocks overlap iff, sorted by the key of
  * their corners, some block's range reaches past the next block's key. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,9 +17,9 @@ struct fmk_grid {
     int32_t b;
     double h0, anchor[3];
     int64_t n, cap;
-    int32_t *level;  /* n */
-    int64_t *index;  /* 3 n */
-    int32_t finest;  /* the finest level of the blocks (0 when empty) */
+    int32_t *level; /* n */
+    int64_t *index; /* 3 n */
+    int32_t finest; /* the finest level of the blocks (0 when empty) */
 };
 
 fmk_status fmk_grid_create(fmk_grid **grid, int32_t b, double h0, const double anchor[3])
@@ -79,11 +80,28 @@ typedef struct {
 static int by_key(const void *a, const void *b)
 {
     const cube *x = a, *y = b;
-    return x->key < y->key ? -1 : x->key > y->key ? 1 : (x->block > y->block) - (x->block < y->block);
+    return x->key < y->key   ? -1
+           : x->key > y->key ? 1
+                             : (x->block > y->block) - (x->block < y->block);
 }
 
-/* Checks blocks [0, n) of (level, index) for overlaps; FMK_OK or FMK_ERR_ARG naming a pair. */
-static fmk_status check_overlap(const int32_t *level, const int64_t *index, int64_t n)
+/* Block k of (level, index) in words: its number in the grid, and in the call that adds it
+ * (blocks first_new.. are the call's). */
+static void block_name(char *buf, size_t size, const int32_t *level, const int64_t *index,
+                       int64_t k, int64_t first_new)
+{
+    char call[64] = "";
+    if (k >= first_new)
+        snprintf(call, sizeof call, ", the call's block %lld", (long long)(k - first_new));
+    snprintf(buf, size, "block %lld (level %d, index %lld %lld %lld%s)", (long long)k,
+             (int)level[k], (long long)index[3 * k], (long long)index[3 * k + 1],
+             (long long)index[3 * k + 2], call);
+}
+
+/* Checks blocks [0, n) of (level, index) for overlaps (blocks first_new.. are the ones being
+ * added); FMK_OK or FMK_ERR_ARG naming a pair. */
+static fmk_status check_overlap(const int32_t *level, const int64_t *index, int64_t n,
+                                int64_t first_new)
 {
     int32_t finest = 0;
     for (int64_t k = 0; k < n; k++)
@@ -94,8 +112,8 @@ static fmk_status check_overlap(const int32_t *level, const int64_t *index, int6
                 return fmk_solver_fail(NULL, FMK_ERR_ARG,
                                        "block %lld (level %d, index %lld on axis %d) lies beyond "
                                        "2^20 blocks of the finest level (%d) from the anchor",
-                                       (long long)k, (int)level[k], (long long)index[3 * k + a],
-                                       a, (int)finest);
+                                       (long long)k, (int)level[k], (long long)index[3 * k + a], a,
+                                       (int)finest);
     cube *c = malloc(sizeof *c * (size_t)n);
     if (!c)
         return fmk_solver_fail(NULL, FMK_ERR_NOMEM, "fmk_grid_add_blocks: out of host memory");
@@ -111,13 +129,10 @@ static fmk_status check_overlap(const int32_t *level, const int64_t *index, int6
     for (int64_t k = 0; k + 1 < n && st == FMK_OK; k++)
         if (c[k].key + c[k].span > c[k + 1].key) {
             const int64_t x = c[k].block, y = c[k + 1].block;
-            st = fmk_solver_fail(NULL, FMK_ERR_ARG,
-                                 "blocks %lld (level %d, index %lld %lld %lld) and %lld (level "
-                                 "%d, index %lld %lld %lld) overlap",
-                                 (long long)x, (int)level[x], (long long)index[3 * x],
-                                 (long long)index[3 * x + 1], (long long)index[3 * x + 2],
-                                 (long long)y, (int)level[y], (long long)index[3 * y],
-                                 (long long)index[3 * y + 1], (long long)index[3 * y + 2]);
+            char nx[160], ny[160];
+            block_name(nx, sizeof nx, level, index, x > y ? x : y, first_new);
+            block_name(ny, sizeof ny, level, index, x > y ? y : x, first_new);
+            st = fmk_solver_fail(NULL, FMK_ERR_ARG, "%s overlaps %s", nx, ny);
         }
     free(c);
     return st;
@@ -128,15 +143,16 @@ fmk_status fmk_grid_add_blocks_index(fmk_grid *g, int64_t n, const int32_t *leve
 {
     if (!g || !levels || !index)
         return fmk_solver_fail(NULL, FMK_ERR_NULL, "fmk_grid_add_blocks: %s is NULL",
-                               !g ? "grid" : !levels ? "levels" : "index");
+                               !g        ? "grid"
+                               : !levels ? "levels"
+                                         : "index");
     if (n < 1 || n > FMK_GRID_INDEX_MAX * 64)
         return fmk_solver_fail(NULL, FMK_ERR_ARG, "n = %lld; add 1 to 2^26 blocks at a time",
                                (long long)n);
     for (int64_t k = 0; k < n; k++) {
         if (levels[k] < 0 || levels[k] > FMK_GRID_MAX_LEVEL)
-            return fmk_solver_fail(NULL, FMK_ERR_ARG,
-                                   "levels[%lld] = %d; levels are 0 to %d", (long long)k,
-                                   (int)levels[k], FMK_GRID_MAX_LEVEL);
+            return fmk_solver_fail(NULL, FMK_ERR_ARG, "levels[%lld] = %d; levels are 0 to %d",
+                                   (long long)k, (int)levels[k], FMK_GRID_MAX_LEVEL);
         for (int a = 0; a < 3; a++)
             if (index[3 * k + a] < 0 || index[3 * k + a] >= FMK_GRID_INDEX_MAX)
                 return fmk_solver_fail(NULL, FMK_ERR_ARG,
@@ -158,7 +174,7 @@ fmk_status fmk_grid_add_blocks_index(fmk_grid *g, int64_t n, const int32_t *leve
     }
     memcpy(lv + g->n, levels, sizeof *lv * (size_t)n);
     memcpy(ix + 3 * g->n, index, sizeof *ix * 3 * (size_t)n);
-    const fmk_status st = check_overlap(lv, ix, total);
+    const fmk_status st = check_overlap(lv, ix, total, g->n);
     if (st != FMK_OK) {
         free(lv);
         free(ix);
@@ -174,12 +190,13 @@ fmk_status fmk_grid_add_blocks_index(fmk_grid *g, int64_t n, const int32_t *leve
     return FMK_OK;
 }
 
-fmk_status fmk_grid_add_blocks(fmk_grid *g, int64_t n, const int32_t *levels,
-                               const double *corners)
+fmk_status fmk_grid_add_blocks(fmk_grid *g, int64_t n, const int32_t *levels, const double *corners)
 {
     if (!g || !levels || !corners)
         return fmk_solver_fail(NULL, FMK_ERR_NULL, "fmk_grid_add_blocks: %s is NULL",
-                               !g ? "grid" : !levels ? "levels" : "corners");
+                               !g        ? "grid"
+                               : !levels ? "levels"
+                                         : "corners");
     if (n < 1 || n > FMK_GRID_INDEX_MAX * 64)
         return fmk_solver_fail(NULL, FMK_ERR_ARG, "n = %lld; add 1 to 2^26 blocks at a time",
                                (long long)n);
@@ -199,8 +216,8 @@ fmk_status fmk_grid_add_blocks(fmk_grid *g, int64_t n, const int32_t *levels,
             const double B = (c - g->anchor[a]) / side, r = nearbyint(B);
             if (!isfinite(c))
                 st = fmk_solver_fail(NULL, FMK_ERR_NONFINITE,
-                                     "block %lld: corner[%d] = %g is not finite", (long long)k,
-                                     a, c);
+                                     "block %lld: corner[%d] = %g is not finite", (long long)k, a,
+                                     c);
             else if (!(fabs(B - r) <= 1e-6) || r < 0 || r >= (double)FMK_GRID_INDEX_MAX)
                 st = fmk_solver_fail(NULL, FMK_ERR_ARG,
                                      "block %lld (level %d): corner[%d] = %.17g is not aligned: "

@@ -3,6 +3,7 @@
  * so the method rules live here and in the methods' own files. */
 #include <stddef.h>
 
+#include "poisson/fft_cuda.h"
 #include "poisson/poisson.h"
 #include "poisson/treecode/treecode.h"
 
@@ -32,6 +33,10 @@ static const fmk_poisson_method_ops rows[] = {
 #ifdef FMK_HAVE_CUDA
     SUM_ROW(FMK_POISSON_DIRECT, FMK_BACKEND_CUDA, have_gpu),
     SUM_ROW(FMK_POISSON_FMM, FMK_BACKEND_CUDA, have_gpu),
+    {FMK_POISSON_FFT, FMK_BACKEND_CUDA, 1, fmk_fft_cuda_available, NULL, fmk_fft_cuda_setup,
+     fmk_fft_cuda_solve, fmk_fft_cuda_release, fmk_fft_cuda_bytes_host, fmk_fft_cuda_bytes_device},
+    {FMK_POISSON_TREECODE, FMK_BACKEND_CUDA, 0, have_gpu, fmk_treecode_check, fmk_treecode_setup,
+     fmk_treecode_solve, fmk_treecode_release, fmk_treecode_bytes, fmk_treecode_bytes_device},
 #endif
 };
 

@@ -8,6 +8,7 @@
  *   sum.c       the sum over grid points through an fmmkit plan (methods direct and fmm)
  *   treecode/   van Rees et al.'s multipole algorithm (bricks and logical plans)
  *   rings.c     the test problem of van Rees et al. (section 5.1)
+ *   rings_grid.c  its two-level block grid (refined on the coarse level's detail)
  * A method writes its results into the solver's staging buffer (same layout as the caller's
  * arrays); solver.c copies them out only when every value is finite.
  */
@@ -17,6 +18,10 @@
 
 #include "core/internal.h"
 #include "fmmkit_poisson.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 /* 1/(4 pi): the factor of the Laplace Green's function (paper eq. 3) that fmmkit's kernels
  * leave out. */
@@ -62,6 +67,7 @@ typedef struct fmk_poisson_method_ops {
 const fmk_poisson_method_ops *fmk_poisson_ops_find(fmk_poisson_method method, fmk_backend backend);
 void fmk_poisson_resolve_auto(fmk_poisson_opts *opts, int uniform);
 
+#ifndef __cplusplus /* core's interrupt state is C11 (atomics): CUDA files see the solver opaque */
 struct fmk_poisson {
     fmk_poisson_opts opts; /* as given, backend resolved */
     double eps;
@@ -91,6 +97,7 @@ struct fmk_poisson {
     fmk_poisson_info info;
     char error[FMK_ERROR_LEN];
 };
+#endif
 
 /* The box holding field index p (0 <= p < n_points), and the point in grid units. */
 int64_t fmk_poisson_box_of(const struct fmk_poisson *s, int64_t p);
@@ -134,5 +141,9 @@ fmk_status fmk_sum_solve(struct fmk_poisson *s, int n_components, const double *
                          double *psi, double *velocity);
 void fmk_sum_release(struct fmk_poisson *s);
 int64_t fmk_sum_bytes(const struct fmk_poisson *s);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* FMMKIT_POISSON_INTERNAL_H */

@@ -187,6 +187,19 @@ void fmk_tree3d_free(fmk_tree3d *t)
     memset(t, 0, sizeof *t);
 }
 
+void fmk_tree3d_truncate(fmk_tree3d *t, int max_level)
+{
+    if (max_level < 0 || t->levels - 1 <= max_level)
+        return;
+    const int64_t n = t->level_begin[max_level + 1];
+    for (int64_t i = t->level_begin[max_level]; i < n; i++)
+        t->more[i] = -1, t->n_children[i] = 0;
+    for (int L = max_level + 2; L <= FMK_TREE_MAX_LEVEL + 1; L++)
+        t->level_begin[L] = n;
+    t->n_nodes = n;
+    t->levels = max_level + 1;
+}
+
 /* Node arrays that grow level by level. */
 static int grow_nodes(fmk_tree3d *t, int64_t *cap, int64_t need)
 {

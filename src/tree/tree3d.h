@@ -104,6 +104,15 @@ int fmk_tree3d_sort_ws(uint64_t *keys, int64_t *index, int64_t n, int threads, i
 fmk_status fmk_tree3d_build(struct fmk_plan *plan, fmk_tree3d *tree, int64_t n,
                             const double *points, int32_t leaf_size, int threads);
 
+/* Cuts the tree below max_level: the nodes of that level become leaves (more = -1, no
+ * children) with all the points of their subtrees, and the deeper nodes are dropped. Nodes are
+ * numbered level by level, so the kept ones are a prefix of the arrays, and their begin, end,
+ * parent and next stay valid (next leads to a sibling or to an ancestor's next). The arrays
+ * keep their size. Nothing to do when the tree is no deeper (or max_level < 0). The 3D FMM cuts
+ * its tree so for the smooth kernels (fmm3d.h, fmk_fmm3d_max_level); the GPU tree has the same
+ * (tree/cuda/tree3d_cuda.h, fmk_cuda_tree3d_truncate). */
+void fmk_tree3d_truncate(fmk_tree3d *tree, int max_level);
+
 /* Frees the tree's arrays and zeroes it; safe on a zeroed tree. */
 void fmk_tree3d_free(fmk_tree3d *tree);
 

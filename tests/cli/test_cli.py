@@ -689,7 +689,37 @@ def test_poisson_rings():
     r = run("poisson", "--resolution", 32)
     assert r.returncode == 0 and "relative l2 3.7" in r.stdout, r.stdout  # docs/poisson.md
     for bad in (["--case", "hill"], ["--method", "spectral"], ["--resolution", 1],
-                ["--multires"], ["--eps", "nan"]):
+                ["--multires", "--resolution", 48], ["--multires", "--refine", 1],
+                ["--refine", "1e-3"], ["--eps", "nan"], ["--backend", "tpu"],
+                ["--order", 31], ["--theta", 1.5], ["--hybrid", "--backend", "cpu"]):
         r = run("poisson", *bad)
         assert r.returncode == 2, (bad, r.stdout, r.stderr)
         assert r.stderr.startswith("fmmkit poisson:"), r.stderr
+
+
+def test_poisson_multires():
+    """fmmkit poisson --multires: the rings' two-level grid (counts of docs/poisson.md), its
+    errors against the analytic solution (at 32, the fine blocks cover the rings: within 1% of
+    the uniform 32^3 grid's), every field of --json."""
+    r = run("poisson", "--multires", "--resolution", 32, "--block-size", 8, "--method", "direct",
+            "--velocity", "--json")
+    assert r.returncode == 0, r.stderr
+    a = json.loads(r.stdout)
+    assert a["grid"] == "multires" and a["refine"] == 1e-4 and a["block_size"] == 8
+    assert a["method"] == "direct" and a["backend"] == "cpu" and a["h_min"] == 1 / 32
+    assert a["points"] == 25600 and a["blocks"] == 50  # 6 of 8 regions refined
+    assert a["sources_y"] == a["sources_z"] and a["sources_x"] == a["sources"] > 0
+    assert a["paper_points"] == 3.6e6 and a["paper_sources_y"] == 8.7e5
+    u = json.loads(run("poisson", "--resolution", 32, "--method", "direct", "--velocity",
+                       "--json").stdout)
+    for key in ("psi_l2", "psi_max", "u_l2", "u_max"):
+        assert abs(a[key] - u[key]) <= 1e-2 * u[key], key
+    for key in ("grid_s", "set_grid_s", "solve_s", "solve_again_s", "order", "theta",
+                "leaf_size", "bricks", "nodes", "direct_pairs", "far_pairs", "time_tree",
+                "time_plans", "time_expand", "time_direct", "time_far", "time_cpu_part",
+                "time_gpu_part", "bytes_host", "bytes_device", "threads", "eps"):
+        assert key in a, key
+    r = run("poisson", "--multires", "--resolution", 64, "--method", "fmm", "--eps", "1e-3")
+    assert r.returncode == 0, r.stderr
+    assert "blocks                   22" in r.stdout and "90112" in r.stdout, r.stdout
+    assert "y 9832" in r.stdout and "3.6e6" in r.stdout and "8.7e5" in r.stdout

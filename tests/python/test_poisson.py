@@ -89,3 +89,119 @@ def test_bad_input():
         s.set_grid((2, 2, 2), 1.0)
         with pytest.raises(fmmkit.FmkValueError):
             s.solve(np.ones((3, 2, 2)))
+
+
+def block_reference(x, hs, w, e):
+    """Psi and u on a block grid by the sums written out: weights h_j^3, smoothing e."""
+    d = x[:, None, :] - x[None, :, :]
+    r2 = (d ** 2).sum(-1)
+    e2 = e * e
+    vol = hs ** 3
+    g = (r2 + 1.5 * e2) / (r2 + e2) ** 1.5 / (4 * np.pi) * vol[None, :]
+    gg = -(r2 + 2.5 * e2) / (r2 + e2) ** 2.5 / (4 * np.pi) * vol[None, :]
+    gradg = gg[:, :, None] * d
+    u = np.cross(gradg, np.broadcast_to(w[None, :, :], gradg.shape)).sum(1)
+    return g @ w, u
+
+
+def two_levels():
+    """b = 4, h0 = 1/8: the cube [0, 1)^3 + anchor as 7 level-0 blocks and, in its corner
+    region, 8 level-1 blocks (960 points)."""
+    g = fmmkit.BlockGrid(block_size=4, h0=1 / 8, anchor=(0.2, -0.1, 0.3))
+    corner = np.array([[c & 1, c >> 1 & 1, c >> 2 & 1] for c in range(8)])
+    g.add_blocks(0, index=corner[1:])
+    g.add_blocks(np.ones(8, dtype=np.int64), corners=np.array(g.anchor) + corner * 4 / 16)
+    return g
+
+
+def test_block_grid_api():
+    with two_levels() as g:
+        assert (g.n_blocks, g.n_points, g.block_size, g.finest_level) == (15, 960, 4, 1)
+        assert g.h0 == 1 / 8 and g.anchor == (0.2, -0.1, 0.3)
+        levels, index = g.blocks()
+        assert levels.tolist() == [0] * 7 + [1] * 8 and index.shape == (15, 3)
+        assert index[7:].tolist() == [[c & 1, c >> 1 & 1, c >> 2 & 1] for c in range(8)]
+        x, h = g.points(), g.spacing()
+        assert x.shape == (960, 3) and h.shape == (960,)
+        # point (i, j, m) of block k at anchor + h_l (b B + (i, j, m) + 1/2), x fastest
+        k, i, j, m = 9, 1, 2, 3
+        p = 64 * k + i + 4 * (j + 4 * m)
+        want = np.array(g.anchor) + (1 / 16) * (4 * index[k] + [i, j, m] + 0.5)
+        assert np.allclose(x[p], want, rtol=0, atol=1e-15) and h[p] == 1 / 16
+        assert h[0] == 1 / 8
+        with pytest.raises(fmmkit.FmkValueError, match="overlap"):
+            g.add_blocks(1, index=[[5, 5, 5], [1, 1, 1]])
+        with pytest.raises(fmmkit.FmkValueError, match="not aligned"):
+            g.add_blocks(0, corners=[0.2 + 0.25, -0.1, 2.3])
+        with pytest.raises(fmmkit.FmkValueError, match="levels"):
+            g.add_blocks(17, index=[9, 9, 9])
+        with pytest.raises(fmmkit.FmkValueError):
+            g.add_blocks(0)  # neither corners nor index
+        with pytest.raises(fmmkit.FmkTypeError):
+            g.add_blocks(0, index=[[1.5, 0, 0]])
+        with pytest.raises(fmmkit.FmkValueError):
+            g.add_blocks([0, 0], index=[[4, 0, 0]])  # two levels, one block
+        assert g.n_blocks == 15  # all or nothing
+        assert "15 blocks" in repr(g)
+    with pytest.raises(fmmkit.FmkStateError):
+        g.points()
+    for bad in ({"block_size": 5}, {"block_size": 2}, {"h0": 0.0}, {"h0": float("nan")}):
+        with pytest.raises(fmmkit.FmkValueError):
+            fmmkit.BlockGrid(**bad)
+    with pytest.raises(fmmkit.FmkValueError, match="anchor"):
+        fmmkit.BlockGrid(anchor=(0, float("nan"), 0))
+    with fmmkit.BlockGrid.rings(64) as r:  # docs/poisson.md: 22 blocks, 90112 points
+        assert (r.n_blocks, r.n_points, r.finest_level, r.h0) == (22, 90112, 1, 1 / 32)
+    with pytest.raises(fmmkit.FmkValueError, match="resolution"):
+        fmmkit.BlockGrid.rings(48)
+
+
+def test_block_grid_matches_the_sum():
+    rng = np.random.default_rng(2)
+    with two_levels() as g:
+        x, h = g.points(), g.spacing()
+        w = rng.standard_normal((g.n_points, 3))
+        w[rng.random(g.n_points) < 0.3] = 0
+        psi, u = block_reference(x, h, w, 1 / 16)
+        with fmmkit.Poisson(method="direct", grid=g) as s:
+            r = s.solve(w, velocity=True)
+            assert r.psi.shape == (960, 3) and r.u.shape == (960, 3)
+            assert rel(r.psi, psi) <= 1e-13 and rel(r.u, u) <= 1e-13
+            i = r.info
+            assert (i.method, i.backend, i.n_points, i.n_blocks, i.shape) == (
+                "direct", "cpu", 960, 15, (0, 0, 0))
+            assert i.h_min == 1 / 16 and i.smoothing == 1 / 16
+            assert i.n_sources == int((w != 0).any(1).sum())
+            one = s.solve(w[:, 2])
+            assert one.psi.shape == (960,) and rel(one.psi, psi[:, 2]) <= 1e-13
+        with fmmkit.Poisson(1e-6, method="fmm") as s:
+            r = s.set_blocks(g).solve(w, velocity=True)
+            assert rel(r.psi, psi) <= 1e-6 and rel(r.u, u) <= 1e-6
+
+
+def test_block_grid_errors():
+    with two_levels() as g:
+        with pytest.raises(fmmkit.FmkUnavailableError):
+            fmmkit.Poisson(method="fft", grid=g)  # uniform grids only (or no FFTW)
+        with fmmkit.Poisson(method="direct", grid=g) as s:
+            w = np.zeros((960, 3))
+            w[64 * 3 + 5, 1] = np.nan
+            with pytest.raises(fmmkit.FmkValueError, match=r"\(1, 1, 0\) of block 3"):
+                s.solve(w)
+            with pytest.raises(fmmkit.FmkValueError, match="960"):
+                s.solve(np.zeros((961, 3)))
+            with pytest.raises(fmmkit.FmkValueError):
+                s.solve(np.zeros(960), velocity=True)  # u needs 3 components
+            with pytest.raises(fmmkit.FmkTypeError):
+                s.set_blocks("grid")
+            with fmmkit.BlockGrid(4, 0.1) as empty:
+                with pytest.raises(fmmkit.FmkValueError, match="no blocks"):
+                    s.set_blocks(empty)
+            s.set_grid((2, 2, 2), 0.5)  # a uniform grid after the blocks
+            assert s.solve(np.ones((2, 2, 2))).psi.shape == (2, 2, 2)
+    for bad in ({"order": -1}, {"theta": 1.5}, {"leaf_size": -2},
+                {"hybrid": True, "backend": "cpu"}, {"device": -1}):
+        with pytest.raises(fmmkit.FmkValueError):
+            fmmkit.Poisson(method="treecode", **bad)
+    with pytest.raises(fmmkit.FmkValueError):
+        fmmkit.Poisson(backend="tpu")

@@ -3,7 +3,8 @@
  * eps in {1e-3, 1e-6, 1e-9, 1e-12} on five distributions; the error falls as the order rises;
  * the unit cube scaled by 1e-9 and 1e10 and offset by 1e8 gives the same errors; separate
  * targets; N = 1, 2, duplicates, mixed-sign charges; two evaluations with different charges on
- * one plan; and the lists themselves against a brute-force pair count. */
+ * one plan; and the lists themselves against a brute-force pair count, also on trees cut at a
+ * level (fmk_tree3d_truncate) as the smooth kernels' depth cap (fmk_fmm3d_max_level) asks. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -403,6 +404,45 @@ static void small_and_special(void)
     free(x), free(q), free(q2b), free(p1), free(g1), free(rp), free(rg);
 }
 
+/* Sources of leaf b's targets reached through U, V, W, X of b and its ancestors: n when every
+ * (target leaf, source leaf) pair is covered exactly once. */
+static int64_t reached_from(const fmk_tree3d *t, const fmk_fmm3d_lists *l, const int64_t *cnt,
+                            int64_t b)
+{
+    int64_t reached = 0;
+    for (int64_t e = l->u_begin[b]; e < l->u_begin[b + 1]; e++)
+        reached += cnt[l->u[e]];
+    for (int64_t e = l->w_begin[b]; e < l->w_begin[b + 1]; e++)
+        reached += cnt[l->w[e]];
+    for (int64_t a = b; a >= 0; a = t->parent[a]) {
+        for (int64_t e = l->v_begin[a]; e < l->v_begin[a + 1]; e++)
+            reached += cnt[l->v[e]];
+        for (int64_t e = l->x_begin[a]; e < l->x_begin[a + 1]; e++)
+            reached += cnt[l->x[e]];
+    }
+    return reached;
+}
+
+/* The lists of tree t (every point a source and a target) cover each pair of leaves once;
+ * returns the lists (free them). */
+static void check_cover_once(const fmk_tree3d *t, int64_t n, fmk_fmm3d_lists *l)
+{
+    int64_t *cnt = malloc(sizeof(int64_t) * (size_t)t->n_nodes);
+    for (int64_t b = 0; b < t->n_nodes; b++)
+        cnt[b] = t->end[b] - t->begin[b];
+    CHECK(fmk_fmm3d_lists_build(t, cnt, cnt, l, 2) == 0);
+    int64_t bad = 0;
+    for (int64_t b = 0; b < t->n_nodes && bad < 5; b++) {
+        if (t->more[b] >= 0)
+            continue;
+        const int64_t reached = reached_from(t, l, cnt, b);
+        bad += reached != n;
+        CHECK_MSG(reached == n, "leaf %lld reaches %lld of %lld sources", (long long)b,
+                  (long long)reached, (long long)n);
+    }
+    free(cnt);
+}
+
 /* Every (target leaf, source leaf) pair is covered exactly once by the lists: count, per target
  * box b with targets, the sources reached through U, V, W, X of b and its ancestors. */
 static void lists_cover_once(void)
@@ -414,42 +454,87 @@ static void lists_cover_once(void)
         x[i] = 1 + x[i] * 0.999; /* mapped coordinates in [1, 2] */
     fmk_tree3d t;
     CHECK_STATUS(fmk_tree3d_build(NULL, &t, n, x, 20, 1), FMK_OK);
-    int64_t *cnt = malloc(sizeof(int64_t) * (size_t)t.n_nodes);
-    for (int64_t b = 0; b < t.n_nodes; b++)
-        cnt[b] = t.end[b] - t.begin[b];
     fmk_fmm3d_lists l;
-    CHECK(fmk_fmm3d_lists_build(&t, cnt, cnt, &l, 2) == 0);
-    int64_t bad = 0;
-    for (int64_t b = 0; b < t.n_nodes && bad < 5; b++) {
-        if (t.more[b] >= 0)
-            continue;
-        int64_t reached = 0;
-        for (int64_t e = l.u_begin[b]; e < l.u_begin[b + 1]; e++)
-            reached += cnt[l.u[e]];
-        for (int64_t e = l.w_begin[b]; e < l.w_begin[b + 1]; e++)
-            reached += cnt[l.w[e]];
-        for (int64_t a = b; a >= 0; a = t.parent[a]) {
-            for (int64_t e = l.v_begin[a]; e < l.v_begin[a + 1]; e++)
-                reached += cnt[l.v[e]];
-            for (int64_t e = l.x_begin[a]; e < l.x_begin[a + 1]; e++)
-                reached += cnt[l.x[e]];
-        }
-        if (reached != n)
-            bad++;
-        CHECK_MSG(reached == n, "leaf %lld reaches %lld of %lld sources", (long long)b,
-                  (long long)reached, (long long)n);
-    }
+    check_cover_once(&t, n, &l);
     printf("lists: %lld nodes, U %lld, V %lld, W %lld, X %lld entries\n", (long long)t.n_nodes,
            (long long)l.n_u, (long long)l.n_v, (long long)l.n_w, (long long)l.n_x);
     CHECK(l.n_w > 0 && l.n_x > 0);
     fmk_fmm3d_lists_free(&l);
     fmk_tree3d_free(&t);
-    free(cnt), free(x);
+    free(x);
+}
+
+/* The smooth kernels' depth cap, shared by the CPU and GPU engines (fmm3d.h,
+ * fmk_fmm3d_max_level): the deepest level whose boxes are at least d_min = s / sqrt(eps)
+ * (plummer) or s / eps^(1/4) (regularized) wide, none for laplace; and the cut itself
+ * (fmk_tree3d_truncate): the nodes of that level become leaves holding their subtrees' points,
+ * the lists of the cut tree still cover every pair once. */
+static void max_level_and_truncate(void)
+{
+    check_context("fmk_fmm3d_max_level");
+    CHECK(fmk_fmm3d_max_level(FMK_KERNEL_LAPLACE, 0, 1e-6) == FMK_TREE_MAX_LEVEL);
+    CHECK(fmk_fmm3d_max_level(FMK_KERNEL_LAPLACE, 0.5, 1e-3) == FMK_TREE_MAX_LEVEL);
+    /* 2^-20 / 1e-3 = 9.54e-4: 2^-10 = 9.77e-4 is wide enough, 2^-11 is not */
+    CHECK(fmk_fmm3d_max_level(FMK_KERNEL_PLUMMER, ldexp(1, -20), 1e-6) == 10);
+    /* 2^-20 / 1e-2 = 9.54e-5: 2^-13 = 1.22e-4, 2^-14 = 6.1e-5 */
+    CHECK(fmk_fmm3d_max_level(FMK_KERNEL_REGULARIZED, ldexp(1, -20), 1e-8) == 13);
+    /* boxes exactly d_min wide are kept: 2^-12 / (1/4) = 2^-10 */
+    CHECK(fmk_fmm3d_max_level(FMK_KERNEL_PLUMMER, ldexp(1, -12), 1.0 / 16) == 10);
+    CHECK(fmk_fmm3d_max_level(FMK_KERNEL_REGULARIZED, ldexp(1, -12), 1.0 / 256) == 10);
+    /* d_min beyond the root: the root alone; a softening below every level: no cap */
+    CHECK(fmk_fmm3d_max_level(FMK_KERNEL_PLUMMER, 0.1, 1e-6) == 0);
+    CHECK(fmk_fmm3d_max_level(FMK_KERNEL_REGULARIZED, 1e-15, 1e-3) == FMK_TREE_MAX_LEVEL);
+    test_rng r = test_rng_seed(71);
+    for (int i = 0; i < 200; i++) {
+        const fmk_kernel k = i % 2 ? FMK_KERNEL_REGULARIZED : FMK_KERNEL_PLUMMER;
+        const double s = pow(10, -12 * test_uniform(&r)), eps = pow(10, -2 - 12 * test_uniform(&r));
+        const double d_min = s / pow(eps, k == FMK_KERNEL_PLUMMER ? 0.5 : 0.25);
+        const int L = fmk_fmm3d_max_level(k, s, eps);
+        CHECK_MSG(L >= 0 && L <= FMK_TREE_MAX_LEVEL && (L == 0 || ldexp(1, -L) >= d_min) &&
+                      (L == FMK_TREE_MAX_LEVEL || ldexp(1, -(L + 1)) < d_min),
+                  "%s s %g eps %g: level %d, d_min %g", fmk_kernel_name(k), s, eps, L, d_min);
+    }
+
+    const int64_t n = 4000;
+    double *x = test_alloc(3 * n);
+    make_points(CORNER, n, 53, x);
+    for (int64_t i = 0; i < 3 * n; i++)
+        x[i] = 1 + x[i] * 0.999;
+    for (int cut = 0; cut <= 4; cut++) {
+        check_context("fmk_tree3d_truncate at level %d", cut);
+        fmk_tree3d t;
+        CHECK_STATUS(fmk_tree3d_build(NULL, &t, n, x, 20, 1), FMK_OK);
+        const int levels = t.levels;
+        const int64_t kept = t.level_begin[cut + 1];
+        CHECK(levels > cut + 1);
+        fmk_tree3d_truncate(&t, cut);
+        CHECK(t.levels == cut + 1 && t.n_nodes == kept);
+        int64_t in_leaves = 0, bad = 0;
+        for (int64_t b = 0; b < t.n_nodes; b++) {
+            bad += t.level[b] > cut || t.parent[b] >= t.n_nodes || t.next[b] >= t.n_nodes;
+            bad +=
+                (t.more[b] < 0) != (t.n_children[b] == 0) || (t.level[b] == cut && t.more[b] >= 0);
+            bad += t.more[b] >= t.n_nodes;
+            if (t.more[b] < 0)
+                in_leaves += t.end[b] - t.begin[b];
+        }
+        CHECK_MSG(bad == 0 && in_leaves == n, "%lld bad nodes, leaves hold %lld of %lld points",
+                  (long long)bad, (long long)in_leaves, (long long)n);
+        fmk_fmm3d_lists l;
+        check_cover_once(&t, n, &l);
+        fmk_fmm3d_lists_free(&l);
+        fmk_tree3d_truncate(&t, FMK_TREE_MAX_LEVEL); /* no deeper: nothing to do */
+        CHECK(t.levels == cut + 1 && t.n_nodes == kept);
+        fmk_tree3d_free(&t);
+    }
+    check_context("%s", "");
+    free(x);
 }
 
 int main(void)
 {
     lists_cover_once();
+    max_level_and_truncate();
     small_and_special();
     accuracy_matrix();
     error_falls_with_order();

@@ -234,7 +234,7 @@ static void test_repeated(fmk_poisson_method method)
     CHECK_LE(test_rel_l2(p, ref, 3 * np), 1e-14, "another support against a fresh solver");
     fmk_poisson_info info;
     CHECK_STATUS(fmk_poisson_get_info(ps, &info), FMK_OK);
-    CHECK(info.method == method && info.backend == FMK_BACKEND_CPU && info.nx == 20);
+    CHECK(info.method == method && info.backend != FMK_BACKEND_AUTO && info.nx == 20);
     CHECK(info.components == 3 && info.n_sources > 0 && info.n_sources < np / 10);
     CHECK(info.bytes_host > 0 && info.smoothing == g.h && info.threads >= 1);
     /* a new grid on the same solver: the 16^3 rings */

@@ -1,6 +1,8 @@
-/* engine.cu -- the adaptive 3D FMM for the Laplace kernel on the GPU (method fmm, backend cuda),
- * fp64, or with P2P in fp32 for precision fp32 (eps >= 1e-5): the engine's row, its state's
- * life cycle and eval. docs/fmm3d_gpu.md describes the design; fmm3d_cuda.h lists the files.
+/* engine.cu -- the adaptive 3D FMM on the GPU (method fmm, backend cuda) for the kernels laplace,
+ * plummer and regularized (the smooth ones: exact kernel in P2P, laplace expansions in the far
+ * field, the tree cut at d_min: fmm3d.h, fmk_fmm3d_max_level; docs/fmm3d.md section 8.1), fp64,
+ * or with P2P in fp32 for precision fp32 (eps >= 1e-5): the engine's row, its state's life
+ * cycle and eval. docs/fmm3d_gpu.md describes the design; fmm3d_cuda.h lists the files.
  *
  * set_points (geometry.cu, once per set of points), all on the GPU: the points (mapped into the
  * plan's frame by plan.c, or given on the device and mapped here: set_points_device), the
@@ -148,6 +150,7 @@ fmk_status new_state(fmk_plan *plan, fmk_fmm3d_cuda **out)
     s->device = plan->opts.device;
     s->sms = fmk_cuda_sm_count(s->device);
     s->fp32 = plan->opts.precision == FMK_PRECISION_FP32;
+    s->kernel = plan->kernel;
     /* the near field's 1/r to ~1e-13 (below 1e-2 of eps) where the order comes from eps */
     s->newton_ok = plan->opts.order < 0 && plan->eps >= 1e-11;
     s->nv_cap = fmk_fmm3d_cuda_nv_of(plan);
@@ -635,9 +638,11 @@ fmk_status fmm_check_opts(fmk_opts *o, fmk_kernel kernel, int dim, double eps, f
         st = fmk_fmm3d_check_eps(o, eps);
     if (st != FMK_OK)
         return st;
-    if (kernel != FMK_KERNEL_LAPLACE)
+    if (kernel != FMK_KERNEL_LAPLACE && kernel != FMK_KERNEL_PLUMMER &&
+        kernel != FMK_KERNEL_REGULARIZED)
         return fmk_error_set(NULL, FMK_ERR_UNAVAILABLE,
-                             "method fmm on the GPU is not available for kernel %s (only laplace)",
+                             "method fmm on the GPU is not available for kernel %s (laplace, "
+                             "plummer, regularized)",
                              fmk_kernel_name(kernel));
     if (o->order > FMM_GPU_MAX_ORDER)
         return fmk_error_set(NULL, FMK_ERR_ARG, "order %d is above the GPU FMM's largest, %d",

@@ -1,5 +1,6 @@
 /*
- * fmm3d_cuda.h -- internal header of the GPU 3D FMM (method fmm, backend cuda, laplace): its
+ * fmm3d_cuda.h -- internal header of the GPU 3D FMM (method fmm, backend cuda; kernels laplace,
+ * plummer and regularized: the smooth ones exact in the near field only, fmm3d.h): its
  * tuning knobs, the plan's state, and the launchers of its phases, one file each:
  *
  *   engine.cu     the engine row: set_points, set_points_device, eval (a line a phase), release
@@ -113,12 +114,19 @@ enum {
 struct fmk_fmm3d_cuda {
     const fmk_fmm3d_cuda_tune *tune; /* the plan's knobs (plan->tune) */
     int device, order, S;
-    int Sp, Sx;    /* the M2L's packed doubles per expansion, (p + 1)^2, and
+    int Sp, Sx;        /* the M2L's packed doubles per expansion, (p + 1)^2, and
                                         * that rounded up to 8 (m2l_pad: the GEMMs' strides) */
-    int sms;       /* the device's multiprocessors */
-    int fp32;      /* P2P in fp32 (precision fp32) */
-    int newton_ok; /* fp64 P2P may take 1/r by a Newton step (eps >= 1e-11) */
+    int sms;           /* the device's multiprocessors */
+    int fp32;          /* P2P in fp32 (precision fp32) */
+    fmk_kernel kernel; /* laplace, plummer or regularized: P2P's pair kernel (the far field is
+                        * laplace's: fmm3d.h, fmk_fmm3d_max_level) */
+    double softening;  /* the smooth kernels' s in the tree's units (the frame's over root_side;
+                        * 0 for laplace), set with the tree */
+    int newton_ok;     /* fp64 P2P may take 1/r by a Newton step (eps >= 1e-11) */
     int32_t leaf_size;
+    int64_t leaf_points;   /* P2P's blocks per target leaf are made for this many targets: the
+                            * leaf size, or all the points where the tree was cut (the smooth
+                            * kernels' d_min: leaves may hold many more) */
     double root_side;      /* the root cube's side over the points' (>= 1) */
     double fit_mean;       /* the fitted tree's points per leaf (0: not fitted) */
     int uniform;           /* the points' first tree was complete (uniform points) */

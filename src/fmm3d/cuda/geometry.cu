@@ -1,6 +1,7 @@
 /* geometry.cu -- set_points of the GPU 3D FMM (fmm3d_cuda.h), all on the GPU: the order and leaf
  * size from eps, the octree over sources and targets together (tree/cuda/tree3d.cu, the
- * treecode's build; its root cube fitted to uniform points), the lists (lists.cu: the U, V, W, X
+ * treecode's build; its root cube fitted to uniform points; cut at d_min for the smooth
+ * kernels, as the CPU engine's), the lists (lists.cu: the U, V, W, X
  * lists of the CPU engine entry for entry, the work lists and the M2M/L2L tiles; the host reads
  * only sizes), the operators (operators.cu, on a stream of their own alongside), the rotation
  * tables or the M2L's GEMMs and eval's buffers. */
@@ -222,6 +223,14 @@ fmk_status fmk_fmm3d_cuda_setup(fmk_plan *plan, fmk_fmm3d_cuda *s, double *d_all
             guard.local_unit = FMK_RESOLUTION_FP32_LOCAL, guard.local_points = s->leaf_size;
         st = fmk_cuda_resolution_check(plan, "fmm", &guard, np, tree.d_order, d_all,
                                        s->root_side > 1 ? s->root_side : 1.0);
+    }
+    if (st == FMK_OK) {
+        /* plummer and regularized: no box narrower than d_min (fmm3d.h), the softening in the
+         * tree's units (the root cube's side is 1: the frame's shrunk by root_side) */
+        s->softening = plan->frame.softening / s->root_side;
+        const int max_level = fmk_fmm3d_max_level(plan->kernel, s->softening, plan->eps);
+        s->leaf_points = tree.levels - 1 > max_level ? np : s->leaf_size;
+        st = fmk_cuda_tree3d_truncate(plan, &tree, max_level);
     }
     s->tree_time = fmk_time_now() - t0t;
     if (st == FMK_OK) {

@@ -4,7 +4,8 @@
  * per run of pairs of touching leaves, each pair of points once for both (Newton's third law).
  * It runs on the plan's second stream alongside the far field's chain, into its own results,
  * which eval adds to the far field's. The kernels are templates on the pair kernel
- * (p2p_kernels.cuh). */
+ * (p2p_kernels.cuh: laplace, plummer, regularized); with sources = targets a smooth kernel's
+ * pair j = i is left out by index (k_p2p; the pairs' kernels never form it). */
 #include "fmm3d/cuda/fmm3d_cuda.h"
 #include "fmm3d/cuda/p2p_kernels.cuh"
 
@@ -14,19 +15,21 @@ namespace {
  * done directly, for leaves; the X entries done directly, for any box), staged in shared
  * memory, in precision R; blockIdx.y splits the targets in passes of BLOCK. With atomic 0 the
  * sums are written (the first pass over the leaves with targets: it initialises the near
- * field's results), else added atomically. Pairs at distance 0 contribute nothing. fp32 works on offsets from the
- * box's centre, rounded from fp64 (to 2^-24 of the offset, not of the frame: close pairs keep
- * their accuracy), times 2^23 (FMK_CUDA_LAPLACE32_SCALE), so that r^-3 of the closest distinct
+ * field's results), else added atomically. Pairs at distance 0 contribute nothing under
+ * laplace and G(0) under the smooth kernels, but for j = i with sources = targets (the leaf's own
+ * row: own). fp32 works on offsets from the box's centre, rounded from fp64 (to 2^-24 of the
+ * offset, not of the frame: close pairs keep their accuracy), times 2^23
+ * (FMK_CUDA_LAPLACE32_SCALE, the softening with them), so that r^-3 of the closest distinct
  * offsets (2^-53 of the frame apart at least) stays finite; its sums run in fp32 over a staged
  * tile of BLOCK sources and in fp64 across tiles. */
 template <typename K, typename R, int NEWTON>
 __global__ void __launch_bounds__(BLOCK)
-    k_p2p(int nt, int atomic, int skip_self, p2p_scale sc, const int32_t *__restrict__ leaves,
-          const int32_t *__restrict__ tbeg, const int32_t *__restrict__ tn,
-          const int32_t *__restrict__ sb, const int32_t *__restrict__ sn,
-          const int32_t *__restrict__ u_begin, const int32_t *__restrict__ u,
-          const real4d *__restrict__ cube, const real4d *__restrict__ src,
-          const real4d *__restrict__ trg, double *res)
+    k_p2p(const K ker, int nt, int atomic, int skip_self, p2p_scale sc,
+          const int32_t *__restrict__ leaves, const int32_t *__restrict__ tbeg,
+          const int32_t *__restrict__ tn, const int32_t *__restrict__ sb,
+          const int32_t *__restrict__ sn, const int32_t *__restrict__ u_begin,
+          const int32_t *__restrict__ u, const real4d *__restrict__ cube,
+          const real4d *__restrict__ src, const real4d *__restrict__ trg, double *res)
 {
     typedef typename vec4<R>::type V;
     __shared__ V tile[BLOCK];
@@ -53,6 +56,8 @@ __global__ void __launch_bounds__(BLOCK)
             const int a = u[e];
             if (a == b && skip_self) /* the leaf's own pairs: k_p2p_pairs, each once */
                 continue;
+            /* a smooth kernel at the sources: the leaf's own row leaves out j = i by index */
+            const bool own = K::smooth && a == b && src == trg;
             const int j0 = sb[a], j1 = j0 + sn[a];
             for (int jb = j0; jb < j1; jb += BLOCK) {
                 __syncthreads();
@@ -67,10 +72,12 @@ __global__ void __launch_bounds__(BLOCK)
                 if (T == 1) {
 #pragma unroll 4
                     for (int j = 0; j < cnt; j++)
-                        K::template add<NEWTON>(tile[j], yx, yy, yz, tp, tx, ty, tz);
+                        if (!own || jb + j != i)
+                            ker.template add<NEWTON>(tile[j], yx, yy, yz, tp, tx, ty, tz);
                 } else {
                     for (int j = sub; j < cnt; j += T)
-                        K::template add<NEWTON>(tile[j], yx, yy, yz, tp, tx, ty, tz);
+                        if (!own || jb + j != i)
+                            ker.template add<NEWTON>(tile[j], yx, yy, yz, tp, tx, ty, tz);
                 }
                 p += tp, gx += tx, gy += ty, gz += tz;
             }
@@ -115,9 +122,9 @@ const int P2P_RUN_MAX = FMK_P2P_RUN_MAX;
  * unrolled. */
 template <typename K, int RT, int RA, int UNR, int NEWTON, int MASK>
 __device__ __forceinline__ void
-pairs_steps(const double *xi, const double *yi, const double *zi, const double *qi, double *pi,
-            double *gxi, double *gyi, double *gzi, double *xj, double *yj, double *zj, double *qj,
-            double *pj, double *gxj, double *gyj, double *gzj)
+pairs_steps(const K &ker, const double *xi, const double *yi, const double *zi, const double *qi,
+            double *pi, double *gxi, double *gyi, double *gzi, double *xj, double *yj, double *zj,
+            double *qj, double *pj, double *gxj, double *gyj, double *gzj)
 {
     const int next = ((threadIdx.x & 31) + 1) & 31;
 #pragma unroll UNR
@@ -126,9 +133,9 @@ pairs_steps(const double *xi, const double *yi, const double *zi, const double *
         for (int r = 0; r < RT; r++)
 #pragma unroll
             for (int u = 0; u < RA; u++)
-                K::template both<NEWTON, MASK>(xi[r], yi[r], zi[r], qi[r], pi[r], gxi[r], gyi[r],
-                                               gzi[r], xj[u], yj[u], zj[u], qj[u], pj[u], gxj[u],
-                                               gyj[u], gzj[u]);
+                pair_both<NEWTON, MASK>(ker, xi[r], yi[r], zi[r], qi[r], pi[r], gxi[r], gyi[r],
+                                        gzi[r], xj[u], yj[u], zj[u], qj[u], pj[u], gxj[u], gyj[u],
+                                        gzj[u]);
 #pragma unroll
         for (int u = 0; u < RA; u++) {
             xj[u] = __shfl_sync(0xffffffffu, xj[u], next),
@@ -153,8 +160,8 @@ pairs_steps(const double *xi, const double *yi, const double *zi, const double *
  * group adds its b sums atomically. Padding: charge 0, b's at the origin and a's at (-1, -1, -1)
  * (the points lie in [1, 2]^3), so that no pair but a real coincident one has r = 0. */
 template <typename K, int RT, int RA, int G, int UNR, int NEWTON, int MASK>
-__device__ __forceinline__ void pairs_pass(int nt, int ib, int i0, int ni, int nj, int r0, int r1,
-                                           const int32_t *s_j0, const int32_t *s_n,
+__device__ __forceinline__ void pairs_pass(const K &ker, int nt, int ib, int i0, int ni, int nj,
+                                           int r0, int r1, const int32_t *s_j0, const int32_t *s_n,
                                            const real4d *__restrict__ pts, double *res,
                                            double (*red)[4][BLOCK / 32][32])
 {
@@ -183,8 +190,8 @@ __device__ __forceinline__ void pairs_pass(int nt, int ib, int i0, int ni, int n
             pj[u] = gxj[u] = gyj[u] = gzj[u] = 0;
         }
         if (mine < ni && jc < nj)
-            pairs_steps<K, RT, RA, UNR, NEWTON, MASK>(xi, yi, zi, qi, pi, gxi, gyi, gzi, xj, yj, zj,
-                                                      qj, pj, gxj, gyj, gzj);
+            pairs_steps<K, RT, RA, UNR, NEWTON, MASK>(ker, xi, yi, zi, qi, pi, gxi, gyi, gzi, xj,
+                                                      yj, zj, qj, pj, gxj, gyj, gzj);
         if (WG == 1) { /* a group is a warp: its chunk's sums are complete */
 #pragma unroll
             for (int u = 0; u < RA; u++)
@@ -244,8 +251,8 @@ __device__ __forceinline__ void pairs_pass(int nt, int ib, int i0, int ni, int n
  * registers across its row, t's added atomically per tile pair. 1/r masked: points of one leaf
  * may coincide. */
 template <typename K, int UNR, int NEWTON>
-__device__ __forceinline__ void self_pairs(int nt, int i0, int ni, const real4d *__restrict__ pts,
-                                           double *res)
+__device__ __forceinline__ void self_pairs(const K &ker, int nt, int i0, int ni,
+                                           const real4d *__restrict__ pts, double *res)
 {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, m = (ni + 31) / 32;
     const int next = (lane + 1) & 31;
@@ -262,16 +269,17 @@ __device__ __forceinline__ void self_pairs(int nt, int i0, int ni, const real4d 
                        gzj = 0;
                 int jl = jj; /* the point whose sums this lane holds at the end */
                 if (t > s) {
-                    pairs_steps<K, 1, 1, UNR, NEWTON, 1>(&xi, &yi, &zi, &qi, &pi, &gxi, &gyi, &gzi,
-                                                         &xj, &yj, &zj, &qj, &pj, &gxj, &gyj, &gzj);
+                    pairs_steps<K, 1, 1, UNR, NEWTON, 1>(ker, &xi, &yi, &zi, &qi, &pi, &gxi, &gyi,
+                                                         &gzi, &xj, &yj, &zj, &qj, &pj, &gxj, &gyj,
+                                                         &gzj);
                 } else {
                     xj = __shfl_sync(0xffffffffu, xj, next),
                     yj = __shfl_sync(0xffffffffu, yj, next);
                     zj = __shfl_sync(0xffffffffu, zj, next),
                     qj = __shfl_sync(0xffffffffu, qj, next);
                     for (int k = 1; k < 16; k++) {
-                        K::template both<NEWTON, 1>(xi, yi, zi, qi, pi, gxi, gyi, gzi, xj, yj, zj,
-                                                    qj, pj, gxj, gyj, gzj);
+                        pair_both<NEWTON, 1>(ker, xi, yi, zi, qi, pi, gxi, gyi, gzi, xj, yj, zj, qj,
+                                             pj, gxj, gyj, gzj);
                         xj = __shfl_sync(0xffffffffu, xj, next),
                         yj = __shfl_sync(0xffffffffu, yj, next);
                         zj = __shfl_sync(0xffffffffu, zj, next),
@@ -283,8 +291,8 @@ __device__ __forceinline__ void self_pairs(int nt, int i0, int ni, const real4d 
                     }
                     const double w =
                         lane < 16 ? 1.0 : 0.0; /* offset 16: each pair twice, once kept */
-                    K::template both<NEWTON, 1>(xi, yi, zi, qi * w, pi, gxi, gyi, gzi, xj, yj, zj,
-                                                qj * w, pj, gxj, gyj, gzj);
+                    pair_both<NEWTON, 1>(ker, xi, yi, zi, qi * w, pi, gxi, gyi, gzi, xj, yj, zj,
+                                         qj * w, pj, gxj, gyj, gzj);
                     jl = 32 * t + ((lane + 16) & 31);
                 }
                 if (jl < ni) {
@@ -308,7 +316,7 @@ __device__ __forceinline__ void self_pairs(int nt, int i0, int ni, const real4d 
  * pair_inv_distinct); MINB: blocks per multiprocessor asked of ptxas (__launch_bounds__; 0 none). */
 template <typename K, int RT, int UNR, int NEWTON, int MASK, int MINB>
 __global__ void __launch_bounds__(BLOCK, MINB)
-    k_p2p_pairs(int nt, int64_t n_pairs, int run, unsigned pair_blocks,
+    k_p2p_pairs(const K ker, int nt, int64_t n_pairs, int run, unsigned pair_blocks,
                 const int32_t *__restrict__ leaves, const int32_t *__restrict__ pairs,
                 const int32_t *__restrict__ sb, const int32_t *__restrict__ sn,
                 const real4d *__restrict__ pts, double *res)
@@ -316,7 +324,7 @@ __global__ void __launch_bounds__(BLOCK, MINB)
     static_assert(BLOCK == 128, "four warps, and a thread per (sum, lane) in the reduction");
     if (blockIdx.x >= pair_blocks) {
         const int b = leaves[blockIdx.x - pair_blocks];
-        self_pairs<K, UNR, NEWTON>(nt, sb[b], sn[b], pts, res);
+        self_pairs<K, UNR, NEWTON>(ker, nt, sb[b], sn[b], pts, res);
         return;
     }
     __shared__ double red[2][4][BLOCK / 32][32];
@@ -339,24 +347,24 @@ __global__ void __launch_bounds__(BLOCK, MINB)
             const int left = ni - ib;
             if (left <=
                 32) { /* the last pass: every warp the same points, a quarter of the chunks */
-                pairs_pass<K, 1, 1, BLOCK / 32, UNR, NEWTON, MASK>(nt, ib, i0, ni, nj, r0, r1, s_j0,
-                                                                   s_n, pts, res, red);
+                pairs_pass<K, 1, 1, BLOCK / 32, UNR, NEWTON, MASK>(ker, nt, ib, i0, ni, nj, r0, r1,
+                                                                   s_j0, s_n, pts, res, red);
                 ib += 32;
             } else if (RT >= 5) { /* every warp the same 32 RT points */
-                pairs_pass<K, RT, 1, BLOCK / 32, UNR, NEWTON, MASK>(nt, ib, i0, ni, nj, r0, r1,
+                pairs_pass<K, RT, 1, BLOCK / 32, UNR, NEWTON, MASK>(ker, nt, ib, i0, ni, nj, r0, r1,
                                                                     s_j0, s_n, pts, res, red);
                 ib += 32 * RT;
             } else if (RT == 1 || left <= BLOCK) {
-                pairs_pass<K, 1, 1, 1, UNR, NEWTON, MASK>(nt, ib, i0, ni, nj, r0, r1, s_j0, s_n,
-                                                          pts, res, red);
+                pairs_pass<K, 1, 1, 1, UNR, NEWTON, MASK>(ker, nt, ib, i0, ni, nj, r0, r1, s_j0,
+                                                          s_n, pts, res, red);
                 ib += BLOCK;
             } else if (RT == 3 || RT == 4) { /* two groups of two warps: 192 or 256 points a pass */
-                pairs_pass<K, RT, 1, 2, UNR, NEWTON, MASK>(nt, ib, i0, ni, nj, r0, r1, s_j0, s_n,
-                                                           pts, res, red);
+                pairs_pass<K, RT, 1, 2, UNR, NEWTON, MASK>(ker, nt, ib, i0, ni, nj, r0, r1, s_j0,
+                                                           s_n, pts, res, red);
                 ib += BLOCK * RT / 2;
             } else {
-                pairs_pass<K, RT, 1, 1, UNR, NEWTON, MASK>(nt, ib, i0, ni, nj, r0, r1, s_j0, s_n,
-                                                           pts, res, red);
+                pairs_pass<K, RT, 1, 1, UNR, NEWTON, MASK>(ker, nt, ib, i0, ni, nj, r0, r1, s_j0,
+                                                           s_n, pts, res, red);
                 ib += BLOCK * RT;
             }
         }
@@ -365,10 +373,10 @@ __global__ void __launch_bounds__(BLOCK, MINB)
 
 /* The P2P on stream st into near (4 nt doubles): the U lists at the leaves (sources = targets in
  * fp64: the rest rows, then the leaf pairs both ways; the first launch writes every target's
- * sums), then the X entries done directly (Y lists, atomic adds), with pair kernel K in
+ * sums), then the X entries done directly (Y lists, atomic adds), with pair kernel ker in
  * precision R. */
-template <typename K, typename R, int NEWTON>
-void p2p(fmk_fmm3d_cuda *s, int nt, p2p_scale sc, cudaStream_t st, double *near)
+template <typename R, int NEWTON, typename K>
+void p2p(fmk_fmm3d_cuda *s, int nt, p2p_scale sc, cudaStream_t st, double *near, const K ker)
 {
     const fmk_cuda_fmm3d_geo *g = &s->g;
     const int rt = fmk_fmm3d_cuda_pairs_rt(s);
@@ -377,39 +385,41 @@ void p2p(fmk_fmm3d_cuda *s, int nt, p2p_scale sc, cudaStream_t st, double *near)
     const int self = pairs && g->n_leaves_trg > 0;
     if (g->n_leaves_trg > 0) /* the U lists, or with pairs the rest rows (the leaf itself, W) */
         k_p2p<K, R, NEWTON>
-            <<<dim3((unsigned)g->n_leaves_trg, split_for(s->leaf_size)), BLOCK, 0, st>>>(
-                nt, 0, self, sc, g->d_leaves_trg, g->d_tb, g->d_tn, g->d_sb, g->d_sn,
+            <<<dim3((unsigned)g->n_leaves_trg, split_for(s->leaf_points)), BLOCK, 0, st>>>(
+                ker, nt, 0, self, sc, g->d_leaves_trg, g->d_tb, g->d_tn, g->d_sb, g->d_sn,
                 pairs ? g->d_ur_begin : g->d_u_begin, pairs ? g->d_ur : g->d_u, g->d_cube, g->d_src,
                 g->d_trg, near);
-    if (pairs && (g->n_pairs > 0 || self)) {
-        /* pairs per block: 8 at small leaves, else 4 (docs/fmm3d_gpu.md, section 3) ... but at
-         * least 16 blocks per multiprocessor while pairs allow (a few pairs of large leaves in
-         * a few blocks left the GPU idle) */
-        int run = s->leaf_size < 256 ? 8 : 4;
-        while (run > 1 && g->n_pairs < (int64_t)16 * s->sms * run)
-            run /= 2;
-        const unsigned pair_blocks = (unsigned)((g->n_pairs + run - 1) / run);
-        const unsigned blocks = pair_blocks + (self ? (unsigned)g->n_leaves_trg : 0);
-        /* per points per lane: the ring's steps unrolled, 1/r masked, blocks per multiprocessor
-         * (at 3, 5 and 6 points per lane, registers for 4 or 3 blocks) */
-#define FMK_PAIRS(RT, UNR, MASK, MINB)                                                            \
-    k_p2p_pairs<K, RT, UNR, NEWTON, MASK, MINB>                                                   \
-        <<<blocks, BLOCK, 0, st>>>(nt, g->n_pairs, run, pair_blocks, g->d_leaves_trg, g->d_pairs, \
-                                   g->d_sb, g->d_sn, g->d_src, near)
-        switch (rt) {
-        case 1: FMK_PAIRS(1, 1, 1, 0); break;
-        case 2: FMK_PAIRS(2, 4, 1, 0); break;
-        case 3: FMK_PAIRS(3, 2, 0, 4); break;
-        case 4: FMK_PAIRS(4, 2, 0, 0); break;
-        case 5: FMK_PAIRS(5, 2, 0, 3); break;
-        default: FMK_PAIRS(6, 2, 0, 3); break;
-        }
+    if constexpr (sizeof(R) == 8) { /* (the pairs' kernels only in fp64) */
+        if (pairs && (g->n_pairs > 0 || self)) {
+            /* pairs per block: 8 at small leaves, else 4 (docs/fmm3d_gpu.md, section 3) ... but
+             * at least 16 blocks per multiprocessor while pairs allow (a few pairs of large
+             * leaves in a few blocks left the GPU idle) */
+            int run = s->leaf_size < 256 ? 8 : 4;
+            while (run > 1 && g->n_pairs < (int64_t)16 * s->sms * run)
+                run /= 2;
+            const unsigned pair_blocks = (unsigned)((g->n_pairs + run - 1) / run);
+            const unsigned blocks = pair_blocks + (self ? (unsigned)g->n_leaves_trg : 0);
+            /* per points per lane: the ring's steps unrolled, 1/r masked, blocks per
+             * multiprocessor (at 3, 5 and 6 points per lane, registers for 4 or 3 blocks) */
+#define FMK_PAIRS(RT, UNR, MASK, MINB)                                                     \
+    k_p2p_pairs<K, RT, UNR, NEWTON, MASK, MINB>                                            \
+        <<<blocks, BLOCK, 0, st>>>(ker, nt, g->n_pairs, run, pair_blocks, g->d_leaves_trg, \
+                                   g->d_pairs, g->d_sb, g->d_sn, g->d_src, near)
+            switch (rt) {
+            case 1: FMK_PAIRS(1, 1, 1, 0); break;
+            case 2: FMK_PAIRS(2, 4, 1, 0); break;
+            case 3: FMK_PAIRS(3, 2, 0, 4); break;
+            case 4: FMK_PAIRS(4, 2, 0, 0); break;
+            case 5: FMK_PAIRS(5, 2, 0, 3); break;
+            default: FMK_PAIRS(6, 2, 0, 3); break;
+            }
 #undef FMK_PAIRS
+        }
     }
     if (g->n_ynodes > 0)
         k_p2p<K, R, NEWTON><<<dim3((unsigned)g->n_ynodes, split_for(s->near_max)), BLOCK, 0, st>>>(
-            nt, 1, 0, sc, g->d_ynodes, g->d_tb, g->d_tn, g->d_sb, g->d_sn, g->d_y_begin, g->d_y,
-            g->d_cube, g->d_src, g->d_trg, near);
+            ker, nt, 1, 0, sc, g->d_ynodes, g->d_tb, g->d_tn, g->d_sb, g->d_sn, g->d_y_begin,
+            g->d_y, g->d_cube, g->d_src, g->d_trg, near);
 }
 
 } // namespace
@@ -440,11 +450,14 @@ void fmk_cuda_fmm3d_p2p_into(fmk_fmm3d_cuda *s, int nt, p2p_scale sc, cudaStream
 {
     const int newton = s->tune->p2p_newton < 0 ? s->newton_ok : s->tune->p2p_newton;
     if (s->fp32)
-        p2p<fmk_p2p_laplace, float, 0>(s, nt, sc, st, near);
+        fmk_p2p_with_kernel<float>(s->kernel, s->softening,
+                                   [&](auto ker) { p2p<float, 0>(s, nt, sc, st, near, ker); });
     else if (newton)
-        p2p<fmk_p2p_laplace, double, 1>(s, nt, sc, st, near);
+        fmk_p2p_with_kernel<double>(s->kernel, s->softening,
+                                    [&](auto ker) { p2p<double, 1>(s, nt, sc, st, near, ker); });
     else
-        p2p<fmk_p2p_laplace, double, 0>(s, nt, sc, st, near);
+        fmk_p2p_with_kernel<double>(s->kernel, s->softening,
+                                    [&](auto ker) { p2p<double, 0>(s, nt, sc, st, near, ker); });
 }
 
 cudaError_t fmk_cuda_fmm3d_p2p(fmk_fmm3d_cuda *s, int nt, p2p_scale sc, cudaStream_t st)

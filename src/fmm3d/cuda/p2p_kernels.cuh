@@ -1,8 +1,9 @@
-/* p2p_kernels.cuh -- the pair kernels of the GPU 3D FMM's near field (p2p.cu): each a tag type
- * whose static members add one source's potential and gradient at a target (add, one way) and
- * one pair both ways (both, sources = targets: the same 1/r and 1/r^3 serve both directions).
- * The P2P kernels take the tag as a template parameter, so that another kernel (Plummer,
- * regularized) plugs in as another tag with the same two members. */
+/* p2p_kernels.cuh -- the pair kernels of the GPU 3D FMM's near field (p2p.cu, p2p_many.cu):
+ * laplace, plummer and regularized, each a small struct (below) whose members add one source's
+ * potential and gradient at a target (add, one way) or give a unit charge's factors (for one
+ * pair both ways, pair_both: sources = targets, the same factors serve both directions; and for
+ * several charge vectors). The P2P kernels take the struct as a template parameter and an
+ * argument (its softening), so that each kernel's loops are compiled for it alone. */
 #ifndef FMMKIT_CUDA_FMM3D_P2P_KERNELS_CUH
 #define FMMKIT_CUDA_FMM3D_P2P_KERNELS_CUH
 
@@ -70,37 +71,131 @@ static __device__ __forceinline__ double pair_inv_distinct(int newton, double r2
     return fma(yh, fma(-r2, y0 * y0, 1.0), y0);
 }
 
-/* Laplace: phi = q / r, grad phi = -q (y - s) / r^3 (kernels/pair.h); pairs at distance 0
+/* The pair kernels, each a struct in the working precision R with what its pair needs (nothing
+ * for laplace, the softening for the smooth kernels, in P2P's units: the tree's, times
+ * FMK_CUDA_LAPLACE32_SCALE in fp32) and two members, passed by value to the P2P kernels:
+ *   factors<NEWTON, MASK>(r2): a unit charge's {pot, g} at squared distance r2 (pair.h's _k
+ *     form, grad = -g d), for a pair applied both ways or to several charge vectors; MASK: r2
+ *     may be 0 (a coincident pair), else it is not;
+ *   add<NEWTON>(s, y, sums): one source s (its charge in s.w) at a target, one way (pair.h's _r
+ *     form).
+ * smooth: the kernel has a finite value at r = 0 (docs/kernels.md), so a P2P over a leaf's own
+ * points with sources = targets must leave out j = i by index, where laplace's r = 0 adds
+ * nothing by itself. */
+
+/* laplace: phi = q / r, grad phi = -q (y - s) / r^3 (kernels/pair.h); pairs at distance 0
  * contribute nothing. */
-struct fmk_p2p_laplace {
+template <typename R> struct fmk_p2p_laplace {
+    static constexpr bool smooth = false;
+
+    template <int NEWTON, int MASK> __device__ __forceinline__ auto factors(R r2) const
+    {
+        if constexpr (MASK || sizeof(R) == 4)
+            return fpair_laplace_k(pair_inv<NEWTON>(r2));
+        else
+            return fpair_laplace_k(pair_inv_distinct(NEWTON, r2));
+    }
+
     /* One source's potential and gradient at a target (offsets y - s), added to the sums. */
-    template <int NEWTON, typename V, typename R>
-    static __device__ __forceinline__ void add(const V s, R yx, R yy, R yz, R &tp, R &tx, R &ty,
-                                               R &tz)
+    template <int NEWTON, typename V>
+    __device__ __forceinline__ void add(const V s, R yx, R yy, R yz, R &tp, R &tx, R &ty,
+                                        R &tz) const
     {
         const R dx = yx - s.x, dy = yy - s.y, dz = yz - s.z;
         const auto w = fpair_laplace_r(pair_inv<NEWTON>(dx * dx + dy * dy + dz * dz), (R)s.w);
         tp += w.pot;
         tx -= dx * w.g, ty -= dy * w.g, tz -= dz * w.g;
     }
+};
 
-    /* One pair (i, j) both ways: i's sums (pi .. gzi) from j, j's (pj .. gzj) from i; the
-     * kernel's factors (pair.h's _k form) serve both. */
-    template <int NEWTON, int MASK>
-    static __device__ __forceinline__ void both(double xi, double yi, double zi, double qi,
-                                                double &pi, double &gxi, double &gyi, double &gzi,
-                                                double xj, double yj, double zj, double qj,
-                                                double &pj, double &gxj, double &gyj, double &gzj)
+/* 1/sqrt(d) of a smooth kernel's d = r^2 + s^2 > 0: no mask (fp64: the Newton step where
+ * NEWTON, else the third-order correction; fp32: MUFU.RSQ). */
+template <int NEWTON, typename R> static __device__ __forceinline__ R soft_inv(R d)
+{
+    if constexpr (sizeof(R) == 8)
+        return pair_inv_distinct(NEWTON, d);
+    else
+        return rsqrt_plain(d);
+}
+
+/* plummer, G = 1/sqrt(r^2 + s^2): pair.h's plummer (laplace_r of r^2 + s^2) with this
+ * engine's 1/sqrt; q / s at r = 0. */
+template <typename R> struct fmk_p2p_plummer {
+    static constexpr bool smooth = true;
+    R eps2; /* s^2 */
+
+    template <int NEWTON, int MASK> __device__ __forceinline__ auto factors(R r2) const
     {
-        const double dx = xi - xj, dy = yi - yj, dz = zi - zj;
-        const double r2 = dx * dx + dy * dy + dz * dz;
-        const auto k = fpair_laplace_k(MASK ? pair_inv<NEWTON>(r2) : pair_inv_distinct(NEWTON, r2));
-        pi = fma(qj, k.pot, pi), pj = fma(qi, k.pot, pj);
-        const double fj = qj * k.g, fi = qi * k.g;
-        gxi = fma(-fj, dx, gxi), gyi = fma(-fj, dy, gyi), gzi = fma(-fj, dz, gzi);
-        gxj = fma(fi, dx, gxj), gyj = fma(fi, dy, gyj), gzj = fma(fi, dz, gzj);
+        return fpair_laplace_k(soft_inv<NEWTON>(r2 + eps2));
+    }
+
+    template <int NEWTON, typename V>
+    __device__ __forceinline__ void add(const V s, R yx, R yy, R yz, R &tp, R &tx, R &ty,
+                                        R &tz) const
+    {
+        const R dx = yx - s.x, dy = yy - s.y, dz = yz - s.z;
+        const auto w =
+            fpair_laplace_r(soft_inv<NEWTON>(dx * dx + dy * dy + dz * dz + eps2), (R)s.w);
+        tp += w.pot;
+        tx -= dx * w.g, ty -= dy * w.g, tz -= dz * w.g;
     }
 };
+
+/* regularized, G = (r^2 + 1.5 s^2) / (r^2 + s^2)^(3/2): pair.h's regularized_r and _k with
+ * 1/d = (1/sqrt(d))^2 (as the direct engine); 3 q / (2 s) at r = 0. */
+template <typename R> struct fmk_p2p_regularized {
+    static constexpr bool smooth = true;
+    R eps2, e15, e25; /* s^2, 1.5 s^2, 2.5 s^2 */
+
+    template <int NEWTON, int MASK> __device__ __forceinline__ auto factors(R r2) const
+    {
+        const R rinv = soft_inv<NEWTON>(r2 + eps2);
+        return fpair_regularized_k(rinv, rinv * rinv, r2, e15, e25);
+    }
+
+    template <int NEWTON, typename V>
+    __device__ __forceinline__ void add(const V s, R yx, R yy, R yz, R &tp, R &tx, R &ty,
+                                        R &tz) const
+    {
+        const R dx = yx - s.x, dy = yy - s.y, dz = yz - s.z;
+        const R r2 = dx * dx + dy * dy + dz * dz, rinv = soft_inv<NEWTON>(r2 + eps2);
+        const auto w = fpair_regularized_r(rinv, rinv * rinv, r2, (R)s.w, e15, e25);
+        tp += w.pot;
+        tx -= dx * w.g, ty -= dy * w.g, tz -= dz * w.g;
+    }
+};
+
+/* One pair (i, j) both ways (sources = targets, fp64): i's sums (pi .. gzi) from j, j's (pj ..
+ * gzj) from i; the kernel's factors serve both. */
+template <int NEWTON, int MASK, typename K>
+static __device__ __forceinline__ void
+pair_both(const K &ker, double xi, double yi, double zi, double qi, double &pi, double &gxi,
+          double &gyi, double &gzi, double xj, double yj, double zj, double qj, double &pj,
+          double &gxj, double &gyj, double &gzj)
+{
+    const double dx = xi - xj, dy = yi - yj, dz = zi - zj;
+    const double r2 = dx * dx + dy * dy + dz * dz;
+    const auto k = ker.template factors<NEWTON, MASK>(r2);
+    pi = fma(qj, k.pot, pi), pj = fma(qi, k.pot, pj);
+    const double fj = qj * k.g, fi = qi * k.g;
+    gxi = fma(-fj, dx, gxi), gyi = fma(-fj, dy, gyi), gzi = fma(-fj, dz, gzi);
+    gxj = fma(fi, dx, gxj), gyj = fma(fi, dy, gyj), gzj = fma(fi, dz, gzj);
+}
+
+/* The pair kernel of a plan in precision R (kernel, softening in the tree's units), passed to
+ * f: f(fmk_p2p_laplace<R>{}) and so on. */
+template <typename R, typename F>
+static void fmk_p2p_with_kernel(fmk_kernel kernel, double softening, F &&f)
+{
+    const double cs = sizeof(R) == 4 ? FMK_CUDA_LAPLACE32_SCALE : 1.0;
+    const double e2 = softening * cs * (softening * cs);
+    if (kernel == FMK_KERNEL_PLUMMER)
+        f(fmk_p2p_plummer<R>{(R)e2});
+    else if (kernel == FMK_KERNEL_REGULARIZED)
+        f(fmk_p2p_regularized<R>{(R)e2, (R)(1.5 * e2), (R)(2.5 * e2)});
+    else
+        f(fmk_p2p_laplace<R>{});
+}
 
 /* The P2P of leaf pairs (p2p.cu, p2p_many.cu): pairs a block takes at most, and the lane's point
  * of the stream of a points (chunk jc of the nj points of the run's a leaves r0 .. r1 - 1, the

@@ -22,13 +22,14 @@ struct scale4 {
     double q[4], pot[4], grad[4];
 };
 
-/* One source (offsets y - s) at one target for NV vectors: 1/r and 1/r^3 once. */
-template <int NEWTON, typename R, int NV>
-__device__ __forceinline__ void add_nv(R sx, R sy, R sz, const R (&q)[NV], R yx, R yy, R yz,
-                                       R (&tp)[NV], R (&tx)[NV], R (&ty)[NV], R (&tz)[NV])
+/* One source (offsets y - s) at one target for NV vectors: the kernel's factors (1/r and 1/r^3
+ * for laplace) once. */
+template <int NEWTON, typename K, typename R, int NV>
+__device__ __forceinline__ void add_nv(const K &ker, R sx, R sy, R sz, const R (&q)[NV], R yx, R yy,
+                                       R yz, R (&tp)[NV], R (&tx)[NV], R (&ty)[NV], R (&tz)[NV])
 {
     const R dx = yx - sx, dy = yy - sy, dz = yz - sz;
-    const auto k = fpair_laplace_k(pair_inv<NEWTON>(dx * dx + dy * dy + dz * dz));
+    const auto k = ker.template factors<NEWTON, 1>(dx * dx + dy * dy + dz * dz);
 #pragma unroll
     for (int v = 0; v < NV; v++) {
         tp[v] += q[v] * k.pot;
@@ -40,10 +41,10 @@ __device__ __forceinline__ void add_nv(R sx, R sy, R sz, const R (&q)[NV], R yx,
 /* p2p.cu's k_p2p for NV vectors: the targets of box leaves[blockIdx.x] from the sources of its
  * list, staged in shared memory with their NV charges (times sc.q); atomic 0: the sums written
  * (the first pass over the leaves with targets), else added atomically; skip_self: the leaf's
- * own row left to k_p2p_pairs_nv. */
-template <typename R, int NEWTON, int NV>
+ * own row left to k_p2p_pairs_nv; a smooth kernel at the sources leaves out j = i by index. */
+template <typename R, int NEWTON, int NV, typename K>
 __global__ void __launch_bounds__(BLOCK)
-    k_p2p_nv(int nt, int atomic, int skip_self, scale4 sc, int64_t ns,
+    k_p2p_nv(const K ker, int nt, int atomic, int skip_self, scale4 sc, int64_t ns,
              const double *__restrict__ qk, const int32_t *__restrict__ leaves,
              const int32_t *__restrict__ tbeg, const int32_t *__restrict__ tn,
              const int32_t *__restrict__ sb, const int32_t *__restrict__ sn,
@@ -78,6 +79,7 @@ __global__ void __launch_bounds__(BLOCK)
             const int a = u[e];
             if (a == b && skip_self)
                 continue;
+            const bool own = K::smooth && a == b && src == trg; /* (p2p.cu's k_p2p) */
             const int j0 = sb[a], j1 = j0 + sn[a];
             for (int jb = j0; jb < j1; jb += BLOCK) {
                 __syncthreads();
@@ -99,21 +101,25 @@ __global__ void __launch_bounds__(BLOCK)
                 if (T == 1) {
 #pragma unroll 2
                     for (int j = 0; j < cnt; j++) {
+                        if (own && jb + j == i)
+                            continue;
                         const V s = tile[j];
                         R q[NV];
 #pragma unroll
                         for (int v = 0; v < NV; v++)
                             q[v] = tq[j][v];
-                        add_nv<NEWTON>(s.x, s.y, s.z, q, yx, yy, yz, tp, tx, ty, tz);
+                        add_nv<NEWTON>(ker, s.x, s.y, s.z, q, yx, yy, yz, tp, tx, ty, tz);
                     }
                 } else {
                     for (int j = sub; j < cnt; j += T) {
+                        if (own && jb + j == i)
+                            continue;
                         const V s = tile[j];
                         R q[NV];
 #pragma unroll
                         for (int v = 0; v < NV; v++)
                             q[v] = tq[j][v];
-                        add_nv<NEWTON>(s.x, s.y, s.z, q, yx, yy, yz, tp, tx, ty, tz);
+                        add_nv<NEWTON>(ker, s.x, s.y, s.z, q, yx, yy, yz, tp, tx, ty, tz);
                     }
                 }
 #pragma unroll
@@ -195,16 +201,16 @@ template <int NV> __device__ __forceinline__ void shfl_pt(pt<NV> &a, int src)
     }
 }
 
-/* One pair both ways for NV vectors: fmk_p2p_laplace::both's sums for each vector, the offset, the
+/* One pair both ways for NV vectors: pair_both's sums for each vector, the offset, the
  * kernel's factors and the gradient's factor times the offset (g d: 3 products once instead of 2
  * per vector) made once: 14 + 8 NV fp64 operations (51 at 4 vectors before, 46 now). MASK: 1/r
  * masked at r = 0 (else pair_inv_distinct). */
-template <int NEWTON, int MASK, int NV>
-__device__ __forceinline__ void both_nv(pt<NV> &i, pt<NV> &j)
+template <int NEWTON, int MASK, int NV, typename K>
+__device__ __forceinline__ void both_nv(const K &ker, pt<NV> &i, pt<NV> &j)
 {
     const double dx = i.x - j.x, dy = i.y - j.y, dz = i.z - j.z;
     const double r2 = dx * dx + dy * dy + dz * dz;
-    const auto k = fpair_laplace_k(MASK ? pair_inv<NEWTON>(r2) : pair_inv_distinct(NEWTON, r2));
+    const auto k = ker.template factors<NEWTON, MASK>(r2);
     const double gx = k.g * dx, gy = k.g * dy, gz = k.g * dz;
 #pragma unroll
     for (int v = 0; v < NV; v++) {
@@ -218,15 +224,15 @@ __device__ __forceinline__ void both_nv(pt<NV> &i, pt<NV> &j)
 
 /* 32 steps of a warp: its RT points of b against the lanes' a points, which move one lane down
  * per step (p2p.cu's pairs_steps); UNR steps unrolled. */
-template <int RT, int NV, int UNR, int NEWTON, int MASK>
-__device__ __forceinline__ void ring_nv(pt<NV> (&bi)[RT], pt<NV> &aj)
+template <int RT, int NV, int UNR, int NEWTON, int MASK, typename K>
+__device__ __forceinline__ void ring_nv(const K &ker, pt<NV> (&bi)[RT], pt<NV> &aj)
 {
     const int next = ((threadIdx.x & 31) + 1) & 31;
 #pragma unroll UNR
     for (int k = 0; k < 32; k++) {
 #pragma unroll
         for (int r = 0; r < RT; r++)
-            both_nv<NEWTON, MASK, NV>(bi[r], aj);
+            both_nv<NEWTON, MASK, NV>(ker, bi[r], aj);
         shfl_pt(aj, next);
     }
 }
@@ -235,10 +241,10 @@ __device__ __forceinline__ void ring_nv(pt<NV> (&bi)[RT], pt<NV> &aj)
  * points ib .. ib + 32 RT - 1 (of ni, from i0), held by every warp; warp w takes the chunks w, w
  * + 4, ... Padding: charge 0, b's at the origin and a's at (-1, -1, -1), so that no pair of two
  * leaves has r = 0 (1/r unmasked). */
-template <int RT, int NV, int UNR, int NEWTON>
-__device__ __forceinline__ void pass_nv(int64_t nt, int64_t ns, int ib, int i0, int ni, int nj,
-                                        int r0, int r1, const int32_t *s_j0, const int32_t *s_n,
-                                        const real4d *__restrict__ pts,
+template <int RT, int NV, int UNR, int NEWTON, typename K>
+__device__ __forceinline__ void pass_nv(const K &ker, int64_t nt, int64_t ns, int ib, int i0,
+                                        int ni, int nj, int r0, int r1, const int32_t *s_j0,
+                                        const int32_t *s_n, const real4d *__restrict__ pts,
                                         const double *__restrict__ qk, double *res)
 {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -252,7 +258,7 @@ __device__ __forceinline__ void pass_nv(int64_t nt, int64_t ns, int ib, int i0, 
         const int j = stream_point(jc, nj, r0, r1, s_j0, s_n);
         pt<NV> aj;
         load_pt(aj, j, pts, qk, ns, real4d{-1, -1, -1, 0});
-        ring_nv<RT, NV, UNR, NEWTON, 0>(bi, aj);
+        ring_nv<RT, NV, UNR, NEWTON, 0>(ker, bi, aj);
         if (j >= 0)
             add_pt(res, nt, j, aj);
     }
@@ -266,25 +272,25 @@ __device__ __forceinline__ void pass_nv(int64_t nt, int64_t ns, int ib, int i0, 
 
 /* A pass over b's points from ib with the most points per lane that left (b's points not yet
  * taken) needs, at most RT; returns the points it took. */
-template <int RT, int NV, int UNR, int NEWTON>
-__device__ __forceinline__ int pass_fit(int left, int64_t nt, int64_t ns, int ib, int i0, int ni,
-                                        int nj, int r0, int r1, const int32_t *s_j0,
+template <int RT, int NV, int UNR, int NEWTON, typename K>
+__device__ __forceinline__ int pass_fit(const K &ker, int left, int64_t nt, int64_t ns, int ib,
+                                        int i0, int ni, int nj, int r0, int r1, const int32_t *s_j0,
                                         const int32_t *s_n, const real4d *__restrict__ pts,
                                         const double *__restrict__ qk, double *res)
 {
     if constexpr (RT > 1) {
         if (left <= 32 * (RT - 1))
-            return pass_fit<RT - 1, NV, UNR, NEWTON>(left, nt, ns, ib, i0, ni, nj, r0, r1, s_j0,
-                                                     s_n, pts, qk, res);
+            return pass_fit<RT - 1, NV, UNR, NEWTON>(ker, left, nt, ns, ib, i0, ni, nj, r0, r1,
+                                                     s_j0, s_n, pts, qk, res);
     }
-    pass_nv<RT, NV, UNR, NEWTON>(nt, ns, ib, i0, ni, nj, r0, r1, s_j0, s_n, pts, qk, res);
+    pass_nv<RT, NV, UNR, NEWTON>(ker, nt, ns, ib, i0, ni, nj, r0, r1, s_j0, s_n, pts, qk, res);
     return 32 * RT;
 }
 
 /* p2p.cu's self_pairs for NV vectors: the pairs within leaf b (points i0 .. i0 + ni - 1), each
  * unordered pair once, 1/r masked. */
-template <int NV, int UNR, int NEWTON>
-__device__ __forceinline__ void self_pairs_nv(int64_t nt, int64_t ns, int i0, int ni,
+template <int NV, int UNR, int NEWTON, typename K>
+__device__ __forceinline__ void self_pairs_nv(const K &ker, int64_t nt, int64_t ns, int i0, int ni,
                                               const real4d *__restrict__ pts,
                                               const double *__restrict__ qk, double *res)
 {
@@ -302,11 +308,11 @@ __device__ __forceinline__ void self_pairs_nv(int64_t nt, int64_t ns, int i0, in
                 load_pt(aj, jj < ni ? i0 + jj : -1, pts, qk, ns, real4d{-1, -1, -1, 0});
                 int jl = jj; /* the point whose sums this lane holds at the end */
                 if (t > s) {
-                    ring_nv<1, NV, UNR, NEWTON, 1>(bi, aj);
+                    ring_nv<1, NV, UNR, NEWTON, 1>(ker, bi, aj);
                 } else {
                     shfl_pt(aj, next);
                     for (int k = 1; k < 16; k++) {
-                        both_nv<NEWTON, 1, NV>(bi[0], aj);
+                        both_nv<NEWTON, 1, NV>(ker, bi[0], aj);
                         shfl_pt(aj, next);
                     }
                     /* offset 16: each pair twice, once kept */
@@ -315,7 +321,7 @@ __device__ __forceinline__ void self_pairs_nv(int64_t nt, int64_t ns, int i0, in
 #pragma unroll
                     for (int v = 0; v < NV; v++)
                         qb[v] = bi[0].q[v], bi[0].q[v] *= w, aj.q[v] *= w;
-                    both_nv<NEWTON, 1, NV>(bi[0], aj);
+                    both_nv<NEWTON, 1, NV>(ker, bi[0], aj);
 #pragma unroll
                     for (int v = 0; v < NV; v++)
                         bi[0].q[v] = qb[v];
@@ -331,16 +337,16 @@ __device__ __forceinline__ void self_pairs_nv(int64_t nt, int64_t ns, int i0, in
 
 /* p2p.cu's k_p2p_pairs for NV vectors: blocks below pair_blocks take runs of pairs, the others a
  * leaf's own pairs each. */
-template <int RT, int NV, int UNR, int NEWTON>
+template <int RT, int NV, int UNR, int NEWTON, typename K>
 __global__ void __launch_bounds__(BLOCK)
-    k_p2p_pairs_nv(int nt, int64_t ns, int64_t n_pairs, int run, unsigned pair_blocks,
+    k_p2p_pairs_nv(const K ker, int nt, int64_t ns, int64_t n_pairs, int run, unsigned pair_blocks,
                    const int32_t *__restrict__ leaves, const int32_t *__restrict__ pairs,
                    const int32_t *__restrict__ sb, const int32_t *__restrict__ sn,
                    const real4d *__restrict__ pts, const double *__restrict__ qk, double *res)
 {
     if (blockIdx.x >= pair_blocks) {
         const int b = leaves[blockIdx.x - pair_blocks];
-        self_pairs_nv<NV, UNR, NEWTON>(nt, ns, sb[b], sn[b], pts, qk, res);
+        self_pairs_nv<NV, UNR, NEWTON>(ker, nt, ns, sb[b], sn[b], pts, qk, res);
         return;
     }
     __shared__ int32_t s_b[FMK_P2P_RUN_MAX], s_j0[FMK_P2P_RUN_MAX], s_n[FMK_P2P_RUN_MAX];
@@ -359,27 +365,27 @@ __global__ void __launch_bounds__(BLOCK)
             nj += s_n[r1];
         const int i0 = sb[b], ni = sn[b];
         for (int ib = 0; ib < ni;)
-            ib += pass_fit<RT, NV, UNR, NEWTON>(ni - ib, nt, ns, ib, i0, ni, nj, r0, r1, s_j0, s_n,
-                                                pts, qk, res);
+            ib += pass_fit<RT, NV, UNR, NEWTON>(ker, ni - ib, nt, ns, ib, i0, ni, nj, r0, r1, s_j0,
+                                                s_n, pts, qk, res);
     }
 }
 
 /* The P2P of leaf pairs of NV vectors with b's points RT per lane (at most). */
-template <int RT, int NV, int NEWTON>
-void launch_pairs_nv(unsigned blocks, cudaStream_t st, int nt, int64_t ns, int64_t n_pairs, int run,
-                     unsigned pair_blocks, const fmk_cuda_fmm3d_geo *g, const double *qk,
-                     double *near)
+template <int RT, int NV, int NEWTON, typename K>
+void launch_pairs_nv(const K &ker, unsigned blocks, cudaStream_t st, int nt, int64_t ns,
+                     int64_t n_pairs, int run, unsigned pair_blocks, const fmk_cuda_fmm3d_geo *g,
+                     const double *qk, double *near)
 {
     k_p2p_pairs_nv<RT, NV, 2, NEWTON>
-        <<<blocks, BLOCK, 0, st>>>(nt, ns, n_pairs, run, pair_blocks, g->d_leaves_trg, g->d_pairs,
-                                   g->d_sb, g->d_sn, g->d_src, qk, near);
+        <<<blocks, BLOCK, 0, st>>>(ker, nt, ns, n_pairs, run, pair_blocks, g->d_leaves_trg,
+                                   g->d_pairs, g->d_sb, g->d_sn, g->d_src, qk, near);
 }
 
 /* The P2P of NV vectors (charges qk, ns each) on stream st into near, as p2p.cu's p2p: the U
  * lists (or the rest rows, then the leaf pairs both ways), then the X entries done directly. */
-template <typename R, int NEWTON, int NV>
+template <typename R, int NEWTON, int NV, typename K>
 void p2p_nv(fmk_fmm3d_cuda *s, int nt, const scale4 &sc, cudaStream_t st, const double *qk,
-            double *near)
+            double *near, const K ker)
 {
     const fmk_cuda_fmm3d_geo *g = &s->g;
     const int rt = fmk_fmm3d_cuda_pairs_rt(s);
@@ -387,10 +393,10 @@ void p2p_nv(fmk_fmm3d_cuda *s, int nt, const scale4 &sc, cudaStream_t st, const 
     const int self = pairs && g->n_leaves_trg > 0;
     if (g->n_leaves_trg > 0)
         k_p2p_nv<R, NEWTON, NV>
-            <<<dim3((unsigned)g->n_leaves_trg, split_for(s->leaf_size)), BLOCK, 0, st>>>(
-                nt, 0, self, sc, s->ns, qk, g->d_leaves_trg, g->d_tb, g->d_tn, g->d_sb, g->d_sn,
-                pairs ? g->d_ur_begin : g->d_u_begin, pairs ? g->d_ur : g->d_u, g->d_cube, g->d_src,
-                g->d_trg, near);
+            <<<dim3((unsigned)g->n_leaves_trg, split_for(s->leaf_points)), BLOCK, 0, st>>>(
+                ker, nt, 0, self, sc, s->ns, qk, g->d_leaves_trg, g->d_tb, g->d_tn, g->d_sb,
+                g->d_sn, pairs ? g->d_ur_begin : g->d_u_begin, pairs ? g->d_ur : g->d_u, g->d_cube,
+                g->d_src, g->d_trg, near);
     if constexpr (sizeof(R) == 8) {
         if (pairs && (g->n_pairs > 0 || self)) {
             int run = s->leaf_size < 256 ? 8 : 4; /* p2p.cu */
@@ -401,9 +407,9 @@ void p2p_nv(fmk_fmm3d_cuda *s, int nt, const scale4 &sc, cudaStream_t st, const 
             /* b's points per lane: 3 (the knob p2p_many_rt; at 2 vectors 2 .. 4, at 4 1 .. 3) */
             const int k = s->tune->p2p_many_rt;
             const int prt = NV == 2 ? (k <= 0 ? 3 : k < 2 ? 2 : k) : (k <= 0 ? 3 : k > 3 ? 3 : k);
-#define FMK_PAIRS_NV(RT)                                                                        \
-    launch_pairs_nv<RT, NV, NEWTON>(blocks, st, nt, s->ns, g->n_pairs, run, pair_blocks, g, qk, \
-                                    near)
+#define FMK_PAIRS_NV(RT)                                                                         \
+    launch_pairs_nv<RT, NV, NEWTON>(ker, blocks, st, nt, s->ns, g->n_pairs, run, pair_blocks, g, \
+                                    qk, near)
             if constexpr (NV == 2)
                 prt == 2 ? FMK_PAIRS_NV(2) : prt == 3 ? FMK_PAIRS_NV(3) : FMK_PAIRS_NV(4);
             else
@@ -414,7 +420,7 @@ void p2p_nv(fmk_fmm3d_cuda *s, int nt, const scale4 &sc, cudaStream_t st, const 
     if (g->n_ynodes > 0)
         k_p2p_nv<R, NEWTON, NV>
             <<<dim3((unsigned)g->n_ynodes, split_for(s->near_max)), BLOCK, 0, st>>>(
-                nt, 1, 0, sc, s->ns, qk, g->d_ynodes, g->d_tb, g->d_tn, g->d_sb, g->d_sn,
+                ker, nt, 1, 0, sc, s->ns, qk, g->d_ynodes, g->d_tb, g->d_tn, g->d_sb, g->d_sn,
                 g->d_y_begin, g->d_y, g->d_cube, g->d_src, g->d_trg, near);
 }
 
@@ -424,11 +430,17 @@ void p2p_precision(fmk_fmm3d_cuda *s, int nt, const scale4 &sc, cudaStream_t st,
 {
     const int newton = s->tune->p2p_newton < 0 ? s->newton_ok : s->tune->p2p_newton;
     if (s->fp32)
-        p2p_nv<float, 0, NV>(s, nt, sc, st, qk, near);
+        fmk_p2p_with_kernel<float>(s->kernel, s->softening, [&](auto ker) {
+            p2p_nv<float, 0, NV>(s, nt, sc, st, qk, near, ker);
+        });
     else if (newton)
-        p2p_nv<double, 1, NV>(s, nt, sc, st, qk, near);
+        fmk_p2p_with_kernel<double>(s->kernel, s->softening, [&](auto ker) {
+            p2p_nv<double, 1, NV>(s, nt, sc, st, qk, near, ker);
+        });
     else
-        p2p_nv<double, 0, NV>(s, nt, sc, st, qk, near);
+        fmk_p2p_with_kernel<double>(s->kernel, s->softening, [&](auto ker) {
+            p2p_nv<double, 0, NV>(s, nt, sc, st, qk, near, ker);
+        });
 }
 
 } // namespace

@@ -23,7 +23,7 @@ typedef struct fmk_tc_state {
     int64_t *support;   /* the sources' field indices, field order */
     int64_t n_support, support_cap;
     int has_plans; /* src, tree and plans are those of support */
-#ifdef FMK_TC_GPU
+#ifdef FMK_HAVE_CUDA
     struct fmk_tc_gpu *gpu;
     int gpu_has_plans; /* the GPU holds the current plans (uploaded since they were made) */
 #endif
@@ -97,7 +97,7 @@ void fmk_treecode_release(fmk_poisson *s)
     fmk_tc_tree_free(&m->tree);
     fmk_tc_plans_free(&m->plans);
     free(m->support);
-#ifdef FMK_TC_GPU
+#ifdef FMK_HAVE_CUDA
     fmk_tc_gpu_release(m->gpu);
 #endif
     free(m);
@@ -115,7 +115,7 @@ int64_t fmk_treecode_bytes(const fmk_poisson *s)
 
 int64_t fmk_treecode_bytes_device(const fmk_poisson *s)
 {
-#ifdef FMK_TC_GPU
+#ifdef FMK_HAVE_CUDA
     const fmk_tc_state *m = s->state;
     return m ? fmk_tc_gpu_bytes(m->gpu) : 0;
 #else
@@ -135,9 +135,12 @@ fmk_status fmk_treecode_setup(fmk_poisson *s)
     fmk_status st = fmk_tc_bricks_make(s, &m->plans);
     if (st != FMK_OK)
         return st;
-#ifdef FMK_TC_GPU
-    if (s->info.backend == FMK_BACKEND_CUDA && (st = fmk_tc_gpu_create(s, &m->gpu)) != FMK_OK)
-        return st;
+#ifdef FMK_HAVE_CUDA
+    if (s->info.backend == FMK_BACKEND_CUDA) {
+        const fmk_tc_gpu_args args = {s->opts.device, s->eps, s->e, s->n_points, s->threads};
+        if ((st = fmk_tc_gpu_create(s, &args, &m->gpu)) != FMK_OK)
+            return st;
+    }
 #endif
     s->info.order = m->params.order;
     s->info.theta = m->params.theta;
@@ -188,35 +191,16 @@ static fmk_status geometry(fmk_poisson *s, fmk_tc_state *m, int nc, const double
 
 /* The plans' sums into pot and u (grid units, zeroed): on the CPU, or on the GPU (the direct
  * part, and the far part unless hybrid, when the CPU evaluates it meanwhile). */
-static fmk_status evaluate(fmk_poisson *s, fmk_tc_state *m, int changed, double *pot, double *u)
+static fmk_status evaluate(fmk_poisson *s, fmk_tc_state *m, double *pot, double *u)
 {
-    fmk_status st = FMK_OK;
     double t0 = fmk_time_now();
-#ifdef FMK_TC_GPU
-    if (s->info.backend == FMK_BACKEND_CUDA) {
-        const int hybrid = s->opts.hybrid;
-        if (changed)
-            m->gpu_has_plans = 0;
-        st = fmk_tc_gpu_upload(s, m->gpu, &m->src, &m->tree, &m->plans, !m->gpu_has_plans, !hybrid);
-        m->gpu_has_plans = st == FMK_OK;
-        if (st == FMK_OK)
-            st = fmk_tc_gpu_launch(s, m->gpu, pot != NULL, u != NULL);
-        if (st != FMK_OK)
-            return st;
-        fmk_status cpu = FMK_OK;
-        if (hybrid) {
-            const double c0 = fmk_time_now();
-            cpu = fmk_tc_eval_cpu(s, &m->src, &m->tree, &m->plans, 0, 1, pot, u);
-            s->info.time_far = s->info.time_cpu_part = fmk_time_now() - c0;
-        }
-        double kernel_s = 0;
-        st = fmk_tc_gpu_collect(s, m->gpu, pot, u, &kernel_s); /* waits even when cpu failed */
-        s->info.time_direct = kernel_s;
-        s->info.time_gpu_part = fmk_time_now() - t0;
-        return cpu != FMK_OK ? cpu : st;
-    }
-#endif
-    (void)changed;
+    fmk_status st = fmk_tc_tree_expand(s, &m->src, &m->tree);
+    s->info.time_expand = fmk_time_now() - t0;
+    if (st == FMK_OK && fmk_solver_poll(s))
+        st = fmk_solver_fail(s, FMK_ERR_INTERRUPTED, "interrupted");
+    if (st != FMK_OK)
+        return st;
+    t0 = fmk_time_now();
     st = fmk_tc_eval_cpu(s, &m->src, &m->tree, &m->plans, 1, 0, pot, u);
     s->info.time_direct = fmk_time_now() - t0;
     if (st != FMK_OK)
@@ -226,6 +210,48 @@ static fmk_status evaluate(fmk_poisson *s, fmk_tc_state *m, int changed, double 
     s->info.time_far = fmk_time_now() - t0;
     return st;
 }
+
+#ifdef FMK_HAVE_CUDA
+/* The same with the GPU (the paper's Fig. 2): the sources go up and the direct part starts,
+ * the CPU computes the multipoles meanwhile, then either the GPU takes the far part too (its
+ * multipoles' upload overlapping the direct part) or, hybrid, the CPU evaluates it while the
+ * GPU sums the direct part. time_direct and time_far are the GPU kernels' seconds (time_far the
+ * CPU's wall time when hybrid); time_cpu_part and time_gpu_part the two sides' wall times from
+ * the start of the GPU's part. */
+static fmk_status evaluate_gpu(fmk_poisson *s, fmk_tc_state *m, int changed, double *pot,
+                               double *u)
+{
+    const int hybrid = s->opts.hybrid;
+    const double t0 = fmk_time_now();
+    if (changed)
+        m->gpu_has_plans = 0;
+    fmk_status st = fmk_tc_gpu_upload(s, m->gpu, &m->src, &m->tree, &m->plans, !m->gpu_has_plans);
+    m->gpu_has_plans = st == FMK_OK;
+    if (st == FMK_OK)
+        st = fmk_tc_gpu_launch(s, m->gpu, pot != NULL, u != NULL);
+    if (st != FMK_OK)
+        return st;
+    const double c0 = fmk_time_now();
+    fmk_status cpu = fmk_tc_tree_expand(s, &m->src, &m->tree);
+    s->info.time_expand = fmk_time_now() - c0;
+    if (cpu == FMK_OK && fmk_solver_poll(s))
+        cpu = fmk_solver_fail(s, FMK_ERR_INTERRUPTED, "interrupted");
+    if (cpu == FMK_OK && hybrid) {
+        const double f0 = fmk_time_now();
+        cpu = fmk_tc_eval_cpu(s, &m->src, &m->tree, &m->plans, 0, 1, pot, u);
+        s->info.time_far = fmk_time_now() - f0;
+    } else if (cpu == FMK_OK)
+        cpu = fmk_tc_gpu_far(s, m->gpu, &m->tree);
+    s->info.time_cpu_part = fmk_time_now() - t0;
+    double kernel_s[2] = {0, 0};
+    st = fmk_tc_gpu_collect(s, m->gpu, pot, u, kernel_s); /* waits even when cpu failed */
+    s->info.time_direct = kernel_s[0];
+    if (!hybrid)
+        s->info.time_far = kernel_s[1];
+    s->info.time_gpu_part = fmk_time_now() - t0;
+    return cpu != FMK_OK ? cpu : st;
+}
+#endif
 
 fmk_status fmk_treecode_solve(fmk_poisson *s, int nc, const double *omega, double *psi,
                               double *velocity)
@@ -245,21 +271,16 @@ fmk_status fmk_treecode_solve(fmk_poisson *s, int nc, const double *omega, doubl
     s->info.n_nodes = m->n_support ? m->tree.n_nodes : 0;
     if (m->n_support == 0)
         return FMK_OK; /* no vorticity: no flow */
-    double t0 = fmk_time_now();
     st = fmk_tc_sources_weights(s, nc, omega, &m->src);
-#ifdef FMK_TC_GPU
-    const int cpu_multipoles = s->info.backend == FMK_BACKEND_CPU || s->opts.hybrid;
+    if (st == FMK_OK) {
+#ifdef FMK_HAVE_CUDA
+        st = s->info.backend == FMK_BACKEND_CUDA ? evaluate_gpu(s, m, changed, psi, velocity)
+                                                 : evaluate(s, m, psi, velocity);
 #else
-    const int cpu_multipoles = 1;
+        (void)changed;
+        st = evaluate(s, m, psi, velocity);
 #endif
-    if (st == FMK_OK && cpu_multipoles)
-        st = fmk_tc_tree_expand(s, &m->src, &m->tree);
-    s->info.time_expand = fmk_time_now() - t0;
-    if (st == FMK_OK && fmk_solver_poll(s))
-        st = fmk_solver_fail(s, FMK_ERR_INTERRUPTED, "interrupted");
-    if (st != FMK_OK)
-        return st;
-    st = evaluate(s, m, changed, psi, velocity);
+    }
     if (st != FMK_OK)
         return st;
     s->info.direct_pairs = m->plans.direct_pairs;

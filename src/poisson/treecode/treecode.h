@@ -146,22 +146,33 @@ fmk_status fmk_tc_eval_cpu(struct fmk_poisson *s, const fmk_tc_sources *src,
                            double *pot, double *u);
 
 #ifdef FMK_HAVE_CUDA
-/* eval_cuda.cu: the GPU's part. The state lives with the treecode's (opaque here).
- * upload: the sources (every solve), and the plans, bricks and the tree's geometry when
- * plans_changed; far = 1 makes the far part the GPU's: it computes the multipoles itself (P2M of
- * every node from its sources: tree->multipole is not read) and evaluates them. launch: starts the
- * kernels on the state's stream and returns at once. collect: waits for them and adds the
- * results into pot and u (host, layout of fmk_tc_eval_cpu). All return FMK_OK or a status
- * recorded on the solver; release frees everything (NULL is a no-op). */
+/* eval_cuda.cu: the GPU's part (the paper's Fig. 2), on two streams. upload: the sources
+ * (every solve), and the plans, bricks and the tree's geometry when plans_changed. launch: the
+ * direct part's kernels, started at once (it needs no multipoles: the CPU computes them
+ * meanwhile). far: the tree's multipoles (computed on the CPU for this omega) go up while the
+ * direct part runs, and the far part's kernels add to its results after it; a hybrid solve
+ * does not call it and evaluates the far part on the CPU instead. collect: the results come
+ * down; it waits (polling the solver's interrupt) and adds them into pot and u (host, layout of
+ * fmk_tc_eval_cpu), and gives the kernels' seconds. All return FMK_OK or a status recorded on
+ * the solver; release frees everything (NULL is a no-op). */
 struct fmk_tc_gpu;
-fmk_status fmk_tc_gpu_create(struct fmk_poisson *s, struct fmk_tc_gpu **gpu);
+typedef struct fmk_tc_gpu_args { /* what the GPU's part needs of the solver (made at setup) */
+    int device;
+    double eps;       /* the accuracy asked (fp32 for eps >= 1e-4) */
+    double e;         /* the smoothing in grid units */
+    int64_t n_points; /* the grid's points */
+    int threads;      /* the CPU threads adding the GPU's results */
+} fmk_tc_gpu_args;
+fmk_status fmk_tc_gpu_create(struct fmk_poisson *s, const fmk_tc_gpu_args *args,
+                             struct fmk_tc_gpu **gpu);
 fmk_status fmk_tc_gpu_upload(struct fmk_poisson *s, struct fmk_tc_gpu *gpu,
                              const fmk_tc_sources *src, const fmk_tc_tree *tree,
-                             const fmk_tc_plans *plans, int plans_changed, int far);
+                             const fmk_tc_plans *plans, int plans_changed);
 fmk_status fmk_tc_gpu_launch(struct fmk_poisson *s, struct fmk_tc_gpu *gpu, int want_pot,
                              int want_u);
-fmk_status fmk_tc_gpu_collect(struct fmk_poisson *s, struct fmk_tc_gpu *gpu, double *pot, double *u,
-                              double *kernel_seconds);
+fmk_status fmk_tc_gpu_far(struct fmk_poisson *s, struct fmk_tc_gpu *gpu, const fmk_tc_tree *tree);
+fmk_status fmk_tc_gpu_collect(struct fmk_poisson *s, struct fmk_tc_gpu *gpu, double *pot,
+                              double *u, double kernel_seconds[2]); /* direct, far */
 int64_t fmk_tc_gpu_bytes(const struct fmk_tc_gpu *gpu);
 void fmk_tc_gpu_release(struct fmk_tc_gpu *gpu);
 #endif

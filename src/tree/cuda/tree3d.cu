@@ -341,6 +341,37 @@ extern "C" fmk_status fmk_cuda_tree3d_build(fmk_plan *plan, int64_t n, const dou
     return st;
 }
 
+namespace {
+
+/* The nodes [a, b) become leaves (fmk_cuda_tree3d_truncate). */
+__global__ void k_make_leaves(int64_t a, int64_t b, int32_t *__restrict__ more,
+                              int32_t *__restrict__ n_children)
+{
+    for (int64_t i = a + blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < b;
+         i += (int64_t)gridDim.x * blockDim.x)
+        more[i] = -1, n_children[i] = 0;
+}
+
+} // namespace
+
+extern "C" fmk_status fmk_cuda_tree3d_truncate(fmk_plan *plan, fmk_cuda_tree *t, int max_level)
+{
+    if (max_level < 0 || t->levels - 1 <= max_level)
+        return FMK_OK;
+    const int64_t a = t->level_begin[max_level], n = t->level_begin[max_level + 1];
+    const int64_t blocks = (n - a + 255) / 256;
+    k_make_leaves<<<(unsigned)(blocks < 1024 ? blocks : 1024), 256>>>(a, n, t->d_more,
+                                                                      t->d_n_children);
+    const cudaError_t err = cudaGetLastError();
+    if (err != cudaSuccess)
+        return fmk_cuda_fail(plan, err, "the tree's truncation kernel");
+    for (int L = max_level + 2; L <= FMK_TREE_MAX_LEVEL + 1; L++)
+        t->level_begin[L] = n;
+    t->n_nodes = n;
+    t->levels = max_level + 1;
+    return FMK_OK;
+}
+
 extern "C" fmk_status fmk_cuda_tree3d_build_async(fmk_plan *plan, int64_t n, const double *d_x,
                                                   int leaf_size, long long extra,
                                                   const fmk_cuda_groups_want *want,

@@ -128,6 +128,11 @@ int64_t fmk_cuda_tree3d_first_bytes(int64_t n, int leaf_size);
  * to stop fails with FMK_ERR_INTERRUPTED. */
 fmk_status fmk_cuda_tree3d_build(fmk_plan *plan, int64_t n, const double *d_x, int leaf_size,
                                  long long extra, fmk_cuda_tree *t);
+/* fmk_tree3d_truncate of a built tree (not pending) on the device: the nodes of max_level become
+ * leaves, the deeper ones are dropped (n_nodes, levels and level_begin lowered; the arrays keep
+ * their size). One kernel on the default stream (no wait); FMK_OK, or a launch failure with the
+ * plan's message. */
+fmk_status fmk_cuda_tree3d_truncate(fmk_plan *plan, fmk_cuda_tree *t, int max_level);
 /* The groups fmk_cuda_tree3d_groups(plan, t, group_size, merge, extra, d_groups, cap_groups)
  * would make, asked of fmk_cuda_tree3d_build_async. */
 typedef struct fmk_cuda_groups_want {
