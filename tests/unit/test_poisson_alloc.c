@@ -1,10 +1,10 @@
-/* test_poisson_alloc.c -- host allocation failure in the Poisson solver, for methods fft, direct
- * and fmm on a uniform grid and direct and fmm on a block grid (set_blocks), and in the block
- * grids' own calls (fmk_grid_create, add_blocks, fmk_poisson_rings_grid: a failed call returns
- * FMK_ERR_NOMEM with a message and leaves the grid as it was): create + set_grid (or
- * set_blocks) + two solves (the rings' 3 components with Psi and u, then one component of
- * another support, which remakes the plan of the sums) run with the k-th
- * allocation made by the library failing, for k = 1, 2, ... until a run makes fewer than k
+/* test_poisson_alloc.c -- host allocation failure in the Poisson solver, for methods fft, direct,
+ * fmm and treecode (CPU) on a uniform grid and direct, fmm and treecode on a block grid
+ * (set_blocks), and in the block grids' own calls (fmk_grid_create, add_blocks,
+ * fmk_poisson_rings_grid: a failed call returns FMK_ERR_NOMEM with a message and leaves the
+ * grid as it was): create + set_grid (or set_blocks) + two solves (the rings' 3 components with
+ * Psi and u, then one component of another support, which remakes the plan of the sums and the
+ * treecode's tree and plans) run with the k-th allocation made by the library failing, for k = 1, 2, ... until a run makes fewer than k
  * allocations; a second sweep fails every allocation from the k-th on. Each failing call must
  * return FMK_ERR_NOMEM with a message and write nothing, and the solver must stay usable: a
  * failed set_grid leaves it without a grid (solve: FMK_ERR_STATE) until set_grid succeeds, a
@@ -82,6 +82,8 @@ static fmk_status create(fmk_poisson_method method, fmk_poisson **ps)
     fmk_poisson_opts_default(&o);
     o.method = method;
     o.threads = 1; /* the same operations in the same order: results equal bit for bit */
+    if (method == FMK_POISSON_TREECODE)
+        o.backend = FMK_BACKEND_CPU; /* its GPU part: tests/gpu/test_poisson_tc_gpu.c */
     return fmk_poisson_create(ps, 1e-6, &o);
 }
 
@@ -170,9 +172,10 @@ static int run_once(fmk_poisson_method method, long k, int is_sticky)
 /* Both sweeps for each method the grid takes (fft: uniform grids only). */
 static void sweep(int use_blocks)
 {
-    const fmk_poisson_method methods[3] = {FMK_POISSON_FFT, FMK_POISSON_DIRECT, FMK_POISSON_FMM};
+    const fmk_poisson_method methods[4] = {FMK_POISSON_FFT, FMK_POISSON_DIRECT, FMK_POISSON_FMM,
+                                           FMK_POISSON_TREECODE};
     const char *grid = use_blocks ? "blocks" : "uniform";
-    for (int m = use_blocks ? 1 : 0; m < 3; m++) {
+    for (int m = use_blocks ? 1 : 0; m < 4; m++) {
         if (!fmk_poisson_method_available(methods[m]))
             continue;
         const char *name = fmk_poisson_method_name(methods[m]);
