@@ -391,18 +391,39 @@ static void point_name(const fmk_poisson *s, int64_t p, char *buf, size_t size)
         snprintf(buf, size, "(%lld, %lld, %lld) of block %lld", i, j, m, (long long)k);
 }
 
+/* 1 when v[0 .. n) are all finite (the solver's threads: these scans see every value of the
+ * grid twice a solve). */
+static int all_finite(const double *v, int64_t n, int threads)
+{
+    int bad = 0;
+    (void)threads;
+#pragma omp parallel for schedule(static) reduction(| : bad) num_threads(threads) if (n > 65536)
+    for (int64_t i = 0; i < n; i++)
+        bad |= !isfinite(v[i]);
+    return !bad;
+}
+
+/* dst[0 .. n) = src, on the solver's threads */
+static void copy_out(double *dst, const double *src, int64_t n, int threads)
+{
+    const int64_t chunk = 1 << 16, chunks = (n + chunk - 1) / chunk;
+    (void)threads;
+#pragma omp parallel for schedule(static) num_threads(threads) if (chunks > 1)
+    for (int64_t c = 0; c < chunks; c++) {
+        const int64_t i = c * chunk, len = n - i < chunk ? n - i : chunk;
+        memcpy(dst + i, src + i, sizeof(double) * (size_t)len);
+    }
+}
+
 /* NaN or Inf in omega: the first one's point and component, FMK_OK when there is none. */
 static fmk_status check_omega(fmk_poisson *s, int nc, const double *omega)
 {
     const int64_t len = s->n_points * nc;
-    int64_t bad = -1;
-    for (int64_t i = 0; i < len; i++)
-        if (!isfinite(omega[i])) {
-            bad = i;
-            break;
-        }
-    if (bad < 0)
+    if (all_finite(omega, len, s->threads))
         return FMK_OK;
+    int64_t bad = 0;
+    while (isfinite(omega[bad]))
+        bad++;
     char where[96];
     point_name(s, bad / nc, where, sizeof where);
     return fmk_solver_fail(s, FMK_ERR_NONFINITE,
@@ -414,6 +435,8 @@ static fmk_status check_omega(fmk_poisson *s, int nc, const double *omega)
 static fmk_status check_results(fmk_poisson *s, const double *v, int64_t len, int width,
                                 const char *what)
 {
+    if (all_finite(v, len, s->threads))
+        return FMK_OK;
     for (int64_t i = 0; i < len; i++)
         if (!isfinite(v[i])) {
             char where[96];
@@ -480,9 +503,9 @@ fmk_status fmk_poisson_solve(fmk_poisson *s, int32_t n_components, const double 
     if (st != FMK_OK)
         return st;
     if (psi)
-        memcpy(psi, psi_staged, sizeof(double) * (size_t)len_psi);
+        copy_out(psi, psi_staged, len_psi, s->threads);
     if (velocity)
-        memcpy(velocity, u_staged, sizeof(double) * (size_t)len_u);
+        copy_out(velocity, u_staged, len_u, s->threads);
     s->info.components = n_components;
     s->info.solve_time = fmk_time_now() - t0;
     if (s->opts.verbose)

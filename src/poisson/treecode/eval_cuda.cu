@@ -373,6 +373,12 @@ fmk_status fmk_tc_gpu_create(fmk_poisson *s, const fmk_tc_gpu_args *args, struct
     return FMK_OK;
 }
 
+void fmk_tc_gpu_results(const struct fmk_tc_gpu *g, const double **pot, const double **u)
+{
+    *pot = g->want_pot ? g->h_out : NULL;
+    *u = g->want_u ? g->h_out + 3 * g->args.n_points : NULL;
+}
+
 int64_t fmk_tc_gpu_bytes(const struct fmk_tc_gpu *g)
 {
     return g ? g->bytes : 0;

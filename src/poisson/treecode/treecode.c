@@ -244,7 +244,8 @@ static fmk_status evaluate_gpu(fmk_poisson *s, fmk_tc_state *m, int changed, dou
         cpu = fmk_tc_gpu_far(s, m->gpu, &m->tree);
     s->info.time_cpu_part = fmk_time_now() - t0;
     double kernel_s[2] = {0, 0};
-    st = fmk_tc_gpu_collect(s, m->gpu, pot, u, kernel_s); /* waits even when cpu failed */
+    st = fmk_tc_gpu_collect(s, m->gpu, NULL, NULL, kernel_s); /* waits even if cpu failed;
+                                                                 * solve adds the results */
     s->info.time_direct = kernel_s[0];
     if (!hybrid)
         s->info.time_far = kernel_s[1];
@@ -253,29 +254,52 @@ static fmk_status evaluate_gpu(fmk_poisson *s, fmk_tc_state *m, int changed, dou
 }
 #endif
 
+/* a[i] = v for i < n, on the solver's threads */
+static void fill(double *a, int64_t n, double v, int threads)
+{
+    (void)threads;
+#pragma omp parallel for schedule(static) num_threads(threads)
+    for (int64_t i = 0; i < n; i++)
+        a[i] = v;
+}
+
+/* a[i] = scale (a[i] + b[i]) (b may be NULL: scale a alone; add = 0: scale b alone) */
+static void combine(double *a, const double *b, int add, int64_t n, double scale, int threads)
+{
+    (void)threads;
+#pragma omp parallel for schedule(static) num_threads(threads)
+    for (int64_t i = 0; i < n; i++)
+        a[i] = scale * (!b ? a[i] : add ? a[i] + b[i] : b[i]);
+}
+
 fmk_status fmk_treecode_solve(fmk_poisson *s, int nc, const double *omega, double *psi,
                               double *velocity)
 {
     fmk_tc_state *m = s->state;
     const int64_t n = s->n_points;
     clear_times(&s->info);
-    if (psi)
-        memset(psi, 0, sizeof(double) * (size_t)(n * nc));
-    if (velocity)
-        memset(velocity, 0, sizeof(double) * (size_t)(n * 3));
     int changed = 0;
     fmk_status st = geometry(s, m, nc, omega, &changed);
     if (st != FMK_OK)
         return st;
     s->info.n_sources = m->n_support;
     s->info.n_nodes = m->n_support ? m->tree.n_nodes : 0;
+    /* the outputs start at zero where the CPU adds into them (the CPU's parts; no vorticity:
+     * no flow); all on the GPU, its results are written over them below */
+    const int gpu = s->info.backend == FMK_BACKEND_CUDA && m->n_support > 0;
+    const int hybrid = gpu && s->opts.hybrid;
+    if (!gpu || hybrid) {
+        if (psi)
+            fill(psi, n * nc, 0, s->threads);
+        if (velocity)
+            fill(velocity, n * 3, 0, s->threads);
+    }
     if (m->n_support == 0)
-        return FMK_OK; /* no vorticity: no flow */
+        return FMK_OK;
     st = fmk_tc_sources_weights(s, nc, omega, &m->src);
     if (st == FMK_OK) {
 #ifdef FMK_HAVE_CUDA
-        st = s->info.backend == FMK_BACKEND_CUDA ? evaluate_gpu(s, m, changed, psi, velocity)
-                                                 : evaluate(s, m, psi, velocity);
+        st = gpu ? evaluate_gpu(s, m, changed, psi, velocity) : evaluate(s, m, psi, velocity);
 #else
         (void)changed;
         st = evaluate(s, m, psi, velocity);
@@ -285,17 +309,17 @@ fmk_status fmk_treecode_solve(fmk_poisson *s, int nc, const double *omega, doubl
         return st;
     s->info.direct_pairs = m->plans.direct_pairs;
     s->info.far_pairs = m->plans.far_pairs;
-    /* grid units back to the caller's: G_eps(h r) h^3 = h^2 G_e(r), the gradient one h less */
+    /* grid units back to the caller's: G_eps(h r) h^3 = h^2 G_e(r), the gradient one h less;
+     * the GPU's results (pinned host copies) added in the same pass */
     const double scale_psi = s->h * s->h * FMK_INV_4PI, scale_u = s->h * FMK_INV_4PI;
-    if (psi) {
-#pragma omp parallel for schedule(static) num_threads(s->threads)
-        for (int64_t i = 0; i < n * nc; i++)
-            psi[i] *= scale_psi;
-    }
-    if (velocity) {
-#pragma omp parallel for schedule(static) num_threads(s->threads)
-        for (int64_t i = 0; i < n * 3; i++)
-            velocity[i] *= scale_u;
-    }
+    const double *gp = NULL, *gu = NULL;
+#ifdef FMK_HAVE_CUDA
+    if (gpu)
+        fmk_tc_gpu_results(m->gpu, &gp, &gu);
+#endif
+    if (psi)
+        combine(psi, gp, hybrid, n * nc, scale_psi, s->threads);
+    if (velocity)
+        combine(velocity, gu, hybrid, n * 3, scale_u, s->threads);
     return FMK_OK;
 }

@@ -152,8 +152,9 @@ fmk_status fmk_tc_eval_cpu(struct fmk_poisson *s, const fmk_tc_sources *src,
  * meanwhile). far: the tree's multipoles (computed on the CPU for this omega) go up while the
  * direct part runs, and the far part's kernels add to its results after it; a hybrid solve
  * does not call it and evaluates the far part on the CPU instead. collect: the results come
- * down; it waits (polling the solver's interrupt) and adds them into pot and u (host, layout of
- * fmk_tc_eval_cpu), and gives the kernels' seconds. All return FMK_OK or a status recorded on
+ * down; it waits (polling the solver's interrupt), adds them into pot and u where given (host,
+ * layout of fmk_tc_eval_cpu; NULL: leave them in fmk_tc_gpu_results), and gives the kernels'
+ * seconds. All return FMK_OK or a status recorded on
  * the solver; release frees everything (NULL is a no-op). */
 struct fmk_tc_gpu;
 typedef struct fmk_tc_gpu_args { /* what the GPU's part needs of the solver (made at setup) */
@@ -173,6 +174,9 @@ fmk_status fmk_tc_gpu_launch(struct fmk_poisson *s, struct fmk_tc_gpu *gpu, int 
 fmk_status fmk_tc_gpu_far(struct fmk_poisson *s, struct fmk_tc_gpu *gpu, const fmk_tc_tree *tree);
 fmk_status fmk_tc_gpu_collect(struct fmk_poisson *s, struct fmk_tc_gpu *gpu, double *pot,
                               double *u, double kernel_seconds[2]); /* direct, far */
+/* The GPU's results after collect, in pinned host memory (grid units, the layout of
+ * fmk_tc_eval_cpu; NULL where not asked for), valid until the next solve. */
+void fmk_tc_gpu_results(const struct fmk_tc_gpu *gpu, const double **pot, const double **u);
 int64_t fmk_tc_gpu_bytes(const struct fmk_tc_gpu *gpu);
 void fmk_tc_gpu_release(struct fmk_tc_gpu *gpu);
 #endif
