@@ -100,6 +100,7 @@ static void run(const char *name, const grid *g, const double *omega3)
 
 int main(void)
 {
+    (void)urand; /* gpu_check.h's generator: not needed here */
     if (fmk_cuda_device_count() < 1) {
         printf("no CUDA device: skipped\n");
         return 77;
