@@ -35,7 +35,7 @@ struct fmk_tc_gpu {
     fmk_tc_gpu_args args;
     int device, nc, fp32;
     cudaStream_t stream, stream2; /* the direct part; the multipoles' upload and the far part */
-    cudaEvent_t ev[4];            /* direct start, direct end, far end, far start */
+    cudaEvent_t ev[6]; /* direct start, direct end, far end, far start, upload start, all done */
     int64_t n_points;
     /* sources */
     int64_t n_src, cap32, cap64;
@@ -363,7 +363,7 @@ fmk_status fmk_tc_gpu_create(fmk_poisson *s, const fmk_tc_gpu_args *args, struct
         e = cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking);
     if (e == cudaSuccess)
         e = cudaStreamCreateWithFlags(&g->stream2, cudaStreamNonBlocking);
-    for (int k = 0; k < 4 && e == cudaSuccess; k++)
+    for (int k = 0; k < 6 && e == cudaSuccess; k++)
         e = cudaEventCreate(&g->ev[k]);
     if (e != cudaSuccess) {
         fmk_tc_gpu_release(g);
@@ -400,7 +400,7 @@ void fmk_tc_gpu_release(struct fmk_tc_gpu *g)
         cudaFree(dev[k]);
     cudaFreeHost(g->h_src);
     cudaFreeHost(g->h_out);
-    for (int k = 0; k < 4; k++)
+    for (int k = 0; k < 6; k++)
         if (g->ev[k])
             cudaEventDestroy(g->ev[k]);
     if (g->stream)
@@ -543,6 +543,7 @@ fmk_status fmk_tc_gpu_upload(fmk_poisson *s, struct fmk_tc_gpu *g, const fmk_tc_
     memcpy(h + n, src->y, sizeof(double) * (size_t)n);
     memcpy(h + 2 * n, src->z, sizeof(double) * (size_t)n);
     memcpy(h + 3 * n, src->w, sizeof(double) * (size_t)(nc * n));
+    TRY(cudaEventRecord(g->ev[4], g->stream), "an event");
     TRY(cudaMemcpyAsync(g->d_stage, h, sizeof(double) * (size_t)((3 + nc) * n),
                         cudaMemcpyHostToDevice, g->stream),
         "the sources' upload");
@@ -656,7 +657,7 @@ fmk_status fmk_tc_gpu_far(fmk_poisson *s, struct fmk_tc_gpu *g, const fmk_tc_tre
 }
 
 fmk_status fmk_tc_gpu_collect(fmk_poisson *s, struct fmk_tc_gpu *g, double *pot, double *u,
-                              double kernel_seconds[2])
+                              double kernel_seconds[3])
 {
     TRY(cudaSetDevice(g->device), "cudaSetDevice");
     /* the results come down after the last kernel: on the far part's stream when it ran */
@@ -670,6 +671,10 @@ fmk_status fmk_tc_gpu_collect(fmk_poisson *s, struct fmk_tc_gpu *g, double *pot,
         TRY(cudaMemcpyAsync(g->h_out + 3 * np, g->u, sizeof(double) * 3 * (size_t)np,
                             cudaMemcpyDeviceToHost, last),
             "the results' download");
+    if (g->far) /* the direct part's stream is done too (the far part waited for it) */
+        TRY(cudaEventRecord(g->ev[5], last), "an event");
+    else
+        TRY(cudaEventRecord(g->ev[5], g->stream), "an event");
     /* wait, polling the solver's stop request; the queued work finishes either way */
     int stop = 0;
     for (;;) {
@@ -691,9 +696,12 @@ fmk_status fmk_tc_gpu_collect(fmk_poisson *s, struct fmk_tc_gpu *g, double *pot,
     cudaEventElapsedTime(&ms_direct, g->ev[0], g->ev[1]);
     if (g->far)
         cudaEventElapsedTime(&ms_far, g->ev[3], g->ev[2]);
+    float ms_span = 0;
+    cudaEventElapsedTime(&ms_span, g->ev[4], g->ev[5]);
     if (kernel_seconds) {
         kernel_seconds[0] = 1e-3 * ms_direct;
         kernel_seconds[1] = 1e-3 * ms_far;
+        kernel_seconds[2] = 1e-3 * ms_span;
     }
     const int64_t nc = g->nc;
     if (pot && g->want_pot) {

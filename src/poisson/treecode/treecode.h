@@ -153,8 +153,9 @@ fmk_status fmk_tc_eval_cpu(struct fmk_poisson *s, const fmk_tc_sources *src,
  * direct part runs, and the far part's kernels add to its results after it; a hybrid solve
  * does not call it and evaluates the far part on the CPU instead. collect: the results come
  * down; it waits (polling the solver's interrupt), adds them into pot and u where given (host,
- * layout of fmk_tc_eval_cpu; NULL: leave them in fmk_tc_gpu_results), and gives the kernels'
- * seconds. All return FMK_OK or a status recorded on
+ * layout of fmk_tc_eval_cpu; NULL: leave them in fmk_tc_gpu_results), and gives the seconds
+ * of the direct and the far part's kernels and of the GPU's whole part (from the sources'
+ * upload to the results' download, by events). All return FMK_OK or a status recorded on
  * the solver; release frees everything (NULL is a no-op). */
 struct fmk_tc_gpu;
 typedef struct fmk_tc_gpu_args { /* what the GPU's part needs of the solver (made at setup) */
@@ -173,7 +174,7 @@ fmk_status fmk_tc_gpu_launch(struct fmk_poisson *s, struct fmk_tc_gpu *gpu, int 
                              int want_u);
 fmk_status fmk_tc_gpu_far(struct fmk_poisson *s, struct fmk_tc_gpu *gpu, const fmk_tc_tree *tree);
 fmk_status fmk_tc_gpu_collect(struct fmk_poisson *s, struct fmk_tc_gpu *gpu, double *pot,
-                              double *u, double kernel_seconds[2]); /* direct, far */
+                              double *u, double kernel_seconds[3]);
 /* The GPU's results after collect, in pinned host memory (grid units, the layout of
  * fmk_tc_eval_cpu; NULL where not asked for), valid until the next solve. */
 void fmk_tc_gpu_results(const struct fmk_tc_gpu *gpu, const double **pot, const double **u);
