@@ -13,7 +13,7 @@
  * sample of 2000 grid points (fmmkit's direct sum, fp64, on the CPU), and for the treecode the
  * direct part's rate: pairs per second of its kernel over the bound of the GPU's fp32 issue
  * rate (SMs x 128 lanes x clock / 13 instructions per pair: 12 fp32 and one rsqrt for three
- * components, eval_cuda.cu).
+ * components, treecode/cuda/eval.cu).
  *
  * Table 2, a uniform N^3 grid (default 256; 0 skips it): treecode on the GPU against the FFT on
  * the GPU (cuFFT) and on the CPU (FFTW), time and error against the analytic Psi.
@@ -147,7 +147,7 @@ static double err_l2(const double *a, const double *b, int64_t n, double *max_re
     return sqrt(num / (den > 0 ? den : 1));
 }
 
-/* pairs per second the fp32 issue rate allows for 3 components (eval_cuda.cu: 13 instructions) */
+/* pairs per second the fp32 issue rate allows for 3 components (treecode/cuda/eval.cu: 13 instructions) */
 static double direct_bound(void)
 {
     int sms = 0, khz = 0;

@@ -1,4 +1,4 @@
-/* test_poisson_tc_gpu.c -- the Poisson treecode's GPU part (src/poisson/treecode/eval_cuda.cu)
+/* test_poisson_tc_gpu.c -- the Poisson treecode's GPU part (src/poisson/treecode/cuda/eval.cu)
  * on hand-made logical plans, against sums in double on the CPU: a uniform box cut into bricks
  * of up to 8 points per axis, sources on half of its points summed directly through several
  * ranges per brick, and two far clusters taken by their multipoles (whose truncation error, at

@@ -7,7 +7,7 @@
  *   plans     every brick's logical plans (plans.c)
  *   expand    the nodes' multipoles for this omega (tree.c)
  *   direct    the plans' direct ranges, far: their multipoles (eval_cpu.c; on the GPU with
- *             eval_cuda.cu, where the build has it)
+ *             cuda/eval.cu, where the build has it)
  *   scale     grid units to the caller's: Psi = h_min^2/(4 pi) pot, u = h_min/(4 pi) u. */
 #include <math.h>
 #include <stdlib.h>

@@ -8,7 +8,8 @@
  *   tree.c       the octree of the sources (at most leaf_size per leaf) and its multipoles
  *   plans.c      destination bricks and their logical plans (direct ranges, far nodes)
  *   eval_cpu.c   the plans evaluated on the CPU (OpenMP over bricks, SIMD over points)
- *   eval_cuda.cu the plans' direct part (and, unless hybrid, the far part) on the GPU
+ *   cuda/eval.cu the plans' direct part (and, unless hybrid, the far part) on the GPU;
+ *   cuda/far.cu  the far part for Psi alone, the order a template argument
  *
  * Units: the solver's grid units (poisson.h: lengths in h_min, points multiples of 1/2). The
  * sum computed is pot_a(y) = sum_j w_aj G_e(|y - x_j|) and u(y) = sum_j grad_y G_e(y - x_j) x w_j
@@ -146,7 +147,7 @@ fmk_status fmk_tc_eval_cpu(struct fmk_poisson *s, const fmk_tc_sources *src,
                            double *pot, double *u);
 
 #ifdef FMK_HAVE_CUDA
-/* eval_cuda.cu: the GPU's part (the paper's Fig. 2), on two streams. upload: the sources
+/* cuda/eval.cu: the GPU's part (the paper's Fig. 2), on two streams. upload: the sources
  * (every solve), and the plans, bricks and the tree's geometry when plans_changed. launch: the
  * direct part's kernels, started at once (it needs no multipoles: the CPU computes them
  * meanwhile). far: the tree's multipoles (computed on the CPU for this omega) go up while the

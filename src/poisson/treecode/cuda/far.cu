@@ -1,4 +1,4 @@
-/* far_cuda.cu -- the treecode's far part on the GPU for Psi alone (no velocity): the multipole
+/* far.cu -- the treecode's far part on the GPU for Psi alone (no velocity): the multipole
  * of each far node evaluated at each point of a brick, with the order a template argument.
  *
  * Each point's irregular harmonics about a node (fmm3d_ops.h: I_n^m(u) = R_n^m(u / |u|^2) /
@@ -7,9 +7,9 @@
  * unrolled, and the recursion's coefficients are compile-time constants (read by the
  * instructions from the constant bank), so a point-node evaluation is about 6 + 2 NC fp64
  * instructions per coefficient (n, m). The multipoles of the node (all components) are in
- * shared memory. The general kernel (eval_cuda.cu, with gradients) serves the velocity and
+ * shared memory. The general kernel (eval.cu, with gradients) serves the velocity and
  * orders above TC_FAST_ORDER_MAX. */
-#include "poisson/treecode/far_cuda.h"
+#include "poisson/treecode/cuda/treecode_cuda.h"
 
 #define TC_NCOEF(d) (((d) + 1) * ((d) + 2) / 2)
 #define TC_IDX(n, m) ((n) * ((n) + 1) / 2 + (m))

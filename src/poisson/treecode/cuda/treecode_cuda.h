@@ -1,7 +1,7 @@
-/* far_cuda.h -- what the treecode's CUDA files share (C++ only): the brick kernels' shape and
- * the far part for Psi alone with the order a template argument (far_cuda.cu). */
-#ifndef FMMKIT_POISSON_TREECODE_FAR_CUDA_H
-#define FMMKIT_POISSON_TREECODE_FAR_CUDA_H
+/* treecode_cuda.h -- what the treecode's CUDA files share (C++ only): the brick kernels' shape and
+ * the far part for Psi alone with the order a template argument (cuda/far.cu). */
+#ifndef FMMKIT_POISSON_TREECODE_CUDA_H
+#define FMMKIT_POISSON_TREECODE_CUDA_H
 
 #include "cuda/device.h"
 #include "poisson/treecode/treecode.h"
@@ -16,4 +16,4 @@ cudaError_t fmk_tc_far_psi(cudaStream_t st, int order, int nc, int64_t b0, unsig
                            const fmk_tc_brick *bricks, const int64_t *fstart, const int32_t *fnode,
                            const real4d *node, const double *multipole, double *pot);
 
-#endif /* FMMKIT_POISSON_TREECODE_FAR_CUDA_H */
+#endif /* FMMKIT_POISSON_TREECODE_CUDA_H */

@@ -1,4 +1,4 @@
-/* eval_cuda.cu -- the treecode's logical plans on the GPU (treecode.h): the direct part, and
+/* eval.cu -- the treecode's logical plans on the GPU (treecode.h): the direct part, and
  * unless the solve is hybrid the far part, of every destination brick.
  *
  * Direct part (paper section 4, "Hybrid CPU/GPU evaluation"): a CUDA block per brick, each
@@ -25,7 +25,7 @@
 #include <cub/block/block_scan.cuh>
 
 #include "fmm3d/cuda/harmonics.cuh"
-#include "poisson/treecode/far_cuda.h"
+#include "poisson/treecode/cuda/treecode_cuda.h"
 #include "poisson/treecode/treecode.h"
 #define TC_TILE 128
 #define TC_RANGES 128
