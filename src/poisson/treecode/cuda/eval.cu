@@ -27,8 +27,6 @@
 #include "fmm3d/cuda/harmonics.cuh"
 #include "poisson/treecode/cuda/treecode_cuda.h"
 #include "poisson/treecode/treecode.h"
-#define TC_TILE 128
-#define TC_RANGES 128
 #define TC_ORDER_MAX 20
 
 struct fmk_tc_gpu {
@@ -124,7 +122,7 @@ template <> struct vec<double> {
 
 /* The direct part of brick blockIdx.x (+ base). NC components, U: the velocity too. */
 template <typename R, int NC, bool U>
-__global__ void __launch_bounds__(TC_THREADS)
+__global__ void __launch_bounds__(TC_DIRECT_THREADS)
     k_direct(int64_t base, const fmk_tc_brick *__restrict__ bricks,
              const int64_t *__restrict__ dstart, const int64_t *__restrict__ drange,
              const typename vec<R>::v4 *__restrict__ xyzw,
@@ -133,20 +131,20 @@ __global__ void __launch_bounds__(TC_THREADS)
 {
     typedef typename vec<R>::v4 V4;
     typedef typename vec<R>::v2 V2;
-    typedef cub::BlockScan<int64_t, TC_THREADS> Scan;
+    typedef cub::BlockScan<int64_t, TC_DIRECT_THREADS> Scan;
     __shared__ typename Scan::TempStorage scan_tmp;
-    __shared__ int64_t r_begin[TC_RANGES], r_pre[TC_RANGES + 1];
-    __shared__ V4 s_xyzw[TC_TILE];
-    __shared__ V2 s_w12[NC == 3 ? TC_TILE : 1];
+    __shared__ int64_t r_begin[TC_DIRECT_THREADS], r_pre[TC_DIRECT_THREADS + 1];
+    __shared__ V4 s_xyzw[TC_DIRECT_THREADS];
+    __shared__ V2 s_w12[NC == 3 ? TC_DIRECT_THREADS : 1];
 
     const int64_t bi = base + blockIdx.x;
     const fmk_tc_brick b = bricks[bi];
     const int np = b.n[0] * b.n[1] * b.n[2];
-    R px[TC_PTS], py[TC_PTS], pz[TC_PTS];
-    double acc[TC_PTS][NC], accu[TC_PTS][3];
+    R px[TC_DIRECT_PTS], py[TC_DIRECT_PTS], pz[TC_DIRECT_PTS];
+    double acc[TC_DIRECT_PTS][NC], accu[TC_DIRECT_PTS][3];
 #pragma unroll
-    for (int k = 0; k < TC_PTS; k++) {
-        const int q = threadIdx.x + k * TC_THREADS;
+    for (int k = 0; k < TC_DIRECT_PTS; k++) {
+        const int q = threadIdx.x + k * TC_DIRECT_THREADS;
         const int qq = q < np ? q : 0;
         px[k] = (R)(b.h * (qq % b.n[0]));
         py[k] = (R)(b.h * (qq / b.n[0] % b.n[1]));
@@ -160,8 +158,8 @@ __global__ void __launch_bounds__(TC_THREADS)
     }
     const R cx = (R)b.corner[0], cy = (R)b.corner[1], cz = (R)b.corner[2];
     const int64_t r0 = dstart[bi], r1 = dstart[bi + 1];
-    for (int64_t rc = r0; rc < r1; rc += TC_RANGES) {
-        const int nr = (int)(r1 - rc < TC_RANGES ? r1 - rc : TC_RANGES);
+    for (int64_t rc = r0; rc < r1; rc += TC_DIRECT_THREADS) {
+        const int nr = (int)(r1 - rc < TC_DIRECT_THREADS ? r1 - rc : TC_DIRECT_THREADS);
         int64_t len = 0;
         if (threadIdx.x < nr) {
             r_begin[threadIdx.x] = drange[2 * (rc + threadIdx.x)];
@@ -174,7 +172,7 @@ __global__ void __launch_bounds__(TC_THREADS)
         if (threadIdx.x == 0)
             r_pre[nr] = total;
         __syncthreads();
-        for (int64_t t0 = 0; t0 < total; t0 += TC_TILE) {
+        for (int64_t t0 = 0; t0 < total; t0 += TC_DIRECT_THREADS) {
             const int64_t k = t0 + threadIdx.x;
             if (k < total) {
                 int lo = 0, hi = nr - 1; /* the last range whose prefix is <= k */
@@ -202,10 +200,10 @@ __global__ void __launch_bounds__(TC_THREADS)
                 }
             }
             __syncthreads();
-            const int nt = (int)(total - t0 < TC_TILE ? total - t0 : TC_TILE);
-            R part[TC_PTS][NC], partu[TC_PTS][3];
+            const int nt = (int)(total - t0 < TC_DIRECT_THREADS ? total - t0 : TC_DIRECT_THREADS);
+            R part[TC_DIRECT_PTS][NC], partu[TC_DIRECT_PTS][3];
 #pragma unroll
-            for (int k2 = 0; k2 < TC_PTS; k2++) {
+            for (int k2 = 0; k2 < TC_DIRECT_PTS; k2++) {
 #pragma unroll
                 for (int a = 0; a < NC; a++)
                     part[k2][a] = 0;
@@ -222,7 +220,7 @@ __global__ void __launch_bounds__(TC_THREADS)
                     w1 = ww.x, w2 = ww.y;
                 }
 #pragma unroll
-                for (int k2 = 0; k2 < TC_PTS; k2++) {
+                for (int k2 = 0; k2 < TC_DIRECT_PTS; k2++) {
                     /* d = r^2 + e^2; G = (r^2 + 1.5 e^2) / d^1.5 = 1/sqrt(d) + (e^2/2) / d^1.5:
                      * 12 fp32 instructions and 1 rsqrt per pair for 3 components */
                     const R dx = px[k2] - sv.x, dy = py[k2] - sv.y, dz = pz[k2] - sv.z;
@@ -246,7 +244,7 @@ __global__ void __launch_bounds__(TC_THREADS)
                 }
             }
 #pragma unroll
-            for (int k2 = 0; k2 < TC_PTS; k2++) {
+            for (int k2 = 0; k2 < TC_DIRECT_PTS; k2++) {
 #pragma unroll
                 for (int a = 0; a < NC; a++)
                     acc[k2][a] += (double)part[k2][a];
@@ -258,8 +256,8 @@ __global__ void __launch_bounds__(TC_THREADS)
         }
     }
 #pragma unroll
-    for (int k = 0; k < TC_PTS; k++) {
-        const int q = threadIdx.x + k * TC_THREADS;
+    for (int k = 0; k < TC_DIRECT_PTS; k++) {
+        const int q = threadIdx.x + k * TC_DIRECT_THREADS;
         if (q >= np)
             continue;
         const int64_t p = b.first + q % b.n[0] + b.stride[0] * (q / b.n[0] % b.n[1]) +
@@ -581,13 +579,13 @@ static void launch_direct(struct fmk_tc_gpu *g, R e2, R e05, R e15, int64_t b0, 
     const V2 *w = (const V2 *)w12;
     const unsigned grid = (unsigned)nb;
     if (g->nc == 1)
-        k_direct<R, 1, false><<<grid, TC_THREADS, 0, g->stream>>>(
+        k_direct<R, 1, false><<<grid, TC_DIRECT_THREADS, 0, g->stream>>>(
             b0, g->bricks, g->direct_start, g->direct_range, x, w, e2, e05, e15, pot, u);
     else if (!g->want_u)
-        k_direct<R, 3, false><<<grid, TC_THREADS, 0, g->stream>>>(
+        k_direct<R, 3, false><<<grid, TC_DIRECT_THREADS, 0, g->stream>>>(
             b0, g->bricks, g->direct_start, g->direct_range, x, w, e2, e05, e15, pot, u);
     else
-        k_direct<R, 3, true><<<grid, TC_THREADS, 0, g->stream>>>(
+        k_direct<R, 3, true><<<grid, TC_DIRECT_THREADS, 0, g->stream>>>(
             b0, g->bricks, g->direct_start, g->direct_range, x, w, e2, e05, e15, pot, u);
 }
 
