@@ -194,6 +194,16 @@ static void sweep(const char *what, const problem *pb, const double *omega, doub
                       e.u, last_psi, last_u);
             far_used[i] += e.info.far_pairs > 0;
             last_psi = e.psi, last_u = e.u;
+            if (!pass) { /* Psi alone: its plans reach closer (the kernel distance of Psi) */
+                const errors ep = against(pb, 3, omega, pd, NULL, eps, smoothing, 0, 0);
+                printf("%-24s eps %.0e smoothing h   : Psi alone %.2e (far pairs %.3g, direct "
+                       "%.3g)\n",
+                       what, eps, ep.psi, ep.info.far_pairs, ep.info.direct_pairs);
+                CHECK_LE(ep.psi, eps, "Psi alone, treecode vs direct");
+                CHECK_MSG(ep.info.direct_pairs <= e.info.direct_pairs,
+                          "Psi alone summed more pairs directly (%.3g) than with u (%.3g)",
+                          ep.info.direct_pairs, e.info.direct_pairs);
+            }
         }
     }
     free(pd), free(ud);

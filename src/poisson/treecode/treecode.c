@@ -26,6 +26,7 @@ typedef struct fmk_tc_state {
 #ifdef FMK_HAVE_CUDA
     struct fmk_tc_gpu *gpu;
     int gpu_has_plans; /* the GPU holds the current plans (uploaded since they were made) */
+    int plans_velocity; /* the plans were made for a solve with the velocity (its distance) */
 #endif
 } fmk_tc_state;
 
@@ -53,12 +54,13 @@ static const struct {
 /* The kernel distance (plans.c): the regularized kernel is 1/r (1 - 3/8 t^2 + ...), its
  * gradient 1/r^2 (1 - 15/8 t^2 + ...), t = (e/d)^2, each difference bounded by its first term
  * (docs/fmm3d.md section 8.1); a source at distance d >= r_kernel from every point leaves
- * 15/8 (e/d)^4 <= eps / TC_KERNEL_FRACTION. */
+ * c (e/d)^4 <= eps / TC_KERNEL_FRACTION, c = 15/8 for a solve with the velocity and 3/8 for
+ * Psi alone (whose plans then reach closer: 0.67 times the distance). */
 #define TC_KERNEL_FRACTION 1.0
 
-static double kernel_distance(double eps, double e)
+static double kernel_distance(double eps, double e, double c)
 {
-    return e * pow(15.0 / 8.0 * TC_KERNEL_FRACTION / eps, 0.25);
+    return e * pow(c * TC_KERNEL_FRACTION / eps, 0.25);
 }
 
 /* A node of at most TC_DIRECT_FACTOR (p + 1)(p + 2)/2 sources is summed directly: one M2P at a
@@ -73,7 +75,8 @@ static void params_for(const fmk_poisson_opts *o, double eps, double e, fmk_tc_p
     prm->order = o->order > 0 ? o->order : TC_TABLE[row].order;
     prm->theta = o->theta > 0 ? o->theta : TC_TABLE[row].theta;
     prm->leaf_size = o->leaf_size > 0 ? o->leaf_size : TC_LEAF_SIZE;
-    prm->r_kernel = kernel_distance(eps, e);
+    prm->r_kernel = kernel_distance(eps, e, 15.0 / 8.0); /* with u; Psi alone: r_kernel_psi */
+    prm->r_kernel_psi = kernel_distance(eps, e, 3.0 / 8.0);
     prm->direct_max = (int64_t)(TC_DIRECT_FACTOR * (prm->order + 1) * (prm->order + 2) / 2);
 }
 
@@ -160,32 +163,44 @@ static void clear_times(fmk_poisson_info *in)
 /* The support of omega, and when it changed the sources, the tree and the plans. *changed: 1
  * when they were made again. */
 static fmk_status geometry(fmk_poisson *s, fmk_tc_state *m, int nc, const double *omega,
-                           int *changed)
+                           int velocity, int *changed)
 {
     double t0 = fmk_time_now();
     *changed = !m->has_plans;
     fmk_status st =
         fmk_tc_sources_support(s, nc, omega, &m->support, &m->n_support, &m->support_cap, changed);
-    if (st != FMK_OK || !*changed || m->n_support == 0) {
+    if (st != FMK_OK || m->n_support == 0) {
         s->info.time_tree = fmk_time_now() - t0;
         if (*changed)
             m->has_plans = 0;
         return st;
     }
-    m->has_plans = 0;
-    st = fmk_tc_sources_build(s, m->support, m->n_support, &m->src);
-    if (st == FMK_OK)
-        st = fmk_tc_tree_build(s, &m->src, m->params.leaf_size, m->params.order, &m->tree);
+    if (*changed) {
+        m->has_plans = 0;
+        st = fmk_tc_sources_build(s, m->support, m->n_support, &m->src);
+        if (st == FMK_OK)
+            st = fmk_tc_tree_build(s, &m->src, m->params.leaf_size, m->params.order, &m->tree);
+        if (st == FMK_OK && fmk_solver_poll(s))
+            st = fmk_solver_fail(s, FMK_ERR_INTERRUPTED, "interrupted");
+    }
     s->info.time_tree = fmk_time_now() - t0;
-    if (st == FMK_OK && fmk_solver_poll(s))
-        st = fmk_solver_fail(s, FMK_ERR_INTERRUPTED, "interrupted");
     if (st != FMK_OK)
         return st;
+    /* the plans: again when the support changed, or when a solve with the velocity follows one
+     * of Psi alone or the other way round (their kernel distances differ) */
+    fmk_tc_params prm = m->params;
+    prm.r_kernel = velocity ? m->params.r_kernel : m->params.r_kernel_psi;
+    if (m->has_plans && m->plans_velocity == velocity)
+        return FMK_OK;
+    *changed = 1;
+    m->has_plans = 0;
     t0 = fmk_time_now();
-    st = fmk_tc_plans_build(s, &m->tree, &m->params, &m->plans);
+    st = fmk_tc_plans_build(s, &m->tree, &prm, &m->plans);
     s->info.time_plans = fmk_time_now() - t0;
-    if (st == FMK_OK)
+    if (st == FMK_OK) {
         m->has_plans = 1;
+        m->plans_velocity = velocity;
+    }
     return st;
 }
 
@@ -280,7 +295,7 @@ fmk_status fmk_treecode_solve(fmk_poisson *s, int nc, const double *omega, doubl
     const int64_t n = s->n_points;
     clear_times(&s->info);
     int changed = 0;
-    fmk_status st = geometry(s, m, nc, omega, &changed);
+    fmk_status st = geometry(s, m, nc, omega, velocity != NULL, &changed);
     if (st != FMK_OK)
         return st;
     s->info.n_sources = m->n_support;

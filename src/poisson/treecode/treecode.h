@@ -90,6 +90,7 @@ typedef struct fmk_tc_params {
     double theta;       /* opening parameter */
     int32_t leaf_size;  /* s_max */
     double r_kernel;    /* grid units: multipoles only for sources at least this far */
+    double r_kernel_psi; /* the same for a solve of Psi alone (a smaller kernel error) */
     int64_t direct_max; /* a node of at most this many sources is summed directly */
 } fmk_tc_params;
 
