@@ -17,15 +17,8 @@
 #include "interrupter.h"
 #include "sentinel.h"
 #include "testutil.h"
+#include "poisson_check.h"
 
-/* call succeeds; on failure prints the solver's message. */
-#define CHECK_SOLVER_OK(call, solver)                                                        \
-    do {                                                                                     \
-        fmk_status check_st_ = (call);                                                       \
-        check_report(check_st_ == FMK_OK, __FILE__, __LINE__, "%s returned %d (%s): \"%s\"", \
-                     #call, (int)check_st_, fmk_status_string(check_st_),                    \
-                     fmk_poisson_last_error(solver));                                        \
-    } while (0)
 
 static const fmk_poisson_method METHODS[3] = {FMK_POISSON_FFT, FMK_POISSON_DIRECT, FMK_POISSON_FMM};
 
@@ -278,32 +271,8 @@ static void test_interrupt(fmk_poisson_method method)
     }
     CHECK_SOLVER_OK(fmk_poisson_set_grid(ps, M, M, M, h, NULL), ps);
     CHECK_SOLVER_OK(fmk_poisson_solve(ps, 3, omega, ref, NULL), ps);
-    /* the check says stop at its first call: nothing written, and the solver carries on (the
-     * check runs after 10 ms of work: a fast machine may finish a solve first) */
-    c.calls = 0;
-    CHECK_STATUS(fmk_poisson_set_interrupt(ps, count_check, &c), FMK_OK);
-    fmk_status st = FMK_OK;
-    for (int i = 0; i < 100 && st == FMK_OK; i++) {
-        test_fill_sentinel(psi, 3 * MP);
-        st = fmk_poisson_solve(ps, 3, omega, psi, NULL);
-    }
-    CHECK_STATUS(st, FMK_ERR_INTERRUPTED);
-    CHECK(c.calls >= 1 && test_untouched(psi, 3 * MP));
-    CHECK_STATUS(fmk_poisson_set_interrupt(ps, NULL, NULL), FMK_OK);
-    CHECK_SOLVER_OK(fmk_poisson_solve(ps, 3, omega, psi, NULL), ps);
-    CHECK(!memcmp(psi, ref, sizeof(double) * 3 * MP));
-    /* from a second thread: solves until one is stopped (each call clears old requests) */
-    interrupter it = {NULL, 0, ps, 2000000};
-    pthread_t thread;
-    CHECK(pthread_create(&thread, NULL, interrupt_loop, &it) == 0);
-    st = FMK_OK;
-    for (int i = 0; i < 200 && st == FMK_OK; i++)
-        st = fmk_poisson_solve(ps, 3, omega, psi, NULL);
-    atomic_store(&it.done, 1);
-    pthread_join(thread, NULL);
-    CHECK_STATUS(st, FMK_ERR_INTERRUPTED);
-    CHECK_SOLVER_OK(fmk_poisson_solve(ps, 3, omega, psi, NULL), ps);
-    CHECK(!memcmp(psi, ref, sizeof(double) * 3 * MP));
+    /* stopped by the check and from a second thread: nothing written, the solver carries on */
+    check_solve_interrupts(ps, omega, psi, ref, 3 * MP);
     fmk_poisson_destroy(ps);
     free(x), free(omega), free(ref), free(psi);
 }

@@ -16,14 +16,8 @@
 #include "interrupter.h"
 #include "sentinel.h"
 #include "testutil.h"
+#include "poisson_check.h"
 
-#define CHECK_SOLVER_OK(call, solver)                                                        \
-    do {                                                                                     \
-        fmk_status check_st_ = (call);                                                       \
-        check_report(check_st_ == FMK_OK, __FILE__, __LINE__, "%s returned %d (%s): \"%s\"", \
-                     #call, (int)check_st_, fmk_status_string(check_st_),                    \
-                     fmk_poisson_last_error(solver));                                        \
-    } while (0)
 
 static fmk_poisson *make(fmk_poisson_method method, double eps, double smoothing)
 {
@@ -347,30 +341,7 @@ static void test_interrupt(void)
     fmk_poisson *ps = make(FMK_POISSON_DIRECT, 1e-6, 0);
     CHECK_SOLVER_OK(fmk_poisson_set_blocks(ps, g), ps);
     CHECK_SOLVER_OK(fmk_poisson_solve(ps, 3, w, ref, NULL), ps);
-    counter c = {0, 1};
-    CHECK_STATUS(fmk_poisson_set_interrupt(ps, count_check, &c), FMK_OK);
-    fmk_status st = FMK_OK;
-    for (int i = 0; i < 100 && st == FMK_OK; i++) {
-        test_fill_sentinel(psi, 3 * np);
-        st = fmk_poisson_solve(ps, 3, w, psi, NULL);
-    }
-    CHECK_STATUS(st, FMK_ERR_INTERRUPTED);
-    CHECK(c.calls >= 1 && test_untouched(psi, 3 * np));
-    CHECK_STATUS(fmk_poisson_set_interrupt(ps, NULL, NULL), FMK_OK);
-    CHECK_SOLVER_OK(fmk_poisson_solve(ps, 3, w, psi, NULL), ps);
-    CHECK(!memcmp(psi, ref, sizeof(double) * 3 * np));
-    /* fmk_poisson_interrupt from a second thread (each call clears old requests) */
-    interrupter it = {NULL, 0, ps, 2000000};
-    pthread_t thread;
-    CHECK(pthread_create(&thread, NULL, interrupt_loop, &it) == 0);
-    st = FMK_OK;
-    for (int i = 0; i < 200 && st == FMK_OK; i++)
-        st = fmk_poisson_solve(ps, 3, w, psi, NULL);
-    atomic_store(&it.done, 1);
-    pthread_join(thread, NULL);
-    CHECK_STATUS(st, FMK_ERR_INTERRUPTED);
-    CHECK_SOLVER_OK(fmk_poisson_solve(ps, 3, w, psi, NULL), ps);
-    CHECK(!memcmp(psi, ref, sizeof(double) * 3 * np));
+    check_solve_interrupts(ps, w, psi, ref, 3 * np);
     fmk_poisson_destroy(ps);
     fmk_grid_destroy(g);
     free(w), free(ref), free(psi);

@@ -26,14 +26,8 @@
 #include "interrupter.h"
 #include "sentinel.h"
 #include "testutil.h"
+#include "poisson_check.h"
 
-#define CHECK_SOLVER_OK(call, solver)                                                        \
-    do {                                                                                     \
-        fmk_status check_st_ = (call);                                                       \
-        check_report(check_st_ == FMK_OK, __FILE__, __LINE__, "%s returned %d (%s): \"%s\"", \
-                     #call, (int)check_st_, fmk_status_string(check_st_),                    \
-                     fmk_poisson_last_error(solver));                                        \
-    } while (0)
 
 /* A grid: uniform (grid NULL: n, h, origin) or blocks; its points (np x 3). */
 typedef struct problem {
