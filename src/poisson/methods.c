@@ -7,6 +7,32 @@
 #include "poisson/poisson.h"
 #include "poisson/treecode/treecode.h"
 
+const char *fmk_poisson_method_name(fmk_poisson_method method)
+{
+    switch (method) {
+    case FMK_POISSON_AUTO: return "auto";
+    case FMK_POISSON_DIRECT: return "direct";
+    case FMK_POISSON_FMM: return "fmm";
+    case FMK_POISSON_FFT: return "fft";
+    case FMK_POISSON_TREECODE: return "treecode";
+    }
+    return NULL;
+}
+
+int fmk_poisson_method_available(fmk_poisson_method method)
+{
+    switch (method) {
+    case FMK_POISSON_AUTO: return 1;
+    case FMK_POISSON_DIRECT:
+    case FMK_POISSON_FMM:
+    case FMK_POISSON_FFT:
+    case FMK_POISSON_TREECODE:
+        return fmk_poisson_ops_find(method, FMK_BACKEND_CPU) ||
+               fmk_poisson_ops_find(method, FMK_BACKEND_CUDA);
+    }
+    return 0;
+}
+
 static int always(void)
 {
     return 1;
@@ -45,6 +71,33 @@ const fmk_poisson_method_ops *fmk_poisson_ops_find(fmk_poisson_method method, fm
     for (size_t k = 0; k < sizeof rows / sizeof rows[0]; k++)
         if (rows[k].method == method && rows[k].backend == backend)
             return rows[k].available() ? &rows[k] : NULL;
+    return NULL;
+}
+
+const fmk_poisson_method_ops *fmk_poisson_ops_for(fmk_poisson_opts *o)
+{
+    const fmk_poisson_method_ops *ops = NULL;
+    if (o->backend == FMK_BACKEND_AUTO) {
+        ops = fmk_poisson_ops_find(o->method, FMK_BACKEND_CUDA);
+        if (!ops)
+            ops = fmk_poisson_ops_find(o->method, FMK_BACKEND_CPU);
+    } else
+        ops = fmk_poisson_ops_find(o->method, o->backend);
+    if (ops)
+        return ops;
+    if (o->method == FMK_POISSON_FFT && o->backend != FMK_BACKEND_CUDA &&
+        !fmk_fft_cpu_available())
+        fmk_solver_fail(NULL, FMK_ERR_UNAVAILABLE,
+                        "method fft needs FFTW, which this build of fmmkit did not find "
+                        "(Debian: apt-get install libfftw3-dev, then configure again); "
+                        "methods direct, fmm and treecode compute the same sum");
+    else
+        fmk_solver_fail(NULL, FMK_ERR_UNAVAILABLE,
+                        "method %s on backend %s is not available in this build%s",
+                        fmk_poisson_method_name(o->method), fmk_backend_name(o->backend),
+                        o->backend == FMK_BACKEND_CUDA && fmk_cuda_device_count() <= 0
+                            ? " (no CUDA device)"
+                            : "");
     return NULL;
 }
 

@@ -3,6 +3,7 @@
  *
  * solver.c owns the life cycle and every check of the caller's input; the methods trust it:
  *   methods.c   the table of methods and backends (every method rule solver.c needs)
+ *   status.c    messages and interrupt polls, for all of them
  *   grid.c      block-structured grids (fmk_grid) and their layout as the solver's boxes
  *   fft_cpu.c   Hockney-Eastwood FFT convolution (FFTW), uniform grids; fft_cuda.cu (cuFFT)
  *   sum.c       the sum over grid points through an fmmkit plan (methods direct and fmm)
@@ -66,6 +67,9 @@ typedef struct fmk_poisson_method_ops {
  * build has none; and how AUTO resolves (opts is changed in place). */
 const fmk_poisson_method_ops *fmk_poisson_ops_find(fmk_poisson_method method, fmk_backend backend);
 void fmk_poisson_resolve_auto(fmk_poisson_opts *opts, int uniform);
+/* methods.c: the row for opts (method resolved; backend AUTO tried on the GPU, then the CPU),
+ * or NULL with the reason on the calling thread (fmk_poisson_last_error(NULL)). */
+const fmk_poisson_method_ops *fmk_poisson_ops_for(fmk_poisson_opts *opts);
 
 #ifndef __cplusplus /* core's interrupt state is C11 (atomics): CUDA files see the solver opaque */
 struct fmk_poisson {
@@ -111,17 +115,17 @@ fmk_status fmk_grid_layout(struct fmk_poisson *s, const fmk_grid *grid,
                            struct fmk_poisson_box **boxes, int64_t *n_boxes, double *h_min,
                            double origin[3], int32_t *block_size);
 
-/* solver.c: records a message on the solver (NULL: on the calling thread, as
+/* status.c: records a message on the solver (NULL: on the calling thread, as
  * fmk_error_set(NULL, ...)) and returns status. */
 fmk_status fmk_solver_fail(struct fmk_poisson *s, fmk_status status, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 3, 4)))
 #endif
     ;
-/* solver.c: 1 when the running call is to stop: the stop flag, or the caller's check (run
+/* status.c: 1 when the running call is to stop: the stop flag, or the caller's check (run
  * from the calling thread, at most every 10 ms), which sets the flag when it says stop. */
 int fmk_solver_poll(struct fmk_poisson *s);
-/* solver.c: fmk_solver_poll as an fmk_interrupt_fn (user = the solver), for the plans the
+/* status.c: fmk_solver_poll as an fmk_interrupt_fn (user = the solver), for the plans the
  * solver makes, so that a stop request reaches the plan's running call. */
 int fmk_solver_check(void *solver);
 

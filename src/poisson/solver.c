@@ -3,7 +3,6 @@
  * reaches the caller unless the whole solve succeeded with finite values), errors and
  * interrupts. The methods are reached through their rows in methods.c. */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,29 +17,6 @@
 /* The smoothing may lie 2^20 above or below h: beyond that G's arithmetic in grid units
  * (e^2 in (r^2 + e^2)) leaves no useful digits, and no discretisation wants it. */
 #define POISSON_SMOOTHING_RANGE 0x1p20
-
-fmk_status fmk_solver_fail(fmk_poisson *s, fmk_status status, const char *fmt, ...)
-{
-    char buf[FMK_ERROR_LEN];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    if (!s)
-        return fmk_error_set(NULL, status, "%s", buf);
-    memcpy(s->error, buf, sizeof buf);
-    return status;
-}
-
-int fmk_solver_poll(fmk_poisson *s)
-{
-    return fmk_interrupt_poll_state(&s->interrupt);
-}
-
-int fmk_solver_check(void *solver)
-{
-    return fmk_solver_poll(solver);
-}
 
 /* The start of every set_grid and solve: a request made while no call ran is dropped. */
 static void call_begin(fmk_poisson *s)
@@ -59,61 +35,6 @@ void fmk_poisson_opts_default(fmk_poisson_opts *opts)
     memset(opts, 0, sizeof *opts);
     opts->method = FMK_POISSON_AUTO;
     opts->backend = FMK_BACKEND_AUTO;
-}
-
-const char *fmk_poisson_method_name(fmk_poisson_method method)
-{
-    switch (method) {
-    case FMK_POISSON_AUTO: return "auto";
-    case FMK_POISSON_DIRECT: return "direct";
-    case FMK_POISSON_FMM: return "fmm";
-    case FMK_POISSON_FFT: return "fft";
-    case FMK_POISSON_TREECODE: return "treecode";
-    }
-    return NULL;
-}
-
-int fmk_poisson_method_available(fmk_poisson_method method)
-{
-    switch (method) {
-    case FMK_POISSON_AUTO: return 1;
-    case FMK_POISSON_DIRECT:
-    case FMK_POISSON_FMM:
-    case FMK_POISSON_FFT:
-    case FMK_POISSON_TREECODE:
-        return fmk_poisson_ops_find(method, FMK_BACKEND_CPU) ||
-               fmk_poisson_ops_find(method, FMK_BACKEND_CUDA);
-    }
-    return 0;
-}
-
-/* The method's row for opts (method resolved; backend AUTO tried on the GPU, then the CPU), or
- * NULL with the reason on the calling thread. */
-static const fmk_poisson_method_ops *find_ops(fmk_poisson_opts *o)
-{
-    const fmk_poisson_method_ops *ops = NULL;
-    if (o->backend == FMK_BACKEND_AUTO) {
-        ops = fmk_poisson_ops_find(o->method, FMK_BACKEND_CUDA);
-        if (!ops)
-            ops = fmk_poisson_ops_find(o->method, FMK_BACKEND_CPU);
-    } else
-        ops = fmk_poisson_ops_find(o->method, o->backend);
-    if (ops)
-        return ops;
-    if (o->method == FMK_POISSON_FFT && o->backend != FMK_BACKEND_CUDA &&
-        !fmk_fft_cpu_available())
-        fmk_solver_fail(NULL, FMK_ERR_UNAVAILABLE,
-                        "method fft needs FFTW, which this build of fmmkit did not find "
-                        "(Debian: apt-get install libfftw3-dev, then configure again); "
-                        "methods direct, fmm and treecode compute the same sum");
-    else
-        fmk_solver_fail(NULL, FMK_ERR_UNAVAILABLE,
-                        "method %s on backend %s is not available in this build%s",
-                        fmk_poisson_method_name(o->method), fmk_backend_name(o->backend),
-                        o->backend == FMK_BACKEND_CUDA && fmk_cuda_device_count() <= 0
-                            ? " (no CUDA device)"
-                            : "");
-    return NULL;
 }
 
 static fmk_status check_opts(const fmk_poisson_opts *opts, double eps, fmk_poisson_opts *o)
@@ -160,7 +81,7 @@ static fmk_status check_opts(const fmk_poisson_opts *opts, double eps, fmk_poiss
                                "treecode or auto, backend cuda or auto)");
     if (o->method == FMK_POISSON_AUTO)
         return FMK_OK; /* resolved for each grid, uniform or not (set_grid, set_blocks) */
-    const fmk_poisson_method_ops *ops = find_ops(o);
+    const fmk_poisson_method_ops *ops = fmk_poisson_ops_for(o);
     if (!ops)
         return FMK_ERR_UNAVAILABLE;
     o->backend = ops->backend;
@@ -236,7 +157,7 @@ static fmk_status install_grid(fmk_poisson *s, struct fmk_poisson_box *boxes, in
 {
     fmk_poisson_opts o = s->opts;
     fmk_poisson_resolve_auto(&o, uniform);
-    const fmk_poisson_method_ops *ops = find_ops(&o);
+    const fmk_poisson_method_ops *ops = fmk_poisson_ops_for(&o);
     fmk_status st = FMK_OK;
     if (!ops)
         st = fmk_solver_fail(s, FMK_ERR_UNAVAILABLE, "%s", fmk_poisson_last_error(NULL));
