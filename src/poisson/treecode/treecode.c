@@ -22,11 +22,11 @@ typedef struct fmk_tc_state {
     fmk_tc_plans plans; /* the bricks from setup, the lists from the last support */
     int64_t *support;   /* the sources' field indices, field order */
     int64_t n_support, support_cap;
-    int has_plans; /* src, tree and plans are those of support */
+    int has_plans;      /* src, tree and plans are those of support */
+    int plans_velocity; /* the plans were made for a solve with the velocity (its distance) */
 #ifdef FMK_HAVE_CUDA
     struct fmk_tc_gpu *gpu;
     int gpu_has_plans; /* the GPU holds the current plans (uploaded since they were made) */
-    int plans_velocity; /* the plans were made for a solve with the velocity (its distance) */
 #endif
 } fmk_tc_state;
 
