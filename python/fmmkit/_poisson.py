@@ -60,7 +60,23 @@ class PoissonInfo(NamedTuple):
     bytes_device: int = 0
 
 
-class BlockGrid:
+class _Owned:
+    """A C object held by a Python one (self._lock, self._finalizer): close() frees it, also at
+    the end of a with block or by garbage collection."""
+
+    def close(self):
+        """Frees the C object now (a solver given a grid keeps its own copy of it)."""
+        with self._lock:
+            self._finalizer()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class BlockGrid(_Owned):
     """A block-structured grid (fmk_grid; docs/poisson.md, "The grid"): non-overlapping cubes of
     block_size^3 cell-centred points. A block of level l has spacing h_l = h0 / 2^l and block
     index B (3 integers >= 0); it covers anchor + block_size h_l (B + [0, 1)^3), and its point
@@ -184,18 +200,6 @@ class BlockGrid:
                 levels[k], index[k] = lv.value, tuple(ix)
         return levels, index
 
-    def close(self):
-        """Frees the grid (also done at the end of a with block or by garbage collection). A
-        solver given the grid keeps its own copy."""
-        with self._lock:
-            self._finalizer()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
     def __repr__(self):
         if not self._finalizer.alive:
             return "<fmmkit.BlockGrid (closed)>"
@@ -240,7 +244,7 @@ class PoissonResult(NamedTuple):
     info: PoissonInfo
 
 
-class Poisson:
+class Poisson(_Owned):
     """A solver: made once, given a grid, then solved as often as needed (the grid's work, the
     FFT of the kernel or the points of the sums, is done once per grid).
 
@@ -397,16 +401,6 @@ class Poisson:
         with self._lock:
             return self._info_locked()
 
-    def close(self):
-        """Frees the solver (also done at the end of a with block or by garbage collection)."""
-        with self._lock:
-            self._finalizer()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
 
 def poisson3d(omega, h, origin=(0.0, 0.0, 0.0), *, eps=1e-6, velocity=False, psi=True,
