@@ -1,0 +1,171 @@
+/*
+ * fmmkit_sim.h -- the N-body simulation driver (docs/simulation.md).
+ *
+ * Installed beside fmmkit.h, whose statuses, interrupt checks and conventions it shares. It
+ * integrates N gravitating particles,
+ *
+ *     dx_i/dt = v_i,   dv_i/dt = a_i = -G sum_{j != i} m_j grad phi_s(x_i - x_j),
+ *
+ * with the forces (and the potential energy, from the same call) of an fmmkit plan: any method
+ * and backend (method AUTO by default). phi_s is the softened 1/r: Plummer's 1/sqrt(r^2 + s^2)
+ * (fmmkit's plummer kernel, one s for every particle) or GADGET's cubic spline of softening
+ * length s (exactly Newtonian beyond h = 2.8 s; one s or one per particle, a pair using the
+ * larger of its two). The state (positions, velocities, masses) is fp64; the forces come in the
+ * plan's precision.
+ *
+ * Life cycle (the one of fmk_plan):
+ *     fmk_sim_opts o;  fmk_sim_opts_default(&o);
+ *     fmk_sim *sim;
+ *     if (fmk_sim_create(&sim, n, mass, pos, vel, &o) != FMK_OK)
+ *         fprintf(stderr, "%s\n", fmk_sim_last_error(NULL));
+ *     fmk_sim_run(sim, t_end, 0);                       // or fmk_sim_step, as often as you like
+ *     fmk_sim_write_snapshot(sim, "snap.hdf5");
+ *     fmk_sim_destroy(sim);
+ *
+ * Layout: positions and velocities are 3 doubles per particle (x, y, z interleaved), masses one
+ * double per particle. The driver keeps its own copies; no caller pointer is kept.
+ *
+ * Files: snapshots in GADGET-4's HDF5 layout (/Header attributes NumPart_ThisFile,
+ * NumPart_Total, MassTable, Time, Redshift, BoxSize, NumFilesPerSnapshot; /PartType1/
+ * Coordinates, Velocities, ParticleIDs, Masses), restart files (the whole state, continued bit
+ * for bit), diagnostics as CSV. A file is written under a temporary name and renamed when
+ * complete: a failed write leaves no half-written file. Without HDF5 in the build the file
+ * calls return FMK_ERR_UNAVAILABLE with a message that says so.
+ *
+ * Errors, threads: as in fmmkit.h. Every call that can fail returns an fmk_status, with a
+ * sentence in fmk_sim_last_error; one thread at a time per simulation.
+ */
+#ifndef FMMKIT_SIM_H
+#define FMMKIT_SIM_H
+
+#include "fmmkit.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Softening of the pair potential. */
+typedef enum fmk_sim_softening {
+    FMK_SIM_SOFT_PLUMMER = 0, /* 1/sqrt(r^2 + s^2): fmmkit's plummer kernel (default) */
+    FMK_SIM_SOFT_SPLINE = 1   /* GADGET-4's cubic spline, Newtonian for r >= 2.8 s */
+} fmk_sim_softening;
+
+/* Time steps. */
+typedef enum fmk_sim_stepping {
+    FMK_SIM_STEP_FIXED = 0,   /* dt = opts.dt every step (default) */
+    FMK_SIM_STEP_ADAPTIVE = 1 /* one global dt = min_i eta sqrt(s / |a_i|), at most dt_max, at
+                               * least dt_min (s: the softening; spline: 2.8 s) */
+} fmk_sim_stepping;
+
+/* Options. Fill with fmk_sim_opts_default() first; NULL means all defaults. */
+typedef struct fmk_sim_opts {
+    fmk_opts plan;                /* the force plan's options (method, backend, precision,
+                                   * theta, threads, device...): fmk_opts_default() */
+    double eps;                   /* the force plan's eps: 1e-6 (fp64), fmk_eps_default
+                                   * (fp32) when 0 */
+    double G;                     /* gravitational constant: 1 */
+    fmk_sim_softening softening;  /* FMK_SIM_SOFT_PLUMMER */
+    double soft;                  /* s, length units: 0 (none; then plain 1/r) */
+    fmk_sim_stepping stepping;    /* FMK_SIM_STEP_FIXED */
+    double dt;                    /* the fixed step, or the first adaptive step's cap: 0 means
+                                   * unset (an error for FMK_SIM_STEP_FIXED) */
+    double eta;                   /* adaptive: 0.025 */
+    double dt_min, dt_max;        /* adaptive: 0 and +inf when 0 */
+    int32_t verbose;              /* 0; 1: progress bar on stderr when it is a terminal */
+} fmk_sim_opts;
+
+/* What the simulation is and what it cost (fmk_sim_info). */
+typedef struct fmk_sim_info {
+    int64_t n;                /* particles */
+    int64_t step;             /* steps taken since the initial conditions */
+    double time;              /* simulation time */
+    double dt;                /* the last step's dt */
+    double kinetic, potential, total; /* energies at the current time (potential: from the
+                                       * last force evaluation, G sum_{i<j} m_i m_j phi_s) */
+    double momentum[3], angular_momentum[3];
+    double seconds_force;     /* the last step's wall time in set_points + eval */
+    double seconds_step;      /* the last step's whole wall time */
+    int64_t interactions;     /* the plan's work estimate of the last evaluation (0: unknown) */
+    fmk_info plan;            /* the force plan's fmk_info */
+} fmk_sim_info;
+
+typedef struct fmk_sim fmk_sim;
+
+FMK_API void fmk_sim_opts_default(fmk_sim_opts *opts);
+
+/* Creates a simulation of n >= 1 particles with masses (n, > 0 and finite), positions and
+ * velocities (3n each, finite). soft_per_particle: NULL (opts.soft for every particle) or n
+ * softening lengths (> 0; FMK_SIM_SOFT_SPLINE only). ids: NULL (1..n) or n particle ids.
+ * Computes the initial forces. On failure *sim is NULL and the message is in
+ * fmk_sim_last_error(NULL). */
+FMK_API fmk_status fmk_sim_create(fmk_sim **sim, int64_t n, const double *mass, const double *pos,
+                                  const double *vel, const double *soft_per_particle,
+                                  const uint64_t *ids, const fmk_sim_opts *opts);
+
+/* Creates a simulation from a GADGET-4 style HDF5 snapshot (PartType1; Masses or MassTable;
+ * Time as the start time) or from a restart file (fmk_sim_write_restart: then opts NULL
+ * continues with the options stored in it, bit for bit). */
+FMK_API fmk_status fmk_sim_create_from_file(fmk_sim **sim, const char *path,
+                                            const fmk_sim_opts *opts);
+
+/* Initial conditions in model units (G = 1), into caller arrays of n masses and 3n positions
+ * and velocities; seed picks the random stream (same seed, same particles). Centre of mass at
+ * rest at the origin.
+ *   plummer: total mass 1, Plummer radius a = 3 pi / 16 (Henon units: E = -1/4), sampled
+ *            as Aarseth, Henon & Wielen (1974) with their cut of the outermost radii
+ *            (docs/simulation.md states it).
+ *   cold:    total mass 1, uniform sphere of radius 1, at rest.
+ *   kepler:  n = 2, masses m1 = m2 = 0.5, semi-major axis 1, eccentricity e (0 <= e < 1),
+ *            at apocentre. */
+FMK_API fmk_status fmk_sim_ic_plummer(int64_t n, uint64_t seed, double *mass, double *pos,
+                                      double *vel);
+FMK_API fmk_status fmk_sim_ic_cold(int64_t n, uint64_t seed, double *mass, double *pos,
+                                   double *vel);
+FMK_API fmk_status fmk_sim_ic_kepler(double e, double *mass, double *pos, double *vel);
+
+/* Takes one step (kick-drift-kick leapfrog). */
+FMK_API fmk_status fmk_sim_step(fmk_sim *sim);
+
+/* Steps until the time reaches t_end (the last step shortened to land on it) or, when
+ * t_end <= current time, takes n_steps steps. Interruptible (fmk_sim_interrupt): the run then
+ * stops at the end of a whole step with FMK_ERR_INTERRUPTED, the state consistent. */
+FMK_API fmk_status fmk_sim_run(fmk_sim *sim, double t_end, int64_t n_steps);
+
+/* Output during fmk_sim_run: a snapshot every snap_every steps (0: none) to
+ * dir/snapshot_NNN.hdf5 (NNN from 000), a PNG density projection of each snapshot when png,
+ * a row of dir/diagnostics.csv every diag_every steps (0: none), a restart file dir/restart.h5
+ * every restart_every steps (0: none). dir is created if missing. */
+FMK_API fmk_status fmk_sim_set_output(fmk_sim *sim, const char *dir, int64_t snap_every,
+                                      int png, int64_t diag_every, int64_t restart_every);
+
+/* The state now: any of mass (n), pos, vel, acc (3n each) and pot (n; the softened potential
+ * G sum_j m_j phi_s at each particle) may be NULL. */
+FMK_API fmk_status fmk_sim_get_state(const fmk_sim *sim, double *mass, double *pos, double *vel,
+                                     double *acc, double *pot);
+
+/* The same with CUDA device pointers (a simulation on FMK_BACKEND_CUDA; else
+ * FMK_ERR_ARG): the state is copied on the device, never through the host. */
+FMK_API fmk_status fmk_sim_create_device(fmk_sim **sim, int64_t n, const double *d_mass,
+                                         const double *d_pos, const double *d_vel,
+                                         const fmk_sim_opts *opts);
+FMK_API fmk_status fmk_sim_get_state_device(const fmk_sim *sim, double *d_mass, double *d_pos,
+                                            double *d_vel, double *d_acc, double *d_pot);
+
+FMK_API fmk_status fmk_sim_info_get(const fmk_sim *sim, fmk_sim_info *info);
+
+FMK_API fmk_status fmk_sim_write_snapshot(fmk_sim *sim, const char *path);
+FMK_API fmk_status fmk_sim_write_restart(fmk_sim *sim, const char *path);
+FMK_API fmk_status fmk_sim_write_png(fmk_sim *sim, const char *path, int axis, int width);
+
+/* As fmk_plan_interrupt: safe from any thread or a signal handler. */
+FMK_API fmk_status fmk_sim_interrupt(fmk_sim *sim);
+
+FMK_API const char *fmk_sim_last_error(const fmk_sim *sim);
+
+FMK_API void fmk_sim_destroy(fmk_sim *sim);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FMMKIT_SIM_H */
