@@ -5,7 +5,8 @@
  *   bench_poisson_gpu [--json] [--resolution R] [--uniform N] [--repeat K] [--no-cpu]
  *
  * Table 1, the two-level grid at effective R^3 (default 256, refine 1e-4, b = 16), omega with 3
- * components, Psi only: treecode all on the GPU at eps 1e-4 and 1e-6, hybrid (far part on the
+ * components, Psi only: treecode all on the GPU at eps 1e-4 and 1e-6 (host arrays, and device
+ * arrays), hybrid (far part on the
  * CPU, direct part on the GPU) at eps 1e-4, the GPU FMM (regularized kernel) at eps 1e-4, and
  * the CPU treecode at eps 1e-4 (--no-cpu leaves it out). For each: the first solve (which builds
  * the tree and the plans) and the best of K solves with them kept (omega's support unchanged),
@@ -18,7 +19,8 @@
  * Table 2, a uniform N^3 grid (default 256; 0 skips it): treecode on the GPU against the FFT on
  * the GPU (cuFFT) and on the CPU (FFTW), time and error against the analytic Psi.
  *
- * Times are wall seconds of fmk_poisson_solve (host arrays in and out). */
+ * Times are wall seconds of fmk_poisson_solve (host arrays in and out), or of
+ * fmk_poisson_solve_device for the rows marked "device" (omega and Psi CUDA device arrays). */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdio.h>
@@ -48,6 +50,7 @@ typedef struct config {
     fmk_backend backend;
     int hybrid;
     double eps;
+    int device; /* 1: omega and Psi CUDA device arrays (fmk_poisson_solve_device) */
 } config;
 
 static double now(void)
@@ -174,9 +177,18 @@ static int run(const problem *pb, const config *c, int repeat, int json, int *fi
     double t_first = 0, t_best = INFINITY;
     fmk_poisson_info in;
     memset(&in, 0, sizeof in);
+    double *d_om = NULL, *d_psi = NULL;
+    if (st == FMK_OK && c->device) {
+        const size_t bytes = sizeof(double) * 3 * (size_t)pb->np;
+        if (cudaMalloc((void **)&d_om, bytes) != cudaSuccess ||
+            cudaMalloc((void **)&d_psi, bytes) != cudaSuccess ||
+            cudaMemcpy(d_om, pb->omega, bytes, cudaMemcpyHostToDevice) != cudaSuccess)
+            st = FMK_ERR_DEVICE_NOMEM;
+    }
     for (int k = 0; st == FMK_OK && k <= repeat; k++) {
         const double t0 = now();
-        st = fmk_poisson_solve(ps, 3, pb->omega, psi, NULL);
+        st = c->device ? fmk_poisson_solve_device(ps, 3, d_om, d_psi, NULL)
+                       : fmk_poisson_solve(ps, 3, pb->omega, psi, NULL);
         const double t = now() - t0;
         if (k == 0)
             t_first = t;
@@ -185,6 +197,12 @@ static int run(const problem *pb, const config *c, int repeat, int json, int *fi
             fmk_poisson_get_info(ps, &in);
         }
     }
+    if (st == FMK_OK && c->device &&
+        cudaMemcpy(psi, d_psi, sizeof(double) * 3 * (size_t)pb->np, cudaMemcpyDeviceToHost) !=
+            cudaSuccess)
+        st = FMK_ERR_DEVICE;
+    cudaFree(d_om);
+    cudaFree(d_psi);
     if (st != FMK_OK) {
         fprintf(stderr, "%s: %s\n", c->name, fmk_poisson_last_error(ps ? ps : NULL));
         fmk_poisson_destroy(ps);
@@ -270,12 +288,14 @@ int main(int argc, char **argv)
         return 1;
     header(&pb, json);
     const config table1[] = {
-        {"treecode gpu", FMK_POISSON_TREECODE, FMK_BACKEND_CUDA, 0, 1e-4},
-        {"treecode gpu", FMK_POISSON_TREECODE, FMK_BACKEND_CUDA, 0, 1e-6},
-        {"treecode hybrid", FMK_POISSON_TREECODE, FMK_BACKEND_CUDA, 1, 1e-4},
-        {"treecode hybrid", FMK_POISSON_TREECODE, FMK_BACKEND_CUDA, 1, 1e-6},
-        {"fmm gpu (regularized)", FMK_POISSON_FMM, FMK_BACKEND_CUDA, 0, 1e-4},
-        {"treecode cpu", FMK_POISSON_TREECODE, FMK_BACKEND_CPU, 0, 1e-4},
+        {"treecode gpu", FMK_POISSON_TREECODE, FMK_BACKEND_CUDA, 0, 1e-4, 0},
+        {"treecode gpu", FMK_POISSON_TREECODE, FMK_BACKEND_CUDA, 0, 1e-6, 0},
+        {"treecode gpu, device", FMK_POISSON_TREECODE, FMK_BACKEND_CUDA, 0, 1e-4, 1},
+        {"treecode gpu, device", FMK_POISSON_TREECODE, FMK_BACKEND_CUDA, 0, 1e-6, 1},
+        {"treecode hybrid", FMK_POISSON_TREECODE, FMK_BACKEND_CUDA, 1, 1e-4, 0},
+        {"treecode hybrid", FMK_POISSON_TREECODE, FMK_BACKEND_CUDA, 1, 1e-6, 0},
+        {"fmm gpu (regularized)", FMK_POISSON_FMM, FMK_BACKEND_CUDA, 0, 1e-4, 0},
+        {"treecode cpu", FMK_POISSON_TREECODE, FMK_BACKEND_CPU, 0, 1e-4, 0},
     };
     for (size_t k = 0; k < sizeof table1 / sizeof table1[0]; k++)
         if (cpu || table1[k].backend != FMK_BACKEND_CPU)
@@ -286,9 +306,9 @@ int main(int argc, char **argv)
             return 1;
         header(&pu, json);
         const config table2[] = {
-            {"treecode gpu", FMK_POISSON_TREECODE, FMK_BACKEND_CUDA, 0, 1e-4},
-            {"fft gpu (cuFFT)", FMK_POISSON_FFT, FMK_BACKEND_CUDA, 0, 1e-4},
-            {"fft cpu (FFTW)", FMK_POISSON_FFT, FMK_BACKEND_CPU, 0, 1e-4},
+            {"treecode gpu", FMK_POISSON_TREECODE, FMK_BACKEND_CUDA, 0, 1e-4, 0},
+            {"fft gpu (cuFFT)", FMK_POISSON_FFT, FMK_BACKEND_CUDA, 0, 1e-4, 0},
+            {"fft cpu (FFTW)", FMK_POISSON_FFT, FMK_BACKEND_CPU, 0, 1e-4, 0},
         };
         for (size_t k = 0; k < sizeof table2 / sizeof table2[0]; k++)
             bad |= run(&pu, &table2[k], repeat, json, &first);

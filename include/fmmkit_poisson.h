@@ -230,6 +230,18 @@ FMK_API fmk_status fmk_poisson_set_blocks(fmk_poisson *solver, const fmk_grid *g
 FMK_API fmk_status fmk_poisson_solve(fmk_poisson *solver, int32_t n_components, const double *omega,
                                      double *psi, double *velocity);
 
+/* fmk_poisson_solve with omega, psi and velocity CUDA device pointers (the same layouts, on the
+ * solver's device, opts.device); the solver's backend must be FMK_BACKEND_CUDA (FMK_ERR_ARG
+ * otherwise, and for a pointer the GPU does not hold). The same guarantees: omega is checked
+ * for NaN and Inf on the GPU, the results for overflow before any is written, and a failure
+ * writes nothing. Method treecode keeps the solve on the GPU while the support of omega is
+ * the previous solve's (its sources' weights come to the host for the multipoles, the whole
+ * of omega only when the support changed); fft, direct and fmm stage omega and the results
+ * through host memory. Returns when the results are written (the GPU idle). */
+FMK_API fmk_status fmk_poisson_solve_device(fmk_poisson *solver, int32_t n_components,
+                                            const double *d_omega, double *d_psi,
+                                            double *d_velocity);
+
 /* Fills *info with what the solver is and what its last calls cost. */
 FMK_API fmk_status fmk_poisson_get_info(const fmk_poisson *solver, fmk_poisson_info *info);
 

@@ -46,23 +46,24 @@ static int have_gpu(void)
 #endif
 
 #define SUM_ROW(m, b, avail)                                                                  \
-    {m, b, 0, avail, fmk_sum_check, fmk_sum_setup, fmk_sum_solve, fmk_sum_release, fmk_sum_bytes, \
-     NULL}
+    {m, b, 0, avail, fmk_sum_check, fmk_sum_setup, fmk_sum_solve, NULL, fmk_sum_release,     \
+     fmk_sum_bytes, NULL}
 
 static const fmk_poisson_method_ops rows[] = {
     SUM_ROW(FMK_POISSON_DIRECT, FMK_BACKEND_CPU, always),
     SUM_ROW(FMK_POISSON_FMM, FMK_BACKEND_CPU, always),
     {FMK_POISSON_FFT, FMK_BACKEND_CPU, 1, fmk_fft_cpu_available, NULL, fmk_fft_cpu_setup,
-     fmk_fft_cpu_solve, fmk_fft_cpu_release, fmk_fft_cpu_bytes, NULL},
+     fmk_fft_cpu_solve, NULL, fmk_fft_cpu_release, fmk_fft_cpu_bytes, NULL},
     {FMK_POISSON_TREECODE, FMK_BACKEND_CPU, 0, always, fmk_treecode_check, fmk_treecode_setup,
-     fmk_treecode_solve, fmk_treecode_release, fmk_treecode_bytes, fmk_treecode_bytes_device},
+     fmk_treecode_solve, NULL, fmk_treecode_release, fmk_treecode_bytes, fmk_treecode_bytes_device},
 #ifdef FMK_HAVE_CUDA
     SUM_ROW(FMK_POISSON_DIRECT, FMK_BACKEND_CUDA, have_gpu),
     SUM_ROW(FMK_POISSON_FMM, FMK_BACKEND_CUDA, have_gpu),
     {FMK_POISSON_FFT, FMK_BACKEND_CUDA, 1, fmk_fft_cuda_available, NULL, fmk_fft_cuda_setup,
-     fmk_fft_cuda_solve, fmk_fft_cuda_release, fmk_fft_cuda_bytes_host, fmk_fft_cuda_bytes_device},
+     fmk_fft_cuda_solve, NULL, fmk_fft_cuda_release, fmk_fft_cuda_bytes_host, fmk_fft_cuda_bytes_device},
     {FMK_POISSON_TREECODE, FMK_BACKEND_CUDA, 0, have_gpu, fmk_treecode_check, fmk_treecode_setup,
-     fmk_treecode_solve, fmk_treecode_release, fmk_treecode_bytes, fmk_treecode_bytes_device},
+     fmk_treecode_solve, fmk_treecode_solve_device,
+     fmk_treecode_release, fmk_treecode_bytes, fmk_treecode_bytes_device},
 #endif
 };
 

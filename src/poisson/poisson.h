@@ -58,6 +58,13 @@ typedef struct fmk_poisson_method_ops {
     fmk_status (*setup)(struct fmk_poisson *s);
     fmk_status (*solve)(struct fmk_poisson *s, int n_components, const double *omega,
                         double *psi, double *velocity);
+    /* The same with omega on the GPU (a device pointer, checked finite), or NULL: the method
+     * has no such path (solve_device.c stages through the host). The results stay on the GPU
+     * in the caller's layout and units, in the method's own arrays, valid until its next call:
+     * *d_psi where want_psi, *d_velocity where want_u. */
+    fmk_status (*solve_device)(struct fmk_poisson *s, int n_components, const double *d_omega,
+                               int want_psi, int want_u, const double **d_psi,
+                               const double **d_velocity);
     void (*release)(struct fmk_poisson *s);
     int64_t (*bytes_host)(const struct fmk_poisson *s);
     int64_t (*bytes_device)(const struct fmk_poisson *s); /* may be NULL: none */
@@ -114,6 +121,21 @@ void fmk_poisson_point(const struct fmk_poisson *s, int64_t p, double x[3]);
 fmk_status fmk_grid_layout(struct fmk_poisson *s, const fmk_grid *grid,
                            struct fmk_poisson_box **boxes, int64_t *n_boxes, double *h_min,
                            double origin[3], int32_t *block_size);
+
+/* solver.c, shared with solve_device.c. solve_begin: the start of a solve and the checks of
+ * its arguments (fn names the call); omega_nonfinite, results_nonfinite: the message for the
+ * value at index i of omega or of a result (width values per point); stage: the host staging
+ * array of len doubles; check_staged: staged results all finite (else the message); solve_end:
+ * the info of a solve that succeeded (t0: its start). */
+fmk_status fmk_poisson_solve_begin(struct fmk_poisson *s, int nc, const void *omega,
+                                   const void *psi, const void *velocity, const char *fn);
+fmk_status fmk_poisson_omega_nonfinite(struct fmk_poisson *s, int nc, int64_t i, double value);
+fmk_status fmk_poisson_results_nonfinite(struct fmk_poisson *s, const char *what, int64_t i,
+                                         int width);
+fmk_status fmk_poisson_stage(struct fmk_poisson *s, int64_t len, double **staged);
+fmk_status fmk_poisson_check_staged(struct fmk_poisson *s, int nc, const double *psi,
+                                    const double *u);
+void fmk_poisson_solve_end(struct fmk_poisson *s, int nc, double t0);
 
 /* status.c: records a message on the solver (NULL: on the calling thread, as
  * fmk_error_set(NULL, ...)) and returns status. */

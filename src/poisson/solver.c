@@ -345,11 +345,7 @@ static fmk_status check_omega(fmk_poisson *s, int nc, const double *omega)
     int64_t bad = 0;
     while (isfinite(omega[bad]))
         bad++;
-    char where[96];
-    point_name(s, bad / nc, where, sizeof where);
-    return fmk_solver_fail(s, FMK_ERR_NONFINITE,
-                           "omega[%lld] = %g (component %d of grid point %s) is not finite",
-                           (long long)bad, omega[bad], (int)(bad % nc), where);
+    return fmk_poisson_omega_nonfinite(s, nc, bad, omega[bad]);
 }
 
 /* The staged results are all finite: FMK_OK, else the first one that is not, named. */
@@ -358,81 +354,123 @@ static fmk_status check_results(fmk_poisson *s, const double *v, int64_t len, in
 {
     if (all_finite(v, len, s->threads))
         return FMK_OK;
-    for (int64_t i = 0; i < len; i++)
-        if (!isfinite(v[i])) {
-            char where[96];
-            point_name(s, i / width, where, sizeof where);
-            return fmk_solver_fail(s, FMK_ERR_NONFINITE,
-                                   "%s (component %d at grid point %s) is not finite: the sum "
-                                   "overflows the doubles; scale omega down and the results "
-                                   "back up",
-                                   what, (int)(i % width), where);
-        }
+    int64_t i = 0;
+    while (isfinite(v[i]))
+        i++;
+    return fmk_poisson_results_nonfinite(s, what, i, width);
+}
+
+fmk_status fmk_poisson_solve_begin(fmk_poisson *s, int nc, const void *omega, const void *psi,
+                                   const void *velocity, const char *fn)
+{
+    if (!s)
+        return fmk_solver_fail(NULL, FMK_ERR_NULL, "%s: solver is NULL", fn);
+    call_begin(s);
+    if (!s->has_grid)
+        return fmk_solver_fail(s, FMK_ERR_STATE,
+                               "%s: the solver has no grid; call fmk_poisson_set_grid first", fn);
+    if (nc != 1 && nc != 3)
+        return fmk_solver_fail(s, FMK_ERR_ARG,
+                               "n_components = %d; omega has 1 or 3 components per point", nc);
+    if (!omega)
+        return fmk_solver_fail(s, FMK_ERR_NULL, "%s: omega is NULL", fn);
+    if (!psi && !velocity)
+        return fmk_solver_fail(s, FMK_ERR_NULL,
+                               "%s: psi and velocity are both NULL; ask for at least one", fn);
+    if (velocity && nc != 3)
+        return fmk_solver_fail(s, FMK_ERR_ARG,
+                               "the velocity u = curl Psi needs the 3 components of omega "
+                               "(n_components = %d)",
+                               nc);
     return FMK_OK;
+}
+
+fmk_status fmk_poisson_omega_nonfinite(fmk_poisson *s, int nc, int64_t bad, double value)
+{
+    char where[96];
+    point_name(s, bad / nc, where, sizeof where);
+    return fmk_solver_fail(s, FMK_ERR_NONFINITE,
+                           "omega[%lld] = %g (component %d of grid point %s) is not finite",
+                           (long long)bad, value, (int)(bad % nc), where);
+}
+
+fmk_status fmk_poisson_results_nonfinite(fmk_poisson *s, const char *what, int64_t i, int width)
+{
+    char where[96];
+    point_name(s, i / width, where, sizeof where);
+    return fmk_solver_fail(s, FMK_ERR_NONFINITE,
+                           "%s (component %d at grid point %s) is not finite: the sum overflows "
+                           "the doubles; scale omega down and the results back up",
+                           what, (int)(i % width), where);
+}
+
+fmk_status fmk_poisson_stage(fmk_poisson *s, int64_t len, double **staged)
+{
+    if (len > s->staged_len) {
+        free(s->staged);
+        s->staged_len = 0;
+        s->staged = malloc(sizeof(double) * (size_t)len);
+        if (!s->staged)
+            return fmk_solver_fail(s, FMK_ERR_NOMEM,
+                                   "fmk_poisson_solve: out of host memory (%lld bytes for the "
+                                   "results)",
+                                   (long long)(sizeof(double) * (size_t)len));
+        s->staged_len = len;
+    }
+    *staged = s->staged;
+    return FMK_OK;
+}
+
+fmk_status fmk_poisson_check_staged(fmk_poisson *s, int nc, const double *psi, const double *u)
+{
+    fmk_status st = FMK_OK;
+    count_bytes(s);
+    if (psi)
+        st = check_results(s, psi, s->n_points * nc, nc, "Psi");
+    if (st == FMK_OK && u)
+        st = check_results(s, u, s->n_points * 3, 3, "u");
+    return st;
+}
+
+void fmk_poisson_solve_end(fmk_poisson *s, int nc, double t0)
+{
+    count_bytes(s);
+    s->info.components = nc;
+    s->info.solve_time = fmk_time_now() - t0;
+    if (s->opts.verbose)
+        fprintf(stderr, "fmmkit poisson: %s solve, %d components, %lld sources: %.3f s\n",
+                fmk_poisson_method_name(s->info.method), nc, (long long)s->info.n_sources,
+                s->info.solve_time);
 }
 
 fmk_status fmk_poisson_solve(fmk_poisson *s, int32_t n_components, const double *omega, double *psi,
                              double *velocity)
 {
-    if (!s)
-        return fmk_solver_fail(NULL, FMK_ERR_NULL, "fmk_poisson_solve: solver is NULL");
-    call_begin(s);
-    if (!s->has_grid)
-        return fmk_solver_fail(s, FMK_ERR_STATE,
-                               "fmk_poisson_solve: the solver has no grid; call "
-                               "fmk_poisson_set_grid first");
-    if (n_components != 1 && n_components != 3)
-        return fmk_solver_fail(s, FMK_ERR_ARG,
-                               "n_components = %d; omega has 1 or 3 components per point",
-                               (int)n_components);
-    if (!omega)
-        return fmk_solver_fail(s, FMK_ERR_NULL, "fmk_poisson_solve: omega is NULL");
-    if (!psi && !velocity)
-        return fmk_solver_fail(s, FMK_ERR_NULL,
-                               "fmk_poisson_solve: psi and velocity are both NULL; ask for at "
-                               "least one");
-    if (velocity && n_components != 3)
-        return fmk_solver_fail(s, FMK_ERR_ARG,
-                               "the velocity u = curl Psi needs the 3 components of omega "
-                               "(n_components = %d)",
-                               (int)n_components);
-    fmk_status st = check_omega(s, n_components, omega);
+    fmk_status st =
+        fmk_poisson_solve_begin(s, n_components, omega, psi, velocity, "fmk_poisson_solve");
+    if (st == FMK_OK)
+        st = check_omega(s, n_components, omega);
     if (st != FMK_OK)
         return st;
-
     const double t0 = fmk_time_now();
     const int64_t len_psi = psi ? s->n_points * n_components : 0;
     const int64_t len_u = velocity ? s->n_points * 3 : 0;
-    if (len_psi + len_u > s->staged_len) {
-        free(s->staged);
-        s->staged_len = 0;
-        s->staged = malloc(sizeof(double) * (size_t)(len_psi + len_u));
-        if (!s->staged)
-            return fmk_solver_fail(s, FMK_ERR_NOMEM,
-                                   "fmk_poisson_solve: out of host memory (%lld bytes for the "
-                                   "results)",
-                                   (long long)(sizeof(double) * (size_t)(len_psi + len_u)));
-        s->staged_len = len_psi + len_u;
-    }
-    double *psi_staged = psi ? s->staged : NULL, *u_staged = velocity ? s->staged + len_psi : NULL;
-    st = s->ops->solve(s, n_components, omega, psi_staged, u_staged);
-    count_bytes(s);
-    if (st == FMK_OK && psi)
-        st = check_results(s, psi_staged, len_psi, n_components, "Psi");
-    if (st == FMK_OK && velocity)
-        st = check_results(s, u_staged, len_u, 3, "u");
-    if (st != FMK_OK)
+    double *staged = NULL;
+    if ((st = fmk_poisson_stage(s, len_psi + len_u, &staged)) != FMK_OK)
         return st;
+    double *psi_staged = psi ? staged : NULL, *u_staged = velocity ? staged + len_psi : NULL;
+    st = s->ops->solve(s, n_components, omega, psi_staged, u_staged);
+    if (st == FMK_OK)
+        st = fmk_poisson_check_staged(s, n_components, psi_staged, u_staged);
+    if (st != FMK_OK) {
+        count_bytes(s);
+        return st;
+    }
     if (psi)
         copy_out(psi, psi_staged, len_psi, s->threads);
     if (velocity)
         copy_out(velocity, u_staged, len_u, s->threads);
-    s->info.components = n_components;
-    s->info.solve_time = fmk_time_now() - t0;
-    if (s->opts.verbose)
-        fprintf(stderr, "fmmkit poisson: %s solve, %d components, %lld sources: %.3f s\n",
-                fmk_poisson_method_name(s->info.method), (int)n_components,
-                (long long)s->info.n_sources, s->info.solve_time);
+    fmk_poisson_solve_end(s, n_components, t0);
     return FMK_OK;
 }
 

@@ -14,6 +14,9 @@
 #include <string.h>
 
 #include "poisson/treecode/treecode.h"
+#ifdef FMK_HAVE_CUDA
+#include "poisson/device.h"
+#endif
 
 typedef struct fmk_tc_state {
     fmk_tc_params params;
@@ -27,6 +30,8 @@ typedef struct fmk_tc_state {
 #ifdef FMK_HAVE_CUDA
     struct fmk_tc_gpu *gpu;
     int gpu_has_plans; /* the GPU holds the current plans (uploaded since they were made) */
+    double *h_omega;   /* omega from the device, when its support changed */
+    int64_t h_omega_cap;
 #endif
 } fmk_tc_state;
 
@@ -102,6 +107,7 @@ void fmk_treecode_release(fmk_poisson *s)
     free(m->support);
 #ifdef FMK_HAVE_CUDA
     fmk_tc_gpu_release(m->gpu);
+    free(m->h_omega);
 #endif
     free(m);
     s->state = NULL;
@@ -112,8 +118,12 @@ int64_t fmk_treecode_bytes(const fmk_poisson *s)
     const fmk_tc_state *m = s->state;
     if (!m)
         return 0;
-    return (int64_t)sizeof *m + fmk_tc_sources_bytes(&m->src) + fmk_tc_tree_bytes(&m->tree) +
-           fmk_tc_plans_bytes(&m->plans) + (int64_t)sizeof(int64_t) * m->support_cap;
+    int64_t b = (int64_t)sizeof *m + fmk_tc_sources_bytes(&m->src) + fmk_tc_tree_bytes(&m->tree) +
+                fmk_tc_plans_bytes(&m->plans) + (int64_t)sizeof(int64_t) * m->support_cap;
+#ifdef FMK_HAVE_CUDA
+    b += (int64_t)sizeof(double) * m->h_omega_cap;
+#endif
+    return b;
 }
 
 int64_t fmk_treecode_bytes_device(const fmk_poisson *s)
@@ -247,25 +257,34 @@ static fmk_status evaluate_gpu(fmk_poisson *s, fmk_tc_state *m, int changed, dou
         st = fmk_tc_gpu_launch(s, m->gpu, pot != NULL, u != NULL);
     if (st != FMK_OK)
         return st;
-    const double c0 = fmk_time_now();
-    fmk_status cpu = fmk_tc_tree_expand(s, &m->src, &m->tree);
-    s->info.time_expand = fmk_time_now() - c0;
-    if (cpu == FMK_OK && fmk_solver_poll(s))
-        cpu = fmk_solver_fail(s, FMK_ERR_INTERRUPTED, "interrupted");
-    if (cpu == FMK_OK && hybrid) {
-        const double f0 = fmk_time_now();
-        cpu = fmk_tc_eval_cpu(s, &m->src, &m->tree, &m->plans, 0, 1, pot, u);
-        s->info.time_far = fmk_time_now() - f0;
-    } else if (cpu == FMK_OK)
-        cpu = fmk_tc_gpu_far(s, m->gpu, &m->tree);
+    fmk_status cpu = FMK_OK;
+    if (!hybrid && fmk_tc_gpu_moments_order_ok(m->tree.order)) {
+        cpu = fmk_tc_gpu_moments_launch(s, m->gpu, 0); /* the multipoles on the GPU */
+        if (cpu == FMK_OK)
+            cpu = fmk_tc_gpu_far(s, m->gpu, &m->tree);
+    } else {
+        const double c0 = fmk_time_now();
+        cpu = fmk_tc_tree_expand(s, &m->src, &m->tree);
+        s->info.time_expand = fmk_time_now() - c0;
+        if (cpu == FMK_OK && fmk_solver_poll(s))
+            cpu = fmk_solver_fail(s, FMK_ERR_INTERRUPTED, "interrupted");
+        if (cpu == FMK_OK && hybrid) {
+            const double f0 = fmk_time_now();
+            cpu = fmk_tc_eval_cpu(s, &m->src, &m->tree, &m->plans, 0, 1, pot, u);
+            s->info.time_far = fmk_time_now() - f0;
+        } else if (cpu == FMK_OK)
+            cpu = fmk_tc_gpu_far(s, m->gpu, &m->tree);
+    }
     s->info.time_cpu_part = fmk_time_now() - t0;
-    double kernel_s[3] = {0, 0, 0};
+    double kernel_s[4] = {0, 0, 0, 0};
     st = fmk_tc_gpu_collect(s, m->gpu, NULL, NULL, kernel_s); /* waits even if cpu failed;
                                                                  * solve adds the results */
     s->info.time_direct = kernel_s[0];
     if (!hybrid)
         s->info.time_far = kernel_s[1];
     s->info.time_gpu_part = kernel_s[2];
+    if (kernel_s[3] > 0)
+        s->info.time_expand = kernel_s[3];
     return cpu != FMK_OK ? cpu : st;
 }
 #endif
@@ -339,3 +358,106 @@ fmk_status fmk_treecode_solve(fmk_poisson *s, int nc, const double *omega, doubl
         combine(velocity, gu, hybrid, n * 3, scale_u, s->threads);
     return FMK_OK;
 }
+
+#ifdef FMK_HAVE_CUDA
+/* omega (device) to the host, for a support that changed */
+static fmk_status omega_to_host(fmk_poisson *s, fmk_tc_state *m, int nc, const double *d_omega)
+{
+    const int64_t len = s->n_points * nc;
+    if (len > m->h_omega_cap) {
+        free(m->h_omega);
+        m->h_omega_cap = 0;
+        m->h_omega = malloc(sizeof(double) * (size_t)len);
+        if (!m->h_omega)
+            return fmk_solver_fail(s, FMK_ERR_NOMEM,
+                                   "method treecode: out of host memory (%lld bytes for omega)",
+                                   (long long)(sizeof(double) * (size_t)len));
+        m->h_omega_cap = len;
+    }
+    return fmk_poisson_dev_copy(s, s->opts.device, m->h_omega, d_omega,
+                                (int64_t)sizeof(double) * len, FMK_POISSON_D2H,
+                                "omega's download");
+}
+
+/* The solve with omega and the results on the GPU: while the support is the last solve's, the
+ * check, the weights and the sums stay there (the weights come to the host for the CPU's
+ * multipoles, overlapping the direct part); when it changed, omega comes to the host for the
+ * support, the tree and the plans, as in fmk_treecode_solve. A hybrid solve takes the host's
+ * path (solve_device.c stages it). */
+fmk_status fmk_treecode_solve_device(fmk_poisson *s, int nc, const double *d_omega, int want_psi,
+                                     int want_u, const double **d_psi, const double **d_u)
+{
+    fmk_tc_state *m = s->state;
+    *d_psi = *d_u = NULL;
+    if (s->opts.hybrid)
+        return FMK_OK; /* both NULL: staged through the host */
+    clear_times(&s->info);
+    const double t0 = fmk_time_now();
+    int same = 0, changed = 0;
+    fmk_status st = FMK_OK;
+    if (m->has_plans && m->gpu_has_plans && m->plans_velocity == want_u && m->n_support > 0 &&
+        m->src.nc == nc)
+        st = fmk_tc_gpu_support_same(s, m->gpu, nc, d_omega, &same);
+    if (st == FMK_OK && !same) {
+        st = omega_to_host(s, m, nc, d_omega);
+        if (st == FMK_OK)
+            st = geometry(s, m, nc, m->h_omega, want_u, &changed);
+        if (st == FMK_OK && m->n_support > 0)
+            st = fmk_tc_sources_weights(s, nc, m->h_omega, &m->src);
+    } else
+        s->info.time_tree = fmk_time_now() - t0;
+    if (st != FMK_OK)
+        return st;
+    s->info.n_sources = m->n_support;
+    s->info.n_nodes = m->n_support ? m->tree.n_nodes : 0;
+    if (m->n_support == 0)
+        return fmk_tc_gpu_zero(s, m->gpu, nc, want_psi, want_u, d_psi, d_u);
+    const double g0 = fmk_time_now();
+    fmk_tc_sources view = m->src; /* the sources with this solve's weights */
+    if (same) {
+        st = fmk_tc_gpu_weights(s, m->gpu, nc, d_omega);
+    } else {
+        if (changed)
+            m->gpu_has_plans = 0;
+        st = fmk_tc_gpu_upload(s, m->gpu, &m->src, &m->tree, &m->plans, !m->gpu_has_plans);
+        m->gpu_has_plans = st == FMK_OK;
+    }
+    if (st == FMK_OK)
+        st = fmk_tc_gpu_launch(s, m->gpu, want_psi, want_u);
+    fmk_status cpu = st;
+    if (st == FMK_OK && fmk_tc_gpu_moments_order_ok(m->tree.order)) {
+        cpu = fmk_tc_gpu_moments_launch(s, m->gpu, same); /* the multipoles on the GPU */
+    } else if (st == FMK_OK) { /* on the CPU, from the weights on the host */
+        const double *w = NULL;
+        if (same) {
+            cpu = fmk_tc_gpu_host_weights(s, m->gpu, &w);
+            view.w = (double *)w;
+        }
+        const double c0 = fmk_time_now();
+        if (cpu == FMK_OK)
+            cpu = fmk_tc_tree_expand(s, &view, &m->tree);
+        s->info.time_expand = fmk_time_now() - c0;
+        if (cpu == FMK_OK && fmk_solver_poll(s))
+            cpu = fmk_solver_fail(s, FMK_ERR_INTERRUPTED, "interrupted");
+    }
+    if (cpu == FMK_OK)
+        cpu = fmk_tc_gpu_far(s, m->gpu, &m->tree);
+    s->info.time_cpu_part = fmk_time_now() - g0;
+    double kernel_s[4] = {0, 0, 0, 0};
+    if (st == FMK_OK) /* waits even when the CPU's part failed */
+        st = fmk_tc_gpu_finish(s, m->gpu, s->h * s->h * FMK_INV_4PI, s->h * FMK_INV_4PI,
+                               kernel_s, d_psi, d_u);
+    s->info.time_direct = kernel_s[0];
+    s->info.time_far = kernel_s[1];
+    s->info.time_gpu_part = kernel_s[2];
+    if (kernel_s[3] > 0)
+        s->info.time_expand = kernel_s[3];
+    s->info.direct_pairs = m->plans.direct_pairs;
+    s->info.far_pairs = m->plans.far_pairs;
+    if (cpu != FMK_OK || st != FMK_OK) {
+        *d_psi = *d_u = NULL;
+        return cpu != FMK_OK ? cpu : st;
+    }
+    return FMK_OK;
+}
+#endif

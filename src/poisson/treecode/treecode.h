@@ -176,11 +176,41 @@ fmk_status fmk_tc_gpu_launch(struct fmk_poisson *s, struct fmk_tc_gpu *gpu, int 
                              int want_u);
 fmk_status fmk_tc_gpu_far(struct fmk_poisson *s, struct fmk_tc_gpu *gpu, const fmk_tc_tree *tree);
 fmk_status fmk_tc_gpu_collect(struct fmk_poisson *s, struct fmk_tc_gpu *gpu, double *pot,
-                              double *u, double kernel_seconds[3]);
+                              double *u, double kernel_seconds[4]);
+/* The multipoles made on the GPU instead of the CPU (orders up to 16; 0 otherwise): launched
+ * after fmk_tc_gpu_launch, beside the direct part, for fmk_tc_gpu_far; w: the weights on the
+ * GPU (fmk_tc_gpu_weights'), NULL: those fmk_tc_gpu_upload sent. */
+int fmk_tc_gpu_moments_order_ok(int order);
+fmk_status fmk_tc_gpu_moments_launch(struct fmk_poisson *s, struct fmk_tc_gpu *gpu, int resident);
 /* The GPU's results after collect, in pinned host memory (grid units, the layout of
  * fmk_tc_eval_cpu; NULL where not asked for), valid until the next solve. */
 void fmk_tc_gpu_results(const struct fmk_tc_gpu *gpu, const double **pot, const double **u);
 int64_t fmk_tc_gpu_bytes(const struct fmk_tc_gpu *gpu);
+
+/* cuda/resident.cu: the solve whose omega and results stay on the GPU (fmk_poisson_solve_device),
+ * after a solve that uploaded the plans and the sources. support_same: *same = 1 when the points
+ * where some of the nc components of omega (device, the caller's layout) is nonzero are
+ * exactly the uploaded sources. weights: the sources' weights from that omega into the direct
+ * part's arrays (before fmk_tc_gpu_launch); host_weights (after it): the same weights on the
+ * host (pinned, w[a n + j] as fmk_tc_sources.w), waiting for their copy, which overlaps the
+ * direct part. finish (after fmk_tc_gpu_far): the results scaled in place on the GPU (Psi by
+ * scale_psi, u by scale_u: the caller's units), waits as collect, the kernels' seconds, and the
+ * device arrays of the results (the caller's layout; valid until the next solve). zero: results
+ * that are all zero (omega zero everywhere). All return FMK_OK or a status on the solver. */
+fmk_status fmk_tc_gpu_support_same(struct fmk_poisson *s, struct fmk_tc_gpu *gpu, int nc,
+                                   const double *d_omega, int *same);
+fmk_status fmk_tc_gpu_weights(struct fmk_poisson *s, struct fmk_tc_gpu *gpu, int nc,
+                              const double *d_omega);
+fmk_status fmk_tc_gpu_host_weights(struct fmk_poisson *s, struct fmk_tc_gpu *gpu,
+                                   const double **w);
+fmk_status fmk_tc_gpu_finish(struct fmk_poisson *s, struct fmk_tc_gpu *gpu, double scale_psi,
+                             double scale_u, double kernel_seconds[4], const double **d_psi,
+                             const double **d_u);
+fmk_status fmk_tc_gpu_zero(struct fmk_poisson *s, struct fmk_tc_gpu *gpu, int nc, int want_psi,
+                           int want_u, const double **d_psi, const double **d_u);
+fmk_status fmk_treecode_solve_device(struct fmk_poisson *s, int nc, const double *d_omega,
+                                     int want_psi, int want_u, const double **d_psi,
+                                     const double **d_u);
 void fmk_tc_gpu_release(struct fmk_tc_gpu *gpu);
 #endif
 

@@ -27,41 +27,8 @@
 #include "fmm3d/cuda/harmonics.cuh"
 #include "poisson/treecode/cuda/treecode_cuda.h"
 #include "poisson/treecode/treecode.h"
-#define TC_ORDER_MAX 20
 
-struct fmk_tc_gpu {
-    fmk_tc_gpu_args args;
-    int device, nc, fp32;
-    cudaStream_t stream, stream2; /* the direct part; the multipoles' upload and the far part */
-    cudaEvent_t ev[6]; /* direct start, direct end, far end, far start (hybrid: downloads
-                        * start), upload start, all done */
-    int64_t n_points;
-    /* sources */
-    int64_t n_src, cap32, cap64;
-    float4 *f_xyzw; /* x, y, z, w0 (fp32) */
-    float2 *f_w12;
-    real4d *d_xyzw; /* fp64 */
-    double2 *d_w12;
-    double *h_src, *d_stage; /* pinned staging and its device copy: x, y, z, w0, w1, w2 */
-    int64_t h_src_cap, stage_cap;
-    /* plans and tree */
-    int64_t n_bricks, n_direct, n_far, n_nodes;
-    fmk_tc_brick *bricks;
-    int64_t *direct_start, *direct_range, *far_start;
-    int32_t *far_node;
-    real4d *node; /* centre, scale */
-    double *multipole;
-    int64_t multipole_len;
-    int order;
-    double *tabs_mem;
-    tabs tb;
-    double *sq;
-    /* outputs */
-    double *pot, *u;
-    double *h_out; /* pinned: nc + 3 per point */
-    int want_pot, want_u, far; /* far: the far part was launched */
-    int64_t bytes;
-};
+
 
 static fmk_status cuda_fail(fmk_poisson *s, cudaError_t err, const char *what)
 {
@@ -362,7 +329,7 @@ fmk_status fmk_tc_gpu_create(fmk_poisson *s, const fmk_tc_gpu_args *args, struct
         e = cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking);
     if (e == cudaSuccess)
         e = cudaStreamCreateWithFlags(&g->stream2, cudaStreamNonBlocking);
-    for (int k = 0; k < 6 && e == cudaSuccess; k++)
+    for (int k = 0; k < 8 && e == cudaSuccess; k++)
         e = cudaEventCreate(&g->ev[k]);
     if (e != cudaSuccess) {
         fmk_tc_gpu_release(g);
@@ -394,12 +361,14 @@ void fmk_tc_gpu_release(struct fmk_tc_gpu *g)
         cudaStreamSynchronize(g->stream2);
     void *dev[] = {g->f_xyzw, g->f_w12, g->d_xyzw, g->d_w12, g->d_stage, g->bricks, g->direct_start,
                    g->direct_range, g->far_start, g->far_node, g->node, g->multipole,
-                   g->tabs_mem, g->pot, g->u};
+                   g->tabs_mem, g->pot, g->u, g->d_point, g->d_volume, g->d_w, g->d_count,
+                   g->item_node, g->item_range, g->item_first, g->partial};
     for (size_t k = 0; k < sizeof dev / sizeof dev[0]; k++)
         cudaFree(dev[k]);
     cudaFreeHost(g->h_src);
     cudaFreeHost(g->h_out);
-    for (int k = 0; k < 6; k++)
+    cudaFreeHost(g->h_w);
+    for (int k = 0; k < 8; k++)
         if (g->ev[k])
             cudaEventDestroy(g->ev[k]);
     if (g->stream)
@@ -420,43 +389,122 @@ static cudaError_t dev_array(struct fmk_tc_gpu *g, void **p, size_t bytes)
     return e;
 }
 
+/* The bricks in the order of their direct part's work, the largest first, so that the last
+ * blocks of a launch are short (the work per brick varies by orders of magnitude between the
+ * support's inside and the grid's far corners). */
+typedef struct brick_work {
+    double work;
+    int64_t brick;
+} brick_work;
+
+static int by_work(const void *a, const void *b)
+{
+    const brick_work *x = (const brick_work *)a, *y = (const brick_work *)b;
+    return x->work > y->work ? -1 : x->work < y->work ? 1 : (x->brick > y->brick) - (x->brick < y->brick);
+}
+
+/* The plans in that order, in host arrays (freed by the caller). */
+static int plans_by_work(const fmk_tc_plans *pl, fmk_tc_plans *out)
+{
+    const int64_t nb = pl->n_bricks, nd = pl->direct_start[nb], nf = pl->far_start[nb];
+    brick_work *w = (brick_work *)malloc(sizeof(brick_work) * (size_t)(nb > 0 ? nb : 1));
+    out->bricks = (fmk_tc_brick *)malloc(sizeof(fmk_tc_brick) * (size_t)(nb > 0 ? nb : 1));
+    out->direct_start = (int64_t *)malloc(sizeof(int64_t) * (size_t)(nb + 1));
+    out->direct_range = (int64_t *)malloc(sizeof(int64_t) * 2 * (size_t)(nd > 0 ? nd : 1));
+    out->far_start = (int64_t *)malloc(sizeof(int64_t) * (size_t)(nb + 1));
+    out->far_node = (int32_t *)malloc(sizeof(int32_t) * (size_t)(nf > 0 ? nf : 1));
+    if (!w || !out->bricks || !out->direct_start || !out->direct_range || !out->far_start ||
+        !out->far_node) {
+        free(w);
+        return 1;
+    }
+    for (int64_t b = 0; b < nb; b++) {
+        double src = 0;
+        for (int64_t r = pl->direct_start[b]; r < pl->direct_start[b + 1]; r++)
+            src += (double)(pl->direct_range[2 * r + 1] - pl->direct_range[2 * r]);
+        w[b].work = src * pl->bricks[b].n[0] * pl->bricks[b].n[1] * pl->bricks[b].n[2];
+        w[b].brick = b;
+    }
+    qsort(w, (size_t)nb, sizeof *w, by_work);
+    out->direct_start[0] = out->far_start[0] = 0;
+    for (int64_t k = 0; k < nb; k++) {
+        const int64_t b = w[k].brick;
+        out->bricks[k] = pl->bricks[b];
+        const int64_t d0 = pl->direct_start[b], dn = pl->direct_start[b + 1] - d0;
+        memcpy(out->direct_range + 2 * out->direct_start[k], pl->direct_range + 2 * d0,
+               sizeof(int64_t) * 2 * (size_t)dn);
+        out->direct_start[k + 1] = out->direct_start[k] + dn;
+        const int64_t f0 = pl->far_start[b], fn = pl->far_start[b + 1] - f0;
+        memcpy(out->far_node + out->far_start[k], pl->far_node + f0, sizeof(int32_t) * (size_t)fn);
+        out->far_start[k + 1] = out->far_start[k] + fn;
+    }
+    free(w);
+    return 0;
+}
+
+static void plans_free_host(fmk_tc_plans *p)
+{
+    free(p->bricks), free(p->direct_start), free(p->direct_range), free(p->far_start),
+        free(p->far_node);
+}
+
 static fmk_status upload_plans(fmk_poisson *s, struct fmk_tc_gpu *g, const fmk_tc_tree *tree,
-                               const fmk_tc_plans *pl)
+                               const fmk_tc_plans *given)
 {
     g->bytes = 0;
-    const int64_t nb = pl->n_bricks, nd = pl->direct_start[nb], nf = pl->far_start[nb];
+    fmk_tc_plans sorted;
+    memset(&sorted, 0, sizeof sorted);
+    if (plans_by_work(given, &sorted)) {
+        plans_free_host(&sorted);
+        return fmk_solver_fail(s, FMK_ERR_NOMEM, "method treecode: out of host memory");
+    }
+    const fmk_tc_plans *pl = &sorted;
+    const int64_t nb = given->n_bricks, nd = given->direct_start[nb], nf = given->far_start[nb];
     g->n_bricks = nb, g->n_direct = nd, g->n_far = nf, g->n_nodes = tree->n_nodes;
-    TRY(dev_array(g, (void **)&g->bricks, sizeof(fmk_tc_brick) * (size_t)nb), "the bricks");
-    TRY(dev_array(g, (void **)&g->direct_start, sizeof(int64_t) * (size_t)(nb + 1)), "the plans");
-    TRY(dev_array(g, (void **)&g->direct_range, sizeof(int64_t) * 2 * (size_t)nd), "the plans");
-    TRY(dev_array(g, (void **)&g->far_start, sizeof(int64_t) * (size_t)(nb + 1)), "the plans");
-    TRY(dev_array(g, (void **)&g->far_node, sizeof(int32_t) * (size_t)nf), "the plans");
-    TRY(dev_array(g, (void **)&g->node, sizeof(real4d) * (size_t)tree->n_nodes), "the tree");
-    TRY(cudaMemcpyAsync(g->bricks, pl->bricks, sizeof(fmk_tc_brick) * (size_t)nb,
-                        cudaMemcpyHostToDevice, g->stream),
-        "the bricks' upload");
-    TRY(cudaMemcpyAsync(g->direct_start, pl->direct_start, sizeof(int64_t) * (size_t)(nb + 1),
-                        cudaMemcpyHostToDevice, g->stream),
-        "the plans' upload");
-    TRY(cudaMemcpyAsync(g->direct_range, pl->direct_range, sizeof(int64_t) * 2 * (size_t)nd,
-                        cudaMemcpyHostToDevice, g->stream),
-        "the plans' upload");
-    TRY(cudaMemcpyAsync(g->far_start, pl->far_start, sizeof(int64_t) * (size_t)(nb + 1),
-                        cudaMemcpyHostToDevice, g->stream),
-        "the plans' upload");
-    TRY(cudaMemcpyAsync(g->far_node, pl->far_node, sizeof(int32_t) * (size_t)nf,
-                        cudaMemcpyHostToDevice, g->stream),
-        "the plans' upload");
+    cudaError_t e = dev_array(g, (void **)&g->bricks, sizeof(fmk_tc_brick) * (size_t)nb);
+    if (e == cudaSuccess)
+        e = dev_array(g, (void **)&g->direct_start, sizeof(int64_t) * (size_t)(nb + 1));
+    if (e == cudaSuccess)
+        e = dev_array(g, (void **)&g->direct_range, sizeof(int64_t) * 2 * (size_t)nd);
+    if (e == cudaSuccess)
+        e = dev_array(g, (void **)&g->far_start, sizeof(int64_t) * (size_t)(nb + 1));
+    if (e == cudaSuccess)
+        e = dev_array(g, (void **)&g->far_node, sizeof(int32_t) * (size_t)nf);
+    if (e == cudaSuccess)
+        e = dev_array(g, (void **)&g->node, sizeof(real4d) * (size_t)tree->n_nodes);
+    /* synchronous copies: the host arrays are freed below */
+    if (e == cudaSuccess)
+        e = cudaMemcpy(g->bricks, pl->bricks, sizeof(fmk_tc_brick) * (size_t)nb,
+                       cudaMemcpyHostToDevice);
+    if (e == cudaSuccess)
+        e = cudaMemcpy(g->direct_start, pl->direct_start, sizeof(int64_t) * (size_t)(nb + 1),
+                       cudaMemcpyHostToDevice);
+    if (e == cudaSuccess)
+        e = cudaMemcpy(g->direct_range, pl->direct_range, sizeof(int64_t) * 2 * (size_t)nd,
+                       cudaMemcpyHostToDevice);
+    if (e == cudaSuccess)
+        e = cudaMemcpy(g->far_start, pl->far_start, sizeof(int64_t) * (size_t)(nb + 1),
+                       cudaMemcpyHostToDevice);
+    if (e == cudaSuccess)
+        e = cudaMemcpy(g->far_node, pl->far_node, sizeof(int32_t) * (size_t)nf,
+                       cudaMemcpyHostToDevice);
+    plans_free_host(&sorted);
+    TRY(e, "the plans' upload");
     real4d *h = (real4d *)malloc(sizeof(real4d) * (size_t)(tree->n_nodes > 0 ? tree->n_nodes : 1));
     if (!h)
         return fmk_solver_fail(s, FMK_ERR_NOMEM, "method treecode: out of host memory");
     for (int64_t k = 0; k < tree->n_nodes; k++)
         h[k] = real4d_make(tree->center[3 * k], tree->center[3 * k + 1], tree->center[3 * k + 2],
                             tree->scale[k]);
-    cudaError_t e = cudaMemcpy(g->node, h, sizeof(real4d) * (size_t)tree->n_nodes,
-                               cudaMemcpyHostToDevice);
+    e = cudaMemcpy(g->node, h, sizeof(real4d) * (size_t)tree->n_nodes, cudaMemcpyHostToDevice);
     free(h);
     TRY(e, "the tree's upload");
+    g->partial_len = 0; /* made again at its new size (dev_array's count restarted) */
+    cudaFree(g->partial);
+    g->partial = NULL;
+    fmk_status st = fmk_tc_gpu_moment_items(s, g, tree);
+    if (st != FMK_OK)
+        return st;
     /* the harmonics' tables of the order */
     if (g->order != tree->order || !g->tabs_mem) {
         fmk_fmm3d_ops_ctx ctx;
@@ -498,12 +546,15 @@ fmk_status fmk_tc_gpu_upload(fmk_poisson *s, struct fmk_tc_gpu *g, const fmk_tc_
         /* the other arrays again (g->bytes restarted with the plans') */
         void **old[] = {(void **)&g->f_xyzw, (void **)&g->f_w12, (void **)&g->d_xyzw,
                         (void **)&g->d_w12, (void **)&g->d_stage, (void **)&g->multipole,
-                        (void **)&g->pot, (void **)&g->u};
+                        (void **)&g->pot, (void **)&g->u, (void **)&g->d_point,
+                        (void **)&g->d_volume, (void **)&g->d_w};
         for (size_t k = 0; k < sizeof old / sizeof old[0]; k++) {
             cudaFree(*old[k]);
             *old[k] = NULL;
         }
         g->cap32 = g->cap64 = g->stage_cap = g->multipole_len = g->n_points = 0;
+        g->resident_cap = 0;
+        plans_changed = 1;
     }
     g->nc = nc;
     const int64_t n = src->n;
@@ -553,6 +604,18 @@ fmk_status fmk_tc_gpu_upload(fmk_poisson *s, struct fmk_tc_gpu *g, const fmk_tc_
     else
         k_pack64<<<grid, 256, 0, g->stream>>>(n, g->d_stage, g->d_xyzw, g->d_w12, nc);
     TRY(cudaGetLastError(), "the sources' packing");
+    if (plans_changed) { /* the sources' field indices and volumes, for resident.cu */
+        TRY(dev_array(g, (void **)&g->d_point, sizeof(int64_t) * (size_t)(n > 0 ? n : 1)),
+            "the sources");
+        TRY(dev_array(g, (void **)&g->d_volume, sizeof(double) * (size_t)(n > 0 ? n : 1)),
+            "the sources");
+        TRY(cudaMemcpyAsync(g->d_point, src->point, sizeof(int64_t) * (size_t)n,
+                            cudaMemcpyHostToDevice, g->stream),
+            "the sources' upload");
+        TRY(cudaMemcpyAsync(g->d_volume, src->volume, sizeof(double) * (size_t)n,
+                            cudaMemcpyHostToDevice, g->stream),
+            "the sources' upload");
+    }
     const int64_t np = g->args.n_points;
     if (np > g->n_points) {
         TRY(dev_array(g, (void **)&g->pot, sizeof(double) * 3 * (size_t)np), "the results");
@@ -594,6 +657,7 @@ fmk_status fmk_tc_gpu_launch(fmk_poisson *s, struct fmk_tc_gpu *g, int want_pot,
 {
     TRY(cudaSetDevice(g->device), "cudaSetDevice");
     g->want_pot = want_pot, g->want_u = want_u;
+    g->moments_ready = 0;
     const double e2 = g->args.e * g->args.e;
     TRY(cudaEventRecord(g->ev[0], g->stream), "an event");
     for (int64_t b0 = 0; b0 < g->n_bricks; b0 += TC_LAUNCH_BRICKS) {
@@ -617,16 +681,18 @@ fmk_status fmk_tc_gpu_far(fmk_poisson *s, struct fmk_tc_gpu *g, const fmk_tc_tre
                                "method treecode on the GPU: order %d is above %d (opts.order)",
                                tree->order, TC_ORDER_MAX);
     const int64_t len = tree->n_nodes * g->nc * tree->coef;
-    if (len > g->multipole_len) {
+    if (!g->moments_ready && len > g->multipole_len) {
         /* the direct part may be running: its arrays stay, this one grows */
         TRY(cudaStreamSynchronize(g->stream2), "the far part's stream");
         TRY(dev_array(g, (void **)&g->multipole, sizeof(double) * (size_t)len), "the multipoles");
         g->multipole_len = len;
     }
-    /* the upload overlaps the direct part; the far part adds to its results after it */
-    TRY(cudaMemcpyAsync(g->multipole, tree->multipole, sizeof(double) * (size_t)len,
-                        cudaMemcpyHostToDevice, g->stream2),
-        "the multipoles' upload");
+    /* the CPU's multipoles go up beside the direct part (unless the GPU made them: moments.cu);
+     * the far part adds to its results after it */
+    if (!g->moments_ready)
+        TRY(cudaMemcpyAsync(g->multipole, tree->multipole, sizeof(double) * (size_t)len,
+                            cudaMemcpyHostToDevice, g->stream2),
+            "the multipoles' upload");
     TRY(cudaStreamWaitEvent(g->stream2, g->ev[1], 0), "an event");
     TRY(cudaEventRecord(g->ev[3], g->stream2), "an event");
     const int S = (g->order + 1) * (g->order + 2);
@@ -637,7 +703,7 @@ fmk_status fmk_tc_gpu_far(fmk_poisson *s, struct fmk_tc_gpu *g, const fmk_tc_tre
         const unsigned nb = (unsigned)(g->n_bricks - b0 < TC_LAUNCH_BRICKS ? g->n_bricks - b0
                                                                             : TC_LAUNCH_BRICKS);
         if (fast)
-            TRY(fmk_tc_far_psi(g->stream2, g->order, g->nc, b0, nb, g->bricks, g->far_start,
+            TRY(fmk_tc_far_psi(g->stream2, g->order, g->nc, g->fp32, b0, nb, g->bricks, g->far_start,
                                g->far_node, g->node, g->multipole, pot),
                 "the far part's kernels");
         else if (g->nc == 1)
@@ -655,8 +721,53 @@ fmk_status fmk_tc_gpu_far(fmk_poisson *s, struct fmk_tc_gpu *g, const fmk_tc_tre
     return FMK_OK;
 }
 
+fmk_status fmk_tc_gpu_wait(fmk_poisson *s, struct fmk_tc_gpu *g, cudaStream_t last)
+{
+    /* polling the solver's stop request; the queued work finishes either way */
+    int stop = 0;
+    for (;;) {
+        cudaError_t q = cudaStreamQuery(last);
+        if (q == cudaSuccess)
+            q = cudaStreamQuery(g->stream);
+        if (q == cudaSuccess)
+            break;
+        if (q != cudaErrorNotReady)
+            return cuda_fail(s, q, "the GPU's part");
+        if (!stop && fmk_solver_poll(s))
+            stop = 1;
+        struct timespec ts = {0, 200000};
+        nanosleep(&ts, NULL);
+    }
+    if (stop)
+        return fmk_solver_fail(s, FMK_ERR_INTERRUPTED, "method treecode: interrupted");
+    return FMK_OK;
+}
+
+void fmk_tc_gpu_times(const struct fmk_tc_gpu *g, double kernel_seconds[4])
+{
+    float ms_direct = 0, ms_far = 0;
+    cudaEventElapsedTime(&ms_direct, g->ev[0], g->ev[1]);
+    if (g->far)
+        cudaEventElapsedTime(&ms_far, g->ev[3], g->ev[2]);
+    float ms_span = 0, ms_down = 0;
+    if (g->far)
+        cudaEventElapsedTime(&ms_span, g->ev[4], g->ev[5]);
+    else { /* the upload and the direct part, then the downloads (the GPU idles between) */
+        cudaEventElapsedTime(&ms_span, g->ev[4], g->ev[1]);
+        cudaEventElapsedTime(&ms_down, g->ev[3], g->ev[5]);
+    }
+    ms_span += ms_down;
+    float ms_moments = 0;
+    if (g->moments_ready)
+        cudaEventElapsedTime(&ms_moments, g->ev[6], g->ev[7]);
+    kernel_seconds[0] = 1e-3 * ms_direct;
+    kernel_seconds[1] = 1e-3 * ms_far;
+    kernel_seconds[2] = 1e-3 * ms_span;
+    kernel_seconds[3] = 1e-3 * ms_moments;
+}
+
 fmk_status fmk_tc_gpu_collect(fmk_poisson *s, struct fmk_tc_gpu *g, double *pot, double *u,
-                              double kernel_seconds[3])
+                              double kernel_seconds[4])
 {
     TRY(cudaSetDevice(g->device), "cudaSetDevice");
     /* the results come down after the last kernel: on the far part's stream when it ran */
@@ -676,40 +787,11 @@ fmk_status fmk_tc_gpu_collect(fmk_poisson *s, struct fmk_tc_gpu *g, double *pot,
         TRY(cudaEventRecord(g->ev[5], last), "an event");
     else
         TRY(cudaEventRecord(g->ev[5], g->stream), "an event");
-    /* wait, polling the solver's stop request; the queued work finishes either way */
-    int stop = 0;
-    for (;;) {
-        cudaError_t q = cudaStreamQuery(last);
-        if (q == cudaSuccess)
-            q = cudaStreamQuery(g->stream);
-        if (q == cudaSuccess)
-            break;
-        if (q != cudaErrorNotReady)
-            return cuda_fail(s, q, "the GPU's part");
-        if (!stop && fmk_solver_poll(s))
-            stop = 1;
-        struct timespec ts = {0, 200000};
-        nanosleep(&ts, NULL);
-    }
-    if (stop)
-        return fmk_solver_fail(s, FMK_ERR_INTERRUPTED, "method treecode: interrupted");
-    float ms_direct = 0, ms_far = 0;
-    cudaEventElapsedTime(&ms_direct, g->ev[0], g->ev[1]);
-    if (g->far)
-        cudaEventElapsedTime(&ms_far, g->ev[3], g->ev[2]);
-    float ms_span = 0, ms_down = 0;
-    if (g->far)
-        cudaEventElapsedTime(&ms_span, g->ev[4], g->ev[5]);
-    else { /* the upload and the direct part, then the downloads (the GPU idles between) */
-        cudaEventElapsedTime(&ms_span, g->ev[4], g->ev[1]);
-        cudaEventElapsedTime(&ms_down, g->ev[3], g->ev[5]);
-    }
-    ms_span += ms_down;
-    if (kernel_seconds) {
-        kernel_seconds[0] = 1e-3 * ms_direct;
-        kernel_seconds[1] = 1e-3 * ms_far;
-        kernel_seconds[2] = 1e-3 * ms_span;
-    }
+    fmk_status st = fmk_tc_gpu_wait(s, g, last);
+    if (st != FMK_OK)
+        return st;
+    if (kernel_seconds)
+        fmk_tc_gpu_times(g, kernel_seconds);
     const int64_t nc = g->nc;
     if (pot && g->want_pot) {
         const double *h = g->h_out;

@@ -54,22 +54,58 @@ static constexpr tc_rec tc_rec_make()
 
 static __constant__ tc_rec c_rec = tc_rec_make();
 
+/* The same in fp32, for the far part in single precision. */
+struct tc_recf {
+    float a[TC_NCOEF(TC_FAST_ORDER_MAX)], b[TC_NCOEF(TC_FAST_ORDER_MAX)];
+    float d[TC_FAST_ORDER_MAX + 1];
+};
+
+static constexpr tc_recf tc_recf_make()
+{
+    const tc_rec t = tc_rec_make();
+    tc_recf f{};
+    for (int i = 0; i < TC_NCOEF(TC_FAST_ORDER_MAX); i++)
+        f.a[i] = (float)t.a[i], f.b[i] = (float)t.b[i];
+    for (int m = 0; m <= TC_FAST_ORDER_MAX; m++)
+        f.d[m] = (float)t.d[m];
+    return f;
+}
+
+static __constant__ tc_recf c_recf = tc_recf_make();
+
+/* The recursion's coefficients and 1/sqrt in the precision R. */
+template <typename R> struct rec;
+template <> struct rec<double> {
+    static __device__ __forceinline__ double a(int i) { return c_rec.a[i]; }
+    static __device__ __forceinline__ double b(int i) { return c_rec.b[i]; }
+    static __device__ __forceinline__ double d(int m) { return c_rec.d[m]; }
+    static __device__ __forceinline__ double rsq(double x) { return rsqrt(x); }
+};
+template <> struct rec<float> {
+    static __device__ __forceinline__ float a(int i) { return c_recf.a[i]; }
+    static __device__ __forceinline__ float b(int i) { return c_recf.b[i]; }
+    static __device__ __forceinline__ float d(int m) { return c_recf.d[m]; }
+    static __device__ __forceinline__ float rsq(float x) { return rsqrtf(x); }
+};
+
 /* A multipole coefficient from shared memory, read where it is used: the loads are the same
  * for every point of a thread, and hoisted out of the points' loop they would hold all of them
  * in registers at once (and spill). */
-static __device__ __forceinline__ double coef(const double *p)
+template <typename R> static __device__ __forceinline__ R coef(const R *p)
 {
-    return *(const volatile double *)p;
+    return *(const volatile R *)p;
 }
 
-template <int P, int NC>
+/* R: the precision of the harmonics and the multipoles (double, or float for eps >= 1e-4: a
+ * term's relative rounding 1e-7, the point's sums per node added in double). */
+template <typename R, int P, int NC>
 __global__ void __launch_bounds__(TC_THREADS)
     k_far_psi(int64_t base, const fmk_tc_brick *__restrict__ bricks,
               const int64_t *__restrict__ fstart, const int32_t *__restrict__ fnode,
               const real4d *__restrict__ node, const double *__restrict__ multipole, double *pot)
 {
     constexpr int S = (P + 1) * (P + 2); /* doubles per expansion */
-    __shared__ double s_m[NC * S];
+    __shared__ R s_m[NC * S];
     const int64_t bi = base + blockIdx.x;
     const fmk_tc_brick b = bricks[bi];
     const int np = b.n[0] * b.n[1] * b.n[2];
@@ -81,7 +117,7 @@ __global__ void __launch_bounds__(TC_THREADS)
         const int nd = fnode[e];
         __syncthreads(); /* the previous node's multipoles are no longer read */
         for (int i = threadIdx.x; i < NC * S; i += TC_THREADS)
-            s_m[i] = multipole[(int64_t)nd * NC * S + i];
+            s_m[i] = (R)multipole[(int64_t)nd * NC * S + i];
         const real4d c = node[nd];
         __syncthreads();
         const double inv_s = 1 / c.w;
@@ -90,47 +126,47 @@ __global__ void __launch_bounds__(TC_THREADS)
 #pragma unroll 1
         for (int k = 0; k < kmax; k++) {
             const int q = threadIdx.x + k * TC_THREADS;
-            const double ux = (b.corner[0] + b.h * (q % b.n[0]) - c.x) * inv_s,
-                         uy = (b.corner[1] + b.h * (q / b.n[0] % b.n[1]) - c.y) * inv_s,
-                         uz = (b.corner[2] + b.h * (q / (b.n[0] * b.n[1])) - c.z) * inv_s;
-            const double inv_r = rsqrt(ux * ux + uy * uy + uz * uz), r2 = inv_r * inv_r;
-            const double x = ux * r2, y = uy * r2, z = uz * r2; /* Kelvin: |(x,y,z)|^2 = r2 */
-            double sum[NC];
+            const R ux = (R)((b.corner[0] + b.h * (q % b.n[0]) - c.x) * inv_s),
+                    uy = (R)((b.corner[1] + b.h * (q / b.n[0] % b.n[1]) - c.y) * inv_s),
+                    uz = (R)((b.corner[2] + b.h * (q / (b.n[0] * b.n[1])) - c.z) * inv_s);
+            const R inv_r = rec<R>::rsq(ux * ux + uy * uy + uz * uz), r2 = inv_r * inv_r;
+            const R x = ux * r2, y = uy * r2, z = uz * r2; /* Kelvin: |(x,y,z)|^2 = r2 */
+            R sum[NC];
 #pragma unroll
             for (int a = 0; a < NC; a++)
                 sum[a] = 0;
-            double dr = 1, di = 0;
+            R dr = 1, di = 0;
 #pragma unroll
             for (int m = 0; m <= P; m++) {
                 if (m > 0) {
-                    const double f = -c_rec.d[m];
-                    const double nr = f * (x * dr - y * di), ni = f * (x * di + y * dr);
+                    const R f = -rec<R>::d(m);
+                    const R nr = f * (x * dr - y * di), ni = f * (x * di + y * dr);
                     dr = nr, di = ni;
                 }
-                const double w = m ? 2 : 1; /* X_n^-m = (-1)^m conj X_n^m: twice the real part */
-                double col[NC];
+                const R w = m ? 2 : 1; /* X_n^-m = (-1)^m conj X_n^m: twice the real part */
+                R col[NC];
 #pragma unroll
                 for (int a = 0; a < NC; a++) {
-                    const double *M = s_m + a * S + 2 * TC_IDX(m, m);
+                    const R *M = s_m + a * S + 2 * TC_IDX(m, m);
                     col[a] = coef(M) * dr - coef(M + 1) * di;
                 }
-                double pr = dr, pi = di, qr = 0, qi = 0;
+                R pr = dr, pi = di, qr = 0, qi = 0;
                 if (m + 1 <= P) {
-                    const double a1 = c_rec.a[TC_IDX(m + 1, m)] * z;
+                    const R a1 = rec<R>::a(TC_IDX(m + 1, m)) * z;
                     qr = a1 * dr, qi = a1 * di;
 #pragma unroll
                     for (int a = 0; a < NC; a++) {
-                        const double *M = s_m + a * S + 2 * TC_IDX(m + 1, m);
+                        const R *M = s_m + a * S + 2 * TC_IDX(m + 1, m);
                         col[a] += coef(M) * qr - coef(M + 1) * qi;
                     }
                 }
 #pragma unroll
                 for (int n = m + 2; n <= P; n++) {
-                    const double A = c_rec.a[TC_IDX(n, m)] * z, B = c_rec.b[TC_IDX(n, m)] * r2;
-                    const double sr = A * qr - B * pr, si = A * qi - B * pi;
+                    const R A = rec<R>::a(TC_IDX(n, m)) * z, B = rec<R>::b(TC_IDX(n, m)) * r2;
+                    const R sr = A * qr - B * pr, si = A * qi - B * pi;
 #pragma unroll
                     for (int a = 0; a < NC; a++) {
-                        const double *M = s_m + a * S + 2 * TC_IDX(n, m);
+                        const R *M = s_m + a * S + 2 * TC_IDX(n, m);
                         col[a] += coef(M) * sr - coef(M + 1) * si;
                     }
                     pr = qr, pi = qi, qr = sr, qi = si;
@@ -139,11 +175,11 @@ __global__ void __launch_bounds__(TC_THREADS)
                 for (int a = 0; a < NC; a++)
                     sum[a] += w * col[a];
             }
-            const double scale = inv_r * inv_s;
+            const double scale = (double)inv_r * inv_s;
             double *acc = s_acc + (k * TC_THREADS + threadIdx.x) * NC;
 #pragma unroll
             for (int a = 0; a < NC; a++)
-                acc[a] += sum[a] * scale;
+                acc[a] += (double)sum[a] * scale;
         }
     }
     for (int k = 0; k < kmax; k++) {
@@ -157,31 +193,36 @@ __global__ void __launch_bounds__(TC_THREADS)
     }
 }
 
-template <int P>
+template <typename R, int P>
 static void launch(cudaStream_t st, int nc, int64_t b0, unsigned nb, const fmk_tc_brick *bricks,
                    const int64_t *fstart, const int32_t *fnode, const real4d *node,
                    const double *multipole, double *pot)
 {
     if (nc == 1)
-        k_far_psi<P, 1><<<nb, TC_THREADS, 0, st>>>(b0, bricks, fstart, fnode, node, multipole, pot);
+        k_far_psi<R, P, 1><<<nb, TC_THREADS, 0, st>>>(b0, bricks, fstart, fnode, node, multipole,
+                                                       pot);
     else
-        k_far_psi<P, 3><<<nb, TC_THREADS, 0, st>>>(b0, bricks, fstart, fnode, node, multipole, pot);
+        k_far_psi<R, P, 3><<<nb, TC_THREADS, 0, st>>>(b0, bricks, fstart, fnode, node, multipole,
+                                                       pot);
 }
 
 typedef void (*launcher)(cudaStream_t, int, int64_t, unsigned, const fmk_tc_brick *,
                          const int64_t *, const int32_t *, const real4d *, const double *,
                          double *);
 
-cudaError_t fmk_tc_far_psi(cudaStream_t st, int order, int nc, int64_t b0, unsigned nb,
+#define TC_LAUNCHERS(R)                                                                        \
+    {launch<R, 0>,  launch<R, 1>,  launch<R, 2>,  launch<R, 3>,  launch<R, 4>,  launch<R, 5>,  \
+     launch<R, 6>,  launch<R, 7>,  launch<R, 8>,  launch<R, 9>,  launch<R, 10>, launch<R, 11>, \
+     launch<R, 12>, launch<R, 13>, launch<R, 14>, launch<R, 15>, launch<R, 16>}
+
+cudaError_t fmk_tc_far_psi(cudaStream_t st, int order, int nc, int fp32, int64_t b0, unsigned nb,
                            const fmk_tc_brick *bricks, const int64_t *fstart, const int32_t *fnode,
                            const real4d *node, const double *multipole, double *pot)
 {
-    static const launcher by_order[TC_FAST_ORDER_MAX + 1] = {
-        launch<0>,  launch<1>,  launch<2>,  launch<3>,  launch<4>,  launch<5>,
-        launch<6>,  launch<7>,  launch<8>,  launch<9>,  launch<10>, launch<11>,
-        launch<12>, launch<13>, launch<14>, launch<15>, launch<16>};
+    static const launcher by_order[2][TC_FAST_ORDER_MAX + 1] = {TC_LAUNCHERS(double),
+                                                                TC_LAUNCHERS(float)};
     if (order < 0 || order > TC_FAST_ORDER_MAX)
         return cudaErrorInvalidValue;
-    by_order[order](st, nc, b0, nb, bricks, fstart, fnode, node, multipole, pot);
+    by_order[fp32 ? 1 : 0][order](st, nc, b0, nb, bricks, fstart, fnode, node, multipole, pot);
     return cudaGetLastError();
 }
