@@ -119,6 +119,8 @@ typedef struct fmk_poisson_info {
     double time_cpu_part; /* hybrid: wall seconds of the CPU's part, and */
     double time_gpu_part; /*   of the GPU's (uploads, kernels, downloads) */
     int64_t bytes_device; /* device memory the solver holds now */
+    int64_t n_targets;    /* blocks chosen by fmk_poisson_set_targets (0: every point) */
+    int64_t n_target_points; /* points the results hold (n_points when no blocks are chosen) */
 } fmk_poisson_info;
 
 /* Opaque solver. */
@@ -222,8 +224,21 @@ FMK_API fmk_status fmk_poisson_set_grid(fmk_poisson *solver, int64_t nx, int64_t
  * fft takes uniform grids only (FMK_ERR_UNAVAILABLE). An empty grid is FMK_ERR_ARG. */
 FMK_API fmk_status fmk_poisson_set_blocks(fmk_poisson *solver, const fmk_grid *grid);
 
+/* Results at chosen blocks only (a block grid): from here on, the solves write Psi and u at the
+ * points of the n_blocks blocks listed (block numbers as fmk_grid_block's, each at most once,
+ * in any order), block after block in the order listed, x fastest inside a block: result
+ * arrays of n_blocks b^3 points (fmk_poisson_info.n_target_points). omega is still given at
+ * every grid point, all of which are sources. Method treecode evaluates only the chosen blocks'
+ * bricks (its plans are made again for them at the next solve); the other methods compute every
+ * point and return the chosen ones. n_blocks = 0 (blocks may be NULL) chooses every point
+ * again. A new grid clears the choice. FMK_ERR_ARG for a uniform grid, a block number out of
+ * range or repeated; FMK_ERR_STATE before a grid. */
+FMK_API fmk_status fmk_poisson_set_targets(fmk_poisson *solver, int64_t n_blocks,
+                                           const int64_t *blocks);
+
 /* Solves for the vorticity omega of n_components (1 or 3) components per grid point (layout
- * above) and writes Psi (same layout) and/or u = curl Psi (3 per point; needs 3 components).
+ * above) and writes Psi (same layout) and/or u = curl Psi (3 per point; needs 3 components), at
+ * every grid point or at the blocks chosen by fmk_poisson_set_targets.
  * Either output may be NULL, not both. omega must be finite. Success means every value
  * written is finite; any failure (NaN or Inf in omega, a result beyond the range of doubles,
  * out of memory, interrupted) writes nothing. */

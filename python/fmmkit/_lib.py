@@ -134,6 +134,8 @@ class fmk_poisson_info(ctypes.Structure):
         ("time_cpu_part", c_double),
         ("time_gpu_part", c_double),
         ("bytes_device", c_int64),
+        ("n_targets", c_int64),
+        ("n_target_points", c_int64),
     ]
 
 
@@ -189,7 +191,9 @@ POISSON_FUNCTIONS = {
     "fmk_poisson_set_grid": (fmk_status, (poisson_p, c_int64, c_int64, c_int64, c_double,
                                           double_p)),
     "fmk_poisson_set_blocks": (fmk_status, (poisson_p, grid_p)),
+    "fmk_poisson_set_targets": (fmk_status, (poisson_p, c_int64, POINTER(c_int64))),
     "fmk_poisson_solve": (fmk_status, (poisson_p, c_int32, double_p, double_p, double_p)),
+    "fmk_poisson_solve_device": (fmk_status, (poisson_p, c_int32, double_p, double_p, double_p)),
     "fmk_poisson_get_info": (fmk_status, (poisson_p, POINTER(fmk_poisson_info))),
     "fmk_poisson_last_error": (c_char_p, (poisson_p,)),
     "fmk_poisson_set_interrupt": (fmk_status, (poisson_p, fmk_interrupt_fn, c_void_p)),

@@ -9,6 +9,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ._arrays import adopt, device_address, device_empty, device_result, on_device
 from ._errors import FmkStateError, FmkTypeError, FmkValueError, Status, error_for
 from ._lib import fmk_poisson_info, fmk_poisson_opts, grid_p, lib, poisson_p
 from ._plan import _integer, _lookup, _number, _Signals, _text
@@ -58,6 +59,8 @@ class PoissonInfo(NamedTuple):
     time_cpu_part: float = 0.0  # hybrid: wall seconds of the CPU's part
     time_gpu_part: float = 0.0  # and of the GPU's
     bytes_device: int = 0
+    n_targets: int = 0         # blocks chosen by set_targets (0: every point)
+    n_target_points: int = 0   # points the results hold
 
 
 class _Owned:
@@ -336,13 +339,81 @@ class Poisson(_Owned):
             self._n_points = self._info_locked().n_points
         return self
 
+    def set_targets(self, blocks=None):
+        """Results at the chosen blocks of the block grid only (fmk_poisson_set_targets): the
+        solves then return Psi and u at those blocks' points, block after block in the order
+        given ((len(blocks) b^3,) or (len(blocks) b^3, 3)); omega is still the whole grid's.
+        None or [] chooses every point again. Returns self."""
+        b = np.ascontiguousarray(np.asarray([] if blocks is None else blocks), dtype=np.int64)
+        if b.ndim != 1:
+            raise FmkValueError(_ARG, f"blocks must be a list of block numbers; got shape {b.shape}")
+        with self._lock:
+            self._live()
+            self._run(lib().fmk_poisson_set_targets, b.size,
+                      b.ctypes.data_as(ctypes.POINTER(ctypes.c_int64)) if b.size else None)
+        return self
+
+    def _solve_device(self, omega, velocity, psi):
+        """solve() for a CUDA array (CuPy, PyTorch, or through DLPack): fmk_poisson_solve_device,
+        the results CUDA arrays of omega's library."""
+        d = adopt(omega, False, "omega")
+        x = d.array
+        torch = d.lib == "torch"
+
+        def ordered(a, axes):
+            if torch:
+                return a.permute(*axes).contiguous()
+            import cupy
+            return cupy.ascontiguousarray(a.transpose(axes))
+
+        with self._lock:
+            self._live()
+            if self._shape is None and self._n_points is None:
+                raise FmkStateError(Status.ERR_STATE, "solve: no grid yet; call set_grid or "
+                                                      "set_blocks first")
+            shape = tuple(d.shape)
+            if self._shape is not None:
+                nx, ny, nz = self._shape
+                if shape not in ((nx, ny, nz), (nx, ny, nz, 1), (nx, ny, nz, 3)):
+                    raise FmkValueError(_ARG, f"omega must have shape ({nx}, {ny}, {nz}) or "
+                                              f"({nx}, {ny}, {nz}, 3); got {shape}")
+                c = 1 if len(shape) == 3 else shape[3]
+                w = ordered(x.reshape(nx, ny, nz, c), (2, 1, 0, 3))
+            else:
+                n = self._n_points
+                if shape not in ((n,), (n, 1), (n, 3)):
+                    raise FmkValueError(_ARG, f"omega must have shape ({n},) or ({n}, 3) on "
+                                              f"this block grid; got {shape}")
+                c = 1 if len(shape) == 1 else shape[1]
+                w = x.reshape(n, c)
+            m = self._info_locked().n_target_points
+            lead = (nz, ny, nx) if self._shape is not None else (m,)
+            p = device_empty(d, lead + (c,), False) if psi else None
+            u = device_empty(d, lead + (3,), False) if velocity else None
+            dp = lambda a: ctypes.cast(ctypes.c_void_p(device_address(a)), _dp) if a is not None else None
+            self._run(lib().fmk_poisson_solve_device, c, dp(w), dp(p), dp(u))
+            info = self._info_locked()
+        if self._shape is not None:
+            p = ordered(p, (2, 1, 0, 3)) if p is not None else None
+            u = ordered(u, (2, 1, 0, 3)) if u is not None else None
+        if p is not None and self._shape is not None:
+            p = p.reshape(shape)
+        elif p is not None and len(shape) == 1:
+            p = p.reshape(p.shape[0])
+        return PoissonResult(device_result(p, d.origin), device_result(u, d.origin), info)
+
     def solve(self, omega, *, velocity=False, psi=True):
         """Psi (the shape of omega) and, with velocity=True, u = curl Psi for the vorticity
         omega: on a uniform grid (nx, ny, nz) (one component) or (nx, ny, nz, 3), indexed
         [i, j, k(, a)] with i along x, u (nx, ny, nz, 3); on a block grid (n_points,) or
-        (n_points, 3) in the grid's layout, u (n_points, 3). velocity needs three components."""
+        (n_points, 3) in the grid's layout, u (n_points, 3) (at the chosen blocks after
+        set_targets: (n_target_points, ...)). velocity needs three components. A CUDA array
+        omega (CuPy, PyTorch, DLPack; backend "cuda") is solved on the GPU without a host round
+        trip, the results CUDA arrays of its library."""
         if not psi and not velocity:
             raise FmkValueError(_ARG, "psi=False and velocity=False: ask for at least one")
+        if on_device(omega, "omega"):
+            return self._solve_device(omega, velocity, psi)
         a = np.asarray(omega)
         if a.dtype.kind not in "biuf":
             raise FmkTypeError(_ARG, f"omega must be real numbers; got dtype {a.dtype}")
@@ -368,7 +439,7 @@ class Poisson(_Owned):
                                               f"this block grid; got {a.shape}")
                 c = 1 if a.ndim == 1 else a.shape[1]
                 w = np.ascontiguousarray(a.reshape(n, c), dtype=np.float64)
-                lead = (n,)
+                lead = (self._info_locked().n_target_points,)
             p = np.empty(lead + (c,)) if psi else None
             u = np.empty(lead + (3,)) if velocity else None
             self._run(lib().fmk_poisson_solve, c, w.ctypes.data_as(_dp),
@@ -380,8 +451,10 @@ class Poisson(_Owned):
                 p = np.ascontiguousarray(p.transpose(2, 1, 0, 3))
             if u is not None:
                 u = np.ascontiguousarray(u.transpose(2, 1, 0, 3))
-        if p is not None:
+        if p is not None and self._shape is not None:
             p = p.reshape(a.shape)
+        elif p is not None and a.ndim == 1:
+            p = p.reshape(p.shape[0])
         return PoissonResult(p, u, info)
 
     def _info_locked(self):
@@ -394,7 +467,7 @@ class Poisson(_Owned):
                            c.n_blocks, c.h_min, c.order, c.theta, c.leaf_size, c.n_bricks,
                            c.n_nodes, c.direct_pairs, c.far_pairs, c.time_tree, c.time_plans,
                            c.time_expand, c.time_direct, c.time_far, c.time_cpu_part,
-                           c.time_gpu_part, c.bytes_device)
+                           c.time_gpu_part, c.bytes_device, c.n_targets, c.n_target_points)
 
     @property
     def info(self):

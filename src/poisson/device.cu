@@ -80,3 +80,44 @@ fmk_status fmk_poisson_dev_copy(struct fmk_poisson *s, int device, void *dst, co
         e = cudaMemcpy(dst, src, (size_t)bytes, kind);
     return e == cudaSuccess ? FMK_OK : fail(s, e, what);
 }
+
+/* range blockIdx.x: r[3 k] its first point, r[3 k + 1] its points, r[3 k + 2] where it goes */
+__global__ void k_gather(double *dst, const double *__restrict__ src, int width,
+                         const int64_t *__restrict__ r)
+{
+    const int64_t k = blockIdx.x, from = r[3 * k] * width, n = r[3 * k + 1] * width,
+                  to = r[3 * k + 2] * width;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+        dst[to + i] = src[from + i];
+}
+
+fmk_status fmk_poisson_dev_gather(struct fmk_poisson *s, int device, double *dst, const double *src,
+                                  int width, int64_t n_ranges, const int64_t *ranges)
+{
+    if (n_ranges <= 0)
+        return FMK_OK;
+    int64_t *h = (int64_t *)malloc(sizeof(int64_t) * 3 * (size_t)n_ranges);
+    if (!h)
+        return fmk_solver_fail(s, FMK_ERR_NOMEM, "fmk_poisson_solve_device: out of host memory");
+    int64_t at = 0;
+    for (int64_t k = 0; k < n_ranges; k++) {
+        h[3 * k] = ranges[2 * k], h[3 * k + 1] = ranges[2 * k + 1], h[3 * k + 2] = at;
+        at += ranges[2 * k + 1];
+    }
+    int64_t *d = NULL;
+    cudaError_t e = cudaSetDevice(device);
+    if (e == cudaSuccess)
+        e = cudaMalloc((void **)&d, sizeof(int64_t) * 3 * (size_t)n_ranges);
+    if (e == cudaSuccess)
+        e = cudaMemcpy(d, h, sizeof(int64_t) * 3 * (size_t)n_ranges, cudaMemcpyHostToDevice);
+    for (int64_t k0 = 0; e == cudaSuccess && k0 < n_ranges; k0 += 65535) {
+        const int64_t nk = n_ranges - k0 < 65535 ? n_ranges - k0 : 65535;
+        k_gather<<<(unsigned)nk, 256>>>(dst, src, width, d + 3 * k0);
+        e = cudaGetLastError();
+    }
+    if (e == cudaSuccess)
+        e = cudaDeviceSynchronize();
+    cudaFree(d);
+    free(h);
+    return e == cudaSuccess ? FMK_OK : fail(s, e, "the chosen blocks' copy");
+}

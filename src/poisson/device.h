@@ -29,6 +29,11 @@ enum { FMK_POISSON_H2D = 0, FMK_POISSON_D2H = 1, FMK_POISSON_D2D = 2 };
 fmk_status fmk_poisson_dev_copy(struct fmk_poisson *s, int device, void *dst, const void *src,
                                 int64_t bytes, int dir, const char *what);
 
+/* dst (device) = the points of n_ranges ranges of src (device), width values per point, one
+ * range after the other: ranges (host) holds 2 per range, its first point and its points. */
+fmk_status fmk_poisson_dev_gather(struct fmk_poisson *s, int device, double *dst, const double *src,
+                                  int width, int64_t n_ranges, const int64_t *ranges);
+
 #ifdef __cplusplus
 }
 #endif

@@ -100,6 +100,14 @@ struct fmk_poisson {
     void *state;                       /* the method's, or NULL */
     int64_t bytes;                     /* what the state holds on the host */
 
+    /* Results at chosen blocks (fmk_poisson_set_targets): the boxes the caller wants, in its
+     * order (NULL: every point). A method may evaluate only their points; it must then leave
+     * the staged arrays' other points at 0. targets_gen counts the choices made, so that a
+     * method's state made for another choice is made again. */
+    int64_t *targets;
+    int64_t n_targets, n_target_points;
+    int64_t targets_gen;
+
     double *staged; /* results before they go to the caller (owned) */
     int64_t staged_len;
 
@@ -136,6 +144,10 @@ fmk_status fmk_poisson_stage(struct fmk_poisson *s, int64_t len, double **staged
 fmk_status fmk_poisson_check_staged(struct fmk_poisson *s, int nc, const double *psi,
                                     const double *u);
 void fmk_poisson_solve_end(struct fmk_poisson *s, int nc, double t0);
+/* The points the results hold (the chosen blocks', or every point), and the caller's results
+ * from the staged ones (width values per point): the chosen blocks in order, or all. */
+int64_t fmk_poisson_result_points(const struct fmk_poisson *s);
+void fmk_poisson_extract(const struct fmk_poisson *s, double *dst, const double *src, int width);
 
 /* status.c: records a message on the solver (NULL: on the calling thread, as
  * fmk_error_set(NULL, ...)) and returns status. */

@@ -127,6 +127,11 @@ static void release_grid(fmk_poisson *s)
     free(s->boxes);
     s->boxes = NULL;
     s->n_boxes = 0;
+    free(s->targets);
+    s->targets = NULL;
+    s->n_targets = s->n_target_points = 0;
+    s->targets_gen++;
+    s->info.n_targets = s->info.n_target_points = 0;
     s->bytes = 0;
     s->has_grid = 0;
     memset(s->n, 0, sizeof s->n);
@@ -212,6 +217,7 @@ static fmk_status install_grid(fmk_poisson *s, struct fmk_poisson_box *boxes, in
     s->info.smoothing = smoothing;
     s->info.n_points = s->n_points;
     s->info.n_blocks = n_boxes;
+    s->info.n_target_points = s->n_points;
     s->info.setup_time = fmk_time_now() - t0;
     if (s->opts.verbose)
         fprintf(stderr,
@@ -467,10 +473,85 @@ fmk_status fmk_poisson_solve(fmk_poisson *s, int32_t n_components, const double 
         return st;
     }
     if (psi)
-        copy_out(psi, psi_staged, len_psi, s->threads);
+        fmk_poisson_extract(s, psi, psi_staged, n_components);
     if (velocity)
-        copy_out(velocity, u_staged, len_u, s->threads);
+        fmk_poisson_extract(s, velocity, u_staged, 3);
     fmk_poisson_solve_end(s, n_components, t0);
+    return FMK_OK;
+}
+
+int64_t fmk_poisson_result_points(const fmk_poisson *s)
+{
+    return s->targets ? s->n_target_points : s->n_points;
+}
+
+void fmk_poisson_extract(const fmk_poisson *s, double *dst, const double *src, int width)
+{
+    if (!s->targets) {
+        copy_out(dst, src, s->n_points * width, s->threads);
+        return;
+    }
+    int64_t at = 0;
+    for (int64_t k = 0; k < s->n_targets; k++) {
+        const struct fmk_poisson_box *b = &s->boxes[s->targets[k]];
+        const int64_t n = (int64_t)b->n[0] * b->n[1] * b->n[2] * width;
+        memcpy(dst + at, src + b->offset * width, sizeof(double) * (size_t)n);
+        at += n;
+    }
+}
+
+fmk_status fmk_poisson_set_targets(fmk_poisson *s, int64_t n_blocks, const int64_t *blocks)
+{
+    if (!s)
+        return fmk_solver_fail(NULL, FMK_ERR_NULL, "fmk_poisson_set_targets: solver is NULL");
+    call_begin(s);
+    if (!s->has_grid)
+        return fmk_solver_fail(s, FMK_ERR_STATE,
+                               "fmk_poisson_set_targets: the solver has no grid; call "
+                               "fmk_poisson_set_blocks first");
+    if (s->uniform)
+        return fmk_solver_fail(s, FMK_ERR_ARG,
+                               "fmk_poisson_set_targets chooses blocks of a block grid; this "
+                               "solver has a uniform grid (fmk_poisson_set_grid)");
+    if (n_blocks < 0 || n_blocks > s->n_boxes)
+        return fmk_solver_fail(s, FMK_ERR_ARG,
+                               "n_blocks = %lld; choose 0 (every point) to %lld blocks",
+                               (long long)n_blocks, (long long)s->n_boxes);
+    if (n_blocks > 0 && !blocks)
+        return fmk_solver_fail(s, FMK_ERR_NULL, "fmk_poisson_set_targets: blocks is NULL");
+    int64_t *t = NULL;
+    unsigned char *seen = NULL;
+    int64_t points = 0;
+    if (n_blocks > 0) {
+        t = malloc(sizeof(int64_t) * (size_t)n_blocks);
+        seen = calloc((size_t)s->n_boxes, 1);
+        if (!t || !seen) {
+            free(t), free(seen);
+            return fmk_solver_fail(s, FMK_ERR_NOMEM, "fmk_poisson_set_targets: out of host memory");
+        }
+        for (int64_t k = 0; k < n_blocks; k++) {
+            const int64_t b = blocks[k];
+            const char *why = b < 0 || b >= s->n_boxes ? "out of range" : seen[b] ? "repeated" : NULL;
+            if (why) {
+                free(t), free(seen);
+                return fmk_solver_fail(s, FMK_ERR_ARG,
+                                       "blocks[%lld] = %lld is %s (the grid has %lld blocks, "
+                                       "each chosen at most once)",
+                                       (long long)k, (long long)b, why, (long long)s->n_boxes);
+            }
+            seen[b] = 1;
+            t[k] = b;
+            points += (int64_t)s->boxes[b].n[0] * s->boxes[b].n[1] * s->boxes[b].n[2];
+        }
+        free(seen);
+    }
+    free(s->targets);
+    s->targets = t;
+    s->n_targets = n_blocks;
+    s->n_target_points = t ? points : 0;
+    s->targets_gen++;
+    s->info.n_targets = n_blocks;
+    s->info.n_target_points = fmk_poisson_result_points(s);
     return FMK_OK;
 }
 

@@ -145,6 +145,50 @@ int main(void)
         fmk_poisson_destroy(tc);
     }
 
+    printf("results at chosen blocks (device and host against the full solve)\n");
+    int64_t n_blocks = 0;
+    fmk_grid_get(g, &n_blocks, NULL, NULL, NULL, NULL, NULL);
+    const int64_t b3 = np / n_blocks;
+    int64_t chosen[7];
+    for (int k = 0; k < 7; k++)
+        chosen[k] = (n_blocks - 1 - 37 * k + 7 * n_blocks) % n_blocks;
+    const fmk_poisson_method tmethods[2] = {FMK_POISSON_TREECODE, FMK_POISSON_DIRECT};
+    for (int k = 0; k < 2; k++) {
+        fmk_poisson *ps = make(g, 0, tmethods[k], FMK_BACKEND_CUDA, 0, 1e-4);
+        if (!ps)
+            continue;
+        double *full = malloc(sizeof(double) * 3 * np), *fu = malloc(sizeof(double) * 3 * np);
+        double *part = malloc(sizeof(double) * 3 * 7 * b3), *pu = malloc(sizeof(double) * 3 * 7 * b3);
+        CHECK(fmk_poisson_solve(ps, 3, w, full, fu) == FMK_OK, "%s", fmk_poisson_last_error(ps));
+        CHECK(fmk_poisson_set_targets(ps, 7, chosen) == FMK_OK, "%s", fmk_poisson_last_error(ps));
+        for (int dev_first = 0; dev_first < 2; dev_first++) {
+            int same = 1;
+            if (dev_first) {
+                CUDA_OK(cudaMemcpy(d.om, w, sizeof(double) * 3 * np, cudaMemcpyHostToDevice));
+                CHECK(fmk_poisson_solve_device(ps, 3, d.om, d.psi, d.u) == FMK_OK, "%s",
+                      fmk_poisson_last_error(ps));
+                CUDA_OK(cudaMemcpy(part, d.psi, sizeof(double) * 3 * 7 * b3, cudaMemcpyDeviceToHost));
+                CUDA_OK(cudaMemcpy(pu, d.u, sizeof(double) * 3 * 7 * b3, cudaMemcpyDeviceToHost));
+            } else
+                CHECK(fmk_poisson_solve(ps, 3, w, part, pu) == FMK_OK, "%s",
+                      fmk_poisson_last_error(ps));
+            for (int t = 0; t < 7; t++)
+                same &= !memcmp(part + 3 * b3 * t, full + 3 * b3 * chosen[t],
+                                sizeof(double) * 3 * (size_t)b3) &&
+                        !memcmp(pu + 3 * b3 * t, fu + 3 * b3 * chosen[t],
+                                sizeof(double) * 3 * (size_t)b3);
+            fmk_poisson_info in;
+            fmk_poisson_get_info(ps, &in);
+            printf("  %-10s %s: 7 of %lld blocks, %lld bricks: %s\n",
+                   fmk_poisson_method_name(tmethods[k]), dev_first ? "device" : "host",
+                   (long long)n_blocks, (long long)in.n_bricks, same ? "the same bits" : "DIFFERENT");
+            CHECK(same, "%s: chosen blocks differ from the full solve",
+                  fmk_poisson_method_name(tmethods[k]));
+        }
+        fmk_poisson_destroy(ps);
+        free(full), free(fu), free(part), free(pu);
+    }
+
     printf("staged through the host\n");
     fmk_poisson *hy = make(g, 0, FMK_POISSON_TREECODE, FMK_BACKEND_CUDA, 1, 1e-4);
     if (hy)

@@ -149,7 +149,7 @@ static void run(fmk_poisson *s, int nc, int want_u, double eps)
     struct fmk_tc_gpu *gpu = NULL;
     CHECK(fmk_tc_gpu_create(s, &args, &gpu) == FMK_OK, "create: %s", fmk_poisson_last_error(s));
     double *pot = calloc(NP * 3, sizeof(double)), *u = calloc(NP * 3, sizeof(double));
-    double secs[3];
+    double secs[4];
     for (int round = 0; round < 2 && gpu; round++) { /* the second reuses the plans */
         memset(pot, 0, sizeof(double) * NP * 3);
         memset(u, 0, sizeof(double) * NP * 3);

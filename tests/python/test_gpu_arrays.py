@@ -189,3 +189,24 @@ def _have(module):
         return True
     except ImportError:
         return False
+
+
+def test_poisson_on_device_arrays(xp):
+    """fmmkit.Poisson.solve with a CUDA omega: the host solve's results, as device arrays, on a
+    uniform grid (the (nx, ny, nz, 3) layout) and at chosen blocks of a block grid."""
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((12, 10, 8, 3))
+    with fmmkit.Poisson(1e-6, method="treecode", backend="cuda") as s:
+        s.set_grid((12, 10, 8), 0.1)
+        host = s.solve(w, velocity=True)
+        dev = s.solve(xp.put(w), velocity=True)
+        assert xp.is_native(dev.psi) and xp.is_native(dev.u)
+        assert dev.psi.shape == (12, 10, 8, 3) and dev.u.shape == (12, 10, 8, 3)
+        assert np.array_equal(xp.get(dev.psi), host.psi) and np.array_equal(xp.get(dev.u), host.u)
+    with fmmkit.BlockGrid.rings(32, 8) as g, fmmkit.Poisson(1e-4, method="treecode",
+                                                             backend="cuda", grid=g) as s:
+        om = rng.standard_normal((g.n_points, 3))
+        host = s.set_targets([3, 1]).solve(om)
+        dev = s.solve(xp.put(om))
+        assert dev.psi.shape == (2 * 512, 3)
+        assert np.array_equal(xp.get(dev.psi), host.psi)

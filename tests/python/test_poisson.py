@@ -205,3 +205,30 @@ def test_block_grid_errors():
             fmmkit.Poisson(method="treecode", **bad)
     with pytest.raises(fmmkit.FmkValueError):
         fmmkit.Poisson(backend="tpu")
+
+
+def test_results_at_chosen_blocks():
+    rng = np.random.default_rng(5)
+    with two_levels() as g:
+        w = rng.standard_normal((g.n_points, 3))
+        for method in ("direct", "treecode"):
+            with fmmkit.Poisson(1e-6, method=method, backend="cpu", grid=g) as s:
+                full = s.solve(w, velocity=True)
+                chosen = [12, 0, 7]
+                r = s.set_targets(chosen).solve(w, velocity=True)
+                b3 = 64
+                assert r.info.n_targets == 3 and r.info.n_target_points == 3 * b3
+                assert r.psi.shape == (3 * b3, 3) and r.u.shape == (3 * b3, 3)
+                for t, k in enumerate(chosen):
+                    assert np.array_equal(r.psi[t * b3:(t + 1) * b3], full.psi[k * b3:(k + 1) * b3])
+                    assert np.array_equal(r.u[t * b3:(t + 1) * b3], full.u[k * b3:(k + 1) * b3])
+                assert s.solve(w[:, 0]).psi.shape == (3 * b3,)
+                assert np.array_equal(s.set_targets(None).solve(w).psi, full.psi)
+                with pytest.raises(fmmkit.FmkValueError, match="repeated"):
+                    s.set_targets([1, 1])
+                with pytest.raises(fmmkit.FmkValueError, match="out of range"):
+                    s.set_targets([15])
+    with fmmkit.Poisson(method="direct") as s:
+        s.set_grid((4, 4, 4), 0.25)
+        with pytest.raises(fmmkit.FmkValueError, match="uniform grid"):
+            s.set_targets([0])

@@ -4,7 +4,7 @@
  * h_j^3, smoothing h_min or as given, G(0) = 3/(2 eps)) on a three-level grid whose finest
  * blocks touch coarse ones, Psi and u; fmm against direct within eps; a uniform grid given as
  * blocks against set_grid on the same points; NaN in omega named by its block; interrupts (a
- * check, and fmk_poisson_interrupt from a second thread). */
+ * check, and fmk_poisson_interrupt from a second thread); results at chosen blocks. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <pthread.h>
@@ -347,8 +347,71 @@ static void test_interrupt(void)
     free(w), free(ref), free(psi);
 }
 
+/* Results at chosen blocks (fmk_poisson_set_targets): methods direct and treecode (which makes
+ * bricks for the chosen blocks only) give the full solve's values there, bit for bit, in the
+ * order chosen; n = 0 chooses every point again; the refusals. */
+static void test_targets(void)
+{
+    const double anchor[3] = {0, 0, 0};
+    fmk_grid *g = three_levels(anchor);
+    int64_t np = 0;
+    fmk_grid_get(g, NULL, &np, NULL, NULL, NULL, NULL);
+    double *w = malloc(sizeof(double) * 3 * np), *full = malloc(sizeof(double) * 3 * np),
+           *fu = malloc(sizeof(double) * 3 * np), *part = malloc(sizeof(double) * 3 * np),
+           *pu = malloc(sizeof(double) * 3 * np);
+    random_omega(np, 3, 11, w);
+    const int64_t chosen[5] = {17, 0, 5, 21, 9}, b3 = 64;
+    const fmk_poisson_method methods[2] = {FMK_POISSON_DIRECT, FMK_POISSON_TREECODE};
+    for (int k = 0; k < 2; k++) {
+        fmk_poisson *ps = make(methods[k], 1e-6, 0);
+        CHECK_SOLVER_OK(fmk_poisson_set_blocks(ps, g), ps);
+        CHECK_SOLVER_OK(fmk_poisson_solve(ps, 3, w, full, fu), ps);
+        CHECK_SOLVER_OK(fmk_poisson_set_targets(ps, 5, chosen), ps);
+        fmk_poisson_info in;
+        fmk_poisson_get_info(ps, &in);
+        CHECK(in.n_targets == 5 && in.n_target_points == 5 * b3);
+        test_fill_sentinel(part, 3 * np);
+        CHECK_SOLVER_OK(fmk_poisson_solve(ps, 3, w, part, pu), ps);
+        int same = 1;
+        for (int t = 0; t < 5; t++)
+            same &= !memcmp(part + 3 * b3 * t, full + 3 * b3 * chosen[t],
+                            sizeof(double) * 3 * (size_t)b3) &&
+                    !memcmp(pu + 3 * b3 * t, fu + 3 * b3 * chosen[t], sizeof(double) * 3 * (size_t)b3);
+        CHECK(same);
+        CHECK(test_untouched(part + 3 * 5 * b3, 3 * np - 3 * 5 * b3));
+        if (methods[k] == FMK_POISSON_TREECODE) {
+            fmk_poisson_get_info(ps, &in);
+            CHECK(in.n_bricks == 5); /* b = 4: a brick per block */
+        }
+        /* every point again */
+        CHECK_SOLVER_OK(fmk_poisson_set_targets(ps, 0, NULL), ps);
+        CHECK_SOLVER_OK(fmk_poisson_solve(ps, 3, w, part, NULL), ps);
+        CHECK(!memcmp(part, full, sizeof(double) * 3 * (size_t)np));
+        /* refusals, the choice unchanged */
+        const int64_t bad1[2] = {3, 22}, bad2[3] = {1, 2, 1};
+        CHECK_STATUS(fmk_poisson_set_targets(ps, 2, bad1), FMK_ERR_ARG);
+        CHECK(strstr(fmk_poisson_last_error(ps), "out of range") != NULL);
+        CHECK_STATUS(fmk_poisson_set_targets(ps, 3, bad2), FMK_ERR_ARG);
+        CHECK(strstr(fmk_poisson_last_error(ps), "repeated") != NULL);
+        CHECK_STATUS(fmk_poisson_set_targets(ps, 2, NULL), FMK_ERR_NULL);
+        CHECK_STATUS(fmk_poisson_set_targets(ps, -1, chosen), FMK_ERR_ARG);
+        fmk_poisson_get_info(ps, &in);
+        CHECK(in.n_targets == 0 && in.n_target_points == np);
+        fmk_poisson_destroy(ps);
+    }
+    fmk_poisson *u = make(FMK_POISSON_DIRECT, 1e-6, 0);
+    CHECK_STATUS(fmk_poisson_set_targets(u, 1, chosen), FMK_ERR_STATE);
+    CHECK_SOLVER_OK(fmk_poisson_set_grid(u, 4, 4, 4, 0.25, NULL), u);
+    CHECK_STATUS(fmk_poisson_set_targets(u, 1, chosen), FMK_ERR_ARG);
+    CHECK_STATUS(fmk_poisson_set_targets(NULL, 1, chosen), FMK_ERR_NULL);
+    fmk_poisson_destroy(u);
+    fmk_grid_destroy(g);
+    free(w), free(full), free(fu), free(part), free(pu);
+}
+
 int main(void)
 {
+    test_targets();
     test_set_blocks();
     test_direct();
     test_fmm();

@@ -51,9 +51,12 @@ int64_t fmk_tc_plans_bytes(const fmk_tc_plans *p)
 fmk_status fmk_tc_bricks_make(fmk_poisson *s, fmk_tc_plans *p)
 {
     fmk_tc_plans_free(p);
+    /* the boxes whose points are wanted: the chosen blocks (set_targets), or all */
+    const int64_t n_boxes = s->targets ? s->n_targets : s->n_boxes;
+#define BOX(k) (s->targets ? s->targets[k] : (k))
     int64_t count = 0;
-    for (int64_t k = 0; k < s->n_boxes; k++) {
-        const struct fmk_poisson_box *b = &s->boxes[k];
+    for (int64_t k = 0; k < n_boxes; k++) {
+        const struct fmk_poisson_box *b = &s->boxes[BOX(k)];
         int64_t c = 1;
         for (int a = 0; a < 3; a++)
             c *= (b->n[a] + BRICK_SIDE - 1) / BRICK_SIDE;
@@ -65,7 +68,8 @@ fmk_status fmk_tc_bricks_make(fmk_poisson *s, fmk_tc_plans *p)
                                "method treecode: out of host memory for %lld bricks",
                                (long long)count);
     int64_t m = 0;
-    for (int64_t k = 0; k < s->n_boxes; k++) {
+    for (int64_t kk = 0; kk < n_boxes; kk++) {
+        const int64_t k = BOX(kk);
         const struct fmk_poisson_box *b = &s->boxes[k];
         int64_t pieces[3];
         for (int a = 0; a < 3; a++)
@@ -89,6 +93,7 @@ fmk_status fmk_tc_bricks_make(fmk_poisson *s, fmk_tc_plans *p)
                         b->offset + start[0] + br->stride[0] * start[1] + br->stride[1] * start[2];
                 }
     }
+#undef BOX
     p->n_bricks = count;
     return FMK_OK;
 }

@@ -26,6 +26,7 @@ typedef struct fmk_tc_state {
     int64_t *support;   /* the sources' field indices, field order */
     int64_t n_support, support_cap;
     int has_plans;      /* src, tree and plans are those of support */
+    int64_t targets_gen; /* the solver's choice of blocks the bricks were made for */
     int plans_velocity; /* the plans were made for a solve with the velocity (its distance) */
 #ifdef FMK_HAVE_CUDA
     struct fmk_tc_gpu *gpu;
@@ -148,6 +149,7 @@ fmk_status fmk_treecode_setup(fmk_poisson *s)
     fmk_status st = fmk_tc_bricks_make(s, &m->plans);
     if (st != FMK_OK)
         return st;
+    m->targets_gen = s->targets_gen;
 #ifdef FMK_HAVE_CUDA
     if (s->info.backend == FMK_BACKEND_CUDA) {
         const fmk_tc_gpu_args args = {s->opts.device, s->eps, s->e, s->n_points, s->threads};
@@ -176,6 +178,14 @@ static fmk_status geometry(fmk_poisson *s, fmk_tc_state *m, int nc, const double
                            int velocity, int *changed)
 {
     double t0 = fmk_time_now();
+    if (m->targets_gen != s->targets_gen) { /* other blocks chosen: their bricks, new plans */
+        fmk_status st = fmk_tc_bricks_make(s, &m->plans);
+        if (st != FMK_OK)
+            return st;
+        m->targets_gen = s->targets_gen;
+        m->has_plans = 0;
+        s->info.n_bricks = m->plans.n_bricks;
+    }
     *changed = !m->has_plans;
     fmk_status st =
         fmk_tc_sources_support(s, nc, omega, &m->support, &m->n_support, &m->support_cap, changed);
@@ -396,7 +406,7 @@ fmk_status fmk_treecode_solve_device(fmk_poisson *s, int nc, const double *d_ome
     int same = 0, changed = 0;
     fmk_status st = FMK_OK;
     if (m->has_plans && m->gpu_has_plans && m->plans_velocity == want_u && m->n_support > 0 &&
-        m->src.nc == nc)
+        m->src.nc == nc && m->targets_gen == s->targets_gen)
         st = fmk_tc_gpu_support_same(s, m->gpu, nc, d_omega, &same);
     if (st == FMK_OK && !same) {
         st = omega_to_host(s, m, nc, d_omega);

@@ -137,12 +137,6 @@ static moments_kernel kernel_for(int p, int nc)
     return p >= 0 && p <= TC_FAST_ORDER_MAX ? by_order[p](nc) : NULL;
 }
 
-static fmk_status fail(fmk_poisson *s, cudaError_t e, const char *what)
-{
-    cudaGetLastError();
-    return fmk_solver_fail(s, e == cudaErrorMemoryAllocation ? FMK_ERR_DEVICE_NOMEM : FMK_ERR_DEVICE,
-                           "method treecode on the GPU: %s: %s", what, cudaGetErrorString(e));
-}
 
 fmk_status fmk_tc_gpu_moment_items(fmk_poisson *s, struct fmk_tc_gpu *g, const fmk_tc_tree *t)
 {
@@ -183,7 +177,7 @@ fmk_status fmk_tc_gpu_moment_items(fmk_poisson *s, struct fmk_tc_gpu *g, const f
                        cudaMemcpyHostToDevice);
     free(node), free(range), free(first);
     if (e != cudaSuccess)
-        return fail(s, e, "the multipoles' work items");
+        return fmk_tc_cuda_fail(s, e, "the multipoles' work items");
     g->n_items = it;
     g->bytes += (int64_t)(sizeof(int32_t) + 2 * sizeof(int64_t)) * it +
                 (int64_t)sizeof(int64_t) * (t->n_nodes + 1);
@@ -217,7 +211,7 @@ fmk_status fmk_tc_gpu_moments(fmk_poisson *s, struct fmk_tc_gpu *g, const double
             g->partial_len = need_p, g->bytes += (int64_t)sizeof(double) * need_p;
     }
     if (e != cudaSuccess)
-        return fail(s, e, "the multipoles' arrays");
+        return fmk_tc_cuda_fail(s, e, "the multipoles' arrays");
     /* after the weights (gathered or uploaded before the direct part's start), beside it */
     e = cudaStreamWaitEvent(g->stream2, g->ev[0], 0);
     if (e == cudaSuccess)
@@ -233,7 +227,7 @@ fmk_status fmk_tc_gpu_moments(fmk_poisson *s, struct fmk_tc_gpu *g, const double
     if (e == cudaSuccess)
         e = cudaEventRecord(g->ev[7], g->stream2);
     if (e != cudaSuccess)
-        return fail(s, e, "the multipoles' kernels");
+        return fmk_tc_cuda_fail(s, e, "the multipoles' kernels");
     g->moments_ready = 1;
     return FMK_OK;
 }

@@ -4,19 +4,6 @@
  * the direct part runs), and the results scaled in place, never leaving the GPU. */
 #include "poisson/treecode/cuda/treecode_cuda.h"
 
-static fmk_status fail(fmk_poisson *s, cudaError_t e, const char *what)
-{
-    cudaGetLastError();
-    return fmk_solver_fail(s, e == cudaErrorMemoryAllocation ? FMK_ERR_DEVICE_NOMEM : FMK_ERR_DEVICE,
-                           "method treecode on the GPU: %s: %s", what, cudaGetErrorString(e));
-}
-
-#define TRY(call, what)                                                                       \
-    do {                                                                                      \
-        cudaError_t e_ = (call);                                                              \
-        if (e_ != cudaSuccess)                                                                \
-            return fail(s, e_, what);                                                         \
-    } while (0)
 
 static unsigned grid_for(int64_t n)
 {

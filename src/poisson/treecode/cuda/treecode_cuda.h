@@ -83,6 +83,19 @@ cudaError_t fmk_tc_far_psi(cudaStream_t st, int order, int nc, int fp32, int64_t
                            const fmk_tc_brick *bricks, const int64_t *fstart, const int32_t *fnode,
                            const real4d *node, const double *multipole, double *pot);
 
+/* eval.cu: the solver's message for a failed CUDA call (FMK_ERR_DEVICE_NOMEM for an
+ * allocation, else FMK_ERR_DEVICE), and TRY, which returns it from a function with s in scope. */
+fmk_status fmk_tc_cuda_fail(fmk_poisson *s, cudaError_t err, const char *what);
+#define TRY(call, what)                                                                       \
+    do {                                                                                      \
+        cudaError_t e_ = (call);                                                              \
+        if (e_ != cudaSuccess)                                                                \
+            return fmk_tc_cuda_fail(s, e_, what);                                             \
+    } while (0)
+
+/* upload.cu: device array *p freed and made again at bytes (counted in g->bytes). */
+cudaError_t fmk_tc_dev_array(struct fmk_tc_gpu *g, void **p, size_t bytes);
+
 /* eval.cu: waits for the GPU's part to end on streams last and g->stream, polling the solver's
  * stop request (FMK_ERR_INTERRUPTED once the queued work is done); the kernels' seconds of the
  * solve just waited for (fmk_tc_gpu_collect's kernel_seconds, 4 values). */
