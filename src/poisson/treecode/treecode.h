@@ -150,10 +150,11 @@ fmk_status fmk_tc_eval_cpu(struct fmk_poisson *s, const fmk_tc_sources *src,
 #ifdef FMK_HAVE_CUDA
 /* cuda/eval.cu: the GPU's part (the paper's Fig. 2), on two streams. upload: the sources
  * (every solve), and the plans, bricks and the tree's geometry when plans_changed. launch: the
- * direct part's kernels, started at once (it needs no multipoles: the CPU computes them
- * meanwhile). far: the tree's multipoles (computed on the CPU for this omega) go up while the
- * direct part runs, and the far part's kernels add to its results after it; a hybrid solve
- * does not call it and evaluates the far part on the CPU instead. collect: the results come
+ * results zeroed and the direct part's kernels started at once (it needs no multipoles).
+ * far: the multipoles (made on the GPU by fmk_tc_gpu_moments_launch, or the CPU's for this
+ * omega, which go up while the direct part runs), and the far part's kernels beside the direct
+ * part's, each adding to the results; a hybrid solve does not call it and evaluates the far
+ * part on the CPU instead. collect: the results come
  * down; it waits (polling the solver's interrupt), adds them into pot and u where given (host,
  * layout of fmk_tc_eval_cpu; NULL: leave them in fmk_tc_gpu_results), and gives the seconds
  * of the direct and the far part's kernels and of the GPU's whole part (from the sources'

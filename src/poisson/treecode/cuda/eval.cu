@@ -16,9 +16,10 @@
  * each thread the irregular harmonics of its points about the node once for all components
  * (fmm3d/cuda/harmonics.cuh: the GPU FMM's M2P sums), in fp64.
  *
- * Outputs per field point in grid units: pot (nc per point) and u (3 per point). The direct
- * kernel stores every point of every brick (zeros included), the far kernel adds after it on
- * the same stream. */
+ * Outputs per field point in grid units: pot (nc per point) and u (3 per point), zeroed at the
+ * start; the direct kernels (stream) and the far kernels (stream2) run side by side and each
+ * adds once (atomically) to every point of every brick, so the results are the same bits in
+ * whichever order the two adds land. */
 #include <string.h>
 #include <time.h>
 
@@ -56,7 +57,7 @@ template <> struct vec<double> {
 
 /* The direct part of brick blockIdx.x (+ base). NC components, U: the velocity too. */
 template <typename R, int NC, bool U>
-__global__ void __launch_bounds__(TC_DIRECT_THREADS)
+__global__ void __launch_bounds__(TC_DIRECT_THREADS, TC_DIRECT_MIN_BLOCKS)
     k_direct(int64_t base, const fmk_tc_brick *__restrict__ bricks,
              const int64_t *__restrict__ dstart, const int64_t *__restrict__ drange,
              const typename vec<R>::v4 *__restrict__ xyzw,
@@ -199,11 +200,11 @@ __global__ void __launch_bounds__(TC_DIRECT_THREADS)
         if (pot)
 #pragma unroll
             for (int a = 0; a < NC; a++)
-                pot[NC * p + a] = acc[k][a];
+                atomicAdd(pot + NC * p + a, acc[k][a]);
         if (U)
 #pragma unroll
             for (int a = 0; a < 3; a++)
-                u[3 * p + a] = accu[k][a];
+                atomicAdd(u + 3 * p + a, accu[k][a]);
     }
 }
 
@@ -266,13 +267,13 @@ __global__ void __launch_bounds__(TC_THREADS)
         if (pot)
 #pragma unroll
             for (int a = 0; a < NC; a++)
-                pot[NC * pt + a] += acc[k][a];
+                atomicAdd(pot + NC * pt + a, acc[k][a]);
         if (want_u && NC == 3) {
             /* u = curl Psi: u_a = d_b Psi_c - d_c Psi_b, (a, b, c) cyclic */
 #pragma unroll
             for (int a = 0; a < 3; a++) {
                 const int bb = (a + 1) % 3, cc = (a + 2) % 3;
-                u[3 * pt + a] += grad[k][cc % NC][bb] - grad[k][bb % NC][cc];
+                atomicAdd(u + 3 * pt + a, grad[k][cc % NC][bb] - grad[k][bb % NC][cc]);
             }
         }
     }
@@ -375,6 +376,13 @@ fmk_status fmk_tc_gpu_launch(fmk_poisson *s, struct fmk_tc_gpu *g, int want_pot,
     g->want_pot = want_pot, g->want_u = want_u;
     g->moments_ready = 0;
     const double e2 = g->args.e * g->args.e;
+    /* the direct and the far part each add once to every point of their bricks, in either
+     * order and at the same time: from zero, the two sums are the same bits either way */
+    const int64_t np = g->args.n_points;
+    if (want_pot)
+        TRY(cudaMemsetAsync(g->pot, 0, sizeof(double) * (size_t)(g->nc * np), g->stream), "memset");
+    if (want_u)
+        TRY(cudaMemsetAsync(g->u, 0, sizeof(double) * 3 * (size_t)np, g->stream), "memset");
     TRY(cudaEventRecord(g->ev[0], g->stream), "an event");
     for (int64_t b0 = 0; b0 < g->n_bricks; b0 += TC_LAUNCH_BRICKS) {
         const int64_t nb = g->n_bricks - b0 < TC_LAUNCH_BRICKS ? g->n_bricks - b0 : TC_LAUNCH_BRICKS;
@@ -404,12 +412,12 @@ fmk_status fmk_tc_gpu_far(fmk_poisson *s, struct fmk_tc_gpu *g, const fmk_tc_tre
         g->multipole_len = len;
     }
     /* the CPU's multipoles go up beside the direct part (unless the GPU made them: moments.cu);
-     * the far part adds to its results after it */
+     * the far part runs beside it too, once the results are zeroed (ev[0]) */
     if (!g->moments_ready)
         TRY(cudaMemcpyAsync(g->multipole, tree->multipole, sizeof(double) * (size_t)len,
                             cudaMemcpyHostToDevice, g->stream2),
             "the multipoles' upload");
-    TRY(cudaStreamWaitEvent(g->stream2, g->ev[1], 0), "an event");
+    TRY(cudaStreamWaitEvent(g->stream2, g->ev[0], 0), "an event");
     TRY(cudaEventRecord(g->ev[3], g->stream2), "an event");
     const int S = (g->order + 1) * (g->order + 2);
     const size_t shm = sizeof(double) * (size_t)(g->nc * S);
@@ -491,6 +499,8 @@ fmk_status fmk_tc_gpu_collect(fmk_poisson *s, struct fmk_tc_gpu *g, double *pot,
     const int64_t np = g->args.n_points;
     if (!g->far) /* hybrid: the downloads' start, to leave the wait for the CPU out of the span */
         TRY(cudaEventRecord(g->ev[3], last), "an event");
+    else /* the direct part too */
+        TRY(cudaStreamWaitEvent(last, g->ev[1], 0), "an event");
     if (g->want_pot)
         TRY(cudaMemcpyAsync(g->h_out, g->pot, sizeof(double) * (size_t)(g->nc * np),
                             cudaMemcpyDeviceToHost, last),
@@ -499,7 +509,7 @@ fmk_status fmk_tc_gpu_collect(fmk_poisson *s, struct fmk_tc_gpu *g, double *pot,
         TRY(cudaMemcpyAsync(g->h_out + 3 * np, g->u, sizeof(double) * 3 * (size_t)np,
                             cudaMemcpyDeviceToHost, last),
             "the results' download");
-    if (g->far) /* the direct part's stream is done too (the far part waited for it) */
+    if (g->far) /* the direct part's stream is done too (waited for above) */
         TRY(cudaEventRecord(g->ev[5], last), "an event");
     else
         TRY(cudaEventRecord(g->ev[5], g->stream), "an event");

@@ -5,9 +5,10 @@
  * |u|) are made column by column (m fixed, n = m .. p) by the three-term recursion, and each
  * value is multiplied into the sums as soon as it exists: nothing is stored, every loop is
  * unrolled, and the recursion's coefficients are compile-time constants (read by the
- * instructions from the constant bank), so a point-node evaluation is about 6 + 2 NC fp64
- * instructions per coefficient (n, m). The multipoles of the node (all components) are in
- * shared memory. The general kernel (eval.cu, with gradients) serves the velocity and
+ * instructions from the constant bank), so a point-node evaluation is about 6 + 2 NC
+ * instructions per coefficient (n, m) and its loads (two 16-byte loads for 3 components in
+ * fp32). The multipoles of the node (all components) are in shared memory. fp32 (eps >= 1e-4)
+ * or fp64. The general kernel (eval.cu, with gradients) serves the velocity and
  * orders above TC_FAST_ORDER_MAX. */
 #include "poisson/treecode/cuda/treecode_cuda.h"
 
@@ -88,13 +89,45 @@ template <> struct rec<float> {
     static __device__ __forceinline__ float rsq(float x) { return rsqrtf(x); }
 };
 
-/* A multipole coefficient from shared memory, read where it is used: the loads are the same
- * for every point of a thread, and hoisted out of the points' loop they would hold all of them
- * in registers at once (and spill). */
-template <typename R> static __device__ __forceinline__ R coef(const R *p)
-{
-    return *(const volatile R *)p;
-}
+/* The multipoles of a node in shared memory, coefficient after coefficient: coefficient k's
+ * (re, im) of every component side by side, CS values per coefficient (fp32, 3 components: 8,
+ * padded for two 16-byte loads; else 2 NC). A coefficient is read where it is used, by loads
+ * the compiler may not move (asm volatile): hoisted out of the points' loop they would hold
+ * every coefficient in registers at once and spill. */
+template <typename R, int NC> struct coefs {
+    static constexpr int CS = 2 * NC;
+    static __device__ __forceinline__ void load(const R *s, int k, R re[NC], R im[NC])
+    {
+#pragma unroll
+        for (int a = 0; a < NC; a++) {
+            const unsigned addr = (unsigned)__cvta_generic_to_shared(s + k * CS + 2 * a);
+            asm volatile("ld.shared.v2.f64 {%0, %1}, [%2];" : "=d"(re[a]), "=d"(im[a]) : "r"(addr));
+        }
+    }
+};
+template <> struct coefs<float, 1> {
+    static constexpr int CS = 2;
+    static __device__ __forceinline__ void load(const float *s, int k, float re[1], float im[1])
+    {
+        const unsigned addr = (unsigned)__cvta_generic_to_shared(s + k * CS);
+        asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];" : "=f"(re[0]), "=f"(im[0]) : "r"(addr));
+    }
+};
+template <> struct coefs<float, 3> {
+    static constexpr int CS = 8;
+    static __device__ __forceinline__ void load(const float *s, int k, float re[3], float im[3])
+    {
+        const unsigned addr = (unsigned)__cvta_generic_to_shared(s + k * CS);
+        float pad0, pad1;
+        asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];"
+                     : "=f"(re[0]), "=f"(im[0]), "=f"(re[1]), "=f"(im[1])
+                     : "r"(addr));
+        asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];"
+                     : "=f"(re[2]), "=f"(im[2]), "=f"(pad0), "=f"(pad1)
+                     : "r"(addr + 16));
+        (void)pad0, (void)pad1;
+    }
+};
 
 /* R: the precision of the harmonics and the multipoles (double, or float for eps >= 1e-4: a
  * term's relative rounding 1e-7, the point's sums per node added in double). */
@@ -104,8 +137,10 @@ __global__ void __launch_bounds__(TC_THREADS)
               const int64_t *__restrict__ fstart, const int32_t *__restrict__ fnode,
               const real4d *__restrict__ node, const double *__restrict__ multipole, double *pot)
 {
-    constexpr int S = (P + 1) * (P + 2); /* doubles per expansion */
-    __shared__ R s_m[NC * S];
+    typedef coefs<R, NC> C;
+    constexpr int S = (P + 1) * (P + 2); /* doubles per component's expansion */
+    constexpr int K = S / 2;             /* coefficients */
+    __shared__ __align__(16) R s_m[K * C::CS];
     const int64_t bi = base + blockIdx.x;
     const fmk_tc_brick b = bricks[bi];
     const int np = b.n[0] * b.n[1] * b.n[2];
@@ -116,13 +151,13 @@ __global__ void __launch_bounds__(TC_THREADS)
     for (int64_t e = fstart[bi]; e < fstart[bi + 1]; e++) {
         const int nd = fnode[e];
         __syncthreads(); /* the previous node's multipoles are no longer read */
-        for (int i = threadIdx.x; i < NC * S; i += TC_THREADS)
-            s_m[i] = (R)multipole[(int64_t)nd * NC * S + i];
+        for (int i = threadIdx.x; i < NC * S; i += TC_THREADS) { /* i = a S + 2 k + part */
+            const int a = i / S, k = (i % S) / 2, part = i % 2;
+            s_m[k * C::CS + 2 * a + part] = (R)multipole[(int64_t)nd * NC * S + i];
+        }
         const real4d c = node[nd];
         __syncthreads();
         const double inv_s = 1 / c.w;
-        /* one point at a time: unrolled over points, the compiler would keep every multipole
-         * coefficient in registers at once and spill */
 #pragma unroll 1
         for (int k = 0; k < kmax; k++) {
             const int q = threadIdx.x + k * TC_THREADS;
@@ -144,31 +179,28 @@ __global__ void __launch_bounds__(TC_THREADS)
                     dr = nr, di = ni;
                 }
                 const R w = m ? 2 : 1; /* X_n^-m = (-1)^m conj X_n^m: twice the real part */
-                R col[NC];
+                R col[NC], re[NC], im[NC];
+                C::load(s_m, TC_IDX(m, m), re, im);
 #pragma unroll
-                for (int a = 0; a < NC; a++) {
-                    const R *M = s_m + a * S + 2 * TC_IDX(m, m);
-                    col[a] = coef(M) * dr - coef(M + 1) * di;
-                }
+                for (int a = 0; a < NC; a++)
+                    col[a] = re[a] * dr - im[a] * di;
                 R pr = dr, pi = di, qr = 0, qi = 0;
                 if (m + 1 <= P) {
                     const R a1 = rec<R>::a(TC_IDX(m + 1, m)) * z;
                     qr = a1 * dr, qi = a1 * di;
+                    C::load(s_m, TC_IDX(m + 1, m), re, im);
 #pragma unroll
-                    for (int a = 0; a < NC; a++) {
-                        const R *M = s_m + a * S + 2 * TC_IDX(m + 1, m);
-                        col[a] += coef(M) * qr - coef(M + 1) * qi;
-                    }
+                    for (int a = 0; a < NC; a++)
+                        col[a] += re[a] * qr - im[a] * qi;
                 }
 #pragma unroll
                 for (int n = m + 2; n <= P; n++) {
                     const R A = rec<R>::a(TC_IDX(n, m)) * z, B = rec<R>::b(TC_IDX(n, m)) * r2;
                     const R sr = A * qr - B * pr, si = A * qi - B * pi;
+                    C::load(s_m, TC_IDX(n, m), re, im);
 #pragma unroll
-                    for (int a = 0; a < NC; a++) {
-                        const R *M = s_m + a * S + 2 * TC_IDX(n, m);
-                        col[a] += coef(M) * sr - coef(M + 1) * si;
-                    }
+                    for (int a = 0; a < NC; a++)
+                        col[a] += re[a] * sr - im[a] * si;
                     pr = qr, pi = qi, qr = sr, qi = si;
                 }
 #pragma unroll
@@ -189,7 +221,7 @@ __global__ void __launch_bounds__(TC_THREADS)
         const double *acc = s_acc + (k * TC_THREADS + threadIdx.x) * NC;
 #pragma unroll
         for (int a = 0; a < NC; a++)
-            pot[NC * pt + a] += acc[a];
+            atomicAdd(pot + NC * pt + a, acc[a]);
     }
 }
 

@@ -135,7 +135,9 @@ fmk_status fmk_tc_gpu_finish(fmk_poisson *s, struct fmk_tc_gpu *g, double scale_
     *d_psi = *d_u = NULL;
     TRY(cudaSetDevice(g->device), "cudaSetDevice");
     const int64_t np = g->args.n_points;
-    cudaStream_t last = g->far ? g->stream2 : g->stream; /* the far part waited for the direct */
+    cudaStream_t last = g->far ? g->stream2 : g->stream;
+    if (g->far) /* after the direct part too */
+        TRY(cudaStreamWaitEvent(last, g->ev[1], 0), "an event");
     if (g->want_pot)
         k_scale<<<grid_for(g->nc * np), 256, 0, last>>>(g->pot, g->nc * np, scale_psi);
     if (g->want_u)

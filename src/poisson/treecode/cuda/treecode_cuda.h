@@ -16,6 +16,10 @@
 #define TC_DIRECT_PTS 4
 #endif
 #define TC_DIRECT_THREADS (512 / TC_DIRECT_PTS)
+/* The direct kernel's launch bounds: blocks per SM it is compiled for (1: registers free). */
+#ifndef TC_DIRECT_MIN_BLOCKS
+#define TC_DIRECT_MIN_BLOCKS 1
+#endif
 #define TC_ORDER_MAX 20 /* the general far kernel's highest order */
 
 /* The GPU's part of a treecode solve (treecode.h): made in eval.cu, which holds the plans,
