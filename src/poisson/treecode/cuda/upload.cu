@@ -259,7 +259,8 @@ fmk_status fmk_tc_gpu_upload(fmk_poisson *s, struct fmk_tc_gpu *g, const fmk_tc_
     else
         k_pack64<<<grid, 256, 0, g->stream>>>(n, g->d_stage, g->d_xyzw, g->d_w12, nc);
     TRY(cudaGetLastError(), "the sources' packing");
-    if (plans_changed) { /* the sources' field indices and volumes, for resident.cu */
+    if (plans_changed && src->point && src->volume) { /* the field indices and volumes of the
+                                                        * sources, for resident.cu */
         TRY(fmk_tc_dev_array(g, (void **)&g->d_point, sizeof(int64_t) * (size_t)(n > 0 ? n : 1)),
             "the sources");
         TRY(fmk_tc_dev_array(g, (void **)&g->d_volume, sizeof(double) * (size_t)(n > 0 ? n : 1)),
