@@ -12,6 +12,7 @@
 
 #include "sim/sim_io.h"
 
+#ifdef FMK_HAVE_HDF5
 enum { N = 100, STATE_BYTES = 256 };
 
 static int write_files(const char *path)
@@ -66,6 +67,8 @@ static int read_file(const char *path)
     fmk_sim_particles_free(&p);
     return 0;
 }
+
+#endif /* FMK_HAVE_HDF5 */
 
 int main(int argc, char **argv)
 {
