@@ -87,40 +87,90 @@ int fmk_h5_close(hid_t id)
     return rc < 0 ? -1 : 0;
 }
 
-hid_t fmk_h5_create_in_memory(size_t size_hint)
+/* The core driver's buffer goes through these callbacks, so that the file's memory is handed
+ * over at close instead of freed: the image is never copied. */
+static void *image_malloc(size_t size, H5FD_file_image_op_t op, void *udata)
 {
-    /* The core driver without a backing store: HDF5 itself never writes to disk. A strong
-     * close degree: closing the file closes whatever an error path left open. */
+    (void)op;
+    void *mem = malloc(size);
+    if (!mem)
+        ((fmk_h5_image *)udata)->nomem = 1;
+    return mem;
+}
+
+static void *image_memcpy(void *dest, const void *src, size_t size, H5FD_file_image_op_t op,
+                          void *udata)
+{
+    (void)op;
+    (void)udata;
+    return memcpy(dest, src, size);
+}
+
+static void *image_realloc(void *ptr, size_t size, H5FD_file_image_op_t op, void *udata)
+{
+    (void)op;
+    void *mem = realloc(ptr, size);
+    if (!mem)
+        ((fmk_h5_image *)udata)->nomem = 1;
+    return mem;
+}
+
+static herr_t image_free(void *ptr, H5FD_file_image_op_t op, void *udata)
+{
+    fmk_h5_image *image = udata;
+    if (op == H5FD_FILE_IMAGE_OP_FILE_CLOSE && !image->data)
+        image->data = ptr; /* the file's bytes: now the caller's */
+    else
+        free(ptr);
+    return 0;
+}
+
+static void *udata_copy(void *udata)
+{
+    return udata; /* the one fmk_h5_image, shared by every copy of the property list */
+}
+
+static herr_t udata_free(void *udata)
+{
+    (void)udata;
+    return 0;
+}
+
+hid_t fmk_h5_create_in_memory(size_t size_hint, fmk_h5_image *image)
+{
+    memset(image, 0, sizeof *image);
+    /* The core driver without a backing store, growing by the expected size (one allocation),
+     * its buffer handed over at close. A strong close degree: closing the file closes whatever
+     * an error path left open. */
+    H5FD_file_image_callbacks_t callbacks = {image_malloc, image_memcpy, image_realloc, image_free,
+                                             udata_copy,   udata_free,   image};
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
     hid_t file = -1;
     size_t increment = size_hint > (1u << 20) ? size_hint : (1u << 20);
     if (fapl >= 0 && H5Pset_fapl_core(fapl, increment, 0) >= 0 &&
+        H5Pset_file_image_callbacks(fapl, &callbacks) >= 0 &&
         H5Pset_fclose_degree(fapl, H5F_CLOSE_STRONG) >= 0)
         file = H5Fcreate("fmmkit-in-memory", H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
     fmk_h5_close(fapl);
     return file;
 }
 
-herr_t fmk_h5_image(hid_t file, void **image, size_t *size)
+herr_t fmk_h5_close_in_memory(hid_t file, int failed, fmk_h5_image *image)
 {
-    *image = NULL;
-    *size = 0;
-    /* H5Fget_file_image copies what the driver holds: the metadata cache first. */
-    if (H5Fflush(file, H5F_SCOPE_GLOBAL) < 0)
-        return -1;
-    ssize_t bytes = H5Fget_file_image(file, NULL, 0);
-    if (bytes <= 0)
-        return -1;
-    *image = malloc((size_t)bytes);
-    if (!*image)
-        return -2;
-    if (H5Fget_file_image(file, *image, (size_t)bytes) != bytes) {
-        free(*image);
-        *image = NULL;
-        return -1;
-    }
-    *size = (size_t)bytes;
-    return 0;
+    herr_t rc = failed ? -1 : 0;
+    /* Everything flushed, the file's size (its end of allocation) taken, then closed: the
+     * close writes nothing more into a flushed file. */
+    if (rc >= 0 && H5Fflush(file, H5F_SCOPE_GLOBAL) < 0)
+        rc = -1;
+    ssize_t bytes = rc >= 0 ? H5Fget_file_image(file, NULL, 0) : -1;
+    if (rc >= 0 && bytes <= 0)
+        rc = -1;
+    if (fmk_h5_close(file) != 0)
+        rc = -1;
+    if (rc >= 0 && !image->data)
+        rc = -1;
+    image->size = rc >= 0 ? (size_t)bytes : 0;
+    return rc;
 }
 
 static herr_t attr_write(hid_t obj, const char *name, hid_t file_type, hid_t mem_type, hid_t space,

@@ -32,12 +32,19 @@ int fmk_h5_close(hid_t id);
 
 /* A new HDF5 file in memory (the core driver, no backing store): writing it cannot fail for
  * want of disk, and a failure cannot leave HDF5 with a file it is unable to close (HDF5 1.10
- * keeps a dangling identifier when a close's flush fails). size_hint: the bytes expected. */
-hid_t fmk_h5_create_in_memory(size_t size_hint);
+ * keeps a dangling identifier when a close's flush fails). size_hint: the bytes expected.
+ * The file's bytes are handed to image when it is closed by fmk_h5_close_in_memory. */
+typedef struct fmk_h5_image {
+    void *data;  /* the file's bytes after the close (free() it, also after a failure) */
+    size_t size; /* how many of them make the file */
+    int nomem;   /* an allocation of the image failed */
+} fmk_h5_image;
+hid_t fmk_h5_create_in_memory(size_t size_hint, fmk_h5_image *image);
 
-/* The complete file's bytes (flushed), in a new buffer (free()). 0, -1 on an HDF5 failure,
- * -2 when out of memory. */
-herr_t fmk_h5_image(hid_t file, void **image, size_t *size);
+/* Flushes and closes a file of fmk_h5_create_in_memory (failed: an earlier write failed, only
+ * close it); image->data, image->size are the complete file. Returns < 0 on a failure, with
+ * the first one on HDF5's error stack. */
+herr_t fmk_h5_close_in_memory(hid_t file, int failed, fmk_h5_image *image);
 
 /* Writing (return < 0 on an HDF5 failure, with the error on HDF5's stack). */
 herr_t fmk_h5_attr_scalar(hid_t obj, const char *name, hid_t file_type, hid_t mem_type,

@@ -158,29 +158,26 @@ fmk_status fmk_snapshot_write_file(const char *path, const fmk_sim_particles *p,
     size_t data_bytes = (size_t)p->n * (p->soft ? 9 : 8) * sizeof(double);
     fmk_h5_quiet quiet;
     fmk_h5_quiet_begin(&quiet);
-    hid_t file = fmk_h5_create_in_memory(data_bytes + extra_bytes + (64u << 10));
+    fmk_h5_image image;
+    hid_t file = fmk_h5_create_in_memory(data_bytes + extra_bytes + (64u << 10), &image);
     herr_t rc = file < 0 ? -1 : write_header(file, p);
     if (rc >= 0)
         rc = write_particles(file, p);
     if (rc >= 0 && extra)
         rc = extra(file, ctx);
-    void *image = NULL;
-    size_t size = 0;
-    if (rc >= 0)
-        rc = fmk_h5_image(file, &image, &size);
-    if (rc == -2)
+    if (file >= 0 && fmk_h5_close_in_memory(file, rc < 0, &image) < 0)
+        rc = -1;
+    if (rc < 0 && image.nomem)
         st = fmk_files_fail(msg, cap, FMK_ERR_NOMEM,
                             "out of host memory writing %s '%s' (%lld particles)", what, path,
                             (long long)p->n);
     else if (rc < 0)
         st = fmk_h5_fail(FMK_ERR_INTERNAL, what_writing, path, msg, cap);
-    if (fmk_h5_close(file) != 0 && st == FMK_OK)
-        st = fmk_h5_fail(FMK_ERR_INTERNAL, what_writing, path, msg, cap);
     H5Eclear2(H5E_DEFAULT);
     fmk_h5_quiet_end(&quiet);
     if (st == FMK_OK)
-        st = fmk_files_write(path, what, image, size, msg, cap);
-    free(image);
+        st = fmk_files_write(path, what, image.data, image.size, msg, cap);
+    free(image.data);
     return st;
 }
 
