@@ -463,7 +463,7 @@ static void test_bad_files(void)
     file_put(text, "not an HDF5 file\n");
     fmk_sim_particles p;
     CHECK_IO(fmk_sim_io_read_snapshot(text, &p, msg, sizeof msg), FMK_ERR_ARG, msg);
-    CHECK(message_has(msg, text));
+    CHECK(message_has(msg, text) && fmk_sim_io_is_restart(text) == 0);
     CHECK_IO(fmk_sim_io_read_snapshot("no/such/snapshot.hdf5", &p, msg, sizeof msg), FMK_ERR_ARG,
              msg);
     CHECK(message_has(msg, "no/such/snapshot.hdf5") && message_has(msg, "No such file"));

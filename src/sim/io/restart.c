@@ -163,12 +163,10 @@ int fmk_sim_io_is_restart(const char *path)
     fmk_h5_quiet quiet;
     fmk_h5_quiet_begin(&quiet);
     int yes = 0;
-    if (H5Fis_hdf5(path) > 0) {
-        hid_t file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
-        if (file >= 0) {
-            yes = fmk_h5_exists(file, "Restart");
-            H5Fclose(file);
-        }
+    hid_t file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT); /* fails quietly on other files */
+    if (file >= 0) {
+        yes = fmk_h5_exists(file, "Restart");
+        H5Fclose(file);
     }
     H5Eclear2(H5E_DEFAULT);
     fmk_h5_quiet_end(&quiet);
