@@ -113,11 +113,11 @@ static inline int file_holds(const char *path, const char *text)
     return got == strlen(text) && memcmp(buf, text, got) == 0;
 }
 
-/* Runs write(ctx) in a child process whose files cannot grow beyond limit bytes
+/* Runs job(ctx) in a child process whose files cannot grow beyond limit bytes
  * (RLIMIT_FSIZE; SIGXFSZ ignored, so write() fails with EFBIG as on a full disk). The child's
- * exit status is write's result: 0 when every check in it passed. Returns -1 if the child
+ * exit status is job's result: 0 when every check in it passed. Returns -1 if the child
  * could not run. */
-static inline int with_file_limit(long limit, int (*write)(void *ctx), void *ctx)
+static inline int with_file_limit(long limit, int (*job)(void *ctx), void *ctx)
 {
     fflush(stdout);
     pid_t pid = fork();
@@ -128,7 +128,7 @@ static inline int with_file_limit(long limit, int (*write)(void *ctx), void *ctx
         signal(SIGXFSZ, SIG_IGN);
         if (setrlimit(RLIMIT_FSIZE, &rl) != 0)
             _exit(3);
-        int rc = write(ctx);
+        int rc = job(ctx);
         fflush(stdout);
         _exit(rc);
     }
