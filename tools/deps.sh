@@ -30,6 +30,34 @@ if ! fftw_ok; then
       "(Debian: apt-get install libfftw3-dev)" >&2
   fi
 fi
+# HDF5 (serial) and libpng for the simulation driver's snapshots, restart files and PNG
+# projections (optional: without them those calls are unavailable, and CMake says so).
+hdf5_ok() {
+  { command -v pkg-config >/dev/null 2>&1 && pkg-config --exists hdf5; } ||
+    [ -f /usr/include/hdf5/serial/hdf5.h ] || [ -f /usr/include/hdf5.h ]
+}
+if ! hdf5_ok; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "fmmkit: installing HDF5 for the simulation driver's snapshots and restart files"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libhdf5-dev >/dev/null
+  else
+    echo "fmmkit: HDF5 is missing, so simulation snapshots and restart files will not be built" \
+      "(Debian: apt-get install libhdf5-dev)" >&2
+  fi
+fi
+png_ok() {
+  { command -v pkg-config >/dev/null 2>&1 && pkg-config --exists libpng; } ||
+    [ -f /usr/include/png.h ]
+}
+if ! png_ok; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "fmmkit: installing libpng for the simulation driver's PNG projections"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libpng-dev >/dev/null
+  else
+    echo "fmmkit: libpng is missing, so simulation PNG projections will not be built" \
+      "(Debian: apt-get install libpng-dev)" >&2
+  fi
+fi
 PY=$(command -v python3 || true)
 if [ -z "$PY" ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
@@ -47,6 +75,15 @@ if [ "${FMMKIT_NEED_PYTHON_TEST_DEPS:-1}" = 1 ] && ! "$PY" -c "import numpy, pyt
       echo "fmmkit: could not install numpy and pytest (pip install numpy pytest)" >&2
       exit 1
     }
+fi
+# h5py checks the simulation snapshots' HDF5 layout (tests/python/test_sim_io.py, skipped
+# without it).
+if [ "${FMMKIT_NEED_PYTHON_TEST_DEPS:-1}" = 1 ] && ! "$PY" -c "import h5py" >/dev/null 2>&1; then
+  echo "fmmkit: installing h5py for the tests"
+  "$PY" -m pip install --quiet h5py 2>/dev/null ||
+    "$PY" -m pip install --quiet --break-system-packages h5py 2>/dev/null ||
+    echo "fmmkit: could not install h5py (pip install h5py); the HDF5 layout test will be" \
+      "skipped" >&2
 fi
 # The fuzz harnesses (`make fuzz`, FMMKIT_NEED_FUZZ=1): clang with libFuzzer and the sanitizer
 # runtimes (Debian keeps those in libclang-rt-dev, which clang only recommends).

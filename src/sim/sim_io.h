@@ -1,6 +1,7 @@
 /*
  * sim_io.h -- the simulation driver's files (src/sim/io/): GADGET-4 style HDF5 snapshots, the
- * restart file and PNG density projections. The driver's core (src/sim/*.c) calls only these.
+ * restart file and PNG density projections. The driver's core (the .c files of src/sim/)
+ * calls only these.
  *
  * Every function writes a sentence into msg (cap bytes, always terminated) when it fails and
  * returns FMK_OK, FMK_ERR_ARG (bad arguments, a file that is not what it should be: missing
@@ -65,9 +66,9 @@ int fmk_sim_io_is_restart(const char *path);
 
 /* A PNG of width x width pixels: the mass of the n particles projected along axis (0, 1, 2)
  * onto a square of side `extent` centred at centre (the 2 coordinates of the other axes, in
- * their order), cloud-in-cell, log-scaled over 4 decades below the maximum, with a perceptual
- * colour map (no external data files). extent <= 0: the square that holds 99% of the mass
- * around the centre of mass. */
+ * their order; NULL: the centre of mass), cloud-in-cell, log-scaled over 4 decades below the
+ * maximum, with a perceptual colour map (no external data files). extent <= 0: the square that
+ * holds 99% of the mass around the centre of mass. */
 fmk_status fmk_sim_io_write_png(const char *path, int64_t n, const double *pos, const double *mass,
                                 int axis, int width, double extent, const double centre[2],
                                 char *msg, size_t cap);
