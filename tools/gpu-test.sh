@@ -84,6 +84,10 @@ subsets() { # TOOL rest|tree
     sanitize "$1" - "$T/test_fmm3d_gpu" --quick race
     # the several-vector kernels: synccheck only (racecheck takes minutes on its plans)
     [ "$1" = synccheck ] && sanitize "$1" - "$T/test_many_gpu" --quick
+    # the Poisson solver's treecode: its GPU part on a hand-made tree, and the whole solve with
+    # omega on the device (multipoles, support check, weights) on a small grid
+    sanitize "$1" - "$T/test_poisson_tc_gpu"
+    sanitize "$1" - "$T/test_poisson_device_gpu" --quick
   else
     sanitize "$1" - "$T/test_tree_gpu" --quick targets small_paths one_wait moments_fused \
       super_one small_fold tickets

@@ -145,9 +145,11 @@ __global__ void __launch_bounds__(TC_THREADS)
     const fmk_tc_brick b = bricks[bi];
     const int np = b.n[0] * b.n[1] * b.n[2];
     __shared__ double s_acc[TC_PTS * TC_THREADS * NC]; /* each thread's own sums */
-    for (int i = threadIdx.x; i < TC_PTS * TC_THREADS * NC; i += TC_THREADS)
-        s_acc[i] = 0;
     const int kmax = (np + TC_THREADS - 1 - threadIdx.x) / TC_THREADS; /* this thread's points */
+    for (int k = 0; k < kmax; k++) /* a thread zeroes the sums it alone reads and writes */
+#pragma unroll
+        for (int a = 0; a < NC; a++)
+            s_acc[(k * TC_THREADS + threadIdx.x) * NC + a] = 0;
     for (int64_t e = fstart[bi]; e < fstart[bi + 1]; e++) {
         const int nd = fnode[e];
         __syncthreads(); /* the previous node's multipoles are no longer read */
