@@ -1,6 +1,7 @@
 /*
  * sim_io.h -- the simulation driver's files (src/sim/io/): GADGET-4 style HDF5 snapshots, the
- * restart file and PNG density projections. The driver's core (src/sim/*.c) calls only these.
+ * restart file and PNG density projections. The driver's core (the .c files of src/sim) calls
+ * only these.
  *
  * Every function writes a sentence into msg (cap bytes, always terminated) when it fails and
  * returns FMK_OK, FMK_ERR_ARG (bad arguments, a file that is not what it should be: missing
