@@ -34,15 +34,13 @@
 
 #include "fmmkit_sim.h"
 #include "sim/sim_io.h"
+#include "sim/spline.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 #define FMK_SIM_ERROR_LEN 512
-
-/* GADGET's spline: Newtonian beyond h = FMK_SIM_SPLINE_H * s (Springel 2005, section 2.1). */
-#define FMK_SIM_SPLINE_H 2.8
 
 struct fmk_sim_cuda; /* cuda/sim_cuda.h: the device-resident state */
 

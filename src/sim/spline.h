@@ -27,6 +27,9 @@
 #include <math.h>
 #include <stdint.h>
 
+/* GADGET's spline: Newtonian beyond h = FMK_SIM_SPLINE_H s (Springel 2005, section 2.1). */
+#define FMK_SIM_SPLINE_H 2.8
+
 #ifdef __CUDACC__
 #define FMK_SIM_HD static __host__ __device__ __forceinline__
 #else
