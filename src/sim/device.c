@@ -82,12 +82,13 @@ fmk_status fmk_sim_dev_forces(fmk_sim *sim)
 {
     double *d_pos, *d_acc, *d_pot;
     fmk_sim_cuda_next(sim->dev, &d_pos, &d_acc, &d_pot);
+    const double t0 = fmk_sim_now(); /* eval_device returns when its results are written */
     fmk_status st = fmk_plan_set_points_device(sim->plan, sim->n, d_pos, 0, NULL);
+    if (st == FMK_OK)
+        st = fmk_plan_eval_device(sim->plan, fmk_sim_cuda_charge(sim->dev), d_pot, d_acc);
+    sim->seconds_force = fmk_sim_now() - t0;
     if (st != FMK_OK)
-        return fmk_sim_fail_plan(sim, st, "the forces (set_points_device)");
-    st = fmk_plan_eval_device(sim->plan, fmk_sim_cuda_charge(sim->dev), d_pot, d_acc);
-    if (st != FMK_OK)
-        return fmk_sim_fail_plan(sim, st, "the forces (eval_device)");
+        return fmk_sim_fail_plan(sim, st, "the forces on the GPU");
     if (sim->spline &&
         (st = fmk_sim_cuda_spline(sim->dev, sim->opts.soft, sim->h_max, MSG)) != FMK_OK)
         return st;

@@ -1,5 +1,5 @@
-/* forces.c -- one force evaluation: the plan's set_points + eval on the state's next buffers,
- * then the spline correction, the checks and the timer.
+/* forces.c -- one force evaluation: the plan's set_points + eval on the state's next buffers
+ * (timed: fmk_sim_info.seconds_force), then the spline correction and the checks.
  *
  * The plan sums phi_i = sum_{j != i} q_j G(x_i, x_j) and its gradient with charges q_j = G m_j,
  * so that its gradient is the acceleration itself (grad_y 1/|y - x| = (x - y)/|y - x|^3) and
@@ -38,11 +38,13 @@ static int64_t first_nonfinite(const fmk_sim *sim)
 
 static fmk_status host_forces(fmk_sim *sim)
 {
+    const double t0 = fmk_sim_now();
     fmk_status st = fmk_plan_set_points(sim->plan, sim->n, sim->pos_next, 0, NULL);
+    if (st == FMK_OK)
+        st = fmk_plan_eval(sim->plan, sim->charge, sim->pot_next, sim->acc_next);
+    sim->seconds_force = fmk_sim_now() - t0;
     if (st != FMK_OK)
-        return fmk_sim_fail_plan(sim, st, "the forces (set_points)");
-    if ((st = fmk_plan_eval(sim->plan, sim->charge, sim->pot_next, sim->acc_next)) != FMK_OK)
-        return fmk_sim_fail_plan(sim, st, "the forces (eval)");
+        return fmk_sim_fail_plan(sim, st, "the forces");
     if (sim->spline &&
         (st = fmk_sim_spline_cpu(sim, sim->pos_next, sim->acc_next, sim->pot_next)) != FMK_OK)
         return st;
@@ -57,9 +59,7 @@ static fmk_status host_forces(fmk_sim *sim)
 
 fmk_status fmk_sim_forces(fmk_sim *sim)
 {
-    const double t0 = fmk_sim_now();
     const fmk_status st = sim->dev ? fmk_sim_dev_forces(sim) : host_forces(sim);
-    sim->seconds_force = fmk_sim_now() - t0;
     if (st == FMK_ERR_INTERRUPTED)
         return fmk_sim_fail(sim, st,
                             "interrupted during step %lld's forces; the state is the one at "
