@@ -145,6 +145,15 @@ static void progress_show(progress *p, const fmk_sim *sim, double fraction, int 
     fflush(stderr);
 }
 
+/* Ends the bar's line when a run stops early. */
+static void progress_end(progress *p)
+{
+    if (p->on && p->shown > 0) {
+        fputc('\n', stderr);
+        fflush(stderr);
+    }
+}
+
 fmk_status fmk_sim_run(fmk_sim *sim, double t_end, int64_t n_steps)
 {
     if (!sim)
@@ -166,29 +175,33 @@ fmk_status fmk_sim_run(fmk_sim *sim, double t_end, int64_t n_steps)
         if (by_time ? sim->time >= t_end : k >= n_steps)
             break;
         if (atomic_load(&sim->stop)) {
-            progress_show(&bar, sim, 0, 1);
+            progress_end(&bar);
             return fmk_sim_fail(sim, FMK_ERR_INTERRUPTED,
                                 "interrupted: stopped after step %lld (time %.17g), a whole step",
                                 (long long)sim->step, sim->time);
         }
         double dt;
-        if ((st = fmk_sim_next_dt(sim, &dt)) != FMK_OK)
+        if ((st = fmk_sim_next_dt(sim, &dt)) != FMK_OK) {
+            progress_end(&bar);
             return st;
+        }
         /* the last step lands on t_end (a remainder within 1e-9 dt of dt is taken whole, so
          * that rounding in the sum of the times never leaves a sliver of a step) */
         const int landing = by_time && t_end - sim->time <= dt * (1 + 1e-9);
         if (landing)
             dt = t_end - sim->time;
         if ((st = fmk_sim_step_once(sim, dt)) != FMK_OK) {
-            progress_show(&bar, sim, 0, 1);
+            progress_end(&bar);
             return st;
         }
         if (landing)
             sim->time = t_end;
         sim->diag_wall += sim->seconds_step;
         sim->diag_steps++;
-        if ((st = fmk_sim_output_due(sim)) != FMK_OK)
+        if ((st = fmk_sim_output_due(sim)) != FMK_OK) {
+            progress_end(&bar);
             return st;
+        }
         const double fraction = by_time ? (sim->time - bar.time0) / (t_end - bar.time0)
                                         : (double)(k + 1) / (double)n_steps;
         progress_show(&bar, sim, fraction, 0);

@@ -58,6 +58,8 @@ fmk_status fmk_sim_cuda_copy_out(const fmk_sim_cuda *d, int device, double *mass
 void fmk_sim_cuda_next(fmk_sim_cuda *d, double **d_pos, double **d_acc, double **d_pot);
 const double *fmk_sim_cuda_charge(const fmk_sim_cuda *d);
 
+/* Waits for the state's work so far (so that the plan's calls are timed alone). */
+fmk_status fmk_sim_cuda_sync(fmk_sim_cuda *d, char *msg, size_t cap);
 /* pos_next = pos + (vel + acc dt/2) dt. */
 fmk_status fmk_sim_cuda_drift(fmk_sim_cuda *d, double dt, char *msg, size_t cap);
 /* The spline correction on the next buffers: h_i = 2.8 soft_i (or 2.8 soft), cells of h_max. */

@@ -37,6 +37,12 @@ __global__ void k_check(int64_t n, const double *acc, const double *pot, unsigne
 
 } // namespace
 
+fmk_status fmk_sim_cuda_sync(fmk_sim_cuda *d, char *msg, size_t cap)
+{
+    cudaSetDevice(d->device);
+    return launched("the step's kernels", msg, cap, 1);
+}
+
 fmk_status fmk_sim_cuda_drift(fmk_sim_cuda *d, double dt, char *msg, size_t cap)
 {
     cudaSetDevice(d->device);
