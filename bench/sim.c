@@ -148,8 +148,9 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--json"))
             json = 1;
         else {
-            fprintf(stderr, "usage: %s [--n N] [--crossings C] [--soft S] [--dt DT] [--methods "
-                            "tree,fmm,direct] [--seed SEED] [--json]\n",
+            fprintf(stderr,
+                    "usage: %s [--n N] [--crossings C] [--soft S] [--dt DT] [--methods "
+                    "tree,fmm,direct] [--seed SEED] [--json]\n",
                     argv[0]);
             return 2;
         }
@@ -170,9 +171,8 @@ int main(int argc, char **argv)
                    "\"lagrange_worst_change\": [%.4f, %.4f, %.4f], \"seconds\": %.2f, "
                    "\"force_s_per_step\": %.5f, \"step_s_per_step\": %.5f}",
                    k ? ", " : "", fmk_method_name(r->method), r->ok, (long long)r->steps, r->de,
-                   r->r0[0], r->r0[1], r->r0[2], r->r_end[0], r->r_end[1], r->r_end[2],
-                   r->worst[0], r->worst[1], r->worst[2], r->seconds, r->force_per_step,
-                   r->step_per_step);
+                   r->r0[0], r->r0[1], r->r0[2], r->r_end[0], r->r_end[1], r->r_end[2], r->worst[0],
+                   r->worst[1], r->worst[2], r->seconds, r->force_per_step, r->step_per_step);
         }
         printf("]}\n");
         return 0;
@@ -185,10 +185,9 @@ int main(int argc, char **argv)
     for (int k = 0; k < count; k++) {
         const result *r = &res[k];
         printf("%-7s %6lld %10.2e %8.4f %7.4f %7.4f %8.2f %7.2f %7.2f %9.2f %9.2f %8.1f%s\n",
-               fmk_method_name(r->method), (long long)r->steps, r->de, r->r0[0], r->r0[1],
-               r->r0[2], 100 * r->worst[0], 100 * r->worst[1], 100 * r->worst[2],
-               1e3 * r->force_per_step, 1e3 * r->step_per_step, r->seconds,
-               r->ok ? "" : "  (failed)");
+               fmk_method_name(r->method), (long long)r->steps, r->de, r->r0[0], r->r0[1], r->r0[2],
+               100 * r->worst[0], 100 * r->worst[1], 100 * r->worst[2], 1e3 * r->force_per_step,
+               1e3 * r->step_per_step, r->seconds, r->ok ? "" : "  (failed)");
     }
     return 0;
 }

@@ -166,8 +166,9 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--json"))
             json = 1;
         else {
-            fprintf(stderr, "usage: %s [--min-log2 A] [--max-log2 B] [--steps K] [--only NAME] "
-                            "[--json]\n",
+            fprintf(stderr,
+                    "usage: %s [--min-log2 A] [--max-log2 B] [--steps K] [--only NAME] "
+                    "[--json]\n",
                     argv[0]);
             return 2;
         }
@@ -183,8 +184,8 @@ int main(int argc, char **argv)
     else
         printf("Simulation driver on %s: Plummer sphere, softening 0.98 N^-0.26, dt 0.005, state "
                "on the GPU\n%-22s %9s %9s %9s %9s %8s %9s %8s %9s\n",
-               prop.name, "method", "N", "steps/s", "step ms", "force ms", "outside",
-               "plan ms", "diag ms", "|dE/E|");
+               prop.name, "method", "N", "steps/s", "step ms", "force ms", "outside", "plan ms",
+               "diag ms", "|dE/E|");
     int first_row = 1;
     for (int l = lo; l <= hi; l++) {
         const int64_t n = (int64_t)1 << l;
@@ -204,8 +205,7 @@ int main(int argc, char **argv)
                        "\"outside_fraction\": %.4f, \"plan_only_ms\": %.4f, \"diag_ms\": %.4f, "
                        "\"dE_over_E\": %.3e}",
                        first_row ? "" : ", ", cf->name, (long long)n, r.ok, (long long)r.steps,
-                       r.steps_per_s, r.step_ms, r.force_ms, r.outside, r.plan_ms, r.diag_ms,
-                       r.de);
+                       r.steps_per_s, r.step_ms, r.force_ms, r.outside, r.plan_ms, r.diag_ms, r.de);
                 first_row = 0;
             } else if (r.ok) {
                 printf("%-22s %9lld %9.1f %9.3f %9.3f %7.1f%% %9.3f %8.3f %9.1e\n", cf->name,

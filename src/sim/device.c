@@ -30,8 +30,8 @@ void fmk_sim_dev_free(fmk_sim *sim)
     sim->dev = NULL;
 }
 
-fmk_status fmk_sim_dev_upload(fmk_sim *sim, const double *pos, const double *vel,
-                              const double *acc, const double *pot)
+fmk_status fmk_sim_dev_upload(fmk_sim *sim, const double *pos, const double *vel, const double *acc,
+                              const double *pot)
 {
     return fmk_sim_cuda_upload(sim->dev, sim->mass, sim->charge, sim->soft, pos, vel, acc, pot,
                                MSG);
@@ -47,10 +47,10 @@ fmk_status fmk_sim_dev_copy_in(fmk_sim *sim, const double *d_mass, const double 
     if (bad[0] >= 0) /* the device's check does not say which of the two */
         return fmk_sim_fail(sim, FMK_ERR_NONFINITE,
                             "fmk_sim_create_device: mass[%lld] is not finite and > 0; masses "
-                            "must be finite and > 0", (long long)bad[0]);
+                            "must be finite and > 0",
+                            (long long)bad[0]);
     if (bad[1] >= 0 || bad[2] >= 0)
-        return fmk_sim_fail(sim, FMK_ERR_NONFINITE,
-                            "fmk_sim_create_device: %s %lld is not finite",
+        return fmk_sim_fail(sim, FMK_ERR_NONFINITE, "fmk_sim_create_device: %s %lld is not finite",
                             bad[1] >= 0 ? "position" : "velocity",
                             (long long)((bad[1] >= 0 ? bad[1] : bad[2]) / 3));
     /* the host mirror of what never changes: masses and charges (for files and checkpoints) */
@@ -104,7 +104,8 @@ fmk_status fmk_sim_dev_forces(fmk_sim *sim)
         return fmk_sim_fail(sim, FMK_ERR_NONFINITE,
                             "the forces: particle %lld's acceleration or potential is not finite "
                             "(the sum overflows the range of doubles: particles too close for "
-                            "their softening?)", (long long)bad);
+                            "their softening?)",
+                            (long long)bad);
     return FMK_OK;
 }
 
@@ -120,8 +121,8 @@ void fmk_sim_dev_swap(fmk_sim *sim)
 
 fmk_status fmk_sim_dev_max_acc(fmk_sim *sim, double *value)
 {
-    return fmk_sim_cuda_max_acc(sim->dev, sim->spline ? FMK_SIM_SPLINE_H : 1, sim->opts.soft,
-                                value, MSG);
+    return fmk_sim_cuda_max_acc(sim->dev, sim->spline ? FMK_SIM_SPLINE_H : 1, sim->opts.soft, value,
+                                MSG);
 }
 
 fmk_status fmk_sim_dev_diagnostics(const fmk_sim *sim, fmk_sim_diag *d)
@@ -153,8 +154,8 @@ void fmk_sim_dev_free(fmk_sim *sim)
 {
     sim->dev = NULL;
 }
-fmk_status fmk_sim_dev_upload(fmk_sim *sim, const double *pos, const double *vel,
-                              const double *acc, const double *pot)
+fmk_status fmk_sim_dev_upload(fmk_sim *sim, const double *pos, const double *vel, const double *acc,
+                              const double *pot)
 {
     (void)pos, (void)vel, (void)acc, (void)pot;
     return no_cuda(sim);

@@ -55,8 +55,7 @@ fmk_status fmk_sim_diagnostics(const fmk_sim *sim, fmk_sim_diag *d)
     return FMK_OK;
 }
 
-static const char diag_header[] =
-    "step,time,dt,kinetic,potential,total,px,py,pz,Lx,Ly,Lz,wall_s\n";
+static const char diag_header[] = "step,time,dt,kinetic,potential,total,px,py,pz,Lx,Ly,Lz,wall_s\n";
 
 fmk_status fmk_sim_diag_open(fmk_sim *sim, const char *dir, FILE **out)
 {
@@ -91,14 +90,14 @@ fmk_status fmk_sim_diag_row(fmk_sim *sim)
         return st;
     const double wall = sim->diag_steps > 0 ? sim->diag_wall / (double)sim->diag_steps : 0;
     errno = 0;
-    const int ok = fprintf(sim->diag,
-                           "%lld,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,"
-                           "%.17g,%.6g\n",
-                           (long long)sim->step, sim->time, sim->dt_last, d.kinetic, d.potential,
-                           d.kinetic + d.potential, d.momentum[0], d.momentum[1], d.momentum[2],
-                           d.angular_momentum[0], d.angular_momentum[1], d.angular_momentum[2],
-                           wall) > 0 &&
-                   fflush(sim->diag) == 0;
+    const int ok =
+        fprintf(sim->diag,
+                "%lld,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,"
+                "%.17g,%.6g\n",
+                (long long)sim->step, sim->time, sim->dt_last, d.kinetic, d.potential,
+                d.kinetic + d.potential, d.momentum[0], d.momentum[1], d.momentum[2],
+                d.angular_momentum[0], d.angular_momentum[1], d.angular_momentum[2], wall) > 0 &&
+        fflush(sim->diag) == 0;
     if (!ok)
         return fmk_sim_fail(sim, FMK_ERR_INTERNAL, "writing %s/diagnostics.csv failed: %s",
                             sim->out_dir, errno ? strerror(errno) : "I/O error");

@@ -53,7 +53,8 @@ static fmk_status host_forces(fmk_sim *sim)
         return fmk_sim_fail(sim, FMK_ERR_NONFINITE,
                             "the forces: particle %lld's acceleration or potential is not finite "
                             "after the spline correction (softening lengths too small for the "
-                            "range of doubles?)", (long long)bad);
+                            "range of doubles?)",
+                            (long long)bad);
     return FMK_OK;
 }
 

@@ -75,8 +75,10 @@ static fmk_status check_ic(const char *what, int64_t n, const double *mass, cons
                            const double *vel)
 {
     if (!mass || !pos || !vel)
-        return fmk_sim_fail(NULL, FMK_ERR_NULL, "fmk_sim_ic_%s: mass, pos and vel must be arrays "
-                                                "of n, 3n and 3n doubles", what);
+        return fmk_sim_fail(NULL, FMK_ERR_NULL,
+                            "fmk_sim_ic_%s: mass, pos and vel must be arrays "
+                            "of n, 3n and 3n doubles",
+                            what);
     if (n < 1)
         return fmk_sim_fail(NULL, FMK_ERR_ARG, "fmk_sim_ic_%s: n = %lld; it must be >= 1", what,
                             (long long)n);

@@ -75,7 +75,8 @@ fmk_status fmk_sim_write_png(fmk_sim *sim, const char *path, int axis, int width
     if (axis < 0 || axis > 2 || width < 8 || width > 16384)
         return fmk_sim_fail(sim, FMK_ERR_ARG,
                             "fmk_sim_write_png: axis = %d, width = %d; the axis must be 0, 1 or 2 "
-                            "and the width 8..16384 pixels", axis, width);
+                            "and the width 8..16384 pixels",
+                            axis, width);
     fmk_sim_particles p;
     double *buffer;
     fmk_status st = particles_view(sim, &p, &buffer);
@@ -90,8 +91,7 @@ fmk_status fmk_sim_write_png(fmk_sim *sim, const char *path, int axis, int width
     }
     const double centre[2] = {c[axis == 0 ? 1 : 0] / m, c[axis == 2 ? 1 : 2] / m};
     char msg[FMK_SIM_ERROR_LEN] = "";
-    st = fmk_sim_io_write_png(path, sim->n, p.pos, p.mass, axis, width, 0, centre, msg,
-                              sizeof msg);
+    st = fmk_sim_io_write_png(path, sim->n, p.pos, p.mass, axis, width, 0, centre, msg, sizeof msg);
     free(buffer);
     return st == FMK_OK ? FMK_OK : fmk_sim_fail(sim, st, "%s", msg);
 }
@@ -105,8 +105,9 @@ fmk_status fmk_sim_set_output(fmk_sim *sim, const char *dir, int64_t snap_every,
         return fmk_sim_fail(sim, FMK_ERR_ARG,
                             "fmk_sim_set_output: snap_every = %lld, diag_every = %lld, "
                             "restart_every = %lld, png = %d; the cadences must be >= 0 (0: "
-                            "none) and png 0 or 1", (long long)snap_every, (long long)diag_every,
-                            (long long)restart_every, png);
+                            "none) and png 0 or 1",
+                            (long long)snap_every, (long long)diag_every, (long long)restart_every,
+                            png);
     const int any = snap_every > 0 || diag_every > 0 || restart_every > 0;
     if (any && (!dir || !dir[0]))
         return fmk_sim_fail(sim, dir ? FMK_ERR_ARG : FMK_ERR_NULL,
@@ -184,8 +185,7 @@ fmk_status fmk_sim_output_due(fmk_sim *sim)
     fmk_status st = FMK_OK;
     if (sim->diag_every > 0 && s % sim->diag_every == 0 && sim->diag_last_step != s)
         st = fmk_sim_diag_row(sim);
-    if (st == FMK_OK && sim->snap_every > 0 && s % sim->snap_every == 0 &&
-        sim->snap_last_step != s)
+    if (st == FMK_OK && sim->snap_every > 0 && s % sim->snap_every == 0 && sim->snap_last_step != s)
         st = snapshot_due(sim);
     if (st == FMK_OK && sim->restart_every > 0 && s > 0 && s % sim->restart_every == 0 &&
         sim->restart_last_step != s)

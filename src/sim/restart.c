@@ -18,6 +18,8 @@
  * in the other order. */
 #define BLOB_MAGIC 0x31304d49534b4d46ull /* "FMKSIM01" on a little-endian host */
 #define BLOB_VERSION 1
+/* The record's words, a group a line. */
+/* clang-format off */
 enum {
     W_MAGIC, W_VERSION, W_WORDS, W_N, W_STEP, W_TIME, W_DT, W_HAS_SOFT,
     W_SNAP_COUNT, W_SNAP_LAST, W_DIAG_LAST, W_RESTART_LAST,
@@ -26,6 +28,7 @@ enum {
     W_P_SOFTENING, W_P_THETA, W_P_VERBOSE, W_P_WALK, W_P_VECTORS,
     W_COUNT
 };
+/* clang-format on */
 
 static uint64_t from_f(double x)
 {
@@ -83,8 +86,10 @@ static fmk_status blob_read(const void *state, size_t bytes, fmk_sim_opts *o, bl
 {
     uint64_t w[W_COUNT];
     if (!state || bytes < 3 * sizeof(uint64_t))
-        return fmk_sim_fail(NULL, FMK_ERR_ARG, "restart: the state record is missing or short "
-                                               "(%zu bytes)", bytes);
+        return fmk_sim_fail(NULL, FMK_ERR_ARG,
+                            "restart: the state record is missing or short "
+                            "(%zu bytes)",
+                            bytes);
     memcpy(w, state, 3 * sizeof(uint64_t));
     if (w[W_MAGIC] != BLOB_MAGIC)
         return fmk_sim_fail(NULL, FMK_ERR_ARG, "restart: the state record is not fmmkit's%s",
@@ -94,8 +99,8 @@ static fmk_status blob_read(const void *state, size_t bytes, fmk_sim_opts *o, bl
     if (w[W_VERSION] != BLOB_VERSION || w[W_WORDS] != W_COUNT || bytes != sizeof w)
         return fmk_sim_fail(NULL, FMK_ERR_ARG,
                             "restart: the state record has version %llu and %zu bytes; this "
-                            "fmmkit reads version %d of %zu bytes", (unsigned long long)w[W_VERSION],
-                            bytes, BLOB_VERSION, sizeof w);
+                            "fmmkit reads version %d of %zu bytes",
+                            (unsigned long long)w[W_VERSION], bytes, BLOB_VERSION, sizeof w);
     memcpy(w, state, sizeof w);
     fmk_sim_opts_default(o);
     fmk_opts *p = &o->plan;
@@ -149,8 +154,10 @@ fmk_status fmk_sim_checkpoint_take(fmk_sim *sim, fmk_sim_checkpoint *cp)
     if (!cp->p.pos || !cp->p.vel || !cp->p.mass || !cp->acc || !cp->pot || !cp->p.id ||
         (sim->soft && !cp->p.soft) || !cp->state) {
         fmk_sim_checkpoint_free(cp);
-        return fmk_sim_fail(sim, FMK_ERR_NOMEM, "checkpoint: out of host memory for %lld "
-                                                "particles", (long long)n);
+        return fmk_sim_fail(sim, FMK_ERR_NOMEM,
+                            "checkpoint: out of host memory for %lld "
+                            "particles",
+                            (long long)n);
     }
     fmk_status st = fmk_sim_get_state(sim, cp->p.mass, cp->p.pos, cp->p.vel, cp->acc, cp->pot);
     if (st != FMK_OK) {
@@ -190,7 +197,8 @@ fmk_status fmk_sim_create_from_checkpoint(fmk_sim **out, const fmk_sim_checkpoin
     if (c.n != cp->p.n || (c.has_soft && !cp->p.soft))
         return fmk_sim_fail(NULL, FMK_ERR_ARG,
                             "restart: the state record is for %lld particles%s; the particles "
-                            "are %lld%s", (long long)c.n, c.has_soft ? " with softenings" : "",
+                            "are %lld%s",
+                            (long long)c.n, c.has_soft ? " with softenings" : "",
                             (long long)cp->p.n, cp->p.soft ? " with softenings" : "");
     use = opts ? *opts : stored;
     const double *soft = use.softening == FMK_SIM_SOFT_SPLINE && c.has_soft ? cp->p.soft : NULL;
@@ -207,13 +215,20 @@ fmk_status fmk_sim_create_from_checkpoint(fmk_sim **out, const fmk_sim_checkpoin
         if (bad >= 0)
             return fmk_sim_fail(NULL, FMK_ERR_ARG,
                                 "restart: the stored accelerations or potentials are missing or "
-                                "not finite (value %lld)", (long long)bad);
+                                "not finite (value %lld)",
+                                (long long)bad);
     }
-    const fmk_sim_init in = {.n = c.n, .mass = cp->p.mass, .pos = cp->p.pos, .vel = cp->p.vel,
-                             .soft = soft, .ids = cp->p.id,
+    const fmk_sim_init in = {.n = c.n,
+                             .mass = cp->p.mass,
+                             .pos = cp->p.pos,
+                             .vel = cp->p.vel,
+                             .soft = soft,
+                             .ids = cp->p.id,
                              .acc = keep_forces ? cp->acc : NULL,
                              .pot = keep_forces ? cp->pot : NULL,
-                             .step = c.step, .time = c.time, .dt_last = c.dt};
+                             .step = c.step,
+                             .time = c.time,
+                             .dt_last = c.dt};
     fmk_sim *sim = NULL;
     if ((st = fmk_sim_build(&sim, &in, &use)) != FMK_OK)
         return st;
@@ -283,8 +298,13 @@ fmk_status fmk_sim_create_from_file(fmk_sim **out, const char *path, const fmk_s
         st = fmk_sim_fail(NULL, FMK_ERR_ARG, "the snapshot's time is %g", p.time);
     if (st == FMK_OK && (st = fmk_sim_check_opts(&o, soft != NULL)) == FMK_OK &&
         (st = fmk_sim_check_particles(p.n, p.mass, p.pos, p.vel, soft, &o)) == FMK_OK) {
-        const fmk_sim_init in = {.n = p.n, .mass = p.mass, .pos = p.pos, .vel = p.vel,
-                                 .soft = soft, .ids = p.id, .time = p.time};
+        const fmk_sim_init in = {.n = p.n,
+                                 .mass = p.mass,
+                                 .pos = p.pos,
+                                 .vel = p.vel,
+                                 .soft = soft,
+                                 .ids = p.id,
+                                 .time = p.time};
         st = fmk_sim_build(out, &in, &o);
     }
     if (st != FMK_OK) /* the checks' messages name the function the caller did not call */

@@ -93,35 +93,39 @@ fmk_status fmk_sim_check_opts(const fmk_sim_opts *o, int per_particle)
     if (o->softening != FMK_SIM_SOFT_PLUMMER && o->softening != FMK_SIM_SOFT_SPLINE)
         return fmk_sim_fail(NULL, FMK_ERR_ARG,
                             "%s: softening = %d; it must be FMK_SIM_SOFT_PLUMMER (0) or "
-                            "FMK_SIM_SOFT_SPLINE (1)", w, (int)o->softening);
+                            "FMK_SIM_SOFT_SPLINE (1)",
+                            w, (int)o->softening);
     if (!(isfinite(o->soft) && o->soft >= 0))
         return fmk_sim_fail(NULL, FMK_ERR_ARG, "%s: soft = %g; it must be finite and >= 0", w,
                             o->soft);
     if (o->plan.softening != 0)
         return fmk_sim_fail(NULL, FMK_ERR_ARG,
                             "%s: opts.plan.softening = %g; the driver sets the plan's softening "
-                            "from opts.soft: leave it 0", w, o->plan.softening);
+                            "from opts.soft: leave it 0",
+                            w, o->plan.softening);
     if (o->stepping != FMK_SIM_STEP_FIXED && o->stepping != FMK_SIM_STEP_ADAPTIVE)
         return fmk_sim_fail(NULL, FMK_ERR_ARG,
                             "%s: stepping = %d; it must be FMK_SIM_STEP_FIXED (0) or "
-                            "FMK_SIM_STEP_ADAPTIVE (1)", w, (int)o->stepping);
+                            "FMK_SIM_STEP_ADAPTIVE (1)",
+                            w, (int)o->stepping);
     if (!(isfinite(o->dt) && o->dt >= 0))
         return fmk_sim_fail(NULL, FMK_ERR_ARG, "%s: dt = %g; it must be finite and > 0", w, o->dt);
     if (o->stepping == FMK_SIM_STEP_FIXED && !(o->dt > 0))
         return fmk_sim_fail(NULL, FMK_ERR_ARG,
                             "%s: dt = %g; a fixed step needs opts.dt > 0 (or use "
-                            "FMK_SIM_STEP_ADAPTIVE)", w, o->dt);
+                            "FMK_SIM_STEP_ADAPTIVE)",
+                            w, o->dt);
     if (!(isfinite(o->eta) && o->eta >= 0) ||
         (o->stepping == FMK_SIM_STEP_ADAPTIVE && !(o->eta > 0)))
         return fmk_sim_fail(NULL, FMK_ERR_ARG, "%s: eta = %g; it must be finite and > 0", w,
                             o->eta);
     if (!(isfinite(o->dt_min) && o->dt_min >= 0) || isnan(o->dt_max) || o->dt_max < 0)
         return fmk_sim_fail(NULL, FMK_ERR_ARG,
-                            "%s: dt_min = %g, dt_max = %g; they must be >= 0 (dt_max 0: none)",
-                            w, o->dt_min, o->dt_max);
-    if (o->dt_max > 0 && o->dt_min > o->dt_max)
-        return fmk_sim_fail(NULL, FMK_ERR_ARG, "%s: dt_min = %g is above dt_max = %g", w,
+                            "%s: dt_min = %g, dt_max = %g; they must be >= 0 (dt_max 0: none)", w,
                             o->dt_min, o->dt_max);
+    if (o->dt_max > 0 && o->dt_min > o->dt_max)
+        return fmk_sim_fail(NULL, FMK_ERR_ARG, "%s: dt_min = %g is above dt_max = %g", w, o->dt_min,
+                            o->dt_max);
     if (o->verbose != 0 && o->verbose != 1)
         return fmk_sim_fail(NULL, FMK_ERR_ARG, "%s: verbose = %d; it must be 0 or 1", w,
                             (int)o->verbose);
@@ -131,11 +135,13 @@ fmk_status fmk_sim_check_opts(const fmk_sim_opts *o, int per_particle)
     if (per_particle && o->softening != FMK_SIM_SOFT_SPLINE)
         return fmk_sim_fail(NULL, FMK_ERR_ARG,
                             "%s: softening lengths per particle need FMK_SIM_SOFT_SPLINE (the "
-                            "plummer kernel takes one s for every particle)", w);
+                            "plummer kernel takes one s for every particle)",
+                            w);
     if (o->stepping == FMK_SIM_STEP_ADAPTIVE && !per_particle && !(o->soft > 0))
         return fmk_sim_fail(NULL, FMK_ERR_ARG,
                             "%s: the adaptive step eta sqrt(s / |a|) needs a softening length: "
-                            "set opts.soft > 0", w);
+                            "set opts.soft > 0",
+                            w);
     return FMK_OK;
 }
 
@@ -167,15 +173,18 @@ fmk_status fmk_sim_check_particles(int64_t n, const double *mass, const double *
     if ((i = first_bad(pos, 3 * n, 0)) >= 0)
         return fmk_sim_fail(NULL, FMK_ERR_NONFINITE,
                             "fmk_sim_create: position %lld has coordinate %d = %g; positions "
-                            "must be finite", (long long)(i / 3), (int)(i % 3), pos[i]);
+                            "must be finite",
+                            (long long)(i / 3), (int)(i % 3), pos[i]);
     if ((i = first_bad(vel, 3 * n, 0)) >= 0)
         return fmk_sim_fail(NULL, FMK_ERR_NONFINITE,
                             "fmk_sim_create: velocity %lld has component %d = %g; velocities "
-                            "must be finite", (long long)(i / 3), (int)(i % 3), vel[i]);
+                            "must be finite",
+                            (long long)(i / 3), (int)(i % 3), vel[i]);
     if (soft && (i = first_bad(soft, n, 1)) >= 0)
         return fmk_sim_fail(NULL, FMK_ERR_ARG,
                             "fmk_sim_create: soft_per_particle[%lld] = %g; softening lengths "
-                            "must be finite and > 0", (long long)i, soft[i]);
+                            "must be finite and > 0",
+                            (long long)i, soft[i]);
     return FMK_OK;
 }
 
@@ -205,8 +214,10 @@ static fmk_status host_arrays(fmk_sim *sim, const fmk_sim_init *in)
     if (in->soft)
         sim->soft = fmk_sim_doubles(n);
     if (!sim->mass || !sim->charge || !sim->id || (in->soft && !sim->soft))
-        return fmk_sim_fail(sim, FMK_ERR_NOMEM, "fmk_sim_create: out of host memory for %lld "
-                                                "particles", (long long)n);
+        return fmk_sim_fail(sim, FMK_ERR_NOMEM,
+                            "fmk_sim_create: out of host memory for %lld "
+                            "particles",
+                            (long long)n);
     if (!in->on_device) {
         memcpy(sim->mass, in->mass, (size_t)n * sizeof(double));
         for (int64_t i = 0; i < n; i++)
@@ -293,7 +304,8 @@ fmk_status fmk_sim_build(fmk_sim **out, const fmk_sim_init *in, const fmk_sim_op
         st = fmk_sim_fail(sim, FMK_ERR_ARG,
                           "fmk_sim_create_device: the force plan runs on the %s backend; "
                           "device arrays need opts.plan.backend = FMK_BACKEND_CUDA (or auto "
-                          "with a GPU present)", fmk_backend_name(sim->backend));
+                          "with a GPU present)",
+                          fmk_backend_name(sim->backend));
     else if (st == FMK_OK)
         st = host_state(sim, in);
     if (st != FMK_OK) {
@@ -306,8 +318,8 @@ fmk_status fmk_sim_build(fmk_sim **out, const fmk_sim_init *in, const fmk_sim_op
 }
 
 fmk_status fmk_sim_create(fmk_sim **sim, int64_t n, const double *mass, const double *pos,
-                          const double *vel, const double *soft_per_particle,
-                          const uint64_t *ids, const fmk_sim_opts *opts)
+                          const double *vel, const double *soft_per_particle, const uint64_t *ids,
+                          const fmk_sim_opts *opts)
 {
     if (!sim)
         return fmk_sim_fail(NULL, FMK_ERR_NULL, "fmk_sim_create: sim is NULL");
@@ -322,14 +334,13 @@ fmk_status fmk_sim_create(fmk_sim **sim, int64_t n, const double *mass, const do
         st = fmk_sim_check_particles(n, mass, pos, vel, soft_per_particle, &o);
     if (st != FMK_OK)
         return st;
-    const fmk_sim_init in = {.n = n, .mass = mass, .pos = pos, .vel = vel,
-                             .soft = soft_per_particle, .ids = ids};
+    const fmk_sim_init in = {
+        .n = n, .mass = mass, .pos = pos, .vel = vel, .soft = soft_per_particle, .ids = ids};
     return fmk_sim_build(sim, &in, &o);
 }
 
 fmk_status fmk_sim_create_device(fmk_sim **sim, int64_t n, const double *d_mass,
-                                 const double *d_pos, const double *d_vel,
-                                 const fmk_sim_opts *opts)
+                                 const double *d_pos, const double *d_vel, const fmk_sim_opts *opts)
 {
     if (!sim)
         return fmk_sim_fail(NULL, FMK_ERR_NULL, "fmk_sim_create_device: sim is NULL");
@@ -400,7 +411,8 @@ fmk_status fmk_sim_get_state_device(const fmk_sim *sim, double *d_mass, double *
     if (!sim->dev)
         return fmk_sim_fail((fmk_sim *)sim, FMK_ERR_ARG,
                             "fmk_sim_get_state_device: the simulation runs on the %s backend; "
-                            "use fmk_sim_get_state", fmk_backend_name(sim->backend));
+                            "use fmk_sim_get_state",
+                            fmk_backend_name(sim->backend));
     return fmk_sim_dev_copy_out(sim, d_mass, d_pos, d_vel, d_acc, d_pot);
 }
 

@@ -180,8 +180,8 @@ double fmk_sim_rng_uniform(fmk_sim_rng *r); /* [0, 1), 53 bits */
 fmk_status fmk_sim_dev_make(fmk_sim *sim);
 /* Host arrays up (pos, vel, and acc + pot or NULL); pos goes into both halves of the double
  * buffer, so that the first evaluation can run on the next one. */
-fmk_status fmk_sim_dev_upload(fmk_sim *sim, const double *pos, const double *vel,
-                              const double *acc, const double *pot);
+fmk_status fmk_sim_dev_upload(fmk_sim *sim, const double *pos, const double *vel, const double *acc,
+                              const double *pot);
 /* Device arrays in (copied on the device, checked there); mass to the host mirror too. */
 fmk_status fmk_sim_dev_copy_in(fmk_sim *sim, const double *d_mass, const double *d_pos,
                                const double *d_vel);

@@ -36,7 +36,8 @@ static fmk_status cells_make(fmk_sim *sim)
         fmk_sim_cells_free(c);
         return fmk_sim_fail(sim, FMK_ERR_NOMEM,
                             "the spline correction: out of host memory for the cell list of %lld "
-                            "particles", (long long)sim->n);
+                            "particles",
+                            (long long)sim->n);
     }
     return FMK_OK;
 }
@@ -74,14 +75,15 @@ static void correct_one(const fmk_sim *sim, const double *pos, int64_t i, double
     const uint64_t mask = (uint64_t)c->table - 1;
     const double *xi = pos + 3 * i;
     const double hi = FMK_SIM_SPLINE_H * (sim->soft ? sim->soft[i] : sim->opts.soft);
-    const int64_t cx = fmk_sim_cell_coord(xi[0], inv_cell), cy = fmk_sim_cell_coord(xi[1], inv_cell),
+    const int64_t cx = fmk_sim_cell_coord(xi[0], inv_cell),
+                  cy = fmk_sim_cell_coord(xi[1], inv_cell),
                   cz = fmk_sim_cell_coord(xi[2], inv_cell);
     uint32_t seen[27];
     int n_seen = 0;
     double dp = 0, da[3] = {0, 0, 0};
     for (int o = 0; o < 27; o++) {
-        const uint32_t b = fmk_sim_cell_bucket(cx + o % 3 - 1, cy + (o / 3) % 3 - 1,
-                                               cz + o / 9 - 1, mask);
+        const uint32_t b =
+            fmk_sim_cell_bucket(cx + o % 3 - 1, cy + (o / 3) % 3 - 1, cz + o / 9 - 1, mask);
         int repeat = 0;
         for (int k = 0; k < n_seen; k++)
             repeat |= seen[k] == b;
@@ -90,7 +92,8 @@ static void correct_one(const fmk_sim *sim, const double *pos, int64_t i, double
         seen[n_seen++] = b;
         for (int64_t s = c->start[b]; s < c->start[b + 1]; s++) {
             const int64_t j = c->order[s];
-            const double d[3] = {pos[3 * j] - xi[0], pos[3 * j + 1] - xi[1], pos[3 * j + 2] - xi[2]};
+            const double d[3] = {pos[3 * j] - xi[0], pos[3 * j + 1] - xi[1],
+                                 pos[3 * j + 2] - xi[2]};
             const double r2 = d[0] * d[0] + d[1] * d[1] + d[2] * d[2];
             const double hj = FMK_SIM_SPLINE_H * (sim->soft ? sim->soft[j] : sim->opts.soft);
             const double h = hi > hj ? hi : hj;

@@ -48,7 +48,8 @@ fmk_status fmk_sim_next_dt(fmk_sim *sim, double *dt)
     if (!(step > 0 && isfinite(step)))
         return fmk_sim_fail(sim, FMK_ERR_ARG,
                             "the adaptive step is %g (largest |a|^2 / s^2 = %g): set opts.dt_max "
-                            "(or opts.dt_min) to bound it", step, value);
+                            "(or opts.dt_min) to bound it",
+                            step, value);
     *dt = step;
     return FMK_OK;
 }
@@ -137,9 +138,9 @@ static void progress_show(progress *p, const fmk_sim *sim, double fraction, int 
     for (int k = 0; k < 30; k++)
         bar[k] = k < filled ? '#' : '-';
     bar[30] = '\0';
-    fprintf(stderr, "\r[%s] %3.0f%%  step %lld  t = %-10.4g %8.1f steps/s  ETA %lld:%02lld  ",
-            bar, 100 * fraction, (long long)sim->step, sim->time, rate,
-            (long long)(eta / 60), (long long)eta % 60);
+    fprintf(stderr, "\r[%s] %3.0f%%  step %lld  t = %-10.4g %8.1f steps/s  ETA %lld:%02lld  ", bar,
+            100 * fraction, (long long)sim->step, sim->time, rate, (long long)(eta / 60),
+            (long long)eta % 60);
     if (last)
         fputc('\n', stderr);
     fflush(stderr);
@@ -164,7 +165,8 @@ fmk_status fmk_sim_run(fmk_sim *sim, double t_end, int64_t n_steps)
     if (!by_time && n_steps < 0)
         return fmk_sim_fail(sim, FMK_ERR_ARG,
                             "fmk_sim_run: n_steps = %lld; it must be >= 0 (t_end %g is not after "
-                            "the current time %g)", (long long)n_steps, t_end, sim->time);
+                            "the current time %g)",
+                            (long long)n_steps, t_end, sim->time);
     atomic_store(&sim->stop, 0);
     fmk_status st = fmk_sim_output_due(sim);
     if (st != FMK_OK)

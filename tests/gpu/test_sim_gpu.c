@@ -47,8 +47,8 @@ static fmk_sim_opts opts_for(fmk_backend backend, fmk_method method, fmk_precisi
 static fmk_sim *make(const fmk_sim_opts *o, int per_particle)
 {
     fmk_sim *sim = NULL;
-    fmk_status st = fmk_sim_create(&sim, N, ic_mass, ic_pos, ic_vel,
-                                   per_particle ? ic_soft : NULL, NULL, o);
+    fmk_status st =
+        fmk_sim_create(&sim, N, ic_mass, ic_pos, ic_vel, per_particle ? ic_soft : NULL, NULL, o);
     CHECK(st == FMK_OK, "create (%s): %s", fmk_backend_name(o->plan.backend),
           fmk_sim_last_error(NULL));
     return sim;
@@ -266,8 +266,8 @@ int main(void)
     against_cpu("direct fp64, adaptive", FMK_METHOD_DIRECT, FMK_PRECISION_FP64, 0, 1, 1e-12, 1e-9);
     against_cpu("tree fp32 theta 0.6", FMK_METHOD_TREE, FMK_PRECISION_FP32, 0, 0, 5e-3, 1e-2);
     test_device_arrays();
-    restart("restart, direct fp64", opts_for(FMK_BACKEND_CUDA, FMK_METHOD_DIRECT,
-                                             FMK_PRECISION_FP64), 0);
+    restart("restart, direct fp64",
+            opts_for(FMK_BACKEND_CUDA, FMK_METHOD_DIRECT, FMK_PRECISION_FP64), 0);
     restart("restart, tree fp32", opts_for(FMK_BACKEND_CUDA, FMK_METHOD_TREE, FMK_PRECISION_FP32),
             0);
     fmk_sim_opts o = opts_for(FMK_BACKEND_CUDA, FMK_METHOD_TREE, FMK_PRECISION_FP64);

@@ -23,14 +23,14 @@
     } while (0)
 
 /* CHECK_SIM_STATUS(call, expected, sim): call returns expected and leaves a message. */
-#define CHECK_SIM_STATUS(call, expected, sim)                                                    \
-    do {                                                                                         \
-        fmk_status check_st_ = (call), check_ex_ = (expected);                                   \
-        const char *check_msg_ = fmk_sim_last_error(sim);                                        \
-        check_report(check_st_ == check_ex_ && check_msg_[0] != '\0', __FILE__, __LINE__,       \
-                     "%s returned %d (%s), expected %d (%s); message: \"%s\"", #call,            \
-                     (int)check_st_, fmk_status_string(check_st_), (int)check_ex_,               \
-                     fmk_status_string(check_ex_), check_msg_);                                  \
+#define CHECK_SIM_STATUS(call, expected, sim)                                             \
+    do {                                                                                  \
+        fmk_status check_st_ = (call), check_ex_ = (expected);                            \
+        const char *check_msg_ = fmk_sim_last_error(sim);                                 \
+        check_report(check_st_ == check_ex_ && check_msg_[0] != '\0', __FILE__, __LINE__, \
+                     "%s returned %d (%s), expected %d (%s); message: \"%s\"", #call,     \
+                     (int)check_st_, fmk_status_string(check_st_), (int)check_ex_,        \
+                     fmk_status_string(check_ex_), check_msg_);                           \
     } while (0)
 
 /* n particles: masses, positions, velocities (n, 3n, 3n). */
@@ -114,8 +114,8 @@ static inline int same_state(const fmk_sim *a, const fmk_sim *b, int64_t n)
     fmk_sim_get_state(b, y, y + n, y + 4 * n, y + 7 * n, y + 10 * n);
     fmk_sim_info ia, ib;
     fmk_sim_info_get(a, &ia), fmk_sim_info_get(b, &ib);
-    const int same = memcmp(x, y, bytes) == 0 && ia.step == ib.step && ia.time == ib.time &&
-                     ia.dt == ib.dt;
+    const int same =
+        memcmp(x, y, bytes) == 0 && ia.step == ib.step && ia.time == ib.time && ia.dt == ib.dt;
     free(x), free(y);
     return same;
 }

@@ -50,8 +50,8 @@ static int failed(fmk_status st, const fmk_sim *sim)
     if (st == FMK_OK)
         return 0;
     CHECK_MSG(fmk_sim_last_error(sim)[0] != '\0', "status %d without a message", (int)st);
-    CHECK_MSG(st == FMK_ERR_NOMEM || sticky, "status %d (%s): %s", (int)st,
-              fmk_status_string(st), fmk_sim_last_error(sim));
+    CHECK_MSG(st == FMK_ERR_NOMEM || sticky, "status %d (%s): %s", (int)st, fmk_status_string(st),
+              fmk_sim_last_error(sim));
     return 1;
 }
 
@@ -139,8 +139,8 @@ int main(void)
             if (!sticky)
                 CHECK_MSG(complete, "the scenario did not recover from the failure");
         }
-        printf("%s: %ld runs\n", sticky ? "every allocation from the k-th on" : "the k-th allocation",
-               fail_at);
+        printf("%s: %ld runs\n",
+               sticky ? "every allocation from the k-th on" : "the k-th allocation", fail_at);
     }
     return check_summary();
 }

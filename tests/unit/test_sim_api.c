@@ -43,7 +43,8 @@ static void test_ic(void)
     uint64_t h = fnv1a(0xcbf29ce484222325ull, a.mass, 1000 * sizeof(double));
     h = fnv1a(h, a.pos, 3000 * sizeof(double));
     h = fnv1a(h, a.vel, 3000 * sizeof(double));
-    CHECK_MSG(h == 0x60cfec0998fa6bb4ull, "plummer(1000, seed 42) hashes to 0x%016llx", (unsigned long long)h);
+    CHECK_MSG(h == 0x60cfec0998fa6bb4ull, "plummer(1000, seed 42) hashes to 0x%016llx",
+              (unsigned long long)h);
     CHECK_SIM(fmk_sim_ic_plummer(1000, 43, b.mass, b.pos, b.vel), NULL);
     CHECK(memcmp(a.pos, b.pos, 3000 * sizeof(double)) != 0);
     double m = 0, c[3] = {0, 0, 0}, p[3] = {0, 0, 0}, rmax = 0;
@@ -169,8 +170,8 @@ static void test_bad_create(void)
         expect_create("backend cuda without a GPU", FMK_ERR_UNAVAILABLE, 64, p.mass, p.pos, p.vel,
                       NULL, &o);
     o = good, o.plan.method = FMK_METHOD_TREE, o.plan.theta = 0;
-    expect_create("tree without theta at eps 1e-6", FMK_ERR_UNAVAILABLE, 64, p.mass, p.pos, p.vel, NULL,
-                  &o);
+    expect_create("tree without theta at eps 1e-6", FMK_ERR_UNAVAILABLE, 64, p.mass, p.pos, p.vel,
+                  NULL, &o);
 
     check_context("bad create_device");
     fmk_sim *sim = NULL;
@@ -195,7 +196,8 @@ static void test_run(void)
         return;
     fmk_sim_info info;
     CHECK_SIM(fmk_sim_info_get(sim, &info), sim);
-    CHECK(info.n == 200 && info.step == 0 && info.time == 0 && info.plan.method == FMK_METHOD_DIRECT);
+    CHECK(info.n == 200 && info.step == 0 && info.time == 0 &&
+          info.plan.method == FMK_METHOD_DIRECT);
     CHECK(info.potential < 0 && info.kinetic > 0 && info.total == info.kinetic + info.potential);
     CHECK(info.interactions == 200 * 199);
     /* the potential energy is -1/2 sum m psi, psi the pot of get_state */

@@ -140,8 +140,10 @@ static void test_interrupt_step(void)
                fmk_sim_last_error(sim));
         CHECK_SIM_STATUS(st, FMK_ERR_INTERRUPTED, sim);
         CHECK_SIM(fmk_sim_run(ref, 0, info.step), ref);
-        CHECK_MSG(same_state(sim, ref, n), "the state after the stopped step is not that of %lld "
-                                           "steps", (long long)info.step);
+        CHECK_MSG(same_state(sim, ref, n),
+                  "the state after the stopped step is not that of %lld "
+                  "steps",
+                  (long long)info.step);
         CHECK_SIM(fmk_sim_step(sim), sim);
         CHECK_SIM(fmk_sim_step(ref), ref);
         CHECK(same_state(sim, ref, n));

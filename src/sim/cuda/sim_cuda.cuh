@@ -18,7 +18,7 @@ struct fmk_sim_cuda {
     int device;
     int64_t n;
     int per_particle, spline;
-    int cur;                           /* which half of each double buffer is the state */
+    int cur; /* which half of each double buffer is the state */
     double *d_pos[2], *d_acc[2], *d_pot[2];
     double *d_vel, *d_mass, *d_charge; /* 3n, n, n */
     double *d_soft;                    /* n, or NULL */

@@ -114,8 +114,7 @@ fmk_status fmk_sim_cuda_spline(fmk_sim_cuda *d, double soft, double h_max, char 
     int bits = 0;
     while (((int64_t)1 << bits) < d->table)
         bits++;
-    k_buckets<<<blocks_for(n), THREADS>>>(n, d->d_pos[c], inv_cell, mask, d->d_key[0],
-                                          d->d_idx[0]);
+    k_buckets<<<blocks_for(n), THREADS>>>(n, d->d_pos[c], inv_cell, mask, d->d_key[0], d->d_idx[0]);
     cudaError_t err = cudaGetLastError();
     size_t temp = d->sort_temp_bytes;
     if (err == cudaSuccess)
@@ -128,10 +127,9 @@ fmk_status fmk_sim_cuda_spline(fmk_sim_cuda *d, double soft, double h_max, char 
     if (err != cudaSuccess)
         return fail(err, "the spline's cell list", msg, cap);
     k_ranges<<<blocks_for(n), THREADS>>>(n, d->d_key[1], d->d_cell_start, d->d_cell_end);
-    k_gather<<<blocks_for(n), THREADS>>>(n, d->d_idx[1], d->d_pos[c], d->d_charge, d->d_soft,
-                                         soft, d->d_body);
-    k_correct<<<blocks_for(n), THREADS>>>(n, d->d_body, d->d_idx[1], d->d_cell_start,
-                                          d->d_cell_end, mask, inv_cell, d->d_acc[c],
-                                          d->d_pot[c]);
+    k_gather<<<blocks_for(n), THREADS>>>(n, d->d_idx[1], d->d_pos[c], d->d_charge, d->d_soft, soft,
+                                         d->d_body);
+    k_correct<<<blocks_for(n), THREADS>>>(n, d->d_body, d->d_idx[1], d->d_cell_start, d->d_cell_end,
+                                          mask, inv_cell, d->d_acc[c], d->d_pot[c]);
     return launched("the spline correction", msg, cap);
 }

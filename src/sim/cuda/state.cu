@@ -38,10 +38,10 @@ void fmk_sim_cuda_free(fmk_sim_cuda *d)
     if (!d)
         return;
     cudaSetDevice(d->device);
-    void *p[] = {d->d_pos[0], d->d_pos[1], d->d_acc[0], d->d_acc[1], d->d_pot[0], d->d_pot[1],
-                 d->d_vel, d->d_mass, d->d_charge, d->d_soft, d->d_partial, d->d_flag,
-                 d->d_key[0], d->d_key[1], d->d_idx[0], d->d_idx[1], d->d_cell_start,
-                 d->d_cell_end, d->d_body, d->d_sort_temp};
+    void *p[] = {d->d_pos[0],  d->d_pos[1],     d->d_acc[0],   d->d_acc[1], d->d_pot[0],
+                 d->d_pot[1],  d->d_vel,        d->d_mass,     d->d_charge, d->d_soft,
+                 d->d_partial, d->d_flag,       d->d_key[0],   d->d_key[1], d->d_idx[0],
+                 d->d_idx[1],  d->d_cell_start, d->d_cell_end, d->d_body,   d->d_sort_temp};
     for (size_t k = 0; k < sizeof p / sizeof p[0]; k++)
         cudaFree(p[k]);
     free(d);
@@ -56,8 +56,10 @@ static fmk_status make_spline(fmk_sim_cuda *d, char *msg, size_t cap)
 {
     const int64_t n = d->n;
     if (n >= ((int64_t)1 << 31)) { /* CUB's sort counts in int */
-        snprintf(msg, cap, "the spline correction on the GPU takes at most 2^31 - 1 particles "
-                           "(%lld asked)", (long long)n);
+        snprintf(msg, cap,
+                 "the spline correction on the GPU takes at most 2^31 - 1 particles "
+                 "(%lld asked)",
+                 (long long)n);
         return FMK_ERR_UNAVAILABLE;
     }
     d->table = fmk_sim_cell_table(n);

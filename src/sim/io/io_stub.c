@@ -10,8 +10,9 @@
 static fmk_status unavailable(const char *what, const char *path, char *msg, size_t cap)
 {
     if (msg && cap > 0)
-        snprintf(msg, cap, "%s %s: this fmmkit was built without the simulation's file layer "
-                           "(HDF5 snapshots and restarts, PNG pictures)",
+        snprintf(msg, cap,
+                 "%s %s: this fmmkit was built without the simulation's file layer "
+                 "(HDF5 snapshots and restarts, PNG pictures)",
                  what, path ? path : "(null)");
     return FMK_ERR_UNAVAILABLE;
 }
