@@ -81,7 +81,8 @@ __global__ void k_correct(int64_t n, const fmk_sim_cuda_body *body, const uint32
             if (repeat)
                 continue;
             seen[n_seen++] = b;
-            for (uint32_t s = start[b]; s < end[b]; s++) {
+            const uint32_t first = start[b], last = end[b];
+            for (uint32_t s = first; s < last; s++) {
                 if (s == (uint32_t)k)
                     continue;
                 const fmk_sim_cuda_body other = body[s];
