@@ -9,6 +9,10 @@
 
 #include "sim/sim_internal.h"
 
+/* No fused multiply-adds: a compiler that contracts a * b + c (clang does, where the machine
+ * has an FMA) would round differently from one that does not. */
+#pragma STDC FP_CONTRACT OFF
+
 static uint64_t rng_next(fmk_sim_rng *r)
 {
     uint64_t z = (r->state += 0x9e3779b97f4a7c15ull);
