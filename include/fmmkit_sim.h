@@ -81,11 +81,14 @@ typedef struct fmk_sim_info {
     double time;              /* simulation time */
     double dt;                /* the last step's dt */
     double kinetic, potential, total; /* energies at the current time (potential: from the
-                                       * last force evaluation, G sum_{i<j} m_i m_j phi_s) */
+                                       * last force evaluation, -G sum_{i<j} m_i m_j phi_s =
+                                       * -1/2 sum_i m_i pot_i, negative; total = kinetic +
+                                       * potential) */
     double momentum[3], angular_momentum[3];
     double seconds_force;     /* the last step's wall time in set_points + eval */
     double seconds_step;      /* the last step's whole wall time */
-    int64_t interactions;     /* the plan's work estimate of the last evaluation (0: unknown) */
+    int64_t interactions;     /* the plan's work estimate of the last evaluation (0: unknown;
+                               * n (n - 1) for the direct sum) */
     fmk_info plan;            /* the force plan's fmk_info */
 } fmk_sim_info;
 
@@ -123,12 +126,13 @@ FMK_API fmk_status fmk_sim_ic_cold(int64_t n, uint64_t seed, double *mass, doubl
                                    double *vel);
 FMK_API fmk_status fmk_sim_ic_kepler(double e, double *mass, double *pos, double *vel);
 
-/* Takes one step (kick-drift-kick leapfrog). */
+/* Takes one step (kick-drift-kick leapfrog). A step that fails leaves the state as it was. */
 FMK_API fmk_status fmk_sim_step(fmk_sim *sim);
 
 /* Steps until the time reaches t_end (the last step shortened to land on it) or, when
- * t_end <= current time, takes n_steps steps. Interruptible (fmk_sim_interrupt): the run then
- * stops at the end of a whole step with FMK_ERR_INTERRUPTED, the state consistent. */
+ * t_end <= current time, takes n_steps (>= 0) steps. Interruptible (fmk_sim_interrupt): the run
+ * then stops at the end of a whole step with FMK_ERR_INTERRUPTED, the state consistent (a step
+ * whose forces were interrupted is dropped). */
 FMK_API fmk_status fmk_sim_run(fmk_sim *sim, double t_end, int64_t n_steps);
 
 /* Output during fmk_sim_run: a snapshot every snap_every steps (0: none) to
@@ -139,12 +143,14 @@ FMK_API fmk_status fmk_sim_set_output(fmk_sim *sim, const char *dir, int64_t sna
                                       int png, int64_t diag_every, int64_t restart_every);
 
 /* The state now: any of mass (n), pos, vel, acc (3n each) and pot (n; the softened potential
- * G sum_j m_j phi_s at each particle) may be NULL. */
+ * G sum_{j != i} m_j phi_s at each particle, positive as fmmkit's potential: the gravitational
+ * potential is -pot) may be NULL. */
 FMK_API fmk_status fmk_sim_get_state(const fmk_sim *sim, double *mass, double *pos, double *vel,
                                      double *acc, double *pot);
 
 /* The same with CUDA device pointers (a simulation on FMK_BACKEND_CUDA; else
- * FMK_ERR_ARG): the state is copied on the device, never through the host. */
+ * FMK_ERR_ARG): the state is copied on the device, never through the host (create checks the
+ * arrays on the device and keeps a host copy of the masses, which never change). */
 FMK_API fmk_status fmk_sim_create_device(fmk_sim **sim, int64_t n, const double *d_mass,
                                          const double *d_pos, const double *d_vel,
                                          const fmk_sim_opts *opts);

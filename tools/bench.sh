@@ -17,3 +17,14 @@ for b in fmm3d fmm2d; do
     "$BUILD/bench/bench_$b" "$@"
   fi
 done
+# The simulation driver with its state on the GPU (--json passes on; --quick stops at 2^20).
+if [ -x "$BUILD/bench/bench_sim_gpu" ]; then
+  sim_args=""
+  for a in "$@"; do
+    case $a in
+      --json) sim_args="$sim_args --json" ;;
+      --quick) sim_args="$sim_args --max-log2 20" ;;
+    esac
+  done
+  "$BUILD/bench/bench_sim_gpu" $sim_args
+fi

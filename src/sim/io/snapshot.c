@@ -1,4 +1,4 @@
-/* snapshot.c -- snapshots in GADGET-4's HDF5 layout (docs/simulation_files.md).
+/* snapshot.c -- snapshots in GADGET-4's HDF5 layout (docs/simulation.md, "Files").
  *
  * The attribute types are GADGET-4's (src/io/snap_io.cc, write_header_fields):
  * NumPart_ThisFile and NumPart_Total 6 x uint64, MassTable 6 x double, Time, Redshift and

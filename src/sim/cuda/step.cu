@@ -1,0 +1,83 @@
+/* step.cu -- the leapfrog's kernels on the device state (step.c has the same arithmetic on the
+ * host): the drift into the next buffer, the check that the new forces are finite, and the two
+ * kicks in one pass followed by the swap of the buffers. */
+#include "sim/cuda/sim_cuda.cuh"
+
+using namespace fmk_sim_cuda_detail;
+
+namespace {
+
+/* x1 = x + (v + a h) dt over the 3n coordinates. */
+__global__ void k_drift(int64_t m, const double *x, const double *v, const double *a, double h,
+                        double dt, double *x1)
+{
+    for (int64_t k = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; k < m;
+         k += (int64_t)gridDim.x * blockDim.x)
+        x1[k] = x[k] + (v[k] + a[k] * h) * dt;
+}
+
+/* v = (v + a h) + a1 h. */
+__global__ void k_kick(int64_t m, double *v, const double *a, const double *a1, double h)
+{
+    for (int64_t k = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; k < m;
+         k += (int64_t)gridDim.x * blockDim.x)
+        v[k] = (v[k] + a[k] * h) + a1[k] * h;
+}
+
+/* The smallest index whose acceleration or potential is not finite, into *bad (which starts
+ * at ~0). */
+__global__ void k_check(int64_t n, const double *acc, const double *pot, unsigned long long *bad)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x)
+        if (!isfinite(pot[i]) || !isfinite(acc[3 * i]) || !isfinite(acc[3 * i + 1]) ||
+            !isfinite(acc[3 * i + 2]))
+            atomicMin(bad, (unsigned long long)i);
+}
+
+} // namespace
+
+fmk_status fmk_sim_cuda_sync(fmk_sim_cuda *d, char *msg, size_t cap)
+{
+    cudaSetDevice(d->device);
+    return launched("the step's kernels", msg, cap, 1);
+}
+
+fmk_status fmk_sim_cuda_drift(fmk_sim_cuda *d, double dt, char *msg, size_t cap)
+{
+    cudaSetDevice(d->device);
+    const int c = d->cur;
+    k_drift<<<blocks_for(3 * d->n), THREADS>>>(3 * d->n, d->d_pos[c], d->d_vel, d->d_acc[c],
+                                               0.5 * dt, dt, d->d_pos[1 - c]);
+    return launched("the drift", msg, cap);
+}
+
+fmk_status fmk_sim_cuda_check_next(fmk_sim_cuda *d, int64_t *bad, char *msg, size_t cap)
+{
+    cudaSetDevice(d->device);
+    const int c = 1 - d->cur;
+    cudaError_t err = cudaMemset(d->d_flag, 0xff, sizeof(unsigned long long));
+    if (err != cudaSuccess)
+        return fail(err, "the forces' check", msg, cap);
+    k_check<<<blocks_for(d->n), THREADS>>>(d->n, d->d_acc[c], d->d_pot[c], d->d_flag);
+    unsigned long long first = 0;
+    err = cudaGetLastError();
+    if (err == cudaSuccess) /* waits for the check: the one 8-byte transfer of a step */
+        err = cudaMemcpy(&first, d->d_flag, sizeof first, cudaMemcpyDeviceToHost);
+    if (err != cudaSuccess)
+        return fail(err, "the forces' check", msg, cap);
+    *bad = first == ~0ull ? -1 : (int64_t)first;
+    return FMK_OK;
+}
+
+fmk_status fmk_sim_cuda_kick_swap(fmk_sim_cuda *d, double dt, char *msg, size_t cap)
+{
+    cudaSetDevice(d->device);
+    const int c = d->cur;
+    k_kick<<<blocks_for(3 * d->n), THREADS>>>(3 * d->n, d->d_vel, d->d_acc[c], d->d_acc[1 - c],
+                                              0.5 * dt);
+    fmk_status st = launched("the kick", msg, cap);
+    if (st == FMK_OK)
+        d->cur = 1 - c;
+    return st;
+}

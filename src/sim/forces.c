@@ -1,0 +1,70 @@
+/* forces.c -- one force evaluation: the plan's set_points + eval on the state's next buffers
+ * (timed: fmk_sim_info.seconds_force), then the spline correction and the checks.
+ *
+ * The plan sums phi_i = sum_{j != i} q_j G(x_i, x_j) and its gradient with charges q_j = G m_j,
+ * so that its gradient is the acceleration itself (grad_y 1/|y - x| = (x - y)/|y - x|^3) and
+ * its potential psi_i = G sum_j m_j phi_s(|x_i - x_j|) is what the driver keeps as pot (the
+ * gravitational potential is -psi_i; the potential energy -1/2 sum_i m_i psi_i). */
+#include <math.h>
+
+#include "sim/sim_internal.h"
+
+fmk_status fmk_sim_plan_make(fmk_sim *sim)
+{
+    fmk_opts po = sim->opts.plan;
+    po.softening = sim->kernel == FMK_KERNEL_PLUMMER ? sim->opts.soft : 0;
+    fmk_status st = fmk_plan_create(&sim->plan, 3, sim->kernel, sim->opts.eps, &po);
+    if (st != FMK_OK) {
+        sim->plan = NULL;
+        return fmk_sim_fail(sim, st, "fmk_sim_create: the force plan (%s kernel): %s",
+                            fmk_kernel_name(sim->kernel), fmk_plan_last_error(NULL));
+    }
+    fmk_info info;
+    if ((st = fmk_plan_info(sim->plan, &info)) != FMK_OK)
+        return fmk_sim_fail_plan(sim, st, "fmk_sim_create: the force plan's info");
+    sim->backend = info.backend;
+    return FMK_OK;
+}
+
+/* The first particle whose acceleration or potential is not finite, or -1. */
+static int64_t first_nonfinite(const fmk_sim *sim)
+{
+    for (int64_t i = 0; i < sim->n; i++)
+        if (!isfinite(sim->pot_next[i]) || !isfinite(sim->acc_next[3 * i]) ||
+            !isfinite(sim->acc_next[3 * i + 1]) || !isfinite(sim->acc_next[3 * i + 2]))
+            return i;
+    return -1;
+}
+
+static fmk_status host_forces(fmk_sim *sim)
+{
+    const double t0 = fmk_sim_now();
+    fmk_status st = fmk_plan_set_points(sim->plan, sim->n, sim->pos_next, 0, NULL);
+    if (st == FMK_OK)
+        st = fmk_plan_eval(sim->plan, sim->charge, sim->pot_next, sim->acc_next);
+    sim->seconds_force = fmk_sim_now() - t0;
+    if (st != FMK_OK)
+        return fmk_sim_fail_plan(sim, st, "the forces");
+    if (sim->spline &&
+        (st = fmk_sim_spline_cpu(sim, sim->pos_next, sim->acc_next, sim->pot_next)) != FMK_OK)
+        return st;
+    const int64_t bad = sim->spline ? first_nonfinite(sim) : -1;
+    if (bad >= 0)
+        return fmk_sim_fail(sim, FMK_ERR_NONFINITE,
+                            "the forces: particle %lld's acceleration or potential is not finite "
+                            "after the spline correction (softening lengths too small for the "
+                            "range of doubles?)",
+                            (long long)bad);
+    return FMK_OK;
+}
+
+fmk_status fmk_sim_forces(fmk_sim *sim)
+{
+    const fmk_status st = sim->dev ? fmk_sim_dev_forces(sim) : host_forces(sim);
+    if (st == FMK_ERR_INTERRUPTED)
+        return fmk_sim_fail(sim, st,
+                            "interrupted during step %lld's forces; the state is the one at "
+                            "the end of step %lld (time %.17g)",
+                            (long long)(sim->step + 1), (long long)sim->step, sim->time);
+    return st;
+}

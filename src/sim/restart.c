@@ -1,0 +1,314 @@
+/* restart.c -- the state blob, checkpoints (a restart in memory) and restart files.
+ *
+ * A restart holds everything the next step reads: positions, velocities, masses, ids,
+ * softening lengths, and the accelerations and potentials of the last force evaluation (so a
+ * continued run recomputes no force: its next step is the very step the uninterrupted run
+ * takes), plus the blob: step, time, the last dt, the options and the output counters, every
+ * double stored as its 64 bits. fmk_sim_create_from_checkpoint with opts NULL therefore
+ * continues bit for bit (same method, backend and device: the plan's results must be
+ * reproducible, which every CPU method and the GPU direct sum and treecode are). The file path
+ * (fmk_sim_write_restart, fmk_sim_create_from_file) is the same checkpoint through sim_io.h. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim/sim_internal.h"
+
+/* The blob: 8-byte words in the host's byte order, the first a magic that reads differently
+ * in the other order. */
+#define BLOB_MAGIC 0x31304d49534b4d46ull /* "FMKSIM01" on a little-endian host */
+#define BLOB_VERSION 1
+/* The record's words, a group a line. */
+/* clang-format off */
+enum {
+    W_MAGIC, W_VERSION, W_WORDS, W_N, W_STEP, W_TIME, W_DT, W_HAS_SOFT,
+    W_SNAP_COUNT, W_SNAP_LAST, W_DIAG_LAST, W_RESTART_LAST,
+    W_G, W_SOFTENING, W_SOFT, W_STEPPING, W_DT_OPT, W_ETA, W_DT_MIN, W_DT_MAX, W_VERBOSE, W_EPS,
+    W_P_METHOD, W_P_BACKEND, W_P_PRECISION, W_P_THREADS, W_P_DEVICE, W_P_ORDER, W_P_LEAF,
+    W_P_SOFTENING, W_P_THETA, W_P_VERBOSE, W_P_WALK, W_P_VECTORS,
+    W_COUNT
+};
+/* clang-format on */
+
+static uint64_t from_f(double x)
+{
+    uint64_t u;
+    memcpy(&u, &x, sizeof u);
+    return u;
+}
+
+static double to_f(uint64_t u)
+{
+    double x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+static uint64_t byte_swap(uint64_t u)
+{
+    uint64_t r = 0;
+    for (int k = 0; k < 8; k++, u >>= 8)
+        r = r << 8 | (u & 0xff);
+    return r;
+}
+
+static void blob_write(const fmk_sim *sim, uint64_t *w)
+{
+    const fmk_sim_opts *o = &sim->opts;
+    const fmk_opts *p = &o->plan;
+    w[W_MAGIC] = BLOB_MAGIC, w[W_VERSION] = BLOB_VERSION, w[W_WORDS] = W_COUNT;
+    w[W_N] = (uint64_t)sim->n, w[W_STEP] = (uint64_t)sim->step;
+    w[W_TIME] = from_f(sim->time), w[W_DT] = from_f(sim->dt_last);
+    w[W_HAS_SOFT] = sim->soft != NULL;
+    w[W_SNAP_COUNT] = (uint64_t)sim->snap_count, w[W_SNAP_LAST] = (uint64_t)sim->snap_last_step;
+    w[W_DIAG_LAST] = (uint64_t)sim->diag_last_step;
+    w[W_RESTART_LAST] = (uint64_t)sim->restart_last_step;
+    w[W_G] = from_f(o->G), w[W_SOFTENING] = (uint64_t)o->softening, w[W_SOFT] = from_f(o->soft);
+    w[W_STEPPING] = (uint64_t)o->stepping, w[W_DT_OPT] = from_f(o->dt);
+    w[W_ETA] = from_f(o->eta), w[W_DT_MIN] = from_f(o->dt_min), w[W_DT_MAX] = from_f(o->dt_max);
+    w[W_VERBOSE] = (uint64_t)(int64_t)o->verbose, w[W_EPS] = from_f(o->eps);
+    w[W_P_METHOD] = (uint64_t)p->method, w[W_P_BACKEND] = (uint64_t)p->backend;
+    w[W_P_PRECISION] = (uint64_t)p->precision, w[W_P_THREADS] = (uint64_t)(int64_t)p->threads;
+    w[W_P_DEVICE] = (uint64_t)(int64_t)p->device, w[W_P_ORDER] = (uint64_t)(int64_t)p->order;
+    w[W_P_LEAF] = (uint64_t)p->leaf_size, w[W_P_SOFTENING] = from_f(p->softening);
+    w[W_P_THETA] = from_f(p->theta), w[W_P_VERBOSE] = (uint64_t)(int64_t)p->verbose;
+    w[W_P_WALK] = (uint64_t)p->walk, w[W_P_VECTORS] = (uint64_t)(int64_t)p->n_vectors;
+}
+
+/* What a blob holds besides the options. */
+typedef struct blob_counters {
+    int64_t n, step, snap_count, snap_last, diag_last, restart_last;
+    double time, dt;
+    int has_soft;
+} blob_counters;
+
+static fmk_status blob_read(const void *state, size_t bytes, fmk_sim_opts *o, blob_counters *c)
+{
+    uint64_t w[W_COUNT];
+    if (!state || bytes < 3 * sizeof(uint64_t))
+        return fmk_sim_fail(NULL, FMK_ERR_ARG,
+                            "restart: the state record is missing or short "
+                            "(%zu bytes)",
+                            bytes);
+    memcpy(w, state, 3 * sizeof(uint64_t));
+    if (w[W_MAGIC] != BLOB_MAGIC)
+        return fmk_sim_fail(NULL, FMK_ERR_ARG, "restart: the state record is not fmmkit's%s",
+                            byte_swap(w[W_MAGIC]) == BLOB_MAGIC
+                                ? " (it was written on a machine of the other byte order)"
+                                : "");
+    if (w[W_VERSION] != BLOB_VERSION || w[W_WORDS] != W_COUNT || bytes != sizeof w)
+        return fmk_sim_fail(NULL, FMK_ERR_ARG,
+                            "restart: the state record has version %llu and %zu bytes; this "
+                            "fmmkit reads version %d of %zu bytes",
+                            (unsigned long long)w[W_VERSION], bytes, BLOB_VERSION, sizeof w);
+    memcpy(w, state, sizeof w);
+    fmk_sim_opts_default(o);
+    fmk_opts *p = &o->plan;
+    c->n = (int64_t)w[W_N], c->step = (int64_t)w[W_STEP];
+    c->time = to_f(w[W_TIME]), c->dt = to_f(w[W_DT]);
+    c->has_soft = w[W_HAS_SOFT] != 0;
+    c->snap_count = (int64_t)w[W_SNAP_COUNT], c->snap_last = (int64_t)w[W_SNAP_LAST];
+    c->diag_last = (int64_t)w[W_DIAG_LAST], c->restart_last = (int64_t)w[W_RESTART_LAST];
+    o->G = to_f(w[W_G]), o->softening = (fmk_sim_softening)w[W_SOFTENING];
+    o->soft = to_f(w[W_SOFT]), o->stepping = (fmk_sim_stepping)w[W_STEPPING];
+    o->dt = to_f(w[W_DT_OPT]), o->eta = to_f(w[W_ETA]);
+    o->dt_min = to_f(w[W_DT_MIN]), o->dt_max = to_f(w[W_DT_MAX]);
+    o->verbose = (int32_t)(int64_t)w[W_VERBOSE], o->eps = to_f(w[W_EPS]);
+    p->method = (fmk_method)w[W_P_METHOD], p->backend = (fmk_backend)w[W_P_BACKEND];
+    p->precision = (fmk_precision)w[W_P_PRECISION], p->threads = (int32_t)(int64_t)w[W_P_THREADS];
+    p->device = (int32_t)(int64_t)w[W_P_DEVICE], p->order = (int32_t)(int64_t)w[W_P_ORDER];
+    p->leaf_size = (int64_t)w[W_P_LEAF], p->softening = to_f(w[W_P_SOFTENING]);
+    p->theta = to_f(w[W_P_THETA]), p->verbose = (int32_t)(int64_t)w[W_P_VERBOSE];
+    p->walk = (fmk_walk)w[W_P_WALK], p->n_vectors = (int32_t)(int64_t)w[W_P_VECTORS];
+    if (c->n < 1 || c->step < 0 || !isfinite(c->time) || c->snap_count < 0)
+        return fmk_sim_fail(NULL, FMK_ERR_ARG,
+                            "restart: the state record is damaged (n %lld, step %lld, time %g)",
+                            (long long)c->n, (long long)c->step, c->time);
+    return FMK_OK;
+}
+
+void fmk_sim_checkpoint_free(fmk_sim_checkpoint *cp)
+{
+    if (!cp)
+        return;
+    free(cp->p.pos), free(cp->p.vel), free(cp->p.mass), free(cp->p.id), free(cp->p.soft);
+    free(cp->acc), free(cp->pot), free(cp->state);
+    memset(cp, 0, sizeof *cp);
+}
+
+fmk_status fmk_sim_checkpoint_take(fmk_sim *sim, fmk_sim_checkpoint *cp)
+{
+    if (!sim || !cp)
+        return fmk_sim_fail(sim, FMK_ERR_NULL, "checkpoint: sim or cp is NULL");
+    memset(cp, 0, sizeof *cp);
+    const int64_t n = sim->n;
+    cp->p.n = n;
+    cp->p.time = sim->time;
+    cp->p.pos = fmk_sim_doubles(3 * n), cp->p.vel = fmk_sim_doubles(3 * n);
+    cp->p.mass = fmk_sim_doubles(n), cp->acc = fmk_sim_doubles(3 * n);
+    cp->pot = fmk_sim_doubles(n);
+    cp->p.id = malloc((size_t)n * sizeof *cp->p.id);
+    cp->p.soft = sim->soft ? fmk_sim_doubles(n) : NULL;
+    cp->state_bytes = W_COUNT * sizeof(uint64_t);
+    cp->state = malloc(cp->state_bytes);
+    if (!cp->p.pos || !cp->p.vel || !cp->p.mass || !cp->acc || !cp->pot || !cp->p.id ||
+        (sim->soft && !cp->p.soft) || !cp->state) {
+        fmk_sim_checkpoint_free(cp);
+        return fmk_sim_fail(sim, FMK_ERR_NOMEM,
+                            "checkpoint: out of host memory for %lld "
+                            "particles",
+                            (long long)n);
+    }
+    fmk_status st = fmk_sim_get_state(sim, cp->p.mass, cp->p.pos, cp->p.vel, cp->acc, cp->pot);
+    if (st != FMK_OK) {
+        fmk_sim_checkpoint_free(cp);
+        return st;
+    }
+    memcpy(cp->p.id, sim->id, (size_t)n * sizeof *cp->p.id);
+    if (sim->soft)
+        memcpy(cp->p.soft, sim->soft, (size_t)n * sizeof(double));
+    uint64_t w[W_COUNT];
+    blob_write(sim, w);
+    memcpy(cp->state, w, sizeof w);
+    return FMK_OK;
+}
+
+/* The first index of x (count values) that is not finite, or -1. */
+static int64_t first_nonfinite(const double *x, int64_t count)
+{
+    for (int64_t i = 0; i < count; i++)
+        if (!isfinite(x[i]))
+            return i;
+    return -1;
+}
+
+fmk_status fmk_sim_create_from_checkpoint(fmk_sim **out, const fmk_sim_checkpoint *cp,
+                                          const fmk_sim_opts *opts)
+{
+    if (!out || !cp)
+        return fmk_sim_fail(NULL, FMK_ERR_NULL, "restart: sim or the checkpoint is NULL");
+    *out = NULL;
+    fmk_sim_opts stored, use;
+    blob_counters c;
+    memset(&c, 0, sizeof c);
+    fmk_status st = blob_read(cp->state, cp->state_bytes, &stored, &c);
+    if (st != FMK_OK)
+        return st;
+    if (c.n != cp->p.n || (c.has_soft && !cp->p.soft))
+        return fmk_sim_fail(NULL, FMK_ERR_ARG,
+                            "restart: the state record is for %lld particles%s; the particles "
+                            "are %lld%s",
+                            (long long)c.n, c.has_soft ? " with softenings" : "",
+                            (long long)cp->p.n, cp->p.soft ? " with softenings" : "");
+    use = opts ? *opts : stored;
+    const double *soft = use.softening == FMK_SIM_SOFT_SPLINE && c.has_soft ? cp->p.soft : NULL;
+    if ((st = fmk_sim_check_opts(&use, soft != NULL)) != FMK_OK ||
+        (st = fmk_sim_check_particles(cp->p.n, cp->p.mass, cp->p.pos, cp->p.vel, soft, &use)) !=
+            FMK_OK)
+        return st;
+    /* the stored forces serve only the stored options (others evaluate their own) */
+    const int keep_forces = opts == NULL;
+    if (keep_forces) {
+        int64_t bad = !cp->acc || !cp->pot ? 0 : first_nonfinite(cp->acc, 3 * c.n);
+        if (bad < 0)
+            bad = first_nonfinite(cp->pot, c.n);
+        if (bad >= 0)
+            return fmk_sim_fail(NULL, FMK_ERR_ARG,
+                                "restart: the stored accelerations or potentials are missing or "
+                                "not finite (value %lld)",
+                                (long long)bad);
+    }
+    const fmk_sim_init in = {.n = c.n,
+                             .mass = cp->p.mass,
+                             .pos = cp->p.pos,
+                             .vel = cp->p.vel,
+                             .soft = soft,
+                             .ids = cp->p.id,
+                             .acc = keep_forces ? cp->acc : NULL,
+                             .pot = keep_forces ? cp->pot : NULL,
+                             .step = c.step,
+                             .time = c.time,
+                             .dt_last = c.dt};
+    fmk_sim *sim = NULL;
+    if ((st = fmk_sim_build(&sim, &in, &use)) != FMK_OK)
+        return st;
+    sim->snap_count = c.snap_count;
+    sim->snap_last_step = c.snap_last;
+    sim->diag_last_step = c.diag_last;
+    sim->restart_last_step = c.restart_last;
+    sim->from_restart = 1;
+    *out = sim;
+    return FMK_OK;
+}
+
+fmk_status fmk_sim_write_restart(fmk_sim *sim, const char *path)
+{
+    if (!sim || !path)
+        return fmk_sim_fail(sim, FMK_ERR_NULL, "fmk_sim_write_restart: %s is NULL",
+                            sim ? "path" : "sim");
+    fmk_sim_checkpoint cp;
+    fmk_status st = fmk_sim_checkpoint_take(sim, &cp);
+    if (st != FMK_OK)
+        return st;
+    char msg[FMK_SIM_ERROR_LEN] = "";
+    st = fmk_sim_io_write_restart(path, &cp.p, cp.acc, cp.pot, cp.state, cp.state_bytes, msg,
+                                  sizeof msg);
+    fmk_sim_checkpoint_free(&cp);
+    return st == FMK_OK ? FMK_OK : fmk_sim_fail(sim, st, "%s", msg);
+}
+
+/* A restart file: its checkpoint, read by the file layer. */
+static fmk_status from_restart_file(fmk_sim **out, const char *path, const fmk_sim_opts *opts)
+{
+    fmk_sim_checkpoint cp;
+    memset(&cp, 0, sizeof cp);
+    char msg[FMK_SIM_ERROR_LEN] = "";
+    fmk_status st = fmk_sim_io_read_restart(path, &cp.p, &cp.acc, &cp.pot, &cp.state,
+                                            &cp.state_bytes, msg, sizeof msg);
+    if (st != FMK_OK)
+        return fmk_sim_fail(NULL, st, "%s", msg);
+    st = fmk_sim_create_from_checkpoint(out, &cp, opts);
+    fmk_sim_particles_free(&cp.p);
+    free(cp.acc), free(cp.pot), free(cp.state);
+    return st;
+}
+
+fmk_status fmk_sim_create_from_file(fmk_sim **out, const char *path, const fmk_sim_opts *opts)
+{
+    if (!out || !path)
+        return fmk_sim_fail(NULL, FMK_ERR_NULL, "fmk_sim_create_from_file: %s is NULL",
+                            out ? "path" : "sim");
+    *out = NULL;
+    if (fmk_sim_io_is_restart(path))
+        return from_restart_file(out, path, opts);
+    fmk_sim_particles p;
+    memset(&p, 0, sizeof p);
+    char msg[FMK_SIM_ERROR_LEN] = "";
+    fmk_status st = fmk_sim_io_read_snapshot(path, &p, msg, sizeof msg);
+    if (st != FMK_OK)
+        return fmk_sim_fail(NULL, st, "%s", msg);
+    fmk_sim_opts o;
+    if (opts)
+        o = *opts;
+    else
+        fmk_sim_opts_default(&o);
+    /* a snapshot's softening lengths serve the spline; the plummer kernel takes opts.soft */
+    const double *soft = o.softening == FMK_SIM_SOFT_SPLINE ? p.soft : NULL;
+    if (!isfinite(p.time))
+        st = fmk_sim_fail(NULL, FMK_ERR_ARG, "the snapshot's time is %g", p.time);
+    if (st == FMK_OK && (st = fmk_sim_check_opts(&o, soft != NULL)) == FMK_OK &&
+        (st = fmk_sim_check_particles(p.n, p.mass, p.pos, p.vel, soft, &o)) == FMK_OK) {
+        const fmk_sim_init in = {.n = p.n,
+                                 .mass = p.mass,
+                                 .pos = p.pos,
+                                 .vel = p.vel,
+                                 .soft = soft,
+                                 .ids = p.id,
+                                 .time = p.time};
+        st = fmk_sim_build(out, &in, &o);
+    }
+    if (st != FMK_OK) /* the checks' messages name the function the caller did not call */
+        fmk_sim_fail(NULL, st, "%s (particles from %s)", fmk_sim_last_error(NULL), path);
+    fmk_sim_particles_free(&p);
+    return st;
+}

@@ -1,0 +1,204 @@
+/*
+ * sim_internal.h -- what the files of the simulation driver share (never installed;
+ * docs/simulation.md). The driver sees fmmkit only through include/fmmkit.h: its forces come
+ * from an fmk_plan, never from src/core.
+ *
+ *   sim.c       life cycle: options and their checks, create (host and device arrays),
+ *               destroy, get_state, info, messages, interrupt
+ *   forces.c    one force evaluation: the plan's set_points + eval (host or device), the
+ *               spline correction, checks and timers
+ *   spline.c    GADGET's cubic spline softening on the CPU: the plan's 1/r result corrected
+ *               pair by pair inside h (spline.h: the formulas and the hashed cell list)
+ *   step.c      kick-drift-kick leapfrog, the adaptive global step, fmk_sim_step, fmk_sim_run
+ *               with its output cadence and progress bar
+ *   diag.c      energies, momentum, angular momentum; the diagnostics CSV
+ *   restart.c   the state blob and checkpoints (restart in memory), restart and snapshot files
+ *               through the file layer (sim_io.h), create_from_file, set_output
+ *   ic.c        initial conditions and the driver's random stream (splitmix64)
+ *   device.c    the bridge to the device-resident state (cuda/sim_cuda.h); FMK_ERR_UNAVAILABLE
+ *               in a build without CUDA
+ *   cuda/       kick and drift kernels, reductions, the spline correction on the GPU
+ *   io/         the file layer (HDF5, PNG), behind sim_io.h
+ *
+ * The state is double-buffered: a step drifts the positions into pos_next, evaluates the
+ * forces into acc_next and pot_next, and only when all of that succeeded kicks the velocities
+ * and swaps the buffers. A step that fails (out of memory, an interrupt, FMK_ERR_ACCURACY, a
+ * result that is not finite) therefore leaves the state exactly as it was before the step.
+ */
+#ifndef FMMKIT_SIM_INTERNAL_H
+#define FMMKIT_SIM_INTERNAL_H
+
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+
+#include "fmmkit_sim.h"
+#include "sim/sim_io.h"
+#include "sim/spline.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FMK_SIM_ERROR_LEN 512
+
+struct fmk_sim_cuda; /* cuda/sim_cuda.h: the device-resident state */
+
+/* The CPU spline correction's hashed cell list (spline.c), kept between steps. */
+typedef struct fmk_sim_cells {
+    int64_t table;    /* buckets: a power of two >= n */
+    int64_t *start;   /* table + 1: the first sorted index of each bucket */
+    int64_t *order;   /* n: particle indices sorted by bucket (stable) */
+    uint32_t *bucket; /* n: each particle's bucket */
+} fmk_sim_cells;
+
+struct fmk_sim {
+    int64_t n;
+    fmk_sim_opts opts; /* as checked; opts.eps resolved (never 0) */
+    fmk_kernel kernel; /* plummer (s > 0, FMK_SIM_SOFT_PLUMMER) or laplace */
+    int spline;        /* 1: the spline correction runs (FMK_SIM_SOFT_SPLINE with some s > 0) */
+    double h_max;      /* spline: the largest h = 2.8 s (the cell size), else 0 */
+    fmk_plan *plan;
+    fmk_backend backend; /* the plan's resolved backend */
+    int threads;         /* the driver's own OpenMP loops: opts.plan.threads or 0 (default) */
+
+    /* Host state. On the CPU backend: pos, vel, acc, pot are the state (and the _next arrays
+     * the other half of the double buffer). On the CUDA backend those live on the device
+     * (dev) and these host arrays are NULL, except the ones that never change. */
+    double *mass, *charge; /* n: masses and the plan's charges G m */
+    double *soft;          /* n per-particle softening lengths, or NULL (opts.soft for all) */
+    uint64_t *id;          /* n */
+    double *pos, *vel, *acc, *pot;
+    double *pos_next, *acc_next, *pot_next;
+    fmk_sim_cells cells;
+    struct fmk_sim_cuda *dev; /* CUDA backend: the device state, else NULL */
+
+    /* Where the simulation is. */
+    int64_t step;
+    double time;
+    double dt_last;
+
+    /* Output (fmk_sim_set_output); the counters travel in restarts. */
+    char *out_dir;
+    int64_t snap_every, diag_every, restart_every;
+    int png;
+    int64_t snap_count;        /* the next snapshot's number */
+    int64_t snap_last_step;    /* the step of the last snapshot written (-1: none) */
+    int64_t diag_last_step;    /* the step of the last diagnostics row (-1: none) */
+    int64_t restart_last_step; /* the step of the last restart file (-1: none) */
+    int from_restart;          /* created from a restart: diagnostics.csv is appended to */
+    FILE *diag;                /* dir/diagnostics.csv, open while output is set */
+    double diag_wall;          /* wall seconds of the steps since the last row */
+    int64_t diag_steps;        /* and their number */
+
+    double seconds_force, seconds_step;
+    atomic_int stop; /* fmk_sim_interrupt */
+    char error[FMK_SIM_ERROR_LEN];
+};
+
+/* Messages: on sim, or (sim NULL) on the calling thread; returns status. */
+fmk_status fmk_sim_fail(fmk_sim *sim, fmk_status status, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+/* The plan's message after a failed plan call, prefixed with what the driver was doing. */
+fmk_status fmk_sim_fail_plan(fmk_sim *sim, fmk_status status, const char *doing);
+double fmk_sim_now(void);
+/* A sim that holds nothing: every pointer NULL, counters at their start. NULL when out of
+ * memory. */
+fmk_sim *fmk_sim_alloc(void);
+/* The thread count of the driver's own OpenMP loops (opts.plan.threads, or OpenMP's). */
+int fmk_sim_threads(const fmk_sim *sim);
+/* n doubles (at least one), or NULL. */
+double *fmk_sim_doubles(int64_t n);
+
+/* sim.c: the checks of fmk_sim_create (they leave messages on the calling thread). */
+fmk_status fmk_sim_check_opts(const fmk_sim_opts *o, int per_particle);
+/* Builds a simulation from host arrays (already checked), with the state at (step, time)
+ * and, when acc and pot are given, those forces instead of a first evaluation. */
+typedef struct fmk_sim_init {
+    int64_t n;
+    const double *mass, *pos, *vel, *soft;
+    const uint64_t *ids;
+    const double *acc, *pot; /* both or neither */
+    int on_device;           /* 1: mass, pos and vel are device pointers (soft, ids NULL) */
+    int64_t step;
+    double time, dt_last;
+} fmk_sim_init;
+fmk_status fmk_sim_build(fmk_sim **out, const fmk_sim_init *init, const fmk_sim_opts *opts);
+fmk_status fmk_sim_check_particles(int64_t n, const double *mass, const double *pos,
+                                   const double *vel, const double *soft, const fmk_sim_opts *o);
+
+/* forces.c */
+fmk_status fmk_sim_plan_make(fmk_sim *sim);
+/* The forces at pos_next into acc_next and pot_next (device: the device's next buffers). */
+fmk_status fmk_sim_forces(fmk_sim *sim);
+
+/* spline.c: adds the spline correction at pos into acc and pot (CPU); interruptible. */
+fmk_status fmk_sim_spline_cpu(fmk_sim *sim, const double *pos, double *acc, double *pot);
+void fmk_sim_cells_free(fmk_sim_cells *c);
+
+/* step.c */
+fmk_status fmk_sim_step_once(fmk_sim *sim, double dt);
+/* The step's dt before landing on an end time: fixed, or the adaptive criterion. */
+fmk_status fmk_sim_next_dt(fmk_sim *sim, double *dt);
+
+/* diag.c */
+typedef struct fmk_sim_diag {
+    double kinetic, potential, momentum[3], angular_momentum[3];
+} fmk_sim_diag;
+fmk_status fmk_sim_diagnostics(const fmk_sim *sim, fmk_sim_diag *d);
+/* Opens dir/diagnostics.csv (truncated, or appended to after a restart; the header row when
+ * empty) into *out. */
+fmk_status fmk_sim_diag_open(fmk_sim *sim, const char *dir, FILE **out);
+fmk_status fmk_sim_diag_row(fmk_sim *sim);
+
+/* restart.c: the state in memory. A checkpoint holds host copies of everything a restart
+ * needs; fmk_sim_create_from_checkpoint with opts NULL continues bit for bit. */
+typedef struct fmk_sim_checkpoint {
+    fmk_sim_particles p; /* pos, vel, mass, id, soft (NULL when none), time */
+    double *acc, *pot;   /* 3n, n */
+    void *state;         /* the blob: step, time, dt, options, output counters */
+    size_t state_bytes;
+} fmk_sim_checkpoint;
+fmk_status fmk_sim_checkpoint_take(fmk_sim *sim, fmk_sim_checkpoint *cp);
+void fmk_sim_checkpoint_free(fmk_sim_checkpoint *cp);
+fmk_status fmk_sim_create_from_checkpoint(fmk_sim **sim, const fmk_sim_checkpoint *cp,
+                                          const fmk_sim_opts *opts);
+/* The output files due after a step (or at the start of a run). */
+fmk_status fmk_sim_output_due(fmk_sim *sim);
+
+/* ic.c: the driver's random stream. */
+typedef struct fmk_sim_rng {
+    uint64_t state;
+} fmk_sim_rng;
+double fmk_sim_rng_uniform(fmk_sim_rng *r); /* [0, 1), 53 bits */
+
+/* device.c: the device-resident state (CUDA backend). Each returns FMK_ERR_UNAVAILABLE in a
+ * build without CUDA. Host arrays may be NULL where a call says so. */
+fmk_status fmk_sim_dev_make(fmk_sim *sim);
+/* Host arrays up (pos, vel, and acc + pot or NULL); pos goes into both halves of the double
+ * buffer, so that the first evaluation can run on the next one. */
+fmk_status fmk_sim_dev_upload(fmk_sim *sim, const double *pos, const double *vel, const double *acc,
+                              const double *pot);
+/* Device arrays in (copied on the device, checked there); mass to the host mirror too. */
+fmk_status fmk_sim_dev_copy_in(fmk_sim *sim, const double *d_mass, const double *d_pos,
+                               const double *d_vel);
+fmk_status fmk_sim_dev_download(const fmk_sim *sim, double *pos, double *vel, double *acc,
+                                double *pot);
+fmk_status fmk_sim_dev_copy_out(const fmk_sim *sim, double *d_mass, double *d_pos, double *d_vel,
+                                double *d_acc, double *d_pot);
+fmk_status fmk_sim_dev_drift(fmk_sim *sim, double dt);
+fmk_status fmk_sim_dev_forces(fmk_sim *sim);
+fmk_status fmk_sim_dev_kick_swap(fmk_sim *sim, double dt);
+void fmk_sim_dev_swap(fmk_sim *sim); /* the next buffers become the state (no kick) */
+fmk_status fmk_sim_dev_max_acc(fmk_sim *sim, double *value);
+fmk_status fmk_sim_dev_diagnostics(const fmk_sim *sim, fmk_sim_diag *d);
+void fmk_sim_dev_free(fmk_sim *sim);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FMMKIT_SIM_INTERNAL_H */

@@ -1,0 +1,214 @@
+/* step.c -- kick-drift-kick leapfrog, the adaptive global step, fmk_sim_step and fmk_sim_run
+ * (output cadence, interrupts, the progress bar).
+ *
+ * One step of dt from the state (x, v, a) at time t:
+ *     x' = x + (v + a dt/2) dt                  drift, into the next buffer
+ *     a' = a(x')                                the forces (forces.c)
+ *     v' = (v + a dt/2) + a' dt/2               both kicks, once the forces are known
+ * which is the usual KDK sequence v_half = v + a dt/2, x' = x + v_half dt, v' = v_half + a' dt/2
+ * operation for operation, with the first kick recomputed rather than stored so that a step
+ * that fails leaves (x, v, a) untouched (sim_internal.h). */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include "sim/sim_internal.h"
+
+fmk_status fmk_sim_next_dt(fmk_sim *sim, double *dt)
+{
+    const fmk_sim_opts *o = &sim->opts;
+    if (o->stepping == FMK_SIM_STEP_FIXED) {
+        *dt = o->dt;
+        return FMK_OK;
+    }
+    /* max_i |a_i|^2 / l_i^2, l_i the softening length (spline: h = 2.8 s) */
+    double value = 0;
+    if (sim->dev) {
+        fmk_status st = fmk_sim_dev_max_acc(sim, &value);
+        if (st != FMK_OK)
+            return st;
+    } else {
+        const double scale = sim->spline ? FMK_SIM_SPLINE_H : 1;
+        for (int64_t i = 0; i < sim->n; i++) {
+            const double *a = sim->acc + 3 * i;
+            const double l = scale * (sim->soft ? sim->soft[i] : o->soft);
+            const double v = (a[0] * a[0] + a[1] * a[1] + a[2] * a[2]) / (l * l);
+            value = v > value ? v : value;
+        }
+    }
+    /* eta sqrt(l / |a|) = eta (l^2 / |a|^2)^(1/4) */
+    double step = value > 0 ? o->eta / sqrt(sqrt(value)) : INFINITY;
+    if (o->dt_max > 0 && step > o->dt_max)
+        step = o->dt_max;
+    if (sim->step == 0 && o->dt > 0 && step > o->dt)
+        step = o->dt;
+    if (step < o->dt_min)
+        step = o->dt_min;
+    if (!(step > 0 && isfinite(step)))
+        return fmk_sim_fail(sim, FMK_ERR_ARG,
+                            "the adaptive step is %g (largest |a|^2 / s^2 = %g): set opts.dt_max "
+                            "(or opts.dt_min) to bound it",
+                            step, value);
+    *dt = step;
+    return FMK_OK;
+}
+
+static void swap_ptr(double **a, double **b)
+{
+    double *t = *a;
+    *a = *b, *b = t;
+}
+
+static fmk_status host_step(fmk_sim *sim, double dt)
+{
+    const int64_t m = 3 * sim->n;
+    const double h = 0.5 * dt;
+    double *x = sim->pos, *v = sim->vel, *a = sim->acc, *x1 = sim->pos_next;
+    const int threads = fmk_sim_threads(sim);
+#pragma omp parallel for schedule(static) num_threads(threads) if (m > 98304)
+    for (int64_t k = 0; k < m; k++)
+        x1[k] = x[k] + (v[k] + a[k] * h) * dt;
+    fmk_status st = fmk_sim_forces(sim);
+    if (st != FMK_OK)
+        return st;
+    const double *a1 = sim->acc_next;
+#pragma omp parallel for schedule(static) num_threads(threads) if (m > 98304)
+    for (int64_t k = 0; k < m; k++)
+        v[k] = (v[k] + a[k] * h) + a1[k] * h;
+    swap_ptr(&sim->pos, &sim->pos_next);
+    swap_ptr(&sim->acc, &sim->acc_next);
+    swap_ptr(&sim->pot, &sim->pot_next);
+    return FMK_OK;
+}
+
+static fmk_status device_step(fmk_sim *sim, double dt)
+{
+    fmk_status st = fmk_sim_dev_drift(sim, dt);
+    if (st == FMK_OK)
+        st = fmk_sim_forces(sim);
+    if (st == FMK_OK)
+        st = fmk_sim_dev_kick_swap(sim, dt);
+    return st;
+}
+
+fmk_status fmk_sim_step_once(fmk_sim *sim, double dt)
+{
+    const double t0 = fmk_sim_now();
+    fmk_status st = sim->dev ? device_step(sim, dt) : host_step(sim, dt);
+    if (st != FMK_OK)
+        return st;
+    sim->step++;
+    sim->time += dt;
+    sim->dt_last = dt;
+    sim->seconds_step = fmk_sim_now() - t0;
+    return FMK_OK;
+}
+
+fmk_status fmk_sim_step(fmk_sim *sim)
+{
+    if (!sim)
+        return fmk_sim_fail(NULL, FMK_ERR_NULL, "fmk_sim_step: sim is NULL");
+    atomic_store(&sim->stop, 0);
+    double dt;
+    fmk_status st = fmk_sim_next_dt(sim, &dt);
+    return st == FMK_OK ? fmk_sim_step_once(sim, dt) : st;
+}
+
+/* The progress bar: on stderr when opts.verbose and stderr is a terminal, at most 5 times a
+ * second, erased by the final line. */
+typedef struct progress {
+    int on;
+    double t0, shown;
+    int64_t step0;
+    double time0;
+} progress;
+
+static void progress_show(progress *p, const fmk_sim *sim, double fraction, int last)
+{
+    const double now = fmk_sim_now();
+    if (!p->on || (!last && now - p->shown < 0.2))
+        return;
+    p->shown = now;
+    const double elapsed = now - p->t0;
+    const double rate = elapsed > 0 ? (double)(sim->step - p->step0) / elapsed : 0;
+    const double eta = fraction > 0 ? elapsed * (1 - fraction) / fraction : 0;
+    char bar[31];
+    const int filled = (int)(30 * (fraction < 0 ? 0 : fraction > 1 ? 1 : fraction));
+    for (int k = 0; k < 30; k++)
+        bar[k] = k < filled ? '#' : '-';
+    bar[30] = '\0';
+    fprintf(stderr, "\r[%s] %3.0f%%  step %lld  t = %-10.4g %8.1f steps/s  ETA %lld:%02lld  ", bar,
+            100 * fraction, (long long)sim->step, sim->time, rate, (long long)(eta / 60),
+            (long long)eta % 60);
+    if (last)
+        fputc('\n', stderr);
+    fflush(stderr);
+}
+
+/* Ends the bar's line when a run stops early. */
+static void progress_end(progress *p)
+{
+    if (p->on && p->shown > 0) {
+        fputc('\n', stderr);
+        fflush(stderr);
+    }
+}
+
+fmk_status fmk_sim_run(fmk_sim *sim, double t_end, int64_t n_steps)
+{
+    if (!sim)
+        return fmk_sim_fail(NULL, FMK_ERR_NULL, "fmk_sim_run: sim is NULL");
+    if (isnan(t_end) || t_end == INFINITY)
+        return fmk_sim_fail(sim, FMK_ERR_ARG, "fmk_sim_run: t_end = %g; it must be finite", t_end);
+    const int by_time = t_end > sim->time;
+    if (!by_time && n_steps < 0)
+        return fmk_sim_fail(sim, FMK_ERR_ARG,
+                            "fmk_sim_run: n_steps = %lld; it must be >= 0 (t_end %g is not after "
+                            "the current time %g)",
+                            (long long)n_steps, t_end, sim->time);
+    atomic_store(&sim->stop, 0);
+    fmk_status st = fmk_sim_output_due(sim);
+    if (st != FMK_OK)
+        return st;
+    progress bar = {sim->opts.verbose && isatty(fileno(stderr)), fmk_sim_now(), 0, sim->step,
+                    sim->time};
+    for (int64_t k = 0;; k++) {
+        if (by_time ? sim->time >= t_end : k >= n_steps)
+            break;
+        if (atomic_load(&sim->stop)) {
+            progress_end(&bar);
+            return fmk_sim_fail(sim, FMK_ERR_INTERRUPTED,
+                                "interrupted: stopped after step %lld (time %.17g), a whole step",
+                                (long long)sim->step, sim->time);
+        }
+        double dt;
+        if ((st = fmk_sim_next_dt(sim, &dt)) != FMK_OK) {
+            progress_end(&bar);
+            return st;
+        }
+        /* the last step lands on t_end (a remainder within 1e-9 dt of dt is taken whole, so
+         * that rounding in the sum of the times never leaves a sliver of a step) */
+        const int landing = by_time && t_end - sim->time <= dt * (1 + 1e-9);
+        if (landing)
+            dt = t_end - sim->time;
+        if ((st = fmk_sim_step_once(sim, dt)) != FMK_OK) {
+            progress_end(&bar);
+            return st;
+        }
+        if (landing)
+            sim->time = t_end;
+        sim->diag_wall += sim->seconds_step;
+        sim->diag_steps++;
+        if ((st = fmk_sim_output_due(sim)) != FMK_OK) {
+            progress_end(&bar);
+            return st;
+        }
+        const double fraction = by_time ? (sim->time - bar.time0) / (t_end - bar.time0)
+                                        : (double)(k + 1) / (double)n_steps;
+        progress_show(&bar, sim, fraction, 0);
+    }
+    if (bar.on && sim->step > bar.step0)
+        progress_show(&bar, sim, 1, 1);
+    return FMK_OK;
+}
