@@ -12,6 +12,10 @@
  * interpolated in log eps. Above N*, the treecode (theta from eps) where its row says it beats
  * the FMM from some eps on (measured; on the CPU it never does: docs/choosing.md).
  *
+ * The smooth kernels (plummer, regularized) with a softening so large against the points'
+ * extent that the FMM's tree cannot go deep take the treecode (plummer, where it meets eps)
+ * or the direct sum instead (smooth_fmm_degenerate below).
+ *
  * A picked engine that refuses the plan (a kernel, precision or eps it does not do, such as
  * regularized in the treecode or fp32 in the GPU 2D FMM) leaves the plan with the next: the
  * treecode the FMM, the FMM the direct sum of its backend.
@@ -67,7 +71,27 @@ static double n_star(const fmk_plan *plan)
     return exp((1 - f) * log(c->n_star[k]) + f * log(c->n_star[k + 1]));
 }
 
-fmk_method fmk_choose_method(const fmk_plan *plan, int64_t n_sources, int64_t n_targets)
+/* The smooth kernels' FMM takes its far field from laplace expansions only beyond
+ * d_min = s / sqrt(eps) (plummer) or s / eps^(1/4) (regularized), s the softening
+ * (fmm3d/fmm3d.h, fmk_fmm3d_max_level: no box narrower than d_min is split). Where d_min is
+ * more than an eighth of the points' extent its tree stops above level 3 and it is a direct sum
+ * with an FMM's overhead (measured: 300 times slower than the direct sum on a softened Plummer
+ * sphere, bench/RESULTS.md, "Simulation driver, GPU"). 1 when that is so, or, with the extent
+ * unknown (width < 0: points on the device), for plummer, whose treecode takes any softening. */
+static int smooth_fmm_degenerate(const fmk_plan *plan, double width)
+{
+    const fmk_kernel k = plan->kernel;
+    if ((k != FMK_KERNEL_PLUMMER && k != FMK_KERNEL_REGULARIZED) || !(plan->opts.softening > 0))
+        return 0;
+    if (!(width >= 0))
+        return k == FMK_KERNEL_PLUMMER;
+    const double s = plan->opts.softening;
+    const double d_min = k == FMK_KERNEL_PLUMMER ? s / sqrt(plan->eps) : s / sqrt(sqrt(plan->eps));
+    return d_min > width / 8;
+}
+
+fmk_method fmk_choose_method(const fmk_plan *plan, int64_t n_sources, int64_t n_targets,
+                             double width)
 {
     const double n = (double)n_sources, m = n_targets < 0 ? n : (double)n_targets;
     if (!(n > 0 && m > 0))
@@ -75,11 +99,17 @@ fmk_method fmk_choose_method(const fmk_plan *plan, int64_t n_sources, int64_t n_
     if (2 * n * m / (n + m) < n_star(plan))
         return FMK_METHOD_DIRECT;
     const crossover *c = row_of(plan);
-    return c && plan->eps >= c->tree_eps ? FMK_METHOD_TREE : FMK_METHOD_FMM;
+    const fmk_method fast = c && plan->eps >= c->tree_eps ? FMK_METHOD_TREE : FMK_METHOD_FMM;
+    if (fast == FMK_METHOD_FMM && smooth_fmm_degenerate(plan, width)) /* the treecode where it
+                                                                       * takes the plan */
+        return plan->kernel == FMK_KERNEL_PLUMMER ? FMK_METHOD_TREE : FMK_METHOD_DIRECT;
+    return fast;
 }
 
-/* The engine and resolved options for method m, or the direct sum where m's engine refuses. */
-static const fmk_engine *engine_for(const fmk_plan *plan, fmk_method m, fmk_opts *o, fmk_info *info)
+/* The engine and resolved options for method m, or the next where m's engine refuses: the
+ * treecode's next is the FMM, or the direct sum where the FMM would be degenerate (no_fmm). */
+static const fmk_engine *engine_for(const fmk_plan *plan, fmk_method m, int no_fmm, fmk_opts *o,
+                                    fmk_info *info)
 {
     *o = plan->opts;
     o->method = m, o->order = -1, o->theta = 0, o->leaf_size = 0, o->walk = FMK_WALK_AUTO;
@@ -92,17 +122,18 @@ static const fmk_engine *engine_for(const fmk_plan *plan, fmk_method m, fmk_opts
     if (m == FMK_METHOD_DIRECT)
         return NULL; /* not reached: every backend has the direct sum for every kernel */
     /* the treecode refused: the FMM; the FMM refused: the direct sum */
-    return engine_for(plan, m == FMK_METHOD_TREE ? FMK_METHOD_FMM : FMK_METHOD_DIRECT, o, info);
+    return engine_for(plan, m == FMK_METHOD_TREE && !no_fmm ? FMK_METHOD_FMM : FMK_METHOD_DIRECT,
+                      no_fmm, o, info);
 }
 
-fmk_status fmk_choose_engine(fmk_plan *plan, int64_t n_sources, int64_t n_targets)
+fmk_status fmk_choose_engine(fmk_plan *plan, int64_t n_sources, int64_t n_targets, double width)
 {
     if (!plan->method_auto)
         return FMK_OK;
     fmk_opts o;
     fmk_info info;
-    const fmk_engine *e =
-        engine_for(plan, fmk_choose_method(plan, n_sources, n_targets), &o, &info);
+    const fmk_engine *e = engine_for(plan, fmk_choose_method(plan, n_sources, n_targets, width),
+                                     smooth_fmm_degenerate(plan, width), &o, &info);
     if (!e)
         return fmk_error_set(plan, FMK_ERR_UNAVAILABLE,
                              "method auto found no engine for these points on backend %s",
@@ -143,8 +174,8 @@ void fmk_choose_memory(const fmk_plan *plan, int64_t n_sources, int64_t n_target
     }
     fmk_opts o;
     fmk_info info;
-    const fmk_engine *e =
-        engine_for(plan, fmk_choose_method(plan, n_sources, n_targets), &o, &info);
+    const fmk_engine *e = engine_for(plan, fmk_choose_method(plan, n_sources, n_targets, -1),
+                                     smooth_fmm_degenerate(plan, -1), &o, &info);
     if (!e || e == plan->engine) {
         plan->engine->memory(plan, n_sources, n_targets, bytes_host, bytes_device);
         return;

@@ -86,4 +86,12 @@ fmk_status fmk_cuda_device_name(fmk_plan *plan, int device, char *name, size_t s
         name[0] = '\0';
     return fmk_error_set(plan, FMK_ERR_UNAVAILABLE, "this build of fmmkit has no CUDA backend");
 }
+
+fmk_status fmk_cuda_points_extent(fmk_plan *plan, int64_t ns, const double *d_s, int64_t nt,
+                                  const double *d_t, double *width)
+{
+    (void)ns, (void)d_s, (void)nt, (void)d_t;
+    *width = -1;
+    return fmk_error_set(plan, FMK_ERR_UNAVAILABLE, "this build of fmmkit has no CUDA backend");
+}
 #endif

@@ -277,13 +277,16 @@ fmk_status fmk_plan_engine_opts(fmk_opts *o, fmk_kernel kernel, int dim, double 
 
 /* choose.c: method auto. fmk_choose_method: the method the crossover tables pick for n_sources
  * sources and n_targets targets (-1: the sources) on the plan's backend, dimension, precision
- * and eps. fmk_choose_engine: makes the plan's engine the one for those sizes (the picked
+ * and eps, and for the smooth kernels the points' extent width (the largest side of their
+ * bounding box; -1: not known, points on the device). fmk_choose_engine: makes the plan's engine the one for those sizes (the picked
  * method, or the direct sum where the picked engine refuses the plan's kernel, precision or
  * eps), dropping the points and state of the engine it replaces; nothing for plans whose
  * method was given. fmk_choose_memory: the engine's memory() of the engine a plan would use
  * for those sizes (with that engine's default knobs where it is not the plan's engine). */
-fmk_method fmk_choose_method(const struct fmk_plan *plan, int64_t n_sources, int64_t n_targets);
-fmk_status fmk_choose_engine(struct fmk_plan *plan, int64_t n_sources, int64_t n_targets);
+fmk_method fmk_choose_method(const struct fmk_plan *plan, int64_t n_sources, int64_t n_targets,
+                             double width);
+fmk_status fmk_choose_engine(struct fmk_plan *plan, int64_t n_sources, int64_t n_targets,
+                             double width);
 void fmk_choose_memory(const struct fmk_plan *plan, int64_t n_sources, int64_t n_targets,
                        int64_t *bytes_host, int64_t *bytes_device);
 
@@ -353,6 +356,12 @@ const fmk_engine *fmk_engines_find(fmk_method method, int dim, fmk_backend backe
 int fmk_cuda_count_devices(void);
 /* Fills name (size bytes) with the device's name; returns FMK_OK or a status with a message. */
 fmk_status fmk_cuda_device_name(struct fmk_plan *plan, int device, char *name, size_t size);
+/* The largest side of the bounding box of device points (ns sources, nt targets; nt = 0: the
+ * sources alone) into *width, for method auto (cuda/frame.cu; its own workspace, freed before
+ * it returns); FMK_OK, or a status with a message (a non-finite point is left to the engine:
+ * *width is then -1). */
+fmk_status fmk_cuda_points_extent(struct fmk_plan *plan, int64_t ns, const double *d_s, int64_t nt,
+                                  const double *d_t, double *width);
 
 #ifdef __cplusplus
 }

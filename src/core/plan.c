@@ -437,14 +437,17 @@ fmk_status fmk_plan_set_points(fmk_plan *plan, int64_t n_sources, const double *
     fmk_status st = check_points(plan, "sources", n_sources, sources);
     if (st == FMK_OK && !self)
         st = check_points(plan, "targets", n_targets, targets);
-    if (st == FMK_OK) /* method auto: the engine for these sizes (it makes the frame) */
-        st = fmk_choose_engine(plan, n_sources, self ? -1 : n_targets);
-    fmk_frame frame;
+    double lo[3], hi[3], width = 0;
     if (st == FMK_OK) {
-        double lo[3], hi[3];
         bounding_box(dim, n_sources, sources, self ? 0 : n_targets, targets, lo, hi, plan->threads);
-        st = fmk_plan_frame_from_box(plan, lo, hi, &frame);
+        for (int k = 0; k < dim; k++)
+            width = hi[k] - lo[k] > width ? hi[k] - lo[k] : width;
     }
+    if (st == FMK_OK) /* method auto: the engine for these sizes (it makes the frame) */
+        st = fmk_choose_engine(plan, n_sources, self ? -1 : n_targets, width);
+    fmk_frame frame;
+    if (st == FMK_OK)
+        st = fmk_plan_frame_from_box(plan, lo, hi, &frame);
     if (st != FMK_OK)
         return st;
 
@@ -522,7 +525,15 @@ fmk_status fmk_plan_set_points_device(fmk_plan *plan, int64_t n_sources, const d
             "fmk_plan_set_points_device needs a plan with backend cuda (this one is %s)",
             fmk_backend_name(plan->opts.backend));
     double t0 = fmk_time_now();
-    fmk_status st = fmk_choose_engine(plan, n_sources, d_targets ? n_targets : -1);
+    /* method auto with a smooth kernel: the points' extent (its FMM's tree depth); where it
+     * cannot be had, the choice for an unknown extent (choose.c) */
+    double width = -1;
+    const int smooth = plan->kernel == FMK_KERNEL_PLUMMER || plan->kernel == FMK_KERNEL_REGULARIZED;
+    if (plan->method_auto && smooth && plan->opts.softening > 0 && n_sources > 0 &&
+        fmk_cuda_points_extent(plan, n_sources, d_sources, d_targets ? n_targets : 0, d_targets,
+                               &width) != FMK_OK)
+        width = -1;
+    fmk_status st = fmk_choose_engine(plan, n_sources, d_targets ? n_targets : -1, width);
     if (st == FMK_OK)
         st = plan->engine->set_points_device(plan, n_sources, d_sources, n_targets, d_targets);
     if (st != FMK_OK)

@@ -128,3 +128,33 @@ extern "C" fmk_status fmk_cuda_frame(fmk_plan *plan, int64_t ns, const double *d
         return fmk_cuda_bad_point(plan, bad, ns, d_s, d_t);
     return frame ? fmk_plan_frame_from_box(plan, lo, hi, frame) : FMK_OK;
 }
+
+extern "C" fmk_status fmk_cuda_points_extent(fmk_plan *plan, int64_t ns, const double *d_s,
+                                             int64_t nt, const double *d_t, double *width)
+{
+    *width = -1;
+    cudaError_t dev = cudaSetDevice(plan->opts.device);
+    if (dev != cudaSuccess)
+        return fmk_cuda_fail(plan, dev, "cudaSetDevice");
+    size_t temp_bytes = 0;
+    fmk_status st = fmk_cuda_frame_query(plan, ns, d_s, nt, d_t, &temp_bytes);
+    if (st != FMK_OK)
+        return st;
+    void *d_temp = NULL, *d_box = NULL;
+    cudaError_t err = cudaMalloc(&d_temp, temp_bytes > 0 ? temp_bytes : 1);
+    if (err == cudaSuccess)
+        err = cudaMalloc(&d_box, fmk_cuda_box_bytes());
+    double lo[3], hi[3];
+    if (err == cudaSuccess) {
+        st = fmk_cuda_frame(plan, ns, d_s, nt, d_t, d_temp, temp_bytes, d_box, lo, hi, NULL);
+        if (st == FMK_OK) {
+            *width = 0;
+            for (int k = 0; k < plan->dim; k++)
+                *width = hi[k] - lo[k] > *width ? hi[k] - lo[k] : *width;
+        } else if (st == FMK_ERR_NONFINITE)
+            st = FMK_OK; /* the engine's set_points reports it */
+    }
+    cudaFree(d_temp);
+    cudaFree(d_box);
+    return err == cudaSuccess ? st : fmk_cuda_fail(plan, err, "cudaMalloc (method auto's bounding box)");
+}

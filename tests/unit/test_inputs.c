@@ -578,7 +578,8 @@ static void auto_method(fmk_kernel k)
     test_charges(big, cw == 2, 22, q);
     fmk_opts o;
     fmk_opts_default(&o);
-    o.backend = FMK_BACKEND_CPU, o.threads = 2, o.softening = 0.05;
+    /* a softening small against the cube: the smooth kernels' FMM can go deep */
+    o.backend = FMK_BACKEND_CPU, o.threads = 2, o.softening = 1e-4;
     fmk_plan *plan = NULL;
     check_context("%s, method auto", fmk_kernel_name(k));
     CHECK_STATUS(fmk_plan_create(&plan, dim, k, 1e-6, &o), FMK_OK);
@@ -609,6 +610,27 @@ static void auto_method(fmk_kernel k)
     CHECK_MSG(info.method == FMK_METHOD_DIRECT, "%lld sources, %lld targets: method %s",
               (long long)big, (long long)few, fmk_method_name(info.method));
     fmk_plan_destroy(plan);
+    if (k == FMK_KERNEL_PLUMMER || k == FMK_KERNEL_REGULARIZED) {
+        /* a softening of 5% of the cube: the FMM could not go deeper than a few levels (its far
+         * field starts at s / sqrt(eps) or s / eps^(1/4)): the treecode where it meets eps (not
+         * at 1e-6 on the CPU), else the direct sum */
+        fmk_opts w = o;
+        w.softening = 0.05;
+        CHECK_STATUS(fmk_plan_create(&plan, dim, k, 1e-6, &w), FMK_OK);
+        CHECK_PLAN_OK(fmk_plan_set_points(plan, big, src, 0, NULL), plan);
+        CHECK_STATUS(fmk_plan_info(plan, &info), FMK_OK);
+        CHECK_MSG(info.method == FMK_METHOD_DIRECT, "softening 0.05, eps 1e-6: method %s",
+                  fmk_method_name(info.method));
+        fmk_plan_destroy(plan);
+        if (k == FMK_KERNEL_PLUMMER) { /* at 1e-3 the treecode */
+            CHECK_STATUS(fmk_plan_create(&plan, dim, k, 1e-3, &w), FMK_OK);
+            CHECK_PLAN_OK(fmk_plan_set_points(plan, big, src, 0, NULL), plan);
+            CHECK_STATUS(fmk_plan_info(plan, &info), FMK_OK);
+            CHECK_MSG(info.method == FMK_METHOD_TREE, "softening 0.05, eps 1e-3: method %s",
+                      fmk_method_name(info.method));
+            fmk_plan_destroy(plan);
+        }
+    }
 
     fmk_opts e = o;
     e.theta = 0.5; /* auto with an expert option */
