@@ -104,17 +104,17 @@ static int sim_error(fmk_sim *s, fmk_status st)
 static int check_args(const sim_args *a, args_opt *opts, int n_opts)
 {
 #define GIVEN(name) (args_find(opts, n_opts, name)->given)
-    static const char *const physics[] = {"method",   "backend",  "precision", "theta",
-                                          "eps",      "softening", "spline",    "adaptive",
-                                          "eta",      "dt",        "threads",   "n",
-                                          "seed",     "e"};
+    static const char *const physics[] = {"method",    "backend", "precision", "theta", "eps",
+                                          "softening", "spline",  "adaptive",  "eta",   "dt",
+                                          "threads",   "n",       "seed",      "e"};
     if (a->restart) {
         if (a->ic)
             return cli_usage(cmd, "--restart and --ic exclude each other");
         for (size_t i = 0; i < sizeof physics / sizeof physics[0]; i++)
             if (GIVEN(physics[i]))
-                return cli_usage(cmd, "--%s: a --restart continues with the options stored in "
-                                      "the file",
+                return cli_usage(cmd,
+                                 "--%s: a --restart continues with the options stored in "
+                                 "the file",
                                  physics[i]);
     } else if (!a->ic)
         return cli_usage(cmd, "--ic is required (plummer, cold, kepler or an HDF5 file), or "
@@ -124,8 +124,9 @@ static int check_args(const sim_args *a, args_opt *opts, int n_opts)
     const int file_ic = a->ic && strcmp(a->ic, "plummer") != 0 && strcmp(a->ic, "cold") != 0 &&
                         strcmp(a->ic, "kepler") != 0;
     if (file_ic && access(a->ic, R_OK) != 0)
-        return cli_input_error(cmd, "--ic: '%s' is neither plummer, cold nor kepler, nor a "
-                                    "readable file",
+        return cli_input_error(cmd,
+                               "--ic: '%s' is neither plummer, cold nor kepler, nor a "
+                               "readable file",
                                a->ic);
     if ((file_ic || (a->ic && strcmp(a->ic, "kepler") == 0)) && (GIVEN("n") || GIVEN("seed")))
         return cli_usage(cmd, "--n and --seed are for --ic plummer and cold");
@@ -267,8 +268,7 @@ static void print_json(const sim_args *a, const sim_run *r)
            "  \"precision\": \"%s\",\n  \"eps\": %.6g,\n  \"theta\": %.6g,\n",
            a->restart ? "restart" : a->ic, (long long)e->n, fmk_method_name(e->plan.method),
            fmk_backend_name(e->plan.backend),
-           e->plan.precision == FMK_PRECISION_FP32 ? "fp32" : "fp64", e->plan.eps,
-           e->plan.theta);
+           e->plan.precision == FMK_PRECISION_FP32 ? "fp32" : "fp64", e->plan.eps, e->plan.theta);
     printf("  \"steps\": %lld,\n  \"step\": %lld,\n  \"time_start\": %.17g,\n  \"time\": %.17g,\n"
            "  \"dt\": %.17g,\n  \"wall_s\": %.6g,\n  \"steps_per_s\": %.6g,\n",
            (long long)steps, (long long)e->step, s->time, e->time, e->dt, r->wall,
@@ -288,9 +288,8 @@ static void print_table(const sim_args *a, const sim_run *r)
 {
     const fmk_sim_info *s = &r->start, *e = &r->end;
     const int64_t steps = e->step - s->step;
-    printf("%s of %lld particles, method %s on %s (%s, eps %.3g)\n",
-           a->restart ? "restart" : a->ic, (long long)e->n, fmk_method_name(e->plan.method),
-           fmk_backend_name(e->plan.backend),
+    printf("%s of %lld particles, method %s on %s (%s, eps %.3g)\n", a->restart ? "restart" : a->ic,
+           (long long)e->n, fmk_method_name(e->plan.method), fmk_backend_name(e->plan.backend),
            e->plan.precision == FMK_PRECISION_FP32 ? "fp32" : "fp64", e->plan.eps);
     printf("  steps          %lld%s (step %lld now)\n", (long long)steps,
            r->interrupted ? ", interrupted" : "", (long long)e->step);
