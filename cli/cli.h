@@ -102,5 +102,6 @@ int cmd_eval(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
 int cmd_poisson(int argc, char **argv);
+int cmd_sim(int argc, char **argv);
 
 #endif /* FMMKIT_CLI_H */

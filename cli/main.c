@@ -15,6 +15,7 @@ static const char usage[] =
     "  bench    time a method on generated points and check it against the direct sum\n"
     "  demo     a first run: a Plummer sphere on the best backend present, with a check\n"
     "  poisson  the grid Poisson solver on the vortex-rings test problem, with its errors\n"
+    "  sim      an N-body simulation: Plummer, cold collapse, Kepler or a snapshot; files\n"
     "\n"
     "  fmmkit COMMAND --help   the options of a command\n"
     "  fmmkit --version        the version of fmmkit\n"
@@ -29,6 +30,7 @@ static const struct {
     {"bench", cmd_bench},
     {"demo", cmd_demo},
     {"poisson", cmd_poisson},
+    {"sim", cmd_sim},
 };
 
 int main(int argc, char **argv)
@@ -53,5 +55,5 @@ int main(int argc, char **argv)
             return commands[i].run(argc - 2, argv + 2);
     if (word[0] == '-')
         return cli_usage(NULL, "unknown option '%s'", word);
-    return cli_usage(NULL, "unknown command '%s' (eval, bench, demo, poisson)", word);
+    return cli_usage(NULL, "unknown command '%s' (eval, bench, demo, poisson, sim)", word);
 }

@@ -24,7 +24,8 @@ import glob
 import os
 import sys
 import threading
-from ctypes import POINTER, c_char, c_char_p, c_double, c_int, c_int32, c_int64, c_void_p
+from ctypes import (POINTER, c_char, c_char_p, c_double, c_int, c_int32, c_int64, c_uint64,
+                    c_void_p)
 
 # Enums travel as C int (every fmmkit enum fits and is passed like one).
 fmk_status = c_int
@@ -139,7 +140,44 @@ class fmk_poisson_info(ctypes.Structure):
     ]
 
 
+class fmk_sim_opts(ctypes.Structure):
+    """struct fmk_sim_opts (include/fmmkit_sim.h); fill with fmk_sim_opts_default()."""
+    _fields_ = [
+        ("plan", fmk_opts),
+        ("eps", c_double),
+        ("G", c_double),
+        ("softening", c_int),
+        ("soft", c_double),
+        ("stepping", c_int),
+        ("dt", c_double),
+        ("eta", c_double),
+        ("dt_min", c_double),
+        ("dt_max", c_double),
+        ("verbose", c_int32),
+    ]
+
+
+class fmk_sim_info(ctypes.Structure):
+    """struct fmk_sim_info, filled by fmk_sim_info_get()."""
+    _fields_ = [
+        ("n", c_int64),
+        ("step", c_int64),
+        ("time", c_double),
+        ("dt", c_double),
+        ("kinetic", c_double),
+        ("potential", c_double),
+        ("total", c_double),
+        ("momentum", c_double * 3),
+        ("angular_momentum", c_double * 3),
+        ("seconds_force", c_double),
+        ("seconds_step", c_double),
+        ("interactions", c_int64),
+        ("plan", fmk_info),
+    ]
+
+
 plan_p = c_void_p                    # fmk_plan * (opaque)
+sim_p = c_void_p                     # fmk_sim * (opaque)
 poisson_p = c_void_p                 # fmk_poisson * (opaque)
 grid_p = c_void_p                    # fmk_grid * (opaque)
 # fmk_interrupt_fn: int check(void *user), called back from the thread that made the C call
@@ -212,6 +250,34 @@ POISSON_FUNCTIONS = {
 }
 
 
+# The same for include/fmmkit_sim.h, in its order.
+uint64_p = POINTER(c_uint64)
+SIM_FUNCTIONS = {
+    "fmk_sim_opts_default": (None, (POINTER(fmk_sim_opts),)),
+    "fmk_sim_create": (fmk_status, (POINTER(sim_p), c_int64, double_p, double_p, double_p,
+                                    double_p, uint64_p, POINTER(fmk_sim_opts))),
+    "fmk_sim_create_from_file": (fmk_status, (POINTER(sim_p), c_char_p, POINTER(fmk_sim_opts))),
+    "fmk_sim_ic_plummer": (fmk_status, (c_int64, c_uint64, double_p, double_p, double_p)),
+    "fmk_sim_ic_cold": (fmk_status, (c_int64, c_uint64, double_p, double_p, double_p)),
+    "fmk_sim_ic_kepler": (fmk_status, (c_double, double_p, double_p, double_p)),
+    "fmk_sim_step": (fmk_status, (sim_p,)),
+    "fmk_sim_run": (fmk_status, (sim_p, c_double, c_int64)),
+    "fmk_sim_set_output": (fmk_status, (sim_p, c_char_p, c_int64, c_int, c_int64, c_int64)),
+    "fmk_sim_get_state": (fmk_status, (sim_p, double_p, double_p, double_p, double_p, double_p)),
+    "fmk_sim_create_device": (fmk_status, (POINTER(sim_p), c_int64, double_p, double_p,
+                                           double_p, POINTER(fmk_sim_opts))),
+    "fmk_sim_get_state_device": (fmk_status, (sim_p, double_p, double_p, double_p, double_p,
+                                              double_p)),
+    "fmk_sim_info_get": (fmk_status, (sim_p, POINTER(fmk_sim_info))),
+    "fmk_sim_write_snapshot": (fmk_status, (sim_p, c_char_p)),
+    "fmk_sim_write_restart": (fmk_status, (sim_p, c_char_p)),
+    "fmk_sim_write_png": (fmk_status, (sim_p, c_char_p, c_int, c_int)),
+    "fmk_sim_interrupt": (fmk_status, (sim_p,)),
+    "fmk_sim_last_error": (c_char_p, (sim_p,)),
+    "fmk_sim_destroy": (None, (sim_p,)),
+}
+
+
 def _library_names():
     if sys.platform == "darwin":
         return ["libfmmkit.dylib"]
@@ -239,7 +305,8 @@ def candidate_paths():
 
 
 def _declare(cdll, path):
-    for name, (restype, argtypes) in list(FUNCTIONS.items()) + list(POISSON_FUNCTIONS.items()):
+    for name, (restype, argtypes) in list(FUNCTIONS.items()) + list(POISSON_FUNCTIONS.items()) + \
+            list(SIM_FUNCTIONS.items()):
         try:
             fn = getattr(cdll, name)
         except AttributeError:

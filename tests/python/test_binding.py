@@ -15,6 +15,7 @@ from conftest import REPO
 
 HEADER = os.path.join(REPO, "include", "fmmkit.h")
 POISSON_HEADER = os.path.join(REPO, "include", "fmmkit_poisson.h")
+SIM_HEADER = os.path.join(REPO, "include", "fmmkit_sim.h")
 
 
 def header_code(path=HEADER):
@@ -94,8 +95,12 @@ def expected_ctypes():
          "fmk_grid*": ctypes.c_void_p, "fmk_grid**": P(ctypes.c_void_p),
          "int32_t*": P(ctypes.c_int32),
          "fmk_poisson_opts*": P(_lib.fmk_poisson_opts),
-         "fmk_poisson_info*": P(_lib.fmk_poisson_info)}
-    for enum in list(header_enums()) + list(header_enums(POISSON_HEADER)):
+         "fmk_poisson_info*": P(_lib.fmk_poisson_info),
+         "uint64_t": ctypes.c_uint64, "uint64_t*": P(ctypes.c_uint64),
+         "fmk_sim*": ctypes.c_void_p, "fmk_sim**": P(ctypes.c_void_p),
+         "fmk_sim_opts*": P(_lib.fmk_sim_opts), "fmk_sim_info*": P(_lib.fmk_sim_info)}
+    for enum in (list(header_enums()) + list(header_enums(POISSON_HEADER)) +
+                 list(header_enums(SIM_HEADER))):
         m[enum] = ctypes.c_int
         m[enum + "*"] = P(ctypes.c_int)
     return m
@@ -111,7 +116,8 @@ def test_header_parser_sees_the_api():
 
 
 @pytest.mark.parametrize("header, table", [(HEADER, "FUNCTIONS"),
-                                           (POISSON_HEADER, "POISSON_FUNCTIONS")])
+                                           (POISSON_HEADER, "POISSON_FUNCTIONS"),
+                                           (SIM_HEADER, "SIM_FUNCTIONS")])
 def test_every_header_function_is_declared_alike(header, table):
     funcs = header_functions(header)
     declared = getattr(_lib, table)
@@ -133,7 +139,7 @@ def test_every_function_is_exported():
         pytest.fail("no libfmmkit found: " + ", ".join(_lib.candidate_paths()))
     raw = ctypes.CDLL(path)
     missing = [name for name in list(header_functions()) + list(header_functions(POISSON_HEADER))
-               if not hasattr(raw, name)]
+               + list(header_functions(SIM_HEADER)) if not hasattr(raw, name)]
     assert not missing, f"{path} does not export: {' '.join(missing)}"
     assert os.path.samefile(fmmkit.library_path(), path)
 
@@ -151,8 +157,10 @@ def test_enum_values():
 
 
 def test_struct_fields_match_the_header():
-    structs = {**header_structs(), **header_structs(POISSON_HEADER)}
-    for cls in (_lib.fmk_opts, _lib.fmk_info, _lib.fmk_poisson_opts, _lib.fmk_poisson_info):
+    structs = {**header_structs(), **header_structs(POISSON_HEADER),
+               **header_structs(SIM_HEADER)}
+    for cls in (_lib.fmk_opts, _lib.fmk_info, _lib.fmk_poisson_opts, _lib.fmk_poisson_info,
+                _lib.fmk_sim_opts, _lib.fmk_sim_info):
         assert structs[cls.__name__] == [f[0] for f in cls._fields_], cls.__name__
 
 
@@ -160,9 +168,10 @@ def test_struct_layout_matches_the_compiler(tmp_path):
     cc = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc") or shutil.which("clang")
     if cc is None:
         pytest.skip("no C compiler")
-    classes = (_lib.fmk_opts, _lib.fmk_info, _lib.fmk_poisson_opts, _lib.fmk_poisson_info)
+    classes = (_lib.fmk_opts, _lib.fmk_info, _lib.fmk_poisson_opts, _lib.fmk_poisson_info,
+               _lib.fmk_sim_opts, _lib.fmk_sim_info)
     lines = ["#include <stddef.h>", "#include <stdio.h>", '#include "fmmkit.h"',
-             '#include "fmmkit_poisson.h"', "int main(void) {"]
+             '#include "fmmkit_poisson.h"', '#include "fmmkit_sim.h"', "int main(void) {"]
     for cls in classes:
         s = cls.__name__
         lines.append(f'printf("{s} . %zu %zu\\n", sizeof({s}), (size_t)_Alignof({s}));')

@@ -1,0 +1,416 @@
+"""The N-body simulation driver (include/fmmkit_sim.h, docs/simulation.md): N gravitating
+particles integrated by the kick-drift-kick leapfrog with the forces of an fmmkit plan; GADGET-4
+HDF5 snapshots, restart files that continue bit for bit, PNG density projections."""
+import ctypes
+import os
+import threading
+import weakref
+from typing import NamedTuple
+
+import numpy as np
+
+from ._arrays import DeviceArray, adopt, device_address, device_empty, on_device
+from ._errors import FmkStateError, FmkTypeError, FmkUnavailableError, FmkValueError, Status
+from ._errors import error_for
+from ._lib import PRECISION_NAMES, fmk_sim_info, fmk_sim_opts, lib, sim_p
+from ._plan import Info, _integer, _lookup, _number, _text
+from ._poisson import _Owned
+
+_ARG = Status.ERR_ARG
+_dp = ctypes.POINTER(ctypes.c_double)
+_PRECISIONS = {v: k for k, v in PRECISION_NAMES.items()}
+SOFT_PLUMMER, SOFT_SPLINE = 0, 1
+STEP_FIXED, STEP_ADAPTIVE = 0, 1
+
+
+def _check(status, handle=None):
+    if status != 0:
+        raise error_for(status, _text(lib().fmk_sim_last_error(handle)))
+
+
+def _path(name, path):
+    try:
+        return os.fsencode(path)
+    except TypeError:
+        raise FmkTypeError(_ARG, f"{name} must be a path (str or os.PathLike); got "
+                                 f"{path!r}") from None
+
+
+class SimInfo(NamedTuple):
+    """What a simulation is now (fmk_sim_info): energies at the current time (potential from the
+    last force evaluation, negative; total = kinetic + potential), the last step's cost and the
+    force plan's Info (method and backend chosen, eps, theta...)."""
+    n: int
+    step: int
+    time: float
+    dt: float              # the last step's dt
+    kinetic: float
+    potential: float
+    total: float
+    momentum: tuple
+    angular_momentum: tuple
+    seconds_force: float   # the last step's wall time in set_points + eval
+    seconds_step: float    # the last step's whole wall time
+    interactions: int      # the plan's work estimate (0: unknown)
+    plan: Info
+
+    @property
+    def method(self):
+        return self.plan.method
+
+    @property
+    def backend(self):
+        return self.plan.backend
+
+
+class Energy(NamedTuple):
+    kinetic: float
+    potential: float
+    total: float
+
+
+class State(NamedTuple):
+    """The particles now: mass (n,), pos, vel, acc (n, 3) and pot (n,): the softened potential
+    G sum_j m_j phi_s at each particle, positive (the gravitational potential is -pot)."""
+    mass: object
+    pos: object
+    vel: object
+    acc: object
+    pot: object
+
+
+def _options(method="auto", backend="auto", precision="fp64", theta=None, eps=None, G=None,
+             softening=None, spline=False, dt=None, adaptive=False, eta=None, dt_min=None,
+             dt_max=None, threads=None, device=None, verbose=False):
+    """fmk_sim_opts from keyword options (None: the library's default)."""
+    o = fmk_sim_opts()
+    lib().fmk_sim_opts_default(ctypes.byref(o))
+    o.plan.method = _lookup("method", method)
+    o.plan.backend = _lookup("backend", backend)
+    if precision not in _PRECISIONS:
+        raise FmkValueError(_ARG, f"unknown precision {precision!r} (fp64, fp32)")
+    o.plan.precision = _PRECISIONS[precision]
+    for name, value in (("theta", theta), ("threads", threads), ("device", device)):
+        if value is not None:
+            setattr(o.plan, name, _number(name, value, float) if name == "theta"
+                    else _integer(name, value, 32))
+    for name, field, value in (("eps", "eps", eps), ("G", "G", G), ("softening", "soft", softening),
+                               ("dt", "dt", dt), ("eta", "eta", eta), ("dt_min", "dt_min", dt_min),
+                               ("dt_max", "dt_max", dt_max)):
+        if value is not None:
+            setattr(o, field, _number(name, value, float))
+    o.softening = SOFT_SPLINE if spline else SOFT_PLUMMER
+    o.stepping = STEP_ADAPTIVE if adaptive else STEP_FIXED
+    o.verbose = 1 if verbose else 0
+    return o
+
+
+def _host(name, a, shape, dtype=np.float64):
+    try:
+        x = np.asarray(a)
+    except Exception as e:
+        raise FmkTypeError(_ARG, f"{name} is not an array of numbers ({e})") from None
+    if x.dtype.kind not in ("iu" if dtype == np.uint64 else "fiu"):
+        raise FmkTypeError(_ARG, f"{name} has dtype {x.dtype}; use "
+                                 f"{'integers' if dtype == np.uint64 else 'float64'}")
+    if x.shape != shape:
+        raise FmkValueError(_ARG, f"{name} must have shape {shape}; got {x.shape}")
+    return np.ascontiguousarray(x, dtype=dtype)
+
+
+def _seed(seed):
+    s = _integer("seed", seed, 65)
+    if not 0 <= s < 2**64:
+        raise FmkValueError(_ARG, f"seed = {s}; it must be in 0 .. 2^64 - 1")
+    return s
+
+
+def _n_of(mass):
+    shape = np.shape(mass) if not hasattr(mass, "shape") else tuple(mass.shape)
+    if len(shape) != 1 or shape[0] < 1:
+        raise FmkValueError(_ARG, f"mass must have shape (n,), n >= 1; got {shape}")
+    return shape[0]
+
+
+class Simulation(_Owned):
+    """An N-body simulation (fmk_sim): positions and velocities (n, 3) and masses (n,), fp64.
+
+        sim = fmmkit.Simulation.plummer(4096, dt=1 / 128, softening=0.01, method="tree",
+                                        theta=0.5)
+        sim.set_output("run", snap_every=100, png=True, diag_every=10)
+        sim.run(t_end=10.0)                  # or steps=...; Ctrl-C stops after a whole step
+        print(sim.energy(), sim.info.method)
+        sim.snapshot("final.hdf5"); sim.restart("final.restart.h5")
+
+    mass, pos, vel: numpy (or anything numpy takes), or CUDA device arrays (CuPy, PyTorch,
+    DLPack; backend "cuda", the state then lives on the GPU: fmk_sim_create_device). soft: n
+    softening lengths (spline only), ids: n particle ids (host arrays only).
+    Options (fmk_sim_opts): method ("auto", "direct", "tree", "fmm"), backend, precision ("fp64",
+    "fp32": the forces'), theta, eps, threads, device; G (1); softening (the length s, 0: plain
+    1/r), spline (GADGET's cubic spline instead of Plummer's); dt (the fixed step, required
+    unless adaptive, then its cap), adaptive, eta (0.025), dt_min, dt_max; verbose (a progress
+    bar on a terminal)."""
+
+    def __init__(self, mass, pos, vel, *, soft=None, ids=None, **options):
+        L = lib()
+        n = _n_of(mass)
+        device = [on_device(a, k) for k, a in (("mass", mass), ("pos", pos), ("vel", vel))]
+        handle = sim_p()
+        self._like = None
+        if any(device):
+            if not all(device):
+                raise FmkTypeError(_ARG, "mass, pos and vel must all be host arrays or all CUDA "
+                                         "device arrays")
+            if soft is not None or ids is not None:
+                raise FmkValueError(_ARG, "soft and ids are taken with host arrays only")
+            if options.get("backend", "auto") == "auto":
+                options["backend"] = "cuda"
+            o = _options(**options)
+            d = [adopt(a, False, k) for k, a in (("mass", mass), ("pos", pos), ("vel", vel))]
+            for k, a, want in zip(("mass", "pos", "vel"), d, ((n,), (n, 3), (n, 3))):
+                if a.shape != want:
+                    raise FmkValueError(_ARG, f"{k} must have shape {want}; got {a.shape}")
+            self._like = d[0]
+            _check(L.fmk_sim_create_device(ctypes.byref(handle), n, d[0].pointer(),
+                                           d[1].pointer(), d[2].pointer(), ctypes.byref(o)))
+        else:
+            o = _options(**options)
+            m, x, v = (_host(k, a, s) for k, a, s in (("mass", mass, (n,)), ("pos", pos, (n, 3)),
+                                                       ("vel", vel, (n, 3))))
+            s = None if soft is None else _host("soft", soft, (n,))
+            i = None if ids is None else _host("ids", ids, (n,), np.uint64)
+            _check(L.fmk_sim_create(ctypes.byref(handle), n, m.ctypes.data_as(_dp),
+                                    x.ctypes.data_as(_dp), v.ctypes.data_as(_dp),
+                                    None if s is None else s.ctypes.data_as(_dp),
+                                    None if i is None else
+                                    i.ctypes.data_as(ctypes.POINTER(ctypes.c_uint64)),
+                                    ctypes.byref(o)))
+        self._adopt(handle)
+
+    def _adopt(self, handle):
+        self._handle = handle
+        self._lock = threading.Lock()
+        self._finalizer = weakref.finalize(self, lib().fmk_sim_destroy, handle)
+
+    # -- other ways to make one ------------------------------------------------------------------
+
+    @classmethod
+    def from_file(cls, path, **options):
+        """From a GADGET-4 style HDF5 snapshot (PartType1; give dt and the other options) or a
+        restart file (no options: it continues with the ones stored in it, bit for bit)."""
+        handle = sim_p()
+        o = _options(**options) if options else None
+        _check(lib().fmk_sim_create_from_file(ctypes.byref(handle), _path("path", path),
+                                              ctypes.byref(o) if o is not None else None))
+        sim = cls.__new__(cls)
+        sim._like = None
+        sim._adopt(handle)
+        return sim
+
+    @classmethod
+    def _from_ic(cls, fn, n, *args, **options):
+        m, x, v = np.empty(n), np.empty((n, 3)), np.empty((n, 3))
+        _check(fn(*args, m.ctypes.data_as(_dp), x.ctypes.data_as(_dp), v.ctypes.data_as(_dp)))
+        return cls(m, x, v, **options)
+
+    @classmethod
+    def plummer(cls, n, seed=1, **options):
+        """A Plummer sphere of n particles, total mass 1, Henon units (E = -1/4)."""
+        n = _integer("n", n)
+        if n < 1:
+            raise FmkValueError(_ARG, f"n = {n}; it must be >= 1")
+        return cls._from_ic(lib().fmk_sim_ic_plummer, n, n, _seed(seed), **options)
+
+    @classmethod
+    def cold(cls, n, seed=1, **options):
+        """A uniform sphere of radius 1 and mass 1, at rest (a cold collapse)."""
+        n = _integer("n", n)
+        if n < 1:
+            raise FmkValueError(_ARG, f"n = {n}; it must be >= 1")
+        return cls._from_ic(lib().fmk_sim_ic_cold, n, n, _seed(seed), **options)
+
+    @classmethod
+    def kepler(cls, e=0.5, **options):
+        """Two bodies of mass 0.5 on an orbit of semi-major axis 1 and eccentricity e, at
+        apocentre (period 2 pi)."""
+        return cls._from_ic(lib().fmk_sim_ic_kepler, 2, _number("e", e, float), **options)
+
+    # -- running ----------------------------------------------------------------------------------
+
+    def _live(self):
+        if not self._finalizer.alive:
+            raise FmkStateError(Status.ERR_STATE, "the simulation is closed")
+        return self._handle
+
+    def _interruptible(self, fn, *args):
+        """fn(*args), a long C call, in a worker thread while the main thread waits: Ctrl-C
+        (KeyboardInterrupt) asks the library to stop after a whole step (fmk_sim_interrupt),
+        waits for it and is raised again. The C API has no callback for this (fmk_plan's
+        _Signals): the interrupt is the one call safe from another thread."""
+        if threading.current_thread() is not threading.main_thread():
+            return fn(*args)
+        box, done = [], threading.Event()
+
+        def work():
+            try:
+                box.append(fn(*args))
+            finally:
+                done.set()
+        # Waiting on an Event, not Thread.join: a KeyboardInterrupt inside join() can leave the
+        # Thread marked stopped while it still runs (CPython's bpo-45274 handling).
+        threading.Thread(target=work, daemon=True).start()
+        try:
+            while not done.wait(0.05):
+                pass
+        except KeyboardInterrupt:
+            lib().fmk_sim_interrupt(self._handle)
+            while not done.is_set():  # the step ends soon; the C call must end before we do
+                try:
+                    done.wait(0.05)
+                except KeyboardInterrupt:
+                    pass
+            raise
+        return box[0]
+
+    def step(self):
+        """One step. Returns self."""
+        with self._lock:
+            _check(lib().fmk_sim_step(self._live()), self._handle)
+        return self
+
+    def run(self, t_end=None, steps=None):
+        """Steps until the time is t_end (the last step shortened to land on it), or steps steps
+        (one of them). Writes the outputs of set_output. Ctrl-C stops it after a whole step
+        (KeyboardInterrupt; the state is that step's). Returns self."""
+        if (t_end is None) == (steps is None):
+            raise FmkValueError(_ARG, "run: give t_end or steps (one of them)")
+        with self._lock:
+            h = self._live()
+            if t_end is not None:
+                t_end = _number("t_end", t_end, float)
+                now = self._info_locked().time
+                if not t_end >= now:
+                    raise FmkValueError(_ARG, f"run: t_end = {t_end} is before the current time "
+                                              f"{now}")
+                args = (t_end, 0)
+            else:
+                steps = _integer("steps", steps)
+                if steps < 0:
+                    raise FmkValueError(_ARG, f"run: steps = {steps}; it must be >= 0")
+                args = (-1e308, steps)  # a t_end not after the time: count steps
+            _check(self._interruptible(lib().fmk_sim_run, h, *args), h)
+        return self
+
+    def set_output(self, dir, snap_every=0, png=False, diag_every=0, restart_every=0):
+        """What run() writes into dir (created if missing): dir/snapshot_NNN.hdf5 every
+        snap_every steps (and its PNG when png), a row of dir/diagnostics.csv every diag_every
+        steps, dir/restart.h5 every restart_every steps (0: never). Returns self."""
+        with self._lock:
+            h = self._live()
+            _check(lib().fmk_sim_set_output(h, _path("dir", dir), _integer("snap_every", snap_every),
+                                            1 if png else 0, _integer("diag_every", diag_every),
+                                            _integer("restart_every", restart_every)), h)
+        return self
+
+    # -- looking --------------------------------------------------------------------------------
+
+    def _info_locked(self):
+        c = fmk_sim_info()
+        _check(lib().fmk_sim_info_get(self._handle, ctypes.byref(c)), self._handle)
+        return SimInfo(c.n, c.step, c.time, c.dt, c.kinetic, c.potential, c.total,
+                       tuple(c.momentum), tuple(c.angular_momentum), c.seconds_force,
+                       c.seconds_step, c.interactions, Info.from_c(c.plan))
+
+    @property
+    def info(self):
+        """SimInfo: step, time, energies, momenta, the last step's cost, the plan's Info."""
+        with self._lock:
+            self._live()
+            return self._info_locked()
+
+    @property
+    def n(self):
+        return self.info.n
+
+    @property
+    def time(self):
+        return self.info.time
+
+    def energy(self):
+        """Energy(kinetic, potential, total) at the current time."""
+        i = self.info
+        return Energy(i.kinetic, i.potential, i.total)
+
+    def state(self, device=False):
+        """State(mass, pos, vel, acc, pot): numpy copies; device=True: CUDA arrays (of the
+        library of the arrays given, else CuPy or PyTorch) copied on the GPU, for a simulation
+        on the CUDA backend (fmk_sim_get_state_device)."""
+        with self._lock:
+            h = self._live()
+            n = self._info_locked().n
+            if not device:
+                m, x, v, a, p = np.empty(n), np.empty((n, 3)), np.empty((n, 3)), \
+                    np.empty((n, 3)), np.empty(n)
+                _check(lib().fmk_sim_get_state(h, *(o.ctypes.data_as(_dp)
+                                                    for o in (m, x, v, a, p))), h)
+                return State(m, x, v, a, p)
+            like = self._device_like()
+            out = [device_empty(like, s, False) for s in ((n,), (n, 3), (n, 3), (n, 3), (n,))]
+            ptrs = [ctypes.cast(ctypes.c_void_p(device_address(o)), _dp) for o in out]
+            _check(lib().fmk_sim_get_state_device(h, *ptrs), h)
+            return State(*out)
+
+    def _device_like(self):
+        if self._like is not None:
+            return self._like
+        d = DeviceArray()
+        d.origin, d.device, d.shape, d.address = "cupy", 0, (0,), 0
+        try:
+            import cupy
+            d.lib, d.array = "cupy", cupy.empty(0)
+            return d
+        except ImportError:
+            pass
+        try:
+            import torch
+            d.lib, d.array, d.origin = "torch", torch.empty(0, device="cuda"), "torch"
+            return d
+        except ImportError:
+            raise FmkUnavailableError(Status.ERR_UNAVAILABLE, "state(device=True) needs CuPy or "
+                                                              "PyTorch installed") from None
+
+    # -- files ------------------------------------------------------------------------------------
+
+    def snapshot(self, path):
+        """Writes a GADGET-4 HDF5 snapshot (whole or not at all). Returns self."""
+        with self._lock:
+            h = self._live()
+            _check(lib().fmk_sim_write_snapshot(h, _path("path", path)), h)
+        return self
+
+    def restart(self, path):
+        """Writes a restart file: Simulation.from_file(path) continues bit for bit. Returns
+        self."""
+        with self._lock:
+            h = self._live()
+            _check(lib().fmk_sim_write_restart(h, _path("path", path)), h)
+        return self
+
+    def png(self, path, axis=2, width=512):
+        """Writes a PNG density projection along axis (0, 1, 2), width pixels. Returns self."""
+        with self._lock:
+            h = self._live()
+            _check(lib().fmk_sim_write_png(h, _path("path", path), _integer("axis", axis, 32),
+                                           _integer("width", width, 32)), h)
+        return self
+
+    def interrupt(self):
+        """Asks a run() in another thread to stop after its current whole step."""
+        lib().fmk_sim_interrupt(self._live())
+
+    def __repr__(self):
+        if not self._finalizer.alive:
+            return "<fmmkit.Simulation (closed)>"
+        i = self.info
+        return (f"<fmmkit.Simulation n={i.n} step={i.step} time={i.time:g} "
+                f"method={i.plan.method} backend={i.plan.backend}>")
