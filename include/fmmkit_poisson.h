@@ -252,7 +252,9 @@ FMK_API fmk_status fmk_poisson_solve(fmk_poisson *solver, int32_t n_components, 
  * writes nothing. Method treecode keeps the solve on the GPU while the support of omega is
  * the previous solve's (its sources' weights come to the host for the multipoles, the whole
  * of omega only when the support changed); fft, direct and fmm stage omega and the results
- * through host memory. Returns when the results are written (the GPU idle). */
+ * through host memory. omega is read after the work queued before the call on the default
+ * (legacy) stream; work on the caller's other streams must be done first. Returns when the
+ * results are written. */
 FMK_API fmk_status fmk_poisson_solve_device(fmk_poisson *solver, int32_t n_components,
                                             const double *d_omega, double *d_psi,
                                             double *d_velocity);

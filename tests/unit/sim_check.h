@@ -13,17 +13,7 @@
 
 #include "check.h"
 
-/* SANITIZED: 1 in the ASan build (make test-asan), where the physics tests run smaller. */
-#if defined(__SANITIZE_ADDRESS__)
-#define SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define SANITIZED 1
-#endif
-#endif
-#ifndef SANITIZED
-#define SANITIZED 0
-#endif
+#include "sanitized.h" /* SANITIZED: the physics tests run smaller under ASan */
 
 /* CHECK_SIM(call, sim): call succeeds; on failure prints the simulation's message. */
 #define CHECK_SIM(call, sim)                                                                 \

@@ -9,17 +9,7 @@
 
 #include "fmmkit.h"
 
-/* SANITIZED: 1 in the ASan build (make test-asan), where tests use fewer points. */
-#if defined(__SANITIZE_ADDRESS__)
-#define SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define SANITIZED 1
-#endif
-#endif
-#ifndef SANITIZED
-#define SANITIZED 0
-#endif
+#include "sanitized.h" /* SANITIZED: tests use fewer points under ASan */
 
 /* A small deterministic random generator (splitmix64). */
 typedef struct test_rng {

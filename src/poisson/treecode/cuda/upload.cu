@@ -281,9 +281,5 @@ fmk_status fmk_tc_gpu_upload(fmk_poisson *s, struct fmk_tc_gpu *g, const fmk_tc_
         TRY(cudaMallocHost((void **)&g->h_out, sizeof(double) * 6 * (size_t)np), "pinned memory");
         g->n_points = np;
     }
-    if (plans_changed) { /* points outside the bricks (blocks not chosen) read 0 */
-        TRY(cudaMemsetAsync(g->pot, 0, sizeof(double) * 3 * (size_t)np, g->stream), "memset");
-        TRY(cudaMemsetAsync(g->u, 0, sizeof(double) * 3 * (size_t)np, g->stream), "memset");
-    }
     return FMK_OK;
 }
