@@ -126,6 +126,66 @@ FMK_API fmk_status fmk_sim_ic_cold(int64_t n, uint64_t seed, double *mass, doubl
                                    double *vel);
 FMK_API fmk_status fmk_sim_ic_kepler(double e, double *mass, double *pos, double *vel);
 
+/* Cosmology (docs/cosmology.md). Units of every cosmological quantity in fmmkit: length Mpc
+ * (comoving unless said), mass 1e10 solar masses, velocity km/s, so time is Mpc/(km/s)
+ * (977.8 Gyr), G = FMK_SIM_COSMO_G and H0 = 100 h. No h in the units (45 Mpc is 45 Mpc). */
+#define FMK_SIM_COSMO_G 43.00917 /* G in Mpc (km/s)^2 / (1e10 Msun) */
+#define FMK_SIM_COSMO_UNIT_LENGTH_CM 3.085678e24
+#define FMK_SIM_COSMO_UNIT_MASS_G 1.98841e43
+#define FMK_SIM_COSMO_UNIT_VELOCITY_CM_S 1e5
+
+/* A Friedmann-Lemaitre background (matter, a cosmological constant, curvature 1 - omega_m -
+ * omega_lambda; no radiation) and the linear power spectrum's parameters. */
+typedef struct fmk_sim_cosmology {
+    double omega_m;      /* matter (cold dark matter + baryons) today */
+    double omega_lambda; /* cosmological constant today */
+    double omega_b;      /* baryons today (the transfer function's wiggles and suppression) */
+    double h;            /* H0 = 100 h km/s/Mpc */
+    double n_s;          /* primordial spectral index */
+    double sigma_8;      /* rms linear density contrast in spheres of 8/h Mpc today */
+    double t_cmb;        /* CMB temperature today in K (Eisenstein & Hu 1998): 2.7255 */
+} fmk_sim_cosmology;
+
+/* Named parameter sets. "wmap" (the default; the era of Hamada et al. 2009): omega_m 0.3,
+ * omega_lambda 0.7, omega_b 0.04, h 0.7, n_s 1, sigma_8 0.9; "planck18" (Planck 2018,
+ * TT,TE,EE+lowE+lensing+BAO): omega_m 0.3111, omega_lambda 0.6889, omega_b 0.04897, h 0.6766,
+ * n_s 0.9665, sigma_8 0.8102. NULL or "" is "wmap"; an unknown name is FMK_ERR_ARG. */
+FMK_API fmk_status fmk_sim_cosmology_preset(fmk_sim_cosmology *c, const char *name);
+
+/* Cosmological initial conditions: a Gaussian random field with the Eisenstein & Hu (1998)
+ * linear power spectrum on a periodic grid (FFTW), particles displaced from the grid by the
+ * Zel'dovich approximation (lpt_order 1) or second-order Lagrangian perturbation theory (2),
+ * then the particles whose grid (Lagrangian) points lie within radius of the box centre kept:
+ * a sphere evolved with vacuum boundaries. Positions are comoving Mpc about the sphere's
+ * centre; velocities are the driver's comoving momenta p = a^2 dx/dt in km/s (GADGET's
+ * snapshot velocities are p / a^(3/2)); every particle has the mass rho_m * spacing^3. */
+typedef struct fmk_sim_cosmo_ic {
+    fmk_sim_cosmology cosmo;
+    double radius;      /* comoving Mpc: the sphere (> 0) */
+    int64_t n;          /* about this many particles in the sphere: picks the grid spacing
+                         * (4 pi radius^3 / (3 n))^(1/3); ignored when spacing > 0 */
+    double spacing;     /* comoving Mpc between grid points, or 0 (from n) */
+    double z_start;     /* the initial redshift (> 0) */
+    int32_t lpt_order;  /* 1 (Zel'dovich) or 2 (2LPT) */
+    uint64_t seed;      /* the white noise's random stream */
+    int32_t threads;    /* 0: OpenMP's default */
+} fmk_sim_cosmo_ic;
+
+/* Defaults: fmk_sim_cosmology_preset "wmap", radius 45, n 2874551, spacing 0, z_start 49,
+ * lpt_order 1, seed 1, threads 0. */
+FMK_API void fmk_sim_cosmo_ic_default(fmk_sim_cosmo_ic *p);
+
+/* What fmk_sim_ic_cosmo will make, without making it: the particle count, each particle's
+ * mass, the grid points per side and the periodic box's side (comoving Mpc). Any output may
+ * be NULL. */
+FMK_API fmk_status fmk_sim_ic_cosmo_size(const fmk_sim_cosmo_ic *p, int64_t *n, double *mass,
+                                         int64_t *grid, double *box);
+
+/* Makes the particles into caller arrays of n masses and 3n positions and velocities, n as
+ * fmk_sim_ic_cosmo_size says (another n is FMK_ERR_ARG). Same parameters, same particles. */
+FMK_API fmk_status fmk_sim_ic_cosmo(const fmk_sim_cosmo_ic *p, int64_t n, double *mass,
+                                    double *pos, double *vel);
+
 /* Takes one step (kick-drift-kick leapfrog). A step that fails leaves the state as it was. */
 FMK_API fmk_status fmk_sim_step(fmk_sim *sim);
 
