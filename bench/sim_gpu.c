@@ -4,7 +4,8 @@
  * fp32 at 2^20 (the issue's bar: >= 300 steps/s, and everything but set_points + eval <= 5% of
  * a step).
  *
- *   bench_sim_gpu [--min-log2 A] [--max-log2 B] [--steps K] [--only NAME] [--json]
+ *   bench_sim_gpu [--min-log2 A] [--max-log2 B] [--steps K] [--only NAME] [--cap-ms MS]
+ *                 [--json]
  *
  * For each N and method: K steps (fmk_sim_step, after 3 untimed ones) with the wall time of
  * each; steps/s = K / their sum. "force" is the time in set_points + eval
@@ -13,7 +14,9 @@
  * options on the same points without the driver: K pairs of fmk_plan_set_points_device +
  * fmk_plan_eval_device on device arrays, the bound of a hand-written loop over the plan API.
  * "diag" is one diagnostics reduction (fmk_sim_info_get), paid only for a diagnostics row.
- * The direct sums stop at 2^20 (fp32) and 2^18 (fp64), where a step takes seconds. */
+ * The direct sums stop at 2^20 (fp32) and 2^18 (fp64), where a step takes seconds; any method
+ * stops growing N after a row whose step took over --cap-ms (1000). The rows marked "1/r" use
+ * no softening (the laplace kernel), the case the FMM is built for. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdio.h>
@@ -32,15 +35,19 @@ typedef struct config {
     fmk_precision precision;
     double theta, eps; /* 0: the defaults */
     int max_log2;
+    int softened; /* 1: Plummer softening 0.98 N^-0.26; 0: none (plain 1/r, the laplace kernel) */
 } config;
 
 static const config configs[] = {
-    {"tree fp32 theta 0.6", FMK_METHOD_TREE, FMK_PRECISION_FP32, 0.6, 1e-4, 24},
-    {"tree fp64 theta 0.6", FMK_METHOD_TREE, FMK_PRECISION_FP64, 0.6, 1e-6, 24},
-    {"fmm fp32 eps 1e-4", FMK_METHOD_FMM, FMK_PRECISION_FP32, 0, 1e-4, 24},
-    {"fmm fp64 eps 1e-6", FMK_METHOD_FMM, FMK_PRECISION_FP64, 0, 1e-6, 24},
-    {"direct fp32", FMK_METHOD_DIRECT, FMK_PRECISION_FP32, 0, 1e-4, 20},
-    {"direct fp64", FMK_METHOD_DIRECT, FMK_PRECISION_FP64, 0, 1e-6, 18},
+    {"tree fp32 theta 0.6", FMK_METHOD_TREE, FMK_PRECISION_FP32, 0.6, 1e-4, 24, 1},
+    {"tree fp64 theta 0.6", FMK_METHOD_TREE, FMK_PRECISION_FP64, 0.6, 1e-6, 24, 1},
+    {"fmm fp32 eps 1e-4", FMK_METHOD_FMM, FMK_PRECISION_FP32, 0, 1e-4, 24, 1},
+    {"fmm fp64 eps 1e-6", FMK_METHOD_FMM, FMK_PRECISION_FP64, 0, 1e-6, 24, 1},
+    {"direct fp32", FMK_METHOD_DIRECT, FMK_PRECISION_FP32, 0, 1e-4, 20, 1},
+    {"direct fp64", FMK_METHOD_DIRECT, FMK_PRECISION_FP64, 0, 1e-6, 18, 1},
+    {"tree fp32 theta 0.6 1/r", FMK_METHOD_TREE, FMK_PRECISION_FP32, 0.6, 1e-4, 24, 0},
+    {"fmm fp32 eps 1e-4 1/r", FMK_METHOD_FMM, FMK_PRECISION_FP32, 0, 1e-4, 24, 0},
+    {"fmm fp64 eps 1e-6 1/r", FMK_METHOD_FMM, FMK_PRECISION_FP64, 0, 1e-6, 24, 0},
 };
 
 typedef struct row {
@@ -58,7 +65,7 @@ static fmk_sim_opts opts_of(const config *c, int64_t n)
     o.plan.precision = c->precision;
     o.plan.theta = c->theta;
     o.eps = c->eps;
-    o.soft = 0.98 * pow((double)n, -0.26);
+    o.soft = c->softened ? 0.98 * pow((double)n, -0.26) : 0;
     o.dt = 0.005;
     return o;
 }
@@ -68,9 +75,10 @@ static double plan_only(const fmk_sim *sim, const fmk_sim_opts *o, int64_t n, in
 {
     fmk_opts po = o->plan;
     po.softening = o->soft;
+    const fmk_kernel kernel = o->soft > 0 ? FMK_KERNEL_PLUMMER : FMK_KERNEL_LAPLACE;
     fmk_plan *plan = NULL;
     double *d_x = NULL, *d_q = NULL, *d_p = NULL, *d_g = NULL, seconds = -1;
-    if (fmk_plan_create(&plan, 3, FMK_KERNEL_PLUMMER, o->eps, &po) != FMK_OK ||
+    if (fmk_plan_create(&plan, 3, kernel, o->eps, &po) != FMK_OK ||
         cudaMalloc((void **)&d_x, (size_t)n * 3 * sizeof(double)) != cudaSuccess ||
         cudaMalloc((void **)&d_q, (size_t)n * sizeof(double)) != cudaSuccess ||
         cudaMalloc((void **)&d_p, (size_t)n * sizeof(double)) != cudaSuccess ||
@@ -89,6 +97,15 @@ static double plan_only(const fmk_sim *sim, const fmk_sim_opts *o, int64_t n, in
             seconds = (seconds < 0 ? 0 : seconds) + bench_now() - t0;
     }
     seconds /= (double)k;
+    if (getenv("BENCH_SIM_PHASES")) { /* the plan's phases of the last step, to stderr */
+        fmk_info info;
+        fmk_plan_info(plan, &info);
+        fprintf(stderr, "  plan phases (ms):");
+        for (int p = 0; p < FMK_PHASE_COUNT; p++)
+            if (info.phase_time[p] > 0)
+                fprintf(stderr, " %s %.3f", fmk_phase_name((fmk_phase)p), 1e3 * info.phase_time[p]);
+        fprintf(stderr, "  interactions %.3e\n", (double)info.interactions);
+    }
 done:
     fmk_plan_destroy(plan);
     cudaFree(d_x), cudaFree(d_q), cudaFree(d_p), cudaFree(d_g);
@@ -153,6 +170,7 @@ int main(int argc, char **argv)
 {
     int lo = 16, hi = 24, json = 0;
     int64_t k_max = 50;
+    double cap_ms = 1000;
     const char *only = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--min-log2") && i + 1 < argc)
@@ -163,12 +181,14 @@ int main(int argc, char **argv)
             k_max = atoll(argv[++i]);
         else if (!strcmp(argv[i], "--only") && i + 1 < argc)
             only = argv[++i];
+        else if (!strcmp(argv[i], "--cap-ms") && i + 1 < argc)
+            cap_ms = atof(argv[++i]);
         else if (!strcmp(argv[i], "--json"))
             json = 1;
         else {
             fprintf(stderr,
                     "usage: %s [--min-log2 A] [--max-log2 B] [--steps K] [--only NAME] "
-                    "[--json]\n",
+                    "[--cap-ms MS] [--json]\n",
                     argv[0]);
             return 2;
         }
@@ -187,6 +207,8 @@ int main(int argc, char **argv)
                prop.name, "method", "N", "steps/s", "step ms", "force ms", "outside", "plan ms",
                "diag ms", "|dE/E|");
     int first_row = 1;
+    enum { N_CONFIGS = sizeof configs / sizeof configs[0] };
+    int stopped[N_CONFIGS] = {0}; /* a method whose step took over cap_ms stops growing N */
     for (int l = lo; l <= hi; l++) {
         const int64_t n = (int64_t)1 << l;
         double *m = malloc((size_t)n * sizeof *m), *x = malloc((size_t)n * 3 * sizeof *x),
@@ -194,11 +216,12 @@ int main(int argc, char **argv)
         if (!m || !x || !v)
             return 2;
         fmk_sim_ic_plummer(n, 1, m, x, v);
-        for (size_t c = 0; c < sizeof configs / sizeof configs[0]; c++) {
+        for (size_t c = 0; c < N_CONFIGS; c++) {
             const config *cf = &configs[c];
-            if (l > cf->max_log2 || (only && !strstr(cf->name, only)))
+            if (l > cf->max_log2 || stopped[c] || (only && !strstr(cf->name, only)))
                 continue;
             const row r = measure(cf, n, k_max, m, x, v);
+            stopped[c] = !r.ok || r.step_ms > cap_ms;
             if (json) {
                 printf("%s{\"method\": \"%s\", \"n\": %lld, \"ok\": %d, \"steps\": %lld, "
                        "\"steps_per_s\": %.2f, \"step_ms\": %.4f, \"force_ms\": %.4f, "
