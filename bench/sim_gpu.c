@@ -104,7 +104,7 @@ static double plan_only(const fmk_sim *sim, const fmk_sim_opts *o, int64_t n, in
         for (int p = 0; p < FMK_PHASE_COUNT; p++)
             if (info.phase_time[p] > 0)
                 fprintf(stderr, " %s %.3f", fmk_phase_name((fmk_phase)p), 1e3 * info.phase_time[p]);
-        fprintf(stderr, "  interactions %.3e\n", (double)info.interactions);
+        fputc('\n', stderr);
     }
 done:
     fmk_plan_destroy(plan);
