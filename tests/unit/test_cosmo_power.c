@@ -5,7 +5,7 @@
  *   - T(k) against a second implementation of the paper's equations written here in long
  *     double, term by term from eqs. 2-24 (no shared code);
  *   - the sound horizon against the paper's fit (eq. 26, good to 2% by E&H's own account);
- * *   - omega_b -> 0: T approaches E&H's zero-baryon shape (eqs. 28-29) to 2%;
+ *   - omega_b -> 0: T approaches E&H's zero-baryon shape (eqs. 28-29) to 2%;
  *   - the wiggles: maxima of T / T_nowiggle (E&H eqs. 29-31, the smooth fit) spaced by
  *     2 pi / s, at k s near (2 m + 1/2) pi;
  *   - sigma(8/h Mpc) = sigma_8 to 1e-6 by a separate quadrature (trapezoid in ln k) of P(k). */
