@@ -29,19 +29,8 @@
 
 #ifdef FMK_HAVE_FFTW
 #include <fftw3.h>
-#include <pthread.h>
 
-/* FFTW's planner keeps process-wide state and is not thread-safe (only fftw_execute is):
- * making and destroying plans is serialised here, so that solvers on different threads are
- * independent, as plans are. This lock is the solver's only process-wide object. */
-static pthread_mutex_t planner_lock = PTHREAD_MUTEX_INITIALIZER;
-#ifdef FMK_HAVE_FFTW_OMP
-static pthread_once_t threads_once = PTHREAD_ONCE_INIT;
-static void threads_init(void)
-{
-    fftw_init_threads();
-}
-#endif
+#include "core/fftw_lock.h"
 
 /* Columns per block of the z pass: a block of 2nz x 8 complex values (64 KB at 2nz = 512)
  * stays in L2 (at 2nz = 256, 4 and 16 columns took 40% longer, 32 twice as long). */
@@ -79,13 +68,13 @@ static void destroy_plans(struct fmk_fft_cpu *f)
 {
     fftw_plan *all[8] = {&f->x_forward[0], &f->x_forward[1], &f->y_forward[0], &f->y_forward[1],
                          &f->z_forward,    &f->z_inverse,    &f->y_inverse,    &f->x_inverse};
-    pthread_mutex_lock(&planner_lock);
+    fmk_fftw_lock();
     for (int i = 0; i < 8; i++) {
         if (*all[i])
             fftw_destroy_plan(*all[i]);
         *all[i] = NULL;
     }
-    pthread_mutex_unlock(&planner_lock);
+    fmk_fftw_unlock();
     free(f->z_buffers);
     f->z_buffers = NULL;
 }
@@ -128,13 +117,12 @@ static fmk_status make_plans(fmk_poisson *s, struct fmk_fft_cpu *f)
     f->z_buffers = alloc_doubles(2 * (int64_t)f->dims[0] * Z_BLOCK * s->threads);
     if (!f->z_buffers)
         return fmk_solver_fail(s, FMK_ERR_NOMEM, "method fft: out of host memory");
-    pthread_mutex_lock(&planner_lock);
+    fmk_fftw_lock();
 #ifdef FMK_HAVE_FFTW_OMP
-    pthread_once(&threads_once, threads_init);
     fftw_plan_with_nthreads(s->threads);
 #endif
     plan_passes(s, f);
-    pthread_mutex_unlock(&planner_lock);
+    fmk_fftw_unlock();
     f->plan_threads = s->threads;
     int made = f->z_forward && f->z_inverse && f->y_inverse && f->x_inverse;
     for (int i = 0; i < 2; i++)

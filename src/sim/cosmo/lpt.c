@@ -10,19 +10,8 @@
 
 #ifdef FMK_HAVE_FFTW
 #include <fftw3.h>
-#include <pthread.h>
 
-/* FFTW's planner is not thread-safe: plans are made and destroyed under this lock (the
- * Poisson solver's FFT method keeps its own, so the two should not plan at the same moment
- * on two threads; docs/cosmology.md). */
-static pthread_mutex_t planner_lock = PTHREAD_MUTEX_INITIALIZER;
-#ifdef FMK_HAVE_FFTW_OMP
-static pthread_once_t threads_once = PTHREAD_ONCE_INIT;
-static void threads_init(void)
-{
-    fftw_init_threads();
-}
-#endif
+#include "core/fftw_lock.h"
 
 fmk_status fmk_cosmo_grid_create(fmk_cosmo_grid *grid, int64_t g, double spacing, int n_fields,
                                  int threads, char *msg, size_t cap)
@@ -46,16 +35,15 @@ fmk_status fmk_cosmo_grid_create(fmk_cosmo_grid *grid, int64_t g, double spacing
         }
         memset(grid->field[i], 0, bytes);
     }
-    pthread_mutex_lock(&planner_lock);
+    fmk_fftw_lock();
 #ifdef FMK_HAVE_FFTW_OMP
-    pthread_once(&threads_once, threads_init);
     fftw_plan_with_nthreads(threads);
 #endif
     double *f = grid->field[0];
     const int n = (int)g;
     grid->forward = fftw_plan_dft_r2c_3d(n, n, n, f, (fftw_complex *)f, FFTW_ESTIMATE);
     grid->inverse = fftw_plan_dft_c2r_3d(n, n, n, (fftw_complex *)f, f, FFTW_ESTIMATE);
-    pthread_mutex_unlock(&planner_lock);
+    fmk_fftw_unlock();
     if (!grid->forward || !grid->inverse) {
         fmk_cosmo_grid_destroy(grid);
         snprintf(msg, cap, "fmk_sim_ic_cosmo: FFTW could not plan the %lld^3 transforms",
@@ -67,12 +55,12 @@ fmk_status fmk_cosmo_grid_create(fmk_cosmo_grid *grid, int64_t g, double spacing
 
 void fmk_cosmo_grid_destroy(fmk_cosmo_grid *grid)
 {
-    pthread_mutex_lock(&planner_lock);
+    fmk_fftw_lock();
     if (grid->forward)
         fftw_destroy_plan(grid->forward);
     if (grid->inverse)
         fftw_destroy_plan(grid->inverse);
-    pthread_mutex_unlock(&planner_lock);
+    fmk_fftw_unlock();
     for (int i = 0; i < FMK_COSMO_FIELDS; i++)
         fftw_free(grid->field[i]);
     memset(grid, 0, sizeof *grid);
