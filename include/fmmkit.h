@@ -221,6 +221,34 @@ typedef struct fmk_info {
     double theta;                       /* 0 for direct */
     double phase_time[FMK_PHASE_COUNT]; /* seconds, setup: last set_points; others: last eval */
     char device_name[96];               /* "cpu (N threads)" or the GPU's name */
+    /* The work of the last evaluation as interaction counts, per charge vector (an
+     * fmk_plan_eval_many of n vectors does n times this work), the way treecode papers count
+     * "interactions per step"; 0 before the first evaluation after set_points, and after a
+     * failed one.
+     * interactions_p2p: target-source pairs summed directly, the pair of a target with its own
+     *   source (targets = sources) left out.
+     *     direct: n_targets * n_sources, less n for targets = sources (computed, not counted).
+     *     tree: the sources of every leaf a target's walk opens (the group walk: every target
+     *       of a group counts the group's whole list); a leaf of identical points, which the
+     *       CPU walks sum as one source, counts 1.
+     *     fmm (3D): per leaf with targets, its targets times the sources of its U list and of
+     *       the W and X entries summed directly, less n for targets = sources (from the lists
+     *       at set_points); fmm (2D): per finest box, its distinct targets times the distinct
+     *       sources of its P2P list, less the distinct targets for targets = sources.
+     * interactions_far: the far field's terms.
+     *     direct: 0.
+     *     tree: per target, the nodes its walk accepts (M2P), those folded into its group's
+     *       expansion (the cell-to-group step, and the GPU's super-groups) counted alike, per
+     *       target, as the terms they stand for.
+     *     fmm: list entries (box pairs), not per point: M2L translations (V list), plus the P2L
+     *       (X list) and M2P (W list) entries evaluated by expansions (3D); M2L, M2P and P2L
+     *       entries (2D).
+     * Not counted yet (both 0): the GPU engines of method fmm (3D and 2D), whose lists live on
+     * the device. Not counted: the Poisson solver (fmmkit_poisson.h), whose treecode does not
+     * go through a plan's walk. Both backends of direct and tree count alike (the group walks
+     * differ in their groups: 32 targets on the GPU). */
+    int64_t interactions_p2p;
+    int64_t interactions_far;
 } fmk_info;
 
 /* Opaque plan. */

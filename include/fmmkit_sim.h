@@ -87,8 +87,9 @@ typedef struct fmk_sim_info {
     double momentum[3], angular_momentum[3];
     double seconds_force;     /* the last step's wall time in set_points + eval */
     double seconds_step;      /* the last step's whole wall time */
-    int64_t interactions;     /* the plan's work estimate of the last evaluation (0: unknown;
-                               * n (n - 1) for the direct sum) */
+    int64_t interactions;     /* the last evaluation's interactions: the plan's
+                               * interactions_p2p + interactions_far (fmk_info; n (n - 1) for
+                               * the direct sum; 0 before the first) */
     fmk_info plan;            /* the force plan's fmk_info */
 } fmk_sim_info;
 

@@ -81,6 +81,8 @@ class fmk_info(ctypes.Structure):
         ("theta", c_double),
         ("phase_time", c_double * FMK_PHASE_COUNT),
         ("device_name", c_char * 96),
+        ("interactions_p2p", c_int64),
+        ("interactions_far", c_int64),
     ]
 
 

@@ -157,6 +157,9 @@ class Info:
 
     times: seconds per phase ("setup" is the last set_points; the others the last eval), keyed by
     phase name, phases that did not run are 0. bytes_host, bytes_device: memory the plan holds.
+    interactions_p2p, interactions_far: the last evaluation's work as interaction counts, per
+    charge vector (pairs summed directly; far-field terms), 0 before the first evaluation of the
+    points; what each method counts is written above struct fmk_info in include/fmmkit.h.
     """
     dim: int
     kernel: str
@@ -175,6 +178,8 @@ class Info:
     theta: float
     times: dict
     device_name: str
+    interactions_p2p: int = 0
+    interactions_far: int = 0
 
     @classmethod
     def from_c(cls, c):
@@ -192,7 +197,8 @@ class Info:
                    leaf_size=c.leaf_size,
                    n_sources=c.n_sources, n_targets=c.n_targets, bytes_host=c.bytes_host,
                    bytes_device=c.bytes_device, eps=c.eps, theta=c.theta, times=times,
-                   device_name=_text(c.device_name))
+                   device_name=_text(c.device_name),
+                   interactions_p2p=c.interactions_p2p, interactions_far=c.interactions_far)
 
 
 class Result:

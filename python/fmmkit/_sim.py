@@ -51,7 +51,7 @@ class SimInfo(NamedTuple):
     angular_momentum: tuple
     seconds_force: float   # the last step's wall time in set_points + eval
     seconds_step: float    # the last step's whole wall time
-    interactions: int      # the plan's work estimate (0: unknown)
+    interactions: int      # the plan's interactions_p2p + interactions_far (last eval)
     plan: Info
 
     @property

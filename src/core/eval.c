@@ -85,10 +85,10 @@ static fmk_status check_charges(fmk_plan *plan, int64_t nd, const double *charge
     return FMK_OK;
 }
 
-/* The engine's evaluation of nd vectors (staged layout of fmk_engine.eval_many): in one pass
- * where the engine has one, else vector by vector, the phase times summed. */
-static fmk_status eval_engine(fmk_plan *plan, int64_t nd, const double *charges, double *pot,
-                              double *grad, int on_device)
+/* The engine's pass over nd vectors: in one pass where the engine has one, else vector by
+ * vector, the phase times summed. */
+static fmk_status eval_vectors(fmk_plan *plan, int64_t nd, const double *charges, double *pot,
+                               double *grad, int on_device)
 {
     if (nd == 1)
         return plan->engine->eval(plan, charges, pot, grad, on_device);
@@ -113,6 +113,35 @@ static fmk_status eval_engine(fmk_plan *plan, int64_t nd, const double *charges,
     return FMK_OK;
 }
 
+/* The interaction counts of one evaluation (fmmkit.h, fmk_info) where no walk counts them:
+ * the direct sum's from the sizes, the FMMs' from their lists (plan->interactions_*, set by
+ * their setup). The treecode's eval overwrites them with what its walk counted. */
+static void interactions_of_geometry(fmk_plan *plan)
+{
+    fmk_info *in = &plan->info;
+    if (plan->opts.method == FMK_METHOD_DIRECT) {
+        const int64_t ns = plan->n_sources, nt = plan->n_targets;
+        in->interactions_p2p = nt * ns - (plan->self ? nt : 0);
+        in->interactions_far = 0;
+    } else {
+        in->interactions_p2p = plan->interactions_p2p;
+        in->interactions_far = plan->interactions_far;
+    }
+}
+
+/* The engine's evaluation of nd vectors (staged layout of fmk_engine.eval_many): in one pass
+ * where the engine has one, else vector by vector, the phase times summed. The interaction
+ * counts are those of one vector (the same for every vector); 0 when it fails. */
+static fmk_status eval_engine(fmk_plan *plan, int64_t nd, const double *charges, double *pot,
+                              double *grad, int on_device)
+{
+    interactions_of_geometry(plan);
+    const fmk_status st = eval_vectors(plan, nd, charges, pot, grad, on_device);
+    if (st != FMK_OK)
+        plan->info.interactions_p2p = plan->info.interactions_far = 0;
+    return st;
+}
+
 /* A host evaluation of nd vectors of already-checked arguments. The engine writes into staged
  * buffers (the plan's own for one vector); the caller's arrays get the results only when every
  * value is finite, so a failure (overflow, out of memory, an interrupt) leaves them untouched. */
@@ -124,6 +153,7 @@ static fmk_status eval_host(fmk_plan *plan, int64_t nd, const double *charges, d
         return st;
     for (int k = FMK_PHASE_UPLOAD; k < FMK_PHASE_COUNT; k++)
         plan->info.phase_time[k] = 0;
+    plan->info.interactions_p2p = plan->info.interactions_far = 0;
     if (plan->n_targets == 0 || nd == 0)
         return FMK_OK;
     const int pw = fmk_kernel_width(plan->kernel);
@@ -157,8 +187,8 @@ static fmk_status eval_host(fmk_plan *plan, int64_t nd, const double *charges, d
     double *sp = pot ? buf : NULL;
     double *sg = grad ? buf + nd * nt * pw : NULL;
     st = eval_engine(plan, nd, charges, sp, sg, 0);
-    if (st == FMK_OK)
-        st = check_results(plan, nd, sp, pw, sg, gw);
+    if (st == FMK_OK && (st = check_results(plan, nd, sp, pw, sg, gw)) != FMK_OK)
+        plan->info.interactions_p2p = plan->info.interactions_far = 0;
     if (st == FMK_OK) {
         if (pot)
             copy_values(pot, sp, nd * nt * pw, plan->threads);
@@ -208,6 +238,7 @@ static fmk_status eval_device(fmk_plan *plan, const char *fn, int64_t nd, const 
                              fn, fmk_backend_name(plan->opts.backend));
     for (int k = FMK_PHASE_UPLOAD; k < FMK_PHASE_COUNT; k++)
         plan->info.phase_time[k] = 0;
+    plan->info.interactions_p2p = plan->info.interactions_far = 0;
     if (plan->n_targets == 0 || nd == 0)
         return FMK_OK;
     st = eval_engine(plan, nd, d_charges, d_pot, d_grad, 1);

@@ -213,6 +213,12 @@ struct fmk_plan {
     void *counters;           /* the engine's counters struct (engine->counters), or NULL */
     void *shared_tune;        /* the backend's shared knobs (engine->shared_tune), or NULL */
     void *shared_counters;    /* and counters (engine->shared_counters), or NULL */
+    /* The interaction counts an evaluation reports (fmk_info.interactions_*) where the
+     * geometry fixes them: set by the engine's setup (the FMMs, from their lists), 0 after
+     * set_points until then. eval.c copies them into info before the engine's eval; an engine
+     * that counts as it walks (the treecode) overwrites info's. The direct sum's are computed
+     * by eval.c. */
+    int64_t interactions_p2p, interactions_far;
     int64_t state_bytes_host; /* what the engine's state holds, for fmk_info */
     int64_t state_bytes_device;
 
@@ -264,6 +270,8 @@ fmk_status fmk_interrupt_status(struct fmk_plan *plan);
 fmk_status fmk_plan_frame_from_box(struct fmk_plan *plan, const double lo[3], const double hi[3],
                                    fmk_frame *frame);
 void fmk_plan_drop_points(struct fmk_plan *plan);
+/* plan.c: the interaction counts (the plan's and info's) to 0: no evaluation of these points. */
+void fmk_plan_clear_interactions(struct fmk_plan *plan);
 /* plan.c, for eval.c: the thread count brought down to what the process allows now; the first
  * non-finite value of count doubles (-1: none); the bytes of the staged results of one vector
  * (plan->staged). */

@@ -405,6 +405,13 @@ void fmk_plan_drop_points(fmk_plan *plan)
     plan->n_sources = plan->n_targets = 0;
     plan->state_bytes_host = plan->state_bytes_device = 0;
     plan->info.bytes_host = plan->info.bytes_device = 0;
+    fmk_plan_clear_interactions(plan);
+}
+
+void fmk_plan_clear_interactions(fmk_plan *plan)
+{
+    plan->interactions_p2p = plan->interactions_far = 0;
+    plan->info.interactions_p2p = plan->info.interactions_far = 0;
 }
 
 fmk_status fmk_plan_set_points(fmk_plan *plan, int64_t n_sources, const double *sources,
@@ -445,6 +452,8 @@ fmk_status fmk_plan_set_points(fmk_plan *plan, int64_t n_sources, const double *
     }
     if (st == FMK_OK) /* method auto: the engine for these sizes (it makes the frame) */
         st = fmk_choose_engine(plan, n_sources, self ? -1 : n_targets, width);
+    if (st == FMK_OK) /* no evaluation of these points yet */
+        fmk_plan_clear_interactions(plan);
     fmk_frame frame;
     if (st == FMK_OK)
         st = fmk_plan_frame_from_box(plan, lo, hi, &frame);
@@ -534,8 +543,11 @@ fmk_status fmk_plan_set_points_device(fmk_plan *plan, int64_t n_sources, const d
                                &width) != FMK_OK)
         width = -1;
     fmk_status st = fmk_choose_engine(plan, n_sources, d_targets ? n_targets : -1, width);
-    if (st == FMK_OK)
+    if (st == FMK_OK) { /* no evaluation of these points yet (the engine's setup may fill the
+                         * plan's counts) */
+        fmk_plan_clear_interactions(plan);
         st = plan->engine->set_points_device(plan, n_sources, d_sources, n_targets, d_targets);
+    }
     if (st != FMK_OK)
         return st;
     fmk_info *in = &plan->info;

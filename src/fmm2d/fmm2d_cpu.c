@@ -163,6 +163,25 @@ static fmk_status build_tree(fmk_plan *plan, fmm2d_cpu *s)
     return st;
 }
 
+/* The interaction counts of fmk_info from tree t's lists: *p2p the pairs of P2P (per finest
+ * box, its targets times the sources of its P2P list; distinct points, a target's own source
+ * left out when self), *far the M2L, M2P and P2L entries. */
+static void interactions_of(const fmk_fmm2d_tree *t, int64_t *p2p, int64_t *far)
+{
+    const int L = t->levels;
+    const int64_t leaves = (int64_t)1 << (2 * L);
+    int64_t pairs = 0;
+    for (int64_t b = 0; b < leaves; b++) {
+        const int64_t nt = t->trg_start[b + 1] - t->trg_start[b];
+        for (int64_t e = t->p2p_begin[b]; nt > 0 && e < t->p2p_begin[b + 1]; e++) {
+            const int64_t a = t->p2p[e];
+            pairs += nt * (t->src_start[a + 1] - t->src_start[a]);
+        }
+    }
+    *p2p = pairs - (t->self ? t->n_targets : 0);
+    *far = t->weak_begin[t->n_boxes] + t->m2p_begin[leaves] + t->p2l_begin[leaves];
+}
+
 static fmk_status fmm2d_setup(fmk_plan *plan)
 {
     const double t0 = fmk_time_now();
@@ -208,6 +227,7 @@ static fmk_status fmm2d_setup(fmk_plan *plan)
         plan->state_bytes_host += 8 * ns;
     if (s->trg_at && s->trg_at != s->src_at)
         plan->state_bytes_host += 8 * nt;
+    interactions_of(t, &plan->interactions_p2p, &plan->interactions_far);
     plan->info.order = p;
     plan->info.levels = t->levels + 1;
     plan->info.leaf_size = s->leaf_size;

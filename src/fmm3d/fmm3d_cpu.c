@@ -400,6 +400,8 @@ static fmk_status fmm_setup(fmk_plan *plan)
         fmm_release(plan);
         return fmk_error_set(plan, FMK_ERR_NOMEM, "out of host memory for the FMM's leaf pairs");
     }
+    fmk_fmm3d_cpu_interactions(s, plan->self, nt, &plan->interactions_p2p,
+                               &plan->interactions_far);
     plan->info.order = p;
     plan->info.levels = s->tree.levels;
     plan->info.leaf_size = ls;

@@ -133,6 +133,12 @@ double fmk_fmm3d_cpu_pair_time(const fmk_plan *plan);
 int fmk_fmm3d_cpu_p2p_avx512(const fmk_plan *plan);
 /* The W and X entries summed directly (see p2p_cpu.c); returns 0, or -1 when out of memory. */
 int fmk_fmm3d_cpu_direct_lists(fmk_fmm3d_cpu *s, int order, double t_pair, int direct_near);
+/* The interaction counts of fmk_info from the lists (after fmk_fmm3d_cpu_direct_lists): *p2p
+ * the target-source pairs of P2P (per leaf with targets, its targets times the sources of its
+ * U list and direct entries; n_targets less for targets = sources), *far the M2L (V), P2L (X)
+ * and M2P (W) entries evaluated by expansions. */
+void fmk_fmm3d_cpu_interactions(const fmk_fmm3d_cpu *s, int self, int64_t n_targets,
+                                int64_t *p2p, int64_t *far);
 /* P2P at every leaf with targets, from its U list and direct entries, over unique sources,
  * for vectors [v_first, v_first + nv) of the s->nv (precision fp32: one vector, whose charges
  * the caller put in src32). */

@@ -434,3 +434,26 @@ void fmk_fmm3d_cpu_p2p_runs(const fmk_plan *plan, fmk_fmm3d_cpu *s, const double
         }
     }
 }
+
+void fmk_fmm3d_cpu_interactions(const fmk_fmm3d_cpu *s, int self, int64_t n_targets,
+                                int64_t *p2p, int64_t *far)
+{
+    const fmk_fmm3d_lists *l = &s->lists;
+    int64_t pairs = 0, terms = l->n_v;
+    for (int64_t b = 0; b < l->n_nodes; b++) {
+        if (!s->x_direct[b])
+            terms += l->x_begin[b + 1] - l->x_begin[b];
+        if (s->tree.more[b] >= 0 || s->n_trg[b] == 0)
+            continue;
+        int64_t sources = 0; /* of the U list and the direct entries */
+        for (int64_t e = l->u_begin[b]; e < l->u_begin[b + 1]; e++)
+            sources += s->n_src[l->u[e]];
+        for (int64_t e = s->d_begin[b]; e < s->d_begin[b + 1]; e++)
+            sources += s->n_src[s->d_leaf[e]];
+        pairs += s->n_trg[b] * sources;
+    }
+    for (int64_t e = 0; e < l->n_w; e++)
+        terms += !s->w_direct[e];
+    *p2p = pairs - (self ? n_targets : 0);
+    *far = terms;
+}

@@ -442,9 +442,8 @@ fmk_status fmk_sim_info_get(const fmk_sim *sim, fmk_sim_info *info)
     r.seconds_step = sim->seconds_step;
     if ((st = fmk_plan_info(sim->plan, &r.plan)) != FMK_OK)
         return fmk_sim_fail_plan((fmk_sim *)sim, st, "fmk_sim_info_get");
-    /* n (n - 1) for the direct sum, while it fits (n <= 3e9) */
-    r.interactions =
-        r.plan.method == FMK_METHOD_DIRECT && sim->n <= 3000000000ll ? sim->n * (sim->n - 1) : 0;
+    /* the plan's counts of its last evaluation (fmk_info: n (n - 1) for the direct sum) */
+    r.interactions = r.plan.interactions_p2p + r.plan.interactions_far;
     *info = r;
     return FMK_OK;
 }

@@ -374,13 +374,14 @@ static fmk_status tree_eval(fmk_plan *plan, const double *charges, double *pot, 
         return fmk_interrupt_status(plan);
     const double t2 = fmk_time_now();
     int bad = 0;
+    int64_t count[2] = {0, 0}; /* the walk's interactions (fmk_info) */
     if (s->walk == FMK_WALK_STACKLESS) {
         if (fp32)
-            bh32_walk_stackless(plan, s, pot, grad);
+            bh32_walk_stackless(plan, s, pot, grad, count);
         else
-            bh64_walk_stackless(plan, s, pot, grad);
+            bh64_walk_stackless(plan, s, pot, grad, count);
     } else {
-        bad = fp32 ? bh32_walk_group(plan, s) : bh64_walk_group(plan, s);
+        bad = fp32 ? bh32_walk_group(plan, s, count) : bh64_walk_group(plan, s, count);
     }
     if (bad)
         return fmk_error_set(plan, FMK_ERR_NOMEM, "out of host memory for the interaction lists");
@@ -402,6 +403,8 @@ static fmk_status tree_eval(fmk_plan *plan, const double *charges, double *pot, 
         }
     }
     fmk_info *in = &plan->info;
+    in->interactions_p2p = count[0];
+    in->interactions_far = count[1];
     in->phase_time[FMK_PHASE_UPLOAD] = t1 - t0;
     in->phase_time[FMK_PHASE_MOMENTS] = t2 - t1;
     in->phase_time[FMK_PHASE_WALK] = fmk_time_now() - t2;

@@ -278,11 +278,15 @@ static void BH(l2p_group)(const REAL *Lexp, int P, REAL c0, REAL c1, REAL c2, co
  * walks the tree with the next/more pointers and puts each accepted node into L's M2P list c or,
  * for the cell-to-group step, its expansion's list l (farther than loc_r + a r_open from c), and
  * the sources of each opened leaf into L's p list (positions relative to o), with skip and
- * qskip of the group's targets (bh_walk_group). Returns 0, or -1 when out of memory. */
+ * qskip of the group's targets (bh_walk_group); *n_self: the group's targets whose own source
+ * is in the p list with charge 0 (a pair left out of fmk_info.interactions_p2p). Returns 0, or
+ * -1 when out of memory. */
 static int BH(group_lists)(const fmk_plan *plan, const tree_cpu *s, fmk_bh_local_step step,
                            int64_t g0, int64_t g1, const double *box, const double *c, double loc_r,
-                           const double *o, BH(lists) * L, int64_t *skip, REAL *qskip)
+                           const double *o, BH(lists) * L, int64_t *skip, REAL *qskip,
+                           int64_t *n_self)
 {
+    *n_self = 0;
     const fmk_tree3d *src = &s->src;
     const fmk_tree3d_moments *m = &s->mom;
     const REAL *sx = s->src_soa, *sy = sx + src->n_points, *sz = sy + src->n_points,
@@ -350,9 +354,12 @@ static int BH(group_lists)(const fmk_plan *plan, const tree_cpu *s, fmk_bh_local
                 memcpy(L->pz + L->n_p, sz + b, sizeof(REAL) * (size_t)(e - b));
             }
             memcpy(L->pq + L->n_p, sq + b, sizeof(REAL) * (size_t)(e - b));
-            if (self) /* the group's own sources in this leaf: skip them by index */
+            if (self) { /* the group's own sources in this leaf: skip them by index */
                 for (int64_t u = (b > g0 ? b : g0); u < (e < g1 ? e : g1); u++)
                     skip[u - g0] = L->n_p + (u - b);
+                if ((e < g1 ? e : g1) > (b > g0 ? b : g0))
+                    *n_self += (e < g1 ? e : g1) - (b > g0 ? b : g0);
+            }
             L->n_p += e - b;
             i = src->next[i];
         } else {
@@ -362,8 +369,10 @@ static int BH(group_lists)(const fmk_plan *plan, const tree_cpu *s, fmk_bh_local
     return 0;
 }
 
-/* The group walk over all groups; writes s->result (key order, working units). Returns 0, or
- * -1 when a thread ran out of memory for its lists (the caller's outputs are then untouched).
+/* The group walk over all groups; writes s->result (key order, working units) and the
+ * interaction counts into count[0] (P2P pairs) and count[1] (nodes, per target: M2P and the
+ * group's expansion alike), each group's from its lists' lengths. Returns 0, or -1 when a
+ * thread ran out of memory for its lists (the caller's outputs are then untouched).
  *
  * Coordinates. In fp32 every position of a group's lists (targets, node centres, sources) is
  * taken relative to the origin o = the centre c of the group's box: the difference is formed
@@ -375,8 +384,9 @@ static int BH(group_lists)(const fmk_plan *plan, const tree_cpu *s, fmk_bh_local
  * offset wrong by ~1e-3 relative). The per-pair work is unchanged; the conversion is per
  * group and source or node. fp64 keeps the frame's coordinates (o = 0): no rounding to
  * speak of, and the lists are plain copies. */
-static int BH(walk_group)(const fmk_plan *plan, const tree_cpu *s)
+static int BH(walk_group)(const fmk_plan *plan, const tree_cpu *s, int64_t count[2])
 {
+    int64_t n_p2p = 0, n_far = 0;
     const fmk_tree3d *trg = plan->self ? &s->src : &s->trg;
     const REAL *tsoa = plan->self ? s->src_soa : s->trg_soa;
     const REAL *tx = tsoa, *ty = tx + trg->n_points, *tz = ty + trg->n_points;
@@ -385,7 +395,7 @@ static int BH(walk_group)(const fmk_plan *plan, const tree_cpu *s)
     const fmk_bh_local_step step = fmk_bh_local_step_of(plan);
     const int rel = sizeof(REAL) < sizeof(double); /* positions relative to the group's c */
     int failed = 0;
-#pragma omp parallel num_threads(plan->threads)
+#pragma omp parallel num_threads(plan->threads) reduction(+ : n_p2p, n_far)
     {
         BH(lists) L;
         memset(&L, 0, sizeof L);
@@ -431,13 +441,16 @@ static int BH(walk_group)(const fmk_plan *plan, const tree_cpu *s)
                 }
                 yx = ux, yy = uy, yz = uz;
             }
-            const int bad =
-                BH(group_lists)(plan, s, step, g0, g1, box, c, loc_r, o, &L, skip, qskip);
+            int64_t n_self = 0;
+            const int bad = BH(group_lists)(plan, s, step, g0, g1, box, c, loc_r, o, &L, skip,
+                                            qskip, &n_self);
             if (bad) {
 #pragma omp atomic write
                 failed = 1;
                 continue;
             }
+            n_p2p += (g1 - g0) * L.n_p - n_self;
+            n_far += (g1 - g0) * (L.n_c + L.n_l);
             BH(eval_lists)(&L, order, eps2, yx, yy, yz, g1 - g0, skip, qskip, out);
             if (L.n_l > 0) {
                 const REAL cr[3] = {(REAL)(c[0] - o[0]), (REAL)(c[1] - o[1]), (REAL)(c[2] - o[2])};
@@ -450,6 +463,7 @@ static int BH(walk_group)(const fmk_plan *plan, const tree_cpu *s)
         }
         BH(lists_free)(&L);
     }
+    count[0] = n_p2p, count[1] = n_far;
     return failed ? -1 : 0;
 }
 
@@ -492,9 +506,12 @@ static FMK_TARGET_CLONES void BH(leaf_p2p_rel)(const double *restrict x, const R
 
 /* The stackless walk (Nakasato Fig. 6): one walk per target with next/more, each term added as
  * the walk meets it. Offsets target - centre and target - source are formed in double and
- * rounded once (in fp64 that is what the frame's coordinates gave). */
-static void BH(walk_stackless)(const fmk_plan *plan, const tree_cpu *s, double *pot, double *grad)
+ * rounded once (in fp64 that is what the frame's coordinates gave). The interaction counts
+ * into count[0] (P2P pairs, a target's own source left out) and count[1] (M2P terms). */
+static void BH(walk_stackless)(const fmk_plan *plan, const tree_cpu *s, double *pot, double *grad,
+                               int64_t count[2])
 {
+    int64_t n_p2p = 0, n_far = 0;
     const fmk_tree3d *src = &s->src;
     const fmk_tree3d *trg = plan->self ? &s->src : &s->trg;
     const fmk_tree3d_moments *m = &s->mom;
@@ -505,7 +522,8 @@ static void BH(walk_stackless)(const fmk_plan *plan, const tree_cpu *s, double *
     const REAL eps2 = (REAL)(plan->frame.softening * plan->frame.softening);
     const double ps = plan->frame.pot_scale;
     const int64_t nt = trg->n_points;
-#pragma omp parallel for schedule(dynamic, 64) num_threads(plan->threads)
+#pragma omp parallel for schedule(dynamic, 64) num_threads(plan->threads) \
+    reduction(+ : n_p2p, n_far)
     for (int64_t t = 0; t < nt; t++) {
         if (fmk_interrupt_team(plan)) /* the caller asked to stop: skip the remaining targets */
             continue;
@@ -521,6 +539,7 @@ static void BH(walk_stackless)(const fmk_plan *plan, const tree_cpu *s, double *
                 REAL phi = 0, g[3] = {0, 0, 0};
                 BH(m2p)(order, (REAL)dx, (REAL)dy, (REAL)dz, eps2, p + 3, &phi, g);
                 acc[0] += phi, acc[1] += g[0], acc[2] += g[1], acc[3] += g[2];
+                n_far++;
                 i = src->next[i];
             } else if (src->more[i] < 0 && s->coincident[i]) { /* as in the group walk */
                 const int64_t b = src->begin[i], e = src->end[i];
@@ -531,10 +550,12 @@ static void BH(walk_stackless)(const fmk_plan *plan, const tree_cpu *s, double *
                 f = BH(p2p_value)((REAL)(y[0] - x[0]), (REAL)(y[1] - x[1]), (REAL)(y[2] - x[2]),
                                   (REAL)q, eps2);
                 acc[0] += f.phi, acc[1] += f.gx, acc[2] += f.gy, acc[3] += f.gz;
+                n_p2p++;
                 i = src->next[i];
             } else if (src->more[i] < 0) {
                 const int64_t b = src->begin[i], e = src->end[i];
                 int64_t sk = self && t >= b && t < e ? t - b : -1;
+                n_p2p += e - b - (sk >= 0);
                 if (sizeof(REAL) < sizeof(double))
                     BH(leaf_p2p_rel)(src->points + 3 * b, sq + b, e - b, y, sk, eps2, acc);
                 else
@@ -551,4 +572,5 @@ static void BH(walk_stackless)(const fmk_plan *plan, const tree_cpu *s, double *
             for (int k = 0; k < 3; k++)
                 grad[3 * c + k] = acc[1 + k] * ps * ps;
     }
+    count[0] = n_p2p, count[1] = n_far;
 }

@@ -7,7 +7,8 @@
  * forming the groups within the error bounds; fp32 close pairs in a wide frame; out of device memory; phase times;
  * super-groups on and off against direct (uniform, Plummer, clustered, an outlier, identical
  * points, a plane, a line, separate targets, softening, start lists that overflow), with one
- * level and with two (a parent's or a super-group's list overflowing).
+ * level and with two (a parent's or a super-group's list overflowing); fmk_info's interaction
+ * counts against the CPU walks' and the direct sum's.
  * --quick: small sizes (for compute-sanitizer). */
 #include <math.h>
 #include <stdio.h>
@@ -1586,6 +1587,67 @@ static void test_super_one(void)
  * --local-open A, --local-harmonic H, --knob NAME VALUE (any "treecode.*" knob). make gpu-test
  * runs racecheck on a named subset: its cost grows with the walk's shared-memory traffic, and
  * the whole --quick set is too slow under it. */
+/* fmk_info's interaction counts (walk_group.cu, walk_stackless.cu, super.cu: one atomic per
+ * group walk or warp into the walk's stats words): 0 before the evaluation; the direct sum's
+ * N (N - 1); each GPU walk's total (P2P pairs plus far terms) within a factor 2 of the CPU's
+ * walk of the same kind at the same theta, on uniform and Plummer points (the latter deep
+ * enough for super-groups with the default knobs). */
+static void test_interactions(void)
+{
+    const int64_t n = quick ? 4000 : 40000;
+    double *x = (double *)xmalloc(sizeof(double) * 3 * (size_t)n);
+    double *q = (double *)xmalloc(sizeof(double) * (size_t)n);
+    double *pot = (double *)xmalloc(sizeof(double) * (size_t)n);
+    test_charges(n, 0, 62, q);
+    for (int d = 0; d < 2; d++) {
+        test_points(d ? TEST_DIST_PLUMMER : TEST_DIST_CUBE, n, 61 + d, x);
+        check_context("interactions, %s", d ? "plummer" : "cube");
+        fmk_opts o;
+        fmk_opts_default(&o);
+        o.method = FMK_METHOD_DIRECT, o.backend = FMK_BACKEND_CUDA;
+        fmk_plan *p = NULL;
+        fmk_info in;
+        CHECK(fmk_plan_create(&p, 3, FMK_KERNEL_LAPLACE, 1e-6, &o) == FMK_OK);
+        CHECK(fmk_plan_set_points(p, n, x, 0, NULL) == FMK_OK);
+        CHECK(fmk_plan_info(p, &in) == FMK_OK && in.interactions_p2p == 0);
+        CHECK(fmk_plan_eval(p, q, pot, NULL) == FMK_OK);
+        CHECK(fmk_plan_info(p, &in) == FMK_OK);
+        CHECK_MSG(in.interactions_p2p == n * (n - 1) && in.interactions_far == 0,
+                  "direct: %lld, %lld", (long long)in.interactions_p2p,
+                  (long long)in.interactions_far);
+        fmk_plan_destroy(p);
+        for (int w = 1; w <= N_WALKS; w++) {
+            int64_t total[2] = {0, 0}; /* GPU, CPU */
+            for (int b = 0; b < 2; b++) {
+                o = tree_opts(FMK_PRECISION_FP64, 0.6, walk_of(w));
+                o.backend = b ? FMK_BACKEND_CPU : FMK_BACKEND_CUDA;
+                p = NULL;
+                /* the CPU plan without the command line's knobs (the GPU engine's) */
+                CHECK((b ? fmk_plan_create(&p, 3, FMK_KERNEL_LAPLACE, 1e-3, &o)
+                         : plan_new(&p, FMK_KERNEL_LAPLACE, &o)) == FMK_OK);
+                CHECK(fmk_plan_set_points(p, n, x, 0, NULL) == FMK_OK);
+                CHECK(fmk_plan_info(p, &in) == FMK_OK && in.interactions_p2p == 0 &&
+                      in.interactions_far == 0);
+                CHECK(fmk_plan_eval(p, q, pot, NULL) == FMK_OK);
+                CHECK(fmk_plan_info(p, &in) == FMK_OK);
+                CHECK_MSG(in.interactions_p2p > 0 && in.interactions_far > 0,
+                          "walk %d, %s: p2p %lld, far %lld", w, b ? "cpu" : "gpu",
+                          (long long)in.interactions_p2p, (long long)in.interactions_far);
+                total[b] = in.interactions_p2p + in.interactions_far;
+                CHECK(total[b] >= n && total[b] <= n * (n - 1));
+                fmk_plan_destroy(p);
+            }
+            printf("interactions %s, walk %d: gpu %lld, cpu %lld\n", d ? "plummer" : "cube", w,
+                   (long long)total[0], (long long)total[1]);
+            CHECK_MSG(total[0] <= 2 * total[1] && total[1] <= 2 * total[0],
+                      "walk %d: gpu %lld, cpu %lld interactions", w, (long long)total[0],
+                      (long long)total[1]);
+        }
+    }
+    check_context("");
+    free(x), free(q), free(pot);
+}
+
 int main(int argc, char **argv)
 {
     int local_only = 0, n_names = 0;
@@ -1624,6 +1686,7 @@ int main(int argc, char **argv)
         const char *name;
         void (*run)(void);
     } tests[] = {{"device_paths", test_device_paths},
+                 {"interactions", test_interactions},
                  {"one_wait", test_one_wait},
                  {"frame_grid", test_frame_grid},
                  {"same_tree", test_same_tree},

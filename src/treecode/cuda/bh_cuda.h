@@ -179,6 +179,7 @@ static inline fmk_treecode_cuda_counters *fmk_bh_counters(fmk_plan *plan)
 /* Shared sizes and types                                                                   */
 
 constexpr int FMK_BH_BLOCK = 256;    /* threads of the simple kernels */
+constexpr int FMK_BH_STATS = 7;      /* words of fmk_bh_state.d_stats and h_stats */
 constexpr int FMK_BH_GROUP = 32;     /* targets per group walk (a warp) */
 constexpr int FMK_BH_MAX_PARTS = 16; /* parts of a split walk */
 /* The most start-list entries of a super-group (tune.super_cap at most this): a group walk
@@ -246,10 +247,12 @@ typedef struct fmk_bh_state {
     int32_t split_begin, split_end;
     int2 *d_groups; /* cap_groups slots, n_groups used */
     int64_t cap_groups, n_groups;
-    unsigned long long *d_stats; /* charge check (2 words), split walk overflow (1), the
-                                   * blocks of k_moments_small done (1), the group walk's
-                                   * tickets (1); each evaluation clears them before its walk */
-    unsigned long long *h_stats; /* pinned: d_stats after the walk */
+    unsigned long long *d_stats; /* FMK_BH_STATS words: charge check (2), split walk overflow
+                                   * (1), the blocks of k_moments_small done (1), the group
+                                   * walk's tickets (1), the walk's interaction counts (2:
+                                   * P2P pairs, far terms; fmk_info); each evaluation clears
+                                   * them before its walk */
+    unsigned long long *h_stats; /* pinned: d_stats after the walk (read with one copy) */
     fmk_bh_frame_out *h_frame,
         *dh_frame;     /* pinned: the frame kernels' results (host, device view) */
     cudaEvent_t ev[8]; /* the build's start and end; eval's upload, moments and walk ends; a
@@ -290,6 +293,10 @@ template <typename R> struct fmk_bh_walk_args {
     R local_a2;   /* tune.local_open squared */
     int harmonic; /* tune.local_harmonic, with local = 4 and eps2 = 0 */
     const unsigned long long *stats; /* the charge check (charge_scale, charges_bad) */
+    /* The interaction counts (fmk_info): count[0] P2P pairs, count[1] far terms (nodes per
+     * target, M2P and expansions alike), one atomicAdd each per group walk (per warp of the
+     * stackless walk, per group for its super-groups' expansions); d_stats + 5. */
+    unsigned long long *count;
     /* The breadth-first walk's warps by tickets (tune.tickets): NULL, walk w is block
      * w / WARPS's; else a zeroed counter, and the grid only as large as the GPU holds at once:
      * each warp takes walk after walk from it, so that no slot waits for the block scheduler

@@ -269,11 +269,12 @@ static fmk_status new_state(fmk_plan *plan, fmk_bh_state **out)
         return st;
     }
     s->events = 1;
-    st = fmk_cuda_alloc(plan, (void **)&s->d_stats, 5 * sizeof(unsigned long long),
+    st = fmk_cuda_alloc(plan, (void **)&s->d_stats, FMK_BH_STATS * sizeof(unsigned long long),
                         "the charge checks", 32);
     if (st == FMK_OK)
-        st = fmk_cuda_alloc_host(plan, (void **)&s->h_stats, 3 * sizeof(unsigned long long),
-                                 "the charge check and the walk's overflow flag");
+        st = fmk_cuda_alloc_host(plan, (void **)&s->h_stats,
+                                 FMK_BH_STATS * sizeof(unsigned long long),
+                                 "the charge check, the walk's overflow flag and its counts");
     if (st == FMK_OK)
         st = fmk_cuda_alloc_host(plan, (void **)&s->h_frame, sizeof(fmk_bh_frame_out),
                                  "the frame of small sets");
@@ -459,6 +460,7 @@ static fmk_bh_walk_args<R> walk_args_of(const fmk_plan *plan, const fmk_bh_state
     }
     a.harmonic = a.local == 4 && k->local_harmonic && a.eps2 == 0;
     a.stats = s->d_stats;
+    a.count = s->d_stats + 5;
     a.ticket = k->tickets && s->parts == 1 ? s->d_stats + 4 : NULL;
     a.super = 0, a.super_open = k->super_open, a.super_cap = 0, a.super_k = 0;
     a.super_order = NULL, a.super_count = a.super_list = NULL;
@@ -545,8 +547,9 @@ static fmk_status walk_phase(fmk_plan *plan, fmk_bh_state *s, const double *d_q,
     cudaError_t err = cudaSuccess;
     if (st == FMK_OK && s->parts > 1)
         err = fmk_cuda_bh_sum_parts(a.m, s->parts, a.pot, a.grad, s->d_stats, pot, grad);
-    if (err == cudaSuccess) /* the charge check and the overflow flag, read after the wait */
-        err = cudaMemcpyAsync(s->h_stats, s->d_stats, 3 * sizeof(unsigned long long),
+    if (err == cudaSuccess) /* the charge check, the overflow flag and the interaction counts,
+                             * read after the wait (one copy) */
+        err = cudaMemcpyAsync(s->h_stats, s->d_stats, FMK_BH_STATS * sizeof(unsigned long long),
                               cudaMemcpyDeviceToHost, 0);
     fmk_bh_super_diag_end(a.super, a.super_up);
     fmk_bh_walk_diag_end();
@@ -562,14 +565,25 @@ static fmk_status walk_phase(fmk_plan *plan, fmk_bh_state *s, const double *d_q,
         a.parts = 1, a.pot = pot, a.grad = grad;
         a.ticket = NULL; /* one group per block: no counter was cleared for this walk */
         fmk_bh_counters(plan)->split_redos++;
-        const fmk_status again = walk_launches<R>(plan, s, a);
+        /* the counts of this walk alone (this rare path's own clear and copy) */
+        err = cudaMemsetAsync(a.count, 0, 2 * sizeof(unsigned long long), 0);
+        const fmk_status again =
+            err == cudaSuccess ? walk_launches<R>(plan, s, a)
+                               : fmk_cuda_fail(plan, err, "cudaMemsetAsync (the walk's counts)");
         if (again != FMK_OK)
             return again;
-        err = cudaEventRecord(s->ev[3], 0);
+        err = cudaMemcpyAsync(s->h_stats + 5, a.count, 2 * sizeof(unsigned long long),
+                              cudaMemcpyDeviceToHost, 0);
+        if (err == cudaSuccess)
+            err = cudaEventRecord(s->ev[3], 0);
         if (err == cudaSuccess)
             err = cudaEventSynchronize(s->ev[3]);
     }
-    return err == cudaSuccess ? FMK_OK : fmk_cuda_fail(plan, err, "the tree walk kernel");
+    if (err != cudaSuccess)
+        return fmk_cuda_fail(plan, err, "the tree walk kernel");
+    plan->info.interactions_p2p = (int64_t)s->h_stats[5];
+    plan->info.interactions_far = (int64_t)s->h_stats[6];
+    return FMK_OK;
 }
 
 /* The charges on the device: d_q itself, or the host's copied into the state's buffer (with

@@ -31,8 +31,8 @@ __global__ void k_pack_charges(int64_t n, const int32_t *__restrict__ order,
  * largest |q| as bits (stats[1], max), reduced per block before one atomic each (one atomic
  * per thread on one address serializes them). stats must hold zeros before, unless the
  * grid is one block (direct): that block writes the words itself, the walk's overflow flag,
- * the moments' block count and the walk's tickets (stats[2], stats[3], stats[4]) cleared with
- * them, so no memset comes first.
+ * the moments' block count, the walk's tickets and its interaction counts (stats[2] .. [6])
+ * cleared with them, so no memset comes first.
  * CHARGE_ILP charges in flight per thread (one block has few warps to hide the loads). */
 constexpr int CHARGE_ILP = 4, CHARGE_BLOCK = 1024;
 
@@ -73,7 +73,7 @@ __global__ void k_charge_stats(int64_t n, const double *__restrict__ q,
             big = s_big[k] > big ? s_big[k] : big, bad = s_bad[k] < bad ? s_bad[k] : bad;
         if (direct) {
             stats[0] = bad != ~0ull ? ~bad : 0, stats[1] = big, stats[2] = 0, stats[3] = 0;
-            stats[4] = 0;
+            stats[4] = 0, stats[5] = 0, stats[6] = 0;
             return;
         }
         if (bad != ~0ull)
@@ -345,7 +345,8 @@ struct level_table {
 /* The charge check, the charges' packing and every moment of a small tree in one block (the
  * kernels of run_eval and run_eval_t from the charge check to the moments, which for small N
  * cost more in launches and copies than in work): the check's words written, not reduced
- * into (stats[2], the split walk's overflow flag, and stats[4], the walk's tickets, cleared),
+ * into (stats[2], the split walk's overflow flag, stats[4], the walk's tickets, and stats[5],
+ * stats[6], its interaction counts, cleared),
  * the charges times charge_scale into src, the leaves, then the inner nodes level by level,
  * deepest first. */
 constexpr int PREP_BLOCK = 512, PREP_ILP = 8;
@@ -386,7 +387,7 @@ __global__ void __launch_bounds__(PREP_BLOCK)
     bad = reduce_t(temp).Reduce(bad, cuda::minimum<>{});
     if (threadIdx.x == 0) {
         const unsigned long long w[2] = {bad, big};
-        stats[0] = ~bad, stats[1] = big, stats[2] = 0, stats[4] = 0;
+        stats[0] = ~bad, stats[1] = big, stats[2] = 0, stats[4] = 0, stats[5] = 0, stats[6] = 0;
         s_scale = charge_scale<R>(w);
     }
     __syncthreads();
@@ -589,7 +590,7 @@ cudaError_t fmk_cuda_bh_charges(const fmk_plan *plan, const fmk_bh_state *s, con
         k_charge_stats<<<1, CHARGE_BLOCK>>>(n, d_q, s->d_stats, 1);
         return cudaGetLastError();
     }
-    cudaError_t err = cudaMemsetAsync(s->d_stats, 0, 5 * sizeof(unsigned long long), 0);
+    cudaError_t err = cudaMemsetAsync(s->d_stats, 0, FMK_BH_STATS * sizeof(unsigned long long), 0);
     const int64_t nb = (n + FMK_BH_BLOCK - 1) / FMK_BH_BLOCK;
     if (err == cudaSuccess)
         k_charge_stats<<<(unsigned)(nb < 1024 ? nb : 1024), FMK_BH_BLOCK>>>(n, d_q, s->d_stats, 0);

@@ -150,6 +150,7 @@ __global__ void __launch_bounds__(SUPER_WARPS * 32) k_walk_super(fmk_bh_walk_arg
     const int64_t up = a.super_up ? g0 / a.super_up : 0;
     const int32_t n_up = a.super_up ? a.up_count[up] : -1; /* < 0: from the root */
     bool any_loc = false, over = false;
+    int32_t all_loc = 0; /* nodes into the expansion (its centre's w: super_start counts them) */
     local_acc<R, LOC> loc = {};
 #ifdef FMK_BH_COUNT
     long long c_steps = 0, c_loc = 0;
@@ -215,6 +216,7 @@ __global__ void __launch_bounds__(SUPER_WARPS * 32) k_walk_super(fmk_bh_walk_arg
             if (to_loc)
                 loc_list[(h_loc + n_loc + __popc(loc_mask & lt)) & 63] = i;
             n_loc += __popc(loc_mask);
+            all_loc += __popc(loc_mask);
             any_loc = true;
 #ifdef FMK_BH_COUNT
             c_loc += __popc(loc_mask);
@@ -257,7 +259,8 @@ __global__ void __launch_bounds__(SUPER_WARPS * 32) k_walk_super(fmk_bh_walk_arg
     }
     super_local_out<R, ORDER, LOC>(a, sg, loc_list + h_loc, n_loc, c, any_loc, loc);
     if (lane == 0) {
-        c.w = any_loc ? (R)1 : (R)0;
+        c.w = any_loc ? (R)all_loc : (R)0; /* 0: no expansion; else its nodes (exact in fp32:
+                                             * fewer than 2^24) */
         a.super_centre[sg] = c;
         a.super_count[sg] = n_out;
     }

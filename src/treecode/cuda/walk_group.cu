@@ -81,6 +81,9 @@ template <typename R, int ORDER, bool SELF, int T, int LOC, bool SUPER> struct b
     R y[T][3], phi[T], g[T][3];
     int sp;                         /* warp-uniform */
     int n_m2p, n_p2p, h_m2p, h_p2p; /* warp-uniform */
+    /* warp-uniform: the walk's accepted nodes (M2P and expansion) and P2P sources, for
+     * fmk_info's counts (count_flush); a walk's are below 2^31: sources and nodes are int32 */
+    int32_t all_far, all_p2p;
     R loc_r;
     int n_loc, h_loc;
     bool any_loc;
@@ -134,6 +137,7 @@ template <typename R, int ORDER, bool SELF, int T, int LOC, bool SUPER> struct b
             stack[0] = 0; /* the root */
         }
         n_m2p = 0, n_p2p = 0, h_m2p = 0, h_p2p = 0;
+        all_far = 0, all_p2p = 0;
         /* The cell-to-group step: an accepted node goes into the group's expansion about c
          * when its centre is farther than a r_open + local_k R_g from c (a = tune.local_open);
          * every target of the group (within R_g of c) is outside its opening sphere (it was
@@ -292,6 +296,7 @@ template <typename R, int ORDER, bool SELF, int T, int LOC, bool SUPER> struct b
             if (to_loc)
                 loc_list[(h_loc + n_loc + __popc(loc_mask & lt)) & 63] = i;
             n_loc += __popc(loc_mask);
+            all_far += __popc(loc_mask);
             any_loc = true;
 #ifdef FMK_BH_COUNT
             c_loc += __popc(loc_mask);
@@ -314,6 +319,7 @@ template <typename R, int ORDER, bool SELF, int T, int LOC, bool SUPER> struct b
                                node_list[(h_m2p + n_m2p + __popc(acc_mask & lt)) & 63]);
         }
         n_m2p += __popc(acc_mask);
+        all_far += __popc(acc_mask);
 #ifdef FMK_BH_COUNT
         c_m2p += __popc(acc_mask);
 #endif
@@ -332,6 +338,7 @@ template <typename R, int ORDER, bool SELF, int T, int LOC, bool SUPER> struct b
                 incl += v;
         }
         const int32_t total = __shfl_sync(FULL, incl, 31);
+        all_p2p += total;
 #ifdef FMK_BH_COUNT
         c_p2p += total;
 #endif
@@ -507,6 +514,18 @@ template <typename R, int ORDER, bool SELF, int T, int LOC, bool SUPER> struct b
         }
     }
 
+    /* fmk_info's counts of this walk (a.count): every target of the group takes the whole
+     * lists; the pair of a target with its own source (self: in the P2P list of the part that
+     * holds its leaf) left out once per group, by part 0. One atomic each, by lane 0. */
+    __device__ __forceinline__ void count_flush() const
+    {
+        if (lane != 0)
+            return;
+        const unsigned long long nt = (unsigned long long)(grp.y - grp.x);
+        atomicAdd(&a.count[0], nt * (unsigned long long)all_p2p - (SELF && part == 0 ? nt : 0));
+        atomicAdd(&a.count[1], nt * (unsigned long long)all_far);
+    }
+
     __device__ __forceinline__ void store_all() const
     {
 #pragma unroll
@@ -584,12 +603,13 @@ __launch_bounds__(bfs_cfg<R>::WARPS * 32,
             n_start = super_start<R, T>(a.super_order, a.super_count, a.super_list, a.super_cap,
                                         a.super, a.super_centre, a.super_local, a.super_up,
                                         a.up_count, a.up_centre, a.up_local, a.groups, a.box, a.trg,
-                                        a.trg_lo, wp, s_stack[wb], &w, init);
+                                        a.trg_lo, wp, s_stack[wb], &w, init, a.count + 1);
         walk.begin(w, (int)(wp % a.parts), n_start, init);
         __syncwarp();
         while (walk.sp > 0)
             walk.step();
         walk.finish();
+        walk.count_flush();
 #ifdef FMK_BH_COUNT
         walk.counts_flush();
 #endif

@@ -227,7 +227,8 @@ __device__ __forceinline__ void bfs_p2p_any(const typename vec4<R>::type *src, c
 
 /* The start of group walk wp with super-groups (k_walk_bfs, walk_args): its group (*w), its
  * super-group's start list on the stack, and the super-group's expansion at its T targets per
- * lane (L2P; init: T potentials, then 3 T gradient components, zeros when there is none).
+ * lane (L2P; init: T potentials, then 3 T gradient components, zeros when there is none);
+ * the nodes of the expansions it adds, times its targets, into *count_far (fmk_info).
  * Returns the list's length, -1 after an overflow (from the root: *w and init as well). Not
  * inlined: its registers stay out of the walk's (inlined, the walk's loop spilled more and
  * ran slower on the same interactions: FMK_SUPER_MINB_LESS). */
@@ -238,7 +239,8 @@ super_start(const int32_t *super_order, const int32_t *super_count, const int32_
             const R *super_local, int super_up, const int32_t *up_count,
             const typename vec4<R>::type *up_centre, const R *up_local, const int2 *groups,
             const typename vec4<R>::type *box, const typename vec4<R>::type *trg,
-            const real4f *trg_lo, int64_t wp, int32_t *stack, int64_t *w, R *init)
+            const real4f *trg_lo, int64_t wp, int32_t *stack, int64_t *w, R *init,
+            unsigned long long *count_far)
 {
     typedef typename vec4<R>::type V;
     const int lane = threadIdx.x & 31;
@@ -262,6 +264,9 @@ super_start(const int32_t *super_order, const int32_t *super_count, const int32_
         const V cs = lv ? up_centre[s] : super_centre[sg];
         if (cs.w == 0)
             continue;
+        if (lane == 0) /* fmk_info's far terms: the expansion's nodes (cs.w) at every target */
+            atomicAdd(count_far, (unsigned long long)(groups[*w].y - groups[*w].x) *
+                                     (unsigned long long)cs.w);
         R L[FMK_BH_LOCAL4];
 #pragma unroll
         for (int k = 0; k < FMK_BH_LOCAL4; k++)

@@ -21,21 +21,39 @@ __device__ __forceinline__ void ld_moments(const real4d *node, int32_t i, double
     m[0] = a.x, m[1] = a.y, m[2] = a.z, m[3] = a.w;
     m[4] = b.x, m[5] = b.y, m[6] = b.z, m[7] = b.w, m[8] = c.x, m[9] = c.y;
 }
+/* fmk_info's counts of a warp's targets (n_p2p pairs, n_far M2P terms per thread): summed over
+ * the warp (every lane calls), one atomic each by lane 0. */
+__device__ __forceinline__ void count_flush(unsigned long long *count, unsigned long long n_p2p,
+                                            unsigned long long n_far)
+{
+#pragma unroll
+    for (int d = 16; d > 0; d >>= 1) {
+        n_p2p += __shfl_down_sync(0xffffffffu, n_p2p, d);
+        n_far += __shfl_down_sync(0xffffffffu, n_far, d);
+    }
+    if ((threadIdx.x & 31) == 0 && (n_p2p || n_far)) {
+        atomicAdd(&count[0], n_p2p);
+        atomicAdd(&count[1], n_far);
+    }
+}
+
 /* One thread per sorted target (Nakasato Fig. 6). */
 template <typename R, int ORDER, bool SELF>
 __global__ void __launch_bounds__(WALK_BLOCK) k_walk_stackless(fmk_bh_walk_args<R> a)
 {
     typedef typename vec4<R>::type V;
     const int64_t tt = a.walk0 + blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
-    if (tt >= a.walk1 || charges_bad(a.stats))
+    if (charges_bad(a.stats)) /* the whole grid alike */
         return;
-    const int32_t t = (int32_t)tt;
+    /* a thread past the launch's targets walks nothing but takes part in count_flush */
+    const int32_t t = (int32_t)(tt < a.walk1 ? tt : a.walk0);
+    unsigned n_p2p = 0, n_far = 0; /* this target's terms (fewer than 2^31 each) */
     const V p = a.trg[t];
     /* offsets from the target's fp32 coordinate p (rel_point): p - s and p - xc exact (node
      * centres are fp32 numbers), then the rests */
     const real4f pr = sizeof(R) == 4 ? a.trg_lo[t] : real4f{0, 0, 0, 0};
     R phi = 0, g[3] = {0, 0, 0};
-    int32_t i = 0;
+    int32_t i = tt < a.walk1 ? 0 : -1;
     while (i >= 0) {
         const int4 l = __ldg(&a.links[i]);
         const V x = a.node[4 * i];
@@ -45,8 +63,10 @@ __global__ void __launch_bounds__(WALK_BLOCK) k_walk_stackless(fmk_bh_walk_args<
             R m[10];
             ld_moments(a.node, i, m);
             m2p(ORDER, rx, ry, rz, a.eps2, m, &phi, g);
+            n_far++;
             i = l.y;
         } else if (far || l.x < 0) {
+            n_p2p += (unsigned)(l.w - l.z) - (SELF && t >= l.z && t < l.w ? 1u : 0u);
             for (int32_t j = l.z; j < l.w; j++) {
                 const V s = a.src[j];
                 const R q = SELF && j == t ? (R)0 : s.w;
@@ -63,7 +83,9 @@ __global__ void __launch_bounds__(WALK_BLOCK) k_walk_stackless(fmk_bh_walk_args<
             i = l.x;
         }
     }
-    store(a, t, phi, g, 1.0 / charge_scale<R>(a.stats));
+    count_flush(a.count, n_p2p, n_far);
+    if (tt < a.walk1)
+        store(a, t, phi, g, 1.0 / charge_scale<R>(a.stats));
 }
 
 template <typename R, bool SELF> cudaError_t launch(const fmk_bh_walk_args<R> &a, int order)
