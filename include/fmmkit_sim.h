@@ -57,6 +57,42 @@ typedef enum fmk_sim_stepping {
                                * least dt_min (s: the softening; spline: 2.8 s) */
 } fmk_sim_stepping;
 
+/* Cosmology (docs/cosmology.md). Units of every cosmological quantity in fmmkit: length Mpc
+ * (comoving unless said), mass 1e10 solar masses, velocity km/s, so time is Mpc/(km/s)
+ * (977.8 Gyr), G = FMK_SIM_COSMO_G and H0 = 100 h. No h in the units (45 Mpc is 45 Mpc). */
+#define FMK_SIM_COSMO_G 43.00917 /* G in Mpc (km/s)^2 / (1e10 Msun) */
+#define FMK_SIM_COSMO_UNIT_LENGTH_CM 3.085678e24
+#define FMK_SIM_COSMO_UNIT_MASS_G 1.98841e43
+#define FMK_SIM_COSMO_UNIT_VELOCITY_CM_S 1e5
+
+/* A Friedmann-Lemaitre background (matter, a cosmological constant, curvature 1 - omega_m -
+ * omega_lambda; no radiation) and the linear power spectrum's parameters. */
+typedef struct fmk_sim_cosmology {
+    double omega_m;      /* matter (cold dark matter + baryons) today */
+    double omega_lambda; /* cosmological constant today */
+    double omega_b;      /* baryons today (the transfer function's wiggles and suppression) */
+    double h;            /* H0 = 100 h km/s/Mpc */
+    double n_s;          /* primordial spectral index */
+    double sigma_8;      /* rms linear density contrast in spheres of 8/h Mpc today */
+    double t_cmb;        /* CMB temperature today in K (Eisenstein & Hu 1998): 2.7255 */
+} fmk_sim_cosmology;
+
+/* Comoving integration (docs/cosmology.md, "Comoving integration"): the stepping variable of
+ * the fixed steps. opts.dt is the step in that variable: cosmic time (Mpc/(km/s)), a, or ln a. */
+typedef enum fmk_sim_spacing {
+    FMK_SIM_SPACING_TIME = 0, /* uniform in cosmic time (Hamada et al. 2009) (default) */
+    FMK_SIM_SPACING_A = 1,    /* uniform in the scale factor a */
+    FMK_SIM_SPACING_LOGA = 2  /* uniform in ln a */
+} fmk_sim_spacing;
+
+/* Comoving integration: how the softening length follows the expansion. */
+typedef enum fmk_sim_soft_mode {
+    FMK_SIM_SOFT_COMOVING = 0, /* opts.soft is a comoving length, fixed (default) */
+    FMK_SIM_SOFT_PHYSICAL = 1  /* opts.soft is a physical length: comoving s / a, at most
+                                * opts.soft_max_comoving (GADGET's SofteningMaxPhys scheme);
+                                * Plummer softening only (a new force plan when s changes) */
+} fmk_sim_soft_mode;
+
 /* Options. Fill with fmk_sim_opts_default() first; NULL means all defaults. */
 typedef struct fmk_sim_opts {
     fmk_opts plan;                /* the force plan's options (method, backend, precision,
@@ -72,6 +108,26 @@ typedef struct fmk_sim_opts {
     double eta;                   /* adaptive: 0.025 */
     double dt_min, dt_max;        /* adaptive: 0 and +inf when 0 */
     int32_t verbose;              /* 0; 1: progress bar on stderr when it is a terminal */
+
+    /* Comoving integration (all ignored unless comoving = 1). Positions are comoving Mpc x,
+     * velocities the momenta p = a^2 dx/dt (km/s), masses 1e10 Msun, and the time is the
+     * scale factor a (fmk_sim_run's t_end is a_end). The equations are dx/dt = p / a^2,
+     * dp/dt = g / a with g = -G sum_j m_j grad phi_s(x - x_j) + c x, c = H0^2 omega_m / 2 (the
+     * background's attraction taken out: an isolated sphere at the mean density in vacuum,
+     * as GADGET-2 does without periodic boundaries); the step is kick-drift-kick with the
+     * factors fmk_cosmo_kick over [a0, am] and [am, a1] and fmk_cosmo_drift over [a0, a1], am
+     * the midpoint in the stepping variable. G is FMK_SIM_COSMO_G (opts.G must be left at 1
+     * or be that value). Fixed steps only: FMK_SIM_STEP_ADAPTIVE is refused. */
+    int32_t comoving;             /* 0: Newtonian (default); 1: comoving */
+    fmk_sim_cosmology cosmology;  /* fmk_sim_cosmology_preset "wmap" */
+    fmk_sim_spacing spacing;      /* FMK_SIM_SPACING_TIME */
+    fmk_sim_soft_mode soft_mode;  /* FMK_SIM_SOFT_COMOVING */
+    double soft_max_comoving;     /* FMK_SIM_SOFT_PHYSICAL: the cap on the comoving s (> 0) */
+    double a_start;               /* the initial scale factor of fmk_sim_create (> 0; a
+                                   * snapshot file's Time serves create_from_file) */
+    double radius;                /* the sphere's comoving radius R for the diagnostics'
+                                   * reference energy (0: from the total mass M at the mean
+                                   * density, R = (3 M / (4 pi rho_m))^(1/3)) */
 } fmk_sim_opts;
 
 /* What the simulation is and what it cost (fmk_sim_info). */
@@ -89,12 +145,27 @@ typedef struct fmk_sim_info {
     double seconds_step;      /* the last step's whole wall time */
     int64_t interactions;     /* the plan's work estimate of the last evaluation (0: unknown;
                                * n (n - 1) for the direct sum) */
+    int64_t interactions_total; /* the sum of those over the steps taken (and the first
+                                 * evaluation); 0 when unknown */
+    /* Comoving runs (else 0): time is a; kinetic and potential are the peculiar energies
+     * K = sum m |p|^2 / (2 a^2) and W = (U - U_ref) / a, U = -1/2 sum m pot - (c/2) sum m |x|^2,
+     * U_ref the uniform sphere's -(3/5) G M^2 / R - (c/2) (3/5) M R^2. */
+    double redshift;          /* 1/a - 1 */
+    double layzer_irvine;     /* C(a) = a (K + W) + int_{a_start}^{a} K da (trapezoid, every
+                               * step); constant for exact integration */
+    double layzer_irvine_error; /* (C - C_start) / max |a W| over the steps so far */
     fmk_info plan;            /* the force plan's fmk_info */
 } fmk_sim_info;
 
 typedef struct fmk_sim fmk_sim;
 
 FMK_API void fmk_sim_opts_default(fmk_sim_opts *opts);
+
+/* The fixed step that takes `steps` (>= 1) equal steps of the stepping variable from a0 to a1
+ * (0 < a0 < a1; cosmology as fmk_sim_cosmology_preset gives or checked like it): the value for
+ * opts.dt. */
+FMK_API fmk_status fmk_sim_comoving_dt(const fmk_sim_cosmology *c, fmk_sim_spacing spacing,
+                                       double a0, double a1, int64_t steps, double *dt);
 
 /* Creates a simulation of n >= 1 particles with masses (n, > 0 and finite), positions and
  * velocities (3n each, finite). soft_per_particle: NULL (opts.soft for every particle) or n
@@ -125,26 +196,6 @@ FMK_API fmk_status fmk_sim_ic_plummer(int64_t n, uint64_t seed, double *mass, do
 FMK_API fmk_status fmk_sim_ic_cold(int64_t n, uint64_t seed, double *mass, double *pos,
                                    double *vel);
 FMK_API fmk_status fmk_sim_ic_kepler(double e, double *mass, double *pos, double *vel);
-
-/* Cosmology (docs/cosmology.md). Units of every cosmological quantity in fmmkit: length Mpc
- * (comoving unless said), mass 1e10 solar masses, velocity km/s, so time is Mpc/(km/s)
- * (977.8 Gyr), G = FMK_SIM_COSMO_G and H0 = 100 h. No h in the units (45 Mpc is 45 Mpc). */
-#define FMK_SIM_COSMO_G 43.00917 /* G in Mpc (km/s)^2 / (1e10 Msun) */
-#define FMK_SIM_COSMO_UNIT_LENGTH_CM 3.085678e24
-#define FMK_SIM_COSMO_UNIT_MASS_G 1.98841e43
-#define FMK_SIM_COSMO_UNIT_VELOCITY_CM_S 1e5
-
-/* A Friedmann-Lemaitre background (matter, a cosmological constant, curvature 1 - omega_m -
- * omega_lambda; no radiation) and the linear power spectrum's parameters. */
-typedef struct fmk_sim_cosmology {
-    double omega_m;      /* matter (cold dark matter + baryons) today */
-    double omega_lambda; /* cosmological constant today */
-    double omega_b;      /* baryons today (the transfer function's wiggles and suppression) */
-    double h;            /* H0 = 100 h km/s/Mpc */
-    double n_s;          /* primordial spectral index */
-    double sigma_8;      /* rms linear density contrast in spheres of 8/h Mpc today */
-    double t_cmb;        /* CMB temperature today in K (Eisenstein & Hu 1998): 2.7255 */
-} fmk_sim_cosmology;
 
 /* Named parameter sets. "wmap" (the default; the era of Hamada et al. 2009): omega_m 0.3,
  * omega_lambda 0.7, omega_b 0.04, h 0.7, n_s 1, sigma_8 0.9; "planck18" (Planck 2018,
@@ -201,6 +252,19 @@ FMK_API fmk_status fmk_sim_run(fmk_sim *sim, double t_end, int64_t n_steps);
  * every restart_every steps (0: none). dir is created if missing. */
 FMK_API fmk_status fmk_sim_set_output(fmk_sim *sim, const char *dir, int64_t snap_every,
                                       int png, int64_t diag_every, int64_t restart_every);
+
+/* Output at listed times during fmk_sim_run: a snapshot (dir/snapshot_NNN.hdf5, numbered
+ * with the others, a PNG with it when set_output's png) when the time reaches each of the n
+ * times (a values in a comoving run; increasing, finite; n = 0 clears the list). The run
+ * lands on each exactly: the step that would pass one is shortened to end on it (the steps
+ * after it keep opts.dt). Needs fmk_sim_set_output's directory first; a time at or before
+ * the current one is written only when it equals it (at the start of a run). */
+FMK_API fmk_status fmk_sim_set_output_times(fmk_sim *sim, int64_t n, const double *times);
+
+/* The PNGs of the run's snapshots: projected along axis (0, 1, 2; default 2), width x width
+ * pixels (default 512), a square of side extent length units about the centre of mass
+ * (comoving Mpc in a comoving run; 0, the default: the square holding 99% of the mass). */
+FMK_API fmk_status fmk_sim_set_png(fmk_sim *sim, int axis, int width, double extent);
 
 /* The state now: any of mass (n), pos, vel, acc (3n each) and pot (n; the softened potential
  * G sum_{j != i} m_j phi_s at each particle, positive as fmmkit's potential: the gravitational
