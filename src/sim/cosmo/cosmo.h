@@ -58,6 +58,22 @@ double fmk_cosmo_transfer(const fmk_sim_cosmology *c, double k);
 /* sigma(R) today: the rms linear density contrast in spheres of radius R Mpc. */
 double fmk_cosmo_sigma(const fmk_sim_cosmology *c, double radius);
 
+/* The power spectrum's constants, computed once (fmk_cosmo_power and fmk_cosmo_sigma compute
+ * them on each call; the grid's loops use this). */
+typedef struct fmk_cosmo_spectrum {
+    fmk_sim_cosmology c;
+    /* Eisenstein & Hu (1998): k_eq (1/Mpc), the sound horizon s (Mpc), k_silk (1/Mpc),
+     * alpha_c, beta_c, alpha_b, beta_b, beta_node, the baryon and CDM fractions */
+    double k_eq, s, k_silk, alpha_c, beta_c, alpha_b, beta_b, beta_node, f_b, f_c;
+    double amplitude; /* A in P(k) = A k^n_s T(k)^2 */
+} fmk_cosmo_spectrum;
+
+/* Fills s for the cosmology c (checked by fmk_cosmo_check). */
+void fmk_cosmo_spectrum_init(fmk_cosmo_spectrum *s, const fmk_sim_cosmology *c);
+double fmk_cosmo_spectrum_transfer(const fmk_cosmo_spectrum *s, double k);
+double fmk_cosmo_spectrum_power(const fmk_cosmo_spectrum *s, double k);
+double fmk_cosmo_spectrum_sigma(const fmk_cosmo_spectrum *s, double radius);
+
 #ifdef __cplusplus
 }
 #endif
