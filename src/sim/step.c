@@ -161,7 +161,7 @@ fmk_status fmk_sim_step(fmk_sim *sim)
     if (!sim)
         return fmk_sim_fail(NULL, FMK_ERR_NULL, "fmk_sim_step: sim is NULL");
     atomic_store(&sim->stop, 0);
-    double dt;
+    double dt = 0;
     fmk_status st = fmk_sim_next_dt(sim, &dt);
     return st == FMK_OK ? fmk_sim_step_once(sim, dt, 0) : st;
 }
