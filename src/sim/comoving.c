@@ -126,13 +126,19 @@ static fmk_status energies(const fmk_sim *sim, double *k, double *u, double *aw)
     return FMK_OK;
 }
 
+double fmk_sim_comoving_c(const fmk_sim_opts *o)
+{
+    if (!o->comoving)
+        return 0;
+    const double h0 = fmk_cosmo_h0(&o->cosmology);
+    return 0.5 * h0 * h0 * o->cosmology.omega_m;
+}
+
 fmk_status fmk_sim_comoving_init(fmk_sim *sim, int start)
 {
     if (!sim->opts.comoving)
         return FMK_OK;
     const fmk_sim_cosmology *c = &sim->opts.cosmology;
-    const double h0 = fmk_cosmo_h0(c);
-    sim->cosmo_c = 0.5 * h0 * h0 * c->omega_m;
     double m = 0;
     for (int64_t i = 0; i < sim->n; i++)
         m += sim->mass[i];

@@ -352,6 +352,16 @@ fmk_status fmk_sim_create_from_file(fmk_sim **out, const char *path, const fmk_s
     const double *soft = o.softening == FMK_SIM_SOFT_SPLINE ? p.soft : NULL;
     if (!isfinite(p.time))
         st = fmk_sim_fail(NULL, FMK_ERR_ARG, "the snapshot's time is %g", p.time);
+    else if (o.comoving && !(p.time > 0))
+        st = fmk_sim_fail(NULL, FMK_ERR_ARG,
+                          "the snapshot's Time is %g; a comoving run reads it as the scale "
+                          "factor a > 0",
+                          p.time);
+    else if (o.comoving) { /* GADGET's velocities p / a^(3/2) back to the momenta p */
+        const double f = p.time * sqrt(p.time);
+        for (int64_t k = 0; k < 3 * p.n; k++)
+            p.vel[k] *= f;
+    }
     if (st == FMK_OK && (st = fmk_sim_check_opts(&o, soft != NULL)) == FMK_OK &&
         (st = fmk_sim_check_particles(p.n, p.mass, p.pos, p.vel, soft, &o)) == FMK_OK) {
         const fmk_sim_init in = {.n = p.n,

@@ -210,9 +210,8 @@ static void derive(fmk_sim *sim)
     sim->kernel = o->softening == FMK_SIM_SOFT_PLUMMER && o->soft > 0 ? FMK_KERNEL_PLUMMER
                                                                       : FMK_KERNEL_LAPLACE;
     sim->threads = o->plan.threads > 0 ? o->plan.threads : 0;
-    if (o->comoving)
-        o->G = FMK_SIM_COSMO_G;
     sim->soft_now = fmk_sim_comoving_soft_at(o, sim->time);
+    sim->cosmo_c = fmk_sim_comoving_c(o);
 }
 
 static fmk_status host_arrays(fmk_sim *sim, const fmk_sim_init *in)
@@ -300,6 +299,8 @@ fmk_status fmk_sim_build(fmk_sim **out, const fmk_sim_init *in, const fmk_sim_op
         return fmk_sim_fail(NULL, FMK_ERR_NOMEM, "fmk_sim_create: out of host memory");
     sim->n = in->n;
     sim->opts = *opts;
+    if (opts->comoving) /* before the charges G m */
+        sim->opts.G = FMK_SIM_COSMO_G;
     sim->step = in->step;
     sim->time = in->time;
     sim->dt_last = in->dt_last;

@@ -175,7 +175,9 @@ double fmk_sim_u_of_a(const fmk_sim *sim, double a);
 double fmk_sim_a_of_u(const fmk_sim *sim, double u);
 /* The checks of the comoving options (messages on the calling thread). */
 fmk_status fmk_sim_check_comoving(const fmk_sim_opts *o);
-/* After create: c, U_ref, u, and (start = 1) the Layzer-Irvine start values. */
+/* c = H0^2 omega_m / 2 (0 when not comoving). */
+double fmk_sim_comoving_c(const fmk_sim_opts *o);
+/* After create: U_ref, u, and (start = 1) the Layzer-Irvine start values. */
 fmk_status fmk_sim_comoving_init(fmk_sim *sim, int start);
 /* After a step from a0 to the current a: the trapezoid of K, max |a W|. */
 fmk_status fmk_sim_comoving_after_step(fmk_sim *sim, double a0);
