@@ -54,7 +54,7 @@ fmk_status fmk_sim_check_comoving(const fmk_sim_opts *o)
     if (o->stepping != FMK_SIM_STEP_FIXED)
         return fmk_sim_fail(NULL, FMK_ERR_ARG,
                             "%s: comoving integration takes fixed steps (opts.dt in the stepping "
-                            "variable); FMK_SIM_STEP_ADAPTIVE is not implemented for it",
+                            "variable); the adaptive step (FMK_SIM_STEP_ADAPTIVE) is not implemented for it",
                             w);
     if (o->G != 1 && o->G != FMK_SIM_COSMO_G)
         return fmk_sim_fail(NULL, FMK_ERR_ARG,
