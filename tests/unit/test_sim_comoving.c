@@ -7,8 +7,8 @@
  *     2% (a top-hat perturbation: linear theory is exact for it in the continuum, and the
  *     lattice's own residual forces cancel in the difference to first order), for the three
  *     step spacings; the Layzer-Irvine integral is kept within 1%;
- *   - restarts in memory continue bit for bit in comoving mode (tree, Plummer softening),
- *     the Layzer-Irvine state included;
+ *   - restarts in memory continue bit for bit in comoving mode (tree, Plummer softening,
+ *     comoving and physical: a new plan as s changes), the Layzer-Irvine state included;
  *   - listed output times: the run lands on each (fmk_sim_set_output_times);
  *   - bad options: NaN omega_m, negative h, the adaptive step, another G, no a_start. */
 #include <math.h>
@@ -125,9 +125,9 @@ static int same_bits(const double *a, const double *b, int64_t n)
     return memcmp(a, b, sizeof(double) * (size_t)n) == 0;
 }
 
-static void test_restart(void)
+static void test_restart(int physical)
 {
-    check_context("comoving restart in memory");
+    check_context("comoving restart in memory%s", physical ? ", physical softening" : "");
     const fmk_sim_cosmology c = eds();
     const double rho = 3 * pow(100 * c.h, 2) * c.omega_m / (8 * 3.14159265358979323846 * FMK_SIM_COSMO_G);
     particles p = lattice_sphere(5, 1, rho);
@@ -135,6 +135,8 @@ static void test_restart(void)
         p.pos[k] += 0.01 * sin(1.3 * p.pos[3 * (k / 3) + (k + 1) % 3]);
     const int64_t n = p.n;
     fmk_sim_opts o = comoving_opts(FMK_METHOD_TREE, FMK_SIM_SPACING_TIME, 0.05, 1, 100, 0.05);
+    if (physical) /* comoving s = min(0.01 / a, 0.1): it changes from a = 0.1 on */
+        o.soft_mode = FMK_SIM_SOFT_PHYSICAL, o.soft = 0.01, o.soft_max_comoving = 0.1;
     fmk_sim *a = NULL, *b = NULL, *r = NULL;
     CHECK_SIM(fmk_sim_create(&a, n, p.mass, p.pos, p.vel, NULL, NULL, &o), NULL);
     CHECK_SIM(fmk_sim_create(&b, n, p.mass, p.pos, p.vel, NULL, NULL, &o), NULL);
@@ -155,7 +157,10 @@ static void test_restart(void)
             CHECK(ia.layzer_irvine == ir.layzer_irvine &&
                   ia.layzer_irvine_error == ir.layzer_irvine_error);
             CHECK(a->u == r->u);
-            printf("  restart: a = %.6f after 30 steps, bit for bit\n", ia.time);
+            if (physical)
+                CHECK(a->soft_now == 0.01 / ia.time && r->soft_now == a->soft_now);
+            printf("  restart: a = %.6f after 30 steps (softening %g), bit for bit\n", ia.time,
+                   a->soft_now);
         }
     }
     fmk_sim_destroy(a), fmk_sim_destroy(b), fmk_sim_destroy(r);
@@ -233,7 +238,8 @@ int main(void)
     test_growth(FMK_SIM_SPACING_LOGA, "ln a");
     test_growth(FMK_SIM_SPACING_A, "a");
     test_growth(FMK_SIM_SPACING_TIME, "time");
-    test_restart();
+    test_restart(0);
+    test_restart(1);
     test_output_times();
     return check_summary();
 }
