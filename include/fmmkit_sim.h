@@ -13,6 +13,10 @@
  * larger of its two). The state (positions, velocities, masses) is fp64; the forces come in the
  * plan's precision.
  *
+ * Comoving integration (opts.comoving; docs/cosmology.md): an isolated sphere in an expanding
+ * background, comoving positions, momenta p = a^2 dx/dt, the scale factor a as the time, the
+ * background's attraction taken out (the options' comment below has the equations).
+ *
  * Life cycle (the one of fmk_plan):
  *     fmk_sim_opts o;  fmk_sim_opts_default(&o);
  *     fmk_sim *sim;
@@ -27,8 +31,9 @@
  *
  * Files: snapshots in GADGET-4's HDF5 layout (/Header attributes NumPart_ThisFile,
  * NumPart_Total, MassTable, Time, Redshift, BoxSize, NumFilesPerSnapshot; /PartType1/
- * Coordinates, Velocities, ParticleIDs, Masses), restart files (the whole state, continued bit
- * for bit), diagnostics as CSV. A file is written under a temporary name and renamed when
+ * Coordinates, Velocities, ParticleIDs, Masses; comoving runs add Omega0, OmegaLambda,
+ * HubbleParam and the units, with Velocities = p / a^(3/2) as GADGET writes them), restart files
+ * (the whole state, continued bit for bit), diagnostics as CSV. A file is written under a temporary name and renamed when
  * complete: a failed write leaves no half-written file. Without HDF5 in the build the file
  * calls return FMK_ERR_UNAVAILABLE with a message that says so.
  *
@@ -177,7 +182,8 @@ FMK_API fmk_status fmk_sim_create(fmk_sim **sim, int64_t n, const double *mass, 
                                   const uint64_t *ids, const fmk_sim_opts *opts);
 
 /* Creates a simulation from a GADGET-4 style HDF5 snapshot (PartType1; Masses or MassTable;
- * Time as the start time) or from a restart file (fmk_sim_write_restart: then opts NULL
+ * Time as the start time; with opts->comoving, Time is the start's a and the Velocities
+ * p / a^(3/2) become the momenta p) or from a restart file (fmk_sim_write_restart: then opts NULL
  * continues with the options stored in it, bit for bit). */
 FMK_API fmk_status fmk_sim_create_from_file(fmk_sim **sim, const char *path,
                                             const fmk_sim_opts *opts);
