@@ -38,25 +38,24 @@ void sim_cosmo_init(sim_cosmo_args *c, args_opt *out)
 
 #define GIVEN(name) (args_find(opts, n_opts, name)->given)
 
-int sim_cosmo_apply(const char *cmd, sim_cosmo_args *c, args_opt *opts, int n_opts,
-                    const char *ic, int64_t steps, fmk_sim_opts *so)
+int sim_cosmo_apply(const char *cmd, sim_cosmo_args *c, args_opt *opts, int n_opts, const char *ic,
+                    int64_t steps, fmk_sim_opts *so)
 {
-    static const char *const only[] = {"cosmology", "omega-m", "omega-l", "omega-b",
-                                       "hubble",    "sigma8",  "ns",      "z-start",
-                                       "z-end",     "radius",  "spacing", "lpt",
-                                       "snap-z",    "soft-mode", "soft-max"};
+    static const char *const only[] = {"cosmology", "omega-m", "omega-l", "omega-b",   "hubble",
+                                       "sigma8",    "ns",      "z-start", "z-end",     "radius",
+                                       "spacing",   "lpt",     "snap-z",  "soft-mode", "soft-max"};
     const int cosmo_ic = ic && strcmp(ic, "cosmo") == 0;
     if (cosmo_ic)
         c->comoving = 1;
     if (!ic) { /* --restart: the file holds the options */
-        static const char *const physics[] = {"comoving", "cosmology", "omega-m", "omega-l",
-                                              "omega-b",  "hubble",    "sigma8",  "ns",
-                                              "z-start",  "spacing",   "lpt",     "soft-mode",
-                                              "soft-max", "radius"};
+        static const char *const physics[] = {
+            "comoving", "cosmology", "omega-m", "omega-l", "omega-b",   "hubble",   "sigma8",
+            "ns",       "z-start",   "spacing", "lpt",     "soft-mode", "soft-max", "radius"};
         for (size_t i = 0; i < sizeof physics / sizeof physics[0]; i++)
             if (GIVEN(physics[i]))
-                return cli_usage(cmd, "--%s: a --restart continues with the options stored in "
-                                      "the file",
+                return cli_usage(cmd,
+                                 "--%s: a --restart continues with the options stored in "
+                                 "the file",
                                  physics[i]);
         return CLI_OK;
     }

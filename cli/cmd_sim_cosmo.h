@@ -23,8 +23,8 @@ void sim_cosmo_init(sim_cosmo_args *c, args_opt *out);
 
 /* After args_parse: the checks, then the options into so (comoving, cosmology, spacing, dt
  * from steps and the redshifts when --dt is absent). ic: the --ic value (NULL for --restart). */
-int sim_cosmo_apply(const char *cmd, sim_cosmo_args *c, args_opt *opts, int n_opts,
-                    const char *ic, int64_t steps, fmk_sim_opts *so);
+int sim_cosmo_apply(const char *cmd, sim_cosmo_args *c, args_opt *opts, int n_opts, const char *ic,
+                    int64_t steps, fmk_sim_opts *so);
 
 /* --ic cosmo: the particles of fmk_sim_ic_cosmo (about n of them, seed, threads) and the
  * simulation. CLI_OK or the exit status after a message. */

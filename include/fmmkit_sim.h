@@ -100,19 +100,19 @@ typedef enum fmk_sim_soft_mode {
 
 /* Options. Fill with fmk_sim_opts_default() first; NULL means all defaults. */
 typedef struct fmk_sim_opts {
-    fmk_opts plan;                /* the force plan's options (method, backend, precision,
+    fmk_opts plan;               /* the force plan's options (method, backend, precision,
                                    * theta, threads, device...): fmk_opts_default() */
-    double eps;                   /* the force plan's eps: 1e-6 (fp64), fmk_eps_default
+    double eps;                  /* the force plan's eps: 1e-6 (fp64), fmk_eps_default
                                    * (fp32) when 0 */
-    double G;                     /* gravitational constant: 1 */
-    fmk_sim_softening softening;  /* FMK_SIM_SOFT_PLUMMER */
-    double soft;                  /* s, length units: 0 (none; then plain 1/r) */
-    fmk_sim_stepping stepping;    /* FMK_SIM_STEP_FIXED */
-    double dt;                    /* the fixed step, or the first adaptive step's cap: 0 means
+    double G;                    /* gravitational constant: 1 */
+    fmk_sim_softening softening; /* FMK_SIM_SOFT_PLUMMER */
+    double soft;                 /* s, length units: 0 (none; then plain 1/r) */
+    fmk_sim_stepping stepping;   /* FMK_SIM_STEP_FIXED */
+    double dt;                   /* the fixed step, or the first adaptive step's cap: 0 means
                                    * unset (an error for FMK_SIM_STEP_FIXED) */
-    double eta;                   /* adaptive: 0.025 */
-    double dt_min, dt_max;        /* adaptive: 0 and +inf when 0 */
-    int32_t verbose;              /* 0; 1: progress bar on stderr when it is a terminal */
+    double eta;                  /* adaptive: 0.025 */
+    double dt_min, dt_max;       /* adaptive: 0 and +inf when 0 */
+    int32_t verbose;             /* 0; 1: progress bar on stderr when it is a terminal */
 
     /* Comoving integration (all ignored unless comoving = 1). Positions are comoving Mpc x,
      * velocities the momenta p = a^2 dx/dt (km/s), masses 1e10 Msun, and the time is the
@@ -123,43 +123,44 @@ typedef struct fmk_sim_opts {
      * factors fmk_cosmo_kick over [a0, am] and [am, a1] and fmk_cosmo_drift over [a0, a1], am
      * the midpoint in the stepping variable. G is FMK_SIM_COSMO_G (opts.G must be left at 1
      * or be that value). Fixed steps only: FMK_SIM_STEP_ADAPTIVE is refused. */
-    int32_t comoving;             /* 0: Newtonian (default); 1: comoving */
-    fmk_sim_cosmology cosmology;  /* fmk_sim_cosmology_preset "wmap" */
-    fmk_sim_spacing spacing;      /* FMK_SIM_SPACING_TIME */
-    fmk_sim_soft_mode soft_mode;  /* FMK_SIM_SOFT_COMOVING */
-    double soft_max_comoving;     /* FMK_SIM_SOFT_PHYSICAL: the cap on the comoving s (> 0) */
-    double a_start;               /* the initial scale factor of fmk_sim_create (> 0; a
+    int32_t comoving;            /* 0: Newtonian (default); 1: comoving */
+    fmk_sim_cosmology cosmology; /* fmk_sim_cosmology_preset "wmap" */
+    fmk_sim_spacing spacing;     /* FMK_SIM_SPACING_TIME */
+    fmk_sim_soft_mode soft_mode; /* FMK_SIM_SOFT_COMOVING */
+    double soft_max_comoving;    /* FMK_SIM_SOFT_PHYSICAL: the cap on the comoving s (> 0) */
+    double a_start;              /* the initial scale factor of fmk_sim_create (> 0; a
                                    * snapshot file's Time serves create_from_file) */
-    double radius;                /* the sphere's comoving radius R for the diagnostics'
+    double radius;               /* the sphere's comoving radius R for the diagnostics'
                                    * reference energy (0: from the total mass M at the mean
                                    * density, R = (3 M / (4 pi rho_m))^(1/3)) */
 } fmk_sim_opts;
 
 /* What the simulation is and what it cost (fmk_sim_info). */
 typedef struct fmk_sim_info {
-    int64_t n;                /* particles */
-    int64_t step;             /* steps taken since the initial conditions */
-    double time;              /* simulation time */
-    double dt;                /* the last step's dt */
+    int64_t n;                        /* particles */
+    int64_t step;                     /* steps taken since the initial conditions */
+    double time;                      /* simulation time */
+    double dt;                        /* the last step's dt */
     double kinetic, potential, total; /* energies at the current time (potential: from the
                                        * last force evaluation, -G sum_{i<j} m_i m_j phi_s =
                                        * -1/2 sum_i m_i pot_i, negative; total = kinetic +
                                        * potential) */
     double momentum[3], angular_momentum[3];
-    double seconds_force;     /* the last step's wall time in set_points + eval */
-    double seconds_step;      /* the last step's whole wall time */
-    int64_t interactions;     /* the plan's work estimate of the last evaluation (0: unknown;
+    double seconds_force; /* the last step's wall time in set_points + eval */
+    double seconds_step;  /* the last step's whole wall time */
+    int64_t interactions; /* the plan's work estimate of the last evaluation (0: unknown;
                                * n (n - 1) for the direct sum) */
-    int64_t interactions_total; /* the sum of those over the steps taken (and the first
-                                 * evaluation); 0 when unknown */
+    fmk_info plan;        /* the force plan's fmk_info */
+    /* (added after plan: the fields above keep their offsets) */
+    int64_t interactions_total; /* the sum of the work estimates over the steps taken (and the
+                                 * first evaluation); 0 when unknown */
     /* Comoving runs (else 0): time is a; kinetic and potential are the peculiar energies
      * K = sum m |p|^2 / (2 a^2) and W = (U - U_ref) / a, U = -1/2 sum m pot - (c/2) sum m |x|^2,
      * U_ref the uniform sphere's -(3/5) G M^2 / R - (c/2) (3/5) M R^2. */
-    double redshift;          /* 1/a - 1 */
-    double layzer_irvine;     /* C(a) = a (K + W) + int_{a_start}^{a} K da (trapezoid, every
-                               * step); constant for exact integration */
+    double redshift;            /* 1/a - 1 */
+    double layzer_irvine;       /* C(a) = a (K + W) + int_{a_start}^{a} K da (trapezoid, every
+                                 * step); constant for exact integration */
     double layzer_irvine_error; /* (C - C_start) / max |a W| over the steps so far */
-    fmk_info plan;            /* the force plan's fmk_info */
 } fmk_sim_info;
 
 typedef struct fmk_sim fmk_sim;
@@ -218,14 +219,14 @@ FMK_API fmk_status fmk_sim_cosmology_preset(fmk_sim_cosmology *c, const char *na
  * snapshot velocities are p / a^(3/2)); every particle has the mass rho_m * spacing^3. */
 typedef struct fmk_sim_cosmo_ic {
     fmk_sim_cosmology cosmo;
-    double radius;      /* comoving Mpc: the sphere (> 0) */
-    int64_t n;          /* about this many particles in the sphere: picks the grid spacing
+    double radius;     /* comoving Mpc: the sphere (> 0) */
+    int64_t n;         /* about this many particles in the sphere: picks the grid spacing
                          * (4 pi radius^3 / (3 n))^(1/3); ignored when spacing > 0 */
-    double spacing;     /* comoving Mpc between grid points, or 0 (from n) */
-    double z_start;     /* the initial redshift (> 0) */
-    int32_t lpt_order;  /* 1 (Zel'dovich) or 2 (2LPT) */
-    uint64_t seed;      /* the white noise's random stream */
-    int32_t threads;    /* 0: OpenMP's default */
+    double spacing;    /* comoving Mpc between grid points, or 0 (from n) */
+    double z_start;    /* the initial redshift (> 0) */
+    int32_t lpt_order; /* 1 (Zel'dovich) or 2 (2LPT) */
+    uint64_t seed;     /* the white noise's random stream */
+    int32_t threads;   /* 0: OpenMP's default */
 } fmk_sim_cosmo_ic;
 
 /* Defaults: fmk_sim_cosmology_preset "wmap", radius 45, n 2874551, spacing 0, z_start 49,
@@ -240,8 +241,8 @@ FMK_API fmk_status fmk_sim_ic_cosmo_size(const fmk_sim_cosmo_ic *p, int64_t *n, 
 
 /* Makes the particles into caller arrays of n masses and 3n positions and velocities, n as
  * fmk_sim_ic_cosmo_size says (another n is FMK_ERR_ARG). Same parameters, same particles. */
-FMK_API fmk_status fmk_sim_ic_cosmo(const fmk_sim_cosmo_ic *p, int64_t n, double *mass,
-                                    double *pos, double *vel);
+FMK_API fmk_status fmk_sim_ic_cosmo(const fmk_sim_cosmo_ic *p, int64_t n, double *mass, double *pos,
+                                    double *vel);
 
 /* Takes one step (kick-drift-kick leapfrog). A step that fails leaves the state as it was. */
 FMK_API fmk_status fmk_sim_step(fmk_sim *sim);
@@ -256,8 +257,8 @@ FMK_API fmk_status fmk_sim_run(fmk_sim *sim, double t_end, int64_t n_steps);
  * dir/snapshot_NNN.hdf5 (NNN from 000), a PNG density projection of each snapshot when png,
  * a row of dir/diagnostics.csv every diag_every steps (0: none), a restart file dir/restart.h5
  * every restart_every steps (0: none). dir is created if missing. */
-FMK_API fmk_status fmk_sim_set_output(fmk_sim *sim, const char *dir, int64_t snap_every,
-                                      int png, int64_t diag_every, int64_t restart_every);
+FMK_API fmk_status fmk_sim_set_output(fmk_sim *sim, const char *dir, int64_t snap_every, int png,
+                                      int64_t diag_every, int64_t restart_every);
 
 /* Output at listed times during fmk_sim_run: a snapshot (dir/snapshot_NNN.hdf5, numbered
  * with the others, a PNG with it when set_output's png) when the time reaches each of the n

@@ -52,10 +52,11 @@ fmk_status fmk_sim_check_comoving(const fmk_sim_opts *o)
                             "_LOGA (2)",
                             w, (int)o->spacing);
     if (o->stepping != FMK_SIM_STEP_FIXED)
-        return fmk_sim_fail(NULL, FMK_ERR_ARG,
-                            "%s: comoving integration takes fixed steps (opts.dt in the stepping "
-                            "variable); the adaptive step (FMK_SIM_STEP_ADAPTIVE) is not implemented for it",
-                            w);
+        return fmk_sim_fail(
+            NULL, FMK_ERR_ARG,
+            "%s: comoving integration takes fixed steps (opts.dt in the stepping "
+            "variable); the adaptive step (FMK_SIM_STEP_ADAPTIVE) is not implemented for it",
+            w);
     if (o->G != 1 && o->G != FMK_SIM_COSMO_G)
         return fmk_sim_fail(NULL, FMK_ERR_ARG,
                             "%s: G = %g; comoving integration uses G = FMK_SIM_COSMO_G (%.7g) in "
@@ -143,8 +144,8 @@ fmk_status fmk_sim_comoving_init(fmk_sim *sim, int start)
     for (int64_t i = 0; i < sim->n; i++)
         m += sim->mass[i];
     const double pi = 3.14159265358979323846;
-    const double r = sim->opts.radius > 0 ? sim->opts.radius
-                                          : cbrt(3 * m / (4 * pi * fmk_cosmo_rho_m(c)));
+    const double r =
+        sim->opts.radius > 0 ? sim->opts.radius : cbrt(3 * m / (4 * pi * fmk_cosmo_rho_m(c)));
     sim->u_ref = -0.6 * sim->opts.G * m * m / r - 0.5 * sim->cosmo_c * 0.6 * m * r * r;
     if (!start)
         return FMK_OK;

@@ -121,21 +121,20 @@ fmk_status fmk_sim_diag_row(fmk_sim *sim)
             ? fprintf(sim->diag,
                       "%lld,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.6g,%.17g,%.17g,"
                       "%.17g,%.17g,%.17g,%.17g,%lld,%lld,%.6g\n",
-                      (long long)sim->step, sim->time, 1 / sim->time - 1, sim->dt_last,
-                      c.kinetic, c.potential, c.kinetic + c.potential, c.u, c.c_li, c.li_error,
-                      d.momentum[0], d.momentum[1], d.momentum[2], d.angular_momentum[0],
-                      d.angular_momentum[1], d.angular_momentum[2],
-                      (long long)fmk_sim_interactions(sim), (long long)sim->interactions_total,
-                      wall) > 0 &&
+                      (long long)sim->step, sim->time, 1 / sim->time - 1, sim->dt_last, c.kinetic,
+                      c.potential, c.kinetic + c.potential, c.u, c.c_li, c.li_error, d.momentum[0],
+                      d.momentum[1], d.momentum[2], d.angular_momentum[0], d.angular_momentum[1],
+                      d.angular_momentum[2], (long long)fmk_sim_interactions(sim),
+                      (long long)sim->interactions_total, wall) > 0 &&
                   fflush(sim->diag) == 0
-            :
-        fprintf(sim->diag,
-                "%lld,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,"
-                "%.17g,%.6g\n",
-                (long long)sim->step, sim->time, sim->dt_last, d.kinetic, d.potential,
-                d.kinetic + d.potential, d.momentum[0], d.momentum[1], d.momentum[2],
-                d.angular_momentum[0], d.angular_momentum[1], d.angular_momentum[2], wall) > 0 &&
-        fflush(sim->diag) == 0;
+            : fprintf(sim->diag,
+                      "%lld,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,"
+                      "%.17g,%.6g\n",
+                      (long long)sim->step, sim->time, sim->dt_last, d.kinetic, d.potential,
+                      d.kinetic + d.potential, d.momentum[0], d.momentum[1], d.momentum[2],
+                      d.angular_momentum[0], d.angular_momentum[1], d.angular_momentum[2],
+                      wall) > 0 &&
+                  fflush(sim->diag) == 0;
     if (!ok)
         return fmk_sim_fail(sim, FMK_ERR_INTERNAL, "writing %s/diagnostics.csv failed: %s",
                             sim->out_dir, errno ? strerror(errno) : "I/O error");

@@ -78,8 +78,7 @@ int64_t fmk_sim_interactions(const fmk_sim *sim)
     fmk_info info;
     if (!sim->plan || fmk_plan_info(sim->plan, &info) != FMK_OK)
         return 0;
-    return info.method == FMK_METHOD_DIRECT && sim->n <= 3000000000ll ? sim->n * (sim->n - 1)
-                                                                      : 0;
+    return info.method == FMK_METHOD_DIRECT && sim->n <= 3000000000ll ? sim->n * (sim->n - 1) : 0;
 }
 
 fmk_status fmk_sim_forces(fmk_sim *sim)

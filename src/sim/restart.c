@@ -128,8 +128,8 @@ static fmk_status blob_read(const void *state, size_t bytes, fmk_sim_opts *o, bl
                             byte_swap(w[W_MAGIC]) == BLOB_MAGIC
                                 ? " (it was written on a machine of the other byte order)"
                                 : "");
-    const int v1 = w[W_VERSION] == 1 && w[W_WORDS] == W_COUNT_V1 &&
-                   bytes == W_COUNT_V1 * sizeof(uint64_t);
+    const int v1 =
+        w[W_VERSION] == 1 && w[W_WORDS] == W_COUNT_V1 && bytes == W_COUNT_V1 * sizeof(uint64_t);
     if (!v1 && (w[W_VERSION] != BLOB_VERSION || w[W_WORDS] != W_COUNT || bytes != sizeof w))
         return fmk_sim_fail(NULL, FMK_ERR_ARG,
                             "restart: the state record has version %llu and %zu bytes; this "

@@ -222,9 +222,8 @@ static int landing(const fmk_sim *sim, double target, double *dt, double *land)
 {
     if (!isfinite(target))
         return 0;
-    const double rest = sim->opts.comoving
-                            ? fmk_sim_u_of_a(sim, target) - sim->u
-                            : target - sim->time;
+    const double rest =
+        sim->opts.comoving ? fmk_sim_u_of_a(sim, target) - sim->u : target - sim->time;
     if (!(rest <= *dt * (1 + 1e-9)))
         return 0;
     if (sim->opts.comoving)

@@ -83,7 +83,8 @@ static void test_growth(fmk_sim_spacing spacing, const char *name)
 {
     check_context("EdS linear growth, spacing %s", name);
     const fmk_sim_cosmology c = eds();
-    const double rho = 3 * pow(100 * c.h, 2) * c.omega_m / (8 * 3.14159265358979323846 * FMK_SIM_COSMO_G);
+    const double rho =
+        3 * pow(100 * c.h, 2) * c.omega_m / (8 * 3.14159265358979323846 * FMK_SIM_COSMO_G);
     const double r = SANITIZED ? 5 : 7.5, d = 1, a0 = 0.1, a1 = 1, eps = 1e-3;
     particles q = lattice_sphere(r, d, rho), p = particles_new(q.n);
     /* growing mode: x = q + D psi, D = a, psi = -eps q / a0; p = a^2 dD/dt psi = a^3 H psi */
@@ -129,7 +130,8 @@ static void test_restart(int physical)
 {
     check_context("comoving restart in memory%s", physical ? ", physical softening" : "");
     const fmk_sim_cosmology c = eds();
-    const double rho = 3 * pow(100 * c.h, 2) * c.omega_m / (8 * 3.14159265358979323846 * FMK_SIM_COSMO_G);
+    const double rho =
+        3 * pow(100 * c.h, 2) * c.omega_m / (8 * 3.14159265358979323846 * FMK_SIM_COSMO_G);
     particles p = lattice_sphere(5, 1, rho);
     for (int64_t k = 0; k < 3 * p.n; k++) /* a perturbation with some shear */
         p.pos[k] += 0.01 * sin(1.3 * p.pos[3 * (k / 3) + (k + 1) % 3]);
@@ -171,7 +173,8 @@ static void test_output_times(void)
 {
     check_context("listed output times");
     const fmk_sim_cosmology c = eds();
-    const double rho = 3 * pow(100 * c.h, 2) * c.omega_m / (8 * 3.14159265358979323846 * FMK_SIM_COSMO_G);
+    const double rho =
+        3 * pow(100 * c.h, 2) * c.omega_m / (8 * 3.14159265358979323846 * FMK_SIM_COSMO_G);
     particles p = lattice_sphere(3, 1, rho);
     fmk_sim_opts o = comoving_opts(FMK_METHOD_DIRECT, FMK_SIM_SPACING_LOGA, 0.1, 1, 10, 0.05);
     fmk_sim *s = NULL;

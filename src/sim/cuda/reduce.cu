@@ -143,8 +143,7 @@ fmk_status fmk_sim_cuda_diagnostics(const fmk_sim_cuda *dc, double out[8], char 
     return reduce<8>(d, d->n, SUM, f, out, "the diagnostics", msg, cap);
 }
 
-fmk_status fmk_sim_cuda_comoving_sums(const fmk_sim_cuda *dc, double out[3], char *msg,
-                                      size_t cap)
+fmk_status fmk_sim_cuda_comoving_sums(const fmk_sim_cuda *dc, double out[3], char *msg, size_t cap)
 {
     fmk_sim_cuda *d = (fmk_sim_cuda *)dc; /* the reduction's scratch is not the state */
     const comoving_sums f = {d->d_pos[d->cur], d->d_vel, d->d_mass, d->d_pot[d->cur]};

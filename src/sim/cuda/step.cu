@@ -56,8 +56,8 @@ fmk_status fmk_sim_cuda_drift(fmk_sim_cuda *d, double k1, double dd, char *msg, 
 {
     cudaSetDevice(d->device);
     const int c = d->cur;
-    k_drift<<<blocks_for(3 * d->n), THREADS>>>(3 * d->n, d->d_pos[c], d->d_vel, d->d_acc[c], k1,
-                                               dd, d->d_pos[1 - c]);
+    k_drift<<<blocks_for(3 * d->n), THREADS>>>(3 * d->n, d->d_pos[c], d->d_vel, d->d_acc[c], k1, dd,
+                                               d->d_pos[1 - c]);
     return launched("the drift", msg, cap);
 }
 
@@ -91,8 +91,8 @@ fmk_status fmk_sim_cuda_kick_swap(fmk_sim_cuda *d, double k1, double k2, char *m
 {
     cudaSetDevice(d->device);
     const int c = d->cur;
-    k_kick<<<blocks_for(3 * d->n), THREADS>>>(3 * d->n, d->d_vel, d->d_acc[c], d->d_acc[1 - c],
-                                              k1, k2);
+    k_kick<<<blocks_for(3 * d->n), THREADS>>>(3 * d->n, d->d_vel, d->d_acc[c], d->d_acc[1 - c], k1,
+                                              k2);
     fmk_status st = launched("the kick", msg, cap);
     if (st == FMK_OK)
         d->cur = 1 - c;

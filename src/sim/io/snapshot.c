@@ -138,7 +138,8 @@ static herr_t write_parameters(hid_t file, const fmk_sim_particles *p)
     const double cosmo[3] = {p->omega0, p->omega_lambda, p->hubble_param};
     const double units[3] = {p->unit_length_cm, p->unit_mass_g, p->unit_velocity_cm_per_s};
     const int32_t on = 1;
-    herr_t rc = fmk_h5_attr_scalar(g, "ComovingIntegrationOn", H5T_STD_I32LE, H5T_NATIVE_INT32, &on);
+    herr_t rc =
+        fmk_h5_attr_scalar(g, "ComovingIntegrationOn", H5T_STD_I32LE, H5T_NATIVE_INT32, &on);
     for (int k = 0; k < 3 && rc >= 0; k++)
         rc = fmk_h5_attr_scalar(g, cosmo_names[k], H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &cosmo[k]);
     for (int k = 0; k < 3 && rc >= 0; k++)
@@ -409,7 +410,7 @@ static fmk_status read_units(hid_t file, const char *path, fmk_sim_particles *p,
             if (grp < 0)
                 return fmk_h5_fail(FMK_ERR_ARG, "reading", path, msg, cap);
             const char *name = k < 3 ? unit_names[k] : cosmo_names[k - 3];
-            double *field = k < 3 ? unit_field(p, k)
+            double *field = k < 3    ? unit_field(p, k)
                             : k == 3 ? &p->omega0
                             : k == 4 ? &p->omega_lambda
                                      : &p->hubble_param;
