@@ -231,6 +231,15 @@ static int64_t first_nonfinite(const double *x, int64_t count)
     return -1;
 }
 
+/* A comoving restart continues its stepping variable and Layzer-Irvine bookkeeping when the
+ * options keep the same variable and background (else they start afresh at the stored a). */
+static int same_stepping(const fmk_sim_opts *a, const fmk_sim_opts *b)
+{
+    const fmk_sim_cosmology *x = &a->cosmology, *y = &b->cosmology;
+    return a->comoving && b->comoving && a->spacing == b->spacing && x->omega_m == y->omega_m &&
+           x->omega_lambda == y->omega_lambda && x->h == y->h;
+}
+
 fmk_status fmk_sim_create_from_checkpoint(fmk_sim **out, const fmk_sim_checkpoint *cp,
                                           const fmk_sim_opts *opts)
 {
@@ -278,7 +287,7 @@ fmk_status fmk_sim_create_from_checkpoint(fmk_sim **out, const fmk_sim_checkpoin
                              .step = c.step,
                              .time = c.time,
                              .dt_last = c.dt,
-                             .resume = stored.comoving && use.comoving,
+                             .resume = same_stepping(&stored, &use),
                              .u = c.u,
                              .li_kinetic = c.li_k,
                              .li_integral = c.li_int,
