@@ -85,7 +85,7 @@ static void test_growth(fmk_sim_spacing spacing, const char *name)
     const fmk_sim_cosmology c = eds();
     const double rho =
         3 * pow(100 * c.h, 2) * c.omega_m / (8 * 3.14159265358979323846 * FMK_SIM_COSMO_G);
-    const double r = SANITIZED ? 5 : 7.5, d = 1, a0 = 0.1, a1 = 1, eps = 1e-3;
+    const double r = 7.5, d = 1, a0 = 0.1, a1 = 1, eps = 1e-3;
     particles q = lattice_sphere(r, d, rho), p = particles_new(q.n);
     /* growing mode: x = q + D psi, D = a, psi = -eps q / a0; p = a^2 dD/dt psi = a^3 H psi */
     const double h0 = 100 * c.h, hub = h0 * pow(a0, -1.5);
