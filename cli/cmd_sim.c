@@ -13,12 +13,14 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "cmd_sim_cosmo.h"
 #include "fmmkit_sim.h"
 
 static const char *const cmd = "sim";
 
 static const char usage[] =
     "Usage: fmmkit sim --ic plummer|cold|kepler|FILE.hdf5 --steps S --dt DT [options]\n"
+    "       fmmkit sim --ic cosmo --steps S --z-start Z0 --z-end Z1 [options]\n"
     "       fmmkit sim --restart FILE --steps S [--out DIR and output options]\n"
     "\n"
     "Integrates N gravitating particles (G = 1, kick-drift-kick leapfrog) with the forces of an\n"
@@ -34,6 +36,24 @@ static const char usage[] =
     "  --e E               kepler: the eccentricity, 0 <= E < 1 (default 0.5)\n"
     "  --restart FILE      continue a restart file (DIR/restart.h5) bit for bit, with the\n"
     "                      options stored in it (no --ic nor force or step options)\n"
+    "\n"
+    "Comoving runs (docs/cosmology.md; units Mpc, 1e10 Msun, km/s; the time is a):\n"
+    "  --ic cosmo          a sphere cut from a Gaussian random field (Eisenstein & Hu power,\n"
+    "                      Zel'dovich or 2LPT), about --n particles, --seed its noise\n"
+    "  --comoving          comoving integration of an HDF5 file's particles (Time = a)\n"
+    "  --cosmology C       wmap (default) or planck18; --omega-m, --omega-l, --omega-b,\n"
+    "                      --hubble (h), --sigma8, --ns override its values\n"
+    "  --radius R          --ic cosmo: the sphere's comoving radius in Mpc (default 45)\n"
+    "  --z-start Z         --ic cosmo: the initial redshift (default 49)\n"
+    "  --lpt 1|2           --ic cosmo: Zel'dovich (1, default) or 2LPT\n"
+    "  --z-end Z           the final redshift: the --steps steps span it (or give --dt)\n"
+    "  --spacing S         the steps uniform in time (default), a or loga; --dt is in it\n"
+    "  --soft-mode M       comoving (default: --softening is comoving) or physical (comoving\n"
+    "                      s = softening / a, at most --soft-max)\n"
+    "  --snap-times LIST   snapshots at these times (a in comoving runs), e.g. 0.1,0.5,1\n"
+    "  --snap-z LIST       comoving: snapshots at these redshifts, e.g. 9,3,1,0\n"
+    "  --png-extent W      the PNGs' square side (comoving Mpc; default: fitted), and\n"
+    "  --png-pixels P      their pixels (default 512)\n"
     "\n"
     "Steps and forces:\n"
     "  --steps S           steps to take, >= 0 (required)\n"
@@ -69,6 +89,7 @@ typedef struct {
     int64_t n, steps, seed, snap_every, diag_every, restart_every, threads;
     double dt, e, theta, eps, softening, eta;
     int spline, adaptive, png, quiet, json;
+    sim_cosmo_args c;
 } sim_args;
 
 /* What the run measured. */
@@ -117,12 +138,13 @@ static int check_args(const sim_args *a, args_opt *opts, int n_opts)
                                  "the file",
                                  physics[i]);
     } else if (!a->ic)
-        return cli_usage(cmd, "--ic is required (plummer, cold, kepler or an HDF5 file), or "
-                              "--restart FILE");
+        return cli_usage(cmd, "--ic is required (plummer, cold, kepler, cosmo or an HDF5 file), "
+                              "or --restart FILE");
     if (!GIVEN("steps"))
         return cli_usage(cmd, "--steps is required");
+    const int cosmo_ic = a->ic && strcmp(a->ic, "cosmo") == 0;
     const int file_ic = a->ic && strcmp(a->ic, "plummer") != 0 && strcmp(a->ic, "cold") != 0 &&
-                        strcmp(a->ic, "kepler") != 0;
+                        strcmp(a->ic, "kepler") != 0 && !cosmo_ic;
     if (file_ic && access(a->ic, R_OK) != 0)
         return cli_input_error(cmd,
                                "--ic: '%s' is neither plummer, cold nor kepler, nor a "
@@ -134,7 +156,7 @@ static int check_args(const sim_args *a, args_opt *opts, int n_opts)
         return cli_usage(cmd, "--e is for --ic kepler");
     if (!(a->e >= 0 && a->e < 1))
         return cli_usage(cmd, "--e: %g; the eccentricity must be in [0, 1)", a->e);
-    if (!a->restart && !a->adaptive && !GIVEN("dt"))
+    if (!a->restart && !a->adaptive && !GIVEN("dt") && !cosmo_ic && !a->c.comoving)
         return cli_usage(cmd, "--dt is required (or --adaptive)");
     if (GIVEN("dt") && !(a->dt > 0))
         return cli_usage(cmd, "--dt: %g; the step must be > 0", a->dt);
@@ -152,9 +174,11 @@ static int check_args(const sim_args *a, args_opt *opts, int n_opts)
         return cli_usage(cmd, "--theta: %g; it must be in (0, 1)", a->theta);
     if (GIVEN("eps") && !(a->eps > 0 && a->eps < 1))
         return cli_usage(cmd, "--eps: %g; it must be in (0, 1)", a->eps);
-    if (a->png && a->snap_every == 0)
+    const int listed = a->c.snap_times || a->c.snap_z;
+    if (a->png && a->snap_every == 0 && !listed)
         return cli_usage(cmd, "--png draws each snapshot: give --snap-every K too");
-    if (GIVEN("out") && a->snap_every == 0 && a->diag_every == 0 && a->restart_every == 0)
+    if (GIVEN("out") && a->snap_every == 0 && a->diag_every == 0 && a->restart_every == 0 &&
+        !listed)
         return cli_usage(cmd, "--out: nothing to write there; give --snap-every, --diag-every "
                               "or --restart-every");
     if (a->threads > 4096 || a->n > ((int64_t)1 << 40))
@@ -193,7 +217,9 @@ static int parse(int argc, char **argv, sim_args *a, fmk_sim_opts *so, int *done
         {"restart-every", ARGS_INT, &a->restart_every, 0, 0},
         {"quiet", ARGS_FLAG, &a->quiet, 0, 0},
         {"json", ARGS_FLAG, &a->json, 0, 0},
+        [24 + SIM_COSMO_N_OPTS - 1] = {0},
     };
+    sim_cosmo_init(&a->c, opts + 24);
     const int n_opts = (int)(sizeof opts / sizeof opts[0]);
     int rc = args_parse(cmd, argc, argv, opts, n_opts, usage, done);
     if (rc != CLI_OK || *done)
@@ -201,6 +227,8 @@ static int parse(int argc, char **argv, sim_args *a, fmk_sim_opts *so, int *done
     if ((rc = check_args(a, opts, n_opts)) != CLI_OK)
         return rc;
     fmk_sim_opts_default(so);
+    if ((rc = sim_cosmo_apply(cmd, &a->c, opts, n_opts, a->ic, a->steps, so)) != CLI_OK)
+        return rc;
     if ((rc = args_method(cmd, a->method, &so->plan.method)) != CLI_OK ||
         (rc = args_backend(cmd, a->backend, &so->plan.backend)) != CLI_OK ||
         (rc = args_precision(cmd, a->precision, &so->plan.precision)) != CLI_OK)
@@ -211,7 +239,8 @@ static int parse(int argc, char **argv, sim_args *a, fmk_sim_opts *so, int *done
     so->soft = a->softening;
     so->softening = a->spline ? FMK_SIM_SOFT_SPLINE : FMK_SIM_SOFT_PLUMMER;
     so->stepping = a->adaptive ? FMK_SIM_STEP_ADAPTIVE : FMK_SIM_STEP_FIXED;
-    so->dt = a->dt;
+    if (args_find(opts, n_opts, "dt")->given || !so->comoving)
+        so->dt = a->dt;
     so->eta = a->eta;
     so->verbose = !a->quiet;
     return CLI_OK;
@@ -227,6 +256,8 @@ static int make_sim(const sim_args *a, const fmk_sim_opts *so, fmk_sim **sim)
             return sim_error(NULL, st);
         return CLI_OK;
     }
+    if (strcmp(a->ic, "cosmo") == 0)
+        return sim_cosmo_make(cmd, &a->c, a->n, (uint64_t)a->seed, so, sim);
     const int kepler = strcmp(a->ic, "kepler") == 0;
     if (!kepler && strcmp(a->ic, "plummer") != 0 && strcmp(a->ic, "cold") != 0) {
         if ((st = fmk_sim_create_from_file(sim, a->ic, so)) != FMK_OK)
@@ -277,6 +308,11 @@ static void print_json(const sim_args *a, const sim_run *r)
            "  \"energy\": %.17g,\n  \"energy_error\": %.6g,\n  \"interrupted\": %s,\n",
            e->kinetic, e->potential, s->total, e->total, energy_error(r),
            r->interrupted ? "true" : "false");
+    if (a->c.comoving)
+        printf("  \"a\": %.17g,\n  \"z\": %.17g,\n  \"layzer_irvine\": %.17g,\n"
+               "  \"layzer_irvine_error\": %.6g,\n  \"interactions_total\": %lld,\n",
+               e->time, e->redshift, e->layzer_irvine, e->layzer_irvine_error,
+               (long long)e->interactions_total);
     printf("  \"out\": ");
     if (a->snap_every || a->diag_every || a->restart_every)
         printf("\"%s\"\n}\n", a->out); /* a path with quotes or backslashes is the caller's */
@@ -298,7 +334,13 @@ static void print_table(const sim_args *a, const sim_run *r)
            r->wall > 0 ? (double)steps / r->wall : 0.0);
     printf("  energy         %.10g -> %.10g (kinetic %.6g, potential %.6g)\n", s->total, e->total,
            e->kinetic, e->potential);
-    printf("  energy error   %.3e (relative, over this run)\n", energy_error(r));
+    if (a->c.comoving)
+        printf("  a              %.6g -> %.6g (z %.4g -> %.4g)\n"
+               "  peculiar       K %.6g, W %.6g; Layzer-Irvine error %.3e\n",
+               s->time, e->time, s->redshift, e->redshift, e->kinetic, e->potential,
+               e->layzer_irvine_error);
+    else
+        printf("  energy error   %.3e (relative, over this run)\n", energy_error(r));
     if (a->snap_every || a->diag_every || a->restart_every)
         printf("  output         %s\n", a->out);
 }
@@ -307,7 +349,11 @@ static void print_table(const sim_args *a, const sim_run *r)
 static int run_steps(const sim_args *a, fmk_sim *sim, sim_run *r)
 {
     fmk_status st;
-    if ((a->snap_every || a->diag_every || a->restart_every) &&
+    int rc = sim_cosmo_output(cmd, &a->c, sim);
+    if (rc != CLI_OK)
+        return rc;
+    const int listed = a->c.snap_times || a->c.snap_z;
+    if ((a->snap_every || a->diag_every || a->restart_every || listed) &&
         (st = fmk_sim_set_output(sim, a->out, a->snap_every, a->png, a->diag_every,
                                  a->restart_every)) != FMK_OK)
         return sim_error(sim, st);
@@ -325,7 +371,9 @@ static int run_steps(const sim_args *a, fmk_sim *sim, sim_run *r)
     if (watch)
         sigaction(SIGINT, &sa, NULL);
     const double t0 = cli_now();
-    st = caught ? FMK_ERR_INTERRUPTED : fmk_sim_run(sim, r->start.time, a->steps);
+    /* a comoving run with --z-end runs to a_end (the steps span it); else --steps steps */
+    const double t_end = a->c.a_end > 0 ? a->c.a_end : r->start.time;
+    st = caught ? FMK_ERR_INTERRUPTED : fmk_sim_run(sim, t_end, a->steps);
     r->wall = cli_now() - t0;
     running = NULL;
     r->interrupted = st == FMK_ERR_INTERRUPTED && caught;

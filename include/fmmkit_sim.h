@@ -13,6 +13,10 @@
  * larger of its two). The state (positions, velocities, masses) is fp64; the forces come in the
  * plan's precision.
  *
+ * Comoving integration (opts.comoving; docs/cosmology.md): an isolated sphere in an expanding
+ * background, comoving positions, momenta p = a^2 dx/dt, the scale factor a as the time, the
+ * background's attraction taken out (the options' comment below has the equations).
+ *
  * Life cycle (the one of fmk_plan):
  *     fmk_sim_opts o;  fmk_sim_opts_default(&o);
  *     fmk_sim *sim;
@@ -27,8 +31,9 @@
  *
  * Files: snapshots in GADGET-4's HDF5 layout (/Header attributes NumPart_ThisFile,
  * NumPart_Total, MassTable, Time, Redshift, BoxSize, NumFilesPerSnapshot; /PartType1/
- * Coordinates, Velocities, ParticleIDs, Masses), restart files (the whole state, continued bit
- * for bit), diagnostics as CSV. A file is written under a temporary name and renamed when
+ * Coordinates, Velocities, ParticleIDs, Masses; comoving runs add Omega0, OmegaLambda,
+ * HubbleParam and the units, with Velocities = p / a^(3/2) as GADGET writes them), restart files
+ * (the whole state, continued bit for bit), diagnostics as CSV. A file is written under a temporary name and renamed when
  * complete: a failed write leaves no half-written file. Without HDF5 in the build the file
  * calls return FMK_ERR_UNAVAILABLE with a message that says so.
  *
@@ -57,76 +62,6 @@ typedef enum fmk_sim_stepping {
                                * least dt_min (s: the softening; spline: 2.8 s) */
 } fmk_sim_stepping;
 
-/* Options. Fill with fmk_sim_opts_default() first; NULL means all defaults. */
-typedef struct fmk_sim_opts {
-    fmk_opts plan;                /* the force plan's options (method, backend, precision,
-                                   * theta, threads, device...): fmk_opts_default() */
-    double eps;                   /* the force plan's eps: 1e-6 (fp64), fmk_eps_default
-                                   * (fp32) when 0 */
-    double G;                     /* gravitational constant: 1 */
-    fmk_sim_softening softening;  /* FMK_SIM_SOFT_PLUMMER */
-    double soft;                  /* s, length units: 0 (none; then plain 1/r) */
-    fmk_sim_stepping stepping;    /* FMK_SIM_STEP_FIXED */
-    double dt;                    /* the fixed step, or the first adaptive step's cap: 0 means
-                                   * unset (an error for FMK_SIM_STEP_FIXED) */
-    double eta;                   /* adaptive: 0.025 */
-    double dt_min, dt_max;        /* adaptive: 0 and +inf when 0 */
-    int32_t verbose;              /* 0; 1: progress bar on stderr when it is a terminal */
-} fmk_sim_opts;
-
-/* What the simulation is and what it cost (fmk_sim_info). */
-typedef struct fmk_sim_info {
-    int64_t n;                /* particles */
-    int64_t step;             /* steps taken since the initial conditions */
-    double time;              /* simulation time */
-    double dt;                /* the last step's dt */
-    double kinetic, potential, total; /* energies at the current time (potential: from the
-                                       * last force evaluation, -G sum_{i<j} m_i m_j phi_s =
-                                       * -1/2 sum_i m_i pot_i, negative; total = kinetic +
-                                       * potential) */
-    double momentum[3], angular_momentum[3];
-    double seconds_force;     /* the last step's wall time in set_points + eval */
-    double seconds_step;      /* the last step's whole wall time */
-    int64_t interactions;     /* the last evaluation's interactions: the plan's
-                               * interactions_p2p + interactions_far (fmk_info; n (n - 1) for
-                               * the direct sum; 0 before the first) */
-    fmk_info plan;            /* the force plan's fmk_info */
-} fmk_sim_info;
-
-typedef struct fmk_sim fmk_sim;
-
-FMK_API void fmk_sim_opts_default(fmk_sim_opts *opts);
-
-/* Creates a simulation of n >= 1 particles with masses (n, > 0 and finite), positions and
- * velocities (3n each, finite). soft_per_particle: NULL (opts.soft for every particle) or n
- * softening lengths (> 0; FMK_SIM_SOFT_SPLINE only). ids: NULL (1..n) or n particle ids.
- * Computes the initial forces. On failure *sim is NULL and the message is in
- * fmk_sim_last_error(NULL). */
-FMK_API fmk_status fmk_sim_create(fmk_sim **sim, int64_t n, const double *mass, const double *pos,
-                                  const double *vel, const double *soft_per_particle,
-                                  const uint64_t *ids, const fmk_sim_opts *opts);
-
-/* Creates a simulation from a GADGET-4 style HDF5 snapshot (PartType1; Masses or MassTable;
- * Time as the start time) or from a restart file (fmk_sim_write_restart: then opts NULL
- * continues with the options stored in it, bit for bit). */
-FMK_API fmk_status fmk_sim_create_from_file(fmk_sim **sim, const char *path,
-                                            const fmk_sim_opts *opts);
-
-/* Initial conditions in model units (G = 1), into caller arrays of n masses and 3n positions
- * and velocities; seed picks the random stream (same seed, same particles). Centre of mass at
- * rest at the origin.
- *   plummer: total mass 1, Plummer radius a = 3 pi / 16 (Henon units: E = -1/4), sampled
- *            as Aarseth, Henon & Wielen (1974) with their cut of the outermost radii
- *            (docs/simulation.md states it).
- *   cold:    total mass 1, uniform sphere of radius 1, at rest.
- *   kepler:  n = 2, masses m1 = m2 = 0.5, semi-major axis 1, eccentricity e (0 <= e < 1),
- *            at apocentre. */
-FMK_API fmk_status fmk_sim_ic_plummer(int64_t n, uint64_t seed, double *mass, double *pos,
-                                      double *vel);
-FMK_API fmk_status fmk_sim_ic_cold(int64_t n, uint64_t seed, double *mass, double *pos,
-                                   double *vel);
-FMK_API fmk_status fmk_sim_ic_kepler(double e, double *mass, double *pos, double *vel);
-
 /* Cosmology (docs/cosmology.md). Units of every cosmological quantity in fmmkit: length Mpc
  * (comoving unless said), mass 1e10 solar masses, velocity km/s, so time is Mpc/(km/s)
  * (977.8 Gyr), G = FMK_SIM_COSMO_G and H0 = 100 h. No h in the units (45 Mpc is 45 Mpc). */
@@ -147,6 +82,129 @@ typedef struct fmk_sim_cosmology {
     double t_cmb;        /* CMB temperature today in K (Eisenstein & Hu 1998): 2.7255 */
 } fmk_sim_cosmology;
 
+/* Comoving integration (docs/cosmology.md, "Comoving integration"): the stepping variable of
+ * the fixed steps. opts.dt is the step in that variable: cosmic time (Mpc/(km/s)), a, or ln a. */
+typedef enum fmk_sim_spacing {
+    FMK_SIM_SPACING_TIME = 0, /* uniform in cosmic time (Hamada et al. 2009) (default) */
+    FMK_SIM_SPACING_A = 1,    /* uniform in the scale factor a */
+    FMK_SIM_SPACING_LOGA = 2  /* uniform in ln a */
+} fmk_sim_spacing;
+
+/* Comoving integration: how the softening length follows the expansion. */
+typedef enum fmk_sim_soft_mode {
+    FMK_SIM_SOFT_COMOVING = 0, /* opts.soft is a comoving length, fixed (default) */
+    FMK_SIM_SOFT_PHYSICAL = 1  /* opts.soft is a physical length: comoving s / a, at most
+                                * opts.soft_max_comoving (GADGET's SofteningMaxPhys scheme);
+                                * Plummer softening only (a new force plan when s changes) */
+} fmk_sim_soft_mode;
+
+/* Options. Fill with fmk_sim_opts_default() first; NULL means all defaults. */
+typedef struct fmk_sim_opts {
+    fmk_opts plan;               /* the force plan's options (method, backend, precision,
+                                   * theta, threads, device...): fmk_opts_default() */
+    double eps;                  /* the force plan's eps: 1e-6 (fp64), fmk_eps_default
+                                   * (fp32) when 0 */
+    double G;                    /* gravitational constant: 1 */
+    fmk_sim_softening softening; /* FMK_SIM_SOFT_PLUMMER */
+    double soft;                 /* s, length units: 0 (none; then plain 1/r) */
+    fmk_sim_stepping stepping;   /* FMK_SIM_STEP_FIXED */
+    double dt;                   /* the fixed step, or the first adaptive step's cap: 0 means
+                                   * unset (an error for FMK_SIM_STEP_FIXED) */
+    double eta;                  /* adaptive: 0.025 */
+    double dt_min, dt_max;       /* adaptive: 0 and +inf when 0 */
+    int32_t verbose;             /* 0; 1: progress bar on stderr when it is a terminal */
+
+    /* Comoving integration (all ignored unless comoving = 1). Positions are comoving Mpc x,
+     * velocities the momenta p = a^2 dx/dt (km/s), masses 1e10 Msun, and the time is the
+     * scale factor a (fmk_sim_run's t_end is a_end). The equations are dx/dt = p / a^2,
+     * dp/dt = g / a with g = -G sum_j m_j grad phi_s(x - x_j) + c x, c = H0^2 omega_m / 2 (the
+     * background's attraction taken out: an isolated sphere at the mean density in vacuum,
+     * as GADGET-2 does without periodic boundaries); the step is kick-drift-kick with the
+     * factors fmk_cosmo_kick over [a0, am] and [am, a1] and fmk_cosmo_drift over [a0, a1], am
+     * the midpoint in the stepping variable. G is FMK_SIM_COSMO_G (opts.G must be left at 1
+     * or be that value). Fixed steps only: FMK_SIM_STEP_ADAPTIVE is refused. */
+    int32_t comoving;            /* 0: Newtonian (default); 1: comoving */
+    fmk_sim_cosmology cosmology; /* fmk_sim_cosmology_preset "wmap" */
+    fmk_sim_spacing spacing;     /* FMK_SIM_SPACING_TIME */
+    fmk_sim_soft_mode soft_mode; /* FMK_SIM_SOFT_COMOVING */
+    double soft_max_comoving;    /* FMK_SIM_SOFT_PHYSICAL: the cap on the comoving s (> 0) */
+    double a_start;              /* the initial scale factor of fmk_sim_create (> 0; a
+                                   * snapshot file's Time serves create_from_file) */
+    double radius;               /* the sphere's comoving radius R for the diagnostics'
+                                   * reference energy (0: from the total mass M at the mean
+                                   * density, R = (3 M / (4 pi rho_m))^(1/3)) */
+} fmk_sim_opts;
+
+/* What the simulation is and what it cost (fmk_sim_info). */
+typedef struct fmk_sim_info {
+    int64_t n;                        /* particles */
+    int64_t step;                     /* steps taken since the initial conditions */
+    double time;                      /* simulation time */
+    double dt;                        /* the last step's dt */
+    double kinetic, potential, total; /* energies at the current time (potential: from the
+                                       * last force evaluation, -G sum_{i<j} m_i m_j phi_s =
+                                       * -1/2 sum_i m_i pot_i, negative; total = kinetic +
+                                       * potential) */
+    double momentum[3], angular_momentum[3];
+    double seconds_force; /* the last step's wall time in set_points + eval */
+    double seconds_step;  /* the last step's whole wall time */
+    int64_t interactions; /* the last evaluation's interactions: the plan's
+                           * interactions_p2p + interactions_far (fmk_info; n (n - 1) for
+                           * the direct sum; 0 where the method does not count them) */
+    fmk_info plan;        /* the force plan's fmk_info */
+    /* (added after plan: the fields above keep their offsets) */
+    int64_t interactions_total; /* the sum of interactions over the evaluations so far (the
+                                 * first one included) */
+    /* Comoving runs (else 0): time is a; kinetic and potential are the peculiar energies
+     * K = sum m |p|^2 / (2 a^2) and W = (U - U_ref) / a, U = -1/2 sum m pot - (c/2) sum m |x|^2,
+     * U_ref the uniform sphere's -(3/5) G M^2 / R - (c/2) (3/5) M R^2. */
+    double redshift;            /* 1/a - 1 */
+    double layzer_irvine;       /* C(a) = a (K + W) + int_{a_start}^{a} K da (trapezoid, every
+                                 * step); constant for exact integration */
+    double layzer_irvine_error; /* (C - C_start) / max |a W| over the steps so far */
+} fmk_sim_info;
+
+typedef struct fmk_sim fmk_sim;
+
+FMK_API void fmk_sim_opts_default(fmk_sim_opts *opts);
+
+/* The fixed step that takes `steps` (>= 1) equal steps of the stepping variable from a0 to a1
+ * (0 < a0 < a1; cosmology as fmk_sim_cosmology_preset gives or checked like it): the value for
+ * opts.dt. */
+FMK_API fmk_status fmk_sim_comoving_dt(const fmk_sim_cosmology *c, fmk_sim_spacing spacing,
+                                       double a0, double a1, int64_t steps, double *dt);
+
+/* Creates a simulation of n >= 1 particles with masses (n, > 0 and finite), positions and
+ * velocities (3n each, finite). soft_per_particle: NULL (opts.soft for every particle) or n
+ * softening lengths (> 0; FMK_SIM_SOFT_SPLINE only). ids: NULL (1..n) or n particle ids.
+ * Computes the initial forces. On failure *sim is NULL and the message is in
+ * fmk_sim_last_error(NULL). */
+FMK_API fmk_status fmk_sim_create(fmk_sim **sim, int64_t n, const double *mass, const double *pos,
+                                  const double *vel, const double *soft_per_particle,
+                                  const uint64_t *ids, const fmk_sim_opts *opts);
+
+/* Creates a simulation from a GADGET-4 style HDF5 snapshot (PartType1; Masses or MassTable;
+ * Time as the start time; with opts->comoving, Time is the start's a and the Velocities
+ * p / a^(3/2) become the momenta p) or from a restart file (fmk_sim_write_restart: then opts NULL
+ * continues with the options stored in it, bit for bit). */
+FMK_API fmk_status fmk_sim_create_from_file(fmk_sim **sim, const char *path,
+                                            const fmk_sim_opts *opts);
+
+/* Initial conditions in model units (G = 1), into caller arrays of n masses and 3n positions
+ * and velocities; seed picks the random stream (same seed, same particles). Centre of mass at
+ * rest at the origin.
+ *   plummer: total mass 1, Plummer radius a = 3 pi / 16 (Henon units: E = -1/4), sampled
+ *            as Aarseth, Henon & Wielen (1974) with their cut of the outermost radii
+ *            (docs/simulation.md states it).
+ *   cold:    total mass 1, uniform sphere of radius 1, at rest.
+ *   kepler:  n = 2, masses m1 = m2 = 0.5, semi-major axis 1, eccentricity e (0 <= e < 1),
+ *            at apocentre. */
+FMK_API fmk_status fmk_sim_ic_plummer(int64_t n, uint64_t seed, double *mass, double *pos,
+                                      double *vel);
+FMK_API fmk_status fmk_sim_ic_cold(int64_t n, uint64_t seed, double *mass, double *pos,
+                                   double *vel);
+FMK_API fmk_status fmk_sim_ic_kepler(double e, double *mass, double *pos, double *vel);
+
 /* Named parameter sets. "wmap" (the default; the era of Hamada et al. 2009): omega_m 0.3,
  * omega_lambda 0.7, omega_b 0.04, h 0.7, n_s 1, sigma_8 0.9; "planck18" (Planck 2018,
  * TT,TE,EE+lowE+lensing+BAO): omega_m 0.3111, omega_lambda 0.6889, omega_b 0.04897, h 0.6766,
@@ -162,14 +220,14 @@ FMK_API fmk_status fmk_sim_cosmology_preset(fmk_sim_cosmology *c, const char *na
  * snapshot velocities are p / a^(3/2)); every particle has the mass rho_m * spacing^3. */
 typedef struct fmk_sim_cosmo_ic {
     fmk_sim_cosmology cosmo;
-    double radius;      /* comoving Mpc: the sphere (> 0) */
-    int64_t n;          /* about this many particles in the sphere: picks the grid spacing
+    double radius;     /* comoving Mpc: the sphere (> 0) */
+    int64_t n;         /* about this many particles in the sphere: picks the grid spacing
                          * (4 pi radius^3 / (3 n))^(1/3); ignored when spacing > 0 */
-    double spacing;     /* comoving Mpc between grid points, or 0 (from n) */
-    double z_start;     /* the initial redshift (> 0) */
-    int32_t lpt_order;  /* 1 (Zel'dovich) or 2 (2LPT) */
-    uint64_t seed;      /* the white noise's random stream */
-    int32_t threads;    /* 0: OpenMP's default */
+    double spacing;    /* comoving Mpc between grid points, or 0 (from n) */
+    double z_start;    /* the initial redshift (> 0) */
+    int32_t lpt_order; /* 1 (Zel'dovich) or 2 (2LPT) */
+    uint64_t seed;     /* the white noise's random stream */
+    int32_t threads;   /* 0: OpenMP's default */
 } fmk_sim_cosmo_ic;
 
 /* Defaults: fmk_sim_cosmology_preset "wmap", radius 45, n 2874551, spacing 0, z_start 49,
@@ -184,8 +242,8 @@ FMK_API fmk_status fmk_sim_ic_cosmo_size(const fmk_sim_cosmo_ic *p, int64_t *n, 
 
 /* Makes the particles into caller arrays of n masses and 3n positions and velocities, n as
  * fmk_sim_ic_cosmo_size says (another n is FMK_ERR_ARG). Same parameters, same particles. */
-FMK_API fmk_status fmk_sim_ic_cosmo(const fmk_sim_cosmo_ic *p, int64_t n, double *mass,
-                                    double *pos, double *vel);
+FMK_API fmk_status fmk_sim_ic_cosmo(const fmk_sim_cosmo_ic *p, int64_t n, double *mass, double *pos,
+                                    double *vel);
 
 /* Takes one step (kick-drift-kick leapfrog). A step that fails leaves the state as it was. */
 FMK_API fmk_status fmk_sim_step(fmk_sim *sim);
@@ -200,8 +258,22 @@ FMK_API fmk_status fmk_sim_run(fmk_sim *sim, double t_end, int64_t n_steps);
  * dir/snapshot_NNN.hdf5 (NNN from 000), a PNG density projection of each snapshot when png,
  * a row of dir/diagnostics.csv every diag_every steps (0: none), a restart file dir/restart.h5
  * every restart_every steps (0: none). dir is created if missing. */
-FMK_API fmk_status fmk_sim_set_output(fmk_sim *sim, const char *dir, int64_t snap_every,
-                                      int png, int64_t diag_every, int64_t restart_every);
+FMK_API fmk_status fmk_sim_set_output(fmk_sim *sim, const char *dir, int64_t snap_every, int png,
+                                      int64_t diag_every, int64_t restart_every);
+
+/* Output at listed times during fmk_sim_run: a snapshot (dir/snapshot_NNN.hdf5, numbered
+ * with the others, a PNG with it when set_output's png) when the time reaches each of the n
+ * times (a values in a comoving run; increasing, finite; n = 0 clears the list). The run
+ * lands on each exactly: the step that would pass one is shortened to end on it (the steps
+ * after it keep opts.dt). The files go into fmk_sim_set_output's directory: call that after
+ * this call (it then keeps the directory even with every cadence 0). A time at or before the
+ * current one is written only when it equals it (at the start of a run). */
+FMK_API fmk_status fmk_sim_set_output_times(fmk_sim *sim, int64_t n, const double *times);
+
+/* The PNGs of the run's snapshots: projected along axis (0, 1, 2; default 2), width x width
+ * pixels (default 512), a square of side extent length units about the centre of mass
+ * (comoving Mpc in a comoving run; 0, the default: the square holding 99% of the mass). */
+FMK_API fmk_status fmk_sim_set_png(fmk_sim *sim, int axis, int width, double extent);
 
 /* The state now: any of mass (n), pos, vel, acc (3n each) and pot (n; the softened potential
  * G sum_{j != i} m_j phi_s at each particle, positive as fmmkit's potential: the gravitational

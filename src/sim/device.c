@@ -73,9 +73,9 @@ fmk_status fmk_sim_dev_copy_out(const fmk_sim *sim, double *d_mass, double *d_po
     return fmk_sim_cuda_copy_out(sim->dev, 1, d_mass, d_pos, d_vel, d_acc, d_pot, CMSG);
 }
 
-fmk_status fmk_sim_dev_drift(fmk_sim *sim, double dt)
+fmk_status fmk_sim_dev_drift(fmk_sim *sim, double k1, double d)
 {
-    return fmk_sim_cuda_drift(sim->dev, dt, MSG);
+    return fmk_sim_cuda_drift(sim->dev, k1, d, MSG);
 }
 
 fmk_status fmk_sim_dev_forces(fmk_sim *sim)
@@ -97,6 +97,8 @@ fmk_status fmk_sim_dev_forces(fmk_sim *sim)
     if (sim->spline &&
         (st = fmk_sim_cuda_spline(sim->dev, sim->opts.soft, sim->h_max, MSG)) != FMK_OK)
         return st;
+    if (sim->opts.comoving && (st = fmk_sim_cuda_background(sim->dev, sim->cosmo_c, MSG)) != FMK_OK)
+        return st;
     int64_t bad;
     if ((st = fmk_sim_cuda_check_next(sim->dev, &bad, MSG)) != FMK_OK)
         return st;
@@ -109,9 +111,9 @@ fmk_status fmk_sim_dev_forces(fmk_sim *sim)
     return FMK_OK;
 }
 
-fmk_status fmk_sim_dev_kick_swap(fmk_sim *sim, double dt)
+fmk_status fmk_sim_dev_kick_swap(fmk_sim *sim, double k1, double k2)
 {
-    return fmk_sim_cuda_kick_swap(sim->dev, dt, MSG);
+    return fmk_sim_cuda_kick_swap(sim->dev, k1, k2, MSG);
 }
 
 void fmk_sim_dev_swap(fmk_sim *sim)
@@ -123,6 +125,11 @@ fmk_status fmk_sim_dev_max_acc(fmk_sim *sim, double *value)
 {
     return fmk_sim_cuda_max_acc(sim->dev, sim->spline ? FMK_SIM_SPLINE_H : 1, sim->opts.soft, value,
                                 MSG);
+}
+
+fmk_status fmk_sim_dev_comoving_sums(const fmk_sim *sim, double sums[3])
+{
+    return fmk_sim_cuda_comoving_sums(sim->dev, sums, CMSG);
 }
 
 fmk_status fmk_sim_dev_diagnostics(const fmk_sim *sim, fmk_sim_diag *d)
@@ -178,18 +185,18 @@ fmk_status fmk_sim_dev_copy_out(const fmk_sim *sim, double *d_mass, double *d_po
     (void)d_mass, (void)d_pos, (void)d_vel, (void)d_acc, (void)d_pot;
     return no_cuda(sim);
 }
-fmk_status fmk_sim_dev_drift(fmk_sim *sim, double dt)
+fmk_status fmk_sim_dev_drift(fmk_sim *sim, double k1, double d)
 {
-    (void)dt;
+    (void)k1, (void)d;
     return no_cuda(sim);
 }
 fmk_status fmk_sim_dev_forces(fmk_sim *sim)
 {
     return no_cuda(sim);
 }
-fmk_status fmk_sim_dev_kick_swap(fmk_sim *sim, double dt)
+fmk_status fmk_sim_dev_kick_swap(fmk_sim *sim, double k1, double k2)
 {
-    (void)dt;
+    (void)k1, (void)k2;
     return no_cuda(sim);
 }
 void fmk_sim_dev_swap(fmk_sim *sim)
@@ -199,6 +206,11 @@ void fmk_sim_dev_swap(fmk_sim *sim)
 fmk_status fmk_sim_dev_max_acc(fmk_sim *sim, double *value)
 {
     (void)value;
+    return no_cuda(sim);
+}
+fmk_status fmk_sim_dev_comoving_sums(const fmk_sim *sim, double sums[3])
+{
+    (void)sums;
     return no_cuda(sim);
 }
 fmk_status fmk_sim_dev_diagnostics(const fmk_sim *sim, fmk_sim_diag *d)

@@ -55,7 +55,29 @@ fmk_status fmk_sim_diagnostics(const fmk_sim *sim, fmk_sim_diag *d)
     return FMK_OK;
 }
 
+fmk_status fmk_sim_comoving_sums(const fmk_sim *sim, double sums[3])
+{
+    if (sim->dev)
+        return fmk_sim_dev_comoving_sums(sim, sums);
+    ksum k[3];
+    memset(k, 0, sizeof k);
+    for (int64_t i = 0; i < sim->n; i++) {
+        const double m = sim->mass[i], *x = sim->pos + 3 * i, *v = sim->vel + 3 * i;
+        ksum_add(&k[0], 0.5 * m * (v[0] * v[0] + v[1] * v[1] + v[2] * v[2]));
+        ksum_add(&k[1], -0.5 * m * sim->pot[i]);
+        ksum_add(&k[2], m * (x[0] * x[0] + x[1] * x[1] + x[2] * x[2]));
+    }
+    for (int c = 0; c < 3; c++)
+        sums[c] = k[c].s + k[c].c;
+    return FMK_OK;
+}
+
 static const char diag_header[] = "step,time,dt,kinetic,potential,total,px,py,pz,Lx,Ly,Lz,wall_s\n";
+/* comoving runs: a, z, the step in the stepping variable, the peculiar K and W, U, the
+ * Layzer-Irvine C and its relative error, the momenta sum m p and sum m x x p, the work */
+static const char diag_header_comoving[] =
+    "step,a,z,dt,kinetic,potential,total,U,layzer_irvine,li_error,px,py,pz,Lx,Ly,Lz,"
+    "interactions,interactions_total,wall_s\n";
 
 fmk_status fmk_sim_diag_open(fmk_sim *sim, const char *dir, FILE **out)
 {
@@ -68,7 +90,8 @@ fmk_status fmk_sim_diag_open(fmk_sim *sim, const char *dir, FILE **out)
     FILE *f = fopen(path, sim->from_restart ? "a" : "w");
     int ok = f && fseek(f, 0, SEEK_END) == 0;
     if (ok && ftell(f) == 0)
-        ok = fputs(diag_header, f) >= 0 && fflush(f) == 0;
+        ok = fputs(sim->opts.comoving ? diag_header_comoving : diag_header, f) >= 0 &&
+             fflush(f) == 0;
     if (!ok) {
         fmk_sim_fail(sim, FMK_ERR_INTERNAL, "fmk_sim_set_output: cannot %s %s: %s",
                      f ? "write" : "open", path, strerror(errno));
@@ -90,14 +113,28 @@ fmk_status fmk_sim_diag_row(fmk_sim *sim)
         return st;
     const double wall = sim->diag_steps > 0 ? sim->diag_wall / (double)sim->diag_steps : 0;
     errno = 0;
+    fmk_sim_cdiag c;
+    if (sim->opts.comoving && (st = fmk_sim_comoving_diag(sim, &c)) != FMK_OK)
+        return st;
     const int ok =
-        fprintf(sim->diag,
-                "%lld,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,"
-                "%.17g,%.6g\n",
-                (long long)sim->step, sim->time, sim->dt_last, d.kinetic, d.potential,
-                d.kinetic + d.potential, d.momentum[0], d.momentum[1], d.momentum[2],
-                d.angular_momentum[0], d.angular_momentum[1], d.angular_momentum[2], wall) > 0 &&
-        fflush(sim->diag) == 0;
+        sim->opts.comoving
+            ? fprintf(sim->diag,
+                      "%lld,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.6g,%.17g,%.17g,"
+                      "%.17g,%.17g,%.17g,%.17g,%lld,%lld,%.6g\n",
+                      (long long)sim->step, sim->time, 1 / sim->time - 1, sim->dt_last, c.kinetic,
+                      c.potential, c.kinetic + c.potential, c.u, c.c_li, c.li_error, d.momentum[0],
+                      d.momentum[1], d.momentum[2], d.angular_momentum[0], d.angular_momentum[1],
+                      d.angular_momentum[2], (long long)fmk_sim_interactions(sim),
+                      (long long)sim->interactions_total, wall) > 0 &&
+                  fflush(sim->diag) == 0
+            : fprintf(sim->diag,
+                      "%lld,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,"
+                      "%.17g,%.6g\n",
+                      (long long)sim->step, sim->time, sim->dt_last, d.kinetic, d.potential,
+                      d.kinetic + d.potential, d.momentum[0], d.momentum[1], d.momentum[2],
+                      d.angular_momentum[0], d.angular_momentum[1], d.angular_momentum[2],
+                      wall) > 0 &&
+                  fflush(sim->diag) == 0;
     if (!ok)
         return fmk_sim_fail(sim, FMK_ERR_INTERNAL, "writing %s/diagnostics.csv failed: %s",
                             sim->out_dir, errno ? strerror(errno) : "I/O error");

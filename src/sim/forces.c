@@ -4,7 +4,11 @@
  * The plan sums phi_i = sum_{j != i} q_j G(x_i, x_j) and its gradient with charges q_j = G m_j,
  * so that its gradient is the acceleration itself (grad_y 1/|y - x| = (x - y)/|y - x|^3) and
  * its potential psi_i = G sum_j m_j phi_s(|x_i - x_j|) is what the driver keeps as pot (the
- * gravitational potential is -psi_i; the potential energy -1/2 sum_i m_i psi_i). */
+ * gravitational potential is -psi_i; the potential energy -1/2 sum_i m_i psi_i).
+ *
+ * Comoving runs add the background's c x to the acceleration (acc holds the peculiar
+ * g = -G sum_j m_j grad phi_s + c x, fmmkit_sim.h), on the host and on the device alike;
+ * the potential stays the plan's. */
 #include <math.h>
 
 #include "sim/sim_internal.h"
@@ -12,7 +16,7 @@
 fmk_status fmk_sim_plan_make(fmk_sim *sim)
 {
     fmk_opts po = sim->opts.plan;
-    po.softening = sim->kernel == FMK_KERNEL_PLUMMER ? sim->opts.soft : 0;
+    po.softening = sim->kernel == FMK_KERNEL_PLUMMER ? sim->soft_now : 0;
     fmk_status st = fmk_plan_create(&sim->plan, 3, sim->kernel, sim->opts.eps, &po);
     if (st != FMK_OK) {
         sim->plan = NULL;
@@ -48,7 +52,16 @@ static fmk_status host_forces(fmk_sim *sim)
     if (sim->spline &&
         (st = fmk_sim_spline_cpu(sim, sim->pos_next, sim->acc_next, sim->pot_next)) != FMK_OK)
         return st;
-    const int64_t bad = sim->spline ? first_nonfinite(sim) : -1;
+    if (sim->opts.comoving) {
+        const int64_t m = 3 * sim->n;
+        const double c = sim->cosmo_c, *x = sim->pos_next;
+        double *a = sim->acc_next;
+        const int threads = fmk_sim_threads(sim);
+#pragma omp parallel for schedule(static) num_threads(threads) if (m > 98304)
+        for (int64_t k = 0; k < m; k++)
+            a[k] = a[k] + c * x[k];
+    }
+    const int64_t bad = sim->spline || sim->opts.comoving ? first_nonfinite(sim) : -1;
     if (bad >= 0)
         return fmk_sim_fail(sim, FMK_ERR_NONFINITE,
                             "the forces: particle %lld's acceleration or potential is not finite "
@@ -58,9 +71,21 @@ static fmk_status host_forces(fmk_sim *sim)
     return FMK_OK;
 }
 
+/* The plan's work estimate of one evaluation: n (n - 1) for the direct sum (while it fits),
+ * else 0 (unknown: fmk_info holds no count for the tree and the FMM). */
+int64_t fmk_sim_interactions(const fmk_sim *sim)
+{
+    fmk_info info;
+    if (!sim->plan || fmk_plan_info(sim->plan, &info) != FMK_OK)
+        return 0;
+    return info.interactions_p2p + info.interactions_far;
+}
+
 fmk_status fmk_sim_forces(fmk_sim *sim)
 {
     const fmk_status st = sim->dev ? fmk_sim_dev_forces(sim) : host_forces(sim);
+    if (st == FMK_OK)
+        sim->interactions_total += fmk_sim_interactions(sim);
     if (st == FMK_ERR_INTERRUPTED)
         return fmk_sim_fail(sim, st,
                             "interrupted during step %lld's forces; the state is the one at "

@@ -6,6 +6,7 @@
  * travel in restarts, so a continued run neither repeats nor skips a file and numbers its
  * snapshots on). The files go through the file layer (sim_io.h), the CSV through stdio. */
 #define _POSIX_C_SOURCE 200809L
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -33,7 +34,16 @@ static fmk_status particles_view(fmk_sim *sim, fmk_sim_particles *p, double **bu
     p->id = sim->id;
     p->soft = sim->soft;
     p->time = sim->time;
-    if (!sim->dev) {
+    const int comoving = sim->opts.comoving;
+    if (comoving) { /* GADGET's header and velocities p / a^(3/2) */
+        const fmk_sim_cosmology *c = &sim->opts.cosmology;
+        p->redshift = 1 / sim->time - 1;
+        p->omega0 = c->omega_m, p->omega_lambda = c->omega_lambda, p->hubble_param = c->h;
+        p->unit_length_cm = FMK_SIM_COSMO_UNIT_LENGTH_CM;
+        p->unit_mass_g = FMK_SIM_COSMO_UNIT_MASS_G;
+        p->unit_velocity_cm_per_s = FMK_SIM_COSMO_UNIT_VELOCITY_CM_S;
+    }
+    if (!sim->dev && !comoving) {
         p->pos = sim->pos;
         p->vel = sim->vel;
         return FMK_OK;
@@ -43,12 +53,24 @@ static fmk_status particles_view(fmk_sim *sim, fmk_sim_particles *p, double **bu
                             (long long)sim->n);
     p->pos = *buffer;
     p->vel = *buffer + 3 * sim->n;
-    fmk_status st = fmk_sim_dev_download(sim, p->pos, p->vel, NULL, NULL);
+    fmk_status st = FMK_OK;
+    if (sim->dev)
+        st = fmk_sim_dev_download(sim, p->pos, p->vel, NULL, NULL);
+    else {
+        memcpy(p->pos, sim->pos, (size_t)(3 * sim->n) * sizeof(double));
+        memcpy(p->vel, sim->vel, (size_t)(3 * sim->n) * sizeof(double));
+    }
     if (st != FMK_OK) {
         free(*buffer);
         *buffer = NULL;
+        return st;
     }
-    return st;
+    if (comoving) {
+        const double f = 1 / (sim->time * sqrt(sim->time));
+        for (int64_t k = 0; k < 3 * sim->n; k++)
+            p->vel[k] *= f;
+    }
+    return FMK_OK;
 }
 
 fmk_status fmk_sim_write_snapshot(fmk_sim *sim, const char *path)
@@ -67,7 +89,14 @@ fmk_status fmk_sim_write_snapshot(fmk_sim *sim, const char *path)
     return st == FMK_OK ? FMK_OK : fmk_sim_fail(sim, st, "%s", msg);
 }
 
+static fmk_status png_write(fmk_sim *sim, const char *path, int axis, int width, double extent);
+
 fmk_status fmk_sim_write_png(fmk_sim *sim, const char *path, int axis, int width)
+{
+    return png_write(sim, path, axis, width, 0);
+}
+
+static fmk_status png_write(fmk_sim *sim, const char *path, int axis, int width, double extent)
 {
     if (!sim || !path)
         return fmk_sim_fail(sim, FMK_ERR_NULL, "fmk_sim_write_png: %s is NULL",
@@ -91,7 +120,8 @@ fmk_status fmk_sim_write_png(fmk_sim *sim, const char *path, int axis, int width
     }
     const double centre[2] = {c[axis == 0 ? 1 : 0] / m, c[axis == 2 ? 1 : 2] / m};
     char msg[FMK_SIM_ERROR_LEN] = "";
-    st = fmk_sim_io_write_png(path, sim->n, p.pos, p.mass, axis, width, 0, centre, msg, sizeof msg);
+    st = fmk_sim_io_write_png(path, sim->n, p.pos, p.mass, axis, width, extent, centre, msg,
+                              sizeof msg);
     free(buffer);
     return st == FMK_OK ? FMK_OK : fmk_sim_fail(sim, st, "%s", msg);
 }
@@ -108,7 +138,7 @@ fmk_status fmk_sim_set_output(fmk_sim *sim, const char *dir, int64_t snap_every,
                             "none) and png 0 or 1",
                             (long long)snap_every, (long long)diag_every, (long long)restart_every,
                             png);
-    const int any = snap_every > 0 || diag_every > 0 || restart_every > 0;
+    const int any = snap_every > 0 || diag_every > 0 || restart_every > 0 || sim->n_out_times > 0;
     if (any && (!dir || !dir[0]))
         return fmk_sim_fail(sim, dir ? FMK_ERR_ARG : FMK_ERR_NULL,
                             "fmk_sim_set_output: the output needs a directory");
@@ -152,7 +182,7 @@ static fmk_status snapshot_due(fmk_sim *sim)
     fmk_status st = fmk_sim_write_snapshot(sim, path);
     if (st == FMK_OK && sim->png) {
         strcpy(path + strlen(path) - strlen("hdf5"), "png");
-        st = fmk_sim_write_png(sim, path, 2, 512);
+        st = png_write(sim, path, sim->png_axis, sim->png_width, sim->png_extent);
     }
     free(path);
     if (st != FMK_OK)
@@ -177,6 +207,57 @@ static fmk_status restart_due(fmk_sim *sim)
     return st;
 }
 
+fmk_status fmk_sim_set_output_times(fmk_sim *sim, int64_t n, const double *times)
+{
+    if (!sim)
+        return fmk_sim_fail(NULL, FMK_ERR_NULL, "fmk_sim_set_output_times: sim is NULL");
+    if (n < 0 || n > ((int64_t)1 << 32) || (n > 0 && !times))
+        return fmk_sim_fail(sim, n > 0 && !times ? FMK_ERR_NULL : FMK_ERR_ARG,
+                            "fmk_sim_set_output_times: n = %lld, times %s; n must be in 0..2^32 "
+                            "with an array of n times",
+                            (long long)n, times ? "given" : "NULL");
+    for (int64_t k = 0; k < n; k++)
+        if (!isfinite(times[k]) || (k > 0 && !(times[k] > times[k - 1])) ||
+            (sim->opts.comoving && !(times[k] > 0)))
+            return fmk_sim_fail(sim, FMK_ERR_ARG,
+                                "fmk_sim_set_output_times: times[%lld] = %g; the times must be "
+                                "finite and increasing%s",
+                                (long long)k, times[k],
+                                sim->opts.comoving ? " scale factors > 0" : "");
+    double *copy = NULL;
+    if (n > 0 && !(copy = fmk_sim_doubles(n)))
+        return fmk_sim_fail(sim, FMK_ERR_NOMEM, "fmk_sim_set_output_times: out of host memory");
+    if (n > 0)
+        memcpy(copy, times, (size_t)n * sizeof(double));
+    free(sim->out_times);
+    sim->out_times = copy;
+    sim->n_out_times = n;
+    return FMK_OK;
+}
+
+fmk_status fmk_sim_set_png(fmk_sim *sim, int axis, int width, double extent)
+{
+    if (!sim)
+        return fmk_sim_fail(NULL, FMK_ERR_NULL, "fmk_sim_set_png: sim is NULL");
+    if (axis < 0 || axis > 2 || width < 8 || width > 16384 || !isfinite(extent) || extent < 0)
+        return fmk_sim_fail(sim, FMK_ERR_ARG,
+                            "fmk_sim_set_png: axis = %d, width = %d, extent = %g; the axis must "
+                            "be 0, 1 or 2, the width 8..16384 pixels and the extent >= 0 (0: "
+                            "fitted to the particles)",
+                            axis, width, extent);
+    sim->png_axis = axis, sim->png_width = width, sim->png_extent = extent;
+    return FMK_OK;
+}
+
+/* 1 when the time is one of the listed output times. */
+static int at_listed_time(const fmk_sim *sim)
+{
+    for (int64_t k = 0; k < sim->n_out_times; k++)
+        if (sim->out_times[k] == sim->time)
+            return 1;
+    return 0;
+}
+
 fmk_status fmk_sim_output_due(fmk_sim *sim)
 {
     if (!sim->out_dir)
@@ -185,7 +266,8 @@ fmk_status fmk_sim_output_due(fmk_sim *sim)
     fmk_status st = FMK_OK;
     if (sim->diag_every > 0 && s % sim->diag_every == 0 && sim->diag_last_step != s)
         st = fmk_sim_diag_row(sim);
-    if (st == FMK_OK && sim->snap_every > 0 && s % sim->snap_every == 0 && sim->snap_last_step != s)
+    const int snap = (sim->snap_every > 0 && s % sim->snap_every == 0) || at_listed_time(sim);
+    if (st == FMK_OK && snap && sim->snap_last_step != s)
         st = snapshot_due(sim);
     if (st == FMK_OK && sim->restart_every > 0 && s > 0 && s % sim->restart_every == 0 &&
         sim->restart_last_step != s)

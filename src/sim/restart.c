@@ -17,7 +17,7 @@
 /* The blob: 8-byte words in the host's byte order, the first a magic that reads differently
  * in the other order. */
 #define BLOB_MAGIC 0x31304d49534b4d46ull /* "FMKSIM01" on a little-endian host */
-#define BLOB_VERSION 1
+#define BLOB_VERSION 2 /* 2: the comoving options and state; version 1 (Newtonian) still read */
 /* The record's words, a group a line. */
 /* clang-format off */
 enum {
@@ -26,6 +26,10 @@ enum {
     W_G, W_SOFTENING, W_SOFT, W_STEPPING, W_DT_OPT, W_ETA, W_DT_MIN, W_DT_MAX, W_VERBOSE, W_EPS,
     W_P_METHOD, W_P_BACKEND, W_P_PRECISION, W_P_THREADS, W_P_DEVICE, W_P_ORDER, W_P_LEAF,
     W_P_SOFTENING, W_P_THETA, W_P_VERBOSE, W_P_WALK, W_P_VECTORS,
+    W_COUNT_V1,
+    W_COMOVING = W_COUNT_V1, W_OMEGA_M, W_OMEGA_L, W_OMEGA_B, W_HUBBLE, W_N_S, W_SIGMA_8, W_T_CMB,
+    W_SPACING, W_SOFT_MODE, W_SOFT_MAX, W_A_START, W_RADIUS,
+    W_U, W_LI_K, W_LI_INT, W_LI_START, W_LI_MAX, W_INTERACTIONS,
     W_COUNT
 };
 /* clang-format on */
@@ -52,6 +56,21 @@ static uint64_t byte_swap(uint64_t u)
     return r;
 }
 
+/* The comoving words of a version-1 record: the options' defaults, the state zero. */
+static void blob_write_comoving_defaults(const fmk_sim_opts *o, uint64_t *w)
+{
+    const fmk_sim_cosmology *c = &o->cosmology;
+    w[W_COMOVING] = 0;
+    w[W_OMEGA_M] = from_f(c->omega_m), w[W_OMEGA_L] = from_f(c->omega_lambda);
+    w[W_OMEGA_B] = from_f(c->omega_b), w[W_HUBBLE] = from_f(c->h), w[W_N_S] = from_f(c->n_s);
+    w[W_SIGMA_8] = from_f(c->sigma_8), w[W_T_CMB] = from_f(c->t_cmb);
+    w[W_SPACING] = (uint64_t)o->spacing, w[W_SOFT_MODE] = (uint64_t)o->soft_mode;
+    w[W_SOFT_MAX] = from_f(o->soft_max_comoving), w[W_A_START] = from_f(o->a_start);
+    w[W_RADIUS] = from_f(o->radius);
+    for (int k = W_U; k < W_COUNT; k++)
+        w[k] = 0;
+}
+
 static void blob_write(const fmk_sim *sim, uint64_t *w)
 {
     const fmk_sim_opts *o = &sim->opts;
@@ -73,6 +92,17 @@ static void blob_write(const fmk_sim *sim, uint64_t *w)
     w[W_P_LEAF] = (uint64_t)p->leaf_size, w[W_P_SOFTENING] = from_f(p->softening);
     w[W_P_THETA] = from_f(p->theta), w[W_P_VERBOSE] = (uint64_t)(int64_t)p->verbose;
     w[W_P_WALK] = (uint64_t)p->walk, w[W_P_VECTORS] = (uint64_t)(int64_t)p->n_vectors;
+    const fmk_sim_cosmology *c = &o->cosmology;
+    w[W_COMOVING] = (uint64_t)(int64_t)o->comoving;
+    w[W_OMEGA_M] = from_f(c->omega_m), w[W_OMEGA_L] = from_f(c->omega_lambda);
+    w[W_OMEGA_B] = from_f(c->omega_b), w[W_HUBBLE] = from_f(c->h), w[W_N_S] = from_f(c->n_s);
+    w[W_SIGMA_8] = from_f(c->sigma_8), w[W_T_CMB] = from_f(c->t_cmb);
+    w[W_SPACING] = (uint64_t)o->spacing, w[W_SOFT_MODE] = (uint64_t)o->soft_mode;
+    w[W_SOFT_MAX] = from_f(o->soft_max_comoving), w[W_A_START] = from_f(o->a_start);
+    w[W_RADIUS] = from_f(o->radius);
+    w[W_U] = from_f(sim->u), w[W_LI_K] = from_f(sim->li_kinetic);
+    w[W_LI_INT] = from_f(sim->li_integral), w[W_LI_START] = from_f(sim->li_start);
+    w[W_LI_MAX] = from_f(sim->li_max_aw), w[W_INTERACTIONS] = (uint64_t)sim->interactions_total;
 }
 
 /* What a blob holds besides the options. */
@@ -80,6 +110,8 @@ typedef struct blob_counters {
     int64_t n, step, snap_count, snap_last, diag_last, restart_last;
     double time, dt;
     int has_soft;
+    double u, li_k, li_int, li_start, li_max;
+    int64_t interactions;
 } blob_counters;
 
 static fmk_status blob_read(const void *state, size_t bytes, fmk_sim_opts *o, blob_counters *c)
@@ -96,13 +128,19 @@ static fmk_status blob_read(const void *state, size_t bytes, fmk_sim_opts *o, bl
                             byte_swap(w[W_MAGIC]) == BLOB_MAGIC
                                 ? " (it was written on a machine of the other byte order)"
                                 : "");
-    if (w[W_VERSION] != BLOB_VERSION || w[W_WORDS] != W_COUNT || bytes != sizeof w)
+    const int v1 =
+        w[W_VERSION] == 1 && w[W_WORDS] == W_COUNT_V1 && bytes == W_COUNT_V1 * sizeof(uint64_t);
+    if (!v1 && (w[W_VERSION] != BLOB_VERSION || w[W_WORDS] != W_COUNT || bytes != sizeof w))
         return fmk_sim_fail(NULL, FMK_ERR_ARG,
                             "restart: the state record has version %llu and %zu bytes; this "
-                            "fmmkit reads version %d of %zu bytes",
-                            (unsigned long long)w[W_VERSION], bytes, BLOB_VERSION, sizeof w);
-    memcpy(w, state, sizeof w);
+                            "fmmkit reads version %d of %zu bytes (and version 1 of %zu)",
+                            (unsigned long long)w[W_VERSION], bytes, BLOB_VERSION, sizeof w,
+                            W_COUNT_V1 * sizeof(uint64_t));
     fmk_sim_opts_default(o);
+    memcpy(w, state, v1 ? W_COUNT_V1 * sizeof(uint64_t) : sizeof w);
+    if (v1) { /* a Newtonian run of an earlier fmmkit: the comoving words as their defaults */
+        blob_write_comoving_defaults(o, w);
+    }
     fmk_opts *p = &o->plan;
     c->n = (int64_t)w[W_N], c->step = (int64_t)w[W_STEP];
     c->time = to_f(w[W_TIME]), c->dt = to_f(w[W_DT]);
@@ -120,6 +158,17 @@ static fmk_status blob_read(const void *state, size_t bytes, fmk_sim_opts *o, bl
     p->leaf_size = (int64_t)w[W_P_LEAF], p->softening = to_f(w[W_P_SOFTENING]);
     p->theta = to_f(w[W_P_THETA]), p->verbose = (int32_t)(int64_t)w[W_P_VERBOSE];
     p->walk = (fmk_walk)w[W_P_WALK], p->n_vectors = (int32_t)(int64_t)w[W_P_VECTORS];
+    fmk_sim_cosmology *cm = &o->cosmology;
+    o->comoving = (int32_t)(int64_t)w[W_COMOVING];
+    cm->omega_m = to_f(w[W_OMEGA_M]), cm->omega_lambda = to_f(w[W_OMEGA_L]);
+    cm->omega_b = to_f(w[W_OMEGA_B]), cm->h = to_f(w[W_HUBBLE]), cm->n_s = to_f(w[W_N_S]);
+    cm->sigma_8 = to_f(w[W_SIGMA_8]), cm->t_cmb = to_f(w[W_T_CMB]);
+    o->spacing = (fmk_sim_spacing)w[W_SPACING], o->soft_mode = (fmk_sim_soft_mode)w[W_SOFT_MODE];
+    o->soft_max_comoving = to_f(w[W_SOFT_MAX]), o->a_start = to_f(w[W_A_START]);
+    o->radius = to_f(w[W_RADIUS]);
+    c->u = to_f(w[W_U]), c->li_k = to_f(w[W_LI_K]), c->li_int = to_f(w[W_LI_INT]);
+    c->li_start = to_f(w[W_LI_START]), c->li_max = to_f(w[W_LI_MAX]);
+    c->interactions = (int64_t)w[W_INTERACTIONS];
     if (c->n < 1 || c->step < 0 || !isfinite(c->time) || c->snap_count < 0)
         return fmk_sim_fail(NULL, FMK_ERR_ARG,
                             "restart: the state record is damaged (n %lld, step %lld, time %g)",
@@ -182,6 +231,15 @@ static int64_t first_nonfinite(const double *x, int64_t count)
     return -1;
 }
 
+/* A comoving restart continues its stepping variable and Layzer-Irvine bookkeeping when the
+ * options keep the same variable and background (else they start afresh at the stored a). */
+static int same_stepping(const fmk_sim_opts *a, const fmk_sim_opts *b)
+{
+    const fmk_sim_cosmology *x = &a->cosmology, *y = &b->cosmology;
+    return a->comoving && b->comoving && a->spacing == b->spacing && x->omega_m == y->omega_m &&
+           x->omega_lambda == y->omega_lambda && x->h == y->h;
+}
+
 fmk_status fmk_sim_create_from_checkpoint(fmk_sim **out, const fmk_sim_checkpoint *cp,
                                           const fmk_sim_opts *opts)
 {
@@ -228,7 +286,14 @@ fmk_status fmk_sim_create_from_checkpoint(fmk_sim **out, const fmk_sim_checkpoin
                              .pot = keep_forces ? cp->pot : NULL,
                              .step = c.step,
                              .time = c.time,
-                             .dt_last = c.dt};
+                             .dt_last = c.dt,
+                             .resume = same_stepping(&stored, &use),
+                             .u = c.u,
+                             .li_kinetic = c.li_k,
+                             .li_integral = c.li_int,
+                             .li_start = c.li_start,
+                             .li_max_aw = c.li_max,
+                             .interactions_total = c.interactions};
     fmk_sim *sim = NULL;
     if ((st = fmk_sim_build(&sim, &in, &use)) != FMK_OK)
         return st;
@@ -296,6 +361,16 @@ fmk_status fmk_sim_create_from_file(fmk_sim **out, const char *path, const fmk_s
     const double *soft = o.softening == FMK_SIM_SOFT_SPLINE ? p.soft : NULL;
     if (!isfinite(p.time))
         st = fmk_sim_fail(NULL, FMK_ERR_ARG, "the snapshot's time is %g", p.time);
+    else if (o.comoving && !(p.time > 0))
+        st = fmk_sim_fail(NULL, FMK_ERR_ARG,
+                          "the snapshot's Time is %g; a comoving run reads it as the scale "
+                          "factor a > 0",
+                          p.time);
+    else if (o.comoving) { /* GADGET's velocities p / a^(3/2) back to the momenta p */
+        const double f = p.time * sqrt(p.time);
+        for (int64_t k = 0; k < 3 * p.n; k++)
+            p.vel[k] *= f;
+    }
     if (st == FMK_OK && (st = fmk_sim_check_opts(&o, soft != NULL)) == FMK_OK &&
         (st = fmk_sim_check_particles(p.n, p.mass, p.pos, p.vel, soft, &o)) == FMK_OK) {
         const fmk_sim_init in = {.n = p.n,

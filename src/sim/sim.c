@@ -83,6 +83,13 @@ void fmk_sim_opts_default(fmk_sim_opts *opts)
     opts->dt_min = 0;
     opts->dt_max = 0;
     opts->verbose = 0;
+    opts->comoving = 0;
+    fmk_sim_cosmology_preset(&opts->cosmology, "wmap");
+    opts->spacing = FMK_SIM_SPACING_TIME;
+    opts->soft_mode = FMK_SIM_SOFT_COMOVING;
+    opts->soft_max_comoving = 0;
+    opts->a_start = 0;
+    opts->radius = 0;
 }
 
 fmk_status fmk_sim_check_opts(const fmk_sim_opts *o, int per_particle)
@@ -142,7 +149,7 @@ fmk_status fmk_sim_check_opts(const fmk_sim_opts *o, int per_particle)
                             "%s: the adaptive step eta sqrt(s / |a|) needs a softening length: "
                             "set opts.soft > 0",
                             w);
-    return FMK_OK;
+    return fmk_sim_check_comoving(o);
 }
 
 /* The first index whose value is not finite (or, positive = 1, not > 0); -1 when none. */
@@ -203,6 +210,8 @@ static void derive(fmk_sim *sim)
     sim->kernel = o->softening == FMK_SIM_SOFT_PLUMMER && o->soft > 0 ? FMK_KERNEL_PLUMMER
                                                                       : FMK_KERNEL_LAPLACE;
     sim->threads = o->plan.threads > 0 ? o->plan.threads : 0;
+    sim->soft_now = fmk_sim_comoving_soft_at(o, sim->time);
+    sim->cosmo_c = fmk_sim_comoving_c(o);
 }
 
 static fmk_status host_arrays(fmk_sim *sim, const fmk_sim_init *in)
@@ -290,9 +299,24 @@ fmk_status fmk_sim_build(fmk_sim **out, const fmk_sim_init *in, const fmk_sim_op
         return fmk_sim_fail(NULL, FMK_ERR_NOMEM, "fmk_sim_create: out of host memory");
     sim->n = in->n;
     sim->opts = *opts;
+    if (opts->comoving) /* before the charges G m */
+        sim->opts.G = FMK_SIM_COSMO_G;
     sim->step = in->step;
     sim->time = in->time;
     sim->dt_last = in->dt_last;
+    sim->png_axis = 2, sim->png_width = 512;
+    sim->interactions_total = in->interactions_total;
+    if (in->resume) {
+        sim->u = in->u, sim->li_kinetic = in->li_kinetic, sim->li_integral = in->li_integral;
+        sim->li_start = in->li_start, sim->li_max_aw = in->li_max_aw, sim->li_started = 1;
+    }
+    if (opts->comoving && !(in->time > 0 && isfinite(in->time))) {
+        fmk_sim_destroy(sim);
+        return fmk_sim_fail(NULL, FMK_ERR_ARG,
+                            "fmk_sim_create: a comoving run starts at a scale factor a > 0 "
+                            "(opts.a_start, or a snapshot's Time); it is %g",
+                            in->time);
+    }
     fmk_status st = host_arrays(sim, in);
     if (st == FMK_OK) {
         derive(sim);
@@ -308,6 +332,8 @@ fmk_status fmk_sim_build(fmk_sim **out, const fmk_sim_init *in, const fmk_sim_op
                           fmk_backend_name(sim->backend));
     else if (st == FMK_OK)
         st = host_state(sim, in);
+    if (st == FMK_OK)
+        st = fmk_sim_comoving_init(sim, !in->resume);
     if (st != FMK_OK) {
         fmk_sim_fail(NULL, st, "%s", sim->error);
         fmk_sim_destroy(sim);
@@ -334,8 +360,13 @@ fmk_status fmk_sim_create(fmk_sim **sim, int64_t n, const double *mass, const do
         st = fmk_sim_check_particles(n, mass, pos, vel, soft_per_particle, &o);
     if (st != FMK_OK)
         return st;
-    const fmk_sim_init in = {
-        .n = n, .mass = mass, .pos = pos, .vel = vel, .soft = soft_per_particle, .ids = ids};
+    const fmk_sim_init in = {.n = n,
+                             .mass = mass,
+                             .pos = pos,
+                             .vel = vel,
+                             .soft = soft_per_particle,
+                             .ids = ids,
+                             .time = o.comoving ? o.a_start : 0};
     return fmk_sim_build(sim, &in, &o);
 }
 
@@ -360,7 +391,12 @@ fmk_status fmk_sim_create_device(fmk_sim **sim, int64_t n, const double *d_mass,
         return fmk_sim_fail(NULL, FMK_ERR_NULL,
                             "fmk_sim_create_device: d_mass, d_pos and d_vel must be device "
                             "arrays of n, 3n and 3n doubles");
-    const fmk_sim_init in = {.n = n, .mass = d_mass, .pos = d_pos, .vel = d_vel, .on_device = 1};
+    const fmk_sim_init in = {.n = n,
+                             .mass = d_mass,
+                             .pos = d_pos,
+                             .vel = d_vel,
+                             .on_device = 1,
+                             .time = o.comoving ? o.a_start : 0};
     return fmk_sim_build(sim, &in, &o);
 }
 
@@ -379,6 +415,7 @@ void fmk_sim_destroy(fmk_sim *sim)
     if (sim->diag)
         fclose(sim->diag);
     free(sim->out_dir);
+    free(sim->out_times);
     free(sim);
 }
 
@@ -433,7 +470,17 @@ fmk_status fmk_sim_info_get(const fmk_sim *sim, fmk_sim_info *info)
     r.dt = sim->dt_last;
     r.kinetic = d.kinetic;
     r.potential = d.potential;
-    r.total = d.kinetic + d.potential;
+    if (sim->opts.comoving) {
+        fmk_sim_cdiag cd;
+        if ((st = fmk_sim_comoving_diag(sim, &cd)) != FMK_OK)
+            return st;
+        r.kinetic = cd.kinetic;
+        r.potential = cd.potential;
+        r.redshift = 1 / sim->time - 1;
+        r.layzer_irvine = cd.c_li;
+        r.layzer_irvine_error = cd.li_error;
+    }
+    r.total = r.kinetic + r.potential;
     for (int k = 0; k < 3; k++) {
         r.momentum[k] = d.momentum[k];
         r.angular_momentum[k] = d.angular_momentum[k];
@@ -442,8 +489,9 @@ fmk_status fmk_sim_info_get(const fmk_sim *sim, fmk_sim_info *info)
     r.seconds_step = sim->seconds_step;
     if ((st = fmk_plan_info(sim->plan, &r.plan)) != FMK_OK)
         return fmk_sim_fail_plan((fmk_sim *)sim, st, "fmk_sim_info_get");
-    /* the plan's counts of its last evaluation (fmk_info: n (n - 1) for the direct sum) */
-    r.interactions = r.plan.interactions_p2p + r.plan.interactions_far;
+    /* n (n - 1) for the direct sum, while it fits (n <= 3e9) */
+    r.interactions = fmk_sim_interactions(sim);
+    r.interactions_total = sim->interactions_total;
     *info = r;
     return FMK_OK;
 }

@@ -75,8 +75,26 @@ struct fmk_sim {
 
     /* Where the simulation is. */
     int64_t step;
-    double time;
+    double time; /* comoving: the scale factor a */
     double dt_last;
+    int64_t interactions_total; /* the plan's work estimates summed (0: unknown) */
+
+    /* Comoving runs (opts.comoving; else all 0): the stepping variable u (cosmic time, a or
+     * ln a, opts.spacing) that the fixed steps advance (time = a(u), exactly the landing a
+     * on a landing), the background's c = H0^2 omega_m / 2, the reference energy U_ref, and
+     * the Layzer-Irvine bookkeeping: K at the current a, int K da so far (trapezoid), C at the
+     * start and max |a W| so far. They travel in restarts. */
+    double u;
+    double cosmo_c, u_ref;
+    double soft_now; /* the force plan's softening now (FMK_SIM_SOFT_PHYSICAL changes it) */
+    double li_kinetic, li_integral, li_start, li_max_aw;
+    int li_started; /* li_start and li_max_aw hold the start's values */
+
+    /* Output at listed times (fmk_sim_set_output_times): increasing; not in restarts. */
+    double *out_times;
+    int64_t n_out_times;
+    int png_axis, png_width;
+    double png_extent;
 
     /* Output (fmk_sim_set_output); the counters travel in restarts. */
     char *out_dir;
@@ -125,6 +143,10 @@ typedef struct fmk_sim_init {
     int on_device;           /* 1: mass, pos and vel are device pointers (soft, ids NULL) */
     int64_t step;
     double time, dt_last;
+    /* a restart's comoving state and work count (resume = 1), else a fresh start */
+    int resume;
+    double u, li_kinetic, li_integral, li_start, li_max_aw;
+    int64_t interactions_total;
 } fmk_sim_init;
 fmk_status fmk_sim_build(fmk_sim **out, const fmk_sim_init *init, const fmk_sim_opts *opts);
 fmk_status fmk_sim_check_particles(int64_t n, const double *mass, const double *pos,
@@ -134,20 +156,47 @@ fmk_status fmk_sim_check_particles(int64_t n, const double *mass, const double *
 fmk_status fmk_sim_plan_make(fmk_sim *sim);
 /* The forces at pos_next into acc_next and pot_next (device: the device's next buffers). */
 fmk_status fmk_sim_forces(fmk_sim *sim);
+/* The plan's work estimate of one evaluation (0: unknown). */
+int64_t fmk_sim_interactions(const fmk_sim *sim);
 
 /* spline.c: adds the spline correction at pos into acc and pot (CPU); interruptible. */
 fmk_status fmk_sim_spline_cpu(fmk_sim *sim, const double *pos, double *acc, double *pot);
 void fmk_sim_cells_free(fmk_sim_cells *c);
 
-/* step.c */
-fmk_status fmk_sim_step_once(fmk_sim *sim, double dt);
+/* step.c. One step of dt in the stepping variable (time; comoving: opts.spacing's u); land
+ * > 0 (comoving) ends it exactly at a = land instead. */
+fmk_status fmk_sim_step_once(fmk_sim *sim, double dt, double land);
 /* The step's dt before landing on an end time: fixed, or the adaptive criterion. */
 fmk_status fmk_sim_next_dt(fmk_sim *sim, double *dt);
+
+/* comoving.c: the comoving bookkeeping. */
+/* The stepping variable u of a (opts.spacing) and its inverse. */
+double fmk_sim_u_of_a(const fmk_sim *sim, double a);
+double fmk_sim_a_of_u(const fmk_sim *sim, double u);
+/* The checks of the comoving options (messages on the calling thread). */
+fmk_status fmk_sim_check_comoving(const fmk_sim_opts *o);
+/* c = H0^2 omega_m / 2 (0 when not comoving). */
+double fmk_sim_comoving_c(const fmk_sim_opts *o);
+/* After create: U_ref, u, and (start = 1) the Layzer-Irvine start values. */
+fmk_status fmk_sim_comoving_init(fmk_sim *sim, int start);
+/* After a step from a0 to the current a: the trapezoid of K, max |a W|. */
+fmk_status fmk_sim_comoving_after_step(fmk_sim *sim, double a0);
+/* The softening the plan needs at scale factor a (FMK_SIM_SOFT_PHYSICAL), remade when it
+ * differs from soft_now. */
+fmk_status fmk_sim_comoving_soft(fmk_sim *sim, double a);
+double fmk_sim_comoving_soft_at(const fmk_sim_opts *o, double a);
+/* The peculiar energies: K, W, U (comoving.c) from the sums of diag.c. */
+typedef struct fmk_sim_cdiag {
+    double kinetic, potential, u, c_li, li_error;
+} fmk_sim_cdiag;
+fmk_status fmk_sim_comoving_diag(const fmk_sim *sim, fmk_sim_cdiag *d);
 
 /* diag.c */
 typedef struct fmk_sim_diag {
     double kinetic, potential, momentum[3], angular_momentum[3];
 } fmk_sim_diag;
+/* Comoving sums at the current state: 1/2 sum m |p|^2, -1/2 sum m pot, sum m |x|^2. */
+fmk_status fmk_sim_comoving_sums(const fmk_sim *sim, double sums[3]);
 fmk_status fmk_sim_diagnostics(const fmk_sim *sim, fmk_sim_diag *d);
 /* Opens dir/diagnostics.csv (truncated, or appended to after a restart; the header row when
  * empty) into *out. */
@@ -189,11 +238,14 @@ fmk_status fmk_sim_dev_download(const fmk_sim *sim, double *pos, double *vel, do
                                 double *pot);
 fmk_status fmk_sim_dev_copy_out(const fmk_sim *sim, double *d_mass, double *d_pos, double *d_vel,
                                 double *d_acc, double *d_pot);
-fmk_status fmk_sim_dev_drift(fmk_sim *sim, double dt);
+/* The leapfrog's factors: pos_next = pos + (vel + acc k1) d; vel = (vel + acc k1) + acc_next k2
+ * (Newtonian: k1 = k2 = dt / 2, d = dt). */
+fmk_status fmk_sim_dev_drift(fmk_sim *sim, double k1, double d);
 fmk_status fmk_sim_dev_forces(fmk_sim *sim);
-fmk_status fmk_sim_dev_kick_swap(fmk_sim *sim, double dt);
+fmk_status fmk_sim_dev_kick_swap(fmk_sim *sim, double k1, double k2);
 void fmk_sim_dev_swap(fmk_sim *sim); /* the next buffers become the state (no kick) */
 fmk_status fmk_sim_dev_max_acc(fmk_sim *sim, double *value);
+fmk_status fmk_sim_dev_comoving_sums(const fmk_sim *sim, double sums[3]);
 fmk_status fmk_sim_dev_diagnostics(const fmk_sim *sim, fmk_sim_diag *d);
 void fmk_sim_dev_free(fmk_sim *sim);
 

@@ -33,6 +33,10 @@ typedef struct fmk_sim_particles {
     double redshift;   /* /Header Redshift (0 unless cosmological) */
     double box_size;   /* /Header BoxSize (0: vacuum boundaries) */
     double unit_length_cm, unit_mass_g, unit_velocity_cm_per_s; /* 0: not written */
+    /* A comoving run's /Header Omega0, OmegaLambda, HubbleParam (written, with the units,
+     * also into /Parameters with ComovingIntegrationOn = 1, as GADGET-4 does, when
+     * hubble_param > 0; read from /Header or /Parameters, 0 when absent) */
+    double omega0, omega_lambda, hubble_param;
 } fmk_sim_particles;
 
 /* Frees the arrays of p that a reader allocated and zeroes p. */

@@ -7,18 +7,25 @@
  *     v' = (v + a dt/2) + a' dt/2               both kicks, once the forces are known
  * which is the usual KDK sequence v_half = v + a dt/2, x' = x + v_half dt, v' = v_half + a' dt/2
  * operation for operation, with the first kick recomputed rather than stored so that a step
- * that fails leaves (x, v, a) untouched (sim_internal.h). */
+ * that fails leaves (x, v, a) untouched (sim_internal.h).
+ *
+ * The arithmetic takes three factors, x' = x + (v + a k1) d and v' = (v + a k1) + a' k2:
+ * Newtonian k1 = k2 = dt/2 and d = dt (the lines above, bit for bit); comoving (v the momentum
+ * p = a^2 dx/dt, a the peculiar g of forces.c) k1 = fmk_cosmo_kick(a0, am),
+ * d = fmk_cosmo_drift(a0, a1), k2 = fmk_cosmo_kick(am, a1), with am the midpoint of the step
+ * in the stepping variable u (opts.spacing): a0 = a(u0), am = a(u0 + dt/2), a1 = a(u0 + dt). */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdio.h>
 #include <unistd.h>
 
+#include "sim/cosmo/cosmo.h"
 #include "sim/sim_internal.h"
 
 fmk_status fmk_sim_next_dt(fmk_sim *sim, double *dt)
 {
     const fmk_sim_opts *o = &sim->opts;
-    if (o->stepping == FMK_SIM_STEP_FIXED) {
+    if (o->stepping == FMK_SIM_STEP_FIXED || o->comoving) {
         *dt = o->dt;
         return FMK_OK;
     }
@@ -60,47 +67,91 @@ static void swap_ptr(double **a, double **b)
     *a = *b, *b = t;
 }
 
-static fmk_status host_step(fmk_sim *sim, double dt)
+/* The step's factors (the file's comment). */
+typedef struct step_factors {
+    double k1, d, k2;
+} step_factors;
+
+static fmk_status host_step(fmk_sim *sim, step_factors f)
 {
     const int64_t m = 3 * sim->n;
-    const double h = 0.5 * dt;
+    const double k1 = f.k1, d = f.d, k2 = f.k2;
     double *x = sim->pos, *v = sim->vel, *a = sim->acc, *x1 = sim->pos_next;
     const int threads = fmk_sim_threads(sim);
 #pragma omp parallel for schedule(static) num_threads(threads) if (m > 98304)
     for (int64_t k = 0; k < m; k++)
-        x1[k] = x[k] + (v[k] + a[k] * h) * dt;
+        x1[k] = x[k] + (v[k] + a[k] * k1) * d;
     fmk_status st = fmk_sim_forces(sim);
     if (st != FMK_OK)
         return st;
     const double *a1 = sim->acc_next;
 #pragma omp parallel for schedule(static) num_threads(threads) if (m > 98304)
     for (int64_t k = 0; k < m; k++)
-        v[k] = (v[k] + a[k] * h) + a1[k] * h;
+        v[k] = (v[k] + a[k] * k1) + a1[k] * k2;
     swap_ptr(&sim->pos, &sim->pos_next);
     swap_ptr(&sim->acc, &sim->acc_next);
     swap_ptr(&sim->pot, &sim->pot_next);
     return FMK_OK;
 }
 
-static fmk_status device_step(fmk_sim *sim, double dt)
+static fmk_status device_step(fmk_sim *sim, step_factors f)
 {
-    fmk_status st = fmk_sim_dev_drift(sim, dt);
+    fmk_status st = fmk_sim_dev_drift(sim, f.k1, f.d);
     if (st == FMK_OK)
         st = fmk_sim_forces(sim);
     if (st == FMK_OK)
-        st = fmk_sim_dev_kick_swap(sim, dt);
+        st = fmk_sim_dev_kick_swap(sim, f.k1, f.k2);
     return st;
 }
 
-fmk_status fmk_sim_step_once(fmk_sim *sim, double dt)
+/* A comoving step of dt in u (or to a = land when land > 0): its factors, the new u and a. */
+static fmk_status comoving_factors(fmk_sim *sim, double dt, double land, step_factors *f,
+                                   double *u1, double *a1)
+{
+    const fmk_sim_cosmology *c = &sim->opts.cosmology;
+    const double a0 = sim->time, u0 = sim->u;
+    *u1 = land > 0 ? fmk_sim_u_of_a(sim, land) : u0 + dt;
+    *a1 = land > 0 ? land : fmk_sim_a_of_u(sim, *u1);
+    const double am = fmk_sim_a_of_u(sim, u0 + 0.5 * (*u1 - u0));
+    if (!(*a1 > a0 && am > a0 && am < *a1 && isfinite(*a1)))
+        return fmk_sim_fail(sim, FMK_ERR_ARG,
+                            "the comoving step from a = %.17g (dt %g in the stepping variable) "
+                            "ends at a = %.17g: the step is too small or too large",
+                            a0, dt, *a1);
+    f->k1 = fmk_cosmo_kick(c, a0, am);
+    f->d = fmk_cosmo_drift(c, a0, *a1);
+    f->k2 = fmk_cosmo_kick(c, am, *a1);
+    return FMK_OK;
+}
+
+fmk_status fmk_sim_step_once(fmk_sim *sim, double dt, double land)
 {
     const double t0 = fmk_sim_now();
-    fmk_status st = sim->dev ? device_step(sim, dt) : host_step(sim, dt);
+    step_factors f = {0.5 * dt, dt, 0.5 * dt};
+    double u1 = 0, a1 = 0;
+    fmk_status st = FMK_OK;
+    if (sim->opts.comoving) {
+        if ((st = comoving_factors(sim, dt, land, &f, &u1, &a1)) == FMK_OK)
+            st = fmk_sim_comoving_soft(sim, a1);
+        if (st != FMK_OK)
+            return st;
+    }
+    st = sim->dev ? device_step(sim, f) : host_step(sim, f);
     if (st != FMK_OK)
         return st;
     sim->step++;
-    sim->time += dt;
     sim->dt_last = dt;
+    if (sim->opts.comoving) {
+        const double a0 = sim->time;
+        if (land > 0)
+            sim->dt_last = u1 - sim->u; /* the landing's shortened step */
+        sim->u = u1;
+        sim->time = a1;
+        if ((st = fmk_sim_comoving_after_step(sim, a0)) != FMK_OK)
+            return st;
+    } else {
+        sim->time += dt;
+    }
     sim->seconds_step = fmk_sim_now() - t0;
     return FMK_OK;
 }
@@ -110,9 +161,9 @@ fmk_status fmk_sim_step(fmk_sim *sim)
     if (!sim)
         return fmk_sim_fail(NULL, FMK_ERR_NULL, "fmk_sim_step: sim is NULL");
     atomic_store(&sim->stop, 0);
-    double dt;
+    double dt = 0;
     fmk_status st = fmk_sim_next_dt(sim, &dt);
-    return st == FMK_OK ? fmk_sim_step_once(sim, dt) : st;
+    return st == FMK_OK ? fmk_sim_step_once(sim, dt, 0) : st;
 }
 
 /* The progress bar: on stderr when opts.verbose and stderr is a terminal, at most 5 times a
@@ -155,6 +206,33 @@ static void progress_end(progress *p)
     }
 }
 
+/* The next listed output time after the current time (fmk_sim_set_output_times), or +inf. */
+static double next_out_time(const fmk_sim *sim)
+{
+    for (int64_t k = 0; k < sim->n_out_times; k++)
+        if (sim->out_times[k] > sim->time)
+            return sim->out_times[k];
+    return INFINITY;
+}
+
+/* The step towards target (> time): dt, or a landing on target when the remainder is within
+ * 1e-9 dt of dt (rounding in the sums of the steps never leaves a sliver of a step). Newtonian:
+ * dt becomes the remainder; comoving: *land = target (the remainder is in u). */
+static int landing(const fmk_sim *sim, double target, double *dt, double *land)
+{
+    if (!isfinite(target))
+        return 0;
+    const double rest =
+        sim->opts.comoving ? fmk_sim_u_of_a(sim, target) - sim->u : target - sim->time;
+    if (!(rest <= *dt * (1 + 1e-9)))
+        return 0;
+    if (sim->opts.comoving)
+        *land = target;
+    else
+        *dt = rest;
+    return 1;
+}
+
 fmk_status fmk_sim_run(fmk_sim *sim, double t_end, int64_t n_steps)
 {
     if (!sim)
@@ -187,17 +265,17 @@ fmk_status fmk_sim_run(fmk_sim *sim, double t_end, int64_t n_steps)
             progress_end(&bar);
             return st;
         }
-        /* the last step lands on t_end (a remainder within 1e-9 dt of dt is taken whole, so
-         * that rounding in the sum of the times never leaves a sliver of a step) */
-        const int landing = by_time && t_end - sim->time <= dt * (1 + 1e-9);
-        if (landing)
-            dt = t_end - sim->time;
-        if ((st = fmk_sim_step_once(sim, dt)) != FMK_OK) {
+        /* the step lands on the next listed output time or on t_end, whichever comes first */
+        const double out = next_out_time(sim);
+        const double target = by_time && t_end < out ? t_end : out;
+        double land = 0;
+        const int lands = landing(sim, target, &dt, &land);
+        if ((st = fmk_sim_step_once(sim, dt, land)) != FMK_OK) {
             progress_end(&bar);
             return st;
         }
-        if (landing)
-            sim->time = t_end;
+        if (lands)
+            sim->time = target;
         sim->diag_wall += sim->seconds_step;
         sim->diag_steps++;
         if ((st = fmk_sim_output_due(sim)) != FMK_OK) {

@@ -12,7 +12,11 @@
  *     fmk_sim_get_state_device equals fmk_sim_get_state;
  *   - restart on the GPU: a checkpoint continued gives the uninterrupted run bit for bit (fp64
  *     direct, fp32 treecode, spline), and through a restart file when the file layer exists;
- *   - an interrupt stops the device loop at a whole step (the state equals that many steps).
+ *   - an interrupt stops the device loop at a whole step (the state equals that many steps);
+ *   - comoving integration (the step's factors, the background term c x on the device, the
+ *     comoving reduction every step): 50 steps of the device loop follow the host loop (fp64
+ *     direct: positions to 1e-9, K, W and the Layzer-Irvine integral to 1e-9), and a restart
+ *     on the device continues bit for bit (the Layzer-Irvine state included).
  * Exit 77 (skipped) without a GPU. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -248,6 +252,74 @@ static void test_interrupt(void)
     fmk_sim_destroy(a), fmk_sim_destroy(b);
 }
 
+/* The Plummer sphere as a comoving clump: positions x 5 Mpc, masses 1e10 Msun each, at rest at
+ * a = 0.1, steps of 0.02 in ln a (WMAP). */
+static fmk_sim *make_comoving(fmk_backend backend, fmk_method method)
+{
+    static double pos[3 * N], vel[3 * N], mass[N];
+    for (int k = 0; k < 3 * N; k++)
+        pos[k] = 5 * ic_pos[k], vel[k] = 0;
+    for (int i = 0; i < N; i++)
+        mass[i] = 1;
+    fmk_sim_opts o = opts_for(backend, method, FMK_PRECISION_FP64);
+    o.comoving = 1;
+    o.spacing = FMK_SIM_SPACING_LOGA;
+    o.a_start = 0.1;
+    o.dt = 0.02;
+    o.soft = 0.05;
+    fmk_sim *sim = NULL;
+    fmk_status st = fmk_sim_create(&sim, N, mass, pos, vel, NULL, NULL, &o);
+    CHECK(st == FMK_OK, "comoving create (%s): %s", fmk_backend_name(backend),
+          fmk_sim_last_error(NULL));
+    return sim;
+}
+
+static void test_comoving(void)
+{
+    fmk_sim *c = make_comoving(FMK_BACKEND_CPU, FMK_METHOD_DIRECT);
+    fmk_sim *g = make_comoving(FMK_BACKEND_CUDA, FMK_METHOD_DIRECT);
+    if (c && g) {
+        fmk_sim_run(c, 0, 50), fmk_sim_run(g, 0, 50);
+        static state sc, sg;
+        get(c, &sc), get(g, &sg);
+        fmk_sim_info ic, ig;
+        fmk_sim_info_get(c, &ic), fmk_sim_info_get(g, &ig);
+        const double ex = rel_l2(sg.pos, sc.pos, 3 * N);
+        const double ek = fabs(ig.kinetic / ic.kinetic - 1),
+                     ew = fabs(ig.potential / ic.potential - 1),
+                     el = fabs(ig.layzer_irvine / ic.layzer_irvine - 1);
+        printf("%-34s after 50 steps (a %.4f): positions %.1e, K %.1e, W %.1e, C %.1e; "
+               "Layzer-Irvine error %.1e / %.1e\n",
+               "comoving, direct fp64", ig.time, ex, ek, ew, el, ic.layzer_irvine_error,
+               ig.layzer_irvine_error);
+        CHECK(ic.time == ig.time, "comoving: the steps differ");
+        CHECK(ex <= 1e-9 && ek <= 1e-9 && ew <= 1e-9 && el <= 1e-9,
+              "comoving: the device loop differs (%.2e %.2e %.2e %.2e)", ex, ek, ew, el);
+    }
+    fmk_sim_destroy(c), fmk_sim_destroy(g);
+    /* restart on the device, bit for bit */
+    fmk_sim *a = make_comoving(FMK_BACKEND_CUDA, FMK_METHOD_TREE);
+    fmk_sim *b = make_comoving(FMK_BACKEND_CUDA, FMK_METHOD_TREE), *r = NULL;
+    if (a && b) {
+        fmk_sim_run(a, 0, 30), fmk_sim_run(b, 0, 12);
+        fmk_sim_checkpoint cp;
+        if (fmk_sim_checkpoint_take(b, &cp) == FMK_OK) {
+            fmk_status st = fmk_sim_create_from_checkpoint(&r, &cp, NULL);
+            CHECK(st == FMK_OK, "comoving restart: %s", fmk_sim_last_error(NULL));
+            fmk_sim_checkpoint_free(&cp);
+        }
+        if (r) {
+            fmk_sim_run(r, 0, 18);
+            fmk_sim_info ia, ir;
+            fmk_sim_info_get(a, &ia), fmk_sim_info_get(r, &ir);
+            CHECK(same(a, r) && ia.layzer_irvine == ir.layzer_irvine,
+                  "comoving: the continued run differs from the uninterrupted one");
+            printf("%-34s restart bit for bit checked\n", "comoving, tree fp64");
+        }
+    }
+    fmk_sim_destroy(a), fmk_sim_destroy(b), fmk_sim_destroy(r);
+}
+
 int main(void)
 {
     (void)urand; /* gpu_check.h's generator: the initial conditions come from fmk_sim_ic_plummer */
@@ -275,6 +347,7 @@ int main(void)
     o.stepping = FMK_SIM_STEP_ADAPTIVE, o.eta = 0.05, o.dt_max = 0.01;
     restart("restart, tree fp64 spline adaptive", o, 1);
     test_interrupt();
+    test_comoving();
     free(ic_mass), free(ic_pos), free(ic_vel), free(ic_soft);
     printf("%d checks, %d failed\n", checks, failures);
     return failures ? 1 : 0;

@@ -33,7 +33,8 @@ static int write_files(const char *path)
     }
     for (int k = 0; k < STATE_BYTES; k++)
         state[k] = (unsigned char)k;
-    fmk_sim_particles p = {N, pos, vel, mass, id, soft, 1.5, 0.0, 0.0, 3.085678e21, 1.989e43, 1e5};
+    fmk_sim_particles p = {N,   pos,         vel,      mass, id, soft, 1.5, 0.0,
+                           0.0, 3.085678e21, 1.989e43, 1e5,  0,  0,    0};
     char msg[512], restart[4096];
     snprintf(restart, sizeof restart, "%s.restart", path);
     if (fmk_sim_io_write_snapshot(path, &p, msg, sizeof msg) != FMK_OK ||

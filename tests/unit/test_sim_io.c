@@ -618,7 +618,7 @@ static void test_unavailable(void)
     char msg[512];
     double x[3] = {0}, m = 1;
     uint64_t id = 1;
-    fmk_sim_particles p = {1, x, x, &m, &id, NULL, 0, 0, 0, 0, 0, 0};
+    fmk_sim_particles p = {1, x, x, &m, &id, NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0};
     CHECK_IO(fmk_sim_io_write_snapshot("a.hdf5", &p, msg, sizeof msg), FMK_ERR_UNAVAILABLE, msg);
     CHECK(message_has(msg, "libhdf5-dev"));
     fmk_sim_particles q;

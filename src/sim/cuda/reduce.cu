@@ -99,6 +99,18 @@ struct energies {
     }
 };
 
+/* The comoving diagnostics' sums (diag.c, fmk_sim_comoving_sums). */
+struct comoving_sums {
+    const double *x, *v, *m, *pot;
+    __device__ void operator()(int64_t i, double *w) const
+    {
+        const double mi = m[i], *xi = x + 3 * i, *vi = v + 3 * i;
+        w[0] = 0.5 * mi * (vi[0] * vi[0] + vi[1] * vi[1] + vi[2] * vi[2]);
+        w[1] = -0.5 * mi * pot[i];
+        w[2] = mi * (xi[0] * xi[0] + xi[1] * xi[1] + xi[2] * xi[2]);
+    }
+};
+
 struct acc_over_length {
     const double *a, *soft;
     double scale, s;
@@ -129,6 +141,13 @@ fmk_status fmk_sim_cuda_diagnostics(const fmk_sim_cuda *dc, double out[8], char 
     fmk_sim_cuda *d = (fmk_sim_cuda *)dc; /* the reduction's scratch is not the state */
     const energies f = {d->d_pos[d->cur], d->d_vel, d->d_mass, d->d_pot[d->cur]};
     return reduce<8>(d, d->n, SUM, f, out, "the diagnostics", msg, cap);
+}
+
+fmk_status fmk_sim_cuda_comoving_sums(const fmk_sim_cuda *dc, double out[3], char *msg, size_t cap)
+{
+    fmk_sim_cuda *d = (fmk_sim_cuda *)dc; /* the reduction's scratch is not the state */
+    const comoving_sums f = {d->d_pos[d->cur], d->d_vel, d->d_mass, d->d_pot[d->cur]};
+    return reduce<3>(d, d->n, SUM, f, out, "the comoving diagnostics", msg, cap);
 }
 
 fmk_status fmk_sim_cuda_max_acc(fmk_sim_cuda *d, double scale, double soft, double *value,

@@ -60,19 +60,24 @@ const double *fmk_sim_cuda_charge(const fmk_sim_cuda *d);
 
 /* Waits for the state's work so far (so that the plan's calls are timed alone). */
 fmk_status fmk_sim_cuda_sync(fmk_sim_cuda *d, char *msg, size_t cap);
-/* pos_next = pos + (vel + acc dt/2) dt. */
-fmk_status fmk_sim_cuda_drift(fmk_sim_cuda *d, double dt, char *msg, size_t cap);
+/* pos_next = pos + (vel + acc k1) dd (Newtonian: k1 = dt/2, dd = dt). */
+fmk_status fmk_sim_cuda_drift(fmk_sim_cuda *d, double k1, double dd, char *msg, size_t cap);
+/* Comoving: acc_next += c pos_next (the background's attraction taken out). */
+fmk_status fmk_sim_cuda_background(fmk_sim_cuda *d, double c, char *msg, size_t cap);
 /* The spline correction on the next buffers: h_i = 2.8 soft_i (or 2.8 soft), cells of h_max. */
 fmk_status fmk_sim_cuda_spline(fmk_sim_cuda *d, double soft, double h_max, char *msg, size_t cap);
 /* *bad: the first particle whose next acceleration or potential is not finite, or -1. */
 fmk_status fmk_sim_cuda_check_next(fmk_sim_cuda *d, int64_t *bad, char *msg, size_t cap);
-/* vel = (vel + acc dt/2) + acc_next dt/2, then the next buffers become the state. */
-fmk_status fmk_sim_cuda_kick_swap(fmk_sim_cuda *d, double dt, char *msg, size_t cap);
+/* vel = (vel + acc k1) + acc_next k2 (Newtonian: k1 = k2 = dt/2), then the next buffers
+ * become the state. */
+fmk_status fmk_sim_cuda_kick_swap(fmk_sim_cuda *d, double k1, double k2, char *msg, size_t cap);
 void fmk_sim_cuda_swap(fmk_sim_cuda *d);
 
 /* max_i |a_i|^2 / l_i^2 with l_i = scale soft_i (or scale soft). */
 fmk_status fmk_sim_cuda_max_acc(fmk_sim_cuda *d, double scale, double soft, double *value,
                                 char *msg, size_t cap);
+/* out: 1/2 sum m |v|^2, -1/2 sum m psi, sum m |x|^2 (the comoving diagnostics' sums). */
+fmk_status fmk_sim_cuda_comoving_sums(const fmk_sim_cuda *d, double out[3], char *msg, size_t cap);
 /* out: kinetic, potential (-1/2 sum m psi), momentum (3), angular momentum (3). */
 fmk_status fmk_sim_cuda_diagnostics(const fmk_sim_cuda *d, double out[8], char *msg, size_t cap);
 

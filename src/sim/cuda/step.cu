@@ -1,27 +1,36 @@
 /* step.cu -- the leapfrog's kernels on the device state (step.c has the same arithmetic on the
- * host): the drift into the next buffer, the check that the new forces are finite, and the two
- * kicks in one pass followed by the swap of the buffers. */
+ * host): the drift into the next buffer, the comoving background term, the check that the new
+ * forces are finite, and the two kicks in one pass followed by the swap of the buffers. */
 #include "sim/cuda/sim_cuda.cuh"
 
 using namespace fmk_sim_cuda_detail;
 
 namespace {
 
-/* x1 = x + (v + a h) dt over the 3n coordinates. */
-__global__ void k_drift(int64_t m, const double *x, const double *v, const double *a, double h,
-                        double dt, double *x1)
+/* x1 = x + (v + a k1) d over the 3n coordinates (Newtonian: k1 = dt/2, d = dt). */
+__global__ void k_drift(int64_t m, const double *x, const double *v, const double *a, double k1,
+                        double d, double *x1)
 {
     for (int64_t k = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; k < m;
          k += (int64_t)gridDim.x * blockDim.x)
-        x1[k] = x[k] + (v[k] + a[k] * h) * dt;
+        x1[k] = x[k] + (v[k] + a[k] * k1) * d;
 }
 
-/* v = (v + a h) + a1 h. */
-__global__ void k_kick(int64_t m, double *v, const double *a, const double *a1, double h)
+/* v = (v + a k1) + a1 k2 (Newtonian: k1 = k2 = dt/2). */
+__global__ void k_kick(int64_t m, double *v, const double *a, const double *a1, double k1,
+                       double k2)
 {
     for (int64_t k = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; k < m;
          k += (int64_t)gridDim.x * blockDim.x)
-        v[k] = (v[k] + a[k] * h) + a1[k] * h;
+        v[k] = (v[k] + a[k] * k1) + a1[k] * k2;
+}
+
+/* a = a + c x (comoving: the background's attraction taken out; forces.c on the host). */
+__global__ void k_background(int64_t m, const double *x, double c, double *a)
+{
+    for (int64_t k = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; k < m;
+         k += (int64_t)gridDim.x * blockDim.x)
+        a[k] = a[k] + c * x[k];
 }
 
 /* The smallest index whose acceleration or potential is not finite, into *bad (which starts
@@ -43,13 +52,21 @@ fmk_status fmk_sim_cuda_sync(fmk_sim_cuda *d, char *msg, size_t cap)
     return launched("the step's kernels", msg, cap, 1);
 }
 
-fmk_status fmk_sim_cuda_drift(fmk_sim_cuda *d, double dt, char *msg, size_t cap)
+fmk_status fmk_sim_cuda_drift(fmk_sim_cuda *d, double k1, double dd, char *msg, size_t cap)
 {
     cudaSetDevice(d->device);
     const int c = d->cur;
-    k_drift<<<blocks_for(3 * d->n), THREADS>>>(3 * d->n, d->d_pos[c], d->d_vel, d->d_acc[c],
-                                               0.5 * dt, dt, d->d_pos[1 - c]);
+    k_drift<<<blocks_for(3 * d->n), THREADS>>>(3 * d->n, d->d_pos[c], d->d_vel, d->d_acc[c], k1, dd,
+                                               d->d_pos[1 - c]);
     return launched("the drift", msg, cap);
+}
+
+fmk_status fmk_sim_cuda_background(fmk_sim_cuda *d, double c, char *msg, size_t cap)
+{
+    cudaSetDevice(d->device);
+    const int nx = 1 - d->cur;
+    k_background<<<blocks_for(3 * d->n), THREADS>>>(3 * d->n, d->d_pos[nx], c, d->d_acc[nx]);
+    return launched("the background term", msg, cap);
 }
 
 fmk_status fmk_sim_cuda_check_next(fmk_sim_cuda *d, int64_t *bad, char *msg, size_t cap)
@@ -70,12 +87,12 @@ fmk_status fmk_sim_cuda_check_next(fmk_sim_cuda *d, int64_t *bad, char *msg, siz
     return FMK_OK;
 }
 
-fmk_status fmk_sim_cuda_kick_swap(fmk_sim_cuda *d, double dt, char *msg, size_t cap)
+fmk_status fmk_sim_cuda_kick_swap(fmk_sim_cuda *d, double k1, double k2, char *msg, size_t cap)
 {
     cudaSetDevice(d->device);
     const int c = d->cur;
-    k_kick<<<blocks_for(3 * d->n), THREADS>>>(3 * d->n, d->d_vel, d->d_acc[c], d->d_acc[1 - c],
-                                              0.5 * dt);
+    k_kick<<<blocks_for(3 * d->n), THREADS>>>(3 * d->n, d->d_vel, d->d_acc[c], d->d_acc[1 - c], k1,
+                                              k2);
     fmk_status st = launched("the kick", msg, cap);
     if (st == FMK_OK)
         d->cur = 1 - c;

@@ -85,6 +85,8 @@ void fmk_sim_particles_free(fmk_sim_particles *p)
 static const char *const unit_names[3] = {"UnitLength_in_cm", "UnitMass_in_g",
                                           "UnitVelocity_in_cm_per_s"};
 
+static const char *const cosmo_names[3] = {"Omega0", "OmegaLambda", "HubbleParam"};
+
 static double *unit_field(fmk_sim_particles *p, int k)
 {
     return k == 0 ? &p->unit_length_cm : k == 1 ? &p->unit_mass_g : &p->unit_velocity_cm_per_s;
@@ -118,7 +120,32 @@ static herr_t write_header(hid_t file, const fmk_sim_particles *p)
     for (int k = 0; k < 3 && rc >= 0; k++)
         if (units[k] > 0)
             rc = fmk_h5_attr_scalar(h, unit_names[k], H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &units[k]);
+    const double cosmo[3] = {p->omega0, p->omega_lambda, p->hubble_param};
+    for (int k = 0; k < 3 && rc >= 0 && p->hubble_param > 0; k++)
+        rc = fmk_h5_attr_scalar(h, cosmo_names[k], H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &cosmo[k]);
     if (fmk_h5_close(h) != 0)
+        rc = -1;
+    return rc;
+}
+
+/* A comoving run's /Parameters (GADGET-4 writes its parameter file there): the cosmology, the
+ * units and ComovingIntegrationOn = 1. */
+static herr_t write_parameters(hid_t file, const fmk_sim_particles *p)
+{
+    hid_t g = H5Gcreate2(file, "Parameters", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    if (g < 0)
+        return -1;
+    const double cosmo[3] = {p->omega0, p->omega_lambda, p->hubble_param};
+    const double units[3] = {p->unit_length_cm, p->unit_mass_g, p->unit_velocity_cm_per_s};
+    const int32_t on = 1;
+    herr_t rc =
+        fmk_h5_attr_scalar(g, "ComovingIntegrationOn", H5T_STD_I32LE, H5T_NATIVE_INT32, &on);
+    for (int k = 0; k < 3 && rc >= 0; k++)
+        rc = fmk_h5_attr_scalar(g, cosmo_names[k], H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &cosmo[k]);
+    for (int k = 0; k < 3 && rc >= 0; k++)
+        if (units[k] > 0)
+            rc = fmk_h5_attr_scalar(g, unit_names[k], H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &units[k]);
+    if (fmk_h5_close(g) != 0)
         rc = -1;
     return rc;
 }
@@ -161,6 +188,8 @@ fmk_status fmk_snapshot_write_file(const char *path, const fmk_sim_particles *p,
     fmk_h5_image image;
     hid_t file = fmk_h5_create_in_memory(data_bytes + extra_bytes + (64u << 10), &image);
     herr_t rc = file < 0 ? -1 : write_header(file, p);
+    if (rc >= 0 && p->hubble_param > 0)
+        rc = write_parameters(file, p);
     if (rc >= 0)
         rc = write_particles(file, p);
     if (rc >= 0 && extra)
@@ -366,29 +395,35 @@ static fmk_status read_header(hid_t h, const char *path, fmk_sim_particles *p, d
     return FMK_OK;
 }
 
-/* The units, from /Header (this layout), /Parameters (GADGET-4) or /Units (SWIFT, AREPO). */
+/* The units, from /Header (this layout), /Parameters (GADGET-4) or /Units (SWIFT, AREPO), and
+ * the cosmology (Omega0, OmegaLambda, HubbleParam) from /Header or /Parameters. */
 static fmk_status read_units(hid_t file, const char *path, fmk_sim_particles *p, char *msg,
                              size_t cap)
 {
     const char *groups[3] = {"Header", "Parameters", "Units"};
     fmk_status st = FMK_OK;
-    for (int k = 0; k < 3; k++)
-        for (int g = 0; g < 3; g++) {
+    for (int k = 0; k < 6; k++)
+        for (int g = 0; g < (k < 3 ? 3 : 2); g++) {
             if (!fmk_h5_exists(file, groups[g]))
                 continue;
             hid_t grp = H5Gopen2(file, groups[g], H5P_DEFAULT);
             if (grp < 0)
                 return fmk_h5_fail(FMK_ERR_ARG, "reading", path, msg, cap);
-            int rc =
-                read_number(grp, groups[g], unit_names[k], unit_field(p, k), path, msg, cap, &st);
+            const char *name = k < 3 ? unit_names[k] : cosmo_names[k - 3];
+            double *field = k < 3    ? unit_field(p, k)
+                            : k == 3 ? &p->omega0
+                            : k == 4 ? &p->omega_lambda
+                                     : &p->hubble_param;
+            int rc = read_number(grp, groups[g], name, field, path, msg, cap, &st);
             fmk_h5_close(grp);
             if (rc < 0)
                 return st;
             if (rc == 0)
                 continue;
-            if (*unit_field(p, k) <= 0)
-                return fmk_files_fail(msg, cap, FMK_ERR_ARG, "%s: /%s's %s is %g; it must be > 0",
-                                      path, groups[g], unit_names[k], *unit_field(p, k));
+            if (k < 3 || k == 5 ? *field <= 0 : *field < 0)
+                return fmk_files_fail(msg, cap, FMK_ERR_ARG, "%s: /%s's %s is %g; it must be %s",
+                                      path, groups[g], name, *field,
+                                      k < 3 || k == 5 ? "> 0" : ">= 0");
             break;
         }
     return FMK_OK;
