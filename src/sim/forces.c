@@ -71,8 +71,8 @@ static fmk_status host_forces(fmk_sim *sim)
     return FMK_OK;
 }
 
-/* The plan's work estimate of one evaluation: n (n - 1) for the direct sum (while it fits),
- * else 0 (unknown: fmk_info holds no count for the tree and the FMM). */
+/* The interactions of the plan's last evaluation (fmk_info: pairs summed directly plus far
+ * terms; 0 where a method does not count them, the GPU FMMs). */
 int64_t fmk_sim_interactions(const fmk_sim *sim)
 {
     fmk_info info;
