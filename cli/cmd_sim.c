@@ -14,6 +14,8 @@
 
 #include "cli.h"
 #include "cmd_sim_cosmo.h"
+
+#define GIVEN_IN(opts, n_opts, name) (args_find(opts, n_opts, name)->given)
 #include "fmmkit_sim.h"
 
 static const char *const cmd = "sim";
@@ -63,9 +65,9 @@ static const char usage[] =
     "  --softening H       the softening length s (default 0: plain 1/r)\n"
     "  --spline            GADGET's cubic spline softening (Newtonian beyond 2.8 s) instead of\n"
     "                      Plummer's 1/sqrt(r^2 + s^2)\n"
-    "  --method M          auto (default), direct, tree, fmm\n"
+    "  --method M          auto (default; tree when --theta is given), direct, tree, fmm\n"
     "  --backend B         auto (default), cpu, cuda\n"
-    "  --precision P       fp64 (default) or fp32: the forces' precision\n"
+    "  --precision P       fp64 (default; fp32 with --ic cosmo) or fp32: the forces' precision\n"
     "  --theta T           tree: the opening angle, 0 < T < 1 (default: from eps)\n"
     "  --eps E             the forces' relative accuracy, 0 < E < 1 (default 1e-6 in fp64)\n"
     "  --threads N         CPU threads (default 0: OpenMP's default)\n"
@@ -74,7 +76,8 @@ static const char usage[] =
     "  --out DIR           DIR/snapshot_NNN.hdf5, DIR/diagnostics.csv, DIR/restart.h5, PNGs\n"
     "  --snap-every K      a snapshot every K steps (default 0: none)\n"
     "  --png               a PNG density projection of each snapshot (needs --snap-every)\n"
-    "  --diag-every K      a row of diagnostics.csv every K steps (default 0: none)\n"
+    "  --diag-every K      a row of diagnostics.csv every K steps (default 0: none; 1 in\n"
+    "                      comoving runs)\n"
     "  --restart-every K   DIR/restart.h5 every K steps (default 0: none)\n"
     "\n"
     "  --quiet             no progress bar (it shows only when stderr is a terminal)\n"
@@ -229,6 +232,16 @@ static int parse(int argc, char **argv, sim_args *a, fmk_sim_opts *so, int *done
     fmk_sim_opts_default(so);
     if ((rc = sim_cosmo_apply(cmd, &a->c, opts, n_opts, a->ic, a->steps, so)) != CLI_OK)
         return rc;
+    /* --theta alone names the treecode (it is that method's parameter); a cosmological run's
+     * forces are fp32 unless --precision says otherwise (the paper's run was single precision) */
+    if (GIVEN_IN(opts, n_opts, "theta") && !GIVEN_IN(opts, n_opts, "method"))
+        a->method = "tree";
+    if (a->ic && strcmp(a->ic, "cosmo") == 0 && !GIVEN_IN(opts, n_opts, "precision"))
+        a->precision = "fp32";
+    /* a comoving run writes its Layzer-Irvine check and interactions every step by default */
+    if (((a->ic && strcmp(a->ic, "cosmo") == 0) || a->c.comoving) &&
+        !GIVEN_IN(opts, n_opts, "diag-every"))
+        a->diag_every = 1;
     if ((rc = args_method(cmd, a->method, &so->plan.method)) != CLI_OK ||
         (rc = args_backend(cmd, a->backend, &so->plan.backend)) != CLI_OK ||
         (rc = args_precision(cmd, a->precision, &so->plan.precision)) != CLI_OK)
