@@ -149,6 +149,21 @@ int sim_cosmo_make(const char *cmd, const sim_cosmo_args *c, int64_t n, uint64_t
         st = fmk_sim_ic_cosmo(&p, count, mass, pos, vel);
     if (st == FMK_OK)
         st = fmk_sim_create(sim, count, mass, pos, vel, NULL, NULL, so);
+    /* the Layzer-Irvine check's W relative to the unperturbed lattice (the same particles,
+     * at rest on their grid points) */
+    if (st == FMK_OK) {
+        p.lpt_order = 0;
+        st = fmk_sim_ic_cosmo(&p, count, mass, pos, vel);
+        if (st == FMK_OK)
+            st = fmk_sim_set_energy_reference(*sim, count, pos);
+        if (st != FMK_OK) {
+            cli_error(cmd, "%s", fmk_sim_last_error(*sim));
+            fmk_sim_destroy(*sim);
+            *sim = NULL;
+            free(mass), free(pos), free(vel);
+            return cli_exit_status(st);
+        }
+    }
     free(mass), free(pos), free(vel);
     if (st != FMK_OK) {
         cli_error(cmd, "%s",

@@ -225,7 +225,9 @@ typedef struct fmk_sim_cosmo_ic {
                          * (4 pi radius^3 / (3 n))^(1/3); ignored when spacing > 0 */
     double spacing;    /* comoving Mpc between grid points, or 0 (from n) */
     double z_start;    /* the initial redshift (> 0) */
-    int32_t lpt_order; /* 1 (Zel'dovich) or 2 (2LPT) */
+    int32_t lpt_order; /* 1 (Zel'dovich) or 2 (2LPT); 0: the particles at their lattice
+                        * points, at rest (the unperturbed state, for
+                        * fmk_sim_set_energy_reference) */
     uint64_t seed;     /* the white noise's random stream */
     int32_t threads;   /* 0: OpenMP's default */
 } fmk_sim_cosmo_ic;
@@ -274,6 +276,15 @@ FMK_API fmk_status fmk_sim_set_output_times(fmk_sim *sim, int64_t n, const doubl
  * pixels (default 512), a square of side extent length units about the centre of mass
  * (comoving Mpc in a comoving run; 0, the default: the square holding 99% of the mass). */
 FMK_API fmk_status fmk_sim_set_png(fmk_sim *sim, int axis, int width, double extent);
+
+/* Comoving runs: the reference energy of W = (U - U_ref) / a becomes U at these n (the
+ * simulation's n) host positions with the simulation's masses and softening, e.g. the
+ * unperturbed lattice of the initial conditions (fmk_sim_ic_cosmo with lpt_order 0), so that
+ * W is the peculiar potential energy and the Layzer-Irvine error is relative to it (by
+ * default U_ref is that of a uniform sphere of radius opts.radius, which differs from the
+ * lattice's by the discreteness and edge energy). Before the first step only (FMK_ERR_STATE
+ * after); one force evaluation; kept in restarts. */
+FMK_API fmk_status fmk_sim_set_energy_reference(fmk_sim *sim, int64_t n, const double *pos);
 
 /* The state now: any of mass (n), pos, vel, acc (3n each) and pot (n; the softened potential
  * G sum_{j != i} m_j phi_s at each particle, positive as fmmkit's potential: the gravitational

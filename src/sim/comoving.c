@@ -11,6 +11,7 @@
  * integral is a trapezoid over the steps (K after every step: one reduction), so C's drift
  * measures the integration's error plus the trapezoid's (second order in the step). */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "sim/cosmo/cosmo.h"
@@ -146,7 +147,8 @@ fmk_status fmk_sim_comoving_init(fmk_sim *sim, int start)
     const double pi = 3.14159265358979323846;
     const double r =
         sim->opts.radius > 0 ? sim->opts.radius : cbrt(3 * m / (4 * pi * fmk_cosmo_rho_m(c)));
-    sim->u_ref = -0.6 * sim->opts.G * m * m / r - 0.5 * sim->cosmo_c * 0.6 * m * r * r;
+    if (!sim->u_ref_set)
+        sim->u_ref = -0.6 * sim->opts.G * m * m / r - 0.5 * sim->cosmo_c * 0.6 * m * r * r;
     if (!start)
         return FMK_OK;
     sim->u = fmk_sim_u_of_a(sim, sim->time);
@@ -214,4 +216,71 @@ fmk_status fmk_sim_comoving_dt(const fmk_sim_cosmology *c, fmk_sim_spacing spaci
     }
     *dt = (u1 - u0) / (double)steps;
     return FMK_OK;
+}
+
+/* U at host positions pos (n = sim->n) with the simulation's plan, masses and softening. */
+static fmk_status energy_at(fmk_sim *sim, const double *pos, double *u)
+{
+    const int64_t n = sim->n;
+    double *pot = fmk_sim_doubles(n), *acc = sim->spline ? fmk_sim_doubles(3 * n) : NULL;
+    fmk_status st = FMK_OK;
+    if (!pot || (sim->spline && !acc))
+        st = fmk_sim_fail(sim, FMK_ERR_NOMEM,
+                          "fmk_sim_set_energy_reference: out of host memory for %lld "
+                          "potentials",
+                          (long long)n);
+    if (st == FMK_OK && (st = fmk_plan_set_points(sim->plan, n, pos, 0, NULL)) == FMK_OK)
+        st = fmk_plan_eval(sim->plan, sim->charge, pot, acc);
+    if (st != FMK_OK && st != FMK_ERR_NOMEM)
+        st = fmk_sim_fail_plan(sim, st, "fmk_sim_set_energy_reference: the potential");
+    if (st == FMK_OK && sim->spline)
+        st = fmk_sim_spline_cpu(sim, pos, acc, pot);
+    double pair = 0, r2 = 0;
+    for (int64_t i = 0; st == FMK_OK && i < n; i++) {
+        const double *x = pos + 3 * i;
+        pair += sim->mass[i] * pot[i];
+        r2 += sim->mass[i] * (x[0] * x[0] + x[1] * x[1] + x[2] * x[2]);
+    }
+    if (st == FMK_OK && !isfinite(pair))
+        st = fmk_sim_fail(sim, FMK_ERR_NONFINITE,
+                          "fmk_sim_set_energy_reference: the potential energy at the given "
+                          "positions is not finite (coincident points without softening?)");
+    *u = -0.5 * pair - 0.5 * sim->cosmo_c * r2;
+    free(pot), free(acc);
+    return st;
+}
+
+fmk_status fmk_sim_set_energy_reference(fmk_sim *sim, int64_t n, const double *pos)
+{
+    const char *w = "fmk_sim_set_energy_reference";
+    if (!sim)
+        return fmk_sim_fail(NULL, FMK_ERR_NULL, "%s: sim is NULL", w);
+    if (!pos)
+        return fmk_sim_fail(sim, FMK_ERR_NULL, "%s: pos is NULL", w);
+    if (!sim->opts.comoving)
+        return fmk_sim_fail(sim, FMK_ERR_ARG,
+                            "%s: only a comoving run (opts.comoving = 1) has a reference energy",
+                            w);
+    if (n != sim->n)
+        return fmk_sim_fail(sim, FMK_ERR_ARG, "%s: n = %lld; the simulation has %lld particles",
+                            w, (long long)n, (long long)sim->n);
+    if (sim->step != 0)
+        return fmk_sim_fail(sim, FMK_ERR_STATE,
+                            "%s: the simulation has taken %lld steps; the reference is set "
+                            "before the first, where the Layzer-Irvine integral starts",
+                            w, (long long)sim->step);
+    for (int64_t i = 0; i < 3 * n; i++)
+        if (!isfinite(pos[i]))
+            return fmk_sim_fail(sim, FMK_ERR_NONFINITE, "%s: pos[%lld] = %g is not finite", w,
+                                (long long)i, pos[i]);
+    double u;
+    fmk_status st = energy_at(sim, pos, &u);
+    if (st != FMK_OK)
+        return st;
+    const double old = sim->u_ref;
+    const int old_set = sim->u_ref_set;
+    sim->u_ref = u, sim->u_ref_set = 1;
+    if ((st = fmk_sim_comoving_init(sim, 1)) != FMK_OK) /* C and max |a W| anew */
+        sim->u_ref = old, sim->u_ref_set = old_set;
+    return st;
 }

@@ -29,7 +29,7 @@ enum {
     W_COUNT_V1,
     W_COMOVING = W_COUNT_V1, W_OMEGA_M, W_OMEGA_L, W_OMEGA_B, W_HUBBLE, W_N_S, W_SIGMA_8, W_T_CMB,
     W_SPACING, W_SOFT_MODE, W_SOFT_MAX, W_A_START, W_RADIUS,
-    W_U, W_LI_K, W_LI_INT, W_LI_START, W_LI_MAX, W_INTERACTIONS,
+    W_U, W_LI_K, W_LI_INT, W_LI_START, W_LI_MAX, W_INTERACTIONS, W_U_REF_SET, W_U_REF,
     W_COUNT
 };
 /* clang-format on */
@@ -103,6 +103,7 @@ static void blob_write(const fmk_sim *sim, uint64_t *w)
     w[W_U] = from_f(sim->u), w[W_LI_K] = from_f(sim->li_kinetic);
     w[W_LI_INT] = from_f(sim->li_integral), w[W_LI_START] = from_f(sim->li_start);
     w[W_LI_MAX] = from_f(sim->li_max_aw), w[W_INTERACTIONS] = (uint64_t)sim->interactions_total;
+    w[W_U_REF_SET] = (uint64_t)sim->u_ref_set, w[W_U_REF] = from_f(sim->u_ref);
 }
 
 /* What a blob holds besides the options. */
@@ -112,6 +113,8 @@ typedef struct blob_counters {
     int has_soft;
     double u, li_k, li_int, li_start, li_max;
     int64_t interactions;
+    int u_ref_set;
+    double u_ref;
 } blob_counters;
 
 static fmk_status blob_read(const void *state, size_t bytes, fmk_sim_opts *o, blob_counters *c)
@@ -169,6 +172,7 @@ static fmk_status blob_read(const void *state, size_t bytes, fmk_sim_opts *o, bl
     c->u = to_f(w[W_U]), c->li_k = to_f(w[W_LI_K]), c->li_int = to_f(w[W_LI_INT]);
     c->li_start = to_f(w[W_LI_START]), c->li_max = to_f(w[W_LI_MAX]);
     c->interactions = (int64_t)w[W_INTERACTIONS];
+    c->u_ref_set = w[W_U_REF_SET] == 1, c->u_ref = to_f(w[W_U_REF]);
     if (c->n < 1 || c->step < 0 || !isfinite(c->time) || c->snap_count < 0)
         return fmk_sim_fail(NULL, FMK_ERR_ARG,
                             "restart: the state record is damaged (n %lld, step %lld, time %g)",
@@ -293,7 +297,9 @@ fmk_status fmk_sim_create_from_checkpoint(fmk_sim **out, const fmk_sim_checkpoin
                              .li_integral = c.li_int,
                              .li_start = c.li_start,
                              .li_max_aw = c.li_max,
-                             .interactions_total = c.interactions};
+                             .interactions_total = c.interactions,
+                             .u_ref_set = c.u_ref_set,
+                             .u_ref = c.u_ref};
     fmk_sim *sim = NULL;
     if ((st = fmk_sim_build(&sim, &in, &use)) != FMK_OK)
         return st;

@@ -306,6 +306,7 @@ fmk_status fmk_sim_build(fmk_sim **out, const fmk_sim_init *in, const fmk_sim_op
     sim->dt_last = in->dt_last;
     sim->png_axis = 2, sim->png_width = 512;
     sim->interactions_total = in->interactions_total;
+    sim->u_ref_set = in->u_ref_set, sim->u_ref = in->u_ref;
     if (in->resume) {
         sim->u = in->u, sim->li_kinetic = in->li_kinetic, sim->li_integral = in->li_integral;
         sim->li_start = in->li_start, sim->li_max_aw = in->li_max_aw, sim->li_started = 1;

@@ -86,6 +86,7 @@ struct fmk_sim {
      * start and max |a W| so far. They travel in restarts. */
     double u;
     double cosmo_c, u_ref;
+    int u_ref_set; /* 1: U_ref from fmk_sim_set_energy_reference, else the uniform sphere's */
     double soft_now; /* the force plan's softening now (FMK_SIM_SOFT_PHYSICAL changes it) */
     double li_kinetic, li_integral, li_start, li_max_aw;
     int li_started; /* li_start and li_max_aw hold the start's values */
@@ -147,6 +148,8 @@ typedef struct fmk_sim_init {
     int resume;
     double u, li_kinetic, li_integral, li_start, li_max_aw;
     int64_t interactions_total;
+    int u_ref_set; /* 1: U_ref was set (fmk_sim_set_energy_reference) and is u_ref */
+    double u_ref;
 } fmk_sim_init;
 fmk_status fmk_sim_build(fmk_sim **out, const fmk_sim_init *init, const fmk_sim_opts *opts);
 fmk_status fmk_sim_check_particles(int64_t n, const double *mass, const double *pos,

@@ -10,6 +10,9 @@
  *   - restarts in memory continue bit for bit in comoving mode (tree, Plummer softening,
  *     comoving and physical: a new plan as s changes), the Layzer-Irvine state included;
  *   - listed output times: the run lands on each (fmk_sim_set_output_times);
+ *   - the energy reference (fmk_sim_set_energy_reference): the unperturbed lattice's U makes
+ *     W of the unperturbed lattice itself zero, restarts keep it bit for bit, and bad calls
+ *     (a Newtonian run, another n, after a step, NaN) fail with a status;
  *   - bad options: NaN omega_m, negative h, the adaptive step, another G, no a_start. */
 #include <math.h>
 
@@ -235,6 +238,68 @@ static void test_bad_options(void)
     particles_free(&p);
 }
 
+static void test_energy_reference(void)
+{
+    check_context("energy reference");
+    const fmk_sim_cosmology c = eds();
+    const double rho =
+        3 * pow(100 * c.h, 2) * c.omega_m / (8 * 3.14159265358979323846 * FMK_SIM_COSMO_G);
+    particles q = lattice_sphere(5, 1, rho), p = lattice_sphere(5, 1, rho);
+    for (int64_t k = 0; k < 3 * p.n; k++)
+        p.pos[k] += 0.01 * sin(1.3 * p.pos[3 * (k / 3) + (k + 1) % 3]);
+    const int64_t n = p.n;
+    fmk_sim_opts o = comoving_opts(FMK_METHOD_DIRECT, FMK_SIM_SPACING_TIME, 0.05, 1, 100, 0.05);
+    fmk_sim *a = NULL, *z = NULL, *r = NULL;
+    CHECK_SIM(fmk_sim_create(&a, n, p.mass, p.pos, p.vel, NULL, NULL, &o), NULL);
+    CHECK_SIM(fmk_sim_create(&z, n, q.mass, q.pos, q.vel, NULL, NULL, &o), NULL);
+    if (a && z) {
+        fmk_sim_info before, after, zero;
+        fmk_sim_info_get(a, &before);
+        CHECK(fmk_sim_set_energy_reference(a, n - 1, q.pos) == FMK_ERR_ARG);
+        CHECK(fmk_sim_set_energy_reference(a, n, NULL) == FMK_ERR_NULL);
+        CHECK_SIM(fmk_sim_set_energy_reference(a, n, q.pos), a);
+        CHECK_SIM(fmk_sim_set_energy_reference(z, n, q.pos), z);
+        fmk_sim_info_get(a, &after), fmk_sim_info_get(z, &zero);
+        /* the lattice's own W is zero to rounding; the perturbed one's is its peculiar energy */
+        CHECK_MSG(fabs(zero.potential) <= 1e-12 * fabs(before.potential) + 1e-300,
+                  "W of the lattice %g", zero.potential);
+        CHECK(after.potential != before.potential && after.layzer_irvine_error == 0);
+        CHECK(after.kinetic == before.kinetic);
+        printf("  W at a = 0.05: %.6e (uniform sphere reference) -> %.6e (lattice); lattice "
+               "itself %.1e\n",
+               before.potential, after.potential, zero.potential);
+        CHECK_SIM(fmk_sim_run(a, 0, 5), a);
+        CHECK(fmk_sim_set_energy_reference(a, n, q.pos) == FMK_ERR_STATE);
+        fmk_sim_checkpoint cp;
+        CHECK_SIM(fmk_sim_checkpoint_take(a, &cp), a);
+        CHECK_SIM(fmk_sim_create_from_checkpoint(&r, &cp, NULL), NULL);
+        fmk_sim_checkpoint_free(&cp);
+        if (r) {
+            CHECK(r->u_ref == a->u_ref && r->u_ref_set == 1);
+            CHECK_SIM(fmk_sim_run(a, 0, 5), a);
+            CHECK_SIM(fmk_sim_run(r, 0, 5), r);
+            fmk_sim_info ia, ir;
+            fmk_sim_info_get(a, &ia), fmk_sim_info_get(r, &ir);
+            CHECK(ia.potential == ir.potential && ia.layzer_irvine == ir.layzer_irvine);
+        }
+    }
+    fmk_sim_destroy(a), fmk_sim_destroy(z), fmk_sim_destroy(r);
+    q.pos[7] = NAN;
+    fmk_sim *s = NULL;
+    CHECK_SIM(fmk_sim_create(&s, n, p.mass, p.pos, p.vel, NULL, NULL, &o), NULL);
+    if (s)
+        CHECK(fmk_sim_set_energy_reference(s, n, q.pos) == FMK_ERR_NONFINITE);
+    fmk_sim_destroy(s);
+    fmk_sim_opts newton = sim_opts(FMK_METHOD_DIRECT, 0.05, 0);
+    newton.dt = 0.01;
+    s = NULL;
+    CHECK_SIM(fmk_sim_create(&s, n, p.mass, p.pos, p.vel, NULL, NULL, &newton), NULL);
+    if (s)
+        CHECK(fmk_sim_set_energy_reference(s, n, p.pos) == FMK_ERR_ARG);
+    fmk_sim_destroy(s);
+    particles_free(&p), particles_free(&q);
+}
+
 int main(void)
 {
     test_bad_options();
@@ -244,5 +309,6 @@ int main(void)
     test_restart(0);
     test_restart(1);
     test_output_times();
+    test_energy_reference();
     return check_summary();
 }

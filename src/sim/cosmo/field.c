@@ -78,9 +78,10 @@ static fmk_status plan_layout(const fmk_sim_cosmo_ic *p, const char *w, layout *
     if (!(isfinite(p->z_start) && p->z_start > 0))
         return fmk_sim_fail(NULL, FMK_ERR_ARG, "%s: z_start = %g; it must be finite and > 0", w,
                             p->z_start);
-    if (p->lpt_order != 1 && p->lpt_order != 2)
+    if (p->lpt_order < 0 || p->lpt_order > 2)
         return fmk_sim_fail(NULL, FMK_ERR_ARG,
-                            "%s: lpt_order = %d; it must be 1 (Zel'dovich) or 2 (2LPT)", w,
+                            "%s: lpt_order = %d; it must be 1 (Zel'dovich), 2 (2LPT) or 0 (the "
+                            "lattice alone)", w,
                             (int)p->lpt_order);
     if (p->threads < 0 || p->threads > FMK_THREADS_MAX)
         return fmk_sim_fail(NULL, FMK_ERR_ARG, "%s: threads = %d; it must be in 0..%d", w,
@@ -227,6 +228,14 @@ fmk_status fmk_sim_ic_cosmo(const fmk_sim_cosmo_ic *p, int64_t n, double *mass, 
     int64_t *rows = malloc((size_t)(l.g * l.g + 1) * sizeof *rows);
     if (!rows)
         return fmk_sim_fail(NULL, FMK_ERR_NOMEM, "%s: out of host memory", w);
+    if (p->lpt_order == 0) { /* the unperturbed lattice: no field, no FFT */
+        row_offsets(&l, rows);
+        lattice(&l, rows, pos, vel, threads);
+        free(rows);
+        for (int64_t i = 0; i < n; i++)
+            mass[i] = l.mass;
+        return FMK_OK;
+    }
     fmk_cosmo_grid grid;
     char msg[256];
     st = fmk_cosmo_grid_create(&grid, l.g, l.spacing, p->lpt_order == 2 ? 4 : 2, threads, msg,
