@@ -61,6 +61,8 @@ static const char usage[] =
     "  --steps S           steps to take, >= 0 (required)\n"
     "  --dt DT             the step, > 0 (required unless --adaptive; its cap with it)\n"
     "  --adaptive          one global step eta sqrt(s / max|a|) (needs --softening)\n"
+    "  --integrator I      leapfrog (default: kick-drift-kick, second order) or yoshida4\n"
+    "                      (fourth order, three force evaluations a step; CPU backend)\n"
     "  --eta X             the adaptive step's factor (default 0.025)\n"
     "  --softening H       the softening length s (default 0: plain 1/r)\n"
     "  --spline            GADGET's cubic spline softening (Newtonian beyond 2.8 s) instead of\n"
@@ -92,6 +94,7 @@ typedef struct {
     int64_t n, steps, seed, snap_every, diag_every, restart_every, threads;
     double dt, e, theta, eps, softening, eta;
     int spline, adaptive, png, quiet, json;
+    const char *integrator;
     sim_cosmo_args c;
 } sim_args;
 
@@ -130,7 +133,8 @@ static int check_args(const sim_args *a, args_opt *opts, int n_opts)
 #define GIVEN(name) (args_find(opts, n_opts, name)->given)
     static const char *const physics[] = {"method",    "backend", "precision", "theta", "eps",
                                           "softening", "spline",  "adaptive",  "eta",   "dt",
-                                          "threads",   "n",       "seed",      "e"};
+                                          "threads",   "n",       "seed",      "e",
+                                          "integrator"};
     if (a->restart) {
         if (a->ic)
             return cli_usage(cmd, "--restart and --ic exclude each other");
@@ -211,6 +215,7 @@ static int parse(int argc, char **argv, sim_args *a, fmk_sim_opts *so, int *done
         {"softening", ARGS_DOUBLE, &a->softening, 0, 0},
         {"spline", ARGS_FLAG, &a->spline, 0, 0},
         {"adaptive", ARGS_FLAG, &a->adaptive, 0, 0},
+        {"integrator", ARGS_STRING, &a->integrator, 0, 0},
         {"eta", ARGS_DOUBLE, &a->eta, 0, 0},
         {"threads", ARGS_INT, &a->threads, 0, 0},
         {"out", ARGS_STRING, &a->out, 0, 0},
@@ -220,9 +225,14 @@ static int parse(int argc, char **argv, sim_args *a, fmk_sim_opts *so, int *done
         {"restart-every", ARGS_INT, &a->restart_every, 0, 0},
         {"quiet", ARGS_FLAG, &a->quiet, 0, 0},
         {"json", ARGS_FLAG, &a->json, 0, 0},
-        [24 + SIM_COSMO_N_OPTS - 1] = {0},
+#define SIM_OWN_OPTS 25 /* the entries above (checked below: the last is "json"); the
+                         * comoving run's follow them */
+        [SIM_OWN_OPTS + SIM_COSMO_N_OPTS - 1] = {0},
     };
-    sim_cosmo_init(&a->c, opts + 24);
+    if (opts[SIM_OWN_OPTS - 1].name == NULL || strcmp(opts[SIM_OWN_OPTS - 1].name, "json") != 0)
+        return cli_usage(cmd, "internal: the option table is out of order");
+    sim_cosmo_init(&a->c, opts + SIM_OWN_OPTS);
+#undef SIM_OWN_OPTS
     const int n_opts = (int)(sizeof opts / sizeof opts[0]);
     int rc = args_parse(cmd, argc, argv, opts, n_opts, usage, done);
     if (rc != CLI_OK || *done)
@@ -252,6 +262,10 @@ static int parse(int argc, char **argv, sim_args *a, fmk_sim_opts *so, int *done
     so->soft = a->softening;
     so->softening = a->spline ? FMK_SIM_SOFT_SPLINE : FMK_SIM_SOFT_PLUMMER;
     so->stepping = a->adaptive ? FMK_SIM_STEP_ADAPTIVE : FMK_SIM_STEP_FIXED;
+    if (a->integrator && strcmp(a->integrator, "yoshida4") == 0)
+        so->integrator = FMK_SIM_YOSHIDA4;
+    else if (a->integrator && strcmp(a->integrator, "leapfrog") != 0)
+        return cli_usage(cmd, "--integrator: %s; it must be leapfrog or yoshida4", a->integrator);
     if (args_find(opts, n_opts, "dt")->given || !so->comoving)
         so->dt = a->dt;
     so->eta = a->eta;

@@ -98,6 +98,16 @@ typedef enum fmk_sim_soft_mode {
                                 * Plummer softening only (a new force plan when s changes) */
 } fmk_sim_soft_mode;
 
+/* The integrator of a step. */
+typedef enum fmk_sim_integrator {
+    FMK_SIM_LEAPFROG = 0, /* kick-drift-kick leapfrog, second order, one force evaluation a
+                           * step (default) */
+    FMK_SIM_YOSHIDA4 = 1  /* Yoshida's (1990) fourth-order symplectic composition of three
+                           * leapfrog steps of w1 dt, w0 dt, w1 dt (w1 = 1 / (2 - 2^(1/3)),
+                           * w0 = 1 - 2 w1 < 0): three force evaluations a step. Newtonian runs
+                           * on the CPU backend only (FMK_ERR_ARG otherwise) */
+} fmk_sim_integrator;
+
 /* Options. Fill with fmk_sim_opts_default() first; NULL means all defaults. */
 typedef struct fmk_sim_opts {
     fmk_opts plan;               /* the force plan's options (method, backend, precision,
@@ -133,6 +143,7 @@ typedef struct fmk_sim_opts {
     double radius;               /* the sphere's comoving radius R for the diagnostics'
                                    * reference energy (0: from the total mass M at the mean
                                    * density, R = (3 M / (4 pi rho_m))^(1/3)) */
+    fmk_sim_integrator integrator; /* FMK_SIM_LEAPFROG */
 } fmk_sim_opts;
 
 /* What the simulation is and what it cost (fmk_sim_info). */

@@ -30,6 +30,7 @@ enum {
     W_COMOVING = W_COUNT_V1, W_OMEGA_M, W_OMEGA_L, W_OMEGA_B, W_HUBBLE, W_N_S, W_SIGMA_8, W_T_CMB,
     W_SPACING, W_SOFT_MODE, W_SOFT_MAX, W_A_START, W_RADIUS,
     W_U, W_LI_K, W_LI_INT, W_LI_START, W_LI_MAX, W_INTERACTIONS, W_U_REF_SET, W_U_REF,
+    W_INTEGRATOR,
     W_COUNT
 };
 /* clang-format on */
@@ -104,6 +105,7 @@ static void blob_write(const fmk_sim *sim, uint64_t *w)
     w[W_LI_INT] = from_f(sim->li_integral), w[W_LI_START] = from_f(sim->li_start);
     w[W_LI_MAX] = from_f(sim->li_max_aw), w[W_INTERACTIONS] = (uint64_t)sim->interactions_total;
     w[W_U_REF_SET] = (uint64_t)sim->u_ref_set, w[W_U_REF] = from_f(sim->u_ref);
+    w[W_INTEGRATOR] = (uint64_t)o->integrator;
 }
 
 /* What a blob holds besides the options. */
@@ -169,6 +171,7 @@ static fmk_status blob_read(const void *state, size_t bytes, fmk_sim_opts *o, bl
     o->spacing = (fmk_sim_spacing)w[W_SPACING], o->soft_mode = (fmk_sim_soft_mode)w[W_SOFT_MODE];
     o->soft_max_comoving = to_f(w[W_SOFT_MAX]), o->a_start = to_f(w[W_A_START]);
     o->radius = to_f(w[W_RADIUS]);
+    o->integrator = (fmk_sim_integrator)w[W_INTEGRATOR];
     c->u = to_f(w[W_U]), c->li_k = to_f(w[W_LI_K]), c->li_int = to_f(w[W_LI_INT]);
     c->li_start = to_f(w[W_LI_START]), c->li_max = to_f(w[W_LI_MAX]);
     c->interactions = (int64_t)w[W_INTERACTIONS];

@@ -90,6 +90,7 @@ void fmk_sim_opts_default(fmk_sim_opts *opts)
     opts->soft_max_comoving = 0;
     opts->a_start = 0;
     opts->radius = 0;
+    opts->integrator = FMK_SIM_LEAPFROG;
 }
 
 fmk_status fmk_sim_check_opts(const fmk_sim_opts *o, int per_particle)
@@ -110,6 +111,16 @@ fmk_status fmk_sim_check_opts(const fmk_sim_opts *o, int per_particle)
                             "%s: opts.plan.softening = %g; the driver sets the plan's softening "
                             "from opts.soft: leave it 0",
                             w, o->plan.softening);
+    if (o->integrator != FMK_SIM_LEAPFROG && o->integrator != FMK_SIM_YOSHIDA4)
+        return fmk_sim_fail(NULL, FMK_ERR_ARG,
+                            "%s: integrator = %d; it must be FMK_SIM_LEAPFROG (0) or "
+                            "FMK_SIM_YOSHIDA4 (1)",
+                            w, (int)o->integrator);
+    if (o->integrator == FMK_SIM_YOSHIDA4 && o->comoving)
+        return fmk_sim_fail(NULL, FMK_ERR_ARG,
+                            "%s: the fourth-order integrator (FMK_SIM_YOSHIDA4) is for "
+                            "Newtonian runs; comoving runs take the leapfrog",
+                            w);
     if (o->stepping != FMK_SIM_STEP_FIXED && o->stepping != FMK_SIM_STEP_ADAPTIVE)
         return fmk_sim_fail(NULL, FMK_ERR_ARG,
                             "%s: stepping = %d; it must be FMK_SIM_STEP_FIXED (0) or "
@@ -323,7 +334,12 @@ fmk_status fmk_sim_build(fmk_sim **out, const fmk_sim_init *in, const fmk_sim_op
         derive(sim);
         st = fmk_sim_plan_make(sim);
     }
-    if (st == FMK_OK && sim->backend == FMK_BACKEND_CUDA)
+    if (st == FMK_OK && sim->backend == FMK_BACKEND_CUDA && opts->integrator == FMK_SIM_YOSHIDA4)
+        st = fmk_sim_fail(sim, FMK_ERR_ARG,
+                          "fmk_sim_create: the fourth-order integrator (FMK_SIM_YOSHIDA4) runs "
+                          "on the CPU backend; the force plan runs on CUDA (set "
+                          "opts.plan.backend = FMK_BACKEND_CPU, or take the leapfrog)");
+    else if (st == FMK_OK && sim->backend == FMK_BACKEND_CUDA)
         st = device_state(sim, in);
     else if (st == FMK_OK && in->on_device)
         st = fmk_sim_fail(sim, FMK_ERR_ARG,
@@ -417,6 +433,7 @@ void fmk_sim_destroy(fmk_sim *sim)
         fclose(sim->diag);
     free(sim->out_dir);
     free(sim->out_times);
+    free(sim->saved);
     free(sim);
 }
 

@@ -70,6 +70,7 @@ struct fmk_sim {
     uint64_t *id;          /* n */
     double *pos, *vel, *acc, *pot;
     double *pos_next, *acc_next, *pot_next;
+    double *saved; /* FMK_SIM_YOSHIDA4: pos, vel, acc, pot before a step (10n), else NULL */
     fmk_sim_cells cells;
     struct fmk_sim_cuda *dev; /* CUDA backend: the device state, else NULL */
 

@@ -17,6 +17,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "sim/cosmo/cosmo.h"
@@ -94,6 +95,35 @@ static fmk_status host_step(fmk_sim *sim, step_factors f)
     return FMK_OK;
 }
 
+/* Yoshida's (1990) fourth-order step: three leapfrog steps of w1 dt, w0 dt, w1 dt. The state
+ * before it is saved so that a sub-step that fails (an interrupt, a force evaluation that
+ * fails) leaves the state as it was before the whole step. */
+static fmk_status host_step_yoshida(fmk_sim *sim, double dt)
+{
+    const int64_t n = sim->n;
+    const double w1 = 1 / (2 - cbrt(2.0)), w[3] = {w1, 1 - 2 * w1, w1};
+    if (!sim->saved && !(sim->saved = fmk_sim_doubles(10 * n)))
+        return fmk_sim_fail(sim, FMK_ERR_NOMEM,
+                            "the fourth-order step: out of host memory for a copy of the "
+                            "state (%lld doubles)",
+                            (long long)(10 * n));
+    double *save[4] = {sim->saved, sim->saved + 3 * n, sim->saved + 6 * n, sim->saved + 9 * n};
+    double **state[4] = {&sim->pos, &sim->vel, &sim->acc, &sim->pot};
+    const int64_t len[4] = {3 * n, 3 * n, 3 * n, n};
+    for (int k = 0; k < 4; k++)
+        memcpy(save[k], *state[k], sizeof(double) * (size_t)len[k]);
+    for (int s = 0; s < 3; s++) {
+        const step_factors f = {0.5 * w[s] * dt, w[s] * dt, 0.5 * w[s] * dt};
+        const fmk_status st = host_step(sim, f);
+        if (st != FMK_OK) {
+            for (int k = 0; k < 4; k++)
+                memcpy(*state[k], save[k], sizeof(double) * (size_t)len[k]);
+            return st;
+        }
+    }
+    return FMK_OK;
+}
+
 static fmk_status device_step(fmk_sim *sim, step_factors f)
 {
     fmk_status st = fmk_sim_dev_drift(sim, f.k1, f.d);
@@ -136,7 +166,12 @@ fmk_status fmk_sim_step_once(fmk_sim *sim, double dt, double land)
         if (st != FMK_OK)
             return st;
     }
-    st = sim->dev ? device_step(sim, f) : host_step(sim, f);
+    if (sim->dev)
+        st = device_step(sim, f);
+    else if (sim->opts.integrator == FMK_SIM_YOSHIDA4)
+        st = host_step_yoshida(sim, dt);
+    else
+        st = host_step(sim, f);
     if (st != FMK_OK)
         return st;
     sim->step++;

@@ -9,7 +9,10 @@
  *     leapfrog turns the orbit's apse by 1.5e-4 radians a period at this step (second order,
  *     as for any second-order integrator; a Runge-Lenz vector check shows it), so after 10
  *     periods the body is 2.25e-3 a along the orbit from its start. The test checks that this
- *     offset is the integrator's: it falls by 4 (3.6..4.4) when the step is halved. */
+ *     offset is the integrator's: it falls by 4 (3.6..4.4) when the step is halved;
+ *   - with the fourth-order integrator (FMK_SIM_YOSHIDA4, three force evaluations a step) at
+ *     the same 1000 steps a period the orbit closes: the body is back at its start within
+ *     1e-4 a after 10 periods, and the offset falls by 16 (14..18) when the step is halved. */
 #include "sim_check.h"
 
 #define PI 3.14159265358979323846
@@ -18,12 +21,13 @@ typedef struct orbit {
     double de, r_apo_err, a, e, apse, closure, momentum, dl;
 } orbit;
 
-static orbit run(int steps_per_period)
+static orbit run(int steps_per_period, fmk_sim_integrator integrator)
 {
     orbit out = {0};
     double m[2], x[6], v[6];
     fmk_sim_ic_kepler(0.5, m, x, v);
     fmk_sim_opts o = sim_opts(FMK_METHOD_DIRECT, 0, 2 * PI / steps_per_period);
+    o.integrator = integrator;
     fmk_sim *sim = NULL;
     CHECK_SIM(fmk_sim_create(&sim, 2, m, x, v, NULL, NULL, &o), NULL);
     if (!sim)
@@ -57,7 +61,7 @@ static orbit run(int steps_per_period)
 int main(void)
 {
     check_context("kepler e 0.5, 1000 steps a period");
-    const orbit k = run(1000);
+    const orbit k = run(1000, FMK_SIM_LEAPFROG);
     printf("1000 steps a period, 10 periods: |dE/E| %.2e, apocentre distance off by %.2e a, "
            "a - 1 = %.2e, e - 0.5 = %.2e, apse turned %.3e rad, offset along the orbit %.3e "
            "a, |p| %.1e, |dL/L| %.1e\n",
@@ -71,10 +75,21 @@ int main(void)
     CHECK_LE(k.closure, 3e-3, "the offset along the orbit (the apse's turn)");
 
     check_context("kepler e 0.5, 2000 steps a period");
-    const orbit k2 = run(2000);
+    const orbit k2 = run(2000, FMK_SIM_LEAPFROG);
     const double ratio = k.closure / k2.closure;
     printf("2000 steps a period: offset along the orbit %.3e a (ratio %.3f: second order)\n",
            k2.closure, ratio);
     CHECK_MSG(ratio > 3.6 && ratio < 4.4, "the offset falls by %.3f when dt halves, not 4", ratio);
+
+    check_context("kepler e 0.5, 1000 steps a period, fourth order");
+    const orbit y = run(1000, FMK_SIM_YOSHIDA4), y2 = run(2000, FMK_SIM_YOSHIDA4);
+    printf("fourth order, 1000 steps a period, 10 periods: |dE/E| %.2e, the body %.3e a from "
+           "its start (2000 steps: %.3e, ratio %.2f), a - 1 = %.2e, e - 0.5 = %.2e\n",
+           y.de, y.closure, y2.closure, y.closure / y2.closure, y.a - 1, y.e - 0.5);
+    CHECK_LE(y.de, 1e-6, "|dE/E| after 10 periods");
+    CHECK_LE(y.closure, 1e-4, "the orbit's closure: the body's distance from its start, in a");
+    CHECK_LE(y.dl, 1e-12, "the angular momentum's relative change");
+    CHECK_MSG(y.closure / y2.closure > 14 && y.closure / y2.closure < 18,
+              "the offset falls by %.3f when dt halves, not 16", y.closure / y2.closure);
     return check_summary();
 }
