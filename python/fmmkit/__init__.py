@@ -9,8 +9,8 @@ evaluations on the same points, a Plan. Vorticity on a grid to streamfunction an
 poisson3d, or a Poisson solver for many solves, on uniform grids or a BlockGrid (vortex_rings:
 the test problem). N-body simulations (docs/simulation.md): Simulation; cosmological ones
 (docs/cosmology.md): cosmology, cosmo_ic and Simulation.cosmo. Failures raise FmkError
-subclasses (bad input: FmkValueError, a ValueError). The kernels are defined exactly in docs/kernels.md and
-include/fmmkit.h; this package is a thin ctypes layer over libfmmkit (see fmmkit._lib for where
+subclasses (bad input: FmkValueError, a ValueError). The kernels are defined exactly in
+docs/kernels.md and include/fmmkit.h; this package is a thin ctypes layer over libfmmkit (see fmmkit._lib for where
 the library is found; FMMKIT_LIBRARY names it explicitly).
 
 Threads: calls into the C library release the GIL. The CPU backend uses OpenMP threads:

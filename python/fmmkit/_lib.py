@@ -6,8 +6,7 @@ fmk_sim_cosmo_ic), the enum values it uses, and FUNCTIONS, POISSON_FUNCTIONS and
 one row per function of include/fmmkit.h, fmmkit_poisson.h and fmmkit_sim.h with its restype and
 argtypes. tests/python/test_binding.py checks these tables against the headers (every fmk_*
 function, argument count and types), the struct layouts against the C compiler's
-sizeof/offsetof, and that the loaded library exports every name (OPTIONAL: the few a library
-may lack and still load).
+sizeof/offsetof, and that the loaded library exports every name.
 
 Where the library is looked for, in order:
   1. the file named by the environment variable FMMKIT_LIBRARY (then nothing else is tried);
@@ -332,17 +331,6 @@ SIM_FUNCTIONS = {
 }
 
 
-# Declared functions a library may lack and still load (newer than some builds of libfmmkit):
-# they are left undeclared there, and the Python call that needs one raises
-# FmkUnavailableError (has(name) says whether the loaded library exports it).
-OPTIONAL = frozenset({"fmk_sim_set_energy_reference"})
-
-
-def has(name):
-    """True when the loaded libfmmkit exports the function name (see OPTIONAL)."""
-    return hasattr(lib(), name)
-
-
 def _library_names():
     if sys.platform == "darwin":
         return ["libfmmkit.dylib"]
@@ -375,8 +363,6 @@ def _declare(cdll, path):
         try:
             fn = getattr(cdll, name)
         except AttributeError:
-            if name in OPTIONAL:
-                continue
             raise ImportError(
                 f"{path} does not export {name}; it is not a libfmmkit of this version "
                 f"(or it was built with its symbols hidden)") from None

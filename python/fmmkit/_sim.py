@@ -15,7 +15,7 @@ from ._arrays import DeviceArray, adopt, device_address, device_empty, on_device
 from ._errors import FmkStateError, FmkTypeError, FmkUnavailableError, FmkValueError, Status
 from ._errors import error_for
 from ._cosmo import _spacing, as_cosmology, cosmo_ic
-from ._lib import PRECISION_NAMES, fmk_sim_info, fmk_sim_opts, has, lib, sim_p
+from ._lib import PRECISION_NAMES, fmk_sim_info, fmk_sim_opts, lib, sim_p
 from ._plan import Info, _integer, _lookup, _number, _text
 from ._poisson import _Owned
 
@@ -199,8 +199,8 @@ class Simulation(_Owned):
     fmmkit.cosmology(...)), spacing ("time", the default, "a" or "loga": the variable dt is a
     step of), soft_mode ("comoving", the default: softening is a comoving length; "physical":
     a physical one, its comoving value capped at soft_max), radius (the sphere's comoving
-    radius for the reference energy; default: from the mass at the mean density). Simulation.cosmo
-    makes the initial conditions and these options together."""
+    radius for the reference energy; default: from the mass at the mean density).
+    Simulation.cosmo makes the initial conditions and these options together."""
 
     def __init__(self, mass, pos, vel, *, soft=None, ids=None, **options):
         L = lib()
@@ -452,19 +452,18 @@ class Simulation(_Owned):
         comoving run; 0: the square holding 99% of the mass). Returns self."""
         with self._lock:
             h = self._live()
-            _check(lib().fmk_sim_set_png(h, _integer("axis", axis, 32), _integer("width", width, 32),
+            _check(lib().fmk_sim_set_png(h, _integer("axis", axis, 32),
+                                         _integer("width", width, 32),
                                          _number("extent", extent, float)), h)
         return self
 
     def set_energy_reference(self, pos):
-        """Comoving runs: the reference of the potential energy, U_ref = U of these (n, 3)
-        positions with the simulation's masses (e.g. the unperturbed lattice, fmmkit.cosmo_ic
-        with lpt 0, as Simulation.cosmo does): W = (U - U_ref) / a is then the peculiar potential
-        energy (fmk_sim_set_energy_reference). Returns self."""
-        if not has("fmk_sim_set_energy_reference"):
-            raise FmkUnavailableError(Status.ERR_UNAVAILABLE, "set_energy_reference: the loaded "
-                                      "libfmmkit does not export fmk_sim_set_energy_reference "
-                                      "(it is older than this Python package)")
+        """Comoving runs, before the first step (FmkStateError after): the reference of the
+        potential energy, U_ref = U at these (n, 3) positions with the simulation's masses and
+        softening (e.g. the unperturbed lattice, fmmkit.cosmo_ic with lpt 0, as Simulation.cosmo
+        does): W = (U - U_ref) / a is then the peculiar potential energy and the Layzer-Irvine
+        error is relative to it (fmk_sim_set_energy_reference; by default U_ref is a uniform
+        sphere's). Kept in restarts. Returns self."""
         with self._lock:
             h = self._live()
             n = self._info_locked().n

@@ -122,13 +122,8 @@ def test_header_parser_sees_the_api():
                                            (SIM_HEADER, "SIM_FUNCTIONS")])
 def test_every_header_function_is_declared_alike(header, table):
     funcs = header_functions(header)
-    declared = dict(getattr(_lib, table))
+    declared = getattr(_lib, table)
     types = expected_ctypes()
-    # A function newer than this checkout's header (_lib.OPTIONAL) is checked by
-    # test_pending_functions instead.
-    for name in _lib.OPTIONAL:
-        if name in declared and name not in funcs:
-            del declared[name]
     assert sorted(funcs) == sorted(declared), set(funcs).symmetric_difference(declared)
     for name, (ret, args) in funcs.items():
         restype, argtypes = declared[name]
@@ -138,24 +133,6 @@ def test_every_header_function_is_declared_alike(header, table):
         for i, (c_type, py_type) in enumerate(zip(args, argtypes)):
             assert c_type in types, (name, i, c_type)
             assert py_type is types[c_type], (name, i, c_type, py_type)
-
-
-# The declarations of _lib.OPTIONAL as C, checked here while a header lacks them.
-PENDING = {"fmk_sim_set_energy_reference": ("fmk_status", ["fmk_sim*", "int64_t", "double*"])}
-
-
-@pytest.mark.parametrize("name", sorted(_lib.OPTIONAL))
-def test_pending_functions(name):
-    types = expected_ctypes()
-    ret, args = PENDING[name]
-    restype, argtypes = _lib.SIM_FUNCTIONS[name]
-    assert restype is types[ret] and [types[a] for a in args] == list(argtypes), name
-    header = header_functions(SIM_HEADER)
-    if name in header:
-        assert header[name] == (ret, args), name
-    if not _lib.has(name):
-        pytest.skip(f"{fmmkit.library_path()} does not export {name} (a library older than "
-                    f"the Python package; the header {'has' if name in header else 'lacks'} it)")
 
 
 def test_every_function_is_exported():
