@@ -427,8 +427,8 @@ class Simulation(_Owned):
         return self
 
     def set_output_times(self, times=None, *, z=None):
-        """Snapshots (numbered with the others, into set_output's dir: call that too) when the
-        time reaches each of times (scale factors a in a comoving run), or each redshift of z
+        """Snapshots (numbered with the others, into set_output's dir: call set_output after
+        this, or give it times=) when the time reaches each of times (scale factors a in a comoving run), or each redshift of z
         (comoving runs): run() shortens the step that would pass one to land on it exactly
         (fmk_sim_set_output_times). Sorted here; an empty list clears them. Returns self."""
         if (times is None) == (z is None):
