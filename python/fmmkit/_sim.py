@@ -428,9 +428,10 @@ class Simulation(_Owned):
 
     def set_output_times(self, times=None, *, z=None):
         """Snapshots (numbered with the others, into set_output's dir: call set_output after
-        this, or give it times=) when the time reaches each of times (scale factors a in a comoving run), or each redshift of z
-        (comoving runs): run() shortens the step that would pass one to land on it exactly
-        (fmk_sim_set_output_times). Sorted here; an empty list clears them. Returns self."""
+        this, or give it times=) when the time reaches each of times (scale factors a in a
+        comoving run), or each redshift of z (comoving runs): run() shortens the step that would
+        pass one to land on it exactly (fmk_sim_set_output_times). Sorted here; an empty list
+        clears them. Returns self."""
         if (times is None) == (z is None):
             raise FmkValueError(_ARG, "set_output_times: give times or z (one of them)")
         name, values = ("times", times) if z is None else ("z", z)
