@@ -7,9 +7,10 @@
 One-shot functions: laplace3d, plummer3d, regularized3d (3D), log2d, cauchy2d (2D). For many
 evaluations on the same points, a Plan. Vorticity on a grid to streamfunction and velocity:
 poisson3d, or a Poisson solver for many solves, on uniform grids or a BlockGrid (vortex_rings:
-the test problem). N-body simulations (docs/simulation.md): Simulation. Failures raise FmkError subclasses (bad input:
-FmkValueError, a ValueError). The kernels are defined exactly in docs/kernels.md and
-include/fmmkit.h; this package is a thin ctypes layer over libfmmkit (see fmmkit._lib for where
+the test problem). N-body simulations (docs/simulation.md): Simulation; cosmological ones
+(docs/cosmology.md): cosmology, cosmo_ic and Simulation.cosmo. Failures raise FmkError
+subclasses (bad input: FmkValueError, a ValueError). The kernels are defined exactly in
+docs/kernels.md and include/fmmkit.h; this package is a thin ctypes layer over libfmmkit (see fmmkit._lib for where
 the library is found; FMMKIT_LIBRARY names it explicitly).
 
 Threads: calls into the C library release the GIL. The CPU backend uses OpenMP threads:
@@ -28,6 +29,7 @@ from ._oneshot import cauchy2d, laplace3d, log2d, plummer3d, regularized3d
 from ._plan import Info, Memory, Plan, Result
 from ._poisson import BlockGrid, Poisson, PoissonInfo, PoissonResult, poisson3d, vortex_rings
 from ._sim import Energy, Simulation, SimInfo, State
+from ._cosmo import CosmoIC, Cosmology, cosmo_ic, cosmology
 
 __version__ = "0.1.0"
 
@@ -35,7 +37,7 @@ __all__ = [
     "laplace3d", "plummer3d", "regularized3d", "log2d", "cauchy2d",
     "Plan", "Result", "Info", "Memory",
     "poisson3d", "Poisson", "PoissonResult", "PoissonInfo", "BlockGrid", "vortex_rings",
-    "Simulation", "SimInfo", "Energy", "State",
+    "Simulation", "SimInfo", "Energy", "State", "cosmology", "Cosmology", "cosmo_ic", "CosmoIC",
     "FmkError", "FmkValueError", "FmkTypeError", "FmkStateError", "FmkMemoryError",
     "FmkDeviceError", "FmkUnavailableError", "FmkInternalError", "FmkAccuracyError", "Status",
     "library_version", "library_path", "cuda_device_count", "method_available",

@@ -1,10 +1,12 @@
 """The C side of fmmkit: finding libfmmkit and the one table of its declarations.
 
-Everything the package knows about the C API is in this file: the two structs (fmk_opts,
-fmk_info), the enum values it uses, and FUNCTIONS, one row per function of include/fmmkit.h
-with its restype and argtypes. tests/python/test_binding.py checks this table against the
-header (every fmk_* function, argument count and types), the struct layouts against the C
-compiler's sizeof/offsetof, and that the loaded library exports every name.
+Everything the package knows about the C API is in this file: the structs (fmk_opts, fmk_info,
+the Poisson solver's and the simulation driver's: fmk_sim_opts, fmk_sim_info, fmk_sim_cosmology,
+fmk_sim_cosmo_ic), the enum values it uses, and FUNCTIONS, POISSON_FUNCTIONS and SIM_FUNCTIONS,
+one row per function of include/fmmkit.h, fmmkit_poisson.h and fmmkit_sim.h with its restype and
+argtypes. tests/python/test_binding.py checks these tables against the headers (every fmk_*
+function, argument count and types), the struct layouts against the C compiler's
+sizeof/offsetof, and that the loaded library exports every name.
 
 Where the library is looked for, in order:
   1. the file named by the environment variable FMMKIT_LIBRARY (then nothing else is tried);
@@ -142,6 +144,33 @@ class fmk_poisson_info(ctypes.Structure):
     ]
 
 
+class fmk_sim_cosmology(ctypes.Structure):
+    """struct fmk_sim_cosmology (include/fmmkit_sim.h); fill with fmk_sim_cosmology_preset()."""
+    _fields_ = [
+        ("omega_m", c_double),
+        ("omega_lambda", c_double),
+        ("omega_b", c_double),
+        ("h", c_double),
+        ("n_s", c_double),
+        ("sigma_8", c_double),
+        ("t_cmb", c_double),
+    ]
+
+
+class fmk_sim_cosmo_ic(ctypes.Structure):
+    """struct fmk_sim_cosmo_ic; fill with fmk_sim_cosmo_ic_default()."""
+    _fields_ = [
+        ("cosmo", fmk_sim_cosmology),
+        ("radius", c_double),
+        ("n", c_int64),
+        ("spacing", c_double),
+        ("z_start", c_double),
+        ("lpt_order", c_int32),
+        ("seed", c_uint64),
+        ("threads", c_int32),
+    ]
+
+
 class fmk_sim_opts(ctypes.Structure):
     """struct fmk_sim_opts (include/fmmkit_sim.h); fill with fmk_sim_opts_default()."""
     _fields_ = [
@@ -156,6 +185,13 @@ class fmk_sim_opts(ctypes.Structure):
         ("dt_min", c_double),
         ("dt_max", c_double),
         ("verbose", c_int32),
+        ("comoving", c_int32),
+        ("cosmology", fmk_sim_cosmology),
+        ("spacing", c_int),
+        ("soft_mode", c_int),
+        ("soft_max_comoving", c_double),
+        ("a_start", c_double),
+        ("radius", c_double),
     ]
 
 
@@ -175,6 +211,10 @@ class fmk_sim_info(ctypes.Structure):
         ("seconds_step", c_double),
         ("interactions", c_int64),
         ("plan", fmk_info),
+        ("interactions_total", c_int64),
+        ("redshift", c_double),
+        ("layzer_irvine", c_double),
+        ("layzer_irvine_error", c_double),
     ]
 
 
@@ -256,15 +296,26 @@ POISSON_FUNCTIONS = {
 uint64_p = POINTER(c_uint64)
 SIM_FUNCTIONS = {
     "fmk_sim_opts_default": (None, (POINTER(fmk_sim_opts),)),
+    "fmk_sim_comoving_dt": (fmk_status, (POINTER(fmk_sim_cosmology), c_int, c_double, c_double,
+                                         c_int64, double_p)),
     "fmk_sim_create": (fmk_status, (POINTER(sim_p), c_int64, double_p, double_p, double_p,
                                     double_p, uint64_p, POINTER(fmk_sim_opts))),
     "fmk_sim_create_from_file": (fmk_status, (POINTER(sim_p), c_char_p, POINTER(fmk_sim_opts))),
     "fmk_sim_ic_plummer": (fmk_status, (c_int64, c_uint64, double_p, double_p, double_p)),
     "fmk_sim_ic_cold": (fmk_status, (c_int64, c_uint64, double_p, double_p, double_p)),
     "fmk_sim_ic_kepler": (fmk_status, (c_double, double_p, double_p, double_p)),
+    "fmk_sim_cosmology_preset": (fmk_status, (POINTER(fmk_sim_cosmology), c_char_p)),
+    "fmk_sim_cosmo_ic_default": (None, (POINTER(fmk_sim_cosmo_ic),)),
+    "fmk_sim_ic_cosmo_size": (fmk_status, (POINTER(fmk_sim_cosmo_ic), int64_p, double_p, int64_p,
+                                           double_p)),
+    "fmk_sim_ic_cosmo": (fmk_status, (POINTER(fmk_sim_cosmo_ic), c_int64, double_p, double_p,
+                                      double_p)),
     "fmk_sim_step": (fmk_status, (sim_p,)),
     "fmk_sim_run": (fmk_status, (sim_p, c_double, c_int64)),
     "fmk_sim_set_output": (fmk_status, (sim_p, c_char_p, c_int64, c_int, c_int64, c_int64)),
+    "fmk_sim_set_output_times": (fmk_status, (sim_p, c_int64, double_p)),
+    "fmk_sim_set_png": (fmk_status, (sim_p, c_int, c_int, c_double)),
+    "fmk_sim_set_energy_reference": (fmk_status, (sim_p, c_int64, double_p)),
     "fmk_sim_get_state": (fmk_status, (sim_p, double_p, double_p, double_p, double_p, double_p)),
     "fmk_sim_create_device": (fmk_status, (POINTER(sim_p), c_int64, double_p, double_p,
                                            double_p, POINTER(fmk_sim_opts))),

@@ -1,6 +1,8 @@
 """The N-body simulation driver (include/fmmkit_sim.h, docs/simulation.md): N gravitating
 particles integrated by the kick-drift-kick leapfrog with the forces of an fmmkit plan; GADGET-4
-HDF5 snapshots, restart files that continue bit for bit, PNG density projections."""
+HDF5 snapshots, restart files that continue bit for bit, PNG density projections; comoving
+integration of a sphere in an expanding background (docs/cosmology.md; the cosmology itself in
+_cosmo.py)."""
 import ctypes
 import os
 import threading
@@ -12,6 +14,7 @@ import numpy as np
 from ._arrays import DeviceArray, adopt, device_address, device_empty, on_device
 from ._errors import FmkStateError, FmkTypeError, FmkUnavailableError, FmkValueError, Status
 from ._errors import error_for
+from ._cosmo import _spacing, as_cosmology, cosmo_ic
 from ._lib import PRECISION_NAMES, fmk_sim_info, fmk_sim_opts, lib, sim_p
 from ._plan import Info, _integer, _lookup, _number, _text
 from ._poisson import _Owned
@@ -21,6 +24,7 @@ _dp = ctypes.POINTER(ctypes.c_double)
 _PRECISIONS = {v: k for k, v in PRECISION_NAMES.items()}
 SOFT_PLUMMER, SOFT_SPLINE = 0, 1
 STEP_FIXED, STEP_ADAPTIVE = 0, 1
+SOFT_MODES = {"comoving": 0, "physical": 1}  # fmk_sim_soft_mode
 
 
 def _check(status, handle=None):
@@ -39,7 +43,12 @@ def _path(name, path):
 class SimInfo(NamedTuple):
     """What a simulation is now (fmk_sim_info): energies at the current time (potential from the
     last force evaluation, negative; total = kinetic + potential), the last step's cost and the
-    force plan's Info (method and backend chosen, eps, theta...)."""
+    force plan's Info (method and backend chosen, eps, theta...).
+
+    Comoving runs (comoving True): time is the scale factor a (also .a); kinetic and potential
+    are the peculiar energies K and W (docs/cosmology.md, "Diagnostics"), redshift 1/a - 1,
+    layzer_irvine C(a) = a (K + W) + int K da (constant for exact integration) and
+    layzer_irvine_error (C - C_start) / max |a W|; these three are 0 in a Newtonian run."""
     n: int
     step: int
     time: float
@@ -53,6 +62,16 @@ class SimInfo(NamedTuple):
     seconds_step: float    # the last step's whole wall time
     interactions: int      # the plan's interactions_p2p + interactions_far (last eval)
     plan: Info
+    interactions_total: int  # the sum of interactions over the evaluations so far
+    redshift: float
+    layzer_irvine: float
+    layzer_irvine_error: float
+    comoving: bool
+
+    @property
+    def a(self):
+        """The scale factor (the time) of a comoving run; None in a Newtonian one."""
+        return self.time if self.comoving else None
 
     @property
     def method(self):
@@ -81,7 +100,9 @@ class State(NamedTuple):
 
 def _options(method="auto", backend="auto", precision="fp64", theta=None, eps=None, G=None,
              softening=None, spline=False, dt=None, adaptive=False, eta=None, dt_min=None,
-             dt_max=None, threads=None, device=None, verbose=False):
+             dt_max=None, threads=None, device=None, verbose=False, comoving=False,
+             cosmology=None, spacing=None, soft_mode=None, soft_max=None, a_start=None,
+             radius=None):
     """fmk_sim_opts from keyword options (None: the library's default)."""
     o = fmk_sim_opts()
     lib().fmk_sim_opts_default(ctypes.byref(o))
@@ -102,6 +123,28 @@ def _options(method="auto", backend="auto", precision="fp64", theta=None, eps=No
     o.softening = SOFT_SPLINE if spline else SOFT_PLUMMER
     o.stepping = STEP_ADAPTIVE if adaptive else STEP_FIXED
     o.verbose = 1 if verbose else 0
+    given = [k for k, v in (("cosmology", cosmology), ("spacing", spacing),
+                            ("soft_mode", soft_mode), ("soft_max", soft_max),
+                            ("a_start", a_start), ("radius", radius)) if v is not None]
+    if not comoving:
+        if given:
+            raise FmkValueError(_ARG, f"{', '.join(given)}: for comoving runs (comoving=True)")
+        return o
+    o.comoving = 1
+    o.cosmology = as_cosmology(cosmology).to_c()
+    o.spacing = _spacing(spacing if spacing is not None else "time")
+    mode = soft_mode if soft_mode is not None else "comoving"
+    if not isinstance(mode, str) or mode not in SOFT_MODES:
+        raise FmkValueError(_ARG, f"soft_mode = {mode!r}; it must be 'comoving' or 'physical'")
+    o.soft_mode = SOFT_MODES[mode]
+    if soft_max is not None:
+        if mode != "physical":
+            raise FmkValueError(_ARG, "soft_max (the cap on the comoving softening) is for "
+                                      "soft_mode='physical'")
+        o.soft_max_comoving = _number("soft_max", soft_max, float)
+    for name, value in (("a_start", a_start), ("radius", radius)):
+        if value is not None:
+            setattr(o, name, _number(name, value, float))
     return o
 
 
@@ -149,11 +192,20 @@ class Simulation(_Owned):
     "fp32": the forces'), theta, eps, threads, device; G (1); softening (the length s, 0: plain
     1/r), spline (GADGET's cubic spline instead of Plummer's); dt (the fixed step, required
     unless adaptive, then its cap), adaptive, eta (0.025), dt_min, dt_max; verbose (a progress
-    bar on a terminal)."""
+    bar on a terminal).
+    Comoving integration (docs/cosmology.md; units Mpc, 1e10 Msun, km/s; G is then 43.00917):
+    comoving=True, with pos comoving Mpc, vel the momenta p = a^2 dx/dt (km/s), the time the
+    scale factor a; a_start (the initial a, required), cosmology (a name, "wmap" by default, or
+    fmmkit.cosmology(...)), spacing ("time", the default, "a" or "loga": the variable dt is a
+    step of), soft_mode ("comoving", the default: softening is a comoving length; "physical":
+    a physical one, its comoving value capped at soft_max), radius (the sphere's comoving
+    radius for the reference energy; default: from the mass at the mean density).
+    Simulation.cosmo makes the initial conditions and these options together."""
 
     def __init__(self, mass, pos, vel, *, soft=None, ids=None, **options):
         L = lib()
         n = _n_of(mass)
+        self._comoving, self.a_end = bool(options.get("comoving")), None
         device = [on_device(a, k) for k, a in (("mass", mass), ("pos", pos), ("vel", vel))]
         handle = sim_p()
         self._like = None
@@ -203,9 +255,64 @@ class Simulation(_Owned):
         _check(lib().fmk_sim_create_from_file(ctypes.byref(handle), _path("path", path),
                                               ctypes.byref(o) if o is not None else None))
         sim = cls.__new__(cls)
-        sim._like = None
+        sim._like, sim.a_end = None, None
+        # a restart keeps its options: then info tells whether the run is comoving
+        sim._comoving = bool(options.get("comoving")) if options else None
         sim._adopt(handle)
         return sim
+
+    @classmethod
+    def cosmo(cls, n=2874551, radius=45.0, z_start=49.0, z_end=0.0, steps=None, dt=None,
+              cosmology="wmap", lpt=1, seed=1, **options):
+        """A comoving run of a sphere cut from a Gaussian random field, as `fmmkit sim --ic
+        cosmo` makes it: about n particles within radius (comoving Mpc) at redshift z_start
+        (fmmkit.cosmo_ic with cosmology, lpt 1 Zel'dovich or 2 2LPT, seed), to be run to z_end:
+
+            sim = fmmkit.Simulation.cosmo(20000, z_end=0, steps=3584, theta=0.6, softening=0.1)
+            sim.set_output("run", diag_every=1, times=[0.25, 0.5, 1.0])
+            sim.run()                            # to a = 1 / (1 + z_end), sim.a_end
+
+        steps: equal steps of the stepping variable (spacing "time", the default, "a" or "loga")
+        spanning z_start to z_end give dt (fmk_sim_comoving_dt); or dt, a step in that variable.
+        The forces are fp32 unless precision is given, and theta alone picks the treecode (as
+        the command does). The potential energy W is measured against the unperturbed lattice
+        (fmmkit.cosmo_ic with lpt 0; fmk_sim_set_energy_reference), so it is the peculiar
+        potential energy from the start. Other options: those of Simulation."""
+        for k in ("comoving", "a_start", "cosmology"):
+            if k in options:
+                raise FmkValueError(_ARG, f"Simulation.cosmo sets {k} itself")
+        z0, z1 = _number("z_start", z_start, float), _number("z_end", z_end, float)
+        if not (z0 > 0 and 0 <= z1 < z0):
+            raise FmkValueError(_ARG, f"z_start = {z0}, z_end = {z1}; they need z_start > "
+                                      f"z_end >= 0")
+        c = as_cosmology(cosmology)
+        a0, a1 = 1 / (1 + z0), 1 / (1 + z1)
+        if dt is None:
+            if steps is None:
+                raise FmkValueError(_ARG, "Simulation.cosmo: give steps (they span z_start to "
+                                          "z_end) or dt")
+            dt = c.comoving_dt(a0, a1, steps, options.get("spacing") or "time")
+        elif steps is not None:
+            raise FmkValueError(_ARG, "Simulation.cosmo: give steps or dt, not both")
+        options.setdefault("precision", "fp32")
+        if "theta" in options and "method" not in options:
+            options["method"] = "tree"
+        ic_args = dict(n=n, radius=radius, z_start=z0, cosmology=c, seed=seed,
+                       threads=options.get("threads"))
+        ic = cosmo_ic(lpt=lpt, **ic_args)
+        sim = cls(ic.mass, ic.pos, ic.vel, comoving=True, cosmology=c, a_start=a0, dt=dt,
+                  **options)
+        sim.a_end = a1
+        try:
+            sim._reference(ic_args)
+        except BaseException:
+            sim.close()
+            raise
+        return sim
+
+    def _reference(self, ic_args):
+        """W against the unperturbed lattice of the same sphere (Simulation.cosmo)."""
+        self.set_energy_reference(cosmo_ic(lpt=0, **ic_args).pos)
 
     @classmethod
     def _from_ic(cls, fn, n, *args, **options):
@@ -279,9 +386,12 @@ class Simulation(_Owned):
         return self
 
     def run(self, t_end=None, steps=None):
-        """Steps until the time is t_end (the last step shortened to land on it), or steps steps
-        (one of them). Writes the outputs of set_output. Ctrl-C stops it after a whole step
-        (KeyboardInterrupt; the state is that step's). Returns self."""
+        """Steps until the time is t_end (the last step shortened to land on it; in a comoving
+        run the time is a), or steps steps (one of them; neither: to a_end, the end
+        Simulation.cosmo was given). Writes the outputs of set_output. Ctrl-C stops it after a
+        whole step (KeyboardInterrupt; the state is that step's). Returns self."""
+        if t_end is None and steps is None and self.a_end is not None:
+            t_end = self.a_end
         if (t_end is None) == (steps is None):
             raise FmkValueError(_ARG, "run: give t_end or steps (one of them)")
         with self._lock:
@@ -301,10 +411,14 @@ class Simulation(_Owned):
             _check(self._interruptible(lib().fmk_sim_run, h, *args), h)
         return self
 
-    def set_output(self, dir, snap_every=0, png=False, diag_every=0, restart_every=0):
+    def set_output(self, dir, snap_every=0, png=False, diag_every=0, restart_every=0,
+                   times=None):
         """What run() writes into dir (created if missing): dir/snapshot_NNN.hdf5 every
         snap_every steps (and its PNG when png), a row of dir/diagnostics.csv every diag_every
-        steps, dir/restart.h5 every restart_every steps (0: never). Returns self."""
+        steps, dir/restart.h5 every restart_every steps (0: never); times: snapshots at these
+        times too (set_output_times). Returns self."""
+        if times is not None:
+            self.set_output_times(times)
         with self._lock:
             h = self._live()
             _check(lib().fmk_sim_set_output(h, _path("dir", dir), _integer("snap_every", snap_every),
@@ -312,14 +426,65 @@ class Simulation(_Owned):
                                             _integer("restart_every", restart_every)), h)
         return self
 
+    def set_output_times(self, times=None, *, z=None):
+        """Snapshots (numbered with the others, into set_output's dir: call set_output after
+        this, or give it times=) when the time reaches each of times (scale factors a in a
+        comoving run), or each redshift of z (comoving runs): run() shortens the step that would
+        pass one to land on it exactly (fmk_sim_set_output_times). Sorted here; an empty list
+        clears them. Returns self."""
+        if (times is None) == (z is None):
+            raise FmkValueError(_ARG, "set_output_times: give times or z (one of them)")
+        name, values = ("times", times) if z is None else ("z", z)
+        v = np.atleast_1d(values)
+        t = _host(name, v, (v.size,))
+        if z is not None:
+            if not self.info.comoving:
+                raise FmkValueError(_ARG, "set_output_times: z is for comoving runs")
+            t = 1 / (1 + t)
+        t = np.ascontiguousarray(np.sort(t))
+        with self._lock:
+            h = self._live()
+            _check(lib().fmk_sim_set_output_times(h, len(t), t.ctypes.data_as(_dp)), h)
+        return self
+
+    def set_png(self, axis=2, width=512, extent=0.0):
+        """The view of the PNGs of run()'s snapshots: projected along axis (0, 1, 2), width x
+        width pixels, a square of side extent about the centre of mass (comoving Mpc in a
+        comoving run; 0: the square holding 99% of the mass). Returns self."""
+        with self._lock:
+            h = self._live()
+            _check(lib().fmk_sim_set_png(h, _integer("axis", axis, 32),
+                                         _integer("width", width, 32),
+                                         _number("extent", extent, float)), h)
+        return self
+
+    def set_energy_reference(self, pos):
+        """Comoving runs, before the first step (FmkStateError after): the reference of the
+        potential energy, U_ref = U at these (n, 3) positions with the simulation's masses and
+        softening (e.g. the unperturbed lattice, fmmkit.cosmo_ic with lpt 0, as Simulation.cosmo
+        does): W = (U - U_ref) / a is then the peculiar potential energy and the Layzer-Irvine
+        error is relative to it (fmk_sim_set_energy_reference; by default U_ref is a uniform
+        sphere's). Kept in restarts. Returns self."""
+        with self._lock:
+            h = self._live()
+            n = self._info_locked().n
+            x = _host("pos", pos, (n, 3))
+            _check(lib().fmk_sim_set_energy_reference(h, n, x.ctypes.data_as(_dp)), h)
+        return self
+
     # -- looking --------------------------------------------------------------------------------
 
     def _info_locked(self):
         c = fmk_sim_info()
         _check(lib().fmk_sim_info_get(self._handle, ctypes.byref(c)), self._handle)
+        comoving = self._comoving
+        if comoving is None:  # a restart file's run: Newtonian ones keep these at 0
+            comoving = c.redshift != 0 or c.layzer_irvine != 0
         return SimInfo(c.n, c.step, c.time, c.dt, c.kinetic, c.potential, c.total,
                        tuple(c.momentum), tuple(c.angular_momentum), c.seconds_force,
-                       c.seconds_step, c.interactions, Info.from_c(c.plan))
+                       c.seconds_step, c.interactions, Info.from_c(c.plan),
+                       c.interactions_total, c.redshift, c.layzer_irvine,
+                       c.layzer_irvine_error, bool(comoving))
 
     @property
     def info(self):
@@ -335,6 +500,11 @@ class Simulation(_Owned):
     @property
     def time(self):
         return self.info.time
+
+    @property
+    def a(self):
+        """The scale factor of a comoving run (its time); None in a Newtonian one."""
+        return self.info.a
 
     def energy(self):
         """Energy(kinetic, potential, total) at the current time."""

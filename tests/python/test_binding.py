@@ -98,7 +98,9 @@ def expected_ctypes():
          "fmk_poisson_info*": P(_lib.fmk_poisson_info),
          "uint64_t": ctypes.c_uint64, "uint64_t*": P(ctypes.c_uint64),
          "fmk_sim*": ctypes.c_void_p, "fmk_sim**": P(ctypes.c_void_p),
-         "fmk_sim_opts*": P(_lib.fmk_sim_opts), "fmk_sim_info*": P(_lib.fmk_sim_info)}
+         "fmk_sim_opts*": P(_lib.fmk_sim_opts), "fmk_sim_info*": P(_lib.fmk_sim_info),
+         "fmk_sim_cosmology*": P(_lib.fmk_sim_cosmology),
+         "fmk_sim_cosmo_ic*": P(_lib.fmk_sim_cosmo_ic)}
     for enum in (list(header_enums()) + list(header_enums(POISSON_HEADER)) +
                  list(header_enums(SIM_HEADER))):
         m[enum] = ctypes.c_int
@@ -160,7 +162,8 @@ def test_struct_fields_match_the_header():
     structs = {**header_structs(), **header_structs(POISSON_HEADER),
                **header_structs(SIM_HEADER)}
     for cls in (_lib.fmk_opts, _lib.fmk_info, _lib.fmk_poisson_opts, _lib.fmk_poisson_info,
-                _lib.fmk_sim_opts, _lib.fmk_sim_info):
+                _lib.fmk_sim_opts, _lib.fmk_sim_info, _lib.fmk_sim_cosmology,
+                _lib.fmk_sim_cosmo_ic):
         assert structs[cls.__name__] == [f[0] for f in cls._fields_], cls.__name__
 
 
@@ -169,7 +172,8 @@ def test_struct_layout_matches_the_compiler(tmp_path):
     if cc is None:
         pytest.skip("no C compiler")
     classes = (_lib.fmk_opts, _lib.fmk_info, _lib.fmk_poisson_opts, _lib.fmk_poisson_info,
-               _lib.fmk_sim_opts, _lib.fmk_sim_info)
+               _lib.fmk_sim_opts, _lib.fmk_sim_info, _lib.fmk_sim_cosmology,
+               _lib.fmk_sim_cosmo_ic)
     lines = ["#include <stddef.h>", "#include <stdio.h>", '#include "fmmkit.h"',
              '#include "fmmkit_poisson.h"', '#include "fmmkit_sim.h"', "int main(void) {"]
     for cls in classes:
