@@ -192,6 +192,7 @@ class fmk_sim_opts(ctypes.Structure):
         ("soft_max_comoving", c_double),
         ("a_start", c_double),
         ("radius", c_double),
+        ("integrator", c_int),
     ]
 
 

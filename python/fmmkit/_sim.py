@@ -24,6 +24,7 @@ _dp = ctypes.POINTER(ctypes.c_double)
 _PRECISIONS = {v: k for k, v in PRECISION_NAMES.items()}
 SOFT_PLUMMER, SOFT_SPLINE = 0, 1
 STEP_FIXED, STEP_ADAPTIVE = 0, 1
+INTEGRATORS = {"leapfrog": 0, "yoshida4": 1}
 SOFT_MODES = {"comoving": 0, "physical": 1}  # fmk_sim_soft_mode
 
 
@@ -102,7 +103,7 @@ def _options(method="auto", backend="auto", precision="fp64", theta=None, eps=No
              softening=None, spline=False, dt=None, adaptive=False, eta=None, dt_min=None,
              dt_max=None, threads=None, device=None, verbose=False, comoving=False,
              cosmology=None, spacing=None, soft_mode=None, soft_max=None, a_start=None,
-             radius=None):
+             radius=None, integrator=None):
     """fmk_sim_opts from keyword options (None: the library's default)."""
     o = fmk_sim_opts()
     lib().fmk_sim_opts_default(ctypes.byref(o))
@@ -123,6 +124,11 @@ def _options(method="auto", backend="auto", precision="fp64", theta=None, eps=No
     o.softening = SOFT_SPLINE if spline else SOFT_PLUMMER
     o.stepping = STEP_ADAPTIVE if adaptive else STEP_FIXED
     o.verbose = 1 if verbose else 0
+    if integrator is not None:
+        if not isinstance(integrator, str) or integrator not in INTEGRATORS:
+            raise FmkValueError(_ARG, f"integrator = {integrator!r}; it must be 'leapfrog' or "
+                                      f"'yoshida4'")
+        o.integrator = INTEGRATORS[integrator]
     given = [k for k, v in (("cosmology", cosmology), ("spacing", spacing),
                             ("soft_mode", soft_mode), ("soft_max", soft_max),
                             ("a_start", a_start), ("radius", radius)) if v is not None]
@@ -191,8 +197,9 @@ class Simulation(_Owned):
     Options (fmk_sim_opts): method ("auto", "direct", "tree", "fmm"), backend, precision ("fp64",
     "fp32": the forces'), theta, eps, threads, device; G (1); softening (the length s, 0: plain
     1/r), spline (GADGET's cubic spline instead of Plummer's); dt (the fixed step, required
-    unless adaptive, then its cap), adaptive, eta (0.025), dt_min, dt_max; verbose (a progress
-    bar on a terminal).
+    unless adaptive, then its cap), adaptive, eta (0.025), dt_min, dt_max; integrator
+    ("leapfrog", default, or "yoshida4": fourth order, three force evaluations a step, CPU
+    backend); verbose (a progress bar on a terminal).
     Comoving integration (docs/cosmology.md; units Mpc, 1e10 Msun, km/s; G is then 43.00917):
     comoving=True, with pos comoving Mpc, vel the momenta p = a^2 dx/dt (km/s), the time the
     scale factor a; a_start (the initial a, required), cosmology (a name, "wmap" by default, or

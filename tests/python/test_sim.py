@@ -175,3 +175,20 @@ def test_device_arrays_match_numpy():
     assert np.abs(cupy.asnumpy(s.pos) - h.pos).max() < 1e-12
     assert np.abs(cupy.asnumpy(s.vel) - h.vel).max() < 1e-12
     assert dev.energy().total == pytest.approx(host.energy().total, rel=1e-12)
+
+
+def test_kepler_fourth_order_closes():
+    """integrator="yoshida4": the e = 0.5 orbit closes to 1e-4 a after 10 periods at 1000 steps
+    a period (the leapfrog's apse turn leaves it 2.25e-3 a away)."""
+    out = {}
+    for name in ("leapfrog", "yoshida4"):
+        sim = fmmkit.Simulation.kepler(0.5, method="direct", backend="cpu", dt=2 * math.pi / 1000,
+                                       integrator=name)
+        x0 = sim.state().pos.copy()
+        sim.run(steps=10000)
+        x = sim.state().pos
+        out[name] = np.linalg.norm((x[0] - x[1]) - (x0[0] - x0[1]))
+        sim.close()
+    assert out["yoshida4"] < 1e-4 < out["leapfrog"]
+    with pytest.raises(fmmkit.FmkValueError):
+        fmmkit.Simulation.kepler(0.5, dt=0.01, integrator="rk4")
