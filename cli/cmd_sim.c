@@ -184,8 +184,10 @@ static int check_args(const sim_args *a, args_opt *opts, int n_opts)
     const int listed = a->c.snap_times || a->c.snap_z;
     if (a->png && a->snap_every == 0 && !listed)
         return cli_usage(cmd, "--png draws each snapshot: give --snap-every K too");
+    /* a comoving run writes diagnostics every step unless --diag-every says otherwise */
+    const int comoving_diag = (cosmo_ic || a->c.comoving) && !GIVEN("diag-every");
     if (GIVEN("out") && a->snap_every == 0 && a->diag_every == 0 && a->restart_every == 0 &&
-        !listed)
+        !listed && !comoving_diag)
         return cli_usage(cmd, "--out: nothing to write there; give --snap-every, --diag-every "
                               "or --restart-every");
     if (a->threads > 4096 || a->n > ((int64_t)1 << 40))

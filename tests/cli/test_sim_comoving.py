@@ -50,6 +50,20 @@ def test_cosmo_run(tmp_path):
             assert f["PartType1/Coordinates"].shape == f["PartType1/Velocities"].shape
 
 
+def test_cosmo_defaults(tmp_path):
+    """--ic cosmo alone: fp32 forces, the treecode from --theta, a diagnostics row every step
+    (interactions counted), so --out DIR needs no other output option."""
+    out = tmp_path / "run"
+    args = [a for a in COSMO if a not in ("--method", "tree")]
+    r = run(*args, "--z-end", 40, "--steps", 4, "--out", out, "--json")
+    assert r.returncode == 0, r.stderr
+    res = json.loads(r.stdout)
+    assert res["method"] == "tree" and res["precision"] == "fp32"
+    rows = list(csv.DictReader(open(out / "diagnostics.csv")))
+    assert [int(x["step"]) for x in rows] == [0, 1, 2, 3, 4]
+    assert all(int(x["interactions"]) > 2000 for x in rows)
+
+
 def test_cosmo_restart_and_snapshot_ic(tmp_path):
     full, part = tmp_path / "full", tmp_path / "part"
     args = [*COSMO, "--spacing", "loga", "--dt", np.log(50) / 20, "--snap-every", 20]
