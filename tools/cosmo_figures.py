@@ -70,7 +70,7 @@ def main():
             if k < len(args.labels):
                 ax[k].set_title(f"z = {args.labels[k]}")
         fig.tight_layout()
-        fig.savefig(os.path.join(args.out, "cosmo-projections.png"), dpi=80)
+        fig.savefig(os.path.join(args.out, "cosmo-projections.png"), dpi=55)
 
 
 if __name__ == "__main__":
