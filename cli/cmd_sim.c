@@ -131,10 +131,9 @@ static int sim_error(fmk_sim *s, fmk_status st)
 static int check_args(const sim_args *a, args_opt *opts, int n_opts)
 {
 #define GIVEN(name) (args_find(opts, n_opts, name)->given)
-    static const char *const physics[] = {"method",    "backend", "precision", "theta", "eps",
-                                          "softening", "spline",  "adaptive",  "eta",   "dt",
-                                          "threads",   "n",       "seed",      "e",
-                                          "integrator"};
+    static const char *const physics[] = {
+        "method", "backend", "precision", "theta", "eps",  "softening", "spline",    "adaptive",
+        "eta",    "dt",      "threads",   "n",     "seed", "e",         "integrator"};
     if (a->restart) {
         if (a->ic)
             return cli_usage(cmd, "--restart and --ic exclude each other");
@@ -227,7 +226,8 @@ static int parse(int argc, char **argv, sim_args *a, fmk_sim_opts *so, int *done
         {"restart-every", ARGS_INT, &a->restart_every, 0, 0},
         {"quiet", ARGS_FLAG, &a->quiet, 0, 0},
         {"json", ARGS_FLAG, &a->json, 0, 0},
-#define SIM_OWN_OPTS 25 /* the entries above (checked below: the last is "json"); the
+#define SIM_OWN_OPTS \
+    25 /* the entries above (checked below: the last is "json"); the
                          * comoving run's follow them */
         [SIM_OWN_OPTS + SIM_COSMO_N_OPTS - 1] = {0},
     };

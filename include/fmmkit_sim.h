@@ -133,14 +133,14 @@ typedef struct fmk_sim_opts {
      * factors fmk_cosmo_kick over [a0, am] and [am, a1] and fmk_cosmo_drift over [a0, a1], am
      * the midpoint in the stepping variable. G is FMK_SIM_COSMO_G (opts.G must be left at 1
      * or be that value). Fixed steps only: FMK_SIM_STEP_ADAPTIVE is refused. */
-    int32_t comoving;            /* 0: Newtonian (default); 1: comoving */
-    fmk_sim_cosmology cosmology; /* fmk_sim_cosmology_preset "wmap" */
-    fmk_sim_spacing spacing;     /* FMK_SIM_SPACING_TIME */
-    fmk_sim_soft_mode soft_mode; /* FMK_SIM_SOFT_COMOVING */
-    double soft_max_comoving;    /* FMK_SIM_SOFT_PHYSICAL: the cap on the comoving s (> 0) */
-    double a_start;              /* the initial scale factor of fmk_sim_create (> 0; a
+    int32_t comoving;              /* 0: Newtonian (default); 1: comoving */
+    fmk_sim_cosmology cosmology;   /* fmk_sim_cosmology_preset "wmap" */
+    fmk_sim_spacing spacing;       /* FMK_SIM_SPACING_TIME */
+    fmk_sim_soft_mode soft_mode;   /* FMK_SIM_SOFT_COMOVING */
+    double soft_max_comoving;      /* FMK_SIM_SOFT_PHYSICAL: the cap on the comoving s (> 0) */
+    double a_start;                /* the initial scale factor of fmk_sim_create (> 0; a
                                    * snapshot file's Time serves create_from_file) */
-    double radius;               /* the sphere's comoving radius R for the diagnostics'
+    double radius;                 /* the sphere's comoving radius R for the diagnostics'
                                    * reference energy (0: from the total mass M at the mean
                                    * density, R = (3 M / (4 pi rho_m))^(1/3)) */
     fmk_sim_integrator integrator; /* FMK_SIM_LEAPFROG */

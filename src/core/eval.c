@@ -79,8 +79,9 @@ static fmk_status check_charges(fmk_plan *plan, int64_t nd, const double *charge
         char vec[48] = "";
         if (nd > 1)
             snprintf(vec, sizeof vec, "charge vector %lld: ", (long long)v);
-        return fmk_error_set(plan, FMK_ERR_NONFINITE, "%scharges[%lld] is %g; charges must be finite",
-                             vec, (long long)(bad / w), charges[v * nc + bad]);
+        return fmk_error_set(plan, FMK_ERR_NONFINITE,
+                             "%scharges[%lld] is %g; charges must be finite", vec,
+                             (long long)(bad / w), charges[v * nc + bad]);
     }
     return FMK_OK;
 }
@@ -101,8 +102,9 @@ static fmk_status eval_vectors(fmk_plan *plan, int64_t nd, const double *charges
     for (int64_t v = 0; v < nd; v++) {
         if (fmk_interrupt_poll(plan))
             return fmk_interrupt_status(plan);
-        fmk_status st = plan->engine->eval(plan, charges + v * ns * w, pot ? pot + v * nt * w : NULL,
-                                           grad ? grad + v * nt * gw : NULL, on_device);
+        fmk_status st =
+            plan->engine->eval(plan, charges + v * ns * w, pot ? pot + v * nt * w : NULL,
+                               grad ? grad + v * nt * gw : NULL, on_device);
         if (st != FMK_OK)
             return st;
         for (int k = FMK_PHASE_UPLOAD; k < FMK_PHASE_COUNT; k++)
@@ -215,8 +217,7 @@ fmk_status fmk_plan_eval_many(fmk_plan *plan, int64_t n_vectors, const double *c
 {
     fmk_status st = check_eval(plan, "fmk_plan_eval_many", charges, pot, grad);
     if (st == FMK_OK && n_vectors < 0)
-        st = fmk_error_set(plan, FMK_ERR_ARG, "n_vectors = %lld is negative",
-                           (long long)n_vectors);
+        st = fmk_error_set(plan, FMK_ERR_ARG, "n_vectors = %lld is negative", (long long)n_vectors);
     if (st == FMK_OK)
         st = eval_host(plan, n_vectors, charges, pot, grad);
     if (st == FMK_OK)
@@ -234,8 +235,9 @@ static fmk_status eval_device(fmk_plan *plan, const char *fn, int64_t nd, const 
     if (nd < 0)
         return fmk_error_set(plan, FMK_ERR_ARG, "n_vectors = %lld is negative", (long long)nd);
     if (plan->opts.backend != FMK_BACKEND_CUDA)
-        return fmk_error_set(plan, FMK_ERR_STATE, "%s needs a plan with backend cuda (this one is %s)",
-                             fn, fmk_backend_name(plan->opts.backend));
+        return fmk_error_set(plan, FMK_ERR_STATE,
+                             "%s needs a plan with backend cuda (this one is %s)", fn,
+                             fmk_backend_name(plan->opts.backend));
     for (int k = FMK_PHASE_UPLOAD; k < FMK_PHASE_COUNT; k++)
         plan->info.phase_time[k] = 0;
     plan->info.interactions_p2p = plan->info.interactions_far = 0;
@@ -258,4 +260,3 @@ fmk_status fmk_plan_eval_many_device(fmk_plan *plan, int64_t n_vectors, const do
 {
     return eval_device(plan, "fmk_plan_eval_many_device", n_vectors, d_charges, d_pot, d_grad);
 }
-

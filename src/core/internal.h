@@ -181,8 +181,8 @@ typedef struct fmk_engine {
      * the geometric work shared; vector v's charges at charges + v * n_sources * width, its
      * outputs at pot + v * n_targets * width and grad + v * n_targets * grad_width (either
      * output NULL: skipped for every vector). Same units and conditions as eval. */
-    fmk_status (*eval_many)(struct fmk_plan *plan, int64_t nd, const double *charges,
-                            double *pot, double *grad, int on_device);
+    fmk_status (*eval_many)(struct fmk_plan *plan, int64_t nd, const double *charges, double *pot,
+                            double *grad, int on_device);
 } fmk_engine;
 
 struct fmk_plan {
@@ -208,11 +208,11 @@ struct fmk_plan {
      * caller's arrays get the results only once they are all finite (plan.c, eval_host) */
     double *staged;
 
-    void *state;              /* the engine's own state */
-    void *tune;               /* the engine's tuning struct (engine->tune), or NULL */
-    void *counters;           /* the engine's counters struct (engine->counters), or NULL */
-    void *shared_tune;        /* the backend's shared knobs (engine->shared_tune), or NULL */
-    void *shared_counters;    /* and counters (engine->shared_counters), or NULL */
+    void *state;           /* the engine's own state */
+    void *tune;            /* the engine's tuning struct (engine->tune), or NULL */
+    void *counters;        /* the engine's counters struct (engine->counters), or NULL */
+    void *shared_tune;     /* the backend's shared knobs (engine->shared_tune), or NULL */
+    void *shared_counters; /* and counters (engine->shared_counters), or NULL */
     /* The interaction counts an evaluation reports (fmk_info.interactions_*) where the
      * geometry fixes them: set by the engine's setup (the FMMs, from their lists), 0 after
      * set_points until then. eval.c copies them into info before the engine's eval; an engine

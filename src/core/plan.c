@@ -281,9 +281,7 @@ static void bounding_box(int dim, int64_t ns, const double *s, int64_t nt, const
     for (int pass = 0; pass < 2; pass++) {
         const double *x = pass ? t : s;
         const int64_t n = pass ? nt : ns;
-#pragma omp parallel for reduction(min                                   \
-                                   : l0, l1, l2) reduction(max           \
-                                                           : h0, h1, h2) \
+#pragma omp parallel for reduction(min : l0, l1, l2) reduction(max : h0, h1, h2) \
     num_threads(threads) if (n * dim >= PAR_MIN)
         for (int64_t i = 0; i < n; i++) {
             const double *p = x + dim * i;

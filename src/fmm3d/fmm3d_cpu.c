@@ -40,8 +40,8 @@ static int32_t leaf_size_of(const fmk_plan *plan, int order)
 {
     const int nv = vectors_of(plan);
     const double t_pair = fmk_fmm3d_cpu_pair_time(plan) * (1 + 0.3 * (nv - 1)) / nv;
-    int64_t ls = plan->opts.leaf_size > 0 ? plan->opts.leaf_size
-                                          : fmk_fmm3d_leaf_size_model(order, t_pair);
+    int64_t ls =
+        plan->opts.leaf_size > 0 ? plan->opts.leaf_size : fmk_fmm3d_leaf_size_model(order, t_pair);
     return ls > INT32_MAX ? INT32_MAX : (int32_t)ls;
 }
 static int64_t rot_doubles(int p)
@@ -80,11 +80,11 @@ static int64_t state_bytes(const fmk_plan *plan, int64_t ns, int64_t nt, int64_t
     b = fmk_bytes_add(b, fmk_tree3d_bytes_for(np, nodes));
     b = fmk_bytes_add(b, fmk_fmm3d_lists_bytes_for(nodes));
     const int nv = vectors_of(plan);
-    b = fmk_bytes_plus(b, 32 + 16 * stride * nv, nodes); /* counts, begins, M, L */
-    b = fmk_bytes_plus(b, 4 * 8, ns);                    /* order, xyz */
+    b = fmk_bytes_plus(b, 32 + 16 * stride * nv, nodes);      /* counts, begins, M, L */
+    b = fmk_bytes_plus(b, 4 * 8, ns);                         /* order, xyz */
     b = fmk_bytes_plus(b, 4 * 8 + (nv > 1 ? 8 * nv : 0), nu); /* soa, vectors' charges */
-    b = fmk_bytes_plus(b, 32 * (nv - 1), nt);                /* the vectors' results */
-    if (nu < ns)                                    /* slots; self: the targets' xyz */
+    b = fmk_bytes_plus(b, 32 * (nv - 1), nt);                 /* the vectors' results */
+    if (nu < ns)                                              /* slots; self: the targets' xyz */
         b = fmk_bytes_plus(b, self ? 8 * 4 : 8, ns);
     b = fmk_bytes_plus(b, (self ? 0 : 8 * 4) + 32, nt); /* orders, xyz; result */
     b = fmk_bytes_plus(b, 12 * 189, nodes);             /* v_perm, v_target */
@@ -400,8 +400,7 @@ static fmk_status fmm_setup(fmk_plan *plan)
         fmm_release(plan);
         return fmk_error_set(plan, FMK_ERR_NOMEM, "out of host memory for the FMM's leaf pairs");
     }
-    fmk_fmm3d_cpu_interactions(s, plan->self, nt, &plan->interactions_p2p,
-                               &plan->interactions_far);
+    fmk_fmm3d_cpu_interactions(s, plan->self, nt, &plan->interactions_p2p, &plan->interactions_far);
     plan->info.order = p;
     plan->info.levels = s->tree.levels;
     plan->info.leaf_size = ls;
@@ -431,15 +430,17 @@ static fmk_status vectors_room(fmk_plan *plan, fmk_fmm3d_cpu *s, int nv)
     if (bad) {
         for (int i = 0; i < 5; i++)
             free(got[i]);
-        return fmk_error_set(plan, FMK_ERR_NOMEM,
-                             "out of host memory for the FMM's expansions of %d charge vectors "
-                             "(%zu bytes): evaluate fewer vectors per call",
-                             nv, sizeof(double) * (sizes[0] + sizes[1] + sizes[2] + sizes[3] + sizes[4]));
+        return fmk_error_set(
+            plan, FMK_ERR_NOMEM,
+            "out of host memory for the FMM's expansions of %d charge vectors "
+            "(%zu bytes): evaluate fewer vectors per call",
+            nv, sizeof(double) * (sizes[0] + sizes[1] + sizes[2] + sizes[3] + sizes[4]));
     }
-    const int64_t before = (int64_t)(sizeof(double) * ((size_t)s->stride * nk * 2 * (size_t)s->nv_cap +
-                                                       4 * nt1 * (size_t)s->nv_cap +
-                                                       (s->nv_cap > 1 ? nu1 * (size_t)s->nv_cap : 0) +
-                                                       (size_t)s->work_stride * (size_t)plan->threads));
+    const int64_t before =
+        (int64_t)(sizeof(double) *
+                  ((size_t)s->stride * nk * 2 * (size_t)s->nv_cap + 4 * nt1 * (size_t)s->nv_cap +
+                   (s->nv_cap > 1 ? nu1 * (size_t)s->nv_cap : 0) +
+                   (size_t)s->work_stride * (size_t)plan->threads));
     free(s->M), free(s->L), free(s->result), free(s->work);
     if (s->qv != s->q)
         free(s->qv);

@@ -45,34 +45,34 @@ typedef struct fmk_fmm3d_cpu {
     int n_colors;
     int64_t *mutual_begin;
     int32_t *mutual_pair;
-    double *mutual_buf;      /* threads * mutual_buf_size: a leaf's results */
+    double *mutual_buf; /* threads * mutual_buf_size: a leaf's results */
     int64_t mutual_buf_size;
-    float *src32;                   /* fp32: 4 * nu, x | y | z | q for P2P in single precision, the
+    float *src32; /* fp32: 4 * nu, x | y | z | q for P2P in single precision, the
                                  * coordinates relative to the centre of the source's leaf */
     /* nv charge vectors at a time (eval: 1; eval_many: up to nv_cap): node b's expansion of
      * vector v at M + stride (b nv + v), likewise L; vector v's unique charges at
      * qv + v n_unique (qv == q when nv_cap is 1), its results at result + 4 nt v */
     int nv, nv_cap;
     double *qv;
-    double *M, *L;                  /* n_nodes * stride * nv_cap */
+    double *M, *L; /* n_nodes * stride * nv_cap */
     double *rot_v; /* rotations of the V directions' polar angles in use (61 at most
                                  * for the 316 directions: the matrices depend on the angle) */
     int32_t rot_slot[FMK_FMM3D_NDIR]; /* direction -> its polar angle's rotation, or -1 */
     double *phase_v;                  /* FMK_FMM3D_NDIR * 2 (p + 1): each direction's e^{i m phi} */
-    double *rot_updown; /* 16 rotations: M2M (child -> parent) for octant o at o, L2L at 8 + o */
-    int64_t m2l_nodes;  /* nodes per M2L block (the schedule's) */
-    int64_t *v_perm;    /* n_v: V entries, per block of m2l_nodes nodes by direction */
-    int32_t *v_target;  /* n_v: the target node of each V entry */
-    double *zmat;       /* coaxial M2L matrices, one per squared distance in use */
-    int32_t z_slot[28]; /* squared distance (4..27, in sides^2) -> matrix, or -1 */
-    double *m2l_buf;    /* threads * m2l_buf_size: X, Y, T of fmk_fmm3d_m2l_block */
-    uint8_t *w_direct;  /* n_w: 1 when the W entry is summed directly (P2P), not by M2P */
-    uint8_t *x_direct;  /* n_nodes: 1 when the node's X entries are summed directly */
-    int64_t *d_begin;   /* n_nodes + 1: per leaf, the source leaves it sums directly */
-    int32_t *d_leaf;    /* beyond its U list (from direct W and X entries) */
-    double *work;       /* threads * work_stride */
+    double *rot_updown;  /* 16 rotations: M2M (child -> parent) for octant o at o, L2L at 8 + o */
+    int64_t m2l_nodes;   /* nodes per M2L block (the schedule's) */
+    int64_t *v_perm;     /* n_v: V entries, per block of m2l_nodes nodes by direction */
+    int32_t *v_target;   /* n_v: the target node of each V entry */
+    double *zmat;        /* coaxial M2L matrices, one per squared distance in use */
+    int32_t z_slot[28];  /* squared distance (4..27, in sides^2) -> matrix, or -1 */
+    double *m2l_buf;     /* threads * m2l_buf_size: X, Y, T of fmk_fmm3d_m2l_block */
+    uint8_t *w_direct;   /* n_w: 1 when the W entry is summed directly (P2P), not by M2P */
+    uint8_t *x_direct;   /* n_nodes: 1 when the node's X entries are summed directly */
+    int64_t *d_begin;    /* n_nodes + 1: per leaf, the source leaves it sums directly */
+    int32_t *d_leaf;     /* beyond its U list (from direct W and X entries) */
+    double *work;        /* threads * work_stride */
     int64_t work_stride; /* doubles of work per thread: the operators' for nv_cap vectors */
-    double *result;     /* 4 * nt * nv_cap in key order: per vector pot, grad */
+    double *result;      /* 4 * nt * nv_cap in key order: per vector pot, grad */
     double tree_time;
 } fmk_fmm3d_cpu;
 
@@ -137,8 +137,8 @@ int fmk_fmm3d_cpu_direct_lists(fmk_fmm3d_cpu *s, int order, double t_pair, int d
  * the target-source pairs of P2P (per leaf with targets, its targets times the sources of its
  * U list and direct entries; n_targets less for targets = sources), *far the M2L (V), P2L (X)
  * and M2P (W) entries evaluated by expansions. */
-void fmk_fmm3d_cpu_interactions(const fmk_fmm3d_cpu *s, int self, int64_t n_targets,
-                                int64_t *p2p, int64_t *far);
+void fmk_fmm3d_cpu_interactions(const fmk_fmm3d_cpu *s, int self, int64_t n_targets, int64_t *p2p,
+                                int64_t *far);
 /* P2P at every leaf with targets, from its U list and direct entries, over unique sources,
  * for vectors [v_first, v_first + nv) of the s->nv (precision fp32: one vector, whose charges
  * the caller put in src32). */

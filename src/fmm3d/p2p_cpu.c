@@ -160,7 +160,7 @@ p2p_laplace_avx512(int nv, int newton, const double *restrict sx, const double *
                    const int64_t *begin, const int64_t *count, int n_ranges, const double *yi,
                    double *out)
 {
-#define P2P_NV(a, b)                                                                               \
+#define P2P_NV(a, b) \
     p2p_laplace_avx512_nv(a, b, sx, sy, sz, q, q_stride, begin, count, n_ranges, yi, out)
     switch (4 * (newton == 1) + (nv < 4 ? nv : 4) - 1) {
     case 0: P2P_NV(1, 2); break;
@@ -361,9 +361,8 @@ void fmk_fmm3d_cpu_p2p(const fmk_plan *plan, fmk_fmm3d_cpu *s, int v_first, int 
                     const int n4 = nv - v0 < 4 ? nv - v0 : 4;
                     for (int64_t i = i0; i < te; i++) {
                         double out[16];
-                        p2p_laplace_avx512(n4, s->p2p_avx512, sx, sy, sz, qv + v0 * ns, ns, jb,
-                                           jn, cnt,
-                                           s->trg_xyz + 3 * i, out);
+                        p2p_laplace_avx512(n4, s->p2p_avx512, sx, sy, sz, qv + v0 * ns, ns, jb, jn,
+                                           cnt, s->trg_xyz + 3 * i, out);
                         for (int v = 0; v < n4; v++) {
                             double *res = result + (v0 + v) * rs;
                             res[i] += out[4 * v];
@@ -435,8 +434,8 @@ void fmk_fmm3d_cpu_p2p_runs(const fmk_plan *plan, fmk_fmm3d_cpu *s, const double
     }
 }
 
-void fmk_fmm3d_cpu_interactions(const fmk_fmm3d_cpu *s, int self, int64_t n_targets,
-                                int64_t *p2p, int64_t *far)
+void fmk_fmm3d_cpu_interactions(const fmk_fmm3d_cpu *s, int self, int64_t n_targets, int64_t *p2p,
+                                int64_t *far)
 {
     const fmk_fmm3d_lists *l = &s->lists;
     int64_t pairs = 0, terms = l->n_v;

@@ -262,8 +262,8 @@ fmk_status fmk_sim_set_energy_reference(fmk_sim *sim, int64_t n, const double *p
                             "%s: only a comoving run (opts.comoving = 1) has a reference energy",
                             w);
     if (n != sim->n)
-        return fmk_sim_fail(sim, FMK_ERR_ARG, "%s: n = %lld; the simulation has %lld particles",
-                            w, (long long)n, (long long)sim->n);
+        return fmk_sim_fail(sim, FMK_ERR_ARG, "%s: n = %lld; the simulation has %lld particles", w,
+                            (long long)n, (long long)sim->n);
     if (sim->step != 0)
         return fmk_sim_fail(sim, FMK_ERR_STATE,
                             "%s: the simulation has taken %lld steps; the reference is set "

@@ -87,7 +87,7 @@ struct fmk_sim {
      * start and max |a W| so far. They travel in restarts. */
     double u;
     double cosmo_c, u_ref;
-    int u_ref_set; /* 1: U_ref from fmk_sim_set_energy_reference, else the uniform sphere's */
+    int u_ref_set;   /* 1: U_ref from fmk_sim_set_energy_reference, else the uniform sphere's */
     double soft_now; /* the force plan's softening now (FMK_SIM_SOFT_PHYSICAL changes it) */
     double li_kinetic, li_integral, li_start, li_max_aw;
     int li_started; /* li_start and li_max_aw hold the start's values */

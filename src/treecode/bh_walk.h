@@ -442,8 +442,8 @@ static int BH(walk_group)(const fmk_plan *plan, const tree_cpu *s, int64_t count
                 yx = ux, yy = uy, yz = uz;
             }
             int64_t n_self = 0;
-            const int bad = BH(group_lists)(plan, s, step, g0, g1, box, c, loc_r, o, &L, skip,
-                                            qskip, &n_self);
+            const int bad =
+                BH(group_lists)(plan, s, step, g0, g1, box, c, loc_r, o, &L, skip, qskip, &n_self);
             if (bad) {
 #pragma omp atomic write
                 failed = 1;

@@ -379,7 +379,7 @@ static void test_hard_inputs(void)
                                   prec ? "fp32" : "fp64", w);
                     fmk_status st = run(kernel, &o, nc, x, q, 0, NULL, pot, grad, NULL);
                     if (prec && st == FMK_ERR_ACCURACY) { /* the resolution guard: fp32 cannot */
-                        free(pot), free(grad);              /* hold these points (a line) */
+                        free(pot), free(grad);            /* hold these points (a line) */
                         continue;
                     }
                     CHECK_STATUS(st, FMK_OK);

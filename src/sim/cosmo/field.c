@@ -81,8 +81,8 @@ static fmk_status plan_layout(const fmk_sim_cosmo_ic *p, const char *w, layout *
     if (p->lpt_order < 0 || p->lpt_order > 2)
         return fmk_sim_fail(NULL, FMK_ERR_ARG,
                             "%s: lpt_order = %d; it must be 1 (Zel'dovich), 2 (2LPT) or 0 (the "
-                            "lattice alone)", w,
-                            (int)p->lpt_order);
+                            "lattice alone)",
+                            w, (int)p->lpt_order);
     if (p->threads < 0 || p->threads > FMK_THREADS_MAX)
         return fmk_sim_fail(NULL, FMK_ERR_ARG, "%s: threads = %d; it must be in 0..%d", w,
                             (int)p->threads, FMK_THREADS_MAX);

@@ -265,8 +265,8 @@ super_start(const int32_t *super_order, const int32_t *super_count, const int32_
         if (cs.w == 0)
             continue;
         if (lane == 0) /* fmk_info's far terms: the expansion's nodes (cs.w) at every target */
-            atomicAdd(count_far, (unsigned long long)(groups[*w].y - groups[*w].x) *
-                                     (unsigned long long)cs.w);
+            atomicAdd(count_far,
+                      (unsigned long long)(groups[*w].y - groups[*w].x) * (unsigned long long)cs.w);
         R L[FMK_BH_LOCAL4];
 #pragma unroll
         for (int k = 0; k < FMK_BH_LOCAL4; k++)
