@@ -15,6 +15,17 @@ args_opt *args_find(args_opt *opts, int n_opts, const char *name)
     return NULL;
 }
 
+int args_refuse(const char *cmd, args_opt *opts, int n_opts, const char *const *names,
+                size_t n_names, const char *why)
+{
+    for (size_t i = 0; i < n_names; i++) {
+        const args_opt *o = args_find(opts, n_opts, names[i]);
+        if (o && o->given)
+            return cli_usage(cmd, "--%s: %s", names[i], why);
+    }
+    return CLI_OK;
+}
+
 /* Parses a finite double that fills the whole word. */
 static int parse_double(const char *s, double *out)
 {

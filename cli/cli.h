@@ -75,6 +75,9 @@ int args_parse(const char *cmd, int argc, char **argv, args_opt *opts, int n_opt
 
 /* The table entry named name (it must exist). */
 args_opt *args_find(args_opt *opts, int n_opts, const char *name);
+/* CLI_OK when none of the n_names options was given, else the usage error "--NAME: why". */
+int args_refuse(const char *cmd, args_opt *opts, int n_opts, const char *const *names,
+                size_t n_names, const char *why);
 
 /* Name lookups shared by the subcommands; each prints a usage error and returns CLI_USAGE for
  * an unknown name, else CLI_OK. */

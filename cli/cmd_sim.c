@@ -137,12 +137,10 @@ static int check_args(const sim_args *a, args_opt *opts, int n_opts)
     if (a->restart) {
         if (a->ic)
             return cli_usage(cmd, "--restart and --ic exclude each other");
-        for (size_t i = 0; i < sizeof physics / sizeof physics[0]; i++)
-            if (GIVEN(physics[i]))
-                return cli_usage(cmd,
-                                 "--%s: a --restart continues with the options stored in "
-                                 "the file",
-                                 physics[i]);
+        const int rc = args_refuse(cmd, opts, n_opts, physics, sizeof physics / sizeof *physics,
+                                   "a --restart continues with the options stored in the file");
+        if (rc != CLI_OK)
+            return rc;
     } else if (!a->ic)
         return cli_usage(cmd, "--ic is required (plummer, cold, kepler, cosmo or an HDF5 file), "
                               "or --restart FILE");

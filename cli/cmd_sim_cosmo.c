@@ -51,13 +51,8 @@ int sim_cosmo_apply(const char *cmd, sim_cosmo_args *c, args_opt *opts, int n_op
         static const char *const physics[] = {
             "comoving", "cosmology", "omega-m", "omega-l", "omega-b",   "hubble",   "sigma8",
             "ns",       "z-start",   "spacing", "lpt",     "soft-mode", "soft-max", "radius"};
-        for (size_t i = 0; i < sizeof physics / sizeof physics[0]; i++)
-            if (GIVEN(physics[i]))
-                return cli_usage(cmd,
-                                 "--%s: a --restart continues with the options stored in "
-                                 "the file",
-                                 physics[i]);
-        return CLI_OK;
+        return args_refuse(cmd, opts, n_opts, physics, sizeof physics / sizeof *physics,
+                           "a --restart continues with the options stored in the file");
     }
     if (!c->comoving) {
         for (size_t i = 0; i < sizeof only / sizeof only[0]; i++)

@@ -58,16 +58,23 @@ static uint64_t byte_swap(uint64_t u)
 }
 
 /* The comoving words of a version-1 record: the options' defaults, the state zero. */
-static void blob_write_comoving_defaults(const fmk_sim_opts *o, uint64_t *w)
+/* The comoving options' words (W_COMOVING .. W_RADIUS). */
+static void blob_write_cosmology(const fmk_sim_opts *o, uint64_t *w)
 {
     const fmk_sim_cosmology *c = &o->cosmology;
-    w[W_COMOVING] = 0;
+    w[W_COMOVING] = (uint64_t)(int64_t)o->comoving;
     w[W_OMEGA_M] = from_f(c->omega_m), w[W_OMEGA_L] = from_f(c->omega_lambda);
     w[W_OMEGA_B] = from_f(c->omega_b), w[W_HUBBLE] = from_f(c->h), w[W_N_S] = from_f(c->n_s);
     w[W_SIGMA_8] = from_f(c->sigma_8), w[W_T_CMB] = from_f(c->t_cmb);
     w[W_SPACING] = (uint64_t)o->spacing, w[W_SOFT_MODE] = (uint64_t)o->soft_mode;
     w[W_SOFT_MAX] = from_f(o->soft_max_comoving), w[W_A_START] = from_f(o->a_start);
     w[W_RADIUS] = from_f(o->radius);
+}
+
+static void blob_write_comoving_defaults(const fmk_sim_opts *o, uint64_t *w)
+{
+    blob_write_cosmology(o, w);
+    w[W_COMOVING] = 0;
     for (int k = W_U; k < W_COUNT; k++)
         w[k] = 0;
 }
@@ -93,14 +100,7 @@ static void blob_write(const fmk_sim *sim, uint64_t *w)
     w[W_P_LEAF] = (uint64_t)p->leaf_size, w[W_P_SOFTENING] = from_f(p->softening);
     w[W_P_THETA] = from_f(p->theta), w[W_P_VERBOSE] = (uint64_t)(int64_t)p->verbose;
     w[W_P_WALK] = (uint64_t)p->walk, w[W_P_VECTORS] = (uint64_t)(int64_t)p->n_vectors;
-    const fmk_sim_cosmology *c = &o->cosmology;
-    w[W_COMOVING] = (uint64_t)(int64_t)o->comoving;
-    w[W_OMEGA_M] = from_f(c->omega_m), w[W_OMEGA_L] = from_f(c->omega_lambda);
-    w[W_OMEGA_B] = from_f(c->omega_b), w[W_HUBBLE] = from_f(c->h), w[W_N_S] = from_f(c->n_s);
-    w[W_SIGMA_8] = from_f(c->sigma_8), w[W_T_CMB] = from_f(c->t_cmb);
-    w[W_SPACING] = (uint64_t)o->spacing, w[W_SOFT_MODE] = (uint64_t)o->soft_mode;
-    w[W_SOFT_MAX] = from_f(o->soft_max_comoving), w[W_A_START] = from_f(o->a_start);
-    w[W_RADIUS] = from_f(o->radius);
+    blob_write_cosmology(o, w);
     w[W_U] = from_f(sim->u), w[W_LI_K] = from_f(sim->li_kinetic);
     w[W_LI_INT] = from_f(sim->li_integral), w[W_LI_START] = from_f(sim->li_start);
     w[W_LI_MAX] = from_f(sim->li_max_aw), w[W_INTERACTIONS] = (uint64_t)sim->interactions_total;
