@@ -1,6 +1,7 @@
 # fmmkit: the two commands of the quick start are `make demo` and `make test`.
 #   make demo       build (CPU + CUDA backend when nvcc is found) and run `fmmkit demo`
-#   make test       unit, CLI and Python tests on the CPU (ctest)
+#   make test       unit, CLI and Python tests on the CPU (ctest), and the MPI tests (1-4 ranks
+#                   under mpirun) when MPI is found
 #   make test-asan  the same tests built with AddressSanitizer + UndefinedBehaviorSanitizer
 #   make gpu-test   on a GPU machine: GPU tests (sm_90) plus compute-sanitizer memcheck,
 #                   synccheck and racecheck (GPU_TEST_PART=check or race: one half of

@@ -58,6 +58,20 @@ if ! png_ok; then
       "(Debian: apt-get install libpng-dev)" >&2
   fi
 fi
+# Open MPI for libfmmkit_mpi, the distributed plans, and their tests under mpirun (optional:
+# without it they are not built, and CMake says so).
+mpi_ok() {
+  command -v mpicc >/dev/null 2>&1 && command -v mpirun >/dev/null 2>&1
+}
+if [ "${FMMKIT_NEED_MPI:-1}" = 1 ] && ! mpi_ok; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "fmmkit: installing Open MPI for the distributed plans (libfmmkit_mpi)"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libopenmpi-dev openmpi-bin >/dev/null
+  else
+    echo "fmmkit: MPI is missing, so the distributed plans (libfmmkit_mpi) will not be built" \
+      "(Debian: apt-get install libopenmpi-dev openmpi-bin)" >&2
+  fi
+fi
 PY=$(command -v python3 || true)
 if [ -z "$PY" ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/hooks.h"
 #include "core/internal.h"
 
 /* Loops over the caller's arrays use the plan's threads from this many values on. */
@@ -123,7 +124,7 @@ static void interactions_of_geometry(fmk_plan *plan)
     fmk_info *in = &plan->info;
     if (plan->opts.method == FMK_METHOD_DIRECT) {
         const int64_t ns = plan->n_sources, nt = plan->n_targets;
-        in->interactions_p2p = nt * ns - (plan->self ? nt : 0);
+        in->interactions_p2p = nt * ns - (plan->self || plan->self_slice ? nt : 0);
         in->interactions_far = 0;
     } else {
         in->interactions_p2p = plan->interactions_p2p;
@@ -204,6 +205,8 @@ static fmk_status eval_host(fmk_plan *plan, int64_t nd, const double *charges, d
 
 fmk_status fmk_plan_eval(fmk_plan *plan, const double *charges, double *pot, double *grad)
 {
+    if (plan && plan->hooks)
+        return plan->hooks->eval_many(plan, 0, 1, charges, pot, grad);
     fmk_status st = check_eval(plan, "fmk_plan_eval", charges, pot, grad);
     if (st == FMK_OK)
         st = eval_host(plan, 1, charges, pot, grad);
@@ -215,6 +218,8 @@ fmk_status fmk_plan_eval(fmk_plan *plan, const double *charges, double *pot, dou
 fmk_status fmk_plan_eval_many(fmk_plan *plan, int64_t n_vectors, const double *charges, double *pot,
                               double *grad)
 {
+    if (plan && plan->hooks)
+        return plan->hooks->eval_many(plan, 1, n_vectors, charges, pot, grad);
     fmk_status st = check_eval(plan, "fmk_plan_eval_many", charges, pot, grad);
     if (st == FMK_OK && n_vectors < 0)
         st = fmk_error_set(plan, FMK_ERR_ARG, "n_vectors = %lld is negative", (long long)n_vectors);
@@ -229,6 +234,10 @@ fmk_status fmk_plan_eval_many(fmk_plan *plan, int64_t n_vectors, const double *c
 static fmk_status eval_device(fmk_plan *plan, const char *fn, int64_t nd, const double *d_charges,
                               double *d_pot, double *d_grad)
 {
+    if (plan && plan->hooks)
+        return fmk_error_set(plan, FMK_ERR_UNAVAILABLE,
+                             "%s does not take %s plans yet; use the host calls", fn,
+                             plan->hooks->name);
     fmk_status st = check_eval(plan, fn, d_charges, d_pot, d_grad);
     if (st != FMK_OK)
         return st;

@@ -183,6 +183,9 @@ typedef struct fmk_engine {
      * output NULL: skipped for every vector). Same units and conditions as eval. */
     fmk_status (*eval_many)(struct fmk_plan *plan, int64_t nd, const double *charges, double *pot,
                             double *grad, int on_device);
+    /* Nonzero: the engine honours plan->self_slice (leaves out target i's pair with source
+     * plan->self_base + i, exactly as for targets = sources); core/hooks.h. */
+    int takes_self_slice;
 } fmk_engine;
 
 struct fmk_plan {
@@ -196,6 +199,14 @@ struct fmk_plan {
 
     int has_points;
     int self; /* targets are the sources: skip j == i */
+    /* Targets that are the sources [self_base, self_base + n_targets) of separate targets:
+     * skip j == self_base + i (only where engine->takes_self_slice; core/hooks.h). */
+    int self_slice;
+    int64_t self_base;
+    /* A plan whose calls go to hooks (core/hooks.h: a distributed plan), and their state;
+     * NULL for ordinary plans. */
+    const struct fmk_plan_hooks *hooks;
+    void *hook_state;
     int64_t n_sources, n_targets;
     fmk_frame frame;
     double *sources; /* n_sources * dim mapped coordinates (owned) */

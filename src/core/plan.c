@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/hooks.h"
 #include "core/internal.h"
 #include "core/tune.h"
 
@@ -281,7 +282,9 @@ static void bounding_box(int dim, int64_t ns, const double *s, int64_t nt, const
     for (int pass = 0; pass < 2; pass++) {
         const double *x = pass ? t : s;
         const int64_t n = pass ? nt : ns;
-#pragma omp parallel for reduction(min : l0, l1, l2) reduction(max : h0, h1, h2) \
+#pragma omp parallel for reduction(min                                   \
+                                   : l0, l1, l2) reduction(max           \
+                                                           : h0, h1, h2) \
     num_threads(threads) if (n * dim >= PAR_MIN)
         for (int64_t i = 0; i < n; i++) {
             const double *p = x + dim * i;
@@ -403,6 +406,8 @@ void fmk_plan_drop_points(fmk_plan *plan)
     plan->n_sources = plan->n_targets = 0;
     plan->state_bytes_host = plan->state_bytes_device = 0;
     plan->info.bytes_host = plan->info.bytes_device = 0;
+    plan->self_slice = 0;
+    plan->self_base = 0;
     fmk_plan_clear_interactions(plan);
 }
 
@@ -412,11 +417,12 @@ void fmk_plan_clear_interactions(fmk_plan *plan)
     plan->info.interactions_p2p = plan->info.interactions_far = 0;
 }
 
-fmk_status fmk_plan_set_points(fmk_plan *plan, int64_t n_sources, const double *sources,
-                               int64_t n_targets, const double *targets)
+/* fmk_plan_set_points with a box the frame must contain (lo, hi; NULL: none) and the slice
+ * of the sources that separate targets are (slice_base >= 0; core/hooks.h). */
+static fmk_status set_points_host(fmk_plan *plan, int64_t n_sources, const double *sources,
+                                  int64_t n_targets, const double *targets, const double *box_lo,
+                                  const double *box_hi, int64_t slice_base)
 {
-    if (!plan)
-        return fmk_error_set(NULL, FMK_ERR_NULL, "fmk_plan_set_points: plan is NULL");
     fmk_plan_refresh_threads(plan);
     fmk_interrupt_begin(plan);
     double t0 = fmk_time_now();
@@ -445,6 +451,10 @@ fmk_status fmk_plan_set_points(fmk_plan *plan, int64_t n_sources, const double *
     double lo[3], hi[3], width = 0;
     if (st == FMK_OK) {
         bounding_box(dim, n_sources, sources, self ? 0 : n_targets, targets, lo, hi, plan->threads);
+        for (int k = 0; box_lo && box_hi && k < dim; k++) {
+            lo[k] = box_lo[k] < lo[k] ? box_lo[k] : lo[k];
+            hi[k] = box_hi[k] > hi[k] ? box_hi[k] : hi[k];
+        }
         for (int k = 0; k < dim; k++)
             width = hi[k] - lo[k] > width ? hi[k] - lo[k] : width;
     }
@@ -484,6 +494,8 @@ fmk_status fmk_plan_set_points(fmk_plan *plan, int64_t n_sources, const double *
     }
     plan->frame = frame;
     plan->self = self;
+    plan->self_slice = !self && slice_base >= 0 && plan->engine->takes_self_slice;
+    plan->self_base = plan->self_slice ? slice_base : 0;
     plan->n_sources = n_sources;
     plan->n_targets = n_targets;
     plan->frame.exact = map_points(&frame, dim, n_sources, sources, plan->sources, plan->threads);
@@ -512,11 +524,50 @@ fmk_status fmk_plan_set_points(fmk_plan *plan, int64_t n_sources, const double *
     return FMK_OK;
 }
 
+fmk_status fmk_plan_set_points(fmk_plan *plan, int64_t n_sources, const double *sources,
+                               int64_t n_targets, const double *targets)
+{
+    if (!plan)
+        return fmk_error_set(NULL, FMK_ERR_NULL, "fmk_plan_set_points: plan is NULL");
+    if (plan->hooks)
+        return plan->hooks->set_points(plan, n_sources, sources, n_targets, targets);
+    return set_points_host(plan, n_sources, sources, n_targets, targets, NULL, NULL, -1);
+}
+
+fmk_status fmk_plan_set_points_in_box(fmk_plan *plan, int64_t n_sources, const double *sources,
+                                      int64_t n_targets, const double *targets, const double lo[3],
+                                      const double hi[3], int64_t slice_base, int *slice_taken)
+{
+    if (slice_taken)
+        *slice_taken = 0;
+    if (!plan)
+        return fmk_error_set(NULL, FMK_ERR_NULL, "fmk_plan_set_points_in_box: plan is NULL");
+    if (plan->hooks)
+        return fmk_error_set(plan, FMK_ERR_STATE,
+                             "fmk_plan_set_points_in_box takes an ordinary plan");
+    if (slice_base >= 0 && (!targets || slice_base > n_sources - n_targets))
+        return fmk_error_set(plan, FMK_ERR_ARG,
+                             "fmk_plan_set_points_in_box: the targets are not sources [%lld, "
+                             "%lld + %lld) of %lld",
+                             (long long)slice_base, (long long)slice_base, (long long)n_targets,
+                             (long long)n_sources);
+    fmk_status st =
+        set_points_host(plan, n_sources, sources, n_targets, targets, lo, hi, slice_base);
+    if (st == FMK_OK && slice_taken)
+        *slice_taken = plan->self_slice;
+    return st;
+}
+
 fmk_status fmk_plan_set_points_device(fmk_plan *plan, int64_t n_sources, const double *d_sources,
                                       int64_t n_targets, const double *d_targets)
 {
     if (!plan)
         return fmk_error_set(NULL, FMK_ERR_NULL, "fmk_plan_set_points_device: plan is NULL");
+    if (plan->hooks)
+        return fmk_error_set(plan, FMK_ERR_UNAVAILABLE,
+                             "fmk_plan_set_points_device does not take %s plans yet; use "
+                             "fmk_plan_set_points",
+                             plan->hooks->name);
     fmk_plan_refresh_threads(plan);
     fmk_interrupt_begin(plan);
     const int64_t max_n = MAX_POINTS;
@@ -608,6 +659,8 @@ void fmk_plan_destroy(fmk_plan *plan)
 {
     if (!plan)
         return;
+    if (plan->hooks && plan->hooks->release)
+        plan->hooks->release(plan, plan->hook_state);
     fmk_plan_drop_points(plan);
     fmk_interrupt_free(plan);
     fmk_tune_free(plan);

@@ -286,4 +286,5 @@ const fmk_engine fmk_engine_direct_cpu = {
     .release = direct_release,
     .check_opts = fmk_direct_check_opts,
     .frame = {[FMK_PRECISION_FP64] = FMK_FRAME_EXACT, [FMK_PRECISION_FP32] = FMK_FRAME_BOX},
+    .takes_self_slice = 1,
 };

@@ -4,7 +4,7 @@
  * Each function sums the sources [0, n) of one tile (structure of arrays, mapped coordinates)
  * at one target and returns the potential and gradient in the tile's precision; p2p.c adds
  * tiles up in double. skip is the tile-relative index of the target itself when targets are the
- * sources (-1 otherwise); singular kernels skip r = 0 instead, which includes the self term.
+ * sources, or a slice of them (plan->self_slice), -1 otherwise; singular kernels skip r = 0 instead, which includes the self term.
  * Each loop is a single `omp simd` reduction with no branches, so it vectorizes; the pair
  * terms are kernels/pair.h's (instantiated here as P2P(pair_<kernel>)). */
 
@@ -142,11 +142,15 @@ static void P2P(block)(const fmk_plan *plan, const REAL *const src[4], const REA
     const REAL eps2 = (REAL)(plan->frame.softening * plan->frame.softening);
     const REAL logw = (REAL)plan->frame.log_width;
     const int dim = plan->dim;
+    /* target i is source base + i (targets = sources, or a slice of them: core/hooks.h) */
+    const int64_t base = plan->self_slice ? plan->self_base : 0;
     for (int64_t j0 = 0; j0 < plan->n_sources; j0 += tile) {
         int64_t nj = plan->n_sources - j0 < tile ? plan->n_sources - j0 : tile;
         for (int64_t i = i0; i < i1; i++) {
             REAL out[4];
-            int64_t skip = plan->self && i >= j0 && i < j0 + nj ? i - j0 : -1;
+            int64_t skip = (plan->self || plan->self_slice) && i + base >= j0 && i + base < j0 + nj
+                               ? i + base - j0
+                               : -1;
             fn(src[0] + j0, src[1] + j0, src[2] + j0, src[3] + j0, nj, trg + dim * i, skip, eps2,
                logw, out);
             double *a = acc + 4 * (i - i0);

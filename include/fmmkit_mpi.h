@@ -1,0 +1,59 @@
+/*
+ * fmmkit_mpi.h -- distributed plans over MPI (libfmmkit_mpi; docs/distributed.md).
+ *
+ * Built and installed when CMake finds MPI (option FMMKIT_MPI, on by default). Link
+ * libfmmkit_mpi (CMake: fmmkit::fmmkit_mpi), which links libfmmkit and MPI; libfmmkit itself
+ * does not depend on MPI.
+ *
+ * A distributed plan is an ordinary fmk_plan whose calls are collective over its communicator:
+ * every rank makes the same sequence of fmk_plan_set_points, fmk_plan_eval,
+ * fmk_plan_eval_many and fmk_plan_destroy calls (a NULL plan on one rank cannot take part).
+ * Each rank gives its own sources and targets (any counts, zero included; targets = NULL with
+ * n_targets = 0: that rank's targets are its own sources, each point's pair with itself left
+ * out) and its own charges, and gets the results at its own targets, in its order. The sum is
+ * over the sources of every rank: the one-rank plan on the concatenation of the ranks' sources
+ * in rank order, bit for bit for the fp64 direct sum, within eps for tree and fmm.
+ *
+ * Statuses and messages: a call that fails on one rank (a NaN, a NULL array, out of memory)
+ * returns the same status on every rank, and fmk_plan_last_error reads "rank R: ..." with the
+ * failing rank's message (of several failing ranks, the most severe failure, then the lowest
+ * rank). A failed set_points that failed validation leaves every rank's points as they were,
+ * one that failed later leaves the plan without points on every rank; a failed evaluation
+ * writes no output on any rank. No rank returns early from a collective step, so a failure
+ * never hangs the others. Errors of MPI itself are handled by the communicator's error handler
+ * (MPI's default: the job is aborted).
+ *
+ * Not yet (FMK_ERR_UNAVAILABLE on every rank alike): fmk_plan_set_points_device and the
+ * *_device evaluations. fmk_plan_memory answers for one rank's share of the work as if it
+ * were an ordinary plan of the sizes given. The first implementation gathers every rank's
+ * sources on every rank (memory O(N) per rank): docs/distributed.md says what comes next.
+ */
+#ifndef FMMKIT_MPI_H
+#define FMMKIT_MPI_H
+
+#include <mpi.h>
+
+#include "fmmkit.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Creates a distributed plan on communicator comm (an intracommunicator; MPI initialized),
+ * collectively: every rank of comm calls it, with the same dim, kernel, eps and options
+ * (method, backend, precision, order, leaf_size, softening, theta, walk; threads, device,
+ * verbose and n_vectors may differ between ranks). Arguments as fmk_plan_create's. The plan
+ * duplicates comm (MPI_Comm_dup), so its messages never meet the caller's; fmk_plan_destroy
+ * frees it, and is then collective too. On failure *plan is NULL on every rank, every rank
+ * returns the same status, and the message is in fmk_plan_last_error(NULL). */
+FMK_API fmk_status fmk_plan_create_mpi(fmk_plan **plan, MPI_Comm comm, int dim, fmk_kernel kernel,
+                                       double eps, const fmk_opts *opts);
+
+/* 1 when plan is a distributed plan (made by fmk_plan_create_mpi), else 0. */
+FMK_API int fmk_plan_is_mpi(const fmk_plan *plan);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FMMKIT_MPI_H */

@@ -1,0 +1,402 @@
+/* plan_mpi.c -- distributed plans: fmk_plan_create_mpi and the hooks that make
+ * fmk_plan_set_points, fmk_plan_eval(_many) and fmk_plan_destroy collective.
+ *
+ * First implementation, "replicated sources" (docs/distributed.md): the global box by
+ * allreduce, every rank's sources gathered on every rank in rank order, and each rank's local
+ * plan evaluating its own targets against all of them in the global frame. Every step that can
+ * fail on one rank ends with fmk_mpi_agree before the next collective call. */
+#include <limits.h>
+#include <stdarg.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/hooks.h"
+#include "fmmkit_mpi.h"
+#include "mpi/mpi_internal.h"
+
+static fmk_status mpi_set_points(fmk_plan *plan, int64_t n_sources, const double *sources,
+                                 int64_t n_targets, const double *targets);
+static fmk_status mpi_eval_many(fmk_plan *plan, int is_many, int64_t n_vectors,
+                                const double *charges, double *pot, double *grad);
+static void mpi_release(fmk_plan *plan, void *hook_state);
+
+static const fmk_plan_hooks mpi_hooks = {
+    .name = "mpi",
+    .set_points = mpi_set_points,
+    .eval_many = mpi_eval_many,
+    .release = mpi_release,
+};
+
+/* The most points a plan takes from all ranks together: MPI counts are int (in points). */
+#define MAX_GATHERED ((int64_t)INT_MAX)
+
+static fmk_status fail(fmk_plan *plan, fmk_status st, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+static fmk_status fail(fmk_plan *plan, fmk_status st, const char *fmt, ...)
+{
+    char text[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    return fmk_plan_hook_error(plan, st, text);
+}
+
+/* Index of the first non-finite value of x[0..n), or -1. */
+static int64_t first_nonfinite(const double *x, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(x[i]))
+            return i;
+    return -1;
+}
+
+static void free_state(fmk_mpi_state *s)
+{
+    if (!s)
+        return;
+    fmk_plan_destroy(s->local);
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized && s->comm != MPI_COMM_NULL)
+        MPI_Comm_free(&s->comm);
+    free(s->counts);
+    free(s->displs);
+    free(s);
+}
+
+static void mpi_release(fmk_plan *plan, void *hook_state)
+{
+    (void)plan;
+    free_state(hook_state);
+}
+
+int fmk_plan_is_mpi(const fmk_plan *plan)
+{
+    return fmk_plan_hook_state(plan, &mpi_hooks) != NULL;
+}
+
+fmk_status fmk_plan_create_mpi(fmk_plan **plan, MPI_Comm comm, int dim, fmk_kernel kernel,
+                               double eps, const fmk_opts *opts)
+{
+    if (!plan)
+        return fail(NULL, FMK_ERR_NULL, "fmk_plan_create_mpi: plan (the output) is NULL");
+    *plan = NULL;
+    int initialized = 0, finalized = 0, inter = 0;
+    MPI_Initialized(&initialized);
+    MPI_Finalized(&finalized);
+    if (!initialized || finalized)
+        return fail(NULL, FMK_ERR_STATE,
+                    "fmk_plan_create_mpi: MPI is %s; call it between MPI_Init and MPI_Finalize",
+                    finalized ? "finalized" : "not initialized");
+    if (comm == MPI_COMM_NULL)
+        return fail(NULL, FMK_ERR_ARG, "fmk_plan_create_mpi: comm is MPI_COMM_NULL");
+    MPI_Comm_test_inter(comm, &inter);
+    if (inter)
+        return fail(NULL, FMK_ERR_ARG,
+                    "fmk_plan_create_mpi: comm is an intercommunicator; pass an "
+                    "intracommunicator (MPI_COMM_WORLD or one made by MPI_Comm_split)");
+    fmk_mpi_state *s = calloc(1, sizeof *s);
+    MPI_Comm dup = MPI_COMM_NULL;
+    MPI_Comm_dup(comm, &dup); /* collective: every rank gets here */
+    int rank = 0;
+    MPI_Comm_rank(dup, &rank);
+    fmk_status st = s ? FMK_OK : fail(NULL, FMK_ERR_NOMEM, "fmk_plan_create_mpi: out of memory");
+    if (s) {
+        s->comm = dup;
+        s->rank = rank;
+        MPI_Comm_size(dup, &s->size);
+        s->counts = calloc((size_t)s->size, sizeof *s->counts);
+        s->displs = calloc((size_t)s->size, sizeof *s->displs);
+        if (!s->counts || !s->displs)
+            st = fail(NULL, FMK_ERR_NOMEM, "fmk_plan_create_mpi: out of memory");
+    }
+    fmk_plan *outer = NULL;
+    if (st == FMK_OK)
+        st = fmk_plan_create(&outer, dim, kernel, eps, opts);
+    if (st == FMK_OK)
+        st = fmk_plan_create(&s->local, dim, kernel, eps, opts);
+    st = fmk_mpi_agree(NULL, dup, rank, st);
+    if (st == FMK_OK) /* the values were valid on every rank: now they must be the same */
+        st = fmk_mpi_same_arguments(dup, dim, kernel, eps, opts);
+    if (st == FMK_OK) {
+        s->dim = dim;
+        s->kernel = kernel;
+        s->softening = opts ? opts->softening : 0;
+        s->charge_width = fmk_kernel_is_complex(kernel) ? 2 : 1;
+        s->grad_width = fmk_kernel_is_complex(kernel) ? 2 : dim;
+        st = fmk_plan_set_hooks(outer, &mpi_hooks, s);
+        if (st != FMK_OK) /* a defect, the same on every rank */
+            fail(NULL, st, "fmk_plan_create_mpi: %s", fmk_plan_last_error(outer));
+    }
+    if (st != FMK_OK) {
+        fmk_plan_destroy(outer);
+        if (s)
+            free_state(s);
+        else
+            MPI_Comm_free(&dup);
+        return st;
+    }
+    *plan = outer;
+    return FMK_OK;
+}
+
+/* The local checks of set_points (fmk_plan_set_points's) and this rank's bounding box into
+ * lo, hi (lo > hi: no points). */
+static fmk_status check_points(fmk_plan *plan, int dim, int64_t ns, const double *sources,
+                               int64_t nt, const double *targets, double lo[3], double hi[3])
+{
+    for (int k = 0; k < 3; k++)
+        lo[k] = INFINITY, hi[k] = -INFINITY;
+    if (ns < 0 || ns > MAX_GATHERED)
+        return fail(plan, FMK_ERR_ARG, "n_sources = %lld is out of range (0..%lld)", (long long)ns,
+                    (long long)MAX_GATHERED);
+    if (nt < 0 || nt > MAX_GATHERED)
+        return fail(plan, FMK_ERR_ARG, "n_targets = %lld is out of range (0..%lld)", (long long)nt,
+                    (long long)MAX_GATHERED);
+    if (!sources && ns > 0)
+        return fail(plan, FMK_ERR_NULL, "sources is NULL but n_sources = %lld", (long long)ns);
+    if (!targets && nt > 0)
+        return fail(plan, FMK_ERR_NULL,
+                    "targets is NULL but n_targets = %lld (pass n_targets = 0 and targets = NULL "
+                    "to evaluate at the sources)",
+                    (long long)nt);
+    for (int pass = 0; pass < 2; pass++) {
+        const double *x = pass ? targets : sources;
+        const int64_t n = pass ? nt : ns;
+        if (!x)
+            continue;
+        const int64_t bad = first_nonfinite(x, n * dim);
+        if (bad >= 0)
+            return fail(plan, FMK_ERR_NONFINITE,
+                        "%s[%lld] has coordinate %d = %g; points must "
+                        "be finite",
+                        pass ? "targets" : "sources", (long long)(bad / dim), (int)(bad % dim),
+                        x[bad]);
+        for (int64_t i = 0; i < n; i++)
+            for (int k = 0; k < dim; k++) {
+                lo[k] = x[dim * i + k] < lo[k] ? x[dim * i + k] : lo[k];
+                hi[k] = x[dim * i + k] > hi[k] ? x[dim * i + k] : hi[k];
+            }
+    }
+    return FMK_OK;
+}
+
+/* The plan without points on every rank (after a failure past validation). */
+static void drop_points(fmk_plan *plan, fmk_mpi_state *s)
+{
+    fmk_info none;
+    memset(&none, 0, sizeof none);
+    fmk_plan_set_points(s->local, 0, NULL, 0, NULL); /* frees the local plan's points */
+    fmk_plan_hook_points(plan, 0, &none);
+    s->n_sources = s->n_targets = s->n_all = 0;
+    s->has_points = 0;
+}
+
+/* The counts and displacements of every rank's sources (in points) from the gathered counts;
+ * FMK_ERR_UNAVAILABLE (the same on every rank) when they exceed what MPI counts. */
+static fmk_status layout(fmk_plan *plan, fmk_mpi_state *s, const int64_t *all_n)
+{
+    int64_t total = 0;
+    for (int r = 0; r < s->size; r++) {
+        s->displs[r] = (int)total;
+        s->counts[r] = (int)all_n[r];
+        total += all_n[r];
+        if (total > MAX_GATHERED)
+            return fail(plan, FMK_ERR_UNAVAILABLE,
+                        "the ranks hold more than %lld sources together, which this version's "
+                        "replicated sources cannot gather (docs/distributed.md)",
+                        (long long)MAX_GATHERED);
+    }
+    s->n_all = total;
+    return FMK_OK;
+}
+
+/* G(0) in caller units for the smooth kernels (the coincident pair's value), else 0. */
+static double self_value(fmk_kernel kernel, double softening)
+{
+    if (kernel == FMK_KERNEL_PLUMMER)
+        return 1.0 / softening;
+    if (kernel == FMK_KERNEL_REGULARIZED)
+        return 1.5 / softening;
+    return 0;
+}
+
+static fmk_status mpi_set_points(fmk_plan *plan, int64_t ns, const double *sources, int64_t nt,
+                                 const double *targets)
+{
+    fmk_mpi_state *s = fmk_plan_hook_state(plan, &mpi_hooks);
+    const int dim = s->dim, self = targets == NULL;
+    double lo[3], hi[3];
+    fmk_status st = check_points(plan, dim, ns, sources, nt, targets, lo, hi);
+    if (st == FMK_OK && self)
+        nt = ns;
+    /* validation failed on a rank: every rank keeps its points */
+    if ((st = fmk_mpi_agree(plan, s->comm, s->rank, st)) != FMK_OK)
+        return st;
+
+    double box[6]; /* the global box: min of lo, min of -hi */
+    for (int k = 0; k < 3; k++)
+        box[k] = lo[k], box[3 + k] = -hi[k];
+    MPI_Allreduce(MPI_IN_PLACE, box, 6, MPI_DOUBLE, MPI_MIN, s->comm);
+    for (int k = 0; k < 3; k++)
+        lo[k] = box[k], hi[k] = -box[3 + k];
+    int64_t *all_n = malloc((size_t)s->size * sizeof *all_n);
+    st = all_n ? FMK_OK : fail(plan, FMK_ERR_NOMEM, "out of host memory");
+    if ((st = fmk_mpi_agree(plan, s->comm, s->rank, st)) != FMK_OK) {
+        free(all_n);
+        drop_points(plan, s);
+        return st;
+    }
+    MPI_Allgather(&ns, 1, MPI_INT64_T, all_n, 1, MPI_INT64_T, s->comm);
+    st = layout(plan, s, all_n);
+    free(all_n);
+    const int64_t n_all = s->n_all, offset = st == FMK_OK ? s->displs[s->rank] : 0;
+    double *all = NULL;
+    if (st == FMK_OK) {
+        all = malloc((size_t)(n_all > 0 ? n_all : 1) * (size_t)dim * sizeof(double));
+        if (!all)
+            st = fail(plan, FMK_ERR_NOMEM, "out of host memory gathering %lld sources",
+                      (long long)n_all);
+    }
+    if ((st = fmk_mpi_agree(plan, s->comm, s->rank, st)) != FMK_OK) {
+        free(all);
+        drop_points(plan, s);
+        return st;
+    }
+    MPI_Datatype point;
+    MPI_Type_contiguous(dim, MPI_DOUBLE, &point);
+    MPI_Type_commit(&point);
+    static const double none[3] = {0, 0, 0};
+    MPI_Allgatherv(ns > 0 ? sources : none, (int)ns, point, all, s->counts, s->displs, point,
+                   s->comm);
+    MPI_Type_free(&point);
+
+    /* this rank's plan: all sources, its targets (or its slice of the sources), in the global
+     * box, so that every mapped coordinate is the one-rank plan's */
+    int taken = 0;
+    const int any = lo[0] <= hi[0]; /* some rank has points */
+    st = fmk_plan_set_points_in_box(s->local, n_all, all, nt, self ? all + dim * offset : targets,
+                                    any ? lo : NULL, any ? hi : NULL, self ? offset : -1, &taken);
+    free(all);
+    if (st != FMK_OK)
+        fmk_plan_hook_error(plan, st, fmk_plan_last_error(s->local));
+    if ((st = fmk_mpi_agree(plan, s->comm, s->rank, st)) != FMK_OK) {
+        drop_points(plan, s);
+        return st;
+    }
+    fmk_info info;
+    fmk_plan_info(s->local, &info);
+    s->n_sources = ns, s->n_targets = nt;
+    s->has_points = 1;
+    s->self_value = self && !taken ? self_value(s->kernel, s->softening) : 0;
+    info.n_sources = ns;
+    info.n_targets = nt;
+    fmk_plan_hook_points(plan, 1, &info);
+    fmk_plan_hook_error(plan, FMK_OK, NULL);
+    return FMK_OK;
+}
+
+/* The local checks of an evaluation (fmk_plan_eval's), n_vectors the same on every rank. */
+static fmk_status check_eval(fmk_plan *plan, const fmk_mpi_state *s, const char *fn, int has_points,
+                             int64_t nd, const double *charges, const double *pot,
+                             const double *grad)
+{
+    int64_t range[2] = {nd, -nd}; /* the least and the largest n_vectors over the ranks */
+    MPI_Allreduce(MPI_IN_PLACE, range, 2, MPI_INT64_T, MPI_MIN, s->comm);
+    if (!has_points)
+        return fail(plan, FMK_ERR_STATE, "%s: no points yet; call fmk_plan_set_points first", fn);
+    if (nd < 0)
+        return fail(plan, FMK_ERR_ARG, "%s: n_vectors = %lld is negative", fn, (long long)nd);
+    if (range[0] != -range[1])
+        return fail(plan, FMK_ERR_ARG,
+                    "%s: the ranks passed different n_vectors (%lld .. %lld); every rank must "
+                    "evaluate the same number of charge vectors",
+                    fn, (long long)range[0], (long long)-range[1]);
+    if (!charges && s->n_sources > 0 && nd > 0)
+        return fail(plan, FMK_ERR_NULL, "%s: charges is NULL", fn);
+    if (!pot && !grad)
+        return fail(plan, FMK_ERR_ARG, "%s: pot and grad are both NULL; ask for at least one", fn);
+    const int64_t nc = s->n_sources * s->charge_width;
+    for (int64_t v = 0; v < nd && charges; v++) {
+        const int64_t bad = first_nonfinite(charges + v * nc, nc);
+        if (bad >= 0)
+            return fail(plan, FMK_ERR_NONFINITE,
+                        "%s: charges[%lld]%s is %g; charges must be "
+                        "finite",
+                        fn, (long long)(bad / s->charge_width),
+                        nd > 1 ? " (of a later charge vector)" : "", charges[v * nc + bad]);
+    }
+    return FMK_OK;
+}
+
+/* Removes the coincident pair q_i G(0) of each target from the potentials (the gradient's
+ * term is 0): for a rank whose targets are its sources where the local engine kept it. */
+static void remove_self(const fmk_mpi_state *s, int64_t nd, const double *charges, double *pot)
+{
+    const int64_t n = s->n_sources;
+    for (int64_t v = 0; v < nd; v++)
+        for (int64_t i = 0; i < n; i++)
+            pot[v * n + i] -= charges[v * n + i] * s->self_value;
+}
+
+static fmk_status mpi_eval_many(fmk_plan *plan, int is_many, int64_t nd, const double *charges,
+                                double *pot, double *grad)
+{
+    fmk_mpi_state *s = fmk_plan_hook_state(plan, &mpi_hooks);
+    const char *fn = is_many ? "fmk_plan_eval_many" : "fmk_plan_eval";
+    fmk_status st = check_eval(plan, s, fn, s->has_points, nd, charges, pot, grad);
+    if ((st = fmk_mpi_agree(plan, s->comm, s->rank, st)) != FMK_OK)
+        return st;
+    if (nd == 0)
+        return fmk_plan_hook_error(plan, FMK_OK, NULL);
+    const int cw = s->charge_width, gw = s->grad_width;
+    const int64_t nt = s->n_targets, ns = s->n_sources, n_all = s->n_all;
+    /* every vector's charges of every rank, and this rank's staged results */
+    const size_t qn = (size_t)nd * (size_t)(n_all > 0 ? n_all : 1) * (size_t)cw;
+    const size_t rn = (size_t)nd * (size_t)(nt > 0 ? nt : 1) * (size_t)(cw + gw);
+    double *all_q = malloc(qn * sizeof(double)), *staged = malloc(rn * sizeof(double));
+    if (!all_q || !staged)
+        st = fail(plan, FMK_ERR_NOMEM, "%s: out of host memory for %lld charges and %lld results",
+                  fn, (long long)qn, (long long)rn);
+    if ((st = fmk_mpi_agree(plan, s->comm, s->rank, st)) != FMK_OK) {
+        free(all_q), free(staged);
+        return st;
+    }
+    MPI_Datatype charge;
+    MPI_Type_contiguous(cw, MPI_DOUBLE, &charge);
+    MPI_Type_commit(&charge);
+    static const double none[2] = {0, 0};
+    for (int64_t v = 0; v < nd; v++)
+        MPI_Allgatherv(ns > 0 ? charges + v * ns * cw : none, (int)ns, charge,
+                       all_q + v * n_all * cw, s->counts, s->displs, charge, s->comm);
+    MPI_Type_free(&charge);
+
+    double *sp = pot ? staged : NULL;
+    double *sg = grad ? staged + (size_t)nd * (size_t)nt * (size_t)cw : NULL;
+    st = is_many ? fmk_plan_eval_many(s->local, nd, all_q, sp, sg)
+                 : fmk_plan_eval(s->local, all_q, sp, sg);
+    if (st != FMK_OK)
+        fmk_plan_hook_error(plan, st, fmk_plan_last_error(s->local));
+    if (st == FMK_OK && sp && s->self_value != 0)
+        remove_self(s, nd, charges, sp);
+    free(all_q);
+    if ((st = fmk_mpi_agree(plan, s->comm, s->rank, st)) != FMK_OK) {
+        free(staged);
+        return st;
+    }
+    if (pot)
+        memcpy(pot, sp, (size_t)nd * (size_t)nt * (size_t)cw * sizeof(double));
+    if (grad)
+        memcpy(grad, sg, (size_t)nd * (size_t)nt * (size_t)gw * sizeof(double));
+    free(staged);
+    fmk_info info;
+    fmk_plan_info(s->local, &info);
+    fmk_plan_hook_info(plan, &info);
+    return fmk_plan_hook_error(plan, FMK_OK, NULL);
+}
