@@ -49,7 +49,15 @@ extern "C" {
 FMK_API fmk_status fmk_plan_create_mpi(fmk_plan **plan, MPI_Comm comm, int dim, fmk_kernel kernel,
                                        double eps, const fmk_opts *opts);
 
-/* 1 when plan is a distributed plan (made by fmk_plan_create_mpi), else 0. */
+/* fmk_plan_create_mpi for bindings, which hold a communicator as its Fortran handle (an
+ * MPI_Fint) rather than the C MPI_Comm, whose type differs between MPI libraries: Python's
+ * mpi4py gives it as comm.py2f(), Fortran as the INTEGER communicator (MPI_Comm_c2f in C).
+ * The handle is turned into the MPI_Comm by MPI_Comm_f2c; everything else is
+ * fmk_plan_create_mpi's. */
+FMK_API fmk_status fmk_plan_create_mpi_f(fmk_plan **plan, MPI_Fint comm, int dim, fmk_kernel kernel,
+                                         double eps, const fmk_opts *opts);
+
+/* 1 when plan is a distributed plan (made by fmk_plan_create_mpi or _f), else 0. */
 FMK_API int fmk_plan_is_mpi(const fmk_plan *plan);
 
 #ifdef __cplusplus

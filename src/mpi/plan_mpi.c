@@ -146,6 +146,17 @@ fmk_status fmk_plan_create_mpi(fmk_plan **plan, MPI_Comm comm, int dim, fmk_kern
     return FMK_OK;
 }
 
+fmk_status fmk_plan_create_mpi_f(fmk_plan **plan, MPI_Fint comm, int dim, fmk_kernel kernel,
+                                 double eps, const fmk_opts *opts)
+{
+    int initialized = 0, finalized = 0;
+    MPI_Initialized(&initialized);
+    MPI_Finalized(&finalized);
+    if (!initialized || finalized) /* MPI_Comm_f2c needs MPI: fmk_plan_create_mpi says why */
+        return fmk_plan_create_mpi(plan, MPI_COMM_NULL, dim, kernel, eps, opts);
+    return fmk_plan_create_mpi(plan, MPI_Comm_f2c(comm), dim, kernel, eps, opts);
+}
+
 /* The local checks of set_points (fmk_plan_set_points's) and this rank's bounding box into
  * lo, hi (lo > hi: no points). */
 static fmk_status check_points(fmk_plan *plan, int dim, int64_t ns, const double *sources,

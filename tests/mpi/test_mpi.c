@@ -3,7 +3,9 @@
  * with none when there are several), results against the one-rank plan on all the points:
  * bit for bit for the fp64 direct sum, within eps for fmm and the treecode's own error for
  * tree; a bad input on one rank only gives the same status on every rank, and the plan stays
- * usable. Each rank computes the one-rank reference itself (small N). */
+ * usable. Each rank computes the one-rank reference itself (small N). The two-cluster cases
+ * make their plan by fmk_plan_create_mpi_f (the bindings' entry) with MPI_Comm_c2f of
+ * MPI_COMM_WORLD, to the same results. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -148,7 +150,12 @@ static void run_case(const tcase *c, int set, int self)
     o.softening = c->softening;
     o.leaf_size = c->method == FMK_METHOD_DIRECT ? 0 : 16;
     fmk_plan *plan = NULL;
-    st = fmk_plan_create_mpi(&plan, MPI_COMM_WORLD, dim, c->kernel, c->eps, &o);
+    /* the two-cluster set through the bindings' entry (the Fortran handle of the same
+     * communicator): the same results */
+    if (set == CLUSTERS)
+        st = fmk_plan_create_mpi_f(&plan, MPI_Comm_c2f(MPI_COMM_WORLD), dim, c->kernel, c->eps, &o);
+    else
+        st = fmk_plan_create_mpi(&plan, MPI_COMM_WORLD, dim, c->kernel, c->eps, &o);
     CHECK(st == FMK_OK && fmk_plan_is_mpi(plan), "create: %s", fmk_plan_last_error(NULL));
     if (st != FMK_OK)
         goto out;
@@ -266,6 +273,9 @@ static void bad_input(void)
     st = fmk_plan_create_mpi(&plan, MPI_COMM_WORLD, 3, FMK_KERNEL_LAPLACE, rank ? 1e-5 : 1e-6, &o);
     CHECK(size == 1 ? st == FMK_OK : st == FMK_ERR_ARG && !plan, "eps differing: %d", (int)st);
     fmk_plan_destroy(plan);
+    /* the bindings' entry with the null communicator's handle */
+    st = fmk_plan_create_mpi_f(&plan, MPI_Comm_c2f(MPI_COMM_NULL), 3, FMK_KERNEL_LAPLACE, 1e-6, &o);
+    CHECK(st == FMK_ERR_ARG && !plan, "create_mpi_f on MPI_COMM_NULL: %d", (int)st);
     /* an invalid eps on one rank only */
     st = fmk_plan_create_mpi(&plan, MPI_COMM_WORLD, 3, FMK_KERNEL_LAPLACE, rank == bad ? 2.0 : 1e-6,
                              &o);
