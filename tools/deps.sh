@@ -99,6 +99,15 @@ if [ "${FMMKIT_NEED_PYTHON_TEST_DEPS:-1}" = 1 ] && ! "$PY" -c "import h5py" >/de
     echo "fmmkit: could not install h5py (pip install h5py); the HDF5 layout test will be" \
       "skipped" >&2
 fi
+# mpi4py for fmmkit.Plan(comm=...) (tests/python/test_mpi_plan.py under mpirun, skipped
+# without it): pip compiles it against the Open MPI found above; a failure only skips that test.
+if [ "${FMMKIT_NEED_PYTHON_TEST_DEPS:-1}" = 1 ] && mpi_ok && ! "$PY" -c "import mpi4py" >/dev/null 2>&1; then
+  echo "fmmkit: installing mpi4py for the distributed-plan tests"
+  "$PY" -m pip install --quiet mpi4py 2>/dev/null ||
+    "$PY" -m pip install --quiet --break-system-packages mpi4py 2>/dev/null ||
+    echo "fmmkit: could not install mpi4py (pip install mpi4py); the Python MPI tests will be" \
+      "skipped" >&2
+fi
 # The fuzz harnesses (`make fuzz`, FMMKIT_NEED_FUZZ=1): clang with libFuzzer and the sanitizer
 # runtimes (Debian keeps those in libclang-rt-dev, which clang only recommends).
 fuzz_toolchain_ok() {

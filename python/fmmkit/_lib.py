@@ -14,6 +14,10 @@ Where the library is looked for, in order:
   3. the build tree of a source checkout: <repo>/build/ (what `make` and the README build);
   4. the system's search path (ctypes.util.find_library("fmmkit")), e.g. after `make install`.
 
+libfmmkit_mpi (distributed plans, fmmkit.Plan(comm=...)) is loaded only when asked for, by
+mpi_lib(): the file named by FMMKIT_MPI_LIBRARY, else beside the loaded libfmmkit, else the
+system's search path; MPI_FUNCTIONS declares what the package calls of include/fmmkit_mpi.h.
+
 ctypes releases the GIL around every call into a CDLL, so evaluations run in C while other
 Python threads go on; each Plan serialises its own calls with a lock (a plan may be used by one
 thread at a time). A long call is stopped by Ctrl-C: each Plan gives the library a check
@@ -331,6 +335,16 @@ SIM_FUNCTIONS = {
     "fmk_sim_destroy": (None, (sim_p,)),
 }
 
+# The same for include/fmmkit_mpi.h (libfmmkit_mpi, loaded by mpi_lib()): the entry for bindings,
+# which takes the communicator's Fortran handle (MPI_Fint, a C int: mpi4py's comm.py2f()), not
+# fmk_plan_create_mpi, whose MPI_Comm differs between MPI libraries.
+MPI_Fint = c_int
+MPI_FUNCTIONS = {
+    "fmk_plan_create_mpi_f": (fmk_status, (POINTER(plan_p), MPI_Fint, c_int, fmk_kernel, c_double,
+                                           POINTER(fmk_opts))),
+    "fmk_plan_is_mpi": (c_int, (plan_p,)),
+}
+
 
 def _library_names():
     if sys.platform == "darwin":
@@ -414,3 +428,76 @@ def library_path():
     """The path of the loaded libfmmkit (loading it if needed)."""
     lib()
     return _path
+
+
+_mpi_cdll = None
+_mpi_path = None
+
+
+def _mpi_candidates():
+    """Where libfmmkit_mpi is looked for: FMMKIT_MPI_LIBRARY alone when set, else beside the
+    loaded libfmmkit (the build tree or the package's folder), else the system's search path."""
+    env = os.environ.get("FMMKIT_MPI_LIBRARY")
+    if env:
+        return [env]
+    folder = os.path.dirname(os.path.realpath(library_path()))
+    names = [n.replace("fmmkit", "fmmkit_mpi", 1) for n in _library_names()]
+    paths = [os.path.join(folder, name) for name in names]
+    paths += sorted(glob.glob(os.path.join(folder, names[0] + ".*")), key=len)
+    # library_path() itself may be a link in another folder (build/libfmmkit.so)
+    linked = os.path.dirname(os.path.abspath(library_path()))
+    if linked != folder:
+        paths += [os.path.join(linked, name) for name in names]
+    return paths
+
+
+def _address(fn):
+    return ctypes.cast(fn, c_void_p).value
+
+
+def mpi_lib():
+    """The loaded libfmmkit_mpi (distributed plans, include/fmmkit_mpi.h), after libfmmkit;
+    raises ImportError when it cannot be found or is not built on the libfmmkit already loaded.
+
+    libfmmkit_mpi links libfmmkit: the dynamic loader gives it the libfmmkit already in the
+    process (the same soname), so a plan it creates is a plan of lib(). That is checked: both
+    must resolve fmk_plan_destroy to the same function."""
+    global _mpi_cdll, _mpi_path
+    base = lib()
+    if _mpi_cdll is not None:
+        return _mpi_cdll
+    with _lock:
+        if _mpi_cdll is not None:
+            return _mpi_cdll
+        tried = []
+        paths = _mpi_candidates()
+        if not os.environ.get("FMMKIT_MPI_LIBRARY"):
+            found = ctypes.util.find_library("fmmkit_mpi")
+            if found:
+                paths.append(found)
+        for path in paths:
+            if os.sep in path and not os.path.exists(path):
+                tried.append(f"{path} (not found)")
+                continue
+            try:
+                cdll = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+            except OSError as e:
+                tried.append(f"{path} ({e})")
+                continue
+            for name, (restype, argtypes) in MPI_FUNCTIONS.items():
+                fn = getattr(cdll, name, None)
+                if fn is None:
+                    raise ImportError(f"{path} does not export {name}; it is not a "
+                                      f"libfmmkit_mpi of this version")
+                fn.restype = restype
+                fn.argtypes = argtypes
+            if _address(cdll.fmk_plan_destroy) != _address(base.fmk_plan_destroy):
+                raise ImportError(
+                    f"{path} uses another libfmmkit than the one loaded ({library_path()}); "
+                    f"point FMMKIT_LIBRARY and FMMKIT_MPI_LIBRARY at the same build")
+            _mpi_cdll, _mpi_path = cdll, path
+            return cdll
+        raise ImportError("fmmkit could not load libfmmkit_mpi (distributed plans); tried: " +
+                          "; ".join(tried) + ". It is built beside libfmmkit when CMake finds "
+                          "MPI (Debian: apt-get install libopenmpi-dev openmpi-bin; CMake option "
+                          "FMMKIT_MPI); or set FMMKIT_MPI_LIBRARY to its path.")

@@ -10,9 +10,10 @@ from typing import NamedTuple
 import numpy as np
 
 from . import _arrays
-from ._errors import FmkError, FmkStateError, FmkTypeError, FmkValueError, Status, error_for
+from ._errors import (FmkError, FmkStateError, FmkTypeError, FmkUnavailableError, FmkValueError,
+                      Status, error_for)
 from ._lib import (FMK_PHASE_COUNT, PRECISION_NAMES, fmk_info, fmk_interrupt_fn, fmk_opts, lib,
-                   plan_p)
+                   mpi_lib, plan_p)
 
 _ARG = Status.ERR_ARG
 
@@ -134,6 +135,24 @@ def _check_signals():
     return fn
 
 
+def _comm_handle(comm):
+    """The Fortran handle (MPI_Fint) of an mpi4py communicator, for fmk_plan_create_mpi_f, and
+    libfmmkit_mpi; FmkUnavailableError when mpi4py or libfmmkit_mpi is missing."""
+    try:
+        from mpi4py import MPI
+    except ImportError as e:
+        raise FmkUnavailableError(Status.ERR_UNAVAILABLE, f"Plan(comm=...) needs mpi4py "
+                                  f"(pip install mpi4py): {e}") from None
+    if not isinstance(comm, MPI.Intracomm):
+        raise FmkTypeError(_ARG, f"comm must be an mpi4py intracommunicator (MPI.COMM_WORLD or "
+                                 f"one made by Split); got {comm!r}")
+    try:
+        L = mpi_lib()
+    except ImportError as e:
+        raise FmkUnavailableError(Status.ERR_UNAVAILABLE, f"Plan(comm=...): {e}") from None
+    return comm.py2f(), L
+
+
 WALK_NAMES = {0: "auto", 1: "group", 2: "stackless"}
 
 
@@ -249,6 +268,19 @@ class Plan:
     n_vectors: the charge vectors an evaluation mostly carries (eval_many's k; default 1), a
     hint by which the FMMs choose their leaves; any k may be evaluated.
 
+    comm: an mpi4py communicator (MPI.COMM_WORLD, or one made by Split) makes a distributed plan
+    (libfmmkit_mpi, include/fmmkit_mpi.h, docs/distributed.md): every call is then collective,
+    every rank of comm making the same calls in the same order (Plan, set_points, eval,
+    eval_many, close), with the same dim, kernel, eps and options (threads and device may
+    differ). Each rank gives its own sources, targets and charges (any counts, zero included)
+    and gets the results at its own targets; the sum runs over every rank's sources, as a
+    one-rank plan on all of them in rank order would (bit for bit for method="direct" in fp64).
+    A failure on one rank (a NaN, a bad shape) raises on every rank: the same error class
+    where the C library finds it, and FmkValueError on the others where Python does; the
+    message names the failing rank. GPU arrays are refused (FmkUnavailableError). Needs mpi4py
+    and libfmmkit_mpi (built beside libfmmkit when CMake finds MPI; found beside it, or named
+    by FMMKIT_MPI_LIBRARY); FmkUnavailableError otherwise.
+
     Calls into C release the GIL; a lock makes one Python thread at a time use a plan. The plan
     is freed by close(), at the end of a with block, or when it is garbage collected.
     Ctrl-C (any signal whose handler raises) stops a long set_points or eval within a fraction
@@ -259,8 +291,9 @@ class Plan:
 
     def __init__(self, dim=None, kernel="laplace", eps=None, *, method="auto", backend="auto",
                  precision="fp64", softening=None, threads=None, device=0, order=None,
-                 leaf_size=None, theta=None, walk=None, n_vectors=None):
+                 leaf_size=None, theta=None, walk=None, n_vectors=None, comm=None):
         L = lib()
+        mpi = None if comm is None else _comm_handle(comm)
         self._kernel = _lookup("kernel", kernel)
         if dim is None:
             dim = L.fmk_kernel_dim(self._kernel)
@@ -289,8 +322,13 @@ class Plan:
             opts.n_vectors = _integer("n_vectors", n_vectors, 32)
 
         handle = plan_p()
-        check(L.fmk_plan_create(ctypes.byref(handle), self._dim, self._kernel, eps,
-                                ctypes.byref(opts)))
+        if mpi is None:
+            check(L.fmk_plan_create(ctypes.byref(handle), self._dim, self._kernel, eps,
+                                    ctypes.byref(opts)))
+        else:  # collective: every rank of comm gets the same status
+            check(mpi[1].fmk_plan_create_mpi_f(ctypes.byref(handle), mpi[0], self._dim,
+                                               self._kernel, eps, ctypes.byref(opts)))
+        self._mpi = mpi is not None
         self._handle = handle
         self._lock = threading.Lock()
         self._device = opts.device
@@ -336,6 +374,11 @@ class Plan:
         return self._dim
 
     @property
+    def distributed(self):
+        """True for a distributed plan (made with comm=)."""
+        return self._mpi
+
+    @property
     def kernel(self):
         return _text(lib().fmk_kernel_name(self._kernel))
 
@@ -372,6 +415,8 @@ class Plan:
         """Gives the plan its sources, shape (n, dim), and targets, shape (m, dim) (None: the
         sources, leaving out the self term). Both are copied (numpy) or read in place on the GPU
         (CuPy, PyTorch, JAX arrays; both must then be on the GPU and the backend cuda)."""
+        if self._mpi:
+            return self._collective(self._set_points_mpi, sources, targets)
         dev_s = _arrays.on_device(sources, "sources")
         dev_t = targets is not None and _arrays.on_device(targets, "targets")
         if targets is not None and dev_s != dev_t:
@@ -408,6 +453,92 @@ class Plan:
             check(status, h)
         return self
 
+    # -- distributed plans ----------------------------------------------------------------------
+    # Every C call of a distributed plan is collective. What Python refuses on one rank (a bad
+    # shape or dtype, a GPU array) must not leave the others waiting in C: that rank still makes
+    # the C call, with arguments C refuses (a negative count, NULL arrays), so that every rank
+    # fails; then it raises its own error, and the others the C library's ("rank R: ...").
+
+    def _collective(self, step, *args):
+        with self._lock:
+            h = self._live(step.__name__.strip("_").replace("_mpi", ""))
+            try:
+                prepared = step(h, *args)
+            except FmkError as e:
+                if e.status == Status.ERR_STATE:
+                    raise  # the plan is closed or has no points: so on every rank
+                L = lib()
+                if step == self._set_points_mpi:
+                    status = L.fmk_plan_set_points(h, -1, None, 0, None)
+                    if status not in (Status.OK, Status.ERR_ARG, Status.ERR_NULL,
+                                      Status.ERR_NONFINITE, Status.ERR_STATE):
+                        self._n_sources = self._n_targets = None
+                elif args[1]:  # eval_many: the k the others pass, if it can be read
+                    shape = np.shape(args[0]) if hasattr(args[0], "shape") else ()
+                    L.fmk_plan_eval_many(h, shape[0] if len(shape) == 2 else -1, None, None, None)
+                else:  # NULL charges and outputs: refused, and this rank is named
+                    L.fmk_plan_eval(h, None, None, None)
+                raise
+            return prepared()
+
+    def _refuse_device(self, what, *arrays):
+        for name, a in arrays:
+            if a is not None and _arrays.on_device(a, name):
+                raise FmkUnavailableError(
+                    Status.ERR_UNAVAILABLE, f"{what}: {name} is a GPU array; a distributed plan "
+                    f"takes host (numpy) arrays only, GPU arrays are not supported yet")
+
+    def _set_points_mpi(self, h, sources, targets):
+        """set_points of a distributed plan: the checks, then a callable that makes the C call;
+        the caller holds self._lock."""
+        self._refuse_device("set_points", ("sources", sources), ("targets", targets))
+        s = _arrays.host_points(sources, self._dim, "sources")
+        t = None if targets is None else _arrays.host_points(targets, self._dim, "targets")
+        ns, nt = s.shape[0], 0 if t is None else t.shape[0]
+
+        def call():
+            status = self._signals.call(lib().fmk_plan_set_points, h, ns, _arrays.ptr(s), nt,
+                                        _arrays.ptr(t))
+            if status == Status.OK:
+                self._n_sources = ns
+                self._n_targets = ns if targets is None else nt
+            elif status not in (Status.ERR_ARG, Status.ERR_NULL, Status.ERR_NONFINITE,
+                                Status.ERR_STATE):
+                self._n_sources = self._n_targets = None
+            self._signals.raise_pending(status)
+            check(status, h)
+            return self
+        return call
+
+    def _eval_mpi(self, h, charges, many, pot, grad):
+        """eval or eval_many of a distributed plan, as _set_points_mpi."""
+        what = "eval_many" if many else "eval"
+        self._want(what, pot, grad)
+        self._refuse_device(what, ("charges", charges))
+        n, pshape, gshape = self._shapes(what, pot, grad)
+        if many:
+            if np.ndim(charges) != 2:
+                raise FmkValueError(_ARG, f"charges must have shape (k, {n}); got "
+                                          f"{np.shape(charges)}")
+            k = np.shape(charges)[0]
+            q = _arrays.host_charges(charges, (k, n), self._complex)
+            lead = (k,)
+        else:
+            k, lead = 1, ()
+            q = _arrays.host_charges(charges, (n,), self._complex)
+        out_dtype = np.complex128 if self._complex else np.float64
+        p = np.empty(lead + pshape, dtype=out_dtype) if pot else None
+        g = np.empty(lead + gshape, dtype=out_dtype) if grad else None
+
+        def call():
+            args = (_arrays.ptr(q), _arrays.ptr(p), _arrays.ptr(g))
+            if many:
+                self._run(lib().fmk_plan_eval_many, h, k, *args)
+            else:
+                self._run(lib().fmk_plan_eval, h, *args)
+            return Result(p, g, self._info_locked(h))
+        return call
+
     def _check_device(self, name, d):
         if d.device != self._device:
             raise FmkValueError(_ARG, f"{name} is on CUDA device {d.device} but the plan uses "
@@ -434,6 +565,8 @@ class Plan:
     def eval(self, charges, grad=True, pot=True):
         """Potential (and gradient unless grad=False) for one charge vector, shape (n_sources,)
         (complex for cauchy2d). Returns a Result. CUDA charges give CUDA results."""
+        if self._mpi:
+            return self._collective(self._eval_mpi, charges, False, pot, grad)
         self._want("eval", pot, grad)
         device = _arrays.on_device(charges, "charges")
         with self._lock:
@@ -451,6 +584,8 @@ class Plan:
     def eval_many(self, charges, grad=True, pot=True):
         """eval for k charge vectors at once, charges of shape (k, n_sources); the Result's
         arrays get a leading axis of length k."""
+        if self._mpi:
+            return self._collective(self._eval_mpi, charges, True, pot, grad)
         self._want("eval_many", pot, grad)
         device = _arrays.on_device(charges, "charges")
         with self._lock:

@@ -135,6 +135,18 @@ def test_every_header_function_is_declared_alike(header, table):
             assert py_type is types[c_type], (name, i, c_type, py_type)
 
 
+def test_mpi_functions_are_declared_alike():
+    """include/fmmkit_mpi.h: what the package calls (fmk_plan_create_mpi takes the C MPI_Comm,
+    which bindings do not; they call fmk_plan_create_mpi_f with the communicator's MPI_Fint)."""
+    funcs = header_functions(os.path.join(REPO, "include", "fmmkit_mpi.h"))
+    assert sorted(funcs) == sorted(list(_lib.MPI_FUNCTIONS) + ["fmk_plan_create_mpi"])
+    types = dict(expected_ctypes(), MPI_Fint=ctypes.c_int)
+    for name, (restype, argtypes) in _lib.MPI_FUNCTIONS.items():
+        ret, args = funcs[name]
+        assert restype is types[ret], name
+        assert [types[a] for a in args] == list(argtypes), name
+
+
 def test_every_function_is_exported():
     path = next((p for p in _lib.candidate_paths() if os.path.exists(p)), None)
     if path is None:
