@@ -294,32 +294,39 @@ class Plan:
                  leaf_size=None, theta=None, walk=None, n_vectors=None, comm=None):
         L = lib()
         mpi = None if comm is None else _comm_handle(comm)
-        self._kernel = _lookup("kernel", kernel)
-        if dim is None:
-            dim = L.fmk_kernel_dim(self._kernel)
-        self._dim = _integer("dim", dim, 32)
-        self._complex = bool(L.fmk_kernel_is_complex(self._kernel))
-        opts = fmk_opts()
-        L.fmk_opts_default(ctypes.byref(opts))
-        opts.method = _lookup("method", method)
-        opts.backend = _lookup("backend", backend)
-        opts.precision = _precision(precision)
-        eps = L.fmk_eps_default(opts.precision) if eps is None else _number("eps", eps, float)
-        if softening is not None:
-            opts.softening = _number("softening", softening, float)
-        if threads is not None:
-            opts.threads = _integer("threads", threads, 32)
-        opts.device = _integer("device", device, 32)
-        if order is not None:
-            opts.order = _integer("order", order, 32)
-        if leaf_size is not None:
-            opts.leaf_size = _integer("leaf_size", leaf_size)
-        if theta is not None:
-            opts.theta = _number("theta", theta, float)
-        if walk is not None:
-            opts.walk = _walk(walk)
-        if n_vectors is not None:
-            opts.n_vectors = _integer("n_vectors", n_vectors, 32)
+        try:
+            self._kernel = _lookup("kernel", kernel)
+            if dim is None:
+                dim = L.fmk_kernel_dim(self._kernel)
+            self._dim = _integer("dim", dim, 32)
+            self._complex = bool(L.fmk_kernel_is_complex(self._kernel))
+            opts = fmk_opts()
+            L.fmk_opts_default(ctypes.byref(opts))
+            opts.method = _lookup("method", method)
+            opts.backend = _lookup("backend", backend)
+            opts.precision = _precision(precision)
+            eps = L.fmk_eps_default(opts.precision) if eps is None else _number("eps", eps, float)
+            if softening is not None:
+                opts.softening = _number("softening", softening, float)
+            if threads is not None:
+                opts.threads = _integer("threads", threads, 32)
+            opts.device = _integer("device", device, 32)
+            if order is not None:
+                opts.order = _integer("order", order, 32)
+            if leaf_size is not None:
+                opts.leaf_size = _integer("leaf_size", leaf_size)
+            if theta is not None:
+                opts.theta = _number("theta", theta, float)
+            if walk is not None:
+                opts.walk = _walk(walk)
+            if n_vectors is not None:
+                opts.n_vectors = _integer("n_vectors", n_vectors, 32)
+        except Exception:
+            if mpi is not None:
+                # the other ranks are in the collective create: take part with an argument the
+                # library refuses (dim 0), so that every rank fails instead of waiting
+                mpi[1].fmk_plan_create_mpi_f(ctypes.byref(plan_p()), mpi[0], 0, 0, 1e-6, None)
+            raise
 
         handle = plan_p()
         if mpi is None:

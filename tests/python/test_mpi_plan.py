@@ -185,6 +185,11 @@ def failures(t, fmmkit):
                  fmmkit.FmkValueError, "eps differing between ranks")
     t.expect(lambda: fmmkit.Plan(comm=comm, eps=2.0 if rank == bad else 1e-6),
              fmmkit.FmkValueError, "invalid eps on one rank")
+    # a name Python refuses on one rank before any C call: every rank still fails, none waits
+    t.expect(lambda: fmmkit.Plan(comm=comm, kernel="bogus" if rank == bad else "laplace"),
+             fmmkit.FmkValueError, "unknown kernel name on one rank")
+    t.expect(lambda: fmmkit.Plan(comm=comm, method="bogus" if rank == bad else "direct"),
+             fmmkit.FmkValueError, "unknown method name on one rank")
     t.expect(lambda: fmmkit.Plan(comm="world"), fmmkit.FmkTypeError, "comm not a communicator")
     # a communicator of its own: Split into two halves, each its own sum
     sub = comm.Split(rank % 2, rank)
