@@ -28,6 +28,17 @@ typedef struct fmk_mpi_state {
     /* self term to remove: this rank's targets are its sources and the local plan's engine
      * keeps the coincident pair of a smooth kernel, q_i * self_value (0: nothing to remove) */
     double self_value;
+    fmk_method method; /* opts.method */
+    /* The partition of the targets (partition.c; docs/distributed.md, "Partition"): where the
+     * targets' weight is uneven (max rank / mean over balance, default 1.05; 0: always), each
+     * rank's local plan evaluates a run of the space-filling curve instead of its own. */
+    double balance;
+    double imbalance;   /* max rank weight / mean at the last set_points */
+    int moved;          /* the targets moved: the local plan has n_local targets of any rank */
+    int64_t n_local;    /* the targets this rank evaluates */
+    int *part_counts;   /* 4 x size: send counts, send displs, recv counts, recv displs */
+    int64_t *order;     /* n_targets: the caller's index of the k-th target sent */
+    int64_t *local_src; /* n_local: each evaluated target's global source index, -1 none */
 } fmk_mpi_state;
 
 /* agree.c: the agreement of every collective step. Each rank gives its own status; every rank
@@ -40,5 +51,32 @@ fmk_status fmk_mpi_agree(fmk_plan *plan, MPI_Comm comm, int rank, fmk_status sta
  * eps and options that must match; collective. */
 fmk_status fmk_mpi_same_arguments(MPI_Comm comm, int dim, fmk_kernel kernel, double eps,
                                   const fmk_opts *opts);
+
+/* partition.c: collective. Frees the last partition, then, where the targets' weight is
+ * uneven (or always, with balance 0), moves them to the owners of equal-weight runs of the curve
+ * and sets *local_targets (malloc'ed, n_local points) to this rank's new targets; otherwise
+ * leaves s->moved 0. x: this rank's n_targets targets; src_offset: the global source index of
+ * target 0 where the targets are the sources, else -1; by_index: keys are those indices (every
+ * rank's targets are its sources) instead of Morton keys in the box lo, hi. Agreed status. */
+fmk_status fmk_mpi_partition(fmk_plan *plan, fmk_mpi_state *s, int64_t n_targets, const double *x,
+                             int64_t src_offset, int by_index, const double lo[3],
+                             const double hi[3], double **local_targets);
+void fmk_mpi_partition_free(fmk_mpi_state *s);
+/* The first global source index of moved targets that are a slice of the sources, else -1. */
+int64_t fmk_mpi_moved_slice(const fmk_mpi_state *s);
+/* Subtracts q G(0) (s->self_value) from each moved target that is a source. */
+void fmk_mpi_remove_self_moved(const fmk_mpi_state *s, int64_t nd, const double *all_q,
+                               double *pot);
+/* collective: the moved targets' results (lpot, lgrad: nd vectors of n_local; NULL: not
+ * asked) back to their ranks, into pot, grad in the caller's order. Agreed status; the outputs
+ * are written only on success. */
+fmk_status fmk_mpi_send_home(fmk_plan *plan, fmk_mpi_state *s, int64_t nd, const double *lpot,
+                             const double *lgrad, double *pot, double *grad);
+
+/* For tests (exported, not in the public header): the imbalance above which a distributed plan
+ * moves its targets at the next set_points (0: always), and the count of targets this rank
+ * evaluated at the last set_points (its own, or those moved to it). */
+FMK_API void fmk_mpi_set_balance(fmk_plan *plan, double balance);
+FMK_API int64_t fmk_mpi_evaluated_targets(const fmk_plan *plan);
 
 #endif /* FMMKIT_MPI_INTERNAL_H */

@@ -61,6 +61,7 @@ static void free_state(fmk_mpi_state *s)
     if (!s)
         return;
     fmk_plan_destroy(s->local);
+    fmk_mpi_partition_free(s);
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (!finalized && s->comm != MPI_COMM_NULL)
@@ -128,6 +129,8 @@ fmk_status fmk_plan_create_mpi(fmk_plan **plan, MPI_Comm comm, int dim, fmk_kern
         s->dim = dim;
         s->kernel = kernel;
         s->softening = opts ? opts->softening : 0;
+        s->method = opts ? opts->method : FMK_METHOD_AUTO;
+        s->balance = 1.05;
         s->charge_width = fmk_kernel_is_complex(kernel) ? 2 : 1;
         s->grad_width = fmk_kernel_is_complex(kernel) ? 2 : dim;
         st = fmk_plan_set_hooks(outer, &mpi_hooks, s);
@@ -207,6 +210,7 @@ static void drop_points(fmk_plan *plan, fmk_mpi_state *s)
     fmk_plan_hook_points(plan, 0, &none);
     s->n_sources = s->n_targets = s->n_all = 0;
     s->has_points = 0;
+    fmk_mpi_partition_free(s);
 }
 
 /* The counts and displacements of every rank's sources (in points) from the gathered counts;
@@ -288,13 +292,34 @@ static fmk_status mpi_set_points(fmk_plan *plan, int64_t ns, const double *sourc
                    s->comm);
     MPI_Type_free(&point);
 
-    /* this rank's plan: all sources, its targets (or its slice of the sources), in the global
-     * box, so that every mapped coordinate is the one-rank plan's */
+    /* the partition of the targets: where every rank's targets are its sources and the smooth
+     * kernel's self pair is left out by index (the direct sum), the curve is the global source
+     * order, so that each rank's share is a slice of the sources */
+    int all_self = self;
+    MPI_Allreduce(MPI_IN_PLACE, &all_self, 1, MPI_INT, MPI_MIN, s->comm);
+    const int by_index = all_self && self_value(s->kernel, s->softening) != 0 &&
+                         s->method != FMK_METHOD_TREE && s->method != FMK_METHOD_FMM;
+    double *moved = NULL;
+    st = fmk_mpi_partition(plan, s, nt, self ? all + dim * offset : targets, self ? offset : -1,
+                           by_index, lo, hi, &moved);
+    if (st != FMK_OK) {
+        free(all);
+        drop_points(plan, s);
+        return st;
+    }
+    /* this rank's plan: all sources, its targets (or its slice of the sources, or the targets
+     * moved to it), in the global box, so that every mapped coordinate is the one-rank plan's */
     int taken = 0;
     const int any = lo[0] <= hi[0]; /* some rank has points */
-    st = fmk_plan_set_points_in_box(s->local, n_all, all, nt, self ? all + dim * offset : targets,
-                                    any ? lo : NULL, any ? hi : NULL, self ? offset : -1, &taken);
+    if (s->moved)
+        st = fmk_plan_set_points_in_box(s->local, n_all, all, s->n_local, moved, any ? lo : NULL,
+                                        any ? hi : NULL, fmk_mpi_moved_slice(s), &taken);
+    else
+        st = fmk_plan_set_points_in_box(s->local, n_all, all, nt,
+                                        self ? all + dim * offset : targets, any ? lo : NULL,
+                                        any ? hi : NULL, self ? offset : -1, &taken);
     free(all);
+    free(moved);
     if (st != FMK_OK)
         fmk_plan_hook_error(plan, st, fmk_plan_last_error(s->local));
     if ((st = fmk_mpi_agree(plan, s->comm, s->rank, st)) != FMK_OK) {
@@ -305,7 +330,8 @@ static fmk_status mpi_set_points(fmk_plan *plan, int64_t ns, const double *sourc
     fmk_plan_info(s->local, &info);
     s->n_sources = ns, s->n_targets = nt;
     s->has_points = 1;
-    s->self_value = self && !taken ? self_value(s->kernel, s->softening) : 0;
+    /* moved: the targets that are sources are known by their index (local_src) */
+    s->self_value = (self || s->moved) && !taken ? self_value(s->kernel, s->softening) : 0;
     info.n_sources = ns;
     info.n_targets = nt;
     fmk_plan_hook_points(plan, 1, &info);
@@ -367,7 +393,8 @@ static fmk_status mpi_eval_many(fmk_plan *plan, int is_many, int64_t nd, const d
     if (nd == 0)
         return fmk_plan_hook_error(plan, FMK_OK, NULL);
     const int cw = s->charge_width, gw = s->grad_width;
-    const int64_t nt = s->n_targets, ns = s->n_sources, n_all = s->n_all;
+    const int64_t ns = s->n_sources, n_all = s->n_all;
+    const int64_t nt = s->moved ? s->n_local : s->n_targets; /* the targets evaluated here */
     /* every vector's charges of every rank, and this rank's staged results */
     const size_t qn = (size_t)nd * (size_t)(n_all > 0 ? n_all : 1) * (size_t)cw;
     const size_t rn = (size_t)nd * (size_t)(nt > 0 ? nt : 1) * (size_t)(cw + gw);
@@ -394,20 +421,46 @@ static fmk_status mpi_eval_many(fmk_plan *plan, int is_many, int64_t nd, const d
                  : fmk_plan_eval(s->local, all_q, sp, sg);
     if (st != FMK_OK)
         fmk_plan_hook_error(plan, st, fmk_plan_last_error(s->local));
-    if (st == FMK_OK && sp && s->self_value != 0)
-        remove_self(s, nd, charges, sp);
+    if (st == FMK_OK && sp && s->self_value != 0) {
+        if (s->moved)
+            fmk_mpi_remove_self_moved(s, nd, all_q, sp);
+        else
+            remove_self(s, nd, charges, sp);
+    }
     free(all_q);
     if ((st = fmk_mpi_agree(plan, s->comm, s->rank, st)) != FMK_OK) {
         free(staged);
         return st;
     }
-    if (pot)
-        memcpy(pot, sp, (size_t)nd * (size_t)nt * (size_t)cw * sizeof(double));
-    if (grad)
-        memcpy(grad, sg, (size_t)nd * (size_t)nt * (size_t)gw * sizeof(double));
-    free(staged);
+    if (s->moved) { /* the results go home, in the caller's order */
+        st = fmk_mpi_send_home(plan, s, nd, sp, sg, pot, grad);
+        free(staged);
+        if (st != FMK_OK)
+            return st;
+    } else {
+        if (pot)
+            memcpy(pot, sp, (size_t)nd * (size_t)nt * (size_t)cw * sizeof(double));
+        if (grad)
+            memcpy(grad, sg, (size_t)nd * (size_t)nt * (size_t)gw * sizeof(double));
+        free(staged);
+    }
     fmk_info info;
     fmk_plan_info(s->local, &info);
     fmk_plan_hook_info(plan, &info);
     return fmk_plan_hook_error(plan, FMK_OK, NULL);
+}
+
+void fmk_mpi_set_balance(fmk_plan *plan, double balance)
+{
+    fmk_mpi_state *s = fmk_plan_hook_state(plan, &mpi_hooks);
+    if (s && balance >= 0)
+        s->balance = balance;
+}
+
+int64_t fmk_mpi_evaluated_targets(const fmk_plan *plan)
+{
+    const fmk_mpi_state *s = fmk_plan_hook_state(plan, &mpi_hooks);
+    if (!s || !s->has_points)
+        return 0;
+    return s->moved ? s->n_local : s->n_targets;
 }

@@ -5,7 +5,8 @@
  * tree; a bad input on one rank only gives the same status on every rank, and the plan stays
  * usable. Each rank computes the one-rank reference itself (small N). The two-cluster cases
  * make their plan by fmk_plan_create_mpi_f (the bindings' entry) with MPI_Comm_c2f of
- * MPI_COMM_WORLD, to the same results. */
+ * MPI_COMM_WORLD, to the same results. The partition of the targets (partition.c), forced,
+ * with rank 0 holding 90% of the points: the same results, and even counts evaluated. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -13,6 +14,7 @@
 #include <string.h>
 
 #include "fmmkit_mpi.h"
+#include "mpi/mpi_internal.h" /* fmk_mpi_set_balance, fmk_mpi_evaluated_targets */
 
 static int rank, size, failures;
 
@@ -203,6 +205,103 @@ out:
     free(xs), free(q), free(xt), free(ref_p), free(ref_g), free(dir_p), free(dir_g);
 }
 
+/* The partition forced on a very uneven share (rank 0: 90% of the points, the last rank none):
+ * the results as the one-rank plan's (bit for bit for direct fp64, targets = sources and
+ * separate), and the targets evaluated per rank within 10% of each other. */
+static void uneven_case(const tcase *c, int self)
+{
+    const int dim = c->dim;
+    const int64_t n = 2000, m = self ? 0 : 1500, nr = self ? n : m;
+    double *xs = malloc(sizeof(double) * dim * n), *q = malloc(sizeof(double) * n);
+    double *xt = malloc(sizeof(double) * dim * (m + 1));
+    make_points(PLUMMER, dim, n, 3, xs);
+    make_points(PLUMMER, dim, m, 4, xt);
+    rng_state = 7;
+    for (int64_t i = 0; i < n; i++)
+        q[i] = uniform01() - 0.3;
+    double *ref_p = malloc(sizeof(double) * nr), *ref_g = malloc(sizeof(double) * dim * nr);
+    double *dir_p = malloc(sizeof(double) * nr), *dir_g = malloc(sizeof(double) * dim * nr);
+    CHECK(one_rank(c, c->method, n, xs, q, m, self ? NULL : xt, ref_p, ref_g) == FMK_OK &&
+              one_rank(c, FMK_METHOD_DIRECT, n, xs, q, m, self ? NULL : xt, dir_p, dir_g) == FMK_OK,
+          "reference: %s", fmk_plan_last_error(NULL));
+    /* rank 0: 90%; the others share the rest, the last none (with 3 ranks or more) */
+    int64_t sf[9], tf[9];
+    for (int pass = 0; pass < 2; pass++) {
+        const int64_t k = pass ? m : n;
+        int64_t *f = pass ? tf : sf;
+        const int rest = size > 2 ? size - 2 : size - 1;
+        f[0] = 0;
+        f[1] = size > 1 ? k * 9 / 10 : k;
+        for (int r = 1; r < size; r++)
+            f[r + 1] = r > rest ? k : f[1] + (k - f[1]) * r / rest;
+    }
+    const int64_t my_s = sf[rank + 1] - sf[rank];
+    const int64_t my_t0 = self ? sf[rank] : tf[rank], my_t = self ? my_s : tf[rank + 1] - tf[rank];
+    fmk_opts o;
+    fmk_opts_default(&o);
+    o.method = c->method;
+    o.backend = FMK_BACKEND_CPU;
+    o.softening = c->softening;
+    o.leaf_size = c->method == FMK_METHOD_DIRECT ? 0 : 16;
+    fmk_plan *plan = NULL;
+    fmk_status st = fmk_plan_create_mpi(&plan, MPI_COMM_WORLD, dim, c->kernel, c->eps, &o);
+    CHECK(st == FMK_OK, "create: %s", fmk_plan_last_error(NULL));
+    if (st != FMK_OK)
+        goto out;
+    fmk_mpi_set_balance(plan, 0); /* always move */
+    st = fmk_plan_set_points(plan, my_s, xs + dim * sf[rank], self ? 0 : my_t,
+                             self ? NULL : xt + dim * my_t0);
+    CHECK(st == FMK_OK, "set_points: %s", fmk_plan_last_error(plan));
+    fmk_info info;
+    fmk_plan_info(plan, &info);
+    CHECK(info.n_targets == my_t && info.n_sources == my_s, "info: %lld targets, %lld sources",
+          (long long)info.n_targets, (long long)info.n_sources);
+    int64_t here = fmk_mpi_evaluated_targets(plan), lo = here, hi = here;
+    MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_INT64_T, MPI_MIN, MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
+    if (rank == 0)
+        printf("  partition %s %s %s: rank 0 held %lld of %lld targets; evaluated per rank %lld "
+               ".. %lld\n",
+               fmk_method_name(c->method), fmk_kernel_name(c->kernel), self ? "self" : "targets",
+               (long long)(self ? sf[1] : tf[1]), (long long)nr, (long long)lo, (long long)hi);
+    CHECK(hi <= 1.1 * lo, "evaluated targets per rank %lld .. %lld: not within 10%%", (long long)lo,
+          (long long)hi);
+    double *pot = malloc(sizeof(double) * 2 * (my_t + 1)),
+           *grad = malloc(sizeof(double) * dim * 2 * (my_t + 1));
+    double *q2 = malloc(sizeof(double) * 2 * (my_s + 1));
+    for (int64_t i = 0; i < my_s; i++)
+        q2[i] = q[sf[rank] + i], q2[my_s + i] = 2 * q[sf[rank] + i];
+    st = fmk_plan_eval(plan, q2, pot, grad);
+    CHECK(st == FMK_OK, "eval: %s", fmk_plan_last_error(plan));
+    const double *rp = ref_p + my_t0, *rg = ref_g + dim * my_t0;
+    if (c->method == FMK_METHOD_DIRECT) {
+        const int same = !memcmp(pot, rp, sizeof(double) * my_t) &&
+                         !memcmp(grad, rg, sizeof(double) * dim * my_t);
+        CHECK(all_ok(same), "partitioned direct %s: not bit for bit", fmk_kernel_name(c->kernel));
+        st = fmk_plan_eval_many(plan, 2, q2, pot, grad);
+        int same2 = st == FMK_OK && !memcmp(pot, rp, sizeof(double) * my_t) &&
+                    !memcmp(grad, rg, sizeof(double) * dim * my_t);
+        for (int64_t i = 0; same2 && i < my_t; i++)
+            same2 = pot[my_t + i] == 2 * rp[i];
+        CHECK(all_ok(same2), "partitioned eval_many: %s", fmk_plan_last_error(plan));
+    } else {
+        const double *dp = dir_p + my_t0, *dg = dir_g + dim * my_t0;
+        const double e_mpi = rel_l2(pot, dp, my_t), e_one = rel_l2(rp, dp, my_t);
+        const double g_mpi = rel_l2(grad, dg, dim * my_t), g_one = rel_l2(rg, dg, dim * my_t);
+        const double floor = c->method == FMK_METHOD_FMM ? c->eps : 1e-6;
+        if (rank == 0)
+            printf("    pot err %.2e (one rank %.2e), grad err %.2e (%.2e)\n", e_mpi, e_one, g_mpi,
+                   g_one);
+        CHECK(e_mpi <= 2 * e_one + floor && g_mpi <= 2 * g_one + 10 * floor,
+              "partitioned %s: error %.3e / %.3e against the one-rank %.3e / %.3e",
+              fmk_method_name(c->method), e_mpi, g_mpi, e_one, g_one);
+    }
+    free(pot), free(grad), free(q2);
+    fmk_plan_destroy(plan);
+out:
+    free(xs), free(q), free(xt), free(ref_p), free(ref_g), free(dir_p), free(dir_g);
+}
+
 /* A NaN on the last rank only: the same status on every rank, the message names the rank, and
  * the plan keeps working. */
 static void bad_input(void)
@@ -308,6 +407,16 @@ int main(int argc, char **argv)
         for (int set = 0; set < SETS; set++)
             for (int self = 1; self >= 0; self--)
                 run_case(&cases[k], set, self);
+    const tcase uneven[] = {
+        {3, FMK_KERNEL_LAPLACE, FMK_METHOD_DIRECT, 1e-6, 0},
+        {3, FMK_KERNEL_PLUMMER, FMK_METHOD_DIRECT, 1e-6, 0.05},
+        {2, FMK_KERNEL_LOG2D, FMK_METHOD_DIRECT, 1e-6, 0},
+        {3, FMK_KERNEL_LAPLACE, FMK_METHOD_FMM, 1e-5, 0},
+        {3, FMK_KERNEL_PLUMMER, FMK_METHOD_TREE, 1e-2, 0.05},
+    };
+    for (size_t k = 0; k < sizeof uneven / sizeof uneven[0]; k++)
+        for (int self = 1; self >= 0; self--)
+            uneven_case(&uneven[k], self);
     bad_input();
     int total = failures;
     MPI_Allreduce(MPI_IN_PLACE, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);

@@ -1,0 +1,311 @@
+/* partition.c -- the weighted space-filling-curve partition of a distributed plan's targets
+ * (docs/distributed.md, "Partition").
+ *
+ * At set_points every target gets a key: its Morton key in the global box (21 bits an axis in
+ * 3D, 16 in 2D: 32 bits), or, where every rank's targets are its sources and the kernel is
+ * smooth with the direct sum, its global source index (so that each rank's share is a slice of
+ * the gathered sources and the direct sum leaves out the self pair by index, bit for bit).
+ * Ties are broken by the target's global index, so every target has its own place on the
+ * curve and equal keys split exactly. P - 1 splitters cut the curve into P runs of equal
+ * weight (weights: 1 a target), found by bisection: each round every rank counts its weight
+ * below each candidate splitter and one MPI_Allreduce sums the counts. The targets then move to
+ * their run's owner by MPI_Alltoallv (counts by MPI_Alltoall) with their global source index
+ * (-1 for separate targets), and after an evaluation the results come back the same way, into
+ * the caller's order. Failures (memory) are agreed before every collective call. */
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/hooks.h"
+#include "mpi/mpi_internal.h"
+
+typedef struct item {
+    uint64_t key;
+    int64_t id;    /* the global target index: the tie-break */
+    int64_t index; /* the caller's index */
+} item;
+
+static int item_cmp(const void *pa, const void *pb)
+{
+    const item *a = pa, *b = pb;
+    if (a->key != b->key)
+        return a->key < b->key ? -1 : 1;
+    return a->id < b->id ? -1 : a->id > b->id;
+}
+
+/* (key, id) < (k, i) */
+static int below(const item *a, uint64_t k, int64_t i)
+{
+    return a->key < k || (a->key == k && a->id < i);
+}
+
+/* The count of items (sorted) below (k, i). */
+static int64_t lower_bound(const item *it, int64_t n, uint64_t k, int64_t i)
+{
+    int64_t lo = 0, hi = n;
+    while (lo < hi) {
+        const int64_t mid = lo + (hi - lo) / 2;
+        if (below(&it[mid], k, i))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* Morton key of x in the cube [lo, lo + 2^bits / scale): bits an axis, axis 0 highest. */
+static uint64_t morton(const double *x, int dim, const double lo[3], double scale)
+{
+    const int bits = dim == 3 ? 21 : 16;
+    const double top = (double)((1u << bits) - 1);
+    uint32_t c[3] = {0, 0, 0};
+    for (int k = 0; k < dim; k++) {
+        const double t = (x[k] - lo[k]) * scale;
+        c[k] = t <= 0 ? 0 : t >= top ? (uint32_t)top : (uint32_t)t;
+    }
+    uint64_t key = 0;
+    for (int b = bits - 1; b >= 0; b--)
+        for (int k = 0; k < dim; k++)
+            key = key << 1 | ((c[k] >> b) & 1u);
+    return key;
+}
+
+void fmk_mpi_partition_free(fmk_mpi_state *s)
+{
+    free(s->part_counts);
+    free(s->order);
+    free(s->local_src);
+    s->part_counts = NULL, s->order = NULL, s->local_src = NULL;
+    s->moved = 0;
+    s->n_local = 0;
+}
+
+/* Bisection, for every splitter j (1..P-1) at once, of the least (k, i) whose weight below is
+ * at least want[j]: over keys k in [0, kmax] with i = 0, then over i in [0, imax] with the key
+ * before. lo, hi, count: P - 1 each. The loop's course depends on reduced sums only, so every
+ * rank makes the same MPI calls. */
+static void bisect(MPI_Comm comm, int nsp, const item *it, int64_t n, const int64_t *want,
+                   uint64_t kmax, int64_t imax, uint64_t *sk, int64_t *si, uint64_t *lo,
+                   uint64_t *hi, int64_t *count)
+{
+    for (int phase = 0; phase < 2; phase++) {
+        for (int j = 0; j < nsp; j++) {
+            lo[j] = 0;
+            /* phase 1: the key before the first key that reaches want; none: (0, 0) */
+            hi[j] = phase == 0 ? kmax : sk[j] > 0 ? (uint64_t)imax : 0;
+            if (phase == 1)
+                sk[j] = sk[j] > 0 ? sk[j] - 1 : 0;
+        }
+        for (;;) {
+            int active = 0;
+            for (int j = 0; j < nsp; j++) {
+                count[j] = 0;
+                if (lo[j] < hi[j]) {
+                    const uint64_t mid = lo[j] + (hi[j] - lo[j]) / 2;
+                    count[j] = phase == 0 ? lower_bound(it, n, mid, 0)
+                                          : lower_bound(it, n, sk[j], (int64_t)mid);
+                    active = 1;
+                }
+            }
+            if (!active)
+                break;
+            MPI_Allreduce(MPI_IN_PLACE, count, nsp, MPI_INT64_T, MPI_SUM, comm);
+            for (int j = 0; j < nsp; j++)
+                if (lo[j] < hi[j]) {
+                    const uint64_t mid = lo[j] + (hi[j] - lo[j]) / 2;
+                    if (count[j] >= want[j])
+                        hi[j] = mid;
+                    else
+                        lo[j] = mid + 1;
+                }
+        }
+        for (int j = 0; j < nsp; j++) {
+            if (phase == 0)
+                sk[j] = lo[j];
+            else
+                si[j] = (int64_t)lo[j];
+        }
+    }
+}
+
+/* The items of this rank's targets, sorted by (key, id); NULL when out of memory. */
+static item *make_items(const fmk_mpi_state *s, int64_t nt, const double *x, int64_t src_offset,
+                        int by_index, int64_t first_id, const double lo[3], const double hi[3])
+{
+    item *it = malloc((size_t)(nt > 0 ? nt : 1) * sizeof *it);
+    if (!it)
+        return NULL;
+    const int dim = s->dim, bits = dim == 3 ? 21 : 16;
+    double w = 0;
+    for (int k = 0; k < dim; k++)
+        w = hi[k] - lo[k] > w ? hi[k] - lo[k] : w;
+    const double scale = w > 0 ? (double)(1u << bits) / w : 0;
+    for (int64_t i = 0; i < nt; i++) {
+        it[i].key = by_index ? (uint64_t)(src_offset + i) : morton(x + dim * i, dim, lo, scale);
+        it[i].id = first_id + i;
+        it[i].index = i;
+    }
+    qsort(it, (size_t)nt, sizeof *it, item_cmp);
+    return it;
+}
+
+fmk_status fmk_mpi_partition(fmk_plan *plan, fmk_mpi_state *s, int64_t nt, const double *x,
+                             int64_t src_offset, int by_index, const double lo[3],
+                             const double hi[3], double **local_targets)
+{
+    const int P = s->size, dim = s->dim;
+    fmk_mpi_partition_free(s);
+    *local_targets = NULL;
+    /* weights: 1 a target (docs/distributed.md), so a rank's weight is its count */
+    int64_t *all_nt = malloc((size_t)P * sizeof *all_nt);
+    fmk_status st = all_nt ? FMK_OK : fmk_plan_hook_error(plan, FMK_ERR_NOMEM, "out of memory");
+    if ((st = fmk_mpi_agree(plan, s->comm, s->rank, st)) != FMK_OK)
+        return free(all_nt), st;
+    MPI_Allgather(&nt, 1, MPI_INT64_T, all_nt, 1, MPI_INT64_T, s->comm);
+    int64_t total = 0, most = 0, first_id = 0;
+    for (int r = 0; r < P; r++) {
+        first_id += r < s->rank ? all_nt[r] : 0;
+        total += all_nt[r];
+        most = all_nt[r] > most ? all_nt[r] : most;
+    }
+    free(all_nt);
+    const double mean = (double)total / P;
+    s->imbalance = total > 0 ? (double)most / mean : 1;
+    /* the same decision on every rank (from gathered counts) */
+    if (P == 1 || total == 0 || total > INT_MAX || !((double)most > s->balance * mean))
+        return FMK_OK;
+
+    const int nsp = P - 1;
+    item *it = make_items(s, nt, x, src_offset, by_index, first_id, lo, hi);
+    int *pc = calloc((size_t)P * 4, sizeof *pc);
+    uint64_t *work = malloc((size_t)(nsp > 0 ? nsp : 1) * 3 * sizeof *work);
+    int64_t *iwork = malloc((size_t)(nsp > 0 ? nsp : 1) * 3 * sizeof *iwork);
+    int64_t *order = malloc((size_t)(nt > 0 ? nt : 1) * sizeof *order);
+    double *send = malloc((size_t)(nt > 0 ? nt : 1) * (size_t)(dim + 1) * sizeof *send);
+    st = it && pc && work && iwork && order && send
+             ? FMK_OK
+             : fmk_plan_hook_error(plan, FMK_ERR_NOMEM, "out of memory partitioning the targets");
+    if ((st = fmk_mpi_agree(plan, s->comm, s->rank, st)) != FMK_OK)
+        goto done;
+    /* splitter j + 1 at the weight total (j + 1) / P */
+    int64_t *want = iwork, *si = iwork + nsp, *count = iwork + 2 * nsp;
+    uint64_t *sk = work, *blo = work + nsp, *bhi = work + 2 * nsp;
+    for (int j = 0; j < nsp; j++)
+        want[j] = total / P * (j + 1) + total % P * (j + 1) / P;
+    const uint64_t kmax = by_index ? (uint64_t)total : (uint64_t)1 << (dim == 3 ? 63 : 32);
+    bisect(s->comm, nsp, it, nt, want, kmax, total, sk, si, blo, bhi, count);
+    /* owners: the sorted items go to ranks 0, 1, ... in order */
+    int *scount = pc, *sdispl = pc + P, *rcount = pc + 2 * P, *rdispl = pc + 3 * P;
+    int dest = 0;
+    for (int64_t k = 0; k < nt; k++) {
+        while (dest < nsp && !below(&it[k], sk[dest], si[dest]))
+            dest++;
+        scount[dest]++;
+        order[k] = it[k].index;
+        const double *p = x + dim * it[k].index;
+        for (int d = 0; d < dim; d++)
+            send[(dim + 1) * k + d] = p[d];
+        send[(dim + 1) * k + dim] = src_offset >= 0 ? (double)(src_offset + it[k].index) : -1;
+    }
+    MPI_Alltoall(scount, 1, MPI_INT, rcount, 1, MPI_INT, s->comm);
+    int64_t nl = 0;
+    for (int r = 0; r < P; r++) {
+        sdispl[r] = r ? sdispl[r - 1] + scount[r - 1] : 0;
+        rdispl[r] = (int)nl;
+        nl += rcount[r];
+    }
+    double *recv = malloc((size_t)(nl > 0 ? nl : 1) * (size_t)(dim + 1) * sizeof *recv);
+    double *lt = malloc((size_t)(nl > 0 ? nl : 1) * (size_t)dim * sizeof *lt);
+    int64_t *src = malloc((size_t)(nl > 0 ? nl : 1) * sizeof *src);
+    st = recv && lt && src
+             ? FMK_OK
+             : fmk_plan_hook_error(plan, FMK_ERR_NOMEM, "out of memory receiving moved targets");
+    if ((st = fmk_mpi_agree(plan, s->comm, s->rank, st)) != FMK_OK) {
+        free(recv), free(lt), free(src);
+        goto done;
+    }
+    MPI_Datatype row;
+    MPI_Type_contiguous(dim + 1, MPI_DOUBLE, &row);
+    MPI_Type_commit(&row);
+    MPI_Alltoallv(send, scount, sdispl, row, recv, rcount, rdispl, row, s->comm);
+    MPI_Type_free(&row);
+    for (int64_t k = 0; k < nl; k++) {
+        memcpy(lt + dim * k, recv + (dim + 1) * k, (size_t)dim * sizeof(double));
+        src[k] = (int64_t)recv[(dim + 1) * k + dim];
+    }
+    free(recv);
+    s->moved = 1;
+    s->n_local = nl;
+    s->part_counts = pc, pc = NULL;
+    s->order = order, order = NULL;
+    s->local_src = src;
+    *local_targets = lt;
+done:
+    free(it), free(pc), free(work), free(iwork), free(order), free(send);
+    return st;
+}
+
+int64_t fmk_mpi_moved_slice(const fmk_mpi_state *s)
+{
+    if (!s->moved || s->n_local == 0 || s->local_src[0] < 0)
+        return -1;
+    for (int64_t k = 1; k < s->n_local; k++)
+        if (s->local_src[k] != s->local_src[0] + k)
+            return -1;
+    return s->local_src[0];
+}
+
+void fmk_mpi_remove_self_moved(const fmk_mpi_state *s, int64_t nd, const double *all_q, double *pot)
+{
+    const int64_t n = s->n_local;
+    for (int64_t v = 0; v < nd; v++)
+        for (int64_t k = 0; k < n; k++)
+            if (s->local_src[k] >= 0)
+                pot[v * n + k] -= all_q[v * s->n_all + s->local_src[k]] * s->self_value;
+}
+
+fmk_status fmk_mpi_send_home(fmk_plan *plan, fmk_mpi_state *s, int64_t nd, const double *lpot,
+                             const double *lgrad, double *pot, double *grad)
+{
+    const int P = s->size, cw = s->charge_width, gw = s->grad_width;
+    const int64_t nl = s->n_local, nt = s->n_targets;
+    const int64_t wp = lpot ? cw : 0, wg = lgrad ? gw : 0, w = nd * (wp + wg);
+    const int *scount = s->part_counts, *sdispl = scount + P, *rcount = scount + 2 * P,
+              *rdispl = scount + 3 * P;
+    double *out = malloc((size_t)(nl > 0 ? nl : 1) * (size_t)w * sizeof *out);
+    double *back = malloc((size_t)(nt > 0 ? nt : 1) * (size_t)w * sizeof *back);
+    fmk_status st =
+        out && back && w <= INT_MAX
+            ? FMK_OK
+            : fmk_plan_hook_error(plan, FMK_ERR_NOMEM, "out of memory sending results home");
+    if ((st = fmk_mpi_agree(plan, s->comm, s->rank, st)) != FMK_OK)
+        return free(out), free(back), st;
+    /* a row a target: every vector's potential, then every vector's gradient */
+    for (int64_t k = 0; k < nl; k++)
+        for (int64_t v = 0; v < nd; v++) {
+            double *o = out + w * k;
+            if (lpot)
+                memcpy(o + wp * v, lpot + (v * nl + k) * cw, (size_t)cw * sizeof(double));
+            if (lgrad)
+                memcpy(o + nd * wp + wg * v, lgrad + (v * nl + k) * gw,
+                       (size_t)gw * sizeof(double));
+        }
+    MPI_Datatype row;
+    MPI_Type_contiguous((int)w, MPI_DOUBLE, &row);
+    MPI_Type_commit(&row);
+    /* the way back: what came from r goes to r, into the places it was sent from */
+    MPI_Alltoallv(out, rcount, rdispl, row, back, scount, sdispl, row, s->comm);
+    MPI_Type_free(&row);
+    for (int64_t k = 0; k < nt; k++) {
+        const int64_t i = s->order[k];
+        const double *b = back + w * k;
+        for (int64_t v = 0; v < nd; v++) {
+            if (pot)
+                memcpy(pot + (v * nt + i) * cw, b + wp * v, (size_t)cw * sizeof(double));
+            if (grad)
+                memcpy(grad + (v * nt + i) * gw, b + nd * wp + wg * v, (size_t)gw * sizeof(double));
+        }
+    }
+    free(out), free(back);
+    return FMK_OK;
+}
