@@ -447,18 +447,22 @@ class Plan:
         # The C call and the sizes eval reads change together, under the lock.
         with self._lock:
             h = self._live("set_points")
-            status = self._signals.call(fn, h, *args)
-            if status == Status.OK:
-                self._n_sources = ns
-                self._n_targets = ns if targets is None else nt
-            elif status not in (Status.ERR_ARG, Status.ERR_NULL, Status.ERR_NONFINITE,
-                                Status.ERR_STATE):
-                # A validation failure leaves the plan as it was; any later failure (an
-                # interrupt too) leaves it without points.
-                self._n_sources = self._n_targets = None
-            self._signals.raise_pending(status)
-            check(status, h)
+            self._points_set(h, self._signals.call(fn, h, *args), ns,
+                             ns if targets is None else nt)
         return self
+
+    def _points_set(self, h, status, ns, nt):
+        """The sizes after a set_points call that returned status; raises its error. The caller
+        holds self._lock."""
+        if status == Status.OK:
+            self._n_sources, self._n_targets = ns, nt
+        elif status not in (Status.ERR_ARG, Status.ERR_NULL, Status.ERR_NONFINITE,
+                            Status.ERR_STATE):
+            # A validation failure leaves the plan as it was; any later failure (an interrupt
+            # too) leaves it without points.
+            self._n_sources = self._n_targets = None
+        self._signals.raise_pending(status)
+        check(status, h)
 
     # -- distributed plans ----------------------------------------------------------------------
     # Every C call of a distributed plan is collective. What Python refuses on one rank (a bad
@@ -506,14 +510,7 @@ class Plan:
         def call():
             status = self._signals.call(lib().fmk_plan_set_points, h, ns, _arrays.ptr(s), nt,
                                         _arrays.ptr(t))
-            if status == Status.OK:
-                self._n_sources = ns
-                self._n_targets = ns if targets is None else nt
-            elif status not in (Status.ERR_ARG, Status.ERR_NULL, Status.ERR_NONFINITE,
-                                Status.ERR_STATE):
-                self._n_sources = self._n_targets = None
-            self._signals.raise_pending(status)
-            check(status, h)
+            self._points_set(h, status, ns, ns if targets is None else nt)
             return self
         return call
 
