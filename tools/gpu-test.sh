@@ -90,7 +90,7 @@ subsets() { # TOOL rest|tree
     sanitize "$1" - "$T/test_poisson_device_gpu" --quick
   else
     sanitize "$1" - "$T/test_tree_gpu" --quick targets small_paths one_wait moments_fused \
-      super_one small_fold tickets
+      super_one small_fold tickets interactions
     # the first levels of a tree built level by level (k_build_top), alone
     sanitize "$1" k_build_top "$T/test_tree_gpu" --quick same_tree
     # the trees built in one pass over the points (k_tree_points, k_tree_nodes), alone
