@@ -15,62 +15,37 @@ if [ -n "$missing" ]; then
     exit 1
   fi
 fi
-# FFTW3 for the Poisson solver's method fft (optional: without it that method is unavailable,
-# and CMake says so).
-fftw_ok() {
-  { command -v pkg-config >/dev/null 2>&1 && pkg-config --exists fftw3; } ||
-    [ -f /usr/include/fftw3.h ]
-}
-if ! fftw_ok; then
+# optional PACKAGES WHAT: installs the Debian packages when root with apt-get, else says that
+# WHAT will not be built (the library builds without them, and CMake says so).
+optional() {
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "fmmkit: installing FFTW3 for the Poisson solver's FFT method"
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libfftw3-dev >/dev/null
+    echo "fmmkit: installing $1 for $2"
+    # shellcheck disable=SC2086 # $1 is a list of packages
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $1 >/dev/null
   else
-    echo "fmmkit: FFTW3 is missing, so the Poisson solver's method fft will not be built" \
-      "(Debian: apt-get install libfftw3-dev)" >&2
+    echo "fmmkit: $1 missing, so $2 will not be built (Debian: apt-get install $1)" >&2
   fi
-fi
-# HDF5 (serial) and libpng for the simulation driver's snapshots, restart files and PNG
-# projections (optional: without them those calls are unavailable, and CMake says so).
-hdf5_ok() {
-  { command -v pkg-config >/dev/null 2>&1 && pkg-config --exists hdf5; } ||
-    [ -f /usr/include/hdf5/serial/hdf5.h ] || [ -f /usr/include/hdf5.h ]
 }
-if ! hdf5_ok; then
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "fmmkit: installing HDF5 for the simulation driver's snapshots and restart files"
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libhdf5-dev >/dev/null
-  else
-    echo "fmmkit: HDF5 is missing, so simulation snapshots and restart files will not be built" \
-      "(Debian: apt-get install libhdf5-dev)" >&2
-  fi
-fi
-png_ok() {
-  { command -v pkg-config >/dev/null 2>&1 && pkg-config --exists libpng; } ||
-    [ -f /usr/include/png.h ]
+# has_pc NAME HEADER...: pkg-config knows NAME, or one of the headers exists.
+has_pc() {
+  name=$1; shift
+  { command -v pkg-config >/dev/null 2>&1 && pkg-config --exists "$name"; } && return 0
+  for h in "$@"; do [ -f "$h" ] && return 0; done
+  return 1
 }
-if ! png_ok; then
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "fmmkit: installing libpng for the simulation driver's PNG projections"
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libpng-dev >/dev/null
-  else
-    echo "fmmkit: libpng is missing, so simulation PNG projections will not be built" \
-      "(Debian: apt-get install libpng-dev)" >&2
-  fi
-fi
-# Open MPI for libfmmkit_mpi, the distributed plans, and their tests under mpirun (optional:
-# without it they are not built, and CMake says so).
+# FFTW3: the Poisson solver's method fft and the cosmological initial conditions.
+has_pc fftw3 /usr/include/fftw3.h ||
+  optional libfftw3-dev "the Poisson solver's FFT method and cosmological initial conditions"
+# HDF5 (serial) and libpng: the simulation driver's snapshots, restart files, PNG projections.
+has_pc hdf5 /usr/include/hdf5/serial/hdf5.h /usr/include/hdf5.h ||
+  optional libhdf5-dev "the simulation driver's snapshots and restart files"
+has_pc libpng /usr/include/png.h || optional libpng-dev "the simulation driver's PNG projections"
+# Open MPI: libfmmkit_mpi, the distributed plans, and their tests under mpirun.
 mpi_ok() {
   command -v mpicc >/dev/null 2>&1 && command -v mpirun >/dev/null 2>&1
 }
 if [ "${FMMKIT_NEED_MPI:-1}" = 1 ] && ! mpi_ok; then
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "fmmkit: installing Open MPI for the distributed plans (libfmmkit_mpi)"
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libopenmpi-dev openmpi-bin >/dev/null
-  else
-    echo "fmmkit: MPI is missing, so the distributed plans (libfmmkit_mpi) will not be built" \
-      "(Debian: apt-get install libopenmpi-dev openmpi-bin)" >&2
-  fi
+  optional "libopenmpi-dev openmpi-bin" "the distributed plans (libfmmkit_mpi)"
 fi
 PY=$(command -v python3 || true)
 if [ -z "$PY" ]; then
@@ -90,23 +65,20 @@ if [ "${FMMKIT_NEED_PYTHON_TEST_DEPS:-1}" = 1 ] && ! "$PY" -c "import numpy, pyt
       exit 1
     }
 fi
-# h5py checks the simulation snapshots' HDF5 layout (tests/python/test_sim_io.py, skipped
-# without it).
-if [ "${FMMKIT_NEED_PYTHON_TEST_DEPS:-1}" = 1 ] && ! "$PY" -c "import h5py" >/dev/null 2>&1; then
-  echo "fmmkit: installing h5py for the tests"
-  "$PY" -m pip install --quiet h5py 2>/dev/null ||
-    "$PY" -m pip install --quiet --break-system-packages h5py 2>/dev/null ||
-    echo "fmmkit: could not install h5py (pip install h5py); the HDF5 layout test will be" \
-      "skipped" >&2
-fi
-# mpi4py for fmmkit.Plan(comm=...) (tests/python/test_mpi_plan.py under mpirun, skipped
-# without it): pip compiles it against the Open MPI found above; a failure only skips that test.
-if [ "${FMMKIT_NEED_PYTHON_TEST_DEPS:-1}" = 1 ] && mpi_ok && ! "$PY" -c "import mpi4py" >/dev/null 2>&1; then
-  echo "fmmkit: installing mpi4py for the distributed-plan tests"
-  "$PY" -m pip install --quiet mpi4py 2>/dev/null ||
-    "$PY" -m pip install --quiet --break-system-packages mpi4py 2>/dev/null ||
-    echo "fmmkit: could not install mpi4py (pip install mpi4py); the Python MPI tests will be" \
-      "skipped" >&2
+# pip_optional MODULE WHAT: pip installs MODULE when missing; a failure only skips WHAT.
+pip_optional() {
+  "$PY" -c "import $1" >/dev/null 2>&1 && return 0
+  echo "fmmkit: installing $1 for the tests"
+  "$PY" -m pip install --quiet "$1" 2>/dev/null ||
+    "$PY" -m pip install --quiet --break-system-packages "$1" 2>/dev/null ||
+    echo "fmmkit: could not install $1 (pip install $1); $2 will be skipped" >&2
+}
+if [ "${FMMKIT_NEED_PYTHON_TEST_DEPS:-1}" = 1 ]; then
+  # h5py checks the simulation snapshots' HDF5 layout (tests/python/test_sim_io.py)
+  pip_optional h5py "the HDF5 layout test"
+  # mpi4py: fmmkit.Plan(comm=...) under mpirun (tests/python/test_mpi_plan.py); pip compiles
+  # it against the Open MPI found above
+  if mpi_ok; then pip_optional mpi4py "the Python MPI tests"; fi
 fi
 # The fuzz harnesses (`make fuzz`, FMMKIT_NEED_FUZZ=1): clang with libFuzzer and the sanitizer
 # runtimes (Debian keeps those in libclang-rt-dev, which clang only recommends).
