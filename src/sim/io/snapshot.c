@@ -94,6 +94,21 @@ static double *unit_field(fmk_sim_particles *p, int k)
 
 /* Writing --------------------------------------------------------------------------------- */
 
+/* The units (those > 0) and, when hubble_param > 0, the cosmology as attributes of h: the same
+ * in /Header and /Parameters. */
+static herr_t write_cosmology(hid_t h, const fmk_sim_particles *p)
+{
+    const double units[3] = {p->unit_length_cm, p->unit_mass_g, p->unit_velocity_cm_per_s};
+    const double cosmo[3] = {p->omega0, p->omega_lambda, p->hubble_param};
+    herr_t rc = 0;
+    for (int k = 0; k < 3 && rc >= 0; k++)
+        if (units[k] > 0)
+            rc = fmk_h5_attr_scalar(h, unit_names[k], H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &units[k]);
+    for (int k = 0; k < 3 && rc >= 0 && p->hubble_param > 0; k++)
+        rc = fmk_h5_attr_scalar(h, cosmo_names[k], H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &cosmo[k]);
+    return rc;
+}
+
 static herr_t write_header(hid_t file, const fmk_sim_particles *p)
 {
     hid_t h = H5Gcreate2(file, "Header", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
@@ -116,13 +131,8 @@ static herr_t write_header(hid_t file, const fmk_sim_particles *p)
         rc = fmk_h5_attr_scalar(h, names[k], H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &scalars[k]);
     if (rc >= 0)
         rc = fmk_h5_attr_scalar(h, "NumFilesPerSnapshot", H5T_STD_I32LE, H5T_NATIVE_INT32, &nfiles);
-    const double units[3] = {p->unit_length_cm, p->unit_mass_g, p->unit_velocity_cm_per_s};
-    for (int k = 0; k < 3 && rc >= 0; k++)
-        if (units[k] > 0)
-            rc = fmk_h5_attr_scalar(h, unit_names[k], H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &units[k]);
-    const double cosmo[3] = {p->omega0, p->omega_lambda, p->hubble_param};
-    for (int k = 0; k < 3 && rc >= 0 && p->hubble_param > 0; k++)
-        rc = fmk_h5_attr_scalar(h, cosmo_names[k], H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &cosmo[k]);
+    if (rc >= 0)
+        rc = write_cosmology(h, p);
     if (fmk_h5_close(h) != 0)
         rc = -1;
     return rc;
@@ -135,16 +145,11 @@ static herr_t write_parameters(hid_t file, const fmk_sim_particles *p)
     hid_t g = H5Gcreate2(file, "Parameters", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
     if (g < 0)
         return -1;
-    const double cosmo[3] = {p->omega0, p->omega_lambda, p->hubble_param};
-    const double units[3] = {p->unit_length_cm, p->unit_mass_g, p->unit_velocity_cm_per_s};
     const int32_t on = 1;
     herr_t rc =
         fmk_h5_attr_scalar(g, "ComovingIntegrationOn", H5T_STD_I32LE, H5T_NATIVE_INT32, &on);
-    for (int k = 0; k < 3 && rc >= 0; k++)
-        rc = fmk_h5_attr_scalar(g, cosmo_names[k], H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &cosmo[k]);
-    for (int k = 0; k < 3 && rc >= 0; k++)
-        if (units[k] > 0)
-            rc = fmk_h5_attr_scalar(g, unit_names[k], H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &units[k]);
+    if (rc >= 0)
+        rc = write_cosmology(g, p);
     if (fmk_h5_close(g) != 0)
         rc = -1;
     return rc;
