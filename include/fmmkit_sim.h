@@ -279,8 +279,9 @@ FMK_API fmk_status fmk_sim_set_output(fmk_sim *sim, const char *dir, int64_t sna
  * times (a values in a comoving run; increasing, finite; n = 0 clears the list). The run
  * lands on each exactly: the step that would pass one is shortened to end on it (the steps
  * after it keep opts.dt). The files go into fmk_sim_set_output's directory: call that after
- * this call (it then keeps the directory even with every cadence 0). A time at or before the
- * current one is written only when it equals it (at the start of a run). */
+ * this call (it then keeps the directory even with every cadence 0); fmk_sim_run with listed
+ * times and no directory is FMK_ERR_STATE (the snapshots are never dropped silently). A time
+ * at or before the current one is written only when it equals it (at the start of a run). */
 FMK_API fmk_status fmk_sim_set_output_times(fmk_sim *sim, int64_t n, const double *times);
 
 /* The PNGs of the run's snapshots: projected along axis (0, 1, 2; default 2), width x width

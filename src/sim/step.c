@@ -280,6 +280,12 @@ fmk_status fmk_sim_run(fmk_sim *sim, double t_end, int64_t n_steps)
                             "fmk_sim_run: n_steps = %lld; it must be >= 0 (t_end %g is not after "
                             "the current time %g)",
                             (long long)n_steps, t_end, sim->time);
+    if (sim->n_out_times > 0 && !sim->out_dir)
+        return fmk_sim_fail(sim, FMK_ERR_STATE,
+                            "fmk_sim_run: snapshots are listed at %lld times but there is no "
+                            "output directory: call fmk_sim_set_output after "
+                            "fmk_sim_set_output_times (it keeps the directory then)",
+                            (long long)sim->n_out_times);
     atomic_store(&sim->stop, 0);
     fmk_status st = fmk_sim_output_due(sim);
     if (st != FMK_OK)
