@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "cli_mpi.h"
 
 static const char usage[] =
     "Usage: fmmkit COMMAND [options]\n"
@@ -51,8 +52,15 @@ int main(int argc, char **argv)
         return CLI_OK;
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        if (strcmp(word, commands[i].name) == 0)
-            return commands[i].run(argc - 2, argv + 2);
+        if (strcmp(word, commands[i].name) == 0) {
+            /* under mpirun: MPI for the command's life (a command that does not run
+             * distributed runs the same on every rank) */
+            int status = cli_mpi_begin(&argc, &argv);
+            if (status == CLI_OK)
+                status = cli_mpi_exit_status(commands[i].run(argc - 2, argv + 2));
+            cli_mpi_end();
+            return status;
+        }
     if (word[0] == '-')
         return cli_usage(NULL, "unknown option '%s'", word);
     return cli_usage(NULL, "unknown command '%s' (eval, bench, demo, poisson, sim)", word);
