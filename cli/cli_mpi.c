@@ -93,7 +93,16 @@ int cli_mpi_begin(int *argc, char ***argv)
 }
 
 void cli_mpi_end(void) {}
-int cli_mpi_size(void) { return 1; }
-int cli_mpi_rank(void) { return 0; }
-int cli_mpi_exit_status(int status) { return status; }
+int cli_mpi_size(void)
+{
+    return 1;
+}
+int cli_mpi_rank(void)
+{
+    return 0;
+}
+int cli_mpi_exit_status(int status)
+{
+    return status;
+}
 #endif

@@ -27,11 +27,8 @@ static const struct {
     const char *name;
     int (*run)(int argc, char **argv);
 } commands[] = {
-    {"eval", cmd_eval},
-    {"bench", cmd_bench},
-    {"demo", cmd_demo},
-    {"poisson", cmd_poisson},
-    {"sim", cmd_sim},
+    {"eval", cmd_eval},       {"bench", cmd_bench}, {"demo", cmd_demo},
+    {"poisson", cmd_poisson}, {"sim", cmd_sim},
 };
 
 int main(int argc, char **argv)

@@ -33,13 +33,23 @@ typedef struct fmk_mpi_state {
      * targets' weight is uneven (max rank / mean over balance, default 1.05; 0: always), each
      * rank's local plan evaluates a run of the space-filling curve instead of its own. */
     double balance;
-    double imbalance;   /* max rank weight / mean at the last set_points */
-    int moved;          /* the targets moved: the local plan has n_local targets of any rank */
-    int64_t n_local;    /* the targets this rank evaluates */
-    int *part_counts;   /* 4 x size: send counts, send displs, recv counts, recv displs */
-    int64_t *order;     /* n_targets: the caller's index of the k-th target sent */
-    int64_t *local_src; /* n_local: each evaluated target's global source index, -1 none */
+    double imbalance;    /* max rank weight / mean at the last set_points */
+    int moved;           /* the targets moved: the local plan has n_local targets of any rank */
+    int64_t n_local;     /* the targets this rank evaluates */
+    int *part_counts;    /* 4 x size: send counts, send displs, recv counts, recv displs */
+    int64_t *order;      /* n_targets: the caller's index of the k-th target sent */
+    int64_t *local_src;  /* n_local: each evaluated target's global source index, -1 none */
+    uint64_t *split_key; /* size - 1: the partition's splitters' keys (where moved) */
+    int self;            /* this rank's targets are its sources (targets NULL) */
+    /* The distributed sources of the treecode (let.c): where let_on (default 1) and the
+     * method is tree in 3D on several ranks, the sources stay on their run's rank and the
+     * other ranks get their locally essential trees; NULL: the replicated sources. */
+    int let_on;
+    double theta; /* opts.theta (0: the method's default) */
+    struct fmk_mpi_let *let;
 } fmk_mpi_state;
+
+typedef struct fmk_mpi_let fmk_mpi_let;
 
 /* agree.c: the agreement of every collective step. Each rank gives its own status; every rank
  * gets the most severe one (ties: the lowest rank's), and where it is not FMK_OK, the message
@@ -59,8 +69,13 @@ fmk_status fmk_mpi_same_arguments(MPI_Comm comm, int dim, fmk_kernel kernel, dou
  * target 0 where the targets are the sources, else -1; by_index: keys are those indices (every
  * rank's targets are its sources) instead of Morton keys in the box lo, hi. Agreed status. */
 fmk_status fmk_mpi_partition(fmk_plan *plan, fmk_mpi_state *s, int64_t n_targets, const double *x,
-                             int64_t src_offset, int by_index, const double lo[3],
+                             int64_t src_offset, int by_index, int force, const double lo[3],
                              const double hi[3], double **local_targets);
+/* partition.c: Morton keys in the global box (21 bits an axis in 3D, 16 in 2D) */
+double fmk_mpi_morton_scale(int dim, const double lo[3], const double hi[3]);
+uint64_t fmk_mpi_morton(const double *x, int dim, const double lo[3], double scale);
+/* whether a source of this key belongs to rank j + 1 or later (the last partition's splitters) */
+int fmk_mpi_at_or_after_split(const fmk_mpi_state *s, int j, uint64_t key);
 void fmk_mpi_partition_free(fmk_mpi_state *s);
 /* The first global source index of moved targets that are a slice of the sources, else -1. */
 int64_t fmk_mpi_moved_slice(const fmk_mpi_state *s);
@@ -73,10 +88,33 @@ void fmk_mpi_remove_self_moved(const fmk_mpi_state *s, int64_t nd, const double 
 fmk_status fmk_mpi_send_home(fmk_plan *plan, fmk_mpi_state *s, int64_t nd, const double *lpot,
                              const double *lgrad, double *pot, double *grad);
 
+/* let.c: the treecode's distributed sources (docs/distributed.md, "Treecode: locally
+ * essential trees"). applies: the plan takes this path. setup (collective, after the targets'
+ * partition, moved: the nt targets moved here): keeps this rank's sources of its run (all_self:
+ * they are the targets moved here; else routed by the splitters), builds their tree, exchanges
+ * the locally essential trees' positions and returns the local plan's sources (the own ones
+ * first, then what the other ranks sent; malloc'ed). charges (collective, each evaluation):
+ * the local plan's charges (nd vectors of n_let_sources, malloc'ed) and the moved targets' own
+ * charges (their coincident source's, for the self term; nd vectors of n_local). Statuses
+ * agreed. */
+int fmk_mpi_let_applies(const fmk_mpi_state *s);
+fmk_status fmk_mpi_let_setup(fmk_plan *plan, fmk_mpi_state *s, int64_t ns, const double *sources,
+                             int all_self, const double *moved, int64_t nt, const double lo[3],
+                             const double hi[3], double theta, double **let_sources,
+                             int64_t *n_let_sources);
+fmk_status fmk_mpi_let_charges(fmk_plan *plan, fmk_mpi_state *s, int64_t nd, const double *charges,
+                               int self, double **local_q, double **target_q);
+int64_t fmk_mpi_let_own(const fmk_mpi_state *s);
+void fmk_mpi_let_free(fmk_mpi_state *s);
+
 /* For tests (exported, not in the public header): the imbalance above which a distributed plan
  * moves its targets at the next set_points (0: always), and the count of targets this rank
  * evaluated at the last set_points (its own, or those moved to it). */
 FMK_API void fmk_mpi_set_balance(fmk_plan *plan, double balance);
 FMK_API int64_t fmk_mpi_evaluated_targets(const fmk_plan *plan);
+/* For tests: the treecode's distributed sources on (1, the default) or off (0: replicated),
+ * from the next set_points; the sources this rank keeps and the local plan's sources. */
+FMK_API void fmk_mpi_set_let(fmk_plan *plan, int on);
+FMK_API void fmk_mpi_let_counts(const fmk_plan *plan, int64_t *own, int64_t *local_sources);
 
 #endif /* FMMKIT_MPI_INTERNAL_H */

@@ -53,8 +53,16 @@ static int64_t lower_bound(const item *it, int64_t n, uint64_t k, int64_t i)
     return lo;
 }
 
-/* Morton key of x in the cube [lo, lo + 2^bits / scale): bits an axis, axis 0 highest. */
-static uint64_t morton(const double *x, int dim, const double lo[3], double scale)
+double fmk_mpi_morton_scale(int dim, const double lo[3], const double hi[3])
+{
+    const int bits = dim == 3 ? 21 : 16;
+    double w = 0;
+    for (int k = 0; k < dim; k++)
+        w = hi[k] - lo[k] > w ? hi[k] - lo[k] : w;
+    return w > 0 ? (double)(1u << bits) / w : 0;
+}
+
+uint64_t fmk_mpi_morton(const double *x, int dim, const double lo[3], double scale)
 {
     const int bits = dim == 3 ? 21 : 16;
     const double top = (double)((1u << bits) - 1);
@@ -75,7 +83,8 @@ void fmk_mpi_partition_free(fmk_mpi_state *s)
     free(s->part_counts);
     free(s->order);
     free(s->local_src);
-    s->part_counts = NULL, s->order = NULL, s->local_src = NULL;
+    free(s->split_key);
+    s->part_counts = NULL, s->order = NULL, s->local_src = NULL, s->split_key = NULL;
     s->moved = 0;
     s->n_local = 0;
 }
@@ -135,13 +144,11 @@ static item *make_items(const fmk_mpi_state *s, int64_t nt, const double *x, int
     item *it = malloc((size_t)(nt > 0 ? nt : 1) * sizeof *it);
     if (!it)
         return NULL;
-    const int dim = s->dim, bits = dim == 3 ? 21 : 16;
-    double w = 0;
-    for (int k = 0; k < dim; k++)
-        w = hi[k] - lo[k] > w ? hi[k] - lo[k] : w;
-    const double scale = w > 0 ? (double)(1u << bits) / w : 0;
+    const int dim = s->dim;
+    const double scale = fmk_mpi_morton_scale(dim, lo, hi);
     for (int64_t i = 0; i < nt; i++) {
-        it[i].key = by_index ? (uint64_t)(src_offset + i) : morton(x + dim * i, dim, lo, scale);
+        it[i].key =
+            by_index ? (uint64_t)(src_offset + i) : fmk_mpi_morton(x + dim * i, dim, lo, scale);
         it[i].id = first_id + i;
         it[i].index = i;
     }
@@ -150,7 +157,7 @@ static item *make_items(const fmk_mpi_state *s, int64_t nt, const double *x, int
 }
 
 fmk_status fmk_mpi_partition(fmk_plan *plan, fmk_mpi_state *s, int64_t nt, const double *x,
-                             int64_t src_offset, int by_index, const double lo[3],
+                             int64_t src_offset, int by_index, int force, const double lo[3],
                              const double hi[3], double **local_targets)
 {
     const int P = s->size, dim = s->dim;
@@ -172,17 +179,18 @@ fmk_status fmk_mpi_partition(fmk_plan *plan, fmk_mpi_state *s, int64_t nt, const
     const double mean = (double)total / P;
     s->imbalance = total > 0 ? (double)most / mean : 1;
     /* the same decision on every rank (from gathered counts) */
-    if (P == 1 || total == 0 || total > INT_MAX || !((double)most > s->balance * mean))
+    if (P == 1 || total == 0 || total > INT_MAX || (!force && !((double)most > s->balance * mean)))
         return FMK_OK;
 
     const int nsp = P - 1;
     item *it = make_items(s, nt, x, src_offset, by_index, first_id, lo, hi);
     int *pc = calloc((size_t)P * 4, sizeof *pc);
     uint64_t *work = malloc((size_t)(nsp > 0 ? nsp : 1) * 3 * sizeof *work);
+    s->split_key = malloc((size_t)(nsp > 0 ? nsp : 1) * sizeof *s->split_key);
     int64_t *iwork = malloc((size_t)(nsp > 0 ? nsp : 1) * 3 * sizeof *iwork);
     int64_t *order = malloc((size_t)(nt > 0 ? nt : 1) * sizeof *order);
     double *send = malloc((size_t)(nt > 0 ? nt : 1) * (size_t)(dim + 1) * sizeof *send);
-    st = it && pc && work && iwork && order && send
+    st = it && pc && work && iwork && order && send && s->split_key
              ? FMK_OK
              : fmk_plan_hook_error(plan, FMK_ERR_NOMEM, "out of memory partitioning the targets");
     if ((st = fmk_mpi_agree(plan, s->comm, s->rank, st)) != FMK_OK)
@@ -194,6 +202,7 @@ fmk_status fmk_mpi_partition(fmk_plan *plan, fmk_mpi_state *s, int64_t nt, const
         want[j] = total / P * (j + 1) + total % P * (j + 1) / P;
     const uint64_t kmax = by_index ? (uint64_t)total : (uint64_t)1 << (dim == 3 ? 63 : 32);
     bisect(s->comm, nsp, it, nt, want, kmax, total, sk, si, blo, bhi, count);
+    memcpy(s->split_key, sk, (size_t)nsp * sizeof *sk);
     /* owners: the sorted items go to ranks 0, 1, ... in order */
     int *scount = pc, *sdispl = pc + P, *rcount = pc + 2 * P, *rdispl = pc + 3 * P;
     int dest = 0;
@@ -243,6 +252,11 @@ fmk_status fmk_mpi_partition(fmk_plan *plan, fmk_mpi_state *s, int64_t nt, const
 done:
     free(it), free(pc), free(work), free(iwork), free(order), free(send);
     return st;
+}
+
+int fmk_mpi_at_or_after_split(const fmk_mpi_state *s, int j, uint64_t key)
+{
+    return key >= s->split_key[j];
 }
 
 int64_t fmk_mpi_moved_slice(const fmk_mpi_state *s)

@@ -62,6 +62,7 @@ static void free_state(fmk_mpi_state *s)
         return;
     fmk_plan_destroy(s->local);
     fmk_mpi_partition_free(s);
+    fmk_mpi_let_free(s);
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (!finalized && s->comm != MPI_COMM_NULL)
@@ -131,6 +132,7 @@ fmk_status fmk_plan_create_mpi(fmk_plan **plan, MPI_Comm comm, int dim, fmk_kern
         s->softening = opts ? opts->softening : 0;
         s->method = opts ? opts->method : FMK_METHOD_AUTO;
         s->balance = 1.05;
+        s->let_on = 1;
         s->charge_width = fmk_kernel_is_complex(kernel) ? 2 : 1;
         s->grad_width = fmk_kernel_is_complex(kernel) ? 2 : dim;
         st = fmk_plan_set_hooks(outer, &mpi_hooks, s);
@@ -211,6 +213,7 @@ static void drop_points(fmk_plan *plan, fmk_mpi_state *s)
     s->n_sources = s->n_targets = s->n_all = 0;
     s->has_points = 0;
     fmk_mpi_partition_free(s);
+    fmk_mpi_let_free(s);
 }
 
 /* The counts and displacements of every rank's sources (in points) from the gathered counts;
@@ -240,6 +243,60 @@ static double self_value(fmk_kernel kernel, double softening)
     if (kernel == FMK_KERNEL_REGULARIZED)
         return 1.5 / softening;
     return 0;
+}
+
+/* The plan's state once its local plan has its points (every rank). */
+static void points_done(fmk_plan *plan, fmk_mpi_state *s, int64_t ns, int64_t nt)
+{
+    fmk_info info;
+    fmk_plan_info(s->local, &info);
+    s->n_sources = ns, s->n_targets = nt;
+    s->has_points = 1;
+    info.n_sources = ns;
+    info.n_targets = nt;
+    fmk_plan_hook_points(plan, 1, &info);
+    fmk_plan_hook_error(plan, FMK_OK, NULL);
+}
+
+/* set_points with the treecode's distributed sources (let.c): the targets partitioned (always),
+ * the sources kept by their run's rank, the locally essential trees exchanged. *handled 0:
+ * nothing to partition (no targets on any rank), the replicated path goes on. */
+static fmk_status let_points(fmk_plan *plan, fmk_mpi_state *s, int64_t ns, const double *sources,
+                             int64_t nt, const double *targets, int64_t offset, const double lo[3],
+                             const double hi[3], int *handled)
+{
+    int all_self = s->self;
+    MPI_Allreduce(MPI_IN_PLACE, &all_self, 1, MPI_INT, MPI_MIN, s->comm);
+    double *moved = NULL, *src = NULL;
+    int64_t n_src = 0;
+    *handled = 1;
+    fmk_status st = fmk_mpi_partition(plan, s, nt, s->self ? sources : targets,
+                                      s->self ? offset : -1, 0, 1, lo, hi, &moved);
+    if (st == FMK_OK && !s->moved) {
+        *handled = 0;
+        return FMK_OK;
+    }
+    fmk_info li;
+    fmk_plan_info(s->local, &li);
+    if (st == FMK_OK)
+        st = fmk_mpi_let_setup(plan, s, ns, sources, all_self, moved, s->n_local, lo, hi,
+                               li.theta > 0 ? li.theta : 0.6, &src, &n_src);
+    int taken = 0;
+    if (st == FMK_OK) {
+        st = fmk_plan_set_points_in_box(s->local, n_src, src, s->n_local, moved, lo, hi,
+                                        all_self ? 0 : -1, &taken);
+        if (st != FMK_OK)
+            fmk_plan_hook_error(plan, st, fmk_plan_last_error(s->local));
+        st = fmk_mpi_agree(plan, s->comm, s->rank, st);
+    }
+    free(src), free(moved);
+    if (st != FMK_OK) {
+        drop_points(plan, s);
+        return st;
+    }
+    s->self_value = taken ? 0 : self_value(s->kernel, s->softening);
+    points_done(plan, s, ns, nt);
+    return FMK_OK;
 }
 
 static fmk_status mpi_set_points(fmk_plan *plan, int64_t ns, const double *sources, int64_t nt,
@@ -272,6 +329,17 @@ static fmk_status mpi_set_points(fmk_plan *plan, int64_t ns, const double *sourc
     st = layout(plan, s, all_n);
     free(all_n);
     const int64_t n_all = s->n_all, offset = st == FMK_OK ? s->displs[s->rank] : 0;
+    s->self = self;
+    if (fmk_mpi_let_applies(s)) {
+        if ((st = fmk_mpi_agree(plan, s->comm, s->rank, st)) != FMK_OK) {
+            drop_points(plan, s);
+            return st;
+        }
+        int handled = 0;
+        st = let_points(plan, s, ns, sources, nt, targets, offset, lo, hi, &handled);
+        if (handled)
+            return st;
+    }
     double *all = NULL;
     if (st == FMK_OK) {
         all = malloc((size_t)(n_all > 0 ? n_all : 1) * (size_t)dim * sizeof(double));
@@ -301,7 +369,7 @@ static fmk_status mpi_set_points(fmk_plan *plan, int64_t ns, const double *sourc
                          s->method != FMK_METHOD_TREE && s->method != FMK_METHOD_FMM;
     double *moved = NULL;
     st = fmk_mpi_partition(plan, s, nt, self ? all + dim * offset : targets, self ? offset : -1,
-                           by_index, lo, hi, &moved);
+                           by_index, 0, lo, hi, &moved);
     if (st != FMK_OK) {
         free(all);
         drop_points(plan, s);
@@ -326,16 +394,9 @@ static fmk_status mpi_set_points(fmk_plan *plan, int64_t ns, const double *sourc
         drop_points(plan, s);
         return st;
     }
-    fmk_info info;
-    fmk_plan_info(s->local, &info);
-    s->n_sources = ns, s->n_targets = nt;
-    s->has_points = 1;
     /* moved: the targets that are sources are known by their index (local_src) */
     s->self_value = (self || s->moved) && !taken ? self_value(s->kernel, s->softening) : 0;
-    info.n_sources = ns;
-    info.n_targets = nt;
-    fmk_plan_hook_points(plan, 1, &info);
-    fmk_plan_hook_error(plan, FMK_OK, NULL);
+    points_done(plan, s, ns, nt);
     return FMK_OK;
 }
 
@@ -382,6 +443,45 @@ static void remove_self(const fmk_mpi_state *s, int64_t nd, const double *charge
             pot[v * n + i] -= charges[v * n + i] * s->self_value;
 }
 
+/* The evaluation with the treecode's distributed sources: the locally essential trees'
+ * charges exchanged (let.c), the moved targets evaluated here, the results sent home. */
+static fmk_status let_eval(fmk_plan *plan, fmk_mpi_state *s, int is_many, int64_t nd,
+                           const double *charges, double *pot, double *grad)
+{
+    const char *fn = is_many ? "fmk_plan_eval_many" : "fmk_plan_eval";
+    double *q = NULL, *tq = NULL;
+    fmk_status st = fmk_mpi_let_charges(plan, s, nd, charges, s->self, &q, &tq);
+    if (st != FMK_OK)
+        return st;
+    const int cw = s->charge_width, gw = s->grad_width;
+    const int64_t nt = s->n_local;
+    const size_t rn = (size_t)nd * (size_t)(nt > 0 ? nt : 1) * (size_t)(cw + gw);
+    double *staged = malloc(rn * sizeof(double));
+    st = staged ? FMK_OK
+                : fail(plan, FMK_ERR_NOMEM, "%s: out of host memory for %lld results", fn,
+                       (long long)rn);
+    if ((st = fmk_mpi_agree(plan, s->comm, s->rank, st)) != FMK_OK)
+        return free(q), free(tq), free(staged), st;
+    double *sp = pot ? staged : NULL;
+    double *sg = grad ? staged + (size_t)nd * (size_t)nt * (size_t)cw : NULL;
+    st = is_many ? fmk_plan_eval_many(s->local, nd, q, sp, sg) : fmk_plan_eval(s->local, q, sp, sg);
+    if (st != FMK_OK)
+        fmk_plan_hook_error(plan, st, fmk_plan_last_error(s->local));
+    if (st == FMK_OK && sp && s->self_value != 0)
+        for (int64_t k = 0; k < nd * nt; k++)
+            sp[k] -= tq[k] * s->self_value;
+    free(q), free(tq);
+    if ((st = fmk_mpi_agree(plan, s->comm, s->rank, st)) == FMK_OK)
+        st = fmk_mpi_send_home(plan, s, nd, sp, sg, pot, grad);
+    free(staged);
+    if (st != FMK_OK)
+        return st;
+    fmk_info info;
+    fmk_plan_info(s->local, &info);
+    fmk_plan_hook_info(plan, &info);
+    return fmk_plan_hook_error(plan, FMK_OK, NULL);
+}
+
 static fmk_status mpi_eval_many(fmk_plan *plan, int is_many, int64_t nd, const double *charges,
                                 double *pot, double *grad)
 {
@@ -392,6 +492,8 @@ static fmk_status mpi_eval_many(fmk_plan *plan, int is_many, int64_t nd, const d
         return st;
     if (nd == 0)
         return fmk_plan_hook_error(plan, FMK_OK, NULL);
+    if (s->let)
+        return let_eval(plan, s, is_many, nd, charges, pot, grad);
     const int cw = s->charge_width, gw = s->grad_width;
     const int64_t ns = s->n_sources, n_all = s->n_all;
     const int64_t nt = s->moved ? s->n_local : s->n_targets; /* the targets evaluated here */
@@ -455,6 +557,22 @@ void fmk_mpi_set_balance(fmk_plan *plan, double balance)
     fmk_mpi_state *s = fmk_plan_hook_state(plan, &mpi_hooks);
     if (s && balance >= 0)
         s->balance = balance;
+}
+
+void fmk_mpi_set_let(fmk_plan *plan, int on)
+{
+    fmk_mpi_state *s = fmk_plan_hook_state(plan, &mpi_hooks);
+    if (s)
+        s->let_on = on != 0;
+}
+
+void fmk_mpi_let_counts(const fmk_plan *plan, int64_t *own, int64_t *local_sources)
+{
+    const fmk_mpi_state *s = fmk_plan_hook_state(plan, &mpi_hooks);
+    fmk_info info;
+    *own = s ? fmk_mpi_let_own(s) : 0;
+    *local_sources =
+        s && s->has_points && fmk_plan_info(s->local, &info) == FMK_OK ? info.n_sources : 0;
 }
 
 int64_t fmk_mpi_evaluated_targets(const fmk_plan *plan)

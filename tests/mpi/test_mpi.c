@@ -189,7 +189,12 @@ static void run_case(const tcase *c, int set, int self)
     } else {
         const double e_mpi = rel_l2(pot, dp, cw * my_t), e_one = rel_l2(rp, dp, cw * my_t);
         const double g_mpi = rel_l2(grad, dg, gw * my_t), g_one = rel_l2(rg, dg, gw * my_t);
-        const double floor = c->method == FMK_METHOD_FMM ? c->eps : 1e-6;
+        /* the treecode's error depends on where its octree's cells fall (the frame, which the
+         * distributed sources' pseudo-particles may widen) by a few times at a given theta:
+         * its own accuracy at theta 0.6, 1e-3 theta^3 (treecode.h), is the floor */
+        const double floor = c->method == FMK_METHOD_FMM    ? c->eps
+                             : c->method == FMK_METHOD_TREE ? 2.2e-4
+                                                            : 1e-6;
         if (rank == 0)
             printf("  %s %s %s %s: pot err %.2e (one rank %.2e), grad err %.2e (%.2e)\n", what,
                    fmk_kernel_name(c->kernel), set_name[set], self ? "self" : "targets", e_mpi,
@@ -288,7 +293,12 @@ static void uneven_case(const tcase *c, int self)
         const double *dp = dir_p + my_t0, *dg = dir_g + dim * my_t0;
         const double e_mpi = rel_l2(pot, dp, my_t), e_one = rel_l2(rp, dp, my_t);
         const double g_mpi = rel_l2(grad, dg, dim * my_t), g_one = rel_l2(rg, dg, dim * my_t);
-        const double floor = c->method == FMK_METHOD_FMM ? c->eps : 1e-6;
+        /* the treecode's error depends on where its octree's cells fall (the frame, which the
+         * distributed sources' pseudo-particles may widen) by a few times at a given theta:
+         * its own accuracy at theta 0.6, 1e-3 theta^3 (treecode.h), is the floor */
+        const double floor = c->method == FMK_METHOD_FMM    ? c->eps
+                             : c->method == FMK_METHOD_TREE ? 2.2e-4
+                                                            : 1e-6;
         if (rank == 0)
             printf("    pot err %.2e (one rank %.2e), grad err %.2e (%.2e)\n", e_mpi, e_one, g_mpi,
                    g_one);
