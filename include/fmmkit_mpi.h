@@ -25,8 +25,9 @@
  *
  * Not yet (FMK_ERR_UNAVAILABLE on every rank alike): fmk_plan_set_points_device and the
  * *_device evaluations. fmk_plan_memory answers for one rank's share of the work as if it
- * were an ordinary plan of the sizes given. The first implementation gathers every rank's
- * sources on every rank (memory O(N) per rank): docs/distributed.md says what comes next.
+ * were an ordinary plan of the sizes given. The treecode keeps each rank's sources on it and
+ * sends the other ranks its locally essential tree; the other methods gather every rank's
+ * sources on every rank (memory O(N) per rank): docs/distributed.md.
  */
 #ifndef FMMKIT_MPI_H
 #define FMMKIT_MPI_H
@@ -59,6 +60,33 @@ FMK_API fmk_status fmk_plan_create_mpi_f(fmk_plan **plan, MPI_Fint comm, int dim
 
 /* 1 when plan is a distributed plan (made by fmk_plan_create_mpi or _f), else 0. */
 FMK_API int fmk_plan_is_mpi(const fmk_plan *plan);
+
+/* This rank's share of a distributed plan's work and where its time went (not collective):
+ * the last set_points' phases and the last evaluation's. Communication phases are the time in
+ * MPI calls on this rank (waiting for slower ranks included). */
+typedef struct fmk_mpi_info {
+    int ranks;               /* the communicator's size */
+    int distributed_sources; /* 1: each rank keeps its own sources and sends the others its
+                              * locally essential tree (the treecode); 0: every rank holds
+                              * every source (docs/distributed.md) */
+    int64_t sources_kept;    /* the sources this rank keeps (distributed) or holds (all) */
+    int64_t local_sources;   /* its local plan's sources: kept, particles and pseudo-particles
+                              * received */
+    int64_t targets_evaluated;     /* the targets its local plan evaluates */
+    double seconds_partition;      /* set_points: keys, splitters, moving the targets */
+    double seconds_tree;           /* set_points: the sending tree and the walks for the others */
+    double seconds_exchange_points;  /* set_points: moving sources, trees' positions, gathers */
+    double seconds_local_set_points; /* set_points: the local plan's */
+    double seconds_exchange_charges; /* eval: charges to their owners and the trees' charges */
+    double seconds_moments;          /* eval: the sending tree's moments, pseudo-charges */
+    double seconds_local_eval;       /* eval: the local plan's */
+    double seconds_results_home;     /* eval: the results back to the targets' ranks */
+    int64_t bytes_sent_points; /* set_points: bytes this rank sent (points, keys' counts) */
+    int64_t bytes_sent_eval;   /* eval: bytes this rank sent (charges, results) */
+} fmk_mpi_info;
+
+/* FMK_ERR_NULL for NULL arguments, FMK_ERR_ARG for a plan that is not distributed. */
+FMK_API fmk_status fmk_plan_mpi_info(const fmk_plan *plan, fmk_mpi_info *info);
 
 #ifdef __cplusplus
 }

@@ -10,7 +10,7 @@
 
 #include <mpi.h>
 
-#include "fmmkit.h"
+#include "fmmkit_mpi.h"
 
 typedef struct fmk_mpi_state {
     MPI_Comm comm; /* MPI_Comm_dup of the caller's */
@@ -47,6 +47,7 @@ typedef struct fmk_mpi_state {
     int let_on;
     double theta; /* opts.theta (0: the method's default) */
     struct fmk_mpi_let *let;
+    fmk_mpi_info stats; /* fmk_plan_mpi_info's */
 } fmk_mpi_state;
 
 typedef struct fmk_mpi_let fmk_mpi_let;
@@ -71,6 +72,14 @@ fmk_status fmk_mpi_same_arguments(MPI_Comm comm, int dim, fmk_kernel kernel, dou
 fmk_status fmk_mpi_partition(fmk_plan *plan, fmk_mpi_state *s, int64_t n_targets, const double *x,
                              int64_t src_offset, int by_index, int force, const double lo[3],
                              const double hi[3], double **local_targets);
+/* sort.c: a (key, index) pair, and the stable sort of n of them by the key's low key_bits bits
+ * (0, or -1 when out of memory). */
+typedef struct fmk_mpi_keyed {
+    uint64_t key;
+    int64_t index;
+} fmk_mpi_keyed;
+int fmk_mpi_sort(fmk_mpi_keyed *a, int64_t n, int key_bits);
+
 /* partition.c: Morton keys in the global box (21 bits an axis in 3D, 16 in 2D) */
 double fmk_mpi_morton_scale(int dim, const double lo[3], const double hi[3]);
 uint64_t fmk_mpi_morton(const double *x, int dim, const double lo[3], double scale);

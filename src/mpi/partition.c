@@ -19,33 +19,23 @@
 #include "core/hooks.h"
 #include "mpi/mpi_internal.h"
 
-typedef struct item {
-    uint64_t key;
-    int64_t id;    /* the global target index: the tie-break */
-    int64_t index; /* the caller's index */
-} item;
-
-static int item_cmp(const void *pa, const void *pb)
-{
-    const item *a = pa, *b = pb;
-    if (a->key != b->key)
-        return a->key < b->key ? -1 : 1;
-    return a->id < b->id ? -1 : a->id > b->id;
-}
+/* A target: its key and the caller's index; its global index (the tie-break) is first_id +
+ * index, so that the stable sort by key from the caller's order sorts by (key, global index). */
+typedef fmk_mpi_keyed item;
 
 /* (key, id) < (k, i) */
-static int below(const item *a, uint64_t k, int64_t i)
+static int below(const item *a, int64_t first_id, uint64_t k, int64_t i)
 {
-    return a->key < k || (a->key == k && a->id < i);
+    return a->key < k || (a->key == k && first_id + a->index < i);
 }
 
 /* The count of items (sorted) below (k, i). */
-static int64_t lower_bound(const item *it, int64_t n, uint64_t k, int64_t i)
+static int64_t lower_bound(const item *it, int64_t n, int64_t first_id, uint64_t k, int64_t i)
 {
     int64_t lo = 0, hi = n;
     while (lo < hi) {
         const int64_t mid = lo + (hi - lo) / 2;
-        if (below(&it[mid], k, i))
+        if (below(&it[mid], first_id, k, i))
             lo = mid + 1;
         else
             hi = mid;
@@ -93,9 +83,9 @@ void fmk_mpi_partition_free(fmk_mpi_state *s)
  * at least want[j]: over keys k in [0, kmax] with i = 0, then over i in [0, imax] with the key
  * before. lo, hi, count: P - 1 each. The loop's course depends on reduced sums only, so every
  * rank makes the same MPI calls. */
-static void bisect(MPI_Comm comm, int nsp, const item *it, int64_t n, const int64_t *want,
-                   uint64_t kmax, int64_t imax, uint64_t *sk, int64_t *si, uint64_t *lo,
-                   uint64_t *hi, int64_t *count)
+static void bisect(MPI_Comm comm, int nsp, const item *it, int64_t n, int64_t first_id,
+                   const int64_t *want, uint64_t kmax, int64_t imax, uint64_t *sk, int64_t *si,
+                   uint64_t *lo, uint64_t *hi, int64_t *count)
 {
     for (int phase = 0; phase < 2; phase++) {
         for (int j = 0; j < nsp; j++) {
@@ -111,8 +101,8 @@ static void bisect(MPI_Comm comm, int nsp, const item *it, int64_t n, const int6
                 count[j] = 0;
                 if (lo[j] < hi[j]) {
                     const uint64_t mid = lo[j] + (hi[j] - lo[j]) / 2;
-                    count[j] = phase == 0 ? lower_bound(it, n, mid, 0)
-                                          : lower_bound(it, n, sk[j], (int64_t)mid);
+                    count[j] = phase == 0 ? lower_bound(it, n, first_id, mid, 0)
+                                          : lower_bound(it, n, first_id, sk[j], (int64_t)mid);
                     active = 1;
                 }
             }
@@ -139,20 +129,21 @@ static void bisect(MPI_Comm comm, int nsp, const item *it, int64_t n, const int6
 
 /* The items of this rank's targets, sorted by (key, id); NULL when out of memory. */
 static item *make_items(const fmk_mpi_state *s, int64_t nt, const double *x, int64_t src_offset,
-                        int by_index, int64_t first_id, const double lo[3], const double hi[3])
+                        int by_index, const double lo[3], const double hi[3])
 {
     item *it = malloc((size_t)(nt > 0 ? nt : 1) * sizeof *it);
     if (!it)
         return NULL;
     const int dim = s->dim;
     const double scale = fmk_mpi_morton_scale(dim, lo, hi);
+#pragma omp parallel for schedule(static) if (nt > 65536)
     for (int64_t i = 0; i < nt; i++) {
         it[i].key =
             by_index ? (uint64_t)(src_offset + i) : fmk_mpi_morton(x + dim * i, dim, lo, scale);
-        it[i].id = first_id + i;
         it[i].index = i;
     }
-    qsort(it, (size_t)nt, sizeof *it, item_cmp);
+    if (fmk_mpi_sort(it, nt, 64) != 0)
+        return free(it), NULL;
     return it;
 }
 
@@ -183,7 +174,7 @@ fmk_status fmk_mpi_partition(fmk_plan *plan, fmk_mpi_state *s, int64_t nt, const
         return FMK_OK;
 
     const int nsp = P - 1;
-    item *it = make_items(s, nt, x, src_offset, by_index, first_id, lo, hi);
+    item *it = make_items(s, nt, x, src_offset, by_index, lo, hi);
     int *pc = calloc((size_t)P * 4, sizeof *pc);
     uint64_t *work = malloc((size_t)(nsp > 0 ? nsp : 1) * 3 * sizeof *work);
     s->split_key = malloc((size_t)(nsp > 0 ? nsp : 1) * sizeof *s->split_key);
@@ -201,13 +192,13 @@ fmk_status fmk_mpi_partition(fmk_plan *plan, fmk_mpi_state *s, int64_t nt, const
     for (int j = 0; j < nsp; j++)
         want[j] = total / P * (j + 1) + total % P * (j + 1) / P;
     const uint64_t kmax = by_index ? (uint64_t)total : (uint64_t)1 << (dim == 3 ? 63 : 32);
-    bisect(s->comm, nsp, it, nt, want, kmax, total, sk, si, blo, bhi, count);
+    bisect(s->comm, nsp, it, nt, first_id, want, kmax, total, sk, si, blo, bhi, count);
     memcpy(s->split_key, sk, (size_t)nsp * sizeof *sk);
     /* owners: the sorted items go to ranks 0, 1, ... in order */
     int *scount = pc, *sdispl = pc + P, *rcount = pc + 2 * P, *rdispl = pc + 3 * P;
     int dest = 0;
     for (int64_t k = 0; k < nt; k++) {
-        while (dest < nsp && !below(&it[k], sk[dest], si[dest]))
+        while (dest < nsp && !below(&it[k], first_id, sk[dest], si[dest]))
             dest++;
         scount[dest]++;
         order[k] = it[k].index;
@@ -237,6 +228,7 @@ fmk_status fmk_mpi_partition(fmk_plan *plan, fmk_mpi_state *s, int64_t nt, const
     MPI_Type_contiguous(dim + 1, MPI_DOUBLE, &row);
     MPI_Type_commit(&row);
     MPI_Alltoallv(send, scount, sdispl, row, recv, rcount, rdispl, row, s->comm);
+    s->stats.bytes_sent_points += (nt - scount[s->rank]) * (dim + 1) * 8;
     MPI_Type_free(&row);
     for (int64_t k = 0; k < nl; k++) {
         memcpy(lt + dim * k, recv + (dim + 1) * k, (size_t)dim * sizeof(double));
@@ -309,6 +301,7 @@ fmk_status fmk_mpi_send_home(fmk_plan *plan, fmk_mpi_state *s, int64_t nd, const
     MPI_Type_commit(&row);
     /* the way back: what came from r goes to r, into the places it was sent from */
     MPI_Alltoallv(out, rcount, rdispl, row, back, scount, sdispl, row, s->comm);
+    s->stats.bytes_sent_eval += (nl - rcount[s->rank]) * w * 8;
     MPI_Type_free(&row);
     for (int64_t k = 0; k < nt; k++) {
         const int64_t i = s->order[k];

@@ -245,6 +245,21 @@ static double self_value(fmk_kernel kernel, double softening)
     return 0;
 }
 
+/* Clears fmk_plan_mpi_info's phases of a set_points (points 1, with the evaluation's) or of
+ * an evaluation. */
+static void reset_stats(fmk_mpi_state *s, int points)
+{
+    fmk_mpi_info *i = &s->stats;
+    if (points) {
+        i->seconds_partition = i->seconds_tree = i->seconds_exchange_points = 0;
+        i->seconds_local_set_points = 0;
+        i->bytes_sent_points = 0;
+    }
+    i->seconds_exchange_charges = i->seconds_moments = i->seconds_local_eval = 0;
+    i->seconds_results_home = 0;
+    i->bytes_sent_eval = 0;
+}
+
 /* The plan's state once its local plan has its points (every rank). */
 static void points_done(fmk_plan *plan, fmk_mpi_state *s, int64_t ns, int64_t nt)
 {
@@ -270,8 +285,10 @@ static fmk_status let_points(fmk_plan *plan, fmk_mpi_state *s, int64_t ns, const
     double *moved = NULL, *src = NULL;
     int64_t n_src = 0;
     *handled = 1;
+    const double t0 = MPI_Wtime();
     fmk_status st = fmk_mpi_partition(plan, s, nt, s->self ? sources : targets,
                                       s->self ? offset : -1, 0, 1, lo, hi, &moved);
+    s->stats.seconds_partition = MPI_Wtime() - t0;
     if (st == FMK_OK && !s->moved) {
         *handled = 0;
         return FMK_OK;
@@ -283,8 +300,10 @@ static fmk_status let_points(fmk_plan *plan, fmk_mpi_state *s, int64_t ns, const
                                li.theta > 0 ? li.theta : 0.6, &src, &n_src);
     int taken = 0;
     if (st == FMK_OK) {
+        const double t1 = MPI_Wtime();
         st = fmk_plan_set_points_in_box(s->local, n_src, src, s->n_local, moved, lo, hi,
                                         all_self ? 0 : -1, &taken);
+        s->stats.seconds_local_set_points = MPI_Wtime() - t1;
         if (st != FMK_OK)
             fmk_plan_hook_error(plan, st, fmk_plan_last_error(s->local));
         st = fmk_mpi_agree(plan, s->comm, s->rank, st);
@@ -305,6 +324,7 @@ static fmk_status mpi_set_points(fmk_plan *plan, int64_t ns, const double *sourc
     fmk_mpi_state *s = fmk_plan_hook_state(plan, &mpi_hooks);
     const int dim = s->dim, self = targets == NULL;
     double lo[3], hi[3];
+    reset_stats(s, 1);
     fmk_status st = check_points(plan, dim, ns, sources, nt, targets, lo, hi);
     if (st == FMK_OK && self)
         nt = ns;
@@ -356,8 +376,11 @@ static fmk_status mpi_set_points(fmk_plan *plan, int64_t ns, const double *sourc
     MPI_Type_contiguous(dim, MPI_DOUBLE, &point);
     MPI_Type_commit(&point);
     static const double none[3] = {0, 0, 0};
+    double t0 = MPI_Wtime();
     MPI_Allgatherv(ns > 0 ? sources : none, (int)ns, point, all, s->counts, s->displs, point,
                    s->comm);
+    s->stats.seconds_exchange_points = MPI_Wtime() - t0;
+    s->stats.bytes_sent_points = ns * dim * 8 * (s->size - 1);
     MPI_Type_free(&point);
 
     /* the partition of the targets: where every rank's targets are its sources and the smooth
@@ -368,8 +391,10 @@ static fmk_status mpi_set_points(fmk_plan *plan, int64_t ns, const double *sourc
     const int by_index = all_self && self_value(s->kernel, s->softening) != 0 &&
                          s->method != FMK_METHOD_TREE && s->method != FMK_METHOD_FMM;
     double *moved = NULL;
+    t0 = MPI_Wtime();
     st = fmk_mpi_partition(plan, s, nt, self ? all + dim * offset : targets, self ? offset : -1,
                            by_index, 0, lo, hi, &moved);
+    s->stats.seconds_partition = MPI_Wtime() - t0;
     if (st != FMK_OK) {
         free(all);
         drop_points(plan, s);
@@ -379,6 +404,7 @@ static fmk_status mpi_set_points(fmk_plan *plan, int64_t ns, const double *sourc
      * moved to it), in the global box, so that every mapped coordinate is the one-rank plan's */
     int taken = 0;
     const int any = lo[0] <= hi[0]; /* some rank has points */
+    t0 = MPI_Wtime();
     if (s->moved)
         st = fmk_plan_set_points_in_box(s->local, n_all, all, s->n_local, moved, any ? lo : NULL,
                                         any ? hi : NULL, fmk_mpi_moved_slice(s), &taken);
@@ -386,6 +412,7 @@ static fmk_status mpi_set_points(fmk_plan *plan, int64_t ns, const double *sourc
         st = fmk_plan_set_points_in_box(s->local, n_all, all, nt,
                                         self ? all + dim * offset : targets, any ? lo : NULL,
                                         any ? hi : NULL, self ? offset : -1, &taken);
+    s->stats.seconds_local_set_points = MPI_Wtime() - t0;
     free(all);
     free(moved);
     if (st != FMK_OK)
@@ -464,15 +491,19 @@ static fmk_status let_eval(fmk_plan *plan, fmk_mpi_state *s, int is_many, int64_
         return free(q), free(tq), free(staged), st;
     double *sp = pot ? staged : NULL;
     double *sg = grad ? staged + (size_t)nd * (size_t)nt * (size_t)cw : NULL;
+    const double t0 = MPI_Wtime();
     st = is_many ? fmk_plan_eval_many(s->local, nd, q, sp, sg) : fmk_plan_eval(s->local, q, sp, sg);
+    s->stats.seconds_local_eval = MPI_Wtime() - t0;
     if (st != FMK_OK)
         fmk_plan_hook_error(plan, st, fmk_plan_last_error(s->local));
     if (st == FMK_OK && sp && s->self_value != 0)
         for (int64_t k = 0; k < nd * nt; k++)
             sp[k] -= tq[k] * s->self_value;
     free(q), free(tq);
+    const double t1 = MPI_Wtime();
     if ((st = fmk_mpi_agree(plan, s->comm, s->rank, st)) == FMK_OK)
         st = fmk_mpi_send_home(plan, s, nd, sp, sg, pot, grad);
+    s->stats.seconds_results_home = MPI_Wtime() - t1;
     free(staged);
     if (st != FMK_OK)
         return st;
@@ -492,6 +523,7 @@ static fmk_status mpi_eval_many(fmk_plan *plan, int is_many, int64_t nd, const d
         return st;
     if (nd == 0)
         return fmk_plan_hook_error(plan, FMK_OK, NULL);
+    reset_stats(s, 0);
     if (s->let)
         return let_eval(plan, s, is_many, nd, charges, pot, grad);
     const int cw = s->charge_width, gw = s->grad_width;
@@ -512,15 +544,20 @@ static fmk_status mpi_eval_many(fmk_plan *plan, int is_many, int64_t nd, const d
     MPI_Type_contiguous(cw, MPI_DOUBLE, &charge);
     MPI_Type_commit(&charge);
     static const double none[2] = {0, 0};
+    double t0 = MPI_Wtime();
+    s->stats.bytes_sent_eval = nd * ns * cw * 8 * (s->size - 1);
     for (int64_t v = 0; v < nd; v++)
         MPI_Allgatherv(ns > 0 ? charges + v * ns * cw : none, (int)ns, charge,
                        all_q + v * n_all * cw, s->counts, s->displs, charge, s->comm);
     MPI_Type_free(&charge);
+    s->stats.seconds_exchange_charges = MPI_Wtime() - t0;
 
     double *sp = pot ? staged : NULL;
     double *sg = grad ? staged + (size_t)nd * (size_t)nt * (size_t)cw : NULL;
+    t0 = MPI_Wtime();
     st = is_many ? fmk_plan_eval_many(s->local, nd, all_q, sp, sg)
                  : fmk_plan_eval(s->local, all_q, sp, sg);
+    s->stats.seconds_local_eval = MPI_Wtime() - t0;
     if (st != FMK_OK)
         fmk_plan_hook_error(plan, st, fmk_plan_last_error(s->local));
     if (st == FMK_OK && sp && s->self_value != 0) {
@@ -535,7 +572,9 @@ static fmk_status mpi_eval_many(fmk_plan *plan, int is_many, int64_t nd, const d
         return st;
     }
     if (s->moved) { /* the results go home, in the caller's order */
+        t0 = MPI_Wtime();
         st = fmk_mpi_send_home(plan, s, nd, sp, sg, pot, grad);
+        s->stats.seconds_results_home = MPI_Wtime() - t0;
         free(staged);
         if (st != FMK_OK)
             return st;
@@ -557,6 +596,26 @@ void fmk_mpi_set_balance(fmk_plan *plan, double balance)
     fmk_mpi_state *s = fmk_plan_hook_state(plan, &mpi_hooks);
     if (s && balance >= 0)
         s->balance = balance;
+}
+
+fmk_status fmk_plan_mpi_info(const fmk_plan *plan, fmk_mpi_info *info)
+{
+    if (!plan || !info)
+        return fmk_plan_hook_error(NULL, FMK_ERR_NULL, "fmk_plan_mpi_info: plan or info is NULL");
+    const fmk_mpi_state *s = fmk_plan_hook_state(plan, &mpi_hooks);
+    if (!s)
+        return fmk_plan_hook_error(NULL, FMK_ERR_ARG,
+                                   "fmk_plan_mpi_info: the plan is not distributed (made by "
+                                   "fmk_plan_create, not fmk_plan_create_mpi)");
+    *info = s->stats;
+    info->ranks = s->size;
+    info->distributed_sources = s->let != NULL;
+    fmk_info li;
+    const int ok = s->has_points && fmk_plan_info(s->local, &li) == FMK_OK;
+    info->local_sources = ok ? li.n_sources : 0;
+    info->sources_kept = s->let ? fmk_mpi_let_own(s) : ok ? s->n_all : 0;
+    info->targets_evaluated = fmk_mpi_evaluated_targets(plan);
+    return FMK_OK;
 }
 
 void fmk_mpi_set_let(fmk_plan *plan, int on)

@@ -86,6 +86,14 @@ static double rel_l2(const double *a, const double *b, int64_t n)
     return s[1] > 0 ? sqrt(s[0] / s[1]) : sqrt(s[0]);
 }
 
+/* The local plans' backend: the CPU, or the GPU with FMK_TEST_BACKEND=gpu (make gpu-test's
+ * run under mpirun; the reference stays the CPU's direct sum). */
+static fmk_backend test_backend(void)
+{
+    const char *b = getenv("FMK_TEST_BACKEND");
+    return b && strcmp(b, "gpu") == 0 ? FMK_BACKEND_CUDA : FMK_BACKEND_CPU;
+}
+
 enum { SELF, SEPARATE, MIXED };
 static const char *mode_name[] = {"self", "targets", "mixed"};
 
@@ -97,7 +105,7 @@ static fmk_status mpi_tree(fmk_kernel kernel, fmk_precision prec, int let, int m
 {
     fmk_opts o;
     fmk_opts_default(&o);
-    o.method = FMK_METHOD_TREE, o.backend = FMK_BACKEND_CPU, o.theta = 0.6, o.precision = prec;
+    o.method = FMK_METHOD_TREE, o.backend = test_backend(), o.theta = 0.6, o.precision = prec;
     o.softening = kernel == FMK_KERNEL_PLUMMER ? 0.01 : 0;
     fmk_plan *plan = NULL;
     fmk_status st = fmk_plan_create_mpi(&plan, MPI_COMM_WORLD, 3, kernel, 1e-2, &o);
@@ -201,7 +209,7 @@ static void bad_charge(void)
     const int64_t my = sf[rank + 1] - sf[rank];
     fmk_opts o;
     fmk_opts_default(&o);
-    o.method = FMK_METHOD_TREE, o.backend = FMK_BACKEND_CPU, o.theta = 0.6;
+    o.method = FMK_METHOD_TREE, o.backend = test_backend(), o.theta = 0.6;
     fmk_plan *plan = NULL;
     fmk_status st = fmk_plan_create_mpi(&plan, MPI_COMM_WORLD, 3, FMK_KERNEL_LAPLACE, 1e-2, &o);
     if (st == FMK_OK)
