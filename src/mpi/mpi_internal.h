@@ -40,7 +40,13 @@ typedef struct fmk_mpi_state {
     int64_t *order;      /* n_targets: the caller's index of the k-th target sent */
     int64_t *local_src;  /* n_local: each evaluated target's global source index, -1 none */
     uint64_t *split_key; /* size - 1: the partition's splitters' keys (where moved) */
-    int self;            /* this rank's targets are its sources (targets NULL) */
+    /* The partition's weights (partition.c): each rank's cost a target at the last evaluation
+     * (seconds of its local plan's evaluation / its targets; 0: not measured), and the rank
+     * that evaluated each of this rank's targets at the last set_points (owner_n of them). */
+    double *cost;
+    int *owner;
+    int64_t owner_n;
+    int self; /* this rank's targets are its sources (targets NULL) */
     /* The distributed sources of the treecode (let.c): where let_on (default 1) and the
      * method is tree in 3D on several ranks, the sources stay on their run's rank and the
      * other ranks get their locally essential trees; NULL: the replicated sources. */
@@ -124,6 +130,8 @@ FMK_API int64_t fmk_mpi_evaluated_targets(const fmk_plan *plan);
 /* For tests: the treecode's distributed sources on (1, the default) or off (0: replicated),
  * from the next set_points; the sources this rank keeps and the local plan's sources. */
 FMK_API void fmk_mpi_set_let(fmk_plan *plan, int on);
+/* For tests: every rank's cost a target (size values), as if the last evaluation measured them. */
+FMK_API void fmk_mpi_set_costs(fmk_plan *plan, const double *cost);
 FMK_API void fmk_mpi_let_counts(const fmk_plan *plan, int64_t *own, int64_t *local_sources);
 
 #endif /* FMMKIT_MPI_INTERNAL_H */

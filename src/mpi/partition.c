@@ -83,9 +83,15 @@ void fmk_mpi_partition_free(fmk_mpi_state *s)
  * at least want[j]: over keys k in [0, kmax] with i = 0, then over i in [0, imax] with the key
  * before. lo, hi, count: P - 1 each. The loop's course depends on reduced sums only, so every
  * rank makes the same MPI calls. */
+/* The weight of the first j sorted items: j, or prefix[j] (prefix sums of the weights). */
+static int64_t weight_below(const int64_t *prefix, int64_t j)
+{
+    return prefix ? prefix[j] : j;
+}
+
 static void bisect(MPI_Comm comm, int nsp, const item *it, int64_t n, int64_t first_id,
-                   const int64_t *want, uint64_t kmax, int64_t imax, uint64_t *sk, int64_t *si,
-                   uint64_t *lo, uint64_t *hi, int64_t *count)
+                   const int64_t *prefix, const int64_t *want, uint64_t kmax, int64_t imax,
+                   uint64_t *sk, int64_t *si, uint64_t *lo, uint64_t *hi, int64_t *count)
 {
     for (int phase = 0; phase < 2; phase++) {
         for (int j = 0; j < nsp; j++) {
@@ -101,8 +107,9 @@ static void bisect(MPI_Comm comm, int nsp, const item *it, int64_t n, int64_t fi
                 count[j] = 0;
                 if (lo[j] < hi[j]) {
                     const uint64_t mid = lo[j] + (hi[j] - lo[j]) / 2;
-                    count[j] = phase == 0 ? lower_bound(it, n, first_id, mid, 0)
-                                          : lower_bound(it, n, first_id, sk[j], (int64_t)mid);
+                    count[j] = weight_below(
+                        prefix, phase == 0 ? lower_bound(it, n, first_id, mid, 0)
+                                           : lower_bound(it, n, first_id, sk[j], (int64_t)mid));
                     active = 1;
                 }
             }
@@ -147,6 +154,37 @@ static item *make_items(const fmk_mpi_state *s, int64_t nt, const double *x, int
     return it;
 }
 
+/* Each target's weight from the last evaluation: the cost a target of the rank that evaluated
+ * it (1024 at the ranks' mean), where this rank's targets are as many as then and every rank
+ * measured; NULL (1 a target) otherwise, or when out of memory. */
+static int64_t *target_weights(const fmk_mpi_state *s, int64_t nt)
+{
+    if (!s->owner || s->owner_n != nt || nt == 0)
+        return NULL;
+    double mean = 0;
+    for (int r = 0; r < s->size; r++) {
+        if (!(s->cost[r] > 0))
+            return NULL;
+        mean += s->cost[r] / s->size;
+    }
+    int64_t *w = malloc((size_t)nt * sizeof *w);
+    for (int64_t i = 0; w && i < nt; i++) {
+        const double c = 1024 * s->cost[s->owner[i]] / mean;
+        w[i] = c < 1 ? 1 : c > 1e6 ? 1000000 : (int64_t)(c + 0.5);
+    }
+    return w;
+}
+
+/* The owners of targets that stay where they are (no partition): this rank. */
+static fmk_status keep_owners(fmk_mpi_state *s, int64_t nt)
+{
+    s->owner = malloc((size_t)(nt > 0 ? nt : 1) * sizeof *s->owner);
+    s->owner_n = s->owner ? nt : 0;
+    for (int64_t i = 0; s->owner && i < nt; i++)
+        s->owner[i] = s->rank;
+    return FMK_OK;
+}
+
 fmk_status fmk_mpi_partition(fmk_plan *plan, fmk_mpi_state *s, int64_t nt, const double *x,
                              int64_t src_offset, int by_index, int force, const double lo[3],
                              const double hi[3], double **local_targets)
@@ -154,24 +192,35 @@ fmk_status fmk_mpi_partition(fmk_plan *plan, fmk_mpi_state *s, int64_t nt, const
     const int P = s->size, dim = s->dim;
     fmk_mpi_partition_free(s);
     *local_targets = NULL;
-    /* weights: 1 a target (docs/distributed.md), so a rank's weight is its count */
-    int64_t *all_nt = malloc((size_t)P * sizeof *all_nt);
+    /* weights: each target's cost where the last evaluation measured it (target_weights),
+     * else 1 a target; a rank's weight is the sum of its targets' */
+    int64_t *w = target_weights(s, nt);
+    free(s->owner); /* read; the partition sets it anew */
+    s->owner = NULL, s->owner_n = 0;
+    int64_t *all_nt = malloc((size_t)P * 2 * sizeof *all_nt);
     fmk_status st = all_nt ? FMK_OK : fmk_plan_hook_error(plan, FMK_ERR_NOMEM, "out of memory");
     if ((st = fmk_mpi_agree(plan, s->comm, s->rank, st)) != FMK_OK)
-        return free(all_nt), st;
-    MPI_Allgather(&nt, 1, MPI_INT64_T, all_nt, 1, MPI_INT64_T, s->comm);
-    int64_t total = 0, most = 0, first_id = 0;
+        return free(all_nt), free(w), st;
+    int64_t mine[2] = {nt, 0};
+    for (int64_t i = 0; i < nt; i++)
+        mine[1] += w ? w[i] : 1;
+    MPI_Allgather(mine, 2, MPI_INT64_T, all_nt, 2, MPI_INT64_T, s->comm);
+    int64_t count = 0, total = 0, most = 0, first_id = 0;
     for (int r = 0; r < P; r++) {
-        first_id += r < s->rank ? all_nt[r] : 0;
-        total += all_nt[r];
-        most = all_nt[r] > most ? all_nt[r] : most;
+        first_id += r < s->rank ? all_nt[2 * r] : 0;
+        count += all_nt[2 * r];
+        total += all_nt[2 * r + 1];
+        most = all_nt[2 * r + 1] > most ? all_nt[2 * r + 1] : most;
     }
     free(all_nt);
     const double mean = (double)total / P;
     s->imbalance = total > 0 ? (double)most / mean : 1;
-    /* the same decision on every rank (from gathered counts) */
-    if (P == 1 || total == 0 || total > INT_MAX || (!force && !((double)most > s->balance * mean)))
-        return FMK_OK;
+    /* the same decision on every rank (from gathered sums) */
+    if (P == 1 || count == 0 || count > INT_MAX ||
+        (!force && !((double)most > s->balance * mean))) {
+        free(w);
+        return keep_owners(s, nt);
+    }
 
     const int nsp = P - 1;
     item *it = make_items(s, nt, x, src_offset, by_index, lo, hi);
@@ -181,18 +230,25 @@ fmk_status fmk_mpi_partition(fmk_plan *plan, fmk_mpi_state *s, int64_t nt, const
     int64_t *iwork = malloc((size_t)(nsp > 0 ? nsp : 1) * 3 * sizeof *iwork);
     int64_t *order = malloc((size_t)(nt > 0 ? nt : 1) * sizeof *order);
     double *send = malloc((size_t)(nt > 0 ? nt : 1) * (size_t)(dim + 1) * sizeof *send);
-    st = it && pc && work && iwork && order && send && s->split_key
+    int64_t *prefix = w ? malloc((size_t)(nt + 1) * sizeof *prefix) : NULL;
+    s->owner = malloc((size_t)(nt > 0 ? nt : 1) * sizeof *s->owner);
+    st = it && pc && work && iwork && order && send && s->split_key && (!w || prefix) && s->owner
              ? FMK_OK
              : fmk_plan_hook_error(plan, FMK_ERR_NOMEM, "out of memory partitioning the targets");
     if ((st = fmk_mpi_agree(plan, s->comm, s->rank, st)) != FMK_OK)
         goto done;
     /* splitter j + 1 at the weight total (j + 1) / P */
-    int64_t *want = iwork, *si = iwork + nsp, *count = iwork + 2 * nsp;
+    int64_t *want = iwork, *si = iwork + nsp, *counts = iwork + 2 * nsp;
     uint64_t *sk = work, *blo = work + nsp, *bhi = work + 2 * nsp;
     for (int j = 0; j < nsp; j++)
         want[j] = total / P * (j + 1) + total % P * (j + 1) / P;
-    const uint64_t kmax = by_index ? (uint64_t)total : (uint64_t)1 << (dim == 3 ? 63 : 32);
-    bisect(s->comm, nsp, it, nt, first_id, want, kmax, total, sk, si, blo, bhi, count);
+    if (prefix) {
+        prefix[0] = 0;
+        for (int64_t k = 0; k < nt; k++)
+            prefix[k + 1] = prefix[k] + w[it[k].index];
+    }
+    const uint64_t kmax = by_index ? (uint64_t)count : (uint64_t)1 << (dim == 3 ? 63 : 32);
+    bisect(s->comm, nsp, it, nt, first_id, prefix, want, kmax, count, sk, si, blo, bhi, counts);
     memcpy(s->split_key, sk, (size_t)nsp * sizeof *sk);
     /* owners: the sorted items go to ranks 0, 1, ... in order */
     int *scount = pc, *sdispl = pc + P, *rcount = pc + 2 * P, *rdispl = pc + 3 * P;
@@ -202,6 +258,7 @@ fmk_status fmk_mpi_partition(fmk_plan *plan, fmk_mpi_state *s, int64_t nt, const
             dest++;
         scount[dest]++;
         order[k] = it[k].index;
+        s->owner[it[k].index] = dest;
         const double *p = x + dim * it[k].index;
         for (int d = 0; d < dim; d++)
             send[(dim + 1) * k + d] = p[d];
@@ -242,7 +299,9 @@ fmk_status fmk_mpi_partition(fmk_plan *plan, fmk_mpi_state *s, int64_t nt, const
     s->local_src = src;
     *local_targets = lt;
 done:
-    free(it), free(pc), free(work), free(iwork), free(order), free(send);
+    free(it), free(pc), free(work), free(iwork), free(order), free(send), free(w), free(prefix);
+    if (st == FMK_OK)
+        s->owner_n = nt;
     return st;
 }
 

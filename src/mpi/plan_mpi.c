@@ -69,6 +69,8 @@ static void free_state(fmk_mpi_state *s)
         MPI_Comm_free(&s->comm);
     free(s->counts);
     free(s->displs);
+    free(s->cost);
+    free(s->owner);
     free(s);
 }
 
@@ -115,7 +117,8 @@ fmk_status fmk_plan_create_mpi(fmk_plan **plan, MPI_Comm comm, int dim, fmk_kern
         MPI_Comm_size(dup, &s->size);
         s->counts = calloc((size_t)s->size, sizeof *s->counts);
         s->displs = calloc((size_t)s->size, sizeof *s->displs);
-        if (!s->counts || !s->displs)
+        s->cost = calloc((size_t)s->size, sizeof *s->cost);
+        if (!s->counts || !s->displs || !s->cost)
             st = fail(NULL, FMK_ERR_NOMEM, "fmk_plan_create_mpi: out of memory");
     }
     fmk_plan *outer = NULL;
@@ -258,6 +261,14 @@ static void reset_stats(fmk_mpi_state *s, int points)
     i->seconds_exchange_charges = i->seconds_moments = i->seconds_local_eval = 0;
     i->seconds_results_home = 0;
     i->bytes_sent_eval = 0;
+}
+
+/* Every rank's cost a target of this evaluation (the partition's weights at the next
+ * set_points); collective, after an agreed evaluation. */
+static void measure_cost(fmk_mpi_state *s, int64_t n_evaluated)
+{
+    const double c = n_evaluated > 0 ? s->stats.seconds_local_eval / (double)n_evaluated : 0;
+    MPI_Allgather(&c, 1, MPI_DOUBLE, s->cost, 1, MPI_DOUBLE, s->comm);
 }
 
 /* The plan's state once its local plan has its points (every rank). */
@@ -501,8 +512,10 @@ static fmk_status let_eval(fmk_plan *plan, fmk_mpi_state *s, int is_many, int64_
             sp[k] -= tq[k] * s->self_value;
     free(q), free(tq);
     const double t1 = MPI_Wtime();
-    if ((st = fmk_mpi_agree(plan, s->comm, s->rank, st)) == FMK_OK)
+    if ((st = fmk_mpi_agree(plan, s->comm, s->rank, st)) == FMK_OK) {
+        measure_cost(s, nt);
         st = fmk_mpi_send_home(plan, s, nd, sp, sg, pot, grad);
+    }
     s->stats.seconds_results_home = MPI_Wtime() - t1;
     free(staged);
     if (st != FMK_OK)
@@ -571,6 +584,7 @@ static fmk_status mpi_eval_many(fmk_plan *plan, int is_many, int64_t nd, const d
         free(staged);
         return st;
     }
+    measure_cost(s, nt);
     if (s->moved) { /* the results go home, in the caller's order */
         t0 = MPI_Wtime();
         st = fmk_mpi_send_home(plan, s, nd, sp, sg, pot, grad);
@@ -616,6 +630,13 @@ fmk_status fmk_plan_mpi_info(const fmk_plan *plan, fmk_mpi_info *info)
     info->sources_kept = s->let ? fmk_mpi_let_own(s) : ok ? s->n_all : 0;
     info->targets_evaluated = fmk_mpi_evaluated_targets(plan);
     return FMK_OK;
+}
+
+void fmk_mpi_set_costs(fmk_plan *plan, const double *cost)
+{
+    fmk_mpi_state *s = fmk_plan_hook_state(plan, &mpi_hooks);
+    if (s && cost)
+        memcpy(s->cost, cost, (size_t)s->size * sizeof *s->cost);
 }
 
 void fmk_mpi_set_let(fmk_plan *plan, int on)

@@ -115,6 +115,13 @@ static fmk_status mpi_tree(fmk_kernel kernel, fmk_precision prec, int let, int m
     st = fmk_plan_set_points(plan, ns, xs, mine_self ? 0 : nt, mine_self ? NULL : xt);
     if (st == FMK_OK)
         fmk_mpi_let_counts(plan, own, local);
+    fmk_mpi_info mi;
+    if (st == FMK_OK && fmk_plan_mpi_info(plan, &mi) == FMK_OK) /* what it says of this rank */
+        CHECK(mi.ranks == size && mi.distributed_sources == (let && size > 1) &&
+                  mi.local_sources == *local && (!let || size == 1 || mi.sources_kept == *own) &&
+                  mi.seconds_partition >= 0 && mi.seconds_local_set_points > 0,
+              "fmk_plan_mpi_info: ranks %d distributed %d kept %lld local %lld", mi.ranks,
+              mi.distributed_sources, (long long)mi.sources_kept, (long long)mi.local_sources);
     if (st == FMK_OK)
         st = nd == 1 ? fmk_plan_eval(plan, q, pot, grad)
                      : fmk_plan_eval_many(plan, nd, q, pot, grad);
@@ -223,8 +230,58 @@ static void bad_charge(void)
     q[sf[rank] + my / 2] = 1.0;
     st = fmk_plan_eval(plan, q + sf[rank], pot, NULL);
     CHECK(st == FMK_OK, "after the NaN: %s", fmk_plan_last_error(plan));
+    fmk_mpi_info mi;
+    CHECK(fmk_plan_mpi_info(plan, NULL) == FMK_ERR_NULL, "fmk_plan_mpi_info(plan, NULL)");
+    CHECK(fmk_plan_mpi_info(plan, &mi) == FMK_OK && mi.targets_evaluated >= 0 &&
+              mi.seconds_local_eval > 0,
+          "fmk_plan_mpi_info after an evaluation");
     fmk_plan_destroy(plan);
+    fmk_plan *one = NULL; /* not a distributed plan */
+    fmk_plan_create(&one, 3, FMK_KERNEL_LAPLACE, 1e-3, &o);
+    CHECK(fmk_plan_mpi_info(one, &mi) == FMK_ERR_ARG, "fmk_plan_mpi_info of an ordinary plan");
+    fmk_plan_destroy(one);
     free(x), free(q), free(pot);
+}
+
+/* The partition's weights: after an evaluation that found rank 0's targets 4 times as costly
+ * as the others', the next set_points of the same points gives rank 0 a quarter of the
+ * weight's share of targets: n (P + 3) / (4 P^2) of them. */
+static void rebalance(void)
+{
+    const int64_t n = 8000;
+    double *x = malloc(sizeof(double) * 3 * n), *q = malloc(sizeof(double) * n);
+    double *pot = malloc(sizeof(double) * n), *cost = malloc(sizeof(double) * size);
+    make_points(PLUMMER, n, 7, x);
+    for (int64_t i = 0; i < n; i++)
+        q[i] = 1.0 / n;
+    const int64_t b = n * rank / size, e = n * (rank + 1) / size;
+    fmk_opts o;
+    fmk_opts_default(&o);
+    o.method = FMK_METHOD_TREE, o.backend = test_backend(), o.theta = 0.6;
+    fmk_plan *plan = NULL;
+    fmk_status st = fmk_plan_create_mpi(&plan, MPI_COMM_WORLD, 3, FMK_KERNEL_LAPLACE, 1e-2, &o);
+    if (st == FMK_OK)
+        st = fmk_plan_set_points(plan, e - b, x + 3 * b, 0, NULL);
+    if (st == FMK_OK)
+        st = fmk_plan_eval(plan, q + b, pot, NULL);
+    const int64_t before = fmk_mpi_evaluated_targets(plan);
+    for (int r = 0; r < size; r++)
+        cost[r] = r == 0 ? 4e-6 : 1e-6;
+    fmk_mpi_set_costs(plan, cost);
+    if (st == FMK_OK)
+        st = fmk_plan_set_points(plan, e - b, x + 3 * b, 0, NULL);
+    CHECK(st == FMK_OK, "rebalance: %s", fmk_plan_last_error(plan));
+    const int64_t after = fmk_mpi_evaluated_targets(plan);
+    const double want = (double)n * (size + 3) / (4.0 * size * size);
+    if (rank == 0)
+        printf("  rebalance: rank 0 evaluates %lld targets, then %lld with 4x their cost (want "
+               "%.0f)\n",
+               (long long)before, (long long)after, want);
+    if (rank == 0 && size > 1)
+        CHECK(fabs((double)after - want) < 0.02 * n, "rebalance: %lld targets, want %.0f",
+              (long long)after, want);
+    fmk_plan_destroy(plan);
+    free(x), free(q), free(pot), free(cost);
 }
 
 int main(int argc, char **argv)
@@ -244,6 +301,7 @@ int main(int argc, char **argv)
     run(PLUMMER, FMK_KERNEL_LAPLACE, FMK_PRECISION_FP32, SELF, 1);
     run(CLUSTERS, FMK_KERNEL_LAPLACE, FMK_PRECISION_FP64, SEPARATE, 2);
     bad_charge();
+    rebalance();
     int total = failures;
     MPI_Allreduce(MPI_IN_PLACE, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     if (rank == 0)
