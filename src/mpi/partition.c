@@ -13,6 +13,7 @@
  * (-1 for separate targets), and after an evaluation the results come back the same way, into
  * the caller's order. Failures (memory) are agreed before every collective call. */
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -216,7 +217,8 @@ fmk_status fmk_mpi_partition(fmk_plan *plan, fmk_mpi_state *s, int64_t nt, const
     const double mean = (double)total / P;
     s->imbalance = total > 0 ? (double)most / mean : 1;
     /* the same decision on every rank (from gathered sums) */
-    if (P == 1 || count == 0 || count > INT_MAX ||
+    /* (MPI counts are int: a rank's share must stay below 2^31 targets) */
+    if (P == 1 || count == 0 || count / P > INT_MAX / 4 ||
         (!force && !((double)most > s->balance * mean))) {
         free(w);
         return keep_owners(s, nt);
@@ -274,9 +276,17 @@ fmk_status fmk_mpi_partition(fmk_plan *plan, fmk_mpi_state *s, int64_t nt, const
     double *recv = malloc((size_t)(nl > 0 ? nl : 1) * (size_t)(dim + 1) * sizeof *recv);
     double *lt = malloc((size_t)(nl > 0 ? nl : 1) * (size_t)dim * sizeof *lt);
     int64_t *src = malloc((size_t)(nl > 0 ? nl : 1) * sizeof *src);
-    st = recv && lt && src
-             ? FMK_OK
-             : fmk_plan_hook_error(plan, FMK_ERR_NOMEM, "out of memory receiving moved targets");
+    if (nl > INT_MAX) {
+        char text[160];
+        snprintf(text, sizeof text,
+                 "the partition gives this rank %lld targets, more than MPI's counts reach "
+                 "(2^31 - 1); use more ranks",
+                 (long long)nl);
+        st = fmk_plan_hook_error(plan, FMK_ERR_UNAVAILABLE, text);
+    } else
+        st = recv && lt && src ? FMK_OK
+                               : fmk_plan_hook_error(plan, FMK_ERR_NOMEM,
+                                                     "out of memory receiving moved targets");
     if ((st = fmk_mpi_agree(plan, s->comm, s->rank, st)) != FMK_OK) {
         free(recv), free(lt), free(src);
         goto done;

@@ -357,20 +357,21 @@ static fmk_status mpi_set_points(fmk_plan *plan, int64_t ns, const double *sourc
         return st;
     }
     MPI_Allgather(&ns, 1, MPI_INT64_T, all_n, 1, MPI_INT64_T, s->comm);
+    int64_t first = 0; /* the global index of this rank's first source */
+    for (int r = 0; r < s->rank; r++)
+        first += all_n[r];
+    s->self = self;
+    if (fmk_mpi_let_applies(s)) { /* no gather of the sources: no limit on their total */
+        int handled = 0;
+        st = let_points(plan, s, ns, sources, nt, targets, first, lo, hi, &handled);
+        if (handled) {
+            free(all_n);
+            return st;
+        }
+    }
     st = layout(plan, s, all_n);
     free(all_n);
     const int64_t n_all = s->n_all, offset = st == FMK_OK ? s->displs[s->rank] : 0;
-    s->self = self;
-    if (fmk_mpi_let_applies(s)) {
-        if ((st = fmk_mpi_agree(plan, s->comm, s->rank, st)) != FMK_OK) {
-            drop_points(plan, s);
-            return st;
-        }
-        int handled = 0;
-        st = let_points(plan, s, ns, sources, nt, targets, offset, lo, hi, &handled);
-        if (handled)
-            return st;
-    }
     double *all = NULL;
     if (st == FMK_OK) {
         all = malloc((size_t)(n_all > 0 ? n_all : 1) * (size_t)dim * sizeof(double));
