@@ -339,10 +339,23 @@ SIM_FUNCTIONS = {
 # which takes the communicator's Fortran handle (MPI_Fint, a C int: mpi4py's comm.py2f()), not
 # fmk_plan_create_mpi, whose MPI_Comm differs between MPI libraries.
 MPI_Fint = c_int
+class fmk_mpi_info(ctypes.Structure):
+    """struct fmk_mpi_info of include/fmmkit_mpi.h."""
+    _fields_ = [("ranks", c_int), ("distributed_sources", c_int),
+                ("sources_kept", ctypes.c_int64), ("local_sources", ctypes.c_int64),
+                ("targets_evaluated", ctypes.c_int64)] + \
+        [(name, c_double) for name in (
+            "seconds_partition", "seconds_tree", "seconds_exchange_points",
+            "seconds_local_set_points", "seconds_exchange_charges", "seconds_moments",
+            "seconds_local_eval", "seconds_results_home")] + \
+        [("bytes_sent_points", ctypes.c_int64), ("bytes_sent_eval", ctypes.c_int64)]
+
+
 MPI_FUNCTIONS = {
     "fmk_plan_create_mpi_f": (fmk_status, (POINTER(plan_p), MPI_Fint, c_int, fmk_kernel, c_double,
                                            POINTER(fmk_opts))),
     "fmk_plan_is_mpi": (c_int, (plan_p,)),
+    "fmk_plan_mpi_info": (fmk_status, (plan_p, POINTER(fmk_mpi_info))),
 }
 
 

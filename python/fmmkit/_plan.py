@@ -386,6 +386,19 @@ class Plan:
         return self._mpi
 
     @property
+    def mpi_info(self):
+        """For a distributed plan, this rank's share of the work and where its time went
+        (struct fmk_mpi_info, include/fmmkit_mpi.h) as a dict; None for an ordinary plan."""
+        if not self._mpi:
+            return None
+        from ._lib import fmk_mpi_info
+        mi = fmk_mpi_info()
+        with self._lock:
+            handle = self._live("mpi_info")
+            check(mpi_lib().fmk_plan_mpi_info(handle, ctypes.byref(mi)), handle)
+        return {name: getattr(mi, name) for name, _ in fmk_mpi_info._fields_}
+
+    @property
     def kernel(self):
         return _text(lib().fmk_kernel_name(self._kernel))
 
