@@ -23,7 +23,8 @@ void fmk_mpi_let_free(fmk_mpi_state *s)
     fmk_mpi_let *l = s->let;
     if (!l)
         return;
-    free(l->own), free(l->perm), free(l->xs), free(l->node), free(l->pidx), free(l->nidx);
+    free(l->own), free(l->perm), free(l->xs), free(l->keys), free(l->node), free(l->pidx);
+    free(l->nidx);
     free(l->pcount), free(l->route), free(l->route_order);
     free(l);
     s->let = NULL;
@@ -68,6 +69,9 @@ static fmk_status route_sources(fmk_plan *plan, fmk_mpi_state *s, fmk_mpi_let *l
         while (dest < P - 1 && fmk_mpi_at_or_after_split(s, dest, k[i].key))
             dest++;
         sc[dest]++;
+    }
+#pragma omp parallel for schedule(static) if (ns > 65536)
+    for (int64_t i = 0; i < ns; i++) {
         l->route_order[i] = k[i].index;
         memcpy(send + 3 * i, x + 3 * k[i].index, 3 * sizeof(double));
     }
@@ -151,7 +155,10 @@ fmk_status fmk_mpi_let_setup(fmk_plan *plan, fmk_mpi_state *s, int64_t ns, const
     /* the sending tree, this rank's boxes */
     int ok = fmk_let_build_tree(l, lo, hi) == 0;
     double *mybox = malloc(6 * LET_BOXES * sizeof *mybox);
-    const int nb = ok && mybox ? fmk_let_domain_boxes(targets, nt, lo, hi, mybox) : -1;
+    const int nb =
+        ok && mybox ? fmk_let_domain_boxes(l, all_self ? l->own : targets, nt, lo, hi, mybox) : -1;
+    free(l->keys);
+    l->keys = NULL;
     int *nbox = malloc((size_t)P * 2 * sizeof *nbox);
     if ((st = agree(plan, s, ok && nb >= 0 && nbox, NULL)) != FMK_OK)
         return free(nbox), free(mybox), st;
@@ -225,6 +232,7 @@ static fmk_status route_rows(fmk_plan *plan, fmk_mpi_state *s, const int *c, con
     fmk_status st = agree(plan, s, send != NULL && nd <= INT_MAX, NULL);
     if (st != FMK_OK)
         return free(send), st;
+#pragma omp parallel for schedule(static) if (n_send > 65536)
     for (int64_t k = 0; k < n_send; k++)
         for (int64_t v = 0; v < nd; v++)
             send[k * nd + v] = q ? q[v * n_caller + order[k]] : 0;
@@ -289,9 +297,11 @@ fmk_status fmk_mpi_let_charges(fmk_plan *plan, fmk_mpi_state *s, int64_t nd, con
     s->stats.seconds_exchange_charges += MPI_Wtime() - t1;
     s->stats.bytes_sent_eval += l->n_send * nd * 8;
     MPI_Type_free(&row);
+#pragma omp parallel for schedule(static) if (n_all > 65536)
     for (int64_t j = 0; j < n_all; j++) /* rows to the plan's layout: vector after vector */
         for (int64_t v = 0; v < nd; v++)
             q[v * n_all + j] = rows[j * nd + v];
+#pragma omp parallel for schedule(static) if (nl > 65536)
     for (int64_t j = 0; j < nl; j++)
         for (int64_t v = 0; v < nd; v++)
             tqv[v * nl + j] = tq[j * nd + v];

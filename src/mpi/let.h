@@ -23,11 +23,12 @@ typedef struct let_node {
 } let_node;
 
 struct fmk_mpi_let {
-    int64_t n_own;  /* sources kept here */
-    double *own;    /* n_own * 3: their coordinates (routed order) */
-    int64_t *perm;  /* n_own: routed index of the k-th in key order */
-    double *xs;     /* n_own * 3: the coordinates in key order */
-    let_node *node; /* the sending tree: children after their parent */
+    int64_t n_own;       /* sources kept here */
+    double *own;         /* n_own * 3: their coordinates (routed order) */
+    int64_t *perm;       /* n_own: routed index of the k-th in key order */
+    double *xs;          /* n_own * 3: the coordinates in key order */
+    fmk_mpi_keyed *keys; /* n_own: their keys, sorted (freed once the boxes are made) */
+    let_node *node;      /* the sending tree: children after their parent */
     int32_t n_node;
     int64_t *pidx; /* particles sent (routed indices), concatenated over destinations */
     int32_t *nidx; /* nodes sent as pseudo-particles, concatenated over destinations */
@@ -49,9 +50,9 @@ void fmk_let_icosahedron(double u[LET_PP][3]);
 int fmk_let_build_tree(fmk_mpi_let *l, const double lo[3], const double hi[3]);
 
 /* The boxes of nt targets (at most LET_BOXES, 6 doubles each: lo, hi); the count, -1 when out
- * of memory. */
-int fmk_let_domain_boxes(const double *t, int64_t nt, const double lo[3], const double hi[3],
-                         double *box);
+ * of memory. Where t is l's own sources (l may be NULL), the sending tree's sort serves. */
+int fmk_let_domain_boxes(const fmk_mpi_let *l, const double *t, int64_t nt, const double lo[3],
+                         const double hi[3], double *box);
 
 /* Every destination's lists (pidx, nidx, pcount, ncount, scount) from the allgathered boxes
  * (nbox[r] of rank r, consecutive): 0, or -1 when out of memory or past MPI's counts. */

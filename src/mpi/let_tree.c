@@ -128,18 +128,20 @@ int fmk_let_build_tree(fmk_mpi_let *l, const double lo[3], const double hi[3])
         }
         rc = tree_nodes(l, k);
     }
-    free(k);
+    l->keys = k;
     if (rc == 0 && !(box = malloc((size_t)l->n_node * 6 * sizeof *box)))
         rc = -1;
     if (rc != 0)
         return rc;
     /* boxes bottom up: leaves from their points, the others from their children */
+#pragma omp parallel for schedule(dynamic, 256) if (n > 65536)
+    for (int32_t i = 0; i < l->n_node; i++)
+        if (l->node[i].n_child == 0)
+            points_box(l->xs, l->node[i].begin, l->node[i].end, box + 6 * (size_t)i);
     for (int32_t i = l->n_node - 1; i >= 0; i--) {
         let_node *nd = &l->node[i];
         double *b = box + 6 * (size_t)i;
-        if (nd->n_child == 0) {
-            points_box(l->xs, nd->begin, nd->end, b);
-        } else {
+        if (nd->n_child > 0) {
             memcpy(b, box + 6 * (size_t)nd->child, 6 * sizeof *b);
             for (int32_t c = nd->child + 1; c < nd->child + nd->n_child; c++)
                 for (int d = 0; d < 3; d++) {
@@ -159,17 +161,22 @@ int fmk_let_build_tree(fmk_mpi_let *l, const double lo[3], const double hi[3])
     return 0;
 }
 
-int fmk_let_domain_boxes(const double *t, int64_t nt, const double lo[3], const double hi[3],
-                         double *box)
+int fmk_let_domain_boxes(const fmk_mpi_let *l, const double *t, int64_t nt, const double lo[3],
+                         const double hi[3], double *box)
 {
     if (nt == 0)
         return 0;
-    fmk_mpi_keyed *k = sorted_keys(t, nt, lo, hi);
-    double *xs = k ? malloc((size_t)nt * 3 * sizeof *xs) : NULL;
-    if (!xs)
-        return free(k), -1;
-    for (int64_t i = 0; i < nt; i++)
-        memcpy(xs + 3 * i, t + 3 * k[i].index, 3 * sizeof(double));
+    const int own = l && l->keys && t == l->own; /* the sending tree's sort serves */
+    fmk_mpi_keyed *sk = own ? NULL : sorted_keys(t, nt, lo, hi);
+    const fmk_mpi_keyed *k = own ? l->keys : sk;
+    double *xsort = own || !sk ? NULL : malloc((size_t)nt * 3 * sizeof *xsort);
+    if (!own && !xsort)
+        return free(sk), -1;
+    if (!own)
+#pragma omp parallel for schedule(static) if (nt > 65536)
+        for (int64_t i = 0; i < nt; i++)
+            memcpy(xsort + 3 * i, t + 3 * k[i].index, 3 * sizeof(double));
+    const double *xs = own ? l->xs : xsort;
     /* the leaves of the targets' octree with at most nt / LET_BOXES_SPLIT targets each, in
      * key order, depth first over (begin, end, level) */
     const int64_t most = nt / LET_BOXES_SPLIT > 1 ? nt / LET_BOXES_SPLIT : 1;
@@ -198,7 +205,7 @@ int fmk_let_domain_boxes(const double *t, int64_t nt, const double lo[3], const 
         for (int64_t c = nc - 1; c >= 0; c--) /* pushed last first: popped in key order */
             stack[top].b = cut[c], stack[top].e = cut[c + 1], stack[top++].level = level + 1;
     }
-    free(k), free(xs);
+    free(sk), free(xsort);
     return nb;
 }
 
@@ -300,21 +307,26 @@ int fmk_let_lists(fmk_mpi_let *l, const fmk_mpi_state *s, const int *nbox, const
 static void moments(const fmk_mpi_let *l, int64_t nd, const double *qs, double *mom)
 {
     static const int ia[6] = {0, 1, 2, 0, 0, 1}, ib[6] = {0, 1, 2, 1, 2, 2};
-    for (int32_t i = l->n_node - 1; i >= 0; i--) {
+#pragma omp parallel for schedule(dynamic, 256) if (l->n_own > 65536)
+    for (int32_t i = 0; i < l->n_node; i++) { /* the leaves, from their sources */
         const let_node *n = &l->node[i];
-        for (int64_t v = 0; v < nd; v++) {
+        for (int64_t v = 0; v < nd && n->n_child == 0; v++) {
             double *m = mom + ((size_t)i * (size_t)nd + (size_t)v) * 10;
             memset(m, 0, 10 * sizeof *m);
-            if (n->n_child == 0) {
-                for (int64_t k = n->begin; k < n->end; k++) {
-                    const double q = qs[k * nd + v], *x = l->xs + 3 * k;
-                    const double dx = x[0] - n->c[0], dy = x[1] - n->c[1], dz = x[2] - n->c[2];
-                    m[0] += q, m[1] += q * dx, m[2] += q * dy, m[3] += q * dz;
-                    m[4] += q * dx * dx, m[5] += q * dy * dy, m[6] += q * dz * dz;
-                    m[7] += q * dx * dy, m[8] += q * dx * dz, m[9] += q * dy * dz;
-                }
-                continue;
+            for (int64_t k = n->begin; k < n->end; k++) {
+                const double q = qs[k * nd + v], *x = l->xs + 3 * k;
+                const double dx = x[0] - n->c[0], dy = x[1] - n->c[1], dz = x[2] - n->c[2];
+                m[0] += q, m[1] += q * dx, m[2] += q * dy, m[3] += q * dz;
+                m[4] += q * dx * dx, m[5] += q * dy * dy, m[6] += q * dz * dz;
+                m[7] += q * dx * dy, m[8] += q * dx * dz, m[9] += q * dy * dz;
             }
+        }
+    }
+    for (int32_t i = l->n_node - 1; i >= 0; i--) { /* the others, from their children */
+        const let_node *n = &l->node[i];
+        for (int64_t v = 0; v < nd && n->n_child > 0; v++) {
+            double *m = mom + ((size_t)i * (size_t)nd + (size_t)v) * 10;
+            memset(m, 0, 10 * sizeof *m);
             for (int32_t c = n->child; c < n->child + n->n_child; c++) {
                 const double *mc = mom + ((size_t)c * (size_t)nd + (size_t)v) * 10;
                 const double t[3] = {l->node[c].c[0] - n->c[0], l->node[c].c[1] - n->c[1],
@@ -362,18 +374,24 @@ int fmk_let_rows(const fmk_mpi_let *l, int P, int64_t nd, const double *q, doubl
     free(qs);
     double u[LET_PP][3];
     fmk_let_icosahedron(u);
-    int64_t ip = 0, in = 0, o = 0;
-    double qk[LET_PP];
+    int64_t ip = 0, in = 0, o = 0; /* this destination's first particle, node and row */
     for (int r = 0; r < P; r++) {
-        for (int k = 0; k < l->pcount[r]; k++, ip++, o++)
-            memcpy(send + o * nd, q + l->pidx[ip] * nd, snd * sizeof *send);
-        for (int k = 0; k < l->ncount[r]; k++, in++, o += LET_PP)
+        const int64_t np = l->pcount[r], nn = l->ncount[r];
+#pragma omp parallel for schedule(static) if (np > 65536)
+        for (int64_t k = 0; k < np; k++)
+            memcpy(send + (o + k) * nd, q + l->pidx[ip + k] * nd, snd * sizeof *send);
+        o += np;
+#pragma omp parallel for schedule(static) if (nn > 4096)
+        for (int64_t k = 0; k < nn; k++) {
+            const int32_t i = l->nidx[in + k];
+            double qk[LET_PP];
             for (int64_t v = 0; v < nd; v++) {
-                const int32_t i = l->nidx[in];
                 pseudo_charges(mom + ((size_t)i * snd + (size_t)v) * 10, l->node[i].a, u, qk);
                 for (int j = 0; j < LET_PP; j++)
-                    send[(o + j) * nd + v] = qk[j];
+                    send[(o + LET_PP * k + j) * nd + v] = qk[j];
             }
+        }
+        ip += np, in += nn, o += LET_PP * nn;
     }
     free(mom);
     return 0;

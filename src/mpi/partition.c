@@ -53,6 +53,28 @@ double fmk_mpi_morton_scale(int dim, const double lo[3], const double hi[3])
     return w > 0 ? (double)(1u << bits) / w : 0;
 }
 
+/* The bits of v (21 in 3D, 16 in 2D) spread to every third (second) bit. */
+static uint64_t spread3(uint64_t v)
+{
+    v &= 0x1fffff;
+    v = (v | v << 32) & 0x1f00000000ffffull;
+    v = (v | v << 16) & 0x1f0000ff0000ffull;
+    v = (v | v << 8) & 0x100f00f00f00f00full;
+    v = (v | v << 4) & 0x10c30c30c30c30c3ull;
+    v = (v | v << 2) & 0x1249249249249249ull;
+    return v;
+}
+
+static uint64_t spread2(uint64_t v)
+{
+    v &= 0xffff;
+    v = (v | v << 8) & 0x00ff00ffull;
+    v = (v | v << 4) & 0x0f0f0f0full;
+    v = (v | v << 2) & 0x33333333ull;
+    v = (v | v << 1) & 0x55555555ull;
+    return v;
+}
+
 uint64_t fmk_mpi_morton(const double *x, int dim, const double lo[3], double scale)
 {
     const int bits = dim == 3 ? 21 : 16;
@@ -62,11 +84,10 @@ uint64_t fmk_mpi_morton(const double *x, int dim, const double lo[3], double sca
         const double t = (x[k] - lo[k]) * scale;
         c[k] = t <= 0 ? 0 : t >= top ? (uint32_t)top : (uint32_t)t;
     }
-    uint64_t key = 0;
-    for (int b = bits - 1; b >= 0; b--)
-        for (int k = 0; k < dim; k++)
-            key = key << 1 | ((c[k] >> b) & 1u);
-    return key;
+    /* bit b of axis k at 3 b + 2 - k (2 b + 1 - k in 2D): axis 0 the highest of each group */
+    if (dim == 3)
+        return spread3(c[0]) << 2 | spread3(c[1]) << 1 | spread3(c[2]);
+    return spread2(c[0]) << 1 | spread2(c[1]);
 }
 
 void fmk_mpi_partition_free(fmk_mpi_state *s)
@@ -254,13 +275,27 @@ fmk_status fmk_mpi_partition(fmk_plan *plan, fmk_mpi_state *s, int64_t nt, const
     memcpy(s->split_key, sk, (size_t)nsp * sizeof *sk);
     /* owners: the sorted items go to ranks 0, 1, ... in order */
     int *scount = pc, *sdispl = pc + P, *rcount = pc + 2 * P, *rdispl = pc + 3 * P;
-    int dest = 0;
+    /* each rank's run of the sorted items, from the splitters by bisection */
+    int64_t start = 0, *bound = iwork; /* the bisection's work is done: P - 1 ends */
+    for (int r = 0; r < P; r++) {
+        const int64_t end = r < nsp ? lower_bound(it, nt, first_id, sk[r], si[r]) : nt;
+        scount[r] = (int)(end - start);
+        if (r < nsp)
+            bound[r] = end;
+        start = end;
+    }
+#pragma omp parallel for schedule(static) if (nt > 65536)
     for (int64_t k = 0; k < nt; k++) {
-        while (dest < nsp && !below(&it[k], first_id, sk[dest], si[dest]))
-            dest++;
-        scount[dest]++;
+        int lo = 0, hi = nsp; /* the first run whose end is past k */
+        while (lo < hi) {
+            const int mid = (lo + hi) / 2;
+            if (k >= bound[mid])
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        s->owner[it[k].index] = lo;
         order[k] = it[k].index;
-        s->owner[it[k].index] = dest;
         const double *p = x + dim * it[k].index;
         for (int d = 0; d < dim; d++)
             send[(dim + 1) * k + d] = p[d];
@@ -297,6 +332,7 @@ fmk_status fmk_mpi_partition(fmk_plan *plan, fmk_mpi_state *s, int64_t nt, const
     MPI_Alltoallv(send, scount, sdispl, row, recv, rcount, rdispl, row, s->comm);
     s->stats.bytes_sent_points += (nt - scount[s->rank]) * (dim + 1) * 8;
     MPI_Type_free(&row);
+#pragma omp parallel for schedule(static) if (nl > 65536)
     for (int64_t k = 0; k < nl; k++) {
         memcpy(lt + dim * k, recv + (dim + 1) * k, (size_t)dim * sizeof(double));
         src[k] = (int64_t)recv[(dim + 1) * k + dim];
@@ -356,6 +392,7 @@ fmk_status fmk_mpi_send_home(fmk_plan *plan, fmk_mpi_state *s, int64_t nd, const
     if ((st = fmk_mpi_agree(plan, s->comm, s->rank, st)) != FMK_OK)
         return free(out), free(back), st;
     /* a row a target: every vector's potential, then every vector's gradient */
+#pragma omp parallel for schedule(static) if (nl > 65536)
     for (int64_t k = 0; k < nl; k++)
         for (int64_t v = 0; v < nd; v++) {
             double *o = out + w * k;
@@ -372,6 +409,7 @@ fmk_status fmk_mpi_send_home(fmk_plan *plan, fmk_mpi_state *s, int64_t nd, const
     MPI_Alltoallv(out, rcount, rdispl, row, back, scount, sdispl, row, s->comm);
     s->stats.bytes_sent_eval += (nl - rcount[s->rank]) * w * 8;
     MPI_Type_free(&row);
+#pragma omp parallel for schedule(static) if (nt > 65536)
     for (int64_t k = 0; k < nt; k++) {
         const int64_t i = s->order[k];
         const double *b = back + w * k;
