@@ -95,9 +95,9 @@ typedef struct report {
     double rate;           /* N M / p2p time (direct method), NaN otherwise */
     double effective_rate; /* N M / eval time */
     uint64_t seed;
-    int ranks;           /* MPI ranks (1: one process) */
-    int64_t bytes_max;   /* host bytes of a plan: the largest over the ranks */
-    double bytes_mean;   /* and the mean */
+    int ranks;         /* MPI ranks (1: one process) */
+    int64_t bytes_max; /* host bytes of a plan: the largest over the ranks */
+    double bytes_mean; /* and the mean */
 } report;
 
 static void print_json(const report *r)
@@ -194,8 +194,8 @@ static void print_table(const report *r)
 typedef struct bench_points {
     fmk_kernel kernel;
     int dim, w, gw;
-    int64_t n, m;    /* sources and targets (m = n when the targets are the sources) */
-    int self;        /* the targets are the sources */
+    int64_t n, m; /* sources and targets (m = n when the targets are the sources) */
+    int self;     /* the targets are the sources */
     const double *sources, *charges, *targets; /* targets NULL when self */
 } bench_points;
 
@@ -233,19 +233,17 @@ static int bench_one(const bench_points *b, const fmk_opts *opts, double eps, in
 
 /* The errors at the sampled targets against the direct sum over every source, on rank 0 (the
  * others have nothing to check: their errors are NaN). The same exit status on every rank. */
-static int bench_errors(const bench_points *b, double softening, int threads,
-                        const double *pot, const double *grad, int64_t sample, dist_rng *rng,
-                        measure_errors *err)
+static int bench_errors(const bench_points *b, double softening, int threads, const double *pot,
+                        const double *grad, int64_t sample, dist_rng *rng, measure_errors *err)
 {
     err->sample = 0;
     err->pot = err->grad = NAN;
     int rc = CLI_OK;
     if (cli_mpi_rank() == 0) {
         char msg[512];
-        fmk_status st = measure_errors_direct(b->dim, b->kernel, softening, threads, b->n,
-                                              b->sources, b->charges, b->self ? 0 : b->m,
-                                              b->targets, pot, grad, sample, rng, err, msg,
-                                              sizeof msg);
+        fmk_status st = measure_errors_direct(
+            b->dim, b->kernel, softening, threads, b->n, b->sources, b->charges, b->self ? 0 : b->m,
+            b->targets, pot, grad, sample, rng, err, msg, sizeof msg);
         if (st != FMK_OK) {
             cli_error(cmd, "reference sum: %s", msg);
             rc = cli_exit_status(st);
@@ -268,8 +266,8 @@ static int theta_sweep(const bench_points *b, const fmk_opts *base, dist_kind di
         fmk_info info;
         int64_t bytes_max;
         double bytes_mean;
-        int rc = bench_one(b, &opts, eps, repeats, pot, grad, &times, &info, &bytes_max,
-                           &bytes_mean);
+        int rc =
+            bench_one(b, &opts, eps, repeats, pot, grad, &times, &info, &bytes_max, &bytes_mean);
         if (rc != CLI_OK)
             return rc;
         dist_rng rng = *rng0; /* the same sample for every theta */

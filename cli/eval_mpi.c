@@ -36,8 +36,8 @@ static int distributed_eval(const eval_job *job, int64_t n, const double *src, c
                             int64_t m, const double *trg, double *pot, double *grad)
 {
     fmk_plan *plan = NULL;
-    fmk_status st = fmk_plan_create_mpi(&plan, MPI_COMM_WORLD, job->dim, job->kernel, job->eps,
-                                        &job->opts);
+    fmk_status st =
+        fmk_plan_create_mpi(&plan, MPI_COMM_WORLD, job->dim, job->kernel, job->eps, &job->opts);
     if (st != FMK_OK)
         return cli_library_error(cmd, NULL, st);
     st = fmk_plan_set_points(plan, n, src, trg ? m : 0, trg);
@@ -84,8 +84,8 @@ static void gather_rows(const double *mine, double *all, int width, const int *c
 }
 
 /* Rank 0 reads; its status, N and M go to every rank before anything else. */
-static int root_read(const eval_job *job, int rank, out_file outs[2], eval_inputs *in,
-                     int64_t *n, int64_t *m)
+static int root_read(const eval_job *job, int rank, out_file outs[2], eval_inputs *in, int64_t *n,
+                     int64_t *m)
 {
     int64_t head[3] = {CLI_OK, 0, 0};
     if (rank == 0) {
@@ -112,8 +112,11 @@ static int eval_root(const eval_job *job, int rank, int size)
     int64_t n, m;
     int rc = root_read(job, rank, outs, &in, &n, &m);
     const int self = !job->targets, dim = job->dim, w = job->w, gw = job->gw;
-    int *counts = malloc(sizeof(int) * 4 * (size_t)size), *displs = counts ? counts + size : NULL;
-    int *t_counts = counts ? counts + 2 * size : NULL, *t_displs = counts ? counts + 3 * size : NULL;
+    /* per rank: its sources and the first, its targets and the first */
+    int *counts = malloc(sizeof(int) * 4 * (size_t)size), *displs = NULL;
+    int *t_counts = NULL, *t_displs = NULL;
+    if (counts)
+        displs = counts + size, t_counts = counts + 2 * size, t_displs = counts + 3 * size;
     double *src = NULL, *q = NULL, *trg = NULL, *pot = NULL, *grad = NULL;
     double *all_pot = NULL, *all_grad = NULL;
     if (rc != CLI_OK)
@@ -152,8 +155,8 @@ static int eval_root(const eval_job *job, int rank, int size)
         gather_rows(pot, all_pot, w, t_counts, t_displs, rank);
     if (job->grad)
         gather_rows(grad, all_grad, gw, t_counts, t_displs, rank);
-    if (rank == 0 && (rc = eval_check_results(job, job->pot ? all_pot : NULL, all_grad, m)) ==
-                         CLI_OK)
+    if (rank == 0 &&
+        (rc = eval_check_results(job, job->pot ? all_pot : NULL, all_grad, m)) == CLI_OK)
         rc = eval_write(job, outs, all_pot, all_grad, m);
 
 done:

@@ -29,10 +29,9 @@ fmk_status measure_run(fmk_plan *plan, int64_t n, const double *sources, const d
                             times, NULL);
 }
 
-fmk_status measure_run_sync(fmk_plan *plan, int64_t n, const double *sources,
-                            const double *charges, int64_t m, const double *targets, int warmup,
-                            int repeats, double *pot, double *grad, measure_times *times,
-                            const measure_sync *sync)
+fmk_status measure_run_sync(fmk_plan *plan, int64_t n, const double *sources, const double *charges,
+                            int64_t m, const double *targets, int warmup, int repeats, double *pot,
+                            double *grad, measure_times *times, const measure_sync *sync)
 {
     memset(times, 0, sizeof *times);
     /* samples[p * repeats + r]: phase p of repeat r; the last row is the wall-clock time */

@@ -35,10 +35,9 @@ fmk_status measure_run(fmk_plan *plan, int64_t n, const double *sources, const d
  * timed call (set_points, each evaluation) starts after a barrier, and its wall-clock time and
  * phase times are the largest over the ranks; times->setup is then set_points' wall-clock time,
  * communication included. The same status on every rank. */
-fmk_status measure_run_sync(fmk_plan *plan, int64_t n, const double *sources,
-                            const double *charges, int64_t m, const double *targets, int warmup,
-                            int repeats, double *pot, double *grad, measure_times *times,
-                            const measure_sync *sync);
+fmk_status measure_run_sync(fmk_plan *plan, int64_t n, const double *sources, const double *charges,
+                            int64_t m, const double *targets, int warmup, int repeats, double *pot,
+                            double *grad, measure_times *times, const measure_sync *sync);
 
 /* Relative l2 errors of potential and gradient over a sample of targets. */
 typedef struct measure_errors {

@@ -58,6 +58,7 @@ void ranks_hold(ranks_held *h)
     }
 }
 
+#ifdef FMK_CLI_MPI
 /* Copies the held file to fd. */
 static void copy_held(int held, int fd)
 {
@@ -76,7 +77,6 @@ static void copy_held(int held, int fd)
 
 int ranks_release(ranks_held *h, int status)
 {
-#ifdef FMK_CLI_MPI
     if (cli_mpi_size() <= 1)
         return status;
     struct {
@@ -99,8 +99,11 @@ int ranks_release(ranks_held *h, int status)
     h->active = 0;
     h->saved_out = -1;
     return worst.status;
+}
 #else
+int ranks_release(ranks_held *h, int status)
+{
     (void)h;
     return status;
-#endif
 }
+#endif
