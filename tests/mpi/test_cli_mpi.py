@@ -199,7 +199,8 @@ def test_launcher_status(tmp_path):
     """Without the recording wrapper: the launcher itself ends with the command's status."""
     save_problem(tmp_path, 50, 0)
     (tmp_path / "S.npy").write_bytes(b"not a .npy file")
-    cmd = [MPIEXEC, "--oversubscribe", NP_FLAG, str(NP), CLI, *map(str, eval_args(tmp_path, "K", 0))]
+    cmd = [MPIEXEC, "--oversubscribe", NP_FLAG, str(NP), CLI,
+           *map(str, eval_args(tmp_path, "K", 0))]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=env())
     assert r.returncode == 2 and len(messages(r)) == 1, r.stderr
 
