@@ -5,9 +5,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench_mpi.h"
 #include "cli.h"
+#include "cli_mpi.h"
 #include "dist.h"
 #include "measure.h"
+#include "ranks.h"
 
 static const char *const cmd = "bench";
 
@@ -40,7 +43,13 @@ static const char usage[] =
     "  --sample S          targets checked against the direct sum (default 1000; 0: none)\n"
     "  --seed SEED         random seed (default 1)\n"
     "  --json              print one JSON object instead of the table\n"
-    "  -h, --help          show this help\n";
+    "  -h, --help          show this help\n"
+    "\n"
+    "Under mpirun -np K (fmmkit built with MPI) every rank generates the same points and gives\n"
+    "its contiguous share to one distributed plan; each phase's time is the largest over the\n"
+    "ranks (a barrier before each timed call), the check is against the direct sum over every\n"
+    "source, and rank 0 prints, with the rank count (--json: \"ranks\": K) and the host bytes\n"
+    "as the largest and the mean over the ranks (docs/distributed.md).\n";
 
 static const char *precision_name(fmk_precision p)
 {
@@ -86,6 +95,9 @@ typedef struct report {
     double rate;           /* N M / p2p time (direct method), NaN otherwise */
     double effective_rate; /* N M / eval time */
     uint64_t seed;
+    int ranks;         /* MPI ranks (1: one process) */
+    int64_t bytes_max; /* host bytes of a plan: the largest over the ranks */
+    double bytes_mean; /* and the mean */
 } report;
 
 static void print_json(const report *r)
@@ -99,6 +111,8 @@ static void print_json(const report *r)
     json_string("dist", r->dist, 0);
     printf("  \"n_sources\": %lld,\n  \"n_targets\": %lld,\n", (long long)r->n, (long long)r->m);
     printf("  \"targets_are_sources\": %s,\n", r->self ? "true" : "false");
+    if (r->ranks > 1)
+        printf("  \"ranks\": %d,\n", r->ranks);
     json_number("eps", r->eps, 0);
     json_number("softening", r->softening, 0);
     printf("  \"seed\": %llu,\n  \"repeats\": %d,\n", (unsigned long long)r->seed,
@@ -122,7 +136,9 @@ static void print_json(const report *r)
                (int)r->info.levels, (long long)r->info.leaf_size);
         json_string("walk", walk_name(r->info.walk), 0);
     }
-    printf("  \"bytes_host\": %lld,\n", (long long)r->info.bytes_host);
+    printf("  \"bytes_host\": %lld,\n", (long long)r->bytes_max);
+    if (r->ranks > 1)
+        json_number("bytes_host_mean", r->bytes_mean, 0);
     json_number("error_pot", r->errors.pot, 0);
     json_number("error_grad", r->errors.grad, 1);
     printf("}\n");
@@ -134,6 +150,8 @@ static void print_table(const report *r)
     printf("fmmkit bench: kernel %s, %s distribution, N = %lld sources, M = %lld targets%s\n",
            fmk_kernel_name(in->kernel), r->dist, (long long)r->n, (long long)r->m,
            r->self ? " (the sources)" : "");
+    if (r->ranks > 1)
+        printf("  %-26s %d (MPI; times: the largest over the ranks)\n", "ranks", r->ranks);
     printf("  %-26s %s\n", "method", fmk_method_name(in->method));
     printf("  %-26s %s\n", "backend", fmk_backend_name(in->backend));
     printf("  %-26s %s\n", "device", in->device_name);
@@ -148,8 +166,12 @@ static void print_table(const report *r)
         printf("  %-26s %lld\n", "leaf size", (long long)in->leaf_size);
         printf("  %-26s %d\n", "levels", (int)in->levels);
     }
-    printf("  %-26s %lld (%.1f per source)\n", "host bytes", (long long)in->bytes_host,
-           r->n > 0 ? (double)in->bytes_host / (double)r->n : 0.0);
+    if (r->ranks > 1)
+        printf("  %-26s %lld a rank at most, %.0f on average\n", "host bytes",
+               (long long)r->bytes_max, r->bytes_mean);
+    else
+        printf("  %-26s %lld (%.1f per source)\n", "host bytes", (long long)r->bytes_max,
+               r->n > 0 ? (double)r->bytes_max / (double)r->n : 0.0);
     printf("\n  %-26s %s\n", "phase", "time [s]");
     for (int p = 0; p < FMK_PHASE_COUNT; p++)
         if (fmk_phase_name((fmk_phase)p) && (p == FMK_PHASE_SETUP || r->times.phase[p] > 0))
@@ -168,47 +190,96 @@ static void print_table(const report *r)
     }
 }
 
-/* --theta-sweep: one plan per theta = 0.2 ... 1.0, the same points, charges and sampled targets
- * for every row (targets = NULL, m = 0: the sources). */
-static int theta_sweep(fmk_kernel kernel, const fmk_opts *base, dist_kind dist, int64_t n,
-                       const double *sources, const double *charges, int64_t m,
-                       const double *targets, double *pot, double *grad, double eps,
-                       double softening, int threads, int repeats, int64_t sample,
-                       const dist_rng *rng0, int json)
+/* The generated problem: every rank holds all of it (bench_mpi.h). */
+typedef struct bench_points {
+    fmk_kernel kernel;
+    int dim, w, gw;
+    int64_t n, m; /* sources and targets (m = n when the targets are the sources) */
+    int self;     /* the targets are the sources */
+    const double *sources, *charges, *targets; /* targets NULL when self */
+} bench_points;
+
+/* One plan on the points: created (distributed under mpirun), set_points once and timed
+ * evaluations (measure_run_sync), its info, the host bytes over the ranks, and the results at
+ * every target gathered into pot and grad on rank 0. Prints the library's message and returns
+ * the exit status on failure (the same on every rank). */
+static int bench_one(const bench_points *b, const fmk_opts *opts, double eps, int repeats,
+                     double *pot, double *grad, measure_times *times, fmk_info *info,
+                     int64_t *bytes_max, double *bytes_mean)
 {
-    const int dim = fmk_kernel_dim(kernel);
-    const int64_t nt = targets ? m : n;
+    const int rank = cli_mpi_rank(), ranks = cli_mpi_size();
+    int64_t s_off, s_cnt, t_off, t_cnt;
+    ranks_share(b->n, rank, ranks, &s_off, &s_cnt);
+    ranks_share(b->m, rank, ranks, &t_off, &t_cnt);
+    fmk_plan *plan = NULL;
+    fmk_status st = bench_plan_create(&plan, b->dim, b->kernel, eps, opts);
+    if (st != FMK_OK)
+        return cli_library_error(cmd, NULL, st);
+    st = measure_run_sync(plan, s_cnt, b->sources + b->dim * s_off, b->charges + b->w * s_off,
+                          t_cnt, b->self ? NULL : b->targets + b->dim * t_off, 1, repeats,
+                          pot + b->w * t_off, grad + b->gw * t_off, times, bench_sync());
+    if (st != FMK_OK) {
+        int rc = cli_library_error(cmd, plan, st);
+        fmk_plan_destroy(plan);
+        return rc;
+    }
+    fmk_plan_info(plan, info);
+    fmk_plan_destroy(plan);
+    bench_max_mean(info->bytes_host, bytes_max, bytes_mean);
+    bench_gather(pot, b->m, b->w);
+    bench_gather(grad, b->m, b->gw);
+    return CLI_OK;
+}
+
+/* The errors at the sampled targets against the direct sum over every source, on rank 0 (the
+ * others have nothing to check: their errors are NaN). The same exit status on every rank. */
+static int bench_errors(const bench_points *b, double softening, int threads, const double *pot,
+                        const double *grad, int64_t sample, dist_rng *rng, measure_errors *err)
+{
+    err->sample = 0;
+    err->pot = err->grad = NAN;
+    int rc = CLI_OK;
+    if (cli_mpi_rank() == 0) {
+        char msg[512];
+        fmk_status st = measure_errors_direct(
+            b->dim, b->kernel, softening, threads, b->n, b->sources, b->charges, b->self ? 0 : b->m,
+            b->targets, pot, grad, sample, rng, err, msg, sizeof msg);
+        if (st != FMK_OK) {
+            cli_error(cmd, "reference sum: %s", msg);
+            rc = cli_exit_status(st);
+        }
+    }
+    return ranks_agree(rc);
+}
+
+/* --theta-sweep: one plan per theta = 0.2 ... 1.0, the same points, charges and sampled targets
+ * for every row. */
+static int theta_sweep(const bench_points *b, const fmk_opts *base, dist_kind dist, double *pot,
+                       double *grad, double eps, double softening, int threads, int repeats,
+                       int64_t sample, const dist_rng *rng0, int json)
+{
     int first = 1;
     for (int k = 0; k <= 8; k++) {
         fmk_opts opts = *base;
         opts.theta = 0.2 + 0.1 * k;
-        fmk_plan *plan = NULL;
-        fmk_status st = fmk_plan_create(&plan, dim, kernel, eps, &opts);
-        if (st != FMK_OK)
-            return cli_library_error(cmd, NULL, st);
         measure_times times;
-        st = measure_run(plan, n, sources, charges, m, targets, 1, repeats, pot, grad, &times);
-        if (st != FMK_OK) {
-            int rc = cli_library_error(cmd, plan, st);
-            fmk_plan_destroy(plan);
-            return rc;
-        }
         fmk_info info;
-        fmk_plan_info(plan, &info);
-        fmk_plan_destroy(plan);
+        int64_t bytes_max;
+        double bytes_mean;
+        int rc =
+            bench_one(b, &opts, eps, repeats, pot, grad, &times, &info, &bytes_max, &bytes_mean);
+        if (rc != CLI_OK)
+            return rc;
         dist_rng rng = *rng0; /* the same sample for every theta */
         measure_errors err;
-        char msg[512];
-        st = measure_errors_direct(dim, kernel, softening, threads, n, sources, charges, nt,
-                                   targets, pot, grad, sample, &rng, &err, msg, sizeof msg);
-        if (st != FMK_OK) {
-            cli_error(cmd, "reference sum: %s", msg);
-            return cli_exit_status(st);
-        }
+        if ((rc = bench_errors(b, softening, threads, pot, grad, sample, &rng, &err)) != CLI_OK)
+            return rc;
         if (first && !json) {
             printf("fmmkit bench --theta-sweep: kernel %s, %s distribution, N = %lld, M = %lld%s\n",
-                   fmk_kernel_name(kernel), dist_name(dist), (long long)n, (long long)nt,
-                   targets ? "" : " (the sources)");
+                   fmk_kernel_name(b->kernel), dist_name(dist), (long long)b->n, (long long)b->m,
+                   b->self ? " (the sources)" : "");
+            if (cli_mpi_size() > 1)
+                printf("  %d MPI ranks; times: the largest over the ranks\n", cli_mpi_size());
             printf("  backend %s (%s), %s, order %d, walk %s, leaf size %lld, levels %d\n",
                    fmk_backend_name(info.backend), info.device_name, precision_name(info.precision),
                    (int)info.order, walk_name(info.walk), (long long)info.leaf_size,
@@ -232,12 +303,16 @@ static int theta_sweep(fmk_kernel kernel, const fmk_opts *base, dist_kind dist, 
         }
         first = 0;
     }
-    if (json)
-        printf("\n]}\n");
+    if (json) {
+        printf("\n]");
+        if (cli_mpi_size() > 1)
+            printf(", \"ranks\": %d", cli_mpi_size());
+        printf("}\n");
+    }
     return CLI_OK;
 }
 
-int cmd_bench(int argc, char **argv)
+static int bench_command(int argc, char **argv)
 {
     const char *kernel_name = "laplace", *method_name = "auto", *backend_name = "auto";
     const char *precision_str = "fp64", *dist_str = NULL, *walk_str = "auto";
@@ -303,6 +378,8 @@ int cmd_bench(int argc, char **argv)
     const int self = !args_find(table, n_table, "m")->given;
     if (self)
         m = n;
+    if (cli_mpi_size() > 1 && (n > INT32_MAX || m > INT32_MAX))
+        return cli_usage(cmd, "--n / --m: at most 2^31 - 1 points under mpirun");
     const int w = fmk_kernel_is_complex(kernel) ? 2 : 1;
     const int gw = fmk_kernel_is_complex(kernel) ? 2 : dim;
     double *sources = malloc(sizeof(double) * (size_t)(n * dim));
@@ -310,50 +387,38 @@ int cmd_bench(int argc, char **argv)
     double *charges = malloc(sizeof(double) * (size_t)(n * w));
     double *pot = malloc(sizeof(double) * (size_t)(m * w));
     double *grad = malloc(sizeof(double) * (size_t)(m * gw));
-    fmk_plan *plan = NULL;
-    if (!sources || (!self && !targets) || !charges || !pot || !grad) {
+    const int missing = !sources || (!self && !targets) || !charges || !pot || !grad;
+    if (missing)
         cli_error(cmd, "out of memory for %lld sources and %lld targets", (long long)n,
                   (long long)m);
-        rc = CLI_FAIL;
+    if ((rc = ranks_agree(missing ? CLI_FAIL : CLI_OK)) != CLI_OK) {
+        rc = missing ? rc : CLI_OK; /* the ranks that ran out say so */
         goto done;
     }
+    /* the whole problem on every rank, as one process draws it (bench_mpi.h) */
     dist_rng rng;
     dist_rng_seed(&rng, (uint64_t)seed);
     dist_fill(dist, &rng, n, sources);
     if (!self)
         dist_fill(dist, &rng, m, targets);
     dist_charges(&rng, n, w == 2, charges);
+    const bench_points b = {kernel, dim, w, gw, n, m, self, sources, charges, targets};
 
     if (isnan(eps))
         eps = fmk_eps_default(opts.precision);
     if (sweep) {
-        rc = theta_sweep(kernel, &opts, dist, n, sources, charges, self ? 0 : m, targets, pot, grad,
-                         eps, softening, (int)threads, (int)repeats, sample, &rng, json);
+        rc = theta_sweep(&b, &opts, dist, pot, grad, eps, softening, (int)threads, (int)repeats,
+                         sample, &rng, json);
         goto done;
     }
 
     report r;
     memset(&r, 0, sizeof r);
-    fmk_status st = fmk_plan_create(&plan, dim, kernel, eps, &opts);
-    if (st != FMK_OK) {
-        rc = cli_library_error(cmd, NULL, st);
+    if ((rc = bench_one(&b, &opts, eps, (int)repeats, pot, grad, &r.times, &r.info, &r.bytes_max,
+                        &r.bytes_mean)) != CLI_OK ||
+        (rc = bench_errors(&b, softening, (int)threads, pot, grad, sample, &rng, &r.errors)) !=
+            CLI_OK)
         goto done;
-    }
-    st = measure_run(plan, n, sources, charges, m, targets, 1, (int)repeats, pot, grad, &r.times);
-    if (st != FMK_OK) {
-        rc = cli_library_error(cmd, plan, st);
-        goto done;
-    }
-    fmk_plan_info(plan, &r.info);
-
-    char msg[512];
-    st = measure_errors_direct(dim, kernel, softening, (int)threads, n, sources, charges, m,
-                               targets, pot, grad, sample, &rng, &r.errors, msg, sizeof msg);
-    if (st != FMK_OK) {
-        cli_error(cmd, "reference sum: %s", msg);
-        rc = cli_exit_status(st);
-        goto done;
-    }
     const double pairs = (double)n * (double)m;
     const double p2p = r.times.phase[FMK_PHASE_P2P];
     r.dist = dist_name(dist);
@@ -362,6 +427,7 @@ int cmd_bench(int argc, char **argv)
     r.eps = eps;
     r.softening = softening;
     r.seed = (uint64_t)seed;
+    r.ranks = cli_mpi_size();
     r.rate = r.info.method == FMK_METHOD_DIRECT && p2p > 0 ? pairs / p2p : NAN;
     r.effective_rate = r.times.eval > 0 ? pairs / r.times.eval : NAN;
     if (json)
@@ -371,11 +437,18 @@ int cmd_bench(int argc, char **argv)
     rc = CLI_OK;
 
 done:
-    fmk_plan_destroy(plan);
     free(sources);
     free(targets);
     free(charges);
     free(pot);
     free(grad);
     return rc;
+}
+
+int cmd_bench(int argc, char **argv)
+{
+    /* under mpirun: one message for the job, the table from rank 0 (ranks.h) */
+    ranks_held held;
+    ranks_hold(&held);
+    return ranks_release(&held, bench_command(argc, argv));
 }

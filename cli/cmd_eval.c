@@ -13,8 +13,11 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "cli_mpi.h"
+#include "eval.h"
 #include "npy.h"
 #include "outputs.h"
+#include "ranks.h"
 
 static const char *const cmd = "eval";
 
@@ -54,7 +57,17 @@ static const char usage[] =
     "  --softening H       softening length, required (> 0) for plummer and regularized\n"
     "  --precision P       fp64 (default) or fp32 arithmetic\n"
     "  --threads N         CPU threads (default 0: OpenMP's default)\n"
+    "  --per-rank          under mpirun: each rank reads and writes its own files, every\n"
+    "                      {rank} in the paths replaced by its rank (required in each path)\n"
     "  -h, --help          show this help\n"
+    "\n"
+    "Under mpirun -np K (fmmkit built with MPI) the sum is distributed over the K ranks: rank 0\n"
+    "reads the inputs, gives each rank a contiguous near-equal share of the sources (and\n"
+    "targets), gathers the results and writes them in the input order, the same files as one\n"
+    "process would write (bit for bit for --method direct in fp64, within eps for tree and\n"
+    "fmm). With --per-rank each rank gives its own points and gets the results at its own\n"
+    "targets; the sum is over every rank's sources. A failure on any rank ends every rank with\n"
+    "the same exit status, said once (docs/distributed.md, \"The command under mpirun\").\n"
     "\n"
     "Exit status: 0 success; 1 internal failure (out of memory, a write failed); 2 bad usage\n"
     "or bad input, including results that overflow to Inf or NaN (nothing is written then).\n"
@@ -158,9 +171,154 @@ static int check_result(const char *what, const double *values, int64_t m, int p
 }
 
 /* ---------------------------------------------------------------------------------------------
+ * What the one-process run and the distributed one share (eval.h)
+ * ------------------------------------------------------------------------------------------ */
+int eval_outputs_check(const eval_job *job, out_file outs[2])
+{
+    outs[0] = (out_file){.option = "--out-pot", .path = job->pot};
+    outs[1] = (out_file){.option = "--out-grad", .path = job->grad};
+    const char *const inputs[3] = {job->sources, job->charges, job->targets};
+    return outputs_check(cmd, outs, 2, inputs, 3);
+}
+
+void eval_inputs_free(eval_inputs *in)
+{
+    npy_free(&in->src);
+    npy_free(&in->q);
+    npy_free(&in->trg);
+}
+
+int eval_read(const eval_job *job, eval_inputs *in)
+{
+    int rc;
+    memset(in, 0, sizeof *in);
+    if ((rc = read_input(job->sources, &in->src)) != CLI_OK ||
+        (rc = check_points(job->sources, "sources", &in->src, job->dim, job->kernel)) != CLI_OK ||
+        (rc = check_finite(job->sources, &in->src)) != CLI_OK ||
+        (rc = read_input(job->charges, &in->q)) != CLI_OK ||
+        (rc = check_charges(job->charges, &in->q, in->src.shape[0], job->sources, job->kernel)) !=
+            CLI_OK ||
+        (rc = check_finite(job->charges, &in->q)) != CLI_OK)
+        goto fail;
+    if (job->targets &&
+        ((rc = read_input(job->targets, &in->trg)) != CLI_OK ||
+         (rc = check_points(job->targets, "targets", &in->trg, job->dim, job->kernel)) != CLI_OK ||
+         (rc = check_finite(job->targets, &in->trg)) != CLI_OK))
+        goto fail;
+    in->n = in->src.shape[0];
+    in->m = job->targets ? in->trg.shape[0] : in->n;
+    return CLI_OK;
+fail:
+    eval_inputs_free(in);
+    return rc;
+}
+
+int eval_check_results(const eval_job *job, const double *pot, const double *grad, int64_t m)
+{
+    int rc = CLI_OK;
+    if ((pot && (rc = check_result("potential", pot, m, job->w)) != CLI_OK) ||
+        (grad && (rc = check_result("gradient", grad, m, job->gw)) != CLI_OK))
+        return rc;
+    return CLI_OK;
+}
+
+int eval_write(const eval_job *job, out_file outs[2], const double *pot, const double *grad,
+               int64_t m)
+{
+    const int w = job->w;
+    outs[0].is_complex = outs[1].is_complex = w == 2;
+    outs[0].ndim = 1, outs[0].shape[0] = m, outs[0].data = pot;
+    outs[1].ndim = w == 2 ? 1 : 2, outs[1].shape[0] = m, outs[1].shape[1] = job->dim;
+    outs[1].data = grad;
+    return outputs_write(cmd, outs, 2);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * One process
+ * ------------------------------------------------------------------------------------------ */
+static int eval_one(const eval_job *job)
+{
+    out_file outs[2];
+    eval_inputs in = {0};
+    double *pot = NULL, *grad = NULL;
+    fmk_plan *plan = NULL;
+    int rc;
+    /* The outputs are checked before anything is read or computed. */
+    if ((rc = eval_outputs_check(job, outs)) != CLI_OK || (rc = eval_read(job, &in)) != CLI_OK)
+        goto done;
+    const int64_t n = in.n, m = in.m;
+    fmk_status st = fmk_plan_create(&plan, job->dim, job->kernel, job->eps, &job->opts);
+    if (st != FMK_OK) {
+        rc = cli_library_error(cmd, NULL, st);
+        goto done;
+    }
+    pot = malloc(sizeof(double) * (size_t)(m > 0 ? m * job->w : 1));
+    grad = job->grad ? malloc(sizeof(double) * (size_t)(m > 0 ? m * job->gw : 1)) : NULL;
+    if (!pot || (job->grad && !grad)) {
+        cli_error(cmd, "out of memory for the results of %lld targets", (long long)m);
+        rc = CLI_FAIL;
+        goto done;
+    }
+    st = fmk_plan_set_points(plan, n, in.src.data, job->targets ? m : 0,
+                             job->targets ? in.trg.data : NULL);
+    if (st == FMK_OK)
+        st = fmk_plan_eval(plan, in.q.data, job->pot ? pot : NULL, grad);
+    if (st != FMK_OK) {
+        rc = cli_library_error(cmd, plan, st);
+        goto done;
+    }
+    if ((rc = eval_check_results(job, job->pot ? pot : NULL, grad, m)) == CLI_OK)
+        rc = eval_write(job, outs, pot, grad, m);
+
+done:
+    outputs_free(outs, 2);
+    fmk_plan_destroy(plan);
+    eval_inputs_free(&in);
+    free(pot);
+    free(grad);
+    return rc;
+}
+
+/* --per-rank: each path given with every "{rank}" replaced by the rank's number (*out,
+ * malloc'ed); a path without "{rank}" is a usage error. */
+static int rank_path(const char *option, const char *path, int rank, char **out)
+{
+    *out = NULL;
+    if (!path)
+        return CLI_OK;
+    const char *const mark = "{rank}";
+    if (!strstr(path, mark))
+        return cli_usage(cmd,
+                         "--per-rank: the path of --%s must contain {rank} (each rank reads and "
+                         "writes its own files), not '%s'",
+                         option, path);
+    char num[16];
+    int digits = snprintf(num, sizeof num, "%d", rank);
+    size_t len = 1;
+    for (const char *p = path; *p;)
+        if (strncmp(p, mark, 6) == 0)
+            len += (size_t)digits, p += 6;
+        else
+            len++, p++;
+    char *s = malloc(len), *o = s;
+    if (!s) {
+        cli_error(cmd, "out of memory");
+        return CLI_FAIL;
+    }
+    for (const char *p = path; *p;)
+        if (strncmp(p, mark, 6) == 0)
+            o += sprintf(o, "%s", num), p += 6;
+        else
+            *o++ = *p++;
+    *o = '\0';
+    *out = s;
+    return CLI_OK;
+}
+
+/* ---------------------------------------------------------------------------------------------
  * The command
  * ------------------------------------------------------------------------------------------ */
-int cmd_eval(int argc, char **argv)
+static int eval_command(int argc, char **argv)
 {
     const char *sources_path = NULL, *charges_path = NULL, *targets_path = NULL;
     const char *pot_path = NULL, *grad_path = NULL;
@@ -168,6 +326,7 @@ int cmd_eval(int argc, char **argv)
     const char *precision_name = "fp64", *walk_name = "auto";
     double eps = NAN, theta = 0, softening = 0; /* NAN: not given */
     int64_t threads = 0, order = -1, leaf_size = 0;
+    int per_rank = 0;
     args_opt table[] = {
         {"sources", ARGS_STRING, &sources_path, 0, 0},
         {"charges", ARGS_STRING, &charges_path, 0, 0},
@@ -185,17 +344,21 @@ int cmd_eval(int argc, char **argv)
         {"walk", ARGS_STRING, &walk_name, 0, 0},
         {"softening", ARGS_DOUBLE, &softening, 0, 0},
         {"threads", ARGS_INT, &threads, 0, 0},
+        {"per-rank", ARGS_FLAG, &per_rank, 0, 0},
     };
     const int n_table = (int)(sizeof table / sizeof table[0]);
     int done, rc = args_parse(cmd, argc, argv, table, n_table, usage, &done);
     if (rc != CLI_OK || done)
         return rc;
 
-    fmk_kernel kernel;
-    fmk_opts opts;
+    eval_job job = {.sources = sources_path,
+                    .charges = charges_path,
+                    .targets = targets_path,
+                    .pot = pot_path,
+                    .grad = grad_path};
     const args_method_names names = {kernel_name, method_name, backend_name, precision_name,
                                      walk_name,   order,       leaf_size};
-    if ((rc = args_method_opts(cmd, &names, &kernel, &opts)) != CLI_OK)
+    if ((rc = args_method_opts(cmd, &names, &job.kernel, &job.opts)) != CLI_OK)
         return rc;
     if (!sources_path)
         return cli_usage(cmd, "--sources is required");
@@ -205,80 +368,38 @@ int cmd_eval(int argc, char **argv)
         return cli_usage(cmd, "nothing to write: give --out-pot, --out-grad or both");
     if (threads > INT32_MAX)
         return cli_usage(cmd, "--threads: %lld is out of range", (long long)threads);
-    if ((kernel == FMK_KERNEL_PLUMMER || kernel == FMK_KERNEL_REGULARIZED) && !(softening > 0))
+    if ((job.kernel == FMK_KERNEL_PLUMMER || job.kernel == FMK_KERNEL_REGULARIZED) &&
+        !(softening > 0))
         return cli_usage(cmd, "kernel %s needs a softening length: --softening H with H > 0",
-                         fmk_kernel_name(kernel));
-    opts.theta = theta;
-    opts.softening = softening;
-    opts.threads = (int32_t)threads;
-    const int dim = fmk_kernel_dim(kernel);
-    const int w = fmk_kernel_is_complex(kernel) ? 2 : 1;
-    const int gw = fmk_kernel_is_complex(kernel) ? 2 : dim;
+                         fmk_kernel_name(job.kernel));
+    job.opts.theta = theta;
+    job.opts.softening = softening;
+    job.opts.threads = (int32_t)threads;
+    job.dim = fmk_kernel_dim(job.kernel);
+    job.w = fmk_kernel_is_complex(job.kernel) ? 2 : 1;
+    job.gw = fmk_kernel_is_complex(job.kernel) ? 2 : job.dim;
+    job.eps = isnan(eps) ? fmk_eps_default(job.opts.precision) : eps;
 
-    /* The outputs are checked before anything is read or computed. */
-    out_file outs[2] = {{.option = "--out-pot", .path = pot_path},
-                        {.option = "--out-grad", .path = grad_path}};
-    const char *const inputs[3] = {sources_path, charges_path, targets_path};
-    npy_array src = {0}, q = {0}, trg = {0};
-    double *pot = NULL, *grad = NULL;
-    fmk_plan *plan = NULL;
-    if ((rc = outputs_check(cmd, outs, 2, inputs, 3)) != CLI_OK)
-        goto done;
-
-    if ((rc = read_input(sources_path, &src)) != CLI_OK ||
-        (rc = check_points(sources_path, "sources", &src, dim, kernel)) != CLI_OK ||
-        (rc = check_finite(sources_path, &src)) != CLI_OK ||
-        (rc = read_input(charges_path, &q)) != CLI_OK ||
-        (rc = check_charges(charges_path, &q, src.shape[0], sources_path, kernel)) != CLI_OK ||
-        (rc = check_finite(charges_path, &q)) != CLI_OK)
-        goto done;
-    if (targets_path &&
-        ((rc = read_input(targets_path, &trg)) != CLI_OK ||
-         (rc = check_points(targets_path, "targets", &trg, dim, kernel)) != CLI_OK ||
-         (rc = check_finite(targets_path, &trg)) != CLI_OK))
-        goto done;
-    const int64_t n = src.shape[0];
-    const int64_t m = targets_path ? trg.shape[0] : n;
-
-    if (isnan(eps))
-        eps = fmk_eps_default(opts.precision);
-    fmk_status st = fmk_plan_create(&plan, dim, kernel, eps, &opts);
-    if (st != FMK_OK) {
-        rc = cli_library_error(cmd, NULL, st);
-        goto done;
+    char *paths[5] = {NULL};
+    if (per_rank) {
+        const char *const options[5] = {"sources", "charges", "targets", "out-pot", "out-grad"};
+        const char **fields[5] = {&job.sources, &job.charges, &job.targets, &job.pot, &job.grad};
+        for (int k = 0; k < 5 && rc == CLI_OK; k++)
+            if ((rc = rank_path(options[k], *fields[k], cli_mpi_rank(), &paths[k])) == CLI_OK &&
+                paths[k])
+                *fields[k] = paths[k];
     }
-    pot = malloc(sizeof(double) * (size_t)(m > 0 ? m * w : 1));
-    grad = grad_path ? malloc(sizeof(double) * (size_t)(m > 0 ? m * gw : 1)) : NULL;
-    if (!pot || (grad_path && !grad)) {
-        cli_error(cmd, "out of memory for the results of %lld targets", (long long)m);
-        rc = CLI_FAIL;
-        goto done;
-    }
-    st = fmk_plan_set_points(plan, n, src.data, targets_path ? m : 0,
-                             targets_path ? trg.data : NULL);
-    if (st == FMK_OK)
-        st = fmk_plan_eval(plan, q.data, pot_path ? pot : NULL, grad);
-    if (st != FMK_OK) {
-        rc = cli_library_error(cmd, plan, st);
-        goto done;
-    }
-    if ((pot_path && (rc = check_result("potential", pot, m, w)) != CLI_OK) ||
-        (grad_path && (rc = check_result("gradient", grad, m, gw)) != CLI_OK))
-        goto done;
-
-    outs[0].is_complex = outs[1].is_complex = w == 2;
-    outs[0].ndim = 1, outs[0].shape[0] = m, outs[0].data = pot;
-    outs[1].ndim = w == 2 ? 1 : 2, outs[1].shape[0] = m, outs[1].shape[1] = dim;
-    outs[1].data = grad;
-    rc = outputs_write(cmd, outs, 2);
-
-done:
-    outputs_free(outs, 2);
-    fmk_plan_destroy(plan);
-    npy_free(&src);
-    npy_free(&q);
-    npy_free(&trg);
-    free(pot);
-    free(grad);
+    if (rc == CLI_OK)
+        rc = cli_mpi_size() > 1 ? eval_mpi(&job, per_rank) : eval_one(&job);
+    for (int k = 0; k < 5; k++)
+        free(paths[k]);
     return rc;
+}
+
+int cmd_eval(int argc, char **argv)
+{
+    /* under mpirun: one message for the job (ranks.h) */
+    ranks_held held;
+    ranks_hold(&held);
+    return ranks_release(&held, eval_command(argc, argv));
 }

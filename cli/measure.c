@@ -25,29 +25,59 @@ fmk_status measure_run(fmk_plan *plan, int64_t n, const double *sources, const d
                        int64_t m, const double *targets, int warmup, int repeats, double *pot,
                        double *grad, measure_times *times)
 {
-    memset(times, 0, sizeof *times);
-    fmk_status st = fmk_plan_set_points(plan, n, sources, targets ? m : 0, targets);
-    fmk_info info;
-    if (st != FMK_OK)
-        return st;
-    fmk_plan_info(plan, &info);
-    times->setup = info.phase_time[FMK_PHASE_SETUP];
-    for (int w = 0; w < warmup; w++)
-        if ((st = fmk_plan_eval(plan, charges, pot, grad)) != FMK_OK)
-            return st;
+    return measure_run_sync(plan, n, sources, charges, m, targets, warmup, repeats, pot, grad,
+                            times, NULL);
+}
 
+fmk_status measure_run_sync(fmk_plan *plan, int64_t n, const double *sources, const double *charges,
+                            int64_t m, const double *targets, int warmup, int repeats, double *pot,
+                            double *grad, measure_times *times, const measure_sync *sync)
+{
+    memset(times, 0, sizeof *times);
     /* samples[p * repeats + r]: phase p of repeat r; the last row is the wall-clock time */
     double *samples = malloc(sizeof(double) * (size_t)repeats * (FMK_PHASE_COUNT + 1));
+    if (sync) { /* no rank goes on alone into the plan's collective calls */
+        double missing = !samples;
+        sync->max(&missing, 1);
+        if (missing > 0) {
+            free(samples);
+            return FMK_ERR_NOMEM;
+        }
+    }
     if (!samples)
         return FMK_ERR_NOMEM;
     double *wall = samples + (size_t)repeats * FMK_PHASE_COUNT;
-    for (int r = 0; r < repeats && st == FMK_OK; r++) {
-        double t0 = cli_now();
+    fmk_info info;
+    if (sync)
+        sync->barrier();
+    double t0 = cli_now();
+    fmk_status st = fmk_plan_set_points(plan, n, sources, targets ? m : 0, targets);
+    double setup_wall = cli_now() - t0;
+    if (st == FMK_OK) {
+        fmk_plan_info(plan, &info);
+        times->setup = info.phase_time[FMK_PHASE_SETUP];
+        if (sync) {
+            sync->max(&setup_wall, 1);
+            times->setup = setup_wall;
+        }
+    }
+    for (int w = 0; w < warmup && st == FMK_OK; w++)
         st = fmk_plan_eval(plan, charges, pot, grad);
-        wall[r] = cli_now() - t0;
+    for (int r = 0; r < repeats && st == FMK_OK; r++) {
+        double row[FMK_PHASE_COUNT + 1];
+        if (sync)
+            sync->barrier();
+        t0 = cli_now();
+        st = fmk_plan_eval(plan, charges, pot, grad);
+        row[FMK_PHASE_COUNT] = cli_now() - t0;
         fmk_plan_info(plan, &info);
         for (int p = 0; p < FMK_PHASE_COUNT; p++)
-            samples[p * repeats + r] = info.phase_time[p];
+            row[p] = info.phase_time[p];
+        if (sync)
+            sync->max(row, FMK_PHASE_COUNT + 1);
+        wall[r] = row[FMK_PHASE_COUNT];
+        for (int p = 0; p < FMK_PHASE_COUNT; p++)
+            samples[p * repeats + r] = row[p];
     }
     if (st == FMK_OK) {
         for (int p = FMK_PHASE_UPLOAD; p < FMK_PHASE_COUNT; p++)

@@ -16,12 +16,28 @@ typedef struct measure_times {
     int repeats;
 } measure_times;
 
+/* How the ranks of a distributed plan time together (bench_mpi.c fills it; NULL: one process):
+ * barrier before each timed call, and max replaces values[0..n) by their largest over the ranks
+ * on every rank. */
+typedef struct measure_sync {
+    void (*barrier)(void);
+    void (*max)(double *values, int n);
+} measure_sync;
+
 /* Calls set_points once, then evaluates warmup + repeats times (repeats >= 1), timing each
  * evaluation after the warm-up. targets = NULL: targets are the sources. pot and grad as for
  * fmk_plan_eval (both are written). Returns the library's status. */
 fmk_status measure_run(fmk_plan *plan, int64_t n, const double *sources, const double *charges,
                        int64_t m, const double *targets, int warmup, int repeats, double *pot,
                        double *grad, measure_times *times);
+
+/* measure_run for the ranks of a distributed plan (sync not NULL), every rank calling it: each
+ * timed call (set_points, each evaluation) starts after a barrier, and its wall-clock time and
+ * phase times are the largest over the ranks; times->setup is then set_points' wall-clock time,
+ * communication included. The same status on every rank. */
+fmk_status measure_run_sync(fmk_plan *plan, int64_t n, const double *sources, const double *charges,
+                            int64_t m, const double *targets, int warmup, int repeats, double *pot,
+                            double *grad, measure_times *times, const measure_sync *sync);
 
 /* Relative l2 errors of potential and gradient over a sample of targets. */
 typedef struct measure_errors {
