@@ -79,6 +79,11 @@ if [ "${FMMKIT_NEED_PYTHON_TEST_DEPS:-1}" = 1 ]; then
   # mpi4py: fmmkit.Plan(comm=...) under mpirun (tests/python/test_mpi_plan.py); pip compiles
   # it against the Open MPI found above
   if mpi_ok; then pip_optional mpi4py "the Python MPI tests"; fi
+  # nbclient, ipykernel, matplotlib: the notebooks of examples/notebooks, executed by ctest
+  # (label notebooks, tests/python/run_notebook.py)
+  pip_optional nbclient "the notebook tests"
+  pip_optional ipykernel "the notebook tests"
+  pip_optional matplotlib "the notebook tests"
 fi
 # The fuzz harnesses (`make fuzz`, FMMKIT_NEED_FUZZ=1): clang with libFuzzer and the sanitizer
 # runtimes (Debian keeps those in libclang-rt-dev, which clang only recommends).

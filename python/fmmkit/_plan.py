@@ -9,7 +9,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import _arrays
+from . import _arrays, _repr
 from ._errors import (FmkError, FmkStateError, FmkTypeError, FmkUnavailableError, FmkValueError,
                       Status, error_for)
 from ._lib import (FMK_PHASE_COUNT, PRECISION_NAMES, fmk_info, fmk_interrupt_fn, fmk_opts, lib,
@@ -219,6 +219,13 @@ class Info:
                    device_name=_text(c.device_name),
                    interactions_p2p=c.interactions_p2p, interactions_far=c.interactions_far)
 
+    def __repr__(self):
+        return _repr.info_line(self)
+
+    def _repr_html_(self):
+        """Jupyter: a table of method, backend, sizes, eps, chosen settings, phase times."""
+        return _repr.info_html(self)
+
 
 class Result:
     """What an evaluation returns.
@@ -239,6 +246,10 @@ class Result:
             return None if a is None else tuple(a.shape)
         return (f"Result(pot={shape(self.pot)}, grad={shape(self.grad)}, "
                 f"kernel={self.info.kernel!r}, backend={self.info.backend!r})")
+
+    def _repr_html_(self):
+        """Jupyter: the arrays' shapes and the Info table."""
+        return _repr.result_html(self)
 
 
 class Memory(NamedTuple):
@@ -416,6 +427,13 @@ class Plan:
             ns, nt = self._n_sources, self._n_targets
         return (f"<fmmkit.Plan {i.kernel} {i.dim}D eps={i.eps:g} {i.method}/{i.backend} "
                 f"{i.precision} n_sources={ns} n_targets={nt}>")
+
+    def _repr_html_(self):
+        """Jupyter: the Info table of the plan (its last set_points and eval)."""
+        with self._lock:
+            if self.closed:
+                return _repr.plan_html(self, None, None)
+            return _repr.plan_html(self, self._info_locked(self._handle), self._n_sources)
 
     def memory(self, n_sources, n_targets=None):
         """Memory(host, device): bytes the plan would hold for these sizes (n_targets None:
