@@ -141,6 +141,7 @@ def test_mpi_functions_are_declared_alike():
     funcs = header_functions(os.path.join(REPO, "include", "fmmkit_mpi.h"))
     assert sorted(funcs) == sorted(list(_lib.MPI_FUNCTIONS) + ["fmk_plan_create_mpi"])
     types = dict(expected_ctypes(), MPI_Fint=ctypes.c_int)
+    types["fmk_mpi_info*"] = ctypes.POINTER(_lib.fmk_mpi_info)
     for name, (restype, argtypes) in _lib.MPI_FUNCTIONS.items():
         ret, args = funcs[name]
         assert restype is types[ret], name
