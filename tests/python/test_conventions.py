@@ -53,6 +53,10 @@ def test_fmm2d_rfmm2d_and_cfmm2d():
     out = fmm2dpy.rfmm2d(eps=1e-12, sources=x.T.copy(), charges=q, targets=y.T.copy(), pgt=2)
     assert rel_l2(out.pottarg, r.pot) < TOL
     assert rel_l2(out.gradtarg.T, r.grad) < TOL
+    s = fmmkit.log2d(x, q, method="direct")     # targets = sources: both leave j = i out
+    out = fmm2dpy.rfmm2d(eps=1e-12, sources=x.T.copy(), charges=q, pg=2)
+    assert rel_l2(out.pot, s.pot) < TOL
+    assert rel_l2(out.grad.T, s.grad) < TOL
     # cfmm2d's dipoles: sum d / (z - z_j) = cauchy2d with Gamma = -d; its gradient d/dz as ours
     c = fmmkit.cauchy2d(x, -g, y, method="direct")
     out = fmm2dpy.cfmm2d(eps=1e-12, sources=x.T.copy(), dipstr=g, targets=y.T.copy(), pgt=2)
