@@ -79,8 +79,8 @@ if [ "${FMMKIT_NEED_PYTHON_TEST_DEPS:-1}" = 1 ]; then
   # mpi4py: fmmkit.Plan(comm=...) under mpirun (tests/python/test_mpi_plan.py); pip compiles
   # it against the Open MPI found above
   if mpi_ok; then pip_optional mpi4py "the Python MPI tests"; fi
-  # mkdocs builds the user guide (CTest docs: mkdocs build --strict); matplotlib draws its plots
-  # (tools/guide_plots.py). fmm3dpy and rebound check the conventions table of docs/kernels.md
+  # mkdocs builds the user guide (CTest docs: mkdocs build --strict; its plots are redrawn by
+  # tools/guide_plots.py, which needs matplotlib, not installed here). fmm3dpy and rebound check the conventions table of docs/kernels.md
   # (tests/python/test_conventions.py); each installs in about 10 s. pytreegrav (about a
   # minute: numba) and fmm2dpy (its wheel needs numpy < 2) are left to the user.
   pip_optional mkdocs "the user guide's build check"
