@@ -65,7 +65,8 @@ def measure(exe, path):
     doc = {"label": "cpu", "machine": machine() + ", --threads 1",
            "date": datetime.date.today().isoformat(),
            "source": "measured by tools/guide_plots.py measure (fmmkit bench --json, CPU "
-                     "backend, laplace, uniform cube, targets = sources, one thread, median of 5 evals); "
+                     "backend, laplace, uniform cube, targets = sources, one thread, median of 5 "
+                     "evals); "
                      "a shared 2-core machine under load from other jobs, so the "
                      "times are indicative only",
            "runs": runs}

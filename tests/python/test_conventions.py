@@ -67,7 +67,8 @@ def test_fmm2d_rfmm2d_and_cfmm2d():
     out = fmm2dpy.cfmm2d(eps=1e-12, sources=x.T.copy(), charges=q.astype(complex),
                          targets=y.T.copy(), pgt=2)
     assert rel_l2(out.pottarg.real, r.pot) < TOL
-    assert rel_l2(out.gradtarg, fmmkit.cauchy2d(x, -q.astype(complex), y, method="direct").pot) < TOL
+    c = fmmkit.cauchy2d(x, -q.astype(complex), y, method="direct")
+    assert rel_l2(out.gradtarg, c.pot) < TOL
 
 
 def test_pytreegrav():

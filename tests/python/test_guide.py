@@ -123,7 +123,8 @@ def test_c_snippets(page, line, code, tmp_path):
     src.write_text(code)
     libdir = os.path.dirname(os.path.abspath(lib))
     # a sanitized library (make test-asan preloads the runtimes) needs them at link time too
-    sanitize = ["-fsanitize=address,undefined"] if "asan" in os.environ.get("LD_PRELOAD", "") else []
+    asan = "asan" in os.environ.get("LD_PRELOAD", "")
+    sanitize = ["-fsanitize=address,undefined"] if asan else []
     build = subprocess.run([cc, "-std=c11", "-Wall", "-Werror", *sanitize, str(src), "-I",
                             os.path.join(REPO, "include"), os.path.abspath(lib),
                             f"-Wl,-rpath,{libdir}", "-lm", "-o", str(exe)],
