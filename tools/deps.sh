@@ -80,10 +80,18 @@ if [ "${FMMKIT_NEED_PYTHON_TEST_DEPS:-1}" = 1 ]; then
   # it against the Open MPI found above
   if mpi_ok; then pip_optional mpi4py "the Python MPI tests"; fi
   # nbclient, ipykernel, matplotlib: the notebooks of examples/notebooks, executed by ctest
-  # (label notebooks, tests/python/run_notebook.py)
+  # (label notebooks, tests/python/run_notebook.py); matplotlib also redraws the guide's plots
+  # (tools/guide_plots.py)
   pip_optional nbclient "the notebook tests"
   pip_optional ipykernel "the notebook tests"
   pip_optional matplotlib "the notebook tests"
+  # mkdocs builds the user guide (CTest docs: mkdocs build --strict). fmm3dpy and rebound check
+  # the conventions table of docs/kernels.md (tests/python/test_conventions.py); each installs
+  # in about 10 s. pytreegrav (about a minute: numba) and fmm2dpy (its wheel needs numpy < 2)
+  # are left to the user.
+  pip_optional mkdocs "the user guide's build check"
+  pip_optional fmm3dpy "the FMM3D conventions test"
+  pip_optional rebound "the REBOUND conventions test"
 fi
 # The fuzz harnesses (`make fuzz`, FMMKIT_NEED_FUZZ=1): clang with libFuzzer and the sanitizer
 # runtimes (Debian keeps those in libclang-rt-dev, which clang only recommends).
