@@ -63,7 +63,9 @@ FMK_API int fmk_plan_is_mpi(const fmk_plan *plan);
 
 /* This rank's share of a distributed plan's work and where its time went (not collective):
  * the last set_points' phases and the last evaluation's. Communication phases are the time in
- * MPI calls on this rank (waiting for slower ranks included). */
+ * MPI calls on this rank, which includes waiting for slower ranks where the exchange is the
+ * first call after unequal work (the partition's first gather waits for the ranks' arrival);
+ * the wait after the local evaluation is in none of them. */
 typedef struct fmk_mpi_info {
     int ranks;               /* the communicator's size */
     int distributed_sources; /* 1: each rank keeps its own sources and sends the others its
