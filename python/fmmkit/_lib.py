@@ -220,6 +220,9 @@ class fmk_sim_info(ctypes.Structure):
         ("redshift", c_double),
         ("layzer_irvine", c_double),
         ("layzer_irvine_error", c_double),
+        ("n_local", c_int64),
+        ("rank", ctypes.c_int32),
+        ("ranks", ctypes.c_int32),
     ]
 
 
