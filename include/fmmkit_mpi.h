@@ -134,8 +134,8 @@ FMK_API fmk_status fmk_sim_create_mpi(fmk_sim **sim, MPI_Comm comm, int64_t n_lo
  * ranks), scattered in equal shares in their order: rank r gets n / size of them, one more
  * when r < n % size. Ids 1..n. */
 FMK_API fmk_status fmk_sim_create_root_mpi(fmk_sim **sim, MPI_Comm comm, int64_t n,
-                                           const double *mass, const double *pos,
-                                           const double *vel, const fmk_sim_opts *opts);
+                                           const double *mass, const double *pos, const double *vel,
+                                           const fmk_sim_opts *opts);
 
 /* fmk_sim_create_from_file over comm: rank 0 reads path (the other ranks' path is not read).
  * A snapshot's particles are scattered in equal shares; a restart file's go back to the ranks

@@ -274,9 +274,8 @@ fmk_status fmk_sim_set_energy_reference(fmk_sim *sim, int64_t n, const double *p
     /* (a distributed simulation: this rank's n positions, checked on every rank) */
     fmk_status st = !pos && n > 0 ? fmk_sim_fail(sim, FMK_ERR_NULL, "%s: pos is NULL", w) : FMK_OK;
     if (st == FMK_OK && n != sim->n)
-        st = fmk_sim_fail(sim, FMK_ERR_ARG, "%s: n = %lld; the simulation has %lld particles%s",
-                          w, (long long)n, (long long)sim->n,
-                          sim->comm.hooks ? " on this rank" : "");
+        st = fmk_sim_fail(sim, FMK_ERR_ARG, "%s: n = %lld; the simulation has %lld particles%s", w,
+                          (long long)n, (long long)sim->n, sim->comm.hooks ? " on this rank" : "");
     for (int64_t i = 0; st == FMK_OK && i < 3 * n; i++)
         if (!isfinite(pos[i]))
             st = fmk_sim_fail(sim, FMK_ERR_NONFINITE, "%s: pos[%lld] = %g is not finite", w,

@@ -124,23 +124,23 @@ fmk_status fmk_sim_diag_row(fmk_sim *sim)
     const int ok =
         !sim->diag /* the ranks other than 0 of a distributed simulation */ ||
         (sim->opts.comoving
-            ? fprintf(sim->diag,
-                      "%lld,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.6g,%.17g,%.17g,"
-                      "%.17g,%.17g,%.17g,%.17g,%lld,%lld,%.6g\n",
-                      (long long)sim->step, sim->time, 1 / sim->time - 1, sim->dt_last, c.kinetic,
-                      c.potential, c.kinetic + c.potential, c.u, c.c_li, c.li_error, d.momentum[0],
-                      d.momentum[1], d.momentum[2], d.angular_momentum[0], d.angular_momentum[1],
-                      d.angular_momentum[2], (long long)interactions,
-                      (long long)sim->interactions_total, wall) > 0 &&
-                  fflush(sim->diag) == 0
-            : fprintf(sim->diag,
-                      "%lld,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,"
-                      "%.17g,%.6g\n",
-                      (long long)sim->step, sim->time, sim->dt_last, d.kinetic, d.potential,
-                      d.kinetic + d.potential, d.momentum[0], d.momentum[1], d.momentum[2],
-                      d.angular_momentum[0], d.angular_momentum[1], d.angular_momentum[2],
-                      wall) > 0 &&
-                  fflush(sim->diag) == 0);
+             ? fprintf(sim->diag,
+                       "%lld,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.6g,%.17g,%.17g,"
+                       "%.17g,%.17g,%.17g,%.17g,%lld,%lld,%.6g\n",
+                       (long long)sim->step, sim->time, 1 / sim->time - 1, sim->dt_last, c.kinetic,
+                       c.potential, c.kinetic + c.potential, c.u, c.c_li, c.li_error, d.momentum[0],
+                       d.momentum[1], d.momentum[2], d.angular_momentum[0], d.angular_momentum[1],
+                       d.angular_momentum[2], (long long)interactions,
+                       (long long)sim->interactions_total, wall) > 0 &&
+                   fflush(sim->diag) == 0
+             : fprintf(sim->diag,
+                       "%lld,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,"
+                       "%.17g,%.6g\n",
+                       (long long)sim->step, sim->time, sim->dt_last, d.kinetic, d.potential,
+                       d.kinetic + d.potential, d.momentum[0], d.momentum[1], d.momentum[2],
+                       d.angular_momentum[0], d.angular_momentum[1], d.angular_momentum[2],
+                       wall) > 0 &&
+                   fflush(sim->diag) == 0);
     st = ok ? FMK_OK
             : fmk_sim_fail(sim, FMK_ERR_INTERNAL, "writing %s/diagnostics.csv failed: %s",
                            sim->out_dir, errno ? strerror(errno) : "I/O error");

@@ -77,8 +77,7 @@ static fmk_status words_of(const int64_t *counts, int size, int width, int64_t *
     return FMK_OK;
 }
 
-void fmk_sim_dist_free(const fmk_sim *sim, fmk_sim_particles *all, double *acc_all,
-                       double *pot_all)
+void fmk_sim_dist_free(const fmk_sim *sim, fmk_sim_particles *all, double *acc_all, double *pot_all)
 {
     if (!sim->comm.hooks) /* views of the simulation's own arrays */
         return;
@@ -106,8 +105,8 @@ fmk_status fmk_sim_dist_gather(fmk_sim *sim, const fmk_sim_particles *local, con
     if (counts)
         h->allgather(sim->comm.state, local->n, counts);
     int64_t *w1 = counts ? counts + size : NULL, *w3 = counts ? counts + 2 * size : NULL;
-    if (st == FMK_OK && (words_of(counts, size, 1, w1) != FMK_OK ||
-                         words_of(counts, size, 3, w3) != FMK_OK))
+    if (st == FMK_OK &&
+        (words_of(counts, size, 1, w1) != FMK_OK || words_of(counts, size, 3, w3) != FMK_OK))
         st = fmk_sim_fail(sim, FMK_ERR_ARG,
                           "gathering the particles on rank 0: a rank holds more than %d "
                           "particles, too many for one message",
@@ -148,19 +147,45 @@ fmk_status fmk_sim_dist_gather(fmk_sim *sim, const fmk_sim_particles *local, con
 
 fmk_status fmk_sim_comm_same_opts(const fmk_sim_comm *comm, const fmk_sim_opts *o)
 {
-    static const char *const names[] = {
-        "G",          "softening",         "soft",    "stepping",     "dt",
-        "eta",        "dt_min",            "dt_max",  "eps",          "integrator",
-        "comoving",   "spacing",           "soft_mode", "soft_max_comoving", "a_start",
-        "radius",     "cosmology.omega_m", "cosmology.omega_lambda", "cosmology.h"};
+    static const char *const names[] = {"G",
+                                        "softening",
+                                        "soft",
+                                        "stepping",
+                                        "dt",
+                                        "eta",
+                                        "dt_min",
+                                        "dt_max",
+                                        "eps",
+                                        "integrator",
+                                        "comoving",
+                                        "spacing",
+                                        "soft_mode",
+                                        "soft_max_comoving",
+                                        "a_start",
+                                        "radius",
+                                        "cosmology.omega_m",
+                                        "cosmology.omega_lambda",
+                                        "cosmology.h"};
     enum { N = sizeof names / sizeof names[0] };
     const fmk_sim_cosmology *c = &o->cosmology;
-    const double v[N] = {o->G,           (double)o->softening, o->soft,
-                         (double)o->stepping, o->dt,          o->eta,
-                         o->dt_min,      o->dt_max,           o->eps,
-                         (double)o->integrator, (double)o->comoving, (double)o->spacing,
-                         (double)o->soft_mode, o->soft_max_comoving, o->a_start,
-                         o->radius,      c->omega_m,          c->omega_lambda,
+    const double v[N] = {o->G,
+                         (double)o->softening,
+                         o->soft,
+                         (double)o->stepping,
+                         o->dt,
+                         o->eta,
+                         o->dt_min,
+                         o->dt_max,
+                         o->eps,
+                         (double)o->integrator,
+                         (double)o->comoving,
+                         (double)o->spacing,
+                         (double)o->soft_mode,
+                         o->soft_max_comoving,
+                         o->a_start,
+                         o->radius,
+                         c->omega_m,
+                         c->omega_lambda,
                          c->h};
     /* the least and (negated) the largest of each over the ranks in one reduction */
     double both[2 * N];
@@ -178,9 +203,10 @@ fmk_status fmk_sim_comm_same_opts(const fmk_sim_comm *comm, const fmk_sim_opts *
     return FMK_OK;
 }
 
-fmk_status fmk_sim_dist_create(fmk_sim **out, const fmk_sim_comm *comm, int64_t n, const double *mass,
-                               const double *pos, const double *vel, const double *soft,
-                               const uint64_t *ids, const double *time, const fmk_sim_opts *opts)
+fmk_status fmk_sim_dist_create(fmk_sim **out, const fmk_sim_comm *comm, int64_t n,
+                               const double *mass, const double *pos, const double *vel,
+                               const double *soft, const uint64_t *ids, const double *time,
+                               const fmk_sim_opts *opts)
 {
     fmk_status st = FMK_OK;
     if (!out)
@@ -239,7 +265,9 @@ fmk_status fmk_sim_dist_create(fmk_sim **out, const fmk_sim_comm *comm, int64_t 
                              .vel = vel,
                              .soft = soft,
                              .ids = ids ? ids : made,
-                             .time = time ? *time : o.comoving ? o.a_start : 0};
+                             .time = time         ? *time
+                                     : o.comoving ? o.a_start
+                                                  : 0};
     st = fmk_sim_build(out, &in, &o);
     free(made);
     return st;
@@ -265,8 +293,10 @@ fmk_status fmk_sim_create_root_comm(fmk_sim **sim, const fmk_sim_comm *comm, int
     const int root = comm->rank == 0, size = comm->size;
     fmk_status st = FMK_OK;
     if (root && (n < 1 || n > ((int64_t)1 << 40)))
-        st = fmk_sim_fail(NULL, FMK_ERR_ARG, "fmk_sim_create_mpi: n = %lld on rank 0; it must be "
-                          "in 1..2^40", (long long)n);
+        st = fmk_sim_fail(NULL, FMK_ERR_ARG,
+                          "fmk_sim_create_mpi: n = %lld on rank 0; it must be "
+                          "in 1..2^40",
+                          (long long)n);
     else if (root && (!mass || !pos || !vel))
         st = fmk_sim_fail(NULL, FMK_ERR_NULL,
                           "fmk_sim_create_mpi: rank 0's mass, pos and vel must be arrays of n, "

@@ -36,12 +36,13 @@ static fmk_status root_read(const fmk_sim_comm *comm, const char *path, const fm
     *what = WHAT_SNAPSHOT;
     if (comm->rank == 0) {
         if (!path)
-            st = fmk_sim_fail(NULL, FMK_ERR_NULL, "fmk_sim_create_from_file_mpi: rank 0's path "
+            st = fmk_sim_fail(NULL, FMK_ERR_NULL,
+                              "fmk_sim_create_from_file_mpi: rank 0's path "
                               "is NULL");
         else if (fmk_sim_io_is_restart(path)) {
             *what = WHAT_RESTART;
-            st = fmk_sim_io_read_restart(path, &f->p, &f->acc, &f->pot, &f->state,
-                                         &f->state_bytes, msg, sizeof msg);
+            st = fmk_sim_io_read_restart(path, &f->p, &f->acc, &f->pot, &f->state, &f->state_bytes,
+                                         msg, sizeof msg);
         } else {
             st = fmk_sim_io_read_snapshot(path, &f->p, msg, sizeof msg);
         }
@@ -121,9 +122,8 @@ static fmk_status scatter(const fmk_sim_comm *comm, const file_read *f, const in
 }
 
 /* The blob from rank 0 to every rank (into cp->state), its layout read. */
-static fmk_status share_blob(const fmk_sim_comm *comm, const file_read *f,
-                             fmk_sim_checkpoint *cp, int64_t *n, int *has_soft, int *ranks,
-                             int64_t **counts)
+static fmk_status share_blob(const fmk_sim_comm *comm, const file_read *f, fmk_sim_checkpoint *cp,
+                             int64_t *n, int *has_soft, int *ranks, int64_t **counts)
 {
     double words = (double)((f->state_bytes + 7) / 8);
     comm->hooks->bcast(comm->state, &words, 1);
@@ -140,8 +140,8 @@ static fmk_status share_blob(const fmk_sim_comm *comm, const file_read *f,
     return fmk_sim_blob_layout(cp->state, cp->state_bytes, n, has_soft, ranks, counts);
 }
 
-fmk_status fmk_sim_create_from_file_comm(fmk_sim **out, const fmk_sim_comm *comm,
-                                         const char *path, const fmk_sim_opts *opts)
+fmk_status fmk_sim_create_from_file_comm(fmk_sim **out, const fmk_sim_comm *comm, const char *path,
+                                         const fmk_sim_opts *opts)
 {
     if (!comm || !comm->hooks)
         return fmk_sim_fail(NULL, FMK_ERR_NULL, "fmk_sim_create_from_file_comm: no communicator");

@@ -19,9 +19,9 @@ fmk_status fmk_sim_plan_make(fmk_sim *sim)
     po.softening = sim->kernel == FMK_KERNEL_PLUMMER ? sim->soft_now : 0;
     /* a distributed simulation's plan is distributed over its communicator */
     const fmk_sim_hooks *h = sim->comm.hooks;
-    fmk_status st = h ? h->plan_create(sim->comm.state, &sim->plan, 3, sim->kernel, sim->opts.eps,
-                                       &po)
-                      : fmk_plan_create(&sim->plan, 3, sim->kernel, sim->opts.eps, &po);
+    fmk_status st =
+        h ? h->plan_create(sim->comm.state, &sim->plan, 3, sim->kernel, sim->opts.eps, &po)
+          : fmk_plan_create(&sim->plan, 3, sim->kernel, sim->opts.eps, &po);
     if (st != FMK_OK) {
         sim->plan = NULL;
         return fmk_sim_fail(sim, st, "fmk_sim_create: the force plan (%s kernel): %s",

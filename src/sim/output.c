@@ -86,15 +86,18 @@ fmk_status fmk_sim_write_snapshot(fmk_sim *sim, const char *path)
     fmk_status st = fmk_sim_dist_agree(sim, particles_view(sim, &p, &buffer));
     if (st != FMK_OK)
         return st;
+    /* (without hooks all is a view of p, whose arrays may be buffer's: freed after) */
     st = fmk_sim_dist_gather(sim, &p, NULL, NULL, &all, NULL, NULL);
-    free(buffer);
-    if (st != FMK_OK)
+    if (st != FMK_OK) {
+        free(buffer);
         return st;
+    }
     char msg[FMK_SIM_ERROR_LEN] = "";
     if (fmk_sim_is_root(sim) &&
         (st = fmk_sim_io_write_snapshot(path, &all, msg, sizeof msg)) != FMK_OK)
         fmk_sim_fail(sim, st, "%s", msg);
     fmk_sim_dist_free(sim, &all, NULL, NULL);
+    free(buffer);
     return fmk_sim_dist_agree(sim, st);
 }
 
@@ -120,11 +123,12 @@ static fmk_status png_write(fmk_sim *sim, const char *path, int axis, int width,
     fmk_status st = fmk_sim_dist_agree(sim, particles_view(sim, &local, &buffer));
     if (st != FMK_OK)
         return st;
+    /* (without hooks p is a view of local, whose arrays may be buffer's: freed after) */
     st = fmk_sim_dist_gather(sim, &local, NULL, NULL, &p, NULL, NULL);
-    free(buffer);
-    if (st != FMK_OK)
-        return st;
-    if (!fmk_sim_is_root(sim)) { /* rank 0 draws every rank's particles */
+    if (st != FMK_OK || !fmk_sim_is_root(sim)) { /* rank 0 draws every rank's particles */
+        free(buffer);
+        if (st != FMK_OK)
+            return st;
         fmk_sim_dist_free(sim, &p, NULL, NULL);
         return fmk_sim_dist_agree(sim, FMK_OK);
     }
@@ -140,6 +144,7 @@ static fmk_status png_write(fmk_sim *sim, const char *path, int axis, int width,
     st = fmk_sim_io_write_png(path, p.n, p.pos, p.mass, axis, width, extent, centre, msg,
                               sizeof msg);
     fmk_sim_dist_free(sim, &p, NULL, NULL);
+    free(buffer);
     if (st != FMK_OK)
         fmk_sim_fail(sim, st, "%s", msg);
     return fmk_sim_dist_agree(sim, st);

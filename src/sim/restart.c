@@ -314,8 +314,8 @@ fmk_status fmk_sim_checkpoint_build(fmk_sim **out, const fmk_sim_checkpoint *cp,
                                     const fmk_sim_opts *opts, const fmk_sim_comm *comm)
 {
     if (!out || !cp)
-        return release_comm(comm, fmk_sim_fail(NULL, FMK_ERR_NULL,
-                                               "restart: sim or the checkpoint is NULL"));
+        return release_comm(
+            comm, fmk_sim_fail(NULL, FMK_ERR_NULL, "restart: sim or the checkpoint is NULL"));
     *out = NULL;
     fmk_sim_opts stored, use;
     blob_counters c;
@@ -330,12 +330,12 @@ fmk_status fmk_sim_checkpoint_build(fmk_sim **out, const fmk_sim_checkpoint *cp,
         comm->hooks->reduce(comm->state, &soft_any, 1, FMK_SIM_REDUCE_MIN);
     }
     if (c.n != (int64_t)n_all || (c.has_soft && !soft_any))
-        return release_comm(
-            comm, fmk_sim_fail(NULL, FMK_ERR_ARG,
-                               "restart: the state record is for %lld particles%s; the "
-                               "particles are %lld%s",
-                               (long long)c.n, c.has_soft ? " with softenings" : "",
-                               (long long)n_all, soft_any ? " with softenings" : ""));
+        return release_comm(comm,
+                            fmk_sim_fail(NULL, FMK_ERR_ARG,
+                                         "restart: the state record is for %lld particles%s; the "
+                                         "particles are %lld%s",
+                                         (long long)c.n, c.has_soft ? " with softenings" : "",
+                                         (long long)n_all, soft_any ? " with softenings" : ""));
     use = opts ? *opts : stored;
     const double *soft = use.softening == FMK_SIM_SOFT_SPLINE && c.has_soft ? cp->p.soft : NULL;
     const int keep_forces = opts == NULL;

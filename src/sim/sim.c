@@ -182,8 +182,8 @@ fmk_status fmk_sim_check_particles(int64_t n, const double *mass, const double *
     return fmk_sim_check_share(n, mass, pos, vel, soft, o);
 }
 
-fmk_status fmk_sim_check_share(int64_t n, const double *mass, const double *pos,
-                               const double *vel, const double *soft, const fmk_sim_opts *o)
+fmk_status fmk_sim_check_share(int64_t n, const double *mass, const double *pos, const double *vel,
+                               const double *soft, const fmk_sim_opts *o)
 {
     (void)o;
     if (n < 0 || n > ((int64_t)1 << 40))

@@ -45,8 +45,8 @@ typedef struct fmk_sim_hooks {
     void (*bcast)(void *state, void *buf, int64_t words);
     /* the force plan: a distributed plan over the communicator (arguments as fmk_plan_create;
      * message in fmk_plan_last_error(NULL) on failure, agreed) */
-    fmk_status (*plan_create)(void *state, fmk_plan **plan, int dim, fmk_kernel kernel,
-                              double eps, const fmk_opts *opts);
+    fmk_status (*plan_create)(void *state, fmk_plan **plan, int dim, fmk_kernel kernel, double eps,
+                              const fmk_opts *opts);
     /* frees the state (collective: fmk_sim_destroy is) */
     void (*release)(void *state);
 } fmk_sim_hooks;

@@ -148,8 +148,8 @@ typedef struct fmk_sim_init {
     const double *mass, *pos, *vel, *soft;
     const uint64_t *ids;
     const fmk_sim_comm *comm; /* distributed (the sim owns comm->state from then on), or NULL */
-    const double *acc, *pot; /* both or neither */
-    int on_device;           /* 1: mass, pos and vel are device pointers (soft, ids NULL) */
+    const double *acc, *pot;  /* both or neither */
+    int on_device;            /* 1: mass, pos and vel are device pointers (soft, ids NULL) */
     int64_t step;
     double time, dt_last;
     /* a restart's comoving state and work count (resume = 1), else a fresh start */
@@ -256,9 +256,10 @@ void fmk_sim_dist_free(const fmk_sim *sim, fmk_sim_particles *all, double *acc_a
                        double *pot_all);
 /* Creates over comm from this rank's share (n >= 0) at time (the snapshot's, or the options'
  * start): the checks agreed, ids NULL: the global index + 1. Owns comm->state. */
-fmk_status fmk_sim_dist_create(fmk_sim **out, const fmk_sim_comm *comm, int64_t n, const double *mass,
-                               const double *pos, const double *vel, const double *soft,
-                               const uint64_t *ids, const double *time, const fmk_sim_opts *opts);
+fmk_status fmk_sim_dist_create(fmk_sim **out, const fmk_sim_comm *comm, int64_t n,
+                               const double *mass, const double *pos, const double *vel,
+                               const double *soft, const uint64_t *ids, const double *time,
+                               const fmk_sim_opts *opts);
 /* rank r's share of n in equal shares: its count and first index. */
 void fmk_sim_dist_share(int64_t n, int rank, int size, int64_t *count, int64_t *first);
 /* restart.c: a distributed restart's blob: the global n and the ranks' counts appended
@@ -273,8 +274,8 @@ fmk_status fmk_sim_blob_layout(const void *blob, size_t bytes, int64_t *n, int *
 fmk_status fmk_sim_checkpoint_build(fmk_sim **out, const fmk_sim_checkpoint *cp,
                                     const fmk_sim_opts *opts, const fmk_sim_comm *comm);
 /* The sim checks that hold for a local share (n >= 0; arrays may be NULL when n = 0). */
-fmk_status fmk_sim_check_share(int64_t n, const double *mass, const double *pos,
-                               const double *vel, const double *soft, const fmk_sim_opts *o);
+fmk_status fmk_sim_check_share(int64_t n, const double *mass, const double *pos, const double *vel,
+                               const double *soft, const fmk_sim_opts *o);
 /* The options that every rank of a distributed simulation must share (FMK_ERR_ARG, agreed). */
 fmk_status fmk_sim_comm_same_opts(const fmk_sim_comm *comm, const fmk_sim_opts *o);
 

@@ -90,8 +90,9 @@ static void compare(fmk_sim *dist, fmk_sim *ref, int64_t count, int64_t first, c
     CHECK(a.n == N && a.n_local == count && a.ranks == size && a.rank == rank,
           "%s: n %lld n_local %lld ranks %d", what, (long long)a.n, (long long)a.n_local,
           (int)a.ranks);
-    CHECK(a.step == b.step && a.time == b.time && a.dt == b.dt, "%s: step %lld/%lld time %.17g/%.17g",
-          what, (long long)a.step, (long long)b.step, a.time, b.time);
+    CHECK(a.step == b.step && a.time == b.time && a.dt == b.dt,
+          "%s: step %lld/%lld time %.17g/%.17g", what, (long long)a.step, (long long)b.step, a.time,
+          b.time);
     CHECK(rel(a.kinetic, b.kinetic) < 1e-13 && rel(a.potential, b.potential) < 1e-13,
           "%s: energies %.17g %.17g vs %.17g %.17g", what, a.kinetic, a.potential, b.kinetic,
           b.potential);
@@ -162,8 +163,7 @@ int main(int argc, char **argv)
                 fmk_sim *one = NULL, *back = NULL;
                 CHECK(fmk_sim_create_from_file(&one, snap, &o) == FMK_OK, "snapshot: %s",
                       fmk_sim_last_error(NULL));
-                CHECK(fmk_sim_create_from_file_mpi(&back, MPI_COMM_SELF, restart, NULL) ==
-                          FMK_OK,
+                CHECK(fmk_sim_create_from_file_mpi(&back, MPI_COMM_SELF, restart, NULL) == FMK_OK,
                       "restart on one rank: %s", fmk_sim_last_error(NULL));
                 if (back)
                     CHECK(fmk_sim_run(back, 0, STEPS - 5) == FMK_OK, "continued on one rank");

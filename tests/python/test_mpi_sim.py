@@ -3,7 +3,7 @@ Simulation.plummer with comm, method direct fp64, against the one-process simula
 runs itself: this rank's positions bit for bit after some steps, energies within rounding,
 info.n global and info.n_local this rank's; a snapshot written by rank 0 holds every particle;
 a NaN mass on one rank raises on every rank. Exit 77 (skipped) without mpi4py or
-libfmmkit_mpi."""
+libfmmkit_mpi. Not a pytest module: conftest.py leaves it out of the pytest run."""
 import os
 import sys
 import tempfile

@@ -20,8 +20,9 @@ typedef struct sim_mpi_state {
 static void hook_reduce(void *state, double *x, int count, fmk_sim_reduce_op op)
 {
     sim_mpi_state *s = state;
-    const MPI_Op mop = op == FMK_SIM_REDUCE_MIN ? MPI_MIN : op == FMK_SIM_REDUCE_MAX ? MPI_MAX
-                                                                                       : MPI_SUM;
+    const MPI_Op mop = op == FMK_SIM_REDUCE_MIN   ? MPI_MIN
+                       : op == FMK_SIM_REDUCE_MAX ? MPI_MAX
+                                                  : MPI_SUM;
     MPI_Allreduce(MPI_IN_PLACE, x, count, MPI_DOUBLE, mop, s->comm);
 }
 
@@ -58,16 +59,16 @@ static void hook_gather(void *state, const void *send, const int64_t *counts, vo
 {
     sim_mpi_state *s = state;
     layout(s, counts);
-    MPI_Gatherv(send, s->counts[s->rank], MPI_UINT64_T, recv, s->counts, s->displs,
-                MPI_UINT64_T, 0, s->comm);
+    MPI_Gatherv(send, s->counts[s->rank], MPI_UINT64_T, recv, s->counts, s->displs, MPI_UINT64_T, 0,
+                s->comm);
 }
 
 static void hook_scatter(void *state, const void *send, const int64_t *counts, void *recv)
 {
     sim_mpi_state *s = state;
     layout(s, counts);
-    MPI_Scatterv(send, s->counts, s->displs, MPI_UINT64_T, recv, s->counts[s->rank],
-                 MPI_UINT64_T, 0, s->comm);
+    MPI_Scatterv(send, s->counts, s->displs, MPI_UINT64_T, recv, s->counts[s->rank], MPI_UINT64_T,
+                 0, s->comm);
 }
 
 static void hook_bcast(void *state, void *buf, int64_t words)
@@ -113,8 +114,8 @@ static fmk_status open_comm(MPI_Comm comm, const char *fn, fmk_sim_comm *out)
     MPI_Initialized(&initialized);
     MPI_Finalized(&finalized);
     if (!initialized || finalized) {
-        snprintf(text, sizeof text, "%s: MPI is %s; call it between MPI_Init and MPI_Finalize",
-                 fn, finalized ? "finalized" : "not initialized");
+        snprintf(text, sizeof text, "%s: MPI is %s; call it between MPI_Init and MPI_Finalize", fn,
+                 finalized ? "finalized" : "not initialized");
         return fmk_sim_hook_error(FMK_ERR_STATE, text);
     }
     if (comm == MPI_COMM_NULL) {
@@ -163,9 +164,8 @@ static fmk_status open_comm(MPI_Comm comm, const char *fn, fmk_sim_comm *out)
 }
 
 fmk_status fmk_sim_create_mpi(fmk_sim **sim, MPI_Comm comm, int64_t n_local, const double *mass,
-                              const double *pos, const double *vel,
-                              const double *soft_per_particle, const uint64_t *ids,
-                              const fmk_sim_opts *opts)
+                              const double *pos, const double *vel, const double *soft_per_particle,
+                              const uint64_t *ids, const fmk_sim_opts *opts)
 {
     if (sim)
         *sim = NULL;
@@ -214,8 +214,8 @@ fmk_status fmk_sim_create_mpi_f(fmk_sim **sim, MPI_Fint comm, int64_t n_local, c
                                 const double *soft_per_particle, const uint64_t *ids,
                                 const fmk_sim_opts *opts)
 {
-    return fmk_sim_create_mpi(sim, from_fortran(comm), n_local, mass, pos, vel,
-                              soft_per_particle, ids, opts);
+    return fmk_sim_create_mpi(sim, from_fortran(comm), n_local, mass, pos, vel, soft_per_particle,
+                              ids, opts);
 }
 
 fmk_status fmk_sim_create_from_file_mpi_f(fmk_sim **sim, MPI_Fint comm, const char *path,
