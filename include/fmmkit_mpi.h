@@ -88,6 +88,7 @@ typedef struct fmk_mpi_info {
 
 /* FMK_ERR_NULL for NULL arguments, FMK_ERR_ARG for a plan that is not distributed. */
 FMK_API fmk_status fmk_plan_mpi_info(const fmk_plan *plan, fmk_mpi_info *info);
+
 /* ---------------------------------------------------------------------------------------------
  * Distributed simulations (fmmkit_sim.h; docs/distributed.md, "The simulation under MPI").
  *
