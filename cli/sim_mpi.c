@@ -2,6 +2,7 @@
 #include "sim_mpi.h"
 
 #include "cli_mpi.h"
+#include "ranks.h"
 
 #ifdef FMK_CLI_MPI
 #include "fmmkit_mpi.h"
@@ -9,10 +10,7 @@
 
 void cli_sim_share(int64_t n, int64_t *count, int64_t *first)
 {
-    const int64_t size = cli_mpi_size(), rank = cli_mpi_rank();
-    const int64_t q = n / size, r = n % size;
-    *count = q + (rank < r);
-    *first = q * rank + (rank < r ? rank : r);
+    ranks_share(n, cli_mpi_rank(), cli_mpi_size(), first, count);
 }
 
 fmk_status cli_sim_create(fmk_sim **sim, int64_t n, const double *mass, const double *pos,
