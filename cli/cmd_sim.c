@@ -14,6 +14,8 @@
 
 #include "cli.h"
 #include "cmd_sim_cosmo.h"
+#include "cli_mpi.h"
+#include "sim_mpi.h"
 
 #define GIVEN_IN(opts, n_opts, name) (args_find(opts, n_opts, name)->given)
 #include "fmmkit_sim.h"
@@ -124,7 +126,8 @@ static void on_sigint(int signo)
 static int sim_error(fmk_sim *s, fmk_status st)
 {
     const char *msg = fmk_sim_last_error(s);
-    cli_error(cmd, "%s", msg && msg[0] ? msg : fmk_status_string(st));
+    if (cli_mpi_rank() == 0) /* under mpirun every rank has the same status and message */
+        cli_error(cmd, "%s", msg && msg[0] ? msg : fmk_status_string(st));
     return cli_exit_status(st);
 }
 
@@ -279,7 +282,7 @@ static int make_sim(const sim_args *a, const fmk_sim_opts *so, fmk_sim **sim)
     *sim = NULL;
     fmk_status st;
     if (a->restart) {
-        if ((st = fmk_sim_create_from_file(sim, a->restart, NULL)) != FMK_OK)
+        if ((st = cli_sim_create_from_file(sim, a->restart, NULL)) != FMK_OK)
             return sim_error(NULL, st);
         return CLI_OK;
     }
@@ -287,7 +290,7 @@ static int make_sim(const sim_args *a, const fmk_sim_opts *so, fmk_sim **sim)
         return sim_cosmo_make(cmd, &a->c, a->n, (uint64_t)a->seed, so, sim);
     const int kepler = strcmp(a->ic, "kepler") == 0;
     if (!kepler && strcmp(a->ic, "plummer") != 0 && strcmp(a->ic, "cold") != 0) {
-        if ((st = fmk_sim_create_from_file(sim, a->ic, so)) != FMK_OK)
+        if ((st = cli_sim_create_from_file(sim, a->ic, so)) != FMK_OK)
             return sim_error(NULL, st);
         return CLI_OK;
     }
@@ -307,7 +310,7 @@ static int make_sim(const sim_args *a, const fmk_sim_opts *so, fmk_sim **sim)
     else
         st = fmk_sim_ic_cold(n, (uint64_t)a->seed, mass, pos, vel);
     if (st == FMK_OK)
-        st = fmk_sim_create(sim, n, mass, pos, vel, NULL, NULL, so);
+        st = cli_sim_create(sim, n, mass, pos, vel, so);
     free(mass), free(pos), free(vel);
     return st == FMK_OK ? CLI_OK : sim_error(NULL, st);
 }
@@ -427,7 +430,7 @@ int cmd_sim(int argc, char **argv)
     sim_run r;
     memset(&r, 0, sizeof r);
     rc = run_steps(&a, sim, &r);
-    if (rc == CLI_OK) {
+    if (rc == CLI_OK && cli_mpi_rank() == 0) { /* rank 0 speaks for a distributed run */
         if (a.json)
             print_json(&a, &r);
         else

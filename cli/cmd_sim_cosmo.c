@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cmd_sim_cosmo.h"
+#include "sim_mpi.h"
 
 void sim_cosmo_init(sim_cosmo_args *c, args_opt *out)
 {
@@ -143,14 +144,17 @@ int sim_cosmo_make(const char *cmd, const sim_cosmo_args *c, int64_t n, uint64_t
     if (st == FMK_OK)
         st = fmk_sim_ic_cosmo(&p, count, mass, pos, vel);
     if (st == FMK_OK)
-        st = fmk_sim_create(sim, count, mass, pos, vel, NULL, NULL, so);
+        st = cli_sim_create(sim, count, mass, pos, vel, so);
     /* the Layzer-Irvine check's W relative to the unperturbed lattice (the same particles,
      * at rest on their grid points) */
     if (st == FMK_OK) {
         p.lpt_order = 0;
         st = fmk_sim_ic_cosmo(&p, count, mass, pos, vel);
-        if (st == FMK_OK)
-            st = fmk_sim_set_energy_reference(*sim, count, pos);
+        if (st == FMK_OK) { /* this rank's share of the lattice (sim_mpi.h) */
+            int64_t share, first;
+            cli_sim_share(count, &share, &first);
+            st = fmk_sim_set_energy_reference(*sim, share, pos + 3 * first);
+        }
         if (st != FMK_OK) {
             cli_error(cmd, "%s", fmk_sim_last_error(*sim));
             fmk_sim_destroy(*sim);

@@ -35,6 +35,7 @@
 #include <mpi.h>
 
 #include "fmmkit.h"
+#include "fmmkit_sim.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -89,6 +90,72 @@ typedef struct fmk_mpi_info {
 
 /* FMK_ERR_NULL for NULL arguments, FMK_ERR_ARG for a plan that is not distributed. */
 FMK_API fmk_status fmk_plan_mpi_info(const fmk_plan *plan, fmk_mpi_info *info);
+
+/* ---------------------------------------------------------------------------------------------
+ * Distributed simulations (fmmkit_sim.h; docs/distributed.md, "The simulation under MPI").
+ *
+ * A simulation made by one of the calls below is an ordinary fmk_sim whose calls are collective
+ * over its communicator: every rank makes the same sequence of fmk_sim_step, fmk_sim_run,
+ * fmk_sim_set_output, fmk_sim_set_output_times, fmk_sim_set_png, fmk_sim_info_get,
+ * fmk_sim_write_snapshot, fmk_sim_write_png, fmk_sim_write_restart,
+ * fmk_sim_set_energy_reference and fmk_sim_destroy calls with the same arguments. Each rank
+ * holds its own particles (any count, zero included) on the host, whatever backend the force
+ * plan's local work runs on (distributed plans take host arrays; fmk_sim_create_device and
+ * fmk_sim_get_state_device are not for them); fmk_sim_get_state gives this rank's particles
+ * (fmk_sim_info.n_local of them). The force plan is a distributed plan (fmk_plan_create_mpi)
+ * on the simulation's communicator, so the forces are those of every rank's particles.
+ *
+ * The energies, momenta, angular momenta and interaction counts of fmk_sim_info and of the
+ * diagnostics are sums over the ranks (fmk_sim_info.n is the global count); the adaptive step
+ * is the least over the ranks, so every rank takes the same steps. Rank 0 gathers the
+ * particles and writes every file: GADGET-4 snapshots with the global NumPart_Total and the
+ * particles' own ParticleIDs (an id stays with its particle), the PNGs, the diagnostics CSV
+ * and the restart files. A restart file continues bit for bit on as many ranks as wrote it
+ * (each rank gets its particles back); on another number of ranks, or by one process
+ * (fmk_sim_create_from_file), the particles keep their global order in equal shares. An
+ * interrupt on one rank (fmk_sim_interrupt) stops every rank at the end of the same step.
+ *
+ * Statuses as the distributed plans': a call that fails on one rank (a NaN mass, a file that
+ * cannot be written) returns the same status on every rank with "rank R: ..." in
+ * fmk_sim_last_error; no rank returns early from a collective step. Every rank must pass the
+ * same options (FMK_ERR_ARG otherwise). Not yet (FMK_ERR_UNAVAILABLE on every rank): the
+ * spline softening (FMK_SIM_SOFT_SPLINE). The simulation duplicates comm (MPI_Comm_dup).
+ * --------------------------------------------------------------------------------------------- */
+
+/* fmk_sim_create with each rank's own n_local >= 0 particles (the arrays may be NULL when
+ * n_local = 0; at least one particle in all). ids NULL: the particles' global index + 1, the
+ * index counting the ranks' particles in rank order (so that the same particles split in
+ * another way have the same ids). soft_per_particle: NULL (the spline is not distributed).
+ * On failure *sim is NULL on every rank, every rank returns the same status, and the message
+ * is in fmk_sim_last_error(NULL). */
+FMK_API fmk_status fmk_sim_create_mpi(fmk_sim **sim, MPI_Comm comm, int64_t n_local,
+                                      const double *mass, const double *pos, const double *vel,
+                                      const double *soft_per_particle, const uint64_t *ids,
+                                      const fmk_sim_opts *opts);
+
+/* The same with all n particles given on rank 0 (n and the arrays are ignored on the other
+ * ranks), scattered in equal shares in their order: rank r gets n / size of them, one more
+ * when r < n % size. Ids 1..n. */
+FMK_API fmk_status fmk_sim_create_root_mpi(fmk_sim **sim, MPI_Comm comm, int64_t n,
+                                           const double *mass, const double *pos, const double *vel,
+                                           const fmk_sim_opts *opts);
+
+/* fmk_sim_create_from_file over comm: rank 0 reads path (the other ranks' path is not read).
+ * A snapshot's particles are scattered in equal shares; a restart file's go back to the ranks
+ * that wrote it when it was written on as many ranks (bit for bit), else in equal shares. */
+FMK_API fmk_status fmk_sim_create_from_file_mpi(fmk_sim **sim, MPI_Comm comm, const char *path,
+                                                const fmk_sim_opts *opts);
+
+/* The two for bindings, with the communicator's Fortran handle (as fmk_plan_create_mpi_f). */
+FMK_API fmk_status fmk_sim_create_mpi_f(fmk_sim **sim, MPI_Fint comm, int64_t n_local,
+                                        const double *mass, const double *pos, const double *vel,
+                                        const double *soft_per_particle, const uint64_t *ids,
+                                        const fmk_sim_opts *opts);
+FMK_API fmk_status fmk_sim_create_from_file_mpi_f(fmk_sim **sim, MPI_Fint comm, const char *path,
+                                                  const fmk_sim_opts *opts);
+
+/* 1 when sim is a distributed simulation (made by the calls above), else 0. */
+FMK_API int fmk_sim_is_mpi(const fmk_sim *sim);
 
 #ifdef __cplusplus
 }

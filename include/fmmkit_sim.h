@@ -148,7 +148,7 @@ typedef struct fmk_sim_opts {
 
 /* What the simulation is and what it cost (fmk_sim_info). */
 typedef struct fmk_sim_info {
-    int64_t n;                        /* particles */
+    int64_t n;                        /* particles (of every rank, when distributed) */
     int64_t step;                     /* steps taken since the initial conditions */
     double time;                      /* simulation time */
     double dt;                        /* the last step's dt */
@@ -173,6 +173,11 @@ typedef struct fmk_sim_info {
     double layzer_irvine;       /* C(a) = a (K + W) + int_{a_start}^{a} K da (trapezoid, every
                                  * step); constant for exact integration */
     double layzer_irvine_error; /* (C - C_start) / max |a W| over the steps so far */
+    /* A distributed simulation (fmmkit_mpi.h: fmk_sim_create_mpi): n above is every rank's
+     * particles, the energies and momenta are sums over the ranks; else n_local = n, rank 0
+     * of ranks 1. */
+    int64_t n_local; /* this rank's particles (fmk_sim_get_state's arrays hold these) */
+    int32_t rank, ranks;
 } fmk_sim_info;
 
 typedef struct fmk_sim fmk_sim;

@@ -220,6 +220,9 @@ class fmk_sim_info(ctypes.Structure):
         ("redshift", c_double),
         ("layzer_irvine", c_double),
         ("layzer_irvine_error", c_double),
+        ("n_local", c_int64),
+        ("rank", ctypes.c_int32),
+        ("ranks", ctypes.c_int32),
     ]
 
 
@@ -356,6 +359,12 @@ MPI_FUNCTIONS = {
                                            POINTER(fmk_opts))),
     "fmk_plan_is_mpi": (c_int, (plan_p,)),
     "fmk_plan_mpi_info": (fmk_status, (plan_p, POINTER(fmk_mpi_info))),
+    "fmk_sim_create_mpi_f": (fmk_status, (POINTER(sim_p), MPI_Fint, c_int64, POINTER(c_double),
+                                          POINTER(c_double), POINTER(c_double), POINTER(c_double),
+                                          POINTER(ctypes.c_uint64), POINTER(fmk_sim_opts))),
+    "fmk_sim_create_from_file_mpi_f": (fmk_status, (POINTER(sim_p), MPI_Fint, ctypes.c_char_p,
+                                                    POINTER(fmk_sim_opts))),
+    "fmk_sim_is_mpi": (c_int, (sim_p,)),
 }
 
 

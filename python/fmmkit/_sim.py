@@ -16,7 +16,7 @@ from ._errors import FmkStateError, FmkTypeError, FmkUnavailableError, FmkValueE
 from ._errors import error_for
 from ._cosmo import _spacing, as_cosmology, cosmo_ic
 from ._lib import PRECISION_NAMES, fmk_sim_info, fmk_sim_opts, lib, sim_p
-from ._plan import Info, _integer, _lookup, _number, _text
+from ._plan import Info, _comm_handle, _integer, _lookup, _number, _text
 from ._poisson import _Owned
 
 _ARG = Status.ERR_ARG
@@ -68,6 +68,9 @@ class SimInfo(NamedTuple):
     layzer_irvine: float
     layzer_irvine_error: float
     comoving: bool
+    n_local: int = 0       # a distributed simulation: this rank's particles (else n)
+    rank: int = 0
+    ranks: int = 1
 
     @property
     def a(self):
@@ -174,11 +177,20 @@ def _seed(seed):
     return s
 
 
-def _n_of(mass):
+def _n_of(mass, least=1):
     shape = np.shape(mass) if not hasattr(mass, "shape") else tuple(mass.shape)
-    if len(shape) != 1 or shape[0] < 1:
-        raise FmkValueError(_ARG, f"mass must have shape (n,), n >= 1; got {shape}")
+    if len(shape) != 1 or shape[0] < least:
+        raise FmkValueError(_ARG, f"mass must have shape (n,), n >= {least}; got {shape}")
     return shape[0]
+
+
+def _share(n, comm):
+    """This rank's equal share of n particles: the slice (rank r: n // size, one more when
+    r < n % size), as fmk_sim_create_root_mpi and `mpirun fmmkit sim` cut them."""
+    size, rank = comm.Get_size(), comm.Get_rank()
+    q, r = divmod(n, size)
+    first = q * rank + min(rank, r)
+    return slice(first, first + q + (rank < r))
 
 
 class Simulation(_Owned):
@@ -207,15 +219,25 @@ class Simulation(_Owned):
     step of), soft_mode ("comoving", the default: softening is a comoving length; "physical":
     a physical one, its comoving value capped at soft_max), radius (the sphere's comoving
     radius for the reference energy; default: from the mass at the mean density).
-    Simulation.cosmo makes the initial conditions and these options together."""
+    Simulation.cosmo makes the initial conditions and these options together.
+    comm: an mpi4py communicator makes a distributed simulation (fmk_sim_create_mpi_f;
+    docs/distributed.md, "The simulation under MPI"): mass, pos, vel (and ids) are this rank's
+    own particles (any number, none included); every call is then collective, the energies and
+    info are sums over the ranks (info.n_local: this rank's), state() gives this rank's
+    particles, rank 0 writes the files. Host arrays only; needs mpi4py and libfmmkit_mpi.
+    Simulation.plummer, cold, kepler and cosmo with comm make every particle on every rank and
+    keep this rank's equal share (the particles of a one-process run)."""
 
-    def __init__(self, mass, pos, vel, *, soft=None, ids=None, **options):
+    def __init__(self, mass, pos, vel, *, soft=None, ids=None, comm=None, **options):
         L = lib()
-        n = _n_of(mass)
+        n = _n_of(mass, 0 if comm is not None else 1)
         self._comoving, self.a_end = bool(options.get("comoving")), None
         device = [on_device(a, k) for k, a in (("mass", mass), ("pos", pos), ("vel", vel))]
         handle = sim_p()
         self._like = None
+        if comm is not None and any(device):
+            raise FmkUnavailableError(Status.ERR_UNAVAILABLE, "a distributed simulation "
+                                      "(comm=...) takes host arrays: its state is on the host")
         if any(device):
             if not all(device):
                 raise FmkTypeError(_ARG, "mass, pos and vel must all be host arrays or all CUDA "
@@ -238,6 +260,15 @@ class Simulation(_Owned):
                                                        ("vel", vel, (n, 3))))
             s = None if soft is None else _host("soft", soft, (n,))
             i = None if ids is None else _host("ids", ids, (n,), np.uint64)
+            args = (m.ctypes.data_as(_dp), x.ctypes.data_as(_dp), v.ctypes.data_as(_dp),
+                    None if s is None else s.ctypes.data_as(_dp),
+                    None if i is None else i.ctypes.data_as(ctypes.POINTER(ctypes.c_uint64)),
+                    ctypes.byref(o))
+            if comm is not None:  # collective: every rank of comm gets the same status
+                fint, M = _comm_handle(comm)
+                _check(M.fmk_sim_create_mpi_f(ctypes.byref(handle), fint, n, *args))
+                self._adopt(handle)
+                return
             _check(L.fmk_sim_create(ctypes.byref(handle), n, m.ctypes.data_as(_dp),
                                     x.ctypes.data_as(_dp), v.ctypes.data_as(_dp),
                                     None if s is None else s.ctypes.data_as(_dp),
@@ -254,13 +285,20 @@ class Simulation(_Owned):
     # -- other ways to make one ------------------------------------------------------------------
 
     @classmethod
-    def from_file(cls, path, **options):
+    def from_file(cls, path, comm=None, **options):
         """From a GADGET-4 style HDF5 snapshot (PartType1; give dt and the other options) or a
-        restart file (no options: it continues with the ones stored in it, bit for bit)."""
+        restart file (no options: it continues with the ones stored in it, bit for bit).
+        comm (mpi4py): distributed, rank 0 reads the file (fmk_sim_create_from_file_mpi_f)."""
         handle = sim_p()
         o = _options(**options) if options else None
-        _check(lib().fmk_sim_create_from_file(ctypes.byref(handle), _path("path", path),
-                                              ctypes.byref(o) if o is not None else None))
+        if comm is not None:
+            fint, M = _comm_handle(comm)
+            _check(M.fmk_sim_create_from_file_mpi_f(ctypes.byref(handle), fint,
+                                                    _path("path", path),
+                                                    ctypes.byref(o) if o is not None else None))
+        else:
+            _check(lib().fmk_sim_create_from_file(ctypes.byref(handle), _path("path", path),
+                                                  ctypes.byref(o) if o is not None else None))
         sim = cls.__new__(cls)
         sim._like, sim.a_end = None, None
         # a restart keeps its options: then info tells whether the run is comoving
@@ -307,8 +345,11 @@ class Simulation(_Owned):
         ic_args = dict(n=n, radius=radius, z_start=z0, cosmology=c, seed=seed,
                        threads=options.get("threads"))
         ic = cosmo_ic(lpt=lpt, **ic_args)
-        sim = cls(ic.mass, ic.pos, ic.vel, comoving=True, cosmology=c, a_start=a0, dt=dt,
-                  **options)
+        comm = options.get("comm")
+        k = slice(None) if comm is None else _share(len(ic.mass), comm)
+        sim = cls(ic.mass[k], ic.pos[k], ic.vel[k], comoving=True, cosmology=c, a_start=a0,
+                  dt=dt, **options)
+        sim._share = k
         sim.a_end = a1
         try:
             sim._reference(ic_args)
@@ -319,12 +360,16 @@ class Simulation(_Owned):
 
     def _reference(self, ic_args):
         """W against the unperturbed lattice of the same sphere (Simulation.cosmo)."""
-        self.set_energy_reference(cosmo_ic(lpt=0, **ic_args).pos)
+        self.set_energy_reference(cosmo_ic(lpt=0, **ic_args).pos[self._share])
 
     @classmethod
     def _from_ic(cls, fn, n, *args, **options):
         m, x, v = np.empty(n), np.empty((n, 3)), np.empty((n, 3))
         _check(fn(*args, m.ctypes.data_as(_dp), x.ctypes.data_as(_dp), v.ctypes.data_as(_dp)))
+        if options.get("comm") is not None:  # this rank's share, ids their global indices + 1
+            k = _share(n, options["comm"])
+            ids = np.arange(k.start + 1, k.stop + 1, dtype=np.uint64)
+            return cls(m[k], x[k], v[k], ids=ids, **options)
         return cls(m, x, v, **options)
 
     @classmethod
@@ -474,7 +519,7 @@ class Simulation(_Owned):
         sphere's). Kept in restarts. Returns self."""
         with self._lock:
             h = self._live()
-            n = self._info_locked().n
+            n = self._info_locked().n_local
             x = _host("pos", pos, (n, 3))
             _check(lib().fmk_sim_set_energy_reference(h, n, x.ctypes.data_as(_dp)), h)
         return self
@@ -491,7 +536,7 @@ class Simulation(_Owned):
                        tuple(c.momentum), tuple(c.angular_momentum), c.seconds_force,
                        c.seconds_step, c.interactions, Info.from_c(c.plan),
                        c.interactions_total, c.redshift, c.layzer_irvine,
-                       c.layzer_irvine_error, bool(comoving))
+                       c.layzer_irvine_error, bool(comoving), c.n_local, c.rank, c.ranks)
 
     @property
     def info(self):
@@ -524,7 +569,7 @@ class Simulation(_Owned):
         on the CUDA backend (fmk_sim_get_state_device)."""
         with self._lock:
             h = self._live()
-            n = self._info_locked().n
+            n = self._info_locked().n_local  # a distributed simulation's: this rank's
             if not device:
                 m, x, v, a, p = np.empty(n), np.empty((n, 3)), np.empty((n, 3)), \
                     np.empty((n, 3)), np.empty(n)

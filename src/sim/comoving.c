@@ -144,6 +144,7 @@ fmk_status fmk_sim_comoving_init(fmk_sim *sim, int start)
     double m = 0;
     for (int64_t i = 0; i < sim->n; i++)
         m += sim->mass[i];
+    fmk_sim_dist_reduce(sim, &m, 1, FMK_SIM_REDUCE_SUM);
     const double pi = 3.14159265358979323846;
     const double r =
         sim->opts.radius > 0 ? sim->opts.radius : cbrt(3 * m / (4 * pi * fmk_cosmo_rho_m(c)));
@@ -241,6 +242,10 @@ static fmk_status energy_at(fmk_sim *sim, const double *pos, double *u)
         pair += sim->mass[i] * pot[i];
         r2 += sim->mass[i] * (x[0] * x[0] + x[1] * x[1] + x[2] * x[2]);
     }
+    double sums[2] = {pair, r2};
+    fmk_sim_dist_reduce(sim, sums, 2, FMK_SIM_REDUCE_SUM);
+    pair = sums[0], r2 = sums[1];
+    st = fmk_sim_dist_agree(sim, st);
     if (st == FMK_OK && !isfinite(pair))
         st = fmk_sim_fail(sim, FMK_ERR_NONFINITE,
                           "fmk_sim_set_energy_reference: the potential energy at the given "
@@ -255,26 +260,30 @@ fmk_status fmk_sim_set_energy_reference(fmk_sim *sim, int64_t n, const double *p
     const char *w = "fmk_sim_set_energy_reference";
     if (!sim)
         return fmk_sim_fail(NULL, FMK_ERR_NULL, "%s: sim is NULL", w);
-    if (!pos)
+    if (!pos && !sim->comm.hooks)
         return fmk_sim_fail(sim, FMK_ERR_NULL, "%s: pos is NULL", w);
     if (!sim->opts.comoving)
         return fmk_sim_fail(sim, FMK_ERR_ARG,
                             "%s: only a comoving run (opts.comoving = 1) has a reference energy",
                             w);
-    if (n != sim->n)
-        return fmk_sim_fail(sim, FMK_ERR_ARG, "%s: n = %lld; the simulation has %lld particles", w,
-                            (long long)n, (long long)sim->n);
     if (sim->step != 0)
         return fmk_sim_fail(sim, FMK_ERR_STATE,
                             "%s: the simulation has taken %lld steps; the reference is set "
                             "before the first, where the Layzer-Irvine integral starts",
                             w, (long long)sim->step);
-    for (int64_t i = 0; i < 3 * n; i++)
+    /* (a distributed simulation: this rank's n positions, checked on every rank) */
+    fmk_status st = !pos && n > 0 ? fmk_sim_fail(sim, FMK_ERR_NULL, "%s: pos is NULL", w) : FMK_OK;
+    if (st == FMK_OK && n != sim->n)
+        st = fmk_sim_fail(sim, FMK_ERR_ARG, "%s: n = %lld; the simulation has %lld particles%s", w,
+                          (long long)n, (long long)sim->n, sim->comm.hooks ? " on this rank" : "");
+    for (int64_t i = 0; st == FMK_OK && i < 3 * n; i++)
         if (!isfinite(pos[i]))
-            return fmk_sim_fail(sim, FMK_ERR_NONFINITE, "%s: pos[%lld] = %g is not finite", w,
-                                (long long)i, pos[i]);
+            st = fmk_sim_fail(sim, FMK_ERR_NONFINITE, "%s: pos[%lld] = %g is not finite", w,
+                              (long long)i, pos[i]);
+    if ((st = fmk_sim_dist_agree(sim, st)) != FMK_OK)
+        return st;
     double u;
-    fmk_status st = energy_at(sim, pos, &u);
+    st = energy_at(sim, pos, &u);
     if (st != FMK_OK)
         return st;
     const double old = sim->u_ref;

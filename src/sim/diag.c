@@ -8,7 +8,9 @@
  *
  * On the host the sums run in index order with Neumaier's compensation (reproducible, and
  * accurate to a few ulps whatever n); on the GPU they are device reductions (cuda/reduce.cu)
- * computed only when a row, fmk_sim_info_get or a caller asks. */
+ * computed only when a row, fmk_sim_info_get or a caller asks. A distributed simulation sums
+ * each rank's compensated sum and its compensation over the ranks (the sums therefore agree
+ * with one process's within rounding, not bit for bit); rank 0 writes the CSV. */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -46,6 +48,7 @@ fmk_status fmk_sim_diagnostics(const fmk_sim *sim, fmk_sim_diag *d)
         ksum_add(&k[D_LY], m * (x[2] * v[0] - x[0] * v[2]));
         ksum_add(&k[D_LZ], m * (x[0] * v[1] - x[1] * v[0]));
     }
+    fmk_sim_dist_reduce(sim, (double *)k, 2 * D_COUNT, FMK_SIM_REDUCE_SUM);
     d->kinetic = k[D_KIN].s + k[D_KIN].c;
     d->potential = k[D_POT].s + k[D_POT].c;
     for (int c = 0; c < 3; c++) {
@@ -67,6 +70,7 @@ fmk_status fmk_sim_comoving_sums(const fmk_sim *sim, double sums[3])
         ksum_add(&k[1], -0.5 * m * sim->pot[i]);
         ksum_add(&k[2], m * (x[0] * x[0] + x[1] * x[1] + x[2] * x[2]));
     }
+    fmk_sim_dist_reduce(sim, (double *)k, 6, FMK_SIM_REDUCE_SUM);
     for (int c = 0; c < 3; c++)
         sums[c] = k[c].s + k[c].c;
     return FMK_OK;
@@ -116,28 +120,32 @@ fmk_status fmk_sim_diag_row(fmk_sim *sim)
     fmk_sim_cdiag c;
     if (sim->opts.comoving && (st = fmk_sim_comoving_diag(sim, &c)) != FMK_OK)
         return st;
+    const int64_t interactions = sim->opts.comoving ? fmk_sim_interactions(sim) : 0;
     const int ok =
-        sim->opts.comoving
-            ? fprintf(sim->diag,
-                      "%lld,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.6g,%.17g,%.17g,"
-                      "%.17g,%.17g,%.17g,%.17g,%lld,%lld,%.6g\n",
-                      (long long)sim->step, sim->time, 1 / sim->time - 1, sim->dt_last, c.kinetic,
-                      c.potential, c.kinetic + c.potential, c.u, c.c_li, c.li_error, d.momentum[0],
-                      d.momentum[1], d.momentum[2], d.angular_momentum[0], d.angular_momentum[1],
-                      d.angular_momentum[2], (long long)fmk_sim_interactions(sim),
-                      (long long)sim->interactions_total, wall) > 0 &&
-                  fflush(sim->diag) == 0
-            : fprintf(sim->diag,
-                      "%lld,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,"
-                      "%.17g,%.6g\n",
-                      (long long)sim->step, sim->time, sim->dt_last, d.kinetic, d.potential,
-                      d.kinetic + d.potential, d.momentum[0], d.momentum[1], d.momentum[2],
-                      d.angular_momentum[0], d.angular_momentum[1], d.angular_momentum[2],
-                      wall) > 0 &&
-                  fflush(sim->diag) == 0;
-    if (!ok)
-        return fmk_sim_fail(sim, FMK_ERR_INTERNAL, "writing %s/diagnostics.csv failed: %s",
-                            sim->out_dir, errno ? strerror(errno) : "I/O error");
+        !sim->diag /* the ranks other than 0 of a distributed simulation */ ||
+        (sim->opts.comoving
+             ? fprintf(sim->diag,
+                       "%lld,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.6g,%.17g,%.17g,"
+                       "%.17g,%.17g,%.17g,%.17g,%lld,%lld,%.6g\n",
+                       (long long)sim->step, sim->time, 1 / sim->time - 1, sim->dt_last, c.kinetic,
+                       c.potential, c.kinetic + c.potential, c.u, c.c_li, c.li_error, d.momentum[0],
+                       d.momentum[1], d.momentum[2], d.angular_momentum[0], d.angular_momentum[1],
+                       d.angular_momentum[2], (long long)interactions,
+                       (long long)sim->interactions_total, wall) > 0 &&
+                   fflush(sim->diag) == 0
+             : fprintf(sim->diag,
+                       "%lld,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,"
+                       "%.17g,%.6g\n",
+                       (long long)sim->step, sim->time, sim->dt_last, d.kinetic, d.potential,
+                       d.kinetic + d.potential, d.momentum[0], d.momentum[1], d.momentum[2],
+                       d.angular_momentum[0], d.angular_momentum[1], d.angular_momentum[2],
+                       wall) > 0 &&
+                   fflush(sim->diag) == 0);
+    st = ok ? FMK_OK
+            : fmk_sim_fail(sim, FMK_ERR_INTERNAL, "writing %s/diagnostics.csv failed: %s",
+                           sim->out_dir, errno ? strerror(errno) : "I/O error");
+    if ((st = fmk_sim_dist_agree(sim, st)) != FMK_OK)
+        return st;
     sim->diag_wall = 0;
     sim->diag_steps = 0;
     sim->diag_last_step = sim->step;

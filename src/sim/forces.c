@@ -17,7 +17,11 @@ fmk_status fmk_sim_plan_make(fmk_sim *sim)
 {
     fmk_opts po = sim->opts.plan;
     po.softening = sim->kernel == FMK_KERNEL_PLUMMER ? sim->soft_now : 0;
-    fmk_status st = fmk_plan_create(&sim->plan, 3, sim->kernel, sim->opts.eps, &po);
+    /* a distributed simulation's plan is distributed over its communicator */
+    const fmk_sim_hooks *h = sim->comm.hooks;
+    fmk_status st =
+        h ? h->plan_create(sim->comm.state, &sim->plan, 3, sim->kernel, sim->opts.eps, &po)
+          : fmk_plan_create(&sim->plan, 3, sim->kernel, sim->opts.eps, &po);
     if (st != FMK_OK) {
         sim->plan = NULL;
         return fmk_sim_fail(sim, st, "fmk_sim_create: the force plan (%s kernel): %s",
@@ -72,18 +76,26 @@ static fmk_status host_forces(fmk_sim *sim)
 }
 
 /* The interactions of the plan's last evaluation (fmk_info: pairs summed directly plus far
- * terms; 0 where a method does not count them, the GPU FMMs). */
+ * terms; 0 where a method does not count them, the GPU FMMs); summed over the ranks of a
+ * distributed simulation (exact below 2^53). */
 int64_t fmk_sim_interactions(const fmk_sim *sim)
 {
     fmk_info info;
-    if (!sim->plan || fmk_plan_info(sim->plan, &info) != FMK_OK)
-        return 0;
-    return info.interactions_p2p + info.interactions_far;
+    int64_t count = 0;
+    if (sim->plan && fmk_plan_info(sim->plan, &info) == FMK_OK)
+        count = info.interactions_p2p + info.interactions_far;
+    if (sim->comm.hooks) {
+        double c = (double)count;
+        fmk_sim_dist_reduce(sim, &c, 1, FMK_SIM_REDUCE_SUM);
+        count = (int64_t)c;
+    }
+    return count;
 }
 
 fmk_status fmk_sim_forces(fmk_sim *sim)
 {
-    const fmk_status st = sim->dev ? fmk_sim_dev_forces(sim) : host_forces(sim);
+    fmk_status st = sim->dev ? fmk_sim_dev_forces(sim) : host_forces(sim);
+    st = fmk_sim_dist_agree(sim, st); /* the checks after the plan's calls are local */
     if (st == FMK_OK)
         sim->interactions_total += fmk_sim_interactions(sim);
     if (st == FMK_ERR_INTERRUPTED)

@@ -4,7 +4,10 @@
  * written, in this order: the diagnostics row, the snapshot (and its PNG), the restart file;
  * each at most once per step, remembered by the step it was last written at (counters that
  * travel in restarts, so a continued run neither repeats nor skips a file and numbers its
- * snapshots on). The files go through the file layer (sim_io.h), the CSV through stdio. */
+ * snapshots on). The files go through the file layer (sim_io.h), the CSV through stdio.
+ *
+ * A distributed simulation gathers its particles on rank 0 (dist.c), which writes every file;
+ * the statuses are agreed, so a file that fails on rank 0 fails the call on every rank. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdlib.h>
@@ -78,15 +81,24 @@ fmk_status fmk_sim_write_snapshot(fmk_sim *sim, const char *path)
     if (!sim || !path)
         return fmk_sim_fail(sim, FMK_ERR_NULL, "fmk_sim_write_snapshot: %s is NULL",
                             sim ? "path" : "sim");
-    fmk_sim_particles p;
+    fmk_sim_particles p, all;
     double *buffer;
-    fmk_status st = particles_view(sim, &p, &buffer);
+    fmk_status st = fmk_sim_dist_agree(sim, particles_view(sim, &p, &buffer));
     if (st != FMK_OK)
         return st;
+    /* (without hooks all is a view of p, whose arrays may be buffer's: freed after) */
+    st = fmk_sim_dist_gather(sim, &p, NULL, NULL, &all, NULL, NULL);
+    if (st != FMK_OK) {
+        free(buffer);
+        return st;
+    }
     char msg[FMK_SIM_ERROR_LEN] = "";
-    st = fmk_sim_io_write_snapshot(path, &p, msg, sizeof msg);
+    if (fmk_sim_is_root(sim) &&
+        (st = fmk_sim_io_write_snapshot(path, &all, msg, sizeof msg)) != FMK_OK)
+        fmk_sim_fail(sim, st, "%s", msg);
+    fmk_sim_dist_free(sim, &all, NULL, NULL);
     free(buffer);
-    return st == FMK_OK ? FMK_OK : fmk_sim_fail(sim, st, "%s", msg);
+    return fmk_sim_dist_agree(sim, st);
 }
 
 static fmk_status png_write(fmk_sim *sim, const char *path, int axis, int width, double extent);
@@ -106,24 +118,36 @@ static fmk_status png_write(fmk_sim *sim, const char *path, int axis, int width,
                             "fmk_sim_write_png: axis = %d, width = %d; the axis must be 0, 1 or 2 "
                             "and the width 8..16384 pixels",
                             axis, width);
-    fmk_sim_particles p;
+    fmk_sim_particles local, p;
     double *buffer;
-    fmk_status st = particles_view(sim, &p, &buffer);
+    fmk_status st = fmk_sim_dist_agree(sim, particles_view(sim, &local, &buffer));
     if (st != FMK_OK)
         return st;
+    /* (without hooks p is a view of local, whose arrays may be buffer's: freed after) */
+    st = fmk_sim_dist_gather(sim, &local, NULL, NULL, &p, NULL, NULL);
+    if (st != FMK_OK || !fmk_sim_is_root(sim)) { /* rank 0 draws every rank's particles */
+        free(buffer);
+        if (st != FMK_OK)
+            return st;
+        fmk_sim_dist_free(sim, &p, NULL, NULL);
+        return fmk_sim_dist_agree(sim, FMK_OK);
+    }
     /* the picture's centre: the centre of mass, in the two axes it shows */
     double m = 0, c[3] = {0, 0, 0};
-    for (int64_t i = 0; i < sim->n; i++) {
+    for (int64_t i = 0; i < p.n; i++) {
         m += p.mass[i];
         for (int k = 0; k < 3; k++)
             c[k] += p.mass[i] * p.pos[3 * i + k];
     }
     const double centre[2] = {c[axis == 0 ? 1 : 0] / m, c[axis == 2 ? 1 : 2] / m};
     char msg[FMK_SIM_ERROR_LEN] = "";
-    st = fmk_sim_io_write_png(path, sim->n, p.pos, p.mass, axis, width, extent, centre, msg,
+    st = fmk_sim_io_write_png(path, p.n, p.pos, p.mass, axis, width, extent, centre, msg,
                               sizeof msg);
+    fmk_sim_dist_free(sim, &p, NULL, NULL);
     free(buffer);
-    return st == FMK_OK ? FMK_OK : fmk_sim_fail(sim, st, "%s", msg);
+    if (st != FMK_OK)
+        fmk_sim_fail(sim, st, "%s", msg);
+    return fmk_sim_dist_agree(sim, st);
 }
 
 fmk_status fmk_sim_set_output(fmk_sim *sim, const char *dir, int64_t snap_every, int png,
@@ -145,19 +169,26 @@ fmk_status fmk_sim_set_output(fmk_sim *sim, const char *dir, int64_t snap_every,
     char *copy = NULL;
     FILE *diag = NULL;
     if (any) {
+        /* rank 0 of a distributed simulation makes the directory and writes the CSV */
+        const int root = fmk_sim_is_root(sim);
         char msg[FMK_SIM_ERROR_LEN] = "";
-        fmk_status st = fmk_sim_io_mkdir(dir, msg, sizeof msg);
+        fmk_status st = root ? fmk_sim_io_mkdir(dir, msg, sizeof msg) : FMK_OK;
         struct stat sb;
         /* a build without the file layer still writes the CSV into a directory that exists */
         if (st == FMK_ERR_UNAVAILABLE && stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode))
             st = FMK_OK;
         if (st != FMK_OK)
-            return fmk_sim_fail(sim, st, "fmk_sim_set_output: %s", msg);
-        if (!(copy = malloc(strlen(dir) + 1)))
-            return fmk_sim_fail(sim, FMK_ERR_NOMEM, "fmk_sim_set_output: out of host memory");
-        strcpy(copy, dir);
-        if (diag_every > 0 && (st = fmk_sim_diag_open(sim, dir, &diag)) != FMK_OK) {
+            fmk_sim_fail(sim, st, "fmk_sim_set_output: %s", msg);
+        if (st == FMK_OK && !(copy = malloc(strlen(dir) + 1)))
+            st = fmk_sim_fail(sim, FMK_ERR_NOMEM, "fmk_sim_set_output: out of host memory");
+        if (st == FMK_OK)
+            strcpy(copy, dir);
+        if (st == FMK_OK && root && diag_every > 0)
+            st = fmk_sim_diag_open(sim, dir, &diag);
+        if ((st = fmk_sim_dist_agree(sim, st)) != FMK_OK) {
             free(copy);
+            if (diag)
+                fclose(diag);
             return st;
         }
     }

@@ -7,7 +7,13 @@
  * double stored as its 64 bits. fmk_sim_create_from_checkpoint with opts NULL therefore
  * continues bit for bit (same method, backend and device: the plan's results must be
  * reproducible, which every CPU method and the GPU direct sum and treecode are). The file path
- * (fmk_sim_write_restart, fmk_sim_create_from_file) is the same checkpoint through sim_io.h. */
+ * (fmk_sim_write_restart, fmk_sim_create_from_file) is the same checkpoint through sim_io.h.
+ *
+ * A distributed simulation's restart file holds every rank's particles in rank order (rank 0
+ * gathers and writes them) and a blob whose n is the global count, followed by an extension:
+ * the number of ranks R and each rank's count. Read back on R ranks, each rank gets its own
+ * particles again (bit for bit); on another count, or by one process, the particles keep their
+ * global order in equal shares (dist_file.c). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -119,6 +125,22 @@ typedef struct blob_counters {
     double u_ref;
 } blob_counters;
 
+/* The ranks of a distributed restart's extension (0: none, or malformed), and a pointer to
+ * its counts (unaligned: read with memcpy). */
+static int64_t blob_ranks(const void *state, size_t bytes, const unsigned char **counts)
+{
+    const size_t base = W_COUNT * sizeof(uint64_t);
+    uint64_t r;
+    if (bytes <= base + sizeof r || bytes % sizeof r != 0)
+        return 0;
+    memcpy(&r, (const unsigned char *)state + base, sizeof r);
+    if (r < 1 || r > (1u << 24) || bytes != base + (1 + r) * sizeof r)
+        return 0;
+    if (counts)
+        *counts = (const unsigned char *)state + base + sizeof r;
+    return (int64_t)r;
+}
+
 static fmk_status blob_read(const void *state, size_t bytes, fmk_sim_opts *o, blob_counters *c)
 {
     uint64_t w[W_COUNT];
@@ -135,14 +157,15 @@ static fmk_status blob_read(const void *state, size_t bytes, fmk_sim_opts *o, bl
                                 : "");
     const int v1 =
         w[W_VERSION] == 1 && w[W_WORDS] == W_COUNT_V1 && bytes == W_COUNT_V1 * sizeof(uint64_t);
-    if (!v1 && (w[W_VERSION] != BLOB_VERSION || w[W_WORDS] != W_COUNT || bytes != sizeof w))
+    if (!v1 && (w[W_VERSION] != BLOB_VERSION || w[W_WORDS] != W_COUNT ||
+                (bytes != sizeof w && !blob_ranks(state, bytes, NULL))))
         return fmk_sim_fail(NULL, FMK_ERR_ARG,
                             "restart: the state record has version %llu and %zu bytes; this "
                             "fmmkit reads version %d of %zu bytes (and version 1 of %zu)",
                             (unsigned long long)w[W_VERSION], bytes, BLOB_VERSION, sizeof w,
                             W_COUNT_V1 * sizeof(uint64_t));
     fmk_sim_opts_default(o);
-    memcpy(w, state, v1 ? W_COUNT_V1 * sizeof(uint64_t) : sizeof w);
+    memcpy(w, state, v1 ? W_COUNT_V1 * sizeof(uint64_t) : sizeof w); /* (not the extension) */
     if (v1) { /* a Newtonian run of an earlier fmmkit: the comoving words as their defaults */
         blob_write_comoving_defaults(o, w);
     }
@@ -250,40 +273,82 @@ static int same_stepping(const fmk_sim_opts *a, const fmk_sim_opts *b)
 fmk_status fmk_sim_create_from_checkpoint(fmk_sim **out, const fmk_sim_checkpoint *cp,
                                           const fmk_sim_opts *opts)
 {
+    return fmk_sim_checkpoint_build(out, cp, opts, NULL);
+}
+
+/* The checks of a checkpoint's particles (this rank's share when distributed). */
+static fmk_status checkpoint_check(const fmk_sim_checkpoint *cp, const fmk_sim_opts *use,
+                                   const double *soft, int keep_forces, int distributed)
+{
+    const int64_t n = cp->p.n;
+    fmk_status st = fmk_sim_check_opts(use, soft != NULL);
+    if (st == FMK_OK && distributed && use->softening == FMK_SIM_SOFT_SPLINE)
+        st = fmk_sim_fail(NULL, FMK_ERR_UNAVAILABLE,
+                          "restart: the spline softening (FMK_SIM_SOFT_SPLINE) is not "
+                          "distributed yet; continue it on one process");
+    if (st == FMK_OK)
+        st = distributed ? fmk_sim_check_share(n, cp->p.mass, cp->p.pos, cp->p.vel, soft, use)
+                         : fmk_sim_check_particles(n, cp->p.mass, cp->p.pos, cp->p.vel, soft, use);
+    /* the stored forces serve only the stored options (others evaluate their own) */
+    if (st != FMK_OK || !keep_forces || n == 0)
+        return st;
+    int64_t bad = !cp->acc || !cp->pot ? 0 : first_nonfinite(cp->acc, 3 * n);
+    if (bad < 0)
+        bad = first_nonfinite(cp->pot, n);
+    if (bad >= 0)
+        return fmk_sim_fail(NULL, FMK_ERR_ARG,
+                            "restart: the stored accelerations or potentials are missing or "
+                            "not finite (value %lld)",
+                            (long long)bad);
+    return FMK_OK;
+}
+
+static fmk_status release_comm(const fmk_sim_comm *comm, fmk_status st)
+{
+    if (comm && comm->hooks && comm->hooks->release)
+        comm->hooks->release(comm->state);
+    return st;
+}
+
+fmk_status fmk_sim_checkpoint_build(fmk_sim **out, const fmk_sim_checkpoint *cp,
+                                    const fmk_sim_opts *opts, const fmk_sim_comm *comm)
+{
     if (!out || !cp)
-        return fmk_sim_fail(NULL, FMK_ERR_NULL, "restart: sim or the checkpoint is NULL");
+        return release_comm(
+            comm, fmk_sim_fail(NULL, FMK_ERR_NULL, "restart: sim or the checkpoint is NULL"));
     *out = NULL;
     fmk_sim_opts stored, use;
     blob_counters c;
     memset(&c, 0, sizeof c);
+    /* (distributed: every rank has the same blob, hence the same status) */
     fmk_status st = blob_read(cp->state, cp->state_bytes, &stored, &c);
     if (st != FMK_OK)
-        return st;
-    if (c.n != cp->p.n || (c.has_soft && !cp->p.soft))
-        return fmk_sim_fail(NULL, FMK_ERR_ARG,
-                            "restart: the state record is for %lld particles%s; the particles "
-                            "are %lld%s",
-                            (long long)c.n, c.has_soft ? " with softenings" : "",
-                            (long long)cp->p.n, cp->p.soft ? " with softenings" : "");
+        return release_comm(comm, st);
+    double n_all = (double)cp->p.n, soft_any = cp->p.soft != NULL;
+    if (comm && comm->hooks) {
+        comm->hooks->reduce(comm->state, &n_all, 1, FMK_SIM_REDUCE_SUM);
+        comm->hooks->reduce(comm->state, &soft_any, 1, FMK_SIM_REDUCE_MIN);
+    }
+    if (c.n != (int64_t)n_all || (c.has_soft && !soft_any))
+        return release_comm(comm,
+                            fmk_sim_fail(NULL, FMK_ERR_ARG,
+                                         "restart: the state record is for %lld particles%s; the "
+                                         "particles are %lld%s",
+                                         (long long)c.n, c.has_soft ? " with softenings" : "",
+                                         (long long)n_all, soft_any ? " with softenings" : ""));
     use = opts ? *opts : stored;
     const double *soft = use.softening == FMK_SIM_SOFT_SPLINE && c.has_soft ? cp->p.soft : NULL;
-    if ((st = fmk_sim_check_opts(&use, soft != NULL)) != FMK_OK ||
-        (st = fmk_sim_check_particles(cp->p.n, cp->p.mass, cp->p.pos, cp->p.vel, soft, &use)) !=
-            FMK_OK)
-        return st;
-    /* the stored forces serve only the stored options (others evaluate their own) */
     const int keep_forces = opts == NULL;
-    if (keep_forces) {
-        int64_t bad = !cp->acc || !cp->pot ? 0 : first_nonfinite(cp->acc, 3 * c.n);
-        if (bad < 0)
-            bad = first_nonfinite(cp->pot, c.n);
-        if (bad >= 0)
-            return fmk_sim_fail(NULL, FMK_ERR_ARG,
-                                "restart: the stored accelerations or potentials are missing or "
-                                "not finite (value %lld)",
-                                (long long)bad);
+    st = checkpoint_check(cp, &use, soft, keep_forces, comm != NULL);
+    if (comm) {
+        st = fmk_sim_comm_agree(comm, NULL, st);
+        if (st == FMK_OK)
+            st = fmk_sim_comm_same_opts(comm, &use);
     }
-    const fmk_sim_init in = {.n = c.n,
+    if (st != FMK_OK)
+        return release_comm(comm, st);
+    const fmk_sim_init in = {.n = cp->p.n,
+                             .comm = comm,
                              .mass = cp->p.mass,
                              .pos = cp->p.pos,
                              .vel = cp->p.vel,
@@ -315,15 +380,91 @@ fmk_status fmk_sim_create_from_checkpoint(fmk_sim **out, const fmk_sim_checkpoin
     return FMK_OK;
 }
 
+fmk_status fmk_sim_blob_distributed(const void *blob, size_t bytes, int64_t n_total, int ranks,
+                                    const int64_t *counts, void **out, size_t *out_bytes)
+{
+    const size_t base = W_COUNT * sizeof(uint64_t);
+    uint64_t *w = bytes == base ? malloc(base + (1 + (size_t)ranks) * sizeof *w) : NULL;
+    if (!w)
+        return bytes == base ? FMK_ERR_NOMEM : FMK_ERR_INTERNAL;
+    memcpy(w, blob, base);
+    w[W_N] = (uint64_t)n_total;
+    w[W_COUNT] = (uint64_t)ranks;
+    for (int r = 0; r < ranks; r++)
+        w[W_COUNT + 1 + r] = (uint64_t)counts[r];
+    *out = w;
+    *out_bytes = base + (1 + (size_t)ranks) * sizeof *w;
+    return FMK_OK;
+}
+
+fmk_status fmk_sim_blob_layout(const void *blob, size_t bytes, int64_t *n, int *has_soft,
+                               int *ranks, int64_t **counts)
+{
+    fmk_sim_opts o;
+    blob_counters c;
+    memset(&c, 0, sizeof c);
+    *ranks = 0, *counts = NULL;
+    fmk_status st = blob_read(blob, bytes, &o, &c);
+    if (st != FMK_OK)
+        return st;
+    *n = c.n, *has_soft = c.has_soft;
+    const unsigned char *at = NULL;
+    const int64_t r = blob_ranks(blob, bytes, &at);
+    if (r == 0)
+        return FMK_OK;
+    if (!(*counts = malloc((size_t)r * sizeof **counts)))
+        return fmk_sim_fail(NULL, FMK_ERR_NOMEM, "restart: out of host memory");
+    memcpy(*counts, at, (size_t)r * sizeof **counts);
+    *ranks = (int)r;
+    return FMK_OK;
+}
+
+/* A distributed simulation's restart file: every rank's checkpoint gathered on rank 0, which
+ * writes it with the global blob (the file's comment). */
+static fmk_status write_distributed(fmk_sim *sim, const char *path, fmk_sim_checkpoint *cp)
+{
+    fmk_sim_particles all;
+    double *acc = NULL, *pot = NULL;
+    fmk_status st = fmk_sim_dist_gather(sim, &cp->p, cp->acc, cp->pot, &all, &acc, &pot);
+    if (st != FMK_OK) {
+        fmk_sim_checkpoint_free(cp);
+        return st;
+    }
+    const int ranks = sim->comm.size;
+    int64_t *counts = malloc((size_t)ranks * sizeof *counts);
+    if (counts)
+        sim->comm.hooks->allgather(sim->comm.state, sim->n, counts);
+    void *blob = NULL;
+    size_t bytes = 0;
+    char msg[FMK_SIM_ERROR_LEN] = "";
+    if (fmk_sim_is_root(sim)) {
+        st = counts ? fmk_sim_blob_distributed(cp->state, cp->state_bytes, sim->n_total, ranks,
+                                               counts, &blob, &bytes)
+                    : FMK_ERR_NOMEM;
+        if (st == FMK_OK)
+            st = fmk_sim_io_write_restart(path, &all, acc, pot, blob, bytes, msg, sizeof msg);
+        else
+            snprintf(msg, sizeof msg, "fmk_sim_write_restart: out of host memory");
+        if (st != FMK_OK)
+            fmk_sim_fail(sim, st, "%s", msg);
+    }
+    free(blob), free(counts);
+    fmk_sim_dist_free(sim, &all, acc, pot);
+    fmk_sim_checkpoint_free(cp);
+    return fmk_sim_dist_agree(sim, st);
+}
+
 fmk_status fmk_sim_write_restart(fmk_sim *sim, const char *path)
 {
     if (!sim || !path)
         return fmk_sim_fail(sim, FMK_ERR_NULL, "fmk_sim_write_restart: %s is NULL",
                             sim ? "path" : "sim");
     fmk_sim_checkpoint cp;
-    fmk_status st = fmk_sim_checkpoint_take(sim, &cp);
+    fmk_status st = fmk_sim_dist_agree(sim, fmk_sim_checkpoint_take(sim, &cp));
     if (st != FMK_OK)
         return st;
+    if (sim->comm.hooks)
+        return write_distributed(sim, path, &cp);
     char msg[FMK_SIM_ERROR_LEN] = "";
     st = fmk_sim_io_write_restart(path, &cp.p, cp.acc, cp.pot, cp.state, cp.state_bytes, msg,
                                   sizeof msg);

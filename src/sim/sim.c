@@ -63,6 +63,7 @@ fmk_sim *fmk_sim_alloc(void)
     if (!sim)
         return NULL;
     sim->snap_last_step = sim->diag_last_step = sim->restart_last_step = -1;
+    sim->comm.size = 1;
     atomic_init(&sim->stop, 0);
     return sim;
 }
@@ -175,10 +176,21 @@ static int64_t first_bad(const double *x, int64_t count, int positive)
 fmk_status fmk_sim_check_particles(int64_t n, const double *mass, const double *pos,
                                    const double *vel, const double *soft, const fmk_sim_opts *o)
 {
-    (void)o;
     if (n < 1 || n > ((int64_t)1 << 40))
         return fmk_sim_fail(NULL, FMK_ERR_ARG, "fmk_sim_create: n = %lld; it must be in 1..2^40",
                             (long long)n);
+    return fmk_sim_check_share(n, mass, pos, vel, soft, o);
+}
+
+fmk_status fmk_sim_check_share(int64_t n, const double *mass, const double *pos, const double *vel,
+                               const double *soft, const fmk_sim_opts *o)
+{
+    (void)o;
+    if (n < 0 || n > ((int64_t)1 << 40))
+        return fmk_sim_fail(NULL, FMK_ERR_ARG, "fmk_sim_create: n = %lld; it must be in 0..2^40",
+                            (long long)n);
+    if (n == 0)
+        return FMK_OK;
     if (!mass || !pos || !vel)
         return fmk_sim_fail(NULL, FMK_ERR_NULL,
                             "fmk_sim_create: mass, pos and vel must be arrays of n, 3n and 3n "
@@ -238,12 +250,12 @@ static fmk_status host_arrays(fmk_sim *sim, const fmk_sim_init *in)
                             "fmk_sim_create: out of host memory for %lld "
                             "particles",
                             (long long)n);
-    if (!in->on_device) {
+    if (!in->on_device && n > 0) {
         memcpy(sim->mass, in->mass, (size_t)n * sizeof(double));
         for (int64_t i = 0; i < n; i++)
             sim->charge[i] = sim->opts.G * sim->mass[i];
     }
-    if (in->soft)
+    if (in->soft && n > 0)
         memcpy(sim->soft, in->soft, (size_t)n * sizeof(double));
     for (int64_t i = 0; i < n; i++)
         sim->id[i] = in->ids ? in->ids[i] : (uint64_t)(i + 1);
@@ -269,14 +281,19 @@ static fmk_status host_state(fmk_sim *sim, const fmk_sim_init *in)
     if (!(sim->pot = fmk_sim_doubles(n)) || !(sim->pot_next = fmk_sim_doubles(n)))
         return fmk_sim_fail(sim, FMK_ERR_NOMEM,
                             "fmk_sim_create: out of host memory for %lld particles", (long long)n);
-    memcpy(sim->pos, in->pos, (size_t)(3 * n) * sizeof(double));
-    memcpy(sim->vel, in->vel, (size_t)(3 * n) * sizeof(double));
+    if (n > 0) {
+        memcpy(sim->pos, in->pos, (size_t)(3 * n) * sizeof(double));
+        memcpy(sim->vel, in->vel, (size_t)(3 * n) * sizeof(double));
+    }
     if (in->acc) {
-        memcpy(sim->acc, in->acc, (size_t)(3 * n) * sizeof(double));
-        memcpy(sim->pot, in->pot, (size_t)n * sizeof(double));
+        if (n > 0) {
+            memcpy(sim->acc, in->acc, (size_t)(3 * n) * sizeof(double));
+            memcpy(sim->pot, in->pot, (size_t)n * sizeof(double));
+        }
         return FMK_OK;
     }
-    memcpy(sim->pos_next, in->pos, (size_t)(3 * n) * sizeof(double));
+    if (n > 0)
+        memcpy(sim->pos_next, in->pos, (size_t)(3 * n) * sizeof(double));
     fmk_status st = fmk_sim_forces(sim);
     if (st != FMK_OK)
         return st;
@@ -308,7 +325,13 @@ fmk_status fmk_sim_build(fmk_sim **out, const fmk_sim_init *in, const fmk_sim_op
     fmk_sim *sim = fmk_sim_alloc();
     if (!sim)
         return fmk_sim_fail(NULL, FMK_ERR_NOMEM, "fmk_sim_create: out of host memory");
-    sim->n = in->n;
+    sim->n = sim->n_total = in->n;
+    if (in->comm) { /* from here on destroy releases the communicator */
+        sim->comm = *in->comm;
+        double total = (double)in->n;
+        fmk_sim_dist_reduce(sim, &total, 1, FMK_SIM_REDUCE_SUM);
+        sim->n_total = (int64_t)total;
+    }
     sim->opts = *opts;
     if (opts->comoving) /* before the charges G m */
         sim->opts.G = FMK_SIM_COSMO_G;
@@ -329,12 +352,18 @@ fmk_status fmk_sim_build(fmk_sim **out, const fmk_sim_init *in, const fmk_sim_op
                             "(opts.a_start, or a snapshot's Time); it is %g",
                             in->time);
     }
-    fmk_status st = host_arrays(sim, in);
+    fmk_status st = fmk_sim_dist_agree(sim, host_arrays(sim, in));
     if (st == FMK_OK) {
         derive(sim);
         st = fmk_sim_plan_make(sim);
     }
-    if (st == FMK_OK && sim->backend == FMK_BACKEND_CUDA && opts->integrator == FMK_SIM_YOSHIDA4)
+    /* a distributed simulation keeps its state on the host (distributed plans take host
+     * arrays), whatever backend the plan's local work runs on */
+    const int on_host = sim->comm.hooks != NULL;
+    if (st == FMK_OK && on_host)
+        st = fmk_sim_dist_agree(sim, host_state(sim, in));
+    else if (st == FMK_OK && sim->backend == FMK_BACKEND_CUDA &&
+             opts->integrator == FMK_SIM_YOSHIDA4)
         st = fmk_sim_fail(sim, FMK_ERR_ARG,
                           "fmk_sim_create: the fourth-order integrator (FMK_SIM_YOSHIDA4) runs "
                           "on the CPU backend; the force plan runs on CUDA (set "
@@ -434,6 +463,8 @@ void fmk_sim_destroy(fmk_sim *sim)
     free(sim->out_dir);
     free(sim->out_times);
     free(sim->saved);
+    if (sim->comm.hooks && sim->comm.hooks->release)
+        sim->comm.hooks->release(sim->comm.state);
     free(sim);
 }
 
@@ -443,6 +474,8 @@ fmk_status fmk_sim_get_state(const fmk_sim *sim, double *mass, double *pos, doub
     if (!sim)
         return fmk_sim_fail(NULL, FMK_ERR_NULL, "fmk_sim_get_state: sim is NULL");
     const size_t n = (size_t)sim->n;
+    if (n == 0)
+        return FMK_OK;
     if (mass)
         memcpy(mass, sim->mass, n * sizeof(double));
     if (sim->dev)
@@ -482,7 +515,10 @@ fmk_status fmk_sim_info_get(const fmk_sim *sim, fmk_sim_info *info)
         return st;
     fmk_sim_info r;
     memset(&r, 0, sizeof r);
-    r.n = sim->n;
+    r.n = sim->n_total;
+    r.n_local = sim->n;
+    r.rank = sim->comm.rank;
+    r.ranks = sim->comm.size;
     r.step = sim->step;
     r.time = sim->time;
     r.dt = sim->dt_last;

@@ -15,6 +15,9 @@
  *   restart.c   the state blob and checkpoints (restart in memory), restart and snapshot files
  *               through the file layer (sim_io.h), create_from_file, set_output
  *   ic.c        initial conditions and the driver's random stream (splitmix64)
+ *   dist.c      distributed simulations (sim_hooks.h): agreed statuses, reductions, the
+ *               particles gathered on rank 0 for the files, create over a communicator
+ *   dist_file.c create_from_file over a communicator: rank 0 reads, the particles scattered
  *   device.c    the bridge to the device-resident state (cuda/sim_cuda.h); FMK_ERR_UNAVAILABLE
  *               in a build without CUDA
  *   cuda/       kick and drift kernels, reductions, the spline correction on the GPU
@@ -33,6 +36,7 @@
 #include <stdio.h>
 
 #include "fmmkit_sim.h"
+#include "sim/sim_hooks.h"
 #include "sim/sim_io.h"
 #include "sim/spline.h"
 
@@ -53,7 +57,9 @@ typedef struct fmk_sim_cells {
 } fmk_sim_cells;
 
 struct fmk_sim {
-    int64_t n;
+    int64_t n;         /* this rank's particles (all of them unless distributed) */
+    int64_t n_total;   /* every rank's */
+    fmk_sim_comm comm; /* distributed (sim_hooks.h): hooks not NULL; else hooks NULL, size 1 */
     fmk_sim_opts opts; /* as checked; opts.eps resolved (never 0) */
     fmk_kernel kernel; /* plummer (s > 0, FMK_SIM_SOFT_PLUMMER) or laplace */
     int spline;        /* 1: the spline correction runs (FMK_SIM_SOFT_SPLINE with some s > 0) */
@@ -141,8 +147,9 @@ typedef struct fmk_sim_init {
     int64_t n;
     const double *mass, *pos, *vel, *soft;
     const uint64_t *ids;
-    const double *acc, *pot; /* both or neither */
-    int on_device;           /* 1: mass, pos and vel are device pointers (soft, ids NULL) */
+    const fmk_sim_comm *comm; /* distributed (the sim owns comm->state from then on), or NULL */
+    const double *acc, *pot;  /* both or neither */
+    int on_device;            /* 1: mass, pos and vel are device pointers (soft, ids NULL) */
     int64_t step;
     double time, dt_last;
     /* a restart's comoving state and work count (resume = 1), else a fresh start */
@@ -227,6 +234,50 @@ typedef struct fmk_sim_rng {
     uint64_t state;
 } fmk_sim_rng;
 double fmk_sim_rng_uniform(fmk_sim_rng *r); /* [0, 1), 53 bits */
+
+/* dist.c: distributed simulations. Each is what its name says on a simulation that is not
+ * distributed (no hooks), and collective on one that is. */
+/* The status agreed over the ranks, the message of the failing rank in sim->error (sim NULL:
+ * the thread's); st unchanged without hooks. */
+fmk_status fmk_sim_dist_agree(fmk_sim *sim, fmk_status st);
+fmk_status fmk_sim_comm_agree(const fmk_sim_comm *comm, fmk_sim *sim, fmk_status st);
+/* x[0..count) summed (or op) over the ranks. */
+void fmk_sim_dist_reduce(const fmk_sim *sim, double *x, int count, fmk_sim_reduce_op op);
+/* 1 when fmk_sim_interrupt was called on any rank. */
+int fmk_sim_dist_stopped(fmk_sim *sim);
+int fmk_sim_is_root(const fmk_sim *sim);
+/* Every rank's particles on rank 0 (into *all, with acc and pot when asked: restart), in rank
+ * order; the other ranks get nothing (all->n 0). *all's arrays are to free with
+ * fmk_sim_dist_free; without hooks *all is a copy of local. Agreed status. */
+fmk_status fmk_sim_dist_gather(fmk_sim *sim, const fmk_sim_particles *local, const double *acc,
+                               const double *pot, fmk_sim_particles *all, double **acc_all,
+                               double **pot_all);
+void fmk_sim_dist_free(const fmk_sim *sim, fmk_sim_particles *all, double *acc_all,
+                       double *pot_all);
+/* Creates over comm from this rank's share (n >= 0) at time (the snapshot's, or the options'
+ * start): the checks agreed, ids NULL: the global index + 1. Owns comm->state. */
+fmk_status fmk_sim_dist_create(fmk_sim **out, const fmk_sim_comm *comm, int64_t n,
+                               const double *mass, const double *pos, const double *vel,
+                               const double *soft, const uint64_t *ids, const double *time,
+                               const fmk_sim_opts *opts);
+/* rank r's share of n in equal shares: its count and first index. */
+void fmk_sim_dist_share(int64_t n, int rank, int size, int64_t *count, int64_t *first);
+/* restart.c: a distributed restart's blob: the global n and the ranks' counts appended
+ * (rank 0, after the gather); *out malloc'ed. */
+fmk_status fmk_sim_blob_distributed(const void *blob, size_t bytes, int64_t n_total, int ranks,
+                                    const int64_t *counts, void **out, size_t *out_bytes);
+/* The counts a blob's extension holds (ranks and counts malloc'ed, NULL when none) and n. */
+fmk_status fmk_sim_blob_layout(const void *blob, size_t bytes, int64_t *n, int *has_soft,
+                               int *ranks, int64_t **counts);
+/* create_from_checkpoint over comm (NULL: one process): cp holds this rank's particles and
+ * the blob of all of them. */
+fmk_status fmk_sim_checkpoint_build(fmk_sim **out, const fmk_sim_checkpoint *cp,
+                                    const fmk_sim_opts *opts, const fmk_sim_comm *comm);
+/* The sim checks that hold for a local share (n >= 0; arrays may be NULL when n = 0). */
+fmk_status fmk_sim_check_share(int64_t n, const double *mass, const double *pos, const double *vel,
+                               const double *soft, const fmk_sim_opts *o);
+/* The options that every rank of a distributed simulation must share (FMK_ERR_ARG, agreed). */
+fmk_status fmk_sim_comm_same_opts(const fmk_sim_comm *comm, const fmk_sim_opts *o);
 
 /* device.c: the device-resident state (CUDA backend). Each returns FMK_ERR_UNAVAILABLE in a
  * build without CUDA. Host arrays may be NULL where a call says so. */

@@ -45,6 +45,8 @@ fmk_status fmk_sim_next_dt(fmk_sim *sim, double *dt)
             value = v > value ? v : value;
         }
     }
+    /* one global step: the largest over the ranks */
+    fmk_sim_dist_reduce(sim, &value, 1, FMK_SIM_REDUCE_MAX);
     /* eta sqrt(l / |a|) = eta (l^2 / |a|^2)^(1/4) */
     double step = value > 0 ? o->eta / sqrt(sqrt(value)) : INFINITY;
     if (o->dt_max > 0 && step > o->dt_max)
@@ -290,12 +292,12 @@ fmk_status fmk_sim_run(fmk_sim *sim, double t_end, int64_t n_steps)
     fmk_status st = fmk_sim_output_due(sim);
     if (st != FMK_OK)
         return st;
-    progress bar = {sim->opts.verbose && isatty(fileno(stderr)), fmk_sim_now(), 0, sim->step,
-                    sim->time};
+    progress bar = {sim->opts.verbose && fmk_sim_is_root(sim) && isatty(fileno(stderr)),
+                    fmk_sim_now(), 0, sim->step, sim->time};
     for (int64_t k = 0;; k++) {
         if (by_time ? sim->time >= t_end : k >= n_steps)
             break;
-        if (atomic_load(&sim->stop)) {
+        if (fmk_sim_dist_stopped(sim)) {
             progress_end(&bar);
             return fmk_sim_fail(sim, FMK_ERR_INTERRUPTED,
                                 "interrupted: stopped after step %lld (time %.17g), a whole step",

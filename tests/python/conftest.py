@@ -10,8 +10,9 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 if os.path.join(REPO, "python") not in sys.path:
     sys.path.insert(0, os.path.join(REPO, "python"))
 
-# test_mpi_plan.py runs under mpirun (ctest mpi_python_ranks_*), not in the pytest process.
-collect_ignore = ["test_mpi_plan.py"]
+# test_mpi_plan.py and test_mpi_sim.py run under mpirun (ctest mpi_python_ranks_*,
+# mpi_python_sim_ranks_*), not in the pytest process.
+collect_ignore = ["test_mpi_plan.py", "test_mpi_sim.py"]
 
 DIM = {"laplace": 3, "plummer": 3, "regularized": 3, "log2d": 2, "cauchy2d": 2}
 SMOOTH = ("plummer", "regularized")

@@ -1,0 +1,230 @@
+/* sim_mpi.c -- distributed simulations: the MPI behind the simulation driver's communicator
+ * hooks (src/sim/sim_hooks.h) and fmk_sim_create_mpi and its kin (include/fmmkit_mpi.h;
+ * docs/distributed.md, "The simulation under MPI"). The driver itself (libfmmkit) does the
+ * rest; this file is all the MPI it needs. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/hooks.h"
+#include "fmmkit_mpi.h"
+#include "mpi/mpi_internal.h"
+#include "sim/sim_hooks.h"
+
+typedef struct sim_mpi_state {
+    MPI_Comm comm; /* MPI_Comm_dup of the caller's */
+    int rank, size;
+    int *counts, *displs; /* size each: one gather's or scatter's */
+} sim_mpi_state;
+
+static void hook_reduce(void *state, double *x, int count, fmk_sim_reduce_op op)
+{
+    sim_mpi_state *s = state;
+    const MPI_Op mop = op == FMK_SIM_REDUCE_MIN   ? MPI_MIN
+                       : op == FMK_SIM_REDUCE_MAX ? MPI_MAX
+                                                  : MPI_SUM;
+    MPI_Allreduce(MPI_IN_PLACE, x, count, MPI_DOUBLE, mop, s->comm);
+}
+
+static void hook_allgather(void *state, int64_t value, int64_t *all)
+{
+    sim_mpi_state *s = state;
+    MPI_Allgather(&value, 1, MPI_INT64_T, all, 1, MPI_INT64_T, s->comm);
+}
+
+/* The agreement of libfmmkit_mpi's plans (agree.c), through the thread's plan message. */
+static fmk_status hook_agree(void *state, fmk_status status, char *message, size_t cap)
+{
+    sim_mpi_state *s = state;
+    if (status != FMK_OK)
+        fmk_plan_hook_error(NULL, status, message);
+    status = fmk_mpi_agree(NULL, s->comm, s->rank, status);
+    if (status != FMK_OK)
+        snprintf(message, cap, "%s", fmk_plan_last_error(NULL));
+    return status;
+}
+
+/* counts (words, each <= INT_MAX: the driver checks) as MPI's int counts and displacements. */
+static void layout(sim_mpi_state *s, const int64_t *counts)
+{
+    int at = 0;
+    for (int r = 0; r < s->size; r++) {
+        s->counts[r] = (int)counts[r];
+        s->displs[r] = at;
+        at += (int)counts[r];
+    }
+}
+
+static void hook_gather(void *state, const void *send, const int64_t *counts, void *recv)
+{
+    sim_mpi_state *s = state;
+    layout(s, counts);
+    MPI_Gatherv(send, s->counts[s->rank], MPI_UINT64_T, recv, s->counts, s->displs, MPI_UINT64_T, 0,
+                s->comm);
+}
+
+static void hook_scatter(void *state, const void *send, const int64_t *counts, void *recv)
+{
+    sim_mpi_state *s = state;
+    layout(s, counts);
+    MPI_Scatterv(send, s->counts, s->displs, MPI_UINT64_T, recv, s->counts[s->rank], MPI_UINT64_T,
+                 0, s->comm);
+}
+
+static void hook_bcast(void *state, void *buf, int64_t words)
+{
+    sim_mpi_state *s = state;
+    MPI_Bcast(buf, (int)words, MPI_UINT64_T, 0, s->comm);
+}
+
+static fmk_status hook_plan_create(void *state, fmk_plan **plan, int dim, fmk_kernel kernel,
+                                   double eps, const fmk_opts *opts)
+{
+    sim_mpi_state *s = state;
+    return fmk_plan_create_mpi(plan, s->comm, dim, kernel, eps, opts);
+}
+
+static void hook_release(void *state)
+{
+    sim_mpi_state *s = state;
+    if (!s)
+        return;
+    MPI_Comm_free(&s->comm);
+    free(s->counts), free(s->displs), free(s);
+}
+
+static const fmk_sim_hooks sim_mpi_hooks = {
+    .name = "mpi",
+    .reduce = hook_reduce,
+    .allgather = hook_allgather,
+    .agree = hook_agree,
+    .gather = hook_gather,
+    .scatter = hook_scatter,
+    .bcast = hook_bcast,
+    .plan_create = hook_plan_create,
+    .release = hook_release,
+};
+
+/* The communicator's hooks for a new simulation: MPI's checks as fmk_plan_create_mpi's, the
+ * communicator duplicated (collective). Agreed status; message on the thread. */
+static fmk_status open_comm(MPI_Comm comm, const char *fn, fmk_sim_comm *out)
+{
+    int initialized = 0, finalized = 0, inter = 0;
+    char text[256];
+    MPI_Initialized(&initialized);
+    MPI_Finalized(&finalized);
+    if (!initialized || finalized) {
+        snprintf(text, sizeof text, "%s: MPI is %s; call it between MPI_Init and MPI_Finalize", fn,
+                 finalized ? "finalized" : "not initialized");
+        return fmk_sim_hook_error(FMK_ERR_STATE, text);
+    }
+    if (comm == MPI_COMM_NULL) {
+        snprintf(text, sizeof text, "%s: comm is MPI_COMM_NULL", fn);
+        return fmk_sim_hook_error(FMK_ERR_ARG, text);
+    }
+    MPI_Comm_test_inter(comm, &inter);
+    if (inter) {
+        snprintf(text, sizeof text, "%s: comm is an intercommunicator; pass an intracommunicator",
+                 fn);
+        return fmk_sim_hook_error(FMK_ERR_ARG, text);
+    }
+    sim_mpi_state *s = calloc(1, sizeof *s);
+    MPI_Comm dup = MPI_COMM_NULL;
+    MPI_Comm_dup(comm, &dup); /* collective: every rank gets here */
+    fmk_status st = FMK_OK;
+    if (s) {
+        s->comm = dup;
+        MPI_Comm_rank(dup, &s->rank);
+        MPI_Comm_size(dup, &s->size);
+        s->counts = calloc((size_t)s->size, sizeof *s->counts);
+        s->displs = calloc((size_t)s->size, sizeof *s->displs);
+    }
+    if (!s || !s->counts || !s->displs) {
+        snprintf(text, sizeof text, "%s: out of host memory", fn);
+        st = fmk_sim_hook_error(FMK_ERR_NOMEM, text);
+    }
+    int rank = 0;
+    MPI_Comm_rank(dup, &rank);
+    if (st != FMK_OK)
+        fmk_plan_hook_error(NULL, st, text);
+    st = fmk_mpi_agree(NULL, dup, rank, st);
+    if (st != FMK_OK) {
+        fmk_sim_hook_error(st, fmk_plan_last_error(NULL));
+        if (s)
+            hook_release(s);
+        else
+            MPI_Comm_free(&dup);
+        return st;
+    }
+    out->hooks = &sim_mpi_hooks;
+    out->state = s;
+    out->rank = s->rank;
+    out->size = s->size;
+    return FMK_OK;
+}
+
+fmk_status fmk_sim_create_mpi(fmk_sim **sim, MPI_Comm comm, int64_t n_local, const double *mass,
+                              const double *pos, const double *vel, const double *soft_per_particle,
+                              const uint64_t *ids, const fmk_sim_opts *opts)
+{
+    if (sim)
+        *sim = NULL;
+    fmk_sim_comm c;
+    fmk_status st = open_comm(comm, "fmk_sim_create_mpi", &c);
+    if (st != FMK_OK)
+        return st;
+    return fmk_sim_create_comm(sim, &c, n_local, mass, pos, vel, soft_per_particle, ids, opts);
+}
+
+fmk_status fmk_sim_create_root_mpi(fmk_sim **sim, MPI_Comm comm, int64_t n, const double *mass,
+                                   const double *pos, const double *vel, const fmk_sim_opts *opts)
+{
+    if (sim)
+        *sim = NULL;
+    fmk_sim_comm c;
+    fmk_status st = open_comm(comm, "fmk_sim_create_root_mpi", &c);
+    if (st != FMK_OK)
+        return st;
+    return fmk_sim_create_root_comm(sim, &c, n, mass, pos, vel, opts);
+}
+
+fmk_status fmk_sim_create_from_file_mpi(fmk_sim **sim, MPI_Comm comm, const char *path,
+                                        const fmk_sim_opts *opts)
+{
+    if (sim)
+        *sim = NULL;
+    fmk_sim_comm c;
+    fmk_status st = open_comm(comm, "fmk_sim_create_from_file_mpi", &c);
+    if (st != FMK_OK)
+        return st;
+    return fmk_sim_create_from_file_comm(sim, &c, path, opts);
+}
+
+/* MPI_Comm_f2c needs MPI: without it the C calls say why. */
+static MPI_Comm from_fortran(MPI_Fint comm)
+{
+    int initialized = 0, finalized = 0;
+    MPI_Initialized(&initialized);
+    MPI_Finalized(&finalized);
+    return initialized && !finalized ? MPI_Comm_f2c(comm) : MPI_COMM_NULL;
+}
+
+fmk_status fmk_sim_create_mpi_f(fmk_sim **sim, MPI_Fint comm, int64_t n_local, const double *mass,
+                                const double *pos, const double *vel,
+                                const double *soft_per_particle, const uint64_t *ids,
+                                const fmk_sim_opts *opts)
+{
+    return fmk_sim_create_mpi(sim, from_fortran(comm), n_local, mass, pos, vel, soft_per_particle,
+                              ids, opts);
+}
+
+fmk_status fmk_sim_create_from_file_mpi_f(fmk_sim **sim, MPI_Fint comm, const char *path,
+                                          const fmk_sim_opts *opts)
+{
+    return fmk_sim_create_from_file_mpi(sim, from_fortran(comm), path, opts);
+}
+
+int fmk_sim_is_mpi(const fmk_sim *sim)
+{
+    return fmk_sim_has_hooks(sim, &sim_mpi_hooks);
+}
