@@ -1,0 +1,21 @@
+function fmmkit_interrupt_case()
+  % A direct sum of 2e5 points (minutes on two cores), interrupted by interrupt.py's SIGINT; then
+  % the plan must still work.
+  n = 200000;
+  S = rand(n, 3); q = ones(n, 1);
+  p = fmmkit.Plan('laplace', 'method', 'direct');
+  p.set_points(S);
+  disp('started'); fflush(stdout);
+  tic;
+  try
+    p.eval(q);
+    disp('not interrupted');
+  catch e
+    printf('caught %s after %.1f s: %s\n', e.identifier, toc, e.message);
+  end
+  p.set_points(S(1:100, :));
+  pot = p.eval(q(1:100));
+  if numel(pot) == 100 && all(isfinite(pot))
+    disp('plan usable');
+  end
+end
