@@ -1,7 +1,7 @@
 # fmmkit: the two commands of the quick start are `make demo` and `make test`.
 #   make demo       build (CPU + CUDA backend when nvcc is found) and run `fmmkit demo`
-#   make test       unit, CLI and Python tests on the CPU (ctest), and the MPI tests (1-4 ranks
-#                   under mpirun) when MPI is found
+#   make test       unit, CLI and Python tests on the CPU (ctest), the MPI tests (1-4 ranks
+#                   under mpirun) when MPI is found, the Octave tests when Octave is found
 #   make test-asan  the same tests built with AddressSanitizer + UndefinedBehaviorSanitizer
 #   make gpu-test   on a GPU machine: GPU tests (sm_90) plus compute-sanitizer memcheck,
 #                   synccheck and racecheck (GPU_TEST_PART=check or race: one half of
@@ -48,7 +48,7 @@ test-asan: deps
 
 # Built without OpenMP (the harnesses run one thread; clang's OpenMP runtime may be absent).
 fuzz:
-	@FMMKIT_NEED_FUZZ=1 FMMKIT_NEED_PYTHON_TEST_DEPS=0 sh tools/deps.sh
+	@FMMKIT_NEED_FUZZ=1 FMMKIT_NEED_PYTHON_TEST_DEPS=0 FMMKIT_NEED_OCTAVE=0 sh tools/deps.sh
 	@cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug \
 	  -DCMAKE_C_FLAGS_DEBUG="-O1 -g" -DFMMKIT_FUZZ=ON -DFMMKIT_TESTS=OFF -DFMMKIT_CUDA=OFF \
 	  -DCMAKE_DISABLE_FIND_PACKAGE_OpenMP=ON $(CMAKE_FLAGS) >/dev/null
@@ -56,13 +56,13 @@ fuzz:
 	@sh tests/fuzz/run.sh build-fuzz $(FUZZ_SECONDS)
 
 gpu-test:
-	@FMMKIT_NEED_PYTHON_TEST_DEPS=0 sh tools/deps.sh
+	@FMMKIT_NEED_PYTHON_TEST_DEPS=0 FMMKIT_NEED_OCTAVE=0 sh tools/deps.sh
 	@cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=$(CUDA_ARCH) >/dev/null
 	@cmake --build build-gpu -j$(JOBS)
 	@sh tools/gpu-test.sh build-gpu $(GPU_TEST_PART)
 
 bench:
-	@FMMKIT_NEED_PYTHON_TEST_DEPS=0 sh tools/deps.sh
+	@FMMKIT_NEED_PYTHON_TEST_DEPS=0 FMMKIT_NEED_OCTAVE=0 sh tools/deps.sh
 	@cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=$(CUDA_ARCH) >/dev/null
 	@cmake --build build-gpu -j$(JOBS)
 	@sh tools/bench.sh build-gpu
@@ -74,7 +74,7 @@ install: build
 format:
 	@command -v clang-format >/dev/null || python3 -m pip install -q clang-format
 	@git ls-files 'src/*.c' 'src/*.h' 'src/*.cu' 'src/*.cuh' 'cli/*.c' 'cli/*.h' 'tests/*.c' \
-	  'tests/*.h' 'bench/*.c' 'bench/*.h' 'examples/*.c' 'include/*.h' | grep -v bh_local.h | \
+	  'tests/*.h' 'bench/*.c' 'bench/*.h' 'examples/*.c' 'include/*.h' 'matlab/*.c' | grep -v bh_local.h | \
 	  xargs clang-format -i --style=file
 
 clean:

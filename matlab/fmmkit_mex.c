@@ -151,8 +151,8 @@ static fmk_kernel kernel_arg(const mxArray *a)
 /* What the name-value options of eval and plan_create give. */
 struct mex_opts {
     fmk_opts opts;
-    double eps;              /* 0: fmk_eps_default of the precision */
-    const mxArray *targets;  /* eval's 'targets', or NULL */
+    double eps;             /* 0: fmk_eps_default of the precision */
+    const mxArray *targets; /* eval's 'targets', or NULL */
 };
 
 static void enum_option(const char *key, const mxArray *v, fmk_opts *o)
@@ -202,8 +202,8 @@ static void options_arg(int n, const mxArray *args[], int with_targets, struct m
                 fail_arg("eps = %g must lie in (0, 1)", mo->eps);
         } else if (with_targets && !strcmp(key, "targets")) {
             mo->targets = v;
-        } else if (!strcmp(key, "method") || !strcmp(key, "backend") ||
-                   !strcmp(key, "precision") || !strcmp(key, "walk")) {
+        } else if (!strcmp(key, "method") || !strcmp(key, "backend") || !strcmp(key, "precision") ||
+                   !strcmp(key, "walk")) {
             enum_option(key, v, o);
         } else if (!strcmp(key, "softening")) {
             o->softening = scalar_arg(v, "softening");
@@ -345,8 +345,8 @@ static void results_alloc(struct results *r, fmk_kernel kernel, int64_t m, int w
 
 /* pot as m x 1 (rows) or 1 x m (cols); grad as m x dim or dim x m (real kernels) or like pot
  * (cauchy2d's complex derivative). */
-static void results_write(const struct results *r, fmk_kernel kernel, int64_t m,
-                          enum layout layout, int nlhs, mxArray *plhs[])
+static void results_write(const struct results *r, fmk_kernel kernel, int64_t m, enum layout layout,
+                          int nlhs, mxArray *plhs[])
 {
     const size_t mm = (size_t)m, dim = (size_t)fmk_kernel_dim(kernel);
     const int rows = layout == LAYOUT_ROWS;
@@ -380,8 +380,8 @@ struct plan_slot {
     double id; /* 0: free */
     fmk_plan *plan;
     fmk_kernel kernel;
-    int has_points;      /* set_points succeeded (a failed one leaves it 0) */
-    enum layout layout;  /* how set_points' targets (or sources) were held: eval's results too */
+    int has_points;     /* set_points succeeded (a failed one leaves it 0) */
+    enum layout layout; /* how set_points' targets (or sources) were held: eval's results too */
 };
 
 /* The table, its size, and the next id. Ids start at a time-derived offset, so that a handle
@@ -565,10 +565,10 @@ static void cmd_plan_info(int nlhs, mxArray *plhs[], int nrhs, const mxArray *pr
     struct plan_slot *s = plan_find(prhs[0]);
     fmk_info in;
     fmk_plan_info(s->plan, &in);
-    static const char *fields[] = {"kernel", "dim", "method", "backend", "precision",
-                                   "order", "levels", "leaf_size", "n_sources", "n_targets",
-                                   "eps", "theta", "bytes_host", "bytes_device", "device_name",
-                                   "setup_time", "eval_time"};
+    static const char *fields[] = {
+        "kernel",     "dim",          "method",      "backend",    "precision", "order",
+        "levels",     "leaf_size",    "n_sources",   "n_targets",  "eps",       "theta",
+        "bytes_host", "bytes_device", "device_name", "setup_time", "eval_time"};
     const int nf = (int)(sizeof fields / sizeof fields[0]);
     mxArray *st = mxCreateStructMatrix(1, 1, nf, fields);
     double eval_time = 0;
@@ -579,7 +579,8 @@ static void cmd_plan_info(int nlhs, mxArray *plhs[], int nrhs, const mxArray *pr
     mxSetField(st, 0, "dim", mxCreateDoubleScalar(in.dim));
     mxSetField(st, 0, "method", mxCreateString(fmk_method_name(in.method)));
     mxSetField(st, 0, "backend", mxCreateString(fmk_backend_name(in.backend)));
-    mxSetField(st, 0, "precision", mxCreateString(in.precision == FMK_PRECISION_FP32 ? "fp32" : "fp64"));
+    mxSetField(st, 0, "precision",
+               mxCreateString(in.precision == FMK_PRECISION_FP32 ? "fp32" : "fp64"));
     mxSetField(st, 0, "order", mxCreateDoubleScalar(in.order));
     mxSetField(st, 0, "levels", mxCreateDoubleScalar(in.levels));
     mxSetField(st, 0, "leaf_size", mxCreateDoubleScalar((double)in.leaf_size));

@@ -47,6 +47,12 @@ mpi_ok() {
 if [ "${FMMKIT_NEED_MPI:-1}" = 1 ] && ! mpi_ok; then
   optional "libopenmpi-dev openmpi-bin" "the distributed plans (libfmmkit_mpi)"
 fi
+# Octave: the MATLAB/Octave interface (matlab/, target fmmkit_octave) and its tests (ctest
+# label octave). Its apt-get install takes about 1.5 minutes (measured with apt-get update on a
+# busy 2-core machine); FMMKIT_NEED_OCTAVE=0 leaves it out.
+if [ "${FMMKIT_NEED_OCTAVE:-1}" = 1 ] && ! command -v mkoctfile >/dev/null 2>&1; then
+  optional "octave liboctave-dev" "the Octave interface (matlab/)"
+fi
 PY=$(command -v python3 || true)
 if [ -z "$PY" ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then

@@ -17,8 +17,11 @@ classdef Plan < handle
   properties (SetAccess = private)
     kernel = '';  % the kernel's name
   end
-  properties (SetAccess = private, Transient = true, Hidden = true)
-    id = 0;       % the gateway's number of the plan; 0 once destroyed
+  % The gateway's number of the plan, 0 once destroyed. Public though hidden: Octave 7 refuses
+  % a class's own methods a private property of an object made before `clear functions`. A
+  % number set by hand reaches at worst another live plan, never freed memory.
+  properties (Transient = true, Hidden = true)
+    id = 0;
   end
 
   methods
