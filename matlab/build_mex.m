@@ -3,7 +3,8 @@ function build_mex(varargin)
   % MATLAB's mex in MATLAB, with mkoctfile in Octave (where `cmake --build build --target
   % fmmkit_octave` does the same from CMake).
   %
-  %   build_mex()                          % fmmkit built in ../build (make) or ../build-cpu
+  %   build_mex()                          % fmmkit built in ../build (make) or ../build-cpu,
+  %                                        % or installed (this folder in <prefix>/share/fmmkit)
   %   build_mex('prefix', '/usr/local')    % an installed fmmkit: <prefix>/include, <prefix>/lib
   %   build_mex('include', I, 'lib', L)    % the folder of fmmkit.h, the folder of libfmmkit
   %   build_mex(..., 'static', true)       % link libfmmkit.a (GCC's OpenMP) rather than .so
@@ -70,8 +71,11 @@ function [inc, lib] = find_library(here, prefix)
                   {fullfile(prefix, 'include'), fullfile(prefix, 'lib64')}, ...
                   {fullfile(prefix, 'include'), fullfile(prefix, 'lib', 'x86_64-linux-gnu')}};
   else
+    installed = fileparts(fileparts(root));  % this folder as <prefix>/share/fmmkit/matlab
     candidates = {{fullfile(root, 'include'), fullfile(root, 'build')}, ...
                   {fullfile(root, 'include'), fullfile(root, 'build-cpu')}, ...
+                  {fullfile(installed, 'include'), fullfile(installed, 'lib')}, ...
+                  {fullfile(installed, 'include'), fullfile(installed, 'lib', 'x86_64-linux-gnu')}, ...
                   {'/usr/local/include', '/usr/local/lib'}};
   end
   for i = 1:numel(candidates)
