@@ -22,7 +22,7 @@ Nothing is ever printed.
 from __future__ import annotations
 
 import enum
-from typing import Dict, Type
+from typing import Dict, Type, Union
 
 
 class Status(enum.IntEnum):
@@ -44,11 +44,11 @@ class Status(enum.IntEnum):
 class FmkError(Exception):
     """A failed fmmkit call: .status (Status), .status_name ("FMK_ERR_ARG"), .message."""
 
-    status: Status | int
+    status: Union[Status, int]
     message: str
 
     def __init__(self, status: int, message: str) -> None:
-        code: Status | int
+        code: Union[Status, int]
         try:
             code = Status(status)
         except ValueError:  # a status appended after this package was written

@@ -7,7 +7,7 @@ import sys
 import threading
 import weakref
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, NamedTuple, Optional, Tuple, TypeVar, cast
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple, TypeVar, cast
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -83,7 +83,7 @@ class _Signals:
     __slots__ = ("_raised", "_poll", "fn")
 
     def __init__(self) -> None:
-        raised: list[Optional[BaseException]] = [None]
+        raised: List[Optional[BaseException]] = [None]
         self._raised = raised  # the check's only reference: no cycle through it
         run_handlers = _check_signals()
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 import ctypes
 import threading
 import weakref
-from typing import Any, Callable, NamedTuple, Optional, Sequence, Tuple, TypeVar, cast
+from typing import (TYPE_CHECKING, Any, Callable, NamedTuple, Optional, Sequence, Tuple, TypeVar,
+                    cast)
 
 import numpy as np
 from numpy.typing import ArrayLike, DTypeLike, NDArray
@@ -23,6 +24,10 @@ _METHOD_NAMES = {v: k for k, v in METHODS.items()}
 _BACKEND_NAMES = {0: "auto", 1: "cpu", 2: "cuda"}
 _dp = ctypes.POINTER(ctypes.c_double)
 _Self = TypeVar("_Self", bound="_Owned")
+if TYPE_CHECKING:  # generic for the type checker only
+    _Finalizer = weakref.finalize[..., Any]
+else:
+    _Finalizer = weakref.finalize
 
 
 def _check(status: int, handle: Any = None) -> None:
@@ -71,7 +76,7 @@ class _Owned:
     """A C object held by a Python one (self._lock, self._finalizer): close() frees it, also at
     the end of a with block or by garbage collection."""
     _lock: threading.Lock
-    _finalizer: weakref.finalize[..., Any]
+    _finalizer: _Finalizer
 
     def close(self) -> None:
         """Frees the C object now (a solver given a grid keeps its own copy of it)."""
@@ -428,7 +433,9 @@ class Poisson(_Owned):
             u = device_empty(d, lead + (3,), False) if velocity else None
 
             def dp(a: Any) -> Any:
-                return ctypes.cast(ctypes.c_void_p(device_address(a)), _dp) if a is not None else None
+                if a is None:
+                    return None
+                return ctypes.cast(ctypes.c_void_p(device_address(a)), _dp)
             self._run(lib().fmk_poisson_solve_device, c, dp(w), dp(p), dp(u))
             info = self._info_locked()
         if self._shape is not None:
