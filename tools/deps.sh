@@ -98,6 +98,9 @@ if [ "${FMMKIT_NEED_PYTHON_TEST_DEPS:-1}" = 1 ]; then
   pip_optional mkdocs "the user guide's build check"
   pip_optional fmm3dpy "the FMM3D conventions test"
   pip_optional rebound "the REBOUND conventions test"
+  # mypy type-checks the package, the examples and tests/python/typing_api.py (CTest
+  # python_mypy, [tool.mypy] in pyproject.toml); it installs in about 15 s
+  pip_optional mypy "the type check"
 fi
 # The fuzz harnesses (`make fuzz`, FMMKIT_NEED_FUZZ=1): clang with libFuzzer and the sanitizer
 # runtimes (Debian keeps those in libclang-rt-dev, which clang only recommends).

@@ -20,7 +20,12 @@ every core.
 GPU arrays: with the CUDA backend, CuPy, PyTorch and JAX arrays (anything exposing DLPack or
 __cuda_array_interface__) are read in place on the GPU and results come back as arrays of the
 same library, with no trip through host memory.
+
+The package is typed (py.typed): argument arrays are numpy.typing.ArrayLike, result arrays
+numpy arrays (Any, as CUDA results are arrays of the caller's library).
 """
+from __future__ import annotations
+
 from ._errors import (FmkAccuracyError, FmkDeviceError, FmkError, FmkInternalError,
                       FmkMemoryError, FmkStateError, FmkTypeError, FmkUnavailableError,
                       FmkValueError, Status)
@@ -44,17 +49,17 @@ __all__ = [
 ]
 
 
-def library_version():
+def library_version() -> str:
     """The version of the loaded libfmmkit, "major.minor.patch"."""
     return _load().fmk_version().decode()
 
 
-def cuda_device_count():
+def cuda_device_count() -> int:
     """CUDA devices usable by the loaded library (0 in a CPU-only build or without a GPU)."""
     return _load().fmk_cuda_device_count()
 
 
-def method_available(method, dim, backend="auto"):
+def method_available(method: str, dim: int, backend: str = "auto") -> bool:
     """True if a method ("auto", "direct", "tree", "fmm") runs in dim on backend in this build."""
     from ._plan import _lookup
     return bool(_load().fmk_method_available(_lookup("method", method), int(dim),

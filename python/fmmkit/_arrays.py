@@ -13,9 +13,13 @@ CuPy and PyTorch are imported only when such an array is seen. fmmkit works on t
 stream: the caller's current stream is synchronised before a call reads its arrays, and the
 results are complete when the call returns.
 """
+from __future__ import annotations
+
 import ctypes
+from typing import Any, Optional, Sequence, Tuple
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
 from ._errors import FmkTypeError, FmkUnavailableError, FmkValueError, Status
 from ._lib import double_p
@@ -25,8 +29,15 @@ _ARG = Status.ERR_ARG
 # DLPack device types (dlpack.h): host memory, CUDA memory, pinned host, managed memory.
 _KDL_CPU, _KDL_CUDA, _KDL_CUDA_HOST, _KDL_CUDA_MANAGED = 1, 2, 3, 13
 
+# The types of the public API. An argument array is anything numpy.asarray takes, or a CUDA
+# array (CuPy, PyTorch and JAX arrays also have __array__, so they are ArrayLike too). A result
+# array is a numpy.ndarray for host inputs and an array of the inputs' library for CUDA ones:
+# typed Any, as fmmkit depends on neither CuPy nor PyTorch.
+Array = Any
+Shape = Tuple[int, ...]
 
-def _shape_error(name, want, got):
+
+def _shape_error(name: str, want: object, got: Sequence[int]) -> FmkValueError:
     return FmkValueError(_ARG, f"{name} must have shape {want}; got {tuple(got)}")
 
 
@@ -34,7 +45,7 @@ def _shape_error(name, want, got):
 # Host arrays
 # ---------------------------------------------------------------------------------------------
 
-def _kind_check(name, a, complex_ok):
+def _kind_check(name: str, a: np.ndarray, complex_ok: bool) -> None:
     kind = a.dtype.kind
     if kind in "fiu":
         return
@@ -47,7 +58,7 @@ def _kind_check(name, a, complex_ok):
                              + (" (or complex128)" if complex_ok else ""))
 
 
-def host_points(x, dim, name):
+def host_points(x: ArrayLike, dim: int, name: str) -> NDArray[np.float64]:
     """(n, dim) C-contiguous float64 points; for dim 2 also a complex (n,) array of x + iy."""
     try:
         a = np.asarray(x)
@@ -67,7 +78,8 @@ def host_points(x, dim, name):
     return np.ascontiguousarray(a, dtype=np.float64)
 
 
-def host_charges(q, shape, is_complex, name="charges"):
+def host_charges(q: ArrayLike, shape: Shape, is_complex: bool,
+                 name: str = "charges") -> NDArray[Any]:
     """Charges of the given shape as C-contiguous float64 (complex128 when is_complex)."""
     try:
         a = np.asarray(q)
@@ -79,7 +91,7 @@ def host_charges(q, shape, is_complex, name="charges"):
     return np.ascontiguousarray(a, dtype=np.complex128 if is_complex else np.float64)
 
 
-def ptr(a):
+def ptr(a: Optional[np.ndarray]) -> Any:
     """A numpy array (or None) as the double * argument of a C call."""
     return None if a is None else a.ctypes.data_as(double_p)
 
@@ -88,11 +100,11 @@ def ptr(a):
 # Device arrays
 # ---------------------------------------------------------------------------------------------
 
-def _library_of(x):
+def _library_of(x: object) -> str:
     return type(x).__module__.split(".")[0]
 
 
-def on_device(x, name):
+def on_device(x: object, name: str) -> bool:
     """True for a CUDA device array, False for anything to be read on the host."""
     if x is None or isinstance(x, (np.ndarray, list, tuple, int, float, complex)):
         return False
@@ -110,7 +122,7 @@ def on_device(x, name):
             raise FmkTypeError(_ARG, f"{name} lives on DLPack device type {dev_type}; fmmkit "
                                      f"takes host arrays and CUDA device arrays")
     try:
-        return x.__cuda_array_interface__ is not None
+        return getattr(x, "__cuda_array_interface__") is not None
     except Exception:  # no such attribute, or an object that refuses (a CPU torch tensor)
         return False
 
@@ -119,14 +131,20 @@ class DeviceArray:
     """A device array adopted for a C call: .array (CuPy or torch), .lib ("cupy" or "torch"),
     .origin (the caller's library), .device (ordinal), .shape, .address (int)."""
     __slots__ = ("array", "lib", "origin", "device", "shape", "address")
+    array: Any
+    lib: str
+    origin: str
+    device: int
+    shape: Shape
+    address: int
 
-    def pointer(self, offset_bytes=0):
+    def pointer(self, offset_bytes: int = 0) -> Any:
         if self.address == 0:
             return None
         return ctypes.cast(ctypes.c_void_p(self.address + offset_bytes), double_p)
 
 
-def _import_cupy():
+def _import_cupy() -> Any:
     try:
         import cupy
         return cupy
@@ -134,7 +152,7 @@ def _import_cupy():
         return None
 
 
-def _import_torch():
+def _import_torch() -> Any:
     try:
         import torch
         return torch
@@ -142,7 +160,7 @@ def _import_torch():
         return None
 
 
-def _adopt_torch(torch, t, is_complex, name, origin):
+def _adopt_torch(torch: Any, t: Any, is_complex: bool, name: str, origin: str) -> DeviceArray:
     if t.dtype == torch.bool:  # other non-float dtypes are integers, converted exactly
         raise FmkTypeError(_ARG, f"{name} has dtype {t.dtype}; use float64 or float32")
     if t.dtype.is_complex and not is_complex:
@@ -156,7 +174,7 @@ def _adopt_torch(torch, t, is_complex, name, origin):
     return d
 
 
-def _adopt_cupy(cupy, a, is_complex, name, origin):
+def _adopt_cupy(cupy: Any, a: Any, is_complex: bool, name: str, origin: str) -> DeviceArray:
     kind = a.dtype.kind
     if kind not in "fiuc":
         raise FmkTypeError(_ARG, f"{name} has dtype {a.dtype}; use float64 or float32")
@@ -171,7 +189,7 @@ def _adopt_cupy(cupy, a, is_complex, name, origin):
     return d
 
 
-def adopt(x, is_complex, name):
+def adopt(x: Any, is_complex: bool, name: str) -> DeviceArray:
     """A CUDA array (see on_device) as float64 (complex128) C-contiguous memory on its device,
     without a host round trip."""
     origin = _library_of(x)
@@ -202,21 +220,22 @@ def adopt(x, is_complex, name):
                               f"installed to take CUDA arrays from it")
 
 
-def device_points(x, dim, name):
+def device_points(x: Any, dim: int, name: str) -> DeviceArray:
     d = adopt(x, False, name)
     if len(d.shape) != 2 or d.shape[1] != dim:
         raise _shape_error(name, f"(n, {dim})", d.shape)
     return d
 
 
-def device_charges(x, shape, is_complex, name="charges"):
+def device_charges(x: Any, shape: Shape, is_complex: bool,
+                   name: str = "charges") -> DeviceArray:
     d = adopt(x, is_complex, name)
     if d.shape != tuple(shape):
         raise _shape_error(name, tuple(shape), d.shape)
     return d
 
 
-def device_empty(like, shape, is_complex):
+def device_empty(like: DeviceArray, shape: Shape, is_complex: bool) -> Any:
     """Uninitialised output on like's device, allocated by like's library."""
     if like.lib == "torch":
         import torch
@@ -227,13 +246,13 @@ def device_empty(like, shape, is_complex):
         return cupy.empty(shape, dtype=cupy.complex128 if is_complex else cupy.float64)
 
 
-def device_address(a):
+def device_address(a: Any) -> int:
     if a is None:
         return 0
     return a.data_ptr() if hasattr(a, "data_ptr") else a.data.ptr
 
 
-def device_result(out, origin):
+def device_result(out: Any, origin: str) -> Any:
     """A result array as the caller's library sees it (JAX gets its own array through DLPack)."""
     if out is None or origin not in ("jax", "jaxlib"):
         return out

@@ -1,12 +1,15 @@
 """The `fmmkit` command: runs the compiled fmmkit program (installed with the package by
 `pip install .`) with the same arguments."""
+from __future__ import annotations
+
 import os
 import sys
+from typing import Optional, Sequence
 
 from . import _lib
 
 
-def program_path():
+def program_path() -> Optional[str]:
     """Where the fmmkit program is: $FMMKIT_CLI, the package's bin/, or next to the library
     (the build tree's cli/, an install prefix's bin/); None if nowhere."""
     env = os.environ.get("FMMKIT_CLI")
@@ -27,7 +30,7 @@ def program_path():
     return None
 
 
-def main(argv=None):
+def main(argv: Optional[Sequence[str]] = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     path = program_path()
     if path is None:

@@ -5,12 +5,15 @@ Simulation.
 
 Units of every cosmological quantity: length comoving Mpc (no h: 45 Mpc is 45 Mpc), mass
 1e10 Msun, velocity km/s (time Mpc/(km/s)); G = 43.00917 and H0 = 100 h."""
+from __future__ import annotations
+
 import ctypes
 import dataclasses
 import math
-from typing import NamedTuple
+from typing import Any, Dict, NamedTuple, Optional, Tuple, Union
 
 import numpy as np
+from numpy.typing import NDArray
 
 from ._errors import FmkTypeError, FmkValueError, Status, error_for
 from ._lib import fmk_sim_cosmo_ic, fmk_sim_cosmology, lib
@@ -22,7 +25,7 @@ G = 43.00917  # FMK_SIM_COSMO_G: Mpc (km/s)^2 / (1e10 Msun)
 SPACINGS = {"time": 0, "a": 1, "loga": 2}  # fmk_sim_spacing
 
 
-def _check(status):
+def _check(status: int) -> None:
     if status != 0:
         raise error_for(status, _text(lib().fmk_sim_last_error(None)))
 
@@ -41,16 +44,16 @@ class Cosmology:
     sigma_8: float       # rms linear density contrast in spheres of 8/h Mpc today
     t_cmb: float         # CMB temperature today, K
 
-    def to_c(self):
+    def to_c(self) -> fmk_sim_cosmology:
         """The struct fmk_sim_cosmology of these values."""
         return fmk_sim_cosmology(*(float(getattr(self, f.name))
                                    for f in dataclasses.fields(self)))
 
     @classmethod
-    def from_c(cls, c):
+    def from_c(cls, c: Any) -> Cosmology:
         return cls(*(getattr(c, f.name) for f in dataclasses.fields(cls)))
 
-    def comoving_dt(self, a0, a1, steps, spacing="time"):
+    def comoving_dt(self, a0: float, a1: float, steps: int, spacing: str = "time") -> float:
         """The fixed step (Simulation's dt) that takes `steps` equal steps of the stepping
         variable (spacing "time": cosmic time in Mpc/(km/s), "a" or "loga") from the scale
         factor a0 to a1 (fmk_sim_comoving_dt)."""
@@ -65,13 +68,13 @@ class Cosmology:
 _FIELDS = tuple(f.name for f in dataclasses.fields(Cosmology))
 
 
-def _spacing(name):
+def _spacing(name: object) -> int:
     if not isinstance(name, str) or name not in SPACINGS:
         raise FmkValueError(_ARG, f"spacing = {name!r}; it must be 'time', 'a' or 'loga'")
     return SPACINGS[name]
 
 
-def cosmology(name="wmap", **overrides):
+def cosmology(name: Union[str, Cosmology] = "wmap", **overrides: float) -> Cosmology:
     """The parameters of a named set, with any of them overridden:
 
         fmmkit.cosmology()                       # "wmap": 0.3, 0.7, 0.04, 0.7, 1, 0.9, 2.7255
@@ -94,17 +97,17 @@ def cosmology(name="wmap", **overrides):
     if unknown:
         raise FmkValueError(_ARG, f"cosmology: unknown parameter {', '.join(unknown)} (they are "
                                   f"{', '.join(_FIELDS)})")
-    values = {}
+    values: Dict[str, float] = {}
     for k, v in overrides.items():
         values[k] = _number(k, v, float)
         if not math.isfinite(values[k]):
             raise FmkValueError(_ARG, f"cosmology: {k} = {values[k]}; it must be finite")
-    c = dataclasses.replace(base, **values)
-    c.comoving_dt(0.5, 1.0, 1)  # the library's checks of the parameters
-    return c
+    result = dataclasses.replace(base, **values)
+    result.comoving_dt(0.5, 1.0, 1)  # the library's checks of the parameters
+    return result
 
 
-def as_cosmology(value):
+def as_cosmology(value: Union[str, Cosmology, None]) -> Cosmology:
     """A Cosmology from a name, a Cosmology or None (the default, "wmap")."""
     return cosmology() if value is None else cosmology(value)
 
@@ -113,23 +116,25 @@ class CosmoIC(NamedTuple):
     """A sphere of particles (cosmo_ic): mass (n,) in 1e10 Msun, pos (n, 3) comoving Mpc about
     the sphere's centre, vel (n, 3) the comoving momenta p = a^2 dx/dt in km/s; grid points per
     side and the periodic box's side (comoving Mpc) of the field it was cut from."""
-    mass: np.ndarray
-    pos: np.ndarray
-    vel: np.ndarray
+    mass: NDArray[np.float64]
+    pos: NDArray[np.float64]
+    vel: NDArray[np.float64]
     grid: int
     box: float
 
     @property
-    def n(self):
+    def n(self) -> int:
         return len(self.mass)
 
     @property
-    def spacing(self):
+    def spacing(self) -> float:
         """The lattice spacing, comoving Mpc (box / grid)."""
         return self.box / self.grid
 
 
-def _ic_params(n, radius, z_start, cosmology, lpt, seed, spacing, threads):
+def _ic_params(n: int, radius: float, z_start: float, cosmology: Union[str, Cosmology, None],
+               lpt: int, seed: int, spacing: Optional[float],
+               threads: Optional[int]) -> fmk_sim_cosmo_ic:
     p = fmk_sim_cosmo_ic()
     lib().fmk_sim_cosmo_ic_default(ctypes.byref(p))
     p.cosmo = as_cosmology(cosmology).to_c()
@@ -150,8 +155,10 @@ def _ic_params(n, radius, z_start, cosmology, lpt, seed, spacing, threads):
     return p
 
 
-def cosmo_ic_size(n=2874551, radius=45.0, z_start=49.0, cosmology="wmap", lpt=1, seed=1,
-                  spacing=None, threads=None):
+def cosmo_ic_size(n: int = 2874551, radius: float = 45.0, z_start: float = 49.0,
+                  cosmology: Union[str, Cosmology, None] = "wmap", lpt: int = 1, seed: int = 1,
+                  spacing: Optional[float] = None,
+                  threads: Optional[int] = None) -> Tuple[int, float, int, float]:
     """What cosmo_ic would make, without making it: (particles, particle mass, grid, box)."""
     p = _ic_params(n, radius, z_start, cosmology, lpt, seed, spacing, threads)
     count, mass, grid, box = ctypes.c_int64(), ctypes.c_double(), ctypes.c_int64(), \
@@ -161,8 +168,9 @@ def cosmo_ic_size(n=2874551, radius=45.0, z_start=49.0, cosmology="wmap", lpt=1,
     return count.value, mass.value, grid.value, box.value
 
 
-def cosmo_ic(n=2874551, radius=45.0, z_start=49.0, cosmology="wmap", lpt=1, seed=1,
-             spacing=None, threads=None):
+def cosmo_ic(n: int = 2874551, radius: float = 45.0, z_start: float = 49.0,
+             cosmology: Union[str, Cosmology, None] = "wmap", lpt: int = 1, seed: int = 1,
+             spacing: Optional[float] = None, threads: Optional[int] = None) -> CosmoIC:
     """Cosmological initial conditions (fmk_sim_ic_cosmo): a Gaussian random field with the
     Eisenstein & Hu (1998) power spectrum on a periodic grid, particles displaced from the
     lattice by the Zel'dovich approximation (lpt 1) or 2LPT (lpt 2), lpt 0 the lattice itself

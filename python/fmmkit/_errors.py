@@ -19,7 +19,10 @@ the matching built-in exception so ordinary except clauses work:
 
 Nothing is ever printed.
 """
+from __future__ import annotations
+
 import enum
+from typing import Dict, Type, Union
 
 
 class Status(enum.IntEnum):
@@ -41,25 +44,29 @@ class Status(enum.IntEnum):
 class FmkError(Exception):
     """A failed fmmkit call: .status (Status), .status_name ("FMK_ERR_ARG"), .message."""
 
-    def __init__(self, status, message):
+    status: Union[Status, int]
+    message: str
+
+    def __init__(self, status: int, message: str) -> None:
+        code: Union[Status, int]
         try:
-            status = Status(status)
+            code = Status(status)
         except ValueError:  # a status appended after this package was written
-            status = int(status)
-        self.status = status
+            code = int(status)
+        self.status = code
         self.message = message
-        super().__init__(status, message)
+        super().__init__(code, message)
 
     @property
-    def status_name(self):
+    def status_name(self) -> str:
         if isinstance(self.status, Status):
             return "FMK_" + self.status.name
         return f"fmk_status {self.status}"
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"{self.message} ({self.status_name})"
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"{type(self).__name__}({self.status_name}, {self.message!r})"
 
 
@@ -97,7 +104,7 @@ class FmkAccuracyError(FmkError, ValueError):
     what to do: precision fp64, method direct, or removing the outlier."""
 
 
-_CLASS = {
+_CLASS: Dict[int, Type[FmkError]] = {
     Status.ERR_NULL: FmkValueError,
     Status.ERR_ARG: FmkValueError,
     Status.ERR_NONFINITE: FmkValueError,
@@ -111,6 +118,6 @@ _CLASS = {
 }
 
 
-def error_for(status, message):
+def error_for(status: int, message: str) -> FmkError:
     """The exception for a status (FmkError itself for a status it does not know)."""
     return _CLASS.get(status, FmkError)(status, message)

@@ -24,12 +24,15 @@ thread at a time). A long call is stopped by Ctrl-C: each Plan gives the library
 (fmk_plan_set_interrupt, a ctypes callback that takes the GIL back for a moment) that runs
 Python's pending signal handlers every 10 ms or so of work.
 """
+from __future__ import annotations
+
 import ctypes
 import ctypes.util
 import glob
 import os
 import sys
 import threading
+from typing import Any, Dict, List, Optional, Sequence, Tuple, cast
 from ctypes import (POINTER, c_char, c_char_p, c_double, c_int, c_int32, c_int64, c_uint64,
                     c_void_p)
 
@@ -368,7 +371,7 @@ MPI_FUNCTIONS = {
 }
 
 
-def _library_names():
+def _library_names() -> List[str]:
     if sys.platform == "darwin":
         return ["libfmmkit.dylib"]
     if sys.platform == "win32":
@@ -376,7 +379,7 @@ def _library_names():
     return ["libfmmkit.so"]
 
 
-def candidate_paths():
+def candidate_paths() -> List[str]:
     """The places searched for libfmmkit, in order (see the module docstring)."""
     env = os.environ.get("FMMKIT_LIBRARY")
     if env:
@@ -394,7 +397,7 @@ def candidate_paths():
     return paths
 
 
-def _declare(cdll, path):
+def _declare(cdll: ctypes.CDLL, path: str) -> None:
     for name, (restype, argtypes) in list(FUNCTIONS.items()) + list(POISSON_FUNCTIONS.items()) + \
             list(SIM_FUNCTIONS.items()):
         try:
@@ -408,11 +411,11 @@ def _declare(cdll, path):
 
 
 _lock = threading.Lock()
-_cdll = None
-_path = None
+_cdll: Optional[ctypes.CDLL] = None
+_path: Optional[str] = None
 
 
-def lib():
+def lib() -> ctypes.CDLL:
     """The loaded libfmmkit (a ctypes.CDLL with FUNCTIONS declared); loads it on first use."""
     global _cdll, _path
     if _cdll is not None:
@@ -446,17 +449,17 @@ def lib():
                           "package (pip install .), or set FMMKIT_LIBRARY to its path.")
 
 
-def library_path():
+def library_path() -> str:
     """The path of the loaded libfmmkit (loading it if needed)."""
     lib()
-    return _path
+    return cast(str, _path)
 
 
-_mpi_cdll = None
-_mpi_path = None
+_mpi_cdll: Optional[ctypes.CDLL] = None
+_mpi_path: Optional[str] = None
 
 
-def _mpi_candidates():
+def _mpi_candidates() -> List[str]:
     """Where libfmmkit_mpi is looked for: FMMKIT_MPI_LIBRARY alone when set, else beside the
     loaded libfmmkit (the build tree or the package's folder), else the system's search path."""
     env = os.environ.get("FMMKIT_MPI_LIBRARY")
@@ -473,11 +476,11 @@ def _mpi_candidates():
     return paths
 
 
-def _address(fn):
+def _address(fn: Any) -> Optional[int]:
     return ctypes.cast(fn, c_void_p).value
 
 
-def mpi_lib():
+def mpi_lib() -> ctypes.CDLL:
     """The loaded libfmmkit_mpi (distributed plans, include/fmmkit_mpi.h), after libfmmkit;
     raises ImportError when it cannot be found or is not built on the libfmmkit already loaded.
 

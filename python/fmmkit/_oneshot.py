@@ -1,12 +1,19 @@
 """One-shot evaluations: a Plan made, used once and closed, behind one function per kernel."""
+from __future__ import annotations
+
+from typing import Any, Optional
+
 import numpy as np
+from numpy.typing import ArrayLike
 
 from . import _arrays
-from ._plan import Plan
+from ._plan import Plan, Result
 
 
-def _run(kernel, sources, charges, targets, eps, grad, method, backend, precision, threads,
-         device, softening=None, pot=True, **expert):
+def _run(kernel: str, sources: ArrayLike, charges: Any, targets: Optional[ArrayLike],
+         eps: Optional[float], grad: bool, method: str, backend: str, precision: str,
+         threads: Optional[int], device: Optional[int], softening: Optional[float] = None,
+         pot: bool = True, **expert: Any) -> Result:
     gpu = [a for a in (sources, targets, charges) if _arrays.on_device(a, "an argument")]
     if gpu and backend == "auto":
         backend = "cuda"  # CUDA arrays need the CUDA backend: say so if this build lacks it
@@ -29,9 +36,12 @@ def _run(kernel, sources, charges, targets, eps, grad, method, backend, precisio
         return plan.eval(charges, grad=grad, pot=pot)
 
 
-def laplace3d(sources, charges, targets=None, *, eps=None, grad=True, pot=True, method="auto",
-              backend="auto", precision="fp64", threads=None, device=None, theta=None,
-              order=None, leaf_size=None, walk=None):
+def laplace3d(sources: ArrayLike, charges: ArrayLike, targets: Optional[ArrayLike] = None, *,
+              eps: Optional[float] = None, grad: bool = True, pot: bool = True,
+              method: str = "auto", backend: str = "auto", precision: str = "fp64",
+              threads: Optional[int] = None, device: Optional[int] = None,
+              theta: Optional[float] = None, order: Optional[int] = None,
+              leaf_size: Optional[int] = None, walk: Optional[str] = None) -> Result:
     """phi(y_i) = sum_j q_j / |y_i - x_j| and its gradient in 3D.
 
     sources (n, 3), charges (n,), targets (m, 3) or None for the sources (self term left out).
@@ -44,9 +54,13 @@ def laplace3d(sources, charges, targets=None, *, eps=None, grad=True, pot=True, 
                 walk=walk)
 
 
-def plummer3d(sources, charges, targets=None, *, softening, eps=None, grad=True, pot=True,
-              method="auto", backend="auto", precision="fp64", threads=None, device=None,
-              theta=None, order=None, leaf_size=None, walk=None):
+def plummer3d(sources: ArrayLike, charges: ArrayLike, targets: Optional[ArrayLike] = None, *,
+              softening: float, eps: Optional[float] = None, grad: bool = True,
+              pot: bool = True, method: str = "auto", backend: str = "auto",
+              precision: str = "fp64", threads: Optional[int] = None,
+              device: Optional[int] = None, theta: Optional[float] = None,
+              order: Optional[int] = None, leaf_size: Optional[int] = None,
+              walk: Optional[str] = None) -> Result:
     """phi(y_i) = sum_j q_j / sqrt(|y_i - x_j|^2 + s^2) (softened gravity), s = softening > 0.
 
     Shapes as laplace3d; theta, order, leaf_size, walk as there."""
@@ -55,9 +69,11 @@ def plummer3d(sources, charges, targets=None, *, softening, eps=None, grad=True,
                 leaf_size=leaf_size, walk=walk)
 
 
-def regularized3d(sources, charges, targets=None, *, softening, eps=None, grad=True,
-                  pot=True, method="auto", backend="auto", precision="fp64", threads=None,
-                  device=None):
+def regularized3d(sources: ArrayLike, charges: ArrayLike, targets: Optional[ArrayLike] = None,
+                  *, softening: float, eps: Optional[float] = None, grad: bool = True,
+                  pot: bool = True, method: str = "auto", backend: str = "auto",
+                  precision: str = "fp64", threads: Optional[int] = None,
+                  device: Optional[int] = None) -> Result:
     """phi(y_i) = sum_j q_j (r^2 + 1.5 s^2) / (r^2 + s^2)^(3/2), r = |y_i - x_j|, s = softening.
 
     Shapes as laplace3d."""
@@ -65,8 +81,10 @@ def regularized3d(sources, charges, targets=None, *, softening, eps=None, grad=T
                 threads, device, softening, pot=pot)
 
 
-def log2d(sources, charges, targets=None, *, eps=None, grad=True, pot=True, method="auto",
-          backend="auto", precision="fp64", threads=None, device=None):
+def log2d(sources: ArrayLike, charges: ArrayLike, targets: Optional[ArrayLike] = None, *,
+          eps: Optional[float] = None, grad: bool = True, pot: bool = True,
+          method: str = "auto", backend: str = "auto", precision: str = "fp64",
+          threads: Optional[int] = None, device: Optional[int] = None) -> Result:
     """phi(y_i) = sum_j q_j log |y_i - x_j| and its gradient in 2D.
 
     sources (n, 2) (or complex (n,)), charges (n,), targets (m, 2) or None.
@@ -75,8 +93,10 @@ def log2d(sources, charges, targets=None, *, eps=None, grad=True, pot=True, meth
                 threads, device, pot=pot)
 
 
-def cauchy2d(sources, charges, targets=None, *, eps=None, grad=True, pot=True, method="auto",
-             backend="auto", precision="fp64", threads=None, device=None):
+def cauchy2d(sources: ArrayLike, charges: ArrayLike, targets: Optional[ArrayLike] = None, *,
+             eps: Optional[float] = None, grad: bool = True, pot: bool = True,
+             method: str = "auto", backend: str = "auto", precision: str = "fp64",
+             threads: Optional[int] = None, device: Optional[int] = None) -> Result:
     """phi(z) = sum_j Gamma_j / (z_j - z) with complex Gamma_j; "grad" is dphi/dz =
     sum_j Gamma_j / (z_j - z)^2.
 

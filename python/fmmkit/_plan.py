@@ -1,35 +1,40 @@
 """Plan: the fmk_plan life cycle from Python (create, set_points, eval many times, close)."""
+from __future__ import annotations
+
 import ctypes
 import operator
 import sys
 import threading
 import weakref
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple, TypeVar, cast
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from . import _arrays, _repr
+from ._arrays import Array, DeviceArray
 from ._errors import (FmkError, FmkStateError, FmkTypeError, FmkUnavailableError, FmkValueError,
                       Status, error_for)
 from ._lib import (FMK_PHASE_COUNT, PRECISION_NAMES, fmk_info, fmk_interrupt_fn, fmk_opts, lib,
                    mpi_lib, plan_p)
 
 _ARG = Status.ERR_ARG
+_T = TypeVar("_T")
 
 
-def _text(b):
+def _text(b: Optional[bytes]) -> str:
     return b.decode("utf-8", "replace") if b is not None else ""
 
 
-def check(status, handle=None):
+def check(status: int, handle: Any = None) -> None:
     """Raises the FmkError of a failed call; the message is read from the plan (or, for a NULL
     plan, from the calling thread, which is the thread that made the call)."""
     if status != 0:
         raise error_for(status, _text(lib().fmk_plan_last_error(handle)))
 
 
-def _lookup(kind, name):
+def _lookup(kind: str, name: object) -> int:
     """A kernel, method or backend name to its enum value (the C library knows the names)."""
     if not isinstance(name, str):
         raise FmkTypeError(_ARG, f"{kind} must be a name (str); got {name!r}")
@@ -38,7 +43,7 @@ def _lookup(kind, name):
     return value.value
 
 
-def _number(name, value, cast):
+def _number(name: str, value: Any, cast: Callable[[Any], _T]) -> _T:
     try:
         return cast(value)
     except (TypeError, ValueError):
@@ -48,7 +53,7 @@ def _number(name, value, cast):
                                   f"double)") from None
 
 
-def _integer(name, value, bits=64):
+def _integer(name: str, value: Any, bits: int = 64) -> int:
     """value as a Python int that fits the C argument it becomes (int32_t / int for bits=32,
     int64_t for 64): ctypes would wrap a larger one silently (2**70 to 0), so it is refused."""
     try:
@@ -77,11 +82,12 @@ class _Signals:
     next check, 10 ms on, says stop)."""
     __slots__ = ("_raised", "_poll", "fn")
 
-    def __init__(self):
-        raised = self._raised = [None]  # the check's only reference: no cycle through it
+    def __init__(self) -> None:
+        raised: List[Optional[BaseException]] = [None]
+        self._raised = raised  # the check's only reference: no cycle through it
         run_handlers = _check_signals()
 
-        def poll(user):
+        def poll(user: Any) -> int:
             if raised[0] is not None:
                 return 1
             try:
@@ -93,7 +99,7 @@ class _Signals:
         self._poll = poll
         self.fn = fmk_interrupt_fn(poll)
 
-    def call(self, fn, *args):
+    def call(self, fn: Callable[..., int], *args: Any) -> int:
         """fn(*args) with no exception kept from an earlier call; returns its status."""
         self._raised[0] = None
         if threading.current_thread() is not threading.main_thread():
@@ -101,7 +107,7 @@ class _Signals:
         previous = sys.unraisablehook
         raised, poll = self._raised, self._poll
 
-        def keep(unraisable):
+        def keep(unraisable: Any) -> None:
             if unraisable.object is poll and unraisable.exc_value is not None:
                 if raised[0] is None:
                     raised[0] = unraisable.exc_value
@@ -113,7 +119,7 @@ class _Signals:
         finally:
             sys.unraisablehook = previous
 
-    def raise_pending(self, status):
+    def raise_pending(self, status: int) -> None:
         """After call: raises what a signal handler raised during it, or KeyboardInterrupt for a
         call stopped otherwise (fmk_plan_interrupt)."""
         raised, self._raised[0] = self._raised[0], None
@@ -123,7 +129,7 @@ class _Signals:
             raise KeyboardInterrupt
 
 
-def _check_signals():
+def _check_signals() -> Callable[[], int]:
     """PyErr_CheckSignals through ctypes.pythonapi (which raises what it set), or a no-op where
     the interpreter has no C API to call (PyPy)."""
     try:
@@ -135,7 +141,7 @@ def _check_signals():
     return fn
 
 
-def _comm_handle(comm):
+def _comm_handle(comm: Any) -> Tuple[int, ctypes.CDLL]:
     """The Fortran handle (MPI_Fint) of an mpi4py communicator, for fmk_plan_create_mpi_f, and
     libfmmkit_mpi; FmkUnavailableError when mpi4py or libfmmkit_mpi is missing."""
     try:
@@ -153,17 +159,17 @@ def _comm_handle(comm):
     return comm.py2f(), L
 
 
-WALK_NAMES = {0: "auto", 1: "group", 2: "stackless"}
+WALK_NAMES: Dict[int, str] = {0: "auto", 1: "group", 2: "stackless"}
 
 
-def _walk(value):
+def _walk(value: object) -> int:
     for code, name in WALK_NAMES.items():
         if value == name:
             return code
     raise FmkValueError(_ARG, f"unknown walk {value!r} (auto, group, stackless)")
 
 
-def _precision(value):
+def _precision(value: object) -> int:
     for code, name in PRECISION_NAMES.items():
         if value == name:
             return code
@@ -195,15 +201,15 @@ class Info:
     bytes_device: int
     eps: float
     theta: float
-    times: dict
+    times: Dict[str, float]
     device_name: str
     interactions_p2p: int = 0
     interactions_far: int = 0
 
     @classmethod
-    def from_c(cls, c):
+    def from_c(cls, c: Any) -> Info:
         L = lib()
-        times = {}
+        times: Dict[str, float] = {}
         for k in range(FMK_PHASE_COUNT):
             name = L.fmk_phase_name(k)
             if name is not None:
@@ -219,10 +225,10 @@ class Info:
                    device_name=_text(c.device_name),
                    interactions_p2p=c.interactions_p2p, interactions_far=c.interactions_far)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return _repr.info_line(self)
 
-    def _repr_html_(self):
+    def _repr_html_(self) -> str:
         """Jupyter: a table of method, backend, sizes, eps, chosen settings, phase times."""
         return _repr.info_html(self)
 
@@ -237,17 +243,20 @@ class Result:
     Arrays are numpy for host charges, and arrays of the charges' library for CUDA charges.
     """
     __slots__ = ("pot", "grad", "info")
+    pot: Array     # numpy.ndarray (host charges), the charges' library's array, or None
+    grad: Array
+    info: Info
 
-    def __init__(self, pot, grad, info):
+    def __init__(self, pot: Array, grad: Array, info: Info) -> None:
         self.pot, self.grad, self.info = pot, grad, info
 
-    def __repr__(self):
-        def shape(a):
+    def __repr__(self) -> str:
+        def shape(a: Array) -> Optional[Tuple[int, ...]]:
             return None if a is None else tuple(a.shape)
         return (f"Result(pot={shape(self.pot)}, grad={shape(self.grad)}, "
                 f"kernel={self.info.kernel!r}, backend={self.info.backend!r})")
 
-    def _repr_html_(self):
+    def _repr_html_(self) -> str:
         """Jupyter: the arrays' shapes and the Info table."""
         return _repr.result_html(self)
 
@@ -300,9 +309,13 @@ class Plan:
     points, an interrupted set_points leaves none, as any failed one).
     """
 
-    def __init__(self, dim=None, kernel="laplace", eps=None, *, method="auto", backend="auto",
-                 precision="fp64", softening=None, threads=None, device=0, order=None,
-                 leaf_size=None, theta=None, walk=None, n_vectors=None, comm=None):
+    def __init__(self, dim: Optional[int] = None, kernel: str = "laplace",
+                 eps: Optional[float] = None, *, method: str = "auto", backend: str = "auto",
+                 precision: str = "fp64", softening: Optional[float] = None,
+                 threads: Optional[int] = None, device: int = 0, order: Optional[int] = None,
+                 leaf_size: Optional[int] = None, theta: Optional[float] = None,
+                 walk: Optional[str] = None, n_vectors: Optional[int] = None,
+                 comm: Any = None) -> None:
         L = lib()
         mpi = None if comm is None else _comm_handle(comm)
         try:
@@ -350,37 +363,37 @@ class Plan:
         self._handle = handle
         self._lock = threading.Lock()
         self._device = opts.device
-        self._n_sources = None   # None: no points yet
-        self._n_targets = None
+        self._n_sources: Optional[int] = None   # None: no points yet
+        self._n_targets: Optional[int] = None
         self._finalizer = weakref.finalize(self, L.fmk_plan_destroy, handle)
         self._signals = _Signals()  # kept as long as the plan: the C plan calls its check
         check(L.fmk_plan_set_interrupt(handle, self._signals.fn, None), handle)
 
     # -- life cycle ---------------------------------------------------------------------------
 
-    def close(self):
+    def close(self) -> None:
         """Frees the plan now; later calls raise FmkStateError. Closing twice is fine."""
         with self._lock:
             self._finalizer()
             self._n_sources = self._n_targets = None
 
     @property
-    def closed(self):
+    def closed(self) -> bool:
         return not self._finalizer.alive
 
-    def __enter__(self):
+    def __enter__(self) -> Plan:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _live(self, what):
+    def _live(self, what: str) -> Any:
         """The C handle; the caller holds self._lock."""
         if not self._finalizer.alive:
             raise FmkStateError(Status.ERR_STATE, f"{what}: the plan is closed")
         return self._handle
 
-    def _info_locked(self, h):
+    def _info_locked(self, h: Any) -> Info:
         c = fmk_info()
         check(lib().fmk_plan_info(h, ctypes.byref(c)), h)
         return Info.from_c(c)
@@ -388,16 +401,16 @@ class Plan:
     # -- properties -----------------------------------------------------------------------------
 
     @property
-    def dim(self):
+    def dim(self) -> int:
         return self._dim
 
     @property
-    def distributed(self):
+    def distributed(self) -> bool:
         """True for a distributed plan (made with comm=)."""
         return self._mpi
 
     @property
-    def mpi_info(self):
+    def mpi_info(self) -> Optional[Dict[str, Any]]:
         """For a distributed plan, this rank's share of the work and where its time went
         (struct fmk_mpi_info, include/fmmkit_mpi.h) as a dict; None for an ordinary plan."""
         if not self._mpi:
@@ -410,16 +423,16 @@ class Plan:
         return {name: getattr(mi, name) for name, _ in fmk_mpi_info._fields_}
 
     @property
-    def kernel(self):
+    def kernel(self) -> str:
         return _text(lib().fmk_kernel_name(self._kernel))
 
     @property
-    def info(self):
+    def info(self) -> Info:
         """Info: what the plan is and what its last set_points and eval cost."""
         with self._lock:
             return self._info_locked(self._live("info"))
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         with self._lock:
             if self.closed:
                 return f"<fmmkit.Plan {self.kernel} (closed)>"
@@ -428,14 +441,14 @@ class Plan:
         return (f"<fmmkit.Plan {i.kernel} {i.dim}D eps={i.eps:g} {i.method}/{i.backend} "
                 f"{i.precision} n_sources={ns} n_targets={nt}>")
 
-    def _repr_html_(self):
+    def _repr_html_(self) -> str:
         """Jupyter: the Info table of the plan (its last set_points and eval)."""
         with self._lock:
             if self.closed:
                 return _repr.plan_html(self, None, None)
             return _repr.plan_html(self, self._info_locked(self._handle), self._n_sources)
 
-    def memory(self, n_sources, n_targets=None):
+    def memory(self, n_sources: int, n_targets: Optional[int] = None) -> Memory:
         """Memory(host, device): bytes the plan would hold for these sizes (n_targets None:
         targets are the sources), computed before anything is allocated."""
         h, d = ctypes.c_int64(), ctypes.c_int64()
@@ -449,7 +462,7 @@ class Plan:
 
     # -- points ---------------------------------------------------------------------------------
 
-    def set_points(self, sources, targets=None):
+    def set_points(self, sources: ArrayLike, targets: Optional[ArrayLike] = None) -> Plan:
         """Gives the plan its sources, shape (n, dim), and targets, shape (m, dim) (None: the
         sources, leaving out the self term). Both are copied (numpy) or read in place on the GPU
         (CuPy, PyTorch, JAX arrays; both must then be on the GPU and the backend cuda)."""
@@ -471,10 +484,10 @@ class Plan:
             fn, args = L.fmk_plan_set_points_device, (ns, s.pointer(), nt,
                                                       None if t is None else t.pointer())
         else:
-            s = _arrays.host_points(sources, self._dim, "sources")
-            t = None if targets is None else _arrays.host_points(targets, self._dim, "targets")
-            ns, nt = s.shape[0], 0 if t is None else t.shape[0]
-            fn, args = L.fmk_plan_set_points, (ns, _arrays.ptr(s), nt, _arrays.ptr(t))
+            hs = _arrays.host_points(sources, self._dim, "sources")
+            ht = None if targets is None else _arrays.host_points(targets, self._dim, "targets")
+            ns, nt = hs.shape[0], 0 if ht is None else ht.shape[0]
+            fn, args = L.fmk_plan_set_points, (ns, _arrays.ptr(hs), nt, _arrays.ptr(ht))
         # The C call and the sizes eval reads change together, under the lock.
         with self._lock:
             h = self._live("set_points")
@@ -482,7 +495,7 @@ class Plan:
                              ns if targets is None else nt)
         return self
 
-    def _points_set(self, h, status, ns, nt):
+    def _points_set(self, h: Any, status: int, ns: int, nt: int) -> None:
         """The sizes after a set_points call that returned status; raises its error. The caller
         holds self._lock."""
         if status == Status.OK:
@@ -501,7 +514,7 @@ class Plan:
     # the C call, with arguments C refuses (a negative count, NULL arrays), so that every rank
     # fails; then it raises its own error, and the others the C library's ("rank R: ...").
 
-    def _collective(self, step, *args):
+    def _collective(self, step: Callable[..., Callable[[], _T]], *args: Any) -> _T:
         with self._lock:
             h = self._live(step.__name__.strip("_").replace("_mpi", ""))
             try:
@@ -516,21 +529,22 @@ class Plan:
                                       Status.ERR_NONFINITE, Status.ERR_STATE):
                         self._n_sources = self._n_targets = None
                 elif args[1]:  # eval_many: the k the others pass, if it can be read
-                    shape = np.shape(args[0]) if hasattr(args[0], "shape") else ()
+                    shape: Tuple[int, ...] = np.shape(args[0]) if hasattr(args[0], "shape") else ()
                     L.fmk_plan_eval_many(h, shape[0] if len(shape) == 2 else -1, None, None, None)
                 else:  # NULL charges and outputs: refused, and this rank is named
                     L.fmk_plan_eval(h, None, None, None)
                 raise
             return prepared()
 
-    def _refuse_device(self, what, *arrays):
+    def _refuse_device(self, what: str, *arrays: Tuple[str, object]) -> None:
         for name, a in arrays:
             if a is not None and _arrays.on_device(a, name):
                 raise FmkUnavailableError(
                     Status.ERR_UNAVAILABLE, f"{what}: {name} is a GPU array; a distributed plan "
                     f"takes host (numpy) arrays only, GPU arrays are not supported yet")
 
-    def _set_points_mpi(self, h, sources, targets):
+    def _set_points_mpi(self, h: Any, sources: ArrayLike,
+                        targets: Optional[ArrayLike]) -> Callable[[], Plan]:
         """set_points of a distributed plan: the checks, then a callable that makes the C call;
         the caller holds self._lock."""
         self._refuse_device("set_points", ("sources", sources), ("targets", targets))
@@ -538,14 +552,15 @@ class Plan:
         t = None if targets is None else _arrays.host_points(targets, self._dim, "targets")
         ns, nt = s.shape[0], 0 if t is None else t.shape[0]
 
-        def call():
+        def call() -> Plan:
             status = self._signals.call(lib().fmk_plan_set_points, h, ns, _arrays.ptr(s), nt,
                                         _arrays.ptr(t))
             self._points_set(h, status, ns, ns if targets is None else nt)
             return self
         return call
 
-    def _eval_mpi(self, h, charges, many, pot, grad):
+    def _eval_mpi(self, h: Any, charges: ArrayLike, many: bool, pot: bool,
+                  grad: bool) -> Callable[[], Result]:
         """eval or eval_many of a distributed plan, as _set_points_mpi."""
         what = "eval_many" if many else "eval"
         self._want(what, pot, grad)
@@ -557,7 +572,7 @@ class Plan:
                                           f"{np.shape(charges)}")
             k = np.shape(charges)[0]
             q = _arrays.host_charges(charges, (k, n), self._complex)
-            lead = (k,)
+            lead: Tuple[int, ...] = (k,)
         else:
             k, lead = 1, ()
             q = _arrays.host_charges(charges, (n,), self._complex)
@@ -565,7 +580,7 @@ class Plan:
         p = np.empty(lead + pshape, dtype=out_dtype) if pot else None
         g = np.empty(lead + gshape, dtype=out_dtype) if grad else None
 
-        def call():
+        def call() -> Result:
             args = (_arrays.ptr(q), _arrays.ptr(p), _arrays.ptr(g))
             if many:
                 self._run(lib().fmk_plan_eval_many, h, k, *args)
@@ -574,7 +589,7 @@ class Plan:
             return Result(p, g, self._info_locked(h))
         return call
 
-    def _check_device(self, name, d):
+    def _check_device(self, name: str, d: DeviceArray) -> None:
         if d.device != self._device:
             raise FmkValueError(_ARG, f"{name} is on CUDA device {d.device} but the plan uses "
                                       f"device {self._device}; create it with device={d.device}")
@@ -584,20 +599,21 @@ class Plan:
     # outputs and the C call, to reading the plan's info: a set_points from another thread waits
     # for it, so the outputs always have the size the C library writes.
 
-    def _shapes(self, what, pot, grad):
+    def _shapes(self, what: str, pot: bool,
+                grad: bool) -> Tuple[int, Tuple[int, ...], Tuple[int, ...]]:
         """n_sources and the output shapes; the caller holds self._lock."""
         if self._n_sources is None:
             self._live(what)
             raise FmkStateError(Status.ERR_STATE, f"{what}: no points yet; call set_points first")
-        m = self._n_targets
+        m = cast(int, self._n_targets)  # set with _n_sources
         return self._n_sources, (m,), ((m,) if self._complex else (m, self._dim))
 
     @staticmethod
-    def _want(what, pot, grad):
+    def _want(what: str, pot: bool, grad: bool) -> None:
         if not (pot or grad):
             raise FmkValueError(_ARG, f"{what}: pot=False and grad=False; ask for at least one")
 
-    def eval(self, charges, grad=True, pot=True):
+    def eval(self, charges: ArrayLike, grad: bool = True, pot: bool = True) -> Result:
         """Potential (and gradient unless grad=False) for one charge vector, shape (n_sources,)
         (complex for cauchy2d). Returns a Result. CUDA charges give CUDA results."""
         if self._mpi:
@@ -616,7 +632,7 @@ class Plan:
             self._run(lib().fmk_plan_eval, h, _arrays.ptr(q), _arrays.ptr(p), _arrays.ptr(g))
             return Result(p, g, self._info_locked(h))
 
-    def eval_many(self, charges, grad=True, pot=True):
+    def eval_many(self, charges: ArrayLike, grad: bool = True, pot: bool = True) -> Result:
         """eval for k charge vectors at once, charges of shape (k, n_sources); the Result's
         arrays get a leading axis of length k."""
         if self._mpi:
@@ -643,17 +659,19 @@ class Plan:
                       _arrays.ptr(g))
             return Result(p, g, self._info_locked(h))
 
-    def _run(self, fn, h, *args):
+    def _run(self, fn: Callable[..., int], h: Any, *args: Any) -> None:
         """An evaluation call fn(h, *args) that Ctrl-C can stop (KeyboardInterrupt); other
         failures raise their FmkError. The caller holds self._lock."""
         status = self._signals.call(fn, h, *args)
         self._signals.raise_pending(status)
         check(status, h)
 
-    def _eval_device(self, charges, many, pot, grad, pshape, gshape):
+    def _eval_device(self, charges: Any, many: Optional[str], pot: bool, grad: bool,
+                     pshape: Tuple[int, ...], gshape: Tuple[int, ...]) -> Result:
         """Charges, potential and gradient all on the GPU: fmk_plan_eval_device or
         fmk_plan_eval_many_device, no host round trip. The caller holds self._lock."""
-        n = self._n_sources
+        n = cast(int, self._n_sources)  # _shapes checked it
+        lead: Tuple[int, ...]
         if many:
             d = _arrays.adopt(charges, self._complex, "charges")
             if len(d.shape) != 2 or d.shape[1] != n:
@@ -671,7 +689,7 @@ class Plan:
         p_stride = int(np.prod(pshape)) * item
         g_stride = int(np.prod(gshape)) * item
         p_addr, g_addr = _arrays.device_address(p), _arrays.device_address(g)
-        m = self._n_targets
+        m = cast(int, self._n_targets)
         h = self._live("eval")
         if m > 0:  # nothing to write otherwise (and empty outputs may have no address)
             L = lib()
@@ -682,6 +700,6 @@ class Plan:
                       self._info_locked(h))
 
 
-def _void_double(address, offset):
+def _void_double(address: int, offset: int) -> Any:
     return ctypes.cast(ctypes.c_void_p(address + offset), ctypes.POINTER(ctypes.c_double))
 

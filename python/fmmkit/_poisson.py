@@ -2,14 +2,18 @@
 vorticity field on a uniform or block-structured grid with free-space boundaries,
 lap Psi = -omega, and on request the velocity u = curl Psi, by the regularized kernel of van Rees
 et al. (smoothing h_min)."""
+from __future__ import annotations
+
 import ctypes
 import threading
 import weakref
-from typing import NamedTuple
+from typing import (TYPE_CHECKING, Any, Callable, NamedTuple, Optional, Sequence, Tuple, TypeVar,
+                    cast)
 
 import numpy as np
+from numpy.typing import ArrayLike, DTypeLike, NDArray
 
-from ._arrays import adopt, device_address, device_empty, device_result, on_device
+from ._arrays import Array, adopt, device_address, device_empty, device_result, on_device
 from ._errors import FmkStateError, FmkTypeError, FmkValueError, Status, error_for
 from ._lib import fmk_poisson_info, fmk_poisson_opts, grid_p, lib, poisson_p
 from ._plan import _integer, _lookup, _number, _Signals, _text
@@ -19,9 +23,14 @@ METHODS = {"auto": 0, "direct": 1, "fmm": 2, "fft": 3, "treecode": 4}
 _METHOD_NAMES = {v: k for k, v in METHODS.items()}
 _BACKEND_NAMES = {0: "auto", 1: "cpu", 2: "cuda"}
 _dp = ctypes.POINTER(ctypes.c_double)
+_Self = TypeVar("_Self", bound="_Owned")
+if TYPE_CHECKING:  # generic for the type checker only
+    _Finalizer = weakref.finalize[..., Any]
+else:
+    _Finalizer = weakref.finalize
 
 
-def _check(status, handle=None):
+def _check(status: int, handle: Any = None) -> None:
     if status != 0:
         raise error_for(status, _text(lib().fmk_poisson_last_error(handle)))
 
@@ -32,7 +41,7 @@ class PoissonInfo(NamedTuple):
     method: str        # the method used: "direct", "fmm", "fft" or "treecode"
     eps: float         # the accuracy asked of methods fmm and treecode
     smoothing: float   # the kernel's smoothing length (length units)
-    shape: tuple       # (nx, ny, nz) of a uniform grid; (0, 0, 0) for a block grid
+    shape: Tuple[int, int, int]  # (nx, ny, nz) of a uniform grid; (0, 0, 0) for a block grid
     h: float           # the finest spacing, as h_min
     components: int    # of the last solve
     n_sources: int     # grid points with nonzero omega in the last solve
@@ -66,16 +75,18 @@ class PoissonInfo(NamedTuple):
 class _Owned:
     """A C object held by a Python one (self._lock, self._finalizer): close() frees it, also at
     the end of a with block or by garbage collection."""
+    _lock: threading.Lock
+    _finalizer: _Finalizer
 
-    def close(self):
+    def close(self) -> None:
         """Frees the C object now (a solver given a grid keeps its own copy of it)."""
         with self._lock:
             self._finalizer()
 
-    def __enter__(self):
+    def __enter__(self: _Self) -> _Self:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 
@@ -95,20 +106,21 @@ class BlockGrid(_Owned):
 
     block_size: even, 4..64. h0 > 0. anchor: the lattice's origin (3 numbers)."""
 
-    def __init__(self, block_size=16, h0=1.0, anchor=(0.0, 0.0, 0.0)):
+    def __init__(self, block_size: int = 16, h0: float = 1.0,
+                 anchor: ArrayLike = (0.0, 0.0, 0.0)) -> None:
         a = _vector3("anchor", anchor)
         handle = grid_p()
         _check(lib().fmk_grid_create(ctypes.byref(handle), _integer("block_size", block_size, 32),
                                      _number("h0", h0, float), a.ctypes.data_as(_dp)))
         self._adopt(handle)
 
-    def _adopt(self, handle):
+    def _adopt(self, handle: Any) -> None:
         self._handle = handle
         self._lock = threading.Lock()
         self._finalizer = weakref.finalize(self, lib().fmk_grid_destroy, handle)
 
     @classmethod
-    def rings(cls, resolution, block_size=16, refine=1e-4):
+    def rings(cls, resolution: int, block_size: int = 16, refine: float = 1e-4) -> BlockGrid:
         """The two-level grid of the test problem (fmk_poisson_rings_grid): the unit cube at
         effective resolution `resolution` (spacing 1 / resolution where refined, twice that
         elsewhere), refined where the coarse level's interpolation detail of the rings' omega
@@ -122,12 +134,13 @@ class BlockGrid(_Owned):
         g._adopt(handle)
         return g
 
-    def _live(self):
+    def _live(self) -> Any:
         if not self._finalizer.alive:
             raise FmkStateError(Status.ERR_STATE, "the grid is closed")
         return self._handle
 
-    def add_blocks(self, levels, corners=None, index=None):
+    def add_blocks(self, levels: ArrayLike, corners: Optional[ArrayLike] = None,
+                   index: Optional[ArrayLike] = None) -> BlockGrid:
         """Adds n blocks, given by their lower corners (n, 3) (each anchor + block_size h_l B)
         or their block indices B (n, 3) integers; levels: one int for all, or n ints. The blocks
         must not overlap each other or the grid's; all or nothing (FmkValueError names the
@@ -137,7 +150,7 @@ class BlockGrid(_Owned):
         if corners is not None:
             c = _rows3("corners", corners, np.float64)
         else:
-            c = _rows3("index", index, np.int64)
+            c = _rows3("index", cast(ArrayLike, index), np.int64)
         n = c.shape[0]
         lv = np.asarray(levels)
         if lv.ndim == 0:
@@ -161,7 +174,7 @@ class BlockGrid(_Owned):
                     ctypes.c_int32)), c.ctypes.data_as(ctypes.POINTER(ctypes.c_int64))))
         return self
 
-    def _get(self):
+    def _get(self) -> Tuple[int, int, int, float, Tuple[float, ...], int]:
         nb, np_, b, fl = ctypes.c_int64(), ctypes.c_int64(), ctypes.c_int32(), ctypes.c_int32()
         h0, anchor = ctypes.c_double(), (ctypes.c_double * 3)()
         with self._lock:
@@ -170,28 +183,51 @@ class BlockGrid(_Owned):
                                       ctypes.byref(fl)))
         return nb.value, np_.value, b.value, h0.value, tuple(anchor), fl.value
 
-    n_blocks = property(lambda self: self._get()[0], doc="blocks")
-    n_points = property(lambda self: self._get()[1], doc="points: n_blocks block_size^3")
-    block_size = property(lambda self: self._get()[2], doc="points per block side")
-    h0 = property(lambda self: self._get()[3], doc="the spacing of level 0")
-    anchor = property(lambda self: self._get()[4], doc="the block lattice's origin")
-    finest_level = property(lambda self: self._get()[5], doc="the finest level (0 when empty)")
+    @property
+    def n_blocks(self) -> int:
+        """blocks"""
+        return self._get()[0]
 
-    def points(self):
+    @property
+    def n_points(self) -> int:
+        """points: n_blocks block_size^3"""
+        return self._get()[1]
+
+    @property
+    def block_size(self) -> int:
+        """points per block side"""
+        return self._get()[2]
+
+    @property
+    def h0(self) -> float:
+        """the spacing of level 0"""
+        return self._get()[3]
+
+    @property
+    def anchor(self) -> Tuple[float, ...]:
+        """the block lattice's origin"""
+        return self._get()[4]
+
+    @property
+    def finest_level(self) -> int:
+        """the finest level (0 when empty)"""
+        return self._get()[5]
+
+    def points(self) -> NDArray[np.float64]:
         """The grid's points, (n_points, 3), in the field layout."""
         x = np.empty((self.n_points, 3))
         with self._lock:
             _check(lib().fmk_grid_points(self._live(), x.ctypes.data_as(_dp), None))
         return x
 
-    def spacing(self):
+    def spacing(self) -> NDArray[np.float64]:
         """Each point's spacing h_l, (n_points,)."""
         h = np.empty(self.n_points)
         with self._lock:
             _check(lib().fmk_grid_points(self._live(), None, h.ctypes.data_as(_dp)))
         return h
 
-    def blocks(self):
+    def blocks(self) -> Tuple[NDArray[np.int32], NDArray[np.int64]]:
         """(levels (n_blocks,) int32, index (n_blocks, 3) int64), in the order added."""
         n = self.n_blocks
         levels, index = np.empty(n, dtype=np.int32), np.empty((n, 3), dtype=np.int64)
@@ -203,7 +239,7 @@ class BlockGrid(_Owned):
                 levels[k], index[k] = lv.value, tuple(ix)
         return levels, index
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         if not self._finalizer.alive:
             return "<fmmkit.BlockGrid (closed)>"
         nb, np_, b, h0, _, fl = self._get()
@@ -211,7 +247,7 @@ class BlockGrid(_Owned):
                 f"levels 0..{fl}>")
 
 
-def _vector3(name, value):
+def _vector3(name: str, value: ArrayLike) -> NDArray[np.float64]:
     try:
         a = np.ascontiguousarray(np.asarray(value, dtype=np.float64).reshape(-1))
     except (TypeError, ValueError):
@@ -221,7 +257,7 @@ def _vector3(name, value):
     return a
 
 
-def _rows3(name, value, dtype):
+def _rows3(name: str, value: ArrayLike, dtype: DTypeLike) -> NDArray[Any]:
     """value as a C-ordered (n, 3) array of dtype; integers only for an integer dtype."""
     a = np.asarray(value)
     if np.issubdtype(dtype, np.integer):
@@ -242,8 +278,8 @@ def _rows3(name, value, dtype):
 class PoissonResult(NamedTuple):
     """psi: the shape of omega, or None; u: (nx, ny, nz, 3) on a uniform grid, (n_points, 3) on
     a block grid, or None; info: PoissonInfo."""
-    psi: object
-    u: object
+    psi: Array
+    u: Array
     info: PoissonInfo
 
 
@@ -267,8 +303,12 @@ class Poisson(_Owned):
     grid: a BlockGrid to solve on (as set_blocks). Ctrl-C stops a long call
     (KeyboardInterrupt); the solver stays usable."""
 
-    def __init__(self, eps=1e-6, *, method="auto", smoothing=None, threads=None, backend="auto",
-                 order=None, theta=None, leaf_size=None, hybrid=False, device=None, grid=None):
+    def __init__(self, eps: float = 1e-6, *, method: str = "auto",
+                 smoothing: Optional[float] = None, threads: Optional[int] = None,
+                 backend: str = "auto", order: Optional[int] = None,
+                 theta: Optional[float] = None, leaf_size: Optional[int] = None,
+                 hybrid: bool = False, device: Optional[int] = None,
+                 grid: Optional[BlockGrid] = None) -> None:
         L = lib()
         if method not in METHODS:
             raise FmkValueError(_ARG, f"unknown method {method!r} (auto, direct, fmm, fft, "
@@ -295,25 +335,26 @@ class Poisson(_Owned):
                                     ctypes.byref(opts)))
         self._handle = handle
         self._lock = threading.Lock()
-        self._shape = None     # (nx, ny, nz) of a uniform grid
-        self._n_points = None  # the points of a block grid
+        self._shape: Optional[Tuple[int, int, int]] = None  # (nx, ny, nz) of a uniform grid
+        self._n_points: Optional[int] = None  # the points of a block grid
         self._finalizer = weakref.finalize(self, L.fmk_poisson_destroy, handle)
         self._signals = _Signals()
         _check(L.fmk_poisson_set_interrupt(handle, self._signals.fn, None), handle)
         if grid is not None:
             self.set_blocks(grid)
 
-    def _live(self):
+    def _live(self) -> Any:
         if not self._finalizer.alive:
             raise FmkStateError(Status.ERR_STATE, "the solver is closed")
         return self._handle
 
-    def _run(self, fn, *args):
+    def _run(self, fn: Callable[..., int], *args: Any) -> None:
         status = self._signals.call(fn, self._handle, *args)
         self._signals.raise_pending(status)
         _check(status, self._handle)
 
-    def set_grid(self, shape, h, origin=(0.0, 0.0, 0.0)):
+    def set_grid(self, shape: Sequence[int], h: float,
+                 origin: ArrayLike = (0.0, 0.0, 0.0)) -> Poisson:
         """The uniform grid of shape (nx, ny, nz): points origin + h (i, j, k). Returns self."""
         if len(tuple(shape)) != 3:
             raise FmkValueError(_ARG, f"shape must be (nx, ny, nz); got {shape!r}")
@@ -327,7 +368,7 @@ class Poisson(_Owned):
             self._shape = (nx, ny, nz)
         return self
 
-    def set_blocks(self, grid):
+    def set_blocks(self, grid: BlockGrid) -> Poisson:
         """The block grid `grid` (a BlockGrid, copied: it may be closed afterwards); fields are
         then (n_points,) or (n_points, 3) in its layout. Returns self."""
         if not isinstance(grid, BlockGrid):
@@ -339,7 +380,7 @@ class Poisson(_Owned):
             self._n_points = self._info_locked().n_points
         return self
 
-    def set_targets(self, blocks=None):
+    def set_targets(self, blocks: Optional[ArrayLike] = None) -> Poisson:
         """Results at the chosen blocks of the block grid only (fmk_poisson_set_targets): the
         solves then return Psi and u at those blocks' points, block after block in the order
         given ((len(blocks) b^3,) or (len(blocks) b^3, 3)); omega is still the whole grid's.
@@ -353,14 +394,14 @@ class Poisson(_Owned):
                       b.ctypes.data_as(ctypes.POINTER(ctypes.c_int64)) if b.size else None)
         return self
 
-    def _solve_device(self, omega, velocity, psi):
+    def _solve_device(self, omega: Any, velocity: bool, psi: bool) -> PoissonResult:
         """solve() for a CUDA array (CuPy, PyTorch, or through DLPack): fmk_poisson_solve_device,
         the results CUDA arrays of omega's library."""
         d = adopt(omega, False, "omega")
         x = d.array
         torch = d.lib == "torch"
 
-        def ordered(a, axes):
+        def ordered(a: Any, axes: Tuple[int, ...]) -> Any:
             if torch:
                 return a.permute(*axes).contiguous()
             import cupy
@@ -390,7 +431,11 @@ class Poisson(_Owned):
             lead = (nz, ny, nx) if self._shape is not None else (m,)
             p = device_empty(d, lead + (c,), False) if psi else None
             u = device_empty(d, lead + (3,), False) if velocity else None
-            dp = lambda a: ctypes.cast(ctypes.c_void_p(device_address(a)), _dp) if a is not None else None
+
+            def dp(a: Any) -> Any:
+                if a is None:
+                    return None
+                return ctypes.cast(ctypes.c_void_p(device_address(a)), _dp)
             self._run(lib().fmk_poisson_solve_device, c, dp(w), dp(p), dp(u))
             info = self._info_locked()
         if self._shape is not None:
@@ -402,7 +447,7 @@ class Poisson(_Owned):
             p = p.reshape(p.shape[0])
         return PoissonResult(device_result(p, d.origin), device_result(u, d.origin), info)
 
-    def solve(self, omega, *, velocity=False, psi=True):
+    def solve(self, omega: ArrayLike, *, velocity: bool = False, psi: bool = True) -> PoissonResult:
         """Psi (the shape of omega) and, with velocity=True, u = curl Psi for the vorticity
         omega: on a uniform grid (nx, ny, nz) (one component) or (nx, ny, nz, 3), indexed
         [i, j, k(, a)] with i along x, u (nx, ny, nz, 3); on a block grid (n_points,) or
@@ -427,17 +472,17 @@ class Poisson(_Owned):
                 if a.shape not in ((nx, ny, nz), (nx, ny, nz, 1), (nx, ny, nz, 3)):
                     raise FmkValueError(_ARG, f"omega must have shape ({nx}, {ny}, {nz}) or "
                                               f"({nx}, {ny}, {nz}, 3); got {a.shape}")
-                c = 1 if a.ndim == 3 else a.shape[3]
+                c = 1 if a.ndim == 3 else a.shape[-1]  # shape[3]
                 # the C layout: x fastest, components interleaved: (nz, ny, nx, c) in C order
                 w = np.ascontiguousarray(a.reshape(nx, ny, nz, c).transpose(2, 1, 0, 3),
                                          dtype=np.float64)
-                lead = (nz, ny, nx)
+                lead: Tuple[int, ...] = (nz, ny, nx)
             else:
-                n = self._n_points
+                n = cast(int, self._n_points)  # one of the two is set
                 if a.shape not in ((n,), (n, 1), (n, 3)):
                     raise FmkValueError(_ARG, f"omega must have shape ({n},) or ({n}, 3) on "
                                               f"this block grid; got {a.shape}")
-                c = 1 if a.ndim == 1 else a.shape[1]
+                c = 1 if a.ndim == 1 else a.shape[-1]  # shape[1]
                 w = np.ascontiguousarray(a.reshape(n, c), dtype=np.float64)
                 lead = (self._info_locked().n_target_points,)
             p = np.empty(lead + (c,)) if psi else None
@@ -457,7 +502,7 @@ class Poisson(_Owned):
             p = p.reshape(p.shape[0])
         return PoissonResult(p, u, info)
 
-    def _info_locked(self):
+    def _info_locked(self) -> PoissonInfo:
         c = fmk_poisson_info()
         _check(lib().fmk_poisson_get_info(self._live(), ctypes.byref(c)), self._handle)
         return PoissonInfo(_METHOD_NAMES.get(c.method, str(c.method)), c.eps, c.smoothing,
@@ -470,14 +515,16 @@ class Poisson(_Owned):
                            c.time_gpu_part, c.bytes_device, c.n_targets, c.n_target_points)
 
     @property
-    def info(self):
+    def info(self) -> PoissonInfo:
         with self._lock:
             return self._info_locked()
 
 
 
-def poisson3d(omega, h, origin=(0.0, 0.0, 0.0), *, eps=1e-6, velocity=False, psi=True,
-              method="auto", smoothing=None, threads=None, **options):
+def poisson3d(omega: ArrayLike, h: float, origin: ArrayLike = (0.0, 0.0, 0.0), *,
+              eps: float = 1e-6, velocity: bool = False, psi: bool = True, method: str = "auto",
+              smoothing: Optional[float] = None, threads: Optional[int] = None,
+              **options: Any) -> PoissonResult:
     """Psi with lap Psi = -omega in free space, and on request u = curl Psi, for the vorticity
     omega on the uniform grid origin + h (i, j, k): omega (nx, ny, nz) or (nx, ny, nz, 3).
     Returns a PoissonResult (.psi the shape of omega, .u (nx, ny, nz, 3) or None, .info).
@@ -493,7 +540,8 @@ def poisson3d(omega, h, origin=(0.0, 0.0, 0.0), *, eps=1e-6, velocity=False, psi
         return s.solve(a, velocity=velocity, psi=psi)
 
 
-def vortex_rings(points):
+def vortex_rings(points: ArrayLike) -> Tuple[NDArray[np.float64], NDArray[np.float64],
+                                             NDArray[np.float64]]:
     """The test problem of van Rees et al. (section 5.1; docs/poisson.md) at points (n, 3):
     the exact omega, Psi and u = curl Psi, each (n, 3)."""
     x = np.ascontiguousarray(np.asarray(points, dtype=np.float64))
@@ -503,4 +551,4 @@ def vortex_rings(points):
     out = [np.empty((n, 3)) for _ in range(3)]
     ptr = ctypes.POINTER(ctypes.c_double)
     _check(lib().fmk_poisson_rings(n, x.ctypes.data_as(ptr), *(o.ctypes.data_as(ptr) for o in out)))
-    return tuple(out)
+    return out[0], out[1], out[2]

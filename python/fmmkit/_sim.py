@@ -3,18 +3,22 @@ particles integrated by the kick-drift-kick leapfrog with the forces of an fmmki
 HDF5 snapshots, restart files that continue bit for bit, PNG density projections; comoving
 integration of a sphere in an expanding background (docs/cosmology.md; the cosmology itself in
 _cosmo.py)."""
+from __future__ import annotations
+
 import ctypes
 import os
 import threading
 import weakref
-from typing import NamedTuple
+from typing import (Any, Callable, Dict, List, NamedTuple, Optional, Tuple, Type, TypeVar, Union,
+                    cast)
 
 import numpy as np
+from numpy.typing import ArrayLike, DTypeLike, NDArray
 
-from ._arrays import DeviceArray, adopt, device_address, device_empty, on_device
+from ._arrays import Array, DeviceArray, adopt, device_address, device_empty, on_device
 from ._errors import FmkStateError, FmkTypeError, FmkUnavailableError, FmkValueError, Status
 from ._errors import error_for
-from ._cosmo import _spacing, as_cosmology, cosmo_ic
+from ._cosmo import Cosmology, _spacing, as_cosmology, cosmo_ic
 from ._lib import PRECISION_NAMES, fmk_sim_info, fmk_sim_opts, lib, sim_p
 from ._plan import Info, _comm_handle, _integer, _lookup, _number, _text
 from ._poisson import _Owned
@@ -26,14 +30,17 @@ SOFT_PLUMMER, SOFT_SPLINE = 0, 1
 STEP_FIXED, STEP_ADAPTIVE = 0, 1
 INTEGRATORS = {"leapfrog": 0, "yoshida4": 1}
 SOFT_MODES = {"comoving": 0, "physical": 1}  # fmk_sim_soft_mode
+# A file name, as os.fsencode takes it.
+PathLike = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
+_S = TypeVar("_S", bound="Simulation")
 
 
-def _check(status, handle=None):
+def _check(status: int, handle: Any = None) -> None:
     if status != 0:
         raise error_for(status, _text(lib().fmk_sim_last_error(handle)))
 
 
-def _path(name, path):
+def _path(name: str, path: PathLike) -> bytes:
     try:
         return os.fsencode(path)
     except TypeError:
@@ -57,8 +64,8 @@ class SimInfo(NamedTuple):
     kinetic: float
     potential: float
     total: float
-    momentum: tuple
-    angular_momentum: tuple
+    momentum: Tuple[float, float, float]
+    angular_momentum: Tuple[float, float, float]
     seconds_force: float   # the last step's wall time in set_points + eval
     seconds_step: float    # the last step's whole wall time
     interactions: int      # the plan's interactions_p2p + interactions_far (last eval)
@@ -73,16 +80,16 @@ class SimInfo(NamedTuple):
     ranks: int = 1
 
     @property
-    def a(self):
+    def a(self) -> Optional[float]:
         """The scale factor (the time) of a comoving run; None in a Newtonian one."""
         return self.time if self.comoving else None
 
     @property
-    def method(self):
+    def method(self) -> str:
         return self.plan.method
 
     @property
-    def backend(self):
+    def backend(self) -> str:
         return self.plan.backend
 
 
@@ -95,18 +102,23 @@ class Energy(NamedTuple):
 class State(NamedTuple):
     """The particles now: mass (n,), pos, vel, acc (n, 3) and pot (n,): the softened potential
     G sum_j m_j phi_s at each particle, positive (the gravitational potential is -pot)."""
-    mass: object
-    pos: object
-    vel: object
-    acc: object
-    pot: object
+    mass: Array  # numpy arrays, or CUDA arrays for state(device=True)
+    pos: Array
+    vel: Array
+    acc: Array
+    pot: Array
 
 
-def _options(method="auto", backend="auto", precision="fp64", theta=None, eps=None, G=None,
-             softening=None, spline=False, dt=None, adaptive=False, eta=None, dt_min=None,
-             dt_max=None, threads=None, device=None, verbose=False, comoving=False,
-             cosmology=None, spacing=None, soft_mode=None, soft_max=None, a_start=None,
-             radius=None, integrator=None):
+def _options(method: str = "auto", backend: str = "auto", precision: str = "fp64",
+             theta: Optional[float] = None, eps: Optional[float] = None,
+             G: Optional[float] = None, softening: Optional[float] = None, spline: bool = False,
+             dt: Optional[float] = None, adaptive: bool = False, eta: Optional[float] = None,
+             dt_min: Optional[float] = None, dt_max: Optional[float] = None,
+             threads: Optional[int] = None, device: Optional[int] = None, verbose: bool = False,
+             comoving: bool = False, cosmology: Union[str, Cosmology, None] = None,
+             spacing: Optional[str] = None, soft_mode: Optional[str] = None,
+             soft_max: Optional[float] = None, a_start: Optional[float] = None,
+             radius: Optional[float] = None, integrator: Optional[str] = None) -> fmk_sim_opts:
     """fmk_sim_opts from keyword options (None: the library's default)."""
     o = fmk_sim_opts()
     lib().fmk_sim_opts_default(ctypes.byref(o))
@@ -157,7 +169,8 @@ def _options(method="auto", backend="auto", precision="fp64", theta=None, eps=No
     return o
 
 
-def _host(name, a, shape, dtype=np.float64):
+def _host(name: str, a: ArrayLike, shape: Tuple[int, ...],
+          dtype: DTypeLike = np.float64) -> NDArray[Any]:
     try:
         x = np.asarray(a)
     except Exception as e:
@@ -170,21 +183,21 @@ def _host(name, a, shape, dtype=np.float64):
     return np.ascontiguousarray(x, dtype=dtype)
 
 
-def _seed(seed):
+def _seed(seed: int) -> int:
     s = _integer("seed", seed, 65)
     if not 0 <= s < 2**64:
         raise FmkValueError(_ARG, f"seed = {s}; it must be in 0 .. 2^64 - 1")
     return s
 
 
-def _n_of(mass, least=1):
+def _n_of(mass: Any, least: int = 1) -> int:
     shape = np.shape(mass) if not hasattr(mass, "shape") else tuple(mass.shape)
     if len(shape) != 1 or shape[0] < least:
         raise FmkValueError(_ARG, f"mass must have shape (n,), n >= {least}; got {shape}")
     return shape[0]
 
 
-def _share(n, comm):
+def _share(n: int, comm: Any) -> slice:
     """This rank's equal share of n particles: the slice (rank r: n // size, one more when
     r < n % size), as fmk_sim_create_root_mpi and `mpirun fmmkit sim` cut them."""
     size, rank = comm.Get_size(), comm.Get_rank()
@@ -227,14 +240,18 @@ class Simulation(_Owned):
     particles, rank 0 writes the files. Host arrays only; needs mpi4py and libfmmkit_mpi.
     Simulation.plummer, cold, kepler and cosmo with comm make every particle on every rank and
     keep this rank's equal share (the particles of a one-process run)."""
+    _share: slice  # Simulation.cosmo: this rank's particles of the sphere
 
-    def __init__(self, mass, pos, vel, *, soft=None, ids=None, comm=None, **options):
+    def __init__(self, mass: ArrayLike, pos: ArrayLike, vel: ArrayLike, *,
+                 soft: Optional[ArrayLike] = None, ids: Optional[ArrayLike] = None,
+                 comm: Any = None, **options: Any) -> None:
         L = lib()
         n = _n_of(mass, 0 if comm is not None else 1)
-        self._comoving, self.a_end = bool(options.get("comoving")), None
+        self._comoving: Optional[bool] = bool(options.get("comoving"))
+        self.a_end: Optional[float] = None  # the end of a Simulation.cosmo run
         device = [on_device(a, k) for k, a in (("mass", mass), ("pos", pos), ("vel", vel))]
         handle = sim_p()
-        self._like = None
+        self._like: Optional[DeviceArray] = None
         if comm is not None and any(device):
             raise FmkUnavailableError(Status.ERR_UNAVAILABLE, "a distributed simulation "
                                       "(comm=...) takes host arrays: its state is on the host")
@@ -277,7 +294,7 @@ class Simulation(_Owned):
                                     ctypes.byref(o)))
         self._adopt(handle)
 
-    def _adopt(self, handle):
+    def _adopt(self, handle: Any) -> None:
         self._handle = handle
         self._lock = threading.Lock()
         self._finalizer = weakref.finalize(self, lib().fmk_sim_destroy, handle)
@@ -285,7 +302,7 @@ class Simulation(_Owned):
     # -- other ways to make one ------------------------------------------------------------------
 
     @classmethod
-    def from_file(cls, path, comm=None, **options):
+    def from_file(cls: Type[_S], path: PathLike, comm: Any = None, **options: Any) -> _S:
         """From a GADGET-4 style HDF5 snapshot (PartType1; give dt and the other options) or a
         restart file (no options: it continues with the ones stored in it, bit for bit).
         comm (mpi4py): distributed, rank 0 reads the file (fmk_sim_create_from_file_mpi_f)."""
@@ -307,8 +324,10 @@ class Simulation(_Owned):
         return sim
 
     @classmethod
-    def cosmo(cls, n=2874551, radius=45.0, z_start=49.0, z_end=0.0, steps=None, dt=None,
-              cosmology="wmap", lpt=1, seed=1, **options):
+    def cosmo(cls: Type[_S], n: int = 2874551, radius: float = 45.0, z_start: float = 49.0,
+              z_end: float = 0.0, steps: Optional[int] = None, dt: Optional[float] = None,
+              cosmology: Union[str, Cosmology] = "wmap", lpt: int = 1, seed: int = 1,
+              **options: Any) -> _S:
         """A comoving run of a sphere cut from a Gaussian random field, as `fmmkit sim --ic
         cosmo` makes it: about n particles within radius (comoving Mpc) at redshift z_start
         (fmmkit.cosmo_ic with cosmology, lpt 1 Zel'dovich or 2 2LPT, seed), to be run to z_end:
@@ -342,14 +361,14 @@ class Simulation(_Owned):
         options.setdefault("precision", "fp32")
         if "theta" in options and "method" not in options:
             options["method"] = "tree"
-        ic_args = dict(n=n, radius=radius, z_start=z0, cosmology=c, seed=seed,
+        ic_args: Dict[str, Any] = dict(n=n, radius=radius, z_start=z0, cosmology=c, seed=seed,
                        threads=options.get("threads"))
         ic = cosmo_ic(lpt=lpt, **ic_args)
         comm = options.get("comm")
-        k = slice(None) if comm is None else _share(len(ic.mass), comm)
-        sim = cls(ic.mass[k], ic.pos[k], ic.vel[k], comoving=True, cosmology=c, a_start=a0,
-                  dt=dt, **options)
-        sim._share = k
+        share = slice(None) if comm is None else _share(len(ic.mass), comm)
+        sim = cls(ic.mass[share], ic.pos[share], ic.vel[share], comoving=True, cosmology=c,
+                  a_start=a0, dt=dt, **options)
+        sim._share = share
         sim.a_end = a1
         try:
             sim._reference(ic_args)
@@ -358,12 +377,12 @@ class Simulation(_Owned):
             raise
         return sim
 
-    def _reference(self, ic_args):
+    def _reference(self, ic_args: Dict[str, Any]) -> None:
         """W against the unperturbed lattice of the same sphere (Simulation.cosmo)."""
         self.set_energy_reference(cosmo_ic(lpt=0, **ic_args).pos[self._share])
 
     @classmethod
-    def _from_ic(cls, fn, n, *args, **options):
+    def _from_ic(cls: Type[_S], fn: Callable[..., int], n: int, *args: Any, **options: Any) -> _S:
         m, x, v = np.empty(n), np.empty((n, 3)), np.empty((n, 3))
         _check(fn(*args, m.ctypes.data_as(_dp), x.ctypes.data_as(_dp), v.ctypes.data_as(_dp)))
         if options.get("comm") is not None:  # this rank's share, ids their global indices + 1
@@ -373,7 +392,7 @@ class Simulation(_Owned):
         return cls(m, x, v, **options)
 
     @classmethod
-    def plummer(cls, n, seed=1, **options):
+    def plummer(cls: Type[_S], n: int, seed: int = 1, **options: Any) -> _S:
         """A Plummer sphere of n particles, total mass 1, Henon units (E = -1/4)."""
         n = _integer("n", n)
         if n < 1:
@@ -381,7 +400,7 @@ class Simulation(_Owned):
         return cls._from_ic(lib().fmk_sim_ic_plummer, n, n, _seed(seed), **options)
 
     @classmethod
-    def cold(cls, n, seed=1, **options):
+    def cold(cls: Type[_S], n: int, seed: int = 1, **options: Any) -> _S:
         """A uniform sphere of radius 1 and mass 1, at rest (a cold collapse)."""
         n = _integer("n", n)
         if n < 1:
@@ -389,28 +408,29 @@ class Simulation(_Owned):
         return cls._from_ic(lib().fmk_sim_ic_cold, n, n, _seed(seed), **options)
 
     @classmethod
-    def kepler(cls, e=0.5, **options):
+    def kepler(cls: Type[_S], e: float = 0.5, **options: Any) -> _S:
         """Two bodies of mass 0.5 on an orbit of semi-major axis 1 and eccentricity e, at
         apocentre (period 2 pi)."""
         return cls._from_ic(lib().fmk_sim_ic_kepler, 2, _number("e", e, float), **options)
 
     # -- running ----------------------------------------------------------------------------------
 
-    def _live(self):
+    def _live(self) -> Any:
         if not self._finalizer.alive:
             raise FmkStateError(Status.ERR_STATE, "the simulation is closed")
         return self._handle
 
-    def _interruptible(self, fn, *args):
+    def _interruptible(self, fn: Callable[..., int], *args: Any) -> int:
         """fn(*args), a long C call, in a worker thread while the main thread waits: Ctrl-C
         (KeyboardInterrupt) asks the library to stop after a whole step (fmk_sim_interrupt),
         waits for it and is raised again. The C API has no callback for this (fmk_plan's
         _Signals): the interrupt is the one call safe from another thread."""
         if threading.current_thread() is not threading.main_thread():
             return fn(*args)
-        box, done = [], threading.Event()
+        box: List[int] = []
+        done = threading.Event()
 
-        def work():
+        def work() -> None:
             try:
                 box.append(fn(*args))
             finally:
@@ -431,13 +451,13 @@ class Simulation(_Owned):
             raise
         return box[0]
 
-    def step(self):
+    def step(self: _S) -> _S:
         """One step. Returns self."""
         with self._lock:
             _check(lib().fmk_sim_step(self._live()), self._handle)
         return self
 
-    def run(self, t_end=None, steps=None):
+    def run(self: _S, t_end: Optional[float] = None, steps: Optional[int] = None) -> _S:
         """Steps until the time is t_end (the last step shortened to land on it; in a comoving
         run the time is a), or steps steps (one of them; neither: to a_end, the end
         Simulation.cosmo was given). Writes the outputs of set_output. Ctrl-C stops it after a
@@ -463,8 +483,9 @@ class Simulation(_Owned):
             _check(self._interruptible(lib().fmk_sim_run, h, *args), h)
         return self
 
-    def set_output(self, dir, snap_every=0, png=False, diag_every=0, restart_every=0,
-                   times=None):
+    def set_output(self: _S, dir: PathLike, snap_every: int = 0, png: bool = False,
+                   diag_every: int = 0, restart_every: int = 0,
+                   times: Optional[ArrayLike] = None) -> _S:
         """What run() writes into dir (created if missing): dir/snapshot_NNN.hdf5 every
         snap_every steps (and its PNG when png), a row of dir/diagnostics.csv every diag_every
         steps, dir/restart.h5 every restart_every steps (0: never); times: snapshots at these
@@ -478,7 +499,8 @@ class Simulation(_Owned):
                                             _integer("restart_every", restart_every)), h)
         return self
 
-    def set_output_times(self, times=None, *, z=None):
+    def set_output_times(self: _S, times: Optional[ArrayLike] = None, *,
+                         z: Optional[ArrayLike] = None) -> _S:
         """Snapshots (numbered with the others, into set_output's dir: call set_output after
         this, or give it times=) when the time reaches each of times (scale factors a in a
         comoving run), or each redshift of z (comoving runs): run() shortens the step that would
@@ -487,7 +509,7 @@ class Simulation(_Owned):
         if (times is None) == (z is None):
             raise FmkValueError(_ARG, "set_output_times: give times or z (one of them)")
         name, values = ("times", times) if z is None else ("z", z)
-        v = np.atleast_1d(values)
+        v = np.atleast_1d(cast(ArrayLike, values))
         t = _host(name, v, (v.size,))
         if z is not None:
             if not self.info.comoving:
@@ -499,7 +521,7 @@ class Simulation(_Owned):
             _check(lib().fmk_sim_set_output_times(h, len(t), t.ctypes.data_as(_dp)), h)
         return self
 
-    def set_png(self, axis=2, width=512, extent=0.0):
+    def set_png(self: _S, axis: int = 2, width: int = 512, extent: float = 0.0) -> _S:
         """The view of the PNGs of run()'s snapshots: projected along axis (0, 1, 2), width x
         width pixels, a square of side extent about the centre of mass (comoving Mpc in a
         comoving run; 0: the square holding 99% of the mass). Returns self."""
@@ -510,7 +532,7 @@ class Simulation(_Owned):
                                          _number("extent", extent, float)), h)
         return self
 
-    def set_energy_reference(self, pos):
+    def set_energy_reference(self: _S, pos: ArrayLike) -> _S:
         """Comoving runs, before the first step (FmkStateError after): the reference of the
         potential energy, U_ref = U at these (n, 3) positions with the simulation's masses and
         softening (e.g. the unperturbed lattice, fmmkit.cosmo_ic with lpt 0, as Simulation.cosmo
@@ -526,7 +548,7 @@ class Simulation(_Owned):
 
     # -- looking --------------------------------------------------------------------------------
 
-    def _info_locked(self):
+    def _info_locked(self) -> SimInfo:
         c = fmk_sim_info()
         _check(lib().fmk_sim_info_get(self._handle, ctypes.byref(c)), self._handle)
         comoving = self._comoving
@@ -539,31 +561,31 @@ class Simulation(_Owned):
                        c.layzer_irvine_error, bool(comoving), c.n_local, c.rank, c.ranks)
 
     @property
-    def info(self):
+    def info(self) -> SimInfo:
         """SimInfo: step, time, energies, momenta, the last step's cost, the plan's Info."""
         with self._lock:
             self._live()
             return self._info_locked()
 
     @property
-    def n(self):
+    def n(self) -> int:
         return self.info.n
 
     @property
-    def time(self):
+    def time(self) -> float:
         return self.info.time
 
     @property
-    def a(self):
+    def a(self) -> Optional[float]:
         """The scale factor of a comoving run (its time); None in a Newtonian one."""
         return self.info.a
 
-    def energy(self):
+    def energy(self) -> Energy:
         """Energy(kinetic, potential, total) at the current time."""
         i = self.info
         return Energy(i.kinetic, i.potential, i.total)
 
-    def state(self, device=False):
+    def state(self, device: bool = False) -> State:
         """State(mass, pos, vel, acc, pot): numpy copies; device=True: CUDA arrays (of the
         library of the arrays given, else CuPy or PyTorch) copied on the GPU, for a simulation
         on the CUDA backend (fmk_sim_get_state_device)."""
@@ -582,7 +604,7 @@ class Simulation(_Owned):
             _check(lib().fmk_sim_get_state_device(h, *ptrs), h)
             return State(*out)
 
-    def _device_like(self):
+    def _device_like(self) -> DeviceArray:
         if self._like is not None:
             return self._like
         d = DeviceArray()
@@ -603,14 +625,14 @@ class Simulation(_Owned):
 
     # -- files ------------------------------------------------------------------------------------
 
-    def snapshot(self, path):
+    def snapshot(self: _S, path: PathLike) -> _S:
         """Writes a GADGET-4 HDF5 snapshot (whole or not at all). Returns self."""
         with self._lock:
             h = self._live()
             _check(lib().fmk_sim_write_snapshot(h, _path("path", path)), h)
         return self
 
-    def restart(self, path):
+    def restart(self: _S, path: PathLike) -> _S:
         """Writes a restart file: Simulation.from_file(path) continues bit for bit. Returns
         self."""
         with self._lock:
@@ -618,7 +640,7 @@ class Simulation(_Owned):
             _check(lib().fmk_sim_write_restart(h, _path("path", path)), h)
         return self
 
-    def png(self, path, axis=2, width=512):
+    def png(self: _S, path: PathLike, axis: int = 2, width: int = 512) -> _S:
         """Writes a PNG density projection along axis (0, 1, 2), width pixels. Returns self."""
         with self._lock:
             h = self._live()
@@ -626,11 +648,11 @@ class Simulation(_Owned):
                                            _integer("width", width, 32)), h)
         return self
 
-    def interrupt(self):
+    def interrupt(self) -> None:
         """Asks a run() in another thread to stop after its current whole step."""
         lib().fmk_sim_interrupt(self._live())
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         if not self._finalizer.alive:
             return "<fmmkit.Simulation (closed)>"
         i = self.info
