@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "arrayfile.h"
 #include "cli_mpi.h"
 #include "eval.h"
 #include "npy.h"
@@ -91,7 +92,7 @@ static const char *shape_text(const npy_array *a, char *buf, size_t size)
 static int read_input(const char *path, npy_array *a)
 {
     char err[256];
-    int rc = npy_read(path, a, err, sizeof err);
+    int rc = arrayfile_read(path, a, err, sizeof err);
     if (rc == NPY_NO_MEMORY) {
         cli_error(cmd, "%s: %s", path, err);
         return CLI_FAIL;
@@ -175,8 +176,8 @@ static int check_result(const char *what, const double *values, int64_t m, int p
  * ------------------------------------------------------------------------------------------ */
 int eval_outputs_check(const eval_job *job, out_file outs[2])
 {
-    outs[0] = (out_file){.option = "--out-pot", .path = job->pot};
-    outs[1] = (out_file){.option = "--out-grad", .path = job->grad};
+    outs[0] = (out_file){.option = "--out-pot", .path = job->pot, .member = "pot"};
+    outs[1] = (out_file){.option = "--out-grad", .path = job->grad, .member = "grad"};
     const char *const inputs[3] = {job->sources, job->charges, job->targets};
     return outputs_check(cmd, outs, 2, inputs, 3);
 }

@@ -504,6 +504,23 @@ static unsigned char *slurp(FILE *in, size_t *len)
     return buf;
 }
 
+int npy_read_memory(const void *bytes, size_t len, npy_array *array, char *err, size_t err_size)
+{
+    memset(array, 0, sizeof *array);
+    if (len == 0) /* fmemopen refuses an empty buffer on older C libraries */
+        return fail(err, err_size, "not a .npy file (it does not start with \\x93NUMPY)");
+    FILE *mem = fmemopen((void *)bytes, len, "rb");
+    if (!mem) {
+        fail(err, err_size, "out of memory reading it");
+        return NPY_NO_MEMORY;
+    }
+    int rc = read_file(mem, (int64_t)len, array, err, err_size);
+    fclose(mem);
+    if (rc != 0)
+        npy_free(array);
+    return rc;
+}
+
 int npy_read(const char *path, npy_array *array, char *err, size_t err_size)
 {
     memset(array, 0, sizeof *array);
@@ -519,15 +536,13 @@ int npy_read(const char *path, npy_array *array, char *err, size_t err_size)
     } else {
         size_t len = 0;
         unsigned char *buf = slurp(in, &len);
-        FILE *mem = buf && ferror(in) == 0 ? fmemopen(buf, len, "rb") : NULL;
         if (buf && ferror(in))
             rc = fail(err, err_size, "read error: %s", strerror(errno));
-        else if (!mem) {
+        else if (!buf) {
             fail(err, err_size, "out of memory reading it");
             rc = NPY_NO_MEMORY;
         } else {
-            rc = read_file(mem, (int64_t)len, array, err, err_size);
-            fclose(mem);
+            rc = npy_read_memory(buf, len, array, err, err_size);
         }
         free(buf);
     }
