@@ -149,9 +149,8 @@ int arrayfile_write(FILE *out, arrayfile_format format, const char *existing,
     case ARRAYFILE_NPY:
     case ARRAYFILE_UNKNOWN: break;
     }
-    if (n != 1 ||
-        npy_write(out, arrays[0].is_complex, arrays[0].ndim, arrays[0].shape, arrays[0].data) !=
-            0) {
+    if (n != 1 || npy_write(out, arrays[0].is_complex, arrays[0].ndim, arrays[0].shape,
+                            arrays[0].data) != 0) {
         snprintf(err, err_size, "write failed");
         return NPY_BAD_INPUT;
     }

@@ -51,21 +51,26 @@ static int walk(hid_t file, const char *dataset, int may_miss, char *err, size_t
                          prefix);
             break;
         }
-        H5O_info_t info;
-        if (H5Oget_info_by_name(file, prefix, &info, H5P_DEFAULT) < 0) {
-            snprintf(err, err_size, "cannot inspect %s", prefix);
+        /* H5Iget_type of the opened object: the same call in every libhdf5 (H5Oget_info's
+         * signature changed in 1.12) */
+        hid_t obj = H5Oopen(file, prefix, H5P_DEFAULT);
+        H5I_type_t type = obj >= 0 ? H5Iget_type(obj) : H5I_BADID;
+        if (obj >= 0)
+            H5Oclose(obj);
+        if (type == H5I_BADID) {
+            snprintf(err, err_size, "cannot open %s", prefix);
             break;
         }
-        if (end < len && info.type != H5O_TYPE_GROUP) {
+        if (end < len && type != H5I_GROUP) {
             snprintf(err, err_size, "%s is not a group", prefix);
             break;
         }
         if (end == len) {
-            if (info.type == H5O_TYPE_DATASET)
+            if (type == H5I_DATASET)
                 rc = 1;
             else
                 snprintf(err, err_size, "%s is a %s, not a dataset", prefix,
-                         info.type == H5O_TYPE_GROUP ? "group" : "named datatype");
+                         type == H5I_GROUP ? "group" : "named datatype");
         }
     }
     free(prefix);
@@ -97,9 +102,9 @@ static int dtype_of(hid_t type, npy_dtype *dtype, char *err, size_t err_size)
             return 0;
         }
     }
-    const char *what = cls == H5T_ENUM      ? "an enum (h5py's bool)"
-                       : cls == H5T_INTEGER ? "an unsigned or short integer"
-                       : cls == H5T_STRING  ? "strings"
+    const char *what = cls == H5T_ENUM       ? "an enum (h5py's bool)"
+                       : cls == H5T_INTEGER  ? "an unsigned or short integer"
+                       : cls == H5T_STRING   ? "strings"
                        : cls == H5T_COMPOUND ? "a compound other than complex (r, i)"
                                              : "not a number type we read";
     snprintf(err, err_size,
@@ -161,8 +166,9 @@ static int read_values(hid_t dset, npy_array *a, char *err, size_t err_size)
     herr_t st = a->count > 0 ? H5Dread(dset, mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, a->data) : 0;
     H5Tclose(mem);
     if (st < 0) {
-        snprintf(err, err_size, "cannot read the dataset's values (a broken file, or a filter "
-                                "this libhdf5 lacks)");
+        snprintf(err, err_size,
+                 "cannot read the dataset's values (a broken file, or a filter "
+                 "this libhdf5 lacks)");
         return NPY_BAD_INPUT;
     }
     if (a->dtype == NPY_INT64 && int64_to_double(a, err, err_size) != 0)
@@ -170,8 +176,7 @@ static int read_values(hid_t dset, npy_array *a, char *err, size_t err_size)
     return NPY_OK;
 }
 
-static int read_dataset(hid_t file, const char *dataset, npy_array *a, char *err,
-                        size_t err_size)
+static int read_dataset(hid_t file, const char *dataset, npy_array *a, char *err, size_t err_size)
 {
     if (walk(file, dataset, 0, err, err_size) != 1)
         return NPY_BAD_INPUT;
@@ -215,8 +220,7 @@ done:
     return rc;
 }
 
-int h5file_read(const char *path, const char *dataset, npy_array *array, char *err,
-                size_t err_size)
+int h5file_read(const char *path, const char *dataset, npy_array *array, char *err, size_t err_size)
 {
     memset(array, 0, sizeof *array);
     quiet();
@@ -303,9 +307,8 @@ static int write_dataset(hid_t file, const arrayfile_out *a, char *err, size_t e
     hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
     H5Pset_create_intermediate_group(lcpl, 1);
     hid_t dset = H5Dcreate2(file, a->member, type, space, lcpl, H5P_DEFAULT, H5P_DEFAULT);
-    int ok = dset >= 0 &&
-             (dims[0] == 0 || (a->ndim > 1 && dims[1] == 0) ||
-              H5Dwrite(dset, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, a->data) >= 0);
+    int ok = dset >= 0 && (dims[0] == 0 || (a->ndim > 1 && dims[1] == 0) ||
+                           H5Dwrite(dset, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, a->data) >= 0);
     if (dset >= 0)
         H5Dclose(dset);
     H5Pclose(lcpl);
@@ -390,8 +393,7 @@ static int unavailable(char *err, size_t err_size)
     return NPY_BAD_INPUT;
 }
 
-int h5file_read(const char *path, const char *dataset, npy_array *array, char *err,
-                size_t err_size)
+int h5file_read(const char *path, const char *dataset, npy_array *array, char *err, size_t err_size)
 {
     (void)path, (void)dataset;
     memset(array, 0, sizeof *array);

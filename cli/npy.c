@@ -225,9 +225,8 @@ static int dtype_of(const char *descr, npy_dtype *dtype, char *err, size_t size)
     static const struct {
         const char *code;
         npy_dtype dtype;
-    } known[] = {
-        {"f8", NPY_FLOAT64},   {"f4", NPY_FLOAT32}, {"c16", NPY_COMPLEX128},
-        {"c8", NPY_COMPLEX64}, {"i8", NPY_INT64},   {"i4", NPY_INT32}};
+    } known[] = {{"f8", NPY_FLOAT64},   {"f4", NPY_FLOAT32}, {"c16", NPY_COMPLEX128},
+                 {"c8", NPY_COMPLEX64}, {"i8", NPY_INT64},   {"i4", NPY_INT32}};
     for (size_t i = 0; descr[0] && i < sizeof known / sizeof known[0]; i++) {
         if (strcmp(descr + 1, known[i].code) != 0)
             continue;
@@ -330,8 +329,7 @@ static int64_t read_values(FILE *in, npy_dtype dtype, int64_t n_values, double *
 }
 
 /* "[2, 1]": the index of the element at position flat of the file (C or Fortran order). */
-static const char *index_text(const npy_array *a, int fortran, int64_t flat, char *buf,
-                              size_t size)
+static const char *index_text(const npy_array *a, int fortran, int64_t flat, char *buf, size_t size)
 {
     int64_t idx[NPY_MAX_DIMS];
     for (int j = 0; j < a->ndim; j++) {

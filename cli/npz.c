@@ -100,11 +100,10 @@ int npz_read(const char *path, const char *member, npy_array *array, char *err, 
         zip_failed(err, err_size, "cannot read the member", zip_get_error(za));
         goto done;
     }
-    if (st.size > SIZE_MAX / 2 ||
-        (st.size > 1024 && st.size / NPZ_MAX_RATIO > st.comp_size)) {
+    if (st.size > SIZE_MAX / 2 || (st.size > 1024 && st.size / NPZ_MAX_RATIO > st.comp_size)) {
         snprintf(err, err_size,
-                 "member '%s' claims %llu bytes from %llu compressed: a broken archive",
-                 st.name, (unsigned long long)st.size, (unsigned long long)st.comp_size);
+                 "member '%s' claims %llu bytes from %llu compressed: a broken archive", st.name,
+                 (unsigned long long)st.size, (unsigned long long)st.comp_size);
         goto done;
     }
     bytes = malloc(st.size ? (size_t)st.size : 1);
@@ -117,8 +116,8 @@ int npz_read(const char *path, const char *member, npy_array *array, char *err, 
     zf = zip_fopen_index(za, (zip_uint64_t)index, 0);
     zip_int64_t got = zf ? zip_fread(zf, bytes, st.size) : -1;
     if (got < 0 || (zip_uint64_t)got != st.size) {
-        zip_failed(err, err_size, "cannot read the member", zf ? zip_file_get_error(zf)
-                                                               : zip_get_error(za));
+        zip_failed(err, err_size, "cannot read the member",
+                   zf ? zip_file_get_error(zf) : zip_get_error(za));
         goto done;
     }
     rc = npy_read_memory(bytes, (size_t)st.size, array, err, err_size);

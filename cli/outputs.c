@@ -262,8 +262,8 @@ static int write_contents(const char *cmd, out_file *outs, int n, int lead, FILE
     int count = 0;
     for (int i = lead; i < n && count < 8; i++)
         if (outs[i].path && outs[i].leader == lead)
-            arrays[count++] = (arrayfile_out){outs[i].spec.member, outs[i].is_complex,
-                                              outs[i].ndim, outs[i].shape, outs[i].data};
+            arrays[count++] = (arrayfile_out){outs[i].spec.member, outs[i].is_complex, outs[i].ndim,
+                                              outs[i].shape, outs[i].data};
     char err[256];
     const char *existing = o->existed && !o->in_place ? o->dest : NULL;
     if (arrayfile_write(f, o->spec.format, existing, arrays, count, err, sizeof err) == NPY_OK)

@@ -39,20 +39,19 @@ typedef struct out_file {
     /* Filled by outputs_check; private to outputs.c. */
     arrayfile_spec spec; /* path split into file, format and member */
     int leader;          /* the output that writes this one's file: itself, or an earlier one */
-    char *dest;     /* the file to replace: path with its links and parent resolved */
-    int in_place;   /* an existing FIFO or character device: written directly */
-    int existed;    /* dest existed when checked */
-    dev_t dev;      /* identity of dest when it existed */
+    char *dest;          /* the file to replace: path with its links and parent resolved */
+    int in_place;        /* an existing FIFO or character device: written directly */
+    int existed;         /* dest existed when checked */
+    dev_t dev;           /* identity of dest when it existed */
     ino_t ino;
-    char *temp;     /* the temporary beside dest while it exists */
-    char *backup;   /* a second name for the old dest during the renames */
+    char *temp;   /* the temporary beside dest while it exists */
+    char *backup; /* a second name for the old dest during the renames */
     int renamed;
 } out_file;
 
 /* Checks outputs[0..n) (entries with path NULL are skipped) against the rule above and against
  * the input files. Returns CLI_OK, or CLI_USAGE after printing why. */
-int outputs_check(const char *cmd, out_file *outs, int n, const char *const *inputs,
-                  int n_inputs);
+int outputs_check(const char *cmd, out_file *outs, int n, const char *const *inputs, int n_inputs);
 
 /* Writes every output, all or nothing. Returns CLI_OK, or CLI_FAIL / CLI_USAGE after printing
  * why, with nothing left behind. A signal caught meanwhile is raised again once the temporaries
