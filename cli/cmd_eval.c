@@ -1,4 +1,5 @@
-/* cmd_eval.c -- `fmmkit eval`: potentials and gradients of points and charges in .npy files.
+/* cmd_eval.c -- `fmmkit eval`: potentials and gradients of points and charges in .npy, .npz or
+ * HDF5 files (arrayfile.h).
  *
  * The outputs are checked first, then the inputs are read and checked completely before the
  * library is called; the results are checked for overflow and written all or nothing
@@ -13,6 +14,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "arrayfile.h"
 #include "cli_mpi.h"
 #include "eval.h"
 #include "npy.h"
@@ -28,14 +30,20 @@ static const char usage[] =
     "Computes phi(y_i) = sum_j q_j G(y_i, x_j) and/or its gradient at the targets (at the\n"
     "sources, leaving out the self term, when --targets is not given).\n"
     "\n"
-    "Files (NumPy .npy, little-endian, C or Fortran order; float32, int64 and int32 input is\n"
-    "converted to float64, complex64 to complex128; integers must lie within +-2^53):\n"
+    "Files: each names one array by its extension: F.npy (a NumPy file; a FIFO or device\n"
+    "such as /dev/stdin is read as .npy too), F.npz:NAME (array NAME of a NumPy archive,\n"
+    "stored or deflated; an input without :NAME takes the only array), F.h5:/GROUP/NAME or\n"
+    "F.hdf5:... (an HDF5 dataset). Other extensions are refused. Inputs: little-endian,\n"
+    "C or Fortran order; float32, int64 and int32 are converted to float64, complex64 to\n"
+    "complex128 (HDF5 complex: h5py's (r, i) compound); integers must lie within +-2^53.\n"
     "  --sources S.npy     (N, dim) float64, dim = 3 or 2 as the kernel says\n"
     "  --charges Q.npy     (N,) float64; complex128 for cauchy2d\n"
     "  --targets T.npy     (M, dim) float64 (default: the sources)\n"
     "  --out-pot P.npy     potential, (M,) float64; complex128 for cauchy2d\n"
     "  --out-grad G.npy    gradient, (M, dim) float64; (M,) complex128 dphi/dz for cauchy2d\n"
-    "  At least one of --out-pot and --out-grad is required.\n"
+    "  At least one of --out-pot and --out-grad is required. A .npz or HDF5 output keeps the\n"
+    "  file's other arrays and replaces one of the same name (default names: pot, grad);\n"
+    "  groups are made as needed; both outputs may go to one file.\n"
     "\n"
     "Outputs are written all or nothing: each to a temporary file beside it, renamed over the\n"
     "old file only when every output is complete; on any failure, Ctrl-C (SIGINT, SIGTERM,\n"
@@ -43,7 +51,8 @@ static const char usage[] =
     "were. A symbolic link is followed (the file it names is replaced). An existing FIFO or\n"
     "character device (a pipe, /dev/stdout, /dev/null) is written in place, never replaced.\n"
     "A directory, block device or socket as output, a missing directory, and an output that is\n"
-    "an input file or the other output are refused (status 2) before any work is done.\n"
+    "an input file (the same member of it for .npz and HDF5) or the other output are refused\n"
+    "(status 2) before any work is done.\n"
     "\n"
     "Options:\n"
     "  --kernel K          laplace (default), plummer, regularized, log2d, cauchy2d\n"
@@ -91,7 +100,7 @@ static const char *shape_text(const npy_array *a, char *buf, size_t size)
 static int read_input(const char *path, npy_array *a)
 {
     char err[256];
-    int rc = npy_read(path, a, err, sizeof err);
+    int rc = arrayfile_read(path, a, err, sizeof err);
     if (rc == NPY_NO_MEMORY) {
         cli_error(cmd, "%s: %s", path, err);
         return CLI_FAIL;
@@ -175,8 +184,8 @@ static int check_result(const char *what, const double *values, int64_t m, int p
  * ------------------------------------------------------------------------------------------ */
 int eval_outputs_check(const eval_job *job, out_file outs[2])
 {
-    outs[0] = (out_file){.option = "--out-pot", .path = job->pot};
-    outs[1] = (out_file){.option = "--out-grad", .path = job->grad};
+    outs[0] = (out_file){.option = "--out-pot", .path = job->pot, .member = "pot"};
+    outs[1] = (out_file){.option = "--out-grad", .path = job->grad, .member = "grad"};
     const char *const inputs[3] = {job->sources, job->charges, job->targets};
     return outputs_check(cmd, outs, 2, inputs, 3);
 }

@@ -225,9 +225,8 @@ static int dtype_of(const char *descr, npy_dtype *dtype, char *err, size_t size)
     static const struct {
         const char *code;
         npy_dtype dtype;
-    } known[] = {
-        {"f8", NPY_FLOAT64},   {"f4", NPY_FLOAT32}, {"c16", NPY_COMPLEX128},
-        {"c8", NPY_COMPLEX64}, {"i8", NPY_INT64},   {"i4", NPY_INT32}};
+    } known[] = {{"f8", NPY_FLOAT64},   {"f4", NPY_FLOAT32}, {"c16", NPY_COMPLEX128},
+                 {"c8", NPY_COMPLEX64}, {"i8", NPY_INT64},   {"i4", NPY_INT32}};
     for (size_t i = 0; descr[0] && i < sizeof known / sizeof known[0]; i++) {
         if (strcmp(descr + 1, known[i].code) != 0)
             continue;
@@ -330,8 +329,7 @@ static int64_t read_values(FILE *in, npy_dtype dtype, int64_t n_values, double *
 }
 
 /* "[2, 1]": the index of the element at position flat of the file (C or Fortran order). */
-static const char *index_text(const npy_array *a, int fortran, int64_t flat, char *buf,
-                              size_t size)
+static const char *index_text(const npy_array *a, int fortran, int64_t flat, char *buf, size_t size)
 {
     int64_t idx[NPY_MAX_DIMS];
     for (int j = 0; j < a->ndim; j++) {
@@ -504,6 +502,23 @@ static unsigned char *slurp(FILE *in, size_t *len)
     return buf;
 }
 
+int npy_read_memory(const void *bytes, size_t len, npy_array *array, char *err, size_t err_size)
+{
+    memset(array, 0, sizeof *array);
+    if (len == 0) /* fmemopen refuses an empty buffer on older C libraries */
+        return fail(err, err_size, "not a .npy file (it does not start with \\x93NUMPY)");
+    FILE *mem = fmemopen((void *)bytes, len, "rb");
+    if (!mem) {
+        fail(err, err_size, "out of memory reading it");
+        return NPY_NO_MEMORY;
+    }
+    int rc = read_file(mem, (int64_t)len, array, err, err_size);
+    fclose(mem);
+    if (rc != 0)
+        npy_free(array);
+    return rc;
+}
+
 int npy_read(const char *path, npy_array *array, char *err, size_t err_size)
 {
     memset(array, 0, sizeof *array);
@@ -519,15 +534,13 @@ int npy_read(const char *path, npy_array *array, char *err, size_t err_size)
     } else {
         size_t len = 0;
         unsigned char *buf = slurp(in, &len);
-        FILE *mem = buf && ferror(in) == 0 ? fmemopen(buf, len, "rb") : NULL;
         if (buf && ferror(in))
             rc = fail(err, err_size, "read error: %s", strerror(errno));
-        else if (!mem) {
+        else if (!buf) {
             fail(err, err_size, "out of memory reading it");
             rc = NPY_NO_MEMORY;
         } else {
-            rc = read_file(mem, (int64_t)len, array, err, err_size);
-            fclose(mem);
+            rc = npy_read_memory(buf, len, array, err, err_size);
         }
         free(buf);
     }

@@ -43,6 +43,10 @@ typedef struct npy_array {
  * and leaves *array empty (data NULL). */
 int npy_read(const char *path, npy_array *array, char *err, size_t err_size);
 
+/* The same for a whole .npy file held in memory (bytes[0..len)), e.g. a member of a .npz
+ * archive; bytes is only read. */
+int npy_read_memory(const void *bytes, size_t len, npy_array *array, char *err, size_t err_size);
+
 /* Frees the data of an array read by npy_read; an empty array is a no-op. */
 void npy_free(npy_array *array);
 

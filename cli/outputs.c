@@ -32,7 +32,7 @@ static char *concat(const char *a, const char *b, const char *c)
 /* The resolved parent directory of a path that does not exist, joined with its last name. */
 static int resolve_new(const char *cmd, out_file *o)
 {
-    char *copy_dir = strdup(o->path), *copy_base = strdup(o->path);
+    char *copy_dir = strdup(o->spec.path), *copy_base = strdup(o->spec.path);
     char *dir = NULL;
     int rc = CLI_USAGE;
     if (!copy_dir || !copy_base) {
@@ -65,13 +65,14 @@ done:
 static int resolve_output(const char *cmd, out_file *o)
 {
     struct stat st, lst;
-    size_t len = strlen(o->path);
-    if (len == 0 || o->path[len - 1] == '/')
+    const char *file = o->spec.path;
+    size_t len = strlen(file);
+    if (len == 0 || file[len - 1] == '/')
         return cli_usage(cmd, "%s: '%s' names a directory, not a file", o->option, o->path);
-    if (stat(o->path, &st) != 0) {
+    if (stat(file, &st) != 0) {
         if (errno != ENOENT)
             return cli_usage(cmd, "%s: '%s': %s", o->option, o->path, strerror(errno));
-        if (lstat(o->path, &lst) == 0)
+        if (lstat(file, &lst) == 0)
             return cli_usage(cmd, "%s: '%s' is a symbolic link to a file that does not exist",
                              o->option, o->path);
         return resolve_new(cmd, o);
@@ -89,7 +90,7 @@ static int resolve_output(const char *cmd, out_file *o)
     o->in_place = !S_ISREG(st.st_mode);
     /* A stream is opened by its name (/dev/stdout's target may be "pipe:[...]"); a regular file
      * is replaced where its links lead. */
-    o->dest = o->in_place ? strdup(o->path) : realpath(o->path, NULL);
+    o->dest = o->in_place ? strdup(file) : realpath(file, NULL);
     if (!o->dest)
         return cli_usage(cmd, "%s: '%s': %s", o->option, o->path, strerror(errno));
     if (!o->in_place) {
@@ -104,29 +105,80 @@ static int resolve_output(const char *cmd, out_file *o)
     return CLI_OK;
 }
 
+/* Splits the output's name (arrayfile.h), resolves its file, and refuses a format it cannot
+ * take: an unknown extension (unless a FIFO or device), or an existing .npz or HDF5 file that
+ * cannot take the member. */
+static int prepare_output(const char *cmd, out_file *o)
+{
+    char err[256];
+    if (arrayfile_parse(o->path, &o->spec) != NPY_OK) {
+        cli_error(cmd, "out of memory");
+        return CLI_FAIL;
+    }
+    arrayfile_spec *sp = &o->spec;
+    if ((sp->format == ARRAYFILE_NPZ || sp->format == ARRAYFILE_HDF5) && !sp->member) {
+        const char *name = o->member ? o->member : "data";
+        size_t len = strlen(name) + 2;
+        if (!(sp->member = malloc(len))) {
+            cli_error(cmd, "out of memory");
+            return CLI_FAIL;
+        }
+        snprintf(sp->member, len, "%s%s", sp->format == ARRAYFILE_HDF5 ? "/" : "", name);
+    }
+    int rc = resolve_output(cmd, o);
+    if (rc != CLI_OK)
+        return rc;
+    if (arrayfile_usable(sp, o->in_place, err, sizeof err) != NPY_OK ||
+        (o->existed && !o->in_place && arrayfile_check_existing(sp, err, sizeof err) != NPY_OK))
+        return cli_usage(cmd, "%s: '%s': %s", o->option, o->path, err);
+    return CLI_OK;
+}
+
+/* Whether output o would overwrite the input named text: the same file, and for a .npz or
+ * HDF5 file of both the same member (an input .npz named without one may be any). */
+static int overwrites_input(const out_file *o, const char *text)
+{
+    arrayfile_spec in;
+    struct stat st;
+    if (!o->existed || arrayfile_parse(text, &in) != NPY_OK)
+        return 0;
+    int same = stat(in.path, &st) == 0 && st.st_dev == o->dev && st.st_ino == o->ino;
+    if (same && o->spec.format != ARRAYFILE_NPY && o->spec.format != ARRAYFILE_UNKNOWN &&
+        in.format == o->spec.format)
+        same = !in.member || strcmp(in.member, o->spec.member) == 0;
+    arrayfile_spec_free(&in);
+    return same;
+}
+
 int outputs_check(const char *cmd, out_file *outs, int n, const char *const *inputs, int n_inputs)
 {
     int rc;
     for (int i = 0; i < n; i++)
-        if (outs[i].path && (rc = resolve_output(cmd, &outs[i])) != CLI_OK)
+        if (outs[i].path && (rc = prepare_output(cmd, &outs[i])) != CLI_OK)
             return rc;
     for (int i = 0; i < n; i++) {
-        const out_file *o = &outs[i];
+        out_file *o = &outs[i];
         if (!o->path)
             continue;
-        for (int k = 0; k < n_inputs; k++) {
-            struct stat st;
-            if (inputs[k] && stat(inputs[k], &st) == 0 && o->existed && st.st_dev == o->dev &&
-                st.st_ino == o->ino)
+        o->leader = i;
+        for (int k = 0; k < n_inputs; k++)
+            if (inputs[k] && overwrites_input(o, inputs[k]))
                 return cli_usage(cmd, "%s: '%s' is the input file '%s'; it would be overwritten",
                                  o->option, o->path, inputs[k]);
-        }
         for (int k = 0; k < i; k++) {
             const out_file *p = &outs[k];
-            if (p->path && (strcmp(p->dest, o->dest) == 0 ||
-                            (p->existed && o->existed && p->dev == o->dev && p->ino == o->ino)))
-                return cli_usage(cmd, "%s and %s name the same file '%s'", p->option, o->option,
-                                 o->path);
+            if (!p->path || (strcmp(p->dest, o->dest) != 0 &&
+                             !(p->existed && o->existed && p->dev == o->dev && p->ino == o->ino)))
+                continue;
+            /* two members of one .npz or HDF5 file: written together by the first */
+            if (p->spec.format == o->spec.format &&
+                (o->spec.format == ARRAYFILE_NPZ || o->spec.format == ARRAYFILE_HDF5) &&
+                strcmp(p->spec.member, o->spec.member) != 0) {
+                o->leader = p->leader;
+                continue;
+            }
+            return cli_usage(cmd, "%s and %s name the same file '%s'", p->option, o->option,
+                             o->path);
         }
     }
     return CLI_OK;
@@ -139,6 +191,7 @@ void outputs_free(out_file *outs, int n)
         free(outs[i].temp);
         free(outs[i].backup);
         outs[i].dest = outs[i].temp = outs[i].backup = NULL;
+        arrayfile_spec_free(&outs[i].spec);
     }
 }
 
@@ -196,26 +249,51 @@ static int write_failed(const char *cmd, const out_file *o, int err)
     return CLI_FAIL;
 }
 
-/* Writes the array to fd and closes it; fsyncs a regular file. */
-static int write_fd(const char *cmd, const out_file *o, int fd, int sync)
+/* The file of outs[lead] into f: its array, or for a .npz or HDF5 file the old file with the
+ * arrays of every output it leads. Returns CLI_OK, or CLI_FAIL after printing why. */
+static int write_contents(const char *cmd, out_file *outs, int n, int lead, FILE *f)
 {
+    const out_file *o = &outs[lead];
+    if (o->spec.format == ARRAYFILE_NPY || o->spec.format == ARRAYFILE_UNKNOWN)
+        return npy_write(f, o->is_complex, o->ndim, o->shape, o->data) == 0
+                   ? CLI_OK
+                   : write_failed(cmd, o, errno);
+    arrayfile_out arrays[8];
+    int count = 0;
+    for (int i = lead; i < n && count < 8; i++)
+        if (outs[i].path && outs[i].leader == lead)
+            arrays[count++] = (arrayfile_out){outs[i].spec.member, outs[i].is_complex, outs[i].ndim,
+                                              outs[i].shape, outs[i].data};
+    char err[256];
+    const char *existing = o->existed && !o->in_place ? o->dest : NULL;
+    if (arrayfile_write(f, o->spec.format, existing, arrays, count, err, sizeof err) == NPY_OK)
+        return CLI_OK;
+    cli_error(cmd, "%s: %s", o->path, err);
+    return CLI_FAIL;
+}
+
+/* Writes the file of outs[lead] to fd and closes it; fsyncs a regular file. */
+static int write_fd(const char *cmd, out_file *outs, int n, int lead, int fd, int sync)
+{
+    const out_file *o = &outs[lead];
     FILE *f = fdopen(fd, "wb");
     if (!f) {
         int saved = errno;
         close(fd);
         return write_failed(cmd, o, saved);
     }
-    int failed = npy_write(f, o->is_complex, o->ndim, o->shape, o->data) != 0 || fflush(f) != 0 ||
-                 (sync && fsync(fd) != 0);
+    int rc = write_contents(cmd, outs, n, lead, f);
+    int failed = rc == CLI_OK && (fflush(f) != 0 || (sync && fsync(fd) != 0));
     int saved = errno;
-    if (fclose(f) != 0 && !failed)
+    if (fclose(f) != 0 && !failed && rc == CLI_OK)
         failed = 1, saved = errno;
-    return failed ? write_failed(cmd, o, saved) : CLI_OK;
+    return failed ? write_failed(cmd, o, saved) : rc;
 }
 
 /* A new temporary beside o->dest holding the array. */
-static int write_temp(const char *cmd, out_file *o, mode_t mode)
+static int write_temp(const char *cmd, out_file *outs, int n, int lead, mode_t mode)
 {
+    out_file *o = &outs[lead];
     o->temp = concat(o->dest, ".tmp.XXXXXX", "");
     if (!o->temp) {
         cli_error(cmd, "out of memory");
@@ -230,12 +308,13 @@ static int write_temp(const char *cmd, out_file *o, mode_t mode)
         return saved == ENOSPC || saved == EIO || saved == EINTR ? CLI_FAIL : CLI_USAGE;
     }
     (void)fchmod(fd, mode); /* mkstemp makes 0600; give what open() would have given */
-    return write_fd(cmd, o, fd, 1);
+    return write_fd(cmd, outs, n, lead, fd, 1);
 }
 
 /* An existing FIFO or character device, written where it is. */
-static int write_in_place(const char *cmd, out_file *o)
+static int write_in_place(const char *cmd, out_file *outs, int n, int lead)
 {
+    out_file *o = &outs[lead];
     int fd = open(o->dest, O_WRONLY | O_NOCTTY);
     struct stat st;
     if (fd < 0)
@@ -245,7 +324,7 @@ static int write_in_place(const char *cmd, out_file *o)
         cli_error(cmd, "%s: it changed while fmmkit ran (no longer a FIFO or device)", o->path);
         return CLI_FAIL;
     }
-    return write_fd(cmd, o, fd, 0);
+    return write_fd(cmd, outs, n, lead, fd, 0);
 }
 
 /* Removes the temporaries and puts back what the renames replaced. */
@@ -336,11 +415,11 @@ int outputs_write(const char *cmd, out_file *outs, int n)
     guard_install(&guard);
     int rc = CLI_OK;
     for (int i = 0; i < n && rc == CLI_OK && !caught_signal; i++)
-        if (outs[i].path && !outs[i].in_place)
-            rc = write_temp(cmd, &outs[i], mode);
+        if (outs[i].path && outs[i].leader == i && !outs[i].in_place)
+            rc = write_temp(cmd, outs, n, i, mode);
     for (int i = 0; i < n && rc == CLI_OK && !caught_signal; i++)
-        if (outs[i].path && outs[i].in_place)
-            rc = write_in_place(cmd, &outs[i]);
+        if (outs[i].path && outs[i].leader == i && outs[i].in_place)
+            rc = write_in_place(cmd, outs, n, i);
 
     /* From here to the end no signal is acted on: the renames happen together or not at all. */
     sigset_t all, old_mask;

@@ -40,6 +40,8 @@ has_pc fftw3 /usr/include/fftw3.h ||
 has_pc hdf5 /usr/include/hdf5/serial/hdf5.h /usr/include/hdf5.h ||
   optional libhdf5-dev "the simulation driver's snapshots and restart files"
 has_pc libpng /usr/include/png.h || optional libpng-dev "the simulation driver's PNG projections"
+# libzip: .npz files in `fmmkit eval` (without it the command refuses them with a message).
+has_pc libzip /usr/include/zip.h || optional libzip-dev "the fmmkit command's .npz files"
 # Open MPI: libfmmkit_mpi, the distributed plans, and their tests under mpirun.
 mpi_ok() {
   command -v mpicc >/dev/null 2>&1 && command -v mpirun >/dev/null 2>&1

@@ -5,7 +5,9 @@
  * FMK_FUZZ_NPY_PIPE=1 (tests/fuzz/run.sh sets it) and the input fits a pipe's buffer, from a pipe as well (the path of a
  * file whose length is not known, as with `--sources /dev/stdin`). Every read must either
  * succeed with a consistent array or fail with a message and an empty array; a successful
- * read of up to two dimensions must survive npy_write and a second read bit for bit.
+ * read of up to two dimensions must survive npy_write and a second read bit for bit. The same
+ * bytes read from memory (npy_read_memory: a member of a .npz archive) must give the same
+ * result: the same status and message, or the same array.
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -111,6 +113,27 @@ static void read_from_pipe(const uint8_t *data, size_t size)
     close(p[0]);
 }
 
+/* npy_read_memory on the same bytes: the file read's outcome exactly. */
+static void read_from_memory(const uint8_t *data, size_t size, int rc, const npy_array *a,
+                             const char *err)
+{
+    char err2[256] = "";
+    npy_array b;
+    int rc2 = npy_read_memory(data, size, &b, err2, sizeof err2);
+    check_result(rc2, &b, err2);
+    REQUIRE(rc2 == rc);
+    if (rc != 0) {
+        REQUIRE(strcmp(err, err2) == 0);
+        return;
+    }
+    REQUIRE(b.dtype == a->dtype && b.ndim == a->ndim && b.count == a->count);
+    for (int k = 0; k < a->ndim; k++)
+        REQUIRE(b.shape[k] == a->shape[k]);
+    REQUIRE(memcmp(a->data, b.data, (size_t)a->count * (a->is_complex ? 2 : 1) * sizeof(double)) ==
+            0);
+    npy_free(&b);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (use_pipe < 0) {
@@ -123,6 +146,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     npy_array a;
     int rc = npy_read(path, &a, err, sizeof err);
     check_result(rc, &a, err);
+    read_from_memory(data, size, rc, &a, err);
     if (rc == 0 && a.ndim <= 2)
         round_trip(&a);
     npy_free(&a);

@@ -116,6 +116,43 @@ def test_eval_fmm_within_eps(tmp_path):
         assert np.linalg.norm(p - exact) / np.linalg.norm(exact) < 1e-5
 
 
+@pytest.mark.parametrize("fmt", ["npz", "h5"])
+def test_eval_containers_as_one_process(tmp_path, fmt):
+    """.npz and HDF5 files through rank 0 and through --per-rank: the same arrays as the
+    one-process run with .npy files (direct, fp64: bit for bit)."""
+    if fmt == "h5":
+        h5py = pytest.importorskip("h5py")
+    save_problem(tmp_path, 300, 0)
+    x, q = np.load(tmp_path / "S.npy"), np.load(tmp_path / "Q.npy")
+    assert one(*eval_args(tmp_path, "1", 0, "--method", "direct")).returncode == 0
+    for k in list(range(NP)) + ["all"]:
+        part = slice(None) if k == "all" else slice(k * 300 // NP, (k + 1) * 300 // NP)
+        if fmt == "npz":
+            np.savez(tmp_path / f"in_{k}.npz", x=x[part], q=q[part])
+        else:
+            with h5py.File(tmp_path / f"in_{k}.h5", "w") as f:
+                f["g/x"], f["g/q"] = x[part], q[part]
+    sep, x_name, q_name = (":", "x", "q") if fmt == "npz" else (":", "/g/x", "/g/q")
+    for tag, extra in (("all", []), ("{rank}", ["--per-rank"])):
+        data = f"{tmp_path}/in_{tag}.{fmt}"
+        r, codes = job(tmp_path, "eval", "--method", "direct", *extra, "--sources",
+                       data + sep + x_name, "--charges", data + sep + q_name, "--out-pot",
+                       f"{tmp_path}/out_{tag}.{fmt}:pot", "--out-grad",
+                       f"{tmp_path}/out_{tag}.{fmt}:grad")
+        assert codes == [0] * NP, r.stderr
+
+    def read(k, name):
+        if fmt == "npz":
+            with np.load(tmp_path / f"out_{k}.npz") as z:
+                return z[name]
+        with h5py.File(tmp_path / f"out_{k}.h5", "r") as f:
+            return f[name][()]
+    for out, name in (("P", "pot"), ("G", "grad")):
+        want = np.load(tmp_path / f"{out}1.npy")
+        assert np.array_equal(read("all", name), want)
+        assert np.array_equal(np.concatenate([read(k, name) for k in range(NP)]), want)
+
+
 # --------------------------------------------------------------------------------------------
 # --per-rank: each rank's own files
 # --------------------------------------------------------------------------------------------
