@@ -57,3 +57,14 @@ void fmk_plan_hook_info(fmk_plan *plan, const fmk_info *info)
     in->interactions_p2p = info->interactions_p2p;
     in->interactions_far = info->interactions_far;
 }
+
+void fmk_plan_hook_interrupt_begin(fmk_plan *plan)
+{
+    if (plan)
+        fmk_interrupt_begin(plan);
+}
+
+int fmk_plan_hook_interrupt_poll(fmk_plan *plan)
+{
+    return plan ? fmk_interrupt_poll(plan) : 0;
+}

@@ -49,6 +49,13 @@ FMK_API void fmk_plan_hook_points(fmk_plan *plan, int has_points, const fmk_info
 /* The hooked plan's info after an evaluation (the working plan's phase times and counts). */
 FMK_API void fmk_plan_hook_info(fmk_plan *plan, const fmk_info *info);
 
+/* A hooked plan's interrupt (fmk_plan_set_interrupt, fmk_plan_interrupt on it) for the plan
+ * that does the work: begin at the start of each call (a stop asked before it is cleared, as
+ * an ordinary plan's calls do), poll during it (1: stop; the caller's check runs at most every
+ * 10 ms, from the calling thread). */
+FMK_API void fmk_plan_hook_interrupt_begin(fmk_plan *plan);
+FMK_API int fmk_plan_hook_interrupt_poll(fmk_plan *plan);
+
 /* fmk_plan_set_points on an ordinary plan with two more inputs:
  * lo, hi (NULL: none): a box that the plan's frame contains as well as the points, so that
  *   plans of parts of a larger set of points work in that set's frame (the same mapped

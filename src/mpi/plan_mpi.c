@@ -32,6 +32,14 @@ static const fmk_plan_hooks mpi_hooks = {
 /* The most points a plan takes from all ranks together: MPI counts are int (in points). */
 #define MAX_GATHERED ((int64_t)INT_MAX)
 
+/* The local plan's interrupt check: the distributed plan's (its caller's check and its stop
+ * flag), so that fmk_plan_set_interrupt and fmk_plan_interrupt on it stop this rank's work;
+ * the status agreement then stops every rank. */
+static int forward_interrupt(void *outer)
+{
+    return fmk_plan_hook_interrupt_poll(outer);
+}
+
 static fmk_status fail(fmk_plan *plan, fmk_status st, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 3, 4)))
@@ -139,6 +147,8 @@ fmk_status fmk_plan_create_mpi(fmk_plan **plan, MPI_Comm comm, int dim, fmk_kern
         s->charge_width = fmk_kernel_is_complex(kernel) ? 2 : 1;
         s->grad_width = fmk_kernel_is_complex(kernel) ? 2 : dim;
         st = fmk_plan_set_hooks(outer, &mpi_hooks, s);
+        if (st == FMK_OK)
+            st = fmk_plan_set_interrupt(s->local, forward_interrupt, outer);
         if (st != FMK_OK) /* a defect, the same on every rank */
             fail(NULL, st, "fmk_plan_create_mpi: %s", fmk_plan_last_error(outer));
     }
@@ -336,6 +346,7 @@ static fmk_status mpi_set_points(fmk_plan *plan, int64_t ns, const double *sourc
     const int dim = s->dim, self = targets == NULL;
     double lo[3], hi[3];
     reset_stats(s, 1);
+    fmk_plan_hook_interrupt_begin(plan);
     fmk_status st = check_points(plan, dim, ns, sources, nt, targets, lo, hi);
     if (st == FMK_OK && self)
         nt = ns;
@@ -532,6 +543,7 @@ static fmk_status mpi_eval_many(fmk_plan *plan, int is_many, int64_t nd, const d
 {
     fmk_mpi_state *s = fmk_plan_hook_state(plan, &mpi_hooks);
     const char *fn = is_many ? "fmk_plan_eval_many" : "fmk_plan_eval";
+    fmk_plan_hook_interrupt_begin(plan);
     fmk_status st = check_eval(plan, s, fn, s->has_points, nd, charges, pot, grad);
     if ((st = fmk_mpi_agree(plan, s->comm, s->rank, st)) != FMK_OK)
         return st;

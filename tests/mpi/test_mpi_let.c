@@ -284,6 +284,46 @@ static void rebalance(void)
     free(x), free(q), free(pot), free(cost);
 }
 
+/* An interrupt check set on rank 0's distributed plan stops rank 0's local work; every rank
+ * returns FMK_ERR_INTERRUPTED (the others after their own share), and the plan evaluates once
+ * the check is cleared. The direct sum of 16,000 points: long enough for the check to run. */
+static int stop_now(void *user)
+{
+    (void)user;
+    return 1;
+}
+
+static void interrupt_case(void)
+{
+    const int64_t n = 16000;
+    double *x = malloc(sizeof(double) * 3 * n), *q = malloc(sizeof(double) * n);
+    double *pot = malloc(sizeof(double) * n);
+    make_points(PLUMMER, n, 9, x);
+    for (int64_t i = 0; i < n; i++)
+        q[i] = 1.0 / n;
+    const int64_t b = n * rank / size, e = n * (rank + 1) / size;
+    fmk_opts o;
+    fmk_opts_default(&o);
+    o.method = FMK_METHOD_DIRECT, o.backend = test_backend(), o.threads = 1;
+    fmk_plan *plan = NULL;
+    fmk_status st = fmk_plan_create_mpi(&plan, MPI_COMM_WORLD, 3, FMK_KERNEL_LAPLACE, 1e-6, &o);
+    if (st == FMK_OK)
+        st = fmk_plan_set_points(plan, e - b, x + 3 * b, 0, NULL);
+    CHECK(st == FMK_OK, "interrupt: set_points %s", fmk_plan_last_error(plan));
+    if (rank == 0)
+        fmk_plan_set_interrupt(plan, stop_now, NULL);
+    st = fmk_plan_eval(plan, q + b, pot, NULL);
+    CHECK(st == FMK_ERR_INTERRUPTED && strstr(fmk_plan_last_error(plan), "interrupted"),
+          "interrupt: eval gave %d (%s)", (int)st, fmk_plan_last_error(plan));
+    if (rank == 0)
+        fmk_plan_set_interrupt(plan, NULL, NULL);
+    fmk_plan_interrupt(plan); /* asked before the call: cleared when it begins, as always */
+    st = fmk_plan_eval(plan, q + b, pot, NULL);
+    CHECK(st == FMK_OK, "interrupt: eval after %s", fmk_plan_last_error(plan));
+    fmk_plan_destroy(plan);
+    free(x), free(q), free(pot);
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -302,6 +342,7 @@ int main(int argc, char **argv)
     run(CLUSTERS, FMK_KERNEL_LAPLACE, FMK_PRECISION_FP64, SEPARATE, 2);
     bad_charge();
     rebalance();
+    interrupt_case();
     int total = failures;
     MPI_Allreduce(MPI_IN_PLACE, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     if (rank == 0)
