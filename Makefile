@@ -9,6 +9,8 @@
 #                   race-rest: the halves' parts)
 #   make bench      on a GPU machine: the benchmark tables (bench/RESULTS.md records them)
 #   make install    cmake --install (PREFIX=/usr/local)
+#   make wheel-test the Python wheel alone (also part of `make test`, label wheel): built by pip
+#                   (CPU only), repaired by auditwheel, tested in a fresh venv (tools/wheel.sh)
 #   make fuzz       libFuzzer harnesses (clang, ASan + UBSan) of the .npy reader and the C API,
 #                   each run FUZZ_SECONDS (default 60); fails on any crash (tests/fuzz/run.sh)
 #   make format     clang-format (16 or later; `pip install clang-format`) over the C/CUDA sources
@@ -21,7 +23,7 @@ CUDA_ARCH ?= 90
 GPU_TEST_PART ?= all
 FUZZ_SECONDS ?= 60
 
-.PHONY: all deps build demo test test-asan fuzz gpu-test bench install format clean
+.PHONY: all deps build demo test test-asan wheel-test fuzz gpu-test bench install format clean
 
 all: build
 
@@ -45,6 +47,10 @@ test-asan: deps
 	@cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --output-on-failure -LE gpu -j$(JOBS)
+
+# The wheel lands in build-wheel/wheelhouse/ (repaired) and build-wheel/dist/ (as pip built it).
+wheel-test: deps
+	@sh tools/wheel.sh build-wheel
 
 # Built without OpenMP (the harnesses run one thread; clang's OpenMP runtime may be absent).
 fuzz:
@@ -78,4 +84,4 @@ format:
 	  xargs clang-format -i --style=file
 
 clean:
-	rm -rf build build-asan build-gpu build-fuzz
+	rm -rf build build-asan build-gpu build-fuzz build-wheel

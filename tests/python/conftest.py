@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-# The package of this checkout (ctest also puts it on PYTHONPATH).
-if os.path.join(REPO, "python") not in sys.path:
+# The package of this checkout (ctest also puts it on PYTHONPATH), unless the tests run against
+# an installed fmmkit (FMMKIT_TEST_INSTALLED=1: tools/wheel.sh, the wheel in a fresh venv).
+if not os.environ.get("FMMKIT_TEST_INSTALLED") and os.path.join(REPO, "python") not in sys.path:
     sys.path.insert(0, os.path.join(REPO, "python"))
 
 # test_mpi_plan.py and test_mpi_sim.py run under mpirun (ctest mpi_python_ranks_*,
