@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "core/hooks.h"
+#include "tree/morton.h"
 #include "mpi/mpi_internal.h"
 
 /* A target: its key and the caller's index; its global index (the tie-break) is first_id +
@@ -53,28 +54,6 @@ double fmk_mpi_morton_scale(int dim, const double lo[3], const double hi[3])
     return w > 0 ? (double)(1u << bits) / w : 0;
 }
 
-/* The bits of v (21 in 3D, 16 in 2D) spread to every third (second) bit. */
-static uint64_t spread3(uint64_t v)
-{
-    v &= 0x1fffff;
-    v = (v | v << 32) & 0x1f00000000ffffull;
-    v = (v | v << 16) & 0x1f0000ff0000ffull;
-    v = (v | v << 8) & 0x100f00f00f00f00full;
-    v = (v | v << 4) & 0x10c30c30c30c30c3ull;
-    v = (v | v << 2) & 0x1249249249249249ull;
-    return v;
-}
-
-static uint64_t spread2(uint64_t v)
-{
-    v &= 0xffff;
-    v = (v | v << 8) & 0x00ff00ffull;
-    v = (v | v << 4) & 0x0f0f0f0full;
-    v = (v | v << 2) & 0x33333333ull;
-    v = (v | v << 1) & 0x55555555ull;
-    return v;
-}
-
 uint64_t fmk_mpi_morton(const double *x, int dim, const double lo[3], double scale)
 {
     const int bits = dim == 3 ? 21 : 16;
@@ -86,8 +65,8 @@ uint64_t fmk_mpi_morton(const double *x, int dim, const double lo[3], double sca
     }
     /* bit b of axis k at 3 b + 2 - k (2 b + 1 - k in 2D): axis 0 the highest of each group */
     if (dim == 3)
-        return spread3(c[0]) << 2 | spread3(c[1]) << 1 | spread3(c[2]);
-    return spread2(c[0]) << 1 | spread2(c[1]);
+        return fmk_spread3(c[0]) << 2 | fmk_spread3(c[1]) << 1 | fmk_spread3(c[2]);
+    return fmk_spread2(c[0]) << 1 | fmk_spread2(c[1]);
 }
 
 void fmk_mpi_partition_free(fmk_mpi_state *s)

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tree/morton.h"
 #include "tree/tree3d.h"
 
 /* A mapped coordinate (in [1, 2]) as the integer (x - 1) 2^52, exact: the finest dyadic grid
@@ -22,22 +23,11 @@ static int key_bits(int dim)
     return dim == 3 ? FMK_TREE_KEY_BITS : 31;
 }
 
-static uint64_t spread2(uint64_t v)
-{
-    v &= 0x7fffffffull;
-    v = (v | v << 16) & 0x0000ffff0000ffffull;
-    v = (v | v << 8) & 0x00ff00ff00ff00ffull;
-    v = (v | v << 4) & 0x0f0f0f0f0f0f0f0full;
-    v = (v | v << 2) & 0x3333333333333333ull;
-    v = (v | v << 1) & 0x5555555555555555ull;
-    return v;
-}
-
 static uint64_t key_of(int dim, const double *x)
 {
     if (dim == 3)
         return fmk_tree3d_key(x[0], x[1], x[2]);
-    return spread2(grid(x[0]) >> 21) << 1 | spread2(grid(x[1]) >> 21);
+    return fmk_spread2(grid(x[0]) >> 21) << 1 | fmk_spread2(grid(x[1]) >> 21);
 }
 
 static int bit_length(uint64_t v)

@@ -9,33 +9,10 @@
 #include <omp.h>
 #endif
 
+#include "tree/morton.h"
 #include "tree/tree3d.h"
 
 #define KEY_CELLS (1 << FMK_TREE_KEY_BITS)
-
-/* Spreads the 21 low bits of v so that bit b lands on bit 3b. */
-static uint64_t spread3(uint64_t v)
-{
-    v &= 0x1fffff;
-    v = (v | v << 32) & 0x001f00000000ffffULL;
-    v = (v | v << 16) & 0x001f0000ff0000ffULL;
-    v = (v | v << 8) & 0x100f00f00f00f00fULL;
-    v = (v | v << 4) & 0x10c30c30c30c30c3ULL;
-    v = (v | v << 2) & 0x1249249249249249ULL;
-    return v;
-}
-
-/* The inverse of spread3: bits 3b of v to bit b. */
-static uint64_t compact3(uint64_t v)
-{
-    v &= 0x1249249249249249ULL;
-    v = (v ^ (v >> 2)) & 0x10c30c30c30c30c3ULL;
-    v = (v ^ (v >> 4)) & 0x100f00f00f00f00fULL;
-    v = (v ^ (v >> 8)) & 0x001f0000ff0000ffULL;
-    v = (v ^ (v >> 16)) & 0x001f00000000ffffULL;
-    v = (v ^ (v >> 32)) & 0x1fffff;
-    return v;
-}
 
 static uint64_t cell(double x)
 {
@@ -47,7 +24,7 @@ static uint64_t cell(double x)
 
 uint64_t fmk_tree3d_key(double x, double y, double z)
 {
-    return spread3(cell(x)) << 2 | spread3(cell(y)) << 1 | spread3(cell(z));
+    return fmk_spread3(cell(x)) << 2 | fmk_spread3(cell(y)) << 1 | fmk_spread3(cell(z));
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -173,7 +150,7 @@ void fmk_tree3d_node_cube(const fmk_tree3d *tree, int64_t node, double center[3]
     const uint64_t key = tree->n_points > 0 ? tree->keys[tree->begin[node]] : 0;
     const double h = ldexp(1.0, -level);
     for (int k = 0; k < 3; k++) {
-        uint64_t c = compact3(key >> (2 - k)) >> (FMK_TREE_KEY_BITS - level);
+        uint64_t c = fmk_compact3(key >> (2 - k)) >> (FMK_TREE_KEY_BITS - level);
         center[k] = 1.0 + ((double)c + 0.5) * h;
     }
     *side = h;

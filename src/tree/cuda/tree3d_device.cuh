@@ -10,18 +10,7 @@
 #include <cub/block/block_scan.cuh>
 
 #include "tree/cuda/tree3d_internal.h"
-
-/* Spreads the 21 low bits of v to every third bit (bit b -> bit 3b). */
-static __device__ __forceinline__ uint64_t spread3(uint64_t v)
-{
-    v &= 0x1fffffull;
-    v = (v | v << 32) & 0x1f00000000ffffull;
-    v = (v | v << 16) & 0x1f0000ff0000ffull;
-    v = (v | v << 8) & 0x100f00f00f00f00full;
-    v = (v | v << 4) & 0x10c30c30c30c30c3ull;
-    v = (v | v << 2) & 0x1249249249249249ull;
-    return v;
-}
+#include "tree/morton.h"
 
 /* tree3d.h: c_k = min(floor((x'_k - 1) 2^21), 2^21 - 1), x highest. */
 static __device__ __forceinline__ uint64_t cell_of(double x)
@@ -35,7 +24,7 @@ static __device__ __forceinline__ uint64_t cell_of(double x)
 static __device__ __forceinline__ uint64_t key_of(const double *__restrict__ x, int64_t i)
 {
     uint64_t cx = cell_of(x[3 * i]), cy = cell_of(x[3 * i + 1]), cz = cell_of(x[3 * i + 2]);
-    return spread3(cx) << 2 | spread3(cy) << 1 | spread3(cz);
+    return fmk_spread3(cx) << 2 | fmk_spread3(cy) << 1 | fmk_spread3(cz);
 }
 
 /* Keys and their stable sort in one block for a tile of TILE points (2048, 4096 or
