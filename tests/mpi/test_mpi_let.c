@@ -14,28 +14,8 @@
 #include <string.h>
 
 #include "fmmkit_mpi.h"
+#include "mpi_test.h"
 #include "mpi/mpi_internal.h" /* fmk_mpi_set_let, fmk_mpi_let_counts */
-
-static int rank, size, failures;
-
-#define CHECK(cond, ...)                                                        \
-    do {                                                                        \
-        if (!(cond)) {                                                          \
-            failures++;                                                         \
-            fprintf(stderr, "rank %d: FAIL %s:%d: ", rank, __FILE__, __LINE__); \
-            fprintf(stderr, __VA_ARGS__);                                       \
-            fprintf(stderr, "\n");                                              \
-        }                                                                       \
-    } while (0)
-
-static uint64_t rng_state;
-static double uniform01(void) /* splitmix64 */
-{
-    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return (double)((z ^ (z >> 31)) >> 11) * 0x1.0p-53;
-}
 
 enum { PLUMMER, CLUSTERS, OUTLIER, SETS };
 static const char *set_name[SETS] = {"plummer", "two-cluster", "cube+outlier"};

@@ -23,18 +23,9 @@
 #include <unistd.h>
 
 #include "fmmkit_mpi.h"
+#include "mpi_test.h"
 
-static int rank, size, failures, gpu;
-
-#define CHECK(cond, ...)                                                        \
-    do {                                                                        \
-        if (!(cond)) {                                                          \
-            failures++;                                                         \
-            fprintf(stderr, "rank %d: FAIL %s:%d: ", rank, __FILE__, __LINE__); \
-            fprintf(stderr, __VA_ARGS__);                                       \
-            fprintf(stderr, "\n");                                              \
-        }                                                                       \
-    } while (0)
+static int gpu;
 
 enum { N = 240, STEPS = 10 };
 
