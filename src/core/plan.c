@@ -645,7 +645,9 @@ fmk_status fmk_plan_memory(const fmk_plan *plan, int64_t n_sources, int64_t n_ta
                              "at most %lld points of each kind",
                              (long long)n_sources, (long long)n_targets, (long long)MAX_POINTS);
     int64_t h = 0, d = 0;
-    fmk_choose_memory(plan, n_sources, n_targets, &h, &d);
+    fmk_plan sized = *plan; /* the threads (hence per-thread buffers) these sizes would use */
+    sized.threads = threads_for_size(plan, n_sources, n_targets < 0 ? n_sources : n_targets);
+    fmk_choose_memory(&sized, n_sources, n_targets, &h, &d);
     const int64_t points = n_sources + (n_targets < 0 ? 0 : n_targets);
     h = fmk_bytes_plus(h, plan->dim * (int64_t)sizeof(double), points);
     /* the staged results of host evaluations */
