@@ -227,25 +227,49 @@ static void bad_charge(void)
     free(x), free(q), free(pot);
 }
 
+/* n Plummer points of unit total charge, every rank its equal share [*b, *e), and a plan of
+ * method m made on every rank (theta 0.6 for the treecode, one thread) with the share set. */
+typedef struct share {
+    int64_t n, b, e;
+    double *x, *q, *pot;
+    fmk_plan *plan;
+} share;
+
+static fmk_status share_make(share *sh, int64_t n, uint64_t seed, fmk_method m)
+{
+    sh->n = n, sh->b = n * rank / size, sh->e = n * (rank + 1) / size;
+    sh->x = malloc(sizeof(double) * 3 * n), sh->q = malloc(sizeof(double) * n);
+    sh->pot = malloc(sizeof(double) * n), sh->plan = NULL;
+    make_points(PLUMMER, n, seed, sh->x);
+    for (int64_t i = 0; i < n; i++)
+        sh->q[i] = 1.0 / n;
+    fmk_opts o;
+    fmk_opts_default(&o);
+    o.method = m, o.backend = test_backend(), o.theta = m == FMK_METHOD_TREE ? 0.6 : 0;
+    o.threads = 1;
+    const double eps = m == FMK_METHOD_TREE ? 1e-2 : 1e-6;
+    fmk_status st = fmk_plan_create_mpi(&sh->plan, MPI_COMM_WORLD, 3, FMK_KERNEL_LAPLACE, eps, &o);
+    if (st == FMK_OK)
+        st = fmk_plan_set_points(sh->plan, sh->e - sh->b, sh->x + 3 * sh->b, 0, NULL);
+    return st;
+}
+
+static void share_free(share *sh)
+{
+    fmk_plan_destroy(sh->plan);
+    free(sh->x), free(sh->q), free(sh->pot);
+}
+
 /* The partition's weights: after an evaluation that found rank 0's targets 4 times as costly
  * as the others', the next set_points of the same points gives rank 0 a quarter of the
  * weight's share of targets: n (P + 3) / (4 P^2) of them. */
 static void rebalance(void)
 {
-    const int64_t n = 8000;
-    double *x = malloc(sizeof(double) * 3 * n), *q = malloc(sizeof(double) * n);
-    double *pot = malloc(sizeof(double) * n), *cost = malloc(sizeof(double) * size);
-    make_points(PLUMMER, n, 7, x);
-    for (int64_t i = 0; i < n; i++)
-        q[i] = 1.0 / n;
-    const int64_t b = n * rank / size, e = n * (rank + 1) / size;
-    fmk_opts o;
-    fmk_opts_default(&o);
-    o.method = FMK_METHOD_TREE, o.backend = test_backend(), o.theta = 0.6;
-    fmk_plan *plan = NULL;
-    fmk_status st = fmk_plan_create_mpi(&plan, MPI_COMM_WORLD, 3, FMK_KERNEL_LAPLACE, 1e-2, &o);
-    if (st == FMK_OK)
-        st = fmk_plan_set_points(plan, e - b, x + 3 * b, 0, NULL);
+    share sh;
+    fmk_status st = share_make(&sh, 8000, 7, FMK_METHOD_TREE);
+    const int64_t n = sh.n, b = sh.b, e = sh.e;
+    double *x = sh.x, *q = sh.q, *pot = sh.pot, *cost = malloc(sizeof(double) * size);
+    fmk_plan *plan = sh.plan;
     if (st == FMK_OK)
         st = fmk_plan_eval(plan, q + b, pot, NULL);
     const int64_t before = fmk_mpi_evaluated_targets(plan);
@@ -264,8 +288,8 @@ static void rebalance(void)
     if (rank == 0 && size > 1)
         CHECK(fabs((double)after - want) < 0.02 * n, "rebalance: %lld targets, want %.0f",
               (long long)after, want);
-    fmk_plan_destroy(plan);
-    free(x), free(q), free(pot), free(cost);
+    share_free(&sh);
+    free(cost);
 }
 
 /* An interrupt check set on rank 0's distributed plan stops rank 0's local work; every rank
@@ -279,20 +303,11 @@ static int stop_now(void *user)
 
 static void interrupt_case(void)
 {
-    const int64_t n = 16000;
-    double *x = malloc(sizeof(double) * 3 * n), *q = malloc(sizeof(double) * n);
-    double *pot = malloc(sizeof(double) * n);
-    make_points(PLUMMER, n, 9, x);
-    for (int64_t i = 0; i < n; i++)
-        q[i] = 1.0 / n;
-    const int64_t b = n * rank / size, e = n * (rank + 1) / size;
-    fmk_opts o;
-    fmk_opts_default(&o);
-    o.method = FMK_METHOD_DIRECT, o.backend = test_backend(), o.threads = 1;
-    fmk_plan *plan = NULL;
-    fmk_status st = fmk_plan_create_mpi(&plan, MPI_COMM_WORLD, 3, FMK_KERNEL_LAPLACE, 1e-6, &o);
-    if (st == FMK_OK)
-        st = fmk_plan_set_points(plan, e - b, x + 3 * b, 0, NULL);
+    share sh;
+    fmk_status st = share_make(&sh, 16000, 9, FMK_METHOD_DIRECT);
+    const int64_t b = sh.b;
+    double *q = sh.q, *pot = sh.pot;
+    fmk_plan *plan = sh.plan;
     CHECK(st == FMK_OK, "interrupt: set_points %s", fmk_plan_last_error(plan));
     if (rank == 0)
         fmk_plan_set_interrupt(plan, stop_now, NULL);
@@ -304,8 +319,7 @@ static void interrupt_case(void)
     fmk_plan_interrupt(plan); /* asked before the call: cleared when it begins, as always */
     st = fmk_plan_eval(plan, q + b, pot, NULL);
     CHECK(st == FMK_OK, "interrupt: eval after %s", fmk_plan_last_error(plan));
-    fmk_plan_destroy(plan);
-    free(x), free(q), free(pot);
+    share_free(&sh);
 }
 
 int main(int argc, char **argv)
