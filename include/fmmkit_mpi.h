@@ -46,7 +46,9 @@ extern "C" {
  * (method, backend, precision, order, leaf_size, softening, theta, walk; threads, device,
  * verbose and n_vectors may differ between ranks). Arguments as fmk_plan_create's. The plan
  * duplicates comm (MPI_Comm_dup), so its messages never meet the caller's; fmk_plan_destroy
- * frees it, and is then collective too. On failure *plan is NULL on every rank, every rank
+ * frees it, and is then collective too. GPUs: with opts.device 0 (the default) each rank's
+ * work goes to the GPU of its rank among its node's ranks, modulo the node's GPUs (one rank a
+ * GPU under a plain mpirun); a nonzero opts.device is used as given. On failure *plan is NULL on every rank, every rank
  * returns the same status, and the message is in fmk_plan_last_error(NULL). */
 FMK_API fmk_status fmk_plan_create_mpi(fmk_plan **plan, MPI_Comm comm, int dim, fmk_kernel kernel,
                                        double eps, const fmk_opts *opts);

@@ -88,6 +88,38 @@ static void mpi_release(fmk_plan *plan, void *hook_state)
     free_state(hook_state);
 }
 
+/* The GPU of this rank: its rank among the ranks of its node (MPI_COMM_TYPE_SHARED) modulo the
+ * node's GPUs, so that one rank a GPU is what a plain mpirun gives; 0 with one GPU or none,
+ * and without asking CUDA where the plan does not want a GPU (opts: backend cpu, or a device
+ * given). Collective over comm. */
+static int node_gpu(MPI_Comm comm, int rank, const fmk_opts *opts)
+{
+    MPI_Comm node = MPI_COMM_NULL;
+    int local = 0;
+    MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
+    if (node != MPI_COMM_NULL) {
+        MPI_Comm_rank(node, &local);
+        MPI_Comm_free(&node);
+    }
+    if (opts && (opts->backend == FMK_BACKEND_CPU || opts->device != 0))
+        return 0;
+    const int gpus = fmk_cuda_device_count();
+    return gpus > 1 ? local % gpus : 0;
+}
+
+/* The local plan's options into *o: the caller's, with device 0 (the default) made this
+ * rank's GPU (node_gpu); a nonzero device is the caller's choice and stays. */
+static const fmk_opts *local_opts(fmk_opts *o, const fmk_opts *opts, int gpu)
+{
+    if (opts)
+        *o = *opts;
+    else
+        fmk_opts_default(o);
+    if (o->device == 0)
+        o->device = gpu;
+    return o;
+}
+
 int fmk_plan_is_mpi(const fmk_plan *plan)
 {
     return fmk_plan_hook_state(plan, &mpi_hooks) != NULL;
@@ -118,6 +150,8 @@ fmk_status fmk_plan_create_mpi(fmk_plan **plan, MPI_Comm comm, int dim, fmk_kern
     MPI_Comm_dup(comm, &dup); /* collective: every rank gets here */
     int rank = 0;
     MPI_Comm_rank(dup, &rank);
+    const int gpu = node_gpu(dup, rank, opts); /* collective too */
+    fmk_opts lopts;
     fmk_status st = s ? FMK_OK : fail(NULL, FMK_ERR_NOMEM, "fmk_plan_create_mpi: out of memory");
     if (s) {
         s->comm = dup;
@@ -133,7 +167,7 @@ fmk_status fmk_plan_create_mpi(fmk_plan **plan, MPI_Comm comm, int dim, fmk_kern
     if (st == FMK_OK)
         st = fmk_plan_create(&outer, dim, kernel, eps, opts);
     if (st == FMK_OK)
-        st = fmk_plan_create(&s->local, dim, kernel, eps, opts);
+        st = fmk_plan_create(&s->local, dim, kernel, eps, local_opts(&lopts, opts, gpu));
     st = fmk_mpi_agree(NULL, dup, rank, st);
     if (st == FMK_OK) /* the values were valid on every rank: now they must be the same */
         st = fmk_mpi_same_arguments(dup, dim, kernel, eps, opts);
