@@ -26,12 +26,8 @@ static void make_points(int set, int dim, int64_t n, uint64_t seed, double *x)
     rng_state = seed * 7919 + (uint64_t)set;
     for (int64_t i = 0; i < n; i++) {
         double p[3];
-        if (set == PLUMMER) { /* Plummer sphere, radius capped at 20 */
-            double r = 1.0 / sqrt(pow(0.01 + 0.98 * uniform01(), -2.0 / 3.0) - 1.0);
-            r = r > 20 ? 20 : r;
-            double c = 2 * uniform01() - 1, phi = 6.283185307179586 * uniform01(),
-                   sn = sqrt(1 - c * c);
-            p[0] = r * sn * cos(phi), p[1] = r * sn * sin(phi), p[2] = r * c;
+        if (set == PLUMMER) {
+            plummer_point(p);
         } else {
             for (int k = 0; k < 3; k++)
                 p[k] = uniform01();

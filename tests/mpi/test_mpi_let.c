@@ -26,11 +26,7 @@ static void make_points(int set, int64_t n, uint64_t seed, double *x)
     for (int64_t i = 0; i < n; i++) {
         double *p = x + 3 * i;
         if (set == PLUMMER) {
-            double r = 1.0 / sqrt(pow(0.01 + 0.98 * uniform01(), -2.0 / 3.0) - 1.0);
-            r = r > 20 ? 20 : r;
-            double c = 2 * uniform01() - 1, phi = 6.283185307179586 * uniform01(),
-                   sn = sqrt(1 - c * c);
-            p[0] = r * sn * cos(phi), p[1] = r * sn * sin(phi), p[2] = r * c;
+            plummer_point(p);
         } else {
             for (int k = 0; k < 3; k++)
                 p[k] = uniform01();
