@@ -47,6 +47,8 @@ def main():
     ap.add_argument("--eps", type=float, default=1e-2)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--plain", action="store_true",
+                    help="one rank: time the ordinary (non-distributed) plan, the reference")
     a = ap.parse_args()
     from mpi4py import MPI
     comm = MPI.COMM_WORLD
@@ -62,12 +64,14 @@ def main():
                 precision=a.precision)
     if a.method == "tree":
         opts["theta"] = a.theta
-    with fmmkit.Plan(comm=comm, **opts) as plan:
+    if a.plain and size != 1:
+        sys.exit("--plain needs one rank")
+    with (fmmkit.Plan(**opts) if a.plain else fmmkit.Plan(comm=comm, **opts)) as plan:
         comm.Barrier()
         t0 = time.perf_counter()
         plan.set_points(x)
         t_set = comm.allreduce(time.perf_counter() - t0, op=MPI.MAX)
-        set_info = plan.mpi_info
+        set_info = plan.mpi_info if not a.plain else None
         best = None
         for _ in range(max(1, a.repeat)):
             comm.Barrier()
@@ -75,7 +79,7 @@ def main():
             r = plan.eval(q)
             dt = comm.allreduce(time.perf_counter() - t0, op=MPI.MAX)
             best = dt if best is None or dt < best else best
-        info = plan.mpi_info
+        info = plan.mpi_info if not a.plain else None
         method = plan.info.method
     # the check: rank 0's first targets against the direct sum over every rank's sources
     ns = min(1000, len(x)) if rank == 0 else 0
@@ -92,6 +96,13 @@ def main():
         row = dict(ranks=size, n=n, dist=a.dist, method=method, precision=a.precision,
                    theta=a.theta if a.method == "tree" else None, eps=a.eps,
                    set_points_s=t_set, eval_s=best, pot_err=ep, grad_err=eg)
+    if a.plain:
+        if rank == 0:
+            print(json.dumps(row) if a.json else
+                  f"plain plan, N = 2^{a.log2} {a.dist}, {method} {a.precision}: set_points "
+                  f"{t_set * 1e3:.1f} ms, eval {best * 1e3:.1f} ms; pot err "
+                  f"{row['pot_err']:.2e}, grad err {row['grad_err']:.2e}")
+        return 0
     phases = ("seconds_partition", "seconds_tree", "seconds_exchange_points",
               "seconds_local_set_points")
     ephases = ("seconds_exchange_charges", "seconds_moments", "seconds_local_eval",
