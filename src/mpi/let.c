@@ -48,7 +48,7 @@ static fmk_status route_sources(fmk_plan *plan, fmk_mpi_state *s, fmk_mpi_let *l
                                 const double *x, const double lo[3], const double hi[3])
 {
     const int P = s->size;
-    fmk_mpi_keyed *k = malloc((size_t)(ns > 0 ? ns : 1) * sizeof *k);
+    fmk_mpi_keyed *k = fmk_mpi_alloc((size_t)(ns > 0 ? ns : 1) * sizeof *k, NULL);
     if (k) {
         const double scale = fmk_mpi_morton_scale(3, lo, hi);
 #pragma omp parallel for schedule(static) if (ns > 65536)
@@ -58,8 +58,8 @@ static fmk_status route_sources(fmk_plan *plan, fmk_mpi_state *s, fmk_mpi_let *l
             free(k), k = NULL;
     }
     l->route = calloc((size_t)P * 4, sizeof *l->route);
-    l->route_order = malloc((size_t)(ns > 0 ? ns : 1) * sizeof *l->route_order);
-    double *send = malloc((size_t)(ns > 0 ? ns : 1) * 3 * sizeof *send);
+    l->route_order = fmk_mpi_alloc((size_t)(ns > 0 ? ns : 1) * sizeof *l->route_order, NULL);
+    double *send = fmk_mpi_alloc((size_t)(ns > 0 ? ns : 1) * 3 * sizeof *send, NULL);
     fmk_status st = agree(plan, s, k && l->route && l->route_order && send, NULL);
     if (st != FMK_OK)
         return free(k), free(send), st;
@@ -86,7 +86,7 @@ static fmk_status route_sources(fmk_plan *plan, fmk_mpi_state *s, fmk_mpi_let *l
         rd[r] = (int)nr;
         nr += rc[r];
     }
-    l->own = malloc((size_t)(nr > 0 ? nr : 1) * 3 * sizeof *l->own);
+    l->own = fmk_mpi_alloc((size_t)(nr > 0 ? nr : 1) * 3 * sizeof *l->own, NULL);
     if ((st = agree(plan, s, l->own != NULL && nr <= INT_MAX, NULL)) != FMK_OK)
         return free(send), st;
     MPI_Datatype pt;
@@ -144,7 +144,7 @@ fmk_status fmk_mpi_let_setup(fmk_plan *plan, fmk_mpi_state *s, int64_t ns, const
         return st;
     if (all_self) { /* the own sources are the targets moved here */
         l->n_own = nt;
-        l->own = malloc((size_t)(nt > 0 ? nt : 1) * 3 * sizeof *l->own);
+        l->own = fmk_mpi_alloc((size_t)(nt > 0 ? nt : 1) * 3 * sizeof *l->own, NULL);
         if (l->own)
             memcpy(l->own, targets, (size_t)nt * 3 * sizeof(double));
         if ((st = agree(plan, s, l->own != NULL, NULL)) != FMK_OK)
@@ -195,8 +195,8 @@ fmk_status fmk_mpi_let_setup(fmk_plan *plan, fmk_mpi_state *s, int64_t ns, const
     }
     l->n_send = sn, l->n_recv = rn;
     const int64_t n_src = l->n_own + rn;
-    double *send = malloc((size_t)(sn > 0 ? sn : 1) * 3 * sizeof *send);
-    double *src = malloc((size_t)(n_src > 0 ? n_src : 1) * 3 * sizeof *src);
+    double *send = fmk_mpi_alloc((size_t)(sn > 0 ? sn : 1) * 3 * sizeof *send, NULL);
+    double *src = fmk_mpi_alloc((size_t)(n_src > 0 ? n_src : 1) * 3 * sizeof *src, NULL);
     if ((st = agree(plan, s, send && src && sn <= INT_MAX && rn <= INT_MAX, NULL)) != FMK_OK)
         return free(send), free(src), st;
     send_positions(l, P, send);
@@ -228,10 +228,11 @@ static fmk_status route_rows(fmk_plan *plan, fmk_mpi_state *s, const int *c, con
                              double *out)
 {
     const int P = s->size;
-    double *send = malloc((size_t)(n_send > 0 ? n_send : 1) * (size_t)nd * sizeof *send);
+    double *send =
+        fmk_mpi_scratch(s, FMK_MPI_ROWS, (size_t)(n_send > 0 ? n_send : 1) * (size_t)nd * 8);
     fmk_status st = agree(plan, s, send != NULL && nd <= INT_MAX, NULL);
     if (st != FMK_OK)
-        return free(send), st;
+        return st;
 #pragma omp parallel for schedule(static) if (n_send > 65536)
     for (int64_t k = 0; k < n_send; k++)
         for (int64_t v = 0; v < nd; v++)
@@ -244,7 +245,6 @@ static fmk_status route_rows(fmk_plan *plan, fmk_mpi_state *s, const int *c, con
     s->stats.seconds_exchange_charges += MPI_Wtime() - t0;
     s->stats.bytes_sent_eval += (n_send - c[s->rank]) * nd * 8;
     MPI_Type_free(&row);
-    free(send);
     return FMK_OK;
 }
 
@@ -256,23 +256,29 @@ fmk_status fmk_mpi_let_charges(fmk_plan *plan, fmk_mpi_state *s, int64_t nd, con
     *local_q = NULL, *target_q = NULL;
     const int64_t n_own = l->n_own, n_all = n_own + l->n_recv, nl = s->n_local;
     const size_t snd = (size_t)nd;
-    double *own_q = malloc((size_t)(n_own > 0 ? n_own : 1) * snd * sizeof *own_q);
-    double *tq = malloc((size_t)(nl > 0 ? nl : 1) * snd * sizeof *tq);
-    double *send = malloc((size_t)(l->n_send > 0 ? l->n_send : 1) * snd * sizeof *send);
-    double *q = malloc((size_t)(n_all > 0 ? n_all : 1) * snd * sizeof *q);
-    fmk_status st = agree(plan, s, own_q && tq && send && q, NULL);
+    /* one vector: rows are the plan's layout, the kept sources' charges are written where the
+     * local plan reads them and the received rows land after them; several: rows, then
+     * vector after vector. (The buffers are the plan's, kept for the next evaluation.) */
+    const int one = nd == 1;
+    double *q = fmk_mpi_scratch(s, FMK_MPI_CHARGES, (size_t)(n_all > 0 ? n_all : 1) * snd * 8);
+    double *tq = fmk_mpi_scratch(s, FMK_MPI_TARGET_Q, (size_t)(nl > 0 ? nl : 1) * snd * 8);
+    double *own_q =
+        one ? q : fmk_mpi_scratch(s, FMK_MPI_OWN_Q, (size_t)(n_own > 0 ? n_own : 1) * snd * 8);
+    double *send =
+        fmk_mpi_scratch(s, FMK_MPI_SEND, (size_t)(l->n_send > 0 ? l->n_send : 1) * snd * 8);
+    fmk_status st = agree(plan, s, q && tq && own_q && send, NULL);
     if (st != FMK_OK)
-        goto fail;
+        return st;
     /* the targets' own charges (where a target is its rank's source), and the sources' */
     const int *pc = s->part_counts;
     if ((st = route_rows(plan, s, pc, s->order, s->n_targets, s->n_sources, nd,
                          self ? charges : NULL, tq)) != FMK_OK)
-        goto fail;
+        return st;
     if (l->route) {
         if ((st = route_rows(plan, s, l->route, l->route_order, l->n_route, s->n_sources, nd,
                              charges, own_q)) != FMK_OK)
-            goto fail;
-    } else {
+            return st;
+    } else { /* the own sources are the targets moved here */
         memcpy(own_q, tq, (size_t)n_own * snd * sizeof *own_q);
     }
     /* the rows to send: particles' charges, pseudo-charges */
@@ -280,14 +286,15 @@ fmk_status fmk_mpi_let_charges(fmk_plan *plan, fmk_mpi_state *s, int64_t nd, con
     const int rows_ok = fmk_let_rows(l, P, nd, own_q, send) == 0;
     s->stats.seconds_moments += MPI_Wtime() - tm;
     if ((st = agree(plan, s, rows_ok, NULL)) != FMK_OK)
-        goto fail;
-    double *rows = malloc((size_t)(n_all > 0 ? n_all : 1) * snd * sizeof *rows);
-    double *tqv = malloc((size_t)(nl > 0 ? nl : 1) * snd * sizeof *tqv);
-    if ((st = agree(plan, s, rows && tqv, NULL)) != FMK_OK) {
-        free(rows), free(tqv);
-        goto fail;
-    }
-    memcpy(rows, own_q, (size_t)n_own * snd * sizeof *rows);
+        return st;
+    double *rows =
+        one ? q : fmk_mpi_scratch(s, FMK_MPI_ROWS, (size_t)(n_all > 0 ? n_all : 1) * snd * 8);
+    double *tqv =
+        one ? tq : fmk_mpi_scratch(s, FMK_MPI_TARGET_QV, (size_t)(nl > 0 ? nl : 1) * snd * 8);
+    if ((st = agree(plan, s, rows && tqv, NULL)) != FMK_OK)
+        return st;
+    if (!one)
+        memcpy(rows, own_q, (size_t)n_own * snd * sizeof *rows);
     MPI_Datatype row;
     MPI_Type_contiguous((int)nd, MPI_DOUBLE, &row);
     MPI_Type_commit(&row);
@@ -297,18 +304,16 @@ fmk_status fmk_mpi_let_charges(fmk_plan *plan, fmk_mpi_state *s, int64_t nd, con
     s->stats.seconds_exchange_charges += MPI_Wtime() - t1;
     s->stats.bytes_sent_eval += l->n_send * nd * 8;
     MPI_Type_free(&row);
+    if (!one) {
 #pragma omp parallel for schedule(static) if (n_all > 65536)
-    for (int64_t j = 0; j < n_all; j++) /* rows to the plan's layout: vector after vector */
-        for (int64_t v = 0; v < nd; v++)
-            q[v * n_all + j] = rows[j * nd + v];
+        for (int64_t j = 0; j < n_all; j++) /* rows to the plan's layout: vector after vector */
+            for (int64_t v = 0; v < nd; v++)
+                q[v * n_all + j] = rows[j * nd + v];
 #pragma omp parallel for schedule(static) if (nl > 65536)
-    for (int64_t j = 0; j < nl; j++)
-        for (int64_t v = 0; v < nd; v++)
-            tqv[v * nl + j] = tq[j * nd + v];
-    free(rows), free(own_q), free(tq), free(send);
+        for (int64_t j = 0; j < nl; j++)
+            for (int64_t v = 0; v < nd; v++)
+                tqv[v * nl + j] = tq[j * nd + v];
+    }
     *local_q = q, *target_q = tqv;
     return FMK_OK;
-fail:
-    free(own_q), free(tq), free(send), free(q);
-    return st;
 }

@@ -37,7 +37,7 @@ void fmk_let_icosahedron(double u[LET_PP][3])
 static fmk_mpi_keyed *sorted_keys(const double *x, int64_t n, const double lo[3],
                                   const double hi[3])
 {
-    fmk_mpi_keyed *k = malloc((size_t)(n > 0 ? n : 1) * sizeof *k);
+    fmk_mpi_keyed *k = fmk_mpi_alloc((size_t)(n > 0 ? n : 1) * sizeof *k, NULL);
     if (!k)
         return NULL;
     const double scale = fmk_mpi_morton_scale(3, lo, hi);
@@ -116,8 +116,8 @@ int fmk_let_build_tree(fmk_mpi_let *l, const double lo[3], const double hi[3])
 {
     const int64_t n = l->n_own;
     fmk_mpi_keyed *k = sorted_keys(l->own, n, lo, hi);
-    l->perm = malloc((size_t)(n > 0 ? n : 1) * sizeof *l->perm);
-    l->xs = malloc((size_t)(n > 0 ? n : 1) * 3 * sizeof *l->xs);
+    l->perm = fmk_mpi_alloc((size_t)(n > 0 ? n : 1) * sizeof *l->perm, NULL);
+    l->xs = fmk_mpi_alloc((size_t)(n > 0 ? n : 1) * 3 * sizeof *l->xs, NULL);
     double *box = NULL;
     int rc = k && l->perm && l->xs ? 0 : -1;
     if (rc == 0) {
@@ -133,7 +133,7 @@ int fmk_let_build_tree(fmk_mpi_let *l, const double lo[3], const double hi[3])
         rc = -1;
     if (rc != 0)
         return rc;
-    /* boxes bottom up: leaves from their points, the others from their children */
+        /* boxes bottom up: leaves from their points, the others from their children */
 #pragma omp parallel for schedule(dynamic, 256) if (n > 65536)
     for (int32_t i = 0; i < l->n_node; i++)
         if (l->node[i].n_child == 0)
@@ -363,8 +363,9 @@ static void pseudo_charges(const double *m, double a, const double u[LET_PP][3],
 int fmk_let_rows(const fmk_mpi_let *l, int P, int64_t nd, const double *q, double *send)
 {
     const size_t snd = (size_t)nd;
-    double *qs = malloc((size_t)(l->n_own > 0 ? l->n_own : 1) * snd * sizeof *qs);
-    double *mom = malloc((size_t)(l->n_node > 0 ? l->n_node : 1) * snd * 10 * sizeof *mom);
+    double *qs = fmk_mpi_alloc((size_t)(l->n_own > 0 ? l->n_own : 1) * snd * sizeof *qs, NULL);
+    double *mom =
+        fmk_mpi_alloc((size_t)(l->n_node > 0 ? l->n_node : 1) * snd * 10 * sizeof *mom, NULL);
     if (!qs || !mom)
         return free(qs), free(mom), -1;
 #pragma omp parallel for schedule(static) if (l->n_own > 65536)

@@ -12,6 +12,27 @@
 
 #include "fmmkit_mpi.h"
 
+/* The work buffers a distributed plan keeps from call to call (scratch.c), one a slot: two
+ * buffers alive at once never share a slot. */
+typedef enum fmk_mpi_slot {
+    FMK_MPI_STAGED = 0, /* eval: the local plan's results */
+    FMK_MPI_OUT,        /* eval: the results' rows to send home (several vectors) */
+    FMK_MPI_BACK,       /* eval: the rows come home */
+    FMK_MPI_BACK2,      /* eval: the gradients come home (one vector) */
+    FMK_MPI_CHARGES,    /* eval: the local plan's charges */
+    FMK_MPI_OWN_Q,      /* eval: the kept sources' charges (rows) */
+    FMK_MPI_TARGET_Q,   /* eval: the moved targets' own charges (rows) */
+    FMK_MPI_TARGET_QV,  /* eval: the same, vector after vector */
+    FMK_MPI_SEND,       /* eval: the rows to send */
+    FMK_MPI_ROWS,       /* eval: the rows received */
+    FMK_MPI_SLOTS
+} fmk_mpi_slot;
+
+typedef struct fmk_mpi_buffer {
+    void *p;
+    size_t cap;
+} fmk_mpi_buffer;
+
 typedef struct fmk_mpi_state {
     MPI_Comm comm; /* MPI_Comm_dup of the caller's */
     int rank, size;
@@ -54,9 +75,20 @@ typedef struct fmk_mpi_state {
     double theta; /* opts.theta (0: the method's default) */
     struct fmk_mpi_let *let;
     fmk_mpi_info stats; /* fmk_plan_mpi_info's */
+    fmk_mpi_buffer scratch[FMK_MPI_SLOTS];
 } fmk_mpi_state;
 
 typedef struct fmk_mpi_let fmk_mpi_let;
+
+/* scratch.c: the slot's buffer with at least bytes (its contents undefined), NULL when out of
+ * memory; freed by fmk_mpi_scratch_free. bytes: what the slots hold now. */
+void *fmk_mpi_scratch(fmk_mpi_state *s, fmk_mpi_slot slot, size_t bytes);
+/* scratch.c: malloc for the large arrays of the host's O(n) steps (freed by free): from 2 MiB
+ * up, 2 MiB aligned and advised as huge pages, a page fault a 2 MiB instead of a 4 KiB where
+ * the system has them; *cap (if not NULL): the bytes had. */
+void *fmk_mpi_alloc(size_t bytes, size_t *cap);
+void fmk_mpi_scratch_free(fmk_mpi_state *s);
+int64_t fmk_mpi_scratch_bytes(const fmk_mpi_state *s);
 
 /* agree.c: the agreement of every collective step. Each rank gives its own status; every rank
  * gets the most severe one (ties: the lowest rank's), and where it is not FMK_OK, the message

@@ -17,6 +17,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
 #include "core/hooks.h"
 #include "tree/morton.h"
 #include "mpi/mpi_internal.h"
@@ -139,7 +143,7 @@ static void bisect(MPI_Comm comm, int nsp, const item *it, int64_t n, int64_t fi
 static item *make_items(const fmk_mpi_state *s, int64_t nt, const double *x, int64_t src_offset,
                         int by_index, const double lo[3], const double hi[3])
 {
-    item *it = malloc((size_t)(nt > 0 ? nt : 1) * sizeof *it);
+    item *it = fmk_mpi_alloc((size_t)(nt > 0 ? nt : 1) * sizeof *it, NULL);
     if (!it)
         return NULL;
     const int dim = s->dim;
@@ -168,7 +172,7 @@ static int64_t *target_weights(const fmk_mpi_state *s, int64_t nt)
             return NULL;
         mean += s->cost[r] / s->size;
     }
-    int64_t *w = malloc((size_t)nt * sizeof *w);
+    int64_t *w = fmk_mpi_alloc((size_t)nt * sizeof *w, NULL);
     for (int64_t i = 0; w && i < nt; i++) {
         const double c = 1024 * s->cost[s->owner[i]] / mean;
         w[i] = c < 1 ? 1 : c > 1e6 ? 1000000 : (int64_t)(c + 0.5);
@@ -179,11 +183,67 @@ static int64_t *target_weights(const fmk_mpi_state *s, int64_t nt)
 /* The owners of targets that stay where they are (no partition): this rank. */
 static fmk_status keep_owners(fmk_mpi_state *s, int64_t nt)
 {
-    s->owner = malloc((size_t)(nt > 0 ? nt : 1) * sizeof *s->owner);
+    s->owner = fmk_mpi_alloc((size_t)(nt > 0 ? nt : 1) * sizeof *s->owner, NULL);
     s->owner_n = s->owner ? nt : 0;
     for (int64_t i = 0; s->owner && i < nt; i++)
         s->owner[i] = s->rank;
     return FMK_OK;
+}
+
+/* order[displ[r] ..] = the indices i of owner[i] = r, increasing: a stable counting sort, one
+ * histogram a thread over static chunks. */
+static void group_by_owner(const int *owner, int64_t n, int P, const int *displ, int64_t *order)
+{
+    int threads = 1;
+#ifdef _OPENMP
+    threads = n > 65536 ? omp_get_max_threads() : 1;
+#endif
+    threads = threads > 64 ? 64 : threads;
+    int64_t *next = malloc((size_t)threads * (size_t)P * sizeof *next);
+    if (!next) /* the serial pass needs no memory */
+        threads = 1;
+    if (threads == 1) {
+        if (next) { /* P counters */
+            for (int r = 0; r < P; r++)
+                next[r] = displ[r];
+            for (int64_t i = 0; i < n; i++)
+                order[next[owner[i]]++] = i;
+        } else { /* no memory for them: a pass a rank */
+            int64_t filled = 0;
+            for (int r = 0; r < P; r++)
+                for (int64_t i = 0; i < n; i++)
+                    if (owner[i] == r)
+                        order[filled++] = i;
+        }
+        free(next);
+        return;
+    }
+#pragma omp parallel num_threads(threads)
+    {
+        int t = 0;
+#ifdef _OPENMP
+        t = omp_get_thread_num();
+#endif
+        const int64_t b = n * t / threads, e = n * (t + 1) / threads;
+        int64_t *h = next + (size_t)t * (size_t)P;
+        for (int r = 0; r < P; r++)
+            h[r] = 0;
+        for (int64_t i = b; i < e; i++)
+            h[owner[i]]++;
+#pragma omp barrier
+#pragma omp single
+        for (int r = 0; r < P; r++) { /* rank by rank, thread by thread: stable */
+            int64_t at = displ[r];
+            for (int u = 0; u < threads; u++) {
+                const int64_t c = next[(size_t)u * (size_t)P + (size_t)r];
+                next[(size_t)u * (size_t)P + (size_t)r] = at;
+                at += c;
+            }
+        }
+        for (int64_t i = b; i < e; i++)
+            order[h[owner[i]]++] = i;
+    }
+    free(next);
 }
 
 fmk_status fmk_mpi_partition(fmk_plan *plan, fmk_mpi_state *s, int64_t nt, const double *x,
@@ -230,10 +290,11 @@ fmk_status fmk_mpi_partition(fmk_plan *plan, fmk_mpi_state *s, int64_t nt, const
     uint64_t *work = malloc((size_t)(nsp > 0 ? nsp : 1) * 3 * sizeof *work);
     s->split_key = malloc((size_t)(nsp > 0 ? nsp : 1) * sizeof *s->split_key);
     int64_t *iwork = malloc((size_t)(nsp > 0 ? nsp : 1) * 3 * sizeof *iwork);
-    int64_t *order = malloc((size_t)(nt > 0 ? nt : 1) * sizeof *order);
-    double *send = malloc((size_t)(nt > 0 ? nt : 1) * (size_t)(dim + 1) * sizeof *send);
-    int64_t *prefix = w ? malloc((size_t)(nt + 1) * sizeof *prefix) : NULL;
-    s->owner = malloc((size_t)(nt > 0 ? nt : 1) * sizeof *s->owner);
+    int64_t *order = fmk_mpi_alloc((size_t)(nt > 0 ? nt : 1) * sizeof *order, NULL);
+    double *send =
+        fmk_mpi_alloc((size_t)(nt > 0 ? nt : 1) * (size_t)(dim + 1) * sizeof *send, NULL);
+    int64_t *prefix = w ? fmk_mpi_alloc((size_t)(nt + 1) * sizeof *prefix, NULL) : NULL;
+    s->owner = fmk_mpi_alloc((size_t)(nt > 0 ? nt : 1) * sizeof *s->owner, NULL);
     st = it && pc && work && iwork && order && send && s->split_key && (!w || prefix) && s->owner
              ? FMK_OK
              : fmk_plan_hook_error(plan, FMK_ERR_NOMEM, "out of memory partitioning the targets");
@@ -274,22 +335,30 @@ fmk_status fmk_mpi_partition(fmk_plan *plan, fmk_mpi_state *s, int64_t nt, const
                 hi = mid;
         }
         s->owner[it[k].index] = lo;
-        order[k] = it[k].index;
-        const double *p = x + dim * it[k].index;
+    }
+    for (int r = 0; r < P; r++)
+        sdispl[r] = r ? sdispl[r - 1] + scount[r - 1] : 0;
+    /* the targets sent in the caller's order, grouped by owner: the rows sent now and the
+     * results that come back read and write the caller's arrays in increasing order */
+    group_by_owner(s->owner, nt, P, sdispl, order);
+#pragma omp parallel for schedule(static) if (nt > 65536)
+    for (int64_t k = 0; k < nt; k++) {
+        const int64_t i = order[k];
+        const double *p = x + dim * i;
         for (int d = 0; d < dim; d++)
             send[(dim + 1) * k + d] = p[d];
-        send[(dim + 1) * k + dim] = src_offset >= 0 ? (double)(src_offset + it[k].index) : -1;
+        send[(dim + 1) * k + dim] = src_offset >= 0 ? (double)(src_offset + i) : -1;
     }
     MPI_Alltoall(scount, 1, MPI_INT, rcount, 1, MPI_INT, s->comm);
     int64_t nl = 0;
     for (int r = 0; r < P; r++) {
-        sdispl[r] = r ? sdispl[r - 1] + scount[r - 1] : 0;
         rdispl[r] = (int)nl;
         nl += rcount[r];
     }
-    double *recv = malloc((size_t)(nl > 0 ? nl : 1) * (size_t)(dim + 1) * sizeof *recv);
-    double *lt = malloc((size_t)(nl > 0 ? nl : 1) * (size_t)dim * sizeof *lt);
-    int64_t *src = malloc((size_t)(nl > 0 ? nl : 1) * sizeof *src);
+    double *recv =
+        fmk_mpi_alloc((size_t)(nl > 0 ? nl : 1) * (size_t)(dim + 1) * sizeof *recv, NULL);
+    double *lt = fmk_mpi_alloc((size_t)(nl > 0 ? nl : 1) * (size_t)dim * sizeof *lt, NULL);
+    int64_t *src = fmk_mpi_alloc((size_t)(nl > 0 ? nl : 1) * sizeof *src, NULL);
     if (nl > INT_MAX) {
         char text[160];
         snprintf(text, sizeof text,
@@ -354,43 +423,73 @@ void fmk_mpi_remove_self_moved(const fmk_mpi_state *s, int64_t nd, const double 
                 pot[v * n + k] -= all_q[v * s->n_all + s->local_src[k]] * s->self_value;
 }
 
+/* Rows of width doubles (lrows: this rank's n_local of them) back to the ranks they came
+ * from, into back in the order they were sent. */
+static void rows_home(fmk_mpi_state *s, const double *lrows, int64_t width, double *back)
+{
+    const int P = s->size;
+    const int *scount = s->part_counts, *sdispl = scount + P, *rcount = scount + 2 * P,
+              *rdispl = scount + 3 * P;
+    MPI_Datatype row;
+    MPI_Type_contiguous((int)width, MPI_DOUBLE, &row);
+    MPI_Type_commit(&row);
+    /* the way back: what came from r goes to r, into the places it was sent from */
+    MPI_Alltoallv(lrows, rcount, rdispl, row, back, scount, sdispl, row, s->comm);
+    s->stats.bytes_sent_eval += (s->n_local - rcount[s->rank]) * width * 8;
+    MPI_Type_free(&row);
+}
+
 fmk_status fmk_mpi_send_home(fmk_plan *plan, fmk_mpi_state *s, int64_t nd, const double *lpot,
                              const double *lgrad, double *pot, double *grad)
 {
-    const int P = s->size, cw = s->charge_width, gw = s->grad_width;
+    const int cw = s->charge_width, gw = s->grad_width;
     const int64_t nl = s->n_local, nt = s->n_targets;
     const int64_t wp = lpot ? cw : 0, wg = lgrad ? gw : 0, w = nd * (wp + wg);
-    const int *scount = s->part_counts, *sdispl = scount + P, *rcount = scount + 2 * P,
-              *rdispl = scount + 3 * P;
-    double *out = malloc((size_t)(nl > 0 ? nl : 1) * (size_t)w * sizeof *out);
-    double *back = malloc((size_t)(nt > 0 ? nt : 1) * (size_t)w * sizeof *back);
+    /* one vector: the potentials and the gradients go as they are; several: a row a target,
+     * every vector's potential, then every vector's gradient */
+    const int packed = nd > 1;
+    const size_t nb = (size_t)(nt > 0 ? nt : 1);
+    double *out = packed ? fmk_mpi_scratch(s, FMK_MPI_OUT,
+                                           (size_t)(nl > 0 ? nl : 1) * (size_t)w * sizeof(double))
+                         : NULL;
+    double *back = fmk_mpi_scratch(s, FMK_MPI_BACK, nb * (size_t)(packed ? w : wp) * 8);
+    double *back2 =
+        packed || !lgrad ? NULL : fmk_mpi_scratch(s, FMK_MPI_BACK2, nb * (size_t)wg * 8);
     fmk_status st =
-        out && back && w <= INT_MAX
+        (out || !packed) && back && (back2 || packed || !lgrad) && w <= INT_MAX
             ? FMK_OK
             : fmk_plan_hook_error(plan, FMK_ERR_NOMEM, "out of memory sending results home");
     if ((st = fmk_mpi_agree(plan, s->comm, s->rank, st)) != FMK_OK)
-        return free(out), free(back), st;
-    /* a row a target: every vector's potential, then every vector's gradient */
+        return st;
+    if (packed) {
 #pragma omp parallel for schedule(static) if (nl > 65536)
-    for (int64_t k = 0; k < nl; k++)
-        for (int64_t v = 0; v < nd; v++) {
-            double *o = out + w * k;
-            if (lpot)
-                memcpy(o + wp * v, lpot + (v * nl + k) * cw, (size_t)cw * sizeof(double));
-            if (lgrad)
-                memcpy(o + nd * wp + wg * v, lgrad + (v * nl + k) * gw,
-                       (size_t)gw * sizeof(double));
-        }
-    MPI_Datatype row;
-    MPI_Type_contiguous((int)w, MPI_DOUBLE, &row);
-    MPI_Type_commit(&row);
-    /* the way back: what came from r goes to r, into the places it was sent from */
-    MPI_Alltoallv(out, rcount, rdispl, row, back, scount, sdispl, row, s->comm);
-    s->stats.bytes_sent_eval += (nl - rcount[s->rank]) * w * 8;
-    MPI_Type_free(&row);
+        for (int64_t k = 0; k < nl; k++)
+            for (int64_t v = 0; v < nd; v++) {
+                double *o = out + w * k;
+                if (lpot)
+                    memcpy(o + wp * v, lpot + (v * nl + k) * cw, (size_t)cw * sizeof(double));
+                if (lgrad)
+                    memcpy(o + nd * wp + wg * v, lgrad + (v * nl + k) * gw,
+                           (size_t)gw * sizeof(double));
+            }
+        rows_home(s, out, w, back);
+    } else {
+        if (lpot)
+            rows_home(s, lpot, wp, back);
+        if (lgrad)
+            rows_home(s, lgrad, wg, back2);
+    }
+    /* the k-th target sent is the caller's order[k]: increasing within each rank's run */
 #pragma omp parallel for schedule(static) if (nt > 65536)
     for (int64_t k = 0; k < nt; k++) {
         const int64_t i = s->order[k];
+        if (!packed) {
+            if (pot)
+                memcpy(pot + i * cw, back + k * wp, (size_t)cw * sizeof(double));
+            if (grad)
+                memcpy(grad + i * gw, back2 + k * wg, (size_t)gw * sizeof(double));
+            continue;
+        }
         const double *b = back + w * k;
         for (int64_t v = 0; v < nd; v++) {
             if (pot)
@@ -399,6 +498,5 @@ fmk_status fmk_mpi_send_home(fmk_plan *plan, fmk_mpi_state *s, int64_t nd, const
                 memcpy(grad + (v * nt + i) * gw, b + nd * wp + wg * v, (size_t)gw * sizeof(double));
         }
     }
-    free(out), free(back);
     return FMK_OK;
 }

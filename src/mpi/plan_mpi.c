@@ -71,6 +71,7 @@ static void free_state(fmk_mpi_state *s)
     fmk_plan_destroy(s->local);
     fmk_mpi_partition_free(s);
     fmk_mpi_let_free(s);
+    fmk_mpi_scratch_free(s);
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (!finalized && s->comm != MPI_COMM_NULL)
@@ -261,6 +262,7 @@ static void drop_points(fmk_plan *plan, fmk_mpi_state *s)
     s->has_points = 0;
     fmk_mpi_partition_free(s);
     fmk_mpi_let_free(s);
+    fmk_mpi_scratch_free(s);
 }
 
 /* The counts and displacements of every rank's sources (in points) from the gathered counts;
@@ -533,19 +535,19 @@ static fmk_status let_eval(fmk_plan *plan, fmk_mpi_state *s, int is_many, int64_
                            const double *charges, double *pot, double *grad)
 {
     const char *fn = is_many ? "fmk_plan_eval_many" : "fmk_plan_eval";
-    double *q = NULL, *tq = NULL;
+    double *q = NULL, *tq = NULL; /* the plan's buffers */
     fmk_status st = fmk_mpi_let_charges(plan, s, nd, charges, s->self, &q, &tq);
     if (st != FMK_OK)
         return st;
     const int cw = s->charge_width, gw = s->grad_width;
     const int64_t nt = s->n_local;
     const size_t rn = (size_t)nd * (size_t)(nt > 0 ? nt : 1) * (size_t)(cw + gw);
-    double *staged = malloc(rn * sizeof(double));
+    double *staged = fmk_mpi_scratch(s, FMK_MPI_STAGED, rn * sizeof(double));
     st = staged ? FMK_OK
                 : fail(plan, FMK_ERR_NOMEM, "%s: out of host memory for %lld results", fn,
                        (long long)rn);
     if ((st = fmk_mpi_agree(plan, s->comm, s->rank, st)) != FMK_OK)
-        return free(q), free(tq), free(staged), st;
+        return st;
     double *sp = pot ? staged : NULL;
     double *sg = grad ? staged + (size_t)nd * (size_t)nt * (size_t)cw : NULL;
     const double t0 = MPI_Wtime();
@@ -556,14 +558,12 @@ static fmk_status let_eval(fmk_plan *plan, fmk_mpi_state *s, int is_many, int64_
     if (st == FMK_OK && sp && s->self_value != 0)
         for (int64_t k = 0; k < nd * nt; k++)
             sp[k] -= tq[k] * s->self_value;
-    free(q), free(tq);
     if ((st = fmk_mpi_agree(plan, s->comm, s->rank, st)) == FMK_OK) {
         measure_cost(s, nt); /* (also waits for the slowest rank: not in the exchange's time) */
         const double t1 = MPI_Wtime();
         st = fmk_mpi_send_home(plan, s, nd, sp, sg, pot, grad);
         s->stats.seconds_results_home = MPI_Wtime() - t1;
     }
-    free(staged);
     if (st != FMK_OK)
         return st;
     fmk_info info;
@@ -592,14 +592,13 @@ static fmk_status mpi_eval_many(fmk_plan *plan, int is_many, int64_t nd, const d
     /* every vector's charges of every rank, and this rank's staged results */
     const size_t qn = (size_t)nd * (size_t)(n_all > 0 ? n_all : 1) * (size_t)cw;
     const size_t rn = (size_t)nd * (size_t)(nt > 0 ? nt : 1) * (size_t)(cw + gw);
-    double *all_q = malloc(qn * sizeof(double)), *staged = malloc(rn * sizeof(double));
+    double *all_q = fmk_mpi_scratch(s, FMK_MPI_CHARGES, qn * sizeof(double));
+    double *staged = fmk_mpi_scratch(s, FMK_MPI_STAGED, rn * sizeof(double));
     if (!all_q || !staged)
         st = fail(plan, FMK_ERR_NOMEM, "%s: out of host memory for %lld charges and %lld results",
                   fn, (long long)qn, (long long)rn);
-    if ((st = fmk_mpi_agree(plan, s->comm, s->rank, st)) != FMK_OK) {
-        free(all_q), free(staged);
+    if ((st = fmk_mpi_agree(plan, s->comm, s->rank, st)) != FMK_OK)
         return st;
-    }
     MPI_Datatype charge;
     MPI_Type_contiguous(cw, MPI_DOUBLE, &charge);
     MPI_Type_commit(&charge);
@@ -626,17 +625,13 @@ static fmk_status mpi_eval_many(fmk_plan *plan, int is_many, int64_t nd, const d
         else
             remove_self(s, nd, charges, sp);
     }
-    free(all_q);
-    if ((st = fmk_mpi_agree(plan, s->comm, s->rank, st)) != FMK_OK) {
-        free(staged);
+    if ((st = fmk_mpi_agree(plan, s->comm, s->rank, st)) != FMK_OK)
         return st;
-    }
     measure_cost(s, nt);
     if (s->moved) { /* the results go home, in the caller's order */
         t0 = MPI_Wtime();
         st = fmk_mpi_send_home(plan, s, nd, sp, sg, pot, grad);
         s->stats.seconds_results_home = MPI_Wtime() - t0;
-        free(staged);
         if (st != FMK_OK)
             return st;
     } else {
@@ -644,7 +639,6 @@ static fmk_status mpi_eval_many(fmk_plan *plan, int is_many, int64_t nd, const d
             memcpy(pot, sp, (size_t)nd * (size_t)nt * (size_t)cw * sizeof(double));
         if (grad)
             memcpy(grad, sg, (size_t)nd * (size_t)nt * (size_t)gw * sizeof(double));
-        free(staged);
     }
     fmk_info info;
     fmk_plan_info(s->local, &info);

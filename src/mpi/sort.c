@@ -18,7 +18,7 @@ int fmk_mpi_sort(fmk_mpi_keyed *a, int64_t n, int key_bits)
 {
     if (n < 2)
         return 0;
-    fmk_mpi_keyed *tmp = malloc((size_t)n * sizeof *tmp);
+    fmk_mpi_keyed *tmp = fmk_mpi_alloc((size_t)n * sizeof *tmp, NULL);
     int threads = 1;
 #ifdef _OPENMP
     if (n >= SERIAL_BELOW)
