@@ -94,4 +94,10 @@ fmk_status fmk_cuda_points_extent(fmk_plan *plan, int64_t ns, const double *d_s,
     *width = -1;
     return fmk_error_set(plan, FMK_ERR_UNAVAILABLE, "this build of fmmkit has no CUDA backend");
 }
+
+fmk_status fmk_cuda_sort_pairs(fmk_plan *plan, int64_t n, void *pairs, int key_bits)
+{
+    (void)n, (void)pairs, (void)key_bits;
+    return fmk_error_set(plan, FMK_ERR_UNAVAILABLE, "this build of fmmkit has no CUDA backend");
+}
 #endif

@@ -68,3 +68,14 @@ int fmk_plan_hook_interrupt_poll(fmk_plan *plan)
 {
     return plan ? fmk_interrupt_poll(plan) : 0;
 }
+
+fmk_status fmk_plan_hook_sort_pairs(fmk_plan *plan, int64_t n, void *pairs, int key_bits)
+{
+    if (!plan || plan->hooks || plan->opts.backend != FMK_BACKEND_CUDA)
+        return FMK_ERR_UNAVAILABLE;
+    char kept[FMK_ERROR_LEN]; /* a failure here is the caller's to recover from */
+    memcpy(kept, plan->error, sizeof kept);
+    const fmk_status st = fmk_cuda_sort_pairs(plan, n, pairs, key_bits);
+    memcpy(plan->error, kept, sizeof kept);
+    return st;
+}

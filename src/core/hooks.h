@@ -71,6 +71,13 @@ FMK_API fmk_status fmk_plan_set_points_in_box(fmk_plan *plan, int64_t n_sources,
                                               const double hi[3], int64_t slice_base,
                                               int *slice_taken);
 
+/* n pairs (a 64-bit key, then a 64-bit value: 16 bytes each) sorted stably by the key's low
+ * key_bits bits on the GPU of plan (an ordinary plan of backend cuda; the pairs in host
+ * memory). FMK_ERR_UNAVAILABLE for a plan of another backend (or a build without CUDA), else
+ * the GPU's status; on any failure the caller sorts on the host. The plan's error message is
+ * left as it was. */
+FMK_API fmk_status fmk_plan_hook_sort_pairs(fmk_plan *plan, int64_t n, void *pairs, int key_bits);
+
 #ifdef __cplusplus
 }
 #endif

@@ -381,6 +381,10 @@ fmk_status fmk_cuda_device_name(struct fmk_plan *plan, int device, char *name, s
  * *width is then -1). */
 fmk_status fmk_cuda_points_extent(struct fmk_plan *plan, int64_t ns, const double *d_s, int64_t nt,
                                   const double *d_t, double *width);
+/* n host pairs (a 64-bit key, then a 64-bit value, each pair 16 bytes) sorted by the key's low
+ * key_bits bits on the plan's GPU, stably (cuda/sort_pairs.cu); FMK_OK, or a status with a
+ * message (the pairs then unchanged, or sorted: the caller sorts them again on the host). */
+fmk_status fmk_cuda_sort_pairs(struct fmk_plan *plan, int64_t n, void *pairs, int key_bits);
 
 #ifdef __cplusplus
 }

@@ -54,7 +54,7 @@ static fmk_status route_sources(fmk_plan *plan, fmk_mpi_state *s, fmk_mpi_let *l
 #pragma omp parallel for schedule(static) if (ns > 65536)
         for (int64_t i = 0; i < ns; i++)
             k[i].key = fmk_mpi_morton(x + 3 * i, 3, lo, scale), k[i].index = i;
-        if (fmk_mpi_sort(k, ns, 63) != 0)
+        if (fmk_mpi_sort_on(s->local, k, ns, 63) != 0)
             free(k), k = NULL;
     }
     l->route = calloc((size_t)P * 4, sizeof *l->route);
@@ -121,7 +121,7 @@ static void send_positions(const fmk_mpi_let *l, int P, double *out)
 }
 
 fmk_status fmk_mpi_let_setup(fmk_plan *plan, fmk_mpi_state *s, int64_t ns, const double *sources,
-                             int all_self, const double *targets, int64_t nt, const double lo[3],
+                             int all_self, double **targets, int64_t nt, const double lo[3],
                              const double hi[3], double theta, double **let_sources,
                              int64_t *n_let_sources)
 {
@@ -142,21 +142,19 @@ fmk_status fmk_mpi_let_setup(fmk_plan *plan, fmk_mpi_state *s, int64_t ns, const
     fmk_status st = agree(plan, s, l && l->pcount, NULL);
     if (st != FMK_OK)
         return st;
-    if (all_self) { /* the own sources are the targets moved here */
+    if (all_self) { /* the own sources are the targets moved here: the array is taken */
         l->n_own = nt;
-        l->own = fmk_mpi_alloc((size_t)(nt > 0 ? nt : 1) * 3 * sizeof *l->own, NULL);
-        if (l->own)
-            memcpy(l->own, targets, (size_t)nt * 3 * sizeof(double));
-        if ((st = agree(plan, s, l->own != NULL, NULL)) != FMK_OK)
-            return st;
+        l->own = *targets;
+        *targets = NULL;
     } else if ((st = route_sources(plan, s, l, ns, sources, lo, hi)) != FMK_OK) {
         return st;
     }
-    /* the sending tree, this rank's boxes */
+    /* the sending tree, this rank's boxes (their sorts on the local plan's GPU if it has one) */
+    l->sorter = s->local;
     int ok = fmk_let_build_tree(l, lo, hi) == 0;
     double *mybox = malloc(6 * LET_BOXES * sizeof *mybox);
     const int nb =
-        ok && mybox ? fmk_let_domain_boxes(l, all_self ? l->own : targets, nt, lo, hi, mybox) : -1;
+        ok && mybox ? fmk_let_domain_boxes(l, all_self ? l->own : *targets, nt, lo, hi, mybox) : -1;
     free(l->keys);
     l->keys = NULL;
     int *nbox = malloc((size_t)P * 2 * sizeof *nbox);
@@ -200,7 +198,9 @@ fmk_status fmk_mpi_let_setup(fmk_plan *plan, fmk_mpi_state *s, int64_t ns, const
     if ((st = agree(plan, s, send && src && sn <= INT_MAX && rn <= INT_MAX, NULL)) != FMK_OK)
         return free(send), free(src), st;
     send_positions(l, P, send);
-    memcpy(src, l->own, (size_t)l->n_own * 3 * sizeof(double));
+#pragma omp parallel for schedule(static) if (l->n_own > 65536)
+    for (int64_t i = 0; i < l->n_own; i++)
+        memcpy(src + 3 * i, l->own + 3 * i, 3 * sizeof(double));
     MPI_Datatype pt;
     MPI_Type_contiguous(3, MPI_DOUBLE, &pt);
     MPI_Type_commit(&pt);

@@ -40,6 +40,7 @@ struct fmk_mpi_let {
     int *route;
     int64_t *route_order;
     int64_t n_route;
+    fmk_plan *sorter; /* the plan whose GPU sorts the keys (fmk_mpi_sort_on), or NULL */
 };
 
 /* The unit icosahedron's vertices: the pseudo-particles' directions. */

@@ -34,7 +34,7 @@ void fmk_let_icosahedron(double u[LET_PP][3])
 }
 
 /* Sorted Morton keys of n points (NULL: out of memory). */
-static fmk_mpi_keyed *sorted_keys(const double *x, int64_t n, const double lo[3],
+static fmk_mpi_keyed *sorted_keys(fmk_plan *sorter, const double *x, int64_t n, const double lo[3],
                                   const double hi[3])
 {
     fmk_mpi_keyed *k = fmk_mpi_alloc((size_t)(n > 0 ? n : 1) * sizeof *k, NULL);
@@ -44,7 +44,7 @@ static fmk_mpi_keyed *sorted_keys(const double *x, int64_t n, const double lo[3]
 #pragma omp parallel for schedule(static) if (n > 65536)
     for (int64_t i = 0; i < n; i++)
         k[i].key = fmk_mpi_morton(x + 3 * i, 3, lo, scale), k[i].index = i;
-    if (fmk_mpi_sort(k, n, 63) != 0)
+    if (fmk_mpi_sort_on(sorter, k, n, 63) != 0)
         return free(k), NULL;
     return k;
 }
@@ -60,6 +60,22 @@ static void points_box(const double *x, int64_t b, int64_t e, double box[6])
             box[d] = v < box[d] ? v : box[d];
             box[3 + d] = v > box[3 + d] ? v : box[3 + d];
         }
+}
+
+/* The end of the run from b (< e) of keys whose digit at shift is digit (keys sorted, the
+ * higher digits shared by [b, e)): bisection. */
+static int64_t digit_run_end(const fmk_mpi_keyed *k, int64_t b, int64_t e, int shift,
+                             uint64_t digit)
+{
+    int64_t lo = b + 1, hi = e;
+    while (lo < hi) {
+        const int64_t mid = lo + (hi - lo) / 2;
+        if (((k[mid].key >> shift) & 7u) == digit)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
 }
 
 /* The nodes' structure, breadth first (children consecutive and after their parent): -1 when
@@ -91,16 +107,9 @@ static int tree_nodes(fmk_mpi_let *l, const fmk_mpi_keyed *k)
         let_node *nd = &l->node[i];
         const int shift = 3 * (20 - level[i]);
         nd->child = (int32_t)n;
-        for (int64_t b = nd->begin; b < nd->end;) { /* the end of a digit's run: bisection */
+        for (int64_t b = nd->begin; b < nd->end;) {
             const uint64_t digit = (k[b].key >> shift) & 7u;
-            int64_t lo = b + 1, hi = nd->end;
-            while (lo < hi) {
-                const int64_t mid = lo + (hi - lo) / 2;
-                if (((k[mid].key >> shift) & 7u) == digit)
-                    lo = mid + 1;
-                else
-                    hi = mid;
-            }
+            const int64_t lo = digit_run_end(k, b, nd->end, shift, digit);
             l->node[n] = (let_node){b, lo, 0, 0, {0, 0, 0}, 0};
             level[n] = (int8_t)(level[i] + 1);
             n++, nd->n_child++;
@@ -115,7 +124,7 @@ static int tree_nodes(fmk_mpi_let *l, const fmk_mpi_keyed *k)
 int fmk_let_build_tree(fmk_mpi_let *l, const double lo[3], const double hi[3])
 {
     const int64_t n = l->n_own;
-    fmk_mpi_keyed *k = sorted_keys(l->own, n, lo, hi);
+    fmk_mpi_keyed *k = sorted_keys(l->sorter, l->own, n, lo, hi);
     l->perm = fmk_mpi_alloc((size_t)(n > 0 ? n : 1) * sizeof *l->perm, NULL);
     l->xs = fmk_mpi_alloc((size_t)(n > 0 ? n : 1) * 3 * sizeof *l->xs, NULL);
     double *box = NULL;
@@ -167,7 +176,7 @@ int fmk_let_domain_boxes(const fmk_mpi_let *l, const double *t, int64_t nt, cons
     if (nt == 0)
         return 0;
     const int own = l && l->keys && t == l->own; /* the sending tree's sort serves */
-    fmk_mpi_keyed *sk = own ? NULL : sorted_keys(t, nt, lo, hi);
+    fmk_mpi_keyed *sk = own ? NULL : sorted_keys(l ? l->sorter : NULL, t, nt, lo, hi);
     const fmk_mpi_keyed *k = own ? l->keys : sk;
     double *xsort = own || !sk ? NULL : malloc((size_t)nt * 3 * sizeof *xsort);
     if (!own && !xsort)
@@ -195,11 +204,10 @@ int fmk_let_domain_boxes(const fmk_mpi_let *l, const double *t, int64_t nt, cons
         }
         const int shift = 3 * (20 - level);
         int64_t cut[9], nc = 0;
-        for (int64_t j = b; j < e;) { /* the runs of the next digit */
+        for (int64_t j = b; j < e;) { /* the runs of the next digit, ends by bisection */
             const uint64_t digit = (k[j].key >> shift) & 7u;
             cut[nc++] = j;
-            while (j < e && ((k[j].key >> shift) & 7u) == digit)
-                j++;
+            j = digit_run_end(k, j, e, shift, digit);
         }
         cut[nc] = e;
         for (int64_t c = nc - 1; c >= 0; c--) /* pushed last first: popped in key order */

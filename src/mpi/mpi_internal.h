@@ -117,6 +117,9 @@ typedef struct fmk_mpi_keyed {
     int64_t index;
 } fmk_mpi_keyed;
 int fmk_mpi_sort(fmk_mpi_keyed *a, int64_t n, int key_bits);
+/* sort.c: the same sort on the GPU of plan gpu (an ordinary plan of backend cuda: the local
+ * plan) from 2^20 pairs on, where it can (fmk_plan_hook_sort_pairs), else on the host. */
+int fmk_mpi_sort_on(fmk_plan *gpu, fmk_mpi_keyed *a, int64_t n, int key_bits);
 
 /* partition.c: Morton keys in the global box (21 bits an axis in 3D, 16 in 2D) */
 double fmk_mpi_morton_scale(int dim, const double lo[3], const double hi[3]);
@@ -137,8 +140,9 @@ fmk_status fmk_mpi_send_home(fmk_plan *plan, fmk_mpi_state *s, int64_t nd, const
 
 /* let.c: the treecode's distributed sources (docs/distributed.md, "Treecode: locally
  * essential trees"). applies: the plan takes this path. setup (collective, after the targets'
- * partition, moved: the nt targets moved here): keeps this rank's sources of its run (all_self:
- * they are the targets moved here; else routed by the splitters), builds their tree, exchanges
+ * partition, *moved: the nt targets moved here): keeps this rank's sources of its run (all_self:
+ * they are the targets moved here, and the array *moved is taken, *moved set to NULL; else routed
+ * by the splitters), builds their tree, exchanges
  * the locally essential trees' positions and returns the local plan's sources (the own ones
  * first, then what the other ranks sent; malloc'ed). charges (collective, each evaluation):
  * the local plan's charges (nd vectors of n_let_sources, malloc'ed) and the moved targets' own
@@ -146,7 +150,7 @@ fmk_status fmk_mpi_send_home(fmk_plan *plan, fmk_mpi_state *s, int64_t nd, const
  * agreed. */
 int fmk_mpi_let_applies(const fmk_mpi_state *s);
 fmk_status fmk_mpi_let_setup(fmk_plan *plan, fmk_mpi_state *s, int64_t ns, const double *sources,
-                             int all_self, const double *moved, int64_t nt, const double lo[3],
+                             int all_self, double **moved, int64_t nt, const double lo[3],
                              const double hi[3], double theta, double **let_sources,
                              int64_t *n_let_sources);
 fmk_status fmk_mpi_let_charges(fmk_plan *plan, fmk_mpi_state *s, int64_t nd, const double *charges,

@@ -154,7 +154,7 @@ static item *make_items(const fmk_mpi_state *s, int64_t nt, const double *x, int
             by_index ? (uint64_t)(src_offset + i) : fmk_mpi_morton(x + dim * i, dim, lo, scale);
         it[i].index = i;
     }
-    if (fmk_mpi_sort(it, nt, 64) != 0)
+    if (fmk_mpi_sort_on(s->local, it, nt, 64) != 0)
         return free(it), NULL;
     return it;
 }

@@ -353,13 +353,14 @@ static fmk_status let_points(fmk_plan *plan, fmk_mpi_state *s, int64_t ns, const
     fmk_info li;
     fmk_plan_info(s->local, &li);
     if (st == FMK_OK)
-        st = fmk_mpi_let_setup(plan, s, ns, sources, all_self, moved, s->n_local, lo, hi,
+        st = fmk_mpi_let_setup(plan, s, ns, sources, all_self, &moved, s->n_local, lo, hi,
                                li.theta > 0 ? li.theta : 0.6, &src, &n_src);
     int taken = 0;
     if (st == FMK_OK) {
         const double t1 = MPI_Wtime();
-        st = fmk_plan_set_points_in_box(s->local, n_src, src, s->n_local, moved, lo, hi,
-                                        all_self ? 0 : -1, &taken);
+        /* all_self: the targets are the first sources (let_setup took the array moved) */
+        st = fmk_plan_set_points_in_box(s->local, n_src, src, s->n_local, all_self ? src : moved,
+                                        lo, hi, all_self ? 0 : -1, &taken);
         s->stats.seconds_local_set_points = MPI_Wtime() - t1;
         if (st != FMK_OK)
             fmk_plan_hook_error(plan, st, fmk_plan_last_error(s->local));

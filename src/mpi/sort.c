@@ -6,13 +6,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/hooks.h"
 #include "mpi/mpi_internal.h"
 
 #ifdef _OPENMP
 #include <omp.h>
 #endif
 
-enum { DIGIT = 11, BINS = 1 << DIGIT, SERIAL_BELOW = 1 << 16, MAX_THREADS = 64 };
+enum {
+    DIGIT = 11,
+    BINS = 1 << DIGIT,
+    SERIAL_BELOW = 1 << 16,
+    MAX_THREADS = 64,
+    GPU_FROM = 1 << 20 /* pairs from which a plan's GPU sorts them (with the copies) */
+};
 
 int fmk_mpi_sort(fmk_mpi_keyed *a, int64_t n, int key_bits)
 {
@@ -72,4 +79,11 @@ int fmk_mpi_sort(fmk_mpi_keyed *a, int64_t n, int key_bits)
         memcpy(a, src, (size_t)n * sizeof *a);
     free(tmp), free(hist);
     return 0;
+}
+
+int fmk_mpi_sort_on(fmk_plan *gpu, fmk_mpi_keyed *a, int64_t n, int key_bits)
+{
+    if (gpu && n >= GPU_FROM && fmk_plan_hook_sort_pairs(gpu, n, a, key_bits) == FMK_OK)
+        return 0;
+    return fmk_mpi_sort(a, n, key_bits);
 }
