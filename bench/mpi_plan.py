@@ -81,6 +81,7 @@ def main():
             best = dt if best is None or dt < best else best
         info = plan.mpi_info if not a.plain else None
         method = plan.info.method
+        times = {k: v for k, v in plan.info.times.items() if v > 0}
     # the check: rank 0's first targets against the direct sum over every rank's sources
     ns = min(1000, len(x)) if rank == 0 else 0
     sample = comm.bcast(x[:ns].copy() if rank == 0 else None)
@@ -102,6 +103,7 @@ def main():
                   f"plain plan, N = 2^{a.log2} {a.dist}, {method} {a.precision}: set_points "
                   f"{t_set * 1e3:.1f} ms, eval {best * 1e3:.1f} ms; pot err "
                   f"{row['pot_err']:.2e}, grad err {row['grad_err']:.2e}")
+            print("  phases: " + ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in times.items()))
         return 0
     phases = ("seconds_partition", "seconds_tree", "seconds_exchange_points",
               "seconds_local_set_points")
@@ -127,6 +129,8 @@ def main():
                 f"{k[8:]} {mx[k] * 1e3:.1f} ms" for k in phases))
             print("  eval (max over ranks):       " + ", ".join(
                 f"{k[8:]} {mx[k] * 1e3:.1f} ms" for k in ephases))
+            print("  rank 0's local plan: " + ", ".join(
+                f"{k} {v * 1e3:.1f} ms" for k, v in times.items()))
             print(f"  bytes sent by a rank: set_points {mx['bytes_sent_points'] / 1e6:.1f} MB, "
                   f"eval {mx['bytes_sent_eval'] / 1e6:.1f} MB")
     return 0
