@@ -70,24 +70,27 @@ FMK_API int fmk_plan_is_mpi(const fmk_plan *plan);
  * first call after unequal work (the partition's first gather waits for the ranks' arrival);
  * the wait after the local evaluation is in none of them. */
 typedef struct fmk_mpi_info {
-    int ranks;               /* the communicator's size */
-    int distributed_sources; /* 1: each rank keeps its own sources and sends the others its
+    int ranks;                 /* the communicator's size */
+    int distributed_sources;   /* 1: each rank keeps its own sources and sends the others its
                               * locally essential tree (the treecode); 0: every rank holds
                               * every source (docs/distributed.md) */
-    int64_t sources_kept;    /* the sources this rank keeps (distributed) or holds (all) */
-    int64_t local_sources;   /* its local plan's sources: kept, particles and pseudo-particles
+    int64_t sources_kept;      /* the sources this rank keeps (distributed) or holds (all) */
+    int64_t local_sources;     /* its local plan's sources: kept, particles and pseudo-particles
                               * received */
-    int64_t targets_evaluated;     /* the targets its local plan evaluates */
-    double seconds_partition;      /* set_points: keys, splitters, moving the targets */
-    double seconds_tree;           /* set_points: the sending tree and the walks for the others */
+    int64_t targets_evaluated; /* the targets its local plan evaluates */
+    double seconds_partition;  /* set_points: keys, splitters, moving the targets */
+    double seconds_tree;       /* set_points: the sending tree and the walks for the others */
     double seconds_exchange_points;  /* set_points: moving sources, trees' positions, gathers */
     double seconds_local_set_points; /* set_points: the local plan's */
     double seconds_exchange_charges; /* eval: charges to their owners and the trees' charges */
     double seconds_moments;          /* eval: the sending tree's moments, pseudo-charges */
     double seconds_local_eval;       /* eval: the local plan's */
     double seconds_results_home;     /* eval: the results back to the targets' ranks */
-    int64_t bytes_sent_points; /* set_points: bytes this rank sent (points, keys' counts) */
-    int64_t bytes_sent_eval;   /* eval: bytes this rank sent (charges, results) */
+    int64_t bytes_sent_points;       /* set_points: bytes this rank sent (points, keys' counts) */
+    int64_t bytes_sent_eval;         /* eval: bytes this rank sent (charges, results) */
+    int64_t targets_sent;            /* set_points: this rank's targets that another rank evaluates
+                                * (0 on every rank: the targets stay, and the evaluations move
+                                * none of them nor their results) */
 } fmk_mpi_info;
 
 /* FMK_ERR_NULL for NULL arguments, FMK_ERR_ARG for a plan that is not distributed. */

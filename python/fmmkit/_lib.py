@@ -354,7 +354,8 @@ class fmk_mpi_info(ctypes.Structure):
             "seconds_partition", "seconds_tree", "seconds_exchange_points",
             "seconds_local_set_points", "seconds_exchange_charges", "seconds_moments",
             "seconds_local_eval", "seconds_results_home")] + \
-        [("bytes_sent_points", ctypes.c_int64), ("bytes_sent_eval", ctypes.c_int64)]
+        [("bytes_sent_points", ctypes.c_int64), ("bytes_sent_eval", ctypes.c_int64),
+         ("targets_sent", ctypes.c_int64)]
 
 
 MPI_FUNCTIONS = {

@@ -222,12 +222,20 @@ int64_t fmk_mpi_let_own(const fmk_mpi_state *s)
 }
 
 /* Charges from the caller's order (v * n + i) to rows of nd at the owners, by the routing
- * counts c (4 x P) and the caller index of each item sent. src NULL: zero rows. */
+ * counts c (4 x P) and the caller index of each item sent (order NULL: the items stay, in the
+ * caller's order). q NULL: zero rows. */
 static fmk_status route_rows(fmk_plan *plan, fmk_mpi_state *s, const int *c, const int64_t *order,
                              int64_t n_send, int64_t n_caller, int64_t nd, const double *q,
                              double *out)
 {
     const int P = s->size;
+    if (!order) { /* the targets in place (partition.c): the caller's order, nothing moves */
+#pragma omp parallel for schedule(static) if (n_send > 65536)
+        for (int64_t k = 0; k < n_send; k++)
+            for (int64_t v = 0; v < nd; v++)
+                out[k * nd + v] = q ? q[v * n_caller + k] : 0;
+        return agree(plan, s, 1, NULL);
+    }
     double *send =
         fmk_mpi_scratch(s, FMK_MPI_ROWS, (size_t)(n_send > 0 ? n_send : 1) * (size_t)nd * 8);
     fmk_status st = agree(plan, s, send != NULL && nd <= INT_MAX, NULL);

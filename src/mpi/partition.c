@@ -246,6 +246,34 @@ static void group_by_owner(const int *owner, int64_t n, int P, const int *displ,
     free(next);
 }
 
+/* The partition where every rank's targets stay on it (a simulation whose particles live where
+ * the curve puts them): the local plan's targets are the caller's, in its order (s->order NULL:
+ * the identity), copied; no MPI call moves anything now or at the evaluations. pc's counts and
+ * displacements say so. Agreed status. */
+static fmk_status keep_in_place(fmk_plan *plan, fmk_mpi_state *s, int64_t nt, const double *x,
+                                int64_t src_offset, double **local_targets)
+{
+    const int dim = s->dim;
+    double *lt = fmk_mpi_alloc((size_t)(nt > 0 ? nt : 1) * (size_t)dim * sizeof *lt, NULL);
+    int64_t *src = fmk_mpi_alloc((size_t)(nt > 0 ? nt : 1) * sizeof *src, NULL);
+    fmk_status st = lt && src ? FMK_OK
+                              : fmk_plan_hook_error(plan, FMK_ERR_NOMEM,
+                                                    "out of memory keeping the targets in place");
+    if ((st = fmk_mpi_agree(plan, s->comm, s->rank, st)) != FMK_OK)
+        return free(lt), free(src), st;
+#pragma omp parallel for schedule(static) if (nt > 65536)
+    for (int64_t k = 0; k < nt; k++) {
+        memcpy(lt + dim * k, x + dim * k, (size_t)dim * sizeof(double));
+        src[k] = src_offset >= 0 ? src_offset + k : -1;
+    }
+    s->moved = 1;
+    s->n_local = nt;
+    s->order = NULL;
+    s->local_src = src;
+    *local_targets = lt;
+    return FMK_OK;
+}
+
 fmk_status fmk_mpi_partition(fmk_plan *plan, fmk_mpi_state *s, int64_t nt, const double *x,
                              int64_t src_offset, int by_index, int force, const double lo[3],
                              const double hi[3], double **local_targets)
@@ -338,6 +366,19 @@ fmk_status fmk_mpi_partition(fmk_plan *plan, fmk_mpi_state *s, int64_t nt, const
     }
     for (int r = 0; r < P; r++)
         sdispl[r] = r ? sdispl[r - 1] + scount[r - 1] : 0;
+    /* where every target of every rank stays, nothing moves (keep_in_place) */
+    s->stats.targets_sent = nt - scount[s->rank];
+    int stay = scount[s->rank] == nt;
+    MPI_Allreduce(MPI_IN_PLACE, &stay, 1, MPI_INT, MPI_MIN, s->comm);
+    if (stay) {
+        for (int r = 0; r < P; r++) { /* what would have moved: this rank's own, to itself */
+            rcount[r] = r == s->rank ? (int)nt : 0;
+            rdispl[r] = r > s->rank ? (int)nt : 0;
+        }
+        if ((st = keep_in_place(plan, s, nt, x, src_offset, local_targets)) == FMK_OK)
+            s->part_counts = pc, pc = NULL;
+        goto done;
+    }
     /* the targets sent in the caller's order, grouped by owner: the rows sent now and the
      * results that come back read and write the caller's arrays in increasing order */
     group_by_owner(s->owner, nt, P, sdispl, order);
@@ -447,6 +488,17 @@ fmk_status fmk_mpi_send_home(fmk_plan *plan, fmk_mpi_state *s, int64_t nd, const
     const int64_t wp = lpot ? cw : 0, wg = lgrad ? gw : 0, w = nd * (wp + wg);
     /* one vector: the potentials and the gradients go as they are; several: a row a target,
      * every vector's potential, then every vector's gradient */
+    if (!s->order) { /* in place (keep_in_place): the local plan's layout is the caller's */
+        const int64_t np = nd * nt * cw, ng = nd * nt * gw;
+#pragma omp parallel for schedule(static) if (np + ng > 65536)
+        for (int64_t k = 0; k < np + ng; k++) {
+            if (k < np && pot)
+                pot[k] = lpot[k];
+            else if (k >= np && grad)
+                grad[k - np] = lgrad[k - np];
+        }
+        return fmk_mpi_agree(plan, s->comm, s->rank, FMK_OK);
+    }
     const int packed = nd > 1;
     const size_t nb = (size_t)(nt > 0 ? nt : 1);
     double *out = packed ? fmk_mpi_scratch(s, FMK_MPI_OUT,

@@ -303,6 +303,7 @@ static void reset_stats(fmk_mpi_state *s, int points)
         i->seconds_partition = i->seconds_tree = i->seconds_exchange_points = 0;
         i->seconds_local_set_points = 0;
         i->bytes_sent_points = 0;
+        i->targets_sent = 0;
     }
     i->seconds_exchange_charges = i->seconds_moments = i->seconds_local_eval = 0;
     i->seconds_results_home = 0;

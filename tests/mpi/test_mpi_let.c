@@ -5,8 +5,8 @@
  * sources as targets, with separate targets, and mixed (rank 0 its sources, the others
  * separate targets), with one and two charge vectors; the error within the treecode's own at
  * this theta and near the same plan with the sources replicated; every source kept by one
- * rank, the far cluster's sources replaced by pseudo-particles; a NaN charge on one rank
- * refused on every rank. */
+ * rank, the far cluster's sources replaced by pseudo-particles; targets that stay in place
+ * (nothing moved); a NaN charge on one rank refused on every rank. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -180,6 +180,64 @@ static void run(int set, fmk_kernel kernel, fmk_precision prec, int mode, int64_
     free(xs), free(xt), free(q), free(mq), free(ref), free(rg);
 }
 
+/* Targets in place: rank r holds the r-th of size clusters far apart along x, all of the same
+ * count, so the partition keeps every target where it is: targets_sent is 0 on every rank (no
+ * target and no result moves) and the results, with one and two charge vectors, are the
+ * direct sum's within the treecode's error. */
+static void in_place(void)
+{
+    const int64_t per = 1500, n = per * size, nd = 2;
+    double *x = malloc(sizeof(double) * 3 * (size_t)n),
+           *q = malloc(sizeof(double) * (size_t)n * nd);
+    double *ref = malloc(sizeof(double) * (size_t)per * 4 * nd);
+    double *rg = ref + per * nd, *pot = malloc(sizeof(double) * (size_t)per * 4 * nd);
+    double *grad = pot + per * nd;
+    rng_state = 4242;
+    for (int64_t i = 0; i < n; i++) {
+        for (int k = 0; k < 3; k++)
+            x[3 * i + k] = 0.5 * uniform01();
+        x[3 * i] += 100.0 * (double)(i / per);
+    }
+    for (int64_t i = 0; i < n * nd; i++)
+        q[i] = uniform01() - 0.5;
+    double *mq = malloc(sizeof(double) * (size_t)per * nd);
+    for (int64_t v = 0; v < nd; v++)
+        memcpy(mq + v * per, q + v * n + per * rank, sizeof(double) * per);
+    fmk_opts o;
+    fmk_opts_default(&o);
+    o.method = FMK_METHOD_DIRECT, o.backend = FMK_BACKEND_CPU;
+    fmk_status st = FMK_OK;
+    for (int64_t v = 0; v < nd && st == FMK_OK; v++)
+        st = fmk_eval(3, FMK_KERNEL_LAPLACE, 1e-6, &o, n, x, q + v * n, per, x + 3 * per * rank,
+                      ref + v * per, rg + 3 * v * per);
+    CHECK(st == FMK_OK, "in place: direct reference: %s", fmk_plan_last_error(NULL));
+    o.method = FMK_METHOD_TREE, o.backend = test_backend(), o.theta = 0.6;
+    fmk_plan *plan = NULL;
+    st = fmk_plan_create_mpi(&plan, MPI_COMM_WORLD, 3, FMK_KERNEL_LAPLACE, 1e-2, &o);
+    if (st == FMK_OK)
+        st = fmk_plan_set_points(plan, per, x + 3 * per * rank, 0, NULL);
+    fmk_mpi_info mi;
+    memset(&mi, 0, sizeof mi);
+    if (st == FMK_OK)
+        st = fmk_plan_mpi_info(plan, &mi);
+    int64_t sent = mi.targets_sent;
+    MPI_Allreduce(MPI_IN_PLACE, &sent, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
+    CHECK(st == FMK_OK && sent == 0, "in place: %s, %lld targets sent", fmk_status_string(st),
+          (long long)sent);
+    for (int pass = 0; pass < 2 && st == FMK_OK; pass++) { /* one vector, then two */
+        st =
+            pass ? fmk_plan_eval_many(plan, nd, mq, pot, grad) : fmk_plan_eval(plan, mq, pot, grad);
+        const int64_t m = pass ? nd : 1;
+        const double e = rel_l2(pot, ref, per * m), g = rel_l2(grad, rg, 3 * per * m);
+        if (rank == 0)
+            printf("  in place, %lld vector(s): pot %.2e grad %.2e\n", (long long)m, e, g);
+        CHECK(st == FMK_OK && e <= 1e-2 && g <= 1e-2, "in place: %s, error %.3e / %.3e",
+              fmk_status_string(st), e, g);
+    }
+    fmk_plan_destroy(plan);
+    free(x), free(q), free(ref), free(pot), free(mq);
+}
+
 /* A NaN charge on the last rank (which has no sources: the first then) is refused everywhere,
  * and the plan evaluates afterwards. */
 static void bad_charge(void)
@@ -343,6 +401,7 @@ int main(int argc, char **argv)
         run(PLUMMER, FMK_KERNEL_LAPLACE, FMK_PRECISION_FP64, SELF, 1);
     }
     theta = 0.6;
+    in_place();
     bad_charge();
     rebalance();
     interrupt_case();
