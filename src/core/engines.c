@@ -95,6 +95,12 @@ fmk_status fmk_cuda_points_extent(fmk_plan *plan, int64_t ns, const double *d_s,
     return fmk_error_set(plan, FMK_ERR_UNAVAILABLE, "this build of fmmkit has no CUDA backend");
 }
 
+fmk_status fmk_cuda_copy(fmk_plan *plan, void *dst, const void *src, size_t bytes, const char *what)
+{
+    (void)dst, (void)src, (void)bytes, (void)what;
+    return fmk_error_set(plan, FMK_ERR_UNAVAILABLE, "this build of fmmkit has no CUDA backend");
+}
+
 fmk_status fmk_cuda_sort_pairs(fmk_plan *plan, int64_t n, void *pairs, int key_bits)
 {
     (void)n, (void)pairs, (void)key_bits;

@@ -231,13 +231,16 @@ fmk_status fmk_plan_eval_many(fmk_plan *plan, int64_t n_vectors, const double *c
 }
 
 /* Device evaluations: nd vectors of device pointers. */
-static fmk_status eval_device(fmk_plan *plan, const char *fn, int64_t nd, const double *d_charges,
-                              double *d_pot, double *d_grad)
+static fmk_status eval_device(fmk_plan *plan, const char *fn, int is_many, int64_t nd,
+                              const double *d_charges, double *d_pot, double *d_grad)
 {
-    if (plan && plan->hooks)
+    if (plan && plan->hooks) {
+        if (plan->hooks->eval_many_device)
+            return plan->hooks->eval_many_device(plan, is_many, nd, d_charges, d_pot, d_grad);
         return fmk_error_set(plan, FMK_ERR_UNAVAILABLE,
-                             "%s does not take %s plans yet; use the host calls", fn,
+                             "%s does not take %s plans; use the host calls", fn,
                              plan->hooks->name);
+    }
     fmk_status st = check_eval(plan, fn, d_charges, d_pot, d_grad);
     if (st != FMK_OK)
         return st;
@@ -261,11 +264,11 @@ static fmk_status eval_device(fmk_plan *plan, const char *fn, int64_t nd, const 
 fmk_status fmk_plan_eval_device(fmk_plan *plan, const double *d_charges, double *d_pot,
                                 double *d_grad)
 {
-    return eval_device(plan, "fmk_plan_eval_device", 1, d_charges, d_pot, d_grad);
+    return eval_device(plan, "fmk_plan_eval_device", 0, 1, d_charges, d_pot, d_grad);
 }
 
 fmk_status fmk_plan_eval_many_device(fmk_plan *plan, int64_t n_vectors, const double *d_charges,
                                      double *d_pot, double *d_grad)
 {
-    return eval_device(plan, "fmk_plan_eval_many_device", n_vectors, d_charges, d_pot, d_grad);
+    return eval_device(plan, "fmk_plan_eval_many_device", 1, n_vectors, d_charges, d_pot, d_grad);
 }

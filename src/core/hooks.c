@@ -79,3 +79,9 @@ fmk_status fmk_plan_hook_sort_pairs(fmk_plan *plan, int64_t n, void *pairs, int 
     memcpy(plan->error, kept, sizeof kept);
     return st;
 }
+
+fmk_status fmk_plan_hook_copy(fmk_plan *plan, void *dst, const void *src, size_t bytes,
+                              const char *what)
+{
+    return bytes ? fmk_cuda_copy(plan, dst, src, bytes, what) : FMK_OK;
+}

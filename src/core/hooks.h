@@ -6,7 +6,8 @@
  * A plan may carry a hook table. fmk_plan_set_points, fmk_plan_eval, fmk_plan_eval_many and
  * fmk_plan_destroy hand a hooked plan to its hooks before any check of their own (the hooks
  * validate: for a distributed plan a check that fails on one rank alone must still take part
- * in the collective steps); the *_device calls refuse it (FMK_ERR_UNAVAILABLE). The hooks keep
+ * in the collective steps); the *_device calls go to its device hooks (FMK_ERR_UNAVAILABLE
+ * where it has none). The hooks keep
  * their own state (hook_state), which core never reads, so core needs no type of theirs (no
  * MPI_Comm in core). docs/distributed.md, "How the work is hooked in".
  */
@@ -27,6 +28,12 @@ typedef struct fmk_plan_hooks {
     /* fmk_plan_eval (is_many 0, n_vectors 1) and fmk_plan_eval_many: arguments unchecked. */
     fmk_status (*eval_many)(fmk_plan *plan, int is_many, int64_t n_vectors, const double *charges,
                             double *pot, double *grad);
+    /* fmk_plan_set_points_device, fmk_plan_eval_device and fmk_plan_eval_many_device (is_many
+     * 1): the same with device arrays, arguments unchecked; NULL: not taken. */
+    fmk_status (*set_points_device)(fmk_plan *plan, int64_t n_sources, const double *d_sources,
+                                    int64_t n_targets, const double *d_targets);
+    fmk_status (*eval_many_device)(fmk_plan *plan, int is_many, int64_t n_vectors,
+                                   const double *d_charges, double *d_pot, double *d_grad);
     /* fmk_plan_destroy: frees the hook state (core frees the plan afterwards). */
     void (*release)(fmk_plan *plan, void *hook_state);
 } fmk_plan_hooks;
@@ -70,6 +77,12 @@ FMK_API fmk_status fmk_plan_set_points_in_box(fmk_plan *plan, int64_t n_sources,
                                               const double *targets, const double lo[3],
                                               const double hi[3], int64_t slice_base,
                                               int *slice_taken);
+
+/* bytes from src to dst, either or both in GPU memory (cudaMemcpy with the kind inferred
+ * from the pointers); FMK_OK, FMK_ERR_UNAVAILABLE in a build without CUDA, or the failure with
+ * a message on plan (what: the data, for it). */
+FMK_API fmk_status fmk_plan_hook_copy(fmk_plan *plan, void *dst, const void *src, size_t bytes,
+                                      const char *what);
 
 /* n pairs (a 64-bit key, then a 64-bit value: 16 bytes each) sorted stably by the key's low
  * key_bits bits on the GPU of plan (an ordinary plan of backend cuda; the pairs in host

@@ -385,6 +385,10 @@ fmk_status fmk_cuda_points_extent(struct fmk_plan *plan, int64_t ns, const doubl
  * key_bits bits on the plan's GPU, stably (cuda/sort_pairs.cu); FMK_OK, or a status with a
  * message (the pairs then unchanged, or sorted: the caller sorts them again on the host). */
 fmk_status fmk_cuda_sort_pairs(struct fmk_plan *plan, int64_t n, void *pairs, int key_bits);
+/* cudaMemcpy of bytes, the kind inferred from the pointers (cuda/device.cu); FMK_OK or the
+ * failure with a message naming what. */
+fmk_status fmk_cuda_copy(struct fmk_plan *plan, void *dst, const void *src, size_t bytes,
+                         const char *what);
 
 #ifdef __cplusplus
 }

@@ -580,9 +580,11 @@ fmk_status fmk_plan_set_points_device(fmk_plan *plan, int64_t n_sources, const d
 {
     if (!plan)
         return fmk_error_set(NULL, FMK_ERR_NULL, "fmk_plan_set_points_device: plan is NULL");
+    if (plan->hooks && plan->hooks->set_points_device)
+        return plan->hooks->set_points_device(plan, n_sources, d_sources, n_targets, d_targets);
     if (plan->hooks)
         return fmk_error_set(plan, FMK_ERR_UNAVAILABLE,
-                             "fmk_plan_set_points_device does not take %s plans yet; use "
+                             "fmk_plan_set_points_device does not take %s plans; use "
                              "fmk_plan_set_points",
                              plan->hooks->name);
     fmk_plan_refresh_threads(plan);

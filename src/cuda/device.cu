@@ -294,3 +294,14 @@ extern "C" fmk_status fmk_cuda_eval(fmk_plan *plan, const double *charges, doubl
     fmk_cuda_leave(plan->opts.device, prev);
     return st;
 }
+
+extern "C" fmk_status fmk_cuda_copy(fmk_plan *plan, void *dst, const void *src, size_t bytes,
+                                    const char *what)
+{
+    const cudaError_t err = cudaMemcpy(dst, src, bytes, cudaMemcpyDefault);
+    if (err == cudaSuccess)
+        return FMK_OK;
+    (void)cudaGetLastError();
+    return fmk_error_set(plan, FMK_ERR_DEVICE, "cudaMemcpy of %zu bytes (%s) failed: %s", bytes,
+                         what, cudaGetErrorString(err));
+}

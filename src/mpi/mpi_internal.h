@@ -80,6 +80,20 @@ typedef struct fmk_mpi_state {
 
 typedef struct fmk_mpi_let fmk_mpi_let;
 
+/* plan_mpi.c: the state of a distributed plan (NULL for another plan), and its host calls
+ * (the hooks set_points and eval_many). */
+fmk_mpi_state *fmk_mpi_state_of(fmk_plan *plan);
+fmk_status fmk_mpi_set_points_host(fmk_plan *plan, int64_t ns, const double *sources, int64_t nt,
+                                   const double *targets);
+fmk_status fmk_mpi_eval_host(fmk_plan *plan, int is_many, int64_t nd, const double *charges,
+                             double *pot, double *grad);
+/* device.c: the hooks of the *_device calls (core/hooks.h): the device arrays staged through
+ * host memory (every rank agrees on the copies' statuses), then the host calls. */
+fmk_status fmk_mpi_set_points_device(fmk_plan *plan, int64_t ns, const double *d_sources,
+                                     int64_t nt, const double *d_targets);
+fmk_status fmk_mpi_eval_many_device(fmk_plan *plan, int is_many, int64_t nd,
+                                    const double *d_charges, double *d_pot, double *d_grad);
+
 /* scratch.c: the slot's buffer with at least bytes (its contents undefined), NULL when out of
  * memory; freed by fmk_mpi_scratch_free. bytes: what the slots hold now. */
 void *fmk_mpi_scratch(fmk_mpi_state *s, fmk_mpi_slot slot, size_t bytes);

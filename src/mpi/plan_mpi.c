@@ -26,8 +26,27 @@ static const fmk_plan_hooks mpi_hooks = {
     .name = "mpi",
     .set_points = mpi_set_points,
     .eval_many = mpi_eval_many,
+    .set_points_device = fmk_mpi_set_points_device,
+    .eval_many_device = fmk_mpi_eval_many_device,
     .release = mpi_release,
 };
+
+fmk_mpi_state *fmk_mpi_state_of(fmk_plan *plan)
+{
+    return fmk_plan_hook_state(plan, &mpi_hooks);
+}
+
+fmk_status fmk_mpi_set_points_host(fmk_plan *plan, int64_t ns, const double *sources, int64_t nt,
+                                   const double *targets)
+{
+    return mpi_set_points(plan, ns, sources, nt, targets);
+}
+
+fmk_status fmk_mpi_eval_host(fmk_plan *plan, int is_many, int64_t nd, const double *charges,
+                             double *pot, double *grad)
+{
+    return mpi_eval_many(plan, is_many, nd, charges, pot, grad);
+}
 
 /* The most points a plan takes from all ranks together: MPI counts are int (in points). */
 #define MAX_GATHERED ((int64_t)INT_MAX)
