@@ -604,6 +604,17 @@ class Simulation(_Owned):
             _check(lib().fmk_sim_get_state_device(h, *ptrs), h)
             return State(*out)
 
+    def ids(self) -> np.ndarray:
+        """The particles' ids (uint64), in state()'s order (fmk_sim_get_ids). A distributed
+        simulation's ranks hold the particles that its force partition gives them, which
+        change from step to step: the ids say which these are."""
+        with self._lock:
+            h = self._live()
+            out = np.empty(self._info_locked().n_local, dtype=np.uint64)
+            _check(lib().fmk_sim_get_ids(h, out.ctypes.data_as(ctypes.POINTER(ctypes.c_uint64))),
+                   h)
+            return out
+
     def _device_like(self) -> DeviceArray:
         if self._like is not None:
             return self._like
