@@ -170,9 +170,9 @@ static int exchange(fmk_sim *sim, const int *owner)
     for (int r = 0; r < size; r++)
         c[2 * size + r] = r ? c[2 * size + r - 1] + c[r - 1] : 0, n_new += c[size + r];
     uint64_t *send = malloc((size_t)(n > 0 ? n : 1) * (size_t)width * sizeof *send);
-    uint64_t *recv = n_new <= INT_MAX ? malloc((size_t)(n_new > 0 ? n_new : 1) *
-                                               (size_t)width * sizeof *recv)
-                                      : NULL;
+    uint64_t *recv = n_new <= INT_MAX
+                         ? malloc((size_t)(n_new > 0 ? n_new : 1) * (size_t)width * sizeof *recv)
+                         : NULL;
     arrays a;
     const int made = n_new <= INT_MAX && arrays_make(&a, n_new, sim->soft != NULL);
     if (!all_ok(sim, send && recv && made)) {

@@ -103,10 +103,10 @@ FMK_API int fmk_sim_has_hooks(const fmk_sim *sim, const fmk_sim_hooks *hooks);
  * counts of this rank, and the switch (on by default; off: the particles stay where they were
  * given, as before migration existed). */
 typedef struct fmk_sim_migration {
-    int64_t elsewhere;    /* this rank's particles the last step's forces evaluated elsewhere */
+    int64_t elsewhere;       /* this rank's particles the last step's forces evaluated elsewhere */
     int64_t elsewhere_total; /* the same summed over the ranks */
-    int64_t sent;         /* the particles this rank sent to others in migrations, so far */
-    int64_t migrations;   /* the migrations so far (the same on every rank) */
+    int64_t sent;            /* the particles this rank sent to others in migrations, so far */
+    int64_t migrations;      /* the migrations so far (the same on every rank) */
 } fmk_sim_migration;
 FMK_API void fmk_sim_migration_get(const fmk_sim *sim, fmk_sim_migration *m);
 FMK_API void fmk_sim_set_migrate(fmk_sim *sim, int on);

@@ -125,9 +125,9 @@ static void compare(fmk_sim *a, fmk_sim *b, double tol, const char *what)
     double *pb = malloc(sizeof(double) * 3 * N), *vb = malloc(sizeof(double) * 3 * N);
     CHECK(gather(a, pa, va) && gather(b, pb, vb), "%s: every id once", what);
     const double dp = max_rel(pa, pb, 3 * N), dv = max_rel(va, vb, 3 * N);
-    CHECK(tol > 0 ? dp <= tol && dv <= tol
-                  : !memcmp(pa, pb, sizeof(double) * 3 * N) &&
-                        !memcmp(va, vb, sizeof(double) * 3 * N),
+    CHECK(tol > 0
+              ? dp <= tol && dv <= tol
+              : !memcmp(pa, pb, sizeof(double) * 3 * N) && !memcmp(va, vb, sizeof(double) * 3 * N),
           "%s: positions (%.3g) or velocities (%.3g) differ", what, dp, dv);
     fmk_sim_info x, y;
     fmk_sim_info_get(a, &x), fmk_sim_info_get(b, &y);
@@ -218,8 +218,8 @@ static void run_case(fmk_method method, const char *what, const char *dir)
         if (rank == 0)
             printf("%s, %d ranks, step %d: evaluated elsewhere %lld (not migrating: %lld); the "
                    "plan sent %lld + %lld bytes (%lld + %lld)\n",
-                   what, size, k, (long long)m.elsewhere_total, (long long)s.elsewhere_total,
-                   bm[0], bm[1], bs[0], bs[1]);
+                   what, size, k, (long long)m.elsewhere_total, (long long)s.elsewhere_total, bm[0],
+                   bm[1], bs[0], bs[1]);
         CHECK(s.elsewhere_total >= N / 4 && s.migrations == 0,
               "%s step %d: not migrating, %lld elsewhere", what, k, (long long)s.elsewhere_total);
         if (k == 1)

@@ -119,8 +119,9 @@ static void compare(fmk_sim *dist, fmk_sim *ref, const char *what)
                   "%s: particle %lld differs from the one-process run", what, (long long)k + 1);
         }
     MPI_Allreduce(MPI_IN_PLACE, &total, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
-    CHECK(count >= 0 && seen == count && total == N, "%s: %lld particles here (%lld ids), %lld in all",
-          what, (long long)count, (long long)seen, (long long)total);
+    CHECK(count >= 0 && seen == count && total == N,
+          "%s: %lld particles here (%lld ids), %lld in all", what, (long long)count,
+          (long long)seen, (long long)total);
     fmk_sim_info a, b;
     CHECK(fmk_sim_info_get(dist, &a) == FMK_OK, "%s: info", what);
     CHECK(fmk_sim_info_get(ref, &b) == FMK_OK, "%s: info", what);
