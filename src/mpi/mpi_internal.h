@@ -127,10 +127,11 @@ fmk_mpi_state *fmk_mpi_plan_state(const fmk_plan *plan);
 
 /* owners.c: the partition's owners for the simulation's particles (src/sim/migrate.c).
  * fmk_mpi_plan_owners: the rank that evaluated each of this rank's n targets at the last
- * set_points, into owner[n] (FMK_ERR_STATE: no points, or not n targets then).
+ * set_points, into owner[n], and whether the sources were distributed (the treecode's locally
+ * essential trees) then (FMK_ERR_STATE: no points, or not n targets then).
  * fmk_mpi_plan_owners_here: this rank's targets are now n that all belong here (they moved to
  * their owners), so that the next partition weighs them with this rank's measured cost. */
-fmk_status fmk_mpi_plan_owners(const fmk_plan *plan, int64_t n, int *owner);
+fmk_status fmk_mpi_plan_owners(const fmk_plan *plan, int64_t n, int *owner, int *distributed);
 void fmk_mpi_plan_owners_here(fmk_plan *plan, int64_t n);
 
 /* For tests (exported, not in the public header): the imbalance above which a distributed plan

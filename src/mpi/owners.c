@@ -6,11 +6,12 @@
 
 #include "mpi/mpi_internal.h"
 
-fmk_status fmk_mpi_plan_owners(const fmk_plan *plan, int64_t n, int *owner)
+fmk_status fmk_mpi_plan_owners(const fmk_plan *plan, int64_t n, int *owner, int *distributed)
 {
     const fmk_mpi_state *s = fmk_mpi_plan_state(plan);
-    if (!s || !owner || n < 0)
+    if (!s || !owner || !distributed || n < 0)
         return FMK_ERR_NULL;
+    *distributed = s->let != NULL;
     if (!s->has_points || !s->owner || s->owner_n != n || s->n_targets != n)
         return FMK_ERR_STATE;
     if (n > 0)

@@ -12,11 +12,17 @@
  * A migration runs where the particles evaluated elsewhere are more than 1/MIGRATE_FRACTION
  * of all (summed over the ranks), never on one rank, never between the sub-steps of a step.
  * Each rank sends its particles in their order, and receives them in rank order (MPI's
- * Alltoallv): where the partition is a slice of the global order (the direct sum) the global
- * order therefore stays as it was, only the counts a rank change. The state moves bit for bit
- * (positions, velocities, accelerations, potentials, masses, charges, ids, softenings), so the
- * dynamics do not change; sums over the ranks (energies, momenta) are taken in another order.
- * A migration that cannot be made (memory) is left out on every rank: the state is as before. */
+ * Alltoallv): where the partition is a slice of the global order (the direct sum with a
+ * smooth kernel) the global order therefore stays as it was, only the counts a rank change.
+ * Where the plan replicates its sources (every rank sums all of them in the ranks' order) and
+ * the partition is by Morton key, following it would reorder the sources and with them the
+ * sums' rounding (the fp64 direct sum would no longer be the one-process sum bit for bit).
+ * Such a plan moves targets only while the ranks' weights are uneven, so there the particles
+ * go instead to the runs of the global order with the partition's count a rank: the order
+ * stays, the weights are even, and the next partition moves nothing. The state moves bit for bit (positions, velocities, accelerations, potentials, masses, charges,
+ * ids, softenings), so the dynamics do not change where the forces do not depend on the
+ * order; sums over the ranks (energies, momenta) are taken in another order. A migration that
+ * cannot be made (memory) is left out on every rank: the state is as before. */
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -131,25 +137,67 @@ static void install(fmk_sim *sim, arrays *a, int64_t n)
     fmk_sim_cells_free(&sim->cells);
 }
 
-/* The owners of this rank's particles (malloc'ed) and their count elsewhere; NULL when the
- * plan does not know them or out of memory. */
-static int *owners_of(fmk_sim *sim, int64_t *elsewhere)
+/* What the plan says of this rank's particles. */
+typedef struct owners {
+    int *owner;        /* n: the rank that evaluated each (malloc'ed), NULL: unknown */
+    int64_t elsewhere; /* how many of them elsewhere */
+    int distributed;   /* the plan's sources are distributed (the treecode's) */
+} owners;
+
+static void owners_of(fmk_sim *sim, owners *o)
 {
     const int64_t n = sim->n;
-    int *owner = malloc((size_t)(n > 0 ? n : 1) * sizeof *owner);
-    *elsewhere = 0;
-    if (!owner || sim->comm.hooks->owners(sim->comm.state, sim->plan, n, owner) != FMK_OK) {
-        free(owner);
-        return NULL;
+    memset(o, 0, sizeof *o);
+    o->owner = malloc((size_t)(n > 0 ? n : 1) * sizeof *o->owner);
+    if (o->owner && sim->comm.hooks->owners(sim->comm.state, sim->plan, n, o->owner,
+                                            &o->distributed) != FMK_OK) {
+        free(o->owner);
+        o->owner = NULL;
     }
-    for (int64_t i = 0; i < n; i++) {
-        if (owner[i] < 0 || owner[i] >= sim->comm.size) {
-            free(owner);
-            return NULL;
+    for (int64_t i = 0; o->owner && i < n; i++) {
+        const int r = o->owner[i];
+        if (r < 0 || r >= sim->comm.size) {
+            free(o->owner);
+            o->owner = NULL;
+            break;
         }
-        *elsewhere += owner[i] != sim->comm.rank;
+        o->elsewhere += r != sim->comm.rank;
     }
-    return owner;
+}
+
+/* Replicated sources: the owners become those that keep the global order (every rank's
+ * particles in rank order) with the partition's count a rank: rank r gets the r-th run of
+ * the global order, as long as the partition gave it. 1: done (on every rank alike). */
+static int ordered_owners(fmk_sim *sim, owners *o)
+{
+    const int size = sim->comm.size;
+    const int64_t n = sim->n;
+    double *c = calloc((size_t)size, sizeof *c);
+    int64_t *all_n = malloc((size_t)size * sizeof *all_n);
+    double fail = !c || !all_n;
+    fmk_sim_dist_reduce(sim, &fail, 1, FMK_SIM_REDUCE_MAX);
+    if (fail != 0)
+        return free(c), free(all_n), 0;
+    for (int64_t i = 0; i < n; i++)
+        c[o->owner[i]] += 1;
+    fmk_sim_dist_reduce(sim, c, size, FMK_SIM_REDUCE_SUM); /* counts: exact in doubles */
+    sim->comm.hooks->allgather(sim->comm.state, n, all_n);
+    int64_t g = 0; /* this rank's first particle's global index */
+    for (int r = 0; r < sim->comm.rank; r++)
+        g += all_n[r];
+    int r = 0;
+    int64_t end = (int64_t)c[0];
+    o->elsewhere = 0;
+    for (int64_t i = 0; i < n; i++, g++) {
+        while (g >= end && r < size - 1)
+            end += (int64_t)c[++r];
+        o->owner[i] = r;
+        o->elsewhere += r != sim->comm.rank;
+    }
+    free(c), free(all_n);
+    double moving = (double)o->elsewhere; /* none in all: nothing to do */
+    fmk_sim_dist_reduce(sim, &moving, 1, FMK_SIM_REDUCE_SUM);
+    return moving > 0;
 }
 
 /* 1 on every rank when each rank's ok is 1 (a reduction: the same answer everywhere). */
@@ -204,20 +252,22 @@ void fmk_sim_dist_migrate(fmk_sim *sim)
     const fmk_sim_hooks *h = sim->comm.hooks;
     if (!h || sim->comm.size < 2 || sim->dev || !sim->plan)
         return;
-    int64_t elsewhere = 0;
-    int *owner = owners_of(sim, &elsewhere);
-    /* the same decision on every rank: the count elsewhere in all, and whether every rank
-     * knows its owners (a rank that does not: none migrates) */
-    double x[2] = {(double)elsewhere, owner ? 0 : 1};
-    fmk_sim_dist_reduce(sim, x, 2, FMK_SIM_REDUCE_SUM);
-    sim->migration.elsewhere = owner ? elsewhere : 0;
+    owners o;
+    owners_of(sim, &o);
+    /* the same decision on every rank: the count elsewhere in all, whether every rank knows
+     * its owners (a rank that does not: none migrates), whether the sources are distributed */
+    double x[3] = {(double)o.elsewhere, o.owner ? 0 : 1, o.distributed ? 0 : 1};
+    fmk_sim_dist_reduce(sim, x, 3, FMK_SIM_REDUCE_SUM);
+    sim->migration.elsewhere = o.elsewhere;
     sim->migration.elsewhere_total = (int64_t)x[0];
     const int pays = x[1] == 0 && x[0] * MIGRATE_FRACTION > (double)sim->n_total;
-    if (pays && !sim->migrate_off && exchange(sim, owner)) {
-        sim->migration.sent += elsewhere;
+    /* replicated sources are summed in the ranks' order: a migration that keeps it */
+    if (pays && !sim->migrate_off && (x[2] == 0 || ordered_owners(sim, &o)) &&
+        exchange(sim, o.owner)) {
+        sim->migration.sent += o.elsewhere;
         sim->migration.migrations++;
     }
-    free(owner);
+    free(o.owner);
 }
 
 /* ids ascending, ties by the gathered order */

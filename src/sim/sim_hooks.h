@@ -56,9 +56,12 @@ typedef struct fmk_sim_hooks {
     void (*alltoallv)(void *state, const void *send, const int64_t *send_counts, void *recv,
                       const int64_t *recv_counts, int width);
     /* The rank that evaluated each of this rank's n targets at the last set_points of plan
-     * (the force plan, from plan_create), into owner[n]; FMK_ERR_STATE when the plan does not
-     * know (no points, or another count of targets then). Local. */
-    fmk_status (*owners)(void *state, const fmk_plan *plan, int64_t n, int *owner);
+     * (the force plan, from plan_create), into owner[n], and whether the plan's sources were
+     * distributed then (1; 0: every rank summed all of them, gathered in rank order);
+     * FMK_ERR_STATE when the plan does not know (no points, or another count of targets
+     * then). Local. */
+    fmk_status (*owners)(void *state, const fmk_plan *plan, int64_t n, int *owner,
+                         int *distributed);
     /* This rank's targets are now n particles that all belong here (they migrated to the
      * ranks that evaluated them): what the plan knows of the last partition follows. Local. */
     void (*owners_here)(void *state, fmk_plan *plan, int64_t n);

@@ -103,10 +103,11 @@ static void hook_alltoallv(void *state, const void *send, const int64_t *send_co
     MPI_Type_free(&row);
 }
 
-static fmk_status hook_owners(void *state, const fmk_plan *plan, int64_t n, int *owner)
+static fmk_status hook_owners(void *state, const fmk_plan *plan, int64_t n, int *owner,
+                              int *distributed)
 {
     (void)state;
-    return fmk_mpi_plan_owners(plan, n, owner);
+    return fmk_mpi_plan_owners(plan, n, owner, distributed);
 }
 
 static void hook_owners_here(void *state, fmk_plan *plan, int64_t n)
