@@ -237,7 +237,8 @@ class Simulation(_Owned):
     docs/distributed.md, "The simulation under MPI"): mass, pos, vel (and ids) are this rank's
     own particles (any number, none included); every call is then collective, the energies and
     info are sums over the ranks (info.n_local: this rank's), state() gives this rank's
-    particles, rank 0 writes the files. Host arrays only; needs mpi4py and libfmmkit_mpi.
+    particles (after a step those whose forces it evaluates: they migrate; ids() says which),
+    rank 0 writes the files. Host arrays only; needs mpi4py and libfmmkit_mpi.
     Simulation.plummer, cold, kepler and cosmo with comm make every particle on every rank and
     keep this rank's equal share (the particles of a one-process run)."""
     _share: slice  # Simulation.cosmo: this rank's particles of the sphere
