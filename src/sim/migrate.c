@@ -19,10 +19,11 @@
  * sums' rounding (the fp64 direct sum would no longer be the one-process sum bit for bit).
  * Such a plan moves targets only while the ranks' weights are uneven, so there the particles
  * go instead to the runs of the global order with the partition's count a rank: the order
- * stays, the weights are even, and the next partition moves nothing. The state moves bit for bit (positions, velocities, accelerations, potentials, masses, charges,
- * ids, softenings), so the dynamics do not change where the forces do not depend on the
- * order; sums over the ranks (energies, momenta) are taken in another order. A migration that
- * cannot be made (memory) is left out on every rank: the state is as before. */
+ * stays, the weights are even, and the next partition moves nothing. The state moves bit for
+ * bit (positions, velocities, accelerations, potentials, masses, charges, ids, softenings), so
+ * the dynamics do not change where the forces do not depend on the order; sums over the ranks
+ * (energies, momenta) are taken in another order. A migration that cannot be made (memory) is
+ * left out on every rank: the state is as before. */
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -167,7 +168,8 @@ static void owners_of(fmk_sim *sim, owners *o)
 
 /* Replicated sources: the owners become those that keep the global order (every rank's
  * particles in rank order) with the partition's count a rank: rank r gets the r-th run of
- * the global order, as long as the partition gave it. 1: done (on every rank alike). */
+ * the global order, as long as the partition gave it. 1: some particle moves (the same on
+ * every rank). */
 static int ordered_owners(fmk_sim *sim, owners *o)
 {
     const int size = sim->comm.size;
