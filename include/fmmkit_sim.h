@@ -176,7 +176,8 @@ typedef struct fmk_sim_info {
     /* A distributed simulation (fmmkit_mpi.h: fmk_sim_create_mpi): n above is every rank's
      * particles, the energies and momenta are sums over the ranks; else n_local = n, rank 0
      * of ranks 1. */
-    int64_t n_local; /* this rank's particles (fmk_sim_get_state's arrays hold these) */
+    int64_t n_local; /* this rank's particles now (fmk_sim_get_state's arrays hold these; they
+                      * migrate to the ranks that evaluate their forces: fmk_sim_get_ids) */
     int32_t rank, ranks;
 } fmk_sim_info;
 
@@ -308,6 +309,11 @@ FMK_API fmk_status fmk_sim_set_energy_reference(fmk_sim *sim, int64_t n, const d
  * potential is -pot) may be NULL. */
 FMK_API fmk_status fmk_sim_get_state(const fmk_sim *sim, double *mass, double *pos, double *vel,
                                      double *acc, double *pot);
+
+/* The particles' ids (n), in fmk_sim_get_state's order. A distributed simulation's ranks hold
+ * the particles that the force partition gives them, which change from step to step
+ * (docs/distributed.md, "The simulation under MPI"): the ids say which these are. */
+FMK_API fmk_status fmk_sim_get_ids(const fmk_sim *sim, uint64_t *ids);
 
 /* The same with CUDA device pointers (a simulation on FMK_BACKEND_CUDA; else
  * FMK_ERR_ARG): the state is copied on the device, never through the host (create checks the

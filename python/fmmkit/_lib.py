@@ -328,6 +328,7 @@ SIM_FUNCTIONS = {
     "fmk_sim_set_png": (fmk_status, (sim_p, c_int, c_int, c_double)),
     "fmk_sim_set_energy_reference": (fmk_status, (sim_p, c_int64, double_p)),
     "fmk_sim_get_state": (fmk_status, (sim_p, double_p, double_p, double_p, double_p, double_p)),
+    "fmk_sim_get_ids": (fmk_status, (sim_p, uint64_p)),
     "fmk_sim_create_device": (fmk_status, (POINTER(sim_p), c_int64, double_p, double_p,
                                            double_p, POINTER(fmk_sim_opts))),
     "fmk_sim_get_state_device": (fmk_status, (sim_p, double_p, double_p, double_p, double_p,

@@ -237,7 +237,8 @@ class Simulation(_Owned):
     docs/distributed.md, "The simulation under MPI"): mass, pos, vel (and ids) are this rank's
     own particles (any number, none included); every call is then collective, the energies and
     info are sums over the ranks (info.n_local: this rank's), state() gives this rank's
-    particles, rank 0 writes the files. Host arrays only; needs mpi4py and libfmmkit_mpi.
+    particles (after a step those whose forces it evaluates: they migrate; ids() says which),
+    rank 0 writes the files. Host arrays only; needs mpi4py and libfmmkit_mpi.
     Simulation.plummer, cold, kepler and cosmo with comm make every particle on every rank and
     keep this rank's equal share (the particles of a one-process run)."""
     _share: slice  # Simulation.cosmo: this rank's particles of the sphere
@@ -603,6 +604,17 @@ class Simulation(_Owned):
             ptrs = [ctypes.cast(ctypes.c_void_p(device_address(o)), _dp) for o in out]
             _check(lib().fmk_sim_get_state_device(h, *ptrs), h)
             return State(*out)
+
+    def ids(self) -> np.ndarray:
+        """The particles' ids (uint64), in state()'s order (fmk_sim_get_ids). A distributed
+        simulation's ranks hold the particles that its force partition gives them, which
+        change from step to step: the ids say which these are."""
+        with self._lock:
+            h = self._live()
+            out = np.empty(self._info_locked().n_local, dtype=np.uint64)
+            _check(lib().fmk_sim_get_ids(h, out.ctypes.data_as(ctypes.POINTER(ctypes.c_uint64))),
+                   h)
+            return out
 
     def _device_like(self) -> DeviceArray:
         if self._like is not None:

@@ -172,6 +172,18 @@ fmk_status fmk_mpi_let_charges(fmk_plan *plan, fmk_mpi_state *s, int64_t nd, con
 int64_t fmk_mpi_let_own(const fmk_mpi_state *s);
 void fmk_mpi_let_free(fmk_mpi_state *s);
 
+/* plan_mpi.c: a distributed plan's state (NULL: another plan, or NULL). */
+fmk_mpi_state *fmk_mpi_plan_state(const fmk_plan *plan);
+
+/* owners.c: the partition's owners for the simulation's particles (src/sim/migrate.c).
+ * fmk_mpi_plan_owners: the rank that evaluated each of this rank's n targets at the last
+ * set_points, into owner[n], and whether the sources were distributed (the treecode's locally
+ * essential trees) then (FMK_ERR_STATE: no points, or not n targets then).
+ * fmk_mpi_plan_owners_here: this rank's targets are now n that all belong here (they moved to
+ * their owners), so that the next partition weighs them with this rank's measured cost. */
+fmk_status fmk_mpi_plan_owners(const fmk_plan *plan, int64_t n, int *owner, int *distributed);
+void fmk_mpi_plan_owners_here(fmk_plan *plan, int64_t n);
+
 /* For tests (exported, not in the public header): the imbalance above which a distributed plan
  * moves its targets at the next set_points (0: always), and the count of targets this rank
  * evaluated at the last set_points (its own, or those moved to it). */

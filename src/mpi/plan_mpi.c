@@ -724,3 +724,8 @@ int64_t fmk_mpi_evaluated_targets(const fmk_plan *plan)
         return 0;
     return s->moved ? s->n_local : s->n_targets;
 }
+
+fmk_mpi_state *fmk_mpi_plan_state(const fmk_plan *plan)
+{
+    return fmk_plan_hook_state(plan, &mpi_hooks);
+}

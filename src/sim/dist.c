@@ -140,6 +140,8 @@ fmk_status fmk_sim_dist_gather(fmk_sim *sim, const fmk_sim_particles *local, con
         }
     }
     free(counts);
+    if (st == FMK_OK && !forces) /* a snapshot's: by id, whatever ranks hold them */
+        st = fmk_sim_dist_sort_ids(sim, all);
     if (st != FMK_OK)
         fmk_sim_dist_free(sim, all, forces ? *acc_all : NULL, forces ? *pot_all : NULL);
     return st;

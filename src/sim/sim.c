@@ -491,6 +491,16 @@ fmk_status fmk_sim_get_state(const fmk_sim *sim, double *mass, double *pos, doub
     return FMK_OK;
 }
 
+fmk_status fmk_sim_get_ids(const fmk_sim *sim, uint64_t *ids)
+{
+    if (!sim || !ids)
+        return fmk_sim_fail((fmk_sim *)sim, FMK_ERR_NULL, "fmk_sim_get_ids: %s is NULL",
+                            sim ? "ids" : "sim");
+    if (sim->n > 0)
+        memcpy(ids, sim->id, (size_t)sim->n * sizeof *ids);
+    return FMK_OK;
+}
+
 fmk_status fmk_sim_get_state_device(const fmk_sim *sim, double *d_mass, double *d_pos,
                                     double *d_vel, double *d_acc, double *d_pot)
 {

@@ -47,6 +47,24 @@ typedef struct fmk_sim_hooks {
      * message in fmk_plan_last_error(NULL) on failure, agreed) */
     fmk_status (*plan_create)(void *state, fmk_plan **plan, int dim, fmk_kernel kernel, double eps,
                               const fmk_opts *opts);
+    /* this rank's value to each rank: send[r] goes to rank r, which finds it in its recv[this
+     * rank] (size values each) */
+    void (*alltoall)(void *state, const int64_t *send, int64_t *recv);
+    /* rows of width words: send_counts[r] rows of send (in rank order) to each rank r, and
+     * recv_counts[r] rows from each rank r into recv, in rank order; each side's rows at most
+     * INT_MAX in all */
+    void (*alltoallv)(void *state, const void *send, const int64_t *send_counts, void *recv,
+                      const int64_t *recv_counts, int width);
+    /* The rank that evaluated each of this rank's n targets at the last set_points of plan
+     * (the force plan, from plan_create), into owner[n], and whether the plan's sources were
+     * distributed then (1; 0: every rank summed all of them, gathered in rank order);
+     * FMK_ERR_STATE when the plan does not know (no points, or another count of targets
+     * then). Local. */
+    fmk_status (*owners)(void *state, const fmk_plan *plan, int64_t n, int *owner,
+                         int *distributed);
+    /* This rank's targets are now n particles that all belong here (they migrated to the
+     * ranks that evaluated them): what the plan knows of the last partition follows. Local. */
+    void (*owners_here)(void *state, fmk_plan *plan, int64_t n);
     /* frees the state (collective: fmk_sim_destroy is) */
     void (*release)(void *state);
 } fmk_sim_hooks;
@@ -83,6 +101,20 @@ FMK_API fmk_status fmk_sim_hook_error(fmk_status status, const char *message);
 
 /* 1 when sim is distributed with these hooks. */
 FMK_API int fmk_sim_has_hooks(const fmk_sim *sim, const fmk_sim_hooks *hooks);
+
+/* Migration (migrate.c; docs/distributed.md, "The simulation under MPI"), for tests: the
+ * counts of this rank, and the switch (on by default; off: the particles stay where they were
+ * given, as before migration existed). */
+typedef struct fmk_sim_migration {
+    int64_t elsewhere;       /* this rank's particles the last step's forces evaluated elsewhere */
+    int64_t elsewhere_total; /* the same summed over the ranks */
+    int64_t sent;            /* the particles this rank sent to others in migrations, so far */
+    int64_t migrations;      /* the migrations so far (the same on every rank) */
+} fmk_sim_migration;
+FMK_API void fmk_sim_migration_get(const fmk_sim *sim, fmk_sim_migration *m);
+FMK_API void fmk_sim_set_migrate(fmk_sim *sim, int on);
+/* The force plan (for tests: fmk_plan_mpi_info, the test knobs of src/mpi/mpi_internal.h). */
+FMK_API fmk_plan *fmk_sim_force_plan(fmk_sim *sim);
 
 #ifdef __cplusplus
 }

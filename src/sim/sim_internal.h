@@ -18,6 +18,8 @@
  *   dist.c      distributed simulations (sim_hooks.h): agreed statuses, reductions, the
  *               particles gathered on rank 0 for the files, create over a communicator
  *   dist_file.c create_from_file over a communicator: rank 0 reads, the particles scattered
+ *   migrate.c   distributed simulations: the particles moved after a step to the ranks that
+ *               evaluated their forces; the snapshot's particles sorted by id on rank 0
  *   device.c    the bridge to the device-resident state (cuda/sim_cuda.h); FMK_ERR_UNAVAILABLE
  *               in a build without CUDA
  *   cuda/       kick and drift kernels, reductions, the spline correction on the GPU
@@ -118,6 +120,10 @@ struct fmk_sim {
     int64_t diag_steps;        /* and their number */
 
     double seconds_force, seconds_step;
+    /* Migration (migrate.c): off (1) keeps the particles where they were given (a test's
+     * reference); the counts of fmk_sim_migration_get. */
+    int migrate_off;
+    fmk_sim_migration migration;
     atomic_int stop; /* fmk_sim_interrupt */
     char error[FMK_SIM_ERROR_LEN];
 };
@@ -247,7 +253,8 @@ void fmk_sim_dist_reduce(const fmk_sim *sim, double *x, int count, fmk_sim_reduc
 int fmk_sim_dist_stopped(fmk_sim *sim);
 int fmk_sim_is_root(const fmk_sim *sim);
 /* Every rank's particles on rank 0 (into *all, with acc and pot when asked: restart), in rank
- * order; the other ranks get nothing (all->n 0). *all's arrays are to free with
+ * order (a restart's: the ranks' layout), or, without acc and pot (snapshots, PNGs), by id
+ * (fmk_sim_dist_sort_ids); the other ranks get nothing (all->n 0). *all's arrays are to free with
  * fmk_sim_dist_free; without hooks *all is a copy of local. Agreed status. */
 fmk_status fmk_sim_dist_gather(fmk_sim *sim, const fmk_sim_particles *local, const double *acc,
                                const double *pot, fmk_sim_particles *all, double **acc_all,
@@ -260,6 +267,13 @@ fmk_status fmk_sim_dist_create(fmk_sim **out, const fmk_sim_comm *comm, int64_t 
                                const double *mass, const double *pos, const double *vel,
                                const double *soft, const uint64_t *ids, const double *time,
                                const fmk_sim_opts *opts);
+/* migrate.c: after a step of a distributed simulation, every particle to the rank that
+ * evaluated its forces, where enough of them were evaluated elsewhere (the file's comment).
+ * Collective; never fails (a migration that cannot be made is left out: the state stays). */
+void fmk_sim_dist_migrate(fmk_sim *sim);
+/* Rank 0's gathered particles (pos, vel, mass, id; soft NULL) sorted by id, stably; agreed
+ * status (FMK_ERR_NOMEM). */
+fmk_status fmk_sim_dist_sort_ids(fmk_sim *sim, fmk_sim_particles *all);
 /* rank r's share of n in equal shares: its count and first index. */
 void fmk_sim_dist_share(int64_t n, int rank, int size, int64_t *count, int64_t *first);
 /* restart.c: a distributed restart's blob: the global n and the ranks' counts appended

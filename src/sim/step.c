@@ -189,6 +189,7 @@ fmk_status fmk_sim_step_once(fmk_sim *sim, double dt, double land)
     } else {
         sim->time += dt;
     }
+    fmk_sim_dist_migrate(sim); /* distributed: the particles to where their forces were */
     sim->seconds_step = fmk_sim_now() - t0;
     return FMK_OK;
 }

@@ -15,6 +15,7 @@ typedef struct sim_mpi_state {
     MPI_Comm comm; /* MPI_Comm_dup of the caller's */
     int rank, size;
     int *counts, *displs; /* size each: one gather's or scatter's */
+    int *a2a;             /* 4 x size: an alltoallv's counts and displacements */
 } sim_mpi_state;
 
 static void hook_reduce(void *state, double *x, int count, fmk_sim_reduce_op op)
@@ -77,6 +78,44 @@ static void hook_bcast(void *state, void *buf, int64_t words)
     MPI_Bcast(buf, (int)words, MPI_UINT64_T, 0, s->comm);
 }
 
+static void hook_alltoall(void *state, const int64_t *send, int64_t *recv)
+{
+    sim_mpi_state *s = state;
+    MPI_Alltoall(send, 1, MPI_INT64_T, recv, 1, MPI_INT64_T, s->comm);
+}
+
+/* counts (rows, each side's total <= INT_MAX: the driver checks) as MPI's, in rows of width
+ * words. */
+static void hook_alltoallv(void *state, const void *send, const int64_t *send_counts, void *recv,
+                           const int64_t *recv_counts, int width)
+{
+    sim_mpi_state *s = state;
+    int *sc = s->a2a, *sd = sc + s->size, *rc = sc + 2 * s->size, *rd = sc + 3 * s->size;
+    int so = 0, ro = 0;
+    for (int r = 0; r < s->size; r++) {
+        sc[r] = (int)send_counts[r], sd[r] = so, so += sc[r];
+        rc[r] = (int)recv_counts[r], rd[r] = ro, ro += rc[r];
+    }
+    MPI_Datatype row;
+    MPI_Type_contiguous(width, MPI_UINT64_T, &row);
+    MPI_Type_commit(&row);
+    MPI_Alltoallv(send, sc, sd, row, recv, rc, rd, row, s->comm);
+    MPI_Type_free(&row);
+}
+
+static fmk_status hook_owners(void *state, const fmk_plan *plan, int64_t n, int *owner,
+                              int *distributed)
+{
+    (void)state;
+    return fmk_mpi_plan_owners(plan, n, owner, distributed);
+}
+
+static void hook_owners_here(void *state, fmk_plan *plan, int64_t n)
+{
+    (void)state;
+    fmk_mpi_plan_owners_here(plan, n);
+}
+
 static fmk_status hook_plan_create(void *state, fmk_plan **plan, int dim, fmk_kernel kernel,
                                    double eps, const fmk_opts *opts)
 {
@@ -90,7 +129,7 @@ static void hook_release(void *state)
     if (!s)
         return;
     MPI_Comm_free(&s->comm);
-    free(s->counts), free(s->displs), free(s);
+    free(s->counts), free(s->displs), free(s->a2a), free(s);
 }
 
 static const fmk_sim_hooks sim_mpi_hooks = {
@@ -102,6 +141,10 @@ static const fmk_sim_hooks sim_mpi_hooks = {
     .scatter = hook_scatter,
     .bcast = hook_bcast,
     .plan_create = hook_plan_create,
+    .alltoall = hook_alltoall,
+    .alltoallv = hook_alltoallv,
+    .owners = hook_owners,
+    .owners_here = hook_owners_here,
     .release = hook_release,
 };
 
@@ -138,8 +181,9 @@ static fmk_status open_comm(MPI_Comm comm, const char *fn, fmk_sim_comm *out)
         MPI_Comm_size(dup, &s->size);
         s->counts = calloc((size_t)s->size, sizeof *s->counts);
         s->displs = calloc((size_t)s->size, sizeof *s->displs);
+        s->a2a = calloc(4 * (size_t)s->size, sizeof *s->a2a);
     }
-    if (!s || !s->counts || !s->displs) {
+    if (!s || !s->counts || !s->displs || !s->a2a) {
         snprintf(text, sizeof text, "%s: out of host memory", fn);
         st = fmk_sim_hook_error(FMK_ERR_NOMEM, text);
     }
