@@ -44,7 +44,7 @@ static double *staged(fmk_plan *plan, const double *d, int64_t n, const char *wh
 fmk_status fmk_mpi_set_points_device(fmk_plan *plan, int64_t ns, const double *d_sources,
                                      int64_t nt, const double *d_targets)
 {
-    fmk_mpi_state *s = fmk_mpi_state_of(plan);
+    fmk_mpi_state *s = fmk_mpi_plan_state(plan);
     const int dim = s->dim;
     fmk_status st = on_cuda(plan, s, "fmk_plan_set_points_device");
     if (st == FMK_OK && (ns < 0 || ns > INT_MAX || (d_targets && (nt < 0 || nt > INT_MAX))))
@@ -66,7 +66,7 @@ fmk_status fmk_mpi_set_points_device(fmk_plan *plan, int64_t ns, const double *d
 fmk_status fmk_mpi_eval_many_device(fmk_plan *plan, int is_many, int64_t nd,
                                     const double *d_charges, double *d_pot, double *d_grad)
 {
-    fmk_mpi_state *s = fmk_mpi_state_of(plan);
+    fmk_mpi_state *s = fmk_mpi_plan_state(plan);
     const int cw = s->charge_width, gw = s->grad_width;
     fmk_status st =
         on_cuda(plan, s, is_many ? "fmk_plan_eval_many_device" : "fmk_plan_eval_device");

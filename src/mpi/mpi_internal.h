@@ -80,9 +80,7 @@ typedef struct fmk_mpi_state {
 
 typedef struct fmk_mpi_let fmk_mpi_let;
 
-/* plan_mpi.c: the state of a distributed plan (NULL for another plan), and its host calls
- * (the hooks set_points and eval_many). */
-fmk_mpi_state *fmk_mpi_state_of(fmk_plan *plan);
+/* plan_mpi.c: a distributed plan's host calls (the hooks set_points and eval_many). */
 fmk_status fmk_mpi_set_points_host(fmk_plan *plan, int64_t ns, const double *sources, int64_t nt,
                                    const double *targets);
 fmk_status fmk_mpi_eval_host(fmk_plan *plan, int is_many, int64_t nd, const double *charges,

@@ -31,11 +31,6 @@ static const fmk_plan_hooks mpi_hooks = {
     .release = mpi_release,
 };
 
-fmk_mpi_state *fmk_mpi_state_of(fmk_plan *plan)
-{
-    return fmk_plan_hook_state(plan, &mpi_hooks);
-}
-
 fmk_status fmk_mpi_set_points_host(fmk_plan *plan, int64_t ns, const double *sources, int64_t nt,
                                    const double *targets)
 {
