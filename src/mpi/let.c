@@ -9,7 +9,8 @@
  * received as sources, and its targets: an ordinary plan of any backend, walked as usual. The
  * positions travel at set_points, the charges (the particles', the pseudo-particles' from this
  * evaluation's moments) at each evaluation. Volume per rank: the nodes and leaves near the
- * domain's surface, O(n^(2/3)), not the N sources of the replicated path. */
+ * domain's surface, O(n^(2/3)), not the N sources of the replicated path. The laplace FMM
+ * takes the same path with pseudo-particles of its order p (let_pseudo.c). */
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>

@@ -1,8 +1,9 @@
 /*
- * let.h -- what the two files of the treecode's distributed sources share (never installed):
- * let.c exchanges (routing, positions, charges), let_tree.c is the sending tree (its build, the
- * walks that choose what each other rank gets, the moments and pseudo-charges).
- * docs/distributed.md, "Treecode: locally essential trees".
+ * let.h -- what the files of the distributed sources of the treecode and the laplace FMM share
+ * (never installed): let.c exchanges (routing, positions, charges), let_tree.c is the sending
+ * tree (its build, the walks that choose what each other rank gets, the treecode's moments and
+ * pseudo-charges), let_pseudo.c the FMM's pseudo-particles of order p. docs/distributed.md,
+ * "Treecode: locally essential trees" and "FMM: locally essential trees".
  */
 #ifndef FMMKIT_MPI_LET_H
 #define FMMKIT_MPI_LET_H
@@ -73,9 +74,10 @@ int fmk_let_rows(const fmk_mpi_let *l, int P, int64_t nd, const double *q, doubl
 
 /* let_pseudo.c: the FMM's pseudo-particles of order p (docs/distributed.md, "FMM: locally
  * essential trees"). Moments and harmonics are complex, (p+1)(p+2)/2 terms (n, m >= 0) in the
- * order of n(n+1)/2 + m; work: room for as many. */
+ * order of n(n+1)/2 + m; work: room for fmk_let_pseudo_work(order) of them. */
 int fmk_let_pseudo_count(int order); /* pseudo-particles a node: (p+1)(2p+1); LET_PP at 0 */
 int fmk_let_pseudo_terms(int order); /* (p+1)(p+2)/2 */
+int fmk_let_pseudo_work(int order);  /* the room a work array needs: terms + 2 (p+1)^2 */
 /* The order and the opening ratio theta for the plan's eps (the MAC: a node's centre farther
  * than a (1 + 1/theta) from every box of the receiver). */
 void fmk_let_pseudo_choose(double eps, int *order, double *theta);
@@ -99,7 +101,7 @@ void fmk_let_pseudo_charges(int order, int K, const double complex *B, double a,
 /* l's order, n_pp, pp_u and pp_w (order 0: the icosahedron); 0, or -1 when out of memory. */
 int fmk_let_pseudo_setup(fmk_mpi_let *l, int order);
 /* fmk_let_rows at order > 0; qs: the charges in key order (row per source). */
-int fmk_let_pseudo_rows(const fmk_mpi_let *l, int P, int64_t nd, const double *q,
-                        const double *qs, double *send);
+int fmk_let_pseudo_rows(const fmk_mpi_let *l, int P, int64_t nd, const double *q, const double *qs,
+                        double *send);
 
 #endif /* FMMKIT_MPI_LET_H */

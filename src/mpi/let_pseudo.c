@@ -44,6 +44,11 @@ int fmk_let_pseudo_terms(int order)
     return (order + 1) * (order + 2) / 2;
 }
 
+int fmk_let_pseudo_work(int order)
+{
+    return fmk_let_pseudo_terms(order) + 2 * (order + 1) * (order + 1);
+}
+
 /* The opening ratio and the order from eps. theta 0.5: a node goes as pseudo-particles at a
  * distance of at least 3a from every box of the receiver, a / d <= r = 1/3 (about the r that
  * lets the nearest nodes go: a node needs more than K ~ 2 p^2 sources, p ~ log eps / log r,
@@ -141,17 +146,32 @@ static inline double complex any_m(const double complex *X, int n, int m)
 void fmk_let_m2m(int order, const double t[3], const double complex *child, double complex *parent,
                  double complex *work)
 {
+    /* conj R(t) and the child's moments for every m (-n..n: index n^2 + n + m), so that the
+     * convolution below has no branches */
+    const int T = fmk_let_pseudo_terms(order), F = (order + 1) * (order + 1);
+    double complex *rt = work + T, *cf = rt + F;
     fmk_let_regular(order, t, work);
     for (int n = 0; n <= order; n++)
+        for (int m = -n; m <= n; m++) {
+            rt[n * n + n + m] = conj(any_m(work, n, m));
+            cf[n * n + n + m] = any_m(child, n, m);
+        }
+    for (int n = 0; n <= order; n++) /* (the products by hand: C's complex product checks
+                                       * for infinities, a call a term) */
         for (int m = 0; m <= n; m++) {
-            double complex s = 0;
+            double sr = 0, si = 0;
             for (int k = 0; k <= n; k++) {
                 const int nk = n - k;
                 const int l0 = m - nk > -k ? m - nk : -k, l1 = m + nk < k ? m + nk : k;
-                for (int l = l0; l <= l1; l++)
-                    s += conj(any_m(work, k, l)) * any_m(child, nk, m - l);
+                const double *r = (const double *)(rt + k * k + k);
+                const double *c = (const double *)(cf + nk * nk + nk + m);
+                for (int l = l0; l <= l1; l++) {
+                    const double ar = r[2 * l], ai = r[2 * l + 1];
+                    const double br = c[-2 * l], bi = c[-2 * l + 1];
+                    sr += ar * br - ai * bi, si += ar * bi + ai * br;
+                }
             }
-            parent[TRI(n, m)] += s;
+            parent[TRI(n, m)] += sr + I * si;
         }
 }
 
@@ -223,9 +243,18 @@ int fmk_let_pseudo_setup(fmk_mpi_let *l, int order)
     return 0;
 }
 
-/* The nodes whose moments the rows need: those sent, and their descendants (the M2M's way
- * up from the leaves); slot[i] the node's moments' place, -1 where not needed, level[i] its
- * depth. The count, -1 when out of memory. */
+/* Whether a node's moments come straight from its sources (P2M, about 4.5 (p+1)^2 operations
+ * a source) rather than from its children's (M2M, about (p+1)^4 a child): the leaves, and the
+ * nodes whose sources cost less that way. */
+static int direct_p2m(const let_node *nd, int order)
+{
+    const int64_t p1 = order + 1;
+    return nd->n_child == 0 || 9 * (nd->end - nd->begin) <= 2 * nd->n_child * p1 * p1;
+}
+
+/* The nodes whose moments the rows need: those sent, and the descendants of those computed by
+ * M2M; slot[i] the node's moments' place, -1 where not needed, level[i] its depth. The count
+ * of places. */
 static int64_t needed_nodes(const fmk_mpi_let *l, int64_t n_sent, int32_t *slot, int8_t *level)
 {
     const int32_t nn = l->n_node;
@@ -237,9 +266,10 @@ static int64_t needed_nodes(const fmk_mpi_let *l, int64_t n_sent, int32_t *slot,
     level[0] = 0;
     for (int32_t i = 0; i < nn; i++) { /* children after their parents */
         const let_node *nd = &l->node[i];
+        const int through = slot[i] >= 0 && !direct_p2m(nd, l->order);
         for (int32_t c = nd->child; c < nd->child + nd->n_child; c++) {
             level[c] = (int8_t)(level[i] + 1);
-            if (slot[i] >= 0)
+            if (through)
                 slot[c] = 0;
         }
         if (slot[i] >= 0)
@@ -249,10 +279,10 @@ static int64_t needed_nodes(const fmk_mpi_let *l, int64_t n_sent, int32_t *slot,
 }
 
 /* The moments of the needed nodes (nd vectors each, T terms a vector), deepest level first:
- * P2M at the leaves from their sources (qs: charges in key order, row per source), M2M from
- * the children elsewhere. -1 when out of memory. */
-static int needed_moments(const fmk_mpi_let *l, int64_t nd, const double *qs,
-                          const int32_t *slot, const int8_t *level, double complex *mom)
+ * P2M from their sources (qs: charges in key order, row per source) where direct_p2m, else
+ * M2M from the children. -1 when out of memory. */
+static int needed_moments(const fmk_mpi_let *l, int64_t nd, const double *qs, const int32_t *slot,
+                          const int8_t *level, double complex *mom)
 {
     const int order = l->order, T = fmk_let_pseudo_terms(order);
     const size_t per = (size_t)nd * (size_t)T;
@@ -264,7 +294,7 @@ static int needed_moments(const fmk_mpi_let *l, int64_t nd, const double *qs,
             begin--;
 #pragma omp parallel reduction(min : rc) if (end - begin > 16 && l->n_own > 65536)
         {
-            double complex *work = malloc((size_t)T * sizeof *work);
+            double complex *work = malloc((size_t)fmk_let_pseudo_work(order) * sizeof *work);
             if (!work)
                 rc = -1;
 #pragma omp for schedule(dynamic, 16)
@@ -274,7 +304,7 @@ static int needed_moments(const fmk_mpi_let *l, int64_t nd, const double *qs,
                 const let_node *n = &l->node[i];
                 double complex *m = mom + (size_t)slot[i] * per;
                 memset(m, 0, per * sizeof *m);
-                if (n->n_child == 0) {
+                if (direct_p2m(n, order)) {
                     fmk_let_p2m(order, n->c, n->end - n->begin, l->xs + 3 * n->begin, nd,
                                 qs + n->begin * nd, m, work);
                     continue;
@@ -295,8 +325,8 @@ static int needed_moments(const fmk_mpi_let *l, int64_t nd, const double *qs,
     return rc;
 }
 
-int fmk_let_pseudo_rows(const fmk_mpi_let *l, int P, int64_t nd, const double *q,
-                        const double *qs, double *send)
+int fmk_let_pseudo_rows(const fmk_mpi_let *l, int P, int64_t nd, const double *q, const double *qs,
+                        double *send)
 {
     const int order = l->order, K = l->n_pp, T = fmk_let_pseudo_terms(order);
     int64_t n_sent = 0;
@@ -305,7 +335,7 @@ int fmk_let_pseudo_rows(const fmk_mpi_let *l, int P, int64_t nd, const double *q
     int32_t *slot = malloc((size_t)(l->n_node > 0 ? l->n_node : 1) * sizeof *slot);
     int8_t *level = malloc((size_t)(l->n_node > 0 ? l->n_node : 1));
     double complex *B = malloc((size_t)K * (size_t)T * sizeof *B);
-    double complex *work = malloc((size_t)T * sizeof *work);
+    double complex *work = malloc((size_t)fmk_let_pseudo_work(order) * sizeof *work);
     const int64_t n_need = slot && level ? needed_nodes(l, n_sent, slot, level) : 0;
     double complex *mom =
         malloc((size_t)(n_need > 0 ? n_need : 1) * (size_t)nd * (size_t)T * sizeof *mom);

@@ -12,7 +12,8 @@
  *
  * with M, D, S the node's charge, dipole and second moment about c. A node goes as
  * pseudo-particles when it has more than 12 sources and its centre is farther than
- * a (1 + 1/theta) from every box of the receiving rank's targets. */
+ * a (1 + 1/theta) from every box of the receiving rank's targets. The FMM's pseudo-particles
+ * of order p (let_pseudo.c) take the place of these where l->order > 0: n_pp a node. */
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
@@ -351,9 +352,9 @@ int fmk_let_rows(const fmk_mpi_let *l, int P, int64_t nd, const double *q, doubl
 {
     const size_t snd = (size_t)nd;
     double *qs = malloc((size_t)(l->n_own > 0 ? l->n_own : 1) * snd * sizeof *qs);
-    double *mom = l->order > 0 ? NULL
-                               : malloc((size_t)(l->n_node > 0 ? l->n_node : 1) * snd * 10 *
-                                        sizeof *mom);
+    double *mom = l->order > 0
+                      ? NULL
+                      : malloc((size_t)(l->n_node > 0 ? l->n_node : 1) * snd * 10 * sizeof *mom);
     if (!qs || (l->order == 0 && !mom))
         return free(qs), free(mom), -1;
 #pragma omp parallel for schedule(static) if (l->n_own > 65536)

@@ -47,9 +47,10 @@ typedef struct fmk_mpi_state {
     int *owner;
     int64_t owner_n;
     int self; /* this rank's targets are its sources (targets NULL) */
-    /* The distributed sources of the treecode (let.c): where let_on (default 1) and the
-     * method is tree in 3D on several ranks, the sources stay on their run's rank and the
-     * other ranks get their locally essential trees; NULL: the replicated sources. */
+    /* The distributed sources of the treecode and the laplace FMM (let.c): where let_on
+     * (default 1) and the method is tree, or fmm with kernel laplace, in 3D on several ranks,
+     * the sources stay on their run's rank and the other ranks get their locally essential
+     * trees; NULL: the replicated sources. */
     int let_on;
     double theta; /* opts.theta (0: the method's default) */
     struct fmk_mpi_let *let;

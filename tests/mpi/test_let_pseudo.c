@@ -10,14 +10,14 @@
 #include "mpi/let.h"
 
 static int failures;
-#define CHECK(cond, ...)                                            \
-    do {                                                            \
-        if (!(cond)) {                                              \
-            failures++;                                             \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);    \
-            fprintf(stderr, __VA_ARGS__);                           \
-            fprintf(stderr, "\n");                                  \
-        }                                                           \
+#define CHECK(cond, ...)                                         \
+    do {                                                         \
+        if (!(cond)) {                                           \
+            failures++;                                          \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
+            fprintf(stderr, __VA_ARGS__);                        \
+            fprintf(stderr, "\n");                               \
+        }                                                        \
     } while (0)
 
 static unsigned long long rng = 12345;
@@ -84,7 +84,7 @@ static void moments_and_m2m(int p)
     double complex *direct = calloc((size_t)T, sizeof *direct);
     double complex *moved = calloc((size_t)T, sizeof *moved);
     double complex *child = calloc((size_t)T, sizeof *child);
-    double complex *work = malloc((size_t)T * sizeof *work);
+    double complex *work = malloc((size_t)fmk_let_pseudo_work(p) * sizeof *work);
     fmk_let_p2m(p, c, NSRC, y, 1, q, direct, work);
     double qabs = 0;
     for (int j = 0; j < NSRC; j++)
@@ -96,7 +96,8 @@ static void moments_and_m2m(int p)
         for (int t = 0; t < T; t++)
             child[t] = 0;
         for (int j = 0; j < NSRC; j++) {
-            const int o = (y[3 * j] > c[0]) | (y[3 * j + 1] > c[1]) << 1 | (y[3 * j + 2] > c[2]) << 2;
+            const int o =
+                (y[3 * j] > c[0]) | (y[3 * j + 1] > c[1]) << 1 | (y[3 * j + 2] > c[2]) << 2;
             if (o == oct)
                 fmk_let_p2m(p, cc, 1, y + 3 * j, 1, q + j, child, work);
         }
@@ -124,9 +125,9 @@ static void moments_and_m2m(int p)
     worst = 0;
     for (int n = 0, t = 0; n <= p; n++)
         for (int m = 0; m <= n; m++, t++) /* relative to |R_n^m| <= a^n / sqrt((n-m)! (n+m)!) */
-            worst = fmax(worst, cabs(moved[t] - direct[t]) /
-                                    (qabs * pow(a, n) /
-                                     sqrt(tgamma(n - m + 1.0) * tgamma(n + m + 1.0))));
+            worst = fmax(worst,
+                         cabs(moved[t] - direct[t]) /
+                             (qabs * pow(a, n) / sqrt(tgamma(n - m + 1.0) * tgamma(n + m + 1.0))));
     CHECK(worst < 1e-11, "p %d: pseudo-particles' moments off by %.3g", p, worst);
     free(direct), free(moved), free(child), free(work), free(u), free(w), free(qk), free(xk);
     free(B);
@@ -139,7 +140,8 @@ static void far_error(int p, double d, double *err_pot, double *err_grad)
     double y[3 * NSRC], q[NSRC];
     const double c[3] = {0, 0, 0}, h = 1 / sqrt(3.0), a = 1;
     node(y, q, c, h, 1);
-    double complex *mom = calloc((size_t)T, sizeof *mom), *work = malloc((size_t)T * sizeof *work);
+    double complex *mom = calloc((size_t)T, sizeof *mom);
+    double complex *work = malloc((size_t)fmk_let_pseudo_work(p) * sizeof *work);
     double complex *B = malloc((size_t)K * T * sizeof *B);
     double *u = malloc((size_t)K * 3 * sizeof *u), *w = malloc((size_t)K * sizeof *w);
     double *qk = malloc((size_t)K * sizeof *qk), *xk = malloc((size_t)K * 3 * sizeof *xk);
@@ -160,8 +162,9 @@ static void far_error(int p, double d, double *err_pot, double *err_grad)
         field(x, NSRC, y, q, &p0, g0);
         field(x, K, xk, qk, &p1, g1);
         const double gn = sqrt(g0[0] * g0[0] + g0[1] * g0[1] + g0[2] * g0[2]);
-        const double ge = sqrt((g1[0] - g0[0]) * (g1[0] - g0[0]) + (g1[1] - g0[1]) * (g1[1] - g0[1]) +
-                               (g1[2] - g0[2]) * (g1[2] - g0[2]));
+        const double ge =
+            sqrt((g1[0] - g0[0]) * (g1[0] - g0[0]) + (g1[1] - g0[1]) * (g1[1] - g0[1]) +
+                 (g1[2] - g0[2]) * (g1[2] - g0[2]));
         *err_pot = fmax(*err_pot, fabs(p1 - p0) / fabs(p0));
         *err_grad = fmax(*err_grad, ge / gn);
     }
@@ -197,7 +200,8 @@ int main(void)
         const double r = theta / (1 + theta);
         printf("eps %.0e: order %d, theta %.2f, K %d\n", eps[i], order, theta,
                fmk_let_pseudo_count(order));
-        CHECK(pow(r, order + 1) <= eps[i] && pow(r, order) > eps[i], "eps %g: order %d too low", eps[i], order);
+        CHECK(pow(r, order + 1) <= eps[i] && pow(r, order) > eps[i], "eps %g: order %d too low",
+              eps[i], order);
     }
     if (failures)
         printf("%d failures\n", failures);
