@@ -118,12 +118,14 @@ void fmk_let_regular(int order, const double x[3], double complex *R)
     }
 }
 
-void fmk_let_p2m(int order, const double c[3], int64_t n, const double *x, int64_t nd,
+void fmk_let_p2m(int order, const double c[3], double unit, int64_t n, const double *x, int64_t nd,
                  const double *q, double complex *mom, double complex *work)
 {
     const int T = fmk_let_pseudo_terms(order);
+    const double s = 1 / unit;
     for (int64_t j = 0; j < n; j++) {
-        const double y[3] = {x[3 * j] - c[0], x[3 * j + 1] - c[1], x[3 * j + 2] - c[2]};
+        const double y[3] = {(x[3 * j] - c[0]) * s, (x[3 * j + 1] - c[1]) * s,
+                             (x[3 * j + 2] - c[2]) * s};
         fmk_let_regular(order, y, work);
         for (int64_t v = 0; v < nd; v++) {
             const double qj = q[j * nd + v];
@@ -243,6 +245,13 @@ int fmk_let_pseudo_setup(fmk_mpi_let *l, int order)
     return 0;
 }
 
+/* The length the moments are taken in: the root's radius, so that r^n / (n+m)! of every node
+ * (at most 21 levels below) stays within the doubles' range at any order and in any units. */
+static double moment_unit(const fmk_mpi_let *l)
+{
+    return l->n_node > 0 && l->node[0].a > 0 ? l->node[0].a : 1;
+}
+
 /* Whether a node's moments come straight from its sources (P2M, about 4.5 (p+1)^2 operations
  * a source) rather than from its children's (M2M, about (p+1)^4 a child): the leaves, and the
  * nodes whose sources cost less that way. */
@@ -286,6 +295,7 @@ static int needed_moments(const fmk_mpi_let *l, int64_t nd, const double *qs, co
 {
     const int order = l->order, T = fmk_let_pseudo_terms(order);
     const size_t per = (size_t)nd * (size_t)T;
+    const double unit = moment_unit(l);
     int rc = 0;
     int32_t end = l->n_node;
     while (end > 0) { /* one level: [begin, end), breadth first */
@@ -305,14 +315,14 @@ static int needed_moments(const fmk_mpi_let *l, int64_t nd, const double *qs, co
                 double complex *m = mom + (size_t)slot[i] * per;
                 memset(m, 0, per * sizeof *m);
                 if (direct_p2m(n, order)) {
-                    fmk_let_p2m(order, n->c, n->end - n->begin, l->xs + 3 * n->begin, nd,
+                    fmk_let_p2m(order, n->c, unit, n->end - n->begin, l->xs + 3 * n->begin, nd,
                                 qs + n->begin * nd, m, work);
                     continue;
                 }
                 for (int32_t c = n->child; c < n->child + n->n_child; c++) {
                     const let_node *ch = &l->node[c];
-                    const double t[3] = {ch->c[0] - n->c[0], ch->c[1] - n->c[1],
-                                         ch->c[2] - n->c[2]};
+                    const double t[3] = {(ch->c[0] - n->c[0]) / unit, (ch->c[1] - n->c[1]) / unit,
+                                         (ch->c[2] - n->c[2]) / unit};
                     for (int64_t v = 0; v < nd; v++)
                         fmk_let_m2m(order, t, mom + (size_t)slot[c] * per + (size_t)v * T,
                                     m + (size_t)v * T, work);
@@ -356,7 +366,7 @@ int fmk_let_pseudo_rows(const fmk_mpi_let *l, int P, int64_t nd, const double *q
         for (int64_t k = 0; k < nn; k++) {
             const int32_t i = l->nidx[in + k];
             for (int64_t v = 0; v < nd; v++)
-                fmk_let_pseudo_charges(order, K, B, l->node[i].a,
+                fmk_let_pseudo_charges(order, K, B, l->node[i].a / moment_unit(l),
                                        mom + ((size_t)slot[i] * (size_t)nd + (size_t)v) * T,
                                        send + (o + K * k) * nd + v, nd);
         }

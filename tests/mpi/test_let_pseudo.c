@@ -85,7 +85,7 @@ static void moments_and_m2m(int p)
     double complex *moved = calloc((size_t)T, sizeof *moved);
     double complex *child = calloc((size_t)T, sizeof *child);
     double complex *work = malloc((size_t)fmk_let_pseudo_work(p) * sizeof *work);
-    fmk_let_p2m(p, c, NSRC, y, 1, q, direct, work);
+    fmk_let_p2m(p, c, 1.0, NSRC, y, 1, q, direct, work);
     double qabs = 0;
     for (int j = 0; j < NSRC; j++)
         qabs += fabs(q[j]);
@@ -99,7 +99,7 @@ static void moments_and_m2m(int p)
             const int o =
                 (y[3 * j] > c[0]) | (y[3 * j + 1] > c[1]) << 1 | (y[3 * j + 2] > c[2]) << 2;
             if (o == oct)
-                fmk_let_p2m(p, cc, 1, y + 3 * j, 1, q + j, child, work);
+                fmk_let_p2m(p, cc, 1.0, 1, y + 3 * j, 1, q + j, child, work);
         }
         const double t[3] = {cc[0] - c[0], cc[1] - c[1], cc[2] - c[2]};
         fmk_let_m2m(p, t, child, moved, work);
@@ -121,7 +121,7 @@ static void moments_and_m2m(int p)
         xk[k] = c[k % 3] + a * u[k];
     for (int t = 0; t < T; t++)
         moved[t] = 0;
-    fmk_let_p2m(p, c, K, xk, 1, qk, moved, work);
+    fmk_let_p2m(p, c, 1.0, K, xk, 1, qk, moved, work);
     worst = 0;
     for (int n = 0, t = 0; n <= p; n++)
         for (int m = 0; m <= n; m++, t++) /* relative to |R_n^m| <= a^n / sqrt((n-m)! (n+m)!) */
@@ -133,22 +133,24 @@ static void moments_and_m2m(int p)
     free(B);
 }
 
-/* the worst relative error of potential and gradient on targets at distance d of the centre */
-static void far_error(int p, double d, double *err_pot, double *err_grad)
+/* the worst relative error of potential and gradient on targets at distance d a of the centre,
+ * for a node of radius a (the moments in units of a) */
+static void far_error(int p, double d, double a, double *err_pot, double *err_grad)
 {
     const int K = fmk_let_pseudo_count(p), T = fmk_let_pseudo_terms(p);
     double y[3 * NSRC], q[NSRC];
-    const double c[3] = {0, 0, 0}, h = 1 / sqrt(3.0), a = 1;
+    const double c[3] = {0, 0, 0}, h = a / sqrt(3.0);
+    rng = 777; /* the same node at every scale */
     node(y, q, c, h, 1);
     double complex *mom = calloc((size_t)T, sizeof *mom);
     double complex *work = malloc((size_t)fmk_let_pseudo_work(p) * sizeof *work);
     double complex *B = malloc((size_t)K * T * sizeof *B);
     double *u = malloc((size_t)K * 3 * sizeof *u), *w = malloc((size_t)K * sizeof *w);
     double *qk = malloc((size_t)K * sizeof *qk), *xk = malloc((size_t)K * 3 * sizeof *xk);
-    fmk_let_p2m(p, c, NSRC, y, 1, q, mom, work);
+    fmk_let_p2m(p, c, a, NSRC, y, 1, q, mom, work);
     fmk_let_sphere(p, u, w);
     fmk_let_pseudo_table(p, K, u, w, B, work);
-    fmk_let_pseudo_charges(p, K, B, a, mom, qk, 1);
+    fmk_let_pseudo_charges(p, K, B, 1.0, mom, qk, 1);
     for (int k = 0; k < 3 * K; k++)
         xk[k] = c[k % 3] + a * u[k];
     *err_pot = 0, *err_grad = 0;
@@ -157,7 +159,7 @@ static void far_error(int p, double d, double *err_pot, double *err_grad)
         for (int k = 0; k < 3; k++)
             x[k] = uniform(), r += x[k] * x[k];
         for (int k = 0; k < 3; k++)
-            x[k] *= d / sqrt(r);
+            x[k] *= d * a / sqrt(r);
         double p0, g0[3], p1, g1[3];
         field(x, NSRC, y, q, &p0, g0);
         field(x, K, xk, qk, &p1, g1);
@@ -182,7 +184,7 @@ int main(void)
     double last = INFINITY;
     for (int p = 2; p <= 14; p += 4) {
         double ep, eg;
-        far_error(p, d, &ep, &eg);
+        far_error(p, d, 1.0, &ep, &eg);
         const double bound = 2 * pow(1 / d, p + 1) / (1 - 1 / d) * (d + 1) / d;
         printf("p %2d  K %4d  potential %.2e  gradient %.2e  bound %.2e\n", p,
                fmk_let_pseudo_count(p), ep, eg, bound);
@@ -190,6 +192,17 @@ int main(void)
         CHECK(eg < (p + 2) * bound * 3, "p %d: gradient error %.3g", p, eg);
         CHECK(ep < last, "p %d: error %.3g does not fall", p, ep);
         last = ep;
+    }
+    /* in any units: a node of radius 1e-150 or 1e150 at the highest order, its moments in
+     * units of its radius (as the sending tree's are in the root's), errs as one of radius 1 */
+    double e1, g1;
+    far_error(LET_ORDER_MAX, 2, 1.0, &e1, &g1);
+    for (int k = 0; k < 2; k++) {
+        const double a = k ? 1e150 : 1e-150;
+        double ep, eg;
+        far_error(LET_ORDER_MAX, 2, a, &ep, &eg);
+        CHECK(ep < 2 * e1 + 1e-15 && eg < 2 * g1 + 1e-15 && ep == ep && eg == eg,
+              "radius %g: errors %.3g %.3g against %.3g %.3g at radius 1", a, ep, eg, e1, g1);
     }
     /* the choice from eps: its bound below eps */
     const double eps[] = {1e-3, 1e-6, 1e-9};
