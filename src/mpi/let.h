@@ -87,8 +87,8 @@ void fmk_let_sphere(int order, double *u, double *w);
 void fmk_let_regular(int order, const double x[3], double complex *R);
 /* Adds to mom (nd vectors of terms) the moments about c of n points x with charges q (row of
  * nd a point), lengths in units of unit (the M2M's t and the pseudo-charges' a likewise). */
-void fmk_let_p2m(int order, const double c[3], double unit, int64_t n, const double *x,
-                 int64_t nd, const double *q, double complex *mom, double complex *work);
+void fmk_let_p2m(int order, const double c[3], double unit, int64_t n, const double *x, int64_t nd,
+                 const double *q, double complex *mom, double complex *work);
 /* Adds to parent the moments child, moved by t = the child's centre - the parent's. */
 void fmk_let_m2m(int order, const double t[3], const double complex *child, double complex *parent,
                  double complex *work);
