@@ -128,8 +128,9 @@ void fmk_mpi_let_free(fmk_mpi_state *s);
  * evaluated at the last set_points (its own, or those moved to it). */
 FMK_API void fmk_mpi_set_balance(fmk_plan *plan, double balance);
 FMK_API int64_t fmk_mpi_evaluated_targets(const fmk_plan *plan);
-/* For tests: the treecode's distributed sources on (1, the default) or off (0: replicated),
- * from the next set_points; the sources this rank keeps and the local plan's sources. */
+/* For tests: the distributed sources of the treecode and the laplace FMM on (1, the default)
+ * or off (0: replicated), from the next set_points; the sources this rank keeps and the local
+ * plan's sources. */
 FMK_API void fmk_mpi_set_let(fmk_plan *plan, int on);
 /* For tests: every rank's cost a target (size values), as if the last evaluation measured them. */
 FMK_API void fmk_mpi_set_costs(fmk_plan *plan, const double *cost);
