@@ -4,6 +4,7 @@ rank sent, and the error against the direct sum on a sample of targets.
 
     mpirun -np P python3 bench/mpi_plan.py [--log2 22] [--dist plummer] [--method tree]
         [--backend cuda] [--precision fp32] [--theta 0.6] [--eps 1e-2] [--repeat 3] [--json]
+        [--replicated]
 
 (PYTHONPATH=python and FMMKIT_LIBRARY=<build>/libfmmkit.so for a build tree.) The points: N =
 2^log2 of a Plummer sphere (radius capped at 50) or a unit cube, in chunks of 2^18 drawn with
@@ -11,6 +12,9 @@ the chunk's own seed, chunk j on rank j P / chunks: every run of the same N has 
 points whatever P. Targets are the sources. Times: the largest over the ranks, after a barrier;
 eval: the best of --repeat. The check: 1000 of rank 0's targets, the direct sum over every
 rank's sources summed by allreduce, relative l2 of the potential and of the gradient.
+--replicated: the sources replicated on every rank instead of distributed by locally essential
+trees (the tree and the 3D FMM; fmk_mpi_set_let, a test knob of src/mpi/mpi_internal.h), the
+reference of the distributed path.
 """
 import argparse
 import json
@@ -49,6 +53,8 @@ def main():
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--plain", action="store_true",
                     help="one rank: time the ordinary (non-distributed) plan, the reference")
+    ap.add_argument("--replicated", action="store_true",
+                    help="the sources replicated on every rank (no locally essential trees)")
     a = ap.parse_args()
     from mpi4py import MPI
     comm = MPI.COMM_WORLD
@@ -67,6 +73,9 @@ def main():
     if a.plain and size != 1:
         sys.exit("--plain needs one rank")
     with (fmmkit.Plan(**opts) if a.plain else fmmkit.Plan(comm=comm, **opts)) as plan:
+        if a.replicated and not a.plain:
+            from fmmkit._lib import mpi_lib
+            mpi_lib().fmk_mpi_set_let(plan._handle, 0)
         comm.Barrier()
         t0 = time.perf_counter()
         plan.set_points(x)

@@ -25,9 +25,10 @@
  *
  * Not yet (FMK_ERR_UNAVAILABLE on every rank alike): fmk_plan_set_points_device and the
  * *_device evaluations. fmk_plan_memory answers for one rank's share of the work as if it
- * were an ordinary plan of the sizes given. The treecode keeps each rank's sources on it and
- * sends the other ranks its locally essential tree; the other methods gather every rank's
- * sources on every rank (memory O(N) per rank): docs/distributed.md.
+ * were an ordinary plan of the sizes given. The treecode and the 3D FMM of kernel laplace keep
+ * each rank's sources on it and send the other ranks their locally essential trees; the other
+ * methods and kernels gather every rank's sources on every rank (memory O(N) per rank):
+ * docs/distributed.md.
  */
 #ifndef FMMKIT_MPI_H
 #define FMMKIT_MPI_H
@@ -72,8 +73,8 @@ FMK_API int fmk_plan_is_mpi(const fmk_plan *plan);
 typedef struct fmk_mpi_info {
     int ranks;                 /* the communicator's size */
     int distributed_sources;   /* 1: each rank keeps its own sources and sends the others its
-                              * locally essential tree (the treecode); 0: every rank holds
-                              * every source (docs/distributed.md) */
+                              * locally essential tree (the treecode, the 3D laplace FMM); 0:
+                              * every rank holds every source (docs/distributed.md) */
     int64_t sources_kept;      /* the sources this rank keeps (distributed) or holds (all) */
     int64_t local_sources;     /* its local plan's sources: kept, particles and pseudo-particles
                               * received */

@@ -9,7 +9,8 @@
  * received as sources, and its targets: an ordinary plan of any backend, walked as usual. The
  * positions travel at set_points, the charges (the particles', the pseudo-particles' from this
  * evaluation's moments) at each evaluation. Volume per rank: the nodes and leaves near the
- * domain's surface, O(n^(2/3)), not the N sources of the replicated path. */
+ * domain's surface, O(n^(2/3)), not the N sources of the replicated path. The laplace FMM
+ * takes the same path with pseudo-particles of its order p (let_pseudo.c). */
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
@@ -24,7 +25,7 @@ void fmk_mpi_let_free(fmk_mpi_state *s)
     if (!l)
         return;
     free(l->own), free(l->perm), free(l->xs), free(l->keys), free(l->node), free(l->pidx);
-    free(l->nidx);
+    free(l->nidx), free(l->pp_u), free(l->pp_w);
     free(l->pcount), free(l->route), free(l->route_order);
     free(l);
     s->let = NULL;
@@ -32,7 +33,9 @@ void fmk_mpi_let_free(fmk_mpi_state *s)
 
 int fmk_mpi_let_applies(const fmk_mpi_state *s)
 {
-    return s->size > 1 && s->dim == 3 && s->method == FMK_METHOD_TREE && s->let_on;
+    /* the FMM: laplace only (the smooth kernels' pseudo-particles are not checked yet) */
+    const int fmm = s->method == FMK_METHOD_FMM && s->kernel == FMK_KERNEL_LAPLACE;
+    return s->size > 1 && s->dim == 3 && (s->method == FMK_METHOD_TREE || fmm) && s->let_on;
 }
 
 static fmk_status agree(fmk_plan *plan, const fmk_mpi_state *s, int ok, const char *what)
@@ -102,20 +105,19 @@ static fmk_status route_sources(fmk_plan *plan, fmk_mpi_state *s, fmk_mpi_let *l
     return FMK_OK;
 }
 
-/* The positions of what this rank sends, item by item (particles, then LET_PP a node). */
+/* The positions of what this rank sends, item by item (particles, then n_pp a node). */
 static void send_positions(const fmk_mpi_let *l, int P, double *out)
 {
-    double u[LET_PP][3];
-    fmk_let_icosahedron(u);
+    const double *u = l->pp_u;
     int64_t ip = 0, in = 0, o = 0;
     for (int r = 0; r < P; r++) {
         for (int k = 0; k < l->pcount[r]; k++, ip++, o++)
             memcpy(out + 3 * o, l->own + 3 * l->pidx[ip], 3 * sizeof(double));
         for (int k = 0; k < l->ncount[r]; k++, in++) {
             const let_node *nd = &l->node[l->nidx[in]];
-            for (int j = 0; j < LET_PP; j++, o++)
+            for (int j = 0; j < l->n_pp; j++, o++)
                 for (int d = 0; d < 3; d++)
-                    out[3 * o + d] = nd->c[d] + nd->a * u[j][d];
+                    out[3 * o + d] = nd->c[d] + nd->a * u[3 * j + d];
         }
     }
 }
@@ -139,7 +141,13 @@ fmk_status fmk_mpi_let_setup(fmk_plan *plan, fmk_mpi_state *s, int64_t ns, const
             l->rdispl = l->pcount + 5 * P;
         }
     }
-    fmk_status st = agree(plan, s, l && l->pcount, NULL);
+    int order = 0; /* the treecode's icosahedron; the FMM's order and opening from eps */
+    if (s->method == FMK_METHOD_FMM) {
+        fmk_info li;
+        fmk_plan_info(s->local, &li);
+        fmk_let_pseudo_choose(li.eps, &order, &theta);
+    }
+    fmk_status st = agree(plan, s, l && l->pcount && fmk_let_pseudo_setup(l, order) == 0, NULL);
     if (st != FMK_OK)
         return st;
     if (all_self) { /* the own sources are the targets moved here: the array is taken */

@@ -12,26 +12,14 @@
  *
  * with M, D, S the node's charge, dipole and second moment about c. A node goes as
  * pseudo-particles when it has more than 12 sources and its centre is farther than
- * a (1 + 1/theta) from every box of the receiving rank's targets. */
+ * a (1 + 1/theta) from every box of the receiving rank's targets. The FMM's pseudo-particles
+ * of order p (let_pseudo.c) take the place of these where l->order > 0: n_pp a node. */
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "mpi/let.h"
-
-void fmk_let_icosahedron(double u[LET_PP][3])
-{
-    const double p = (1 + sqrt(5.0)) / 2, r = sqrt(1 + p * p);
-    int k = 0;
-    for (int s1 = -1; s1 <= 1; s1 += 2)
-        for (int s2 = -1; s2 <= 1; s2 += 2) {
-            const double a = s1 / r, b = s2 * p / r;
-            const double v[3][3] = {{0, a, b}, {a, b, 0}, {b, 0, a}};
-            for (int j = 0; j < 3; j++, k++)
-                memcpy(u[k], v[j], sizeof v[j]);
-        }
-}
 
 /* Sorted Morton keys of n points (NULL: out of memory). */
 static fmk_mpi_keyed *sorted_keys(fmk_plan *sorter, const double *x, int64_t n, const double lo[3],
@@ -255,7 +243,7 @@ static int walk_node(walk_ctx *w, int32_t i, const int *bidx, int nb, int level)
         if (d <= reach)
             near[m++] = bidx[j];
     }
-    if (count > LET_PP && dmin > w->open * nd->a) {
+    if (count > w->l->n_pp && dmin > w->open * nd->a) {
         if (w->nn == w->ncap) {
             int32_t *g = realloc(w->nidx, (size_t)(w->ncap * 2) * sizeof *g);
             if (!g)
@@ -300,10 +288,10 @@ int fmk_let_lists(fmk_mpi_let *l, const fmk_mpi_state *s, const int *nbox, const
         if (r != s->rank && nbox[r] > 0 && l->n_own > 0)
             rc = walk_node(&w, 0, all, nbox[r], 0);
         first += nbox[r];
-        if (rc == 0 && w.np - p0 + LET_PP * (w.nn - n0) > INT_MAX)
+        if (rc == 0 && w.np - p0 + (int64_t)l->n_pp * (w.nn - n0) > INT_MAX)
             rc = -1;
         l->pcount[r] = (int)(w.np - p0), l->ncount[r] = (int)(w.nn - n0);
-        l->scount[r] = l->pcount[r] + LET_PP * l->ncount[r];
+        l->scount[r] = l->pcount[r] + l->n_pp * l->ncount[r];
     }
     free(w.keep), free(all);
     l->pidx = w.pidx, l->nidx = w.nidx;
@@ -373,12 +361,18 @@ int fmk_let_rows(const fmk_mpi_let *l, int P, int64_t nd, const double *q, doubl
     const size_t snd = (size_t)nd;
     double *qs = fmk_mpi_alloc((size_t)(l->n_own > 0 ? l->n_own : 1) * snd * sizeof *qs, NULL);
     double *mom =
-        fmk_mpi_alloc((size_t)(l->n_node > 0 ? l->n_node : 1) * snd * 10 * sizeof *mom, NULL);
-    if (!qs || !mom)
+        l->order > 0
+            ? NULL
+            : fmk_mpi_alloc((size_t)(l->n_node > 0 ? l->n_node : 1) * snd * 10 * sizeof *mom, NULL);
+    if (!qs || (l->order == 0 && !mom))
         return free(qs), free(mom), -1;
 #pragma omp parallel for schedule(static) if (l->n_own > 65536)
     for (int64_t k = 0; k < l->n_own; k++)
         memcpy(qs + (size_t)k * snd, q + (size_t)l->perm[k] * snd, snd * sizeof *qs);
+    if (l->order > 0) { /* the FMM's pseudo-particles of order p (let_pseudo.c) */
+        const int rc = fmk_let_pseudo_rows(l, P, nd, q, qs, send);
+        return free(qs), rc;
+    }
     moments(l, nd, qs, mom);
     free(qs);
     double u[LET_PP][3];

@@ -68,9 +68,10 @@ typedef struct fmk_mpi_state {
     int *owner;
     int64_t owner_n;
     int self; /* this rank's targets are its sources (targets NULL) */
-    /* The distributed sources of the treecode (let.c): where let_on (default 1) and the
-     * method is tree in 3D on several ranks, the sources stay on their run's rank and the
-     * other ranks get their locally essential trees; NULL: the replicated sources. */
+    /* The distributed sources of the treecode and the laplace FMM (let.c): where let_on
+     * (default 1) and the method is tree, or fmm with kernel laplace, in 3D on several ranks,
+     * the sources stay on their run's rank and the other ranks get their locally essential
+     * trees; NULL: the replicated sources. */
     int let_on;
     double theta; /* opts.theta (0: the method's default) */
     struct fmk_mpi_let *let;
@@ -187,8 +188,9 @@ void fmk_mpi_plan_owners_here(fmk_plan *plan, int64_t n);
  * evaluated at the last set_points (its own, or those moved to it). */
 FMK_API void fmk_mpi_set_balance(fmk_plan *plan, double balance);
 FMK_API int64_t fmk_mpi_evaluated_targets(const fmk_plan *plan);
-/* For tests: the treecode's distributed sources on (1, the default) or off (0: replicated),
- * from the next set_points; the sources this rank keeps and the local plan's sources. */
+/* For tests: the distributed sources of the treecode and the laplace FMM on (1, the default)
+ * or off (0: replicated), from the next set_points; the sources this rank keeps and the local
+ * plan's sources. */
 FMK_API void fmk_mpi_set_let(fmk_plan *plan, int on);
 /* For tests: every rank's cost a target (size values), as if the last evaluation measured them. */
 FMK_API void fmk_mpi_set_costs(fmk_plan *plan, const double *cost);
