@@ -13,11 +13,12 @@
 #include "mpi/mpi_internal.h"
 
 enum {
-    LET_LEAF = 32,        /* sources per leaf of the sending tree */
-    LET_PP = 12,          /* pseudo-particles a node of the treecode (order 0) */
-    LET_ORDER_MAX = 24,   /* the highest order of the FMM's pseudo-particles */
-    LET_BOXES = 1024,     /* most boxes describing one rank's domain */
-    LET_BOXES_SPLIT = 128 /* a box holds at most 1 / LET_BOXES_SPLIT of the rank's targets */
+    LET_LEAF = 32,         /* sources per leaf of the sending tree */
+    LET_PP = 12,           /* pseudo-particles a node of the treecode (order 0) */
+    LET_ORDER_MAX = 24,    /* the highest order of the FMM's pseudo-particles */
+    LET_BOXES = 1024,      /* most boxes describing one rank's domain */
+    LET_BOXES_SPLIT = 128, /* a box holds at most 1 / LET_BOXES_SPLIT of the rank's targets */
+    LET_LEVELS = 23        /* most levels of the sending tree (21 bits an axis, and the root) */
 };
 
 typedef struct let_node {
@@ -32,8 +33,10 @@ struct fmk_mpi_let {
     int64_t *perm;       /* n_own: routed index of the k-th in key order */
     double *xs;          /* n_own * 3: the coordinates in key order */
     fmk_mpi_keyed *keys; /* n_own: their keys, sorted (freed once the boxes are made) */
-    let_node *node;      /* the sending tree: children after their parent */
+    let_node *node;      /* the sending tree: children after their parent, level by level */
     int32_t n_node;
+    int n_levels;                        /* levels of nodes: level L is node[level_start[L] ..   */
+    int32_t level_start[LET_LEVELS + 1]; /* level_start[L + 1]) */
     int64_t *pidx; /* particles sent (routed indices), concatenated over destinations */
     int32_t *nidx; /* nodes sent as pseudo-particles, concatenated over destinations */
     int *pcount, *ncount;

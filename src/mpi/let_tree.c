@@ -66,45 +66,73 @@ static int64_t digit_run_end(const fmk_mpi_keyed *k, int64_t b, int64_t e, int s
     return lo;
 }
 
-/* The nodes' structure, breadth first (children consecutive and after their parent): -1 when
- * out of memory. */
+/* The children of node nd at level lev (keys sorted): the runs of the next digit, written
+ * from out (NULL: only counted); their count. */
+static int split_node(const let_node *nd, int lev, const fmk_mpi_keyed *k, let_node *out)
+{
+    if (nd->end - nd->begin <= LET_LEAF || lev >= 21)
+        return 0;
+    const int shift = 3 * (20 - lev);
+    int c = 0;
+    for (int64_t b = nd->begin; b < nd->end; c++) {
+        const uint64_t digit = (k[b].key >> shift) & 7u;
+        const int64_t e = digit_run_end(k, b, nd->end, shift, digit);
+        if (out)
+            out[c] = (let_node){b, e, 0, 0, {0, 0, 0}, 0};
+        b = e;
+    }
+    return c;
+}
+
+/* The nodes' structure, level by level (children consecutive, after their parent; each
+ * level's nodes split in parallel: counted, placed by a prefix sum, written), and the levels'
+ * first nodes: -1 when out of memory. */
 static int tree_nodes(fmk_mpi_let *l, const fmk_mpi_keyed *k)
 {
-    int64_t cap = 64;
+    int64_t cap = 1024, n = 1;
     l->node = malloc((size_t)cap * sizeof *l->node);
-    int8_t *level = malloc((size_t)cap);
-    if (!l->node || !level)
-        return free(level), -1;
+    int32_t *at = NULL; /* a level's nodes' first child, relative */
+    if (!l->node)
+        return -1;
     l->node[0] = (let_node){0, l->n_own, 0, 0, {0, 0, 0}, 0};
-    level[0] = 0;
-    int64_t n = 1;
-    for (int64_t i = 0; i < n; i++) {
-        if (l->node[i].end - l->node[i].begin <= LET_LEAF || level[i] >= 21)
-            continue;
-        if (n + 8 > cap) {
-            cap *= 2;
+    l->level_start[0] = 0;
+    int lev = 0;
+    for (int64_t lb = 0, le = 1; lb < le && lev < LET_LEVELS - 1; lev++) {
+        int32_t *grown = realloc(at, (size_t)(le - lb + 1) * sizeof *at);
+        if (!grown)
+            return free(at), -1;
+        at = grown;
+#pragma omp parallel for schedule(dynamic, 64) if (le - lb > 256)
+        for (int64_t i = lb; i < le; i++)
+            at[i - lb] = split_node(&l->node[i], lev, k, NULL);
+        int64_t total = 0;
+        for (int64_t i = lb; i < le; i++) {
+            const int32_t c = at[i - lb];
+            at[i - lb] = (int32_t)total;
+            total += c;
+        }
+        if (n + total > INT32_MAX)
+            return free(at), -1;
+        if (n + total > cap) {
+            while (n + total > cap)
+                cap *= 2;
             let_node *nn = realloc(l->node, (size_t)cap * sizeof *nn);
-            int8_t *nl = realloc(level, (size_t)cap);
-            if (nn)
-                l->node = nn;
-            if (nl)
-                level = nl;
-            if (!nn || !nl || cap > INT32_MAX)
-                return free(level), -1;
+            if (!nn)
+                return free(at), -1;
+            l->node = nn;
         }
-        let_node *nd = &l->node[i];
-        const int shift = 3 * (20 - level[i]);
-        nd->child = (int32_t)n;
-        for (int64_t b = nd->begin; b < nd->end;) {
-            const uint64_t digit = (k[b].key >> shift) & 7u;
-            const int64_t lo = digit_run_end(k, b, nd->end, shift, digit);
-            l->node[n] = (let_node){b, lo, 0, 0, {0, 0, 0}, 0};
-            level[n] = (int8_t)(level[i] + 1);
-            n++, nd->n_child++;
-            b = lo;
+#pragma omp parallel for schedule(dynamic, 64) if (le - lb > 256)
+        for (int64_t i = lb; i < le; i++) {
+            let_node *nd = &l->node[i];
+            nd->child = (int32_t)(n + at[i - lb]);
+            nd->n_child = split_node(nd, lev, k, l->node + nd->child);
         }
+        lb = le, le = n + total, n = le;
+        l->level_start[lev + 1] = (int32_t)lb;
     }
-    free(level);
+    free(at);
+    l->n_levels = lev;
+    l->level_start[lev] = (int32_t)n;
     l->n_node = (int32_t)n;
     return 0;
 }
@@ -135,25 +163,27 @@ int fmk_let_build_tree(fmk_mpi_let *l, const double lo[3], const double hi[3])
     for (int32_t i = 0; i < l->n_node; i++)
         if (l->node[i].n_child == 0)
             points_box(l->xs, l->node[i].begin, l->node[i].end, box + 6 * (size_t)i);
-    for (int32_t i = l->n_node - 1; i >= 0; i--) {
-        let_node *nd = &l->node[i];
-        double *b = box + 6 * (size_t)i;
-        if (nd->n_child > 0) {
-            memcpy(b, box + 6 * (size_t)nd->child, 6 * sizeof *b);
-            for (int32_t c = nd->child + 1; c < nd->child + nd->n_child; c++)
-                for (int d = 0; d < 3; d++) {
-                    const double *cb = box + 6 * (size_t)c;
-                    b[d] = cb[d] < b[d] ? cb[d] : b[d];
-                    b[3 + d] = cb[3 + d] > b[3 + d] ? cb[3 + d] : b[3 + d];
-                }
+    for (int lev = l->n_levels - 1; lev >= 0; lev--) /* a level's nodes in parallel */
+#pragma omp parallel for schedule(static) if (l->level_start[lev + 1] - l->level_start[lev] > 4096)
+        for (int32_t i = l->level_start[lev]; i < l->level_start[lev + 1]; i++) {
+            let_node *nd = &l->node[i];
+            double *b = box + 6 * (size_t)i;
+            if (nd->n_child > 0) {
+                memcpy(b, box + 6 * (size_t)nd->child, 6 * sizeof *b);
+                for (int32_t c = nd->child + 1; c < nd->child + nd->n_child; c++)
+                    for (int d = 0; d < 3; d++) {
+                        const double *cb = box + 6 * (size_t)c;
+                        b[d] = cb[d] < b[d] ? cb[d] : b[d];
+                        b[3 + d] = cb[3 + d] > b[3 + d] ? cb[3 + d] : b[3 + d];
+                    }
+            }
+            double a2 = 0;
+            for (int d = 0; d < 3; d++) {
+                nd->c[d] = 0.5 * (b[d] + b[3 + d]);
+                a2 += 0.25 * (b[3 + d] - b[d]) * (b[3 + d] - b[d]);
+            }
+            nd->a = n > 0 ? sqrt(a2) : 0;
         }
-        double a2 = 0;
-        for (int d = 0; d < 3; d++) {
-            nd->c[d] = 0.5 * (b[d] + b[3 + d]);
-            a2 += 0.25 * (b[3 + d] - b[d]) * (b[3 + d] - b[d]);
-        }
-        nd->a = n > 0 ? sqrt(a2) : 0;
-    }
     free(box);
     return 0;
 }
@@ -318,25 +348,27 @@ static void moments(const fmk_mpi_let *l, int64_t nd, const double *qs, double *
             }
         }
     }
-    for (int32_t i = l->n_node - 1; i >= 0; i--) { /* the others, from their children */
-        const let_node *n = &l->node[i];
-        for (int64_t v = 0; v < nd && n->n_child > 0; v++) {
-            double *m = mom + ((size_t)i * (size_t)nd + (size_t)v) * 10;
-            memset(m, 0, 10 * sizeof *m);
-            for (int32_t c = n->child; c < n->child + n->n_child; c++) {
-                const double *mc = mom + ((size_t)c * (size_t)nd + (size_t)v) * 10;
-                const double t[3] = {l->node[c].c[0] - n->c[0], l->node[c].c[1] - n->c[1],
-                                     l->node[c].c[2] - n->c[2]};
-                const double M = mc[0], *D = mc + 1;
-                m[0] += M;
-                for (int d = 0; d < 3; d++)
-                    m[1 + d] += D[d] + M * t[d];
-                for (int e = 0; e < 6; e++)
-                    m[4 + e] += mc[4 + e] + D[ia[e]] * t[ib[e]] + t[ia[e]] * D[ib[e]] +
-                                M * t[ia[e]] * t[ib[e]];
+    for (int lev = l->n_levels - 1; lev >= 0; lev--) /* the others, from their children */
+#pragma omp parallel for schedule(static) if (l->level_start[lev + 1] - l->level_start[lev] > 4096)
+        for (int32_t i = l->level_start[lev]; i < l->level_start[lev + 1]; i++) {
+            const let_node *n = &l->node[i];
+            for (int64_t v = 0; v < nd && n->n_child > 0; v++) {
+                double *m = mom + ((size_t)i * (size_t)nd + (size_t)v) * 10;
+                memset(m, 0, 10 * sizeof *m);
+                for (int32_t c = n->child; c < n->child + n->n_child; c++) {
+                    const double *mc = mom + ((size_t)c * (size_t)nd + (size_t)v) * 10;
+                    const double t[3] = {l->node[c].c[0] - n->c[0], l->node[c].c[1] - n->c[1],
+                                         l->node[c].c[2] - n->c[2]};
+                    const double M = mc[0], *D = mc + 1;
+                    m[0] += M;
+                    for (int d = 0; d < 3; d++)
+                        m[1 + d] += D[d] + M * t[d];
+                    for (int e = 0; e < 6; e++)
+                        m[4 + e] += mc[4 + e] + D[ia[e]] * t[ib[e]] + t[ia[e]] * D[ib[e]] +
+                                    M * t[ia[e]] * t[ib[e]];
+                }
             }
         }
-    }
 }
 
 /* The pseudo-charges of a node from its moments m (one vector). */
