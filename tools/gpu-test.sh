@@ -121,6 +121,20 @@ else
   echo "gpu-test: compute-sanitizer missing; skipping the sanitizer runs" >&2
 fi
 
+# the distributed plans' local work on the GPU: the MPI tests under mpirun with their local
+# plans of backend cuda (FMK_TEST_BACKEND=gpu), where libfmmkit_mpi was built
+M=$BUILD/tests/mpi
+if in_rest && [ -x "$M/test_mpi_let" ] && command -v mpirun > /dev/null; then
+  for t in test_mpi_let test_mpi_let_fmm test_sim_mpi; do
+    [ -x "$M/$t" ] || continue
+    echo "== mpirun -np 2 $t (FMK_TEST_BACKEND=gpu)"
+    OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 FMK_TEST_BACKEND=gpu \
+      mpirun --oversubscribe -x FMK_TEST_BACKEND -np 2 "$M/$t" | tail -3
+    [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+  done
+  elapsed
+fi
+
 if in_rest && [ -d "$ROOT/tests/python" ]; then
   echo "== pytest -m gpu"
   (cd "$ROOT" && PYTHONPATH="$ROOT/python${PYTHONPATH:+:$PYTHONPATH}" FMMKIT_LIBRARY="$BUILD/libfmmkit.so" \
