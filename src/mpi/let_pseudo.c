@@ -121,17 +121,43 @@ void fmk_let_regular(int order, const double x[3], double complex *R)
 void fmk_let_p2m(int order, const double c[3], double unit, int64_t n, const double *x, int64_t nd,
                  const double *q, double complex *mom, double complex *work)
 {
+    /* R_n^m = R_m^m s_n^m with s real: s_m^m = 1, s_(m+1)^m = z, and
+     * (n+m)(n-m) s_n^m = (2n-1) z s_(n-1)^m - r^2 s_(n-2)^m (fmk_let_regular's recurrence,
+     * whose coefficients are real), its coefficients tabled once: no division a particle, no
+     * complex product of the C library's */
+    (void)work;
     const int T = fmk_let_pseudo_terms(order);
-    const double s = 1 / unit;
+    double ca[TRI(LET_ORDER_MAX + 1, 0)], cb[TRI(LET_ORDER_MAX + 1, 0)];
+    for (int m = 0; m <= order; m++)
+        for (int k = m + 2; k <= order; k++) {
+            ca[TRI(k, m)] = (2.0 * k - 1) / ((double)(k + m) * (k - m));
+            cb[TRI(k, m)] = 1.0 / ((double)(k + m) * (k - m));
+        }
+    const double inv = 1 / unit;
+    double *M = (double *)mom; /* re, im of each term, nd vectors of T */
     for (int64_t j = 0; j < n; j++) {
-        const double y[3] = {(x[3 * j] - c[0]) * s, (x[3 * j + 1] - c[1]) * s,
-                             (x[3 * j + 2] - c[2]) * s};
-        fmk_let_regular(order, y, work);
-        for (int64_t v = 0; v < nd; v++) {
-            const double qj = q[j * nd + v];
-            double complex *m = mom + v * T;
-            for (int t = 0; t < T; t++)
-                m[t] += qj * conj(work[t]);
+        const double y0 = (x[3 * j] - c[0]) * inv, y1 = (x[3 * j + 1] - c[1]) * inv,
+                     z = (x[3 * j + 2] - c[2]) * inv, r2 = y0 * y0 + y1 * y1 + z * z;
+        double pr = 1, pim = 0; /* R_m^m */
+        for (int m = 0; m <= order; m++) {
+            if (m > 0) { /* R_m^m = -(y0 + i y1) / (2m) R_(m-1)^(m-1) */
+                const double f = -0.5 / m, nr = f * (y0 * pr - y1 * pim);
+                pim = f * (y0 * pim + y1 * pr), pr = nr;
+            }
+            double s[LET_ORDER_MAX + 1]; /* s_k^m, k = m .. order */
+            s[m] = 1;
+            if (m < order)
+                s[m + 1] = z;
+            for (int k = m + 2; k <= order; k++)
+                s[k] = ca[TRI(k, m)] * z * s[k - 1] - cb[TRI(k, m)] * r2 * s[k - 2];
+            for (int64_t v = 0; v < nd; v++) { /* += q conj(R_k^m) */
+                const double qj = q[j * nd + v], qr = qj * pr, qi = -qj * pim;
+                double *mv = M + 2 * (size_t)v * (size_t)T;
+                for (int k = m; k <= order; k++) {
+                    mv[2 * TRI(k, m)] += qr * s[k];
+                    mv[2 * TRI(k, m) + 1] += qi * s[k];
+                }
+            }
         }
     }
 }
