@@ -23,8 +23,10 @@
  * never hangs the others. Errors of MPI itself are handled by the communicator's error handler
  * (MPI's default: the job is aborted).
  *
- * Not yet (FMK_ERR_UNAVAILABLE on every rank alike): fmk_plan_set_points_device and the
- * *_device evaluations. fmk_plan_memory answers for one rank's share of the work as if it
+ * fmk_plan_set_points_device and the *_device evaluations take a plan of backend cuda and each
+ * rank's own device arrays: they are staged through host memory (a copy that fails on one rank
+ * fails the call on every rank; after an agreed evaluation a failing copy back may leave the
+ * other ranks' device outputs written). fmk_plan_memory answers for one rank's share of the work as if it
  * were an ordinary plan of the sizes given. The treecode and the 3D FMM of kernel laplace keep
  * each rank's sources on it and send the other ranks their locally essential trees; the other
  * methods and kernels gather every rank's sources on every rank (memory O(N) per rank):
