@@ -61,8 +61,9 @@ typedef struct fmk_mpi_state {
     int64_t *order;      /* n_targets: the caller's index of the k-th target sent */
     int64_t *local_src;  /* n_local: each evaluated target's global source index, -1 none */
     uint64_t *split_key; /* size - 1: the partition's splitters' keys (where moved) */
-    /* The partition's weights (partition.c): each rank's cost a target at the last evaluation
-     * (seconds of its local plan's evaluation / its targets; 0: not measured), and the rank
+    /* The partition's weights (partition.c): each rank's cost a target, the mean of the last
+     * evaluation's measurement (seconds of its local plan's evaluation / its targets) and the
+     * estimate before it (0: not measured; then size more doubles of work), and the rank
      * that evaluated each of this rank's targets at the last set_points (owner_n of them). */
     double *cost;
     int *owner;

@@ -174,7 +174,7 @@ fmk_status fmk_plan_create_mpi(fmk_plan **plan, MPI_Comm comm, int dim, fmk_kern
         MPI_Comm_size(dup, &s->size);
         s->counts = calloc((size_t)s->size, sizeof *s->counts);
         s->displs = calloc((size_t)s->size, sizeof *s->displs);
-        s->cost = calloc((size_t)s->size, sizeof *s->cost);
+        s->cost = calloc((size_t)s->size * 2, sizeof *s->cost); /* and measure_cost's */
         if (!s->counts || !s->displs || !s->cost)
             st = fail(NULL, FMK_ERR_NOMEM, "fmk_plan_create_mpi: out of memory");
     }
@@ -324,12 +324,20 @@ static void reset_stats(fmk_mpi_state *s, int points)
     i->bytes_sent_eval = 0;
 }
 
-/* Every rank's cost a target of this evaluation (the partition's weights at the next
- * set_points); collective, after an agreed evaluation. */
+/* Every rank's cost a target (the partition's weights at the next set_points): the mean of
+ * this evaluation's measured cost and the previous estimate, where every rank has one (a step's
+ * timing jitter, on busy cores, then moves runs of the curve half as much; a real change is
+ * followed within a few evaluations); collective, after an agreed evaluation. */
 static void measure_cost(fmk_mpi_state *s, int64_t n_evaluated)
 {
     const double c = n_evaluated > 0 ? s->stats.seconds_local_eval / (double)n_evaluated : 0;
-    MPI_Allgather(&c, 1, MPI_DOUBLE, s->cost, 1, MPI_DOUBLE, s->comm);
+    double *now = s->cost + s->size; /* (cost holds 2 x size) */
+    MPI_Allgather(&c, 1, MPI_DOUBLE, now, 1, MPI_DOUBLE, s->comm);
+    int all = 1; /* the same test on every rank: the costs are the same everywhere */
+    for (int r = 0; r < s->size; r++)
+        all &= s->cost[r] > 0 && now[r] > 0;
+    for (int r = 0; r < s->size; r++)
+        s->cost[r] = all ? 0.5 * (s->cost[r] + now[r]) : now[r];
 }
 
 /* The plan's state once its local plan has its points (every rank). */
