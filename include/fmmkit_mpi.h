@@ -126,14 +126,15 @@ FMK_API fmk_status fmk_plan_mpi_info(const fmk_plan *plan, fmk_mpi_info *info);
  * Statuses as the distributed plans': a call that fails on one rank (a NaN mass, a file that
  * cannot be written) returns the same status on every rank with "rank R: ..." in
  * fmk_sim_last_error; no rank returns early from a collective step. Every rank must pass the
- * same options (FMK_ERR_ARG otherwise). Not yet (FMK_ERR_UNAVAILABLE on every rank): the
- * spline softening (FMK_SIM_SOFT_SPLINE). The simulation duplicates comm (MPI_Comm_dup).
+ * same options (FMK_ERR_ARG otherwise). The spline softening (FMK_SIM_SOFT_SPLINE) takes the
+ * other ranks' particles near this rank's into its correction. Not yet (FMK_ERR_UNAVAILABLE on
+ * every rank): per-particle softening lengths. The simulation duplicates comm (MPI_Comm_dup).
  * --------------------------------------------------------------------------------------------- */
 
 /* fmk_sim_create with each rank's own n_local >= 0 particles (the arrays may be NULL when
  * n_local = 0; at least one particle in all). ids NULL: the particles' global index + 1, the
  * index counting the ranks' particles in rank order (so that the same particles split in
- * another way have the same ids). soft_per_particle: NULL (the spline is not distributed).
+ * another way have the same ids). soft_per_particle: NULL (one length, opts.soft).
  * On failure *sim is NULL on every rank, every rank returns the same status, and the message
  * is in fmk_sim_last_error(NULL). */
 FMK_API fmk_status fmk_sim_create_mpi(fmk_sim **sim, MPI_Comm comm, int64_t n_local,

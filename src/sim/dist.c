@@ -222,11 +222,11 @@ fmk_status fmk_sim_dist_create(fmk_sim **out, const fmk_sim_comm *comm, int64_t 
         fmk_sim_opts_default(&o);
     if (st == FMK_OK)
         st = fmk_sim_check_opts(&o, soft != NULL);
-    if (st == FMK_OK && o.softening == FMK_SIM_SOFT_SPLINE)
+    if (st == FMK_OK && soft)
         st = fmk_sim_fail(NULL, FMK_ERR_UNAVAILABLE,
-                          "fmk_sim_create_mpi: the spline softening (FMK_SIM_SOFT_SPLINE) is "
-                          "not distributed yet (its correction needs the neighbours of other "
-                          "ranks); take FMK_SIM_SOFT_PLUMMER or one process");
+                          "fmk_sim_create_mpi: per-particle softening lengths are not "
+                          "distributed yet (the ranks' snapshots and restarts do not gather "
+                          "them); give one length, opts.soft");
     if (st == FMK_OK)
         st = fmk_sim_check_share(n, mass, pos, vel, soft, &o);
     if ((st = fmk_sim_comm_agree(comm, NULL, st)) == FMK_OK)

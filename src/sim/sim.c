@@ -228,6 +228,8 @@ static void derive(fmk_sim *sim)
     if (sim->soft)
         for (int64_t i = 0; i < sim->n; i++)
             s_max = sim->soft[i] > s_max ? sim->soft[i] : s_max;
+    /* distributed: every rank's (the spline's cells and its halo reach the largest h) */
+    fmk_sim_dist_reduce(sim, &s_max, 1, FMK_SIM_REDUCE_MAX);
     sim->spline = o->softening == FMK_SIM_SOFT_SPLINE && s_max > 0;
     sim->h_max = sim->spline ? FMK_SIM_SPLINE_H * s_max : 0;
     sim->kernel = o->softening == FMK_SIM_SOFT_PLUMMER && o->soft > 0 ? FMK_KERNEL_PLUMMER

@@ -65,6 +65,13 @@ typedef struct fmk_sim_hooks {
     /* This rank's targets are now n particles that all belong here (they migrated to the
      * ranks that evaluated them): what the plan knows of the last partition follows. Local. */
     void (*owners_here)(void *state, fmk_plan *plan, int64_t n);
+    /* The rows (width doubles each, a position first) of the other ranks' particles closer
+     * than radius to the boxes that hold this rank's n rows (every pair of particles of two
+     * ranks closer than radius is in them): malloc'ed into *rows (NULL on failure), *n_rows of
+     * them. Collective; the status (FMK_OK or FMK_ERR_NOMEM) the same on every rank, its
+     * message in fmk_plan_last_error(NULL). */
+    fmk_status (*halo)(void *state, int64_t n, int width, const double *rows_here, double radius,
+                       double **rows, int64_t *n_rows);
     /* frees the state (collective: fmk_sim_destroy is) */
     void (*release)(void *state);
 } fmk_sim_hooks;

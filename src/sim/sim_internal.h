@@ -52,7 +52,8 @@ struct fmk_sim_cuda; /* cuda/sim_cuda.h: the device-resident state */
 
 /* The CPU spline correction's hashed cell list (spline.c), kept between steps. */
 typedef struct fmk_sim_cells {
-    int64_t table;    /* buckets: a power of two >= n */
+    int64_t cap;      /* the particles (this rank's and the halo's) the arrays hold */
+    int64_t table;    /* buckets: a power of two >= cap */
     int64_t *start;   /* table + 1: the first sorted index of each bucket */
     int64_t *order;   /* n: particle indices sorted by bucket (stable) */
     uint32_t *bucket; /* n: each particle's bucket */

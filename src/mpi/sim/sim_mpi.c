@@ -9,6 +9,7 @@
 #include "core/hooks.h"
 #include "fmmkit_mpi.h"
 #include "mpi/mpi_internal.h"
+#include "mpi/sim/halo.h"
 #include "sim/sim_hooks.h"
 
 typedef struct sim_mpi_state {
@@ -116,6 +117,13 @@ static void hook_owners_here(void *state, fmk_plan *plan, int64_t n)
     fmk_mpi_plan_owners_here(plan, n);
 }
 
+static fmk_status hook_halo(void *state, int64_t n, int width, const double *rows_here,
+                            double radius, double **rows, int64_t *n_rows)
+{
+    sim_mpi_state *s = state;
+    return fmk_mpi_sim_halo(s->comm, n, width, rows_here, radius, rows, n_rows);
+}
+
 static fmk_status hook_plan_create(void *state, fmk_plan **plan, int dim, fmk_kernel kernel,
                                    double eps, const fmk_opts *opts)
 {
@@ -145,6 +153,7 @@ static const fmk_sim_hooks sim_mpi_hooks = {
     .alltoallv = hook_alltoallv,
     .owners = hook_owners,
     .owners_here = hook_owners_here,
+    .halo = hook_halo,
     .release = hook_release,
 };
 
