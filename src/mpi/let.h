@@ -61,6 +61,9 @@ void fmk_let_icosahedron(double u[LET_PP][3]);
  * memory). */
 int fmk_let_build_tree(fmk_mpi_let *l, const double lo[3], const double hi[3]);
 
+/* The distance from point x to the box b (lo, hi: 6 doubles); 0 inside. */
+double fmk_let_box_distance(const double *x, const double *b);
+
 /* The boxes of nt targets (at most LET_BOXES, 6 doubles each: lo, hi); the count, -1 when out
  * of memory. Where t is l's own sources (l may be NULL), the sending tree's sort serves. */
 int fmk_let_domain_boxes(const fmk_mpi_let *l, const double *t, int64_t nt, const double lo[3],

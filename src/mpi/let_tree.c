@@ -246,7 +246,7 @@ typedef struct walk_ctx {
     int64_t nn, ncap;
 } walk_ctx;
 
-static double box_distance(const double *x, const double *b)
+double fmk_let_box_distance(const double *x, const double *b)
 {
     double d2 = 0;
     for (int d = 0; d < 3; d++) {
@@ -268,7 +268,7 @@ static int walk_node(walk_ctx *w, int32_t i, const int *bidx, int nb, int level)
     double dmin = INFINITY;
     const double reach = (w->open + 1) * nd->a;
     for (int j = 0; j < nb; j++) {
-        const double d = box_distance(nd->c, w->box + 6 * bidx[j]);
+        const double d = fmk_let_box_distance(nd->c, w->box + 6 * bidx[j]);
         dmin = d < dmin ? d : dmin;
         if (d <= reach)
             near[m++] = bidx[j];

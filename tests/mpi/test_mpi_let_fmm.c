@@ -15,59 +15,8 @@
 
 #include "fmmkit_mpi.h"
 #include "mpi_test.h"
+#include "let_test.h"
 #include "mpi/mpi_internal.h" /* fmk_mpi_set_let, fmk_mpi_let_counts */
-
-enum { PLUMMER, CLUSTERS, OUTLIER, SETS };
-static const char *set_name[SETS] = {"plummer", "two-cluster", "cube+outlier"};
-
-static void make_points(int set, int64_t n, uint64_t seed, double *x)
-{
-    rng_state = seed * 7919 + (uint64_t)set;
-    for (int64_t i = 0; i < n; i++) {
-        double *p = x + 3 * i;
-        if (set == PLUMMER) {
-            plummer_point(p);
-        } else {
-            for (int k = 0; k < 3; k++)
-                p[k] = uniform01();
-            if (set == CLUSTERS)
-                for (int k = 0; k < 3; k++)
-                    p[k] = (i % 2 ? 100.0 : 0.0) + 0.1 * p[k];
-            if (set == OUTLIER && i == n / 3)
-                p[0] = p[1] = p[2] = 1e4;
-        }
-    }
-}
-
-/* first[r]..first[r+1]: weights 3, 1, 2, 5, ... and none for the last rank of several */
-static void shares(int64_t n, int64_t *first)
-{
-    static const int weight[] = {3, 1, 2, 5, 4, 1, 2, 3};
-    int64_t total = 0, acc = 0;
-    for (int r = 0; r < size; r++)
-        total += size > 1 && r == size - 1 ? 0 : weight[r % 8];
-    first[0] = 0;
-    for (int r = 0; r < size; r++) {
-        acc += size > 1 && r == size - 1 ? 0 : weight[r % 8];
-        first[r + 1] = n * acc / total;
-    }
-}
-
-static double rel_l2(const double *a, const double *b, int64_t n)
-{
-    double s[2] = {0, 0};
-    for (int64_t i = 0; i < n; i++)
-        s[0] += (a[i] - b[i]) * (a[i] - b[i]), s[1] += b[i] * b[i];
-    MPI_Allreduce(MPI_IN_PLACE, s, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-    return s[1] > 0 ? sqrt(s[0] / s[1]) : sqrt(s[0]);
-}
-
-/* The local plans' backend: the CPU, or the GPU with FMK_TEST_BACKEND=gpu. */
-static fmk_backend test_backend(void)
-{
-    const char *b = getenv("FMK_TEST_BACKEND");
-    return b && strcmp(b, "gpu") == 0 ? FMK_BACKEND_CUDA : FMK_BACKEND_CPU;
-}
 
 /* A distributed FMM plan over my share; pot, grad: nd vectors at my targets. */
 static fmk_status mpi_fmm(double eps, int let, int self, int64_t ns, const double *xs,

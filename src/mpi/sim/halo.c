@@ -18,16 +18,6 @@
 
 enum { GRID = 32, GRID_BITS = GRID * GRID * GRID };
 
-static double box_distance(const double *x, const double *b)
-{
-    double d2 = 0;
-    for (int d = 0; d < 3; d++) {
-        const double e = x[d] < b[d] ? b[d] - x[d] : x[d] > b[3 + d] ? x[d] - b[3 + d] : 0;
-        d2 += e * e;
-    }
-    return sqrt(d2);
-}
-
 static int cell_of(double x, double lo, double inv)
 {
     const double t = (x - lo) * inv;
@@ -76,7 +66,7 @@ static int rows_for(const double *xyz, int64_t n, int width, const double *rows,
         int hit = 0;
         if (bits[c / 64] >> (c % 64) & 1)
             for (int b = 0; b < nb && !hit; b++)
-                hit = box_distance(x, rb + 6 * b) < radius;
+                hit = fmk_let_box_distance(x, rb + 6 * b) < radius;
         near[i] = (unsigned char)hit;
     }
     for (int64_t i = 0; i < n; i++) {
