@@ -94,7 +94,8 @@ def run_case(t, fmmkit, kernel, method, eps, self_eval, kind, seed):
         let = method == "tree" or (method == "fmm" and kernel == "laplace")
         t.check(mi["ranks"] == size and mi["distributed_sources"] == (let and size > 1 and
                                                                       dim == 3)
-                and mi["local_sources"] >= 0 and mi["seconds_local_eval"] >= 0,
+                and mi["local_sources"] >= 0 and mi["seconds_local_eval"] >= 0
+                and 0 <= mi["targets_sent"] <= len(xs if xt is None else xt),
                 f"{kernel} {method}: mpi_info {mi}")
     # the one-rank reference on the gathered points (every rank computes it: small N)
     gx = np.concatenate(comm.allgather(xs))
