@@ -21,7 +21,7 @@ enum { GRID = 32, GRID_BITS = GRID * GRID * GRID };
 static int cell_of(double x, double lo, double inv)
 {
     const double t = (x - lo) * inv;
-    return t <= 0 ? 0 : t >= GRID - 1 ? GRID - 1 : (int)t;
+    return !(t > 0) ? 0 : t >= GRID - 1 ? GRID - 1 : (int)t; /* (NaN: 0) */
 }
 
 /* Rank r's bitmap: the cells that its boxes grown by radius touch. */
