@@ -341,15 +341,23 @@ static void measure_cost(fmk_mpi_state *s, int64_t n_evaluated)
 }
 
 /* The plan's state once its local plan has its points (every rank). */
-static void points_done(fmk_plan *plan, fmk_mpi_state *s, int64_t ns, int64_t nt)
+/* The plan's info from its local plan's: this rank's counts, and the host memory of both (the
+ * work buffers kept in the plan: scratch.c). */
+static void report(fmk_plan *plan, fmk_mpi_state *s)
 {
     fmk_info info;
     fmk_plan_info(s->local, &info);
+    info.n_sources = s->n_sources;
+    info.n_targets = s->n_targets;
+    info.bytes_host += fmk_mpi_scratch_bytes(s);
+    fmk_plan_hook_points(plan, 1, &info);
+}
+
+static void points_done(fmk_plan *plan, fmk_mpi_state *s, int64_t ns, int64_t nt)
+{
     s->n_sources = ns, s->n_targets = nt;
     s->has_points = 1;
-    info.n_sources = ns;
-    info.n_targets = nt;
-    fmk_plan_hook_points(plan, 1, &info);
+    report(plan, s);
     fmk_plan_hook_error(plan, FMK_OK, NULL);
 }
 
@@ -590,9 +598,7 @@ static fmk_status let_eval(fmk_plan *plan, fmk_mpi_state *s, int is_many, int64_
     }
     if (st != FMK_OK)
         return st;
-    fmk_info info;
-    fmk_plan_info(s->local, &info);
-    fmk_plan_hook_info(plan, &info);
+    report(plan, s);
     return fmk_plan_hook_error(plan, FMK_OK, NULL);
 }
 
@@ -664,9 +670,7 @@ static fmk_status mpi_eval_many(fmk_plan *plan, int is_many, int64_t nd, const d
         if (grad)
             memcpy(grad, sg, (size_t)nd * (size_t)nt * (size_t)gw * sizeof(double));
     }
-    fmk_info info;
-    fmk_plan_info(s->local, &info);
-    fmk_plan_hook_info(plan, &info);
+    report(plan, s);
     return fmk_plan_hook_error(plan, FMK_OK, NULL);
 }
 
