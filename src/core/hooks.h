@@ -87,8 +87,8 @@ FMK_API fmk_status fmk_plan_hook_copy(fmk_plan *plan, void *dst, const void *src
 /* n pairs (a 64-bit key, then a 64-bit value: 16 bytes each) sorted stably by the key's low
  * key_bits bits on the GPU of plan (an ordinary plan of backend cuda; the pairs in host
  * memory). FMK_ERR_UNAVAILABLE for a plan of another backend (or a build without CUDA), else
- * the GPU's status; on any failure the caller sorts on the host. The plan's error message is
- * left as it was. */
+ * the GPU's status; on any failure the pairs are as they were and the caller sorts on the
+ * host. The plan's error message is left as it was. */
 FMK_API fmk_status fmk_plan_hook_sort_pairs(fmk_plan *plan, int64_t n, void *pairs, int key_bits);
 
 #ifdef __cplusplus

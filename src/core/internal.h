@@ -383,7 +383,7 @@ fmk_status fmk_cuda_points_extent(struct fmk_plan *plan, int64_t ns, const doubl
                                   const double *d_t, double *width);
 /* n host pairs (a 64-bit key, then a 64-bit value, each pair 16 bytes) sorted by the key's low
  * key_bits bits on the plan's GPU, stably (cuda/sort_pairs.cu); FMK_OK, or a status with a
- * message (the pairs then unchanged, or sorted: the caller sorts them again on the host). */
+ * message (the pairs then unchanged: the caller sorts them on the host). */
 fmk_status fmk_cuda_sort_pairs(struct fmk_plan *plan, int64_t n, void *pairs, int key_bits);
 /* cudaMemcpy of bytes, the kind inferred from the pointers (cuda/device.cu); FMK_OK or the
  * failure with a message naming what. */

@@ -49,10 +49,9 @@ typedef struct fmk_tune_table {
 } fmk_tune_table;
 
 /* A row of a table: FMK_KNOB(struct type, field, FMK_TUNE_INT, min, max, "what it does"). */
-#define FMK_KNOB(type, field, kind, lo, hi, doc)         \
-    {                                                    \
-#field, kind, offsetof(type, field), lo, hi, doc \
-    }
+// clang-format off
+#define FMK_KNOB(type, field, kind, lo, hi, doc) {#field, kind, offsetof(type, field), lo, hi, doc}
+// clang-format on
 #define FMK_TUNE_COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
 /* Sets the knob "prefix.name" of the plan's engine to value (an integer knob takes an integral

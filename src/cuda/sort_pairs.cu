@@ -2,7 +2,10 @@
  * GPU: uploaded, split into keys and values, sorted by CUB's radix sort (stable, so equal keys
  * keep their order), joined and downloaded. libfmmkit_mpi's partition and sending trees sort
  * tens of millions of Morton keys a rank this way (core/hooks.h, fmk_plan_hook_sort_pairs);
- * the host's radix sort is their fallback. */
+ * the host's radix sort is their fallback: a failure leaves the pairs as they were. */
+#include <stdlib.h>
+#include <string.h>
+
 #include <cub/device/device_radix_sort.cuh>
 
 #include "cuda/device.h"
@@ -77,10 +80,18 @@ extern "C" fmk_status fmk_cuda_sort_pairs(fmk_plan *plan, int64_t n, void *pairs
             k_join<<<blocks, 256>>>(n, dk.Current(), dv.Current(), (pair64 *)d_pairs);
             err = cudaGetLastError();
         }
-        if (err == cudaSuccess)
-            err = cudaMemcpy(pairs, d_pairs, bytes, cudaMemcpyDeviceToHost);
+        /* downloaded beside the pairs, then copied over them: a failed download leaves them
+         * as they were, so that the caller can sort them on the host */
+        void *back = err == cudaSuccess ? malloc(bytes) : NULL;
+        if (err == cudaSuccess && back)
+            err = cudaMemcpy(back, d_pairs, bytes, cudaMemcpyDeviceToHost);
         if (err != cudaSuccess)
             st = fmk_cuda_fail(plan, err, "the GPU sort of (key, value) pairs");
+        else if (!back)
+            st = fmk_error_set(plan, FMK_ERR_NOMEM, "out of host memory for the sorted pairs");
+        else
+            memcpy(pairs, back, bytes);
+        free(back);
     }
     cudaFree(d_pairs), cudaFree(d_k), cudaFree(d_v), cudaFree(d_temp);
     fmk_cuda_leave(plan->opts.device, prev);

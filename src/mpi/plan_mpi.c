@@ -598,6 +598,8 @@ static fmk_status let_eval(fmk_plan *plan, fmk_mpi_state *s, int is_many, int64_
     }
     if (st != FMK_OK)
         return st;
+    if (nd > 1) /* the work buffers stay for one vector's evaluations, not for many */
+        fmk_mpi_scratch_free(s);
     report(plan, s);
     return fmk_plan_hook_error(plan, FMK_OK, NULL);
 }
@@ -670,6 +672,8 @@ static fmk_status mpi_eval_many(fmk_plan *plan, int is_many, int64_t nd, const d
         if (grad)
             memcpy(grad, sg, (size_t)nd * (size_t)nt * (size_t)gw * sizeof(double));
     }
+    if (nd > 1) /* the work buffers stay for one vector's evaluations, not for many */
+        fmk_mpi_scratch_free(s);
     report(plan, s);
     return fmk_plan_hook_error(plan, FMK_OK, NULL);
 }
