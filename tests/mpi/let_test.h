@@ -4,19 +4,28 @@
 #ifndef FMMKIT_TESTS_LET_TEST_H
 #define FMMKIT_TESTS_LET_TEST_H
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-enum { PLUMMER, CLUSTERS, OUTLIER, SETS };
-static const char *set_name[SETS] = {"plummer", "two-cluster", "cube+outlier"};
+enum { PLUMMER, CLUSTERS, OUTLIER, COINCIDENT, SETS };
+static const char *set_name[SETS] = {"plummer", "two-cluster", "cube+outlier",
+                                     "plummer+coincident+nested"};
 
 static void make_points(int set, int64_t n, uint64_t seed, double *x)
 {
     rng_state = seed * 7919 + (uint64_t)set;
     for (int64_t i = 0; i < n; i++) {
         double *p = x + 3 * i;
-        if (set == PLUMMER) {
+        if (set == PLUMMER || set == COINCIDENT) {
             plummer_point(p);
+            /* every 8th point in one coincident group (more than a leaf, split among ranks by
+             * the curve), the next of every 8 in clusters about it nested over 8 levels of 8x
+             * (radius 1e-2 down to 5e-9) */
+            static const double c[3] = {0.3, -0.2, 0.1};
+            const double scale = 1e-2 * ldexp(1.0, -3 * (int)((i / 8) % 8));
+            for (int k = 0; set == COINCIDENT && i % 8 < 2 && k < 3; k++)
+                p[k] = c[k] + (i % 8 == 0 ? 0 : scale * p[k]);
         } else {
             for (int k = 0; k < 3; k++)
                 p[k] = uniform01();

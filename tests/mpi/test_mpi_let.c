@@ -1,6 +1,7 @@
 /* test_mpi_let.c -- the treecode's distributed sources (src/mpi/let.c) on the ranks mpirun
- * gives: 12,000 points of a Plummer sphere, of two clusters far apart, and of a uniform cube
- * with a far outlier, shared unevenly (the last rank none); the treecode (laplace and plummer,
+ * gives: 12,000 points of a Plummer sphere, of two clusters far apart, of a uniform cube with
+ * a far outlier, and of a Plummer sphere with a coincident group of 1,500 points and clusters
+ * nested 8 levels deep about it, shared unevenly (the last rank none); the treecode (laplace and plummer,
  * theta 0.6, fp64 and fp32) against the direct sum on all points, every rank with its own
  * sources as targets, with separate targets, and mixed (rank 0 its sources, the others
  * separate targets), with one and two charge vectors; the error within the treecode's own at

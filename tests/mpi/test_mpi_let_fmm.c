@@ -1,12 +1,14 @@
 /* test_mpi_let_fmm.c -- the FMM's distributed sources (src/mpi/let.c, let_pseudo.c) on the
- * ranks mpirun gives: points of a Plummer sphere, of two clusters far apart, and of a uniform
- * cube with a far outlier, shared unevenly (the last rank of several none); the 3D FMM
- * (laplace, fp64) at eps 1e-3, 1e-6 and 1e-9 against the direct sum on all points, every rank
- * with its own sources as targets (the clusters once more with separate targets and two
- * charge vectors, the cube with 60,000 sources and separate targets): the relative l2 errors of
- * the potential and of the gradient each within eps and near the same plan's with the sources
- * replicated; every source kept by exactly one rank, and the two far clusters' local plans
- * with about half of the sources (the other cluster comes as pseudo-particles). */
+ * ranks mpirun gives: points of a Plummer sphere, of two clusters far apart, of a uniform cube
+ * with a far outlier, and of a Plummer sphere with a coincident group and nested clusters
+ * (refused at eps 1e-6 by the resolution guard on both paths), shared unevenly (the last rank
+ * of several none); the 3D FMM (laplace, fp64) at eps 1e-3, 1e-6 and 1e-9 against the direct
+ * sum on all points, every rank with its own sources as targets (the clusters once more with
+ * separate targets and two charge vectors, the cube with 60,000 sources and separate targets):
+ * the relative l2 errors of the potential and of the gradient each within eps and near the
+ * same plan's with the sources replicated; every source kept by exactly one rank, and the two
+ * far clusters' local plans with about half of the sources (the other cluster comes as
+ * pseudo-particles). */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -112,6 +114,31 @@ static void run(int set, double eps, int64_t n, int self, int64_t nd)
     free(xs), free(xt), free(q), free(mq), free(ref), free(rg);
 }
 
+/* The nested clusters (down to 5e-9 in a frame 32 wide) at eps 1e-6: both paths refuse with
+ * FMK_ERR_ACCURACY on every rank (the fmm's resolution guard), neither returns an error above
+ * eps as success. */
+static void refused_nested(void)
+{
+    const int64_t n = 12000;
+    double *xs = malloc(sizeof(double) * 3 * n), *q = malloc(sizeof(double) * n);
+    double *pot = malloc(sizeof(double) * n), *grad = malloc(sizeof(double) * 3 * n);
+    make_points(COINCIDENT, n, 11, xs);
+    for (int64_t i = 0; i < n; i++)
+        q[i] = 1.0 / n;
+    int64_t sf[9], own = 0, local = 0;
+    shares(n, sf);
+    const int64_t my = sf[rank + 1] - sf[rank];
+    for (int let = 0; let < 2; let++) {
+        const fmk_status st = mpi_fmm(1e-6, let, 1, my, xs + 3 * sf[rank], q + sf[rank], my, NULL,
+                                      1, pot, grad, &own, &local);
+        CHECK(st == FMK_ERR_ACCURACY, "nested clusters at eps 1e-6 (%s): status %d",
+              let ? "distributed" : "replicated", (int)st);
+    }
+    if (rank == 0)
+        printf("  nested clusters at eps 1e-6: refused (FMK_ERR_ACCURACY) on both paths\n");
+    free(xs), free(q), free(pot), free(grad);
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -122,9 +149,11 @@ int main(int argc, char **argv)
         return 1;
     }
     const double eps[] = {1e-3, 1e-6, 1e-9};
-    for (int set = 0; set < SETS; set++) /* (the outlier's frame keeps eps 1e-9 from fmm) */
-        for (int k = 0; k < (set == OUTLIER ? 2 : 3); k++)
+    /* (the outlier's frame keeps eps 1e-9 from fmm; the nested clusters', 1e-6 too) */
+    for (int set = 0; set < SETS; set++)
+        for (int k = 0; k < (set == OUTLIER ? 2 : set == COINCIDENT ? 1 : 3); k++)
             run(set, eps[k], 12000, 1, 1);
+    refused_nested();
     run(CLUSTERS, 1e-6, 12000, 0, 2);
     /* more sources, separate targets: the cube's nodes far from the other ranks' targets go
      * as pseudo-particles too */
