@@ -266,6 +266,12 @@ static void sum_terms(const sorted_set *ss, const fmk_resolution_opts *o, double
     *closest = rmin;
 }
 
+/* The frame's unit as the estimate takes it (0 where every point mapped exactly). */
+static double frame_unit_of(const fmk_plan *plan, const fmk_resolution_opts *o)
+{
+    return plan->frame.exact && !o->rounds_anyway ? 0 : o->frame_unit;
+}
+
 /* The estimate from the points in Morton order (ss->c; runs not yet sorted), idx their indices
  * (NULL: the collapse test is skipped). Returns 0, or -1 when out of memory. */
 static int estimate_sorted(fmk_plan *plan, const fmk_resolution_opts *o, sorted_set *ss,
@@ -281,9 +287,8 @@ static int estimate_sorted(fmk_plan *plan, const fmk_resolution_opts *o, sorted_
     sort_runs(ss);
     const double s = plan->frame.softening;
     fmk_resolution_opts eo = *o;
-    if (plan->frame.exact && !o->rounds_anyway) /* points on a grid the frame holds: mapping
-                                                  * them rounded nothing */
-        eo.frame_unit = 0;
+    eo.frame_unit = frame_unit_of(plan, o); /* points on a grid the frame holds: mapping them
+                                             * rounded nothing */
     double sums[8];
     sum_terms(ss, &eo, s * s, plan->threads, sums, &est->closest);
     fmk_resolution_finish(sums, &est->pot, &est->grad);
@@ -366,6 +371,9 @@ fmk_status fmk_resolution_estimate_tree(fmk_plan *plan, const fmk_resolution_opt
 
 fmk_status fmk_resolution_check(fmk_plan *plan, const char *method, const fmk_resolution_opts *o)
 {
+    if (fmk_resolution_softened_meets(plan->kernel, o, plan->frame.softening,
+                                      frame_unit_of(plan, o), 1.0))
+        return FMK_OK;
     fmk_resolution_est e;
     fmk_status st = fmk_resolution_estimate(plan, o, &e);
     return st != FMK_OK ? st : fmk_resolution_verdict(plan, method, o, &e);
@@ -374,6 +382,9 @@ fmk_status fmk_resolution_check(fmk_plan *plan, const char *method, const fmk_re
 fmk_status fmk_resolution_check_tree(fmk_plan *plan, const char *method,
                                      const fmk_resolution_opts *o, const fmk_tree3d *tree)
 {
+    if (fmk_resolution_softened_meets(plan->kernel, o, plan->frame.softening,
+                                      frame_unit_of(plan, o), 1.0))
+        return FMK_OK;
     fmk_resolution_est e;
     fmk_status st = fmk_resolution_estimate_tree(plan, o, tree, &e);
     return st != FMK_OK ? st : fmk_resolution_verdict(plan, method, o, &e);

@@ -146,6 +146,25 @@ static inline FMK_RES_HD int fmk_resolution_meets(fmk_kernel kernel, double pot,
     return pot <= tol && grad <= 10 * tol;
 }
 
+/* A bound of the estimate from the softening alone, for a softened kernel (mapped softening
+ * s > 0), whatever the points: with rho^2 = r^2 + s^2, each term of E is at most
+ * delta^2 / (4 s^2) times its term of P (r^2 / rho^6 against 1 / rho^2: r^2 / rho^4 peaks at
+ * r = s), and each term of G at most 4 delta^2 / s^2 times its term of Q (4 / rho^6 against
+ * 1 / rho^4), delta the largest unit a point takes: the frame's unit plus the local unit times
+ * the largest local box (side_max; the frame's width, 1, unless the points were spread wider).
+ * So e_pot <= C delta / (2 s) and e_grad <= 2 C delta / s. When these meet tol the estimate
+ * does too, and the guard passes the points without its pass over them (a simulation's
+ * softened forces, set every step, skip it). */
+static inline int fmk_resolution_softened_meets(fmk_kernel kernel, const fmk_resolution_opts *o,
+                                                double s, double frame_unit, double side_max)
+{
+    if (!(s > 0) || !(side_max >= 1))
+        return 0;
+    const double delta = frame_unit + (o->local_unit > 0 ? o->local_unit * side_max : 0);
+    return fmk_resolution_meets(kernel, FMK_RESOLUTION_C * delta / (2 * s),
+                                2 * FMK_RESOLUTION_C * delta / s, o->tol);
+}
+
 struct fmk_tree3d;
 
 /* Estimates the rounding error of the plan's points (plan->sources and, unless self,

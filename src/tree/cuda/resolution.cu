@@ -259,6 +259,11 @@ fmk_status fmk_cuda_resolution_check(fmk_plan *plan, const char *method,
     a.s2 = plan->frame.softening * plan->frame.softening;
     /* points on a grid the frame holds mapped exactly; the shrunk root rounds once more */
     a.frame_unit = (plan->frame.exact ? 0 : o->frame_unit) + (scale > 1 ? 0x1p-53 * scale : 0);
+    /* a softened kernel whose softening bounds the estimate below tol: nothing to survey (local
+     * boxes are at most scale wide: side_of) */
+    if (fmk_resolution_softened_meets(plan->kernel, o, plan->frame.softening, a.frame_unit,
+                                      scale > 1 ? scale : 1))
+        return FMK_OK;
     a.local_unit = o->local_unit, a.local_points = o->local_points;
     a.stride = n > SAMPLE_ALL ? n / SAMPLE_ALL : 1;
     for (int64_t m = 8; m < n && a.nw < MAX_WINDOWS - 1; m *= 8)
