@@ -370,11 +370,13 @@ cudaError_t fmk_cuda_bh_charges(const fmk_plan *plan, const fmk_bh_state *s, con
 cudaError_t fmk_cuda_bh_moments(const fmk_plan *plan, fmk_bh_state *s, const double *d_q);
 
 /* walk_group.cu: the group walk (groups of 32; a.parts > 1: split, into the part sums) for
- * expansion order `order`, self (targets are the sources) or not; the super-groups' walks
- * first when a.super. tickets: tune.tickets. */
-cudaError_t fmk_cuda_bh_walk_group(const fmk_bh_walk_args<float> &a, int order, int self,
+ * expansion order `order`; mode 0: separate targets, 1: targets are the sources, 2: the
+ * gradient alone (a.pot NULL; targets = sources take their self pair in: its gradient term is
+ * exactly 0, and fmk_info's count then holds it); the super-groups' walks first when a.super.
+ * tickets: tune.tickets. */
+cudaError_t fmk_cuda_bh_walk_group(const fmk_bh_walk_args<float> &a, int order, int mode,
                                    int tickets);
-cudaError_t fmk_cuda_bh_walk_group(const fmk_bh_walk_args<double> &a, int order, int self,
+cudaError_t fmk_cuda_bh_walk_group(const fmk_bh_walk_args<double> &a, int order, int mode,
                                    int tickets);
 /* The parts of a split walk added up in part order into pot, grad (the same sums each run). */
 cudaError_t fmk_cuda_bh_sum_parts(int64_t m, int parts, const double *part_pot,

@@ -470,22 +470,22 @@ static fmk_bh_walk_args<R> walk_args_of(const fmk_plan *plan, const fmk_bh_state
     return a;
 }
 
-/* Whether the group walk leaves out each target's pair with its own source by index. Only a
- * softened kernel needs it (a coincident pair adds nothing to 1/r), and only for the
- * potential: with sources = targets the self pair's offsets are the same bits on both sides
- * (rel_point and the P2P list make a point relative to the group's origin alike), so
- * dx = dy = dz = 0 and its gradient term is exactly 0. Without the potential the walk then
- * skips the index list and its compare per pair (and counts the self pairs, taken off after). */
-template <typename R> static int walk_self(const fmk_plan *plan, const fmk_bh_walk_args<R> &a)
+/* The group walk's mode (fmk_cuda_bh_walk_group): without the potential (a.pot NULL) the
+ * gradient alone, whose walk leaves out the potential's terms and, with targets = sources,
+ * takes each target's pair with its own source in instead of leaving it out by index under a
+ * softened kernel: the pair's offsets are the same bits on both sides (rel_point and the P2P
+ * list make a point relative to the group's origin alike), so dx = dy = dz = 0 and its
+ * gradient term is exactly 0 (fmk_info's count of pairs takes it off after). */
+template <typename R> static int walk_mode(const fmk_plan *plan, const fmk_bh_walk_args<R> &a)
 {
-    return plan->self && (a.pot != NULL || a.eps2 == 0 || plan->opts.walk == FMK_WALK_STACKLESS);
+    return a.pot == NULL ? 2 : plan->self ? 1 : 0;
 }
 
 template <typename R> static cudaError_t walk(const fmk_plan *plan, const fmk_bh_walk_args<R> &a)
 {
     if (plan->opts.walk == FMK_WALK_STACKLESS)
         return fmk_cuda_bh_walk_stackless(a, plan->opts.order, plan->self);
-    return fmk_cuda_bh_walk_group(a, plan->opts.order, walk_self(plan, a),
+    return fmk_cuda_bh_walk_group(a, plan->opts.order, walk_mode(plan, a),
                                   fmk_bh_tune(plan)->tickets);
 }
 
@@ -593,7 +593,8 @@ static fmk_status walk_phase(fmk_plan *plan, fmk_bh_state *s, const double *d_q,
     }
     if (err != cudaSuccess)
         return fmk_cuda_fail(plan, err, "the tree walk kernel");
-    plan->info.interactions_p2p = (int64_t)s->h_stats[5] - (plan->self && !walk_self(plan, a) ? a.m : 0);
+    const int self_counted = plan->self && !stackless && walk_mode(plan, a) == 2;
+    plan->info.interactions_p2p = (int64_t)s->h_stats[5] - (self_counted ? a.m : 0);
     plan->info.interactions_far = (int64_t)s->h_stats[6];
     return FMK_OK;
 }

@@ -57,8 +57,12 @@ __device__ unsigned long long fmk_bh_counts[32];
  * steps, all inlined into k_walk_bfs. LOC: 0 no cell-to-group step; 3 the step of order
  * a.local (2 or 3); 4 the step of order 4; 5 that of order 4 for eps2 = 0 (its harmonic
  * coefficients). SUPER (LOC 4 and 5): the walk starts from its super-group's start list. */
-template <typename R, int ORDER, bool SELF, int T, int LOC, bool SUPER> struct bfs_walk {
+template <typename R, int ORDER, int MODE, int T, int LOC, bool SUPER> struct bfs_walk {
     typedef typename vec4<R>::type V;
+    /* MODE (walk_mode): 0 separate targets, 1 targets = sources (the self pair left out by
+     * index under a softened kernel), 2 the gradient alone (no potential terms; the self pair
+     * taken in: its gradient term is 0) */
+    static constexpr bool SELF = MODE == 1, POT = MODE != 2;
     static constexpr bool LOCAL = LOC != 0;
     /* nodes waiting per warp (the deepest seen at 2^20 points: 408 (cube), 620 (Plummer, with
      * super-groups); a smaller stack would sum more nodes directly) */
@@ -163,7 +167,7 @@ template <typename R, int ORDER, bool SELF, int T, int LOC, bool SUPER> struct b
     /* Evaluates the first 32 entries of a list and moves the rest (< 32) to the front. */
     __device__ __forceinline__ void m2p_chunk()
     {
-        BH_CLOCK(k_m2p, (bfs_m2p<R, ORDER, T>(node_list + h_m2p, 32, y, a.eps2, phi, g)));
+        BH_CLOCK(k_m2p, (bfs_m2p<R, ORDER, T, POT>(node_list + h_m2p, 32, y, a.eps2, phi, g)));
         h_m2p ^= 32, n_m2p -= 32;
         __syncwarp(); /* the slots are written again */
     }
@@ -203,7 +207,7 @@ template <typename R, int ORDER, bool SELF, int T, int LOC, bool SUPER> struct b
     __device__ __forceinline__ void p2p_chunk()
     {
         const bool any_in = p2p_ready(32);
-        BH_CLOCK(k_p2p, (bfs_p2p_any<R, SELF, T>(src_list + h_p2p, idx_list + (SELF ? h_p2p : 0),
+        BH_CLOCK(k_p2p, (bfs_p2p_any<R, SELF, T, POT>(src_list + h_p2p, idx_list + (SELF ? h_p2p : 0),
                                                  any_in, 32, t, y, a.eps2, phi, g)));
         h_p2p ^= 32, n_p2p -= 32;
         __syncwarp();
@@ -475,11 +479,11 @@ template <typename R, int ORDER, bool SELF, int T, int LOC, bool SUPER> struct b
             m2p_chunk();
         if (n_p2p >= 32)
             p2p_chunk();
-        BH_CLOCK(k_m2p, (bfs_m2p<R, ORDER, T>(node_list + h_m2p, n_m2p, y, a.eps2, phi, g)));
+        BH_CLOCK(k_m2p, (bfs_m2p<R, ORDER, T, POT>(node_list + h_m2p, n_m2p, y, a.eps2, phi, g)));
         {
             const bool any_in = p2p_ready(n_p2p);
             BH_CLOCK(k_p2p,
-                     (bfs_p2p_any<R, SELF, T>(src_list + h_p2p, idx_list + (SELF ? h_p2p : 0),
+                     (bfs_p2p_any<R, SELF, T, POT>(src_list + h_p2p, idx_list + (SELF ? h_p2p : 0),
                                               any_in, n_p2p, t, y, a.eps2, phi, g)));
         }
         if (LOCAL && any_loc) {
@@ -565,21 +569,21 @@ template <typename R, int ORDER, bool SELF, int T, int LOC, bool SUPER> struct b
 #endif
 };
 
-template <typename R, int ORDER, bool SELF, int T, int LOC, bool SUPER = false>
+template <typename R, int ORDER, int MODE, int T, int LOC, bool SUPER = false>
 __global__ void
 __launch_bounds__(bfs_cfg<R>::WARPS * 32,
                   LOC && sizeof(R) == 4
                       ? bfs_cfg<R>::blocks(4 * (FMK_LOCAL_MINB - (SUPER ? FMK_SUPER_MINB_LESS : 0)))
                       : bfs_cfg<R>::MIN_BLOCKS) k_walk_bfs(fmk_bh_walk_args<R> a)
 {
-    typedef bfs_walk<R, ORDER, SELF, T, LOC, SUPER> walk_t;
+    typedef bfs_walk<R, ORDER, MODE, T, LOC, SUPER> walk_t;
     typedef typename vec4<R>::type V;
     constexpr bool LOCAL = walk_t::LOCAL;
     constexpr int WARPS = bfs_cfg<R>::WARPS, STACK = walk_t::STACK;
     __shared__ V s_node[WARPS][64][4]; /* accepted nodes, packed by bfs_pack */
     __shared__ V s_src[WARPS][64];     /* sources of opened leaves (copied, then relative to o) */
     __shared__ real4f s_lo[WARPS][sizeof(R) == 4 ? 64 : 1]; /* fp32: their rests (copied) */
-    __shared__ int32_t s_idx[WARPS][SELF ? 64 : 1];
+    __shared__ int32_t s_idx[WARPS][walk_t::SELF ? 64 : 1];
     __shared__ int32_t s_first[WARPS][32]; /* a P2P batch's source ranges by first position */
     __shared__ int32_t s_stack[WARPS][STACK];
     __shared__ int32_t s_loc[WARPS][LOCAL ? 64 : 1]; /* nodes for the group's expansion */
@@ -676,7 +680,7 @@ void launch_bfs(K kernel, const fmk_bh_walk_args<R> &a, unsigned blocks, int tic
     kernel<<<blocks, threads>>>(a);
 }
 
-template <typename R, int ORDER, bool SELF>
+template <typename R, int ORDER, int MODE>
 cudaError_t launch_walk(const fmk_bh_walk_args<R> &a, int tickets)
 {
     constexpr int WB = bfs_cfg<R>::WARPS;
@@ -689,51 +693,54 @@ cudaError_t launch_walk(const fmk_bh_walk_args<R> &a, int tickets)
         if (a.super) {
             if (first)
                 (void)fmk_cuda_bh_super_walks(a, ORDER, 5); /* errors: below */
-            launch_bfs(k_walk_bfs<R, ORDER, SELF, 1, 5, true>, a, blocks, tickets);
+            launch_bfs(k_walk_bfs<R, ORDER, MODE, 1, 5, true>, a, blocks, tickets);
         } else {
-            launch_bfs(k_walk_bfs<R, ORDER, SELF, 1, 5>, a, blocks, tickets);
+            launch_bfs(k_walk_bfs<R, ORDER, MODE, 1, 5>, a, blocks, tickets);
         }
     } else if (a.local == 4) {
         if (a.super) {
             if (first)
                 (void)fmk_cuda_bh_super_walks(a, ORDER, 4);
-            launch_bfs(k_walk_bfs<R, ORDER, SELF, 1, 4, true>, a, blocks, tickets);
+            launch_bfs(k_walk_bfs<R, ORDER, MODE, 1, 4, true>, a, blocks, tickets);
         } else {
-            launch_bfs(k_walk_bfs<R, ORDER, SELF, 1, 4>, a, blocks, tickets);
+            launch_bfs(k_walk_bfs<R, ORDER, MODE, 1, 4>, a, blocks, tickets);
         }
     } else if (a.local) {
-        launch_bfs(k_walk_bfs<R, ORDER, SELF, 1, 3>, a, blocks, tickets);
+        launch_bfs(k_walk_bfs<R, ORDER, MODE, 1, 3>, a, blocks, tickets);
     } else {
-        launch_bfs(k_walk_bfs<R, ORDER, SELF, 1, 0>, a, blocks, tickets);
+        launch_bfs(k_walk_bfs<R, ORDER, MODE, 1, 0>, a, blocks, tickets);
     }
     return cudaGetLastError();
 }
 
 template <typename R>
-cudaError_t walk(const fmk_bh_walk_args<R> &a, int order, int self, int tickets)
+cudaError_t walk(const fmk_bh_walk_args<R> &a, int order, int mode, int tickets)
 {
-    switch (order * 2 + (self ? 1 : 0)) {
-    case 0: return launch_walk<R, 0, false>(a, tickets);
-    case 1: return launch_walk<R, 0, true>(a, tickets);
-    case 2: return launch_walk<R, 1, false>(a, tickets);
-    case 3: return launch_walk<R, 1, true>(a, tickets);
-    case 4: return launch_walk<R, 2, false>(a, tickets);
-    default: return launch_walk<R, 2, true>(a, tickets);
+    switch (order * 3 + (mode >= 0 && mode <= 2 ? mode : 0)) {
+    case 0: return launch_walk<R, 0, 0>(a, tickets);
+    case 1: return launch_walk<R, 0, 1>(a, tickets);
+    case 2: return launch_walk<R, 0, 2>(a, tickets);
+    case 3: return launch_walk<R, 1, 0>(a, tickets);
+    case 4: return launch_walk<R, 1, 1>(a, tickets);
+    case 5: return launch_walk<R, 1, 2>(a, tickets);
+    case 6: return launch_walk<R, 2, 0>(a, tickets);
+    case 7: return launch_walk<R, 2, 1>(a, tickets);
+    default: return launch_walk<R, 2, 2>(a, tickets);
     }
 }
 
 } // namespace
 
-cudaError_t fmk_cuda_bh_walk_group(const fmk_bh_walk_args<float> &a, int order, int self,
+cudaError_t fmk_cuda_bh_walk_group(const fmk_bh_walk_args<float> &a, int order, int mode,
                                    int tickets)
 {
-    return walk<float>(a, order, self, tickets);
+    return walk<float>(a, order, mode, tickets);
 }
 
-cudaError_t fmk_cuda_bh_walk_group(const fmk_bh_walk_args<double> &a, int order, int self,
+cudaError_t fmk_cuda_bh_walk_group(const fmk_bh_walk_args<double> &a, int order, int mode,
                                    int tickets)
 {
-    return walk<double>(a, order, self, tickets);
+    return walk<double>(a, order, mode, tickets);
 }
 
 cudaError_t fmk_cuda_bh_sum_parts(int64_t m, int parts, const double *part_pot,

@@ -119,7 +119,8 @@ bfs_pack(const typename vec4<R>::type &x, const typename vec4<R>::type &m1,
     e[0] = a, e[1] = b, e[2] = c, e[3] = d;
 }
 
-template <typename R, int ORDER, int T>
+/* POT false: the potential's terms are left out (a walk for the gradient alone). */
+template <typename R, int ORDER, int T, bool POT = true>
 __device__ __forceinline__ void bfs_m2p(const typename vec4<R>::type (*list)[4], int count,
                                         const R (&y)[T][3], R eps2, R (&phi)[T], R (&g)[T][3])
 {
@@ -133,13 +134,15 @@ __device__ __forceinline__ void bfs_m2p(const typename vec4<R>::type (*list)[4],
             const R rx = y[k][0] - a.x, ry = y[k][1] - a.y, rz = y[k][2] - a.z;
             const R t = fma(rx, rx, fma(ry, ry, fma(rz, rz, eps2)));
             const R u1 = rsqrt_(t), u2 = u1 * u1, u3 = u1 * u2;
-            phi[k] = fma(a.w, u1, phi[k]);
+            if (POT)
+                phi[k] = fma(a.w, u1, phi[k]);
             R cc = a.w * u3; /* coefficient of -r in the gradient */
             if (ORDER >= 1) {
                 const V b = list[e][1];
                 const R dr = fma(b.x, rx, fma(b.y, ry, b.z * rz));
                 const R u5 = u3 * u2;
-                phi[k] = fma(dr, u3, phi[k]);
+                if (POT)
+                    phi[k] = fma(dr, u3, phi[k]);
                 g[k][0] = fma(b.x, u3, g[k][0]);
                 g[k][1] = fma(b.y, u3, g[k][1]);
                 g[k][2] = fma(b.z, u3, g[k][2]);
@@ -150,7 +153,8 @@ __device__ __forceinline__ void bfs_m2p(const typename vec4<R>::type (*list)[4],
                     const R qz = fma(c.z, rx, fma(b.w, ry, d.x * rz));
                     const R w = fma(rx, qx, fma(ry, qy, fma(rz, qz, -d.y)));
                     const R u7 = u5 * u2, u52 = u5 + u5;
-                    phi[k] = fma(w, u5, phi[k]);
+                    if (POT)
+                        phi[k] = fma(w, u5, phi[k]);
                     cc = fma((R)5 * w, u7, fma((R)3 * dr, u5, cc));
                     g[k][0] = fma(qx, u52, g[k][0]);
                     g[k][1] = fma(qy, u52, g[k][1]);
@@ -178,11 +182,12 @@ __device__ __forceinline__ void bfs_m2p(const typename vec4<R>::type (*list)[4],
 #define FMK_SUPER_MINB_LESS 1
 #endif
 
-/* P2P over a list of sources. SOFT (eps2 > 0): t > 0 always, and the self term is left out
- * by index. Laplace (eps2 = 0): a coincident pair (the self term among them) adds nothing
+/* P2P over a list of sources (POT false: the gradient alone). SOFT (eps2 > 0): t > 0 always,
+ * and with SELF the self term is left out by index (without SELF, targets = sources take it
+ * in: its offsets are 0, and so is its gradient term). Laplace (eps2 = 0): a coincident pair (the self term among them) adds nothing
  * (bh_terms.h's rule), so no index is needed, and GUARD = false skips that test for a list in
  * which no source lies in the group's box (no source there can coincide with a target). */
-template <typename R, bool SELF, bool SOFT, bool GUARD, int T>
+template <typename R, bool SELF, bool SOFT, bool GUARD, int T, bool POT = true>
 __device__ __forceinline__ void bfs_p2p(const typename vec4<R>::type *src, const int32_t *idx,
                                         int count, const int32_t (&t)[T], const R (&y)[T][3],
                                         R eps2, R (&phi)[T], R (&g)[T][3])
@@ -203,7 +208,8 @@ __device__ __forceinline__ void bfs_p2p(const typename vec4<R>::type *src, const
             if (!SOFT && GUARD)
                 u = r2 > 0 ? u : (R)0;
             const R qu = q * u, qu3 = qu * u * u;
-            phi[k] += qu;
+            if (POT)
+                phi[k] += qu;
             g[k][0] = fma(qu3, dx, g[k][0]);
             g[k][1] = fma(qu3, dy, g[k][1]);
             g[k][2] = fma(qu3, dz, g[k][2]);
@@ -212,17 +218,17 @@ __device__ __forceinline__ void bfs_p2p(const typename vec4<R>::type *src, const
 }
 
 /* count <= 32 entries; any_in: some source lies in the group's box. */
-template <typename R, bool SELF, int T>
+template <typename R, bool SELF, int T, bool POT = true>
 __device__ __forceinline__ void bfs_p2p_any(const typename vec4<R>::type *src, const int32_t *idx,
                                             bool any_in, int count, const int32_t (&t)[T],
                                             const R (&y)[T][3], R eps2, R (&phi)[T], R (&g)[T][3])
 {
     if (eps2 > 0)
-        bfs_p2p<R, SELF, true, true, T>(src, idx, count, t, y, eps2, phi, g);
+        bfs_p2p<R, SELF, true, true, T, POT>(src, idx, count, t, y, eps2, phi, g);
     else if (any_in)
-        bfs_p2p<R, SELF, false, true, T>(src, idx, count, t, y, eps2, phi, g);
+        bfs_p2p<R, SELF, false, true, T, POT>(src, idx, count, t, y, eps2, phi, g);
     else
-        bfs_p2p<R, SELF, false, false, T>(src, idx, count, t, y, eps2, phi, g);
+        bfs_p2p<R, SELF, false, false, T, POT>(src, idx, count, t, y, eps2, phi, g);
 }
 
 /* The start of group walk wp with super-groups (k_walk_bfs, walk_args): its group (*w), its
