@@ -40,8 +40,8 @@ static int64_t first_nonfinite(const fmk_sim *sim, const double *acc, const doub
 {
     for (int64_t i = 0; i < sim->n; i++)
         if ((pot && !isfinite(pot[i])) ||
-            (acc && (!isfinite(acc[3 * i]) || !isfinite(acc[3 * i + 1]) ||
-                     !isfinite(acc[3 * i + 2]))))
+            (acc &&
+             (!isfinite(acc[3 * i]) || !isfinite(acc[3 * i + 1]) || !isfinite(acc[3 * i + 2]))))
             return i;
     return -1;
 }

@@ -369,7 +369,8 @@ static void test_potential_on_demand(const char *what, fmk_sim_opts o, int splin
     CHECK(dw < tol && dpot < tol,
           "%s: W after steps without the potential %.17g, with it %.17g (%.2e; pot %.2e)", what,
           ib.potential, ia.potential, dw, dpot);
-    CHECK(memcmp(sb.pos, sc.pos, sizeof sb.pos) == 0 && memcmp(sb.vel, sc.vel, sizeof sb.vel) == 0 &&
+    CHECK(memcmp(sb.pos, sc.pos, sizeof sb.pos) == 0 &&
+              memcmp(sb.vel, sc.vel, sizeof sb.vel) == 0 &&
               memcmp(sb.acc, sc.acc, sizeof sb.acc) == 0,
           "%s: queries of the energy changed the trajectory", what);
     printf("%-34s W on demand vs every step %.2e, pot %.2e, positions %.2e\n", what, dw, dpot,

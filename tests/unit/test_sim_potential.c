@@ -90,8 +90,7 @@ static void cadence(void)
     }
     free(pot);
     double *a = pva(s[0], N), *b = pva(s[1], N), *c = pva(s[2], N);
-    CHECK_MSG(memcmp(a, b, 9 * N * sizeof *a) == 0,
-              "queries of the energy changed the trajectory");
+    CHECK_MSG(memcmp(a, b, 9 * N * sizeof *a) == 0, "queries of the energy changed the trajectory");
     double dx = 0;
     for (int i = 0; i < 9 * N; i++)
         dx = fmax(dx, fabs(a[i] - c[i]));

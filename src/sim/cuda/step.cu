@@ -40,8 +40,8 @@ __global__ void k_check(int64_t n, const double *acc, const double *pot, unsigne
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x)
         if ((pot && !isfinite(pot[i])) ||
-            (acc && (!isfinite(acc[3 * i]) || !isfinite(acc[3 * i + 1]) ||
-                     !isfinite(acc[3 * i + 2]))))
+            (acc &&
+             (!isfinite(acc[3 * i]) || !isfinite(acc[3 * i + 1]) || !isfinite(acc[3 * i + 2]))))
             atomicMin(bad, (unsigned long long)i);
 }
 
