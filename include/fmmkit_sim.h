@@ -6,8 +6,12 @@
  *
  *     dx_i/dt = v_i,   dv_i/dt = a_i = -G sum_{j != i} m_j grad phi_s(x_i - x_j),
  *
- * with the forces (and the potential energy, from the same call) of an fmmkit plan: any method
- * and backend (method AUTO by default). phi_s is the softened 1/r: Plummer's 1/sqrt(r^2 + s^2)
+ * with the forces of an fmmkit plan: any method and backend (method AUTO by default). The
+ * potential (the energies' W) is evaluated only where it is read: by fmk_sim_run on the steps
+ * that end in a diagnostics row or a restart file (every step in a comoving run), else once at
+ * the current positions when a query asks for it (fmk_sim_info_get, fmk_sim_get_state with
+ * pot, restart files); an evaluation without it is cheaper (docs/simulation.md, "When the
+ * potential is computed"). The trajectory never depends on those queries. phi_s is the softened 1/r: Plummer's 1/sqrt(r^2 + s^2)
  * (fmmkit's plummer kernel, one s for every particle) or GADGET's cubic spline of softening
  * length s (exactly Newtonian beyond h = 2.8 s; one s or one per particle, a pair using the
  * larger of its two). The state (positions, velocities, masses) is fp64; the forces come in the
@@ -153,9 +157,10 @@ typedef struct fmk_sim_info {
     double time;                      /* simulation time */
     double dt;                        /* the last step's dt */
     double kinetic, potential, total; /* energies at the current time (potential: from the
-                                       * last force evaluation, -G sum_{i<j} m_i m_j phi_s =
-                                       * -1/2 sum_i m_i pot_i, negative; total = kinetic +
-                                       * potential) */
+                                       * last step's evaluation when it computed the potential,
+                                       * else evaluated now at the current positions;
+                                       * -G sum_{i<j} m_i m_j phi_s = -1/2 sum_i m_i pot_i,
+                                       * negative; total = kinetic + potential) */
     double momentum[3], angular_momentum[3];
     double seconds_force; /* the last step's wall time in set_points + eval */
     double seconds_step;  /* the last step's whole wall time */
@@ -264,7 +269,10 @@ FMK_API fmk_status fmk_sim_ic_cosmo_size(const fmk_sim_cosmo_ic *p, int64_t *n, 
 FMK_API fmk_status fmk_sim_ic_cosmo(const fmk_sim_cosmo_ic *p, int64_t n, double *mass, double *pos,
                                     double *vel);
 
-/* Takes one step (kick-drift-kick leapfrog). A step that fails leaves the state as it was. */
+/* Takes one step (kick-drift-kick leapfrog). A step that fails leaves the state as it was. Its
+ * evaluation computes the accelerations alone (not in a comoving run): a query of the potential
+ * after it evaluates the potential once more (a caller that reads the energy after every step
+ * gets it within the steps with fmk_sim_run and a diagnostics row every step). */
 FMK_API fmk_status fmk_sim_step(fmk_sim *sim);
 
 /* Steps until the time reaches t_end (the last step shortened to land on it) or, when
@@ -306,7 +314,10 @@ FMK_API fmk_status fmk_sim_set_energy_reference(fmk_sim *sim, int64_t n, const d
 
 /* The state now: any of mass (n), pos, vel, acc (3n each) and pot (n; the softened potential
  * G sum_{j != i} m_j phi_s at each particle, positive as fmmkit's potential: the gravitational
- * potential is -pot) may be NULL. */
+ * potential is -pot) may be NULL. pot after steps that did not compute it: one evaluation at
+ * the current positions now (the accelerations stay the step's). On a distributed simulation
+ * that evaluation is collective: a call with pot must then be made on every rank with pot
+ * non-NULL on each (or after fmk_sim_info_get, which makes it current on every rank). */
 FMK_API fmk_status fmk_sim_get_state(const fmk_sim *sim, double *mass, double *pos, double *vel,
                                      double *acc, double *pot);
 
@@ -324,6 +335,8 @@ FMK_API fmk_status fmk_sim_create_device(fmk_sim **sim, int64_t n, const double 
 FMK_API fmk_status fmk_sim_get_state_device(const fmk_sim *sim, double *d_mass, double *d_pos,
                                             double *d_vel, double *d_acc, double *d_pot);
 
+/* Energies, momenta and counts now (the potential evaluated first where the last step did not
+ * compute it). Collective on a distributed simulation (its sums are reduced over the ranks). */
 FMK_API fmk_status fmk_sim_info_get(const fmk_sim *sim, fmk_sim_info *info);
 
 FMK_API fmk_status fmk_sim_write_snapshot(fmk_sim *sim, const char *path);

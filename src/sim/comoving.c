@@ -111,6 +111,7 @@ fmk_status fmk_sim_comoving_soft(fmk_sim *sim, double a)
         return st;
     }
     fmk_plan_destroy(old);
+    sim->plan_here = 0; /* the new plan has no points */
     return FMK_OK;
 }
 
@@ -230,6 +231,7 @@ static fmk_status energy_at(fmk_sim *sim, const double *pos, double *u)
                           "fmk_sim_set_energy_reference: out of host memory for %lld "
                           "potentials",
                           (long long)n);
+    sim->plan_here = 0; /* the plan takes the given positions */
     if (st == FMK_OK && (st = fmk_plan_set_points(sim->plan, n, pos, 0, NULL)) == FMK_OK)
         st = fmk_plan_eval(sim->plan, sim->charge, pot, acc);
     if (st != FMK_OK && st != FMK_ERR_NOMEM)

@@ -2,8 +2,10 @@
  *
  * On the CUDA backend a step never copies the state through the host: a kernel drifts the
  * positions into the next buffer, the plan takes them with fmk_plan_set_points_device and
- * writes the accelerations and potentials with fmk_plan_eval_device, the spline correction and
- * the finite check run on the device, and a kernel kicks. Only a 4-byte flag (the check) and,
+ * writes the accelerations (and the potentials, on the steps that ask for them) with
+ * fmk_plan_eval_device, the spline correction and the finite check run on the device, and a
+ * kernel kicks. A query of the potential after steps without it evaluates it at the current
+ * positions (fmk_sim_dev_potential), its accelerations into the next buffer. Only a 4-byte flag (the check) and,
  * with the adaptive step, one double come back each step. A build without CUDA has no such
  * state: every function here then says FMK_ERR_UNAVAILABLE (the plan would have refused the
  * backend first). */
@@ -78,10 +80,12 @@ fmk_status fmk_sim_dev_drift(fmk_sim *sim, double k1, double d)
     return fmk_sim_cuda_drift(sim->dev, k1, d, MSG);
 }
 
-fmk_status fmk_sim_dev_forces(fmk_sim *sim)
+fmk_status fmk_sim_dev_forces(fmk_sim *sim, int want_pot)
 {
     double *d_pos, *d_acc, *d_pot;
     fmk_sim_cuda_next(sim->dev, &d_pos, &d_acc, &d_pot);
+    if (!want_pot) /* the plan's evaluation without the potential is cheaper */
+        d_pot = NULL;
     /* the drift (and the last kick) finish first, so that seconds_force holds the plan's two
      * calls alone; eval_device returns when its results are written */
     fmk_status st = fmk_sim_cuda_sync(sim->dev, MSG);
@@ -94,19 +98,48 @@ fmk_status fmk_sim_dev_forces(fmk_sim *sim)
     sim->seconds_force = fmk_sim_now() - t0;
     if (st != FMK_OK)
         return fmk_sim_fail_plan(sim, st, "the forces on the GPU");
-    if (sim->spline &&
-        (st = fmk_sim_cuda_spline(sim->dev, sim->opts.soft, sim->h_max, MSG)) != FMK_OK)
+    if (sim->spline && (st = fmk_sim_cuda_spline(sim->dev, d_pos, d_acc, d_pot, sim->opts.soft,
+                                                 sim->h_max, MSG)) != FMK_OK)
         return st;
     if (sim->opts.comoving && (st = fmk_sim_cuda_background(sim->dev, sim->cosmo_c, MSG)) != FMK_OK)
         return st;
     int64_t bad;
-    if ((st = fmk_sim_cuda_check_next(sim->dev, &bad, MSG)) != FMK_OK)
+    if ((st = fmk_sim_cuda_check(sim->dev, d_acc, d_pot, &bad, MSG)) != FMK_OK)
         return st;
     if (bad >= 0)
         return fmk_sim_fail(sim, FMK_ERR_NONFINITE,
                             "the forces: particle %lld's acceleration or potential is not finite "
                             "(the sum overflows the range of doubles: particles too close for "
                             "their softening?)",
+                            (long long)bad);
+    return FMK_OK;
+}
+
+fmk_status fmk_sim_dev_potential(fmk_sim *sim, int points)
+{
+    double *d_pos, *d_acc, *d_pot, *scratch, *unused;
+    fmk_sim_cuda_current(sim->dev, &d_pos, &d_acc, &d_pot);
+    /* the next buffers are free between steps: the accelerations go there, thrown away, so
+     * that the state's are never overwritten (two evaluations may differ in the last bits) */
+    fmk_sim_cuda_next(sim->dev, &unused, &scratch, &unused);
+    fmk_status st = fmk_sim_cuda_sync(sim->dev, MSG);
+    if (st != FMK_OK)
+        return st;
+    if (points)
+        st = fmk_plan_set_points_device(sim->plan, sim->n, d_pos, 0, NULL);
+    if (st == FMK_OK)
+        st = fmk_plan_eval_device(sim->plan, fmk_sim_cuda_charge(sim->dev), d_pot, scratch);
+    if (st != FMK_OK)
+        return fmk_sim_fail_plan(sim, st, "the potential on the GPU");
+    if (sim->spline && (st = fmk_sim_cuda_spline(sim->dev, d_pos, scratch, d_pot, sim->opts.soft,
+                                                 sim->h_max, MSG)) != FMK_OK)
+        return st;
+    int64_t bad;
+    if ((st = fmk_sim_cuda_check(sim->dev, NULL, d_pot, &bad, MSG)) != FMK_OK)
+        return st;
+    if (bad >= 0)
+        return fmk_sim_fail(sim, FMK_ERR_NONFINITE,
+                            "the potential: particle %lld's potential is not finite",
                             (long long)bad);
     return FMK_OK;
 }
@@ -190,8 +223,14 @@ fmk_status fmk_sim_dev_drift(fmk_sim *sim, double k1, double d)
     (void)k1, (void)d;
     return no_cuda(sim);
 }
-fmk_status fmk_sim_dev_forces(fmk_sim *sim)
+fmk_status fmk_sim_dev_forces(fmk_sim *sim, int pot)
 {
+    (void)pot;
+    return no_cuda(sim);
+}
+fmk_status fmk_sim_dev_potential(fmk_sim *sim, int points)
+{
+    (void)points;
     return no_cuda(sim);
 }
 fmk_status fmk_sim_dev_kick_swap(fmk_sim *sim, double k1, double k2)

@@ -3,7 +3,8 @@
  *
  *   kinetic   K = 1/2 sum_i m_i |v_i|^2
  *   potential W = -1/2 sum_i m_i psi_i = -G sum_{i<j} m_i m_j phi_s(r_ij), psi from the last
- *             force evaluation (the one at the current positions)
+ *             force evaluation when it computed the potential, else from one evaluation of it
+ *             at the current positions now (fmk_sim_potential)
  *   momentum  P = sum_i m_i v_i;  angular momentum L = sum_i m_i x_i x v_i (about the origin)
  *
  * On the host the sums run in index order with Neumaier's compensation (reproducible, and
@@ -34,6 +35,9 @@ enum { D_KIN, D_POT, D_PX, D_PY, D_PZ, D_LX, D_LY, D_LZ, D_COUNT };
 
 fmk_status fmk_sim_diagnostics(const fmk_sim *sim, fmk_sim_diag *d)
 {
+    fmk_status st = fmk_sim_potential(sim); /* collective, as the sums are */
+    if (st != FMK_OK)
+        return st;
     if (sim->dev)
         return fmk_sim_dev_diagnostics(sim, d);
     ksum k[D_COUNT];
@@ -60,6 +64,9 @@ fmk_status fmk_sim_diagnostics(const fmk_sim *sim, fmk_sim_diag *d)
 
 fmk_status fmk_sim_comoving_sums(const fmk_sim *sim, double sums[3])
 {
+    fmk_status st = fmk_sim_potential(sim);
+    if (st != FMK_OK)
+        return st;
     if (sim->dev)
         return fmk_sim_dev_comoving_sums(sim, sums);
     ksum k[3];

@@ -34,27 +34,29 @@ fmk_status fmk_sim_plan_make(fmk_sim *sim)
     return FMK_OK;
 }
 
-/* The first particle whose acceleration or potential is not finite, or -1. */
-static int64_t first_nonfinite(const fmk_sim *sim)
+/* The first particle whose acceleration or potential (either may be NULL) is not finite, or
+ * -1. */
+static int64_t first_nonfinite(const fmk_sim *sim, const double *acc, const double *pot)
 {
     for (int64_t i = 0; i < sim->n; i++)
-        if (!isfinite(sim->pot_next[i]) || !isfinite(sim->acc_next[3 * i]) ||
-            !isfinite(sim->acc_next[3 * i + 1]) || !isfinite(sim->acc_next[3 * i + 2]))
+        if ((pot && !isfinite(pot[i])) ||
+            (acc &&
+             (!isfinite(acc[3 * i]) || !isfinite(acc[3 * i + 1]) || !isfinite(acc[3 * i + 2]))))
             return i;
     return -1;
 }
 
-static fmk_status host_forces(fmk_sim *sim)
+static fmk_status host_forces(fmk_sim *sim, int want_pot)
 {
+    double *pot = want_pot ? sim->pot_next : NULL;
     const double t0 = fmk_sim_now();
     fmk_status st = fmk_plan_set_points(sim->plan, sim->n, sim->pos_next, 0, NULL);
     if (st == FMK_OK)
-        st = fmk_plan_eval(sim->plan, sim->charge, sim->pot_next, sim->acc_next);
+        st = fmk_plan_eval(sim->plan, sim->charge, pot, sim->acc_next);
     sim->seconds_force = fmk_sim_now() - t0;
     if (st != FMK_OK)
         return fmk_sim_fail_plan(sim, st, "the forces");
-    if (sim->spline &&
-        (st = fmk_sim_spline_cpu(sim, sim->pos_next, sim->acc_next, sim->pot_next)) != FMK_OK)
+    if (sim->spline && (st = fmk_sim_spline_cpu(sim, sim->pos_next, sim->acc_next, pot)) != FMK_OK)
         return st;
     if (sim->opts.comoving) {
         const int64_t m = 3 * sim->n;
@@ -65,7 +67,8 @@ static fmk_status host_forces(fmk_sim *sim)
         for (int64_t k = 0; k < m; k++)
             a[k] = a[k] + c * x[k];
     }
-    const int64_t bad = sim->spline || sim->opts.comoving ? first_nonfinite(sim) : -1;
+    const int64_t bad =
+        sim->spline || sim->opts.comoving ? first_nonfinite(sim, sim->acc_next, pot) : -1;
     if (bad >= 0)
         return fmk_sim_fail(sim, FMK_ERR_NONFINITE,
                             "the forces: particle %lld's acceleration or potential is not finite "
@@ -73,6 +76,52 @@ static fmk_status host_forces(fmk_sim *sim)
                             "range of doubles?)",
                             (long long)bad);
     return FMK_OK;
+}
+
+/* The potential at the current positions on the host: the plan's points set again unless they
+ * are these, the accelerations into acc_next (scratch), then the spline's correction. */
+static fmk_status host_potential(fmk_sim *sim)
+{
+    fmk_status st = FMK_OK;
+    if (!sim->plan_here)
+        st = fmk_plan_set_points(sim->plan, sim->n, sim->pos, 0, NULL);
+    if (st == FMK_OK)
+        sim->plan_here = 1;
+    if (st == FMK_OK)
+        st = fmk_plan_eval(sim->plan, sim->charge, sim->pot, sim->acc_next);
+    if (st != FMK_OK)
+        return fmk_sim_fail_plan(sim, st, "the potential");
+    if (sim->spline && (st = fmk_sim_spline_cpu(sim, sim->pos, sim->acc_next, sim->pot)) != FMK_OK)
+        return st;
+    const int64_t bad = sim->spline ? first_nonfinite(sim, NULL, sim->pot) : -1;
+    if (bad >= 0)
+        return fmk_sim_fail(sim, FMK_ERR_NONFINITE,
+                            "the potential: particle %lld's potential is not finite after the "
+                            "spline correction",
+                            (long long)bad);
+    return FMK_OK;
+}
+
+fmk_status fmk_sim_potential(const fmk_sim *csim)
+{
+    /* the potential is a cache of the state: a query (const) may fill it */
+    fmk_sim *sim = (fmk_sim *)csim;
+    if (sim->pot_ok) /* the same on every rank */
+        return FMK_OK;
+    fmk_status st;
+    if (sim->dev) {
+        st = fmk_sim_dev_potential(sim, !sim->plan_here);
+        if (st == FMK_OK)
+            sim->plan_here = 1;
+    } else {
+        st = host_potential(sim);
+    }
+    st = fmk_sim_dist_agree(sim, st);
+    if (st == FMK_OK)
+        sim->pot_ok = 1;
+    else /* (where set_points ran but the evaluation failed: set them again next time) */
+        sim->plan_here = 0;
+    return st;
 }
 
 /* The interactions of the plan's last evaluation (fmk_info: pairs summed directly plus far
@@ -92,9 +141,11 @@ int64_t fmk_sim_interactions(const fmk_sim *sim)
     return count;
 }
 
-fmk_status fmk_sim_forces(fmk_sim *sim)
+fmk_status fmk_sim_forces(fmk_sim *sim, int pot)
 {
-    fmk_status st = sim->dev ? fmk_sim_dev_forces(sim) : host_forces(sim);
+    /* the plan takes pos_next: its points are the state's again once the step succeeds */
+    sim->plan_here = 0;
+    fmk_status st = sim->dev ? fmk_sim_dev_forces(sim, pot) : host_forces(sim, pot);
     st = fmk_sim_dist_agree(sim, st); /* the checks after the plan's calls are local */
     if (st == FMK_OK)
         sim->interactions_total += fmk_sim_interactions(sim);

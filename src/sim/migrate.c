@@ -246,6 +246,7 @@ static int exchange(fmk_sim *sim, const int *owner)
     free(c), free(send), free(recv);
     install(sim, &a, n_new);
     h->owners_here(sim->comm.state, sim->plan, n_new);
+    sim->plan_here = 0; /* the plan's targets are in the order before the exchange */
     return 1;
 }
 

@@ -289,6 +289,15 @@ static int at_listed_time(const fmk_sim *sim)
     return 0;
 }
 
+int fmk_sim_output_reads_pot(const fmk_sim *sim)
+{
+    /* a diagnostics row (W) and a restart file (it stores the potential) read it; snapshots
+     * and PNGs do not */
+    const int64_t s = sim->step + 1;
+    return sim->out_dir && ((sim->diag_every > 0 && s % sim->diag_every == 0) ||
+                            (sim->restart_every > 0 && s % sim->restart_every == 0));
+}
+
 fmk_status fmk_sim_output_due(fmk_sim *sim)
 {
     if (!sim->out_dir)

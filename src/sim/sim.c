@@ -286,7 +286,10 @@ static fmk_status host_state(fmk_sim *sim, const fmk_sim_init *in)
     if (n > 0) {
         memcpy(sim->pos, in->pos, (size_t)(3 * n) * sizeof(double));
         memcpy(sim->vel, in->vel, (size_t)(3 * n) * sizeof(double));
+        /* (steps that do not ask for the potential leave a buffer as it was: never unset) */
+        memset(sim->pot_next, 0, (size_t)n * sizeof(double));
     }
+    sim->pot_ok = 1; /* the stored potential, or the first evaluation's */
     if (in->acc) {
         if (n > 0) {
             memcpy(sim->acc, in->acc, (size_t)(3 * n) * sizeof(double));
@@ -296,11 +299,12 @@ static fmk_status host_state(fmk_sim *sim, const fmk_sim_init *in)
     }
     if (n > 0)
         memcpy(sim->pos_next, in->pos, (size_t)(3 * n) * sizeof(double));
-    fmk_status st = fmk_sim_forces(sim);
+    fmk_status st = fmk_sim_forces(sim, 1);
     if (st != FMK_OK)
         return st;
     swap_ptr(&sim->acc, &sim->acc_next);
     swap_ptr(&sim->pot, &sim->pot_next);
+    sim->plan_here = 1;
     return FMK_OK;
 }
 
@@ -314,11 +318,13 @@ static fmk_status device_state(fmk_sim *sim, const fmk_sim_init *in)
         st = fmk_sim_dev_copy_in(sim, in->mass, in->pos, in->vel);
     else
         st = fmk_sim_dev_upload(sim, in->pos, in->vel, in->acc, in->pot);
+    sim->pot_ok = 1; /* the stored potential, or the first evaluation's */
     if (st != FMK_OK || in->acc)
         return st;
-    if ((st = fmk_sim_forces(sim)) != FMK_OK)
+    if ((st = fmk_sim_forces(sim, 1)) != FMK_OK)
         return st;
     fmk_sim_dev_swap(sim);
+    sim->plan_here = 1;
     return FMK_OK;
 }
 
@@ -475,9 +481,12 @@ fmk_status fmk_sim_get_state(const fmk_sim *sim, double *mass, double *pos, doub
 {
     if (!sim)
         return fmk_sim_fail(NULL, FMK_ERR_NULL, "fmk_sim_get_state: sim is NULL");
+    /* the potential of steps that did not ask for it: computed now (collective when
+     * distributed: every rank, those with no particles too) */
+    fmk_status st = pot ? fmk_sim_potential(sim) : FMK_OK;
     const size_t n = (size_t)sim->n;
-    if (n == 0)
-        return FMK_OK;
+    if (st != FMK_OK || n == 0)
+        return st;
     if (mass)
         memcpy(mass, sim->mass, n * sizeof(double));
     if (sim->dev)
@@ -513,7 +522,8 @@ fmk_status fmk_sim_get_state_device(const fmk_sim *sim, double *d_mass, double *
                             "fmk_sim_get_state_device: the simulation runs on the %s backend; "
                             "use fmk_sim_get_state",
                             fmk_backend_name(sim->backend));
-    return fmk_sim_dev_copy_out(sim, d_mass, d_pos, d_vel, d_acc, d_pot);
+    fmk_status st = d_pot ? fmk_sim_potential(sim) : FMK_OK;
+    return st == FMK_OK ? fmk_sim_dev_copy_out(sim, d_mass, d_pos, d_vel, d_acc, d_pot) : st;
 }
 
 fmk_status fmk_sim_info_get(const fmk_sim *sim, fmk_sim_info *info)

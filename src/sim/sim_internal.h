@@ -89,6 +89,13 @@ struct fmk_sim {
     double dt_last;
     int64_t interactions_total; /* the plan's work estimates summed (0: unknown) */
 
+    /* The potential is evaluated only where it is read (docs/simulation.md, "When the
+     * potential is computed"): pot_ok 1 when pot (device: the device's) holds the potential at
+     * the current positions; plan_here 1 when the plan's points are the current positions in
+     * their order (the last set_points: a step's, or fmk_sim_potential's), so that the
+     * potential alone needs no set_points. Both are the same on every rank. */
+    int pot_ok, plan_here;
+
     /* Comoving runs (opts.comoving; else all 0): the stepping variable u (cosmic time, a or
      * ln a, opts.spacing) that the fixed steps advance (time = a(u), exactly the landing a
      * on a landing), the background's c = H0^2 omega_m / 2, the reference energy U_ref, and
@@ -172,18 +179,30 @@ fmk_status fmk_sim_check_particles(int64_t n, const double *mass, const double *
 
 /* forces.c */
 fmk_status fmk_sim_plan_make(fmk_sim *sim);
-/* The forces at pos_next into acc_next and pot_next (device: the device's next buffers). */
-fmk_status fmk_sim_forces(fmk_sim *sim);
+/* The forces at pos_next into acc_next and, when pot is 1, the potential into pot_next (device:
+ * the device's next buffers); pot 0 passes NULL to the plan (cheaper) and leaves pot_next as it
+ * was. */
+fmk_status fmk_sim_forces(fmk_sim *sim, int pot);
+/* Makes the potential current (pot_ok): nothing when it is; else one evaluation at the current
+ * positions (set_points again unless plan_here) writing the potential into the state's pot and
+ * the accelerations into a scratch buffer (acc_next: free between steps), so that the state's
+ * accelerations, and with them the trajectory, never depend on whether the potential was
+ * asked for. Not counted in interactions_total nor seconds_force. Collective on a distributed
+ * simulation (every rank calls it: it is called where the caller already is collective).
+ * Takes a const sim as the queries do (fmk_sim_info_get): the potential is a cache. */
+fmk_status fmk_sim_potential(const fmk_sim *sim);
 /* The plan's work estimate of one evaluation (0: unknown). */
 int64_t fmk_sim_interactions(const fmk_sim *sim);
 
-/* spline.c: adds the spline correction at pos into acc and pot (CPU); interruptible. */
+/* spline.c: adds the spline correction at pos into acc and pot (pot NULL: acc only; CPU);
+ * interruptible. */
 fmk_status fmk_sim_spline_cpu(fmk_sim *sim, const double *pos, double *acc, double *pot);
 void fmk_sim_cells_free(fmk_sim_cells *c);
 
 /* step.c. One step of dt in the stepping variable (time; comoving: opts.spacing's u); land
- * > 0 (comoving) ends it exactly at a = land instead. */
-fmk_status fmk_sim_step_once(fmk_sim *sim, double dt, double land);
+ * > 0 (comoving) ends it exactly at a = land instead; pot 1: its evaluation computes the
+ * potential too (comoving runs always do: the Layzer-Irvine bookkeeping reads it). */
+fmk_status fmk_sim_step_once(fmk_sim *sim, double dt, double land, int pot);
 /* The step's dt before landing on an end time: fixed, or the adaptive criterion. */
 fmk_status fmk_sim_next_dt(fmk_sim *sim, double *dt);
 
@@ -235,6 +254,9 @@ fmk_status fmk_sim_create_from_checkpoint(fmk_sim **sim, const fmk_sim_checkpoin
                                           const fmk_sim_opts *opts);
 /* The output files due after a step (or at the start of a run). */
 fmk_status fmk_sim_output_due(fmk_sim *sim);
+/* 1 when the outputs due after the next step read the potential (a diagnostics row, a
+ * restart file): fmk_sim_run asks that step's evaluation for it (output.c). */
+int fmk_sim_output_reads_pot(const fmk_sim *sim);
 
 /* ic.c: the driver's random stream. */
 typedef struct fmk_sim_rng {
@@ -311,7 +333,10 @@ fmk_status fmk_sim_dev_copy_out(const fmk_sim *sim, double *d_mass, double *d_po
 /* The leapfrog's factors: pos_next = pos + (vel + acc k1) d; vel = (vel + acc k1) + acc_next k2
  * (Newtonian: k1 = k2 = dt / 2, d = dt). */
 fmk_status fmk_sim_dev_drift(fmk_sim *sim, double k1, double d);
-fmk_status fmk_sim_dev_forces(fmk_sim *sim);
+fmk_status fmk_sim_dev_forces(fmk_sim *sim, int pot);
+/* The potential at the current positions into the state's device pot, the accelerations into
+ * the next buffer (scratch between steps); set_points again when points is 1. */
+fmk_status fmk_sim_dev_potential(fmk_sim *sim, int points);
 fmk_status fmk_sim_dev_kick_swap(fmk_sim *sim, double k1, double k2);
 void fmk_sim_dev_swap(fmk_sim *sim); /* the next buffers become the state (no kick) */
 fmk_status fmk_sim_dev_max_acc(fmk_sim *sim, double *value);

@@ -1,7 +1,7 @@
 /* spline.c -- GADGET's cubic spline softening on the CPU (formulas in spline.h): the plan's
  * Newtonian result is corrected, for every pair closer than h_ij = max(h_i, h_j) (h = 2.8 s),
  * by G m_j (phi_s - 1/r) in the potential and G m_j (g - 1/r^3) (x_j - x_i) in the
- * acceleration.
+ * acceleration (the potential's part left out where the evaluation did not ask for it).
  *
  * The pairs come from a hashed cell list of side h_max (spline.h): the particles are sorted by
  * bucket with a stable counting sort, then each particle (one OpenMP thread each, no shared
@@ -117,7 +117,8 @@ static void correct_one(const fmk_sim *sim, const spline_set *p, int64_t i, doub
                 da[k] += q * dg * d[k];
         }
     }
-    pot[i] += dp;
+    if (pot) /* NULL: the accelerations alone (a step that does not ask for the potential) */
+        pot[i] += dp;
     for (int k = 0; k < 3; k++)
         acc[3 * i + k] += da[k];
 }

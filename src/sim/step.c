@@ -75,7 +75,7 @@ typedef struct step_factors {
     double k1, d, k2;
 } step_factors;
 
-static fmk_status host_step(fmk_sim *sim, step_factors f)
+static fmk_status host_step(fmk_sim *sim, step_factors f, int pot)
 {
     const int64_t m = 3 * sim->n;
     const double k1 = f.k1, d = f.d, k2 = f.k2;
@@ -84,7 +84,7 @@ static fmk_status host_step(fmk_sim *sim, step_factors f)
 #pragma omp parallel for schedule(static) num_threads(threads) if (m > 98304)
     for (int64_t k = 0; k < m; k++)
         x1[k] = x[k] + (v[k] + a[k] * k1) * d;
-    fmk_status st = fmk_sim_forces(sim);
+    fmk_status st = fmk_sim_forces(sim, pot);
     if (st != FMK_OK)
         return st;
     const double *a1 = sim->acc_next;
@@ -94,13 +94,15 @@ static fmk_status host_step(fmk_sim *sim, step_factors f)
     swap_ptr(&sim->pos, &sim->pos_next);
     swap_ptr(&sim->acc, &sim->acc_next);
     swap_ptr(&sim->pot, &sim->pot_next);
+    sim->pot_ok = pot, sim->plan_here = 1;
     return FMK_OK;
 }
 
-/* Yoshida's (1990) fourth-order step: three leapfrog steps of w1 dt, w0 dt, w1 dt. The state
- * before it is saved so that a sub-step that fails (an interrupt, a force evaluation that
- * fails) leaves the state as it was before the whole step. */
-static fmk_status host_step_yoshida(fmk_sim *sim, double dt)
+/* Yoshida's (1990) fourth-order step: three leapfrog steps of w1 dt, w0 dt, w1 dt (the last
+ * one's evaluation alone asks for the potential, when pot). The state before it is saved so
+ * that a sub-step that fails (an interrupt, a force evaluation that fails) leaves the state as
+ * it was before the whole step. */
+static fmk_status host_step_yoshida(fmk_sim *sim, double dt, int pot)
 {
     const int64_t n = sim->n;
     const double w1 = 1 / (2 - cbrt(2.0)), w[3] = {w1, 1 - 2 * w1, w1};
@@ -114,25 +116,29 @@ static fmk_status host_step_yoshida(fmk_sim *sim, double dt)
     const int64_t len[4] = {3 * n, 3 * n, 3 * n, n};
     for (int k = 0; k < 4; k++)
         memcpy(save[k], *state[k], sizeof(double) * (size_t)len[k]);
+    const int pot_ok = sim->pot_ok;
     for (int s = 0; s < 3; s++) {
         const step_factors f = {0.5 * w[s] * dt, w[s] * dt, 0.5 * w[s] * dt};
-        const fmk_status st = host_step(sim, f);
+        const fmk_status st = host_step(sim, f, pot && s == 2);
         if (st != FMK_OK) {
             for (int k = 0; k < 4; k++)
                 memcpy(*state[k], save[k], sizeof(double) * (size_t)len[k]);
+            sim->pot_ok = pot_ok, sim->plan_here = 0;
             return st;
         }
     }
     return FMK_OK;
 }
 
-static fmk_status device_step(fmk_sim *sim, step_factors f)
+static fmk_status device_step(fmk_sim *sim, step_factors f, int pot)
 {
     fmk_status st = fmk_sim_dev_drift(sim, f.k1, f.d);
     if (st == FMK_OK)
-        st = fmk_sim_forces(sim);
+        st = fmk_sim_forces(sim, pot);
     if (st == FMK_OK)
         st = fmk_sim_dev_kick_swap(sim, f.k1, f.k2);
+    if (st == FMK_OK)
+        sim->pot_ok = pot, sim->plan_here = 1;
     return st;
 }
 
@@ -156,8 +162,9 @@ static fmk_status comoving_factors(fmk_sim *sim, double dt, double land, step_fa
     return FMK_OK;
 }
 
-fmk_status fmk_sim_step_once(fmk_sim *sim, double dt, double land)
+fmk_status fmk_sim_step_once(fmk_sim *sim, double dt, double land, int pot)
 {
+    pot = pot || sim->opts.comoving; /* comoving_after_step reads W after every step */
     const double t0 = fmk_sim_now();
     step_factors f = {0.5 * dt, dt, 0.5 * dt};
     double u1 = 0, a1 = 0;
@@ -169,11 +176,11 @@ fmk_status fmk_sim_step_once(fmk_sim *sim, double dt, double land)
             return st;
     }
     if (sim->dev)
-        st = device_step(sim, f);
+        st = device_step(sim, f, pot);
     else if (sim->opts.integrator == FMK_SIM_YOSHIDA4)
-        st = host_step_yoshida(sim, dt);
+        st = host_step_yoshida(sim, dt, pot);
     else
-        st = host_step(sim, f);
+        st = host_step(sim, f, pot);
     if (st != FMK_OK)
         return st;
     sim->step++;
@@ -201,7 +208,8 @@ fmk_status fmk_sim_step(fmk_sim *sim)
     atomic_store(&sim->stop, 0);
     double dt = 0;
     fmk_status st = fmk_sim_next_dt(sim, &dt);
-    return st == FMK_OK ? fmk_sim_step_once(sim, dt, 0) : st;
+    /* no potential: a query after the step computes it (fmk_sim_potential) */
+    return st == FMK_OK ? fmk_sim_step_once(sim, dt, 0, 0) : st;
 }
 
 /* The progress bar: on stderr when opts.verbose and stderr is a terminal, at most 5 times a
@@ -314,7 +322,7 @@ fmk_status fmk_sim_run(fmk_sim *sim, double t_end, int64_t n_steps)
         const double target = by_time && t_end < out ? t_end : out;
         double land = 0;
         const int lands = landing(sim, target, &dt, &land);
-        if ((st = fmk_sim_step_once(sim, dt, land)) != FMK_OK) {
+        if ((st = fmk_sim_step_once(sim, dt, land, fmk_sim_output_reads_pot(sim))) != FMK_OK) {
             progress_end(&bar);
             return st;
         }

@@ -16,7 +16,13 @@
  *   - comoving integration (the step's factors, the background term c x on the device, the
  *     comoving reduction every step): 50 steps of the device loop follow the host loop (fp64
  *     direct: positions to 1e-9, K, W and the Layzer-Irvine integral to 1e-9), and a restart
- *     on the device continues bit for bit (the Layzer-Irvine state included).
+ *     on the device continues bit for bit (the Layzer-Irvine state included);
+ *   - the potential only where it is read: 20 steps without it (fmk_sim_step: the plan's
+ *     eval_device with pot NULL, the spline correcting the accelerations alone), then
+ *     fmk_sim_info_get evaluates it on demand (the accelerations into the next buffer: the
+ *     state's unchanged bit for bit, the trajectory equal to the same steps without queries
+ *     bit for bit) and W equals that of the same 20 steps with the potential on every
+ *     evaluation (fp64 direct, with the spline per particle: 1e-12; fp32 treecode: 1e-5).
  * Exit 77 (skipped) without a GPU. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -320,6 +326,59 @@ static void test_comoving(void)
     fmk_sim_destroy(a), fmk_sim_destroy(b), fmk_sim_destroy(r);
 }
 
+/* Steps of sim with the potential on every evaluation (fmk_sim_run's steps that end in a row). */
+static void steps_with_potential(fmk_sim *sim, int steps)
+{
+    for (int k = 0; k < steps; k++) {
+        double dt = 0;
+        fmk_status st = fmk_sim_next_dt(sim, &dt);
+        if (st == FMK_OK)
+            st = fmk_sim_step_once(sim, dt, 0, 1);
+        CHECK(st == FMK_OK, "step with the potential: %s", fmk_sim_last_error(sim));
+    }
+}
+
+static void test_potential_on_demand(const char *what, fmk_sim_opts o, int spline, double tol)
+{
+    fmk_sim *a = make(&o, spline), *b = make(&o, spline), *c = make(&o, spline);
+    if (!a || !b || !c)
+        goto done;
+    static state sa, sb, sb2, sc;
+    steps_with_potential(a, 20);
+    for (int k = 0; k < 20; k++) {
+        CHECK(fmk_sim_step(b) == FMK_OK, "step: %s", fmk_sim_last_error(b));
+        CHECK(fmk_sim_step(c) == FMK_OK, "step: %s", fmk_sim_last_error(c));
+        if (k % 5 == 4) { /* queries in the middle: they must not change b's trajectory */
+            fmk_sim_info ib;
+            CHECK(b->pot_ok == 0, "%s: the potential current after a step without it", what);
+            CHECK(fmk_sim_get_state(b, NULL, NULL, NULL, sb.acc, NULL) == FMK_OK, "get_state");
+            CHECK(fmk_sim_info_get(b, &ib) == FMK_OK, "info: %s", fmk_sim_last_error(b));
+            CHECK(b->pot_ok == 1 && isfinite(ib.potential) && ib.potential < 0,
+                  "%s: W on demand %g", what, ib.potential);
+            CHECK(fmk_sim_get_state(b, NULL, NULL, NULL, sb2.acc, NULL) == FMK_OK, "get_state");
+            CHECK(memcmp(sb.acc, sb2.acc, sizeof sb.acc) == 0,
+                  "%s: the potential on demand changed the state's accelerations", what);
+        }
+    }
+    CHECK(a->pot_ok == 1 && c->pot_ok == 0, "%s: the flags after the steps", what);
+    fmk_sim_info ia, ib;
+    CHECK(fmk_sim_info_get(a, &ia) == FMK_OK && fmk_sim_info_get(b, &ib) == FMK_OK, "info");
+    const double dw = fabs(ia.potential - ib.potential) / fabs(ia.potential);
+    get(a, &sa), get(b, &sb), get(c, &sc);
+    const double dpot = rel_l2(sb.pot, sa.pot, N);
+    CHECK(dw < tol && dpot < tol,
+          "%s: W after steps without the potential %.17g, with it %.17g (%.2e; pot %.2e)", what,
+          ib.potential, ia.potential, dw, dpot);
+    CHECK(memcmp(sb.pos, sc.pos, sizeof sb.pos) == 0 &&
+              memcmp(sb.vel, sc.vel, sizeof sb.vel) == 0 &&
+              memcmp(sb.acc, sc.acc, sizeof sb.acc) == 0,
+          "%s: queries of the energy changed the trajectory", what);
+    printf("%-34s W on demand vs every step %.2e, pot %.2e, positions %.2e\n", what, dw, dpot,
+           rel_l2(sb.pos, sa.pos, 3 * N));
+done:
+    fmk_sim_destroy(a), fmk_sim_destroy(b), fmk_sim_destroy(c);
+}
+
 int main(void)
 {
     (void)urand; /* gpu_check.h's generator: the initial conditions come from fmk_sim_ic_plummer */
@@ -348,6 +407,15 @@ int main(void)
     restart("restart, tree fp64 spline adaptive", o, 1);
     test_interrupt();
     test_comoving();
+    test_potential_on_demand("potential, direct fp64",
+                             opts_for(FMK_BACKEND_CUDA, FMK_METHOD_DIRECT, FMK_PRECISION_FP64), 0,
+                             1e-12);
+    o = opts_for(FMK_BACKEND_CUDA, FMK_METHOD_DIRECT, FMK_PRECISION_FP64);
+    o.softening = FMK_SIM_SOFT_SPLINE, o.soft = 0;
+    test_potential_on_demand("potential, direct fp64 spline", o, 1, 1e-12);
+    test_potential_on_demand("potential, tree fp32 theta 0.6",
+                             opts_for(FMK_BACKEND_CUDA, FMK_METHOD_TREE, FMK_PRECISION_FP32), 0,
+                             1e-5);
     free(ic_mass), free(ic_pos), free(ic_vel), free(ic_soft);
     printf("%d checks, %d failed\n", checks, failures);
     return failures ? 1 : 0;

@@ -38,12 +38,6 @@ static fmk_sim_opts options(void)
     return o;
 }
 
-static void state_of(const fmk_sim *sim, double *s)
-{
-    memset(s, 0, STATE * sizeof *s);
-    fmk_sim_get_state(sim, s, s + N, s + 4 * N, s + 7 * N, s + 10 * N);
-}
-
 /* A call that may fail: OK, or a status with a message. */
 static int failed(fmk_status st, const fmk_sim *sim)
 {
@@ -55,13 +49,25 @@ static int failed(fmk_status st, const fmk_sim *sim)
     return 1;
 }
 
+/* The state (asked again once when it fails: the potential of steps that did not compute it
+ * is evaluated by the query, which allocates). */
+static void state_of(const fmk_sim *sim, double *s)
+{
+    for (int tries = 0; tries < 2; tries++) {
+        memset(s, 0, STATE * sizeof *s);
+        if (!failed(fmk_sim_get_state(sim, s, s + N, s + 4 * N, s + 7 * N, s + 10 * N), sim))
+            return;
+    }
+}
+
 /* Steps until the simulation is at step `to`, taking a failed step again (at most 5 times). */
 static int steps_to(fmk_sim *sim, int64_t to)
 {
     fmk_sim_info info;
     for (int tries = 0; tries < 5; tries++) {
-        if (fmk_sim_info_get(sim, &info) != FMK_OK) /* the plan's info allocates nothing */
-            return 0;
+        /* (the energies' potential, computed on demand after steps without it, allocates) */
+        if (failed(fmk_sim_info_get(sim, &info), sim))
+            continue;
         if (info.step >= to)
             return 1;
         failed(fmk_sim_step(sim), sim);

@@ -56,6 +56,8 @@ fmk_status fmk_sim_cuda_copy_out(const fmk_sim_cuda *d, int device, double *mass
 
 /* The next buffers (the plan's set_points_device and eval_device arguments) and the charges. */
 void fmk_sim_cuda_next(fmk_sim_cuda *d, double **d_pos, double **d_acc, double **d_pot);
+/* The state's buffers (the potential computed on demand: device.c). */
+void fmk_sim_cuda_current(fmk_sim_cuda *d, double **d_pos, double **d_acc, double **d_pot);
 const double *fmk_sim_cuda_charge(const fmk_sim_cuda *d);
 
 /* Waits for the state's work so far (so that the plan's calls are timed alone). */
@@ -64,10 +66,14 @@ fmk_status fmk_sim_cuda_sync(fmk_sim_cuda *d, char *msg, size_t cap);
 fmk_status fmk_sim_cuda_drift(fmk_sim_cuda *d, double k1, double dd, char *msg, size_t cap);
 /* Comoving: acc_next += c pos_next (the background's attraction taken out). */
 fmk_status fmk_sim_cuda_background(fmk_sim_cuda *d, double c, char *msg, size_t cap);
-/* The spline correction on the next buffers: h_i = 2.8 soft_i (or 2.8 soft), cells of h_max. */
-fmk_status fmk_sim_cuda_spline(fmk_sim_cuda *d, double soft, double h_max, char *msg, size_t cap);
-/* *bad: the first particle whose next acceleration or potential is not finite, or -1. */
-fmk_status fmk_sim_cuda_check_next(fmk_sim_cuda *d, int64_t *bad, char *msg, size_t cap);
+/* The spline correction at the positions pos (one of the state's buffers) added into acc and
+ * pot (NULL: the accelerations alone): h_i = 2.8 soft_i (or 2.8 soft), cells of h_max. */
+fmk_status fmk_sim_cuda_spline(fmk_sim_cuda *d, const double *pos, double *acc, double *pot,
+                               double soft, double h_max, char *msg, size_t cap);
+/* *bad: the first particle whose acceleration (3n values) or potential (n) is not finite, or
+ * -1; either array may be NULL (not checked). */
+fmk_status fmk_sim_cuda_check(fmk_sim_cuda *d, const double *acc, const double *pot, int64_t *bad,
+                              char *msg, size_t cap);
 /* vel = (vel + acc k1) + acc_next k2 (Newtonian: k1 = k2 = dt/2), then the next buffers
  * become the state. */
 fmk_status fmk_sim_cuda_kick_swap(fmk_sim_cuda *d, double k1, double k2, char *msg, size_t cap);

@@ -8,8 +8,9 @@
  *      particles are contiguous in memory;
  *   5. one thread per particle visits the buckets of its 27 neighbour cells (each once) and
  *      adds the correction of every pair closer than max(h_i, h_j) to its own acceleration and
- *      potential: no atomics, the same order every time, so the result is reproducible bit for
- *      bit (restarts need it). */
+ *      potential (pot NULL: the acceleration alone, for an evaluation that did not ask for the
+ *      potential): no atomics, the same order every time, so the result is reproducible bit
+ *      for bit (restarts need it). */
 #include <cub/device/device_radix_sort.cuh>
 
 #include "sim/cuda/sim_cuda.cuh"
@@ -98,24 +99,25 @@ __global__ void k_correct(int64_t n, const fmk_sim_cuda_body *body, const uint32
             }
         }
         const int64_t i = idx[k];
-        pot[i] += dp;
+        if (pot)
+            pot[i] += dp;
         acc[3 * i] += ax, acc[3 * i + 1] += ay, acc[3 * i + 2] += az;
     }
 }
 
 } // namespace
 
-fmk_status fmk_sim_cuda_spline(fmk_sim_cuda *d, double soft, double h_max, char *msg, size_t cap)
+fmk_status fmk_sim_cuda_spline(fmk_sim_cuda *d, const double *pos, double *acc, double *pot,
+                               double soft, double h_max, char *msg, size_t cap)
 {
     cudaSetDevice(d->device);
     const int64_t n = d->n;
-    const int c = 1 - d->cur; /* the next buffers: the step's new forces */
     const uint64_t mask = (uint64_t)d->table - 1;
     const double inv_cell = 1 / h_max;
     int bits = 0;
     while (((int64_t)1 << bits) < d->table)
         bits++;
-    k_buckets<<<blocks_for(n), THREADS>>>(n, d->d_pos[c], inv_cell, mask, d->d_key[0], d->d_idx[0]);
+    k_buckets<<<blocks_for(n), THREADS>>>(n, pos, inv_cell, mask, d->d_key[0], d->d_idx[0]);
     cudaError_t err = cudaGetLastError();
     size_t temp = d->sort_temp_bytes;
     if (err == cudaSuccess)
@@ -128,9 +130,9 @@ fmk_status fmk_sim_cuda_spline(fmk_sim_cuda *d, double soft, double h_max, char 
     if (err != cudaSuccess)
         return fail(err, "the spline's cell list", msg, cap);
     k_ranges<<<blocks_for(n), THREADS>>>(n, d->d_key[1], d->d_cell_start, d->d_cell_end);
-    k_gather<<<blocks_for(n), THREADS>>>(n, d->d_idx[1], d->d_pos[c], d->d_charge, d->d_soft, soft,
+    k_gather<<<blocks_for(n), THREADS>>>(n, d->d_idx[1], pos, d->d_charge, d->d_soft, soft,
                                          d->d_body);
     k_correct<<<blocks_for(n), THREADS>>>(n, d->d_body, d->d_idx[1], d->d_cell_start, d->d_cell_end,
-                                          mask, inv_cell, d->d_acc[c], d->d_pot[c]);
+                                          mask, inv_cell, acc, pot);
     return launched("the spline correction", msg, cap);
 }

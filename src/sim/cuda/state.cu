@@ -101,6 +101,9 @@ fmk_status fmk_sim_cuda_create(fmk_sim_cuda **out, int device, int64_t n, int pe
             (err = grab(d, &d->d_acc[k], 3 * n)) == cudaSuccess)
             err = grab(d, &d->d_pot[k], n);
     }
+    /* (steps that do not ask for the potential leave a buffer as it was: never unset) */
+    for (int k = 0; k < 2 && err == cudaSuccess; k++)
+        err = cudaMemset(d->d_pot[k], 0, (size_t)(n > 0 ? n : 1) * sizeof(double));
     if (err == cudaSuccess)
         err = grab(d, &d->d_vel, 3 * n);
     if (err == cudaSuccess)
@@ -199,6 +202,13 @@ void fmk_sim_cuda_next(fmk_sim_cuda *d, double **d_pos, double **d_acc, double *
     *d_pos = d->d_pos[1 - d->cur];
     *d_acc = d->d_acc[1 - d->cur];
     *d_pot = d->d_pot[1 - d->cur];
+}
+
+void fmk_sim_cuda_current(fmk_sim_cuda *d, double **d_pos, double **d_acc, double **d_pot)
+{
+    *d_pos = d->d_pos[d->cur];
+    *d_acc = d->d_acc[d->cur];
+    *d_pot = d->d_pot[d->cur];
 }
 
 const double *fmk_sim_cuda_charge(const fmk_sim_cuda *d)

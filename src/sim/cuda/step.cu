@@ -33,14 +33,15 @@ __global__ void k_background(int64_t m, const double *x, double c, double *a)
         a[k] = a[k] + c * x[k];
 }
 
-/* The smallest index whose acceleration or potential is not finite, into *bad (which starts
- * at ~0). */
+/* The smallest index whose acceleration or potential (either NULL: not checked) is not
+ * finite, into *bad (which starts at ~0). */
 __global__ void k_check(int64_t n, const double *acc, const double *pot, unsigned long long *bad)
 {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x)
-        if (!isfinite(pot[i]) || !isfinite(acc[3 * i]) || !isfinite(acc[3 * i + 1]) ||
-            !isfinite(acc[3 * i + 2]))
+        if ((pot && !isfinite(pot[i])) ||
+            (acc &&
+             (!isfinite(acc[3 * i]) || !isfinite(acc[3 * i + 1]) || !isfinite(acc[3 * i + 2]))))
             atomicMin(bad, (unsigned long long)i);
 }
 
@@ -69,14 +70,14 @@ fmk_status fmk_sim_cuda_background(fmk_sim_cuda *d, double c, char *msg, size_t 
     return launched("the background term", msg, cap);
 }
 
-fmk_status fmk_sim_cuda_check_next(fmk_sim_cuda *d, int64_t *bad, char *msg, size_t cap)
+fmk_status fmk_sim_cuda_check(fmk_sim_cuda *d, const double *acc, const double *pot, int64_t *bad,
+                              char *msg, size_t cap)
 {
     cudaSetDevice(d->device);
-    const int c = 1 - d->cur;
     cudaError_t err = cudaMemset(d->d_flag, 0xff, sizeof(unsigned long long));
     if (err != cudaSuccess)
         return fail(err, "the forces' check", msg, cap);
-    k_check<<<blocks_for(d->n), THREADS>>>(d->n, d->d_acc[c], d->d_pot[c], d->d_flag);
+    k_check<<<blocks_for(d->n), THREADS>>>(d->n, acc, pot, d->d_flag);
     unsigned long long first = 0;
     err = cudaGetLastError();
     if (err == cudaSuccess) /* waits for the check: the one 8-byte transfer of a step */
