@@ -16,7 +16,9 @@
  * "diag" is one diagnostics reduction (fmk_sim_info_get), paid only for a diagnostics row.
  * The direct sums stop at 2^20 (fp32) and 2^18 (fp64), where a step takes seconds; any method
  * stops growing N after a row whose step took over --cap-ms (1000). The rows marked "1/r" use
- * no softening (the laplace kernel), the case the FMM is built for. */
+ * no softening (the laplace kernel), the case the FMM is built for; "spline" GADGET's cubic
+ * spline of the same s (the laplace plan, then the spline's correction of the pairs within
+ * 2.8 s; its "plan ms" is the laplace plan's alone). */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdio.h>
@@ -35,7 +37,9 @@ typedef struct config {
     fmk_precision precision;
     double theta, eps; /* 0: the defaults */
     int max_log2;
-    int softened; /* 1: Plummer softening 0.98 N^-0.26; 0: none (plain 1/r, the laplace kernel) */
+    int softened; /* 1: Plummer softening 0.98 N^-0.26; 0: none (plain 1/r, the laplace kernel);
+                   * 2: GADGET's spline of the same s (Newtonian from 2.8 s: the laplace plan and
+                   * the spline's correction of the pairs within 2.8 s) */
 } config;
 
 static const config configs[] = {
@@ -46,6 +50,7 @@ static const config configs[] = {
     {"direct fp32", FMK_METHOD_DIRECT, FMK_PRECISION_FP32, 0, 1e-4, 20, 1},
     {"direct fp64", FMK_METHOD_DIRECT, FMK_PRECISION_FP64, 0, 1e-6, 18, 1},
     {"tree fp32 theta 0.6 1/r", FMK_METHOD_TREE, FMK_PRECISION_FP32, 0.6, 1e-4, 24, 0},
+    {"tree fp32 theta 0.6 spline", FMK_METHOD_TREE, FMK_PRECISION_FP32, 0.6, 1e-4, 24, 2},
     {"fmm fp32 eps 1e-4 1/r", FMK_METHOD_FMM, FMK_PRECISION_FP32, 0, 1e-4, 24, 0},
     {"fmm fp64 eps 1e-6 1/r", FMK_METHOD_FMM, FMK_PRECISION_FP64, 0, 1e-6, 24, 0},
 };
@@ -66,6 +71,8 @@ static fmk_sim_opts opts_of(const config *c, int64_t n)
     o.plan.theta = c->theta;
     o.eps = c->eps;
     o.soft = c->softened ? 0.98 * pow((double)n, -0.26) : 0;
+    if (c->softened == 2)
+        o.softening = FMK_SIM_SOFT_SPLINE;
     o.dt = 0.005;
     return o;
 }
@@ -74,8 +81,8 @@ static fmk_sim_opts opts_of(const config *c, int64_t n)
 static double plan_only(const fmk_sim *sim, const fmk_sim_opts *o, int64_t n, int64_t k)
 {
     fmk_opts po = o->plan;
-    po.softening = o->soft;
-    const fmk_kernel kernel = o->soft > 0 ? FMK_KERNEL_PLUMMER : FMK_KERNEL_LAPLACE;
+    po.softening = o->softening == FMK_SIM_SOFT_SPLINE ? 0 : o->soft; /* the spline: laplace */
+    const fmk_kernel kernel = po.softening > 0 ? FMK_KERNEL_PLUMMER : FMK_KERNEL_LAPLACE;
     fmk_plan *plan = NULL;
     double *d_x = NULL, *d_q = NULL, *d_p = NULL, *d_g = NULL, seconds = -1;
     if (fmk_plan_create(&plan, 3, kernel, o->eps, &po) != FMK_OK ||
