@@ -37,7 +37,8 @@ fmk_status fmk_mpi_agree(fmk_plan *plan, MPI_Comm comm, int rank, fmk_mpi_fault 
     if (fault->failed)
         return fmk_mpi_failed_before(plan, fault);
     int mine[2] = {severity(status), rank}, worst[2];
-    fmk_status st = FMK_MPI(plan, fault, MPI_Allreduce, (mine, worst, 1, MPI_2INT, MPI_MAXLOC, comm));
+    fmk_status st =
+        FMK_MPI(plan, fault, MPI_Allreduce, (mine, worst, 1, MPI_2INT, MPI_MAXLOC, comm));
     if (st != FMK_OK)
         return st;
     if (worst[0] == 0)

@@ -63,8 +63,7 @@ static fmk_status row_type(fmk_plan *plan, fmk_mpi_fault *fault, int width, MPI_
 }
 
 /* The type freed; a failure reported where the call it served succeeded. */
-static fmk_status free_type(fmk_plan *plan, fmk_mpi_fault *fault, MPI_Datatype *type,
-                            fmk_status st)
+static fmk_status free_type(fmk_plan *plan, fmk_mpi_fault *fault, MPI_Datatype *type, fmk_status st)
 {
     const int rc = MPI_Type_free(type);
     return st == FMK_OK ? fmk_mpi_check(plan, fault, rc, "MPI_Type_free") : st;

@@ -259,8 +259,8 @@ static fmk_status route_rows(fmk_plan *plan, fmk_mpi_state *s, const int *c, con
         for (int64_t v = 0; v < nd; v++)
             send[k * nd + v] = q ? q[v * n_caller + order[k]] : 0;
     const double t0 = MPI_Wtime();
-    st = fmk_mpi_alltoallv_rows(plan, &s->fault, s->comm, send, c, c + P, out, c + 2 * P,
-                                c + 3 * P, (int)nd, MPI_DOUBLE);
+    st = fmk_mpi_alltoallv_rows(plan, &s->fault, s->comm, send, c, c + P, out, c + 2 * P, c + 3 * P,
+                                (int)nd, MPI_DOUBLE);
     s->stats.seconds_exchange_charges += MPI_Wtime() - t0;
     s->stats.bytes_sent_eval += (n_send - c[s->rank]) * nd * 8;
     return st;

@@ -41,7 +41,7 @@ typedef struct fmk_mpi_fault {
 } fmk_mpi_fault;
 
 typedef struct fmk_mpi_state {
-    MPI_Comm comm; /* MPI_Comm_dup of the caller's, errors returned (fmk_mpi_open) */
+    MPI_Comm comm;       /* MPI_Comm_dup of the caller's, errors returned (fmk_mpi_open) */
     fmk_mpi_fault fault; /* an MPI call on comm failed */
     int rank, size;
     fmk_plan *local; /* every rank's sources, this rank's targets */
@@ -124,8 +124,8 @@ fmk_status fmk_mpi_refuse_failed(fmk_plan *plan, const fmk_mpi_fault *fault, con
 /* The status of the MPI function fn called with args (in parentheses) on a communicator of
  * fault: every MPI call on the library's communicators goes through it. Where the
  * communicator failed before, fn is not called (fmk_mpi_failed_before). */
-#define FMK_MPI(plan, fault, fn, args)                                                   \
-    ((fault)->failed ? fmk_mpi_failed_before((plan), (fault))                          \
+#define FMK_MPI(plan, fault, fn, args)                        \
+    ((fault)->failed ? fmk_mpi_failed_before((plan), (fault)) \
                      : fmk_mpi_check((plan), (fault), fn args, #fn))
 /* comm.c: MPI_Alltoallv (and MPI_Allgatherv) of rows of width values of base (doubles),
  * through a contiguous type made and freed here; counts and displacements in rows. */

@@ -121,8 +121,9 @@ static fmk_status bisect(fmk_plan *plan, fmk_mpi_state *s, int nsp, const item *
             }
             if (!active)
                 break;
-            const fmk_status st = FMK_MPI(plan, &s->fault, MPI_Allreduce,
-                                          (MPI_IN_PLACE, count, nsp, MPI_INT64_T, MPI_SUM, s->comm));
+            const fmk_status st =
+                FMK_MPI(plan, &s->fault, MPI_Allreduce,
+                        (MPI_IN_PLACE, count, nsp, MPI_INT64_T, MPI_SUM, s->comm));
             if (st != FMK_OK)
                 return st;
             for (int j = 0; j < nsp; j++)
@@ -279,6 +280,59 @@ static fmk_status keep_in_place(fmk_plan *plan, fmk_mpi_state *s, int64_t nt, co
     return FMK_OK;
 }
 
+/* The targets to their owners: send holds this rank's nt of them as rows of dim + 1 (the
+ * coordinates, the global source index or -1) grouped by owner, pc the send counts and
+ * displacements (rows); the receive counts and displacements are set, and this rank's n_local
+ * targets go to *local_targets and s->local_src. Agreed status (MPI's own errors: this rank's). */
+static fmk_status exchange_targets(fmk_plan *plan, fmk_mpi_state *s, int64_t nt, const double *send,
+                                   int *pc, double **local_targets)
+{
+    const int P = s->size, dim = s->dim;
+    const int *scount = pc, *sdispl = pc + P;
+    int *rcount = pc + 2 * P, *rdispl = pc + 3 * P;
+    fmk_status st =
+        FMK_MPI(plan, &s->fault, MPI_Alltoall, (scount, 1, MPI_INT, rcount, 1, MPI_INT, s->comm));
+    if (st != FMK_OK)
+        return st;
+    int64_t nl = 0;
+    for (int r = 0; r < P; r++) {
+        rdispl[r] = (int)nl;
+        nl += rcount[r];
+    }
+    double *recv =
+        fmk_mpi_alloc((size_t)(nl > 0 ? nl : 1) * (size_t)(dim + 1) * sizeof *recv, NULL);
+    double *lt = fmk_mpi_alloc((size_t)(nl > 0 ? nl : 1) * (size_t)dim * sizeof *lt, NULL);
+    int64_t *src = fmk_mpi_alloc((size_t)(nl > 0 ? nl : 1) * sizeof *src, NULL);
+    if (nl > INT_MAX) {
+        char text[160];
+        snprintf(text, sizeof text,
+                 "the partition gives this rank %lld targets, more than MPI's counts reach "
+                 "(2^31 - 1); use more ranks",
+                 (long long)nl);
+        st = fmk_plan_hook_error(plan, FMK_ERR_UNAVAILABLE, text);
+    } else
+        st = recv && lt && src ? FMK_OK
+                               : fmk_plan_hook_error(plan, FMK_ERR_NOMEM,
+                                                     "out of memory receiving moved targets");
+    if ((st = fmk_mpi_agree(plan, s->comm, s->rank, &s->fault, st)) == FMK_OK)
+        st = fmk_mpi_alltoallv_rows(plan, &s->fault, s->comm, send, scount, sdispl, recv, rcount,
+                                    rdispl, dim + 1, MPI_DOUBLE);
+    if (st != FMK_OK)
+        return free(recv), free(lt), free(src), st;
+    s->stats.bytes_sent_points += (nt - scount[s->rank]) * (dim + 1) * 8;
+#pragma omp parallel for schedule(static) if (nl > 65536)
+    for (int64_t k = 0; k < nl; k++) {
+        memcpy(lt + dim * k, recv + (dim + 1) * k, (size_t)dim * sizeof(double));
+        src[k] = (int64_t)recv[(dim + 1) * k + dim];
+    }
+    free(recv);
+    s->moved = 1;
+    s->n_local = nl;
+    s->local_src = src;
+    *local_targets = lt;
+    return FMK_OK;
+}
+
 fmk_status fmk_mpi_partition(fmk_plan *plan, fmk_mpi_state *s, int64_t nt, const double *x,
                              int64_t src_offset, int by_index, int force, const double lo[3],
                              const double hi[3], double **local_targets)
@@ -402,52 +456,10 @@ fmk_status fmk_mpi_partition(fmk_plan *plan, fmk_mpi_state *s, int64_t nt, const
             send[(dim + 1) * k + d] = p[d];
         send[(dim + 1) * k + dim] = src_offset >= 0 ? (double)(src_offset + i) : -1;
     }
-    if ((st = FMK_MPI(plan, &s->fault, MPI_Alltoall,
-                      (scount, 1, MPI_INT, rcount, 1, MPI_INT, s->comm))) != FMK_OK)
+    if ((st = exchange_targets(plan, s, nt, send, pc, local_targets)) != FMK_OK)
         goto done;
-    int64_t nl = 0;
-    for (int r = 0; r < P; r++) {
-        rdispl[r] = (int)nl;
-        nl += rcount[r];
-    }
-    double *recv =
-        fmk_mpi_alloc((size_t)(nl > 0 ? nl : 1) * (size_t)(dim + 1) * sizeof *recv, NULL);
-    double *lt = fmk_mpi_alloc((size_t)(nl > 0 ? nl : 1) * (size_t)dim * sizeof *lt, NULL);
-    int64_t *src = fmk_mpi_alloc((size_t)(nl > 0 ? nl : 1) * sizeof *src, NULL);
-    if (nl > INT_MAX) {
-        char text[160];
-        snprintf(text, sizeof text,
-                 "the partition gives this rank %lld targets, more than MPI's counts reach "
-                 "(2^31 - 1); use more ranks",
-                 (long long)nl);
-        st = fmk_plan_hook_error(plan, FMK_ERR_UNAVAILABLE, text);
-    } else
-        st = recv && lt && src ? FMK_OK
-                               : fmk_plan_hook_error(plan, FMK_ERR_NOMEM,
-                                                     "out of memory receiving moved targets");
-    if ((st = fmk_mpi_agree(plan, s->comm, s->rank, &s->fault, st)) != FMK_OK) {
-        free(recv), free(lt), free(src);
-        goto done;
-    }
-    st = fmk_mpi_alltoallv_rows(plan, &s->fault, s->comm, send, scount, sdispl, recv, rcount,
-                                rdispl, dim + 1, MPI_DOUBLE);
-    s->stats.bytes_sent_points += (nt - scount[s->rank]) * (dim + 1) * 8;
-    if (st != FMK_OK) {
-        free(recv), free(lt), free(src);
-        goto done;
-    }
-#pragma omp parallel for schedule(static) if (nl > 65536)
-    for (int64_t k = 0; k < nl; k++) {
-        memcpy(lt + dim * k, recv + (dim + 1) * k, (size_t)dim * sizeof(double));
-        src[k] = (int64_t)recv[(dim + 1) * k + dim];
-    }
-    free(recv);
-    s->moved = 1;
-    s->n_local = nl;
     s->part_counts = pc, pc = NULL;
     s->order = order, order = NULL;
-    s->local_src = src;
-    *local_targets = lt;
 done:
     free(it), free(pc), free(work), free(iwork), free(order), free(send), free(w), free(prefix);
     if (st == FMK_OK)
@@ -546,7 +558,7 @@ fmk_status fmk_mpi_send_home(fmk_plan *plan, fmk_mpi_state *s, int64_t nd, const
     }
     if (st != FMK_OK) /* (the outputs are written only on success) */
         return st;
-    /* the k-th target sent is the caller's order[k]: increasing within each rank's run */
+        /* the k-th target sent is the caller's order[k]: increasing within each rank's run */
 #pragma omp parallel for schedule(static) if (nt > 65536)
     for (int64_t k = 0; k < nt; k++) {
         const int64_t i = s->order[k];

@@ -374,8 +374,8 @@ static fmk_status let_points(fmk_plan *plan, fmk_mpi_state *s, int64_t ns, const
 {
     int all_self = s->self;
     *handled = 1;
-    fmk_status st =
-        FMK_MPI(plan, &s->fault, MPI_Allreduce, (MPI_IN_PLACE, &all_self, 1, MPI_INT, MPI_MIN, s->comm));
+    fmk_status st = FMK_MPI(plan, &s->fault, MPI_Allreduce,
+                            (MPI_IN_PLACE, &all_self, 1, MPI_INT, MPI_MIN, s->comm));
     if (st != FMK_OK) {
         drop_points(plan, s);
         return st;
@@ -383,8 +383,8 @@ static fmk_status let_points(fmk_plan *plan, fmk_mpi_state *s, int64_t ns, const
     double *moved = NULL, *src = NULL;
     int64_t n_src = 0;
     const double t0 = MPI_Wtime();
-    st = fmk_mpi_partition(plan, s, nt, s->self ? sources : targets,
-                                      s->self ? offset : -1, 0, 1, lo, hi, &moved);
+    st = fmk_mpi_partition(plan, s, nt, s->self ? sources : targets, s->self ? offset : -1, 0, 1,
+                           lo, hi, &moved);
     s->stats.seconds_partition = MPI_Wtime() - t0;
     if (st == FMK_OK && !s->moved) {
         *handled = 0;
@@ -659,9 +659,9 @@ static fmk_status mpi_eval_many(fmk_plan *plan, int is_many, int64_t nd, const d
     double t0 = MPI_Wtime();
     s->stats.bytes_sent_eval = nd * ns * cw * 8 * (s->size - 1);
     for (int64_t v = 0; v < nd && st == FMK_OK; v++)
-        st = fmk_mpi_allgatherv_rows(plan, &s->fault, s->comm,
-                                     ns > 0 ? charges + v * ns * cw : none, (int)ns,
-                                     all_q + v * n_all * cw, s->counts, s->displs, cw);
+        st =
+            fmk_mpi_allgatherv_rows(plan, &s->fault, s->comm, ns > 0 ? charges + v * ns * cw : none,
+                                    (int)ns, all_q + v * n_all * cw, s->counts, s->displs, cw);
     s->stats.seconds_exchange_charges = MPI_Wtime() - t0;
     if (st != FMK_OK)
         return st;

@@ -161,7 +161,8 @@ fmk_status fmk_mpi_sim_halo(MPI_Comm comm, fmk_mpi_fault *fault, int64_t n, int 
     double *recv = NULL;
     int64_t ro = 0;
     if (st == FMK_OK)
-        st = FMK_MPI(NULL, fault, MPI_Alltoall, (scount, 1, MPI_INT64_T, rcount, 1, MPI_INT64_T, comm));
+        st = FMK_MPI(NULL, fault, MPI_Alltoall,
+                     (scount, 1, MPI_INT64_T, rcount, 1, MPI_INT64_T, comm));
     if (st == FMK_OK) {
         for (int r = 0; r < P; r++)
             ro += rcount[r];
