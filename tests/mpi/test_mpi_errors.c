@@ -26,11 +26,12 @@
 
 /* The fault: the countdown-th wrapped call from now fails (0: none); injected, once it has. */
 static int countdown, injected;
+static const char *injected_in; /* the wrapped call that failed */
 
-static MPI_Datatype type_or_fault(MPI_Datatype type)
+static MPI_Datatype type_or_fault(MPI_Datatype type, const char *call)
 {
     if (countdown > 0 && --countdown == 0) {
-        injected = 1;
+        injected = 1, injected_in = call;
         return MPI_DATATYPE_NULL; /* MPI_ERR_TYPE from MPI's argument checks */
     }
     return type;
@@ -38,53 +39,53 @@ static MPI_Datatype type_or_fault(MPI_Datatype type)
 
 int MPI_Allreduce(const void *sb, void *rb, int n, MPI_Datatype t, MPI_Op op, MPI_Comm c)
 {
-    return PMPI_Allreduce(sb, rb, n, type_or_fault(t), op, c);
+    return PMPI_Allreduce(sb, rb, n, type_or_fault(t, "MPI_Allreduce"), op, c);
 }
 
 int MPI_Allgather(const void *sb, int sn, MPI_Datatype st, void *rb, int rn, MPI_Datatype rt,
                   MPI_Comm c)
 {
-    st = type_or_fault(st);
+    st = type_or_fault(st, "MPI_Allgather");
     return PMPI_Allgather(sb, sn, st, rb, rn, st == MPI_DATATYPE_NULL ? st : rt, c);
 }
 
 int MPI_Allgatherv(const void *sb, int sn, MPI_Datatype st, void *rb, const int *rn, const int *rd,
                    MPI_Datatype rt, MPI_Comm c)
 {
-    st = type_or_fault(st);
+    st = type_or_fault(st, "MPI_Allgatherv");
     return PMPI_Allgatherv(sb, sn, st, rb, rn, rd, st == MPI_DATATYPE_NULL ? st : rt, c);
 }
 
 int MPI_Alltoall(const void *sb, int sn, MPI_Datatype st, void *rb, int rn, MPI_Datatype rt,
                  MPI_Comm c)
 {
-    st = type_or_fault(st);
+    st = type_or_fault(st, "MPI_Alltoall");
     return PMPI_Alltoall(sb, sn, st, rb, rn, st == MPI_DATATYPE_NULL ? st : rt, c);
 }
 
 int MPI_Alltoallv(const void *sb, const int *sn, const int *sd, MPI_Datatype st, void *rb,
                   const int *rn, const int *rd, MPI_Datatype rt, MPI_Comm c)
 {
-    st = type_or_fault(st);
+    st = type_or_fault(st, "MPI_Alltoallv");
     return PMPI_Alltoallv(sb, sn, sd, st, rb, rn, rd, st == MPI_DATATYPE_NULL ? st : rt, c);
 }
 
 int MPI_Bcast(void *b, int n, MPI_Datatype t, int root, MPI_Comm c)
 {
-    return PMPI_Bcast(b, n, type_or_fault(t), root, c);
+    return PMPI_Bcast(b, n, type_or_fault(t, "MPI_Bcast"), root, c);
 }
 
 int MPI_Gatherv(const void *sb, int sn, MPI_Datatype st, void *rb, const int *rn, const int *rd,
                 MPI_Datatype rt, int root, MPI_Comm c)
 {
-    st = type_or_fault(st);
+    st = type_or_fault(st, "MPI_Gatherv");
     return PMPI_Gatherv(sb, sn, st, rb, rn, rd, st == MPI_DATATYPE_NULL ? st : rt, root, c);
 }
 
 int MPI_Scatterv(const void *sb, const int *sn, const int *sd, MPI_Datatype st, void *rb, int rn,
                  MPI_Datatype rt, int root, MPI_Comm c)
 {
-    st = type_or_fault(st);
+    st = type_or_fault(st, "MPI_Scatterv");
     return PMPI_Scatterv(sb, sn, sd, st, rb, rn, st == MPI_DATATYPE_NULL ? st : rt, root, c);
 }
 
@@ -182,6 +183,8 @@ static int plan_once(const plan_case *c, int k, const double *x, const double *q
         const char *msg = fmk_plan_last_error(plan);
         CHECK(st == FMK_ERR_INTERNAL && names_mpi(msg), "%s k=%d, %s: status %d, \"%s\"", c->name,
               k, where, (int)st, msg);
+        if (rank == 0 && k == 1 && c->method == FMK_METHOD_DIRECT && !c->rebalance)
+            printf("  e.g. %s\n", msg);
         if (plan) { /* refused at once, with the first failure's message */
             st = fmk_plan_eval(plan, q, pot, NULL);
             CHECK(st == FMK_ERR_STATE && names_mpi(fmk_plan_last_error(plan)),
@@ -244,8 +247,11 @@ static int sim_once(int k, const double *m, const double *x, const double *v)
     const char *msg = fmk_sim_last_error(sim);
     if (!hit)
         CHECK(st == FMK_OK, "simulation k=%d: %s", k, msg);
-    else if (st == FMK_OK) /* a hook that returns nothing: the failure comes at the next step */
+    else if (st == FMK_OK) { /* a hook that returns nothing: the failure comes at the next call */
         st = fmk_sim_run(sim, 0, 1), msg = fmk_sim_last_error(sim), deferred++;
+        if (rank == 0)
+            printf("  simulation k=%d: %s's failure returned by the next call\n", k, injected_in);
+    }
     if (hit) {
         CHECK(st != FMK_OK && strstr(msg, "MPI_") && strstr(msg, "failed: "),
               "simulation k=%d: status %d, \"%s\"", k, (int)st, msg);
