@@ -20,8 +20,12 @@
  * rank). A failed set_points that failed validation leaves every rank's points as they were,
  * one that failed later leaves the plan without points on every rank; a failed evaluation
  * writes no output on any rank. No rank returns early from a collective step, so a failure
- * never hangs the others. Errors of MPI itself are handled by the communicator's error handler
- * (MPI's default: the job is aborted).
+ * never hangs the others. Errors of MPI itself never abort the job: the plan duplicates comm
+ * with MPI_ERRORS_RETURN on the duplicate (comm keeps its own handler), and a failed MPI call
+ * returns FMK_ERR_INTERNAL with the call's name and MPI's words on the rank where it failed,
+ * without the agreement (the other ranks may see MPI's error too, or may wait: the communicator
+ * may no longer work); the plan's later calls then return FMK_ERR_STATE without any MPI call,
+ * and fmk_plan_destroy still frees it (docs/distributed.md, "MPI's own errors").
  *
  * fmk_plan_set_points_device and the *_device evaluations take a plan of backend cuda and each
  * rank's own device arrays: they are staged through host memory (a copy that fails on one rank
@@ -52,7 +56,9 @@ extern "C" {
  * frees it, and is then collective too. GPUs: with opts.device 0 (the default) each rank's
  * work goes to the GPU of its rank among its node's ranks, modulo the node's GPUs (one rank a
  * GPU under a plain mpirun); a nonzero opts.device is used as given. On failure *plan is NULL on every rank, every rank
- * returns the same status, and the message is in fmk_plan_last_error(NULL). */
+ * returns the same status, and the message is in fmk_plan_last_error(NULL). Refused before any
+ * collective call (on the rank that passed it): MPI not initialized or already finalized
+ * (FMK_ERR_STATE), comm MPI_COMM_NULL or an intercommunicator (FMK_ERR_ARG). */
 FMK_API fmk_status fmk_plan_create_mpi(fmk_plan **plan, MPI_Comm comm, int dim, fmk_kernel kernel,
                                        double eps, const fmk_opts *opts);
 
@@ -128,7 +134,9 @@ FMK_API fmk_status fmk_plan_mpi_info(const fmk_plan *plan, fmk_mpi_info *info);
  * fmk_sim_last_error; no rank returns early from a collective step. Every rank must pass the
  * same options (FMK_ERR_ARG otherwise). The spline softening (FMK_SIM_SOFT_SPLINE) takes the
  * other ranks' particles near this rank's into its correction. Not yet (FMK_ERR_UNAVAILABLE on
- * every rank): per-particle softening lengths. The simulation duplicates comm (MPI_Comm_dup).
+ * every rank): per-particle softening lengths. The simulation duplicates comm (MPI_Comm_dup),
+ * and its MPI errors come back as the plans' do (FMK_ERR_INTERNAL on the failing rank, then
+ * every call refused; MPI_COMM_NULL or an intercommunicator: FMK_ERR_ARG).
  * --------------------------------------------------------------------------------------------- */
 
 /* fmk_sim_create with each rank's own n_local >= 0 particles (the arrays may be NULL when

@@ -30,10 +30,17 @@ static int severity(fmk_status st)
     return 11;
 }
 
-fmk_status fmk_mpi_agree(fmk_plan *plan, MPI_Comm comm, int rank, fmk_status status)
+fmk_status fmk_mpi_agree(fmk_plan *plan, MPI_Comm comm, int rank, fmk_mpi_fault *fault,
+                         fmk_status status)
 {
+    /* after a failed MPI call the other ranks may never come (comm.c): this rank's own */
+    if (fault->failed)
+        return fmk_mpi_failed_before(plan, fault);
     int mine[2] = {severity(status), rank}, worst[2];
-    MPI_Allreduce(mine, worst, 1, MPI_2INT, MPI_MAXLOC, comm);
+    fmk_status st =
+        FMK_MPI(plan, fault, MPI_Allreduce, (mine, worst, 1, MPI_2INT, MPI_MAXLOC, comm));
+    if (st != FMK_OK)
+        return st;
     if (worst[0] == 0)
         return FMK_OK;
     struct {
@@ -45,14 +52,16 @@ fmk_status fmk_mpi_agree(fmk_plan *plan, MPI_Comm comm, int rank, fmk_status sta
         failure.status = (int)status;
         snprintf(failure.message, sizeof failure.message, "%s", fmk_plan_last_error(plan));
     }
-    MPI_Bcast(&failure, (int)sizeof failure, MPI_BYTE, worst[1], comm);
+    if ((st = FMK_MPI(plan, fault, MPI_Bcast,
+                      (&failure, (int)sizeof failure, MPI_BYTE, worst[1], comm))) != FMK_OK)
+        return st;
     char text[MESSAGE_LEN + 32];
     snprintf(text, sizeof text, "rank %d: %s", worst[1], failure.message);
     return fmk_plan_hook_error(plan, (fmk_status)failure.status, text);
 }
 
-fmk_status fmk_mpi_same_arguments(MPI_Comm comm, int dim, fmk_kernel kernel, double eps,
-                                  const fmk_opts *opts)
+fmk_status fmk_mpi_same_arguments(MPI_Comm comm, fmk_mpi_fault *fault, int dim, fmk_kernel kernel,
+                                  double eps, const fmk_opts *opts)
 {
     fmk_opts o;
     if (opts)
@@ -82,7 +91,10 @@ fmk_status fmk_mpi_same_arguments(MPI_Comm comm, int dim, fmk_kernel kernel, dou
         both[k] = isnan(v[k]) ? -INFINITY : v[k];
         both[N + k] = isnan(v[k]) ? -INFINITY : -v[k];
     }
-    MPI_Allreduce(MPI_IN_PLACE, both, 2 * N, MPI_DOUBLE, MPI_MIN, comm);
+    const fmk_status st =
+        FMK_MPI(NULL, fault, MPI_Allreduce, (MPI_IN_PLACE, both, 2 * N, MPI_DOUBLE, MPI_MIN, comm));
+    if (st != FMK_OK)
+        return st;
     for (int k = 0; k < N; k++)
         if (both[k] != -both[N + k]) {
             char text[160];

@@ -46,6 +46,8 @@ fmk_status fmk_mpi_set_points_device(fmk_plan *plan, int64_t ns, const double *d
 {
     fmk_mpi_state *s = fmk_mpi_plan_state(plan);
     const int dim = s->dim;
+    if (s->fault.failed) /* (no MPI call: docs/distributed.md, "MPI's own errors") */
+        return fmk_mpi_refuse_failed(plan, &s->fault, "fmk_plan_set_points_device");
     fmk_status st = on_cuda(plan, s, "fmk_plan_set_points_device");
     if (st == FMK_OK && (ns < 0 || ns > INT_MAX || (d_targets && (nt < 0 || nt > INT_MAX))))
         st = fmk_plan_hook_error(plan, FMK_ERR_ARG,
@@ -56,7 +58,7 @@ fmk_status fmk_mpi_set_points_device(fmk_plan *plan, int64_t ns, const double *d
     double *hs = staged(plan, d_sources, ns * dim, "sources to the host", &st);
     double *ht = staged(plan, d_targets, nt * dim, "targets to the host", &st);
     /* a failure here: every rank keeps its points, as for set_points' own checks */
-    if ((st = fmk_mpi_agree(plan, s->comm, s->rank, st)) == FMK_OK)
+    if ((st = fmk_mpi_agree(plan, s->comm, s->rank, &s->fault, st)) == FMK_OK)
         st = fmk_mpi_set_points_host(plan, ns, hs, d_targets ? nt : 0,
                                      d_targets ? (ht ? ht : hs) : NULL);
     free(hs), free(ht);
@@ -68,8 +70,10 @@ fmk_status fmk_mpi_eval_many_device(fmk_plan *plan, int is_many, int64_t nd,
 {
     fmk_mpi_state *s = fmk_mpi_plan_state(plan);
     const int cw = s->charge_width, gw = s->grad_width;
-    fmk_status st =
-        on_cuda(plan, s, is_many ? "fmk_plan_eval_many_device" : "fmk_plan_eval_device");
+    const char *fn = is_many ? "fmk_plan_eval_many_device" : "fmk_plan_eval_device";
+    if (s->fault.failed) /* (no MPI call: docs/distributed.md, "MPI's own errors") */
+        return fmk_mpi_refuse_failed(plan, &s->fault, fn);
+    fmk_status st = on_cuda(plan, s, fn);
     /* the host call checks the rest (no points, n_vectors, NULL arrays) on every rank */
     const int sized = s->has_points && nd > 0 && nd <= INT_MAX;
     const int64_t ns = sized ? s->n_sources : 0, nt = sized ? s->n_targets : 0;
@@ -82,7 +86,7 @@ fmk_status fmk_mpi_eval_many_device(fmk_plan *plan, int is_many, int64_t nd,
             st = fmk_plan_hook_error(plan, FMK_ERR_NOMEM, "out of host memory staging results");
     }
     static double none; /* a non-NULL stand-in for arrays of no values */
-    if ((st = fmk_mpi_agree(plan, s->comm, s->rank, st)) == FMK_OK)
+    if ((st = fmk_mpi_agree(plan, s->comm, s->rank, &s->fault, st)) == FMK_OK)
         st = fmk_mpi_eval_host(plan, is_many, nd,
                                hq          ? hq
                                : d_charges ? &none
@@ -100,7 +104,7 @@ fmk_status fmk_mpi_eval_many_device(fmk_plan *plan, int is_many, int64_t nd,
         if (st == FMK_OK && hg)
             st = fmk_plan_hook_copy(plan, d_grad, hg, (size_t)(nd * nt * gw) * sizeof *hg,
                                     "gradients to the GPU");
-        st = fmk_mpi_agree(plan, s->comm, s->rank, st);
+        st = fmk_mpi_agree(plan, s->comm, s->rank, &s->fault, st);
     }
     free(hq), free(hp), free(hg);
     return st;

@@ -38,11 +38,11 @@ int fmk_mpi_let_applies(const fmk_mpi_state *s)
     return s->size > 1 && s->dim == 3 && (s->method == FMK_METHOD_TREE || fmm) && s->let_on;
 }
 
-static fmk_status agree(fmk_plan *plan, const fmk_mpi_state *s, int ok, const char *what)
+static fmk_status agree(fmk_plan *plan, fmk_mpi_state *s, int ok, const char *what)
 {
     fmk_status st =
         ok ? FMK_OK : fmk_plan_hook_error(plan, FMK_ERR_NOMEM, what ? what : "out of host memory");
-    return fmk_mpi_agree(plan, s->comm, s->rank, st);
+    return fmk_mpi_agree(plan, s->comm, s->rank, &s->fault, st);
 }
 
 /* The own sources where the targets are not every rank's sources: each to the owner of its
@@ -81,8 +81,10 @@ static fmk_status route_sources(fmk_plan *plan, fmk_mpi_state *s, fmk_mpi_let *l
     free(k);
     l->n_route = ns;
     double t0 = MPI_Wtime();
-    MPI_Alltoall(sc, 1, MPI_INT, rc, 1, MPI_INT, s->comm);
+    st = FMK_MPI(plan, &s->fault, MPI_Alltoall, (sc, 1, MPI_INT, rc, 1, MPI_INT, s->comm));
     s->stats.seconds_exchange_points += MPI_Wtime() - t0;
+    if (st != FMK_OK)
+        return free(send), st;
     int64_t nr = 0;
     for (int r = 0; r < P; r++) {
         sd[r] = r ? sd[r - 1] + sc[r - 1] : 0;
@@ -92,17 +94,14 @@ static fmk_status route_sources(fmk_plan *plan, fmk_mpi_state *s, fmk_mpi_let *l
     l->own = fmk_mpi_alloc((size_t)(nr > 0 ? nr : 1) * 3 * sizeof *l->own, NULL);
     if ((st = agree(plan, s, l->own != NULL && nr <= INT_MAX, NULL)) != FMK_OK)
         return free(send), st;
-    MPI_Datatype pt;
-    MPI_Type_contiguous(3, MPI_DOUBLE, &pt);
-    MPI_Type_commit(&pt);
     t0 = MPI_Wtime();
-    MPI_Alltoallv(send, sc, sd, pt, l->own, rc, rd, pt, s->comm);
+    st = fmk_mpi_alltoallv_rows(plan, &s->fault, s->comm, send, sc, sd, l->own, rc, rd, 3,
+                                MPI_DOUBLE);
     s->stats.seconds_exchange_points += MPI_Wtime() - t0;
     s->stats.bytes_sent_points += (int64_t)(ns - sc[s->rank]) * 24;
-    MPI_Type_free(&pt);
     free(send);
     l->n_own = nr;
-    return FMK_OK;
+    return st;
 }
 
 /* The positions of what this rank sends, item by item (particles, then n_pp a node). */
@@ -169,8 +168,10 @@ fmk_status fmk_mpi_let_setup(fmk_plan *plan, fmk_mpi_state *s, int64_t ns, const
     if ((st = agree(plan, s, ok && nb >= 0 && nbox, NULL)) != FMK_OK)
         return free(nbox), free(mybox), st;
     double t0 = MPI_Wtime();
-    MPI_Allgather(&nb, 1, MPI_INT, nbox, 1, MPI_INT, s->comm);
+    st = FMK_MPI(plan, &s->fault, MPI_Allgather, (&nb, 1, MPI_INT, nbox, 1, MPI_INT, s->comm));
     s->stats.seconds_exchange_points += MPI_Wtime() - t0;
+    if (st != FMK_OK)
+        return free(nbox), free(mybox), st;
     int total = 0;
     for (int r = 0; r < P; r++)
         nbox[P + r] = 6 * total, total += nbox[r];
@@ -181,10 +182,13 @@ fmk_status fmk_mpi_let_setup(fmk_plan *plan, fmk_mpi_state *s, int64_t ns, const
     for (int r = 0; r < P; r++)
         c6[r] = 6 * nbox[r];
     t0 = MPI_Wtime();
-    MPI_Allgatherv(mybox, 6 * nb, MPI_DOUBLE, boxes, c6, nbox + P, MPI_DOUBLE, s->comm);
+    st = FMK_MPI(plan, &s->fault, MPI_Allgatherv,
+                 (mybox, 6 * nb, MPI_DOUBLE, boxes, c6, nbox + P, MPI_DOUBLE, s->comm));
     s->stats.seconds_exchange_points += MPI_Wtime() - t0;
     s->stats.bytes_sent_points += (int64_t)nb * 48 * (P - 1);
     free(c6), free(mybox);
+    if (st != FMK_OK)
+        return free(nbox), free(boxes), st;
     ok = fmk_let_lists(l, s, nbox, boxes, theta) == 0;
     free(nbox), free(boxes);
     if ((st = agree(plan, s, ok, "out of host memory walking the tree for the other ranks")) !=
@@ -192,8 +196,11 @@ fmk_status fmk_mpi_let_setup(fmk_plan *plan, fmk_mpi_state *s, int64_t ns, const
         return st;
     /* the positions: counts, then the items */
     t0 = MPI_Wtime();
-    MPI_Alltoall(l->scount, 1, MPI_INT, l->rcount, 1, MPI_INT, s->comm);
+    st = FMK_MPI(plan, &s->fault, MPI_Alltoall,
+                 (l->scount, 1, MPI_INT, l->rcount, 1, MPI_INT, s->comm));
     s->stats.seconds_exchange_points += MPI_Wtime() - t0;
+    if (st != FMK_OK)
+        return st;
     int64_t sn = 0, rn = 0;
     for (int r = 0; r < P; r++) {
         l->sdispl[r] = (int)sn, l->rdispl[r] = (int)rn;
@@ -209,16 +216,14 @@ fmk_status fmk_mpi_let_setup(fmk_plan *plan, fmk_mpi_state *s, int64_t ns, const
 #pragma omp parallel for schedule(static) if (l->n_own > 65536)
     for (int64_t i = 0; i < l->n_own; i++)
         memcpy(src + 3 * i, l->own + 3 * i, 3 * sizeof(double));
-    MPI_Datatype pt;
-    MPI_Type_contiguous(3, MPI_DOUBLE, &pt);
-    MPI_Type_commit(&pt);
     t0 = MPI_Wtime();
-    MPI_Alltoallv(send, l->scount, l->sdispl, pt, src + 3 * l->n_own, l->rcount, l->rdispl, pt,
-                  s->comm);
+    st = fmk_mpi_alltoallv_rows(plan, &s->fault, s->comm, send, l->scount, l->sdispl,
+                                src + 3 * l->n_own, l->rcount, l->rdispl, 3, MPI_DOUBLE);
     s->stats.seconds_exchange_points += MPI_Wtime() - t0;
     s->stats.bytes_sent_points += sn * 24;
-    MPI_Type_free(&pt);
     free(send);
+    if (st != FMK_OK)
+        return free(src), st;
     *let_sources = src, *n_let_sources = n_src;
     s->stats.seconds_tree += MPI_Wtime() - t_start - (s->stats.seconds_exchange_points - x_start);
     return FMK_OK;
@@ -253,15 +258,12 @@ static fmk_status route_rows(fmk_plan *plan, fmk_mpi_state *s, const int *c, con
     for (int64_t k = 0; k < n_send; k++)
         for (int64_t v = 0; v < nd; v++)
             send[k * nd + v] = q ? q[v * n_caller + order[k]] : 0;
-    MPI_Datatype row;
-    MPI_Type_contiguous((int)nd, MPI_DOUBLE, &row);
-    MPI_Type_commit(&row);
     const double t0 = MPI_Wtime();
-    MPI_Alltoallv(send, c, c + P, row, out, c + 2 * P, c + 3 * P, row, s->comm);
+    st = fmk_mpi_alltoallv_rows(plan, &s->fault, s->comm, send, c, c + P, out, c + 2 * P, c + 3 * P,
+                                (int)nd, MPI_DOUBLE);
     s->stats.seconds_exchange_charges += MPI_Wtime() - t0;
     s->stats.bytes_sent_eval += (n_send - c[s->rank]) * nd * 8;
-    MPI_Type_free(&row);
-    return FMK_OK;
+    return st;
 }
 
 fmk_status fmk_mpi_let_charges(fmk_plan *plan, fmk_mpi_state *s, int64_t nd, const double *charges,
@@ -311,15 +313,14 @@ fmk_status fmk_mpi_let_charges(fmk_plan *plan, fmk_mpi_state *s, int64_t nd, con
         return st;
     if (!one)
         memcpy(rows, own_q, (size_t)n_own * snd * sizeof *rows);
-    MPI_Datatype row;
-    MPI_Type_contiguous((int)nd, MPI_DOUBLE, &row);
-    MPI_Type_commit(&row);
     const double t1 = MPI_Wtime();
-    MPI_Alltoallv(send, l->scount, l->sdispl, row, rows + (size_t)n_own * snd, l->rcount, l->rdispl,
-                  row, s->comm);
+    st = fmk_mpi_alltoallv_rows(plan, &s->fault, s->comm, send, l->scount, l->sdispl,
+                                rows + (size_t)n_own * snd, l->rcount, l->rdispl, (int)nd,
+                                MPI_DOUBLE);
     s->stats.seconds_exchange_charges += MPI_Wtime() - t1;
     s->stats.bytes_sent_eval += l->n_send * nd * 8;
-    MPI_Type_free(&row);
+    if (st != FMK_OK)
+        return st;
     if (!one) {
 #pragma omp parallel for schedule(static) if (n_all > 65536)
         for (int64_t j = 0; j < n_all; j++) /* rows to the plan's layout: vector after vector */

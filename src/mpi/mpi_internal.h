@@ -33,8 +33,16 @@ typedef struct fmk_mpi_buffer {
     size_t cap;
 } fmk_mpi_buffer;
 
+/* comm.c: the first failed MPI call on one of the library's communicators (docs/distributed.md,
+ * "MPI's own errors"). Once failed, no MPI call is made on that communicator again. */
+typedef struct fmk_mpi_fault {
+    int failed;
+    char message[512]; /* "<call> failed: <MPI's words> ..." */
+} fmk_mpi_fault;
+
 typedef struct fmk_mpi_state {
-    MPI_Comm comm; /* MPI_Comm_dup of the caller's */
+    MPI_Comm comm;       /* MPI_Comm_dup of the caller's, errors returned (fmk_mpi_open) */
+    fmk_mpi_fault fault; /* an MPI call on comm failed */
     int rank, size;
     fmk_plan *local; /* every rank's sources, this rank's targets */
     int dim;
@@ -104,16 +112,47 @@ void *fmk_mpi_alloc(size_t bytes, size_t *cap);
 void fmk_mpi_scratch_free(fmk_mpi_state *s);
 int64_t fmk_mpi_scratch_bytes(const fmk_mpi_state *s);
 
+/* comm.c: the status of an MPI call's return code rc: FMK_OK for MPI_SUCCESS, else the fault
+ * recorded (the first one's message kept) and FMK_ERR_INTERNAL with "<call> failed: <MPI's
+ * words>" on plan (NULL: the calling thread). */
+fmk_status fmk_mpi_check(fmk_plan *plan, fmk_mpi_fault *fault, int rc, const char *call);
+/* comm.c: FMK_ERR_INTERNAL with the fault's message on plan (an MPI call failed before). */
+fmk_status fmk_mpi_failed_before(fmk_plan *plan, const fmk_mpi_fault *fault);
+/* comm.c: FMK_ERR_STATE for the entry point fn of a plan or simulation whose communicator
+ * failed in an earlier call (no MPI call is made). */
+fmk_status fmk_mpi_refuse_failed(fmk_plan *plan, const fmk_mpi_fault *fault, const char *fn);
+/* The status of the MPI function fn called with args (in parentheses) on a communicator of
+ * fault: every MPI call on the library's communicators goes through it. Where the
+ * communicator failed before, fn is not called (fmk_mpi_failed_before). */
+#define FMK_MPI(plan, fault, fn, args)                        \
+    ((fault)->failed ? fmk_mpi_failed_before((plan), (fault)) \
+                     : fmk_mpi_check((plan), (fault), fn args, #fn))
+/* comm.c: MPI_Alltoallv (and MPI_Allgatherv) of rows of width values of base (doubles),
+ * through a contiguous type made and freed here; counts and displacements in rows. */
+fmk_status fmk_mpi_alltoallv_rows(fmk_plan *plan, fmk_mpi_fault *fault, MPI_Comm comm,
+                                  const void *send, const int *sc, const int *sd, void *recv,
+                                  const int *rc, const int *rd, int width, MPI_Datatype base);
+fmk_status fmk_mpi_allgatherv_rows(fmk_plan *plan, fmk_mpi_fault *fault, MPI_Comm comm,
+                                   const void *send, int n, void *recv, const int *counts,
+                                   const int *displs, int width);
+/* comm.c: the caller's comm checked (MPI initialized and not finalized: FMK_ERR_STATE;
+ * MPI_COMM_NULL or an intercommunicator: FMK_ERR_ARG) and duplicated into *dup with
+ * MPI_ERRORS_RETURN (the caller's keeps its handler); fn names the entry point in the message,
+ * on the calling thread. Collective where the checks pass; the status is this rank's. */
+fmk_status fmk_mpi_open(MPI_Comm comm, const char *fn, MPI_Comm *dup);
+
 /* agree.c: the agreement of every collective step. Each rank gives its own status; every rank
  * gets the most severe one (ties: the lowest rank's), and where it is not FMK_OK, the message
  * "rank R: <message>" on plan (NULL: the calling thread), R's message read from
- * fmk_plan_last_error(plan) on R. */
-fmk_status fmk_mpi_agree(fmk_plan *plan, MPI_Comm comm, int rank, fmk_status status);
+ * fmk_plan_last_error(plan) on R. Where an MPI call on comm failed (fault, before or in the
+ * agreement itself), no agreement: this rank's FMK_ERR_INTERNAL and the fault's message. */
+fmk_status fmk_mpi_agree(fmk_plan *plan, MPI_Comm comm, int rank, fmk_mpi_fault *fault,
+                         fmk_status status);
 
 /* agree.c: FMK_ERR_ARG (on the calling thread) unless every rank passed the same dim, kernel,
  * eps and options that must match; collective. */
-fmk_status fmk_mpi_same_arguments(MPI_Comm comm, int dim, fmk_kernel kernel, double eps,
-                                  const fmk_opts *opts);
+fmk_status fmk_mpi_same_arguments(MPI_Comm comm, fmk_mpi_fault *fault, int dim, fmk_kernel kernel,
+                                  double eps, const fmk_opts *opts);
 
 /* partition.c: collective. Frees the last partition, then, where the targets' weight is
  * uneven (or always, with balance 0), moves them to the owners of equal-weight runs of the curve

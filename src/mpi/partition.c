@@ -94,9 +94,10 @@ static int64_t weight_below(const int64_t *prefix, int64_t j)
     return prefix ? prefix[j] : j;
 }
 
-static void bisect(MPI_Comm comm, int nsp, const item *it, int64_t n, int64_t first_id,
-                   const int64_t *prefix, const int64_t *want, uint64_t kmax, int64_t imax,
-                   uint64_t *sk, int64_t *si, uint64_t *lo, uint64_t *hi, int64_t *count)
+static fmk_status bisect(fmk_plan *plan, fmk_mpi_state *s, int nsp, const item *it, int64_t n,
+                         int64_t first_id, const int64_t *prefix, const int64_t *want,
+                         uint64_t kmax, int64_t imax, uint64_t *sk, int64_t *si, uint64_t *lo,
+                         uint64_t *hi, int64_t *count)
 {
     for (int phase = 0; phase < 2; phase++) {
         for (int j = 0; j < nsp; j++) {
@@ -120,7 +121,11 @@ static void bisect(MPI_Comm comm, int nsp, const item *it, int64_t n, int64_t fi
             }
             if (!active)
                 break;
-            MPI_Allreduce(MPI_IN_PLACE, count, nsp, MPI_INT64_T, MPI_SUM, comm);
+            const fmk_status st =
+                FMK_MPI(plan, &s->fault, MPI_Allreduce,
+                        (MPI_IN_PLACE, count, nsp, MPI_INT64_T, MPI_SUM, s->comm));
+            if (st != FMK_OK)
+                return st;
             for (int j = 0; j < nsp; j++)
                 if (lo[j] < hi[j]) {
                     const uint64_t mid = lo[j] + (hi[j] - lo[j]) / 2;
@@ -137,6 +142,7 @@ static void bisect(MPI_Comm comm, int nsp, const item *it, int64_t n, int64_t fi
                 si[j] = (int64_t)lo[j];
         }
     }
+    return FMK_OK;
 }
 
 /* The items of this rank's targets, sorted by (key, id); NULL when out of memory. */
@@ -259,7 +265,7 @@ static fmk_status keep_in_place(fmk_plan *plan, fmk_mpi_state *s, int64_t nt, co
     fmk_status st = lt && src ? FMK_OK
                               : fmk_plan_hook_error(plan, FMK_ERR_NOMEM,
                                                     "out of memory keeping the targets in place");
-    if ((st = fmk_mpi_agree(plan, s->comm, s->rank, st)) != FMK_OK)
+    if ((st = fmk_mpi_agree(plan, s->comm, s->rank, &s->fault, st)) != FMK_OK)
         return free(lt), free(src), st;
 #pragma omp parallel for schedule(static) if (nt > 65536)
     for (int64_t k = 0; k < nt; k++) {
@@ -269,6 +275,59 @@ static fmk_status keep_in_place(fmk_plan *plan, fmk_mpi_state *s, int64_t nt, co
     s->moved = 1;
     s->n_local = nt;
     s->order = NULL;
+    s->local_src = src;
+    *local_targets = lt;
+    return FMK_OK;
+}
+
+/* The targets to their owners: send holds this rank's nt of them as rows of dim + 1 (the
+ * coordinates, the global source index or -1) grouped by owner, pc the send counts and
+ * displacements (rows); the receive counts and displacements are set, and this rank's n_local
+ * targets go to *local_targets and s->local_src. Agreed status (MPI's own errors: this rank's). */
+static fmk_status exchange_targets(fmk_plan *plan, fmk_mpi_state *s, int64_t nt, const double *send,
+                                   int *pc, double **local_targets)
+{
+    const int P = s->size, dim = s->dim;
+    const int *scount = pc, *sdispl = pc + P;
+    int *rcount = pc + 2 * P, *rdispl = pc + 3 * P;
+    fmk_status st =
+        FMK_MPI(plan, &s->fault, MPI_Alltoall, (scount, 1, MPI_INT, rcount, 1, MPI_INT, s->comm));
+    if (st != FMK_OK)
+        return st;
+    int64_t nl = 0;
+    for (int r = 0; r < P; r++) {
+        rdispl[r] = (int)nl;
+        nl += rcount[r];
+    }
+    double *recv =
+        fmk_mpi_alloc((size_t)(nl > 0 ? nl : 1) * (size_t)(dim + 1) * sizeof *recv, NULL);
+    double *lt = fmk_mpi_alloc((size_t)(nl > 0 ? nl : 1) * (size_t)dim * sizeof *lt, NULL);
+    int64_t *src = fmk_mpi_alloc((size_t)(nl > 0 ? nl : 1) * sizeof *src, NULL);
+    if (nl > INT_MAX) {
+        char text[160];
+        snprintf(text, sizeof text,
+                 "the partition gives this rank %lld targets, more than MPI's counts reach "
+                 "(2^31 - 1); use more ranks",
+                 (long long)nl);
+        st = fmk_plan_hook_error(plan, FMK_ERR_UNAVAILABLE, text);
+    } else
+        st = recv && lt && src ? FMK_OK
+                               : fmk_plan_hook_error(plan, FMK_ERR_NOMEM,
+                                                     "out of memory receiving moved targets");
+    if ((st = fmk_mpi_agree(plan, s->comm, s->rank, &s->fault, st)) == FMK_OK)
+        st = fmk_mpi_alltoallv_rows(plan, &s->fault, s->comm, send, scount, sdispl, recv, rcount,
+                                    rdispl, dim + 1, MPI_DOUBLE);
+    if (st != FMK_OK)
+        return free(recv), free(lt), free(src), st;
+    s->stats.bytes_sent_points += (nt - scount[s->rank]) * (dim + 1) * 8;
+#pragma omp parallel for schedule(static) if (nl > 65536)
+    for (int64_t k = 0; k < nl; k++) {
+        memcpy(lt + dim * k, recv + (dim + 1) * k, (size_t)dim * sizeof(double));
+        src[k] = (int64_t)recv[(dim + 1) * k + dim];
+    }
+    free(recv);
+    s->moved = 1;
+    s->n_local = nl;
     s->local_src = src;
     *local_targets = lt;
     return FMK_OK;
@@ -288,12 +347,15 @@ fmk_status fmk_mpi_partition(fmk_plan *plan, fmk_mpi_state *s, int64_t nt, const
     s->owner = NULL, s->owner_n = 0;
     int64_t *all_nt = malloc((size_t)P * 2 * sizeof *all_nt);
     fmk_status st = all_nt ? FMK_OK : fmk_plan_hook_error(plan, FMK_ERR_NOMEM, "out of memory");
-    if ((st = fmk_mpi_agree(plan, s->comm, s->rank, st)) != FMK_OK)
+    if ((st = fmk_mpi_agree(plan, s->comm, s->rank, &s->fault, st)) != FMK_OK)
         return free(all_nt), free(w), st;
     int64_t mine[2] = {nt, 0};
     for (int64_t i = 0; i < nt; i++)
         mine[1] += w ? w[i] : 1;
-    MPI_Allgather(mine, 2, MPI_INT64_T, all_nt, 2, MPI_INT64_T, s->comm);
+    st = FMK_MPI(plan, &s->fault, MPI_Allgather,
+                 (mine, 2, MPI_INT64_T, all_nt, 2, MPI_INT64_T, s->comm));
+    if (st != FMK_OK)
+        return free(all_nt), free(w), st;
     int64_t count = 0, total = 0, most = 0, first_id = 0;
     for (int r = 0; r < P; r++) {
         first_id += r < s->rank ? all_nt[2 * r] : 0;
@@ -326,7 +388,7 @@ fmk_status fmk_mpi_partition(fmk_plan *plan, fmk_mpi_state *s, int64_t nt, const
     st = it && pc && work && iwork && order && send && s->split_key && (!w || prefix) && s->owner
              ? FMK_OK
              : fmk_plan_hook_error(plan, FMK_ERR_NOMEM, "out of memory partitioning the targets");
-    if ((st = fmk_mpi_agree(plan, s->comm, s->rank, st)) != FMK_OK)
+    if ((st = fmk_mpi_agree(plan, s->comm, s->rank, &s->fault, st)) != FMK_OK)
         goto done;
     /* splitter j + 1 at the weight total (j + 1) / P */
     int64_t *want = iwork, *si = iwork + nsp, *counts = iwork + 2 * nsp;
@@ -339,7 +401,9 @@ fmk_status fmk_mpi_partition(fmk_plan *plan, fmk_mpi_state *s, int64_t nt, const
             prefix[k + 1] = prefix[k] + w[it[k].index];
     }
     const uint64_t kmax = by_index ? (uint64_t)count : (uint64_t)1 << (dim == 3 ? 63 : 32);
-    bisect(s->comm, nsp, it, nt, first_id, prefix, want, kmax, count, sk, si, blo, bhi, counts);
+    if ((st = bisect(plan, s, nsp, it, nt, first_id, prefix, want, kmax, count, sk, si, blo, bhi,
+                     counts)) != FMK_OK)
+        goto done;
     memcpy(s->split_key, sk, (size_t)nsp * sizeof *sk);
     /* owners: the sorted items go to ranks 0, 1, ... in order */
     int *scount = pc, *sdispl = pc + P, *rcount = pc + 2 * P, *rdispl = pc + 3 * P;
@@ -369,7 +433,9 @@ fmk_status fmk_mpi_partition(fmk_plan *plan, fmk_mpi_state *s, int64_t nt, const
     /* where every target of every rank stays, nothing moves (keep_in_place) */
     s->stats.targets_sent = nt - scount[s->rank];
     int stay = scount[s->rank] == nt;
-    MPI_Allreduce(MPI_IN_PLACE, &stay, 1, MPI_INT, MPI_MIN, s->comm);
+    if ((st = FMK_MPI(plan, &s->fault, MPI_Allreduce,
+                      (MPI_IN_PLACE, &stay, 1, MPI_INT, MPI_MIN, s->comm))) != FMK_OK)
+        goto done;
     if (stay) {
         for (int r = 0; r < P; r++) { /* what would have moved: this rank's own, to itself */
             rcount[r] = r == s->rank ? (int)nt : 0;
@@ -390,49 +456,10 @@ fmk_status fmk_mpi_partition(fmk_plan *plan, fmk_mpi_state *s, int64_t nt, const
             send[(dim + 1) * k + d] = p[d];
         send[(dim + 1) * k + dim] = src_offset >= 0 ? (double)(src_offset + i) : -1;
     }
-    MPI_Alltoall(scount, 1, MPI_INT, rcount, 1, MPI_INT, s->comm);
-    int64_t nl = 0;
-    for (int r = 0; r < P; r++) {
-        rdispl[r] = (int)nl;
-        nl += rcount[r];
-    }
-    double *recv =
-        fmk_mpi_alloc((size_t)(nl > 0 ? nl : 1) * (size_t)(dim + 1) * sizeof *recv, NULL);
-    double *lt = fmk_mpi_alloc((size_t)(nl > 0 ? nl : 1) * (size_t)dim * sizeof *lt, NULL);
-    int64_t *src = fmk_mpi_alloc((size_t)(nl > 0 ? nl : 1) * sizeof *src, NULL);
-    if (nl > INT_MAX) {
-        char text[160];
-        snprintf(text, sizeof text,
-                 "the partition gives this rank %lld targets, more than MPI's counts reach "
-                 "(2^31 - 1); use more ranks",
-                 (long long)nl);
-        st = fmk_plan_hook_error(plan, FMK_ERR_UNAVAILABLE, text);
-    } else
-        st = recv && lt && src ? FMK_OK
-                               : fmk_plan_hook_error(plan, FMK_ERR_NOMEM,
-                                                     "out of memory receiving moved targets");
-    if ((st = fmk_mpi_agree(plan, s->comm, s->rank, st)) != FMK_OK) {
-        free(recv), free(lt), free(src);
+    if ((st = exchange_targets(plan, s, nt, send, pc, local_targets)) != FMK_OK)
         goto done;
-    }
-    MPI_Datatype row;
-    MPI_Type_contiguous(dim + 1, MPI_DOUBLE, &row);
-    MPI_Type_commit(&row);
-    MPI_Alltoallv(send, scount, sdispl, row, recv, rcount, rdispl, row, s->comm);
-    s->stats.bytes_sent_points += (nt - scount[s->rank]) * (dim + 1) * 8;
-    MPI_Type_free(&row);
-#pragma omp parallel for schedule(static) if (nl > 65536)
-    for (int64_t k = 0; k < nl; k++) {
-        memcpy(lt + dim * k, recv + (dim + 1) * k, (size_t)dim * sizeof(double));
-        src[k] = (int64_t)recv[(dim + 1) * k + dim];
-    }
-    free(recv);
-    s->moved = 1;
-    s->n_local = nl;
     s->part_counts = pc, pc = NULL;
     s->order = order, order = NULL;
-    s->local_src = src;
-    *local_targets = lt;
 done:
     free(it), free(pc), free(work), free(iwork), free(order), free(send), free(w), free(prefix);
     if (st == FMK_OK)
@@ -466,18 +493,16 @@ void fmk_mpi_remove_self_moved(const fmk_mpi_state *s, int64_t nd, const double 
 
 /* Rows of width doubles (lrows: this rank's n_local of them) back to the ranks they came
  * from, into back in the order they were sent. */
-static void rows_home(fmk_mpi_state *s, const double *lrows, int64_t width, double *back)
+static fmk_status rows_home(fmk_plan *plan, fmk_mpi_state *s, const double *lrows, int64_t width,
+                            double *back)
 {
     const int P = s->size;
     const int *scount = s->part_counts, *sdispl = scount + P, *rcount = scount + 2 * P,
               *rdispl = scount + 3 * P;
-    MPI_Datatype row;
-    MPI_Type_contiguous((int)width, MPI_DOUBLE, &row);
-    MPI_Type_commit(&row);
     /* the way back: what came from r goes to r, into the places it was sent from */
-    MPI_Alltoallv(lrows, rcount, rdispl, row, back, scount, sdispl, row, s->comm);
     s->stats.bytes_sent_eval += (s->n_local - rcount[s->rank]) * width * 8;
-    MPI_Type_free(&row);
+    return fmk_mpi_alltoallv_rows(plan, &s->fault, s->comm, lrows, rcount, rdispl, back, scount,
+                                  sdispl, (int)width, MPI_DOUBLE);
 }
 
 fmk_status fmk_mpi_send_home(fmk_plan *plan, fmk_mpi_state *s, int64_t nd, const double *lpot,
@@ -497,7 +522,7 @@ fmk_status fmk_mpi_send_home(fmk_plan *plan, fmk_mpi_state *s, int64_t nd, const
             else if (k >= np && grad)
                 grad[k - np] = lgrad[k - np];
         }
-        return fmk_mpi_agree(plan, s->comm, s->rank, FMK_OK);
+        return fmk_mpi_agree(plan, s->comm, s->rank, &s->fault, FMK_OK);
     }
     const int packed = nd > 1;
     const size_t nb = (size_t)(nt > 0 ? nt : 1);
@@ -511,7 +536,7 @@ fmk_status fmk_mpi_send_home(fmk_plan *plan, fmk_mpi_state *s, int64_t nd, const
         (out || !packed) && back && (back2 || packed || !lgrad) && w <= INT_MAX
             ? FMK_OK
             : fmk_plan_hook_error(plan, FMK_ERR_NOMEM, "out of memory sending results home");
-    if ((st = fmk_mpi_agree(plan, s->comm, s->rank, st)) != FMK_OK)
+    if ((st = fmk_mpi_agree(plan, s->comm, s->rank, &s->fault, st)) != FMK_OK)
         return st;
     if (packed) {
 #pragma omp parallel for schedule(static) if (nl > 65536)
@@ -524,14 +549,16 @@ fmk_status fmk_mpi_send_home(fmk_plan *plan, fmk_mpi_state *s, int64_t nd, const
                     memcpy(o + nd * wp + wg * v, lgrad + (v * nl + k) * gw,
                            (size_t)gw * sizeof(double));
             }
-        rows_home(s, out, w, back);
+        st = rows_home(plan, s, out, w, back);
     } else {
         if (lpot)
-            rows_home(s, lpot, wp, back);
-        if (lgrad)
-            rows_home(s, lgrad, wg, back2);
+            st = rows_home(plan, s, lpot, wp, back);
+        if (lgrad && st == FMK_OK)
+            st = rows_home(plan, s, lgrad, wg, back2);
     }
-    /* the k-th target sent is the caller's order[k]: increasing within each rank's run */
+    if (st != FMK_OK) /* (the outputs are written only on success) */
+        return st;
+        /* the k-th target sent is the caller's order[k]: increasing within each rank's run */
 #pragma omp parallel for schedule(static) if (nt > 65536)
     for (int64_t k = 0; k < nt; k++) {
         const int64_t i = s->order[k];

@@ -88,6 +88,7 @@ static void free_state(fmk_mpi_state *s)
     fmk_mpi_scratch_free(s);
     int finalized = 0;
     MPI_Finalized(&finalized);
+    /* (its errors are returned, and ignored: destroy cannot fail) */
     if (!finalized && s->comm != MPI_COMM_NULL)
         MPI_Comm_free(&s->comm);
     free(s->counts);
@@ -103,23 +104,28 @@ static void mpi_release(fmk_plan *plan, void *hook_state)
     free_state(hook_state);
 }
 
-/* The GPU of this rank: its rank among the ranks of its node (MPI_COMM_TYPE_SHARED) modulo the
- * node's GPUs, so that one rank a GPU is what a plain mpirun gives; 0 with one GPU or none,
- * and without asking CUDA where the plan does not want a GPU (opts: backend cpu, or a device
- * given). Collective over comm. */
-static int node_gpu(MPI_Comm comm, int rank, const fmk_opts *opts)
+/* The GPU of this rank into *gpu: its rank among the ranks of its node (MPI_COMM_TYPE_SHARED)
+ * modulo the node's GPUs, so that one rank a GPU is what a plain mpirun gives; 0 with one GPU
+ * or none, and without asking CUDA where the plan does not want a GPU (opts: backend cpu, or a
+ * device given). Collective over comm; the status of its MPI calls (the thread's message). */
+static fmk_status node_gpu(MPI_Comm comm, fmk_mpi_fault *fault, int rank, const fmk_opts *opts,
+                           int *gpu)
 {
     MPI_Comm node = MPI_COMM_NULL;
     int local = 0;
-    MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
-    if (node != MPI_COMM_NULL) {
-        MPI_Comm_rank(node, &local);
+    *gpu = 0;
+    fmk_status st = FMK_MPI(NULL, fault, MPI_Comm_split_type,
+                            (comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node));
+    if (st == FMK_OK && node != MPI_COMM_NULL) {
+        /* (node's errors go to comm's handler, which it inherits: returned) */
+        st = FMK_MPI(NULL, fault, MPI_Comm_rank, (node, &local));
         MPI_Comm_free(&node);
     }
-    if (opts && (opts->backend == FMK_BACKEND_CPU || opts->device != 0))
-        return 0;
+    if (st != FMK_OK || (opts && (opts->backend == FMK_BACKEND_CPU || opts->device != 0)))
+        return st;
     const int gpus = fmk_cuda_device_count();
-    return gpus > 1 ? local % gpus : 0;
+    *gpu = gpus > 1 ? local % gpus : 0;
+    return FMK_OK;
 }
 
 /* The local plan's options into *o: the caller's, with device 0 (the default) made this
@@ -146,32 +152,27 @@ fmk_status fmk_plan_create_mpi(fmk_plan **plan, MPI_Comm comm, int dim, fmk_kern
     if (!plan)
         return fail(NULL, FMK_ERR_NULL, "fmk_plan_create_mpi: plan (the output) is NULL");
     *plan = NULL;
-    int initialized = 0, finalized = 0, inter = 0;
-    MPI_Initialized(&initialized);
-    MPI_Finalized(&finalized);
-    if (!initialized || finalized)
-        return fail(NULL, FMK_ERR_STATE,
-                    "fmk_plan_create_mpi: MPI is %s; call it between MPI_Init and MPI_Finalize",
-                    finalized ? "finalized" : "not initialized");
-    if (comm == MPI_COMM_NULL)
-        return fail(NULL, FMK_ERR_ARG, "fmk_plan_create_mpi: comm is MPI_COMM_NULL");
-    MPI_Comm_test_inter(comm, &inter);
-    if (inter)
-        return fail(NULL, FMK_ERR_ARG,
-                    "fmk_plan_create_mpi: comm is an intercommunicator; pass an "
-                    "intracommunicator (MPI_COMM_WORLD or one made by MPI_Comm_split)");
-    fmk_mpi_state *s = calloc(1, sizeof *s);
     MPI_Comm dup = MPI_COMM_NULL;
-    MPI_Comm_dup(comm, &dup); /* collective: every rank gets here */
-    int rank = 0;
-    MPI_Comm_rank(dup, &rank);
-    const int gpu = node_gpu(dup, rank, opts); /* collective too */
+    fmk_status st = fmk_mpi_open(comm, "fmk_plan_create_mpi", &dup);
+    if (st != FMK_OK)
+        return st;
+    fmk_mpi_state *s = calloc(1, sizeof *s);
+    fmk_mpi_fault spare = {0}, *fault = s ? &s->fault : &spare;
+    int rank = 0, size = 1, gpu = 0;
+    st = FMK_MPI(NULL, fault, MPI_Comm_rank, (dup, &rank));
+    if (st == FMK_OK)
+        st = FMK_MPI(NULL, fault, MPI_Comm_size, (dup, &size));
+    if (st == FMK_OK)
+        st = node_gpu(dup, fault, rank, opts, &gpu); /* collective */
     fmk_opts lopts;
-    fmk_status st = s ? FMK_OK : fail(NULL, FMK_ERR_NOMEM, "fmk_plan_create_mpi: out of memory");
+    if (st == FMK_OK && !s)
+        st = fail(NULL, FMK_ERR_NOMEM, "fmk_plan_create_mpi: out of memory");
     if (s) {
         s->comm = dup;
         s->rank = rank;
-        MPI_Comm_size(dup, &s->size);
+        s->size = size;
+    }
+    if (st == FMK_OK) {
         s->counts = calloc((size_t)s->size, sizeof *s->counts);
         s->displs = calloc((size_t)s->size, sizeof *s->displs);
         s->cost = calloc((size_t)s->size * 2, sizeof *s->cost); /* and measure_cost's */
@@ -183,9 +184,9 @@ fmk_status fmk_plan_create_mpi(fmk_plan **plan, MPI_Comm comm, int dim, fmk_kern
         st = fmk_plan_create(&outer, dim, kernel, eps, opts);
     if (st == FMK_OK)
         st = fmk_plan_create(&s->local, dim, kernel, eps, local_opts(&lopts, opts, gpu));
-    st = fmk_mpi_agree(NULL, dup, rank, st);
+    st = fmk_mpi_agree(NULL, dup, rank, fault, st);
     if (st == FMK_OK) /* the values were valid on every rank: now they must be the same */
-        st = fmk_mpi_same_arguments(dup, dim, kernel, eps, opts);
+        st = fmk_mpi_same_arguments(dup, fault, dim, kernel, eps, opts);
     if (st == FMK_OK) {
         s->dim = dim;
         s->kernel = kernel;
@@ -217,9 +218,8 @@ fmk_status fmk_plan_create_mpi_f(fmk_plan **plan, MPI_Fint comm, int dim, fmk_ke
                                  double eps, const fmk_opts *opts)
 {
     int initialized = 0, finalized = 0;
-    MPI_Initialized(&initialized);
-    MPI_Finalized(&finalized);
-    if (!initialized || finalized) /* MPI_Comm_f2c needs MPI: fmk_plan_create_mpi says why */
+    if (MPI_Initialized(&initialized) != MPI_SUCCESS || MPI_Finalized(&finalized) != MPI_SUCCESS ||
+        !initialized || finalized) /* MPI_Comm_f2c needs MPI: fmk_plan_create_mpi says why */
         return fmk_plan_create_mpi(plan, MPI_COMM_NULL, dim, kernel, eps, opts);
     return fmk_plan_create_mpi(plan, MPI_Comm_f2c(comm), dim, kernel, eps, opts);
 }
@@ -328,16 +328,20 @@ static void reset_stats(fmk_mpi_state *s, int points)
  * this evaluation's measured cost and the previous estimate, where every rank has one (a step's
  * timing jitter, on busy cores, then moves runs of the curve half as much; a real change is
  * followed within a few evaluations); collective, after an agreed evaluation. */
-static void measure_cost(fmk_mpi_state *s, int64_t n_evaluated)
+static fmk_status measure_cost(fmk_plan *plan, fmk_mpi_state *s, int64_t n_evaluated)
 {
     const double c = n_evaluated > 0 ? s->stats.seconds_local_eval / (double)n_evaluated : 0;
     double *now = s->cost + s->size; /* (cost holds 2 x size) */
-    MPI_Allgather(&c, 1, MPI_DOUBLE, now, 1, MPI_DOUBLE, s->comm);
+    const fmk_status st =
+        FMK_MPI(plan, &s->fault, MPI_Allgather, (&c, 1, MPI_DOUBLE, now, 1, MPI_DOUBLE, s->comm));
+    if (st != FMK_OK)
+        return st;
     int all = 1; /* the same test on every rank: the costs are the same everywhere */
     for (int r = 0; r < s->size; r++)
         all &= s->cost[r] > 0 && now[r] > 0;
     for (int r = 0; r < s->size; r++)
         s->cost[r] = all ? 0.5 * (s->cost[r] + now[r]) : now[r];
+    return FMK_OK;
 }
 
 /* The plan's state once its local plan has its points (every rank). */
@@ -369,13 +373,18 @@ static fmk_status let_points(fmk_plan *plan, fmk_mpi_state *s, int64_t ns, const
                              const double hi[3], int *handled)
 {
     int all_self = s->self;
-    MPI_Allreduce(MPI_IN_PLACE, &all_self, 1, MPI_INT, MPI_MIN, s->comm);
+    *handled = 1;
+    fmk_status st = FMK_MPI(plan, &s->fault, MPI_Allreduce,
+                            (MPI_IN_PLACE, &all_self, 1, MPI_INT, MPI_MIN, s->comm));
+    if (st != FMK_OK) {
+        drop_points(plan, s);
+        return st;
+    }
     double *moved = NULL, *src = NULL;
     int64_t n_src = 0;
-    *handled = 1;
     const double t0 = MPI_Wtime();
-    fmk_status st = fmk_mpi_partition(plan, s, nt, s->self ? sources : targets,
-                                      s->self ? offset : -1, 0, 1, lo, hi, &moved);
+    st = fmk_mpi_partition(plan, s, nt, s->self ? sources : targets, s->self ? offset : -1, 0, 1,
+                           lo, hi, &moved);
     s->stats.seconds_partition = MPI_Wtime() - t0;
     if (st == FMK_OK && !s->moved) {
         *handled = 0;
@@ -395,7 +404,7 @@ static fmk_status let_points(fmk_plan *plan, fmk_mpi_state *s, int64_t ns, const
         s->stats.seconds_local_set_points = MPI_Wtime() - t1;
         if (st != FMK_OK)
             fmk_plan_hook_error(plan, st, fmk_plan_last_error(s->local));
-        st = fmk_mpi_agree(plan, s->comm, s->rank, st);
+        st = fmk_mpi_agree(plan, s->comm, s->rank, &s->fault, st);
     }
     free(src), free(moved);
     if (st != FMK_OK) {
@@ -413,29 +422,35 @@ static fmk_status mpi_set_points(fmk_plan *plan, int64_t ns, const double *sourc
     fmk_mpi_state *s = fmk_plan_hook_state(plan, &mpi_hooks);
     const int dim = s->dim, self = targets == NULL;
     double lo[3], hi[3];
+    if (s->fault.failed) /* (no MPI call: docs/distributed.md, "MPI's own errors") */
+        return fmk_mpi_refuse_failed(plan, &s->fault, "fmk_plan_set_points");
     reset_stats(s, 1);
     fmk_plan_hook_interrupt_begin(plan);
     fmk_status st = check_points(plan, dim, ns, sources, nt, targets, lo, hi);
     if (st == FMK_OK && self)
         nt = ns;
     /* validation failed on a rank: every rank keeps its points */
-    if ((st = fmk_mpi_agree(plan, s->comm, s->rank, st)) != FMK_OK)
+    if ((st = fmk_mpi_agree(plan, s->comm, s->rank, &s->fault, st)) != FMK_OK)
         return st;
 
     double box[6]; /* the global box: min of lo, min of -hi */
     for (int k = 0; k < 3; k++)
         box[k] = lo[k], box[3 + k] = -hi[k];
-    MPI_Allreduce(MPI_IN_PLACE, box, 6, MPI_DOUBLE, MPI_MIN, s->comm);
+    st = FMK_MPI(plan, &s->fault, MPI_Allreduce,
+                 (MPI_IN_PLACE, box, 6, MPI_DOUBLE, MPI_MIN, s->comm));
     for (int k = 0; k < 3; k++)
         lo[k] = box[k], hi[k] = -box[3 + k];
     int64_t *all_n = malloc((size_t)s->size * sizeof *all_n);
-    st = all_n ? FMK_OK : fail(plan, FMK_ERR_NOMEM, "out of host memory");
-    if ((st = fmk_mpi_agree(plan, s->comm, s->rank, st)) != FMK_OK) {
+    if (st == FMK_OK && !all_n)
+        st = fail(plan, FMK_ERR_NOMEM, "out of host memory");
+    if ((st = fmk_mpi_agree(plan, s->comm, s->rank, &s->fault, st)) == FMK_OK)
+        st = FMK_MPI(plan, &s->fault, MPI_Allgather,
+                     (&ns, 1, MPI_INT64_T, all_n, 1, MPI_INT64_T, s->comm));
+    if (st != FMK_OK) {
         free(all_n);
         drop_points(plan, s);
         return st;
     }
-    MPI_Allgather(&ns, 1, MPI_INT64_T, all_n, 1, MPI_INT64_T, s->comm);
     int64_t first = 0; /* the global index of this rank's first source */
     for (int r = 0; r < s->rank; r++)
         first += all_n[r];
@@ -458,27 +473,30 @@ static fmk_status mpi_set_points(fmk_plan *plan, int64_t ns, const double *sourc
             st = fail(plan, FMK_ERR_NOMEM, "out of host memory gathering %lld sources",
                       (long long)n_all);
     }
-    if ((st = fmk_mpi_agree(plan, s->comm, s->rank, st)) != FMK_OK) {
+    if ((st = fmk_mpi_agree(plan, s->comm, s->rank, &s->fault, st)) != FMK_OK) {
         free(all);
         drop_points(plan, s);
         return st;
     }
-    MPI_Datatype point;
-    MPI_Type_contiguous(dim, MPI_DOUBLE, &point);
-    MPI_Type_commit(&point);
     static const double none[3] = {0, 0, 0};
     double t0 = MPI_Wtime();
-    MPI_Allgatherv(ns > 0 ? sources : none, (int)ns, point, all, s->counts, s->displs, point,
-                   s->comm);
+    st = fmk_mpi_allgatherv_rows(plan, &s->fault, s->comm, ns > 0 ? sources : none, (int)ns, all,
+                                 s->counts, s->displs, dim);
     s->stats.seconds_exchange_points = MPI_Wtime() - t0;
     s->stats.bytes_sent_points = ns * dim * 8 * (s->size - 1);
-    MPI_Type_free(&point);
 
     /* the partition of the targets: where every rank's targets are its sources and the smooth
      * kernel's self pair is left out by index (the direct sum), the curve is the global source
      * order, so that each rank's share is a slice of the sources */
     int all_self = self;
-    MPI_Allreduce(MPI_IN_PLACE, &all_self, 1, MPI_INT, MPI_MIN, s->comm);
+    if (st == FMK_OK)
+        st = FMK_MPI(plan, &s->fault, MPI_Allreduce,
+                     (MPI_IN_PLACE, &all_self, 1, MPI_INT, MPI_MIN, s->comm));
+    if (st != FMK_OK) {
+        free(all);
+        drop_points(plan, s);
+        return st;
+    }
     const int by_index = all_self && self_value(s->kernel, s->softening) != 0 &&
                          s->method != FMK_METHOD_TREE && s->method != FMK_METHOD_FMM;
     double *moved = NULL;
@@ -508,7 +526,7 @@ static fmk_status mpi_set_points(fmk_plan *plan, int64_t ns, const double *sourc
     free(moved);
     if (st != FMK_OK)
         fmk_plan_hook_error(plan, st, fmk_plan_last_error(s->local));
-    if ((st = fmk_mpi_agree(plan, s->comm, s->rank, st)) != FMK_OK) {
+    if ((st = fmk_mpi_agree(plan, s->comm, s->rank, &s->fault, st)) != FMK_OK) {
         drop_points(plan, s);
         return st;
     }
@@ -519,12 +537,15 @@ static fmk_status mpi_set_points(fmk_plan *plan, int64_t ns, const double *sourc
 }
 
 /* The local checks of an evaluation (fmk_plan_eval's), n_vectors the same on every rank. */
-static fmk_status check_eval(fmk_plan *plan, const fmk_mpi_state *s, const char *fn, int has_points,
+static fmk_status check_eval(fmk_plan *plan, fmk_mpi_state *s, const char *fn, int has_points,
                              int64_t nd, const double *charges, const double *pot,
                              const double *grad)
 {
     int64_t range[2] = {nd, -nd}; /* the least and the largest n_vectors over the ranks */
-    MPI_Allreduce(MPI_IN_PLACE, range, 2, MPI_INT64_T, MPI_MIN, s->comm);
+    const fmk_status st = FMK_MPI(plan, &s->fault, MPI_Allreduce,
+                                  (MPI_IN_PLACE, range, 2, MPI_INT64_T, MPI_MIN, s->comm));
+    if (st != FMK_OK)
+        return st;
     if (!has_points)
         return fail(plan, FMK_ERR_STATE, "%s: no points yet; call fmk_plan_set_points first", fn);
     if (nd < 0)
@@ -578,7 +599,7 @@ static fmk_status let_eval(fmk_plan *plan, fmk_mpi_state *s, int is_many, int64_
     st = staged ? FMK_OK
                 : fail(plan, FMK_ERR_NOMEM, "%s: out of host memory for %lld results", fn,
                        (long long)rn);
-    if ((st = fmk_mpi_agree(plan, s->comm, s->rank, st)) != FMK_OK)
+    if ((st = fmk_mpi_agree(plan, s->comm, s->rank, &s->fault, st)) != FMK_OK)
         return st;
     double *sp = pot ? staged : NULL;
     double *sg = grad ? staged + (size_t)nd * (size_t)nt * (size_t)cw : NULL;
@@ -590,8 +611,9 @@ static fmk_status let_eval(fmk_plan *plan, fmk_mpi_state *s, int is_many, int64_
     if (st == FMK_OK && sp && s->self_value != 0)
         for (int64_t k = 0; k < nd * nt; k++)
             sp[k] -= tq[k] * s->self_value;
-    if ((st = fmk_mpi_agree(plan, s->comm, s->rank, st)) == FMK_OK) {
-        measure_cost(s, nt); /* (also waits for the slowest rank: not in the exchange's time) */
+    if ((st = fmk_mpi_agree(plan, s->comm, s->rank, &s->fault, st)) == FMK_OK)
+        st = measure_cost(plan, s, nt); /* (waits for the slowest rank: not in the exchange's) */
+    if (st == FMK_OK) {
         const double t1 = MPI_Wtime();
         st = fmk_mpi_send_home(plan, s, nd, sp, sg, pot, grad);
         s->stats.seconds_results_home = MPI_Wtime() - t1;
@@ -609,9 +631,11 @@ static fmk_status mpi_eval_many(fmk_plan *plan, int is_many, int64_t nd, const d
 {
     fmk_mpi_state *s = fmk_plan_hook_state(plan, &mpi_hooks);
     const char *fn = is_many ? "fmk_plan_eval_many" : "fmk_plan_eval";
+    if (s->fault.failed) /* (no MPI call: docs/distributed.md, "MPI's own errors") */
+        return fmk_mpi_refuse_failed(plan, &s->fault, fn);
     fmk_plan_hook_interrupt_begin(plan);
     fmk_status st = check_eval(plan, s, fn, s->has_points, nd, charges, pot, grad);
-    if ((st = fmk_mpi_agree(plan, s->comm, s->rank, st)) != FMK_OK)
+    if ((st = fmk_mpi_agree(plan, s->comm, s->rank, &s->fault, st)) != FMK_OK)
         return st;
     if (nd == 0)
         return fmk_plan_hook_error(plan, FMK_OK, NULL);
@@ -629,19 +653,18 @@ static fmk_status mpi_eval_many(fmk_plan *plan, int is_many, int64_t nd, const d
     if (!all_q || !staged)
         st = fail(plan, FMK_ERR_NOMEM, "%s: out of host memory for %lld charges and %lld results",
                   fn, (long long)qn, (long long)rn);
-    if ((st = fmk_mpi_agree(plan, s->comm, s->rank, st)) != FMK_OK)
+    if ((st = fmk_mpi_agree(plan, s->comm, s->rank, &s->fault, st)) != FMK_OK)
         return st;
-    MPI_Datatype charge;
-    MPI_Type_contiguous(cw, MPI_DOUBLE, &charge);
-    MPI_Type_commit(&charge);
     static const double none[2] = {0, 0};
     double t0 = MPI_Wtime();
     s->stats.bytes_sent_eval = nd * ns * cw * 8 * (s->size - 1);
-    for (int64_t v = 0; v < nd; v++)
-        MPI_Allgatherv(ns > 0 ? charges + v * ns * cw : none, (int)ns, charge,
-                       all_q + v * n_all * cw, s->counts, s->displs, charge, s->comm);
-    MPI_Type_free(&charge);
+    for (int64_t v = 0; v < nd && st == FMK_OK; v++)
+        st =
+            fmk_mpi_allgatherv_rows(plan, &s->fault, s->comm, ns > 0 ? charges + v * ns * cw : none,
+                                    (int)ns, all_q + v * n_all * cw, s->counts, s->displs, cw);
     s->stats.seconds_exchange_charges = MPI_Wtime() - t0;
+    if (st != FMK_OK)
+        return st;
 
     double *sp = pot ? staged : NULL;
     double *sg = grad ? staged + (size_t)nd * (size_t)nt * (size_t)cw : NULL;
@@ -657,9 +680,9 @@ static fmk_status mpi_eval_many(fmk_plan *plan, int is_many, int64_t nd, const d
         else
             remove_self(s, nd, charges, sp);
     }
-    if ((st = fmk_mpi_agree(plan, s->comm, s->rank, st)) != FMK_OK)
+    if ((st = fmk_mpi_agree(plan, s->comm, s->rank, &s->fault, st)) != FMK_OK ||
+        (st = measure_cost(plan, s, nt)) != FMK_OK)
         return st;
-    measure_cost(s, nt);
     if (s->moved) { /* the results go home, in the caller's order */
         t0 = MPI_Wtime();
         st = fmk_mpi_send_home(plan, s, nd, sp, sg, pot, grad);

@@ -85,13 +85,16 @@ static int rows_for(const double *xyz, int64_t n, int width, const double *rows,
     return 0;
 }
 
-fmk_status fmk_mpi_sim_halo(MPI_Comm comm, int64_t n, int width, const double *rows, double radius,
-                            double **out, int64_t *n_out)
+fmk_status fmk_mpi_sim_halo(MPI_Comm comm, fmk_mpi_fault *fault, int64_t n, int width,
+                            const double *rows, double radius, double **out, int64_t *n_out)
 {
     int rank = 0, P = 1;
-    MPI_Comm_rank(comm, &rank);
-    MPI_Comm_size(comm, &P);
     *out = NULL, *n_out = 0;
+    fmk_status st = FMK_MPI(NULL, fault, MPI_Comm_rank, (comm, &rank));
+    if (st == FMK_OK)
+        st = FMK_MPI(NULL, fault, MPI_Comm_size, (comm, &P));
+    if (st != FMK_OK)
+        return st;
     double lo[3], hi[3], box[6];
     for (int d = 0; d < 6; d++)
         box[d] = INFINITY; /* min of lo, min of -hi */
@@ -101,7 +104,9 @@ fmk_status fmk_mpi_sim_halo(MPI_Comm comm, int64_t n, int width, const double *r
             box[d] = v < box[d] ? v : box[d];
             box[3 + d] = -v < box[3 + d] ? -v : box[3 + d];
         }
-    MPI_Allreduce(MPI_IN_PLACE, box, 6, MPI_DOUBLE, MPI_MIN, comm);
+    st = FMK_MPI(NULL, fault, MPI_Allreduce, (MPI_IN_PLACE, box, 6, MPI_DOUBLE, MPI_MIN, comm));
+    if (st != FMK_OK)
+        return st;
     double w = 0;
     for (int d = 0; d < 3; d++) {
         lo[d] = box[d], hi[d] = -box[3 + d];
@@ -118,13 +123,17 @@ fmk_status fmk_mpi_sim_halo(MPI_Comm comm, int64_t n, int width, const double *r
             memcpy(xyz + 3 * i, rows + (size_t)i * width, 3 * sizeof(double));
         nb = fmk_let_domain_boxes(NULL, xyz, n, lo, hi, mine);
     }
-    fmk_status st = nb >= 0 && cnt && scount ? FMK_OK : nomem();
-    if ((st = fmk_mpi_agree(NULL, comm, rank, st)) != FMK_OK) {
+    st = nb >= 0 && cnt && scount ? FMK_OK : nomem();
+    if ((st = fmk_mpi_agree(NULL, comm, rank, fault, st)) != FMK_OK) {
         free(xyz), free(mine), free(cnt), free(scount);
         return st;
     }
     int *nbox = cnt + 4 * P, *bdisp = cnt + 5 * P, total = 0;
-    MPI_Allgather(&nb, 1, MPI_INT, nbox, 1, MPI_INT, comm);
+    st = FMK_MPI(NULL, fault, MPI_Allgather, (&nb, 1, MPI_INT, nbox, 1, MPI_INT, comm));
+    if (st != FMK_OK) {
+        free(xyz), free(mine), free(cnt), free(scount);
+        return st;
+    }
     for (int r = 0; r < P; r++)
         bdisp[r] = 6 * total, total += nbox[r], cnt[r] = 6 * nbox[r];
     double *boxes = malloc((size_t)(total > 0 ? total : 1) * 6 * sizeof *boxes);
@@ -133,8 +142,10 @@ fmk_status fmk_mpi_sim_halo(MPI_Comm comm, int64_t n, int width, const double *r
     double *send = NULL;
     int64_t sn = 0, cap = 0;
     st = boxes && bits && near ? FMK_OK : nomem();
-    if ((st = fmk_mpi_agree(NULL, comm, rank, st)) == FMK_OK) {
-        MPI_Allgatherv(mine, 6 * nb, MPI_DOUBLE, boxes, cnt, bdisp, MPI_DOUBLE, comm);
+    if ((st = fmk_mpi_agree(NULL, comm, rank, fault, st)) == FMK_OK)
+        st = FMK_MPI(NULL, fault, MPI_Allgatherv,
+                     (mine, 6 * nb, MPI_DOUBLE, boxes, cnt, bdisp, MPI_DOUBLE, comm));
+    if (st == FMK_OK) {
         int ok = 1;
         for (int r = 0; r < P && ok; r++) { /* rank after rank: the send layout */
             const int64_t before = sn;
@@ -144,17 +155,19 @@ fmk_status fmk_mpi_sim_halo(MPI_Comm comm, int64_t n, int width, const double *r
             scount[r] = sn - before;
         }
         st = ok && sn <= INT_MAX ? FMK_OK : nomem();
-        st = fmk_mpi_agree(NULL, comm, rank, st);
+        st = fmk_mpi_agree(NULL, comm, rank, fault, st);
     }
     free(boxes), free(bits), free(near), free(mine), free(xyz);
     double *recv = NULL;
     int64_t ro = 0;
+    if (st == FMK_OK)
+        st = FMK_MPI(NULL, fault, MPI_Alltoall,
+                     (scount, 1, MPI_INT64_T, rcount, 1, MPI_INT64_T, comm));
     if (st == FMK_OK) {
-        MPI_Alltoall(scount, 1, MPI_INT64_T, rcount, 1, MPI_INT64_T, comm);
         for (int r = 0; r < P; r++)
             ro += rcount[r];
         recv = ro <= INT_MAX ? malloc((size_t)(ro > 0 ? ro : 1) * (size_t)width * 8) : NULL;
-        st = fmk_mpi_agree(NULL, comm, rank, recv ? FMK_OK : nomem());
+        st = fmk_mpi_agree(NULL, comm, rank, fault, recv ? FMK_OK : nomem());
     }
     if (st == FMK_OK) {
         int *sc = cnt, *sd = cnt + P, *rc = cnt + 2 * P, *rd = cnt + 3 * P;
@@ -163,11 +176,10 @@ fmk_status fmk_mpi_sim_halo(MPI_Comm comm, int64_t n, int width, const double *r
             sc[r] = (int)scount[r], sd[r] = (int)so, so += scount[r];
             rc[r] = (int)rcount[r], rd[r] = (int)rs, rs += rcount[r];
         }
-        MPI_Datatype row;
-        MPI_Type_contiguous(width, MPI_DOUBLE, &row);
-        MPI_Type_commit(&row);
-        MPI_Alltoallv(send ? send : (double *)rows, sc, sd, row, recv, rc, rd, row, comm);
-        MPI_Type_free(&row);
+        st = fmk_mpi_alltoallv_rows(NULL, fault, comm, send ? send : rows, sc, sd, recv, rc, rd,
+                                    width, MPI_DOUBLE);
+    }
+    if (st == FMK_OK) {
         *out = recv, *n_out = ro;
     } else {
         free(recv);

@@ -1,7 +1,12 @@
 /* sim_mpi.c -- distributed simulations: the MPI behind the simulation driver's communicator
  * hooks (src/sim/sim_hooks.h) and fmk_sim_create_mpi and its kin (include/fmmkit_mpi.h;
  * docs/distributed.md, "The simulation under MPI"). The driver itself (libfmmkit) does the
- * rest; this file is all the MPI it needs. */
+ * rest; this file is all the MPI it needs.
+ *
+ * The hooks that return nothing (the driver's contract, src/sim/sim_hooks.h) keep a failed MPI
+ * call in the state's fault (comm.c): their outputs are then defined (this rank's own values, or
+ * zeros), no MPI call is made on the communicator again, and the driver's next agreement
+ * (hook_agree) returns the failure on this rank (docs/distributed.md, "MPI's own errors"). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,7 +18,8 @@
 #include "sim/sim_hooks.h"
 
 typedef struct sim_mpi_state {
-    MPI_Comm comm; /* MPI_Comm_dup of the caller's */
+    MPI_Comm comm;       /* MPI_Comm_dup of the caller's, errors returned (fmk_mpi_open) */
+    fmk_mpi_fault fault; /* an MPI call on comm failed */
     int rank, size;
     int *counts, *displs; /* size each: one gather's or scatter's */
     int *a2a;             /* 4 x size: an alltoallv's counts and displacements */
@@ -25,13 +31,25 @@ static void hook_reduce(void *state, double *x, int count, fmk_sim_reduce_op op)
     const MPI_Op mop = op == FMK_SIM_REDUCE_MIN   ? MPI_MIN
                        : op == FMK_SIM_REDUCE_MAX ? MPI_MAX
                                                   : MPI_SUM;
-    MPI_Allreduce(MPI_IN_PLACE, x, count, MPI_DOUBLE, mop, s->comm);
+    /* failed: x keeps this rank's values (MPI_IN_PLACE) */
+    FMK_MPI(NULL, &s->fault, MPI_Allreduce, (MPI_IN_PLACE, x, count, MPI_DOUBLE, mop, s->comm));
+}
+
+/* The outputs of a failed hook: bytes of zeros at out. */
+static void zero_failed(fmk_status st, void *out, size_t bytes)
+{
+    if (st != FMK_OK && out && bytes > 0)
+        memset(out, 0, bytes);
 }
 
 static void hook_allgather(void *state, int64_t value, int64_t *all)
 {
     sim_mpi_state *s = state;
-    MPI_Allgather(&value, 1, MPI_INT64_T, all, 1, MPI_INT64_T, s->comm);
+    const fmk_status st = FMK_MPI(NULL, &s->fault, MPI_Allgather,
+                                  (&value, 1, MPI_INT64_T, all, 1, MPI_INT64_T, s->comm));
+    zero_failed(st, all, (size_t)s->size * sizeof *all);
+    if (st != FMK_OK)
+        all[s->rank] = value;
 }
 
 /* The agreement of libfmmkit_mpi's plans (agree.c), through the thread's plan message. */
@@ -40,14 +58,15 @@ static fmk_status hook_agree(void *state, fmk_status status, char *message, size
     sim_mpi_state *s = state;
     if (status != FMK_OK)
         fmk_plan_hook_error(NULL, status, message);
-    status = fmk_mpi_agree(NULL, s->comm, s->rank, status);
+    status = fmk_mpi_agree(NULL, s->comm, s->rank, &s->fault, status);
     if (status != FMK_OK)
         snprintf(message, cap, "%s", fmk_plan_last_error(NULL));
     return status;
 }
 
-/* counts (words, each <= INT_MAX: the driver checks) as MPI's int counts and displacements. */
-static void layout(sim_mpi_state *s, const int64_t *counts)
+/* counts (words, each <= INT_MAX: the driver checks) as MPI's int counts and displacements;
+ * returns their total. */
+static size_t layout(sim_mpi_state *s, const int64_t *counts)
 {
     int at = 0;
     for (int r = 0; r < s->size; r++) {
@@ -55,34 +74,43 @@ static void layout(sim_mpi_state *s, const int64_t *counts)
         s->displs[r] = at;
         at += (int)counts[r];
     }
+    return (size_t)at;
 }
 
 static void hook_gather(void *state, const void *send, const int64_t *counts, void *recv)
 {
     sim_mpi_state *s = state;
-    layout(s, counts);
-    MPI_Gatherv(send, s->counts[s->rank], MPI_UINT64_T, recv, s->counts, s->displs, MPI_UINT64_T, 0,
-                s->comm);
+    const size_t words = layout(s, counts);
+    const fmk_status st = FMK_MPI(NULL, &s->fault, MPI_Gatherv,
+                                  (send, s->counts[s->rank], MPI_UINT64_T, recv, s->counts,
+                                   s->displs, MPI_UINT64_T, 0, s->comm));
+    zero_failed(st, s->rank == 0 ? recv : NULL, words * 8);
 }
 
 static void hook_scatter(void *state, const void *send, const int64_t *counts, void *recv)
 {
     sim_mpi_state *s = state;
     layout(s, counts);
-    MPI_Scatterv(send, s->counts, s->displs, MPI_UINT64_T, recv, s->counts[s->rank], MPI_UINT64_T,
-                 0, s->comm);
+    const fmk_status st = FMK_MPI(NULL, &s->fault, MPI_Scatterv,
+                                  (send, s->counts, s->displs, MPI_UINT64_T, recv,
+                                   s->counts[s->rank], MPI_UINT64_T, 0, s->comm));
+    zero_failed(st, recv, (size_t)s->counts[s->rank] * 8);
 }
 
 static void hook_bcast(void *state, void *buf, int64_t words)
 {
     sim_mpi_state *s = state;
-    MPI_Bcast(buf, (int)words, MPI_UINT64_T, 0, s->comm);
+    const fmk_status st =
+        FMK_MPI(NULL, &s->fault, MPI_Bcast, (buf, (int)words, MPI_UINT64_T, 0, s->comm));
+    zero_failed(st, s->rank != 0 ? buf : NULL, (size_t)words * 8);
 }
 
 static void hook_alltoall(void *state, const int64_t *send, int64_t *recv)
 {
     sim_mpi_state *s = state;
-    MPI_Alltoall(send, 1, MPI_INT64_T, recv, 1, MPI_INT64_T, s->comm);
+    const fmk_status st = FMK_MPI(NULL, &s->fault, MPI_Alltoall,
+                                  (send, 1, MPI_INT64_T, recv, 1, MPI_INT64_T, s->comm));
+    zero_failed(st, recv, (size_t)s->size * sizeof *recv);
 }
 
 /* counts (rows, each side's total <= INT_MAX: the driver checks) as MPI's, in rows of width
@@ -97,11 +125,9 @@ static void hook_alltoallv(void *state, const void *send, const int64_t *send_co
         sc[r] = (int)send_counts[r], sd[r] = so, so += sc[r];
         rc[r] = (int)recv_counts[r], rd[r] = ro, ro += rc[r];
     }
-    MPI_Datatype row;
-    MPI_Type_contiguous(width, MPI_UINT64_T, &row);
-    MPI_Type_commit(&row);
-    MPI_Alltoallv(send, sc, sd, row, recv, rc, rd, row, s->comm);
-    MPI_Type_free(&row);
+    const fmk_status st = fmk_mpi_alltoallv_rows(NULL, &s->fault, s->comm, send, sc, sd, recv, rc,
+                                                 rd, width, MPI_UINT64_T);
+    zero_failed(st, recv, (size_t)ro * (size_t)width * 8);
 }
 
 static fmk_status hook_owners(void *state, const fmk_plan *plan, int64_t n, int *owner,
@@ -121,13 +147,17 @@ static fmk_status hook_halo(void *state, int64_t n, int width, const double *row
                             double radius, double **rows, int64_t *n_rows)
 {
     sim_mpi_state *s = state;
-    return fmk_mpi_sim_halo(s->comm, n, width, rows_here, radius, rows, n_rows);
+    return fmk_mpi_sim_halo(s->comm, &s->fault, n, width, rows_here, radius, rows, n_rows);
 }
 
 static fmk_status hook_plan_create(void *state, fmk_plan **plan, int dim, fmk_kernel kernel,
                                    double eps, const fmk_opts *opts)
 {
     sim_mpi_state *s = state;
+    if (s->fault.failed) { /* (no MPI call) */
+        *plan = NULL;
+        return fmk_mpi_refuse_failed(NULL, &s->fault, "fmk_plan_create_mpi");
+    }
     return fmk_plan_create_mpi(plan, s->comm, dim, kernel, eps, opts);
 }
 
@@ -136,7 +166,11 @@ static void hook_release(void *state)
     sim_mpi_state *s = state;
     if (!s)
         return;
-    MPI_Comm_free(&s->comm);
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    /* (its errors are returned, and ignored: destroy cannot fail) */
+    if (!finalized && s->comm != MPI_COMM_NULL)
+        MPI_Comm_free(&s->comm);
     free(s->counts), free(s->displs), free(s->a2a), free(s);
 }
 
@@ -161,46 +195,29 @@ static const fmk_sim_hooks sim_mpi_hooks = {
  * communicator duplicated (collective). Agreed status; message on the thread. */
 static fmk_status open_comm(MPI_Comm comm, const char *fn, fmk_sim_comm *out)
 {
-    int initialized = 0, finalized = 0, inter = 0;
-    char text[256];
-    MPI_Initialized(&initialized);
-    MPI_Finalized(&finalized);
-    if (!initialized || finalized) {
-        snprintf(text, sizeof text, "%s: MPI is %s; call it between MPI_Init and MPI_Finalize", fn,
-                 finalized ? "finalized" : "not initialized");
-        return fmk_sim_hook_error(FMK_ERR_STATE, text);
-    }
-    if (comm == MPI_COMM_NULL) {
-        snprintf(text, sizeof text, "%s: comm is MPI_COMM_NULL", fn);
-        return fmk_sim_hook_error(FMK_ERR_ARG, text);
-    }
-    MPI_Comm_test_inter(comm, &inter);
-    if (inter) {
-        snprintf(text, sizeof text, "%s: comm is an intercommunicator; pass an intracommunicator",
-                 fn);
-        return fmk_sim_hook_error(FMK_ERR_ARG, text);
-    }
-    sim_mpi_state *s = calloc(1, sizeof *s);
     MPI_Comm dup = MPI_COMM_NULL;
-    MPI_Comm_dup(comm, &dup); /* collective: every rank gets here */
-    fmk_status st = FMK_OK;
+    fmk_status st = fmk_mpi_open(comm, fn, &dup);
+    if (st != FMK_OK)
+        return fmk_sim_hook_error(st, fmk_plan_last_error(NULL));
+    sim_mpi_state *s = calloc(1, sizeof *s);
+    fmk_mpi_fault spare = {0}, *fault = s ? &s->fault : &spare;
+    int rank = 0, size = 1;
+    st = FMK_MPI(NULL, fault, MPI_Comm_rank, (dup, &rank));
+    if (st == FMK_OK)
+        st = FMK_MPI(NULL, fault, MPI_Comm_size, (dup, &size));
     if (s) {
         s->comm = dup;
-        MPI_Comm_rank(dup, &s->rank);
-        MPI_Comm_size(dup, &s->size);
-        s->counts = calloc((size_t)s->size, sizeof *s->counts);
-        s->displs = calloc((size_t)s->size, sizeof *s->displs);
-        s->a2a = calloc(4 * (size_t)s->size, sizeof *s->a2a);
+        s->rank = rank, s->size = size;
+        s->counts = calloc((size_t)size, sizeof *s->counts);
+        s->displs = calloc((size_t)size, sizeof *s->displs);
+        s->a2a = calloc(4 * (size_t)size, sizeof *s->a2a);
     }
-    if (!s || !s->counts || !s->displs || !s->a2a) {
+    if (st == FMK_OK && (!s || !s->counts || !s->displs || !s->a2a)) {
+        char text[160];
         snprintf(text, sizeof text, "%s: out of host memory", fn);
-        st = fmk_sim_hook_error(FMK_ERR_NOMEM, text);
+        st = fmk_plan_hook_error(NULL, FMK_ERR_NOMEM, text);
     }
-    int rank = 0;
-    MPI_Comm_rank(dup, &rank);
-    if (st != FMK_OK)
-        fmk_plan_hook_error(NULL, st, text);
-    st = fmk_mpi_agree(NULL, dup, rank, st);
+    st = fmk_mpi_agree(NULL, dup, rank, fault, st);
     if (st != FMK_OK) {
         fmk_sim_hook_error(st, fmk_plan_last_error(NULL));
         if (s)
@@ -257,8 +274,8 @@ fmk_status fmk_sim_create_from_file_mpi(fmk_sim **sim, MPI_Comm comm, const char
 static MPI_Comm from_fortran(MPI_Fint comm)
 {
     int initialized = 0, finalized = 0;
-    MPI_Initialized(&initialized);
-    MPI_Finalized(&finalized);
+    if (MPI_Initialized(&initialized) != MPI_SUCCESS || MPI_Finalized(&finalized) != MPI_SUCCESS)
+        return MPI_COMM_NULL;
     return initialized && !finalized ? MPI_Comm_f2c(comm) : MPI_COMM_NULL;
 }
 
