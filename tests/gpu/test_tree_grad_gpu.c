@@ -4,6 +4,7 @@
  * (the same sums but for +0 terms: equal to fp rounding), and both against the fp64 direct
  * sum; fp32 and fp64, laplace and plummer, targets = sources and separate targets, host and
  * device arrays, the group walk with and without super-groups (sizes), and the stackless walk.
+ * --quick: smaller sets (compute-sanitizer's runs; no super-groups).
  * fmk_info's pair count is the same with and without the potential. Public API only. */
 #include <math.h>
 #include <stdio.h>
@@ -112,8 +113,9 @@ static void one_case(fmk_kernel kernel, fmk_precision prec, fmk_walk walk, int64
     free(x), free(q), free(y), free(pot), free(g1), free(g2), free(rp), free(rg);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    const int quick = argc > 1 && strcmp(argv[1], "--quick") == 0; /* compute-sanitizer's */
     int count = 0;
     if (cudaGetDeviceCount(&count) != cudaSuccess || count <= 0) {
         printf("no CUDA device: skipped\n");
@@ -121,7 +123,8 @@ int main(void)
     }
     const fmk_kernel kernels[] = {FMK_KERNEL_PLUMMER, FMK_KERNEL_LAPLACE};
     const fmk_precision precs[] = {FMK_PRECISION_FP32, FMK_PRECISION_FP64};
-    const int64_t sizes[] = {3000, 200000}; /* the larger with super-groups */
+    /* the larger with super-groups (from 2^18 targets) */
+    const int64_t sizes[] = {3000, quick ? 20000 : 300000};
     for (int k = 0; k < 2; k++)
         for (int pr = 0; pr < 2; pr++)
             for (int s = 0; s < 2; s++) {
