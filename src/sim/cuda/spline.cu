@@ -6,12 +6,11 @@
  *   3. each bucket's range in the sorted order;
  *   4. the particles gathered in that order (position, charge, h), so that a bucket's
  *      particles are contiguous in memory;
- *   5. each particle visits the buckets of its 27 neighbour cells (each once) and adds the
- *      correction of every pair closer than max(h_i, h_j) to its own acceleration and
+ *   5. one thread per particle visits the buckets of its 27 neighbour cells (each once) and
+ *      adds the correction of every pair closer than max(h_i, h_j) to its own acceleration and
  *      potential (pot NULL: the acceleration alone, for an evaluation that did not ask for the
- *      potential), a block of 128 consecutive particles reading their common cell's
- *      candidates through shared memory (k_correct): no atomics, the same order every time, so
- *      the result is reproducible bit for bit (restarts need it). */
+ *      potential): no atomics, the same order every time, so the result is reproducible bit
+ *      for bit (restarts need it). */
 #include <cub/device/device_radix_sort.cuh>
 
 #include "sim/cuda/sim_cuda.cuh"
@@ -61,104 +60,49 @@ __global__ void k_gather(int64_t n, const uint32_t *idx, const double *pos, cons
     }
 }
 
-/* The pair (me, other) within max(h_me, h_other) adds its correction. */
-__device__ __forceinline__ void add_pair(const fmk_sim_cuda_body &me, double ox, double oy,
-                                         double oz, double oq, double oh, double &dp, double &ax,
-                                         double &ay, double &az)
+__global__ void k_correct(int64_t n, const fmk_sim_cuda_body *body, const uint32_t *idx,
+                          const uint32_t *start, const uint32_t *end, uint64_t mask,
+                          double inv_cell, double *acc, double *pot)
 {
-    const double dx = ox - me.x, dy = oy - me.y, dz = oz - me.z;
-    const double r2 = dx * dx + dy * dy + dz * dz;
-    const double h = me.h > oh ? me.h : oh;
-    if (!(r2 < h * h))
-        return;
-    double dphi, dg;
-    fmk_sim_spline_delta(sqrt(r2), h, &dphi, &dg);
-    dp += oq * dphi;
-    ax += oq * dg * dx, ay += oq * dg * dy, az += oq * dg * dz;
-}
-
-/* The distinct buckets of the 27 cells around (cx, cy, cz), in the order o = 0..26 (a bucket
- * that repeats is taken at its first place). Returns their count. */
-__device__ __forceinline__ int neighbour_buckets(int64_t cx, int64_t cy, int64_t cz, uint64_t mask,
-                                                 uint32_t *out)
-{
-    int n = 0;
-    for (int o = 0; o < 27; o++) {
-        const uint32_t b =
-            fmk_sim_cell_bucket(cx + o % 3 - 1, cy + (o / 3) % 3 - 1, cz + o / 9 - 1, mask);
-        bool repeat = false;
-        for (int r = 0; r < n; r++)
-            repeat |= out[r] == b;
-        if (!repeat)
-            out[n++] = b;
-    }
-    return n;
-}
-
-/* One block a run of TILE consecutive particles in bucket order. The particles in the cell of
- * the run's first one (most of a run: a bucket's particles are contiguous) share its 27
- * neighbour cells: their candidates come through shared memory in tiles of TILE, each read
- * once for the block. The run's other particles (a bucket shared by cells, or the run
- * spanning buckets) visit their cells alone. Either way a particle adds its pairs bucket by
- * bucket in the order of neighbour_buckets and each bucket in sorted order: the same sums in
- * the same order, so the results are the same bits whichever path a particle takes (and from
- * one run to the next: restarts need it). */
-constexpr int TILE = 128;
-
-__global__ void __launch_bounds__(TILE)
-    k_correct(int64_t n, const fmk_sim_cuda_body *body, const uint32_t *idx,
-              const uint32_t *start, const uint32_t *end, uint64_t mask, double inv_cell,
-              double *acc, double *pot)
-{
-    __shared__ double tx[TILE], ty[TILE], tz[TILE], tq[TILE], th[TILE];
-    __shared__ uint32_t nb[27];
-    __shared__ int n_nb;
-    __shared__ int64_t ref[3];
-    const int64_t k0 = (int64_t)blockIdx.x * TILE, k = k0 + threadIdx.x;
-    const bool live = k < n;
-    fmk_sim_cuda_body me = live ? body[k] : body[k0];
-    const int64_t cx = fmk_sim_cell_coord(me.x, inv_cell), cy = fmk_sim_cell_coord(me.y, inv_cell),
-                  cz = fmk_sim_cell_coord(me.z, inv_cell);
-    if (threadIdx.x == 0) {
-        ref[0] = cx, ref[1] = cy, ref[2] = cz;
-        n_nb = neighbour_buckets(cx, cy, cz, mask, nb);
-    }
-    __syncthreads();
-    const bool shared_cell = live && cx == ref[0] && cy == ref[1] && cz == ref[2];
-    double dp = 0, ax = 0, ay = 0, az = 0;
-    for (int e = 0; e < n_nb; e++) {
-        const uint32_t first = start[nb[e]], last = end[nb[e]];
-        for (uint32_t base = first; base < last; base += TILE) {
-            const uint32_t m = last - base < (uint32_t)TILE ? last - base : (uint32_t)TILE;
-            if (threadIdx.x < m) {
-                const fmk_sim_cuda_body o = body[base + threadIdx.x];
-                tx[threadIdx.x] = o.x, ty[threadIdx.x] = o.y, tz[threadIdx.x] = o.z;
-                tq[threadIdx.x] = o.q, th[threadIdx.x] = o.h;
+    for (int64_t k = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; k < n;
+         k += (int64_t)gridDim.x * blockDim.x) {
+        const fmk_sim_cuda_body me = body[k];
+        const int64_t cx = fmk_sim_cell_coord(me.x, inv_cell),
+                      cy = fmk_sim_cell_coord(me.y, inv_cell),
+                      cz = fmk_sim_cell_coord(me.z, inv_cell);
+        uint32_t seen[27];
+        int n_seen = 0;
+        double dp = 0, ax = 0, ay = 0, az = 0;
+        for (int o = 0; o < 27; o++) {
+            const uint32_t b =
+                fmk_sim_cell_bucket(cx + o % 3 - 1, cy + (o / 3) % 3 - 1, cz + o / 9 - 1, mask);
+            bool repeat = false;
+            for (int r = 0; r < n_seen; r++)
+                repeat |= seen[r] == b;
+            if (repeat)
+                continue;
+            seen[n_seen++] = b;
+            const uint32_t first = start[b], last = end[b];
+            for (uint32_t s = first; s < last; s++) {
+                if (s == (uint32_t)k)
+                    continue;
+                const fmk_sim_cuda_body other = body[s];
+                const double dx = other.x - me.x, dy = other.y - me.y, dz = other.z - me.z;
+                const double r2 = dx * dx + dy * dy + dz * dz;
+                const double h = me.h > other.h ? me.h : other.h;
+                if (!(r2 < h * h))
+                    continue;
+                double dphi, dg;
+                fmk_sim_spline_delta(sqrt(r2), h, &dphi, &dg);
+                dp += other.q * dphi;
+                ax += other.q * dg * dx, ay += other.q * dg * dy, az += other.q * dg * dz;
             }
-            __syncthreads();
-            if (shared_cell)
-                for (uint32_t j = 0; j < m; j++)
-                    if (base + j != (uint64_t)k)
-                        add_pair(me, tx[j], ty[j], tz[j], tq[j], th[j], dp, ax, ay, az);
-            __syncthreads();
         }
+        const int64_t i = idx[k];
+        if (pot)
+            pot[i] += dp;
+        acc[3 * i] += ax, acc[3 * i + 1] += ay, acc[3 * i + 2] += az;
     }
-    if (live && !shared_cell) {
-        uint32_t own[27];
-        const int no = neighbour_buckets(cx, cy, cz, mask, own);
-        for (int e = 0; e < no; e++)
-            for (uint32_t s = start[own[e]]; s < end[own[e]]; s++)
-                if (s != (uint64_t)k) {
-                    const fmk_sim_cuda_body o = body[s];
-                    add_pair(me, o.x, o.y, o.z, o.q, o.h, dp, ax, ay, az);
-                }
-    }
-    if (!live)
-        return;
-    const int64_t i = idx[k];
-    if (pot)
-        pot[i] += dp;
-    acc[3 * i] += ax, acc[3 * i + 1] += ay, acc[3 * i + 2] += az;
 }
 
 } // namespace
@@ -188,8 +132,7 @@ fmk_status fmk_sim_cuda_spline(fmk_sim_cuda *d, const double *pos, double *acc, 
     k_ranges<<<blocks_for(n), THREADS>>>(n, d->d_key[1], d->d_cell_start, d->d_cell_end);
     k_gather<<<blocks_for(n), THREADS>>>(n, d->d_idx[1], pos, d->d_charge, d->d_soft, soft,
                                          d->d_body);
-    if (n > 0)
-        k_correct<<<(unsigned)((n + TILE - 1) / TILE), TILE>>>(
-            n, d->d_body, d->d_idx[1], d->d_cell_start, d->d_cell_end, mask, inv_cell, acc, pot);
+    k_correct<<<blocks_for(n), THREADS>>>(n, d->d_body, d->d_idx[1], d->d_cell_start, d->d_cell_end,
+                                          mask, inv_cell, acc, pot);
     return launched("the spline correction", msg, cap);
 }
