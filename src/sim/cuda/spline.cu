@@ -9,8 +9,9 @@
  *   5. one thread per particle visits the buckets of its 27 neighbour cells (each once) and
  *      adds the correction of every pair closer than max(h_i, h_j) to its own acceleration and
  *      potential (pot NULL: the acceleration alone, for an evaluation that did not ask for the
- *      potential): no atomics, the same order every time, so the result is reproducible bit
- *      for bit (restarts need it). */
+ *      potential), testing 32 candidates at a time before the spline's arithmetic of those
+ *      kept (k_correct), with 1/r by rsqrt and no divisions: no atomics, the same order every
+ *      time, so the result is reproducible bit for bit (restarts need it). */
 #include <cub/device/device_radix_sort.cuh>
 
 #include "sim/cuda/sim_cuda.cuh"
@@ -60,6 +61,38 @@ __global__ void k_gather(int64_t n, const uint32_t *idx, const double *pos, cons
     }
 }
 
+/* GADGET's spline correction (spline.h's fmk_sim_spline_delta) for 0 <= r < h, without
+ * divisions: hinv = 1 / h given, 1 / r by rsqrt (r = 0: phi_s(0), 0). */
+__device__ __forceinline__ void spline_delta(double r2, double h, double hinv, double *dphi,
+                                             double *dg)
+{
+    if (!(r2 > 0)) {
+        *dphi = 2.8 * hinv;
+        *dg = 0;
+        return;
+    }
+    const double rinv = rsqrt(r2), r = r2 * rinv, u = r * hinv, h3inv = hinv * hinv * hinv;
+    const double rinv3 = rinv * rinv * rinv;
+    double phi, g;
+    if (u < 0.5) {
+        phi = -hinv * (-2.8 + u * u * (16.0 / 3.0 + u * u * (6.4 * u - 9.6)));
+        g = h3inv * (32.0 / 3.0 + u * u * (32.0 * u - 38.4));
+    } else {
+        const double uinv = h * rinv; /* 1 / u */
+        phi = -hinv * (-3.2 + (1.0 / 15.0) * uinv +
+                       u * u * (32.0 / 3.0 + u * (-16.0 + u * (9.6 - 32.0 / 15.0 * u))));
+        g = h3inv * (64.0 / 3.0 - 48.0 * u + 38.4 * u * u - 32.0 / 3.0 * u * u * u) -
+            (1.0 / 15.0) * rinv3;
+    }
+    *dphi = phi - rinv;
+    *dg = g - rinv3;
+}
+
+/* Each particle (one thread, in bucket order: a warp's threads mostly share a cell and so
+ * their candidates) takes its 27 neighbour cells' buckets (each once) in chunks of 32
+ * candidates: first the distance test of each, into a mask, then the pairs within h in
+ * increasing order, so that a warp runs the spline's arithmetic as often as its busiest
+ * thread has such pairs rather than once for every candidate that any thread keeps. */
 __global__ void k_correct(int64_t n, const fmk_sim_cuda_body *body, const uint32_t *idx,
                           const uint32_t *start, const uint32_t *end, uint64_t mask,
                           double inv_cell, double *acc, double *pot)
@@ -67,6 +100,7 @@ __global__ void k_correct(int64_t n, const fmk_sim_cuda_body *body, const uint32
     for (int64_t k = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; k < n;
          k += (int64_t)gridDim.x * blockDim.x) {
         const fmk_sim_cuda_body me = body[k];
+        const double me_hinv = 1 / me.h;
         const int64_t cx = fmk_sim_cell_coord(me.x, inv_cell),
                       cy = fmk_sim_cell_coord(me.y, inv_cell),
                       cz = fmk_sim_cell_coord(me.z, inv_cell);
@@ -82,20 +116,30 @@ __global__ void k_correct(int64_t n, const fmk_sim_cuda_body *body, const uint32
             if (repeat)
                 continue;
             seen[n_seen++] = b;
-            const uint32_t first = start[b], last = end[b];
-            for (uint32_t s = first; s < last; s++) {
-                if (s == (uint32_t)k)
-                    continue;
-                const fmk_sim_cuda_body other = body[s];
-                const double dx = other.x - me.x, dy = other.y - me.y, dz = other.z - me.z;
-                const double r2 = dx * dx + dy * dy + dz * dz;
-                const double h = me.h > other.h ? me.h : other.h;
-                if (!(r2 < h * h))
-                    continue;
-                double dphi, dg;
-                fmk_sim_spline_delta(sqrt(r2), h, &dphi, &dg);
-                dp += other.q * dphi;
-                ax += other.q * dg * dx, ay += other.q * dg * dy, az += other.q * dg * dz;
+            const uint32_t last = end[b];
+            for (uint32_t base = start[b]; base < last; base += 32) {
+                const uint32_t m = last - base < 32u ? last - base : 32u;
+                unsigned keep = 0;
+                for (uint32_t j = 0; j < m; j++) {
+                    const fmk_sim_cuda_body o = body[base + j];
+                    const double dx = o.x - me.x, dy = o.y - me.y, dz = o.z - me.z;
+                    const double r2 = dx * dx + dy * dy + dz * dz;
+                    const double h = me.h > o.h ? me.h : o.h;
+                    if (r2 < h * h && base + j != (uint64_t)k)
+                        keep |= 1u << j;
+                }
+                while (keep) {
+                    const uint32_t j = (uint32_t)(__ffs((int)keep) - 1);
+                    keep &= keep - 1;
+                    const fmk_sim_cuda_body o = body[base + j];
+                    const double dx = o.x - me.x, dy = o.y - me.y, dz = o.z - me.z;
+                    const double r2 = dx * dx + dy * dy + dz * dz;
+                    const double h = me.h > o.h ? me.h : o.h;
+                    double dphi, dg;
+                    spline_delta(r2, h, h == me.h ? me_hinv : 1 / h, &dphi, &dg);
+                    dp += o.q * dphi;
+                    ax += o.q * dg * dx, ay += o.q * dg * dy, az += o.q * dg * dz;
+                }
             }
         }
         const int64_t i = idx[k];
