@@ -31,10 +31,10 @@
  * rank's own device arrays: they are staged through host memory (a copy that fails on one rank
  * fails the call on every rank; after an agreed evaluation a failing copy back may leave the
  * other ranks' device outputs written). fmk_plan_memory answers for one rank's share of the work as if it
- * were an ordinary plan of the sizes given. The treecode and the 3D FMM of kernel laplace keep
- * each rank's sources on it and send the other ranks their locally essential trees; the other
- * methods and kernels gather every rank's sources on every rank (memory O(N) per rank):
- * docs/distributed.md.
+ * were an ordinary plan of the sizes given. The treecode and the 3D FMM (laplace, plummer,
+ * regularized) keep each rank's sources on it and send the other ranks their locally essential
+ * trees; the direct sum and 2D gather every rank's sources on every rank (memory O(N) per
+ * rank): docs/distributed.md.
  */
 #ifndef FMMKIT_MPI_H
 #define FMMKIT_MPI_H
@@ -81,7 +81,7 @@ FMK_API int fmk_plan_is_mpi(const fmk_plan *plan);
 typedef struct fmk_mpi_info {
     int ranks;                 /* the communicator's size */
     int distributed_sources;   /* 1: each rank keeps its own sources and sends the others its
-                              * locally essential tree (the treecode, the 3D laplace FMM); 0:
+                              * locally essential tree (the treecode, the 3D FMM); 0:
                               * every rank holds every source (docs/distributed.md) */
     int64_t sources_kept;      /* the sources this rank keeps (distributed) or holds (all) */
     int64_t local_sources;     /* its local plan's sources: kept, particles and pseudo-particles

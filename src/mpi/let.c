@@ -9,8 +9,9 @@
  * received as sources, and its targets: an ordinary plan of any backend, walked as usual. The
  * positions travel at set_points, the charges (the particles', the pseudo-particles' from this
  * evaluation's moments) at each evaluation. Volume per rank: the nodes and leaves near the
- * domain's surface, O(n^(2/3)), not the N sources of the replicated path. The laplace FMM
- * takes the same path with pseudo-particles of its order p (let_pseudo.c). */
+ * domain's surface, O(n^(2/3)), not the N sources of the replicated path. The 3D FMM takes
+ * the same path with pseudo-particles of its order p (let_pseudo.c), for the smooth kernels
+ * only beyond the distance where they are laplace's to eps (fmk_let_smooth_near). */
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
@@ -33,8 +34,11 @@ void fmk_mpi_let_free(fmk_mpi_state *s)
 
 int fmk_mpi_let_applies(const fmk_mpi_state *s)
 {
-    /* the FMM: laplace only (the smooth kernels' pseudo-particles are not checked yet) */
-    const int fmm = s->method == FMK_METHOD_FMM && s->kernel == FMK_KERNEL_LAPLACE;
+    /* the FMM: laplace, and the smooth kernels with their pseudo-particles kept beyond the
+     * distance where the kernel is laplace's to eps (fmk_let_smooth_near) */
+    const int fmm = s->method == FMK_METHOD_FMM &&
+                    (s->kernel == FMK_KERNEL_LAPLACE || s->kernel == FMK_KERNEL_PLUMMER ||
+                     s->kernel == FMK_KERNEL_REGULARIZED);
     return s->size > 1 && s->dim == 3 && (s->method == FMK_METHOD_TREE || fmm) && s->let_on;
 }
 
@@ -141,10 +145,12 @@ fmk_status fmk_mpi_let_setup(fmk_plan *plan, fmk_mpi_state *s, int64_t ns, const
         }
     }
     int order = 0; /* the treecode's icosahedron; the FMM's order and opening from eps */
+    double near = 0;
     if (s->method == FMK_METHOD_FMM) {
         fmk_info li;
         fmk_plan_info(s->local, &li);
         fmk_let_pseudo_choose(li.eps, &order, &theta);
+        near = fmk_let_smooth_near(s->kernel, s->softening, li.eps);
     }
     fmk_status st = agree(plan, s, l && l->pcount && fmk_let_pseudo_setup(l, order) == 0, NULL);
     if (st != FMK_OK)
@@ -189,7 +195,7 @@ fmk_status fmk_mpi_let_setup(fmk_plan *plan, fmk_mpi_state *s, int64_t ns, const
     free(c6), free(mybox);
     if (st != FMK_OK)
         return free(nbox), free(boxes), st;
-    ok = fmk_let_lists(l, s, nbox, boxes, theta) == 0;
+    ok = fmk_let_lists(l, s, nbox, boxes, theta, near) == 0;
     free(nbox), free(boxes);
     if ((st = agree(plan, s, ok, "out of host memory walking the tree for the other ranks")) !=
         FMK_OK)

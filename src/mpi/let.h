@@ -70,9 +70,17 @@ int fmk_let_domain_boxes(const fmk_mpi_let *l, const double *t, int64_t nt, cons
                          const double hi[3], double *box);
 
 /* Every destination's lists (pidx, nidx, pcount, ncount, scount) from the allgathered boxes
- * (nbox[r] of rank r, consecutive): 0, or -1 when out of memory or past MPI's counts. */
+ * (nbox[r] of rank r, consecutive): 0, or -1 when out of memory or past MPI's counts. near
+ * (0: none): a node goes as pseudo-particles only where its whole sphere is at least that far
+ * from every box of the receiver (the smooth kernels' FMM: fmk_let_smooth_near). */
 int fmk_let_lists(fmk_mpi_let *l, const fmk_mpi_state *s, const int *nbox, const double *boxes,
-                  double theta);
+                  double theta, double near);
+
+/* The distance beyond which the FMM's smooth kernels are laplace's to eps (fmm3d.h's d_min:
+ * softening / sqrt(eps) for plummer, softening / eps^(1/4) for regularized; 0 for laplace),
+ * in the caller's units: the pseudo-particles, which keep the node's harmonic moments only,
+ * stand for its sources there. */
+double fmk_let_smooth_near(fmk_kernel kernel, double softening, double eps);
 
 /* The rows to send for nd vectors (row per item, nd doubles): the particles' charges and the
  * nodes' pseudo-charges. q: the own sources' charges, row per source (routed order). 0, or -1

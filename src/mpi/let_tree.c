@@ -158,7 +158,7 @@ int fmk_let_build_tree(fmk_mpi_let *l, const double lo[3], const double hi[3])
         rc = -1;
     if (rc != 0)
         return rc;
-        /* boxes bottom up: leaves from their points, the others from their children */
+    /* boxes bottom up: leaves from their points, the others from their children */
 #pragma omp parallel for schedule(dynamic, 256) if (n > 65536)
     for (int32_t i = 0; i < l->n_node; i++)
         if (l->node[i].n_child == 0)
@@ -240,7 +240,7 @@ typedef struct walk_ctx {
     const fmk_mpi_let *l;
     const double *box; /* the destination's boxes */
     int *keep;         /* (22 levels) x LET_BOXES: the boxes near each node on the path */
-    double open;
+    double open, near; /* the opening ratio; the smallest distance of a pseudo-node's sphere */
     int64_t *pidx, np, pcap;
     int32_t *nidx;
     int64_t nn, ncap;
@@ -257,23 +257,25 @@ double fmk_let_box_distance(const double *x, const double *b)
 }
 
 /* The node i against the boxes bidx[0..nb) (those near its parent): a node farther than
- * open a from all of them goes as pseudo-particles, a leaf that is not as its particles, else
- * its children against the boxes near it (farther than (open + 1) a: far from every point of
- * the node's sphere, hence from every descendant's by its own opening distance). */
+ * open a (and than near + a) from all of them goes as pseudo-particles, a leaf that is not as
+ * its particles, else its children against the boxes near it (farther than
+ * max((open + 1) a, near + 2 a): far from every point of the node's sphere, hence from every
+ * descendant's by its own opening distance and by near from its sphere). */
 static int walk_node(walk_ctx *w, int32_t i, const int *bidx, int nb, int level)
 {
     const let_node *nd = &w->l->node[i];
     const int64_t count = nd->end - nd->begin;
     int *near = w->keep + (size_t)level * LET_BOXES, m = 0;
     double dmin = INFINITY;
-    const double reach = (w->open + 1) * nd->a;
+    const double reach =
+        (w->open + 1) * nd->a > w->near + 2 * nd->a ? (w->open + 1) * nd->a : w->near + 2 * nd->a;
     for (int j = 0; j < nb; j++) {
         const double d = fmk_let_box_distance(nd->c, w->box + 6 * bidx[j]);
         dmin = d < dmin ? d : dmin;
         if (d <= reach)
             near[m++] = bidx[j];
     }
-    if (count > w->l->n_pp && dmin > w->open * nd->a) {
+    if (count > w->l->n_pp && dmin > w->open * nd->a && dmin - nd->a >= w->near) {
         if (w->nn == w->ncap) {
             int32_t *g = realloc(w->nidx, (size_t)(w->ncap * 2) * sizeof *g);
             if (!g)
@@ -300,10 +302,19 @@ static int walk_node(walk_ctx *w, int32_t i, const int *bidx, int nb, int level)
     return 0;
 }
 
-int fmk_let_lists(fmk_mpi_let *l, const fmk_mpi_state *s, const int *nbox, const double *boxes,
-                  double theta)
+double fmk_let_smooth_near(fmk_kernel kernel, double softening, double eps)
 {
-    walk_ctx w = {l, NULL, NULL, 1 + 1 / theta, NULL, 0, 1024, NULL, 0, 256};
+    if (kernel == FMK_KERNEL_PLUMMER)
+        return softening / sqrt(eps);
+    if (kernel == FMK_KERNEL_REGULARIZED)
+        return softening / sqrt(sqrt(eps));
+    return 0;
+}
+
+int fmk_let_lists(fmk_mpi_let *l, const fmk_mpi_state *s, const int *nbox, const double *boxes,
+                  double theta, double near)
+{
+    walk_ctx w = {l, NULL, NULL, 1 + 1 / theta, near > 0 ? near : 0, NULL, 0, 1024, NULL, 0, 256};
     w.pidx = malloc((size_t)w.pcap * sizeof *w.pidx);
     w.nidx = malloc((size_t)w.ncap * sizeof *w.nidx);
     w.keep = malloc((size_t)23 * LET_BOXES * sizeof *w.keep);

@@ -95,8 +95,10 @@ static void one_case(fmk_kernel kernel, fmk_precision prec, fmk_walk walk, int64
     /* the same sums, but for exact zeros: equal to rounding */
     const double same = max_rel_diff(g2, g1, 3 * mt);
     CHECK_LE(same, prec == FMK_PRECISION_FP32 ? 1e-6 : 1e-14, "gradient alone vs with potential");
-    CHECK_MSG(i1.interactions_p2p == i2.interactions_p2p, "pairs %lld with the potential, %lld "
-              "without", (long long)i1.interactions_p2p, (long long)i2.interactions_p2p);
+    CHECK_MSG(i1.interactions_p2p == i2.interactions_p2p,
+              "pairs %lld with the potential, %lld "
+              "without",
+              (long long)i1.interactions_p2p, (long long)i2.interactions_p2p);
     CHECK(i1.interactions_far == i2.interactions_far);
     /* and against the fp64 direct sum */
     fmk_opts d;

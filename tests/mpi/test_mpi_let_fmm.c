@@ -8,7 +8,8 @@
  * the relative l2 errors of the potential and of the gradient each within eps and near the
  * same plan's with the sources replicated; every source kept by exactly one rank, and the two
  * far clusters' local plans with about half of the sources (the other cluster comes as
- * pseudo-particles). */
+ * pseudo-particles); then the smooth kernels plummer and regularized, whose pseudo-particles
+ * keep beyond the distance where the kernel is laplace's to eps. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -21,6 +22,10 @@
 #include "mpi/mpi_internal.h" /* fmk_mpi_set_let, fmk_mpi_let_counts */
 
 /* A distributed FMM plan over my share; pot, grad: nd vectors at my targets. */
+/* The kernel of the runs below (laplace; plummer and regularized with their softening). */
+static fmk_kernel kernel = FMK_KERNEL_LAPLACE;
+static double softening = 0;
+
 static fmk_status mpi_fmm(double eps, int let, int self, int64_t ns, const double *xs,
                           const double *q, int64_t nt, const double *xt, int64_t nd, double *pot,
                           double *grad, int64_t *own, int64_t *local)
@@ -28,8 +33,9 @@ static fmk_status mpi_fmm(double eps, int let, int self, int64_t ns, const doubl
     fmk_opts o;
     fmk_opts_default(&o);
     o.method = FMK_METHOD_FMM, o.backend = test_backend(), o.precision = FMK_PRECISION_FP64;
+    o.softening = softening;
     fmk_plan *plan = NULL;
-    fmk_status st = fmk_plan_create_mpi(&plan, MPI_COMM_WORLD, 3, FMK_KERNEL_LAPLACE, eps, &o);
+    fmk_status st = fmk_plan_create_mpi(&plan, MPI_COMM_WORLD, 3, kernel, eps, &o);
     if (st != FMK_OK)
         return st;
     fmk_mpi_set_let(plan, let);
@@ -72,14 +78,22 @@ static void run(int set, double eps, int64_t n, int self, int64_t nd)
     double *ref = malloc(sizeof(double) * rn * 3), *rg = malloc(sizeof(double) * rn * 9);
     double *pot = ref + rn, *rep = ref + 2 * rn;
     double *grad = rg + 3 * rn, *repg = rg + 6 * rn;
-    /* the exact sum at my targets over all sources (the coincident pair left out) */
+    /* the exact sum at my targets over all sources (the coincident pair left out; a smooth
+     * kernel's self pair, q_i G(0), taken off: its gradient term is 0) */
     fmk_opts o;
     fmk_opts_default(&o);
     o.method = FMK_METHOD_DIRECT, o.backend = FMK_BACKEND_CPU, o.precision = FMK_PRECISION_FP64;
+    o.softening = softening;
     fmk_status st = FMK_OK;
-    for (int64_t v = 0; v < nd && st == FMK_OK; v++)
-        st = fmk_eval(3, FMK_KERNEL_LAPLACE, 1e-12, &o, n, xs, q + v * n, my_t, mx, ref + v * my_t,
+    const double g0 = kernel == FMK_KERNEL_PLUMMER       ? 1 / softening
+                      : kernel == FMK_KERNEL_REGULARIZED ? 1.5 / softening
+                                                         : 0;
+    for (int64_t v = 0; v < nd && st == FMK_OK; v++) {
+        st = fmk_eval(3, kernel, 1e-12, &o, n, xs, q + v * n, my_t, mx, ref + v * my_t,
                       rg + 3 * v * my_t);
+        for (int64_t i = 0; self && i < my_t; i++)
+            ref[v * my_t + i] -= q[v * n + sf[rank] + i] * g0;
+    }
     CHECK(st == FMK_OK, "direct reference: %s", fmk_plan_last_error(NULL));
     int64_t own = 0, local = 0, own0, local0;
     st = mpi_fmm(eps, 1, self, my_s, xs + 3 * sf[rank], mq, my_t, mx, nd, pot, grad, &own, &local);
@@ -92,10 +106,10 @@ static void run(int set, double eps, int64_t n, int self, int64_t nd)
     int64_t span[2] = {local, -local};
     MPI_Allreduce(MPI_IN_PLACE, span, 2, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
     if (rank == 0)
-        printf("  %s eps %.0e %s nd %lld: pot %.2e grad %.2e (replicated %.2e %.2e); local "
-               "sources %lld..%lld of %lld\n",
-               set_name[set], eps, self ? "self" : "targets", (long long)nd, e, g, er, gr,
-               (long long)-span[1], (long long)span[0], (long long)n);
+        printf("  %s %s s %g eps %.0e %s nd %lld: pot %.2e grad %.2e (replicated %.2e %.2e); "
+               "local sources %lld..%lld of %lld\n",
+               set_name[set], fmk_kernel_name(kernel), softening, eps, self ? "self" : "targets",
+               (long long)nd, e, g, er, gr, (long long)-span[1], (long long)span[0], (long long)n);
     /* within eps, and near the replicated plan's error (the local FMM's trees differ: the
      * pseudo-particles add points, and its levels follow the local source count) */
     CHECK(e <= eps && g <= eps, "%s eps %g: error %.3e / %.3e above eps", set_name[set], eps, e, g);
@@ -108,6 +122,8 @@ static void run(int set, double eps, int64_t n, int self, int64_t nd)
     MPI_Allreduce(MPI_IN_PLACE, &kept, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
     CHECK(size == 1 || kept == n, "%s: the ranks keep %lld of %lld sources", set_name[set],
           (long long)kept, (long long)n);
+    /* (a smooth kernel's pseudo-particles keep s / sqrt(eps) away: with the softenings below
+     * the far cluster still comes as pseudo-particles) */
     CHECK(span[0] <= (set == CLUSTERS && size % 2 == 0 ? n * 13 / 20 : n),
           "%s: a local plan has %lld of %lld sources", set_name[set], (long long)span[0],
           (long long)n);
@@ -159,6 +175,19 @@ int main(int argc, char **argv)
      * as pseudo-particles too */
     run(OUTLIER, 1e-3, 60000, 0, 1);
     run(OUTLIER, 1e-6, 60000, 0, 1);
+    /* the smooth kernels: the far field from laplace pseudo-particles only beyond the distance
+     * where the kernel is laplace's to eps; a softening small enough that they serve, and one
+     * so wide that no node goes as pseudo-particles (the result must hold all the same) */
+    kernel = FMK_KERNEL_PLUMMER, softening = 1e-5;
+    run(PLUMMER, 1e-3, 12000, 1, 1);
+    run(CLUSTERS, 1e-6, 12000, 1, 1);
+    run(CLUSTERS, 1e-6, 12000, 0, 2);
+    run(OUTLIER, 1e-3, 60000, 0, 1);
+    kernel = FMK_KERNEL_REGULARIZED, softening = 1e-4;
+    run(CLUSTERS, 1e-6, 12000, 1, 1);
+    run(PLUMMER, 1e-3, 12000, 1, 1);
+    kernel = FMK_KERNEL_PLUMMER, softening = 0.05;
+    run(PLUMMER, 1e-3, 12000, 1, 1);
     int total = failures;
     MPI_Allreduce(MPI_IN_PLACE, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     if (rank == 0)
