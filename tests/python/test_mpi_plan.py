@@ -89,9 +89,10 @@ def run_case(t, fmmkit, kernel, method, eps, self_eval, kind, seed):
         r = plan.eval(q)
         qq = np.stack([q, 2 * q])
         rm = plan.eval_many(qq, grad=False)
-        # the treecode and the laplace FMM keep each rank's sources on it (3D, size > 1)
+        # the treecode and the 3D FMM keep each rank's sources on it (3D, size > 1)
         mi = plan.mpi_info
-        let = method == "tree" or (method == "fmm" and kernel == "laplace")
+        let = method == "tree" or (method == "fmm" and kernel in ("laplace", "plummer",
+                                                                  "regularized"))
         t.check(mi["ranks"] == size and mi["distributed_sources"] == (let and size > 1 and
                                                                       dim == 3)
                 and mi["local_sources"] >= 0 and mi["seconds_local_eval"] >= 0
