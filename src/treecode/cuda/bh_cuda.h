@@ -378,7 +378,8 @@ cudaError_t fmk_cuda_bh_walk_group(const fmk_bh_walk_args<float> &a, int order, 
                                    int tickets);
 cudaError_t fmk_cuda_bh_walk_group(const fmk_bh_walk_args<double> &a, int order, int mode,
                                    int tickets);
-/* The parts of a split walk added up in part order into pot, grad (the same sums each run). */
+/* split.cu: the parts of a split walk added up in part order into pot, grad (the same sums
+ * each run). */
 cudaError_t fmk_cuda_bh_sum_parts(int64_t m, int parts, const double *part_pot,
                                   const double *part_grad, const unsigned long long *stats,
                                   double *pot, double *grad);

@@ -207,8 +207,9 @@ template <typename R, int ORDER, int MODE, int T, int LOC, bool SUPER> struct bf
     __device__ __forceinline__ void p2p_chunk()
     {
         const bool any_in = p2p_ready(32);
-        BH_CLOCK(k_p2p, (bfs_p2p_any<R, SELF, T, POT>(src_list + h_p2p, idx_list + (SELF ? h_p2p : 0),
-                                                 any_in, 32, t, y, a.eps2, phi, g)));
+        BH_CLOCK(k_p2p,
+                 (bfs_p2p_any<R, SELF, T, POT>(src_list + h_p2p, idx_list + (SELF ? h_p2p : 0),
+                                               any_in, 32, t, y, a.eps2, phi, g)));
         h_p2p ^= 32, n_p2p -= 32;
         __syncwarp();
     }
@@ -484,7 +485,7 @@ template <typename R, int ORDER, int MODE, int T, int LOC, bool SUPER> struct bf
             const bool any_in = p2p_ready(n_p2p);
             BH_CLOCK(k_p2p,
                      (bfs_p2p_any<R, SELF, T, POT>(src_list + h_p2p, idx_list + (SELF ? h_p2p : 0),
-                                              any_in, n_p2p, t, y, a.eps2, phi, g)));
+                                                   any_in, n_p2p, t, y, a.eps2, phi, g)));
         }
         if (LOCAL && any_loc) {
             if (n_loc > 0)
@@ -631,30 +632,6 @@ __launch_bounds__(bfs_cfg<R>::WARPS * 32,
 }
 #undef BH_CLOCK
 
-/* The parts of a split walk added up, in part order (the same sums on every run). */
-__global__ void k_sum_parts(int64_t m, int parts, const double *__restrict__ part_pot,
-                            const double *__restrict__ part_grad,
-                            const unsigned long long *__restrict__ stats, double *__restrict__ pot,
-                            double *__restrict__ grad)
-{
-    const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
-    if (i >= m || charges_bad(stats))
-        return;
-    if (pot) {
-        double v = 0;
-        for (int p = 0; p < parts; p++)
-            v += part_pot[i + p * m];
-        pot[i] = v;
-    }
-    if (grad)
-        for (int d = 0; d < 3; d++) {
-            double v = 0;
-            for (int p = 0; p < parts; p++)
-                v += part_grad[3 * (i + p * m) + d];
-            grad[3 * i + d] = v;
-        }
-}
-
 /* A breadth-first walk's launch: with tickets (walk_args.ticket) a grid of as many blocks as
  * the GPU holds at once, at most blocks (and at most `tickets` when that is more than 1: the
  * tests' warps that walk many groups each); else blocks (one group walk per warp). */
@@ -741,15 +718,6 @@ cudaError_t fmk_cuda_bh_walk_group(const fmk_bh_walk_args<double> &a, int order,
                                    int tickets)
 {
     return walk<double>(a, order, mode, tickets);
-}
-
-cudaError_t fmk_cuda_bh_sum_parts(int64_t m, int parts, const double *part_pot,
-                                  const double *part_grad, const unsigned long long *stats,
-                                  double *pot, double *grad)
-{
-    k_sum_parts<<<fmk_bh_blocks(m), FMK_BH_BLOCK>>>(m, parts, part_pot, part_grad, stats, pot,
-                                                    grad);
-    return cudaGetLastError();
 }
 
 void fmk_bh_walk_diag_begin(void)
