@@ -17,24 +17,6 @@
 #include "../unit/check.h"
 #include "../unit/testutil.h"
 
-static void *xmalloc(size_t bytes)
-{
-    void *p = malloc(bytes ? bytes : 1);
-    if (!p) {
-        printf("out of host memory\n");
-        exit(2);
-    }
-    return p;
-}
-
-static double max_rel_diff(const double *a, const double *b, int64_t n)
-{
-    double num = 0, den = 0;
-    for (int64_t i = 0; i < n; i++)
-        num += (a[i] - b[i]) * (a[i] - b[i]), den += b[i] * b[i];
-    return den > 0 ? sqrt(num / den) : sqrt(num);
-}
-
 static void one_case(fmk_kernel kernel, fmk_precision prec, fmk_walk walk, int64_t n, int64_t m,
                      int on_device)
 {
@@ -44,11 +26,9 @@ static void one_case(fmk_kernel kernel, fmk_precision prec, fmk_walk walk, int64
                   walk == FMK_WALK_STACKLESS ? "stackless" : "group", (long long)n,
                   m ? "separate targets" : "targets = sources", on_device ? "device" : "host");
     const int64_t mt = m ? m : n;
-    double *x = xmalloc((size_t)n * 24), *q = xmalloc((size_t)n * 8);
-    double *y = m ? xmalloc((size_t)m * 24) : NULL;
-    double *pot = xmalloc((size_t)mt * 8), *g1 = xmalloc((size_t)mt * 24);
-    double *g2 = xmalloc((size_t)mt * 24), *rp = xmalloc((size_t)mt * 8);
-    double *rg = xmalloc((size_t)mt * 24);
+    double *x = test_alloc(3 * n), *q = test_alloc(n), *y = m ? test_alloc(3 * m) : NULL;
+    double *pot = test_alloc(mt), *g1 = test_alloc(3 * mt), *g2 = test_alloc(3 * mt);
+    double *rp = test_alloc(mt), *rg = test_alloc(3 * mt);
     test_points(TEST_DIST_PLUMMER, n, 41 + (uint64_t)n, x);
     for (int64_t i = 0; i < n; i++)
         q[i] = 1.0 / (double)n;
@@ -93,7 +73,7 @@ static void one_case(fmk_kernel kernel, fmk_precision prec, fmk_walk walk, int64
     }
     fmk_plan_destroy(p);
     /* the same sums, but for exact zeros: equal to rounding */
-    const double same = max_rel_diff(g2, g1, 3 * mt);
+    const double same = test_rel_l2(g2, g1, 3 * mt);
     CHECK_LE(same, prec == FMK_PRECISION_FP32 ? 1e-6 : 1e-14, "gradient alone vs with potential");
     CHECK_MSG(i1.interactions_p2p == i2.interactions_p2p,
               "pairs %lld with the potential, %lld "

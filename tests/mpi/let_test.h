@@ -1,6 +1,6 @@
 /* let_test.h -- what the tests of the distributed sources (test_mpi_let.c, test_mpi_let_fmm.c)
- * share: their point sets, the uneven shares, the relative l2 error over every rank, and the
- * local plans' backend. Include after mpi_test.h and fmmkit_mpi.h. */
+ * share: their point sets, the uneven shares, the relative l2 error over every rank, the
+ * sources kept, and the local plans' backend. Include after mpi_test.h and fmmkit_mpi.h. */
 #ifndef FMMKIT_TESTS_LET_TEST_H
 #define FMMKIT_TESTS_LET_TEST_H
 
@@ -59,6 +59,18 @@ static double rel_l2(const double *a, const double *b, int64_t n)
         s[0] += (a[i] - b[i]) * (a[i] - b[i]), s[1] += b[i] * b[i];
     MPI_Allreduce(MPI_IN_PLACE, s, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
     return s[1] > 0 ? sqrt(s[0] / s[1]) : sqrt(s[0]);
+}
+
+/* Every source kept by exactly one rank, and no local plan with more than `most` sources
+ * (span_max: the largest local plan's). */
+static void check_kept(const char *what, int64_t n, int64_t own, int64_t span_max, int64_t most)
+{
+    int64_t kept = own;
+    MPI_Allreduce(MPI_IN_PLACE, &kept, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
+    CHECK(size == 1 || kept == n, "%s: the ranks keep %lld of %lld sources", what, (long long)kept,
+          (long long)n);
+    CHECK(span_max <= most, "%s: a local plan has %lld of %lld sources", what, (long long)span_max,
+          (long long)n);
 }
 
 /* The local plans' backend: the CPU, or the GPU with FMK_TEST_BACKEND=gpu (make gpu-test's

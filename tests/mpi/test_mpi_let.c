@@ -120,13 +120,7 @@ static void run(int set, fmk_kernel kernel, fmk_precision prec, int mode, int64_
     /* every source kept by exactly one rank; no local plan with more than all of them (the
      * pseudo-particles replace the far nodes: on 2 and 4 ranks, whose domains each hold one
      * of the two far clusters, the local plans have about half) */
-    int64_t kept = own;
-    MPI_Allreduce(MPI_IN_PLACE, &kept, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
-    CHECK(size == 1 || kept == n, "%s: the ranks keep %lld of %lld sources", set_name[set],
-          (long long)kept, (long long)n);
-    CHECK(span[0] <= (set == CLUSTERS && size % 2 == 0 ? n * 3 / 5 : n),
-          "%s: a local plan has %lld of %lld sources", set_name[set], (long long)span[0],
-          (long long)n);
+    check_kept(set_name[set], n, own, span[0], set == CLUSTERS && size % 2 == 0 ? n * 3 / 5 : n);
     free(xs), free(xt), free(q), free(mq), free(ref), free(rg);
 }
 
