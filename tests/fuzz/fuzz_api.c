@@ -340,7 +340,10 @@ static void evaluate(const problem *pb, fmk_plan *plan, int inputs_sane)
     st = fmk_eval(pb->dim, pb->kernel, 1e-6, &ro, pb->ns, pb->src, pb->q, pb->nt,
                   pb->use_targets ? pb->trg : NULL, rpot, rgrad);
     REQUIRE(st == FMK_OK);
-    const double tol = 10 * fmax(pb->eps, 1e-10);
+    /* an expert order (opts.order >= 0) overrides the one eps asks for (docs/fmm3d.md): such
+     * a plan is held only to a sum of the right size, not to eps */
+    const int expert = info.method == FMK_METHOD_FMM && pb->opts.order >= 0;
+    const double tol = expert ? 1.0 : 10 * fmax(pb->eps, 1e-10);
     compare(pb, pot[0], rpot, c, 0, tol);
     compare(pb, grad[0], rgrad, gdim, 1, tol);
 }
